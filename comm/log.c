@@ -1,0 +1,104 @@
+/* Logging and the fatal reporter (see log.h). */
+#include "log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int g_rank = 0;
+static int g_nranks = 1;
+static int g_level = 1;
+static char g_device[128] = "cpu";
+static FILE *g_file = NULL;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define SP_MAX_HOOKS 8
+static sp_abort_hook g_hooks[SP_MAX_HOOKS];
+static int g_nhooks = 0;
+
+void sp_log_set_rank(int rank, int nranks) { g_rank = rank; g_nranks = nranks; }
+int sp_log_rank(void) { return g_rank; }
+void sp_log_set_level(int level) { g_level = level; }
+int sp_log_level(void) { return g_level; }
+void sp_log_set_file(FILE *f) { g_file = f; }
+
+void sp_log_set_device(const char *device) {
+  snprintf(g_device, sizeof g_device, "%s", device ? device : "?");
+}
+
+static void emit(const char *tag, const char *fmt, va_list ap) {
+  char line[4096];
+  int n = snprintf(line, sizeof line, "[rank %d] %s", g_rank, tag);
+  if (n < 0) n = 0;
+  if ((size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  size_t len = strlen(line);
+  while (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+  pthread_mutex_lock(&g_lock);
+  fprintf(stderr, "%s\n", line);
+  fflush(stderr);
+  if (g_file) {
+    fprintf(g_file, "%s\n", line);
+    fflush(g_file);
+  }
+  pthread_mutex_unlock(&g_lock);
+}
+
+#define SP_LOG_FN(name, tag, min_level)      \
+  void name(const char *fmt, ...) {          \
+    if (g_level < (min_level)) return;       \
+    va_list ap;                              \
+    va_start(ap, fmt);                       \
+    emit(tag, fmt, ap);                      \
+    va_end(ap);                              \
+  }
+SP_LOG_FN(sp_log_info, "", 1)
+SP_LOG_FN(sp_log_warn, "warning: ", 0)
+SP_LOG_FN(sp_log_error, "error: ", 0)
+SP_LOG_FN(sp_log_debug, "debug: ", 2)
+
+void sp_abort_hook_push(sp_abort_hook hook) {
+  if (g_nhooks < SP_MAX_HOOKS) g_hooks[g_nhooks++] = hook;
+}
+
+_Noreturn void sp_fatal_at(const char *file, int line, const char *call,
+                           const char *fmt, ...) {
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&g_lock);
+  fprintf(stderr, "[rank %d] fatal: %s (host %s, device %s, %s:%d%s%s)\n", g_rank, msg,
+          host, g_device, file, line, call ? ", call " : "", call ? call : "");
+  fflush(stderr);
+  if (g_file) {
+    fprintf(g_file, "[rank %d] fatal: %s (host %s, device %s, %s:%d%s%s)\n", g_rank, msg,
+            host, g_device, file, line, call ? ", call " : "", call ? call : "");
+    fflush(g_file);
+  }
+  pthread_mutex_unlock(&g_lock);
+  for (int i = g_nhooks - 1; i >= 0; i--) g_hooks[i](SP_ERR_RUNTIME);
+  _exit(SP_ERR_RUNTIME);
+}
+
+void *sp_xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) sp_fatal("out of host memory allocating %zu bytes", bytes);
+  return p;
+}
+
+void *sp_xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p) sp_fatal("out of host memory allocating %zu x %zu bytes", n, size);
+  return p;
+}
+
+char *sp_xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = sp_xmalloc(n);
+  memcpy(p, s, n);
+  return p;
+}

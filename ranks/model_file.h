@@ -1,0 +1,79 @@
+/* The staticpipe model file (HDF5) and synthetic models, behind one handle.
+ *
+ * File layout (DESIGN.md "Model file"): root attributes format =
+ * "staticpipe", format_version, arch = "wan2.1-t2v", preset (may be ""),
+ * dtype ("bf16"|"fp32"), checksum (hex of the model checksum) and the config
+ * (dim, ffn_dim, heads, layers, in_dim, out_dim, patch, text_len, text_dim,
+ * freq_dim, eps); groups /embed, /blocks/NNNN (four digits), /head; in each,
+ * one contiguous unfiltered dataset per tensor named after the official key
+ * (wan_config.h), with attributes dtype and checksum (CRC-32C of its bytes).
+ * bf16 is stored as 16-bit unsigned integers.
+ *
+ * A spec "synth:PRESET[:SEED]" opens a synthetic model instead: the same
+ * API, metadata only, each group generated when it is read. */
+#ifndef RANK_MODEL_FILE_H
+#define RANK_MODEL_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wan_config.h"
+
+#define RANK_MODEL_FORMAT "staticpipe"
+#define RANK_MODEL_FORMAT_VERSION 1
+
+typedef struct rank_model rank_model;
+
+typedef struct rank_model_info {
+  wan_config config;
+  kern_dtype dtype;
+  char arch[32];
+  char preset[32];    /* "" when the config matches no preset */
+  char source[1024];  /* the path, or the synth: spec */
+  int synthetic;      /* 1 for synth: */
+  uint64_t seed;      /* synth: only */
+  uint64_t checksum;  /* model checksum: over every dataset's checksum, in order */
+} rank_model_info;
+
+/* Opens a model file read-only and validates its root attributes and the
+ * layout of every dataset (contiguous, unfiltered, dtype, shape, storage
+ * size, no external or soft links, no virtual datasets) without reading
+ * weights; or parses a synth: spec. verify = 1 checks each dataset's
+ * checksum when it is read. Errors are logged once, naming the file, the
+ * dataset and the check; returns SP_OK, SP_ERR_INPUT or SP_ERR_RUNTIME. */
+int rank_model_open(const char *spec, int verify, rank_model **out);
+void rank_model_close(rank_model *m);
+const rank_model_info *rank_model_get_info(const rank_model *m);
+
+/* The packed layout of a group (same for every block). */
+const wan_layout *rank_model_layout(const rank_model *m, wan_group g);
+
+/* Reads one group (block index for WAN_GROUP_BLOCK, else ignored) into dst
+ * in the packed layout (dst_bytes >= layout packed_bytes; padding zeroed),
+ * in the file's dtype. Adds the bytes read from the file (0 for synth:) to
+ * *bytes_read when it is not NULL. */
+int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size_t dst_bytes,
+                          uint64_t *bytes_read);
+
+/* ---- writer ------------------------------------------------------------
+ * Writes to a temporary file beside path and renames it into place on
+ * commit; abort (or any failure, or SIGINT/SIGTERM) removes it, leaving an
+ * existing file at path untouched. */
+typedef struct rank_model_writer rank_model_writer;
+
+int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
+                           const char *preset, rank_model_writer **out);
+/* Extra string attribute on the root (for example safetensors metadata). */
+int rank_model_writer_attr(rank_model_writer *w, const char *key, const char *value);
+/* Writes one tensor in the file's dtype (bytes must equal the table's). */
+int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const char *name,
+                          const void *data, size_t bytes);
+/* Checks every tensor of the table was written, writes the model checksum,
+ * closes and renames into place. The writer is freed either way. */
+int rank_model_writer_commit(rank_model_writer *w);
+void rank_model_writer_abort(rank_model_writer *w);
+
+/* Dataset path of a tensor in the file: "/embed/NAME", "/blocks/0003/NAME". */
+void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n);
+
+#endif
