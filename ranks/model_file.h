@@ -32,7 +32,10 @@ typedef struct rank_model_info {
   char source[1024];  /* the path, or the synth: spec */
   int synthetic;      /* 1 for synth: */
   uint64_t seed;      /* synth: only */
-  uint64_t checksum;  /* model checksum: over every dataset's checksum, in order */
+  /* Model checksum: for a file "crc32c:XXXXXXXX", the CRC-32C over every
+   * dataset's CRC in canonical order (embed, blocks, head); for synth: the
+   * spec and generator version, since its weights are never all made. */
+  char checksum[96];
 } rank_model_info;
 
 /* Opens a model file read-only and validates its root attributes and the

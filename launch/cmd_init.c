@@ -1,0 +1,137 @@
+/* staticpipe init: write a synthetic model file. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "log.h"
+#include "model_file.h"
+#include "synth.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: staticpipe init --arch PRESET [options] -o FILE\n"
+          "\n"
+          "Writes a model file with synthetic weights: the same weights as the model\n"
+          "spec synth:PRESET:SEED, from a counter-based generator keyed by (seed, tensor\n"
+          "name, element index).\n"
+          "\n"
+          "  -a, --arch PRESET   wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b, wan2.1-14b\n"
+          "                      (required)\n"
+          "  -s, --seed N        generator seed (default 0)\n"
+          "  -d, --dtype T       bf16 or fp32 (default bf16)\n"
+          "  -l, --layers N      override the number of blocks (default: the preset's)\n"
+          "  -o, --out FILE      output file (required); written to a temporary name and\n"
+          "                      renamed into place, so a failure leaves nothing behind\n"
+          "  -q, --quiet         no progress lines\n"
+          "  -h, --help          this text\n");
+}
+
+int cmd_init(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"arch", required_argument, 0, 'a'},  {"seed", required_argument, 0, 's'},
+      {"dtype", required_argument, 0, 'd'}, {"layers", required_argument, 0, 'l'},
+      {"out", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
+      {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+  const char *arch = NULL, *out = NULL;
+  uint64_t seed = 0;
+  int64_t layers = 0;
+  int quiet = 0;
+  kern_dtype dtype = KERN_DTYPE_BF16;
+  cli_getopt_reset();
+  int ch;
+  while ((ch = getopt_long(argc, argv, "a:s:d:l:o:qh", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'a': arch = optarg; break;
+    case 's':
+      if (cli_parse_uint64("--seed", optarg, &seed)) return SP_ERR_INPUT;
+      break;
+    case 'd':
+      if (strcmp(optarg, "bf16") == 0) {
+        dtype = KERN_DTYPE_BF16;
+      } else if (strcmp(optarg, "fp32") == 0) {
+        dtype = KERN_DTYPE_F32;
+      } else {
+        sp_log_error("--dtype: '%s' is not bf16 or fp32", optarg);
+        return SP_ERR_INPUT;
+      }
+      break;
+    case 'l':
+      if (cli_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;
+      break;
+    case 'o': out = optarg; break;
+    case 'q': quiet = 1; break;
+    case 'h': usage(stdout); return SP_OK;
+    default: return cli_bad_usage("init");
+    }
+  }
+  if (optind < argc) {
+    sp_log_error("init: unexpected argument '%s'", argv[optind]);
+    return cli_bad_usage("init");
+  }
+  if (!arch || !out) {
+    sp_log_error("init: %s is required", !arch ? "--arch" : "--out");
+    return cli_bad_usage("init");
+  }
+  wan_config c;
+  if (wan_preset(arch, &c) != 0) {
+    sp_log_error("--arch: unknown preset '%s' (known: wan2.1-tiny, wan2.1-1.3b, wan2.1-14b)",
+                 arch);
+    return SP_ERR_INPUT;
+  }
+  if (layers) c.layers = layers;
+  rank_model_writer *w = NULL;
+  int rc = rank_model_writer_open(out, &c, dtype, layers ? "" : arch, &w);
+  if (rc != SP_OK) return rc;
+  char seedstr[32];
+  snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
+  if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
+  if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
+
+  void *buf = NULL;
+  size_t cap = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double total = 0, done = 0;
+  for (int g = 0; g < 3; g++) {
+    wan_layout l;
+    wan_layout_make(&c, (wan_group)g, dtype, &l);
+    total += (double)l.data_bytes * (g == WAN_GROUP_BLOCK ? (double)c.layers : 1.0);
+  }
+  for (int g = 0; g < 3 && rc == SP_OK; g++) {
+    wan_layout l;
+    wan_layout_make(&c, (wan_group)g, dtype, &l);
+    int nb = g == WAN_GROUP_BLOCK ? (int)c.layers : 1;
+    for (int b = 0; b < nb && rc == SP_OK; b++) {
+      for (int i = 0; i < l.count && rc == SP_OK; i++) {
+        const wan_tensor *t = &l.t[i];
+        if (t->bytes > cap) {
+          free(buf);
+          cap = t->bytes;
+          buf = sp_xmalloc(cap);
+        }
+        rank_synth_tensor(&c, seed, (wan_group)g, b, t, dtype, buf);
+        rc = rank_model_writer_put(w, (wan_group)g, b, t->name, buf, t->bytes);
+        done += (double)t->bytes;
+      }
+      if (!quiet && (g == WAN_GROUP_BLOCK)) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        sp_log_info("init: block %d/%lld written, %.2f of %.2f GB, %.0f MB/s", b + 1,
+                    (long long)c.layers, done / 1e9, total / 1e9, s > 0 ? done / 1e6 / s : 0.0);
+      }
+    }
+  }
+  free(buf);
+  if (rc != SP_OK) goto fail;
+  rc = rank_model_writer_commit(w);
+  if (rc == SP_OK && !quiet) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
+                                         kern_dtype_name(dtype), (unsigned long long)seed);
+  return rc;
+fail:
+  rank_model_writer_abort(w);
+  return rc;
+}

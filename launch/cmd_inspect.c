@@ -1,0 +1,110 @@
+/* staticpipe inspect: a model's arch, config, sizes and checksum. */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "log.h"
+#include "model_file.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: staticpipe inspect MODEL [options]\n"
+          "\n"
+          "Prints a model's arch, config, blocks, bytes per block, embeddings, head, total,\n"
+          "dtype and checksum. Reads metadata only: no weights are read or generated.\n"
+          "MODEL is a model file or synth:PRESET[:SEED].\n"
+          "\n"
+          "  -j, --json     JSON on stdout (keys arch, preset, dtype, config, num_blocks,\n"
+          "                 block_bytes, embed_bytes, head_bytes, total_bytes, checksum)\n"
+          "  -h, --help     this text\n");
+}
+
+static json_object *config_json(const wan_config *c) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "dim", json_object_new_int64(c->dim));
+  json_object_object_add(o, "ffn_dim", json_object_new_int64(c->ffn_dim));
+  json_object_object_add(o, "heads", json_object_new_int64(c->heads));
+  json_object_object_add(o, "head_dim", json_object_new_int64(wan_head_dim(c)));
+  json_object_object_add(o, "layers", json_object_new_int64(c->layers));
+  json_object_object_add(o, "in_dim", json_object_new_int64(c->in_dim));
+  json_object_object_add(o, "out_dim", json_object_new_int64(c->out_dim));
+  json_object *p = json_object_new_array();
+  for (int i = 0; i < 3; i++) json_object_array_add(p, json_object_new_int64(c->patch[i]));
+  json_object_object_add(o, "patch", p);
+  json_object_object_add(o, "text_len", json_object_new_int64(c->text_len));
+  json_object_object_add(o, "text_dim", json_object_new_int64(c->text_dim));
+  json_object_object_add(o, "freq_dim", json_object_new_int64(c->freq_dim));
+  json_object_object_add(o, "eps", json_object_new_double(c->eps));
+  return o;
+}
+
+int cmd_inspect(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  int json = 0;
+  cli_getopt_reset();
+  int ch;
+  while ((ch = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'j': json = 1; break;
+    case 'h': usage(stdout); return SP_OK;
+    default: return cli_bad_usage("inspect");
+    }
+  }
+  if (optind != argc - 1) {
+    sp_log_error("inspect: expected exactly one MODEL argument");
+    return cli_bad_usage("inspect");
+  }
+  rank_model *m = NULL;
+  int rc = rank_model_open(argv[optind], 0, &m);
+  if (rc != SP_OK) return rc;
+  const rank_model_info *in = rank_model_get_info(m);
+  const wan_config *c = &in->config;
+  size_t block = rank_model_layout(m, WAN_GROUP_BLOCK)->data_bytes;
+  size_t embed = rank_model_layout(m, WAN_GROUP_EMBED)->data_bytes;
+  size_t head = rank_model_layout(m, WAN_GROUP_HEAD)->data_bytes;
+  unsigned long long total = (unsigned long long)block * (unsigned long long)c->layers + embed + head;
+  if (json) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "source", json_object_new_string(in->source));
+    json_object_object_add(o, "arch", json_object_new_string(in->arch));
+    json_object_object_add(o, "preset", json_object_new_string(in->preset));
+    json_object_object_add(o, "synthetic", json_object_new_boolean(in->synthetic));
+    json_object_object_add(o, "dtype", json_object_new_string(kern_dtype_name(in->dtype)));
+    json_object_object_add(o, "config", config_json(c));
+    json_object_object_add(o, "num_blocks", json_object_new_int64(c->layers));
+    json_object_object_add(o, "block_params", json_object_new_int64(wan_block_params(c)));
+    json_object *arr = json_object_new_array();
+    for (int64_t b = 0; b < c->layers; b++)
+      json_object_array_add(arr, json_object_new_int64((int64_t)block));
+    json_object_object_add(o, "block_bytes", arr);
+    json_object_object_add(o, "embed_bytes", json_object_new_int64((int64_t)embed));
+    json_object_object_add(o, "head_bytes", json_object_new_int64((int64_t)head));
+    json_object_object_add(o, "total_bytes", json_object_new_int64((int64_t)total));
+    json_object_object_add(o, "checksum", json_object_new_string(in->checksum));
+    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+    json_object_put(o);
+  } else {
+    printf("model      %s\n", in->source);
+    printf("arch       %s%s%s\n", in->arch, in->preset[0] ? ", preset " : "", in->preset);
+    printf("dtype      %s\n", kern_dtype_name(in->dtype));
+    printf("config     dim %lld, ffn_dim %lld, heads %lld x %lld, layers %lld, in/out %lld/%lld,\n"
+           "           patch (%lld,%lld,%lld), text_len %lld, text_dim %lld, freq_dim %lld, eps %g\n",
+           (long long)c->dim, (long long)c->ffn_dim, (long long)c->heads,
+           (long long)wan_head_dim(c), (long long)c->layers, (long long)c->in_dim,
+           (long long)c->out_dim, (long long)c->patch[0], (long long)c->patch[1],
+           (long long)c->patch[2], (long long)c->text_len, (long long)c->text_dim,
+           (long long)c->freq_dim, c->eps);
+    printf("blocks     %lld x %zu bytes (%lld parameters each, %.1f MB)\n", (long long)c->layers,
+           block, (long long)wan_block_params(c), (double)block / 1e6);
+    printf("embed      %zu bytes\n", embed);
+    printf("head       %zu bytes\n", head);
+    printf("total      %llu bytes (%.2f GB)\n", total, (double)total / 1e9);
+    printf("checksum   %s\n", in->checksum);
+  }
+  rank_model_close(m);
+  return SP_OK;
+}

@@ -1,0 +1,10 @@
+/* The staticpipe subcommands. Each takes the arguments after the subcommand
+ * name (argv[0] is the subcommand) and returns the process exit code:
+ * 0 success, 1 runtime failure, 2 bad usage or bad input. */
+#ifndef SP_COMMANDS_H
+#define SP_COMMANDS_H
+
+int cmd_init(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+
+#endif

@@ -1,0 +1,54 @@
+/* staticpipe: entry point and subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "log.h"
+
+typedef struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"init", cmd_init, "write a synthetic model file (presets wan2.1-tiny, -1.3b, -14b)"},
+    {"inspect", cmd_inspect, "print a model's config, sizes and checksum"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: staticpipe COMMAND [options] [args]\n"
+          "\n"
+          "Runs the Wan 2.1 text-to-video DiT as a static pipeline of MPI ranks, one per GPU.\n"
+          "\n"
+          "commands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f,
+          "\n"
+          "'staticpipe COMMAND --help' lists the options of a command.\n"
+          "A model is an HDF5 file written by init or convert, or synth:PRESET[:SEED] for\n"
+          "the same synthetic weights generated lazily (no file).\n"
+          "exit codes: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return SP_ERR_INPUT;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return SP_OK;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("staticpipe 0.1.0\n");
+    return SP_OK;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+  sp_log_error("unknown command '%s' (run 'staticpipe --help' for the list)", argv[1]);
+  return SP_ERR_INPUT;
+}

@@ -1,0 +1,20 @@
+/* Atomic output files: every output is written to a temporary name beside
+ * its final path and renamed into place at the end, so a failure or an
+ * interrupt never leaves a half-written file and an existing file stays
+ * untouched until the new one is complete. Temporary names are registered
+ * so SIGINT/SIGTERM (and sp_fatal) remove them before the process ends. */
+#ifndef RANK_ATOMIC_FILE_H
+#define RANK_ATOMIC_FILE_H
+
+#include <stddef.h>
+
+/* Makes "DIR/.NAME.tmp-PID-N" for final path into tmp (n bytes) and
+ * registers it for removal on a signal or a fatal error. Returns 0 or
+ * SP_ERR_INPUT (path too long, directory missing, not writable: logged). */
+int rank_atomic_begin(const char *final_path, char *tmp, size_t n);
+/* Renames tmp onto final_path (fsync first) and unregisters it. */
+int rank_atomic_commit(const char *tmp, const char *final_path);
+/* Removes tmp (if it exists) and unregisters it. */
+void rank_atomic_abort(const char *tmp);
+
+#endif

@@ -1,0 +1,54 @@
+/* CRC-32C, reflected polynomial 0x82F63B78 (see crc32c.h). */
+#include "crc32c.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static uint32_t g_table[256];
+static int g_have_sse42 = 0;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    g_table[i] = c;
+  }
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  g_have_sse42 = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#else
+  g_have_sse42 = 0;
+#endif
+}
+
+static uint32_t crc_table(uint32_t c, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) c = g_table[(c ^ p[i]) & 0xffu] ^ (c >> 8);
+  return c;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsigned char *p,
+                                                         size_t n) {
+  uint64_t c64 = c;
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    c64 = __builtin_ia32_crc32di(c64, v);
+    p += 8;
+    n -= 8;
+  }
+  c = (uint32_t)c64;
+  while (n--) c = __builtin_ia32_crc32qi(c, *p++);
+  return c;
+}
+#endif
+
+uint32_t rank_crc32c(uint32_t crc, const void *data, size_t n) {
+  pthread_once(&g_once, init);
+  uint32_t c = ~crc;
+#if defined(__x86_64__)
+  if (g_have_sse42) return ~crc_hw(c, data, n);
+#endif
+  return ~crc_table(c, data, n);
+}

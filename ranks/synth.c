@@ -1,0 +1,79 @@
+/* Synthetic weights (see synth.h). */
+#include "synth.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t rank_synth_key(uint64_t seed, const char *name) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the full tensor key */
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+    h ^= *p;
+    h *= 0x100000001b3ull;
+  }
+  return splitmix64(splitmix64(seed) ^ h);
+}
+
+double rank_synth_uniform(uint64_t key, uint64_t index) {
+  uint64_t u = splitmix64(key ^ splitmix64(index));
+  /* 53 random bits -> [0, 1) -> [-1, 1) */
+  return (double)(u >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* center + halfwidth * U[-1, 1) for each tensor kind. */
+static void tensor_scale(const wan_tensor *t, double *center, double *half) {
+  const char *n = t->name;
+  *center = 0.0;
+  if (strstr(n, "modulation")) {
+    *half = 0.1;
+  } else if (strstr(n, "norm_q") || strstr(n, "norm_k") || strcmp(n, "norm3.weight") == 0) {
+    *center = 1.0;
+    *half = 0.1;
+  } else if (ends_with(n, ".bias")) {
+    *half = 0.05;
+  } else {
+    /* A weight: variance 1/fan_in (uniform half-width sqrt(3/fan_in)) keeps
+     * a linear map's output at the scale of its input. time_projection
+     * makes the modulation: a quarter of that keeps gates and scales
+     * moderate, as in trained Wan models. */
+    int64_t fan_in = t->numel / t->shape[0];
+    *half = sqrt(3.0 / (double)fan_in);
+    if (strncmp(n, "time_projection", 15) == 0) *half *= 0.25;
+  }
+}
+
+void rank_synth_tensor(const wan_config *c, uint64_t seed, wan_group g, int block,
+                       const wan_tensor *t, kern_dtype dtype, void *dst) {
+  char full[160];
+  if (g == WAN_GROUP_BLOCK)
+    snprintf(full, sizeof full, "blocks.%d.%s", block, t->name);
+  else
+    snprintf(full, sizeof full, "%s", t->name);
+  uint64_t key = rank_synth_key(seed, full);
+  double center, half;
+  tensor_scale(t, &center, &half);
+  const int64_t n = t->numel;
+  if (dtype == KERN_DTYPE_F32) {
+    float *out = dst;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++)
+      out[i] = (float)(center + half * rank_synth_uniform(key, (uint64_t)i));
+  } else {
+    uint16_t *out = dst;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++)
+      out[i] = kern_f32_to_bf16((float)(center + half * rank_synth_uniform(key, (uint64_t)i)));
+  }
+}

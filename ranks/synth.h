@@ -1,0 +1,25 @@
+/* Synthetic Wan weights from a counter-based generator keyed by (seed,
+ * tensor name, element index): any tensor of any block can be made alone,
+ * identically on every machine and thread count, and `init` writes exactly
+ * what `synth:` generates. Scales keep activations of order one through
+ * the whole network: linear weights uniform with variance 1/fan_in, small
+ * biases, norm weights near 1, modulation tables near 0. */
+#ifndef RANK_SYNTH_H
+#define RANK_SYNTH_H
+
+#include <stdint.h>
+
+#include "wan_config.h"
+
+#define RANK_SYNTH_VERSION 1
+
+/* Fills dst (t->numel values of dtype) with tensor t of group g (block
+ * index for blocks). */
+void rank_synth_tensor(const wan_config *c, uint64_t seed, wan_group g, int block,
+                       const wan_tensor *t, kern_dtype dtype, void *dst);
+
+/* Standard uniform in [-1, 1) for (key, index): the generator's core. */
+double rank_synth_uniform(uint64_t key, uint64_t index);
+uint64_t rank_synth_key(uint64_t seed, const char *name);
+
+#endif
