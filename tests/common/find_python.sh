@@ -1,0 +1,24 @@
+# Sourced by the script tests: sets PY to a python3 that imports numpy and
+# h5py. The first python3 on PATH may be a pyenv/venv one without them, so
+# the distribution's /usr/bin/python3 (python3-numpy, python3-h5py) is tried
+# next. When none has both, this prints how to install them and ends the
+# calling script: exit 77 (skipped) only when SP_ALLOW_SKIP=1, else exit 1,
+# so CI cannot silently skip the parity tests.
+PY=
+for _sp_py in python3 /usr/bin/python3; do
+  if command -v "$_sp_py" >/dev/null 2>&1 &&
+     "$_sp_py" -c 'import numpy, h5py' >/dev/null 2>&1; then
+    PY=$(command -v "$_sp_py")
+    break
+  fi
+done
+unset _sp_py
+if [ -z "$PY" ]; then
+  echo "no python3 with numpy and h5py found (tried python3, /usr/bin/python3):" \
+       "run launch/deps.sh or: sudo apt-get install python3-numpy python3-h5py" >&2
+  if [ "${SP_ALLOW_SKIP:-0}" = 1 ]; then
+    exit 77
+  fi
+  exit 1
+fi
+export PY
