@@ -1,0 +1,75 @@
+/* CPU exact softmax attention, scale 1/sqrt(hd), no mask, any Lq and Lk.
+ *
+ * One (query row, head) is one unit of work, owned by one thread, so the
+ * result cannot depend on the thread count. Keys are visited in tiles of
+ * ATT_TILE in increasing order; the tile's scores live on the stack and the
+ * softmax is the online form: running max m and running sum l, and the
+ * output row itself (the caller's out) is the accumulator, rescaled by
+ * exp(m_old - m_new) whenever a tile raises the max. That needs no scratch
+ * from the caller and is exact (not an approximation of softmax): the
+ * final division by l gives sum_j exp(s_j - m) v_j / sum_j exp(s_j - m).
+ *
+ * out must not alias q, k or v: q is reread for every tile. */
+#include "kern_cpu.h"
+
+#include <math.h>
+
+enum { ATT_TILE = 64 }; /* scores per tile, 256 bytes of stack */
+
+/* q . k in a fixed pattern: 8 interleaved partial sums (vectorisable),
+ * combined pairwise, then the tail hd % 8 in order. q, k (hd). */
+static float att_dot(const float *q, const float *k, int64_t hd) {
+  float a[8] = {0};
+  int64_t d = 0;
+  for (; d + 8 <= hd; d += 8) {
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; l++) a[l] += q[d + l] * k[d + l];
+  }
+  float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; d < hd; d++) s += q[d] * k[d];
+  return s;
+}
+
+void kern_cpu_attention(const float *q, const float *k, const float *v, float *out, int64_t Lq,
+                        int64_t Lk, int64_t heads, int64_t hd) {
+  if (Lq <= 0 || heads <= 0 || hd <= 0) return;
+  const float scale = (float)(1.0 / sqrt((double)hd));
+  const int64_t ld = heads * hd; /* row stride of q, k, v, out */
+  const int64_t units = Lq * heads;
+
+#pragma omp parallel for schedule(static) if (units > 1 && units * Lk * hd > ((int64_t)1 << 16))
+  for (int64_t u = 0; u < units; u++) {
+    int64_t i = u / heads, h = u % heads;
+    const float *qi = q + i * ld + h * hd; /* (hd) */
+    float *o = out + i * ld + h * hd;      /* (hd), the accumulator */
+    float s[ATT_TILE];                     /* scores of one key tile */
+    float m = -INFINITY;                   /* running max of the scores */
+    double l = 0.0;                        /* running sum of exp(s - m) */
+
+    for (int64_t d = 0; d < hd; d++) o[d] = 0.0f;
+    for (int64_t j0 = 0; j0 < Lk; j0 += ATT_TILE) {
+      int64_t nt = Lk - j0 < ATT_TILE ? Lk - j0 : ATT_TILE;
+      float tmax = -INFINITY;
+      for (int64_t j = 0; j < nt; j++) {
+        s[j] = att_dot(qi, k + (j0 + j) * ld + h * hd, hd) * scale;
+        if (s[j] > tmax) tmax = s[j];
+      }
+      if (tmax > m) {
+        /* exp(-inf) = 0 on the first tile: the zero accumulator stays 0. */
+        float corr = expf(m - tmax);
+        for (int64_t d = 0; d < hd; d++) o[d] *= corr;
+        l *= (double)corr;
+        m = tmax;
+      }
+      for (int64_t j = 0; j < nt; j++) {
+        float p = expf(s[j] - m);
+        const float *vj = v + (j0 + j) * ld + h * hd; /* (hd) */
+        l += (double)p;
+        for (int64_t d = 0; d < hd; d++) o[d] += p * vj[d];
+      }
+    }
+    /* Lk = 0: softmax over nothing; define the output as zeros. */
+    float inv = l > 0.0 ? (float)(1.0 / l) : 0.0f;
+    for (int64_t d = 0; d < hd; d++) o[d] *= inv;
+  }
+}

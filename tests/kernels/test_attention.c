@@ -1,0 +1,81 @@
+/* kern_cpu_attention against a naive float64 softmax(q k^T / sqrt(hd)) v on
+ * fresh random data: lengths that are not multiples of the 64-key tile,
+ * rows = 1, Lk = 1, peaked scores (which exercise the online rescaling),
+ * bit-identity for 1, 2 and 3 threads, and guard floats after out. */
+#include "kern_cpu.h"
+#include "kt.h"
+
+#include <omp.h>
+
+static void ref_attention(const float *q, const float *k, const float *v, double *out,
+                          int64_t Lq, int64_t Lk, int64_t heads, int64_t hd) {
+  double *s = kt_dalloc(Lk);
+  for (int64_t i = 0; i < Lq; i++)
+    for (int64_t h = 0; h < heads; h++) {
+      double mx = -INFINITY, sum = 0.0;
+      for (int64_t j = 0; j < Lk; j++) {
+        double d = 0.0;
+        for (int64_t c = 0; c < hd; c++)
+          d += (double)q[(i * heads + h) * hd + c] * k[(j * heads + h) * hd + c];
+        s[j] = d / sqrt((double)hd);
+        mx = fmax(mx, s[j]);
+      }
+      for (int64_t j = 0; j < Lk; j++) sum += exp(s[j] - mx);
+      for (int64_t c = 0; c < hd; c++) {
+        double o = 0.0;
+        for (int64_t j = 0; j < Lk; j++) o += exp(s[j] - mx) / sum * v[(j * heads + h) * hd + c];
+        out[(i * heads + h) * hd + c] = o;
+      }
+    }
+  free(s);
+}
+
+/* amp scales q and k: amp 6 gives scores of tens, so the softmax is peaked
+ * and the running max changes between tiles. */
+static void check(int64_t Lq, int64_t Lk, int64_t heads, int64_t hd, double amp,
+                  int threads_check) {
+  int64_t nq = Lq * heads * hd, nk = Lk * heads * hd;
+  float *q = kt_alloc(nq), *k = kt_alloc(nk), *v = kt_alloc(nk);
+  float *out = kt_alloc(nq), *out2 = kt_alloc(nq);
+  double *ref = kt_dalloc(nq);
+  kt_fill(q, nq, -amp, amp);
+  kt_fill(k, nk, -amp, amp);
+  kt_fill(v, nk, -1.0, 1.0);
+
+  kern_cpu_attention(q, k, v, out, Lq, Lk, heads, hd);
+  ref_attention(q, k, v, ref, Lq, Lk, heads, hd);
+  double err = kt_rel_l2(out, ref, nq);
+  KT_CHECK(err <= KT_TOL, "attention Lq=%lld Lk=%lld heads=%lld hd=%lld amp=%g: rel L2 %.3g",
+           (long long)Lq, (long long)Lk, (long long)heads, (long long)hd, amp, err);
+  KT_CHECK(kt_guard_ok(out, nq), "attention Lq=%lld Lk=%lld: wrote past out", (long long)Lq,
+           (long long)Lk);
+  if (threads_check) {
+    int nthreads = omp_get_max_threads();
+    for (int t = 1; t <= 3; t++) {
+      omp_set_num_threads(t);
+      kern_cpu_attention(q, k, v, out2, Lq, Lk, heads, hd);
+      KT_CHECK(memcmp(out, out2, (size_t)nq * sizeof *out) == 0,
+               "attention Lq=%lld Lk=%lld: %d threads differ from %d", (long long)Lq,
+               (long long)Lk, t, nthreads);
+    }
+    omp_set_num_threads(nthreads);
+  }
+  printf("attention Lq=%lld Lk=%lld heads=%lld hd=%lld amp=%g: rel L2 %.2e\n", (long long)Lq,
+         (long long)Lk, (long long)heads, (long long)hd, amp, err);
+  free(q), free(k), free(v), free(out), free(out2), free(ref);
+}
+
+int main(void) {
+  kt_seed("test_attention");
+  static const int64_t shapes[][4] = {
+      {1, 1, 1, 1},   {1, 5, 2, 8},    {3, 64, 1, 16},  {7, 65, 3, 13},  {17, 130, 2, 128},
+      {64, 200, 2, 64}, {1, 513, 1, 128}, {100, 1, 2, 32}, {5, 512, 2, 128},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    check(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], 1.0, 0);
+    check(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], 6.0, 0);
+  }
+  check(40, 300, 3, 128, 1.0, 1);
+  check(40, 300, 3, 128, 6.0, 1);
+  return kt_finish("test_attention");
+}
