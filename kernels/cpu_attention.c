@@ -13,6 +13,7 @@
 #include "kern_cpu.h"
 
 #include <math.h>
+#include <string.h>
 
 enum { ATT_TILE = 64 }; /* scores per tile, 256 bytes of stack */
 
@@ -28,6 +29,32 @@ static float att_dot(const float *q, const float *k, int64_t hd) {
   float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
   for (; d < hd; d++) s += q[d] * k[d];
   return s;
+}
+
+/* o[d] += sum_j p[j] * v[j, d], j in increasing order for every d.
+ * o (hd); p (nt); v (nt rows, stride ld, hd used). The d loop runs in
+ * chunks of 8 held in a local array (vectorised, and o is loaded and
+ * stored once per tile); every element still sums over j in order, so the
+ * chunking changes no bits. */
+static void att_accumulate(float *o, const float *p, const float *v, int64_t ld, int64_t nt,
+                           int64_t hd) {
+  int64_t d = 0;
+  for (; d + 8 <= hd; d += 8) {
+    float a[8];
+    memcpy(a, o + d, sizeof a);
+    for (int64_t j = 0; j < nt; j++) {
+      const float *vj = v + j * ld + d;
+      float pj = p[j];
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; l++) a[l] += pj * vj[l];
+    }
+    memcpy(o + d, a, sizeof a);
+  }
+  for (; d < hd; d++) {
+    float a = o[d];
+    for (int64_t j = 0; j < nt; j++) a += p[j] * v[j * ld + d];
+    o[d] = a;
+  }
 }
 
 void kern_cpu_attention(const float *q, const float *k, const float *v, float *out, int64_t Lq,
@@ -62,11 +89,10 @@ void kern_cpu_attention(const float *q, const float *k, const float *v, float *o
         m = tmax;
       }
       for (int64_t j = 0; j < nt; j++) {
-        float p = expf(s[j] - m);
-        const float *vj = v + (j0 + j) * ld + h * hd; /* (hd) */
-        l += (double)p;
-        for (int64_t d = 0; d < hd; d++) o[d] += p * vj[d];
+        s[j] = expf(s[j] - m); /* the score becomes its softmax weight */
+        l += (double)s[j];
       }
+      att_accumulate(o, s, v + j0 * ld + h * hd, ld, nt, hd);
     }
     /* Lk = 0: softmax over nothing; define the output as zeros. */
     float inv = l > 0.0 ? (float)(1.0 / l) : 0.0f;
