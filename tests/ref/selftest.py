@@ -264,6 +264,32 @@ def test_samplers(rng):
         check(rel_l2(out, x0) < 1e-12, "unipc %d steps on point data returns it" % steps)
         out = W.sample_with(lambda x, t, i: (x - x0) / sig[i], x_init, steps, 5.0, "euler")
         check(rel_l2(out, x0) < 1e-12, "euler %d steps on point data returns it" % steps)
+    # published order bookkeeping: warm-up (order 1 first), lower_order_final
+    # (order 1 last), the corrector's order lagging the predictor's by a step
+    for steps, want in ((1, [1]), (3, [1, 2, 1]), (6, [1, 2, 2, 2, 2, 1])):
+        sig, _ = W.schedule(steps, 5.0)
+        u = W.UniPC(sig)
+        orders, corr = [], []
+        orig = u._correct
+        u._correct = lambda mt, ls, ts, o: (corr.append(o), orig(mt, ls, ts, o))[1]
+        x = x_init
+        for i in range(steps):
+            x = u.step(vel(x, sig[i]), x)
+            orders.append(u.this_order)
+        check(orders == want and corr == want[:-1],
+              "unipc %d steps: predictor orders %s, corrector orders %s" % (steps, orders, corr))
+    # the last step returns the x0 prediction of the sample the model saw at
+    # sigma_{N-1}: x - sigma v, for any model (here a nonlinear one)
+    sig, _ = W.schedule(4, 5.0)
+    seen = {}
+
+    def vnl(x, t, i):
+        v = np.tanh(x) * (1 + i) + x ** 2 * 0.1
+        seen["x"], seen["v"] = x, v
+        return v
+    out = W.sample_with(vnl, x_init, 4, 5.0, "unipc")
+    check(np.array_equal(out, seen["x"] - sig[3] * seen["v"]),
+          "unipc last step returns x - sigma_{N-1} v of the last model call")
     # the model is called with the published integer timesteps, in order
     seen = []
     W.sample_with(lambda x, t, i: (seen.append(t), 0 * x)[1], x_init, 6, 5.0, "unipc")
