@@ -437,7 +437,22 @@ static void test_cfg_and_kinds(void) {
   free(v), free(vc), free(vu);
 }
 
-int main(void) {
+/* "--print-schedule N SHIFT": prints "t sigma" lines for test_schedule.sh,
+ * which compares them with the published numpy arithmetic. */
+static int print_schedule(int N, double shift) {
+  float *sg = malloc(((size_t)N + 1) * sizeof *sg);
+  int64_t *ts = malloc((size_t)N * sizeof *ts);
+  int rc = rank_schedule_make(N, shift, sg, ts);
+  for (int i = 0; rc == SP_OK && i <= N; i++)
+    printf("%" PRId64 " %.9g\n", i < N ? ts[i] : (int64_t)0, (double)sg[i]);
+  free(ts);
+  free(sg);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--print-schedule") == 0)
+    return print_schedule(atoi(argv[2]), atof(argv[3]));
   uint64_t seed = (uint64_t)time(NULL);
   const char *env = getenv("SP_TEST_SEED");
   if (env) seed = strtoull(env, NULL, 10);
