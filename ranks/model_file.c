@@ -67,8 +67,11 @@ static int attr_read_str(hid_t loc, const char *name, char *out, size_t n) {
   } else {
     size_t sz = H5Tget_size(t);
     if (sz == 0 || sz > 65536) goto done;
+    /* One byte more than stored, null-terminated: reads null-padded and
+     * null-terminated strings of any writer (h5py writes them unterminated). */
     char *buf = sp_xcalloc(sz + 1, 1);
-    if ((mt = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(mt, sz) < 0 || H5Aread(a, mt, buf) < 0) {
+    if ((mt = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(mt, sz + 1) < 0 ||
+        H5Aread(a, mt, buf) < 0) {
       free(buf);
       goto done;
     }
@@ -383,6 +386,12 @@ static int check_no_extra(check_ctx *x, const char *group, const wan_layout *l) 
                      group, name);
         rc = SP_ERR_INPUT;
         break;
+      }
+    }
+    for (int i = 0; rc == SP_OK && i < l->count; i++) {
+      if (H5Lexists(g, l->t[i].name, H5P_DEFAULT) <= 0) {
+        sp_log_error("%s: %s/%s: dataset is missing", x->path, group, l->t[i].name);
+        rc = SP_ERR_INPUT;
       }
     }
     if (rc == SP_OK) {

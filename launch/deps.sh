@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs the system packages staticpipe needs to build and test, when they
+# are missing (Debian/Ubuntu names). As a non-root user it prints the exact
+# command to run instead. The CUDA toolkit (nvcc, cuBLASLt, cuDNN, NCCL) is
+# not installed here: it comes from NVIDIA; without it the CPU engine builds.
+#
+#   launch/deps.sh            install what is missing
+#   launch/deps.sh --check    only report, exit 1 if something is missing
+set -u
+check_only=0
+[ "${1:-}" = "--check" ] && check_only=1
+
+missing=()
+need_pkg() { # package  test-command...
+  local pkg=$1; shift
+  if ! "$@" >/dev/null 2>&1; then missing+=("$pkg"); fi
+}
+have_header() { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }
+dist_python_has() { /usr/bin/python3 -c "import $1" 2>/dev/null; }
+
+need_pkg build-essential command -v cc
+need_pkg build-essential command -v make
+need_pkg cmake command -v cmake
+need_pkg pkg-config command -v pkg-config
+need_pkg libopenmpi-dev command -v mpicc
+need_pkg openmpi-bin command -v mpirun
+need_pkg libhdf5-dev have_header hdf5/serial/hdf5.h
+need_pkg libjson-c-dev have_header json-c/json.h
+need_pkg python3 test -x /usr/bin/python3
+need_pkg python3-numpy dist_python_has numpy
+need_pkg python3-h5py dist_python_has h5py
+need_pkg clang command -v clang   # the libFuzzer target (launch/fuzz.sh)
+
+# Deduplicate.
+if [ ${#missing[@]} -gt 0 ]; then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: everything needed is installed"
+  exit 0
+fi
+echo "deps: missing: ${missing[*]}"
+[ $check_only -eq 1 ] && exit 1
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "deps: no apt-get here: install the equivalents of: ${missing[*]}" >&2
+  exit 1
+fi
+cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    sudo sh -c "$cmd" || exit 1
+  else
+    echo "deps: run as root:  sudo sh -c '$cmd'" >&2
+    exit 1
+  fi
+else
+  sh -c "$cmd" || exit 1
+fi
+echo "deps: installed ${missing[*]}"

@@ -1,0 +1,75 @@
+/* The Wan 2.1 DiT forward on the CPU backend, in the pieces a pipeline
+ * stage calls (MODEL-WAN21.md "Forward, op by op"):
+ *
+ *   stage 0      rank_dit_embed_time / _text / _patch     (embed weights)
+ *   every stage  rank_dit_context_kv  once per prompt, per own block
+ *                rank_dit_block       per step, per own block
+ *   last stage   rank_dit_head        (head weights) + unpatchify
+ *
+ * Weights are fp32 groups in the packed layout of wan_layout_make(..., F32)
+ * (rank_dit_widen converts a group read in the file's dtype). Residual
+ * stream x (L, dim) fp32. All scratch comes from one arena the caller sizes
+ * with rank_dit_scratch_floats() up front; nothing here allocates. */
+#ifndef RANK_DIT_H
+#define RANK_DIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wan_config.h"
+
+/* The token grid of a latent (F, H, W): (F, H/2, W/2) for patch (1,2,2). */
+typedef struct rank_grid {
+  int64_t f, h, w;
+} rank_grid;
+
+static inline int64_t rank_grid_tokens(rank_grid g) { return g.f * g.h * g.w; }
+
+/* Per-workload tables shared by all blocks of a stage: the RoPE angles. */
+typedef struct rank_rope {
+  rank_grid grid;
+  double *cos_t; /* (L, head_dim/2) */
+  double *sin_t; /* (L, head_dim/2) */
+} rank_rope;
+
+int rank_rope_init(const wan_config *c, rank_grid grid, rank_rope *out);
+void rank_rope_free(rank_rope *r);
+
+/* Converts a packed group from the file's dtype (src layout) into fp32
+ * (dst layout of the same group made with KERN_DTYPE_F32). */
+void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *dst_l,
+                    float *dst);
+
+/* Pointer to a named tensor of a packed fp32 group (aborts if the name is
+ * not in the table: a programming error, not an input error). */
+const float *rank_dit_tensor(const wan_layout *l, const float *group, const char *name);
+
+/* Floats of scratch rank_dit_block / _context_kv / _head need for L tokens. */
+size_t rank_dit_scratch_floats(const wan_config *c, int64_t tokens);
+
+/* e (dim) and e0 (6, dim) from the integer timestep t. */
+void rank_dit_embed_time(const wan_config *c, const wan_layout *l, const float *w, double t,
+                         float *e, float *e0, float *scratch);
+/* ctx (text_len, dim) from context (L, text_dim), rows L..text_len-1 zero. */
+void rank_dit_embed_text(const wan_config *c, const wan_layout *l, const float *w,
+                         const float *context, int64_t L, float *ctx, float *scratch);
+/* x (tokens, dim) from latent (in_dim, F, H, W). */
+void rank_dit_embed_patch(const wan_config *c, const wan_layout *l, const float *w,
+                          const float *latent, int64_t F, int64_t H, int64_t W, float *x,
+                          float *scratch);
+
+/* Cross-attention k, v (text_len, dim) of one block from ctx. */
+void rank_dit_context_kv(const wan_config *c, const wan_layout *l, const float *w,
+                         const float *ctx, float *k, float *v);
+
+/* One transformer block on x (tokens, dim) in place. e0 (6, dim); ck, cv
+ * from rank_dit_context_kv. */
+void rank_dit_block(const wan_config *c, const wan_layout *l, const float *w, float *x,
+                    const float *e0, const float *ck, const float *cv, const rank_rope *rope,
+                    float *scratch);
+
+/* Head and unpatchify: out (out_dim, F, H, W) from x (tokens, dim) and e. */
+void rank_dit_head(const wan_config *c, const wan_layout *l, const float *w, const float *x,
+                   const float *e, int64_t F, int64_t H, int64_t W, float *out, float *scratch);
+
+#endif

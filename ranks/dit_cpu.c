@@ -1,0 +1,185 @@
+/* The Wan 2.1 DiT forward on the CPU (see dit.h), composed from the
+ * reference kernels in kernels/kern_cpu.h. Every comment "MODEL n" points
+ * at step n of MODEL-WAN21.md "Forward, op by op". */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dit.h"
+#include "kern_cpu.h"
+#include "log.h"
+
+int rank_rope_init(const wan_config *c, rank_grid grid, rank_rope *out) {
+  int64_t L = rank_grid_tokens(grid), half = wan_head_dim(c) / 2;
+  out->grid = grid;
+  out->cos_t = sp_xmalloc((size_t)(L * half) * sizeof(double));
+  out->sin_t = sp_xmalloc((size_t)(L * half) * sizeof(double));
+  kern_cpu_rope_table(grid.f, grid.h, grid.w, wan_head_dim(c), out->cos_t, out->sin_t);
+  return SP_OK;
+}
+
+void rank_rope_free(rank_rope *r) {
+  free(r->cos_t);
+  free(r->sin_t);
+  r->cos_t = r->sin_t = NULL;
+}
+
+void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *dst_l,
+                    float *dst) {
+  for (int i = 0; i < src_l->count; i++) {
+    const wan_tensor *s = &src_l->t[i], *d = &dst_l->t[i];
+    const char *p = (const char *)src + s->offset;
+    float *q = (float *)((char *)dst + d->offset);
+    if (s->bytes == d->bytes)
+      memcpy(q, p, d->bytes);
+    else
+      kern_bf16_to_f32_n((const uint16_t *)p, q, (size_t)s->numel);
+  }
+}
+
+const float *rank_dit_tensor(const wan_layout *l, const float *group, const char *name) {
+  int i = wan_layout_find(l, name);
+  if (i < 0) sp_fatal("internal: tensor %s is not in the layout", name);
+  return (const float *)((const char *)group + l->t[i].offset);
+}
+#define W(name) rank_dit_tensor(l, w, name)
+
+size_t rank_dit_scratch_floats(const wan_config *c, int64_t L) {
+  const int64_t D = c->dim, T = c->text_len;
+  /* block: h, q, k, v, attn (L, D) each + FFN hidden (L, ffn_dim)
+   * + the modulation (6, D); embed text: hidden (text_len, dim) + padded
+   * context (text_len, text_dim); patch: tokens (L, 64); head: (L, D) +
+   * (L, 64) + (2, D); time: (freq_dim + 8 D) */
+  size_t block = (size_t)(5 * L * D + L * c->ffn_dim + 6 * D);
+  size_t text = (size_t)(T * D + T * c->text_dim);
+  size_t head = (size_t)(L * D + L * wan_patch_out(c) + 2 * D);
+  size_t patch = (size_t)(L * wan_patch_in(c));
+  size_t time = (size_t)(c->freq_dim + 8 * D);
+  size_t m = block;
+  if (text > m) m = text;
+  if (head > m) m = head;
+  if (patch > m) m = patch;
+  if (time > m) m = time;
+  return m;
+}
+
+/* MODEL 2: sinusoid -> Linear -> SiLU -> Linear = e; SiLU(e) -> Linear = e0. */
+void rank_dit_embed_time(const wan_config *c, const wan_layout *l, const float *w, double t,
+                         float *e, float *e0, float *scratch) {
+  const int64_t D = c->dim;
+  float *sin_t = scratch;                  /* (freq_dim) */
+  float *h = sin_t + c->freq_dim;          /* (D) */
+  float *se = h + D;                       /* (D) */
+  kern_cpu_time_sinusoid(t, c->freq_dim, sin_t);
+  kern_cpu_linear(sin_t, W("time_embedding.0.weight"), W("time_embedding.0.bias"), h, 1,
+                  c->freq_dim, D);
+  kern_cpu_silu(h, D);
+  kern_cpu_linear(h, W("time_embedding.2.weight"), W("time_embedding.2.bias"), e, 1, D, D);
+  memcpy(se, e, (size_t)D * sizeof(float));
+  kern_cpu_silu(se, D);
+  kern_cpu_linear(se, W("time_projection.1.weight"), W("time_projection.1.bias"), e0, 1, D,
+                  6 * D);
+}
+
+/* MODEL 3: zero-pad to text_len rows, Linear -> GELU(tanh) -> Linear. */
+void rank_dit_embed_text(const wan_config *c, const wan_layout *l, const float *w,
+                         const float *context, int64_t L, float *ctx, float *scratch) {
+  const int64_t D = c->dim, T = c->text_len, TD = c->text_dim;
+  float *padded = scratch;   /* (T, TD) */
+  float *h = padded + T * TD; /* (T, D) */
+  memcpy(padded, context, (size_t)(L * TD) * sizeof(float));
+  memset(padded + L * TD, 0, (size_t)((T - L) * TD) * sizeof(float));
+  kern_cpu_linear(padded, W("text_embedding.0.weight"), W("text_embedding.0.bias"), h, T, TD, D);
+  kern_cpu_gelu_tanh(h, T * D);
+  kern_cpu_linear(h, W("text_embedding.2.weight"), W("text_embedding.2.bias"), ctx, T, D, D);
+}
+
+/* MODEL 1: the (1,2,2) patch conv as a linear map of each patch. */
+void rank_dit_embed_patch(const wan_config *c, const wan_layout *l, const float *w,
+                          const float *latent, int64_t F, int64_t H, int64_t W, float *x,
+                          float *scratch) {
+  const int64_t L = F * (H / 2) * (W / 2);
+  float *tokens = scratch; /* (L, in_dim * 4) */
+  kern_cpu_patchify(latent, tokens, c->in_dim, F, H, W);
+  /* patch_embedding.weight (D, in_dim, 1, 2, 2) is (D, in_dim*4) row-major. */
+  kern_cpu_linear(tokens, W("patch_embedding.weight"), W("patch_embedding.bias"), x, L,
+                  wan_patch_in(c), c->dim);
+}
+
+/* MODEL 4, cross-attention k and v: constant over steps. */
+void rank_dit_context_kv(const wan_config *c, const wan_layout *l, const float *w,
+                         const float *ctx, float *k, float *v) {
+  const int64_t D = c->dim, T = c->text_len;
+  kern_cpu_linear(ctx, W("cross_attn.k.weight"), W("cross_attn.k.bias"), k, T, D, D);
+  kern_cpu_rmsnorm(k, W("cross_attn.norm_k.weight"), k, T, D, (float)c->eps);
+  kern_cpu_linear(ctx, W("cross_attn.v.weight"), W("cross_attn.v.bias"), v, T, D, D);
+}
+
+/* MODEL 4: self-attention, cross-attention, FFN, each a residual update. */
+void rank_dit_block(const wan_config *c, const wan_layout *l, const float *w, float *x,
+                    const float *e0, const float *ck, const float *cv, const rank_rope *rope,
+                    float *scratch) {
+  const int64_t D = c->dim, L = rank_grid_tokens(rope->grid), HD = wan_head_dim(c);
+  const int64_t NH = c->heads, T = c->text_len;
+  const float eps = (float)c->eps;
+  float *h = scratch;      /* (L, D) normed + modulated input of a sub-layer */
+  float *q = h + L * D;    /* (L, D) */
+  float *k = q + L * D;    /* (L, D) */
+  float *v = k + L * D;    /* (L, D) */
+  float *a = v + L * D;    /* (L, D) attention output */
+  float *f = a + L * D;    /* (L, ffn_dim) */
+  float *m = f + L * c->ffn_dim; /* (6, D) */
+  float *o = q;            /* (L, D) projection output, reuses q */
+
+  /* m = modulation (1, 6, D) + e0 (6, D): chunks shift1, scale1, gate1,
+   * shift2, scale2, gate2, in fp32. */
+  const float *mod = W("modulation");
+  for (int64_t i = 0; i < 6 * D; i++) m[i] = mod[i] + e0[i];
+  const float *shift1 = m, *scale1 = m + D, *gate1 = m + 2 * D;
+  const float *shift2 = m + 3 * D, *scale2 = m + 4 * D, *gate2 = m + 5 * D;
+
+  /* self-attention */
+  kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
+  kern_cpu_modulate(h, shift1, scale1, h, L, D);
+  kern_cpu_linear(h, W("self_attn.q.weight"), W("self_attn.q.bias"), q, L, D, D);
+  kern_cpu_linear(h, W("self_attn.k.weight"), W("self_attn.k.bias"), k, L, D, D);
+  kern_cpu_linear(h, W("self_attn.v.weight"), W("self_attn.v.bias"), v, L, D, D);
+  kern_cpu_rmsnorm(q, W("self_attn.norm_q.weight"), q, L, D, eps);
+  kern_cpu_rmsnorm(k, W("self_attn.norm_k.weight"), k, L, D, eps);
+  kern_cpu_rope_apply(q, rope->cos_t, rope->sin_t, L, NH, HD);
+  kern_cpu_rope_apply(k, rope->cos_t, rope->sin_t, L, NH, HD);
+  kern_cpu_attention(q, k, v, a, L, L, NH, HD);
+  kern_cpu_linear(a, W("self_attn.o.weight"), W("self_attn.o.bias"), o, L, D, D);
+  kern_cpu_gated_add(x, o, gate1, L, D);
+
+  /* cross-attention: norm3 with affine, no modulation, no gate */
+  kern_cpu_layernorm(x, W("norm3.weight"), W("norm3.bias"), h, L, D, eps);
+  kern_cpu_linear(h, W("cross_attn.q.weight"), W("cross_attn.q.bias"), q, L, D, D);
+  kern_cpu_rmsnorm(q, W("cross_attn.norm_q.weight"), q, L, D, eps);
+  kern_cpu_attention(q, ck, cv, a, L, T, NH, HD);
+  kern_cpu_linear(a, W("cross_attn.o.weight"), W("cross_attn.o.bias"), o, L, D, D);
+  kern_cpu_gated_add(x, o, NULL, L, D);
+
+  /* FFN */
+  kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
+  kern_cpu_modulate(h, shift2, scale2, h, L, D);
+  kern_cpu_linear(h, W("ffn.0.weight"), W("ffn.0.bias"), f, L, D, c->ffn_dim);
+  kern_cpu_gelu_tanh(f, L * c->ffn_dim);
+  kern_cpu_linear(f, W("ffn.2.weight"), W("ffn.2.bias"), o, L, c->ffn_dim, D);
+  kern_cpu_gated_add(x, o, gate2, L, D);
+}
+
+/* MODEL 5 and 6: (shift, scale) = head.modulation + e (not e0). */
+void rank_dit_head(const wan_config *c, const wan_layout *l, const float *w, const float *x,
+                   const float *e, int64_t F, int64_t H, int64_t W, float *out, float *scratch) {
+  const int64_t D = c->dim, L = F * (H / 2) * (W / 2), P = wan_patch_out(c);
+  float *h = scratch;  /* (L, D) */
+  float *t = h + L * D; /* (L, 64) */
+  float *ms = t + L * P; /* (2, D): shift, scale */
+  const float *mod = W("head.modulation");
+  for (int64_t i = 0; i < 2 * D; i++) ms[i] = mod[i] + e[i % D];
+  kern_cpu_layernorm(x, NULL, NULL, h, L, D, (float)c->eps);
+  kern_cpu_modulate(h, ms, ms + D, h, L, D);
+  kern_cpu_linear(h, W("head.head.weight"), W("head.head.bias"), t, L, D, P);
+  kern_cpu_unpatchify(t, out, c->out_dim, F, H, W);
+}

@@ -1,0 +1,48 @@
+/* One pipeline stage: the weights of a contiguous range of blocks (stage 0
+ * also the embeddings, the last stage also the head), the per-prompt
+ * cross-attention k/v of those blocks, and the arena their forward uses.
+ *
+ * A micro-batch travels between stages as one activation message
+ * (rank_act_floats): x (tokens, dim) fp32 | e (dim) | e0 (6, dim), so the
+ * time embedding made on stage 0 reaches every stage with the residual
+ * stream in a single send. */
+#ifndef RANK_STAGE_H
+#define RANK_STAGE_H
+
+#include <stdint.h>
+
+#include "dit.h"
+#include "model_file.h"
+
+typedef struct rank_stage_cfg {
+  int first_block, last_block; /* inclusive range of blocks this stage runs */
+  int embed;                   /* holds the embeddings (stage 0) */
+  int head;                    /* holds the head (last stage) */
+  int prompts;                 /* prompt slots (1, or 2 with CFG) */
+  int64_t lat_f, lat_h, lat_w; /* latent frames, height, width */
+} rank_stage_cfg;
+
+typedef struct rank_stage rank_stage;
+
+/* Floats in one activation message for this workload. */
+int64_t rank_act_floats(const wan_config *c, int64_t tokens);
+
+/* Reads and widens the stage's weights. Adds the bytes read from the file
+ * to *bytes_read. Returns SP_OK or the model reader's status (logged). */
+int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
+                    uint64_t *bytes_read);
+void rank_stage_free(rank_stage *s);
+int64_t rank_stage_tokens(const rank_stage *s);
+
+/* Stage 0: ctx (text_len, dim) from context (L, text_dim). */
+void rank_stage_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx);
+/* Every stage: cross-attention k/v of its blocks for prompt slot from ctx. */
+void rank_stage_set_prompt(rank_stage *s, int slot, const float *ctx);
+/* Stage 0: activation message act from the latent and timestep t. */
+void rank_stage_embed(rank_stage *s, const float *latent, double t, float *act);
+/* Every stage: its blocks on act (in place) for prompt slot. */
+void rank_stage_blocks(rank_stage *s, int slot, float *act);
+/* Last stage: the predicted velocity out (out_dim, F, H, W) from act. */
+void rank_stage_head(rank_stage *s, const float *act, float *out);
+
+#endif

@@ -1,0 +1,206 @@
+/* Float32 tensors in HDF5 files (see tensor_io.h). */
+#include "tensor_io.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "atomic_file.h"
+#include "log.h"
+
+static hid_t open_ro(const char *path) {
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  if (access(path, R_OK) != 0) {
+    sp_log_error("%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  if (H5Fis_hdf5(path) <= 0) {
+    sp_log_error("%s: not an HDF5 file", path);
+    return -1;
+  }
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) sp_log_error("%s: HDF5 cannot open the file (damaged?)", path);
+  return f;
+}
+
+int rank_tensor_exists(const char *path, const char *name, int *exists) {
+  hid_t f = open_ro(path);
+  if (f < 0) return SP_ERR_INPUT;
+  *exists = H5Lexists(f, name, H5P_DEFAULT) > 0;
+  H5Fclose(f);
+  return SP_OK;
+}
+
+int rank_tensor_read(const char *path, const char *name, int ndim, rank_tensor *out) {
+  memset(out, 0, sizeof *out);
+  hid_t f = open_ro(path);
+  if (f < 0) return SP_ERR_INPUT;
+  int rc = SP_ERR_INPUT;
+  hid_t d = -1, s = -1, t = -1;
+  float *data = NULL;
+  if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+    sp_log_error("%s: dataset '%s' is missing", path, name);
+    goto done;
+  }
+  H5O_info_t oi;
+  if (H5Oget_info_by_name(f, name, &oi, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_DATASET ||
+      (d = H5Dopen2(f, name, H5P_DEFAULT)) < 0) {
+    sp_log_error("%s: '%s' is not a dataset", path, name);
+    goto done;
+  }
+  if ((t = H5Dget_type(d)) < 0 || H5Tget_class(t) != H5T_FLOAT ||
+      (H5Tget_size(t) != 4 && H5Tget_size(t) != 8)) {
+    sp_log_error("%s: dataset '%s' is not float32 (or float64)", path, name);
+    goto done;
+  }
+  if ((s = H5Dget_space(d)) < 0) goto done;
+  int nd = H5Sget_simple_extent_ndims(s);
+  if (nd < 1 || nd > RANK_TENSOR_MAX_DIMS || (ndim > 0 && nd != ndim)) {
+    sp_log_error("%s: dataset '%s' has %d dimensions, expected %d", path, name, nd, ndim);
+    goto done;
+  }
+  hsize_t dims[RANK_TENSOR_MAX_DIMS];
+  H5Sget_simple_extent_dims(s, dims, NULL);
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) {
+    if (dims[i] == 0 || dims[i] > (1ull << 40) || n > (INT64_C(1) << 40) / (int64_t)dims[i]) {
+      sp_log_error("%s: dataset '%s' dimension %d of size %llu is empty or too large", path,
+                   name, i, (unsigned long long)dims[i]);
+      goto done;
+    }
+    n *= (int64_t)dims[i];
+    out->dims[i] = (int64_t)dims[i];
+  }
+  data = malloc((size_t)n * sizeof(float));
+  if (!data) {
+    sp_log_error("%s: dataset '%s': out of host memory for %lld floats", path, name,
+                 (long long)n);
+    rc = SP_ERR_RUNTIME;
+    goto done;
+  }
+  if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+    sp_log_error("%s: dataset '%s' could not be read (damaged file?)", path, name);
+    goto done;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(data[i])) {
+      sp_log_error("%s: dataset '%s' holds a non-finite value (NaN or Inf) at element %lld",
+                   path, name, (long long)i);
+      goto done;
+    }
+  }
+  out->ndim = nd;
+  out->numel = n;
+  out->data = data;
+  data = NULL;
+  rc = SP_OK;
+done:
+  free(data);
+  if (t >= 0) H5Tclose(t);
+  if (s >= 0) H5Sclose(s);
+  if (d >= 0) H5Dclose(d);
+  H5Fclose(f);
+  return rc;
+}
+
+void rank_tensor_free(rank_tensor *t) {
+  free(t->data);
+  t->data = NULL;
+}
+
+struct rank_outfile {
+  char path[4096];
+  char tmp[4096];
+  hid_t file;
+};
+
+int rank_outfile_open(const char *path, rank_outfile **out) {
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  rank_outfile *o = sp_xcalloc(1, sizeof *o);
+  snprintf(o->path, sizeof o->path, "%s", path);
+  int rc = rank_atomic_begin(path, o->tmp, sizeof o->tmp);
+  if (rc != SP_OK) {
+    free(o);
+    return rc;
+  }
+  o->file = H5Fcreate(o->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (o->file < 0) {
+    sp_log_error("%s: cannot create the output file", path);
+    rank_atomic_abort(o->tmp);
+    free(o);
+    return SP_ERR_RUNTIME;
+  }
+  *out = o;
+  return SP_OK;
+}
+
+int rank_outfile_put(rank_outfile *o, const char *name, int ndim, const int64_t *dims,
+                     const float *data) {
+  hsize_t hd[RANK_TENSOR_MAX_DIMS];
+  for (int i = 0; i < ndim; i++) hd[i] = (hsize_t)dims[i];
+  hid_t s = H5Screate_simple(ndim, hd, NULL), d = -1;
+  int ok = s >= 0 &&
+           (d = H5Dcreate2(o->file, name, H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT,
+                           H5P_DEFAULT)) >= 0 &&
+           H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+  if (d >= 0) H5Dclose(d);
+  if (s >= 0) H5Sclose(s);
+  if (!ok) {
+    sp_log_error("%s: writing dataset '%s' failed (disk full?)", o->path, name);
+    return SP_ERR_RUNTIME;
+  }
+  return SP_OK;
+}
+
+static int put_attr(rank_outfile *o, const char *key, hid_t ftype, hid_t mtype, const void *v) {
+  hid_t s = H5Screate(H5S_SCALAR), a = -1;
+  int ok = s >= 0 && (a = H5Acreate2(o->file, key, ftype, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+           H5Awrite(a, mtype, v) >= 0;
+  if (a >= 0) H5Aclose(a);
+  if (s >= 0) H5Sclose(s);
+  if (!ok) {
+    sp_log_error("%s: writing attribute '%s' failed", o->path, key);
+    return SP_ERR_RUNTIME;
+  }
+  return SP_OK;
+}
+
+int rank_outfile_attr_str(rank_outfile *o, const char *key, const char *value) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, strlen(value) + 1);
+  int rc = put_attr(o, key, t, t, value);
+  H5Tclose(t);
+  return rc;
+}
+
+int rank_outfile_attr_i64(rank_outfile *o, const char *key, int64_t value) {
+  return put_attr(o, key, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+int rank_outfile_attr_f64(rank_outfile *o, const char *key, double value) {
+  return put_attr(o, key, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
+int rank_outfile_commit(rank_outfile *o) {
+  int rc = SP_OK;
+  if (H5Fclose(o->file) < 0) {
+    sp_log_error("%s: closing the output failed (disk full?)", o->path);
+    rank_atomic_abort(o->tmp);
+    rc = SP_ERR_RUNTIME;
+  } else {
+    rc = rank_atomic_commit(o->tmp, o->path);
+  }
+  free(o);
+  return rc;
+}
+
+void rank_outfile_abort(rank_outfile *o) {
+  if (!o) return;
+  H5Fclose(o->file);
+  rank_atomic_abort(o->tmp);
+  free(o);
+}
