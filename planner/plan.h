@@ -1,0 +1,190 @@
+/* The planner: budget strings, the memory and time model of a rank, the
+ * optimal split of the transformer blocks over the pipeline ranks, and the
+ * plan's text, JSON and binary forms.
+ *
+ * Pure C11 (libm only): no CUDA, no HDF5, no MPI, no comm/. It takes plain
+ * structs of sizes, so `staticpipe plan` can plan for hardware that is not
+ * there. Functions that can fail return 0 or a nonzero PLAN_E* status and
+ * write one user-actionable line into the caller's buffer (err, errlen),
+ * quoting the bad token; outputs are set only on success. */
+#ifndef PLAN_H
+#define PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PLAN_MAX_RANKS 64
+#define PLAN_MAX_BLOCKS 512
+#define PLAN_NAME_LEN 64
+
+/* Status values. */
+enum {
+  PLAN_OK = 0,
+  PLAN_EINVAL = 1,     /* malformed input (budget string, sizes, workload) */
+  PLAN_EINFEASIBLE = 2, /* well formed, but no plan fits the budgets */
+  PLAN_ENOSPACE = 3,   /* caller buffer too small */
+};
+
+/* ---- inputs ------------------------------------------------------------ */
+
+/* Sizes of the model; no weights. */
+typedef struct plan_model {
+  int num_blocks;
+  const uint64_t *block_bytes; /* (num_blocks) bytes of each block's weights */
+  uint64_t embed_bytes;        /* embeddings (patch, time, text): stage 0 */
+  uint64_t head_bytes;         /* head: last stage */
+  int64_t dim, ffn_dim, heads, head_dim;
+  int64_t text_len, text_dim;
+  int64_t in_dim, out_dim; /* latent channels; a token has in_dim*4 inputs (patch 1x2x2) */
+  int weight_dtype_bytes;  /* 2 bf16, 4 fp32: also the width of bf16/fp32 activations */
+} plan_model;
+
+/* One pipeline rank's device. */
+typedef struct plan_device {
+  char name[PLAN_NAME_LEN];
+  uint64_t total_bytes;
+  uint64_t free_bytes;
+  int sm_count, cc_major, cc_minor;
+  char pci_bus_id[32];
+  uint64_t host_bytes; /* host memory of its node; 0 = unknown */
+  double speed;        /* relative speed, 1.0 = the reference rate */
+} plan_device;
+
+typedef struct plan_workload {
+  int64_t frames, height, width; /* pixels: frames 4k+1, height and width multiples of 16 */
+  int micro_batches;             /* CFG branches x batch items per step */
+  int64_t context_len;           /* context rows (zero-padded to text_len: 512) */
+} plan_workload;
+
+/* Tokens of a Wan 2.1 latent sequence: ((frames-1)/4+1) * (height/16) * (width/16);
+ * 480x832x81 -> 32,760. */
+int64_t plan_tokens(const plan_workload *w);
+
+/* Knobs of the model, with defaults from plan_options_default(). */
+typedef struct plan_options {
+  double gpu_tflops;        /* reference dense bf16 rate, TFLOP/s (600), times device speed */
+  double host_link_gbs;     /* pinned host -> device, GB/s (25: PCIe 4.0 x16 measured) */
+  double peer_link_gbs;     /* rank -> rank activations, GB/s (25) */
+  int prefetch_depth;       /* streaming slots per rank (2: one in use, one filling) */
+  uint64_t reserve_bytes;   /* CUDA context, cuBLASLt/cuDNN workspaces, NCCL (1 GiB) */
+  double auto_margin;       /* auto budget = free - max(margin * total, 256 MiB) (0.05) */
+} plan_options;
+
+void plan_options_default(plan_options *o);
+
+/* ---- budget strings ----------------------------------------------------
+ * Grammar (compatible with ComfyUI-MultiGPU allocation strings):
+ *   auto                         default: free memory minus a safety margin
+ *   0.8                          fraction of each GPU's memory, in (0, 1]
+ *   cuda:0,2.5gb;cuda:1,3g;cpu,*  bytes: the GPU memory a rank may use in all
+ *                                (weights, activations, workspaces); cpu,*
+ *                                lets what does not fit be streamed from
+ *                                pinned host memory; cpu,16gb caps that memory
+ *   cuda:0,40%;cuda:1,60%        ratio: shares of the model's block bytes;
+ *                                cpu,25% streams that share; shares under
+ *                                100% need a `*` entry to take the rest
+ * Units b, k/kb, m/mb, g/gb, t/tb in any case, decimals allowed, powers of
+ * 1024. cuda:K is the GPU of pipeline rank K; a rank not named gets auto
+ * (bytes mode; ratio mode must name every rank, or give one `*`). `*` only
+ * as the last entry. */
+typedef enum {
+  PLAN_BUDGET_AUTO = 0,
+  PLAN_BUDGET_FRACTION = 1,
+  PLAN_BUDGET_BYTES = 2,
+  PLAN_BUDGET_RATIO = 3,
+} plan_budget_mode;
+
+typedef struct plan_budget {
+  plan_budget_mode mode;
+  int nranks;
+  double fraction;                 /* FRACTION */
+  uint8_t named[PLAN_MAX_RANKS];   /* the string names cuda:K */
+  uint64_t bytes[PLAN_MAX_RANKS];  /* BYTES: cap per rank; 0 = auto */
+  double share[PLAN_MAX_RANKS];    /* RATIO: share of block bytes resident on rank K, 0..1 */
+  int allow_stream;                /* a cpu entry is present */
+  uint64_t cpu_bytes;              /* BYTES: cap on streamed bytes (pinned host); 0 = no cap */
+  double cpu_share;                /* RATIO: share of block bytes streamed */
+} plan_budget;
+
+/* Parses s for a pipeline of nranks. NULL means "auto". */
+int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, size_t errlen);
+
+/* Parses one size ("2.5gb", "512MiB" is refused, "3g", "100b"): powers of
+ * 1024; a unit is required. */
+int plan_parse_bytes(const char *s, uint64_t *out, char *err, size_t errlen);
+
+/* ---- the plan ---------------------------------------------------------- */
+
+typedef struct plan_rank {
+  int rank;
+  char device[PLAN_NAME_LEN];
+  int first_block, last_block; /* inclusive range */
+  int num_resident, num_streamed;
+  int has_embed, has_head;
+  int64_t ffn_rows, proj_rows, attn_rows; /* chunk sizes in tokens (= tokens: not chunked) */
+  int prefetch_depth;           /* streaming slots (0 when nothing is streamed) */
+  uint64_t weight_bytes;        /* resident weights on the GPU, embed/head included */
+  uint64_t stream_slot_bytes;   /* prefetch_depth x largest streamed block */
+  uint64_t streamed_bytes;      /* in pinned host memory */
+  uint64_t act_bytes;           /* activations, buffers, context k/v */
+  uint64_t reserve_bytes;
+  uint64_t peak_bytes;          /* weights + slots + activations + reserve */
+  uint64_t budget_bytes;
+  double predicted_step_ms;     /* this stage's busy time per sampling step */
+} plan_rank;
+
+typedef struct plan {
+  int nranks, num_blocks;
+  int64_t tokens;
+  int micro_batches;
+  int chunked;                     /* some rank chunks its activations */
+  plan_rank r[PLAN_MAX_RANKS];
+  uint8_t streamed[PLAN_MAX_BLOCKS]; /* 1 = block is streamed from host */
+  double predicted_step_ms;        /* whole pipeline, one step (all micro-batches) */
+} plan;
+
+/* Computes the optimal plan. Fails with PLAN_EINVAL for bad inputs and
+ * PLAN_EINFEASIBLE with per-rank needed vs available bytes and the smallest
+ * budget that would work (the message may span several lines). */
+int plan_make(const plan_model *m, const plan_device *devs, int nranks, const plan_budget *b,
+              const plan_workload *w, const plan_options *o, plan *out, char *err,
+              size_t errlen);
+
+/* ---- the model of one rank (exposed for tests and for `bench`) ---------- */
+
+/* FLOPs of one block for one micro-batch (MODEL-WAN21.md "Cost"). */
+double plan_block_flops(const plan_model *m, int64_t tokens, int64_t context_len);
+
+/* Activation bytes of a rank: residual stream and its send/receive buffers,
+ * a block's largest transient at the given chunk rows, context k/v of its
+ * nblocks for every micro-batch, time embeddings, RoPE tables, and the
+ * embedding/head buffers of the first/last stage. */
+uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int nblocks, int has_prev,
+                        int has_next, int first, int last, int64_t ffn_rows, int64_t proj_rows,
+                        int64_t attn_rows);
+
+/* Per-micro-batch time of a stage in ms, given which of its blocks are
+ * streamed (streamed[i] for block first+i): a timeline of one copy engine
+ * and the compute stream with prefetch_depth slots. */
+double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
+                     double speed, int first, int last, const uint8_t *streamed, int depth,
+                     int has_prev, int has_embed, int has_head);
+
+/* ---- output ------------------------------------------------------------ */
+
+/* Each writes into buf (always NUL-terminated when cap > 0) and returns the
+ * length the full text needs (like snprintf): call again with more room
+ * when the result is >= cap. */
+size_t plan_format_table(const plan *p, char *buf, size_t cap);
+size_t plan_format_json(const plan *p, char *buf, size_t cap);
+
+/* Compact binary form for the broadcast (little-endian, versioned). */
+#define PLAN_WIRE_MAX (64 + PLAN_MAX_RANKS * 192 + PLAN_MAX_BLOCKS)
+int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err, size_t errlen);
+/* Validates everything it reads: bad bytes give PLAN_EINVAL, never a crash. */
+int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t errlen);
+/* Checks a plan's invariants (ranges cover every block once, in order;
+ * counts agree; peak <= budget). Used by the decoder and the tests. */
+int plan_validate(const plan *p, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,356 @@
+/* The plan's forms: a fixed-width text table, JSON (written by hand), and a
+ * compact little-endian binary for the broadcast with a validating decoder. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan.h"
+#include "plan_strbuf.h"
+
+#define GB (1024.0 * 1024.0 * 1024.0)
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return PLAN_EINVAL;
+}
+
+/* ---- invariants --------------------------------------------------------- */
+
+int plan_validate(const plan *p, char *err, size_t errlen) {
+  if (p->nranks < 1 || p->nranks > PLAN_MAX_RANKS)
+    return fail(err, errlen, "plan: %d ranks is outside 1..%d", p->nranks, PLAN_MAX_RANKS);
+  if (p->num_blocks < p->nranks || p->num_blocks > PLAN_MAX_BLOCKS)
+    return fail(err, errlen, "plan: %d blocks for %d ranks", p->num_blocks, p->nranks);
+  if (p->micro_batches < 1 || p->tokens < 1)
+    return fail(err, errlen, "plan: %d micro-batches, %lld tokens", p->micro_batches,
+                (long long)p->tokens);
+  if (!isfinite(p->predicted_step_ms) || p->predicted_step_ms < 0)
+    return fail(err, errlen, "plan: predicted step time is not a finite number");
+  int next = 0;
+  for (int r = 0; r < p->nranks; r++) {
+    const plan_rank *q = &p->r[r];
+    if (q->rank != r) return fail(err, errlen, "plan: rank %d is labelled %d", r, q->rank);
+    if (memchr(q->device, '\0', sizeof q->device) == NULL)
+      return fail(err, errlen, "plan: rank %d's device name is not terminated", r);
+    if (q->first_block != next || q->last_block < q->first_block ||
+        q->last_block >= p->num_blocks)
+      return fail(err, errlen,
+                  "plan: rank %d holds blocks %d-%d, expected a range starting at %d within "
+                  "0..%d",
+                  r, q->first_block, q->last_block, next, p->num_blocks - 1);
+    int ns = 0;
+    for (int i = q->first_block; i <= q->last_block; i++) {
+      if (p->streamed[i] > 1) return fail(err, errlen, "plan: block %d streamed flag %u", i, p->streamed[i]);
+      ns += p->streamed[i];
+    }
+    if (ns != q->num_streamed || q->num_resident + q->num_streamed != q->last_block - q->first_block + 1)
+      return fail(err, errlen, "plan: rank %d counts %d resident + %d streamed for %d blocks", r,
+                  q->num_resident, q->num_streamed, q->last_block - q->first_block + 1);
+    if (q->has_embed != (r == 0) || q->has_head != (r == p->nranks - 1))
+      return fail(err, errlen, "plan: embeddings must be on rank 0 and the head on the last rank");
+    if ((ns > 0) != (q->prefetch_depth > 0) || q->prefetch_depth > 16)
+      return fail(err, errlen, "plan: rank %d prefetch depth %d with %d streamed blocks", r,
+                  q->prefetch_depth, ns);
+    if (q->ffn_rows < 1 || q->proj_rows < 1 || q->attn_rows < 1 || q->ffn_rows > p->tokens ||
+        q->proj_rows > p->tokens || q->attn_rows > p->tokens)
+      return fail(err, errlen, "plan: rank %d chunk rows outside 1..%lld", r, (long long)p->tokens);
+    if (q->peak_bytes > q->budget_bytes)
+      return fail(err, errlen, "plan: rank %d peak %llu bytes over its budget %llu", r,
+                  (unsigned long long)q->peak_bytes, (unsigned long long)q->budget_bytes);
+    if (!isfinite(q->predicted_step_ms) || q->predicted_step_ms < 0)
+      return fail(err, errlen, "plan: rank %d predicted time is not a finite number", r);
+    next = q->last_block + 1;
+  }
+  if (next != p->num_blocks)
+    return fail(err, errlen, "plan: ranges end at block %d of %d", next - 1, p->num_blocks);
+  for (int i = p->num_blocks; i < PLAN_MAX_BLOCKS; i++)
+    if (p->streamed[i]) return fail(err, errlen, "plan: streamed flag past the last block");
+  return PLAN_OK;
+}
+
+/* ---- text table ------------------------------------------------------- */
+
+/* "0-19" style list of the blocks of [a, b] with flag == want. */
+static void add_list(plan_strbuf *sb, const plan *p, int a, int b, int want, const char *sep) {
+  int any = 0;
+  for (int i = a; i <= b; i++) {
+    if (p->streamed[i] != want) continue;
+    int j = i;
+    while (j + 1 <= b && p->streamed[j + 1] == want) j++;
+    plan_sb_add(sb, "%s%d", any ? sep : "", i);
+    if (j > i) plan_sb_add(sb, "-%d", j);
+    any = 1;
+    i = j;
+  }
+  if (!any) plan_sb_add(sb, "-");
+}
+
+size_t plan_format_table(const plan *p, char *buf, size_t cap) {
+  plan_strbuf sb;
+  plan_sb_init(&sb, buf, cap);
+  plan_sb_add(&sb, "# plan: %d rank%s, %d blocks, %lld tokens, %d micro-batch%s per step\n",
+              p->nranks, p->nranks == 1 ? "" : "s", p->num_blocks, (long long)p->tokens,
+              p->micro_batches, p->micro_batches == 1 ? "" : "es");
+  plan_sb_add(&sb, "# %4s  %-24s %-7s %-9s %-18s %9s %8s %9s %11s\n", "rank", "device", "blocks",
+              "resident", "streamed", "weight GB", "peak GB", "budget GB", "predicted ms");
+  for (int r = 0; r < p->nranks; r++) {
+    const plan_rank *q = &p->r[r];
+    char blocks[32], res[256], str[256];
+    snprintf(blocks, sizeof blocks, "%d-%d", q->first_block, q->last_block);
+    plan_strbuf a, s;
+    plan_sb_init(&a, res, sizeof res);
+    plan_sb_init(&s, str, sizeof str);
+    add_list(&a, p, q->first_block, q->last_block, 0, ",");
+    add_list(&s, p, q->first_block, q->last_block, 1, ",");
+    plan_sb_add(&sb, "  %4d  %-24.24s %-7s %-9d %-18s %9.2f %8.2f %9.2f %11.1f\n", r, q->device,
+                blocks, q->num_resident, q->num_streamed ? str : "-",
+                q->weight_bytes / GB, q->peak_bytes / GB, q->budget_bytes / GB,
+                q->predicted_step_ms);
+  }
+  plan_sb_add(&sb, "# predicted step: %.1f ms (GB = GiB, 2^30 bytes)\n", p->predicted_step_ms);
+  for (int r = 0; r < p->nranks; r++) {
+    const plan_rank *q = &p->r[r];
+    if (q->num_streamed)
+      plan_sb_add(&sb,
+                  "# rank %d streams %d block%s (%.2f GB) from pinned host memory, %d prefetch "
+                  "slot%s\n",
+                  r, q->num_streamed, q->num_streamed == 1 ? "" : "s", q->streamed_bytes / GB,
+                  q->prefetch_depth, q->prefetch_depth == 1 ? "" : "s");
+    if (q->ffn_rows < p->tokens || q->attn_rows < p->tokens || q->proj_rows < p->tokens)
+      plan_sb_add(&sb,
+                  "# rank %d chunks its activations (the full ones do not fit): ffn %lld rows, "
+                  "projections %lld rows, attention %lld query rows\n",
+                  r, (long long)q->ffn_rows, (long long)q->proj_rows, (long long)q->attn_rows);
+  }
+  return sb.len;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static void add_json_string(plan_strbuf *sb, const char *s) {
+  plan_sb_add(sb, "\"");
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\')
+      plan_sb_add(sb, "\\%c", *c);
+    else if (*c < 0x20)
+      plan_sb_add(sb, "\\u%04x", *c);
+    else
+      plan_sb_add(sb, "%c", *c);
+  }
+  plan_sb_add(sb, "\"");
+}
+
+static void add_json_blocks(plan_strbuf *sb, const plan *p, int a, int b, int want) {
+  plan_sb_add(sb, "[");
+  int any = 0;
+  for (int i = a; i <= b; i++)
+    if (p->streamed[i] == want) {
+      plan_sb_add(sb, "%s%d", any ? "," : "", i);
+      any = 1;
+    }
+  plan_sb_add(sb, "]");
+}
+
+size_t plan_format_json(const plan *p, char *buf, size_t cap) {
+  plan_strbuf sb;
+  plan_sb_init(&sb, buf, cap);
+  plan_sb_add(&sb, "{\"num_blocks\":%d,\"tokens\":%lld,\"micro_batches\":%d,\"ranks\":[",
+              p->num_blocks, (long long)p->tokens, p->micro_batches);
+  for (int r = 0; r < p->nranks; r++) {
+    const plan_rank *q = &p->r[r];
+    plan_sb_add(&sb, "%s\n  {\"rank\":%d,\"device\":", r ? "," : "", r);
+    add_json_string(&sb, q->device);
+    plan_sb_add(&sb, ",\"first_block\":%d,\"last_block\":%d,\"resident\":", q->first_block,
+                q->last_block);
+    add_json_blocks(&sb, p, q->first_block, q->last_block, 0);
+    plan_sb_add(&sb, ",\"streamed\":");
+    add_json_blocks(&sb, p, q->first_block, q->last_block, 1);
+    plan_sb_add(&sb,
+                ",\"embed\":%s,\"head\":%s,\"weight_bytes\":%llu,\"stream_slot_bytes\":%llu,"
+                "\"streamed_bytes\":%llu,\"act_bytes\":%llu,\"reserve_bytes\":%llu,"
+                "\"peak_bytes\":%llu,\"budget_bytes\":%llu,\"prefetch_depth\":%d,"
+                "\"chunk_rows\":{\"ffn\":%lld,\"proj\":%lld,\"attn\":%lld},"
+                "\"predicted_step_ms\":%.3f}",
+                q->has_embed ? "true" : "false", q->has_head ? "true" : "false",
+                (unsigned long long)q->weight_bytes, (unsigned long long)q->stream_slot_bytes,
+                (unsigned long long)q->streamed_bytes, (unsigned long long)q->act_bytes,
+                (unsigned long long)q->reserve_bytes, (unsigned long long)q->peak_bytes,
+                (unsigned long long)q->budget_bytes, q->prefetch_depth, (long long)q->ffn_rows,
+                (long long)q->proj_rows, (long long)q->attn_rows, q->predicted_step_ms);
+  }
+  plan_sb_add(&sb, "\n],\"chunked\":%s,\"predicted_step_ms\":%.3f}\n", p->chunked ? "true" : "false",
+              p->predicted_step_ms);
+  return sb.len;
+}
+
+/* ---- binary --------------------------------------------------------------
+ * "SPPL", u32 version 1, u32 nranks, u32 num_blocks, i64 tokens,
+ * u32 micro_batches, u32 chunked, f64 predicted_step_ms, then per rank:
+ * device[64], i32 first, last, resident, streamed, embed, head, depth,
+ * i64 ffn, proj, attn rows, u64 weight, slots, streamed bytes, act,
+ * reserve, peak, budget, f64 ms; then num_blocks bytes of streamed flags.
+ * Fixed widths and little-endian, independent of the host's struct layout. */
+
+#define WIRE_MAGIC "SPPL"
+#define WIRE_VERSION 1u
+#define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8)
+#define WIRE_RANK (PLAN_NAME_LEN + 7 * 4 + 3 * 8 + 7 * 8 + 8)
+
+typedef struct wr {
+  uint8_t *p;
+  size_t n, cap;
+} wr;
+
+static void put(wr *w, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) {
+    if (w->n < w->cap) w->p[w->n] = (uint8_t)(v >> (8 * i));
+    w->n++;
+  }
+}
+static void put_f64(wr *w, double d) {
+  uint64_t v;
+  memcpy(&v, &d, sizeof v);
+  put(w, v, 8);
+}
+
+int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err, size_t errlen) {
+  int rc = plan_validate(p, err, errlen);
+  if (rc) return rc;
+  size_t need = WIRE_HEAD + (size_t)p->nranks * WIRE_RANK + (size_t)p->num_blocks;
+  if (need > cap) {
+    fail(err, errlen, "plan: the binary form needs %zu bytes, the buffer has %zu", need, cap);
+    return PLAN_ENOSPACE;
+  }
+  wr w = {buf, 0, cap};
+  memcpy(buf, WIRE_MAGIC, 4);
+  w.n = 4;
+  put(&w, WIRE_VERSION, 4);
+  put(&w, (uint32_t)p->nranks, 4);
+  put(&w, (uint32_t)p->num_blocks, 4);
+  put(&w, (uint64_t)p->tokens, 8);
+  put(&w, (uint32_t)p->micro_batches, 4);
+  put(&w, (uint32_t)p->chunked, 4);
+  put_f64(&w, p->predicted_step_ms);
+  for (int r = 0; r < p->nranks; r++) {
+    const plan_rank *q = &p->r[r];
+    char name[PLAN_NAME_LEN];
+    memset(name, 0, sizeof name);
+    snprintf(name, sizeof name, "%s", q->device);
+    memcpy(buf + w.n, name, sizeof name);
+    w.n += sizeof name;
+    int32_t iv[7] = {q->first_block, q->last_block, q->num_resident, q->num_streamed,
+                     q->has_embed, q->has_head, q->prefetch_depth};
+    for (int i = 0; i < 7; i++) put(&w, (uint32_t)iv[i], 4);
+    put(&w, (uint64_t)q->ffn_rows, 8);
+    put(&w, (uint64_t)q->proj_rows, 8);
+    put(&w, (uint64_t)q->attn_rows, 8);
+    uint64_t uv[7] = {q->weight_bytes, q->stream_slot_bytes, q->streamed_bytes, q->act_bytes,
+                      q->reserve_bytes, q->peak_bytes, q->budget_bytes};
+    for (int i = 0; i < 7; i++) put(&w, uv[i], 8);
+    put_f64(&w, q->predicted_step_ms);
+  }
+  memcpy(buf + w.n, p->streamed, (size_t)p->num_blocks);
+  w.n += (size_t)p->num_blocks;
+  *len = w.n;
+  return PLAN_OK;
+}
+
+typedef struct rd {
+  const uint8_t *p;
+  size_t n, len;
+} rd;
+
+static uint64_t get(rd *r, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[r->n + (size_t)i] << (8 * i);
+  r->n += (size_t)bytes;
+  return v;
+}
+static int32_t get_i32(rd *r) {
+  uint32_t u = (uint32_t)get(r, 4);
+  int32_t v;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+static int64_t get_i64(rd *r) {
+  uint64_t u = get(r, 8);
+  int64_t v;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+static double get_f64(rd *r) {
+  uint64_t u = get(r, 8);
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t errlen) {
+  if (!buf || len < WIRE_HEAD)
+    return fail(err, errlen, "plan message: %zu bytes, shorter than its %d-byte header", len,
+                WIRE_HEAD);
+  if (memcmp(buf, WIRE_MAGIC, 4) != 0)
+    return fail(err, errlen, "plan message: bad magic (expected \"SPPL\")");
+  rd r = {buf, 4, len};
+  uint32_t version = (uint32_t)get(&r, 4);
+  if (version != WIRE_VERSION)
+    return fail(err, errlen, "plan message: version %u, this build reads %u", version,
+                WIRE_VERSION);
+  uint32_t nranks = (uint32_t)get(&r, 4), nblocks = (uint32_t)get(&r, 4);
+  if (nranks < 1 || nranks > PLAN_MAX_RANKS || nblocks < 1 || nblocks > PLAN_MAX_BLOCKS)
+    return fail(err, errlen, "plan message: %u ranks, %u blocks (limits %d, %d)", nranks, nblocks,
+                PLAN_MAX_RANKS, PLAN_MAX_BLOCKS);
+  size_t need = WIRE_HEAD + (size_t)nranks * WIRE_RANK + (size_t)nblocks;
+  if (len != need)
+    return fail(err, errlen, "plan message: %zu bytes, expected %zu for %u ranks and %u blocks",
+                len, need, nranks, nblocks);
+  plan p;
+  memset(&p, 0, sizeof p);
+  p.nranks = (int)nranks;
+  p.num_blocks = (int)nblocks;
+  p.tokens = get_i64(&r);
+  uint32_t mb = (uint32_t)get(&r, 4), chunked = (uint32_t)get(&r, 4);
+  if (mb > 1024 || chunked > 1)
+    return fail(err, errlen, "plan message: %u micro-batches, chunked flag %u", mb, chunked);
+  p.micro_batches = (int)mb;
+  p.chunked = (int)chunked;
+  p.predicted_step_ms = get_f64(&r);
+  for (uint32_t k = 0; k < nranks; k++) {
+    plan_rank *q = &p.r[k];
+    q->rank = (int)k;
+    memcpy(q->device, buf + r.n, PLAN_NAME_LEN);
+    r.n += PLAN_NAME_LEN;
+    if (memchr(q->device, '\0', PLAN_NAME_LEN) == NULL)
+      return fail(err, errlen, "plan message: rank %u's device name is not terminated", k);
+    q->first_block = get_i32(&r);
+    q->last_block = get_i32(&r);
+    q->num_resident = get_i32(&r);
+    q->num_streamed = get_i32(&r);
+    q->has_embed = get_i32(&r);
+    q->has_head = get_i32(&r);
+    q->prefetch_depth = get_i32(&r);
+    q->ffn_rows = get_i64(&r);
+    q->proj_rows = get_i64(&r);
+    q->attn_rows = get_i64(&r);
+    q->weight_bytes = get(&r, 8);
+    q->stream_slot_bytes = get(&r, 8);
+    q->streamed_bytes = get(&r, 8);
+    q->act_bytes = get(&r, 8);
+    q->reserve_bytes = get(&r, 8);
+    q->peak_bytes = get(&r, 8);
+    q->budget_bytes = get(&r, 8);
+    q->predicted_step_ms = get_f64(&r);
+  }
+  memcpy(p.streamed, buf + r.n, nblocks);
+  char sub[256];
+  if (plan_validate(&p, sub, sizeof sub) != 0)
+    return fail(err, errlen, "plan message is inconsistent: %s", sub);
+  *out = p;
+  return PLAN_OK;
+}

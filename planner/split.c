@@ -1,0 +1,598 @@
+/* The split: contiguous block ranges over the pipeline ranks minimizing the
+ * slowest stage subject to every rank's budget, and, within a rank, which
+ * blocks are streamed from pinned host memory.
+ *
+ * Exact, not greedy: a dynamic program over (rank, last block) first finds
+ * the smallest possible slowest-stage time T*; a second one, over the ranges
+ * whose stage time is <= T*, minimizes the streamed block count and then the
+ * sum of stage times (the pipeline fill). Both are O(R B^2) range
+ * evaluations, memoized. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "plan_strbuf.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define MAX_LEVELS 24
+
+typedef struct ctx {
+  const plan_model *m;
+  const plan_workload *w;
+  const plan_options *o;
+  int R, B;
+  int64_t L;
+  uint64_t budget[PLAN_MAX_RANKS];
+  uint64_t cap[PLAN_MAX_RANKS]; /* the most a budget can be: the device's auto budget */
+  double speed[PLAN_MAX_RANKS];
+  int allow_stream;
+  int ratio;
+  double resident_cap[PLAN_MAX_RANKS]; /* ratio mode: resident block bytes allowed */
+  int nlevels;
+  int64_t rows[MAX_LEVELS]; /* chunk rows of each level; rows[0] = L (unchunked) */
+  /* memo of range evaluations, index (r * B + a) * B + b; NULL = none */
+  struct memo *memo;
+} ctx;
+
+typedef struct reval {
+  int ok;
+  double ms; /* per micro-batch */
+  int nstream, level, depth;
+  uint64_t weight, slots, streamed_bytes, act, peak;
+  uint64_t need_min; /* smallest peak this range can have (any chunking, max streaming) */
+} reval;
+
+typedef struct memo {
+  double ms;
+  int32_t nstream;
+  int32_t state; /* 0 unknown, 1 ok, 2 infeasible */
+} memo;
+
+static int cmp_desc(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return a < b ? 1 : (a > b ? -1 : 0);
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* Which k blocks of the range to stream: the k largest (fewest bytes left
+ * resident), and among equal sizes spread evenly, counted from the end:
+ * positions n-1-floor(j n / k), j = 0..k-1. So the first block stays
+ * resident unless all are streamed, every streamed copy has resident
+ * compute before it to hide behind, and k streamed blocks are never bunched
+ * at the end (k = 2 of 20: blocks 9 and 19; k = 13: every block but
+ * 0, 2, 5, 8, 11, 14, 17). */
+static void pick_streamed(const uint64_t *bytes, int nb, int k, uint64_t kth, uint8_t *flags) {
+  memset(flags, 0, (size_t)nb);
+  if (k <= 0) return;
+  int above = 0, equal = 0;
+  int eq_pos[PLAN_MAX_BLOCKS];
+  for (int i = 0; i < nb; i++) {
+    if (bytes[i] > kth) flags[i] = 1, above++;
+    if (bytes[i] == kth) eq_pos[equal++] = i;
+  }
+  int q = k - above; /* 1..equal */
+  for (int j = 0; j < q; j++) {
+    int idx = equal - 1 - (int)(((int64_t)j * equal) / q);
+    flags[eq_pos[idx]] = 1;
+  }
+}
+
+/* Evaluates rank r holding blocks a..b: the smallest chunk level and then
+ * the fewest streamed blocks that fit its budget; its time and memory. */
+static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, reval *ev) {
+  const plan_model *m = c->m;
+  int nb = b - a + 1;
+  int first = r == 0, last = r == c->R - 1;
+  uint64_t fixed = (first ? m->embed_bytes : 0) + (last ? m->head_bytes : 0);
+  uint64_t sorted[PLAN_MAX_BLOCKS], prefix[PLAN_MAX_BLOCKS + 1];
+  uint8_t flags[PLAN_MAX_BLOCKS];
+  memcpy(sorted, m->block_bytes + a, (size_t)nb * sizeof *sorted);
+  qsort(sorted, (size_t)nb, sizeof *sorted, cmp_desc);
+  prefix[0] = 0;
+  for (int i = 0; i < nb; i++) prefix[i + 1] = prefix[i] + sorted[i];
+  uint64_t total = prefix[nb];
+  int kmax = c->allow_stream ? nb : 0;
+  int depth_pref = c->o->prefetch_depth > 0 ? c->o->prefetch_depth : 1;
+
+  memset(ev, 0, sizeof *ev);
+  ev->need_min = UINT64_MAX;
+  for (int lv = 0; lv < c->nlevels && !ev->ok; lv++) {
+    uint64_t act = plan_act_bytes(m, c->w, nb, r > 0, r < c->R - 1, first, last, c->rows[lv],
+                                  c->rows[lv], c->rows[lv]);
+    uint64_t base = sat_add(sat_add(fixed, act), c->o->reserve_bytes);
+    for (int depth = depth_pref; depth >= 1 && !ev->ok; depth = depth > 1 ? 1 : 0) {
+      for (int k = 0; k <= kmax; k++) {
+        uint64_t resident = total - prefix[k];
+        uint64_t slots = k ? (uint64_t)(k < depth ? k : depth) * sorted[0] : 0;
+        uint64_t peak = sat_add(base, resident + slots);
+        /* ratio mode: at most the share, give or take half a block of rounding */
+        if (c->ratio && (double)resident > c->resident_cap[r] + 0.5 * (double)sorted[0]) continue;
+        if (peak < ev->need_min) ev->need_min = peak;
+        if (peak > c->budget[r]) continue;
+        ev->ok = 1;
+        ev->level = lv;
+        ev->nstream = k;
+        ev->depth = k ? depth : 0;
+        ev->weight = fixed + resident;
+        ev->slots = slots;
+        ev->streamed_bytes = prefix[k];
+        ev->act = act;
+        ev->peak = peak;
+        pick_streamed(m->block_bytes + a, nb, k, k ? sorted[k - 1] : 0, flags);
+        break;
+      }
+    }
+  }
+  if (!ev->ok) return;
+  ev->ms = plan_stage_ms(m, c->w, c->o, c->speed[r], a, b, flags, ev->depth, r > 0, first, last);
+  if (flags_out) memcpy(flags_out, flags, (size_t)nb);
+}
+
+/* Memoized feasibility and time of a range (the DPs' inner call). */
+static int range_cost(ctx *c, int r, int a, int b, double *ms, int *nstream) {
+  memo *e = c->memo ? &c->memo[((size_t)r * (size_t)c->B + (size_t)a) * (size_t)c->B + (size_t)b]
+                    : NULL;
+  if (e && e->state) {
+    *ms = e->ms;
+    *nstream = e->nstream;
+    return e->state == 1;
+  }
+  reval ev;
+  eval_range(c, r, a, b, NULL, &ev);
+  if (e) {
+    e->state = ev.ok ? 1 : 2;
+    e->ms = ev.ms;
+    e->nstream = ev.nstream;
+  }
+  *ms = ev.ms;
+  *nstream = ev.nstream;
+  return ev.ok;
+}
+
+/* Solves the split. first[r] receives rank r's first block. Returns 0, or
+ * -1 when no split fits. */
+static int dp_solve(ctx *c, int *first_out) {
+  int R = c->R, B = c->B;
+  size_t cells = (size_t)R * (size_t)B;
+  double *best = malloc(cells * sizeof *best);
+  double *sum = malloc(cells * sizeof *sum);
+  int *cnt = malloc(cells * sizeof *cnt);
+  int *from = malloc(cells * sizeof *from);
+  int rc = -1;
+  if (!best || !sum || !cnt || !from) goto out;
+
+  /* Phase 1: best[r][b] = smallest slowest-stage time of ranks 0..r holding
+   * blocks 0..b; rank r takes a..b, every earlier rank at least one block. */
+  for (size_t i = 0; i < cells; i++) best[i] = INFINITY;
+  for (int r = 0; r < R; r++) {
+    for (int b = r; b <= B - R + r; b++) {
+      for (int a = (r == 0 ? 0 : r); a <= b; a++) {
+        if (r == 0 && a != 0) break;
+        double prev = r == 0 ? 0.0 : best[(size_t)(r - 1) * B + (size_t)(a - 1)];
+        if (!isfinite(prev)) continue;
+        double ms;
+        int ns;
+        if (!range_cost(c, r, a, b, &ms, &ns)) continue;
+        double v = fmax(prev, ms);
+        if (v < best[(size_t)r * B + (size_t)b]) best[(size_t)r * B + (size_t)b] = v;
+      }
+    }
+  }
+  double tstar = best[(size_t)(R - 1) * B + (size_t)(B - 1)];
+  if (!isfinite(tstar)) goto out;
+
+  /* Phase 2: among splits whose every stage is <= T*, fewest streamed
+   * blocks, then the smallest sum of stage times. Additive, so exact. */
+  double cap = tstar * (1.0 + 1e-12) + 1e-12;
+  for (size_t i = 0; i < cells; i++) cnt[i] = -1;
+  for (int r = 0; r < R; r++) {
+    for (int b = r; b <= B - R + r; b++) {
+      size_t here = (size_t)r * B + (size_t)b;
+      for (int a = (r == 0 ? 0 : r); a <= b; a++) {
+        if (r == 0 && a != 0) break;
+        int pc = 0;
+        double ps = 0.0;
+        if (r > 0) {
+          size_t p = (size_t)(r - 1) * B + (size_t)(a - 1);
+          if (cnt[p] < 0) continue;
+          pc = cnt[p];
+          ps = sum[p];
+        }
+        double ms;
+        int ns;
+        if (!range_cost(c, r, a, b, &ms, &ns) || ms > cap) continue;
+        int nc = pc + ns;
+        double s = ps + ms;
+        if (cnt[here] < 0 || nc < cnt[here] || (nc == cnt[here] && s < sum[here] - 1e-12)) {
+          cnt[here] = nc;
+          sum[here] = s;
+          from[here] = a;
+        }
+      }
+    }
+  }
+  int b = B - 1;
+  for (int r = R - 1; r >= 0; r--) {
+    size_t here = (size_t)r * B + (size_t)b;
+    if (cnt[here] < 0) goto out; /* cannot happen: phase 1 found one */
+    first_out[r] = from[here];
+    b = from[here] - 1;
+  }
+  rc = 0;
+out:
+  free(best);
+  free(sum);
+  free(cnt);
+  free(from);
+  return rc;
+}
+
+static int fail(char *err, size_t errlen, int code, const char *msg) {
+  if (err && errlen) snprintf(err, errlen, "%s", msg);
+  return code;
+}
+
+/* Fills the plan from the ranges (first[r]..first[r+1]-1). */
+static void fill_plan(ctx *c, const plan_device *devs, const int *first, plan *p) {
+  memset(p, 0, sizeof *p);
+  p->nranks = c->R;
+  p->num_blocks = c->B;
+  p->tokens = c->L;
+  p->micro_batches = c->w->micro_batches;
+  double mbs = (double)c->w->micro_batches, sum = 0.0, mx = 0.0;
+  for (int r = 0; r < c->R; r++) {
+    int a = first[r], b = r + 1 < c->R ? first[r + 1] - 1 : c->B - 1;
+    reval ev;
+    eval_range(c, r, a, b, p->streamed + a, &ev);
+    plan_rank *pr = &p->r[r];
+    pr->rank = r;
+    snprintf(pr->device, sizeof pr->device, "%s", devs[r].name);
+    pr->first_block = a;
+    pr->last_block = b;
+    pr->num_streamed = ev.nstream;
+    pr->num_resident = b - a + 1 - ev.nstream;
+    pr->has_embed = r == 0;
+    pr->has_head = r == c->R - 1;
+    pr->ffn_rows = pr->proj_rows = pr->attn_rows = c->rows[ev.level];
+    if (ev.level > 0) p->chunked = 1;
+    pr->prefetch_depth = ev.depth;
+    pr->weight_bytes = ev.weight;
+    pr->stream_slot_bytes = ev.slots;
+    pr->streamed_bytes = ev.streamed_bytes;
+    pr->act_bytes = ev.act;
+    pr->reserve_bytes = c->o->reserve_bytes;
+    pr->peak_bytes = ev.peak;
+    pr->budget_bytes = c->budget[r];
+    pr->predicted_step_ms = ev.ms * mbs;
+    sum += ev.ms;
+    mx = fmax(mx, ev.ms);
+  }
+  /* One step pushes M micro-batches through R stages; the next step needs
+   * the updated latent, so pipelines do not overlap across steps: the first
+   * micro-batch crosses every stage (sum), and each further one leaves the
+   * pipe one slowest-stage time later. */
+  p->predicted_step_ms = sum + (mbs - 1.0) * mx;
+}
+
+/* Per-rank budget from the string and the device. */
+static int resolve_budget(const plan_budget *b, const plan_device *d, int r,
+                          const plan_options *o, uint64_t *out, uint64_t *cap, char *err,
+                          size_t errlen) {
+  uint64_t total = d->total_bytes, free_b = d->free_bytes ? d->free_bytes : d->total_bytes;
+  double margin = fmax(o->auto_margin * (double)total, 256.0 * 1024 * 1024);
+  uint64_t autob = (double)free_b > margin ? free_b - (uint64_t)margin : 0;
+  *cap = autob;
+  switch (b->mode) {
+  case PLAN_BUDGET_FRACTION: {
+    uint64_t f = (uint64_t)floor(b->fraction * (double)total);
+    *out = f < free_b ? f : free_b;
+    return 0;
+  }
+  case PLAN_BUDGET_BYTES:
+    if (b->bytes[r] == 0) {
+      *out = autob;
+      return 0;
+    }
+    if (b->bytes[r] > free_b) {
+      if (err && errlen)
+        snprintf(err, errlen,
+                 "budget 'cuda:%d,%.2fgb' is more than the %.2f GiB %s of rank %d's GPU (%s)", r,
+                 (double)b->bytes[r] / GIB, (double)free_b / GIB,
+                 d->free_bytes && d->free_bytes < total ? "free" : "total", r, d->name);
+      return -1;
+    }
+    *out = b->bytes[r];
+    return 0;
+  default:
+    *out = autob;
+    return 0;
+  }
+}
+
+static int check_inputs(const plan_model *m, const plan_device *devs, int nranks,
+                        const plan_budget *b, const plan_workload *w, const plan_options *o,
+                        char *err, size_t errlen) {
+  char msg[256];
+#define BAD(...)                                     \
+  do {                                               \
+    snprintf(msg, sizeof msg, __VA_ARGS__);          \
+    return fail(err, errlen, PLAN_EINVAL, msg);      \
+  } while (0)
+  if (!m || !devs || !b || !w || !o) BAD("plan: missing input");
+  if (m->num_blocks < 1 || m->num_blocks > PLAN_MAX_BLOCKS || !m->block_bytes)
+    BAD("model: %d blocks is outside 1..%d", m->num_blocks, PLAN_MAX_BLOCKS);
+  for (int i = 0; i < m->num_blocks; i++)
+    if (m->block_bytes[i] == 0 || m->block_bytes[i] > (1ull << 50))
+      BAD("model: block %d has %llu bytes (expected 1 B..1 PiB)", i,
+          (unsigned long long)m->block_bytes[i]);
+  if (m->dim < 1 || m->ffn_dim < 1 || m->heads < 1 || m->head_dim < 1 || m->text_len < 1 ||
+      m->text_dim < 1 || m->in_dim < 1 || m->out_dim < 1 || m->dim > (1 << 20) ||
+      m->ffn_dim > (1 << 22) || m->text_dim > (1 << 20) || m->in_dim > 4096 ||
+      m->out_dim > 4096 || m->heads > 4096 || m->text_len > (1 << 20))
+    BAD("model: a size is out of range (dim %lld, ffn_dim %lld, heads %lld)", (long long)m->dim,
+        (long long)m->ffn_dim, (long long)m->heads);
+  if (m->weight_dtype_bytes < 1 || m->weight_dtype_bytes > 8)
+    BAD("model: weight dtype of %d bytes (expected 1..8)", m->weight_dtype_bytes);
+  if (nranks < 1 || nranks > PLAN_MAX_RANKS) BAD("%d ranks is outside 1..%d", nranks, PLAN_MAX_RANKS);
+  if (nranks > m->num_blocks)
+    BAD("%d ranks for a model of %d blocks: every rank needs at least one block, use at most %d "
+        "ranks",
+        nranks, m->num_blocks, m->num_blocks);
+  if (b->nranks != nranks)
+    BAD("budget was parsed for %d ranks, the pipeline has %d", b->nranks, nranks);
+  for (int r = 0; r < nranks; r++) {
+    if (devs[r].total_bytes == 0) BAD("rank %d's GPU (%s) has 0 bytes of memory", r, devs[r].name);
+    if (devs[r].free_bytes > devs[r].total_bytes)
+      BAD("rank %d's GPU (%s) reports more free than total memory", r, devs[r].name);
+    if (!(devs[r].speed > 0.0 && devs[r].speed <= 1000.0))
+      BAD("rank %d's relative speed %g is outside (0, 1000]", r, devs[r].speed);
+  }
+  if (w->frames < 1 || (w->frames - 1) % 4 != 0 || w->frames > 100001)
+    BAD("frames %lld: Wan needs 4k+1 frames (1, 5, ..., 81)", (long long)w->frames);
+  if (w->height < 16 || w->width < 16 || w->height % 16 || w->width % 16 || w->height > 65536 ||
+      w->width > 65536)
+    BAD("size %lldx%lld: height and width must be multiples of 16 (for example 480x832)",
+        (long long)w->height, (long long)w->width);
+  int64_t L = plan_tokens(w);
+  if (L < 1 || L > (1ll << 31)) BAD("workload of %lld tokens is outside 1..2^31", (long long)L);
+  if (w->micro_batches < 1 || w->micro_batches > 1024)
+    BAD("%d micro-batches is outside 1..1024", w->micro_batches);
+  if (w->context_len < 0 || w->context_len > m->text_len)
+    BAD("context of %lld rows is outside 0..text_len %lld", (long long)w->context_len,
+        (long long)m->text_len);
+  if (!(o->gpu_tflops > 0) || !(o->host_link_gbs > 0) || !(o->peer_link_gbs > 0) ||
+      o->prefetch_depth < 1 || o->prefetch_depth > 16 || !(o->auto_margin >= 0 && o->auto_margin < 1))
+    BAD("plan options out of range (rate, link rates, prefetch depth 1..16, margin)");
+#undef BAD
+  return PLAN_OK;
+}
+
+static void make_levels(ctx *c) {
+  c->nlevels = 0;
+  c->rows[c->nlevels++] = c->L;
+  int64_t prev = c->L;
+  for (int k = 1; k < 40 && c->nlevels < MAX_LEVELS; k++) {
+    int64_t x = (c->L + ((int64_t)1 << k) - 1) >> k;
+    x = (x + 63) / 64 * 64; /* GEMM-friendly row counts */
+    if (x < 64) x = 64;
+    if (x >= prev) {
+      if (x <= 64) break;
+      continue;
+    }
+    c->rows[c->nlevels++] = x;
+    prev = x;
+    if (x <= 64) break;
+  }
+}
+
+/* Ratio mode: ranges from the shares of block bytes (a block goes to the
+ * rank whose cumulative share interval holds the block's midpoint). */
+static int ratio_ranges(const ctx *c, const plan_budget *b, int *first, char *err, size_t errlen) {
+  double total = 0.0, gsum = 0.0;
+  for (int i = 0; i < c->B; i++) total += (double)c->m->block_bytes[i];
+  for (int r = 0; r < c->R; r++) gsum += b->share[r];
+  double cum = 0.0;
+  int r = 0;
+  double bound = b->share[0] / gsum * total;
+  first[0] = 0;
+  for (int i = 0; i < c->B; i++) {
+    double mid = cum + 0.5 * (double)c->m->block_bytes[i];
+    while (r < c->R - 1 && mid > bound) {
+      r++;
+      bound += b->share[r] / gsum * total;
+      first[r] = i;
+    }
+    cum += (double)c->m->block_bytes[i];
+  }
+  for (int k = 0; k < c->R; k++) {
+    int last = k + 1 < c->R ? first[k + 1] - 1 : c->B - 1;
+    if (k > r || last < first[k]) {
+      if (err && errlen)
+        snprintf(err, errlen,
+                 "ratio budget gives cuda:%d %.4g%%, less than one block (%.4g%% each): raise "
+                 "its share",
+                 k, b->share[k] * 100.0, 100.0 / c->B);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The infeasible report: per rank needed vs available, and the smallest
+ * budget that would work (the smallest amount E added to every rank's
+ * budget that makes a plan exist, then each rank's peak in that plan). */
+static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_first, char *err,
+                             size_t errlen) {
+  plan_strbuf sb;
+  plan_sb_init(&sb, err, errlen);
+  int first[PLAN_MAX_RANKS];
+  ctx e = *c;
+  e.memo = NULL; /* budgets change: no memo */
+  e.ratio = c->ratio;
+  if (fixed_first) {
+    memcpy(first, fixed_first, sizeof(int) * (size_t)c->R);
+  } else {
+    /* First raise only what the devices allow (each budget up to its
+     * device's auto budget); if that is not enough, raise every budget
+     * without limit to say how much is missing. */
+    uint64_t all = 0;
+    for (int i = 0; i < c->B; i++) all += c->m->block_bytes[i];
+    all += c->m->embed_bytes + c->m->head_bytes + c->o->reserve_bytes;
+    all += plan_act_bytes(c->m, c->w, c->B, 1, 1, 1, 1, c->L, c->L, c->L);
+    int capped = 1;
+    for (int r = 0; r < c->R; r++)
+      e.budget[r] = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
+    if (dp_solve(&e, first) != 0) {
+      capped = 0;
+      for (int r = 0; r < c->R; r++) e.budget[r] = sat_add(c->budget[r], all);
+      if (dp_solve(&e, first) != 0) {
+        plan_sb_add(&sb, "no plan fits even with every budget raised by %.2f GiB", all / GIB);
+        return PLAN_EINFEASIBLE;
+      }
+    }
+    uint64_t lo = 0, hi = all;
+    while (hi - lo > (1u << 20)) { /* to 1 MiB */
+      uint64_t mid = lo + (hi - lo) / 2;
+      for (int r = 0; r < c->R; r++) {
+        uint64_t v = sat_add(c->budget[r], mid);
+        uint64_t lim = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
+        e.budget[r] = capped && v > lim ? lim : v;
+      }
+      int tmp[PLAN_MAX_RANKS];
+      if (dp_solve(&e, tmp) == 0) {
+        hi = mid;
+        memcpy(first, tmp, sizeof tmp);
+      } else {
+        lo = mid;
+      }
+    }
+    for (int r = 0; r < c->R; r++) {
+      uint64_t v = sat_add(c->budget[r], hi);
+      uint64_t lim = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
+      e.budget[r] = capped && v > lim ? lim : v;
+    }
+    dp_solve(&e, first);
+  }
+  plan_sb_add(&sb, "no plan fits the budgets (%d rank%s, %d blocks, %lld tokens, %d micro-batch%s):",
+              c->R, c->R == 1 ? "" : "s", c->B, (long long)c->L, c->w->micro_batches,
+              c->w->micro_batches == 1 ? "" : "es");
+  int over_total = 0;
+  char suggest[64 * PLAN_MAX_RANKS];
+  plan_strbuf ss;
+  plan_sb_init(&ss, suggest, sizeof suggest);
+  for (int r = 0; r < c->R; r++) {
+    int a = first[r], b = r + 1 < c->R ? first[r + 1] - 1 : c->B - 1;
+    reval ev;
+    if (fixed_first) {
+      eval_range(c, r, a, b, NULL, &ev);
+      if (ev.ok) { /* fits: report its peak */
+      } else {
+        ev.peak = ev.need_min;
+      }
+    } else {
+      eval_range(&e, r, a, b, NULL, &ev);
+    }
+    double need = (double)ev.peak / GIB, have = (double)c->budget[r] / GIB;
+    plan_sb_add(&sb, "\n  rank %d (%s): blocks %d-%d need %.2f GiB, budget %.2f GiB%s", r,
+                devs[r].name, a, b, need, have, ev.peak > c->budget[r] ? "  <- too small" : "");
+    if (ev.peak > devs[r].total_bytes) over_total = 1;
+    /* round up to 0.01 GiB so the printed budget does fit */
+    double up = ceil((double)ev.peak / GIB * 100.0) / 100.0;
+    plan_sb_add(&ss, "%scuda:%d,%.2fgb", r ? ";" : "", r, up);
+  }
+  if (!fixed_first) {
+    plan_sb_add(&sb, "\n  smallest budget that would work: --budget '%s%s'", suggest,
+                c->allow_stream ? ";cpu,*" : "");
+    if (over_total)
+      plan_sb_add(&sb, " (more than a GPU has: use more ranks%s)",
+                  c->allow_stream ? ", or smaller chunks" : ", or add cpu,* to stream blocks");
+  }
+  if (!c->allow_stream && !c->ratio) {
+    ctx s = *c;
+    s.memo = NULL;
+    s.allow_stream = 1;
+    int tmp[PLAN_MAX_RANKS];
+    if (dp_solve(&s, tmp) == 0)
+      plan_sb_add(&sb, "\n  or add 'cpu,*' to the budget to stream the blocks that do not fit "
+                       "from pinned host memory (for example --budget 'cpu,*')");
+  }
+  return PLAN_EINFEASIBLE;
+}
+
+int plan_make(const plan_model *m, const plan_device *devs, int nranks, const plan_budget *b,
+              const plan_workload *w, const plan_options *o, plan *out, char *err,
+              size_t errlen) {
+  int rc = check_inputs(m, devs, nranks, b, w, o, err, errlen);
+  if (rc) return rc;
+  ctx *c = calloc(1, sizeof *c);
+  plan *p = calloc(1, sizeof *p);
+  if (!c || !p) {
+    rc = fail(err, errlen, PLAN_EINVAL, "plan: out of host memory");
+    goto out;
+  }
+  c->m = m;
+  c->w = w;
+  c->o = o;
+  c->R = nranks;
+  c->B = m->num_blocks;
+  c->L = plan_tokens(w);
+  c->allow_stream = b->allow_stream;
+  c->ratio = b->mode == PLAN_BUDGET_RATIO;
+  double block_total = 0.0;
+  for (int i = 0; i < c->B; i++) block_total += (double)m->block_bytes[i];
+  for (int r = 0; r < nranks; r++) {
+    c->speed[r] = devs[r].speed;
+    if (resolve_budget(b, &devs[r], r, o, &c->budget[r], &c->cap[r], err, errlen) != 0) {
+      rc = PLAN_EINVAL;
+      goto out;
+    }
+    if (c->ratio) c->resident_cap[r] = b->share[r] * block_total;
+  }
+  if (c->ratio) c->allow_stream = b->cpu_share > 0.0;
+  make_levels(c);
+  size_t ncache = (size_t)c->R * (size_t)c->B * (size_t)c->B;
+  if (ncache <= ((size_t)1 << 20)) c->memo = calloc(ncache, sizeof *c->memo);
+
+  int first[PLAN_MAX_RANKS];
+  if (c->ratio) {
+    if (ratio_ranges(c, b, first, err, errlen) != 0) {
+      rc = PLAN_EINVAL;
+      goto out;
+    }
+    for (int r = 0; r < nranks; r++) {
+      int a = first[r], l = r + 1 < nranks ? first[r + 1] - 1 : c->B - 1;
+      reval ev;
+      eval_range(c, r, a, l, NULL, &ev);
+      if (!ev.ok) {
+        rc = report_infeasible(c, devs, first, err, errlen);
+        goto out;
+      }
+    }
+  } else if (dp_solve(c, first) != 0) {
+    rc = report_infeasible(c, devs, NULL, err, errlen);
+    goto out;
+  }
+  fill_plan(c, devs, first, p);
+  if (b->cpu_bytes) {
+    uint64_t streamed = 0;
+    for (int r = 0; r < nranks; r++) streamed += p->r[r].streamed_bytes;
+    if (streamed > b->cpu_bytes) {
+      if (err && errlen)
+        snprintf(err, errlen,
+                 "the plan streams %.2f GiB from pinned host memory but the budget caps it at "
+                 "cpu,%.2fgb: raise the cpu entry or use cpu,*",
+                 streamed / GIB, b->cpu_bytes / GIB);
+      rc = PLAN_EINFEASIBLE;
+      goto out;
+    }
+  }
+  *out = *p;
+  rc = PLAN_OK;
+out:
+  if (c) free(c->memo);
+  free(c);
+  free(p);
+  return rc;
+}

@@ -1,0 +1,94 @@
+/* Helpers of the planner tests: a check macro that counts failures, the
+ * seed (printed, so a failure can be reproduced with PLAN_TEST_SEED=N), a
+ * small PRNG, and the two Wan 2.1 models built from the published sizes
+ * (MODEL-WAN21.md), not from the planner. */
+#ifndef PLAN_TEST_H
+#define PLAN_TEST_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plan.h"
+
+static int g_failures = 0;
+
+#define CHECK(cond, ...)                                                 \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      g_failures++;                                                      \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                      \
+      fprintf(stderr, "\n");                                             \
+    }                                                                    \
+  } while (0)
+
+static uint64_t g_rng;
+
+static inline uint64_t test_seed(const char *name) {
+  const char *env = getenv("PLAN_TEST_SEED");
+  uint64_t s = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+  printf("%s: seed %" PRIu64 " (rerun with PLAN_TEST_SEED=%" PRIu64 ")\n", name, s, s);
+  g_rng = s * 0x9E3779B97F4A7C15ull + 1;
+  return s;
+}
+
+static uint64_t rnd(void) { /* splitmix64 */
+  uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static inline int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+static inline double rnd_unit(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+
+#define TEST_GIB (1024.0 * 1024.0 * 1024.0)
+
+/* Wan 2.1 T2V, bf16: 14B block 702,788,608 bytes x 40, 1.3B 92,881,408 x 30. */
+typedef struct test_wan {
+  plan_model m;
+  uint64_t blocks[64];
+} test_wan;
+
+static inline void test_wan_make(test_wan *t, int big) {
+  memset(t, 0, sizeof *t);
+  int n = big ? 40 : 30;
+  for (int i = 0; i < n; i++) t->blocks[i] = big ? 702788608ull : 92881408ull;
+  t->m.num_blocks = n;
+  t->m.block_bytes = t->blocks;
+  t->m.dim = big ? 5120 : 1536;
+  t->m.ffn_dim = big ? 13824 : 8960;
+  t->m.heads = big ? 40 : 12;
+  t->m.head_dim = 128;
+  t->m.text_len = 512;
+  t->m.text_dim = 4096;
+  t->m.in_dim = 16;
+  t->m.out_dim = 16;
+  t->m.weight_dtype_bytes = 2;
+  /* embeddings: patch [D,64]+[D], text 4096->D->D, time 256->D->D, proj D->6D (bf16) */
+  int64_t D = t->m.dim;
+  int64_t pe = D * 64 + D, te = 4096 * D + D + D * D + D, tm = 256 * D + D + D * D + D,
+          pr = D * 6 * D + 6 * D;
+  t->m.embed_bytes = (uint64_t)(pe + te + tm + pr) * 2;
+  t->m.head_bytes = (uint64_t)(2 * D + 64 * D + 64) * 2;
+}
+
+static inline void test_device(plan_device *d, const char *name, double gib, double speed) {
+  memset(d, 0, sizeof *d);
+  snprintf(d->name, sizeof d->name, "%s", name);
+  d->total_bytes = d->free_bytes = (uint64_t)(gib * TEST_GIB);
+  d->speed = speed;
+}
+
+static inline int test_done(const char *name) {
+  if (g_failures) {
+    fprintf(stderr, "%s: %d check(s) failed\n", name, g_failures);
+    return 1;
+  }
+  printf("%s: all checks passed\n", name);
+  return 0;
+}
+
+#endif
