@@ -14,6 +14,7 @@ typedef struct command {
 static const command commands[] = {
     {"init", cmd_init, "write a synthetic model file (presets wan2.1-tiny, -1.3b, -14b)"},
     {"inspect", cmd_inspect, "print a model's config, sizes and checksum"},
+    {"run", cmd_run, "sample a clip (one process, or mpirun -np N for a pipeline)"},
     {"forward", cmd_forward, "one DiT forward on given inputs (checks a conversion)"},
 };
 

@@ -33,6 +33,7 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read);
 void rank_stage_free(rank_stage *s);
 int64_t rank_stage_tokens(const rank_stage *s);
+const wan_config *rank_stage_config(const rank_stage *s);
 
 /* Stage 0: ctx (text_len, dim) from context (L, text_dim). */
 void rank_stage_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx);

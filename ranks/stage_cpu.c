@@ -25,6 +25,7 @@ int64_t rank_act_floats(const wan_config *c, int64_t tokens) {
 }
 
 int64_t rank_stage_tokens(const rank_stage *s) { return s->tokens; }
+const wan_config *rank_stage_config(const rank_stage *s) { return s->c; }
 
 /* Reads one group in the file's dtype and widens it to fp32. */
 static int load_group(rank_model *m, rank_stage *s, wan_group g, int block, void *tmp,

@@ -1,0 +1,55 @@
+/* The process group: MPI bootstrap, the node-local rank and device choice,
+ * the few collectives the run needs (agree on a status, broadcast, gather),
+ * and point-to-point messages between pipeline stages.
+ *
+ * Started outside a launcher (no mpirun/srun environment), staticpipe runs
+ * as one rank without initialising MPI at all: the same code path with
+ * size 1, where no message is ever sent. */
+#ifndef COMM_H
+#define COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct comm_world {
+  int rank, size;             /* in the job */
+  int local_rank, local_size; /* on this node */
+  int mpi;                    /* MPI was initialised */
+  char host[64];
+  char (*hosts)[64];          /* [size] every rank's host name */
+} comm_world;
+
+/* Initialises MPI when launched by mpirun/srun (or when force_mpi), fills w,
+ * sets the log's rank and registers MPI_Abort as the fatal hook. */
+int comm_init(int *argc, char ***argv, int force_mpi, comm_world *w);
+/* Finalises MPI (if it was initialised). */
+void comm_finalize(comm_world *w);
+
+/* Every rank passes its status; all get the largest (0 ok, 1 runtime, 2
+ * input): the way a failure on one rank ends every rank the same way. */
+int comm_agree(const comm_world *w, int status);
+/* The same, and *who = the lowest rank that passed the largest status. */
+int comm_agree_who(const comm_world *w, int status, int *who);
+int comm_bcast(const comm_world *w, void *buf, size_t bytes, int root);
+/* Gathers bytes from every rank into out (size * bytes) on root. */
+int comm_gather(const comm_world *w, const void *in, size_t bytes, void *out, int root);
+void comm_barrier(const comm_world *w);
+
+/* Non-blocking point-to-point on host memory, for messages of any size
+ * (split into pieces of at most 1 GiB under MPI's int counts). */
+typedef struct comm_req {
+  int n;          /* pieces in flight */
+  void *mpi_reqs; /* MPI_Request[n] */
+} comm_req;
+
+int comm_isend(const comm_world *w, const void *buf, size_t bytes, int peer, int tag,
+               comm_req *req);
+int comm_irecv(const comm_world *w, void *buf, size_t bytes, int peer, int tag, comm_req *req);
+/* Waits for a request; fails (and ends the job) after timeout_s seconds
+ * without completion. Adds the seconds waited to *waited when not NULL. */
+int comm_wait(const comm_world *w, comm_req *req, double timeout_s, const char *what,
+              double *waited);
+
+double comm_now(void); /* monotonic seconds */
+
+#endif

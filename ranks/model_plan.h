@@ -1,0 +1,15 @@
+/* The planner's view of a model: sizes only, no weights. */
+#ifndef RANK_MODEL_PLAN_H
+#define RANK_MODEL_PLAN_H
+
+#include "model_file.h"
+#include "plan.h"
+
+/* Fills pm from the model's metadata. block_bytes must hold the model's
+ * number of blocks; pm->block_bytes points into it. compute_dtype_bytes is
+ * the width weights have once loaded (2 on the GPU, 4 on the CPU backend,
+ * which widens bf16 to fp32). */
+void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, uint64_t *block_bytes,
+                           plan_model *pm);
+
+#endif

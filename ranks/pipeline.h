@@ -1,0 +1,51 @@
+/* The stage loop: micro-batches (CFG branches) flow stage 0 -> 1 -> ... ->
+ * last through every sampling step (DESIGN.md "What a run does", step 4).
+ *
+ *   stage 0      embeds the latent and the step's time (e, e0), runs its
+ *                blocks, sends the activation message on;
+ *   middle       receives, runs its blocks, sends on;
+ *   last stage   receives, runs its blocks and the head, combines CFG, takes
+ *                the sampler step and sends the new latent back to stage 0.
+ *
+ * Each stage keeps two activation buffers, so it computes micro-batch i+1
+ * while micro-batch i is still being sent: once the pipeline is full the
+ * stages work on different micro-batches at the same time. With one rank
+ * the same loop runs with no message at all. Every rank computes exactly
+ * the same function of its input for each block, so the latents are
+ * bit-identical for any number of ranks and any split. */
+#ifndef RANK_PIPELINE_H
+#define RANK_PIPELINE_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "sampler.h"
+#include "stage.h"
+
+typedef struct rank_job {
+  int64_t lat[4];          /* latent (in_dim, F, H, W) */
+  int steps;
+  const float *sigmas;     /* (steps + 1) */
+  const int64_t *timesteps; /* (steps) */
+  rank_sampler_kind sampler;
+  float cfg;               /* guidance; micro-batches = 2 when cfg != 1 */
+  const float *noise;      /* stage 0 and last stage: initial latent (numel) */
+  float *out;              /* last stage: the final latent (numel) */
+} rank_job;
+
+typedef struct rank_pipe_stats {
+  double compute_s; /* blocks, embed, head, sampler */
+  double wait_s;    /* waiting for the previous stage (or the latent) */
+  double send_s;    /* waiting for sends to complete */
+} rank_pipe_stats;
+
+static inline int rank_job_micro_batches(const rank_job *j) { return j->cfg != 1.0f ? 2 : 1; }
+
+/* Runs the whole sampling loop of one job on this rank's stage. Slots: 0 =
+ * conditional prompt, 1 = negative prompt (set with rank_stage_set_prompt
+ * before). timeout_s bounds every wait on a peer. Rank 0 reports progress
+ * when progress is set. */
+int rank_pipeline_sample(const comm_world *w, rank_stage *s, const rank_job *job,
+                         double timeout_s, int progress, rank_pipe_stats *st);
+
+#endif
