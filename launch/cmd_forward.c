@@ -27,7 +27,7 @@ static void usage(FILE *f) {
           "                        same file as --latent)\n"
           "  -o, --out FILE        output: dataset 'pred' float32 [16, F, H, W] (required);\n"
           "                        written atomically\n"
-          "  -d, --device DEV      cpu (default; the CUDA backend is not implemented yet)\n"
+          "  -d, --device DEV      auto (default: cuda when a GPU is visible), cuda or cpu\n"
           "      --no-verify       do not check the weights' checksums while loading\n"
           "  -h, --help            this text\n"
           "Threads: OMP_NUM_THREADS (results do not depend on it).\n");
@@ -42,7 +42,7 @@ int cmd_forward(int argc, char **argv) {
       {"no-verify", no_argument, 0, OPT_NO_VERIFY}, {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   const char *model = NULL, *latent_path = NULL, *cond_path = NULL, *out_path = NULL;
-  const char *device = "cpu";
+  const char *device = "auto";
   double t = -1;
   int have_t = 0, verify = 1;
   cli_getopt_reset();
@@ -73,11 +73,8 @@ int cmd_forward(int argc, char **argv) {
     sp_log_error("forward: %s is required", missing);
     return cli_bad_usage("forward");
   }
-  if (strcmp(device, "cpu") != 0) {
-    sp_log_error("--device: '%s' is not available: this version has the cpu backend only",
-                 device);
-    return SP_ERR_INPUT;
-  }
+  rank_device dev;
+  if (rank_device_parse(device, &dev) != SP_OK) return SP_ERR_INPUT;
 
   rank_model *m = NULL;
   rank_tensor lat = {0}, ctx = {0};
@@ -89,13 +86,15 @@ int cmd_forward(int argc, char **argv) {
   if ((rc = inputs_read_latent(latent_path, "latent", c, NULL, &lat)) != SP_OK) goto done;
   if ((rc = inputs_read_context(cond_path, "context", c, &ctx)) != SP_OK) goto done;
 
-  rank_stage_cfg cfg = {0, (int)c->layers - 1, 1, 1, 1, lat.dims[1], lat.dims[2], lat.dims[3]};
+  rank_stage_cfg cfg = {.first_block = 0, .last_block = (int)c->layers - 1, .embed = 1,
+                        .head = 1, .prompts = 1, .lat_f = lat.dims[1], .lat_h = lat.dims[2],
+                        .lat_w = lat.dims[3], .device = dev, .cuda_device = 0};
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
   int64_t L = rank_stage_tokens(s);
-  sp_log_info("forward: %s, latent [%lld, %lld, %lld, %lld] = %lld tokens, t = %g, context %lld "
+  sp_log_info("forward: %s on %s, latent [%lld, %lld, %lld, %lld] = %lld tokens, t = %g, context %lld "
               "rows, %.1f MB of weights read",
-              model, (long long)lat.dims[0], (long long)lat.dims[1], (long long)lat.dims[2],
+              model, dev == RANK_DEVICE_CUDA ? "cuda:0" : "cpu", (long long)lat.dims[0], (long long)lat.dims[1], (long long)lat.dims[2],
               (long long)lat.dims[3], (long long)L, t, (long long)ctx.dims[0], (double)bytes / 1e6);
   ctx_emb = sp_xmalloc((size_t)(c->text_len * c->dim) * sizeof(float));
   act = sp_xmalloc((size_t)rank_act_floats(c, L) * sizeof(float));

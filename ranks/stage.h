@@ -14,20 +14,30 @@
 #include "dit.h"
 #include "model_file.h"
 
+typedef enum { RANK_DEVICE_CPU = 0, RANK_DEVICE_CUDA = 1 } rank_device;
+
 typedef struct rank_stage_cfg {
   int first_block, last_block; /* inclusive range of blocks this stage runs */
   int embed;                   /* holds the embeddings (stage 0) */
   int head;                    /* holds the head (last stage) */
   int prompts;                 /* prompt slots (1, or 2 with CFG) */
   int64_t lat_f, lat_h, lat_w; /* latent frames, height, width */
+  rank_device device;          /* backend (default cpu) */
+  int cuda_device;             /* CUDA device index when device is cuda */
 } rank_stage_cfg;
+
+/* 1 when this build has the CUDA backend and a GPU is visible. */
+int rank_cuda_available(void);
+/* Parses "cpu" / "cuda" / "auto" (cuda when available); logs --device. */
+int rank_device_parse(const char *s, rank_device *out);
 
 typedef struct rank_stage rank_stage;
 
 /* Floats in one activation message for this workload. */
 int64_t rank_act_floats(const wan_config *c, int64_t tokens);
 
-/* Reads and widens the stage's weights. Adds the bytes read from the file
+/* Reads the stage's weights and places them (CPU: widened to fp32; CUDA:
+ * bf16 in device memory, from one arena sized up front). Adds the bytes read from the file
  * to *bytes_read. Returns SP_OK or the model reader's status (logged). */
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read);

@@ -1,0 +1,79 @@
+/* Stage dispatch to the backend (see stage.h, stage_impl.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "stage_impl.h"
+
+int64_t rank_act_floats(const wan_config *c, int64_t tokens) {
+  return tokens * c->dim + 7 * c->dim;
+}
+
+int rank_device_parse(const char *s, rank_device *out) {
+  if (strcmp(s, "cpu") == 0) {
+    *out = RANK_DEVICE_CPU;
+  } else if (strcmp(s, "cuda") == 0 || strcmp(s, "auto") == 0) {
+    if (!rank_cuda_available()) {
+      if (strcmp(s, "auto") == 0) {
+        *out = RANK_DEVICE_CPU;
+        return SP_OK;
+      }
+#ifdef STATICPIPE_HAVE_CUDA
+      sp_log_error("--device cuda: no CUDA GPU is visible (check CUDA_VISIBLE_DEVICES and the "
+                   "driver), or use --device cpu");
+#else
+      sp_log_error("--device cuda: this build has no CUDA backend (configured with "
+                   "-DSTATICPIPE_CUDA=OFF or without the CUDA toolkit)");
+#endif
+      return SP_ERR_INPUT;
+    }
+    *out = RANK_DEVICE_CUDA;
+  } else {
+    sp_log_error("--device: '%s' is not cpu, cuda or auto", s);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
+                    uint64_t *bytes_read) {
+  const wan_config *c = &rank_model_get_info(m)->config;
+  rank_stage *s = sp_xcalloc(1, sizeof *s);
+  s->c = c;
+  s->cfg = *cfg;
+  s->grid = (rank_grid){cfg->lat_f / c->patch[0], cfg->lat_h / c->patch[1],
+                        cfg->lat_w / c->patch[2]};
+  s->tokens = rank_grid_tokens(s->grid);
+  s->nblocks = cfg->last_block - cfg->first_block + 1;
+  int rc = cfg->device == RANK_DEVICE_CUDA ? rank_stage_cuda_load(m, s, bytes_read)
+                                           : rank_stage_cpu_load(m, s, bytes_read);
+  if (rc != SP_OK) {
+    free(s);
+    return rc;
+  }
+  *out = s;
+  return SP_OK;
+}
+
+void rank_stage_free(rank_stage *s) {
+  if (!s) return;
+  s->ops->destroy(s);
+  free(s);
+}
+
+int64_t rank_stage_tokens(const rank_stage *s) { return s->tokens; }
+const wan_config *rank_stage_config(const rank_stage *s) { return s->c; }
+
+void rank_stage_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx) {
+  s->ops->embed_text(s, context, L, ctx);
+}
+void rank_stage_set_prompt(rank_stage *s, int slot, const float *ctx) {
+  s->ops->set_prompt(s, slot, ctx);
+}
+void rank_stage_embed(rank_stage *s, const float *latent, double t, float *act) {
+  s->ops->embed(s, latent, t, act);
+}
+void rank_stage_blocks(rank_stage *s, int slot, float *act) { s->ops->blocks(s, slot, act); }
+void rank_stage_head(rank_stage *s, const float *act, float *out) {
+  s->ops->head(s, act, out);
+}

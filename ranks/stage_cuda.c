@@ -1,0 +1,403 @@
+/* A pipeline stage on the CUDA backend (see stage.h), composed from the
+ * kernels in kernels/kern_cuda.h; the same ops in the same order as the CPU
+ * reference (dit_cpu.c), with bf16 GEMM operands and fp32 everywhere the
+ * reference keeps fp32 (residual stream, modulation, norm statistics,
+ * softmax, time embedding).
+ *
+ * Memory: one device arena per stage, sized before anything is placed:
+ * the bf16 weights of the stage's groups, the cross-attention k/v of every
+ * prompt slot, the activation message, and the block scratch. Nothing is
+ * allocated in the step loop. The activation message crosses to the host
+ * at every call (the host-staged transport); all device work of a call is
+ * on one stream, and the call returns when its result is on the host. */
+#include "stage_impl.h"
+
+#ifdef STATICPIPE_HAVE_CUDA
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "kern_cpu.h"
+#include "kern_cuda.h"
+#include "log.h"
+
+typedef struct cuda_stage {
+  int device;
+  cudaStream_t stream;
+  kern_cuda_gemm_ctx *gemm;
+  char *arena;        /* the one device allocation */
+  size_t arena_bytes, arena_used;
+  wan_layout l16[3];  /* bf16 packed layouts */
+  uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups */
+  uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
+  float *cos_t, *sin_t; /* (L, hd/2) RoPE tables, fp32 */
+  float *act;         /* (tokens*dim + 7*dim) the activation message */
+  float *m;           /* (6, dim) modulation of the current block */
+  float *e2;          /* (2, dim) e repeated for the head's modulation */
+  uint16_t *hb;       /* (L, dim) bf16 normed input of a sub-layer */
+  float *qf, *kf;     /* (L, dim) fp32 projections before RMSNorm */
+  uint16_t *qb, *kb, *vb, *ab; /* (L, dim) bf16 */
+  float *of;          /* (L, dim) fp32 projection output */
+  uint16_t *fb;       /* (L, ffn_dim) bf16 FFN hidden */
+  float *tok;         /* (L, 64) fp32 patch tokens / head output */
+  float *lat;         /* (in_dim, F, H, W) fp32 latent in / prediction out */
+  uint16_t *ctxb;     /* (text_len, text_dim) bf16 padded context / (text_len, dim) */
+  float *ctxf;        /* (text_len, dim) fp32 */
+  uint16_t *ctxh;     /* (text_len, dim) bf16 text-embedding hidden */
+  float *tvec;        /* (freq_dim + 2 dim) fp32 time embedding temporaries */
+  void *attn_scratch;
+  size_t attn_scratch_bytes;
+} cuda_stage;
+
+static cuda_stage *st(rank_stage *s) { return s->impl; }
+
+int rank_cuda_available(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n > 0;
+}
+
+/* Bump allocation from the arena, 256-byte aligned. Sizing pass when the
+ * arena is NULL: only counts. */
+static void *take(cuda_stage *c, size_t bytes) {
+  size_t off = (c->arena_used + 255) & ~(size_t)255;
+  c->arena_used = off + bytes;
+  if (!c->arena) return NULL;
+  if (c->arena_used > c->arena_bytes) sp_fatal("internal: device arena overflow");
+  return c->arena + off;
+}
+
+static const uint16_t *T(const cuda_stage *c, wan_group g, const uint16_t *w, const char *name) {
+  const wan_layout *l = &c->l16[g];
+  int i = wan_layout_find(l, name);
+  if (i < 0) sp_fatal("internal: tensor %s is not in the layout", name);
+  return (const uint16_t *)((const char *)w + l->t[i].offset);
+}
+#define WB(name) T(c, WAN_GROUP_BLOCK, w, name)
+#define WE(name) T(c, WAN_GROUP_EMBED, c->embed_w, name)
+#define WH(name) T(c, WAN_GROUP_HEAD, c->head_w, name)
+
+/* Carves every buffer out of the arena (called twice: size, then place). */
+static void carve(rank_stage *s, cuda_stage *c) {
+  const wan_config *cf = s->c;
+  const int64_t L = s->tokens, D = cf->dim, T = cf->text_len, hd = wan_head_dim(cf);
+  c->arena_used = 0;
+  if (s->cfg.embed) c->embed_w = take(c, c->l16[WAN_GROUP_EMBED].packed_bytes);
+  if (s->cfg.head) c->head_w = take(c, c->l16[WAN_GROUP_HEAD].packed_bytes);
+  for (int b = 0; b < s->nblocks; b++)
+    c->block_w[b] = take(c, c->l16[WAN_GROUP_BLOCK].packed_bytes);
+  size_t kv = (size_t)s->cfg.prompts * (size_t)s->nblocks * (size_t)(T * D);
+  c->ck = take(c, kv * 2);
+  c->cv = take(c, kv * 2);
+  c->cos_t = take(c, (size_t)(L * hd / 2) * 4);
+  c->sin_t = take(c, (size_t)(L * hd / 2) * 4);
+  c->act = take(c, (size_t)rank_act_floats(cf, L) * 4);
+  c->m = take(c, (size_t)(6 * D) * 4);
+  c->e2 = take(c, (size_t)(2 * D) * 4);
+  c->hb = take(c, (size_t)(L * D) * 2);
+  c->qf = take(c, (size_t)(L * D) * 4);
+  c->kf = take(c, (size_t)(L * D) * 4);
+  c->qb = take(c, (size_t)(L * D) * 2);
+  c->kb = take(c, (size_t)(L * D) * 2);
+  c->vb = take(c, (size_t)(L * D) * 2);
+  c->ab = take(c, (size_t)(L * D) * 2);
+  c->of = take(c, (size_t)(L * D) * 4);
+  c->fb = take(c, (size_t)(L * cf->ffn_dim) * 2);
+  c->tok = take(c, (size_t)(L * (wan_patch_in(cf) > wan_patch_out(cf) ? wan_patch_in(cf)
+                                                                        : wan_patch_out(cf))) * 4);
+  c->lat = take(c, (size_t)(cf->in_dim > cf->out_dim ? cf->in_dim : cf->out_dim) *
+                       (size_t)(s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w) * 4);
+  int64_t tw = cf->text_dim > D ? cf->text_dim : D;
+  c->ctxb = take(c, (size_t)(T * tw) * 2);
+  c->ctxf = take(c, (size_t)(T * D) * 4);
+  c->ctxh = take(c, (size_t)(T * D) * 2);
+  c->tvec = take(c, (size_t)(cf->freq_dim + 2 * D) * 4);
+  /* Attention scratch: as many query rows per chunk as 1 GiB holds (the
+   * simple attention keeps a chunk's scores), at least one, at most L. */
+  int64_t Lk = L > T ? L : T;
+  size_t per_row = kern_cuda_attention_scratch_bytes(1, Lk, cf->heads);
+  int64_t chunk = (int64_t)(((size_t)1 << 30) / (per_row ? per_row : 1));
+  if (chunk < 1) chunk = 1;
+  if (chunk > L) chunk = L;
+  c->attn_scratch_bytes = kern_cuda_attention_scratch_bytes(chunk, Lk, cf->heads);
+  c->attn_scratch = take(c, c->attn_scratch_bytes);
+}
+
+/* Narrows a group read in the file's dtype to bf16 in the bf16 layout. */
+static void to_bf16(const wan_layout *src_l, const void *src, const wan_layout *dst_l,
+                    void *dst) {
+  memset(dst, 0, dst_l->packed_bytes);
+  for (int i = 0; i < src_l->count; i++) {
+    const char *p = (const char *)src + src_l->t[i].offset;
+    uint16_t *q = (uint16_t *)((char *)dst + dst_l->t[i].offset);
+    if (src_l->t[i].bytes == dst_l->t[i].bytes)
+      memcpy(q, p, dst_l->t[i].bytes);
+    else
+      kern_f32_to_bf16_n((const float *)p, q, (size_t)src_l->t[i].numel);
+  }
+}
+
+static void cuda_destroy(rank_stage *s) {
+  cuda_stage *c = st(s);
+  if (!c) return;
+  cudaSetDevice(c->device);
+  if (c->stream) cudaStreamSynchronize(c->stream);
+  if (c->gemm) kern_cuda_gemm_ctx_destroy(c->gemm);
+  if (c->arena) cudaFree(c->arena);
+  if (c->stream) cudaStreamDestroy(c->stream);
+  free(c->block_w);
+  free(c);
+  s->impl = NULL;
+}
+
+static void cuda_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx) {
+  cuda_stage *c = st(s);
+  const wan_config *cf = s->c;
+  const int64_t T = cf->text_len, TD = cf->text_dim, D = cf->dim;
+  /* Padded context, narrowed to bf16 on the host (a GEMM operand). */
+  uint16_t *h = sp_xcalloc((size_t)(T * TD), 2);
+  kern_f32_to_bf16_n(context, h, (size_t)(L * TD));
+  CUDA_CHECK(cudaMemcpyAsync(c->ctxb, h, (size_t)(T * TD) * 2, cudaMemcpyHostToDevice, c->stream));
+  kern_cuda_linear(c->gemm, c->ctxb, WE("text_embedding.0.weight"), WE("text_embedding.0.bias"),
+                   c->ctxh, KERN_DTYPE_BF16, T, TD, D, KERN_CUDA_ACT_GELU_TANH, c->stream);
+  kern_cuda_linear(c->gemm, c->ctxh, WE("text_embedding.2.weight"), WE("text_embedding.2.bias"),
+                   c->ctxf, KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
+  CUDA_CHECK(cudaMemcpyAsync(ctx, c->ctxf, (size_t)(T * D) * 4, cudaMemcpyDeviceToHost, c->stream));
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  free(h);
+}
+
+static size_t kv_offset(const rank_stage *s, int slot, int b) {
+  return ((size_t)slot * (size_t)s->nblocks + (size_t)b) * (size_t)(s->c->text_len * s->c->dim);
+}
+
+static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
+  cuda_stage *c = st(s);
+  const wan_config *cf = s->c;
+  const int64_t T = cf->text_len, D = cf->dim;
+  CUDA_CHECK(cudaMemcpyAsync(c->ctxf, ctx, (size_t)(T * D) * 4, cudaMemcpyHostToDevice, c->stream));
+  kern_cuda_f32_to_bf16(c->ctxf, c->ctxb, T * D, c->stream);
+  for (int b = 0; b < s->nblocks; b++) {
+    const uint16_t *w = c->block_w[b];
+    uint16_t *k = c->ck + kv_offset(s, slot, b), *v = c->cv + kv_offset(s, slot, b);
+    /* ctxf is free once narrowed: it takes the k projection before its norm. */
+    kern_cuda_linear(c->gemm, c->ctxb, WB("cross_attn.k.weight"), WB("cross_attn.k.bias"),
+                     c->ctxf, KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
+    kern_cuda_rmsnorm_rope(c->ctxf, WB("cross_attn.norm_k.weight"), NULL, NULL, k, T, cf->heads,
+                           wan_head_dim(cf), (float)cf->eps, c->stream);
+    kern_cuda_linear(c->gemm, c->ctxb, WB("cross_attn.v.weight"), WB("cross_attn.v.bias"), v,
+                     KERN_DTYPE_BF16, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static void cuda_embed(rank_stage *s, const float *latent, double t, float *act) {
+  cuda_stage *c = st(s);
+  const wan_config *cf = s->c;
+  const int64_t L = s->tokens, D = cf->dim;
+  const int64_t n = cf->in_dim * s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
+  float *x = c->act, *e = x + L * D, *e0 = e + D;
+  CUDA_CHECK(cudaMemcpyAsync(c->lat, latent, (size_t)n * 4, cudaMemcpyHostToDevice, c->stream));
+  kern_cuda_patchify(c->lat, c->hb, KERN_DTYPE_BF16, cf->in_dim, s->cfg.lat_f, s->cfg.lat_h,
+                     s->cfg.lat_w, c->stream);
+  kern_cuda_linear(c->gemm, c->hb, WE("patch_embedding.weight"), WE("patch_embedding.bias"), x,
+                   KERN_DTYPE_F32, L, wan_patch_in(cf), D, KERN_CUDA_ACT_NONE, c->stream);
+  /* Time: the sinusoid in double on the host, then fp32 on the device. */
+  float *sinus = sp_xmalloc((size_t)cf->freq_dim * 4);
+  kern_cpu_time_sinusoid(t, cf->freq_dim, sinus);
+  float *tin = c->tvec, *h = tin + cf->freq_dim, *se = h + D;
+  CUDA_CHECK(cudaMemcpyAsync(tin, sinus, (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
+                             c->stream));
+  kern_cuda_linear_f32(tin, WE("time_embedding.0.weight"), WE("time_embedding.0.bias"), h, 1,
+                       cf->freq_dim, D, c->stream);
+  kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
+  kern_cuda_linear_f32(h, WE("time_embedding.2.weight"), WE("time_embedding.2.bias"), e, 1, D, D,
+                       c->stream);
+  CUDA_CHECK(cudaMemcpyAsync(se, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
+  kern_cuda_silu(se, KERN_DTYPE_F32, D, c->stream);
+  kern_cuda_linear_f32(se, WE("time_projection.1.weight"), WE("time_projection.1.bias"), e0, 1,
+                       D, 6 * D, c->stream);
+  CUDA_CHECK(cudaMemcpyAsync(act, c->act, (size_t)rank_act_floats(cf, L) * 4,
+                             cudaMemcpyDeviceToHost, c->stream));
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  free(sinus);
+}
+
+/* MODEL 4 on the GPU, the same steps as rank_dit_block. */
+static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const uint16_t *ck,
+                          const uint16_t *cv) {
+  const wan_config *cf = s->c;
+  const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
+  const int64_t T = cf->text_len, F = cf->ffn_dim;
+  const float eps = (float)cf->eps;
+  cudaStream_t st_ = c->stream;
+  float *x = c->act, *e0 = x + L * D + D;
+  kern_cuda_modulation(WB("modulation"), e0, c->m, 6 * D, st_);
+  const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
+  const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
+
+  /* self-attention */
+  kern_cuda_layernorm_modulate(x, NULL, NULL, shift1, scale1, c->hb, L, D, eps, st_);
+  kern_cuda_linear(c->gemm, c->hb, WB("self_attn.q.weight"), WB("self_attn.q.bias"), c->qf,
+                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  kern_cuda_linear(c->gemm, c->hb, WB("self_attn.k.weight"), WB("self_attn.k.bias"), c->kf,
+                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  kern_cuda_linear(c->gemm, c->hb, WB("self_attn.v.weight"), WB("self_attn.v.bias"), c->vb,
+                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  kern_cuda_rmsnorm_rope(c->qf, WB("self_attn.norm_q.weight"), c->cos_t, c->sin_t, c->qb, L, NH,
+                         HD, eps, st_);
+  kern_cuda_rmsnorm_rope(c->kf, WB("self_attn.norm_k.weight"), c->cos_t, c->sin_t, c->kb, L, NH,
+                         HD, eps, st_);
+  kern_cuda_attention(c->gemm, c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, c->attn_scratch,
+                      c->attn_scratch_bytes, st_);
+  kern_cuda_linear(c->gemm, c->ab, WB("self_attn.o.weight"), WB("self_attn.o.bias"), c->of,
+                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, gate1, L, D, st_);
+
+  /* cross-attention: norm3 with affine, no modulation, no gate */
+  kern_cuda_layernorm_modulate(x, WB("norm3.weight"), WB("norm3.bias"), NULL, NULL, c->hb, L, D,
+                               eps, st_);
+  kern_cuda_linear(c->gemm, c->hb, WB("cross_attn.q.weight"), WB("cross_attn.q.bias"), c->qf,
+                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  kern_cuda_rmsnorm_rope(c->qf, WB("cross_attn.norm_q.weight"), NULL, NULL, c->qb, L, NH, HD,
+                         eps, st_);
+  kern_cuda_attention(c->gemm, c->qb, ck, cv, c->ab, L, T, NH, HD, c->attn_scratch,
+                      c->attn_scratch_bytes, st_);
+  kern_cuda_linear(c->gemm, c->ab, WB("cross_attn.o.weight"), WB("cross_attn.o.bias"), c->of,
+                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, NULL, L, D, st_);
+
+  /* FFN */
+  kern_cuda_layernorm_modulate(x, NULL, NULL, shift2, scale2, c->hb, L, D, eps, st_);
+  kern_cuda_linear(c->gemm, c->hb, WB("ffn.0.weight"), WB("ffn.0.bias"), c->fb, KERN_DTYPE_BF16,
+                   L, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
+  kern_cuda_linear(c->gemm, c->fb, WB("ffn.2.weight"), WB("ffn.2.bias"), c->of, KERN_DTYPE_F32,
+                   L, F, D, KERN_CUDA_ACT_NONE, st_);
+  kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, gate2, L, D, st_);
+}
+
+static void cuda_blocks(rank_stage *s, int slot, float *act) {
+  cuda_stage *c = st(s);
+  const size_t bytes = (size_t)rank_act_floats(s->c, s->tokens) * 4;
+  CUDA_CHECK(cudaMemcpyAsync(c->act, act, bytes, cudaMemcpyHostToDevice, c->stream));
+  for (int b = 0; b < s->nblocks; b++)
+    block_forward(s, c, c->block_w[b], c->ck + kv_offset(s, slot, b),
+                  c->cv + kv_offset(s, slot, b));
+  CUDA_CHECK(cudaMemcpyAsync(act, c->act, bytes, cudaMemcpyDeviceToHost, c->stream));
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static void cuda_head(rank_stage *s, const float *act, float *out) {
+  cuda_stage *c = st(s);
+  const wan_config *cf = s->c;
+  const int64_t L = s->tokens, D = cf->dim;
+  const size_t bytes = (size_t)rank_act_floats(cf, L) * 4;
+  const int64_t n = cf->out_dim * s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
+  CUDA_CHECK(cudaMemcpyAsync(c->act, act, bytes, cudaMemcpyHostToDevice, c->stream));
+  float *x = c->act, *e = x + L * D;
+  /* (shift, scale) = head.modulation (2, D) + e (not e0), e per chunk. */
+  CUDA_CHECK(cudaMemcpyAsync(c->e2, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
+  CUDA_CHECK(cudaMemcpyAsync(c->e2 + D, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
+  kern_cuda_modulation(WH("head.modulation"), c->e2, c->m, 2 * D, c->stream);
+  kern_cuda_layernorm_modulate(x, NULL, NULL, c->m, c->m + D, c->hb, L, D, (float)cf->eps,
+                               c->stream);
+  kern_cuda_linear(c->gemm, c->hb, WH("head.head.weight"), WH("head.head.bias"), c->tok,
+                   KERN_DTYPE_F32, L, D, wan_patch_out(cf), KERN_CUDA_ACT_NONE, c->stream);
+  kern_cuda_unpatchify(c->tok, c->lat, cf->out_dim, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
+                       c->stream);
+  CUDA_CHECK(cudaMemcpyAsync(out, c->lat, (size_t)n * 4, cudaMemcpyDeviceToHost, c->stream));
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
+                                        cuda_embed,   cuda_blocks,     cuda_head};
+
+/* Reads a group, narrows it to bf16 and copies it to its arena slot. */
+static int place_group(rank_model *m, cuda_stage *c, wan_group g, int block, void *tmp,
+                       void *tmp16, size_t tmp_bytes, uint16_t *dst, uint64_t *bytes_read) {
+  int rc = rank_model_read_group(m, g, block, tmp, tmp_bytes, bytes_read);
+  if (rc != SP_OK) return rc;
+  to_bf16(rank_model_layout(m, g), tmp, &c->l16[g], tmp16);
+  CUDA_CHECK(cudaMemcpy(dst, tmp16, c->l16[g].packed_bytes, cudaMemcpyHostToDevice));
+  return SP_OK;
+}
+
+int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
+  const wan_config *cf = s->c;
+  cuda_stage *c = sp_xcalloc(1, sizeof *c);
+  s->impl = c;
+  s->ops = &cuda_ops;
+  c->device = s->cfg.cuda_device;
+  CUDA_CHECK(cudaSetDevice(c->device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  c->gemm = kern_cuda_gemm_ctx_create(0);
+  for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
+  c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
+  carve(s, c); /* sizing pass */
+  c->arena_bytes = c->arena_used;
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (c->arena_bytes > free_b) {
+    sp_log_error("cuda:%d: the stage needs %.2f GB of device memory (weights, activations, "
+                 "scratch), %.2f GB are free",
+                 c->device, (double)c->arena_bytes / 1e9, (double)free_b / 1e9);
+    cuda_destroy(s);
+    return SP_ERR_INPUT;
+  }
+  CUDA_CHECK(cudaMalloc((void **)&c->arena, c->arena_bytes));
+  carve(s, c);
+
+  /* RoPE tables: angles in double on the host, stored fp32. */
+  const int64_t L = s->tokens, half = wan_head_dim(cf) / 2;
+  double *cd = sp_xmalloc((size_t)(L * half) * 8), *sd = sp_xmalloc((size_t)(L * half) * 8);
+  float *cfl = sp_xmalloc((size_t)(L * half) * 4), *sfl = sp_xmalloc((size_t)(L * half) * 4);
+  kern_cpu_rope_table(s->grid.f, s->grid.h, s->grid.w, wan_head_dim(cf), cd, sd);
+  for (int64_t i = 0; i < L * half; i++) {
+    cfl[i] = (float)cd[i];
+    sfl[i] = (float)sd[i];
+  }
+  CUDA_CHECK(cudaMemcpy(c->cos_t, cfl, (size_t)(L * half) * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(c->sin_t, sfl, (size_t)(L * half) * 4, cudaMemcpyHostToDevice));
+  free(cd);
+  free(sd);
+  free(cfl);
+  free(sfl);
+
+  size_t tmp_bytes = 0;
+  for (int g = 0; g < 3; g++) {
+    size_t b = rank_model_layout(m, (wan_group)g)->packed_bytes;
+    if (b > tmp_bytes) tmp_bytes = b;
+  }
+  void *tmp = sp_xmalloc(tmp_bytes), *tmp16 = NULL;
+  CUDA_CHECK(cudaMallocHost(&tmp16, tmp_bytes));
+  int rc = SP_OK;
+  if (s->cfg.embed)
+    rc = place_group(m, c, WAN_GROUP_EMBED, 0, tmp, tmp16, tmp_bytes, c->embed_w, bytes_read);
+  for (int b = 0; rc == SP_OK && b < s->nblocks; b++)
+    rc = place_group(m, c, WAN_GROUP_BLOCK, s->cfg.first_block + b, tmp, tmp16, tmp_bytes,
+                     c->block_w[b], bytes_read);
+  if (rc == SP_OK && s->cfg.head)
+    rc = place_group(m, c, WAN_GROUP_HEAD, 0, tmp, tmp16, tmp_bytes, c->head_w, bytes_read);
+  free(tmp);
+  cudaFreeHost(tmp16);
+  if (rc != SP_OK) cuda_destroy(s);
+  return rc;
+}
+
+#else /* no CUDA backend in this build */
+
+#include "log.h"
+
+int rank_cuda_available(void) { return 0; }
+
+int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
+  sp_log_error("--device cuda: this build has no CUDA backend");
+  return SP_ERR_INPUT;
+}
+
+#endif

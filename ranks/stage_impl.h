@@ -1,0 +1,30 @@
+/* The backend side of a stage (see stage.h): each backend fills the ops and
+ * its private state; stage.c dispatches. */
+#ifndef RANK_STAGE_IMPL_H
+#define RANK_STAGE_IMPL_H
+
+#include "stage.h"
+
+typedef struct rank_stage_ops {
+  void (*destroy)(rank_stage *s);
+  void (*embed_text)(rank_stage *s, const float *context, int64_t L, float *ctx);
+  void (*set_prompt)(rank_stage *s, int slot, const float *ctx);
+  void (*embed)(rank_stage *s, const float *latent, double t, float *act);
+  void (*blocks)(rank_stage *s, int slot, float *act);
+  void (*head)(rank_stage *s, const float *act, float *out);
+} rank_stage_ops;
+
+struct rank_stage {
+  const rank_stage_ops *ops;
+  const wan_config *c;
+  rank_stage_cfg cfg;
+  rank_grid grid;
+  int64_t tokens;
+  int nblocks;
+  void *impl; /* the backend's state */
+};
+
+int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read);
+int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read);
+
+#endif
