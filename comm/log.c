@@ -12,6 +12,7 @@ static int g_level = 1;
 static char g_device[128] = "cpu";
 static FILE *g_file = NULL;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_errors = 0;
 
 #define SP_MAX_HOOKS 8
 static sp_abort_hook g_hooks[SP_MAX_HOOKS];
@@ -54,8 +55,18 @@ static void emit(const char *tag, const char *fmt, va_list ap) {
   }
 SP_LOG_FN(sp_log_info, "", 1)
 SP_LOG_FN(sp_log_warn, "warning: ", 0)
-SP_LOG_FN(sp_log_error, "error: ", 0)
 SP_LOG_FN(sp_log_debug, "debug: ", 2)
+
+void sp_log_error(const char *fmt, ...) {
+  g_errors++;
+  if (g_level < 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  emit("error: ", fmt, ap);
+  va_end(ap);
+}
+
+int sp_log_error_count(void) { return g_errors; }
 
 void sp_abort_hook_push(sp_abort_hook hook) {
   if (g_nhooks < SP_MAX_HOOKS) g_hooks[g_nhooks++] = hook;
@@ -70,13 +81,14 @@ _Noreturn void sp_fatal_at(const char *file, int line, const char *call,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  char out[2600];
+  snprintf(out, sizeof out, "[rank %d] fatal: %s (host %s, device %s, %s:%d%s%s)\n", g_rank,
+           msg, host, g_device, file, line, call ? ", call " : "", call ? call : "");
   pthread_mutex_lock(&g_lock);
-  fprintf(stderr, "[rank %d] fatal: %s (host %s, device %s, %s:%d%s%s)\n", g_rank, msg,
-          host, g_device, file, line, call ? ", call " : "", call ? call : "");
+  fputs(out, stderr);
   fflush(stderr);
   if (g_file) {
-    fprintf(g_file, "[rank %d] fatal: %s (host %s, device %s, %s:%d%s%s)\n", g_rank, msg,
-            host, g_device, file, line, call ? ", call " : "", call ? call : "");
+    fputs(out, g_file);
     fflush(g_file);
   }
   pthread_mutex_unlock(&g_lock);

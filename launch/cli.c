@@ -9,9 +9,12 @@
 
 #include "log.h"
 
+static int g_errors_at_reset;
+
 void cli_getopt_reset(void) {
   optind = 0; /* glibc: 0 re-initialises completely, GNU permutation stays on */
   opterr = 1;
+  g_errors_at_reset = sp_log_error_count();
 }
 
 int cli_parse_int64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -76,6 +79,11 @@ bad:
 }
 
 int cli_bad_usage(const char *cmd) {
-  sp_log_error("bad usage: run 'staticpipe %s --help' for the options", cmd);
+  /* One error line per failure: after a specific error the pointer to
+   * --help is a hint; after getopt's own complaint it is the error. */
+  if (sp_log_error_count() > g_errors_at_reset)
+    sp_log_info("run 'staticpipe %s --help' for the options", cmd);
+  else
+    sp_log_error("bad usage: run 'staticpipe %s --help' for the options", cmd);
   return SP_ERR_INPUT;
 }

@@ -28,7 +28,7 @@ typedef struct rank_model_info {
   wan_config config;
   kern_dtype dtype;
   char arch[32];
-  char preset[32];    /* "" when the config matches no preset */
+  char preset[64];    /* "" when the config matches no preset */
   char source[1024];  /* the path, or the synth: spec */
   int synthetic;      /* 1 for synth: */
   uint64_t seed;      /* synth: only */
