@@ -124,7 +124,7 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
                   q->prefetch_depth, q->prefetch_depth == 1 ? "" : "s");
     if (q->ffn_rows < p->tokens || q->attn_rows < p->tokens || q->proj_rows < p->tokens)
       plan_sb_add(&sb,
-                  "# rank %d chunks its activations (the full ones do not fit): ffn %lld rows, "
+                  "# rank %d chunks its activations to fit its budget: ffn %lld rows, "
                   "projections %lld rows, attention %lld query rows\n",
                   r, (long long)q->ffn_rows, (long long)q->proj_rows, (long long)q->attn_rows);
   }

@@ -98,17 +98,25 @@ static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, re
 
   memset(ev, 0, sizeof *ev);
   ev->need_min = UINT64_MAX;
-  for (int lv = 0; lv < c->nlevels && !ev->ok; lv++) {
+  /* Order of preference: the fewest streamed blocks k (so more memory can
+   * never give more streamed blocks: the feasible set only grows), then the
+   * deeper prefetch (copies overlap compute), then the coarsest chunks
+   * (chunking costs little, streaming costs a copy per micro-batch; at
+   * k = 0 and level 0 nothing is chunked or streamed). */
+  uint64_t base[MAX_LEVELS];
+  for (int lv = 0; lv < c->nlevels; lv++) {
     uint64_t act = plan_act_bytes(m, c->w, nb, r > 0, r < c->R - 1, first, last, c->rows[lv],
                                   c->rows[lv], c->rows[lv]);
-    uint64_t base = sat_add(sat_add(fixed, act), c->o->reserve_bytes);
-    for (int depth = depth_pref; depth >= 1 && !ev->ok; depth = depth > 1 ? 1 : 0) {
-      for (int k = 0; k <= kmax; k++) {
-        uint64_t resident = total - prefix[k];
-        uint64_t slots = k ? (uint64_t)(k < depth ? k : depth) * sorted[0] : 0;
-        uint64_t peak = sat_add(base, resident + slots);
-        /* ratio mode: at most the share, give or take half a block of rounding */
-        if (c->ratio && (double)resident > c->resident_cap[r] + 0.5 * (double)sorted[0]) continue;
+    base[lv] = sat_add(sat_add(fixed, act), c->o->reserve_bytes);
+  }
+  for (int k = 0; k <= kmax && !ev->ok; k++) {
+    uint64_t resident = total - prefix[k];
+    /* ratio mode: at most the share, give or take half a block of rounding */
+    if (c->ratio && (double)resident > c->resident_cap[r] + 0.5 * (double)sorted[0]) continue;
+    for (int depth = k ? depth_pref : 1; depth >= 1 && !ev->ok; depth = depth > 1 ? 1 : 0) {
+      uint64_t slots = k ? (uint64_t)(k < depth ? k : depth) * sorted[0] : 0;
+      for (int lv = 0; lv < c->nlevels; lv++) {
+        uint64_t peak = sat_add(base[lv], resident + slots);
         if (peak < ev->need_min) ev->need_min = peak;
         if (peak > c->budget[r]) continue;
         ev->ok = 1;
@@ -118,7 +126,7 @@ static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, re
         ev->weight = fixed + resident;
         ev->slots = slots;
         ev->streamed_bytes = prefix[k];
-        ev->act = act;
+        ev->act = base[lv] - fixed - c->o->reserve_bytes;
         ev->peak = peak;
         pick_streamed(m->block_bytes + a, nb, k, k ? sorted[k - 1] : 0, flags);
         break;
@@ -497,10 +505,15 @@ static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_f
     double need = (double)ev.peak / GIB, have = (double)c->budget[r] / GIB;
     plan_sb_add(&sb, "\n  rank %d (%s): blocks %d-%d need %.2f GiB, budget %.2f GiB%s", r,
                 devs[r].name, a, b, need, have, ev.peak > c->budget[r] ? "  <- too small" : "");
-    if (ev.peak > devs[r].total_bytes) over_total = 1;
-    /* round up to 0.01 GiB so the printed budget does fit */
-    double up = ceil((double)ev.peak / GIB * 100.0) / 100.0;
-    plan_sb_add(&ss, "%scuda:%d,%.2fgb", r ? ";" : "", r, up);
+    uint64_t free_b = devs[r].free_bytes ? devs[r].free_bytes : devs[r].total_bytes;
+    if (ev.peak > free_b) over_total = 1;
+    /* rounded up to whole MiB so the printed budget does fit; exact bytes
+     * where that rounding would pass what the GPU has */
+    uint64_t mib = (ev.peak + (1u << 20) - 1) >> 20;
+    if ((mib << 20) <= free_b || ev.peak > free_b)
+      plan_sb_add(&ss, "%scuda:%d,%llumb", r ? ";" : "", r, (unsigned long long)mib);
+    else
+      plan_sb_add(&ss, "%scuda:%d,%llub", r ? ";" : "", r, (unsigned long long)ev.peak);
   }
   if (!fixed_first) {
     plan_sb_add(&sb, "\n  smallest budget that would work: --budget '%s%s'", suggest,
