@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "comm.h"
 #include "commands.h"
 #include "inputs.h"
 #include "log.h"
@@ -101,9 +102,22 @@ int cmd_forward(int argc, char **argv) {
   pred = sp_xmalloc((size_t)lat.numel * sizeof(float));
   rank_stage_embed_text(s, ctx.data, ctx.dims[0], ctx_emb);
   rank_stage_set_prompt(s, 0, ctx_emb);
+  double t0 = comm_now();
   rank_stage_embed(s, lat.data, t, act);
+  double t1 = comm_now();
   rank_stage_blocks(s, 0, act);
+  double t2 = comm_now();
   rank_stage_head(s, act, pred);
+  double t3 = comm_now();
+  /* FLOPs of a block, MODEL-WAN21.md "Cost" (context k/v excluded: once
+   * per prompt). */
+  const double D = (double)c->dim, Fd = (double)c->ffn_dim, Ld = (double)L;
+  const double flops = 12 * Ld * D * D + 4 * Ld * D * Fd + 4 * Ld * Ld * D + 4 * Ld * 512 * D;
+  const double per_block = (t2 - t1) / (double)c->layers;
+  sp_log_info("forward: embed %.1f ms, %lld blocks %.1f ms (%.2f ms per block, %.1f TFLOP/s), "
+              "head %.1f ms (activation copies to and from the host included)",
+              1e3 * (t1 - t0), (long long)c->layers, 1e3 * (t2 - t1), 1e3 * per_block,
+              flops / per_block / 1e12, 1e3 * (t3 - t2));
 
   rank_outfile *o = NULL;
   if ((rc = rank_outfile_open(out_path, &o)) != SP_OK) goto done;
