@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# staticpipe plan: the README's worked examples on synthetic models (no
+# file, no GPU), the JSON checked with python3's json module, the refusals.
+set -u
+BIN=${SP_BIN:?SP_BIN is the staticpipe binary}
+command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+# check_json FILE NBLOCKS PYTHON-CONDITION...: every block exactly once, in
+# order, contiguous; resident + streamed = range; peak <= budget; then the
+# extra conditions (p = the plan, r = p["ranks"]).
+check_json() {
+  python3 - "$@" <<'EOF'
+import json, sys
+path, nblocks = sys.argv[1], int(sys.argv[2])
+p = json.load(open(path))
+r = p["ranks"]
+seen, nxt = [], 0
+for i, q in enumerate(r):
+    assert q["rank"] == i, q["rank"]
+    assert q["first_block"] == nxt, (i, q["first_block"], nxt)
+    rng = list(range(q["first_block"], q["last_block"] + 1))
+    assert sorted(q["resident"] + q["streamed"]) == rng, (i, "resident+streamed != range")
+    assert q["peak_bytes"] <= q["budget_bytes"], (i, "peak over budget")
+    for k in ("weight_bytes", "peak_bytes", "budget_bytes", "predicted_step_ms"):
+        assert q[k] >= 0, k
+    seen += rng
+    nxt = q["last_block"] + 1
+assert seen == list(range(nblocks)), "blocks not each once in order"
+assert p["predicted_step_ms"] > 0
+for cond in sys.argv[3:]:
+    assert eval(cond), cond
+EOF
+}
+
+# 1. Wan-14B bf16 on 2 x 24 GB at 480p: fits, nothing streamed
+"$BIN" plan --model synth:wan2.1-14b --frames 81 --size 480x832 --ranks 2 --gpu-mem 24gb --json \
+  >"$TMP/a.json" 2>"$TMP/a.err" || bad "14B on 2x24: exit $? $(cat "$TMP/a.err")"
+check_json "$TMP/a.json" 40 'all(not q["streamed"] for q in r)' 'len(r) == 2' \
+  'r[0]["last_block"] == 19' || bad "14B on 2x24 JSON"
+
+# 2. on 2 x 12 GB: refused without cpu,* (exit 2, says why and what to do)
+"$BIN" plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 12gb --json >"$TMP/b.json" 2>"$TMP/b.err"
+rc=$?
+[ $rc -eq 2 ] || bad "14B on 2x12 without cpu,*: exit $rc, want 2"
+grep -q "no plan fits" "$TMP/b.err" && grep -q "need" "$TMP/b.err" && grep -q "cpu,\*" "$TMP/b.err" \
+  && grep -q "smallest budget" "$TMP/b.err" || bad "14B on 2x12 message: $(cat "$TMP/b.err")"
+[ ! -s "$TMP/b.json" ] || bad "a refused plan wrote to stdout"
+# ... and planned with cpu,*: both ranks stream
+"$BIN" plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 12gb --budget 'cpu,*' --json \
+  >"$TMP/c.json" 2>"$TMP/c.err" || bad "14B on 2x12 cpu,*: $(cat "$TMP/c.err")"
+check_json "$TMP/c.json" 40 'all(q["streamed"] for q in r)' \
+  'all(q["first_block"] in q["resident"] for q in r)' || bad "14B on 2x12 cpu,* JSON"
+
+# 3. Wan-1.3B on one 8 GB card
+"$BIN" plan --model synth:wan2.1-1.3b --gpu-mem 8gb --json >"$TMP/d.json" 2>"$TMP/d.err" \
+  || bad "1.3B on 8 GB: $(cat "$TMP/d.err")"
+check_json "$TMP/d.json" 30 'len(r) == 1' 'not r[0]["streamed"]' || bad "1.3B on 8 GB JSON"
+
+# 4. a faster second card gets more blocks; an inventory file gives the same plan as flags
+"$BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb,80gb --speed 0.5,1 --json >"$TMP/e.json" \
+  2>"$TMP/e.err" || bad "speeds: $(cat "$TMP/e.err")"
+check_json "$TMP/e.json" 40 'r[1]["last_block"] - r[1]["first_block"] > r[0]["last_block"] - r[0]["first_block"]' \
+  || bad "faster card does not get more blocks"
+cat >"$TMP/inv.json" <<'EOF'
+{"devices": [{"name": "A", "total_bytes": "80gb", "speed": 0.5, "cc": "9.0", "sm_count": 132},
+             {"name": "B", "total_bytes": 85899345920, "free_bytes": "80gb"}]}
+EOF
+"$BIN" plan --model synth:wan2.1-14b --inventory "$TMP/inv.json" --json >"$TMP/f.json" 2>"$TMP/f.err" \
+  || bad "inventory: $(cat "$TMP/f.err")"
+python3 -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert [(q["first_block"], q["last_block"]) for q in a["ranks"]] == \
+       [(q["first_block"], q["last_block"]) for q in b["ranks"]]
+assert b["ranks"][0]["device"] == "A"' "$TMP/e.json" "$TMP/f.json" || bad "inventory differs from flags"
+
+# 5. the table form names every rank and the predicted step
+"$BIN" plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 24gb,20gb >"$TMP/t.txt" 2>"$TMP/t.err" \
+  || bad "table: $(cat "$TMP/t.err")"
+grep -q "predicted step" "$TMP/t.txt" && grep -q "weight GB" "$TMP/t.txt" \
+  && grep -q "gpu 20gb" "$TMP/t.txt" || bad "table: $(cat "$TMP/t.txt")"
+
+# 6. refusals: exit 2 and a message quoting the bad token
+expect2() { # NAME NEEDLE ARGS...
+  local name=$1 needle=$2
+  shift 2
+  "$BIN" plan "$@" >"$TMP/x.out" 2>"$TMP/x.err"
+  local rc=$?
+  [ $rc -eq 2 ] || bad "$name: exit $rc, want 2"
+  grep -qF -- "$needle" "$TMP/x.err" || bad "$name: no '$needle' in: $(cat "$TMP/x.err")"
+}
+M=(--model synth:wan2.1-14b)
+expect2 "bad budget device" "'gpu:0'" "${M[@]}" --gpu-mem 24gb --ranks 2 --budget 'gpu:0,2gb'
+expect2 "budget index" "past the last rank" "${M[@]}" --gpu-mem 24gb --ranks 2 --budget 'cuda:2,2gb'
+expect2 "budget unit" "unknown unit 'zb'" "${M[@]}" --gpu-mem 24gb --budget 'cuda:0,2zb'
+expect2 "budget over card" "more than the" "${M[@]}" --gpu-mem 24gb --budget 'cuda:0,30gb'
+expect2 "too many ranks" "at most 40" "${M[@]}" --gpu-mem 80gb --ranks 41
+expect2 "gpu-mem count" "one per rank" "${M[@]}" --gpu-mem 24gb,24gb,24gb --ranks 2
+expect2 "gpu-mem unit" "no unit" "${M[@]}" --gpu-mem 24
+expect2 "no gpus" "--gpu-mem or --inventory" "${M[@]}"
+expect2 "no model" "--model is required" --gpu-mem 24gb
+expect2 "frames" "4k+1" "${M[@]}" --gpu-mem 80gb --frames 10
+expect2 "size" "multiples of 16" "${M[@]}" --gpu-mem 80gb --size 72x48
+expect2 "unknown option" "plan --help" "${M[@]}" --gpu-mem 80gb --bogus
+echo '{"devices": [{"name": "A", "total": "8gb"}]}' >"$TMP/bad.json"
+expect2 "inventory key" '"total"' "${M[@]}" --inventory "$TMP/bad.json"
+
+# 7. --help lists every option with its default; GNU permutation
+"$BIN" plan --help >"$TMP/h.txt" || bad "--help exit"
+for o in --model --frames --size --ranks --gpu-mem --inventory --budget --speed --cfg --batch \
+  --dtype --tflops --host-gbs --peer-gbs --prefetch --reserve --json --help "default 81" \
+  "default 480x832" "powers of 1024"; do
+  grep -qF -- "$o" "$TMP/h.txt" || bad "--help lacks $o"
+done
+
+[ $fail -eq 0 ] && echo "test_plan_cli: all checks passed"
+exit $fail
