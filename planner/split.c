@@ -522,6 +522,9 @@ static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_f
       plan_sb_add(&sb, " (more than a GPU has: use more ranks%s)",
                   c->allow_stream ? ", or smaller chunks" : ", or add cpu,* to stream blocks");
   }
+  if (fixed_first)
+    plan_sb_add(&sb, "\n  a ratio budget fixes each rank's blocks: lower the share of a rank marked too "
+                     "small, or stream a share with cpu,N%%");
   if (!c->allow_stream && !c->ratio) {
     ctx s = *c;
     s.memo = NULL;

@@ -143,6 +143,12 @@ static void test_worked_examples(void) {
   CHECK(rc == PLAN_OK && nblocks(&g_plan, 0) == 16 && nblocks(&g_plan, 1) == 24,
         "ratio 40/60: %s %d/%d", err, nblocks(&g_plan, 0), nblocks(&g_plan, 1));
 
+  /* ratio 90% / 10%: rank 0 cannot hold 36 blocks of 14B in 24 GB */
+  rc = make(&big.m, d, 2, "cuda:0,90%;cuda:1,10%", &w, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_EINFEASIBLE && strstr(err, "blocks 0-35") && strstr(err, "too small") &&
+            strstr(err, "ratio budget fixes"),
+        "ratio 90/10: %s", err);
+
   /* a faster card gets more blocks: speeds 1 and 0.5 on big cards -> 2:1 */
   test_device(&d[0], "fast", 80, 1.0);
   test_device(&d[1], "slow", 80, 0.5);
