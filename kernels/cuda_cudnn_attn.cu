@@ -1,0 +1,610 @@
+/* cuDNN fused attention through the backend (graph) API, and the one
+ * attention call that picks among cudnn, flash and simple (kern_attn.h).
+ *
+ * The graph for a shape is built once and its execution plan cached. Three
+ * forms are tried in order, the first one an engine accepts is kept:
+ *   1. the single SDPA forward node (CUDNN_BACKEND_OPERATION_SDPA_FWD_-
+ *      DESCRIPTOR) of recent cuDNN; older libraries refuse the descriptor;
+ *   2. the flash pattern of generic operations that cuDNN's fused-attention
+ *      engine recognises: S = Q K^T (matmul), S * scale, M = rowmax,
+ *      E = exp(S - M), Z = rowsum(E), P = E / Z, O = P V (matmul);
+ *   3. the same with the softmax statistics M + log Z as a real output (the
+ *      training form; some versions only fuse that one).
+ * All intermediates are virtual fp32, so nothing of size Lq x Lk is ever
+ * stored. Only attributes that cuDNN 9.0 already had are used outside form
+ * 1, which is only a first try (the GPU machine runs 9.14, the headers here
+ * are 9.19, ../shared/DEVICE.md).
+ *
+ * Tensors are described in cuDNN's (batch, heads, seq, hd) order with our
+ * token-major strides: element (0, h, s, d) of q sits at (s * heads + h) *
+ * hd + d, so the strides are (L*heads*hd, hd, heads*hd, 1); K^T is the same
+ * memory with the last two dims swapped. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "kern_attn.h"
+
+/* Workspace above this is refused: an engine that wants it is not the fused
+ * one (it would be materialising scores). */
+#define ATT_MAX_WORKSPACE ((int64_t)1 << 30)
+#define ATT_MAX_DESCS 64
+
+enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6, UID_VIRT = 100 };
+
+/* One cached shape: the plan and every descriptor it was built from (kept
+ * alive with it; destroyed with the context). ok 0: cuDNN refused it. */
+typedef struct att_plan {
+  int64_t Lq, Lk, heads;
+  float scale;
+  int ok;
+  int form; /* 1, 2 or 3 (header comment) */
+  cudnnBackendDescriptor_t plan;
+  cudnnBackendDescriptor_t descs[ATT_MAX_DESCS];
+  int ndescs;
+  int64_t workspace;
+  float *stats; /* (heads, Lq) fp32, form 3 only */
+} att_plan;
+
+struct kern_attn_cudnn {
+  cudnnHandle_t handle;
+  void *workspace; /* the largest any cached plan needs */
+  int64_t workspace_bytes;
+  att_plan *plans;
+  int nplans, cap;
+};
+
+/* ---- descriptor building (each returns a cudnn status, no logging) ------ */
+
+typedef struct att_builder {
+  att_plan *pl;
+  cudnnStatus_t st; /* first failure */
+  const char *what; /* what failed first */
+} att_builder;
+
+static cudnnBackendDescriptor_t att_new(att_builder *b, cudnnBackendDescriptorType_t type,
+                                        const char *what) {
+  cudnnBackendDescriptor_t d = NULL;
+  if (b->st != CUDNN_STATUS_SUCCESS) return NULL;
+  if (b->pl->ndescs >= ATT_MAX_DESCS) {
+    b->st = CUDNN_STATUS_INTERNAL_ERROR;
+    b->what = "descriptor table full";
+    return NULL;
+  }
+  cudnnStatus_t s = cudnnBackendCreateDescriptor(type, &d);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    b->st = s;
+    b->what = what;
+    return NULL;
+  }
+  b->pl->descs[b->pl->ndescs++] = d;
+  return d;
+}
+
+static void att_set(att_builder *b, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                    cudnnBackendAttributeType_t type, int64_t n, const void *val, const char *what) {
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  cudnnStatus_t s = cudnnBackendSetAttribute(d, name, type, n, val);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    b->st = s;
+    b->what = what;
+  }
+}
+
+static void att_fin(att_builder *b, cudnnBackendDescriptor_t d, const char *what) {
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  cudnnStatus_t s = cudnnBackendFinalize(d);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    b->st = s;
+    b->what = what;
+  }
+}
+
+/* A 4-d tensor: dims, strides, type; virtual or by-value as asked. */
+static cudnnBackendDescriptor_t att_tensor(att_builder *b, int64_t uid, const int64_t dims[4],
+                                           const int64_t strides[4], cudnnDataType_t type,
+                                           int is_virtual, int by_value) {
+  cudnnBackendDescriptor_t t = att_new(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor");
+  int64_t align = by_value ? 4 : 16;
+  bool virt = is_virtual != 0, byv = by_value != 0;
+  att_set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
+  att_set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor type");
+  att_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, "tensor dims");
+  att_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, "tensor strides");
+  att_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor align");
+  if (virt) att_set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, "virtual");
+  if (byv) att_set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byv, "by value");
+  att_fin(b, t, "tensor");
+  return t;
+}
+
+static cudnnBackendDescriptor_t att_matmul(att_builder *b, cudnnBackendDescriptor_t A,
+                                           cudnnBackendDescriptor_t B, cudnnBackendDescriptor_t C) {
+  cudnnBackendDescriptor_t md = att_new(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul desc");
+  cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  att_set(b, md, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, "matmul comp type");
+  att_fin(b, md, "matmul desc");
+  cudnnBackendDescriptor_t op = att_new(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul op");
+  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &A, "mm a");
+  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &B, "mm b");
+  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &C, "mm c");
+  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &md, "mm d");
+  att_fin(b, op, "matmul op");
+  return op;
+}
+
+/* y = mode(x[, bb]); bb NULL for unary modes. */
+static cudnnBackendDescriptor_t att_pw(att_builder *b, cudnnPointwiseMode_t mode,
+                                       cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t bb,
+                                       cudnnBackendDescriptor_t y) {
+  cudnnBackendDescriptor_t pd = att_new(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise desc");
+  cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  att_set(b, pd, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pw mode");
+  att_set(b, pd, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f, "pw prec");
+  att_fin(b, pd, "pointwise desc");
+  cudnnBackendDescriptor_t op =
+      att_new(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise op");
+  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+          &pd, "pw desc");
+  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
+          "pw x");
+  if (bb)
+    att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb,
+            "pw b");
+  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
+          "pw y");
+  att_fin(b, op, "pointwise op");
+  return op;
+}
+
+static cudnnBackendDescriptor_t att_reduce(att_builder *b, cudnnReduceTensorOp_t mode,
+                                           cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+  cudnnBackendDescriptor_t rd = att_new(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction desc");
+  cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  att_set(b, rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
+          "reduction op");
+  att_set(b, rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, "reduction comp");
+  att_fin(b, rd, "reduction desc");
+  cudnnBackendDescriptor_t op =
+      att_new(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction op");
+  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
+          "red x");
+  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
+          "red y");
+  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd,
+          "red desc");
+  att_fin(b, op, "reduction op");
+  return op;
+}
+
+/* The operations of form 1, 2 or 3 for the plan's shape into ops[]. */
+static int att_graph_ops(att_builder *b, int form, cudnnBackendDescriptor_t ops[12]) {
+  const att_plan *pl = b->pl;
+  const int64_t H = pl->heads, Lq = pl->Lq, Lk = pl->Lk, D = KERN_ATTN_HD;
+  const int64_t qd[4] = {1, H, Lq, D}, qs[4] = {Lq * H * D, D, H * D, 1};
+  const int64_t kd[4] = {1, H, Lk, D}, ks[4] = {Lk * H * D, D, H * D, 1};
+  const int64_t ktd[4] = {1, H, D, Lk}, kts[4] = {Lk * H * D, D, 1, H * D};
+  const int64_t sd[4] = {1, H, Lq, Lk}, ss[4] = {H * Lq * Lk, Lq * Lk, Lk, 1};
+  const int64_t rd[4] = {1, H, Lq, 1}, rs[4] = {H * Lq, Lq, 1, 1};
+  const int64_t one[4] = {1, 1, 1, 1};
+  const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
+  int n = 0, u = UID_VIRT;
+
+  cudnnBackendDescriptor_t tS = att_tensor(b, UID_SCALE, one, one, f, 0, 1);
+  cudnnBackendDescriptor_t tQ = att_tensor(b, UID_Q, qd, qs, bf, 0, 0);
+  cudnnBackendDescriptor_t tO = att_tensor(b, UID_O, qd, qs, bf, 0, 0);
+  cudnnBackendDescriptor_t tV = att_tensor(b, UID_V, kd, ks, bf, 0, 0);
+  if (form == 1) {
+    cudnnBackendDescriptor_t tK = att_tensor(b, UID_K, kd, ks, bf, 0, 0);
+    cudnnBackendDescriptor_t op =
+        att_new(b, CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, "sdpa fwd op (cuDNN too old?)");
+    att_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tQ, "q");
+    att_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tK, "k");
+    att_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tV, "v");
+    att_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tO, "o");
+    att_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tS,
+            "scale");
+    att_fin(b, op, "sdpa fwd op");
+    ops[n++] = op;
+    return n;
+  }
+  cudnnBackendDescriptor_t tKt = att_tensor(b, UID_K, ktd, kts, bf, 0, 0);
+  cudnnBackendDescriptor_t vS = att_tensor(b, u++, sd, ss, f, 1, 0);  /* q k^T */
+  cudnnBackendDescriptor_t vS1 = att_tensor(b, u++, sd, ss, f, 1, 0); /* * scale */
+  cudnnBackendDescriptor_t vM = att_tensor(b, u++, rd, rs, f, 1, 0);  /* row max */
+  cudnnBackendDescriptor_t vS2 = att_tensor(b, u++, sd, ss, f, 1, 0); /* - max */
+  cudnnBackendDescriptor_t vE = att_tensor(b, u++, sd, ss, f, 1, 0);  /* exp */
+  cudnnBackendDescriptor_t vZ = att_tensor(b, u++, rd, rs, f, 1, 0);  /* row sum */
+  cudnnBackendDescriptor_t vP = att_tensor(b, u++, sd, ss, f, 1, 0);  /* E / Z */
+  ops[n++] = att_matmul(b, tQ, tKt, vS);
+  ops[n++] = att_pw(b, CUDNN_POINTWISE_MUL, vS, tS, vS1);
+  ops[n++] = att_reduce(b, CUDNN_REDUCE_TENSOR_MAX, vS1, vM);
+  ops[n++] = att_pw(b, CUDNN_POINTWISE_SUB, vS1, vM, vS2);
+  ops[n++] = att_pw(b, CUDNN_POINTWISE_EXP, vS2, NULL, vE);
+  ops[n++] = att_reduce(b, CUDNN_REDUCE_TENSOR_ADD, vE, vZ);
+  if (form == 3) {
+    cudnnBackendDescriptor_t vL = att_tensor(b, u++, rd, rs, f, 1, 0);
+    cudnnBackendDescriptor_t tSt = att_tensor(b, UID_STATS, rd, rs, f, 0, 0);
+    ops[n++] = att_pw(b, CUDNN_POINTWISE_LOG, vZ, NULL, vL);
+    ops[n++] = att_pw(b, CUDNN_POINTWISE_ADD, vM, vL, tSt);
+  }
+  ops[n++] = att_pw(b, CUDNN_POINTWISE_DIV, vE, vZ, vP);
+  ops[n++] = att_matmul(b, vP, tV, tO);
+  return n;
+}
+
+/* Graph of `form`, heuristics, the first engine config that finalises with
+ * a bounded workspace. CUDNN_STATUS_SUCCESS with pl->plan set, or the first
+ * failure with b->what naming it. */
+static cudnnStatus_t att_build_form(kern_attn_cudnn *c, att_plan *pl, int form, const char **what) {
+  att_builder b = {pl, CUDNN_STATUS_SUCCESS, NULL};
+  cudnnBackendDescriptor_t ops[12];
+  int nops = att_graph_ops(&b, form, ops);
+  cudnnBackendDescriptor_t g = att_new(&b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "graph");
+  att_set(&b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle, "graph handle");
+  att_set(&b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops,
+          "graph ops");
+  att_fin(&b, g, "operation graph");
+  cudnnBackendDescriptor_t h = att_new(&b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
+  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  att_set(&b, h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g,
+          "heur graph");
+  att_set(&b, h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heur mode");
+  att_fin(&b, h, "engine heuristics");
+  if (b.st != CUDNN_STATUS_SUCCESS) {
+    *what = b.what;
+    return b.st;
+  }
+  enum { MAXCFG = 8 };
+  cudnnBackendDescriptor_t cfg[MAXCFG];
+  int ncfg = 0;
+  for (; ncfg < MAXCFG; ncfg++) {
+    cfg[ncfg] = att_new(&b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config");
+    if (b.st != CUDNN_STATUS_SUCCESS) {
+      *what = b.what;
+      return b.st;
+    }
+  }
+  int64_t got = 0;
+  cudnnStatus_t s = cudnnBackendGetAttribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, MAXCFG, &got, cfg);
+  if (s != CUDNN_STATUS_SUCCESS || got <= 0) {
+    *what = "heuristics offered no engine";
+    return s != CUDNN_STATUS_SUCCESS ? s : CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  *what = "no engine config finalised a plan";
+  for (int64_t i = 0; i < got; i++) {
+    cudnnBackendDescriptor_t plan = NULL;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+        CUDNN_STATUS_SUCCESS)
+      break;
+    int64_t ws = 0, n = 0;
+    s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                 &c->handle);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                   CUDNN_TYPE_INT64, 1, &n, &ws);
+    if (s == CUDNN_STATUS_SUCCESS && (ws < 0 || ws > ATT_MAX_WORKSPACE)) {
+      s = CUDNN_STATUS_NOT_SUPPORTED;
+      *what = "the only engines want a workspace above 1 GiB (not fused)";
+    }
+    if (s == CUDNN_STATUS_SUCCESS) {
+      pl->plan = plan;
+      pl->workspace = ws;
+      return CUDNN_STATUS_SUCCESS;
+    }
+    last = s;
+    cudnnBackendDestroyDescriptor(plan);
+  }
+  return last;
+}
+
+static void att_plan_release(att_plan *pl) {
+  if (pl->plan) cudnnBackendDestroyDescriptor(pl->plan);
+  for (int i = pl->ndescs - 1; i >= 0; i--) cudnnBackendDestroyDescriptor(pl->descs[i]);
+  pl->ndescs = 0;
+  pl->plan = NULL;
+  if (pl->stats) CUDA_CHECK(cudaFree(pl->stats));
+  pl->stats = NULL;
+}
+
+/* Builds (once) the plan for p's shape; returns the cache entry, ok or not. */
+static att_plan *att_plan_get(kern_attn_cudnn *c, const kern_attn_params *p, float scale) {
+  for (int i = 0; i < c->nplans; i++) {
+    att_plan *pl = &c->plans[i];
+    if (pl->Lq == p->Lq && pl->Lk == p->Lk && pl->heads == p->heads && pl->scale == scale)
+      return pl;
+  }
+  if (c->nplans == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 8;
+    att_plan *np = (att_plan *)realloc(c->plans, (size_t)cap * sizeof *np);
+    if (!np) sp_fatal("attention (cudnn): out of host memory for the plan cache (%d)", cap);
+    c->plans = np;
+    c->cap = cap;
+  }
+  att_plan *pl = &c->plans[c->nplans++];
+  memset(pl, 0, sizeof *pl);
+  pl->Lq = p->Lq, pl->Lk = p->Lk, pl->heads = p->heads, pl->scale = scale;
+  char reasons[512] = "";
+  size_t used = 0;
+  for (int form = 1; form <= 3; form++) {
+    const char *what = "";
+    cudnnStatus_t s = att_build_form(c, pl, form, &what);
+    if (s == CUDNN_STATUS_SUCCESS) {
+      pl->ok = 1;
+      pl->form = form;
+      break;
+    }
+    int w = snprintf(reasons + used, sizeof reasons - used, "%sform %d: %s (%s)",
+                     form > 1 ? "; " : "", form, what, cudnnGetErrorString(s));
+    if (w > 0) used = used + (size_t)w < sizeof reasons ? used + (size_t)w : sizeof reasons - 1;
+    att_plan_release(pl);
+  }
+  if (!pl->ok) {
+    sp_log_warn("attention: cudnn %zu refuses Lq %lld, Lk %lld, heads %lld: %s; using flash",
+                cudnnGetVersion(), (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
+                reasons);
+    return pl;
+  }
+  if (pl->form == 3)
+    CUDA_CHECK(cudaMalloc((void **)&pl->stats, (size_t)(p->heads * p->Lq) * sizeof(float)));
+  if (pl->workspace > c->workspace_bytes) {
+    /* cudaFree synchronises the device, so a plan still running on the old
+     * workspace has finished; plan building is setup, not the step loop */
+    if (c->workspace) CUDA_CHECK(cudaFree(c->workspace));
+    c->workspace = NULL;
+    CUDA_CHECK(cudaMalloc(&c->workspace, (size_t)pl->workspace));
+    c->workspace_bytes = pl->workspace;
+  }
+  sp_log_debug("attention: cudnn plan for Lq %lld, Lk %lld, heads %lld: form %d, workspace %lld",
+               (long long)p->Lq, (long long)p->Lk, (long long)p->heads, pl->form,
+               (long long)pl->workspace);
+  return pl;
+}
+
+/* ---- public cuDNN API --------------------------------------------------- */
+
+extern "C" int kern_attn_cudnn_create(kern_attn_cudnn **out) {
+  size_t ver = cudnnGetVersion();
+  if (ver < 90000) {
+    sp_log_warn("attention: cudnn %zu at run time, the fused attention needs 9.0 or later", ver);
+    return SP_ERR_RUNTIME;
+  }
+  kern_attn_cudnn *c = (kern_attn_cudnn *)calloc(1, sizeof *c);
+  if (!c) {
+    sp_log_error("attention: out of host memory for the cudnn context");
+    return SP_ERR_RUNTIME;
+  }
+  cudnnStatus_t s = cudnnCreate(&c->handle);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    sp_log_warn("attention: cudnnCreate failed (%s), cudnn %zu", cudnnGetErrorString(s), ver);
+    free(c);
+    return SP_ERR_RUNTIME;
+  }
+  *out = c;
+  return SP_OK;
+}
+
+extern "C" void kern_attn_cudnn_destroy(kern_attn_cudnn *c) {
+  if (!c) return;
+  for (int i = 0; i < c->nplans; i++) att_plan_release(&c->plans[i]);
+  free(c->plans);
+  if (c->workspace) CUDA_CHECK(cudaFree(c->workspace));
+  CUDNN_CHECK(cudnnDestroy(c->handle));
+  free(c);
+}
+
+extern "C" int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaStream_t stream) {
+  if (p.hd != KERN_ATTN_HD || p.Lq < 1 || p.Lk < 1 || p.heads < 1 || !p.q || !p.k || !p.v ||
+      !p.out)
+    sp_fatal("attention (cudnn): Lq %lld, Lk %lld, heads %lld, hd %lld: need hd %d, all >= 1, "
+             "non-NULL pointers",
+             (long long)p.Lq, (long long)p.Lk, (long long)p.heads, (long long)p.hd, KERN_ATTN_HD);
+  float scale = p.scale > 0.f ? p.scale : 1.0f / sqrtf((float)p.hd);
+  att_plan *pl = att_plan_get(c, &p, scale);
+  if (!pl->ok) return SP_ERR_RUNTIME;
+  int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
+  void *ptrs[6] = {(void *)p.q, (void *)p.k, (void *)p.v, (void *)p.out, &scale, pl->stats};
+  int64_t n = pl->form == 3 ? 6 : 5;
+  CUDNN_CHECK(cudnnSetStream(c->handle, stream));
+  cudnnBackendDescriptor_t vp;
+  CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
+  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n,
+                                       uids));
+  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                       CUDNN_TYPE_VOID_PTR, n, ptrs));
+  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
+                                       1, &c->workspace));
+  CUDNN_CHECK(cudnnBackendFinalize(vp));
+  CUDNN_CHECK(cudnnBackendExecute(c->handle, pl->plan, vp));
+  CUDNN_CHECK(cudnnBackendDestroyDescriptor(vp));
+  return SP_OK;
+}
+
+/* ---- the one call: backend selection ------------------------------------ */
+
+/* The simple backend lives in cuda_attention.cu (kern_cuda.h), written
+ * alongside this file: referenced weakly so this file links before it
+ * lands; a build without it says so when simple is asked for. */
+#pragma weak kern_cuda_attention
+
+typedef struct att_choice {
+  int64_t Lq, Lk, heads;
+  float scale;
+  kern_attn_backend b;
+} att_choice;
+
+struct kern_attn_ctx {
+  kern_attn_backend want;
+  kern_cuda_gemm_ctx *gemm;
+  kern_attn_cudnn *cudnn; /* NULL: not asked for, or could not be created */
+  att_choice *choices;    /* auto's measured winners */
+  int nchoices, cap;
+  kern_attn_backend last;
+};
+
+extern "C" int kern_attn_backend_parse(const char *s, kern_attn_backend *out) {
+  static const char *names[] = {"auto", "cudnn", "flash", "simple"};
+  for (int i = 0; i < 4; i++)
+    if (s && strcmp(s, names[i]) == 0) {
+      *out = (kern_attn_backend)i;
+      return SP_OK;
+    }
+  sp_log_error("--attn '%s': unknown attention backend; choose auto, cudnn, flash or simple",
+               s ? s : "(null)");
+  return SP_ERR_INPUT;
+}
+
+extern "C" const char *kern_attn_backend_name(kern_attn_backend b) {
+  switch (b) {
+  case KERN_ATTN_AUTO: return "auto";
+  case KERN_ATTN_CUDNN: return "cudnn";
+  case KERN_ATTN_FLASH: return "flash";
+  case KERN_ATTN_SIMPLE: return "simple";
+  }
+  return "?";
+}
+
+extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm,
+                                    kern_attn_ctx **out) {
+  if (want == KERN_ATTN_SIMPLE && !gemm) {
+    sp_log_error("attention: the simple backend needs a GEMM context (got NULL)");
+    return SP_ERR_INPUT;
+  }
+  kern_attn_ctx *ctx = (kern_attn_ctx *)calloc(1, sizeof *ctx);
+  if (!ctx) {
+    sp_log_error("attention: out of host memory for the attention context");
+    return SP_ERR_RUNTIME;
+  }
+  ctx->want = want;
+  ctx->gemm = gemm;
+  ctx->last = want == KERN_ATTN_SIMPLE ? KERN_ATTN_SIMPLE : KERN_ATTN_FLASH;
+  if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO) {
+    if (kern_attn_cudnn_create(&ctx->cudnn) != SP_OK) {
+      ctx->cudnn = NULL; /* the cause is logged above */
+      sp_log_warn("attention: --attn %s without cudnn: using flash", kern_attn_backend_name(want));
+    }
+  }
+  *out = ctx;
+  return SP_OK;
+}
+
+extern "C" void kern_attn_ctx_destroy(kern_attn_ctx *ctx) {
+  if (!ctx) return;
+  kern_attn_cudnn_destroy(ctx->cudnn);
+  free(ctx->choices);
+  free(ctx);
+}
+
+extern "C" kern_attn_backend kern_attn_ctx_last(const kern_attn_ctx *ctx) { return ctx->last; }
+
+static void att_simple(kern_attn_ctx *ctx, const kern_attn_params *p, void *scratch,
+                       size_t scratch_bytes, cudaStream_t stream) {
+  if (p->scale > 0.f && fabsf(p->scale * sqrtf((float)p->hd) - 1.f) > 1e-6f)
+    sp_fatal("attention (simple): scale %g: the simple backend has 1/sqrt(hd) only",
+             (double)p->scale);
+  if (!ctx->gemm) sp_fatal("attention (simple): no GEMM context in the attention context");
+  if (!kern_cuda_attention)
+    sp_fatal("attention (simple): this build has no kern_cuda_attention (cuda_attention.cu)");
+  kern_cuda_attention(ctx->gemm, p->q, p->k, p->v, p->out, p->Lq, p->Lk, p->heads, p->hd, scratch,
+                      scratch_bytes, stream);
+}
+
+/* cudnn if it takes the shape, else flash. Returns the one that ran. */
+static kern_attn_backend att_cudnn_or_flash(kern_attn_ctx *ctx, const kern_attn_params *p,
+                                            cudaStream_t stream) {
+  if (ctx->cudnn && kern_attn_cudnn_run(ctx->cudnn, *p, stream) == SP_OK) return KERN_ATTN_CUDNN;
+  kern_attn_flash(*p, stream);
+  return KERN_ATTN_FLASH;
+}
+
+/* auto: time each candidate (one warm-up run, then 3 timed runs) once per
+ * shape; the winner is cached. */
+static kern_attn_backend att_measure(kern_attn_ctx *ctx, const kern_attn_params *p,
+                                     cudaStream_t stream) {
+  if (!ctx->cudnn || att_cudnn_or_flash(ctx, p, stream) != KERN_ATTN_CUDNN)
+    return KERN_ATTN_FLASH; /* no cudnn for this shape: nothing to compare */
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  float ms[2] = {0, 0};
+  for (int which = 0; which < 2; which++) {
+    if (which == 1) kern_attn_flash(*p, stream); /* warm-up; cudnn's was above */
+    CUDA_CHECK(cudaEventRecord(e0, stream));
+    for (int r = 0; r < 3; r++) {
+      if (which == 0)
+        (void)kern_attn_cudnn_run(ctx->cudnn, *p, stream); /* plan cached: SP_OK */
+      else
+        kern_attn_flash(*p, stream);
+    }
+    CUDA_CHECK(cudaEventRecord(e1, stream));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    CUDA_CHECK(cudaEventElapsedTime(&ms[which], e0, e1));
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  kern_attn_backend b = ms[0] <= ms[1] ? KERN_ATTN_CUDNN : KERN_ATTN_FLASH;
+  sp_log_info("attention: auto picks %s for Lq %lld, Lk %lld, heads %lld (cudnn %.3f ms, flash "
+              "%.3f ms)",
+              kern_attn_backend_name(b), (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
+              ms[0] / 3, ms[1] / 3);
+  return b;
+}
+
+extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scratch,
+                              size_t scratch_bytes, cudaStream_t stream) {
+  kern_attn_backend want = ctx->want;
+  char why[160];
+  if (want != KERN_ATTN_SIMPLE && !kern_attn_flash_supported(&p, why, sizeof why)) {
+    /* outside what flash (and our cudnn graph) are built for */
+    if (!ctx->gemm) sp_fatal("attention (%s): %s", kern_attn_backend_name(want), why);
+    want = KERN_ATTN_SIMPLE;
+  }
+  switch (want) {
+  case KERN_ATTN_SIMPLE:
+    att_simple(ctx, &p, scratch, scratch_bytes, stream);
+    ctx->last = KERN_ATTN_SIMPLE;
+    return;
+  case KERN_ATTN_FLASH:
+    kern_attn_flash(p, stream);
+    ctx->last = KERN_ATTN_FLASH;
+    return;
+  case KERN_ATTN_CUDNN:
+    ctx->last = att_cudnn_or_flash(ctx, &p, stream);
+    return;
+  case KERN_ATTN_AUTO: break;
+  }
+  const float scale = p.scale > 0.f ? p.scale : 1.0f / sqrtf((float)p.hd);
+  att_choice *ch = NULL;
+  for (int i = 0; i < ctx->nchoices; i++) {
+    att_choice *c = &ctx->choices[i];
+    if (c->Lq == p.Lq && c->Lk == p.Lk && c->heads == p.heads && c->scale == scale) ch = c;
+  }
+  if (!ch) {
+    if (ctx->nchoices == ctx->cap) {
+      int cap = ctx->cap ? 2 * ctx->cap : 8;
+      att_choice *nc = (att_choice *)realloc(ctx->choices, (size_t)cap * sizeof *nc);
+      if (!nc) sp_fatal("attention (auto): out of host memory for the choice cache (%d)", cap);
+      ctx->choices = nc;
+      ctx->cap = cap;
+    }
+    ch = &ctx->choices[ctx->nchoices++];
+    ch->Lq = p.Lq, ch->Lk = p.Lk, ch->heads = p.heads, ch->scale = scale;
+    ch->b = att_measure(ctx, &p, stream);
+  }
+  if (ch->b == KERN_ATTN_CUDNN)
+    ctx->last = att_cudnn_or_flash(ctx, &p, stream);
+  else {
+    kern_attn_flash(p, stream);
+    ctx->last = KERN_ATTN_FLASH;
+  }
+}

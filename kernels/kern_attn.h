@@ -1,0 +1,119 @@
+/* Fast exact attention on the GPU (issue 10): one call, three backends.
+ *
+ *   flash  our own flash-attention kernel (cuda_flash_attn.cu): tensor cores
+ *          through mma.sync m16n8k16 bf16 -> fp32, so it runs on sm_80 and
+ *          later (RTX 30/40, A100, H100/H200); online softmax in fp32, no
+ *          L x L matrix, any Lq and Lk, head_dim 128.
+ *   cudnn  cuDNN's fused attention built through the backend (graph) API
+ *          (cuda_cudnn_attn.cu); plans are built once per shape and cached.
+ *          When cuDNN is missing, too old, or refuses a shape, the call falls
+ *          back to `flash` and logs why, once per shape.
+ *   simple the correct-first reference of the CUDA backend
+ *          (kern_cuda_attention in kern_cuda.h: cuBLASLt GEMMs and an exact
+ *          softmax through a scores scratch).
+ *   auto   the faster of cudnn and flash for each shape, measured once on the
+ *          first call of that shape and cached in the context.
+ *
+ * Layout, the same as kern_cuda_attention: token-major with heads
+ * interleaved, q (Lq, heads, hd), k, v (Lk, heads, hd), out (Lq, heads, hd),
+ * all bf16 passed as uint16_t, row-major, contiguous. out = softmax(scale *
+ * q k^T) v per head, no mask. Pointers 16-byte aligned (cudaMalloc: 256).
+ *
+ * Errors: a bad argument or a failed launch is a hot-path error (sp_fatal,
+ * comm/log.h). Only the creation of a context returns a status. */
+#ifndef KERN_ATTN_H
+#define KERN_ATTN_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kern_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  KERN_ATTN_AUTO = 0,
+  KERN_ATTN_CUDNN = 1,
+  KERN_ATTN_FLASH = 2,
+  KERN_ATTN_SIMPLE = 3,
+} kern_attn_backend;
+
+/* "auto" | "cudnn" | "flash" | "simple" -> *out; SP_OK, or SP_ERR_INPUT
+ * (logged, naming the value and the choices) for anything else. */
+int kern_attn_backend_parse(const char *s, kern_attn_backend *out);
+const char *kern_attn_backend_name(kern_attn_backend b);
+
+/* The one parameter struct of the attention family, passed by value. */
+typedef struct kern_attn_params {
+  const uint16_t *q; /* (Lq, heads, hd) bf16 */
+  const uint16_t *k; /* (Lk, heads, hd) bf16 */
+  const uint16_t *v; /* (Lk, heads, hd) bf16 */
+  uint16_t *out;     /* (Lq, heads, hd) bf16, must not alias q, k, v */
+  int64_t Lq, Lk;    /* >= 1 */
+  int64_t heads;     /* >= 1 */
+  int64_t hd;        /* head dim: 128 is the one supported by flash/cudnn */
+  float scale;       /* softmax scale; 0 means 1/sqrt(hd) */
+} kern_attn_params;
+
+/* Head dim the fast backends are built for. */
+#define KERN_ATTN_HD 128
+
+/* ---- own flash kernel (cuda_flash_attn.cu) ------------------------------ */
+
+/* Launches the flash kernel on `stream`. Needs sm_80 or later, hd 128,
+ * Lq * heads * hd and Lk * heads * hd below 2^31 elements per tensor row
+ * index (checked). Deterministic: a rerun is bit-identical. */
+void kern_attn_flash(kern_attn_params p, cudaStream_t stream);
+
+/* The checks kern_attn_flash makes, without launching: 1 when it can run
+ * p on the current device, else 0 with the reason in why (may be NULL). */
+int kern_attn_flash_supported(const kern_attn_params *p, char *why, size_t why_len);
+
+/* ---- cuDNN fused attention (cuda_cudnn_attn.cu) ------------------------- */
+
+/* A cuDNN handle, its workspace, and the execution plan built for each
+ * shape. One per rank and stream user; not thread-safe. */
+typedef struct kern_attn_cudnn kern_attn_cudnn;
+
+/* SP_OK with *out set, or SP_ERR_RUNTIME (logged with the cause: no
+ * libcudnn at run time, version below 9.0, no device) with *out untouched. */
+int kern_attn_cudnn_create(kern_attn_cudnn **out);
+void kern_attn_cudnn_destroy(kern_attn_cudnn *c);
+
+/* Runs p through cuDNN on `stream`: SP_OK, or SP_ERR_RUNTIME when cuDNN
+ * refuses the shape (no engine builds a plan for it; logged once per shape,
+ * nothing launched, the caller falls back). A failure to launch a plan that
+ * was built is fatal. */
+int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaStream_t stream);
+
+/* ---- the one call ------------------------------------------------------- */
+
+typedef struct kern_attn_ctx kern_attn_ctx;
+
+/* want: the backend asked for (--attn). gemm: the GEMM context the simple
+ * backend uses (may be NULL unless want is KERN_ATTN_SIMPLE). cuDNN is tried
+ * for cudnn and auto; when it cannot be created the context still works and
+ * runs flash, with the reason logged once. SP_OK or SP_ERR_RUNTIME. */
+int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm, kern_attn_ctx **out);
+void kern_attn_ctx_destroy(kern_attn_ctx *ctx);
+
+/* Attention with the context's backend. scratch/scratch_bytes are used by
+ * the simple backend only (kern_cuda_attention_scratch_bytes; NULL, 0 are
+ * fine for the others). For auto, the first call of a shape times cudnn and
+ * flash (a few runs each, synchronising `stream` once: setup, not the step
+ * loop) and caches the winner. */
+void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scratch, size_t scratch_bytes,
+                   cudaStream_t stream);
+
+/* The backend the context used for the last kern_attn_run (never AUTO):
+ * for logs, the benchmark, and the tests of the fallback. */
+kern_attn_backend kern_attn_ctx_last(const kern_attn_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
