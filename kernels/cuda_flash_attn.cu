@@ -9,7 +9,7 @@
  *   O  = O * exp2(m - m') + P V_j   (P rounded to bf16 for the mma)
  * and writes O / l at the end (FlashAttention-2's order of work). The
  * softmax scale is folded into the log2 domain so the exponential is one
- * exp2f (ex2.approx) per score.
+ * ex2.approx per score.
  *
  * Data movement: K and V tiles are double-buffered with cp.async (16-byte
  * copies, zero-fill for rows past Lk), the next K tile loads while the
@@ -85,6 +85,15 @@ __device__ __forceinline__ void fa_mma(float d[4], const uint32_t a[4], uint32_t
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* 2^x with the hardware approximation (ex2.approx, 2 ulp, flushes
+ * denormals): exp2f without fast-math is a slower library sequence.
+ * 2^-inf = +0, which is what masked scores and the first tile need. */
+__device__ __forceinline__ float fa_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 /* Two fp32 -> one register of two bf16 (lo = first, round to nearest). */
@@ -212,13 +221,13 @@ __global__ void __launch_bounds__(FA_THREADS)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mnew = fmaxf(m[a][r], mx * scale_log2); /* scale > 0 */
-        const float corr = exp2f(m[a][r] - mnew);           /* 0 on the first tile */
+        const float corr = fa_exp2(m[a][r] - mnew);           /* 0 on the first tile */
         m[a][r] = mnew;
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < FA_BC / 8; n++) {
-          float p0 = exp2f(fmaf(s[a][n][2 * r], scale_log2, -mnew));
-          float p1 = exp2f(fmaf(s[a][n][2 * r + 1], scale_log2, -mnew));
+          float p0 = fa_exp2(fmaf(s[a][n][2 * r], scale_log2, -mnew));
+          float p1 = fa_exp2(fmaf(s[a][n][2 * r + 1], scale_log2, -mnew));
           s[a][n][2 * r] = p0;
           s[a][n][2 * r + 1] = p1;
           sum += p0 + p1;
