@@ -24,6 +24,12 @@ typedef struct rank_stage_cfg {
   int64_t lat_f, lat_h, lat_w; /* latent frames, height, width */
   rank_device device;          /* backend (default cpu) */
   int cuda_device;             /* CUDA device index when device is cuda */
+  /* Hybrid residency (CUDA): streamed[i] = 1 keeps block first_block + i in
+   * pinned host memory, copied one way into one of prefetch_depth device
+   * slots each time it runs. NULL: every block resident. The CPU backend
+   * holds every block in host memory anyway and ignores it. */
+  const uint8_t *streamed;
+  int prefetch_depth;
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */

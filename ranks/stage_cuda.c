@@ -5,9 +5,17 @@
  * softmax, time embedding).
  *
  * Memory: one device arena per stage, sized before anything is placed:
- * the bf16 weights of the stage's groups, the cross-attention k/v of every
- * prompt slot, the activation message, and the block scratch. Nothing is
- * allocated in the step loop. The activation message crosses to the host
+ * the bf16 weights of the stage's resident groups, the slots streamed
+ * blocks are copied into, the cross-attention k/v of every prompt slot, the
+ * activation message, and the block scratch. Nothing is allocated in the
+ * step loop.
+ *
+ * Streamed blocks (hybrid residency) live in pinned host memory, loaded
+ * once. Each time the stage runs its blocks, a copy stream fills the
+ * prefetch_depth device slots in block order, one way (host to device;
+ * weights are read-only, so a slot is simply overwritten next time), and
+ * the compute stream waits only on the event of the slot it needs: a copy
+ * hides behind the compute of the blocks before it. The activation message crosses to the host
  * at every call (the host-staged transport); all device work of a call is
  * on one stream, and the call returns when its result is on the host. */
 #include "stage_impl.h"
@@ -30,7 +38,13 @@ typedef struct cuda_stage {
   char *arena;        /* the one device allocation */
   size_t arena_bytes, arena_used;
   wan_layout l16[3];  /* bf16 packed layouts */
-  uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups */
+  uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups (NULL: streamed) */
+  uint16_t **host_w;  /* [nblocks] pinned host copy of a streamed block, else NULL */
+  int nstreamed, depth;
+  int *stream_order;  /* [nstreamed] block index (0-based in the stage) of each streamed block */
+  uint16_t **slot_w;  /* [depth] device slots for streamed blocks */
+  cudaStream_t copy;  /* host -> device copies of streamed blocks */
+  cudaEvent_t *copied, *freed; /* [depth] slot filled / slot no longer read */
   uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
   float *cos_t, *sin_t; /* (L, hd/2) RoPE tables, fp32 */
   float *act;         /* (tokens*dim + 7*dim) the activation message */
@@ -72,15 +86,15 @@ static void *take(cuda_stage *c, size_t bytes) {
   return c->arena + off;
 }
 
-static const uint16_t *T(const cuda_stage *c, wan_group g, const uint16_t *w, const char *name) {
+static const uint16_t *tensor_of(const cuda_stage *c, wan_group g, const uint16_t *w, const char *name) {
   const wan_layout *l = &c->l16[g];
   int i = wan_layout_find(l, name);
   if (i < 0) sp_fatal("internal: tensor %s is not in the layout", name);
   return (const uint16_t *)((const char *)w + l->t[i].offset);
 }
-#define WB(name) T(c, WAN_GROUP_BLOCK, w, name)
-#define WE(name) T(c, WAN_GROUP_EMBED, c->embed_w, name)
-#define WH(name) T(c, WAN_GROUP_HEAD, c->head_w, name)
+#define WB(name) tensor_of(c, WAN_GROUP_BLOCK, w, name)
+#define WE(name) tensor_of(c, WAN_GROUP_EMBED, c->embed_w, name)
+#define WH(name) tensor_of(c, WAN_GROUP_HEAD, c->head_w, name)
 
 /* Carves every buffer out of the arena (called twice: size, then place). */
 static void carve(rank_stage *s, cuda_stage *c) {
@@ -90,7 +104,8 @@ static void carve(rank_stage *s, cuda_stage *c) {
   if (s->cfg.embed) c->embed_w = take(c, c->l16[WAN_GROUP_EMBED].packed_bytes);
   if (s->cfg.head) c->head_w = take(c, c->l16[WAN_GROUP_HEAD].packed_bytes);
   for (int b = 0; b < s->nblocks; b++)
-    c->block_w[b] = take(c, c->l16[WAN_GROUP_BLOCK].packed_bytes);
+    c->block_w[b] = c->host_w[b] ? NULL : take(c, c->l16[WAN_GROUP_BLOCK].packed_bytes);
+  for (int k = 0; k < c->depth; k++) c->slot_w[k] = take(c, c->l16[WAN_GROUP_BLOCK].packed_bytes);
   size_t kv = (size_t)s->cfg.prompts * (size_t)s->nblocks * (size_t)(T * D);
   c->ck = take(c, kv * 2);
   c->cv = take(c, kv * 2);
@@ -147,9 +162,22 @@ static void cuda_destroy(rank_stage *s) {
   if (!c) return;
   cudaSetDevice(c->device);
   if (c->stream) cudaStreamSynchronize(c->stream);
+  if (c->copy) cudaStreamSynchronize(c->copy);
   if (c->gemm) kern_cuda_gemm_ctx_destroy(c->gemm);
   if (c->arena) cudaFree(c->arena);
   if (c->stream) cudaStreamDestroy(c->stream);
+  if (c->copy) cudaStreamDestroy(c->copy);
+  for (int k = 0; k < c->depth; k++) {
+    if (c->copied && c->copied[k]) cudaEventDestroy(c->copied[k]);
+    if (c->freed && c->freed[k]) cudaEventDestroy(c->freed[k]);
+  }
+  for (int b = 0; c->host_w && b < s->nblocks; b++)
+    if (c->host_w[b]) cudaFreeHost(c->host_w[b]);
+  free(c->host_w);
+  free(c->stream_order);
+  free(c->slot_w);
+  free(c->copied);
+  free(c->freed);
   free(c->block_w);
   free(c);
   s->impl = NULL;
@@ -184,6 +212,11 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   kern_cuda_f32_to_bf16(c->ctxf, c->ctxb, T * D, c->stream);
   for (int b = 0; b < s->nblocks; b++) {
     const uint16_t *w = c->block_w[b];
+    if (c->host_w[b]) { /* once per prompt: a plain copy into slot 0 */
+      CUDA_CHECK(cudaMemcpyAsync(c->slot_w[0], c->host_w[b], c->l16[WAN_GROUP_BLOCK].packed_bytes,
+                                 cudaMemcpyHostToDevice, c->stream));
+      w = c->slot_w[0];
+    }
     uint16_t *k = c->ck + kv_offset(s, slot, b), *v = c->cv + kv_offset(s, slot, b);
     /* ctxf is free once narrowed: it takes the k projection before its norm. */
     kern_cuda_linear(c->gemm, c->ctxb, WB("cross_attn.k.weight"), WB("cross_attn.k.bias"),
@@ -281,13 +314,38 @@ static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const
   kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, gate2, L, D, st_);
 }
 
+/* Starts the copy of the n-th streamed block into its slot, once the
+ * compute stream has finished reading the block that was there before. */
+static void issue_copy(cuda_stage *c, int n, size_t bytes) {
+  int k = n % c->depth;
+  CUDA_CHECK(cudaStreamWaitEvent(c->copy, c->freed[k], 0));
+  CUDA_CHECK(cudaMemcpyAsync(c->slot_w[k], c->host_w[c->stream_order[n]], bytes,
+                             cudaMemcpyHostToDevice, c->copy));
+  CUDA_CHECK(cudaEventRecord(c->copied[k], c->copy));
+}
+
 static void cuda_blocks(rank_stage *s, int slot, float *act) {
   cuda_stage *c = st(s);
   const size_t bytes = (size_t)rank_act_floats(s->c, s->tokens) * 4;
+  const size_t wbytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
   CUDA_CHECK(cudaMemcpyAsync(c->act, act, bytes, cudaMemcpyHostToDevice, c->stream));
-  for (int b = 0; b < s->nblocks; b++)
-    block_forward(s, c, c->block_w[b], c->ck + kv_offset(s, slot, b),
-                  c->cv + kv_offset(s, slot, b));
+  int issued = 0, used = 0;
+  for (; issued < c->nstreamed && issued < c->depth; issued++) issue_copy(c, issued, wbytes);
+  for (int b = 0; b < s->nblocks; b++) {
+    const uint16_t *w = c->block_w[b];
+    int k = -1;
+    if (c->host_w[b]) {
+      k = used % c->depth;
+      CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->copied[k], 0));
+      w = c->slot_w[k];
+    }
+    block_forward(s, c, w, c->ck + kv_offset(s, slot, b), c->cv + kv_offset(s, slot, b));
+    if (k >= 0) {
+      CUDA_CHECK(cudaEventRecord(c->freed[k], c->stream));
+      used++;
+      if (issued < c->nstreamed) issue_copy(c, issued++, wbytes);
+    }
+  }
   CUDA_CHECK(cudaMemcpyAsync(act, c->act, bytes, cudaMemcpyDeviceToHost, c->stream));
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
@@ -338,6 +396,26 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   c->gemm = kern_cuda_gemm_ctx_create(0);
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
   c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
+  c->host_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->host_w);
+  c->stream_order = sp_xcalloc((size_t)s->nblocks, sizeof *c->stream_order);
+  const size_t wbytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
+  for (int b = 0; s->cfg.streamed && b < s->nblocks; b++) {
+    if (!s->cfg.streamed[b]) continue;
+    CUDA_CHECK(cudaHostAlloc((void **)&c->host_w[b], wbytes, cudaHostAllocDefault));
+    c->stream_order[c->nstreamed++] = b;
+  }
+  if (c->nstreamed) {
+    c->depth = s->cfg.prefetch_depth > 0 ? s->cfg.prefetch_depth : 2;
+    if (c->depth > c->nstreamed) c->depth = c->nstreamed;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
+    c->copied = sp_xcalloc((size_t)c->depth, sizeof *c->copied);
+    c->freed = sp_xcalloc((size_t)c->depth, sizeof *c->freed);
+    for (int k = 0; k < c->depth; k++) {
+      CUDA_CHECK(cudaEventCreateWithFlags(&c->copied[k], cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&c->freed[k], cudaEventDisableTiming));
+    }
+  }
+  c->slot_w = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slot_w);
   carve(s, c); /* sizing pass */
   c->arena_bytes = c->arena_used;
   size_t free_b = 0, total_b = 0;
@@ -378,9 +456,18 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   int rc = SP_OK;
   if (s->cfg.embed)
     rc = place_group(m, c, WAN_GROUP_EMBED, 0, tmp, tmp16, tmp_bytes, c->embed_w, bytes_read);
-  for (int b = 0; rc == SP_OK && b < s->nblocks; b++)
-    rc = place_group(m, c, WAN_GROUP_BLOCK, s->cfg.first_block + b, tmp, tmp16, tmp_bytes,
-                     c->block_w[b], bytes_read);
+  for (int b = 0; rc == SP_OK && b < s->nblocks; b++) {
+    if (c->host_w[b]) { /* streamed: narrowed straight into its pinned buffer */
+      rc = rank_model_read_group(m, WAN_GROUP_BLOCK, s->cfg.first_block + b, tmp, tmp_bytes,
+                                 bytes_read);
+      if (rc == SP_OK)
+        to_bf16(rank_model_layout(m, WAN_GROUP_BLOCK), tmp, &c->l16[WAN_GROUP_BLOCK],
+                c->host_w[b]);
+    } else {
+      rc = place_group(m, c, WAN_GROUP_BLOCK, s->cfg.first_block + b, tmp, tmp16, tmp_bytes,
+                       c->block_w[b], bytes_read);
+    }
+  }
   if (rc == SP_OK && s->cfg.head)
     rc = place_group(m, c, WAN_GROUP_HEAD, 0, tmp, tmp16, tmp_bytes, c->head_w, bytes_read);
   free(tmp);
