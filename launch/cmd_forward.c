@@ -29,23 +29,29 @@ static void usage(FILE *f) {
           "  -o, --out FILE        output: dataset 'pred' float32 [16, F, H, W] (required);\n"
           "                        written atomically\n"
           "  -d, --device DEV      auto (default: cuda when a GPU is visible), cuda or cpu\n"
+          "      --attn NAME       CUDA attention: auto (default: the faster of cudnn and flash\n"
+          "                        for the shape, measured once), cudnn (cuDNN fused attention,\n"
+          "                        falls back to flash when refused), flash (own kernel, sm_80+),\n"
+          "                        simple (the reference: cuBLASLt GEMMs, exact softmax)\n"
           "      --no-verify       do not check the weights' checksums while loading\n"
           "  -h, --help            this text\n"
           "Threads: OMP_NUM_THREADS (results do not depend on it).\n");
 }
 
 int cmd_forward(int argc, char **argv) {
-  enum { OPT_NO_VERIFY = 1000 };
+  enum { OPT_NO_VERIFY = 1000, OPT_ATTN };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'},    {"latent", required_argument, 0, 'l'},
       {"timestep", required_argument, 0, 't'}, {"cond", required_argument, 0, 'c'},
       {"out", required_argument, 0, 'o'},      {"device", required_argument, 0, 'd'},
       {"no-verify", no_argument, 0, OPT_NO_VERIFY}, {"help", no_argument, 0, 'h'},
+      {"attn", required_argument, 0, OPT_ATTN},
       {0, 0, 0, 0}};
   const char *model = NULL, *latent_path = NULL, *cond_path = NULL, *out_path = NULL;
   const char *device = "auto";
   double t = -1;
   int have_t = 0, verify = 1;
+  rank_attn attn = RANK_ATTN_AUTO;
   cli_getopt_reset();
   int ch;
   while ((ch = getopt_long(argc, argv, "m:l:t:c:o:d:h", opts, NULL)) != -1) {
@@ -60,6 +66,9 @@ int cmd_forward(int argc, char **argv) {
     case 'o': out_path = optarg; break;
     case 'd': device = optarg; break;
     case OPT_NO_VERIFY: verify = 0; break;
+    case OPT_ATTN:
+      if (rank_attn_parse(optarg, &attn)) return SP_ERR_INPUT;
+      break;
     case 'h': usage(stdout); return SP_OK;
     default: return cli_bad_usage("forward");
     }
@@ -89,7 +98,8 @@ int cmd_forward(int argc, char **argv) {
 
   rank_stage_cfg cfg = {.first_block = 0, .last_block = (int)c->layers - 1, .embed = 1,
                         .head = 1, .prompts = 1, .lat_f = lat.dims[1], .lat_h = lat.dims[2],
-                        .lat_w = lat.dims[3], .device = dev, .cuda_device = 0};
+                        .lat_w = lat.dims[3], .device = dev, .cuda_device = 0,
+                        .attn = attn};
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
   int64_t L = rank_stage_tokens(s);

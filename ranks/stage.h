@@ -16,6 +16,11 @@
 
 typedef enum { RANK_DEVICE_CPU = 0, RANK_DEVICE_CUDA = 1 } rank_device;
 
+/* --attn: the CUDA attention backend (values as kern_attn_backend). */
+typedef enum { RANK_ATTN_AUTO = 0, RANK_ATTN_CUDNN = 1, RANK_ATTN_FLASH = 2, RANK_ATTN_SIMPLE = 3 } rank_attn;
+/* "auto" | "cudnn" | "flash" | "simple"; logs --attn and returns SP_ERR_INPUT otherwise. */
+int rank_attn_parse(const char *s, rank_attn *out);
+
 typedef struct rank_stage_cfg {
   int first_block, last_block; /* inclusive range of blocks this stage runs */
   int embed;                   /* holds the embeddings (stage 0) */
@@ -30,6 +35,7 @@ typedef struct rank_stage_cfg {
    * holds every block in host memory anyway and ignores it. */
   const uint8_t *streamed;
   int prefetch_depth;
+  rank_attn attn; /* CUDA attention backend (the CPU has one exact attention) */
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */

@@ -28,6 +28,7 @@
 
 #include "cuda_check.h"
 #include "kern_cpu.h"
+#include "kern_attn.h"
 #include "kern_cuda.h"
 #include "log.h"
 
@@ -35,6 +36,7 @@ typedef struct cuda_stage {
   int device;
   cudaStream_t stream;
   kern_cuda_gemm_ctx *gemm;
+  kern_attn_ctx *attn;
   char *arena;        /* the one device allocation */
   size_t arena_bytes, arena_used;
   wan_layout l16[3];  /* bf16 packed layouts */
@@ -132,8 +134,12 @@ static void carve(rank_stage *s, cuda_stage *c) {
   c->ctxf = take(c, (size_t)(T * D) * 4);
   c->ctxh = take(c, (size_t)(T * D) * 2);
   c->tvec = take(c, (size_t)(cf->freq_dim + 2 * D) * 4);
-  /* Attention scratch: as many query rows per chunk as 1 GiB holds (the
-   * simple attention keeps a chunk's scores), at least one, at most L. */
+  /* Attention scratch, for the simple backend only (the flash and cuDNN
+   * kernels hold no scores): as many query rows per chunk as 1 GiB holds,
+   * at least one, at most L. */
+  c->attn_scratch_bytes = 0;
+  c->attn_scratch = NULL;
+  if (s->cfg.attn != RANK_ATTN_SIMPLE) return;
   int64_t Lk = L > T ? L : T;
   size_t per_row = kern_cuda_attention_scratch_bytes(1, Lk, cf->heads);
   int64_t chunk = (int64_t)(((size_t)1 << 30) / (per_row ? per_row : 1));
@@ -163,6 +169,7 @@ static void cuda_destroy(rank_stage *s) {
   cudaSetDevice(c->device);
   if (c->stream) cudaStreamSynchronize(c->stream);
   if (c->copy) cudaStreamSynchronize(c->copy);
+  if (c->attn) kern_attn_ctx_destroy(c->attn);
   if (c->gemm) kern_cuda_gemm_ctx_destroy(c->gemm);
   if (c->arena) cudaFree(c->arena);
   if (c->stream) cudaStreamDestroy(c->stream);
@@ -286,8 +293,8 @@ static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const
                          HD, eps, st_);
   kern_cuda_rmsnorm_rope(c->kf, WB("self_attn.norm_k.weight"), c->cos_t, c->sin_t, c->kb, L, NH,
                          HD, eps, st_);
-  kern_cuda_attention(c->gemm, c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, c->attn_scratch,
-                      c->attn_scratch_bytes, st_);
+  kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
+  kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, st_);
   kern_cuda_linear(c->gemm, c->ab, WB("self_attn.o.weight"), WB("self_attn.o.bias"), c->of,
                    KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
   kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, gate1, L, D, st_);
@@ -299,8 +306,8 @@ static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const
                    KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
   kern_cuda_rmsnorm_rope(c->qf, WB("cross_attn.norm_q.weight"), NULL, NULL, c->qb, L, NH, HD,
                          eps, st_);
-  kern_cuda_attention(c->gemm, c->qb, ck, cv, c->ab, L, T, NH, HD, c->attn_scratch,
-                      c->attn_scratch_bytes, st_);
+  kern_attn_params cp = {c->qb, ck, cv, c->ab, L, T, NH, HD, 0.0f};
+  kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, st_);
   kern_cuda_linear(c->gemm, c->ab, WB("cross_attn.o.weight"), WB("cross_attn.o.bias"), c->of,
                    KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
   kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, NULL, L, D, st_);
@@ -394,6 +401,14 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   CUDA_CHECK(cudaSetDevice(c->device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   c->gemm = kern_cuda_gemm_ctx_create(0);
+  _Static_assert((int)RANK_ATTN_SIMPLE == (int)KERN_ATTN_SIMPLE &&
+                     (int)RANK_ATTN_FLASH == (int)KERN_ATTN_FLASH &&
+                     (int)RANK_ATTN_CUDNN == (int)KERN_ATTN_CUDNN,
+                 "rank_attn and kern_attn_backend values agree");
+  if (kern_attn_ctx_create((kern_attn_backend)s->cfg.attn, c->gemm, &c->attn) != SP_OK) {
+    cuda_destroy(s);
+    return SP_ERR_RUNTIME;
+  }
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
   c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
   c->host_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->host_w);
