@@ -1,0 +1,276 @@
+/* GEMM through cuBLASLt: bf16 operands, fp32 accumulation, fp32 or bf16
+ * output, bias and GELU-tanh+bias in the epilogue (kern_cuda.h).
+ *
+ * cuBLASLt is column-major; our tensors are row-major. A row-major D (M, N)
+ * is a column-major D^T (N, M), and D^T = op(B) A^T, so cuBLASLt's first
+ * operand is our B (the weight) and its second our A (the activations):
+ *   B stored (N, K) row-major = column-major (K, N): op T gives (N, K);
+ *   B stored (K, N) row-major = column-major (N, K): op N;
+ *   A stored (M, K) row-major = column-major (K, M): op N.
+ * The epilogue bias of cuBLASLt is per row of its (column-major) D, i.e. per
+ * output feature n: exactly the Linear bias.
+ *
+ * The heuristic is asked once per shape; its first algorithm is kept in a
+ * small cache with the descriptors, so a shape always runs the same
+ * algorithm (bit-identical reruns). In-place split-K reductions are
+ * excluded for the same reason. */
+#include <cuda_bf16.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "kern_cuda.h"
+
+#define GEMM_CACHE_SIZE 128
+#define GEMM_DEFAULT_WORKSPACE ((size_t)32 << 20)
+
+/* Everything that selects an algorithm; pointers are not part of it. */
+typedef struct gemm_key {
+  int64_t M, N, K, lda, ldb, ldd, batch, stride_a, stride_b, stride_d;
+  int b_kn, d_dtype, has_bias, act;
+} gemm_key;
+
+typedef struct gemm_entry {
+  int used;
+  gemm_key key;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), D */
+  cublasLtMatmulAlgo_t algo;
+  int fused; /* bias/act in the epilogue; else kern_cuda_bias_act after */
+} gemm_entry;
+
+struct kern_cuda_gemm_ctx {
+  cublasLtHandle_t lt;
+  void *workspace; /* device, workspace_bytes */
+  size_t workspace_bytes;
+  gemm_entry cache[GEMM_CACHE_SIZE];
+  int next_victim; /* round-robin replacement when the cache is full */
+};
+
+extern "C" kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes) {
+  kern_cuda_gemm_ctx *ctx = (kern_cuda_gemm_ctx *)sp_xcalloc(1, sizeof *ctx);
+  ctx->workspace_bytes = workspace_bytes ? workspace_bytes : GEMM_DEFAULT_WORKSPACE;
+  CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
+  CUDA_CHECK(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
+  return ctx;
+}
+
+static void entry_release(gemm_entry *e) {
+  if (!e->used) return;
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->ld));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->lb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->la));
+  CUBLAS_CHECK(cublasLtMatmulDescDestroy(e->op));
+  memset(e, 0, sizeof *e);
+}
+
+extern "C" void kern_cuda_gemm_ctx_destroy(kern_cuda_gemm_ctx *ctx) {
+  if (!ctx) return;
+  for (int i = 0; i < GEMM_CACHE_SIZE; i++) entry_release(&ctx->cache[i]);
+  CUDA_CHECK(cudaFree(ctx->workspace));
+  CUBLAS_CHECK(cublasLtDestroy(ctx->lt));
+  free(ctx);
+}
+
+static cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols,
+                                          int64_t ld, int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t l;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, (uint64_t)rows, (uint64_t)cols, ld));
+  if (batch > 1) {
+    int32_t count = (int32_t)batch;
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                  sizeof count));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  }
+  return l;
+}
+
+/* Builds the descriptors for a key with or without the fused epilogue and
+ * asks the heuristic; returns 1 and fills e when an algorithm exists. */
+static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm_entry *e) {
+  memset(e, 0, sizeof *e);
+  e->key = *k;
+  e->fused = fused;
+  cudaDataType_t dt = k->d_dtype == KERN_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = k->b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (fused) {
+    if (k->act == KERN_CUDA_ACT_GELU_TANH)
+      epi = k->has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    else if (k->has_bias)
+      epi = CUBLASLT_EPILOGUE_BIAS;
+  }
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (fused && k->has_bias) {
+    /* The weights, biases included, are bf16 (wan_layout). */
+    cudaDataType_t bt = CUDA_R_16BF;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                sizeof bt));
+  }
+  if (k->b_kn)
+    e->la = make_layout(CUDA_R_16BF, k->N, k->K, k->ldb, k->batch, k->stride_b);
+  else
+    e->la = make_layout(CUDA_R_16BF, k->K, k->N, k->ldb, k->batch, k->stride_b);
+  e->lb = make_layout(CUDA_R_16BF, k->K, k->M, k->lda, k->batch, k->stride_a);
+  e->ld = make_layout(dt, k->N, k->M, k->ldd, k->batch, k->stride_d);
+
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = ctx->workspace_bytes;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  uint32_t align = 16; /* the API requires 16-byte aligned operands */
+  const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; i++)
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
+  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  /* C is D (beta 0). NOT_SUPPORTED means no algorithm: not an error here. */
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, e->op, e->la, e->lb, e->ld, e->ld,
+                                                     pref, 1, &res, &found);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(st);
+  if (st != CUBLAS_STATUS_SUCCESS || found < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+    e->used = 1;
+    entry_release(e);
+    return 0;
+  }
+  e->algo = res.algo;
+  e->used = 1;
+  return 1;
+}
+
+static gemm_entry *entry_get(kern_cuda_gemm_ctx *ctx, const gemm_key *k) {
+  for (int i = 0; i < GEMM_CACHE_SIZE; i++)
+    if (ctx->cache[i].used && memcmp(&ctx->cache[i].key, k, sizeof *k) == 0)
+      return &ctx->cache[i];
+  gemm_entry *slot = NULL;
+  for (int i = 0; i < GEMM_CACHE_SIZE && !slot; i++)
+    if (!ctx->cache[i].used) slot = &ctx->cache[i];
+  if (!slot) {
+    slot = &ctx->cache[ctx->next_victim];
+    ctx->next_victim = (ctx->next_victim + 1) % GEMM_CACHE_SIZE;
+    entry_release(slot);
+  }
+  int want_epi = k->has_bias || k->act != KERN_CUDA_ACT_NONE;
+  if (want_epi && entry_try(ctx, k, 1, slot)) return slot;
+  if (entry_try(ctx, k, 0, slot)) return slot;
+  sp_fatal("gemm: cuBLASLt has no algorithm for M %lld N %lld K %lld (lda %lld ldb %lld "
+           "ldd %lld, batch %lld, output %s): check sizes and 16-byte alignment",
+           (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->lda,
+           (long long)k->ldb, (long long)k->ldd, (long long)k->batch,
+           kern_dtype_name((kern_dtype)k->d_dtype));
+}
+
+static int misaligned(const void *p) { return ((uintptr_t)p & 15u) != 0; }
+
+extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p,
+                                 cudaStream_t stream) {
+  const int64_t bcols = p->b_kn ? p->N : p->K;
+  if (p->M < 1 || p->N < 1 || p->K < 1 || p->batch < 1 || p->lda < p->K || p->ldb < bcols ||
+      p->ldd < p->N)
+    sp_fatal("gemm: bad shape M %lld N %lld K %lld lda %lld ldb %lld ldd %lld batch %lld "
+             "(need sizes >= 1 and leading dimensions >= the row length)",
+             (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->lda,
+             (long long)p->ldb, (long long)p->ldd, (long long)p->batch);
+  if (p->M > INT32_MAX || p->N > INT32_MAX || p->K > INT32_MAX || p->batch > INT32_MAX)
+    sp_fatal("gemm: a size is over 2^31-1 (M %lld N %lld K %lld batch %lld)", (long long)p->M,
+             (long long)p->N, (long long)p->K, (long long)p->batch);
+  if (misaligned(p->a) || misaligned(p->b) || misaligned(p->d) ||
+      (p->bias && misaligned(p->bias)))
+    sp_fatal("gemm: operands must be 16-byte aligned (a %p b %p d %p bias %p)",
+             (const void *)p->a, (const void *)p->b, p->d, (const void *)p->bias);
+  if (p->d_dtype != KERN_DTYPE_F32 && p->d_dtype != KERN_DTYPE_BF16)
+    sp_fatal("gemm: output dtype %d is not fp32 or bf16", (int)p->d_dtype);
+  const int64_t esz_d = (int64_t)kern_dtype_size(p->d_dtype);
+  if (p->batch > 1 && ((p->stride_a * 2) % 16 || (p->stride_b * 2) % 16 ||
+                       (p->stride_d * esz_d) % 16 || p->stride_a < 0 || p->stride_b < 0 ||
+                       p->stride_d < 0))
+    sp_fatal("gemm: batch strides a %lld b %lld d %lld (elements) must keep every matrix "
+             "16-byte aligned",
+             (long long)p->stride_a, (long long)p->stride_b, (long long)p->stride_d);
+  if (p->batch > 1 && (p->bias || p->act != KERN_CUDA_ACT_NONE))
+    sp_fatal("gemm: bias and activation are supported for batch 1 only (batch %lld)",
+             (long long)p->batch);
+
+  gemm_key k;
+  memset(&k, 0, sizeof k); /* padding too: the key is compared with memcmp */
+  k.M = p->M; k.N = p->N; k.K = p->K;
+  k.lda = p->lda; k.ldb = p->ldb; k.ldd = p->ldd;
+  k.batch = p->batch;
+  if (p->batch > 1) {
+    k.stride_a = p->stride_a; k.stride_b = p->stride_b; k.stride_d = p->stride_d;
+  }
+  k.b_kn = p->b_kn ? 1 : 0;
+  k.d_dtype = (int)p->d_dtype;
+  k.has_bias = p->bias != NULL;
+  k.act = (int)p->act;
+  gemm_entry *e = entry_get(ctx, &k);
+
+  if (e->fused && p->bias)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &p->bias, sizeof p->bias));
+  const float alpha = p->alpha, beta = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta, p->d,
+                              e->ld, p->d, e->ld, &e->algo, ctx->workspace,
+                              ctx->workspace_bytes, stream));
+  if (!e->fused && (p->bias || p->act != KERN_CUDA_ACT_NONE))
+    kern_cuda_bias_act(p->d, p->d_dtype, p->bias, p->M, p->N, p->ldd, p->act, stream);
+}
+
+extern "C" void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t *w,
+                                 const uint16_t *b, void *y, kern_dtype y_dtype, int64_t M,
+                                 int64_t K, int64_t N, kern_cuda_act act, cudaStream_t stream) {
+  kern_cuda_matmul_params p;
+  memset(&p, 0, sizeof p);
+  p.a = x; p.b = w; p.bias = b; p.d = y;
+  p.d_dtype = y_dtype;
+  p.M = M; p.N = N; p.K = K;
+  p.lda = K; p.ldb = K; p.ldd = N;
+  p.batch = 1;
+  p.alpha = 1.0f;
+  p.act = act;
+  kern_cuda_matmul(ctx, &p, stream);
+}
+
+/* ---- fp32 linear for a few rows ----------------------------------------- */
+
+/* One warp per output (m, n): lanes stride over k, fixed shuffle tree. */
+__global__ void linear_f32_kernel(const float *x, const __nv_bfloat16 *w,
+                                  const __nv_bfloat16 *b, float *y, int64_t M, int64_t K,
+                                  int64_t N) {
+  const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (warp >= M * N) return;
+  const int64_t m = warp / N, n = warp % N;
+  const float *xr = x + m * K;      // (K)
+  const __nv_bfloat16 *wr = w + n * K; // (K)
+  float acc = 0.0f;
+  for (int64_t kk = lane; kk < K; kk += 32) acc = fmaf(xr[kk], __bfloat162float(wr[kk]), acc);
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) y[m * N + n] = acc + (b ? __bfloat162float(b[n]) : 0.0f);
+}
+
+extern "C" void kern_cuda_linear_f32(const float *x, const uint16_t *w, const uint16_t *b,
+                                     float *y, int64_t M, int64_t K, int64_t N,
+                                     cudaStream_t stream) {
+  if (M < 1 || K < 1 || N < 1 || M > INT32_MAX / N)
+    sp_fatal("linear_f32: bad shape M %lld K %lld N %lld (need >= 1, M*N < 2^31)",
+             (long long)M, (long long)K, (long long)N);
+  const int threads = 256;
+  const int64_t blocks = (M * N * 32 + threads - 1) / threads;
+  linear_f32_kernel<<<(unsigned)blocks, threads, 0, stream>>>(
+      x, (const __nv_bfloat16 *)w, (const __nv_bfloat16 *)b, y, M, K, N);
+  CUDA_LAUNCH_CHECK();
+}

@@ -1,0 +1,168 @@
+/* CUDA kernels behind a C interface: every op of MODEL-WAN21.md on the GPU,
+ * correct first (issue 9); the CPU reference of each op is in kern_cpu.h.
+ *
+ * Conventions of every function here:
+ * - pointers are device pointers, row-major, shapes in the comment of each
+ *   argument; bf16 tensors are passed as uint16_t (the bit pattern of
+ *   __nv_bfloat16) so C callers need no CUDA headers beyond the runtime;
+ * - the residual stream, norms' statistics, modulation, softmax and all
+ *   accumulations are fp32; narrowing to bf16 rounds to nearest even;
+ * - async on `stream` (last argument), no host synchronisation, no device
+ *   allocation (scratch comes from the caller's arena), except the GEMM
+ *   context which allocates its workspace once at creation;
+ * - a bad argument or a failed launch is a hot-path error: reported through
+ *   sp_fatal (comm/log.h) with the op and the check, never returned;
+ * - every output element is computed in a fixed order, so a rerun is
+ *   bit-identical (the GEMM caches its algorithm per shape for the same
+ *   reason).
+ * GEMM operands must be 16-byte aligned (cudaMalloc and the arena give 256). */
+#ifndef KERN_CUDA_H
+#define KERN_CUDA_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kern_dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- GEMM (cuda_gemm.cu) ---------------------------------------------- */
+
+/* One cuBLASLt handle, its workspace, and the cache of the algorithm chosen
+ * by the heuristic for each shape (chosen once, reused: same shape, same
+ * algorithm, same bits). One per rank; not thread-safe. Creation failures
+ * are fatal. workspace_bytes 0 picks 32 MiB. */
+typedef struct kern_cuda_gemm_ctx kern_cuda_gemm_ctx;
+kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes);
+void kern_cuda_gemm_ctx_destroy(kern_cuda_gemm_ctx *ctx);
+
+typedef enum { KERN_CUDA_ACT_NONE = 0, KERN_CUDA_ACT_GELU_TANH = 1 } kern_cuda_act;
+
+/* The general form, batched and strided, in row-major terms:
+ *   D_i (M, N) = alpha * A_i (M, K) @ B_i^T [+ bias] [then GELU-tanh]
+ * with B_i stored (N, K) (PyTorch Linear weight) or, when b_kn is 1, stored
+ * (K, N) and used as is. A and B bf16, D fp32 or bf16, fp32 accumulation.
+ * Leading dimensions in elements (>= the row length), batch strides in
+ * elements; bias (N) bf16 or NULL, shared by the batch. The bias and GELU
+ * run in cuBLASLt's epilogue where it offers one for the shape, else in a
+ * separate kernel right after (same results within rounding). */
+typedef struct kern_cuda_matmul_params {
+  const uint16_t *a; /* (batch, M, lda) bf16 */
+  const uint16_t *b; /* (batch, N, ldb) bf16, or (batch, K, ldb) when b_kn */
+  const uint16_t *bias; /* (N) bf16 or NULL */
+  void *d;           /* (batch, M, ldd) fp32 or bf16 */
+  kern_dtype d_dtype;
+  int64_t M, N, K;
+  int64_t lda, ldb, ldd;
+  int b_kn;
+  int64_t batch; /* 1 for a plain GEMM */
+  int64_t stride_a, stride_b, stride_d;
+  float alpha; /* 1 for a linear layer */
+  kern_cuda_act act;
+} kern_cuda_matmul_params;
+void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p,
+                      cudaStream_t stream);
+
+/* A linear layer: y = act(x @ w^T + b).
+ * x (M, K) bf16, w (N, K) bf16, b (N) bf16 or NULL, y (M, N) fp32 or bf16. */
+void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t *w,
+                      const uint16_t *b, void *y, kern_dtype y_dtype, int64_t M, int64_t K,
+                      int64_t N, kern_cuda_act act, cudaStream_t stream);
+
+/* A linear layer on an fp32 input for a few rows (the time embedding and
+ * time projection, kept fp32 as the model computes them): y = x @ w^T + b,
+ * fp32 arithmetic, bf16 weights widened. One warp per output element.
+ * x (M, K) fp32, w (N, K) bf16, b (N) bf16 or NULL, y (M, N) fp32. */
+void kern_cuda_linear_f32(const float *x, const uint16_t *w, const uint16_t *b, float *y,
+                          int64_t M, int64_t K, int64_t N, cudaStream_t stream);
+
+/* ---- norms, modulation, RoPE (cuda_norm.cu) ---------------------------- */
+
+/* Modulation: out = table + e, table bf16 (the block's or head's
+ * modulation), e fp32 (e0 or e), out fp32. table, e, out (n). */
+void kern_cuda_modulation(const uint16_t *table, const float *e, float *out, int64_t n,
+                          cudaStream_t stream);
+
+/* y = LayerNorm(x) [* w + b] [* (1 + scale) + shift], biased variance, all
+ * fp32, one rounding to bf16 at the end (the input of the next GEMM).
+ * x (rows, dim) fp32; w, b (dim) bf16 or both NULL (no affine);
+ * shift, scale (dim) fp32 or both NULL (no modulation); y (rows, dim) bf16. */
+void kern_cuda_layernorm_modulate(const float *x, const uint16_t *w, const uint16_t *b,
+                                  const float *shift, const float *scale, uint16_t *y,
+                                  int64_t rows, int64_t dim, float eps, cudaStream_t stream);
+
+/* q/k normalisation and RoPE: RMSNorm over the whole row (all heads
+ * together) with weight, then, when tables are given, RoPE per head on
+ * interleaved pairs: out0 = a0 cos - a1 sin, out1 = a0 sin + a1 cos.
+ * The angles are computed on the host in double (kern_cpu_rope_table) and
+ * stored fp32; the rotation itself is fp32 on the GPU (the CPU rotates in
+ * double), a difference far below bf16 rounding.
+ * x (L, heads*hd) fp32, w (heads*hd) bf16, cos_t, sin_t (L, hd/2) fp32 or
+ * both NULL (no RoPE, cross-attention), y (L, heads*hd) bf16. hd even. */
+void kern_cuda_rmsnorm_rope(const float *x, const uint16_t *w, const float *cos_t,
+                            const float *sin_t, uint16_t *y, int64_t L, int64_t heads,
+                            int64_t hd, float eps, cudaStream_t stream);
+
+/* ---- elementwise (cuda_elementwise.cu) ---------------------------------- */
+
+/* Gated residual add into the fp32 stream: x += y * gate (fp32 arithmetic).
+ * x (rows, dim) fp32; y (rows, dim) fp32 or bf16; gate (dim) fp32 or NULL
+ * (gate 1: the cross-attention output). */
+void kern_cuda_gated_add(float *x, const void *y, kern_dtype y_dtype, const float *gate,
+                         int64_t rows, int64_t dim, cudaStream_t stream);
+
+/* In place, n elements, fp32 or bf16 storage (fp32 arithmetic):
+ * GELU with the tanh approximation; SiLU x * sigmoid(x). */
+void kern_cuda_gelu_tanh(void *x, kern_dtype dtype, int64_t n, cudaStream_t stream);
+void kern_cuda_silu(void *x, kern_dtype dtype, int64_t n, cudaStream_t stream);
+
+/* Patch embedding input, patch (1,2,2): x (C, F, H, W) fp32 ->
+ * tokens (F*(H/2)*(W/2), C*4) fp32 or bf16, value c*4 + kh*2 + kw reading
+ * x[c, f, 2h+kh, 2w+kw], tokens in (f, h, w) row-major order. H, W even. */
+void kern_cuda_patchify(const float *x, void *tokens, kern_dtype tokens_dtype, int64_t C,
+                        int64_t F, int64_t H, int64_t W, cudaStream_t stream);
+
+/* Unpatchify: tokens (F*(H/2)*(W/2), 4*C) fp32, value ((p*2+q)*2+r)*C + c
+ * (p = 0) placed at x[c, f, 2h+q, 2w+r]; x (C, F, H, W) fp32. H, W even. */
+void kern_cuda_unpatchify(const float *tokens, float *x, int64_t C, int64_t F, int64_t H,
+                          int64_t W, cudaStream_t stream);
+
+/* Bias and activation on a GEMM output in place: y = act(y + b), on the
+ * first N values of each row. y (rows, ldy) fp32 or bf16, b (N) bf16 or
+ * NULL. (The GEMM's fallback when cuBLASLt has no fused epilogue.) */
+void kern_cuda_bias_act(void *y, kern_dtype y_dtype, const uint16_t *b, int64_t rows, int64_t N,
+                        int64_t ldy, kern_cuda_act act, cudaStream_t stream);
+
+/* dtype conversions, n elements (bf16 rounding: nearest even, NaN kept). */
+void kern_cuda_bf16_to_f32(const uint16_t *src, float *dst, int64_t n, cudaStream_t stream);
+void kern_cuda_f32_to_bf16(const float *src, uint16_t *dst, int64_t n, cudaStream_t stream);
+
+/* The time sinusoid is 256 values once per step: it is computed on the host
+ * in double (kern_cpu_time_sinusoid) and copied up; no kernel. */
+
+/* ---- attention (cuda_attention.cu) ------------------------------------- */
+
+/* Scratch bytes for kern_cuda_attention to process `chunk` queries at a
+ * time (scores fp32 and probabilities bf16 for all heads of the chunk). */
+size_t kern_cuda_attention_scratch_bytes(int64_t chunk, int64_t Lk, int64_t heads);
+
+/* Exact softmax attention, scale 1/sqrt(hd), no mask, any Lq and Lk:
+ * queries in chunks (as many as the scratch holds, at least one), per chunk
+ * S = q k^T (cuBLASLt, fp32), an exact fp32 softmax per row written as bf16
+ * probabilities, out = P v (cuBLASLt, fp32 accumulation).
+ * q (Lq, heads, hd), k, v (Lk, heads, hd), out (Lq, heads, hd), all bf16;
+ * scratch at least kern_cuda_attention_scratch_bytes(1, Lk, heads),
+ * 256-byte aligned. */
+void kern_cuda_attention(kern_cuda_gemm_ctx *ctx, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v, uint16_t *out, int64_t Lq, int64_t Lk,
+                         int64_t heads, int64_t hd, void *scratch, size_t scratch_bytes,
+                         cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
