@@ -9,5 +9,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 #endif

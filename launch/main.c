@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"init", cmd_init, "write a synthetic model file (presets wan2.1-tiny, -1.3b, -14b)"},
+    {"convert", cmd_convert, "import a Wan 2.1 safetensors checkpoint (official, diffusers, ComfyUI)"},
     {"inspect", cmd_inspect, "print a model's config, sizes and checksum"},
     {"run", cmd_run, "sample a clip (one process, or mpirun -np N for a pipeline)"},
     {"plan", cmd_plan, "dry-run the split of a model over GPUs you may not have (no GPU, no MPI)"},

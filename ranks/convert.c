@@ -1,0 +1,759 @@
+/* safetensors -> staticpipe model file (see convert.h). Reads top-down:
+ * key mapping, input resolution (files, directories, index JSON), the
+ * cross-check that reports every problem, the streaming copy. */
+#include "convert.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "log.h"
+#include "model_file.h"
+#include "safetensors.h"
+
+const char *rank_convert_style_name(rank_convert_style s) {
+  return s == RANK_CONVERT_DIFFUSERS ? "diffusers" : s == RANK_CONVERT_COMFY ? "comfyui" : "official";
+}
+
+/* ---- key mapping ----------------------------------------------------------
+ * diffusers renames, as prefixes (exact = whole key). MODEL-WAN21.md:
+ * diffusers' norm2 is the official norm3 (its norm1/norm3 have no weights). */
+typedef struct rename_rule {
+  const char *from, *to;
+  int exact;
+} rename_rule;
+
+static const rename_rule diff_embed[] = {
+    {"patch_embedding.", "patch_embedding.", 0},
+    {"condition_embedder.text_embedder.linear_1.", "text_embedding.0.", 0},
+    {"condition_embedder.text_embedder.linear_2.", "text_embedding.2.", 0},
+    {"condition_embedder.time_embedder.linear_1.", "time_embedding.0.", 0},
+    {"condition_embedder.time_embedder.linear_2.", "time_embedding.2.", 0},
+    {"condition_embedder.time_proj.", "time_projection.1.", 0},
+    {NULL, NULL, 0},
+};
+static const rename_rule diff_block[] = {
+    {"scale_shift_table", "modulation", 1},
+    {"attn1.to_q.", "self_attn.q.", 0},       {"attn1.to_k.", "self_attn.k.", 0},
+    {"attn1.to_v.", "self_attn.v.", 0},       {"attn1.to_out.0.", "self_attn.o.", 0},
+    {"attn1.norm_q.", "self_attn.norm_q.", 0}, {"attn1.norm_k.", "self_attn.norm_k.", 0},
+    {"attn2.to_q.", "cross_attn.q.", 0},      {"attn2.to_k.", "cross_attn.k.", 0},
+    {"attn2.to_v.", "cross_attn.v.", 0},      {"attn2.to_out.0.", "cross_attn.o.", 0},
+    {"attn2.norm_q.", "cross_attn.norm_q.", 0}, {"attn2.norm_k.", "cross_attn.norm_k.", 0},
+    {"norm2.", "norm3.", 0},
+    {"ffn.net.0.proj.", "ffn.0.", 0},         {"ffn.net.2.", "ffn.2.", 0},
+    {NULL, NULL, 0},
+};
+static const rename_rule diff_head[] = {
+    {"scale_shift_table", "head.modulation", 1},
+    {"proj_out.", "head.head.", 0},
+    {NULL, NULL, 0},
+};
+
+/* Names only: any valid config gives the same names. */
+static const wan_layout *name_layout(wan_group g) {
+  static wan_layout l[3];
+  static int made = 0;
+  if (!made) {
+    wan_config c;
+    wan_preset("wan2.1-tiny", &c);
+    for (int i = 0; i < 3; i++) wan_layout_make(&c, (wan_group)i, KERN_DTYPE_F32, &l[i]);
+    made = 1;
+  }
+  return &l[g];
+}
+
+static int apply_rules(const rename_rule *r, const char *key, char *buf, size_t n) {
+  for (; r->from; r++) {
+    size_t fl = strlen(r->from);
+    if (r->exact ? strcmp(key, r->from) == 0 : strncmp(key, r->from, fl) == 0) {
+      int w = snprintf(buf, n, "%s%s", r->to, r->exact ? "" : key + fl);
+      return (w < 0 || (size_t)w >= n) ? -1 : 0;
+    }
+  }
+  return -1;
+}
+
+/* "blocks.N." with N decimal, no leading zero, < 1024 (the layer bound of
+ * wan_config_check). Returns the rest of the key, or NULL. */
+static const char *block_prefix(const char *key, int *block) {
+  if (strncmp(key, "blocks.", 7) != 0) return NULL;
+  const char *p = key + 7;
+  int v = 0, nd = 0;
+  while (*p >= '0' && *p <= '9') {
+    if (nd == 4) return NULL;
+    v = v * 10 + (*p - '0');
+    nd++;
+    p++;
+  }
+  if (nd == 0 || *p != '.' || (nd > 1 && key[7] == '0') || v >= 1024) return NULL;
+  *block = v;
+  return p + 1;
+}
+
+int rank_convert_map_key(rank_convert_style s, const char *key, wan_group *g, int *block,
+                         const char **name) {
+  char buf[RANK_ST_MAX_NAME + 64];
+  if (s == RANK_CONVERT_COMFY) {
+    size_t pl = strlen(RANK_CONVERT_COMFY_PREFIX);
+    if (strncmp(key, RANK_CONVERT_COMFY_PREFIX, pl) != 0) return -1;
+    key += pl;
+  }
+  int b = -1;
+  const char *rest = block_prefix(key, &b);
+  wan_group grp;
+  const char *official;
+  if (rest) {
+    grp = WAN_GROUP_BLOCK;
+    if (s == RANK_CONVERT_DIFFUSERS) {
+      if (apply_rules(diff_block, rest, buf, sizeof buf) != 0) return -1;
+      official = buf;
+    } else {
+      official = rest;
+    }
+  } else {
+    if (s == RANK_CONVERT_DIFFUSERS) {
+      if (apply_rules(diff_embed, key, buf, sizeof buf) == 0) grp = WAN_GROUP_EMBED;
+      else if (apply_rules(diff_head, key, buf, sizeof buf) == 0) grp = WAN_GROUP_HEAD;
+      else return -1;
+      official = buf;
+    } else {
+      official = key;
+      grp = strncmp(key, "head.", 5) == 0 ? WAN_GROUP_HEAD : WAN_GROUP_EMBED;
+    }
+  }
+  const wan_layout *l = name_layout(grp);
+  int i = wan_layout_find(l, official);
+  if (i < 0) return -1;
+  *g = grp;
+  *block = rest ? b : 0;
+  *name = l->t[i].name;
+  return 0;
+}
+
+void rank_convert_key_for(rank_convert_style s, wan_group g, int block, const char *name,
+                          char *buf, size_t n) {
+  const char *pre = s == RANK_CONVERT_COMFY ? RANK_CONVERT_COMFY_PREFIX : "";
+  char blk[32] = "";
+  if (g == WAN_GROUP_BLOCK) snprintf(blk, sizeof blk, "blocks.%d.", block);
+  if (s == RANK_CONVERT_DIFFUSERS) {
+    const rename_rule *r = g == WAN_GROUP_BLOCK ? diff_block : g == WAN_GROUP_HEAD ? diff_head
+                                                                                 : diff_embed;
+    for (; r->from; r++) {
+      size_t tl = strlen(r->to);
+      if (r->exact ? strcmp(name, r->to) == 0 : strncmp(name, r->to, tl) == 0) {
+        snprintf(buf, n, "%s%s%s", blk, r->from, r->exact ? "" : name + tl);
+        return;
+      }
+    }
+  }
+  snprintf(buf, n, "%s%s%s", pre, blk, name);
+}
+
+/* ---- problems -------------------------------------------------------------
+ * Every problem is logged (up to a cap that keeps a hostile file from
+ * flooding the terminal) and counted; the conversion stops only after the
+ * whole cross-check so the user sees all of them at once. */
+#define PROBLEM_LOG_CAP 200
+
+typedef struct problems {
+  long count;
+} problems;
+
+static void problem(problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(problems *p, const char *fmt, ...) {
+  if (p->count < PROBLEM_LOG_CAP) {
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    sp_log_error("%s", line);
+  }
+  p->count++;
+}
+
+static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t o = 0;
+  o += (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < ndim && o < n; i++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+/* ---- inputs -----------------------------------------------------------------
+ * A list of files, directories (every *.safetensors in it, sorted) or a
+ * *.safetensors.index.json (its weight_map's shards, beside it). */
+typedef struct weight_entry {
+  char *tensor;
+  char *shard; /* basename */
+} weight_entry;
+
+typedef struct inputs {
+  char **paths;
+  int npaths, cap;
+  weight_entry *wm; /* from index files; cross-checked against the shards */
+  int nwm, wmcap;
+} inputs;
+
+static int ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static void add_path(inputs *in, const char *dir, const char *name) {
+  if (in->npaths == in->cap) {
+    in->cap = in->cap ? in->cap * 2 : 8;
+    char **p = realloc(in->paths, (size_t)in->cap * sizeof *p);
+    if (!p) sp_fatal("out of memory");
+    in->paths = p;
+  }
+  size_t n = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
+  char *s = sp_xmalloc(n);
+  if (dir) snprintf(s, n, "%s/%s", dir, name);
+  else snprintf(s, n, "%s", name);
+  in->paths[in->npaths++] = s;
+}
+
+static int str_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_directory(inputs *in, const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    sp_log_error("%s: cannot open directory: %s", dir, strerror(errno));
+    return SP_ERR_INPUT;
+  }
+  int first = in->npaths;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors")) add_path(in, dir, e->d_name);
+  closedir(d);
+  if (in->npaths == first) {
+    sp_log_error("%s: directory holds no *.safetensors file", dir);
+    return SP_ERR_INPUT;
+  }
+  qsort(in->paths + first, (size_t)(in->npaths - first), sizeof *in->paths, str_cmp);
+  return SP_OK;
+}
+
+static int add_index(inputs *in, const char *path) {
+  char err[1024], *text = NULL;
+  json_object *root = NULL;
+  int rc = SP_ERR_INPUT;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    sp_log_error("%s: cannot open: %s", path, strerror(errno));
+    return SP_ERR_INPUT;
+  }
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) ||
+      (uint64_t)sb.st_size > RANK_ST_MAX_HEADER) {
+    sp_log_error("%s: not a regular file of at most %u bytes", path, RANK_ST_MAX_HEADER);
+    goto out;
+  }
+  size_t n = (size_t)sb.st_size;
+  text = sp_xmalloc(n + 1);
+  if (fread(text, 1, n, f) != n) {
+    sp_log_error("%s: read failed", path);
+    rc = SP_ERR_RUNTIME;
+    goto out;
+  }
+  text[n] = '\0';
+  if (rank_st_json_parse(text, n, RANK_ST_MAX_HEADER, &root, err, sizeof err) != 0) {
+    sp_log_error("%s: %s", path, err);
+    goto out;
+  }
+  json_object *wm = NULL;
+  if (!json_object_object_get_ex(root, "weight_map", &wm) ||
+      !json_object_is_type(wm, json_type_object) || json_object_object_length(wm) == 0) {
+    sp_log_error("%s: no \"weight_map\" object of tensor -> shard file", path);
+    goto out;
+  }
+  /* The shards live beside the index; a name with a '/' could point anywhere. */
+  char *dir = sp_xstrdup(path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = '\0';
+  else snprintf(dir, strlen(dir) + 1, ".");
+  int first = in->npaths;
+  json_object_object_foreach(wm, k, v) {
+    const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    if (!s || !*s || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0 ||
+        (size_t)json_object_get_string_len(v) != strlen(s)) {
+      sp_log_error("%s: weight_map entry for tensor '%.200s' is not a plain file name", path, k);
+      free(dir);
+      goto out;
+    }
+    int seen = 0;
+    for (int i = first; i < in->npaths && !seen; i++)
+      seen = strcmp(in->paths[i] + strlen(dir) + 1, s) == 0;
+    if (!seen) add_path(in, dir, s);
+    if (in->nwm == in->wmcap) {
+      in->wmcap = in->wmcap ? in->wmcap * 2 : 256;
+      weight_entry *p = realloc(in->wm, (size_t)in->wmcap * sizeof *p);
+      if (!p) sp_fatal("out of memory");
+      in->wm = p;
+    }
+    in->wm[in->nwm].tensor = sp_xstrdup(k);
+    in->wm[in->nwm].shard = sp_xstrdup(s);
+    in->nwm++;
+  }
+  free(dir);
+  rc = SP_OK;
+out:
+  json_object_put(root);
+  free(text);
+  fclose(f);
+  return rc;
+}
+
+static void inputs_free(inputs *in) {
+  for (int i = 0; i < in->npaths; i++) free(in->paths[i]);
+  free(in->paths);
+  for (int i = 0; i < in->nwm; i++) {
+    free(in->wm[i].tensor);
+    free(in->wm[i].shard);
+  }
+  free(in->wm);
+}
+
+static int inputs_resolve(int n, char *const *args, inputs *in) {
+  for (int i = 0; i < n; i++) {
+    struct stat sb;
+    if (stat(args[i], &sb) != 0) {
+      sp_log_error("%s: cannot open: %s", args[i], strerror(errno));
+      return SP_ERR_INPUT;
+    }
+    int rc = SP_OK;
+    if (S_ISDIR(sb.st_mode)) rc = add_directory(in, args[i]);
+    else if (ends_with(args[i], ".index.json")) rc = add_index(in, args[i]);
+    else add_path(in, NULL, args[i]);
+    if (rc != SP_OK) return rc;
+  }
+  return SP_OK;
+}
+
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+/* Every weight_map entry must be in the shard it names, and every shard
+ * tensor listed. */
+static void check_index(const inputs *in, rank_st_file *const *f, int nf, problems *p) {
+  if (in->nwm == 0) return;
+  for (int i = 0; i < in->nwm; i++) {
+    const weight_entry *e = &in->wm[i];
+    int found = 0;
+    for (int s = 0; s < nf && !found; s++) {
+      if (strcmp(base_name(f[s]->path), e->shard) != 0) continue;
+      for (int t = 0; t < f[s]->h.count && !found; t++)
+        found = strcmp(f[s]->h.t[t].name, e->tensor) == 0;
+    }
+    if (!found)
+      problem(p, "index: tensor '%.200s' is listed in shard %s but that shard does not hold it",
+              e->tensor, e->shard);
+  }
+  for (int s = 0; s < nf; s++) {
+    for (int t = 0; t < f[s]->h.count; t++) {
+      int listed = 0;
+      for (int i = 0; i < in->nwm && !listed; i++)
+        listed = strcmp(in->wm[i].tensor, f[s]->h.t[t].name) == 0 &&
+                 strcmp(in->wm[i].shard, base_name(f[s]->path)) == 0;
+      if (!listed)
+        problem(p, "%s: tensor '%.200s' is not listed for this shard in the index", f[s]->path,
+                f[s]->h.t[t].name);
+    }
+  }
+}
+
+/* ---- cross-check ------------------------------------------------------------ */
+
+typedef struct src_tensor {
+  const rank_st_file *file;
+  const rank_st_tensor *t;
+  wan_group g;
+  int block;
+  const char *name; /* official, in the table; NULL when unmapped */
+} src_tensor;
+
+typedef struct checkpoint {
+  rank_convert_style style;
+  src_tensor *src;
+  int nsrc;
+  wan_config config;
+  wan_layout layout[3]; /* shapes of the inferred config (f32 sizes) */
+  int *slot;            /* (embed, layers x block, head) -> src index, -1 if missing */
+} checkpoint;
+
+static int slot_base(const checkpoint *ck, wan_group g, int block) {
+  if (g == WAN_GROUP_EMBED) return 0;
+  if (g == WAN_GROUP_BLOCK) return WAN_MAX_TENSORS * (1 + block);
+  return WAN_MAX_TENSORS * (1 + (int)ck->config.layers);
+}
+
+static rank_convert_style detect_style(rank_st_file *const *f, int nf) {
+  long comfy = 0, off = 0, dif = 0;
+  for (int s = 0; s < nf; s++) {
+    for (int i = 0; i < f[s]->h.count; i++) {
+      const char *k = f[s]->h.t[i].name, *nm;
+      wan_group g;
+      int b;
+      if (strncmp(k, RANK_CONVERT_COMFY_PREFIX, strlen(RANK_CONVERT_COMFY_PREFIX)) == 0) comfy++;
+      if (rank_convert_map_key(RANK_CONVERT_OFFICIAL, k, &g, &b, &nm) == 0) off++;
+      if (rank_convert_map_key(RANK_CONVERT_DIFFUSERS, k, &g, &b, &nm) == 0) dif++;
+    }
+  }
+  /* patch_embedding.* is the same in both: the majority decides. */
+  if (comfy > 0 && comfy >= off && comfy >= dif) return RANK_CONVERT_COMFY;
+  return dif > off ? RANK_CONVERT_DIFFUSERS : RANK_CONVERT_OFFICIAL;
+}
+
+static const src_tensor *find_src(const checkpoint *ck, wan_group g, int block,
+                                  const char *name) {
+  for (int i = 0; i < ck->nsrc; i++) {
+    const src_tensor *s = &ck->src[i];
+    if (s->name && s->g == g && (block < 0 || s->block == block) && strcmp(s->name, name) == 0)
+      return s;
+  }
+  return NULL;
+}
+
+/* Config from shapes: dim, in_dim and patch from patch_embedding.weight
+ * [dim, in, p0, p1, p2], text_dim and freq_dim from the first embedding
+ * linears, ffn_dim from a block's ffn.0.weight, out_dim from head.head,
+ * heads = dim / 128, layers = highest block + 1. text_len and eps are not
+ * in the weights: the published 512 and 1e-6. */
+static int infer_config(checkpoint *ck, problems *p) {
+  static const struct {
+    wan_group g;
+    const char *name;
+    int ndim;
+  } need[] = {
+      {WAN_GROUP_EMBED, "patch_embedding.weight", 5},
+      {WAN_GROUP_EMBED, "text_embedding.0.weight", 2},
+      {WAN_GROUP_EMBED, "time_embedding.0.weight", 2},
+      {WAN_GROUP_BLOCK, "ffn.0.weight", 2},
+      {WAN_GROUP_HEAD, "head.head.weight", 2},
+  };
+  const src_tensor *s[5];
+  int ok = 1;
+  for (int i = 0; i < 5; i++) {
+    s[i] = find_src(ck, need[i].g, -1, need[i].name);
+    char key[256], sh[128];
+    rank_convert_key_for(ck->style, need[i].g, 0, need[i].name, key, sizeof key);
+    if (!s[i]) {
+      problem(p, "missing tensor '%s' (needed to infer the config)", key);
+      ok = 0;
+    } else if (s[i]->t->ndim != need[i].ndim) {
+      shape_str(s[i]->t->ndim, s[i]->t->shape, sh, sizeof sh);
+      problem(p, "%s: tensor '%s': shape %s, expected %d dims", s[i]->file->path, s[i]->t->name,
+              sh, need[i].ndim);
+      ok = 0;
+    }
+  }
+  int layers = 0;
+  for (int i = 0; i < ck->nsrc; i++)
+    if (ck->src[i].name && ck->src[i].g == WAN_GROUP_BLOCK && ck->src[i].block + 1 > layers)
+      layers = ck->src[i].block + 1;
+  if (!ok) return -1;
+  wan_config c;
+  wan_preset("wan2.1-tiny", &c); /* the fixed fields: text_len, eps, defaults */
+  c.dim = s[0]->t->shape[0];
+  c.in_dim = s[0]->t->shape[1];
+  for (int i = 0; i < 3; i++) c.patch[i] = s[0]->t->shape[2 + i];
+  c.text_dim = s[1]->t->shape[1];
+  c.freq_dim = s[2]->t->shape[1];
+  c.ffn_dim = s[3]->t->shape[0];
+  c.heads = c.dim % 128 == 0 ? c.dim / 128 : 0;
+  c.layers = layers;
+  int64_t pp = c.patch[0] * c.patch[1] * c.patch[2]; /* each dim < 2^62: no overflow below */
+  if (c.patch[0] > 64 || c.patch[1] > 64 || c.patch[2] > 64 || pp == 0 ||
+      s[4]->t->shape[0] % pp != 0) {
+    problem(p, "%s: tensor '%s': %lld outputs are not a multiple of the patch size",
+            s[4]->file->path, s[4]->t->name, (long long)s[4]->t->shape[0]);
+    return -1;
+  }
+  c.out_dim = s[4]->t->shape[0] / pp;
+  char err[256];
+  if (c.heads == 0) {
+    problem(p, "%s: tensor '%s': dim %lld is not a multiple of head_dim 128", s[0]->file->path,
+            s[0]->t->name, (long long)c.dim);
+    return -1;
+  }
+  if (wan_config_check(&c, err, sizeof err) != 0) {
+    problem(p, "inferred config is not supported: %s", err);
+    return -1;
+  }
+  ck->config = c;
+  return 0;
+}
+
+static void check_tensors(checkpoint *ck, problems *p) {
+  const wan_config *c = &ck->config;
+  for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, KERN_DTYPE_F32, &ck->layout[g]);
+  size_t nslot = (size_t)WAN_MAX_TENSORS * (size_t)(c->layers + 2);
+  ck->slot = sp_xmalloc(nslot * sizeof *ck->slot);
+  for (size_t i = 0; i < nslot; i++) ck->slot[i] = -1;
+  char sh[128], want[128], key[256];
+  for (int i = 0; i < ck->nsrc; i++) {
+    src_tensor *s = &ck->src[i];
+    if (!s->name) continue;
+    const wan_layout *l = &ck->layout[s->g];
+    int ti = wan_layout_find(l, s->name);
+    int *slot = &ck->slot[slot_base(ck, s->g, s->block) + ti];
+    if (*slot >= 0) {
+      const src_tensor *o = &ck->src[*slot];
+      problem(p, "%s: tensor '%s': duplicate of '%s' in %s", s->file->path, s->t->name,
+              o->t->name, o->file->path);
+      continue;
+    }
+    *slot = i;
+    const wan_tensor *w = &l->t[ti];
+    int same = s->t->ndim == w->ndim;
+    for (int d = 0; same && d < w->ndim; d++) same = s->t->shape[d] == w->shape[d];
+    if (!same) {
+      shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
+      shape_str(w->ndim, w->shape, want, sizeof want);
+      problem(p, "%s: tensor '%s': shape %s, the inferred config needs %s", s->file->path,
+              s->t->name, sh, want);
+    }
+    if (s->t->dtype != RANK_ST_F32 && s->t->dtype != RANK_ST_F16 && s->t->dtype != RANK_ST_BF16)
+      problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", s->file->path,
+              s->t->name, rank_st_dtype_name(s->t->dtype));
+  }
+  for (int g = 0; g < 3; g++) {
+    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
+    const wan_layout *l = &ck->layout[g];
+    for (int b = 0; b < nb; b++) {
+      const int *slot = &ck->slot[slot_base(ck, (wan_group)g, b)];
+      int present = 0;
+      for (int t = 0; t < l->count; t++) present += slot[t] >= 0;
+      if (g == WAN_GROUP_BLOCK && present == 0) {
+        problem(p, "missing block %d: none of its %d tensors is in the checkpoint (a gap in the "
+                   "block numbering)", b, l->count);
+        continue;
+      }
+      for (int t = 0; t < l->count; t++) {
+        if (slot[t] >= 0) continue;
+        rank_convert_key_for(ck->style, (wan_group)g, b, l->t[t].name, key, sizeof key);
+        problem(p, "missing tensor '%s'", key);
+      }
+    }
+  }
+}
+
+/* ---- streaming copy ------------------------------------------------------- */
+
+#define CHUNK_BYTES ((size_t)8 << 20) /* source bytes read per pread */
+
+typedef struct progress {
+  int on;
+  uint64_t done, total;
+  double t0, last;
+} progress;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void progress_tick(progress *pr, int final) {
+  double t = now_s();
+  if (!pr->on || (!final && t - pr->last < 2.0)) return;
+  pr->last = t;
+  double el = t - pr->t0 > 1e-6 ? t - pr->t0 : 1e-6;
+  sp_log_info("convert: %.1f / %.1f MB (%.0f%%), %.1f MB/s", pr->done / 1e6, pr->total / 1e6,
+              pr->total ? 100.0 * (double)pr->done / (double)pr->total : 100.0,
+              pr->done / 1e6 / el);
+}
+
+/* Converts n source elements at src to the output dtype at dst. */
+static void convert_elems(rank_st_dtype sd, const unsigned char *src, kern_dtype od, void *dst,
+                          size_t n) {
+  if ((sd == RANK_ST_F32 && od == KERN_DTYPE_F32) || (sd == RANK_ST_BF16 && od == KERN_DTYPE_BF16)) {
+    memcpy(dst, src, n * kern_dtype_size(od));
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    float f;
+    uint16_t h;
+    if (sd == RANK_ST_F32) {
+      memcpy(&f, src + 4 * i, 4);
+    } else {
+      memcpy(&h, src + 2 * i, 2);
+      f = sd == RANK_ST_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
+    }
+    if (od == KERN_DTYPE_F32) {
+      memcpy((unsigned char *)dst + 4 * i, &f, 4);
+    } else {
+      h = kern_f32_to_bf16(f); /* f16 -> f32 is exact: one rounding only */
+      memcpy((unsigned char *)dst + 2 * i, &h, 2);
+    }
+  }
+}
+
+static int copy_tensor(rank_model_writer *w, const src_tensor *s, const wan_tensor *wt,
+                       kern_dtype od, unsigned char *chunk, unsigned char *out, progress *pr) {
+  size_t esz = rank_st_dtype_size(s->t->dtype), per = CHUNK_BYTES / esz;
+  size_t n = (size_t)wt->numel, done = 0;
+  while (done < n) {
+    size_t k = n - done < per ? n - done : per;
+    int rc = rank_st_read(s->file, s->t, (uint64_t)done * esz, chunk, k * esz);
+    if (rc != SP_OK) return rc;
+    convert_elems(s->t->dtype, chunk, od, out + done * kern_dtype_size(od), k);
+    done += k;
+    pr->done += k * esz;
+    progress_tick(pr, 0);
+  }
+  return rank_model_writer_put(w, s->g, s->block, s->name, out, n * kern_dtype_size(od));
+}
+
+/* Metadata keys become root attributes "meta.KEY" (the writer adds the
+ * namespace); keys that HDF5 or a terminal would mangle are skipped. */
+static int write_metadata(rank_model_writer *w, rank_st_file *const *f, int nf) {
+  for (int s = 0; s < nf; s++) {
+    for (int i = 0; i < f[s]->h.nmeta; i++) {
+      const char *k = f[s]->h.meta_key[i], *v = f[s]->h.meta_val[i];
+      int ok = *k && strlen(k) <= 200 && strlen(v) <= 60000 && k[0] != '.';
+      for (const char *c = k; ok && *c; c++) ok = *c > 0x20 && *c < 0x7f && *c != '/';
+      if (!ok) {
+        sp_log_warn("%s: __metadata__ key '%.60s...' skipped (printable ASCII without '/', at "
+                    "most 200 bytes, value at most 60000)", f[s]->path, k);
+        continue;
+      }
+      int rc = rank_model_writer_attr(w, k, v);
+      if (rc != SP_OK) return rc;
+    }
+  }
+  return SP_OK;
+}
+
+static int write_model(const checkpoint *ck, rank_st_file *const *f, int nf,
+                       const char *out_path, kern_dtype od, int show) {
+  const wan_config *c = &ck->config;
+  const char *preset = wan_preset_match(c);
+  rank_model_writer *w = NULL;
+  unsigned char *chunk = NULL, *out = NULL;
+  progress pr = {show, 0, 0, now_s(), now_s()};
+  size_t maxb = 0;
+  for (int g = 0; g < 3; g++) {
+    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
+    for (int t = 0; t < ck->layout[g].count; t++) {
+      size_t ob = (size_t)ck->layout[g].t[t].numel * kern_dtype_size(od);
+      if (ob > maxb) maxb = ob;
+      for (int b = 0; b < nb; b++) {
+        const src_tensor *s = &ck->src[ck->slot[slot_base(ck, (wan_group)g, b) + t]];
+        pr.total += s->t->end - s->t->begin;
+      }
+    }
+  }
+  int rc = rank_model_writer_open(out_path, c, od, preset ? preset : "", &w);
+  if (rc != SP_OK) return rc;
+  chunk = sp_xmalloc(CHUNK_BYTES);
+  out = sp_xmalloc(maxb ? maxb : 1);
+  rc = write_metadata(w, f, nf);
+  for (int g = 0; g < 3 && rc == SP_OK; g++) {
+    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
+    for (int b = 0; b < nb && rc == SP_OK; b++) {
+      for (int t = 0; t < ck->layout[g].count && rc == SP_OK; t++) {
+        const src_tensor *s = &ck->src[ck->slot[slot_base(ck, (wan_group)g, b) + t]];
+        rc = copy_tensor(w, s, &ck->layout[g].t[t], od, chunk, out, &pr);
+      }
+    }
+  }
+  free(chunk);
+  free(out);
+  if (rc != SP_OK) {
+    rank_model_writer_abort(w);
+    return rc;
+  }
+  rc = rank_model_writer_commit(w);
+  if (rc == SP_OK) {
+    progress_tick(&pr, 1);
+    sp_log_info("convert: wrote %s (%s, %s)", out_path, preset ? preset : "custom config",
+                kern_dtype_name(od));
+  }
+  return rc;
+}
+
+/* ---- the whole conversion -------------------------------------------------- */
+
+int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path, kern_dtype od,
+                     int progress_on) {
+  inputs in;
+  checkpoint ck;
+  problems p = {0};
+  rank_st_file **f = NULL;
+  int nf = 0, rc = SP_ERR_INPUT;
+  memset(&in, 0, sizeof in);
+  memset(&ck, 0, sizeof ck);
+  rc = inputs_resolve(ninputs, inputs_arg, &in);
+  if (rc != SP_OK) goto out;
+  f = sp_xcalloc((size_t)in.npaths, sizeof *f);
+  for (nf = 0; nf < in.npaths; nf++) {
+    rc = rank_st_open(in.paths[nf], &f[nf]);
+    if (rc != SP_OK) goto out;
+  }
+  check_index(&in, f, nf, &p);
+  ck.style = detect_style(f, nf);
+  for (int s = 0; s < nf; s++) ck.nsrc += f[s]->h.count;
+  ck.src = sp_xcalloc((size_t)ck.nsrc + 1, sizeof *ck.src);
+  int mapped = 0, k = 0;
+  for (int s = 0; s < nf; s++) {
+    for (int i = 0; i < f[s]->h.count; i++, k++) {
+      src_tensor *st = &ck.src[k];
+      st->file = f[s];
+      st->t = &f[s]->h.t[i];
+      if (rank_convert_map_key(ck.style, st->t->name, &st->g, &st->block, &st->name) == 0)
+        mapped++;
+      else
+        st->name = NULL;
+    }
+  }
+  if (mapped == 0) {
+    sp_log_error("%s: no tensor of a Wan 2.1 T2V model among its %d tensors (a foreign "
+                 "architecture?)", in.paths[0], ck.nsrc);
+    rc = SP_ERR_INPUT;
+    goto out;
+  }
+  sp_log_info("convert: %d file(s), %d tensors, %s key style", nf, ck.nsrc,
+              rank_convert_style_name(ck.style));
+  for (int i = 0; i < ck.nsrc; i++)
+    if (!ck.src[i].name)
+      problem(&p, "%s: tensor '%s': not a tensor of a Wan 2.1 T2V model (%s keys)",
+              ck.src[i].file->path, ck.src[i].t->name, rank_convert_style_name(ck.style));
+  if (infer_config(&ck, &p) == 0) {
+    const wan_config *c = &ck.config;
+    sp_log_info("convert: inferred dim %lld, ffn_dim %lld, heads %lld, layers %lld, in %lld, "
+                "out %lld, text_dim %lld, freq_dim %lld", (long long)c->dim,
+                (long long)c->ffn_dim, (long long)c->heads, (long long)c->layers,
+                (long long)c->in_dim, (long long)c->out_dim, (long long)c->text_dim,
+                (long long)c->freq_dim);
+    check_tensors(&ck, &p);
+  }
+  if (p.count > 0) {
+    if (p.count > PROBLEM_LOG_CAP)
+      sp_log_error("... %ld more problems not shown", p.count - PROBLEM_LOG_CAP);
+    sp_log_error("%s: not converted: %ld problem(s) with the checkpoint; nothing written",
+                 out_path, p.count);
+    rc = SP_ERR_INPUT;
+    goto out;
+  }
+  rc = write_model(&ck, f, nf, out_path, od, progress_on);
+out:
+  free(ck.slot);
+  free(ck.src);
+  for (int i = 0; i < nf; i++) rank_st_close(f[i]);
+  free(f);
+  inputs_free(&in);
+  return rc;
+}

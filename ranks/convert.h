@@ -1,0 +1,43 @@
+/* Import of Wan 2.1 T2V safetensors checkpoints into a staticpipe model
+ * file: key-style detection, name mapping, config inference from shapes,
+ * a cross-check of every tensor, and the streaming copy (one tensor at a
+ * time through a bounded buffer; never the whole checkpoint in memory).
+ * MODEL-WAN21.md "Parameter names" is the source of the mapping. */
+#ifndef RANK_CONVERT_H
+#define RANK_CONVERT_H
+
+#include <stddef.h>
+
+#include "kern_dtype.h"
+#include "wan_config.h"
+
+typedef enum {
+  RANK_CONVERT_OFFICIAL = 0, /* the published Wan 2.1 keys */
+  RANK_CONVERT_DIFFUSERS = 1, /* diffusers' WanTransformer3DModel keys */
+  RANK_CONVERT_COMFY = 2,     /* official keys prefixed "model.diffusion_model." */
+} rank_convert_style;
+
+#define RANK_CONVERT_COMFY_PREFIX "model.diffusion_model."
+
+const char *rank_convert_style_name(rank_convert_style s); /* "official", ... */
+
+/* Maps a checkpoint key of a style to its tensor of the table (group, block
+ * for WAN_GROUP_BLOCK, official name without "blocks.N."). Returns 0, or -1
+ * when the key is no tensor of a Wan 2.1 T2V model. The name points into
+ * the static table (valid forever). */
+int rank_convert_map_key(rank_convert_style s, const char *key, wan_group *g, int *block,
+                         const char **name);
+/* The inverse: the key a checkpoint of style s uses for a table tensor. */
+void rank_convert_key_for(rank_convert_style s, wan_group g, int block, const char *name,
+                          char *buf, size_t n);
+
+/* Converts the checkpoint given as inputs (safetensors files, directories
+ * of them, or a *.safetensors.index.json) into out_path, stored in dtype.
+ * Every problem with the input is logged (each missing, extra, duplicated
+ * or mis-shaped tensor by name) before it returns SP_ERR_INPUT; I/O
+ * failures return SP_ERR_RUNTIME. No file is left at out_path on failure.
+ * Progress (bytes, rate) goes to the log when progress is set. */
+int rank_convert_run(int ninputs, char *const *inputs, const char *out_path, kern_dtype dtype,
+                     int progress);
+
+#endif

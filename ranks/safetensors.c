@@ -1,0 +1,735 @@
+/* Hostile-input safetensors reader (see safetensors.h). Order of checks:
+ * bytes (UTF-8, no NUL) -> JSON syntax (json-c, strict, depth-limited) ->
+ * duplicate keys (own scan: json-c keeps the last silently) -> fields of
+ * every entry -> byte ranges against the data buffer. */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian; this reader assumes a little-endian host"
+#endif
+
+static const struct {
+  const char *name;
+  size_t size;
+} st_dtypes[] = {
+    [RANK_ST_BOOL] = {"BOOL", 1},  [RANK_ST_U8] = {"U8", 1},
+    [RANK_ST_I8] = {"I8", 1},      [RANK_ST_F8_E4M3] = {"F8_E4M3", 1},
+    [RANK_ST_F8_E5M2] = {"F8_E5M2", 1}, [RANK_ST_I16] = {"I16", 2},
+    [RANK_ST_U16] = {"U16", 2},    [RANK_ST_F16] = {"F16", 2},
+    [RANK_ST_BF16] = {"BF16", 2},  [RANK_ST_I32] = {"I32", 4},
+    [RANK_ST_U32] = {"U32", 4},    [RANK_ST_F32] = {"F32", 4},
+    [RANK_ST_I64] = {"I64", 8},    [RANK_ST_U64] = {"U64", 8},
+    [RANK_ST_F64] = {"F64", 8},
+};
+#define ST_NDTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
+
+const char *rank_st_dtype_name(rank_st_dtype t) { return st_dtypes[t].name; }
+size_t rank_st_dtype_size(rank_st_dtype t) { return st_dtypes[t].size; }
+
+/* ---- messages ------------------------------------------------------------ */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* A name from the file made safe to print on one line: at most 120 bytes,
+ * anything outside printable ASCII as \xNN. */
+static const char *printable(const char *s, size_t n, char *buf, size_t cap) {
+  size_t o = 0;
+  for (size_t i = 0; i < n && o + 5 < cap; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (i == 120) {
+      memcpy(buf + o, "...", 3);
+      o += 3;
+      break;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      buf[o++] = (char)c;
+    } else {
+      snprintf(buf + o, cap - o, "\\x%02x", c);
+      o += 4;
+    }
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+/* ---- bytes --------------------------------------------------------------- */
+
+/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, <= U+10FFFF.
+ * Returns the offset of the first bad byte, or n when all is well. */
+static size_t utf8_check(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len;
+    uint32_t cp, min;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2, cp = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3, cp = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4, cp = c & 0x07, min = 0x10000;
+    } else {
+      return i;
+    }
+    if (n - i < len) return i;
+    for (size_t k = 1; k < len; k++) {
+      if ((s[i + k] & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += len;
+  }
+  return n;
+}
+
+/* ---- duplicate keys -------------------------------------------------------
+ * json-c keeps the last of two equal keys without a word, so the JSON text
+ * (already known to be valid) is scanned for the keys of every object. Keys
+ * are compared decoded ("a" and "\u0061" are the same key). */
+
+typedef struct key_span {
+  char *s; /* decoded bytes */
+  size_t n;
+} key_span;
+
+typedef struct obj_frame {
+  int is_object;
+  int expect_key;
+  key_span *keys;
+  size_t nkeys, cap;
+} obj_frame;
+
+static int key_cmp(const void *a, const void *b) {
+  const key_span *x = a, *y = b;
+  if (x->n != y->n) return x->n < y->n ? -1 : 1;
+  return memcmp(x->s, y->s, x->n);
+}
+
+/* Decodes the JSON string literal at s[0..n) (quotes included). */
+static int decode_key(const char *s, size_t n, key_span *out) {
+  if (!memchr(s + 1, '\\', n - 2)) {
+    out->n = n - 2;
+    out->s = malloc(out->n + 1);
+    if (!out->s) return -1;
+    memcpy(out->s, s + 1, out->n);
+    out->s[out->n] = '\0';
+    return 0;
+  }
+  json_tokener *tok = json_tokener_new_ex(2);
+  if (!tok) return -1;
+  json_object *o = json_tokener_parse_ex(tok, s, (int)n);
+  json_tokener_free(tok);
+  if (!o || !json_object_is_type(o, json_type_string)) {
+    json_object_put(o);
+    return -1;
+  }
+  out->n = (size_t)json_object_get_string_len(o);
+  out->s = malloc(out->n + 1);
+  if (!out->s) {
+    json_object_put(o);
+    return -1;
+  }
+  memcpy(out->s, json_object_get_string(o), out->n);
+  out->s[out->n] = '\0';
+  json_object_put(o);
+  return 0;
+}
+
+static void frame_free(obj_frame *f) {
+  for (size_t i = 0; i < f->nkeys; i++) free(f->keys[i].s);
+  free(f->keys);
+  memset(f, 0, sizeof *f);
+}
+
+/* Returns 0, or -1 with a message. *top_keys gets the number of keys of
+ * the root object (cross-checked against what json-c kept). */
+static int scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size_t errlen) {
+  obj_frame st[RANK_ST_MAX_DEPTH + 2];
+  int depth = 0, rc = -1;
+  char pb[512];
+  memset(st, 0, sizeof st);
+  *top_keys = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == '"') {
+      size_t j = i + 1;
+      while (j < n && s[j] != '"') j += (s[j] == '\\') ? 2 : 1;
+      if (j >= n) {
+        set_err(err, errlen, "header: unterminated string");
+        goto out;
+      }
+      obj_frame *f = depth > 0 ? &st[depth - 1] : NULL;
+      if (f && f->is_object && f->expect_key) {
+        f->expect_key = 0;
+        if (f->nkeys == f->cap) {
+          size_t cap = f->cap ? f->cap * 2 : 16;
+          key_span *k = realloc(f->keys, cap * sizeof *k);
+          if (!k) {
+            set_err(err, errlen, "header: out of memory scanning keys");
+            goto out;
+          }
+          f->keys = k;
+          f->cap = cap;
+        }
+        key_span *k = &f->keys[f->nkeys];
+        if (decode_key(s + i, j - i + 1, k) != 0) {
+          set_err(err, errlen, "header: key at byte %zu cannot be decoded", i);
+          goto out;
+        }
+        f->nkeys++;
+        if (memchr(k->s, '\0', k->n)) {
+          set_err(err, errlen, "key '%s': contains a NUL character",
+                  printable(k->s, k->n, pb, sizeof pb));
+          goto out;
+        }
+        if (utf8_check((const unsigned char *)k->s, k->n) != k->n) {
+          set_err(err, errlen, "key '%s': not valid UTF-8 after unescaping",
+                  printable(k->s, k->n, pb, sizeof pb));
+          goto out;
+        }
+      }
+      i = j;
+    } else if (c == '{' || c == '[') {
+      if (depth >= RANK_ST_MAX_DEPTH + 1) {
+        set_err(err, errlen, "header: JSON nested deeper than %d levels", RANK_ST_MAX_DEPTH);
+        goto out;
+      }
+      st[depth].is_object = (c == '{');
+      st[depth].expect_key = (c == '{');
+      depth++;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) {
+        set_err(err, errlen, "header: unbalanced '%c'", c);
+        goto out;
+      }
+      obj_frame *f = &st[depth - 1];
+      if (f->is_object && f->nkeys > 1) {
+        qsort(f->keys, f->nkeys, sizeof *f->keys, key_cmp);
+        for (size_t k = 1; k < f->nkeys; k++) {
+          if (key_cmp(&f->keys[k - 1], &f->keys[k]) == 0) {
+            set_err(err, errlen, "%s '%s': duplicate key (JSON would silently keep the last)",
+                    depth == 1 ? "tensor" : "key",
+                    printable(f->keys[k].s, f->keys[k].n, pb, sizeof pb));
+            goto out;
+          }
+        }
+      }
+      if (depth == 1) *top_keys = f->nkeys;
+      frame_free(f);
+      depth--;
+    } else if (c == ',') {
+      if (depth > 0 && st[depth - 1].is_object) st[depth - 1].expect_key = 1;
+    }
+  }
+  rc = 0;
+out:
+  for (int d = 0; d < depth; d++) frame_free(&st[d]);
+  return rc;
+}
+
+/* ---- fields -------------------------------------------------------------- */
+
+/* A JSON integer >= 0 that fits in int64 (json-c saturates larger ones). */
+static int get_count(json_object *v, uint64_t *out) {
+  if (!json_object_is_type(v, json_type_int)) return -1;
+  errno = 0;
+  int64_t s = json_object_get_int64(v);
+  if (s < 0) return -2;
+  if (s == INT64_MAX) return -3; /* saturated, or too close to matter */
+  *out = (uint64_t)s;
+  return 0;
+}
+
+static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, char *err,
+                        size_t errlen) {
+  char pb[512];
+  const char *pn = printable(name, strlen(name), pb, sizeof pb);
+  if (!json_object_is_type(v, json_type_object)) {
+    set_err(err, errlen, "tensor '%s': entry is not a JSON object", pn);
+    return -1;
+  }
+  json_object *jd = NULL, *js = NULL, *jo = NULL;
+  json_object_object_foreach(v, k, fv) {
+    if (strcmp(k, "dtype") == 0) jd = fv;
+    else if (strcmp(k, "shape") == 0) js = fv;
+    else if (strcmp(k, "data_offsets") == 0) jo = fv;
+    else {
+      char kb[512];
+      set_err(err, errlen, "tensor '%s': unknown field '%s'", pn,
+              printable(k, strlen(k), kb, sizeof kb));
+      return -1;
+    }
+  }
+  if (!jd || !js || !jo) {
+    set_err(err, errlen, "tensor '%s': missing field '%s'", pn,
+            !jd ? "dtype" : !js ? "shape" : "data_offsets");
+    return -1;
+  }
+  /* dtype */
+  if (!json_object_is_type(jd, json_type_string)) {
+    set_err(err, errlen, "tensor '%s': dtype is not a string", pn);
+    return -1;
+  }
+  const char *ds = json_object_get_string(jd);
+  size_t dl = (size_t)json_object_get_string_len(jd);
+  int found = -1;
+  for (int i = 0; i < ST_NDTYPES; i++)
+    if (strlen(st_dtypes[i].name) == dl && memcmp(st_dtypes[i].name, ds, dl) == 0) found = i;
+  if (found < 0) {
+    char db[512];
+    set_err(err, errlen, "tensor '%s': unknown dtype '%s'", pn, printable(ds, dl, db, sizeof db));
+    return -1;
+  }
+  t->dtype = (rank_st_dtype)found;
+  /* shape */
+  if (!json_object_is_type(js, json_type_array)) {
+    set_err(err, errlen, "tensor '%s': shape is not an array", pn);
+    return -1;
+  }
+  size_t nd = json_object_array_length(js);
+  if (nd > RANK_ST_MAX_NDIM) {
+    set_err(err, errlen, "tensor '%s': shape has %zu dims (at most %d)", pn, nd,
+            RANK_ST_MAX_NDIM);
+    return -1;
+  }
+  t->ndim = (int)nd;
+  t->numel = 1;
+  for (size_t i = 0; i < nd; i++) {
+    uint64_t d;
+    int r = get_count(json_object_array_get_idx(js, i), &d);
+    if (r != 0) {
+      set_err(err, errlen, "tensor '%s': shape[%zu] %s", pn, i,
+              r == -1 ? "is not an integer" : r == -2 ? "is negative" : "is too large");
+      return -1;
+    }
+    t->shape[i] = (int64_t)d;
+    if (__builtin_mul_overflow(t->numel, d, &t->numel) || t->numel > (uint64_t)INT64_MAX) {
+      set_err(err, errlen, "tensor '%s': element count of the shape overflows 64 bits", pn);
+      return -1;
+    }
+  }
+  uint64_t bytes;
+  if (__builtin_mul_overflow(t->numel, (uint64_t)st_dtypes[t->dtype].size, &bytes) ||
+      bytes > (uint64_t)INT64_MAX) {
+    set_err(err, errlen, "tensor '%s': byte size of the shape overflows 64 bits", pn);
+    return -1;
+  }
+  /* data_offsets */
+  if (!json_object_is_type(jo, json_type_array) || json_object_array_length(jo) != 2) {
+    set_err(err, errlen, "tensor '%s': data_offsets is not an array [begin, end]", pn);
+    return -1;
+  }
+  uint64_t be[2];
+  for (size_t i = 0; i < 2; i++) {
+    int r = get_count(json_object_array_get_idx(jo, i), &be[i]);
+    if (r != 0) {
+      set_err(err, errlen, "tensor '%s': data_offsets[%zu] %s", pn, i,
+              r == -1 ? "is not an integer" : r == -2 ? "is negative" : "is too large");
+      return -1;
+    }
+  }
+  t->begin = be[0];
+  t->end = be[1];
+  if (t->begin > t->end) {
+    set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] reversed (begin > end)", pn,
+            (unsigned long long)t->begin, (unsigned long long)t->end);
+    return -1;
+  }
+  if (t->end - t->begin != bytes) {
+    set_err(err, errlen,
+            "tensor '%s': size mismatch: data_offsets span %llu bytes, shape x %s needs %llu", pn,
+            (unsigned long long)(t->end - t->begin), st_dtypes[t->dtype].name,
+            (unsigned long long)bytes);
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_metadata(json_object *v, rank_st_header *h, char *err, size_t errlen) {
+  char pb[512];
+  if (!json_object_is_type(v, json_type_object)) {
+    set_err(err, errlen, "__metadata__: not a JSON object (a string-to-string map)");
+    return -1;
+  }
+  int n = json_object_object_length(v);
+  h->meta_key = calloc((size_t)n + 1, sizeof *h->meta_key);
+  h->meta_val = calloc((size_t)n + 1, sizeof *h->meta_val);
+  if (!h->meta_key || !h->meta_val) {
+    set_err(err, errlen, "__metadata__: out of memory");
+    return -1;
+  }
+  json_object_object_foreach(v, k, fv) {
+    if (!json_object_is_type(fv, json_type_string)) {
+      set_err(err, errlen, "__metadata__ '%s': value is not a string",
+              printable(k, strlen(k), pb, sizeof pb));
+      return -1;
+    }
+    size_t vl = (size_t)json_object_get_string_len(fv);
+    const char *vs = json_object_get_string(fv);
+    if (memchr(vs, '\0', vl) || utf8_check((const unsigned char *)vs, vl) != vl) {
+      set_err(err, errlen, "__metadata__ '%s': value has a NUL or invalid UTF-8",
+              printable(k, strlen(k), pb, sizeof pb));
+      return -1;
+    }
+    h->meta_key[h->nmeta] = strdup(k);
+    h->meta_val[h->nmeta] = strdup(vs);
+    h->nmeta++; /* counted before the check so header_free frees a half pair */
+    if (!h->meta_key[h->nmeta - 1] || !h->meta_val[h->nmeta - 1]) {
+      set_err(err, errlen, "__metadata__: out of memory");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* ---- byte ranges ----------------------------------------------------------- */
+
+static int range_cmp(const void *a, const void *b) {
+  const rank_st_tensor *x = *(const rank_st_tensor *const *)a;
+  const rank_st_tensor *y = *(const rank_st_tensor *const *)b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  return 0;
+}
+
+static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t errlen) {
+  char pa[512], pc[512];
+  for (int i = 0; i < h->count; i++) {
+    const rank_st_tensor *t = &h->t[i];
+    if (t->end > data_len) {
+      set_err(err, errlen,
+              "tensor '%s': data_offsets [%llu, %llu] past the end of the data (%llu bytes)",
+              printable(t->name, strlen(t->name), pa, sizeof pa), (unsigned long long)t->begin,
+              (unsigned long long)t->end, (unsigned long long)data_len);
+      return -1;
+    }
+  }
+  uint64_t pos = 0;
+  const rank_st_tensor *prev = NULL;
+  if (h->count > 0) {
+    const rank_st_tensor **ord = malloc((size_t)h->count * sizeof *ord);
+    if (!ord) {
+      set_err(err, errlen, "header: out of memory");
+      return -1;
+    }
+    for (int i = 0; i < h->count; i++) ord[i] = &h->t[i];
+    qsort(ord, (size_t)h->count, sizeof *ord, range_cmp);
+    for (int i = 0; i < h->count; i++) {
+      const rank_st_tensor *t = ord[i];
+      if (t->begin < pos) {
+        set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s'",
+                printable(t->name, strlen(t->name), pa, sizeof pa),
+                (unsigned long long)t->begin, (unsigned long long)t->end,
+                printable(prev->name, strlen(prev->name), pc, sizeof pc));
+        free(ord);
+        return -1;
+      }
+      if (t->begin > pos) {
+        set_err(err, errlen, "tensor '%s': gap of %llu unused bytes before its data_offsets",
+                printable(t->name, strlen(t->name), pa, sizeof pa),
+                (unsigned long long)(t->begin - pos));
+        free(ord);
+        return -1;
+      }
+      pos = t->end;
+      prev = t;
+    }
+    free(ord);
+  }
+  if (pos != data_len) {
+    set_err(err, errlen,
+            "file length mismatch: tensors cover %llu bytes of data, the file holds %llu",
+            (unsigned long long)pos, (unsigned long long)data_len);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- header -------------------------------------------------------------- */
+
+void rank_st_header_free(rank_st_header *h) {
+  if (!h) return;
+  for (int i = 0; i < h->count; i++) free(h->t[i].name);
+  free(h->t);
+  for (int i = 0; i < h->nmeta; i++) {
+    free(h->meta_key[i]);
+    free(h->meta_val[i]);
+  }
+  free(h->meta_key);
+  free(h->meta_val);
+  memset(h, 0, sizeof *h);
+}
+
+int rank_st_json_parse(const char *json, size_t len, size_t max_len, struct json_object **out,
+                       char *err, size_t errlen) {
+  json_tokener *tok = NULL;
+  json_object *root = NULL;
+  *out = NULL;
+  if (len > max_len) {
+    set_err(err, errlen, "header length %zu exceeds the %zu-byte bound", len, max_len);
+    goto fail;
+  }
+  if (len == 0) {
+    set_err(err, errlen, "header is empty (not a JSON object)");
+    goto fail;
+  }
+  const char *nul = memchr(json, '\0', len);
+  if (nul) {
+    set_err(err, errlen, "header: NUL byte at offset %zu", (size_t)(nul - json));
+    goto fail;
+  }
+  size_t bad = utf8_check((const unsigned char *)json, len);
+  if (bad != len) {
+    set_err(err, errlen, "header: not valid UTF-8 at byte %zu", bad);
+    goto fail;
+  }
+  tok = json_tokener_new_ex(RANK_ST_MAX_DEPTH);
+  if (!tok) {
+    set_err(err, errlen, "header: out of memory");
+    goto fail;
+  }
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+  root = json_tokener_parse_ex(tok, json, (int)len);
+  enum json_tokener_error je = json_tokener_get_error(tok);
+  if (!root || je != json_tokener_success) {
+    if (je == json_tokener_error_depth)
+      set_err(err, errlen, "header: JSON nested deeper than %d levels", RANK_ST_MAX_DEPTH);
+    else
+      set_err(err, errlen, "header: invalid JSON near byte %zu (%s)",
+              json_tokener_get_parse_end(tok),
+              je == json_tokener_continue ? "unexpected end" : json_tokener_error_desc(je));
+    goto fail;
+  }
+  for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
+    if (json[i] != ' ' && json[i] != '\t' && json[i] != '\n' && json[i] != '\r') {
+      set_err(err, errlen, "header: bytes after the JSON object at offset %zu", i);
+      goto fail;
+    }
+  }
+  if (!json_object_is_type(root, json_type_object)) {
+    set_err(err, errlen, "header: not a JSON object");
+    goto fail;
+  }
+  size_t top_keys = 0;
+  if (scan_keys(json, len, &top_keys, err, errlen) != 0) goto fail;
+  int n = json_object_object_length(root);
+  if (n < 0 || (size_t)n != top_keys) {
+    set_err(err, errlen, "header: %zu keys in the text but %d parsed (duplicate key)", top_keys,
+            n);
+    goto fail;
+  }
+  json_tokener_free(tok);
+  *out = root;
+  return 0;
+fail:
+  json_object_put(root);
+  if (tok) json_tokener_free(tok);
+  return -1;
+}
+
+int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_st_header *out,
+                         char *err, size_t errlen) {
+  rank_st_header h;
+  json_object *root = NULL;
+  int rc = -1;
+  memset(&h, 0, sizeof h);
+  memset(out, 0, sizeof *out);
+  if (rank_st_json_parse(json, len, RANK_ST_MAX_HEADER, &root, err, errlen) != 0) goto out;
+  int n = json_object_object_length(root);
+  h.t = calloc((size_t)n + 1, sizeof *h.t);
+  if (!h.t) {
+    set_err(err, errlen, "header: out of memory");
+    goto out;
+  }
+  json_object_object_foreach(root, key, val) {
+    size_t kl = strlen(key);
+    if (strcmp(key, "__metadata__") == 0) {
+      if (parse_metadata(val, &h, err, errlen) != 0) goto out;
+      continue;
+    }
+    if (kl == 0 || kl > RANK_ST_MAX_NAME) {
+      set_err(err, errlen, "tensor name of %zu bytes (must be 1..%d)", kl, RANK_ST_MAX_NAME);
+      goto out;
+    }
+    for (size_t i = 0; i < kl; i++) {
+      unsigned char c = (unsigned char)key[i];
+      if (c < 0x20 || c == 0x7f) {
+        char pb[512];
+        set_err(err, errlen, "tensor '%s': name has a control character",
+                printable(key, kl, pb, sizeof pb));
+        goto out;
+      }
+    }
+    rank_st_tensor *t = &h.t[h.count];
+    if (parse_tensor(key, val, t, err, errlen) != 0) goto out;
+    t->name = strdup(key);
+    if (!t->name) {
+      set_err(err, errlen, "header: out of memory");
+      goto out;
+    }
+    h.count++;
+  }
+  if (check_ranges(&h, data_len, err, errlen) != 0) goto out;
+  *out = h;
+  memset(&h, 0, sizeof h);
+  rc = 0;
+out:
+  rank_st_header_free(&h);
+  json_object_put(root);
+  return rc;
+}
+
+/* ---- file ---------------------------------------------------------------- */
+
+static int pread_full(int fd, void *dst, size_t n, uint64_t off, size_t *got) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(off + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) break;
+    done += (size_t)r;
+  }
+  *got = done;
+  return 0;
+}
+
+void rank_st_close(rank_st_file *f) {
+  if (!f) return;
+  if (f->fd >= 0) close(f->fd);
+  rank_st_header_free(&f->h);
+  free(f->path);
+  free(f);
+}
+
+int rank_st_open(const char *path, rank_st_file **out) {
+  char err[1024];
+  char *json = NULL;
+  int rc = SP_ERR_INPUT;
+  rank_st_file *f = calloc(1, sizeof *f);
+  if (!f) {
+    sp_log_error("%s: out of memory", path);
+    return SP_ERR_RUNTIME;
+  }
+  f->fd = -1;
+  f->path = strdup(path);
+  if (!f->path) {
+    sp_log_error("%s: out of memory", path);
+    rc = SP_ERR_RUNTIME;
+    goto fail;
+  }
+  f->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (f->fd < 0) {
+    sp_log_error("%s: cannot open: %s", path, strerror(errno));
+    goto fail;
+  }
+  struct stat sb;
+  if (fstat(f->fd, &sb) != 0) {
+    sp_log_error("%s: cannot stat: %s", path, strerror(errno));
+    rc = SP_ERR_RUNTIME;
+    goto fail;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    sp_log_error("%s: not a regular file", path);
+    goto fail;
+  }
+  f->file_size = (uint64_t)sb.st_size;
+  unsigned char lenb[8];
+  size_t got = 0;
+  if (pread_full(f->fd, lenb, 8, 0, &got) != 0) {
+    sp_log_error("%s: read failed: %s", path, strerror(errno));
+    rc = SP_ERR_RUNTIME;
+    goto fail;
+  }
+  if (got < 8 || f->file_size < 8) {
+    sp_log_error("%s: truncated: %llu bytes, shorter than the 8-byte header length", path,
+                 (unsigned long long)f->file_size);
+    goto fail;
+  }
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | lenb[i];
+  if (hl > RANK_ST_MAX_HEADER) {
+    sp_log_error("%s: header length %llu exceeds the %u-byte bound", path,
+                 (unsigned long long)hl, RANK_ST_MAX_HEADER);
+    goto fail;
+  }
+  if (hl > f->file_size - 8) {
+    sp_log_error("%s: truncated: header length %llu runs past the end of the file (%llu bytes)",
+                 path, (unsigned long long)hl, (unsigned long long)f->file_size);
+    goto fail;
+  }
+  json = malloc((size_t)hl + 1);
+  if (!json) {
+    sp_log_error("%s: out of memory for a %llu-byte header", path, (unsigned long long)hl);
+    rc = SP_ERR_RUNTIME;
+    goto fail;
+  }
+  if (pread_full(f->fd, json, (size_t)hl, 8, &got) != 0) {
+    sp_log_error("%s: read failed: %s", path, strerror(errno));
+    rc = SP_ERR_RUNTIME;
+    goto fail;
+  }
+  if (got != hl) {
+    sp_log_error("%s: truncated while reading the header", path);
+    goto fail;
+  }
+  json[hl] = '\0';
+  f->data_start = 8 + hl;
+  if (rank_st_parse_header(json, (size_t)hl, f->file_size - f->data_start, &f->h, err,
+                           sizeof err) != 0) {
+    sp_log_error("%s: %s", path, err);
+    goto fail;
+  }
+  free(json);
+  *out = f;
+  return SP_OK;
+fail:
+  free(json);
+  rank_st_close(f);
+  return rc;
+}
+
+int rank_st_read(const rank_st_file *f, const rank_st_tensor *t, uint64_t off, void *dst,
+                 size_t n) {
+  if (off > t->end - t->begin || n > t->end - t->begin - off) {
+    sp_log_error("%s: tensor '%s': read of %zu bytes at %llu outside its data", f->path, t->name,
+                 n, (unsigned long long)off);
+    return SP_ERR_RUNTIME;
+  }
+  size_t got = 0;
+  if (pread_full(f->fd, dst, n, f->data_start + t->begin + off, &got) != 0) {
+    sp_log_error("%s: tensor '%s': read failed: %s", f->path, t->name, strerror(errno));
+    return SP_ERR_RUNTIME;
+  }
+  if (got != n) {
+    sp_log_error("%s: tensor '%s': file ended early (changed while converting?)", f->path,
+                 t->name);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
