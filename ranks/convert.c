@@ -391,6 +391,7 @@ typedef struct checkpoint {
   wan_config config;
   wan_layout layout[3]; /* shapes of the inferred config (f32 sizes) */
   int *slot;            /* (embed, layers x block, head) -> src index, -1 if missing */
+  char label[1200];     /* names the checkpoint in problems that belong to no file */
 } checkpoint;
 
 static int slot_base(const checkpoint *ck, wan_group g, int block) {
@@ -450,7 +451,7 @@ static int infer_config(checkpoint *ck, problems *p) {
     char key[256], sh[128];
     rank_convert_key_for(ck->style, need[i].g, 0, need[i].name, key, sizeof key);
     if (!s[i]) {
-      problem(p, "missing tensor '%s' (needed to infer the config)", key);
+      problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->label, key);
       ok = 0;
     } else if (s[i]->t->ndim != need[i].ndim) {
       shape_str(s[i]->t->ndim, s[i]->t->shape, sh, sizeof sh);
@@ -489,7 +490,7 @@ static int infer_config(checkpoint *ck, problems *p) {
     return -1;
   }
   if (wan_config_check(&c, err, sizeof err) != 0) {
-    problem(p, "inferred config is not supported: %s", err);
+    problem(p, "%s: inferred config is not supported: %s", ck->label, err);
     return -1;
   }
   ck->config = c;
@@ -537,14 +538,14 @@ static void check_tensors(checkpoint *ck, problems *p) {
       int present = 0;
       for (int t = 0; t < l->count; t++) present += slot[t] >= 0;
       if (g == WAN_GROUP_BLOCK && present == 0) {
-        problem(p, "missing block %d: none of its %d tensors is in the checkpoint (a gap in the "
-                   "block numbering)", b, l->count);
+        problem(p, "%s: missing block %d: none of its %d tensors is in the checkpoint (a gap in "
+                   "the block numbering)", ck->label, b, l->count);
         continue;
       }
       for (int t = 0; t < l->count; t++) {
         if (slot[t] >= 0) continue;
         rank_convert_key_for(ck->style, (wan_group)g, b, l->t[t].name, key, sizeof key);
-        problem(p, "missing tensor '%s'", key);
+        problem(p, "%s: missing tensor '%s'", ck->label, key);
       }
     }
   }
@@ -705,6 +706,10 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
   }
   check_index(&in, f, nf, &p);
   ck.style = detect_style(f, nf);
+  if (nf == 1)
+    snprintf(ck.label, sizeof ck.label, "%s", f[0]->path);
+  else
+    snprintf(ck.label, sizeof ck.label, "%s (+%d more shards)", f[0]->path, nf - 1);
   for (int s = 0; s < nf; s++) ck.nsrc += f[s]->h.count;
   ck.src = sp_xcalloc((size_t)ck.nsrc + 1, sizeof *ck.src);
   int mapped = 0, k = 0;

@@ -158,6 +158,43 @@ static int decode_key(const char *s, size_t n, key_span *out) {
   return 0;
 }
 
+static int hex4(const char *s, unsigned *v) {
+  *v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = s[i];
+    unsigned d = (c >= '0' && c <= '9') ? (unsigned)(c - '0')
+                 : (c >= 'a' && c <= 'f') ? (unsigned)(c - 'a' + 10)
+                 : (c >= 'A' && c <= 'F') ? (unsigned)(c - 'A' + 10) : 16u;
+    if (d == 16u) return -1;
+    *v = *v * 16 + d;
+  }
+  return 0;
+}
+
+/* json-c turns a lone UTF-16 surrogate escape into U+FFFD, so two names
+ * that differ only there would collide after decoding: refuse them in the
+ * literal s[0..n) (quotes included). */
+static int escapes_ok(const char *s, size_t n) {
+  for (size_t i = 1; i + 1 < n; i++) {
+    if (s[i] != '\\') continue;
+    if (s[i + 1] != 'u') {
+      i++;
+      continue;
+    }
+    unsigned v, w;
+    if (i + 6 > n - 1 || hex4(s + i + 2, &v) != 0) return -1;
+    if (v >= 0xdc00 && v <= 0xdfff) return -1;
+    if (v >= 0xd800 && v <= 0xdbff) {
+      if (i + 12 > n - 1 || s[i + 6] != '\\' || s[i + 7] != 'u' || hex4(s + i + 8, &w) != 0 ||
+          w < 0xdc00 || w > 0xdfff)
+        return -1;
+      i += 6;
+    }
+    i += 5;
+  }
+  return 0;
+}
+
 static void frame_free(obj_frame *f) {
   for (size_t i = 0; i < f->nkeys; i++) free(f->keys[i].s);
   free(f->keys);
@@ -179,6 +216,11 @@ static int scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size_
       while (j < n && s[j] != '"') j += (s[j] == '\\') ? 2 : 1;
       if (j >= n) {
         set_err(err, errlen, "header: unterminated string");
+        goto out;
+      }
+      if (escapes_ok(s + i, j - i + 1) != 0) {
+        set_err(err, errlen, "header: string at byte %zu has a lone UTF-16 surrogate escape "
+                             "(not valid UTF-8)", i);
         goto out;
       }
       obj_frame *f = depth > 0 ? &st[depth - 1] : NULL;
