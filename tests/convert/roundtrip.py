@@ -138,6 +138,55 @@ for label, inputs, first in (("list", [os.path.join(shard_dir, n) for n in rever
         if os.path.exists(out):
             os.remove(out)
 
+# Streaming: a checkpoint of many blocks converts with a peak RSS far below
+# its size (tensors go one at a time through a bounded buffer). The peak is
+# that of the largest child so far, which includes every conversion above.
+big = dict(CFG, layers=48)
+src = os.path.join(WORK, "big.safetensors")
+bytes_in = 0
+with open(src, "wb") as f:
+    ents = [(stlib.key("official", g, b, n), "F32", s_, None) for g, b, n, s_ in stlib.table(big)]
+    hdr, off = {}, 0
+    for k, dt, s_, _ in ents:
+        nb = int(np.prod(s_)) * 4
+        hdr[k] = {"dtype": dt, "shape": list(s_), "data_offsets": [off, off + nb]}
+        off += nb
+    h = stlib.header_bytes(hdr)
+    f.write(len(h).to_bytes(8, "little") + h)
+    for k, dt, s_, _ in ents:  # written tensor by tensor: the test stays small too
+        f.write(stlib.random_tensor(rng, "F32", s_))
+    bytes_in = f.tell()
+out = os.path.join(WORK, "big.h5")
+with open(BIN, "rb") as f:
+    asan = b"__asan_init" in f.read()
+if asan:
+    print("roundtrip: memory bound not checked (AddressSanitizer build: shadow memory, quarantine)")
+else:
+    # VmHWM of the child itself (getrusage of children would count the
+    # memory of this Python process that the child shared before exec).
+    p = subprocess.Popen([BIN, "convert", src, "-o", out, "-q"], stderr=subprocess.PIPE)
+    hwm = 0
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/status") as st:
+                for ln in st:
+                    if ln.startswith("VmHWM:"):
+                        hwm = max(hwm, int(ln.split()[1]) * 1024)
+        except OSError:
+            pass
+        time.sleep(0.002)
+    errtxt = p.stderr.read().decode(errors="replace")
+    print(f"roundtrip: {bytes_in / 1e6:.0f} MB checkpoint, peak RSS of convert >= {hwm / 1e6:.0f} MB")
+    if p.returncode != 0:
+        fail(f"big checkpoint: exit {p.returncode}: {errtxt[-1500:]}")
+    elif hwm == 0:
+        fail("could not read the peak RSS of convert from /proc")
+    elif hwm > 0.4 * bytes_in:
+        fail(f"peak RSS {hwm} bytes is not far below the checkpoint's {bytes_in} bytes")
+for x in (src, out):
+    if os.path.exists(x):
+        os.remove(x)
+
 # The bf16 reference itself, on values with a known answer (ties to even,
 # carries into the exponent), so a wrong reference cannot pass silently.
 probe = np.array([0x3F808000, 0x3F818000, 0x3F80FFFF, 0x3F7FFFFF, 0xBF808001, 0x7F7FFFFF & 0x7F7F7FFF],
