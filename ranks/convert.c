@@ -345,33 +345,52 @@ static const char *base_name(const char *p) {
   return s ? s + 1 : p;
 }
 
+static int entry_cmp(const void *a, const void *b) {
+  const weight_entry *x = a, *y = b;
+  int c = strcmp(x->tensor, y->tensor);
+  return c ? c : strcmp(x->shard, y->shard);
+}
+
 /* Every weight_map entry must be in the shard it names, and every shard
- * tensor listed. */
+ * tensor listed: both lists sorted and merged (a hostile index with
+ * millions of entries stays O(n log n)). */
 static void check_index(const inputs *in, rank_st_file *const *f, int nf, problems *p) {
   if (in->nwm == 0) return;
-  for (int i = 0; i < in->nwm; i++) {
-    const weight_entry *e = &in->wm[i];
-    int found = 0;
-    for (int s = 0; s < nf && !found; s++) {
-      if (strcmp(base_name(f[s]->path), e->shard) != 0) continue;
-      for (int t = 0; t < f[s]->h.count && !found; t++)
-        found = strcmp(f[s]->h.t[t].name, e->tensor) == 0;
-    }
-    if (!found)
-      problem(p, "index: tensor '%.200s' is listed in shard %s but that shard does not hold it",
-              e->tensor, e->shard);
-  }
-  for (int s = 0; s < nf; s++) {
+  size_t nh = 0;
+  for (int s = 0; s < nf; s++) nh += (size_t)f[s]->h.count;
+  weight_entry *want = sp_xmalloc(((size_t)in->nwm + 1) * sizeof *want);
+  weight_entry *have = sp_xmalloc((nh + 1) * sizeof *have);
+  memcpy(want, in->wm, (size_t)in->nwm * sizeof *want);
+  size_t k = 0;
+  for (int s = 0; s < nf; s++)
     for (int t = 0; t < f[s]->h.count; t++) {
-      int listed = 0;
-      for (int i = 0; i < in->nwm && !listed; i++)
-        listed = strcmp(in->wm[i].tensor, f[s]->h.t[t].name) == 0 &&
-                 strcmp(in->wm[i].shard, base_name(f[s]->path)) == 0;
-      if (!listed)
-        problem(p, "%s: tensor '%.200s' is not listed for this shard in the index", f[s]->path,
-                f[s]->h.t[t].name);
+      have[k].tensor = f[s]->h.t[t].name;
+      have[k].shard = (char *)base_name(f[s]->path);
+      k++;
+    }
+  qsort(want, (size_t)in->nwm, sizeof *want, entry_cmp);
+  qsort(have, nh, sizeof *have, entry_cmp);
+  size_t i = 0, j = 0;
+  while (i < (size_t)in->nwm || j < nh) {
+    int c = i == (size_t)in->nwm ? 1 : j == nh ? -1 : entry_cmp(&want[i], &have[j]);
+    if (c < 0) {
+      problem(p, "index: tensor '%.200s' is listed in shard %s but that shard does not hold it",
+              want[i].tensor, want[i].shard);
+      i++;
+    } else if (c > 0) {
+      const char *path = have[j].shard;
+      for (int s = 0; s < nf; s++)
+        if (base_name(f[s]->path) == have[j].shard) path = f[s]->path;
+      problem(p, "%s: tensor '%.200s' is not listed for this shard in the index", path,
+              have[j].tensor);
+      j++;
+    } else {
+      i++;
+      j++;
     }
   }
+  free(want);
+  free(have);
 }
 
 /* ---- cross-check ------------------------------------------------------------ */
