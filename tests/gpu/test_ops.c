@@ -15,6 +15,7 @@
  * reruns one).
  *
  *   test_ops            all rows       test_ops -o OP   the rows of one op
+ *   test_ops --small    small rows only, for compute-sanitizer memcheck
  * Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <getopt.h>
@@ -165,6 +166,7 @@ struct op_case {
   const char *op;
   op_fn fn;
   int64_t a, b, c, d, e; /* meaning per op, see each function */
+  int small;             /* in the --small set (for compute-sanitizer) */
 };
 
 /* A GPU output run twice (fresh inputs each time) must give the same bytes. */
@@ -551,57 +553,58 @@ static void op_attention(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
 /* Shapes: the real Wan widths (1536: 1.3B, 5120: 14B, head_dim 128, FFN
  * 8960/13824, text 4096, patch 64 values) and odd sizes for the tails. */
 static const op_case cases[] = {
-    {"linear", op_linear, 77, 1536, 1536, 0, 0},
-    {"linear", op_linear, 64, 5120, 5120, 1, 0},
-    {"linear", op_linear, 33, 1536, 8960, 1, 1},
-    {"linear", op_linear, 20, 5120, 13824, 1, 1},
-    {"linear", op_linear, 31, 1536, 8960, 0, 1},
-    {"linear", op_linear, 45, 13824, 5120, 0, 0},
-    {"linear", op_linear, 50, 64, 1536, 0, 0},
-    {"linear", op_linear, 37, 5120, 64, 0, 0},
-    {"linear", op_linear, 130, 4096, 1536, 1, 1},
-    {"linear", op_linear, 9, 256, 640, 0, 2},
-    {"linear_f32", op_linear_f32, 1, 256, 1536, 0, 0},
-    {"linear_f32", op_linear_f32, 1, 1536, 9216, 0, 0},
-    {"linear_f32", op_linear_f32, 1, 5120, 5120, 0, 0},
-    {"linear_f32", op_linear_f32, 3, 100, 77, 0, 0},
-    {"modulation", op_modulation, 6 * 1536, 0, 0, 0, 0},
-    {"modulation", op_modulation, 6 * 5120, 0, 0, 0, 0},
-    {"layernorm_mod", op_layernorm_mod, 100, 1536, 0, 1, 0},
-    {"layernorm_mod", op_layernorm_mod, 37, 5120, 1, 0, 0},
-    {"layernorm_mod", op_layernorm_mod, 64, 5120, 0, 1, 0},
-    {"layernorm_mod", op_layernorm_mod, 5, 300, 1, 1, 0},
-    {"layernorm_mod", op_layernorm_mod, 3, 256, 0, 0, 0},
-    {"rmsnorm_rope", op_rmsnorm_rope, 2, 4, 6, 12, 1},
-    {"rmsnorm_rope", op_rmsnorm_rope, 3, 3, 5, 40, 1},
-    {"rmsnorm_rope", op_rmsnorm_rope, 21, 3, 4, 2, 1},
-    {"rmsnorm_rope", op_rmsnorm_rope, 1, 7, 11, 40, 0},
-    {"gated_add", op_gated_add, 77, 1536, 0, 1, 0},
-    {"gated_add", op_gated_add, 33, 5120, 1, 1, 0},
-    {"gated_add", op_gated_add, 19, 5120, 0, 0, 0},
-    {"gated_add", op_gated_add, 7, 333, 1, 0, 0},
-    {"gelu_tanh", op_act, 100003, 0, 0, 0, 0},
-    {"gelu_tanh", op_act, 33 * 8960, 1, 0, 0, 0},
-    {"silu", op_act, 5120, 0, 1, 0, 0},
-    {"silu", op_act, 1537, 1, 1, 0, 0},
-    {"patchify", op_patchify, 16, 21, 60, 104, 1},
-    {"patchify", op_patchify, 16, 3, 6, 10, 0},
-    {"patchify", op_patchify, 3, 2, 4, 2, 1},
-    {"unpatchify", op_unpatchify, 16, 21, 60, 104, 0},
-    {"unpatchify", op_unpatchify, 16, 3, 6, 10, 0},
-    {"convert", op_convert, 1000003, 0, 0, 0, 0},
-    {"convert", op_convert, 12, 0, 0, 0, 0},
-    {"attention", op_attention, 77, 77, 2, 0, 0},
-    {"attention", op_attention, 300, 512, 12, 0, 0},
-    {"attention", op_attention, 333, 1025, 12, 64, 0},
-    {"attention", op_attention, 520, 520, 40, 100, 0},
-    {"attention", op_attention, 1, 3, 1, 0, 0},
-    {"attention", op_attention, 130, 7, 40, 1, 0},
+    {"linear", op_linear, 77, 1536, 1536, 0, 0, 0},
+    {"linear", op_linear, 64, 5120, 5120, 1, 0, 0},
+    {"linear", op_linear, 33, 1536, 8960, 1, 1, 0},
+    {"linear", op_linear, 20, 5120, 13824, 1, 1, 0},
+    {"linear", op_linear, 31, 1536, 8960, 0, 1, 0},
+    {"linear", op_linear, 45, 13824, 5120, 0, 0, 0},
+    {"linear", op_linear, 50, 64, 1536, 0, 0, 1},
+    {"linear", op_linear, 37, 5120, 64, 0, 0, 0},
+    {"linear", op_linear, 130, 4096, 1536, 1, 1, 0},
+    {"linear", op_linear, 9, 256, 640, 0, 2, 1},
+    {"linear_f32", op_linear_f32, 1, 256, 1536, 0, 0, 0},
+    {"linear_f32", op_linear_f32, 1, 1536, 9216, 0, 0, 0},
+    {"linear_f32", op_linear_f32, 1, 5120, 5120, 0, 0, 0},
+    {"linear_f32", op_linear_f32, 3, 100, 77, 0, 0, 1},
+    {"modulation", op_modulation, 6 * 1536, 0, 0, 0, 0, 1},
+    {"modulation", op_modulation, 6 * 5120, 0, 0, 0, 0, 0},
+    {"layernorm_mod", op_layernorm_mod, 100, 1536, 0, 1, 0, 0},
+    {"layernorm_mod", op_layernorm_mod, 37, 5120, 1, 0, 0, 0},
+    {"layernorm_mod", op_layernorm_mod, 64, 5120, 0, 1, 0, 0},
+    {"layernorm_mod", op_layernorm_mod, 5, 300, 1, 1, 0, 1},
+    {"layernorm_mod", op_layernorm_mod, 3, 256, 0, 0, 0, 1},
+    {"rmsnorm_rope", op_rmsnorm_rope, 2, 4, 6, 12, 1, 1},
+    {"rmsnorm_rope", op_rmsnorm_rope, 3, 3, 5, 40, 1, 0},
+    {"rmsnorm_rope", op_rmsnorm_rope, 21, 3, 4, 2, 1, 0},
+    {"rmsnorm_rope", op_rmsnorm_rope, 1, 7, 11, 40, 0, 1},
+    {"gated_add", op_gated_add, 77, 1536, 0, 1, 0, 0},
+    {"gated_add", op_gated_add, 33, 5120, 1, 1, 0, 0},
+    {"gated_add", op_gated_add, 19, 5120, 0, 0, 0, 0},
+    {"gated_add", op_gated_add, 7, 333, 1, 0, 0, 1},
+    {"gelu_tanh", op_act, 100003, 0, 0, 0, 0, 0},
+    {"gelu_tanh", op_act, 33 * 8960, 1, 0, 0, 0, 0},
+    {"silu", op_act, 5120, 0, 1, 0, 0, 1},
+    {"silu", op_act, 1537, 1, 1, 0, 0, 1},
+    {"patchify", op_patchify, 16, 21, 60, 104, 1, 0},
+    {"patchify", op_patchify, 16, 3, 6, 10, 0, 1},
+    {"patchify", op_patchify, 3, 2, 4, 2, 1, 1},
+    {"unpatchify", op_unpatchify, 16, 21, 60, 104, 0, 0},
+    {"unpatchify", op_unpatchify, 16, 3, 6, 10, 0, 1},
+    {"convert", op_convert, 1000003, 0, 0, 0, 0, 0},
+    {"convert", op_convert, 12, 0, 0, 0, 0, 1},
+    {"attention", op_attention, 77, 77, 2, 0, 0, 1},
+    {"attention", op_attention, 300, 512, 12, 0, 0, 0},
+    {"attention", op_attention, 333, 1025, 12, 64, 0, 0},
+    {"attention", op_attention, 520, 520, 40, 100, 0, 0},
+    {"attention", op_attention, 1, 3, 1, 0, 0, 1},
+    {"attention", op_attention, 130, 7, 40, 1, 0, 1},
 };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: test_ops [-o OP]\n"
+  fprintf(f, "usage: test_ops [-o OP] [--small]\n"
              "  -o, --op OP   run the rows of one op only (default: all)\n"
+             "  -s, --small   only the small rows (for compute-sanitizer; default: all)\n"
              "  -h, --help    this text\n"
              "ops: linear linear_f32 modulation layernorm_mod rmsnorm_rope gated_add\n"
              "     gelu_tanh silu patchify unpatchify convert attention\n");
@@ -609,12 +612,17 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   const char *only = NULL;
-  static const struct option longopts[] = {
-      {"op", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+  int small = 0;
+  static const struct option longopts[] = {{"op", required_argument, NULL, 'o'},
+                                           {"small", no_argument, NULL, 's'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {0, 0, 0, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:sh", longopts, NULL)) != -1) {
     if (ch == 'o') {
       only = optarg;
+    } else if (ch == 's') {
+      small = 1;
     } else if (ch == 'h') {
       usage(stdout);
       return 0;
@@ -651,7 +659,7 @@ int main(int argc, char **argv) {
   int failed = 0, ran = 0;
   for (int i = 0; i < ncases; i++) {
     const op_case *c = &cases[i];
-    if (only && strcmp(c->op, only) != 0) continue;
+    if ((only && strcmp(c->op, only) != 0) || (small && !c->small)) continue;
     result r = {0};
     r.same = -1;
     c->fn(c, g, &r);
