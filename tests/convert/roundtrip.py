@@ -42,6 +42,10 @@ def convert(inputs, out, dtype):
         return None
     if "MB/s" not in r.stderr:
         fail(f"convert {inputs}: no progress line with a rate on stderr")
+    # The model loader's own validation (layout, dtypes, checksums) accepts it.
+    v = subprocess.run([BIN, "inspect", "--verify", out], capture_output=True, text=True)
+    if v.returncode != 0:
+        fail(f"inspect --verify {out}: exit {v.returncode}: {v.stderr[-1000:]}")
     return r
 
 
