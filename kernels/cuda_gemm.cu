@@ -37,6 +37,7 @@ typedef struct gemm_entry {
   cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), D */
   cublasLtMatmulAlgo_t algo;
   int fused; /* bias/act in the epilogue; else kern_cuda_bias_act after */
+  int ran;   /* launched once successfully */
 } gemm_entry;
 
 struct kern_cuda_gemm_ctx {
@@ -148,6 +149,9 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
   }
   e->algo = res.algo;
   e->used = 1;
+  sp_log_debug("gemm: M %lld N %lld K %lld batch %lld -> %s: algorithm chosen, epilogue %s",
+               (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->batch,
+               kern_dtype_name((kern_dtype)k->d_dtype), fused ? "fused" : "none");
   return 1;
 }
 
@@ -222,9 +226,25 @@ extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                 &p->bias, sizeof p->bias));
   const float alpha = p->alpha, beta = 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta, p->d,
-                              e->ld, p->d, e->ld, &e->algo, ctx->workspace,
-                              ctx->workspace_bytes, stream));
+  cublasStatus_t st = cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta,
+                                     p->d, e->ld, p->d, e->ld, &e->algo, ctx->workspace,
+                                     ctx->workspace_bytes, stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED && e->fused && !e->ran) {
+    /* The heuristic offered the fused epilogue but the library refuses it
+     * at the first launch (nothing was enqueued): fall back to the plain
+     * GEMM and the separate bias/activation kernel for this shape. */
+    sp_log_warn("gemm: cuBLASLt refused the fused epilogue for M %lld N %lld K %lld; using a "
+                "separate bias/activation kernel",
+                (long long)p->M, (long long)p->N, (long long)p->K);
+    entry_release(e);
+    if (!entry_try(ctx, &k, 0, e))
+      sp_fatal("gemm: cuBLASLt has no algorithm for M %lld N %lld K %lld without epilogue",
+               (long long)p->M, (long long)p->N, (long long)p->K);
+    st = cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta, p->d, e->ld,
+                        p->d, e->ld, &e->algo, ctx->workspace, ctx->workspace_bytes, stream);
+  }
+  CUBLAS_CHECK(st);
+  e->ran = 1;
   if (!e->fused && (p->bias || p->act != KERN_CUDA_ACT_NONE))
     kern_cuda_bias_act(p->d, p->d_dtype, p->bias, p->M, p->N, p->ldd, p->act, stream);
 }
