@@ -33,8 +33,10 @@ extern "C" {
 
 /* One cuBLASLt handle, its workspace, and the cache of the algorithm chosen
  * by the heuristic for each shape (chosen once, reused: same shape, same
- * algorithm, same bits). One per rank; not thread-safe. Creation failures
- * are fatal. workspace_bytes 0 picks 32 MiB. */
+ * algorithm, same bits). One per rank; not thread-safe, and its calls must
+ * be ordered on one stream (they share the workspace). The workspace is
+ * one cudaMalloc at creation (start-up, never in the step loop). Creation
+ * failures are fatal. workspace_bytes 0 picks 32 MiB. */
 typedef struct kern_cuda_gemm_ctx kern_cuda_gemm_ctx;
 kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes);
 void kern_cuda_gemm_ctx_destroy(kern_cuda_gemm_ctx *ctx);
