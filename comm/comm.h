@@ -17,13 +17,34 @@ typedef struct comm_world {
   int mpi;                    /* MPI was initialised */
   char host[64];
   char (*hosts)[64];          /* [size] every rank's host name */
+  int slurm;                  /* started by srun */
 } comm_world;
 
 /* Initialises MPI when launched by mpirun/srun (or when force_mpi), fills w,
  * sets the log's rank and registers MPI_Abort as the fatal hook. */
 int comm_init(int *argc, char ***argv, int force_mpi, comm_world *w);
-/* Finalises MPI (if it was initialised). */
+/* Stops the watchdog and finalises MPI (if it was initialised). */
 void comm_finalize(comm_world *w);
+
+/* Watchdog: a thread per rank sends heartbeats to every peer (own
+ * communicator, MPI_THREAD_MULTIPLE) and ends the whole job (the abort
+ * hooks: NCCL abort, then MPI_Abort) with one message naming the rank, host
+ * and phase when a peer has been silent for timeout_s (dead, stopped,
+ * wedged) or when every rank has waited for timeout_s with no progress
+ * anywhere (deadlock). Work, however slow, never trips it. Every wait and
+ * collective in comm/ is covered. No thread with one rank. */
+int comm_watchdog_start(const comm_world *w, double timeout_s);
+void comm_watchdog_stop(void);
+double comm_watchdog_timeout(void); /* 0 when not started */
+/* What this rank is doing, for the heartbeats and the watchdog's message
+ * ("loading its weights", "sampling job 3"); also counts as progress. */
+void comm_set_phase(const char *phase);
+
+/* Ends a phase on every rank: each passes its status, all get the worst.
+ * A rank that did not fail logs one line, "THEN: rank R (host H) failed
+ * while WHAT: <rank R's own error line>", so every rank's log says the same
+ * thing (then: "stopping", or "job failed" where the run goes on). */
+int comm_phase_end(const comm_world *w, int status, const char *what, const char *then);
 
 /* Every rank passes its status; all get the largest (0 ok, 1 runtime, 2
  * input): the way a failure on one rank ends every rank the same way. */
@@ -51,5 +72,11 @@ int comm_wait(const comm_world *w, comm_req *req, double timeout_s, const char *
               double *waited);
 
 double comm_now(void); /* monotonic seconds */
+
+/* --log-dir: also writes this rank's log lines to DIR/rank-N.log (DIR is
+ * created when missing; an existing file is appended to). SP_ERR_INPUT when
+ * it cannot be opened (logged). */
+int comm_log_open_dir(const comm_world *w, const char *dir);
+void comm_log_close(void);
 
 #endif

@@ -13,6 +13,7 @@ static char g_device[128] = "cpu";
 static FILE *g_file = NULL;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_errors = 0;
+static char g_last_error[1024] = ""; /* text of the last error line */
 
 #define SP_MAX_HOOKS 8
 static sp_abort_hook g_hooks[SP_MAX_HOOKS];
@@ -59,12 +60,19 @@ SP_LOG_FN(sp_log_debug, "debug: ", 2)
 
 void sp_log_error(const char *fmt, ...) {
   g_errors++;
-  if (g_level < 0) return;
   va_list ap;
+  va_start(ap, fmt);
+  /* Kept even when silenced: it is the text a failed phase sends to the
+   * other ranks (comm_phase_end). */
+  vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
+  va_end(ap);
+  if (g_level < 0) return;
   va_start(ap, fmt);
   emit("error: ", fmt, ap);
   va_end(ap);
 }
+
+const char *sp_log_last_error(void) { return g_last_error; }
 
 int sp_log_error_count(void) { return g_errors; }
 

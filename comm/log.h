@@ -37,6 +37,8 @@ void sp_log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Error lines logged so far by this process (lets a caller add a hint
  * without a second error line). */
 int sp_log_error_count(void);
+/* The text of the last error line (without prefix), "" when none. */
+const char *sp_log_last_error(void);
 
 /* Runs before the process dies in sp_fatal (last registered runs first).
  * comm/ registers the NCCL abort and MPI_Abort here. */

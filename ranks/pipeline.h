@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "transport.h"
 #include "sampler.h"
 #include "stage.h"
 
@@ -41,11 +42,14 @@ typedef struct rank_pipe_stats {
 
 static inline int rank_job_micro_batches(const rank_job *j) { return j->cfg != 1.0f ? 2 : 1; }
 
-/* Runs the whole sampling loop of one job on this rank's stage. Slots: 0 =
- * conditional prompt, 1 = negative prompt (set with rank_stage_set_prompt
- * before). timeout_s bounds every wait on a peer. Rank 0 reports progress
- * when progress is set. */
-int rank_pipeline_sample(const comm_world *w, rank_stage *s, const rank_job *job,
-                         double timeout_s, int progress, rank_pipe_stats *st);
+/* Runs the whole sampling loop of one job on this rank's stage; messages go
+ * through tp (host buffers: the mpi transport). Slots: 0 = conditional
+ * prompt, 1 = negative prompt (set with rank_stage_set_prompt before).
+ * timeout_s bounds a wait on a peer when no watchdog runs (with one, the
+ * watchdog judges: see comm.h). Rank 0 reports progress when progress is
+ * set. */
+int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
+                         const rank_job *job, double timeout_s, int progress,
+                         rank_pipe_stats *st);
 
 #endif

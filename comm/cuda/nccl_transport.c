@@ -1,0 +1,194 @@
+/* The NCCL transport (see transport.h): device buffers between GPUs.
+ *
+ * Start-up as nccl-tests does it: rank 0 makes the unique id, MPI_Bcast
+ * carries it, every rank calls ncclCommInitRankConfig, here with a
+ * non-blocking communicator so no NCCL call can hang the host: each call
+ * returns at once (ncclInProgress) and we poll ncclCommGetAsyncError. All
+ * transfers run on one communication stream of our own, ordered after the
+ * caller's stream by an event (send) and before it by an event (receive), so
+ * compute and communication overlap and nothing syncs the device. A wait
+ * polls the completion event and the communicator's async error; a peer that
+ * died or stopped is caught by the watchdog (or by the wait's own timeout
+ * without heartbeats), whose fatal path runs ncclCommAbort first. */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../comm_internal.h"
+#include "../transport_impl.h"
+#include "log.h"
+
+#define CUDA_CHECK(call)                                                        \
+  do {                                                                          \
+    cudaError_t cuda_rc_ = (call);                                              \
+    if (cuda_rc_ != cudaSuccess)                                                \
+      sp_fatal_at(__FILE__, __LINE__, #call, "cuda error: %s",                  \
+                  cudaGetErrorString(cuda_rc_));                                \
+  } while (0)
+
+/* ncclInProgress is the normal answer of a non-blocking communicator. */
+#define NCCL_CHECK(call)                                                        \
+  do {                                                                          \
+    ncclResult_t nccl_rc_ = (call);                                             \
+    if (nccl_rc_ != ncclSuccess && nccl_rc_ != ncclInProgress)                  \
+      sp_fatal_at(__FILE__, __LINE__, #call, "nccl error: %s",                  \
+                  ncclGetErrorString(nccl_rc_));                                \
+  } while (0)
+
+typedef struct nccl_tp {
+  ncclComm_t comm;
+  cudaStream_t stream; /* the communication stream */
+  int device;
+} nccl_tp;
+
+/* The communicator the abort hook ends (one per process: this file owns it). */
+static ncclComm_t g_abort_comm = NULL;
+
+static void nccl_abort_hook(int code) {
+  (void)code;
+  ncclComm_t c = g_abort_comm;
+  g_abort_comm = NULL;
+  if (c) ncclCommAbort(c);
+}
+
+static void nap(void) {
+  struct timespec ts = {0, 50000};
+  nanosleep(&ts, NULL);
+}
+
+/* Waits until the communicator has no operation in progress; what names it. */
+static void settle(ncclComm_t comm, double timeout_s, const char *what) {
+  double t0 = comm_now();
+  if (comm_watchdog_guards()) timeout_s = 0;
+  comm_wait_begin();
+  for (;;) {
+    ncclResult_t st = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(comm, &st));
+    if (st == ncclSuccess) break;
+    if (st != ncclInProgress)
+      sp_fatal("nccl: %s failed: %s (%s)", what, ncclGetErrorString(st),
+               ncclGetLastError(comm));
+    if (timeout_s > 0 && comm_now() - t0 > timeout_s)
+      sp_fatal("timeout: nccl %s did not complete within %.0f s", what, timeout_s);
+    nap();
+  }
+  comm_wait_end();
+}
+
+static int post(comm_transport *t, void *buf, size_t bytes, int peer, comm_xfer *x,
+                void *stream, int send) {
+  nccl_tp *n = t->impl;
+  if (peer < 0 || peer >= t->w->size || peer == t->w->rank)
+    sp_fatal("internal: nccl message to rank %d from rank %d of %d", peer, t->w->rank,
+             t->w->size);
+  cudaEvent_t ready, done;
+  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  /* Send: after the caller's work that wrote buf. Receive: after the
+   * caller's work that still reads the buffer's old contents. */
+  CUDA_CHECK(cudaEventRecord(ready, (cudaStream_t)stream));
+  CUDA_CHECK(cudaStreamWaitEvent(n->stream, ready, 0));
+  if (send)
+    NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, n->comm, n->stream));
+  else
+    NCCL_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, n->comm, n->stream));
+  settle(n->comm, comm_watchdog_timeout(), send ? "ncclSend" : "ncclRecv");
+  CUDA_CHECK(cudaEventRecord(done, n->stream));
+  CUDA_CHECK(cudaEventDestroy(ready)); /* released once the stream passes it */
+  x->done = done;
+  x->stream = stream;
+  return SP_OK;
+}
+
+static int nccl_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
+                      comm_xfer *x, void *stream) {
+  (void)tag; /* order, not tags, matches NCCL messages */
+  return post(t, (void *)buf, bytes, peer, x, stream, 1);
+}
+
+static int nccl_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int tag,
+                      comm_xfer *x, void *stream) {
+  (void)tag;
+  return post(t, buf, bytes, peer, x, stream, 0);
+}
+
+static int nccl_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,
+                     double *waited) {
+  nccl_tp *n = t->impl;
+  if (!x->done) return SP_OK;
+  cudaEvent_t done = x->done;
+  double t0 = comm_now();
+  if (comm_watchdog_guards()) timeout_s = 0;
+  comm_wait_begin();
+  for (;;) {
+    cudaError_t q = cudaEventQuery(done);
+    if (q == cudaSuccess) break;
+    if (q != cudaErrorNotReady) CUDA_CHECK(q);
+    ncclResult_t st = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(n->comm, &st));
+    if (st != ncclSuccess && st != ncclInProgress)
+      sp_fatal("nccl: %s failed: %s (%s)", what, ncclGetErrorString(st),
+               ncclGetLastError(n->comm));
+    if (timeout_s > 0 && comm_now() - t0 > timeout_s)
+      sp_fatal("timeout: %s did not complete within %.0f s (a peer rank died or hangs)", what,
+               timeout_s);
+    nap();
+  }
+  comm_wait_end();
+  /* The caller's later work on the buffer comes after the transfer. */
+  CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)x->stream, done, 0));
+  CUDA_CHECK(cudaEventDestroy(done));
+  if (waited) *waited += comm_now() - t0;
+  x->done = NULL;
+  return SP_OK;
+}
+
+static void nccl_close(comm_transport *t) {
+  nccl_tp *n = t->impl;
+  if (!n) return;
+  CUDA_CHECK(cudaStreamSynchronize(n->stream));
+  NCCL_CHECK(ncclCommFinalize(n->comm));
+  settle(n->comm, comm_watchdog_timeout(), "ncclCommFinalize");
+  g_abort_comm = NULL;
+  NCCL_CHECK(ncclCommDestroy(n->comm));
+  CUDA_CHECK(cudaStreamDestroy(n->stream));
+  free(n);
+  t->impl = NULL;
+}
+
+static const comm_transport_ops nccl_ops = {nccl_isend, nccl_irecv, nccl_wait, nccl_close};
+
+int comm_nccl_open(const comm_world *w, int cuda_device, comm_transport *t) {
+  /* NVLink multicast (NVLS) stays off everywhere in this project: it needs
+   * fabric-manager multicast support the machines we run on do not give. */
+  const char *nvls = getenv("NCCL_NVLS_ENABLE");
+  if (nvls && strcmp(nvls, "0") != 0)
+    sp_log_warn("NCCL_NVLS_ENABLE=%s: overridden to 0 (NVLink multicast stays off)", nvls);
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || cuda_device < 0 || cuda_device >= ndev) {
+    sp_log_error("--transport nccl: this rank's GPU %d is not visible (%d GPUs)", cuda_device,
+                 ndev);
+    return SP_ERR_INPUT;
+  }
+  CUDA_CHECK(cudaSetDevice(cuda_device));
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  if (w->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  comm_bcast(w, &id, sizeof id, 0);
+  nccl_tp *n = sp_xcalloc(1, sizeof *n);
+  n->device = cuda_device;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  NCCL_CHECK(ncclCommInitRankConfig(&n->comm, w->size, id, w->rank, &cfg));
+  g_abort_comm = n->comm;
+  sp_abort_hook_push(nccl_abort_hook);
+  settle(n->comm, comm_watchdog_timeout(), "ncclCommInitRankConfig");
+  CUDA_CHECK(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+  t->ops = &nccl_ops;
+  t->impl = n;
+  sp_log_debug("nccl: communicator of %d ranks on GPU %d", w->size, cuda_device);
+  return SP_OK;
+}

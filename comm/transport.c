@@ -1,0 +1,122 @@
+/* Transport selection, dispatch and the MPI transport (see transport.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "transport_impl.h"
+
+int comm_transport_parse(const char *s, comm_transport_kind *out) {
+  static const char *names[] = {"auto", "mpi", "nccl"};
+  for (int i = 0; i < 3; i++) {
+    if (strcmp(s, names[i]) == 0) {
+      *out = (comm_transport_kind)i;
+      return SP_OK;
+    }
+  }
+  sp_log_error("--transport: '%s' is not auto, mpi or nccl", s);
+  return SP_ERR_INPUT;
+}
+
+const char *comm_transport_name(comm_transport_kind k) {
+  return k == COMM_TRANSPORT_NCCL ? "nccl" : k == COMM_TRANSPORT_MPI ? "mpi" : "auto";
+}
+
+#ifdef STATICPIPE_HAVE_CUDA
+static const int have_nccl = 1;
+#else
+static const int have_nccl = 0;
+#endif
+
+int comm_transport_choose(const comm_world *w, comm_transport_kind want, int gpu_buffers,
+                          int local_gpus, comm_transport_kind *out) {
+  /* A rank has a GPU of its own when its node has at least as many GPUs as
+   * ranks: every rank must agree, so the worst case decides. */
+  int own = local_gpus >= w->local_size ? 1 : 0;
+  int all_own = -comm_agree(w, -own); /* min over ranks */
+  const char *why = NULL;
+  if (!gpu_buffers)
+    why = "the cpu backend keeps its activations in host memory (nccl needs --device cuda)";
+  else if (!have_nccl)
+    why = "this build has no NCCL (configured without CUDA)";
+  else if (!all_own)
+    why = "some node runs more ranks than it has GPUs, and NCCL refuses two ranks on one GPU";
+  if (want == COMM_TRANSPORT_NCCL && why) {
+    if (w->rank == 0) sp_log_error("--transport nccl: %s; use --transport mpi", why);
+    return SP_ERR_INPUT;
+  }
+  if (want == COMM_TRANSPORT_AUTO) want = why || w->size == 1 ? COMM_TRANSPORT_MPI : COMM_TRANSPORT_NCCL;
+  *out = want;
+  return SP_OK;
+}
+
+static int mpi_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
+                     comm_xfer *x, void *stream) {
+  (void)stream; /* host memory: the caller's work on buf is already done */
+  return comm_isend(t->w, buf, bytes, peer, tag, &x->mpi);
+}
+
+static int mpi_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int tag,
+                     comm_xfer *x, void *stream) {
+  (void)stream;
+  return comm_irecv(t->w, buf, bytes, peer, tag, &x->mpi);
+}
+
+static int mpi_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,
+                    double *waited) {
+  return comm_wait(t->w, &x->mpi, timeout_s, what, waited);
+}
+
+static void mpi_close(comm_transport *t) { (void)t; }
+
+static const comm_transport_ops mpi_ops = {mpi_isend, mpi_irecv, mpi_wait, mpi_close};
+
+int comm_transport_open(const comm_world *w, comm_transport_kind kind, int cuda_device,
+                        comm_transport **out) {
+  comm_transport *t = sp_xcalloc(1, sizeof *t);
+  t->w = w;
+  t->kind = kind;
+  int rc = SP_OK;
+  if (kind == COMM_TRANSPORT_MPI) {
+    t->ops = &mpi_ops;
+  } else if (kind == COMM_TRANSPORT_NCCL) {
+#ifdef STATICPIPE_HAVE_CUDA
+    rc = comm_nccl_open(w, cuda_device, t);
+#else
+    (void)cuda_device;
+    sp_log_error("--transport nccl: this build has no NCCL");
+    rc = SP_ERR_INPUT;
+#endif
+  } else {
+    sp_log_error("internal: transport 'auto' must be resolved before it is opened");
+    rc = SP_ERR_RUNTIME;
+  }
+  if (rc != SP_OK) {
+    free(t);
+    return rc;
+  }
+  *out = t;
+  return SP_OK;
+}
+
+void comm_transport_close(comm_transport *t) {
+  if (!t) return;
+  t->ops->close(t);
+  free(t);
+}
+
+comm_transport_kind comm_transport_kind_of(const comm_transport *t) { return t->kind; }
+
+int comm_tp_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
+                  comm_xfer *x, void *stream) {
+  return t->ops->isend(t, buf, bytes, peer, tag, x, stream);
+}
+
+int comm_tp_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int tag, comm_xfer *x,
+                  void *stream) {
+  return t->ops->irecv(t, buf, bytes, peer, tag, x, stream);
+}
+
+int comm_tp_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,
+                 double *waited) {
+  return t->ops->wait(t, x, timeout_s, what, waited);
+}

@@ -1,0 +1,66 @@
+/* The transport: asynchronous sends and receives of a buffer to or from a
+ * peer rank, behind one interface with two implementations.
+ *
+ *   mpi   host buffers, MPI_Isend/Irecv (comm_isend); the CPU backend, and
+ *         several ranks sharing one GPU (NCCL refuses that), host-staged.
+ *   nccl  device buffers, ncclSend/Recv on a dedicated communication stream
+ *         ordered after the caller's stream with events (comm/cuda/).
+ *
+ * The stream is the last argument, as a void* (a cudaStream_t, or NULL on
+ * the host) so that this header stays free of CUDA. Messages between two
+ * ranks must be posted in the same order on both sides (NCCL has no tags;
+ * the tag is checked only by MPI). */
+#ifndef COMM_TRANSPORT_H
+#define COMM_TRANSPORT_H
+
+#include <stddef.h>
+
+#include "comm.h"
+
+typedef enum {
+  COMM_TRANSPORT_AUTO = 0,
+  COMM_TRANSPORT_MPI = 1,
+  COMM_TRANSPORT_NCCL = 2,
+} comm_transport_kind;
+
+/* "auto" | "mpi" | "nccl"; logs --transport and returns SP_ERR_INPUT otherwise. */
+int comm_transport_parse(const char *s, comm_transport_kind *out);
+const char *comm_transport_name(comm_transport_kind k);
+
+/* Collective. Resolves --transport for this job: auto is nccl when the
+ * stages keep their buffers on GPUs (gpu_buffers), this build has NCCL and
+ * every rank has a GPU of its own (no node runs more ranks than it has
+ * GPUs, local_gpus = GPUs this rank sees), else mpi. nccl where that does
+ * not hold is refused with the reason (SP_ERR_INPUT, logged on rank 0). */
+int comm_transport_choose(const comm_world *w, comm_transport_kind want, int gpu_buffers,
+                          int local_gpus, comm_transport_kind *out);
+
+typedef struct comm_transport comm_transport;
+
+/* One transfer in flight. */
+typedef struct comm_xfer {
+  comm_req mpi; /* mpi */
+  void *done;   /* nccl: cudaEvent_t recorded after the transfer, or NULL */
+  void *stream; /* nccl: the caller's stream, ordered after a receive */
+} comm_xfer;
+
+/* Collective. cuda_device: this rank's GPU (nccl only). */
+int comm_transport_open(const comm_world *w, comm_transport_kind kind, int cuda_device,
+                        comm_transport **out);
+void comm_transport_close(comm_transport *t);
+comm_transport_kind comm_transport_kind_of(const comm_transport *t);
+
+/* Post a send / receive of bytes at buf; stream: the caller's stream whose
+ * earlier work produced (send) or will consume (receive) buf. */
+int comm_tp_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
+                  comm_xfer *x, void *stream);
+int comm_tp_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int tag, comm_xfer *x,
+                  void *stream);
+/* Blocks until x completes (the watchdog guards the wait; timeout_s applies
+ * when it cannot, see comm_wait) and, for a receive, orders the caller's
+ * stream after it. Adds the seconds waited to *waited when not NULL. A
+ * transfer never posted (zeroed) completes at once. */
+int comm_tp_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,
+                 double *waited);
+
+#endif
