@@ -437,18 +437,11 @@ extern "C" int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaS
  * lands; a build without it says so when simple is asked for. */
 #pragma weak kern_cuda_attention
 
-typedef struct att_choice {
-  int64_t Lq, Lk, heads;
-  float scale;
-  kern_attn_backend b;
-} att_choice;
 
 struct kern_attn_ctx {
   kern_attn_backend want;
   kern_cuda_gemm_ctx *gemm;
   kern_attn_cudnn *cudnn; /* NULL: not asked for, or could not be created */
-  att_choice *choices;    /* auto's measured winners */
-  int nchoices, cap;
   kern_attn_backend last;
 };
 
@@ -501,7 +494,6 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
 extern "C" void kern_attn_ctx_destroy(kern_attn_ctx *ctx) {
   if (!ctx) return;
   kern_attn_cudnn_destroy(ctx->cudnn);
-  free(ctx->choices);
   free(ctx);
 }
 
@@ -527,39 +519,13 @@ static kern_attn_backend att_cudnn_or_flash(kern_attn_ctx *ctx, const kern_attn_
   return KERN_ATTN_FLASH;
 }
 
-/* auto: time each candidate (one warm-up run, then 3 timed runs) once per
- * shape; the winner is cached. */
-static kern_attn_backend att_measure(kern_attn_ctx *ctx, const kern_attn_params *p,
-                                     cudaStream_t stream) {
-  if (!ctx->cudnn || att_cudnn_or_flash(ctx, p, stream) != KERN_ATTN_CUDNN)
-    return KERN_ATTN_FLASH; /* no cudnn for this shape: nothing to compare */
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-  float ms[2] = {0, 0};
-  for (int which = 0; which < 2; which++) {
-    if (which == 1) kern_attn_flash(*p, stream); /* warm-up; cudnn's was above */
-    CUDA_CHECK(cudaEventRecord(e0, stream));
-    for (int r = 0; r < 3; r++) {
-      if (which == 0)
-        (void)kern_attn_cudnn_run(ctx->cudnn, *p, stream); /* plan cached: SP_OK */
-      else
-        kern_attn_flash(*p, stream);
-    }
-    CUDA_CHECK(cudaEventRecord(e1, stream));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    CUDA_CHECK(cudaEventElapsedTime(&ms[which], e0, e1));
-  }
-  CUDA_CHECK(cudaEventDestroy(e0));
-  CUDA_CHECK(cudaEventDestroy(e1));
-  kern_attn_backend b = ms[0] <= ms[1] ? KERN_ATTN_CUDNN : KERN_ATTN_FLASH;
-  sp_log_info("attention: auto picks %s for Lq %lld, Lk %lld, heads %lld (cudnn %.3f ms, flash "
-              "%.3f ms)",
-              kern_attn_backend_name(b), (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
-              ms[0] / 3, ms[1] / 3);
-  return b;
-}
-
+/* auto: cudnn where cuDNN takes the shape, else the own flash kernel. A
+ * fixed rule and not a timing: a pick made by measuring would follow timing
+ * noise where the two are close, and then a rerun, or two ranks holding the
+ * same shape, could run different kernels and give different bits. The
+ * measurement that justifies the rule is the attention benchmark
+ * (launch/bench/RESULTS.md: cuDNN 1.7x to 2x faster than flash at every Wan
+ * shape on the H200); on a GPU where cuDNN refuses the shape, flash runs. */
 extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scratch,
                               size_t scratch_bytes, cudaStream_t stream) {
   kern_attn_backend want = ctx->want;
@@ -583,28 +549,5 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
     return;
   case KERN_ATTN_AUTO: break;
   }
-  const float scale = p.scale > 0.f ? p.scale : 1.0f / sqrtf((float)p.hd);
-  att_choice *ch = NULL;
-  for (int i = 0; i < ctx->nchoices; i++) {
-    att_choice *c = &ctx->choices[i];
-    if (c->Lq == p.Lq && c->Lk == p.Lk && c->heads == p.heads && c->scale == scale) ch = c;
-  }
-  if (!ch) {
-    if (ctx->nchoices == ctx->cap) {
-      int cap = ctx->cap ? 2 * ctx->cap : 8;
-      att_choice *nc = (att_choice *)realloc(ctx->choices, (size_t)cap * sizeof *nc);
-      if (!nc) sp_fatal("attention (auto): out of host memory for the choice cache (%d)", cap);
-      ctx->choices = nc;
-      ctx->cap = cap;
-    }
-    ch = &ctx->choices[ctx->nchoices++];
-    ch->Lq = p.Lq, ch->Lk = p.Lk, ch->heads = p.heads, ch->scale = scale;
-    ch->b = att_measure(ctx, &p, stream);
-  }
-  if (ch->b == KERN_ATTN_CUDNN)
-    ctx->last = att_cudnn_or_flash(ctx, &p, stream);
-  else {
-    kern_attn_flash(p, stream);
-    ctx->last = KERN_ATTN_FLASH;
-  }
+  ctx->last = att_cudnn_or_flash(ctx, &p, stream);
 }

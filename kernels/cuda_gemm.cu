@@ -46,6 +46,7 @@ struct kern_cuda_gemm_ctx {
   size_t workspace_bytes;
   gemm_entry cache[GEMM_CACHE_SIZE];
   int next_victim; /* round-robin replacement when the cache is full */
+  cublasStatus_t last_status; /* of the last heuristic query, for the error message */
 };
 
 extern "C" kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes) {
@@ -141,7 +142,14 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, e->op, e->la, e->lb, e->ld, e->ld,
                                                      pref, 1, &res, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(st);
+  /* A refused combination (NOT_SUPPORTED, or INVALID_VALUE for an epilogue
+   * this cuBLASLt does not take with these types, seen for a bf16 bias on
+   * an fp32 output) is not an error here: the caller tries the next form. */
+  ctx->last_status = st;
+  if (st != CUBLAS_STATUS_SUCCESS)
+    sp_log_debug("gemm: M %lld N %lld K %lld, epilogue %s: heuristic says %s", (long long)k->M,
+                 (long long)k->N, (long long)k->K, fused ? "fused" : "none",
+                 cublasLtGetStatusName(st));
   if (st != CUBLAS_STATUS_SUCCESS || found < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
     e->used = 1;
     entry_release(e);
@@ -171,10 +179,10 @@ static gemm_entry *entry_get(kern_cuda_gemm_ctx *ctx, const gemm_key *k) {
   if (want_epi && entry_try(ctx, k, 1, slot)) return slot;
   if (entry_try(ctx, k, 0, slot)) return slot;
   sp_fatal("gemm: cuBLASLt has no algorithm for M %lld N %lld K %lld (lda %lld ldb %lld "
-           "ldd %lld, batch %lld, output %s): check sizes and 16-byte alignment",
+           "ldd %lld, batch %lld, output %s; heuristic: %s): check sizes and 16-byte alignment",
            (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->lda,
            (long long)k->ldb, (long long)k->ldd, (long long)k->batch,
-           kern_dtype_name((kern_dtype)k->d_dtype));
+           kern_dtype_name((kern_dtype)k->d_dtype), cublasLtGetStatusName(ctx->last_status));
 }
 
 static int misaligned(const void *p) { return ((uintptr_t)p & 15u) != 0; }

@@ -11,8 +11,9 @@
  *   simple the correct-first reference of the CUDA backend
  *          (kern_cuda_attention in kern_cuda.h: cuBLASLt GEMMs and an exact
  *          softmax through a scores scratch).
- *   auto   the faster of cudnn and flash for each shape, measured once on the
- *          first call of that shape and cached in the context.
+ *   auto   cudnn where cuDNN takes the shape, else flash: a fixed rule, so
+ *          reruns and every rank run the same kernel (a timed pick would
+ *          follow timing noise and break bit-identical results).
  *
  * Layout, the same as kern_cuda_attention: token-major with heads
  * interleaved, q (Lq, heads, hd), k, v (Lk, heads, hd), out (Lq, heads, hd),
@@ -102,9 +103,7 @@ void kern_attn_ctx_destroy(kern_attn_ctx *ctx);
 
 /* Attention with the context's backend. scratch/scratch_bytes are used by
  * the simple backend only (kern_cuda_attention_scratch_bytes; NULL, 0 are
- * fine for the others). For auto, the first call of a shape times cudnn and
- * flash (a few runs each, synchronising `stream` once: setup, not the step
- * loop) and caches the winner. */
+ * fine for the others). */
 void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scratch, size_t scratch_bytes,
                    cudaStream_t stream);
 

@@ -33,25 +33,29 @@ static void usage(FILE *f) {
           "                        for the shape, measured once), cudnn (cuDNN fused attention,\n"
           "                        falls back to flash when refused), flash (own kernel, sm_80+),\n"
           "                        simple (the reference: cuBLASLt GEMMs, exact softmax)\n"
+          "      --profile         CUDA: time every op of every block and print each op's\n"
+          "                        mean time against its floor (FLOPs or bytes over the\n"
+          "                        measured ceilings)\n"
           "      --no-verify       do not check the weights' checksums while loading\n"
           "  -h, --help            this text\n"
           "Threads: OMP_NUM_THREADS (results do not depend on it).\n");
 }
 
 int cmd_forward(int argc, char **argv) {
-  enum { OPT_NO_VERIFY = 1000, OPT_ATTN };
+  enum { OPT_NO_VERIFY = 1000, OPT_ATTN, OPT_PROFILE };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'},    {"latent", required_argument, 0, 'l'},
       {"timestep", required_argument, 0, 't'}, {"cond", required_argument, 0, 'c'},
       {"out", required_argument, 0, 'o'},      {"device", required_argument, 0, 'd'},
       {"no-verify", no_argument, 0, OPT_NO_VERIFY}, {"help", no_argument, 0, 'h'},
-      {"attn", required_argument, 0, OPT_ATTN},
+      {"attn", required_argument, 0, OPT_ATTN},  {"profile", no_argument, 0, OPT_PROFILE},
       {0, 0, 0, 0}};
   const char *model = NULL, *latent_path = NULL, *cond_path = NULL, *out_path = NULL;
   const char *device = "auto";
   double t = -1;
   int have_t = 0, verify = 1;
   rank_attn attn = RANK_ATTN_AUTO;
+  int profile = 0;
   cli_getopt_reset();
   int ch;
   while ((ch = getopt_long(argc, argv, "m:l:t:c:o:d:h", opts, NULL)) != -1) {
@@ -66,6 +70,7 @@ int cmd_forward(int argc, char **argv) {
     case 'o': out_path = optarg; break;
     case 'd': device = optarg; break;
     case OPT_NO_VERIFY: verify = 0; break;
+    case OPT_PROFILE: profile = 1; break;
     case OPT_ATTN:
       if (rank_attn_parse(optarg, &attn)) return SP_ERR_INPUT;
       break;
@@ -89,6 +94,7 @@ int cmd_forward(int argc, char **argv) {
   rank_model *m = NULL;
   rank_tensor lat = {0}, ctx = {0};
   rank_stage *s = NULL;
+  rank_stage_cfg cfg = {0}; /* cpu until set: done: frees with it */
   float *ctx_emb = NULL, *act = NULL, *pred = NULL;
   int rc = rank_model_open(model, verify, &m);
   if (rc != SP_OK) return rc;
@@ -96,10 +102,10 @@ int cmd_forward(int argc, char **argv) {
   if ((rc = inputs_read_latent(latent_path, "latent", c, NULL, &lat)) != SP_OK) goto done;
   if ((rc = inputs_read_context(cond_path, "context", c, &ctx)) != SP_OK) goto done;
 
-  rank_stage_cfg cfg = {.first_block = 0, .last_block = (int)c->layers - 1, .embed = 1,
+  cfg = (rank_stage_cfg){.first_block = 0, .last_block = (int)c->layers - 1, .embed = 1,
                         .head = 1, .prompts = 1, .lat_f = lat.dims[1], .lat_h = lat.dims[2],
                         .lat_w = lat.dims[3], .device = dev, .cuda_device = 0,
-                        .attn = attn};
+                        .attn = attn, .profile = profile};
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
   int64_t L = rank_stage_tokens(s);
@@ -108,7 +114,7 @@ int cmd_forward(int argc, char **argv) {
               model, dev == RANK_DEVICE_CUDA ? "cuda:0" : "cpu", (long long)lat.dims[0], (long long)lat.dims[1], (long long)lat.dims[2],
               (long long)lat.dims[3], (long long)L, t, (long long)ctx.dims[0], (double)bytes / 1e6);
   ctx_emb = sp_xmalloc((size_t)(c->text_len * c->dim) * sizeof(float));
-  act = sp_xmalloc((size_t)rank_act_floats(c, L) * sizeof(float));
+  act = rank_stage_host_alloc(&cfg, (size_t)rank_act_floats(c, L) * sizeof(float));
   pred = sp_xmalloc((size_t)lat.numel * sizeof(float));
   rank_stage_embed_text(s, ctx.data, ctx.dims[0], ctx_emb);
   rank_stage_set_prompt(s, 0, ctx_emb);
@@ -142,7 +148,7 @@ int cmd_forward(int argc, char **argv) {
   if (rc == SP_OK) sp_log_info("forward: wrote %s", out_path);
 done:
   free(pred);
-  free(act);
+  rank_stage_host_free(&cfg, act);
   free(ctx_emb);
   rank_stage_free(s);
   rank_tensor_free(&lat);

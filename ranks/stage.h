@@ -36,6 +36,7 @@ typedef struct rank_stage_cfg {
   const uint8_t *streamed;
   int prefetch_depth;
   rank_attn attn; /* CUDA attention backend (the CPU has one exact attention) */
+  int profile;    /* CUDA: time every op of every block, report per call */
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */
@@ -44,6 +45,11 @@ int rank_cuda_available(void);
 int rank_device_parse(const char *s, rank_device *out);
 
 typedef struct rank_stage rank_stage;
+
+/* Host buffers the stage copies to and from (activation messages,
+ * latents): pinned on the CUDA backend, so copies run at the link's rate. */
+void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes);
+void rank_stage_host_free(const rank_stage_cfg *cfg, void *p);
 
 /* Floats in one activation message for this workload. */
 int64_t rank_act_floats(const wan_config *c, int64_t tokens);
