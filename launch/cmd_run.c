@@ -689,7 +689,11 @@ summary:
       if (job_rc[i] != SP_OK)
         sp_log_warn("jobs: %s:%d (out=%s) failed", o.jobs, jobs[i].line,
                     jobs[i].out[0] ? jobs[i].out : "?");
-    sp_log_info("jobs: %d of %d done, %d failed (%s)", done_ok, njobs, failed, o.jobs);
+    /* A warning when any failed, so that -q still shows it. */
+    if (failed)
+      sp_log_warn("jobs: %d of %d done, %d failed (%s)", done_ok, njobs, failed, o.jobs);
+    else
+      sp_log_info("jobs: %d of %d done, %d failed (%s)", done_ok, njobs, failed, o.jobs);
   }
   free(job_rc);
   if (best_tokens < 0) goto done;

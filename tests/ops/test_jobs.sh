@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# --jobs (issue 8 "Tests"): 5 jobs with one bad line on a 2-rank pipeline:
+# the 4 good ones give outputs bit-identical to separate runs of the same
+# settings, the bad line fails with one clear message naming file and line,
+# a summary says 4 of 5, and the exit status is non-zero.
+set -u
+. "$SP_SRC/tests/common/find_python.sh"
+command -v mpirun >/dev/null || { echo "mpirun not found: run launch/deps.sh"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+S=$RANDOM
+echo "seed $S"
+"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
+"$PY" - "$T" $S <<'PYEOF' || exit 1
+import sys, h5py, numpy as np
+d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
+for name in ("a", "b"):
+    with h5py.File(f"{d}/{name}.h5", "w") as f:
+        f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
+        f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
+with h5py.File(f"{d}/noise.h5", "w") as f:
+    f["noise"] = r.standard_normal((16, 3, 8, 6)).astype(np.float32)
+PYEOF
+B=(--model "$T/m.h5" -q --steps 3 --frames 9 --size 64x48)
+# Jobs differ in prompt, seed/noise, cfg, sampler, steps and shape.
+cat > "$T/jobs.txt" <<JOBS
+# five jobs, one of them bad
+cond=$T/a.h5 out=$T/j1.h5 seed=$((S + 1))
+cond=$T/b.h5 out=$T/j2.h5 noise=$T/noise.h5 cfg=1 sampler=euler   # conditional only
+
+cond=$T/a.h5 out=$T/j3.h5 seed=$((S + 2)) frames=10
+cond=$T/b.h5 out=$T/j4.h5 seed=$((S + 3)) size=32x64 steps=2 shift=3
+cond=$T/a.h5 out=$T/j5.h5 seed=$((S + 4)) cfg=3.5
+JOBS
+out=$(mpirun -np 2 "$SP_BIN" run "${B[@]}" --jobs "$T/jobs.txt" 2>&1); rc=$?
+echo "$out" | grep -e error -e "jobs:" | sed 's/^/   /'
+[ $rc -ne 0 ] && ok "exit $rc (one job failed)" || bad "exit 0 although a job failed"
+n=$(echo "$out" | grep -c "error:")
+if [ "$n" -eq 1 ] && echo "$out" | grep -q "error: $T/jobs.txt:5: frames=10 is not of the form 4k+1"; then
+  ok "bad line: one message naming the file and line"
+else bad "bad line: $n error lines: $out"; fi
+echo "$out" | grep -q "jobs: 4 of 5 done, 1 failed" && ok "summary" || bad "no summary: $out"
+[ ! -e "$T/j3.h5" ] && ok "no output for the bad line" || bad "j3.h5 exists"
+
+same() {
+  "$PY" -c 'import sys,h5py
+a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
+sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
+}
+check() { # job settings...
+  local j=$1; shift
+  "$SP_BIN" run "${B[@]}" "$@" -o "$T/s$j.h5" 2>"$T/s$j.err" || { bad "separate run $j: $(cat "$T/s$j.err")"; return; }
+  same "$T/j$j.h5" "$T/s$j.h5" && ok "job $j bit-identical to its separate run" || bad "job $j differs from its separate run"
+}
+check 1 --cond "$T/a.h5" --seed $((S + 1))
+check 2 --cond "$T/b.h5" --noise "$T/noise.h5" --cfg 1 --sampler euler
+check 4 --cond "$T/b.h5" --seed $((S + 3)) --size 32x64 --steps 2 --shift 3
+check 5 --cond "$T/a.h5" --seed $((S + 4)) --cfg 3.5
+
+# A job whose input fails at run time fails alone; all good: exit 0.
+printf 'cond=%s out=%s\ncond=%s/missing.h5 out=%s\n' "$T/a.h5" "$T/k1.h5" "$T" "$T/k2.h5" > "$T/j2.txt"
+out=$(mpirun -np 2 "$SP_BIN" run "${B[@]}" --jobs "$T/j2.txt" 2>&1); rc=$?
+if [ $rc -eq 2 ] && [ -e "$T/k1.h5" ] && [ ! -e "$T/k2.h5" ] && echo "$out" | grep -q "\[rank 1\] error: job failed: rank 0 .*missing.h5" \
+   && echo "$out" | grep -q "jobs: 1 of 2 done"; then ok "missing cond in a job: that job fails, the other is written"
+else bad "missing cond job (exit $rc): $out"; fi
+printf 'cond=%s out=%s seed=7\n' "$T/b.h5" "$T/g1.h5" > "$T/j3.txt"
+mpirun -np 2 "$SP_BIN" run "${B[@]}" --jobs "$T/j3.txt" 2>/dev/null && [ -e "$T/g1.h5" ] && ok "all jobs good: exit 0" || bad "good jobs file failed"
+out=$("$SP_BIN" run "${B[@]}" --jobs "$T/none.txt" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "none.txt: cannot open" && ok "missing jobs file: exit 2" || bad "missing jobs file: $rc $out"
+
+[ $fail -eq 0 ] && echo "jobs: all checks passed" || echo "jobs: FAILED"
+exit $fail
