@@ -93,22 +93,33 @@ extern "C" void kern_cuda_layernorm_modulate(const float *x, const uint16_t *w,
 
 /* ---- RMSNorm + RoPE ----------------------------------------------------- */
 
-/* x (L, heads*hd) fp32 -> y (L, heads*hd) bf16; w (heads*hd) bf16;
+/* x (L, heads*hd) fp32 or bf16 -> y (L, heads*hd) bf16; w (heads*hd) bf16;
  * cos_t, sin_t (L, hd/2) fp32 or NULL. One CTA per token; thread work is
- * one interleaved pair (x[2p], x[2p+1]) so the rotation needs no exchange. */
-__global__ void rmsnorm_rope_kernel(const float *x, const __nv_bfloat16 *w, const float *cos_t,
+ * one interleaved pair (x[2p], x[2p+1]) so the rotation needs no exchange.
+ * Each thread reads the pair it writes after the row's statistics, so y may
+ * alias x. */
+__device__ __forceinline__ float load_f(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load_f(const __nv_bfloat16 *p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+
+template <typename T>
+__global__ void rmsnorm_rope_kernel(const T *x, const __nv_bfloat16 *w, const float *cos_t,
                                     const float *sin_t, __nv_bfloat16 *y, int64_t dim,
                                     int64_t hd, float eps) {
   __shared__ float red[NORM_THREADS / 32];
   const int64_t l = blockIdx.x, half = hd / 2, pairs = dim / 2;
-  const float *xr = x + l * dim;      // (dim)
+  const T *xr = x + l * dim;          // (dim)
   __nv_bfloat16 *yr = y + l * dim;    // (dim)
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS) ss += xr[i] * xr[i];
+  for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS) {
+    const float v = load_f(xr, i);
+    ss += v * v;
+  }
   const float r = 1.0f / sqrtf(block_sum(ss, red) / (float)dim + eps);
   for (int64_t p = threadIdx.x; p < pairs; p += NORM_THREADS) {
-    float a0 = xr[2 * p] * r * __bfloat162float(w[2 * p]);
-    float a1 = xr[2 * p + 1] * r * __bfloat162float(w[2 * p + 1]);
+    float a0 = load_f(xr, 2 * p) * r * __bfloat162float(w[2 * p]);
+    float a1 = load_f(xr, 2 * p + 1) * r * __bfloat162float(w[2 * p + 1]);
     if (cos_t) {
       const int64_t j = p % half; /* pair index inside its head */
       const float c = cos_t[l * half + j], s = sin_t[l * half + j];
@@ -121,7 +132,8 @@ __global__ void rmsnorm_rope_kernel(const float *x, const __nv_bfloat16 *w, cons
   }
 }
 
-extern "C" void kern_cuda_rmsnorm_rope(const float *x, const uint16_t *w, const float *cos_t,
+extern "C" void kern_cuda_rmsnorm_rope(const void *x, kern_dtype x_dtype, const uint16_t *w,
+                                       const float *cos_t,
                                        const float *sin_t, uint16_t *y, int64_t L,
                                        int64_t heads, int64_t hd, float eps,
                                        cudaStream_t stream) {
@@ -133,7 +145,13 @@ extern "C" void kern_cuda_rmsnorm_rope(const float *x, const uint16_t *w, const 
     sp_fatal("rmsnorm_rope: cos and sin tables must be both given or both NULL");
   if (!w) sp_fatal("rmsnorm_rope: the norm weight is required");
   if (L == 0) return;
-  rmsnorm_rope_kernel<<<(unsigned)L, NORM_THREADS, 0, stream>>>(
-      x, (const __nv_bfloat16 *)w, cos_t, sin_t, (__nv_bfloat16 *)y, heads * hd, hd, eps);
+  if (x_dtype == KERN_DTYPE_BF16)
+    rmsnorm_rope_kernel<<<(unsigned)L, NORM_THREADS, 0, stream>>>(
+        (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, cos_t, sin_t, (__nv_bfloat16 *)y,
+        heads * hd, hd, eps);
+  else
+    rmsnorm_rope_kernel<<<(unsigned)L, NORM_THREADS, 0, stream>>>(
+        (const float *)x, (const __nv_bfloat16 *)w, cos_t, sin_t, (__nv_bfloat16 *)y,
+        heads * hd, hd, eps);
   CUDA_LAUNCH_CHECK();
 }

@@ -102,9 +102,11 @@ void kern_cuda_layernorm_modulate(const float *x, const uint16_t *w, const uint1
  * The angles are computed on the host in double (kern_cpu_rope_table) and
  * stored fp32; the rotation itself is fp32 on the GPU (the CPU rotates in
  * double), a difference far below bf16 rounding.
- * x (L, heads*hd) fp32, w (heads*hd) bf16, cos_t, sin_t (L, hd/2) fp32 or
- * both NULL (no RoPE, cross-attention), y (L, heads*hd) bf16. hd even. */
-void kern_cuda_rmsnorm_rope(const float *x, const uint16_t *w, const float *cos_t,
+ * x (L, heads*hd) fp32 or bf16 (x_dtype; the projection's output), w
+ * (heads*hd) bf16, cos_t, sin_t (L, hd/2) fp32 or both NULL (no RoPE,
+ * cross-attention), y (L, heads*hd) bf16, may alias x. hd even. */
+void kern_cuda_rmsnorm_rope(const void *x, kern_dtype x_dtype, const uint16_t *w,
+                            const float *cos_t,
                             const float *sin_t, uint16_t *y, int64_t L, int64_t heads,
                             int64_t hd, float eps, cudaStream_t stream);
 

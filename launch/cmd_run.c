@@ -29,6 +29,10 @@ typedef struct run_opts {
   double timeout;
   comm_transport_kind transport;
   int verify, quiet, preview, json;
+  rank_device dev;    /* from --device */
+  rank_attn attn;     /* --attn */
+  const char *devices; /* --devices LIST */
+  int cuda_device;    /* this rank's GPU (resolved after MPI start-up) */
 } run_opts;
 
 static void usage(FILE *f) {
@@ -70,7 +74,12 @@ static void usage(FILE *f) {
           "                        when any job failed\n"
           "  -b, --budget STR      memory budget per rank (default auto); see 'staticpipe plan\n"
           "                        --help' for the forms (bytes, ratio, fraction, auto)\n"
-          "  -d, --device DEV      cpu (default; the CUDA backend is not implemented yet)\n"
+          "  -d, --device DEV      auto (default: cuda when a GPU is visible), cuda or cpu\n"
+          "      --devices LIST    CUDA devices to use, e.g. 0,2: a rank takes LIST[local rank\n"
+          "                        mod its length] (default: local rank mod the devices\n"
+          "                        visible; CUDA_VISIBLE_DEVICES is honoured)\n"
+          "      --attn NAME       CUDA attention: auto (default: cudnn where cuDNN takes the\n"
+          "                        shape, else flash), cudnn, flash (own kernel), simple\n"
           "      --transport T     auto (default: nccl when every rank has a GPU of its own\n"
           "                        and the stages run on GPUs, else mpi), mpi or nccl\n"
           "      --timeout S       longest any rank may go without hearing from a peer it\n"
@@ -99,7 +108,7 @@ static int set_path(const char *flag, const char *v, char *dst) {
 
 static int parse(int argc, char **argv, run_opts *o, int *help) {
   enum { O_SHIFT = 1000, O_SAMPLER, O_SEED, O_NOISE, O_TIMEOUT, O_NO_PREVIEW, O_NO_VERIFY,
-         O_JOBS, O_LOG_DIR, O_TRANSPORT };
+         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'},   {"cond", required_argument, 0, 'c'},
       {"frames", required_argument, 0, 'f'},  {"size", required_argument, 0, 's'},
@@ -113,11 +122,12 @@ static int parse(int argc, char **argv, run_opts *o, int *help) {
       {"json", no_argument, 0, 'j'},          {"jobs", required_argument, 0, O_JOBS},
       {"log-dir", required_argument, 0, O_LOG_DIR},
       {"transport", required_argument, 0, O_TRANSPORT},
+      {"attn", required_argument, 0, O_ATTN},  {"devices", required_argument, 0, O_DEVICES},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->timeout = 300;
   o->verify = o->preview = 1;
-  o->device = "cpu";
+  o->device = "auto";
   o->transport = COMM_TRANSPORT_AUTO;
   rank_jobspec *j = &o->job;
   j->frames = 81;
@@ -171,6 +181,10 @@ static int parse(int argc, char **argv, run_opts *o, int *help) {
       break;
     case O_JOBS: o->jobs = optarg; break;
     case O_LOG_DIR: o->log_dir = optarg; break;
+    case O_ATTN:
+      if (rank_attn_parse(optarg, &o->attn)) return SP_ERR_INPUT;
+      break;
+    case O_DEVICES: o->devices = optarg; break;
     case O_TRANSPORT:
       if (comm_transport_parse(optarg, &o->transport)) return SP_ERR_INPUT;
       break;
@@ -210,11 +224,47 @@ static int parse(int argc, char **argv, run_opts *o, int *help) {
                  (long long)j->height, (long long)j->width);
     return SP_ERR_INPUT;
   }
-  if (strcmp(o->device, "cpu") != 0) {
-    sp_log_error("--device: '%s' is not available: this version has the cpu backend only",
-                 o->device);
+  if (rank_device_parse(o->device, &o->dev) != SP_OK) return SP_ERR_INPUT;
+  return SP_OK;
+}
+
+/* This rank's GPU: --devices LIST[local rank mod its length], else the
+ * local rank modulo the devices this process sees. Logged with its PCI bus
+ * id, so a user can tell which card each rank took. */
+static int pick_gpu(const comm_world *w, run_opts *o) {
+  if (o->dev != RANK_DEVICE_CUDA) return SP_OK;
+  int n = rank_cuda_device_count();
+  if (n <= 0) {
+    sp_log_error("--device cuda: no CUDA device is visible on host %s", w->host);
     return SP_ERR_INPUT;
   }
+  int idx = w->local_rank % n;
+  if (o->devices) {
+    int list[64], k = 0;
+    const char *p = o->devices;
+    while (*p && k < 64) {
+      char *end = NULL;
+      long v = strtol(p, &end, 10);
+      if (end == p || v < 0 || v >= n || (*end && *end != ',')) {
+        sp_log_error("--devices: '%s' is not a list of device indices in 0..%d", o->devices,
+                     n - 1);
+        return SP_ERR_INPUT;
+      }
+      list[k++] = (int)v;
+      p = *end ? end + 1 : end;
+    }
+    if (k == 0) {
+      sp_log_error("--devices: '%s' is empty", o->devices);
+      return SP_ERR_INPUT;
+    }
+    idx = list[w->local_rank % k];
+  }
+  plan_device d;
+  if (rank_cuda_describe(idx, &d) != SP_OK) return SP_ERR_RUNTIME;
+  o->cuda_device = idx;
+  sp_log_info("device: cuda:%d %s, PCI bus %s, %.1f of %.1f GB free (local rank %d)", idx, d.name,
+              d.pci_bus_id, (double)d.free_bytes / 1e9, (double)d.total_bytes / 1e9,
+              w->local_rank);
   return SP_OK;
 }
 
@@ -250,22 +300,34 @@ static int make_plan(const comm_world *w, const run_opts *o, rank_model *m,
   comm_set_phase("planning");
   plan_device me;
   memset(&me, 0, sizeof me);
-  snprintf(me.name, sizeof me.name, "cpu");
-  /* CPU backend: a rank's "device" is its share of the node's memory. */
+  int rc = SP_OK;
+  if (o->dev == RANK_DEVICE_CUDA) {
+    rc = rank_cuda_describe(o->cuda_device, &me);
+    /* Ranks sharing a GPU share its memory. */
+    int share = 0, n = rank_cuda_device_count();
+    for (int r = 0; n > 0 && r < w->local_size; r++) share += (r % n) == (w->local_rank % n);
+    if (share > 1) {
+      me.total_bytes /= (uint64_t)share;
+      me.free_bytes /= (uint64_t)share;
+    }
+  } else {
+    snprintf(me.name, sizeof me.name, "cpu");
+    /* CPU backend: a rank's "device" is its share of the node's memory. */
+    me.total_bytes = me.free_bytes = host_memory() / (uint64_t)w->local_size;
+    me.speed = 1.0;
+  }
   me.host_bytes = host_memory();
-  me.total_bytes = me.free_bytes = me.host_bytes / (uint64_t)w->local_size;
-  me.speed = 1.0;
   plan_device *devs = sp_xcalloc((size_t)w->size, sizeof *devs);
   comm_gather(w, &me, sizeof me, devs, 0);
   uint8_t wire[PLAN_WIRE_MAX];
   uint64_t len = 0;
-  int rc = SP_OK;
   char err[4096] = "";
   if (w->rank == 0) {
     const wan_config *c = &rank_model_get_info(m)->config;
     uint64_t *bb = sp_xcalloc((size_t)c->layers, sizeof *bb);
     plan_model pm;
-    rank_model_plan_sizes(m, 4, bb, &pm);
+    /* Weights once placed: bf16 on the GPU, widened to fp32 on the CPU. */
+    rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4, bb, &pm);
     plan_budget b;
     plan_options po;
     plan_options_default(&po);
@@ -292,13 +354,14 @@ static int make_plan(const comm_world *w, const run_opts *o, rank_model *m,
   if ((rc = phase(w, rc, "planning")) != SP_OK) return rc;
   comm_bcast(w, &len, sizeof len, 0);
   comm_bcast(w, wire, (size_t)len, 0);
+  rc = SP_OK;
   if (w->rank != 0 && plan_decode(wire, (size_t)len, p, err, sizeof err) != PLAN_OK) {
     sp_log_error("plan from rank 0 is not valid: %s", err);
     rc = SP_ERR_RUNTIME;
   } else if (p->nranks != w->size) {
     sp_log_error("plan is for %d ranks, the job has %d", p->nranks, w->size);
     rc = SP_ERR_RUNTIME;
-  } else if (p->r[w->rank].budget_bytes > me.total_bytes) {
+  } else if (rc == SP_OK && p->r[w->rank].budget_bytes > me.total_bytes) {
     sp_log_error("plan gives this rank a budget of %.2f GB, it has %.2f GB",
                  (double)p->r[w->rank].budget_bytes / 1e9, (double)me.total_bytes / 1e9);
     rc = SP_ERR_INPUT;
@@ -452,7 +515,10 @@ static int ensure_stage(run_ctx *x, const int64_t lat[4]) {
   rank_stage_cfg scfg = {.first_block = pr->first_block, .last_block = pr->last_block,
                          .embed = x->w->rank == 0, .head = x->w->rank == x->w->size - 1,
                          .prompts = x->prompts, .lat_f = lat[1], .lat_h = lat[2],
-                         .lat_w = lat[3], .device = RANK_DEVICE_CPU};
+                         .lat_w = lat[3], .device = x->o->dev,
+                         .cuda_device = x->o->cuda_device, .attn = x->o->attn,
+                         .streamed = &x->p->streamed[pr->first_block],
+                         .prefetch_depth = pr->prefetch_depth};
   double t0 = comm_now();
   int rc = rank_stage_load(x->m, &scfg, &x->stage, &x->sum.bytes_loaded);
   x->sum.load_s += comm_now() - t0;
@@ -577,9 +643,16 @@ int cmd_run(int argc, char **argv) {
   rc = comm_watchdog_start(&w, o.timeout);
   if ((rc = phase(&w, rc, "starting the watchdog")) != SP_OK) goto done;
 
+  comm_set_phase("choosing the device");
+  rc = pick_gpu(&w, &o);
+  if ((rc = phase(&w, rc, "choosing its device")) != SP_OK) goto done;
+
+  /* The stages exchange host-staged activation messages today (the CUDA
+   * stage copies them to and from pinned host buffers), so the transport
+   * is MPI; NCCL takes over once the stages hand it device buffers. */
   comm_transport_kind tk = COMM_TRANSPORT_MPI;
   comm_set_phase("choosing the transport");
-  rc = comm_transport_choose(&w, o.transport, 0, 0, &tk);
+  rc = comm_transport_choose(&w, o.transport, 0, rank_cuda_device_count(), &tk);
   if (rc == SP_OK) rc = comm_transport_open(&w, tk, w.local_rank, &x.tp);
   if ((rc = phase(&w, rc, "opening the transport")) != SP_OK) goto done;
 

@@ -44,6 +44,7 @@ PYEOF
 step ops "$B/tests/gpu_test_ops"
 step attention "$B/tests/gpu_test_attention"
 step forward_e2e bash "$root/tests/gpu/test_gpu_forward.sh"
+step run_e2e bash "$root/tests/gpu/test_gpu_run.sh"
 step memcheck_forward compute-sanitizer --tool memcheck --error-exitcode 1 "$SP_BIN" forward \
   --model "$T/tiny.h5" --latent "$T/small.h5" --cond "$T/small.h5" --timestep 700 --device cuda -o "$T/p.h5"
 step memcheck_attention compute-sanitizer --tool memcheck --error-exitcode 1 "$B/tests/gpu_test_attention" --small

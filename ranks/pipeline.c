@@ -32,7 +32,8 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   const int M = rank_job_micro_batches(job);
   const int64_t n = job->lat[0] * job->lat[1] * job->lat[2] * job->lat[3];
   const size_t act_bytes = (size_t)rank_act_floats(rank_stage_config(s), rank_stage_tokens(s)) * sizeof(float);
-  float *act[2] = {sp_xmalloc(act_bytes), sp_xmalloc(act_bytes)};
+  const rank_stage_cfg *scfg = rank_stage_get_cfg(s);
+  float *act[2] = {rank_stage_host_alloc(scfg, act_bytes), rank_stage_host_alloc(scfg, act_bytes)};
   comm_xfer send_req[2], recv_req[2];
   memset(send_req, 0, sizeof send_req);
   memset(recv_req, 0, sizeof recv_req);
@@ -93,7 +94,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       if (M == 2) rank_cfg_combine(v[1], v[0], job->cfg, v[0], (size_t)n);
       rank_sampler_step(smp, i, v[0], latent);
       st->compute_s += comm_now() - t0;
-      if (!first && i + 1 < job->steps) {
+      if (!first) { /* after the last step too: rank 0 reports it */
         comm_tp_isend(tp, latent, (size_t)n * sizeof(float), 0, TAG_LATENT, &lat_req, NULL);
         comm_tp_wait(tp, &lat_req, timeout_s, "sending the latent to stage 0", &st->send_s);
       }
@@ -103,6 +104,11 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   if (first && !last) {
     for (int k = 0; k < 2; k++)
       comm_tp_wait(tp, &send_req[k], timeout_s, "sending activations", &st->send_s);
+    comm_xfer fin;
+    memset(&fin, 0, sizeof fin);
+    comm_tp_irecv(tp, latent, (size_t)n * sizeof(float), P - 1, TAG_LATENT, &fin, NULL);
+    comm_tp_wait(tp, &fin, timeout_s, "receiving the final latent", &st->wait_s);
+    if (progress) report_progress(job->steps, job->steps, t_start);
   }
   if (last) memcpy(job->out, latent, (size_t)n * sizeof(float));
 done:
@@ -110,7 +116,7 @@ done:
   free(latent);
   free(v[0]);
   free(v[1]);
-  free(act[0]);
-  free(act[1]);
+  rank_stage_host_free(scfg, act[0]);
+  rank_stage_host_free(scfg, act[1]);
   return rc;
 }

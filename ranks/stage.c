@@ -75,6 +75,7 @@ void rank_stage_free(rank_stage *s) {
 
 int64_t rank_stage_tokens(const rank_stage *s) { return s->tokens; }
 const wan_config *rank_stage_config(const rank_stage *s) { return s->c; }
+const rank_stage_cfg *rank_stage_get_cfg(const rank_stage *s) { return &s->cfg; }
 
 void rank_stage_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx) {
   s->ops->embed_text(s, context, L, ctx);

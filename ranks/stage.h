@@ -13,6 +13,7 @@
 
 #include "dit.h"
 #include "model_file.h"
+#include "plan.h"
 
 typedef enum { RANK_DEVICE_CPU = 0, RANK_DEVICE_CUDA = 1 } rank_device;
 
@@ -50,6 +51,14 @@ typedef struct rank_stage rank_stage;
  * latents): pinned on the CUDA backend, so copies run at the link's rate. */
 void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes);
 void rank_stage_host_free(const rank_stage_cfg *cfg, void *p);
+const rank_stage_cfg *rank_stage_get_cfg(const rank_stage *s);
+
+/* CUDA devices this process sees (0 without the CUDA backend or a GPU). */
+int rank_cuda_device_count(void);
+/* The inventory entry of CUDA device idx for the planner (name, memory
+ * total and free, SMs, compute capability, PCI bus id). SP_OK or logged
+ * SP_ERR_RUNTIME. */
+int rank_cuda_describe(int idx, plan_device *out);
 
 /* Floats in one activation message for this workload. */
 int64_t rank_act_floats(const wan_config *c, int64_t tokens);

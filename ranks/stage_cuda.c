@@ -83,9 +83,9 @@ typedef struct cuda_stage {
   float *m;           /* (6, dim) modulation of the current block */
   float *e2;          /* (2, dim) e repeated for the head's modulation */
   uint16_t *hb;       /* (L, dim) bf16 normed input of a sub-layer */
-  float *qf, *kf;     /* (L, dim) fp32 projections before RMSNorm */
+  float *qf, *kf;     /* (L, dim) q, k projections before RMSNorm, bf16 (room for fp32) */
   uint16_t *qb, *kb, *vb, *ab; /* (L, dim) bf16 */
-  float *of;          /* (L, dim) fp32 projection output */
+  float *of;          /* (L, dim) o / ffn.2 projection output, bf16 (room for fp32) */
   uint16_t *fb;       /* (L, ffn_dim) bf16 FFN hidden */
   float *tok;         /* (L, 64) fp32 patch tokens / head output */
   float *lat;         /* (in_dim, F, H, W) fp32 latent in / prediction out */
@@ -156,6 +156,36 @@ static void prof_report(cuda_stage *c) {
   memset(p->op, 0, sizeof p->op);
   p->blocks = 0;
   p->n = 0;
+}
+
+int rank_cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int rank_cuda_describe(int idx, plan_device *out) {
+  struct cudaDeviceProp prop;
+  size_t free_b = 0, total_b = 0;
+  if (cudaGetDeviceProperties(&prop, idx) != cudaSuccess || cudaSetDevice(idx) != cudaSuccess ||
+      cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    sp_log_error("cuda:%d: cannot query the device: %s", idx,
+                 cudaGetErrorString(cudaGetLastError()));
+    return SP_ERR_RUNTIME;
+  }
+  memset(out, 0, sizeof *out);
+  snprintf(out->name, sizeof out->name, "%.63s", prop.name);
+  out->total_bytes = total_b;
+  out->free_bytes = free_b;
+  out->sm_count = prop.multiProcessorCount;
+  out->cc_major = prop.major;
+  out->cc_minor = prop.minor;
+  cudaDeviceGetPCIBusId(out->pci_bus_id, (int)sizeof out->pci_bus_id, idx);
+  out->speed = 1.0;
+  return SP_OK;
 }
 
 int rank_cuda_available(void) {
@@ -321,7 +351,8 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
     /* ctxf is free once narrowed: it takes the k projection before its norm. */
     kern_cuda_linear(c->gemm, c->ctxb, WB("cross_attn.k.weight"), WB("cross_attn.k.bias"),
                      c->ctxf, KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
-    kern_cuda_rmsnorm_rope(c->ctxf, WB("cross_attn.norm_k.weight"), NULL, NULL, k, T, cf->heads,
+    kern_cuda_rmsnorm_rope(c->ctxf, KERN_DTYPE_F32, WB("cross_attn.norm_k.weight"), NULL, NULL, k,
+                           T, cf->heads,
                            wan_head_dim(cf), (float)cf->eps, c->stream);
     kern_cuda_linear(c->gemm, c->ctxb, WB("cross_attn.v.weight"), WB("cross_attn.v.bias"), v,
                      KERN_DTYPE_BF16, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
@@ -382,45 +413,49 @@ static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const
   /* self-attention */
   kern_cuda_layernorm_modulate(x, NULL, NULL, shift1, scale1, c->hb, L, D, eps, st_);
   PROF("norm1+modulate", 0, LD * 6, CEIL_GEMM);
+  /* Projections write bf16, as the published model's linears do under bf16
+   * autocast: half the bytes, and the bias fuses into cuBLASLt's epilogue
+   * (it refuses a bf16 bias on an fp32 output). Norm statistics, the
+   * residual stream and the gates stay fp32. */
   kern_cuda_linear(c->gemm, c->hb, WB("self_attn.q.weight"), WB("self_attn.q.bias"), c->qf,
-                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
+                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
   kern_cuda_linear(c->gemm, c->hb, WB("self_attn.k.weight"), WB("self_attn.k.bias"), c->kf,
-                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
+                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
   kern_cuda_linear(c->gemm, c->hb, WB("self_attn.v.weight"), WB("self_attn.v.bias"), c->vb,
                    KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("q,k,v projections", 3 * gemm_dd, 3 * (LD * 2 + wdd) + LD * 10, CEIL_GEMM);
-  kern_cuda_rmsnorm_rope(c->qf, WB("self_attn.norm_q.weight"), c->cos_t, c->sin_t, c->qb, L, NH,
-                         HD, eps, st_);
-  kern_cuda_rmsnorm_rope(c->kf, WB("self_attn.norm_k.weight"), c->cos_t, c->sin_t, c->kb, L, NH,
-                         HD, eps, st_);
-  PROF("q,k rmsnorm+rope", 0, 2 * (LD * 6) + (double)L * HD * 4, CEIL_GEMM);
+  PROF("q,k,v projections", 3 * gemm_dd, 3 * (LD * 4 + wdd), CEIL_GEMM);
+  kern_cuda_rmsnorm_rope(c->qf, KERN_DTYPE_BF16, WB("self_attn.norm_q.weight"), c->cos_t,
+                         c->sin_t, c->qb, L, NH, HD, eps, st_);
+  kern_cuda_rmsnorm_rope(c->kf, KERN_DTYPE_BF16, WB("self_attn.norm_k.weight"), c->cos_t,
+                         c->sin_t, c->kb, L, NH, HD, eps, st_);
+  PROF("q,k rmsnorm+rope", 0, 2 * (LD * 4) + (double)L * HD * 4, CEIL_GEMM);
   kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
   kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, st_);
   PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, CEIL_ATTN);
   kern_cuda_linear(c->gemm, c->ab, WB("self_attn.o.weight"), WB("self_attn.o.bias"), c->of,
-                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("o projection", gemm_dd, LD * 6 + wdd, CEIL_GEMM);
-  kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, gate1, L, D, st_);
-  PROF("gated add 1", 0, LD * 12, CEIL_GEMM);
+                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  PROF("o projection", gemm_dd, LD * 4 + wdd, CEIL_GEMM);
+  kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, gate1, L, D, st_);
+  PROF("gated add 1", 0, LD * 10, CEIL_GEMM);
 
   /* cross-attention: norm3 with affine, no modulation, no gate */
   kern_cuda_layernorm_modulate(x, WB("norm3.weight"), WB("norm3.bias"), NULL, NULL, c->hb, L, D,
                                eps, st_);
   PROF("norm3", 0, LD * 6, CEIL_GEMM);
   kern_cuda_linear(c->gemm, c->hb, WB("cross_attn.q.weight"), WB("cross_attn.q.bias"), c->qf,
-                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("cross q projection", gemm_dd, LD * 6 + wdd, CEIL_GEMM);
-  kern_cuda_rmsnorm_rope(c->qf, WB("cross_attn.norm_q.weight"), NULL, NULL, c->qb, L, NH, HD,
-                         eps, st_);
-  PROF("cross q rmsnorm", 0, LD * 6, CEIL_GEMM);
+                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  PROF("cross q projection", gemm_dd, LD * 4 + wdd, CEIL_GEMM);
+  kern_cuda_rmsnorm_rope(c->qf, KERN_DTYPE_BF16, WB("cross_attn.norm_q.weight"), NULL, NULL,
+                         c->qb, L, NH, HD, eps, st_);
+  PROF("cross q rmsnorm", 0, LD * 4, CEIL_GEMM);
   kern_attn_params cp = {c->qb, ck, cv, c->ab, L, T, NH, HD, 0.0f};
   kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, st_);
   PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, CEIL_ATTN);
   kern_cuda_linear(c->gemm, c->ab, WB("cross_attn.o.weight"), WB("cross_attn.o.bias"), c->of,
-                   KERN_DTYPE_F32, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("cross o projection", gemm_dd, LD * 6 + wdd, CEIL_GEMM);
-  kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, NULL, L, D, st_);
-  PROF("add 2", 0, LD * 12, CEIL_GEMM);
+                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
+  PROF("cross o projection", gemm_dd, LD * 4 + wdd, CEIL_GEMM);
+  kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, NULL, L, D, st_);
+  PROF("add 2", 0, LD * 10, CEIL_GEMM);
 
   /* FFN */
   kern_cuda_layernorm_modulate(x, NULL, NULL, shift2, scale2, c->hb, L, D, eps, st_);
@@ -428,11 +463,11 @@ static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const
   kern_cuda_linear(c->gemm, c->hb, WB("ffn.0.weight"), WB("ffn.0.bias"), c->fb, KERN_DTYPE_BF16,
                    L, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
   PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, CEIL_GEMM);
-  kern_cuda_linear(c->gemm, c->fb, WB("ffn.2.weight"), WB("ffn.2.bias"), c->of, KERN_DTYPE_F32,
+  kern_cuda_linear(c->gemm, c->fb, WB("ffn.2.weight"), WB("ffn.2.bias"), c->of, KERN_DTYPE_BF16,
                    L, F, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 4 + 2.0 * D * F, CEIL_GEMM);
-  kern_cuda_gated_add(x, c->of, KERN_DTYPE_F32, gate2, L, D, st_);
-  PROF("gated add 3", 0, LD * 12, CEIL_GEMM);
+  PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, CEIL_GEMM);
+  kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, gate2, L, D, st_);
+  PROF("gated add 3", 0, LD * 10, CEIL_GEMM);
   prof_block_end(c);
 }
 
@@ -641,6 +676,11 @@ void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes) { return sp
 void rank_stage_host_free(const rank_stage_cfg *cfg, void *p) { free(p); }
 
 int rank_cuda_available(void) { return 0; }
+int rank_cuda_device_count(void) { return 0; }
+int rank_cuda_describe(int idx, plan_device *out) {
+  sp_log_error("cuda:%d: this build has no CUDA backend", idx);
+  return SP_ERR_RUNTIME;
+}
 
 int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   sp_log_error("--device cuda: this build has no CUDA backend");

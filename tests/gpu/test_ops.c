@@ -316,12 +316,18 @@ static void op_layernorm_mod(const op_case *c, kern_cuda_gemm_ctx *g, result *r)
   (void)g;
 }
 
-/* rmsnorm_rope: a, b, c = grid (F, H, W), d = heads, e = 1 with RoPE. */
+/* rmsnorm_rope: a, b, c = grid (F, H, W), d = heads, e bit 0 = with RoPE,
+ * e bit 1 = bf16 input (the reference then sees the same rounded input). */
 static void op_rmsnorm_rope(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   const int64_t F = c->a, H = c->b, W = c->c, heads = c->d, hd = 128;
   const int64_t L = F * H * W, dim = heads * hd, n = L * dim, half = hd / 2;
-  const int rope = (int)c->e;
+  const int rope = (int)(c->e & 1), xbf = (int)((c->e >> 1) & 1);
   float *x = rand_f(n, -3, 3), *w = rand_bf16_valued(dim, 0.5, 1.5), *ref = hf(n);
+  if (xbf) {
+    float *xr = round_bf16(x, n);
+    free(x);
+    x = xr;
+  }
   kern_cpu_rmsnorm(x, w, ref, L, dim, 1e-6f);
   double *ct = kt_dalloc(L * half), *st = kt_dalloc(L * half);
   float *ctf = hf(L * half), *stf = hf(L * half);
@@ -334,7 +340,13 @@ static void op_rmsnorm_rope(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
   float *base = round_bf16(ref, n);
   uint16_t *wb = to_bf16(w, dim), *dw = dev((size_t)dim * 2), *dy = dev((size_t)n * 2);
   float *dx = dev((size_t)n * 4), *dc = NULL, *ds = NULL;
-  up(dx, x, (size_t)n * 4);
+  uint16_t *xb = NULL;
+  if (xbf) {
+    xb = to_bf16(x, n);
+    up(dx, xb, (size_t)n * 2);
+  } else {
+    up(dx, x, (size_t)n * 4);
+  }
   up(dw, wb, (size_t)dim * 2);
   if (rope) {
     dc = dev((size_t)L * half * 4);
@@ -344,7 +356,8 @@ static void op_rmsnorm_rope(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
   }
   uint16_t *out[2];
   for (int rep = 0; rep < 2; rep++) {
-    kern_cuda_rmsnorm_rope(dx, dw, dc, ds, dy, L, heads, hd, 1e-6f, 0);
+    kern_cuda_rmsnorm_rope(dx, xbf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32, dw, dc, ds, dy, L, heads,
+                           hd, 1e-6f, 0);
     out[rep] = hb(n);
     down(out[rep], dy, (size_t)n * 2);
   }
@@ -355,6 +368,7 @@ static void op_rmsnorm_rope(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
   r->tol = TOL_BF16;
   free(got); free(out[0]); free(out[1]);
   free(x); free(w); free(ref); free(ct); free(st); free(ctf); free(stf); free(base); free(wb);
+  free(xb);
   (void)g;
 }
 
@@ -578,6 +592,8 @@ static const op_case cases[] = {
     {"rmsnorm_rope", op_rmsnorm_rope, 3, 3, 5, 40, 1, 0},
     {"rmsnorm_rope", op_rmsnorm_rope, 21, 3, 4, 2, 1, 0},
     {"rmsnorm_rope", op_rmsnorm_rope, 1, 7, 11, 40, 0, 1},
+    {"rmsnorm_rope", op_rmsnorm_rope, 21, 3, 4, 40, 3, 0},
+    {"rmsnorm_rope", op_rmsnorm_rope, 2, 3, 5, 12, 2, 1},
     {"gated_add", op_gated_add, 77, 1536, 0, 1, 0, 0},
     {"gated_add", op_gated_add, 33, 5120, 1, 1, 0, 0},
     {"gated_add", op_gated_add, 19, 5120, 0, 0, 0, 0},
