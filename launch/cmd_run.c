@@ -32,6 +32,7 @@ typedef struct run_opts {
   rank_device dev;    /* from --device */
   rank_attn attn;     /* --attn */
   const char *devices; /* --devices LIST */
+  const char *save_noise; /* --save-noise FILE */
   int cuda_device;    /* this rank's GPU (resolved after MPI start-up) */
 } run_opts;
 
@@ -61,6 +62,8 @@ static void usage(FILE *f) {
           "                        identical on every machine and rank count\n"
           "      --noise FILE      initial noise: dataset 'noise' float32 [16, F, H/8, W/8];\n"
           "                        overrides --seed\n"
+          "      --save-noise FILE write the initial noise (dataset 'noise') to FILE, to start\n"
+          "                        another run or another implementation from the same noise\n"
           "  -o, --out FILE        output: dataset 'latents' float32 [16, F, H/8, W/8] with the\n"
           "                        settings as attributes, and a preview FILE.png; both written\n"
           "                        atomically by the last rank (required without --jobs)\n"
@@ -108,7 +111,7 @@ static int set_path(const char *flag, const char *v, char *dst) {
 
 static int parse(int argc, char **argv, run_opts *o, int *help) {
   enum { O_SHIFT = 1000, O_SAMPLER, O_SEED, O_NOISE, O_TIMEOUT, O_NO_PREVIEW, O_NO_VERIFY,
-         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES };
+         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES, O_SAVE_NOISE };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'},   {"cond", required_argument, 0, 'c'},
       {"frames", required_argument, 0, 'f'},  {"size", required_argument, 0, 's'},
@@ -123,6 +126,7 @@ static int parse(int argc, char **argv, run_opts *o, int *help) {
       {"log-dir", required_argument, 0, O_LOG_DIR},
       {"transport", required_argument, 0, O_TRANSPORT},
       {"attn", required_argument, 0, O_ATTN},  {"devices", required_argument, 0, O_DEVICES},
+      {"save-noise", required_argument, 0, O_SAVE_NOISE},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->timeout = 300;
@@ -185,6 +189,7 @@ static int parse(int argc, char **argv, run_opts *o, int *help) {
       if (rank_attn_parse(optarg, &o->attn)) return SP_ERR_INPUT;
       break;
     case O_DEVICES: o->devices = optarg; break;
+    case O_SAVE_NOISE: o->save_noise = optarg; break;
     case O_TRANSPORT:
       if (comm_transport_parse(optarg, &o->transport)) return SP_ERR_INPUT;
       break;
@@ -198,6 +203,10 @@ static int parse(int argc, char **argv, run_opts *o, int *help) {
   }
   if (optind < argc) {
     sp_log_error("run: unexpected argument '%s'", argv[optind]);
+    return cli_bad_usage("run");
+  }
+  if (o->jobs && o->save_noise) {
+    sp_log_error("run: --save-noise is for a single run, not --jobs");
     return cli_bad_usage("run");
   }
   if (o->jobs && (j->cond[0] || j->out[0] || j->noise[0])) {
@@ -457,6 +466,22 @@ static void job_inputs_free(job_inputs *in) {
   rank_tensor_free(&in->noise);
 }
 
+/* --save-noise: the initial latent, so another implementation (or --noise)
+ * can start from exactly the same noise. */
+static int save_noise(const char *path, const rank_jobspec *j, const int64_t lat[4],
+                      const float *noise) {
+  rank_outfile *f = NULL;
+  int rc = rank_outfile_open(path, &f);
+  if (rc != SP_OK) return rc;
+  rc = rank_outfile_put(f, "noise", 4, lat, noise);
+  if (rc == SP_OK && !j->noise[0]) rc = rank_outfile_attr_i64(f, "seed", (int64_t)j->seed);
+  if (rc != SP_OK) {
+    rank_outfile_abort(f);
+    return rc;
+  }
+  return rank_outfile_commit(f);
+}
+
 /* Rank 0 reads and checks a job's inputs before any of its work starts. */
 static int read_inputs(const run_ctx *x, const rank_jobspec *j, job_inputs *in) {
   if (x->w->rank != 0) return SP_OK;
@@ -481,6 +506,7 @@ static int read_inputs(const run_ctx *x, const rank_jobspec *j, job_inputs *in) 
     in->noise.data = sp_xmalloc((size_t)in->noise.numel * sizeof(float));
     rank_noise_fill(j->seed, in->noise.data, (size_t)in->noise.numel);
   }
+  if (rc == SP_OK && x->o->save_noise) rc = save_noise(x->o->save_noise, j, lat, in->noise.data);
   return rc;
 }
 
