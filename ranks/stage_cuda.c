@@ -647,8 +647,17 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     rc = place_group(m, c, WAN_GROUP_HEAD, 0, tmp, tmp16, tmp_bytes, c->head_w, bytes_read);
   free(tmp);
   cudaFreeHost(tmp16);
-  if (rc != SP_OK) cuda_destroy(s);
-  return rc;
+  if (rc != SP_OK) {
+    cuda_destroy(s);
+    return rc;
+  }
+  size_t free_after = 0, total_after = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_after, &total_after));
+  sp_log_info("cuda:%d: arena %.2f GiB (%d resident, %d streamed blocks, %d slots); device memory "
+              "in use %.2f GiB",
+              c->device, (double)c->arena_bytes / (1 << 30), s->nblocks - c->nstreamed,
+              c->nstreamed, c->depth, (double)(total_after - free_after) / (1 << 30));
+  return SP_OK;
 }
 
 void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes) {
