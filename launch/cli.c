@@ -78,6 +78,18 @@ bad:
   return SP_ERR_INPUT;
 }
 
+int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out) {
+  if (strcmp(s, "bf16") == 0) {
+    *out = KERN_DTYPE_BF16;
+  } else if (strcmp(s, "fp32") == 0) {
+    *out = KERN_DTYPE_F32;
+  } else {
+    sp_log_error("%s: '%s' is not bf16 or fp32", flag, s);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
 int cli_bad_usage(const char *cmd) {
   /* One error line per failure: after a specific error the pointer to
    * --help is a hint; after getopt's own complaint it is the error. */

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "kern_dtype.h"
+
 /* Call before getopt_long in a subcommand (resets getopt's state). */
 void cli_getopt_reset(void);
 
@@ -19,6 +21,9 @@ int cli_parse_uint64(const char *flag, const char *s, uint64_t *out);
 int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
 /* "HxW" (480x832) into h and w, each in 1..65536. */
 int cli_parse_size_hw(const char *flag, const char *s, int64_t *h, int64_t *w);
+
+/* "bf16" or "fp32" (a model file's storage dtype). */
+int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out);
 
 /* Logs the standard line for an unknown option or a missing argument and
  * returns SP_ERR_INPUT ("run 'staticpipe CMD --help'"). */

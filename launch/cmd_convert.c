@@ -44,14 +44,7 @@ int cmd_convert(int argc, char **argv) {
     switch (ch) {
     case 'o': out = optarg; break;
     case 'd':
-      if (strcmp(optarg, "bf16") == 0) {
-        dtype = KERN_DTYPE_BF16;
-      } else if (strcmp(optarg, "fp32") == 0) {
-        dtype = KERN_DTYPE_F32;
-      } else {
-        sp_log_error("--dtype: '%s' is not bf16 or fp32", optarg);
-        return SP_ERR_INPUT;
-      }
+      if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       break;
     case 'q': quiet = 1; break;
     case 'h': usage(stdout); return SP_OK;

@@ -50,14 +50,7 @@ int cmd_init(int argc, char **argv) {
       if (cli_parse_uint64("--seed", optarg, &seed)) return SP_ERR_INPUT;
       break;
     case 'd':
-      if (strcmp(optarg, "bf16") == 0) {
-        dtype = KERN_DTYPE_BF16;
-      } else if (strcmp(optarg, "fp32") == 0) {
-        dtype = KERN_DTYPE_F32;
-      } else {
-        sp_log_error("--dtype: '%s' is not bf16 or fp32", optarg);
-        return SP_ERR_INPUT;
-      }
+      if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       break;
     case 'l':
       if (cli_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;

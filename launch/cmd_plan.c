@@ -254,13 +254,10 @@ int cmd_plan(int argc, char **argv) {
       if (cli_parse_int64("--batch", optarg, 1, 512, &batch)) return SP_ERR_INPUT;
       break;
     case OPT_DTYPE:
-      if (!strcmp(optarg, "bf16")) {
-        dtype_bytes = 2;
-      } else if (!strcmp(optarg, "fp32")) {
-        dtype_bytes = 4;
-      } else {
-        sp_log_error("--dtype: '%s' is not bf16 or fp32", optarg);
-        return SP_ERR_INPUT;
+      {
+        kern_dtype dt;
+        if (cli_parse_dtype("--dtype", optarg, &dt)) return SP_ERR_INPUT;
+        dtype_bytes = (int)kern_dtype_size(dt);
       }
       break;
     case OPT_TFLOPS:
