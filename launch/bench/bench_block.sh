@@ -32,7 +32,7 @@ for c in "14b 480p" "1.3b 480p" "14b 720p"; do
   "$B/staticpipe" forward --model "synth:wan2.1-$1" --latent "$T/$2.h5" --cond "$T/$2.h5" \
     --timestep 999 --device cuda -o "$T/pred.h5" 2> "$T/sp_$1_$2.log" || tail -3 "$T/sp_$1_$2.log" >&2
 done
-( cd "$root/launch/bench" && PYTHONUNBUFFERED=1 python3 torch_block.py --reps 5 --time-budget 330 \
+( cd "$root/launch/bench" && PYTHONUNBUFFERED=1 python3 torch_block.py --reps 5 --time-budget ${TORCH_BUDGET_S:-330} \
     --json-out "$T/torch.json" > "$T/torch.log" 2>&1 ) || tail -5 "$T/torch.log" >&2
 python3 - "$T" "$out" <<'PYEOF'
 import json, os, re, sys
