@@ -43,70 +43,84 @@ static int ensure_stage(run_ctx *x, const int64_t lat[4]) {
   return SP_OK;
 }
 
-/* Samples one job whose inputs rank 0 holds in in, and writes its output.
- * Sets *fatal when the run cannot go on (the weights failed to load). */
-static int run_job(run_ctx *x, const rank_jobspec *j, job_inputs *in, const char *then,
-                   int *fatal) {
+/* Samples g jobs of one latent shape and step count together (their
+ * micro-batches fill the pipeline), whose inputs rank 0 holds in ins, and
+ * writes their outputs; rcs[q] gets job q's status. Sets *fatal when the
+ * run cannot go on (the weights failed to load). Returns the worst. */
+static int run_group(run_ctx *x, const rank_jobspec *const *js, job_inputs *ins, int g,
+                     const char *then, int *fatal, int *rcs) {
   const comm_world *w = x->w;
   const wan_config *c = &rank_model_get_info(x->m)->config;
-  const int micro = run_job_micro(j);
   int64_t lat[4];
-  run_job_latent(j, lat);
+  run_job_latent(js[0], lat);
   const int64_t n = lat[0] * lat[1] * lat[2] * lat[3];
   int rc = ensure_stage(x, lat);
+  for (int q = 0; q < g; q++) rcs[q] = rc;
   if (rc != SP_OK) {
     *fatal = 1;
     return rc;
   }
   comm_set_phase("sampling");
-  /* The embedded context, once per prompt, from stage 0 to every stage. */
+  /* The embedded context, once per prompt, from stage 0 to every stage;
+   * job q's prompts take slots from q * slots_per_job. */
   const size_t ctx_floats = (size_t)(c->text_len * c->dim);
-  float *ctx_emb = sp_xmalloc((size_t)micro * ctx_floats * sizeof(float));
-  if (w->rank == 0)
-    for (int k = 0; k < micro; k++)
-      rank_stage_embed_text(x->stage, in->ctx[k].data, in->ctx[k].dims[0],
-                            ctx_emb + (size_t)k * ctx_floats);
-  comm_bcast(w, ctx_emb, (size_t)micro * ctx_floats * sizeof(float), 0);
-  for (int k = 0; k < micro; k++)
-    rank_stage_set_prompt(x->stage, k, ctx_emb + (size_t)k * ctx_floats);
-  free(ctx_emb);
-
-  /* The initial latent reaches the last stage, which runs the sampler. */
-  if (w->rank != 0) {
-    in->noise.numel = n;
-    in->noise.data = sp_xmalloc((size_t)n * sizeof(float));
+  float *ctx_emb = sp_xmalloc(ctx_floats * sizeof(float));
+  rank_job jobs[RANK_PIPE_MAX_JOBS];
+  float *sigmas[RANK_PIPE_MAX_JOBS] = {0}, *out[RANK_PIPE_MAX_JOBS] = {0};
+  int64_t *ts[RANK_PIPE_MAX_JOBS] = {0};
+  for (int q = 0; q < g && rc == SP_OK; q++) {
+    const rank_jobspec *j = js[q];
+    for (int k = 0; k < run_job_micro(j); k++) {
+      if (w->rank == 0)
+        rank_stage_embed_text(x->stage, ins[q].ctx[k].data, ins[q].ctx[k].dims[0], ctx_emb);
+      comm_bcast(w, ctx_emb, ctx_floats * sizeof(float), 0);
+      rank_stage_set_prompt(x->stage, q * x->slots_per_job + k, ctx_emb);
+    }
+    /* The initial latent reaches the last stage, which runs the sampler. */
+    if (w->rank != 0) {
+      ins[q].noise.numel = n;
+      ins[q].noise.data = sp_xmalloc((size_t)n * sizeof(float));
+    }
+    comm_bcast(w, ins[q].noise.data, (size_t)n * sizeof(float), 0);
+    sigmas[q] = sp_xmalloc((size_t)(j->steps + 1) * sizeof(float));
+    ts[q] = sp_xmalloc((size_t)j->steps * sizeof(int64_t));
+    out[q] = sp_xmalloc((size_t)n * sizeof(float));
+    rc = rank_schedule_make(j->steps, j->shift, sigmas[q], ts[q]);
+    jobs[q] = (rank_job){{lat[0], lat[1], lat[2], lat[3]}, j->steps, sigmas[q], ts[q],
+                         j->sampler, (float)j->cfg, ins[q].noise.data, out[q],
+                         q * x->slots_per_job};
   }
-  comm_bcast(w, in->noise.data, (size_t)n * sizeof(float), 0);
-
-  float *sigmas = sp_xmalloc((size_t)(j->steps + 1) * sizeof(float));
-  int64_t *ts = sp_xmalloc((size_t)j->steps * sizeof(int64_t));
-  float *latents = NULL;
-  rc = rank_schedule_make(j->steps, j->shift, sigmas, ts);
+  free(ctx_emb);
   if (rc == SP_OK) {
-    latents = sp_xmalloc((size_t)n * sizeof(float));
-    rank_job job = {{lat[0], lat[1], lat[2], lat[3]}, j->steps, sigmas, ts, j->sampler,
-                    (float)j->cfg, in->noise.data, latents};
     rank_pipe_stats st = {0};
-    rc = rank_pipeline_sample(w, x->tp, x->stage, &job, x->o->timeout,
+    rc = rank_pipeline_sample(w, x->tp, x->stage, jobs, g, x->o->timeout,
                               w->rank == 0 && !x->o->quiet, &st);
     x->sum.compute_s += st.compute_s;
     x->sum.wait_s += st.wait_s;
     x->sum.send_s += st.send_s;
   }
-  free(sigmas);
-  free(ts);
-  if ((rc = comm_phase_end(w, rc, "sampling", then)) != SP_OK) goto out;
-
-  comm_set_phase("writing the output");
-  if (w->rank == w->size - 1) {
-    rc = run_write_output(x->o, j, rank_model_get_info(x->m), lat, latents);
-    if (rc == SP_OK)
-      sp_log_info("run: wrote %s%s", j->out, x->o->preview ? " and its .png preview" : "");
+  rc = comm_phase_end(w, rc, "sampling", then);
+  int worst = rc;
+  for (int q = 0; q < g; q++) {
+    rcs[q] = rc;
+    if (rc != SP_OK) continue;
+    comm_set_phase("writing the output");
+    int r = SP_OK;
+    if (w->rank == w->size - 1) {
+      r = run_write_output(x->o, js[q], rank_model_get_info(x->m), lat, out[q]);
+      if (r == SP_OK)
+        sp_log_info("run: wrote %s%s", js[q]->out,
+                    x->o->preview ? " and its .png preview" : "");
+    }
+    rcs[q] = comm_phase_end(w, r, "writing the output", then);
+    if (rcs[q] > worst) worst = rcs[q];
   }
-  rc = comm_phase_end(w, rc, "writing the output", then);
-out:
-  free(latents);
-  return rc;
+  for (int q = 0; q < g; q++) {
+    free(sigmas[q]);
+    free(ts[q]);
+    free(out[q]);
+  }
+  return worst;
 }
 
 /* Rank 0 reads the jobs file; every rank gets the same list. */
@@ -203,7 +217,11 @@ int cmd_run(int argc, char **argv) {
     }
     if (run_job_micro(&jobs[i]) == 2) wl.micro_batches = 2;
   }
-  x.prompts = wl.micro_batches;
+  /* Prompt slots: each job in flight holds its one or two. */
+  x.slots_per_job = wl.micro_batches;
+  const int in_flight = single ? 1 : (w.size < RANK_PIPE_MAX_JOBS ? w.size : RANK_PIPE_MAX_JOBS);
+  x.prompts = wl.micro_batches * in_flight;
+  wl.micro_batches *= in_flight;
 
   /* One job: its inputs are read and checked before planning, and the plan
    * is for its exact context length. */
@@ -236,38 +254,71 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "%s", table);
   }
 
-  for (int i = 0; i < njobs; i++) {
-    const rank_jobspec *j = &jobs[i];
-    int fatal = 0;
-    if (j->bad) {
-      job_rc[i] = SP_ERR_INPUT;
-    } else if (single) {
-      job_rc[i] = run_job(&x, j, &in0, "stopping", &fatal);
-    } else {
-      char what[96];
-      snprintf(what, sizeof what, "reading the inputs of job %d (line %d)", i + 1, j->line);
-      comm_set_phase(what);
-      job_inputs in;
-      memset(&in, 0, sizeof in);
-      int r = run_read_inputs(&x, j, &in);
-      r = comm_phase_end(&w, r, what, "job failed");
-      if (r == SP_OK) {
-        run_log_job(&x, j);
-        r = run_job(&x, j, &in, "job failed", &fatal);
+  /* Jobs in flight together: up to one per stage (more fill nothing), of
+   * one latent shape and step count, in file order. */
+  const int gmax = single ? 1 : (w.size < RANK_PIPE_MAX_JOBS ? w.size : RANK_PIPE_MAX_JOBS);
+  for (int i = 0; i < njobs;) {
+    const rank_jobspec *group[RANK_PIPE_MAX_JOBS];
+    job_inputs ins[RANK_PIPE_MAX_JOBS];
+    int idx[RANK_PIPE_MAX_JOBS], g = 0, fatal = 0;
+    int64_t lat0[4], lat1[4];
+    /* Candidates: consecutive jobs matching the first good one. */
+    int next = i;
+    for (; next < njobs && g < gmax; next++) {
+      const rank_jobspec *j = &jobs[next];
+      if (j->bad) {
+        job_rc[next] = SP_ERR_INPUT;
+        continue;
       }
-      run_inputs_free(&in);
-      job_rc[i] = r;
+      if (g > 0) {
+        run_job_latent(group[0], lat0);
+        run_job_latent(j, lat1);
+        if (memcmp(lat0, lat1, sizeof lat0) != 0 || j->steps != group[0]->steps) break;
+      }
+      /* Its inputs, read and checked on rank 0; a bad one fails alone. */
+      memset(&ins[g], 0, sizeof ins[g]);
+      int r = SP_OK;
+      if (single) {
+        ins[g] = in0;
+        memset(&in0, 0, sizeof in0);
+      } else {
+        char what[96];
+        snprintf(what, sizeof what, "reading the inputs of job %d (line %d)", next + 1, j->line);
+        comm_set_phase(what);
+        r = comm_phase_end(&w, run_read_inputs(&x, j, &ins[g]), what, "job failed");
+        if (r == SP_OK) run_log_job(&x, j);
+      }
+      if (r != SP_OK) {
+        job_rc[next] = r;
+        run_inputs_free(&ins[g]);
+        continue;
+      }
+      idx[g] = next;
+      group[g++] = j;
     }
+    i = next;
+    if (g == 0) continue;
+    int rcs[RANK_PIPE_MAX_JOBS];
+    if (g > 1 && w.rank == 0)
+      sp_log_info("run: %d jobs in flight together (lines %d..%d)", g, group[0]->line,
+                  group[g - 1]->line);
+    run_group(&x, group, ins, g, single ? "stopping" : "job failed", &fatal, rcs);
+    for (int q = 0; q < g; q++) {
+      job_rc[idx[q]] = rcs[q];
+      run_inputs_free(&ins[q]);
+    }
+    if (fatal) {
+      rc = rcs[0];
+      free(job_rc);
+      goto done;
+    }
+  }
+  for (int i = 0; i < njobs; i++) {
     if (job_rc[i] == SP_OK) {
       done_ok++;
     } else {
       failed++;
       if (job_rc[i] > worst) worst = job_rc[i];
-    }
-    if (fatal) {
-      rc = job_rc[i];
-      free(job_rc);
-      goto done;
     }
   }
   rc = worst;

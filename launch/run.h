@@ -43,6 +43,7 @@ typedef struct run_ctx {
   rank_model *m;
   const plan *p;
   int prompts;        /* prompt slots the stage holds */
+  int slots_per_job;  /* prompt slots of one job in flight (2 with CFG) */
   rank_stage *stage;
   int64_t stage_lat[4];
   rank_summary sum;

@@ -32,7 +32,13 @@ typedef struct rank_job {
   float cfg;               /* guidance; micro-batches = 2 when cfg != 1 */
   const float *noise;      /* stage 0 and last stage: initial latent (numel) */
   float *out;              /* last stage: the final latent (numel) */
+  int slot0;               /* its first prompt slot: conditional slot0, negative slot0 + 1 */
 } rank_job;
+
+/* Jobs in flight together: independent jobs fill the pipeline (their
+ * micro-batches flow through the stages one after the other within each
+ * step), so the stages idle less than with one job's one or two. */
+#define RANK_PIPE_MAX_JOBS 8
 
 typedef struct rank_pipe_stats {
   double compute_s; /* blocks, embed, head, sampler */
@@ -42,14 +48,17 @@ typedef struct rank_pipe_stats {
 
 static inline int rank_job_micro_batches(const rank_job *j) { return j->cfg != 1.0f ? 2 : 1; }
 
-/* Runs the whole sampling loop of one job on this rank's stage; messages go
- * through tp (host buffers: the mpi transport). Slots: 0 = conditional
- * prompt, 1 = negative prompt (set with rank_stage_set_prompt before).
+/* Runs the whole sampling loop of njobs jobs (1..RANK_PIPE_MAX_JOBS, all
+ * of the stage's latent shape and the same number of steps) on this rank's
+ * stage; messages go through tp (host buffers: the mpi transport). A job's
+ * prompt slots (set with rank_stage_set_prompt before) start at its slot0.
+ * Each job's result is bit-identical to running it alone: every
+ * micro-batch goes through the same ops whatever runs beside it.
  * timeout_s bounds a wait on a peer when no watchdog runs (with one, the
  * watchdog judges: see comm.h). Rank 0 reports progress when progress is
  * set. */
 int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
-                         const rank_job *job, double timeout_s, int progress,
+                         const rank_job *jobs, int njobs, double timeout_s, int progress,
                          rank_pipe_stats *st);
 
 #endif

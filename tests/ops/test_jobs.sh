@@ -73,5 +73,16 @@ mpirun -np 2 "$SP_BIN" run "${B[@]}" --jobs "$T/j3.txt" 2>/dev/null && [ -e "$T/
 out=$("$SP_BIN" run "${B[@]}" --jobs "$T/none.txt" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "none.txt: cannot open" && ok "missing jobs file: exit 2" || bad "missing jobs file: $rc $out"
 
+# Independent jobs fill the pipeline: on 3 ranks, 3 jobs of one shape run
+# in flight together and each still equals its separate run.
+printf 'cond=%s out=%s seed=%d\ncond=%s out=%s seed=%d cfg=3.5\ncond=%s out=%s noise=%s cfg=1 sampler=euler\n' \
+  "$T/a.h5" "$T/f1.h5" $((S + 1)) "$T/a.h5" "$T/f5.h5" $((S + 4)) "$T/b.h5" "$T/f2.h5" "$T/noise.h5" > "$T/j4.txt"
+out=$(mpirun -np 3 "$SP_BIN" run --model "$T/m.h5" --steps 3 --frames 9 --size 64x48 --jobs "$T/j4.txt" 2>&1); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q "3 jobs in flight together"; then ok "3 ranks: 3 jobs in flight together"
+else bad "jobs in flight (exit $rc): $(echo "$out" | grep -e error -e flight)"; fi
+for k in 1 5 2; do
+  same "$T/f$k.h5" "$T/s$k.h5" && ok "in flight: job $k bit-identical to its separate run" || bad "in flight: job $k differs"
+done
+
 [ $fail -eq 0 ] && echo "jobs: all checks passed" || echo "jobs: FAILED"
 exit $fail
