@@ -16,6 +16,7 @@
 #include "preview.h"
 #include "run.h"
 #include "sampler.h"
+#include "trace.h"
 #include "commands.h"
 
 /* Loads this rank's blocks for the job's latent shape unless they already
@@ -234,6 +235,7 @@ int cmd_run(int argc, char **argv) {
     run_log_job(&x, &jobs[0]);
   }
 
+  if (o.trace) rank_trace_start(&w, o.trace);
   int failed = 0, done_ok = 0, worst = SP_OK;
   int *job_rc = sp_xcalloc((size_t)njobs, sizeof *job_rc);
   if (best_tokens < 0) {
@@ -324,6 +326,10 @@ int cmd_run(int argc, char **argv) {
   rc = worst;
 
 summary:
+  if (o.trace) {
+    int trc = run_phase(&w, rank_trace_finish(&w), "writing the trace");
+    if (trc > worst) worst = rc = trc;
+  }
   if (!single && w.rank == 0) {
     for (int i = 0; i < njobs; i++)
       if (job_rc[i] != SP_OK)

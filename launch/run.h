@@ -25,6 +25,7 @@ typedef struct run_opts {
   rank_attn attn;     /* --attn */
   const char *devices; /* --devices LIST */
   const char *save_noise; /* --save-noise FILE */
+  const char *trace;      /* --trace FILE.json */
   int cuda_device;    /* this rank's GPU (resolved after MPI start-up) */
 } run_opts;
 

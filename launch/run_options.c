@@ -74,6 +74,10 @@ void run_usage(FILE *f) {
           "      --log-dir DIR     also write each rank's log to DIR/rank-N.log\n"
           "      --no-preview      do not write FILE.png\n"
           "      --no-verify       do not check the weights' checksums while loading\n"
+          "      --trace FILE      a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev):\n"
+          "                        one process per rank, spans for embed, blocks, head,\n"
+          "                        sampler, every wait on a peer and every step; NVTX ranges\n"
+          "                        with the CUDA backend; written by rank 0 at the end\n"
           "  -q, --quiet           no progress lines\n"
           "  -j, --json            print a JSON summary on stdout (the plan, and per rank its\n"
           "                        blocks, bytes loaded and times)\n"
@@ -93,7 +97,7 @@ static int set_path(const char *flag, const char *v, char *dst) {
 
 int run_parse(int argc, char **argv, run_opts *o, int *help) {
   enum { O_SHIFT = 1000, O_SAMPLER, O_SEED, O_NOISE, O_TIMEOUT, O_NO_PREVIEW, O_NO_VERIFY,
-         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES, O_SAVE_NOISE };
+         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES, O_SAVE_NOISE, O_TRACE };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'},   {"cond", required_argument, 0, 'c'},
       {"frames", required_argument, 0, 'f'},  {"size", required_argument, 0, 's'},
@@ -109,6 +113,7 @@ int run_parse(int argc, char **argv, run_opts *o, int *help) {
       {"transport", required_argument, 0, O_TRANSPORT},
       {"attn", required_argument, 0, O_ATTN},  {"devices", required_argument, 0, O_DEVICES},
       {"save-noise", required_argument, 0, O_SAVE_NOISE},
+      {"trace", required_argument, 0, O_TRACE},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->timeout = 300;
@@ -172,6 +177,7 @@ int run_parse(int argc, char **argv, run_opts *o, int *help) {
       break;
     case O_DEVICES: o->devices = optarg; break;
     case O_SAVE_NOISE: o->save_noise = optarg; break;
+    case O_TRACE: o->trace = optarg; break;
     case O_TRANSPORT:
       if (comm_transport_parse(optarg, &o->transport)) return SP_ERR_INPUT;
       break;

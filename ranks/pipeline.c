@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "trace.h"
 
 /* Tags: the latent of job j travels as TAG_LATENT + j, micro-batch k of a
  * step as TAG_ACT + k (k < 2 * RANK_PIPE_MAX_JOBS). */
@@ -49,6 +50,14 @@ static void wait_all(comm_transport *tp, comm_xfer *x, int n, double timeout_s, 
   for (int j = 0; j < n; j++) comm_tp_wait(tp, &x[j], timeout_s, what, acc);
 }
 
+/* A wait on a peer, traced as a span of category "wait". */
+static void traced_wait(comm_transport *tp, comm_xfer *x, double timeout_s, const char *what,
+                        double *acc, const char *span, int step, int mb) {
+  double t0 = rank_trace_now();
+  comm_tp_wait(tp, x, timeout_s, what, acc);
+  rank_trace_span(span, "wait", t0, step, mb);
+}
+
 int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
                          const rank_job *jobs, int njobs, double timeout_s, int progress,
                          rank_pipe_stats *st) {
@@ -86,10 +95,13 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   }
   double t_start = comm_now();
   for (int i = 0; i < steps; i++) {
+    double t_step = rank_trace_now();
     if (first && !last && i > 0) {
       post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
+      double tw = rank_trace_now();
       wait_all(tp, lat_req, njobs, timeout_s, "receiving the latents from the last stage",
                &st->wait_s);
+      rank_trace_span("recv latents", "wait", tw, i, -1);
       if (progress) report_progress(i, steps, t_start);
     }
     if (!first)
@@ -100,22 +112,37 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       float *a = act[k % 2];
       if (first) {
         /* The buffer may still be on its way to the next stage. */
-        comm_tp_wait(tp, &send_req[k % 2], timeout_s, "sending activations", &st->send_s);
+        traced_wait(tp, &send_req[k % 2], timeout_s, "sending activations", &st->send_s,
+                    "send act", i, k);
         double t0 = comm_now();
+        rank_trace_push("embed");
         rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], a);
+        rank_trace_pop();
+        rank_trace_span("embed", "compute", t0, i, k);
         st->compute_s += comm_now() - t0;
       } else {
-        comm_tp_wait(tp, &recv_req[k % 2], timeout_s,
-                     "receiving activations from the previous stage", &st->wait_s);
+        traced_wait(tp, &recv_req[k % 2], timeout_s,
+                    "receiving activations from the previous stage", &st->wait_s, "recv act", i,
+                    k);
       }
       double t0 = comm_now();
+      rank_trace_push("blocks");
       rank_stage_blocks(s, jb->slot0 + mb[k].branch, a);
-      if (last) rank_stage_head(s, a, v[mb[k].job][mb[k].branch]);
+      rank_trace_pop();
+      rank_trace_span("blocks", "compute", t0, i, k);
+      if (last) {
+        double th = comm_now();
+        rank_trace_push("head");
+        rank_stage_head(s, a, v[mb[k].job][mb[k].branch]);
+        rank_trace_pop();
+        rank_trace_span("head", "compute", th, i, k);
+      }
       st->compute_s += comm_now() - t0;
       if (!last) comm_tp_isend(tp, a, act_bytes, me + 1, TAG_ACT + k, &send_req[k % 2], NULL);
       /* Refill this buffer with the next micro-batch that uses it. */
       if (!first && k + 2 < K) {
-        comm_tp_wait(tp, &send_req[k % 2], timeout_s, "sending activations", &st->send_s);
+        traced_wait(tp, &send_req[k % 2], timeout_s, "sending activations", &st->send_s,
+                    "send act", i, k);
         comm_tp_irecv(tp, act[k % 2], act_bytes, me - 1, TAG_ACT + k + 2, &recv_req[k % 2],
                       NULL);
       }
@@ -129,6 +156,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
           rank_cfg_combine(v[j][1], v[j][0], jobs[j].cfg, v[j][0], (size_t)n);
         rank_sampler_step(smp[j], i, v[j][0], latent[j]);
       }
+      rank_trace_span("sampler", "compute", t0, i, -1);
       st->compute_s += comm_now() - t0;
       if (!first) { /* after the last step too: rank 0 reports it */
         post_latents(tp, latent, njobs, lat_bytes, 0, 1, lat_req);
@@ -136,6 +164,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       }
       if (first && progress) report_progress(i + 1, steps, t_start);
     }
+    rank_trace_span("step", "step", t_step, i, -1);
   }
   if (first && !last) {
     wait_all(tp, send_req, 2, timeout_s, "sending activations", &st->send_s);
