@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA backend through run (issue 9): a 4-step run of the tiny model on
 # the GPU against the CPU backend (bf16 end to end: relative L2 <= 2e-2), a
-# GPU rerun bit-identical, and 2 and 3 ranks sharing the one GPU through the
-# MPI transport bit-identical to 1 rank. Skips (77) without a GPU.
+# GPU rerun bit-identical, 2 and 3 ranks sharing the one GPU through the MPI
+# transport bit-identical to 1 rank, and (issue 12) streamed blocks
+# bit-identical to all-resident. Skips (77) without a GPU.
 set -u
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
 . "$SP_SRC/tests/common/find_python.sh"
@@ -23,6 +24,11 @@ A=(--model "$T/m.h5" --cond "$T/cond.h5" --frames 17 --size 96x80 --steps 4 --cf
 "$SP_BIN" run "${A[@]}" --device cpu -o "$T/cpu.h5" || { echo "FAIL cpu run"; exit 1; }
 "$SP_BIN" run "${A[@]}" --device cuda -o "$T/gpu.h5" || { echo "FAIL gpu run"; exit 1; }
 "$SP_BIN" run "${A[@]}" --device cuda -o "$T/gpu2.h5" || { echo "FAIL gpu rerun"; exit 1; }
+# Hybrid residency: a budget that leaves room for only some of the blocks
+# streams the others from pinned host memory (the plan shows which); the
+# latents stay bit-identical to all-resident.
+"$SP_BIN" run "${A[@]}" --device cuda --budget "cuda:0,1055mb;cpu,*" -o "$T/gpu_streamed.h5" \
+  || { echo "FAIL gpu run with streamed blocks"; fail=1; }
 for np in 2 3; do
   mpirun -np $np "$SP_BIN" run "${A[@]}" --device cuda -o "$T/gpu_np$np.h5" || { echo "FAIL gpu np $np"; fail=1; }
 done
@@ -34,7 +40,7 @@ c, g = get("cpu.h5").astype(np.float64), get("gpu.h5")
 err = np.linalg.norm(g - c) / np.linalg.norm(c)
 ok = err <= 2e-2
 print(f"{'ok  ' if ok else 'FAIL'} 4-step run: gpu vs cpu rel L2 {err:.3e} (tol 2e-2)")
-for n in ("gpu2.h5", "gpu_np2.h5", "gpu_np3.h5"):
+for n in ("gpu2.h5", "gpu_np2.h5", "gpu_np3.h5", "gpu_streamed.h5"):
     if not os.path.exists(os.path.join(d, n)):
         print(f"FAIL {n} missing"); ok = False; continue
     same = get(n).tobytes() == g.tobytes()
