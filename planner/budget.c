@@ -6,20 +6,12 @@
 #include <string.h>
 
 #include "plan.h"
+#include "plan_strbuf.h"
 
 #define ALLOWED_HINT                                                                          \
   "allowed: auto, a fraction like 0.8, or entries 'cuda:K,SIZE' / 'cuda:K,N%%' / 'cpu,*' "   \
   "joined by ';' (SIZE like 2.5gb; units b, kb, mb, gb, tb, powers of 1024)"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return PLAN_EINVAL;
-}
 
 /* Copies s[0..n) into a bounded buffer without surrounding blanks, for
  * quoting and matching. Returns 0, or -1 when it does not fit. */
@@ -126,49 +118,49 @@ static int unit_shift(const char *u) {
 int plan_parse_bytes(const char *s, uint64_t *out, char *err, size_t errlen) {
   char tok[96];
   if (!s || token_copy(s, strlen(s), tok, sizeof tok) != 0)
-    return fail(err, errlen, "size '%.40s...' is too long", s ? s : "");
-  if (!tok[0]) return fail(err, errlen, "empty size: give a number with a unit, like 24gb");
+    return plan_fail(err, errlen, "size '%.40s...' is too long", s ? s : "");
+  if (!tok[0]) return plan_fail(err, errlen, "empty size: give a number with a unit, like 24gb");
   if (tok[0] == '-')
-    return fail(err, errlen, "size '%s' is negative: sizes are at least 1b", tok);
+    return plan_fail(err, errlen, "size '%s' is negative: sizes are at least 1b", tok);
   decimal d;
   int n = decimal_scan(tok, &d);
   if (n < 0)
-    return fail(err, errlen, "size '%s' overflows: at most 16 exbibytes (16777216tb)", tok);
+    return plan_fail(err, errlen, "size '%s' overflows: at most 16 exbibytes (16777216tb)", tok);
   if (n == 0)
-    return fail(err, errlen,
+    return plan_fail(err, errlen,
                 "size '%s' is not a number: use digits with an optional decimal point and a "
                 "unit, like 2.5gb",
                 tok);
   const char *u = tok + n;
   while (isspace((unsigned char)*u)) u++;
   if (!*u)
-    return fail(err, errlen,
+    return plan_fail(err, errlen,
                 "size '%s' has no unit: add b, kb, mb, gb or tb (powers of 1024), like %sgb",
                 tok, tok);
   int shift = unit_shift(u);
   if (shift < 0)
-    return fail(err, errlen,
+    return plan_fail(err, errlen,
                 "size '%s' has unknown unit '%s': use b, k/kb, m/mb, g/gb, t/tb (any case, "
                 "powers of 1024)",
                 tok, u);
   uint64_t v;
   if (decimal_to_bytes(&d, shift, &v) != 0)
-    return fail(err, errlen, "size '%s' overflows 64 bits", tok);
-  if (v == 0) return fail(err, errlen, "size '%s' is zero: a budget needs at least 1b", tok);
+    return plan_fail(err, errlen, "size '%s' overflows 64 bits", tok);
+  if (v == 0) return plan_fail(err, errlen, "size '%s' is zero: a budget needs at least 1b", tok);
   *out = v;
   return PLAN_OK;
 }
 
 /* Percent value "40%", "12.5%": share in (0, 1]. */
 static int parse_share(const char *tok, double *out, char *err, size_t errlen) {
-  if (tok[0] == '-') return fail(err, errlen, "share '%s' is negative: use 0..100%%", tok);
+  if (tok[0] == '-') return plan_fail(err, errlen, "share '%s' is negative: use 0..100%%", tok);
   decimal d;
   int n = decimal_scan(tok, &d);
-  if (n < 0) return fail(err, errlen, "share '%s' overflows: use 0..100%%", tok);
+  if (n < 0) return plan_fail(err, errlen, "share '%s' overflows: use 0..100%%", tok);
   if (n == 0 || strcmp(tok + n, "%") != 0)
-    return fail(err, errlen, "share '%s' is not a number followed by %%, like 40%%", tok);
+    return plan_fail(err, errlen, "share '%s' is not a number followed by %%, like 40%%", tok);
   double v = decimal_value(&d);
-  if (v > 100.0) return fail(err, errlen, "share '%s' is over 100%%", tok);
+  if (v > 100.0) return plan_fail(err, errlen, "share '%s' is over 100%%", tok);
   *out = v / 100.0;
   return PLAN_OK;
 }
@@ -186,31 +178,31 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
   plan_budget b;
   memset(&b, 0, sizeof b);
   if (nranks < 1 || nranks > PLAN_MAX_RANKS)
-    return fail(err, errlen, "budget: %d ranks is outside 1..%d", nranks, PLAN_MAX_RANKS);
+    return plan_fail(err, errlen, "budget: %d ranks is outside 1..%d", nranks, PLAN_MAX_RANKS);
   b.nranks = nranks;
   b.mode = PLAN_BUDGET_AUTO;
   if (!s || ieq(s, "auto")) {
     *out = b;
     return PLAN_OK;
   }
-  if (strlen(s) > 4096) return fail(err, errlen, "budget string is longer than 4096 characters");
+  if (strlen(s) > 4096) return plan_fail(err, errlen, "budget string is longer than 4096 characters");
   if (is_blank(s))
-    return fail(err, errlen, "budget string is empty: " ALLOWED_HINT);
+    return plan_fail(err, errlen, "budget string is empty: " ALLOWED_HINT);
 
   /* A single number with no ',' or ';' is a fraction of each GPU. */
   if (!strchr(s, ',') && !strchr(s, ';')) {
     char tok[96];
     if (token_copy(s, strlen(s), tok, sizeof tok) != 0)
-      return fail(err, errlen, "budget '%.40s...' is not understood: " ALLOWED_HINT, s);
+      return plan_fail(err, errlen, "budget '%.40s...' is not understood: " ALLOWED_HINT, s);
     decimal d;
     int n = decimal_scan(tok, &d);
     if (tok[0] == '-')
-      return fail(err, errlen, "budget fraction '%s' is negative: use a number in (0, 1]", tok);
+      return plan_fail(err, errlen, "budget fraction '%s' is negative: use a number in (0, 1]", tok);
     if (n <= 0 || tok[n])
-      return fail(err, errlen, "budget '%s' is not understood: " ALLOWED_HINT, tok);
+      return plan_fail(err, errlen, "budget '%s' is not understood: " ALLOWED_HINT, tok);
     double v = decimal_value(&d);
     if (!(v > 0.0 && v <= 1.0))
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "budget fraction '%s' is outside (0, 1]: 0.8 means 80%% of each GPU's memory",
                   tok);
     b.mode = PLAN_BUDGET_FRACTION;
@@ -227,60 +219,60 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
     size_t elen = semi ? (size_t)(semi - p) : strlen(p);
     char entry[128];
     if (token_copy(p, elen, entry, sizeof entry) != 0)
-      return fail(err, errlen, "budget entry '%.40s...' is too long", p);
+      return plan_fail(err, errlen, "budget entry '%.40s...' is too long", p);
     if (!entry[0])
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "budget '%s' has an empty entry (two ';' in a row, or a ';' at an end): "
                   "each entry is DEVICE,VALUE",
                   s);
     if (have_star)
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "budget entry '%s' follows a '*' entry: '*' takes the rest and must be last",
                   entry);
     char *comma = strchr(entry, ',');
     if (!comma)
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "budget entry '%s' has no ',VALUE': write it like cuda:0,20gb or cpu,*",
                   entry);
     char dev[64], val[64];
     if (token_copy(entry, (size_t)(comma - entry), dev, sizeof dev) != 0 ||
         token_copy(comma + 1, strlen(comma + 1), val, sizeof val) != 0)
-      return fail(err, errlen, "budget entry '%s' is too long", entry);
+      return plan_fail(err, errlen, "budget entry '%s' is too long", entry);
     if (strchr(val, ','))
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "budget entry '%s' has more than one ',': one DEVICE,VALUE per entry", entry);
     if (!val[0])
-      return fail(err, errlen, "budget entry '%s' has an empty value: give a size, N%% or *",
+      return plan_fail(err, errlen, "budget entry '%s' has an empty value: give a size, N%% or *",
                   entry);
 
     /* device: cpu or cuda:K with K a pipeline rank */
     int rank = -1; /* -1 = cpu */
     if (ieq(dev, "cpu")) {
-      if (cpu_named) return fail(err, errlen, "budget names 'cpu' twice (entry '%s')", entry);
+      if (cpu_named) return plan_fail(err, errlen, "budget names 'cpu' twice (entry '%s')", entry);
       cpu_named = 1;
     } else if (strncmp(dev, "cuda:", 5) == 0 || strncmp(dev, "CUDA:", 5) == 0) {
       const char *k = dev + 5;
-      if (!*k) return fail(err, errlen, "budget device '%s' has no index: use cuda:0..", dev);
+      if (!*k) return plan_fail(err, errlen, "budget device '%s' has no index: use cuda:0..", dev);
       long idx = 0;
       for (const char *c = k; *c; c++) {
         if (!isdigit((unsigned char)*c))
-          return fail(err, errlen,
+          return plan_fail(err, errlen,
                       "budget device '%s' has a bad index '%s': use cuda:K with K = 0..%d", dev,
                       k, nranks - 1);
         idx = idx * 10 + (*c - '0');
         if (idx > 100000) break;
       }
       if (idx >= nranks)
-        return fail(err, errlen,
+        return plan_fail(err, errlen,
                     "budget device '%s' is past the last rank: the pipeline has %d rank%s "
                     "(cuda:0..cuda:%d)",
                     dev, nranks, nranks == 1 ? "" : "s", nranks - 1);
       rank = (int)idx;
       if (b.named[rank])
-        return fail(err, errlen, "budget names '%s' twice: one entry per device", dev);
+        return plan_fail(err, errlen, "budget names '%s' twice: one entry per device", dev);
       b.named[rank] = 1;
     } else {
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "budget device '%s' is unknown: use cuda:K (the GPU of pipeline rank K) or cpu",
                   dev);
     }
@@ -297,17 +289,17 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
     } else if (val[strlen(val) - 1] == '%') {
       kind = VAL_SHARE;
       if (parse_share(val, &share, sub, sizeof sub) != 0)
-        return fail(err, errlen, "budget entry '%s': %s", entry, sub);
+        return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
       have_share = 1;
       share_sum += share;
     } else {
       kind = VAL_BYTES;
       if (plan_parse_bytes(val, &bytes, sub, sizeof sub) != 0)
-        return fail(err, errlen, "budget entry '%s': %s", entry, sub);
+        return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
       have_bytes = 1;
     }
     if (have_bytes && have_share)
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "budget entry '%s' mixes sizes and %% shares: use one kind in a string",
                   entry);
     if (rank >= 0) {
@@ -323,7 +315,7 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
   }
 
   if (share_sum > 1.0 + 1e-9)
-    return fail(err, errlen, "budget '%s' gives shares that add up to %.4g%%, over 100%%", s,
+    return plan_fail(err, errlen, "budget '%s' gives shares that add up to %.4g%%, over 100%%", s,
                 share_sum * 100.0);
   if (have_share) {
     b.mode = PLAN_BUDGET_RATIO;
@@ -332,7 +324,7 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
     if (have_star) {
       if (star_rank >= 0) {
         if (rest <= 0.0)
-          return fail(err, errlen,
+          return plan_fail(err, errlen,
                       "budget entry 'cuda:%d,*' gets no share: the other entries take 100%%",
                       star_rank);
         b.share[star_rank] = rest;
@@ -340,20 +332,20 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
         b.cpu_share = rest;
       }
     } else if (rest > 1e-9) {
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "budget '%s' gives shares that add up to %.4g%%: under 100%% needs a '*' "
                   "entry (like cpu,*) to take the rest",
                   s, share_sum * 100.0);
     }
     for (int r = 0; r < nranks; r++)
       if (!b.named[r])
-        return fail(err, errlen,
+        return plan_fail(err, errlen,
                     "ratio budget '%s' does not name cuda:%d: a ratio string gives every rank "
                     "its share",
                     s, r);
     for (int r = 0; r < nranks; r++)
       if (b.share[r] <= 0.0)
-        return fail(err, errlen,
+        return plan_fail(err, errlen,
                     "ratio budget '%s' gives cuda:%d a 0%% share: every rank needs a block", s,
                     r);
   } else {

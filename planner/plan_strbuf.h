@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "plan.h"
+
 typedef struct plan_strbuf {
   char *buf;
   size_t cap;
@@ -35,6 +37,19 @@ __attribute__((format(printf, 2, 3))) static inline void plan_sb_add(plan_strbuf
   int n = vsnprintf(dst, room, fmt, ap);
   va_end(ap);
   if (n > 0) sb->len += (size_t)n;
+}
+
+/* Writes one message into the caller's error buffer (when there is one)
+ * and returns PLAN_EINVAL: the planner's way to fail a check. */
+__attribute__((format(printf, 3, 4))) static inline int plan_fail(char *err, size_t errlen,
+                                                                  const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return PLAN_EINVAL;
 }
 
 #endif

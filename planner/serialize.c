@@ -9,68 +9,58 @@
 
 #define GB (1024.0 * 1024.0 * 1024.0)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return PLAN_EINVAL;
-}
 
 /* ---- invariants --------------------------------------------------------- */
 
 int plan_validate(const plan *p, char *err, size_t errlen) {
   if (p->nranks < 1 || p->nranks > PLAN_MAX_RANKS)
-    return fail(err, errlen, "plan: %d ranks is outside 1..%d", p->nranks, PLAN_MAX_RANKS);
+    return plan_fail(err, errlen, "plan: %d ranks is outside 1..%d", p->nranks, PLAN_MAX_RANKS);
   if (p->num_blocks < p->nranks || p->num_blocks > PLAN_MAX_BLOCKS)
-    return fail(err, errlen, "plan: %d blocks for %d ranks", p->num_blocks, p->nranks);
+    return plan_fail(err, errlen, "plan: %d blocks for %d ranks", p->num_blocks, p->nranks);
   if (p->micro_batches < 1 || p->tokens < 1)
-    return fail(err, errlen, "plan: %d micro-batches, %lld tokens", p->micro_batches,
+    return plan_fail(err, errlen, "plan: %d micro-batches, %lld tokens", p->micro_batches,
                 (long long)p->tokens);
   if (!isfinite(p->predicted_step_ms) || p->predicted_step_ms < 0)
-    return fail(err, errlen, "plan: predicted step time is not a finite number");
+    return plan_fail(err, errlen, "plan: predicted step time is not a finite number");
   int next = 0;
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
-    if (q->rank != r) return fail(err, errlen, "plan: rank %d is labelled %d", r, q->rank);
+    if (q->rank != r) return plan_fail(err, errlen, "plan: rank %d is labelled %d", r, q->rank);
     if (memchr(q->device, '\0', sizeof q->device) == NULL)
-      return fail(err, errlen, "plan: rank %d's device name is not terminated", r);
+      return plan_fail(err, errlen, "plan: rank %d's device name is not terminated", r);
     if (q->first_block != next || q->last_block < q->first_block ||
         q->last_block >= p->num_blocks)
-      return fail(err, errlen,
+      return plan_fail(err, errlen,
                   "plan: rank %d holds blocks %d-%d, expected a range starting at %d within "
                   "0..%d",
                   r, q->first_block, q->last_block, next, p->num_blocks - 1);
     int ns = 0;
     for (int i = q->first_block; i <= q->last_block; i++) {
-      if (p->streamed[i] > 1) return fail(err, errlen, "plan: block %d streamed flag %u", i, p->streamed[i]);
+      if (p->streamed[i] > 1) return plan_fail(err, errlen, "plan: block %d streamed flag %u", i, p->streamed[i]);
       ns += p->streamed[i];
     }
     if (ns != q->num_streamed || q->num_resident + q->num_streamed != q->last_block - q->first_block + 1)
-      return fail(err, errlen, "plan: rank %d counts %d resident + %d streamed for %d blocks", r,
+      return plan_fail(err, errlen, "plan: rank %d counts %d resident + %d streamed for %d blocks", r,
                   q->num_resident, q->num_streamed, q->last_block - q->first_block + 1);
     if (q->has_embed != (r == 0) || q->has_head != (r == p->nranks - 1))
-      return fail(err, errlen, "plan: embeddings must be on rank 0 and the head on the last rank");
+      return plan_fail(err, errlen, "plan: embeddings must be on rank 0 and the head on the last rank");
     if ((ns > 0) != (q->prefetch_depth > 0) || q->prefetch_depth > 16)
-      return fail(err, errlen, "plan: rank %d prefetch depth %d with %d streamed blocks", r,
+      return plan_fail(err, errlen, "plan: rank %d prefetch depth %d with %d streamed blocks", r,
                   q->prefetch_depth, ns);
     if (q->ffn_rows < 1 || q->proj_rows < 1 || q->attn_rows < 1 || q->ffn_rows > p->tokens ||
         q->proj_rows > p->tokens || q->attn_rows > p->tokens)
-      return fail(err, errlen, "plan: rank %d chunk rows outside 1..%lld", r, (long long)p->tokens);
+      return plan_fail(err, errlen, "plan: rank %d chunk rows outside 1..%lld", r, (long long)p->tokens);
     if (q->peak_bytes > q->budget_bytes)
-      return fail(err, errlen, "plan: rank %d peak %llu bytes over its budget %llu", r,
+      return plan_fail(err, errlen, "plan: rank %d peak %llu bytes over its budget %llu", r,
                   (unsigned long long)q->peak_bytes, (unsigned long long)q->budget_bytes);
     if (!isfinite(q->predicted_step_ms) || q->predicted_step_ms < 0)
-      return fail(err, errlen, "plan: rank %d predicted time is not a finite number", r);
+      return plan_fail(err, errlen, "plan: rank %d predicted time is not a finite number", r);
     next = q->last_block + 1;
   }
   if (next != p->num_blocks)
-    return fail(err, errlen, "plan: ranges end at block %d of %d", next - 1, p->num_blocks);
+    return plan_fail(err, errlen, "plan: ranges end at block %d of %d", next - 1, p->num_blocks);
   for (int i = p->num_blocks; i < PLAN_MAX_BLOCKS; i++)
-    if (p->streamed[i]) return fail(err, errlen, "plan: streamed flag past the last block");
+    if (p->streamed[i]) return plan_fail(err, errlen, "plan: streamed flag past the last block");
   return PLAN_OK;
 }
 
@@ -224,7 +214,7 @@ int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err,
   if (rc) return rc;
   size_t need = WIRE_HEAD + (size_t)p->nranks * WIRE_RANK + (size_t)p->num_blocks;
   if (need > cap) {
-    fail(err, errlen, "plan: the binary form needs %zu bytes, the buffer has %zu", need, cap);
+    plan_fail(err, errlen, "plan: the binary form needs %zu bytes, the buffer has %zu", need, cap);
     return PLAN_ENOSPACE;
   }
   wr w = {buf, 0, cap};
@@ -293,22 +283,22 @@ static double get_f64(rd *r) {
 
 int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t errlen) {
   if (!buf || len < WIRE_HEAD)
-    return fail(err, errlen, "plan message: %zu bytes, shorter than its %d-byte header", len,
+    return plan_fail(err, errlen, "plan message: %zu bytes, shorter than its %d-byte header", len,
                 WIRE_HEAD);
   if (memcmp(buf, WIRE_MAGIC, 4) != 0)
-    return fail(err, errlen, "plan message: bad magic (expected \"SPPL\")");
+    return plan_fail(err, errlen, "plan message: bad magic (expected \"SPPL\")");
   rd r = {buf, 4, len};
   uint32_t version = (uint32_t)get(&r, 4);
   if (version != WIRE_VERSION)
-    return fail(err, errlen, "plan message: version %u, this build reads %u", version,
+    return plan_fail(err, errlen, "plan message: version %u, this build reads %u", version,
                 WIRE_VERSION);
   uint32_t nranks = (uint32_t)get(&r, 4), nblocks = (uint32_t)get(&r, 4);
   if (nranks < 1 || nranks > PLAN_MAX_RANKS || nblocks < 1 || nblocks > PLAN_MAX_BLOCKS)
-    return fail(err, errlen, "plan message: %u ranks, %u blocks (limits %d, %d)", nranks, nblocks,
+    return plan_fail(err, errlen, "plan message: %u ranks, %u blocks (limits %d, %d)", nranks, nblocks,
                 PLAN_MAX_RANKS, PLAN_MAX_BLOCKS);
   size_t need = WIRE_HEAD + (size_t)nranks * WIRE_RANK + (size_t)nblocks;
   if (len != need)
-    return fail(err, errlen, "plan message: %zu bytes, expected %zu for %u ranks and %u blocks",
+    return plan_fail(err, errlen, "plan message: %zu bytes, expected %zu for %u ranks and %u blocks",
                 len, need, nranks, nblocks);
   plan p;
   memset(&p, 0, sizeof p);
@@ -317,7 +307,7 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
   p.tokens = get_i64(&r);
   uint32_t mb = (uint32_t)get(&r, 4), chunked = (uint32_t)get(&r, 4);
   if (mb > 1024 || chunked > 1)
-    return fail(err, errlen, "plan message: %u micro-batches, chunked flag %u", mb, chunked);
+    return plan_fail(err, errlen, "plan message: %u micro-batches, chunked flag %u", mb, chunked);
   p.micro_batches = (int)mb;
   p.chunked = (int)chunked;
   p.predicted_step_ms = get_f64(&r);
@@ -327,7 +317,7 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
     memcpy(q->device, buf + r.n, PLAN_NAME_LEN);
     r.n += PLAN_NAME_LEN;
     if (memchr(q->device, '\0', PLAN_NAME_LEN) == NULL)
-      return fail(err, errlen, "plan message: rank %u's device name is not terminated", k);
+      return plan_fail(err, errlen, "plan message: rank %u's device name is not terminated", k);
     q->first_block = get_i32(&r);
     q->last_block = get_i32(&r);
     q->num_resident = get_i32(&r);
@@ -350,7 +340,7 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
   memcpy(p.streamed, buf + r.n, nblocks);
   char sub[256];
   if (plan_validate(&p, sub, sizeof sub) != 0)
-    return fail(err, errlen, "plan message is inconsistent: %s", sub);
+    return plan_fail(err, errlen, "plan message is inconsistent: %s", sub);
   *out = p;
   return PLAN_OK;
 }
