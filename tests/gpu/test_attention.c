@@ -38,15 +38,8 @@
 #define GUARD_BYTES 4096
 #define SUBSET_ROWS 256
 
-#define CK(call)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) {                                                       \
-      fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,           \
-              cudaGetErrorString(e_));                                             \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
+#define SP_TEST_CUDA
+#include "sp_check.h"
 
 typedef struct shape {
   int64_t Lq, Lk, heads;

@@ -25,15 +25,8 @@
 #include "kern_dtype.h"
 #include "log.h"
 
-#define CK(call)                                                                    \
-  do {                                                                              \
-    cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess) {                                                        \
-      fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,            \
-              cudaGetErrorString(e_));                                              \
-      exit(1);                                                                      \
-    }                                                                               \
-  } while (0)
+#define SP_TEST_CUDA
+#include "sp_check.h"
 
 typedef struct bcase {
   int64_t Lq, Lk;

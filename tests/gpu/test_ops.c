@@ -41,15 +41,8 @@
 #define GUARD_BYTE 0xA5
 #define MAX_BUFS 32
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                  \
-              cudaGetErrorString(e_));                                                    \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
+#define SP_TEST_CUDA
+#include "sp_check.h"
 
 /* ---- device buffers with guards --------------------------------------- */
 

@@ -12,16 +12,7 @@
 
 #include "noise.h"
 
-static int g_fail = 0;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      g_fail = 1;                                          \
-    }                                                      \
-  } while (0)
+#include "sp_check.h"
 
 static void test_philox_kat(void) {
   /* Random123 kat_vectors, "philox4x32 10": counter[4] key[2] -> out[4]. */

@@ -20,16 +20,7 @@
 #include "noise.h"
 #include "preview.h"
 
-static int g_fail = 0;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      g_fail = 1;                                          \
-    }                                                      \
-  } while (0)
+#include "sp_check.h"
 
 static float *random_latents(uint64_t seed, int64_t f, int64_t h, int64_t w, size_t *n) {
   *n = (size_t)(16 * f * h * w);

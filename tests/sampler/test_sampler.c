@@ -18,16 +18,7 @@
 #include "log.h"
 #include "sampler.h"
 
-static int g_fail = 0;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      g_fail = 1;                                          \
-    }                                                      \
-  } while (0)
+#include "sp_check.h"
 
 static uint64_t g_rng;
 static double urand(void) { /* splitmix64 -> [0,1) */
