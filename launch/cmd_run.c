@@ -99,6 +99,8 @@ static int run_group(run_ctx *x, const rank_jobspec *const *js, job_inputs *ins,
     x->sum.compute_s += st.compute_s;
     x->sum.wait_s += st.wait_s;
     x->sum.send_s += st.send_s;
+    x->sum.sample_s += st.sample_s;
+    x->sum.steps += st.steps;
   }
   rc = comm_phase_end(w, rc, "sampling", then);
   int worst = rc;

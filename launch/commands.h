@@ -8,6 +8,7 @@ int cmd_init(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 

@@ -30,6 +30,7 @@ need_pkg python3 test -x /usr/bin/python3
 need_pkg python3-numpy dist_python_has numpy
 need_pkg python3-h5py dist_python_has h5py
 need_pkg clang command -v clang   # the libFuzzer target (launch/fuzz.sh)
+need_pkg gnuplot-nox command -v gnuplot   # the plots of staticpipe bench
 
 # Deduplicate.
 if [ ${#missing[@]} -gt 0 ]; then

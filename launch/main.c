@@ -15,6 +15,7 @@ static const command commands[] = {
     {"init", cmd_init, "write a synthetic model file (presets wan2.1-tiny, -1.3b, -14b)"},
     {"convert", cmd_convert, "import a Wan 2.1 safetensors checkpoint (official, diffusers, ComfyUI)"},
     {"inspect", cmd_inspect, "print a model's config, sizes and checksum"},
+    {"bench", cmd_bench, "sweep run over ranks, budgets, frames and sizes; JSON, CSV, table, plot"},
     {"run", cmd_run, "sample a clip (one process, or mpirun -np N for a pipeline)"},
     {"plan", cmd_plan, "dry-run the split of a model over GPUs you may not have (no GPU, no MPI)"},
     {"forward", cmd_forward, "one DiT forward on given inputs (checks a conversion)"},

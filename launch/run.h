@@ -33,6 +33,8 @@ typedef struct rank_summary {
   int first, last;
   uint64_t bytes_loaded;
   double load_s, compute_s, wait_s, send_s;
+  double sample_s; /* wall time of the sampling loops */
+  int steps;       /* steps run, over every job */
 } rank_summary;
 
 /* What the job loop shares: the world, the model, the plan and the stage,

@@ -165,6 +165,12 @@ void run_print_json(const comm_world *w, const plan *p, const rank_summary *all)
     json_object_array_add(ranks, o);
   }
   json_object_object_add(root, "ranks", ranks);
+  /* Rank 0 sees every step start and end (it receives the latents). */
+  json_object_object_add(root, "steps", json_object_new_int(all[0].steps));
+  json_object_object_add(root, "sample_s", json_object_new_double(all[0].sample_s));
+  json_object_object_add(root, "step_ms", json_object_new_double(
+                                              all[0].steps ? 1e3 * all[0].sample_s / all[0].steps
+                                                           : 0.0));
   printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
   fflush(stdout);
   json_object_put(root);

@@ -173,6 +173,8 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
     if (progress) report_progress(steps, steps, t_start);
   }
   for (int j = 0; j < njobs && last; j++) memcpy(jobs[j].out, latent[j], lat_bytes);
+  st->sample_s += comm_now() - t_start;
+  st->steps += steps;
 done:
   for (int j = 0; j < njobs; j++) {
     rank_sampler_destroy(smp[j]);

@@ -44,6 +44,8 @@ typedef struct rank_pipe_stats {
   double compute_s; /* blocks, embed, head, sampler */
   double wait_s;    /* waiting for the previous stage (or the latent) */
   double send_s;    /* waiting for sends to complete */
+  double sample_s;  /* the whole sampling loop, wall clock */
+  int steps;        /* steps run */
 } rank_pipe_stats;
 
 static inline int rank_job_micro_batches(const rank_job *j) { return j->cfg != 1.0f ? 2 : 1; }
