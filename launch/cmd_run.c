@@ -35,7 +35,7 @@ static int ensure_stage(run_ctx *x, const int64_t lat[4]) {
                          .lat_w = lat[3], .device = x->o->dev,
                          .cuda_device = x->o->cuda_device, .attn = x->o->attn,
                          .streamed = &x->p->streamed[pr->first_block],
-                         .prefetch_depth = pr->prefetch_depth};
+                         .prefetch_depth = pr->prefetch_depth, .profile = x->o->profile};
   double t0 = comm_now();
   int rc = rank_stage_load(x->m, &scfg, &x->stage, &x->sum.bytes_loaded);
   x->sum.load_s += comm_now() - t0;

@@ -26,6 +26,7 @@ typedef struct run_opts {
   const char *devices; /* --devices LIST */
   const char *save_noise; /* --save-noise FILE */
   const char *trace;      /* --trace FILE.json */
+  int profile;            /* --profile (CUDA) */
   int cuda_device;    /* this rank's GPU (resolved after MPI start-up) */
 } run_opts;
 

@@ -78,6 +78,8 @@ void run_usage(FILE *f) {
           "                        one process per rank, spans for embed, blocks, head,\n"
           "                        sampler, every wait on a peer and every step; NVTX ranges\n"
           "                        with the CUDA backend; written by rank 0 at the end\n"
+          "      --profile         CUDA: time every op of every block; after each call of a\n"
+          "                        stage's blocks, each op's mean time against its floor\n"
           "  -q, --quiet           no progress lines\n"
           "  -j, --json            print a JSON summary on stdout (the plan, and per rank its\n"
           "                        blocks, bytes loaded and times)\n"
@@ -97,7 +99,7 @@ static int set_path(const char *flag, const char *v, char *dst) {
 
 int run_parse(int argc, char **argv, run_opts *o, int *help) {
   enum { O_SHIFT = 1000, O_SAMPLER, O_SEED, O_NOISE, O_TIMEOUT, O_NO_PREVIEW, O_NO_VERIFY,
-         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES, O_SAVE_NOISE, O_TRACE };
+         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES, O_SAVE_NOISE, O_TRACE, O_PROFILE };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'},   {"cond", required_argument, 0, 'c'},
       {"frames", required_argument, 0, 'f'},  {"size", required_argument, 0, 's'},
@@ -114,6 +116,7 @@ int run_parse(int argc, char **argv, run_opts *o, int *help) {
       {"attn", required_argument, 0, O_ATTN},  {"devices", required_argument, 0, O_DEVICES},
       {"save-noise", required_argument, 0, O_SAVE_NOISE},
       {"trace", required_argument, 0, O_TRACE},
+      {"profile", no_argument, 0, O_PROFILE},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->timeout = 300;
@@ -178,6 +181,7 @@ int run_parse(int argc, char **argv, run_opts *o, int *help) {
     case O_DEVICES: o->devices = optarg; break;
     case O_SAVE_NOISE: o->save_noise = optarg; break;
     case O_TRACE: o->trace = optarg; break;
+    case O_PROFILE: o->profile = 1; break;
     case O_TRANSPORT:
       if (comm_transport_parse(optarg, &o->transport)) return SP_ERR_INPUT;
       break;
