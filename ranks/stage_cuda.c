@@ -93,6 +93,7 @@ typedef struct cuda_stage {
   float *ctxf;        /* (text_len, dim) fp32 */
   uint16_t *ctxh;     /* (text_len, dim) bf16 text-embedding hidden */
   float *tvec;        /* (freq_dim + 2 dim) fp32 time embedding temporaries */
+  float *sinus;       /* host (freq_dim) the time sinusoid, made in double */
   void *attn_scratch;
   size_t attn_scratch_bytes;
   prof_state *prof;   /* NULL unless profiling */
@@ -309,6 +310,7 @@ static void cuda_destroy(rank_stage *s) {
   free(c->copied);
   free(c->freed);
   free(c->block_w);
+  if (c->sinus) cudaFreeHost(c->sinus);
   free(c);
   s->impl = NULL;
 }
@@ -372,7 +374,7 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, float *act)
   kern_cuda_linear(c->gemm, c->hb, WE("patch_embedding.weight"), WE("patch_embedding.bias"), x,
                    KERN_DTYPE_F32, L, wan_patch_in(cf), D, KERN_CUDA_ACT_NONE, c->stream);
   /* Time: the sinusoid in double on the host, then fp32 on the device. */
-  float *sinus = sp_xmalloc((size_t)cf->freq_dim * 4);
+  float *sinus = c->sinus;
   kern_cpu_time_sinusoid(t, cf->freq_dim, sinus);
   float *tin = c->tvec, *h = tin + cf->freq_dim, *se = h + D;
   CUDA_CHECK(cudaMemcpyAsync(tin, sinus, (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
@@ -389,7 +391,6 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, float *act)
   CUDA_CHECK(cudaMemcpyAsync(act, c->act, (size_t)rank_act_floats(cf, L) * 4,
                              cudaMemcpyDeviceToHost, c->stream));
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
-  free(sinus);
 }
 
 /* MODEL 4 on the GPU, the same steps as rank_dit_block. */
@@ -591,6 +592,7 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     }
   }
   c->slot_w = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slot_w);
+  CUDA_CHECK(cudaMallocHost((void **)&c->sinus, (size_t)cf->freq_dim * sizeof(float)));
   carve(s, c); /* sizing pass */
   c->arena_bytes = c->arena_used;
   size_t free_b = 0, total_b = 0;
@@ -651,6 +653,15 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     cuda_destroy(s);
     return rc;
   }
+  /* The attention shapes of this workload, run once now on the scratch
+   * buffers (their contents do not matter): cuDNN builds its plans and
+   * allocates their workspace here, not in the first sampling step. */
+  const int64_t NH = cf->heads, HD = wan_head_dim(cf);
+  kern_attn_params ps = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
+  kern_attn_params pc = {c->qb, c->ck, c->cv, c->ab, L, cf->text_len, NH, HD, 0.0f};
+  kern_attn_run(c->attn, ps, c->attn_scratch, c->attn_scratch_bytes, c->stream);
+  kern_attn_run(c->attn, pc, c->attn_scratch, c->attn_scratch_bytes, c->stream);
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
   size_t free_after = 0, total_after = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_after, &total_after));
   sp_log_info("cuda:%d: arena %.2f GiB (%d resident, %d streamed blocks, %d slots); device memory "
