@@ -8,7 +8,8 @@ build=${SP_BUILD_DIR:-$root/build}
 args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo})
 [ -n "${STATICPIPE_CUDA:-}" ] && args+=(-DSTATICPIPE_CUDA="$STATICPIPE_CUDA")
 [ -n "${CMAKE_CUDA_ARCHITECTURES:-}" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$CMAKE_CUDA_ARCHITECTURES")
-cmake "${args[@]}" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-grep -E 'staticpipe:' "$build.configure.log" || true
+mkdir -p "$build"
+cmake "${args[@]}" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+grep -E 'staticpipe:' "$build/configure.log" || true
 cmake --build "$build" -j"$(nproc)"
 echo "$build/staticpipe"
