@@ -17,8 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
 #include "crc32c.h"
+#include "h5_util.h"
+#include "model_file_impl.h"
 #include "log.h"
 #include "synth.h"
 
@@ -35,12 +36,6 @@ struct rank_model {
   ds_loc *locs; /* per group instance and tensor: embed, blocks..., head */
 };
 
-static int group_instances(const wan_config *c) { return (int)c->layers + 2; }
-/* Index of a group instance: embed 0, block b at 1 + b, head last. */
-static int instance_index(const wan_config *c, wan_group g, int block) {
-  return g == WAN_GROUP_EMBED ? 0 : g == WAN_GROUP_BLOCK ? 1 + block : (int)c->layers + 1;
-}
-
 void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n) {
   if (g == WAN_GROUP_BLOCK)
     snprintf(buf, n, "/blocks/%04d/%s", block, name);
@@ -48,92 +43,6 @@ void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf
     snprintf(buf, n, "/%s/%s", g == WAN_GROUP_EMBED ? "embed" : "head", name);
 }
 
-static void silence_hdf5(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
-
-/* ---- attributes --------------------------------------------------------- */
-
-static int attr_read_str(hid_t loc, const char *name, char *out, size_t n) {
-  int rc = -1;
-  hid_t a = -1, t = -1, mt = -1;
-  if (H5Aexists(loc, name) <= 0) return -1;
-  if ((a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) goto done;
-  if ((t = H5Aget_type(a)) < 0 || H5Tget_class(t) != H5T_STRING) goto done;
-  if (H5Tis_variable_str(t) > 0) {
-    char *v = NULL;
-    if ((mt = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(mt, H5T_VARIABLE) < 0) goto done;
-    if (H5Aread(a, mt, &v) < 0 || !v) goto done;
-    snprintf(out, n, "%s", v);
-    H5free_memory(v);
-  } else {
-    size_t sz = H5Tget_size(t);
-    if (sz == 0 || sz > 65536) goto done;
-    /* One byte more than stored, null-terminated: reads null-padded and
-     * null-terminated strings of any writer (h5py writes them unterminated). */
-    char *buf = sp_xcalloc(sz + 1, 1);
-    if ((mt = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(mt, sz + 1) < 0 ||
-        H5Aread(a, mt, buf) < 0) {
-      free(buf);
-      goto done;
-    }
-    snprintf(out, n, "%s", buf);
-    free(buf);
-  }
-  rc = 0;
-done:
-  if (mt >= 0) H5Tclose(mt);
-  if (t >= 0) H5Tclose(t);
-  if (a >= 0) H5Aclose(a);
-  return rc;
-}
-
-/* Reads a scalar or 1-D numeric attribute of exactly count elements. */
-static int attr_read_num(hid_t loc, const char *name, hid_t memtype, void *out, hssize_t count) {
-  int rc = -1;
-  hid_t a = -1, s = -1, t = -1;
-  if (H5Aexists(loc, name) <= 0) return -1;
-  if ((a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) goto done;
-  if ((t = H5Aget_type(a)) < 0) goto done;
-  H5T_class_t cls = H5Tget_class(t);
-  if (cls != H5T_INTEGER && cls != H5T_FLOAT) goto done;
-  if ((s = H5Aget_space(a)) < 0 || H5Sget_simple_extent_npoints(s) != count) goto done;
-  if (H5Aread(a, memtype, out) < 0) goto done;
-  rc = 0;
-done:
-  if (t >= 0) H5Tclose(t);
-  if (s >= 0) H5Sclose(s);
-  if (a >= 0) H5Aclose(a);
-  return rc;
-}
-
-static int attr_write_str(hid_t loc, const char *name, const char *value) {
-  int rc = -1;
-  hid_t t = -1, s = -1, a = -1;
-  if ((t = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(t, strlen(value) + 1) < 0) goto done;
-  if ((s = H5Screate(H5S_SCALAR)) < 0) goto done;
-  if ((a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT)) < 0) goto done;
-  if (H5Awrite(a, t, value) < 0) goto done;
-  rc = 0;
-done:
-  if (a >= 0) H5Aclose(a);
-  if (s >= 0) H5Sclose(s);
-  if (t >= 0) H5Tclose(t);
-  return rc;
-}
-
-static int attr_write_num(hid_t loc, const char *name, hid_t filetype, hid_t memtype,
-                          const void *v, hsize_t count) {
-  int rc = -1;
-  hid_t s = -1, a = -1;
-  s = count == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &count, NULL);
-  if (s < 0) goto done;
-  if ((a = H5Acreate2(loc, name, filetype, s, H5P_DEFAULT, H5P_DEFAULT)) < 0) goto done;
-  if (H5Awrite(a, memtype, v) < 0) goto done;
-  rc = 0;
-done:
-  if (a >= 0) H5Aclose(a);
-  if (s >= 0) H5Sclose(s);
-  return rc;
-}
 
 /* ---- synthetic models --------------------------------------------------- */
 
@@ -185,13 +94,13 @@ typedef struct check_ctx {
 static int read_root(check_ctx *x, rank_model *m) {
   rank_model_info *in = &m->info;
   char s[256];
-  if (attr_read_str(x->file, "format", s, sizeof s) != 0 || strcmp(s, RANK_MODEL_FORMAT) != 0) {
+  if (rank_h5_attr_read_str(x->file, "format", s, sizeof s) != 0 || strcmp(s, RANK_MODEL_FORMAT) != 0) {
     sp_log_error("%s: not a staticpipe model file (root attribute format is not \"%s\")",
                  x->path, RANK_MODEL_FORMAT);
     return SP_ERR_INPUT;
   }
   int64_t version = 0;
-  if (attr_read_num(x->file, "format_version", H5T_NATIVE_INT64, &version, 1) != 0) {
+  if (rank_h5_attr_read_num(x->file, "format_version", H5T_NATIVE_INT64, &version, 1) != 0) {
     sp_log_error("%s: root attribute format_version is missing or not an integer", x->path);
     return SP_ERR_INPUT;
   }
@@ -200,19 +109,19 @@ static int read_root(check_ctx *x, rank_model *m) {
                  x->path, (long long)version, RANK_MODEL_FORMAT_VERSION);
     return SP_ERR_INPUT;
   }
-  if (attr_read_str(x->file, "arch", in->arch, sizeof in->arch) != 0 ||
+  if (rank_h5_attr_read_str(x->file, "arch", in->arch, sizeof in->arch) != 0 ||
       strcmp(in->arch, WAN_ARCH) != 0) {
     sp_log_error("%s: root attribute arch is missing or not \"%s\"", x->path, WAN_ARCH);
     return SP_ERR_INPUT;
   }
-  if (attr_read_str(x->file, "dtype", s, sizeof s) != 0 ||
+  if (rank_h5_attr_read_str(x->file, "dtype", s, sizeof s) != 0 ||
       (strcmp(s, "bf16") != 0 && strcmp(s, "fp32") != 0)) {
     sp_log_error("%s: root attribute dtype is missing or not \"bf16\"/\"fp32\"", x->path);
     return SP_ERR_INPUT;
   }
   in->dtype = strcmp(s, "fp32") == 0 ? KERN_DTYPE_F32 : KERN_DTYPE_BF16;
-  if (attr_read_str(x->file, "preset", in->preset, sizeof in->preset) != 0) in->preset[0] = 0;
-  if (attr_read_str(x->file, "checksum", in->checksum, sizeof in->checksum) != 0) {
+  if (rank_h5_attr_read_str(x->file, "preset", in->preset, sizeof in->preset) != 0) in->preset[0] = 0;
+  if (rank_h5_attr_read_str(x->file, "checksum", in->checksum, sizeof in->checksum) != 0) {
     sp_log_error("%s: root attribute checksum is missing", x->path);
     return SP_ERR_INPUT;
   }
@@ -224,17 +133,17 @@ static int read_root(check_ctx *x, rank_model *m) {
               {"layers", &c->layers},     {"in_dim", &c->in_dim},     {"out_dim", &c->out_dim},
               {"text_len", &c->text_len}, {"text_dim", &c->text_dim}, {"freq_dim", &c->freq_dim}};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-    if (attr_read_num(x->file, ints[i].name, H5T_NATIVE_INT64, ints[i].v, 1) != 0) {
+    if (rank_h5_attr_read_num(x->file, ints[i].name, H5T_NATIVE_INT64, ints[i].v, 1) != 0) {
       sp_log_error("%s: config attribute %s is missing or not an integer", x->path,
                    ints[i].name);
       return SP_ERR_INPUT;
     }
   }
-  if (attr_read_num(x->file, "patch", H5T_NATIVE_INT64, c->patch, 3) != 0) {
+  if (rank_h5_attr_read_num(x->file, "patch", H5T_NATIVE_INT64, c->patch, 3) != 0) {
     sp_log_error("%s: config attribute patch is missing or not 3 integers", x->path);
     return SP_ERR_INPUT;
   }
-  if (attr_read_num(x->file, "eps", H5T_NATIVE_DOUBLE, &c->eps, 1) != 0) {
+  if (rank_h5_attr_read_num(x->file, "eps", H5T_NATIVE_DOUBLE, &c->eps, 1) != 0) {
     sp_log_error("%s: config attribute eps is missing or not a number", x->path);
     return SP_ERR_INPUT;
   }
@@ -306,7 +215,7 @@ static int check_dataset(check_ctx *x, rank_model *m, wan_group g, int block,
                      : (H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 4 &&
                         H5Tget_order(type) == H5T_ORDER_LE);
   char dt[32] = "";
-  if (attr_read_str(d, "dtype", dt, sizeof dt) != 0) dt[0] = 0;
+  if (rank_h5_attr_read_str(d, "dtype", dt, sizeof dt) != 0) dt[0] = 0;
   if (!type_ok || strcmp(dt, kern_dtype_name(m->info.dtype)) != 0) {
     snprintf(whybuf, sizeof whybuf,
              "dtype is not %s (expected %s and attribute dtype = \"%s\", found \"%s\")",
@@ -348,7 +257,7 @@ static int check_dataset(check_ctx *x, rank_model *m, wan_group g, int block,
     why = "has no allocated contiguous storage";
     goto fail;
   }
-  if (attr_read_num(d, "checksum", H5T_NATIVE_UINT32, &loc->crc, 1) != 0) {
+  if (rank_h5_attr_read_num(d, "checksum", H5T_NATIVE_UINT32, &loc->crc, 1) != 0) {
     why = "checksum attribute is missing";
     goto fail;
   }
@@ -405,7 +314,7 @@ static int check_no_extra(check_ctx *x, const char *group, const wan_layout *l) 
 }
 
 static int open_file(const char *path, rank_model *m) {
-  silence_hdf5();
+  rank_h5_silence();
   snprintf(m->info.source, sizeof m->info.source, "%s", path);
   if (access(path, R_OK) != 0) {
     sp_log_error("%s: cannot open model file: %s", path, strerror(errno));
@@ -432,7 +341,7 @@ static int open_file(const char *path, rank_model *m) {
   }
   const wan_config *c = &m->info.config;
   for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, m->info.dtype, &m->layout[g]);
-  m->locs = sp_xcalloc((size_t)group_instances(c) * WAN_MAX_TENSORS, sizeof *m->locs);
+  m->locs = sp_xcalloc((size_t)rank_model_instances(c) * WAN_MAX_TENSORS, sizeof *m->locs);
   if ((rc = check_no_extra(&x, "/embed", &m->layout[WAN_GROUP_EMBED])) != SP_OK) goto done;
   if ((rc = check_no_extra(&x, "/head", &m->layout[WAN_GROUP_HEAD])) != SP_OK) goto done;
   hid_t blocks = H5Gopen2(x.file, "/blocks", H5P_DEFAULT);
@@ -459,7 +368,7 @@ static int open_file(const char *path, rank_model *m) {
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb; b++) {
       const wan_layout *l = &m->layout[g];
-      ds_loc *locs = m->locs + (size_t)instance_index(c, (wan_group)g, b) * WAN_MAX_TENSORS;
+      ds_loc *locs = m->locs + (size_t)rank_model_instance(c, (wan_group)g, b) * WAN_MAX_TENSORS;
       for (int i = 0; i < l->count; i++)
         if ((rc = check_dataset(&x, m, (wan_group)g, b, &l->t[i], &locs[i])) != SP_OK) goto done;
     }
@@ -539,7 +448,7 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
   }
   memset(dst, 0, l->packed_bytes); /* padding between tensors */
   const ds_loc *locs =
-      m->locs ? m->locs + (size_t)instance_index(c, g, block) * WAN_MAX_TENSORS : NULL;
+      m->locs ? m->locs + (size_t)rank_model_instance(c, g, block) * WAN_MAX_TENSORS : NULL;
   for (int i = 0; i < l->count; i++) {
     const wan_tensor *t = &l->t[i];
     char *p = (char *)dst + t->offset;
@@ -569,196 +478,3 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
   return SP_OK;
 }
 
-/* ---- writer ------------------------------------------------------------- */
-
-struct rank_model_writer {
-  char path[4096];
-  char tmp[4096];
-  hid_t file;
-  wan_config config;
-  kern_dtype dtype;
-  wan_layout layout[3];
-  uint32_t *crc;   /* per instance and tensor */
-  uint8_t *done;   /* written flags, same indexing */
-};
-
-static int writer_fail(rank_model_writer *w, const char *what) {
-  sp_log_error("%s: cannot write the model file (%s)", w->path, what);
-  return SP_ERR_RUNTIME;
-}
-
-int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
-                           const char *preset, rank_model_writer **out) {
-  silence_hdf5();
-  char err[256];
-  if (wan_config_check(c, err, sizeof err) != 0) {
-    sp_log_error("%s: %s", path, err);
-    return SP_ERR_INPUT;
-  }
-  rank_model_writer *w = sp_xcalloc(1, sizeof *w);
-  w->file = -1;
-  w->config = *c;
-  w->dtype = dtype;
-  snprintf(w->path, sizeof w->path, "%s", path);
-  int rc = rank_atomic_begin(path, w->tmp, sizeof w->tmp);
-  if (rc != SP_OK) {
-    free(w);
-    return rc;
-  }
-  for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, dtype, &w->layout[g]);
-  size_t slots = (size_t)group_instances(c) * WAN_MAX_TENSORS;
-  w->crc = sp_xcalloc(slots, sizeof *w->crc);
-  w->done = sp_xcalloc(slots, 1);
-  w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (w->file < 0) {
-    rc = writer_fail(w, "cannot create the temporary file");
-    goto fail;
-  }
-  int64_t version = RANK_MODEL_FORMAT_VERSION;
-  int ok = attr_write_str(w->file, "format", RANK_MODEL_FORMAT) == 0 &&
-           attr_write_num(w->file, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version,
-                          1) == 0 &&
-           attr_write_str(w->file, "arch", WAN_ARCH) == 0 &&
-           attr_write_str(w->file, "preset", preset ? preset : "") == 0 &&
-           attr_write_str(w->file, "dtype", kern_dtype_name(dtype)) == 0;
-  struct {
-    const char *name;
-    const int64_t *v;
-    hsize_t n;
-  } ints[] = {{"dim", &c->dim, 1},           {"ffn_dim", &c->ffn_dim, 1},
-              {"heads", &c->heads, 1},       {"layers", &c->layers, 1},
-              {"in_dim", &c->in_dim, 1},     {"out_dim", &c->out_dim, 1},
-              {"patch", c->patch, 3},        {"text_len", &c->text_len, 1},
-              {"text_dim", &c->text_dim, 1}, {"freq_dim", &c->freq_dim, 1}};
-  for (size_t i = 0; ok && i < sizeof ints / sizeof ints[0]; i++)
-    ok = attr_write_num(w->file, ints[i].name, H5T_STD_I64LE, H5T_NATIVE_INT64, ints[i].v,
-                        ints[i].n) == 0;
-  ok = ok && attr_write_num(w->file, "eps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->eps, 1) == 0;
-  hid_t g;
-  const char *groups[] = {"/embed", "/blocks", "/head"};
-  for (int i = 0; ok && i < 3; i++) {
-    ok = (g = H5Gcreate2(w->file, groups[i], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0;
-    if (ok) H5Gclose(g);
-  }
-  for (int b = 0; ok && b < (int)c->layers; b++) {
-    char name[64];
-    snprintf(name, sizeof name, "/blocks/%04d", b);
-    ok = (g = H5Gcreate2(w->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0;
-    if (ok) H5Gclose(g);
-  }
-  if (!ok) {
-    rc = writer_fail(w, "cannot write the root attributes and groups");
-    goto fail;
-  }
-  *out = w;
-  return SP_OK;
-fail:
-  rank_model_writer_abort(w);
-  return rc;
-}
-
-int rank_model_writer_attr(rank_model_writer *w, const char *key, const char *value) {
-  char name[300];
-  /* Foreign metadata is namespaced so it can never shadow our attributes. */
-  snprintf(name, sizeof name, "meta.%s", key);
-  if (H5Aexists(w->file, name) > 0) return SP_OK;
-  if (attr_write_str(w->file, name, value) != 0) return writer_fail(w, "metadata attribute");
-  return SP_OK;
-}
-
-int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const char *name,
-                          const void *data, size_t bytes) {
-  const wan_layout *l = &w->layout[g];
-  int i = wan_layout_find(l, name);
-  char path[256];
-  rank_model_dataset_path(g, block, name, path, sizeof path);
-  if (i < 0 || (g == WAN_GROUP_BLOCK && (block < 0 || block >= w->config.layers))) {
-    sp_log_error("%s: %s is not a tensor of this model", w->path, path);
-    return SP_ERR_INPUT;
-  }
-  const wan_tensor *t = &l->t[i];
-  if (bytes != t->bytes) {
-    sp_log_error("%s: %s: %zu bytes given, the table needs %zu", w->path, path, bytes, t->bytes);
-    return SP_ERR_INPUT;
-  }
-  size_t slot = (size_t)instance_index(&w->config, g, block) * WAN_MAX_TENSORS + (size_t)i;
-  if (w->done[slot]) {
-    sp_log_error("%s: %s written twice", w->path, path);
-    return SP_ERR_INPUT;
-  }
-  hsize_t dims[5];
-  for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->shape[k];
-  int bf16 = w->dtype == KERN_DTYPE_BF16;
-  hid_t ftype = bf16 ? H5T_STD_U16LE : H5T_IEEE_F32LE;
-  hid_t mtype = bf16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
-  hid_t s = -1, dcpl = -1, d = -1;
-  int ok = (s = H5Screate_simple(t->ndim, dims, NULL)) >= 0 &&
-           (dcpl = H5Pcreate(H5P_DATASET_CREATE)) >= 0 &&
-           H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
-           H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-           (d = H5Dcreate2(w->file, path, ftype, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
-           H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
-  uint32_t crc = rank_crc32c(0, data, bytes);
-  ok = ok && attr_write_str(d, "dtype", kern_dtype_name(w->dtype)) == 0 &&
-       attr_write_num(d, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, &crc, 1) == 0;
-  if (d >= 0) H5Dclose(d);
-  if (dcpl >= 0) H5Pclose(dcpl);
-  if (s >= 0) H5Sclose(s);
-  if (!ok) {
-    sp_log_error("%s: %s: HDF5 write failed (disk full?)", w->path, path);
-    return SP_ERR_RUNTIME;
-  }
-  w->crc[slot] = crc;
-  w->done[slot] = 1;
-  return SP_OK;
-}
-
-int rank_model_writer_commit(rank_model_writer *w) {
-  const wan_config *c = &w->config;
-  int rc = SP_OK;
-  uint32_t model_crc = 0;
-  for (int g = 0; g < 3 && rc == SP_OK; g++) {
-    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
-    for (int b = 0; b < nb && rc == SP_OK; b++) {
-      const wan_layout *l = &w->layout[g];
-      for (int i = 0; i < l->count; i++) {
-        size_t slot = (size_t)instance_index(c, (wan_group)g, b) * WAN_MAX_TENSORS + (size_t)i;
-        if (!w->done[slot]) {
-          char path[256];
-          rank_model_dataset_path((wan_group)g, b, l->t[i].name, path, sizeof path);
-          sp_log_error("%s: %s was never written", w->path, path);
-          rc = SP_ERR_INPUT;
-          break;
-        }
-        uint8_t le[4] = {(uint8_t)w->crc[slot], (uint8_t)(w->crc[slot] >> 8),
-                         (uint8_t)(w->crc[slot] >> 16), (uint8_t)(w->crc[slot] >> 24)};
-        model_crc = rank_crc32c(model_crc, le, 4);
-      }
-    }
-  }
-  if (rc == SP_OK) {
-    char sum[32];
-    snprintf(sum, sizeof sum, "crc32c:%08x", model_crc);
-    if (attr_write_str(w->file, "checksum", sum) != 0) rc = writer_fail(w, "checksum attribute");
-  }
-  if (rc == SP_OK) {
-    herr_t e = H5Fclose(w->file);
-    w->file = -1;
-    if (e < 0) rc = writer_fail(w, "closing the file failed (disk full?)");
-  }
-  if (rc == SP_OK) {
-    rc = rank_atomic_commit(w->tmp, w->path);
-    w->tmp[0] = '\0';
-  }
-  rank_model_writer_abort(w);
-  return rc;
-}
-
-void rank_model_writer_abort(rank_model_writer *w) {
-  if (!w) return;
-  if (w->file >= 0) H5Fclose(w->file);
-  if (w->tmp[0]) rank_atomic_abort(w->tmp);
-  free(w->crc);
-  free(w->done);
-  free(w);
-}

@@ -10,10 +10,11 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "h5_util.h"
 #include "log.h"
 
 static hid_t open_ro(const char *path) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  rank_h5_silence();
   if (access(path, R_OK) != 0) {
     sp_log_error("%s: cannot open: %s", path, strerror(errno));
     return -1;
@@ -119,7 +120,7 @@ struct rank_outfile {
 };
 
 int rank_outfile_open(const char *path, rank_outfile **out) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  rank_h5_silence();
   rank_outfile *o = sp_xcalloc(1, sizeof *o);
   snprintf(o->path, sizeof o->path, "%s", path);
   int rc = rank_atomic_begin(path, o->tmp, sizeof o->tmp);
@@ -156,13 +157,8 @@ int rank_outfile_put(rank_outfile *o, const char *name, int ndim, const int64_t 
   return SP_OK;
 }
 
-static int put_attr(rank_outfile *o, const char *key, hid_t ftype, hid_t mtype, const void *v) {
-  hid_t s = H5Screate(H5S_SCALAR), a = -1;
-  int ok = s >= 0 && (a = H5Acreate2(o->file, key, ftype, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
-           H5Awrite(a, mtype, v) >= 0;
-  if (a >= 0) H5Aclose(a);
-  if (s >= 0) H5Sclose(s);
-  if (!ok) {
+static int attr_status(rank_outfile *o, const char *key, int rc) {
+  if (rc != 0) {
     sp_log_error("%s: writing attribute '%s' failed", o->path, key);
     return SP_ERR_RUNTIME;
   }
@@ -170,19 +166,17 @@ static int put_attr(rank_outfile *o, const char *key, hid_t ftype, hid_t mtype, 
 }
 
 int rank_outfile_attr_str(rank_outfile *o, const char *key, const char *value) {
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, strlen(value) + 1);
-  int rc = put_attr(o, key, t, t, value);
-  H5Tclose(t);
-  return rc;
+  return attr_status(o, key, rank_h5_attr_write_str(o->file, key, value));
 }
 
 int rank_outfile_attr_i64(rank_outfile *o, const char *key, int64_t value) {
-  return put_attr(o, key, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+  return attr_status(o, key,
+                     rank_h5_attr_write_num(o->file, key, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, 1));
 }
 
 int rank_outfile_attr_f64(rank_outfile *o, const char *key, double value) {
-  return put_attr(o, key, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+  return attr_status(o, key, rank_h5_attr_write_num(o->file, key, H5T_IEEE_F64LE,
+                                                    H5T_NATIVE_DOUBLE, &value, 1));
 }
 
 int rank_outfile_commit(rank_outfile *o) {
