@@ -30,36 +30,14 @@
 #include "cuda_check.h"
 #include "kern_cpu.h"
 #include "kern_attn.h"
+#include "cuda_profile.h"
 #include "kern_cuda.h"
 #include "log.h"
 
-/* ---- per-op profile of the blocks (rank_stage_cfg.profile) -------------
- * Events between the ops of every block; at the end of each blocks call,
- * one line per op: mean ms per block against its floor, the larger of
- * FLOPs over the GEMM ceiling and bytes over the copy ceiling measured on
- * the H200 (../shared/DEVICE.md: 764 TFLOP/s bf16 GEMM, 4157 GB/s device
- * copy; attention against cuDNN's measured 574 TFLOP/s). */
-#define PROF_MAX 32
-typedef struct prof_op {
-  const char *name;
-  double flops, bytes, rate; /* rate: FLOP/s ceiling for this op */
-  double ms;                 /* summed over the profiled blocks */
-} prof_op;
-typedef struct prof_state {
-  int n, blocks;
-  prof_op op[PROF_MAX];
-  cudaEvent_t ev[PROF_MAX + 1];
-} prof_state;
-
-static const double CEIL_GEMM = 764e12, CEIL_ATTN = 574e12, CEIL_BW = 4157e9;
-
-/* After an op: records its event and, on the first block, what it is. */
-struct cuda_stage;
-static void prof_mark(struct cuda_stage *c, const char *name, double flops, double bytes,
-                      double rate);
-#define PROF(name, flops, bytes, rate) \
-  do {                                 \
-    if (c->prof) prof_mark(c, name, (double)(flops), (double)(bytes), rate); \
+/* After an op of a profiled block (cuda_profile.h). */
+#define PROF(name, flops, bytes, rate)                                          \
+  do {                                                                          \
+    if (c->prof) rank_prof_mark(c->prof, name, (double)(flops), (double)(bytes), rate); \
   } while (0)
 
 typedef struct cuda_stage {
@@ -96,68 +74,12 @@ typedef struct cuda_stage {
   float *sinus;       /* host (freq_dim) the time sinusoid, made in double */
   void *attn_scratch;
   size_t attn_scratch_bytes;
-  prof_state *prof;   /* NULL unless profiling */
-  int prof_i;         /* next op index within the block being profiled */
+  rank_prof *prof;    /* NULL unless profiling */
 } cuda_stage;
 
 static cuda_stage *st(rank_stage *s) { return s->impl; }
 
 
-
-static void prof_mark(struct cuda_stage *c, const char *name, double flops, double bytes,
-                      double rate) {
-  prof_state *p = c->prof;
-  int i = c->prof_i++;
-  if (i >= PROF_MAX) return;
-  if (p->blocks == 0) {
-    p->op[i].name = name;
-    p->op[i].flops = flops;
-    p->op[i].bytes = bytes;
-    p->op[i].rate = rate;
-    if (i + 1 > p->n) p->n = i + 1;
-  }
-  CUDA_CHECK(cudaEventRecord(p->ev[i + 1], c->stream));
-}
-
-static void prof_block_begin(cuda_stage *c) {
-  if (!c->prof) return;
-  c->prof_i = 0;
-  CUDA_CHECK(cudaEventRecord(c->prof->ev[0], c->stream));
-}
-
-static void prof_block_end(cuda_stage *c) {
-  prof_state *p = c->prof;
-  if (!p) return;
-  CUDA_CHECK(cudaEventSynchronize(p->ev[p->n]));
-  for (int i = 0; i < p->n; i++) {
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]));
-    p->op[i].ms += ms;
-  }
-  p->blocks++;
-}
-
-static void prof_report(cuda_stage *c) {
-  prof_state *p = c->prof;
-  if (!p || !p->blocks) return;
-  double tot = 0, tot_floor = 0;
-  sp_log_info("profile: per block, mean of %d blocks", p->blocks);
-  sp_log_info("profile: %-22s %9s %9s %7s %9s", "op", "ms", "floor_ms", "ratio", "TFLOP/s");
-  for (int i = 0; i < p->n; i++) {
-    const prof_op *o = &p->op[i];
-    double ms = o->ms / p->blocks;
-    double floor = 1e3 * (o->flops / o->rate > o->bytes / CEIL_BW ? o->flops / o->rate
-                                                                   : o->bytes / CEIL_BW);
-    tot += ms;
-    tot_floor += floor;
-    sp_log_info("profile: %-22s %9.3f %9.3f %7.2f %9.1f", o->name, ms, floor,
-                floor > 0 ? ms / floor : 0.0, o->flops > 0 ? o->flops / (ms * 1e-3) / 1e12 : 0.0);
-  }
-  sp_log_info("profile: %-22s %9.3f %9.3f %7.2f", "block", tot, tot_floor, tot / tot_floor);
-  memset(p->op, 0, sizeof p->op);
-  p->blocks = 0;
-  p->n = 0;
-}
 
 int rank_cuda_device_count(void) {
   int n = 0;
@@ -289,10 +211,7 @@ static void cuda_destroy(rank_stage *s) {
   cudaSetDevice(c->device);
   if (c->stream) cudaStreamSynchronize(c->stream);
   if (c->copy) cudaStreamSynchronize(c->copy);
-  if (c->prof) {
-    for (int i = 0; i <= PROF_MAX; i++) cudaEventDestroy(c->prof->ev[i]);
-    free(c->prof);
-  }
+  rank_prof_destroy(c->prof);
   if (c->attn) kern_attn_ctx_destroy(c->attn);
   if (c->gemm) kern_cuda_gemm_ctx_destroy(c->gemm);
   if (c->arena) cudaFree(c->arena);
@@ -405,15 +324,15 @@ static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const
   /* Bytes of the tensors each op must move, for the profile's floors. */
   const double LD = (double)L * (double)D, LF = (double)L * (double)F, TD = (double)T * D;
   const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
-  prof_block_begin(c);
+  if (c->prof) rank_prof_block_begin(c->prof);
   kern_cuda_modulation(WB("modulation"), e0, c->m, 6 * D, st_);
-  PROF("modulation", 0, 6 * D * 10.0, CEIL_GEMM);
+  PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
   const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
   const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
 
   /* self-attention */
   kern_cuda_layernorm_modulate(x, NULL, NULL, shift1, scale1, c->hb, L, D, eps, st_);
-  PROF("norm1+modulate", 0, LD * 6, CEIL_GEMM);
+  PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
   /* Projections write bf16, as the published model's linears do under bf16
    * autocast: half the bytes, and the bias fuses into cuBLASLt's epilogue
    * (it refuses a bf16 bias on an fp32 output). Norm statistics, the
@@ -424,52 +343,52 @@ static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const
                    KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
   kern_cuda_linear(c->gemm, c->hb, WB("self_attn.v.weight"), WB("self_attn.v.bias"), c->vb,
                    KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("q,k,v projections", 3 * gemm_dd, 3 * (LD * 4 + wdd), CEIL_GEMM);
+  PROF("q,k,v projections", 3 * gemm_dd, 3 * (LD * 4 + wdd), RANK_CEIL_GEMM);
   kern_cuda_rmsnorm_rope(c->qf, KERN_DTYPE_BF16, WB("self_attn.norm_q.weight"), c->cos_t,
                          c->sin_t, c->qb, L, NH, HD, eps, st_);
   kern_cuda_rmsnorm_rope(c->kf, KERN_DTYPE_BF16, WB("self_attn.norm_k.weight"), c->cos_t,
                          c->sin_t, c->kb, L, NH, HD, eps, st_);
-  PROF("q,k rmsnorm+rope", 0, 2 * (LD * 4) + (double)L * HD * 4, CEIL_GEMM);
+  PROF("q,k rmsnorm+rope", 0, 2 * (LD * 4) + (double)L * HD * 4, RANK_CEIL_GEMM);
   kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
   kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, st_);
-  PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, CEIL_ATTN);
+  PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
   kern_cuda_linear(c->gemm, c->ab, WB("self_attn.o.weight"), WB("self_attn.o.bias"), c->of,
                    KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("o projection", gemm_dd, LD * 4 + wdd, CEIL_GEMM);
+  PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
   kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, gate1, L, D, st_);
-  PROF("gated add 1", 0, LD * 10, CEIL_GEMM);
+  PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
 
   /* cross-attention: norm3 with affine, no modulation, no gate */
   kern_cuda_layernorm_modulate(x, WB("norm3.weight"), WB("norm3.bias"), NULL, NULL, c->hb, L, D,
                                eps, st_);
-  PROF("norm3", 0, LD * 6, CEIL_GEMM);
+  PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
   kern_cuda_linear(c->gemm, c->hb, WB("cross_attn.q.weight"), WB("cross_attn.q.bias"), c->qf,
                    KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("cross q projection", gemm_dd, LD * 4 + wdd, CEIL_GEMM);
+  PROF("cross q projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
   kern_cuda_rmsnorm_rope(c->qf, KERN_DTYPE_BF16, WB("cross_attn.norm_q.weight"), NULL, NULL,
                          c->qb, L, NH, HD, eps, st_);
-  PROF("cross q rmsnorm", 0, LD * 4, CEIL_GEMM);
+  PROF("cross q rmsnorm", 0, LD * 4, RANK_CEIL_GEMM);
   kern_attn_params cp = {c->qb, ck, cv, c->ab, L, T, NH, HD, 0.0f};
   kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, st_);
-  PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, CEIL_ATTN);
+  PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
   kern_cuda_linear(c->gemm, c->ab, WB("cross_attn.o.weight"), WB("cross_attn.o.bias"), c->of,
                    KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("cross o projection", gemm_dd, LD * 4 + wdd, CEIL_GEMM);
+  PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
   kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, NULL, L, D, st_);
-  PROF("add 2", 0, LD * 10, CEIL_GEMM);
+  PROF("add 2", 0, LD * 10, RANK_CEIL_GEMM);
 
   /* FFN */
   kern_cuda_layernorm_modulate(x, NULL, NULL, shift2, scale2, c->hb, L, D, eps, st_);
-  PROF("norm2+modulate", 0, LD * 6, CEIL_GEMM);
+  PROF("norm2+modulate", 0, LD * 6, RANK_CEIL_GEMM);
   kern_cuda_linear(c->gemm, c->hb, WB("ffn.0.weight"), WB("ffn.0.bias"), c->fb, KERN_DTYPE_BF16,
                    L, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
-  PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, CEIL_GEMM);
+  PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
   kern_cuda_linear(c->gemm, c->fb, WB("ffn.2.weight"), WB("ffn.2.bias"), c->of, KERN_DTYPE_BF16,
                    L, F, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, CEIL_GEMM);
+  PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
   kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, gate2, L, D, st_);
-  PROF("gated add 3", 0, LD * 10, CEIL_GEMM);
-  prof_block_end(c);
+  PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
+  if (c->prof) rank_prof_block_end(c->prof);
 }
 
 /* Starts the copy of the n-th streamed block into its slot, once the
@@ -506,7 +425,7 @@ static void cuda_blocks(rank_stage *s, int slot, float *act) {
   }
   CUDA_CHECK(cudaMemcpyAsync(act, c->act, bytes, cudaMemcpyDeviceToHost, c->stream));
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
-  prof_report(c);
+  if (c->prof) rank_prof_report(c->prof);
 }
 
 static void cuda_head(rank_stage *s, const float *act, float *out) {
@@ -567,10 +486,7 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     return SP_ERR_RUNTIME;
   }
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
-  if (s->cfg.profile) {
-    c->prof = sp_xcalloc(1, sizeof *c->prof);
-    for (int i = 0; i <= PROF_MAX; i++) CUDA_CHECK(cudaEventCreate(&c->prof->ev[i]));
-  }
+  if (s->cfg.profile) c->prof = rank_prof_create(c->stream);
   c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
   c->host_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->host_w);
   c->stream_order = sp_xcalloc((size_t)s->nblocks, sizeof *c->stream_order);
