@@ -1,6 +1,6 @@
 #!/bin/bash
 # Builds the libFuzzer target on the safetensors header parser
-# (tests/fuzz/fuzz_st_header.c + ranks/safetensors.c) with clang
+# (tests/fuzz/fuzz_st_header.c + ranks/safetensors.c, st_text.c) with clang
 # -fsanitize=fuzzer,address,undefined and runs it for a bounded time.
 #   launch/fuzz.sh [SECONDS]     (default 60; env FUZZ_JOBS for parallel jobs)
 # Exits 0 with a "skipped" line when clang or libFuzzer is missing
@@ -28,7 +28,7 @@ bin="$work/fuzz_st_header"
 if ! "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$src/ranks" -I"$src/comm" -I"$src/kernels" \
-    "$src/tests/fuzz/fuzz_st_header.c" "$src/ranks/safetensors.c" "$src/comm/log.c" \
+    "$src/tests/fuzz/fuzz_st_header.c" "$src/ranks/safetensors.c" "$src/ranks/st_text.c" "$src/comm/log.c" \
     "$jsonc" -lpthread -o "$bin"; then
   echo "fuzz: build failed" >&2
   exit 1

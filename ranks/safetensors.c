@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "st_text.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader assumes a little-endian host"
@@ -38,260 +39,6 @@ static const struct {
 const char *rank_st_dtype_name(rank_st_dtype t) { return st_dtypes[t].name; }
 size_t rank_st_dtype_size(rank_st_dtype t) { return st_dtypes[t].size; }
 
-/* ---- messages ------------------------------------------------------------ */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
-/* A name from the file made safe to print on one line: at most 120 bytes,
- * anything outside printable ASCII as \xNN. */
-static const char *printable(const char *s, size_t n, char *buf, size_t cap) {
-  size_t o = 0;
-  for (size_t i = 0; i < n && o + 5 < cap; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (i == 120) {
-      memcpy(buf + o, "...", 3);
-      o += 3;
-      break;
-    }
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-      buf[o++] = (char)c;
-    } else {
-      snprintf(buf + o, cap - o, "\\x%02x", c);
-      o += 4;
-    }
-  }
-  buf[o] = '\0';
-  return buf;
-}
-
-/* ---- bytes --------------------------------------------------------------- */
-
-/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, <= U+10FFFF.
- * Returns the offset of the first bad byte, or n when all is well. */
-static size_t utf8_check(const unsigned char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t len;
-    uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2, cp = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3, cp = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4, cp = c & 0x07, min = 0x10000;
-    } else {
-      return i;
-    }
-    if (n - i < len) return i;
-    for (size_t k = 1; k < len; k++) {
-      if ((s[i + k] & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (s[i + k] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
-    i += len;
-  }
-  return n;
-}
-
-/* ---- duplicate keys -------------------------------------------------------
- * json-c keeps the last of two equal keys without a word, so the JSON text
- * (already known to be valid) is scanned for the keys of every object. Keys
- * are compared decoded ("a" and "\u0061" are the same key). */
-
-typedef struct key_span {
-  char *s; /* decoded bytes */
-  size_t n;
-} key_span;
-
-typedef struct obj_frame {
-  int is_object;
-  int expect_key;
-  key_span *keys;
-  size_t nkeys, cap;
-} obj_frame;
-
-static int key_cmp(const void *a, const void *b) {
-  const key_span *x = a, *y = b;
-  if (x->n != y->n) return x->n < y->n ? -1 : 1;
-  return memcmp(x->s, y->s, x->n);
-}
-
-/* Decodes the JSON string literal at s[0..n) (quotes included). */
-static int decode_key(const char *s, size_t n, key_span *out) {
-  if (!memchr(s + 1, '\\', n - 2)) {
-    out->n = n - 2;
-    out->s = malloc(out->n + 1);
-    if (!out->s) return -1;
-    memcpy(out->s, s + 1, out->n);
-    out->s[out->n] = '\0';
-    return 0;
-  }
-  json_tokener *tok = json_tokener_new_ex(2);
-  if (!tok) return -1;
-  json_object *o = json_tokener_parse_ex(tok, s, (int)n);
-  json_tokener_free(tok);
-  if (!o || !json_object_is_type(o, json_type_string)) {
-    json_object_put(o);
-    return -1;
-  }
-  out->n = (size_t)json_object_get_string_len(o);
-  out->s = malloc(out->n + 1);
-  if (!out->s) {
-    json_object_put(o);
-    return -1;
-  }
-  memcpy(out->s, json_object_get_string(o), out->n);
-  out->s[out->n] = '\0';
-  json_object_put(o);
-  return 0;
-}
-
-static int hex4(const char *s, unsigned *v) {
-  *v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = s[i];
-    unsigned d = (c >= '0' && c <= '9') ? (unsigned)(c - '0')
-                 : (c >= 'a' && c <= 'f') ? (unsigned)(c - 'a' + 10)
-                 : (c >= 'A' && c <= 'F') ? (unsigned)(c - 'A' + 10) : 16u;
-    if (d == 16u) return -1;
-    *v = *v * 16 + d;
-  }
-  return 0;
-}
-
-/* json-c turns a lone UTF-16 surrogate escape into U+FFFD, so two names
- * that differ only there would collide after decoding: refuse them in the
- * literal s[0..n) (quotes included). */
-static int escapes_ok(const char *s, size_t n) {
-  for (size_t i = 1; i + 1 < n; i++) {
-    if (s[i] != '\\') continue;
-    if (s[i + 1] != 'u') {
-      i++;
-      continue;
-    }
-    unsigned v, w;
-    if (i + 6 > n - 1 || hex4(s + i + 2, &v) != 0) return -1;
-    if (v >= 0xdc00 && v <= 0xdfff) return -1;
-    if (v >= 0xd800 && v <= 0xdbff) {
-      if (i + 12 > n - 1 || s[i + 6] != '\\' || s[i + 7] != 'u' || hex4(s + i + 8, &w) != 0 ||
-          w < 0xdc00 || w > 0xdfff)
-        return -1;
-      i += 6;
-    }
-    i += 5;
-  }
-  return 0;
-}
-
-static void frame_free(obj_frame *f) {
-  for (size_t i = 0; i < f->nkeys; i++) free(f->keys[i].s);
-  free(f->keys);
-  memset(f, 0, sizeof *f);
-}
-
-/* Returns 0, or -1 with a message. *top_keys gets the number of keys of
- * the root object (cross-checked against what json-c kept). */
-static int scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size_t errlen) {
-  obj_frame st[RANK_ST_MAX_DEPTH + 2];
-  int depth = 0, rc = -1;
-  char pb[512];
-  memset(st, 0, sizeof st);
-  *top_keys = 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (c == '"') {
-      size_t j = i + 1;
-      while (j < n && s[j] != '"') j += (s[j] == '\\') ? 2 : 1;
-      if (j >= n) {
-        set_err(err, errlen, "header: unterminated string");
-        goto out;
-      }
-      if (escapes_ok(s + i, j - i + 1) != 0) {
-        set_err(err, errlen, "header: string at byte %zu has a lone UTF-16 surrogate escape "
-                             "(not valid UTF-8)", i);
-        goto out;
-      }
-      obj_frame *f = depth > 0 ? &st[depth - 1] : NULL;
-      if (f && f->is_object && f->expect_key) {
-        f->expect_key = 0;
-        if (f->nkeys == f->cap) {
-          size_t cap = f->cap ? f->cap * 2 : 16;
-          key_span *k = realloc(f->keys, cap * sizeof *k);
-          if (!k) {
-            set_err(err, errlen, "header: out of memory scanning keys");
-            goto out;
-          }
-          f->keys = k;
-          f->cap = cap;
-        }
-        key_span *k = &f->keys[f->nkeys];
-        if (decode_key(s + i, j - i + 1, k) != 0) {
-          set_err(err, errlen, "header: key at byte %zu cannot be decoded", i);
-          goto out;
-        }
-        f->nkeys++;
-        if (memchr(k->s, '\0', k->n)) {
-          set_err(err, errlen, "key '%s': contains a NUL character",
-                  printable(k->s, k->n, pb, sizeof pb));
-          goto out;
-        }
-        if (utf8_check((const unsigned char *)k->s, k->n) != k->n) {
-          set_err(err, errlen, "key '%s': not valid UTF-8 after unescaping",
-                  printable(k->s, k->n, pb, sizeof pb));
-          goto out;
-        }
-      }
-      i = j;
-    } else if (c == '{' || c == '[') {
-      if (depth >= RANK_ST_MAX_DEPTH + 1) {
-        set_err(err, errlen, "header: JSON nested deeper than %d levels", RANK_ST_MAX_DEPTH);
-        goto out;
-      }
-      st[depth].is_object = (c == '{');
-      st[depth].expect_key = (c == '{');
-      depth++;
-    } else if (c == '}' || c == ']') {
-      if (depth == 0) {
-        set_err(err, errlen, "header: unbalanced '%c'", c);
-        goto out;
-      }
-      obj_frame *f = &st[depth - 1];
-      if (f->is_object && f->nkeys > 1) {
-        qsort(f->keys, f->nkeys, sizeof *f->keys, key_cmp);
-        for (size_t k = 1; k < f->nkeys; k++) {
-          if (key_cmp(&f->keys[k - 1], &f->keys[k]) == 0) {
-            set_err(err, errlen, "%s '%s': duplicate key (JSON would silently keep the last)",
-                    depth == 1 ? "tensor" : "key",
-                    printable(f->keys[k].s, f->keys[k].n, pb, sizeof pb));
-            goto out;
-          }
-        }
-      }
-      if (depth == 1) *top_keys = f->nkeys;
-      frame_free(f);
-      depth--;
-    } else if (c == ',') {
-      if (depth > 0 && st[depth - 1].is_object) st[depth - 1].expect_key = 1;
-    }
-  }
-  rc = 0;
-out:
-  for (int d = 0; d < depth; d++) frame_free(&st[d]);
-  return rc;
-}
-
 /* ---- fields -------------------------------------------------------------- */
 
 /* A JSON integer >= 0 that fits in int64 (json-c saturates larger ones). */
@@ -308,9 +55,9 @@ static int get_count(json_object *v, uint64_t *out) {
 static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, char *err,
                         size_t errlen) {
   char pb[512];
-  const char *pn = printable(name, strlen(name), pb, sizeof pb);
+  const char *pn = rank_st_printable(name, strlen(name), pb, sizeof pb);
   if (!json_object_is_type(v, json_type_object)) {
-    set_err(err, errlen, "tensor '%s': entry is not a JSON object", pn);
+    rank_st_set_err(err, errlen, "tensor '%s': entry is not a JSON object", pn);
     return -1;
   }
   json_object *jd = NULL, *js = NULL, *jo = NULL;
@@ -320,19 +67,19 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
     else if (strcmp(k, "data_offsets") == 0) jo = fv;
     else {
       char kb[512];
-      set_err(err, errlen, "tensor '%s': unknown field '%s'", pn,
-              printable(k, strlen(k), kb, sizeof kb));
+      rank_st_set_err(err, errlen, "tensor '%s': unknown field '%s'", pn,
+              rank_st_printable(k, strlen(k), kb, sizeof kb));
       return -1;
     }
   }
   if (!jd || !js || !jo) {
-    set_err(err, errlen, "tensor '%s': missing field '%s'", pn,
+    rank_st_set_err(err, errlen, "tensor '%s': missing field '%s'", pn,
             !jd ? "dtype" : !js ? "shape" : "data_offsets");
     return -1;
   }
   /* dtype */
   if (!json_object_is_type(jd, json_type_string)) {
-    set_err(err, errlen, "tensor '%s': dtype is not a string", pn);
+    rank_st_set_err(err, errlen, "tensor '%s': dtype is not a string", pn);
     return -1;
   }
   const char *ds = json_object_get_string(jd);
@@ -342,18 +89,18 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
     if (strlen(st_dtypes[i].name) == dl && memcmp(st_dtypes[i].name, ds, dl) == 0) found = i;
   if (found < 0) {
     char db[512];
-    set_err(err, errlen, "tensor '%s': unknown dtype '%s'", pn, printable(ds, dl, db, sizeof db));
+    rank_st_set_err(err, errlen, "tensor '%s': unknown dtype '%s'", pn, rank_st_printable(ds, dl, db, sizeof db));
     return -1;
   }
   t->dtype = (rank_st_dtype)found;
   /* shape */
   if (!json_object_is_type(js, json_type_array)) {
-    set_err(err, errlen, "tensor '%s': shape is not an array", pn);
+    rank_st_set_err(err, errlen, "tensor '%s': shape is not an array", pn);
     return -1;
   }
   size_t nd = json_object_array_length(js);
   if (nd > RANK_ST_MAX_NDIM) {
-    set_err(err, errlen, "tensor '%s': shape has %zu dims (at most %d)", pn, nd,
+    rank_st_set_err(err, errlen, "tensor '%s': shape has %zu dims (at most %d)", pn, nd,
             RANK_ST_MAX_NDIM);
     return -1;
   }
@@ -363,32 +110,32 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
     uint64_t d;
     int r = get_count(json_object_array_get_idx(js, i), &d);
     if (r != 0) {
-      set_err(err, errlen, "tensor '%s': shape[%zu] %s", pn, i,
+      rank_st_set_err(err, errlen, "tensor '%s': shape[%zu] %s", pn, i,
               r == -1 ? "is not an integer" : r == -2 ? "is negative" : "is too large");
       return -1;
     }
     t->shape[i] = (int64_t)d;
     if (__builtin_mul_overflow(t->numel, d, &t->numel) || t->numel > (uint64_t)INT64_MAX) {
-      set_err(err, errlen, "tensor '%s': element count of the shape overflows 64 bits", pn);
+      rank_st_set_err(err, errlen, "tensor '%s': element count of the shape overflows 64 bits", pn);
       return -1;
     }
   }
   uint64_t bytes;
   if (__builtin_mul_overflow(t->numel, (uint64_t)st_dtypes[t->dtype].size, &bytes) ||
       bytes > (uint64_t)INT64_MAX) {
-    set_err(err, errlen, "tensor '%s': byte size of the shape overflows 64 bits", pn);
+    rank_st_set_err(err, errlen, "tensor '%s': byte size of the shape overflows 64 bits", pn);
     return -1;
   }
   /* data_offsets */
   if (!json_object_is_type(jo, json_type_array) || json_object_array_length(jo) != 2) {
-    set_err(err, errlen, "tensor '%s': data_offsets is not an array [begin, end]", pn);
+    rank_st_set_err(err, errlen, "tensor '%s': data_offsets is not an array [begin, end]", pn);
     return -1;
   }
   uint64_t be[2];
   for (size_t i = 0; i < 2; i++) {
     int r = get_count(json_object_array_get_idx(jo, i), &be[i]);
     if (r != 0) {
-      set_err(err, errlen, "tensor '%s': data_offsets[%zu] %s", pn, i,
+      rank_st_set_err(err, errlen, "tensor '%s': data_offsets[%zu] %s", pn, i,
               r == -1 ? "is not an integer" : r == -2 ? "is negative" : "is too large");
       return -1;
     }
@@ -396,12 +143,12 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
   t->begin = be[0];
   t->end = be[1];
   if (t->begin > t->end) {
-    set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] reversed (begin > end)", pn,
+    rank_st_set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] reversed (begin > end)", pn,
             (unsigned long long)t->begin, (unsigned long long)t->end);
     return -1;
   }
   if (t->end - t->begin != bytes) {
-    set_err(err, errlen,
+    rank_st_set_err(err, errlen,
             "tensor '%s': size mismatch: data_offsets span %llu bytes, shape x %s needs %llu", pn,
             (unsigned long long)(t->end - t->begin), st_dtypes[t->dtype].name,
             (unsigned long long)bytes);
@@ -413,34 +160,34 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
 static int parse_metadata(json_object *v, rank_st_header *h, char *err, size_t errlen) {
   char pb[512];
   if (!json_object_is_type(v, json_type_object)) {
-    set_err(err, errlen, "__metadata__: not a JSON object (a string-to-string map)");
+    rank_st_set_err(err, errlen, "__metadata__: not a JSON object (a string-to-string map)");
     return -1;
   }
   int n = json_object_object_length(v);
   h->meta_key = calloc((size_t)n + 1, sizeof *h->meta_key);
   h->meta_val = calloc((size_t)n + 1, sizeof *h->meta_val);
   if (!h->meta_key || !h->meta_val) {
-    set_err(err, errlen, "__metadata__: out of memory");
+    rank_st_set_err(err, errlen, "__metadata__: out of memory");
     return -1;
   }
   json_object_object_foreach(v, k, fv) {
     if (!json_object_is_type(fv, json_type_string)) {
-      set_err(err, errlen, "__metadata__ '%s': value is not a string",
-              printable(k, strlen(k), pb, sizeof pb));
+      rank_st_set_err(err, errlen, "__metadata__ '%s': value is not a string",
+              rank_st_printable(k, strlen(k), pb, sizeof pb));
       return -1;
     }
     size_t vl = (size_t)json_object_get_string_len(fv);
     const char *vs = json_object_get_string(fv);
-    if (memchr(vs, '\0', vl) || utf8_check((const unsigned char *)vs, vl) != vl) {
-      set_err(err, errlen, "__metadata__ '%s': value has a NUL or invalid UTF-8",
-              printable(k, strlen(k), pb, sizeof pb));
+    if (memchr(vs, '\0', vl) || rank_st_utf8_check((const unsigned char *)vs, vl) != vl) {
+      rank_st_set_err(err, errlen, "__metadata__ '%s': value has a NUL or invalid UTF-8",
+              rank_st_printable(k, strlen(k), pb, sizeof pb));
       return -1;
     }
     h->meta_key[h->nmeta] = strdup(k);
     h->meta_val[h->nmeta] = strdup(vs);
     h->nmeta++; /* counted before the check so header_free frees a half pair */
     if (!h->meta_key[h->nmeta - 1] || !h->meta_val[h->nmeta - 1]) {
-      set_err(err, errlen, "__metadata__: out of memory");
+      rank_st_set_err(err, errlen, "__metadata__: out of memory");
       return -1;
     }
   }
@@ -462,9 +209,9 @@ static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t 
   for (int i = 0; i < h->count; i++) {
     const rank_st_tensor *t = &h->t[i];
     if (t->end > data_len) {
-      set_err(err, errlen,
+      rank_st_set_err(err, errlen,
               "tensor '%s': data_offsets [%llu, %llu] past the end of the data (%llu bytes)",
-              printable(t->name, strlen(t->name), pa, sizeof pa), (unsigned long long)t->begin,
+              rank_st_printable(t->name, strlen(t->name), pa, sizeof pa), (unsigned long long)t->begin,
               (unsigned long long)t->end, (unsigned long long)data_len);
       return -1;
     }
@@ -474,7 +221,7 @@ static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t 
   if (h->count > 0) {
     const rank_st_tensor **ord = malloc((size_t)h->count * sizeof *ord);
     if (!ord) {
-      set_err(err, errlen, "header: out of memory");
+      rank_st_set_err(err, errlen, "header: out of memory");
       return -1;
     }
     for (int i = 0; i < h->count; i++) ord[i] = &h->t[i];
@@ -482,16 +229,16 @@ static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t 
     for (int i = 0; i < h->count; i++) {
       const rank_st_tensor *t = ord[i];
       if (t->begin < pos) {
-        set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s'",
-                printable(t->name, strlen(t->name), pa, sizeof pa),
+        rank_st_set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s'",
+                rank_st_printable(t->name, strlen(t->name), pa, sizeof pa),
                 (unsigned long long)t->begin, (unsigned long long)t->end,
-                printable(prev->name, strlen(prev->name), pc, sizeof pc));
+                rank_st_printable(prev->name, strlen(prev->name), pc, sizeof pc));
         free(ord);
         return -1;
       }
       if (t->begin > pos) {
-        set_err(err, errlen, "tensor '%s': gap of %llu unused bytes before its data_offsets",
-                printable(t->name, strlen(t->name), pa, sizeof pa),
+        rank_st_set_err(err, errlen, "tensor '%s': gap of %llu unused bytes before its data_offsets",
+                rank_st_printable(t->name, strlen(t->name), pa, sizeof pa),
                 (unsigned long long)(t->begin - pos));
         free(ord);
         return -1;
@@ -502,7 +249,7 @@ static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t 
     free(ord);
   }
   if (pos != data_len) {
-    set_err(err, errlen,
+    rank_st_set_err(err, errlen,
             "file length mismatch: tensors cover %llu bytes of data, the file holds %llu",
             (unsigned long long)pos, (unsigned long long)data_len);
     return -1;
@@ -531,26 +278,26 @@ int rank_st_json_parse(const char *json, size_t len, size_t max_len, struct json
   json_object *root = NULL;
   *out = NULL;
   if (len > max_len) {
-    set_err(err, errlen, "header length %zu exceeds the %zu-byte bound", len, max_len);
+    rank_st_set_err(err, errlen, "header length %zu exceeds the %zu-byte bound", len, max_len);
     goto fail;
   }
   if (len == 0) {
-    set_err(err, errlen, "header is empty (not a JSON object)");
+    rank_st_set_err(err, errlen, "header is empty (not a JSON object)");
     goto fail;
   }
   const char *nul = memchr(json, '\0', len);
   if (nul) {
-    set_err(err, errlen, "header: NUL byte at offset %zu", (size_t)(nul - json));
+    rank_st_set_err(err, errlen, "header: NUL byte at offset %zu", (size_t)(nul - json));
     goto fail;
   }
-  size_t bad = utf8_check((const unsigned char *)json, len);
+  size_t bad = rank_st_utf8_check((const unsigned char *)json, len);
   if (bad != len) {
-    set_err(err, errlen, "header: not valid UTF-8 at byte %zu", bad);
+    rank_st_set_err(err, errlen, "header: not valid UTF-8 at byte %zu", bad);
     goto fail;
   }
   tok = json_tokener_new_ex(RANK_ST_MAX_DEPTH);
   if (!tok) {
-    set_err(err, errlen, "header: out of memory");
+    rank_st_set_err(err, errlen, "header: out of memory");
     goto fail;
   }
   json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -558,28 +305,28 @@ int rank_st_json_parse(const char *json, size_t len, size_t max_len, struct json
   enum json_tokener_error je = json_tokener_get_error(tok);
   if (!root || je != json_tokener_success) {
     if (je == json_tokener_error_depth)
-      set_err(err, errlen, "header: JSON nested deeper than %d levels", RANK_ST_MAX_DEPTH);
+      rank_st_set_err(err, errlen, "header: JSON nested deeper than %d levels", RANK_ST_MAX_DEPTH);
     else
-      set_err(err, errlen, "header: invalid JSON near byte %zu (%s)",
+      rank_st_set_err(err, errlen, "header: invalid JSON near byte %zu (%s)",
               json_tokener_get_parse_end(tok),
               je == json_tokener_continue ? "unexpected end" : json_tokener_error_desc(je));
     goto fail;
   }
   for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
     if (json[i] != ' ' && json[i] != '\t' && json[i] != '\n' && json[i] != '\r') {
-      set_err(err, errlen, "header: bytes after the JSON object at offset %zu", i);
+      rank_st_set_err(err, errlen, "header: bytes after the JSON object at offset %zu", i);
       goto fail;
     }
   }
   if (!json_object_is_type(root, json_type_object)) {
-    set_err(err, errlen, "header: not a JSON object");
+    rank_st_set_err(err, errlen, "header: not a JSON object");
     goto fail;
   }
   size_t top_keys = 0;
-  if (scan_keys(json, len, &top_keys, err, errlen) != 0) goto fail;
+  if (rank_st_scan_keys(json, len, &top_keys, err, errlen) != 0) goto fail;
   int n = json_object_object_length(root);
   if (n < 0 || (size_t)n != top_keys) {
-    set_err(err, errlen, "header: %zu keys in the text but %d parsed (duplicate key)", top_keys,
+    rank_st_set_err(err, errlen, "header: %zu keys in the text but %d parsed (duplicate key)", top_keys,
             n);
     goto fail;
   }
@@ -603,7 +350,7 @@ int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_s
   int n = json_object_object_length(root);
   h.t = calloc((size_t)n + 1, sizeof *h.t);
   if (!h.t) {
-    set_err(err, errlen, "header: out of memory");
+    rank_st_set_err(err, errlen, "header: out of memory");
     goto out;
   }
   json_object_object_foreach(root, key, val) {
@@ -613,15 +360,15 @@ int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_s
       continue;
     }
     if (kl == 0 || kl > RANK_ST_MAX_NAME) {
-      set_err(err, errlen, "tensor name of %zu bytes (must be 1..%d)", kl, RANK_ST_MAX_NAME);
+      rank_st_set_err(err, errlen, "tensor name of %zu bytes (must be 1..%d)", kl, RANK_ST_MAX_NAME);
       goto out;
     }
     for (size_t i = 0; i < kl; i++) {
       unsigned char c = (unsigned char)key[i];
       if (c < 0x20 || c == 0x7f) {
         char pb[512];
-        set_err(err, errlen, "tensor '%s': name has a control character",
-                printable(key, kl, pb, sizeof pb));
+        rank_st_set_err(err, errlen, "tensor '%s': name has a control character",
+                rank_st_printable(key, kl, pb, sizeof pb));
         goto out;
       }
     }
@@ -629,7 +376,7 @@ int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_s
     if (parse_tensor(key, val, t, err, errlen) != 0) goto out;
     t->name = strdup(key);
     if (!t->name) {
-      set_err(err, errlen, "header: out of memory");
+      rank_st_set_err(err, errlen, "header: out of memory");
       goto out;
     }
     h.count++;
