@@ -1,6 +1,6 @@
 /* safetensors -> staticpipe model file (see convert.h). Reads top-down:
- * key mapping, input resolution (files, directories, index JSON), the
- * cross-check that reports every problem, the streaming copy. */
+ * key mapping, the cross-check that reports every problem, the streaming
+ * copy; the inputs (files, directories, index JSON) are convert_inputs.c. */
 #include "convert.h"
 
 #include <dirent.h>
@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "model_file.h"
+#include "convert_impl.h"
 #include "safetensors.h"
 
 const char *rank_convert_style_name(rank_convert_style s) {
@@ -156,18 +157,9 @@ void rank_convert_key_for(rank_convert_style s, wan_group g, int block, const ch
   snprintf(buf, n, "%s%s%s", pre, blk, name);
 }
 
-/* ---- problems -------------------------------------------------------------
- * Every problem is logged (up to a cap that keeps a hostile file from
- * flooding the terminal) and counted; the conversion stops only after the
- * whole cross-check so the user sees all of them at once. */
-#define PROBLEM_LOG_CAP 200
+/* ---- problems (convert_impl.h) ------------------------------------------ */
 
-typedef struct problems {
-  long count;
-} problems;
-
-static void problem(problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(problems *p, const char *fmt, ...) {
+void rank_convert_problem(problems *p, const char *fmt, ...) {
   if (p->count < PROBLEM_LOG_CAP) {
     char line[2048];
     va_list ap;
@@ -185,212 +177,6 @@ static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
   for (int i = 0; i < ndim && o < n; i++)
     o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
   if (o < n) snprintf(buf + o, n - o, "]");
-}
-
-/* ---- inputs -----------------------------------------------------------------
- * A list of files, directories (every *.safetensors in it, sorted) or a
- * *.safetensors.index.json (its weight_map's shards, beside it). */
-typedef struct weight_entry {
-  char *tensor;
-  char *shard; /* basename */
-} weight_entry;
-
-typedef struct inputs {
-  char **paths;
-  int npaths, cap;
-  weight_entry *wm; /* from index files; cross-checked against the shards */
-  int nwm, wmcap;
-} inputs;
-
-static int ends_with(const char *s, const char *suf) {
-  size_t a = strlen(s), b = strlen(suf);
-  return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-static void add_path(inputs *in, const char *dir, const char *name) {
-  if (in->npaths == in->cap) {
-    in->cap = in->cap ? in->cap * 2 : 8;
-    char **p = realloc(in->paths, (size_t)in->cap * sizeof *p);
-    if (!p) sp_fatal("out of memory");
-    in->paths = p;
-  }
-  size_t n = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
-  char *s = sp_xmalloc(n);
-  if (dir) snprintf(s, n, "%s/%s", dir, name);
-  else snprintf(s, n, "%s", name);
-  in->paths[in->npaths++] = s;
-}
-
-static int str_cmp(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int add_directory(inputs *in, const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) {
-    sp_log_error("%s: cannot open directory: %s", dir, strerror(errno));
-    return SP_ERR_INPUT;
-  }
-  int first = in->npaths;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors")) add_path(in, dir, e->d_name);
-  closedir(d);
-  if (in->npaths == first) {
-    sp_log_error("%s: directory holds no *.safetensors file", dir);
-    return SP_ERR_INPUT;
-  }
-  qsort(in->paths + first, (size_t)(in->npaths - first), sizeof *in->paths, str_cmp);
-  return SP_OK;
-}
-
-static int add_index(inputs *in, const char *path) {
-  char err[1024], *text = NULL;
-  json_object *root = NULL;
-  int rc = SP_ERR_INPUT;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    sp_log_error("%s: cannot open: %s", path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
-  struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) ||
-      (uint64_t)sb.st_size > RANK_ST_MAX_HEADER) {
-    sp_log_error("%s: not a regular file of at most %u bytes", path, RANK_ST_MAX_HEADER);
-    goto out;
-  }
-  size_t n = (size_t)sb.st_size;
-  text = sp_xmalloc(n + 1);
-  if (fread(text, 1, n, f) != n) {
-    sp_log_error("%s: read failed", path);
-    rc = SP_ERR_RUNTIME;
-    goto out;
-  }
-  text[n] = '\0';
-  if (rank_st_json_parse(text, n, RANK_ST_MAX_HEADER, &root, err, sizeof err) != 0) {
-    sp_log_error("%s: %s", path, err);
-    goto out;
-  }
-  json_object *wm = NULL;
-  if (!json_object_object_get_ex(root, "weight_map", &wm) ||
-      !json_object_is_type(wm, json_type_object) || json_object_object_length(wm) == 0) {
-    sp_log_error("%s: no \"weight_map\" object of tensor -> shard file", path);
-    goto out;
-  }
-  /* The shards live beside the index; a name with a '/' could point anywhere. */
-  char *dir = sp_xstrdup(path);
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = '\0';
-  else snprintf(dir, strlen(dir) + 1, ".");
-  int first = in->npaths;
-  json_object_object_foreach(wm, k, v) {
-    const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-    if (!s || !*s || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0 ||
-        (size_t)json_object_get_string_len(v) != strlen(s)) {
-      sp_log_error("%s: weight_map entry for tensor '%.200s' is not a plain file name", path, k);
-      free(dir);
-      goto out;
-    }
-    int seen = 0;
-    for (int i = first; i < in->npaths && !seen; i++)
-      seen = strcmp(in->paths[i] + strlen(dir) + 1, s) == 0;
-    if (!seen) add_path(in, dir, s);
-    if (in->nwm == in->wmcap) {
-      in->wmcap = in->wmcap ? in->wmcap * 2 : 256;
-      weight_entry *p = realloc(in->wm, (size_t)in->wmcap * sizeof *p);
-      if (!p) sp_fatal("out of memory");
-      in->wm = p;
-    }
-    in->wm[in->nwm].tensor = sp_xstrdup(k);
-    in->wm[in->nwm].shard = sp_xstrdup(s);
-    in->nwm++;
-  }
-  free(dir);
-  rc = SP_OK;
-out:
-  json_object_put(root);
-  free(text);
-  fclose(f);
-  return rc;
-}
-
-static void inputs_free(inputs *in) {
-  for (int i = 0; i < in->npaths; i++) free(in->paths[i]);
-  free(in->paths);
-  for (int i = 0; i < in->nwm; i++) {
-    free(in->wm[i].tensor);
-    free(in->wm[i].shard);
-  }
-  free(in->wm);
-}
-
-static int inputs_resolve(int n, char *const *args, inputs *in) {
-  for (int i = 0; i < n; i++) {
-    struct stat sb;
-    if (stat(args[i], &sb) != 0) {
-      sp_log_error("%s: cannot open: %s", args[i], strerror(errno));
-      return SP_ERR_INPUT;
-    }
-    int rc = SP_OK;
-    if (S_ISDIR(sb.st_mode)) rc = add_directory(in, args[i]);
-    else if (ends_with(args[i], ".index.json")) rc = add_index(in, args[i]);
-    else add_path(in, NULL, args[i]);
-    if (rc != SP_OK) return rc;
-  }
-  return SP_OK;
-}
-
-static const char *base_name(const char *p) {
-  const char *s = strrchr(p, '/');
-  return s ? s + 1 : p;
-}
-
-static int entry_cmp(const void *a, const void *b) {
-  const weight_entry *x = a, *y = b;
-  int c = strcmp(x->tensor, y->tensor);
-  return c ? c : strcmp(x->shard, y->shard);
-}
-
-/* Every weight_map entry must be in the shard it names, and every shard
- * tensor listed: both lists sorted and merged (a hostile index with
- * millions of entries stays O(n log n)). */
-static void check_index(const inputs *in, rank_st_file *const *f, int nf, problems *p) {
-  if (in->nwm == 0) return;
-  size_t nh = 0;
-  for (int s = 0; s < nf; s++) nh += (size_t)f[s]->h.count;
-  weight_entry *want = sp_xmalloc(((size_t)in->nwm + 1) * sizeof *want);
-  weight_entry *have = sp_xmalloc((nh + 1) * sizeof *have);
-  memcpy(want, in->wm, (size_t)in->nwm * sizeof *want);
-  size_t k = 0;
-  for (int s = 0; s < nf; s++)
-    for (int t = 0; t < f[s]->h.count; t++) {
-      have[k].tensor = f[s]->h.t[t].name;
-      have[k].shard = (char *)base_name(f[s]->path);
-      k++;
-    }
-  qsort(want, (size_t)in->nwm, sizeof *want, entry_cmp);
-  qsort(have, nh, sizeof *have, entry_cmp);
-  size_t i = 0, j = 0;
-  while (i < (size_t)in->nwm || j < nh) {
-    int c = i == (size_t)in->nwm ? 1 : j == nh ? -1 : entry_cmp(&want[i], &have[j]);
-    if (c < 0) {
-      problem(p, "index: tensor '%.200s' is listed in shard %s but that shard does not hold it",
-              want[i].tensor, want[i].shard);
-      i++;
-    } else if (c > 0) {
-      const char *path = have[j].shard;
-      for (int s = 0; s < nf; s++)
-        if (base_name(f[s]->path) == have[j].shard) path = f[s]->path;
-      problem(p, "%s: tensor '%.200s' is not listed for this shard in the index", path,
-              have[j].tensor);
-      j++;
-    } else {
-      i++;
-      j++;
-    }
-  }
-  free(want);
-  free(have);
 }
 
 /* ---- cross-check ------------------------------------------------------------ */
@@ -470,11 +256,11 @@ static int infer_config(checkpoint *ck, problems *p) {
     char key[256], sh[128];
     rank_convert_key_for(ck->style, need[i].g, 0, need[i].name, key, sizeof key);
     if (!s[i]) {
-      problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->label, key);
+      rank_convert_problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->label, key);
       ok = 0;
     } else if (s[i]->t->ndim != need[i].ndim) {
       shape_str(s[i]->t->ndim, s[i]->t->shape, sh, sizeof sh);
-      problem(p, "%s: tensor '%s': shape %s, expected %d dims", s[i]->file->path, s[i]->t->name,
+      rank_convert_problem(p, "%s: tensor '%s': shape %s, expected %d dims", s[i]->file->path, s[i]->t->name,
               sh, need[i].ndim);
       ok = 0;
     }
@@ -497,19 +283,19 @@ static int infer_config(checkpoint *ck, problems *p) {
   int64_t pp = c.patch[0] * c.patch[1] * c.patch[2]; /* each dim < 2^62: no overflow below */
   if (c.patch[0] > 64 || c.patch[1] > 64 || c.patch[2] > 64 || pp == 0 ||
       s[4]->t->shape[0] % pp != 0) {
-    problem(p, "%s: tensor '%s': %lld outputs are not a multiple of the patch size",
+    rank_convert_problem(p, "%s: tensor '%s': %lld outputs are not a multiple of the patch size",
             s[4]->file->path, s[4]->t->name, (long long)s[4]->t->shape[0]);
     return -1;
   }
   c.out_dim = s[4]->t->shape[0] / pp;
   char err[256];
   if (c.heads == 0) {
-    problem(p, "%s: tensor '%s': dim %lld is not a multiple of head_dim 128", s[0]->file->path,
+    rank_convert_problem(p, "%s: tensor '%s': dim %lld is not a multiple of head_dim 128", s[0]->file->path,
             s[0]->t->name, (long long)c.dim);
     return -1;
   }
   if (wan_config_check(&c, err, sizeof err) != 0) {
-    problem(p, "%s: inferred config is not supported: %s", ck->label, err);
+    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->label, err);
     return -1;
   }
   ck->config = c;
@@ -531,7 +317,7 @@ static void check_tensors(checkpoint *ck, problems *p) {
     int *slot = &ck->slot[slot_base(ck, s->g, s->block) + ti];
     if (*slot >= 0) {
       const src_tensor *o = &ck->src[*slot];
-      problem(p, "%s: tensor '%s': duplicate of '%s' in %s", s->file->path, s->t->name,
+      rank_convert_problem(p, "%s: tensor '%s': duplicate of '%s' in %s", s->file->path, s->t->name,
               o->t->name, o->file->path);
       continue;
     }
@@ -542,11 +328,11 @@ static void check_tensors(checkpoint *ck, problems *p) {
     if (!same) {
       shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
       shape_str(w->ndim, w->shape, want, sizeof want);
-      problem(p, "%s: tensor '%s': shape %s, the inferred config needs %s", s->file->path,
+      rank_convert_problem(p, "%s: tensor '%s': shape %s, the inferred config needs %s", s->file->path,
               s->t->name, sh, want);
     }
     if (s->t->dtype != RANK_ST_F32 && s->t->dtype != RANK_ST_F16 && s->t->dtype != RANK_ST_BF16)
-      problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", s->file->path,
+      rank_convert_problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", s->file->path,
               s->t->name, rank_st_dtype_name(s->t->dtype));
   }
   for (int g = 0; g < 3; g++) {
@@ -557,14 +343,14 @@ static void check_tensors(checkpoint *ck, problems *p) {
       int present = 0;
       for (int t = 0; t < l->count; t++) present += slot[t] >= 0;
       if (g == WAN_GROUP_BLOCK && present == 0) {
-        problem(p, "%s: missing block %d: none of its %d tensors is in the checkpoint (a gap in "
+        rank_convert_problem(p, "%s: missing block %d: none of its %d tensors is in the checkpoint (a gap in "
                    "the block numbering)", ck->label, b, l->count);
         continue;
       }
       for (int t = 0; t < l->count; t++) {
         if (slot[t] >= 0) continue;
         rank_convert_key_for(ck->style, (wan_group)g, b, l->t[t].name, key, sizeof key);
-        problem(p, "%s: missing tensor '%s'", ck->label, key);
+        rank_convert_problem(p, "%s: missing tensor '%s'", ck->label, key);
       }
     }
   }
@@ -716,14 +502,14 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
   int nf = 0, rc = SP_ERR_INPUT;
   memset(&in, 0, sizeof in);
   memset(&ck, 0, sizeof ck);
-  rc = inputs_resolve(ninputs, inputs_arg, &in);
+  rc = rank_convert_inputs_resolve(ninputs, inputs_arg, &in);
   if (rc != SP_OK) goto out;
   f = sp_xcalloc((size_t)in.npaths, sizeof *f);
   for (nf = 0; nf < in.npaths; nf++) {
     rc = rank_st_open(in.paths[nf], &f[nf]);
     if (rc != SP_OK) goto out;
   }
-  check_index(&in, f, nf, &p);
+  rank_convert_check_index(&in, f, nf, &p);
   ck.style = detect_style(f, nf);
   if (nf == 1)
     snprintf(ck.label, sizeof ck.label, "%s", f[0]->path);
@@ -753,7 +539,7 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
               rank_convert_style_name(ck.style));
   for (int i = 0; i < ck.nsrc; i++)
     if (!ck.src[i].name)
-      problem(&p, "%s: tensor '%s': not a tensor of a Wan 2.1 T2V model (%s keys)",
+      rank_convert_problem(&p, "%s: tensor '%s': not a tensor of a Wan 2.1 T2V model (%s keys)",
               ck.src[i].file->path, ck.src[i].t->name, rank_convert_style_name(ck.style));
   if (infer_config(&ck, &p) == 0) {
     const wan_config *c = &ck.config;
@@ -767,7 +553,7 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
   if (p.count > 0) {
     if (p.count > PROBLEM_LOG_CAP)
       sp_log_error("... %ld more problems not shown", p.count - PROBLEM_LOG_CAP);
-    sp_log_error("%s: not converted: %ld problem(s) with the checkpoint; nothing written",
+    sp_log_error("%s: not converted: %ld rank_convert_problem(s) with the checkpoint; nothing written",
                  out_path, p.count);
     rc = SP_ERR_INPUT;
     goto out;
@@ -778,6 +564,6 @@ out:
   free(ck.src);
   for (int i = 0; i < nf; i++) rank_st_close(f[i]);
   free(f);
-  inputs_free(&in);
+  rank_convert_inputs_free(&in);
   return rc;
 }
