@@ -220,7 +220,8 @@ int cmd_run(int argc, char **argv) {
     }
     if (run_job_micro(&jobs[i]) == 2) wl.micro_batches = 2;
   }
-  /* Prompt slots: each job in flight holds its one or two. */
+  /* Prompt slots: each job in flight holds its one or two. Up to one job
+   * per stage is in flight: more would fill nothing. */
   x.slots_per_job = wl.micro_batches;
   const int in_flight = single ? 1 : (w.size < RANK_PIPE_MAX_JOBS ? w.size : RANK_PIPE_MAX_JOBS);
   x.prompts = wl.micro_batches * in_flight;
@@ -258,9 +259,9 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "%s", table);
   }
 
-  /* Jobs in flight together: up to one per stage (more fill nothing), of
-   * one latent shape and step count, in file order. */
-  const int gmax = single ? 1 : (w.size < RANK_PIPE_MAX_JOBS ? w.size : RANK_PIPE_MAX_JOBS);
+  /* Jobs in flight together (in_flight, above): of one latent shape and
+   * step count, in file order. */
+  const int gmax = in_flight;
   for (int i = 0; i < njobs;) {
     const rank_jobspec *group[RANK_PIPE_MAX_JOBS];
     job_inputs ins[RANK_PIPE_MAX_JOBS];

@@ -111,14 +111,7 @@ int rank_cuda_describe(int idx, plan_device *out) {
   return SP_OK;
 }
 
-int rank_cuda_available(void) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n > 0;
-}
+int rank_cuda_available(void) { return rank_cuda_device_count() > 0; }
 
 /* Bump allocation from the arena, 256-byte aligned. Sizing pass when the
  * arena is NULL: only counts. */
