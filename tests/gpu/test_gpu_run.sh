@@ -7,8 +7,8 @@
 set -u
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
 . "$SP_SRC/tests/common/find_python.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=2 NCCL_NVLS_ENABLE=0
+. "$SP_SRC/tests/common/mpi_env.sh"
+export OMP_NUM_THREADS=2
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0

@@ -7,9 +7,7 @@
 # weight is read.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
-command -v mpirun >/dev/null || { echo "mpirun not found: run launch/deps.sh"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+. "$SP_SRC/tests/common/mpi_env.sh"
 T=$(mktemp -d)
 MP=
 cleanup() { [ -n "$MP" ] && kill -9 "$MP" 2>/dev/null; rm -rf "$T"; }

@@ -5,7 +5,7 @@
 # the sweep goes on; the runs' latents are not kept.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+. "$SP_SRC/tests/common/mpi_env.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$SP_BIN" init --arch wan2.1-tiny --seed 2 -q -o "$T/m.h5" || exit 1

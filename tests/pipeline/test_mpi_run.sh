@@ -6,9 +6,7 @@
 # failure on one rank ends every rank with exit 2 and no output.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
-command -v mpirun >/dev/null || { echo "mpirun not found: run launch/deps.sh"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+. "$SP_SRC/tests/common/mpi_env.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0

@@ -5,8 +5,7 @@
 # seed gives other noise, and two ranks draw the same noise as one.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+. "$SP_SRC/tests/common/mpi_env.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$SP_BIN" init --arch wan2.1-tiny --seed 3 -q -o "$T/m.h5" || exit 1
