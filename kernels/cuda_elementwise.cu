@@ -1,5 +1,6 @@
-/* Elementwise ops: gated residual add, GELU-tanh, SiLU, bias+activation,
- * patchify/unpatchify, dtype conversions (kern_cuda.h). fp32 arithmetic
+/* Elementwise ops: GELU-tanh, SiLU, bias+activation, patchify/unpatchify,
+ * dtype conversions (kern_cuda.h); the gated residual add is a row op of the
+ * residual stream, in cuda_norm.cu with the norm it fuses with. fp32 arithmetic
  * everywhere; bf16 only as storage. Grid-stride loops over int64 indices
  * so any size runs with a bounded grid. */
 #include <cuda_bf16.h>
@@ -41,34 +42,6 @@ __device__ __forceinline__ float gelu_tanh_f(float x) {
   return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
-
-/* ---- gated residual add ------------------------------------------------- */
-
-template <typename T>
-__global__ void gated_add_kernel(float *x, const T *y, const float *gate, int64_t rows,
-                                 int64_t dim) {
-  const int64_t n = rows * dim;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float g = gate ? gate[i % dim] : 1.0f;
-    x[i] += load_f(y, i) * g;
-  }
-}
-
-extern "C" void kern_cuda_gated_add(float *x, const void *y, kern_dtype y_dtype,
-                                    const float *gate, int64_t rows, int64_t dim,
-                                    cudaStream_t stream) {
-  if (rows < 0 || dim < 1 || rows > INT64_MAX / dim)
-    sp_fatal("gated_add: bad shape rows %lld dim %lld", (long long)rows, (long long)dim);
-  check_dtype("gated_add", y_dtype);
-  const unsigned blocks = ew_blocks(rows * dim);
-  if (y_dtype == KERN_DTYPE_F32)
-    gated_add_kernel<<<blocks, EW_THREADS, 0, stream>>>(x, (const float *)y, gate, rows, dim);
-  else
-    gated_add_kernel<<<blocks, EW_THREADS, 0, stream>>>(x, (const __nv_bfloat16 *)y, gate,
-                                                        rows, dim);
-  CUDA_LAUNCH_CHECK();
-}
 
 /* ---- activations -------------------------------------------------------- */
 

@@ -81,7 +81,20 @@ void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t
 void kern_cuda_linear_f32(const float *x, const uint16_t *w, const uint16_t *b, float *y,
                           int64_t M, int64_t K, int64_t N, cudaStream_t stream);
 
-/* ---- norms, modulation, RoPE (cuda_norm.cu) ---------------------------- */
+/* ---- residual stream: gated add, norms, modulation, RoPE (cuda_norm.cu) --
+ *
+ * Row sub-ranges: these ops see only the rows they are given. To run a
+ * chunk of rows [r0, r0 + n), pass every per-row pointer offset by r0 rows
+ * (x, y, h, and the RoPE tables by r0 * hd/2 values: the tables are indexed
+ * by the row inside the call) and n as the row count; per-column operands
+ * (w, b, gate, shift, scale) are not offset. A row's result does not depend
+ * on how the rows are chunked.
+ * Speed: rows whose width is a multiple of 8 (and hd, for RoPE) with every
+ * pointer 16-byte aligned run the vector kernels (one read of each input
+ * byte, 16-byte accesses); other rows run the scalar kernels, same results
+ * within fp32 rounding. STATICPIPE_NORM_KERNELS=scalar forces the scalar
+ * ones, vec:N (N = 1, 2, 3, 4, 5, 8) the vector ones with N chunks of 8 a
+ * thread; read on every call, for benchmarks (tests/gpu/test_ops --bench). */
 
 /* Modulation: out = table + e, table bf16 (the block's or head's
  * modulation), e fp32 (e0 or e), out fp32. table, e, out (n). */
@@ -96,6 +109,23 @@ void kern_cuda_layernorm_modulate(const float *x, const uint16_t *w, const uint1
                                   const float *shift, const float *scale, uint16_t *y,
                                   int64_t rows, int64_t dim, float eps, cudaStream_t stream);
 
+/* Gated residual add into the fp32 stream: x += y * gate (fp32 arithmetic,
+ * one fma). x (rows, dim) fp32; y (rows, dim) fp32 or bf16; gate (dim)
+ * fp32 or NULL (gate 1: the cross-attention output). */
+void kern_cuda_gated_add(float *x, const void *y, kern_dtype y_dtype, const float *gate,
+                         int64_t rows, int64_t dim, cudaStream_t stream);
+
+/* kern_cuda_gated_add, then kern_cuda_layernorm_modulate of the new x into
+ * h, in one pass over x (x read once and written once, instead of read
+ * twice): bit-identical to the two calls. x (rows, dim) fp32, updated in
+ * place; y (rows, dim) fp32 or bf16, required; gate (dim) fp32 or NULL;
+ * w, b (dim) bf16 or both NULL; shift, scale (dim) fp32 or both NULL;
+ * h (rows, dim) bf16, must not alias x or y. */
+void kern_cuda_gated_add_layernorm(float *x, const void *y, kern_dtype y_dtype,
+                                   const float *gate, const uint16_t *w, const uint16_t *b,
+                                   const float *shift, const float *scale, uint16_t *h,
+                                   int64_t rows, int64_t dim, float eps, cudaStream_t stream);
+
 /* q/k normalisation and RoPE: RMSNorm over the whole row (all heads
  * together) with weight, then, when tables are given, RoPE per head on
  * interleaved pairs: out0 = a0 cos - a1 sin, out1 = a0 sin + a1 cos.
@@ -104,19 +134,15 @@ void kern_cuda_layernorm_modulate(const float *x, const uint16_t *w, const uint1
  * double), a difference far below bf16 rounding.
  * x (L, heads*hd) fp32 or bf16 (x_dtype; the projection's output), w
  * (heads*hd) bf16, cos_t, sin_t (L, hd/2) fp32 or both NULL (no RoPE,
- * cross-attention), y (L, heads*hd) bf16, may alias x. hd even. */
+ * cross-attention), y (L, heads*hd) bf16, may alias x when x is bf16 (an
+ * fp32 x is twice as wide: an aliased y would overwrite other rows' input).
+ * hd even. */
 void kern_cuda_rmsnorm_rope(const void *x, kern_dtype x_dtype, const uint16_t *w,
                             const float *cos_t,
                             const float *sin_t, uint16_t *y, int64_t L, int64_t heads,
                             int64_t hd, float eps, cudaStream_t stream);
 
 /* ---- elementwise (cuda_elementwise.cu) ---------------------------------- */
-
-/* Gated residual add into the fp32 stream: x += y * gate (fp32 arithmetic).
- * x (rows, dim) fp32; y (rows, dim) fp32 or bf16; gate (dim) fp32 or NULL
- * (gate 1: the cross-attention output). */
-void kern_cuda_gated_add(float *x, const void *y, kern_dtype y_dtype, const float *gate,
-                         int64_t rows, int64_t dim, cudaStream_t stream);
 
 /* In place, n elements, fp32 or bf16 storage (fp32 arithmetic):
  * GELU with the tanh approximation; SiLU x * sigmoid(x). */

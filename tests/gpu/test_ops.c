@@ -14,8 +14,14 @@
  * Inputs are fresh random numbers each run; the seed is printed (KT_SEED
  * reruns one).
  *
+ * Rows with a split run the op in calls of that many rows on offset
+ * pointers (the way a caller chunks activations); rows with a kernel name
+ * set STATICPIPE_NORM_KERNELS (kern_cuda.h) to test that variant.
+ *
  *   test_ops            all rows       test_ops -o OP   the rows of one op
  *   test_ops --small    small rows only, for compute-sanitizer memcheck
+ *   test_ops --bench    time the residual-stream row ops at the Wan shapes
+ *                       (every kernel variant, checked before it is timed)
  * Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <getopt.h>
@@ -151,6 +157,8 @@ typedef struct result {
   double same;           /* fp32-output GEMMs: error against the CPU on the
                             very inputs the GPU had (< 0: not measured) */
   int det;               /* rerun bit-identical */
+  int extra_ok;          /* the op's own further checks, said in note */
+  char note[64];
 } result;
 
 typedef struct op_case op_case;
@@ -160,7 +168,17 @@ struct op_case {
   op_fn fn;
   int64_t a, b, c, d, e; /* meaning per op, see each function */
   int small;             /* in the --small set (for compute-sanitizer) */
+  int64_t split;         /* rows per call, offset pointers (0: one call) */
+  const char *kernels;   /* STATICPIPE_NORM_KERNELS for the row, or NULL */
 };
+
+/* The rows of call i of a case that splits `rows` rows into calls of
+ * c->split rows: *r0 the first, returns the count (0: no more calls). */
+static int64_t call_rows(const op_case *c, int64_t rows, int i, int64_t *r0) {
+  const int64_t per = c->split > 0 ? c->split : (rows > 0 ? rows : 1);
+  *r0 = (int64_t)i * per;
+  return *r0 >= rows ? 0 : (rows - *r0 < per ? rows - *r0 : per);
+}
 
 /* A GPU output run twice (fresh inputs each time) must give the same bytes. */
 static int same_bytes(const void *x, const void *y, size_t n) { return memcmp(x, y, n) == 0; }
@@ -295,7 +313,10 @@ static void op_layernorm_mod(const op_case *c, kern_cuda_gemm_ctx *g, result *r)
   }
   uint16_t *out[2];
   for (int rep = 0; rep < 2; rep++) {
-    kern_cuda_layernorm_modulate(dx, dw, db, dsh, dsc, dy, rows, dim, 1e-6f, 0);
+    int64_t r0, m;
+    for (int i = 0; (m = call_rows(c, rows, i, &r0)) > 0; i++)
+      kern_cuda_layernorm_modulate(dx + r0 * dim, dw, db, dsh, dsc, dy + r0 * dim, m, dim, 1e-6f,
+                                   0);
     out[rep] = hb(n);
     down(out[rep], dy, (size_t)n * 2);
   }
@@ -348,9 +369,13 @@ static void op_rmsnorm_rope(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
     up(ds, stf, (size_t)L * half * 4);
   }
   uint16_t *out[2];
+  const size_t xsize = xbf ? 2 : 4;
   for (int rep = 0; rep < 2; rep++) {
-    kern_cuda_rmsnorm_rope(dx, xbf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32, dw, dc, ds, dy, L, heads,
-                           hd, 1e-6f, 0);
+    int64_t r0, m; /* a chunk's tables start at its first row */
+    for (int i = 0; (m = call_rows(c, L, i, &r0)) > 0; i++)
+      kern_cuda_rmsnorm_rope((char *)dx + (size_t)(r0 * dim) * xsize,
+                             xbf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32, dw, dc ? dc + r0 * half : NULL,
+                             ds ? ds + r0 * half : NULL, dy + r0 * dim, m, heads, hd, 1e-6f, 0);
     out[rep] = hb(n);
     down(out[rep], dy, (size_t)n * 2);
   }
@@ -374,7 +399,7 @@ static void op_gated_add(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   float *y = yt == KERN_DTYPE_BF16 ? rand_bf16_valued(n, -1, 1) : rand_f(n, -1, 1);
   float *gate = c->d ? rand_f(dim, -1, 1) : NULL, *ref = dup_f(x, n);
   kern_cpu_gated_add(ref, y, gate, rows, dim);
-  const size_t ybytes = (size_t)n * kern_dtype_size(yt);
+  const size_t ysize = kern_dtype_size(yt), ybytes = (size_t)n * ysize;
   float *dx = dev((size_t)n * 4), *dg = gate ? dev((size_t)dim * 4) : NULL;
   void *dy = dev(ybytes);
   if (yt == KERN_DTYPE_BF16) {
@@ -388,7 +413,10 @@ static void op_gated_add(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   float *out[2];
   for (int rep = 0; rep < 2; rep++) {
     up(dx, x, (size_t)n * 4); /* in place: fresh x each run */
-    kern_cuda_gated_add(dx, dy, yt, dg, rows, dim, 0);
+    int64_t r0, m;
+    for (int i = 0; (m = call_rows(c, rows, i, &r0)) > 0; i++)
+      kern_cuda_gated_add(dx + r0 * dim, (const char *)dy + (size_t)(r0 * dim) * ysize, yt, dg,
+                          m, dim, 0);
     out[rep] = hf(n);
     down(out[rep], dx, (size_t)n * 4);
   }
@@ -397,6 +425,89 @@ static void op_gated_add(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   r->base = -1;
   r->tol = TOL_F32;
   free(out[0]); free(out[1]); free(x); free(y); free(gate); free(ref);
+  (void)g;
+}
+
+/* Device copies of host fp32 values, as fp32 or rounded to bf16 (NULL for
+ * NULL: an operand the row leaves out). */
+static float *dev_f32(const float *x, int64_t n) {
+  if (!x) return NULL;
+  float *d = dev((size_t)n * 4);
+  up(d, x, (size_t)n * 4);
+  return d;
+}
+static uint16_t *dev_bf16(const float *x, int64_t n) {
+  if (!x) return NULL;
+  uint16_t *b = to_bf16(x, n), *d = dev((size_t)n * 2);
+  up(d, b, (size_t)n * 2);
+  free(b);
+  return d;
+}
+
+/* gated_add_ln: a = rows, b = dim, c = y dtype (0 fp32, 1 bf16), d = gate,
+ * e bit 0 = affine, e bit 1 = modulate. h against the CPU composition
+ * gated_add -> layernorm -> modulate; x against gated_add at the fp32
+ * tolerance; and h and x bit-identical to the unfused GPU calls, which the
+ * header promises (so the fused call can replace them without a change in
+ * the results). */
+static void op_gated_add_ln(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
+  const int64_t rows = c->a, dim = c->b, n = rows * dim;
+  const kern_dtype yt = c->c ? KERN_DTYPE_BF16 : KERN_DTYPE_F32;
+  const int aff = (int)(c->e & 1), mod = (int)((c->e >> 1) & 1);
+  float *x = rand_f(n, -2, 4); /* the residual stream's non-zero mean */
+  float *y = yt == KERN_DTYPE_BF16 ? rand_bf16_valued(n, -1, 1) : rand_f(n, -1, 1);
+  float *gate = c->d ? rand_f(dim, -1, 1) : NULL;
+  float *w = aff ? rand_bf16_valued(dim, 0.5, 1.5) : NULL;
+  float *b = aff ? rand_bf16_valued(dim, -0.5, 0.5) : NULL;
+  float *shift = mod ? rand_f(dim, -0.5, 0.5) : NULL, *scale = mod ? rand_f(dim, -0.5, 0.5) : NULL;
+  float *xref = dup_f(x, n), *ref = hf(n); // (rows, dim)
+  kern_cpu_gated_add(xref, y, gate, rows, dim);
+  kern_cpu_layernorm(xref, w, b, ref, rows, dim, 1e-6f);
+  if (mod) kern_cpu_modulate(ref, shift, scale, ref, rows, dim);
+  float *base = round_bf16(ref, n); /* exact inputs: only the output is bf16 */
+  const size_t ysize = kern_dtype_size(yt);
+  float *dx = dev((size_t)n * 4), *dg = dev_f32(gate, dim);
+  float *dsh = dev_f32(shift, dim), *dsc = dev_f32(scale, dim);
+  void *dy = yt == KERN_DTYPE_BF16 ? (void *)dev_bf16(y, n) : (void *)dev_f32(y, n);
+  uint16_t *dw = dev_bf16(w, dim), *db = dev_bf16(b, dim), *dh = dev((size_t)n * 2);
+  uint16_t *hout[3];
+  float *xout[3];
+  for (int rep = 0; rep < 3; rep++) { /* fused twice, then the two unfused calls */
+    up(dx, x, (size_t)n * 4);
+    int64_t r0, m;
+    for (int i = 0; (m = call_rows(c, rows, i, &r0)) > 0; i++) {
+      float *xc = dx + r0 * dim;
+      const void *yc = (const char *)dy + (size_t)(r0 * dim) * ysize;
+      if (rep < 2) {
+        kern_cuda_gated_add_layernorm(xc, yc, yt, dg, dw, db, dsh, dsc, dh + r0 * dim, m, dim,
+                                      1e-6f, 0);
+      } else {
+        kern_cuda_gated_add(xc, yc, yt, dg, m, dim, 0);
+        kern_cuda_layernorm_modulate(xc, dw, db, dsh, dsc, dh + r0 * dim, m, dim, 1e-6f, 0);
+      }
+    }
+    hout[rep] = hb(n);
+    xout[rep] = hf(n);
+    down(hout[rep], dh, (size_t)n * 2);
+    down(xout[rep], dx, (size_t)n * 4);
+    CK(cudaMemset(dh, 0xFF, (size_t)n * 2)); /* NaN again: the next run must write it all */
+  }
+  r->det = same_bytes(hout[0], hout[1], (size_t)n * 2) &&
+           same_bytes(xout[0], xout[1], (size_t)n * 4);
+  const int unfused = same_bytes(hout[0], hout[2], (size_t)n * 2) &&
+                      same_bytes(xout[0], xout[2], (size_t)n * 4);
+  float *got = from_bf16(hout[0], n);
+  r->err = rel_l2(got, ref, n);
+  r->base = rel_l2(base, ref, n);
+  r->tol = TOL_BF16;
+  const double xerr = rel_l2(xout[0], xref, n);
+  r->extra_ok = xerr <= TOL_F32 && unfused;
+  snprintf(r->note, sizeof r->note, "x err %.2e (tol %.0e), %s", xerr, TOL_F32,
+           unfused ? "= unfused bits" : "NOT the unfused bits");
+  free(got);
+  for (int i = 0; i < 3; i++) free(hout[i]), free(xout[i]);
+  free(x); free(y); free(gate); free(w); free(b); free(shift); free(scale);
+  free(xref); free(ref); free(base);
   (void)g;
 }
 
@@ -560,78 +671,310 @@ static void op_attention(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
 /* Shapes: the real Wan widths (1536: 1.3B, 5120: 14B, head_dim 128, FFN
  * 8960/13824, text 4096, patch 64 values) and odd sizes for the tails. */
 static const op_case cases[] = {
-    {"linear", op_linear, 77, 1536, 1536, 0, 0, 0},
-    {"linear", op_linear, 64, 5120, 5120, 1, 0, 0},
-    {"linear", op_linear, 33, 1536, 8960, 1, 1, 0},
-    {"linear", op_linear, 20, 5120, 13824, 1, 1, 0},
-    {"linear", op_linear, 31, 1536, 8960, 0, 1, 0},
-    {"linear", op_linear, 45, 13824, 5120, 0, 0, 0},
-    {"linear", op_linear, 50, 64, 1536, 0, 0, 1},
-    {"linear", op_linear, 37, 5120, 64, 0, 0, 0},
-    {"linear", op_linear, 130, 4096, 1536, 1, 1, 0},
-    {"linear", op_linear, 9, 256, 640, 0, 2, 1},
-    {"linear_f32", op_linear_f32, 1, 256, 1536, 0, 0, 0},
-    {"linear_f32", op_linear_f32, 1, 1536, 9216, 0, 0, 0},
-    {"linear_f32", op_linear_f32, 1, 5120, 5120, 0, 0, 0},
-    {"linear_f32", op_linear_f32, 3, 100, 77, 0, 0, 1},
-    {"modulation", op_modulation, 6 * 1536, 0, 0, 0, 0, 1},
-    {"modulation", op_modulation, 6 * 5120, 0, 0, 0, 0, 0},
-    {"layernorm_mod", op_layernorm_mod, 100, 1536, 0, 1, 0, 0},
-    {"layernorm_mod", op_layernorm_mod, 37, 5120, 1, 0, 0, 0},
-    {"layernorm_mod", op_layernorm_mod, 64, 5120, 0, 1, 0, 0},
-    {"layernorm_mod", op_layernorm_mod, 5, 300, 1, 1, 0, 1},
-    {"layernorm_mod", op_layernorm_mod, 3, 256, 0, 0, 0, 1},
-    {"rmsnorm_rope", op_rmsnorm_rope, 2, 4, 6, 12, 1, 1},
-    {"rmsnorm_rope", op_rmsnorm_rope, 3, 3, 5, 40, 1, 0},
-    {"rmsnorm_rope", op_rmsnorm_rope, 21, 3, 4, 2, 1, 0},
-    {"rmsnorm_rope", op_rmsnorm_rope, 1, 7, 11, 40, 0, 1},
-    {"rmsnorm_rope", op_rmsnorm_rope, 21, 3, 4, 40, 3, 0},
-    {"rmsnorm_rope", op_rmsnorm_rope, 2, 3, 5, 12, 2, 1},
-    {"gated_add", op_gated_add, 77, 1536, 0, 1, 0, 0},
-    {"gated_add", op_gated_add, 33, 5120, 1, 1, 0, 0},
-    {"gated_add", op_gated_add, 19, 5120, 0, 0, 0, 0},
-    {"gated_add", op_gated_add, 7, 333, 1, 0, 0, 1},
-    {"gelu_tanh", op_act, 100003, 0, 0, 0, 0, 0},
-    {"gelu_tanh", op_act, 33 * 8960, 1, 0, 0, 0, 0},
-    {"silu", op_act, 5120, 0, 1, 0, 0, 1},
-    {"silu", op_act, 1537, 1, 1, 0, 0, 1},
-    {"patchify", op_patchify, 16, 21, 60, 104, 1, 0},
-    {"patchify", op_patchify, 16, 3, 6, 10, 0, 1},
-    {"patchify", op_patchify, 3, 2, 4, 2, 1, 1},
-    {"unpatchify", op_unpatchify, 16, 21, 60, 104, 0, 0},
-    {"unpatchify", op_unpatchify, 16, 3, 6, 10, 0, 1},
-    {"convert", op_convert, 1000003, 0, 0, 0, 0, 0},
-    {"convert", op_convert, 12, 0, 0, 0, 0, 1},
-    {"attention", op_attention, 77, 77, 2, 0, 0, 1},
-    {"attention", op_attention, 300, 512, 12, 0, 0, 0},
-    {"attention", op_attention, 333, 1025, 12, 64, 0, 0},
-    {"attention", op_attention, 520, 520, 40, 100, 0, 0},
-    {"attention", op_attention, 1, 3, 1, 0, 0, 1},
-    {"attention", op_attention, 130, 7, 40, 1, 0, 1},
+    {"linear", op_linear, 77, 1536, 1536, 0, 0, 0, 0, NULL},
+    {"linear", op_linear, 64, 5120, 5120, 1, 0, 0, 0, NULL},
+    {"linear", op_linear, 33, 1536, 8960, 1, 1, 0, 0, NULL},
+    {"linear", op_linear, 20, 5120, 13824, 1, 1, 0, 0, NULL},
+    {"linear", op_linear, 31, 1536, 8960, 0, 1, 0, 0, NULL},
+    {"linear", op_linear, 45, 13824, 5120, 0, 0, 0, 0, NULL},
+    {"linear", op_linear, 50, 64, 1536, 0, 0, 1, 0, NULL},
+    {"linear", op_linear, 37, 5120, 64, 0, 0, 0, 0, NULL},
+    {"linear", op_linear, 130, 4096, 1536, 1, 1, 0, 0, NULL},
+    {"linear", op_linear, 9, 256, 640, 0, 2, 1, 0, NULL},
+    {"linear_f32", op_linear_f32, 1, 256, 1536, 0, 0, 0, 0, NULL},
+    {"linear_f32", op_linear_f32, 1, 1536, 9216, 0, 0, 0, 0, NULL},
+    {"linear_f32", op_linear_f32, 1, 5120, 5120, 0, 0, 0, 0, NULL},
+    {"linear_f32", op_linear_f32, 3, 100, 77, 0, 0, 1, 0, NULL},
+    {"modulation", op_modulation, 6 * 1536, 0, 0, 0, 0, 1, 0, NULL},
+    {"modulation", op_modulation, 6 * 5120, 0, 0, 0, 0, 0, 0, NULL},
+    {"layernorm_mod", op_layernorm_mod, 100, 1536, 0, 1, 0, 0, 0, NULL},
+    {"layernorm_mod", op_layernorm_mod, 37, 5120, 1, 0, 0, 0, 0, NULL},
+    {"layernorm_mod", op_layernorm_mod, 64, 5120, 0, 1, 0, 0, 0, NULL},
+    {"layernorm_mod", op_layernorm_mod, 5, 300, 1, 1, 0, 1, 0, NULL},
+    {"layernorm_mod", op_layernorm_mod, 3, 256, 0, 0, 0, 1, 0, NULL},
+    {"layernorm_mod", op_layernorm_mod, 9, 1000, 1, 1, 0, 1, 0, NULL}, /* last warp partly idle */
+    {"layernorm_mod", op_layernorm_mod, 75, 5120, 0, 1, 0, 0, 16, NULL},
+    /* 300 wide: offsets of 3 bf16 rows are not 16-byte aligned */
+    {"layernorm_mod", op_layernorm_mod, 7, 300, 1, 1, 0, 1, 3, NULL},
+    {"layernorm_mod", op_layernorm_mod, 40, 1536, 1, 1, 0, 0, 0, "scalar"},
+    {"layernorm_mod", op_layernorm_mod, 33, 5120, 0, 1, 0, 0, 0, "vec:8"},
+    {"rmsnorm_rope", op_rmsnorm_rope, 2, 4, 6, 12, 1, 1, 0, NULL},
+    {"rmsnorm_rope", op_rmsnorm_rope, 3, 3, 5, 40, 1, 0, 0, NULL},
+    {"rmsnorm_rope", op_rmsnorm_rope, 21, 3, 4, 2, 1, 0, 0, NULL},
+    {"rmsnorm_rope", op_rmsnorm_rope, 1, 7, 11, 40, 0, 1, 0, NULL},
+    {"rmsnorm_rope", op_rmsnorm_rope, 21, 3, 4, 40, 3, 0, 0, NULL},
+    {"rmsnorm_rope", op_rmsnorm_rope, 2, 3, 5, 12, 2, 1, 0, NULL},
+    {"rmsnorm_rope", op_rmsnorm_rope, 2, 3, 5, 3, 1, 1, 0, NULL}, /* 384 wide: a partly idle warp */
+    {"rmsnorm_rope", op_rmsnorm_rope, 3, 4, 5, 40, 3, 0, 7, NULL},
+    {"rmsnorm_rope", op_rmsnorm_rope, 2, 3, 5, 40, 3, 0, 0, "scalar"},
+    {"rmsnorm_rope", op_rmsnorm_rope, 2, 3, 5, 12, 3, 0, 0, "vec:8"},
+    {"rmsnorm_rope", op_rmsnorm_rope, 2, 3, 5, 40, 1, 0, 13, "vec:3"},
+    {"gated_add", op_gated_add, 77, 1536, 0, 1, 0, 0, 0, NULL},
+    {"gated_add", op_gated_add, 33, 5120, 1, 1, 0, 0, 0, NULL},
+    {"gated_add", op_gated_add, 19, 5120, 0, 0, 0, 0, 0, NULL},
+    {"gated_add", op_gated_add, 7, 333, 1, 0, 0, 1, 0, NULL},
+    {"gated_add", op_gated_add, 50, 5120, 1, 1, 0, 0, 16, NULL},
+    {"gated_add", op_gated_add, 7, 336, 1, 1, 0, 1, 3, NULL},
+    {"gated_add", op_gated_add, 20, 1536, 1, 1, 0, 0, 0, "scalar"},
+    {"gated_add_ln", op_gated_add_ln, 64, 5120, 1, 1, 1, 0, 0, NULL}, /* gated add 1 + norm3 */
+    {"gated_add_ln", op_gated_add_ln, 77, 1536, 1, 0, 2, 0, 0, NULL}, /* add 2 + norm2 */
+    {"gated_add_ln", op_gated_add_ln, 37, 5120, 1, 1, 2, 0, 0, NULL}, /* gated add 3 + next norm1 */
+    {"gated_add_ln", op_gated_add_ln, 33, 5120, 0, 1, 3, 0, 0, NULL},
+    {"gated_add_ln", op_gated_add_ln, 19, 1536, 1, 1, 0, 0, 0, NULL},
+    {"gated_add_ln", op_gated_add_ln, 40, 1536, 1, 1, 2, 0, 16, NULL},
+    {"gated_add_ln", op_gated_add_ln, 5, 300, 1, 1, 3, 1, 0, NULL},
+    {"gated_add_ln", op_gated_add_ln, 9, 1000, 1, 0, 2, 1, 0, NULL},
+    {"gated_add_ln", op_gated_add_ln, 20, 5120, 1, 1, 1, 0, 0, "scalar"},
+    {"gated_add_ln", op_gated_add_ln, 20, 5120, 1, 1, 2, 0, 7, "vec:5"},
+    {"gelu_tanh", op_act, 100003, 0, 0, 0, 0, 0, 0, NULL},
+    {"gelu_tanh", op_act, 33 * 8960, 1, 0, 0, 0, 0, 0, NULL},
+    {"silu", op_act, 5120, 0, 1, 0, 0, 1, 0, NULL},
+    {"silu", op_act, 1537, 1, 1, 0, 0, 1, 0, NULL},
+    {"patchify", op_patchify, 16, 21, 60, 104, 1, 0, 0, NULL},
+    {"patchify", op_patchify, 16, 3, 6, 10, 0, 1, 0, NULL},
+    {"patchify", op_patchify, 3, 2, 4, 2, 1, 1, 0, NULL},
+    {"unpatchify", op_unpatchify, 16, 21, 60, 104, 0, 0, 0, NULL},
+    {"unpatchify", op_unpatchify, 16, 3, 6, 10, 0, 1, 0, NULL},
+    {"convert", op_convert, 1000003, 0, 0, 0, 0, 0, 0, NULL},
+    {"convert", op_convert, 12, 0, 0, 0, 0, 1, 0, NULL},
+    {"attention", op_attention, 77, 77, 2, 0, 0, 1, 0, NULL},
+    {"attention", op_attention, 300, 512, 12, 0, 0, 0, 0, NULL},
+    {"attention", op_attention, 333, 1025, 12, 64, 0, 0, 0, NULL},
+    {"attention", op_attention, 520, 520, 40, 100, 0, 0, 0, NULL},
+    {"attention", op_attention, 1, 3, 1, 0, 0, 1, 0, NULL},
+    {"attention", op_attention, 130, 7, 40, 1, 0, 1, 0, NULL},
 };
 
+/* ---- --bench: the residual-stream row ops at the Wan shapes ------------ */
+
+/* Each op of a Wan block's memory-bound share at L = 32,760 tokens (81
+ * frames at 480x832), D = 5120 (14B) and 1536 (1.3B), bf16 projection
+ * outputs, for the default kernels, the scalar ones and each forced chunk
+ * count. Each variant is first checked against the CPU on BENCH_ROWS rows
+ * (relative L2 within the op table's tolerances), then timed: 2 warm-up
+ * calls, BENCH_REPS calls between CUDA events. Bytes are what the op must
+ * move (each input read once, each output written once); % is of
+ * BENCH_PEAK, about what a plain copy reaches on an H200. */
+#define BENCH_L 32760
+#define BENCH_ROWS 16
+#define BENCH_REPS 20
+#define BENCH_PEAK 4.0e12
+
+typedef enum { BK_LN, BK_ADD, BK_ADD_LN, BK_ADD_THEN_LN, BK_ROPE, BK_COUNT } bench_kind;
+static const char *bench_name[BK_COUNT] = {"layernorm_mod", "gated_add", "gated_add_ln",
+                                           "add,layernorm", "rmsnorm_rope"};
+
+typedef struct bench_bufs {
+  int64_t L, D, heads;
+  float *x, *x0;             // (L, D) the residual stream, and its first value
+  uint16_t *y, *h;           // (L, D) bf16: a projection's output, a norm's output
+  float *gate, *shift, *scale; // (D)
+  uint16_t *wn;              // (D) bf16 RMSNorm weight
+  float *cos_t, *sin_t;      // (L, 64) RoPE tables, grid 21 x 30 x 52
+} bench_bufs;
+
+/* The same operands as block_forward gives each op (gated add 3 + norm1). */
+static void bench_call(bench_kind k, const bench_bufs *b) {
+  const int64_t L = b->L, D = b->D;
+  const float eps = 1e-6f;
+  if (k == BK_LN)
+    kern_cuda_layernorm_modulate(b->x, NULL, NULL, b->shift, b->scale, b->h, L, D, eps, 0);
+  else if (k == BK_ADD)
+    kern_cuda_gated_add(b->x, b->y, KERN_DTYPE_BF16, b->gate, L, D, 0);
+  else if (k == BK_ADD_LN)
+    kern_cuda_gated_add_layernorm(b->x, b->y, KERN_DTYPE_BF16, b->gate, NULL, NULL, b->shift,
+                                  b->scale, b->h, L, D, eps, 0);
+  else if (k == BK_ADD_THEN_LN) {
+    kern_cuda_gated_add(b->x, b->y, KERN_DTYPE_BF16, b->gate, L, D, 0);
+    kern_cuda_layernorm_modulate(b->x, NULL, NULL, b->shift, b->scale, b->h, L, D, eps, 0);
+  } else
+    kern_cuda_rmsnorm_rope(b->y, KERN_DTYPE_BF16, b->wn, b->cos_t, b->sin_t, b->h, L, b->heads,
+                           128, eps, 0);
+}
+
+static double bench_bytes(bench_kind k, int64_t L, int64_t D) {
+  const double LD = (double)L * (double)D;
+  static const double per_elem[BK_COUNT] = {4 + 2, 4 + 2 + 4, 4 + 2 + 4 + 2,
+                                            (4 + 2 + 4) + (4 + 2), 2 + 2};
+  return LD * per_elem[k] + (k == BK_ROPE ? (double)L * 64 * 4 * 2 : 0.0);
+}
+
+static void down_row(void *h, const void *d, int64_t row, int64_t D, size_t esize) {
+  CK(cudaMemcpy(h, (const char *)d + (size_t)(row * D) * esize, (size_t)D * esize,
+                cudaMemcpyDeviceToHost));
+}
+
+/* Runs op k once on the first x and compares BENCH_ROWS rows of its outputs
+ * with the CPU on the same rows; returns the worst relative L2 over the
+ * outputs, each divided by its tolerance (pass: <= 1). */
+static double bench_check(bench_kind k, const bench_bufs *b, const float *gate,
+                          const float *shift, const float *scale, const float *wn,
+                          const double *ct, const double *st) {
+  const int64_t D = b->D;
+  CK(cudaMemcpy(b->x, b->x0, (size_t)(b->L * D) * 4, cudaMemcpyDeviceToDevice));
+  CK(cudaMemset(b->h, 0xFF, (size_t)(b->L * D) * 2));
+  bench_call(k, b);
+  CK(cudaDeviceSynchronize());
+  const int adds = k == BK_ADD || k == BK_ADD_LN || k == BK_ADD_THEN_LN;
+  const int norms = k != BK_ADD;
+  float *x = hf(D), *y = hf(D), *gx = hf(D), *gh = hf(D), *ref = hf(D);
+  uint16_t *yb = hb(D), *hbuf = hb(D);
+  double worst = 0.0;
+  for (int i = 0; i < BENCH_ROWS; i++) {
+    const int64_t row = i == 0 ? 0 : i == 1 ? b->L - 1 : (int64_t)kt_uniform(0, (double)b->L);
+    down_row(x, b->x0, row, D, 4);
+    down_row(yb, b->y, row, D, 2);
+    kern_bf16_to_f32_n(yb, y, (size_t)D);
+    if (adds) {
+      kern_cpu_gated_add(x, y, gate, 1, D);
+      down_row(gx, b->x, row, D, 4);
+      worst = fmax(worst, rel_l2(gx, x, D) / TOL_F32);
+    }
+    if (!norms) continue;
+    if (k == BK_ROPE) {
+      kern_cpu_rmsnorm(y, wn, ref, 1, D, 1e-6f);
+      kern_cpu_rope_apply(ref, ct + row * 64, st + row * 64, 1, b->heads, 128);
+    } else {
+      kern_cpu_layernorm(x, NULL, NULL, ref, 1, D, 1e-6f);
+      kern_cpu_modulate(ref, shift, scale, ref, 1, D);
+    }
+    down_row(hbuf, b->h, row, D, 2);
+    kern_bf16_to_f32_n(hbuf, gh, (size_t)D);
+    worst = fmax(worst, rel_l2(gh, ref, D) / TOL_BF16);
+  }
+  free(x); free(y); free(gx); free(gh); free(ref); free(yb); free(hbuf);
+  return worst;
+}
+
+static double bench_time(bench_kind k, const bench_bufs *b) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 2; i++) bench_call(k, b);
+  CK(cudaEventRecord(e0, 0));
+  for (int i = 0; i < BENCH_REPS; i++) bench_call(k, b);
+  CK(cudaEventRecord(e1, 0));
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return ms / BENCH_REPS;
+}
+
+/* Fills n device values with a 1 Mi block of host random numbers in
+ * [lo, hi), copied over and over (a block is not a whole number of rows,
+ * so rows differ). */
+static void bench_fill(void *d, int64_t n, int bf16, double lo, double hi) {
+  enum { BLK = 1 << 20 };
+  float *blk = rand_f(BLK, lo, hi);
+  uint16_t *blk16 = to_bf16(blk, BLK);
+  const size_t esize = bf16 ? 2 : 4;
+  for (int64_t off = 0; off < n; off += BLK) {
+    const int64_t m = n - off < BLK ? n - off : BLK;
+    up((char *)d + (size_t)off * esize, bf16 ? (void *)blk16 : (void *)blk, (size_t)m * esize);
+  }
+  free(blk);
+  free(blk16);
+}
+
+static int bench_main(void) {
+  /* NULL: the default split; then what STATICPIPE_NORM_KERNELS can force. */
+  static const char *variants[] = {NULL, "scalar", "vec:1", "vec:2", "vec:3",
+                                   "vec:4", "vec:5", "vec:8"};
+  static const int64_t dims[] = {5120, 1536};
+  const int64_t L = BENCH_L, F = 21, H = 30, W = 52; /* L = F * H * W */
+  struct cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("# row-op benchmark, %s, L %d, %d reps after 2 warm-up calls, %% of %.1f TB/s\n",
+         prop.name, BENCH_L, BENCH_REPS, BENCH_PEAK / 1e12);
+  printf("# bytes per element: layernorm_mod 6, gated_add 10, gated_add_ln 12, add,layernorm 16\n"
+         "# (the two unfused calls: compare its ms with gated_add_ln), rmsnorm_rope 4 + tables;\n"
+         "# check: worst relative L2 / tolerance on %d rows against the CPU (<= 1 passes)\n",
+         BENCH_ROWS);
+  printf("# %-14s %5s %-8s %9s %9s %7s %7s %s\n", "op", "D", "kernels", "ms", "GB/s", "%peak",
+         "check", "result");
+  double *ct = kt_dalloc(L * 64), *st = kt_dalloc(L * 64);
+  kern_cpu_rope_table(F, H, W, 128, ct, st);
+  float *ctf = hf(L * 64), *stf = hf(L * 64);
+  for (int64_t i = 0; i < L * 64; i++) ctf[i] = (float)ct[i], stf[i] = (float)st[i];
+  int failed = 0;
+  for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+    const int64_t D = dims[di], n = L * D;
+    bench_bufs b = {L, D, D / 128, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    float *gate = rand_f(D, -1, 1), *shift = rand_f(D, -0.5, 0.5), *scale = rand_f(D, -0.5, 0.5);
+    float *wn = rand_bf16_valued(D, 0.5, 1.5);
+    CK(cudaMalloc((void **)&b.x, (size_t)n * 4));
+    CK(cudaMalloc((void **)&b.x0, (size_t)n * 4));
+    CK(cudaMalloc((void **)&b.y, (size_t)n * 2));
+    CK(cudaMalloc((void **)&b.h, (size_t)n * 2));
+    bench_fill(b.x0, n, 0, -2, 4);
+    bench_fill(b.y, n, 1, -3, 3);
+    b.gate = dev_f32(gate, D);
+    b.shift = dev_f32(shift, D);
+    b.scale = dev_f32(scale, D);
+    b.wn = dev_bf16(wn, D);
+    b.cos_t = dev_f32(ctf, L * 64);
+    b.sin_t = dev_f32(stf, L * 64);
+    for (int k = 0; k < BK_COUNT; k++) {
+      for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        const char *var = variants[v];
+        /* A forced count the row cannot take (more than 512 threads) runs
+         * the scalar kernels: not a row of its own. */
+        if (var && var[0] == 'v' && (D / 8 + (var[4] - '0') - 1) / (var[4] - '0') > 512) continue;
+        if (var) setenv("STATICPIPE_NORM_KERNELS", var, 1);
+        const double check = bench_check((bench_kind)k, &b, gate, shift, scale, wn, ct, st);
+        const double ms = bench_time((bench_kind)k, &b);
+        unsetenv("STATICPIPE_NORM_KERNELS");
+        const double gbs = bench_bytes((bench_kind)k, L, D) / (ms * 1e-3) / 1e9;
+        const int ok = check <= 1.0;
+        printf("  %-14s %5lld %-8s %9.4f %9.1f %6.1f%% %7.3f %s\n", bench_name[k], (long long)D,
+               var ? var : "default", ms, gbs, 100.0 * gbs * 1e9 / BENCH_PEAK, check,
+               ok ? "pass" : "FAIL");
+        fflush(stdout);
+        failed += !ok;
+      }
+    }
+    CK(cudaFree(b.x)); CK(cudaFree(b.x0)); CK(cudaFree(b.y)); CK(cudaFree(b.h));
+    if (!dev_release()) { /* the per-column operands and the tables */
+      printf("  FAIL: D %lld: a guard after a per-column operand or table was overwritten\n",
+             (long long)D);
+      failed++;
+    }
+    free(gate); free(shift); free(scale); free(wn);
+  }
+  free(ct); free(st); free(ctf); free(stf);
+  printf("# %d failed\n", failed);
+  return failed ? 1 : 0;
+}
+
 static void usage(FILE *f) {
-  fprintf(f, "usage: test_ops [-o OP] [--small]\n"
+  fprintf(f, "usage: test_ops [-o OP] [--small] [--bench]\n"
              "  -o, --op OP   run the rows of one op only (default: all)\n"
              "  -s, --small   only the small rows (for compute-sanitizer; default: all)\n"
+             "  -b, --bench   time the residual-stream row ops at L 32760, D 5120 and 1536,\n"
+             "                every kernel variant (default: off, run the op table)\n"
              "  -h, --help    this text\n"
              "ops: linear linear_f32 modulation layernorm_mod rmsnorm_rope gated_add\n"
-             "     gelu_tanh silu patchify unpatchify convert attention\n");
+             "     gated_add_ln gelu_tanh silu patchify unpatchify convert attention\n");
 }
 
 int main(int argc, char **argv) {
   const char *only = NULL;
-  int small = 0;
+  int small = 0, bench = 0;
   static const struct option longopts[] = {{"op", required_argument, NULL, 'o'},
                                            {"small", no_argument, NULL, 's'},
+                                           {"bench", no_argument, NULL, 'b'},
                                            {"help", no_argument, NULL, 'h'},
                                            {0, 0, 0, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:sh", longopts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:sbh", longopts, NULL)) != -1) {
     if (ch == 'o') {
       only = optarg;
     } else if (ch == 's') {
       small = 1;
+    } else if (ch == 'b') {
+      bench = 1;
     } else if (ch == 'h') {
       usage(stdout);
       return 0;
@@ -658,12 +1001,14 @@ int main(int argc, char **argv) {
     return 77;
   }
   kt_seed("test_ops");
+  if (bench) return bench_main();
   kern_cuda_gemm_ctx *g = kern_cuda_gemm_ctx_create(0);
   printf("# %-14s %-26s %10s %10s %8s %9s %5s %3s %s\n", "op", "shape", "err", "bf16_err",
          "tol", "same", "guard", "det", "result");
   printf("# err: relative L2 vs CPU fp32 (tol 0: bit-exact); rows with bf16_err also need\n"
          "# err <= 2*bf16_err + %.0e; same (fp32-output GEMM vs CPU on identical inputs)\n"
-         "# <= %.0e; guard: bytes after every buffer intact; det: rerun bit-identical\n",
+         "# <= %.0e; guard: bytes after every buffer intact; det: rerun bit-identical\n"
+         "# shape: the op's a,b,c,d,e [/rows per call] [STATICPIPE_NORM_KERNELS]\n",
          BASE_EPS, TOL_SAME);
   int failed = 0, ran = 0;
   for (int i = 0; i < ncases; i++) {
@@ -671,24 +1016,30 @@ int main(int argc, char **argv) {
     if ((only && strcmp(c->op, only) != 0) || (small && !c->small)) continue;
     result r = {0};
     r.same = -1;
+    r.extra_ok = 1;
+    if (c->kernels) setenv("STATICPIPE_NORM_KERNELS", c->kernels, 1);
     c->fn(c, g, &r);
+    unsetenv("STATICPIPE_NORM_KERNELS");
     const int guard = dev_release();
-    int ok = guard && r.det;
+    int ok = guard && r.det && r.extra_ok;
     if (r.tol == 0)
       ok = ok && r.err == 0.0;
     else
       ok = ok && r.err <= r.tol && (r.base < 0 || r.err <= 2.0 * r.base + BASE_EPS) &&
            (r.same < 0 || r.same <= TOL_SAME);
-    char shape[64], base[16];
-    snprintf(shape, sizeof shape, "%lld,%lld,%lld,%lld,%lld", (long long)c->a, (long long)c->b,
-             (long long)c->c, (long long)c->d, (long long)c->e);
+    char shape[96], base[16];
+    int len = snprintf(shape, sizeof shape, "%lld,%lld,%lld,%lld,%lld", (long long)c->a,
+                       (long long)c->b, (long long)c->c, (long long)c->d, (long long)c->e);
+    if (c->split) len += snprintf(shape + len, sizeof shape - len, "/%lld", (long long)c->split);
+    if (c->kernels) snprintf(shape + len, sizeof shape - len, " %s", c->kernels);
     if (r.base < 0) snprintf(base, sizeof base, "-");
     else snprintf(base, sizeof base, "%.3e", r.base);
     char same[16];
     if (r.same < 0) snprintf(same, sizeof same, "-");
     else snprintf(same, sizeof same, "%.2e", r.same);
-    printf("  %-14s %-26s %10.3e %10s %8.0e %9s %5s %3s %s\n", c->op, shape, r.err, base, r.tol,
-           same, guard ? "ok" : "BAD", r.det ? "ok" : "BAD", ok ? "pass" : "FAIL");
+    printf("  %-14s %-26s %10.3e %10s %8.0e %9s %5s %3s %s%s%s\n", c->op, shape, r.err, base,
+           r.tol, same, guard ? "ok" : "BAD", r.det ? "ok" : "BAD", ok ? "pass" : "FAIL",
+           r.note[0] ? "  " : "", r.note);
     fflush(stdout);
     failed += !ok;
     ran++;
