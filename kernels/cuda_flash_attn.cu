@@ -1,26 +1,42 @@
 /* Own flash attention (kern_attn.h): exact softmax attention without the
  * L x L matrix, bf16 in, fp32 softmax and accumulation, bf16 out.
  *
- * One CTA owns a tile of BR = 128 query rows of one head and streams all
- * keys of that head through shared memory in tiles of BC rows:
- *   S  = Q K_j^T              (mma.sync m16n8k16 bf16 -> fp32)
+ * One CTA owns a tile of BR query rows of one head (32 per warp) and streams
+ * all keys of that head through shared memory in tiles of BC rows; each
+ * tile is worked on in sub-tiles of SUB keys (SUB = BC, or BC / 2):
+ *   S  = Q K_s^T              (mma.sync m16n8k16 bf16 -> fp32)
  *   m' = max(m, rowmax(S) * scale * log2 e)
  *   P  = exp2(S * scale * log2 e - m'), l = l * exp2(m - m') + rowsum(P)
- *   O  = O * exp2(m - m') + P V_j   (P rounded to bf16 for the mma)
+ *   O  = O * exp2(m - m') + P V_s   (P rounded to bf16 for the mma)
  * and writes O / l at the end (FlashAttention-2's order of work). The
  * softmax scale is folded into the log2 domain so the exponential is one
- * ex2.approx per score.
+ * ex2.approx per score (folding it into Q instead would save nothing: the
+ * FFMA that applies it replaces the FADD that subtracts the max).
+ *
+ * Variants (template parameters, the table at the launcher, picked at run
+ * time by STATICPIPE_FLASH_VARIANT so all of them can be timed in one run):
+ * - BR 64/128/256 query rows per CTA (2/4/8 warps): more rows per CTA share
+ *   each K/V tile loaded from L2; fewer keep two CTAs per SM;
+ * - BC 32/64 keys per shared tile, so two barriers per BC keys;
+ * - SUB: keys per register tile. S and P of a warp take MT * SUB / 2
+ *   registers per thread, next to 128 for O; SUB 32 with BC 64 has the
+ *   register footprint of 32-key tiles (no spill) and the barriers of 64;
+ * - LAZY: O (64 registers per m-tile) is rescaled only when some row of the
+ *   warp got a new max (a warp vote); after the first tiles a new max is
+ *   rare. The correction is exactly 1 when the max did not change, so lazy
+ *   and eager variants with the same SUB give bit-identical results.
  *
  * Data movement: K and V tiles are double-buffered with cp.async (16-byte
- * copies, zero-fill for rows past Lk), the next K tile loads while the
- * current tile's softmax and P V run. Shared-memory rows are 256 bytes
+ * copies, zero-fill for rows past Lk); K_{j+1} loads during the softmax and
+ * P V of tile j, V_j during S of tile j. Shared-memory rows are 256 bytes
  * (128 bf16); the 16-byte chunk c of row r sits at chunk c ^ (r & 7) so the
  * 8 row addresses of one ldmatrix hit 8 different bank groups.
  *
  * Tails: query rows past Lq are computed on zero-filled Q and not stored;
  * key columns past Lk get S = -inf before the row max, so they add 0 to the
- * sum and (V zero-filled) nothing to O. Every tile has at least one real
- * key, so the running max is always finite.
+ * sum and (V zero-filled) nothing to O; a sub-tile with no real key is
+ * skipped. Every tile has at least one real key in its first sub-tile, so
+ * the running max is always finite after it.
  *
  * Determinism: each output element is produced by one thread in a fixed
  * order of tiles and mma's; no atomics, so a rerun is bit-identical. */
@@ -30,6 +46,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_check.h"
 #include "kern_attn.h"
@@ -37,19 +54,17 @@
 /* ---- tile configuration ------------------------------------------------- */
 
 /* MT m16 tiles per warp (2: each K/V fragment loaded from shared memory
- * feeds two mma's, halving shared-memory traffic per FLOP, as FA2 does);
- * BR = 128 query rows per CTA, so 128 / (16 * MT) warps; FA_BC keys per
- * tile, a template parameter: 64 (the default; 255 registers, a few bytes
- * spilled) or 32 (228 registers, no spill, twice the barriers), chosen at
- * run time by STATICPIPE_FLASH_BC=32|64 so both can be timed on a GPU. */
+ * feeds two mma's, halving shared-memory traffic per FLOP, as FA2 does; at
+ * 1 the kernel would be bound by ldmatrix bandwidth), so 32 query rows per
+ * warp and BR = 32 * warps. */
 #define FA_HD 128
-#define FA_BR 128
 #define FA_MT 2
-#define FA_WARPS (FA_BR / (16 * FA_MT))
-#define FA_THREADS (32 * FA_WARPS)
+#define FA_ROWS_PER_WARP (16 * FA_MT)
 #define FA_ROW_BYTES (FA_HD * 2)
+#define FA_BR_MAX 256
+#define FA_BC_MAX 64
 /* Q tile, double-buffered K and V tiles */
-#define FA_SMEM_BYTES(bc) (FA_BR * FA_ROW_BYTES + 4 * (bc)*FA_ROW_BYTES)
+#define FA_SMEM_BYTES(br, bc) ((br)*FA_ROW_BYTES + 4 * (bc)*FA_ROW_BYTES)
 
 /* ---- device helpers ----------------------------------------------------- */
 
@@ -105,11 +120,11 @@ __device__ __forceinline__ uint32_t fa_pack_bf16(float lo, float hi) {
 /* Copies `rows` rows of one head (global rows r0.., row stride `ld`
  * elements) into a swizzled shared tile; rows at or past `limit` are
  * zero-filled (src size 0, the source address clamped to row 0). */
-template <int ROWS>
+template <int ROWS, int THREADS>
 __device__ __forceinline__ void fa_load_tile(uint32_t smem, const __nv_bfloat16 *base, int ld,
                                              int r0, int limit, int tid) {
 #pragma unroll
-  for (int i = tid; i < ROWS * 16; i += FA_THREADS) {
+  for (int i = tid; i < ROWS * 16; i += THREADS) {
     int row = i >> 4, chunk = i & 15;
     int g = r0 + row;
     int ok = g < limit;
@@ -121,31 +136,36 @@ __device__ __forceinline__ void fa_load_tile(uint32_t smem, const __nv_bfloat16 
 /* ---- kernel ------------------------------------------------------------- */
 
 /* grid (ceil(Lq / BR), heads): blockIdx.x fastest so the CTAs of one head
- * run together and share its K, V in L2.
+ * run together and share its K, V in L2. Launch bounds ask for 8 warps per
+ * SM (two CTAs of 4 warps): with 255 registers that is what the register
+ * file holds, so the bound only forbids the compiler from going above.
  * q (Lq, heads, 128), k, v (Lk, heads, 128), out (Lq, heads, 128), bf16. */
-template <int FA_BC>
-__global__ void __launch_bounds__(FA_THREADS)
+template <int WARPS, int BC, int SUB, bool LAZY>
+__global__ void __launch_bounds__(32 * WARPS, (8 / WARPS) > 0 ? 8 / WARPS : 1)
     fa_fwd_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                   const __nv_bfloat16 *__restrict__ v, __nv_bfloat16 *__restrict__ out, int Lq,
                   int Lk, int heads, float scale_log2) {
+  constexpr int THREADS = 32 * WARPS, BR = WARPS * FA_ROWS_PER_WARP, NSUB = BC / SUB;
+  static_assert(BC % SUB == 0 && SUB % 16 == 0 && BC <= FA_BC_MAX && BR <= FA_BR_MAX,
+                "tile shape");
   extern __shared__ __align__(128) unsigned char fa_smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3, mi = lane >> 3, lr = lane & 7;
-  const int head = blockIdx.y, q0 = blockIdx.x * FA_BR;
+  const int head = blockIdx.y, q0 = blockIdx.x * BR;
   const int ld = heads * FA_HD; /* < 2^31: checked by the launcher */
   const __nv_bfloat16 *qh = q + head * FA_HD, *kh = k + head * FA_HD, *vh = v + head * FA_HD;
 
   const uint32_t s_base = (uint32_t)__cvta_generic_to_shared(fa_smem);
-  const uint32_t sQ = s_base;                            /* (BR, 128) */
-  const uint32_t sK0 = sQ + FA_BR * FA_ROW_BYTES;        /* 2 x (BC, 128) */
-  const uint32_t sV0 = sK0 + 2 * FA_BC * FA_ROW_BYTES;   /* 2 x (BC, 128) */
-  const uint32_t tileb = FA_BC * FA_ROW_BYTES;
+  const uint32_t sQ = s_base;                     /* (BR, 128) */
+  const uint32_t sK0 = sQ + BR * FA_ROW_BYTES;    /* 2 x (BC, 128) */
+  const uint32_t sV0 = sK0 + 2 * BC * FA_ROW_BYTES; /* 2 x (BC, 128) */
+  const uint32_t tileb = BC * FA_ROW_BYTES;
 
-  const int ntiles = (int)((Lk + FA_BC - 1) / FA_BC);
+  const int ntiles = (int)((Lk + BC - 1) / BC);
 
   /* prologue: Q and K_0 in one group */
-  fa_load_tile<FA_BR>(sQ, qh, ld, q0, Lq, tid);
-  fa_load_tile<FA_BC>(sK0, kh, ld, 0, Lk, tid);
+  fa_load_tile<BR, THREADS>(sQ, qh, ld, q0, Lq, tid);
+  fa_load_tile<BC, THREADS>(sK0, kh, ld, 0, Lk, tid);
   fa_cp_commit();
 
   float o[FA_MT][FA_HD / 8][4]; /* (16 rows, 128) per m-tile, C fragments */
@@ -157,113 +177,134 @@ __global__ void __launch_bounds__(FA_THREADS)
     m[a][0] = m[a][1] = -INFINITY;
     l[a][0] = l[a][1] = 0.f;
   }
-  const int wrow = warp * 16 * FA_MT; /* first Q row of this warp in the tile */
+  const int wrow = warp * FA_ROWS_PER_WARP; /* first Q row of this warp in the tile */
 
   for (int j = 0; j < ntiles; j++) {
     const uint32_t sK = sK0 + (j & 1) * tileb, sV = sV0 + (j & 1) * tileb;
-    const int kb = j * FA_BC;
-    fa_load_tile<FA_BC>(sV, vh, ld, kb, Lk, tid);
+    const int kb = j * BC;
+    fa_load_tile<BC, THREADS>(sV, vh, ld, kb, Lk, tid);
     fa_cp_commit();
     fa_cp_wait<1>(); /* everything but V_j: Q (j = 0) and K_j are in */
     __syncthreads();
-
-    /* S = Q K_j^T, (16*MT, BC) per warp */
-    float s[FA_MT][FA_BC / 8][4];
-#pragma unroll
-    for (int a = 0; a < FA_MT; a++)
-#pragma unroll
-      for (int n = 0; n < FA_BC / 8; n++) s[a][n][0] = s[a][n][1] = s[a][n][2] = s[a][n][3] = 0.f;
-#pragma unroll
-    for (int kc = 0; kc < FA_HD / 16; kc++) {
-      uint32_t qa[FA_MT][4];
-#pragma unroll
-      for (int a = 0; a < FA_MT; a++)
-        fa_ldsm_x4(qa[a], sQ + fa_swz(wrow + a * 16 + (mi & 1) * 8 + lr, kc * 2 + (mi >> 1)));
-#pragma unroll
-      for (int np = 0; np < FA_BC / 16; np++) {
-        uint32_t kb4[4];
-        fa_ldsm_x4(kb4, sK + fa_swz(np * 16 + (mi >> 1) * 8 + lr, kc * 2 + (mi & 1)));
-#pragma unroll
-        for (int a = 0; a < FA_MT; a++) {
-          fa_mma(s[a][2 * np], qa[a], kb4[0], kb4[1]);
-          fa_mma(s[a][2 * np + 1], qa[a], kb4[2], kb4[3]);
-        }
-      }
-    }
-
     /* K_{j+1} into the other buffer: its last reader (S_{j-1}) finished
      * before every warp passed the barrier above. Always commit a group so
-     * the wait counts below stay the same on the last tile. */
-    if (j + 1 < ntiles) fa_load_tile<FA_BC>(sK0 + ((j + 1) & 1) * tileb, kh, ld, kb + FA_BC, Lk, tid);
+     * the wait counts stay the same on the last tile. */
+    if (j + 1 < ntiles) fa_load_tile<BC, THREADS>(sK0 + ((j + 1) & 1) * tileb, kh, ld, kb + BC, Lk, tid);
     fa_cp_commit();
 
-    /* mask key columns past Lk (only the last tile can have them) */
-    if (kb + FA_BC > Lk) {
+    /* not unrolled: with two sub-tiles in one block the compiler overlaps
+     * them and spills (28 bytes at SUB 32, BC 64) */
+#pragma unroll 1
+    for (int sb = 0; sb < NSUB; sb++) {
+      const int k0 = sb * SUB; /* first key of the sub-tile within the tile */
+      if (sb > 0 && kb + k0 >= Lk) break; /* no real key left: the last tile only */
+
+      /* S = Q K_s^T, (32, SUB) per warp */
+      float s[FA_MT][SUB / 8][4];
 #pragma unroll
-      for (int n = 0; n < FA_BC / 8; n++) {
-        int c = kb + n * 8 + 2 * t;
+      for (int a = 0; a < FA_MT; a++)
 #pragma unroll
-        for (int a = 0; a < FA_MT; a++) {
-          if (c >= Lk) s[a][n][0] = s[a][n][2] = -INFINITY;
-          if (c + 1 >= Lk) s[a][n][1] = s[a][n][3] = -INFINITY;
+        for (int n = 0; n < SUB / 8; n++) s[a][n][0] = s[a][n][1] = s[a][n][2] = s[a][n][3] = 0.f;
+#pragma unroll
+      for (int kc = 0; kc < FA_HD / 16; kc++) {
+        uint32_t qa[FA_MT][4];
+#pragma unroll
+        for (int a = 0; a < FA_MT; a++)
+          fa_ldsm_x4(qa[a], sQ + fa_swz(wrow + a * 16 + (mi & 1) * 8 + lr, kc * 2 + (mi >> 1)));
+#pragma unroll
+        for (int np = 0; np < SUB / 16; np++) {
+          uint32_t kb4[4];
+          fa_ldsm_x4(kb4, sK + fa_swz(k0 + np * 16 + (mi >> 1) * 8 + lr, kc * 2 + (mi & 1)));
+#pragma unroll
+          for (int a = 0; a < FA_MT; a++) {
+            fa_mma(s[a][2 * np], qa[a], kb4[0], kb4[1]);
+            fa_mma(s[a][2 * np + 1], qa[a], kb4[2], kb4[3]);
+          }
         }
       }
-    }
 
-    /* online softmax, in place: s becomes P (fp32) */
+      /* mask key columns past Lk (only the last tile can have them) */
+      if (kb + k0 + SUB > Lk) {
 #pragma unroll
-    for (int a = 0; a < FA_MT; a++) {
+        for (int n = 0; n < SUB / 8; n++) {
+          int c = kb + k0 + n * 8 + 2 * t;
 #pragma unroll
-      for (int r = 0; r < 2; r++) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < FA_BC / 8; n++) mx = fmaxf(mx, fmaxf(s[a][n][2 * r], s[a][n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mnew = fmaxf(m[a][r], mx * scale_log2); /* scale > 0 */
-        const float corr = fa_exp2(m[a][r] - mnew);           /* 0 on the first tile */
-        m[a][r] = mnew;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < FA_BC / 8; n++) {
-          float p0 = fa_exp2(fmaf(s[a][n][2 * r], scale_log2, -mnew));
-          float p1 = fa_exp2(fmaf(s[a][n][2 * r + 1], scale_log2, -mnew));
-          s[a][n][2 * r] = p0;
-          s[a][n][2 * r + 1] = p1;
-          sum += p0 + p1;
-        }
-        l[a][r] = l[a][r] * corr + sum; /* this thread's columns; quad-reduced at the end */
-#pragma unroll
-        for (int d = 0; d < FA_HD / 8; d++) {
-          o[a][d][2 * r] *= corr;
-          o[a][d][2 * r + 1] *= corr;
+          for (int a = 0; a < FA_MT; a++) {
+            if (c >= Lk) s[a][n][0] = s[a][n][2] = -INFINITY;
+            if (c + 1 >= Lk) s[a][n][1] = s[a][n][3] = -INFINITY;
+          }
         }
       }
-    }
 
-    fa_cp_wait<1>(); /* V_j in; K_{j+1} may still be in flight */
-    __syncthreads();
-
-    /* O += P V_j: P's C fragments of key tiles 2kk, 2kk+1 are the A
-     * fragment of key chunk kk */
-#pragma unroll
-    for (int kk = 0; kk < FA_BC / 16; kk++) {
-      uint32_t pa[FA_MT][4];
+      /* online softmax: P = exp2(...) goes to bf16 pairs as it is made, so
+       * the fp32 scores die here and P V holds half their registers. corr
+       * is exactly 1 when the max stays, so skipping the O rescale then
+       * (LAZY) changes no bit of the result. */
+      uint32_t pb[FA_MT][SUB / 8][2]; /* P of rows g, g+8: one A-fragment register each */
+      float corr[FA_MT][2];
+      int grew = 0;
 #pragma unroll
       for (int a = 0; a < FA_MT; a++) {
-        pa[a][0] = fa_pack_bf16(s[a][2 * kk][0], s[a][2 * kk][1]);
-        pa[a][1] = fa_pack_bf16(s[a][2 * kk][2], s[a][2 * kk][3]);
-        pa[a][2] = fa_pack_bf16(s[a][2 * kk + 1][0], s[a][2 * kk + 1][1]);
-        pa[a][3] = fa_pack_bf16(s[a][2 * kk + 1][2], s[a][2 * kk + 1][3]);
-      }
 #pragma unroll
-      for (int dp = 0; dp < FA_HD / 16; dp++) {
-        uint32_t vb[4];
-        fa_ldsm_x4_t(vb, sV + fa_swz(kk * 16 + (mi & 1) * 8 + lr, dp * 2 + (mi >> 1)));
+        for (int r = 0; r < 2; r++) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int n = 0; n < SUB / 8; n++) mx = fmaxf(mx, fmaxf(s[a][n][2 * r], s[a][n][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float mnew = fmaxf(m[a][r], mx * scale_log2); /* scale > 0 */
+          grew |= mnew != m[a][r];
+          corr[a][r] = mnew == m[a][r] ? 1.f : fa_exp2(m[a][r] - mnew); /* 0 on the first tile */
+          m[a][r] = mnew;
+          float sum = 0.f;
+#pragma unroll
+          for (int n = 0; n < SUB / 8; n++) {
+            float p0 = fa_exp2(fmaf(s[a][n][2 * r], scale_log2, -mnew));
+            float p1 = fa_exp2(fmaf(s[a][n][2 * r + 1], scale_log2, -mnew));
+            pb[a][n][r] = fa_pack_bf16(p0, p1);
+            sum += p0 + p1;
+          }
+          l[a][r] = l[a][r] * corr[a][r] + sum; /* this thread's columns; quad-reduced at the end */
+        }
+      }
+      if (!LAZY || __any_sync(0xffffffffu, grew)) {
+#pragma unroll
+        for (int a = 0; a < FA_MT; a++)
+#pragma unroll
+          for (int d = 0; d < FA_HD / 8; d++) {
+            o[a][d][0] *= corr[a][0];
+            o[a][d][1] *= corr[a][0];
+            o[a][d][2] *= corr[a][1];
+            o[a][d][3] *= corr[a][1];
+          }
+      }
+
+      if (sb == 0) {
+        fa_cp_wait<1>(); /* V_j in; K_{j+1} may still be in flight */
+        __syncthreads();
+      }
+
+      /* O += P V_s: P's C fragments of key tiles 2kk, 2kk+1 are the A
+       * fragment of key chunk kk */
+#pragma unroll
+      for (int kk = 0; kk < SUB / 16; kk++) {
+        uint32_t pa[FA_MT][4];
 #pragma unroll
         for (int a = 0; a < FA_MT; a++) {
-          fa_mma(o[a][2 * dp], pa[a], vb[0], vb[1]);
-          fa_mma(o[a][2 * dp + 1], pa[a], vb[2], vb[3]);
+          pa[a][0] = pb[a][2 * kk][0];
+          pa[a][1] = pb[a][2 * kk][1];
+          pa[a][2] = pb[a][2 * kk + 1][0];
+          pa[a][3] = pb[a][2 * kk + 1][1];
+        }
+#pragma unroll
+        for (int dp = 0; dp < FA_HD / 16; dp++) {
+          uint32_t vb[4];
+          fa_ldsm_x4_t(vb, sV + fa_swz(k0 + kk * 16 + (mi & 1) * 8 + lr, dp * 2 + (mi >> 1)));
+#pragma unroll
+          for (int a = 0; a < FA_MT; a++) {
+            fa_mma(o[a][2 * dp], pa[a], vb[0], vb[1]);
+            fa_mma(o[a][2 * dp + 1], pa[a], vb[2], vb[3]);
+          }
         }
       }
     }
@@ -294,14 +335,61 @@ __global__ void __launch_bounds__(FA_THREADS)
   }
 }
 
-/* ---- launcher ----------------------------------------------------------- */
+/* ---- variants ----------------------------------------------------------- */
 
-/* Keys per tile: STATICPIPE_FLASH_BC (32 or 64), read on every call so a
- * benchmark can switch it; anything else, or unset, is 64. */
-static int fa_tile_keys(void) {
-  const char *e = getenv("STATICPIPE_FLASH_BC");
-  return (e && e[0] == '3' && e[1] == '2' && e[2] == 0) ? 32 : 64;
+typedef void (*fa_kernel_fn)(const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
+                             __nv_bfloat16 *, int, int, int, float);
+
+typedef struct fa_variant {
+  kern_attn_flash_variant info;
+  fa_kernel_fn fn;
+} fa_variant;
+
+#define FA_VARIANT(name, warps, bc, sub, lazy) \
+  { {name, 32 * (warps), bc, sub, lazy}, fa_fwd_kernel<warps, bc, sub, lazy> }
+
+/* The first row is the default. Registers per thread and spills from
+ * ptxas -v (sm_90, CUDA 13.0) in the comments; CTAs per SM by registers
+ * and shared memory. "bc64" is the loop of the kernel before the variants
+ * (which used 255 registers with a 48-byte spill) plus P packed early. */
+static const fa_variant fa_variants[] = {
+    FA_VARIANT("bc64-lazy", 4, 64, 64, 1),          /* 254, no spill; 2 CTAs/SM */
+    FA_VARIANT("bc64", 4, 64, 64, 0),               /* 255, 60 B spill; 2 */
+    FA_VARIANT("bc32", 4, 32, 32, 0),               /* 233, no spill; 2 */
+    FA_VARIANT("bc32-lazy", 4, 32, 32, 1),          /* 230, no spill; 2 */
+    FA_VARIANT("bc64s32-lazy", 4, 64, 32, 1),       /* 239, no spill; 2 */
+    FA_VARIANT("br256-bc64-lazy", 8, 64, 64, 1),    /* 254, no spill; 1 (8 warps) */
+    FA_VARIANT("br256-bc64s32-lazy", 8, 64, 32, 1), /* 239, no spill; 1 (8 warps) */
+    FA_VARIANT("br64-bc32-lazy", 2, 32, 32, 1),     /* 230, no spill; 4 (2 warps) */
+};
+#define FA_NVARIANTS ((int)(sizeof fa_variants / sizeof fa_variants[0]))
+
+extern "C" int kern_attn_flash_variant_count(void) { return FA_NVARIANTS; }
+
+extern "C" int kern_attn_flash_variant_get(int i, kern_attn_flash_variant *out) {
+  if (i < 0 || i >= FA_NVARIANTS) return SP_ERR_INPUT;
+  *out = fa_variants[i].info;
+  return SP_OK;
 }
+
+/* STATICPIPE_FLASH_VARIANT, read on every call so a benchmark can switch
+ * it; unset or empty is the default. A name that is not in the table is a
+ * fatal error (a typo must not time the default under another name). */
+static const fa_variant *fa_variant_pick(void) {
+  const char *e = getenv("STATICPIPE_FLASH_VARIANT");
+  if (!e || !e[0]) return &fa_variants[0];
+  for (int i = 0; i < FA_NVARIANTS; i++)
+    if (strcmp(e, fa_variants[i].info.name) == 0) return &fa_variants[i];
+  char names[512];
+  size_t n = 0;
+  names[0] = 0;
+  for (int i = 0; i < FA_NVARIANTS && n < sizeof names; i++)
+    n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+                          fa_variants[i].info.name);
+  sp_fatal("attention (flash): STATICPIPE_FLASH_VARIANT=%s is not a variant (%s)", e, names);
+}
+
+/* ---- launcher ----------------------------------------------------------- */
 
 extern "C" int kern_attn_flash_supported(const kern_attn_params *p, char *why, size_t why_len) {
   char tmp[2];
@@ -318,12 +406,12 @@ extern "C" int kern_attn_flash_supported(const kern_attn_params *p, char *why, s
              (long long)p->Lk, (long long)p->heads);
     return 0;
   }
-  /* grid.x and grid.y limits; 64-bit offsets inside the kernel */
-  /* 32-bit row indices in the kernel (offsets are 64-bit): Lq, Lk + one
-   * tile and heads * 128 below 2^31; heads is grid.y */
-  if (p->Lq > 2147483647LL - FA_BR || p->Lk > 2147483647LL - 64 || p->heads > 65535) {
-    snprintf(why, why_len, "Lq %lld, Lk %lld, heads %lld: beyond 2^31 - 128 rows or 65535 heads",
-             (long long)p->Lq, (long long)p->Lk, (long long)p->heads);
+  /* 32-bit row indices in the kernel (offsets are 64-bit): Lq and Lk plus
+   * one tile of the largest variant and heads * 128 below 2^31; heads is
+   * grid.y */
+  if (p->Lq > 2147483647LL - FA_BR_MAX || p->Lk > 2147483647LL - FA_BC_MAX || p->heads > 65535) {
+    snprintf(why, why_len, "Lq %lld, Lk %lld, heads %lld: beyond 2^31 - %d rows or 65535 heads",
+             (long long)p->Lq, (long long)p->Lk, (long long)p->heads, FA_BR_MAX);
     return 0;
   }
   if (!p->q || !p->k || !p->v || !p->out) {
@@ -359,22 +447,17 @@ extern "C" void kern_attn_flash(kern_attn_params p, cudaStream_t stream) {
   if (!kern_attn_flash_supported(&p, why, sizeof why)) sp_fatal("attention (flash): %s", why);
   const float scale = p.scale > 0.f ? p.scale : 1.0f / sqrtf((float)p.hd);
   const float scale_log2 = scale * 1.4426950408889634f; /* log2(e) */
-  dim3 grid((unsigned)((p.Lq + FA_BR - 1) / FA_BR), (unsigned)p.heads);
+  const fa_variant *fv = fa_variant_pick();
+  const int br = fv->info.br, threads = br / FA_ROWS_PER_WARP * 32;
+  const int smem = FA_SMEM_BYTES(br, fv->info.bc);
+  dim3 grid((unsigned)((p.Lq + br - 1) / br), (unsigned)p.heads);
   const __nv_bfloat16 *q = reinterpret_cast<const __nv_bfloat16 *>(p.q);
   const __nv_bfloat16 *k = reinterpret_cast<const __nv_bfloat16 *>(p.k);
   const __nv_bfloat16 *v = reinterpret_cast<const __nv_bfloat16 *>(p.v);
   __nv_bfloat16 *o = reinterpret_cast<__nv_bfloat16 *>(p.out);
   /* above the 48 KiB default: opt in (per device, cheap, idempotent) */
-  if (fa_tile_keys() == 32) {
-    CUDA_CHECK(cudaFuncSetAttribute(fa_fwd_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    FA_SMEM_BYTES(32)));
-    fa_fwd_kernel<32><<<grid, FA_THREADS, FA_SMEM_BYTES(32), stream>>>(
-        q, k, v, o, (int)p.Lq, (int)p.Lk, (int)p.heads, scale_log2);
-  } else {
-    CUDA_CHECK(cudaFuncSetAttribute(fa_fwd_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    FA_SMEM_BYTES(64)));
-    fa_fwd_kernel<64><<<grid, FA_THREADS, FA_SMEM_BYTES(64), stream>>>(
-        q, k, v, o, (int)p.Lq, (int)p.Lk, (int)p.heads, scale_log2);
-  }
+  CUDA_CHECK(cudaFuncSetAttribute(fv->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  fv->fn<<<grid, threads, smem, stream>>>(q, k, v, o, (int)p.Lq, (int)p.Lk, (int)p.heads,
+                                          scale_log2);
   CUDA_LAUNCH_CHECK();
 }

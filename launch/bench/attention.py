@@ -6,9 +6,13 @@ torch.nn.attention.sdpa_kernel. Same table and JSON format as
 tests/gpu/test_attention_bench.c (header lines start with '#', JSON lines
 prefixed "json "). FLOPs = 4 * Lq * Lk * heads * 128.
 
-Before timing, each backend's output is compared with a float32 math SDPA
-on 64 query rows (rel L2 <= 2e-2), so a backend that silently computes
-something else is not reported as fast.
+Before timing, each backend's output is compared with a float32 SDPA on 64
+query rows forced to the MATH backend (rel L2 <= 2e-2; without the force,
+float32 would dispatch to the memory-efficient kernel), and a backend that
+fails it is not timed, so one that silently computes something else is not
+reported as fast. A backend torch refuses for a shape (no kernel available)
+gets a "refused" row. Exit 0, 1 when a check failed, 77 (skip) without torch
+2.x's torch.nn.attention or without a CUDA device.
 
     python3 launch/bench/attention.py [--quick]
 """
@@ -55,7 +59,8 @@ def main():
         v = (torch.rand(1, Lk, H, D, device=dev, generator=gen) * 2 - 1).to(torch.bfloat16)
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
         rows = torch.randperm(Lq, device=dev, generator=gen)[:64]
-        ref = F.scaled_dot_product_attention(qt[:, :, rows].float(), kt.float(), vt.float())
+        with sdpa_kernel([SDPBackend.MATH]):
+            ref = F.scaled_dot_product_attention(qt[:, :, rows].float(), kt.float(), vt.float())
         flop = 4.0 * Lq * Lk * H * D
         for bname, b in backends:
             try:
@@ -65,7 +70,9 @@ def main():
                     print(f"# {cname}: {bname} vs fp32 math rel L2 {err:.3e}")
                     if not err <= 2e-2:
                         print(f"FAIL {cname} {bname}: rel L2 {err:.3e}", file=sys.stderr)
+                        print(f"  {cname:<12} {bname:<12} {Lq:>8} {Lk:>8} {'wrong':>10} {'-':>10}")
                         fails += 1
+                        continue
                     for _ in range(2):
                         F.scaled_dot_product_attention(qt, kt, vt)
                     e0 = torch.cuda.Event(enable_timing=True)

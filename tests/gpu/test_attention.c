@@ -9,7 +9,10 @@
  *   arithmetic between: STYLE.md 9);
  * - every output element written (the buffer starts as NaN) and guard
  *   bytes after the output untouched;
- * - a rerun is bit-identical.
+ * - a rerun is bit-identical;
+ * - every variant of the flash kernel (STATICPIPE_FLASH_VARIANT) passes the
+ *   same checks on the shapes up to 4,099 tokens, and variants that share
+ *   a register tile width (`sub`) give bit-identical outputs.
  * Inputs are fresh random numbers (seed printed; KT_SEED reruns one).
  *
  *   test_attention           all shapes, including 32,760 tokens x 2 heads
@@ -146,9 +149,11 @@ static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern
   return 0;
 }
 
-static void check_backend(const shape *s, const host_case *hc, run_kind kind, kern_attn_cudnn *cd,
-                          kern_attn_ctx *ctx, const uint16_t *dq, const uint16_t *dk,
-                          const uint16_t *dv, unsigned char *dout) {
+/* label: what the messages call the backend (NULL: its run_name). */
+static void check_backend(const shape *s, const host_case *hc, run_kind kind, const char *label,
+                          kern_attn_cudnn *cd, kern_attn_ctx *ctx, const uint16_t *dq,
+                          const uint16_t *dk, const uint16_t *dv, unsigned char *dout) {
+  const char *name = label ? label : run_name[kind];
   const int64_t row = s->heads * HD, nq = s->Lq * row;
   const size_t out_bytes = (size_t)nq * 2;
   kern_attn_params p = {dq, dk, dv, (uint16_t *)dout, s->Lq, s->Lk, s->heads, HD, s->scale};
@@ -156,7 +161,7 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, ke
   CK(cudaMemset(dout + out_bytes, 0xa5, GUARD_BYTES));
   if (run_once(kind, cd, ctx, p)) {
     KT_CHECK(!s->need_cudnn, "%s: cudnn refused a shape it must take (see the log)", s->what);
-    if (!s->need_cudnn) printf("  %-6s refused by cudnn (allowed for this shape)\n", run_name[kind]);
+    if (!s->need_cudnn) printf("  %-18s refused by cudnn (allowed for this shape)\n", name);
     return;
   }
   uint16_t *h1 = malloc(out_bytes + GUARD_BYTES), *h2 = malloc(out_bytes);
@@ -164,29 +169,76 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, ke
   CK(cudaMemcpy(h1, dout, out_bytes + GUARD_BYTES, cudaMemcpyDeviceToHost));
   int64_t nan = 0;
   for (int64_t i = 0; i < nq; i++) nan += (h1[i] & 0x7fff) > 0x7f80;
-  KT_CHECK(nan == 0, "%s %s: %lld output elements NaN (unwritten?)", s->what, run_name[kind],
+  KT_CHECK(nan == 0, "%s %s: %lld output elements NaN (unwritten?)", s->what, name,
            (long long)nan);
   const unsigned char *gb = (const unsigned char *)h1 + out_bytes;
   int guard_ok = 1;
   for (int i = 0; i < GUARD_BYTES; i++) guard_ok &= gb[i] == 0xa5;
-  KT_CHECK(guard_ok, "%s %s: guard bytes after the output overwritten", s->what, run_name[kind]);
+  KT_CHECK(guard_ok, "%s %s: guard bytes after the output overwritten", s->what, name);
   for (int64_t i = 0; i < hc->nrows; i++)
     for (int64_t j = 0; j < row; j++) got[i * row + j] = kern_bf16_to_f32(h1[hc->rows[i] * row + j]);
   double err = rel_l2(got, hc->exact, hc->nrows * row);
   double bound = 2.0 * hc->plain_err + 2e-4;
-  printf("  %-6s rel L2 %.3e (plain bf16 %.3e, bound %.3e)%s\n", run_name[kind], err,
+  printf("  %-18s rel L2 %.3e (plain bf16 %.3e, bound %.3e)%s\n", name, err,
          hc->plain_err, bound,
          kind == RUN_CTX ? (kern_attn_ctx_last(ctx) == KERN_ATTN_CUDNN ? " ran cudnn" : " ran flash")
                          : "");
   KT_CHECK(err <= bound && err <= 1e-2, "%s %s: rel L2 %.3e above bound %.3e (plain bf16 %.3e)",
-           s->what, run_name[kind], err, bound, hc->plain_err);
+           s->what, name, err, bound, hc->plain_err);
   /* rerun: bit-identical */
   CK(cudaMemset(dout, 0, out_bytes));
-  KT_CHECK(run_once(kind, cd, ctx, p) == 0, "%s %s: rerun refused", s->what, run_name[kind]);
+  KT_CHECK(run_once(kind, cd, ctx, p) == 0, "%s %s: rerun refused", s->what, name);
   CK(cudaMemcpy(h2, dout, out_bytes, cudaMemcpyDeviceToHost));
   KT_CHECK(memcmp(h1, h2, out_bytes) == 0, "%s %s: rerun not bit-identical", s->what,
-           run_name[kind]);
+           name);
   free(h1), free(h2), free(got);
+}
+
+/* Every flash variant on one shape: the checks of check_backend, then the
+ * output (left in dout by its rerun) against the first variant with the
+ * same register tile width, which must be bit-identical. */
+static void check_flash_variants(const shape *s, const host_case *hc, const uint16_t *dq,
+                                 const uint16_t *dk, const uint16_t *dv, unsigned char *dout) {
+  const size_t out_bytes = (size_t)(s->Lq * s->heads * HD) * 2;
+  const int nv = kern_attn_flash_variant_count();
+  uint16_t **first = calloc((size_t)nv, sizeof *first); /* [i]: output of i if first of its sub */
+  int *first_of = malloc((size_t)nv * sizeof *first_of);
+  if (!first || !first_of) {
+    fprintf(stderr, "FAIL: out of host memory\n");
+    exit(1);
+  }
+  for (int i = 0; i < nv; i++) {
+    kern_attn_flash_variant fv, f0;
+    KT_CHECK(kern_attn_flash_variant_get(i, &fv) == SP_OK, "variant %d of %d not listed", i, nv);
+    first_of[i] = i;
+    for (int j = 0; j < i; j++)
+      if (kern_attn_flash_variant_get(j, &f0) == SP_OK && f0.sub == fv.sub) {
+        first_of[i] = j;
+        break;
+      }
+    char label[64];
+    snprintf(label, sizeof label, "flash:%s", fv.name);
+    setenv("STATICPIPE_FLASH_VARIANT", fv.name, 1);
+    check_backend(s, hc, RUN_FLASH, label, NULL, NULL, dq, dk, dv, dout);
+    unsetenv("STATICPIPE_FLASH_VARIANT");
+    uint16_t *h = malloc(out_bytes);
+    if (!h) {
+      fprintf(stderr, "FAIL: out of host memory\n");
+      exit(1);
+    }
+    CK(cudaMemcpy(h, dout, out_bytes, cudaMemcpyDeviceToHost));
+    if (first_of[i] == i) {
+      first[i] = h;
+      continue;
+    }
+    kern_attn_flash_variant_get(first_of[i], &f0);
+    KT_CHECK(memcmp(h, first[first_of[i]], out_bytes) == 0,
+             "%s: flash variants %s and %s (both sub %d) not bit-identical", s->what, fv.name,
+             f0.name, fv.sub);
+    free(h);
+  }
+  for (int i = 0; i < nv; i++) free(first[i]);
+  free(first), free(first_of);
 }
 
 int main(int argc, char **argv) {
@@ -261,9 +313,10 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(dq, hc.qb, qb, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dk, hc.kb, kb, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dv, hc.vb, kb, cudaMemcpyHostToDevice));
-    check_backend(s, &hc, RUN_FLASH, NULL, NULL, dq, dk, dv, dout);
-    if (cd && !flash_only) check_backend(s, &hc, RUN_CUDNN, cd, NULL, dq, dk, dv, dout);
-    if (!flash_only) check_backend(s, &hc, RUN_CTX, NULL, ctx, dq, dk, dv, dout);
+    check_backend(s, &hc, RUN_FLASH, NULL, NULL, NULL, dq, dk, dv, dout);
+    if (s->Lq * s->Lk <= 4099 * 4099) check_flash_variants(s, &hc, dq, dk, dv, dout);
+    if (cd && !flash_only) check_backend(s, &hc, RUN_CUDNN, NULL, cd, NULL, dq, dk, dv, dout);
+    if (!flash_only) check_backend(s, &hc, RUN_CTX, NULL, NULL, ctx, dq, dk, dv, dout);
     CK(cudaFree(dq));
     CK(cudaFree(dk));
     CK(cudaFree(dv));

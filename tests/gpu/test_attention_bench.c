@@ -1,17 +1,27 @@
 /* Attention benchmark of our backends (issue 10): ms and TFLOP/s of the own
- * flash kernel (both tile widths) and cuDNN's fused attention at the Wan
- * shapes, 40 heads x 128: 32,760 and 75,600 tokens, self and cross (512
- * context rows). FLOPs = 4 * Lq * Lk * heads * 128.
- * Before timing, flash and cudnn outputs are compared (relative L2 between
- * them <= 2e-2, both bf16 paths of the same exact attention): a wrong
- * kernel is not timed as a fast one.
+ * flash kernel and cuDNN's fused attention at the Wan shapes, 40 heads x
+ * 128: 32,760 and 75,600 tokens, self and cross (512 context rows).
+ * FLOPs = 4 * Lq * Lk * heads * 128.
+ * Before timing, every flash output is compared with cudnn's (relative L2
+ * between them <= 2e-2, both bf16 paths of the same exact attention): a
+ * wrong kernel is not timed as a fast one.
  *
- *   test_attention_bench           ctest mode: the 32,760 self shape only,
- *                                  3 timed runs, checks and table
- *   test_attention_bench --bench   all four shapes, 20 timed runs each
+ *   test_attention_bench             ctest mode: the 32,760 self shape only,
+ *                                    3 timed runs, checks and table
+ *   test_attention_bench --bench     all four shapes, 20 timed runs each
+ *   test_attention_bench --variants  every variant of the flash kernel
+ *       (kern_attn_flash_variant_get): first checked on Lq = Lk = 1000,
+ *       2 heads (tails for every tile shape) against fp32 attention on the
+ *       CPU, within 2x (+ 2e-4) of a plain bf16 implementation's error and
+ *       bit-identical to the first variant with the same register tile;
+ *       then timed at self-32760 (3 runs), self-75600 (1 run) and
+ *       cross-32760 (20 runs), each output checked against cudnn first.
+ *       One table row per variant and a cudnn row; about 2 minutes on an
+ *       H200.
  * Output: a table (header lines start with '#') and one JSON line per
  * result prefixed "json ". launch/bench/bench_attention.sh runs this and
- * PyTorch's SDPA side by side. Exit 77 without a CUDA device. */
+ * PyTorch's SDPA side by side. Exit 77 without a CUDA device, 1 when a
+ * check failed. */
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <math.h>
@@ -22,89 +32,389 @@
 #include <time.h>
 
 #include "kern_attn.h"
+#include "kern_cpu.h"
 #include "kern_dtype.h"
 #include "log.h"
 
 #define SP_TEST_CUDA
 #include "sp_check.h"
 
+#define HEADS 40
+#define HD KERN_ATTN_HD
+
 typedef struct bcase {
   int64_t Lq, Lk;
   const char *name;
 } bcase;
 
-/* Fills n bf16 values on the device with uniform [-a, a) numbers: a 1 Mi
- * random block made on the host (seeded, printed), copied over and over. */
-static void fill_dev(uint16_t *d, int64_t n, float a, uint64_t *state) {
-  enum { BLK = 1 << 20 };
-  static uint16_t h[BLK];
-  for (int i = 0; i < BLK; i++) {
+static void *xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) {
+    fprintf(stderr, "FAIL: out of host memory (%zu bytes)\n", n);
+    exit(1);
+  }
+  return p;
+}
+
+/* n bf16 values uniform in [-a, a) from the seeded generator *state. */
+static void fill_host(uint16_t *h, int64_t n, float a, uint64_t *state) {
+  for (int64_t i = 0; i < n; i++) {
     *state = *state * 6364136223846793005ull + 1442695040888963407ull;
     float u = (float)((*state >> 40) & 0xffffff) / 16777216.0f;
     h[i] = kern_f32_to_bf16((2.f * u - 1.f) * a);
   }
+}
+
+/* Fills n bf16 values on the device with uniform [-a, a) numbers: a 1 Mi
+ * random block made on the host, copied over and over (the long shapes
+ * would take seconds to generate value by value). */
+static void fill_dev(uint16_t *d, int64_t n, float a, uint64_t *state) {
+  enum { BLK = 1 << 20 };
+  static uint16_t h[BLK];
+  fill_host(h, BLK, a, state);
   for (int64_t off = 0; off < n; off += BLK) {
     int64_t m = n - off < BLK ? n - off : BLK;
     CK(cudaMemcpy(d + off, h, (size_t)m * 2, cudaMemcpyHostToDevice));
   }
 }
 
-static double rel_l2_dev(const uint16_t *da, const uint16_t *db, int64_t n) {
-  uint16_t *a = malloc((size_t)n * 2), *b = malloc((size_t)n * 2);
-  if (!a || !b) {
-    fprintf(stderr, "FAIL: out of host memory (%lld elements)\n", (long long)n);
-    exit(1);
-  }
-  CK(cudaMemcpy(a, da, (size_t)n * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(b, db, (size_t)n * 2, cudaMemcpyDeviceToHost));
-  double num = 0, den = 0;
+/* Relative L2 of a against ref (both bf16, n values); *max_rel (may be
+ * NULL) gets max |a - ref| / max |ref|. */
+static double rel_l2_bf16(const uint16_t *a, const uint16_t *ref, int64_t n, double *max_rel) {
+  double num = 0, den = 0, dmax = 0, rmax = 0;
   for (int64_t i = 0; i < n; i++) {
-    double x = kern_bf16_to_f32(a[i]), y = kern_bf16_to_f32(b[i]);
+    double x = kern_bf16_to_f32(a[i]), y = kern_bf16_to_f32(ref[i]);
     num += (x - y) * (x - y);
     den += y * y;
+    dmax = fabs(x - y) > dmax ? fabs(x - y) : dmax;
+    rmax = fabs(y) > rmax ? fabs(y) : rmax;
   }
-  free(a), free(b);
+  if (max_rel) *max_rel = rmax > 0 ? dmax / rmax : dmax;
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-typedef enum { B_FLASH64, B_FLASH32, B_CUDNN } bk;
-static const char *bk_name[] = {"flash", "flash-bc32", "cudnn"};
-
-/* ms per call averaged over iters, or -1 when cudnn refuses the shape. */
-static double time_backend(bk b, kern_attn_cudnn *cd, kern_attn_params p, int iters,
-                           cudaStream_t st) {
-  setenv("STATICPIPE_FLASH_BC", b == B_FLASH32 ? "32" : "64", 1);
-  for (int w = 0; w < 2; w++) {
-    if (b == B_CUDNN) {
-      if (kern_attn_cudnn_run(cd, p, st) != SP_OK) return -1;
-    } else {
-      kern_attn_flash(p, st);
-    }
+/* The same against an fp32 reference. */
+static double rel_l2_f32(const uint16_t *a, const float *ref, int64_t n, double *max_rel) {
+  double num = 0, den = 0, dmax = 0, rmax = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double x = kern_bf16_to_f32(a[i]), y = ref[i];
+    num += (x - y) * (x - y);
+    den += y * y;
+    dmax = fabs(x - y) > dmax ? fabs(x - y) : dmax;
+    rmax = fabs(y) > rmax ? fabs(y) : rmax;
   }
+  if (max_rel) *max_rel = rmax > 0 ? dmax / rmax : dmax;
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Picks the flash variant of later kern_attn_flash calls (NULL: default). */
+static void use_variant(const char *name) {
+  if (name)
+    setenv("STATICPIPE_FLASH_VARIANT", name, 1);
+  else
+    unsetenv("STATICPIPE_FLASH_VARIANT");
+}
+
+/* One call of flash (cd NULL) or cudnn; 0, or 1 when cudnn refused. */
+static int run_backend(kern_attn_cudnn *cd, kern_attn_params p, cudaStream_t st) {
+  if (!cd) {
+    kern_attn_flash(p, st);
+    return 0;
+  }
+  return kern_attn_cudnn_run(cd, p, st) == SP_OK ? 0 : 1;
+}
+
+/* ms per call over iters calls, after `warm` untimed ones. The caller has
+ * made one successful call with the same arguments (a cudnn plan cached). */
+static double time_backend(kern_attn_cudnn *cd, kern_attn_params p, int warm, int iters,
+                           cudaStream_t st) {
+  for (int w = 0; w < warm; w++) (void)run_backend(cd, p, st);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   CK(cudaEventRecord(e0, st));
-  for (int i = 0; i < iters; i++) {
-    if (b == B_CUDNN)
-      (void)kern_attn_cudnn_run(cd, p, st); /* plan cached above: SP_OK */
-    else
-      kern_attn_flash(p, st);
-  }
+  for (int i = 0; i < iters; i++) (void)run_backend(cd, p, st);
   CK(cudaEventRecord(e1, st));
   CK(cudaEventSynchronize(e1));
   float ms = 0;
   CK(cudaEventElapsedTime(&ms, e0, e1));
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
-  unsetenv("STATICPIPE_FLASH_BC");
   return ms / iters;
 }
 
+static void print_json(const bcase *bc, const char *backend, const char *variant, double ms,
+                       double tf, const char *gpu) {
+  printf("json {\"case\":\"%s\",\"backend\":\"%s\",", bc->name, backend);
+  if (variant) printf("\"variant\":\"%s\",", variant);
+  printf("\"Lq\":%lld,\"Lk\":%lld,\"heads\":%d,\"hd\":%d,\"ms\":%.4f,\"tflops\":%.2f,"
+         "\"gpu\":\"%s\"}\n",
+         (long long)bc->Lq, (long long)bc->Lk, HEADS, HD, ms, tf, gpu);
+}
+
+/* One shape on the device: inputs, an output, and cudnn's output on the
+ * host (NULL when cudnn refused it or is missing). */
+typedef struct dev_case {
+  const bcase *bc;
+  uint16_t *q, *k, *v, *o;
+  uint16_t *ref; /* host, (Lq, heads, hd) */
+  int64_t nq;
+  double flop;
+} dev_case;
+
+static void dev_case_make(const bcase *bc, uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st,
+                          dev_case *dc) {
+  const int64_t nk = bc->Lk * HEADS * HD;
+  dc->bc = bc;
+  dc->nq = bc->Lq * HEADS * HD;
+  dc->flop = 4.0 * (double)bc->Lq * (double)bc->Lk * HEADS * HD;
+  CK(cudaMalloc((void **)&dc->q, (size_t)dc->nq * 2));
+  CK(cudaMalloc((void **)&dc->k, (size_t)nk * 2));
+  CK(cudaMalloc((void **)&dc->v, (size_t)nk * 2));
+  CK(cudaMalloc((void **)&dc->o, (size_t)dc->nq * 2));
+  uint64_t s = seed;
+  fill_dev(dc->q, dc->nq, 2.f, &s);
+  fill_dev(dc->k, nk, 2.f, &s);
+  fill_dev(dc->v, nk, 1.f, &s);
+  dc->ref = NULL;
+  kern_attn_params p = {dc->q, dc->k, dc->v, dc->o, bc->Lq, bc->Lk, HEADS, HD, 0.f};
+  if (cd && run_backend(cd, p, st) == 0) {
+    dc->ref = xmalloc((size_t)dc->nq * 2);
+    CK(cudaMemcpy(dc->ref, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
+  }
+}
+
+static void dev_case_free(dev_case *dc) {
+  CK(cudaFree(dc->q));
+  CK(cudaFree(dc->k));
+  CK(cudaFree(dc->v));
+  CK(cudaFree(dc->o));
+  free(dc->ref);
+}
+
+/* Runs p once into dc->o and compares with cudnn: 1 when they agree. */
+static int agrees_with_cudnn(const dev_case *dc, kern_attn_params p, uint16_t *host, cudaStream_t st,
+                             const char *what) {
+  kern_attn_flash(p, st);
+  CK(cudaStreamSynchronize(st));
+  CK(cudaMemcpy(host, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
+  double d = rel_l2_bf16(host, dc->ref, dc->nq, NULL);
+  printf("# %s: %s vs cudnn rel L2 %.3e\n", dc->bc->name, what, d);
+  if (!(d <= 2e-2)) {
+    fprintf(stderr, "FAIL %s: %s and cudnn disagree (rel L2 %.3e)\n", dc->bc->name, what, d);
+    return 0;
+  }
+  return 1;
+}
+
+/* ---- default mode and --bench ------------------------------------------- */
+
+static int bench_backends(int full, uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st,
+                          const char *gpu) {
+  static const bcase cases[] = {
+      {32760, 32760, "self-32760"},
+      {32760, 512, "cross-32760"},
+      {75600, 75600, "self-75600"},
+      {75600, 512, "cross-75600"},
+  };
+  const int ncases = full ? 4 : 1, iters = full ? 20 : 3;
+  int fails = 0;
+  printf("# %-12s %-12s %8s %8s %10s %10s\n", "case", "backend", "Lq", "Lk", "ms", "TFLOP/s");
+  for (int c = 0; c < ncases; c++) {
+    dev_case dc;
+    dev_case_make(&cases[c], seed + (uint64_t)c, cd, st, &dc);
+    const bcase *bc = dc.bc;
+    kern_attn_params p = {dc.q, dc.k, dc.v, dc.o, bc->Lq, bc->Lk, HEADS, HD, 0.f};
+    uint16_t *host = xmalloc((size_t)dc.nq * 2);
+    use_variant(NULL);
+    const int flash_ok = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "flash");
+    fails += !flash_ok;
+    free(host);
+    for (int b = 0; b < 2; b++) {
+      const char *name = b ? "cudnn" : "flash";
+      if ((b && !dc.ref) || (!b && !flash_ok)) {
+        printf("  %-12s %-12s %8lld %8lld %10s %10s\n", bc->name, name, (long long)bc->Lq,
+               (long long)bc->Lk, b ? "refused" : "wrong", "-");
+        continue;
+      }
+      double ms = time_backend(b ? cd : NULL, p, 2, iters, st);
+      double tf = dc.flop / (ms * 1e-3) / 1e12;
+      printf("  %-12s %-12s %8lld %8lld %10.3f %10.1f\n", bc->name, name, (long long)bc->Lq,
+             (long long)bc->Lk, ms, tf);
+      print_json(bc, name, NULL, ms, tf, gpu);
+      if (!(ms > 0)) {
+        fprintf(stderr, "FAIL %s %s: no time measured\n", bc->name, name);
+        fails++;
+      }
+    }
+    dev_case_free(&dc);
+  }
+  return fails;
+}
+
+/* ---- --variants --------------------------------------------------------- */
+
+#define SMALL_L 1000
+#define SMALL_HEADS 2
+
+/* The small check's data: bf16 inputs on the device, fp32 attention of
+ * those inputs on the CPU, and a plain bf16 implementation's error. */
+typedef struct small_case {
+  uint16_t *dq, *dk, *dv, *dout;
+  float *exact;
+  double plain_err;
+  int64_t n;
+} small_case;
+
+static void small_case_make(uint64_t seed, small_case *sc) {
+  const int64_t n = (int64_t)SMALL_L * SMALL_HEADS * HD;
+  uint16_t *h[3];
+  float *f[3];
+  uint64_t s = seed;
+  for (int i = 0; i < 3; i++) {
+    h[i] = xmalloc((size_t)n * 2);
+    f[i] = xmalloc((size_t)n * 4);
+    fill_host(h[i], n, i == 2 ? 1.f : 2.f, &s);
+    kern_bf16_to_f32_n(h[i], f[i], (size_t)n);
+  }
+  sc->n = n;
+  sc->exact = xmalloc((size_t)n * 4);
+  kern_cpu_attention(f[0], f[1], f[2], sc->exact, SMALL_L, SMALL_L, SMALL_HEADS, HD);
+  uint16_t *plain = xmalloc((size_t)n * 2);
+  kern_f32_to_bf16_n(sc->exact, plain, (size_t)n);
+  sc->plain_err = rel_l2_f32(plain, sc->exact, n, NULL);
+  uint16_t **d[3] = {&sc->dq, &sc->dk, &sc->dv};
+  for (int i = 0; i < 3; i++) {
+    CK(cudaMalloc((void **)d[i], (size_t)n * 2));
+    CK(cudaMemcpy(*d[i], h[i], (size_t)n * 2, cudaMemcpyHostToDevice));
+    free(h[i]), free(f[i]);
+  }
+  CK(cudaMalloc((void **)&sc->dout, (size_t)n * 2));
+  free(plain);
+}
+
+static void small_case_free(small_case *sc) {
+  CK(cudaFree(sc->dq));
+  CK(cudaFree(sc->dk));
+  CK(cudaFree(sc->dv));
+  CK(cudaFree(sc->dout));
+  free(sc->exact);
+}
+
+static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, const char *gpu) {
+  static const bcase cases[] = {
+      {32760, 32760, "self-32760"},
+      {75600, 75600, "self-75600"},
+      {32760, 512, "cross-32760"},
+  };
+  static const int iters[] = {3, 1, 20};
+  enum { NC = 3 };
+  struct timespec ta, tb;
+  clock_gettime(CLOCK_MONOTONIC, &ta);
+  int fails = 0;
+  small_case sc;
+  small_case_make(seed, &sc);
+  dev_case dc[NC];
+  int64_t nmax = 0;
+  for (int c = 0; c < NC; c++) {
+    dev_case_make(&cases[c], seed + 1 + (uint64_t)c, cd, st, &dc[c]);
+    nmax = dc[c].nq > nmax ? dc[c].nq : nmax;
+    if (!dc[c].ref) {
+      fprintf(stderr, "FAIL %s: no cudnn output to check the variants against\n", cases[c].name);
+      fails++;
+    }
+  }
+  uint16_t *host = xmalloc((size_t)nmax * 2);
+  const double bound = 2.0 * sc.plain_err + 2e-4;
+  printf("# small check: Lq = Lk = %d, %d heads, fp32 CPU reference, plain bf16 rel L2 %.3e, "
+         "bound %.3e\n",
+         SMALL_L, SMALL_HEADS, sc.plain_err, bound);
+  printf("# %-20s %4s %3s %3s %4s %9s %9s", "variant", "br", "bc", "sub", "lazy", "relL2", "maxrel");
+  for (int c = 0; c < NC; c++) printf(" %11s %9s", cases[c].name, "TFLOP/s");
+  printf("\n");
+
+  const int nv = kern_attn_flash_variant_count();
+  uint16_t **first = calloc((size_t)nv, sizeof *first); /* small output, first variant per sub */
+  int *first_sub = calloc((size_t)nv, sizeof *first_sub);
+  int nfirst = 0;
+  if (!first || !first_sub) {
+    fprintf(stderr, "FAIL: out of host memory\n");
+    exit(1);
+  }
+  for (int i = 0; i <= nv; i++) {
+    kern_attn_flash_variant fv = {"cudnn", 0, 0, 0, 0};
+    const int is_cudnn = i == nv;
+    if (!is_cudnn && kern_attn_flash_variant_get(i, &fv) != SP_OK) {
+      fprintf(stderr, "FAIL: variant %d of %d not listed\n", i, nv);
+      fails++;
+      continue;
+    }
+    int ok = 1;
+    if (is_cudnn) {
+      printf("  %-20s %4s %3s %3s %4s %9s %9s", fv.name, "-", "-", "-", "-", "-", "-");
+    } else {
+      use_variant(fv.name);
+      kern_attn_params p = {sc.dq, sc.dk, sc.dv, sc.dout, SMALL_L, SMALL_L, SMALL_HEADS, HD, 0.f};
+      kern_attn_flash(p, st);
+      CK(cudaStreamSynchronize(st));
+      CK(cudaMemcpy(host, sc.dout, (size_t)sc.n * 2, cudaMemcpyDeviceToHost));
+      double maxrel = 0, err = rel_l2_f32(host, sc.exact, sc.n, &maxrel);
+      printf("  %-20s %4d %3d %3d %4d %9.3e %9.3e", fv.name, fv.br, fv.bc, fv.sub, fv.lazy, err,
+             maxrel);
+      if (!(err <= bound && err <= 1e-2)) {
+        fprintf(stderr, "\nFAIL %s: small check rel L2 %.3e above bound %.3e\n", fv.name, err,
+                bound);
+        ok = 0;
+      }
+      int f = 0;
+      while (f < nfirst && first_sub[f] != fv.sub) f++;
+      if (f == nfirst) {
+        first_sub[nfirst] = fv.sub;
+        first[nfirst] = xmalloc((size_t)sc.n * 2);
+        memcpy(first[nfirst++], host, (size_t)sc.n * 2);
+      } else if (memcmp(host, first[f], (size_t)sc.n * 2) != 0) {
+        fprintf(stderr, "\nFAIL %s: not bit-identical to the first variant with sub %d\n", fv.name,
+                fv.sub);
+        ok = 0;
+      }
+    }
+    for (int c = 0; c < NC; c++) {
+      const bcase *bc = dc[c].bc;
+      kern_attn_params p = {dc[c].q, dc[c].k, dc[c].v, dc[c].o, bc->Lq, bc->Lk, HEADS, HD, 0.f};
+      if (!ok || !dc[c].ref) {
+        printf(" %11s %9s", ok ? "unchecked" : "wrong", "-");
+        continue;
+      }
+      /* the check run is the warm-up run */
+      if (!is_cudnn && !agrees_with_cudnn(&dc[c], p, host, st, fv.name)) {
+        ok = 0;
+        printf(" %11s %9s", "wrong", "-");
+        continue;
+      }
+      double ms = time_backend(is_cudnn ? cd : NULL, p, is_cudnn, iters[c], st);
+      double tf = dc[c].flop / (ms * 1e-3) / 1e12;
+      printf(" %11.3f %9.1f", ms, tf);
+      print_json(bc, is_cudnn ? "cudnn" : "flash", is_cudnn ? NULL : fv.name, ms, tf, gpu);
+    }
+    printf("\n");
+    fails += !ok;
+  }
+  use_variant(NULL);
+  for (int f = 0; f < nfirst; f++) free(first[f]);
+  free(first), free(first_sub), free(host);
+  for (int c = 0; c < NC; c++) dev_case_free(&dc[c]);
+  small_case_free(&sc);
+  clock_gettime(CLOCK_MONOTONIC, &tb);
+  printf("# variants: %d, %.1f s\n", nv,
+         (double)(tb.tv_sec - ta.tv_sec) + 1e-9 * (double)(tb.tv_nsec - ta.tv_nsec));
+  return fails;
+}
+
 int main(int argc, char **argv) {
-  int full = argc > 1 && strcmp(argv[1], "--bench") == 0;
-  if (argc > 1 && !full) {
-    fprintf(stderr, "usage: %s [--bench]\n", argv[0]);
+  const int full = argc > 1 && strcmp(argv[1], "--bench") == 0;
+  const int variants = argc > 1 && strcmp(argv[1], "--variants") == 0;
+  if (argc > 2 || (argc > 1 && !full && !variants)) {
+    fprintf(stderr, "usage: %s [--bench | --variants]\n", argv[0]);
     return 2;
   }
   int ndev = 0;
@@ -120,80 +430,16 @@ int main(int argc, char **argv) {
     return 77;
   }
   const char *env = getenv("KT_SEED");
-  uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
-  static const bcase cases[] = {
-      {32760, 32760, "self-32760"},
-      {32760, 512, "cross-32760"},
-      {75600, 75600, "self-75600"},
-      {75600, 512, "cross-75600"},
-  };
-  const int ncases = full ? 4 : 1, iters = full ? 20 : 3;
-  const int64_t heads = 40;
+  const uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
   kern_attn_cudnn *cd = NULL;
   if (kern_attn_cudnn_create(&cd) != SP_OK) cd = NULL; /* cause logged; flash rows only */
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  int fails = 0;
-  printf("# attention benchmark, %s (sm_%d%d), cudnn %zu, heads %lld x %d, bf16, seed %llu\n",
-         prop.name, prop.major, prop.minor, cd ? (size_t)cudnnGetVersion() : (size_t)0, (long long)heads,
-         KERN_ATTN_HD, (unsigned long long)seed);
-  printf("# %-12s %-12s %8s %8s %10s %10s\n", "case", "backend", "Lq", "Lk", "ms", "TFLOP/s");
-  for (int c = 0; c < ncases; c++) {
-    const bcase *bc = &cases[c];
-    const int64_t nq = bc->Lq * heads * KERN_ATTN_HD, nk = bc->Lk * heads * KERN_ATTN_HD;
-    uint16_t *q, *k, *v, *o1, *o2;
-    CK(cudaMalloc((void **)&q, (size_t)nq * 2));
-    CK(cudaMalloc((void **)&k, (size_t)nk * 2));
-    CK(cudaMalloc((void **)&v, (size_t)nk * 2));
-    CK(cudaMalloc((void **)&o1, (size_t)nq * 2));
-    CK(cudaMalloc((void **)&o2, (size_t)nq * 2));
-    uint64_t s = seed + (uint64_t)c;
-    fill_dev(q, nq, 2.f, &s);
-    fill_dev(k, nk, 2.f, &s);
-    fill_dev(v, nk, 1.f, &s);
-    kern_attn_params p = {q, k, v, o1, bc->Lq, bc->Lk, heads, KERN_ATTN_HD, 0.f};
-    const double flop = 4.0 * (double)bc->Lq * (double)bc->Lk * (double)heads * KERN_ATTN_HD;
-    /* agreement first: flash (each tile width) against cudnn */
-    kern_attn_params p2 = p;
-    p2.out = o2;
-    int have_cudnn = cd && kern_attn_cudnn_run(cd, p2, st) == SP_OK;
-    for (int b = B_FLASH64; b <= B_FLASH32 && have_cudnn; b++) {
-      setenv("STATICPIPE_FLASH_BC", b == B_FLASH32 ? "32" : "64", 1);
-      kern_attn_flash(p, st);
-      unsetenv("STATICPIPE_FLASH_BC");
-      CK(cudaStreamSynchronize(st));
-      double d = rel_l2_dev(o1, o2, nq);
-      printf("# %s: %s vs cudnn rel L2 %.3e\n", bc->name, bk_name[b], d);
-      if (!(d <= 2e-2)) {
-        fprintf(stderr, "FAIL %s: %s and cudnn disagree (rel L2 %.3e)\n", bc->name, bk_name[b], d);
-        fails++;
-      }
-    }
-    for (int b = B_FLASH64; b <= B_CUDNN; b++) {
-      if (b == B_CUDNN && !have_cudnn) {
-        printf("  %-12s %-12s %8lld %8lld %10s %10s\n", bc->name, bk_name[b], (long long)bc->Lq,
-               (long long)bc->Lk, "refused", "-");
-        continue;
-      }
-      double ms = time_backend((bk)b, cd, p, iters, st);
-      double tf = flop / (ms * 1e-3) / 1e12;
-      printf("  %-12s %-12s %8lld %8lld %10.3f %10.1f\n", bc->name, bk_name[b], (long long)bc->Lq,
-             (long long)bc->Lk, ms, tf);
-      printf("json {\"case\":\"%s\",\"backend\":\"%s\",\"Lq\":%lld,\"Lk\":%lld,\"heads\":%lld,"
-             "\"hd\":%d,\"ms\":%.4f,\"tflops\":%.2f,\"gpu\":\"%s\"}\n",
-             bc->name, bk_name[b], (long long)bc->Lq, (long long)bc->Lk, (long long)heads,
-             KERN_ATTN_HD, ms, tf, prop.name);
-      if (!(ms > 0)) {
-        fprintf(stderr, "FAIL %s %s: no time measured\n", bc->name, bk_name[b]);
-        fails++;
-      }
-    }
-    CK(cudaFree(q));
-    CK(cudaFree(k));
-    CK(cudaFree(v));
-    CK(cudaFree(o1));
-    CK(cudaFree(o2));
-  }
+  printf("# attention benchmark, %s (sm_%d%d), cudnn %zu, heads %d x %d, bf16, seed %llu\n",
+         prop.name, prop.major, prop.minor, cd ? (size_t)cudnnGetVersion() : (size_t)0, HEADS, HD,
+         (unsigned long long)seed);
+  int fails = variants ? bench_variants(seed, cd, st, prop.name)
+                       : bench_backends(full, seed, cd, st, prop.name);
   kern_attn_cudnn_destroy(cd);
   CK(cudaStreamDestroy(st));
   if (!cd) {
