@@ -1,14 +1,17 @@
 /* The memory and time model of one pipeline rank.
  *
- * These are predictions from first principles (tensor sizes of the Wan 2.1
- * forward, MODEL-WAN21.md, and the dense rate of the GPU); a GPU issue
- * measures a real run and corrects the constants. Notation: L tokens, D dim,
- * F ffn_dim, H heads, C context rows, M micro-batches, a = bytes of a bf16
- * (or fp32) operand = the model's weight dtype. */
+ * The memory is the CUDA stage's device layout (ranks/stage_cuda.c), term
+ * by term; the times are predictions from first principles (tensor sizes of
+ * the Wan 2.1 forward, MODEL-WAN21.md, and the dense rate of the GPU) that
+ * GPU measurements correct. Notation: L tokens, D dim, F ffn_dim, hd
+ * head_dim, C context rows (text_len), R chunk rows, M micro-batches, nb
+ * blocks of the stage, a = bytes of a bf16 (or fp32) operand = the model's
+ * weight dtype. */
 #include <math.h>
 #include <string.h>
 
 #include "plan.h"
+#include "plan_strbuf.h"
 
 void plan_options_default(plan_options *o) {
   memset(o, 0, sizeof *o);
@@ -18,6 +21,9 @@ void plan_options_default(plan_options *o) {
   o->prefetch_depth = 2;   /* one slot computes while the next one fills */
   o->reserve_bytes = 1ull << 30; /* CUDA context ~0.5 GiB, cuBLASLt/cuDNN workspaces, NCCL */
   o->auto_margin = 0.05;   /* fragmentation and other processes on the card */
+  o->order = PLAN_ORDER_AUTO;
+  o->stream_frac = -1.0;   /* the budget decides what streams */
+  o->max_rows = 0;         /* the budget decides the chunk rows */
 }
 
 int64_t plan_tokens(const plan_workload *w) {
@@ -44,63 +50,92 @@ double plan_block_flops(const plan_model *m, int64_t tokens, int64_t context_len
   return 12.0 * L * D * D + 4.0 * L * D * F + 4.0 * L * L * D + 4.0 * L * C * D;
 }
 
-static uint64_t u(double x) { return x <= 0 ? 0 : (uint64_t)ceil(x); }
-
-uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int nblocks, int has_prev,
-                        int has_next, int first, int last, int64_t ffn_rows, int64_t proj_rows,
-                        int64_t attn_rows) {
-  double L = (double)plan_tokens(w), D = (double)m->dim, F = (double)m->ffn_dim,
-         H = (double)m->heads, hd = (double)m->head_dim, C = (double)context_rows(m, w),
-         M = (double)(w->micro_batches > 0 ? w->micro_batches : 1),
-         a = (double)(m->weight_dtype_bytes > 0 ? m->weight_dtype_bytes : 2);
-  double Rf = (double)ffn_rows, Rp = (double)proj_rows, Rq = (double)attn_rows;
-
-  /* Residual stream x, fp32 [L, D]: the one being computed, plus a receive
-   * buffer (the next micro-batch arrives while this one computes) and a
-   * send buffer (the previous one leaves while this one computes). The
-   * stage holds one micro-batch's stream at a time: micro-batches flow
-   * through, none waits here. */
-  double resid = L * D * 4.0;
-  double buffers = resid * (1.0 + (has_prev ? 1.0 : 0.0) + (has_next ? 1.0 : 0.0));
-
-  /* Largest transient of a block; chunking bounds the row counts:
-   * self-attention: k, v for all L rows [L, D] a each (attention reads every
-   *   key), the normed input of a projection chunk [Rp, D] a, q and the
-   *   attention output of a query chunk [Rq, D] a each, the o-projection
-   *   output before the gated add [Rq, D] fp32, softmax max/sum [Rq, H] fp32;
-   * cross-attention: the same without the full k, v (those are the cached
-   *   context k, v below);
-   * FFN: input chunk [Rf, D] a, hidden [Rf, F] a (GELU in place), output
-   *   [Rf, D] fp32 before the gated add. */
-  double self = 2.0 * L * D * a + Rp * D * a + Rq * D * (2.0 * a + 4.0) + Rq * H * 8.0;
-  double cross = Rp * D * a + Rq * D * (2.0 * a + 4.0) + Rq * H * 8.0;
-  double ffn = Rf * D * a + Rf * F * a + Rf * D * 4.0;
-  double transient = fmax(self, fmax(cross, ffn));
-
-  /* Context k, v of every block of the stage, [C, D] a each, for each
-   * micro-batch (CFG branches have different contexts), computed once per
-   * prompt and kept; the embedded context itself [C, D] fp32 per micro-batch
-   * arrives once per prompt. */
-  double ctx = (double)nblocks * M * 2.0 * C * D * a + (nblocks > 0 ? M * C * D * 4.0 : 0.0);
-
-  /* e [D] and e0 [6, D] fp32 per micro-batch travel with the activations;
-   * RoPE cos/sin fp32 for head_dim/2 pairs per token. */
-  double small = M * 7.0 * D * 4.0 + L * hd * 4.0;
-
-  double patch_in = (double)(m->in_dim * 4), patch_out = (double)(m->out_dim * 4);
-  double ends = 0.0;
-  if (first) {
-    /* the latent x_t and its patches [L, in*4] fp32, the text embedding
-     * input [C, text_dim] fp32 and its output [C, D] fp32 per micro-batch */
-    ends += 2.0 * L * patch_in * 4.0 + M * C * ((double)m->text_dim + D) * 4.0;
+const char *plan_order_name(int order) {
+  switch (order) {
+  case PLAN_ORDER_AUTO: return "auto";
+  case PLAN_ORDER_MICRO: return "micro";
+  case PLAN_ORDER_BLOCK: return "block";
+  default: return NULL;
   }
-  if (last) {
-    /* the head outputs of every micro-batch [L, out*4] fp32 kept for the CFG
-     * combine, and the sampler state: x, the x0 predictions UniPC keeps and
-     * the noise, 4 latents */
-    ends += M * L * patch_out * 4.0 + 4.0 * L * patch_out * 4.0;
-  }
-  return u(buffers + transient + ctx + small + ends);
+}
+
+int plan_parse_order(const char *s, int *out, char *err, size_t errlen) {
+  const int orders[] = {PLAN_ORDER_AUTO, PLAN_ORDER_MICRO, PLAN_ORDER_BLOCK};
+  for (int i = 0; s && i < 3; i++)
+    if (strcmp(s, plan_order_name(orders[i])) == 0) {
+      *out = orders[i];
+      return PLAN_OK;
+    }
+  return plan_fail(err, errlen, "'%s' is not an order: give auto, micro or block", s ? s : "");
+}
+
+int plan_act_buffers(int order, int micro_batches, int has_prev, int has_next) {
+  int prev = has_prev ? 1 : 0, next = has_next ? 1 : 0;
+  /* micro-batch-major: the micro-batch computing, a receive buffer (the
+   * next one arrives meanwhile) and a send buffer (the previous one leaves
+   * meanwhile); micro-batches flow through, none waits here. */
+  int micro = 1 + prev + next;
+  /* block-major: a block runs every micro-batch of the step, so all of them
+   * are resident at once; they leave together at the end from where they
+   * are (no send buffer), and with a previous stage one more buffer takes
+   * the next step's first micro-batch while this step finishes. */
+  int block = (micro_batches > 1 ? micro_batches : 1) + prev;
+  if (order == PLAN_ORDER_MICRO) return micro;
+  if (order == PLAN_ORDER_BLOCK) return block;
+  return micro > block ? micro : block;
+}
+
+uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int order, int nblocks,
+                        int has_prev, int has_next, int first, int last, int64_t chunk_rows) {
+  /* The layout of the CUDA stage's device arena, in exact integers. C is
+   * text_len: the stage zero-pads every context to it, whatever the prompt's
+   * length. TD = text_dim; pin, pout = latent channels x the 1x2x2 patch. */
+  uint64_t L = (uint64_t)plan_tokens(w), D = (uint64_t)m->dim, F = (uint64_t)m->ffn_dim,
+           hd = (uint64_t)m->head_dim, C = (uint64_t)m->text_len, TD = (uint64_t)m->text_dim,
+           R = chunk_rows > 0 ? (uint64_t)chunk_rows : L,
+           M = (uint64_t)(w->micro_batches > 0 ? w->micro_batches : 1),
+           a = (uint64_t)(m->weight_dtype_bytes > 0 ? m->weight_dtype_bytes : 2),
+           nb = nblocks > 0 ? (uint64_t)nblocks : 0;
+  uint64_t pin = (uint64_t)m->in_dim * 4, pout = (uint64_t)m->out_dim * 4;
+
+  /* nbuf x (L D 4 + 7 D 4): a micro-batch's residual stream x [L, D] fp32
+   * with its time embedding e [D] and modulation e0 [6, D] fp32, which
+   * travel with it. */
+  uint64_t nbuf = (uint64_t)plan_act_buffers(order, w->micro_batches, has_prev, has_next);
+  uint64_t buffers = nbuf * (L * D * 4 + 7 * D * 4);
+
+  /* max(2 L D a, R F a) + 4 R D a: self-attention needs k and v of all L
+   * rows [L, D] a each (every query reads every key), and the FFN hidden of
+   * one chunk [R, F] a; the two are never live together, so they share one
+   * buffer. Beside it, per row chunk [R, D] a each: the normed input, a
+   * projection's output, q, and the attention output. */
+  uint64_t kv_or_hidden = 2 * L * D * a > R * F * a ? 2 * L * D * a : R * F * a;
+  uint64_t transient = kv_or_hidden + 4 * R * D * a;
+
+  /* nb M 2 C D a: the cross-attention k, v [C, D] a of every block of the
+   * stage and every micro-batch (CFG branches have different contexts),
+   * computed once per prompt and kept. */
+  uint64_t ctx_kv = nb * M * 2 * C * D * a;
+
+  /* C D 4 + C max(TD, D) a on every stage: the embedded context [C, D] fp32
+   * that the k, v above are computed from, and the GEMM operand it passes
+   * through ([C, TD] on the way in, [C, D] after). The first stage also
+   * holds the text MLP's hidden [C, D] a. */
+  uint64_t ctx_scratch = C * D * 4 + C * (TD > D ? TD : D) * a + (first ? C * D * a : 0);
+
+  /* L hd 4: RoPE cos/sin fp32 for hd/2 frequency pairs per token. */
+  uint64_t rope = L * hd * 4;
+
+  /* 6 D 4 + 2 D 4 + (256 + 2 D) 4: a block's modulation [6, D], the head's
+   * [2, D], and the time MLP (sinusoid [256], hidden and output [D]). */
+  uint64_t small = 6 * D * 4 + 2 * D * 4 + (256 + 2 * D) * 4;
+
+  /* 2 L max(pin, pout) 4 on the first or the last stage (once on a stage
+   * that is both): the patch tokens and the latent or prediction [L, pin or
+   * pout] fp32. The sampler state and the CFG outputs live in host memory. */
+  uint64_t ends = first || last ? 2 * L * (pin > pout ? pin : pout) * 4 : 0;
+
+  return buffers + transient + ctx_kv + ctx_scratch + rope + small + ends;
 }
 
 /* Milliseconds for `flops` on a device of relative speed `speed`. */
@@ -108,32 +143,38 @@ static double compute_ms(const plan_options *o, double speed, double flops) {
   return flops / (o->gpu_tflops * 1e12 * speed) * 1e3;
 }
 
-double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
-                     double speed, int first, int last, const uint8_t *streamed, int depth,
-                     int has_prev, int has_embed, int has_head) {
+/* The timeline of one pass of a stage over its blocks in which every block
+ * runs `reps` micro-batches back to back: reps = 1 is one micro-batch of
+ * micro-batch-major order, reps = M the whole step of block-major order. */
+static double stage_pass_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
+                            double speed, int first, int last, const uint8_t *streamed,
+                            int depth, int has_prev, int has_embed, int has_head, double reps) {
   int64_t L = plan_tokens(w);
   double D = (double)m->dim;
-  double blk_ms = compute_ms(o, speed, plan_block_flops(m, L, context_rows(m, w)));
+  double blk_ms = reps * compute_ms(o, speed, plan_block_flops(m, L, context_rows(m, w)));
 
-  /* Stage start: the activations of the micro-batch arrive ([L, D] fp32 plus
-   * e, e0) over the peer link; stage 0 instead embeds the latent (patch
-   * GEMM 2 L (in*4) D plus the time MLPs, tiny). The text embedding runs
-   * once per prompt and is not counted per step. */
+  /* Pass start: the activations of its micro-batches arrive ([L, D] fp32
+   * plus e, e0 each) over the peer link; stage 0 instead embeds the latent
+   * (patch GEMM 2 L (in*4) D plus the time MLPs, tiny). The text embedding
+   * runs once per prompt and is not counted per step. Block-major waits for
+   * all M (the previous stage sends them together when it is done). */
   double start = 0.0;
-  if (has_prev) start += ((double)L * D * 4.0 + 7.0 * D * 4.0) / (o->peer_link_gbs * 1e9) * 1e3;
+  if (has_prev)
+    start += reps * ((double)L * D * 4.0 + 7.0 * D * 4.0) / (o->peer_link_gbs * 1e9) * 1e3;
   if (has_embed)
-    start += compute_ms(o, speed,
-                        2.0 * (double)L * (double)(m->in_dim * 4) * D +
-                            2.0 * (256.0 * D + D * D + 6.0 * D * D));
+    start += reps * compute_ms(o, speed,
+                               2.0 * (double)L * (double)(m->in_dim * 4) * D +
+                                   2.0 * (256.0 * D + D * D + 6.0 * D * D));
 
-  /* Timeline of one micro-batch. The copy engine streams the streamed
-   * blocks in order, into `depth` slots used round robin: the copy of the
-   * j-th streamed block waits for the engine and for its slot, freed when
-   * block j-depth finished computing. A block computes after the one
-   * before it, and a streamed block only once its copy is done. Copies may
-   * start while the activations are still arriving (they do not depend on
-   * them). So a streamed block costs max(compute, bytes / link) when its
-   * copy overlaps the blocks before it, and more when copies queue up. */
+  /* The copy engine streams the streamed blocks in order, into `depth`
+   * slots used round robin: the copy of the j-th streamed block waits for
+   * the engine and for its slot, freed when block j-depth finished
+   * computing. A block computes after the one before it, and a streamed
+   * block only once its copy is done. Copies may start while the
+   * activations are still arriving (they do not depend on them). So a
+   * streamed block costs max(compute, bytes / link) when its copy overlaps
+   * the blocks before it (all their reps micro-batches), and more when
+   * copies queue up. */
   double t = start, engine = 0.0;
   double release[PLAN_MAX_BLOCKS];
   int j = 0;
@@ -148,6 +189,35 @@ double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_opt
     t = ready + blk_ms;
     if (streamed && streamed[i - first]) release[j++] = t;
   }
-  if (has_head) t += compute_ms(o, speed, 2.0 * (double)L * D * (double)(m->out_dim * 4));
+  if (has_head) t += reps * compute_ms(o, speed, 2.0 * (double)L * D * (double)(m->out_dim * 4));
   return t;
+}
+
+double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
+                     int order, double speed, int first, int last, const uint8_t *streamed,
+                     int depth, int has_prev, int has_embed, int has_head) {
+  double M = (double)(w->micro_batches > 0 ? w->micro_batches : 1);
+  /* block-major: one pass, each block computing all M micro-batches, each
+   * streamed block copied once; micro-batch-major: M passes of one
+   * micro-batch, each copying every streamed block again. */
+  if (order == PLAN_ORDER_BLOCK)
+    return stage_pass_ms(m, w, o, speed, first, last, streamed, depth, has_prev, has_embed,
+                         has_head, M);
+  return M * stage_pass_ms(m, w, o, speed, first, last, streamed, depth, has_prev, has_embed,
+                           has_head, 1.0);
+}
+
+double plan_pipeline_ms(int order, int micro_batches, int nranks, const double *stage_ms) {
+  double M = (double)(micro_batches > 0 ? micro_batches : 1), sum = 0.0, mx = 0.0;
+  for (int r = 0; r < nranks; r++) {
+    sum += stage_ms[r];
+    mx = fmax(mx, stage_ms[r]);
+  }
+  /* The next step needs the updated latent, so steps do not overlap.
+   * Block-major: each stage starts when the one before it has finished the
+   * whole step. Micro-batch-major: stage r's time per micro-batch is
+   * stage_ms[r] / M; the first micro-batch crosses every stage, and each
+   * further one leaves the pipe one slowest-stage time later. */
+  if (order == PLAN_ORDER_BLOCK) return sum;
+  return sum / M + (M - 1.0) / M * mx;
 }

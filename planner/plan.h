@@ -60,6 +60,28 @@ typedef struct plan_workload {
  * 480x832x81 -> 32,760. */
 int64_t plan_tokens(const plan_workload *w);
 
+/* Order of work at a stage.
+ * MICRO (micro-batch-major): the stage runs all its blocks on one
+ *   micro-batch, then the next; a streamed block is copied once per
+ *   micro-batch; stages overlap as a pipeline.
+ * BLOCK (block-major): each block runs all M micro-batches while it is on
+ *   the GPU, so a streamed block is copied once per step; every micro-batch
+ *   of the step is resident at once and the stage sends them all at the
+ *   end, so stages do not overlap within a step.
+ * AUTO (options only): the planner picks, per plan, the order with the
+ *   smaller predicted step time (micro on a tie). Every rank of a plan has
+ *   the same order. */
+enum {
+  PLAN_ORDER_AUTO = 0,
+  PLAN_ORDER_MICRO = 1,
+  PLAN_ORDER_BLOCK = 2,
+};
+
+/* "micro", "block" (and "auto" for PLAN_ORDER_AUTO); NULL for other values. */
+const char *plan_order_name(int order);
+/* Parses "auto", "micro" or "block" (the --order flag of plan and run). */
+int plan_parse_order(const char *s, int *out, char *err, size_t errlen);
+
 /* Knobs of the model, with defaults from plan_options_default(). */
 typedef struct plan_options {
   double gpu_tflops;        /* reference dense bf16 rate, TFLOP/s (600), times device speed */
@@ -68,6 +90,11 @@ typedef struct plan_options {
   int prefetch_depth;       /* streaming slots per rank (2: one in use, one filling) */
   uint64_t reserve_bytes;   /* CUDA context, cuBLASLt/cuDNN workspaces, NCCL (1 GiB) */
   double auto_margin;       /* auto budget = free - max(margin * total, 256 MiB) (0.05) */
+  int order;                /* PLAN_ORDER_AUTO (default), _MICRO or _BLOCK */
+  double stream_frac;       /* -1 (default): the budget decides what streams; 0..1: every
+                               rank streams at least ceil(frac x its blocks), largest first */
+  int64_t max_rows;         /* 0 (default): chunk rows from the budget; N > 0: at most N
+                               (for tests and sweeps that force chunking) */
 } plan_options;
 
 void plan_options_default(plan_options *o);
@@ -121,6 +148,7 @@ typedef struct plan_rank {
   int first_block, last_block; /* inclusive range */
   int num_resident, num_streamed;
   int has_embed, has_head;
+  int order;                    /* PLAN_ORDER_MICRO or PLAN_ORDER_BLOCK */
   int64_t ffn_rows, proj_rows, attn_rows; /* chunk sizes in tokens (= tokens: not chunked) */
   int prefetch_depth;           /* streaming slots (0 when nothing is streamed) */
   uint64_t weight_bytes;        /* resident weights on the GPU, embed/head included */
@@ -130,7 +158,8 @@ typedef struct plan_rank {
   uint64_t reserve_bytes;
   uint64_t peak_bytes;          /* weights + slots + activations + reserve */
   uint64_t budget_bytes;
-  double predicted_step_ms;     /* this stage's busy time per sampling step */
+  double predicted_step_ms;     /* this stage's busy time per sampling step (all M
+                                   micro-batches, in its order) */
 } plan_rank;
 
 typedef struct plan {
@@ -155,20 +184,36 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
 /* FLOPs of one block for one micro-batch (MODEL-WAN21.md "Cost"). */
 double plan_block_flops(const plan_model *m, int64_t tokens, int64_t context_len);
 
-/* Activation bytes of a rank: residual stream and its send/receive buffers,
- * a block's largest transient at the given chunk rows, context k/v of its
- * nblocks for every micro-batch, time embeddings, RoPE tables, and the
- * embedding/head buffers of the first/last stage. */
-uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int nblocks, int has_prev,
-                        int has_next, int first, int last, int64_t ffn_rows, int64_t proj_rows,
-                        int64_t attn_rows);
+/* Activation buffers ([L, D] fp32 residual stream plus e and e0) a stage
+ * holds in the given order: micro-batch-major 1 + has_prev + has_next (the
+ * one computing, the next arriving, the previous leaving); block-major
+ * max(M, 1) + has_prev (the whole step resident, plus one receiving the
+ * next step's first micro-batch). An order not yet chosen (AUTO) gives the
+ * larger of the two, a bound either way. The CUDA stage allocates this
+ * many. */
+int plan_act_buffers(int order, int micro_batches, int has_prev, int has_next);
 
-/* Per-micro-batch time of a stage in ms, given which of its blocks are
- * streamed (streamed[i] for block first+i): a timeline of one copy engine
- * and the compute stream with prefetch_depth slots. */
+/* Device bytes of a stage besides its weights, streaming slots and reserve:
+ * activation buffers, a block's transient at chunk_rows, the context k/v of
+ * its nblocks for every micro-batch, context scratch, RoPE tables, small
+ * vectors, and the first/last stage's latent buffers. The formula, term by
+ * term, is in model.c. */
+uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int order, int nblocks,
+                        int has_prev, int has_next, int first, int last, int64_t chunk_rows);
+
+/* Busy time of a stage per sampling step in ms (all M micro-batches), in the
+ * given order (MICRO or BLOCK), given which of its blocks are streamed
+ * (streamed[i] for block first+i): a timeline of one copy engine and the
+ * compute stream with `depth` slots. */
 double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
-                     double speed, int first, int last, const uint8_t *streamed, int depth,
-                     int has_prev, int has_embed, int has_head);
+                     int order, double speed, int first, int last, const uint8_t *streamed,
+                     int depth, int has_prev, int has_embed, int has_head);
+
+/* Step time of a pipeline of nranks stages with per-step times stage_ms[]:
+ * micro-batch-major sum/M + (M-1)/M x max (the first micro-batch crosses
+ * every stage, each further one leaves a slowest stage later); block-major
+ * the plain sum (each stage passes the whole step on when done). */
+double plan_pipeline_ms(int order, int micro_batches, int nranks, const double *stage_ms);
 
 /* ---- output ------------------------------------------------------------ */
 

@@ -44,6 +44,13 @@ int plan_validate(const plan *p, char *err, size_t errlen) {
                   q->num_resident, q->num_streamed, q->last_block - q->first_block + 1);
     if (q->has_embed != (r == 0) || q->has_head != (r == p->nranks - 1))
       return plan_fail(err, errlen, "plan: embeddings must be on rank 0 and the head on the last rank");
+    if (q->order != PLAN_ORDER_MICRO && q->order != PLAN_ORDER_BLOCK)
+      return plan_fail(err, errlen, "plan: rank %d order %d is neither micro (%d) nor block (%d)",
+                       r, q->order, PLAN_ORDER_MICRO, PLAN_ORDER_BLOCK);
+    /* one order per plan: the step time model has no mixed pipeline */
+    if (q->order != p->r[0].order)
+      return plan_fail(err, errlen, "plan: rank %d works %s-major, rank 0 %s-major", r,
+                       plan_order_name(q->order), plan_order_name(p->r[0].order));
     if ((ns > 0) != (q->prefetch_depth > 0) || q->prefetch_depth > 16)
       return plan_fail(err, errlen, "plan: rank %d prefetch depth %d with %d streamed blocks", r,
                   q->prefetch_depth, ns);
@@ -87,8 +94,9 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
   plan_sb_add(&sb, "# plan: %d rank%s, %d blocks, %lld tokens, %d micro-batch%s per step\n",
               p->nranks, p->nranks == 1 ? "" : "s", p->num_blocks, (long long)p->tokens,
               p->micro_batches, p->micro_batches == 1 ? "" : "es");
-  plan_sb_add(&sb, "# %4s  %-24s %-7s %-9s %-18s %9s %8s %9s %11s\n", "rank", "device", "blocks",
-              "resident", "streamed", "weight GB", "peak GB", "budget GB", "predicted ms");
+  plan_sb_add(&sb, "# %4s  %-24s %-7s %-5s %-9s %-18s %9s %8s %9s %11s\n", "rank", "device",
+              "blocks", "order", "resident", "streamed", "weight GB", "peak GB", "budget GB",
+              "predicted ms");
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
     char blocks[32], res[256], str[256];
@@ -98,12 +106,16 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
     plan_sb_init(&s, str, sizeof str);
     add_list(&a, p, q->first_block, q->last_block, 0, ",");
     add_list(&s, p, q->first_block, q->last_block, 1, ",");
-    plan_sb_add(&sb, "  %4d  %-24.24s %-7s %-9d %-18s %9.2f %8.2f %9.2f %11.1f\n", r, q->device,
-                blocks, q->num_resident, q->num_streamed ? str : "-",
-                q->weight_bytes / GB, q->peak_bytes / GB, q->budget_bytes / GB,
-                q->predicted_step_ms);
+    plan_sb_add(&sb, "  %4d  %-24.24s %-7s %-5s %-9d %-18s %9.2f %8.2f %9.2f %11.1f\n", r,
+                q->device, blocks, plan_order_name(q->order), q->num_resident,
+                q->num_streamed ? str : "-", q->weight_bytes / GB, q->peak_bytes / GB,
+                q->budget_bytes / GB, q->predicted_step_ms);
   }
-  plan_sb_add(&sb, "# predicted step: %.1f ms (GB = GiB, 2^30 bytes)\n", p->predicted_step_ms);
+  plan_sb_add(&sb, "# predicted step: %.1f ms, %s (GB = GiB, 2^30 bytes)\n",
+              p->predicted_step_ms,
+              p->r[0].order == PLAN_ORDER_BLOCK
+                  ? "block-major: each block runs every micro-batch, stages in sequence"
+                  : "micro-batch-major: micro-batches pipelined through the stages");
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
     if (q->num_streamed)
@@ -114,7 +126,7 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
                   q->prefetch_depth, q->prefetch_depth == 1 ? "" : "s");
     if (q->ffn_rows < p->tokens || q->attn_rows < p->tokens || q->proj_rows < p->tokens)
       plan_sb_add(&sb,
-                  "# rank %d chunks its activations to fit its budget: ffn %lld rows, "
+                  "# rank %d chunks its activations: ffn %lld rows, "
                   "projections %lld rows, attention %lld query rows\n",
                   r, (long long)q->ffn_rows, (long long)q->proj_rows, (long long)q->attn_rows);
   }
@@ -150,8 +162,11 @@ static void add_json_blocks(plan_strbuf *sb, const plan *p, int a, int b, int wa
 size_t plan_format_json(const plan *p, char *buf, size_t cap) {
   plan_strbuf sb;
   plan_sb_init(&sb, buf, cap);
-  plan_sb_add(&sb, "{\"num_blocks\":%d,\"tokens\":%lld,\"micro_batches\":%d,\"ranks\":[",
-              p->num_blocks, (long long)p->tokens, p->micro_batches);
+  plan_sb_add(&sb,
+              "{\"num_blocks\":%d,\"tokens\":%lld,\"micro_batches\":%d,\"order\":\"%s\","
+              "\"ranks\":[",
+              p->num_blocks, (long long)p->tokens, p->micro_batches,
+              plan_order_name(p->r[0].order));
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
     plan_sb_add(&sb, "%s\n  {\"rank\":%d,\"device\":", r ? "," : "", r);
@@ -162,13 +177,15 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
     plan_sb_add(&sb, ",\"streamed\":");
     add_json_blocks(&sb, p, q->first_block, q->last_block, 1);
     plan_sb_add(&sb,
-                ",\"embed\":%s,\"head\":%s,\"weight_bytes\":%llu,\"stream_slot_bytes\":%llu,"
+                ",\"embed\":%s,\"head\":%s,\"order\":\"%s\",\"weight_bytes\":%llu,"
+                "\"stream_slot_bytes\":%llu,"
                 "\"streamed_bytes\":%llu,\"act_bytes\":%llu,\"reserve_bytes\":%llu,"
                 "\"peak_bytes\":%llu,\"budget_bytes\":%llu,\"prefetch_depth\":%d,"
                 "\"chunk_rows\":{\"ffn\":%lld,\"proj\":%lld,\"attn\":%lld},"
                 "\"predicted_step_ms\":%.3f}",
                 q->has_embed ? "true" : "false", q->has_head ? "true" : "false",
-                (unsigned long long)q->weight_bytes, (unsigned long long)q->stream_slot_bytes,
+                plan_order_name(q->order), (unsigned long long)q->weight_bytes,
+                (unsigned long long)q->stream_slot_bytes,
                 (unsigned long long)q->streamed_bytes, (unsigned long long)q->act_bytes,
                 (unsigned long long)q->reserve_bytes, (unsigned long long)q->peak_bytes,
                 (unsigned long long)q->budget_bytes, q->prefetch_depth, (long long)q->ffn_rows,
@@ -180,17 +197,20 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
 }
 
 /* ---- binary --------------------------------------------------------------
- * "SPPL", u32 version 1, u32 nranks, u32 num_blocks, i64 tokens,
+ * "SPPL", u32 version 2, u32 nranks, u32 num_blocks, i64 tokens,
  * u32 micro_batches, u32 chunked, f64 predicted_step_ms, then per rank:
- * device[64], i32 first, last, resident, streamed, embed, head, depth,
+ * device[64], i32 first, last, resident, streamed, embed, head, depth, order,
  * i64 ffn, proj, attn rows, u64 weight, slots, streamed bytes, act,
  * reserve, peak, budget, f64 ms; then num_blocks bytes of streamed flags.
  * Fixed widths and little-endian, independent of the host's struct layout. */
 
 #define WIRE_MAGIC "SPPL"
-#define WIRE_VERSION 1u
+#define WIRE_VERSION 2u /* 2: the order of work per rank */
 #define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8)
-#define WIRE_RANK (PLAN_NAME_LEN + 7 * 4 + 3 * 8 + 7 * 8 + 8)
+#define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 3 * 8 + 7 * 8 + 8)
+
+_Static_assert(WIRE_HEAD + PLAN_MAX_RANKS * WIRE_RANK + PLAN_MAX_BLOCKS <= PLAN_WIRE_MAX,
+               "PLAN_WIRE_MAX is too small for the binary form");
 
 typedef struct wr {
   uint8_t *p;
@@ -234,9 +254,9 @@ int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err,
     snprintf(name, sizeof name, "%s", q->device);
     memcpy(buf + w.n, name, sizeof name);
     w.n += sizeof name;
-    int32_t iv[7] = {q->first_block, q->last_block, q->num_resident, q->num_streamed,
-                     q->has_embed, q->has_head, q->prefetch_depth};
-    for (int i = 0; i < 7; i++) put(&w, (uint32_t)iv[i], 4);
+    int32_t iv[8] = {q->first_block, q->last_block, q->num_resident, q->num_streamed,
+                     q->has_embed, q->has_head, q->prefetch_depth, q->order};
+    for (int i = 0; i < 8; i++) put(&w, (uint32_t)iv[i], 4);
     put(&w, (uint64_t)q->ffn_rows, 8);
     put(&w, (uint64_t)q->proj_rows, 8);
     put(&w, (uint64_t)q->attn_rows, 8);
@@ -325,6 +345,7 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
     q->has_embed = get_i32(&r);
     q->has_head = get_i32(&r);
     q->prefetch_depth = get_i32(&r);
+    q->order = get_i32(&r);
     q->ffn_rows = get_i64(&r);
     q->proj_rows = get_i64(&r);
     q->attn_rows = get_i64(&r);

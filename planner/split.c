@@ -1,12 +1,16 @@
-/* The split: contiguous block ranges over the pipeline ranks minimizing the
- * slowest stage subject to every rank's budget, and, within a rank, which
- * blocks are streamed from pinned host memory.
+/* The split: contiguous block ranges over the pipeline ranks, the order of
+ * work, and, within a rank, which blocks are streamed from pinned host
+ * memory, subject to every rank's budget.
  *
- * Exact, not greedy: a dynamic program over (rank, last block) first finds
- * the smallest possible slowest-stage time T*; a second one, over the ranges
- * whose stage time is <= T*, minimizes the streamed block count and then the
- * sum of stage times (the pipeline fill). Both are O(R B^2) range
- * evaluations, memoized. */
+ * Exact, not greedy: per order, a dynamic program over (rank, last block).
+ * Micro-batch-major (a pipeline): a first DP finds the smallest possible
+ * slowest-stage time T*; a second one, over the ranges whose stage time is
+ * <= T*, minimizes the streamed block count and then the sum of stage times
+ * (the pipeline fill). Block-major (stages in sequence, step = sum of stage
+ * times): one DP minimizes the sum, then the streamed count, then the sum of
+ * squared stage times (the most even split among equals). All are O(R B^2)
+ * range evaluations, memoized per order. The automatic order solves both and
+ * keeps the faster plan. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +33,17 @@ typedef struct ctx {
   int allow_stream;
   int ratio;
   double resident_cap[PLAN_MAX_RANKS]; /* ratio mode: resident block bytes allowed */
+  int order; /* PLAN_ORDER_MICRO or PLAN_ORDER_BLOCK: the one being evaluated */
   int nlevels;
-  int64_t rows[MAX_LEVELS]; /* chunk rows of each level; rows[0] = L (unchunked) */
-  /* memo of range evaluations, index (r * B + a) * B + b; NULL = none */
-  struct memo *memo;
+  int64_t rows[MAX_LEVELS]; /* chunk rows of each level, coarsest first (L: unchunked) */
+  /* memo of range evaluations per order (memo[0] micro, memo[1] block), index
+   * (r * B + a) * B + b; NULL = none */
+  struct memo *memo[2];
 } ctx;
 
 typedef struct reval {
   int ok;
-  double ms; /* per micro-batch */
+  double ms; /* per step, in the ctx's order */
   int nstream, level, depth;
   uint64_t weight, slots, streamed_bytes, act, peak;
   uint64_t need_min; /* smallest peak this range can have (any chunking, max streaming) */
@@ -79,8 +85,17 @@ static void pick_streamed(const uint64_t *bytes, int nb, int k, uint64_t kth, ui
   }
 }
 
-/* Evaluates rank r holding blocks a..b: the smallest chunk level and then
- * the fewest streamed blocks that fit its budget; its time and memory. */
+/* Blocks a range of nb must stream under a forced stream fraction:
+ * ceil(frac x nb) (less a rounding hair, so 0.3 x 10 is 3), none without. */
+static int forced_streams(const ctx *c, int nb) {
+  if (c->o->stream_frac < 0) return 0;
+  int k = (int)ceil(c->o->stream_frac * nb - 1e-9);
+  return k < 0 ? 0 : (k > nb ? nb : k);
+}
+
+/* Evaluates rank r holding blocks a..b in the ctx's order: the fewest
+ * streamed blocks and then the coarsest chunk level that fit its budget;
+ * its time and memory. */
 static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, reval *ev) {
   const plan_model *m = c->m;
   int nb = b - a + 1;
@@ -93,7 +108,9 @@ static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, re
   prefix[0] = 0;
   for (int i = 0; i < nb; i++) prefix[i + 1] = prefix[i] + sorted[i];
   uint64_t total = prefix[nb];
-  int kmax = c->allow_stream ? nb : 0;
+  /* A forced fraction streams its blocks with or without a cpu entry; only
+   * a cpu entry lets the budget stream more. */
+  int kmin = forced_streams(c, nb), kmax = c->allow_stream ? nb : kmin;
   int depth_pref = c->o->prefetch_depth > 0 ? c->o->prefetch_depth : 1;
 
   memset(ev, 0, sizeof *ev);
@@ -105,11 +122,11 @@ static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, re
    * k = 0 and level 0 nothing is chunked or streamed). */
   uint64_t base[MAX_LEVELS];
   for (int lv = 0; lv < c->nlevels; lv++) {
-    uint64_t act = plan_act_bytes(m, c->w, nb, r > 0, r < c->R - 1, first, last, c->rows[lv],
-                                  c->rows[lv], c->rows[lv]);
+    uint64_t act =
+        plan_act_bytes(m, c->w, c->order, nb, r > 0, r < c->R - 1, first, last, c->rows[lv]);
     base[lv] = sat_add(sat_add(fixed, act), c->o->reserve_bytes);
   }
-  for (int k = 0; k <= kmax && !ev->ok; k++) {
+  for (int k = kmin; k <= kmax && !ev->ok; k++) {
     uint64_t resident = total - prefix[k];
     /* ratio mode: at most the share, give or take half a block of rounding */
     if (c->ratio && (double)resident > c->resident_cap[r] + 0.5 * (double)sorted[0]) continue;
@@ -134,14 +151,15 @@ static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, re
     }
   }
   if (!ev->ok) return;
-  ev->ms = plan_stage_ms(m, c->w, c->o, c->speed[r], a, b, flags, ev->depth, r > 0, first, last);
+  ev->ms = plan_stage_ms(m, c->w, c->o, c->order, c->speed[r], a, b, flags, ev->depth, r > 0,
+                         first, last);
   if (flags_out) memcpy(flags_out, flags, (size_t)nb);
 }
 
 /* Memoized feasibility and time of a range (the DPs' inner call). */
 static int range_cost(ctx *c, int r, int a, int b, double *ms, int *nstream) {
-  memo *e = c->memo ? &c->memo[((size_t)r * (size_t)c->B + (size_t)a) * (size_t)c->B + (size_t)b]
-                    : NULL;
+  memo *mm = c->memo[c->order == PLAN_ORDER_BLOCK];
+  memo *e = mm ? &mm[((size_t)r * (size_t)c->B + (size_t)a) * (size_t)c->B + (size_t)b] : NULL;
   if (e && e->state) {
     *ms = e->ms;
     *nstream = e->nstream;
@@ -159,41 +177,49 @@ static int range_cost(ctx *c, int r, int a, int b, double *ms, int *nstream) {
   return ev.ok;
 }
 
-/* Solves the split. first[r] receives rank r's first block. Returns 0, or
- * -1 when no split fits. */
+/* Solves the split in the ctx's order. first[r] receives rank r's first
+ * block. Returns 0, or -1 when no split fits. */
 static int dp_solve(ctx *c, int *first_out) {
-  int R = c->R, B = c->B;
+  int R = c->R, B = c->B, block = c->order == PLAN_ORDER_BLOCK;
   size_t cells = (size_t)R * (size_t)B;
   double *best = malloc(cells * sizeof *best);
   double *sum = malloc(cells * sizeof *sum);
+  double *sq = malloc(cells * sizeof *sq);
   int *cnt = malloc(cells * sizeof *cnt);
   int *from = malloc(cells * sizeof *from);
   int rc = -1;
-  if (!best || !sum || !cnt || !from) goto out;
+  if (!best || !sum || !sq || !cnt || !from) goto out;
 
-  /* Phase 1: best[r][b] = smallest slowest-stage time of ranks 0..r holding
-   * blocks 0..b; rank r takes a..b, every earlier rank at least one block. */
-  for (size_t i = 0; i < cells; i++) best[i] = INFINITY;
-  for (int r = 0; r < R; r++) {
-    for (int b = r; b <= B - R + r; b++) {
-      for (int a = (r == 0 ? 0 : r); a <= b; a++) {
-        if (r == 0 && a != 0) break;
-        double prev = r == 0 ? 0.0 : best[(size_t)(r - 1) * B + (size_t)(a - 1)];
-        if (!isfinite(prev)) continue;
-        double ms;
-        int ns;
-        if (!range_cost(c, r, a, b, &ms, &ns)) continue;
-        double v = fmax(prev, ms);
-        if (v < best[(size_t)r * B + (size_t)b]) best[(size_t)r * B + (size_t)b] = v;
+  /* Phase 1 (micro-batch-major only; block-major has no bottleneck stage):
+   * best[r][b] = smallest slowest-stage time of ranks 0..r holding blocks
+   * 0..b; rank r takes a..b, every earlier rank at least one block. */
+  double cap = INFINITY;
+  if (!block) {
+    for (size_t i = 0; i < cells; i++) best[i] = INFINITY;
+    for (int r = 0; r < R; r++) {
+      for (int b = r; b <= B - R + r; b++) {
+        for (int a = (r == 0 ? 0 : r); a <= b; a++) {
+          if (r == 0 && a != 0) break;
+          double prev = r == 0 ? 0.0 : best[(size_t)(r - 1) * B + (size_t)(a - 1)];
+          if (!isfinite(prev)) continue;
+          double ms;
+          int ns;
+          if (!range_cost(c, r, a, b, &ms, &ns)) continue;
+          double v = fmax(prev, ms);
+          if (v < best[(size_t)r * B + (size_t)b]) best[(size_t)r * B + (size_t)b] = v;
+        }
       }
     }
+    double tstar = best[(size_t)(R - 1) * B + (size_t)(B - 1)];
+    if (!isfinite(tstar)) goto out;
+    cap = tstar * (1.0 + 1e-12) + 1e-12;
   }
-  double tstar = best[(size_t)(R - 1) * B + (size_t)(B - 1)];
-  if (!isfinite(tstar)) goto out;
 
-  /* Phase 2: among splits whose every stage is <= T*, fewest streamed
-   * blocks, then the smallest sum of stage times. Additive, so exact. */
-  double cap = tstar * (1.0 + 1e-12) + 1e-12;
+  /* Phase 2, additive keys, so exact. Micro-batch-major: among splits whose
+   * every stage is <= T*, fewest streamed blocks, then the smallest sum of
+   * stage times. Block-major: the smallest sum (the step time; equal within
+   * rounding counts as equal), then fewest streamed blocks, then the
+   * smallest sum of squares. */
   for (size_t i = 0; i < cells; i++) cnt[i] = -1;
   for (int r = 0; r < R; r++) {
     for (int b = r; b <= B - R + r; b++) {
@@ -201,21 +227,34 @@ static int dp_solve(ctx *c, int *first_out) {
       for (int a = (r == 0 ? 0 : r); a <= b; a++) {
         if (r == 0 && a != 0) break;
         int pc = 0;
-        double ps = 0.0;
+        double ps = 0.0, pq = 0.0;
         if (r > 0) {
           size_t p = (size_t)(r - 1) * B + (size_t)(a - 1);
           if (cnt[p] < 0) continue;
           pc = cnt[p];
           ps = sum[p];
+          pq = sq[p];
         }
         double ms;
         int ns;
         if (!range_cost(c, r, a, b, &ms, &ns) || ms > cap) continue;
         int nc = pc + ns;
-        double s = ps + ms;
-        if (cnt[here] < 0 || nc < cnt[here] || (nc == cnt[here] && s < sum[here] - 1e-12)) {
+        double s = ps + ms, q = pq + ms * ms;
+        int better;
+        if (cnt[here] < 0) {
+          better = 1;
+        } else if (block) {
+          double tol = 1e-9 * fmax(s, sum[here]);
+          better = s < sum[here] - tol ||
+                   (s <= sum[here] + tol &&
+                    (nc < cnt[here] || (nc == cnt[here] && q < sq[here] * (1.0 - 1e-12))));
+        } else {
+          better = nc < cnt[here] || (nc == cnt[here] && s < sum[here] - 1e-12);
+        }
+        if (better) {
           cnt[here] = nc;
           sum[here] = s;
+          sq[here] = q;
           from[here] = a;
         }
       }
@@ -224,7 +263,7 @@ static int dp_solve(ctx *c, int *first_out) {
   int b = B - 1;
   for (int r = R - 1; r >= 0; r--) {
     size_t here = (size_t)r * B + (size_t)b;
-    if (cnt[here] < 0) goto out; /* cannot happen: phase 1 found one */
+    if (cnt[here] < 0) goto out; /* block-major: nothing fits (micro: phase 1 said so) */
     first_out[r] = from[here];
     b = from[here] - 1;
   }
@@ -232,9 +271,60 @@ static int dp_solve(ctx *c, int *first_out) {
 out:
   free(best);
   free(sum);
+  free(sq);
   free(cnt);
   free(from);
   return rc;
+}
+
+/* Predicted step time of the split first[] in the ctx's order. */
+static double split_step_ms(ctx *c, const int *first) {
+  double ms[PLAN_MAX_RANKS];
+  for (int r = 0; r < c->R; r++) {
+    int a = first[r], b = r + 1 < c->R ? first[r + 1] - 1 : c->B - 1, ns;
+    range_cost(c, r, a, b, &ms[r], &ns);
+  }
+  return plan_pipeline_ms(c->order, c->w->micro_batches, c->R, ms);
+}
+
+/* Solves the split in the options' order, or, for AUTO, in both orders,
+ * keeping the smaller predicted step time (micro-batch-major unless
+ * block-major is faster beyond rounding). With fixed (a ratio budget's
+ * ranges) only the order is chosen, among those in which every range fits.
+ * Leaves c->order at the chosen order. Returns 0, or -1 when no split fits
+ * in any order tried. */
+static int solve(ctx *c, const int *fixed, int *first_out) {
+  int orders[2] = {PLAN_ORDER_MICRO, PLAN_ORDER_BLOCK}, n = 2, found = 0, chosen = 0;
+  if (c->o->order != PLAN_ORDER_AUTO) {
+    orders[0] = c->o->order;
+    n = 1;
+  }
+  double best = INFINITY;
+  int first[PLAN_MAX_RANKS];
+  for (int i = 0; i < n; i++) {
+    c->order = orders[i];
+    if (fixed) {
+      int fits = 1;
+      for (int r = 0; r < c->R && fits; r++) {
+        int a = fixed[r], b = r + 1 < c->R ? fixed[r + 1] - 1 : c->B - 1, ns;
+        double ms;
+        fits = range_cost(c, r, a, b, &ms, &ns);
+      }
+      if (!fits) continue;
+      memcpy(first, fixed, sizeof(int) * (size_t)c->R);
+    } else if (dp_solve(c, first) != 0) {
+      continue;
+    }
+    double ms = split_step_ms(c, first);
+    if (!found || ms < best * (1.0 - 1e-9)) {
+      found = 1;
+      best = ms;
+      chosen = orders[i];
+      memcpy(first_out, first, sizeof(int) * (size_t)c->R);
+    }
+  }
+  c->order = found ? chosen : orders[0];
+  return found ? 0 : -1;
 }
 
 static int fail(char *err, size_t errlen, int code, const char *msg) {
@@ -242,14 +332,14 @@ static int fail(char *err, size_t errlen, int code, const char *msg) {
   return code;
 }
 
-/* Fills the plan from the ranges (first[r]..first[r+1]-1). */
+/* Fills the plan from the ranges (first[r]..first[r+1]-1) in the ctx's order. */
 static void fill_plan(ctx *c, const plan_device *devs, const int *first, plan *p) {
   memset(p, 0, sizeof *p);
   p->nranks = c->R;
   p->num_blocks = c->B;
   p->tokens = c->L;
   p->micro_batches = c->w->micro_batches;
-  double mbs = (double)c->w->micro_batches, sum = 0.0, mx = 0.0;
+  double stage_ms[PLAN_MAX_RANKS];
   for (int r = 0; r < c->R; r++) {
     int a = first[r], b = r + 1 < c->R ? first[r + 1] - 1 : c->B - 1;
     reval ev;
@@ -263,8 +353,9 @@ static void fill_plan(ctx *c, const plan_device *devs, const int *first, plan *p
     pr->num_resident = b - a + 1 - ev.nstream;
     pr->has_embed = r == 0;
     pr->has_head = r == c->R - 1;
+    pr->order = c->order;
     pr->ffn_rows = pr->proj_rows = pr->attn_rows = c->rows[ev.level];
-    if (ev.level > 0) p->chunked = 1;
+    if (c->rows[ev.level] < c->L) p->chunked = 1;
     pr->prefetch_depth = ev.depth;
     pr->weight_bytes = ev.weight;
     pr->stream_slot_bytes = ev.slots;
@@ -273,15 +364,9 @@ static void fill_plan(ctx *c, const plan_device *devs, const int *first, plan *p
     pr->reserve_bytes = c->o->reserve_bytes;
     pr->peak_bytes = ev.peak;
     pr->budget_bytes = c->budget[r];
-    pr->predicted_step_ms = ev.ms * mbs;
-    sum += ev.ms;
-    mx = fmax(mx, ev.ms);
+    pr->predicted_step_ms = stage_ms[r] = ev.ms;
   }
-  /* One step pushes M micro-batches through R stages; the next step needs
-   * the updated latent, so pipelines do not overlap across steps: the first
-   * micro-batch crosses every stage (sum), and each further one leaves the
-   * pipe one slowest-stage time later. */
-  p->predicted_step_ms = sum + (mbs - 1.0) * mx;
+  p->predicted_step_ms = plan_pipeline_ms(c->order, c->w->micro_batches, c->R, stage_ms);
 }
 
 /* Per-rank budget from the string and the device. */
@@ -373,10 +458,20 @@ static int check_inputs(const plan_model *m, const plan_device *devs, int nranks
   if (!(o->gpu_tflops > 0) || !(o->host_link_gbs > 0) || !(o->peer_link_gbs > 0) ||
       o->prefetch_depth < 1 || o->prefetch_depth > 16 || !(o->auto_margin >= 0 && o->auto_margin < 1))
     BAD("plan options out of range (rate, link rates, prefetch depth 1..16, margin)");
+  if (!plan_order_name(o->order))
+    BAD("order %d is not one of auto (%d), micro (%d), block (%d)", o->order, PLAN_ORDER_AUTO,
+        PLAN_ORDER_MICRO, PLAN_ORDER_BLOCK);
+  if (!(o->stream_frac == -1.0 || (o->stream_frac >= 0.0 && o->stream_frac <= 1.0)))
+    BAD("stream fraction %g is outside 0..1 (-1: the budget decides)", o->stream_frac);
+  if (o->max_rows < 0)
+    BAD("chunk rows %lld: give N > 0, or 0 for automatic", (long long)o->max_rows);
 #undef BAD
   return PLAN_OK;
 }
 
+/* Chunk levels, coarsest first: L, then L / 2^k rounded up to a multiple of
+ * 64, down to 64. A row cap (max_rows) drops the levels above it; when it is
+ * below every level, the cap itself is the only one. */
 static void make_levels(ctx *c) {
   c->nlevels = 0;
   c->rows[c->nlevels++] = c->L;
@@ -393,6 +488,17 @@ static void make_levels(ctx *c) {
     prev = x;
     if (x <= 64) break;
   }
+  int64_t cap = c->o->max_rows;
+  if (cap <= 0) return;
+  int keep = 0;
+  while (keep < c->nlevels && c->rows[keep] > cap) keep++;
+  if (keep == c->nlevels) {
+    c->rows[0] = cap;
+    c->nlevels = 1;
+    return;
+  }
+  memmove(c->rows, c->rows + keep, sizeof(int64_t) * (size_t)(c->nlevels - keep));
+  c->nlevels -= keep;
 }
 
 /* Ratio mode: ranges from the shares of block bytes (a block goes to the
@@ -437,7 +543,7 @@ static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_f
   plan_sb_init(&sb, err, errlen);
   int first[PLAN_MAX_RANKS];
   ctx e = *c;
-  e.memo = NULL; /* budgets change: no memo */
+  e.memo[0] = e.memo[1] = NULL; /* budgets change: no memo */
   e.ratio = c->ratio;
   if (fixed_first) {
     memcpy(first, fixed_first, sizeof(int) * (size_t)c->R);
@@ -448,14 +554,14 @@ static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_f
     uint64_t all = 0;
     for (int i = 0; i < c->B; i++) all += c->m->block_bytes[i];
     all += c->m->embed_bytes + c->m->head_bytes + c->o->reserve_bytes;
-    all += plan_act_bytes(c->m, c->w, c->B, 1, 1, 1, 1, c->L, c->L, c->L);
+    all += plan_act_bytes(c->m, c->w, PLAN_ORDER_AUTO, c->B, 1, 1, 1, 1, c->L);
     int capped = 1;
     for (int r = 0; r < c->R; r++)
       e.budget[r] = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
-    if (dp_solve(&e, first) != 0) {
+    if (solve(&e, NULL, first) != 0) {
       capped = 0;
       for (int r = 0; r < c->R; r++) e.budget[r] = sat_add(c->budget[r], all);
-      if (dp_solve(&e, first) != 0) {
+      if (solve(&e, NULL, first) != 0) {
         plan_sb_add(&sb, "no plan fits even with every budget raised by %.2f GiB", all / GIB);
         return PLAN_EINFEASIBLE;
       }
@@ -469,7 +575,7 @@ static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_f
         e.budget[r] = capped && v > lim ? lim : v;
       }
       int tmp[PLAN_MAX_RANKS];
-      if (dp_solve(&e, tmp) == 0) {
+      if (solve(&e, NULL, tmp) == 0) {
         hi = mid;
         memcpy(first, tmp, sizeof tmp);
       } else {
@@ -481,11 +587,18 @@ static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_f
       uint64_t lim = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
       e.budget[r] = capped && v > lim ? lim : v;
     }
-    dp_solve(&e, first);
+    solve(&e, NULL, first);
   }
-  plan_sb_add(&sb, "no plan fits the budgets (%d rank%s, %d blocks, %lld tokens, %d micro-batch%s):",
+  plan_sb_add(&sb, "no plan fits the budgets (%d rank%s, %d blocks, %lld tokens, %d micro-batch%s",
               c->R, c->R == 1 ? "" : "s", c->B, (long long)c->L, c->w->micro_batches,
               c->w->micro_batches == 1 ? "" : "es");
+  /* the forced knobs are part of why */
+  if (c->o->order != PLAN_ORDER_AUTO)
+    plan_sb_add(&sb, ", %s-major order", c->o->order == PLAN_ORDER_BLOCK ? "block" : "micro-batch");
+  if (c->o->stream_frac >= 0) plan_sb_add(&sb, ", stream fraction %g", c->o->stream_frac);
+  if (c->o->max_rows > 0)
+    plan_sb_add(&sb, ", chunks of at most %lld rows", (long long)c->o->max_rows);
+  plan_sb_add(&sb, "):");
   int over_total = 0;
   char suggest[64 * PLAN_MAX_RANKS];
   plan_strbuf ss;
@@ -527,10 +640,10 @@ static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_f
                      "small, or stream a share with cpu,N%%");
   if (!c->allow_stream && !c->ratio) {
     ctx s = *c;
-    s.memo = NULL;
+    s.memo[0] = s.memo[1] = NULL;
     s.allow_stream = 1;
     int tmp[PLAN_MAX_RANKS];
-    if (dp_solve(&s, tmp) == 0)
+    if (solve(&s, NULL, tmp) == 0)
       plan_sb_add(&sb, "\n  or add 'cpu,*' to the budget to stream the blocks that do not fit "
                        "from pinned host memory (for example --budget 'cpu,*')");
   }
@@ -569,7 +682,8 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
   if (c->ratio) c->allow_stream = b->cpu_share > 0.0;
   make_levels(c);
   size_t ncache = (size_t)c->R * (size_t)c->B * (size_t)c->B;
-  if (ncache <= ((size_t)1 << 20)) c->memo = calloc(ncache, sizeof *c->memo);
+  if (ncache <= ((size_t)1 << 20))
+    for (int k = 0; k < 2; k++) c->memo[k] = calloc(ncache, sizeof *c->memo[k]);
 
   int first[PLAN_MAX_RANKS];
   if (c->ratio) {
@@ -577,16 +691,13 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
       rc = PLAN_EINVAL;
       goto out;
     }
-    for (int r = 0; r < nranks; r++) {
-      int a = first[r], l = r + 1 < nranks ? first[r + 1] - 1 : c->B - 1;
-      reval ev;
-      eval_range(c, r, a, l, NULL, &ev);
-      if (!ev.ok) {
-        rc = report_infeasible(c, devs, first, err, errlen);
-        goto out;
-      }
+    int fixed[PLAN_MAX_RANKS];
+    memcpy(fixed, first, sizeof fixed);
+    if (solve(c, fixed, first) != 0) {
+      rc = report_infeasible(c, devs, fixed, err, errlen);
+      goto out;
     }
-  } else if (dp_solve(c, first) != 0) {
+  } else if (solve(c, NULL, first) != 0) {
     rc = report_infeasible(c, devs, NULL, err, errlen);
     goto out;
   }
@@ -607,7 +718,10 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
   *out = *p;
   rc = PLAN_OK;
 out:
-  if (c) free(c->memo);
+  if (c) {
+    free(c->memo[0]);
+    free(c->memo[1]);
+  }
   free(c);
   free(p);
   return rc;

@@ -1,6 +1,7 @@
 /* The model of a rank: token counts and FLOPs against the published Wan 2.1
- * facts (MODEL-WAN21.md "Cost"), the time model against closed forms, the
- * memory model's structure (what each buffer adds). */
+ * facts (MODEL-WAN21.md "Cost"), the time model of both orders against
+ * closed forms, the memory model against the CUDA stage's layout computed by
+ * hand, and its structure (what each buffer adds). */
 #include <math.h>
 
 #include "plan_test.h"
@@ -45,9 +46,9 @@ static void test_stage_time(void) {
                (o.gpu_tflops * 1e12 * speed) * 1e3;
   int n = (int)rnd_in(2, t.m.num_blocks);
   uint8_t none[64] = {0};
-  double ms = plan_stage_ms(&t.m, &w, &o, speed, 0, n - 1, none, 2, 0, 0, 0);
+  double ms = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, none, 2, 0, 0, 0);
   CHECK(close_rel(ms, n * blk, 1e-9), "%d resident blocks: %.6f ms, want %.6f", n, ms, n * blk);
-  double with_recv = plan_stage_ms(&t.m, &w, &o, speed, 0, n - 1, none, 2, 1, 0, 0);
+  double with_recv = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, none, 2, 1, 0, 0);
   double recv = (L * D * 4.0 + 7 * D * 4.0) / (o.peer_link_gbs * 1e9) * 1e3;
   CHECK(close_rel(with_recv, n * blk + recv, 1e-9), "receive adds %.6f ms", with_recv - ms);
 
@@ -56,7 +57,7 @@ static void test_stage_time(void) {
   double copy = (double)t.m.block_bytes[0] / (o.host_link_gbs * 1e9) * 1e3;
   uint8_t last[64] = {0};
   last[n - 1] = 1;
-  double ms1 = plan_stage_ms(&t.m, &w, &o, speed, 0, n - 1, last, 2, 0, 0, 0);
+  double ms1 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, last, 2, 0, 0, 0);
   double want1 = fmax((n - 1) * blk, copy) + blk;
   CHECK(close_rel(ms1, want1, 1e-9), "streamed last: %.6f, want %.6f", ms1, want1);
 
@@ -67,7 +68,7 @@ static void test_stage_time(void) {
   uint8_t all[64];
   memset(all, 1, sizeof all);
   double cslow = (double)t.m.block_bytes[0] / (slow.host_link_gbs * 1e9) * 1e3;
-  double msa = plan_stage_ms(&t.m, &w, &slow, speed, 0, n - 1, all, 2, 0, 0, 0);
+  double msa = plan_stage_ms(&t.m, &w, &slow, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 2, 0, 0, 0);
   CHECK(close_rel(msa, n * cslow + blk, 1e-9), "copy-bound: %.3f, want %.3f", msa,
         n * cslow + blk);
   /* a link so fast that every copy hides behind the block before it: the
@@ -75,19 +76,158 @@ static void test_stage_time(void) {
   plan_options fast = o;
   fast.host_link_gbs = 1e9;
   double first_copy = (double)t.m.block_bytes[0] / (fast.host_link_gbs * 1e9) * 1e3;
-  double msf = plan_stage_ms(&t.m, &w, &fast, speed, 0, n - 1, all, 2, 0, 0, 0);
+  double msf = plan_stage_ms(&t.m, &w, &fast, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 2, 0, 0, 0);
   CHECK(close_rel(msf, n * blk + first_copy, 1e-9), "fast copies: %.9f, want %.9f", msf,
         n * blk + first_copy);
   /* one slot cannot overlap a copy with the block before it */
-  double d1 = plan_stage_ms(&t.m, &w, &o, speed, 0, n - 1, all, 1, 0, 0, 0);
-  double d2 = plan_stage_ms(&t.m, &w, &o, speed, 0, n - 1, all, 2, 0, 0, 0);
+  double d1 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 1, 0, 0, 0);
+  double d2 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 2, 0, 0, 0);
   CHECK(close_rel(d1, n * (copy + blk), 1e-9), "depth 1: %.3f, want %.3f", d1, n * (copy + blk));
   CHECK(d2 <= d1 + 1e-9, "depth 2 slower than depth 1");
   /* twice the speed halves a compute-bound stage */
-  double fast2 = plan_stage_ms(&t.m, &w, &o, 2 * speed, 0, n - 1, none, 2, 0, 0, 0);
+  double fast2 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, 2 * speed, 0, n - 1, none, 2, 0, 0, 0);
   CHECK(close_rel(fast2, ms / 2, 1e-9), "speed scaling");
 }
 
+/* Block-major against closed forms: a step of M micro-batches where every
+ * block runs all M while it is on the GPU, so each streamed block is copied
+ * once per step; micro-batch-major copies it once per micro-batch. */
+static void test_block_major_time(void) {
+  test_wan t;
+  test_wan_make(&t, (int)(rnd() % 2));
+  plan_options o;
+  plan_options_default(&o);
+  o.gpu_tflops = 200.0 + 800.0 * rnd_unit();
+  o.host_link_gbs = 5.0 + 50.0 * rnd_unit();
+  int M = (int)rnd_in(1, 4);
+  plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52), M, 512};
+  double L = (double)plan_tokens(&w), D = (double)t.m.dim, F = (double)t.m.ffn_dim;
+  double speed = 0.25 + 2.0 * rnd_unit();
+  double blk = (12 * L * D * D + 4 * L * D * F + 4 * L * L * D + 4 * L * 512 * D) /
+               (o.gpu_tflops * 1e12 * speed) * 1e3;
+  double recv = (L * D * 4.0 + 7 * D * 4.0) / (o.peer_link_gbs * 1e9) * 1e3;
+  double copy = (double)t.m.block_bytes[0] / (o.host_link_gbs * 1e9) * 1e3;
+  int n = (int)rnd_in(2, t.m.num_blocks);
+  uint8_t none[64] = {0}, all[64], last[64] = {0};
+  memset(all, 1, sizeof all);
+  last[n - 1] = 1;
+
+  /* all resident: both orders do the same work, M n blocks and M receives */
+  double bm = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_BLOCK, speed, 0, n - 1, none, 2, 1, 0, 0);
+  double mm = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, none, 2, 1, 0, 0);
+  CHECK(close_rel(bm, M * (n * blk + recv), 1e-9), "block resident %.6f, want %.6f", bm,
+        M * (n * blk + recv));
+  CHECK(close_rel(mm, M * (n * blk + recv), 1e-9), "micro resident %.6f", mm);
+
+  /* the last block streamed: its one copy hides behind the M (n-1) block runs before it */
+  double b1 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_BLOCK, speed, 0, n - 1, last, 2, 0, 0, 0);
+  double want1 = fmax((n - 1) * M * blk, copy) + M * blk;
+  CHECK(close_rel(b1, want1, 1e-9), "block streamed last %.6f, want %.6f", b1, want1);
+
+  /* copy-bound: n copies back to back once per step, then M runs of the
+   * last block; micro-batch-major pays the copies M times */
+  plan_options slow = o;
+  slow.host_link_gbs = 0.01;
+  double cslow = (double)t.m.block_bytes[0] / (slow.host_link_gbs * 1e9) * 1e3;
+  double bs = plan_stage_ms(&t.m, &w, &slow, PLAN_ORDER_BLOCK, speed, 0, n - 1, all, 2, 0, 0, 0);
+  double ms = plan_stage_ms(&t.m, &w, &slow, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 2, 0, 0, 0);
+  CHECK(close_rel(bs, n * cslow + M * blk, 1e-9), "block copy-bound %.3f, want %.3f", bs,
+        n * cslow + M * blk);
+  CHECK(close_rel(ms, M * (n * cslow + blk), 1e-9), "micro copy-bound %.3f, want %.3f", ms,
+        M * (n * cslow + blk));
+  /* one slot: every copy waits for the block before it to finish all M */
+  double d1 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_BLOCK, speed, 0, n - 1, all, 1, 0, 0, 0);
+  CHECK(close_rel(d1, n * (copy + M * blk), 1e-9), "block depth 1 %.3f, want %.3f", d1,
+        n * (copy + M * blk));
+
+  /* the pipeline: micro sum/M + (M-1)/M max, block the plain sum */
+  int R = (int)rnd_in(1, 6);
+  double st[6], sum = 0, mx = 0;
+  for (int r = 0; r < R; r++) {
+    st[r] = 10 + 1000 * rnd_unit();
+    sum += st[r];
+    mx = fmax(mx, st[r]);
+  }
+  CHECK(close_rel(plan_pipeline_ms(PLAN_ORDER_BLOCK, M, R, st), sum, 1e-12), "block pipeline");
+  CHECK(close_rel(plan_pipeline_ms(PLAN_ORDER_MICRO, M, R, st), sum / M + (M - 1.0) / M * mx,
+                  1e-12),
+        "micro pipeline");
+}
+
+static void test_act_buffers(void) {
+  /* micro: 1 + prev + next; block: max(M, 1) + prev */
+  for (int M = 0; M <= 5; M++)
+    for (int prev = 0; prev <= 1; prev++)
+      for (int next = 0; next <= 1; next++) {
+        int mi = plan_act_buffers(PLAN_ORDER_MICRO, M, prev, next);
+        int bl = plan_act_buffers(PLAN_ORDER_BLOCK, M, prev, next);
+        CHECK(mi == 1 + prev + next, "micro M %d prev %d next %d: %d", M, prev, next, mi);
+        CHECK(bl == (M > 1 ? M : 1) + prev, "block M %d prev %d next %d: %d", M, prev, next, bl);
+        CHECK(plan_act_buffers(PLAN_ORDER_AUTO, M, prev, next) == (mi > bl ? mi : bl), "auto");
+      }
+}
+
+/* The device layout of the CUDA stage, by hand for the two published
+ * models at 480x832x81 (32,760 tokens), 2 micro-batches:
+ *   nbuf (L D 4 + 7 D 4) + max(2 L D a, R F a) + 4 R D a + nb M 2 C D a
+ *   + C D 4 + C max(TD, D) a [+ C D a first] + L hd 4
+ *   + 6 D 4 + 2 D 4 + (256 + 2 D) 4 [+ 2 L 64 4 first or last].
+ * Each case is written out with the literal sizes, and its total was also
+ * worked out separately (the constants at the end of each line). */
+static uint64_t hand(uint64_t D, uint64_t F, int nbuf, uint64_t nb, uint64_t R, int first,
+                     int ends) {
+  const uint64_t L = 32760, M = 2, C = 512, TD = 4096, hd = 128, a = 2;
+  uint64_t kv_or_ffn = 2 * L * D * a > R * F * a ? 2 * L * D * a : R * F * a;
+  return (uint64_t)nbuf * (L * D * 4 + 7 * D * 4) + kv_or_ffn + 4 * R * D * a +
+         nb * M * 2 * C * D * a + C * D * 4 + C * (TD > D ? TD : D) * a +
+         (first ? C * D * a : 0) + L * hd * 4 + 6 * D * 4 + 2 * D * 4 + (256 + 2 * D) * 4 +
+         (ends ? 2 * L * 64 * 4 : 0);
+}
+
+static void test_memory_layout(void) {
+  test_wan big, small;
+  test_wan_make(&big, 1);
+  test_wan_make(&small, 0);
+  plan_workload w = {81, 480, 832, 2, 512};
+  const int64_t L = 32760;
+  struct {
+    test_wan *t;
+    int order, nb, prev, next, first, last;
+    int64_t rows;
+    int nbuf;
+    uint64_t total;
+  } cases[] = {
+      /* 14B, a middle stage of 20 blocks, micro: 3 buffers */
+      {&big, PLAN_ORDER_MICRO, 20, 1, 1, 0, 0, L, 3, 4712940544ull},
+      /* 14B, the first of several stages, block-major, 8192-row chunks: 2 buffers */
+      {&big, PLAN_ORDER_BLOCK, 20, 0, 1, 1, 0, 8192, 2, 2822759424ull},
+      /* 14B on one rank, block-major: 2 buffers, both ends */
+      {&big, PLAN_ORDER_BLOCK, 40, 0, 0, 1, 1, L, 2, 4483318784ull},
+      /* 1.3B on one rank, micro: 1 buffer */
+      {&small, PLAN_ORDER_MICRO, 30, 0, 0, 1, 1, L, 1, 1422199808ull},
+      /* 1.3B, the last stage, block-major, 4096-row chunks: 3 buffers */
+      {&small, PLAN_ORDER_BLOCK, 15, 1, 0, 0, 1, 4096, 3, 990891008ull},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const plan_model *m = &cases[i].t->m;
+    uint64_t got = plan_act_bytes(m, &w, cases[i].order, cases[i].nb, cases[i].prev,
+                                  cases[i].next, cases[i].first, cases[i].last, cases[i].rows);
+    uint64_t want = hand((uint64_t)m->dim, (uint64_t)m->ffn_dim, cases[i].nbuf,
+                         (uint64_t)cases[i].nb, (uint64_t)cases[i].rows, cases[i].first,
+                         cases[i].first || cases[i].last);
+    CHECK(want == cases[i].total, "case %zu: the two hand computations differ (%llu, %llu)", i,
+          (unsigned long long)want, (unsigned long long)cases[i].total);
+    CHECK(got == want, "case %zu: plan_act_bytes %llu, by hand %llu", i, (unsigned long long)got,
+          (unsigned long long)want);
+  }
+  /* the context length of a prompt does not change the layout: C = text_len */
+  plan_workload shortctx = w;
+  shortctx.context_len = 77;
+  CHECK(plan_act_bytes(&big.m, &shortctx, PLAN_ORDER_MICRO, 20, 1, 1, 0, 0, L) == 4712940544ull,
+        "context_len changed the layout");
+}
+
+/* Structure over random models and workloads: what each term adds. */
 static void test_memory(void) {
   test_wan t;
   test_wan_make(&t, (int)(rnd() % 2));
@@ -95,39 +235,49 @@ static void test_memory(void) {
   plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52), (int)M, 512};
   int64_t L = plan_tokens(&w), D = t.m.dim;
   int nb = (int)rnd_in(1, 20);
-  uint64_t base = plan_act_bytes(&t.m, &w, nb, 0, 0, 0, 0, L, L, L);
-  /* each neighbour adds one fp32 [L, D] buffer (receive / send) */
-  uint64_t prev = plan_act_bytes(&t.m, &w, nb, 1, 0, 0, 0, L, L, L);
-  uint64_t both = plan_act_bytes(&t.m, &w, nb, 1, 1, 0, 0, L, L, L);
-  CHECK(llabs((long long)(prev - base) - (long long)(L * D * 4)) <= 1, "receive buffer");
-  CHECK(llabs((long long)(both - prev) - (long long)(L * D * 4)) <= 1, "send buffer");
+  int order = rnd() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
+  long long buf = (long long)(L * D * 4 + 7 * D * 4);
+  uint64_t base = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, L);
+  /* a previous stage adds one buffer in either order; a next one adds a
+   * send buffer only micro-batch-major */
+  uint64_t prev = plan_act_bytes(&t.m, &w, order, nb, 1, 0, 0, 0, L);
+  uint64_t both = plan_act_bytes(&t.m, &w, order, nb, 1, 1, 0, 0, L);
+  CHECK((long long)(prev - base) == buf, "receive buffer");
+  CHECK((long long)(both - prev) == (order == PLAN_ORDER_MICRO ? buf : 0), "send buffer");
+  /* block-major holds M buffers where micro-batch-major holds one */
+  uint64_t micro = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, nb, 0, 0, 0, 0, L);
+  uint64_t block = plan_act_bytes(&t.m, &w, PLAN_ORDER_BLOCK, nb, 0, 0, 0, 0, L);
+  CHECK((long long)(block - micro) == (M - 1) * buf, "block-major buffers");
   /* each block adds its context k, v: 2 x [512, D] bf16 per micro-batch */
-  uint64_t more = plan_act_bytes(&t.m, &w, nb + 1, 0, 0, 0, 0, L, L, L);
-  CHECK(llabs((long long)(more - base) - (long long)(M * 2 * 512 * D * 2)) <= 1,
+  uint64_t more = plan_act_bytes(&t.m, &w, order, nb + 1, 0, 0, 0, 0, L);
+  CHECK((long long)(more - base) == (long long)(M * 2 * 512 * D * 2),
         "context k/v per block: %llu", (unsigned long long)(more - base));
-  /* unchunked, the transient is at least the FFN hidden [L, ffn] bf16 or the
-   * full k, v [L, D] bf16 x 2, whichever is larger */
-  double lower = (double)L * D * 4 + fmax((double)L * t.m.ffn_dim * 2, 2.0 * L * D * 2);
-  CHECK((double)base >= lower, "activations %llu below %g", (unsigned long long)base, lower);
   /* chunking never increases, and smaller chunks shrink it */
-  uint64_t ch = plan_act_bytes(&t.m, &w, nb, 0, 0, 0, 0, 64, 64, 64);
+  uint64_t ch = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, 64);
   CHECK(ch < base, "chunked %llu >= unchunked %llu", (unsigned long long)ch,
         (unsigned long long)base);
-  /* more tokens, more memory; the ends add their buffers */
+  /* more tokens, more memory; the ends add their latent buffers once; the
+   * first stage adds the text MLP's hidden */
   plan_workload w2 = w;
   w2.frames += 4;
-  CHECK(plan_act_bytes(&t.m, &w2, nb, 0, 0, 0, 0, plan_tokens(&w2), plan_tokens(&w2),
-                       plan_tokens(&w2)) > base,
-        "more frames");
-  CHECK(plan_act_bytes(&t.m, &w, nb, 0, 0, 1, 0, L, L, L) > base, "embed buffers");
-  CHECK(plan_act_bytes(&t.m, &w, nb, 0, 0, 0, 1, L, L, L) > base, "head buffers");
+  CHECK(plan_act_bytes(&t.m, &w2, order, nb, 0, 0, 0, 0, plan_tokens(&w2)) > base, "more frames");
+  uint64_t ends = (uint64_t)(2 * L * 64 * 4);
+  uint64_t head = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 1, L);
+  uint64_t embed = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 1, 0, L);
+  uint64_t one = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 1, 1, L);
+  CHECK(head - base == ends, "head buffers");
+  CHECK(embed - base == ends + (uint64_t)(512 * D * 2), "embed buffers");
+  CHECK(one == embed, "a stage with both ends holds the latent buffers once");
 }
 
 int main(void) {
   test_seed("test_model");
   test_tokens_flops();
+  test_act_buffers();
+  test_memory_layout();
   for (int i = 0; i < 200; i++) {
     test_stage_time();
+    test_block_major_time();
     test_memory();
   }
   return test_done("test_model");

@@ -30,6 +30,7 @@ static int random_plan(plan *p) {
   plan_budget_parse(rnd() % 2 ? "cpu,*" : NULL, R, &b, err, sizeof err);
   plan_options o;
   plan_options_default(&o);
+  o.order = (int)(rnd() % 3);
   return plan_make(&t.m, d, R, &b, &w, &o, p, err, sizeof err);
 }
 
@@ -44,7 +45,8 @@ static int plans_equal(const plan *a, const plan *b) {
     if (strcmp(x->device, y->device) || x->first_block != y->first_block ||
         x->last_block != y->last_block || x->num_resident != y->num_resident ||
         x->num_streamed != y->num_streamed || x->has_embed != y->has_embed ||
-        x->has_head != y->has_head || x->ffn_rows != y->ffn_rows || x->proj_rows != y->proj_rows ||
+        x->has_head != y->has_head || x->order != y->order || x->ffn_rows != y->ffn_rows ||
+        x->proj_rows != y->proj_rows ||
         x->attn_rows != y->attn_rows || x->prefetch_depth != y->prefetch_depth ||
         x->weight_bytes != y->weight_bytes || x->stream_slot_bytes != y->stream_slot_bytes ||
         x->streamed_bytes != y->streamed_bytes || x->act_bytes != y->act_bytes ||
@@ -105,6 +107,27 @@ static void test_binary(void) {
     memcpy(g_wire2, g_wire, len);
     g_wire2[len - 1] = 2; /* a streamed flag must be 0 or 1 */
     CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL, "flag 2 accepted");
+    /* the order of the last rank: 7 and auto (0) are not orders of a plan;
+     * the other real order differs from rank 0's */
+    size_t at = len - (size_t)g_a.num_blocks - (size_t)(8 + 7 * 8 + 3 * 8 + 4);
+    CHECK(g_wire[at] == (uint8_t)g_a.r[g_a.nranks - 1].order, "order not where expected");
+    const uint8_t bad_orders[] = {7, PLAN_ORDER_AUTO, 0xff};
+    for (size_t k = 0; k < sizeof bad_orders; k++) {
+      memcpy(g_wire2, g_wire, len);
+      g_wire2[at] = bad_orders[k];
+      CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL && strstr(err, "order"),
+            "order %u accepted: %s", bad_orders[k], err);
+    }
+    if (g_a.nranks > 1) {
+      memcpy(g_wire2, g_wire, len);
+      g_wire2[at] = g_wire[at] == PLAN_ORDER_MICRO ? PLAN_ORDER_BLOCK : PLAN_ORDER_MICRO;
+      CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL && strstr(err, "-major"),
+            "mixed orders accepted: %s", err);
+    }
+    memcpy(g_wire2, g_wire, len);
+    g_wire2[4] = 1; /* version 1 had no order */
+    CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL && strstr(err, "version 1"),
+          "version 1 accepted: %s", err);
     memcpy(g_wire2, g_wire, len);
     g_wire2[8] = 0xff; /* rank count */
     CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL, "rank count accepted");
@@ -114,7 +137,7 @@ static void test_binary(void) {
   for (int k = 0; k < 2000; k++) {
     size_t len = (size_t)rnd_in(0, 600);
     for (size_t i = 0; i < len; i++) g_wire2[i] = (uint8_t)rnd();
-    if (len >= 4 && rnd() % 2) memcpy(g_wire2, "SPPL\1\0\0\0", len >= 8 ? 8 : 4);
+    if (len >= 4 && rnd() % 2) memcpy(g_wire2, "SPPL\2\0\0\0", len >= 8 ? 8 : 4);
     char err[512];
     int rc = plan_decode(g_wire2, len, &g_b, err, sizeof err);
     if (rc == PLAN_OK) CHECK(plan_validate(&g_b, err, sizeof err) == PLAN_OK, "garbage accepted");
@@ -246,6 +269,7 @@ static void test_json(void) {
     for (int i = 0; i < PLAN_MAX_BLOCKS; i++) flags[i] = -1;
     int ranks = 0;
     double total_ms = -1;
+    char order[16] = "";
     lit(&j, '{');
     while (j.ok) {
       char key[64];
@@ -257,13 +281,14 @@ static void test_json(void) {
           lit(&j, '{');
           int rank = -1, first = -1, last = -1;
           double ms = -1, wb = -1, pb = -1, bb = -1;
-          char dev[PLAN_NAME_LEN] = "";
+          char dev[PLAN_NAME_LEN] = "", order[16] = "";
           for (;;) {
             char k2[64];
             read_string(&j, k2, sizeof k2);
             lit(&j, ':');
             if (!strcmp(k2, "rank")) rank = (int)read_number(&j);
             else if (!strcmp(k2, "device")) read_string(&j, dev, sizeof dev);
+            else if (!strcmp(k2, "order")) read_string(&j, order, sizeof order);
             else if (!strcmp(k2, "first_block")) first = (int)read_number(&j);
             else if (!strcmp(k2, "last_block")) last = (int)read_number(&j);
             else if (!strcmp(k2, "resident")) read_int_list(&j, flags, 0, PLAN_MAX_BLOCKS);
@@ -283,6 +308,8 @@ static void test_json(void) {
             const plan_rank *q = &g_a.r[rank];
             CHECK(first == q->first_block && last == q->last_block, "json range");
             CHECK(!strcmp(dev, q->device), "json device '%s' vs '%s'", dev, q->device);
+            CHECK(!strcmp(order, q->order == PLAN_ORDER_BLOCK ? "block" : "micro"),
+                  "json order '%s' for %d", order, q->order);
             CHECK(wb == (double)q->weight_bytes && pb == (double)q->peak_bytes &&
                       bb == (double)q->budget_bytes, "json bytes");
             CHECK(fabs(ms - q->predicted_step_ms) <= 1e-3, "json ms");
@@ -295,6 +322,8 @@ static void test_json(void) {
         }
       } else if (!strcmp(key, "predicted_step_ms")) {
         total_ms = read_number(&j);
+      } else if (!strcmp(key, "order")) {
+        read_string(&j, order, sizeof order);
       } else {
         skip_value(&j);
       }
@@ -307,6 +336,8 @@ static void test_json(void) {
     CHECK(j.ok && *j.s == '\0', "json does not parse at: %.40s", j.s);
     CHECK(ranks == g_a.nranks, "json has %d ranks", ranks);
     CHECK(fabs(total_ms - g_a.predicted_step_ms) <= 1e-3, "json total ms");
+    CHECK(!strcmp(order, g_a.r[0].order == PLAN_ORDER_BLOCK ? "block" : "micro"),
+          "json plan order '%s'", order);
     for (int i = 0; i < g_a.num_blocks; i++)
       CHECK(flags[i] == g_a.streamed[i], "json block %d listed as %d", i, flags[i]);
   }
@@ -317,7 +348,13 @@ static void test_table(void) {
     if (random_plan(&g_a) != PLAN_OK) continue;
     size_t n = plan_format_table(&g_a, g_text, sizeof g_text);
     CHECK(n == strlen(g_text), "table length");
-    CHECK(strstr(g_text, "weight GB") && strstr(g_text, "predicted ms"), "table header");
+    CHECK(strstr(g_text, "weight GB") && strstr(g_text, "predicted ms") && strstr(g_text, "order"),
+          "table header");
+    const char *ord = g_a.r[0].order == PLAN_ORDER_BLOCK ? " block " : " micro ";
+    CHECK(strstr(g_text, ord) && strstr(g_text, g_a.r[0].order == PLAN_ORDER_BLOCK
+                                                    ? "block-major"
+                                                    : "micro-batch-major"),
+          "table lacks the order");
     /* one row per rank, starting with the rank number, holding its range */
     for (int r = 0; r < g_a.nranks; r++) {
       char row[64];

@@ -7,9 +7,9 @@
 
 static plan g_plan, g_plan2; /* large: keep off the stack */
 
-static double max_stage(const plan *p) {
+static double max_stage(const plan *p) { /* per step */
   double m = 0;
-  for (int r = 0; r < p->nranks; r++) m = fmax(m, p->r[r].predicted_step_ms / p->micro_batches);
+  for (int r = 0; r < p->nranks; r++) m = fmax(m, p->r[r].predicted_step_ms);
   return m;
 }
 static int total_streamed(const plan *p) {
@@ -19,24 +19,47 @@ static int total_streamed(const plan *p) {
 }
 static int nblocks(const plan *p, int r) { return p->r[r].last_block - p->r[r].first_block + 1; }
 
-static int make(const plan_model *m, const plan_device *d, int n, const char *budget,
-                const plan_workload *w, plan *out, char *err, size_t errlen) {
+static int make_o(const plan_model *m, const plan_device *d, int n, const char *budget,
+                  const plan_workload *w, const plan_options *o, plan *out, char *err,
+                  size_t errlen) {
   plan_budget b;
   int rc = plan_budget_parse(budget, n, &b, err, errlen);
   if (rc) return rc;
+  return plan_make(m, d, n, &b, w, o, out, err, errlen);
+}
+static int make(const plan_model *m, const plan_device *d, int n, const char *budget,
+                const plan_workload *w, plan *out, char *err, size_t errlen) {
   plan_options o;
   plan_options_default(&o);
-  return plan_make(m, d, n, &b, w, &o, out, err, errlen);
+  return make_o(m, d, n, budget, w, &o, out, err, errlen);
+}
+static int forced(double frac, int nb) { /* ceil(frac nb), frac < 0: none */
+  if (frac < 0) return 0;
+  int k = 0;
+  while (k < nb && (double)k < frac * nb - 1e-9) k++;
+  return k;
 }
 
-/* Structural invariants of any plan the planner returns, checked here
- * directly rather than through plan_validate alone. */
-static void check_plan(const plan *p, const plan_model *m, const char *what) {
+/* Structural invariants of any plan the planner returns for options o,
+ * checked here directly rather than through plan_validate alone. */
+static void check_plan_o(const plan *p, const plan_model *m, const plan_options *o,
+                         const char *what) {
   char err[512];
   CHECK(plan_validate(p, err, sizeof err) == PLAN_OK, "%s: %s", what, err);
   int seen[PLAN_MAX_BLOCKS] = {0}, next = 0;
+  double sum = 0, mx = 0, M = p->micro_batches;
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
+    CHECK(q->order == p->r[0].order &&
+              (q->order == PLAN_ORDER_MICRO || q->order == PLAN_ORDER_BLOCK),
+          "%s: rank %d order %d", what, r, q->order);
+    if (o->order != PLAN_ORDER_AUTO) CHECK(q->order == o->order, "%s: order not as asked", what);
+    int kmin = forced(o->stream_frac, q->last_block - q->first_block + 1);
+    CHECK(q->num_streamed >= kmin, "%s: rank %d streams %d, forced %d", what, r, q->num_streamed,
+          kmin);
+    if (o->max_rows > 0) CHECK(q->ffn_rows <= o->max_rows, "%s: rows over the cap", what);
+    sum += q->predicted_step_ms;
+    mx = fmax(mx, q->predicted_step_ms);
     CHECK(q->first_block == next, "%s: rank %d starts at %d, want %d", what, r, q->first_block, next);
     uint64_t res = 0, str = 0, maxs = 0;
     for (int i = q->first_block; i <= q->last_block && i < PLAN_MAX_BLOCKS; i++) {
@@ -61,17 +84,27 @@ static void check_plan(const plan *p, const plan_model *m, const char *what) {
           "%s: rank %d peak is not the sum of its parts", what, r);
     CHECK(q->peak_bytes <= q->budget_bytes, "%s: rank %d peak over budget", what, r);
     /* streaming only when needed: the whole range resident would not fit */
-    if (q->num_streamed > 0)
+    if (q->num_streamed > 0 && kmin == 0)
       CHECK(q->weight_bytes + q->streamed_bytes + q->act_bytes + q->reserve_bytes > q->budget_bytes,
             "%s: rank %d streams %d blocks although all fit", what, r, q->num_streamed);
-    /* spread: the first block of a range stays resident unless all stream */
-    if (q->num_streamed > 0 && q->num_resident > 0 && m->block_bytes[q->first_block] ==
+    /* spread: the first block of a range stays resident unless all stream
+     * (a forced fraction of unequal blocks may take it among the largest) */
+    if (kmin == 0 && q->num_streamed > 0 && q->num_resident > 0 && m->block_bytes[q->first_block] ==
                                                            m->block_bytes[q->last_block])
       CHECK(!p->streamed[q->first_block] || m->block_bytes[q->first_block] > m->block_bytes[q->first_block + 1],
             "%s: rank %d streams its first block", what, r);
   }
   CHECK(next == m->num_blocks, "%s: blocks end at %d of %d", what, next, m->num_blocks);
   for (int i = 0; i < m->num_blocks; i++) CHECK(seen[i] == 1, "%s: block %d held %d times", what, i, seen[i]);
+  /* the step: block-major stages in sequence; micro-batch-major pipelined */
+  double step = p->r[0].order == PLAN_ORDER_BLOCK ? sum : sum / M + (M - 1) / M * mx;
+  CHECK(fabs(p->predicted_step_ms - step) <= 1e-9 * step, "%s: step %.6f, stages give %.6f", what,
+        p->predicted_step_ms, step);
+}
+static void check_plan(const plan *p, const plan_model *m, const char *what) {
+  plan_options o;
+  plan_options_default(&o);
+  check_plan_o(p, m, &o, what);
 }
 
 static void test_worked_examples(void) {
@@ -157,9 +190,12 @@ static void test_worked_examples(void) {
         nblocks(&g_plan, 0), nblocks(&g_plan, 1));
 }
 
-/* Brute force over every split (no streaming, random unequal blocks): the
- * DP's slowest stage must equal the best one. */
+/* Brute force over every split (no streaming, random unequal blocks), per
+ * order: micro-batch-major must reach the smallest slowest stage, block-major
+ * the smallest sum of stages (its step), each with its own memory; auto must
+ * keep the faster of the two plans, micro-batch-major on a tie. */
 static void test_optimal(void) {
+  static plan pm, pb;
   for (int it = 0; it < 150; it++) {
     test_wan t;
     test_wan_make(&t, (int)(rnd() % 2));
@@ -167,7 +203,7 @@ static void test_optimal(void) {
     t.m.num_blocks = B;
     for (int i = 0; i < B; i++) t.blocks[i] = (uint64_t)rnd_in(50, 1500) << 20;
     plan_workload w = {1 + 4 * rnd_in(0, 10), 16 * rnd_in(16, 40), 16 * rnd_in(16, 40),
-                       (int)rnd_in(1, 2), 512};
+                       (int)rnd_in(1, 3), 512};
     plan_device d[4];
     for (int r = 0; r < R; r++) {
       char name[16];
@@ -176,14 +212,11 @@ static void test_optimal(void) {
     }
     plan_options o;
     plan_options_default(&o);
-    plan_budget b;
     char err[4096];
-    plan_budget_parse(NULL, R, &b, err, sizeof err);
-    int rc = plan_make(&t.m, d, R, &b, &w, &o, &g_plan, err, sizeof err);
     /* enumerate splits: cut points c_1 < ... < c_{R-1} */
-    double best = INFINITY;
+    double best_micro = INFINITY, best_block = INFINITY;
     int cuts[5];
-    int64_t L = plan_tokens(&w);
+    int64_t L = plan_tokens(&w), R64 = L < 64 ? L : 64;
     for (uint32_t mask = 0; mask < (1u << (B - 1)); mask++) {
       if (__builtin_popcount(mask) != R - 1) continue;
       int k = 0;
@@ -191,33 +224,68 @@ static void test_optimal(void) {
       for (int i = 1; i < B; i++)
         if (mask & (1u << (i - 1))) cuts[k++] = i;
       cuts[k] = B;
-      double worst = 0;
-      int ok = 1;
-      for (int r = 0; r < R && ok; r++) {
+      double worst = 0, total = 0;
+      int ok_micro = 1, ok_block = 1;
+      for (int r = 0; r < R; r++) {
         int a = cuts[r], e = cuts[r + 1] - 1;
         uint64_t bytes = (r == 0 ? t.m.embed_bytes : 0) + (r == R - 1 ? t.m.head_bytes : 0);
         for (int i = a; i <= e; i++) bytes += t.blocks[i];
         /* the smallest activations this range can have: the most chunked */
-        uint64_t act = plan_act_bytes(&t.m, &w, e - a + 1, r > 0, r < R - 1, r == 0, r == R - 1,
-                                      L < 64 ? L : 64, L < 64 ? L : 64, L < 64 ? L : 64);
+        uint64_t act_m = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, e - a + 1, r > 0, r < R - 1,
+                                        r == 0, r == R - 1, R64);
+        uint64_t act_b = plan_act_bytes(&t.m, &w, PLAN_ORDER_BLOCK, e - a + 1, r > 0, r < R - 1,
+                                        r == 0, r == R - 1, R64);
         double margin = fmax(0.05 * (double)d[r].total_bytes, 256.0 * 1024 * 1024);
         double budget = (double)d[r].total_bytes - margin;
-        if ((double)(bytes + act + o.reserve_bytes) > budget) ok = 0;
+        if ((double)(bytes + act_m + o.reserve_bytes) > budget) ok_micro = 0;
+        if ((double)(bytes + act_b + o.reserve_bytes) > budget) ok_block = 0;
         uint8_t none[16] = {0};
-        double ms = plan_stage_ms(&t.m, &w, &o, d[r].speed, a, e, none, 2, r > 0, r == 0, r == R - 1);
-        worst = fmax(worst, ms);
+        worst = fmax(worst, plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, d[r].speed, a, e, none,
+                                          2, r > 0, r == 0, r == R - 1));
+        total += plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_BLOCK, d[r].speed, a, e, none, 2, r > 0,
+                               r == 0, r == R - 1);
       }
-      if (ok) best = fmin(best, worst);
+      if (ok_micro) best_micro = fmin(best_micro, worst);
+      if (ok_block) best_block = fmin(best_block, total);
     }
-    if (!isfinite(best)) {
-      CHECK(rc == PLAN_EINFEASIBLE, "brute force finds no split, planner rc %d", rc);
+    o.order = PLAN_ORDER_MICRO;
+    int rcm = make_o(&t.m, d, R, NULL, &w, &o, &pm, err, sizeof err);
+    if (!isfinite(best_micro)) {
+      CHECK(rcm == PLAN_EINFEASIBLE, "micro: brute force finds no split, planner rc %d", rcm);
     } else {
-      CHECK(rc == PLAN_OK, "brute force finds %.3f ms, planner fails: %s", best, err);
-      if (rc == PLAN_OK) {
-        check_plan(&g_plan, &t.m, "optimal");
-        CHECK(fabs(max_stage(&g_plan) - best) <= 1e-9 * best, "planner %.6f ms, optimum %.6f ms",
-              max_stage(&g_plan), best);
+      CHECK(rcm == PLAN_OK, "micro: brute force finds %.3f ms, planner fails: %s", best_micro, err);
+      if (rcm == PLAN_OK) {
+        check_plan_o(&pm, &t.m, &o, "optimal micro");
+        CHECK(fabs(max_stage(&pm) - best_micro) <= 1e-9 * best_micro,
+              "micro: planner %.6f ms, optimum %.6f ms", max_stage(&pm), best_micro);
       }
+    }
+    o.order = PLAN_ORDER_BLOCK;
+    int rcb = make_o(&t.m, d, R, NULL, &w, &o, &pb, err, sizeof err);
+    if (!isfinite(best_block)) {
+      CHECK(rcb == PLAN_EINFEASIBLE, "block: brute force finds no split, planner rc %d", rcb);
+    } else {
+      CHECK(rcb == PLAN_OK, "block: brute force finds %.3f ms, planner fails: %s", best_block, err);
+      if (rcb == PLAN_OK) {
+        check_plan_o(&pb, &t.m, &o, "optimal block");
+        CHECK(fabs(pb.predicted_step_ms - best_block) <= 1e-8 * best_block,
+              "block: planner %.6f ms, optimum %.6f ms", pb.predicted_step_ms, best_block);
+      }
+    }
+    o.order = PLAN_ORDER_AUTO;
+    int rca = make_o(&t.m, d, R, NULL, &w, &o, &g_plan, err, sizeof err);
+    CHECK((rca == PLAN_OK) == (rcm == PLAN_OK || rcb == PLAN_OK), "auto rc %d, micro %d, block %d",
+          rca, rcm, rcb);
+    if (rca == PLAN_OK) {
+      check_plan_o(&g_plan, &t.m, &o, "optimal auto");
+      int want = rcm != PLAN_OK ? PLAN_ORDER_BLOCK
+                 : rcb != PLAN_OK ? PLAN_ORDER_MICRO
+                 : pb.predicted_step_ms < pm.predicted_step_ms * (1 - 1e-9) ? PLAN_ORDER_BLOCK
+                                                                            : PLAN_ORDER_MICRO;
+      const plan *same = want == PLAN_ORDER_BLOCK ? &pb : &pm;
+      CHECK(g_plan.r[0].order == want && g_plan.predicted_step_ms == same->predicted_step_ms,
+            "auto chose %d (%.6f ms), want %d (%.6f ms)", g_plan.r[0].order,
+            g_plan.predicted_step_ms, want, same->predicted_step_ms);
     }
   }
 }
@@ -261,10 +329,17 @@ static void test_properties(void) {
     }
     char bs[512];
     const char *budget = random_budget(R, d, bs, sizeof bs);
-    char what[600];
-    snprintf(what, sizeof what, "it %d (B %d, R %d, budget %s)", it, B, R, budget ? budget : "auto");
+    /* the order and, now and then, a forced stream fraction or row cap */
+    plan_options o;
+    plan_options_default(&o);
+    o.order = (int)(rnd() % 3);
+    if (rnd() % 4 == 0) o.stream_frac = rnd_unit();
+    if (rnd() % 4 == 0) o.max_rows = rnd_in(1, 20000);
+    char what[700];
+    snprintf(what, sizeof what, "it %d (B %d, R %d, budget %s, order %d, frac %g, rows %lld)", it,
+             B, R, budget ? budget : "auto", o.order, o.stream_frac, (long long)o.max_rows);
     char err[4096];
-    int rc = make(&t.m, d, R, budget, &w, &g_plan, err, sizeof err);
+    int rc = make_o(&t.m, d, R, budget, &w, &o, &g_plan, err, sizeof err);
     if (rc == PLAN_EINFEASIBLE) {
       infeasible++;
       CHECK(strstr(err, "need") && strstr(err, "budget") && strstr(err, "rank 0"), "%s: message: %s",
@@ -277,7 +352,7 @@ static void test_properties(void) {
         if (end && (size_t)(end - q) < sizeof sb) {
           memcpy(sb, q, (size_t)(end - q));
           sb[end - q] = '\0';
-          int rc2 = make(&t.m, d, R, sb, &w, &g_plan2, err, sizeof err);
+          int rc2 = make_o(&t.m, d, R, sb, &w, &o, &g_plan2, err, sizeof err);
           CHECK(rc2 == PLAN_OK, "%s: suggested budget '%s' fails: %s", what, sb, err);
         }
       }
@@ -291,23 +366,30 @@ static void test_properties(void) {
     planned++;
     streamed += total_streamed(&g_plan) > 0;
     chunked += g_plan.chunked;
-    check_plan(&g_plan, &t.m, what);
-    if (!budget || !strstr(budget, "cpu")) CHECK(total_streamed(&g_plan) == 0, "%s: streams without cpu", what);
+    check_plan_o(&g_plan, &t.m, &o, what);
+    if ((!budget || !strstr(budget, "cpu")) && o.stream_frac < 0)
+      CHECK(total_streamed(&g_plan) == 0, "%s: streams without cpu", what);
 
     /* monotone in memory: every card 1.5x bigger, same budget kind -> still
      * feasible and never slower. (The total streamed count is not monotone
      * across different splits: with more memory a balanced split that hides
      * its copies can beat an unbalanced one that streams nothing; the split
-     * minimizes time. For a fixed range it is: test_single_rank_monotone.) */
+     * minimizes time. For a fixed range it is: test_single_rank_monotone.)
+     * What is minimized depends on the order: micro-batch-major the slowest
+     * stage, block-major the step; auto compares plans of both, so it is
+     * checked only for feasibility. */
     if (!budget || strcmp(budget, "cpu,*") == 0) {
       plan_device d2[6];
       memcpy(d2, d, sizeof d);
       for (int r = 0; r < R; r++) d2[r].total_bytes = d2[r].free_bytes = d[r].total_bytes / 2 * 3;
-      int rc2 = make(&t.m, d2, R, budget, &w, &g_plan2, err, sizeof err);
+      int rc2 = make_o(&t.m, d2, R, budget, &w, &o, &g_plan2, err, sizeof err);
       CHECK(rc2 == PLAN_OK, "%s: more memory infeasible: %s", what, err);
-      if (rc2 == PLAN_OK)
+      if (rc2 == PLAN_OK && o.order == PLAN_ORDER_MICRO)
         CHECK(max_stage(&g_plan2) <= max_stage(&g_plan) * (1 + 1e-9), "%s: more memory is slower",
               what);
+      if (rc2 == PLAN_OK && o.order == PLAN_ORDER_BLOCK)
+        CHECK(g_plan2.predicted_step_ms <= g_plan.predicted_step_ms * (1 + 1e-9),
+              "%s: more memory is slower", what);
     }
   }
   printf("  properties: %d planned (%d streaming, %d chunked), %d infeasible\n", planned, streamed,
@@ -317,8 +399,14 @@ static void test_properties(void) {
 
 /* Asymmetric budgets favour the bigger card: two equal-speed ranks, one
  * with more memory; the bigger one holds at least as many resident blocks
- * and, when memory binds without streaming, at least as many blocks. */
+ * and, when memory binds without streaming, at least as many blocks. A
+ * property of the balanced (micro-batch-major) split: block-major minimizes
+ * the sum of stages, which may put more blocks, streamed ones too, on the
+ * big card. */
 static void test_asymmetric(void) {
+  plan_options o;
+  plan_options_default(&o);
+  o.order = PLAN_ORDER_MICRO;
   for (int it = 0; it < 100; it++) {
     test_wan t;
     test_wan_make(&t, 1);
@@ -331,9 +419,9 @@ static void test_asymmetric(void) {
     int ib = big_first ? 0 : 1, is = 1 - ib;
     const char *budget = rnd() % 2 ? "cpu,*" : NULL;
     char err[4096];
-    int rc = make(&t.m, d, 2, budget, &w, &g_plan, err, sizeof err);
+    int rc = make_o(&t.m, d, 2, budget, &w, &o, &g_plan, err, sizeof err);
     if (rc != PLAN_OK) continue;
-    check_plan(&g_plan, &t.m, "asymmetric");
+    check_plan_o(&g_plan, &t.m, &o, "asymmetric");
     CHECK(g_plan.r[ib].num_resident >= g_plan.r[is].num_resident,
           "big card (%.1f GiB) %d resident < small card (%.1f GiB) %d", bigm,
           g_plan.r[ib].num_resident, small, g_plan.r[is].num_resident);
@@ -357,6 +445,12 @@ static void test_single_rank_monotone(void) {
     plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52),
                        (int)rnd_in(1, 4), 512};
     double gib = 1.5 + 10 * rnd_unit();
+    /* a fixed order keeps the range's preferences (fewest streamed, then
+     * coarsest chunks); auto may switch orders, and only its time, the
+     * faster of two monotone times, is monotone */
+    plan_options o;
+    plan_options_default(&o);
+    o.order = (int)(rnd() % 3);
     int prev_streamed = -1;
     double prev_ms = INFINITY;
     int64_t prev_rows = 0;
@@ -364,18 +458,19 @@ static void test_single_rank_monotone(void) {
       plan_device d;
       test_device(&d, "g", gib, 1);
       char err[4096];
-      int rc = make(&t.m, &d, 1, "cpu,*", &w, &g_plan, err, sizeof err);
+      int rc = make_o(&t.m, &d, 1, "cpu,*", &w, &o, &g_plan, err, sizeof err);
       if (rc != PLAN_OK) {
         CHECK(prev_streamed < 0, "%.2f GiB infeasible after a smaller card fit: %s", gib, err);
         continue;
       }
-      check_plan(&g_plan, &t.m, "single rank");
+      check_plan_o(&g_plan, &t.m, &o, "single rank");
       int s = total_streamed(&g_plan);
       if (prev_streamed >= 0) {
-        CHECK(s <= prev_streamed, "%.2f GiB streams %d, less memory streamed %d", gib, s,
-              prev_streamed);
         CHECK(g_plan.r[0].predicted_step_ms <= prev_ms * (1 + 1e-9), "%.2f GiB is slower", gib);
-        if (s == prev_streamed)
+        if (o.order != PLAN_ORDER_AUTO)
+          CHECK(s <= prev_streamed, "%.2f GiB streams %d, less memory streamed %d", gib, s,
+                prev_streamed);
+        if (o.order != PLAN_ORDER_AUTO && s == prev_streamed)
           CHECK(g_plan.r[0].ffn_rows >= prev_rows, "%.2f GiB chunks finer for as many streamed",
                 gib);
       }
@@ -386,8 +481,144 @@ static void test_single_rank_monotone(void) {
   }
 }
 
+/* The automatic order. One rank streaming over a slow host link, 2
+ * micro-batches: block-major copies each streamed block once per step
+ * instead of twice and is faster, and auto takes it. Four ranks, everything
+ * resident: the pipeline overlaps the stages, micro-batch-major is faster. */
+static void test_order_choice(void) {
+  static plan pm, pb;
+  test_wan big;
+  test_wan_make(&big, 1);
+  plan_workload w = {81, 480, 832, 2, 512};
+  plan_options o;
+  plan_options_default(&o);
+  o.host_link_gbs = 5; /* a 702 MB copy takes 140 ms, a block 70 ms: copies do not hide */
+  plan_device d[4];
+  char err[4096];
+  test_device(&d[0], "gpu24", 24, 1);
+  o.order = PLAN_ORDER_MICRO;
+  int rcm = make_o(&big.m, d, 1, "cpu,*", &w, &o, &pm, err, sizeof err);
+  o.order = PLAN_ORDER_BLOCK;
+  int rcb = make_o(&big.m, d, 1, "cpu,*", &w, &o, &pb, err, sizeof err);
+  o.order = PLAN_ORDER_AUTO;
+  int rca = make_o(&big.m, d, 1, "cpu,*", &w, &o, &g_plan, err, sizeof err);
+  CHECK(rcm == PLAN_OK && rcb == PLAN_OK && rca == PLAN_OK, "1 rank: %s", err);
+  if (rcm == PLAN_OK && rcb == PLAN_OK && rca == PLAN_OK) {
+    check_plan_o(&g_plan, &big.m, &o, "order 1 rank");
+    CHECK(pm.r[0].num_streamed > 0 && pb.r[0].num_streamed > 0, "1 rank streams nothing");
+    CHECK(pb.predicted_step_ms < pm.predicted_step_ms, "block %.1f ms not faster than micro %.1f",
+          pb.predicted_step_ms, pm.predicted_step_ms);
+    CHECK(g_plan.r[0].order == PLAN_ORDER_BLOCK && g_plan.predicted_step_ms == pb.predicted_step_ms,
+          "auto chose order %d", g_plan.r[0].order);
+    /* block-major holds both micro-batches: one more [L, D] buffer */
+    CHECK(pb.r[0].act_bytes > pm.r[0].act_bytes, "block-major holds no more activations");
+  }
+
+  plan_options_default(&o);
+  for (int r = 0; r < 4; r++) test_device(&d[r], "gpu24", 24, 1);
+  o.order = PLAN_ORDER_BLOCK;
+  rcb = make_o(&big.m, d, 4, NULL, &w, &o, &pb, err, sizeof err);
+  o.order = PLAN_ORDER_AUTO;
+  rca = make_o(&big.m, d, 4, NULL, &w, &o, &g_plan, err, sizeof err);
+  CHECK(rcb == PLAN_OK && rca == PLAN_OK, "4 ranks: %s", err);
+  if (rcb == PLAN_OK && rca == PLAN_OK) {
+    check_plan_o(&g_plan, &big.m, &o, "order 4 ranks");
+    CHECK(total_streamed(&g_plan) == 0, "4 ranks stream");
+    CHECK(g_plan.r[0].order == PLAN_ORDER_MICRO, "4 ranks: auto chose order %d", g_plan.r[0].order);
+    CHECK(g_plan.predicted_step_ms < pb.predicted_step_ms, "micro %.1f ms not faster than block %.1f",
+          g_plan.predicted_step_ms, pb.predicted_step_ms);
+  }
+}
+
+/* A forced stream fraction: at least ceil(frac n) blocks of every rank, with
+ * or without a cpu entry, still within the budget. */
+static void test_stream_frac(void) {
+  test_wan big;
+  test_wan_make(&big, 1);
+  plan_workload w = {81, 480, 832, 2, 512};
+  plan_options o;
+  plan_options_default(&o);
+  plan_device d[2];
+  char err[4096];
+  test_device(&d[0], "gpu80", 80, 1);
+  test_device(&d[1], "gpu80", 80, 1);
+  /* everything fits on one 80 GB card: 0.5 streams exactly 20 of 40 */
+  o.stream_frac = 0.5;
+  int rc = make_o(&big.m, d, 1, NULL, &w, &o, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_OK && g_plan.r[0].num_streamed == 20, "0.5 of 40: rc %d, %d streamed: %s", rc,
+        g_plan.r[0].num_streamed, err);
+  if (rc == PLAN_OK) check_plan_o(&g_plan, &big.m, &o, "frac 0.5");
+  /* 0.3 on two ranks: ceil(0.3 x each range) */
+  o.stream_frac = 0.3;
+  rc = make_o(&big.m, d, 2, "cpu,*", &w, &o, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_OK, "0.3 on 2 ranks: %s", err);
+  if (rc == PLAN_OK) check_plan_o(&g_plan, &big.m, &o, "frac 0.3");
+  /* 1: every block */
+  o.stream_frac = 1;
+  rc = make_o(&big.m, d, 1, NULL, &w, &o, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_OK && g_plan.r[0].num_streamed == 40, "frac 1: %d streamed",
+        g_plan.r[0].num_streamed);
+  /* 0 is what the budget decides */
+  o.stream_frac = 0;
+  rc = make_o(&big.m, d, 1, NULL, &w, &o, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_OK && g_plan.r[0].num_streamed == 0, "frac 0 streams");
+  /* on a tight budget a forced plan streams at least that many and more
+   * when the budget needs it, or fails with the usual report */
+  test_device(&d[0], "gpu16", 16, 1);
+  o.stream_frac = 0.5;
+  rc = make_o(&big.m, d, 1, "cpu,*", &w, &o, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_OK && g_plan.r[0].num_streamed > 20, "tight 0.5: rc %d, %d: %s", rc,
+        g_plan.r[0].num_streamed, err);
+  o.stream_frac = 0.1; /* 4 streamed, 36 resident: 24 GiB of weights in 16 GB */
+  rc = make_o(&big.m, d, 1, NULL, &w, &o, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_EINFEASIBLE && strstr(err, "no plan fits") && strstr(err, "stream fraction 0.1") &&
+            strstr(err, "need"),
+        "infeasible forced plan: rc %d: %s", rc, err);
+  /* out of range */
+  o.stream_frac = 1.5;
+  rc = make_o(&big.m, d, 1, NULL, &w, &o, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_EINVAL && strstr(err, "stream fraction"), "frac 1.5: %s", err);
+}
+
+/* A row cap forces chunking: the coarsest level at or under it. Levels of
+ * 32,760 tokens: 32760, 16384, 8192, 4096, ... (halves rounded up to 64). */
+static void test_max_rows(void) {
+  test_wan small;
+  test_wan_make(&small, 0);
+  plan_workload w = {81, 480, 832, 2, 512};
+  plan_options o;
+  plan_options_default(&o);
+  plan_device d;
+  test_device(&d, "gpu80", 80, 1);
+  char err[4096];
+  struct {
+    int64_t cap, rows;
+  } cases[] = {{0, 32760}, {40000, 32760}, {32760, 32760}, {32759, 16384},
+               {5000, 4096}, {4096, 4096}, {64, 64}, {10, 10}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    o.max_rows = cases[i].cap;
+    int rc = make_o(&small.m, &d, 1, NULL, &w, &o, &g_plan, err, sizeof err);
+    CHECK(rc == PLAN_OK, "cap %lld: %s", (long long)cases[i].cap, err);
+    if (rc != PLAN_OK) continue;
+    check_plan_o(&g_plan, &small.m, &o, "max rows");
+    const plan_rank *q = &g_plan.r[0];
+    CHECK(q->ffn_rows == cases[i].rows && q->proj_rows == cases[i].rows &&
+              q->attn_rows == cases[i].rows,
+          "cap %lld: %lld rows, want %lld", (long long)cases[i].cap, (long long)q->ffn_rows,
+          (long long)cases[i].rows);
+    CHECK(g_plan.chunked == (cases[i].rows < 32760), "cap %lld: chunked %d",
+          (long long)cases[i].cap, g_plan.chunked);
+  }
+  o.max_rows = -1;
+  CHECK(make_o(&small.m, &d, 1, NULL, &w, &o, &g_plan, err, sizeof err) == PLAN_EINVAL,
+        "negative cap accepted");
+}
+
 int main(void) {
   test_seed("test_split");
+  test_order_choice();
+  test_stream_frac();
+  test_max_rows();
   test_single_rank_monotone();
   test_worked_examples();
   test_optimal();
