@@ -60,10 +60,20 @@ static void usage(FILE *f) {
           "      --prefetch N      streaming slots per rank, 1..16 (default %d)\n"
           "      --reserve SIZE    runtime reserve per GPU: CUDA context, library\n"
           "                        workspaces (default %.0f MiB)\n"
+          "      --order O         order of work at a stage (default auto: the faster predicted):\n"
+          "                          micro  all blocks on one micro-batch, then the next; stages\n"
+          "                                 pipelined, streamed blocks copied per micro-batch\n"
+          "                          block  each block on every micro-batch; stages in sequence,\n"
+          "                                 streamed blocks copied once per step\n"
+          "      --stream-frac F   every rank streams at least ceil(F x its blocks), 0..1,\n"
+          "                        the largest first; the budget still applies (default: the\n"
+          "                        budget decides what streams)\n"
+          "      --chunk-rows N    chunk activations to at most N rows, N >= 1 (default: the\n"
+          "                        budget decides)\n"
           "  -j, --json            the plan as JSON on stdout (keys ranks[{rank, device,\n"
-          "                        first_block, last_block, resident, streamed, weight_bytes,\n"
-          "                        peak_bytes, budget_bytes, predicted_step_ms, ...}],\n"
-          "                        predicted_step_ms); logs go to stderr\n"
+          "                        first_block, last_block, resident, streamed, order,\n"
+          "                        weight_bytes, peak_bytes, budget_bytes, predicted_step_ms,\n"
+          "                        ...}], order, predicted_step_ms); logs go to stderr\n"
           "  -h, --help            this text\n"
           "\n"
           "example: staticpipe plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 12gb --budget 'cpu,*'\n",
@@ -207,7 +217,18 @@ static void log_lines(const char *prefix, const char *msg) {
   }
 }
 
-enum { OPT_BATCH = 1000, OPT_DTYPE, OPT_TFLOPS, OPT_HOST, OPT_PEER, OPT_PREFETCH, OPT_RESERVE };
+enum {
+  OPT_BATCH = 1000,
+  OPT_DTYPE,
+  OPT_TFLOPS,
+  OPT_HOST,
+  OPT_PEER,
+  OPT_PREFETCH,
+  OPT_RESERVE,
+  OPT_ORDER,
+  OPT_STREAM_FRAC,
+  OPT_CHUNK_ROWS
+};
 
 int cmd_plan(int argc, char **argv) {
   static const struct option opts[] = {
@@ -219,7 +240,9 @@ int cmd_plan(int argc, char **argv) {
       {"dtype", required_argument, 0, OPT_DTYPE}, {"tflops", required_argument, 0, OPT_TFLOPS},
       {"host-gbs", required_argument, 0, OPT_HOST}, {"peer-gbs", required_argument, 0, OPT_PEER},
       {"prefetch", required_argument, 0, OPT_PREFETCH},
-      {"reserve", required_argument, 0, OPT_RESERVE}, {"json", no_argument, 0, 'j'},
+      {"reserve", required_argument, 0, OPT_RESERVE}, {"order", required_argument, 0, OPT_ORDER},
+      {"stream-frac", required_argument, 0, OPT_STREAM_FRAC},
+      {"chunk-rows", required_argument, 0, OPT_CHUNK_ROWS}, {"json", no_argument, 0, 'j'},
       {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
   const char *model = NULL, *gpu_mem = NULL, *inventory = NULL, *budget = NULL, *speed = NULL;
   int64_t frames = 81, height = 480, width = 832, nranks = 0, batch = 1, prefetch = 0;
@@ -278,6 +301,19 @@ int cmd_plan(int argc, char **argv) {
         sp_log_error("--reserve: %s", err);
         return SP_ERR_INPUT;
       }
+      break;
+    case OPT_ORDER:
+      if (plan_parse_order(optarg, &po.order, err, sizeof err) != PLAN_OK) {
+        sp_log_error("--order: %s", err);
+        return SP_ERR_INPUT;
+      }
+      break;
+    case OPT_STREAM_FRAC:
+      if (cli_parse_double("--stream-frac", optarg, 0, 1, &po.stream_frac)) return SP_ERR_INPUT;
+      break;
+    case OPT_CHUNK_ROWS:
+      if (cli_parse_int64("--chunk-rows", optarg, 1, INT64_C(1) << 31, &po.max_rows))
+        return SP_ERR_INPUT;
       break;
     case 'j': json = 1; break;
     case 'h': usage(stdout); return SP_OK;
@@ -388,6 +424,12 @@ int cmd_plan(int argc, char **argv) {
            "budget %s\n",
            (long long)frames, (long long)height, (long long)width, (long long)plan_tokens(&wl),
            micro, micro == 1 ? "" : "es", cfg, (long long)batch, budget ? budget : "auto");
+    char frac[64] = "streamed blocks from the budget", rows[64] = "chunk rows from the budget";
+    if (po.stream_frac >= 0)
+      snprintf(frac, sizeof frac, "at least %g of each rank's blocks streamed", po.stream_frac);
+    if (po.max_rows > 0)
+      snprintf(rows, sizeof rows, "chunk rows at most %lld", (long long)po.max_rows);
+    printf("# order %s; %s; %s\n", plan_order_name(po.order), frac, rows);
     plan_format_table(&p, text, need + 1);
   }
   fputs(text, stdout);

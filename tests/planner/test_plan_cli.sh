@@ -84,6 +84,40 @@ assert b["ranks"][0]["device"] == "A"' "$TMP/e.json" "$TMP/f.json" || bad "inven
 grep -q "predicted step" "$TMP/t.txt" && grep -q "weight GB" "$TMP/t.txt" \
   && grep -q "gpu 20gb" "$TMP/t.txt" || bad "table: $(cat "$TMP/t.txt")"
 
+# 5b. the order of work: one rank streaming over a slow host link runs
+# block-major (each streamed block copied once per step, not per
+# micro-batch); four all-resident ranks pipeline micro-batch-major; a forced
+# order, stream fraction and row cap are obeyed
+"$BIN" plan --model synth:wan2.1-14b --gpu-mem 24gb --budget 'cpu,*' --host-gbs 5 --json \
+  >"$TMP/o1.json" 2>"$TMP/o1.err" || bad "order 1 rank: $(cat "$TMP/o1.err")"
+check_json "$TMP/o1.json" 40 'p["order"] == "block"' 'r[0]["order"] == "block"' 'r[0]["streamed"]' \
+  || bad "1 rank streaming over 5 GB/s is not block-major"
+"$BIN" plan --model synth:wan2.1-14b --gpu-mem 24gb --budget 'cpu,*' --host-gbs 5 --order micro \
+  --json >"$TMP/o2.json" 2>"$TMP/o2.err" || bad "order micro: $(cat "$TMP/o2.err")"
+python3 -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert b["order"] == "micro" and all(q["order"] == "micro" for q in b["ranks"])
+assert a["predicted_step_ms"] < b["predicted_step_ms"], (a["predicted_step_ms"], b["predicted_step_ms"])' \
+  "$TMP/o1.json" "$TMP/o2.json" || bad "--order micro not obeyed, or not slower than auto's block"
+"$BIN" plan --model synth:wan2.1-14b --ranks 4 --gpu-mem 24gb --json >"$TMP/o3.json" \
+  2>"$TMP/o3.err" || bad "order 4 ranks: $(cat "$TMP/o3.err")"
+check_json "$TMP/o3.json" 40 'p["order"] == "micro"' 'all(not q["streamed"] for q in r)' \
+  || bad "4 resident ranks are not micro-batch-major"
+"$BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --stream-frac 0.5 --chunk-rows 5000 \
+  --order block --json >"$TMP/o4.json" 2>"$TMP/o4.err" || bad "forced: $(cat "$TMP/o4.err")"
+check_json "$TMP/o4.json" 40 'len(r[0]["streamed"]) == 20' 'r[0]["chunk_rows"]["ffn"] == 4096' \
+  'p["chunked"]' 'p["order"] == "block"' || bad "--stream-frac 0.5 --chunk-rows 5000 --order block"
+"$BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --order block >"$TMP/o5.txt" 2>&1 \
+  || bad "table with --order: $(cat "$TMP/o5.txt")"
+grep -q "order block" "$TMP/o5.txt" && grep -q " block " "$TMP/o5.txt" && grep -q "block-major" "$TMP/o5.txt" \
+  || bad "table lacks the order: $(cat "$TMP/o5.txt")"
+# an infeasible forced fraction fails with the usual report
+"$BIN" plan --model synth:wan2.1-14b --gpu-mem 12gb --stream-frac 0.1 >"$TMP/o6.out" 2>"$TMP/o6.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "no plan fits" "$TMP/o6.err" && grep -q "stream fraction 0.1" "$TMP/o6.err" \
+  || bad "infeasible --stream-frac: exit $rc: $(cat "$TMP/o6.err")"
+
 # 6. refusals: exit 2 and a message quoting the bad token
 expect2() { # NAME NEEDLE ARGS...
   local name=$1 needle=$2
@@ -106,13 +140,18 @@ expect2 "no model" "--model is required" --gpu-mem 24gb
 expect2 "frames" "4k+1" "${M[@]}" --gpu-mem 80gb --frames 10
 expect2 "size" "multiples of 16" "${M[@]}" --gpu-mem 80gb --size 72x48
 expect2 "unknown option" "plan --help" "${M[@]}" --gpu-mem 80gb --bogus
+expect2 "order" "--order: 'sideways'" "${M[@]}" --gpu-mem 80gb --order sideways
+expect2 "stream fraction" "--stream-frac: '1.5'" "${M[@]}" --gpu-mem 80gb --stream-frac 1.5
+expect2 "stream fraction text" "--stream-frac: 'half'" "${M[@]}" --gpu-mem 80gb --stream-frac half
+expect2 "chunk rows" "--chunk-rows: '0'" "${M[@]}" --gpu-mem 80gb --chunk-rows 0
 echo '{"devices": [{"name": "A", "total": "8gb"}]}' >"$TMP/bad.json"
 expect2 "inventory key" '"total"' "${M[@]}" --inventory "$TMP/bad.json"
 
 # 7. --help lists every option with its default; GNU permutation
 "$BIN" plan --help >"$TMP/h.txt" || bad "--help exit"
 for o in --model --frames --size --ranks --gpu-mem --inventory --budget --speed --cfg --batch \
-  --dtype --tflops --host-gbs --peer-gbs --prefetch --reserve --json --help "default 81" \
+  --dtype --tflops --host-gbs --peer-gbs --prefetch --reserve --order --stream-frac --chunk-rows \
+  "default auto" --json --help "default 81" \
   "default 480x832" "powers of 1024"; do
   grep -qF -- "$o" "$TMP/h.txt" || bad "--help lacks $o"
 done
