@@ -16,51 +16,13 @@
 #include <string.h>
 
 #include "plan.h"
+#include "plan_split.h"
 #include "plan_strbuf.h"
-
-#define GIB (1024.0 * 1024.0 * 1024.0)
-#define MAX_LEVELS 24
-
-typedef struct ctx {
-  const plan_model *m;
-  const plan_workload *w;
-  const plan_options *o;
-  int R, B;
-  int64_t L;
-  uint64_t budget[PLAN_MAX_RANKS];
-  uint64_t cap[PLAN_MAX_RANKS]; /* the most a budget can be: the device's auto budget */
-  double speed[PLAN_MAX_RANKS];
-  int allow_stream;
-  int ratio;
-  double resident_cap[PLAN_MAX_RANKS]; /* ratio mode: resident block bytes allowed */
-  int order; /* PLAN_ORDER_MICRO or PLAN_ORDER_BLOCK: the one being evaluated */
-  int nlevels;
-  int64_t rows[MAX_LEVELS]; /* chunk rows of each level, coarsest first (L: unchunked) */
-  /* memo of range evaluations per order (memo[0] micro, memo[1] block), index
-   * (r * B + a) * B + b; NULL = none */
-  struct memo *memo[2];
-} ctx;
-
-typedef struct reval {
-  int ok;
-  double ms; /* per step, in the ctx's order */
-  int nstream, level, depth;
-  uint64_t weight, slots, streamed_bytes, act, peak;
-  uint64_t need_min; /* smallest peak this range can have (any chunking, max streaming) */
-} reval;
-
-typedef struct memo {
-  double ms;
-  int32_t nstream;
-  int32_t state; /* 0 unknown, 1 ok, 2 infeasible */
-} memo;
 
 static int cmp_desc(const void *x, const void *y) {
   uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
   return a < b ? 1 : (a > b ? -1 : 0);
 }
-
-static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 /* Which k blocks of the range to stream: the k largest (fewest bytes left
  * resident), and among equal sizes spread evenly, counted from the end:
@@ -87,7 +49,7 @@ static void pick_streamed(const uint64_t *bytes, int nb, int k, uint64_t kth, ui
 
 /* Blocks a range of nb must stream under a forced stream fraction:
  * ceil(frac x nb) (less a rounding hair, so 0.3 x 10 is 3), none without. */
-static int forced_streams(const ctx *c, int nb) {
+static int forced_streams(const split_ctx *c, int nb) {
   if (c->o->stream_frac < 0) return 0;
   int k = (int)ceil(c->o->stream_frac * nb - 1e-9);
   return k < 0 ? 0 : (k > nb ? nb : k);
@@ -96,7 +58,8 @@ static int forced_streams(const ctx *c, int nb) {
 /* Evaluates rank r holding blocks a..b in the ctx's order: the fewest
  * streamed blocks and then the coarsest chunk level that fit its budget;
  * its time and memory. */
-static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, reval *ev) {
+void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out,
+                     split_reval *ev) {
   const plan_model *m = c->m;
   int nb = b - a + 1;
   int first = r == 0, last = r == c->R - 1;
@@ -124,7 +87,7 @@ static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, re
   for (int lv = 0; lv < c->nlevels; lv++) {
     uint64_t act =
         plan_act_bytes(m, c->w, c->order, nb, r > 0, r < c->R - 1, first, last, c->rows[lv]);
-    base[lv] = sat_add(sat_add(fixed, act), c->o->reserve_bytes);
+    base[lv] = plan_sat_add(plan_sat_add(fixed, act), c->o->reserve_bytes);
   }
   for (int k = kmin; k <= kmax && !ev->ok; k++) {
     uint64_t resident = total - prefix[k];
@@ -133,7 +96,7 @@ static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, re
     for (int depth = k ? depth_pref : 1; depth >= 1 && !ev->ok; depth = depth > 1 ? 1 : 0) {
       uint64_t slots = k ? (uint64_t)(k < depth ? k : depth) * sorted[0] : 0;
       for (int lv = 0; lv < c->nlevels; lv++) {
-        uint64_t peak = sat_add(base[lv], resident + slots);
+        uint64_t peak = plan_sat_add(base[lv], resident + slots);
         if (peak < ev->need_min) ev->need_min = peak;
         if (peak > c->budget[r]) continue;
         ev->ok = 1;
@@ -157,16 +120,16 @@ static void eval_range(const ctx *c, int r, int a, int b, uint8_t *flags_out, re
 }
 
 /* Memoized feasibility and time of a range (the DPs' inner call). */
-static int range_cost(ctx *c, int r, int a, int b, double *ms, int *nstream) {
-  memo *mm = c->memo[c->order == PLAN_ORDER_BLOCK];
-  memo *e = mm ? &mm[((size_t)r * (size_t)c->B + (size_t)a) * (size_t)c->B + (size_t)b] : NULL;
+static int range_cost(split_ctx *c, int r, int a, int b, double *ms, int *nstream) {
+  split_memo *mm = c->memo[c->order == PLAN_ORDER_BLOCK];
+  split_memo *e = mm ? &mm[((size_t)r * (size_t)c->B + (size_t)a) * (size_t)c->B + (size_t)b] : NULL;
   if (e && e->state) {
     *ms = e->ms;
     *nstream = e->nstream;
     return e->state == 1;
   }
-  reval ev;
-  eval_range(c, r, a, b, NULL, &ev);
+  split_reval ev;
+  plan_split_eval(c, r, a, b, NULL, &ev);
   if (e) {
     e->state = ev.ok ? 1 : 2;
     e->ms = ev.ms;
@@ -179,7 +142,7 @@ static int range_cost(ctx *c, int r, int a, int b, double *ms, int *nstream) {
 
 /* Solves the split in the ctx's order. first[r] receives rank r's first
  * block. Returns 0, or -1 when no split fits. */
-static int dp_solve(ctx *c, int *first_out) {
+static int dp_solve(split_ctx *c, int *first_out) {
   int R = c->R, B = c->B, block = c->order == PLAN_ORDER_BLOCK;
   size_t cells = (size_t)R * (size_t)B;
   double *best = malloc(cells * sizeof *best);
@@ -278,7 +241,7 @@ out:
 }
 
 /* Predicted step time of the split first[] in the ctx's order. */
-static double split_step_ms(ctx *c, const int *first) {
+static double split_step_ms(split_ctx *c, const int *first) {
   double ms[PLAN_MAX_RANKS];
   for (int r = 0; r < c->R; r++) {
     int a = first[r], b = r + 1 < c->R ? first[r + 1] - 1 : c->B - 1, ns;
@@ -293,7 +256,7 @@ static double split_step_ms(ctx *c, const int *first) {
  * ranges) only the order is chosen, among those in which every range fits.
  * Leaves c->order at the chosen order. Returns 0, or -1 when no split fits
  * in any order tried. */
-static int solve(ctx *c, const int *fixed, int *first_out) {
+int plan_split_solve(split_ctx *c, const int *fixed, int *first_out) {
   int orders[2] = {PLAN_ORDER_MICRO, PLAN_ORDER_BLOCK}, n = 2, found = 0, chosen = 0;
   if (c->o->order != PLAN_ORDER_AUTO) {
     orders[0] = c->o->order;
@@ -333,7 +296,7 @@ static int fail(char *err, size_t errlen, int code, const char *msg) {
 }
 
 /* Fills the plan from the ranges (first[r]..first[r+1]-1) in the ctx's order. */
-static void fill_plan(ctx *c, const plan_device *devs, const int *first, plan *p) {
+static void fill_plan(split_ctx *c, const plan_device *devs, const int *first, plan *p) {
   memset(p, 0, sizeof *p);
   p->nranks = c->R;
   p->num_blocks = c->B;
@@ -342,8 +305,8 @@ static void fill_plan(ctx *c, const plan_device *devs, const int *first, plan *p
   double stage_ms[PLAN_MAX_RANKS];
   for (int r = 0; r < c->R; r++) {
     int a = first[r], b = r + 1 < c->R ? first[r + 1] - 1 : c->B - 1;
-    reval ev;
-    eval_range(c, r, a, b, p->streamed + a, &ev);
+    split_reval ev;
+    plan_split_eval(c, r, a, b, p->streamed + a, &ev);
     plan_rank *pr = &p->r[r];
     pr->rank = r;
     snprintf(pr->device, sizeof pr->device, "%s", devs[r].name);
@@ -472,7 +435,7 @@ static int check_inputs(const plan_model *m, const plan_device *devs, int nranks
 /* Chunk levels, coarsest first: L, then L / 2^k rounded up to a multiple of
  * 64, down to 64. A row cap (max_rows) drops the levels above it; when it is
  * below every level, the cap itself is the only one. */
-static void make_levels(ctx *c) {
+static void make_levels(split_ctx *c) {
   c->nlevels = 0;
   c->rows[c->nlevels++] = c->L;
   int64_t prev = c->L;
@@ -503,7 +466,7 @@ static void make_levels(ctx *c) {
 
 /* Ratio mode: ranges from the shares of block bytes (a block goes to the
  * rank whose cumulative share interval holds the block's midpoint). */
-static int ratio_ranges(const ctx *c, const plan_budget *b, int *first, char *err, size_t errlen) {
+static int ratio_ranges(const split_ctx *c, const plan_budget *b, int *first, char *err, size_t errlen) {
   double total = 0.0, gsum = 0.0;
   for (int i = 0; i < c->B; i++) total += (double)c->m->block_bytes[i];
   for (int r = 0; r < c->R; r++) gsum += b->share[r];
@@ -534,128 +497,12 @@ static int ratio_ranges(const ctx *c, const plan_budget *b, int *first, char *er
   return 0;
 }
 
-/* The infeasible report: per rank needed vs available, and the smallest
- * budget that would work (the smallest amount E added to every rank's
- * budget that makes a plan exist, then each rank's peak in that plan). */
-static int report_infeasible(ctx *c, const plan_device *devs, const int *fixed_first, char *err,
-                             size_t errlen) {
-  plan_strbuf sb;
-  plan_sb_init(&sb, err, errlen);
-  int first[PLAN_MAX_RANKS];
-  ctx e = *c;
-  e.memo[0] = e.memo[1] = NULL; /* budgets change: no memo */
-  e.ratio = c->ratio;
-  if (fixed_first) {
-    memcpy(first, fixed_first, sizeof(int) * (size_t)c->R);
-  } else {
-    /* First raise only what the devices allow (each budget up to its
-     * device's auto budget); if that is not enough, raise every budget
-     * without limit to say how much is missing. */
-    uint64_t all = 0;
-    for (int i = 0; i < c->B; i++) all += c->m->block_bytes[i];
-    all += c->m->embed_bytes + c->m->head_bytes + c->o->reserve_bytes;
-    all += plan_act_bytes(c->m, c->w, PLAN_ORDER_AUTO, c->B, 1, 1, 1, 1, c->L);
-    int capped = 1;
-    for (int r = 0; r < c->R; r++)
-      e.budget[r] = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
-    if (solve(&e, NULL, first) != 0) {
-      capped = 0;
-      for (int r = 0; r < c->R; r++) e.budget[r] = sat_add(c->budget[r], all);
-      if (solve(&e, NULL, first) != 0) {
-        plan_sb_add(&sb, "no plan fits even with every budget raised by %.2f GiB", all / GIB);
-        return PLAN_EINFEASIBLE;
-      }
-    }
-    uint64_t lo = 0, hi = all;
-    while (hi - lo > (1u << 20)) { /* to 1 MiB */
-      uint64_t mid = lo + (hi - lo) / 2;
-      for (int r = 0; r < c->R; r++) {
-        uint64_t v = sat_add(c->budget[r], mid);
-        uint64_t lim = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
-        e.budget[r] = capped && v > lim ? lim : v;
-      }
-      int tmp[PLAN_MAX_RANKS];
-      if (solve(&e, NULL, tmp) == 0) {
-        hi = mid;
-        memcpy(first, tmp, sizeof tmp);
-      } else {
-        lo = mid;
-      }
-    }
-    for (int r = 0; r < c->R; r++) {
-      uint64_t v = sat_add(c->budget[r], hi);
-      uint64_t lim = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
-      e.budget[r] = capped && v > lim ? lim : v;
-    }
-    solve(&e, NULL, first);
-  }
-  plan_sb_add(&sb, "no plan fits the budgets (%d rank%s, %d blocks, %lld tokens, %d micro-batch%s",
-              c->R, c->R == 1 ? "" : "s", c->B, (long long)c->L, c->w->micro_batches,
-              c->w->micro_batches == 1 ? "" : "es");
-  /* the forced knobs are part of why */
-  if (c->o->order != PLAN_ORDER_AUTO)
-    plan_sb_add(&sb, ", %s-major order", c->o->order == PLAN_ORDER_BLOCK ? "block" : "micro-batch");
-  if (c->o->stream_frac >= 0) plan_sb_add(&sb, ", stream fraction %g", c->o->stream_frac);
-  if (c->o->max_rows > 0)
-    plan_sb_add(&sb, ", chunks of at most %lld rows", (long long)c->o->max_rows);
-  plan_sb_add(&sb, "):");
-  int over_total = 0;
-  char suggest[64 * PLAN_MAX_RANKS];
-  plan_strbuf ss;
-  plan_sb_init(&ss, suggest, sizeof suggest);
-  for (int r = 0; r < c->R; r++) {
-    int a = first[r], b = r + 1 < c->R ? first[r + 1] - 1 : c->B - 1;
-    reval ev;
-    if (fixed_first) {
-      eval_range(c, r, a, b, NULL, &ev);
-      if (ev.ok) { /* fits: report its peak */
-      } else {
-        ev.peak = ev.need_min;
-      }
-    } else {
-      eval_range(&e, r, a, b, NULL, &ev);
-    }
-    double need = (double)ev.peak / GIB, have = (double)c->budget[r] / GIB;
-    plan_sb_add(&sb, "\n  rank %d (%s): blocks %d-%d need %.2f GiB, budget %.2f GiB%s", r,
-                devs[r].name, a, b, need, have, ev.peak > c->budget[r] ? "  <- too small" : "");
-    uint64_t free_b = devs[r].free_bytes ? devs[r].free_bytes : devs[r].total_bytes;
-    if (ev.peak > free_b) over_total = 1;
-    /* rounded up to whole MiB so the printed budget does fit; exact bytes
-     * where that rounding would pass what the GPU has */
-    uint64_t mib = (ev.peak + (1u << 20) - 1) >> 20;
-    if ((mib << 20) <= free_b || ev.peak > free_b)
-      plan_sb_add(&ss, "%scuda:%d,%llumb", r ? ";" : "", r, (unsigned long long)mib);
-    else
-      plan_sb_add(&ss, "%scuda:%d,%llub", r ? ";" : "", r, (unsigned long long)ev.peak);
-  }
-  if (!fixed_first) {
-    plan_sb_add(&sb, "\n  smallest budget that would work: --budget '%s%s'", suggest,
-                c->allow_stream ? ";cpu,*" : "");
-    if (over_total)
-      plan_sb_add(&sb, " (more than a GPU has: use more ranks%s)",
-                  c->allow_stream ? ", or smaller chunks" : ", or add cpu,* to stream blocks");
-  }
-  if (fixed_first)
-    plan_sb_add(&sb, "\n  a ratio budget fixes each rank's blocks: lower the share of a rank marked too "
-                     "small, or stream a share with cpu,N%%");
-  if (!c->allow_stream && !c->ratio) {
-    ctx s = *c;
-    s.memo[0] = s.memo[1] = NULL;
-    s.allow_stream = 1;
-    int tmp[PLAN_MAX_RANKS];
-    if (solve(&s, NULL, tmp) == 0)
-      plan_sb_add(&sb, "\n  or add 'cpu,*' to the budget to stream the blocks that do not fit "
-                       "from pinned host memory (for example --budget 'cpu,*')");
-  }
-  return PLAN_EINFEASIBLE;
-}
-
 int plan_make(const plan_model *m, const plan_device *devs, int nranks, const plan_budget *b,
               const plan_workload *w, const plan_options *o, plan *out, char *err,
               size_t errlen) {
   int rc = check_inputs(m, devs, nranks, b, w, o, err, errlen);
   if (rc) return rc;
-  ctx *c = calloc(1, sizeof *c);
+  split_ctx *c = calloc(1, sizeof *c);
   plan *p = calloc(1, sizeof *p);
   if (!c || !p) {
     rc = fail(err, errlen, PLAN_EINVAL, "plan: out of host memory");
@@ -693,12 +540,12 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
     }
     int fixed[PLAN_MAX_RANKS];
     memcpy(fixed, first, sizeof fixed);
-    if (solve(c, fixed, first) != 0) {
-      rc = report_infeasible(c, devs, fixed, err, errlen);
+    if (plan_split_solve(c, fixed, first) != 0) {
+      rc = plan_split_report(c, devs, fixed, err, errlen);
       goto out;
     }
-  } else if (solve(c, NULL, first) != 0) {
-    rc = report_infeasible(c, devs, NULL, err, errlen);
+  } else if (plan_split_solve(c, NULL, first) != 0) {
+    rc = plan_split_report(c, devs, NULL, err, errlen);
     goto out;
   }
   fill_plan(c, devs, first, p);
