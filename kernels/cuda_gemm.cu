@@ -13,7 +13,14 @@
  * The heuristic is asked once per shape; its first algorithm is kept in a
  * small cache with the descriptors, so a shape always runs the same
  * algorithm (bit-identical reruns). In-place split-K reductions are
- * excluded for the same reason. */
+ * excluded for the same reason.
+ *
+ * Pinned rows (kern_cuda_gemm_pin_rows): a stage that runs its rows in
+ * chunks asks for the algorithm of the all-rows shape and runs it on each
+ * chunk, when cuBLASLt accepts it for the chunk (cublasLtMatmulAlgoCheck).
+ * An algorithm fixes the order of each output's dot product (tile depth,
+ * split-K), not the row count, so a row's result is then the same in any
+ * chunk as in the whole. */
 #include <cuda_bf16.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +35,7 @@
 typedef struct gemm_key {
   int64_t M, N, K, lda, ldb, ldd, batch, stride_a, stride_b, stride_d;
   int b_kn, d_dtype, has_bias, act;
+  int64_t algo_m; /* 0, or the row count the algorithm is chosen for (pinned rows) */
 } gemm_key;
 
 typedef struct gemm_entry {
@@ -46,6 +54,7 @@ struct kern_cuda_gemm_ctx {
   size_t workspace_bytes;
   gemm_entry cache[GEMM_CACHE_SIZE];
   int next_victim; /* round-robin replacement when the cache is full */
+  int64_t pin_rows; /* kern_cuda_gemm_pin_rows, 0: off */
   cublasStatus_t last_status; /* of the last heuristic query, for the error message */
 };
 
@@ -138,10 +147,35 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
 
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
+  /* Pinned rows: the heuristic sees the all-rows shape. */
+  cublasLtMatrixLayout_t qlb = e->lb, qld = e->ld;
+  if (k->algo_m) {
+    qlb = make_layout(CUDA_R_16BF, k->K, k->algo_m, k->lda, k->batch, k->stride_a);
+    qld = make_layout(dt, k->N, k->algo_m, k->ldd, k->batch, k->stride_d);
+  }
   /* C is D (beta 0). NOT_SUPPORTED means no algorithm: not an error here. */
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, e->op, e->la, e->lb, e->ld, e->ld,
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, e->op, e->la, qlb, qld, qld,
                                                      pref, 1, &res, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (k->algo_m) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(qlb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(qld));
+    cublasLtMatmulHeuristicResult_t chk;
+    if (st == CUBLAS_STATUS_SUCCESS && found >= 1 && res.state == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoCheck(ctx->lt, e->op, e->la, e->lb, e->ld, e->ld, &res.algo, &chk) !=
+            CUBLAS_STATUS_SUCCESS) {
+      /* Rare; the chunk's rows may then differ in the last bits from the
+       * unchunked run's. Said once per shape. */
+      sp_log_warn("gemm: the %lld-row algorithm does not take %lld rows (N %lld K %lld); this "
+                  "chunk uses its own, results may differ in the last bits from an unchunked run",
+                  (long long)k->algo_m, (long long)k->M, (long long)k->N, (long long)k->K);
+      gemm_key own = *k;
+      own.algo_m = 0;
+      int ok = entry_try(ctx, &own, fused, e);
+      e->key = *k;
+      return ok;
+    }
+  }
   /* A refused combination (NOT_SUPPORTED, or INVALID_VALUE for an epilogue
    * this cuBLASLt does not take with these types, seen for a bf16 bias on
    * an fp32 output) is not an error here: the caller tries the next form. */
@@ -228,6 +262,7 @@ extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul
   k.d_dtype = (int)p->d_dtype;
   k.has_bias = p->bias != NULL;
   k.act = (int)p->act;
+  if (ctx->pin_rows > p->M && p->batch == 1) k.algo_m = ctx->pin_rows;
   gemm_entry *e = entry_get(ctx, &k);
 
   if (e->fused && p->bias)
@@ -255,6 +290,10 @@ extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul
   e->ran = 1;
   if (!e->fused && (p->bias || p->act != KERN_CUDA_ACT_NONE))
     kern_cuda_bias_act(p->d, p->d_dtype, p->bias, p->M, p->N, p->ldd, p->act, stream);
+}
+
+extern "C" void kern_cuda_gemm_pin_rows(kern_cuda_gemm_ctx *ctx, int64_t rows) {
+  ctx->pin_rows = rows > 0 ? rows : 0;
 }
 
 extern "C" void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t *w,

@@ -40,6 +40,10 @@ extern "C" {
 typedef struct kern_cuda_gemm_ctx kern_cuda_gemm_ctx;
 kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes);
 void kern_cuda_gemm_ctx_destroy(kern_cuda_gemm_ctx *ctx);
+/* While rows > 0, a GEMM of fewer rows (a chunk) runs the algorithm chosen
+ * for `rows` rows, so each row's result equals the unchunked one's (see
+ * cuda_gemm.cu). 0 turns it off. */
+void kern_cuda_gemm_pin_rows(kern_cuda_gemm_ctx *ctx, int64_t rows);
 
 typedef enum { KERN_CUDA_ACT_NONE = 0, KERN_CUDA_ACT_GELU_TANH = 1 } kern_cuda_act;
 
