@@ -16,12 +16,13 @@ typedef struct span {
   const char *name, *cat;
   double t0, t1; /* seconds since the start barrier */
   int step, mb;
+  double value; /* a counter's value (cat "counter") */
 } span;
 
 /* A span as it travels to rank 0: names as fixed strings. */
 typedef struct wire_span {
   char name[24], cat[16];
-  double t0, t1;
+  double t0, t1, value;
   int32_t step, mb;
 } wire_span;
 
@@ -41,15 +42,22 @@ void rank_trace_start(const comm_world *w, const char *path) {
 int rank_trace_on(void) { return g_on; }
 double rank_trace_now(void) { return comm_now(); }
 
-void rank_trace_span(const char *name, const char *cat, double t0, int step, int mb) {
-  if (!g_on) return;
+static void add(const char *name, const char *cat, double t0, int step, int mb, double value) {
   if (g_n == g_cap) {
     g_cap = g_cap ? 2 * g_cap : 1024;
     span *p = realloc(g_spans, g_cap * sizeof *p);
     if (!p) sp_fatal("out of host memory for the trace (%zu spans)", g_cap);
     g_spans = p;
   }
-  g_spans[g_n++] = (span){name, cat, t0 - g_origin, comm_now() - g_origin, step, mb};
+  g_spans[g_n++] = (span){name, cat, t0 - g_origin, comm_now() - g_origin, step, mb, value};
+}
+
+void rank_trace_span(const char *name, const char *cat, double t0, int step, int mb) {
+  if (g_on) add(name, cat, t0, step, mb, 0);
+}
+
+void rank_trace_counter(const char *name, double value) {
+  if (g_on) add(name, "counter", comm_now(), -1, -1, value);
 }
 
 void rank_trace_push(const char *name) {
@@ -85,6 +93,11 @@ static int write_trace(const comm_world *w, const wire_span *all, const uint64_t
   for (int r = 0; r < w->size; r++) {
     for (uint64_t i = 0; i < counts[r]; i++, off++) {
       const wire_span *s = &all[off];
+      if (strcmp(s->cat, "counter") == 0) {
+        fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%d,\"ts\":%.3f,\"args\":{\"value\":%.6g}}",
+                s->name, r, s->t0 * 1e6, s->value);
+        continue;
+      }
       fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
               "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d,\"micro_batch\":%d}}",
               s->name, s->cat, r, s->t0 * 1e6, (s->t1 - s->t0) * 1e6, s->step, s->mb);
@@ -114,6 +127,7 @@ int rank_trace_finish(const comm_world *w) {
     mine[i].t1 = g_spans[i].t1;
     mine[i].step = g_spans[i].step;
     mine[i].mb = g_spans[i].mb;
+    mine[i].value = g_spans[i].value;
   }
   int rc = SP_OK;
   /* Rank by rank over point-to-point messages (the counts differ). */

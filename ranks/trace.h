@@ -19,6 +19,8 @@ double rank_trace_now(void);
 /* A span from t0 to now; name and cat must outlive the trace (literals).
  * mb, step: the micro-batch and step it belongs to (-1: none). */
 void rank_trace_span(const char *name, const char *cat, double t0, int step, int mb);
+/* A counter sample now ("ph":"C", e.g. device memory in use). */
+void rank_trace_counter(const char *name, double value);
 /* NVTX range around the same span where the CUDA backend is built. */
 void rank_trace_push(const char *name);
 void rank_trace_pop(void);
