@@ -180,6 +180,14 @@ int comm_irecv(const comm_world *w, void *buf, size_t bytes, int peer, int tag, 
   return post(w, buf, bytes, peer, tag, req, 0);
 }
 
+static void (*g_progress)(void *) = NULL;
+static void *g_progress_arg = NULL;
+
+void comm_set_progress(void (*fn)(void *arg), void *arg) {
+  g_progress = fn;
+  g_progress_arg = arg;
+}
+
 int comm_wait(const comm_world *w, comm_req *req, double timeout_s, const char *what,
               double *waited) {
   if (!req->mpi_reqs) return SP_OK;
@@ -191,6 +199,7 @@ int comm_wait(const comm_world *w, comm_req *req, double timeout_s, const char *
   comm_wait_begin();
   for (;;) {
     int done = 0;
+    if (g_progress) g_progress(g_progress_arg);
     MPI_CHECK(MPI_Testall(req->n, r, &done, MPI_STATUSES_IGNORE));
     if (done) break;
     double dt = comm_now() - t0;

@@ -70,6 +70,11 @@ int comm_irecv(const comm_world *w, void *buf, size_t bytes, int peer, int tag, 
  * without completion. Adds the seconds waited to *waited when not NULL. */
 int comm_wait(const comm_world *w, comm_req *req, double timeout_s, const char *what,
               double *waited);
+/* A function comm_wait calls while it polls (one per process, NULL: none):
+ * the host-staged transport posts the sends whose device-to-host copies
+ * have finished, so a rank waiting on one peer keeps its other messages
+ * moving. */
+void comm_set_progress(void (*fn)(void *arg), void *arg);
 
 double comm_now(void); /* monotonic seconds */
 

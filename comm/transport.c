@@ -49,24 +49,46 @@ int comm_transport_choose(const comm_world *w, comm_transport_kind want, int gpu
   return SP_OK;
 }
 
+/* The MPI transport's device side: staging made at the first device
+ * buffer (a CPU-backend job never makes it). */
 static int mpi_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
                      comm_xfer *x, void *stream) {
-  (void)stream; /* host memory: the caller's work on buf is already done */
-  return comm_isend(t->w, buf, bytes, peer, tag, &x->mpi);
+  memset(x, 0, sizeof *x);
+  if (!stream) return comm_isend(t->w, buf, bytes, peer, tag, &x->mpi);
+#ifdef STATICPIPE_HAVE_CUDA
+  if (!t->impl) t->impl = comm_staged_create(t->w);
+  return comm_staged_isend(t->impl, buf, bytes, peer, tag, x, stream);
+#else
+  sp_fatal("internal: a device buffer in a build without CUDA");
+#endif
 }
 
 static int mpi_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int tag,
                      comm_xfer *x, void *stream) {
-  (void)stream;
-  return comm_irecv(t->w, buf, bytes, peer, tag, &x->mpi);
+  memset(x, 0, sizeof *x);
+  if (!stream) return comm_irecv(t->w, buf, bytes, peer, tag, &x->mpi);
+#ifdef STATICPIPE_HAVE_CUDA
+  if (!t->impl) t->impl = comm_staged_create(t->w);
+  return comm_staged_irecv(t->impl, buf, bytes, peer, tag, x, stream);
+#else
+  sp_fatal("internal: a device buffer in a build without CUDA");
+#endif
 }
 
 static int mpi_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,
                     double *waited) {
+#ifdef STATICPIPE_HAVE_CUDA
+  if (x->staged) return comm_staged_wait(t->impl, x, timeout_s, what, waited);
+#endif
   return comm_wait(t->w, &x->mpi, timeout_s, what, waited);
 }
 
-static void mpi_close(comm_transport *t) { (void)t; }
+static void mpi_close(comm_transport *t) {
+#ifdef STATICPIPE_HAVE_CUDA
+  comm_staged_destroy(t->impl);
+#endif
+  t->impl = NULL;
+}
 
 static const comm_transport_ops mpi_ops = {mpi_isend, mpi_irecv, mpi_wait, mpi_close};
 

@@ -1,15 +1,21 @@
 /* The transport: asynchronous sends and receives of a buffer to or from a
  * peer rank, behind one interface with two implementations.
  *
- *   mpi   host buffers, MPI_Isend/Irecv (comm_isend); the CPU backend, and
- *         several ranks sharing one GPU (NCCL refuses that), host-staged.
- *   nccl  device buffers, ncclSend/Recv on a dedicated communication stream
- *         ordered after the caller's stream with events (comm/cuda/).
+ *   mpi   MPI_Isend/Irecv (comm_isend). Host buffers go as they are (the
+ *         CPU backend); device buffers are staged through pinned host
+ *         memory on copy streams of their own (comm/cuda/staged.c), which
+ *         is how several ranks share one GPU (NCCL refuses that).
+ *   nccl  device buffers, ncclSend/Recv on communication streams ordered
+ *         against the caller's stream with events (comm/cuda/); host
+ *         buffers go over MPI.
  *
- * The stream is the last argument, as a void* (a cudaStream_t, or NULL on
- * the host) so that this header stays free of CUDA. Messages between two
- * ranks must be posted in the same order on both sides (NCCL has no tags;
- * the tag is checked only by MPI). */
+ * The stream is the last argument, as a void* so that this header stays
+ * free of CUDA: a cudaStream_t whose work writes (send) or reads (receive)
+ * buf, which is then device memory; or NULL, and buf is host memory the
+ * caller's work is done with. No call synchronises the device: transfers
+ * are ordered after the stream's earlier work and before its later work by
+ * events. Messages between two ranks must be posted in the same order on
+ * both sides (NCCL has no tags; the tag is checked only by MPI). */
 #ifndef COMM_TRANSPORT_H
 #define COMM_TRANSPORT_H
 
@@ -39,9 +45,10 @@ typedef struct comm_transport comm_transport;
 
 /* One transfer in flight. */
 typedef struct comm_xfer {
-  comm_req mpi; /* mpi */
-  void *done;   /* nccl: cudaEvent_t recorded after the transfer, or NULL */
-  void *stream; /* nccl: the caller's stream, ordered after a receive */
+  comm_req mpi;  /* a host buffer's MPI requests */
+  void *done;    /* nccl: cudaEvent_t recorded after the transfer, or NULL */
+  void *stream;  /* nccl: the caller's stream, ordered after a receive */
+  void *staged;  /* mpi with a device buffer: its staging record */
 } comm_xfer;
 
 /* Collective. cuda_device: this rank's GPU (nccl only). */

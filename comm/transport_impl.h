@@ -24,4 +24,21 @@ struct comm_transport {
 /* comm/cuda/nccl_transport.c (CUDA builds only). */
 int comm_nccl_open(const comm_world *w, int cuda_device, comm_transport *t);
 
+/* comm/cuda/staged.c (CUDA builds only): device buffers over MPI through
+ * pinned host staging, one staging buffer per device buffer and
+ * direction. A send's device-to-host copy is queued after the caller's
+ * stream; its MPI send is posted once the copy is done, by whichever wait
+ * of this rank polls first (comm_set_progress). A receive lands in the
+ * staging buffer; its wait queues the host-to-device copy and orders the
+ * caller's stream after it. */
+typedef struct comm_staged comm_staged;
+comm_staged *comm_staged_create(const comm_world *w);
+void comm_staged_destroy(comm_staged *st);
+int comm_staged_isend(comm_staged *st, const void *buf, size_t bytes, int peer, int tag,
+                      comm_xfer *x, void *stream);
+int comm_staged_irecv(comm_staged *st, void *buf, size_t bytes, int peer, int tag,
+                      comm_xfer *x, void *stream);
+int comm_staged_wait(comm_staged *st, comm_xfer *x, double timeout_s, const char *what,
+                     double *waited);
+
 #endif

@@ -3,30 +3,21 @@
  * Start-up as nccl-tests does it: rank 0 makes the unique id, MPI_Bcast
  * carries it, every rank calls ncclCommInitRankConfig, here with a
  * non-blocking communicator so no NCCL call can hang the host: each call
- * returns at once (ncclInProgress) and we poll ncclCommGetAsyncError. All
- * transfers run on one communication stream of our own, ordered after the
- * caller's stream by an event (send) and before it by an event (receive), so
- * compute and communication overlap and nothing syncs the device. A wait
+ * returns at once (ncclInProgress) and we poll ncclCommGetAsyncError. The
+ * transfers run on communication streams of our own (one per communicator,
+ * see nccl_tp), ordered after the caller's stream by an event (send) and
+ * before it by an event (receive), so compute and communication overlap and
+ * nothing syncs the device. Host buffers (stream NULL) go over MPI. A wait
  * polls the completion event and the communicator's async error; a peer that
  * died or stopped is caught by the watchdog (or by the wait's own timeout
  * without heartbeats), whose fatal path runs ncclCommAbort first. */
-#include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../comm_internal.h"
 #include "../transport_impl.h"
-#include "log.h"
-
-#define CUDA_CHECK(call)                                                        \
-  do {                                                                          \
-    cudaError_t cuda_rc_ = (call);                                              \
-    if (cuda_rc_ != cudaSuccess)                                                \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cuda error: %s",                  \
-                  cudaGetErrorString(cuda_rc_));                                \
-  } while (0)
+#include "cuda_comm.h"
 
 /* ncclInProgress is the normal answer of a non-blocking communicator. */
 #define NCCL_CHECK(call)                                                        \
@@ -37,25 +28,28 @@
                   ncclGetErrorString(nccl_rc_));                                \
   } while (0)
 
+/* Two communicators, by the parity of the sending rank: a message from
+ * rank r travels on comm[r % 2], on that communicator's own stream. A
+ * pipeline stage then sends on one communicator and receives on the other,
+ * so its send of micro-batch i never queues behind its receive of i + 1
+ * (NCCL runs a communicator's operations in order on its stream). */
 typedef struct nccl_tp {
-  ncclComm_t comm;
-  cudaStream_t stream; /* the communication stream */
+  ncclComm_t comm[2];
+  cudaStream_t stream[2];
   int device;
 } nccl_tp;
 
-/* The communicator the abort hook ends (one per process: this file owns it). */
-static ncclComm_t g_abort_comm = NULL;
+/* The communicators the abort hook ends (one transport per process: this
+ * file owns them). */
+static ncclComm_t g_abort_comm[2] = {NULL, NULL};
 
 static void nccl_abort_hook(int code) {
   (void)code;
-  ncclComm_t c = g_abort_comm;
-  g_abort_comm = NULL;
-  if (c) ncclCommAbort(c);
-}
-
-static void nap(void) {
-  struct timespec ts = {0, 50000};
-  nanosleep(&ts, NULL);
+  for (int i = 0; i < 2; i++) {
+    ncclComm_t c = g_abort_comm[i];
+    g_abort_comm[i] = NULL;
+    if (c) ncclCommAbort(c);
+  }
 }
 
 /* Waits until the communicator has no operation in progress; what names it. */
@@ -72,30 +66,37 @@ static void settle(ncclComm_t comm, double timeout_s, const char *what) {
                ncclGetLastError(comm));
     if (timeout_s > 0 && comm_now() - t0 > timeout_s)
       sp_fatal("timeout: nccl %s did not complete within %.0f s", what, timeout_s);
-    nap();
+    comm_cuda_nap();
   }
   comm_wait_end();
 }
 
-static int post(comm_transport *t, void *buf, size_t bytes, int peer, comm_xfer *x,
+static int post(comm_transport *t, void *buf, size_t bytes, int peer, int tag, comm_xfer *x,
                 void *stream, int send) {
   nccl_tp *n = t->impl;
+  memset(x, 0, sizeof *x);
+  if (!stream) /* host memory */
+    return send ? comm_isend(t->w, buf, bytes, peer, tag, &x->mpi)
+                : comm_irecv(t->w, buf, bytes, peer, tag, &x->mpi);
   if (peer < 0 || peer >= t->w->size || peer == t->w->rank)
     sp_fatal("internal: nccl message to rank %d from rank %d of %d", peer, t->w->rank,
              t->w->size);
+  const int p = (send ? t->w->rank : peer) % 2;
+  ncclComm_t comm = n->comm[p];
+  cudaStream_t cs = n->stream[p];
   cudaEvent_t ready, done;
   CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   /* Send: after the caller's work that wrote buf. Receive: after the
    * caller's work that still reads the buffer's old contents. */
   CUDA_CHECK(cudaEventRecord(ready, (cudaStream_t)stream));
-  CUDA_CHECK(cudaStreamWaitEvent(n->stream, ready, 0));
+  CUDA_CHECK(cudaStreamWaitEvent(cs, ready, 0));
   if (send)
-    NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, n->comm, n->stream));
+    NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm, cs));
   else
-    NCCL_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, n->comm, n->stream));
-  settle(n->comm, comm_watchdog_timeout(), send ? "ncclSend" : "ncclRecv");
-  CUDA_CHECK(cudaEventRecord(done, n->stream));
+    NCCL_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm, cs));
+  settle(comm, comm_watchdog_timeout(), send ? "ncclSend" : "ncclRecv");
+  CUDA_CHECK(cudaEventRecord(done, cs));
   CUDA_CHECK(cudaEventDestroy(ready)); /* released once the stream passes it */
   x->done = done;
   x->stream = stream;
@@ -104,20 +105,19 @@ static int post(comm_transport *t, void *buf, size_t bytes, int peer, comm_xfer 
 
 static int nccl_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
                       comm_xfer *x, void *stream) {
-  (void)tag; /* order, not tags, matches NCCL messages */
-  return post(t, (void *)buf, bytes, peer, x, stream, 1);
+  /* (Order, not tags, matches NCCL messages; MPI checks the tag.) */
+  return post(t, (void *)buf, bytes, peer, tag, x, stream, 1);
 }
 
 static int nccl_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int tag,
                       comm_xfer *x, void *stream) {
-  (void)tag;
-  return post(t, buf, bytes, peer, x, stream, 0);
+  return post(t, buf, bytes, peer, tag, x, stream, 0);
 }
 
 static int nccl_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,
                      double *waited) {
   nccl_tp *n = t->impl;
-  if (!x->done) return SP_OK;
+  if (!x->done) return comm_wait(t->w, &x->mpi, timeout_s, what, waited);
   cudaEvent_t done = x->done;
   double t0 = comm_now();
   if (comm_watchdog_guards()) timeout_s = 0;
@@ -126,15 +126,17 @@ static int nccl_wait(comm_transport *t, comm_xfer *x, double timeout_s, const ch
     cudaError_t q = cudaEventQuery(done);
     if (q == cudaSuccess) break;
     if (q != cudaErrorNotReady) CUDA_CHECK(q);
-    ncclResult_t st = ncclSuccess;
-    NCCL_CHECK(ncclCommGetAsyncError(n->comm, &st));
-    if (st != ncclSuccess && st != ncclInProgress)
-      sp_fatal("nccl: %s failed: %s (%s)", what, ncclGetErrorString(st),
-               ncclGetLastError(n->comm));
+    for (int i = 0; i < 2; i++) {
+      ncclResult_t st = ncclSuccess;
+      NCCL_CHECK(ncclCommGetAsyncError(n->comm[i], &st));
+      if (st != ncclSuccess && st != ncclInProgress)
+        sp_fatal("nccl: %s failed: %s (%s)", what, ncclGetErrorString(st),
+                 ncclGetLastError(n->comm[i]));
+    }
     if (timeout_s > 0 && comm_now() - t0 > timeout_s)
       sp_fatal("timeout: %s did not complete within %.0f s (a peer rank died or hangs)", what,
                timeout_s);
-    nap();
+    comm_cuda_nap();
   }
   comm_wait_end();
   /* The caller's later work on the buffer comes after the transfer. */
@@ -148,12 +150,14 @@ static int nccl_wait(comm_transport *t, comm_xfer *x, double timeout_s, const ch
 static void nccl_close(comm_transport *t) {
   nccl_tp *n = t->impl;
   if (!n) return;
-  CUDA_CHECK(cudaStreamSynchronize(n->stream));
-  NCCL_CHECK(ncclCommFinalize(n->comm));
-  settle(n->comm, comm_watchdog_timeout(), "ncclCommFinalize");
-  g_abort_comm = NULL;
-  NCCL_CHECK(ncclCommDestroy(n->comm));
-  CUDA_CHECK(cudaStreamDestroy(n->stream));
+  for (int i = 0; i < 2; i++) {
+    CUDA_CHECK(cudaStreamSynchronize(n->stream[i]));
+    NCCL_CHECK(ncclCommFinalize(n->comm[i]));
+    settle(n->comm[i], comm_watchdog_timeout(), "ncclCommFinalize");
+    g_abort_comm[i] = NULL;
+    NCCL_CHECK(ncclCommDestroy(n->comm[i]));
+    CUDA_CHECK(cudaStreamDestroy(n->stream[i]));
+  }
   free(n);
   t->impl = NULL;
 }
@@ -174,21 +178,23 @@ int comm_nccl_open(const comm_world *w, int cuda_device, comm_transport *t) {
     return SP_ERR_INPUT;
   }
   CUDA_CHECK(cudaSetDevice(cuda_device));
-  ncclUniqueId id;
-  memset(&id, 0, sizeof id);
-  if (w->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-  comm_bcast(w, &id, sizeof id, 0);
   nccl_tp *n = sp_xcalloc(1, sizeof *n);
   n->device = cuda_device;
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;
-  NCCL_CHECK(ncclCommInitRankConfig(&n->comm, w->size, id, w->rank, &cfg));
-  g_abort_comm = n->comm;
   sp_abort_hook_push(nccl_abort_hook);
-  settle(n->comm, comm_watchdog_timeout(), "ncclCommInitRankConfig");
-  CUDA_CHECK(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+  for (int i = 0; i < 2; i++) {
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (w->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    comm_bcast(w, &id, sizeof id, 0);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    NCCL_CHECK(ncclCommInitRankConfig(&n->comm[i], w->size, id, w->rank, &cfg));
+    g_abort_comm[i] = n->comm[i];
+    settle(n->comm[i], comm_watchdog_timeout(), "ncclCommInitRankConfig");
+    CUDA_CHECK(cudaStreamCreateWithFlags(&n->stream[i], cudaStreamNonBlocking));
+  }
   t->ops = &nccl_ops;
   t->impl = n;
-  sp_log_debug("nccl: communicator of %d ranks on GPU %d", w->size, cuda_device);
+  sp_log_debug("nccl: two communicators of %d ranks on GPU %d", w->size, cuda_device);
   return SP_OK;
 }
