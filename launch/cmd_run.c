@@ -29,13 +29,18 @@ static int ensure_stage(run_ctx *x, const int64_t lat[4]) {
   x->stage = NULL;
   comm_set_phase("loading its weights");
   const plan_rank *pr = &x->p->r[x->w->rank];
+  const int has_prev = x->w->rank > 0, has_next = x->w->rank < x->w->size - 1;
+  const int nbuf = plan_act_buffers(pr->order, x->prompts, has_prev, has_next);
   rank_stage_cfg scfg = {.first_block = pr->first_block, .last_block = pr->last_block,
                          .embed = x->w->rank == 0, .head = x->w->rank == x->w->size - 1,
                          .prompts = x->prompts, .lat_f = lat[1], .lat_h = lat[2],
                          .lat_w = lat[3], .device = x->o->dev,
                          .cuda_device = x->o->cuda_device, .attn = x->o->attn,
                          .streamed = &x->p->streamed[pr->first_block],
-                         .prefetch_depth = pr->prefetch_depth, .profile = x->o->profile};
+                         .prefetch_depth = pr->prefetch_depth, .profile = x->o->profile,
+                         .act_buffers = nbuf, .chunk_rows = pr->ffn_rows,
+                         .mem_trace = x->o->mem_trace,
+                         .plan_peak_bytes = (double)pr->peak_bytes};
   double t0 = comm_now();
   int rc = rank_stage_load(x->m, &scfg, &x->stage, &x->sum.bytes_loaded);
   x->sum.load_s += comm_now() - t0;
@@ -94,13 +99,20 @@ static int run_group(run_ctx *x, const rank_jobspec *const *js, job_inputs *ins,
   free(ctx_emb);
   if (rc == SP_OK) {
     rank_pipe_stats st = {0};
-    rc = rank_pipeline_sample(w, x->tp, x->stage, jobs, g, x->o->timeout,
+    const uint64_t h2d0 = rank_stage_get_stats(x->stage)->h2d_bytes;
+    rc = rank_pipeline_sample(w, x->tp, x->stage, jobs, g, x->block_major, x->o->timeout,
                               w->rank == 0 && !x->o->quiet, &st);
     x->sum.compute_s += st.compute_s;
     x->sum.wait_s += st.wait_s;
     x->sum.send_s += st.send_s;
     x->sum.sample_s += st.sample_s;
     x->sum.steps += st.steps;
+    const rank_stage_stats *ss = rank_stage_get_stats(x->stage);
+    x->sum.h2d_bytes += ss->h2d_bytes - h2d0;
+    x->sum.streamed = ss->streamed;
+    x->sum.arena_bytes = ss->arena_bytes;
+    x->sum.device_in_use = ss->device_in_use;
+    x->sum.device_peak = ss->device_peak;
   }
   rc = comm_phase_end(w, rc, "sampling", then);
   int worst = rc;
@@ -180,13 +192,14 @@ int cmd_run(int argc, char **argv) {
   rc = run_pick_gpu(&w, &o);
   if ((rc = run_phase(&w, rc, "choosing its device")) != SP_OK) goto done;
 
-  /* The stages exchange host-staged activation messages today (the CUDA
-   * stage copies them to and from pinned host buffers), so the transport
-   * is MPI; NCCL takes over once the stages hand it device buffers. */
+  /* CUDA stages keep their activation buffers on the device: NCCL moves
+   * them between GPUs of their own, host-staged MPI between ranks that
+   * share a GPU (comm/transport.h). */
   comm_transport_kind tk = COMM_TRANSPORT_MPI;
   comm_set_phase("choosing the transport");
-  rc = comm_transport_choose(&w, o.transport, 0, rank_cuda_device_count(), &tk);
-  if (rc == SP_OK) rc = comm_transport_open(&w, tk, w.local_rank, &x.tp);
+  rc = comm_transport_choose(&w, o.transport, o.dev == RANK_DEVICE_CUDA,
+                             rank_cuda_device_count(), &tk);
+  if (rc == SP_OK) rc = comm_transport_open(&w, tk, o.cuda_device, &x.tp);
   if ((rc = run_phase(&w, rc, "opening the transport")) != SP_OK) goto done;
 
   comm_set_phase("opening the model");
@@ -253,6 +266,7 @@ int cmd_run(int argc, char **argv) {
     goto done;
   }
   x.p = &p;
+  x.block_major = p.r[w.rank].order == PLAN_ORDER_BLOCK;
   if (w.rank == 0 && !o.quiet) {
     char table[16384];
     plan_format_table(&p, table, sizeof table);
@@ -350,14 +364,18 @@ summary:
   const plan_rank *pr = &p.r[w.rank];
   x.sum.first = pr->first_block;
   x.sum.last = pr->last_block;
+  x.sum.order = x.block_major ? PLAN_ORDER_BLOCK : PLAN_ORDER_MICRO;
+  x.sum.plan_peak_bytes = pr->peak_bytes;
   rank_summary *all = sp_xcalloc((size_t)w.size, sizeof *all);
   comm_gather(&w, &x.sum, sizeof x.sum, all, 0);
   if (w.rank == 0 && !o.quiet) {
-    fprintf(stderr, "# rank  blocks     loaded_MB  load_s  compute_s  wait_s  send_s  host\n");
+    fprintf(stderr, "# rank  blocks     order  streamed  loaded_MB  load_s  compute_s  wait_s  "
+                    "send_s  host\n");
     for (int r = 0; r < w.size; r++)
-      fprintf(stderr, "  %4d  %3d..%-3d  %9.1f  %6.2f  %9.2f  %6.2f  %6.2f  %s\n", r,
-              all[r].first, all[r].last, (double)all[r].bytes_loaded / 1e6, all[r].load_s,
-              all[r].compute_s, all[r].wait_s, all[r].send_s, w.hosts[r]);
+      fprintf(stderr, "  %4d  %3d..%-3d  %-5s  %8d  %9.1f  %6.2f  %9.2f  %6.2f  %6.2f  %s\n", r,
+              all[r].first, all[r].last, plan_order_name(all[r].order), all[r].streamed,
+              (double)all[r].bytes_loaded / 1e6, all[r].load_s, all[r].compute_s, all[r].wait_s,
+              all[r].send_s, w.hosts[r]);
   }
   if (w.rank == 0 && o.json) run_print_json(&w, &p, all);
   free(all);

@@ -27,6 +27,10 @@ typedef struct run_opts {
   const char *save_noise; /* --save-noise FILE */
   const char *trace;      /* --trace FILE.json */
   int profile;            /* --profile (CUDA) */
+  int order;              /* --order: PLAN_ORDER_AUTO, _MICRO or _BLOCK */
+  double stream_frac;     /* --stream-frac, -1: the budget decides */
+  int64_t chunk_rows;     /* --chunk-rows, 0: the planner decides */
+  int mem_trace;          /* --mem-trace (CUDA) */
   int cuda_device;    /* this rank's GPU (resolved after MPI start-up) */
 } run_opts;
 
@@ -36,6 +40,11 @@ typedef struct rank_summary {
   double load_s, compute_s, wait_s, send_s;
   double sample_s; /* wall time of the sampling loops */
   int steps;       /* steps run, over every job */
+  int order;       /* PLAN_ORDER_MICRO or _BLOCK: this rank's order of work */
+  int streamed;    /* blocks streamed from host memory */
+  uint64_t h2d_bytes;                  /* streamed weight bytes copied while sampling */
+  uint64_t arena_bytes, device_in_use, device_peak; /* rank_stage_stats, the last stage loaded */
+  uint64_t plan_peak_bytes;            /* the planner's device peak for this rank */
 } rank_summary;
 
 /* What the job loop shares: the world, the model, the plan and the stage,
@@ -48,6 +57,7 @@ typedef struct run_ctx {
   const plan *p;
   int prompts;        /* prompt slots the stage holds */
   int slots_per_job;  /* prompt slots of one job in flight (2 with CFG) */
+  int block_major;    /* this rank's order of work (--order, else the plan's) */
   rank_stage *stage;
   int64_t stage_lat[4];
   rank_summary sum;

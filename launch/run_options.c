@@ -1,6 +1,7 @@
 /* staticpipe run: its flags and --help. */
 #include <getopt.h>
 #include <json-c/json.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,22 @@ void run_usage(FILE *f) {
           "                        with the CUDA backend; written by rank 0 at the end\n"
           "      --profile         CUDA: time every op of every block; after each call of a\n"
           "                        stage's blocks, each op's mean time against its floor\n"
+          "      --order O         order of work at a stage: auto (default: the planner's\n"
+          "                        choice by predicted step time), micro (micro-batch-major:\n"
+          "                        stages overlap on different micro-batches; a streamed\n"
+          "                        block is copied once per micro-batch) or block\n"
+          "                        (block-major: each block runs every micro-batch of the\n"
+          "                        step while on the GPU, copied once per step; no overlap\n"
+          "                        between stages within a step)\n"
+          "      --stream-frac F   stream at least this fraction (0..1) of each rank's blocks\n"
+          "                        from pinned host memory, whatever the budget allows\n"
+          "                        (benchmarks of hybrid residency); the budget still holds\n"
+          "      --chunk-rows N    process the block transients in chunks of at most N\n"
+          "                        tokens (default: the planner's choice, unchunked when the\n"
+          "                        budget allows); latents are the same either way\n"
+          "      --mem-trace       CUDA: per block, device memory in use before and after and\n"
+          "                        the arena's peak, beside the planner's prediction, as a\n"
+          "                        table and as counters in --trace (synchronises each block)\n"
           "  -q, --quiet           no progress lines\n"
           "  -j, --json            print a JSON summary on stdout (the plan, and per rank its\n"
           "                        blocks, bytes loaded and times)\n"
@@ -99,7 +116,8 @@ static int set_path(const char *flag, const char *v, char *dst) {
 
 int run_parse(int argc, char **argv, run_opts *o, int *help) {
   enum { O_SHIFT = 1000, O_SAMPLER, O_SEED, O_NOISE, O_TIMEOUT, O_NO_PREVIEW, O_NO_VERIFY,
-         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES, O_SAVE_NOISE, O_TRACE, O_PROFILE };
+         O_JOBS, O_LOG_DIR, O_TRANSPORT, O_ATTN, O_DEVICES, O_SAVE_NOISE, O_TRACE, O_PROFILE,
+         O_ORDER, O_STREAM_FRAC, O_CHUNK_ROWS, O_MEM_TRACE };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'},   {"cond", required_argument, 0, 'c'},
       {"frames", required_argument, 0, 'f'},  {"size", required_argument, 0, 's'},
@@ -117,12 +135,17 @@ int run_parse(int argc, char **argv, run_opts *o, int *help) {
       {"save-noise", required_argument, 0, O_SAVE_NOISE},
       {"trace", required_argument, 0, O_TRACE},
       {"profile", no_argument, 0, O_PROFILE},
+      {"order", required_argument, 0, O_ORDER},
+      {"stream-frac", required_argument, 0, O_STREAM_FRAC},
+      {"chunk-rows", required_argument, 0, O_CHUNK_ROWS},
+      {"mem-trace", no_argument, 0, O_MEM_TRACE},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->timeout = 300;
   o->verify = o->preview = 1;
   o->device = "auto";
   o->transport = COMM_TRANSPORT_AUTO;
+  o->stream_frac = -1;
   rank_jobspec *j = &o->job;
   j->frames = 81;
   j->height = 480;
@@ -182,6 +205,23 @@ int run_parse(int argc, char **argv, run_opts *o, int *help) {
     case O_SAVE_NOISE: o->save_noise = optarg; break;
     case O_TRACE: o->trace = optarg; break;
     case O_PROFILE: o->profile = 1; break;
+    case O_ORDER:
+      if (strcmp(optarg, "auto") == 0) o->order = PLAN_ORDER_AUTO;
+      else if (strcmp(optarg, "micro") == 0) o->order = PLAN_ORDER_MICRO;
+      else if (strcmp(optarg, "block") == 0) o->order = PLAN_ORDER_BLOCK;
+      else {
+        sp_log_error("--order: '%s' is not auto, micro or block", optarg);
+        return SP_ERR_INPUT;
+      }
+      break;
+    case O_STREAM_FRAC:
+      if (cli_parse_double("--stream-frac", optarg, 0, 1, &o->stream_frac)) return SP_ERR_INPUT;
+      break;
+    case O_CHUNK_ROWS:
+      if (cli_parse_int64("--chunk-rows", optarg, 1, INT64_MAX / 2, &o->chunk_rows))
+        return SP_ERR_INPUT;
+      break;
+    case O_MEM_TRACE: o->mem_trace = 1; break;
     case O_TRANSPORT:
       if (comm_transport_parse(optarg, &o->transport)) return SP_ERR_INPUT;
       break;

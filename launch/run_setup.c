@@ -104,6 +104,9 @@ int run_make_plan(const comm_world *w, const run_opts *o, rank_model *m,
     plan_budget b;
     plan_options po;
     plan_options_default(&po);
+    po.order = o->order;
+    po.stream_frac = o->stream_frac;
+    po.max_rows = o->chunk_rows;
     if (w->size > PLAN_MAX_RANKS) {
       sp_log_error("run: %d ranks, the planner handles at most %d", w->size, PLAN_MAX_RANKS);
       rc = SP_ERR_INPUT;
@@ -162,6 +165,15 @@ void run_print_json(const comm_world *w, const plan *p, const rank_summary *all)
     json_object_object_add(o, "compute_s", json_object_new_double(all[r].compute_s));
     json_object_object_add(o, "wait_s", json_object_new_double(all[r].wait_s));
     json_object_object_add(o, "send_s", json_object_new_double(all[r].send_s));
+    const rank_summary *a = &all[r];
+    json_object_object_add(o, "order", json_object_new_string(plan_order_name(a->order)));
+    json_object_object_add(o, "streamed_blocks", json_object_new_int(a->streamed));
+    json_object_object_add(o, "h2d_bytes_per_step",
+                           json_object_new_int64(a->steps ? (int64_t)(a->h2d_bytes / (uint64_t)a->steps) : 0));
+    json_object_object_add(o, "arena_bytes", json_object_new_int64((int64_t)a->arena_bytes));
+    json_object_object_add(o, "device_in_use_bytes", json_object_new_int64((int64_t)a->device_in_use));
+    json_object_object_add(o, "device_peak_bytes", json_object_new_int64((int64_t)a->device_peak));
+    json_object_object_add(o, "plan_peak_bytes", json_object_new_int64((int64_t)a->plan_peak_bytes));
     json_object_array_add(ranks, o);
   }
   json_object_object_add(root, "ranks", ranks);

@@ -58,9 +58,50 @@ static void traced_wait(comm_transport *tp, comm_xfer *x, double timeout_s, cons
   rank_trace_span(span, "wait", t0, step, mb);
 }
 
-int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
-                         const rank_job *jobs, int njobs, double timeout_s, int progress,
+/* The activation buffers of a stage and the transfers in flight on them.
+ * Micro-batches are numbered over the whole loop (g = step * K + k) and g
+ * uses buffer g % nbuf. */
+#define MAX_BUFS (2 * RANK_PIPE_MAX_JOBS + 2)
+typedef struct bufs {
+  comm_transport *tp;
+  rank_stage *s;
+  void *stream;
+  size_t bytes;
+  int nbuf, K, prev;
+  int64_t total, posted, consumed; /* micro-batches in all, receives posted, computed and sent */
+  comm_xfer send[MAX_BUFS], recv[MAX_BUFS];
+  double timeout_s;
+  rank_pipe_stats *st;
+} bufs;
+
+/* Posts the receives of the next micro-batches into the buffers that are
+ * free: a buffer is free once its last micro-batch was computed and its
+ * send completed. */
+static void post_recvs(bufs *b) {
+  if (b->prev < 0) return;
+  while (b->posted < b->total && b->posted < b->consumed + b->nbuf) {
+    int i = (int)(b->posted % b->nbuf), k = (int)(b->posted % b->K);
+    traced_wait(b->tp, &b->send[i], b->timeout_s, "sending activations", &b->st->send_s,
+                "send act", (int)(b->posted / b->K), k);
+    comm_tp_irecv(b->tp, rank_stage_act(b->s, i), b->bytes, b->prev, TAG_ACT + k, &b->recv[i],
+                  b->stream);
+    b->posted++;
+  }
+}
+
+/* Host time of a compute call. With --trace the stage is synchronised after
+ * it, so the span is the device's work and not only its queueing. */
+static void compute_done(rank_stage *s, const char *name, double t0, int step, int mb,
                          rank_pipe_stats *st) {
+  if (rank_trace_on()) rank_stage_sync(s);
+  rank_trace_pop();
+  rank_trace_span(name, "compute", t0, step, mb);
+  st->compute_s += comm_now() - t0;
+}
+
+int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
+                         const rank_job *jobs, int njobs, int block_major, double timeout_s,
+                         int progress, rank_pipe_stats *st) {
   const int me = w->rank, P = w->size, first = me == 0, last = me == P - 1;
   if (njobs < 1 || njobs > RANK_PIPE_MAX_JOBS)
     sp_fatal("internal: %d jobs in flight (1..%d)", njobs, RANK_PIPE_MAX_JOBS);
@@ -72,24 +113,32 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       sp_fatal("internal: jobs in flight together differ in steps or latent shape");
     for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) mb[K++] = (micro){j, b};
   }
+  const int nbuf = rank_stage_get_cfg(s)->act_buffers;
+  if (nbuf > MAX_BUFS || (block_major && nbuf < K))
+    sp_fatal("internal: %d activation buffers for %d micro-batches (%s)", nbuf, K,
+             block_major ? "block-major needs one per micro-batch" : "too many");
+  const int G = block_major ? K : 1; /* micro-batches per blocks call */
   const int64_t n = jobs[0].lat[0] * jobs[0].lat[1] * jobs[0].lat[2] * jobs[0].lat[3];
   const size_t lat_bytes = (size_t)n * sizeof(float);
-  const size_t act_bytes =
-      (size_t)rank_act_floats(rank_stage_config(s), rank_stage_tokens(s)) * sizeof(float);
   const rank_stage_cfg *scfg = rank_stage_get_cfg(s);
-  float *act[2] = {rank_stage_host_alloc(scfg, act_bytes), rank_stage_host_alloc(scfg, act_bytes)};
-  comm_xfer send_req[2], recv_req[2], lat_req[RANK_PIPE_MAX_JOBS];
-  memset(send_req, 0, sizeof send_req);
-  memset(recv_req, 0, sizeof recv_req);
+  bufs B = {.tp = tp, .s = s, .stream = rank_stage_stream(s), .bytes = rank_stage_act_bytes(s),
+            .nbuf = nbuf, .K = K, .prev = first ? -1 : me - 1, .total = (int64_t)steps * K,
+            .timeout_s = timeout_s, .st = st};
+  comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
   float *latent[RANK_PIPE_MAX_JOBS] = {0}, *v[RANK_PIPE_MAX_JOBS][2] = {{0}};
   rank_sampler *smp[RANK_PIPE_MAX_JOBS] = {0};
   int rc = SP_OK;
+  /* Pinned: stage 0 copies the latent to the device asynchronously. The
+   * latent changes only in the sampler (after rank_stage_sync) or by the
+   * next step's message, which the last stage sends only after it received
+   * every micro-batch this stage computed from it. */
   for (int j = 0; j < njobs && (first || last); j++) {
-    latent[j] = sp_xmalloc(lat_bytes);
+    latent[j] = rank_stage_host_alloc(scfg, lat_bytes);
     memcpy(latent[j], jobs[j].noise, lat_bytes);
   }
   for (int j = 0; j < njobs && last; j++) {
-    for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) v[j][b] = sp_xmalloc(lat_bytes);
+    for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++)
+      v[j][b] = rank_stage_host_alloc(scfg, lat_bytes);
     rc = rank_sampler_create(jobs[j].sampler, steps, jobs[j].sigmas, (size_t)n, &smp[j]);
     if (rc != SP_OK) goto done;
   }
@@ -104,52 +153,49 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       rank_trace_span("recv latents", "wait", tw, i, -1);
       if (progress) report_progress(i, steps, t_start);
     }
-    if (!first)
-      for (int k = 0; k < K && k < 2; k++)
-        comm_tp_irecv(tp, act[k], act_bytes, me - 1, TAG_ACT + k, &recv_req[k], NULL);
-    for (int k = 0; k < K; k++) {
-      const rank_job *jb = &jobs[mb[k].job];
-      float *a = act[k % 2];
-      if (first) {
-        /* The buffer may still be on its way to the next stage. */
-        traced_wait(tp, &send_req[k % 2], timeout_s, "sending activations", &st->send_s,
-                    "send act", i, k);
-        double t0 = comm_now();
-        rank_trace_push("embed");
-        rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], a);
-        rank_trace_pop();
-        rank_trace_span("embed", "compute", t0, i, k);
-        st->compute_s += comm_now() - t0;
-      } else {
-        traced_wait(tp, &recv_req[k % 2], timeout_s,
-                    "receiving activations from the previous stage", &st->wait_s, "recv act", i,
-                    k);
+    post_recvs(&B);
+    for (int k0 = 0; k0 < K; k0 += G) {
+      int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS];
+      for (int k = k0; k < k0 + G; k++) {
+        const rank_job *jb = &jobs[mb[k].job];
+        int b = (int)(((int64_t)i * K + k) % nbuf);
+        bi[k - k0] = b;
+        slots[k - k0] = jb->slot0 + mb[k].branch;
+        if (first) {
+          /* The buffer may still be on its way to the next stage. */
+          traced_wait(tp, &B.send[b], timeout_s, "sending activations", &st->send_s,
+                      "send act", i, k);
+          double t0 = comm_now();
+          rank_trace_push("embed");
+          rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], b);
+          compute_done(s, "embed", t0, i, k, st);
+        } else {
+          traced_wait(tp, &B.recv[b], timeout_s, "receiving activations from the previous stage",
+                      &st->wait_s, "recv act", i, k);
+        }
       }
       double t0 = comm_now();
       rank_trace_push("blocks");
-      rank_stage_blocks(s, jb->slot0 + mb[k].branch, a);
-      rank_trace_pop();
-      rank_trace_span("blocks", "compute", t0, i, k);
-      if (last) {
-        double th = comm_now();
-        rank_trace_push("head");
-        rank_stage_head(s, a, v[mb[k].job][mb[k].branch]);
-        rank_trace_pop();
-        rank_trace_span("head", "compute", th, i, k);
+      rank_stage_blocks(s, G, slots, bi);
+      compute_done(s, "blocks", t0, i, G == 1 ? k0 : -1, st);
+      for (int k = k0; k < k0 + G; k++) {
+        int b = bi[k - k0];
+        if (last) {
+          double th = comm_now();
+          rank_trace_push("head");
+          rank_stage_head(s, b, v[mb[k].job][mb[k].branch]);
+          compute_done(s, "head", th, i, k, st);
+        } else {
+          comm_tp_isend(tp, rank_stage_act(s, b), B.bytes, me + 1, TAG_ACT + k, &B.send[b],
+                        B.stream);
+        }
       }
-      st->compute_s += comm_now() - t0;
-      if (!last) comm_tp_isend(tp, a, act_bytes, me + 1, TAG_ACT + k, &send_req[k % 2], NULL);
-      /* Refill this buffer with the next micro-batch that uses it. */
-      if (!first && k + 2 < K) {
-        traced_wait(tp, &send_req[k % 2], timeout_s, "sending activations", &st->send_s,
-                    "send act", i, k);
-        comm_tp_irecv(tp, act[k % 2], act_bytes, me - 1, TAG_ACT + k + 2, &recv_req[k % 2],
-                      NULL);
-      }
+      B.consumed += G;
+      post_recvs(&B);
     }
-    if (!first && !last) wait_all(tp, send_req, 2, timeout_s, "sending activations", &st->send_s);
     if (last) {
       double t0 = comm_now();
+      rank_stage_sync(s); /* the head outputs are on the host */
       for (int j = 0; j < njobs; j++) {
         /* branch 0 = conditional, branch 1 = negative prompt */
         if (rank_job_micro_batches(&jobs[j]) == 2)
@@ -166,23 +212,22 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
     }
     rank_trace_span("step", "step", t_step, i, -1);
   }
+  if (!last) wait_all(tp, B.send, nbuf, timeout_s, "sending activations", &st->send_s);
   if (first && !last) {
-    wait_all(tp, send_req, 2, timeout_s, "sending activations", &st->send_s);
     post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
     wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &st->wait_s);
     if (progress) report_progress(steps, steps, t_start);
   }
+  rank_stage_sync(s);
   for (int j = 0; j < njobs && last; j++) memcpy(jobs[j].out, latent[j], lat_bytes);
   st->sample_s += comm_now() - t_start;
   st->steps += steps;
 done:
   for (int j = 0; j < njobs; j++) {
     rank_sampler_destroy(smp[j]);
-    free(latent[j]);
-    free(v[j][0]);
-    free(v[j][1]);
+    rank_stage_host_free(scfg, latent[j]);
+    rank_stage_host_free(scfg, v[j][0]);
+    rank_stage_host_free(scfg, v[j][1]);
   }
-  rank_stage_host_free(scfg, act[0]);
-  rank_stage_host_free(scfg, act[1]);
   return rc;
 }

@@ -7,12 +7,27 @@
  *   last stage   receives, runs its blocks and the head, combines CFG, takes
  *                the sampler step and sends the new latent back to stage 0.
  *
- * Each stage keeps two activation buffers, so it computes micro-batch i+1
- * while micro-batch i is still being sent: once the pipeline is full the
- * stages work on different micro-batches at the same time. With one rank
- * the same loop runs with no message at all. Every rank computes exactly
- * the same function of its input for each block, so the latents are
- * bit-identical for any number of ranks and any split. */
+ * The activation buffers are the stage's own (device memory on CUDA): a
+ * receive lands in one, the blocks run on it in place, the send leaves from
+ * it. With several buffers a stage computes micro-batch i+1 while i is
+ * still being sent and i+2 arrives: once the pipeline is full the stages
+ * work on different micro-batches at the same time. A buffer is refilled
+ * only after its send completed; the host waits on transfers (which also
+ * keeps the watchdog in charge of every wait) but never on the stage's
+ * stream inside a step, so the device always has the next micro-batch's
+ * work queued. The step's one synchronisation is the last stage's, before
+ * the sampler reads the head outputs on the host.
+ *
+ * Order of work. Micro-batch-major: a micro-batch goes through all of the
+ * stage's blocks, then the next one. Block-major: the stage waits for all
+ * micro-batches of the step, runs each block on all of them (a streamed
+ * block is copied once per step instead of once per micro-batch), then
+ * sends them all: fewer copies, no overlap between stages within a step.
+ *
+ * With one rank the same loop runs with no message at all. Every rank
+ * computes exactly the same function of its input for each block, in either
+ * order, so the latents are bit-identical for any number of ranks, any
+ * split and either order. */
 #ifndef RANK_PIPELINE_H
 #define RANK_PIPELINE_H
 
@@ -52,7 +67,9 @@ static inline int rank_job_micro_batches(const rank_job *j) { return j->cfg != 1
 
 /* Runs the whole sampling loop of njobs jobs (1..RANK_PIPE_MAX_JOBS, all
  * of the stage's latent shape and the same number of steps) on this rank's
- * stage; messages go through tp (host buffers: the mpi transport). A job's
+ * stage, block-major when block_major (the stage then needs at least one
+ * activation buffer per micro-batch of a step); activations go through tp
+ * from and to the stage's buffers, latents as host messages. A job's
  * prompt slots (set with rank_stage_set_prompt before) start at its slot0.
  * Each job's result is bit-identical to running it alone: every
  * micro-batch goes through the same ops whatever runs beside it.
@@ -60,7 +77,7 @@ static inline int rank_job_micro_batches(const rank_job *j) { return j->cfg != 1
  * watchdog judges: see comm.h). Rank 0 reports progress when progress is
  * set. */
 int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
-                         const rank_job *jobs, int njobs, double timeout_s, int progress,
-                         rank_pipe_stats *st);
+                         const rank_job *jobs, int njobs, int block_major, double timeout_s,
+                         int progress, rank_pipe_stats *st);
 
 #endif

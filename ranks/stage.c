@@ -57,9 +57,12 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                         cfg->lat_w / c->patch[2]};
   s->tokens = rank_grid_tokens(s->grid);
   s->nblocks = cfg->last_block - cfg->first_block + 1;
+  if (s->cfg.act_buffers < 1) s->cfg.act_buffers = 1;
+  s->act = sp_xcalloc((size_t)s->cfg.act_buffers, sizeof *s->act);
   int rc = cfg->device == RANK_DEVICE_CUDA ? rank_stage_cuda_load(m, s, bytes_read)
                                            : rank_stage_cpu_load(m, s, bytes_read);
   if (rc != SP_OK) {
+    free(s->act);
     free(s);
     return rc;
   }
@@ -70,12 +73,14 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
 void rank_stage_free(rank_stage *s) {
   if (!s) return;
   s->ops->destroy(s);
+  free(s->act);
   free(s);
 }
 
 int64_t rank_stage_tokens(const rank_stage *s) { return s->tokens; }
 const wan_config *rank_stage_config(const rank_stage *s) { return s->c; }
 const rank_stage_cfg *rank_stage_get_cfg(const rank_stage *s) { return &s->cfg; }
+const rank_stage_stats *rank_stage_get_stats(const rank_stage *s) { return &s->stats; }
 
 void rank_stage_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx) {
   s->ops->embed_text(s, context, L, ctx);
@@ -83,10 +88,29 @@ void rank_stage_embed_text(rank_stage *s, const float *context, int64_t L, float
 void rank_stage_set_prompt(rank_stage *s, int slot, const float *ctx) {
   s->ops->set_prompt(s, slot, ctx);
 }
-void rank_stage_embed(rank_stage *s, const float *latent, double t, float *act) {
-  s->ops->embed(s, latent, t, act);
+static void check_buf(const rank_stage *s, int buf) {
+  if (buf < 0 || buf >= s->cfg.act_buffers)
+    sp_fatal("internal: activation buffer %d of %d", buf, s->cfg.act_buffers);
 }
-void rank_stage_blocks(rank_stage *s, int slot, float *act) { s->ops->blocks(s, slot, act); }
-void rank_stage_head(rank_stage *s, const float *act, float *out) {
-  s->ops->head(s, act, out);
+void *rank_stage_act(rank_stage *s, int buf) {
+  check_buf(s, buf);
+  return s->act[buf];
 }
+size_t rank_stage_act_bytes(const rank_stage *s) {
+  return (size_t)rank_act_floats(s->c, s->tokens) * sizeof(float);
+}
+void *rank_stage_stream(rank_stage *s) { return s->stream; }
+void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf) {
+  check_buf(s, buf);
+  s->ops->embed(s, latent, t, buf);
+}
+void rank_stage_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
+  if (n < 1) sp_fatal("internal: blocks on %d micro-batches", n);
+  for (int j = 0; j < n; j++) check_buf(s, bufs[j]);
+  s->ops->blocks(s, n, slots, bufs);
+}
+void rank_stage_head(rank_stage *s, int buf, float *out) {
+  check_buf(s, buf);
+  s->ops->head(s, buf, out);
+}
+void rank_stage_sync(rank_stage *s) { s->ops->sync(s); }

@@ -5,7 +5,13 @@
  * A micro-batch travels between stages as one activation message
  * (rank_act_floats): x (tokens, dim) fp32 | e (dim) | e0 (6, dim), so the
  * time embedding made on stage 0 reaches every stage with the residual
- * stream in a single send. */
+ * stream in a single send. The stage owns act_buffers such messages in its
+ * own memory (device memory on CUDA): the transport receives into them and
+ * sends from them, and the step's work never copies them through the host.
+ *
+ * The per-step calls (embed, blocks, head) are asynchronous on the CUDA
+ * backend: they queue work on the stage's stream (rank_stage_stream) and
+ * return; rank_stage_sync waits for it. The CPU backend runs them at once. */
 #ifndef RANK_STAGE_H
 #define RANK_STAGE_H
 
@@ -38,6 +44,10 @@ typedef struct rank_stage_cfg {
   int prefetch_depth;
   rank_attn attn; /* CUDA attention backend (the CPU has one exact attention) */
   int profile;    /* CUDA: time every op of every block, report per call */
+  int act_buffers;    /* activation messages the stage holds (>= 1; plan_act_buffers) */
+  int64_t chunk_rows; /* CUDA: rows per chunk of the block transients (0: all tokens) */
+  int mem_trace;      /* CUDA: per-block device memory table (synchronises per block) */
+  double plan_peak_bytes; /* the planner's peak for this rank, for the memory table */
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */
@@ -47,8 +57,9 @@ int rank_device_parse(const char *s, rank_device *out);
 
 typedef struct rank_stage rank_stage;
 
-/* Host buffers the stage copies to and from (activation messages,
- * latents): pinned on the CUDA backend, so copies run at the link's rate. */
+/* Host buffers the stage copies to and from (latents, head outputs):
+ * pinned on the CUDA backend, so copies run at the link's rate and can be
+ * asynchronous. */
 void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes);
 void rank_stage_host_free(const rank_stage_cfg *cfg, void *p);
 const rank_stage_cfg *rank_stage_get_cfg(const rank_stage *s);
@@ -76,11 +87,39 @@ const wan_config *rank_stage_config(const rank_stage *s);
 void rank_stage_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx);
 /* Every stage: cross-attention k/v of its blocks for prompt slot from ctx. */
 void rank_stage_set_prompt(rank_stage *s, int slot, const float *ctx);
-/* Stage 0: activation message act from the latent and timestep t. */
-void rank_stage_embed(rank_stage *s, const float *latent, double t, float *act);
-/* Every stage: its blocks on act (in place) for prompt slot. */
-void rank_stage_blocks(rank_stage *s, int slot, float *act);
-/* Last stage: the predicted velocity out (out_dim, F, H, W) from act. */
-void rank_stage_head(rank_stage *s, const float *act, float *out);
+/* Activation buffer buf (0 .. act_buffers-1): device memory on CUDA. */
+void *rank_stage_act(rank_stage *s, int buf);
+size_t rank_stage_act_bytes(const rank_stage *s);
+/* The stream the per-step work runs on (a cudaStream_t; NULL on the CPU,
+ * whose buffers are host memory): transfers of activation buffers are
+ * ordered against it. */
+void *rank_stage_stream(rank_stage *s);
+
+/* Stage 0: activation message in buffer buf from the latent (host memory,
+ * pinned; it must not change until the work is done: rank_stage_sync) and
+ * timestep t. */
+void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf);
+/* Every stage: its blocks on n micro-batches, buffer bufs[j] with prompt
+ * slot slots[j], in place. n = 1 is micro-batch-major work; n > 1 is
+ * block-major: each block runs every micro-batch while its weights are on
+ * the device (a streamed block is copied once, not n times). Each
+ * micro-batch's result is the same either way. */
+void rank_stage_blocks(rank_stage *s, int n, const int *slots, const int *bufs);
+/* Last stage: the predicted velocity (out_dim, F, H, W) from buffer buf
+ * into out (host memory, pinned; valid after rank_stage_sync). */
+void rank_stage_head(rank_stage *s, int buf, float *out);
+/* Waits for every queued call of the stage. */
+void rank_stage_sync(rank_stage *s);
+
+/* What a stage holds and moves, for the run's summary (--json). */
+typedef struct rank_stage_stats {
+  int streamed;           /* blocks kept in host memory, copied in each time they run */
+  uint64_t h2d_bytes;     /* streamed weight bytes queued host to device so far */
+  uint64_t arena_bytes;   /* the device arena (0 on the CPU) */
+  /* Device memory in use once loaded and warmed up, and the most seen by
+   * --mem-trace: cudaMemGetInfo, so every process on the GPU counts. */
+  uint64_t device_in_use, device_peak;
+} rank_stage_stats;
+const rank_stage_stats *rank_stage_get_stats(const rank_stage *s);
 
 #endif

@@ -38,6 +38,7 @@ static void cpu_destroy(rank_stage *s) {
   free(c->ck);
   free(c->cv);
   free(c->scratch);
+  for (int i = 0; i < s->cfg.act_buffers; i++) free(s->act[i]);
   rank_rope_free(&c->rope);
   free(c);
   s->impl = NULL;
@@ -59,34 +60,42 @@ static void cpu_set_prompt(rank_stage *s, int slot, const float *ctx) {
                         c->ck + kv_offset(s, slot, b), c->cv + kv_offset(s, slot, b));
 }
 
-static void cpu_embed(rank_stage *s, const float *latent, double t, float *act) {
+static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
-  float *x = act, *e = act + s->tokens * D, *e0 = e + D;
+  float *x = s->act[buf], *e = x + s->tokens * D, *e0 = e + D;
   rank_dit_embed_patch(s->c, &c->l32[WAN_GROUP_EMBED], c->embed_w, latent, s->cfg.lat_f,
                        s->cfg.lat_h, s->cfg.lat_w, x, c->scratch);
   rank_dit_embed_time(s->c, &c->l32[WAN_GROUP_EMBED], c->embed_w, t, e, e0, c->scratch);
 }
 
-static void cpu_blocks(rank_stage *s, int slot, float *act) {
+/* Block-major when n > 1: every micro-batch through block b, then b + 1.
+ * The host holds every block anyway; the order only mirrors the CUDA
+ * backend's, and each micro-batch sees the same ops either way. */
+static void cpu_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
-  float *x = act, *e0 = act + s->tokens * D + D;
   for (int b = 0; b < s->nblocks; b++)
-    rank_dit_block(s->c, &c->l32[WAN_GROUP_BLOCK], c->block_w[b], x, e0,
-                   c->ck + kv_offset(s, slot, b), c->cv + kv_offset(s, slot, b), &c->rope,
-                   c->scratch);
+    for (int j = 0; j < n; j++) {
+      float *x = s->act[bufs[j]], *e0 = x + s->tokens * D + D;
+      rank_dit_block(s->c, &c->l32[WAN_GROUP_BLOCK], c->block_w[b], x, e0,
+                     c->ck + kv_offset(s, slots[j], b), c->cv + kv_offset(s, slots[j], b),
+                     &c->rope, c->scratch);
+    }
 }
 
-static void cpu_head(rank_stage *s, const float *act, float *out) {
+static void cpu_head(rank_stage *s, int buf, float *out) {
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
+  const float *act = s->act[buf];
   rank_dit_head(s->c, &c->l32[WAN_GROUP_HEAD], c->head_w, act, act + s->tokens * D,
                 s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w, out, c->scratch);
 }
 
-static const rank_stage_ops cpu_ops = {cpu_destroy, cpu_embed_text, cpu_set_prompt,
-                                       cpu_embed,   cpu_blocks,     cpu_head};
+static void cpu_sync(rank_stage *s) { (void)s; /* every call ran to the end */ }
+
+static const rank_stage_ops cpu_ops = {cpu_destroy, cpu_embed_text, cpu_set_prompt, cpu_embed,
+                                       cpu_blocks,  cpu_head,       cpu_sync};
 
 int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
@@ -101,6 +110,8 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   c->ck = sp_xmalloc(kv * sizeof(float));
   c->cv = sp_xmalloc(kv * sizeof(float));
   c->scratch = sp_xmalloc(rank_dit_scratch_floats(cf, s->tokens) * sizeof(float));
+  for (int i = 0; i < cfg->act_buffers; i++)
+    s->act[i] = sp_xmalloc((size_t)rank_act_floats(cf, s->tokens) * sizeof(float));
 
   size_t tmp_bytes = 0;
   for (int g = 0; g < 3; g++) {

@@ -7,17 +7,21 @@
  * Memory: one device arena per stage, sized before anything is placed:
  * the bf16 weights of the stage's resident groups, the slots streamed
  * blocks are copied into, the cross-attention k/v of every prompt slot, the
- * activation message, and the block scratch. Nothing is allocated in the
- * step loop.
+ * activation buffers, and the block transients (at the planner's chunk
+ * rows). The sizes are the planner's formulas (plan_act_bytes), so a plan
+ * that fits fits. Nothing is allocated in the step loop.
  *
  * Streamed blocks (hybrid residency) live in pinned host memory, loaded
  * once. Each time the stage runs its blocks, a copy stream fills the
  * prefetch_depth device slots in block order, one way (host to device;
  * weights are read-only, so a slot is simply overwritten next time), and
  * the compute stream waits only on the event of the slot it needs: a copy
- * hides behind the compute of the blocks before it. The activation message crosses to the host
- * at every call (the host-staged transport); all device work of a call is
- * on one stream, and the call returns when its result is on the host. */
+ * hides behind the compute of the blocks before it. Block-major calls run
+ * every micro-batch through a block while it is in its slot.
+ *
+ * The per-step calls only queue work on the compute stream: the activation
+ * buffers stay on the device, the transport moves them (ordered against
+ * the stream by events), and the host waits only in rank_stage_sync. */
 #include "stage_impl.h"
 
 #ifdef STATICPIPE_HAVE_CUDA
@@ -29,89 +33,12 @@
 
 #include "cuda_check.h"
 #include "kern_cpu.h"
-#include "kern_attn.h"
-#include "cuda_profile.h"
-#include "kern_cuda.h"
 #include "log.h"
-
-/* After an op of a profiled block (cuda_profile.h). */
-#define PROF(name, flops, bytes, rate)                                          \
-  do {                                                                          \
-    if (c->prof) rank_prof_mark(c->prof, name, (double)(flops), (double)(bytes), rate); \
-  } while (0)
-
-typedef struct cuda_stage {
-  int device;
-  cudaStream_t stream;
-  kern_cuda_gemm_ctx *gemm;
-  kern_attn_ctx *attn;
-  char *arena;        /* the one device allocation */
-  size_t arena_bytes, arena_used;
-  wan_layout l16[3];  /* bf16 packed layouts */
-  uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups (NULL: streamed) */
-  uint16_t **host_w;  /* [nblocks] pinned host copy of a streamed block, else NULL */
-  int nstreamed, depth;
-  int *stream_order;  /* [nstreamed] block index (0-based in the stage) of each streamed block */
-  uint16_t **slot_w;  /* [depth] device slots for streamed blocks */
-  cudaStream_t copy;  /* host -> device copies of streamed blocks */
-  cudaEvent_t *copied, *freed; /* [depth] slot filled / slot no longer read */
-  uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
-  float *cos_t, *sin_t; /* (L, hd/2) RoPE tables, fp32 */
-  float *act;         /* (tokens*dim + 7*dim) the activation message */
-  float *m;           /* (6, dim) modulation of the current block */
-  float *e2;          /* (2, dim) e repeated for the head's modulation */
-  uint16_t *hb;       /* (L, dim) bf16 normed input of a sub-layer */
-  float *qf, *kf;     /* (L, dim) q, k projections before RMSNorm, bf16 (room for fp32) */
-  uint16_t *qb, *kb, *vb, *ab; /* (L, dim) bf16 */
-  float *of;          /* (L, dim) o / ffn.2 projection output, bf16 (room for fp32) */
-  uint16_t *fb;       /* (L, ffn_dim) bf16 FFN hidden */
-  float *tok;         /* (L, 64) fp32 patch tokens / head output */
-  float *lat;         /* (in_dim, F, H, W) fp32 latent in / prediction out */
-  uint16_t *ctxb;     /* (text_len, text_dim) bf16 padded context / (text_len, dim) */
-  float *ctxf;        /* (text_len, dim) fp32 */
-  uint16_t *ctxh;     /* (text_len, dim) bf16 text-embedding hidden */
-  float *tvec;        /* (freq_dim + 2 dim) fp32 time embedding temporaries */
-  float *sinus;       /* host (freq_dim) the time sinusoid, made in double */
-  void *attn_scratch;
-  size_t attn_scratch_bytes;
-  rank_prof *prof;    /* NULL unless profiling */
-} cuda_stage;
+#include "plan.h"
+#include "trace.h"
+#include "stage_cuda_impl.h"
 
 static cuda_stage *st(rank_stage *s) { return s->impl; }
-
-
-
-int rank_cuda_device_count(void) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-int rank_cuda_describe(int idx, plan_device *out) {
-  struct cudaDeviceProp prop;
-  size_t free_b = 0, total_b = 0;
-  if (cudaGetDeviceProperties(&prop, idx) != cudaSuccess || cudaSetDevice(idx) != cudaSuccess ||
-      cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
-    sp_log_error("cuda:%d: cannot query the device: %s", idx,
-                 cudaGetErrorString(cudaGetLastError()));
-    return SP_ERR_RUNTIME;
-  }
-  memset(out, 0, sizeof *out);
-  snprintf(out->name, sizeof out->name, "%.63s", prop.name);
-  out->total_bytes = total_b;
-  out->free_bytes = free_b;
-  out->sm_count = prop.multiProcessorCount;
-  out->cc_major = prop.major;
-  out->cc_minor = prop.minor;
-  cudaDeviceGetPCIBusId(out->pci_bus_id, (int)sizeof out->pci_bus_id, idx);
-  out->speed = 1.0;
-  return SP_OK;
-}
-
-int rank_cuda_available(void) { return rank_cuda_device_count() > 0; }
 
 /* Bump allocation from the arena, 256-byte aligned. Sizing pass when the
  * arena is NULL: only counts. */
@@ -123,20 +50,26 @@ static void *take(cuda_stage *c, size_t bytes) {
   return c->arena + off;
 }
 
-static const uint16_t *tensor_of(const cuda_stage *c, wan_group g, const uint16_t *w, const char *name) {
+const uint16_t *rank_cuda_tensor(const cuda_stage *c, wan_group g, const uint16_t *w,
+                                 const char *name) {
   const wan_layout *l = &c->l16[g];
   int i = wan_layout_find(l, name);
   if (i < 0) sp_fatal("internal: tensor %s is not in the layout", name);
   return (const uint16_t *)((const char *)w + l->t[i].offset);
 }
-#define WB(name) tensor_of(c, WAN_GROUP_BLOCK, w, name)
-#define WE(name) tensor_of(c, WAN_GROUP_EMBED, c->embed_w, name)
-#define WH(name) tensor_of(c, WAN_GROUP_HEAD, c->head_w, name)
+#define WB(name) rank_cuda_tensor(c, WAN_GROUP_BLOCK, w, name)
+#define WE(name) rank_cuda_tensor(c, WAN_GROUP_EMBED, c->embed_w, name)
+#define WH(name) rank_cuda_tensor(c, WAN_GROUP_HEAD, c->head_w, name)
 
-/* Carves every buffer out of the arena (called twice: size, then place). */
+/* Carves every buffer out of the arena (called twice: size, then place),
+ * in the planner's terms (plan_act_bytes): weights, slots, context k/v,
+ * activation buffers, the block transients at c->rows, context scratch,
+ * RoPE tables, the small vectors, and on the end stages the latent and its
+ * patch tokens. */
 static void carve(rank_stage *s, cuda_stage *c) {
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim, T = cf->text_len, hd = wan_head_dim(cf);
+  const int64_t R = c->rows, F = cf->ffn_dim;
   c->arena_used = 0;
   if (s->cfg.embed) c->embed_w = take(c, c->l16[WAN_GROUP_EMBED].packed_bytes);
   if (s->cfg.head) c->head_w = take(c, c->l16[WAN_GROUP_HEAD].packed_bytes);
@@ -146,29 +79,33 @@ static void carve(rank_stage *s, cuda_stage *c) {
   size_t kv = (size_t)s->cfg.prompts * (size_t)s->nblocks * (size_t)(T * D);
   c->ck = take(c, kv * 2);
   c->cv = take(c, kv * 2);
-  c->cos_t = take(c, (size_t)(L * hd / 2) * 4);
-  c->sin_t = take(c, (size_t)(L * hd / 2) * 4);
-  c->act = take(c, (size_t)rank_act_floats(cf, L) * 4);
-  c->m = take(c, (size_t)(6 * D) * 4);
-  c->e2 = take(c, (size_t)(2 * D) * 4);
-  c->hb = take(c, (size_t)(L * D) * 2);
-  c->qf = take(c, (size_t)(L * D) * 4);
-  c->kf = take(c, (size_t)(L * D) * 4);
-  c->qb = take(c, (size_t)(L * D) * 2);
-  c->kb = take(c, (size_t)(L * D) * 2);
-  c->vb = take(c, (size_t)(L * D) * 2);
-  c->ab = take(c, (size_t)(L * D) * 2);
-  c->of = take(c, (size_t)(L * D) * 4);
-  c->fb = take(c, (size_t)(L * cf->ffn_dim) * 2);
-  c->tok = take(c, (size_t)(L * (wan_patch_in(cf) > wan_patch_out(cf) ? wan_patch_in(cf)
-                                                                        : wan_patch_out(cf))) * 4);
-  c->lat = take(c, (size_t)(cf->in_dim > cf->out_dim ? cf->in_dim : cf->out_dim) *
-                       (size_t)(s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w) * 4);
+  for (int i = 0; i < s->cfg.act_buffers; i++)
+    s->act[i] = take(c, (size_t)rank_act_floats(cf, L) * 4);
+  /* k and v of every row, or the FFN hidden of a chunk: never both alive. */
+  size_t kv_rows = (size_t)(L * D) * 2, ffn = (size_t)(R * F) * 2;
+  c->kb = take(c, 2 * kv_rows > ffn ? 2 * kv_rows : ffn);
+  c->vb = c->kb ? c->kb + L * D : NULL;
+  c->fb = c->kb;
+  c->hb = take(c, (size_t)(R * D) * 2);
+  c->pb = take(c, (size_t)(R * D) * 2);
+  c->qb = take(c, (size_t)(R * D) * 2);
+  c->ab = take(c, (size_t)(R * D) * 2);
   int64_t tw = cf->text_dim > D ? cf->text_dim : D;
   c->ctxb = take(c, (size_t)(T * tw) * 2);
   c->ctxf = take(c, (size_t)(T * D) * 4);
-  c->ctxh = take(c, (size_t)(T * D) * 2);
+  c->ctxh = s->cfg.embed ? take(c, (size_t)(T * D) * 2) : NULL;
+  c->cos_t = take(c, (size_t)(L * hd / 2) * 4);
+  c->sin_t = take(c, (size_t)(L * hd / 2) * 4);
+  c->m = take(c, (size_t)(6 * D) * 4);
+  c->e2 = take(c, (size_t)(2 * D) * 4);
   c->tvec = take(c, (size_t)(cf->freq_dim + 2 * D) * 4);
+  c->tok = c->lat = NULL;
+  if (s->cfg.embed || s->cfg.head) {
+    int64_t pmax = wan_patch_in(cf) > wan_patch_out(cf) ? wan_patch_in(cf) : wan_patch_out(cf);
+    int64_t cmax = cf->in_dim > cf->out_dim ? cf->in_dim : cf->out_dim;
+    c->tok = take(c, (size_t)(L * pmax) * 4);
+    c->lat = take(c, (size_t)cmax * (size_t)(s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w) * 4);
+  }
   /* Attention scratch, for the simple backend only (the flash and cuDNN
    * kernels hold no scores): as many query rows per chunk as 1 GiB holds,
    * at least one, at most L. */
@@ -222,7 +159,10 @@ static void cuda_destroy(rank_stage *s) {
   free(c->copied);
   free(c->freed);
   free(c->block_w);
-  if (c->sinus) cudaFreeHost(c->sinus);
+  for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
+    if (c->sinus[i]) cudaFreeHost(c->sinus[i]);
+    if (c->sinus_used[i]) cudaEventDestroy(c->sinus_used[i]);
+  }
   free(c);
   s->impl = NULL;
 }
@@ -250,6 +190,9 @@ static size_t kv_offset(const rank_stage *s, int slot, int b) {
 
 static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   cuda_stage *c = st(s);
+  /* Streamed blocks pass through slot 0 here: no copy may still be filling it. */
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  if (c->copy) CUDA_CHECK(cudaStreamSynchronize(c->copy));
   const wan_config *cf = s->c;
   const int64_t T = cf->text_len, D = cf->dim;
   CUDA_CHECK(cudaMemcpyAsync(c->ctxf, ctx, (size_t)(T * D) * 4, cudaMemcpyHostToDevice, c->stream));
@@ -274,23 +217,29 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
-static void cuda_embed(rank_stage *s, const float *latent, double t, float *act) {
+static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   cuda_stage *c = st(s);
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim;
   const int64_t n = cf->in_dim * s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
-  float *x = c->act, *e = x + L * D, *e0 = e + D;
+  float *x = s->act[buf], *e = x + L * D, *e0 = e + D;
   CUDA_CHECK(cudaMemcpyAsync(c->lat, latent, (size_t)n * 4, cudaMemcpyHostToDevice, c->stream));
-  kern_cuda_patchify(c->lat, c->hb, KERN_DTYPE_BF16, cf->in_dim, s->cfg.lat_f, s->cfg.lat_h,
+  /* The bf16 patches fit in the fp32 patch-token buffer (hb may be a chunk). */
+  uint16_t *patches = (uint16_t *)c->tok;
+  kern_cuda_patchify(c->lat, patches, KERN_DTYPE_BF16, cf->in_dim, s->cfg.lat_f, s->cfg.lat_h,
                      s->cfg.lat_w, c->stream);
-  kern_cuda_linear(c->gemm, c->hb, WE("patch_embedding.weight"), WE("patch_embedding.bias"), x,
+  kern_cuda_linear(c->gemm, patches, WE("patch_embedding.weight"), WE("patch_embedding.bias"), x,
                    KERN_DTYPE_F32, L, wan_patch_in(cf), D, KERN_CUDA_ACT_NONE, c->stream);
-  /* Time: the sinusoid in double on the host, then fp32 on the device. */
-  float *sinus = c->sinus;
-  kern_cpu_time_sinusoid(t, cf->freq_dim, sinus);
+  /* Time: the sinusoid in double on the host, into a pinned buffer of the
+   * ring whose previous copy is done, then fp32 on the device. */
+  int r = c->sinus_next;
+  c->sinus_next = (r + 1) % CUDA_STAGE_SINUS_RING;
+  CUDA_CHECK(cudaEventSynchronize(c->sinus_used[r]));
+  kern_cpu_time_sinusoid(t, cf->freq_dim, c->sinus[r]);
   float *tin = c->tvec, *h = tin + cf->freq_dim, *se = h + D;
-  CUDA_CHECK(cudaMemcpyAsync(tin, sinus, (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
+  CUDA_CHECK(cudaMemcpyAsync(tin, c->sinus[r], (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
                              c->stream));
+  CUDA_CHECK(cudaEventRecord(c->sinus_used[r], c->stream));
   kern_cuda_linear_f32(tin, WE("time_embedding.0.weight"), WE("time_embedding.0.bias"), h, 1,
                        cf->freq_dim, D, c->stream);
   kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
@@ -300,108 +249,43 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, float *act)
   kern_cuda_silu(se, KERN_DTYPE_F32, D, c->stream);
   kern_cuda_linear_f32(se, WE("time_projection.1.weight"), WE("time_projection.1.bias"), e0, 1,
                        D, 6 * D, c->stream);
-  CUDA_CHECK(cudaMemcpyAsync(act, c->act, (size_t)rank_act_floats(cf, L) * 4,
-                             cudaMemcpyDeviceToHost, c->stream));
-  CUDA_CHECK(cudaStreamSynchronize(c->stream));
-}
-
-/* MODEL 4 on the GPU, the same steps as rank_dit_block. */
-static void block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const uint16_t *ck,
-                          const uint16_t *cv) {
-  const wan_config *cf = s->c;
-  const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
-  const int64_t T = cf->text_len, F = cf->ffn_dim;
-  const float eps = (float)cf->eps;
-  cudaStream_t st_ = c->stream;
-  float *x = c->act, *e0 = x + L * D + D;
-  /* Bytes of the tensors each op must move, for the profile's floors. */
-  const double LD = (double)L * (double)D, LF = (double)L * (double)F, TD = (double)T * D;
-  const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
-  if (c->prof) rank_prof_block_begin(c->prof);
-  kern_cuda_modulation(WB("modulation"), e0, c->m, 6 * D, st_);
-  PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
-  const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
-  const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
-
-  /* self-attention */
-  kern_cuda_layernorm_modulate(x, NULL, NULL, shift1, scale1, c->hb, L, D, eps, st_);
-  PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
-  /* Projections write bf16, as the published model's linears do under bf16
-   * autocast: half the bytes, and the bias fuses into cuBLASLt's epilogue
-   * (it refuses a bf16 bias on an fp32 output). Norm statistics, the
-   * residual stream and the gates stay fp32. */
-  kern_cuda_linear(c->gemm, c->hb, WB("self_attn.q.weight"), WB("self_attn.q.bias"), c->qf,
-                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  kern_cuda_linear(c->gemm, c->hb, WB("self_attn.k.weight"), WB("self_attn.k.bias"), c->kf,
-                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  kern_cuda_linear(c->gemm, c->hb, WB("self_attn.v.weight"), WB("self_attn.v.bias"), c->vb,
-                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("q,k,v projections", 3 * gemm_dd, 3 * (LD * 4 + wdd), RANK_CEIL_GEMM);
-  kern_cuda_rmsnorm_rope(c->qf, KERN_DTYPE_BF16, WB("self_attn.norm_q.weight"), c->cos_t,
-                         c->sin_t, c->qb, L, NH, HD, eps, st_);
-  kern_cuda_rmsnorm_rope(c->kf, KERN_DTYPE_BF16, WB("self_attn.norm_k.weight"), c->cos_t,
-                         c->sin_t, c->kb, L, NH, HD, eps, st_);
-  PROF("q,k rmsnorm+rope", 0, 2 * (LD * 4) + (double)L * HD * 4, RANK_CEIL_GEMM);
-  kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
-  kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, st_);
-  PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
-  kern_cuda_linear(c->gemm, c->ab, WB("self_attn.o.weight"), WB("self_attn.o.bias"), c->of,
-                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
-  kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, gate1, L, D, st_);
-  PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
-
-  /* cross-attention: norm3 with affine, no modulation, no gate */
-  kern_cuda_layernorm_modulate(x, WB("norm3.weight"), WB("norm3.bias"), NULL, NULL, c->hb, L, D,
-                               eps, st_);
-  PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
-  kern_cuda_linear(c->gemm, c->hb, WB("cross_attn.q.weight"), WB("cross_attn.q.bias"), c->qf,
-                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("cross q projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
-  kern_cuda_rmsnorm_rope(c->qf, KERN_DTYPE_BF16, WB("cross_attn.norm_q.weight"), NULL, NULL,
-                         c->qb, L, NH, HD, eps, st_);
-  PROF("cross q rmsnorm", 0, LD * 4, RANK_CEIL_GEMM);
-  kern_attn_params cp = {c->qb, ck, cv, c->ab, L, T, NH, HD, 0.0f};
-  kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, st_);
-  PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
-  kern_cuda_linear(c->gemm, c->ab, WB("cross_attn.o.weight"), WB("cross_attn.o.bias"), c->of,
-                   KERN_DTYPE_BF16, L, D, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
-  kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, NULL, L, D, st_);
-  PROF("add 2", 0, LD * 10, RANK_CEIL_GEMM);
-
-  /* FFN */
-  kern_cuda_layernorm_modulate(x, NULL, NULL, shift2, scale2, c->hb, L, D, eps, st_);
-  PROF("norm2+modulate", 0, LD * 6, RANK_CEIL_GEMM);
-  kern_cuda_linear(c->gemm, c->hb, WB("ffn.0.weight"), WB("ffn.0.bias"), c->fb, KERN_DTYPE_BF16,
-                   L, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
-  PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
-  kern_cuda_linear(c->gemm, c->fb, WB("ffn.2.weight"), WB("ffn.2.bias"), c->of, KERN_DTYPE_BF16,
-                   L, F, D, KERN_CUDA_ACT_NONE, st_);
-  PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
-  kern_cuda_gated_add(x, c->of, KERN_DTYPE_BF16, gate2, L, D, st_);
-  PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
-  if (c->prof) rank_prof_block_end(c->prof);
 }
 
 /* Starts the copy of the n-th streamed block into its slot, once the
  * compute stream has finished reading the block that was there before. */
-static void issue_copy(cuda_stage *c, int n, size_t bytes) {
+static void issue_copy(rank_stage *s, cuda_stage *c, int n, size_t bytes) {
   int k = n % c->depth;
+  s->stats.h2d_bytes += bytes;
   CUDA_CHECK(cudaStreamWaitEvent(c->copy, c->freed[k], 0));
   CUDA_CHECK(cudaMemcpyAsync(c->slot_w[k], c->host_w[c->stream_order[n]], bytes,
                              cudaMemcpyHostToDevice, c->copy));
   CUDA_CHECK(cudaEventRecord(c->copied[k], c->copy));
 }
 
-static void cuda_blocks(rank_stage *s, int slot, float *act) {
+/* --mem-trace: device memory in use (the whole device, as cudaMemGetInfo
+ * sees it) once the queue is drained. */
+static double device_used(const cuda_stage *c) {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return (double)(total_b - free_b);
+}
+
+static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
   cuda_stage *c = st(s);
-  const size_t bytes = (size_t)rank_act_floats(s->c, s->tokens) * 4;
   const size_t wbytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
-  CUDA_CHECK(cudaMemcpyAsync(c->act, act, bytes, cudaMemcpyHostToDevice, c->stream));
+  const int trace = s->cfg.mem_trace && !c->mem_traced;
+  const double MB = 1e6;
+  if (trace)
+    sp_log_info("mem-trace: %5s %-9s %11s %11s %11s %11s", "block", "weights", "before_MB",
+                "after_MB", "arena_MB", "plan_MB");
+  /* While chunking, every GEMM keeps the algorithm of its all-rows shape
+   * (see stage_cuda_block.c). */
+  if (c->rows < s->tokens) kern_cuda_gemm_pin_rows(c->gemm, s->tokens);
   int issued = 0, used = 0;
-  for (; issued < c->nstreamed && issued < c->depth; issued++) issue_copy(c, issued, wbytes);
+  for (; issued < c->nstreamed && issued < c->depth; issued++) issue_copy(s, c, issued, wbytes);
   for (int b = 0; b < s->nblocks; b++) {
+    double before = trace ? device_used(c) : 0;
     const uint16_t *w = c->block_w[b];
     int k = -1;
     if (c->host_w[b]) {
@@ -409,42 +293,59 @@ static void cuda_blocks(rank_stage *s, int slot, float *act) {
       CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->copied[k], 0));
       w = c->slot_w[k];
     }
-    block_forward(s, c, w, c->ck + kv_offset(s, slot, b), c->cv + kv_offset(s, slot, b));
+    /* Block-major: every micro-batch while the block is here. */
+    for (int j = 0; j < n; j++)
+      rank_cuda_block_forward(s, c, w, c->ck + kv_offset(s, slots[j], b),
+                              c->cv + kv_offset(s, slots[j], b), s->act[bufs[j]]);
     if (k >= 0) {
       CUDA_CHECK(cudaEventRecord(c->freed[k], c->stream));
       used++;
-      if (issued < c->nstreamed) issue_copy(c, issued++, wbytes);
+      if (issued < c->nstreamed) issue_copy(s, c, issued++, wbytes);
+    }
+    if (trace) {
+      double after = device_used(c);
+      if (after > s->stats.device_peak) s->stats.device_peak = (uint64_t)after;
+      sp_log_info("mem-trace: %5d %-9s %11.1f %11.1f %11.1f %11.1f", s->cfg.first_block + b,
+                  k >= 0 ? "streamed" : "resident", before / MB, after / MB,
+                  (double)c->arena_bytes / MB, s->cfg.plan_peak_bytes / MB);
+      rank_trace_counter("device memory MB", after / MB);
     }
   }
-  CUDA_CHECK(cudaMemcpyAsync(act, c->act, bytes, cudaMemcpyDeviceToHost, c->stream));
-  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  if (c->rows < s->tokens) kern_cuda_gemm_pin_rows(c->gemm, 0);
+  if (trace) c->mem_traced = 1;
   if (c->prof) rank_prof_report(c->prof);
 }
 
-static void cuda_head(rank_stage *s, const float *act, float *out) {
+static void cuda_head(rank_stage *s, int buf, float *out) {
   cuda_stage *c = st(s);
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim;
-  const size_t bytes = (size_t)rank_act_floats(cf, L) * 4;
   const int64_t n = cf->out_dim * s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
-  CUDA_CHECK(cudaMemcpyAsync(c->act, act, bytes, cudaMemcpyHostToDevice, c->stream));
-  float *x = c->act, *e = x + L * D;
+  float *x = s->act[buf], *e = x + L * D;
   /* (shift, scale) = head.modulation (2, D) + e (not e0), e per chunk. */
   CUDA_CHECK(cudaMemcpyAsync(c->e2, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   CUDA_CHECK(cudaMemcpyAsync(c->e2 + D, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   kern_cuda_modulation(WH("head.modulation"), c->e2, c->m, 2 * D, c->stream);
-  kern_cuda_layernorm_modulate(x, NULL, NULL, c->m, c->m + D, c->hb, L, D, (float)cf->eps,
-                               c->stream);
-  kern_cuda_linear(c->gemm, c->hb, WH("head.head.weight"), WH("head.head.bias"), c->tok,
-                   KERN_DTYPE_F32, L, D, wan_patch_out(cf), KERN_CUDA_ACT_NONE, c->stream);
+  const int64_t R = c->rows, po = wan_patch_out(cf);
+  if (R < L) kern_cuda_gemm_pin_rows(c->gemm, L);
+  for (int64_t r0 = 0; r0 < L; r0 += R) {
+    const int64_t rn = L - r0 < R ? L - r0 : R;
+    kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, c->m, c->m + D, c->hb, rn, D,
+                                 (float)cf->eps, c->stream);
+    kern_cuda_linear(c->gemm, c->hb, WH("head.head.weight"), WH("head.head.bias"),
+                     c->tok + r0 * po, KERN_DTYPE_F32, rn, D, po, KERN_CUDA_ACT_NONE, c->stream);
+  }
+  if (R < L) kern_cuda_gemm_pin_rows(c->gemm, 0);
   kern_cuda_unpatchify(c->tok, c->lat, cf->out_dim, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
                        c->stream);
   CUDA_CHECK(cudaMemcpyAsync(out, c->lat, (size_t)n * 4, cudaMemcpyDeviceToHost, c->stream));
-  CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
+static void cuda_sync(rank_stage *s) { CUDA_CHECK(cudaStreamSynchronize(st(s)->stream)); }
+
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
-                                        cuda_embed,   cuda_blocks,     cuda_head};
+                                        cuda_embed,   cuda_blocks,     cuda_head,
+                                        cuda_sync};
 
 /* Reads a group, narrows it to bf16 and copies it to its arena slot. */
 static int place_group(rank_model *m, cuda_stage *c, wan_group g, int block, void *tmp,
@@ -469,6 +370,7 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   snprintf(devname, sizeof devname, "cuda:%d %s", c->device, prop.name);
   sp_log_set_device(devname);
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  s->stream = c->stream;
   c->gemm = kern_cuda_gemm_ctx_create(0);
   _Static_assert((int)RANK_ATTN_SIMPLE == (int)KERN_ATTN_SIMPLE &&
                      (int)RANK_ATTN_FLASH == (int)KERN_ATTN_FLASH &&
@@ -479,7 +381,13 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     return SP_ERR_RUNTIME;
   }
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
-  if (s->cfg.profile) c->prof = rank_prof_create(c->stream);
+  c->rows = s->cfg.chunk_rows > 0 && s->cfg.chunk_rows < s->tokens ? s->cfg.chunk_rows : s->tokens;
+  if (s->cfg.profile && c->rows < s->tokens)
+    sp_log_warn("--profile: off, the blocks run in chunks of %lld rows (the profile's ops are "
+                "whole sub-layers)",
+                (long long)c->rows);
+  else if (s->cfg.profile)
+    c->prof = rank_prof_create(c->stream);
   c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
   c->host_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->host_w);
   c->stream_order = sp_xcalloc((size_t)s->nblocks, sizeof *c->stream_order);
@@ -501,7 +409,10 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     }
   }
   c->slot_w = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slot_w);
-  CUDA_CHECK(cudaMallocHost((void **)&c->sinus, (size_t)cf->freq_dim * sizeof(float)));
+  for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
+    CUDA_CHECK(cudaMallocHost((void **)&c->sinus[i], (size_t)cf->freq_dim * sizeof(float)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->sinus_used[i], cudaEventDisableTiming));
+  }
   carve(s, c); /* sizing pass */
   c->arena_bytes = c->arena_used;
   size_t free_b = 0, total_b = 0;
@@ -573,6 +484,9 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
   size_t free_after = 0, total_after = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_after, &total_after));
+  s->stats.streamed = c->nstreamed;
+  s->stats.arena_bytes = c->arena_bytes;
+  s->stats.device_in_use = s->stats.device_peak = total_after - free_after;
   sp_log_info("cuda:%d: arena %.2f GiB (%d resident, %d streamed blocks, %d slots); device memory "
               "in use %.2f GiB",
               c->device, (double)c->arena_bytes / (1 << 30), s->nblocks - c->nstreamed,
@@ -580,36 +494,9 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   return SP_OK;
 }
 
-void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes) {
-  if (cfg->device != RANK_DEVICE_CUDA) return sp_xmalloc(bytes);
-  void *p = NULL;
-  CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault));
-  return p;
-}
-
-void rank_stage_host_free(const rank_stage_cfg *cfg, void *p) {
-  if (!p) return;
-  if (cfg->device != RANK_DEVICE_CUDA)
-    free(p);
-  else
-    CUDA_CHECK(cudaFreeHost(p));
-}
-
 #else /* no CUDA backend in this build */
 
-#include <stdlib.h>
-
 #include "log.h"
-
-void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes) { return sp_xmalloc(bytes); }
-void rank_stage_host_free(const rank_stage_cfg *cfg, void *p) { free(p); }
-
-int rank_cuda_available(void) { return 0; }
-int rank_cuda_device_count(void) { return 0; }
-int rank_cuda_describe(int idx, plan_device *out) {
-  sp_log_error("cuda:%d: this build has no CUDA backend", idx);
-  return SP_ERR_RUNTIME;
-}
 
 int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   sp_log_error("--device cuda: this build has no CUDA backend");

@@ -9,9 +9,10 @@ typedef struct rank_stage_ops {
   void (*destroy)(rank_stage *s);
   void (*embed_text)(rank_stage *s, const float *context, int64_t L, float *ctx);
   void (*set_prompt)(rank_stage *s, int slot, const float *ctx);
-  void (*embed)(rank_stage *s, const float *latent, double t, float *act);
-  void (*blocks)(rank_stage *s, int slot, float *act);
-  void (*head)(rank_stage *s, const float *act, float *out);
+  void (*embed)(rank_stage *s, const float *latent, double t, int buf);
+  void (*blocks)(rank_stage *s, int n, const int *slots, const int *bufs);
+  void (*head)(rank_stage *s, int buf, float *out);
+  void (*sync)(rank_stage *s);
 } rank_stage_ops;
 
 struct rank_stage {
@@ -21,7 +22,10 @@ struct rank_stage {
   rank_grid grid;
   int64_t tokens;
   int nblocks;
-  void *impl; /* the backend's state */
+  float **act;  /* [cfg.act_buffers] activation buffers (the backend's memory) */
+  void *stream; /* the backend's stream (NULL on the CPU) */
+  rank_stage_stats stats; /* the backend keeps it */
+  void *impl;   /* the backend's state */
 };
 
 int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read);

@@ -1,0 +1,123 @@
+/* One Wan block on the CUDA backend (stage_cuda_impl.h): MODEL 4, the same
+ * steps as rank_dit_block, over chunks of c->rows rows.
+ *
+ * Chunking bounds the transients when the planner asks for it (a tight
+ * budget): every op but attention is row-wise, so a chunk of rows goes
+ * through norm, projections, gates and the FFN on its own. Self-attention
+ * needs the keys and values of every row, so its k and v are made first,
+ * chunk by chunk, into full-length buffers; then each chunk of queries
+ * attends to them and adds its output into its own rows of x (rows a later
+ * chunk's queries still read are untouched: queries read x only through
+ * their own rows). Unchunked (rows = L) the same code makes one pass.
+ *
+ * Each row's result does not depend on the chunking: the norms and
+ * element-wise kernels work row by row, the attention kernels row by row
+ * of queries, and while chunking the GEMMs keep the algorithm chosen for
+ * all L rows (kern_cuda_gemm_pin_rows), so a row's dot products run in the
+ * same order in any chunk. CUDA builds only. */
+#include "stage_impl.h"
+
+#ifdef STATICPIPE_HAVE_CUDA
+
+#include "stage_cuda_impl.h"
+
+/* After an op of a profiled block (cuda_profile.h; off while chunking). */
+#define PROF(name, flops, bytes, rate)                                                   \
+  do {                                                                                   \
+    if (c->prof) rank_prof_mark(c->prof, name, (double)(flops), (double)(bytes), rate); \
+  } while (0)
+#define WB(name) rank_cuda_tensor(c, WAN_GROUP_BLOCK, w, name)
+
+void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const uint16_t *ck,
+                             const uint16_t *cv, float *act) {
+  const wan_config *cf = s->c;
+  const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
+  const int64_t T = cf->text_len, F = cf->ffn_dim, R = c->rows, half = HD / 2;
+  const float eps = (float)cf->eps;
+  const int whole = R >= L; /* one chunk: the normed input serves q, k and v */
+  cudaStream_t st_ = c->stream;
+  float *x = act, *e0 = x + L * D + D;
+  /* Bytes of the tensors each op must move, for the profile's floors. */
+  const double LD = (double)L * (double)D, LF = (double)L * (double)F, TD = (double)T * D;
+  const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
+  if (c->prof) rank_prof_block_begin(c->prof);
+  kern_cuda_modulation(WB("modulation"), e0, c->m, 6 * D, st_);
+  PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
+  const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
+  const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
+
+  /* Self-attention, k and v of every row. Projections write bf16, as the
+   * published model's linears do under bf16 autocast: half the bytes, and
+   * the bias fuses into cuBLASLt's epilogue. Norm statistics, the residual
+   * stream and the gates stay fp32. */
+  for (int64_t r0 = 0; r0 < L; r0 += R) {
+    const int64_t n = L - r0 < R ? L - r0 : R;
+    kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, st_);
+    PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
+    kern_cuda_linear(c->gemm, c->hb, WB("self_attn.k.weight"), WB("self_attn.k.bias"), c->pb,
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, WB("self_attn.norm_k.weight"),
+                           c->cos_t + r0 * half, c->sin_t + r0 * half, c->kb + r0 * D, n, NH, HD,
+                           eps, st_);
+    kern_cuda_linear(c->gemm, c->hb, WB("self_attn.v.weight"), WB("self_attn.v.bias"),
+                     c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+    PROF("k,v projections+norm", 2 * gemm_dd, 2 * (LD * 4 + wdd) + LD * 4, RANK_CEIL_GEMM);
+  }
+  /* Each chunk of queries against every key. */
+  for (int64_t r0 = 0; r0 < L; r0 += R) {
+    const int64_t n = L - r0 < R ? L - r0 : R;
+    if (!whole)
+      kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, st_);
+    kern_cuda_linear(c->gemm, c->hb, WB("self_attn.q.weight"), WB("self_attn.q.bias"), c->pb,
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, WB("self_attn.norm_q.weight"),
+                           c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps, st_);
+    PROF("q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
+    kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, n, L, NH, HD, 0.0f};
+    kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, st_);
+    PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
+    kern_cuda_linear(c->gemm, c->ab, WB("self_attn.o.weight"), WB("self_attn.o.bias"), c->pb,
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+    PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
+    kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, st_);
+    PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
+  }
+
+  /* Cross-attention (norm3 with affine, no modulation, no gate), then the
+   * FFN, chunk by chunk: both are row-wise but for the attention's keys,
+   * the prompt's cached context k, v. */
+  for (int64_t r0 = 0; r0 < L; r0 += R) {
+    const int64_t n = L - r0 < R ? L - r0 : R;
+    float *xr = x + r0 * D;
+    kern_cuda_layernorm_modulate(xr, WB("norm3.weight"), WB("norm3.bias"), NULL, NULL, c->hb, n,
+                                 D, eps, st_);
+    PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
+    kern_cuda_linear(c->gemm, c->hb, WB("cross_attn.q.weight"), WB("cross_attn.q.bias"), c->pb,
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, WB("cross_attn.norm_q.weight"), NULL, NULL,
+                           c->qb, n, NH, HD, eps, st_);
+    PROF("cross q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
+    kern_attn_params cp = {c->qb, ck, cv, c->ab, n, T, NH, HD, 0.0f};
+    kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, st_);
+    PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
+    kern_cuda_linear(c->gemm, c->ab, WB("cross_attn.o.weight"), WB("cross_attn.o.bias"), c->pb,
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+    PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
+    kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, NULL, n, D, st_);
+    PROF("add 2", 0, LD * 10, RANK_CEIL_GEMM);
+
+    kern_cuda_layernorm_modulate(xr, NULL, NULL, shift2, scale2, c->hb, n, D, eps, st_);
+    PROF("norm2+modulate", 0, LD * 6, RANK_CEIL_GEMM);
+    kern_cuda_linear(c->gemm, c->hb, WB("ffn.0.weight"), WB("ffn.0.bias"), c->fb,
+                     KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
+    PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
+    kern_cuda_linear(c->gemm, c->fb, WB("ffn.2.weight"), WB("ffn.2.bias"), c->pb,
+                     KERN_DTYPE_BF16, n, F, D, KERN_CUDA_ACT_NONE, st_);
+    PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
+    kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, st_);
+    PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
+  }
+  if (c->prof) rank_prof_block_end(c->prof);
+}
+
+#endif

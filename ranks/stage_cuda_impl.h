@@ -1,0 +1,71 @@
+/* The CUDA stage's state, shared by its files: stage_cuda.c (arena, load,
+ * the per-step calls, streamed blocks) and stage_cuda_block.c (one block's
+ * forward over row chunks). CUDA builds only. */
+#ifndef RANK_STAGE_CUDA_IMPL_H
+#define RANK_STAGE_CUDA_IMPL_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "cuda_profile.h"
+#include "kern_attn.h"
+#include "kern_cuda.h"
+#include "stage_impl.h"
+
+/* Host buffers of the time sinusoid in flight: embed writes one on the host
+ * while earlier ones may still be on their way to the device. */
+#define CUDA_STAGE_SINUS_RING 8
+
+typedef struct cuda_stage {
+  int device;
+  cudaStream_t stream;
+  kern_cuda_gemm_ctx *gemm;
+  kern_attn_ctx *attn;
+  char *arena;        /* the one device allocation */
+  size_t arena_bytes, arena_used;
+  wan_layout l16[3];  /* bf16 packed layouts */
+  uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups (NULL: streamed) */
+  uint16_t **host_w;  /* [nblocks] pinned host copy of a streamed block, else NULL */
+  int nstreamed, depth;
+  int *stream_order;  /* [nstreamed] block index (0-based in the stage) of each streamed block */
+  uint16_t **slot_w;  /* [depth] device slots for streamed blocks */
+  cudaStream_t copy;  /* host -> device copies of streamed blocks */
+  cudaEvent_t *copied, *freed; /* [depth] slot filled / slot no longer read */
+  uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
+  float *cos_t, *sin_t; /* (L, hd/2) RoPE tables, fp32 */
+  int64_t rows;       /* rows per chunk of the block transients (<= L) */
+  float *m;           /* (6, dim) modulation of the current block */
+  float *e2;          /* (2, dim) e repeated for the head's modulation */
+  /* Block transients. kb, vb: bf16 k and v of all L rows; fb, the FFN hidden
+   * of a chunk, reuses their memory (self-attention is over by then). The
+   * rest hold one chunk of rows, bf16: */
+  uint16_t *kb, *vb, *fb;
+  uint16_t *hb;       /* (rows, dim) normed input of a sub-layer */
+  uint16_t *pb;       /* (rows, dim) a projection's output before its norm, or o / ffn.2 */
+  uint16_t *qb, *ab;  /* (rows, dim) q after norm and RoPE; attention output */
+  float *tok;         /* (L, 64) fp32 patch tokens / head output (stage 0 and last) */
+  float *lat;         /* (in_dim, F, H, W) fp32 latent in / prediction out (stage 0 and last) */
+  uint16_t *ctxb;     /* (text_len, text_dim) bf16 padded context / (text_len, dim) */
+  float *ctxf;        /* (text_len, dim) fp32 */
+  uint16_t *ctxh;     /* (text_len, dim) bf16 text-embedding hidden (stage 0) */
+  float *tvec;        /* (freq_dim + 2 dim) fp32 time embedding temporaries */
+  float *sinus[CUDA_STAGE_SINUS_RING]; /* host, pinned (freq_dim): the time sinusoid */
+  cudaEvent_t sinus_used[CUDA_STAGE_SINUS_RING];
+  int sinus_next;
+  void *attn_scratch;
+  size_t attn_scratch_bytes;
+  rank_prof *prof;    /* NULL unless profiling */
+  int mem_traced;     /* the memory table was printed */
+} cuda_stage;
+
+/* The tensor `name` of group g in packed bf16 weights w (device). */
+const uint16_t *rank_cuda_tensor(const cuda_stage *c, wan_group g, const uint16_t *w,
+                                 const char *name);
+
+/* MODEL 4 on the GPU on the activation message act (in place), weights w,
+ * the prompt's cross-attention k, v: the same steps as rank_dit_block, over
+ * row chunks of c->rows. Queued on c->stream. */
+void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const uint16_t *ck,
+                             const uint16_t *cv, float *act);
+
+#endif
