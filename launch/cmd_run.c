@@ -106,6 +106,8 @@ static int run_group(run_ctx *x, const rank_jobspec *const *js, job_inputs *ins,
     x->sum.wait_s += st.wait_s;
     x->sum.send_s += st.send_s;
     x->sum.sample_s += st.sample_s;
+    x->sum.first_step_s += st.first_step_s;
+    x->sum.groups++;
     x->sum.steps += st.steps;
     const rank_stage_stats *ss = rank_stage_get_stats(x->stage);
     x->sum.h2d_bytes += ss->h2d_bytes - h2d0;

@@ -39,6 +39,8 @@ typedef struct rank_summary {
   uint64_t bytes_loaded;
   double load_s, compute_s, wait_s, send_s;
   double sample_s; /* wall time of the sampling loops */
+  double first_step_s; /* rank 0: the first step of each group (one-time costs) */
+  int groups;      /* sampling loops run (each has a first step) */
   int steps;       /* steps run, over every job */
   int order;       /* PLAN_ORDER_MICRO or _BLOCK: this rank's order of work */
   int streamed;    /* blocks streamed from host memory */

@@ -151,6 +151,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       wait_all(tp, lat_req, njobs, timeout_s, "receiving the latents from the last stage",
                &st->wait_s);
       rank_trace_span("recv latents", "wait", tw, i, -1);
+      if (i == 1) st->first_step_s += comm_now() - t_start;
       if (progress) report_progress(i, steps, t_start);
     }
     post_recvs(&B);
@@ -209,6 +210,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
         wait_all(tp, lat_req, njobs, timeout_s, "sending the latents to stage 0", &st->send_s);
       }
       if (first && progress) report_progress(i + 1, steps, t_start);
+      if (first && i == 0) st->first_step_s += comm_now() - t_start;
     }
     rank_trace_span("step", "step", t_step, i, -1);
   }
@@ -216,6 +218,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   if (first && !last) {
     post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
     wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &st->wait_s);
+    if (steps == 1) st->first_step_s += comm_now() - t_start;
     if (progress) report_progress(steps, steps, t_start);
   }
   rank_stage_sync(s);

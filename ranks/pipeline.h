@@ -60,6 +60,7 @@ typedef struct rank_pipe_stats {
   double wait_s;    /* waiting for the previous stage (or the latent) */
   double send_s;    /* waiting for sends to complete */
   double sample_s;  /* the whole sampling loop, wall clock */
+  double first_step_s; /* stage 0: the first step's wall clock (one-time costs land in it) */
   int steps;        /* steps run */
 } rank_pipe_stats;
 
