@@ -14,7 +14,15 @@
  * element-wise kernels work row by row, the attention kernels row by row
  * of queries, and while chunking the GEMMs keep the algorithm chosen for
  * all L rows (kern_cuda_gemm_pin_rows), so a row's dot products run in the
- * same order in any chunk. CUDA builds only. */
+ * same order in any chunk.
+ *
+ * A residual add and the norm after it run as one pass over x
+ * (kern_cuda_gated_add_layernorm, bit-identical to the two calls): add 2
+ * with norm2 always; gated add 1 with norm3 when there is one chunk (while
+ * chunking, norm3's output would be overwritten by the next query chunk's
+ * norm1 in hb, and the FFN hidden shares its memory with the keys the later
+ * query chunks still read, so the query loop and the cross/FFN loop stay
+ * apart). CUDA builds only. */
 #include "stage_impl.h"
 
 #ifdef STATICPIPE_HAVE_CUDA
@@ -79,8 +87,14 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, co
     kern_cuda_linear(c->gemm, c->ab, WB("self_attn.o.weight"), WB("self_attn.o.bias"), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
-    kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, st_);
-    PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
+    if (whole) { /* the gated add and norm3 in one pass over x */
+      kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, WB("norm3.weight"),
+                                    WB("norm3.bias"), NULL, NULL, c->hb, n, D, eps, st_);
+      PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
+    } else {
+      kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, st_);
+      PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
+    }
   }
 
   /* Cross-attention (norm3 with affine, no modulation, no gate), then the
@@ -89,9 +103,11 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, co
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
     float *xr = x + r0 * D;
-    kern_cuda_layernorm_modulate(xr, WB("norm3.weight"), WB("norm3.bias"), NULL, NULL, c->hb, n,
-                                 D, eps, st_);
-    PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
+    if (!whole) { /* (hb holds a later chunk's norm1 until now) */
+      kern_cuda_layernorm_modulate(xr, WB("norm3.weight"), WB("norm3.bias"), NULL, NULL, c->hb,
+                                   n, D, eps, st_);
+      PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
+    }
     kern_cuda_linear(c->gemm, c->hb, WB("cross_attn.q.weight"), WB("cross_attn.q.bias"), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, WB("cross_attn.norm_q.weight"), NULL, NULL,
@@ -103,11 +119,9 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, co
     kern_cuda_linear(c->gemm, c->ab, WB("cross_attn.o.weight"), WB("cross_attn.o.bias"), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
-    kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, NULL, n, D, st_);
-    PROF("add 2", 0, LD * 10, RANK_CEIL_GEMM);
-
-    kern_cuda_layernorm_modulate(xr, NULL, NULL, shift2, scale2, c->hb, n, D, eps, st_);
-    PROF("norm2+modulate", 0, LD * 6, RANK_CEIL_GEMM);
+    kern_cuda_gated_add_layernorm(xr, c->pb, KERN_DTYPE_BF16, NULL, NULL, NULL, shift2, scale2,
+                                  c->hb, n, D, eps, st_);
+    PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
     kern_cuda_linear(c->gemm, c->hb, WB("ffn.0.weight"), WB("ffn.0.bias"), c->fb,
                      KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
     PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
