@@ -15,7 +15,7 @@
 #include "../transport_impl.h"
 #include "cuda_comm.h"
 
-enum { MAX_STAGED = 32 };
+enum { MAX_STAGED = 64 }; /* more than the pipeline's 2 x (2 x 8 jobs + 2) buffers */
 
 typedef enum {
   IDLE = 0,
