@@ -103,6 +103,7 @@ static int run_group(run_ctx *x, const rank_jobspec *const *js, job_inputs *ins,
     rc = rank_pipeline_sample(w, x->tp, x->stage, jobs, g, x->block_major, x->o->timeout,
                               w->rank == 0 && !x->o->quiet, &st);
     x->sum.compute_s += st.compute_s;
+    x->sum.queue_s += st.queue_s;
     x->sum.wait_s += st.wait_s;
     x->sum.send_s += st.send_s;
     x->sum.sample_s += st.sample_s;

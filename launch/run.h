@@ -37,7 +37,7 @@ typedef struct run_opts {
 typedef struct rank_summary {
   int first, last;
   uint64_t bytes_loaded;
-  double load_s, compute_s, wait_s, send_s;
+  double load_s, compute_s, wait_s, send_s, queue_s;
   double sample_s; /* wall time of the sampling loops */
   double first_step_s; /* rank 0: the first step of each group (one-time costs) */
   int groups;      /* sampling loops run (each has a first step) */

@@ -165,6 +165,7 @@ void run_print_json(const comm_world *w, const plan *p, const rank_summary *all)
     json_object_object_add(o, "compute_s", json_object_new_double(all[r].compute_s));
     json_object_object_add(o, "wait_s", json_object_new_double(all[r].wait_s));
     json_object_object_add(o, "send_s", json_object_new_double(all[r].send_s));
+    json_object_object_add(o, "queue_s", json_object_new_double(all[r].queue_s));
     const rank_summary *a = &all[r];
     json_object_object_add(o, "order", json_object_new_string(plan_order_name(a->order)));
     json_object_object_add(o, "streamed_blocks", json_object_new_int(a->streamed));

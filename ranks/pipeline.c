@@ -93,6 +93,7 @@ static void post_recvs(bufs *b) {
  * it, so the span is the device's work and not only its queueing. */
 static void compute_done(rank_stage *s, const char *name, double t0, int step, int mb,
                          rank_pipe_stats *st) {
+  st->queue_s += comm_now() - t0;
   if (rank_trace_on()) rank_stage_sync(s);
   rank_trace_pop();
   rank_trace_span(name, "compute", t0, step, mb);

@@ -57,6 +57,8 @@ typedef struct rank_job {
 
 typedef struct rank_pipe_stats {
   double compute_s; /* blocks, embed, head, sampler */
+  double queue_s;   /* host time inside the embed, blocks and head calls: on CUDA the
+                       queueing of their work (the device runs it meanwhile) */
   double wait_s;    /* waiting for the previous stage (or the latent) */
   double send_s;    /* waiting for sends to complete */
   double sample_s;  /* the whole sampling loop, wall clock */
