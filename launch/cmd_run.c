@@ -44,6 +44,7 @@ static int ensure_stage(run_ctx *x, const int64_t lat[4]) {
   double t0 = comm_now();
   int rc = rank_stage_load(x->m, &scfg, &x->stage, &x->sum.bytes_loaded);
   x->sum.load_s += comm_now() - t0;
+  if (rc == SP_OK) x->sum.weights_s += rank_stage_get_stats(x->stage)->weights_s;
   if ((rc = run_phase(x->w, rc, "loading its weights")) != SP_OK) return rc;
   memcpy(x->stage_lat, lat, sizeof x->stage_lat);
   return SP_OK;

@@ -47,6 +47,7 @@ typedef struct rank_summary {
   uint64_t h2d_bytes;                  /* streamed weight bytes copied while sampling */
   uint64_t arena_bytes, device_in_use, device_peak; /* rank_stage_stats, the last stage loaded */
   uint64_t plan_peak_bytes;            /* the planner's device peak for this rank */
+  double weights_s;                    /* reading and placing the weights (within load_s) */
 } rank_summary;
 
 /* What the job loop shares: the world, the model, the plan and the stage,

@@ -162,6 +162,7 @@ void run_print_json(const comm_world *w, const plan *p, const rank_summary *all)
     json_object_object_add(o, "last_block", json_object_new_int(all[r].last));
     json_object_object_add(o, "bytes_loaded", json_object_new_int64((int64_t)all[r].bytes_loaded));
     json_object_object_add(o, "load_s", json_object_new_double(all[r].load_s));
+    json_object_object_add(o, "weights_s", json_object_new_double(all[r].weights_s));
     json_object_object_add(o, "compute_s", json_object_new_double(all[r].compute_s));
     json_object_object_add(o, "wait_s", json_object_new_double(all[r].wait_s));
     json_object_object_add(o, "send_s", json_object_new_double(all[r].send_s));

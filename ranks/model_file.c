@@ -447,34 +447,68 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
     return SP_ERR_RUNTIME;
   }
   memset(dst, 0, l->packed_bytes); /* padding between tensors */
-  const ds_loc *locs =
-      m->locs ? m->locs + (size_t)rank_model_instance(c, g, block) * WAN_MAX_TENSORS : NULL;
-  for (int i = 0; i < l->count; i++) {
+  if (m->info.synthetic) { /* (each tensor's generation is parallel itself) */
+    for (int i = 0; i < l->count; i++)
+      rank_synth_tensor(c, m->info.seed, g, block, &l->t[i], m->info.dtype,
+                        (char *)dst + l->t[i].offset);
+    return SP_OK;
+  }
+  const ds_loc *locs = m->locs + (size_t)rank_model_instance(c, g, block) * WAN_MAX_TENSORS;
+  /* Several threads: one thread's pread from the page cache and its
+   * checksum each run at a few GB/s, well under the memory's rate. The
+   * reads go in pieces of READ_PIECE bytes (a block's two FFN weights are a
+   * third of it each), then each tensor's checksum runs whole (CRC-32C does
+   * not split without a combine step); the first failure is reported. */
+  enum { READ_PIECE = 8 << 20 };
+  int64_t pieces[WAN_MAX_TENSORS + 1];
+  pieces[0] = 0;
+  for (int i = 0; i < l->count; i++)
+    pieces[i + 1] = pieces[i] + (int64_t)((l->t[i].bytes + READ_PIECE - 1) / READ_PIECE);
+  int bad = -1, bad_errno = 0;
+  uint32_t bad_crc = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t k = 0; k < pieces[l->count]; k++) {
+    int i = 0;
+    while (pieces[i + 1] <= k) i++;
     const wan_tensor *t = &l->t[i];
-    char *p = (char *)dst + t->offset;
-    if (m->info.synthetic) {
-      rank_synth_tensor(c, m->info.seed, g, block, t, m->info.dtype, p);
-      continue;
-    }
-    char path[256];
-    if (pread_full(m->fd, p, t->bytes, locs[i].offset) != 0) {
-      rank_model_dataset_path(g, block, t->name, path, sizeof path);
-      sp_log_error("%s: %s: read failed (file truncated or unreadable: %s)", m->info.source,
-                   path, strerror(errno ? errno : EIO));
-      return SP_ERR_INPUT;
-    }
-    if (bytes_read) *bytes_read += t->bytes;
-    if (m->verify) {
-      uint32_t crc = rank_crc32c(0, p, t->bytes);
-      if (crc != locs[i].crc) {
-        rank_model_dataset_path(g, block, t->name, path, sizeof path);
-        sp_log_error("%s: %s: checksum mismatch (stored %08x, data gives %08x): the file is "
-                     "damaged",
-                     m->info.source, path, locs[i].crc, crc);
-        return SP_ERR_INPUT;
+    size_t off = (size_t)(k - pieces[i]) * READ_PIECE;
+    size_t n = t->bytes - off < READ_PIECE ? t->bytes - off : READ_PIECE;
+    if (pread_full(m->fd, (char *)dst + t->offset + off, n, locs[i].offset + off) != 0) {
+      int e = errno ? errno : EIO;
+#pragma omp critical(sp_read_group)
+      if (bad < 0 || i < bad) {
+        bad = i;
+        bad_errno = e;
       }
     }
   }
+  if (bad < 0 && m->verify) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < l->count; i++) {
+      uint32_t crc = rank_crc32c(0, (const char *)dst + l->t[i].offset, l->t[i].bytes);
+      if (crc != locs[i].crc) {
+#pragma omp critical(sp_read_group)
+        if (bad < 0 || i < bad) {
+          bad = i;
+          bad_crc = crc;
+        }
+      }
+    }
+  }
+  if (bad >= 0) {
+    char path[256];
+    rank_model_dataset_path(g, block, l->t[bad].name, path, sizeof path);
+    if (bad_errno)
+      sp_log_error("%s: %s: read failed (file truncated or unreadable: %s)", m->info.source,
+                   path, strerror(bad_errno));
+    else
+      sp_log_error("%s: %s: checksum mismatch (stored %08x, data gives %08x): the file is "
+                   "damaged",
+                   m->info.source, path, locs[bad].crc, bad_crc);
+    return SP_ERR_INPUT;
+  }
+  if (bytes_read)
+    for (int i = 0; i < l->count; i++) *bytes_read += l->t[i].bytes;
   return SP_OK;
 }
 

@@ -116,6 +116,7 @@ typedef struct rank_stage_stats {
   int streamed;           /* blocks kept in host memory, copied in each time they run */
   uint64_t h2d_bytes;     /* streamed weight bytes queued host to device so far */
   uint64_t arena_bytes;   /* the device arena (0 on the CPU) */
+  double weights_s;       /* reading the weights until they are in place (the load rate's time) */
   /* Device memory in use once loaded and warmed up, and the most seen by
    * --mem-trace: cudaMemGetInfo, so every process on the GPU counts. */
   uint64_t device_in_use, device_peak;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "log.h"
 #include "stage_impl.h"
 
@@ -120,6 +121,7 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   }
   void *tmp = sp_xmalloc(tmp_bytes);
   int rc = SP_OK;
+  double w0 = comm_now();
   if (cfg->embed)
     rc = load_group(m, c, WAN_GROUP_EMBED, 0, tmp, tmp_bytes, &c->embed_w, bytes_read);
   for (int b = 0; rc == SP_OK && b < s->nblocks; b++)
@@ -127,6 +129,7 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
                     bytes_read);
   if (rc == SP_OK && cfg->head)
     rc = load_group(m, c, WAN_GROUP_HEAD, 0, tmp, tmp_bytes, &c->head_w, bytes_read);
+  s->stats.weights_s = comm_now() - w0;
   free(tmp);
   if (rc != SP_OK) cpu_destroy(s);
   return rc;

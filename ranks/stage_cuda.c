@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "cuda_check.h"
 #include "kern_cpu.h"
 #include "log.h"
@@ -347,13 +348,49 @@ static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_
                                         cuda_embed,   cuda_blocks,     cuda_head,
                                         cuda_sync};
 
-/* Reads a group, narrows it to bf16 and copies it to its arena slot. */
-static int place_group(rank_model *m, cuda_stage *c, wan_group g, int block, void *tmp,
-                       void *tmp16, size_t tmp_bytes, uint16_t *dst, uint64_t *bytes_read) {
-  int rc = rank_model_read_group(m, g, block, tmp, tmp_bytes, bytes_read);
+/* The loader's host side: the file's groups arrive in pinned buffers, two
+ * of them, so that reading group k + 1 overlaps the host-to-device copy of
+ * group k. A bf16 file whose layout is the stage's is read straight into
+ * them; another dtype goes through tmp and is narrowed. */
+typedef struct loader {
+  rank_model *m;
+  cuda_stage *c;
+  void *tmp;          /* file dtype, when it is not the stage's layout */
+  void *pin[2];       /* pinned, the largest bf16 group */
+  cudaEvent_t free_ev[2];
+  size_t tmp_bytes;
+  int next;
+  uint64_t *bytes_read;
+} loader;
+
+static int same_layout(const wan_layout *a, const wan_layout *b) {
+  if (a->count != b->count || a->packed_bytes != b->packed_bytes) return 0;
+  for (int i = 0; i < a->count; i++)
+    if (a->t[i].offset != b->t[i].offset || a->t[i].bytes != b->t[i].bytes) return 0;
+  return 1;
+}
+
+/* Group g (block) in bf16 at host memory dst. */
+static int read_bf16(loader *ld, wan_group g, int block, void *dst) {
+  const wan_layout *fl = rank_model_layout(ld->m, g), *bl = &ld->c->l16[g];
+  if (same_layout(fl, bl))
+    return rank_model_read_group(ld->m, g, block, dst, bl->packed_bytes, ld->bytes_read);
+  int rc = rank_model_read_group(ld->m, g, block, ld->tmp, ld->tmp_bytes, ld->bytes_read);
+  if (rc == SP_OK) to_bf16(fl, ld->tmp, bl, dst);
+  return rc;
+}
+
+/* Reads a group into the next pinned buffer and queues its copy to dst. */
+static int place_group(loader *ld, wan_group g, int block, uint16_t *dst) {
+  cuda_stage *c = ld->c;
+  const int k = ld->next;
+  ld->next ^= 1;
+  CUDA_CHECK(cudaEventSynchronize(ld->free_ev[k])); /* its previous copy is done */
+  int rc = read_bf16(ld, g, block, ld->pin[k]);
   if (rc != SP_OK) return rc;
-  to_bf16(rank_model_layout(m, g), tmp, &c->l16[g], tmp16);
-  CUDA_CHECK(cudaMemcpy(dst, tmp16, c->l16[g].packed_bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpyAsync(dst, ld->pin[k], c->l16[g].packed_bytes, cudaMemcpyHostToDevice,
+                             c->stream));
+  CUDA_CHECK(cudaEventRecord(ld->free_ev[k], c->stream));
   return SP_OK;
 }
 
@@ -443,32 +480,40 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   free(cfl);
   free(sfl);
 
-  size_t tmp_bytes = 0;
+  /* Weights: the time from the first read to the last byte on the device
+   * is the load rate's denominator (stats.weights_s). */
+  double w0 = comm_now();
+  loader ld = {.m = m, .c = c, .bytes_read = bytes_read};
+  size_t pin_bytes = 0;
   for (int g = 0; g < 3; g++) {
     size_t b = rank_model_layout(m, (wan_group)g)->packed_bytes;
-    if (b > tmp_bytes) tmp_bytes = b;
+    if (b > ld.tmp_bytes) ld.tmp_bytes = b;
+    if (c->l16[g].packed_bytes > pin_bytes) pin_bytes = c->l16[g].packed_bytes;
   }
-  void *tmp = sp_xmalloc(tmp_bytes), *tmp16 = NULL;
-  CUDA_CHECK(cudaMallocHost(&tmp16, tmp_bytes));
+  int need_tmp = 0;
+  for (int g = 0; g < 3; g++)
+    need_tmp |= !same_layout(rank_model_layout(m, (wan_group)g), &c->l16[g]);
+  ld.tmp = need_tmp ? sp_xmalloc(ld.tmp_bytes) : NULL;
+  for (int k = 0; k < 2; k++) {
+    CUDA_CHECK(cudaMallocHost(&ld.pin[k], pin_bytes));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ld.free_ev[k], cudaEventDisableTiming));
+  }
   int rc = SP_OK;
-  if (s->cfg.embed)
-    rc = place_group(m, c, WAN_GROUP_EMBED, 0, tmp, tmp16, tmp_bytes, c->embed_w, bytes_read);
+  if (s->cfg.embed) rc = place_group(&ld, WAN_GROUP_EMBED, 0, c->embed_w);
   for (int b = 0; rc == SP_OK && b < s->nblocks; b++) {
-    if (c->host_w[b]) { /* streamed: narrowed straight into its pinned buffer */
-      rc = rank_model_read_group(m, WAN_GROUP_BLOCK, s->cfg.first_block + b, tmp, tmp_bytes,
-                                 bytes_read);
-      if (rc == SP_OK)
-        to_bf16(rank_model_layout(m, WAN_GROUP_BLOCK), tmp, &c->l16[WAN_GROUP_BLOCK],
-                c->host_w[b]);
-    } else {
-      rc = place_group(m, c, WAN_GROUP_BLOCK, s->cfg.first_block + b, tmp, tmp16, tmp_bytes,
-                       c->block_w[b], bytes_read);
-    }
+    if (c->host_w[b]) /* streamed: straight into its pinned buffer */
+      rc = read_bf16(&ld, WAN_GROUP_BLOCK, s->cfg.first_block + b, c->host_w[b]);
+    else
+      rc = place_group(&ld, WAN_GROUP_BLOCK, s->cfg.first_block + b, c->block_w[b]);
   }
-  if (rc == SP_OK && s->cfg.head)
-    rc = place_group(m, c, WAN_GROUP_HEAD, 0, tmp, tmp16, tmp_bytes, c->head_w, bytes_read);
-  free(tmp);
-  cudaFreeHost(tmp16);
+  if (rc == SP_OK && s->cfg.head) rc = place_group(&ld, WAN_GROUP_HEAD, 0, c->head_w);
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  s->stats.weights_s = comm_now() - w0;
+  free(ld.tmp);
+  for (int k = 0; k < 2; k++) {
+    CUDA_CHECK(cudaFreeHost(ld.pin[k]));
+    CUDA_CHECK(cudaEventDestroy(ld.free_ev[k]));
+  }
   if (rc != SP_OK) {
     cuda_destroy(s);
     return rc;
