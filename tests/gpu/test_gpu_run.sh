@@ -22,7 +22,8 @@ with h5py.File(sys.argv[1], "w") as f:
     f["context"] = r.standard_normal((int(r.integers(1, 513)), 4096)).astype(np.float32)
     f["context_null"] = r.standard_normal((int(r.integers(1, 513)), 4096)).astype(np.float32)
 PYEOF
-A=(--model "$T/m.h5" --cond "$T/cond.h5" --frames 17 --size 96x80 --steps 4 --cfg 5 --seed $RANDOM -q)
+A0=(--model "$T/m.h5" --cond "$T/cond.h5" --frames 17 --size 96x80 --steps 4 --cfg 5 --seed $RANDOM)
+A=("${A0[@]}" -q)
 "$SP_BIN" run "${A[@]}" --device cpu -o "$T/cpu.h5" || { echo "FAIL cpu run"; exit 1; }
 "$SP_BIN" run "${A[@]}" --device cuda -o "$T/gpu.h5" || { echo "FAIL gpu run"; exit 1; }
 "$SP_BIN" run "${A[@]}" --device cuda -o "$T/gpu2.h5" || { echo "FAIL gpu rerun"; exit 1; }
@@ -45,7 +46,7 @@ mpirun -np 2 "$SP_BIN" run "${A[@]}" --device cuda --stream-frac 0.5 --order blo
   -o "$T/gpu_np2_half_block.h5" || { echo "FAIL np 2 --stream-frac 0.5 --order block"; fail=1; }
 "$SP_BIN" run "${A[@]}" --device cuda --chunk-rows 64 -o "$T/gpu_chunk64.h5" \
   || { echo "FAIL --chunk-rows 64"; fail=1; }
-"$SP_BIN" run "${A[@]}" --device cuda --mem-trace --trace "$T/mem.json" -o "$T/gpu_mem.h5" \
+"$SP_BIN" run "${A0[@]}" --device cuda --mem-trace --trace "$T/mem.json" -o "$T/gpu_mem.h5" \
   2> "$T/mem.err" || { echo "FAIL --mem-trace"; fail=1; }
 "$PY" - "$T" <<'PYEOF' || fail=1
 import json, os, sys
