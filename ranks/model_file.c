@@ -454,16 +454,17 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
     return SP_OK;
   }
   const ds_loc *locs = m->locs + (size_t)rank_model_instance(c, g, block) * WAN_MAX_TENSORS;
-  /* Several threads: one thread's pread from the page cache and its
-   * checksum each run at a few GB/s, well under the memory's rate. The
-   * reads go in pieces of READ_PIECE bytes (a block's two FFN weights are a
-   * third of it each), then each tensor's checksum runs whole (CRC-32C does
-   * not split without a combine step); the first failure is reported. */
-  enum { READ_PIECE = 8 << 20 };
+  /* Several threads: one thread's pread from the page cache runs at a few
+   * GB/s, well under the memory's rate. The reads go in pieces of
+   * READ_PIECE bytes, each checksummed right after its read while it is in
+   * cache; each tensor's CRC is then joined from its pieces'
+   * (rank_crc32c_combine). The first failing tensor is reported. */
+  enum { READ_PIECE = 2 << 20 };
   int64_t pieces[WAN_MAX_TENSORS + 1];
   pieces[0] = 0;
   for (int i = 0; i < l->count; i++)
     pieces[i + 1] = pieces[i] + (int64_t)((l->t[i].bytes + READ_PIECE - 1) / READ_PIECE);
+  uint32_t *piece_crc = sp_xmalloc((size_t)(pieces[l->count] + 1) * sizeof *piece_crc);
   int bad = -1, bad_errno = 0;
   uint32_t bad_crc = 0;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -473,19 +474,27 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
     const wan_tensor *t = &l->t[i];
     size_t off = (size_t)(k - pieces[i]) * READ_PIECE;
     size_t n = t->bytes - off < READ_PIECE ? t->bytes - off : READ_PIECE;
-    if (pread_full(m->fd, (char *)dst + t->offset + off, n, locs[i].offset + off) != 0) {
+    char *p = (char *)dst + t->offset + off;
+    if (pread_full(m->fd, p, n, locs[i].offset + off) != 0) {
       int e = errno ? errno : EIO;
 #pragma omp critical(sp_read_group)
       if (bad < 0 || i < bad) {
         bad = i;
         bad_errno = e;
       }
+    } else if (m->verify) {
+      piece_crc[k] = rank_crc32c(0, p, n);
     }
   }
   if (bad < 0 && m->verify) {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < l->count; i++) {
-      uint32_t crc = rank_crc32c(0, (const char *)dst + l->t[i].offset, l->t[i].bytes);
+      uint32_t crc = rank_crc32c(0, NULL, 0);
+      for (int64_t k = pieces[i]; k < pieces[i + 1]; k++) {
+        size_t off = (size_t)(k - pieces[i]) * READ_PIECE;
+        size_t n = l->t[i].bytes - off < READ_PIECE ? l->t[i].bytes - off : READ_PIECE;
+        crc = k == pieces[i] ? piece_crc[k] : rank_crc32c_combine(crc, piece_crc[k], n);
+      }
       if (crc != locs[i].crc) {
 #pragma omp critical(sp_read_group)
         if (bad < 0 || i < bad) {
@@ -495,6 +504,7 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
       }
     }
   }
+  free(piece_crc);
   if (bad >= 0) {
     char path[256];
     rank_model_dataset_path(g, block, l->t[bad].name, path, sizeof path);
