@@ -446,7 +446,15 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
                  dst_bytes, wan_group_name(g), l->packed_bytes);
     return SP_ERR_RUNTIME;
   }
-  memset(dst, 0, l->packed_bytes); /* padding between tensors */
+  /* Zero the padding between tensors (and after the last): not the whole
+   * group, whose bytes the reads below write anyway (a memset of the group
+   * on one thread took as long as the parallel read). */
+  for (int i = 0; i < l->count; i++) {
+    size_t end = l->t[i].offset + l->t[i].bytes;
+    size_t next = i + 1 < l->count ? l->t[i + 1].offset : l->packed_bytes;
+    if (next > end) memset((char *)dst + end, 0, next - end);
+  }
+  if (l->count && l->t[0].offset > 0) memset(dst, 0, l->t[0].offset);
   if (m->info.synthetic) { /* (each tensor's generation is parallel itself) */
     for (int i = 0; i < l->count; i++)
       rank_synth_tensor(c, m->info.seed, g, block, &l->t[i], m->info.dtype,
