@@ -1,13 +1,14 @@
-/* staticpipe bench: a sweep over configurations (ranks, budget, frames,
- * size), each one `run --json` in a child process (under the MPI launcher
- * when it has more than one rank), collected into DIR/bench.json,
- * bench.csv and bench.md, with the planner's prediction beside each
- * measurement, and PNG plots when gnuplot is installed. */
+/* staticpipe bench: a sweep over configurations (ranks, budget, streamed
+ * fraction, order, frames, size), each one `run --json` in a child process
+ * (under the MPI launcher when it has more than one rank), collected into
+ * DIR/bench.json, bench.csv and bench.md, with the planner's prediction
+ * beside each measurement, and a PNG plot when gnuplot is installed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,52 +20,89 @@
 #include "cli.h"
 #include "commands.h"
 #include "log.h"
+#include "plan.h"
 
 extern char **environ;
 
-#define MAX_LIST 16
+#define MAX_LIST 16     /* values per list flag */
+#define MAX_WORDS 32    /* words of --launcher and of --extra */
+#define MAX_CONFIGS 256 /* configurations per sweep */
 
 typedef struct bench_opts {
-  const char *model, *cond, *device, *launcher, *dir;
-  const char *ranks[MAX_LIST], *budgets[MAX_LIST], *frames[MAX_LIST], *sizes[MAX_LIST];
-  int nranks, nbudgets, nframes, nsizes;
+  const char *model, *cond, *device, *dir;
+  const char *ranks[MAX_LIST], *budgets[MAX_LIST], *fracs[MAX_LIST], *orders[MAX_LIST];
+  const char *frames[MAX_LIST], *sizes[MAX_LIST];
+  int nranks, nbudgets, nfracs, norders, nframes, nsizes; /* nfracs, norders: 0 = not passed */
   const char *steps, *cfg;
+  char *launch[MAX_WORDS], *extra[MAX_WORDS]; /* words of --launcher and --extra */
+  int nlaunch, nextra;
 } bench_opts;
 
 typedef struct bench_row {
   int ranks;
   const char *budget, *frames, *size;
-  int status;           /* exit status of the run */
-  double step_ms;       /* measured on rank 0 */
-  double predicted_ms;  /* the planner's */
-  double streamed;      /* share of the blocks streamed */
-  double load_s;        /* slowest rank's load */
+  const char *frac_arg;  /* --stream-frac given to run, NULL when not passed */
+  double frac;           /* its value */
+  const char *order_arg; /* --order given to run, NULL when not passed */
+  int base;              /* the row alike but at --stream-frac 0, or -1 */
+  int status;            /* exit status of the run */
+  char order[8];         /* the order rank 0 ran, "" when unknown */
+  double step_ms;        /* measured on rank 0, every step */
+  double steady_ms;      /* measured on rank 0, without each loop's first step */
+  double predicted_ms;   /* the planner's */
+  double streamed;       /* share of the blocks the plan streams */
+  double h2d_gb;         /* host -> device GB per step, all ranks */
+  double load_s;         /* slowest rank's load */
+  double load_gbs;       /* GB loaded by all ranks / load_s */
+  double mem_vs_plan;    /* max over ranks of device peak / plan peak; 0: not reported */
 } bench_row;
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: staticpipe bench --model MODEL --cond FILE [options] -o DIR\n"
           "\n"
-          "Runs every combination of the lists below as 'staticpipe run --json' (more than\n"
-          "one rank: under the launcher) and writes DIR/bench.json, bench.csv, bench.md and,\n"
-          "when gnuplot is installed, bench-step.png (measured and predicted step time\n"
-          "against the streamed share of the blocks). A configuration that fails is\n"
-          "reported in its row (its log: DIR/run-K.log) and the sweep goes on.\n"
+          "Runs every combination of the lists below (ranks x budget x stream-frac x order\n"
+          "x frames x size, at most %d) as 'staticpipe run --json' (more than one rank:\n"
+          "under the launcher) and writes DIR/bench.json, bench.csv, bench.md and, when\n"
+          "gnuplot is installed, bench-step.png (measured steady and predicted step time\n"
+          "against the streamed share of the blocks, one series per order). vs_base is a\n"
+          "row's steady step time over that of the same configuration at --stream-frac 0.\n"
+          "A configuration that fails is reported in its row (its log: DIR/run-K.log) and\n"
+          "the sweep goes on.\n"
           "\n"
           "  -m, --model MODEL     model file or synth:PRESET[:SEED] (required)\n"
           "  -c, --cond FILE       conditioning file, as for run (required)\n"
-          "  -r, --ranks LIST      pipeline ranks, comma separated (default 1)\n"
+          "  -r, --ranks LIST      pipeline ranks, comma separated, each 1..64 (default 1)\n"
           "  -b, --budget STR      a budget, as for run; repeat the flag for several\n"
           "                        (default auto)\n"
+          "      --stream-frac LIST  fractions 0..1 of each rank's blocks to stream, comma\n"
+          "                        separated, passed to run as --stream-frac (default: not\n"
+          "                        passed, the plan decides)\n"
+          "      --order LIST      orders of work, auto, micro or block, comma separated,\n"
+          "                        passed to run as --order (default: not passed, auto)\n"
           "  -f, --frames LIST     frames, comma separated (default 81)\n"
           "  -s, --size LIST       sizes HxW, comma separated (default 480x832)\n"
           "  -n, --steps N         sampling steps per run (default 2)\n"
           "  -g, --cfg G           guidance (default 5: two micro-batches)\n"
           "  -d, --device DEV      as for run (default auto)\n"
+          "      --extra \"ARGS\"    more words (split on blanks) for every run command line,\n"
+          "                        for example \"--attn cudnn\" or \"--mem-trace\" (default\n"
+          "                        none; not the flags bench sets itself)\n"
           "      --launcher CMD    MPI launcher command line (default 'mpirun'; for example\n"
           "                        'mpirun --oversubscribe' or 'srun')\n"
           "  -o, --out DIR         output directory, created if missing (required)\n"
-          "  -h, --help            this text\n");
+          "  -h, --help            this text\n",
+          MAX_CONFIGS);
+}
+
+/* Copies a flag's value into buf (its list is split in place later). */
+static int copy_arg(const char *flag, const char *s, char *buf, size_t size) {
+  if (strlen(s) >= size) {
+    sp_log_error("%s: longer than %zu characters", flag, size - 1);
+    return SP_ERR_INPUT;
+  }
+  memcpy(buf, s, strlen(s) + 1);
+  return SP_OK;
 }
 
 /* Splits a comma list in place into items (at most MAX_LIST). */
@@ -80,6 +118,45 @@ static int split_list(const char *flag, char *s, const char **items, int *n) {
   if (*n == 0) {
     sp_log_error("%s: empty list", flag);
     return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+/* Splits s in place on blanks into words (at most MAX_WORDS). */
+static int split_words(const char *flag, char *s, char **words, int *n) {
+  *n = 0;
+  for (char *tok = strtok(s, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
+    if (*n == MAX_WORDS) {
+      sp_log_error("%s: more than %d words", flag, MAX_WORDS);
+      return SP_ERR_INPUT;
+    }
+    words[(*n)++] = tok;
+  }
+  return SP_OK;
+}
+
+/* An --extra word must not reset what bench sets for every run (its rows
+ * would then say one configuration and hold another): the long forms, any
+ * prefix getopt_long would take for them, and the short ones. */
+static int check_extra(char *const *words, int n) {
+  static const char *set_long[] = {"model", "cond", "budget", "frames", "size", "steps", "cfg",
+                                   "device", "out", "json", "order", "stream-frac", "help"};
+  static const char set_short[] = "mcbfsngdojh";
+  for (int i = 0; i < n; i++) {
+    const char *w = words[i];
+    int bad = 0;
+    if (w[0] == '-' && w[1] == '-' && w[2]) {
+      size_t len = strcspn(w + 2, "=");
+      for (size_t k = 0; k < sizeof set_long / sizeof *set_long; k++)
+        if (strncmp(set_long[k], w + 2, len) == 0) bad = 1;
+    } else if (w[0] == '-' && w[1] && w[1] != '-') {
+      bad = strchr(set_short, w[1]) != NULL;
+    }
+    if (bad) {
+      sp_log_error("--extra: '%s' is a flag bench sets on every run itself (use bench's own "
+                   "flag for it)", w);
+      return SP_ERR_INPUT;
+    }
   }
   return SP_OK;
 }
@@ -101,39 +178,92 @@ static int run_child(char *const *argv, const char *out_path, const char *log_pa
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static void parse_result(const char *path, bench_row *r) {
-  json_object *j = json_object_from_file(path), *v, *plan, *ranks;
-  if (!j) return;
-  if (json_object_object_get_ex(j, "step_ms", &v)) r->step_ms = json_object_get_double(v);
+/* A number field of a JSON object, 0 when absent. */
+static double jnum(json_object *o, const char *key) {
+  json_object *v;
+  return o && json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : 0.0;
+}
+
+/* Fills r's measurements from the JSON run wrote; SP_ERR_RUNTIME when
+ * there is none. */
+static int parse_result(const char *path, bench_row *r) {
+  json_object *j = json_object_from_file(path), *plan, *ranks, *v;
+  if (!j || !json_object_is_type(j, json_type_object)) {
+    if (j) json_object_put(j);
+    return SP_ERR_RUNTIME;
+  }
+  r->step_ms = jnum(j, "step_ms");
+  r->steady_ms = jnum(j, "steady_step_ms");
   if (json_object_object_get_ex(j, "plan", &plan)) {
-    if (json_object_object_get_ex(plan, "predicted_step_ms", &v))
-      r->predicted_ms = json_object_get_double(v);
-    int nb = 0, ns = 0;
-    if (json_object_object_get_ex(plan, "num_blocks", &v)) nb = json_object_get_int(v);
-    if (json_object_object_get_ex(plan, "ranks", &ranks))
-      for (size_t i = 0; i < json_object_array_length(ranks); i++) {
-        json_object *rk = json_object_array_get_idx(ranks, i), *s;
-        if (json_object_object_get_ex(rk, "streamed", &s)) ns += (int)json_object_array_length(s);
-      }
+    r->predicted_ms = jnum(plan, "predicted_step_ms");
+    int nb = (int)jnum(plan, "num_blocks"), ns = 0;
+    if (json_object_object_get_ex(plan, "ranks", &ranks) &&
+        json_object_is_type(ranks, json_type_array))
+      for (size_t i = 0; i < json_object_array_length(ranks); i++)
+        if (json_object_object_get_ex(json_object_array_get_idx(ranks, i), "streamed", &v) &&
+            json_object_is_type(v, json_type_array))
+          ns += (int)json_object_array_length(v);
     r->streamed = nb ? (double)ns / nb : 0;
   }
-  if (json_object_object_get_ex(j, "ranks", &ranks))
+  double loaded = 0;
+  if (json_object_object_get_ex(j, "ranks", &ranks) && json_object_is_type(ranks, json_type_array))
     for (size_t i = 0; i < json_object_array_length(ranks); i++) {
-      json_object *rk = json_object_array_get_idx(ranks, i), *s;
-      if (json_object_object_get_ex(rk, "load_s", &s) && json_object_get_double(s) > r->load_s)
-        r->load_s = json_object_get_double(s);
+      json_object *rk = json_object_array_get_idx(ranks, i);
+      if (i == 0 && json_object_object_get_ex(rk, "order", &v))
+        snprintf(r->order, sizeof r->order, "%s", json_object_get_string(v));
+      r->h2d_gb += jnum(rk, "h2d_bytes_per_step") / 1e9;
+      loaded += jnum(rk, "bytes_loaded");
+      if (jnum(rk, "load_s") > r->load_s) r->load_s = jnum(rk, "load_s");
+      double peak = jnum(rk, "device_peak_bytes"), plan_peak = jnum(rk, "plan_peak_bytes");
+      if (peak > 0 && plan_peak > 0 && peak / plan_peak > r->mem_vs_plan)
+        r->mem_vs_plan = peak / plan_peak;
     }
+  r->load_gbs = r->load_s > 0 ? loaded / 1e9 / r->load_s : 0;
   json_object_put(j);
+  return SP_OK;
+}
+
+/* The row's steady step time over its base row's; < 0 when there is none. */
+static double vs_base(const bench_row *rows, const bench_row *r) {
+  if (r->status || r->base < 0) return -1;
+  const bench_row *b = &rows[r->base];
+  return b->status || b->steady_ms <= 0 ? -1 : r->steady_ms / b->steady_ms;
+}
+
+/* A growing text buffer. */
+typedef struct text {
+  char *p;
+  size_t len, cap;
+} text;
+
+__attribute__((format(printf, 2, 3))) static void text_add(text *t, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (t->p && t->len + (size_t)n < t->cap) {
+      t->len += (size_t)n;
+      return;
+    }
+    size_t cap = 2 * (t->cap + (size_t)n) + 256;
+    char *p = sp_xmalloc(cap);
+    if (t->p) memcpy(p, t->p, t->len + 1);
+    free(t->p);
+    t->p = p;
+    t->cap = cap;
+  }
 }
 
 /* Writes text to DIR/name atomically. */
-static int write_file(const char *dir, const char *name, const char *text) {
+static int write_file(const char *dir, const char *name, const char *s) {
   char path[4200], tmp[4300];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   int rc = rank_atomic_begin(path, tmp, sizeof tmp);
   if (rc != SP_OK) return rc;
   FILE *f = fopen(tmp, "w");
-  if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+  if (!f || fputs(s, f) < 0 || fclose(f) != 0) {
     sp_log_error("%s: cannot write", path);
     rank_atomic_abort(tmp);
     return SP_ERR_RUNTIME;
@@ -141,67 +271,129 @@ static int write_file(const char *dir, const char *name, const char *text) {
   return rank_atomic_commit(tmp, path);
 }
 
+/* The orders that rows ran, each once, in the order first seen. */
+static int orders_run(const bench_row *rows, int n, const char **names) {
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (rows[i].status || !rows[i].order[0]) continue;
+    int seen = 0;
+    for (int j = 0; j < k; j++) seen |= strcmp(names[j], rows[i].order) == 0;
+    if (!seen && k < 3) names[k++] = rows[i].order;
+  }
+  return k;
+}
+
+static json_object *json_num_or_null(double v) { return v < 0 ? NULL : json_object_new_double(v); }
+
+/* DIR/bench.json, bench.csv, bench.md and the plot's data, bench-step.dat
+ * (one block per order run, blocks apart by two blank lines, as gnuplot's
+ * `index` reads them). */
 static int write_outputs(const bench_opts *o, const bench_row *rows, int n) {
   json_object *arr = json_object_new_array();
-  size_t cap = 4096 + (size_t)n * 256;
-  char *csv = sp_xcalloc(cap, 1), *md = sp_xcalloc(cap, 1), *dat = sp_xcalloc(cap, 1);
-  size_t lc = 0, lm = 0, ld = 0;
-  lc += (size_t)snprintf(csv + lc, cap - lc,
-                         "ranks,budget,frames,size,status,step_ms,predicted_ms,streamed,load_s\n");
-  lm += (size_t)snprintf(md + lm, cap - lm,
-                         "| ranks | budget | frames | size | status | step ms | predicted ms | "
-                         "streamed | load s |\n|---|---|---|---|---|---|---|---|---|\n");
+  text csv = {0}, md = {0}, dat = {0};
+  text_add(&csv, "ranks,budget,frames,size,stream_frac,order_asked,order,status,step_ms,"
+                 "steady_step_ms,predicted_ms,vs_base,streamed,h2d_gb_per_step,load_s,load_gbs,mem_vs_plan\n");
+  /* The table's order is the one run, or for a failed run the one asked. */
+  text_add(&md, "| ranks | budget | frames | size | stream frac | order | status | step ms | "
+                "steady ms | predicted ms | vs base | streamed | h2d GB/step | load s | "
+                "load GB/s | mem/plan |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
     const bench_row *r = &rows[i];
+    double vb = vs_base(rows, r);
     json_object *j = json_object_new_object();
     json_object_object_add(j, "ranks", json_object_new_int(r->ranks));
     json_object_object_add(j, "budget", json_object_new_string(r->budget));
     json_object_object_add(j, "frames", json_object_new_string(r->frames));
     json_object_object_add(j, "size", json_object_new_string(r->size));
+    json_object_object_add(j, "stream_frac", r->frac_arg ? json_object_new_double(r->frac) : NULL);
+    json_object_object_add(j, "order_asked",
+                           r->order_arg ? json_object_new_string(r->order_arg) : NULL);
+    json_object_object_add(j, "order", r->order[0] ? json_object_new_string(r->order) : NULL);
     json_object_object_add(j, "status", json_object_new_int(r->status));
     json_object_object_add(j, "step_ms", json_object_new_double(r->step_ms));
+    json_object_object_add(j, "steady_step_ms", json_object_new_double(r->steady_ms));
     json_object_object_add(j, "predicted_step_ms", json_object_new_double(r->predicted_ms));
+    json_object_object_add(j, "vs_base", json_num_or_null(vb));
     json_object_object_add(j, "streamed_fraction", json_object_new_double(r->streamed));
+    json_object_object_add(j, "h2d_gb_per_step", json_object_new_double(r->h2d_gb));
     json_object_object_add(j, "load_s", json_object_new_double(r->load_s));
+    json_object_object_add(j, "load_gbs", json_object_new_double(r->load_gbs));
+    json_object_object_add(j, "mem_vs_plan", json_object_new_double(r->mem_vs_plan));
     json_object_array_add(arr, j);
-    lc += (size_t)snprintf(csv + lc, cap - lc, "%d,\"%s\",%s,%s,%d,%.3f,%.3f,%.4f,%.3f\n",
-                           r->ranks, r->budget, r->frames, r->size, r->status, r->step_ms,
-                           r->predicted_ms, r->streamed, r->load_s);
-    lm += (size_t)snprintf(md + lm, cap - lm, "| %d | `%s` | %s | %s | %s | %.1f | %.1f | %.2f | %.2f |\n",
-                           r->ranks, r->budget, r->frames, r->size,
-                           r->status ? "failed" : "ok", r->step_ms, r->predicted_ms, r->streamed,
-                           r->load_s);
-    if (!r->status)
-      ld += (size_t)snprintf(dat + ld, cap - ld, "%.4f %.3f %.3f\n", r->streamed, r->step_ms,
-                             r->predicted_ms);
+    char frac[32] = "", vbs[32] = "";
+    if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
+    if (vb >= 0) snprintf(vbs, sizeof vbs, "%.4f", vb);
+    text_add(&csv, "%d,\"%s\",%s,%s,%s,%s,%s,%d,%.3f,%.3f,%.3f,%s,%.4f,%.4f,%.3f,%.3f,%.4f\n",
+             r->ranks, r->budget, r->frames, r->size, frac, r->order_arg ? r->order_arg : "",
+             r->order, r->status, r->step_ms,
+             r->steady_ms, r->predicted_ms, vbs, r->streamed, r->h2d_gb, r->load_s, r->load_gbs,
+             r->mem_vs_plan);
+    if (vb >= 0) snprintf(vbs, sizeof vbs, "%.3f", vb);
+    text_add(&md,
+             "| %d | `%s` | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %s | %.2f | %.3f | "
+             "%.2f | %.2f | %.3f |\n",
+             r->ranks, r->budget, r->frames, r->size, r->frac_arg ? frac : "-",
+             r->order[0] ? r->order : r->order_arg ? r->order_arg : "-",
+             r->status ? "failed" : "ok", r->step_ms, r->steady_ms, r->predicted_ms,
+             vb >= 0 ? vbs : "-", r->streamed, r->h2d_gb, r->load_s, r->load_gbs, r->mem_vs_plan);
   }
+  const char *names[3];
+  int norders = orders_run(rows, n, names);
+  for (int k = 0; k < norders; k++) {
+    text_add(&dat, "%s# order %s: streamed steady_step_ms predicted_ms\n", k ? "\n\n" : "",
+             names[k]);
+    for (int i = 0; i < n; i++)
+      if (!rows[i].status && strcmp(rows[i].order, names[k]) == 0)
+        text_add(&dat, "%.4f %.3f %.3f\n", rows[i].streamed, rows[i].steady_ms,
+                 rows[i].predicted_ms);
+  }
+  if (!dat.p) text_add(&dat, "# no configuration succeeded\n");
   int rc = write_file(o->dir, "bench.json",
                       json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY));
-  if (rc == SP_OK) rc = write_file(o->dir, "bench.csv", csv);
-  if (rc == SP_OK) rc = write_file(o->dir, "bench.md", md);
-  if (rc == SP_OK) rc = write_file(o->dir, "bench-step.dat", dat);
-  fputs(md, stderr);
+  if (rc == SP_OK) rc = write_file(o->dir, "bench.csv", csv.p);
+  if (rc == SP_OK) rc = write_file(o->dir, "bench.md", md.p);
+  if (rc == SP_OK) rc = write_file(o->dir, "bench-step.dat", dat.p);
+  fputs(md.p, stderr);
   json_object_put(arr);
-  free(csv);
-  free(md);
-  free(dat);
+  free(csv.p);
+  free(md.p);
+  free(dat.p);
   return rc;
 }
 
-/* PNG plot of the step time against the streamed share, when gnuplot is
- * there; its absence is said, not an error. */
-static void plot(const char *dir) {
+/* PNG plot of the steady step time against the streamed share, measured
+ * and predicted, one colour per order run, when gnuplot is there; its
+ * absence is said, not an error. */
+static void plot(const char *dir, const bench_row *rows, int n) {
+  const char *names[3];
+  int norders = orders_run(rows, n, names);
+  if (norders == 0) {
+    sp_log_warn("bench: no plot: no configuration succeeded");
+    return;
+  }
   char script[4200];
   snprintf(script, sizeof script, "%s/bench-step.gp", dir);
   FILE *f = fopen(script, "w");
-  if (!f) return;
+  if (!f) {
+    sp_log_warn("bench: no plot: cannot write %s: %s", script, strerror(errno));
+    return;
+  }
   fprintf(f,
           "set terminal png size 900,600\nset output '%s/bench-step.png'\n"
-          "set xlabel 'streamed share of the blocks'\nset ylabel 'step time (ms)'\n"
-          "set key left top\nplot '%s/bench-step.dat' using 1:2 with points pt 7 title "
-          "'measured', '' using 1:3 with points pt 6 title 'planner prediction'\n",
-          dir, dir);
-  fclose(f);
+          "set xlabel 'streamed share of the blocks'\nset ylabel 'steady step time (ms)'\n"
+          "set xrange [-0.05:1.05]\nset key left top\nplot ",
+          dir);
+  for (int k = 0; k < norders; k++)
+    fprintf(f,
+            "%s'%s/bench-step.dat' index %d using 1:2 with points pt 7 lc %d title 'measured, %s', "
+            "'' index %d using 1:3 with points pt 6 lc %d title 'planner prediction, %s'",
+            k ? ", " : "", dir, k, k + 1, names[k], k, k + 1, names[k]);
+  fputc('\n', f);
+  if (fclose(f) != 0) {
+    sp_log_warn("bench: no plot: cannot write %s", script);
+    return;
+  }
   char *argv[] = {"gnuplot", script, NULL};
   char out[4300], log[4300];
   snprintf(out, sizeof out, "%s/gnuplot.out", dir);
@@ -215,25 +407,77 @@ static void plot(const char *dir) {
                 rc == 127 ? "not found" : "failed", dir, script);
 }
 
+/* Runs configuration k (row r) and fills r; returns 1 when it failed. */
+static int bench_one(const bench_opts *o, const char *self, int k, int total, bench_row *r) {
+  char np[16], outp[4200], jsonp[4200], logp[4200];
+  snprintf(np, sizeof np, "%d", r->ranks);
+  snprintf(outp, sizeof outp, "%s/run-%d.h5", o->dir, k);
+  snprintf(jsonp, sizeof jsonp, "%s/run-%d.json", o->dir, k);
+  snprintf(logp, sizeof logp, "%s/run-%d.log", o->dir, k);
+  char *av[2 * MAX_WORDS + 40];
+  int c = 0;
+  if (r->ranks > 1) {
+    for (int i = 0; i < o->nlaunch; i++) av[c++] = o->launch[i];
+    av[c++] = "-np";
+    av[c++] = np;
+  }
+  char *args[] = {(char *)self, "run", "--model", (char *)o->model, "--cond", (char *)o->cond,
+                  "--budget", (char *)r->budget, "--frames", (char *)r->frames, "--size",
+                  (char *)r->size, "--steps", (char *)o->steps, "--cfg", (char *)o->cfg,
+                  "--device", (char *)o->device, "--no-preview", "-q", "--json", "-o", outp, NULL};
+  for (int i = 0; args[i]; i++) av[c++] = args[i];
+  if (r->frac_arg) {
+    av[c++] = "--stream-frac";
+    av[c++] = (char *)r->frac_arg;
+  }
+  if (r->order_arg) {
+    av[c++] = "--order";
+    av[c++] = (char *)r->order_arg;
+  }
+  for (int i = 0; i < o->nextra; i++) av[c++] = o->extra[i];
+  av[c] = NULL;
+  sp_log_info("bench: %d/%d: %d rank%s, budget %s, stream-frac %s, order %s, %s frames, %s",
+              k + 1, total, r->ranks, r->ranks > 1 ? "s" : "", r->budget,
+              r->frac_arg ? r->frac_arg : "(plan's)", r->order_arg ? r->order_arg : "(plan's)",
+              r->frames, r->size);
+  r->status = run_child(av, jsonp, logp);
+  unlink(outp);
+  if (r->status == 127) sp_log_error("bench: cannot start %s", av[0]);
+  if (r->status == 0 && parse_result(jsonp, r) != SP_OK) {
+    sp_log_warn("bench: configuration %d exited 0 but wrote no JSON result to %s", k + 1, jsonp);
+    r->status = SP_ERR_RUNTIME;
+    return 1;
+  }
+  if (r->status != 0) {
+    sp_log_warn("bench: configuration %d failed (exit %d): see %s", k + 1, r->status, logp);
+    return 1;
+  }
+  return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
-  enum { O_LAUNCHER = 1000 };
+  enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'}, {"cond", required_argument, 0, 'c'},
       {"ranks", required_argument, 0, 'r'}, {"budget", required_argument, 0, 'b'},
       {"frames", required_argument, 0, 'f'}, {"size", required_argument, 0, 's'},
       {"steps", required_argument, 0, 'n'}, {"cfg", required_argument, 0, 'g'},
       {"device", required_argument, 0, 'd'}, {"launcher", required_argument, 0, O_LAUNCHER},
+      {"order", required_argument, 0, O_ORDER},
+      {"stream-frac", required_argument, 0, O_STREAM_FRAC},
+      {"extra", required_argument, 0, O_EXTRA},
       {"out", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
-  bench_opts o = {.device = "auto", .launcher = "mpirun", .steps = "2", .cfg = "5"};
-  char rbuf[256] = "1", fbuf[256] = "81", sbuf[256] = "480x832";
+  bench_opts o = {.device = "auto", .steps = "2", .cfg = "5"};
+  char rbuf[256] = "1", fbuf[256] = "81", sbuf[256] = "480x832", qbuf[256] = "", pbuf[256] = "";
+  char lbuf[1024] = "mpirun", xbuf[1024] = "";
   cli_getopt_reset();
   int ch, rc = SP_OK;
   while ((ch = getopt_long(argc, argv, "m:c:r:b:f:s:n:g:d:o:h", opts, NULL)) != -1) {
     switch (ch) {
     case 'm': o.model = optarg; break;
     case 'c': o.cond = optarg; break;
-    case 'r': snprintf(rbuf, sizeof rbuf, "%s", optarg); break;
+    case 'r': rc = copy_arg("--ranks", optarg, rbuf, sizeof rbuf); break;
     case 'b':
       if (o.nbudgets == MAX_LIST) {
         sp_log_error("--budget: more than %d budgets", MAX_LIST);
@@ -241,16 +485,27 @@ int cmd_bench(int argc, char **argv) {
       }
       o.budgets[o.nbudgets++] = optarg;
       break;
-    case 'f': snprintf(fbuf, sizeof fbuf, "%s", optarg); break;
-    case 's': snprintf(sbuf, sizeof sbuf, "%s", optarg); break;
+    case 'f': rc = copy_arg("--frames", optarg, fbuf, sizeof fbuf); break;
+    case 's': rc = copy_arg("--size", optarg, sbuf, sizeof sbuf); break;
     case 'n': o.steps = optarg; break;
     case 'g': o.cfg = optarg; break;
     case 'd': o.device = optarg; break;
-    case O_LAUNCHER: o.launcher = optarg; break;
+    case O_LAUNCHER: rc = copy_arg("--launcher", optarg, lbuf, sizeof lbuf); break;
+    /* -1 until split: passed, so split and pass to run. */
+    case O_ORDER:
+      rc = copy_arg("--order", optarg, pbuf, sizeof pbuf);
+      o.norders = -1;
+      break;
+    case O_STREAM_FRAC:
+      rc = copy_arg("--stream-frac", optarg, qbuf, sizeof qbuf);
+      o.nfracs = -1;
+      break;
+    case O_EXTRA: rc = copy_arg("--extra", optarg, xbuf, sizeof xbuf); break;
     case 'o': o.dir = optarg; break;
     case 'h': usage(stdout); return SP_OK;
     default: return cli_bad_usage("bench");
     }
+    if (rc != SP_OK) return rc;
   }
   if (optind < argc || !o.model || !o.cond || !o.dir) {
     if (optind < argc) sp_log_error("bench: unexpected argument '%s'", argv[optind]);
@@ -260,14 +515,55 @@ int cmd_bench(int argc, char **argv) {
   if (o.nbudgets == 0) o.budgets[o.nbudgets++] = "auto";
   if ((rc = split_list("--ranks", rbuf, o.ranks, &o.nranks)) ||
       (rc = split_list("--frames", fbuf, o.frames, &o.nframes)) ||
-      (rc = split_list("--size", sbuf, o.sizes, &o.nsizes)))
+      (rc = split_list("--size", sbuf, o.sizes, &o.nsizes)) ||
+      (o.nfracs && (rc = split_list("--stream-frac", qbuf, o.fracs, &o.nfracs))) ||
+      (o.norders && (rc = split_list("--order", pbuf, o.orders, &o.norders))) ||
+      (rc = split_words("--launcher", lbuf, o.launch, &o.nlaunch)) ||
+      (rc = split_words("--extra", xbuf, o.extra, &o.nextra)) ||
+      (rc = check_extra(o.extra, o.nextra)))
     return rc;
+  if (o.nlaunch == 0) {
+    sp_log_error("--launcher: empty command line");
+    return SP_ERR_INPUT;
+  }
+  /* Every value is checked before the first run, so a typo in the last
+   * one does not cost the whole sweep. */
   int ranks[MAX_LIST];
+  double fracs[MAX_LIST];
   for (int i = 0; i < o.nranks; i++) {
     int64_t v;
     if (cli_parse_int64("--ranks", o.ranks[i], 1, 64, &v)) return SP_ERR_INPUT;
     ranks[i] = (int)v;
   }
+  for (int i = 0; i < o.nfracs; i++)
+    if (cli_parse_double("--stream-frac", o.fracs[i], 0, 1, &fracs[i])) return SP_ERR_INPUT;
+  for (int i = 0; i < o.norders; i++) {
+    int order;
+    char err[256];
+    if (plan_parse_order(o.orders[i], &order, err, sizeof err) != PLAN_OK) {
+      sp_log_error("--order: %s", err);
+      return SP_ERR_INPUT;
+    }
+  }
+  for (int i = 0; i < o.nsizes; i++) {
+    int64_t h, w;
+    if (cli_parse_size_hw("--size", o.sizes[i], &h, &w)) return SP_ERR_INPUT;
+  }
+  const int nq = o.nfracs ? o.nfracs : 1, np = o.norders ? o.norders : 1;
+  const long long total_ll =
+      (long long)o.nranks * o.nbudgets * nq * np * o.nframes * o.nsizes;
+  if (total_ll > MAX_CONFIGS) {
+    sp_log_error("bench: the lists make %lld configurations (--ranks x --budget x --stream-frac x "
+                 "--order x --frames x --size), more than %d: shorten one",
+                 total_ll, MAX_CONFIGS);
+    return SP_ERR_INPUT;
+  }
+  const int total = (int)total_ll;
+  /* The first --stream-frac 0, if any: each row's base is the row alike at it. */
+  int q0 = -1;
+  for (int i = 0; i < o.nfracs && q0 < 0; i++)
+    if (fracs[i] == 0) q0 = i;
+
   if (mkdir(o.dir, 0755) != 0 && errno != EEXIST) {
     sp_log_error("--out: cannot create %s: %s", o.dir, strerror(errno));
     return SP_ERR_INPUT;
@@ -279,56 +575,30 @@ int cmd_bench(int argc, char **argv) {
     return SP_ERR_RUNTIME;
   }
   self[n] = '\0';
-  /* The launcher's words (split on blanks). */
-  char launch[1024];
-  snprintf(launch, sizeof launch, "%s", o.launcher);
-  char *lw[16];
-  int nl = 0;
-  for (char *t = strtok(launch, " \t"); t && nl < 12; t = strtok(NULL, " \t")) lw[nl++] = t;
 
-  int total = o.nranks * o.nbudgets * o.nframes * o.nsizes;
   bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
   int k = 0, failed = 0;
   for (int a = 0; a < o.nranks; a++)
     for (int b = 0; b < o.nbudgets; b++)
-      for (int f = 0; f < o.nframes; f++)
-        for (int s = 0; s < o.nsizes; s++, k++) {
-          bench_row *r = &rows[k];
-          *r = (bench_row){ranks[a], o.budgets[b], o.frames[f], o.sizes[s], 0, 0, 0, 0, 0};
-          char np[16], outp[4200], jsonp[4200], logp[4200];
-          snprintf(np, sizeof np, "%d", r->ranks);
-          snprintf(outp, sizeof outp, "%s/run-%d.h5", o.dir, k);
-          snprintf(jsonp, sizeof jsonp, "%s/run-%d.json", o.dir, k);
-          snprintf(logp, sizeof logp, "%s/run-%d.log", o.dir, k);
-          char *av[64];
-          int c = 0;
-          if (r->ranks > 1) {
-            for (int i = 0; i < nl; i++) av[c++] = lw[i];
-            av[c++] = "-np";
-            av[c++] = np;
-          }
-          char *args[] = {self, "run", "--model", (char *)o.model, "--cond", (char *)o.cond,
-                          "--budget", (char *)r->budget, "--frames", (char *)r->frames,
-                          "--size", (char *)r->size, "--steps", (char *)o.steps, "--cfg",
-                          (char *)o.cfg, "--device", (char *)o.device, "--no-preview", "-q",
-                          "--json", "-o", outp, NULL};
-          for (int i = 0; args[i]; i++) av[c++] = args[i];
-          av[c] = NULL;
-          sp_log_info("bench: %d/%d: %d rank%s, budget %s, %s frames, %s", k + 1, total,
-                      r->ranks, r->ranks > 1 ? "s" : "", r->budget, r->frames, r->size);
-          r->status = run_child(av, jsonp, logp);
-          if (r->status == 127) sp_log_error("bench: cannot start %s", av[0]);
-          if (r->status == 0)
-            parse_result(jsonp, r);
-          else {
-            failed++;
-            sp_log_warn("bench: configuration %d failed (exit %d): see %s", k + 1, r->status,
-                        logp);
-          }
-          unlink(outp);
-        }
+      for (int q = 0; q < nq; q++)
+        for (int p = 0; p < np; p++)
+          for (int f = 0; f < o.nframes; f++)
+            for (int s = 0; s < o.nsizes; s++, k++) {
+              /* k with q in place of q0: the index of this row's base. */
+              const int inner = np * o.nframes * o.nsizes;
+              bench_row *r = &rows[k];
+              *r = (bench_row){.ranks = ranks[a],
+                               .budget = o.budgets[b],
+                               .frames = o.frames[f],
+                               .size = o.sizes[s],
+                               .frac_arg = o.nfracs ? o.fracs[q] : NULL,
+                               .frac = o.nfracs ? fracs[q] : 0,
+                               .order_arg = o.norders ? o.orders[p] : NULL,
+                               .base = q0 < 0 ? -1 : k + (q0 - q) * inner};
+              failed += bench_one(&o, self, k, total, r);
+            }
   rc = write_outputs(&o, rows, total);
-  if (rc == SP_OK) plot(o.dir);
+  if (rc == SP_OK) plot(o.dir, rows, total);
   free(rows);
   if (rc == SP_OK && failed)
     sp_log_warn("bench: %d of %d configurations failed", failed, total);
