@@ -49,15 +49,21 @@ int comm_transport_choose(const comm_world *w, comm_transport_kind want, int gpu
   return SP_OK;
 }
 
-/* The MPI transport's device side: staging made at the first device
- * buffer (a CPU-backend job never makes it). */
+#ifdef STATICPIPE_HAVE_CUDA
+/* The MPI transport's device side, made at the first device buffer (a
+ * CPU-backend job never makes it). */
+static comm_staged *staging(comm_transport *t) {
+  if (!t->impl) t->impl = comm_staged_create(t->w);
+  return t->impl;
+}
+#endif
+
 static int mpi_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
                      comm_xfer *x, void *stream) {
   memset(x, 0, sizeof *x);
   if (!stream) return comm_isend(t->w, buf, bytes, peer, tag, &x->mpi);
 #ifdef STATICPIPE_HAVE_CUDA
-  if (!t->impl) t->impl = comm_staged_create(t->w);
-  return comm_staged_isend(t->impl, buf, bytes, peer, tag, x, stream);
+  return comm_staged_isend(staging(t), buf, bytes, peer, tag, x, stream);
 #else
   sp_fatal("internal: a device buffer in a build without CUDA");
 #endif
@@ -68,8 +74,7 @@ static int mpi_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int t
   memset(x, 0, sizeof *x);
   if (!stream) return comm_irecv(t->w, buf, bytes, peer, tag, &x->mpi);
 #ifdef STATICPIPE_HAVE_CUDA
-  if (!t->impl) t->impl = comm_staged_create(t->w);
-  return comm_staged_irecv(t->impl, buf, bytes, peer, tag, x, stream);
+  return comm_staged_irecv(staging(t), buf, bytes, peer, tag, x, stream);
 #else
   sp_fatal("internal: a device buffer in a build without CUDA");
 #endif

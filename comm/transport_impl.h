@@ -30,7 +30,7 @@ int comm_nccl_open(const comm_world *w, int cuda_device, comm_transport *t);
  * stream; its MPI send is posted once the copy is done, by whichever wait
  * of this rank polls first (comm_set_progress). A receive lands in the
  * staging buffer; its wait queues the host-to-device copy and orders the
- * caller's stream after it. */
+ * caller's stream after it. The caller zeroes x before a send or receive. */
 typedef struct comm_staged comm_staged;
 comm_staged *comm_staged_create(const comm_world *w);
 void comm_staged_destroy(comm_staged *st);

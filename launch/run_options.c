@@ -205,15 +205,14 @@ int run_parse(int argc, char **argv, run_opts *o, int *help) {
     case O_SAVE_NOISE: o->save_noise = optarg; break;
     case O_TRACE: o->trace = optarg; break;
     case O_PROFILE: o->profile = 1; break;
-    case O_ORDER:
-      if (strcmp(optarg, "auto") == 0) o->order = PLAN_ORDER_AUTO;
-      else if (strcmp(optarg, "micro") == 0) o->order = PLAN_ORDER_MICRO;
-      else if (strcmp(optarg, "block") == 0) o->order = PLAN_ORDER_BLOCK;
-      else {
-        sp_log_error("--order: '%s' is not auto, micro or block", optarg);
+    case O_ORDER: {
+      char err[256];
+      if (plan_parse_order(optarg, &o->order, err, sizeof err) != PLAN_OK) {
+        sp_log_error("--order: %s", err);
         return SP_ERR_INPUT;
       }
       break;
+    }
     case O_STREAM_FRAC:
       if (cli_parse_double("--stream-frac", optarg, 0, 1, &o->stream_frac)) return SP_ERR_INPUT;
       break;

@@ -112,7 +112,7 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   c->cv = sp_xmalloc(kv * sizeof(float));
   c->scratch = sp_xmalloc(rank_dit_scratch_floats(cf, s->tokens) * sizeof(float));
   for (int i = 0; i < cfg->act_buffers; i++)
-    s->act[i] = sp_xmalloc((size_t)rank_act_floats(cf, s->tokens) * sizeof(float));
+    s->act[i] = sp_xmalloc(rank_stage_act_bytes(s));
 
   size_t tmp_bytes = 0;
   for (int g = 0; g < 3; g++) {

@@ -81,7 +81,7 @@ static void carve(rank_stage *s, cuda_stage *c) {
   c->ck = take(c, kv * 2);
   c->cv = take(c, kv * 2);
   for (int i = 0; i < s->cfg.act_buffers; i++)
-    s->act[i] = take(c, (size_t)rank_act_floats(cf, L) * 4);
+    s->act[i] = take(c, rank_stage_act_bytes(s));
   /* k and v of every row, or the FFN hidden of a chunk: never both alive. */
   size_t kv_rows = (size_t)(L * D) * 2, ffn = (size_t)(R * F) * 2;
   c->kb = take(c, 2 * kv_rows > ffn ? 2 * kv_rows : ffn);
@@ -263,8 +263,8 @@ static void issue_copy(rank_stage *s, cuda_stage *c, int n, size_t bytes) {
   CUDA_CHECK(cudaEventRecord(c->copied[k], c->copy));
 }
 
-/* --mem-trace: device memory in use (the whole device, as cudaMemGetInfo
- * sees it) once the queue is drained. */
+/* Device memory in use (the whole device, as cudaMemGetInfo sees it) once
+ * the queue is drained: after loading, and per block for --mem-trace. */
 static double device_used(const cuda_stage *c) {
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -526,16 +526,13 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   kern_attn_params pc = {c->qb, c->ck, c->cv, c->ab, L, cf->text_len, NH, HD, 0.0f};
   kern_attn_run(c->attn, ps, c->attn_scratch, c->attn_scratch_bytes, c->stream);
   kern_attn_run(c->attn, pc, c->attn_scratch, c->attn_scratch_bytes, c->stream);
-  CUDA_CHECK(cudaStreamSynchronize(c->stream));
-  size_t free_after = 0, total_after = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_after, &total_after));
   s->stats.streamed = c->nstreamed;
   s->stats.arena_bytes = c->arena_bytes;
-  s->stats.device_in_use = s->stats.device_peak = total_after - free_after;
+  s->stats.device_in_use = s->stats.device_peak = (uint64_t)device_used(c);
   sp_log_info("cuda:%d: arena %.2f GiB (%d resident, %d streamed blocks, %d slots); device memory "
               "in use %.2f GiB",
               c->device, (double)c->arena_bytes / (1 << 30), s->nblocks - c->nstreamed,
-              c->nstreamed, c->depth, (double)(total_after - free_after) / (1 << 30));
+              c->nstreamed, c->depth, (double)s->stats.device_in_use / (1 << 30));
   return SP_OK;
 }
 

@@ -110,6 +110,17 @@ static staged_buf *find(comm_staged *st, const void *dev, size_t bytes, int send
   return b;
 }
 
+/* b's transfer with peer is under way in state; x (zeroed by the caller)
+ * refers to it. */
+static void begin(staged_buf *b, int peer, int tag, staged_state state, comm_xfer *x,
+                  void *stream) {
+  b->peer = peer;
+  b->tag = tag;
+  b->state = state;
+  x->staged = b;
+  x->stream = stream;
+}
+
 int comm_staged_isend(comm_staged *st, const void *buf, size_t bytes, int peer, int tag,
                       comm_xfer *x, void *stream) {
   staged_buf *b = find(st, buf, bytes, 1);
@@ -117,12 +128,7 @@ int comm_staged_isend(comm_staged *st, const void *buf, size_t bytes, int peer, 
   CUDA_CHECK(cudaStreamWaitEvent(st->d2h, b->ready, 0));
   CUDA_CHECK(cudaMemcpyAsync(b->host, buf, bytes, cudaMemcpyDeviceToHost, st->d2h));
   CUDA_CHECK(cudaEventRecord(b->copied, st->d2h));
-  b->peer = peer;
-  b->tag = tag;
-  b->state = SEND_COPYING;
-  memset(x, 0, sizeof *x);
-  x->staged = b;
-  x->stream = stream;
+  begin(b, peer, tag, SEND_COPYING, x, stream);
   progress(st);
   return SP_OK;
 }
@@ -135,12 +141,7 @@ int comm_staged_irecv(comm_staged *st, void *buf, size_t bytes, int peer, int ta
   CUDA_CHECK(cudaEventSynchronize(b->copied));
   CUDA_CHECK(cudaEventRecord(b->ready, (cudaStream_t)stream));
   comm_irecv(st->w, b->host, bytes, peer, tag, &b->req);
-  b->peer = peer;
-  b->tag = tag;
-  b->state = RECV_POSTED;
-  memset(x, 0, sizeof *x);
-  x->staged = b;
-  x->stream = stream;
+  begin(b, peer, tag, RECV_POSTED, x, stream);
   return SP_OK;
 }
 
