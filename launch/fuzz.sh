@@ -1,6 +1,6 @@
 #!/bin/bash
 # Builds the libFuzzer target on the safetensors header parser
-# (tests/fuzz/fuzz_st_header.c + ranks/safetensors.c, st_text.c) with clang
+# (tests/fuzz/fuzz_st_header.c + ranks/import/safetensors.c, st_text.c) with clang
 # -fsanitize=fuzzer,address,undefined and runs it for a bounded time.
 #   launch/fuzz.sh [SECONDS]     (default 60; env FUZZ_JOBS for parallel jobs)
 # Exits 0 with a "skipped" line when clang or libFuzzer is missing
@@ -27,8 +27,8 @@ jsonc=$(ls /usr/lib/*/libjson-c.a /usr/lib/libjson-c.a /usr/local/lib/libjson-c.
 bin="$work/fuzz_st_header"
 if ! "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$src/ranks" -I"$src/comm" -I"$src/kernels" \
-    "$src/tests/fuzz/fuzz_st_header.c" "$src/ranks/safetensors.c" "$src/ranks/st_text.c" "$src/comm/log.c" \
+    -I"$src/ranks/import" -I"$src/comm" -I"$src/kernels" \
+    "$src/tests/fuzz/fuzz_st_header.c" "$src/ranks/import/safetensors.c" "$src/ranks/import/st_text.c" "$src/comm/log.c" \
     "$jsonc" -lpthread -o "$bin"; then
   echo "fuzz: build failed" >&2
   exit 1

@@ -1,6 +1,6 @@
 /* The memory and time model of one pipeline rank.
  *
- * The memory is the CUDA stage's device layout (ranks/stage_cuda.c), term
+ * The memory is the CUDA stage's device layout (ranks/stage/cuda/stage_cuda.c), term
  * by term; the times are predictions from first principles (tensor sizes of
  * the Wan 2.1 forward, MODEL-WAN21.md, and the dense rate of the GPU) that
  * GPU measurements correct. Notation: L tokens, D dim, F ffn_dim, hd

@@ -21,7 +21,7 @@ extern const double rank_preview_rgb_factors[RANK_PREVIEW_CHANNELS][3];
 extern const double rank_preview_rgb_bias[3];
 
 /* Writes the preview of latents (C=c, F=f, H=h, W=w; float32, C-order) to
- * path atomically (ranks/atomic_file.h: a temporary beside path, renamed at
+ * path atomically (ranks/io/atomic_file.h: a temporary beside path, renamed at
  * the end; nothing is left behind on failure). c must be 16 and the image
  * (f*w by h) must fit PNG's 2^31-1 limits and memory.
  * Returns SP_OK, SP_ERR_INPUT (bad shape or unwritable path; logged) or

@@ -1,9 +1,7 @@
 /* The CUDA devices a rank sees, their inventory for the planner, and the
- * pinned host buffers stages and the pipeline copy to and from (stage.h);
- * the fallbacks of a build without the CUDA backend. */
+ * pinned host buffers stages and the pipeline copy to and from (stage.h); (CUDA builds; nocuda/cuda_device.c stands in otherwise). */
 #include "stage.h"
 
-#ifdef STATICPIPE_HAVE_CUDA
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,21 +56,3 @@ void rank_stage_host_free(const rank_stage_cfg *cfg, void *p) {
   else
     CUDA_CHECK(cudaFreeHost(p));
 }
-
-#else /* no CUDA backend in this build */
-
-#include <stdlib.h>
-
-#include "log.h"
-
-void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes) { return sp_xmalloc(bytes); }
-void rank_stage_host_free(const rank_stage_cfg *cfg, void *p) { free(p); }
-
-int rank_cuda_available(void) { return 0; }
-int rank_cuda_device_count(void) { return 0; }
-int rank_cuda_describe(int idx, plan_device *out) {
-  sp_log_error("cuda:%d: this build has no CUDA backend", idx);
-  return SP_ERR_RUNTIME;
-}
-
-#endif

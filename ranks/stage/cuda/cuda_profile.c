@@ -1,5 +1,4 @@
 /* The per-op profile of a CUDA stage's blocks (see cuda_profile.h). */
-#ifdef STATICPIPE_HAVE_CUDA
 
 #include "cuda_profile.h"
 
@@ -85,5 +84,3 @@ void rank_prof_report(rank_prof *p) {
   p->blocks = 0;
   p->n = 0;
 }
-
-#endif

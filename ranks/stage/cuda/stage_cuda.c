@@ -24,7 +24,6 @@
  * the stream by events), and the host waits only in rank_stage_sync. */
 #include "stage_impl.h"
 
-#ifdef STATICPIPE_HAVE_CUDA
 
 #include <math.h>
 #include <stdio.h>
@@ -535,14 +534,3 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
               c->nstreamed, c->depth, (double)s->stats.device_in_use / (1 << 30));
   return SP_OK;
 }
-
-#else /* no CUDA backend in this build */
-
-#include "log.h"
-
-int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
-  sp_log_error("--device cuda: this build has no CUDA backend");
-  return SP_ERR_INPUT;
-}
-
-#endif

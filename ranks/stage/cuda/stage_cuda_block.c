@@ -23,10 +23,6 @@
  * norm1 in hb, and the FFN hidden shares its memory with the keys the later
  * query chunks still read, so the query loop and the cross/FFN loop stay
  * apart). CUDA builds only. */
-#include "stage_impl.h"
-
-#ifdef STATICPIPE_HAVE_CUDA
-
 #include "stage_cuda_impl.h"
 
 /* After an op of a profiled block (cuda_profile.h; off while chunking). */
@@ -133,5 +129,3 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, co
   }
   if (c->prof) rank_prof_block_end(c->prof);
 }
-
-#endif
