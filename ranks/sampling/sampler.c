@@ -190,29 +190,43 @@ static void x0_predict(size_t n, float sigma, const float *x, const float *v, fl
 
 static double lambda_of(double sigma) { return log(1.0 - sigma) - log(sigma); }
 
+/* The terms a UniPC predictor or corrector step from sigma_s0 to sigma_t
+ * shares (B(h) variant, x0 prediction): the log-SNR step h, hh = -h,
+ * h_phi_1 = expm1(hh), B(h) = expm1(hh) (bh2), and the coefficients of
+ * the sample (cx) and of the newest x0 prediction (c0). */
+typedef struct unipc_terms {
+  double alpha_t, lambda_s0, h, hh, h_phi_1, b_h, cx, c0;
+} unipc_terms;
+
+static unipc_terms unipc_terms_of(double sig_t, double sig_s0) {
+  unipc_terms u;
+  u.alpha_t = 1.0 - sig_t;
+  u.lambda_s0 = lambda_of(sig_s0);
+  u.h = lambda_of(sig_t) - u.lambda_s0;
+  u.hh = -u.h;
+  u.h_phi_1 = expm1(u.hh);
+  u.b_h = expm1(u.hh);
+  u.cx = sig_t / sig_s0;
+  u.c0 = -u.alpha_t * u.h_phi_1;
+  return u;
+}
+
 /* Predictor UniP (B(h) variant, x0 prediction) from sigma[i] to sigma[i+1]
  * for order 1 or 2. m1 holds this step's x0 prediction (model_outputs[-1]),
  * m2 the previous one (model_outputs[-2], used for order 2). */
 static void unipc_predict(rank_sampler *s, int i, int order, const float *x, float *out) {
-  const double sig_t = s->sigma[i + 1], sig_s0 = s->sigma[i];
-  const double alpha_t = 1.0 - sig_t;
   /* At sigma_t = 0: lambda_t = +inf, hh = -inf, expm1(-inf) = -1, so the
    * result is 0*x + 1*m0, the x0 prediction, as published. */
-  const double h = lambda_of(sig_t) - lambda_of(sig_s0);
-  const double hh = -h;
-  const double h_phi_1 = expm1(hh);
-  const double b_h = expm1(hh); /* bh2 */
-  const double cx = sig_t / sig_s0;
-  const double c0 = -alpha_t * h_phi_1;
+  const unipc_terms u = unipc_terms_of(s->sigma[i + 1], s->sigma[i]);
   if (order == 1) {
-    combine(s->n, cx, x, c0, s->m1, 0.0, NULL, 0.0, NULL, out);
+    combine(s->n, u.cx, x, u.c0, s->m1, 0.0, NULL, 0.0, NULL, out);
     return;
   }
   /* Order 2: rk = (lambda_{i-1} - lambda_i) / h, D1 = (m_{i-1} - m_i) / rk,
    * and the published simplified rhos_p = [0.5]. */
-  const double rk = (lambda_of(s->sigma[i - 1]) - lambda_of(sig_s0)) / h;
-  const double ca = -alpha_t * b_h * 0.5 / rk;
-  combine(s->n, cx, x, c0, s->m1, ca, s->m2, 0.0, NULL, out);
+  const double rk = (lambda_of(s->sigma[i - 1]) - u.lambda_s0) / u.h;
+  const double ca = -u.alpha_t * u.b_h * 0.5 / rk;
+  combine(s->n, u.cx, x, u.c0, s->m1, ca, s->m2, 0.0, NULL, out);
 }
 
 /* Corrector UniC (B(h) variant) at step i: refines x_t (the sample at
@@ -220,35 +234,27 @@ static void unipc_predict(rank_sampler *s, int i, int order, const float *x, flo
  * the new x0 prediction m_new. Runs before the history shifts, so m1 is
  * step i-1's prediction and m2 step i-2's. */
 static void unipc_correct(rank_sampler *s, int i, int order, float *x) {
-  const double sig_t = s->sigma[i], sig_s0 = s->sigma[i - 1];
-  const double alpha_t = 1.0 - sig_t;
-  const double lambda_s0 = lambda_of(sig_s0);
-  const double h = lambda_of(sig_t) - lambda_s0;
-  const double hh = -h;
-  const double h_phi_1 = expm1(hh);
-  const double b_h = expm1(hh); /* bh2 */
-  const double cx = sig_t / sig_s0;
-  const double c0 = -alpha_t * h_phi_1;
+  const unipc_terms u = unipc_terms_of(s->sigma[i], s->sigma[i - 1]);
   if (order == 1) {
     /* The published simplified rhos_c = [0.5]; D1_t = m_new - m0. */
-    const double ct = -alpha_t * b_h * 0.5;
-    combine(s->n, cx, s->last, c0, s->m1, ct, s->m_new, 0.0, NULL, x);
+    const double ct = -u.alpha_t * u.b_h * 0.5;
+    combine(s->n, u.cx, s->last, u.c0, s->m1, ct, s->m_new, 0.0, NULL, x);
     return;
   }
   /* Order 2: rks = [rk, 1], R = [[1, 1], [rk, 1]], b_k from the
    * h_phi_k recursion; rhos_c = R^-1 b. */
-  const double rk = (lambda_of(s->sigma[i - 2]) - lambda_s0) / h;
-  double h_phi_k = h_phi_1 / hh - 1.0;
-  const double b1 = h_phi_k * 1.0 / b_h;
-  h_phi_k = h_phi_k / hh - 1.0 / 2.0;
-  const double b2 = h_phi_k * 2.0 / b_h;
+  const double rk = (lambda_of(s->sigma[i - 2]) - u.lambda_s0) / u.h;
+  double h_phi_k = u.h_phi_1 / u.hh - 1.0;
+  const double b1 = h_phi_k * 1.0 / u.b_h;
+  h_phi_k = h_phi_k / u.hh - 1.0 / 2.0;
+  const double b2 = h_phi_k * 2.0 / u.b_h;
   /* rho0 + rho1 = b1, rk*rho0 + rho1 = b2. */
   const double rho0 = (b1 - b2) / (1.0 - rk);
   const double rho1 = b1 - rho0;
   /* corr_res = rho0 * D1 with D1 = (m_{i-2} - m0) / rk. */
-  const double ca = -alpha_t * b_h * rho0 / rk;
-  const double ct = -alpha_t * b_h * rho1;
-  combine(s->n, cx, s->last, c0, s->m1, ca, s->m2, ct, s->m_new, x);
+  const double ca = -u.alpha_t * u.b_h * rho0 / rk;
+  const double ct = -u.alpha_t * u.b_h * rho1;
+  combine(s->n, u.cx, s->last, u.c0, s->m1, ca, s->m2, ct, s->m_new, x);
 }
 
 static void unipc_step(rank_sampler *s, int i, const float *v, float *x) {
