@@ -174,6 +174,170 @@ static int is_blank(const char *s) {
 /* A value is a size, a share or `*`. */
 typedef enum { VAL_BYTES, VAL_SHARE, VAL_STAR } value_kind;
 
+/* A single number with no ',' or ';': a fraction of each GPU. */
+static int parse_fraction(const char *s, plan_budget *b, char *err, size_t errlen) {
+  char tok[96];
+  if (token_copy(s, strlen(s), tok, sizeof tok) != 0)
+    return plan_fail(err, errlen, "budget '%.40s...' is not understood: " ALLOWED_HINT, s);
+  decimal d;
+  int n = decimal_scan(tok, &d);
+  if (tok[0] == '-')
+    return plan_fail(err, errlen, "budget fraction '%s' is negative: use a number in (0, 1]", tok);
+  if (n <= 0 || tok[n])
+    return plan_fail(err, errlen, "budget '%s' is not understood: " ALLOWED_HINT, tok);
+  double v = decimal_value(&d);
+  if (!(v > 0.0 && v <= 1.0))
+    return plan_fail(err, errlen,
+                "budget fraction '%s' is outside (0, 1]: 0.8 means 80%% of each GPU's memory",
+                tok);
+  b->mode = PLAN_BUDGET_FRACTION;
+  b->fraction = v;
+  return PLAN_OK;
+}
+
+/* What the entries of a byte or ratio string have said so far. */
+typedef struct entries_seen {
+  int have_bytes, have_share, have_star, cpu_named, star_rank;
+  double share_sum;
+} entries_seen;
+
+/* An entry's device: "cpu" (*rank = -1) or "cuda:K" with K a pipeline rank. */
+static int parse_entry_device(const char *entry, const char *dev, plan_budget *b,
+                              entries_seen *seen, int *rank, char *err, size_t errlen) {
+  const int nranks = b->nranks;
+  *rank = -1;
+  if (ieq(dev, "cpu")) {
+    if (seen->cpu_named)
+      return plan_fail(err, errlen, "budget names 'cpu' twice (entry '%s')", entry);
+    seen->cpu_named = 1;
+    return PLAN_OK;
+  }
+  if (strncmp(dev, "cuda:", 5) != 0 && strncmp(dev, "CUDA:", 5) != 0)
+    return plan_fail(err, errlen,
+                "budget device '%s' is unknown: use cuda:K (the GPU of pipeline rank K) or cpu",
+                dev);
+  const char *k = dev + 5;
+  if (!*k) return plan_fail(err, errlen, "budget device '%s' has no index: use cuda:0..", dev);
+  long idx = 0;
+  for (const char *c = k; *c; c++) {
+    if (!isdigit((unsigned char)*c))
+      return plan_fail(err, errlen,
+                  "budget device '%s' has a bad index '%s': use cuda:K with K = 0..%d", dev, k,
+                  nranks - 1);
+    idx = idx * 10 + (*c - '0');
+    if (idx > 100000) break;
+  }
+  if (idx >= nranks)
+    return plan_fail(err, errlen,
+                "budget device '%s' is past the last rank: the pipeline has %d rank%s "
+                "(cuda:0..cuda:%d)",
+                dev, nranks, nranks == 1 ? "" : "s", nranks - 1);
+  if (b->named[idx])
+    return plan_fail(err, errlen, "budget names '%s' twice: one entry per device", dev);
+  b->named[idx] = 1;
+  *rank = (int)idx;
+  return PLAN_OK;
+}
+
+/* One entry "DEVICE,VALUE" (blanks trimmed) into b. */
+static int parse_entry(const char *s, const char *entry, plan_budget *b, entries_seen *seen,
+                       char *err, size_t errlen) {
+  if (!entry[0])
+    return plan_fail(err, errlen,
+                "budget '%s' has an empty entry (two ';' in a row, or a ';' at an end): "
+                "each entry is DEVICE,VALUE",
+                s);
+  if (seen->have_star)
+    return plan_fail(err, errlen,
+                "budget entry '%s' follows a '*' entry: '*' takes the rest and must be last",
+                entry);
+  const char *comma = strchr(entry, ',');
+  if (!comma)
+    return plan_fail(err, errlen,
+                "budget entry '%s' has no ',VALUE': write it like cuda:0,20gb or cpu,*", entry);
+  char dev[64], val[64];
+  if (token_copy(entry, (size_t)(comma - entry), dev, sizeof dev) != 0 ||
+      token_copy(comma + 1, strlen(comma + 1), val, sizeof val) != 0)
+    return plan_fail(err, errlen, "budget entry '%s' is too long", entry);
+  if (strchr(val, ','))
+    return plan_fail(err, errlen,
+                "budget entry '%s' has more than one ',': one DEVICE,VALUE per entry", entry);
+  if (!val[0])
+    return plan_fail(err, errlen, "budget entry '%s' has an empty value: give a size, N%% or *",
+                entry);
+  int rank;
+  int rc = parse_entry_device(entry, dev, b, seen, &rank, err, errlen);
+  if (rc != PLAN_OK) return rc;
+
+  value_kind kind;
+  uint64_t bytes = 0;
+  double share = 0.0;
+  char sub[256];
+  if (strcmp(val, "*") == 0) {
+    kind = VAL_STAR;
+    seen->have_star = 1;
+    seen->star_rank = rank;
+  } else if (val[strlen(val) - 1] == '%') {
+    kind = VAL_SHARE;
+    if (parse_share(val, &share, sub, sizeof sub) != 0)
+      return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
+    seen->have_share = 1;
+    seen->share_sum += share;
+  } else {
+    kind = VAL_BYTES;
+    if (plan_parse_bytes(val, &bytes, sub, sizeof sub) != 0)
+      return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
+    seen->have_bytes = 1;
+  }
+  if (seen->have_bytes && seen->have_share)
+    return plan_fail(err, errlen,
+                "budget entry '%s' mixes sizes and %% shares: use one kind in a string", entry);
+  if (rank >= 0) {
+    if (kind == VAL_BYTES) b->bytes[rank] = bytes;
+    if (kind == VAL_SHARE) b->share[rank] = share;
+  } else {
+    b->allow_stream = 1;
+    if (kind == VAL_BYTES) b->cpu_bytes = bytes;
+    if (kind == VAL_SHARE) b->cpu_share = share;
+  }
+  return PLAN_OK;
+}
+
+/* A ratio string: the '*' entry takes the rest, every rank named, none 0%. */
+static int finish_ratio(const char *s, const entries_seen *seen, plan_budget *b, char *err,
+                        size_t errlen) {
+  b->mode = PLAN_BUDGET_RATIO;
+  double rest = 1.0 - seen->share_sum;
+  if (rest < 1e-9) rest = 0.0;
+  if (seen->have_star) {
+    if (seen->star_rank >= 0) {
+      if (rest <= 0.0)
+        return plan_fail(err, errlen,
+                    "budget entry 'cuda:%d,*' gets no share: the other entries take 100%%",
+                    seen->star_rank);
+      b->share[seen->star_rank] = rest;
+    } else {
+      b->cpu_share = rest;
+    }
+  } else if (rest > 1e-9) {
+    return plan_fail(err, errlen,
+                "budget '%s' gives shares that add up to %.4g%%: under 100%% needs a '*' "
+                "entry (like cpu,*) to take the rest",
+                s, seen->share_sum * 100.0);
+  }
+  for (int r = 0; r < b->nranks; r++)
+    if (!b->named[r])
+      return plan_fail(err, errlen,
+                  "ratio budget '%s' does not name cuda:%d: a ratio string gives every rank "
+                  "its share",
+                  s, r);
+  for (int r = 0; r < b->nranks; r++)
+    if (b->share[r] <= 0.0)
+      return plan_fail(err, errlen,
+                  "ratio budget '%s' gives cuda:%d a 0%% share: every rank needs a block", s, r);
+  return PLAN_OK;
+}
+
 int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, size_t errlen) {
   plan_budget b;
   memset(&b, 0, sizeof b);
@@ -188,169 +352,33 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
   if (strlen(s) > 4096) return plan_fail(err, errlen, "budget string is longer than 4096 characters");
   if (is_blank(s))
     return plan_fail(err, errlen, "budget string is empty: " ALLOWED_HINT);
-
-  /* A single number with no ',' or ';' is a fraction of each GPU. */
   if (!strchr(s, ',') && !strchr(s, ';')) {
-    char tok[96];
-    if (token_copy(s, strlen(s), tok, sizeof tok) != 0)
-      return plan_fail(err, errlen, "budget '%.40s...' is not understood: " ALLOWED_HINT, s);
-    decimal d;
-    int n = decimal_scan(tok, &d);
-    if (tok[0] == '-')
-      return plan_fail(err, errlen, "budget fraction '%s' is negative: use a number in (0, 1]", tok);
-    if (n <= 0 || tok[n])
-      return plan_fail(err, errlen, "budget '%s' is not understood: " ALLOWED_HINT, tok);
-    double v = decimal_value(&d);
-    if (!(v > 0.0 && v <= 1.0))
-      return plan_fail(err, errlen,
-                  "budget fraction '%s' is outside (0, 1]: 0.8 means 80%% of each GPU's memory",
-                  tok);
-    b.mode = PLAN_BUDGET_FRACTION;
-    b.fraction = v;
-    *out = b;
-    return PLAN_OK;
+    int rc = parse_fraction(s, &b, err, errlen);
+    if (rc == PLAN_OK) *out = b;
+    return rc;
   }
 
-  int have_bytes = 0, have_share = 0, have_star = 0, cpu_named = 0, star_rank = -2;
-  double share_sum = 0.0;
-  const char *p = s;
-  for (;;) {
+  entries_seen seen = {.star_rank = -2};
+  for (const char *p = s;;) {
     const char *semi = strchr(p, ';');
     size_t elen = semi ? (size_t)(semi - p) : strlen(p);
     char entry[128];
     if (token_copy(p, elen, entry, sizeof entry) != 0)
       return plan_fail(err, errlen, "budget entry '%.40s...' is too long", p);
-    if (!entry[0])
-      return plan_fail(err, errlen,
-                  "budget '%s' has an empty entry (two ';' in a row, or a ';' at an end): "
-                  "each entry is DEVICE,VALUE",
-                  s);
-    if (have_star)
-      return plan_fail(err, errlen,
-                  "budget entry '%s' follows a '*' entry: '*' takes the rest and must be last",
-                  entry);
-    char *comma = strchr(entry, ',');
-    if (!comma)
-      return plan_fail(err, errlen,
-                  "budget entry '%s' has no ',VALUE': write it like cuda:0,20gb or cpu,*",
-                  entry);
-    char dev[64], val[64];
-    if (token_copy(entry, (size_t)(comma - entry), dev, sizeof dev) != 0 ||
-        token_copy(comma + 1, strlen(comma + 1), val, sizeof val) != 0)
-      return plan_fail(err, errlen, "budget entry '%s' is too long", entry);
-    if (strchr(val, ','))
-      return plan_fail(err, errlen,
-                  "budget entry '%s' has more than one ',': one DEVICE,VALUE per entry", entry);
-    if (!val[0])
-      return plan_fail(err, errlen, "budget entry '%s' has an empty value: give a size, N%% or *",
-                  entry);
-
-    /* device: cpu or cuda:K with K a pipeline rank */
-    int rank = -1; /* -1 = cpu */
-    if (ieq(dev, "cpu")) {
-      if (cpu_named) return plan_fail(err, errlen, "budget names 'cpu' twice (entry '%s')", entry);
-      cpu_named = 1;
-    } else if (strncmp(dev, "cuda:", 5) == 0 || strncmp(dev, "CUDA:", 5) == 0) {
-      const char *k = dev + 5;
-      if (!*k) return plan_fail(err, errlen, "budget device '%s' has no index: use cuda:0..", dev);
-      long idx = 0;
-      for (const char *c = k; *c; c++) {
-        if (!isdigit((unsigned char)*c))
-          return plan_fail(err, errlen,
-                      "budget device '%s' has a bad index '%s': use cuda:K with K = 0..%d", dev,
-                      k, nranks - 1);
-        idx = idx * 10 + (*c - '0');
-        if (idx > 100000) break;
-      }
-      if (idx >= nranks)
-        return plan_fail(err, errlen,
-                    "budget device '%s' is past the last rank: the pipeline has %d rank%s "
-                    "(cuda:0..cuda:%d)",
-                    dev, nranks, nranks == 1 ? "" : "s", nranks - 1);
-      rank = (int)idx;
-      if (b.named[rank])
-        return plan_fail(err, errlen, "budget names '%s' twice: one entry per device", dev);
-      b.named[rank] = 1;
-    } else {
-      return plan_fail(err, errlen,
-                  "budget device '%s' is unknown: use cuda:K (the GPU of pipeline rank K) or cpu",
-                  dev);
-    }
-
-    /* value */
-    value_kind kind;
-    uint64_t bytes = 0;
-    double share = 0.0;
-    char sub[256];
-    if (strcmp(val, "*") == 0) {
-      kind = VAL_STAR;
-      have_star = 1;
-      star_rank = rank;
-    } else if (val[strlen(val) - 1] == '%') {
-      kind = VAL_SHARE;
-      if (parse_share(val, &share, sub, sizeof sub) != 0)
-        return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
-      have_share = 1;
-      share_sum += share;
-    } else {
-      kind = VAL_BYTES;
-      if (plan_parse_bytes(val, &bytes, sub, sizeof sub) != 0)
-        return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
-      have_bytes = 1;
-    }
-    if (have_bytes && have_share)
-      return plan_fail(err, errlen,
-                  "budget entry '%s' mixes sizes and %% shares: use one kind in a string",
-                  entry);
-    if (rank >= 0) {
-      if (kind == VAL_BYTES) b.bytes[rank] = bytes;
-      if (kind == VAL_SHARE) b.share[rank] = share;
-    } else {
-      b.allow_stream = 1;
-      if (kind == VAL_BYTES) b.cpu_bytes = bytes;
-      if (kind == VAL_SHARE) b.cpu_share = share;
-    }
+    int rc = parse_entry(s, entry, &b, &seen, err, errlen);
+    if (rc != PLAN_OK) return rc;
     if (!semi) break;
     p = semi + 1;
   }
-
-  if (share_sum > 1.0 + 1e-9)
+  if (seen.share_sum > 1.0 + 1e-9)
     return plan_fail(err, errlen, "budget '%s' gives shares that add up to %.4g%%, over 100%%", s,
-                share_sum * 100.0);
-  if (have_share) {
-    b.mode = PLAN_BUDGET_RATIO;
-    double rest = 1.0 - share_sum;
-    if (rest < 1e-9) rest = 0.0;
-    if (have_star) {
-      if (star_rank >= 0) {
-        if (rest <= 0.0)
-          return plan_fail(err, errlen,
-                      "budget entry 'cuda:%d,*' gets no share: the other entries take 100%%",
-                      star_rank);
-        b.share[star_rank] = rest;
-      } else {
-        b.cpu_share = rest;
-      }
-    } else if (rest > 1e-9) {
-      return plan_fail(err, errlen,
-                  "budget '%s' gives shares that add up to %.4g%%: under 100%% needs a '*' "
-                  "entry (like cpu,*) to take the rest",
-                  s, share_sum * 100.0);
-    }
-    for (int r = 0; r < nranks; r++)
-      if (!b.named[r])
-        return plan_fail(err, errlen,
-                    "ratio budget '%s' does not name cuda:%d: a ratio string gives every rank "
-                    "its share",
-                    s, r);
-    for (int r = 0; r < nranks; r++)
-      if (b.share[r] <= 0.0)
-        return plan_fail(err, errlen,
-                    "ratio budget '%s' gives cuda:%d a 0%% share: every rank needs a block", s,
-                    r);
+                seen.share_sum * 100.0);
+  if (seen.have_share) {
+    int rc = finish_ratio(s, &seen, &b, err, errlen);
+    if (rc != PLAN_OK) return rc;
   } else {
     /* bytes mode; a GPU `*` means: as much as it has (auto). */
-    b.mode = (have_bytes || cpu_named) ? PLAN_BUDGET_BYTES : PLAN_BUDGET_AUTO;
+    b.mode = (seen.have_bytes || seen.cpu_named) ? PLAN_BUDGET_BYTES : PLAN_BUDGET_AUTO;
   }
   *out = b;
   return PLAN_OK;
