@@ -1,4 +1,4 @@
-/* Fast exact attention on the GPU (issue 10): one call, three backends.
+/* Fast exact attention on the GPU: one call, three backends.
  *
  *   flash  our own flash-attention kernel (cuda_flash_attn.cu): tensor cores
  *          through mma.sync m16n8k16 bf16 -> fp32, so it runs on sm_80 and

@@ -1,5 +1,5 @@
-/* CUDA kernels behind a C interface: every op of MODEL-WAN21.md on the GPU,
- * correct first (issue 9); the CPU reference of each op is in kern_cpu.h.
+/* CUDA kernels behind a C interface: every op of MODEL.md on the GPU,
+ * each checked against its CPU reference (kern_cpu.h) before it is tuned.
  *
  * Conventions of every function here:
  * - pointers are device pointers, row-major, shapes in the comment of each

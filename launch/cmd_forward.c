@@ -131,7 +131,7 @@ int cmd_forward(int argc, char **argv) {
   rank_stage_head(s, buf, pred);
   rank_stage_sync(s);
   double t3 = comm_now();
-  /* FLOPs of a block, MODEL-WAN21.md "Cost" (context k/v excluded: once
+  /* FLOPs of a block, MODEL.md "Cost" (context k/v excluded: once
    * per prompt). */
   const double D = (double)c->dim, Fd = (double)c->ffn_dim, Ld = (double)L;
   const double flops = 12 * Ld * D * D + 4 * Ld * D * Fd + 4 * Ld * Ld * D + 4 * Ld * 512 * D;

@@ -2,7 +2,7 @@
  *
  * The memory is the CUDA stage's device layout (ranks/stage/cuda/stage_cuda.c), term
  * by term; the times are predictions from first principles (tensor sizes of
- * the Wan 2.1 forward, MODEL-WAN21.md, and the dense rate of the GPU) that
+ * the Wan 2.1 forward, MODEL.md "Cost", and the dense rate of the GPU) that
  * GPU measurements correct. Notation: L tokens, D dim, F ffn_dim, hd
  * head_dim, C context rows (text_len), R chunk rows, M micro-batches, nb
  * blocks of the stage, a = bytes of a bf16 (or fp32) operand = the model's

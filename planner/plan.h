@@ -181,7 +181,7 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
 
 /* ---- the model of one rank (exposed for tests and for `bench`) ---------- */
 
-/* FLOPs of one block for one micro-batch (MODEL-WAN21.md "Cost"). */
+/* FLOPs of one block for one micro-batch (MODEL.md "Cost"). */
 double plan_block_flops(const plan_model *m, int64_t tokens, int64_t context_len);
 
 /* Activation buffers ([L, D] fp32 residual stream plus e and e0) a stage

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's scaled_dot_product_attention at the Wan shapes (issue 10), the
+"""PyTorch's scaled_dot_product_attention at the Wan shapes, the
 side-by-side reference for our flash and cudnn backends: the FLASH_ATTENTION
 and CUDNN_ATTENTION backends forced one at a time through
 torch.nn.attention.sdpa_kernel. Same table and JSON format as

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Attention benchmark, one run (issue 10): our flash and cudnn backends
+# Attention benchmark, one run: our flash and cudnn backends
 # (tests/gpu/test_attention_bench.c, built with the CUDA backend), every
 # variant of our flash kernel (its --variants mode), and PyTorch's SDPA with
 # its flash and cuDNN backends (attention.py), at 32,760 and 75,600 tokens
@@ -9,7 +9,7 @@
 #
 #   launch/bench/bench_attention.sh [BUILD_DIR] [--quick]   (default: build)
 # --quick: the backends and torch at self-32760 only (3 timed runs); the
-# variants run is the same either way. Measured on an H200 (2026-12-03): 28 s
+# variants run is the same either way. On an H200 it takes 28 s
 # with --quick, 65 s without.
 # BUILD_DIR must hold gpu_test_attention_bench (cmake with CUDA on).
 # Exit status: nonzero when any check or timing failed.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One Wan block and the full forward, staticpipe against PyTorch, in one run
-# on a GPU machine (issue 11):
+# on a GPU machine:
 #
 #   launch/bench/bench_block.sh BUILD_DIR [OUT_JSON]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hybrid residency and the pipeline on one GPU (issue 12), in one run:
+# Hybrid residency and the pipeline on one GPU, in one run:
 #
 #   launch/bench/bench_stream.sh BUILD_DIR [OUT_DIR]     (default OUT_DIR bench-stream)
 #

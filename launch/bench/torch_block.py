@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """One Wan 2.1 DiT block in PyTorch, timed eager and under torch.compile.
 
-This is the baseline a user would otherwise run (issue 11): the block of
-/work/shared/MODEL-WAN21.md written plainly in PyTorch, bf16 weights and
+This is the baseline a user would otherwise run: the block of
+MODEL.md written plainly in PyTorch, bf16 weights and
 activations with an fp32 residual stream and fp32 modulation/norm statistics,
 i.e. what bf16 autocast does with the published model:
 
@@ -25,7 +25,7 @@ Cases (random weights, batch 1, 512 context rows):
 
 Each case is timed eager and then compiled (torch.compile, default mode) with
 CUDA events: warm-up, then the median (and min) of --reps runs. FLOPs per
-block are MODEL-WAN21.md's "Cost": 12 L D^2 + 4 L D F + 4 L^2 D + 4 L 512 D
+block are MODEL.md's "Cost": 12 L D^2 + 4 L D F + 4 L^2 D + 4 L 512 D
 (the context k/v projections are per prompt and excluded). Peak memory is
 torch.cuda.max_memory_allocated over the case (weights and inputs included).
 
@@ -87,7 +87,7 @@ def log(msg):
 # (no torch needed: checkable on a machine without it)
 
 def block_flops(tokens, dim, ffn, ctx_rows=CTX_ROWS):
-    """FLOPs of one block (MODEL-WAN21.md "Cost"), context k/v excluded."""
+    """FLOPs of one block (MODEL.md "Cost"), context k/v excluded."""
     L, D, F = tokens, dim, ffn
     return 12 * L * D * D + 4 * L * D * F + 4 * L * L * D + 4 * L * ctx_rows * D
 

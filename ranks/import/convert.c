@@ -23,7 +23,7 @@ const char *rank_convert_style_name(rank_convert_style s) {
 }
 
 /* ---- key mapping ----------------------------------------------------------
- * diffusers renames, as prefixes (exact = whole key). MODEL-WAN21.md:
+ * diffusers renames, as prefixes (exact = whole key). MODEL.md "Parameter names":
  * diffusers' norm2 is the official norm3 (its norm1/norm3 have no weights). */
 typedef struct rename_rule {
   const char *from, *to;

@@ -2,7 +2,7 @@
  * file: key-style detection, name mapping, config inference from shapes,
  * a cross-check of every tensor, and the streaming copy (one tensor at a
  * time through a bounded buffer; never the whole checkpoint in memory).
- * MODEL-WAN21.md "Parameter names" is the source of the mapping. */
+ * MODEL.md "Parameter names" is the source of the mapping. */
 #ifndef RANK_CONVERT_H
 #define RANK_CONVERT_H
 

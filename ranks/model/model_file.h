@@ -1,6 +1,6 @@
 /* The staticpipe model file (HDF5) and synthetic models, behind one handle.
  *
- * File layout (DESIGN.md "Model file"): root attributes format =
+ * File layout (MODEL.md "Model file"): root attributes format =
  * "staticpipe", format_version, arch = "wan2.1-t2v", preset (may be ""),
  * dtype ("bf16"|"fp32"), checksum (hex of the model checksum) and the config
  * (dim, ffn_dim, heads, layers, in_dim, out_dim, patch, text_len, text_dim,

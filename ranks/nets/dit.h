@@ -1,5 +1,5 @@
 /* The Wan 2.1 DiT forward on the CPU backend, in the pieces a pipeline
- * stage calls (MODEL-WAN21.md "Forward, op by op"):
+ * stage calls (MODEL.md "Forward, op by op"):
  *
  *   stage 0      rank_dit_embed_time / _text / _patch     (embed weights)
  *   every stage  rank_dit_context_kv  once per prompt, per own block

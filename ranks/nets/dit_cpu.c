@@ -1,6 +1,6 @@
 /* The Wan 2.1 DiT forward on the CPU (see dit.h), composed from the
  * reference kernels in kernels/kern_cpu.h. Every comment "MODEL n" points
- * at step n of MODEL-WAN21.md "Forward, op by op". */
+ * at step n of MODEL.md "Forward, op by op". */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

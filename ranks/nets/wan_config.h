@@ -1,6 +1,6 @@
 /* The Wan 2.1 text-to-video DiT: its config, the presets, and the table of
  * tensors (names, shapes, packed layout) that the model file, the synthetic
- * generator, the converter and the loaders all share. MODEL-WAN21.md is the
+ * generator, the converter and the loaders all share. MODEL.md "Tensors" is the
  * source of every shape here. */
 #ifndef WAN_CONFIG_H
 #define WAN_CONFIG_H
@@ -79,7 +79,7 @@ void wan_layout_make(const wan_config *c, wan_group g, kern_dtype dtype, wan_lay
 /* Index of a tensor by name in a layout, or -1. */
 int wan_layout_find(const wan_layout *l, const char *name);
 
-/* Parameters per block (MODEL-WAN21.md: 46,440,704 for 1.3B, 351,394,304
+/* Parameters per block (MODEL.md "Configs": 46,440,704 for 1.3B, 351,394,304
  * for 14B). */
 int64_t wan_block_params(const wan_config *c);
 

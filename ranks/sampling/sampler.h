@@ -1,6 +1,6 @@
 /* Flow-matching schedule, the two samplers (Euler, UniPC) and the CFG combine.
  *
- * Facts (MODEL-WAN21.md "Sampler"; the published wan/utils/fm_solvers_unipc.py,
+ * Facts (MODEL.md "Sampler"; the published wan/utils/fm_solvers_unipc.py,
  * FlowUniPCMultistepScheduler constructed with shift=1 and set_timesteps(N,
  * shift=s)):
  *   sigma_max = (double)(float)0.999, the float32 training schedule's top;

@@ -1,7 +1,7 @@
 """Test helpers for `staticpipe convert`: a hand-written safetensors writer and
 reader (8-byte little-endian header length, JSON, data; no safetensors
 package), the Wan 2.1 T2V tensor table and the diffusers/ComfyUI names
-written out again from MODEL-WAN21.md (independent of the C tables), and a
+written out again from MODEL.md (independent of the C tables), and a
 round-to-nearest-even bf16 reference computed by comparing distances (not
 by the bit trick the C code uses)."""
 import json

@@ -1,5 +1,5 @@
 /* GPU attention backends (kern_attn.h) against the CPU fp32 attention
- * (kern_cpu_attention), issue 10.
+ * (kern_cpu_attention).
  *
  * For every shape and backend (flash, cudnn, and the auto context):
  * - error: relative L2 over a subset of query rows (all of them for small

@@ -1,4 +1,4 @@
-/* Attention benchmark of our backends (issue 10): ms and TFLOP/s of the own
+/* Attention benchmark of our backends: ms and TFLOP/s of the own
  * flash kernel and cuDNN's fused attention at the Wan shapes, 40 heads x
  * 128: 32,760 and 75,600 tokens, self and cross (512 context rows).
  * FLOPs = 4 * Lq * Lk * heads * 128.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA backend end to end (issue 9): the tiny model's forward on the GPU
+# The CUDA backend end to end: the tiny model's forward on the GPU
 # against the CPU backend (bf16 tolerance, STYLE.md 9: relative L2 <= 2e-2),
 # and a GPU rerun bit-identical. Skips (77) without a GPU.
 set -u

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The CUDA backend through run (issue 9): a 4-step run of the tiny model on
+# The CUDA backend through run: a 4-step run of the tiny model on
 # the GPU against the CPU backend (bf16 end to end: relative L2 <= 2e-2), a
 # GPU rerun bit-identical, 2 and 3 ranks sharing the one GPU through the MPI
 # transport (device buffers staged through host memory) bit-identical to 1
-# rank, and (issue 12) streamed blocks, both orders of work and row-chunked
+# rank, and streamed blocks, both orders of work and row-chunked
 # transients bit-identical to all-resident, the H2D bytes per step of each
 # order, and --mem-trace. Skips (77) without a GPU.
 set -u

@@ -1,5 +1,5 @@
 /* Every CUDA op (kern_cuda.h) against its CPU version (kern_cpu.h), table
- * driven in the style of ggml's test-backend-ops, issue 9.
+ * driven in the style of ggml's test-backend-ops.
  *
  * For each (op, shape) row of the table:
  * - err: relative L2 of the GPU output against the CPU fp32 reference on

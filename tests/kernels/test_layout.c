@@ -1,5 +1,5 @@
 /* kern_cpu_patchify / kern_cpu_unpatchify: every element checked against the
- * exact index formulas of MODEL-WAN21.md (step 1: value index c*4 + kh*2 + kw
+ * exact index formulas of MODEL.md "Forward, op by op" (step 1: value index c*4 + kh*2 + kw
  * reading x[c, f, 2h+kh, 2w+kw]; step 6: value index ((p*2+q)*2+r)*C + c
  * placed at x[c, f+p, 2h+q, 2w+r], channel fastest), all outputs written,
  * guard floats untouched. kern_cpu_time_sinusoid against the published

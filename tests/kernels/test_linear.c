@@ -1,6 +1,6 @@
 /* kern_cpu_linear against a naive float64 y = x w^T + b, on fresh random
  * data; bit-identity across thread counts; guard floats after y; and the
- * throughput of the two shapes the lead asked for (printed, not asserted:
+ * throughput of two tiny-model shapes, text embedding and FFN (printed, not asserted:
  * it depends on the machine). */
 #include "kern_cpu.h"
 #include "kt.h"

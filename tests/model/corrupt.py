@@ -1,7 +1,7 @@
 """Makes damaged copies of a staticpipe model file, one per validation check.
 
 usage: corrupt.py SRC OUTDIR   -> writes OUTDIR/<case>.h5 for every case
-Each case breaks exactly one rule of the format (DESIGN.md "Model file")."""
+Each case breaks exactly one rule of the format (MODEL.md "Model file")."""
 import os
 import shutil
 import sys

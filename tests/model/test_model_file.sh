@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The model file: init -> inspect round trip, the documented sizes, and every
 # validation failure refused with exit 2 and one line naming the file, the
-# dataset and the check (issue 2 "Tests").
+# dataset and the check.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 T=$(mktemp -d)
@@ -55,7 +55,7 @@ for grp, prefix in (("embed", ""), ("blocks/0002", "blocks.2."), ("head", "")):
         assert np.abs(x).max() > 0 and np.isfinite(x).all(), name
 PYEOF
 
-# The sizes issue 2 names: 14B blocks of 351,394,304 parameters = 702,788,608 bytes.
+# The published sizes (MODEL.md "Configs"): 14B blocks of 351,394,304 parameters = 702,788,608 bytes.
 "$SP_BIN" inspect synth:wan2.1-14b --json > "$T/14b.json" || bad "inspect synth 14b"
 "$PY" - "$T/14b.json" <<'PYEOF' && ok "inspect synth:wan2.1-14b sizes" || bad "inspect 14b sizes"
 import json, sys

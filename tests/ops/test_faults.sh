@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Faults on the CPU pipeline (issue 8 "Tests"): a rank stopped with SIGSTOP
+# Faults on the CPU pipeline: a rank stopped with SIGSTOP
 # or killed with SIGKILL mid-run ends the job non-zero within --timeout + 5 s
 # with no output file; a checksum mismatch in one rank's block makes every
 # rank exit with the same message before sampling (and --log-dir keeps it in

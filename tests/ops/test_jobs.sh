@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --jobs (issue 8 "Tests"): 5 jobs with one bad line on a 2-rank pipeline:
+# --jobs: 5 jobs with one bad line on a 2-rank pipeline:
 # the 4 good ones give outputs bit-identical to separate runs of the same
 # settings, the bad line fails with one clear message naming file and line,
 # a summary says 4 of 5, and the exit status is non-zero.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# staticpipe bench (issue 12): a sweep over ranks and budgets on the CPU
+# staticpipe bench: a sweep over ranks and budgets on the CPU
 # backend writes JSON, CSV, a markdown table and the plot; a configuration
 # that cannot run (a 2-rank budget on 1 rank) is reported in its row and
 # the sweep goes on; the runs' latents are not kept. A second sweep over

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pipeline on the CPU backend (issue 7 "Tests"): mpirun -np 1..4 on the
+# The pipeline on the CPU backend: mpirun -np 1..4 on the
 # tiny model with CFG gives latents bit-identical to the single-process run
 # and across reruns, whatever the split; each rank reads exactly its plan's
 # bytes; uneven budgets move blocks and change nothing in the latents; a
@@ -69,7 +69,7 @@ b=[(r["first_block"],r["last_block"]) for r in json.load(open(sys.argv[2]))["ran
 print("   splits:", a, "vs", b); sys.exit(0 if a != b else 1)' "$T/uneven.json" "$T/np3.json" \
   && ok "uneven budget moved blocks" || bad "uneven budget did not change the split"
 
-# Both orders of work (issue 12): block-major runs every micro-batch of a
+# Both orders of work: block-major runs every micro-batch of a
 # step through a block before the next block; micro-batch-major one
 # micro-batch through all blocks. The latents are the same; the order each
 # rank ran is in its JSON.

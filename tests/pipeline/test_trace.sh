@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --trace (issue 12 "Observability", CPU backend): a valid Chrome trace with
+# --trace (CPU backend): a valid Chrome trace with
 # one process per rank and spans for every micro-batch's blocks; on a
 # 2-rank pipeline with CFG the trace shows the stages working on different
 # micro-batches at the same time (rank 1 runs micro-batch 0 while rank 0

@@ -1,7 +1,7 @@
 /* Helpers of the planner tests: a check macro that counts failures, the
  * seed (printed, so a failure can be reproduced with PLAN_TEST_SEED=N), a
  * small PRNG, and the two Wan 2.1 models built from the published sizes
- * (MODEL-WAN21.md), not from the planner. */
+ * (MODEL.md "Configs"), not from the planner. */
 #ifndef PLAN_TEST_H
 #define PLAN_TEST_H
 

@@ -1,5 +1,5 @@
 /* The model of a rank: token counts and FLOPs against the published Wan 2.1
- * facts (MODEL-WAN21.md "Cost"), the time model of both orders against
+ * facts (MODEL.md "Cost"), the time model of both orders against
  * closed forms, the memory model against the CUDA stage's layout computed by
  * hand, and its structure (what each buffer adds). */
 #include <math.h>

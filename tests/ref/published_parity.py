@@ -10,7 +10,7 @@ e.g. one made by `staticpipe convert`, against their own PyTorch stack:
 
 The PyTorch model has the module structure of the published wan/modules/
 model.py (so its state_dict keys are the official checkpoint keys), written
-from shared/MODEL-WAN21.md, and runs in float64 on the CPU with exact
+from MODEL.md, and runs in float64 on the CPU with exact
 attention. Its weights come from the staticpipe HDF5 file itself (layout
 /embed/<key>, /blocks/NNNN/<key>, /head/<key>; bf16 stored as uint16 with
 attribute dtype="bf16"), or, with --checkpoint, from the original

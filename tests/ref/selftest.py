@@ -2,7 +2,7 @@
 
 Each check compares against published numbers, a closed-form solution or a
 second formulation written differently (loops, complex numbers, the index
-formulas of MODEL-WAN21.md), never against the reference's own earlier output.
+formulas of MODEL.md), never against the reference's own earlier output.
 Inputs are fresh random numbers; the seed is printed so a failure can be
 replayed with SP_SEED=<seed>.
 """
@@ -78,7 +78,7 @@ def test_rope(rng):
     grid = (3, 4, 5)
     ang = W.rope_angles(grid, 128)
     check(ang.shape == (60, 64), "angles [L,64]")
-    # direct formula of MODEL-WAN21.md for a few random tokens and pairs
+    # direct formula of MODEL.md for a few random tokens and pairs
     ok = True
     for _ in range(50):
         f, h, w = rng.integers(3), rng.integers(4), rng.integers(5)
@@ -337,7 +337,7 @@ def random_model_file(path, rng, dtype, cfg):
 
 
 def forward_alt(t, cfg, latent, step, context):
-    """A second, loop-heavy formulation from MODEL-WAN21.md: patch index
+    """A second, loop-heavy formulation from MODEL.md: patch index
     formula, complex RoPE, per-head loops, einsum unpatchify."""
     d, nh, eps = cfg["dim"], cfg["heads"], cfg["eps"]
     hd = d // nh

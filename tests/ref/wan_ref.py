@@ -1,6 +1,6 @@
 """Independent float64 reference of the Wan 2.1 T2V DiT and its samplers.
 
-Written from /work/shared/MODEL-WAN21.md and the published Wan 2.1 source
+Written from MODEL.md and the published Wan 2.1 source
 (wan/modules/model.py, wan/utils/fm_solvers_unipc.py), not from the C engine,
 so that CI can check the engine against something that shares none of its code.
 Everything is numpy float64; the only deliberate roundings are the ones the

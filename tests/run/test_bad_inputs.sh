@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad input to run and forward: exit 2, exactly one error line naming the
 # file/flag/dataset and the check, no output file, an existing output file
-# untouched, no crash (issues 4 and 5).
+# untouched, no crash.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 T=$(mktemp -d)

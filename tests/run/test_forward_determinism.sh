@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# forward is deterministic (issue 4): two forwards, and forwards with 1 and
+# forward is deterministic: two forwards, and forwards with 1 and
 # 2 OpenMP threads, give bit-identical predictions; a different timestep
 # gives a different one (so the comparison can fail).
 set -u

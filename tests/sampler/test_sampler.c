@@ -1,6 +1,6 @@
 /* Schedule, Euler, UniPC and CFG tests.
  *
- * Expected values come from the published facts (MODEL-WAN21.md "Sampler":
+ * Expected values come from the published facts (MODEL.md "Sampler":
  * the N=50 and N=6 timesteps and sigmas), from closed-form solutions of toy
  * flow-matching problems, and from an independent double-precision port of
  * the published FlowUniPCMultistepScheduler written here in its original

@@ -2,7 +2,7 @@
  * every op of every block; after each call of the blocks, one line per op
  * with its mean time per block against its floor, the larger of FLOPs over
  * the op's compute ceiling and bytes over the copy ceiling, both measured on
- * the H200 (../shared/DEVICE.md: 764 TFLOP/s bf16 GEMM, 4157 GB/s device
+ * the H200 (DESIGN.md "Running on a GPU machine": 764 TFLOP/s bf16 GEMM, 4157 GB/s device
  * copy; attention against cuDNN's measured 574 TFLOP/s). CUDA builds only. */
 #ifndef RANK_CUDA_PROFILE_H
 #define RANK_CUDA_PROFILE_H
