@@ -30,7 +30,7 @@ extern "C" {
 #define PLAN_LAYOUT_MAX_SLOTS 16
 #define PLAN_LAYOUT_MAX_ACT 1025
 /* Buffers of one layout at most: every block, slot and activation buffer
- * and the 21 fixed ones. */
+ * and the 20 others (24: room to spare). */
 #define PLAN_LAYOUT_MAX (PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS + PLAN_LAYOUT_MAX_ACT + 24)
 /* Sinusoid width of Wan's time embedding (wan_config.freq_dim). */
 #define PLAN_FREQ_DIM 256
