@@ -18,17 +18,18 @@
 
 #include "cuda_check.h"
 #include "kern_cuda.h"
+#include "layout.h"
 
 #define SOFTMAX_THREADS 256
 
 static int64_t att_ld(int64_t Lk) { return (Lk + 7) / 8 * 8; }
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
+/* The planner owns the formula (it counts this scratch in a stage's
+ * layout); the split below (s, then p at align256 of the scores) and the
+ * row padding att_ld are the ones it describes. */
 extern "C" size_t kern_cuda_attention_scratch_bytes(int64_t chunk, int64_t Lk, int64_t heads) {
-  if (chunk < 1 || Lk < 1 || heads < 1) return 0;
-  const size_t rows = (size_t)chunk * (size_t)heads, ld = (size_t)att_ld(Lk);
-  if (rows > SIZE_MAX / 8 / ld) return SIZE_MAX; /* cannot exist */
-  return align256(rows * ld * sizeof(float)) + align256(rows * ld * 2);
+  return plan_attn_scratch_bytes(chunk, Lk, heads);
 }
 
 /* Sum or max over the CTA in a fixed order; broadcast to all threads. */

@@ -180,7 +180,9 @@ void kern_cuda_f32_to_bf16(const float *src, uint16_t *dst, int64_t n, cudaStrea
 /* ---- attention (cuda_attention.cu) ------------------------------------- */
 
 /* Scratch bytes for kern_cuda_attention to process `chunk` queries at a
- * time (scores fp32 and probabilities bf16 for all heads of the chunk). */
+ * time (scores fp32 and probabilities bf16 for all heads of the chunk):
+ * the planner's plan_attn_scratch_bytes (planner/layout.h), which a
+ * stage's layout counts. */
 size_t kern_cuda_attention_scratch_bytes(int64_t chunk, int64_t Lk, int64_t heads);
 
 /* Exact softmax attention, scale 1/sqrt(hd), no mask, any Lq and Lk:

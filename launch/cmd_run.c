@@ -38,7 +38,7 @@ static int ensure_stage(run_ctx *x, const int64_t lat[4]) {
                          .cuda_device = x->o->cuda_device, .attn = x->o->attn,
                          .streamed = &x->p->streamed[pr->first_block],
                          .prefetch_depth = pr->prefetch_depth, .profile = x->o->profile,
-                         .act_buffers = nbuf, .chunk_rows = pr->ffn_rows,
+                         .act_buffers = nbuf, .chunk_rows = pr->chunk_rows,
                          .mem_trace = x->o->mem_trace,
                          .plan_peak_bytes = (double)pr->peak_bytes};
   double t0 = comm_now();

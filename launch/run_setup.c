@@ -107,6 +107,7 @@ int run_make_plan(const comm_world *w, const run_opts *o, rank_model *m,
     po.order = o->order;
     po.stream_frac = o->stream_frac;
     po.max_rows = o->chunk_rows;
+    po.simple_attn = o->dev == RANK_DEVICE_CUDA && o->attn == RANK_ATTN_SIMPLE;
     if (w->size > PLAN_MAX_RANKS) {
       sp_log_error("run: %d ranks, the planner handles at most %d", w->size, PLAN_MAX_RANKS);
       rc = SP_ERR_INPUT;

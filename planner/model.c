@@ -1,7 +1,7 @@
 /* The memory and time model of one pipeline rank.
  *
- * The memory is the CUDA stage's device layout (ranks/stage/cuda/stage_cuda.c), term
- * by term; the times are predictions from first principles (tensor sizes of
+ * The memory is the CUDA stage's device layout (layout.c, which the stage
+ * carves its arena from); the times are predictions from first principles (tensor sizes of
  * the Wan 2.1 forward, MODEL.md "Cost", and the dense rate of the GPU) that
  * GPU measurements correct. Notation: L tokens, D dim, F ffn_dim, hd
  * head_dim, C context rows (text_len), R chunk rows, M micro-batches, nb
@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "layout.h"
 #include "plan.h"
 #include "plan_strbuf.h"
 
@@ -86,56 +87,20 @@ int plan_act_buffers(int order, int micro_batches, int has_prev, int has_next) {
 }
 
 uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int order, int nblocks,
-                        int has_prev, int has_next, int first, int last, int64_t chunk_rows) {
-  /* The layout of the CUDA stage's device arena, in exact integers. C is
-   * text_len: the stage zero-pads every context to it, whatever the prompt's
-   * length. TD = text_dim; pin, pout = latent channels x the 1x2x2 patch. */
-  uint64_t L = (uint64_t)plan_tokens(w), D = (uint64_t)m->dim, F = (uint64_t)m->ffn_dim,
-           hd = (uint64_t)m->head_dim, C = (uint64_t)m->text_len, TD = (uint64_t)m->text_dim,
-           R = chunk_rows > 0 ? (uint64_t)chunk_rows : L,
-           M = (uint64_t)(w->micro_batches > 0 ? w->micro_batches : 1),
-           a = (uint64_t)(m->weight_dtype_bytes > 0 ? m->weight_dtype_bytes : 2),
-           nb = nblocks > 0 ? (uint64_t)nblocks : 0;
-  uint64_t pin = (uint64_t)m->in_dim * 4, pout = (uint64_t)m->out_dim * 4;
-
-  /* nbuf x (L D 4 + 7 D 4): a micro-batch's residual stream x [L, D] fp32
-   * with its time embedding e [D] and modulation e0 [6, D] fp32, which
-   * travel with it. */
-  uint64_t nbuf = (uint64_t)plan_act_buffers(order, w->micro_batches, has_prev, has_next);
-  uint64_t buffers = nbuf * (L * D * 4 + 7 * D * 4);
-
-  /* max(2 L D a, R F a) + 4 R D a: self-attention needs k and v of all L
-   * rows [L, D] a each (every query reads every key), and the FFN hidden of
-   * one chunk [R, F] a; the two are never live together, so they share one
-   * buffer. Beside it, per row chunk [R, D] a each: the normed input, a
-   * projection's output, q, and the attention output. */
-  uint64_t kv_or_hidden = 2 * L * D * a > R * F * a ? 2 * L * D * a : R * F * a;
-  uint64_t transient = kv_or_hidden + 4 * R * D * a;
-
-  /* nb M 2 C D a: the cross-attention k, v [C, D] a of every block of the
-   * stage and every micro-batch (CFG branches have different contexts),
-   * computed once per prompt and kept. */
-  uint64_t ctx_kv = nb * M * 2 * C * D * a;
-
-  /* C D 4 + C max(TD, D) a on every stage: the embedded context [C, D] fp32
-   * that the k, v above are computed from, and the GEMM operand it passes
-   * through ([C, TD] on the way in, [C, D] after). The first stage also
-   * holds the text MLP's hidden [C, D] a. */
-  uint64_t ctx_scratch = C * D * 4 + C * (TD > D ? TD : D) * a + (first ? C * D * a : 0);
-
-  /* L hd 4: RoPE cos/sin fp32 for hd/2 frequency pairs per token. */
-  uint64_t rope = L * hd * 4;
-
-  /* 6 D 4 + 2 D 4 + (256 + 2 D) 4: a block's modulation [6, D], the head's
-   * [2, D], and the time MLP (sinusoid [256], hidden and output [D]). */
-  uint64_t small = 6 * D * 4 + 2 * D * 4 + (256 + 2 * D) * 4;
-
-  /* 2 L max(pin, pout) 4 on the first or the last stage (once on a stage
-   * that is both): the patch tokens and the latent or prediction [L, pin or
-   * pout] fp32. The sampler state and the CFG outputs live in host memory. */
-  uint64_t ends = first || last ? 2 * L * (pin > pout ? pin : pout) * 4 : 0;
-
-  return buffers + transient + ctx_kv + ctx_scratch + rope + small + ends;
+                        int has_prev, int has_next, int first, int last, int64_t chunk_rows,
+                        int simple_attn) {
+  /* The CUDA stage's layout (layout.c) without its weights: they come
+   * first, each buffer at an aligned offset, so the arena is the aligned
+   * weight bytes plus this total exactly (the caller adds those). */
+  plan_rank q = {.first_block = 0, .last_block = nblocks - 1, .has_embed = first,
+                 .has_head = last, .order = order, .chunk_rows = chunk_rows};
+  plan_stage_shape s;
+  plan_stage_shape_of(m, w, &q, NULL, simple_attn, &s);
+  s.act_buffers = plan_act_buffers(order, w->micro_batches, has_prev, has_next);
+  s.embed_bytes = s.head_bytes = s.block_bytes = 0;
+  plan_layout l;
+  if (plan_layout_make(&s, &l, NULL, 0) != PLAN_OK) return UINT64_MAX;
+  return l.total;
 }
 
 /* Milliseconds for `flops` on a device of relative speed `speed`. */

@@ -95,6 +95,8 @@ typedef struct plan_options {
                                rank streams at least ceil(frac x its blocks), largest first */
   int64_t max_rows;         /* 0 (default): chunk rows from the budget; N > 0: at most N
                                (for tests and sweeps that force chunking) */
+  int simple_attn;          /* 0 (default); 1: the stages run the simple attention backend,
+                               whose scores scratch every rank counts (layout.h) */
 } plan_options;
 
 void plan_options_default(plan_options *o);
@@ -149,14 +151,18 @@ typedef struct plan_rank {
   int num_resident, num_streamed;
   int has_embed, has_head;
   int order;                    /* PLAN_ORDER_MICRO or PLAN_ORDER_BLOCK */
-  int64_t ffn_rows, proj_rows, attn_rows; /* chunk sizes in tokens (= tokens: not chunked) */
+  int64_t chunk_rows;           /* rows per chunk of the block transients (= tokens: not
+                                   chunked); the FFN hidden, projections and attention
+                                   queries all use it */
   int prefetch_depth;           /* streaming slots (0 when nothing is streamed) */
-  uint64_t weight_bytes;        /* resident weights on the GPU, embed/head included */
-  uint64_t stream_slot_bytes;   /* prefetch_depth x largest streamed block */
+  uint64_t weight_bytes;        /* resident weights on the GPU, embed/head included (each
+                                   group rounded up to PLAN_LAYOUT_ALIGN, as the arena holds it) */
+  uint64_t stream_slot_bytes;   /* prefetch_depth x largest streamed block (aligned) */
   uint64_t streamed_bytes;      /* in pinned host memory */
-  uint64_t act_bytes;           /* activations, buffers, context k/v */
-  uint64_t reserve_bytes;
-  uint64_t peak_bytes;          /* weights + slots + activations + reserve */
+  uint64_t act_bytes;           /* the rest of the arena: plan_act_bytes */
+  uint64_t reserve_bytes;       /* outside the arena: CUDA context, workspaces, NCCL */
+  uint64_t peak_bytes;          /* weights + slots + activations (= the stage's arena, its
+                                   layout's total) + reserve */
   uint64_t budget_bytes;
   double predicted_step_ms;     /* this stage's busy time per sampling step (all M
                                    micro-batches, in its order) */
@@ -194,12 +200,16 @@ double plan_block_flops(const plan_model *m, int64_t tokens, int64_t context_len
 int plan_act_buffers(int order, int micro_batches, int has_prev, int has_next);
 
 /* Device bytes of a stage besides its weights, streaming slots and reserve:
- * activation buffers, a block's transient at chunk_rows, the context k/v of
- * its nblocks for every micro-batch, context scratch, RoPE tables, small
- * vectors, and the first/last stage's latent buffers. The formula, term by
- * term, is in model.c. */
+ * the total of its CUDA layout (layout.h) with no weights: activation
+ * buffers, a block's transient at chunk_rows, the context k/v of its
+ * nblocks for every micro-batch, context scratch, RoPE tables, small
+ * vectors, the first/last stage's latent buffers, and with simple_attn the
+ * simple attention backend's scratch. The stage's arena is this plus the
+ * weights and slots, each rounded up to PLAN_LAYOUT_ALIGN; UINT64_MAX for a
+ * shape no stage has. */
 uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int order, int nblocks,
-                        int has_prev, int has_next, int first, int last, int64_t chunk_rows);
+                        int has_prev, int has_next, int first, int last, int64_t chunk_rows,
+                        int simple_attn);
 
 /* Busy time of a stage per sampling step in ms (all M micro-batches), in the
  * given order (MICRO or BLOCK), given which of its blocks are streamed

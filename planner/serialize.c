@@ -54,8 +54,7 @@ int plan_validate(const plan *p, char *err, size_t errlen) {
     if ((ns > 0) != (q->prefetch_depth > 0) || q->prefetch_depth > 16)
       return plan_fail(err, errlen, "plan: rank %d prefetch depth %d with %d streamed blocks", r,
                   q->prefetch_depth, ns);
-    if (q->ffn_rows < 1 || q->proj_rows < 1 || q->attn_rows < 1 || q->ffn_rows > p->tokens ||
-        q->proj_rows > p->tokens || q->attn_rows > p->tokens)
+    if (q->chunk_rows < 1 || q->chunk_rows > p->tokens)
       return plan_fail(err, errlen, "plan: rank %d chunk rows outside 1..%lld", r, (long long)p->tokens);
     if (q->peak_bytes > q->budget_bytes)
       return plan_fail(err, errlen, "plan: rank %d peak %llu bytes over its budget %llu", r,
@@ -124,11 +123,9 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
                   "slot%s\n",
                   r, q->num_streamed, q->num_streamed == 1 ? "" : "s", q->streamed_bytes / GB,
                   q->prefetch_depth, q->prefetch_depth == 1 ? "" : "s");
-    if (q->ffn_rows < p->tokens || q->attn_rows < p->tokens || q->proj_rows < p->tokens)
-      plan_sb_add(&sb,
-                  "# rank %d chunks its activations: ffn %lld rows, "
-                  "projections %lld rows, attention %lld query rows\n",
-                  r, (long long)q->ffn_rows, (long long)q->proj_rows, (long long)q->attn_rows);
+    if (q->chunk_rows < p->tokens)
+      plan_sb_add(&sb, "# rank %d chunks its activations: %lld rows per chunk\n", r,
+                  (long long)q->chunk_rows);
   }
   return sb.len;
 }
@@ -181,15 +178,15 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
                 "\"stream_slot_bytes\":%llu,"
                 "\"streamed_bytes\":%llu,\"act_bytes\":%llu,\"reserve_bytes\":%llu,"
                 "\"peak_bytes\":%llu,\"budget_bytes\":%llu,\"prefetch_depth\":%d,"
-                "\"chunk_rows\":{\"ffn\":%lld,\"proj\":%lld,\"attn\":%lld},"
+                "\"chunk_rows\":%lld,"
                 "\"predicted_step_ms\":%.3f}",
                 q->has_embed ? "true" : "false", q->has_head ? "true" : "false",
                 plan_order_name(q->order), (unsigned long long)q->weight_bytes,
                 (unsigned long long)q->stream_slot_bytes,
                 (unsigned long long)q->streamed_bytes, (unsigned long long)q->act_bytes,
                 (unsigned long long)q->reserve_bytes, (unsigned long long)q->peak_bytes,
-                (unsigned long long)q->budget_bytes, q->prefetch_depth, (long long)q->ffn_rows,
-                (long long)q->proj_rows, (long long)q->attn_rows, q->predicted_step_ms);
+                (unsigned long long)q->budget_bytes, q->prefetch_depth, (long long)q->chunk_rows,
+                q->predicted_step_ms);
   }
   plan_sb_add(&sb, "\n],\"chunked\":%s,\"predicted_step_ms\":%.3f}\n", p->chunked ? "true" : "false",
               p->predicted_step_ms);
@@ -197,17 +194,17 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
 }
 
 /* ---- binary --------------------------------------------------------------
- * "SPPL", u32 version 2, u32 nranks, u32 num_blocks, i64 tokens,
+ * "SPPL", u32 version 3, u32 nranks, u32 num_blocks, i64 tokens,
  * u32 micro_batches, u32 chunked, f64 predicted_step_ms, then per rank:
  * device[64], i32 first, last, resident, streamed, embed, head, depth, order,
- * i64 ffn, proj, attn rows, u64 weight, slots, streamed bytes, act,
+ * i64 chunk rows, u64 weight, slots, streamed bytes, act,
  * reserve, peak, budget, f64 ms; then num_blocks bytes of streamed flags.
  * Fixed widths and little-endian, independent of the host's struct layout. */
 
 #define WIRE_MAGIC "SPPL"
-#define WIRE_VERSION 2u /* 2: the order of work per rank */
+#define WIRE_VERSION 3u /* 2: the order of work per rank; 3: one chunk rows per rank */
 #define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8)
-#define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 3 * 8 + 7 * 8 + 8)
+#define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 8 + 7 * 8 + 8)
 
 _Static_assert(WIRE_HEAD + PLAN_MAX_RANKS * WIRE_RANK + PLAN_MAX_BLOCKS <= PLAN_WIRE_MAX,
                "PLAN_WIRE_MAX is too small for the binary form");
@@ -257,9 +254,7 @@ int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err,
     int32_t iv[8] = {q->first_block, q->last_block, q->num_resident, q->num_streamed,
                      q->has_embed, q->has_head, q->prefetch_depth, q->order};
     for (int i = 0; i < 8; i++) put(&w, (uint32_t)iv[i], 4);
-    put(&w, (uint64_t)q->ffn_rows, 8);
-    put(&w, (uint64_t)q->proj_rows, 8);
-    put(&w, (uint64_t)q->attn_rows, 8);
+    put(&w, (uint64_t)q->chunk_rows, 8);
     uint64_t uv[7] = {q->weight_bytes, q->stream_slot_bytes, q->streamed_bytes, q->act_bytes,
                       q->reserve_bytes, q->peak_bytes, q->budget_bytes};
     for (int i = 0; i < 7; i++) put(&w, uv[i], 8);
@@ -346,9 +341,7 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
     q->has_head = get_i32(&r);
     q->prefetch_depth = get_i32(&r);
     q->order = get_i32(&r);
-    q->ffn_rows = get_i64(&r);
-    q->proj_rows = get_i64(&r);
-    q->attn_rows = get_i64(&r);
+    q->chunk_rows = get_i64(&r);
     q->weight_bytes = get(&r, 8);
     q->stream_slot_bytes = get(&r, 8);
     q->streamed_bytes = get(&r, 8);

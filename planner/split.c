@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layout.h"
 #include "plan.h"
 #include "plan_split.h"
 #include "plan_strbuf.h"
@@ -63,13 +64,16 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
   const plan_model *m = c->m;
   int nb = b - a + 1;
   int first = r == 0, last = r == c->R - 1;
-  uint64_t fixed = (first ? m->embed_bytes : 0) + (last ? m->head_bytes : 0);
+  /* The stage's arena (layout.h) holds the weights first, each group at an
+   * aligned offset: its total is the aligned weights plus plan_act_bytes. */
+  uint64_t fixed = (first ? plan_layout_align(m->embed_bytes) : 0) +
+                   (last ? plan_layout_align(m->head_bytes) : 0);
   uint64_t sorted[PLAN_MAX_BLOCKS], prefix[PLAN_MAX_BLOCKS + 1];
   uint8_t flags[PLAN_MAX_BLOCKS];
   memcpy(sorted, m->block_bytes + a, (size_t)nb * sizeof *sorted);
   qsort(sorted, (size_t)nb, sizeof *sorted, cmp_desc);
   prefix[0] = 0;
-  for (int i = 0; i < nb; i++) prefix[i + 1] = prefix[i] + sorted[i];
+  for (int i = 0; i < nb; i++) prefix[i + 1] = prefix[i] + plan_layout_align(sorted[i]);
   uint64_t total = prefix[nb];
   /* A forced fraction streams its blocks with or without a cpu entry; only
    * a cpu entry lets the budget stream more. */
@@ -86,7 +90,8 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
   uint64_t base[MAX_LEVELS];
   for (int lv = 0; lv < c->nlevels; lv++) {
     uint64_t act =
-        plan_act_bytes(m, c->w, c->order, nb, r > 0, r < c->R - 1, first, last, c->rows[lv]);
+        plan_act_bytes(m, c->w, c->order, nb, r > 0, r < c->R - 1, first, last, c->rows[lv],
+                       c->o->simple_attn);
     base[lv] = plan_sat_add(plan_sat_add(fixed, act), c->o->reserve_bytes);
   }
   for (int k = kmin; k <= kmax && !ev->ok; k++) {
@@ -94,7 +99,7 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
     /* ratio mode: at most the share, give or take half a block of rounding */
     if (c->ratio && (double)resident > c->resident_cap[r] + 0.5 * (double)sorted[0]) continue;
     for (int depth = k ? depth_pref : 1; depth >= 1 && !ev->ok; depth = depth > 1 ? 1 : 0) {
-      uint64_t slots = k ? (uint64_t)(k < depth ? k : depth) * sorted[0] : 0;
+      uint64_t slots = k ? (uint64_t)(k < depth ? k : depth) * plan_layout_align(sorted[0]) : 0;
       for (int lv = 0; lv < c->nlevels; lv++) {
         uint64_t peak = plan_sat_add(base[lv], resident + slots);
         if (peak < ev->need_min) ev->need_min = peak;
@@ -317,7 +322,7 @@ static void fill_plan(split_ctx *c, const plan_device *devs, const int *first, p
     pr->has_embed = r == 0;
     pr->has_head = r == c->R - 1;
     pr->order = c->order;
-    pr->ffn_rows = pr->proj_rows = pr->attn_rows = c->rows[ev.level];
+    pr->chunk_rows = c->rows[ev.level];
     if (c->rows[ev.level] < c->L) p->chunked = 1;
     pr->prefetch_depth = ev.depth;
     pr->weight_bytes = ev.weight;

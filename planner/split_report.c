@@ -3,6 +3,7 @@
  * more ranks). Internal to planner/ (plan_split.h). */
 #include <string.h>
 
+#include "layout.h"
 #include "plan.h"
 #include "plan_split.h"
 #include "plan_strbuf.h"
@@ -25,9 +26,11 @@ int plan_split_report(split_ctx *c, const plan_device *devs, const int *fixed_fi
      * device's auto budget); if that is not enough, raise every budget
      * without limit to say how much is missing. */
     uint64_t all = 0;
-    for (int i = 0; i < c->B; i++) all += c->m->block_bytes[i];
-    all += c->m->embed_bytes + c->m->head_bytes + c->o->reserve_bytes;
-    all += plan_act_bytes(c->m, c->w, PLAN_ORDER_AUTO, c->B, 1, 1, 1, 1, c->L);
+    for (int i = 0; i < c->B; i++) all += plan_layout_align(c->m->block_bytes[i]);
+    all += plan_layout_align(c->m->embed_bytes) + plan_layout_align(c->m->head_bytes) +
+           c->o->reserve_bytes;
+    all += plan_act_bytes(c->m, c->w, PLAN_ORDER_AUTO, c->B, 1, 1, 1, 1, c->L,
+                          c->o->simple_attn);
     int capped = 1;
     for (int r = 0; r < c->R; r++)
       e.budget[r] = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];

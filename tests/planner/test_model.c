@@ -211,7 +211,7 @@ static void test_memory_layout(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const plan_model *m = &cases[i].t->m;
     uint64_t got = plan_act_bytes(m, &w, cases[i].order, cases[i].nb, cases[i].prev,
-                                  cases[i].next, cases[i].first, cases[i].last, cases[i].rows);
+                                  cases[i].next, cases[i].first, cases[i].last, cases[i].rows, 0);
     uint64_t want = hand((uint64_t)m->dim, (uint64_t)m->ffn_dim, cases[i].nbuf,
                          (uint64_t)cases[i].nb, (uint64_t)cases[i].rows, cases[i].first,
                          cases[i].first || cases[i].last);
@@ -223,7 +223,7 @@ static void test_memory_layout(void) {
   /* the context length of a prompt does not change the layout: C = text_len */
   plan_workload shortctx = w;
   shortctx.context_len = 77;
-  CHECK(plan_act_bytes(&big.m, &shortctx, PLAN_ORDER_MICRO, 20, 1, 1, 0, 0, L) == 4712940544ull,
+  CHECK(plan_act_bytes(&big.m, &shortctx, PLAN_ORDER_MICRO, 20, 1, 1, 0, 0, L, 0) == 4712940544ull,
         "context_len changed the layout");
 }
 
@@ -237,34 +237,34 @@ static void test_memory(void) {
   int nb = (int)rnd_in(1, 20);
   int order = rnd() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
   long long buf = (long long)(L * D * 4 + 7 * D * 4);
-  uint64_t base = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, L);
+  uint64_t base = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, L, 0);
   /* a previous stage adds one buffer in either order; a next one adds a
    * send buffer only micro-batch-major */
-  uint64_t prev = plan_act_bytes(&t.m, &w, order, nb, 1, 0, 0, 0, L);
-  uint64_t both = plan_act_bytes(&t.m, &w, order, nb, 1, 1, 0, 0, L);
+  uint64_t prev = plan_act_bytes(&t.m, &w, order, nb, 1, 0, 0, 0, L, 0);
+  uint64_t both = plan_act_bytes(&t.m, &w, order, nb, 1, 1, 0, 0, L, 0);
   CHECK((long long)(prev - base) == buf, "receive buffer");
   CHECK((long long)(both - prev) == (order == PLAN_ORDER_MICRO ? buf : 0), "send buffer");
   /* block-major holds M buffers where micro-batch-major holds one */
-  uint64_t micro = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, nb, 0, 0, 0, 0, L);
-  uint64_t block = plan_act_bytes(&t.m, &w, PLAN_ORDER_BLOCK, nb, 0, 0, 0, 0, L);
+  uint64_t micro = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, nb, 0, 0, 0, 0, L, 0);
+  uint64_t block = plan_act_bytes(&t.m, &w, PLAN_ORDER_BLOCK, nb, 0, 0, 0, 0, L, 0);
   CHECK((long long)(block - micro) == (M - 1) * buf, "block-major buffers");
   /* each block adds its context k, v: 2 x [512, D] bf16 per micro-batch */
-  uint64_t more = plan_act_bytes(&t.m, &w, order, nb + 1, 0, 0, 0, 0, L);
+  uint64_t more = plan_act_bytes(&t.m, &w, order, nb + 1, 0, 0, 0, 0, L, 0);
   CHECK((long long)(more - base) == (long long)(M * 2 * 512 * D * 2),
         "context k/v per block: %llu", (unsigned long long)(more - base));
   /* chunking never increases, and smaller chunks shrink it */
-  uint64_t ch = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, 64);
+  uint64_t ch = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, 64, 0);
   CHECK(ch < base, "chunked %llu >= unchunked %llu", (unsigned long long)ch,
         (unsigned long long)base);
   /* more tokens, more memory; the ends add their latent buffers once; the
    * first stage adds the text MLP's hidden */
   plan_workload w2 = w;
   w2.frames += 4;
-  CHECK(plan_act_bytes(&t.m, &w2, order, nb, 0, 0, 0, 0, plan_tokens(&w2)) > base, "more frames");
+  CHECK(plan_act_bytes(&t.m, &w2, order, nb, 0, 0, 0, 0, plan_tokens(&w2), 0) > base, "more frames");
   uint64_t ends = (uint64_t)(2 * L * 64 * 4);
-  uint64_t head = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 1, L);
-  uint64_t embed = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 1, 0, L);
-  uint64_t one = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 1, 1, L);
+  uint64_t head = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 1, L, 0);
+  uint64_t embed = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 1, 0, L, 0);
+  uint64_t one = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 1, 1, L, 0);
   CHECK(head - base == ends, "head buffers");
   CHECK(embed - base == ends + (uint64_t)(512 * D * 2), "embed buffers");
   CHECK(one == embed, "a stage with both ends holds the latent buffers once");

@@ -106,7 +106,7 @@ check_json "$TMP/o3.json" 40 'p["order"] == "micro"' 'all(not q["streamed"] for 
   || bad "4 resident ranks are not micro-batch-major"
 "$BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --stream-frac 0.5 --chunk-rows 5000 \
   --order block --json >"$TMP/o4.json" 2>"$TMP/o4.err" || bad "forced: $(cat "$TMP/o4.err")"
-check_json "$TMP/o4.json" 40 'len(r[0]["streamed"]) == 20' 'r[0]["chunk_rows"]["ffn"] == 4096' \
+check_json "$TMP/o4.json" 40 'len(r[0]["streamed"]) == 20' 'r[0]["chunk_rows"] == 4096' \
   'p["chunked"]' 'p["order"] == "block"' || bad "--stream-frac 0.5 --chunk-rows 5000 --order block"
 "$BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --order block >"$TMP/o5.txt" 2>&1 \
   || bad "table with --order: $(cat "$TMP/o5.txt")"

@@ -45,9 +45,8 @@ static int plans_equal(const plan *a, const plan *b) {
     if (strcmp(x->device, y->device) || x->first_block != y->first_block ||
         x->last_block != y->last_block || x->num_resident != y->num_resident ||
         x->num_streamed != y->num_streamed || x->has_embed != y->has_embed ||
-        x->has_head != y->has_head || x->order != y->order || x->ffn_rows != y->ffn_rows ||
-        x->proj_rows != y->proj_rows ||
-        x->attn_rows != y->attn_rows || x->prefetch_depth != y->prefetch_depth ||
+        x->has_head != y->has_head || x->order != y->order || x->chunk_rows != y->chunk_rows ||
+        x->prefetch_depth != y->prefetch_depth ||
         x->weight_bytes != y->weight_bytes || x->stream_slot_bytes != y->stream_slot_bytes ||
         x->streamed_bytes != y->streamed_bytes || x->act_bytes != y->act_bytes ||
         x->reserve_bytes != y->reserve_bytes || x->peak_bytes != y->peak_bytes ||
@@ -109,7 +108,7 @@ static void test_binary(void) {
     CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL, "flag 2 accepted");
     /* the order of the last rank: 7 and auto (0) are not orders of a plan;
      * the other real order differs from rank 0's */
-    size_t at = len - (size_t)g_a.num_blocks - (size_t)(8 + 7 * 8 + 3 * 8 + 4);
+    size_t at = len - (size_t)g_a.num_blocks - (size_t)(8 + 7 * 8 + 8 + 4);
     CHECK(g_wire[at] == (uint8_t)g_a.r[g_a.nranks - 1].order, "order not where expected");
     const uint8_t bad_orders[] = {7, PLAN_ORDER_AUTO, 0xff};
     for (size_t k = 0; k < sizeof bad_orders; k++) {
@@ -128,6 +127,10 @@ static void test_binary(void) {
     g_wire2[4] = 1; /* version 1 had no order */
     CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL && strstr(err, "version 1"),
           "version 1 accepted: %s", err);
+    memcpy(g_wire2, g_wire, len);
+    g_wire2[4] = 2; /* version 2 had three chunk row counts per rank */
+    CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL && strstr(err, "version 2"),
+          "version 2 accepted: %s", err);
     memcpy(g_wire2, g_wire, len);
     g_wire2[8] = 0xff; /* rank count */
     CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL, "rank count accepted");

@@ -3,6 +3,7 @@
  * workloads. */
 #include <math.h>
 
+#include "layout.h"
 #include "plan_test.h"
 
 static plan g_plan, g_plan2; /* large: keep off the stack */
@@ -57,22 +58,25 @@ static void check_plan_o(const plan *p, const plan_model *m, const plan_options 
     int kmin = forced(o->stream_frac, q->last_block - q->first_block + 1);
     CHECK(q->num_streamed >= kmin, "%s: rank %d streams %d, forced %d", what, r, q->num_streamed,
           kmin);
-    if (o->max_rows > 0) CHECK(q->ffn_rows <= o->max_rows, "%s: rows over the cap", what);
+    if (o->max_rows > 0) CHECK(q->chunk_rows <= o->max_rows, "%s: rows over the cap", what);
     sum += q->predicted_step_ms;
     mx = fmax(mx, q->predicted_step_ms);
     CHECK(q->first_block == next, "%s: rank %d starts at %d, want %d", what, r, q->first_block, next);
     uint64_t res = 0, str = 0, maxs = 0;
     for (int i = q->first_block; i <= q->last_block && i < PLAN_MAX_BLOCKS; i++) {
       seen[i]++;
+      /* the arena holds every group at an aligned offset */
+      uint64_t bb = plan_layout_align(m->block_bytes[i]);
       if (p->streamed[i]) {
-        str += m->block_bytes[i];
-        if (m->block_bytes[i] > maxs) maxs = m->block_bytes[i];
+        str += bb;
+        if (bb > maxs) maxs = bb;
       } else {
-        res += m->block_bytes[i];
+        res += bb;
       }
     }
     next = q->last_block + 1;
-    uint64_t fixed = (r == 0 ? m->embed_bytes : 0) + (r == p->nranks - 1 ? m->head_bytes : 0);
+    uint64_t fixed = (r == 0 ? plan_layout_align(m->embed_bytes) : 0) +
+                     (r == p->nranks - 1 ? plan_layout_align(m->head_bytes) : 0);
     CHECK(q->weight_bytes == res + fixed, "%s: rank %d weight %llu, resident blocks %llu", what, r,
           (unsigned long long)q->weight_bytes, (unsigned long long)(res + fixed));
     CHECK(q->streamed_bytes == str, "%s: rank %d streamed bytes", what, r);
@@ -228,13 +232,14 @@ static void test_optimal(void) {
       int ok_micro = 1, ok_block = 1;
       for (int r = 0; r < R; r++) {
         int a = cuts[r], e = cuts[r + 1] - 1;
-        uint64_t bytes = (r == 0 ? t.m.embed_bytes : 0) + (r == R - 1 ? t.m.head_bytes : 0);
-        for (int i = a; i <= e; i++) bytes += t.blocks[i];
+        uint64_t bytes = (r == 0 ? plan_layout_align(t.m.embed_bytes) : 0) +
+                         (r == R - 1 ? plan_layout_align(t.m.head_bytes) : 0);
+        for (int i = a; i <= e; i++) bytes += plan_layout_align(t.blocks[i]);
         /* the smallest activations this range can have: the most chunked */
         uint64_t act_m = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, e - a + 1, r > 0, r < R - 1,
-                                        r == 0, r == R - 1, R64);
+                                        r == 0, r == R - 1, R64, 0);
         uint64_t act_b = plan_act_bytes(&t.m, &w, PLAN_ORDER_BLOCK, e - a + 1, r > 0, r < R - 1,
-                                        r == 0, r == R - 1, R64);
+                                        r == 0, r == R - 1, R64, 0);
         double margin = fmax(0.05 * (double)d[r].total_bytes, 256.0 * 1024 * 1024);
         double budget = (double)d[r].total_bytes - margin;
         if ((double)(bytes + act_m + o.reserve_bytes) > budget) ok_micro = 0;
@@ -471,12 +476,12 @@ static void test_single_rank_monotone(void) {
           CHECK(s <= prev_streamed, "%.2f GiB streams %d, less memory streamed %d", gib, s,
                 prev_streamed);
         if (o.order != PLAN_ORDER_AUTO && s == prev_streamed)
-          CHECK(g_plan.r[0].ffn_rows >= prev_rows, "%.2f GiB chunks finer for as many streamed",
+          CHECK(g_plan.r[0].chunk_rows >= prev_rows, "%.2f GiB chunks finer for as many streamed",
                 gib);
       }
       prev_streamed = s;
       prev_ms = g_plan.r[0].predicted_step_ms;
-      prev_rows = g_plan.r[0].ffn_rows;
+      prev_rows = g_plan.r[0].chunk_rows;
     }
   }
 }
@@ -602,9 +607,8 @@ static void test_max_rows(void) {
     if (rc != PLAN_OK) continue;
     check_plan_o(&g_plan, &small.m, &o, "max rows");
     const plan_rank *q = &g_plan.r[0];
-    CHECK(q->ffn_rows == cases[i].rows && q->proj_rows == cases[i].rows &&
-              q->attn_rows == cases[i].rows,
-          "cap %lld: %lld rows, want %lld", (long long)cases[i].cap, (long long)q->ffn_rows,
+    CHECK(q->chunk_rows == cases[i].rows,
+          "cap %lld: %lld rows, want %lld", (long long)cases[i].cap, (long long)q->chunk_rows,
           (long long)cases[i].rows);
     CHECK(g_plan.chunked == (cases[i].rows < 32760), "cap %lld: chunked %d",
           (long long)cases[i].cap, g_plan.chunked);

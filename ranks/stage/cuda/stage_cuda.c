@@ -4,12 +4,14 @@
  * reference keeps fp32 (residual stream, modulation, norm statistics,
  * softmax, time embedding).
  *
- * Memory: one device arena per stage, sized before anything is placed:
- * the bf16 weights of the stage's resident groups, the slots streamed
- * blocks are copied into, the cross-attention k/v of every prompt slot, the
- * activation buffers, and the block transients (at the planner's chunk
- * rows). The sizes are the planner's formulas (plan_act_bytes), so a plan
- * that fits fits. Nothing is allocated in the step loop.
+ * Memory: one device arena per stage, laid out by the planner's
+ * plan_layout_make (planner/layout.h) before anything is placed: the bf16
+ * weights of the stage's resident groups, the slots streamed blocks are
+ * copied into, the cross-attention k/v of every prompt slot, the
+ * activation buffers, the block transients (at the planner's chunk rows)
+ * and the rest; every pointer is the arena plus its buffer's offset. The
+ * planner's memory model is the same layout's total, so a plan that fits
+ * fits. Nothing is allocated in the step loop.
  *
  * Streamed blocks (hybrid residency) live in pinned host memory, loaded
  * once. Each time the stage runs its blocks, a copy stream fills the
@@ -33,22 +35,13 @@
 #include "comm.h"
 #include "cuda_check.h"
 #include "kern_cpu.h"
+#include "layout.h"
 #include "log.h"
 #include "plan.h"
 #include "trace.h"
 #include "stage_cuda_impl.h"
 
 static cuda_stage *st(rank_stage *s) { return s->impl; }
-
-/* Bump allocation from the arena, 256-byte aligned. Sizing pass when the
- * arena is NULL: only counts. */
-static void *take(cuda_stage *c, size_t bytes) {
-  size_t off = (c->arena_used + 255) & ~(size_t)255;
-  c->arena_used = off + bytes;
-  if (!c->arena) return NULL;
-  if (c->arena_used > c->arena_bytes) sp_fatal("internal: device arena overflow");
-  return c->arena + off;
-}
 
 const uint16_t *rank_cuda_tensor(const cuda_stage *c, wan_group g, const uint16_t *w,
                                  const char *name) {
@@ -61,64 +54,88 @@ const uint16_t *rank_cuda_tensor(const cuda_stage *c, wan_group g, const uint16_
 #define WE(name) rank_cuda_tensor(c, WAN_GROUP_EMBED, c->embed_w, name)
 #define WH(name) rank_cuda_tensor(c, WAN_GROUP_HEAD, c->head_w, name)
 
-/* Carves every buffer out of the arena (called twice: size, then place),
- * in the planner's terms (plan_act_bytes): weights, slots, context k/v,
- * activation buffers, the block transients at c->rows, context scratch,
- * RoPE tables, the small vectors, and on the end stages the latent and its
- * patch tokens. */
-static void carve(rank_stage *s, cuda_stage *c) {
+/* The stage's layout (planner/layout.h), from its config and its packed
+ * bf16 groups: the same function the planner's memory model uses. */
+static int stage_layout(const rank_stage *s, const cuda_stage *c, plan_layout *out) {
   const wan_config *cf = s->c;
-  const int64_t L = s->tokens, D = cf->dim, T = cf->text_len, hd = wan_head_dim(cf);
-  const int64_t R = c->rows, F = cf->ffn_dim;
-  c->arena_used = 0;
-  if (s->cfg.embed) c->embed_w = take(c, c->l16[WAN_GROUP_EMBED].packed_bytes);
-  if (s->cfg.head) c->head_w = take(c, c->l16[WAN_GROUP_HEAD].packed_bytes);
-  for (int b = 0; b < s->nblocks; b++)
-    c->block_w[b] = c->host_w[b] ? NULL : take(c, c->l16[WAN_GROUP_BLOCK].packed_bytes);
-  for (int k = 0; k < c->depth; k++) c->slot_w[k] = take(c, c->l16[WAN_GROUP_BLOCK].packed_bytes);
-  size_t kv = (size_t)s->cfg.prompts * (size_t)s->nblocks * (size_t)(T * D);
-  c->ck = take(c, kv * 2);
-  c->cv = take(c, kv * 2);
-  for (int i = 0; i < s->cfg.act_buffers; i++)
-    s->act[i] = take(c, rank_stage_act_bytes(s));
-  /* k and v of every row, or the FFN hidden of a chunk: never both alive. */
-  size_t kv_rows = (size_t)(L * D) * 2, ffn = (size_t)(R * F) * 2;
-  c->kb = take(c, 2 * kv_rows > ffn ? 2 * kv_rows : ffn);
-  c->vb = c->kb ? c->kb + L * D : NULL;
-  c->fb = c->kb;
-  c->hb = take(c, (size_t)(R * D) * 2);
-  c->pb = take(c, (size_t)(R * D) * 2);
-  c->qb = take(c, (size_t)(R * D) * 2);
-  c->ab = take(c, (size_t)(R * D) * 2);
-  int64_t tw = cf->text_dim > D ? cf->text_dim : D;
-  c->ctxb = take(c, (size_t)(T * tw) * 2);
-  c->ctxf = take(c, (size_t)(T * D) * 4);
-  c->ctxh = s->cfg.embed ? take(c, (size_t)(T * D) * 2) : NULL;
-  c->cos_t = take(c, (size_t)(L * hd / 2) * 4);
-  c->sin_t = take(c, (size_t)(L * hd / 2) * 4);
-  c->m = take(c, (size_t)(6 * D) * 4);
-  c->e2 = take(c, (size_t)(2 * D) * 4);
-  c->tvec = take(c, (size_t)(cf->freq_dim + 2 * D) * 4);
-  c->tok = c->lat = NULL;
-  if (s->cfg.embed || s->cfg.head) {
-    int64_t pmax = wan_patch_in(cf) > wan_patch_out(cf) ? wan_patch_in(cf) : wan_patch_out(cf);
-    int64_t cmax = cf->in_dim > cf->out_dim ? cf->in_dim : cf->out_dim;
-    c->tok = take(c, (size_t)(L * pmax) * 4);
-    c->lat = take(c, (size_t)cmax * (size_t)(s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w) * 4);
+  plan_stage_shape sh = {
+      .dim = cf->dim,
+      .ffn_dim = cf->ffn_dim,
+      .heads = cf->heads,
+      .head_dim = wan_head_dim(cf),
+      .text_len = cf->text_len,
+      .text_dim = cf->text_dim,
+      .freq_dim = cf->freq_dim,
+      .in_dim = cf->in_dim,
+      .out_dim = cf->out_dim,
+      .patch = wan_patch_in(cf) / cf->in_dim,
+      .operand_bytes = 2,
+      .embed_bytes = c->l16[WAN_GROUP_EMBED].packed_bytes,
+      .head_bytes = c->l16[WAN_GROUP_HEAD].packed_bytes,
+      .block_bytes = c->l16[WAN_GROUP_BLOCK].packed_bytes,
+      .tokens = s->tokens,
+      .latent_voxels = s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w,
+      .prompts = s->cfg.prompts,
+      .nblocks = s->nblocks,
+      .streamed = s->cfg.streamed,
+      .prefetch_depth = s->cfg.prefetch_depth,
+      .has_embed = s->cfg.embed,
+      .has_head = s->cfg.head,
+      .act_buffers = s->cfg.act_buffers,
+      .chunk_rows = s->cfg.chunk_rows,
+      .simple_attn = s->cfg.attn == RANK_ATTN_SIMPLE,
+  };
+  char err[256];
+  if (plan_layout_make(&sh, out, err, sizeof err) != PLAN_OK) {
+    sp_log_error("cuda:%d: %s", c->device, err);
+    return SP_ERR_INPUT;
   }
-  /* Attention scratch, for the simple backend only (the flash and cuDNN
-   * kernels hold no scores): as many query rows per chunk as 1 GiB holds,
-   * at least one, at most L. */
-  c->attn_scratch_bytes = 0;
-  c->attn_scratch = NULL;
-  if (s->cfg.attn != RANK_ATTN_SIMPLE) return;
-  int64_t Lk = L > T ? L : T;
-  size_t per_row = kern_cuda_attention_scratch_bytes(1, Lk, cf->heads);
-  int64_t chunk = (int64_t)(((size_t)1 << 30) / (per_row ? per_row : 1));
-  if (chunk < 1) chunk = 1;
-  if (chunk > L) chunk = L;
-  c->attn_scratch_bytes = kern_cuda_attention_scratch_bytes(chunk, Lk, cf->heads);
-  c->attn_scratch = take(c, c->attn_scratch_bytes);
+  return SP_OK;
+}
+
+/* Points every buffer of the stage at its place in the arena. */
+static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l) {
+  for (int i = 0; i < l->count; i++) {
+    const plan_buffer *b = &l->b[i];
+    char *p = c->arena + b->offset;
+    switch (b->kind) {
+    case PLAN_BUF_EMBED_W: c->embed_w = (uint16_t *)p; break;
+    case PLAN_BUF_HEAD_W: c->head_w = (uint16_t *)p; break;
+    case PLAN_BUF_BLOCK_W: c->block_w[b->index] = (uint16_t *)p; break;
+    case PLAN_BUF_SLOT_W: c->slot_w[b->index] = (uint16_t *)p; break;
+    case PLAN_BUF_CTX_K: c->ck = (uint16_t *)p; break;
+    case PLAN_BUF_CTX_V: c->cv = (uint16_t *)p; break;
+    case PLAN_BUF_ACT:
+      if (b->bytes != rank_stage_act_bytes(s))
+        sp_fatal("internal: layout's activation buffer %llu bytes, a message is %zu",
+                 (unsigned long long)b->bytes, rank_stage_act_bytes(s));
+      s->act[b->index] = (float *)p;
+      break;
+    case PLAN_BUF_KV: /* k and v of every row, or the FFN hidden of a chunk */
+      c->kb = c->fb = (uint16_t *)p;
+      c->vb = c->kb + s->tokens * s->c->dim;
+      break;
+    case PLAN_BUF_HB: c->hb = (uint16_t *)p; break;
+    case PLAN_BUF_PB: c->pb = (uint16_t *)p; break;
+    case PLAN_BUF_QB: c->qb = (uint16_t *)p; break;
+    case PLAN_BUF_AB: c->ab = (uint16_t *)p; break;
+    case PLAN_BUF_CTXB: c->ctxb = (uint16_t *)p; break;
+    case PLAN_BUF_CTXF: c->ctxf = (float *)p; break;
+    case PLAN_BUF_CTXH: c->ctxh = (uint16_t *)p; break;
+    case PLAN_BUF_COS: c->cos_t = (float *)p; break;
+    case PLAN_BUF_SIN: c->sin_t = (float *)p; break;
+    case PLAN_BUF_MOD: c->m = (float *)p; break;
+    case PLAN_BUF_E2: c->e2 = (float *)p; break;
+    case PLAN_BUF_TVEC: c->tvec = (float *)p; break;
+    case PLAN_BUF_TOK: c->tok = (float *)p; break;
+    case PLAN_BUF_LAT: c->lat = (float *)p; break;
+    case PLAN_BUF_ATTN_SCRATCH:
+      c->attn_scratch = p;
+      c->attn_scratch_bytes = (size_t)b->bytes;
+      break;
+    default: sp_fatal("internal: layout buffer kind %d", (int)b->kind);
+    }
+  }
 }
 
 /* Narrows a group read in the file's dtype to bf16 in the bf16 layout. */
@@ -424,6 +441,12 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
                 (long long)c->rows);
   else if (s->cfg.profile)
     c->prof = rank_prof_create(c->stream);
+  plan_layout *lay = sp_xmalloc(sizeof *lay);
+  if (stage_layout(s, c, lay) != SP_OK) {
+    free(lay);
+    cuda_destroy(s);
+    return SP_ERR_INPUT;
+  }
   c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
   c->host_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->host_w);
   c->stream_order = sp_xcalloc((size_t)s->nblocks, sizeof *c->stream_order);
@@ -433,9 +456,10 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     CUDA_CHECK(cudaHostAlloc((void **)&c->host_w[b], wbytes, cudaHostAllocDefault));
     c->stream_order[c->nstreamed++] = b;
   }
+  if (c->nstreamed != lay->nstreamed)
+    sp_fatal("internal: %d streamed blocks, the layout has %d", c->nstreamed, lay->nstreamed);
   if (c->nstreamed) {
-    c->depth = s->cfg.prefetch_depth > 0 ? s->cfg.prefetch_depth : 2;
-    if (c->depth > c->nstreamed) c->depth = c->nstreamed;
+    c->depth = lay->slots;
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     c->copied = sp_xcalloc((size_t)c->depth, sizeof *c->copied);
     c->freed = sp_xcalloc((size_t)c->depth, sizeof *c->freed);
@@ -449,19 +473,20 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     CUDA_CHECK(cudaMallocHost((void **)&c->sinus[i], (size_t)cf->freq_dim * sizeof(float)));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->sinus_used[i], cudaEventDisableTiming));
   }
-  carve(s, c); /* sizing pass */
-  c->arena_bytes = c->arena_used;
+  c->arena_bytes = (size_t)lay->total;
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   if (c->arena_bytes > free_b) {
     sp_log_error("cuda:%d: the stage needs %.2f GB of device memory (weights, activations, "
                  "scratch), %.2f GB are free",
                  c->device, (double)c->arena_bytes / 1e9, (double)free_b / 1e9);
+    free(lay);
     cuda_destroy(s);
     return SP_ERR_INPUT;
   }
   CUDA_CHECK(cudaMalloc((void **)&c->arena, c->arena_bytes));
-  carve(s, c);
+  carve(s, c, lay);
+  free(lay);
 
   /* RoPE tables: angles in double on the host, stored fp32. */
   const int64_t L = s->tokens, half = wan_head_dim(cf) / 2;

@@ -22,7 +22,7 @@ typedef struct cuda_stage {
   kern_cuda_gemm_ctx *gemm;
   kern_attn_ctx *attn;
   char *arena;        /* the one device allocation */
-  size_t arena_bytes, arena_used;
+  size_t arena_bytes;
   wan_layout l16[3];  /* bf16 packed layouts */
   uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups (NULL: streamed) */
   uint16_t **host_w;  /* [nblocks] pinned host copy of a streamed block, else NULL */

@@ -1,0 +1,234 @@
+/* The CUDA stage's device layout (layout.h): a bump allocation over one
+ * arena, every buffer starting at the next multiple of PLAN_LAYOUT_ALIGN.
+ * Notation as in model.c: L tokens, D dim, F ffn_dim, hd head_dim, C
+ * text_len (every context is zero-padded to it), TD text_dim, R chunk
+ * rows, P prompts, nb blocks of the stage, a operand bytes. */
+#include <string.h>
+
+#include "layout.h"
+#include "plan_strbuf.h"
+
+uint64_t plan_layout_align(uint64_t bytes) {
+  return (bytes + PLAN_LAYOUT_ALIGN - 1) / PLAN_LAYOUT_ALIGN * PLAN_LAYOUT_ALIGN;
+}
+
+static const char *const buf_names[PLAN_BUF_KINDS] = {
+    [PLAN_BUF_EMBED_W] = "embedding weights",
+    [PLAN_BUF_HEAD_W] = "head weights",
+    [PLAN_BUF_BLOCK_W] = "resident block weights",
+    [PLAN_BUF_SLOT_W] = "prefetch slot",
+    [PLAN_BUF_CTX_K] = "cross-attention k",
+    [PLAN_BUF_CTX_V] = "cross-attention v",
+    [PLAN_BUF_ACT] = "activation buffer",
+    [PLAN_BUF_KV] = "self-attention k, v / ffn hidden",
+    [PLAN_BUF_HB] = "normed input",
+    [PLAN_BUF_PB] = "projection output",
+    [PLAN_BUF_QB] = "q",
+    [PLAN_BUF_AB] = "attention output",
+    [PLAN_BUF_CTXB] = "context operand",
+    [PLAN_BUF_CTXF] = "embedded context",
+    [PLAN_BUF_CTXH] = "text-embedding hidden",
+    [PLAN_BUF_COS] = "rope cos",
+    [PLAN_BUF_SIN] = "rope sin",
+    [PLAN_BUF_MOD] = "block modulation",
+    [PLAN_BUF_E2] = "head modulation input",
+    [PLAN_BUF_TVEC] = "time-embedding temporaries",
+    [PLAN_BUF_TOK] = "patch tokens",
+    [PLAN_BUF_LAT] = "latent",
+    [PLAN_BUF_ATTN_SCRATCH] = "attention scratch",
+};
+
+const char *plan_buf_name(plan_buf k) {
+  return (int)k >= 0 && k < PLAN_BUF_KINDS ? buf_names[k] : "?";
+}
+
+size_t plan_attn_scratch_bytes(int64_t chunk, int64_t Lk, int64_t heads) {
+  if (chunk < 1 || Lk < 1 || heads < 1) return 0;
+  /* rows of S and P padded to 8 elements: each row start 16-byte aligned */
+  const size_t rows = (size_t)chunk * (size_t)heads, ld = (size_t)((Lk + 7) / 8 * 8);
+  if (rows > SIZE_MAX / 8 / ld) return SIZE_MAX; /* cannot exist */
+  return (size_t)plan_layout_align(rows * ld * sizeof(float)) +
+         (size_t)plan_layout_align(rows * ld * 2);
+}
+
+uint64_t plan_attn_stage_scratch_bytes(int64_t tokens, int64_t text_len, int64_t heads) {
+  if (tokens < 1 || heads < 1) return 0;
+  const int64_t Lk = tokens > text_len ? tokens : text_len;
+  const size_t per_row = plan_attn_scratch_bytes(1, Lk, heads);
+  int64_t chunk = (int64_t)(PLAN_ATTN_SCRATCH_CAP / (per_row ? per_row : 1));
+  if (chunk < 1) chunk = 1;
+  if (chunk > tokens) chunk = tokens;
+  return plan_attn_scratch_bytes(chunk, Lk, heads);
+}
+
+/* The layout under construction; `over` is set once a size overflows. */
+typedef struct carver {
+  plan_layout *l;
+  int over;
+} carver;
+
+static uint64_t mul(carver *c, uint64_t a, uint64_t b) {
+  if (a && b > UINT64_MAX / a) {
+    c->over = 1;
+    return 0;
+  }
+  return a * b;
+}
+
+/* The next buffer: at the aligned end of the previous one. */
+static void take(carver *c, plan_buf kind, int index, uint64_t bytes) {
+  plan_layout *l = c->l;
+  uint64_t off = plan_layout_align(l->total);
+  if (off < l->total || bytes > UINT64_MAX - off || l->count >= PLAN_LAYOUT_MAX) {
+    c->over = 1;
+    return;
+  }
+  l->b[l->count++] = (plan_buffer){.kind = kind, .index = index, .offset = off, .bytes = bytes};
+  l->total = off + bytes;
+}
+
+int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, size_t errlen) {
+  if (s->dim < 1 || s->ffn_dim < 1 || s->heads < 1 || s->head_dim < 2 || s->text_len < 1 ||
+      s->text_dim < 1 || s->freq_dim < 1 || s->in_dim < 1 || s->out_dim < 1 || s->patch < 1 ||
+      s->operand_bytes < 1 || s->tokens < 1 || s->latent_voxels < 1)
+    return plan_fail(err, errlen,
+                     "layout: sizes must be >= 1 (dim %lld, ffn %lld, heads %lld, head dim "
+                     "%lld, text %lld x %lld, tokens %lld, latent voxels %lld)",
+                     (long long)s->dim, (long long)s->ffn_dim, (long long)s->heads,
+                     (long long)s->head_dim, (long long)s->text_len, (long long)s->text_dim,
+                     (long long)s->tokens, (long long)s->latent_voxels);
+  if (s->nblocks < 1 || s->nblocks > PLAN_MAX_BLOCKS || s->prompts < 1 || s->act_buffers < 1 ||
+      s->act_buffers > PLAN_LAYOUT_MAX_ACT || s->prefetch_depth < 0)
+    return plan_fail(err, errlen,
+                     "layout: %d blocks (1..%d), %d prompts, %d activation buffers (1..%d), "
+                     "prefetch depth %d",
+                     s->nblocks, PLAN_MAX_BLOCKS, s->prompts, s->act_buffers,
+                     PLAN_LAYOUT_MAX_ACT, s->prefetch_depth);
+  /* Built in place (a layout is large; the planner's model makes many), so
+   * on failure *out holds a partial layout. Only count entries are
+   * written. */
+  plan_layout *l = out;
+  l->count = 0;
+  l->total = 0;
+  carver c = {l, 0};
+  const uint64_t L = (uint64_t)s->tokens, D = (uint64_t)s->dim, F = (uint64_t)s->ffn_dim,
+                 C = (uint64_t)s->text_len, TD = (uint64_t)s->text_dim,
+                 hd = (uint64_t)s->head_dim, a = (uint64_t)s->operand_bytes,
+                 P = (uint64_t)s->prompts, nb = (uint64_t)s->nblocks;
+  const uint64_t R = s->chunk_rows > 0 && (uint64_t)s->chunk_rows < L ? (uint64_t)s->chunk_rows : L;
+  int nstreamed = 0;
+  for (int b = 0; s->streamed && b < s->nblocks; b++) nstreamed += s->streamed[b] != 0;
+  int slots = 0;
+  if (nstreamed) {
+    slots = s->prefetch_depth > 0 ? s->prefetch_depth : 2;
+    if (slots > nstreamed) slots = nstreamed;
+    if (slots > PLAN_LAYOUT_MAX_SLOTS)
+      return plan_fail(err, errlen, "layout: %d prefetch slots, at most %d", slots,
+                       PLAN_LAYOUT_MAX_SLOTS);
+  }
+
+  /* Weights first: the end stages' groups, the resident blocks, the slots. */
+  if (s->has_embed) take(&c, PLAN_BUF_EMBED_W, 0, s->embed_bytes);
+  if (s->has_head) take(&c, PLAN_BUF_HEAD_W, 0, s->head_bytes);
+  for (int b = 0; b < s->nblocks; b++)
+    if (!(s->streamed && s->streamed[b])) take(&c, PLAN_BUF_BLOCK_W, b, s->block_bytes);
+  for (int k = 0; k < slots; k++) take(&c, PLAN_BUF_SLOT_W, k, s->block_bytes);
+
+  /* P nb C D a each: the cross-attention k, v of every block and prompt
+   * slot (CFG branches have different contexts), made once per prompt. */
+  uint64_t kv = mul(&c, mul(&c, mul(&c, P, nb), mul(&c, C, D)), a);
+  take(&c, PLAN_BUF_CTX_K, 0, kv);
+  take(&c, PLAN_BUF_CTX_V, 0, kv);
+
+  /* (L D + 7 D) 4 per message: the residual stream x with its time
+   * embedding e and modulation e0, which travel with it. */
+  for (int i = 0; i < s->act_buffers; i++)
+    take(&c, PLAN_BUF_ACT, i, mul(&c, mul(&c, L + 7, D), 4));
+
+  /* max(2 L D a, R F a): self-attention needs k and v of all L rows (every
+   * query reads every key), the FFN the hidden of one chunk; never both
+   * alive, so one buffer (v starts L D elements after k). Then four
+   * chunk-sized [R, D] a: normed input, projection output, q, attention
+   * output. */
+  uint64_t kvb = mul(&c, mul(&c, 2 * L, D), a), ffn = mul(&c, mul(&c, R, F), a);
+  take(&c, PLAN_BUF_KV, 0, kvb > ffn ? kvb : ffn);
+  const plan_buf chunk[4] = {PLAN_BUF_HB, PLAN_BUF_PB, PLAN_BUF_QB, PLAN_BUF_AB};
+  for (int i = 0; i < 4; i++) take(&c, chunk[i], 0, mul(&c, mul(&c, R, D), a));
+
+  /* Context scratch: the GEMM operand ([C, TD] on the way in, [C, D]
+   * after), the embedded context fp32, and on the first stage the text
+   * MLP's hidden. */
+  take(&c, PLAN_BUF_CTXB, 0, mul(&c, mul(&c, C, TD > D ? TD : D), a));
+  take(&c, PLAN_BUF_CTXF, 0, mul(&c, mul(&c, C, D), 4));
+  if (s->has_embed) take(&c, PLAN_BUF_CTXH, 0, mul(&c, mul(&c, C, D), a));
+
+  /* RoPE cos and sin, fp32, hd/2 frequency pairs per token. */
+  take(&c, PLAN_BUF_COS, 0, mul(&c, L * (hd / 2), 4));
+  take(&c, PLAN_BUF_SIN, 0, mul(&c, L * (hd / 2), 4));
+
+  /* A block's modulation [6, D], the head's [2, D] input, the time MLP
+   * (sinusoid, hidden, output). */
+  take(&c, PLAN_BUF_MOD, 0, 6 * D * 4);
+  take(&c, PLAN_BUF_E2, 0, 2 * D * 4);
+  take(&c, PLAN_BUF_TVEC, 0, ((uint64_t)s->freq_dim + 2 * D) * 4);
+
+  /* End stages: the patch tokens [L, patch x channels] and the latent or
+   * prediction, fp32 (once on a stage that is both). */
+  if (s->has_embed || s->has_head) {
+    uint64_t pin = (uint64_t)(s->in_dim * s->patch), pout = (uint64_t)(s->out_dim * s->patch);
+    uint64_t cmax = (uint64_t)(s->in_dim > s->out_dim ? s->in_dim : s->out_dim);
+    take(&c, PLAN_BUF_TOK, 0, mul(&c, mul(&c, L, pin > pout ? pin : pout), 4));
+    take(&c, PLAN_BUF_LAT, 0, mul(&c, mul(&c, cmax, (uint64_t)s->latent_voxels), 4));
+  }
+
+  /* The simple attention backend's scores (flash and cuDNN hold none). */
+  if (s->simple_attn)
+    take(&c, PLAN_BUF_ATTN_SCRATCH, 0,
+         plan_attn_stage_scratch_bytes(s->tokens, s->text_len, s->heads));
+
+  if (c.over) return plan_fail(err, errlen, "layout: the arena's size overflows 64 bits");
+  l->nstreamed = nstreamed;
+  l->slots = slots;
+  l->rows = (int64_t)R;
+  return PLAN_OK;
+}
+
+const plan_buffer *plan_layout_find(const plan_layout *l, plan_buf kind, int index) {
+  for (int i = 0; i < l->count; i++)
+    if (l->b[i].kind == kind && l->b[i].index == index) return &l->b[i];
+  return NULL;
+}
+
+void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan_rank *q,
+                         const uint8_t *streamed, int simple_attn, plan_stage_shape *out) {
+  const int first = q->has_embed, last = q->has_head;
+  plan_stage_shape s = {
+      .dim = m->dim,
+      .ffn_dim = m->ffn_dim,
+      .heads = m->heads,
+      .head_dim = m->head_dim,
+      .text_len = m->text_len,
+      .text_dim = m->text_dim,
+      .freq_dim = PLAN_FREQ_DIM,
+      .in_dim = m->in_dim,
+      .out_dim = m->out_dim,
+      .patch = 4,
+      .operand_bytes = m->weight_dtype_bytes > 0 ? m->weight_dtype_bytes : 2,
+      .embed_bytes = m->embed_bytes,
+      .head_bytes = m->head_bytes,
+      .block_bytes = m->block_bytes ? m->block_bytes[q->first_block] : 0,
+      .tokens = plan_tokens(w),
+      /* Wan's VAE: 4x temporal with the first frame alone, 8x spatial */
+      .latent_voxels = ((w->frames - 1) / 4 + 1) * (w->height / 8) * (w->width / 8),
+      .prompts = w->micro_batches > 0 ? w->micro_batches : 1,
+      .nblocks = q->last_block - q->first_block + 1,
+      .streamed = streamed,
+      .prefetch_depth = q->prefetch_depth,
+      .has_embed = first,
+      .has_head = last,
+      .act_buffers = plan_act_buffers(q->order, w->micro_batches, !first, !last),
+      .chunk_rows = q->chunk_rows,
+      .simple_attn = simple_attn,
+  };
+  *out = s;
+}

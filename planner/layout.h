@@ -1,0 +1,147 @@
+/* The device layout of a CUDA pipeline stage: every buffer of its one
+ * device arena, with what it holds, its offset and its bytes, in the order
+ * the stage carves them. The planner's memory model of a rank is this
+ * layout's total (plan_act_bytes, plan_make's peak), and the CUDA stage
+ * (ranks/stage/cuda/stage_cuda.c) places its pointers at these offsets: one
+ * layout, two users, so a plan that fits is an arena that fits.
+ *
+ * Pure C11 like the rest of planner/: plain sizes in, offsets out. The
+ * simple attention backend's scratch formula lives here too
+ * (plan_attn_scratch_bytes), and kernels/cuda_attention.cu calls it. */
+#ifndef PLAN_LAYOUT_H
+#define PLAN_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every buffer starts at a multiple of this many bytes from the arena's
+ * start (cudaMalloc's own alignment is larger): the GEMM and attention
+ * kernels want 16-byte operands, the attention scratch 256. */
+#define PLAN_LAYOUT_ALIGN 256
+/* Limits of one layout: prefetch slots (plan_options.prefetch_depth) and
+ * activation buffers (block-major: the planner's 1024 micro-batches and a
+ * receive buffer). */
+#define PLAN_LAYOUT_MAX_SLOTS 16
+#define PLAN_LAYOUT_MAX_ACT 1025
+/* Buffers of one layout at most: every block, slot and activation buffer
+ * and the 20 others (24: room to spare). */
+#define PLAN_LAYOUT_MAX (PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS + PLAN_LAYOUT_MAX_ACT + 24)
+/* Sinusoid width of Wan's time embedding (wan_config.freq_dim). */
+#define PLAN_FREQ_DIM 256
+/* Scores the simple attention backend may hold at once: as many query rows
+ * per chunk as this many bytes of scratch hold (at least one). */
+#define PLAN_ATTN_SCRATCH_CAP ((uint64_t)1 << 30)
+
+/* What a buffer holds; the stage's field names in brackets. In carve
+ * order. */
+typedef enum plan_buf {
+  PLAN_BUF_EMBED_W = 0, /* [embed_w] packed embedding weights (first stage) */
+  PLAN_BUF_HEAD_W,      /* [head_w] packed head weights (last stage) */
+  PLAN_BUF_BLOCK_W,     /* [block_w[i]] packed weights of resident block i of the stage */
+  PLAN_BUF_SLOT_W,      /* [slot_w[k]] prefetch slot k for streamed blocks */
+  PLAN_BUF_CTX_K,       /* [ck] (prompts, nblocks, text_len, dim) cross-attention k */
+  PLAN_BUF_CTX_V,       /* [cv] (prompts, nblocks, text_len, dim) cross-attention v */
+  PLAN_BUF_ACT,         /* [act[i]] activation message i: x (L, dim) | e (dim) | e0 (6, dim), fp32 */
+  PLAN_BUF_KV,          /* [kb, vb, fb] k and v (L, dim) each, or the FFN hidden (rows, ffn_dim): a union */
+  PLAN_BUF_HB,          /* [hb] (rows, dim) normed input of a sub-layer */
+  PLAN_BUF_PB,          /* [pb] (rows, dim) a projection's output */
+  PLAN_BUF_QB,          /* [qb] (rows, dim) q after norm and RoPE */
+  PLAN_BUF_AB,          /* [ab] (rows, dim) attention output */
+  PLAN_BUF_CTXB,        /* [ctxb] (text_len, max(text_dim, dim)) context GEMM operand */
+  PLAN_BUF_CTXF,        /* [ctxf] (text_len, dim) fp32 embedded context */
+  PLAN_BUF_CTXH,        /* [ctxh] (text_len, dim) text-embedding hidden (first stage) */
+  PLAN_BUF_COS,         /* [cos_t] (L, head_dim / 2) fp32 RoPE table */
+  PLAN_BUF_SIN,         /* [sin_t] (L, head_dim / 2) fp32 RoPE table */
+  PLAN_BUF_MOD,         /* [m] (6, dim) fp32 modulation of the current block */
+  PLAN_BUF_E2,          /* [e2] (2, dim) fp32 e repeated for the head's modulation */
+  PLAN_BUF_TVEC,        /* [tvec] (freq_dim + 2 dim) fp32 time-embedding temporaries */
+  PLAN_BUF_TOK,         /* [tok] (L, max patch in/out) fp32 patch tokens (end stages) */
+  PLAN_BUF_LAT,         /* [lat] (max channels, latent voxels) fp32 latent (end stages) */
+  PLAN_BUF_ATTN_SCRATCH, /* [attn_scratch] scores of the simple attention backend */
+  PLAN_BUF_KINDS
+} plan_buf;
+
+/* Everything the layout depends on. The planner fills it from its model,
+ * workload and rank (plan_stage_shape_of); the CUDA stage from its config
+ * and its packed bf16 layouts. */
+typedef struct plan_stage_shape {
+  /* the model */
+  int64_t dim, ffn_dim, heads, head_dim, text_len, text_dim, freq_dim;
+  int64_t in_dim, out_dim, patch; /* latent channels in and out; patch volume (1x2x2: 4) */
+  int operand_bytes;              /* width of a GEMM operand: 2 (bf16) on the CUDA stage */
+  uint64_t embed_bytes, head_bytes, block_bytes; /* one group's weights (0: count no weights) */
+  /* the workload */
+  int64_t tokens;        /* L */
+  int64_t latent_voxels; /* latent frames x height x width */
+  int prompts;           /* prompt slots: micro-batches of a step */
+  /* the rank */
+  int nblocks;
+  const uint8_t *streamed; /* (nblocks) 1 = in pinned host memory; NULL: all resident */
+  int prefetch_depth;      /* slots asked for (0: 2), at most the streamed count */
+  int has_embed, has_head;
+  int act_buffers;         /* plan_act_buffers */
+  int64_t chunk_rows;      /* rows of the block transients; 0 or >= L: L */
+  int simple_attn;         /* the stage runs the simple attention backend */
+} plan_stage_shape;
+
+typedef struct plan_buffer {
+  plan_buf kind;
+  int index;       /* block (0-based in the stage), slot or activation buffer; else 0 */
+  uint64_t offset; /* from the arena's start, a multiple of PLAN_LAYOUT_ALIGN */
+  uint64_t bytes;
+} plan_buffer;
+
+typedef struct plan_layout {
+  int count;
+  int nstreamed;   /* streamed blocks */
+  int slots;       /* prefetch slots carved (0 when nothing is streamed) */
+  int64_t rows;    /* chunk rows of the block transients (1..L) */
+  uint64_t total;  /* arena bytes: the end of the last buffer */
+  plan_buffer b[PLAN_LAYOUT_MAX];
+} plan_layout;
+
+/* bytes rounded up to PLAN_LAYOUT_ALIGN. */
+uint64_t plan_layout_align(uint64_t bytes);
+
+/* What kind k holds, in a few words ("cross-attention k", ...). */
+const char *plan_buf_name(plan_buf k);
+
+/* Lays a stage out. PLAN_EINVAL (message in err) for a shape no stage has:
+ * sizes below 1, more than PLAN_LAYOUT_MAX_ACT buffers, a total that
+ * overflows. The layout is built in place (it is large, and the planner's
+ * model makes many): on failure *out is partial and must not be used. */
+int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, size_t errlen);
+
+/* The buffer of kind k and index i, NULL when the layout has none. */
+const plan_buffer *plan_layout_find(const plan_layout *l, plan_buf kind, int index);
+
+/* The shape of rank q of a plan for model m and workload w, as the CUDA
+ * stage would see it: streamed flags of q's blocks (NULL: none), bf16
+ * operands when the model's weight width is 2, simple_attn as the plan
+ * options say. */
+void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan_rank *q,
+                         const uint8_t *streamed, int simple_attn, plan_stage_shape *out);
+
+/* Scratch of the simple attention backend processing `chunk` queries at a
+ * time against Lk keys: fp32 scores and bf16 probabilities of every head,
+ * rows padded to 8 elements, each part 256-byte aligned. 0 for sizes below
+ * 1; SIZE_MAX when it cannot exist. kern_cuda_attention_scratch_bytes
+ * returns this. */
+size_t plan_attn_scratch_bytes(int64_t chunk, int64_t Lk, int64_t heads);
+
+/* The scratch a stage gives the simple backend: Lk = max(L, text_len) (self
+ * and cross attention share it), as many query rows as
+ * PLAN_ATTN_SCRATCH_CAP holds, at least one, at most L. */
+uint64_t plan_attn_stage_scratch_bytes(int64_t tokens, int64_t text_len, int64_t heads);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,125 @@
+/* The CUDA stage's arena is the planner's layout (planner/layout.h): for
+ * plans of synth:wan2.1-tiny over several workloads, rank counts, orders,
+ * streamed fractions, chunk rows and both attention kinds, every rank's
+ * stage is loaded on the GPU (as run loads it) and its arena_bytes must
+ * equal the layout total for the same inputs and the plan's peak less its
+ * reserve. Exit 77 with one line when there is no CUDA device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout.h"
+#include "log.h"
+#include "model_file.h"
+#include "model_plan.h"
+#include "plan.h"
+#include "sp_check.h"
+#include "stage.h"
+
+typedef struct arena_case {
+  int nranks, micro_batches, order;
+  int64_t frames, height, width;
+  double stream_frac; /* -1: none forced */
+  int64_t max_rows;   /* 0: the budget decides */
+  int simple_attn;
+} arena_case;
+
+static const arena_case cases[] = {
+    {.nranks = 1, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 17, .height = 96,
+     .width = 80, .stream_frac = -1},
+    {.nranks = 1, .micro_batches = 1, .order = PLAN_ORDER_BLOCK, .frames = 5, .height = 64,
+     .width = 64, .stream_frac = -1, .simple_attn = 1},
+    {.nranks = 2, .micro_batches = 2, .order = PLAN_ORDER_BLOCK, .frames = 17, .height = 96,
+     .width = 80, .stream_frac = 0.5},
+    {.nranks = 3, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 9, .height = 128,
+     .width = 96, .stream_frac = 1, .max_rows = 64, .simple_attn = 1},
+    {.nranks = 4, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 13, .height = 80,
+     .width = 112, .stream_frac = -1, .max_rows = 100},
+};
+
+static void run_case(rank_model *m, const arena_case *k, int idx) {
+  const wan_config *cf = &rank_model_get_info(m)->config;
+  uint64_t bb[PLAN_MAX_BLOCKS];
+  plan_model pm;
+  rank_model_plan_sizes(m, 2, bb, &pm);
+  plan_device devs[PLAN_MAX_RANKS];
+  for (int r = 0; r < k->nranks; r++) {
+    memset(&devs[r], 0, sizeof devs[r]);
+    snprintf(devs[r].name, sizeof devs[r].name, "gpu%d", r);
+    devs[r].total_bytes = devs[r].free_bytes = 64ull << 30;
+    devs[r].speed = 1.0;
+  }
+  plan_workload w = {k->frames, k->height, k->width, k->micro_batches, cf->text_len};
+  plan_options o;
+  plan_options_default(&o);
+  o.order = k->order;
+  o.stream_frac = k->stream_frac;
+  o.max_rows = k->max_rows;
+  o.simple_attn = k->simple_attn;
+  plan_budget b;
+  char err[4096];
+  static plan p;
+  if (plan_budget_parse(NULL, k->nranks, &b, err, sizeof err) != PLAN_OK ||
+      plan_make(&pm, devs, k->nranks, &b, &w, &o, &p, err, sizeof err) != PLAN_OK) {
+    CHECK(0, "case %d: no plan: %s", idx, err);
+    return;
+  }
+  for (int r = 0; r < k->nranks; r++) {
+    const plan_rank *q = &p.r[r];
+    const int has_prev = r > 0, has_next = r < k->nranks - 1;
+    rank_stage_cfg sc = {.first_block = q->first_block, .last_block = q->last_block,
+                         .embed = q->has_embed, .head = q->has_head,
+                         .prompts = k->micro_batches, .lat_f = (k->frames - 1) / 4 + 1,
+                         .lat_h = k->height / 8, .lat_w = k->width / 8,
+                         .device = RANK_DEVICE_CUDA, .cuda_device = 0,
+                         .attn = k->simple_attn ? RANK_ATTN_SIMPLE : RANK_ATTN_AUTO,
+                         .streamed = &p.streamed[q->first_block],
+                         .prefetch_depth = q->prefetch_depth,
+                         .act_buffers = plan_act_buffers(q->order, k->micro_batches, has_prev,
+                                                         has_next),
+                         .chunk_rows = q->chunk_rows};
+    plan_stage_shape sh;
+    plan_stage_shape_of(&pm, &w, q, &p.streamed[q->first_block], k->simple_attn, &sh);
+    static plan_layout lay;
+    if (plan_layout_make(&sh, &lay, err, sizeof err) != PLAN_OK) {
+      CHECK(0, "case %d rank %d: %s", idx, r, err);
+      continue;
+    }
+    rank_stage *s = NULL;
+    uint64_t read = 0;
+    if (rank_stage_load(m, &sc, &s, &read) != SP_OK) {
+      CHECK(0, "case %d rank %d: the stage did not load", idx, r);
+      continue;
+    }
+    uint64_t arena = rank_stage_get_stats(s)->arena_bytes;
+    printf("case %d rank %d/%d: blocks %d-%d, %d streamed, %d slots, %lld rows, %s attention: "
+           "arena %llu, layout %llu, plan %llu\n",
+           idx, r, k->nranks, q->first_block, q->last_block, q->num_streamed, lay.slots,
+           (long long)q->chunk_rows, k->simple_attn ? "simple" : "auto",
+           (unsigned long long)arena, (unsigned long long)lay.total,
+           (unsigned long long)(q->peak_bytes - q->reserve_bytes));
+    CHECK(arena == lay.total, "case %d rank %d: arena %llu bytes, layout %llu", idx, r,
+          (unsigned long long)arena, (unsigned long long)lay.total);
+    CHECK(arena == q->peak_bytes - q->reserve_bytes,
+          "case %d rank %d: arena %llu bytes, the plan counts %llu", idx, r,
+          (unsigned long long)arena, (unsigned long long)(q->peak_bytes - q->reserve_bytes));
+    rank_stage_free(s);
+  }
+}
+
+int main(void) {
+  if (!rank_cuda_available()) {
+    printf("skip: no CUDA device\n");
+    return 77;
+  }
+  sp_log_set_level(1);
+  rank_model *m = NULL;
+  if (rank_model_open("synth:wan2.1-tiny", 0, &m) != SP_OK) {
+    fprintf(stderr, "FAIL: cannot open synth:wan2.1-tiny\n");
+    return 1;
+  }
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(m, &cases[i], (int)i);
+  rank_model_close(m);
+  if (!g_fail) printf("test_stage_arena: every arena equals its layout and its plan\n");
+  return g_fail ? 1 : 0;
+}
