@@ -81,9 +81,9 @@ static void host_case_build(const shape *s, host_case *hc) {
   }
   /* q, k uniform with std 1.5: scores with std ~2.25 at scale 1/sqrt(128),
    * a peaked softmax, far from uniform weights */
-  kt_fill(q, nq, -2.6, 2.6);
-  kt_fill(k, nk, -2.6, 2.6);
-  kt_fill(v, nk, -1.0, 1.0);
+  sp_rand_fill(q, nq, -2.6, 2.6);
+  sp_rand_fill(k, nk, -2.6, 2.6);
+  sp_rand_fill(v, nk, -1.0, 1.0);
   kern_f32_to_bf16_n(q, hc->qb, (size_t)nq);
   kern_f32_to_bf16_n(k, hc->kb, (size_t)nk);
   kern_f32_to_bf16_n(v, hc->vb, (size_t)nk);
@@ -100,7 +100,7 @@ static void host_case_build(const shape *s, host_case *hc) {
       int64_t r;
       int dup;
       do {
-        r = (int64_t)(kt_next() % (uint64_t)s->Lq);
+        r = (int64_t)(sp_rand_u64() % (uint64_t)s->Lq);
         dup = 0;
         for (int64_t j = 0; j < i; j++) dup |= hc->rows[j] == r;
       } while (dup);
@@ -160,7 +160,7 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
   CK(cudaMemset(dout, 0xff, out_bytes)); /* NaN: unwritten elements show */
   CK(cudaMemset(dout + out_bytes, 0xa5, GUARD_BYTES));
   if (run_once(kind, cd, ctx, p)) {
-    KT_CHECK(!s->need_cudnn, "%s: cudnn refused a shape it must take (see the log)", s->what);
+    CHECK(!s->need_cudnn, "%s: cudnn refused a shape it must take (see the log)", s->what);
     if (!s->need_cudnn) printf("  %-18s refused by cudnn (allowed for this shape)\n", name);
     return;
   }
@@ -169,12 +169,12 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
   CK(cudaMemcpy(h1, dout, out_bytes + GUARD_BYTES, cudaMemcpyDeviceToHost));
   int64_t nan = 0;
   for (int64_t i = 0; i < nq; i++) nan += (h1[i] & 0x7fff) > 0x7f80;
-  KT_CHECK(nan == 0, "%s %s: %lld output elements NaN (unwritten?)", s->what, name,
+  CHECK(nan == 0, "%s %s: %lld output elements NaN (unwritten?)", s->what, name,
            (long long)nan);
   const unsigned char *gb = (const unsigned char *)h1 + out_bytes;
   int guard_ok = 1;
   for (int i = 0; i < GUARD_BYTES; i++) guard_ok &= gb[i] == 0xa5;
-  KT_CHECK(guard_ok, "%s %s: guard bytes after the output overwritten", s->what, name);
+  CHECK(guard_ok, "%s %s: guard bytes after the output overwritten", s->what, name);
   for (int64_t i = 0; i < hc->nrows; i++)
     for (int64_t j = 0; j < row; j++) got[i * row + j] = kern_bf16_to_f32(h1[hc->rows[i] * row + j]);
   double err = rel_l2(got, hc->exact, hc->nrows * row);
@@ -183,13 +183,13 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
          hc->plain_err, bound,
          kind == RUN_CTX ? (kern_attn_ctx_last(ctx) == KERN_ATTN_CUDNN ? " ran cudnn" : " ran flash")
                          : "");
-  KT_CHECK(err <= bound && err <= 1e-2, "%s %s: rel L2 %.3e above bound %.3e (plain bf16 %.3e)",
+  CHECK(err <= bound && err <= 1e-2, "%s %s: rel L2 %.3e above bound %.3e (plain bf16 %.3e)",
            s->what, name, err, bound, hc->plain_err);
   /* rerun: bit-identical */
   CK(cudaMemset(dout, 0, out_bytes));
-  KT_CHECK(run_once(kind, cd, ctx, p) == 0, "%s %s: rerun refused", s->what, name);
+  CHECK(run_once(kind, cd, ctx, p) == 0, "%s %s: rerun refused", s->what, name);
   CK(cudaMemcpy(h2, dout, out_bytes, cudaMemcpyDeviceToHost));
-  KT_CHECK(memcmp(h1, h2, out_bytes) == 0, "%s %s: rerun not bit-identical", s->what,
+  CHECK(memcmp(h1, h2, out_bytes) == 0, "%s %s: rerun not bit-identical", s->what,
            name);
   free(h1), free(h2), free(got);
 }
@@ -209,7 +209,7 @@ static void check_flash_variants(const shape *s, const host_case *hc, const uint
   }
   for (int i = 0; i < nv; i++) {
     kern_attn_flash_variant fv, f0;
-    KT_CHECK(kern_attn_flash_variant_get(i, &fv) == SP_OK, "variant %d of %d not listed", i, nv);
+    CHECK(kern_attn_flash_variant_get(i, &fv) == SP_OK, "variant %d of %d not listed", i, nv);
     first_of[i] = i;
     for (int j = 0; j < i; j++)
       if (kern_attn_flash_variant_get(j, &f0) == SP_OK && f0.sub == fv.sub) {
@@ -232,7 +232,7 @@ static void check_flash_variants(const shape *s, const host_case *hc, const uint
       continue;
     }
     kern_attn_flash_variant_get(first_of[i], &f0);
-    KT_CHECK(memcmp(h, first[first_of[i]], out_bytes) == 0,
+    CHECK(memcmp(h, first[first_of[i]], out_bytes) == 0,
              "%s: flash variants %s and %s (both sub %d) not bit-identical", s->what, fv.name,
              f0.name, fv.sub);
     free(h);
@@ -267,7 +267,7 @@ int main(int argc, char **argv) {
     printf("skip: device 0 is sm_%d*, the flash kernel needs sm_80 or later\n", major);
     return 77;
   }
-  kt_seed("test_attention");
+  sp_test_begin("test_attention");
 
   static const shape small_shapes[] = {
       {70, 130, 2, 0.f, 0, "small tails Lq 70 Lk 130 h 2"},
@@ -325,5 +325,5 @@ int main(int argc, char **argv) {
   }
   kern_attn_ctx_destroy(ctx);
   kern_attn_cudnn_destroy(cd);
-  return kt_finish("test_attention");
+  return sp_test_end();
 }

@@ -109,7 +109,7 @@ static uint16_t *hb(int64_t n) { return hmalloc((size_t)n * sizeof(uint16_t)); }
 
 static float *rand_f(int64_t n, double lo, double hi) {
   float *p = hf(n);
-  kt_fill(p, n, lo, hi);
+  sp_rand_fill(p, n, lo, hi);
   return p;
 }
 /* Values that are exactly bf16 (weights are stored bf16). */
@@ -344,7 +344,7 @@ static void op_rmsnorm_rope(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
     x = xr;
   }
   kern_cpu_rmsnorm(x, w, ref, L, dim, 1e-6f);
-  double *ct = kt_dalloc(L * half), *st = kt_dalloc(L * half);
+  double *ct = sp_test_dalloc(L * half), *st = sp_test_dalloc(L * half);
   float *ctf = hf(L * half), *stf = hf(L * half);
   kern_cpu_rope_table(F, H, W, hd, ct, st);
   for (int64_t i = 0; i < L * half; i++) {
@@ -802,7 +802,7 @@ int main(int argc, char **argv) {
            e != cudaSuccess ? cudaGetErrorString(e) : "ok", ndev);
     return 77;
   }
-  kt_seed("test_ops");
+  sp_test_begin("test_ops");
   if (bench) return bench_main();
   kern_cuda_gemm_ctx *g = kern_cuda_gemm_ctx_create(0);
   printf("# %-14s %-26s %10s %10s %8s %9s %5s %3s %s\n", "op", "shape", "err", "bf16_err",

@@ -15,8 +15,8 @@ done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-seed=${SP_TEST_SEED:-$(date +%s%N)}
-echo "seed $seed"
+seed=${SP_SEED:-$(date +%s%N)}
+echo "seed $seed (replay with SP_SEED=$seed)"
 F=4 H=30 W=200
 "$writer" --write "$tmp/p.png" "$tmp/lat.f32" $F $H $W "$seed"
 
