@@ -13,7 +13,7 @@
  * - every variant of the flash kernel (STATICPIPE_FLASH_VARIANT) passes the
  *   same checks on the shapes up to 4,099 tokens, and variants that share
  *   a register tile width (`sub`) give bit-identical outputs.
- * Inputs are fresh random numbers (seed printed; KT_SEED reruns one).
+ * Inputs are fresh random numbers (seed printed; SP_SEED=n replays one).
  *
  *   test_attention           all shapes, including 32,760 tokens x 2 heads
  *   test_attention --small   three small shapes, for compute-sanitizer
@@ -27,11 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the shared seed/random/check helpers; not all of them are used here */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "../kernels/kt.h"
-#pragma GCC diagnostic pop
 #include "kern_attn.h"
 #include "kern_cpu.h"
 #include "kern_dtype.h"
@@ -42,7 +37,7 @@
 #define SUBSET_ROWS 256
 
 #define SP_TEST_CUDA
-#include "sp_check.h"
+#include "sp_test.h"
 
 typedef struct shape {
   int64_t Lq, Lk, heads;
@@ -50,16 +45,6 @@ typedef struct shape {
   int need_cudnn; /* cuDNN refusing this shape is a failure */
   const char *what;
 } shape;
-
-static double rel_l2(const float *a, const float *ref, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double d = (double)a[i] - ref[i];
-    num += d * d;
-    den += (double)ref[i] * ref[i];
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* One shape's host data: fp32 inputs, their bf16 forms, the query rows
  * checked and the two references on those rows. */
@@ -81,9 +66,9 @@ static void host_case_build(const shape *s, host_case *hc) {
   }
   /* q, k uniform with std 1.5: scores with std ~2.25 at scale 1/sqrt(128),
    * a peaked softmax, far from uniform weights */
-  kt_fill(q, nq, -2.6, 2.6);
-  kt_fill(k, nk, -2.6, 2.6);
-  kt_fill(v, nk, -1.0, 1.0);
+  sp_rand_fill(q, nq, -2.6, 2.6);
+  sp_rand_fill(k, nk, -2.6, 2.6);
+  sp_rand_fill(v, nk, -1.0, 1.0);
   kern_f32_to_bf16_n(q, hc->qb, (size_t)nq);
   kern_f32_to_bf16_n(k, hc->kb, (size_t)nk);
   kern_f32_to_bf16_n(v, hc->vb, (size_t)nk);
@@ -100,7 +85,7 @@ static void host_case_build(const shape *s, host_case *hc) {
       int64_t r;
       int dup;
       do {
-        r = (int64_t)(kt_next() % (uint64_t)s->Lq);
+        r = (int64_t)(sp_rand_u64() % (uint64_t)s->Lq);
         dup = 0;
         for (int64_t j = 0; j < i; j++) dup |= hc->rows[j] == r;
       } while (dup);
@@ -124,7 +109,7 @@ static void host_case_build(const shape *s, host_case *hc) {
   kern_cpu_attention(qsb, kr, vr, hc->plain, hc->nrows, s->Lk, s->heads, HD);
   for (int64_t i = 0; i < hc->nrows * row; i++)
     hc->plain[i] = kern_bf16_to_f32(kern_f32_to_bf16(hc->plain[i]));
-  hc->plain_err = rel_l2(hc->plain, hc->exact, hc->nrows * row);
+  hc->plain_err = sp_test_rel_l2_f32(hc->plain, hc->exact, hc->nrows * row);
   free(q), free(k), free(v), free(qs), free(qsb), free(kr), free(vr);
 }
 
@@ -144,8 +129,8 @@ static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern
     break;
   case RUN_CTX: kern_attn_run(ctx, p, NULL, 0, 0); break;
   }
-  CK(cudaDeviceSynchronize());
-  CK(cudaGetLastError());
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaGetLastError());
   return 0;
 }
 
@@ -157,39 +142,39 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
   const int64_t row = s->heads * HD, nq = s->Lq * row;
   const size_t out_bytes = (size_t)nq * 2;
   kern_attn_params p = {dq, dk, dv, (uint16_t *)dout, s->Lq, s->Lk, s->heads, HD, s->scale};
-  CK(cudaMemset(dout, 0xff, out_bytes)); /* NaN: unwritten elements show */
-  CK(cudaMemset(dout + out_bytes, 0xa5, GUARD_BYTES));
+  CHECK_CUDA(cudaMemset(dout, 0xff, out_bytes)); /* NaN: unwritten elements show */
+  CHECK_CUDA(cudaMemset(dout + out_bytes, 0xa5, GUARD_BYTES));
   if (run_once(kind, cd, ctx, p)) {
-    KT_CHECK(!s->need_cudnn, "%s: cudnn refused a shape it must take (see the log)", s->what);
+    CHECK(!s->need_cudnn, "%s: cudnn refused a shape it must take (see the log)", s->what);
     if (!s->need_cudnn) printf("  %-18s refused by cudnn (allowed for this shape)\n", name);
     return;
   }
   uint16_t *h1 = malloc(out_bytes + GUARD_BYTES), *h2 = malloc(out_bytes);
   float *got = malloc((size_t)(hc->nrows * row) * 4);
-  CK(cudaMemcpy(h1, dout, out_bytes + GUARD_BYTES, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(h1, dout, out_bytes + GUARD_BYTES, cudaMemcpyDeviceToHost));
   int64_t nan = 0;
   for (int64_t i = 0; i < nq; i++) nan += (h1[i] & 0x7fff) > 0x7f80;
-  KT_CHECK(nan == 0, "%s %s: %lld output elements NaN (unwritten?)", s->what, name,
+  CHECK(nan == 0, "%s %s: %lld output elements NaN (unwritten?)", s->what, name,
            (long long)nan);
   const unsigned char *gb = (const unsigned char *)h1 + out_bytes;
   int guard_ok = 1;
   for (int i = 0; i < GUARD_BYTES; i++) guard_ok &= gb[i] == 0xa5;
-  KT_CHECK(guard_ok, "%s %s: guard bytes after the output overwritten", s->what, name);
+  CHECK(guard_ok, "%s %s: guard bytes after the output overwritten", s->what, name);
   for (int64_t i = 0; i < hc->nrows; i++)
     for (int64_t j = 0; j < row; j++) got[i * row + j] = kern_bf16_to_f32(h1[hc->rows[i] * row + j]);
-  double err = rel_l2(got, hc->exact, hc->nrows * row);
+  double err = sp_test_rel_l2_f32(got, hc->exact, hc->nrows * row);
   double bound = 2.0 * hc->plain_err + 2e-4;
   printf("  %-18s rel L2 %.3e (plain bf16 %.3e, bound %.3e)%s\n", name, err,
          hc->plain_err, bound,
          kind == RUN_CTX ? (kern_attn_ctx_last(ctx) == KERN_ATTN_CUDNN ? " ran cudnn" : " ran flash")
                          : "");
-  KT_CHECK(err <= bound && err <= 1e-2, "%s %s: rel L2 %.3e above bound %.3e (plain bf16 %.3e)",
+  CHECK(err <= bound && err <= 1e-2, "%s %s: rel L2 %.3e above bound %.3e (plain bf16 %.3e)",
            s->what, name, err, bound, hc->plain_err);
   /* rerun: bit-identical */
-  CK(cudaMemset(dout, 0, out_bytes));
-  KT_CHECK(run_once(kind, cd, ctx, p) == 0, "%s %s: rerun refused", s->what, name);
-  CK(cudaMemcpy(h2, dout, out_bytes, cudaMemcpyDeviceToHost));
-  KT_CHECK(memcmp(h1, h2, out_bytes) == 0, "%s %s: rerun not bit-identical", s->what,
+  CHECK_CUDA(cudaMemset(dout, 0, out_bytes));
+  CHECK(run_once(kind, cd, ctx, p) == 0, "%s %s: rerun refused", s->what, name);
+  CHECK_CUDA(cudaMemcpy(h2, dout, out_bytes, cudaMemcpyDeviceToHost));
+  CHECK(memcmp(h1, h2, out_bytes) == 0, "%s %s: rerun not bit-identical", s->what,
            name);
   free(h1), free(h2), free(got);
 }
@@ -209,7 +194,7 @@ static void check_flash_variants(const shape *s, const host_case *hc, const uint
   }
   for (int i = 0; i < nv; i++) {
     kern_attn_flash_variant fv, f0;
-    KT_CHECK(kern_attn_flash_variant_get(i, &fv) == SP_OK, "variant %d of %d not listed", i, nv);
+    CHECK(kern_attn_flash_variant_get(i, &fv) == SP_OK, "variant %d of %d not listed", i, nv);
     first_of[i] = i;
     for (int j = 0; j < i; j++)
       if (kern_attn_flash_variant_get(j, &f0) == SP_OK && f0.sub == fv.sub) {
@@ -226,13 +211,13 @@ static void check_flash_variants(const shape *s, const host_case *hc, const uint
       fprintf(stderr, "FAIL: out of host memory\n");
       exit(1);
     }
-    CK(cudaMemcpy(h, dout, out_bytes, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(h, dout, out_bytes, cudaMemcpyDeviceToHost));
     if (first_of[i] == i) {
       first[i] = h;
       continue;
     }
     kern_attn_flash_variant_get(first_of[i], &f0);
-    KT_CHECK(memcmp(h, first[first_of[i]], out_bytes) == 0,
+    CHECK(memcmp(h, first[first_of[i]], out_bytes) == 0,
              "%s: flash variants %s and %s (both sub %d) not bit-identical", s->what, fv.name,
              f0.name, fv.sub);
     free(h);
@@ -262,12 +247,12 @@ int main(int argc, char **argv) {
     return 77;
   }
   int major = 0;
-  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   if (major < 8) {
     printf("skip: device 0 is sm_%d*, the flash kernel needs sm_80 or later\n", major);
     return 77;
   }
-  kt_seed("test_attention");
+  sp_test_begin("test_attention");
 
   static const shape small_shapes[] = {
       {70, 130, 2, 0.f, 0, "small tails Lq 70 Lk 130 h 2"},
@@ -288,10 +273,8 @@ int main(int argc, char **argv) {
   const int nshapes = small ? 3 : (int)(sizeof full_shapes / sizeof full_shapes[0]);
 
   kern_attn_cudnn *cd = NULL;
-  if (kern_attn_cudnn_create(&cd) != SP_OK) {
-    fprintf(stderr, "FAIL: cudnn could not be created (cause logged above)\n");
-    kt_failures++;
-  }
+  const int cudnn_ok = kern_attn_cudnn_create(&cd) == SP_OK;
+  CHECK(cudnn_ok, "cudnn could not be created (cause logged above)");
   kern_attn_ctx *ctx = NULL;
   if (kern_attn_ctx_create(KERN_ATTN_AUTO, NULL, &ctx) != SP_OK) {
     fprintf(stderr, "FAIL: the auto attention context could not be created\n");
@@ -306,24 +289,24 @@ int main(int argc, char **argv) {
     const size_t qb = (size_t)(s->Lq * s->heads * HD) * 2, kb = (size_t)(s->Lk * s->heads * HD) * 2;
     uint16_t *dq, *dk, *dv;
     unsigned char *dout;
-    CK(cudaMalloc((void **)&dq, qb));
-    CK(cudaMalloc((void **)&dk, kb));
-    CK(cudaMalloc((void **)&dv, kb));
-    CK(cudaMalloc((void **)&dout, qb + GUARD_BYTES));
-    CK(cudaMemcpy(dq, hc.qb, qb, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dk, hc.kb, kb, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dv, hc.vb, kb, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc((void **)&dq, qb));
+    CHECK_CUDA(cudaMalloc((void **)&dk, kb));
+    CHECK_CUDA(cudaMalloc((void **)&dv, kb));
+    CHECK_CUDA(cudaMalloc((void **)&dout, qb + GUARD_BYTES));
+    CHECK_CUDA(cudaMemcpy(dq, hc.qb, qb, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dk, hc.kb, kb, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dv, hc.vb, kb, cudaMemcpyHostToDevice));
     check_backend(s, &hc, RUN_FLASH, NULL, NULL, NULL, dq, dk, dv, dout);
     if (s->Lq * s->Lk <= 4099 * 4099) check_flash_variants(s, &hc, dq, dk, dv, dout);
     if (cd && !flash_only) check_backend(s, &hc, RUN_CUDNN, NULL, cd, NULL, dq, dk, dv, dout);
     if (!flash_only) check_backend(s, &hc, RUN_CTX, NULL, NULL, ctx, dq, dk, dv, dout);
-    CK(cudaFree(dq));
-    CK(cudaFree(dk));
-    CK(cudaFree(dv));
-    CK(cudaFree(dout));
+    CHECK_CUDA(cudaFree(dq));
+    CHECK_CUDA(cudaFree(dk));
+    CHECK_CUDA(cudaFree(dv));
+    CHECK_CUDA(cudaFree(dout));
     host_case_free(&hc);
   }
   kern_attn_ctx_destroy(ctx);
   kern_attn_cudnn_destroy(cd);
-  return kt_finish("test_attention");
+  return sp_test_end();
 }

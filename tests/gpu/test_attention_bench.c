@@ -37,7 +37,7 @@
 #include "log.h"
 
 #define SP_TEST_CUDA
-#include "sp_check.h"
+#include "sp_test.h"
 
 #define HEADS 40
 #define HD KERN_ATTN_HD
@@ -56,13 +56,12 @@ static void *xmalloc(size_t n) {
   return p;
 }
 
-/* n bf16 values uniform in [-a, a) from the seeded generator *state. */
+/* n bf16 values uniform in [-a, a) from the tests' generator, started at
+ * *state and left there for the next call. */
 static void fill_host(uint16_t *h, int64_t n, float a, uint64_t *state) {
-  for (int64_t i = 0; i < n; i++) {
-    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-    float u = (float)((*state >> 40) & 0xffffff) / 16777216.0f;
-    h[i] = kern_f32_to_bf16((2.f * u - 1.f) * a);
-  }
+  sp_rand_state_set(*state);
+  for (int64_t i = 0; i < n; i++) h[i] = kern_f32_to_bf16((float)sp_rand_uniform(-a, a));
+  *state = sp_rand_state_get();
 }
 
 /* Fills n bf16 values on the device with uniform [-a, a) numbers: a 1 Mi
@@ -74,7 +73,7 @@ static void fill_dev(uint16_t *d, int64_t n, float a, uint64_t *state) {
   fill_host(h, BLK, a, state);
   for (int64_t off = 0; off < n; off += BLK) {
     int64_t m = n - off < BLK ? n - off : BLK;
-    CK(cudaMemcpy(d + off, h, (size_t)m * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(d + off, h, (size_t)m * 2, cudaMemcpyHostToDevice));
   }
 }
 
@@ -130,16 +129,16 @@ static double time_backend(kern_attn_cudnn *cd, kern_attn_params p, int warm, in
                            cudaStream_t st) {
   for (int w = 0; w < warm; w++) (void)run_backend(cd, p, st);
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  CK(cudaEventRecord(e0, st));
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  CHECK_CUDA(cudaEventRecord(e0, st));
   for (int i = 0; i < iters; i++) (void)run_backend(cd, p, st);
-  CK(cudaEventRecord(e1, st));
-  CK(cudaEventSynchronize(e1));
+  CHECK_CUDA(cudaEventRecord(e1, st));
+  CHECK_CUDA(cudaEventSynchronize(e1));
   float ms = 0;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  CHECK_CUDA(cudaEventDestroy(e0));
+  CHECK_CUDA(cudaEventDestroy(e1));
   return ms / iters;
 }
 
@@ -168,10 +167,10 @@ static void dev_case_make(const bcase *bc, uint64_t seed, kern_attn_cudnn *cd, c
   dc->bc = bc;
   dc->nq = bc->Lq * HEADS * HD;
   dc->flop = 4.0 * (double)bc->Lq * (double)bc->Lk * HEADS * HD;
-  CK(cudaMalloc((void **)&dc->q, (size_t)dc->nq * 2));
-  CK(cudaMalloc((void **)&dc->k, (size_t)nk * 2));
-  CK(cudaMalloc((void **)&dc->v, (size_t)nk * 2));
-  CK(cudaMalloc((void **)&dc->o, (size_t)dc->nq * 2));
+  CHECK_CUDA(cudaMalloc((void **)&dc->q, (size_t)dc->nq * 2));
+  CHECK_CUDA(cudaMalloc((void **)&dc->k, (size_t)nk * 2));
+  CHECK_CUDA(cudaMalloc((void **)&dc->v, (size_t)nk * 2));
+  CHECK_CUDA(cudaMalloc((void **)&dc->o, (size_t)dc->nq * 2));
   uint64_t s = seed;
   fill_dev(dc->q, dc->nq, 2.f, &s);
   fill_dev(dc->k, nk, 2.f, &s);
@@ -180,15 +179,15 @@ static void dev_case_make(const bcase *bc, uint64_t seed, kern_attn_cudnn *cd, c
   kern_attn_params p = {dc->q, dc->k, dc->v, dc->o, bc->Lq, bc->Lk, HEADS, HD, 0.f};
   if (cd && run_backend(cd, p, st) == 0) {
     dc->ref = xmalloc((size_t)dc->nq * 2);
-    CK(cudaMemcpy(dc->ref, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(dc->ref, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
   }
 }
 
 static void dev_case_free(dev_case *dc) {
-  CK(cudaFree(dc->q));
-  CK(cudaFree(dc->k));
-  CK(cudaFree(dc->v));
-  CK(cudaFree(dc->o));
+  CHECK_CUDA(cudaFree(dc->q));
+  CHECK_CUDA(cudaFree(dc->k));
+  CHECK_CUDA(cudaFree(dc->v));
+  CHECK_CUDA(cudaFree(dc->o));
   free(dc->ref);
 }
 
@@ -196,8 +195,8 @@ static void dev_case_free(dev_case *dc) {
 static int agrees_with_cudnn(const dev_case *dc, kern_attn_params p, uint16_t *host, cudaStream_t st,
                              const char *what) {
   kern_attn_flash(p, st);
-  CK(cudaStreamSynchronize(st));
-  CK(cudaMemcpy(host, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaStreamSynchronize(st));
+  CHECK_CUDA(cudaMemcpy(host, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
   double d = rel_l2_bf16(host, dc->ref, dc->nq, NULL);
   printf("# %s: %s vs cudnn rel L2 %.3e\n", dc->bc->name, what, d);
   if (!(d <= 2e-2)) {
@@ -285,19 +284,19 @@ static void small_case_make(uint64_t seed, small_case *sc) {
   sc->plain_err = rel_l2_f32(plain, sc->exact, n, NULL);
   uint16_t **d[3] = {&sc->dq, &sc->dk, &sc->dv};
   for (int i = 0; i < 3; i++) {
-    CK(cudaMalloc((void **)d[i], (size_t)n * 2));
-    CK(cudaMemcpy(*d[i], h[i], (size_t)n * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc((void **)d[i], (size_t)n * 2));
+    CHECK_CUDA(cudaMemcpy(*d[i], h[i], (size_t)n * 2, cudaMemcpyHostToDevice));
     free(h[i]), free(f[i]);
   }
-  CK(cudaMalloc((void **)&sc->dout, (size_t)n * 2));
+  CHECK_CUDA(cudaMalloc((void **)&sc->dout, (size_t)n * 2));
   free(plain);
 }
 
 static void small_case_free(small_case *sc) {
-  CK(cudaFree(sc->dq));
-  CK(cudaFree(sc->dk));
-  CK(cudaFree(sc->dv));
-  CK(cudaFree(sc->dout));
+  CHECK_CUDA(cudaFree(sc->dq));
+  CHECK_CUDA(cudaFree(sc->dk));
+  CHECK_CUDA(cudaFree(sc->dv));
+  CHECK_CUDA(cudaFree(sc->dout));
   free(sc->exact);
 }
 
@@ -356,8 +355,8 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
       use_variant(fv.name);
       kern_attn_params p = {sc.dq, sc.dk, sc.dv, sc.dout, SMALL_L, SMALL_L, SMALL_HEADS, HD, 0.f};
       kern_attn_flash(p, st);
-      CK(cudaStreamSynchronize(st));
-      CK(cudaMemcpy(host, sc.dout, (size_t)sc.n * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaStreamSynchronize(st));
+      CHECK_CUDA(cudaMemcpy(host, sc.dout, (size_t)sc.n * 2, cudaMemcpyDeviceToHost));
       double maxrel = 0, err = rel_l2_f32(host, sc.exact, sc.n, &maxrel);
       printf("  %-20s %4d %3d %3d %4d %9.3e %9.3e", fv.name, fv.br, fv.bc, fv.sub, fv.lazy, err,
              maxrel);
@@ -423,25 +422,25 @@ int main(int argc, char **argv) {
     return 77;
   }
   struct cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   if (prop.major < 8) {
     printf("skip: %s is sm_%d%d, the flash kernel needs sm_80 or later\n", prop.name, prop.major,
            prop.minor);
     return 77;
   }
-  const char *env = getenv("KT_SEED");
+  const char *env = getenv("SP_SEED");
   const uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
   kern_attn_cudnn *cd = NULL;
   if (kern_attn_cudnn_create(&cd) != SP_OK) cd = NULL; /* cause logged; flash rows only */
   cudaStream_t st;
-  CK(cudaStreamCreate(&st));
+  CHECK_CUDA(cudaStreamCreate(&st));
   printf("# attention benchmark, %s (sm_%d%d), cudnn %zu, heads %d x %d, bf16, seed %llu\n",
          prop.name, prop.major, prop.minor, cd ? (size_t)cudnnGetVersion() : (size_t)0, HEADS, HD,
          (unsigned long long)seed);
   int fails = variants ? bench_variants(seed, cd, st, prop.name)
                        : bench_backends(full, seed, cd, st, prop.name);
   kern_attn_cudnn_destroy(cd);
-  CK(cudaStreamDestroy(st));
+  CHECK_CUDA(cudaStreamDestroy(st));
   if (!cd) {
     fprintf(stderr, "FAIL: no cudnn (see the log): the cudnn rows are missing\n");
     fails++;

@@ -2,14 +2,20 @@
  * fresh random data: lengths that are not multiples of the 64-key tile,
  * rows = 1, Lk = 1, peaked scores (which exercise the online rescaling),
  * bit-identity for 1, 2 and 3 threads, and guard floats after out. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "kern_cpu.h"
-#include "kt.h"
+#include "sp_test.h"
 
 #include <omp.h>
 
 static void ref_attention(const float *q, const float *k, const float *v, double *out,
                           int64_t Lq, int64_t Lk, int64_t heads, int64_t hd) {
-  double *s = kt_dalloc(Lk);
+  double *s = sp_test_dalloc(Lk);
   for (int64_t i = 0; i < Lq; i++)
     for (int64_t h = 0; h < heads; h++) {
       double mx = -INFINITY, sum = 0.0;
@@ -35,26 +41,26 @@ static void ref_attention(const float *q, const float *k, const float *v, double
 static void check(int64_t Lq, int64_t Lk, int64_t heads, int64_t hd, double amp,
                   int threads_check) {
   int64_t nq = Lq * heads * hd, nk = Lk * heads * hd;
-  float *q = kt_alloc(nq), *k = kt_alloc(nk), *v = kt_alloc(nk);
-  float *out = kt_alloc(nq), *out2 = kt_alloc(nq);
-  double *ref = kt_dalloc(nq);
-  kt_fill(q, nq, -amp, amp);
-  kt_fill(k, nk, -amp, amp);
-  kt_fill(v, nk, -1.0, 1.0);
+  float *q = sp_test_alloc(nq), *k = sp_test_alloc(nk), *v = sp_test_alloc(nk);
+  float *out = sp_test_alloc(nq), *out2 = sp_test_alloc(nq);
+  double *ref = sp_test_dalloc(nq);
+  sp_rand_fill(q, nq, -amp, amp);
+  sp_rand_fill(k, nk, -amp, amp);
+  sp_rand_fill(v, nk, -1.0, 1.0);
 
   kern_cpu_attention(q, k, v, out, Lq, Lk, heads, hd);
   ref_attention(q, k, v, ref, Lq, Lk, heads, hd);
-  double err = kt_rel_l2(out, ref, nq);
-  KT_CHECK(err <= KT_TOL, "attention Lq=%lld Lk=%lld heads=%lld hd=%lld amp=%g: rel L2 %.3g",
+  double err = sp_test_rel_l2(out, ref, nq);
+  CHECK(err <= SP_TEST_TOL_F32, "attention Lq=%lld Lk=%lld heads=%lld hd=%lld amp=%g: rel L2 %.3g",
            (long long)Lq, (long long)Lk, (long long)heads, (long long)hd, amp, err);
-  KT_CHECK(kt_guard_ok(out, nq), "attention Lq=%lld Lk=%lld: wrote past out", (long long)Lq,
+  CHECK(sp_test_guard_ok(out, nq), "attention Lq=%lld Lk=%lld: wrote past out", (long long)Lq,
            (long long)Lk);
   if (threads_check) {
     int nthreads = omp_get_max_threads();
     for (int t = 1; t <= 3; t++) {
       omp_set_num_threads(t);
       kern_cpu_attention(q, k, v, out2, Lq, Lk, heads, hd);
-      KT_CHECK(memcmp(out, out2, (size_t)nq * sizeof *out) == 0,
+      CHECK(memcmp(out, out2, (size_t)nq * sizeof *out) == 0,
                "attention Lq=%lld Lk=%lld: %d threads differ from %d", (long long)Lq,
                (long long)Lk, t, nthreads);
     }
@@ -66,7 +72,7 @@ static void check(int64_t Lq, int64_t Lk, int64_t heads, int64_t hd, double amp,
 }
 
 int main(void) {
-  kt_seed("test_attention");
+  sp_test_begin("test_attention");
   static const int64_t shapes[][4] = {
       {1, 1, 1, 1},   {1, 5, 2, 8},    {3, 64, 1, 16},  {7, 65, 3, 13},  {17, 130, 2, 128},
       {64, 200, 2, 64}, {1, 513, 1, 128}, {100, 1, 2, 32}, {5, 512, 2, 128},
@@ -77,5 +83,5 @@ int main(void) {
   }
   check(40, 300, 3, 128, 1.0, 1);
   check(40, 300, 3, 128, 6.0, 1);
-  return kt_finish("test_attention");
+  return sp_test_end();
 }

@@ -2,8 +2,15 @@
  * data; bit-identity across thread counts; guard floats after y; and the
  * throughput of two tiny-model shapes, text embedding and FFN (printed, not asserted:
  * it depends on the machine). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "kern_cpu.h"
-#include "kt.h"
+#include "sp_test.h"
 
 #include <omp.h>
 
@@ -26,28 +33,28 @@ static double now_s(void) {
 /* One shape: accuracy, guard, and (when threads_check) 1/2/3-thread bits. */
 static void check_shape(int64_t M, int64_t K, int64_t N, int with_bias, int threads_check,
                         int bench) {
-  float *x = kt_alloc(M * K), *w = kt_alloc(N * K), *b = kt_alloc(N);
-  float *y = kt_alloc(M * N), *y2 = kt_alloc(M * N);
-  double *ref = kt_dalloc(M * N);
-  kt_fill(x, M * K, -1.0, 1.0);
-  kt_fill(w, N * K, -1.0, 1.0);
-  kt_fill(b, N, -1.0, 1.0);
+  float *x = sp_test_alloc(M * K), *w = sp_test_alloc(N * K), *b = sp_test_alloc(N);
+  float *y = sp_test_alloc(M * N), *y2 = sp_test_alloc(M * N);
+  double *ref = sp_test_dalloc(M * N);
+  sp_rand_fill(x, M * K, -1.0, 1.0);
+  sp_rand_fill(w, N * K, -1.0, 1.0);
+  sp_rand_fill(b, N, -1.0, 1.0);
   const float *bp = with_bias ? b : NULL;
 
   int nthreads = omp_get_max_threads();
   kern_cpu_linear(x, w, bp, y, M, K, N);
   ref_linear(x, w, bp, ref, M, K, N);
-  double err = kt_rel_l2(y, ref, M * N);
-  KT_CHECK(err <= KT_TOL, "linear M=%lld K=%lld N=%lld bias=%d: rel L2 %.3g > %g", (long long)M,
-           (long long)K, (long long)N, with_bias, err, KT_TOL);
-  KT_CHECK(kt_guard_ok(y, M * N), "linear M=%lld K=%lld N=%lld: wrote past y", (long long)M,
+  double err = sp_test_rel_l2(y, ref, M * N);
+  CHECK(err <= SP_TEST_TOL_F32, "linear M=%lld K=%lld N=%lld bias=%d: rel L2 %.3g > %g", (long long)M,
+           (long long)K, (long long)N, with_bias, err, SP_TEST_TOL_F32);
+  CHECK(sp_test_guard_ok(y, M * N), "linear M=%lld K=%lld N=%lld: wrote past y", (long long)M,
            (long long)K, (long long)N);
 
   if (threads_check) {
     for (int t = 1; t <= 3; t++) {
       omp_set_num_threads(t);
       kern_cpu_linear(x, w, bp, y2, M, K, N);
-      KT_CHECK(memcmp(y, y2, (size_t)(M * N) * sizeof *y) == 0,
+      CHECK(memcmp(y, y2, (size_t)(M * N) * sizeof *y) == 0,
                "linear M=%lld K=%lld N=%lld: %d threads differ from %d", (long long)M,
                (long long)K, (long long)N, t, nthreads);
     }
@@ -71,7 +78,7 @@ static void check_shape(int64_t M, int64_t K, int64_t N, int with_bias, int thre
 }
 
 int main(void) {
-  kt_seed("test_linear");
+  sp_test_begin("test_linear");
   /* Tile sizes are MR=4, NR=8, KC=256, NC=32, MC=64: include rows = 1,
    * non-multiples of each, K across several K blocks, and M tails. */
   static const int64_t shapes[][3] = {
@@ -89,5 +96,5 @@ int main(void) {
   /* The two shapes whose throughput is reported. */
   check_shape(512, 4096, 256, 1, 1, 1);
   check_shape(80, 256, 640, 1, 1, 1);
-  return kt_finish("test_linear");
+  return sp_test_end();
 }

@@ -2,8 +2,14 @@
  * against naive float64 formulas on fresh random data; in-place use gives
  * the same bits; layernorm is bit-identical for 1, 2 and 3 threads; guard
  * floats after every output. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "kern_cpu.h"
-#include "kt.h"
+#include "sp_test.h"
 
 #include <omp.h>
 
@@ -46,30 +52,30 @@ static void run_kind(int kind, const float *x, const float *w, const float *b, f
 static void check(int kind, int64_t rows, int64_t dim, double offset, int threads_check) {
   static const char *names[] = {"layernorm", "layernorm_affine", "rmsnorm"};
   const float eps = 1e-6f;
-  float *x = kt_alloc(rows * dim), *w = kt_alloc(dim), *b = kt_alloc(dim);
-  float *y = kt_alloc(rows * dim), *y2 = kt_alloc(rows * dim);
-  double *ref = kt_dalloc(rows * dim);
+  float *x = sp_test_alloc(rows * dim), *w = sp_test_alloc(dim), *b = sp_test_alloc(dim);
+  float *y = sp_test_alloc(rows * dim), *y2 = sp_test_alloc(rows * dim);
+  double *ref = sp_test_dalloc(rows * dim);
   /* offset shifts every row's mean: the variance must not cancel. */
-  kt_fill(x, rows * dim, offset - 2.0, offset + 2.0);
-  kt_fill(w, dim, 0.5, 1.5);
-  kt_fill(b, dim, -1.0, 1.0);
+  sp_rand_fill(x, rows * dim, offset - 2.0, offset + 2.0);
+  sp_rand_fill(w, dim, 0.5, 1.5);
+  sp_rand_fill(b, dim, -1.0, 1.0);
 
   run_kind(kind, x, w, b, y, rows, dim, eps);
   if (kind == 2)
     ref_rmsnorm(x, w, ref, rows, dim, eps);
   else
     ref_layernorm(x, kind ? w : NULL, kind ? b : NULL, ref, rows, dim, eps);
-  double err = kt_rel_l2(y, ref, rows * dim);
-  /* dim = 1 layernorm without affine is exactly 0: kt_rel_l2 is absolute. */
-  KT_CHECK(err <= KT_TOL, "%s rows=%lld dim=%lld offset=%g: rel L2 %.3g > %g", names[kind],
-           (long long)rows, (long long)dim, offset, err, KT_TOL);
-  KT_CHECK(kt_guard_ok(y, rows * dim), "%s rows=%lld dim=%lld: wrote past y", names[kind],
+  double err = sp_test_rel_l2(y, ref, rows * dim);
+  /* dim = 1 layernorm without affine is exactly 0: sp_test_rel_l2 is absolute. */
+  CHECK(err <= SP_TEST_TOL_F32, "%s rows=%lld dim=%lld offset=%g: rel L2 %.3g > %g", names[kind],
+           (long long)rows, (long long)dim, offset, err, SP_TEST_TOL_F32);
+  CHECK(sp_test_guard_ok(y, rows * dim), "%s rows=%lld dim=%lld: wrote past y", names[kind],
            (long long)rows, (long long)dim);
 
   /* In place (y aliases x) must give the same bits. */
   memcpy(y2, x, (size_t)(rows * dim) * sizeof *x);
   run_kind(kind, y2, w, b, y2, rows, dim, eps);
-  KT_CHECK(memcmp(y, y2, (size_t)(rows * dim) * sizeof *y) == 0,
+  CHECK(memcmp(y, y2, (size_t)(rows * dim) * sizeof *y) == 0,
            "%s rows=%lld dim=%lld: in-place result differs", names[kind], (long long)rows,
            (long long)dim);
 
@@ -78,7 +84,7 @@ static void check(int kind, int64_t rows, int64_t dim, double offset, int thread
     for (int t = 1; t <= 3; t++) {
       omp_set_num_threads(t);
       run_kind(kind, x, w, b, y2, rows, dim, eps);
-      KT_CHECK(memcmp(y, y2, (size_t)(rows * dim) * sizeof *y) == 0,
+      CHECK(memcmp(y, y2, (size_t)(rows * dim) * sizeof *y) == 0,
                "%s rows=%lld dim=%lld: %d threads differ from %d", names[kind], (long long)rows,
                (long long)dim, t, nthreads);
     }
@@ -90,7 +96,7 @@ static void check(int kind, int64_t rows, int64_t dim, double offset, int thread
 }
 
 int main(void) {
-  kt_seed("test_norm");
+  sp_test_begin("test_norm");
   static const int64_t shapes[][2] = {{1, 1}, {1, 5}, {3, 64}, {17, 1536}, {5, 1537}, {2, 5120}};
   for (int kind = 0; kind < 3; kind++) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -100,5 +106,5 @@ int main(void) {
     /* Enough elements for the parallel path. */
     check(kind, 97, 1537, 0.5, 1);
   }
-  return kt_finish("test_norm");
+  return sp_test_end();
 }

@@ -1,24 +1,15 @@
 /* CRC-32C: the published check value, the table and instruction paths
  * agreeing on every length and alignment, and rank_crc32c_combine against
  * the CRC of the joined data for random splits (the loader checksums a
- * dataset's pieces on several threads and joins them). */
+ * dataset's pieces on several threads and joins them), on random bytes
+ * from a printed seed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "crc32c.h"
-
-static int failures;
-#define CHECK(c, ...)                                 \
-  do {                                                \
-    if (!(c)) {                                       \
-      fprintf(stderr, "FAIL %d: ", __LINE__);         \
-      fprintf(stderr, __VA_ARGS__);                   \
-      fprintf(stderr, "\n");                          \
-      failures++;                                     \
-    }                                                 \
-  } while (0)
+#include "sp_test.h"
 
 /* Bitwise reference, straight from the definition (reflected 0x82F63B78). */
 static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
@@ -30,21 +21,14 @@ static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
   return ~c;
 }
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-
 int main(void) {
+  sp_test_begin("crc32c");
   /* RFC 3720 B.4 check value. */
   CHECK(rank_crc32c(0, "123456789", 9) == 0xE3069283u, "check value %08x",
         rank_crc32c(0, "123456789", 9));
   enum { N = 1 << 20 };
   unsigned char *buf = malloc(N + 16);
-  for (size_t i = 0; i < N + 16; i++) buf[i] = (unsigned char)next();
+  for (size_t i = 0; i < N + 16; i++) buf[i] = (unsigned char)sp_rand_u64();
   for (size_t n = 0; n < 300; n++)
     for (int a = 0; a < 8; a++)
       CHECK(rank_crc32c(0, buf + a, n) == crc_bitwise(buf + a, n), "length %zu offset %d", n, a);
@@ -52,7 +36,7 @@ int main(void) {
   /* Combine: random splits, including empty pieces and several pieces. */
   const uint32_t whole = rank_crc32c(0, buf, N);
   for (int t = 0; t < 200; t++) {
-    size_t cut = (size_t)(next() % (N + 1));
+    size_t cut = (size_t)(sp_rand_u64() % (N + 1));
     uint32_t ca = rank_crc32c(0, buf, cut), cb = rank_crc32c(0, buf + cut, N - cut);
     CHECK(rank_crc32c_combine(ca, cb, N - cut) == whole, "split at %zu", cut);
   }
@@ -66,7 +50,5 @@ int main(void) {
   }
   CHECK(rank_crc32c_combine(0x12345678u, rank_crc32c(0, buf, 0), 0) == 0x12345678u, "empty b");
   free(buf);
-  if (failures) return 1;
-  printf("crc32c: all checks passed\n");
-  return 0;
+  return sp_test_end();
 }

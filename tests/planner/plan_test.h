@@ -1,7 +1,6 @@
-/* Helpers of the planner tests: a check macro that counts failures, the
- * seed (printed, so a failure can be reproduced with PLAN_TEST_SEED=N), a
- * small PRNG, and the two Wan 2.1 models built from the published sizes
- * (MODEL.md "Configs"), not from the planner. */
+/* Fixtures of the planner tests: the two Wan 2.1 models built from the
+ * published sizes (MODEL.md "Configs"), not from the planner, and a device of a
+ * given size. Checks and random numbers come from sp_test.h. */
 #ifndef PLAN_TEST_H
 #define PLAN_TEST_H
 
@@ -12,37 +11,7 @@
 #include <time.h>
 
 #include "plan.h"
-
-static int g_failures = 0;
-
-#define CHECK(cond, ...)                                                 \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      g_failures++;                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                      \
-      fprintf(stderr, "\n");                                             \
-    }                                                                    \
-  } while (0)
-
-static uint64_t g_rng;
-
-static inline uint64_t test_seed(const char *name) {
-  const char *env = getenv("PLAN_TEST_SEED");
-  uint64_t s = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
-  printf("%s: seed %" PRIu64 " (rerun with PLAN_TEST_SEED=%" PRIu64 ")\n", name, s, s);
-  g_rng = s * 0x9E3779B97F4A7C15ull + 1;
-  return s;
-}
-
-static uint64_t rnd(void) { /* splitmix64 */
-  uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static inline int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-static inline double rnd_unit(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+#include "sp_test.h"
 
 #define TEST_GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -80,15 +49,6 @@ static inline void test_device(plan_device *d, const char *name, double gib, dou
   snprintf(d->name, sizeof d->name, "%s", name);
   d->total_bytes = d->free_bytes = (uint64_t)(gib * TEST_GIB);
   d->speed = speed;
-}
-
-static inline int test_done(const char *name) {
-  if (g_failures) {
-    fprintf(stderr, "%s: %d check(s) failed\n", name, g_failures);
-    return 1;
-  }
-  printf("%s: all checks passed\n", name);
-  return 0;
 }
 
 #endif

@@ -141,9 +141,9 @@ static void test_random_sizes(void) {
                                       "B", "K", "KB", "M", "MB", "G", "GB", "T", "TB", "Gb", "mB"};
   static const int shifts[] = {0, 10, 10, 20, 20, 30, 30, 40, 40, 0, 10, 10, 20, 20, 30, 30, 40, 40, 30, 20};
   for (int it = 0; it < 2000; it++) {
-    int u = (int)rnd_in(0, 19);
-    uint64_t n = (uint64_t)rnd_in(0, 1 << 14), d = (uint64_t)rnd_in(0, 99);
-    int dec = (int)rnd_in(0, 1);
+    int u = (int)sp_rand_int(0, 19);
+    uint64_t n = (uint64_t)sp_rand_int(0, 1 << 14), d = (uint64_t)sp_rand_int(0, 99);
+    int dec = (int)sp_rand_int(0, 1);
     char s[64];
     uint64_t want;
     if (dec) {
@@ -176,20 +176,20 @@ static void test_random_sizes(void) {
 /* Random well-formed byte budgets round-trip through the parser. */
 static void test_random_budgets(void) {
   for (int it = 0; it < 500; it++) {
-    int nranks = (int)rnd_in(1, 8);
+    int nranks = (int)sp_rand_int(1, 8);
     char s[1024] = "";
     size_t len = 0;
     uint64_t want[8] = {0};
     int named = 0;
     for (int r = 0; r < nranks; r++) {
-      if (rnd() % 3 == 0) continue;
-      uint64_t mb = (uint64_t)rnd_in(1, 100000);
+      if (sp_rand_u64() % 3 == 0) continue;
+      uint64_t mb = (uint64_t)sp_rand_int(1, 100000);
       want[r] = mb << 20;
       len += (size_t)snprintf(s + len, sizeof s - len, "%scuda:%d,%" PRIu64 "mb", named ? ";" : "",
                               r, mb);
       named++;
     }
-    int cpu = (int)(rnd() % 2) || !named;
+    int cpu = (int)(sp_rand_u64() % 2) || !named;
     if (cpu) snprintf(s + len, sizeof s - len, "%scpu,*", named ? ";" : "");
     plan_budget b;
     expect_ok(s, nranks, &b);
@@ -200,10 +200,10 @@ static void test_random_budgets(void) {
 }
 
 int main(void) {
-  test_seed("test_budget");
+  sp_test_begin("test_budget");
   test_good();
   test_bad();
   test_random_sizes();
   test_random_budgets();
-  return test_done("test_budget");
+  return sp_test_end();
 }

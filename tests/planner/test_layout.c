@@ -223,20 +223,20 @@ static void test_plans(void) {
     for (size_t ci = 0; ci < sizeof clips / sizeof clips[0]; ci++) {
       clip c = clips[ci];
       if (c.frames == 0)
-        c = (clip){1 + 4 * rnd_in(0, 20), 16 * rnd_in(4, 52), 16 * rnd_in(4, 52)};
+        c = (clip){1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(4, 52), 16 * sp_rand_int(4, 52)};
       for (int nr = 1; nr <= 4 && nr <= t.m.num_blocks; nr++) {
         for (int k = 0; k < 6; k++) {
-          plan_workload w = {c.frames, c.height, c.width, (int)rnd_in(1, 3), t.m.text_len};
+          plan_workload w = {c.frames, c.height, c.width, (int)sp_rand_int(1, 3), t.m.text_len};
           plan_options o;
           plan_options_default(&o);
-          o.order = rnd() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
+          o.order = sp_rand_u64() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
           o.stream_frac = fracs[k % 3];
           o.max_rows = caps[(k + nr) % 3];
-          o.prefetch_depth = (int)rnd_in(1, 3);
+          o.prefetch_depth = (int)sp_rand_int(1, 3);
           o.simple_attn = k >= 3;
           plan_device d[4];
           for (int r = 0; r < nr; r++)
-            test_device(&d[r], "gpu", which == 2 ? (double)rnd_in(24, 141) : 80.0, 1.0);
+            test_device(&d[r], "gpu", which == 2 ? (double)sp_rand_int(24, 141) : 80.0, 1.0);
           plan_budget b;
           char err[4096];
           static plan p;
@@ -318,9 +318,9 @@ static void test_bad_shapes(void) {
 }
 
 int main(void) {
-  test_seed("test_layout");
+  sp_test_begin("test_layout");
   test_attn_scratch();
   test_bad_shapes();
   test_plans();
-  return test_done("test_layout");
+  return sp_test_end();
 }

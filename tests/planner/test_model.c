@@ -34,17 +34,17 @@ static void test_tokens_flops(void) {
  * of a single-copy-engine pipeline. */
 static void test_stage_time(void) {
   test_wan t;
-  test_wan_make(&t, (int)(rnd() % 2));
+  test_wan_make(&t, (int)(sp_rand_u64() % 2));
   plan_options o;
   plan_options_default(&o);
-  o.gpu_tflops = 200.0 + 800.0 * rnd_unit();
-  o.host_link_gbs = 5.0 + 50.0 * rnd_unit();
-  plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52), 1, 512};
+  o.gpu_tflops = 200.0 + 800.0 * sp_rand_unit();
+  o.host_link_gbs = 5.0 + 50.0 * sp_rand_unit();
+  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), 1, 512};
   double L = (double)plan_tokens(&w), D = (double)t.m.dim, F = (double)t.m.ffn_dim;
-  double speed = 0.25 + 2.0 * rnd_unit();
+  double speed = 0.25 + 2.0 * sp_rand_unit();
   double blk = (12 * L * D * D + 4 * L * D * F + 4 * L * L * D + 4 * L * 512 * D) /
                (o.gpu_tflops * 1e12 * speed) * 1e3;
-  int n = (int)rnd_in(2, t.m.num_blocks);
+  int n = (int)sp_rand_int(2, t.m.num_blocks);
   uint8_t none[64] = {0};
   double ms = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, none, 2, 0, 0, 0);
   CHECK(close_rel(ms, n * blk, 1e-9), "%d resident blocks: %.6f ms, want %.6f", n, ms, n * blk);
@@ -94,20 +94,20 @@ static void test_stage_time(void) {
  * once per step; micro-batch-major copies it once per micro-batch. */
 static void test_block_major_time(void) {
   test_wan t;
-  test_wan_make(&t, (int)(rnd() % 2));
+  test_wan_make(&t, (int)(sp_rand_u64() % 2));
   plan_options o;
   plan_options_default(&o);
-  o.gpu_tflops = 200.0 + 800.0 * rnd_unit();
-  o.host_link_gbs = 5.0 + 50.0 * rnd_unit();
-  int M = (int)rnd_in(1, 4);
-  plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52), M, 512};
+  o.gpu_tflops = 200.0 + 800.0 * sp_rand_unit();
+  o.host_link_gbs = 5.0 + 50.0 * sp_rand_unit();
+  int M = (int)sp_rand_int(1, 4);
+  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), M, 512};
   double L = (double)plan_tokens(&w), D = (double)t.m.dim, F = (double)t.m.ffn_dim;
-  double speed = 0.25 + 2.0 * rnd_unit();
+  double speed = 0.25 + 2.0 * sp_rand_unit();
   double blk = (12 * L * D * D + 4 * L * D * F + 4 * L * L * D + 4 * L * 512 * D) /
                (o.gpu_tflops * 1e12 * speed) * 1e3;
   double recv = (L * D * 4.0 + 7 * D * 4.0) / (o.peer_link_gbs * 1e9) * 1e3;
   double copy = (double)t.m.block_bytes[0] / (o.host_link_gbs * 1e9) * 1e3;
-  int n = (int)rnd_in(2, t.m.num_blocks);
+  int n = (int)sp_rand_int(2, t.m.num_blocks);
   uint8_t none[64] = {0}, all[64], last[64] = {0};
   memset(all, 1, sizeof all);
   last[n - 1] = 1;
@@ -141,10 +141,10 @@ static void test_block_major_time(void) {
         n * (copy + M * blk));
 
   /* the pipeline: micro sum/M + (M-1)/M max, block the plain sum */
-  int R = (int)rnd_in(1, 6);
+  int R = (int)sp_rand_int(1, 6);
   double st[6], sum = 0, mx = 0;
   for (int r = 0; r < R; r++) {
-    st[r] = 10 + 1000 * rnd_unit();
+    st[r] = 10 + 1000 * sp_rand_unit();
     sum += st[r];
     mx = fmax(mx, st[r]);
   }
@@ -230,12 +230,12 @@ static void test_memory_layout(void) {
 /* Structure over random models and workloads: what each term adds. */
 static void test_memory(void) {
   test_wan t;
-  test_wan_make(&t, (int)(rnd() % 2));
-  int64_t M = rnd_in(1, 4);
-  plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52), (int)M, 512};
+  test_wan_make(&t, (int)(sp_rand_u64() % 2));
+  int64_t M = sp_rand_int(1, 4);
+  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), (int)M, 512};
   int64_t L = plan_tokens(&w), D = t.m.dim;
-  int nb = (int)rnd_in(1, 20);
-  int order = rnd() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
+  int nb = (int)sp_rand_int(1, 20);
+  int order = sp_rand_u64() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
   long long buf = (long long)(L * D * 4 + 7 * D * 4);
   uint64_t base = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, L, 0);
   /* a previous stage adds one buffer in either order; a next one adds a
@@ -271,7 +271,7 @@ static void test_memory(void) {
 }
 
 int main(void) {
-  test_seed("test_model");
+  sp_test_begin("test_model");
   test_tokens_flops();
   test_act_buffers();
   test_memory_layout();
@@ -280,5 +280,5 @@ int main(void) {
     test_block_major_time();
     test_memory();
   }
-  return test_done("test_model");
+  return sp_test_end();
 }

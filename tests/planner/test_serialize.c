@@ -12,25 +12,25 @@ static char g_text[1 << 20];
 
 static int random_plan(plan *p) {
   static test_wan t;
-  test_wan_make(&t, (int)(rnd() % 2));
-  int B = (int)rnd_in(1, 40), R = (int)rnd_in(1, B < 5 ? B : 5);
+  test_wan_make(&t, (int)(sp_rand_u64() % 2));
+  int B = (int)sp_rand_int(1, 40), R = (int)sp_rand_int(1, B < 5 ? B : 5);
   t.m.num_blocks = B;
-  for (int i = 0; i < B; i++) t.blocks[i] = (uint64_t)rnd_in(30, 800) << 20;
-  plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52),
-                     (int)rnd_in(1, 3), 512};
+  for (int i = 0; i < B; i++) t.blocks[i] = (uint64_t)sp_rand_int(30, 800) << 20;
+  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52),
+                     (int)sp_rand_int(1, 3), 512};
   plan_device d[5];
   for (int r = 0; r < R; r++) {
     char name[PLAN_NAME_LEN];
     /* names with characters JSON must escape */
-    snprintf(name, sizeof name, "GPU \"%d\" \\ %s", r, rnd() % 2 ? "H200" : "RTX\t4090");
-    test_device(&d[r], name, 3 + 40 * rnd_unit(), 0.5 + rnd_unit());
+    snprintf(name, sizeof name, "GPU \"%d\" \\ %s", r, sp_rand_u64() % 2 ? "H200" : "RTX\t4090");
+    test_device(&d[r], name, 3 + 40 * sp_rand_unit(), 0.5 + sp_rand_unit());
   }
   plan_budget b;
   char err[4096];
-  plan_budget_parse(rnd() % 2 ? "cpu,*" : NULL, R, &b, err, sizeof err);
+  plan_budget_parse(sp_rand_u64() % 2 ? "cpu,*" : NULL, R, &b, err, sizeof err);
   plan_options o;
   plan_options_default(&o);
-  o.order = (int)(rnd() % 3);
+  o.order = (int)(sp_rand_u64() % 3);
   return plan_make(&t.m, d, R, &b, &w, &o, p, err, sizeof err);
 }
 
@@ -79,15 +79,15 @@ static void test_binary(void) {
           "short buffer accepted");
 
     /* every truncation is refused */
-    for (size_t cut = 0; cut < len; cut += 1 + (size_t)(rnd() % 7))
+    for (size_t cut = 0; cut < len; cut += 1 + (size_t)(sp_rand_u64() % 7))
       CHECK(plan_decode(g_wire, cut, &g_b, err, sizeof err) == PLAN_EINVAL, "%zu of %zu bytes", cut,
             len);
     /* random corruption: refused, or (where the byte was free, like a
      * timing) decoded into a plan that passes validation; never a crash */
     for (int k = 0; k < 200; k++) {
       memcpy(g_wire2, g_wire, len);
-      int flips = (int)rnd_in(1, 4);
-      for (int f = 0; f < flips; f++) g_wire2[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+      int flips = (int)sp_rand_int(1, 4);
+      for (int f = 0; f < flips; f++) g_wire2[sp_rand_u64() % len] ^= (uint8_t)(1u << (sp_rand_u64() % 8));
       rc = plan_decode(g_wire2, len, &g_b, err, sizeof err);
       if (rc == PLAN_OK)
         CHECK(plan_validate(&g_b, err, sizeof err) == PLAN_OK, "corrupt plan accepted: %s", err);
@@ -138,9 +138,9 @@ static void test_binary(void) {
   CHECK(made > 50, "only %d random plans", made);
   /* pure garbage */
   for (int k = 0; k < 2000; k++) {
-    size_t len = (size_t)rnd_in(0, 600);
-    for (size_t i = 0; i < len; i++) g_wire2[i] = (uint8_t)rnd();
-    if (len >= 4 && rnd() % 2) memcpy(g_wire2, "SPPL\2\0\0\0", len >= 8 ? 8 : 4);
+    size_t len = (size_t)sp_rand_int(0, 600);
+    for (size_t i = 0; i < len; i++) g_wire2[i] = (uint8_t)sp_rand_u64();
+    if (len >= 4 && sp_rand_u64() % 2) memcpy(g_wire2, "SPPL\2\0\0\0", len >= 8 ? 8 : 4);
     char err[512];
     int rc = plan_decode(g_wire2, len, &g_b, err, sizeof err);
     if (rc == PLAN_OK) CHECK(plan_validate(&g_b, err, sizeof err) == PLAN_OK, "garbage accepted");
@@ -368,9 +368,9 @@ static void test_table(void) {
 }
 
 int main(void) {
-  test_seed("test_serialize");
+  sp_test_begin("test_serialize");
   test_binary();
   test_json();
   test_table();
-  return test_done("test_serialize");
+  return sp_test_end();
 }

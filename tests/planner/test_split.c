@@ -202,17 +202,17 @@ static void test_optimal(void) {
   static plan pm, pb;
   for (int it = 0; it < 150; it++) {
     test_wan t;
-    test_wan_make(&t, (int)(rnd() % 2));
-    int B = (int)rnd_in(1, 9), R = (int)rnd_in(1, B < 4 ? B : 4);
+    test_wan_make(&t, (int)(sp_rand_u64() % 2));
+    int B = (int)sp_rand_int(1, 9), R = (int)sp_rand_int(1, B < 4 ? B : 4);
     t.m.num_blocks = B;
-    for (int i = 0; i < B; i++) t.blocks[i] = (uint64_t)rnd_in(50, 1500) << 20;
-    plan_workload w = {1 + 4 * rnd_in(0, 10), 16 * rnd_in(16, 40), 16 * rnd_in(16, 40),
-                       (int)rnd_in(1, 3), 512};
+    for (int i = 0; i < B; i++) t.blocks[i] = (uint64_t)sp_rand_int(50, 1500) << 20;
+    plan_workload w = {1 + 4 * sp_rand_int(0, 10), 16 * sp_rand_int(16, 40), 16 * sp_rand_int(16, 40),
+                       (int)sp_rand_int(1, 3), 512};
     plan_device d[4];
     for (int r = 0; r < R; r++) {
       char name[16];
       snprintf(name, sizeof name, "g%d", r);
-      test_device(&d[r], name, 3.0 + 10.0 * rnd_unit(), 0.5 + rnd_unit());
+      test_device(&d[r], name, 3.0 + 10.0 * sp_rand_unit(), 0.5 + sp_rand_unit());
     }
     plan_options o;
     plan_options_default(&o);
@@ -296,17 +296,17 @@ static void test_optimal(void) {
 }
 
 static const char *random_budget(int R, const plan_device *d, char *s, size_t n) {
-  switch (rnd() % 5) {
+  switch (sp_rand_u64() % 5) {
   case 0: return NULL;
   case 1: return "cpu,*";
-  case 2: snprintf(s, n, "%.2f", 0.5 + 0.5 * rnd_unit()); return s;
+  case 2: snprintf(s, n, "%.2f", 0.5 + 0.5 * sp_rand_unit()); return s;
   default: {
     size_t len = 0;
     for (int r = 0; r < R; r++)
-      if (rnd() % 2)
+      if (sp_rand_u64() % 2)
         len += (size_t)snprintf(s + len, n - len, "cuda:%d,%.1fgb;", r,
-                                (double)d[r].total_bytes / TEST_GIB * (0.4 + 0.55 * rnd_unit()));
-    snprintf(s + len, n - len, "%s", rnd() % 2 || !len ? "cpu,*" : "");
+                                (double)d[r].total_bytes / TEST_GIB * (0.4 + 0.55 * sp_rand_unit()));
+    snprintf(s + len, n - len, "%s", sp_rand_u64() % 2 || !len ? "cpu,*" : "");
     if (len && s[len] == '\0') s[len - 1] = '\0';
     return s;
   }
@@ -318,28 +318,28 @@ static void test_properties(void) {
   int planned = 0, infeasible = 0, streamed = 0, chunked = 0;
   for (int it = 0; it < 400; it++) {
     test_wan t;
-    test_wan_make(&t, (int)(rnd() % 2));
-    int B = (int)rnd_in(2, 48), R = (int)rnd_in(1, B < 6 ? B : 6);
-    int equal = (int)(rnd() % 2);
-    uint64_t blk = (uint64_t)rnd_in(30, 800) << 20;
+    test_wan_make(&t, (int)(sp_rand_u64() % 2));
+    int B = (int)sp_rand_int(2, 48), R = (int)sp_rand_int(1, B < 6 ? B : 6);
+    int equal = (int)(sp_rand_u64() % 2);
+    uint64_t blk = (uint64_t)sp_rand_int(30, 800) << 20;
     t.m.num_blocks = B;
-    for (int i = 0; i < B; i++) t.blocks[i] = equal ? blk : (uint64_t)rnd_in(30, 800) << 20;
-    plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52),
-                       (int)rnd_in(1, 4), 512};
+    for (int i = 0; i < B; i++) t.blocks[i] = equal ? blk : (uint64_t)sp_rand_int(30, 800) << 20;
+    plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52),
+                       (int)sp_rand_int(1, 4), 512};
     plan_device d[6];
     for (int r = 0; r < R; r++) {
       char name[16];
       snprintf(name, sizeof name, "g%d", r);
-      test_device(&d[r], name, 2.0 + 46.0 * rnd_unit(), 0.5 + 1.5 * rnd_unit());
+      test_device(&d[r], name, 2.0 + 46.0 * sp_rand_unit(), 0.5 + 1.5 * sp_rand_unit());
     }
     char bs[512];
     const char *budget = random_budget(R, d, bs, sizeof bs);
     /* the order and, now and then, a forced stream fraction or row cap */
     plan_options o;
     plan_options_default(&o);
-    o.order = (int)(rnd() % 3);
-    if (rnd() % 4 == 0) o.stream_frac = rnd_unit();
-    if (rnd() % 4 == 0) o.max_rows = rnd_in(1, 20000);
+    o.order = (int)(sp_rand_u64() % 3);
+    if (sp_rand_u64() % 4 == 0) o.stream_frac = sp_rand_unit();
+    if (sp_rand_u64() % 4 == 0) o.max_rows = sp_rand_int(1, 20000);
     char what[700];
     snprintf(what, sizeof what, "it %d (B %d, R %d, budget %s, order %d, frac %g, rows %lld)", it,
              B, R, budget ? budget : "auto", o.order, o.stream_frac, (long long)o.max_rows);
@@ -415,14 +415,14 @@ static void test_asymmetric(void) {
   for (int it = 0; it < 100; it++) {
     test_wan t;
     test_wan_make(&t, 1);
-    plan_workload w = {81, 480, 832, (int)rnd_in(1, 2), 512};
-    double small = 9 + 6 * rnd_unit(), bigm = small + 2 + 20 * rnd_unit();
-    int big_first = (int)(rnd() % 2);
+    plan_workload w = {81, 480, 832, (int)sp_rand_int(1, 2), 512};
+    double small = 9 + 6 * sp_rand_unit(), bigm = small + 2 + 20 * sp_rand_unit();
+    int big_first = (int)(sp_rand_u64() % 2);
     plan_device d[2];
     test_device(&d[0], big_first ? "big" : "small", big_first ? bigm : small, 1);
     test_device(&d[1], big_first ? "small" : "big", big_first ? small : bigm, 1);
     int ib = big_first ? 0 : 1, is = 1 - ib;
-    const char *budget = rnd() % 2 ? "cpu,*" : NULL;
+    const char *budget = sp_rand_u64() % 2 ? "cpu,*" : NULL;
     char err[4096];
     int rc = make_o(&t.m, d, 2, budget, &w, &o, &g_plan, err, sizeof err);
     if (rc != PLAN_OK) continue;
@@ -442,20 +442,20 @@ static void test_asymmetric(void) {
 static void test_single_rank_monotone(void) {
   for (int it = 0; it < 100; it++) {
     test_wan t;
-    test_wan_make(&t, (int)(rnd() % 2));
-    int B = (int)rnd_in(1, 40);
+    test_wan_make(&t, (int)(sp_rand_u64() % 2));
+    int B = (int)sp_rand_int(1, 40);
     t.m.num_blocks = B;
-    int equal = (int)(rnd() % 2);
-    for (int i = 0; i < B; i++) t.blocks[i] = equal ? t.blocks[0] : (uint64_t)rnd_in(30, 800) << 20;
-    plan_workload w = {1 + 4 * rnd_in(0, 20), 16 * rnd_in(16, 52), 16 * rnd_in(16, 52),
-                       (int)rnd_in(1, 4), 512};
-    double gib = 1.5 + 10 * rnd_unit();
+    int equal = (int)(sp_rand_u64() % 2);
+    for (int i = 0; i < B; i++) t.blocks[i] = equal ? t.blocks[0] : (uint64_t)sp_rand_int(30, 800) << 20;
+    plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52),
+                       (int)sp_rand_int(1, 4), 512};
+    double gib = 1.5 + 10 * sp_rand_unit();
     /* a fixed order keeps the range's preferences (fewest streamed, then
      * coarsest chunks); auto may switch orders, and only its time, the
      * faster of two monotone times, is monotone */
     plan_options o;
     plan_options_default(&o);
-    o.order = (int)(rnd() % 3);
+    o.order = (int)(sp_rand_u64() % 3);
     int prev_streamed = -1;
     double prev_ms = INFINITY;
     int64_t prev_rows = 0;
@@ -619,7 +619,7 @@ static void test_max_rows(void) {
 }
 
 int main(void) {
-  test_seed("test_split");
+  sp_test_begin("test_split");
   test_order_choice();
   test_stream_frac();
   test_max_rows();
@@ -628,5 +628,5 @@ int main(void) {
   test_optimal();
   test_properties();
   test_asymmetric();
-  return test_done("test_split");
+  return sp_test_end();
 }

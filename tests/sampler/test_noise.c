@@ -1,7 +1,7 @@
 /* Noise tests: Philox-4x32-10 against the published Random123 known-answer
  * vectors, the normal values against a libm Box-Muller on the same Philox
  * words, moments of 1e6 samples, slices equal to the whole, thread-count
- * independence. The seed is fresh each run and printed (SP_TEST_SEED). */
+ * independence. The seed is fresh each run and printed (SP_SEED=n replays). */
 #include <inttypes.h>
 #include <math.h>
 #include <omp.h>
@@ -12,7 +12,7 @@
 
 #include "noise.h"
 
-#include "sp_check.h"
+#include "sp_test.h"
 
 static void test_philox_kat(void) {
   /* Random123 kat_vectors, "philox4x32 10": counter[4] key[2] -> out[4]. */
@@ -44,10 +44,7 @@ static double libm_normal(uint64_t seed, uint64_t idx) {
 }
 
 int main(void) {
-  uint64_t seed = (uint64_t)time(NULL) * 2654435761u;
-  const char *env = getenv("SP_TEST_SEED");
-  if (env) seed = strtoull(env, NULL, 10);
-  printf("seed %" PRIu64 " (SP_TEST_SEED to repeat)\n", seed);
+  const uint64_t seed = sp_test_begin("test_noise");
 
   test_philox_kat();
 
@@ -118,10 +115,5 @@ int main(void) {
 
   free(y);
   free(x);
-  if (g_fail) {
-    fprintf(stderr, "test_noise: FAILED (seed %" PRIu64 ")\n", seed);
-    return 1;
-  }
-  printf("test_noise: ok\n");
-  return 0;
+  return sp_test_end();
 }

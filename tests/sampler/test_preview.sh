@@ -6,17 +6,18 @@
 # The image is large enough (over 65535 raw bytes) to need several stored
 # deflate blocks.
 set -euo pipefail
-command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+. "$SP_SRC/tests/common/skip.sh"
+command -v python3 >/dev/null || sp_skip "python3 not found"
 writer=""
 for c in "$SP_BUILD/tests/sampler_test_preview_png" "$SP_BUILD/sampler_test_preview_png"; do
   [ -x "$c" ] && writer="$c" && break
 done
-[ -n "$writer" ] || { echo "sampler_test_preview_png not built: skipped"; exit 77; }
+[ -n "$writer" ] || sp_skip "sampler_test_preview_png not built"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-seed=${SP_TEST_SEED:-$(date +%s%N)}
-echo "seed $seed"
+seed=${SP_SEED:-$(date +%s%N)}
+echo "seed $seed (replay with SP_SEED=$seed)"
 F=4 H=30 W=200
 "$writer" --write "$tmp/p.png" "$tmp/lat.f32" $F $H $W "$seed"
 

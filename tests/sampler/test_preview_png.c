@@ -20,7 +20,7 @@
 #include "noise.h"
 #include "preview.h"
 
-#include "sp_check.h"
+#include "sp_test.h"
 
 static float *random_latents(uint64_t seed, int64_t f, int64_t h, int64_t w, size_t *n) {
   *n = (size_t)(16 * f * h * w);
@@ -65,8 +65,7 @@ static size_t count_dir(const char *dir) { /* files in dir, temporaries included
 int main(int argc, char **argv) {
   if (argc == 8 && strcmp(argv[1], "--write") == 0) return write_mode(argv);
 
-  uint64_t seed = (uint64_t)time(NULL);
-  printf("seed %" PRIu64 "\n", seed);
+  const uint64_t seed = sp_test_begin("test_preview");
   sp_log_set_level(0);
   char dir[] = "/tmp/sp_preview_XXXXXX";
   if (!mkdtemp(dir)) {
@@ -110,10 +109,5 @@ int main(int argc, char **argv) {
   unlink(path);
   rmdir(dir);
   free(lat);
-  if (g_fail) {
-    fprintf(stderr, "test_preview: FAILED (seed %" PRIu64 ")\n", seed);
-    return 1;
-  }
-  printf("test_preview: ok\n");
-  return 0;
+  return sp_test_end();
 }

@@ -6,7 +6,7 @@
  * the published FlowUniPCMultistepScheduler written here in its original
  * list-and-loop shape (general R matrix, torch.pow rows, Gaussian
  * elimination), unlike the library's closed-form coefficients. Inputs are
- * random from a printed seed (SP_TEST_SEED overrides). */
+ * random from a printed seed (SP_SEED=n replays). */
 #include <inttypes.h>
 #include <math.h>
 #include <omp.h>
@@ -18,20 +18,7 @@
 #include "log.h"
 #include "sampler.h"
 
-#include "sp_check.h"
-
-static uint64_t g_rng;
-static double urand(void) { /* splitmix64 -> [0,1) */
-  uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (double)(z >> 11) / 9007199254740992.0;
-}
-static double nrand(void) {
-  double u1 = 1.0 - urand(), u2 = urand();
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+#include "sp_test.h"
 
 /* ---- schedule ----------------------------------------------------------- */
 
@@ -207,8 +194,8 @@ static void test_unipc_vs_reference(int N, double shift) {
   float *x = malloc(n * sizeof *x), *v = malloc(n * sizeof *v);
   double *xr = malloc(n * sizeof *xr), *vr = malloc(n * sizeof *vr);
   for (size_t e = 0; e < n; e++) {
-    par[e] = (toy_par){2 * urand() - 1, 2 * urand() - 1, 2 * urand() - 1};
-    x[e] = (float)nrand();
+    par[e] = (toy_par){2 * sp_rand_unit() - 1, 2 * sp_rand_unit() - 1, 2 * sp_rand_unit() - 1};
+    x[e] = (float)sp_rand_normal();
     xr[e] = x[e];
   }
   rank_sampler *s = NULL;
@@ -250,18 +237,18 @@ static double gauss_toy_error(rank_sampler_kind kind, int N, double shift, uint6
   double *mu = malloc(n * sizeof *mu), *tau = malloc(n * sizeof *tau), *z = malloc(n * sizeof *z);
   double *want = malloc(n * sizeof *want);
   float *x = malloc(n * sizeof *x), *v = malloc(n * sizeof *v);
-  uint64_t save = g_rng;
-  g_rng = prob; /* the same random problem for every N, so errors compare */
+  const uint64_t save = sp_rand_state_get();
+  sp_rand_state_set(prob); /* the same random problem for every N, so errors compare */
   for (size_t e = 0; e < n; e++) {
-    mu[e] = 2 * urand() - 1;
-    tau[e] = 0.2 + 0.6 * urand();
-    z[e] = nrand();
+    mu[e] = 2 * sp_rand_unit() - 1;
+    tau[e] = 0.2 + 0.6 * sp_rand_unit();
+    z[e] = sp_rand_normal();
     double s0 = sg[0];
     double V = (1 - s0) * (1 - s0) * tau[e] * tau[e] + s0 * s0;
     x[e] = (float)((1 - s0) * mu[e] + sqrt(V) * z[e]);
     want[e] = mu[e] + tau[e] * z[e];
   }
-  g_rng = save;
+  sp_rand_state_set(save);
   rank_sampler *s = NULL;
   CHECK(rank_sampler_create(kind, N, sg, n, &s) == SP_OK, "create");
   for (int i = 0; i < N; i++) {
@@ -282,7 +269,7 @@ static double gauss_toy_error(rank_sampler_kind kind, int N, double shift, uint6
 static void test_gauss_toy(void) {
   /* Shift 1 (uniform steps): the error is then dominated by the method's
    * order, not by the last (first-order) step into sigma = 0. */
-  const uint64_t prob = (uint64_t)(urand() * 1e15);
+  const uint64_t prob = (uint64_t)(sp_rand_unit() * 1e15);
   double e[4], u[4];
   const int Ns[4] = {10, 20, 40, 80};
   for (int k = 0; k < 4; k++) {
@@ -314,8 +301,8 @@ static void test_point_mass(rank_sampler_kind kind) {
   float *x = malloc(n * sizeof *x), *v = malloc(n * sizeof *v);
   double *c = malloc(n * sizeof *c), *nz = malloc(n * sizeof *nz);
   for (size_t e = 0; e < n; e++) {
-    c[e] = 2 * urand() - 1;
-    nz[e] = nrand();
+    c[e] = 2 * sp_rand_unit() - 1;
+    nz[e] = sp_rand_normal();
     x[e] = (float)((1 - sg[0]) * c[e] + sg[0] * nz[e]);
   }
   rank_sampler *s = NULL;
@@ -363,8 +350,8 @@ static void test_determinism(void) {
   toy_par *par = malloc(n * sizeof *par);
   float *x0 = malloc(n * sizeof *x0), *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
   for (size_t e = 0; e < n; e++) {
-    par[e] = (toy_par){2 * urand() - 1, 2 * urand() - 1, 2 * urand() - 1};
-    x0[e] = (float)nrand();
+    par[e] = (toy_par){2 * sp_rand_unit() - 1, 2 * sp_rand_unit() - 1, 2 * sp_rand_unit() - 1};
+    x0[e] = (float)sp_rand_normal();
   }
   for (int k = 0; k < 2; k++) {
     rank_sampler_kind kind = k ? RANK_SAMPLER_EULER : RANK_SAMPLER_UNIPC;
@@ -393,8 +380,8 @@ static void test_cfg_and_kinds(void) {
   const size_t n = 100003;
   float *vu = malloc(n * sizeof *vu), *vc = malloc(n * sizeof *vc), *v = malloc(n * sizeof *v);
   for (size_t e = 0; e < n; e++) {
-    vu[e] = (float)nrand();
-    vc[e] = (float)nrand();
+    vu[e] = (float)sp_rand_normal();
+    vc[e] = (float)sp_rand_normal();
   }
   const float g = 5.0f;
   rank_cfg_combine(vu, vc, g, v, n);
@@ -444,11 +431,7 @@ static int print_schedule(int N, double shift) {
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--print-schedule") == 0)
     return print_schedule(atoi(argv[2]), atof(argv[3]));
-  uint64_t seed = (uint64_t)time(NULL);
-  const char *env = getenv("SP_TEST_SEED");
-  if (env) seed = strtoull(env, NULL, 10);
-  printf("seed %" PRIu64 " (SP_TEST_SEED to repeat)\n", seed);
-  g_rng = seed;
+  sp_test_begin("test_sampler");
   sp_log_set_level(0); /* the bad-input cases log errors on purpose */
 
   test_schedule();
@@ -463,10 +446,5 @@ int main(int argc, char **argv) {
   test_determinism();
   test_cfg_and_kinds();
 
-  if (g_fail) {
-    fprintf(stderr, "test_sampler: FAILED (seed %" PRIu64 ")\n", seed);
-    return 1;
-  }
-  printf("test_sampler: ok\n");
-  return 0;
+  return sp_test_end();
 }

@@ -6,12 +6,13 @@
 # timesteps = int64(sigma * 1000), solver sigmas rounded to float32. Every
 # timestep must be equal and every sigma bit-equal, over many N and shifts.
 set -euo pipefail
-/usr/bin/python3 -c "import numpy" 2>/dev/null || { echo "numpy not found: skipped"; exit 77; }
+. "$SP_SRC/tests/common/skip.sh"
+/usr/bin/python3 -c "import numpy" 2>/dev/null || sp_skip "/usr/bin/python3 with numpy not found"
 bin=""
 for c in "$SP_BUILD/tests/sampler_test_sampler" "$SP_BUILD/sampler_test_sampler"; do
   [ -x "$c" ] && bin="$c" && break
 done
-[ -n "$bin" ] || { echo "sampler_test_sampler not built: skipped"; exit 77; }
+[ -n "$bin" ] || sp_skip "sampler_test_sampler not built"
 /usr/bin/python3 - "$bin" <<'PY'
 import subprocess, sys
 import numpy as np
