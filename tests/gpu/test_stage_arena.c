@@ -13,7 +13,7 @@
 #include "model_file.h"
 #include "model_plan.h"
 #include "plan.h"
-#include "sp_check.h"
+#include "sp_test.h"
 #include "stage.h"
 
 typedef struct arena_case {
@@ -112,6 +112,7 @@ int main(void) {
     printf("skip: no CUDA device\n");
     return 77;
   }
+  sp_test_begin("test_stage_arena");
   sp_log_set_level(1);
   rank_model *m = NULL;
   if (rank_model_open("synth:wan2.1-tiny", 0, &m) != SP_OK) {
@@ -120,6 +121,5 @@ int main(void) {
   }
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(m, &cases[i], (int)i);
   rank_model_close(m);
-  if (!g_fail) printf("test_stage_arena: every arena equals its layout and its plan\n");
-  return g_fail ? 1 : 0;
+  return sp_test_end();
 }
