@@ -20,6 +20,7 @@
 #include "bench_report.h"
 #include "cli.h"
 #include "commands.h"
+#include "job.h"
 #include "log.h"
 #include "plan.h"
 
@@ -253,6 +254,33 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
   return 0;
 }
 
+/* Checks every value of the sweep with the job's setters and validator,
+ * as each child run will: ranks[] and fracs[] get the parsed lists. */
+static int check_values(const bench_opts *o, int *ranks, double *fracs) {
+  job_opts jo;
+  job_opts_default(&jo);
+  if (job_opts_set(&jo, JOB_OPT_STEPS, o->steps) || job_opts_set(&jo, JOB_OPT_CFG, o->cfg) ||
+      job_opts_check(&jo, 0))
+    return SP_ERR_INPUT;
+  for (int i = 0; i < o->nranks; i++) {
+    int64_t v;
+    if (job_parse_int64("--ranks", o->ranks[i], 1, 64, &v)) return SP_ERR_INPUT;
+    ranks[i] = (int)v;
+  }
+  /* Each list's values one at a time, the others at their defaults. */
+  const struct { int id, n; const char *const *items; } lists[] = {
+      {JOB_OPT_STREAM_FRAC, o->nfracs, o->fracs}, {JOB_OPT_ORDER, o->norders, o->orders},
+      {JOB_OPT_FRAMES, o->nframes, o->frames},    {JOB_OPT_SIZE, o->nsizes, o->sizes}};
+  for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++)
+    for (int i = 0; i < lists[l].n; i++) {
+      job_opts one = jo;
+      if (job_opts_set(&one, lists[l].id, lists[l].items[i]) || job_opts_check(&one, 0))
+        return SP_ERR_INPUT;
+      if (lists[l].id == JOB_OPT_STREAM_FRAC) fracs[i] = one.stream_frac;
+    }
+  return SP_OK;
+}
+
 int cmd_bench(int argc, char **argv) {
   enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA };
   static const struct option opts[] = {
@@ -328,25 +356,7 @@ int cmd_bench(int argc, char **argv) {
    * one does not cost the whole sweep. */
   int ranks[MAX_LIST];
   double fracs[MAX_LIST];
-  for (int i = 0; i < o.nranks; i++) {
-    int64_t v;
-    if (cli_parse_int64("--ranks", o.ranks[i], 1, 64, &v)) return SP_ERR_INPUT;
-    ranks[i] = (int)v;
-  }
-  for (int i = 0; i < o.nfracs; i++)
-    if (cli_parse_double("--stream-frac", o.fracs[i], 0, 1, &fracs[i])) return SP_ERR_INPUT;
-  for (int i = 0; i < o.norders; i++) {
-    int order;
-    char err[256];
-    if (plan_parse_order(o.orders[i], &order, err, sizeof err) != PLAN_OK) {
-      sp_log_error("--order: %s", err);
-      return SP_ERR_INPUT;
-    }
-  }
-  for (int i = 0; i < o.nsizes; i++) {
-    int64_t h, w;
-    if (cli_parse_size_hw("--size", o.sizes[i], &h, &w)) return SP_ERR_INPUT;
-  }
+  if ((rc = check_values(&o, ranks, fracs)) != SP_OK) return rc;
   const int nq = o.nfracs ? o.nfracs : 1, np = o.norders ? o.norders : 1;
   const long long total_ll =
       (long long)o.nranks * o.nbudgets * nq * np * o.nframes * o.nsizes;
