@@ -281,6 +281,49 @@ static int check_values(const bench_opts *o, int *ranks, double *fracs) {
   return SP_OK;
 }
 
+/* Runs every configuration of the sweep (ranks x budget x stream-frac x
+ * order x frames x size, total of them) and writes the result files; q0
+ * is the first --stream-frac 0 (-1: none), each row's base. */
+static int run_sweep(const bench_opts *o, const int *ranks, const double *fracs, int total,
+                     int q0) {
+  const int nq = o->nfracs ? o->nfracs : 1, np = o->norders ? o->norders : 1;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    sp_log_error("bench: cannot find its own executable (/proc/self/exe)");
+    return SP_ERR_RUNTIME;
+  }
+  self[n] = '\0';
+
+  bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
+  int k = 0, failed = 0, rc;
+  for (int a = 0; a < o->nranks; a++)
+    for (int b = 0; b < o->nbudgets; b++)
+      for (int q = 0; q < nq; q++)
+        for (int p = 0; p < np; p++)
+          for (int f = 0; f < o->nframes; f++)
+            for (int s = 0; s < o->nsizes; s++, k++) {
+              /* k with q in place of q0: the index of this row's base. */
+              const int inner = np * o->nframes * o->nsizes;
+              bench_row *r = &rows[k];
+              *r = (bench_row){.ranks = ranks[a],
+                               .budget = o->budgets[b],
+                               .frames = o->frames[f],
+                               .size = o->sizes[s],
+                               .frac_arg = o->nfracs ? o->fracs[q] : NULL,
+                               .frac = o->nfracs ? fracs[q] : 0,
+                               .order_arg = o->norders ? o->orders[p] : NULL,
+                               .base = q0 < 0 ? -1 : k + (q0 - q) * inner};
+              failed += bench_one(o, self, k, total, r);
+            }
+  rc = bench_write_outputs(o->dir, rows, total);
+  if (rc == SP_OK) bench_plot(o->dir, rows, total);
+  free(rows);
+  if (rc == SP_OK && failed)
+    sp_log_warn("bench: %d of %d configurations failed", failed, total);
+  return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
+}
+
 int cmd_bench(int argc, char **argv) {
   enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA };
   static const struct option opts[] = {
@@ -376,39 +419,5 @@ int cmd_bench(int argc, char **argv) {
     sp_log_error("--out: cannot create %s: %s", o.dir, strerror(errno));
     return SP_ERR_INPUT;
   }
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
-    sp_log_error("bench: cannot find its own executable (/proc/self/exe)");
-    return SP_ERR_RUNTIME;
-  }
-  self[n] = '\0';
-
-  bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
-  int k = 0, failed = 0;
-  for (int a = 0; a < o.nranks; a++)
-    for (int b = 0; b < o.nbudgets; b++)
-      for (int q = 0; q < nq; q++)
-        for (int p = 0; p < np; p++)
-          for (int f = 0; f < o.nframes; f++)
-            for (int s = 0; s < o.nsizes; s++, k++) {
-              /* k with q in place of q0: the index of this row's base. */
-              const int inner = np * o.nframes * o.nsizes;
-              bench_row *r = &rows[k];
-              *r = (bench_row){.ranks = ranks[a],
-                               .budget = o.budgets[b],
-                               .frames = o.frames[f],
-                               .size = o.sizes[s],
-                               .frac_arg = o.nfracs ? o.fracs[q] : NULL,
-                               .frac = o.nfracs ? fracs[q] : 0,
-                               .order_arg = o.norders ? o.orders[p] : NULL,
-                               .base = q0 < 0 ? -1 : k + (q0 - q) * inner};
-              failed += bench_one(&o, self, k, total, r);
-            }
-  rc = bench_write_outputs(o.dir, rows, total);
-  if (rc == SP_OK) bench_plot(o.dir, rows, total);
-  free(rows);
-  if (rc == SP_OK && failed)
-    sp_log_warn("bench: %d of %d configurations failed", failed, total);
-  return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
+  return run_sweep(&o, ranks, fracs, total, q0);
 }
