@@ -1,10 +1,7 @@
 /* Command-line value parsers (see cli.h). */
 #include "cli.h"
 
-#include <errno.h>
 #include <getopt.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -15,67 +12,6 @@ void cli_getopt_reset(void) {
   optind = 0; /* glibc: 0 re-initialises completely, GNU permutation stays on */
   opterr = 1;
   g_errors_at_reset = sp_log_error_count();
-}
-
-int cli_parse_int64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || errno == ERANGE || v < lo || v > hi) {
-    sp_log_error("%s: '%s' is not an integer in %lld..%lld", flag, s, (long long)lo,
-                 (long long)hi);
-    return SP_ERR_INPUT;
-  }
-  *out = v;
-  return SP_OK;
-}
-
-int cli_parse_uint64(const char *flag, const char *s, uint64_t *out) {
-  char *end = NULL;
-  errno = 0;
-  if (!*s || *s == '-') goto bad;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (*end || errno == ERANGE) goto bad;
-  *out = v;
-  return SP_OK;
-bad:
-  sp_log_error("%s: '%s' is not a non-negative 64-bit integer", flag, s);
-  return SP_ERR_INPUT;
-}
-
-int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out) {
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (!*s || *end || errno == ERANGE || !isfinite(v) || v < lo || v > hi) {
-    sp_log_error("%s: '%s' is not a number in %g..%g", flag, s, lo, hi);
-    return SP_ERR_INPUT;
-  }
-  *out = v;
-  return SP_OK;
-}
-
-int cli_parse_size_hw(const char *flag, const char *s, int64_t *h, int64_t *w) {
-  const char *x = strchr(s, 'x');
-  if (!x) x = strchr(s, 'X');
-  char buf[64];
-  if (!x || (size_t)(x - s) >= sizeof buf) goto bad;
-  memcpy(buf, s, (size_t)(x - s));
-  buf[x - s] = '\0';
-  char *end = NULL;
-  errno = 0;
-  long long hv = strtoll(buf, &end, 10);
-  if (!buf[0] || *end || errno) goto bad;
-  long long wv = strtoll(x + 1, &end, 10);
-  if (!x[1] || *end || errno) goto bad;
-  if (hv < 1 || hv > 65536 || wv < 1 || wv > 65536) goto bad;
-  *h = hv;
-  *w = wv;
-  return SP_OK;
-bad:
-  sp_log_error("%s: '%s' is not HEIGHTxWIDTH with each in 1..65536 (for example 480x832)", flag,
-               s);
-  return SP_ERR_INPUT;
 }
 
 int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out) {
@@ -98,4 +34,58 @@ int cli_bad_usage(const char *cmd) {
   else
     sp_log_error("bad usage: run 'staticpipe %s --help' for the options", cmd);
   return SP_ERR_INPUT;
+}
+
+void cli_opts_build(cli_opts *t, const int *job_ids, int nids, const job_option *own, int nown) {
+  memset(t, 0, sizeof *t);
+  if (nids + nown > CLI_OPTS_MAX) sp_fatal("a command with %d options, at most %d", nids + nown,
+                                           CLI_OPTS_MAX);
+  for (int i = 0; i < nids; i++) t->opt[t->n++] = job_option_get(job_ids[i]);
+  for (int i = 0; i < nown; i++) t->opt[t->n++] = &own[i];
+  char *sh = t->shorts;
+  for (int i = 0; i < t->n; i++) {
+    const job_option *o = t->opt[i];
+    t->longs[i] = (struct option){o->name, o->arg ? required_argument : no_argument, NULL,
+                                  1000 + i};
+    if (o->short_name) {
+      *sh++ = o->short_name;
+      if (o->arg) *sh++ = ':';
+    }
+  }
+  *sh = '\0';
+}
+
+int cli_opts_next(const cli_opts *t, int argc, char **argv, const job_option **opt) {
+  int ch = getopt_long(argc, argv, t->shorts, t->longs, NULL);
+  if (ch == -1) return 0;
+  for (int i = 0; i < t->n; i++) {
+    if (ch == 1000 + i || (t->opt[i]->short_name && ch == t->opt[i]->short_name)) {
+      *opt = t->opt[i];
+      return 1;
+    }
+  }
+  return -1;
+}
+
+void cli_opts_usage(const cli_opts *t, FILE *f) {
+  enum { COL = 24 };
+  for (int i = 0; i < t->n; i++) {
+    const job_option *o = t->opt[i];
+    char head[96];
+    int len = o->short_name ? snprintf(head, sizeof head, "  -%c, --%s", o->short_name, o->name)
+                            : snprintf(head, sizeof head, "      --%s", o->name);
+    if (o->arg) len += snprintf(head + len, sizeof head - (size_t)len, " %s", o->arg);
+    fprintf(f, "%s%*s", head, len < COL - 1 ? COL - len : 2, "");
+    /* The help's lines, the later ones under the first. */
+    for (const char *p = o->help;;) {
+      const char *nl = strchr(p, '\n');
+      int n = nl ? (int)(nl - p) : (int)strlen(p);
+      fprintf(f, "%.*s", n, p);
+      if (!nl) break;
+      fprintf(f, "\n%*s", COL, "");
+      p = nl + 1;
+    }
+    if (o->def) fprintf(f, " (default %s)", o->def);
+    fputc('\n', f);
+  }
 }

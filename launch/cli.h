@@ -10,17 +10,16 @@
 
 #include <stdint.h>
 
+#include <getopt.h>
+#include <stdio.h>
+
+#include "job.h"
 #include "kern_dtype.h"
 
 /* Call before getopt_long in a subcommand (resets getopt's state). */
 void cli_getopt_reset(void);
 
-/* Each returns 0, or logs "--flag: ..." and returns SP_ERR_INPUT. */
-int cli_parse_int64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
-int cli_parse_uint64(const char *flag, const char *s, uint64_t *out);
-int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
-/* "HxW" (480x832) into h and w, each in 1..65536. */
-int cli_parse_size_hw(const char *flag, const char *s, int64_t *h, int64_t *w);
+/* Number parsers: job_parse_int64, _uint64, _double and _size_hw (job.h). */
 
 /* "bf16" or "fp32" (a model file's storage dtype). */
 int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out);
@@ -28,5 +27,25 @@ int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out);
 /* Logs the standard line for an unknown option or a missing argument and
  * returns SP_ERR_INPUT ("run 'staticpipe CMD --help'"). */
 int cli_bad_usage(const char *cmd);
+
+/* A command's options as one table: the job options it takes (job.h's
+ * table: flag, value, default and help written once), then its own
+ * (job_option entries with ids from JOB_OPT_COUNT on). getopt_long's
+ * table, its short options and the --help list all come from it. */
+enum { CLI_OPTS_MAX = 64 };
+typedef struct cli_opts {
+  const job_option *opt[CLI_OPTS_MAX];
+  int n;
+  struct option longs[CLI_OPTS_MAX + 1];
+  char shorts[3 * CLI_OPTS_MAX + 1];
+} cli_opts;
+
+void cli_opts_build(cli_opts *t, const int *job_ids, int nids, const job_option *own, int nown);
+/* The next option of argv (getopt_long; call cli_getopt_reset first):
+ * 1 with *opt set (its value in optarg), 0 at the end, -1 for an unknown
+ * option or a missing value (getopt said so). */
+int cli_opts_next(const cli_opts *t, int argc, char **argv, const job_option **opt);
+/* The --help list: "  -m, --model MODEL     help (default D)". */
+void cli_opts_usage(const cli_opts *t, FILE *f);
 
 #endif

@@ -20,6 +20,7 @@
 #include "bench_report.h"
 #include "cli.h"
 #include "commands.h"
+#include "job.h"
 #include "log.h"
 #include "plan.h"
 
@@ -253,6 +254,76 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
   return 0;
 }
 
+/* Checks every value of the sweep with the job's setters and validator,
+ * as each child run will: ranks[] and fracs[] get the parsed lists. */
+static int check_values(const bench_opts *o, int *ranks, double *fracs) {
+  job_opts jo;
+  job_opts_default(&jo);
+  if (job_opts_set(&jo, JOB_OPT_STEPS, o->steps) || job_opts_set(&jo, JOB_OPT_CFG, o->cfg) ||
+      job_opts_check(&jo, 0))
+    return SP_ERR_INPUT;
+  for (int i = 0; i < o->nranks; i++) {
+    int64_t v;
+    if (job_parse_int64("--ranks", o->ranks[i], 1, 64, &v)) return SP_ERR_INPUT;
+    ranks[i] = (int)v;
+  }
+  /* Each list's values one at a time, the others at their defaults. */
+  const struct { int id, n; const char *const *items; } lists[] = {
+      {JOB_OPT_STREAM_FRAC, o->nfracs, o->fracs}, {JOB_OPT_ORDER, o->norders, o->orders},
+      {JOB_OPT_FRAMES, o->nframes, o->frames},    {JOB_OPT_SIZE, o->nsizes, o->sizes}};
+  for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++)
+    for (int i = 0; i < lists[l].n; i++) {
+      job_opts one = jo;
+      if (job_opts_set(&one, lists[l].id, lists[l].items[i]) || job_opts_check(&one, 0))
+        return SP_ERR_INPUT;
+      if (lists[l].id == JOB_OPT_STREAM_FRAC) fracs[i] = one.stream_frac;
+    }
+  return SP_OK;
+}
+
+/* Runs every configuration of the sweep (ranks x budget x stream-frac x
+ * order x frames x size, total of them) and writes the result files; q0
+ * is the first --stream-frac 0 (-1: none), each row's base. */
+static int run_sweep(const bench_opts *o, const int *ranks, const double *fracs, int total,
+                     int q0) {
+  const int nq = o->nfracs ? o->nfracs : 1, np = o->norders ? o->norders : 1;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    sp_log_error("bench: cannot find its own executable (/proc/self/exe)");
+    return SP_ERR_RUNTIME;
+  }
+  self[n] = '\0';
+
+  bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
+  int k = 0, failed = 0, rc;
+  for (int a = 0; a < o->nranks; a++)
+    for (int b = 0; b < o->nbudgets; b++)
+      for (int q = 0; q < nq; q++)
+        for (int p = 0; p < np; p++)
+          for (int f = 0; f < o->nframes; f++)
+            for (int s = 0; s < o->nsizes; s++, k++) {
+              /* k with q in place of q0: the index of this row's base. */
+              const int inner = np * o->nframes * o->nsizes;
+              bench_row *r = &rows[k];
+              *r = (bench_row){.ranks = ranks[a],
+                               .budget = o->budgets[b],
+                               .frames = o->frames[f],
+                               .size = o->sizes[s],
+                               .frac_arg = o->nfracs ? o->fracs[q] : NULL,
+                               .frac = o->nfracs ? fracs[q] : 0,
+                               .order_arg = o->norders ? o->orders[p] : NULL,
+                               .base = q0 < 0 ? -1 : k + (q0 - q) * inner};
+              failed += bench_one(o, self, k, total, r);
+            }
+  rc = bench_write_outputs(o->dir, rows, total);
+  if (rc == SP_OK) bench_plot(o->dir, rows, total);
+  free(rows);
+  if (rc == SP_OK && failed)
+    sp_log_warn("bench: %d of %d configurations failed", failed, total);
+  return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
+}
+
 int cmd_bench(int argc, char **argv) {
   enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA };
   static const struct option opts[] = {
@@ -328,25 +399,7 @@ int cmd_bench(int argc, char **argv) {
    * one does not cost the whole sweep. */
   int ranks[MAX_LIST];
   double fracs[MAX_LIST];
-  for (int i = 0; i < o.nranks; i++) {
-    int64_t v;
-    if (cli_parse_int64("--ranks", o.ranks[i], 1, 64, &v)) return SP_ERR_INPUT;
-    ranks[i] = (int)v;
-  }
-  for (int i = 0; i < o.nfracs; i++)
-    if (cli_parse_double("--stream-frac", o.fracs[i], 0, 1, &fracs[i])) return SP_ERR_INPUT;
-  for (int i = 0; i < o.norders; i++) {
-    int order;
-    char err[256];
-    if (plan_parse_order(o.orders[i], &order, err, sizeof err) != PLAN_OK) {
-      sp_log_error("--order: %s", err);
-      return SP_ERR_INPUT;
-    }
-  }
-  for (int i = 0; i < o.nsizes; i++) {
-    int64_t h, w;
-    if (cli_parse_size_hw("--size", o.sizes[i], &h, &w)) return SP_ERR_INPUT;
-  }
+  if ((rc = check_values(&o, ranks, fracs)) != SP_OK) return rc;
   const int nq = o.nfracs ? o.nfracs : 1, np = o.norders ? o.norders : 1;
   const long long total_ll =
       (long long)o.nranks * o.nbudgets * nq * np * o.nframes * o.nsizes;
@@ -366,39 +419,5 @@ int cmd_bench(int argc, char **argv) {
     sp_log_error("--out: cannot create %s: %s", o.dir, strerror(errno));
     return SP_ERR_INPUT;
   }
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
-    sp_log_error("bench: cannot find its own executable (/proc/self/exe)");
-    return SP_ERR_RUNTIME;
-  }
-  self[n] = '\0';
-
-  bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
-  int k = 0, failed = 0;
-  for (int a = 0; a < o.nranks; a++)
-    for (int b = 0; b < o.nbudgets; b++)
-      for (int q = 0; q < nq; q++)
-        for (int p = 0; p < np; p++)
-          for (int f = 0; f < o.nframes; f++)
-            for (int s = 0; s < o.nsizes; s++, k++) {
-              /* k with q in place of q0: the index of this row's base. */
-              const int inner = np * o.nframes * o.nsizes;
-              bench_row *r = &rows[k];
-              *r = (bench_row){.ranks = ranks[a],
-                               .budget = o.budgets[b],
-                               .frames = o.frames[f],
-                               .size = o.sizes[s],
-                               .frac_arg = o.nfracs ? o.fracs[q] : NULL,
-                               .frac = o.nfracs ? fracs[q] : 0,
-                               .order_arg = o.norders ? o.orders[p] : NULL,
-                               .base = q0 < 0 ? -1 : k + (q0 - q) * inner};
-              failed += bench_one(&o, self, k, total, r);
-            }
-  rc = bench_write_outputs(o.dir, rows, total);
-  if (rc == SP_OK) bench_plot(o.dir, rows, total);
-  free(rows);
-  if (rc == SP_OK && failed)
-    sp_log_warn("bench: %d of %d configurations failed", failed, total);
-  return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
+  return run_sweep(&o, ranks, fracs, total, q0);
 }

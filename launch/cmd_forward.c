@@ -1,5 +1,4 @@
 /* staticpipe forward: one DiT forward on given inputs, writing pred. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,105 +6,115 @@
 #include "cli.h"
 #include "comm.h"
 #include "commands.h"
-#include "inputs.h"
+#include "job.h"
 #include "log.h"
 #include "model_file.h"
 #include "stage.h"
 
-static void usage(FILE *f) {
+enum { OPT_LATENT = JOB_OPT_COUNT, OPT_TIMESTEP, OPT_COND, OPT_OUT, OPT_HELP };
+
+/* forward takes the job options that say how to run (model, device,
+ * attention, profile, verify); its inputs and output are its own. */
+static void forward_table(cli_opts *t) {
+  static const int ids[] = {JOB_OPT_MODEL, JOB_OPT_DEVICE, JOB_OPT_ATTN, JOB_OPT_PROFILE,
+                            JOB_OPT_NO_VERIFY};
+  static const job_option own[] = {
+      {OPT_LATENT, "latent", 'l', "FILE", NULL, 0,
+       "HDF5 file with dataset 'latent' float32 [16, F, H, W],\n"
+       "H and W even (required)"},
+      {OPT_TIMESTEP, "timestep", 't', "T", NULL, 0, "diffusion timestep in 0..1000 (required)"},
+      {OPT_COND, "cond", 'c', "FILE", NULL, 0,
+       "HDF5 file with dataset 'context' float32 [L, 4096],\n"
+       "L <= 512, zero-padded to 512 rows (required; may be the\n"
+       "same file as --latent)"},
+      {OPT_OUT, "out", 'o', "FILE", NULL, 0,
+       "output: dataset 'pred' float32 [16, F, H, W] (required);\n"
+       "written atomically"},
+      {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
+  };
+  cli_opts_build(t, ids, (int)(sizeof ids / sizeof ids[0]), own, (int)(sizeof own / sizeof own[0]));
+}
+
+static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe forward --model MODEL --latent FILE --timestep T --cond FILE -o FILE\n"
           "\n"
           "One forward of the DiT: the predicted flow velocity for a latent at timestep T.\n"
           "This is how to check a converted checkpoint against another implementation.\n"
-          "\n"
-          "  -m, --model MODEL     model file or synth:PRESET[:SEED] (required)\n"
-          "  -l, --latent FILE     HDF5 file with dataset 'latent' float32 [16, F, H, W],\n"
-          "                        H and W even (required)\n"
-          "  -t, --timestep T      diffusion timestep in 0..1000 (required)\n"
-          "  -c, --cond FILE       HDF5 file with dataset 'context' float32 [L, 4096],\n"
-          "                        L <= 512, zero-padded to 512 rows (required; may be the\n"
-          "                        same file as --latent)\n"
-          "  -o, --out FILE        output: dataset 'pred' float32 [16, F, H, W] (required);\n"
-          "                        written atomically\n"
-          "  -d, --device DEV      auto (default: cuda when a GPU is visible), cuda or cpu\n"
-          "      --attn NAME       CUDA attention: auto (default: the faster of cudnn and flash\n"
-          "                        for the shape, measured once), cudnn (cuDNN fused attention,\n"
-          "                        falls back to flash when refused), flash (own kernel, sm_80+),\n"
-          "                        simple (the reference: cuBLASLt GEMMs, exact softmax)\n"
-          "      --profile         CUDA: time every op of every block and print each op's\n"
-          "                        mean time against its floor (FLOPs or bytes over the\n"
-          "                        measured ceilings)\n"
-          "      --no-verify       do not check the weights' checksums while loading\n"
-          "  -h, --help            this text\n"
-          "Threads: OMP_NUM_THREADS (results do not depend on it).\n");
+          "\n");
+  cli_opts_usage(t, f);
+  fprintf(f, "Threads: OMP_NUM_THREADS (results do not depend on it).\n");
 }
 
-int cmd_forward(int argc, char **argv) {
-  enum { OPT_NO_VERIFY = 1000, OPT_ATTN, OPT_PROFILE };
-  static const struct option opts[] = {
-      {"model", required_argument, 0, 'm'},    {"latent", required_argument, 0, 'l'},
-      {"timestep", required_argument, 0, 't'}, {"cond", required_argument, 0, 'c'},
-      {"out", required_argument, 0, 'o'},      {"device", required_argument, 0, 'd'},
-      {"no-verify", no_argument, 0, OPT_NO_VERIFY}, {"help", no_argument, 0, 'h'},
-      {"attn", required_argument, 0, OPT_ATTN},  {"profile", no_argument, 0, OPT_PROFILE},
-      {0, 0, 0, 0}};
-  const char *model = NULL, *latent_path = NULL, *cond_path = NULL, *out_path = NULL;
-  const char *device = "auto";
-  double t = -1;
-  int have_t = 0, verify = 1;
-  rank_attn attn = RANK_ATTN_AUTO;
-  int profile = 0;
+/* What forward's flags say. */
+typedef struct forward_cli {
+  job_opts job; /* --model, --device, --attn, --profile, --no-verify */
+  const char *latent_path, *cond_path, *out_path;
+  double t;
+  int have_t, help;
+} forward_cli;
+
+static int forward_parse(int argc, char **argv, forward_cli *c) {
+  cli_opts t;
+  forward_table(&t);
+  memset(c, 0, sizeof *c);
+  job_opts_default(&c->job);
   cli_getopt_reset();
-  int ch;
-  while ((ch = getopt_long(argc, argv, "m:l:t:c:o:d:h", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'm': model = optarg; break;
-    case 'l': latent_path = optarg; break;
-    case 't':
-      if (cli_parse_double("--timestep", optarg, 0, 1000, &t)) return SP_ERR_INPUT;
-      have_t = 1;
+  const job_option *opt;
+  int r;
+  while ((r = cli_opts_next(&t, argc, argv, &opt)) == 1) {
+    switch (opt->id) {
+    case OPT_LATENT: c->latent_path = optarg; break;
+    case OPT_TIMESTEP:
+      if (job_parse_double("--timestep", optarg, 0, 1000, &c->t)) return SP_ERR_INPUT;
+      c->have_t = 1;
       break;
-    case 'c': cond_path = optarg; break;
-    case 'o': out_path = optarg; break;
-    case 'd': device = optarg; break;
-    case OPT_NO_VERIFY: verify = 0; break;
-    case OPT_PROFILE: profile = 1; break;
-    case OPT_ATTN:
-      if (rank_attn_parse(optarg, &attn)) return SP_ERR_INPUT;
-      break;
-    case 'h': usage(stdout); return SP_OK;
-    default: return cli_bad_usage("forward");
+    case OPT_COND: c->cond_path = optarg; break;
+    case OPT_OUT: c->out_path = optarg; break;
+    case OPT_HELP: usage(&t, stdout); c->help = 1; return SP_OK;
+    default:
+      if (job_opts_set(&c->job, opt->id, optarg) != SP_OK) return SP_ERR_INPUT;
     }
   }
+  if (r < 0) return cli_bad_usage("forward");
   if (optind < argc) {
     sp_log_error("forward: unexpected argument '%s'", argv[optind]);
     return cli_bad_usage("forward");
   }
-  const char *missing = !model ? "--model" : !latent_path ? "--latent" : !have_t ? "--timestep"
-                        : !cond_path ? "--cond" : !out_path ? "--out" : NULL;
+  const char *missing = !c->job.model ? "--model" : !c->latent_path ? "--latent"
+                        : !c->have_t ? "--timestep" : !c->cond_path ? "--cond"
+                        : !c->out_path ? "--out" : NULL;
   if (missing) {
     sp_log_error("forward: %s is required", missing);
     return cli_bad_usage("forward");
   }
-  rank_device dev;
-  if (rank_device_parse(device, &dev) != SP_OK) return SP_ERR_INPUT;
+  return job_opts_check(&c->job, JOB_CHECK_DEVICE);
+}
+
+int cmd_forward(int argc, char **argv) {
+  forward_cli cl;
+  int rc = forward_parse(argc, argv, &cl);
+  if (cl.help || rc != SP_OK) return rc;
+  const char *model = cl.job.model, *latent_path = cl.latent_path, *cond_path = cl.cond_path;
+  const char *out_path = cl.out_path;
+  const double t = cl.t;
+  const rank_device dev = cl.job.dev;
 
   rank_model *m = NULL;
   rank_tensor lat = {0}, ctx = {0};
   rank_stage *s = NULL;
   rank_stage_cfg cfg = {0}; /* cpu until set: done: frees with it */
   float *ctx_emb = NULL, *lat_h = NULL, *pred = NULL;
-  int rc = rank_model_open(model, verify, &m);
+  rc = rank_model_open(model, cl.job.verify, &m);
   if (rc != SP_OK) return rc;
   const wan_config *c = &rank_model_get_info(m)->config;
-  if ((rc = inputs_read_latent(latent_path, "latent", c, NULL, &lat)) != SP_OK) goto done;
-  if ((rc = inputs_read_context(cond_path, "context", c, &ctx)) != SP_OK) goto done;
+  if ((rc = job_read_latent(latent_path, "latent", c, NULL, &lat)) != SP_OK) goto done;
+  if ((rc = job_read_context(cond_path, "context", c, &ctx)) != SP_OK) goto done;
 
   cfg = (rank_stage_cfg){.first_block = 0, .last_block = (int)c->layers - 1, .embed = 1,
                         .head = 1, .prompts = 1, .lat_f = lat.dims[1], .lat_h = lat.dims[2],
                         .lat_w = lat.dims[3], .device = dev, .cuda_device = 0,
-                        .attn = attn, .profile = profile, .act_buffers = 1};
+                        .attn = cl.job.attn, .profile = cl.job.profile, .act_buffers = 1};
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
   int64_t L = rank_stage_tokens(s);

@@ -47,13 +47,13 @@ int cmd_init(int argc, char **argv) {
     switch (ch) {
     case 'a': arch = optarg; break;
     case 's':
-      if (cli_parse_uint64("--seed", optarg, &seed)) return SP_ERR_INPUT;
+      if (job_parse_uint64("--seed", optarg, &seed)) return SP_ERR_INPUT;
       break;
     case 'd':
       if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       break;
     case 'l':
-      if (cli_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;
+      if (job_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;
       break;
     case 'o': out = optarg; break;
     case 'q': quiet = 1; break;

@@ -1,7 +1,6 @@
 /* staticpipe plan: the planner as a dry run, for hardware that need not be
  * here. Reads the model's metadata only (no weights), builds the device
  * inventory from flags or a JSON file, prints the plan as a table or JSON. */
-#include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +15,81 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* plan's own options (ids from JOB_OPT_COUNT on); the job options it
+ * takes come from the job table. */
+enum {
+  OPT_RANKS = JOB_OPT_COUNT,
+  OPT_GPU_MEM,
+  OPT_INVENTORY,
+  OPT_SPEED,
+  OPT_BATCH,
+  OPT_DTYPE,
+  OPT_TFLOPS,
+  OPT_HOST,
+  OPT_PEER,
+  OPT_PREFETCH,
+  OPT_RESERVE,
+  OPT_JSON,
+  OPT_HELP
+};
+
+/* The planner's defaults as text, for plan's own --help. */
+typedef struct plan_defaults {
+  char tflops[32], host[32], peer[32], prefetch[32], reserve[32];
+} plan_defaults;
+
+static void plan_table(cli_opts *t, plan_defaults *d) {
+  static const int ids[] = {JOB_OPT_MODEL, JOB_OPT_FRAMES, JOB_OPT_SIZE, JOB_OPT_BUDGET,
+                            JOB_OPT_CFG, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS};
+  plan_options po;
+  plan_options_default(&po);
+  snprintf(d->tflops, sizeof d->tflops, "%.0f", po.gpu_tflops);
+  snprintf(d->host, sizeof d->host, "%.0f", po.host_link_gbs);
+  snprintf(d->peer, sizeof d->peer, "%.0f", po.peer_link_gbs);
+  snprintf(d->prefetch, sizeof d->prefetch, "%d", po.prefetch_depth);
+  snprintf(d->reserve, sizeof d->reserve, "%.0f MiB", (double)po.reserve_bytes / (1024.0 * 1024.0));
+  static job_option own[] = {
+      {OPT_RANKS, "ranks", 'n', "N", NULL, 0,
+       "pipeline ranks (default: one per --gpu-mem or inventory entry)"},
+      {OPT_GPU_MEM, "gpu-mem", 'G', "LIST", NULL, 0,
+       "GPU memory, one size for every rank or one per rank\n"
+       "(24gb or 24gb,20gb; powers of 1024: 24gb = 24 GiB, as GPU\n"
+       "memory is reported)"},
+      {OPT_INVENTORY, "inventory", 'i', "FILE", NULL, 0,
+       "devices from JSON instead: [{\"name\", \"total_bytes\",\n"
+       "\"free_bytes\", \"sm_count\", \"cc\" (\"9.0\"), \"pci_bus_id\",\n"
+       "\"host_bytes\", \"speed\"}, ...] or {\"devices\": [...]};\n"
+       "sizes as numbers of bytes or strings like \"24gb\""},
+      {OPT_SPEED, "speed", 'S', "LIST", "1", 0,
+       "relative speed per rank, one for all or one per rank\n"
+       "(the rate is --tflops x speed)"},
+      {OPT_BATCH, "batch", 0, "B", "1", 0, "batch items; micro-batches = branches x B"},
+      {OPT_DTYPE, "dtype", 0, "T", "bf16", 0, "weight width on the GPU: bf16 or fp32"},
+      {OPT_TFLOPS, "tflops", 0, "X", NULL, 0, "dense rate of a speed-1 GPU, TFLOP/s"},
+      {OPT_HOST, "host-gbs", 0, "X", NULL, 0, "pinned host -> GPU copy rate, GB/s"},
+      {OPT_PEER, "peer-gbs", 0, "X", NULL, 0, "rank -> rank activation rate, GB/s"},
+      {OPT_PREFETCH, "prefetch", 0, "N", NULL, 0, "streaming slots per rank, 1..16"},
+      {OPT_RESERVE, "reserve", 0, "SIZE", NULL, 0,
+       "runtime reserve per GPU: CUDA context, library\nworkspaces"},
+      {OPT_JSON, "json", 'j', NULL, NULL, 0,
+       "the plan as JSON on stdout (keys ranks[{rank, device,\n"
+       "first_block, last_block, resident, streamed, order,\n"
+       "weight_bytes, peak_bytes, budget_bytes, predicted_step_ms,\n"
+       "...}], order, predicted_step_ms); logs go to stderr"},
+      {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
+  };
+  own[6].def = d->tflops;
+  own[7].def = d->host;
+  own[8].def = d->peer;
+  own[9].def = d->prefetch;
+  own[10].def = d->reserve;
+  cli_opts_build(t, ids, (int)(sizeof ids / sizeof ids[0]), own, (int)(sizeof own / sizeof own[0]));
+}
+
 static void usage(FILE *f) {
-  plan_options d;
-  plan_options_default(&d);
+  cli_opts t;
+  plan_defaults d;
+  plan_table(&t, &d);
   fprintf(f,
           "usage: staticpipe plan --model MODEL --gpu-mem SIZE[,SIZE...] [options]\n"
           "       staticpipe plan --model MODEL --inventory FILE.json [options]\n"
@@ -28,57 +99,21 @@ static void usage(FILE *f) {
           "host memory, weight, peak and budget bytes and the predicted step time. Needs no\n"
           "GPU and no MPI; reads the model's metadata only (synth:PRESET works without a\n"
           "file). Exits 2 with needed vs available bytes per rank when nothing fits.\n"
+          "\n");
+  cli_opts_usage(&t, f);
+  fprintf(f,
           "\n"
-          "  -m, --model MODEL     model file or synth:PRESET (wan2.1-tiny, -1.3b, -14b); required\n"
-          "  -f, --frames F        video frames, 4k+1 (default 81)\n"
-          "  -s, --size HxW        height x width in pixels, multiples of 16 (default 480x832)\n"
-          "  -n, --ranks N         pipeline ranks (default: one per --gpu-mem or inventory entry)\n"
-          "  -G, --gpu-mem LIST    GPU memory, one size for every rank or one per rank\n"
-          "                        (24gb or 24gb,20gb; powers of 1024: 24gb = 24 GiB, as GPU\n"
-          "                        memory is reported)\n"
-          "  -i, --inventory FILE  devices from JSON instead: [{\"name\", \"total_bytes\",\n"
-          "                        \"free_bytes\", \"sm_count\", \"cc\" (\"9.0\"), \"pci_bus_id\",\n"
-          "                        \"host_bytes\", \"speed\"}, ...] or {\"devices\": [...]};\n"
-          "                        sizes as numbers of bytes or strings like \"24gb\"\n"
-          "  -b, --budget STR      memory budget (default auto = free memory minus max(5%%, 256 MiB)):\n"
-          "                          0.8                          fraction of each GPU's memory\n"
-          "                          cuda:0,20gb;cuda:1,18gb;cpu,*  GPU memory per rank in all\n"
-          "                                   (weights, activations, workspaces); cpu,* streams\n"
-          "                                   what does not fit from pinned host memory\n"
-          "                          cuda:0,40%%;cuda:1,60%%         shares of the block bytes;\n"
-          "                                   cpu,25%% streams that share; a '*' takes the rest\n"
-          "                        units b, kb, mb, gb, tb (any case, powers of 1024);\n"
-          "                        cuda:K is pipeline rank K; ranks not named get auto\n"
-          "  -S, --speed LIST      relative speed per rank, one for all or one per rank\n"
-          "                        (default 1; the rate is --tflops x speed)\n"
-          "  -g, --cfg G           guidance scale; > 1 runs 2 branches = 2 micro-batches (default 5)\n"
-          "      --batch B         batch items; micro-batches = branches x B (default 1)\n"
-          "      --dtype T         weight width on the GPU: bf16 or fp32 (default bf16)\n"
-          "      --tflops X        dense rate of a speed-1 GPU, TFLOP/s (default %.0f)\n"
-          "      --host-gbs X      pinned host -> GPU copy rate, GB/s (default %.0f)\n"
-          "      --peer-gbs X      rank -> rank activation rate, GB/s (default %.0f)\n"
-          "      --prefetch N      streaming slots per rank, 1..16 (default %d)\n"
-          "      --reserve SIZE    runtime reserve per GPU: CUDA context, library\n"
-          "                        workspaces (default %.0f MiB)\n"
-          "      --order O         order of work at a stage (default auto: the faster predicted):\n"
-          "                          micro  all blocks on one micro-batch, then the next; stages\n"
-          "                                 pipelined, streamed blocks copied per micro-batch\n"
-          "                          block  each block on every micro-batch; stages in sequence,\n"
-          "                                 streamed blocks copied once per step\n"
-          "      --stream-frac F   every rank streams at least ceil(F x its blocks), 0..1,\n"
-          "                        the largest first; the budget still applies (default: the\n"
-          "                        budget decides what streams)\n"
-          "      --chunk-rows N    chunk activations to at most N rows, N >= 1 (default: the\n"
-          "                        budget decides)\n"
-          "  -j, --json            the plan as JSON on stdout (keys ranks[{rank, device,\n"
-          "                        first_block, last_block, resident, streamed, order,\n"
-          "                        weight_bytes, peak_bytes, budget_bytes, predicted_step_ms,\n"
-          "                        ...}], order, predicted_step_ms); logs go to stderr\n"
-          "  -h, --help            this text\n"
+          "Budgets (--budget; auto = free memory minus max(5%%, 256 MiB)):\n"
+          "  0.8                          fraction of each GPU's memory\n"
+          "  cuda:0,20gb;cuda:1,18gb;cpu,*  GPU memory per rank in all (weights, activations,\n"
+          "                               workspaces); cpu,* streams what does not fit from\n"
+          "                               pinned host memory\n"
+          "  cuda:0,40%%;cuda:1,60%%         shares of the block bytes; cpu,25%% streams that\n"
+          "                               share; a '*' takes the rest\n"
+          "units b, kb, mb, gb, tb (any case, powers of 1024); cuda:K is pipeline rank K;\n"
+          "ranks not named get auto.\n"
           "\n"
-          "example: staticpipe plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 12gb --budget 'cpu,*'\n",
-          d.gpu_tflops, d.host_link_gbs, d.peer_link_gbs, d.prefetch_depth,
-          (double)d.reserve_bytes / (1024.0 * 1024.0));
+          "example: staticpipe plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 12gb --budget 'cpu,*'\n");
 }
 
 /* Splits a comma list into at most max tokens (in place). Returns the
@@ -217,124 +252,87 @@ static void log_lines(const char *prefix, const char *msg) {
   }
 }
 
-enum {
-  OPT_BATCH = 1000,
-  OPT_DTYPE,
-  OPT_TFLOPS,
-  OPT_HOST,
-  OPT_PEER,
-  OPT_PREFETCH,
-  OPT_RESERVE,
-  OPT_ORDER,
-  OPT_STREAM_FRAC,
-  OPT_CHUNK_ROWS
-};
-
-int cmd_plan(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"model", required_argument, 0, 'm'},     {"frames", required_argument, 0, 'f'},
-      {"size", required_argument, 0, 's'},      {"ranks", required_argument, 0, 'n'},
-      {"gpu-mem", required_argument, 0, 'G'},   {"inventory", required_argument, 0, 'i'},
-      {"budget", required_argument, 0, 'b'},    {"speed", required_argument, 0, 'S'},
-      {"cfg", required_argument, 0, 'g'},       {"batch", required_argument, 0, OPT_BATCH},
-      {"dtype", required_argument, 0, OPT_DTYPE}, {"tflops", required_argument, 0, OPT_TFLOPS},
-      {"host-gbs", required_argument, 0, OPT_HOST}, {"peer-gbs", required_argument, 0, OPT_PEER},
-      {"prefetch", required_argument, 0, OPT_PREFETCH},
-      {"reserve", required_argument, 0, OPT_RESERVE}, {"order", required_argument, 0, OPT_ORDER},
-      {"stream-frac", required_argument, 0, OPT_STREAM_FRAC},
-      {"chunk-rows", required_argument, 0, OPT_CHUNK_ROWS}, {"json", no_argument, 0, 'j'},
-      {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
-  const char *model = NULL, *gpu_mem = NULL, *inventory = NULL, *budget = NULL, *speed = NULL;
-  int64_t frames = 81, height = 480, width = 832, nranks = 0, batch = 1, prefetch = 0;
-  double cfg = 5.0;
-  int json = 0, dtype_bytes = 2;
-  char err[8192];
+/* What plan's flags say: the job's options and plan's own. */
+typedef struct plan_cli {
+  job_opts job; /* --model, --frames, --size, --cfg, --budget, --order, ... */
   plan_options po;
-  plan_options_default(&po);
+  const char *gpu_mem, *inventory, *speed;
+  int64_t nranks, batch;
+  int json, dtype_bytes, help;
+} plan_cli;
 
-  cli_getopt_reset();
-  int ch;
-  while ((ch = getopt_long(argc, argv, "m:f:s:n:G:i:b:S:g:jh", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'm': model = optarg; break;
-    case 'f':
-      if (cli_parse_int64("--frames", optarg, 1, 100001, &frames)) return SP_ERR_INPUT;
-      break;
-    case 's':
-      if (cli_parse_size_hw("--size", optarg, &height, &width)) return SP_ERR_INPUT;
-      break;
-    case 'n':
-      if (cli_parse_int64("--ranks", optarg, 1, PLAN_MAX_RANKS, &nranks)) return SP_ERR_INPUT;
-      break;
-    case 'G': gpu_mem = optarg; break;
-    case 'i': inventory = optarg; break;
-    case 'b': budget = optarg; break;
-    case 'S': speed = optarg; break;
-    case 'g':
-      if (cli_parse_double("--cfg", optarg, 0, 100, &cfg)) return SP_ERR_INPUT;
-      break;
-    case OPT_BATCH:
-      if (cli_parse_int64("--batch", optarg, 1, 512, &batch)) return SP_ERR_INPUT;
-      break;
-    case OPT_DTYPE:
-      {
-        kern_dtype dt;
-        if (cli_parse_dtype("--dtype", optarg, &dt)) return SP_ERR_INPUT;
-        dtype_bytes = (int)kern_dtype_size(dt);
-      }
-      break;
-    case OPT_TFLOPS:
-      if (cli_parse_double("--tflops", optarg, 1e-3, 1e6, &po.gpu_tflops)) return SP_ERR_INPUT;
-      break;
-    case OPT_HOST:
-      if (cli_parse_double("--host-gbs", optarg, 1e-3, 1e5, &po.host_link_gbs)) return SP_ERR_INPUT;
-      break;
-    case OPT_PEER:
-      if (cli_parse_double("--peer-gbs", optarg, 1e-3, 1e5, &po.peer_link_gbs)) return SP_ERR_INPUT;
-      break;
-    case OPT_PREFETCH:
-      if (cli_parse_int64("--prefetch", optarg, 1, 16, &prefetch)) return SP_ERR_INPUT;
-      po.prefetch_depth = (int)prefetch;
-      break;
-    case OPT_RESERVE:
-      if (plan_parse_bytes(optarg, &po.reserve_bytes, err, sizeof err) != PLAN_OK) {
-        sp_log_error("--reserve: %s", err);
-        return SP_ERR_INPUT;
-      }
-      break;
-    case OPT_ORDER:
-      if (plan_parse_order(optarg, &po.order, err, sizeof err) != PLAN_OK) {
-        sp_log_error("--order: %s", err);
-        return SP_ERR_INPUT;
-      }
-      break;
-    case OPT_STREAM_FRAC:
-      if (cli_parse_double("--stream-frac", optarg, 0, 1, &po.stream_frac)) return SP_ERR_INPUT;
-      break;
-    case OPT_CHUNK_ROWS:
-      if (cli_parse_int64("--chunk-rows", optarg, 1, INT64_C(1) << 31, &po.max_rows))
-        return SP_ERR_INPUT;
-      break;
-    case 'j': json = 1; break;
-    case 'h': usage(stdout); return SP_OK;
-    default: return cli_bad_usage("plan");
+/* One of plan's own options. */
+static int plan_set(plan_cli *c, int id, const char *v) {
+  char err[256];
+  int64_t i64;
+  kern_dtype dt;
+  switch (id) {
+  case OPT_RANKS: return job_parse_int64("--ranks", v, 1, PLAN_MAX_RANKS, &c->nranks);
+  case OPT_GPU_MEM: c->gpu_mem = v; return SP_OK;
+  case OPT_INVENTORY: c->inventory = v; return SP_OK;
+  case OPT_SPEED: c->speed = v; return SP_OK;
+  case OPT_BATCH: return job_parse_int64("--batch", v, 1, 512, &c->batch);
+  case OPT_DTYPE:
+    if (cli_parse_dtype("--dtype", v, &dt)) return SP_ERR_INPUT;
+    c->dtype_bytes = (int)kern_dtype_size(dt);
+    return SP_OK;
+  case OPT_TFLOPS: return job_parse_double("--tflops", v, 1e-3, 1e6, &c->po.gpu_tflops);
+  case OPT_HOST: return job_parse_double("--host-gbs", v, 1e-3, 1e5, &c->po.host_link_gbs);
+  case OPT_PEER: return job_parse_double("--peer-gbs", v, 1e-3, 1e5, &c->po.peer_link_gbs);
+  case OPT_PREFETCH:
+    if (job_parse_int64("--prefetch", v, 1, 16, &i64)) return SP_ERR_INPUT;
+    c->po.prefetch_depth = (int)i64;
+    return SP_OK;
+  case OPT_RESERVE:
+    if (plan_parse_bytes(v, &c->po.reserve_bytes, err, sizeof err) != PLAN_OK) {
+      sp_log_error("--reserve: %s", err);
+      return SP_ERR_INPUT;
     }
+    return SP_OK;
+  case OPT_JSON: c->json = 1; return SP_OK;
+  default: c->help = 1; return SP_OK;
   }
+}
+
+static int plan_parse(int argc, char **argv, plan_cli *c) {
+  cli_opts t;
+  plan_defaults d;
+  plan_table(&t, &d);
+  memset(c, 0, sizeof *c);
+  job_opts_default(&c->job);
+  plan_options_default(&c->po);
+  c->batch = 1;
+  c->dtype_bytes = 2;
+  cli_getopt_reset();
+  const job_option *opt;
+  int r;
+  while ((r = cli_opts_next(&t, argc, argv, &opt)) == 1 && !c->help) {
+    int rc = opt->id < JOB_OPT_COUNT ? job_opts_set(&c->job, opt->id, optarg)
+                                     : plan_set(c, opt->id, optarg);
+    if (rc != SP_OK) return rc;
+  }
+  if (c->help) return SP_OK;
+  if (r < 0) return cli_bad_usage("plan");
   if (optind != argc) {
     sp_log_error("plan: unexpected argument '%s' (the model is given with --model)", argv[optind]);
     return cli_bad_usage("plan");
   }
-  if (!model) {
+  if (!c->job.model) {
     sp_log_error("plan: --model is required (a model file or synth:wan2.1-14b)");
     return cli_bad_usage("plan");
   }
-  if (!gpu_mem == !inventory) {
+  if (!c->gpu_mem == !c->inventory) {
     sp_log_error("plan: give the GPUs with exactly one of --gpu-mem or --inventory");
     return cli_bad_usage("plan");
   }
+  return job_opts_check(&c->job, 0);
+}
 
-  /* ---- devices ---- */
-  static plan_device devs[PLAN_MAX_RANKS];
+/* The devices from --inventory or --gpu-mem, and --speed; sets c->nranks. */
+static int plan_devices(plan_cli *c, plan_device *devs) {
+  const char *gpu_mem = c->gpu_mem, *inventory = c->inventory, *speed = c->speed;
+  int64_t nranks = c->nranks;
+  char err[8192];
   int ndev = 0;
   if (inventory) {
     if (load_inventory(inventory, devs, &ndev) != SP_OK) return SP_ERR_INPUT;
@@ -382,9 +380,31 @@ int cmd_plan(int argc, char **argv) {
       return SP_ERR_INPUT;
     }
     for (int r = 0; r < nranks; r++)
-      if (cli_parse_double("--speed", items[n == 1 ? 0 : r], 1e-3, 1000, &devs[r].speed))
+      if (job_parse_double("--speed", items[n == 1 ? 0 : r], 1e-3, 1000, &devs[r].speed))
         return SP_ERR_INPUT;
   }
+
+  c->nranks = nranks;
+  return SP_OK;
+}
+
+int cmd_plan(int argc, char **argv) {
+  plan_cli cl;
+  int rc = plan_parse(argc, argv, &cl);
+  if (cl.help) {
+    usage(stdout);
+    return SP_OK;
+  }
+  if (rc != SP_OK) return rc;
+  static plan_device devs[PLAN_MAX_RANKS];
+  if ((rc = plan_devices(&cl, devs)) != SP_OK) return rc;
+  const char *model = cl.job.model, *budget = cl.job.budget;
+  const int64_t nranks = cl.nranks, batch = cl.batch;
+  const int json = cl.json, dtype_bytes = cl.dtype_bytes;
+  const double cfg = cl.job.job.cfg;
+  char err[8192];
+  plan_options po = cl.po;
+  job_plan_options(&cl.job, &po);
 
   plan_budget b;
   if (plan_budget_parse(budget, (int)nranks, &b, err, sizeof err) != PLAN_OK) {
@@ -394,14 +414,15 @@ int cmd_plan(int argc, char **argv) {
 
   /* ---- model sizes: metadata only ---- */
   rank_model *m = NULL;
-  int rc = rank_model_open(model, 0, &m);
+  rc = rank_model_open(model, 0, &m);
   if (rc != SP_OK) return rc;
   const rank_model_info *info = rank_model_get_info(m);
   uint64_t *bb = sp_xcalloc((size_t)info->config.layers, sizeof *bb);
   plan_model pm;
   rank_model_plan_sizes(m, dtype_bytes, bb, &pm);
-  int micro = (cfg > 1.0 ? 2 : 1) * (int)batch;
-  plan_workload wl = {frames, height, width, micro, info->config.text_len};
+  plan_workload wl = job_workload(&cl.job.job, &info->config, (int)batch);
+  const int micro = wl.micro_batches;
+  const int64_t frames = wl.frames, height = wl.height, width = wl.width;
   static plan p;
   int prc = plan_make(&pm, devs, (int)nranks, &b, &wl, &po, &p, err, sizeof err);
   if (prc != PLAN_OK) {

@@ -44,7 +44,8 @@ typedef struct rank_job {
   const float *sigmas;     /* (steps + 1) */
   const int64_t *timesteps; /* (steps) */
   rank_sampler_kind sampler;
-  float cfg;               /* guidance; micro-batches = 2 when cfg != 1 */
+  float cfg;               /* guidance */
+  int micro;               /* micro-batches: job_micro_batches(cfg), 2 with CFG */
   const float *noise;      /* stage 0 and last stage: initial latent (numel) */
   float *out;              /* last stage: the final latent (numel) */
   int slot0;               /* its first prompt slot: conditional slot0, negative slot0 + 1 */
@@ -66,7 +67,7 @@ typedef struct rank_pipe_stats {
   int steps;        /* steps run */
 } rank_pipe_stats;
 
-static inline int rank_job_micro_batches(const rank_job *j) { return j->cfg != 1.0f ? 2 : 1; }
+static inline int rank_job_micro_batches(const rank_job *j) { return j->micro; }
 
 /* Runs the whole sampling loop of njobs jobs (1..RANK_PIPE_MAX_JOBS, all
  * of the stage's latent shape and the same number of steps) on this rank's

@@ -156,5 +156,25 @@ for o in --model --frames --size --ranks --gpu-mem --inventory --budget --speed 
   grep -qF -- "$o" "$TMP/h.txt" || bad "--help lacks $o"
 done
 
+# 8. plan and run share the job's facts and its one validator: any cfg
+# other than 1 is two micro-batches (CFG needs the unconditional branch),
+# and a frame count is refused by both with the same words.
+"$BIN" plan --model synth:wan2.1-tiny --gpu-mem 8gb --cfg 0.5 >"$TMP/cfg.txt" 2>&1 \
+  || bad "plan --cfg 0.5: $(cat "$TMP/cfg.txt")"
+grep -q "2 micro-batches (cfg 0.5" "$TMP/cfg.txt" || bad "plan --cfg 0.5 is not 2 micro-batches: $(cat "$TMP/cfg.txt")"
+"$BIN" plan --model synth:wan2.1-tiny --gpu-mem 8gb --cfg 0.5 --json >"$TMP/cfg.json" 2>&1
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["micro_batches"] == 2' "$TMP/cfg.json" \
+  || bad "plan --cfg 0.5 --json: micro_batches is not 2"
+for f in 4098 10 0; do
+  "$BIN" plan --model synth:wan2.1-tiny --gpu-mem 8gb --frames $f >/dev/null 2>"$TMP/pf.err"; prc=$?
+  "$BIN" run --model synth:wan2.1-tiny --cond "$TMP/none.h5" -o "$TMP/none-out.h5" --frames $f \
+    >/dev/null 2>"$TMP/rf.err"; rrc=$?
+  pe=$(grep error: "$TMP/pf.err"); re=$(grep error: "$TMP/rf.err")
+  [ $prc -eq 2 ] && [ $rrc -eq 2 ] || bad "--frames $f: plan exit $prc, run exit $rrc, want 2 and 2"
+  [ -n "$pe" ] && [ "$pe" = "$re" ] || bad "--frames $f: plan says '$pe', run says '$re'"
+done
+"$BIN" plan --model synth:wan2.1-tiny --gpu-mem 8gb --frames 4097 --size 16x16 >/dev/null 2>"$TMP/pf.err" \
+  || bad "plan --frames 4097 (the limit) refused: $(cat "$TMP/pf.err")"
+
 [ $fail -eq 0 ] && echo "test_plan_cli: all checks passed"
 exit $fail

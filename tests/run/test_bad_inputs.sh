@@ -49,6 +49,7 @@ expect2() { # description  expected-substring  command...
 }
 R=("$SP_BIN" run --model "$T/m.h5" --cond "$T/cond.h5" --frames 9 --size 64x48 --steps 2 -q -o "$T/keep.h5")
 expect2 "frames not 4k+1" "4k+1" "${R[@]}" --frames 10
+expect2 "frames over the limit" "--frames: '4098' is out of range: frames are 1..4097" "${R[@]}" --frames 4098
 expect2 "size not a multiple of 16" "multiples of 16" "${R[@]}" --size 72x48
 expect2 "size malformed" "HEIGHTxWIDTH" "${R[@]}" --size 64by48
 expect2 "steps 0" "--steps" "${R[@]}" --steps 0

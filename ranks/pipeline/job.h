@@ -1,0 +1,216 @@
+/* The job: what a sampling run is (its workload and how to run it), the
+ * one place its limits and rules are checked, the facts derived from it,
+ * and the calls that plan, load, sample and write it. The commands (run,
+ * plan, bench, forward) parse flags into a job_opts and print; the --jobs
+ * file fills one job_spec per line through the same setters.
+ *
+ *   job_opts_default        every option at the default its table entry names
+ *   job_opts_set            one option from its text (--frames 81, frames=81)
+ *   job_opts_check          every limit and rule; errors name the flag
+ *   job_latent_shape, job_micro_batches, job_tokens, job_plan_inputs
+ *   job_session_open ... job_session_close   (job_run.c): plan, load, sample, write
+ *
+ * Files: job_opts.c (the option table, setters, validator), job_plan.c
+ * (derived facts, device, plan), job_io.c (a job's inputs and outputs),
+ * job_run.c (the session: stage, sampling of job groups, summary), jobs.c
+ * (the --jobs file). */
+#ifndef JOB_H
+#define JOB_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "model_file.h"
+#include "plan.h"
+#include "sampler.h"
+#include "stage.h"
+#include "tensor_io.h"
+#include "transport.h"
+#include "wan_config.h"
+
+enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096 };
+
+/* One sampling: run's own flags, or one line of a --jobs file. */
+typedef struct job_spec {
+  int line;              /* line number in the jobs file (0: the command line) */
+  int bad;               /* the line was refused (already logged) */
+  char cond[JOB_PATH];   /* --cond */
+  char noise[JOB_PATH];  /* --noise, "" for the seed */
+  char out[JOB_PATH];    /* --out */
+  uint64_t seed;
+  int64_t frames, height, width;
+  int steps;
+  double cfg, shift;
+  rank_sampler_kind sampler;
+} job_spec;
+
+/* The workload and how to run it: every option of the job table. */
+typedef struct job_opts {
+  const char *model, *budget, *device, *jobs, *log_dir;
+  job_spec job; /* the command line's job; the defaults of --jobs lines */
+  double timeout;
+  comm_transport_kind transport;
+  int verify, quiet, preview;
+  rank_device dev;        /* from --device (job_opts_check with JOB_CHECK_DEVICE) */
+  rank_attn attn;         /* --attn */
+  const char *devices;    /* --devices LIST */
+  const char *save_noise; /* --save-noise FILE */
+  const char *trace;      /* --trace FILE.json */
+  int profile;            /* --profile (CUDA) */
+  int order;              /* --order: PLAN_ORDER_AUTO, _MICRO or _BLOCK */
+  double stream_frac;     /* --stream-frac, -1: the budget decides */
+  int64_t chunk_rows;     /* --chunk-rows, -1: the planner decides */
+  int mem_trace;          /* --mem-trace (CUDA) */
+  int cuda_device;        /* this rank's GPU (job_session_open) */
+} job_opts;
+
+/* The job's options: one entry each, from which the commands build their
+ * getopt table and --help text, and with whose names the --jobs keys are
+ * spelled (per_job). A command's own options use the same struct with ids
+ * from JOB_OPT_COUNT on. */
+typedef enum job_opt_id {
+  JOB_OPT_MODEL, JOB_OPT_COND, JOB_OPT_FRAMES, JOB_OPT_SIZE, JOB_OPT_STEPS, JOB_OPT_CFG,
+  JOB_OPT_SHIFT, JOB_OPT_SAMPLER, JOB_OPT_SEED, JOB_OPT_NOISE, JOB_OPT_SAVE_NOISE,
+  JOB_OPT_OUT, JOB_OPT_JOBS, JOB_OPT_BUDGET, JOB_OPT_DEVICE, JOB_OPT_DEVICES, JOB_OPT_ATTN,
+  JOB_OPT_TRANSPORT, JOB_OPT_TIMEOUT, JOB_OPT_LOG_DIR, JOB_OPT_NO_PREVIEW, JOB_OPT_NO_VERIFY,
+  JOB_OPT_TRACE, JOB_OPT_PROFILE, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS,
+  JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_COUNT
+} job_opt_id;
+
+typedef struct job_option {
+  int id;           /* a job_opt_id, or a command's own id >= JOB_OPT_COUNT */
+  const char *name; /* the long flag without "--"; the key of a --jobs line */
+  char short_name;  /* 0: none */
+  const char *arg;  /* the value's name in --help; NULL: a switch */
+  const char *def;  /* the default, as text; NULL: none or said in help */
+  int per_job;      /* may differ per line of a --jobs file */
+  const char *help; /* --help text; lines after the first indented by the printer */
+} job_option;
+
+/* The entry of option id (0 <= id < JOB_OPT_COUNT); the entry named name
+ * (NULL when none). */
+const job_option *job_option_get(int id);
+const job_option *job_option_find(const char *name);
+
+/* Every option at its table default. */
+void job_opts_default(job_opts *o);
+/* Sets option id from its text; a switch takes value NULL. Checks the
+ * syntax only (the limits are job_opts_check's). SP_OK or SP_ERR_INPUT
+ * after one line naming the flag. */
+int job_opts_set(job_opts *o, int id, const char *value);
+/* The same for a per-job option of one --jobs line: errors say
+ * "where: key=value ..." (where is "FILE:LINE"). */
+int job_spec_set(job_spec *j, int id, const char *value, const char *where);
+
+/* What job_opts_check checks besides the limits every job obeys. */
+enum {
+  JOB_CHECK_RUN = 1,    /* run's rules: --model and --cond/--out or --jobs */
+  JOB_CHECK_DEVICE = 2, /* resolve --device into o->dev */
+};
+/* Every limit and rule of the job's options, in one place; errors name the
+ * flag (for a --jobs line, "where: key=value"). SP_OK or SP_ERR_INPUT
+ * (logged once). */
+int job_opts_check(job_opts *o, int what);
+/* The limits of one job's values; where is NULL for the command line, else
+ * the "FILE:LINE" of a --jobs line. */
+int job_spec_check(const job_spec *j, const char *where);
+
+/* Number parsers shared by every command's flags: each logs
+ * "flag: 'text' is not ..." once and returns SP_ERR_INPUT. */
+int job_parse_int64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+int job_parse_uint64(const char *flag, const char *s, uint64_t *out);
+int job_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
+/* "HxW" (480x832) into h and w, each in 1..65536. */
+int job_parse_size_hw(const char *flag, const char *s, int64_t *h, int64_t *w);
+
+/* ---- derived facts (job_plan.c) ---- */
+
+/* Micro-batches of a job: 2 (the conditional and the unconditional branch)
+ * for any guidance scale other than 1, else 1. */
+int job_micro_batches(double cfg);
+/* The latent [channels, F, H, W]: channels from the model (in_dim), F from
+ * the 4x temporal VAE (first frame alone), H and W 8x spatial. */
+void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]);
+/* Tokens of the job's latent after the patch embedding. */
+int64_t job_tokens(const job_spec *j, const wan_config *c);
+/* The plan's workload for one job with batch items each (plan --batch). */
+plan_workload job_workload(const job_spec *j, const wan_config *c, int batch);
+/* Sets the planner's options the job gives: --order, --stream-frac,
+ * --chunk-rows (the others stay). */
+void job_plan_options(const job_opts *o, plan_options *po);
+/* Rank 0 of each group: the planner's input for a set of jobs run
+ * together (the largest latent, two micro-batches when any uses CFG),
+ * times in_flight jobs. Returns the index of the job with the largest
+ * latent, -1 when every job is bad. */
+int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_flight,
+                    plan_workload *wl);
+
+/* ---- one job's inputs and output (job_io.c) ---- */
+
+/* One job's inputs on rank 0: the contexts and the initial noise. */
+typedef struct job_inputs {
+  rank_tensor ctx[2], noise;
+} job_inputs;
+
+void job_inputs_free(job_inputs *in);
+/* dataset (L, text_dim) with 1 <= L <= text_len. */
+int job_read_context(const char *path, const char *name, const wan_config *c, rank_tensor *out);
+/* dataset (in_dim, F, H, W), H and W even; with want non-NULL the shape
+ * must equal it exactly. */
+int job_read_latent(const char *path, const char *name, const wan_config *c,
+                    const int64_t *want, rank_tensor *out);
+
+/* ---- the session: plan, load, sample, write (job_run.c) ---- */
+
+/* What a rank did, gathered on rank 0 for the summary. */
+typedef struct job_rank_stats {
+  int first, last;
+  uint64_t bytes_loaded;
+  double load_s, compute_s, wait_s, send_s, queue_s;
+  double sample_s;     /* wall time of the sampling loops */
+  double first_step_s; /* rank 0: the first step of each group (one-time costs) */
+  int groups;          /* sampling loops run (each has a first step) */
+  int steps;           /* steps run, over every job */
+  int order;           /* PLAN_ORDER_MICRO or _BLOCK: this rank's order of work */
+  int streamed;        /* blocks streamed from host memory */
+  uint64_t h2d_bytes;  /* streamed weight bytes copied while sampling */
+  uint64_t arena_bytes, device_in_use, device_peak; /* the last stage loaded */
+  uint64_t plan_peak_bytes; /* the planner's device peak for this rank */
+  double weights_s;         /* reading and placing the weights (within load_s) */
+} job_rank_stats;
+
+typedef struct job_session job_session;
+
+/* After each phase every rank learns the worst status (comm_phase_end). */
+int job_phase(const comm_world *w, int rc, const char *what);
+
+/* Opens the log directory, the watchdog, this rank's GPU, the transport and
+ * the model (o->cuda_device is set). *out is set even on failure (close it). */
+int job_session_open(const comm_world *w, job_opts *o, job_session **out);
+/* Rank 0 reads the jobs (o->jobs, else the command line's one job); every
+ * rank gets the same list; reads the single job's inputs; plans. */
+int job_session_plan(job_session *s);
+/* The plan every rank follows (after job_session_plan). */
+const plan *job_session_get_plan(const job_session *s);
+/* Runs every job, in groups in flight together; each job's output written
+ * by the last rank. Returns the worst job status (a failed load ends the
+ * run: *fatal). */
+int job_session_run(job_session *s);
+/* Logs the --jobs summary, gathers each rank's stats on rank 0 (*all, a
+ * w->size array, free() it; NULL elsewhere). */
+int job_session_finish(job_session *s, int rc, job_rank_stats **all);
+void job_session_close(job_session *s);
+
+/* ---- the --jobs file (jobs.c) ----
+ *
+ * One job per line, whitespace-separated key=value fields with the keys of
+ * the per-job options (cond, out, seed, noise, frames, size, steps, cfg,
+ * shift, sampler); '#' starts a comment, blank lines are skipped. Keys
+ * left out take the run command's values. A line that breaks a rule is
+ * kept as a bad job (logged once, "FILE:LINE: ..."), so the others run.
+ * On SP_OK, *out (free() it) holds *n >= 1 jobs, bad ones marked.
+ * SP_ERR_INPUT (logged) when the file cannot be read, holds no job or more
+ * than JOB_FILE_MAX. */
+int job_file_read(const char *path, const job_spec *defaults, job_spec **out, int *n);
+
+#endif

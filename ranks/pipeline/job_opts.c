@@ -1,0 +1,362 @@
+/* The job's options: the table (flag, value, default, help), the setters
+ * from text, and the validator that holds every limit (see job.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "log.h"
+
+/* The limits of a job's values: checked by job_opts_check alone. */
+#define JOB_FRAMES_MAX 4097
+#define JOB_SIDE_MAX 65536
+#define JOB_STEPS_MAX 10000
+#define JOB_CFG_MAX 100.0
+#define JOB_SHIFT_MIN 1e-3
+#define JOB_SHIFT_MAX 1e3
+#define JOB_TIMEOUT_MIN 1.0
+#define JOB_TIMEOUT_MAX 1e6
+#define JOB_CHUNK_ROWS_MAX (INT64_C(1) << 31)
+
+static const job_option table[JOB_OPT_COUNT] = {
+    {JOB_OPT_MODEL, "model", 'm', "MODEL", NULL, 0, "model file or synth:PRESET[:SEED] (required)"},
+    {JOB_OPT_COND, "cond", 'c', "FILE", NULL, 1,
+     "HDF5 with 'context' float32 [L, 4096], L <= 512, and, when\n"
+     "--cfg is not 1, 'context_null' (the encoded negative\n"
+     "prompt); see launch/encode_prompt.py (required without\n"
+     "--jobs)"},
+    {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, at most 4097"},
+    {JOB_OPT_SIZE, "size", 's', "HxW", "480x832", 1,
+     "height x width in pixels, multiples of 16"},
+    {JOB_OPT_STEPS, "steps", 'n', "N", "50", 1, "sampling steps, 1..10000"},
+    {JOB_OPT_CFG, "cfg", 'g', "G", "5", 1,
+     "guidance scale, 0..100; 1 runs the conditional branch only,\n"
+     "any other value 2 branches = 2 micro-batches"},
+    {JOB_OPT_SHIFT, "shift", 0, "S", "5", 1, "schedule shift"},
+    {JOB_OPT_SAMPLER, "sampler", 0, "NAME", "unipc", 1,
+     "unipc (the published UniPC, order 2, bh2) or euler"},
+    {JOB_OPT_SEED, "seed", 0, "K", "0", 1,
+     "noise seed: Philox keyed by element index,\n"
+     "identical on every machine and rank count"},
+    {JOB_OPT_NOISE, "noise", 0, "FILE", NULL, 1,
+     "initial noise: dataset 'noise' float32 [16, F, H/8, W/8];\n"
+     "overrides --seed"},
+    {JOB_OPT_SAVE_NOISE, "save-noise", 0, "FILE", NULL, 0,
+     "write the initial noise (dataset 'noise') to FILE, to start\n"
+     "another run or another implementation from the same noise"},
+    {JOB_OPT_OUT, "out", 'o', "FILE", NULL, 1,
+     "output: dataset 'latents' float32 [16, F, H/8, W/8] with the\n"
+     "settings as attributes, and a preview FILE.png; both written\n"
+     "atomically by the last rank (required without --jobs)"},
+    {JOB_OPT_JOBS, "jobs", 0, "FILE", NULL, 0,
+     "many jobs, one model load: one job per line of key=value\n"
+     "fields, '#' starts a comment:\n"
+     "  cond=FILE out=FILE [seed=K | noise=FILE] [frames=N]\n"
+     "  [size=HxW] [steps=N] [cfg=G] [shift=S] [sampler=NAME]\n"
+     "keys left out take the values of the flags above; jobs run\n"
+     "in order, up to one per rank in flight together when they\n"
+     "share latent shape and steps (their micro-batches fill the\n"
+     "pipeline; each result equals a separate run); a bad line or\n"
+     "a failed job is reported and the rest go on; a summary at\n"
+     "the end; exit status non-zero when any job failed"},
+    {JOB_OPT_BUDGET, "budget", 'b', "STR", "auto", 0,
+     "memory budget per rank; see 'staticpipe plan --help' for\n"
+     "the forms (bytes, ratio, fraction, auto)"},
+    {JOB_OPT_DEVICE, "device", 'd', "DEV", "auto", 0,
+     "auto (cuda when a GPU is visible), cuda or cpu"},
+    {JOB_OPT_DEVICES, "devices", 0, "LIST", NULL, 0,
+     "CUDA devices to use, e.g. 0,2: a rank takes LIST[local rank\n"
+     "mod its length] (default: local rank mod the devices\n"
+     "visible; CUDA_VISIBLE_DEVICES is honoured)"},
+    {JOB_OPT_ATTN, "attn", 0, "NAME", "auto", 0,
+     "CUDA attention: auto (cudnn where cuDNN takes the shape,\n"
+     "else flash), cudnn, flash (own kernel), simple (the\n"
+     "reference: cuBLASLt GEMMs, exact softmax)"},
+    {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
+     "auto (nccl when every rank has a GPU of its own and the\n"
+     "stages run on GPUs, else mpi), mpi or nccl"},
+    {JOB_OPT_TIMEOUT, "timeout", 0, "S", "300", 0,
+     "longest any rank may go without hearing from a peer it\n"
+     "waits on, seconds; ranks exchange heartbeats, so slow work\n"
+     "never trips it, a dead, stopped or deadlocked rank does and\n"
+     "the whole job ends"},
+    {JOB_OPT_LOG_DIR, "log-dir", 0, "DIR", NULL, 0, "also write each rank's log to DIR/rank-N.log"},
+    {JOB_OPT_NO_PREVIEW, "no-preview", 0, NULL, NULL, 0, "do not write FILE.png"},
+    {JOB_OPT_NO_VERIFY, "no-verify", 0, NULL, NULL, 0,
+     "do not check the weights' checksums while loading"},
+    {JOB_OPT_TRACE, "trace", 0, "FILE", NULL, 0,
+     "a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev):\n"
+     "one process per rank, spans for embed, blocks, head,\n"
+     "sampler, every wait on a peer and every step; NVTX ranges\n"
+     "with the CUDA backend; written by rank 0 at the end"},
+    {JOB_OPT_PROFILE, "profile", 0, NULL, NULL, 0,
+     "CUDA: time every op of every block; after each call of a\n"
+     "stage's blocks, each op's mean time against its floor"},
+    {JOB_OPT_ORDER, "order", 0, "O", "auto", 0,
+     "order of work at a stage: auto (the planner's choice by\n"
+     "predicted step time), micro (micro-batch-major: stages\n"
+     "overlap on different micro-batches; a streamed block is\n"
+     "copied once per micro-batch) or block (block-major: each\n"
+     "block runs every micro-batch of the step while on the GPU,\n"
+     "copied once per step; no overlap between stages in a step)"},
+    {JOB_OPT_STREAM_FRAC, "stream-frac", 0, "F", NULL, 0,
+     "stream at least ceil(F x its blocks), 0..1, of each rank's\n"
+     "blocks from pinned host memory, the largest first, whatever\n"
+     "the budget allows; the budget still holds (default: the\n"
+     "budget decides what streams)"},
+    {JOB_OPT_CHUNK_ROWS, "chunk-rows", 0, "N", NULL, 0,
+     "process the block transients in chunks of at most N tokens,\n"
+     "1..2^31 (default: the planner's choice, unchunked when the\n"
+     "budget allows); latents are the same either way"},
+    {JOB_OPT_MEM_TRACE, "mem-trace", 0, NULL, NULL, 0,
+     "CUDA: per block, device memory in use before and after and\n"
+     "the arena's peak, beside the planner's prediction, as a\n"
+     "table and as counters in --trace (synchronises each block)"},
+    {JOB_OPT_QUIET, "quiet", 'q', NULL, NULL, 0, "no progress lines"},
+};
+
+const job_option *job_option_get(int id) {
+  return id >= 0 && id < JOB_OPT_COUNT ? &table[id] : NULL;
+}
+
+const job_option *job_option_find(const char *name) {
+  for (int i = 0; i < JOB_OPT_COUNT; i++)
+    if (strcmp(table[i].name, name) == 0) return &table[i];
+  return NULL;
+}
+
+/* ---- number parsers ---- */
+
+int job_parse_int64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || errno == ERANGE || v < lo || v > hi) {
+    if (lo == INT64_MIN && hi == INT64_MAX)
+      sp_log_error("%s: '%s' is not an integer", flag, s);
+    else
+      sp_log_error("%s: '%s' is not an integer in %lld..%lld", flag, s, (long long)lo,
+                   (long long)hi);
+    return SP_ERR_INPUT;
+  }
+  *out = v;
+  return SP_OK;
+}
+
+int job_parse_uint64(const char *flag, const char *s, uint64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = *s && *s != '-' ? strtoull(s, &end, 10) : 0;
+  if (!end || *end || errno == ERANGE) {
+    sp_log_error("%s: '%s' is not a non-negative 64-bit integer", flag, s);
+    return SP_ERR_INPUT;
+  }
+  *out = v;
+  return SP_OK;
+}
+
+int job_parse_double(const char *flag, const char *s, double lo, double hi, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (!*s || *end || errno == ERANGE || !isfinite(v) || v < lo || v > hi) {
+    if (isinf(lo) && isinf(hi))
+      sp_log_error("%s: '%s' is not a number", flag, s);
+    else
+      sp_log_error("%s: '%s' is not a number in %g..%g", flag, s, lo, hi);
+    return SP_ERR_INPUT;
+  }
+  *out = v;
+  return SP_OK;
+}
+
+int job_parse_size_hw(const char *flag, const char *s, int64_t *h, int64_t *w) {
+  const char *x = strchr(s, 'x');
+  if (!x) x = strchr(s, 'X');
+  char buf[64];
+  if (!x || (size_t)(x - s) >= sizeof buf) goto bad;
+  memcpy(buf, s, (size_t)(x - s));
+  buf[x - s] = '\0';
+  char *end = NULL;
+  errno = 0;
+  long long hv = strtoll(buf, &end, 10);
+  if (!buf[0] || *end || errno) goto bad;
+  long long wv = strtoll(x + 1, &end, 10);
+  if (!x[1] || *end || errno) goto bad;
+  if (hv < 1 || hv > JOB_SIDE_MAX || wv < 1 || wv > JOB_SIDE_MAX) goto bad;
+  *h = hv;
+  *w = wv;
+  return SP_OK;
+bad:
+  sp_log_error("%s: '%s' is not HEIGHTxWIDTH with each in 1..%d (for example 480x832)", flag, s,
+               JOB_SIDE_MAX);
+  return SP_ERR_INPUT;
+}
+
+/* ---- setters: syntax only ---- */
+
+/* How a message names the option: "--frames" on the command line,
+ * "jobs.txt:3: frames" for a --jobs line. */
+static void flag_name(char *buf, size_t n, const char *where, const char *name) {
+  if (where)
+    snprintf(buf, n, "%s: %s", where, name);
+  else
+    snprintf(buf, n, "--%s", name);
+}
+
+static int set_path(const char *flag, const char *v, char *dst) {
+  size_t len = strlen(v);
+  if (len == 0 || len >= JOB_PATH) {
+    sp_log_error("%s: the path is empty or longer than %d bytes", flag, JOB_PATH - 1);
+    return SP_ERR_INPUT;
+  }
+  memcpy(dst, v, len + 1);
+  return SP_OK;
+}
+
+int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
+  const job_option *opt = job_option_get(id);
+  char flag[JOB_PATH + 64];
+  flag_name(flag, sizeof flag, where, opt ? opt->name : "?");
+  int64_t i64 = 0;
+  int rc = SP_OK;
+  switch (id) {
+  case JOB_OPT_COND: return set_path(flag, v, j->cond);
+  case JOB_OPT_NOISE: return set_path(flag, v, j->noise);
+  case JOB_OPT_OUT: return set_path(flag, v, j->out);
+  case JOB_OPT_SEED: return job_parse_uint64(flag, v, &j->seed);
+  case JOB_OPT_FRAMES: return job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &j->frames);
+  case JOB_OPT_SIZE: return job_parse_size_hw(flag, v, &j->height, &j->width);
+  case JOB_OPT_STEPS:
+    /* Beyond int: a value the validator refuses. */
+    rc = job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &i64);
+    j->steps = i64 > INT32_MAX ? INT32_MAX : i64 < 0 ? -1 : (int)i64;
+    return rc;
+  case JOB_OPT_CFG: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->cfg);
+  case JOB_OPT_SHIFT: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->shift);
+  case JOB_OPT_SAMPLER: return rank_sampler_kind_parse(v, &j->sampler);
+  default: sp_log_error("%s: not an option of a job", flag); return SP_ERR_INPUT;
+  }
+}
+
+int job_opts_set(job_opts *o, int id, const char *v) {
+  const job_option *opt = job_option_get(id);
+  if (opt && opt->per_job) return job_spec_set(&o->job, id, v, NULL);
+  char err[256];
+  switch (id) {
+  case JOB_OPT_MODEL: o->model = v; break;
+  case JOB_OPT_SAVE_NOISE: o->save_noise = v; break;
+  case JOB_OPT_JOBS: o->jobs = v; break;
+  case JOB_OPT_BUDGET: o->budget = v; break;
+  case JOB_OPT_DEVICE: o->device = v; break;
+  case JOB_OPT_DEVICES: o->devices = v; break;
+  case JOB_OPT_ATTN: return rank_attn_parse(v, &o->attn);
+  case JOB_OPT_TRANSPORT: return comm_transport_parse(v, &o->transport);
+  case JOB_OPT_TIMEOUT: return job_parse_double("--timeout", v, -HUGE_VAL, HUGE_VAL, &o->timeout);
+  case JOB_OPT_LOG_DIR: o->log_dir = v; break;
+  case JOB_OPT_NO_PREVIEW: o->preview = 0; break;
+  case JOB_OPT_NO_VERIFY: o->verify = 0; break;
+  case JOB_OPT_TRACE: o->trace = v; break;
+  case JOB_OPT_PROFILE: o->profile = 1; break;
+  case JOB_OPT_ORDER:
+    if (plan_parse_order(v, &o->order, err, sizeof err) != PLAN_OK) {
+      sp_log_error("--order: %s", err);
+      return SP_ERR_INPUT;
+    }
+    break;
+  case JOB_OPT_STREAM_FRAC:
+    return job_parse_double("--stream-frac", v, -HUGE_VAL, HUGE_VAL, &o->stream_frac);
+  case JOB_OPT_CHUNK_ROWS:
+    return job_parse_int64("--chunk-rows", v, INT64_MIN, INT64_MAX, &o->chunk_rows);
+  case JOB_OPT_MEM_TRACE: o->mem_trace = 1; break;
+  case JOB_OPT_QUIET: o->quiet = 1; break;
+  default: sp_log_error("job option %d does not exist", id); return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+void job_opts_default(job_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->verify = o->preview = 1;
+  o->stream_frac = -1; /* --stream-frac not given: the budget decides */
+  o->chunk_rows = -1;  /* --chunk-rows not given: the planner decides */
+  for (int i = 0; i < JOB_OPT_COUNT; i++)
+    if (table[i].def && job_opts_set(o, i, table[i].def) != SP_OK)
+      sp_fatal("the default of --%s does not parse", table[i].name);
+}
+
+/* ---- the validator ---- */
+
+/* Logs "where: key=value what" or "--key: value what"; returns SP_ERR_INPUT. */
+static int refuse(const char *where, const char *key, const char *value, const char *what) {
+  if (where)
+    sp_log_error("%s: %s=%s %s", where, key, value, what);
+  else
+    sp_log_error("--%s: '%s' %s", key, value, what);
+  return SP_ERR_INPUT;
+}
+
+int job_spec_check(const job_spec *j, const char *where) {
+  char v[64];
+  snprintf(v, sizeof v, "%" PRId64, j->frames);
+  if (j->frames < 1 || j->frames > JOB_FRAMES_MAX)
+    return refuse(where, "frames", v, "is out of range: frames are 1..4097");
+  if ((j->frames - 1) % 4 != 0)
+    return refuse(where, "frames", v, "is not of the form 4k+1 (81, 41, 17, 5, 1, ...)");
+  snprintf(v, sizeof v, "%" PRId64 "x%" PRId64, j->height, j->width);
+  if (j->height < 16 || j->width < 16 || j->height > JOB_SIDE_MAX || j->width > JOB_SIDE_MAX ||
+      j->height % 16 || j->width % 16)
+    return refuse(where, "size", v, "is not valid: height and width must be multiples of 16");
+  snprintf(v, sizeof v, "%d", j->steps);
+  if (j->steps < 1 || j->steps > JOB_STEPS_MAX)
+    return refuse(where, "steps", v, "is out of range: steps are 1..10000");
+  snprintf(v, sizeof v, "%g", j->cfg);
+  if (!(j->cfg >= 0 && j->cfg <= JOB_CFG_MAX))
+    return refuse(where, "cfg", v, "is out of range: the guidance scale is 0..100");
+  snprintf(v, sizeof v, "%g", j->shift);
+  if (!(j->shift >= JOB_SHIFT_MIN && j->shift <= JOB_SHIFT_MAX))
+    return refuse(where, "shift", v, "is out of range: the shift is 0.001..1000");
+  return SP_OK;
+}
+
+/* run's rules: what must be given, and what goes only with what. */
+static int check_run(const job_opts *o) {
+  const job_spec *j = &o->job;
+  if (o->jobs && o->save_noise) {
+    sp_log_error("run: --save-noise is for a single run, not --jobs");
+    return SP_ERR_INPUT;
+  }
+  if (o->jobs && (j->cond[0] || j->out[0] || j->noise[0])) {
+    sp_log_error("run: --jobs takes cond=, out= and noise= from each line, not --cond/--out/"
+                 "--noise");
+    return SP_ERR_INPUT;
+  }
+  const char *missing = !o->model ? "--model" : o->jobs ? NULL
+                        : !j->cond[0] ? "--cond" : !j->out[0] ? "--out" : NULL;
+  if (missing) {
+    sp_log_error("run: %s is required", missing);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+int job_opts_check(job_opts *o, int what) {
+  if ((what & JOB_CHECK_RUN) && check_run(o) != SP_OK) return SP_ERR_INPUT;
+  if (job_spec_check(&o->job, NULL) != SP_OK) return SP_ERR_INPUT;
+  char v[64];
+  snprintf(v, sizeof v, "%g", o->timeout);
+  if (!(o->timeout >= JOB_TIMEOUT_MIN && o->timeout <= JOB_TIMEOUT_MAX))
+    return refuse(NULL, "timeout", v, "is out of range: 1..1e6 seconds");
+  snprintf(v, sizeof v, "%g", o->stream_frac);
+  if (o->stream_frac != -1 && !(o->stream_frac >= 0 && o->stream_frac <= 1))
+    return refuse(NULL, "stream-frac", v, "is out of range: a fraction 0..1");
+  snprintf(v, sizeof v, "%" PRId64, o->chunk_rows);
+  if (o->chunk_rows != -1 && !(o->chunk_rows >= 1 && o->chunk_rows <= JOB_CHUNK_ROWS_MAX))
+    return refuse(NULL, "chunk-rows", v, "is out of range: 1..2^31 tokens");
+  if ((what & JOB_CHECK_DEVICE) && rank_device_parse(o->device, &o->dev) != SP_OK)
+    return SP_ERR_INPUT;
+  return SP_OK;
+}

@@ -1,0 +1,199 @@
+/* The job's derived facts (latent shape, micro-batches, tokens, the
+ * planner's workload), this rank's device and the plan every rank follows
+ * (see job.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "job.h"
+#include "job_session.h"
+#include "log.h"
+#include "model_plan.h"
+
+int job_micro_batches(double cfg) { return cfg != 1.0 ? 2 : 1; }
+
+void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]) {
+  lat[0] = c->in_dim;
+  lat[1] = (j->frames - 1) / 4 + 1;
+  lat[2] = j->height / 8;
+  lat[3] = j->width / 8;
+}
+
+int64_t job_tokens(const job_spec *j, const wan_config *c) {
+  int64_t lat[4];
+  job_latent_shape(j, c, lat);
+  return (lat[1] / c->patch[0]) * (lat[2] / c->patch[1]) * (lat[3] / c->patch[2]);
+}
+
+plan_workload job_workload(const job_spec *j, const wan_config *c, int batch) {
+  return (plan_workload){j->frames, j->height, j->width, job_micro_batches(j->cfg) * batch,
+                         c->text_len};
+}
+
+void job_plan_options(const job_opts *o, plan_options *po) {
+  po->order = o->order;
+  po->stream_frac = o->stream_frac;
+  po->max_rows = o->chunk_rows > 0 ? o->chunk_rows : 0;
+  po->simple_attn = o->dev == RANK_DEVICE_CUDA && o->attn == RANK_ATTN_SIMPLE;
+}
+
+int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_flight,
+                    plan_workload *wl) {
+  int best = -1, micro = 1;
+  int64_t best_tokens = -1;
+  for (int i = 0; i < n; i++) {
+    if (jobs[i].bad) continue;
+    int64_t tokens = job_tokens(&jobs[i], c);
+    if (tokens > best_tokens) {
+      best_tokens = tokens;
+      best = i;
+    }
+    if (job_micro_batches(jobs[i].cfg) == 2) micro = 2;
+  }
+  if (best < 0) return -1;
+  *wl = job_workload(&jobs[best], c, 1);
+  wl->micro_batches = micro * in_flight;
+  return best;
+}
+
+/* This rank's GPU: --devices LIST[local rank mod its length], else the
+ * local rank modulo the devices this process sees. Logged with its PCI bus
+ * id, so a user can tell which card each rank took. */
+int job_pick_gpu(const comm_world *w, job_opts *o) {
+  if (o->dev != RANK_DEVICE_CUDA) return SP_OK;
+  int n = rank_cuda_device_count();
+  if (n <= 0) {
+    sp_log_error("--device cuda: no CUDA device is visible on host %s", w->host);
+    return SP_ERR_INPUT;
+  }
+  int idx = w->local_rank % n;
+  if (o->devices) {
+    int list[64], k = 0;
+    const char *p = o->devices;
+    while (*p && k < 64) {
+      char *end = NULL;
+      long v = strtol(p, &end, 10);
+      if (end == p || v < 0 || v >= n || (*end && *end != ',')) {
+        sp_log_error("--devices: '%s' is not a list of device indices in 0..%d", o->devices,
+                     n - 1);
+        return SP_ERR_INPUT;
+      }
+      list[k++] = (int)v;
+      p = *end ? end + 1 : end;
+    }
+    if (k == 0) {
+      sp_log_error("--devices: '%s' is empty", o->devices);
+      return SP_ERR_INPUT;
+    }
+    idx = list[w->local_rank % k];
+  }
+  plan_device d;
+  if (rank_cuda_describe(idx, &d) != SP_OK) return SP_ERR_RUNTIME;
+  o->cuda_device = idx;
+  sp_log_info("device: cuda:%d %s, PCI bus %s, %.1f of %.1f GB free (local rank %d)", idx, d.name,
+              d.pci_bus_id, (double)d.free_bytes / 1e9, (double)d.total_bytes / 1e9,
+              w->local_rank);
+  return SP_OK;
+}
+
+int job_phase(const comm_world *w, int rc, const char *what) {
+  return comm_phase_end(w, rc, what, "stopping");
+}
+
+static uint64_t host_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+/* This rank's device as the planner sees it. */
+static int describe_device(const comm_world *w, const job_opts *o, plan_device *me) {
+  memset(me, 0, sizeof *me);
+  int rc = SP_OK;
+  if (o->dev == RANK_DEVICE_CUDA) {
+    rc = rank_cuda_describe(o->cuda_device, me);
+    /* Ranks sharing a GPU share its memory. */
+    int share = 0, n = rank_cuda_device_count();
+    for (int r = 0; n > 0 && r < w->local_size; r++) share += (r % n) == (w->local_rank % n);
+    if (share > 1) {
+      me->total_bytes /= (uint64_t)share;
+      me->free_bytes /= (uint64_t)share;
+    }
+  } else {
+    snprintf(me->name, sizeof me->name, "cpu");
+    /* CPU backend: a rank's "device" is its share of the node's memory. */
+    me->total_bytes = me->free_bytes = host_memory() / (uint64_t)w->local_size;
+    me->speed = 1.0;
+  }
+  me->host_bytes = host_memory();
+  return rc;
+}
+
+/* Rank 0: the plan for devs, encoded into wire. */
+static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
+                         const plan_workload *wl, const plan_device *devs, plan *p,
+                         uint8_t *wire, uint64_t *len) {
+  const wan_config *c = &rank_model_get_info(m)->config;
+  uint64_t *bb = sp_xcalloc((size_t)c->layers, sizeof *bb);
+  plan_model pm;
+  /* Weights once placed: bf16 on the GPU, widened to fp32 on the CPU. */
+  rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4, bb, &pm);
+  plan_budget b;
+  plan_options po;
+  plan_options_default(&po);
+  job_plan_options(o, &po);
+  char err[4096] = "";
+  int rc = SP_OK;
+  if (w->size > PLAN_MAX_RANKS) {
+    sp_log_error("run: %d ranks, the planner handles at most %d", w->size, PLAN_MAX_RANKS);
+    rc = SP_ERR_INPUT;
+  } else if (plan_budget_parse(o->budget, w->size, &b, err, sizeof err) != PLAN_OK) {
+    sp_log_error("--budget: %s", err);
+    rc = SP_ERR_INPUT;
+  } else if (plan_make(&pm, devs, w->size, &b, wl, &po, p, err, sizeof err) != PLAN_OK) {
+    sp_log_error("plan: %s", err);
+    rc = SP_ERR_INPUT;
+  } else {
+    size_t n = 0;
+    if (plan_encode(p, wire, PLAN_WIRE_MAX, &n, err, sizeof err) != PLAN_OK) {
+      sp_log_error("plan: %s", err);
+      rc = SP_ERR_RUNTIME;
+    }
+    *len = n;
+  }
+  free(bb);
+  return rc;
+}
+
+int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
+                  const plan_workload *wl, plan *p) {
+  comm_set_phase("planning");
+  plan_device me;
+  int rc = describe_device(w, o, &me);
+  plan_device *devs = sp_xcalloc((size_t)w->size, sizeof *devs);
+  comm_gather(w, &me, sizeof me, devs, 0);
+  uint8_t *wire = sp_xmalloc(PLAN_WIRE_MAX);
+  uint64_t len = 0;
+  if (w->rank == 0 && rc == SP_OK) rc = plan_on_rank0(w, o, m, wl, devs, p, wire, &len);
+  free(devs);
+  if ((rc = job_phase(w, rc, "planning")) != SP_OK) {
+    free(wire);
+    return rc;
+  }
+  comm_bcast(w, &len, sizeof len, 0);
+  comm_bcast(w, wire, (size_t)len, 0);
+  char err[4096] = "";
+  if (w->rank != 0 && plan_decode(wire, (size_t)len, p, err, sizeof err) != PLAN_OK) {
+    sp_log_error("plan from rank 0 is not valid: %s", err);
+    rc = SP_ERR_RUNTIME;
+  } else if (p->nranks != w->size) {
+    sp_log_error("plan is for %d ranks, the job has %d", p->nranks, w->size);
+    rc = SP_ERR_RUNTIME;
+  } else if (p->r[w->rank].budget_bytes > me.total_bytes) {
+    sp_log_error("plan gives this rank a budget of %.2f GB, it has %.2f GB",
+                 (double)p->r[w->rank].budget_bytes / 1e9, (double)me.total_bytes / 1e9);
+    rc = SP_ERR_INPUT;
+  }
+  free(wire);
+  return job_phase(w, rc, "checking the plan");
+}

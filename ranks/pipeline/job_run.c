@@ -1,0 +1,380 @@
+/* The session: opens the world's devices, transport and model, plans for
+ * every job, loads the stage, samples the jobs in groups in flight
+ * together, writes each output and gathers what every rank did (see
+ * job.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "job_session.h"
+#include "log.h"
+#include "pipeline.h"
+#include "trace.h"
+
+/* A failure that ends the session: every later call is a no-op. */
+static int session_fail(job_session *s, int rc) {
+  if (rc != SP_OK) s->fatal = 1;
+  return rc;
+}
+
+int job_session_open(const comm_world *w, job_opts *o, job_session **out) {
+  job_session *s = sp_xcalloc(1, sizeof *s);
+  s->w = w;
+  s->o = o;
+  *out = s;
+  int rc = o->log_dir ? comm_log_open_dir(w, o->log_dir) : SP_OK;
+  if ((rc = job_phase(w, rc, "opening its log file")) != SP_OK) return session_fail(s, rc);
+  /* From here on a silent or stuck peer ends the job after --timeout. */
+  rc = comm_watchdog_start(w, o->timeout);
+  if ((rc = job_phase(w, rc, "starting the watchdog")) != SP_OK) return session_fail(s, rc);
+
+  comm_set_phase("choosing the device");
+  rc = job_pick_gpu(w, o);
+  if ((rc = job_phase(w, rc, "choosing its device")) != SP_OK) return session_fail(s, rc);
+
+  /* CUDA stages keep their activation buffers on the device: NCCL moves
+   * them between GPUs of their own, host-staged MPI between ranks that
+   * share a GPU (comm/transport.h). */
+  comm_transport_kind tk = COMM_TRANSPORT_MPI;
+  comm_set_phase("choosing the transport");
+  rc = comm_transport_choose(w, o->transport, o->dev == RANK_DEVICE_CUDA,
+                             rank_cuda_device_count(), &tk);
+  if (rc == SP_OK) rc = comm_transport_open(w, tk, o->cuda_device, &s->tp);
+  if ((rc = job_phase(w, rc, "opening the transport")) != SP_OK) return session_fail(s, rc);
+
+  comm_set_phase("opening the model");
+  rc = rank_model_open(o->model, o->verify, &s->m);
+  return session_fail(s, job_phase(w, rc, "opening the model"));
+}
+
+/* Rank 0 reads the jobs file; every rank gets the same list. */
+static int read_jobs(job_session *s) {
+  const comm_world *w = s->w;
+  comm_set_phase("reading the jobs file");
+  int rc = SP_OK, count = 0;
+  job_spec *list = NULL;
+  if (w->rank == 0) rc = job_file_read(s->o->jobs, &s->o->job, &list, &count);
+  if ((rc = job_phase(w, rc, "reading the jobs file")) != SP_OK) {
+    free(list);
+    return rc;
+  }
+  comm_bcast(w, &count, sizeof count, 0);
+  if (w->rank != 0) list = sp_xcalloc((size_t)count, sizeof *list);
+  comm_bcast(w, list, (size_t)count * sizeof *list, 0);
+  s->jobs = list;
+  s->njobs = count;
+  return SP_OK;
+}
+
+int job_session_plan(job_session *s) {
+  const comm_world *w = s->w;
+  const wan_config *c = &rank_model_get_info(s->m)->config;
+  s->single = s->o->jobs == NULL;
+  int rc = SP_OK;
+  if (s->single) {
+    s->jobs = sp_xcalloc(1, sizeof *s->jobs);
+    s->jobs[0] = s->o->job;
+    s->njobs = 1;
+  } else if ((rc = read_jobs(s)) != SP_OK) {
+    return session_fail(s, rc);
+  }
+  s->job_rc = sp_xcalloc((size_t)s->njobs, sizeof *s->job_rc);
+  /* One plan for every job: the largest latent and, with CFG anywhere, two
+   * micro-batches (the split does not change the latents, so a job gives
+   * the same result as when it runs alone). Prompt slots: each job in
+   * flight holds its one or two. Up to one job per stage is in flight:
+   * more would fill nothing. */
+  s->in_flight = s->single ? 1 : (w->size < RANK_PIPE_MAX_JOBS ? w->size : RANK_PIPE_MAX_JOBS);
+  plan_workload wl;
+  const int best = job_workload_of(s->jobs, s->njobs, c, s->in_flight, &wl);
+  s->slots_per_job = best < 0 ? 1 : wl.micro_batches / s->in_flight;
+  s->prompts = best < 0 ? 1 : wl.micro_batches;
+
+  /* One job: its inputs are read and checked before planning, and the plan
+   * is for its exact context length. */
+  if (s->single) {
+    comm_set_phase("reading the inputs");
+    rc = job_read_inputs(s, &s->jobs[0], &s->in0);
+    if (w->rank == 0 && rc == SP_OK) wl.context_len = s->in0.ctx[0].dims[0];
+    if ((rc = job_phase(w, rc, "reading the inputs")) != SP_OK) return session_fail(s, rc);
+    comm_bcast(w, &wl.context_len, sizeof wl.context_len, 0);
+    job_log(s, &s->jobs[0]);
+  }
+  if (s->o->trace) rank_trace_start(w, s->o->trace);
+  if (best < 0) return SP_OK; /* every line was bad (each already reported) */
+  if ((rc = job_make_plan(w, s->o, s->m, &wl, &s->p)) != SP_OK) return session_fail(s, rc);
+  s->planned = 1;
+  s->block_major = s->p.r[w->rank].order == PLAN_ORDER_BLOCK;
+  return SP_OK;
+}
+
+const plan *job_session_get_plan(const job_session *s) { return s->planned ? &s->p : NULL; }
+
+/* Loads this rank's blocks for the job's latent shape unless they already
+ * are. A failure here ends the run (the model is bad for every job). */
+static int ensure_stage(job_session *s, const int64_t lat[4]) {
+  const comm_world *w = s->w;
+  if (s->stage && memcmp(s->stage_lat, lat, sizeof s->stage_lat) == 0) return SP_OK;
+  if (s->stage && w->rank == 0)
+    sp_log_info("run: the latent shape changes: every rank reloads its blocks");
+  rank_stage_free(s->stage);
+  s->stage = NULL;
+  comm_set_phase("loading its weights");
+  const plan_rank *pr = &s->p.r[w->rank];
+  const int has_prev = w->rank > 0, has_next = w->rank < w->size - 1;
+  const int nbuf = plan_act_buffers(pr->order, s->prompts, has_prev, has_next);
+  rank_stage_cfg scfg = {.first_block = pr->first_block, .last_block = pr->last_block,
+                         .embed = w->rank == 0, .head = w->rank == w->size - 1,
+                         .prompts = s->prompts, .lat_f = lat[1], .lat_h = lat[2],
+                         .lat_w = lat[3], .device = s->o->dev,
+                         .cuda_device = s->o->cuda_device, .attn = s->o->attn,
+                         .streamed = &s->p.streamed[pr->first_block],
+                         .prefetch_depth = pr->prefetch_depth, .profile = s->o->profile,
+                         .act_buffers = nbuf, .chunk_rows = pr->chunk_rows,
+                         .mem_trace = s->o->mem_trace,
+                         .plan_peak_bytes = (double)pr->peak_bytes};
+  double t0 = comm_now();
+  int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
+  s->sum.load_s += comm_now() - t0;
+  if (rc == SP_OK) s->sum.weights_s += rank_stage_get_stats(s->stage)->weights_s;
+  if ((rc = job_phase(w, rc, "loading its weights")) != SP_OK) return rc;
+  memcpy(s->stage_lat, lat, sizeof s->stage_lat);
+  return SP_OK;
+}
+
+/* A group's per-job buffers: schedules and outputs. */
+typedef struct group_bufs {
+  rank_job jobs[RANK_PIPE_MAX_JOBS];
+  float *sigmas[RANK_PIPE_MAX_JOBS], *out[RANK_PIPE_MAX_JOBS];
+  int64_t *ts[RANK_PIPE_MAX_JOBS];
+} group_bufs;
+
+static void group_bufs_free(group_bufs *b, int g) {
+  for (int q = 0; q < g; q++) {
+    free(b->sigmas[q]);
+    free(b->ts[q]);
+    free(b->out[q]);
+  }
+}
+
+/* Every rank's share of g jobs' inputs: the embedded contexts in their
+ * prompt slots (job q's from q * slots_per_job), the initial latents, the
+ * schedules; b->jobs as the pipeline takes them. */
+static int group_setup(job_session *s, const job_spec *const *js, job_inputs *ins, int g,
+                       const int64_t lat[4], group_bufs *b) {
+  const comm_world *w = s->w;
+  const wan_config *c = &rank_model_get_info(s->m)->config;
+  const int64_t n = lat[0] * lat[1] * lat[2] * lat[3];
+  const size_t ctx_floats = (size_t)(c->text_len * c->dim);
+  float *ctx_emb = sp_xmalloc(ctx_floats * sizeof(float));
+  int rc = SP_OK;
+  for (int q = 0; q < g && rc == SP_OK; q++) {
+    const job_spec *j = js[q];
+    const int micro = job_micro_batches(j->cfg);
+    for (int k = 0; k < micro; k++) {
+      if (w->rank == 0)
+        rank_stage_embed_text(s->stage, ins[q].ctx[k].data, ins[q].ctx[k].dims[0], ctx_emb);
+      comm_bcast(w, ctx_emb, ctx_floats * sizeof(float), 0);
+      rank_stage_set_prompt(s->stage, q * s->slots_per_job + k, ctx_emb);
+    }
+    /* The initial latent reaches the last stage, which runs the sampler. */
+    if (w->rank != 0) {
+      ins[q].noise.numel = n;
+      ins[q].noise.data = sp_xmalloc((size_t)n * sizeof(float));
+    }
+    comm_bcast(w, ins[q].noise.data, (size_t)n * sizeof(float), 0);
+    b->sigmas[q] = sp_xmalloc((size_t)(j->steps + 1) * sizeof(float));
+    b->ts[q] = sp_xmalloc((size_t)j->steps * sizeof(int64_t));
+    b->out[q] = sp_xmalloc((size_t)n * sizeof(float));
+    rc = rank_schedule_make(j->steps, j->shift, b->sigmas[q], b->ts[q]);
+    b->jobs[q] = (rank_job){{lat[0], lat[1], lat[2], lat[3]}, j->steps, b->sigmas[q], b->ts[q],
+                            j->sampler, (float)j->cfg, micro, ins[q].noise.data, b->out[q],
+                            q * s->slots_per_job};
+  }
+  free(ctx_emb);
+  return rc;
+}
+
+/* Samples the group on the pipeline and adds its times to the summary. */
+static int group_sample(job_session *s, const group_bufs *b, int g) {
+  const comm_world *w = s->w;
+  rank_pipe_stats st = {0};
+  const uint64_t h2d0 = rank_stage_get_stats(s->stage)->h2d_bytes;
+  int rc = rank_pipeline_sample(w, s->tp, s->stage, b->jobs, g, s->block_major, s->o->timeout,
+                                w->rank == 0 && !s->o->quiet, &st);
+  job_rank_stats *sum = &s->sum;
+  sum->compute_s += st.compute_s;
+  sum->queue_s += st.queue_s;
+  sum->wait_s += st.wait_s;
+  sum->send_s += st.send_s;
+  sum->sample_s += st.sample_s;
+  sum->first_step_s += st.first_step_s;
+  sum->groups++;
+  sum->steps += st.steps;
+  const rank_stage_stats *ss = rank_stage_get_stats(s->stage);
+  sum->h2d_bytes += ss->h2d_bytes - h2d0;
+  sum->streamed = ss->streamed;
+  sum->arena_bytes = ss->arena_bytes;
+  sum->device_in_use = ss->device_in_use;
+  sum->device_peak = ss->device_peak;
+  return rc;
+}
+
+/* Samples g jobs of one latent shape and step count together (their
+ * micro-batches fill the pipeline), whose inputs rank 0 holds in ins, and
+ * writes their outputs; rcs[q] gets job q's status. A failed load ends
+ * the session (s->fatal). */
+static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins, int g,
+                      int *rcs) {
+  const comm_world *w = s->w;
+  const char *then = s->single ? "stopping" : "job failed";
+  int64_t lat[4];
+  job_latent_shape(js[0], &rank_model_get_info(s->m)->config, lat);
+  int rc = session_fail(s, ensure_stage(s, lat));
+  for (int q = 0; q < g; q++) rcs[q] = rc;
+  if (rc != SP_OK) return;
+  comm_set_phase("sampling");
+  group_bufs b;
+  memset(&b, 0, sizeof b);
+  rc = group_setup(s, js, ins, g, lat, &b);
+  if (rc == SP_OK) rc = group_sample(s, &b, g);
+  rc = comm_phase_end(w, rc, "sampling", then);
+  for (int q = 0; q < g; q++) {
+    rcs[q] = rc;
+    if (rc != SP_OK) continue;
+    comm_set_phase("writing the output");
+    int r = SP_OK;
+    if (w->rank == w->size - 1) {
+      r = job_write_output(s, js[q], lat, b.out[q]);
+      if (r == SP_OK)
+        sp_log_info("run: wrote %s%s", js[q]->out, s->o->preview ? " and its .png preview" : "");
+    }
+    rcs[q] = comm_phase_end(w, r, "writing the output", then);
+  }
+  group_bufs_free(&b, g);
+}
+
+/* From job i: consecutive jobs matching the first good one (latent shape
+ * and steps), at most in_flight, their inputs read and checked on rank 0
+ * (a bad one fails alone). Returns the index after the last one looked at. */
+static int collect_group(job_session *s, int i, const job_spec **group, job_inputs *ins,
+                         int *idx, int *g) {
+  const wan_config *c = &rank_model_get_info(s->m)->config;
+  int next = i;
+  *g = 0;
+  for (; next < s->njobs && *g < s->in_flight; next++) {
+    const job_spec *j = &s->jobs[next];
+    if (j->bad) {
+      s->job_rc[next] = SP_ERR_INPUT;
+      continue;
+    }
+    if (*g > 0) {
+      int64_t lat0[4], lat1[4];
+      job_latent_shape(group[0], c, lat0);
+      job_latent_shape(j, c, lat1);
+      if (memcmp(lat0, lat1, sizeof lat0) != 0 || j->steps != group[0]->steps) break;
+    }
+    memset(&ins[*g], 0, sizeof ins[*g]);
+    int r = SP_OK;
+    if (s->single) {
+      ins[*g] = s->in0;
+      memset(&s->in0, 0, sizeof s->in0);
+    } else {
+      char what[96];
+      snprintf(what, sizeof what, "reading the inputs of job %d (line %d)", next + 1, j->line);
+      comm_set_phase(what);
+      r = comm_phase_end(s->w, job_read_inputs(s, j, &ins[*g]), what, "job failed");
+      if (r == SP_OK) job_log(s, j);
+    }
+    if (r != SP_OK) {
+      s->job_rc[next] = r;
+      job_inputs_free(&ins[*g]);
+      continue;
+    }
+    idx[*g] = next;
+    group[(*g)++] = j;
+  }
+  return next;
+}
+
+int job_session_run(job_session *s) {
+  if (s->fatal) return SP_ERR_RUNTIME;
+  if (!s->planned) {
+    for (int i = 0; i < s->njobs; i++) s->job_rc[i] = SP_ERR_INPUT;
+    return SP_ERR_INPUT;
+  }
+  for (int i = 0; i < s->njobs;) {
+    const job_spec *group[RANK_PIPE_MAX_JOBS];
+    job_inputs ins[RANK_PIPE_MAX_JOBS];
+    int idx[RANK_PIPE_MAX_JOBS], g = 0, rcs[RANK_PIPE_MAX_JOBS];
+    i = collect_group(s, i, group, ins, idx, &g);
+    if (g == 0) continue;
+    if (g > 1 && s->w->rank == 0)
+      sp_log_info("run: %d jobs in flight together (lines %d..%d)", g, group[0]->line,
+                  group[g - 1]->line);
+    run_group(s, group, ins, g, rcs);
+    for (int q = 0; q < g; q++) {
+      s->job_rc[idx[q]] = rcs[q];
+      job_inputs_free(&ins[q]);
+    }
+    if (s->fatal) return rcs[0];
+  }
+  int worst = SP_OK;
+  for (int i = 0; i < s->njobs; i++)
+    if (s->job_rc[i] > worst) worst = s->job_rc[i];
+  return worst;
+}
+
+/* Rank 0: which jobs failed, and how many of how many were done. */
+static void log_jobs_summary(const job_session *s) {
+  int failed = 0;
+  for (int i = 0; i < s->njobs; i++) {
+    if (s->job_rc[i] == SP_OK) continue;
+    failed++;
+    sp_log_warn("jobs: %s:%d (out=%s) failed", s->o->jobs, s->jobs[i].line,
+                s->jobs[i].out[0] ? s->jobs[i].out : "?");
+  }
+  /* A warning when any failed, so that -q still shows it. */
+  if (failed)
+    sp_log_warn("jobs: %d of %d done, %d failed (%s)", s->njobs - failed, s->njobs, failed,
+                s->o->jobs);
+  else
+    sp_log_info("jobs: %d of %d done, %d failed (%s)", s->njobs - failed, s->njobs, failed,
+                s->o->jobs);
+}
+
+int job_session_finish(job_session *s, int rc, job_rank_stats **all) {
+  const comm_world *w = s->w;
+  *all = NULL;
+  if (s->fatal) return rc;
+  if (s->o->trace) {
+    int trc = job_phase(w, rank_trace_finish(w), "writing the trace");
+    if (trc > rc) rc = trc;
+  }
+  if (!s->single && w->rank == 0) log_jobs_summary(s);
+  if (!s->planned) return rc;
+  const plan_rank *pr = &s->p.r[w->rank];
+  s->sum.first = pr->first_block;
+  s->sum.last = pr->last_block;
+  s->sum.order = s->block_major ? PLAN_ORDER_BLOCK : PLAN_ORDER_MICRO;
+  s->sum.plan_peak_bytes = pr->peak_bytes;
+  job_rank_stats *a = sp_xcalloc((size_t)w->size, sizeof *a);
+  comm_gather(w, &s->sum, sizeof s->sum, a, 0);
+  if (w->rank == 0)
+    *all = a;
+  else
+    free(a);
+  return rc;
+}
+
+void job_session_close(job_session *s) {
+  if (!s) return;
+  free(s->jobs);
+  free(s->job_rc);
+  job_inputs_free(&s->in0);
+  rank_stage_free(s->stage);
+  rank_model_close(s->m);
+  comm_transport_close(s->tp);
+  free(s);
+}
