@@ -3,7 +3,8 @@
 # file, no GPU), the JSON checked with python3's json module, the refusals.
 set -u
 BIN=${SP_BIN:?SP_BIN is the staticpipe binary}
-command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+. "$SP_SRC/tests/common/skip.sh"
+command -v python3 >/dev/null || sp_skip "python3 not found"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
