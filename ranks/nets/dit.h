@@ -60,11 +60,10 @@ void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
 void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w, const float *ctx, float *k,
                          float *v);
 
-/* One transformer block on x (tokens, dim) in place. e0 (6, dim); ck, cv
- * from rank_dit_context_kv. */
-void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x,
-                    const float *e0, const float *ck, const float *cv, const rank_rope *rope,
-                    float *scratch);
+/* One transformer block on x (tokens, dim) in place, the steps of
+ * wan_steps.h in its order. e0 (6, dim); ck, cv from rank_dit_context_kv. */
+void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const float *e0,
+                    const float *ck, const float *cv, const rank_rope *rope, float *scratch);
 
 /* Head and unpatchify: out (out_dim, F, H, W) from x (tokens, dim) and e. */
 void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,

@@ -8,6 +8,7 @@
 #include "dit.h"
 #include "kern_cpu.h"
 #include "log.h"
+#include "wan_steps.h"
 
 int rank_rope_init(const wan_config *c, rank_grid grid, rank_rope *out) {
   int64_t L = rank_grid_tokens(grid), half = wan_head_dim(c) / 2;
@@ -97,19 +98,29 @@ void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
                   c->dim);
 }
 
-/* MODEL 4, cross-attention k and v: constant over steps. */
+/* Block weight p of w, noted in the step log when a test attaches one
+ * (wan_steps.h). */
+static const float *use(const wan_block_f32 *w, const float *p) {
+  if (wan_step_logging()) wan_step_weight(wan_block_f32_index(w, p));
+  return p;
+}
+
+/* MODEL 4, cross-attention k and v: constant over steps. The steps of
+ * wan_steps.h, WAN_STEP_CROSS_K and _V. */
 void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w, const float *ctx, float *k,
                          float *v) {
   const int64_t D = c->dim, T = c->text_len;
-  kern_cpu_linear(ctx, w->cross_attn_k_w, w->cross_attn_k_b, k, T, D, D);
-  kern_cpu_rmsnorm(k, w->cross_attn_norm_k_w, k, T, D, (float)c->eps);
-  kern_cpu_linear(ctx, w->cross_attn_v_w, w->cross_attn_v_b, v, T, D, D);
+  wan_step_begin(WAN_STEP_CROSS_K);
+  kern_cpu_linear(ctx, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b), k, T, D, D);
+  kern_cpu_rmsnorm(k, use(w, w->cross_attn_norm_k_w), k, T, D, (float)c->eps);
+  wan_step_begin(WAN_STEP_CROSS_V);
+  kern_cpu_linear(ctx, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b), v, T, D, D);
 }
 
-/* MODEL 4: self-attention, cross-attention, FFN, each a residual update. */
-void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x,
-                    const float *e0, const float *ck, const float *cv, const rank_rope *rope,
-                    float *scratch) {
+/* MODEL 4: self-attention, cross-attention, FFN, each a residual update:
+ * the steps of wan_steps.h, in its order. */
+void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const float *e0,
+                    const float *ck, const float *cv, const rank_rope *rope, float *scratch) {
   const int64_t D = c->dim, L = rank_grid_tokens(rope->grid), HD = wan_head_dim(c);
   const int64_t NH = c->heads, T = c->text_len;
   const float eps = (float)c->eps;
@@ -124,39 +135,56 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x,
 
   /* m = modulation (1, 6, D) + e0 (6, D): chunks shift1, scale1, gate1,
    * shift2, scale2, gate2, in fp32. */
-  const float *mod = w->modulation;
+  wan_step_begin(WAN_STEP_MODULATION);
+  const float *mod = use(w, w->modulation);
   for (int64_t i = 0; i < 6 * D; i++) m[i] = mod[i] + e0[i];
   const float *shift1 = m, *scale1 = m + D, *gate1 = m + 2 * D;
   const float *shift2 = m + 3 * D, *scale2 = m + 4 * D, *gate2 = m + 5 * D;
 
-  /* self-attention */
+  /* self-attention (k and v before q, as the CUDA block makes them) */
+  wan_step_begin(WAN_STEP_NORM1);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
   kern_cpu_modulate(h, shift1, scale1, h, L, D);
-  kern_cpu_linear(h, w->self_attn_q_w, w->self_attn_q_b, q, L, D, D);
-  kern_cpu_linear(h, w->self_attn_k_w, w->self_attn_k_b, k, L, D, D);
-  kern_cpu_linear(h, w->self_attn_v_w, w->self_attn_v_b, v, L, D, D);
-  kern_cpu_rmsnorm(q, w->self_attn_norm_q_w, q, L, D, eps);
-  kern_cpu_rmsnorm(k, w->self_attn_norm_k_w, k, L, D, eps);
-  kern_cpu_rope_apply(q, rope->cos_t, rope->sin_t, L, NH, HD);
+  wan_step_begin(WAN_STEP_SELF_K);
+  kern_cpu_linear(h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b), k, L, D, D);
+  kern_cpu_rmsnorm(k, use(w, w->self_attn_norm_k_w), k, L, D, eps);
   kern_cpu_rope_apply(k, rope->cos_t, rope->sin_t, L, NH, HD);
+  wan_step_begin(WAN_STEP_SELF_V);
+  kern_cpu_linear(h, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b), v, L, D, D);
+  wan_step_begin(WAN_STEP_SELF_Q);
+  kern_cpu_linear(h, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b), q, L, D, D);
+  kern_cpu_rmsnorm(q, use(w, w->self_attn_norm_q_w), q, L, D, eps);
+  kern_cpu_rope_apply(q, rope->cos_t, rope->sin_t, L, NH, HD);
+  wan_step_begin(WAN_STEP_SELF_ATTN);
   kern_cpu_attention(q, k, v, a, L, L, NH, HD);
-  kern_cpu_linear(a, w->self_attn_o_w, w->self_attn_o_b, o, L, D, D);
+  wan_step_begin(WAN_STEP_SELF_O);
+  kern_cpu_linear(a, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), o, L, D, D);
+  wan_step_begin(WAN_STEP_GATE1);
   kern_cpu_gated_add(x, o, gate1, L, D);
 
   /* cross-attention: norm3 with affine, no modulation, no gate */
-  kern_cpu_layernorm(x, w->norm3_w, w->norm3_b, h, L, D, eps);
-  kern_cpu_linear(h, w->cross_attn_q_w, w->cross_attn_q_b, q, L, D, D);
-  kern_cpu_rmsnorm(q, w->cross_attn_norm_q_w, q, L, D, eps);
+  wan_step_begin(WAN_STEP_NORM3);
+  kern_cpu_layernorm(x, use(w, w->norm3_w), use(w, w->norm3_b), h, L, D, eps);
+  wan_step_begin(WAN_STEP_CROSS_Q);
+  kern_cpu_linear(h, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b), q, L, D, D);
+  kern_cpu_rmsnorm(q, use(w, w->cross_attn_norm_q_w), q, L, D, eps);
+  wan_step_begin(WAN_STEP_CROSS_ATTN);
   kern_cpu_attention(q, ck, cv, a, L, T, NH, HD);
-  kern_cpu_linear(a, w->cross_attn_o_w, w->cross_attn_o_b, o, L, D, D);
+  wan_step_begin(WAN_STEP_CROSS_O);
+  kern_cpu_linear(a, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b), o, L, D, D);
+  wan_step_begin(WAN_STEP_ADD2);
   kern_cpu_gated_add(x, o, NULL, L, D);
 
   /* FFN */
+  wan_step_begin(WAN_STEP_NORM2);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
   kern_cpu_modulate(h, shift2, scale2, h, L, D);
-  kern_cpu_linear(h, w->ffn_0_w, w->ffn_0_b, f, L, D, c->ffn_dim);
+  wan_step_begin(WAN_STEP_FFN_0);
+  kern_cpu_linear(h, use(w, w->ffn_0_w), use(w, w->ffn_0_b), f, L, D, c->ffn_dim);
   kern_cpu_gelu_tanh(f, L * c->ffn_dim);
-  kern_cpu_linear(f, w->ffn_2_w, w->ffn_2_b, o, L, c->ffn_dim, D);
+  wan_step_begin(WAN_STEP_FFN_2);
+  kern_cpu_linear(f, use(w, w->ffn_2_w), use(w, w->ffn_2_b), o, L, c->ffn_dim, D);
+  wan_step_begin(WAN_STEP_GATE2);
   kern_cpu_gated_add(x, o, gate2, L, D);
 }
 

@@ -208,12 +208,14 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
     }
     uint16_t *k = c->ck + kv_offset(s, slot, b), *v = c->cv + kv_offset(s, slot, b);
     /* ctxf is free once narrowed: it takes the k projection before its norm. */
-    kern_cuda_linear(c->gemm, c->ctxb, w->cross_attn_k_w, w->cross_attn_k_b, c->ctxf,
-                     KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
-    kern_cuda_rmsnorm_rope(c->ctxf, KERN_DTYPE_F32, w->cross_attn_norm_k_w, NULL, NULL, k, T,
-                           cf->heads, wan_head_dim(cf), (float)cf->eps, c->stream);
-    kern_cuda_linear(c->gemm, c->ctxb, w->cross_attn_v_w, w->cross_attn_v_b, v, KERN_DTYPE_BF16,
-                     T, D, D, KERN_CUDA_ACT_NONE, c->stream);
+    wan_step_begin(WAN_STEP_CROSS_K);
+    kern_cuda_linear(c->gemm, c->ctxb, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
+                     c->ctxf, KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
+    kern_cuda_rmsnorm_rope(c->ctxf, KERN_DTYPE_F32, use(w, w->cross_attn_norm_k_w), NULL, NULL, k,
+                           T, cf->heads, wan_head_dim(cf), (float)cf->eps, c->stream);
+    wan_step_begin(WAN_STEP_CROSS_V);
+    kern_cuda_linear(c->gemm, c->ctxb, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b), v,
+                     KERN_DTYPE_BF16, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
   }
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }

@@ -1,5 +1,6 @@
-/* One Wan block on the CUDA backend (stage_cuda_impl.h): MODEL 4, the same
- * steps as rank_dit_block, over chunks of c->rows rows.
+/* One Wan block on the CUDA backend (stage_cuda_impl.h): MODEL 4, the steps
+ * of wan_steps.h as rank_dit_block runs them, over chunks of c->rows rows
+ * (each step named as it starts, wan_step_begin).
  *
  * Chunking bounds the transients when the planner asks for it (a tight
  * budget): every op but attention is row-wise, so a chunk of rows goes
@@ -44,7 +45,8 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
   const double LD = (double)L * (double)D, LF = (double)L * (double)F, TD = (double)T * D;
   const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
   if (c->prof) rank_prof_block_begin(c->prof);
-  kern_cuda_modulation(w->modulation, e0, c->m, 6 * D, st_);
+  wan_step_begin(WAN_STEP_MODULATION);
+  kern_cuda_modulation(use(w, w->modulation), e0, c->m, 6 * D, st_);
   PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
   const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
   const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
@@ -55,35 +57,46 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
    * stream and the gates stay fp32. */
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
+    wan_step_begin(WAN_STEP_NORM1);
     kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, st_);
     PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
-    kern_cuda_linear(c->gemm, c->hb, w->self_attn_k_w, w->self_attn_k_b, c->pb, KERN_DTYPE_BF16,
-                     n, D, D, KERN_CUDA_ACT_NONE, st_);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, w->self_attn_norm_k_w, c->cos_t + r0 * half,
-                           c->sin_t + r0 * half, c->kb + r0 * D, n, NH, HD, eps, st_);
-    kern_cuda_linear(c->gemm, c->hb, w->self_attn_v_w, w->self_attn_v_b, c->vb + r0 * D,
+    wan_step_begin(WAN_STEP_SELF_K);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_k_w),
+                           c->cos_t + r0 * half, c->sin_t + r0 * half, c->kb + r0 * D, n, NH, HD,
+                           eps, st_);
+    wan_step_begin(WAN_STEP_SELF_V);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b),
+                     c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     PROF("k,v projections+norm", 2 * gemm_dd, 2 * (LD * 4 + wdd) + LD * 4, RANK_CEIL_GEMM);
   }
   /* Each chunk of queries against every key. */
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
-    if (!whole)
+    if (!whole) {
+      wan_step_begin(WAN_STEP_NORM1);
       kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, st_);
-    kern_cuda_linear(c->gemm, c->hb, w->self_attn_q_w, w->self_attn_q_b, c->pb, KERN_DTYPE_BF16,
-                     n, D, D, KERN_CUDA_ACT_NONE, st_);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, w->self_attn_norm_q_w, c->cos_t + r0 * half,
-                           c->sin_t + r0 * half, c->qb, n, NH, HD, eps, st_);
+    }
+    wan_step_begin(WAN_STEP_SELF_Q);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b), c->pb,
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_q_w),
+                           c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps, st_);
     PROF("q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_SELF_ATTN);
     kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, n, L, NH, HD, 0.0f};
     kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, st_);
     PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
-    kern_cuda_linear(c->gemm, c->ab, w->self_attn_o_w, w->self_attn_o_b, c->pb, KERN_DTYPE_BF16,
-                     n, D, D, KERN_CUDA_ACT_NONE, st_);
+    wan_step_begin(WAN_STEP_SELF_O);
+    kern_cuda_linear(c->gemm, c->ab, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), c->pb,
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_GATE1);
     if (whole) { /* the gated add and norm3 in one pass over x */
-      kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, w->norm3_w, w->norm3_b,
-                                    NULL, NULL, c->hb, n, D, eps, st_);
+      wan_step_begin(WAN_STEP_NORM3);
+      kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, use(w, w->norm3_w),
+                                    use(w, w->norm3_b), NULL, NULL, c->hb, n, D, eps, st_);
       PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
     } else {
       kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, st_);
@@ -98,30 +111,39 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
     const int64_t n = L - r0 < R ? L - r0 : R;
     float *xr = x + r0 * D;
     if (!whole) { /* (hb holds a later chunk's norm1 until now) */
-      kern_cuda_layernorm_modulate(xr, w->norm3_w, w->norm3_b, NULL, NULL, c->hb, n, D, eps,
-                                   st_);
+      wan_step_begin(WAN_STEP_NORM3);
+      kern_cuda_layernorm_modulate(xr, use(w, w->norm3_w), use(w, w->norm3_b), NULL, NULL, c->hb, n,
+                                   D, eps, st_);
       PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
     }
-    kern_cuda_linear(c->gemm, c->hb, w->cross_attn_q_w, w->cross_attn_q_b, c->pb,
+    wan_step_begin(WAN_STEP_CROSS_Q);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, w->cross_attn_norm_q_w, NULL, NULL, c->qb, n,
-                           NH, HD, eps, st_);
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->cross_attn_norm_q_w), NULL, NULL,
+                           c->qb, n, NH, HD, eps, st_);
     PROF("cross q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_CROSS_ATTN);
     kern_attn_params cp = {c->qb, ck, cv, c->ab, n, T, NH, HD, 0.0f};
     kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, st_);
     PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
-    kern_cuda_linear(c->gemm, c->ab, w->cross_attn_o_w, w->cross_attn_o_b, c->pb,
+    wan_step_begin(WAN_STEP_CROSS_O);
+    kern_cuda_linear(c->gemm, c->ab, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
+    wan_step_begin(WAN_STEP_NORM2);
     kern_cuda_gated_add_layernorm(xr, c->pb, KERN_DTYPE_BF16, NULL, NULL, NULL, shift2, scale2,
                                   c->hb, n, D, eps, st_);
     PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
-    kern_cuda_linear(c->gemm, c->hb, w->ffn_0_w, w->ffn_0_b, c->fb, KERN_DTYPE_BF16, n, D, F,
-                     KERN_CUDA_ACT_GELU_TANH, st_);
+    wan_step_begin(WAN_STEP_FFN_0);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->ffn_0_w), use(w, w->ffn_0_b), c->fb, KERN_DTYPE_BF16,
+                     n, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
     PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
-    kern_cuda_linear(c->gemm, c->fb, w->ffn_2_w, w->ffn_2_b, c->pb, KERN_DTYPE_BF16, n, F, D,
-                     KERN_CUDA_ACT_NONE, st_);
+    wan_step_begin(WAN_STEP_FFN_2);
+    kern_cuda_linear(c->gemm, c->fb, use(w, w->ffn_2_w), use(w, w->ffn_2_b), c->pb, KERN_DTYPE_BF16,
+                     n, F, D, KERN_CUDA_ACT_NONE, st_);
     PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_GATE2);
     kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, st_);
     PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
   }

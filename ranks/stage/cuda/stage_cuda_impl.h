@@ -11,6 +11,7 @@
 #include "kern_attn.h"
 #include "kern_cuda.h"
 #include "stage_impl.h"
+#include "wan_steps.h"
 
 /* Host buffers of the time sinusoid in flight: embed writes one on the host
  * while earlier ones may still be on their way to the device. */
@@ -65,9 +66,17 @@ typedef struct cuda_stage {
   int mem_traced;     /* the memory table was printed */
 } cuda_stage;
 
+/* Block weight p of w, noted in the step log when a test attaches one
+ * (wan_steps.h). */
+static inline const uint16_t *use(const wan_block_bf16 *w, const uint16_t *p) {
+  if (wan_step_logging()) wan_step_weight(wan_block_bf16_index(w, p));
+  return p;
+}
+
 /* MODEL 4 on the GPU on the activation message act (in place), weights w
- * (device), the prompt's cross-attention k, v: the same steps as
- * rank_dit_block, over row chunks of c->rows. Queued on c->stream. */
+ * (device), the prompt's cross-attention k, v: the steps of wan_steps.h,
+ * as rank_dit_block runs them, over row chunks of c->rows. Queued on
+ * c->stream. */
 void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
                              const uint16_t *ck, const uint16_t *cv, float *act);
 
