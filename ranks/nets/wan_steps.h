@@ -5,10 +5,11 @@
  *
  * A step is one sub-layer's op as MODEL.md writes it; a backend may run it
  * as several kernels (the CPU's layernorm then modulate) or fuse it with
- * the next step (the CUDA gated add with the norm after it), and the CUDA
- * block runs rows in chunks, each chunk through a run of steps. What does
- * not change: every step, in this order per chunk of rows, reading these
- * weights and no others.
+ * the next step (the CUDA gated add with the norm after it). Unchunked,
+ * both backends run exactly this sequence. The CUDA block may also run
+ * rows in chunks: then each step runs once per chunk (norm1 twice: before
+ * k and v, again before the queries), the steps first run in this order.
+ * Always, each step reads these weights and no others.
  *
  * Both backends name each step as they start it (wan_step_begin) and each
  * block weight as they pass it to a kernel (wan_step_weight). That costs a
