@@ -7,7 +7,8 @@
  *   last stage   rank_dit_head        (head weights) + unpatchify
  *
  * Weights are fp32 groups in the packed layout of wan_layout_make(..., F32)
- * (rank_dit_widen converts a group read in the file's dtype). Residual
+ * (rank_dit_widen converts a group read in the file's dtype), seen through
+ * the typed structs of wan_weights.h (wan_block_f32_bind, ...). Residual
  * stream x (L, dim) fp32. All scratch comes from one arena the caller sizes
  * with rank_dit_scratch_floats() up front; nothing here allocates. */
 #ifndef RANK_DIT_H
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "wan_config.h"
+#include "wan_weights.h"
 
 /* The token grid of a latent (F, H, W): (F, H/2, W/2) for patch (1,2,2). */
 typedef struct rank_grid {
@@ -40,36 +42,31 @@ void rank_rope_free(rank_rope *r);
 void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *dst_l,
                     float *dst);
 
-/* Pointer to a named tensor of a packed fp32 group (aborts if the name is
- * not in the table: a programming error, not an input error). */
-const float *rank_dit_tensor(const wan_layout *l, const float *group, const char *name);
-
 /* Floats of scratch rank_dit_block / _context_kv / _head need for L tokens. */
 size_t rank_dit_scratch_floats(const wan_config *c, int64_t tokens);
 
 /* e (dim) and e0 (6, dim) from the integer timestep t. */
-void rank_dit_embed_time(const wan_config *c, const wan_layout *l, const float *w, double t,
-                         float *e, float *e0, float *scratch);
+void rank_dit_embed_time(const wan_config *c, const wan_embed_f32 *w, double t, float *e,
+                         float *e0, float *scratch);
 /* ctx (text_len, dim) from context (L, text_dim), rows L..text_len-1 zero. */
-void rank_dit_embed_text(const wan_config *c, const wan_layout *l, const float *w,
+void rank_dit_embed_text(const wan_config *c, const wan_embed_f32 *w,
                          const float *context, int64_t L, float *ctx, float *scratch);
 /* x (tokens, dim) from latent (in_dim, F, H, W). */
-void rank_dit_embed_patch(const wan_config *c, const wan_layout *l, const float *w,
+void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
                           const float *latent, int64_t F, int64_t H, int64_t W, float *x,
                           float *scratch);
 
 /* Cross-attention k, v (text_len, dim) of one block from ctx. */
-void rank_dit_context_kv(const wan_config *c, const wan_layout *l, const float *w,
-                         const float *ctx, float *k, float *v);
+void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w, const float *ctx, float *k,
+                         float *v);
 
-/* One transformer block on x (tokens, dim) in place. e0 (6, dim); ck, cv
- * from rank_dit_context_kv. */
-void rank_dit_block(const wan_config *c, const wan_layout *l, const float *w, float *x,
-                    const float *e0, const float *ck, const float *cv, const rank_rope *rope,
-                    float *scratch);
+/* One transformer block on x (tokens, dim) in place, the steps of
+ * wan_steps.h in its order. e0 (6, dim); ck, cv from rank_dit_context_kv. */
+void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const float *e0,
+                    const float *ck, const float *cv, const rank_rope *rope, float *scratch);
 
 /* Head and unpatchify: out (out_dim, F, H, W) from x (tokens, dim) and e. */
-void rank_dit_head(const wan_config *c, const wan_layout *l, const float *w, const float *x,
+void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
                    const float *e, int64_t F, int64_t H, int64_t W, float *out, float *scratch);
 
 #endif

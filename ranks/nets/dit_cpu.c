@@ -8,6 +8,7 @@
 #include "dit.h"
 #include "kern_cpu.h"
 #include "log.h"
+#include "wan_steps.h"
 
 int rank_rope_init(const wan_config *c, rank_grid grid, rank_rope *out) {
   int64_t L = rank_grid_tokens(grid), half = wan_head_dim(c) / 2;
@@ -37,13 +38,6 @@ void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *
   }
 }
 
-const float *rank_dit_tensor(const wan_layout *l, const float *group, const char *name) {
-  int i = wan_layout_find(l, name);
-  if (i < 0) sp_fatal("internal: tensor %s is not in the layout", name);
-  return (const float *)((const char *)group + l->t[i].offset);
-}
-#define W(name) rank_dit_tensor(l, w, name)
-
 size_t rank_dit_scratch_floats(const wan_config *c, int64_t L) {
   const int64_t D = c->dim, T = c->text_len;
   /* block: h, q, k, v, attn (L, D) each + FFN hidden (L, ffn_dim)
@@ -64,61 +58,69 @@ size_t rank_dit_scratch_floats(const wan_config *c, int64_t L) {
 }
 
 /* MODEL 2: sinusoid -> Linear -> SiLU -> Linear = e; SiLU(e) -> Linear = e0. */
-void rank_dit_embed_time(const wan_config *c, const wan_layout *l, const float *w, double t,
-                         float *e, float *e0, float *scratch) {
+void rank_dit_embed_time(const wan_config *c, const wan_embed_f32 *w, double t, float *e,
+                         float *e0, float *scratch) {
   const int64_t D = c->dim;
   float *sin_t = scratch;                  /* (freq_dim) */
   float *h = sin_t + c->freq_dim;          /* (D) */
   float *se = h + D;                       /* (D) */
   kern_cpu_time_sinusoid(t, c->freq_dim, sin_t);
-  kern_cpu_linear(sin_t, W("time_embedding.0.weight"), W("time_embedding.0.bias"), h, 1,
-                  c->freq_dim, D);
+  kern_cpu_linear(sin_t, w->time_embedding_0_w, w->time_embedding_0_b, h, 1, c->freq_dim, D);
   kern_cpu_silu(h, D);
-  kern_cpu_linear(h, W("time_embedding.2.weight"), W("time_embedding.2.bias"), e, 1, D, D);
+  kern_cpu_linear(h, w->time_embedding_2_w, w->time_embedding_2_b, e, 1, D, D);
   memcpy(se, e, (size_t)D * sizeof(float));
   kern_cpu_silu(se, D);
-  kern_cpu_linear(se, W("time_projection.1.weight"), W("time_projection.1.bias"), e0, 1, D,
-                  6 * D);
+  kern_cpu_linear(se, w->time_projection_1_w, w->time_projection_1_b, e0, 1, D, 6 * D);
 }
 
 /* MODEL 3: zero-pad to text_len rows, Linear -> GELU(tanh) -> Linear. */
-void rank_dit_embed_text(const wan_config *c, const wan_layout *l, const float *w,
+void rank_dit_embed_text(const wan_config *c, const wan_embed_f32 *w,
                          const float *context, int64_t L, float *ctx, float *scratch) {
   const int64_t D = c->dim, T = c->text_len, TD = c->text_dim;
   float *padded = scratch;   /* (T, TD) */
   float *h = padded + T * TD; /* (T, D) */
   memcpy(padded, context, (size_t)(L * TD) * sizeof(float));
   memset(padded + L * TD, 0, (size_t)((T - L) * TD) * sizeof(float));
-  kern_cpu_linear(padded, W("text_embedding.0.weight"), W("text_embedding.0.bias"), h, T, TD, D);
+  kern_cpu_linear(padded, w->text_embedding_0_w, w->text_embedding_0_b, h, T, TD, D);
   kern_cpu_gelu_tanh(h, T * D);
-  kern_cpu_linear(h, W("text_embedding.2.weight"), W("text_embedding.2.bias"), ctx, T, D, D);
+  kern_cpu_linear(h, w->text_embedding_2_w, w->text_embedding_2_b, ctx, T, D, D);
 }
 
 /* MODEL 1: the (1,2,2) patch conv as a linear map of each patch. */
-void rank_dit_embed_patch(const wan_config *c, const wan_layout *l, const float *w,
+void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
                           const float *latent, int64_t F, int64_t H, int64_t W, float *x,
                           float *scratch) {
   const int64_t L = F * (H / 2) * (W / 2);
   float *tokens = scratch; /* (L, in_dim * 4) */
   kern_cpu_patchify(latent, tokens, c->in_dim, F, H, W);
   /* patch_embedding.weight (D, in_dim, 1, 2, 2) is (D, in_dim*4) row-major. */
-  kern_cpu_linear(tokens, W("patch_embedding.weight"), W("patch_embedding.bias"), x, L,
-                  wan_patch_in(c), c->dim);
+  kern_cpu_linear(tokens, w->patch_embedding_w, w->patch_embedding_b, x, L, wan_patch_in(c),
+                  c->dim);
 }
 
-/* MODEL 4, cross-attention k and v: constant over steps. */
-void rank_dit_context_kv(const wan_config *c, const wan_layout *l, const float *w,
-                         const float *ctx, float *k, float *v) {
+/* Block weight p of w, noted in the step log when a test attaches one
+ * (wan_steps.h). */
+static const float *use(const wan_block_f32 *w, const float *p) {
+  if (wan_step_logging()) wan_step_weight(wan_block_f32_index(w, p));
+  return p;
+}
+
+/* MODEL 4, cross-attention k and v: constant over steps. The steps of
+ * wan_steps.h, WAN_STEP_CROSS_K and _V. */
+void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w, const float *ctx, float *k,
+                         float *v) {
   const int64_t D = c->dim, T = c->text_len;
-  kern_cpu_linear(ctx, W("cross_attn.k.weight"), W("cross_attn.k.bias"), k, T, D, D);
-  kern_cpu_rmsnorm(k, W("cross_attn.norm_k.weight"), k, T, D, (float)c->eps);
-  kern_cpu_linear(ctx, W("cross_attn.v.weight"), W("cross_attn.v.bias"), v, T, D, D);
+  wan_step_begin(WAN_STEP_CROSS_K);
+  kern_cpu_linear(ctx, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b), k, T, D, D);
+  kern_cpu_rmsnorm(k, use(w, w->cross_attn_norm_k_w), k, T, D, (float)c->eps);
+  wan_step_begin(WAN_STEP_CROSS_V);
+  kern_cpu_linear(ctx, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b), v, T, D, D);
 }
 
-/* MODEL 4: self-attention, cross-attention, FFN, each a residual update. */
-void rank_dit_block(const wan_config *c, const wan_layout *l, const float *w, float *x,
-                    const float *e0, const float *ck, const float *cv, const rank_rope *rope,
-                    float *scratch) {
+/* MODEL 4: self-attention, cross-attention, FFN, each a residual update:
+ * the steps of wan_steps.h, in its order. */
+void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const float *e0,
+                    const float *ck, const float *cv, const rank_rope *rope, float *scratch) {
   const int64_t D = c->dim, L = rank_grid_tokens(rope->grid), HD = wan_head_dim(c);
   const int64_t NH = c->heads, T = c->text_len;
   const float eps = (float)c->eps;
@@ -133,53 +135,70 @@ void rank_dit_block(const wan_config *c, const wan_layout *l, const float *w, fl
 
   /* m = modulation (1, 6, D) + e0 (6, D): chunks shift1, scale1, gate1,
    * shift2, scale2, gate2, in fp32. */
-  const float *mod = W("modulation");
+  wan_step_begin(WAN_STEP_MODULATION);
+  const float *mod = use(w, w->modulation);
   for (int64_t i = 0; i < 6 * D; i++) m[i] = mod[i] + e0[i];
   const float *shift1 = m, *scale1 = m + D, *gate1 = m + 2 * D;
   const float *shift2 = m + 3 * D, *scale2 = m + 4 * D, *gate2 = m + 5 * D;
 
-  /* self-attention */
+  /* self-attention (k and v before q, as the CUDA block makes them) */
+  wan_step_begin(WAN_STEP_NORM1);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
   kern_cpu_modulate(h, shift1, scale1, h, L, D);
-  kern_cpu_linear(h, W("self_attn.q.weight"), W("self_attn.q.bias"), q, L, D, D);
-  kern_cpu_linear(h, W("self_attn.k.weight"), W("self_attn.k.bias"), k, L, D, D);
-  kern_cpu_linear(h, W("self_attn.v.weight"), W("self_attn.v.bias"), v, L, D, D);
-  kern_cpu_rmsnorm(q, W("self_attn.norm_q.weight"), q, L, D, eps);
-  kern_cpu_rmsnorm(k, W("self_attn.norm_k.weight"), k, L, D, eps);
-  kern_cpu_rope_apply(q, rope->cos_t, rope->sin_t, L, NH, HD);
+  wan_step_begin(WAN_STEP_SELF_K);
+  kern_cpu_linear(h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b), k, L, D, D);
+  kern_cpu_rmsnorm(k, use(w, w->self_attn_norm_k_w), k, L, D, eps);
   kern_cpu_rope_apply(k, rope->cos_t, rope->sin_t, L, NH, HD);
+  wan_step_begin(WAN_STEP_SELF_V);
+  kern_cpu_linear(h, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b), v, L, D, D);
+  wan_step_begin(WAN_STEP_SELF_Q);
+  kern_cpu_linear(h, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b), q, L, D, D);
+  kern_cpu_rmsnorm(q, use(w, w->self_attn_norm_q_w), q, L, D, eps);
+  kern_cpu_rope_apply(q, rope->cos_t, rope->sin_t, L, NH, HD);
+  wan_step_begin(WAN_STEP_SELF_ATTN);
   kern_cpu_attention(q, k, v, a, L, L, NH, HD);
-  kern_cpu_linear(a, W("self_attn.o.weight"), W("self_attn.o.bias"), o, L, D, D);
+  wan_step_begin(WAN_STEP_SELF_O);
+  kern_cpu_linear(a, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), o, L, D, D);
+  wan_step_begin(WAN_STEP_GATE1);
   kern_cpu_gated_add(x, o, gate1, L, D);
 
   /* cross-attention: norm3 with affine, no modulation, no gate */
-  kern_cpu_layernorm(x, W("norm3.weight"), W("norm3.bias"), h, L, D, eps);
-  kern_cpu_linear(h, W("cross_attn.q.weight"), W("cross_attn.q.bias"), q, L, D, D);
-  kern_cpu_rmsnorm(q, W("cross_attn.norm_q.weight"), q, L, D, eps);
+  wan_step_begin(WAN_STEP_NORM3);
+  kern_cpu_layernorm(x, use(w, w->norm3_w), use(w, w->norm3_b), h, L, D, eps);
+  wan_step_begin(WAN_STEP_CROSS_Q);
+  kern_cpu_linear(h, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b), q, L, D, D);
+  kern_cpu_rmsnorm(q, use(w, w->cross_attn_norm_q_w), q, L, D, eps);
+  wan_step_begin(WAN_STEP_CROSS_ATTN);
   kern_cpu_attention(q, ck, cv, a, L, T, NH, HD);
-  kern_cpu_linear(a, W("cross_attn.o.weight"), W("cross_attn.o.bias"), o, L, D, D);
+  wan_step_begin(WAN_STEP_CROSS_O);
+  kern_cpu_linear(a, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b), o, L, D, D);
+  wan_step_begin(WAN_STEP_ADD2);
   kern_cpu_gated_add(x, o, NULL, L, D);
 
   /* FFN */
+  wan_step_begin(WAN_STEP_NORM2);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
   kern_cpu_modulate(h, shift2, scale2, h, L, D);
-  kern_cpu_linear(h, W("ffn.0.weight"), W("ffn.0.bias"), f, L, D, c->ffn_dim);
+  wan_step_begin(WAN_STEP_FFN_0);
+  kern_cpu_linear(h, use(w, w->ffn_0_w), use(w, w->ffn_0_b), f, L, D, c->ffn_dim);
   kern_cpu_gelu_tanh(f, L * c->ffn_dim);
-  kern_cpu_linear(f, W("ffn.2.weight"), W("ffn.2.bias"), o, L, c->ffn_dim, D);
+  wan_step_begin(WAN_STEP_FFN_2);
+  kern_cpu_linear(f, use(w, w->ffn_2_w), use(w, w->ffn_2_b), o, L, c->ffn_dim, D);
+  wan_step_begin(WAN_STEP_GATE2);
   kern_cpu_gated_add(x, o, gate2, L, D);
 }
 
 /* MODEL 5 and 6: (shift, scale) = head.modulation + e (not e0). */
-void rank_dit_head(const wan_config *c, const wan_layout *l, const float *w, const float *x,
+void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
                    const float *e, int64_t F, int64_t H, int64_t W, float *out, float *scratch) {
   const int64_t D = c->dim, L = F * (H / 2) * (W / 2), P = wan_patch_out(c);
   float *h = scratch;  /* (L, D) */
   float *t = h + L * D; /* (L, 64) */
   float *ms = t + L * P; /* (2, D): shift, scale */
-  const float *mod = W("head.modulation");
+  const float *mod = w->head_modulation;
   for (int64_t i = 0; i < 2 * D; i++) ms[i] = mod[i] + e[i % D];
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, (float)c->eps);
   kern_cpu_modulate(h, ms, ms + D, h, L, D);
-  kern_cpu_linear(h, W("head.head.weight"), W("head.head.bias"), t, L, D, P);
+  kern_cpu_linear(h, w->head_head_w, w->head_head_b, t, L, D, P);
   kern_cpu_unpatchify(t, out, c->out_dim, F, H, W);
 }

@@ -1,8 +1,11 @@
-/* Wan 2.1 config, presets and the tensor table (see wan_config.h). */
+/* Wan 2.1 config, presets and the packed layout of the tensor lists of
+ * wan_weights.h (see wan_config.h). */
 #include "wan_config.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#include "wan_weights.h"
 
 const char *const wan_preset_names[] = {"wan2.1-tiny", "wan2.1-1.3b", "wan2.1-14b", NULL};
 
@@ -104,58 +107,40 @@ const char *wan_group_name(wan_group g) {
   return g == WAN_GROUP_EMBED ? "embed" : g == WAN_GROUP_BLOCK ? "block" : "head";
 }
 
-static void add(wan_layout *l, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
-                int64_t d3, int64_t d4) {
+static void add(wan_layout *l, const char *name, int ndim, const int64_t *shape) {
   wan_tensor *t = &l->t[l->count++];
-  int64_t d[5] = {d0, d1, d2, d3, d4};
   t->name = name;
   t->ndim = ndim;
   t->numel = 1;
-  for (int i = 0; i < 5; i++) {
-    t->shape[i] = i < ndim ? d[i] : 0;
-    if (i < ndim) t->numel *= d[i];
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    t->numel *= shape[i];
   }
 }
 
-/* Linear layers as PyTorch stores them: weight [out, in], bias [out]. */
-static void add_linear(wan_layout *l, const char *w, const char *b, int64_t out, int64_t in) {
-  add(l, w, 2, out, in, 0, 0, 0);
-  add(l, b, 1, out, 0, 0, 0, 0);
-}
+#define WAN_UNPAREN(...) __VA_ARGS__
+/* One tensor of a list line (wan_weights.h); the shape's rank is the
+ * length of its list. */
+#define ADD_TENSOR(field, key, shape)                                   \
+  {                                                                     \
+    const int64_t s_[] = {WAN_UNPAREN shape};                           \
+    _Static_assert(sizeof s_ / sizeof s_[0] <= 5, key ": at most 5 dims"); \
+    add(&l, key, (int)(sizeof s_ / sizeof s_[0]), s_);                  \
+  }
 
 void wan_layout_make(const wan_config *c, wan_group g, kern_dtype dtype, wan_layout *out) {
   wan_layout l;
   memset(&l, 0, sizeof l);
-  const int64_t D = c->dim;
+  /* The names the shapes of wan_weights.h are written in. */
+  const int64_t dim = c->dim, ffn_dim = c->ffn_dim, in_dim = c->in_dim;
+  const int64_t text_dim = c->text_dim, freq_dim = c->freq_dim, patch_out = wan_patch_out(c);
+  const int64_t patch0 = c->patch[0], patch1 = c->patch[1], patch2 = c->patch[2];
   if (g == WAN_GROUP_EMBED) {
-    add(&l, "patch_embedding.weight", 5, D, c->in_dim, c->patch[0], c->patch[1], c->patch[2]);
-    add(&l, "patch_embedding.bias", 1, D, 0, 0, 0, 0);
-    add_linear(&l, "text_embedding.0.weight", "text_embedding.0.bias", D, c->text_dim);
-    add_linear(&l, "text_embedding.2.weight", "text_embedding.2.bias", D, D);
-    add_linear(&l, "time_embedding.0.weight", "time_embedding.0.bias", D, c->freq_dim);
-    add_linear(&l, "time_embedding.2.weight", "time_embedding.2.bias", D, D);
-    add_linear(&l, "time_projection.1.weight", "time_projection.1.bias", 6 * D, D);
+    WAN_EMBED_TENSORS(ADD_TENSOR)
   } else if (g == WAN_GROUP_BLOCK) {
-    add(&l, "modulation", 3, 1, 6, D, 0, 0);
-    add_linear(&l, "self_attn.q.weight", "self_attn.q.bias", D, D);
-    add_linear(&l, "self_attn.k.weight", "self_attn.k.bias", D, D);
-    add_linear(&l, "self_attn.v.weight", "self_attn.v.bias", D, D);
-    add_linear(&l, "self_attn.o.weight", "self_attn.o.bias", D, D);
-    add(&l, "self_attn.norm_q.weight", 1, D, 0, 0, 0, 0);
-    add(&l, "self_attn.norm_k.weight", 1, D, 0, 0, 0, 0);
-    add(&l, "norm3.weight", 1, D, 0, 0, 0, 0);
-    add(&l, "norm3.bias", 1, D, 0, 0, 0, 0);
-    add_linear(&l, "cross_attn.q.weight", "cross_attn.q.bias", D, D);
-    add_linear(&l, "cross_attn.k.weight", "cross_attn.k.bias", D, D);
-    add_linear(&l, "cross_attn.v.weight", "cross_attn.v.bias", D, D);
-    add_linear(&l, "cross_attn.o.weight", "cross_attn.o.bias", D, D);
-    add(&l, "cross_attn.norm_q.weight", 1, D, 0, 0, 0, 0);
-    add(&l, "cross_attn.norm_k.weight", 1, D, 0, 0, 0, 0);
-    add_linear(&l, "ffn.0.weight", "ffn.0.bias", c->ffn_dim, D);
-    add_linear(&l, "ffn.2.weight", "ffn.2.bias", D, c->ffn_dim);
+    WAN_BLOCK_TENSORS(ADD_TENSOR)
   } else {
-    add(&l, "head.modulation", 3, 1, 2, D, 0, 0);
-    add_linear(&l, "head.head.weight", "head.head.bias", wan_patch_out(c), D);
+    WAN_HEAD_TENSORS(ADD_TENSOR)
   }
   size_t off = 0, esz = kern_dtype_size(dtype);
   for (int i = 0; i < l.count; i++) {

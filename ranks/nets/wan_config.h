@@ -1,7 +1,8 @@
-/* The Wan 2.1 text-to-video DiT: its config, the presets, and the table of
- * tensors (names, shapes, packed layout) that the model file, the synthetic
- * generator, the converter and the loaders all share. MODEL.md "Tensors" is the
- * source of every shape here. */
+/* The Wan 2.1 text-to-video DiT: its config, the presets, and the packed
+ * layout of its tensors (names, shapes, offsets) that the model file, the
+ * synthetic generator, the converter and the loaders all share. The
+ * tensors themselves are listed once, in wan_weights.h; MODEL.md "Tensors" is
+ * the source of every shape. */
 #ifndef WAN_CONFIG_H
 #define WAN_CONFIG_H
 
@@ -65,7 +66,8 @@ typedef struct wan_tensor {
   size_t bytes;  /* numel * dtype size */
 } wan_tensor;
 
-/* A group's tensors in canonical order and their packed layout: each tensor
+/* A group's tensors in canonical order (the order of its list in
+ * wan_weights.h) and their packed layout: each tensor
  * at a WAN_TENSOR_ALIGN-aligned offset of one buffer, so a whole block is a
  * single contiguous copy (host -> device streaming). */
 typedef struct wan_layout {

@@ -12,6 +12,9 @@ typedef struct cpu_stage {
   float *embed_w;    /* embed group, fp32 packed, or NULL */
   float *head_w;     /* head group, or NULL */
   float **block_w;   /* [nblocks] block groups */
+  wan_embed_f32 embed;   /* typed views of embed_w, head_w, block_w[b] */
+  wan_head_f32 head;
+  wan_block_f32 *blocks; /* [nblocks] */
   float *ck, *cv;    /* (prompts, nblocks, text_len, dim) cross-attention k, v */
   rank_rope rope;
   float *scratch;    /* arena: rank_dit_scratch_floats */
@@ -34,6 +37,7 @@ static void cpu_destroy(rank_stage *s) {
   if (!c) return;
   for (int b = 0; b < s->nblocks; b++) free(c->block_w ? c->block_w[b] : NULL);
   free(c->block_w);
+  free(c->blocks);
   free(c->embed_w);
   free(c->head_w);
   free(c->ck);
@@ -47,7 +51,7 @@ static void cpu_destroy(rank_stage *s) {
 
 static void cpu_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx) {
   cpu_stage *c = st(s);
-  rank_dit_embed_text(s->c, &c->l32[WAN_GROUP_EMBED], c->embed_w, context, L, ctx, c->scratch);
+  rank_dit_embed_text(s->c, &c->embed, context, L, ctx, c->scratch);
 }
 
 static size_t kv_offset(const rank_stage *s, int slot, int b) {
@@ -57,17 +61,17 @@ static size_t kv_offset(const rank_stage *s, int slot, int b) {
 static void cpu_set_prompt(rank_stage *s, int slot, const float *ctx) {
   cpu_stage *c = st(s);
   for (int b = 0; b < s->nblocks; b++)
-    rank_dit_context_kv(s->c, &c->l32[WAN_GROUP_BLOCK], c->block_w[b], ctx,
-                        c->ck + kv_offset(s, slot, b), c->cv + kv_offset(s, slot, b));
+    rank_dit_context_kv(s->c, &c->blocks[b], ctx, c->ck + kv_offset(s, slot, b),
+                        c->cv + kv_offset(s, slot, b));
 }
 
 static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
   float *x = s->act[buf], *e = x + s->tokens * D, *e0 = e + D;
-  rank_dit_embed_patch(s->c, &c->l32[WAN_GROUP_EMBED], c->embed_w, latent, s->cfg.lat_f,
-                       s->cfg.lat_h, s->cfg.lat_w, x, c->scratch);
-  rank_dit_embed_time(s->c, &c->l32[WAN_GROUP_EMBED], c->embed_w, t, e, e0, c->scratch);
+  rank_dit_embed_patch(s->c, &c->embed, latent, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w, x,
+                       c->scratch);
+  rank_dit_embed_time(s->c, &c->embed, t, e, e0, c->scratch);
 }
 
 /* Block-major when n > 1: every micro-batch through block b, then b + 1.
@@ -79,9 +83,8 @@ static void cpu_blocks(rank_stage *s, int n, const int *slots, const int *bufs) 
   for (int b = 0; b < s->nblocks; b++)
     for (int j = 0; j < n; j++) {
       float *x = s->act[bufs[j]], *e0 = x + s->tokens * D + D;
-      rank_dit_block(s->c, &c->l32[WAN_GROUP_BLOCK], c->block_w[b], x, e0,
-                     c->ck + kv_offset(s, slots[j], b), c->cv + kv_offset(s, slots[j], b),
-                     &c->rope, c->scratch);
+      rank_dit_block(s->c, &c->blocks[b], x, e0, c->ck + kv_offset(s, slots[j], b),
+                     c->cv + kv_offset(s, slots[j], b), &c->rope, c->scratch);
     }
 }
 
@@ -89,8 +92,8 @@ static void cpu_head(rank_stage *s, int buf, float *out) {
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
   const float *act = s->act[buf];
-  rank_dit_head(s->c, &c->l32[WAN_GROUP_HEAD], c->head_w, act, act + s->tokens * D,
-                s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w, out, c->scratch);
+  rank_dit_head(s->c, &c->head, act, act + s->tokens * D, s->cfg.lat_f, s->cfg.lat_h,
+                s->cfg.lat_w, out, c->scratch);
 }
 
 static void cpu_sync(rank_stage *s) { (void)s; /* every call ran to the end */ }
@@ -107,6 +110,7 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_F32, &c->l32[g]);
   rank_rope_init(cf, s->grid, &c->rope);
   c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
+  c->blocks = sp_xcalloc((size_t)s->nblocks, sizeof *c->blocks);
   size_t kv = (size_t)cfg->prompts * (size_t)s->nblocks * (size_t)(cf->text_len * cf->dim);
   c->ck = sp_xmalloc(kv * sizeof(float));
   c->cv = sp_xmalloc(kv * sizeof(float));
@@ -131,6 +135,13 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     rc = load_group(m, c, WAN_GROUP_HEAD, 0, tmp, tmp_bytes, &c->head_w, bytes_read);
   s->stats.weights_s = comm_now() - w0;
   free(tmp);
-  if (rc != SP_OK) cpu_destroy(s);
-  return rc;
+  if (rc != SP_OK) {
+    cpu_destroy(s);
+    return rc;
+  }
+  if (cfg->embed) wan_embed_f32_bind(&c->l32[WAN_GROUP_EMBED], c->embed_w, &c->embed);
+  for (int b = 0; b < s->nblocks; b++)
+    wan_block_f32_bind(&c->l32[WAN_GROUP_BLOCK], c->block_w[b], &c->blocks[b]);
+  if (cfg->head) wan_head_f32_bind(&c->l32[WAN_GROUP_HEAD], c->head_w, &c->head);
+  return SP_OK;
 }

@@ -43,17 +43,6 @@
 
 static cuda_stage *st(rank_stage *s) { return s->impl; }
 
-const uint16_t *rank_cuda_tensor(const cuda_stage *c, wan_group g, const uint16_t *w,
-                                 const char *name) {
-  const wan_layout *l = &c->l16[g];
-  int i = wan_layout_find(l, name);
-  if (i < 0) sp_fatal("internal: tensor %s is not in the layout", name);
-  return (const uint16_t *)((const char *)w + l->t[i].offset);
-}
-#define WB(name) rank_cuda_tensor(c, WAN_GROUP_BLOCK, w, name)
-#define WE(name) rank_cuda_tensor(c, WAN_GROUP_EMBED, c->embed_w, name)
-#define WH(name) rank_cuda_tensor(c, WAN_GROUP_HEAD, c->head_w, name)
-
 /* The stage's layout (planner/layout.h), from its config and its packed
  * bf16 groups: the same function the planner's memory model uses. */
 static int stage_layout(const rank_stage *s, const cuda_stage *c, plan_layout *out) {
@@ -152,6 +141,17 @@ static void to_bf16(const wan_layout *src_l, const void *src, const wan_layout *
   }
 }
 
+/* The typed views of every device group and slot, by table index
+ * (wan_weights.h); their contents arrive later, the addresses are final. */
+static void bind_weights(rank_stage *s, cuda_stage *c) {
+  const wan_layout *lb = &c->l16[WAN_GROUP_BLOCK];
+  if (s->cfg.embed) wan_embed_bf16_bind(&c->l16[WAN_GROUP_EMBED], c->embed_w, &c->embed);
+  if (s->cfg.head) wan_head_bf16_bind(&c->l16[WAN_GROUP_HEAD], c->head_w, &c->head);
+  for (int b = 0; b < s->nblocks; b++)
+    if (c->block_w[b]) wan_block_bf16_bind(lb, c->block_w[b], &c->blocks[b]);
+  for (int k = 0; k < c->depth; k++) wan_block_bf16_bind(lb, c->slot_w[k], &c->slots[k]);
+}
+
 static void cuda_destroy(rank_stage *s) {
   cuda_stage *c = st(s);
   if (!c) return;
@@ -173,6 +173,8 @@ static void cuda_destroy(rank_stage *s) {
   free(c->host_w);
   free(c->stream_order);
   free(c->slot_w);
+  free(c->slots);
+  free(c->blocks);
   free(c->copied);
   free(c->freed);
   free(c->block_w);
@@ -192,9 +194,9 @@ static void cuda_embed_text(rank_stage *s, const float *context, int64_t L, floa
   uint16_t *h = sp_xcalloc((size_t)(T * TD), 2);
   kern_f32_to_bf16_n(context, h, (size_t)(L * TD));
   CUDA_CHECK(cudaMemcpyAsync(c->ctxb, h, (size_t)(T * TD) * 2, cudaMemcpyHostToDevice, c->stream));
-  kern_cuda_linear(c->gemm, c->ctxb, WE("text_embedding.0.weight"), WE("text_embedding.0.bias"),
+  kern_cuda_linear(c->gemm, c->ctxb, c->embed.text_embedding_0_w, c->embed.text_embedding_0_b,
                    c->ctxh, KERN_DTYPE_BF16, T, TD, D, KERN_CUDA_ACT_GELU_TANH, c->stream);
-  kern_cuda_linear(c->gemm, c->ctxh, WE("text_embedding.2.weight"), WE("text_embedding.2.bias"),
+  kern_cuda_linear(c->gemm, c->ctxh, c->embed.text_embedding_2_w, c->embed.text_embedding_2_b,
                    c->ctxf, KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
   CUDA_CHECK(cudaMemcpyAsync(ctx, c->ctxf, (size_t)(T * D) * 4, cudaMemcpyDeviceToHost, c->stream));
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -215,20 +217,21 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   CUDA_CHECK(cudaMemcpyAsync(c->ctxf, ctx, (size_t)(T * D) * 4, cudaMemcpyHostToDevice, c->stream));
   kern_cuda_f32_to_bf16(c->ctxf, c->ctxb, T * D, c->stream);
   for (int b = 0; b < s->nblocks; b++) {
-    const uint16_t *w = c->block_w[b];
+    const wan_block_bf16 *w = &c->blocks[b];
     if (c->host_w[b]) { /* once per prompt: a plain copy into slot 0 */
       CUDA_CHECK(cudaMemcpyAsync(c->slot_w[0], c->host_w[b], c->l16[WAN_GROUP_BLOCK].packed_bytes,
                                  cudaMemcpyHostToDevice, c->stream));
-      w = c->slot_w[0];
+      w = &c->slots[0];
     }
     uint16_t *k = c->ck + kv_offset(s, slot, b), *v = c->cv + kv_offset(s, slot, b);
     /* ctxf is free once narrowed: it takes the k projection before its norm. */
-    kern_cuda_linear(c->gemm, c->ctxb, WB("cross_attn.k.weight"), WB("cross_attn.k.bias"),
+    wan_step_begin(WAN_STEP_CROSS_K);
+    kern_cuda_linear(c->gemm, c->ctxb, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
                      c->ctxf, KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
-    kern_cuda_rmsnorm_rope(c->ctxf, KERN_DTYPE_F32, WB("cross_attn.norm_k.weight"), NULL, NULL, k,
-                           T, cf->heads,
-                           wan_head_dim(cf), (float)cf->eps, c->stream);
-    kern_cuda_linear(c->gemm, c->ctxb, WB("cross_attn.v.weight"), WB("cross_attn.v.bias"), v,
+    kern_cuda_rmsnorm_rope(c->ctxf, KERN_DTYPE_F32, use(w, w->cross_attn_norm_k_w), NULL, NULL, k,
+                           T, cf->heads, wan_head_dim(cf), (float)cf->eps, c->stream);
+    wan_step_begin(WAN_STEP_CROSS_V);
+    kern_cuda_linear(c->gemm, c->ctxb, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b), v,
                      KERN_DTYPE_BF16, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
   }
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -245,7 +248,7 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   uint16_t *patches = (uint16_t *)c->tok;
   kern_cuda_patchify(c->lat, patches, KERN_DTYPE_BF16, cf->in_dim, s->cfg.lat_f, s->cfg.lat_h,
                      s->cfg.lat_w, c->stream);
-  kern_cuda_linear(c->gemm, patches, WE("patch_embedding.weight"), WE("patch_embedding.bias"), x,
+  kern_cuda_linear(c->gemm, patches, c->embed.patch_embedding_w, c->embed.patch_embedding_b, x,
                    KERN_DTYPE_F32, L, wan_patch_in(cf), D, KERN_CUDA_ACT_NONE, c->stream);
   /* Time: the sinusoid in double on the host, into a pinned buffer of the
    * ring whose previous copy is done, then fp32 on the device. */
@@ -257,14 +260,14 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   CUDA_CHECK(cudaMemcpyAsync(tin, c->sinus[r], (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
                              c->stream));
   CUDA_CHECK(cudaEventRecord(c->sinus_used[r], c->stream));
-  kern_cuda_linear_f32(tin, WE("time_embedding.0.weight"), WE("time_embedding.0.bias"), h, 1,
+  kern_cuda_linear_f32(tin, c->embed.time_embedding_0_w, c->embed.time_embedding_0_b, h, 1,
                        cf->freq_dim, D, c->stream);
   kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32(h, WE("time_embedding.2.weight"), WE("time_embedding.2.bias"), e, 1, D, D,
+  kern_cuda_linear_f32(h, c->embed.time_embedding_2_w, c->embed.time_embedding_2_b, e, 1, D, D,
                        c->stream);
   CUDA_CHECK(cudaMemcpyAsync(se, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   kern_cuda_silu(se, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32(se, WE("time_projection.1.weight"), WE("time_projection.1.bias"), e0, 1,
+  kern_cuda_linear_f32(se, c->embed.time_projection_1_w, c->embed.time_projection_1_b, e0, 1,
                        D, 6 * D, c->stream);
 }
 
@@ -303,12 +306,12 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
   for (; issued < c->nstreamed && issued < c->depth; issued++) issue_copy(s, c, issued, wbytes);
   for (int b = 0; b < s->nblocks; b++) {
     double before = trace ? device_used(c) : 0;
-    const uint16_t *w = c->block_w[b];
+    const wan_block_bf16 *w = &c->blocks[b];
     int k = -1;
     if (c->host_w[b]) {
       k = used % c->depth;
       CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->copied[k], 0));
-      w = c->slot_w[k];
+      w = &c->slots[k];
     }
     /* Block-major: every micro-batch while the block is here. */
     for (int j = 0; j < n; j++)
@@ -342,14 +345,14 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
   /* (shift, scale) = head.modulation (2, D) + e (not e0), e per chunk. */
   CUDA_CHECK(cudaMemcpyAsync(c->e2, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   CUDA_CHECK(cudaMemcpyAsync(c->e2 + D, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
-  kern_cuda_modulation(WH("head.modulation"), c->e2, c->m, 2 * D, c->stream);
+  kern_cuda_modulation(c->head.head_modulation, c->e2, c->m, 2 * D, c->stream);
   const int64_t R = c->rows, po = wan_patch_out(cf);
   if (R < L) kern_cuda_gemm_pin_rows(c->gemm, L);
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t rn = L - r0 < R ? L - r0 : R;
     kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, c->m, c->m + D, c->hb, rn, D,
                                  (float)cf->eps, c->stream);
-    kern_cuda_linear(c->gemm, c->hb, WH("head.head.weight"), WH("head.head.bias"),
+    kern_cuda_linear(c->gemm, c->hb, c->head.head_head_w, c->head.head_head_b,
                      c->tok + r0 * po, KERN_DTYPE_F32, rn, D, po, KERN_CUDA_ACT_NONE, c->stream);
   }
   if (R < L) kern_cuda_gemm_pin_rows(c->gemm, 0);
@@ -469,6 +472,8 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     }
   }
   c->slot_w = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slot_w);
+  c->slots = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slots);
+  c->blocks = sp_xcalloc((size_t)s->nblocks, sizeof *c->blocks);
   for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
     CUDA_CHECK(cudaMallocHost((void **)&c->sinus[i], (size_t)cf->freq_dim * sizeof(float)));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->sinus_used[i], cudaEventDisableTiming));
@@ -487,6 +492,7 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   CUDA_CHECK(cudaMalloc((void **)&c->arena, c->arena_bytes));
   carve(s, c, lay);
   free(lay);
+  bind_weights(s, c);
 
   /* RoPE tables: angles in double on the host, stored fp32. */
   const int64_t L = s->tokens, half = wan_head_dim(cf) / 2;

@@ -1,5 +1,6 @@
-/* One Wan block on the CUDA backend (stage_cuda_impl.h): MODEL 4, the same
- * steps as rank_dit_block, over chunks of c->rows rows.
+/* One Wan block on the CUDA backend (stage_cuda_impl.h): MODEL 4, the steps
+ * of wan_steps.h as rank_dit_block runs them, over chunks of c->rows rows
+ * (each step named as it starts, wan_step_begin).
  *
  * Chunking bounds the transients when the planner asks for it (a tight
  * budget): every op but attention is row-wise, so a chunk of rows goes
@@ -30,10 +31,9 @@
   do {                                                                                   \
     if (c->prof) rank_prof_mark(c->prof, name, (double)(flops), (double)(bytes), rate); \
   } while (0)
-#define WB(name) rank_cuda_tensor(c, WAN_GROUP_BLOCK, w, name)
 
-void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const uint16_t *ck,
-                             const uint16_t *cv, float *act) {
+void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+                             const uint16_t *ck, const uint16_t *cv, float *act) {
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
   const int64_t T = cf->text_len, F = cf->ffn_dim, R = c->rows, half = HD / 2;
@@ -45,7 +45,8 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, co
   const double LD = (double)L * (double)D, LF = (double)L * (double)F, TD = (double)T * D;
   const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
   if (c->prof) rank_prof_block_begin(c->prof);
-  kern_cuda_modulation(WB("modulation"), e0, c->m, 6 * D, st_);
+  wan_step_begin(WAN_STEP_MODULATION);
+  kern_cuda_modulation(use(w, w->modulation), e0, c->m, 6 * D, st_);
   PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
   const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
   const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
@@ -56,36 +57,46 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, co
    * stream and the gates stay fp32. */
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
+    wan_step_begin(WAN_STEP_NORM1);
     kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, st_);
     PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
-    kern_cuda_linear(c->gemm, c->hb, WB("self_attn.k.weight"), WB("self_attn.k.bias"), c->pb,
+    wan_step_begin(WAN_STEP_SELF_K);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, WB("self_attn.norm_k.weight"),
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_k_w),
                            c->cos_t + r0 * half, c->sin_t + r0 * half, c->kb + r0 * D, n, NH, HD,
                            eps, st_);
-    kern_cuda_linear(c->gemm, c->hb, WB("self_attn.v.weight"), WB("self_attn.v.bias"),
+    wan_step_begin(WAN_STEP_SELF_V);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b),
                      c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     PROF("k,v projections+norm", 2 * gemm_dd, 2 * (LD * 4 + wdd) + LD * 4, RANK_CEIL_GEMM);
   }
   /* Each chunk of queries against every key. */
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
-    if (!whole)
+    if (!whole) {
+      wan_step_begin(WAN_STEP_NORM1);
       kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, st_);
-    kern_cuda_linear(c->gemm, c->hb, WB("self_attn.q.weight"), WB("self_attn.q.bias"), c->pb,
+    }
+    wan_step_begin(WAN_STEP_SELF_Q);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, WB("self_attn.norm_q.weight"),
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_q_w),
                            c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps, st_);
     PROF("q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_SELF_ATTN);
     kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, n, L, NH, HD, 0.0f};
     kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, st_);
     PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
-    kern_cuda_linear(c->gemm, c->ab, WB("self_attn.o.weight"), WB("self_attn.o.bias"), c->pb,
+    wan_step_begin(WAN_STEP_SELF_O);
+    kern_cuda_linear(c->gemm, c->ab, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_GATE1);
     if (whole) { /* the gated add and norm3 in one pass over x */
-      kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, WB("norm3.weight"),
-                                    WB("norm3.bias"), NULL, NULL, c->hb, n, D, eps, st_);
+      wan_step_begin(WAN_STEP_NORM3);
+      kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, use(w, w->norm3_w),
+                                    use(w, w->norm3_b), NULL, NULL, c->hb, n, D, eps, st_);
       PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
     } else {
       kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, st_);
@@ -100,30 +111,39 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, co
     const int64_t n = L - r0 < R ? L - r0 : R;
     float *xr = x + r0 * D;
     if (!whole) { /* (hb holds a later chunk's norm1 until now) */
-      kern_cuda_layernorm_modulate(xr, WB("norm3.weight"), WB("norm3.bias"), NULL, NULL, c->hb,
-                                   n, D, eps, st_);
+      wan_step_begin(WAN_STEP_NORM3);
+      kern_cuda_layernorm_modulate(xr, use(w, w->norm3_w), use(w, w->norm3_b), NULL, NULL, c->hb, n,
+                                   D, eps, st_);
       PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
     }
-    kern_cuda_linear(c->gemm, c->hb, WB("cross_attn.q.weight"), WB("cross_attn.q.bias"), c->pb,
+    wan_step_begin(WAN_STEP_CROSS_Q);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, WB("cross_attn.norm_q.weight"), NULL, NULL,
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->cross_attn_norm_q_w), NULL, NULL,
                            c->qb, n, NH, HD, eps, st_);
     PROF("cross q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_CROSS_ATTN);
     kern_attn_params cp = {c->qb, ck, cv, c->ab, n, T, NH, HD, 0.0f};
     kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, st_);
     PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
-    kern_cuda_linear(c->gemm, c->ab, WB("cross_attn.o.weight"), WB("cross_attn.o.bias"), c->pb,
+    wan_step_begin(WAN_STEP_CROSS_O);
+    kern_cuda_linear(c->gemm, c->ab, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b), c->pb,
                      KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
     PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
+    wan_step_begin(WAN_STEP_NORM2);
     kern_cuda_gated_add_layernorm(xr, c->pb, KERN_DTYPE_BF16, NULL, NULL, NULL, shift2, scale2,
                                   c->hb, n, D, eps, st_);
     PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
-    kern_cuda_linear(c->gemm, c->hb, WB("ffn.0.weight"), WB("ffn.0.bias"), c->fb,
-                     KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
+    wan_step_begin(WAN_STEP_FFN_0);
+    kern_cuda_linear(c->gemm, c->hb, use(w, w->ffn_0_w), use(w, w->ffn_0_b), c->fb, KERN_DTYPE_BF16,
+                     n, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
     PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
-    kern_cuda_linear(c->gemm, c->fb, WB("ffn.2.weight"), WB("ffn.2.bias"), c->pb,
-                     KERN_DTYPE_BF16, n, F, D, KERN_CUDA_ACT_NONE, st_);
+    wan_step_begin(WAN_STEP_FFN_2);
+    kern_cuda_linear(c->gemm, c->fb, use(w, w->ffn_2_w), use(w, w->ffn_2_b), c->pb, KERN_DTYPE_BF16,
+                     n, F, D, KERN_CUDA_ACT_NONE, st_);
     PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
+    wan_step_begin(WAN_STEP_GATE2);
     kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, st_);
     PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
   }

@@ -11,6 +11,7 @@
 #include "kern_attn.h"
 #include "kern_cuda.h"
 #include "stage_impl.h"
+#include "wan_steps.h"
 
 /* Host buffers of the time sinusoid in flight: embed writes one on the host
  * while earlier ones may still be on their way to the device. */
@@ -29,6 +30,13 @@ typedef struct cuda_stage {
   int nstreamed, depth;
   int *stream_order;  /* [nstreamed] block index (0-based in the stage) of each streamed block */
   uint16_t **slot_w;  /* [depth] device slots for streamed blocks */
+  /* Typed views of the device groups (wan_weights.h), bound once after
+   * the arena is placed: a streamed block is used through the view of the
+   * slot it was copied into, so no block is bound at use. */
+  wan_embed_bf16 embed;   /* of embed_w, when the stage embeds */
+  wan_head_bf16 head;     /* of head_w, when the stage has the head */
+  wan_block_bf16 *blocks; /* [nblocks] of block_w[b]; zeroed for a streamed block */
+  wan_block_bf16 *slots;  /* [depth] of slot_w[k] */
   cudaStream_t copy;  /* host -> device copies of streamed blocks */
   cudaEvent_t *copied, *freed; /* [depth] slot filled / slot no longer read */
   uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
@@ -58,14 +66,18 @@ typedef struct cuda_stage {
   int mem_traced;     /* the memory table was printed */
 } cuda_stage;
 
-/* The tensor `name` of group g in packed bf16 weights w (device). */
-const uint16_t *rank_cuda_tensor(const cuda_stage *c, wan_group g, const uint16_t *w,
-                                 const char *name);
+/* Block weight p of w, noted in the step log when a test attaches one
+ * (wan_steps.h). */
+static inline const uint16_t *use(const wan_block_bf16 *w, const uint16_t *p) {
+  if (wan_step_logging()) wan_step_weight(wan_block_bf16_index(w, p));
+  return p;
+}
 
-/* MODEL 4 on the GPU on the activation message act (in place), weights w,
- * the prompt's cross-attention k, v: the same steps as rank_dit_block, over
- * row chunks of c->rows. Queued on c->stream. */
-void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const uint16_t *w, const uint16_t *ck,
-                             const uint16_t *cv, float *act);
+/* MODEL 4 on the GPU on the activation message act (in place), weights w
+ * (device), the prompt's cross-attention k, v: the steps of wan_steps.h,
+ * as rank_dit_block runs them, over row chunks of c->rows. Queued on
+ * c->stream. */
+void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+                             const uint16_t *ck, const uint16_t *cv, float *act);
 
 #endif
