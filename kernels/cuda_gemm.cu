@@ -21,12 +21,23 @@
  * An algorithm fixes the order of each output's dot product (tile depth,
  * split-K), not the row count, so a row's result is then the same in any
  * chunk as in the whole. */
+#include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_check.h"
 #include "kern_cuda.h"
+
+/* cuBLASLt's check (STYLE.md 1): the failed call, its status name and
+ * text to the fatal reporter; never returns. */
+#define CUBLAS_CHECK(call)                                                       \
+  do {                                                                           \
+    cublasStatus_t sp_s_ = (call);                                               \
+    if (sp_s_ != CUBLAS_STATUS_SUCCESS)                                          \
+      sp_fatal_at(__FILE__, __LINE__, #call, "cublas error %s: %s",              \
+                  cublasLtGetStatusName(sp_s_), cublasLtGetStatusString(sp_s_)); \
+  } while (0)
 
 #define GEMM_CACHE_SIZE 128
 #define GEMM_DEFAULT_WORKSPACE ((size_t)32 << 20)

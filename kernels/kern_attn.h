@@ -21,7 +21,7 @@
  * q k^T) v per head, no mask. Pointers 16-byte aligned (cudaMalloc: 256).
  *
  * Errors: a bad argument or a failed launch is a hot-path error (sp_fatal,
- * comm/log.h). Only the creation of a context returns a status. */
+ * comm/log/log.h). Only the creation of a context returns a status. */
 #ifndef KERN_ATTN_H
 #define KERN_ATTN_H
 

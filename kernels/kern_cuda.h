@@ -11,7 +11,7 @@
  *   allocation (scratch comes from the caller's arena), except the GEMM
  *   context which allocates its workspace once at creation;
  * - a bad argument or a failed launch is a hot-path error: reported through
- *   sp_fatal (comm/log.h) with the op and the check, never returned;
+ *   sp_fatal (comm/log/log.h) with the op and the check, never returned;
  * - every output element is computed in a fixed order, so a rerun is
  *   bit-identical (the GEMM caches its algorithm per shape for the same
  *   reason).
