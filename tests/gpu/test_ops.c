@@ -249,7 +249,7 @@ static void op_linear_f32(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   up(db, bb, (size_t)N * 2);
   float *out[2];
   for (int rep = 0; rep < 2; rep++) {
-    kern_cuda_linear_f32(dx, dw, db, dy, M, K, N, 0);
+    kern_cuda_linear_f32_input(dx, dw, db, dy, M, K, N, 0);
     out[rep] = hf(M * N);
     down(out[rep], dy, (size_t)M * N * 4);
   }

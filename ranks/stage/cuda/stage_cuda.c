@@ -240,15 +240,15 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   CUDA_CHECK(cudaMemcpyAsync(tin, c->sinus[r], (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
                              c->stream));
   CUDA_CHECK(cudaEventRecord(c->sinus_used[r], c->stream));
-  kern_cuda_linear_f32(tin, WE("time_embedding.0.weight"), WE("time_embedding.0.bias"), h, 1,
-                       cf->freq_dim, D, c->stream);
+  kern_cuda_linear_f32_input(tin, WE("time_embedding.0.weight"), WE("time_embedding.0.bias"), h,
+                             1, cf->freq_dim, D, c->stream);
   kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32(h, WE("time_embedding.2.weight"), WE("time_embedding.2.bias"), e, 1, D, D,
-                       c->stream);
+  kern_cuda_linear_f32_input(h, WE("time_embedding.2.weight"), WE("time_embedding.2.bias"), e, 1,
+                             D, D, c->stream);
   CUDA_CHECK(cudaMemcpyAsync(se, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   kern_cuda_silu(se, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32(se, WE("time_projection.1.weight"), WE("time_projection.1.bias"), e0, 1,
-                       D, 6 * D, c->stream);
+  kern_cuda_linear_f32_input(se, WE("time_projection.1.weight"), WE("time_projection.1.bias"),
+                             e0, 1, D, 6 * D, c->stream);
 }
 
 /* Starts the copy of the n-th streamed block into its slot, once the
