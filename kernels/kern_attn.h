@@ -73,24 +73,9 @@ void kern_attn_flash(kern_attn_params p, cudaStream_t stream);
  * p on the current device, else 0 with the reason in why (may be NULL). */
 int kern_attn_flash_supported(const kern_attn_params *p, char *why, size_t why_len);
 
-/* The flash kernel is built in several variants (tile shapes, softmax
- * options; cuda/cuda_flash_attn.cu says what each changes). The environment
- * variable STATICPIPE_FLASH_VARIANT=NAME, read on every call, picks the one
- * kern_attn_flash runs (unset: variant 0, the default; an unknown name is
- * fatal), so a benchmark can time all of them in one process. Variants
- * with the same `sub` compute bit-identical results. */
-typedef struct kern_attn_flash_variant {
-  const char *name; /* e.g. "bc64-lazy" */
-  int br;           /* query rows per CTA */
-  int bc;           /* keys per shared-memory tile */
-  int sub;          /* keys per register tile (the order of the softmax updates) */
-  int lazy;         /* 1: O rescaled only when a row max grew */
-} kern_attn_flash_variant;
-
-int kern_attn_flash_variant_count(void);
-/* Variant i (0 .. count - 1) into *out: SP_OK, or SP_ERR_INPUT past the
- * table (not logged; *out untouched). */
-int kern_attn_flash_variant_get(int i, kern_attn_flash_variant *out);
+/* The kernel that runs is one instance of a templated kernel
+ * (cuda/cuda_flash_attn.cu says which and why); its variants for
+ * benchmarks live in launch/bench/dev/flash_variants.h. */
 
 /* ---- cuDNN fused attention (cuda/cuda_cudnn_attn.cu) -------------------- */
 

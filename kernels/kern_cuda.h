@@ -96,9 +96,8 @@ void kern_cuda_linear_f32_input(const float *x, const uint16_t *w, const uint16_
  * Speed: rows whose width is a multiple of 8 (and hd, for RoPE) with every
  * pointer 16-byte aligned run the vector kernels (one read of each input
  * byte, 16-byte accesses); other rows run the scalar kernels, same results
- * within fp32 rounding. STATICPIPE_NORM_KERNELS=scalar forces the scalar
- * ones, vec:N (N = 1, 2, 3, 4, 5, 8) the vector ones with N chunks of 8 a
- * thread; read on every call, for benchmarks (tests/gpu/test_ops --bench). */
+ * within fp32 rounding. Forced choices for benchmarks are in
+ * launch/bench/dev/norm_variants.h. */
 
 /* Modulation: out = table + e, table bf16 (the block's or head's
  * modulation), e fp32 (e0 or e), out fp32. table, e, out (n). */

@@ -1,118 +1,32 @@
 /* The residual stream's row ops on the GPU (kern_cuda.h): the gated
  * residual add, LayerNorm (+ affine) + modulate, the two fused into one pass
- * over x, RMSNorm + RoPE, and the modulation table add.
- *
- * They are memory-bound, so the kernels that run by default move each byte
- * once, in 16-byte loads and stores: one CTA per row, a thread holding a few
- * chunks of 8 elements of its row in registers, so the row's statistics and
- * its output come from one read of x. The first kernels (one CTA of 256
- * threads per row, one element per load, rereading the row per pass) stay
- * for rows the vector kernels cannot take - a width that is not a multiple
- * of 8, a pointer that is not 16-byte aligned - and so a benchmark can time
- * both (STATICPIPE_NORM_KERNELS, below).
- *
- * Row statistics are fp32 block reductions in a fixed order (each thread's
- * chunks in turn, a butterfly over the warp, the warps in index order), and
- * the work split depends only on the row width, so a rerun is bit-identical,
- * and a row gives the same bits whether it is normalised alone or with
- * others. LayerNorm is two-pass (mean, then the mean of squared deviations)
- * like the CPU reference, not E[x^2] - E[x]^2, which loses digits when the
- * mean is large: with the row in registers the second pass costs no bytes. */
+ * over x, RMSNorm + RoPE, and the modulation table add. The kernels are in
+ * row_kernels.cuh; here are the launchers and the one choice that ships:
+ * the vector kernels with the split row_split_pick makes from the width,
+ * and the scalar kernels for rows the vector kernels cannot take (a width
+ * not a multiple of 8, a pointer not 16-byte aligned). The vector kernels
+ * are the ones measured fastest on the H200 (launch/bench/RESULTS.md, "Row
+ * kernels": 101-107% of the 4.0 TB/s copy rate against 61-87% for the
+ * scalar ones at L 32,760 x D 5120, RMSNorm + RoPE 75% against 58%). The
+ * forced splits and the scalar kernels at every width stay as benchmark
+ * variants in launch/bench/dev/norm_variants.cu. */
 #include <cuda_bf16.h>
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stdint.h>
 
 #include "cuda_check.h"
 #include "kern_cuda.h"
-
-#define NORM_THREADS 256   /* the element-wise kernels' CTA */
-#define ROW_VEC 8          /* elements per chunk: 16 bytes of bf16, 32 of fp32 */
-#define ROW_MAX_THREADS 512 /* 128 registers a thread: room for 8 chunks */
-
-/* Sum over the CTA (blockDim.x a multiple of 32), same order every call;
- * the result is broadcast to all threads. red: 32 floats of shared memory. */
-__device__ float block_sum(float v, float *red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  __syncthreads(); /* red may still be read by the previous call */
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float s = 0.0f;
-  for (int i = 0; i < nwarps; i++) s += red[i];
-  return s;
-}
-
-__device__ __forceinline__ float load_f(const float *p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load_f(const __nv_bfloat16 *p, int64_t i) {
-  return __bfloat162float(p[i]);
-}
-
-/* 8 consecutive elements <-> fp32 registers; p 16-byte aligned. */
-__device__ __forceinline__ void load8(const float *p, float v[ROW_VEC]) {
-  const float4 a = reinterpret_cast<const float4 *>(p)[0];
-  const float4 b = reinterpret_cast<const float4 *>(p)[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-  v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float v[ROW_VEC]) {
-  const uint4 u = *reinterpret_cast<const uint4 *>(p);
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-  for (int i = 0; i < 4; i++) { /* the lower half is the element first in memory */
-    v[2 * i] = __uint_as_float(w[i] << 16);
-    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-__device__ __forceinline__ void store8(float *p, const float v[ROW_VEC]) {
-  reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-  reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); /* nearest even, as _rn */
-  return *reinterpret_cast<const uint32_t *>(&h);
-}
-__device__ __forceinline__ void store8(__nv_bfloat16 *p, const float v[ROW_VEC]) {
-  *reinterpret_cast<uint4 *>(p) = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
-                                             pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
-}
-/* Pairwise: a shorter dependency chain than eight adds in a row. */
-__device__ __forceinline__ float sum8(const float v[ROW_VEC]) {
-  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-
-/* Which kernels run, from STATICPIPE_NORM_KERNELS, read on every call (as
- * STATICPIPE_FLASH_BC is) so a benchmark can switch between them: "scalar"
- * the first kernels; "vec:N" the vector kernels with N chunks a thread
- * (1, 2, 3, 4, 5 or 8, for a benchmark's sweep); unset or anything else, the
- * vector kernels with the split row_split_pick chooses. */
-static int norm_forced_nv(int *scalar) {
-  const char *e = getenv("STATICPIPE_NORM_KERNELS");
-  *scalar = e && strcmp(e, "scalar") == 0;
-  if (!e || strncmp(e, "vec:", 4) != 0 || e[4] < '1' || e[4] > '8' || e[5] != 0) return 0;
-  const int nv = e[4] - '0';
-  return nv == 6 || nv == 7 ? 0 : nv;
-}
+#include "row_kernels.cuh"
 
 /* The vector kernels' work split of a row of `chunks` chunks: nv chunks a
- * thread, threads a whole number of warps. By default the smallest nv of 2,
- * 3, 4, 5, 8 that gives whole warps and at most 256 threads with no thread
- * idle (at least two chunks a thread, so each thread has two loads in flight:
- * 1536 wide -> 2 x 96 threads, 5120 -> 4 x 160); else the smallest nv of 1, 2,
- * 3, 4, 5, 8 within ROW_MAX_THREADS, the last warp partly idle. 0 when the row
- * is too wide (the caller runs the scalar kernel). */
-typedef struct row_split {
-  int nv, threads;
-} row_split;
-
-static int row_split_pick(int64_t chunks, int forced_nv, row_split *out) {
+ * thread, threads a whole number of warps. The smallest nv of 2, 3, 4, 5, 8
+ * that gives whole warps and at most 256 threads with no thread idle (at
+ * least two chunks a thread, so each thread has two loads in flight: 1536
+ * wide -> 2 x 96 threads, 5120 -> 4 x 160); else the smallest nv of 1, 2,
+ * 3, 4, 5, 8 within ROW_MAX_THREADS, the last warp partly idle. 0 when the
+ * row is too wide (the caller runs the scalar kernel). */
+static int row_split_pick(int64_t chunks, row_split *out) {
   static const int exact[] = {2, 3, 4, 5, 8}, any[] = {1, 2, 3, 4, 5, 8};
-  if (forced_nv) {
-    const int64_t t = (chunks + forced_nv - 1) / forced_nv;
-    if (t > ROW_MAX_THREADS) return 0;
-    out->nv = forced_nv;
-    out->threads = (int)((t + 31) / 32 * 32);
-    return 1;
-  }
   for (int i = 0; i < 5; i++) {
     const int nv = exact[i];
     if (chunks % nv == 0 && (chunks / nv) % 32 == 0 && chunks / nv <= 256) {
@@ -131,21 +45,6 @@ static int row_split_pick(int64_t chunks, int forced_nv, row_split *out) {
   }
   return 0;
 }
-
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-/* Runs STMT with the constant NV set to nv (the template argument of the
- * vector kernels: a thread's chunks live in registers, so their count must
- * be known at compile time). */
-#define ROW_NV_DISPATCH(nv, STMT)                  \
-  switch (nv) {                                    \
-  case 1: { constexpr int NV = 1; STMT; } break;   \
-  case 2: { constexpr int NV = 2; STMT; } break;   \
-  case 3: { constexpr int NV = 3; STMT; } break;   \
-  case 4: { constexpr int NV = 4; STMT; } break;   \
-  case 5: { constexpr int NV = 5; STMT; } break;   \
-  default: { constexpr int NV = 8; STMT; } break;  \
-  }
 
 /* ---- modulation ------------------------------------------------------- */
 
@@ -166,273 +65,17 @@ extern "C" void kern_cuda_modulation(const uint16_t *table, const float *e, floa
   CUDA_LAUNCH_CHECK();
 }
 
-/* ---- scalar kernels: any width, any alignment ------------------------- */
-
-/* x (rows, dim) fp32 += y (rows, dim) * gate (dim) or gate 1. */
-template <typename T>
-__global__ void gated_add_kernel(float *x, const T *y, const float *gate, int64_t rows,
-                                 int64_t dim) {
-  const int64_t n = rows * dim;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float g = gate ? gate[i % dim] : 1.0f;
-    x[i] += load_f(y, i) * g;
-  }
-}
-
-/* x (rows, dim) fp32 -> y (rows, dim) bf16; w, b (dim) bf16 or NULL;
- * shift, scale (dim) fp32 or NULL. One CTA per row. */
-__global__ void layernorm_modulate_kernel(const float *x, const __nv_bfloat16 *w,
-                                          const __nv_bfloat16 *b, const float *shift,
-                                          const float *scale, __nv_bfloat16 *y, int64_t dim,
-                                          float eps) {
-  __shared__ float red[32];
-  const float *xr = x + (int64_t)blockIdx.x * dim; // (dim)
-  __nv_bfloat16 *yr = y + (int64_t)blockIdx.x * dim; // (dim)
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS) s += xr[i];
-  const float mean = block_sum(s, red) / (float)dim;
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS) {
-    float d = xr[i] - mean;
-    ss += d * d;
-  }
-  const float var = block_sum(ss, red) / (float)dim;
-  const float rstd = 1.0f / sqrtf(var + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS) {
-    float v = (xr[i] - mean) * rstd;
-    if (w) v = v * __bfloat162float(w[i]) + __bfloat162float(b[i]);
-    if (scale) v = v * (1.0f + scale[i]) + shift[i];
-    yr[i] = __float2bfloat16_rn(v);
-  }
-}
-
-/* x (L, heads*hd) fp32 or bf16 -> y (L, heads*hd) bf16; w (heads*hd) bf16;
- * cos_t, sin_t (L, hd/2) fp32 or NULL. One CTA per token; thread work is
- * one interleaved pair (x[2p], x[2p+1]) so the rotation needs no exchange.
- * Each thread reads the pair it writes after the row's statistics, so y may
- * alias x. */
-template <typename T>
-__global__ void rmsnorm_rope_kernel(const T *x, const __nv_bfloat16 *w, const float *cos_t,
-                                    const float *sin_t, __nv_bfloat16 *y, int64_t dim,
-                                    int64_t hd, float eps) {
-  __shared__ float red[32];
-  const int64_t l = blockIdx.x, half = hd / 2, pairs = dim / 2;
-  const T *xr = x + l * dim;          // (dim)
-  __nv_bfloat16 *yr = y + l * dim;    // (dim)
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS) {
-    const float v = load_f(xr, i);
-    ss += v * v;
-  }
-  const float r = 1.0f / sqrtf(block_sum(ss, red) / (float)dim + eps);
-  for (int64_t p = threadIdx.x; p < pairs; p += NORM_THREADS) {
-    float a0 = load_f(xr, 2 * p) * r * __bfloat162float(w[2 * p]);
-    float a1 = load_f(xr, 2 * p + 1) * r * __bfloat162float(w[2 * p + 1]);
-    if (cos_t) {
-      const int64_t j = p % half; /* pair index inside its head */
-      const float c = cos_t[l * half + j], s = sin_t[l * half + j];
-      const float o0 = a0 * c - a1 * s, o1 = a0 * s + a1 * c;
-      a0 = o0;
-      a1 = o1;
-    }
-    yr[2 * p] = __float2bfloat16_rn(a0);
-    yr[2 * p + 1] = __float2bfloat16_rn(a1);
-  }
-}
-
-/* ---- vector kernels: width a multiple of 8, 16-byte aligned rows ------ */
-
-/* One row of the residual stream: x += y * gate (when y is given, x written
- * back), then h = LayerNorm(x) [* w + b] [* (1 + scale) + shift] (when h is
- * given). The add and the norm use the sums the separate ops would, so the
- * fused call is bit-identical to the two calls it replaces. */
-typedef struct residual_row_params {
-  float *x;                       /* (rows, dim) fp32; written only when y is given */
-  const void *y;                  /* (rows, dim) fp32 or bf16 (the TY of the kernel), or NULL */
-  const float *gate;              /* (dim) or NULL: gate 1 */
-  const __nv_bfloat16 *w, *b;     /* (dim) or both NULL: no affine */
-  const float *shift, *scale;     /* (dim) or both NULL: no modulation */
-  __nv_bfloat16 *h;               /* (rows, dim) or NULL: no norm */
-  int dim;
-  float eps;
-} residual_row_params;
-
-template <typename TY, int NV>
-__global__ void __launch_bounds__(ROW_MAX_THREADS) residual_row_kernel(residual_row_params p) {
-  __shared__ float red[32];
-  const int64_t row = blockIdx.x;
-  float *xr = p.x + row * p.dim; // (dim)
-  float v[NV][ROW_VEC];
-  bool in[NV]; /* the chunk lies in the row (the last warp may run past it) */
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
-    in[k] = c < p.dim;
-    if (!in[k]) continue;
-    load8(xr + c, v[k]);
-    if (p.y) {
-      float t[ROW_VEC];
-      load8((const TY *)p.y + row * p.dim + c, t);
-      if (p.gate) {
-        float g[ROW_VEC];
-        load8(p.gate + c, g);
-        for (int i = 0; i < ROW_VEC; i++) v[k][i] = fmaf(t[i], g[i], v[k][i]);
-      } else {
-        for (int i = 0; i < ROW_VEC; i++) v[k][i] += t[i];
-      }
-    }
-  }
-  if (p.y) {
-#pragma unroll
-    for (int k = 0; k < NV; k++)
-      if (in[k]) store8(xr + (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC, v[k]);
-  }
-  if (!p.h) return; /* the same for the whole grid, so no thread waits in block_sum */
-  float s = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV; k++)
-    if (in[k]) s += sum8(v[k]);
-  const float mean = block_sum(s, red) / (float)p.dim;
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    if (!in[k]) continue;
-    float d[ROW_VEC];
-    for (int i = 0; i < ROW_VEC; i++) d[i] = (v[k][i] - mean) * (v[k][i] - mean);
-    ss += sum8(d);
-  }
-  const float rstd = 1.0f / sqrtf(block_sum(ss, red) / (float)p.dim + p.eps);
-  __nv_bfloat16 *hr = p.h + row * p.dim; // (dim)
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
-    if (!in[k]) continue;
-    float o[ROW_VEC];
-    for (int i = 0; i < ROW_VEC; i++) o[i] = (v[k][i] - mean) * rstd;
-    if (p.w) {
-      float w[ROW_VEC], b[ROW_VEC];
-      load8(p.w + c, w);
-      load8(p.b + c, b);
-      for (int i = 0; i < ROW_VEC; i++) o[i] = fmaf(o[i], w[i], b[i]);
-    }
-    if (p.scale) {
-      float sc[ROW_VEC], sh[ROW_VEC];
-      load8(p.scale + c, sc);
-      load8(p.shift + c, sh);
-      for (int i = 0; i < ROW_VEC; i++) o[i] = fmaf(o[i], 1.0f + sc[i], sh[i]);
-    }
-    store8(hr + c, o);
-  }
-}
-
-/* RMSNorm + RoPE of one token, the layout of rmsnorm_rope_kernel. A chunk
- * is 4 rotation pairs of one head (hd a multiple of 8), so its angles are
- * one float4 of each table. The whole row is loaded before the first store
- * (block_sum waits for every thread), so y may alias a bf16 x. */
-template <typename TX, int NV>
-__global__ void __launch_bounds__(ROW_MAX_THREADS)
-    rmsnorm_rope_row_kernel(const TX *x, const __nv_bfloat16 *w, const float *cos_t,
-                            const float *sin_t, __nv_bfloat16 *y, int dim, int half, float eps) {
-  __shared__ float red[32];
-  const int64_t l = blockIdx.x;
-  const TX *xr = x + l * dim;       // (dim)
-  __nv_bfloat16 *yr = y + l * dim;  // (dim)
-  float v[NV][ROW_VEC];
-  bool in[NV];
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
-    in[k] = c < dim;
-    if (!in[k]) continue;
-    load8(xr + c, v[k]);
-    float sq[ROW_VEC];
-    for (int i = 0; i < ROW_VEC; i++) sq[i] = v[k][i] * v[k][i];
-    ss += sum8(sq);
-  }
-  const float r = 1.0f / sqrtf(block_sum(ss, red) / (float)dim + eps);
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
-    if (!in[k]) continue;
-    float a[ROW_VEC], wv[ROW_VEC];
-    load8(w + c, wv);
-    for (int i = 0; i < ROW_VEC; i++) a[i] = v[k][i] * r * wv[i];
-    if (cos_t) {
-      const int j = (c / 2) % half; /* first pair of the chunk inside its head */
-      const float4 c4 = *reinterpret_cast<const float4 *>(cos_t + l * half + j);
-      const float4 s4 = *reinterpret_cast<const float4 *>(sin_t + l * half + j);
-      const float cs[4] = {c4.x, c4.y, c4.z, c4.w}, sn[4] = {s4.x, s4.y, s4.z, s4.w};
-      for (int q = 0; q < 4; q++) {
-        const float a0 = a[2 * q], a1 = a[2 * q + 1];
-        a[2 * q] = a0 * cs[q] - a1 * sn[q];
-        a[2 * q + 1] = a0 * sn[q] + a1 * cs[q];
-      }
-    }
-    store8(yr + c, a);
-  }
-}
-
 /* ---- launchers ---------------------------------------------------------- */
 
-static void check_residual(const char *op, int64_t rows, int64_t dim) {
-  if (rows < 0 || rows > INT32_MAX || dim < 1 || dim > INT32_MAX)
-    sp_fatal("%s: bad shape rows %lld dim %lld (need rows < 2^31, 1 <= dim < 2^31)", op,
-             (long long)rows, (long long)dim);
-}
-
 /* Launches residual_row_kernel and returns 1, or returns 0 when the vector
- * kernel cannot take the call (or the scalar kernels are asked for); the
- * caller then runs the scalar kernels. */
+ * kernel cannot take the call; the caller then runs the scalar kernels. */
 static int residual_row_launch(const residual_row_params *p, kern_dtype y_dtype, int64_t rows,
                                cudaStream_t stream) {
-  int scalar;
-  const int forced = norm_forced_nv(&scalar);
   row_split s;
-  if (scalar || p->dim % ROW_VEC != 0 || !row_split_pick(p->dim / ROW_VEC, forced, &s))
+  if (p->dim % ROW_VEC != 0 || !row_split_pick(p->dim / ROW_VEC, &s) || !residual_row_aligned(p))
     return 0;
-  const void *ptrs[] = {p->x, p->y, p->gate, p->w, p->b, p->shift, p->scale, p->h};
-  for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
-    if (!aligned16(ptrs[i])) return 0;
-  if (p->y && y_dtype == KERN_DTYPE_BF16)
-    ROW_NV_DISPATCH(s.nv, (residual_row_kernel<__nv_bfloat16, NV>
-                           <<<(unsigned)rows, s.threads, 0, stream>>>(*p)))
-  else
-    ROW_NV_DISPATCH(s.nv, (residual_row_kernel<float, NV>
-                           <<<(unsigned)rows, s.threads, 0, stream>>>(*p)))
-  CUDA_LAUNCH_CHECK();
+  residual_row_run(p, y_dtype, rows, &s, stream);
   return 1;
-}
-
-static void gated_add_scalar(float *x, const void *y, kern_dtype y_dtype, const float *gate,
-                             int64_t rows, int64_t dim, cudaStream_t stream) {
-  int64_t blocks = (rows * dim + NORM_THREADS - 1) / NORM_THREADS;
-  if (blocks > 65536) blocks = 65536;
-  if (y_dtype == KERN_DTYPE_F32)
-    gated_add_kernel<<<(unsigned)blocks, NORM_THREADS, 0, stream>>>(x, (const float *)y, gate,
-                                                                     rows, dim);
-  else
-    gated_add_kernel<<<(unsigned)blocks, NORM_THREADS, 0, stream>>>(
-        x, (const __nv_bfloat16 *)y, gate, rows, dim);
-  CUDA_LAUNCH_CHECK();
-}
-
-static void layernorm_scalar(const residual_row_params *p, int64_t rows, cudaStream_t stream) {
-  layernorm_modulate_kernel<<<(unsigned)rows, NORM_THREADS, 0, stream>>>(
-      p->x, p->w, p->b, p->shift, p->scale, p->h, p->dim, p->eps);
-  CUDA_LAUNCH_CHECK();
-}
-
-static void check_norm_args(const char *op, const uint16_t *w, const uint16_t *b,
-                            const float *shift, const float *scale) {
-  if (!w != !b) sp_fatal("%s: affine weight and bias must be both given or both NULL", op);
-  if (!shift != !scale) sp_fatal("%s: shift and scale must be both given or both NULL", op);
-}
-
-static void check_dtype(const char *op, const char *what, kern_dtype t) {
-  if (t != KERN_DTYPE_F32 && t != KERN_DTYPE_BF16)
-    sp_fatal("%s: %s dtype %d is not fp32 or bf16", op, what, (int)t);
 }
 
 extern "C" void kern_cuda_gated_add(float *x, const void *y, kern_dtype y_dtype,
@@ -482,39 +125,12 @@ extern "C" void kern_cuda_rmsnorm_rope(const void *x, kern_dtype x_dtype, const 
                                        const float *sin_t, uint16_t *y, int64_t L,
                                        int64_t heads, int64_t hd, float eps,
                                        cudaStream_t stream) {
-  if (L < 0 || L > INT32_MAX || heads < 1 || hd < 2 || (hd & 1) || heads > INT32_MAX / hd)
-    sp_fatal("rmsnorm_rope: bad shape L %lld heads %lld hd %lld (need L < 2^31, heads >= 1, "
-             "hd even, heads*hd < 2^31)",
-             (long long)L, (long long)heads, (long long)hd);
-  if (!cos_t != !sin_t)
-    sp_fatal("rmsnorm_rope: cos and sin tables must be both given or both NULL");
-  if (!w) sp_fatal("rmsnorm_rope: the norm weight is required");
-  check_dtype("rmsnorm_rope", "x", x_dtype);
+  check_rmsnorm_rope(x_dtype, w, cos_t, sin_t, L, heads, hd);
   if (L == 0) return;
   const int64_t dim = heads * hd;
-  int scalar;
-  const int forced = norm_forced_nv(&scalar);
   row_split s;
-  const __nv_bfloat16 *wb = (const __nv_bfloat16 *)w;
-  __nv_bfloat16 *yb = (__nv_bfloat16 *)y;
-  if (!scalar && hd % ROW_VEC == 0 && row_split_pick(dim / ROW_VEC, forced, &s) &&
-      aligned16(x) && aligned16(w) && aligned16(cos_t) && aligned16(sin_t) && aligned16(y)) {
-    if (x_dtype == KERN_DTYPE_BF16)
-      ROW_NV_DISPATCH(s.nv, (rmsnorm_rope_row_kernel<__nv_bfloat16, NV>
-                             <<<(unsigned)L, s.threads, 0, stream>>>(
-                                 (const __nv_bfloat16 *)x, wb, cos_t, sin_t, yb, (int)dim,
-                                 (int)(hd / 2), eps)))
-    else
-      ROW_NV_DISPATCH(s.nv, (rmsnorm_rope_row_kernel<float, NV>
-                             <<<(unsigned)L, s.threads, 0, stream>>>(
-                                 (const float *)x, wb, cos_t, sin_t, yb, (int)dim,
-                                 (int)(hd / 2), eps)))
-  } else if (x_dtype == KERN_DTYPE_BF16) {
-    rmsnorm_rope_kernel<<<(unsigned)L, NORM_THREADS, 0, stream>>>(
-        (const __nv_bfloat16 *)x, wb, cos_t, sin_t, yb, dim, hd, eps);
-  } else {
-    rmsnorm_rope_kernel<<<(unsigned)L, NORM_THREADS, 0, stream>>>((const float *)x, wb, cos_t,
-                                                                  sin_t, yb, dim, hd, eps);
-  }
-  CUDA_LAUNCH_CHECK();
+  const int vec = hd % ROW_VEC == 0 && row_split_pick(dim / ROW_VEC, &s) && aligned16(x) &&
+                  aligned16(w) && aligned16(cos_t) && aligned16(sin_t) && aligned16(y);
+  rmsnorm_rope_run(x, x_dtype, (const __nv_bfloat16 *)w, cos_t, sin_t, (__nv_bfloat16 *)y, L,
+                   dim, hd, eps, vec ? &s : NULL, stream);
 }

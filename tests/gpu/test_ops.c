@@ -16,13 +16,13 @@
  *
  * Rows with a split run the op in calls of that many rows on offset
  * pointers (the way a caller chunks activations); rows with a kernel name
- * set STATICPIPE_NORM_KERNELS (kern_cuda.h) to test that variant.
+ * run that benchmark variant (launch/bench/dev/norm_variants.h).
  *
  *   test_ops            all rows       test_ops -o OP   the rows of one op
  *   test_ops --small    small rows only, for compute-sanitizer memcheck
  *   test_ops --bench    time the residual-stream row ops at the Wan shapes
  *                       (every kernel variant, checked before it is timed;
- *                       the code is in ops_bench.h)
+ *                       launch/bench/dev/ops_bench.c)
  * Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <getopt.h>
@@ -39,6 +39,7 @@
 #include "kern_cpu.h"
 #include "kern_cuda.h"
 #include "kern_dtype.h"
+#include "norm_variants.h"
 
 #define TOL_BF16 1e-2
 #define TOL_F32 1e-5
@@ -170,7 +171,7 @@ struct op_case {
   int64_t a, b, c, d, e; /* meaning per op, see each function */
   int small;             /* in the --small set (for compute-sanitizer) */
   int64_t split;         /* rows per call, offset pointers (0: one call) */
-  const char *kernels;   /* STATICPIPE_NORM_KERNELS for the row, or NULL */
+  const char *kernels;   /* the row ops' variant (norm_variants.h), or NULL */
 };
 
 /* The rows of call i of a case that splits `rows` rows into calls of
@@ -316,8 +317,8 @@ static void op_layernorm_mod(const op_case *c, kern_cuda_gemm_ctx *g, result *r)
   for (int rep = 0; rep < 2; rep++) {
     int64_t r0, m;
     for (int i = 0; (m = call_rows(c, rows, i, &r0)) > 0; i++)
-      kern_cuda_layernorm_modulate(dx + r0 * dim, dw, db, dsh, dsc, dy + r0 * dim, m, dim, 1e-6f,
-                                   0);
+      dev_norm_layernorm_modulate(c->kernels, dx + r0 * dim, dw, db, dsh, dsc, dy + r0 * dim, m,
+                                  dim, 1e-6f, 0);
     out[rep] = hb(n);
     down(out[rep], dy, (size_t)n * 2);
   }
@@ -374,9 +375,9 @@ static void op_rmsnorm_rope(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
   for (int rep = 0; rep < 2; rep++) {
     int64_t r0, m; /* a chunk's tables start at its first row */
     for (int i = 0; (m = call_rows(c, L, i, &r0)) > 0; i++)
-      kern_cuda_rmsnorm_rope((char *)dx + (size_t)(r0 * dim) * xsize,
-                             xbf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32, dw, dc ? dc + r0 * half : NULL,
-                             ds ? ds + r0 * half : NULL, dy + r0 * dim, m, heads, hd, 1e-6f, 0);
+      dev_norm_rmsnorm_rope(c->kernels, (char *)dx + (size_t)(r0 * dim) * xsize,
+                            xbf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32, dw, dc ? dc + r0 * half : NULL,
+                            ds ? ds + r0 * half : NULL, dy + r0 * dim, m, heads, hd, 1e-6f, 0);
     out[rep] = hb(n);
     down(out[rep], dy, (size_t)n * 2);
   }
@@ -416,8 +417,8 @@ static void op_gated_add(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
     up(dx, x, (size_t)n * 4); /* in place: fresh x each run */
     int64_t r0, m;
     for (int i = 0; (m = call_rows(c, rows, i, &r0)) > 0; i++)
-      kern_cuda_gated_add(dx + r0 * dim, (const char *)dy + (size_t)(r0 * dim) * ysize, yt, dg,
-                          m, dim, 0);
+      dev_norm_gated_add(c->kernels, dx + r0 * dim, (const char *)dy + (size_t)(r0 * dim) * ysize,
+                         yt, dg, m, dim, 0);
     out[rep] = hf(n);
     down(out[rep], dx, (size_t)n * 4);
   }
@@ -480,11 +481,12 @@ static void op_gated_add_ln(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
       float *xc = dx + r0 * dim;
       const void *yc = (const char *)dy + (size_t)(r0 * dim) * ysize;
       if (rep < 2) {
-        kern_cuda_gated_add_layernorm(xc, yc, yt, dg, dw, db, dsh, dsc, dh + r0 * dim, m, dim,
-                                      1e-6f, 0);
+        dev_norm_gated_add_layernorm(c->kernels, xc, yc, yt, dg, dw, db, dsh, dsc, dh + r0 * dim,
+                                     m, dim, 1e-6f, 0);
       } else {
-        kern_cuda_gated_add(xc, yc, yt, dg, m, dim, 0);
-        kern_cuda_layernorm_modulate(xc, dw, db, dsh, dsc, dh + r0 * dim, m, dim, 1e-6f, 0);
+        dev_norm_gated_add(c->kernels, xc, yc, yt, dg, m, dim, 0);
+        dev_norm_layernorm_modulate(c->kernels, xc, dw, db, dsh, dsc, dh + r0 * dim, m, dim, 1e-6f,
+                                    0);
       }
     }
     hout[rep] = hb(n);
@@ -803,14 +805,14 @@ int main(int argc, char **argv) {
     return 77;
   }
   kt_seed("test_ops");
-  if (bench) return bench_main();
+  if (bench) return ops_bench_run(kt_next());
   kern_cuda_gemm_ctx *g = kern_cuda_gemm_ctx_create(0);
   printf("# %-14s %-26s %10s %10s %8s %9s %5s %3s %s\n", "op", "shape", "err", "bf16_err",
          "tol", "same", "guard", "det", "result");
   printf("# err: relative L2 vs CPU fp32 (tol 0: bit-exact); rows with bf16_err also need\n"
          "# err <= 2*bf16_err + %.0e; same (fp32-output GEMM vs CPU on identical inputs)\n"
          "# <= %.0e; guard: bytes after every buffer intact; det: rerun bit-identical\n"
-         "# shape: the op's a,b,c,d,e [/rows per call] [STATICPIPE_NORM_KERNELS]\n",
+         "# shape: the op's a,b,c,d,e [/rows per call] [kernel variant]\n",
          BASE_EPS, TOL_SAME);
   int failed = 0, ran = 0;
   for (int i = 0; i < ncases; i++) {
@@ -819,9 +821,7 @@ int main(int argc, char **argv) {
     result r = {0};
     r.same = -1;
     r.extra_ok = 1;
-    if (c->kernels) setenv("STATICPIPE_NORM_KERNELS", c->kernels, 1);
     c->fn(c, g, &r);
-    unsetenv("STATICPIPE_NORM_KERNELS");
     const int guard = dev_release();
     int ok = guard && r.det && r.extra_ok;
     if (r.tol == 0)
