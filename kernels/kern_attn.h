@@ -1,11 +1,11 @@
 /* Fast exact attention on the GPU: one call, three backends.
  *
- *   flash  our own flash-attention kernel (cuda_flash_attn.cu): tensor cores
+ *   flash  our own flash-attention kernel (cuda/cuda_flash_attn.cu): tensor cores
  *          through mma.sync m16n8k16 bf16 -> fp32, so it runs on sm_80 and
  *          later (RTX 30/40, A100, H100/H200); online softmax in fp32, no
  *          L x L matrix, any Lq and Lk, head_dim 128.
  *   cudnn  cuDNN's fused attention built through the backend (graph) API
- *          (cuda_cudnn_attn.cu); plans are built once per shape and cached.
+ *          (cuda/cuda_cudnn_attn.cu); plans are built once per shape and cached.
  *          When cuDNN is missing, too old, or refuses a shape, the call falls
  *          back to `flash` and logs why, once per shape.
  *   simple the correct-first reference of the CUDA backend
@@ -21,7 +21,7 @@
  * q k^T) v per head, no mask. Pointers 16-byte aligned (cudaMalloc: 256).
  *
  * Errors: a bad argument or a failed launch is a hot-path error (sp_fatal,
- * comm/log.h). Only the creation of a context returns a status. */
+ * comm/log/log.h). Only the creation of a context returns a status. */
 #ifndef KERN_ATTN_H
 #define KERN_ATTN_H
 
@@ -62,7 +62,7 @@ typedef struct kern_attn_params {
 /* Head dim the fast backends are built for. */
 #define KERN_ATTN_HD 128
 
-/* ---- own flash kernel (cuda_flash_attn.cu) ------------------------------ */
+/* ---- own flash kernel (cuda/cuda_flash_attn.cu) ------------------------- */
 
 /* Launches the flash kernel on `stream`. Needs sm_80 or later, hd 128,
  * Lq * heads * hd and Lk * heads * hd below 2^31 elements per tensor row
@@ -73,26 +73,11 @@ void kern_attn_flash(kern_attn_params p, cudaStream_t stream);
  * p on the current device, else 0 with the reason in why (may be NULL). */
 int kern_attn_flash_supported(const kern_attn_params *p, char *why, size_t why_len);
 
-/* The flash kernel is built in several variants (tile shapes, softmax
- * options; cuda_flash_attn.cu says what each changes). The environment
- * variable STATICPIPE_FLASH_VARIANT=NAME, read on every call, picks the one
- * kern_attn_flash runs (unset: variant 0, the default; an unknown name is
- * fatal), so a benchmark can time all of them in one process. Variants
- * with the same `sub` compute bit-identical results. */
-typedef struct kern_attn_flash_variant {
-  const char *name; /* e.g. "bc64-lazy" */
-  int br;           /* query rows per CTA */
-  int bc;           /* keys per shared-memory tile */
-  int sub;          /* keys per register tile (the order of the softmax updates) */
-  int lazy;         /* 1: O rescaled only when a row max grew */
-} kern_attn_flash_variant;
+/* The kernel that runs is one instance of a templated kernel
+ * (cuda/cuda_flash_attn.cu says which and why); its variants for
+ * benchmarks live in launch/bench/dev/flash_variants.h. */
 
-int kern_attn_flash_variant_count(void);
-/* Variant i (0 .. count - 1) into *out: SP_OK, or SP_ERR_INPUT past the
- * table (not logged; *out untouched). */
-int kern_attn_flash_variant_get(int i, kern_attn_flash_variant *out);
-
-/* ---- cuDNN fused attention (cuda_cudnn_attn.cu) ------------------------- */
+/* ---- cuDNN fused attention (cuda/cuda_cudnn_attn.cu) -------------------- */
 
 /* A cuDNN handle, its workspace, and the execution plan built for each
  * shape. One per rank and stream user; not thread-safe. */

@@ -11,7 +11,7 @@
  *   allocation (scratch comes from the caller's arena), except the GEMM
  *   context which allocates its workspace once at creation;
  * - a bad argument or a failed launch is a hot-path error: reported through
- *   sp_fatal (comm/log.h) with the op and the check, never returned;
+ *   sp_fatal (comm/log/log.h) with the op and the check, never returned;
  * - every output element is computed in a fixed order, so a rerun is
  *   bit-identical (the GEMM caches its algorithm per shape for the same
  *   reason).
@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-/* ---- GEMM (cuda_gemm.cu) ---------------------------------------------- */
+/* ---- GEMM (cuda/cuda_gemm.cu) ------------------------------------------- */
 
 /* One cuBLASLt handle, its workspace, and the cache of the algorithm chosen
  * by the heuristic for each shape (chosen once, reused: same shape, same
@@ -82,10 +82,10 @@ void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t
  * time projection, kept fp32 as the model computes them): y = x @ w^T + b,
  * fp32 arithmetic, bf16 weights widened. One warp per output element.
  * x (M, K) fp32, w (N, K) bf16, b (N) bf16 or NULL, y (M, N) fp32. */
-void kern_cuda_linear_f32(const float *x, const uint16_t *w, const uint16_t *b, float *y,
-                          int64_t M, int64_t K, int64_t N, cudaStream_t stream);
+void kern_cuda_linear_f32_input(const float *x, const uint16_t *w, const uint16_t *b, float *y,
+                                int64_t M, int64_t K, int64_t N, cudaStream_t stream);
 
-/* ---- residual stream: gated add, norms, modulation, RoPE (cuda_norm.cu) --
+/* ---- residual stream: gated add, norms, modulation, RoPE (cuda/cuda_norm.cu) --
  *
  * Row sub-ranges: these ops see only the rows they are given. To run a
  * chunk of rows [r0, r0 + n), pass every per-row pointer offset by r0 rows
@@ -96,9 +96,8 @@ void kern_cuda_linear_f32(const float *x, const uint16_t *w, const uint16_t *b, 
  * Speed: rows whose width is a multiple of 8 (and hd, for RoPE) with every
  * pointer 16-byte aligned run the vector kernels (one read of each input
  * byte, 16-byte accesses); other rows run the scalar kernels, same results
- * within fp32 rounding. STATICPIPE_NORM_KERNELS=scalar forces the scalar
- * ones, vec:N (N = 1, 2, 3, 4, 5, 8) the vector ones with N chunks of 8 a
- * thread; read on every call, for benchmarks (tests/gpu/test_ops --bench). */
+ * within fp32 rounding. Forced choices for benchmarks are in
+ * launch/bench/dev/norm_variants.h. */
 
 /* Modulation: out = table + e, table bf16 (the block's or head's
  * modulation), e fp32 (e0 or e), out fp32. table, e, out (n). */
@@ -146,7 +145,7 @@ void kern_cuda_rmsnorm_rope(const void *x, kern_dtype x_dtype, const uint16_t *w
                             const float *sin_t, uint16_t *y, int64_t L, int64_t heads,
                             int64_t hd, float eps, cudaStream_t stream);
 
-/* ---- elementwise (cuda_elementwise.cu) ---------------------------------- */
+/* ---- elementwise (cuda/cuda_elementwise.cu) ----------------------------- */
 
 /* In place, n elements, fp32 or bf16 storage (fp32 arithmetic):
  * GELU with the tanh approximation; SiLU x * sigmoid(x). */
@@ -177,7 +176,7 @@ void kern_cuda_f32_to_bf16(const float *src, uint16_t *dst, int64_t n, cudaStrea
 /* The time sinusoid is 256 values once per step: it is computed on the host
  * in double (kern_cpu_time_sinusoid) and copied up; no kernel. */
 
-/* ---- attention (cuda_attention.cu) ------------------------------------- */
+/* ---- attention (cuda/cuda_attention.cu) --------------------------------- */
 
 /* Scratch bytes for kern_cuda_attention to process `chunk` queries at a
  * time (scores fp32 and probabilities bf16 for all heads of the chunk):

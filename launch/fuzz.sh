@@ -27,8 +27,8 @@ jsonc=$(ls /usr/lib/*/libjson-c.a /usr/lib/libjson-c.a /usr/local/lib/libjson-c.
 bin="$work/fuzz_st_header"
 if ! "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$src/ranks/import" -I"$src/comm" -I"$src/kernels" \
-    "$src/tests/fuzz/fuzz_st_header.c" "$src/ranks/import/safetensors.c" "$src/ranks/import/st_text.c" "$src/comm/log.c" \
+    -I"$src/ranks/import" -I"$src/comm/log" -I"$src/kernels" \
+    "$src/tests/fuzz/fuzz_st_header.c" "$src/ranks/import/safetensors.c" "$src/ranks/import/st_text.c" "$src/comm/log/log.c" \
     "$jsonc" -lpthread -o "$bin"; then
   echo "fuzz: build failed" >&2
   exit 1

@@ -1,21 +1,14 @@
 /* What the CUDA transports share (nccl_transport.c, staged.c): the CUDA
- * runtime check and the polling nap. comm sits below kernels/, so this is
- * not kernels/cuda_check.h; the failure goes to the same fatal reporter. */
+ * runtime's check (cuda_check.h, the log library's, as every folder uses)
+ * and the polling nap. */
 #ifndef COMM_CUDA_COMM_H
 #define COMM_CUDA_COMM_H
 
 #include <cuda_runtime.h>
 #include <time.h>
 
+#include "cuda_check.h"
 #include "log.h"
-
-#define CUDA_CHECK(call)                                                        \
-  do {                                                                          \
-    cudaError_t cuda_rc_ = (call);                                              \
-    if (cuda_rc_ != cudaSuccess)                                                \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cuda error: %s",                  \
-                  cudaGetErrorString(cuda_rc_));                                \
-  } while (0)
 
 /* A short sleep between polls of a transfer (50 us). */
 static inline void comm_cuda_nap(void) {

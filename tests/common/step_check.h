@@ -12,13 +12,13 @@
  *     first seen in the description's order;
  * and in every case each step passed exactly the block weights the
  * description gives it, and no other pointer of the block.
- * Inputs are fresh random numbers (kt.h; KT_SEED reruns one). */
+ * Inputs are fresh random numbers (sp_test.h; SP_SEED=n replays one). */
 #ifndef SP_TEST_STEP_CHECK_H
 #define SP_TEST_STEP_CHECK_H
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "../kernels/kt.h"
+#include "sp_test.h"
 #pragma GCC diagnostic pop
 #include "log.h"
 #include "stage.h"
@@ -37,7 +37,7 @@ static void step_check_entry(const char *what, int i, const wan_step_entry *e) {
   char got[64] = "";
   for (int j = 0; j < e->nweights; j++)
     snprintf(got + strlen(got), sizeof got - strlen(got), " %d", e->w[j]);
-  KT_CHECK(same, "%s: entry %d (%s) passed block tensors {%s }, the description %d of them", what,
+  CHECK(same, "%s: entry %d (%s) passed block tensors {%s }, the description %d of them", what,
            i, d->name, got, d->nweights);
 }
 
@@ -45,29 +45,29 @@ static void step_check_entry(const char *what, int i, const wan_step_entry *e) {
  * steps after the first repeated per chunk of rows (chunks >= 1). */
 static void step_check_log(const char *what, const wan_step_log *log, int first, int end,
                            int chunks) {
-  KT_CHECK(!log->stray, "%s: a block weight passed outside a step, or too many in one", what);
-  KT_CHECK(log->n <= WAN_STEP_LOG_MAX, "%s: %d entries, the log holds %d", what, log->n,
+  CHECK(!log->stray, "%s: a block weight passed outside a step, or too many in one", what);
+  CHECK(log->n <= WAN_STEP_LOG_MAX, "%s: %d entries, the log holds %d", what, log->n,
            WAN_STEP_LOG_MAX);
   if (log->n > WAN_STEP_LOG_MAX) return;
   int count[WAN_STEP_COUNT] = {0}, order_ok = 1, next = first;
   for (int i = 0; i < log->n; i++) {
     const wan_step_entry *e = &log->e[i];
-    KT_CHECK((int)e->step >= first && (int)e->step < end, "%s: entry %d is step %d, outside %d..%d", what,
+    CHECK((int)e->step >= first && (int)e->step < end, "%s: entry %d is step %d, outside %d..%d", what,
              i, (int)e->step, (int)first, (int)end - 1);
     if ((int)e->step < first || (int)e->step >= end) continue;
     step_check_entry(what, i, e);
     if (count[e->step]++ == 0) order_ok &= (int)e->step == next++;
     if (chunks == 1)
-      KT_CHECK(i < end - first && (int)e->step == first + i,
+      CHECK(i < end - first && (int)e->step == first + i,
                "%s: entry %d is %s, the description's step %d is %s", what, i,
                wan_steps[e->step].name, i, i < end - first ? wan_steps[first + i].name : "none");
   }
-  KT_CHECK(order_ok, "%s: steps first run out of the description's order", what);
+  CHECK(order_ok, "%s: steps first run out of the description's order", what);
   for (int s = first; s < end; s++) {
     /* Chunked, the CUDA block norms each chunk for its k and v, and again
      * for its queries (the normed rows are kept one chunk at a time). */
     int want = s == first ? 1 : s == WAN_STEP_NORM1 && chunks > 1 ? 2 * chunks : chunks;
-    KT_CHECK(count[s] == want, "%s: step %s ran %d times, expected %d", what, wan_steps[s].name,
+    CHECK(count[s] == want, "%s: step %s ran %d times, expected %d", what, wan_steps[s].name,
              count[s], want);
   }
 }
@@ -76,18 +76,18 @@ static void step_check_log(const char *what, const wan_step_log *log, int first,
 static void step_check_description(void) {
   int seen[WAN_BLOCK_T_COUNT] = {0};
   for (int s = 0; s < WAN_STEP_COUNT; s++) {
-    KT_CHECK(wan_steps[s].name != NULL, "step %d has no description", s);
+    CHECK(wan_steps[s].name != NULL, "step %d has no description", s);
     for (int k = 0; k < wan_steps[s].nweights; k++) seen[wan_steps[s].w[k]]++;
   }
   for (int t = 0; t < WAN_BLOCK_T_COUNT; t++)
-    KT_CHECK(seen[t] == 1, "block tensor %d is read by %d steps of the description", t, seen[t]);
+    CHECK(seen[t] == 1, "block tensor %d is read by %d steps of the description", t, seen[t]);
 }
 
 /* Block 0 of synth:wan2.1-tiny on one stage of device dev, 16 tokens, in
  * chunks of chunk_rows (0: one chunk; CUDA only), streamed or resident. */
 static void step_check_stage(const char *what, rank_device dev, int64_t chunk_rows, int streamed) {
   rank_model *m = NULL;
-  KT_CHECK(rank_model_open("synth:wan2.1-tiny", 0, &m) == SP_OK, "%s: open the model", what);
+  CHECK(rank_model_open("synth:wan2.1-tiny", 0, &m) == SP_OK, "%s: open the model", what);
   if (!m) return;
   const wan_config *c = &rank_model_get_info(m)->config;
   const uint8_t stream_one = 1;
@@ -97,17 +97,17 @@ static void step_check_stage(const char *what, rank_device dev, int64_t chunk_ro
                         .act_buffers = 1, .chunk_rows = chunk_rows};
   rank_stage *s = NULL;
   uint64_t bytes = 0;
-  KT_CHECK(rank_stage_load(m, &cfg, &s, &bytes) == SP_OK, "%s: load the stage", what);
+  CHECK(rank_stage_load(m, &cfg, &s, &bytes) == SP_OK, "%s: load the stage", what);
   if (!s) {
     rank_model_close(m);
     return;
   }
   const int64_t L = rank_stage_tokens(s), ctx_rows = 3;
   const int64_t nlat = c->in_dim * cfg.lat_f * cfg.lat_h * cfg.lat_w;
-  float *context = kt_alloc(ctx_rows * c->text_dim), *ctx = kt_alloc(c->text_len * c->dim);
+  float *context = sp_test_alloc(ctx_rows * c->text_dim), *ctx = sp_test_alloc(c->text_len * c->dim);
   float *lat = rank_stage_host_alloc(&cfg, (size_t)nlat * sizeof(float));
-  kt_fill(context, ctx_rows * c->text_dim, -1.0, 1.0);
-  kt_fill(lat, nlat, -1.0, 1.0);
+  sp_rand_fill(context, ctx_rows * c->text_dim, -1.0, 1.0);
+  sp_rand_fill(lat, nlat, -1.0, 1.0);
   rank_stage_embed_text(s, context, ctx_rows, ctx);
 
   static wan_step_log log; /* 1024 entries: too large for the stack */

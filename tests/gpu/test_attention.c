@@ -10,7 +10,7 @@
  * - every output element written (the buffer starts as NaN) and guard
  *   bytes after the output untouched;
  * - a rerun is bit-identical;
- * - every variant of the flash kernel (STATICPIPE_FLASH_VARIANT) passes the
+ * - every benchmark variant of the flash kernel (launch/bench/dev/) passes the
  *   same checks on the shapes up to 4,099 tokens, and variants that share
  *   a register tile width (`sub`) give bit-identical outputs.
  * Inputs are fresh random numbers (seed printed; SP_SEED=n replays one).
@@ -29,6 +29,7 @@
 
 #include "kern_attn.h"
 #include "kern_cpu.h"
+#include "flash_variants.h"
 #include "kern_dtype.h"
 #include "log.h"
 
@@ -118,12 +119,15 @@ static void host_case_free(host_case *hc) {
 }
 
 typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX } run_kind;
+/* The flash variant RUN_FLASH runs (dev_flash_run): 0 is the production
+ * kernel, kern_attn_flash. */
+static int flash_variant = 0;
 static const char *run_name[] = {"flash", "cudnn", "auto"};
 
 /* Runs one backend into dout; 0 ok, 1 cudnn refused (nothing written). */
 static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern_attn_params p) {
   switch (kind) {
-  case RUN_FLASH: kern_attn_flash(p, 0); break;
+  case RUN_FLASH: dev_flash_run(flash_variant, p, 0); break;
   case RUN_CUDNN:
     if (kern_attn_cudnn_run(cd, p, 0) != SP_OK) return 1;
     break;
@@ -185,7 +189,7 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
 static void check_flash_variants(const shape *s, const host_case *hc, const uint16_t *dq,
                                  const uint16_t *dk, const uint16_t *dv, unsigned char *dout) {
   const size_t out_bytes = (size_t)(s->Lq * s->heads * HD) * 2;
-  const int nv = kern_attn_flash_variant_count();
+  const int nv = dev_flash_variant_count();
   uint16_t **first = calloc((size_t)nv, sizeof *first); /* [i]: output of i if first of its sub */
   int *first_of = malloc((size_t)nv * sizeof *first_of);
   if (!first || !first_of) {
@@ -193,19 +197,19 @@ static void check_flash_variants(const shape *s, const host_case *hc, const uint
     exit(1);
   }
   for (int i = 0; i < nv; i++) {
-    kern_attn_flash_variant fv, f0;
-    CHECK(kern_attn_flash_variant_get(i, &fv) == SP_OK, "variant %d of %d not listed", i, nv);
+    dev_flash_variant fv, f0;
+    CHECK(dev_flash_variant_get(i, &fv) == SP_OK, "variant %d of %d not listed", i, nv);
     first_of[i] = i;
     for (int j = 0; j < i; j++)
-      if (kern_attn_flash_variant_get(j, &f0) == SP_OK && f0.sub == fv.sub) {
+      if (dev_flash_variant_get(j, &f0) == SP_OK && f0.sub == fv.sub) {
         first_of[i] = j;
         break;
       }
     char label[64];
     snprintf(label, sizeof label, "flash:%s", fv.name);
-    setenv("STATICPIPE_FLASH_VARIANT", fv.name, 1);
+    flash_variant = i;
     check_backend(s, hc, RUN_FLASH, label, NULL, NULL, dq, dk, dv, dout);
-    unsetenv("STATICPIPE_FLASH_VARIANT");
+    flash_variant = 0;
     uint16_t *h = malloc(out_bytes);
     if (!h) {
       fprintf(stderr, "FAIL: out of host memory\n");
@@ -216,7 +220,7 @@ static void check_flash_variants(const shape *s, const host_case *hc, const uint
       first[i] = h;
       continue;
     }
-    kern_attn_flash_variant_get(first_of[i], &f0);
+    dev_flash_variant_get(first_of[i], &f0);
     CHECK(memcmp(h, first[first_of[i]], out_bytes) == 0,
              "%s: flash variants %s and %s (both sub %d) not bit-identical", s->what, fv.name,
              f0.name, fv.sub);

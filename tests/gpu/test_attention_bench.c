@@ -10,7 +10,7 @@
  *                                    3 timed runs, checks and table
  *   test_attention_bench --bench     all four shapes, 20 timed runs each
  *   test_attention_bench --variants  every variant of the flash kernel
- *       (kern_attn_flash_variant_get): first checked on Lq = Lk = 1000,
+ *       (launch/bench/dev/flash_variants.h): first checked on Lq = Lk = 1000,
  *       2 heads (tails for every tile shape) against fp32 attention on the
  *       CPU, within 2x (+ 2e-4) of a plain bf16 implementation's error and
  *       bit-identical to the first variant with the same register tile;
@@ -33,6 +33,7 @@
 
 #include "kern_attn.h"
 #include "kern_cpu.h"
+#include "flash_variants.h"
 #include "kern_dtype.h"
 #include "log.h"
 
@@ -106,18 +107,16 @@ static double rel_l2_f32(const uint16_t *a, const float *ref, int64_t n, double 
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* Picks the flash variant of later kern_attn_flash calls (NULL: default). */
-static void use_variant(const char *name) {
-  if (name)
-    setenv("STATICPIPE_FLASH_VARIANT", name, 1);
-  else
-    unsetenv("STATICPIPE_FLASH_VARIANT");
-}
+/* The flash variant of later flash calls (dev_flash_run; 0 is the
+ * production kernel, kern_attn_flash). */
+static int flash_variant = 0;
+
+static void use_variant(int i) { flash_variant = i; }
 
 /* One call of flash (cd NULL) or cudnn; 0, or 1 when cudnn refused. */
 static int run_backend(kern_attn_cudnn *cd, kern_attn_params p, cudaStream_t st) {
   if (!cd) {
-    kern_attn_flash(p, st);
+    dev_flash_run(flash_variant, p, st);
     return 0;
   }
   return kern_attn_cudnn_run(cd, p, st) == SP_OK ? 0 : 1;
@@ -194,7 +193,7 @@ static void dev_case_free(dev_case *dc) {
 /* Runs p once into dc->o and compares with cudnn: 1 when they agree. */
 static int agrees_with_cudnn(const dev_case *dc, kern_attn_params p, uint16_t *host, cudaStream_t st,
                              const char *what) {
-  kern_attn_flash(p, st);
+  dev_flash_run(flash_variant, p, st);
   CHECK_CUDA(cudaStreamSynchronize(st));
   CHECK_CUDA(cudaMemcpy(host, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
   double d = rel_l2_bf16(host, dc->ref, dc->nq, NULL);
@@ -225,7 +224,7 @@ static int bench_backends(int full, uint64_t seed, kern_attn_cudnn *cd, cudaStre
     const bcase *bc = dc.bc;
     kern_attn_params p = {dc.q, dc.k, dc.v, dc.o, bc->Lq, bc->Lk, HEADS, HD, 0.f};
     uint16_t *host = xmalloc((size_t)dc.nq * 2);
-    use_variant(NULL);
+    use_variant(0);
     const int flash_ok = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "flash");
     fails += !flash_ok;
     free(host);
@@ -332,7 +331,7 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
   for (int c = 0; c < NC; c++) printf(" %11s %9s", cases[c].name, "TFLOP/s");
   printf("\n");
 
-  const int nv = kern_attn_flash_variant_count();
+  const int nv = dev_flash_variant_count();
   uint16_t **first = calloc((size_t)nv, sizeof *first); /* small output, first variant per sub */
   int *first_sub = calloc((size_t)nv, sizeof *first_sub);
   int nfirst = 0;
@@ -341,9 +340,9 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
     exit(1);
   }
   for (int i = 0; i <= nv; i++) {
-    kern_attn_flash_variant fv = {"cudnn", 0, 0, 0, 0};
+    dev_flash_variant fv = {"cudnn", 0, 0, 0, 0};
     const int is_cudnn = i == nv;
-    if (!is_cudnn && kern_attn_flash_variant_get(i, &fv) != SP_OK) {
+    if (!is_cudnn && dev_flash_variant_get(i, &fv) != SP_OK) {
       fprintf(stderr, "FAIL: variant %d of %d not listed\n", i, nv);
       fails++;
       continue;
@@ -352,9 +351,9 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
     if (is_cudnn) {
       printf("  %-20s %4s %3s %3s %4s %9s %9s", fv.name, "-", "-", "-", "-", "-", "-");
     } else {
-      use_variant(fv.name);
+      use_variant(i);
       kern_attn_params p = {sc.dq, sc.dk, sc.dv, sc.dout, SMALL_L, SMALL_L, SMALL_HEADS, HD, 0.f};
-      kern_attn_flash(p, st);
+      dev_flash_run(i, p, st);
       CHECK_CUDA(cudaStreamSynchronize(st));
       CHECK_CUDA(cudaMemcpy(host, sc.dout, (size_t)sc.n * 2, cudaMemcpyDeviceToHost));
       double maxrel = 0, err = rel_l2_f32(host, sc.exact, sc.n, &maxrel);
@@ -398,7 +397,7 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
     printf("\n");
     fails += !ok;
   }
-  use_variant(NULL);
+  use_variant(0);
   for (int f = 0; f < nfirst; f++) free(first[f]);
   free(first), free(first_sub), free(host);
   for (int c = 0; c < NC; c++) dev_case_free(&dc[c]);

@@ -15,10 +15,10 @@ int main(void) {
     printf("gpu_test_block_steps: no CUDA device, skipped\n");
     return 77;
   }
-  kt_seed("gpu_test_block_steps");
+  sp_test_begin("gpu_test_block_steps");
   step_check_description();
   step_check_stage("cuda resident", RANK_DEVICE_CUDA, 0, 0);
   step_check_stage("cuda chunked", RANK_DEVICE_CUDA, 5, 0);
   step_check_stage("cuda streamed", RANK_DEVICE_CUDA, 0, 1);
-  return kt_finish("gpu_test_block_steps");
+  return sp_test_end();
 }

@@ -22,14 +22,14 @@
  * replays one).
  *
  * Rows with .split run the op in calls of that many rows on offset
- * pointers (the way a caller chunks activations); rows with .kernels set
- * STATICPIPE_NORM_KERNELS (kern_cuda.h) to test that variant.
+ * pointers (the way a caller chunks activations); rows with .kernels
+ * run that benchmark variant (launch/bench/dev/norm_variants.h).
  *
  *   test_ops            all rows       test_ops -o OP   the rows of one op
  *   test_ops --small    small rows only, for compute-sanitizer memcheck
  *   test_ops --bench    time the residual-stream row ops at the Wan shapes
  *                       (every kernel variant, checked before it is timed;
- *                       the code is in ops_bench.h)
+ *                       launch/bench/dev/ops_bench.c)
  * Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <getopt.h>
@@ -42,6 +42,8 @@
 #include "kern_cpu.h"
 #include "kern_cuda.h"
 #include "kern_dtype.h"
+#include "norm_variants.h"
+#include "ops_bench.h"
 
 #define TOL_BF16 1e-2
 #define TOL_F32 1e-5
@@ -285,7 +287,7 @@ static void op_linear_f32(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   uint16_t *dw = dev_bf16(w, N * K), *db = dev_bf16(b, N);
   float *out[2];
   for (int rep = 0; rep < 2; rep++) {
-    kern_cuda_linear_f32(dx, dw, db, dy, M, K, N, 0);
+    kern_cuda_linear_f32_input(dx, dw, db, dy, M, K, N, 0);
     out[rep] = hf(M * N);
     down(out[rep], dy, (size_t)M * N * 4);
   }
@@ -331,8 +333,8 @@ static void op_layernorm_mod(const op_case *c, kern_cuda_gemm_ctx *g, result *r)
   for (int rep = 0; rep < 2; rep++) {
     int64_t r0, m;
     for (int i = 0; (m = call_rows(c, rows, i, &r0)) > 0; i++)
-      kern_cuda_layernorm_modulate(dx + r0 * dim, dw, db, dsh, dsc, dy + r0 * dim, m, dim, 1e-6f,
-                                   0);
+      dev_norm_layernorm_modulate(c->kernels, dx + r0 * dim, dw, db, dsh, dsc, dy + r0 * dim, m,
+                                  dim, 1e-6f, 0);
     out[rep] = hb(n);
     down(out[rep], dy, (size_t)n * 2);
   }
@@ -387,9 +389,9 @@ static void op_rmsnorm_rope(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
   for (int rep = 0; rep < 2; rep++) {
     int64_t r0, m; /* a chunk's tables start at its first row */
     for (int i = 0; (m = call_rows(c, L, i, &r0)) > 0; i++)
-      kern_cuda_rmsnorm_rope((char *)dx + (size_t)(r0 * dim) * xsize,
-                             xbf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32, dw, dc ? dc + r0 * half : NULL,
-                             ds ? ds + r0 * half : NULL, dy + r0 * dim, m, heads, hd, 1e-6f, 0);
+      dev_norm_rmsnorm_rope(c->kernels, (char *)dx + (size_t)(r0 * dim) * xsize,
+                            xbf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32, dw, dc ? dc + r0 * half : NULL,
+                            ds ? ds + r0 * half : NULL, dy + r0 * dim, m, heads, hd, 1e-6f, 0);
     out[rep] = hb(n);
     down(out[rep], dy, (size_t)n * 2);
   }
@@ -427,8 +429,8 @@ static void op_gated_add(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
     up(dx, x, (size_t)n * 4); /* in place: fresh x each run */
     int64_t r0, m;
     for (int i = 0; (m = call_rows(c, rows, i, &r0)) > 0; i++)
-      kern_cuda_gated_add(dx + r0 * dim, (const char *)dy + (size_t)(r0 * dim) * ysize, yt, dg,
-                          m, dim, 0);
+      dev_norm_gated_add(c->kernels, dx + r0 * dim, (const char *)dy + (size_t)(r0 * dim) * ysize,
+                         yt, dg, m, dim, 0);
     out[rep] = hf(n);
     down(out[rep], dx, (size_t)n * 4);
   }
@@ -473,11 +475,12 @@ static void op_gated_add_ln(const op_case *c, kern_cuda_gemm_ctx *g, result *r) 
       float *xc = dx + r0 * dim;
       const void *yc = (const char *)dy + (size_t)(r0 * dim) * ysize;
       if (rep < 2) {
-        kern_cuda_gated_add_layernorm(xc, yc, yt, dg, dw, db, dsh, dsc, dh + r0 * dim, m, dim,
-                                      1e-6f, 0);
+        dev_norm_gated_add_layernorm(c->kernels, xc, yc, yt, dg, dw, db, dsh, dsc, dh + r0 * dim,
+                                     m, dim, 1e-6f, 0);
       } else {
-        kern_cuda_gated_add(xc, yc, yt, dg, m, dim, 0);
-        kern_cuda_layernorm_modulate(xc, dw, db, dsh, dsc, dh + r0 * dim, m, dim, 1e-6f, 0);
+        dev_norm_gated_add(c->kernels, xc, yc, yt, dg, m, dim, 0);
+        dev_norm_layernorm_modulate(c->kernels, xc, dw, db, dsh, dsc, dh + r0 * dim, m, dim, 1e-6f,
+                                    0);
       }
     }
     hout[rep] = hb(n);
@@ -796,14 +799,6 @@ static const op_case cases[] = {
     {.op = OP_ATTENTION, .rows = 130, .keys = 7, .heads = 40, .chunk = 1, .small = 1},
 };
 
-/* ---- --bench: the residual-stream row ops at the Wan shapes ------------ */
-
-/* ops_bench.h still names the shared helpers by their former names. */
-#define CK CHECK_CUDA
-#define kt_uniform sp_rand_uniform
-#define kt_dalloc sp_test_dalloc
-#define rel_l2 sp_test_rel_l2_f32
-#include "ops_bench.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: test_ops [-o OP] [--small] [--bench]\n"
@@ -858,14 +853,14 @@ int main(int argc, char **argv) {
     return 77;
   }
   sp_test_begin("test_ops");
-  if (bench) return bench_main();
+  if (bench) return ops_bench_run(sp_test_seed());
   kern_cuda_gemm_ctx *g = kern_cuda_gemm_ctx_create(0);
   printf("# %-14s %-44s %10s %10s %8s %9s %5s %3s %s\n", "op", "shape", "err", "bf16_err",
          "tol", "same", "guard", "det", "result");
   printf("# err: relative L2 vs CPU fp32 (tol 0: bit-exact); rows with bf16_err also need\n"
          "# err <= 2*bf16_err + %.0e; same (fp32-output GEMM vs CPU on identical inputs)\n"
          "# <= %.0e; guard: bytes after every buffer intact; det: rerun bit-identical\n"
-         "# shape: the row's fields [/rows per call] [STATICPIPE_NORM_KERNELS]\n",
+         "# shape: the row's fields [/rows per call] [kernel variant]\n",
          BASE_EPS, TOL_SAME);
   int failed = 0, ran = 0;
   for (int i = 0; i < ncases; i++) {
@@ -875,9 +870,7 @@ int main(int argc, char **argv) {
     result r = {0};
     r.same = -1;
     r.extra_ok = 1;
-    if (c->kernels) setenv("STATICPIPE_NORM_KERNELS", c->kernels, 1);
     ops[c->op].fn(c, g, &r);
-    unsetenv("STATICPIPE_NORM_KERNELS");
     const int guard = dev_release();
     int ok = guard && r.det && r.extra_ok;
     if (r.tol == 0)

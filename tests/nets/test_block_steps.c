@@ -7,8 +7,8 @@
 #include "step_check.h"
 
 int main(void) {
-  kt_seed("nets_test_block_steps");
+  sp_test_begin("nets_test_block_steps");
   step_check_description();
   step_check_stage("cpu", RANK_DEVICE_CPU, 0, 0);
-  return kt_finish("nets_test_block_steps");
+  return sp_test_end();
 }

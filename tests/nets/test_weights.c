@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sp_check.h"
+#include "sp_test.h"
 #include "wan_weights.h"
 
 /* Checks one bound field: the pointer is base + the offset of `key`. */
@@ -92,6 +92,7 @@ static void check_preset(const char *preset) {
 }
 
 int main(void) {
+  sp_test_begin("test_weights");
   for (int i = 0; wan_preset_names[i]; i++) check_preset(wan_preset_names[i]);
   wan_config c;
   wan_preset("wan2.1-1.3b", &c);
@@ -116,5 +117,5 @@ int main(void) {
   wan_layout_make(&c, WAN_GROUP_HEAD, KERN_DTYPE_F32, &l);
   t = &l.t[WAN_HEAD_T_head_head_w];
   CHECK(t->ndim == 2 && t->shape[0] == 64 && t->shape[1] == 5120, "head.head.weight shape");
-  return g_fail;
+  return sp_test_end();
 }

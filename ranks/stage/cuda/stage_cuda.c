@@ -260,14 +260,14 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   CUDA_CHECK(cudaMemcpyAsync(tin, c->sinus[r], (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
                              c->stream));
   CUDA_CHECK(cudaEventRecord(c->sinus_used[r], c->stream));
-  kern_cuda_linear_f32(tin, c->embed.time_embedding_0_w, c->embed.time_embedding_0_b, h, 1,
+  kern_cuda_linear_f32_input(tin, c->embed.time_embedding_0_w, c->embed.time_embedding_0_b, h, 1,
                        cf->freq_dim, D, c->stream);
   kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32(h, c->embed.time_embedding_2_w, c->embed.time_embedding_2_b, e, 1, D, D,
+  kern_cuda_linear_f32_input(h, c->embed.time_embedding_2_w, c->embed.time_embedding_2_b, e, 1, D, D,
                        c->stream);
   CUDA_CHECK(cudaMemcpyAsync(se, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   kern_cuda_silu(se, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32(se, c->embed.time_projection_1_w, c->embed.time_projection_1_b, e0, 1,
+  kern_cuda_linear_f32_input(se, c->embed.time_projection_1_w, c->embed.time_projection_1_b, e0, 1,
                        D, 6 * D, c->stream);
 }
 

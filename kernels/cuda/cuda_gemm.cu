@@ -21,12 +21,23 @@
  * An algorithm fixes the order of each output's dot product (tile depth,
  * split-K), not the row count, so a row's result is then the same in any
  * chunk as in the whole. */
+#include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_check.h"
 #include "kern_cuda.h"
+
+/* cuBLASLt's check (STYLE.md 1): the failed call, its status name and
+ * text to the fatal reporter; never returns. */
+#define CUBLAS_CHECK(call)                                                       \
+  do {                                                                           \
+    cublasStatus_t sp_s_ = (call);                                               \
+    if (sp_s_ != CUBLAS_STATUS_SUCCESS)                                          \
+      sp_fatal_at(__FILE__, __LINE__, #call, "cublas error %s: %s",              \
+                  cublasLtGetStatusName(sp_s_), cublasLtGetStatusString(sp_s_)); \
+  } while (0)
 
 #define GEMM_CACHE_SIZE 128
 #define GEMM_DEFAULT_WORKSPACE ((size_t)32 << 20)
@@ -329,11 +340,11 @@ __global__ void linear_f32_kernel(const float *x, const __nv_bfloat16 *w,
   if (lane == 0) y[m * N + n] = acc + (b ? __bfloat162float(b[n]) : 0.0f);
 }
 
-extern "C" void kern_cuda_linear_f32(const float *x, const uint16_t *w, const uint16_t *b,
-                                     float *y, int64_t M, int64_t K, int64_t N,
-                                     cudaStream_t stream) {
+extern "C" void kern_cuda_linear_f32_input(const float *x, const uint16_t *w, const uint16_t *b,
+                                           float *y, int64_t M, int64_t K, int64_t N,
+                                           cudaStream_t stream) {
   if (M < 1 || K < 1 || N < 1 || M > INT32_MAX / N)
-    sp_fatal("linear_f32: bad shape M %lld K %lld N %lld (need >= 1, M*N < 2^31)",
+    sp_fatal("linear_f32_input: bad shape M %lld K %lld N %lld (need >= 1, M*N < 2^31)",
              (long long)M, (long long)K, (long long)N);
   const int threads = 256;
   const int64_t blocks = (M * N * 32 + threads - 1) / threads;

@@ -1,15 +1,16 @@
-/* The residual stream's row ops on the GPU (kern_cuda.h): the gated
- * residual add, LayerNorm (+ affine) + modulate, the two fused into one pass
- * over x, RMSNorm + RoPE, and the modulation table add.
+/* The residual stream's row kernels (kern_cuda.h), as a CUDA-only header:
+ * included by cuda_norm.cu, whose launchers pick the kernels that ship, and
+ * by the benchmark variants of launch/bench/dev/norm_variants.cu, which
+ * force the other choices. Every kernel and launch helper here is static,
+ * so the two translation units each keep their own copy.
  *
- * They are memory-bound, so the kernels that run by default move each byte
- * once, in 16-byte loads and stores: one CTA per row, a thread holding a few
- * chunks of 8 elements of its row in registers, so the row's statistics and
- * its output come from one read of x. The first kernels (one CTA of 256
- * threads per row, one element per load, rereading the row per pass) stay
- * for rows the vector kernels cannot take - a width that is not a multiple
- * of 8, a pointer that is not 16-byte aligned - and so a benchmark can time
- * both (STATICPIPE_NORM_KERNELS, below).
+ * They are memory-bound, so the vector kernels move each byte once, in
+ * 16-byte loads and stores: one CTA per row, a thread holding a few chunks
+ * of 8 elements of its row in registers, so the row's statistics and its
+ * output come from one read of x. The scalar kernels (the first version:
+ * one CTA of 256 threads per row, one element per load, rereading the row
+ * per pass) take the rows the vector kernels cannot: a width that is not a
+ * multiple of 8, a pointer that is not 16-byte aligned.
  *
  * Row statistics are fp32 block reductions in a fixed order (each thread's
  * chunks in turn, a butterfly over the warp, the warps in index order), and
@@ -18,10 +19,12 @@
  * others. LayerNorm is two-pass (mean, then the mean of squared deviations)
  * like the CPU reference, not E[x^2] - E[x]^2, which loses digits when the
  * mean is large: with the row in registers the second pass costs no bytes. */
+#ifndef KERN_ROW_KERNELS_CUH
+#define KERN_ROW_KERNELS_CUH
+
 #include <cuda_bf16.h>
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stdint.h>
 
 #include "cuda_check.h"
 #include "kern_cuda.h"
@@ -32,7 +35,7 @@
 
 /* Sum over the CTA (blockDim.x a multiple of 32), same order every call;
  * the result is broadcast to all threads. red: 32 floats of shared memory. */
-__device__ float block_sum(float v, float *red) {
+static __device__ float block_sum(float v, float *red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   __syncthreads(); /* red may still be read by the previous call */
@@ -80,59 +83,14 @@ __device__ __forceinline__ float sum8(const float v[ROW_VEC]) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-/* Which kernels run, from STATICPIPE_NORM_KERNELS, read on every call (as
- * STATICPIPE_FLASH_BC is) so a benchmark can switch between them: "scalar"
- * the first kernels; "vec:N" the vector kernels with N chunks a thread
- * (1, 2, 3, 4, 5 or 8, for a benchmark's sweep); unset or anything else, the
- * vector kernels with the split row_split_pick chooses. */
-static int norm_forced_nv(int *scalar) {
-  const char *e = getenv("STATICPIPE_NORM_KERNELS");
-  *scalar = e && strcmp(e, "scalar") == 0;
-  if (!e || strncmp(e, "vec:", 4) != 0 || e[4] < '1' || e[4] > '8' || e[5] != 0) return 0;
-  const int nv = e[4] - '0';
-  return nv == 6 || nv == 7 ? 0 : nv;
-}
-
-/* The vector kernels' work split of a row of `chunks` chunks: nv chunks a
- * thread, threads a whole number of warps. By default the smallest nv of 2,
- * 3, 4, 5, 8 that gives whole warps and at most 256 threads with no thread
- * idle (at least two chunks a thread, so each thread has two loads in flight:
- * 1536 wide -> 2 x 96 threads, 5120 -> 4 x 160); else the smallest nv of 1, 2,
- * 3, 4, 5, 8 within ROW_MAX_THREADS, the last warp partly idle. 0 when the row
- * is too wide (the caller runs the scalar kernel). */
+/* The vector kernels' work split of a row: nv chunks of 8 a thread,
+ * threads a whole number of warps (cuda_norm.cu's row_split_pick chooses
+ * it from the width). */
 typedef struct row_split {
   int nv, threads;
 } row_split;
 
-static int row_split_pick(int64_t chunks, int forced_nv, row_split *out) {
-  static const int exact[] = {2, 3, 4, 5, 8}, any[] = {1, 2, 3, 4, 5, 8};
-  if (forced_nv) {
-    const int64_t t = (chunks + forced_nv - 1) / forced_nv;
-    if (t > ROW_MAX_THREADS) return 0;
-    out->nv = forced_nv;
-    out->threads = (int)((t + 31) / 32 * 32);
-    return 1;
-  }
-  for (int i = 0; i < 5; i++) {
-    const int nv = exact[i];
-    if (chunks % nv == 0 && (chunks / nv) % 32 == 0 && chunks / nv <= 256) {
-      out->nv = nv;
-      out->threads = (int)(chunks / nv);
-      return 1;
-    }
-  }
-  for (int i = 0; i < 6; i++) {
-    const int64_t t = (chunks + any[i] - 1) / any[i];
-    if (t <= ROW_MAX_THREADS) {
-      out->nv = any[i];
-      out->threads = (int)((t + 31) / 32 * 32);
-      return 1;
-    }
-  }
-  return 0;
-}
-
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* Runs STMT with the constant NV set to nv (the template argument of the
  * vector kernels: a thread's chunks live in registers, so their count must
@@ -147,31 +105,12 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
   default: { constexpr int NV = 8; STMT; } break;  \
   }
 
-/* ---- modulation ------------------------------------------------------- */
-
-__global__ void modulation_kernel(const __nv_bfloat16 *table, const float *e, float *out,
-                                  int64_t n) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = __bfloat162float(table[i]) + e[i];
-}
-
-extern "C" void kern_cuda_modulation(const uint16_t *table, const float *e, float *out,
-                                     int64_t n, cudaStream_t stream) {
-  if (n < 1) sp_fatal("modulation: bad element count %lld", (long long)n);
-  int64_t blocks = (n + NORM_THREADS - 1) / NORM_THREADS;
-  if (blocks > 65536) blocks = 65536;
-  modulation_kernel<<<(unsigned)blocks, NORM_THREADS, 0, stream>>>(
-      (const __nv_bfloat16 *)table, e, out, n);
-  CUDA_LAUNCH_CHECK();
-}
-
 /* ---- scalar kernels: any width, any alignment ------------------------- */
 
 /* x (rows, dim) fp32 += y (rows, dim) * gate (dim) or gate 1. */
 template <typename T>
-__global__ void gated_add_kernel(float *x, const T *y, const float *gate, int64_t rows,
-                                 int64_t dim) {
+static __global__ void gated_add_kernel(float *x, const T *y, const float *gate, int64_t rows,
+                                        int64_t dim) {
   const int64_t n = rows * dim;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -182,10 +121,10 @@ __global__ void gated_add_kernel(float *x, const T *y, const float *gate, int64_
 
 /* x (rows, dim) fp32 -> y (rows, dim) bf16; w, b (dim) bf16 or NULL;
  * shift, scale (dim) fp32 or NULL. One CTA per row. */
-__global__ void layernorm_modulate_kernel(const float *x, const __nv_bfloat16 *w,
-                                          const __nv_bfloat16 *b, const float *shift,
-                                          const float *scale, __nv_bfloat16 *y, int64_t dim,
-                                          float eps) {
+static __global__ void layernorm_modulate_kernel(const float *x, const __nv_bfloat16 *w,
+                                                 const __nv_bfloat16 *b, const float *shift,
+                                                 const float *scale, __nv_bfloat16 *y,
+                                                 int64_t dim, float eps) {
   __shared__ float red[32];
   const float *xr = x + (int64_t)blockIdx.x * dim; // (dim)
   __nv_bfloat16 *yr = y + (int64_t)blockIdx.x * dim; // (dim)
@@ -213,9 +152,9 @@ __global__ void layernorm_modulate_kernel(const float *x, const __nv_bfloat16 *w
  * Each thread reads the pair it writes after the row's statistics, so y may
  * alias x. */
 template <typename T>
-__global__ void rmsnorm_rope_kernel(const T *x, const __nv_bfloat16 *w, const float *cos_t,
-                                    const float *sin_t, __nv_bfloat16 *y, int64_t dim,
-                                    int64_t hd, float eps) {
+static __global__ void rmsnorm_rope_kernel(const T *x, const __nv_bfloat16 *w,
+                                           const float *cos_t, const float *sin_t,
+                                           __nv_bfloat16 *y, int64_t dim, int64_t hd, float eps) {
   __shared__ float red[32];
   const int64_t l = blockIdx.x, half = hd / 2, pairs = dim / 2;
   const T *xr = x + l * dim;          // (dim)
@@ -259,7 +198,8 @@ typedef struct residual_row_params {
 } residual_row_params;
 
 template <typename TY, int NV>
-__global__ void __launch_bounds__(ROW_MAX_THREADS) residual_row_kernel(residual_row_params p) {
+static __global__ void __launch_bounds__(ROW_MAX_THREADS)
+    residual_row_kernel(residual_row_params p) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   float *xr = p.x + row * p.dim; // (dim)
@@ -331,7 +271,7 @@ __global__ void __launch_bounds__(ROW_MAX_THREADS) residual_row_kernel(residual_
  * one float4 of each table. The whole row is loaded before the first store
  * (block_sum waits for every thread), so y may alias a bf16 x. */
 template <typename TX, int NV>
-__global__ void __launch_bounds__(ROW_MAX_THREADS)
+static __global__ void __launch_bounds__(ROW_MAX_THREADS)
     rmsnorm_rope_row_kernel(const TX *x, const __nv_bfloat16 *w, const float *cos_t,
                             const float *sin_t, __nv_bfloat16 *y, int dim, int half, float eps) {
   __shared__ float red[32];
@@ -374,39 +314,61 @@ __global__ void __launch_bounds__(ROW_MAX_THREADS)
   }
 }
 
-/* ---- launchers ---------------------------------------------------------- */
+/* ---- launch helpers ----------------------------------------------------- */
 
-static void check_residual(const char *op, int64_t rows, int64_t dim) {
+static inline void check_residual(const char *op, int64_t rows, int64_t dim) {
   if (rows < 0 || rows > INT32_MAX || dim < 1 || dim > INT32_MAX)
     sp_fatal("%s: bad shape rows %lld dim %lld (need rows < 2^31, 1 <= dim < 2^31)", op,
              (long long)rows, (long long)dim);
 }
 
-/* Launches residual_row_kernel and returns 1, or returns 0 when the vector
- * kernel cannot take the call (or the scalar kernels are asked for); the
- * caller then runs the scalar kernels. */
-static int residual_row_launch(const residual_row_params *p, kern_dtype y_dtype, int64_t rows,
-                               cudaStream_t stream) {
-  int scalar;
-  const int forced = norm_forced_nv(&scalar);
-  row_split s;
-  if (scalar || p->dim % ROW_VEC != 0 || !row_split_pick(p->dim / ROW_VEC, forced, &s))
-    return 0;
+static inline void check_norm_args(const char *op, const uint16_t *w, const uint16_t *b,
+                                   const float *shift, const float *scale) {
+  if (!w != !b) sp_fatal("%s: affine weight and bias must be both given or both NULL", op);
+  if (!shift != !scale) sp_fatal("%s: shift and scale must be both given or both NULL", op);
+}
+
+static inline void check_dtype(const char *op, const char *what, kern_dtype t) {
+  if (t != KERN_DTYPE_F32 && t != KERN_DTYPE_BF16)
+    sp_fatal("%s: %s dtype %d is not fp32 or bf16", op, what, (int)t);
+}
+
+static inline void check_rmsnorm_rope(kern_dtype x_dtype, const uint16_t *w, const float *cos_t,
+                                      const float *sin_t, int64_t L, int64_t heads, int64_t hd) {
+  if (L < 0 || L > INT32_MAX || heads < 1 || hd < 2 || (hd & 1) || heads > INT32_MAX / hd)
+    sp_fatal("rmsnorm_rope: bad shape L %lld heads %lld hd %lld (need L < 2^31, heads >= 1, "
+             "hd even, heads*hd < 2^31)",
+             (long long)L, (long long)heads, (long long)hd);
+  if (!cos_t != !sin_t)
+    sp_fatal("rmsnorm_rope: cos and sin tables must be both given or both NULL");
+  if (!w) sp_fatal("rmsnorm_rope: the norm weight is required");
+  check_dtype("rmsnorm_rope", "x", x_dtype);
+}
+
+/* Launches residual_row_kernel with split s (the caller checked the width
+ * and the alignment). */
+static inline void residual_row_run(const residual_row_params *p, kern_dtype y_dtype,
+                                    int64_t rows, const row_split *s, cudaStream_t stream) {
+  if (p->y && y_dtype == KERN_DTYPE_BF16)
+    ROW_NV_DISPATCH(s->nv, (residual_row_kernel<__nv_bfloat16, NV>
+                            <<<(unsigned)rows, s->threads, 0, stream>>>(*p)))
+  else
+    ROW_NV_DISPATCH(s->nv, (residual_row_kernel<float, NV>
+                            <<<(unsigned)rows, s->threads, 0, stream>>>(*p)))
+  CUDA_LAUNCH_CHECK();
+}
+
+/* The vector kernels take p: every pointer 16-byte aligned. */
+static inline int residual_row_aligned(const residual_row_params *p) {
   const void *ptrs[] = {p->x, p->y, p->gate, p->w, p->b, p->shift, p->scale, p->h};
   for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
     if (!aligned16(ptrs[i])) return 0;
-  if (p->y && y_dtype == KERN_DTYPE_BF16)
-    ROW_NV_DISPATCH(s.nv, (residual_row_kernel<__nv_bfloat16, NV>
-                           <<<(unsigned)rows, s.threads, 0, stream>>>(*p)))
-  else
-    ROW_NV_DISPATCH(s.nv, (residual_row_kernel<float, NV>
-                           <<<(unsigned)rows, s.threads, 0, stream>>>(*p)))
-  CUDA_LAUNCH_CHECK();
   return 1;
 }
 
-static void gated_add_scalar(float *x, const void *y, kern_dtype y_dtype, const float *gate,
-                             int64_t rows, int64_t dim, cudaStream_t stream) {
+static inline void gated_add_scalar(float *x, const void *y, kern_dtype y_dtype,
+                                    const float *gate, int64_t rows, int64_t dim,
+                                    cudaStream_t stream) {
   int64_t blocks = (rows * dim + NORM_THREADS - 1) / NORM_THREADS;
   if (blocks > 65536) blocks = 65536;
   if (y_dtype == KERN_DTYPE_F32)
@@ -418,97 +380,30 @@ static void gated_add_scalar(float *x, const void *y, kern_dtype y_dtype, const 
   CUDA_LAUNCH_CHECK();
 }
 
-static void layernorm_scalar(const residual_row_params *p, int64_t rows, cudaStream_t stream) {
+static inline void layernorm_scalar(const residual_row_params *p, int64_t rows,
+                                    cudaStream_t stream) {
   layernorm_modulate_kernel<<<(unsigned)rows, NORM_THREADS, 0, stream>>>(
       p->x, p->w, p->b, p->shift, p->scale, p->h, p->dim, p->eps);
   CUDA_LAUNCH_CHECK();
 }
 
-static void check_norm_args(const char *op, const uint16_t *w, const uint16_t *b,
-                            const float *shift, const float *scale) {
-  if (!w != !b) sp_fatal("%s: affine weight and bias must be both given or both NULL", op);
-  if (!shift != !scale) sp_fatal("%s: shift and scale must be both given or both NULL", op);
-}
-
-static void check_dtype(const char *op, const char *what, kern_dtype t) {
-  if (t != KERN_DTYPE_F32 && t != KERN_DTYPE_BF16)
-    sp_fatal("%s: %s dtype %d is not fp32 or bf16", op, what, (int)t);
-}
-
-extern "C" void kern_cuda_gated_add(float *x, const void *y, kern_dtype y_dtype,
-                                    const float *gate, int64_t rows, int64_t dim,
-                                    cudaStream_t stream) {
-  check_residual("gated_add", rows, dim);
-  check_dtype("gated_add", "y", y_dtype);
-  if (rows == 0) return;
-  const residual_row_params p = {x, y, gate, NULL, NULL, NULL, NULL, NULL, (int)dim, 0.0f};
-  if (!residual_row_launch(&p, y_dtype, rows, stream))
-    gated_add_scalar(x, y, y_dtype, gate, rows, dim, stream);
-}
-
-extern "C" void kern_cuda_layernorm_modulate(const float *x, const uint16_t *w,
-                                             const uint16_t *b, const float *shift,
-                                             const float *scale, uint16_t *y, int64_t rows,
-                                             int64_t dim, float eps, cudaStream_t stream) {
-  check_residual("layernorm_modulate", rows, dim);
-  check_norm_args("layernorm_modulate", w, b, shift, scale);
-  if (rows == 0) return;
-  /* x is only read: residual_row_kernel writes x back only when y is given. */
-  const residual_row_params p = {(float *)x, NULL, NULL, (const __nv_bfloat16 *)w,
-                                 (const __nv_bfloat16 *)b, shift, scale, (__nv_bfloat16 *)y,
-                                 (int)dim, eps};
-  if (!residual_row_launch(&p, KERN_DTYPE_F32, rows, stream)) layernorm_scalar(&p, rows, stream);
-}
-
-extern "C" void kern_cuda_gated_add_layernorm(float *x, const void *y, kern_dtype y_dtype,
-                                              const float *gate, const uint16_t *w,
-                                              const uint16_t *b, const float *shift,
-                                              const float *scale, uint16_t *h, int64_t rows,
-                                              int64_t dim, float eps, cudaStream_t stream) {
-  check_residual("gated_add_layernorm", rows, dim);
-  check_dtype("gated_add_layernorm", "y", y_dtype);
-  check_norm_args("gated_add_layernorm", w, b, shift, scale);
-  if (!y || !h) sp_fatal("gated_add_layernorm: y and h are required");
-  if (rows == 0) return;
-  const residual_row_params p = {x, y, gate, (const __nv_bfloat16 *)w, (const __nv_bfloat16 *)b,
-                                 shift, scale, (__nv_bfloat16 *)h, (int)dim, eps};
-  if (residual_row_launch(&p, y_dtype, rows, stream)) return;
-  gated_add_scalar(x, y, y_dtype, gate, rows, dim, stream);
-  layernorm_scalar(&p, rows, stream);
-}
-
-extern "C" void kern_cuda_rmsnorm_rope(const void *x, kern_dtype x_dtype, const uint16_t *w,
-                                       const float *cos_t,
-                                       const float *sin_t, uint16_t *y, int64_t L,
-                                       int64_t heads, int64_t hd, float eps,
-                                       cudaStream_t stream) {
-  if (L < 0 || L > INT32_MAX || heads < 1 || hd < 2 || (hd & 1) || heads > INT32_MAX / hd)
-    sp_fatal("rmsnorm_rope: bad shape L %lld heads %lld hd %lld (need L < 2^31, heads >= 1, "
-             "hd even, heads*hd < 2^31)",
-             (long long)L, (long long)heads, (long long)hd);
-  if (!cos_t != !sin_t)
-    sp_fatal("rmsnorm_rope: cos and sin tables must be both given or both NULL");
-  if (!w) sp_fatal("rmsnorm_rope: the norm weight is required");
-  check_dtype("rmsnorm_rope", "x", x_dtype);
-  if (L == 0) return;
-  const int64_t dim = heads * hd;
-  int scalar;
-  const int forced = norm_forced_nv(&scalar);
-  row_split s;
-  const __nv_bfloat16 *wb = (const __nv_bfloat16 *)w;
-  __nv_bfloat16 *yb = (__nv_bfloat16 *)y;
-  if (!scalar && hd % ROW_VEC == 0 && row_split_pick(dim / ROW_VEC, forced, &s) &&
-      aligned16(x) && aligned16(w) && aligned16(cos_t) && aligned16(sin_t) && aligned16(y)) {
+/* RMSNorm + RoPE of L tokens: the vector kernel with split s, or the
+ * scalar kernel when s is NULL (the caller checked width and alignment). */
+static inline void rmsnorm_rope_run(const void *x, kern_dtype x_dtype, const __nv_bfloat16 *wb,
+                                    const float *cos_t, const float *sin_t, __nv_bfloat16 *yb,
+                                    int64_t L, int64_t dim, int64_t hd, float eps,
+                                    const row_split *s, cudaStream_t stream) {
+  if (s) {
     if (x_dtype == KERN_DTYPE_BF16)
-      ROW_NV_DISPATCH(s.nv, (rmsnorm_rope_row_kernel<__nv_bfloat16, NV>
-                             <<<(unsigned)L, s.threads, 0, stream>>>(
-                                 (const __nv_bfloat16 *)x, wb, cos_t, sin_t, yb, (int)dim,
-                                 (int)(hd / 2), eps)))
+      ROW_NV_DISPATCH(s->nv, (rmsnorm_rope_row_kernel<__nv_bfloat16, NV>
+                              <<<(unsigned)L, s->threads, 0, stream>>>(
+                                  (const __nv_bfloat16 *)x, wb, cos_t, sin_t, yb, (int)dim,
+                                  (int)(hd / 2), eps)))
     else
-      ROW_NV_DISPATCH(s.nv, (rmsnorm_rope_row_kernel<float, NV>
-                             <<<(unsigned)L, s.threads, 0, stream>>>(
-                                 (const float *)x, wb, cos_t, sin_t, yb, (int)dim,
-                                 (int)(hd / 2), eps)))
+      ROW_NV_DISPATCH(s->nv, (rmsnorm_rope_row_kernel<float, NV>
+                              <<<(unsigned)L, s->threads, 0, stream>>>(
+                                  (const float *)x, wb, cos_t, sin_t, yb, (int)dim,
+                                  (int)(hd / 2), eps)))
   } else if (x_dtype == KERN_DTYPE_BF16) {
     rmsnorm_rope_kernel<<<(unsigned)L, NORM_THREADS, 0, stream>>>(
         (const __nv_bfloat16 *)x, wb, cos_t, sin_t, yb, dim, hd, eps);
@@ -518,3 +413,5 @@ extern "C" void kern_cuda_rmsnorm_rope(const void *x, kern_dtype x_dtype, const 
   }
   CUDA_LAUNCH_CHECK();
 }
+
+#endif

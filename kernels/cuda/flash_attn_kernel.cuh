@@ -1,5 +1,7 @@
-/* Own flash attention (kern_attn.h): exact softmax attention without the
- * L x L matrix, bf16 in, fp32 softmax and accumulation, bf16 out.
+/* The own flash attention kernel (kern_attn.h), as a template: exact softmax
+ * attention without the L x L matrix, bf16 in, fp32 softmax and
+ * accumulation, bf16 out. CUDA-only header: included by cuda_flash_attn.cu
+ * (the kernel that ships) and by the benchmark variants of launch/bench/dev/.
  *
  * One CTA owns a tile of BR query rows of one head (32 per warp) and streams
  * all keys of that head through shared memory in tiles of BC rows; each
@@ -13,8 +15,9 @@
  * ex2.approx per score (folding it into Q instead would save nothing: the
  * FFMA that applies it replaces the FADD that subtracts the max).
  *
- * Variants (template parameters, the table at the launcher, picked at run
- * time by STATICPIPE_FLASH_VARIANT so all of them can be timed in one run):
+ * Template parameters (the production instance, 4 warps, BC 64, SUB 64,
+ * LAZY, "bc64-lazy", is launched by cuda_flash_attn.cu; the others are
+ * benchmark variants in launch/bench/dev/flash_variants.cu):
  * - BR 64/128/256 query rows per CTA (2/4/8 warps): more rows per CTA share
  *   each K/V tile loaded from L2; fewer keep two CTAs per SM;
  * - BC 32/64 keys per shared tile, so two barriers per BC keys;
@@ -40,13 +43,13 @@
  *
  * Determinism: each output element is produced by one thread in a fixed
  * order of tiles and mma's; no atomics, so a rerun is bit-identical. */
+#ifndef KERN_FLASH_ATTN_KERNEL_CUH
+#define KERN_FLASH_ATTN_KERNEL_CUH
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cuda_check.h"
 #include "kern_attn.h"
@@ -335,129 +338,27 @@ __global__ void __launch_bounds__(32 * WARPS, (8 / WARPS) > 0 ? 8 / WARPS : 1)
   }
 }
 
-/* ---- variants ----------------------------------------------------------- */
+/* ---- launch ------------------------------------------------------------- */
 
-typedef void (*fa_kernel_fn)(const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
-                             __nv_bfloat16 *, int, int, int, float);
-
-typedef struct fa_variant {
-  kern_attn_flash_variant info;
-  fa_kernel_fn fn;
-} fa_variant;
-
-#define FA_VARIANT(name, warps, bc, sub, lazy) \
-  { {name, 32 * (warps), bc, sub, lazy}, fa_fwd_kernel<warps, bc, sub, lazy> }
-
-/* The first row is the default. Registers per thread and spills from
- * ptxas -v (sm_90, CUDA 13.0) in the comments; CTAs per SM by registers
- * and shared memory. "bc64" is the loop of the kernel before the variants
- * (which used 255 registers with a 48-byte spill) plus P packed early. */
-static const fa_variant fa_variants[] = {
-    FA_VARIANT("bc64-lazy", 4, 64, 64, 1),          /* 254, no spill; 2 CTAs/SM */
-    FA_VARIANT("bc64", 4, 64, 64, 0),               /* 255, 60 B spill; 2 */
-    FA_VARIANT("bc32", 4, 32, 32, 0),               /* 233, no spill; 2 */
-    FA_VARIANT("bc32-lazy", 4, 32, 32, 1),          /* 230, no spill; 2 */
-    FA_VARIANT("bc64s32-lazy", 4, 64, 32, 1),       /* 239, no spill; 2 */
-    FA_VARIANT("br256-bc64-lazy", 8, 64, 64, 1),    /* 254, no spill; 1 (8 warps) */
-    FA_VARIANT("br256-bc64s32-lazy", 8, 64, 32, 1), /* 239, no spill; 1 (8 warps) */
-    FA_VARIANT("br64-bc32-lazy", 2, 32, 32, 1),     /* 230, no spill; 4 (2 warps) */
-};
-#define FA_NVARIANTS ((int)(sizeof fa_variants / sizeof fa_variants[0]))
-
-extern "C" int kern_attn_flash_variant_count(void) { return FA_NVARIANTS; }
-
-extern "C" int kern_attn_flash_variant_get(int i, kern_attn_flash_variant *out) {
-  if (i < 0 || i >= FA_NVARIANTS) return SP_ERR_INPUT;
-  *out = fa_variants[i].info;
-  return SP_OK;
-}
-
-/* STATICPIPE_FLASH_VARIANT, read on every call so a benchmark can switch
- * it; unset or empty is the default. A name that is not in the table is a
- * fatal error (a typo must not time the default under another name). */
-static const fa_variant *fa_variant_pick(void) {
-  const char *e = getenv("STATICPIPE_FLASH_VARIANT");
-  if (!e || !e[0]) return &fa_variants[0];
-  for (int i = 0; i < FA_NVARIANTS; i++)
-    if (strcmp(e, fa_variants[i].info.name) == 0) return &fa_variants[i];
-  char names[512];
-  size_t n = 0;
-  names[0] = 0;
-  for (int i = 0; i < FA_NVARIANTS && n < sizeof names; i++)
-    n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
-                          fa_variants[i].info.name);
-  sp_fatal("attention (flash): STATICPIPE_FLASH_VARIANT=%s is not a variant (%s)", e, names);
-}
-
-/* ---- launcher ----------------------------------------------------------- */
-
-extern "C" int kern_attn_flash_supported(const kern_attn_params *p, char *why, size_t why_len) {
-  char tmp[2];
-  if (!why) {
-    why = tmp;
-    why_len = sizeof tmp;
-  }
-  if (p->hd != FA_HD) {
-    snprintf(why, why_len, "head dim %lld: flash supports %d only", (long long)p->hd, FA_HD);
-    return 0;
-  }
-  if (p->Lq < 1 || p->Lk < 1 || p->heads < 1) {
-    snprintf(why, why_len, "Lq %lld, Lk %lld, heads %lld: all must be >= 1", (long long)p->Lq,
-             (long long)p->Lk, (long long)p->heads);
-    return 0;
-  }
-  /* 32-bit row indices in the kernel (offsets are 64-bit): Lq and Lk plus
-   * one tile of the largest variant and heads * 128 below 2^31; heads is
-   * grid.y */
-  if (p->Lq > 2147483647LL - FA_BR_MAX || p->Lk > 2147483647LL - FA_BC_MAX || p->heads > 65535) {
-    snprintf(why, why_len, "Lq %lld, Lk %lld, heads %lld: beyond 2^31 - %d rows or 65535 heads",
-             (long long)p->Lq, (long long)p->Lk, (long long)p->heads, FA_BR_MAX);
-    return 0;
-  }
-  if (!p->q || !p->k || !p->v || !p->out) {
-    snprintf(why, why_len, "a NULL q, k, v or out pointer");
-    return 0;
-  }
-  if ((((uintptr_t)p->q | (uintptr_t)p->k | (uintptr_t)p->v | (uintptr_t)p->out) & 15u) != 0) {
-    snprintf(why, why_len, "q, k, v, out must be 16-byte aligned (cp.async)");
-    return 0;
-  }
-  if (!(p->scale >= 0.f) || isinf(p->scale)) { /* 0 means 1/sqrt(hd); NaN refused */
-    snprintf(why, why_len, "scale %g: must be finite and > 0 (0 picks 1/sqrt(hd))",
-             (double)p->scale);
-    return 0;
-  }
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    snprintf(why, why_len, "no CUDA device");
-    return 0;
-  }
-  if (major < 8) {
-    snprintf(why, why_len, "device %d is sm_%d*: flash needs sm_80 or later (bf16 mma.sync)",
-             dev, major);
-    return 0;
-  }
-  return 1;
-}
-
-extern "C" void kern_attn_flash(kern_attn_params p, cudaStream_t stream) {
-  char why[160];
-  if (!kern_attn_flash_supported(&p, why, sizeof why)) sp_fatal("attention (flash): %s", why);
-  const float scale = p.scale > 0.f ? p.scale : 1.0f / sqrtf((float)p.hd);
+/* Launches one instance of the kernel on p (already checked by
+ * kern_attn_flash_supported) on `stream`. */
+template <int WARPS, int BC, int SUB, bool LAZY>
+static void fa_launch(const kern_attn_params *p, cudaStream_t stream) {
+  const float scale = p->scale > 0.f ? p->scale : 1.0f / sqrtf((float)p->hd);
   const float scale_log2 = scale * 1.4426950408889634f; /* log2(e) */
-  const fa_variant *fv = fa_variant_pick();
-  const int br = fv->info.br, threads = br / FA_ROWS_PER_WARP * 32;
-  const int smem = FA_SMEM_BYTES(br, fv->info.bc);
-  dim3 grid((unsigned)((p.Lq + br - 1) / br), (unsigned)p.heads);
-  const __nv_bfloat16 *q = reinterpret_cast<const __nv_bfloat16 *>(p.q);
-  const __nv_bfloat16 *k = reinterpret_cast<const __nv_bfloat16 *>(p.k);
-  const __nv_bfloat16 *v = reinterpret_cast<const __nv_bfloat16 *>(p.v);
-  __nv_bfloat16 *o = reinterpret_cast<__nv_bfloat16 *>(p.out);
+  const int br = WARPS * FA_ROWS_PER_WARP, threads = br / FA_ROWS_PER_WARP * 32;
+  const int smem = FA_SMEM_BYTES(br, BC);
+  dim3 grid((unsigned)((p->Lq + br - 1) / br), (unsigned)p->heads);
+  const __nv_bfloat16 *q = reinterpret_cast<const __nv_bfloat16 *>(p->q);
+  const __nv_bfloat16 *k = reinterpret_cast<const __nv_bfloat16 *>(p->k);
+  const __nv_bfloat16 *v = reinterpret_cast<const __nv_bfloat16 *>(p->v);
+  __nv_bfloat16 *o = reinterpret_cast<__nv_bfloat16 *>(p->out);
   /* above the 48 KiB default: opt in (per device, cheap, idempotent) */
-  CUDA_CHECK(cudaFuncSetAttribute(fv->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  fv->fn<<<grid, threads, smem, stream>>>(q, k, v, o, (int)p.Lq, (int)p.Lk, (int)p.heads,
-                                          scale_log2);
+  CUDA_CHECK(cudaFuncSetAttribute(fa_fwd_kernel<WARPS, BC, SUB, LAZY>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  fa_fwd_kernel<WARPS, BC, SUB, LAZY><<<grid, threads, smem, stream>>>(
+      q, k, v, o, (int)p->Lq, (int)p->Lk, (int)p->heads, scale_log2);
   CUDA_LAUNCH_CHECK();
 }
+
+#endif

@@ -1,0 +1,36 @@
+/* The CUDA runtime's check macros (STYLE.md 1), for every folder: a failed
+ * call goes to the one fatal reporter, sp_fatal_at (log.h), with the call's
+ * text, file:line and CUDA's own error string; it never returns. Usable
+ * from C and from .cu files. The checks of the other CUDA libraries sit
+ * beside the code that calls them: CUBLAS_CHECK in kernels/cuda/cuda_gemm.cu,
+ * CUDNN_CHECK in kernels/cuda/cuda_cudnn_attn.cu, NCCL_CHECK in
+ * comm/cuda/nccl_transport.c. */
+#ifndef SP_CUDA_CHECK_H
+#define SP_CUDA_CHECK_H
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+/* log.h is C11 (_Noreturn is not C++); give C++ the same meaning. */
+#define _Noreturn [[noreturn]]
+extern "C" {
+#include "log.h"
+}
+#undef _Noreturn
+#else
+#include "log.h"
+#endif
+
+#define CUDA_CHECK(call)                                                         \
+  do {                                                                           \
+    cudaError_t sp_e_ = (call);                                                  \
+    if (sp_e_ != cudaSuccess)                                                    \
+      sp_fatal_at(__FILE__, __LINE__, #call, "cuda error %d: %s", (int)sp_e_,    \
+                  cudaGetErrorString(sp_e_));                                    \
+  } while (0)
+
+/* End of every launcher: a bad launch configuration is reported here, at
+ * the launch, not at some later synchronisation. */
+#define CUDA_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+#endif
