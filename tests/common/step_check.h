@@ -16,11 +16,10 @@
 #ifndef SP_TEST_STEP_CHECK_H
 #define SP_TEST_STEP_CHECK_H
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "sp_test.h"
-#pragma GCC diagnostic pop
+#include <stdlib.h>
+
 #include "log.h"
+#include "sp_test.h"
 #include "stage.h"
 #include "wan_steps.h"
 
