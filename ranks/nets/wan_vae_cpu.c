@@ -93,7 +93,8 @@ int wan_vae_decoder_create(const wan_vae_config *c, int64_t h, int64_t w, wan_va
   vae_plan p;
   plan_make(c, h, w, &p);
   int64_t cache_floats = 0;
-  for (int i = 0; i < p.n_cache; i++) cache_floats += p.cache_c[i] * WAN_VAE_CACHE_T * p.cache_hw[i];
+  for (int i = 0; i < p.n_cache; i++)
+    cache_floats += p.cache_c[i] * WAN_VAE_CACHE_T * p.cache_hw[i];
 
   wan_vae_decoder *d = calloc(1, sizeof *d);
   if (!d) goto err_oom;
