@@ -1,0 +1,186 @@
+/* The Wan 2.1 video VAE decoder (ranks/nets/VAE.md): its config, the table
+ * of its tensors (official state-dict keys, shapes derived from the
+ * config), the typed weights bound from that table, and the CPU decode
+ * (latents (16, F, H, W) -> video (3, 1 + 4 (F - 1), 8H, 8W) in [-1, 1]
+ * for the published config).
+ *
+ * The decode runs latent frame by latent frame, as published: every causal
+ * convolution keeps the last WAN_VAE_CACHE_T frames of its input in a
+ * cache for the next chunk. Scratch and caches are sized up front for one
+ * latent size (wan_vae_decoder_create); decoding allocates nothing. */
+#ifndef WAN_VAE_H
+#define WAN_VAE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WAN_VAE_MAX_LEVELS 4 /* entries of dim_mult: Decoder3d halves levels 1..3 */
+#define WAN_VAE_MAX_RES 5    /* residual blocks per level: num_res_blocks + 1 */
+#define WAN_VAE_CACHE_T 2    /* frames a causal conv keeps from the previous chunk */
+#define WAN_VAE_Z_DIM 16     /* latent channels of the published statistics */
+#define WAN_VAE_MAX_TENSORS 256
+#define WAN_VAE_MAX_CACHES 64
+#define WAN_VAE_ALIGN_FLOATS 64 /* each tensor of the packed buffer starts on 256 bytes */
+
+typedef struct wan_vae_config {
+  int64_t dim;                               /* base width (96) */
+  int64_t z_dim;                             /* latent channels (16) */
+  int n_mult;                                /* entries of dim_mult (4) */
+  int64_t dim_mult[WAN_VAE_MAX_LEVELS];      /* width multipliers, encoder order (1, 2, 4, 4) */
+  int64_t num_res_blocks;                    /* (2); a decoder level has one more */
+  int temporal_up[WAN_VAE_MAX_LEVELS - 1];   /* per decoder resample: doubles frames (1, 1, 0) */
+} wan_vae_config;
+
+/* The published decoder: dim 96, z_dim 16, dim_mult (1, 2, 4, 4), 2 residual
+ * blocks, temporal upsampling at the first two resamples (the encoder's
+ * temperal_downsample (0, 1, 1) reversed). */
+void wan_vae_config_published(wan_vae_config *out);
+
+/* Checks ranges (sizes small enough that no count overflows) and z_dim ==
+ * WAN_VAE_Z_DIM. Returns 0, or -1 with a message in err. */
+int wan_vae_config_check(const wan_vae_config *c, char *err, size_t errlen);
+
+/* WanVAE's per-channel latent statistics: the decoder's input is
+ * z / (1 / std) + mean. */
+extern const float wan_vae_latent_mean[WAN_VAE_Z_DIM];
+extern const float wan_vae_latent_std[WAN_VAE_Z_DIM];
+
+/* Width of decoder level i's output (dims[i + 1] of Decoder3d); level -1 is
+ * conv1 and the middle (dims[0] = dim * dim_mult[n_mult - 1]). */
+int64_t wan_vae_level_dim(const wan_vae_config *c, int level);
+/* Video frames from F latent frames: 1 + 2^(temporal resamples) (F - 1). */
+int64_t wan_vae_out_frames(const wan_vae_config *c, int64_t F);
+/* Spatial upsampling factor: 2^(n_mult - 1) (8). */
+int64_t wan_vae_out_scale(const wan_vae_config *c);
+
+/* ---------------------------------------------------------------- weights */
+
+/* ResidualBlock: x + conv(silu(norm(conv(silu(norm(x)))))), shortcut 1x1x1
+ * conv when the width changes. Keys under its prefix. */
+typedef struct wan_vae_resblock {
+  int64_t in_dim, out_dim;
+  const float *norm1_gamma; /* residual.0.gamma (in_dim, 1, 1, 1) */
+  const float *conv1_w;     /* residual.2.weight (out_dim, in_dim, 3, 3, 3) */
+  const float *conv1_b;     /* residual.2.bias (out_dim) */
+  const float *norm2_gamma; /* residual.3.gamma (out_dim, 1, 1, 1) */
+  const float *conv2_w;     /* residual.6.weight (out_dim, out_dim, 3, 3, 3) */
+  const float *conv2_b;     /* residual.6.bias (out_dim) */
+  const float *shortcut_w;  /* shortcut.weight (out_dim, in_dim, 1, 1, 1), NULL if in == out */
+  const float *shortcut_b;  /* shortcut.bias (out_dim), NULL if in == out */
+} wan_vae_resblock;
+
+/* AttentionBlock: per-frame single-head spatial self-attention. */
+typedef struct wan_vae_attn {
+  int64_t dim;
+  const float *norm_gamma; /* norm.gamma (dim, 1, 1) */
+  const float *qkv_w;      /* to_qkv.weight (3 dim, dim, 1, 1) */
+  const float *qkv_b;      /* to_qkv.bias (3 dim) */
+  const float *proj_w;     /* proj.weight (dim, dim, 1, 1) */
+  const float *proj_b;     /* proj.bias (dim) */
+} wan_vae_attn;
+
+/* Resample upsample2d / upsample3d: (time conv,) 2x nearest, 3x3 conv to
+ * dim / 2 channels. */
+typedef struct wan_vae_resample {
+  int64_t dim;          /* channels in; dim / 2 out */
+  int temporal;         /* upsample3d */
+  const float *time_w;  /* time_conv.weight (2 dim, dim, 3, 1, 1), NULL for upsample2d */
+  const float *time_b;  /* time_conv.bias (2 dim), NULL for upsample2d */
+  const float *conv_w;  /* resample.1.weight (dim / 2, dim, 3, 3) */
+  const float *conv_b;  /* resample.1.bias (dim / 2) */
+} wan_vae_resample;
+
+/* One decoder level: its residual blocks, then (all but the last) a
+ * resample. Their keys are decoder.upsamples.<k>, k counted across levels. */
+typedef struct wan_vae_level {
+  int n_res;
+  wan_vae_resblock res[WAN_VAE_MAX_RES];
+  int has_up;
+  wan_vae_resample up;
+} wan_vae_level;
+
+typedef struct wan_vae_weights {
+  int64_t z_dim;
+  const float *conv2_w; /* conv2.weight (z_dim, z_dim, 1, 1, 1) */
+  const float *conv2_b; /* conv2.bias (z_dim) */
+  int64_t mid_dim;      /* dims[0] */
+  const float *conv1_w; /* decoder.conv1.weight (mid_dim, z_dim, 3, 3, 3) */
+  const float *conv1_b; /* decoder.conv1.bias (mid_dim) */
+  wan_vae_resblock mid0; /* decoder.middle.0 (mid_dim -> mid_dim) */
+  wan_vae_attn mid_attn; /* decoder.middle.1 */
+  wan_vae_resblock mid2; /* decoder.middle.2 (mid_dim -> mid_dim) */
+  int n_levels;
+  wan_vae_level level[WAN_VAE_MAX_LEVELS];
+  int64_t head_dim;        /* last level's width */
+  const float *head_gamma; /* decoder.head.0.gamma (head_dim, 1, 1, 1) */
+  const float *head_w;     /* decoder.head.2.weight (3, head_dim, 3, 3, 3) */
+  const float *head_b;     /* decoder.head.2.bias (3) */
+} wan_vae_weights;
+
+/* One tensor: its official key, shape, place in the packed buffer, and the
+ * typed field it binds. */
+typedef struct wan_vae_tensor {
+  char name[64];
+  int ndim;
+  int64_t shape[5];
+  int64_t numel;
+  int64_t offset;     /* floats from the start of the packed buffer */
+  const float **slot; /* field of the wan_vae_weights the table was made for */
+} wan_vae_tensor;
+
+/* Every decoder tensor (conv2.*, then decoder.* in module order), packed
+ * one after another at WAN_VAE_ALIGN_FLOATS boundaries. */
+typedef struct wan_vae_table {
+  int count;
+  wan_vae_tensor t[WAN_VAE_MAX_TENSORS];
+  int64_t packed_floats; /* buffer size including alignment padding */
+  int64_t params;        /* sum of numel */
+} wan_vae_table;
+
+/* The table of a checked config, with the structure (widths, flags) of w
+ * filled in and its pointers zeroed; the slots point into w, which must
+ * outlive the table's use. */
+void wan_vae_table_make(const wan_vae_config *c, wan_vae_weights *w, wan_vae_table *out);
+/* Points every slot at packed + offset. packed (t->packed_floats). */
+void wan_vae_table_bind(const wan_vae_table *t, const float *packed);
+/* Index of a key, or -1. */
+int wan_vae_table_find(const wan_vae_table *t, const char *name);
+
+/* ---------------------------------------------------------------- decoder */
+
+/* A causal conv's memory of its input: the last n (<= 2) frames, oldest
+ * first, right-aligned in frames (c, 2, hw). started: an upsample3d time
+ * conv has seen its first chunk (the published "Rep" mark). */
+typedef struct wan_vae_cache {
+  float *frames; /* (c, WAN_VAE_CACHE_T, hw) */
+  int64_t c, hw;
+  int n;
+  int started;
+} wan_vae_cache;
+
+typedef struct wan_vae_decoder {
+  wan_vae_config cfg;
+  int64_t h, w; /* latent size the scratch is sized for */
+  int n_cache;
+  wan_vae_cache cache[WAN_VAE_MAX_CACHES]; /* in the order the convs run */
+  float *cache_mem;
+  int64_t buf_floats;
+  float *buf[4];      /* activations, each buf_floats */
+  float *attn_scratch; /* kern_cpu_frame_attention_scratch of the middle */
+} wan_vae_decoder;
+
+/* Decoder state for latents of h x w: every cache and buffer a decode
+ * needs. Returns SP_OK, SP_ERR_INPUT (bad config or size, logged) or
+ * SP_ERR_RUNTIME (out of memory, logged). */
+int wan_vae_decoder_create(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_decoder **out);
+void wan_vae_decoder_free(wan_vae_decoder *d);
+/* Host floats the decoder holds (caches and scratch) for latents h x w. */
+int64_t wan_vae_decoder_floats(const wan_vae_config *c, int64_t h, int64_t w);
+
+/* latents (z_dim, F, h, w), normalised as the DiT produces them ->
+ * video (3, wan_vae_out_frames(F), s h, s w), s = wan_vae_out_scale,
+ * clamped to [-1, 1]. Weights bound through the table of d's config. */
+void wan_vae_decode(wan_vae_decoder *d, const wan_vae_weights *wt, const float *latents,
+                    int64_t F, float *video);
+
+#endif

@@ -1,0 +1,299 @@
+/* The CPU VAE decoder (ranks/nets/wan_vae.h), two ways.
+ *
+ * Without arguments (ctest): the tensor table of the published config
+ * (count, parameters, sample keys and shapes, aligned non-overlapping
+ * offsets, every typed field bound), bad configs and sizes refused, and a
+ * decode of random weights at a small width that stays in [-1, 1], gives the
+ * same bits twice (caches reset) and for 1, 2 and 3 threads.
+ *
+ * As the C side of tests/vae/test_vae_parity.sh:
+ *   test_vae_driver decode IN.h5 OUT.h5
+ * IN.h5: root attributes dim, z_dim, n_mult, dim_mult, num_res_blocks,
+ * temporal_up (int64); dataset latents (z_dim, F, h, w) float32; one float32
+ * dataset per tensor, /weights/<official key>. OUT.h5: dataset video. */
+#include <hdf5.h>
+#include <omp.h>
+
+#include "h5_util.h"
+#include "log.h"
+#include "tensor_io.h"
+#include "vae_test.h"
+#include "wan_vae.h"
+
+/* ---------------------------------------------------------------- parity driver */
+
+static int read_config(const char *path, wan_vae_config *c) {
+  memset(c, 0, sizeof *c);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    fprintf(stderr, "%s: cannot open as HDF5\n", path);
+    return -1;
+  }
+  int64_t n_mult = 0, temporal[WAN_VAE_MAX_LEVELS - 1] = {0};
+  int rc = rank_h5_attr_read_num(f, "dim", H5T_NATIVE_INT64, &c->dim, 1) |
+           rank_h5_attr_read_num(f, "z_dim", H5T_NATIVE_INT64, &c->z_dim, 1) |
+           rank_h5_attr_read_num(f, "num_res_blocks", H5T_NATIVE_INT64, &c->num_res_blocks, 1) |
+           rank_h5_attr_read_num(f, "n_mult", H5T_NATIVE_INT64, &n_mult, 1);
+  if (rc == 0 && (n_mult < 1 || n_mult > WAN_VAE_MAX_LEVELS)) rc = -1;
+  if (rc == 0) {
+    c->n_mult = (int)n_mult;
+    rc = rank_h5_attr_read_num(f, "dim_mult", H5T_NATIVE_INT64, c->dim_mult, n_mult);
+    if (rc == 0 && n_mult > 1)
+      rc = rank_h5_attr_read_num(f, "temporal_up", H5T_NATIVE_INT64, temporal, n_mult - 1);
+  }
+  H5Fclose(f);
+  for (int i = 0; i + 1 < c->n_mult; i++) c->temporal_up[i] = (int)temporal[i];
+  if (rc != 0) fprintf(stderr, "%s: missing or malformed config attributes\n", path);
+  return rc;
+}
+
+static int run_decode(const char *in, const char *out) {
+  rank_h5_silence();
+  wan_vae_config c;
+  char err[160];
+  if (read_config(in, &c) != 0) return 1;
+  if (wan_vae_config_check(&c, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: %s\n", in, err);
+    return 1;
+  }
+  static wan_vae_weights w;
+  static wan_vae_table table;
+  wan_vae_table_make(&c, &w, &table);
+  float *packed = calloc((size_t)table.packed_floats, sizeof *packed);
+  if (!packed) return 1;
+  for (int i = 0; i < table.count; i++) {
+    const wan_vae_tensor *e = &table.t[i];
+    char name[96];
+    snprintf(name, sizeof name, "weights/%s", e->name);
+    rank_tensor t;
+    if (rank_tensor_read(in, name, e->ndim, &t) != SP_OK) return 1;
+    int same = 1;
+    for (int k = 0; k < e->ndim; k++) same &= t.dims[k] == e->shape[k];
+    if (!same) {
+      fprintf(stderr, "%s: %s has another shape than the table's\n", in, name);
+      return 1;
+    }
+    memcpy(packed + e->offset, t.data, (size_t)e->numel * sizeof *packed);
+    rank_tensor_free(&t);
+  }
+  wan_vae_table_bind(&table, packed);
+
+  rank_tensor z;
+  if (rank_tensor_read(in, "latents", 4, &z) != SP_OK) return 1;
+  if (z.dims[0] != c.z_dim) {
+    fprintf(stderr, "%s: latents have %lld channels\n", in, (long long)z.dims[0]);
+    return 1;
+  }
+  wan_vae_decoder *d;
+  if (wan_vae_decoder_create(&c, z.dims[2], z.dims[3], &d) != SP_OK) return 1;
+  const int64_t F = z.dims[1], s = wan_vae_out_scale(&c);
+  int64_t dims[4] = {3, wan_vae_out_frames(&c, F), s * z.dims[2], s * z.dims[3]};
+  float *video = malloc((size_t)(dims[0] * dims[1] * dims[2] * dims[3]) * sizeof *video);
+  if (!video) return 1;
+  wan_vae_decode(d, &w, z.data, F, video);
+  rank_outfile *o;
+  if (rank_outfile_open(out, &o) != SP_OK) return 1;
+  if (rank_outfile_put(o, "video", 4, dims, video) != SP_OK) {
+    rank_outfile_abort(o);
+    return 1;
+  }
+  if (rank_outfile_commit(o) != SP_OK) return 1;
+  free(video);
+  wan_vae_decoder_free(d);
+  rank_tensor_free(&z);
+  free(packed);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- self-contained checks */
+
+static void check_published_table(void) {
+  wan_vae_config c;
+  wan_vae_config_published(&c);
+  char err[160];
+  CHECK(wan_vae_config_check(&c, err, sizeof err) == 0, "published config refused: %s", err);
+  static wan_vae_weights w;
+  static wan_vae_table t;
+  wan_vae_table_make(&c, &w, &t);
+  /* 108 tensors and 73,295,603 parameters: the count tests/ref/wan_vae_ref.py
+   * derives from the published module structure (selftest prints it). */
+  CHECK(t.count == 108, "published table: %d tensors, expected 108", t.count);
+  CHECK(t.params == 73295603, "published table: %lld parameters, expected 73295603",
+        (long long)t.params);
+  static const struct {
+    const char *name;
+    int ndim;
+    int64_t shape[5];
+  } want[] = {
+      {"conv2.weight", 5, {16, 16, 1, 1, 1}},
+      {"decoder.conv1.weight", 5, {384, 16, 3, 3, 3}},
+      {"decoder.middle.1.norm.gamma", 3, {384, 1, 1}},
+      {"decoder.middle.1.to_qkv.weight", 4, {1152, 384, 1, 1}},
+      {"decoder.middle.2.residual.6.weight", 5, {384, 384, 3, 3, 3}},
+      {"decoder.upsamples.3.time_conv.weight", 5, {768, 384, 3, 1, 1}},
+      {"decoder.upsamples.3.resample.1.weight", 4, {192, 384, 3, 3}},
+      {"decoder.upsamples.4.shortcut.weight", 5, {384, 192, 1, 1, 1}},
+      {"decoder.upsamples.7.time_conv.bias", 1, {768}},
+      {"decoder.upsamples.8.residual.0.gamma", 4, {192, 1, 1, 1}},
+      {"decoder.upsamples.11.resample.1.weight", 4, {96, 192, 3, 3}},
+      {"decoder.upsamples.14.residual.6.bias", 1, {96}},
+      {"decoder.head.0.gamma", 4, {96, 1, 1, 1}},
+      {"decoder.head.2.weight", 5, {3, 96, 3, 3, 3}},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    int k = wan_vae_table_find(&t, want[i].name);
+    CHECK(k >= 0, "published table: no %s", want[i].name);
+    if (k < 0) continue;
+    int same = t.t[k].ndim == want[i].ndim;
+    for (int d = 0; same && d < want[i].ndim; d++) same = t.t[k].shape[d] == want[i].shape[d];
+    CHECK(same, "published table: %s has another shape", want[i].name);
+  }
+  CHECK(wan_vae_table_find(&t, "decoder.upsamples.11.time_conv.weight") < 0 &&
+            wan_vae_table_find(&t, "decoder.upsamples.0.shortcut.weight") < 0 &&
+            wan_vae_table_find(&t, "decoder.upsamples.15.residual.0.gamma") < 0,
+        "published table: a tensor the published decoder does not have");
+  int64_t end = 0;
+  for (int i = 0; i < t.count; i++) {
+    CHECK(t.t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
+          "table: %s misplaced", t.t[i].name);
+    end = t.t[i].offset + t.t[i].numel;
+    for (int j = 0; j < i; j++)
+      CHECK(strcmp(t.t[i].name, t.t[j].name) != 0, "table: %s twice", t.t[i].name);
+  }
+  CHECK(end <= t.packed_floats, "table: packed buffer too small");
+  static float fake;
+  wan_vae_table_bind(&t, &fake);
+  /* Every typed field a published decoder uses is now non-NULL. */
+  int unbound = !w.conv2_w || !w.conv1_w || !w.mid_attn.qkv_w || !w.head_w || !w.head_gamma;
+  for (int i = 0; i < w.n_levels; i++) {
+    for (int r = 0; r < w.level[i].n_res; r++) {
+      const wan_vae_resblock *rb = &w.level[i].res[r];
+      unbound |= !rb->norm1_gamma || !rb->conv1_w || !rb->conv1_b || !rb->norm2_gamma ||
+                 !rb->conv2_w || !rb->conv2_b || ((rb->in_dim != rb->out_dim) && !rb->shortcut_w);
+    }
+    if (w.level[i].has_up)
+      unbound |= !w.level[i].up.conv_w || (w.level[i].up.temporal && !w.level[i].up.time_w);
+  }
+  CHECK(!unbound, "published table: a typed field left unbound");
+  CHECK(wan_vae_out_frames(&c, 21) == 81 && wan_vae_out_scale(&c) == 8,
+        "published: 21 latent frames -> 81 video frames, 8x spatial");
+  int64_t gib = wan_vae_decoder_floats(&c, 60, 104) * 4 >> 30;
+  printf("published table: %d tensors, %lld parameters; decoder state at 480x832: %lld GiB\n",
+         t.count, (long long)t.params, (long long)gib);
+}
+
+static void check_refusals(void) {
+  wan_vae_config c;
+  char err[160];
+  wan_vae_decoder *d;
+  wan_vae_config_published(&c);
+  c.z_dim = 8;
+  CHECK(wan_vae_config_check(&c, err, sizeof err) != 0, "z_dim 8 accepted");
+  wan_vae_config_published(&c);
+  c.n_mult = 5;
+  CHECK(wan_vae_config_check(&c, err, sizeof err) != 0, "5 levels accepted");
+  wan_vae_config_published(&c);
+  c.num_res_blocks = 9;
+  CHECK(wan_vae_config_check(&c, err, sizeof err) != 0, "num_res_blocks 9 accepted");
+  wan_vae_config_published(&c);
+  c.dim = 1;
+  c.dim_mult[0] = 1;
+  c.dim_mult[1] = 1;
+  c.dim_mult[2] = 1;
+  c.dim_mult[3] = 1;
+  CHECK(wan_vae_config_check(&c, err, sizeof err) != 0, "width 1 resampled accepted");
+  wan_vae_config_published(&c);
+  int level = sp_log_level();
+  sp_log_set_level(-1); /* the refusals below log, as they should */
+  CHECK(wan_vae_decoder_create(&c, 0, 4, &d) == SP_ERR_INPUT, "latent height 0 accepted");
+  CHECK(wan_vae_decoder_create(&c, 4, 5000, &d) == SP_ERR_INPUT, "latent width 5000 accepted");
+  sp_log_set_level(level);
+}
+
+/* Random weights, scaled as tests/ref/wan_vae_ref.py's random_weights. */
+static void fill_weights(const wan_vae_table *t, float *packed) {
+  for (int i = 0; i < t->count; i++) {
+    const wan_vae_tensor *e = &t->t[i];
+    const char *tail = strrchr(e->name, '.');
+    float *p = packed + e->offset;
+    if (strcmp(tail, ".gamma") == 0) {
+      vt_fill(p, e->numel, 0.5, 1.5);
+    } else if (strcmp(tail, ".bias") == 0) {
+      vt_fill(p, e->numel, -0.2, 0.2);
+    } else {
+      double a = 1.0 / sqrt((double)(e->numel / e->shape[0]));
+      /* The head 2x wider, so that some outputs reach the clamp. */
+      if (strcmp(e->name, "decoder.head.2.weight") == 0) a *= 2.0;
+      vt_fill(p, e->numel, -a, a);
+    }
+  }
+}
+
+static void check_decode(void) {
+  wan_vae_config c;
+  wan_vae_config_published(&c);
+  c.dim = 8;
+  static wan_vae_weights w;
+  static wan_vae_table t;
+  wan_vae_table_make(&c, &w, &t);
+  float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
+  fill_weights(&t, packed);
+  wan_vae_table_bind(&t, packed);
+  const int64_t F = 3, h = 3, wd = 5;
+  const int64_t n_out = 3 * wan_vae_out_frames(&c, F) * 64 * h * wd;
+  float *z = vt_alloc(16 * F * h * wd), *v1 = vt_alloc(n_out), *v2 = vt_alloc(n_out);
+  vt_fill(z, 16 * F * h * wd, -2.0, 2.0);
+  wan_vae_decoder *d;
+  if (wan_vae_decoder_create(&c, h, wd, &d) != SP_OK) {
+    CHECK(0, "decoder_create failed");
+    return;
+  }
+  wan_vae_decode(d, &w, z, F, v1);
+  CHECK(vt_guard_ok(v1, n_out), "decode wrote past the video");
+  int64_t inside = 0, ends = 0;
+  for (int64_t i = 0; i < n_out; i++) {
+    inside += v1[i] > -1.0f && v1[i] < 1.0f;
+    ends += v1[i] == -1.0f || v1[i] == 1.0f;
+  }
+  CHECK(inside + ends == n_out && inside > n_out / 4 && ends > 0,
+        "decode: %lld of %lld inside (-1, 1), %lld clamped", (long long)inside, (long long)n_out,
+        (long long)ends);
+  wan_vae_decode(d, &w, z, F, v2);
+  CHECK(memcmp(v1, v2, (size_t)n_out * sizeof *v1) == 0, "decode twice: the bits differ");
+  int nthreads = omp_get_max_threads();
+  for (int th = 1; th <= 3; th++) {
+    omp_set_num_threads(th);
+    wan_vae_decode(d, &w, z, F, v2);
+    CHECK(memcmp(v1, v2, (size_t)n_out * sizeof *v1) == 0, "decode: %d threads differ", th);
+  }
+  omp_set_num_threads(nthreads);
+  /* Latent frame 0 alone through the same decoder: video frame 0 agrees
+   * (causal: nothing later reaches it). */
+  for (int64_t ch = 0; ch < 16; ch++) memmove(z + ch * h * wd, z + ch * F * h * wd,
+                                              (size_t)(h * wd) * sizeof *z);
+  wan_vae_decode(d, &w, z, 1, v2);
+  int64_t plane = 64 * h * wd, T3 = wan_vae_out_frames(&c, F);
+  int same = 1;
+  for (int64_t ch = 0; ch < 3; ch++)
+    same &= memcmp(v1 + ch * T3 * plane, v2 + ch * plane, (size_t)plane * sizeof *v1) == 0;
+  CHECK(same, "decode: frame 0 depends on later latent frames");
+  printf("decode dim 8, F=%lld %lldx%lld -> 3x%lldx%lldx%lld: %.0f%% clamped, "
+         "bit-identical for 1-3 threads and reruns\n",
+         (long long)F, (long long)h, (long long)wd, (long long)T3, (long long)(8 * h),
+         (long long)(8 * wd), 100.0 * (double)ends / (double)n_out);
+  wan_vae_decoder_free(d);
+  free(packed), free(z), free(v1), free(v2);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "decode") == 0) return run_decode(argv[2], argv[3]);
+  if (argc != 1) {
+    fprintf(stderr, "usage: %s [decode IN.h5 OUT.h5]\n", argv[0]);
+    return 2;
+  }
+  vt_seed("test_vae_driver");
+  check_published_table();
+  check_refusals();
+  check_decode();
+  return vt_finish("test_vae_driver");
+}
