@@ -11,13 +11,18 @@
  * IN.h5: root attributes dim, z_dim, n_mult, dim_mult, num_res_blocks,
  * temporal_up (int64); dataset latents (z_dim, F, h, w) float32; one float32
  * dataset per tensor, /weights/<official key>. OUT.h5: dataset video. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <hdf5.h>
 #include <omp.h>
 
 #include "h5_util.h"
 #include "log.h"
 #include "tensor_io.h"
-#include "vae_test.h"
+#include "sp_test.h"
 #include "wan_vae.h"
 
 /* ---------------------------------------------------------------- parity driver */
@@ -217,14 +222,14 @@ static void fill_weights(const wan_vae_table *t, float *packed) {
     const char *tail = strrchr(e->name, '.');
     float *p = packed + e->offset;
     if (strcmp(tail, ".gamma") == 0) {
-      vt_fill(p, e->numel, 0.5, 1.5);
+      sp_rand_fill(p, e->numel, 0.5, 1.5);
     } else if (strcmp(tail, ".bias") == 0) {
-      vt_fill(p, e->numel, -0.2, 0.2);
+      sp_rand_fill(p, e->numel, -0.2, 0.2);
     } else {
       double a = 1.0 / sqrt((double)(e->numel / e->shape[0]));
       /* The head 2x wider, so that some outputs reach the clamp. */
       if (strcmp(e->name, "decoder.head.2.weight") == 0) a *= 2.0;
-      vt_fill(p, e->numel, -a, a);
+      sp_rand_fill(p, e->numel, -a, a);
     }
   }
 }
@@ -241,15 +246,15 @@ static void check_decode(void) {
   wan_vae_table_bind(&t, packed);
   const int64_t F = 3, h = 3, wd = 5;
   const int64_t n_out = 3 * wan_vae_out_frames(&c, F) * 64 * h * wd;
-  float *z = vt_alloc(16 * F * h * wd), *v1 = vt_alloc(n_out), *v2 = vt_alloc(n_out);
-  vt_fill(z, 16 * F * h * wd, -2.0, 2.0);
+  float *z = sp_test_alloc(16 * F * h * wd), *v1 = sp_test_alloc(n_out), *v2 = sp_test_alloc(n_out);
+  sp_rand_fill(z, 16 * F * h * wd, -2.0, 2.0);
   wan_vae_decoder *d;
   if (wan_vae_decoder_create(&c, h, wd, &d) != SP_OK) {
     CHECK(0, "decoder_create failed");
     return;
   }
   wan_vae_decode(d, &w, z, F, v1);
-  CHECK(vt_guard_ok(v1, n_out), "decode wrote past the video");
+  CHECK(sp_test_guard_ok(v1, n_out), "decode wrote past the video");
   int64_t inside = 0, ends = 0;
   for (int64_t i = 0; i < n_out; i++) {
     inside += v1[i] > -1.0f && v1[i] < 1.0f;
@@ -291,9 +296,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s [decode IN.h5 OUT.h5]\n", argv[0]);
     return 2;
   }
-  vt_seed("test_vae_driver");
+  sp_test_begin("test_vae_driver");
   check_published_table();
   check_refusals();
   check_decode();
-  return vt_finish("test_vae_driver");
+  return sp_test_end();
 }

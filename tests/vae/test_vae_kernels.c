@@ -4,8 +4,13 @@
  * (with an all-zero position), nearest-exact 2x upsample, per-frame
  * attention, time unfold, clamp. Guard floats after every output; each
  * kernel bit-identical for 1, 2 and 3 threads. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "kern_cpu_vae.h"
-#include "vae_test.h"
+#include "sp_test.h"
 
 #include <omp.h>
 
@@ -49,28 +54,28 @@ static void check_conv(const conv_case *k, int with_bias, int threads_check) {
   const int64_t nx = k->ci * k->T * k->H * k->W, ny = k->co * k->T * k->H * k->W;
   const int64_t nh = k->ci * (k->kt - 1) * k->H * k->W;
   const int64_t nw = k->co * k->ci * k->kt * k->kh * k->kw;
-  float *x = vt_alloc(nx), *hist = vt_alloc(nh > 0 ? nh : 1), *w = vt_alloc(nw);
-  float *b = vt_alloc(k->co), *y = vt_alloc(ny), *y2 = vt_alloc(ny);
-  double *ref = vt_dalloc(ny);
-  vt_fill(x, nx, -1.0, 1.0);
-  vt_fill(hist, nh, -1.0, 1.0);
-  vt_fill(w, nw, -0.5, 0.5);
-  vt_fill(b, k->co, -0.5, 0.5);
+  float *x = sp_test_alloc(nx), *hist = sp_test_alloc(nh > 0 ? nh : 1), *w = sp_test_alloc(nw);
+  float *b = sp_test_alloc(k->co), *y = sp_test_alloc(ny), *y2 = sp_test_alloc(ny);
+  double *ref = sp_test_dalloc(ny);
+  sp_rand_fill(x, nx, -1.0, 1.0);
+  sp_rand_fill(hist, nh, -1.0, 1.0);
+  sp_rand_fill(w, nw, -0.5, 0.5);
+  sp_rand_fill(b, k->co, -0.5, 0.5);
   /* Unused history slots hold NaN: reading one would poison the result. */
   for (int64_t i = 0; i < k->ci; i++)
     for (int s = 0; s < k->kt - 1 - k->n_hist; s++)
       for (int64_t p = 0; p < k->H * k->W; p++)
-        hist[(i * (k->kt - 1) + s) * k->H * k->W + p] = vt_sentinel();
+        hist[(i * (k->kt - 1) + s) * k->H * k->W + p] = sp_test_sentinel();
   const float *bb = with_bias ? b : NULL;
 
   kern_cpu_causal_conv3d(x, hist, k->n_hist, w, bb, y, k->ci, k->co, k->T, k->H, k->W, k->kt,
                          k->kh, k->kw);
   ref_conv(k, x, hist, w, bb, ref);
-  double err = vt_rel_l2(y, ref, ny);
-  CHECK(err <= VT_TOL, "conv3d ci=%lld co=%lld T=%lld %lldx%lld k=(%d,%d,%d) hist %d: rel L2 %.3g",
+  double err = sp_test_rel_l2(y, ref, ny);
+  CHECK(err <= SP_TEST_TOL_F32, "conv3d ci=%lld co=%lld T=%lld %lldx%lld k=(%d,%d,%d) hist %d: rel L2 %.3g",
         (long long)k->ci, (long long)k->co, (long long)k->T, (long long)k->H, (long long)k->W,
         k->kt, k->kh, k->kw, k->n_hist, err);
-  CHECK(vt_guard_ok(y, ny), "conv3d: wrote past y");
+  CHECK(sp_test_guard_ok(y, ny), "conv3d: wrote past y");
   printf("conv3d ci=%lld co=%lld T=%lld %lldx%lld k=(%d,%d,%d) hist %d bias %d: rel L2 %.2e\n",
          (long long)k->ci, (long long)k->co, (long long)k->T, (long long)k->H, (long long)k->W,
          k->kt, k->kh, k->kw, k->n_hist, with_bias, err);
@@ -79,7 +84,7 @@ static void check_conv(const conv_case *k, int with_bias, int threads_check) {
     /* The 2-D convolution per frame is the same computation. */
     kern_cpu_conv2d_frames(x, w, bb, y2, k->ci, k->co, k->T, k->H, k->W, k->kh, k->kw);
     CHECK(memcmp(y, y2, (size_t)ny * sizeof *y) == 0, "conv2d_frames differs from conv3d kt=1");
-    CHECK(vt_rel_l2(y2, ref, ny) <= VT_TOL, "conv2d_frames against the formula");
+    CHECK(sp_test_rel_l2(y2, ref, ny) <= SP_TEST_TOL_F32, "conv2d_frames against the formula");
   }
   if (threads_check) {
     int nthreads = omp_get_max_threads();
@@ -97,10 +102,10 @@ static void check_conv(const conv_case *k, int with_bias, int threads_check) {
 /* ---------------------------------------------------------------- norm */
 
 static void check_norm(int64_t C, int64_t N) {
-  float *x = vt_alloc(C * N), *g = vt_alloc(C), *y = vt_alloc(C * N), *y2 = vt_alloc(C * N);
-  double *ref = vt_dalloc(C * N);
-  vt_fill(x, C * N, -3.0, 3.0);
-  vt_fill(g, C, 0.5, 1.5);
+  float *x = sp_test_alloc(C * N), *g = sp_test_alloc(C), *y = sp_test_alloc(C * N), *y2 = sp_test_alloc(C * N);
+  double *ref = sp_test_dalloc(C * N);
+  sp_rand_fill(x, C * N, -3.0, 3.0);
+  sp_rand_fill(g, C, 0.5, 1.5);
   for (int64_t c = 0; c < C; c++) x[c * N + N / 2] = 0.0f; /* norm 0: clamped, output 0 */
   kern_cpu_channel_rmsnorm(x, g, y, C, N);
   for (int64_t n = 0; n < N; n++) {
@@ -109,10 +114,10 @@ static void check_norm(int64_t C, int64_t N) {
     double den = fmax(sqrt(ss), 1e-12);
     for (int64_t c = 0; c < C; c++) ref[c * N + n] = x[c * N + n] / den * sqrt((double)C) * g[c];
   }
-  double err = vt_rel_l2(y, ref, C * N);
-  CHECK(err <= VT_TOL, "channel rmsnorm C=%lld N=%lld: rel L2 %.3g", (long long)C, (long long)N,
+  double err = sp_test_rel_l2(y, ref, C * N);
+  CHECK(err <= SP_TEST_TOL_F32, "channel rmsnorm C=%lld N=%lld: rel L2 %.3g", (long long)C, (long long)N,
         err);
-  CHECK(vt_guard_ok(y, C * N), "channel rmsnorm: wrote past y");
+  CHECK(sp_test_guard_ok(y, C * N), "channel rmsnorm: wrote past y");
   int zero = 1;
   for (int64_t c = 0; c < C; c++) zero &= y[c * N + N / 2] == 0.0f;
   CHECK(zero, "channel rmsnorm: an all-zero position must give 0");
@@ -133,8 +138,8 @@ static void check_norm(int64_t C, int64_t N) {
 /* ---------------------------------------------------------------- upsample */
 
 static void check_upsample(int64_t P, int64_t H, int64_t W) {
-  float *x = vt_alloc(P * H * W), *y = vt_alloc(P * 4 * H * W);
-  vt_fill(x, P * H * W, -1.0, 1.0);
+  float *x = sp_test_alloc(P * H * W), *y = sp_test_alloc(P * 4 * H * W);
+  sp_rand_fill(x, P * H * W, -1.0, 1.0);
   kern_cpu_upsample2x_nearest(x, y, P, H, W);
   int ok = 1;
   for (int64_t p = 0; p < P; p++)
@@ -147,7 +152,7 @@ static void check_upsample(int64_t P, int64_t H, int64_t W) {
       }
   CHECK(ok, "upsample P=%lld %lldx%lld: not nearest-exact", (long long)P, (long long)H,
         (long long)W);
-  CHECK(vt_guard_ok(y, P * 4 * H * W), "upsample: wrote past y");
+  CHECK(sp_test_guard_ok(y, P * 4 * H * W), "upsample: wrote past y");
   printf("upsample2x P=%lld %lldx%lld: %s\n", (long long)P, (long long)H, (long long)W,
          ok ? "exact" : "WRONG");
   free(x), free(y);
@@ -157,10 +162,10 @@ static void check_upsample(int64_t P, int64_t H, int64_t W) {
 
 static void check_attention(int64_t C, int64_t T, int64_t HW, double spread) {
   const int64_t n = C * T * HW;
-  float *qkv = vt_alloc(3 * n), *out = vt_alloc(n), *out2 = vt_alloc(n);
-  float *scratch = vt_alloc(kern_cpu_frame_attention_scratch(C, T, HW));
-  double *ref = vt_dalloc(n), *s = vt_dalloc(HW);
-  vt_fill(qkv, 3 * n, -spread, spread);
+  float *qkv = sp_test_alloc(3 * n), *out = sp_test_alloc(n), *out2 = sp_test_alloc(n);
+  float *scratch = sp_test_alloc(kern_cpu_frame_attention_scratch(C, T, HW));
+  double *ref = sp_test_dalloc(n), *s = sp_test_dalloc(HW);
+  sp_rand_fill(qkv, 3 * n, -spread, spread);
   kern_cpu_frame_attention(qkv, scratch, out, C, T, HW);
   const float *q = qkv, *k = qkv + n, *v = qkv + 2 * n; /* each (C, T, HW) */
   for (int64_t t = 0; t < T; t++)
@@ -180,11 +185,11 @@ static void check_attention(int64_t C, int64_t T, int64_t HW, double spread) {
         ref[(c * T + t) * HW + i] = o / sum;
       }
     }
-  double err = vt_rel_l2(out, ref, n);
-  CHECK(err <= VT_TOL, "frame attention C=%lld T=%lld HW=%lld: rel L2 %.3g", (long long)C,
+  double err = sp_test_rel_l2(out, ref, n);
+  CHECK(err <= SP_TEST_TOL_F32, "frame attention C=%lld T=%lld HW=%lld: rel L2 %.3g", (long long)C,
         (long long)T, (long long)HW, err);
-  CHECK(vt_guard_ok(out, n), "frame attention: wrote past out");
-  CHECK(vt_guard_ok(scratch, kern_cpu_frame_attention_scratch(C, T, HW)),
+  CHECK(sp_test_guard_ok(out, n), "frame attention: wrote past out");
+  CHECK(sp_test_guard_ok(scratch, kern_cpu_frame_attention_scratch(C, T, HW)),
         "frame attention: wrote past its scratch");
   int nthreads = omp_get_max_threads();
   for (int th = 1; th <= 3; th++) {
@@ -201,15 +206,15 @@ static void check_attention(int64_t C, int64_t T, int64_t HW, double spread) {
 /* ---------------------------------------------------------------- copies */
 
 static void check_unfold_clamp(int64_t C, int64_t T, int64_t HW) {
-  float *x = vt_alloc(2 * C * T * HW), *y = vt_alloc(2 * C * T * HW);
-  vt_fill(x, 2 * C * T * HW, -2.0, 2.0);
+  float *x = sp_test_alloc(2 * C * T * HW), *y = sp_test_alloc(2 * C * T * HW);
+  sp_rand_fill(x, 2 * C * T * HW, -2.0, 2.0);
   kern_cpu_time_unfold2(x, y, C, T, HW);
   int ok = 1;
   for (int64_t c = 0; c < C; c++)
     for (int64_t f = 0; f < 2 * T; f++)
       for (int64_t p = 0; p < HW; p++)
         ok &= y[(c * 2 * T + f) * HW + p] == x[((f % 2 * C + c) * T + f / 2) * HW + p];
-  CHECK(ok && vt_guard_ok(y, 2 * C * T * HW), "time unfold C=%lld T=%lld HW=%lld", (long long)C,
+  CHECK(ok && sp_test_guard_ok(y, 2 * C * T * HW), "time unfold C=%lld T=%lld HW=%lld", (long long)C,
         (long long)T, (long long)HW);
 
   const int64_t n = 2 * C * T * HW;
@@ -229,7 +234,7 @@ static void check_unfold_clamp(int64_t C, int64_t T, int64_t HW) {
 }
 
 int main(void) {
-  vt_seed("test_vae_kernels");
+  sp_test_begin("test_vae_kernels");
   static const conv_case convs[] = {
       /* ci co  T  H  W kt kh kw hist */
       {3, 4, 1, 5, 7, 3, 3, 3, 0},    {3, 4, 1, 5, 7, 3, 3, 3, 1},
@@ -253,5 +258,5 @@ int main(void) {
   check_attention(24, 3, 70, 4.0); /* more keys than one tile */
   check_unfold_clamp(3, 1, 5);
   check_unfold_clamp(5, 2, 12);
-  return vt_finish("test_vae_kernels");
+  return sp_test_end();
 }
