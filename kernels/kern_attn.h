@@ -29,23 +29,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kern_attn_backend.h"
 #include "kern_cuda.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum {
-  KERN_ATTN_AUTO = 0,
-  KERN_ATTN_CUDNN = 1,
-  KERN_ATTN_FLASH = 2,
-  KERN_ATTN_SIMPLE = 3,
-} kern_attn_backend;
-
-/* "auto" | "cudnn" | "flash" | "simple" -> *out; SP_OK, or SP_ERR_INPUT
- * (logged, naming the value and the choices) for anything else. */
-int kern_attn_backend_parse(const char *s, kern_attn_backend *out);
-const char *kern_attn_backend_name(kern_attn_backend b);
 
 /* The one parameter struct of the attention family, passed by value. */
 typedef struct kern_attn_params {

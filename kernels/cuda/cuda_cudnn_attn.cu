@@ -456,28 +456,6 @@ struct kern_attn_ctx {
   kern_attn_backend last;
 };
 
-extern "C" int kern_attn_backend_parse(const char *s, kern_attn_backend *out) {
-  static const char *names[] = {"auto", "cudnn", "flash", "simple"};
-  for (int i = 0; i < 4; i++)
-    if (s && strcmp(s, names[i]) == 0) {
-      *out = (kern_attn_backend)i;
-      return SP_OK;
-    }
-  sp_log_error("--attn '%s': unknown attention backend; choose auto, cudnn, flash or simple",
-               s ? s : "(null)");
-  return SP_ERR_INPUT;
-}
-
-extern "C" const char *kern_attn_backend_name(kern_attn_backend b) {
-  switch (b) {
-  case KERN_ATTN_AUTO: return "auto";
-  case KERN_ATTN_CUDNN: return "cudnn";
-  case KERN_ATTN_FLASH: return "flash";
-  case KERN_ATTN_SIMPLE: return "simple";
-  }
-  return "?";
-}
-
 extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm,
                                     kern_attn_ctx **out) {
   if (want == KERN_ATTN_SIMPLE && !gemm) {

@@ -142,7 +142,11 @@ __device__ __forceinline__ void fa_load_tile(uint32_t smem, const __nv_bfloat16 
  * run together and share its K, V in L2. Launch bounds ask for 8 warps per
  * SM (two CTAs of 4 warps): with 255 registers that is what the register
  * file holds, so the bound only forbids the compiler from going above.
- * q (Lq, heads, 128), k, v (Lk, heads, 128), out (Lq, heads, 128), bf16. */
+ * q (Lq, heads, 128), k, v (Lk, heads, 128), out (Lq, heads, 128), bf16.
+ * One function on purpose (about 190 lines): the accumulators, row maxima
+ * and sums live in registers across the whole key loop, and splitting the
+ * loop body into calls would ask the compiler to keep them live across
+ * call boundaries, which costs spills at 255 registers. */
 template <int WARPS, int BC, int SUB, bool LAZY>
 __global__ void __launch_bounds__(32 * WARPS, (8 / WARPS) > 0 ? 8 / WARPS : 1)
     fa_fwd_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,

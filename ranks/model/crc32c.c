@@ -44,7 +44,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsig
 }
 #endif
 
-uint32_t rank_crc32c(uint32_t crc, const void *data, size_t n) {
+uint32_t crc32c(uint32_t crc, const void *data, size_t n) {
   pthread_once(&g_once, init);
   uint32_t c = ~crc;
 #if defined(__x86_64__)
@@ -69,7 +69,7 @@ static void gf2_square(uint32_t out[32], const uint32_t m[32]) {
   for (int i = 0; i < 32; i++) out[i] = gf2_apply(m, m[i]);
 }
 
-uint32_t rank_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
   if (len_b == 0) return crc_a;
   uint32_t a[32], b[32];
   a[0] = 0x82F63B78u; /* one zero bit: shift right, feed back the polynomial */

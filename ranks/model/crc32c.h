@@ -7,14 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Continues a CRC: crc = rank_crc32c(0, a, n) then rank_crc32c(crc, b, m)
+/* Continues a CRC: crc = crc32c(0, a, n) then crc32c(crc, b, m)
  * equals the CRC of a followed by b. */
-uint32_t rank_crc32c(uint32_t crc, const void *data, size_t n);
+uint32_t crc32c(uint32_t crc, const void *data, size_t n);
 
 /* The CRC of a followed by b from crc_a = CRC(a), crc_b = CRC(b) and the
  * length of b alone, without the data: pieces of one dataset can be
  * checksummed by different threads and joined (O(log len_b) 32x32 GF(2)
  * matrix products). */
-uint32_t rank_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 #endif

@@ -466,7 +466,7 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
    * GB/s, well under the memory's rate. The reads go in pieces of
    * READ_PIECE bytes, each checksummed right after its read while it is in
    * cache; each tensor's CRC is then joined from its pieces'
-   * (rank_crc32c_combine). The first failing tensor is reported. */
+   * (crc32c_combine). The first failing tensor is reported. */
   enum { READ_PIECE = 2 << 20 };
   int64_t pieces[WAN_MAX_TENSORS + 1];
   pieces[0] = 0;
@@ -491,17 +491,17 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
         bad_errno = e;
       }
     } else if (m->verify) {
-      piece_crc[k] = rank_crc32c(0, p, n);
+      piece_crc[k] = crc32c(0, p, n);
     }
   }
   if (bad < 0 && m->verify) {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < l->count; i++) {
-      uint32_t crc = rank_crc32c(0, NULL, 0);
+      uint32_t crc = crc32c(0, NULL, 0);
       for (int64_t k = pieces[i]; k < pieces[i + 1]; k++) {
         size_t off = (size_t)(k - pieces[i]) * READ_PIECE;
         size_t n = l->t[i].bytes - off < READ_PIECE ? l->t[i].bytes - off : READ_PIECE;
-        crc = k == pieces[i] ? piece_crc[k] : rank_crc32c_combine(crc, piece_crc[k], n);
+        crc = k == pieces[i] ? piece_crc[k] : crc32c_combine(crc, piece_crc[k], n);
       }
       if (crc != locs[i].crc) {
 #pragma omp critical(sp_read_group)

@@ -139,7 +139,7 @@ int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const ch
            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
            (d = H5Dcreate2(w->file, path, ftype, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
            H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
-  uint32_t crc = rank_crc32c(0, data, bytes);
+  uint32_t crc = crc32c(0, data, bytes);
   ok = ok && rank_h5_attr_write_str(d, "dtype", kern_dtype_name(w->dtype)) == 0 &&
        rank_h5_attr_write_num(d, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, &crc, 1) == 0;
   if (d >= 0) H5Dclose(d);
@@ -173,7 +173,7 @@ int rank_model_writer_commit(rank_model_writer *w) {
         }
         uint8_t le[4] = {(uint8_t)w->crc[slot], (uint8_t)(w->crc[slot] >> 8),
                          (uint8_t)(w->crc[slot] >> 16), (uint8_t)(w->crc[slot] >> 24)};
-        model_crc = rank_crc32c(model_crc, le, 4);
+        model_crc = crc32c(model_crc, le, 4);
       }
     }
   }

@@ -52,7 +52,7 @@ typedef struct job_opts {
   comm_transport_kind transport;
   int verify, quiet, preview;
   rank_device dev;        /* from --device (job_opts_check with JOB_CHECK_DEVICE) */
-  rank_attn attn;         /* --attn */
+  kern_attn_backend attn;         /* --attn */
   const char *devices;    /* --devices LIST */
   const char *save_noise; /* --save-noise FILE */
   const char *trace;      /* --trace FILE.json */

@@ -127,7 +127,7 @@ int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in) {
   if (rc == SP_OK && !j->noise[0]) {
     in->noise.numel = lat[0] * lat[1] * lat[2] * lat[3];
     in->noise.data = sp_xmalloc((size_t)in->noise.numel * sizeof(float));
-    rank_noise_fill(j->seed, in->noise.data, (size_t)in->noise.numel);
+    noise_fill(j->seed, in->noise.data, (size_t)in->noise.numel);
   }
   if (rc == SP_OK && s->o->save_noise) rc = save_noise(s->o->save_noise, j, lat, in->noise.data);
   return rc;

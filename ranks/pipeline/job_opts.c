@@ -253,7 +253,7 @@ int job_opts_set(job_opts *o, int id, const char *v) {
   case JOB_OPT_BUDGET: o->budget = v; break;
   case JOB_OPT_DEVICE: o->device = v; break;
   case JOB_OPT_DEVICES: o->devices = v; break;
-  case JOB_OPT_ATTN: return rank_attn_parse(v, &o->attn);
+  case JOB_OPT_ATTN: return kern_attn_backend_parse(v, &o->attn);
   case JOB_OPT_TRANSPORT: return comm_transport_parse(v, &o->transport);
   case JOB_OPT_TIMEOUT: return job_parse_double("--timeout", v, -HUGE_VAL, HUGE_VAL, &o->timeout);
   case JOB_OPT_LOG_DIR: o->log_dir = v; break;

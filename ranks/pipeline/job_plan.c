@@ -35,7 +35,7 @@ void job_plan_options(const job_opts *o, plan_options *po) {
   po->order = o->order;
   po->stream_frac = o->stream_frac;
   po->max_rows = o->chunk_rows > 0 ? o->chunk_rows : 0;
-  po->simple_attn = o->dev == RANK_DEVICE_CUDA && o->attn == RANK_ATTN_SIMPLE;
+  po->simple_attn = o->dev == RANK_DEVICE_CUDA && o->attn == KERN_ATTN_SIMPLE;
 }
 
 int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_flight,

@@ -71,7 +71,7 @@ typedef struct bufs {
   int64_t total, posted, consumed; /* micro-batches in all, receives posted, computed and sent */
   comm_xfer send[MAX_BUFS], recv[MAX_BUFS];
   double timeout_s;
-  rank_pipe_stats *st;
+  rank_pipe_stats *stats;
 } bufs;
 
 /* Posts the receives of the next micro-batches into the buffers that are
@@ -81,7 +81,7 @@ static void post_recvs(bufs *b) {
   if (b->prev < 0) return;
   while (b->posted < b->total && b->posted < b->consumed + b->nbuf) {
     int i = (int)(b->posted % b->nbuf), k = (int)(b->posted % b->K);
-    traced_wait(b->tp, &b->send[i], b->timeout_s, "sending activations", &b->st->send_s,
+    traced_wait(b->tp, &b->send[i], b->timeout_s, "sending activations", &b->stats->send_s,
                 "send act", (int)(b->posted / b->K), k);
     comm_tp_irecv(b->tp, rank_stage_act(b->s, i), b->bytes, b->prev, TAG_ACT + k, &b->recv[i],
                   b->stream);
@@ -92,17 +92,65 @@ static void post_recvs(bufs *b) {
 /* Host time of a compute call. With --trace the stage is synchronised after
  * it, so the span is the device's work and not only its queueing. */
 static void compute_done(rank_stage *s, const char *name, double t0, int step, int mb,
-                         rank_pipe_stats *st) {
-  st->queue_s += comm_now() - t0;
+                         rank_pipe_stats *stats) {
+  stats->queue_s += comm_now() - t0;
   if (rank_trace_on()) rank_stage_sync(s);
   rank_trace_pop();
   rank_trace_span(name, "compute", t0, step, mb);
-  st->compute_s += comm_now() - t0;
+  stats->compute_s += comm_now() - t0;
+}
+
+/* One blocks call of step i on micro-batches k0 .. k0 + G - 1: stage 0
+ * embeds them (once the buffer's previous send is done), a later stage
+ * waits for their receives; then the blocks; then the last stage runs the
+ * head into v, every other stage sends the buffers on. */
+static void run_group(bufs *B, int me, int P, const rank_job *jobs, const micro *mb, int k0,
+                      int G, int i, float *const *latent, float *(*v)[2]) {
+  const int first = me == 0, last = me == P - 1;
+  rank_stage *s = B->s;
+  rank_pipe_stats *stats = B->stats;
+  int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS];
+  for (int k = k0; k < k0 + G; k++) {
+    const rank_job *jb = &jobs[mb[k].job];
+    int b = (int)(((int64_t)i * B->K + k) % B->nbuf);
+    bi[k - k0] = b;
+    slots[k - k0] = jb->slot0 + mb[k].branch;
+    if (first) {
+      /* The buffer may still be on its way to the next stage. */
+      traced_wait(B->tp, &B->send[b], B->timeout_s, "sending activations", &stats->send_s,
+                  "send act", i, k);
+      double t0 = comm_now();
+      rank_trace_push("embed");
+      rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], b);
+      compute_done(s, "embed", t0, i, k, stats);
+    } else {
+      traced_wait(B->tp, &B->recv[b], B->timeout_s,
+                  "receiving activations from the previous stage", &stats->wait_s, "recv act", i, k);
+    }
+  }
+  double t0 = comm_now();
+  rank_trace_push("blocks");
+  rank_stage_blocks(s, G, slots, bi);
+  compute_done(s, "blocks", t0, i, G == 1 ? k0 : -1, stats);
+  for (int k = k0; k < k0 + G; k++) {
+    int b = bi[k - k0];
+    if (last) {
+      double th = comm_now();
+      rank_trace_push("head");
+      rank_stage_head(s, b, v[mb[k].job][mb[k].branch]);
+      compute_done(s, "head", th, i, k, stats);
+    } else {
+      comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, me + 1, TAG_ACT + k, &B->send[b],
+                    B->stream);
+    }
+  }
+  B->consumed += G;
+  post_recvs(B);
 }
 
 int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
                          const rank_job *jobs, int njobs, int block_major, double timeout_s,
-                         int progress, rank_pipe_stats *st) {
+                         int progress, rank_pipe_stats *stats) {
   const int me = w->rank, P = w->size, first = me == 0, last = me == P - 1;
   if (njobs < 1 || njobs > RANK_PIPE_MAX_JOBS)
     sp_fatal("internal: %d jobs in flight (1..%d)", njobs, RANK_PIPE_MAX_JOBS);
@@ -124,7 +172,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   const rank_stage_cfg *scfg = rank_stage_get_cfg(s);
   bufs B = {.tp = tp, .s = s, .stream = rank_stage_stream(s), .bytes = rank_stage_act_bytes(s),
             .nbuf = nbuf, .K = K, .prev = first ? -1 : me - 1, .total = (int64_t)steps * K,
-            .timeout_s = timeout_s, .st = st};
+            .timeout_s = timeout_s, .stats = stats};
   comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
   float *latent[RANK_PIPE_MAX_JOBS] = {0}, *v[RANK_PIPE_MAX_JOBS][2] = {{0}};
   rank_sampler *smp[RANK_PIPE_MAX_JOBS] = {0};
@@ -150,51 +198,13 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
       double tw = rank_trace_now();
       wait_all(tp, lat_req, njobs, timeout_s, "receiving the latents from the last stage",
-               &st->wait_s);
+               &stats->wait_s);
       rank_trace_span("recv latents", "wait", tw, i, -1);
-      if (i == 1) st->first_step_s += comm_now() - t_start;
+      if (i == 1) stats->first_step_s += comm_now() - t_start;
       if (progress) report_progress(i, steps, t_start);
     }
     post_recvs(&B);
-    for (int k0 = 0; k0 < K; k0 += G) {
-      int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS];
-      for (int k = k0; k < k0 + G; k++) {
-        const rank_job *jb = &jobs[mb[k].job];
-        int b = (int)(((int64_t)i * K + k) % nbuf);
-        bi[k - k0] = b;
-        slots[k - k0] = jb->slot0 + mb[k].branch;
-        if (first) {
-          /* The buffer may still be on its way to the next stage. */
-          traced_wait(tp, &B.send[b], timeout_s, "sending activations", &st->send_s,
-                      "send act", i, k);
-          double t0 = comm_now();
-          rank_trace_push("embed");
-          rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], b);
-          compute_done(s, "embed", t0, i, k, st);
-        } else {
-          traced_wait(tp, &B.recv[b], timeout_s, "receiving activations from the previous stage",
-                      &st->wait_s, "recv act", i, k);
-        }
-      }
-      double t0 = comm_now();
-      rank_trace_push("blocks");
-      rank_stage_blocks(s, G, slots, bi);
-      compute_done(s, "blocks", t0, i, G == 1 ? k0 : -1, st);
-      for (int k = k0; k < k0 + G; k++) {
-        int b = bi[k - k0];
-        if (last) {
-          double th = comm_now();
-          rank_trace_push("head");
-          rank_stage_head(s, b, v[mb[k].job][mb[k].branch]);
-          compute_done(s, "head", th, i, k, st);
-        } else {
-          comm_tp_isend(tp, rank_stage_act(s, b), B.bytes, me + 1, TAG_ACT + k, &B.send[b],
-                        B.stream);
-        }
-      }
-      B.consumed += G;
-      post_recvs(&B);
-    }
+    for (int k0 = 0; k0 < K; k0 += G) run_group(&B, me, P, jobs, mb, k0, G, i, latent, v);
     if (last) {
       double t0 = comm_now();
       rank_stage_sync(s); /* the head outputs are on the host */
@@ -205,27 +215,27 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
         rank_sampler_step(smp[j], i, v[j][0], latent[j]);
       }
       rank_trace_span("sampler", "compute", t0, i, -1);
-      st->compute_s += comm_now() - t0;
+      stats->compute_s += comm_now() - t0;
       if (!first) { /* after the last step too: rank 0 reports it */
         post_latents(tp, latent, njobs, lat_bytes, 0, 1, lat_req);
-        wait_all(tp, lat_req, njobs, timeout_s, "sending the latents to stage 0", &st->send_s);
+        wait_all(tp, lat_req, njobs, timeout_s, "sending the latents to stage 0", &stats->send_s);
       }
       if (first && progress) report_progress(i + 1, steps, t_start);
-      if (first && i == 0) st->first_step_s += comm_now() - t_start;
+      if (first && i == 0) stats->first_step_s += comm_now() - t_start;
     }
     rank_trace_span("step", "step", t_step, i, -1);
   }
-  if (!last) wait_all(tp, B.send, nbuf, timeout_s, "sending activations", &st->send_s);
+  if (!last) wait_all(tp, B.send, nbuf, timeout_s, "sending activations", &stats->send_s);
   if (first && !last) {
     post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
-    wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &st->wait_s);
-    if (steps == 1) st->first_step_s += comm_now() - t_start;
+    wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &stats->wait_s);
+    if (steps == 1) stats->first_step_s += comm_now() - t_start;
     if (progress) report_progress(steps, steps, t_start);
   }
   rank_stage_sync(s);
   for (int j = 0; j < njobs && last; j++) memcpy(jobs[j].out, latent[j], lat_bytes);
-  st->sample_s += comm_now() - t_start;
-  st->steps += steps;
+  stats->sample_s += comm_now() - t_start;
+  stats->steps += steps;
 done:
   for (int j = 0; j < njobs; j++) {
     rank_sampler_destroy(smp[j]);

@@ -82,6 +82,6 @@ static inline int rank_job_micro_batches(const rank_job *j) { return j->micro; }
  * set. */
 int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
                          const rank_job *jobs, int njobs, int block_major, double timeout_s,
-                         int progress, rank_pipe_stats *st);
+                         int progress, rank_pipe_stats *stats);
 
 #endif

@@ -10,7 +10,7 @@
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 
-void rank_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+void noise_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = key[0], k1 = key[1];
   for (int r = 0; r < 10; r++) {
@@ -88,7 +88,7 @@ static float normal_at(uint64_t seed, uint64_t idx) {
   const uint32_t ctr[4] = {(uint32_t)idx, (uint32_t)(idx >> 32), 0u, 0u};
   const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
   uint32_t w[4];
-  rank_philox4x32_10(ctr, key, w);
+  noise_philox4x32_10(ctr, key, w);
   const double two_m53 = 1.0 / 9007199254740992.0; /* 2^-53 */
   uint64_t a = ((uint64_t)w[0] << 32) | w[1];
   uint64_t b = ((uint64_t)w[2] << 32) | w[3];
@@ -98,10 +98,10 @@ static float normal_at(uint64_t seed, uint64_t idx) {
   return (float)(r * det_cos_2pi(u2));
 }
 
-void rank_noise_fill_range(uint64_t seed, uint64_t first, float *x, size_t n) {
+void noise_fill_range(uint64_t seed, uint64_t first, float *x, size_t n) {
   const int64_t nn = (int64_t)n;
 #pragma omp parallel for schedule(static) if (nn > 16384)
   for (int64_t j = 0; j < nn; j++) x[j] = normal_at(seed, first + (uint64_t)j);
 }
 
-void rank_noise_fill(uint64_t seed, float *x, size_t n) { rank_noise_fill_range(seed, 0, x, n); }
+void noise_fill(uint64_t seed, float *x, size_t n) { noise_fill_range(seed, 0, x, n); }

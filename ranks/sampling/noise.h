@@ -19,12 +19,12 @@
 #include <stdint.h>
 
 /* Philox-4x32-10 block function (Salmon et al., SC11; Random123). */
-void rank_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+void noise_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 /* x[j] = normal(seed, first + j) for j in [0, n).   x: (n) float32 */
-void rank_noise_fill_range(uint64_t seed, uint64_t first, float *x, size_t n);
+void noise_fill_range(uint64_t seed, uint64_t first, float *x, size_t n);
 
 /* The whole latent from index 0: x: (n) float32. */
-void rank_noise_fill(uint64_t seed, float *x, size_t n);
+void noise_fill(uint64_t seed, float *x, size_t n);
 
 #endif

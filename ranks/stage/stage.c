@@ -35,18 +35,6 @@ int rank_device_parse(const char *s, rank_device *out) {
   return SP_OK;
 }
 
-int rank_attn_parse(const char *s, rank_attn *out) {
-  static const char *names[] = {"auto", "cudnn", "flash", "simple"};
-  for (int i = 0; i < 4; i++) {
-    if (strcmp(s, names[i]) == 0) {
-      *out = (rank_attn)i;
-      return SP_OK;
-    }
-  }
-  sp_log_error("--attn: '%s' is not auto, cudnn, flash or simple", s);
-  return SP_ERR_INPUT;
-}
-
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read) {
   const wan_config *c = &rank_model_get_info(m)->config;

@@ -18,15 +18,12 @@
 #include <stdint.h>
 
 #include "dit.h"
+#include "kern_attn_backend.h"
 #include "model_file.h"
 #include "plan.h"
 
 typedef enum { RANK_DEVICE_CPU = 0, RANK_DEVICE_CUDA = 1 } rank_device;
 
-/* --attn: the CUDA attention backend (values as kern_attn_backend). */
-typedef enum { RANK_ATTN_AUTO = 0, RANK_ATTN_CUDNN = 1, RANK_ATTN_FLASH = 2, RANK_ATTN_SIMPLE = 3 } rank_attn;
-/* "auto" | "cudnn" | "flash" | "simple"; logs --attn and returns SP_ERR_INPUT otherwise. */
-int rank_attn_parse(const char *s, rank_attn *out);
 
 typedef struct rank_stage_cfg {
   int first_block, last_block; /* inclusive range of blocks this stage runs */
@@ -42,7 +39,7 @@ typedef struct rank_stage_cfg {
    * holds every block in host memory anyway and ignores it. */
   const uint8_t *streamed;
   int prefetch_depth;
-  rank_attn attn; /* CUDA attention backend (the CPU has one exact attention) */
+  kern_attn_backend attn; /* CUDA attention backend (the CPU has one exact attention) */
   int profile;    /* CUDA: time every op of every block, report per call */
   int act_buffers;    /* activation messages the stage holds (>= 1; plan_act_buffers) */
   int64_t chunk_rows; /* CUDA: rows per chunk of the block transients (0: all tokens) */

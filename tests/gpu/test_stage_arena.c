@@ -72,7 +72,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
                          .prompts = k->micro_batches, .lat_f = (k->frames - 1) / 4 + 1,
                          .lat_h = k->height / 8, .lat_w = k->width / 8,
                          .device = RANK_DEVICE_CUDA, .cuda_device = 0,
-                         .attn = k->simple_attn ? RANK_ATTN_SIMPLE : RANK_ATTN_AUTO,
+                         .attn = k->simple_attn ? KERN_ATTN_SIMPLE : KERN_ATTN_AUTO,
                          .streamed = &p.streamed[q->first_block],
                          .prefetch_depth = q->prefetch_depth,
                          .act_buffers = plan_act_buffers(q->order, k->micro_batches, has_prev,

@@ -25,7 +25,7 @@ static void test_philox_kat(void) {
   };
   for (int t = 0; t < 3; t++) {
     uint32_t out[4];
-    rank_philox4x32_10(kat[t], kat[t] + 4, out);
+    noise_philox4x32_10(kat[t], kat[t] + 4, out);
     for (int k = 0; k < 4; k++)
       CHECK(out[k] == kat[t][6 + k], "philox kat %d word %d: %08x != %08x", t, k, out[k],
             kat[t][6 + k]);
@@ -37,7 +37,7 @@ static double libm_normal(uint64_t seed, uint64_t idx) {
   uint32_t ctr[4] = {(uint32_t)idx, (uint32_t)(idx >> 32), 0, 0};
   uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
   uint32_t w[4];
-  rank_philox4x32_10(ctr, key, w);
+  noise_philox4x32_10(ctr, key, w);
   uint64_t a = ((uint64_t)w[0] << 32) | w[1], b = ((uint64_t)w[2] << 32) | w[3];
   double u1 = ldexp((double)((a >> 11) + 1), -53), u2 = ldexp((double)(b >> 11), -53);
   return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
@@ -50,7 +50,7 @@ int main(void) {
 
   const size_t n = 1000000;
   float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-  rank_noise_fill(seed, x, n);
+  noise_fill(seed, x, n);
 
   /* Same values as the recipe computed with libm (within float rounding:
    * the series and libm agree to ~1e-16, so at most one float ulp). */
@@ -94,22 +94,22 @@ int main(void) {
   const size_t offs[3] = {0, 1, 777777};
   const size_t lens[3] = {5, 333333, n - 777777};
   for (int k = 0; k < 3; k++) {
-    rank_noise_fill_range(seed, offs[k], y, lens[k]);
+    noise_fill_range(seed, offs[k], y, lens[k]);
     CHECK(memcmp(y, x + offs[k], lens[k] * sizeof *y) == 0, "slice at %zu differs", offs[k]);
   }
   /* Thread count does not matter. */
   omp_set_num_threads(1);
-  rank_noise_fill(seed, y, n);
+  noise_fill(seed, y, n);
   CHECK(memcmp(x, y, n * sizeof *y) == 0, "1 thread differs");
   omp_set_num_threads(3);
-  rank_noise_fill(seed, y, n);
+  noise_fill(seed, y, n);
   CHECK(memcmp(x, y, n * sizeof *y) == 0, "3 threads differ");
   /* Both halves of the 64-bit seed matter; far indices work. */
-  rank_noise_fill(seed ^ (1ull << 40), y, 1000);
+  noise_fill(seed ^ (1ull << 40), y, 1000);
   CHECK(memcmp(x, y, 1000 * sizeof *y) != 0, "seed high bits ignored");
-  rank_noise_fill(seed ^ 1ull, y, 1000);
+  noise_fill(seed ^ 1ull, y, 1000);
   CHECK(memcmp(x, y, 1000 * sizeof *y) != 0, "seed low bits ignored");
-  rank_noise_fill_range(seed, (1ull << 33) + 5, y, 4);
+  noise_fill_range(seed, (1ull << 33) + 5, y, 4);
   for (int k = 0; k < 4; k++)
     CHECK(fabs(y[k] - libm_normal(seed, (1ull << 33) + 5 + k)) < 1e-6, "index above 2^32");
 

@@ -25,7 +25,7 @@
 static float *random_latents(uint64_t seed, int64_t f, int64_t h, int64_t w, size_t *n) {
   *n = (size_t)(16 * f * h * w);
   float *lat = malloc(*n * sizeof *lat);
-  rank_noise_fill(seed, lat, *n);
+  noise_fill(seed, lat, *n);
   for (size_t i = 0; i < *n; i++) lat[i] *= 2.0f; /* wide enough to clip */
   return lat;
 }

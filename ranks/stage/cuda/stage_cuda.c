@@ -41,7 +41,7 @@
 #include "trace.h"
 #include "stage_cuda_impl.h"
 
-static cuda_stage *st(rank_stage *s) { return s->impl; }
+static cuda_stage *cuda_of(rank_stage *s) { return s->impl; }
 
 /* The stage's layout (planner/layout.h), from its config and its packed
  * bf16 groups: the same function the planner's memory model uses. */
@@ -72,7 +72,7 @@ static int stage_layout(const rank_stage *s, const cuda_stage *c, plan_layout *o
       .has_head = s->cfg.head,
       .act_buffers = s->cfg.act_buffers,
       .chunk_rows = s->cfg.chunk_rows,
-      .simple_attn = s->cfg.attn == RANK_ATTN_SIMPLE,
+      .simple_attn = s->cfg.attn == KERN_ATTN_SIMPLE,
   };
   char err[256];
   if (plan_layout_make(&sh, out, err, sizeof err) != PLAN_OK) {
@@ -153,7 +153,7 @@ static void bind_weights(rank_stage *s, cuda_stage *c) {
 }
 
 static void cuda_destroy(rank_stage *s) {
-  cuda_stage *c = st(s);
+  cuda_stage *c = cuda_of(s);
   if (!c) return;
   cudaSetDevice(c->device);
   if (c->stream) cudaStreamSynchronize(c->stream);
@@ -187,7 +187,7 @@ static void cuda_destroy(rank_stage *s) {
 }
 
 static void cuda_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx) {
-  cuda_stage *c = st(s);
+  cuda_stage *c = cuda_of(s);
   const wan_config *cf = s->c;
   const int64_t T = cf->text_len, TD = cf->text_dim, D = cf->dim;
   /* Padded context, narrowed to bf16 on the host (a GEMM operand). */
@@ -208,7 +208,7 @@ static size_t kv_offset(const rank_stage *s, int slot, int b) {
 }
 
 static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
-  cuda_stage *c = st(s);
+  cuda_stage *c = cuda_of(s);
   /* Streamed blocks pass through slot 0 here: no copy may still be filling it. */
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
   if (c->copy) CUDA_CHECK(cudaStreamSynchronize(c->copy));
@@ -238,7 +238,7 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
 }
 
 static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
-  cuda_stage *c = st(s);
+  cuda_stage *c = cuda_of(s);
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim;
   const int64_t n = cf->in_dim * s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
@@ -292,7 +292,7 @@ static double device_used(const cuda_stage *c) {
 }
 
 static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
-  cuda_stage *c = st(s);
+  cuda_stage *c = cuda_of(s);
   const size_t wbytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
   const int trace = s->cfg.mem_trace && !c->mem_traced;
   const double MB = 1e6;
@@ -337,7 +337,7 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
 }
 
 static void cuda_head(rank_stage *s, int buf, float *out) {
-  cuda_stage *c = st(s);
+  cuda_stage *c = cuda_of(s);
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim;
   const int64_t n = cf->out_dim * s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
@@ -361,7 +361,7 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
   CUDA_CHECK(cudaMemcpyAsync(out, c->lat, (size_t)n * 4, cudaMemcpyDeviceToHost, c->stream));
 }
 
-static void cuda_sync(rank_stage *s) { CUDA_CHECK(cudaStreamSynchronize(st(s)->stream)); }
+static void cuda_sync(rank_stage *s) { CUDA_CHECK(cudaStreamSynchronize(cuda_of(s)->stream)); }
 
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
@@ -413,43 +413,9 @@ static int place_group(loader *ld, wan_group g, int block, uint16_t *dst) {
   return SP_OK;
 }
 
-int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
-  const wan_config *cf = s->c;
-  cuda_stage *c = sp_xcalloc(1, sizeof *c);
-  s->impl = c;
-  s->ops = &cuda_ops;
-  c->device = s->cfg.cuda_device;
-  CUDA_CHECK(cudaSetDevice(c->device));
-  struct cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
-  char devname[320];
-  snprintf(devname, sizeof devname, "cuda:%d %s", c->device, prop.name);
-  sp_log_set_device(devname);
-  CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-  s->stream = c->stream;
-  c->gemm = kern_cuda_gemm_ctx_create(0);
-  _Static_assert((int)RANK_ATTN_SIMPLE == (int)KERN_ATTN_SIMPLE &&
-                     (int)RANK_ATTN_FLASH == (int)KERN_ATTN_FLASH &&
-                     (int)RANK_ATTN_CUDNN == (int)KERN_ATTN_CUDNN,
-                 "rank_attn and kern_attn_backend values agree");
-  if (kern_attn_ctx_create((kern_attn_backend)s->cfg.attn, c->gemm, &c->attn) != SP_OK) {
-    cuda_destroy(s);
-    return SP_ERR_RUNTIME;
-  }
-  for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
-  c->rows = s->cfg.chunk_rows > 0 && s->cfg.chunk_rows < s->tokens ? s->cfg.chunk_rows : s->tokens;
-  if (s->cfg.profile && c->rows < s->tokens)
-    sp_log_warn("--profile: off, the blocks run in chunks of %lld rows (the profile's ops are "
-                "whole sub-layers)",
-                (long long)c->rows);
-  else if (s->cfg.profile)
-    c->prof = rank_prof_create(c->stream);
-  plan_layout *lay = sp_xmalloc(sizeof *lay);
-  if (stage_layout(s, c, lay) != SP_OK) {
-    free(lay);
-    cuda_destroy(s);
-    return SP_ERR_INPUT;
-  }
+/* The streamed blocks' pinned host copies, their order, the copy stream and
+ * the slot events (lay->slots slots), and the per-block weight structs. */
+static void setup_streaming(rank_stage *s, cuda_stage *c, const plan_layout *lay) {
   c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
   c->host_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->host_w);
   c->stream_order = sp_xcalloc((size_t)s->nblocks, sizeof *c->stream_order);
@@ -474,27 +440,11 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   c->slot_w = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slot_w);
   c->slots = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slots);
   c->blocks = sp_xcalloc((size_t)s->nblocks, sizeof *c->blocks);
-  for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
-    CUDA_CHECK(cudaMallocHost((void **)&c->sinus[i], (size_t)cf->freq_dim * sizeof(float)));
-    CUDA_CHECK(cudaEventCreateWithFlags(&c->sinus_used[i], cudaEventDisableTiming));
-  }
-  c->arena_bytes = (size_t)lay->total;
-  size_t free_b = 0, total_b = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  if (c->arena_bytes > free_b) {
-    sp_log_error("cuda:%d: the stage needs %.2f GB of device memory (weights, activations, "
-                 "scratch), %.2f GB are free",
-                 c->device, (double)c->arena_bytes / 1e9, (double)free_b / 1e9);
-    free(lay);
-    cuda_destroy(s);
-    return SP_ERR_INPUT;
-  }
-  CUDA_CHECK(cudaMalloc((void **)&c->arena, c->arena_bytes));
-  carve(s, c, lay);
-  free(lay);
-  bind_weights(s, c);
+}
 
-  /* RoPE tables: angles in double on the host, stored fp32. */
+/* RoPE tables: angles in double on the host, stored fp32. */
+static void upload_rope(rank_stage *s, cuda_stage *c) {
+  const wan_config *cf = s->c;
   const int64_t L = s->tokens, half = wan_head_dim(cf) / 2;
   double *cd = sp_xmalloc((size_t)(L * half) * 8), *sd = sp_xmalloc((size_t)(L * half) * 8);
   float *cfl = sp_xmalloc((size_t)(L * half) * 4), *sfl = sp_xmalloc((size_t)(L * half) * 4);
@@ -509,9 +459,13 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   free(sd);
   free(cfl);
   free(sfl);
+}
 
-  /* Weights: the time from the first read to the last byte on the device
-   * is the load rate's denominator (stats.weights_s). */
+/* Reads the stage's groups and places them: resident ones in the arena
+ * through the two pinned buffers, streamed ones in their pinned copies.
+ * The time from the first read to the last byte on the device is the load
+ * rate's denominator (stats.weights_s). */
+static int place_weights(rank_model *m, rank_stage *s, cuda_stage *c, uint64_t *bytes_read) {
   double w0 = comm_now();
   loader ld = {.m = m, .c = c, .bytes_read = bytes_read};
   size_t pin_bytes = 0;
@@ -544,18 +498,84 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     CUDA_CHECK(cudaFreeHost(ld.pin[k]));
     CUDA_CHECK(cudaEventDestroy(ld.free_ev[k]));
   }
-  if (rc != SP_OK) {
-    cuda_destroy(s);
-    return rc;
-  }
-  /* The attention shapes of this workload, run once now on the scratch
-   * buffers (their contents do not matter): cuDNN builds its plans and
-   * allocates their workspace here, not in the first sampling step. */
+  return rc;
+}
+
+/* The attention shapes of this workload, run once on the scratch buffers
+ * (their contents do not matter): cuDNN builds its plans and allocates
+ * their workspace here, not in the first sampling step. */
+static void warm_attention(rank_stage *s, cuda_stage *c) {
+  const wan_config *cf = s->c;
+  const int64_t L = s->tokens;
   const int64_t NH = cf->heads, HD = wan_head_dim(cf);
   kern_attn_params ps = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
   kern_attn_params pc = {c->qb, c->ck, c->cv, c->ab, L, cf->text_len, NH, HD, 0.0f};
   kern_attn_run(c->attn, ps, c->attn_scratch, c->attn_scratch_bytes, c->stream);
   kern_attn_run(c->attn, pc, c->attn_scratch, c->attn_scratch_bytes, c->stream);
+}
+
+int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
+  const wan_config *cf = s->c;
+  cuda_stage *c = sp_xcalloc(1, sizeof *c);
+  s->impl = c;
+  s->ops = &cuda_ops;
+  c->device = s->cfg.cuda_device;
+  CUDA_CHECK(cudaSetDevice(c->device));
+  struct cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
+  char devname[320];
+  snprintf(devname, sizeof devname, "cuda:%d %s", c->device, prop.name);
+  sp_log_set_device(devname);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  s->stream = c->stream;
+  c->gemm = kern_cuda_gemm_ctx_create(0);
+  if (kern_attn_ctx_create(s->cfg.attn, c->gemm, &c->attn) != SP_OK) {
+    cuda_destroy(s);
+    return SP_ERR_RUNTIME;
+  }
+  for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
+  c->rows = s->cfg.chunk_rows > 0 && s->cfg.chunk_rows < s->tokens ? s->cfg.chunk_rows : s->tokens;
+  if (s->cfg.profile && c->rows < s->tokens)
+    sp_log_warn("--profile: off, the blocks run in chunks of %lld rows (the profile's ops are "
+                "whole sub-layers)",
+                (long long)c->rows);
+  else if (s->cfg.profile)
+    c->prof = rank_prof_create(c->stream);
+  plan_layout *lay = sp_xmalloc(sizeof *lay);
+  if (stage_layout(s, c, lay) != SP_OK) {
+    free(lay);
+    cuda_destroy(s);
+    return SP_ERR_INPUT;
+  }
+  setup_streaming(s, c, lay);
+  for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
+    CUDA_CHECK(cudaMallocHost((void **)&c->sinus[i], (size_t)cf->freq_dim * sizeof(float)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->sinus_used[i], cudaEventDisableTiming));
+  }
+  c->arena_bytes = (size_t)lay->total;
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (c->arena_bytes > free_b) {
+    sp_log_error("cuda:%d: the stage needs %.2f GB of device memory (weights, activations, "
+                 "scratch), %.2f GB are free",
+                 c->device, (double)c->arena_bytes / 1e9, (double)free_b / 1e9);
+    free(lay);
+    cuda_destroy(s);
+    return SP_ERR_INPUT;
+  }
+  CUDA_CHECK(cudaMalloc((void **)&c->arena, c->arena_bytes));
+  carve(s, c, lay);
+  free(lay);
+  bind_weights(s, c);
+
+  upload_rope(s, c);
+
+  int rc = place_weights(m, s, c, bytes_read);
+  if (rc != SP_OK) {
+    cuda_destroy(s);
+    return rc;
+  }
+  warm_attention(s, c);
   s->stats.streamed = c->nstreamed;
   s->stats.arena_bytes = c->arena_bytes;
   s->stats.device_in_use = s->stats.device_peak = (uint64_t)device_used(c);

@@ -39,14 +39,14 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
   const int64_t T = cf->text_len, F = cf->ffn_dim, R = c->rows, half = HD / 2;
   const float eps = (float)cf->eps;
   const int whole = R >= L; /* one chunk: the normed input serves q, k and v */
-  cudaStream_t st_ = c->stream;
+  cudaStream_t stream = c->stream;
   float *x = act, *e0 = x + L * D + D;
   /* Bytes of the tensors each op must move, for the profile's floors. */
   const double LD = (double)L * (double)D, LF = (double)L * (double)F, TD = (double)T * D;
   const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
   if (c->prof) rank_prof_block_begin(c->prof);
   wan_step_begin(WAN_STEP_MODULATION);
-  kern_cuda_modulation(use(w, w->modulation), e0, c->m, 6 * D, st_);
+  kern_cuda_modulation(use(w, w->modulation), e0, c->m, 6 * D, stream);
   PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
   const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
   const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
@@ -58,17 +58,17 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
     wan_step_begin(WAN_STEP_NORM1);
-    kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, st_);
+    kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, stream);
     PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_SELF_K);
     kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_k_w),
                            c->cos_t + r0 * half, c->sin_t + r0 * half, c->kb + r0 * D, n, NH, HD,
-                           eps, st_);
+                           eps, stream);
     wan_step_begin(WAN_STEP_SELF_V);
     kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b),
-                     c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+                     c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
     PROF("k,v projections+norm", 2 * gemm_dd, 2 * (LD * 4 + wdd) + LD * 4, RANK_CEIL_GEMM);
   }
   /* Each chunk of queries against every key. */
@@ -76,30 +76,30 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
     const int64_t n = L - r0 < R ? L - r0 : R;
     if (!whole) {
       wan_step_begin(WAN_STEP_NORM1);
-      kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, st_);
+      kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, stream);
     }
     wan_step_begin(WAN_STEP_SELF_Q);
     kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_q_w),
-                           c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps, st_);
+                           c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps, stream);
     PROF("q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_SELF_ATTN);
     kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, n, L, NH, HD, 0.0f};
-    kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, st_);
+    kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, stream);
     PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
     wan_step_begin(WAN_STEP_SELF_O);
     kern_cuda_linear(c->gemm, c->ab, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
     PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_GATE1);
     if (whole) { /* the gated add and norm3 in one pass over x */
       wan_step_begin(WAN_STEP_NORM3);
       kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, use(w, w->norm3_w),
-                                    use(w, w->norm3_b), NULL, NULL, c->hb, n, D, eps, st_);
+                                    use(w, w->norm3_b), NULL, NULL, c->hb, n, D, eps, stream);
       PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
     } else {
-      kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, st_);
+      kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, stream);
       PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
     }
   }
@@ -113,38 +113,38 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
     if (!whole) { /* (hb holds a later chunk's norm1 until now) */
       wan_step_begin(WAN_STEP_NORM3);
       kern_cuda_layernorm_modulate(xr, use(w, w->norm3_w), use(w, w->norm3_b), NULL, NULL, c->hb, n,
-                                   D, eps, st_);
+                                   D, eps, stream);
       PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
     }
     wan_step_begin(WAN_STEP_CROSS_Q);
     kern_cuda_linear(c->gemm, c->hb, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->cross_attn_norm_q_w), NULL, NULL,
-                           c->qb, n, NH, HD, eps, st_);
+                           c->qb, n, NH, HD, eps, stream);
     PROF("cross q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_CROSS_ATTN);
     kern_attn_params cp = {c->qb, ck, cv, c->ab, n, T, NH, HD, 0.0f};
-    kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, st_);
+    kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, stream);
     PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
     wan_step_begin(WAN_STEP_CROSS_O);
     kern_cuda_linear(c->gemm, c->ab, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, st_);
+                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
     PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
     wan_step_begin(WAN_STEP_NORM2);
     kern_cuda_gated_add_layernorm(xr, c->pb, KERN_DTYPE_BF16, NULL, NULL, NULL, shift2, scale2,
-                                  c->hb, n, D, eps, st_);
+                                  c->hb, n, D, eps, stream);
     PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_FFN_0);
     kern_cuda_linear(c->gemm, c->hb, use(w, w->ffn_0_w), use(w, w->ffn_0_b), c->fb, KERN_DTYPE_BF16,
-                     n, D, F, KERN_CUDA_ACT_GELU_TANH, st_);
+                     n, D, F, KERN_CUDA_ACT_GELU_TANH, stream);
     PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_FFN_2);
     kern_cuda_linear(c->gemm, c->fb, use(w, w->ffn_2_w), use(w, w->ffn_2_b), c->pb, KERN_DTYPE_BF16,
-                     n, F, D, KERN_CUDA_ACT_NONE, st_);
+                     n, F, D, KERN_CUDA_ACT_NONE, stream);
     PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_GATE2);
-    kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, st_);
+    kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, stream);
     PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
   }
   if (c->prof) rank_prof_block_end(c->prof);
