@@ -443,11 +443,7 @@ extern "C" int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaS
 
 /* ---- the one call: backend selection ------------------------------------ */
 
-/* The simple backend lives in cuda_attention.cu (kern_cuda.h), written
- * alongside this file: referenced weakly so this file links before it
- * lands; a build without it says so when simple is asked for. */
-#pragma weak kern_cuda_attention
-
+/* The simple backend is kern_cuda_attention (cuda_attention.cu, kern_cuda.h). */
 
 struct kern_attn_ctx {
   kern_attn_backend want;
@@ -494,8 +490,6 @@ static void att_simple(kern_attn_ctx *ctx, const kern_attn_params *p, void *scra
     sp_fatal("attention (simple): scale %g: the simple backend has 1/sqrt(hd) only",
              (double)p->scale);
   if (!ctx->gemm) sp_fatal("attention (simple): no GEMM context in the attention context");
-  if (!kern_cuda_attention)
-    sp_fatal("attention (simple): this build has no kern_cuda_attention (cuda_attention.cu)");
   kern_cuda_attention(ctx->gemm, p->q, p->k, p->v, p->out, p->Lq, p->Lk, p->heads, p->hd, scratch,
                       scratch_bytes, stream);
 }
