@@ -195,7 +195,7 @@ typedef struct op_case {
   int rope;            /* rmsnorm_rope: apply RoPE */
   int small;           /* in the --small set (for compute-sanitizer) */
   int64_t split;       /* rows per call, offset pointers (0: one call) */
-  const char *kernels; /* STATICPIPE_NORM_KERNELS for the row, or NULL */
+  const char *kernels; /* the row ops' benchmark variant (norm_variants.h), or NULL */
 } op_case;
 
 typedef void (*op_fn)(const op_case *c, kern_cuda_gemm_ctx *g, result *r);
