@@ -202,6 +202,8 @@ const plan_buffer *plan_layout_find(const plan_layout *l, plan_buf kind, int ind
 void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan_rank *q,
                          const uint8_t *streamed, int simple_attn, plan_stage_shape *out) {
   const int first = q->has_embed, last = q->has_head;
+  int64_t g[3];
+  plan_latent_grid(w, g);
   plan_stage_shape s = {
       .dim = m->dim,
       .ffn_dim = m->ffn_dim,
@@ -209,7 +211,7 @@ void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan
       .head_dim = m->head_dim,
       .text_len = m->text_len,
       .text_dim = m->text_dim,
-      .freq_dim = PLAN_FREQ_DIM,
+      .freq_dim = m->freq_dim,
       .in_dim = m->in_dim,
       .out_dim = m->out_dim,
       .patch = 4,
@@ -218,8 +220,7 @@ void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan
       .head_bytes = m->head_bytes,
       .block_bytes = m->block_bytes ? m->block_bytes[q->first_block] : 0,
       .tokens = plan_tokens(w),
-      /* Wan's VAE: 4x temporal with the first frame alone, 8x spatial */
-      .latent_voxels = ((w->frames - 1) / 4 + 1) * (w->height / 8) * (w->width / 8),
+      .latent_voxels = g[0] * g[1] * g[2],
       .prompts = w->micro_batches > 0 ? w->micro_batches : 1,
       .nblocks = q->last_block - q->first_block + 1,
       .streamed = streamed,

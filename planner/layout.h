@@ -32,8 +32,6 @@ extern "C" {
 /* Buffers of one layout at most: every block, slot and activation buffer
  * and the 20 others (24: room to spare). */
 #define PLAN_LAYOUT_MAX (PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS + PLAN_LAYOUT_MAX_ACT + 24)
-/* Sinusoid width of Wan's time embedding (wan_config.freq_dim). */
-#define PLAN_FREQ_DIM 256
 /* Scores the simple attention backend may hold at once: as many query rows
  * per chunk as this many bytes of scratch hold (at least one). */
 #define PLAN_ATTN_SCRATCH_CAP ((uint64_t)1 << 30)

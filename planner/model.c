@@ -27,10 +27,17 @@ void plan_options_default(plan_options *o) {
   o->max_rows = 0;         /* the budget decides the chunk rows */
 }
 
+void plan_latent_grid(const plan_workload *w, int64_t fhw[3]) {
+  fhw[0] = (w->frames - 1) / 4 + 1;
+  fhw[1] = w->height / 8;
+  fhw[2] = w->width / 8;
+}
+
 int64_t plan_tokens(const plan_workload *w) {
   if (w->frames < 1 || w->height < 16 || w->width < 16) return 0;
-  /* Wan's VAE: 4x temporal (first frame alone), 8x spatial; then the 1x2x2 patch. */
-  return ((w->frames - 1) / 4 + 1) * (w->height / 16) * (w->width / 16);
+  int64_t g[3];
+  plan_latent_grid(w, g);
+  return g[0] * (g[1] / 2) * (g[2] / 2);
 }
 
 static int64_t context_rows(const plan_model *m, const plan_workload *w) {

@@ -35,6 +35,7 @@ typedef struct plan_model {
   uint64_t head_bytes;         /* head: last stage */
   int64_t dim, ffn_dim, heads, head_dim;
   int64_t text_len, text_dim;
+  int64_t freq_dim;        /* sinusoid width of the time embedding */
   int64_t in_dim, out_dim; /* latent channels; a token has in_dim*4 inputs (patch 1x2x2) */
   int weight_dtype_bytes;  /* 2 bf16, 4 fp32: also the width of bf16/fp32 activations */
 } plan_model;
@@ -56,8 +57,12 @@ typedef struct plan_workload {
   int64_t context_len;           /* context rows (zero-padded to text_len: 512) */
 } plan_workload;
 
-/* Tokens of a Wan 2.1 latent sequence: ((frames-1)/4+1) * (height/16) * (width/16);
- * 480x832x81 -> 32,760. */
+/* The latent grid of a workload, in the one place the VAE's compression is
+ * written: the first frame alone and 4 more per latent frame in time, 8x
+ * in space: fhw = ((frames-1)/4+1, height/8, width/8). */
+void plan_latent_grid(const plan_workload *w, int64_t fhw[3]);
+/* Tokens of a Wan 2.1 latent sequence: the latent grid through the 1x2x2
+ * patch, ((frames-1)/4+1) * (height/16) * (width/16); 480x832x81 -> 32,760. */
 int64_t plan_tokens(const plan_workload *w);
 
 /* Order of work at a stage.

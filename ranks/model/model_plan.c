@@ -22,6 +22,7 @@ void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, uint64_
   pm->head_dim = wan_head_dim(c);
   pm->text_len = c->text_len;
   pm->text_dim = c->text_dim;
+  pm->freq_dim = c->freq_dim;
   pm->in_dim = c->in_dim;
   pm->out_dim = c->out_dim;
   pm->weight_dtype_bytes = compute_dtype_bytes;

@@ -14,10 +14,9 @@
 int job_micro_batches(double cfg) { return cfg != 1.0 ? 2 : 1; }
 
 void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]) {
+  const plan_workload w = {.frames = j->frames, .height = j->height, .width = j->width};
   lat[0] = c->in_dim;
-  lat[1] = (j->frames - 1) / 4 + 1;
-  lat[2] = j->height / 8;
-  lat[3] = j->width / 8;
+  plan_latent_grid(&w, lat + 1);
 }
 
 int64_t job_tokens(const job_spec *j, const wan_config *c) {

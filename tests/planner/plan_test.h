@@ -33,6 +33,7 @@ static inline void test_wan_make(test_wan *t, int big) {
   t->m.head_dim = 128;
   t->m.text_len = 512;
   t->m.text_dim = 4096;
+  t->m.freq_dim = 256;
   t->m.in_dim = 16;
   t->m.out_dim = 16;
   t->m.weight_dtype_bytes = 2;
