@@ -105,14 +105,24 @@ static const float *use(const wan_block_f32 *w, const float *p) {
   return p;
 }
 
+/* A query or key of MODEL 4: out (rows, D) = RMSNorm(in W^T + b) over the
+ * whole width, then RoPE per head when rope is given (self-attention). */
+static void project_qk(const wan_config *c, const float *in, const float *wt, const float *b,
+                       const float *norm_w, const rank_rope *rope, int64_t rows, float *out) {
+  const int64_t D = c->dim;
+  kern_cpu_linear(in, wt, b, out, rows, D, D);
+  kern_cpu_rmsnorm(out, norm_w, out, rows, D, (float)c->eps);
+  if (rope) kern_cpu_rope_apply(out, rope->cos_t, rope->sin_t, rows, c->heads, wan_head_dim(c));
+}
+
 /* MODEL 4, cross-attention k and v: constant over steps. The steps of
  * wan_steps.h, WAN_STEP_CROSS_K and _V. */
 void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w, const float *ctx, float *k,
                          float *v) {
   const int64_t D = c->dim, T = c->text_len;
   wan_step_begin(WAN_STEP_CROSS_K);
-  kern_cpu_linear(ctx, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b), k, T, D, D);
-  kern_cpu_rmsnorm(k, use(w, w->cross_attn_norm_k_w), k, T, D, (float)c->eps);
+  project_qk(c, ctx, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
+             use(w, w->cross_attn_norm_k_w), NULL, T, k);
   wan_step_begin(WAN_STEP_CROSS_V);
   kern_cpu_linear(ctx, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b), v, T, D, D);
 }
@@ -146,15 +156,13 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
   kern_cpu_modulate(h, shift1, scale1, h, L, D);
   wan_step_begin(WAN_STEP_SELF_K);
-  kern_cpu_linear(h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b), k, L, D, D);
-  kern_cpu_rmsnorm(k, use(w, w->self_attn_norm_k_w), k, L, D, eps);
-  kern_cpu_rope_apply(k, rope->cos_t, rope->sin_t, L, NH, HD);
+  project_qk(c, h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
+             use(w, w->self_attn_norm_k_w), rope, L, k);
   wan_step_begin(WAN_STEP_SELF_V);
   kern_cpu_linear(h, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b), v, L, D, D);
   wan_step_begin(WAN_STEP_SELF_Q);
-  kern_cpu_linear(h, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b), q, L, D, D);
-  kern_cpu_rmsnorm(q, use(w, w->self_attn_norm_q_w), q, L, D, eps);
-  kern_cpu_rope_apply(q, rope->cos_t, rope->sin_t, L, NH, HD);
+  project_qk(c, h, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b),
+             use(w, w->self_attn_norm_q_w), rope, L, q);
   wan_step_begin(WAN_STEP_SELF_ATTN);
   kern_cpu_attention(q, k, v, a, L, L, NH, HD);
   wan_step_begin(WAN_STEP_SELF_O);
@@ -166,8 +174,8 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const
   wan_step_begin(WAN_STEP_NORM3);
   kern_cpu_layernorm(x, use(w, w->norm3_w), use(w, w->norm3_b), h, L, D, eps);
   wan_step_begin(WAN_STEP_CROSS_Q);
-  kern_cpu_linear(h, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b), q, L, D, D);
-  kern_cpu_rmsnorm(q, use(w, w->cross_attn_norm_q_w), q, L, D, eps);
+  project_qk(c, h, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
+             use(w, w->cross_attn_norm_q_w), NULL, L, q);
   wan_step_begin(WAN_STEP_CROSS_ATTN);
   kern_cpu_attention(q, ck, cv, a, L, T, NH, HD);
   wan_step_begin(WAN_STEP_CROSS_O);
