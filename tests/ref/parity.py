@@ -23,14 +23,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wan_ref as W  # noqa: E402
+from refcheck import rel_l2  # noqa: E402
 import h5py  # noqa: E402
 
 FORWARD_TOL = 1e-5   # STYLE.md tolerance table: fp32 path per forward
 RUN_TOL = 1e-4       # fp32 path after a multi-step run
-
-
-def rel_l2(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
 def sh(cmd):

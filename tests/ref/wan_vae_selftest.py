@@ -21,18 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wan_vae_ref as R  # noqa: E402
-
-FAILS = []
-
-
-def check(cond, what):
-    print("%s  %s" % ("ok  " if cond else "FAIL", what))
-    if not cond:
-        FAILS.append(what)
-
-
-def rel_l2(a, b):
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
+from refcheck import FAILS, check, rel_l2  # noqa: E402
 
 
 def small_config():

@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
 import wan_vae_ref as R  # noqa: E402
+from refcheck import rel_l2  # noqa: E402
 
 TOL = 1e-5
 
@@ -91,7 +92,7 @@ def main():
                     print("FAIL  %s: shape %s, reference %s" % (what, got.shape, ref.shape))
                     fails += 1
                     continue
-                err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+                err = rel_l2(got, ref)
                 worst = float(np.abs(got - ref).max())
                 clamped = float(np.mean(np.abs(ref) == 1.0))
                 ok = err <= TOL
