@@ -142,6 +142,28 @@ double sp_test_rel_l2(const float *got, const double *ref, int64_t n) {
   return den > 0.0 ? sqrt(num / den) : sqrt(num);
 }
 
+void sp_test_attention_ref(const float *q, const float *k, const float *v, double *out,
+                           int64_t Lq, int64_t Lk, int64_t d, int64_t q_tok, int64_t kv_tok,
+                           int64_t ch) {
+  double *s = sp_test_dalloc(Lk);
+  for (int64_t i = 0; i < Lq; i++) {
+    double mx = -INFINITY, sum = 0.0;
+    for (int64_t j = 0; j < Lk; j++) {
+      double dot = 0.0;
+      for (int64_t c = 0; c < d; c++) dot += (double)q[i * q_tok + c * ch] * k[j * kv_tok + c * ch];
+      s[j] = dot / sqrt((double)d);
+      mx = fmax(mx, s[j]);
+    }
+    for (int64_t j = 0; j < Lk; j++) sum += s[j] = exp(s[j] - mx);
+    for (int64_t c = 0; c < d; c++) {
+      double o = 0.0;
+      for (int64_t j = 0; j < Lk; j++) o += s[j] * v[j * kv_tok + c * ch];
+      out[i * q_tok + c * ch] = o / sum;
+    }
+  }
+  free(s);
+}
+
 double sp_test_rel_l2_f32(const float *got, const float *ref, int64_t n) {
   double num = 0.0, den = 0.0;
   for (int64_t i = 0; i < n; i++) {

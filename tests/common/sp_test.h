@@ -102,4 +102,15 @@ int sp_test_guard_ok(const float *p, int64_t n);
 double sp_test_rel_l2(const float *got, const double *ref, int64_t n);
 double sp_test_rel_l2_f32(const float *got, const float *ref, int64_t n);
 
+/* ---- references ------------------------------------------------------------ */
+
+/* One head of exact attention in float64: out = softmax(q k^T / sqrt(d)) v
+ * for Lq queries over Lk keys of width d. Element c of query (and output
+ * row) i is at [i * q_tok + c * ch], of key or value j at
+ * [j * kv_tok + c * ch]: token-major heads (tok = heads * hd, ch = 1) and
+ * channel-major frames (tok = 1, ch = frames * pixels) alike. */
+void sp_test_attention_ref(const float *q, const float *k, const float *v, double *out,
+                           int64_t Lq, int64_t Lk, int64_t d, int64_t q_tok, int64_t kv_tok,
+                           int64_t ch);
+
 #endif

@@ -13,27 +13,12 @@
 
 #include <omp.h>
 
+/* Token-major, heads interleaved: q (Lq, heads, hd), k, v (Lk, heads, hd). */
 static void ref_attention(const float *q, const float *k, const float *v, double *out,
                           int64_t Lq, int64_t Lk, int64_t heads, int64_t hd) {
-  double *s = sp_test_dalloc(Lk);
-  for (int64_t i = 0; i < Lq; i++)
-    for (int64_t h = 0; h < heads; h++) {
-      double mx = -INFINITY, sum = 0.0;
-      for (int64_t j = 0; j < Lk; j++) {
-        double d = 0.0;
-        for (int64_t c = 0; c < hd; c++)
-          d += (double)q[(i * heads + h) * hd + c] * k[(j * heads + h) * hd + c];
-        s[j] = d / sqrt((double)hd);
-        mx = fmax(mx, s[j]);
-      }
-      for (int64_t j = 0; j < Lk; j++) sum += exp(s[j] - mx);
-      for (int64_t c = 0; c < hd; c++) {
-        double o = 0.0;
-        for (int64_t j = 0; j < Lk; j++) o += exp(s[j] - mx) / sum * v[(j * heads + h) * hd + c];
-        out[(i * heads + h) * hd + c] = o;
-      }
-    }
-  free(s);
+  for (int64_t h = 0; h < heads; h++)
+    sp_test_attention_ref(q + h * hd, k + h * hd, v + h * hd, out + h * hd, Lq, Lk, hd,
+                          heads * hd, heads * hd, 1);
 }
 
 /* amp scales q and k: amp 6 gives scores of tens, so the softmax is peaked

@@ -164,27 +164,13 @@ static void check_attention(int64_t C, int64_t T, int64_t HW, double spread) {
   const int64_t n = C * T * HW;
   float *qkv = sp_test_alloc(3 * n), *out = sp_test_alloc(n), *out2 = sp_test_alloc(n);
   float *scratch = sp_test_alloc(kern_cpu_frame_attention_scratch(C, T, HW));
-  double *ref = sp_test_dalloc(n), *s = sp_test_dalloc(HW);
+  double *ref = sp_test_dalloc(n);
   sp_rand_fill(qkv, 3 * n, -spread, spread);
   kern_cpu_frame_attention(qkv, scratch, out, C, T, HW);
   const float *q = qkv, *k = qkv + n, *v = qkv + 2 * n; /* each (C, T, HW) */
-  for (int64_t t = 0; t < T; t++)
-    for (int64_t i = 0; i < HW; i++) {
-      double mx = -INFINITY, sum = 0.0;
-      for (int64_t j = 0; j < HW; j++) {
-        double d = 0.0;
-        for (int64_t c = 0; c < C; c++)
-          d += (double)q[(c * T + t) * HW + i] * k[(c * T + t) * HW + j];
-        s[j] = d / sqrt((double)C);
-        mx = fmax(mx, s[j]);
-      }
-      for (int64_t j = 0; j < HW; j++) sum += s[j] = exp(s[j] - mx);
-      for (int64_t c = 0; c < C; c++) {
-        double o = 0.0;
-        for (int64_t j = 0; j < HW; j++) o += s[j] * v[(c * T + t) * HW + j];
-        ref[(c * T + t) * HW + i] = o / sum;
-      }
-    }
+  for (int64_t t = 0; t < T; t++) /* frame t: HW tokens, C channels T * HW apart */
+    sp_test_attention_ref(q + t * HW, k + t * HW, v + t * HW, ref + t * HW, HW, HW, C, 1, 1,
+                          T * HW);
   double err = sp_test_rel_l2(out, ref, n);
   CHECK(err <= SP_TEST_TOL_F32, "frame attention C=%lld T=%lld HW=%lld: rel L2 %.3g", (long long)C,
         (long long)T, (long long)HW, err);
@@ -200,7 +186,7 @@ static void check_attention(int64_t C, int64_t T, int64_t HW, double spread) {
   omp_set_num_threads(nthreads);
   printf("frame attention C=%lld T=%lld HW=%lld spread %g: rel L2 %.2e\n", (long long)C,
          (long long)T, (long long)HW, spread, err);
-  free(qkv), free(out), free(out2), free(scratch), free(ref), free(s);
+  free(qkv), free(out), free(out2), free(scratch), free(ref);
 }
 
 /* ---------------------------------------------------------------- copies */
