@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,16 +11,21 @@
 #include "job.h"
 #include "log.h"
 
-/* The limits of a job's values: checked by job_opts_check alone. */
+/* The limits of a job's values: checked by job_opts_check alone, and
+ * written into the help and the error lines from here (plain literals, so
+ * the help can spell them with STR). */
 #define JOB_FRAMES_MAX 4097
 #define JOB_SIDE_MAX 65536
 #define JOB_STEPS_MAX 10000
-#define JOB_CFG_MAX 100.0
-#define JOB_SHIFT_MIN 1e-3
-#define JOB_SHIFT_MAX 1e3
-#define JOB_TIMEOUT_MIN 1.0
-#define JOB_TIMEOUT_MAX 1e6
-#define JOB_CHUNK_ROWS_MAX (INT64_C(1) << 31)
+#define JOB_CFG_MAX 100
+#define JOB_SHIFT_MIN 0.001
+#define JOB_SHIFT_MAX 1000
+#define JOB_TIMEOUT_MIN 1
+#define JOB_TIMEOUT_MAX 1000000
+#define JOB_CHUNK_ROWS_LOG2 31
+#define JOB_CHUNK_ROWS_MAX (INT64_C(1) << JOB_CHUNK_ROWS_LOG2)
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_MODEL, "model", 'm', "MODEL", NULL, 0, "model file or synth:PRESET[:SEED] (required)"},
@@ -28,12 +34,12 @@ static const job_option table[JOB_OPT_COUNT] = {
      "--cfg is not 1, 'context_null' (the encoded negative\n"
      "prompt); see launch/encode_prompt.py (required without\n"
      "--jobs)"},
-    {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, at most 4097"},
+    {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, at most " STR(JOB_FRAMES_MAX)},
     {JOB_OPT_SIZE, "size", 's', "HxW", "480x832", 1,
      "height x width in pixels, multiples of 16"},
-    {JOB_OPT_STEPS, "steps", 'n', "N", "50", 1, "sampling steps, 1..10000"},
+    {JOB_OPT_STEPS, "steps", 'n', "N", "50", 1, "sampling steps, 1.." STR(JOB_STEPS_MAX)},
     {JOB_OPT_CFG, "cfg", 'g', "G", "5", 1,
-     "guidance scale, 0..100; 1 runs the conditional branch only,\n"
+     "guidance scale, 0.." STR(JOB_CFG_MAX) "; 1 runs the conditional branch only,\n"
      "any other value 2 branches = 2 micro-batches"},
     {JOB_OPT_SHIFT, "shift", 0, "S", "5", 1, "schedule shift"},
     {JOB_OPT_SAMPLER, "sampler", 0, "NAME", "unipc", 1,
@@ -109,7 +115,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "budget decides what streams)"},
     {JOB_OPT_CHUNK_ROWS, "chunk-rows", 0, "N", NULL, 0,
      "process the block transients in chunks of at most N tokens,\n"
-     "1..2^31 (default: the planner's choice, unchunked when the\n"
+     "1..2^" STR(JOB_CHUNK_ROWS_LOG2) " (default: the planner's choice, unchunked when the\n"
      "budget allows); latents are the same either way"},
     {JOB_OPT_MEM_TRACE, "mem-trace", 0, NULL, NULL, 0,
      "CUDA: per block, device memory in use before and after and\n"
@@ -290,8 +296,16 @@ void job_opts_default(job_opts *o) {
 
 /* ---- the validator ---- */
 
-/* Logs "where: key=value what" or "--key: value what"; returns SP_ERR_INPUT. */
-static int refuse(const char *where, const char *key, const char *value, const char *what) {
+/* Logs "where: key=value what" or "--key: value what" (what a printf
+ * format); returns SP_ERR_INPUT. */
+static int refuse(const char *where, const char *key, const char *value, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse(const char *where, const char *key, const char *value, const char *fmt, ...) {
+  char what[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
   if (where)
     sp_log_error("%s: %s=%s %s", where, key, value, what);
   else
@@ -303,7 +317,7 @@ int job_spec_check(const job_spec *j, const char *where) {
   char v[64];
   snprintf(v, sizeof v, "%" PRId64, j->frames);
   if (j->frames < 1 || j->frames > JOB_FRAMES_MAX)
-    return refuse(where, "frames", v, "is out of range: frames are 1..4097");
+    return refuse(where, "frames", v, "is out of range: frames are 1..%d", JOB_FRAMES_MAX);
   if ((j->frames - 1) % 4 != 0)
     return refuse(where, "frames", v, "is not of the form 4k+1 (81, 41, 17, 5, 1, ...)");
   snprintf(v, sizeof v, "%" PRId64 "x%" PRId64, j->height, j->width);
@@ -312,13 +326,14 @@ int job_spec_check(const job_spec *j, const char *where) {
     return refuse(where, "size", v, "is not valid: height and width must be multiples of 16");
   snprintf(v, sizeof v, "%d", j->steps);
   if (j->steps < 1 || j->steps > JOB_STEPS_MAX)
-    return refuse(where, "steps", v, "is out of range: steps are 1..10000");
+    return refuse(where, "steps", v, "is out of range: steps are 1..%d", JOB_STEPS_MAX);
   snprintf(v, sizeof v, "%g", j->cfg);
   if (!(j->cfg >= 0 && j->cfg <= JOB_CFG_MAX))
-    return refuse(where, "cfg", v, "is out of range: the guidance scale is 0..100");
+    return refuse(where, "cfg", v, "is out of range: the guidance scale is 0..%d", JOB_CFG_MAX);
   snprintf(v, sizeof v, "%g", j->shift);
   if (!(j->shift >= JOB_SHIFT_MIN && j->shift <= JOB_SHIFT_MAX))
-    return refuse(where, "shift", v, "is out of range: the shift is 0.001..1000");
+    return refuse(where, "shift", v, "is out of range: the shift is %g..%g", JOB_SHIFT_MIN,
+                  (double)JOB_SHIFT_MAX);
   return SP_OK;
 }
 
@@ -349,13 +364,14 @@ int job_opts_check(job_opts *o, int what) {
   char v[64];
   snprintf(v, sizeof v, "%g", o->timeout);
   if (!(o->timeout >= JOB_TIMEOUT_MIN && o->timeout <= JOB_TIMEOUT_MAX))
-    return refuse(NULL, "timeout", v, "is out of range: 1..1e6 seconds");
+    return refuse(NULL, "timeout", v, "is out of range: %d..%d seconds", JOB_TIMEOUT_MIN,
+                  JOB_TIMEOUT_MAX);
   snprintf(v, sizeof v, "%g", o->stream_frac);
   if (o->stream_frac != -1 && !(o->stream_frac >= 0 && o->stream_frac <= 1))
     return refuse(NULL, "stream-frac", v, "is out of range: a fraction 0..1");
   snprintf(v, sizeof v, "%" PRId64, o->chunk_rows);
   if (o->chunk_rows != -1 && !(o->chunk_rows >= 1 && o->chunk_rows <= JOB_CHUNK_ROWS_MAX))
-    return refuse(NULL, "chunk-rows", v, "is out of range: 1..2^31 tokens");
+    return refuse(NULL, "chunk-rows", v, "is out of range: 1..2^%d tokens", JOB_CHUNK_ROWS_LOG2);
   if ((what & JOB_CHECK_DEVICE) && rank_device_parse(o->device, &o->dev) != SP_OK)
     return SP_ERR_INPUT;
   return SP_OK;
