@@ -177,6 +177,17 @@ void wan_vae_decoder_free(wan_vae_decoder *d);
 /* Host floats the decoder holds (caches and scratch) for latents h x w. */
 int64_t wan_vae_decoder_floats(const wan_vae_config *c, int64_t h, int64_t w);
 
+/* Receives one chunk's video frames (3, n, H, W), clamped, the first of
+ * them frame t0 of the video; the buffer is the decoder's and valid only
+ * during the call. Returns 0 to go on; anything else stops the decode,
+ * which returns it. */
+typedef int (*wan_vae_frames_fn)(void *user, const float *frames, int64_t t0, int64_t n);
+
+/* The decode of wan_vae_decode, handing each chunk's frames to fn as they
+ * are made (the whole video is never held). Returns 0 or fn's stop code. */
+int wan_vae_decode_stream(wan_vae_decoder *d, const wan_vae_weights *wt, const float *latents,
+                          int64_t F, wan_vae_frames_fn fn, void *user);
+
 /* latents (z_dim, F, h, w), normalised as the DiT produces them ->
  * video (3, wan_vae_out_frames(F), s h, s w), s = wan_vae_out_scale,
  * clamped to [-1, 1]. Weights bound through the table of d's config. */

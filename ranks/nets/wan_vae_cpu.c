@@ -271,8 +271,8 @@ static void decoder_chunk(vae_run *r, const wan_vae_weights *wt, vae_bufs *B) {
   swap(&B->x, &B->b);
 }
 
-void wan_vae_decode(wan_vae_decoder *d, const wan_vae_weights *wt, const float *latents,
-                    int64_t F, float *video) {
+int wan_vae_decode_stream(wan_vae_decoder *d, const wan_vae_weights *wt, const float *latents,
+                          int64_t F, wan_vae_frames_fn fn, void *user) {
   const wan_vae_config *c = &d->cfg;
   const int64_t z = c->z_dim, hw = d->h * d->w;
   const int64_t s = wan_vae_out_scale(c), T_out = wan_vae_out_frames(c, F);
@@ -302,11 +302,32 @@ void wan_vae_decode(wan_vae_decoder *d, const wan_vae_weights *wt, const float *
       sp_fatal("vae: chunk %lld gave %lld frames of %lldx%lld", (long long)f, (long long)r.t,
                (long long)r.h, (long long)r.w);
     kern_cpu_clamp(B.x, 3 * r.t * ohw, -1.0f, 1.0f);
-    for (int64_t ch = 0; ch < 3; ch++)
-      memcpy(video + (ch * T_out + frame0) * ohw, B.x + ch * r.t * ohw,
-             (size_t)(r.t * ohw) * sizeof *video);
+    int rc = fn(user, B.x, frame0, r.t);
+    if (rc != 0) return rc;
     frame0 += r.t;
   }
   if (frame0 != T_out) sp_fatal("vae: decoded %lld frames, expected %lld", (long long)frame0,
                                 (long long)T_out);
+  return 0;
+}
+
+/* wan_vae_decode's sink: a chunk's (3, n, H, W) into the whole video. */
+typedef struct whole_video {
+  float *video;
+  int64_t T, ohw;
+} whole_video;
+
+static int whole_video_put(void *user, const float *frames, int64_t t0, int64_t n) {
+  const whole_video *v = user;
+  for (int64_t ch = 0; ch < 3; ch++)
+    memcpy(v->video + (ch * v->T + t0) * v->ohw, frames + ch * n * v->ohw,
+           (size_t)(n * v->ohw) * sizeof *v->video);
+  return 0;
+}
+
+void wan_vae_decode(wan_vae_decoder *d, const wan_vae_weights *wt, const float *latents,
+                    int64_t F, float *video) {
+  const int64_t s = wan_vae_out_scale(&d->cfg);
+  whole_video v = {video, wan_vae_out_frames(&d->cfg, F), d->h * d->w * s * s};
+  (void)wan_vae_decode_stream(d, wt, latents, F, whole_video_put, &v);
 }

@@ -1,0 +1,78 @@
+/* The VAE decoder's model file (HDF5) and synthetic VAEs, behind one handle.
+ *
+ * The same container as the DiT's (MODEL.md "Model file"): root attributes
+ * format = "staticpipe", format_version, arch = VAE_MODEL_ARCH, preset (may
+ * be ""), dtype ("bf16"|"fp32"), checksum and the decoder's config (dim,
+ * z_dim, dim_mult, num_res_blocks, temporal_up); one group /decoder with one
+ * contiguous unfiltered dataset per tensor of wan_vae_table, named by its
+ * official key (conv2.weight, decoder.conv1.weight, ...), each with
+ * attributes dtype and checksum (CRC-32C of its bytes). Only the decoder is
+ * stored; the encoder is not needed to make video from latents.
+ *
+ * A spec "synth:PRESET[:SEED]" (presets wan2.1-vae, the published config,
+ * and wan2.1-vae-tiny) opens a synthetic VAE instead: the same API, every
+ * tensor generated when it is read. */
+#ifndef RANK_VAE_FILE_H
+#define RANK_VAE_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kern_dtype.h"
+#include "wan_vae.h"
+
+#define VAE_MODEL_ARCH "wan2.1-vae"
+
+typedef struct vae_model vae_model;
+
+typedef struct vae_model_info {
+  wan_vae_config config;
+  kern_dtype dtype;   /* as stored; reads always give fp32 */
+  char arch[32];
+  char preset[64];    /* "" when the config matches no preset */
+  char source[1024];  /* the path, or the synth: spec */
+  int synthetic;
+  uint64_t seed;      /* synth: only */
+  char checksum[96];  /* "crc32c:XXXXXXXX" over the datasets' CRCs in table order */
+  int64_t params;     /* parameters of the decoder */
+  int64_t file_bytes; /* bytes of the weights as stored (0 for synth:) */
+} vae_model_info;
+
+/* Known VAE presets: fills out and returns 0, or -1 for an unknown name. */
+int vae_preset(const char *name, wan_vae_config *out);
+
+/* Opens a VAE file read-only and validates its root attributes and every
+ * dataset's layout (as rank_model_open does), without reading weights; or
+ * parses a synth: spec. A staticpipe file of another arch (a DiT) is
+ * refused with a line naming both archs. verify = 1 checks every dataset's
+ * checksum when it is read. Returns SP_OK, SP_ERR_INPUT or SP_ERR_RUNTIME,
+ * errors logged once naming the file, the dataset and the check. */
+int vae_model_open(const char *spec, int verify, vae_model **out);
+void vae_model_close(vae_model *m);
+const vae_model_info *vae_model_get_info(const vae_model *m);
+
+/* Reads every tensor as fp32 into packed, laid out by the table of the
+ * model's config (wan_vae_table_make: packed_floats floats, padding zeroed). */
+int vae_model_read(vae_model *m, float *packed, int64_t packed_floats);
+
+/* ---- writer: a temporary file beside path, renamed into place on commit;
+ * abort, a failure or SIGINT/SIGTERM removes it. */
+typedef struct vae_model_writer vae_model_writer;
+
+int vae_model_writer_open(const char *path, const wan_vae_config *c, kern_dtype dtype,
+                          const char *preset, vae_model_writer **out);
+int vae_model_writer_attr(vae_model_writer *w, const char *key, const char *value);
+/* One tensor of the table, data fp32 (numel floats); stored in the file's dtype. */
+int vae_model_writer_put(vae_model_writer *w, const char *name, const float *data,
+                         int64_t numel);
+/* Checks every tensor was written, writes the checksum, renames into place;
+ * frees w either way. */
+int vae_model_writer_commit(vae_model_writer *w);
+void vae_model_writer_abort(vae_model_writer *w);
+
+/* The root attribute arch of a staticpipe model file, without validating
+ * anything else (for commands to say which kind of file they were given).
+ * Returns 0, or -1 when path is no HDF5 file or has no arch (not logged). */
+int model_file_arch(const char *path, char *arch, size_t n);
+
+#endif

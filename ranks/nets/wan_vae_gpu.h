@@ -1,0 +1,47 @@
+/* The Wan 2.1 VAE decoder on a CUDA device (VAE.md): the CPU decoder's
+ * computation (wan_vae.h) in bf16 (weights and activations, fp32
+ * accumulation and statistics) or fp32, chunk by chunk with the same causal
+ * caches, in one device workspace whose layout the planner computes
+ * (plan_vae_layout). A CPU-only build has the same functions; create then
+ * returns SP_ERR_INPUT saying CUDA is not built in. */
+#ifndef WAN_VAE_GPU_H
+#define WAN_VAE_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wan_vae.h"
+
+typedef enum {
+  WAN_VAE_GPU_BF16 = 0,
+  WAN_VAE_GPU_FP32 = 1,
+} wan_vae_gpu_precision;
+
+typedef struct wan_vae_gpu wan_vae_gpu;
+
+/* 1 when this build has the CUDA decoder. */
+int wan_vae_gpu_available(void);
+
+/* Device bytes the decoder needs for latents of h x w: weights plus
+ * workspace, from the same layout create uses. */
+int64_t wan_vae_gpu_bytes(const wan_vae_config *c, int64_t h, int64_t w,
+                          wan_vae_gpu_precision p);
+
+/* Uploads the weights (packed fp32, wan_vae_table layout of c) to the
+ * current device, converting to the precision, and lays out the workspace
+ * for latents of h x w. Returns SP_OK, SP_ERR_INPUT (bad config/size, no
+ * CUDA build: logged) or SP_ERR_RUNTIME (out of device memory: logged with
+ * the bytes asked for). */
+int wan_vae_gpu_create(const wan_vae_config *c, const float *packed, int64_t h, int64_t w,
+                       wan_vae_gpu_precision p, wan_vae_gpu **out);
+void wan_vae_gpu_free(wan_vae_gpu *g);
+
+/* As wan_vae_decode_stream: latents (z_dim, F, h, w) on the host; fn gets
+ * each chunk's clamped frames (3, n, H, W) on the host, fp32. */
+int wan_vae_gpu_decode(wan_vae_gpu *g, const float *latents, int64_t F, wan_vae_frames_fn fn,
+                       void *user);
+
+/* Peak device bytes of the last decode (workspace high-water mark + weights). */
+int64_t wan_vae_gpu_peak_bytes(const wan_vae_gpu *g);
+
+#endif
