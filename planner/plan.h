@@ -102,6 +102,9 @@ typedef struct plan_options {
                                (for tests and sweeps that force chunking) */
   int simple_attn;          /* 0 (default); 1: the stages run the simple attention backend,
                                whose scores scratch every rank counts (layout.h) */
+  uint64_t decoder_bytes;   /* device bytes the last rank keeps for the VAE decoder of
+                               `run --video` (its weights and workspace), outside the
+                               stage's arena; 0 (default) without a decoder */
 } plan_options;
 
 void plan_options_default(plan_options *o);
@@ -166,8 +169,9 @@ typedef struct plan_rank {
   uint64_t streamed_bytes;      /* in pinned host memory */
   uint64_t act_bytes;           /* the rest of the arena: plan_act_bytes */
   uint64_t reserve_bytes;       /* outside the arena: CUDA context, workspaces, NCCL */
+  uint64_t decoder_bytes;       /* outside the arena: the VAE decoder (last rank only) */
   uint64_t peak_bytes;          /* weights + slots + activations (= the stage's arena, its
-                                   layout's total) + reserve */
+                                   layout's total) + reserve + decoder */
   uint64_t budget_bytes;
   double predicted_step_ms;     /* this stage's busy time per sampling step (all M
                                    micro-batches, in its order) */

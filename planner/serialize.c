@@ -117,6 +117,11 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
                   : "micro-batch-major: micro-batches pipelined through the stages");
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
+    if (q->decoder_bytes)
+      plan_sb_add(&sb,
+                  "# rank %d keeps %.2f GB for the VAE decoder of --video (weights and "
+                  "workspace, counted in its peak)\n",
+                  r, q->decoder_bytes / GB);
     if (q->num_streamed)
       plan_sb_add(&sb,
                   "# rank %d streams %d block%s (%.2f GB) from pinned host memory, %d prefetch "
@@ -177,6 +182,7 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
                 ",\"embed\":%s,\"head\":%s,\"order\":\"%s\",\"weight_bytes\":%llu,"
                 "\"stream_slot_bytes\":%llu,"
                 "\"streamed_bytes\":%llu,\"act_bytes\":%llu,\"reserve_bytes\":%llu,"
+                "\"decoder_bytes\":%llu,"
                 "\"peak_bytes\":%llu,\"budget_bytes\":%llu,\"prefetch_depth\":%d,"
                 "\"chunk_rows\":%lld,"
                 "\"predicted_step_ms\":%.3f}",
@@ -184,7 +190,8 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
                 plan_order_name(q->order), (unsigned long long)q->weight_bytes,
                 (unsigned long long)q->stream_slot_bytes,
                 (unsigned long long)q->streamed_bytes, (unsigned long long)q->act_bytes,
-                (unsigned long long)q->reserve_bytes, (unsigned long long)q->peak_bytes,
+                (unsigned long long)q->reserve_bytes, (unsigned long long)q->decoder_bytes,
+                (unsigned long long)q->peak_bytes,
                 (unsigned long long)q->budget_bytes, q->prefetch_depth, (long long)q->chunk_rows,
                 q->predicted_step_ms);
   }
@@ -194,17 +201,18 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
 }
 
 /* ---- binary --------------------------------------------------------------
- * "SPPL", u32 version 3, u32 nranks, u32 num_blocks, i64 tokens,
+ * "SPPL", u32 version 4, u32 nranks, u32 num_blocks, i64 tokens,
  * u32 micro_batches, u32 chunked, f64 predicted_step_ms, then per rank:
  * device[64], i32 first, last, resident, streamed, embed, head, depth, order,
  * i64 chunk rows, u64 weight, slots, streamed bytes, act,
- * reserve, peak, budget, f64 ms; then num_blocks bytes of streamed flags.
+ * reserve, decoder, peak, budget, f64 ms; then num_blocks bytes of streamed flags.
  * Fixed widths and little-endian, independent of the host's struct layout. */
 
 #define WIRE_MAGIC "SPPL"
-#define WIRE_VERSION 3u /* 2: the order of work per rank; 3: one chunk rows per rank */
+#define WIRE_VERSION 4u /* 2: the order of work per rank; 3: one chunk rows per rank;
+                           4: the decoder's bytes per rank */
 #define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8)
-#define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 8 + 7 * 8 + 8)
+#define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 8 + 8 * 8 + 8)
 
 _Static_assert(WIRE_HEAD + PLAN_MAX_RANKS * WIRE_RANK + PLAN_MAX_BLOCKS <= PLAN_WIRE_MAX,
                "PLAN_WIRE_MAX is too small for the binary form");
@@ -255,9 +263,10 @@ int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err,
                      q->has_embed, q->has_head, q->prefetch_depth, q->order};
     for (int i = 0; i < 8; i++) put(&w, (uint32_t)iv[i], 4);
     put(&w, (uint64_t)q->chunk_rows, 8);
-    uint64_t uv[7] = {q->weight_bytes, q->stream_slot_bytes, q->streamed_bytes, q->act_bytes,
-                      q->reserve_bytes, q->peak_bytes, q->budget_bytes};
-    for (int i = 0; i < 7; i++) put(&w, uv[i], 8);
+    uint64_t uv[8] = {q->weight_bytes,  q->stream_slot_bytes, q->streamed_bytes,
+                      q->act_bytes,     q->reserve_bytes,     q->decoder_bytes,
+                      q->peak_bytes,    q->budget_bytes};
+    for (int i = 0; i < 8; i++) put(&w, uv[i], 8);
     put_f64(&w, q->predicted_step_ms);
   }
   memcpy(buf + w.n, p->streamed, (size_t)p->num_blocks);
@@ -347,6 +356,7 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
     q->streamed_bytes = get(&r, 8);
     q->act_bytes = get(&r, 8);
     q->reserve_bytes = get(&r, 8);
+    q->decoder_bytes = get(&r, 8);
     q->peak_bytes = get(&r, 8);
     q->budget_bytes = get(&r, 8);
     q->predicted_step_ms = get_f64(&r);

@@ -88,11 +88,12 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
    * (chunking costs little, streaming costs a copy per micro-batch; at
    * k = 0 and level 0 nothing is chunked or streamed). */
   uint64_t base[MAX_LEVELS];
+  const uint64_t dec = last ? c->o->decoder_bytes : 0;
   for (int lv = 0; lv < c->nlevels; lv++) {
     uint64_t act =
         plan_act_bytes(m, c->w, c->order, nb, r > 0, r < c->R - 1, first, last, c->rows[lv],
                        c->o->simple_attn);
-    base[lv] = plan_sat_add(plan_sat_add(fixed, act), c->o->reserve_bytes);
+    base[lv] = plan_sat_add(plan_sat_add(plan_sat_add(fixed, act), c->o->reserve_bytes), dec);
   }
   for (int k = kmin; k <= kmax && !ev->ok; k++) {
     uint64_t resident = total - prefix[k];
@@ -111,7 +112,7 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
         ev->weight = fixed + resident;
         ev->slots = slots;
         ev->streamed_bytes = prefix[k];
-        ev->act = base[lv] - fixed - c->o->reserve_bytes;
+        ev->act = base[lv] - fixed - c->o->reserve_bytes - dec;
         ev->peak = peak;
         pick_streamed(m->block_bytes + a, nb, k, k ? sorted[k - 1] : 0, flags);
         break;
@@ -330,6 +331,7 @@ static void fill_plan(split_ctx *c, const plan_device *devs, const int *first, p
     pr->streamed_bytes = ev.streamed_bytes;
     pr->act_bytes = ev.act;
     pr->reserve_bytes = c->o->reserve_bytes;
+    pr->decoder_bytes = r == c->R - 1 ? c->o->decoder_bytes : 0;
     pr->peak_bytes = ev.peak;
     pr->budget_bytes = c->budget[r];
     pr->predicted_step_ms = stage_ms[r] = ev.ms;

@@ -28,7 +28,7 @@ int plan_split_report(split_ctx *c, const plan_device *devs, const int *fixed_fi
     uint64_t all = 0;
     for (int i = 0; i < c->B; i++) all += plan_layout_align(c->m->block_bytes[i]);
     all += plan_layout_align(c->m->embed_bytes) + plan_layout_align(c->m->head_bytes) +
-           c->o->reserve_bytes;
+           c->o->reserve_bytes + c->o->decoder_bytes;
     all += plan_act_bytes(c->m, c->w, PLAN_ORDER_AUTO, c->B, 1, 1, 1, 1, c->L,
                           c->o->simple_attn);
     int capped = 1;

@@ -190,7 +190,7 @@ static void check_rank(const plan_model *m, const plan_workload *w, const plan *
   }
 
   /* the planner's memory model is this layout */
-  CHECK(l.total == q->peak_bytes - q->reserve_bytes,
+  CHECK(l.total == q->peak_bytes - q->reserve_bytes - q->decoder_bytes,
         "%s rank %d: layout %llu bytes, the plan counts %llu", what, r,
         (unsigned long long)l.total, (unsigned long long)(q->peak_bytes - q->reserve_bytes));
   CHECK(q->act_bytes == l.total - q->weight_bytes - q->stream_slot_bytes,

@@ -31,6 +31,7 @@ static int random_plan(plan *p) {
   plan_options o;
   plan_options_default(&o);
   o.order = (int)(sp_rand_u64() % 3);
+  o.decoder_bytes = sp_rand_u64() % 2 ? (uint64_t)(sp_rand_u64() % (1u << 30)) : 0;
   return plan_make(&t.m, d, R, &b, &w, &o, p, err, sizeof err);
 }
 
@@ -49,7 +50,8 @@ static int plans_equal(const plan *a, const plan *b) {
         x->prefetch_depth != y->prefetch_depth ||
         x->weight_bytes != y->weight_bytes || x->stream_slot_bytes != y->stream_slot_bytes ||
         x->streamed_bytes != y->streamed_bytes || x->act_bytes != y->act_bytes ||
-        x->reserve_bytes != y->reserve_bytes || x->peak_bytes != y->peak_bytes ||
+        x->reserve_bytes != y->reserve_bytes || x->decoder_bytes != y->decoder_bytes ||
+        x->peak_bytes != y->peak_bytes ||
         x->budget_bytes != y->budget_bytes || x->predicted_step_ms != y->predicted_step_ms)
       return 0;
   }
@@ -108,7 +110,7 @@ static void test_binary(void) {
     CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL, "flag 2 accepted");
     /* the order of the last rank: 7 and auto (0) are not orders of a plan;
      * the other real order differs from rank 0's */
-    size_t at = len - (size_t)g_a.num_blocks - (size_t)(8 + 7 * 8 + 8 + 4);
+    size_t at = len - (size_t)g_a.num_blocks - (size_t)(8 + 8 * 8 + 8 + 4);
     CHECK(g_wire[at] == (uint8_t)g_a.r[g_a.nranks - 1].order, "order not where expected");
     const uint8_t bad_orders[] = {7, PLAN_ORDER_AUTO, 0xff};
     for (size_t k = 0; k < sizeof bad_orders; k++) {

@@ -84,12 +84,16 @@ static void check_plan_o(const plan *p, const plan_model *m, const plan_options 
                                                  ? q->num_streamed
                                                  : q->prefetch_depth) * maxs,
           "%s: rank %d slots", what, r);
-    CHECK(q->peak_bytes == q->weight_bytes + q->stream_slot_bytes + q->act_bytes + q->reserve_bytes,
+    CHECK(q->peak_bytes == q->weight_bytes + q->stream_slot_bytes + q->act_bytes +
+                               q->reserve_bytes + q->decoder_bytes,
           "%s: rank %d peak is not the sum of its parts", what, r);
+    CHECK(q->decoder_bytes == (r == p->nranks - 1 ? o->decoder_bytes : 0),
+          "%s: rank %d keeps %llu decoder bytes", what, r, (unsigned long long)q->decoder_bytes);
     CHECK(q->peak_bytes <= q->budget_bytes, "%s: rank %d peak over budget", what, r);
     /* streaming only when needed: the whole range resident would not fit */
     if (q->num_streamed > 0 && kmin == 0)
-      CHECK(q->weight_bytes + q->streamed_bytes + q->act_bytes + q->reserve_bytes > q->budget_bytes,
+      CHECK(q->weight_bytes + q->streamed_bytes + q->act_bytes + q->reserve_bytes +
+                    q->decoder_bytes > q->budget_bytes,
             "%s: rank %d streams %d blocks although all fit", what, r, q->num_streamed);
     /* spread: the first block of a range stays resident unless all stream
      * (a forced fraction of unequal blocks may take it among the largest) */
@@ -618,8 +622,45 @@ static void test_max_rows(void) {
         "negative cap accepted");
 }
 
+/* The VAE decoder's bytes sit on the last rank only: its peak counts them,
+ * and a budget that held the whole model on one rank without them must move
+ * blocks off that rank (or stream) once they are counted. */
+static void test_decoder_bytes(void) {
+  test_wan big;
+  test_wan_make(&big, 1);
+  plan_workload w = {81, 480, 832, 2, 512};
+  plan_options o;
+  plan_options_default(&o);
+  plan_device d[2];
+  test_device(&d[0], "gpu0", 80, 1);
+  test_device(&d[1], "gpu1", 80, 1);
+  char err[4096];
+  CHECK(make_o(&big.m, d, 2, "cuda:0,40g;cuda:1,40g", &w, &o, &g_plan, err, sizeof err) ==
+            PLAN_OK, "no decoder: %s", err);
+  const int last_blocks = nblocks(&g_plan, 1);
+  const uint64_t last_peak = g_plan.r[1].peak_bytes;
+  o.decoder_bytes = (uint64_t)6 << 30;
+  CHECK(make_o(&big.m, d, 2, "cuda:0,40g;cuda:1,40g", &w, &o, &g_plan, err, sizeof err) ==
+            PLAN_OK, "decoder: %s", err);
+  check_plan_o(&g_plan, &big.m, &o, "decoder");
+  CHECK(g_plan.r[1].decoder_bytes == o.decoder_bytes && g_plan.r[0].decoder_bytes == 0,
+        "decoder bytes on ranks %llu, %llu", (unsigned long long)g_plan.r[0].decoder_bytes,
+        (unsigned long long)g_plan.r[1].decoder_bytes);
+  CHECK(nblocks(&g_plan, 1) < last_blocks || g_plan.r[1].peak_bytes > last_peak,
+        "the decoder changed nothing on the last rank (%d blocks)", nblocks(&g_plan, 1));
+  /* One rank whose budget fits the model but not the model and the decoder. */
+  plan_options_default(&o);
+  CHECK(make_o(&big.m, d, 1, "cuda:0,30g", &w, &o, &g_plan, err, sizeof err) == PLAN_OK,
+        "one rank: %s", err);
+  CHECK(total_streamed(&g_plan) == 0, "one rank streams without a decoder");
+  o.decoder_bytes = (uint64_t)6 << 30;
+  int rc = make_o(&big.m, d, 1, "cuda:0,30g", &w, &o, &g_plan, err, sizeof err);
+  CHECK(rc != PLAN_OK, "30 GB held the model, its activations and a 6 GB decoder");
+}
+
 int main(void) {
   sp_test_begin("test_split");
+  test_decoder_bytes();
   test_order_choice();
   test_stream_frac();
   test_max_rows();
