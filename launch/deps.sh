@@ -15,7 +15,13 @@ need_pkg() { # package  test-command...
   local pkg=$1; shift
   if ! "$@" >/dev/null 2>&1; then missing+=("$pkg"); fi
 }
-have_header() { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }
+have_header() { # also in the multiarch folders, where Debian puts FFmpeg's
+  local d
+  for d in /usr/include /usr/local/include /usr/include/*-linux-gnu; do
+    [ -e "$d/$1" ] && return 0
+  done
+  return 1
+}
 dist_python_has() { /usr/bin/python3 -c "import $1" 2>/dev/null; }
 
 need_pkg build-essential command -v cc
@@ -26,6 +32,15 @@ need_pkg libopenmpi-dev command -v mpicc
 need_pkg openmpi-bin command -v mpirun
 need_pkg libhdf5-dev have_header hdf5/serial/hdf5.h
 need_pkg libjson-c-dev have_header json-c/json.h
+need_pkg libpng-dev have_header png.h   # PNG frames
+# Video files: FFmpeg's headers to build against; its libraries are opened
+# only when a video file is written, so a machine without them still runs
+# staticpipe. The ffmpeg package (ffprobe, ffmpeg) checks the files in tests.
+need_pkg libavcodec-dev have_header libavcodec/avcodec.h
+need_pkg libavformat-dev have_header libavformat/avformat.h
+need_pkg libswscale-dev have_header libswscale/swscale.h
+need_pkg libavutil-dev have_header libavutil/avutil.h
+need_pkg ffmpeg command -v ffprobe
 need_pkg python3 test -x /usr/bin/python3
 need_pkg python3-numpy dist_python_has numpy
 need_pkg python3-h5py dist_python_has h5py

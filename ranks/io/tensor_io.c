@@ -139,22 +139,58 @@ int rank_outfile_open(const char *path, rank_outfile **out) {
   return SP_OK;
 }
 
-int rank_outfile_put(rank_outfile *o, const char *name, int ndim, const int64_t *dims,
-                     const float *data) {
+int rank_outfile_create(rank_outfile *o, const char *name, int ndim, const int64_t *dims) {
+  if (ndim < 1 || ndim > RANK_TENSOR_MAX_DIMS) {
+    sp_log_error("%s: dataset '%s': %d dimensions, 1 to %d allowed", o->path, name, ndim,
+                 RANK_TENSOR_MAX_DIMS);
+    return SP_ERR_RUNTIME;
+  }
   hsize_t hd[RANK_TENSOR_MAX_DIMS];
   for (int i = 0; i < ndim; i++) hd[i] = (hsize_t)dims[i];
   hid_t s = H5Screate_simple(ndim, hd, NULL), d = -1;
-  int ok = s >= 0 &&
-           (d = H5Dcreate2(o->file, name, H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT,
-                           H5P_DEFAULT)) >= 0 &&
-           H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+  int ok = s >= 0 && (d = H5Dcreate2(o->file, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT)) >= 0;
   if (d >= 0) H5Dclose(d);
   if (s >= 0) H5Sclose(s);
   if (!ok) {
-    sp_log_error("%s: writing dataset '%s' failed (disk full?)", o->path, name);
+    sp_log_error("%s: creating dataset '%s' failed", o->path, name);
     return SP_ERR_RUNTIME;
   }
   return SP_OK;
+}
+
+int rank_outfile_put_box(rank_outfile *o, const char *name, const int64_t *start,
+                         const int64_t *count, const float *data) {
+  hid_t d = H5Dopen2(o->file, name, H5P_DEFAULT), fs = -1, ms = -1;
+  int ok = 0;
+  if (d >= 0 && (fs = H5Dget_space(d)) >= 0) {
+    int nd = H5Sget_simple_extent_ndims(fs);
+    hsize_t hs[RANK_TENSOR_MAX_DIMS], hc[RANK_TENSOR_MAX_DIMS];
+    for (int i = 0; i < nd && i < RANK_TENSOR_MAX_DIMS; i++) {
+      hs[i] = (hsize_t)start[i];
+      hc[i] = (hsize_t)count[i];
+    }
+    ok = nd >= 1 && nd <= RANK_TENSOR_MAX_DIMS &&
+         H5Sselect_hyperslab(fs, H5S_SELECT_SET, hs, NULL, hc, NULL) >= 0 &&
+         H5Sselect_valid(fs) > 0 && (ms = H5Screate_simple(nd, hc, NULL)) >= 0 &&
+         H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, data) >= 0;
+  }
+  if (ms >= 0) H5Sclose(ms);
+  if (fs >= 0) H5Sclose(fs);
+  if (d >= 0) H5Dclose(d);
+  if (!ok) {
+    sp_log_error("%s: writing dataset '%s' failed (box outside the dataset, or disk full?)",
+                 o->path, name);
+    return SP_ERR_RUNTIME;
+  }
+  return SP_OK;
+}
+
+int rank_outfile_put(rank_outfile *o, const char *name, int ndim, const int64_t *dims,
+                     const float *data) {
+  int64_t start[RANK_TENSOR_MAX_DIMS] = {0};
+  int rc = rank_outfile_create(o, name, ndim, dims);
+  return rc != SP_OK ? rc : rank_outfile_put_box(o, name, start, dims, data);
 }
 
 static int attr_status(rank_outfile *o, const char *key, int rc) {

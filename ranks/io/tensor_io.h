@@ -28,8 +28,18 @@ void rank_tensor_free(rank_tensor *t);
 /* An output file being written (temporary until commit). */
 typedef struct rank_outfile rank_outfile;
 int rank_outfile_open(const char *path, rank_outfile **out);
+/* Writes a whole float32 dataset (ndim dims, C-order data). */
 int rank_outfile_put(rank_outfile *o, const char *name, int ndim, const int64_t *dims,
                      const float *data);
+/* Creates an unfilled float32 dataset of ndim dims, to be written box by
+ * box with rank_outfile_put_box (outputs that arrive in pieces). */
+int rank_outfile_create(rank_outfile *o, const char *name, int ndim, const int64_t *dims);
+/* Writes the box start[i] .. start[i] + count[i] - 1 of dataset name (one
+ * start and count per dimension of the dataset) from data, C-order of
+ * shape count. Every put, whole or box, returns SP_OK or SP_ERR_RUNTIME
+ * after one logged line naming the file and the dataset. */
+int rank_outfile_put_box(rank_outfile *o, const char *name, const int64_t *start,
+                         const int64_t *count, const float *data);
 int rank_outfile_attr_str(rank_outfile *o, const char *key, const char *value);
 int rank_outfile_attr_i64(rank_outfile *o, const char *key, int64_t value);
 int rank_outfile_attr_f64(rank_outfile *o, const char *key, double value);
