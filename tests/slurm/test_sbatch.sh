@@ -15,11 +15,12 @@ set -u
 . "$SP_SRC/tests/common/skip.sh"
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-for tool in munged slurmctld slurmd sbatch sinfo scontrol; do
+[ "$(id -u)" = 0 ] || { echo "skip: slurm cannot start here: slurmd must run as root to start jobs (uid $(id -u))"; exit 77; }
+export PATH="$PATH:/usr/sbin:/sbin" # the daemons
+for tool in munged slurmctld slurmd sbatch sinfo; do
   command -v $tool >/dev/null 2>&1 ||
     sp_skip "$tool not found: run launch/deps.sh (slurmctld, slurmd, slurm-client, munge)"
 done
-[ "$(id -u)" = 0 ] || { echo "skip: slurm cannot start here: slurmd must run as root to start jobs (uid $(id -u))"; exit 77; }
 
 T=$(mktemp -d /tmp/sp-slurm.XXXXXX)
 chmod 0700 "$T"
