@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -37,6 +38,100 @@ static int launched_by_mpi(void) {
          getenv("SLURM_STEP_ID");
 }
 
+/* This node's ranks (MPI_COMM_TYPE_SHARED), for comm_node_allgather. */
+static MPI_Comm g_node = MPI_COMM_NULL;
+
+/* The start-up guard. MPI_Init has no timeout of its own: a rank whose peer
+ * never arrives (stopped, not started, its node wedged) waits inside it for
+ * ever, and so would the collectives after it until the watchdog runs. A
+ * thread armed before MPI_Init ends this process with one line when
+ * start-up has not reached the watchdog within --timeout; the launcher
+ * (mpirun; srun --kill-on-bad-exit) then ends the other ranks. Disarmed by
+ * comm_watchdog_start and comm_finalize. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  pthread_t thread;
+  int armed, done, mpi_up;
+  double timeout_s;
+} g_start = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *start_guard_main(void *arg) {
+  (void)arg;
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += (time_t)g_start.timeout_s;
+  until.tv_nsec += (long)((g_start.timeout_s - (double)(time_t)g_start.timeout_s) * 1e9);
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&g_start.lock);
+  int rc = 0;
+  while (!g_start.done && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&g_start.cond, &g_start.lock, &until);
+  const int done = g_start.done, mpi_up = g_start.mpi_up;
+  pthread_mutex_unlock(&g_start.lock);
+  if (done) return NULL;
+  if (mpi_up)
+    sp_fatal("start-up: the ranks did not all reach the watchdog within %.0f s (--timeout): "
+             "a peer rank stopped or hangs before its watchdog started",
+             g_start.timeout_s);
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  sp_log_error("start-up: MPI_Init did not return within %.0f s (--timeout) on host %s: a peer "
+               "rank never started, is stopped, or the launcher cannot connect the ranks",
+               g_start.timeout_s, host);
+  _exit(SP_ERR_RUNTIME); /* MPI is not up: no MPI_Abort; the launcher ends the others */
+}
+
+static void start_guard_arm(double timeout_s) {
+  if (!(timeout_s > 0)) return;
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&g_start.cond, &attr);
+  pthread_condattr_destroy(&attr);
+  g_start.timeout_s = timeout_s;
+  g_start.done = g_start.mpi_up = 0;
+  if (pthread_create(&g_start.thread, NULL, start_guard_main, NULL) != 0) {
+    sp_log_warn("start-up: cannot start the start-up guard thread; MPI_Init runs unguarded");
+    pthread_cond_destroy(&g_start.cond);
+    return;
+  }
+  g_start.armed = 1;
+}
+
+static void start_guard_mpi_up(void) {
+  pthread_mutex_lock(&g_start.lock);
+  g_start.mpi_up = 1;
+  pthread_mutex_unlock(&g_start.lock);
+}
+
+void comm_start_guard_disarm(void) {
+  if (!g_start.armed) return;
+  pthread_mutex_lock(&g_start.lock);
+  g_start.done = 1;
+  pthread_cond_signal(&g_start.cond);
+  pthread_mutex_unlock(&g_start.lock);
+  pthread_join(g_start.thread, NULL);
+  pthread_cond_destroy(&g_start.cond);
+  g_start.armed = 0;
+}
+
+/* The rank the launcher gave this process, for the log lines written
+ * before MPI is up (0 when no launcher variable says). */
+static int launcher_rank(void) {
+  static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *v = getenv(vars[i]);
+    char *end = NULL;
+    long r = v ? strtol(v, &end, 10) : -1;
+    if (v && *v && *end == '\0' && r >= 0 && r < (1L << 30)) return (int)r;
+  }
+  return 0;
+}
+
 static void abort_job(int code) {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
@@ -44,7 +139,7 @@ static void abort_job(int code) {
   if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-int comm_init(int *argc, char ***argv, int force_mpi, comm_world *w) {
+int comm_init(int *argc, char ***argv, int force_mpi, double start_timeout_s, comm_world *w) {
   memset(w, 0, sizeof *w);
   gethostname(w->host, sizeof w->host - 1);
   w->size = w->local_size = 1;
@@ -54,19 +149,20 @@ int comm_init(int *argc, char ***argv, int force_mpi, comm_world *w) {
     memcpy(w->hosts[0], w->host, sizeof w->host);
     return SP_OK;
   }
+  sp_log_set_rank(launcher_rank(), 1);
+  start_guard_arm(start_timeout_s);
   int provided = 0;
   /* MULTIPLE: the watchdog thread sends and receives heartbeats while the
    * main thread may be blocked in a collective (watchdog.c says why). */
   MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   w->mpi = 1;
+  start_guard_mpi_up();
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w->size));
-  MPI_Comm local;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL,
-                                &local));
-  MPI_CHECK(MPI_Comm_rank(local, &w->local_rank));
-  MPI_CHECK(MPI_Comm_size(local, &w->local_size));
-  MPI_Comm_free(&local);
+                                &g_node));
+  MPI_CHECK(MPI_Comm_rank(g_node, &w->local_rank));
+  MPI_CHECK(MPI_Comm_size(g_node, &w->local_size));
   /* Under srun, Slurm's own numbering is the one the user's --gpus-per-task
    * and CUDA_VISIBLE_DEVICES binding follow: honour it, and say so when MPI
    * disagrees (a PMI mismatch would give two ranks one GPU). */
@@ -90,7 +186,9 @@ int comm_init(int *argc, char ***argv, int force_mpi, comm_world *w) {
 }
 
 void comm_finalize(comm_world *w) {
+  comm_start_guard_disarm();
   comm_watchdog_stop();
+  if (g_node != MPI_COMM_NULL) MPI_Comm_free(&g_node);
   if (w->mpi) MPI_Finalize();
   w->mpi = 0;
   free(w->hosts);
@@ -140,6 +238,18 @@ int comm_gather(const comm_world *w, const void *in, size_t bytes, void *out, in
   comm_wait_begin();
   MPI_CHECK(MPI_Gather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, root,
                        MPI_COMM_WORLD));
+  comm_wait_end();
+  return SP_OK;
+}
+
+int comm_node_allgather(const comm_world *w, const void *in, size_t bytes, void *out) {
+  if (!w->mpi) {
+    memcpy(out, in, bytes);
+    return SP_OK;
+  }
+  if (bytes > PIECE) sp_fatal("internal: node allgather of %zu bytes is too large", bytes);
+  comm_wait_begin();
+  MPI_CHECK(MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, g_node));
   comm_wait_end();
   return SP_OK;
 }

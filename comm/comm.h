@@ -21,9 +21,17 @@ typedef struct comm_world {
 } comm_world;
 
 /* Initialises MPI when launched by mpirun/srun (or when force_mpi), fills w,
- * sets the log's rank and registers MPI_Abort as the fatal hook. */
-int comm_init(int *argc, char ***argv, int force_mpi, comm_world *w);
-/* Stops the watchdog and finalises MPI (if it was initialised). */
+ * sets the log's rank and registers MPI_Abort as the fatal hook.
+ * start_timeout_s > 0 (--timeout) arms the start-up guard before MPI_Init:
+ * when this rank has not started the watchdog (comm_watchdog_start) within
+ * that time, because MPI_Init or a collective after it never returns, the
+ * process ends with one line naming the host and what it waited for (exit
+ * 1 before MPI is up, MPI_Abort after). */
+int comm_init(int *argc, char ***argv, int force_mpi, double start_timeout_s, comm_world *w);
+/* Ends the start-up guard without starting the watchdog (a command that
+ * stops before its job). comm_watchdog_start and comm_finalize call it. */
+void comm_start_guard_disarm(void);
+/* Stops the guard and the watchdog and finalises MPI (if it was initialised). */
 void comm_finalize(comm_world *w);
 
 /* Watchdog: a thread per rank sends heartbeats to every peer (own
@@ -55,6 +63,10 @@ int comm_bcast(const comm_world *w, void *buf, size_t bytes, int root);
 /* Gathers bytes from every rank into out (size * bytes) on root. */
 int comm_gather(const comm_world *w, const void *in, size_t bytes, void *out, int root);
 void comm_barrier(const comm_world *w);
+/* Gathers bytes from every rank of this node into out (local_size * bytes,
+ * in the node communicator's order) on each of them. Collective over the
+ * job: every rank calls it. */
+int comm_node_allgather(const comm_world *w, const void *in, size_t bytes, void *out);
 
 /* Non-blocking point-to-point on host memory, for messages of any size
  * (split into pieces of at most 1 GiB under MPI's int counts). */

@@ -28,18 +28,17 @@ static const int have_nccl = 0;
 #endif
 
 int comm_transport_choose(const comm_world *w, comm_transport_kind want, int gpu_buffers,
-                          int local_gpus, comm_transport_kind *out) {
-  /* A rank has a GPU of its own when its node has at least as many GPUs as
-   * ranks: every rank must agree, so the worst case decides. */
-  int own = local_gpus >= w->local_size ? 1 : 0;
+                          const comm_gpu_share *gpu, comm_transport_kind *out) {
+  /* Every rank must agree, so the worst node decides. */
+  int own = gpu && gpu->exclusive ? 1 : 0;
   int all_own = -comm_agree(w, -own); /* min over ranks */
   const char *why = NULL;
   if (!gpu_buffers)
     why = "the cpu backend keeps its activations in host memory (nccl needs --device cuda)";
+  else if (!all_own)
+    why = "two ranks of a node share a GPU, and NCCL refuses two ranks on one GPU";
   else if (!have_nccl)
     why = "this build has no NCCL (configured without CUDA)";
-  else if (!all_own)
-    why = "some node runs more ranks than it has GPUs, and NCCL refuses two ranks on one GPU";
   if (want == COMM_TRANSPORT_NCCL && why) {
     if (w->rank == 0) sp_log_error("--transport nccl: %s; use --transport mpi", why);
     return SP_ERR_INPUT;

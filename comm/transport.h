@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "comm.h"
+#include "gpu_share.h"
 
 typedef enum {
   COMM_TRANSPORT_AUTO = 0,
@@ -35,11 +36,12 @@ const char *comm_transport_name(comm_transport_kind k);
 
 /* Collective. Resolves --transport for this job: auto is nccl when the
  * stages keep their buffers on GPUs (gpu_buffers), this build has NCCL and
- * every rank has a GPU of its own (no node runs more ranks than it has
- * GPUs, local_gpus = GPUs this rank sees), else mpi. nccl where that does
- * not hold is refused with the reason (SP_ERR_INPUT, logged on rank 0). */
+ * every rank has a GPU of its own (gpu->exclusive on every rank, decided
+ * from the GPUs' identities: gpu_share.h; NULL: no GPU), else mpi. nccl
+ * where that does not hold is refused with the reason (SP_ERR_INPUT,
+ * logged on rank 0). */
 int comm_transport_choose(const comm_world *w, comm_transport_kind want, int gpu_buffers,
-                          int local_gpus, comm_transport_kind *out);
+                          const comm_gpu_share *gpu, comm_transport_kind *out);
 
 typedef struct comm_transport comm_transport;
 

@@ -216,7 +216,7 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
-int comm_watchdog_start(const comm_world *w, double timeout_s) {
+static int watchdog_start(const comm_world *w, double timeout_s) {
   if (g.running) return SP_OK;
   g.w = w;
   g.timeout = timeout_s;
@@ -254,6 +254,14 @@ int comm_watchdog_start(const comm_world *w, double timeout_s) {
   }
   g.threaded = 1;
   return SP_OK;
+}
+
+int comm_watchdog_start(const comm_world *w, double timeout_s) {
+  int rc = watchdog_start(w, timeout_s);
+  /* The watchdog guards this rank from here on (its MPI_Comm_dup, a
+   * collective, was still under the start-up guard: comm.c). */
+  comm_start_guard_disarm();
+  return rc;
 }
 
 void comm_watchdog_stop(void) {

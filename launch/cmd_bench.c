@@ -38,6 +38,7 @@ typedef struct bench_opts {
   const char *steps, *cfg;
   char *launch[MAX_WORDS], *extra[MAX_WORDS]; /* words of --launcher and --extra */
   int nlaunch, nextra;
+  int dry_run; /* --dry-run: print the command lines, run nothing */
 } bench_opts;
 
 static void usage(FILE *f) {
@@ -72,7 +73,11 @@ static void usage(FILE *f) {
           "                        for example \"--attn cudnn\" or \"--mem-trace\" (default\n"
           "                        none; not the flags bench sets itself)\n"
           "      --launcher CMD    MPI launcher command line (default 'mpirun'; for example\n"
-          "                        'mpirun --oversubscribe' or 'srun')\n"
+          "                        'mpirun --oversubscribe' or 'srun --mpi=pmix'); the rank\n"
+          "                        count follows it as srun spells it (--ntasks=N) when the\n"
+          "                        first word is srun, else as mpirun does (-np N)\n"
+          "      --dry-run         print each configuration's command line, one a line,\n"
+          "                        and run nothing (nothing is written)\n"
           "  -o, --out DIR         output directory, created if missing (required)\n"
           "  -h, --help            this text\n",
           MAX_CONFIGS);
@@ -144,6 +149,52 @@ static int check_extra(char *const *words, int n) {
   return SP_OK;
 }
 
+/* The launcher's words for a run on ranks ranks into av (room for
+ * nlaunch + 1 words), then the rank count in the launcher's own spelling,
+ * written into count: srun takes --ntasks=N (it has no -np), mpirun and
+ * mpiexec -np N. The file name of the first word decides. Returns the
+ * words written. */
+static int launcher_words(char *const *launch, int nlaunch, int ranks, char *count,
+                          size_t count_size, char **av) {
+  int c = 0;
+  for (int i = 0; i < nlaunch; i++) av[c++] = launch[i];
+  const char *slash = strrchr(launch[0], '/');
+  const char *name = slash ? slash + 1 : launch[0];
+  if (strcmp(name, "srun") == 0) {
+    snprintf(count, count_size, "--ntasks=%d", ranks);
+    av[c++] = count;
+  } else {
+    snprintf(count, count_size, "%d", ranks);
+    av[c++] = "-np";
+    av[c++] = count;
+  }
+  return c;
+}
+
+/* Prints argv as one shell line: words with characters the shell would
+ * read specially are single-quoted. */
+static void print_command(char *const *argv) {
+  for (int i = 0; argv[i]; i++) {
+    const char *w = argv[i];
+    int plain = *w != '\0';
+    for (const char *p = w; *p && plain; p++)
+      plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+./:,@%",
+                     *p) != NULL;
+    fputs(i ? " " : "", stdout);
+    if (plain) {
+      fputs(w, stdout);
+      continue;
+    }
+    fputc('\'', stdout);
+    for (const char *p = w; *p; p++) {
+      if (*p == '\'') fputs("'\\''", stdout);
+      else fputc(*p, stdout);
+    }
+    fputc('\'', stdout);
+  }
+  fputc('\n', stdout);
+}
+
 /* Runs argv with stdout to out_path and stderr to log_path; returns the
  * exit status (or 128 + signal). */
 int bench_run_child(char *const *argv, const char *out_path, const char *log_path) {
@@ -208,18 +259,13 @@ static int parse_result(const char *path, bench_row *r) {
 
 /* Runs configuration k (row r) and fills r; returns 1 when it failed. */
 static int bench_one(const bench_opts *o, const char *self, int k, int total, bench_row *r) {
-  char np[16], outp[4200], jsonp[4200], logp[4200];
-  snprintf(np, sizeof np, "%d", r->ranks);
+  char np[32], outp[4200], jsonp[4200], logp[4200];
   snprintf(outp, sizeof outp, "%s/run-%d.h5", o->dir, k);
   snprintf(jsonp, sizeof jsonp, "%s/run-%d.json", o->dir, k);
   snprintf(logp, sizeof logp, "%s/run-%d.log", o->dir, k);
   char *av[2 * MAX_WORDS + 40];
   int c = 0;
-  if (r->ranks > 1) {
-    for (int i = 0; i < o->nlaunch; i++) av[c++] = o->launch[i];
-    av[c++] = "-np";
-    av[c++] = np;
-  }
+  if (r->ranks > 1) c = launcher_words(o->launch, o->nlaunch, r->ranks, np, sizeof np, av);
   char *args[] = {(char *)self, "run", "--model", (char *)o->model, "--cond", (char *)o->cond,
                   "--budget", (char *)r->budget, "--frames", (char *)r->frames, "--size",
                   (char *)r->size, "--steps", (char *)o->steps, "--cfg", (char *)o->cfg,
@@ -235,6 +281,10 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
   }
   for (int i = 0; i < o->nextra; i++) av[c++] = o->extra[i];
   av[c] = NULL;
+  if (o->dry_run) {
+    print_command(av);
+    return 0;
+  }
   sp_log_info("bench: %d/%d: %d rank%s, budget %s, stream-frac %s, order %s, %s frames, %s",
               k + 1, total, r->ranks, r->ranks > 1 ? "s" : "", r->budget,
               r->frac_arg ? r->frac_arg : "(plan's)", r->order_arg ? r->order_arg : "(plan's)",
@@ -316,6 +366,10 @@ static int run_sweep(const bench_opts *o, const int *ranks, const double *fracs,
                                .base = q0 < 0 ? -1 : k + (q0 - q) * inner};
               failed += bench_one(o, self, k, total, r);
             }
+  if (o->dry_run) {
+    free(rows);
+    return SP_OK;
+  }
   rc = bench_write_outputs(o->dir, rows, total);
   if (rc == SP_OK) bench_plot(o->dir, rows, total);
   free(rows);
@@ -325,7 +379,7 @@ static int run_sweep(const bench_opts *o, const int *ranks, const double *fracs,
 }
 
 int cmd_bench(int argc, char **argv) {
-  enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA };
+  enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'}, {"cond", required_argument, 0, 'c'},
       {"ranks", required_argument, 0, 'r'}, {"budget", required_argument, 0, 'b'},
@@ -335,6 +389,7 @@ int cmd_bench(int argc, char **argv) {
       {"order", required_argument, 0, O_ORDER},
       {"stream-frac", required_argument, 0, O_STREAM_FRAC},
       {"extra", required_argument, 0, O_EXTRA},
+      {"dry-run", no_argument, 0, O_DRY_RUN},
       {"out", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   bench_opts o = {.device = "auto", .steps = "2", .cfg = "5"};
@@ -370,6 +425,7 @@ int cmd_bench(int argc, char **argv) {
       o.nfracs = -1;
       break;
     case O_EXTRA: rc = copy_arg("--extra", optarg, xbuf, sizeof xbuf); break;
+    case O_DRY_RUN: o.dry_run = 1; break;
     case 'o': o.dir = optarg; break;
     case 'h': usage(stdout); return SP_OK;
     default: return cli_bad_usage("bench");
@@ -415,7 +471,7 @@ int cmd_bench(int argc, char **argv) {
   for (int i = 0; i < o.nfracs && q0 < 0; i++)
     if (fracs[i] == 0) q0 = i;
 
-  if (mkdir(o.dir, 0755) != 0 && errno != EEXIST) {
+  if (!o.dry_run && mkdir(o.dir, 0755) != 0 && errno != EEXIST) {
     sp_log_error("--out: cannot create %s: %s", o.dir, strerror(errno));
     return SP_ERR_INPUT;
   }

@@ -136,9 +136,15 @@ static void print_json(const comm_world *w, const plan *p, const job_rank_stats 
 
 int cmd_run(int argc, char **argv) {
   comm_world w;
-  comm_init(&argc, &argv, 0, &w);
   job_opts o;
   int help = 0, json = 0;
+  /* --timeout also bounds MPI start-up, so it is read before MPI starts:
+   * silently, since the parse below reports any error once, on rank 0. */
+  sp_log_set_level(-1);
+  if (run_parse(argc, argv, &o, &json, &help) != SP_OK) job_opts_default(&o);
+  sp_log_set_level(1);
+  comm_init(&argc, &argv, 0, o.timeout, &w);
+  help = json = 0;
   /* Every rank parses the same arguments and reaches the same verdict; only
    * rank 0 speaks. */
   if (w.rank != 0) sp_log_set_level(-1);

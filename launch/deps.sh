@@ -46,6 +46,10 @@ need_pkg python3-numpy dist_python_has numpy
 need_pkg python3-h5py dist_python_has h5py
 need_pkg clang command -v clang   # the libFuzzer target (launch/fuzz.sh)
 need_pkg gnuplot-nox command -v gnuplot   # the plots of staticpipe bench
+need_pkg slurmctld test -x /usr/sbin/slurmctld   # tests/slurm: a one-host Slurm runs the sbatch examples
+need_pkg slurmd test -x /usr/sbin/slurmd
+need_pkg slurm-client command -v sbatch
+need_pkg munge test -x /usr/sbin/munged
 
 # Deduplicate.
 if [ ${#missing[@]} -gt 0 ]; then

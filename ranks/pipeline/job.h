@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "gpu_share.h"
 #include "model_file.h"
 #include "plan.h"
 #include "sampler.h"
@@ -62,6 +63,7 @@ typedef struct job_opts {
   int64_t chunk_rows;     /* --chunk-rows, -1: the planner decides */
   int mem_trace;          /* --mem-trace (CUDA) */
   int cuda_device;        /* this rank's GPU (job_session_open) */
+  comm_gpu_share gpu;     /* its identity and the node's ranks on it (job_session_open) */
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their

@@ -88,7 +88,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "longest any rank may go without hearing from a peer it\n"
      "waits on, seconds; ranks exchange heartbeats, so slow work\n"
      "never trips it, a dead, stopped or deadlocked rank does and\n"
-     "the whole job ends"},
+     "the whole job ends; also bounds MPI start-up (MPI_Init)"},
     {JOB_OPT_LOG_DIR, "log-dir", 0, "DIR", NULL, 0, "also write each rank's log to DIR/rank-N.log"},
     {JOB_OPT_NO_PREVIEW, "no-preview", 0, NULL, NULL, 0, "do not write FILE.png"},
     {JOB_OPT_NO_VERIFY, "no-verify", 0, NULL, NULL, 0,

@@ -57,10 +57,8 @@ int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_fli
 }
 
 /* This rank's GPU: --devices LIST[local rank mod its length], else the
- * local rank modulo the devices this process sees. Logged with its PCI bus
- * id, so a user can tell which card each rank took. */
-int job_pick_gpu(const comm_world *w, job_opts *o) {
-  if (o->dev != RANK_DEVICE_CUDA) return SP_OK;
+ * local rank modulo the devices this process sees. */
+static int pick_index(const comm_world *w, job_opts *o, plan_device *d) {
   int n = rank_cuda_device_count();
   if (n <= 0) {
     sp_log_error("--device cuda: no CUDA device is visible on host %s", w->host);
@@ -87,12 +85,31 @@ int job_pick_gpu(const comm_world *w, job_opts *o) {
     }
     idx = list[w->local_rank % k];
   }
-  plan_device d;
-  if (rank_cuda_describe(idx, &d) != SP_OK) return SP_ERR_RUNTIME;
+  if (rank_cuda_describe(idx, d) != SP_OK) return SP_ERR_RUNTIME;
   o->cuda_device = idx;
-  sp_log_info("device: cuda:%d %s, PCI bus %s, %.1f of %.1f GB free (local rank %d)", idx, d.name,
-              d.pci_bus_id, (double)d.free_bytes / 1e9, (double)d.total_bytes / 1e9,
-              w->local_rank);
+  return SP_OK;
+}
+
+/* The GPU, then who shares it: the node's ranks exchange their GPUs'
+ * identities (comm/gpu_share.h), since device counts cannot tell one GPU
+ * per rank under srun --gpus-per-task=1 (each rank sees one device) from
+ * every rank on the same one. Logged with the PCI bus id, so a user can
+ * tell which card each rank took. */
+int job_pick_gpu(const comm_world *w, job_opts *o) {
+  if (o->dev != RANK_DEVICE_CUDA) return SP_OK; /* the same on every rank */
+  plan_device d;
+  char id[COMM_GPU_ID_MAX] = "";
+  int rc = pick_index(w, o, &d);
+  if (rc == SP_OK) rc = rank_cuda_identity(o->cuda_device, id, sizeof id);
+  /* Every rank reaches the exchange, a failed one with no identity, so
+   * none waits in it alone; the caller's phase agreement then stops all. */
+  comm_gpu_share_gather(w, rc == SP_OK ? id : "", &o->gpu);
+  if (rc != SP_OK) return rc;
+  sp_log_info("device: cuda:%d %s, PCI bus %s, %.1f of %.1f GB free (local rank %d), %s %s %d "
+              "rank%s of the node", o->cuda_device, d.name, d.pci_bus_id,
+              (double)d.free_bytes / 1e9, (double)d.total_bytes / 1e9, w->local_rank, id,
+              o->gpu.sharers > 1 ? "shared by" : "used by", o->gpu.sharers,
+              o->gpu.sharers > 1 ? "s" : "");
   return SP_OK;
 }
 
@@ -111,9 +128,8 @@ static int describe_device(const comm_world *w, const job_opts *o, plan_device *
   int rc = SP_OK;
   if (o->dev == RANK_DEVICE_CUDA) {
     rc = rank_cuda_describe(o->cuda_device, me);
-    /* Ranks sharing a GPU share its memory. */
-    int share = 0, n = rank_cuda_device_count();
-    for (int r = 0; n > 0 && r < w->local_size; r++) share += (r % n) == (w->local_rank % n);
+    /* Ranks sharing a GPU share its memory (job_pick_gpu counted them). */
+    const int share = o->gpu.sharers;
     if (share > 1) {
       me->total_bytes /= (uint64_t)share;
       me->free_bytes /= (uint64_t)share;

@@ -38,8 +38,7 @@ int job_session_open(const comm_world *w, job_opts *o, job_session **out) {
    * share a GPU (comm/transport.h). */
   comm_transport_kind tk = COMM_TRANSPORT_MPI;
   comm_set_phase("choosing the transport");
-  rc = comm_transport_choose(w, o->transport, o->dev == RANK_DEVICE_CUDA,
-                             rank_cuda_device_count(), &tk);
+  rc = comm_transport_choose(w, o->transport, o->dev == RANK_DEVICE_CUDA, &o->gpu, &tk);
   if (rc == SP_OK) rc = comm_transport_open(w, tk, o->cuda_device, &s->tp);
   if ((rc = job_phase(w, rc, "opening the transport")) != SP_OK) return session_fail(s, rc);
 

@@ -67,6 +67,11 @@ int rank_cuda_device_count(void);
  * total and free, SMs, compute capability, PCI bus id). SP_OK or logged
  * SP_ERR_RUNTIME. */
 int rank_cuda_describe(int idx, plan_device *out);
+/* The identity of CUDA device idx, unique among a node's GPUs whatever
+ * CUDA_VISIBLE_DEVICES each process was given: "GPU-" and its UUID (as
+ * nvidia-smi spells it), into out[0..size). SP_OK or logged SP_ERR_RUNTIME
+ * (out untouched). */
+int rank_cuda_identity(int idx, char *out, size_t size);
 
 /* Floats in one activation message for this workload. */
 int64_t rank_act_floats(const wan_config *c, int64_t tokens);

@@ -40,6 +40,27 @@ int rank_cuda_describe(int idx, plan_device *out) {
   return SP_OK;
 }
 
+int rank_cuda_identity(int idx, char *out, size_t size) {
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, idx) != cudaSuccess) {
+    sp_log_error("cuda:%d: cannot query the device's UUID: %s", idx,
+                 cudaGetErrorString(cudaGetLastError()));
+    return SP_ERR_RUNTIME;
+  }
+  const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
+  char id[64];
+  int n = snprintf(id, sizeof id, "GPU-");
+  for (int i = 0; i < 16; i++)
+    n += snprintf(id + n, sizeof id - (size_t)n, "%s%02x",
+                  i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+  if ((size_t)n >= size) {
+    sp_log_error("internal: cuda:%d: its UUID needs %d bytes, %zu given", idx, n + 1, size);
+    return SP_ERR_RUNTIME;
+  }
+  memcpy(out, id, (size_t)n + 1);
+  return SP_OK;
+}
+
 int rank_cuda_available(void) { return rank_cuda_device_count() > 0; }
 
 void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes) {

@@ -15,6 +15,11 @@ int rank_cuda_describe(int idx, plan_device *out) {
   return SP_ERR_RUNTIME;
 }
 
+int rank_cuda_identity(int idx, char *out, size_t size) {
+  sp_log_error("cuda:%d: this build has no CUDA backend", idx);
+  return SP_ERR_RUNTIME;
+}
+
 int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   sp_log_error("--device cuda: this build has no CUDA backend");
   return SP_ERR_INPUT;
