@@ -21,7 +21,7 @@ static void usage(FILE *f) {
           "name, element index).\n"
           "\n"
           "  -a, --arch PRESET   DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b,\n"
-          "                      wan2.1-14b; VAE decoder: " VAE_PRESET_NAMES "\n"
+          "                      wan2.1-14b; VAE decoder: %s\n"
           "                      (required)\n"
           "  -p, --preset PRESET the same as --arch\n"
           "  -s, --seed N        generator seed (default 0)\n"
@@ -31,7 +31,8 @@ static void usage(FILE *f) {
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
           "  -q, --quiet         no progress lines\n"
-          "  -h, --help          this text\n");
+          "  -h, --help          this text\n",
+          vae_preset_names());
 }
 
 /* A VAE preset: the tensors synth:PRESET:SEED generates, written one by one. */
@@ -122,9 +123,8 @@ int cmd_init(int argc, char **argv) {
   }
   wan_config c;
   if (wan_preset(arch, &c) != 0) {
-    sp_log_error("--arch: unknown preset '%s' (known: wan2.1-tiny, wan2.1-1.3b, wan2.1-14b, "
-                 VAE_PRESET_NAMES ")",
-                 arch);
+    sp_log_error("--arch: unknown preset '%s' (known: wan2.1-tiny, wan2.1-1.3b, wan2.1-14b, %s)",
+                 arch, vae_preset_names());
     return SP_ERR_INPUT;
   }
   if (layers) c.layers = layers;

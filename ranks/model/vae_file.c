@@ -31,22 +31,35 @@ struct vae_model {
 
 /* ---- presets ------------------------------------------------------------- */
 
-/* wan2.1-vae-tiny: the published structure (dim_mult, residual blocks,
- * temporal upsampling, so T = 1 + 4 (F - 1) and 8x in space) at dim 8:
- * widths 32, 32, 16, 8, for tests. */
-#define VAE_TINY_DIM 8
+/* The presets: the published config, and wan2.1-vae-tiny, the published
+ * structure (dim_mult, residual blocks, temporal upsampling, so T = 1 +
+ * 4 (F - 1) and 8x in space) at dim 8: widths 32, 32, 16, 8, for tests. */
+static const struct {
+  const char *name;
+  int64_t dim; /* 0: the published */
+} presets[] = {
+    {"wan2.1-vae", 0},
+    {"wan2.1-vae-tiny", 8},
+};
+#define N_PRESETS (sizeof presets / sizeof presets[0])
 
 int vae_preset(const char *name, wan_vae_config *out) {
-  if (strcmp(name, "wan2.1-vae") == 0) {
+  for (size_t i = 0; i < N_PRESETS; i++) {
+    if (strcmp(name, presets[i].name) != 0) continue;
     wan_vae_config_published(out);
-    return 0;
-  }
-  if (strcmp(name, "wan2.1-vae-tiny") == 0) {
-    wan_vae_config_published(out);
-    out->dim = VAE_TINY_DIM;
+    if (presets[i].dim) out->dim = presets[i].dim;
     return 0;
   }
   return -1;
+}
+
+const char *vae_preset_names(void) {
+  static char list[128];
+  if (!list[0])
+    for (size_t i = 0; i < N_PRESETS; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+               presets[i].name);
+  return list;
 }
 
 static int config_equal(const wan_vae_config *a, const wan_vae_config *b) {
@@ -61,11 +74,10 @@ static int config_equal(const wan_vae_config *a, const wan_vae_config *b) {
 }
 
 const char *vae_preset_match(const wan_vae_config *c) {
-  static const char *names[] = {"wan2.1-vae", "wan2.1-vae-tiny"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+  for (size_t i = 0; i < N_PRESETS; i++) {
     wan_vae_config p = {0};
-    vae_preset(names[i], &p);
-    if (config_equal(&p, c)) return names[i];
+    vae_preset(presets[i].name, &p);
+    if (config_equal(&p, c)) return presets[i].name;
   }
   return NULL;
 }
@@ -178,7 +190,7 @@ static int open_synth(const char *spec, vae_model *m) {
     if (*end || errno) goto bad;
   }
   if (vae_preset(preset, &m->info.config) != 0) {
-    sp_log_error("%s: unknown VAE preset '%s' (known: %s)", spec, preset, VAE_PRESET_NAMES);
+    sp_log_error("%s: unknown VAE preset '%s' (known: %s)", spec, preset, vae_preset_names());
     return SP_ERR_INPUT;
   }
   m->info.synthetic = 1;

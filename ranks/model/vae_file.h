@@ -52,8 +52,8 @@ typedef struct vae_model_info {
 int vae_preset(const char *name, wan_vae_config *out);
 /* The preset whose config equals c, or NULL. */
 const char *vae_preset_match(const wan_vae_config *c);
-/* The preset names for messages: "wan2.1-vae, wan2.1-vae-tiny". */
-#define VAE_PRESET_NAMES "wan2.1-vae, wan2.1-vae-tiny"
+/* The preset names, for messages and help: "wan2.1-vae, wan2.1-vae-tiny". */
+const char *vae_preset_names(void);
 
 /* Opens a VAE file read-only and validates its root attributes and every
  * dataset's layout (as rank_model_open does), without reading weights; or
