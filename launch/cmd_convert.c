@@ -1,4 +1,4 @@
-/* staticpipe convert: import a Wan 2.1 T2V safetensors checkpoint. */
+/* staticpipe convert: import a Wan 2.1 T2V or Wan 2.1 VAE safetensors checkpoint. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,23 +6,31 @@
 #include "cli.h"
 #include "commands.h"
 #include "convert.h"
+#include "convert_vae.h"
 #include "log.h"
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: staticpipe convert IN.safetensors [IN2 ...] -o OUT.h5 [options]\n"
           "\n"
-          "Converts a Wan 2.1 T2V checkpoint into a staticpipe model file. The inputs are\n"
-          "safetensors files, directories of them, or the *.safetensors.index.json that\n"
-          "ships with sharded checkpoints. The key style (official Wan, diffusers, ComfyUI\n"
-          "'model.diffusion_model.') is detected and the config inferred from the shapes;\n"
-          "every tensor is checked and every problem reported by name. Tensors are streamed\n"
-          "one at a time: memory stays near the largest tensor, not the checkpoint.\n"
+          "Converts a Wan 2.1 T2V checkpoint, or a Wan 2.1 video VAE, into a staticpipe\n"
+          "model file. The inputs are safetensors files, directories of them, or the\n"
+          "*.safetensors.index.json that ships with sharded checkpoints. The key style\n"
+          "(official Wan, diffusers, ComfyUI 'model.diffusion_model.') is detected and the\n"
+          "config inferred from the shapes; every tensor is checked and every problem\n"
+          "reported by name. Tensors are streamed one at a time: memory stays near the\n"
+          "largest tensor, not the checkpoint.\n"
+          "\n"
+          "A checkpoint with encoder.* or decoder.* keys is a VAE (WanVAE_ keys as in\n"
+          "ComfyUI's wan_2.1_vae.safetensors, or diffusers' AutoencoderKLWan): its decoder\n"
+          "is written as a VAE file (inspect shows it); the encoder is skipped and a\n"
+          "NaN or infinite weight is refused.\n"
           "\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
-          "  -d, --dtype T       bf16 (default; rounded to nearest even) or fp32 (full\n"
-          "                      precision, for the CPU reference)\n"
+          "  -d, --dtype T       bf16 (rounded to nearest even) or fp32 (full precision,\n"
+          "                      for the CPU reference); default bf16 for a DiT, fp32 for\n"
+          "                      a VAE (73M parameters: 293 MB)\n"
           "  -q, --quiet         no progress lines\n"
           "  -h, --help          this text\n"
           "\n"
@@ -38,6 +46,7 @@ int cmd_convert(int argc, char **argv) {
   const char *out = NULL;
   int quiet = 0;
   kern_dtype dtype = KERN_DTYPE_BF16;
+  int dtype_set = 0;
   cli_getopt_reset();
   int ch;
   while ((ch = getopt_long(argc, argv, "o:d:qh", opts, NULL)) != -1) {
@@ -45,6 +54,7 @@ int cmd_convert(int argc, char **argv) {
     case 'o': out = optarg; break;
     case 'd':
       if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
+      dtype_set = 1;
       break;
     case 'q': quiet = 1; break;
     case 'h': usage(stdout); return SP_OK;
@@ -55,5 +65,11 @@ int cmd_convert(int argc, char **argv) {
     sp_log_error("convert: %s is required", !out ? "--out" : "an input checkpoint");
     return cli_bad_usage("convert");
   }
+  int is_vae = 0;
+  int rc = rank_convert_is_vae(argc - optind, argv + optind, &is_vae);
+  if (rc != SP_OK) return rc;
+  if (is_vae)
+    return rank_convert_vae_run(argc - optind, argv + optind, out,
+                                dtype_set ? dtype : KERN_DTYPE_F32);
   return rank_convert_run(argc - optind, argv + optind, out, dtype, !quiet);
 }

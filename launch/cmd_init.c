@@ -10,6 +10,7 @@
 #include "log.h"
 #include "model_file.h"
 #include "synth.h"
+#include "vae_file.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -19,20 +20,60 @@ static void usage(FILE *f) {
           "spec synth:PRESET:SEED, from a counter-based generator keyed by (seed, tensor\n"
           "name, element index).\n"
           "\n"
-          "  -a, --arch PRESET   wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b, wan2.1-14b\n"
+          "  -a, --arch PRESET   DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b,\n"
+          "                      wan2.1-14b; VAE decoder: %s\n"
           "                      (required)\n"
+          "  -p, --preset PRESET the same as --arch\n"
           "  -s, --seed N        generator seed (default 0)\n"
-          "  -d, --dtype T       bf16 or fp32 (default bf16)\n"
-          "  -l, --layers N      override the number of blocks (default: the preset's)\n"
+          "  -d, --dtype T       bf16 or fp32 (default bf16 for a DiT, fp32 for a VAE)\n"
+          "  -l, --layers N      override the number of blocks of a DiT (default: the\n"
+          "                      preset's)\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
           "  -q, --quiet         no progress lines\n"
-          "  -h, --help          this text\n");
+          "  -h, --help          this text\n",
+          vae_preset_names());
+}
+
+/* A VAE preset: the tensors synth:PRESET:SEED generates, written one by one. */
+static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const char *out,
+                    int quiet) {
+  char spec[128];
+  snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
+  vae_model *m = NULL;
+  int rc = vae_model_open(spec, 0, &m);
+  if (rc != SP_OK) return rc;
+  const wan_vae_config *c = &vae_model_get_info(m)->config;
+  static wan_vae_weights w;
+  static wan_vae_table t;
+  wan_vae_table_make(c, &w, &t);
+  float *packed = sp_xmalloc((size_t)t.packed_floats * sizeof *packed);
+  vae_model_writer *wr = NULL;
+  char seedstr[32];
+  snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
+  rc = vae_model_read(m, packed, t.packed_floats);
+  if (rc == SP_OK) rc = vae_model_writer_open(out, c, dtype, preset, &wr);
+  if (rc == SP_OK) rc = vae_model_writer_attr(wr, "synth_seed", seedstr);
+  if (rc == SP_OK) rc = vae_model_writer_attr(wr, "synth_preset", preset);
+  for (int i = 0; rc == SP_OK && i < t.count; i++)
+    rc = vae_model_writer_put(wr, t.t[i].name, packed + t.t[i].offset, t.t[i].numel);
+  if (rc == SP_OK) {
+    rc = vae_model_writer_commit(wr);
+    if (rc == SP_OK && !quiet)
+      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors)", out, preset,
+                  kern_dtype_name(dtype), (unsigned long long)seed, t.count);
+  } else {
+    vae_model_writer_abort(wr);
+  }
+  free(packed);
+  vae_model_close(m);
+  return rc;
 }
 
 int cmd_init(int argc, char **argv) {
   static const struct option opts[] = {
-      {"arch", required_argument, 0, 'a'},  {"seed", required_argument, 0, 's'},
+      {"arch", required_argument, 0, 'a'},  {"preset", required_argument, 0, 'p'},
+      {"seed", required_argument, 0, 's'},
       {"dtype", required_argument, 0, 'd'}, {"layers", required_argument, 0, 'l'},
       {"out", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
       {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
@@ -41,16 +82,19 @@ int cmd_init(int argc, char **argv) {
   int64_t layers = 0;
   int quiet = 0;
   kern_dtype dtype = KERN_DTYPE_BF16;
+  int dtype_set = 0;
   cli_getopt_reset();
   int ch;
-  while ((ch = getopt_long(argc, argv, "a:s:d:l:o:qh", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "a:p:s:d:l:o:qh", opts, NULL)) != -1) {
     switch (ch) {
-    case 'a': arch = optarg; break;
+    case 'a':
+    case 'p': arch = optarg; break;
     case 's':
       if (job_parse_uint64("--seed", optarg, &seed)) return SP_ERR_INPUT;
       break;
     case 'd':
       if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
+      dtype_set = 1;
       break;
     case 'l':
       if (job_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;
@@ -69,10 +113,18 @@ int cmd_init(int argc, char **argv) {
     sp_log_error("init: %s is required", !arch ? "--arch" : "--out");
     return cli_bad_usage("init");
   }
+  wan_vae_config vc;
+  if (vae_preset(arch, &vc) == 0) {
+    if (layers) {
+      sp_log_error("--layers: %s is a VAE decoder, which has no blocks to count", arch);
+      return SP_ERR_INPUT;
+    }
+    return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
+  }
   wan_config c;
   if (wan_preset(arch, &c) != 0) {
-    sp_log_error("--arch: unknown preset '%s' (known: wan2.1-tiny, wan2.1-1.3b, wan2.1-14b)",
-                 arch);
+    sp_log_error("--arch: unknown preset '%s' (known: wan2.1-tiny, wan2.1-1.3b, wan2.1-14b, %s)",
+                 arch, vae_preset_names());
     return SP_ERR_INPUT;
   }
   if (layers) c.layers = layers;

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "log.h"
 #include "model_file.h"
+#include "vae_file.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -15,11 +16,16 @@ static void usage(FILE *f) {
           "\n"
           "Prints a model's arch, config, blocks, bytes per block, embeddings, head, total,\n"
           "dtype and checksum. Reads metadata only: no weights are read or generated.\n"
-          "MODEL is a model file or synth:PRESET[:SEED].\n"
+          "MODEL is a model file or synth:PRESET[:SEED]; a VAE decoder (a file made by\n"
+          "convert or init, or synth:wan2.1-vae, synth:wan2.1-vae-tiny) is shown with its\n"
+          "config, widths per level, tensors, parameters, bytes, dtype and checksum.\n"
           "\n"
-          "  -v, --verify   also read every dataset and check its checksum (a file model)\n"
+          "  -v, --verify   also read every dataset and check its checksum (a file model;\n"
+          "                 for a VAE file also the root checksum over the datasets')\n"
           "  -j, --json     JSON on stdout (keys arch, preset, dtype, config, num_blocks,\n"
-          "                 block_bytes, embed_bytes, head_bytes, total_bytes, checksum)\n"
+          "                 block_bytes, embed_bytes, head_bytes, total_bytes, checksum;\n"
+          "                 for a VAE: arch, preset, dtype, config, mid_dim, level_dims,\n"
+          "                 tensors, params, file_bytes, checksum)\n"
           "  -h, --help     this text\n");
 }
 
@@ -62,6 +68,111 @@ static int verify_all(rank_model *m) {
   return rc;
 }
 
+/* ---- a VAE decoder ---- */
+
+/* Whether spec names a VAE: synth: with a VAE preset, or a file whose arch
+ * says so. Anything else goes to the DiT's reader, which reports. */
+static int is_vae(const char *spec) {
+  if (strncmp(spec, "synth:", 6) == 0) {
+    char preset[64];
+    snprintf(preset, sizeof preset, "%s", spec + 6);
+    char *colon = strchr(preset, ':');
+    if (colon) *colon = 0;
+    wan_vae_config c;
+    return vae_preset(preset, &c) == 0;
+  }
+  char arch[64];
+  return model_file_arch(spec, arch, sizeof arch) == 0 && strcmp(arch, VAE_MODEL_ARCH) == 0;
+}
+
+static void int_list(const int64_t *v, int n, char *buf, size_t len) {
+  buf[0] = 0;
+  for (int i = 0; i < n; i++)
+    snprintf(buf + strlen(buf), len - strlen(buf), "%s%lld", i ? ", " : "", (long long)v[i]);
+}
+
+static int inspect_vae(const char *spec, int json, int verify) {
+  vae_model *m = NULL;
+  int rc = vae_model_open(spec, verify, &m);
+  if (rc != SP_OK) return rc;
+  const vae_model_info *in = vae_model_get_info(m);
+  const wan_vae_config *c = &in->config;
+  if (verify) {
+    static wan_vae_weights w;
+    static wan_vae_table t;
+    wan_vae_table_make(c, &w, &t);
+    float *buf = sp_xmalloc((size_t)t.packed_floats * sizeof *buf);
+    rc = vae_model_read(m, buf, t.packed_floats);
+    free(buf);
+    if (rc != SP_OK) {
+      vae_model_close(m);
+      return rc;
+    }
+    if (!in->synthetic)
+      sp_log_info("verify: %lld bytes read, every checksum matches", (long long)in->file_bytes);
+  }
+  int64_t levels[WAN_VAE_MAX_LEVELS], temporal[WAN_VAE_MAX_LEVELS];
+  for (int i = 0; i < c->n_mult; i++) levels[i] = wan_vae_level_dim(c, i);
+  for (int i = 0; i + 1 < c->n_mult; i++) temporal[i] = c->temporal_up[i];
+  int64_t read_bytes = in->params * (int64_t)sizeof(float);
+  if (json) {
+    json_object *o = json_object_new_object(), *cfg = json_object_new_object();
+    json_object *dm = json_object_new_array(), *tu = json_object_new_array(),
+                *ld = json_object_new_array();
+    for (int i = 0; i < c->n_mult; i++) {
+      json_object_array_add(dm, json_object_new_int64(c->dim_mult[i]));
+      json_object_array_add(ld, json_object_new_int64(levels[i]));
+    }
+    for (int i = 0; i + 1 < c->n_mult; i++)
+      json_object_array_add(tu, json_object_new_int64(temporal[i]));
+    json_object_object_add(cfg, "dim", json_object_new_int64(c->dim));
+    json_object_object_add(cfg, "z_dim", json_object_new_int64(c->z_dim));
+    json_object_object_add(cfg, "dim_mult", dm);
+    json_object_object_add(cfg, "num_res_blocks", json_object_new_int64(c->num_res_blocks));
+    json_object_object_add(cfg, "temporal_up", tu);
+    json_object_object_add(o, "source", json_object_new_string(in->source));
+    json_object_object_add(o, "arch", json_object_new_string(in->arch));
+    json_object_object_add(o, "preset", json_object_new_string(in->preset));
+    json_object_object_add(o, "synthetic", json_object_new_boolean(in->synthetic));
+    json_object_object_add(o, "dtype", json_object_new_string(kern_dtype_name(in->dtype)));
+    json_object_object_add(o, "config", cfg);
+    json_object_object_add(o, "mid_dim", json_object_new_int64(wan_vae_level_dim(c, -1)));
+    json_object_object_add(o, "level_dims", ld);
+    json_object_object_add(o, "out_scale", json_object_new_int64(wan_vae_out_scale(c)));
+    json_object_object_add(o, "tensors", json_object_new_int64(in->tensors));
+    json_object_object_add(o, "params", json_object_new_int64(in->params));
+    json_object_object_add(o, "file_bytes", json_object_new_int64(in->file_bytes));
+    json_object_object_add(o, "fp32_bytes", json_object_new_int64(read_bytes));
+    json_object_object_add(o, "checksum", json_object_new_string(in->checksum));
+    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+    json_object_put(o);
+  } else {
+    char dm[96], ld[96], tu[96];
+    int_list(c->dim_mult, c->n_mult, dm, sizeof dm);
+    int_list(levels, c->n_mult, ld, sizeof ld);
+    int_list(temporal, c->n_mult - 1, tu, sizeof tu);
+    printf("model      %s\n", in->source);
+    printf("arch       %s (VAE decoder)%s%s\n", in->arch, in->preset[0] ? ", preset " : "",
+           in->preset);
+    printf("dtype      %s\n", kern_dtype_name(in->dtype));
+    printf("config     dim %lld, z_dim %lld, dim_mult (%s), num_res_blocks %lld, "
+           "temporal_up (%s)\n",
+           (long long)c->dim, (long long)c->z_dim, dm, (long long)c->num_res_blocks, tu);
+    printf("widths     middle %lld; levels %s\n", (long long)wan_vae_level_dim(c, -1), ld);
+    printf("video      1 + %lld (F - 1) frames from F latent frames, %lldx height and width\n",
+           (long long)(wan_vae_out_frames(c, 2) - 1), (long long)wan_vae_out_scale(c));
+    printf("tensors    %d, %lld parameters\n", in->tensors, (long long)in->params);
+    if (in->synthetic)
+      printf("bytes      none stored (synthetic); %lld as fp32 when read\n", (long long)read_bytes);
+    else
+      printf("bytes      %lld stored (%.1f MB); %lld as fp32 when read\n",
+             (long long)in->file_bytes, (double)in->file_bytes / 1e6, (long long)read_bytes);
+    printf("checksum   %s\n", in->checksum);
+  }
+  vae_model_close(m);
+  return SP_OK;
+}
+
 int cmd_inspect(int argc, char **argv) {
   static const struct option opts[] = {
       {"json", no_argument, 0, 'j'}, {"verify", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -80,6 +191,7 @@ int cmd_inspect(int argc, char **argv) {
     sp_log_error("inspect: expected exactly one MODEL argument");
     return cli_bad_usage("inspect");
   }
+  if (is_vae(argv[optind])) return inspect_vae(argv[optind], json, verify);
   rank_model *m = NULL;
   int rc = rank_model_open(argv[optind], verify, &m);
   if (rc != SP_OK) return rc;

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "atomic_file.h"
-#include "crc32c.h"
 #include "h5_util.h"
 #include "log.h"
+#include "model_container.h"
 #include "model_file_impl.h"
 
 struct rank_model_writer {
@@ -55,13 +55,7 @@ int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dty
     rc = writer_fail(w, "cannot create the temporary file");
     goto fail;
   }
-  int64_t version = RANK_MODEL_FORMAT_VERSION;
-  int ok = rank_h5_attr_write_str(w->file, "format", RANK_MODEL_FORMAT) == 0 &&
-           rank_h5_attr_write_num(w->file, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version,
-                          1) == 0 &&
-           rank_h5_attr_write_str(w->file, "arch", WAN_ARCH) == 0 &&
-           rank_h5_attr_write_str(w->file, "preset", preset ? preset : "") == 0 &&
-           rank_h5_attr_write_str(w->file, "dtype", kern_dtype_name(dtype)) == 0;
+  int ok = rank_container_write_root(w->file, WAN_ARCH, preset, dtype) == 0;
   struct {
     const char *name;
     const int64_t *v;
@@ -99,11 +93,7 @@ fail:
 }
 
 int rank_model_writer_attr(rank_model_writer *w, const char *key, const char *value) {
-  char name[300];
-  /* Foreign metadata is namespaced so it can never shadow our attributes. */
-  snprintf(name, sizeof name, "meta.%s", key);
-  if (H5Aexists(w->file, name) > 0) return SP_OK;
-  if (rank_h5_attr_write_str(w->file, name, value) != 0) return writer_fail(w, "metadata attribute");
+  if (rank_container_write_meta(w->file, key, value) != 0) return writer_fail(w, "metadata attribute");
   return SP_OK;
 }
 
@@ -127,25 +117,9 @@ int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const ch
     sp_log_error("%s: %s written twice", w->path, path);
     return SP_ERR_INPUT;
   }
-  hsize_t dims[5];
-  for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->shape[k];
-  int bf16 = w->dtype == KERN_DTYPE_BF16;
-  hid_t ftype = bf16 ? H5T_STD_U16LE : H5T_IEEE_F32LE;
-  hid_t mtype = bf16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
-  hid_t s = -1, dcpl = -1, d = -1;
-  int ok = (s = H5Screate_simple(t->ndim, dims, NULL)) >= 0 &&
-           (dcpl = H5Pcreate(H5P_DATASET_CREATE)) >= 0 &&
-           H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
-           H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-           (d = H5Dcreate2(w->file, path, ftype, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
-           H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
-  uint32_t crc = crc32c(0, data, bytes);
-  ok = ok && rank_h5_attr_write_str(d, "dtype", kern_dtype_name(w->dtype)) == 0 &&
-       rank_h5_attr_write_num(d, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, &crc, 1) == 0;
-  if (d >= 0) H5Dclose(d);
-  if (dcpl >= 0) H5Pclose(dcpl);
-  if (s >= 0) H5Sclose(s);
-  if (!ok) {
+  uint32_t crc;
+  if (rank_container_write_dataset(w->file, path, w->dtype, t->ndim, t->shape, data, bytes,
+                                   &crc) != 0) {
     sp_log_error("%s: %s: HDF5 write failed (disk full?)", w->path, path);
     return SP_ERR_RUNTIME;
   }
@@ -171,24 +145,12 @@ int rank_model_writer_commit(rank_model_writer *w) {
           rc = SP_ERR_INPUT;
           break;
         }
-        uint8_t le[4] = {(uint8_t)w->crc[slot], (uint8_t)(w->crc[slot] >> 8),
-                         (uint8_t)(w->crc[slot] >> 16), (uint8_t)(w->crc[slot] >> 24)};
-        model_crc = crc32c(model_crc, le, 4);
+        model_crc = rank_container_checksum_add(model_crc, w->crc[slot]);
       }
     }
   }
   if (rc == SP_OK) {
-    char sum[32];
-    snprintf(sum, sizeof sum, "crc32c:%08x", model_crc);
-    if (rank_h5_attr_write_str(w->file, "checksum", sum) != 0) rc = writer_fail(w, "checksum attribute");
-  }
-  if (rc == SP_OK) {
-    herr_t e = H5Fclose(w->file);
-    w->file = -1;
-    if (e < 0) rc = writer_fail(w, "closing the file failed (disk full?)");
-  }
-  if (rc == SP_OK) {
-    rc = rank_atomic_commit(w->tmp, w->path);
+    rc = rank_container_commit(&w->file, w->tmp, w->path, model_crc);
     w->tmp[0] = '\0';
   }
   rank_model_writer_abort(w);

@@ -1,17 +1,23 @@
 /* The VAE decoder's model file (HDF5) and synthetic VAEs, behind one handle.
  *
- * The same container as the DiT's (MODEL.md "Model file"): root attributes
- * format = "staticpipe", format_version, arch = VAE_MODEL_ARCH, preset (may
- * be ""), dtype ("bf16"|"fp32"), checksum and the decoder's config (dim,
- * z_dim, dim_mult, num_res_blocks, temporal_up); one group /decoder with one
+ * The same container as the DiT's (model_container.h, MODEL.md "Model
+ * file"): root attributes format = "staticpipe", format_version, arch =
+ * VAE_MODEL_ARCH, preset (may be ""), dtype ("bf16"|"fp32"), checksum and
+ * the decoder's config (int64: dim, z_dim, n_mult, dim_mult (n_mult
+ * entries), num_res_blocks, temporal_up (n_mult - 1 entries, absent when
+ * n_mult is 1)); one group /decoder, the root's only member, with one
  * contiguous unfiltered dataset per tensor of wan_vae_table, named by its
- * official key (conv2.weight, decoder.conv1.weight, ...), each with
- * attributes dtype and checksum (CRC-32C of its bytes). Only the decoder is
- * stored; the encoder is not needed to make video from latents.
+ * official key (/decoder/conv2.weight, /decoder/decoder.conv1.weight, ...),
+ * each with attributes dtype and checksum (CRC-32C of its bytes). Only the
+ * decoder is stored; the encoder is not needed to make video from latents.
+ * ranks/nets/VAE.md "Model file and checkpoint keys" describes it.
  *
  * A spec "synth:PRESET[:SEED]" (presets wan2.1-vae, the published config,
- * and wan2.1-vae-tiny) opens a synthetic VAE instead: the same API, every
- * tensor generated when it is read. */
+ * and wan2.1-vae-tiny, the same structure at dim 8) opens a synthetic VAE
+ * instead: the same API, every tensor generated in fp32 when it is read,
+ * by the DiT's generator core (synth.h) keyed by the tensor's official key
+ * and scaled to keep activations of order one (conv weights uniform with
+ * variance 1/fan_in, biases within 0.05, RMS gammas within 0.1 of 1). */
 #ifndef RANK_VAE_FILE_H
 #define RANK_VAE_FILE_H
 
@@ -33,13 +39,21 @@ typedef struct vae_model_info {
   char source[1024];  /* the path, or the synth: spec */
   int synthetic;
   uint64_t seed;      /* synth: only */
-  char checksum[96];  /* "crc32c:XXXXXXXX" over the datasets' CRCs in table order */
+  /* For a file "crc32c:XXXXXXXX", the CRC-32C over the datasets' CRCs in
+   * table order (checked against them at open when verify is set); for
+   * synth: "synth:PRESET:SEED:vN" (N the generator's version). */
+  char checksum[96];
+  int tensors;        /* entries of the table */
   int64_t params;     /* parameters of the decoder */
   int64_t file_bytes; /* bytes of the weights as stored (0 for synth:) */
 } vae_model_info;
 
 /* Known VAE presets: fills out and returns 0, or -1 for an unknown name. */
 int vae_preset(const char *name, wan_vae_config *out);
+/* The preset whose config equals c, or NULL. */
+const char *vae_preset_match(const wan_vae_config *c);
+/* The preset names, for messages and help: "wan2.1-vae, wan2.1-vae-tiny". */
+const char *vae_preset_names(void);
 
 /* Opens a VAE file read-only and validates its root attributes and every
  * dataset's layout (as rank_model_open does), without reading weights; or
@@ -52,17 +66,25 @@ void vae_model_close(vae_model *m);
 const vae_model_info *vae_model_get_info(const vae_model *m);
 
 /* Reads every tensor as fp32 into packed, laid out by the table of the
- * model's config (wan_vae_table_make: packed_floats floats, padding zeroed). */
+ * model's config (wan_vae_table_make: packed_floats >= the table's
+ * packed_floats, padding zeroed); bf16 files are widened exactly. With
+ * verify set, every dataset's checksum is checked (a mismatch names the
+ * dataset). Returns SP_OK, SP_ERR_INPUT (damaged file, logged) or
+ * SP_ERR_RUNTIME (buffer too small, logged). */
 int vae_model_read(vae_model *m, float *packed, int64_t packed_floats);
 
 /* ---- writer: a temporary file beside path, renamed into place on commit;
  * abort, a failure or SIGINT/SIGTERM removes it. */
 typedef struct vae_model_writer vae_model_writer;
 
+/* Checks c (SP_ERR_INPUT, logged) and starts the file; preset may be NULL. */
 int vae_model_writer_open(const char *path, const wan_vae_config *c, kern_dtype dtype,
                           const char *preset, vae_model_writer **out);
+/* Extra root attribute "meta.KEY" (model_container.h). */
 int vae_model_writer_attr(vae_model_writer *w, const char *key, const char *value);
-/* One tensor of the table, data fp32 (numel floats); stored in the file's dtype. */
+/* One tensor of the table, data fp32 (numel floats, the table's count);
+ * stored in the file's dtype (bf16 rounded to nearest even). A name not in
+ * the table, a wrong count or a second write is SP_ERR_INPUT (logged). */
 int vae_model_writer_put(vae_model_writer *w, const char *name, const float *data,
                          int64_t numel);
 /* Checks every tensor was written, writes the checksum, renames into place;

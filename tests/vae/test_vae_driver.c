@@ -10,7 +10,12 @@
  *   test_vae_driver decode IN.h5 OUT.h5
  * IN.h5: root attributes dim, z_dim, n_mult, dim_mult, num_res_blocks,
  * temporal_up (int64); dataset latents (z_dim, F, h, w) float32; one float32
- * dataset per tensor, /weights/<official key>. OUT.h5: dataset video. */
+ * dataset per tensor, /weights/<official key>. OUT.h5: dataset video.
+ *
+ * As the C side of tests/vae/test_vae_convert.sh, the weights from a VAE
+ * model file (vae_file.h, or a synth: spec), checksums verified:
+ *   test_vae_driver decode-model MODEL LATENTS.h5 OUT.h5
+ * LATENTS.h5: dataset latents. OUT.h5: dataset video. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +27,7 @@
 #include "h5_util.h"
 #include "log.h"
 #include "tensor_io.h"
+#include "vae_file.h"
 #include "sp_test.h"
 #include "wan_vae.h"
 
@@ -50,6 +56,36 @@ static int read_config(const char *path, wan_vae_config *c) {
   for (int i = 0; i + 1 < c->n_mult; i++) c->temporal_up[i] = (int)temporal[i];
   if (rc != 0) fprintf(stderr, "%s: missing or malformed config attributes\n", path);
   return rc;
+}
+
+/* Decodes dataset latents of in with bound weights w into dataset video of out. */
+static int decode_to(const wan_vae_config *cp, const wan_vae_weights *w, const char *in,
+                     const char *out) {
+  const wan_vae_config c = *cp;
+  rank_tensor z;
+  if (rank_tensor_read(in, "latents", 4, &z) != SP_OK) return 1;
+  if (z.dims[0] != c.z_dim) {
+    fprintf(stderr, "%s: latents have %lld channels\n", in, (long long)z.dims[0]);
+    return 1;
+  }
+  wan_vae_decoder *d;
+  if (wan_vae_decoder_create(&c, z.dims[2], z.dims[3], &d) != SP_OK) return 1;
+  const int64_t F = z.dims[1], s = wan_vae_out_scale(&c);
+  int64_t dims[4] = {3, wan_vae_out_frames(&c, F), s * z.dims[2], s * z.dims[3]};
+  float *video = malloc((size_t)(dims[0] * dims[1] * dims[2] * dims[3]) * sizeof *video);
+  if (!video) return 1;
+  wan_vae_decode(d, w, z.data, F, video);
+  rank_outfile *o;
+  if (rank_outfile_open(out, &o) != SP_OK) return 1;
+  if (rank_outfile_put(o, "video", 4, dims, video) != SP_OK) {
+    rank_outfile_abort(o);
+    return 1;
+  }
+  if (rank_outfile_commit(o) != SP_OK) return 1;
+  free(video);
+  wan_vae_decoder_free(d);
+  rank_tensor_free(&z);
+  return 0;
 }
 
 static int run_decode(const char *in, const char *out) {
@@ -82,32 +118,26 @@ static int run_decode(const char *in, const char *out) {
     rank_tensor_free(&t);
   }
   wan_vae_table_bind(&table, packed);
-
-  rank_tensor z;
-  if (rank_tensor_read(in, "latents", 4, &z) != SP_OK) return 1;
-  if (z.dims[0] != c.z_dim) {
-    fprintf(stderr, "%s: latents have %lld channels\n", in, (long long)z.dims[0]);
-    return 1;
-  }
-  wan_vae_decoder *d;
-  if (wan_vae_decoder_create(&c, z.dims[2], z.dims[3], &d) != SP_OK) return 1;
-  const int64_t F = z.dims[1], s = wan_vae_out_scale(&c);
-  int64_t dims[4] = {3, wan_vae_out_frames(&c, F), s * z.dims[2], s * z.dims[3]};
-  float *video = malloc((size_t)(dims[0] * dims[1] * dims[2] * dims[3]) * sizeof *video);
-  if (!video) return 1;
-  wan_vae_decode(d, &w, z.data, F, video);
-  rank_outfile *o;
-  if (rank_outfile_open(out, &o) != SP_OK) return 1;
-  if (rank_outfile_put(o, "video", 4, dims, video) != SP_OK) {
-    rank_outfile_abort(o);
-    return 1;
-  }
-  if (rank_outfile_commit(o) != SP_OK) return 1;
-  free(video);
-  wan_vae_decoder_free(d);
-  rank_tensor_free(&z);
+  int rc = decode_to(&c, &w, in, out);
   free(packed);
-  return 0;
+  return rc;
+}
+
+/* Weights from a model file or synth: spec, latents from an HDF5 file. */
+static int run_decode_model(const char *model, const char *in, const char *out) {
+  vae_model *m;
+  if (vae_model_open(model, 1, &m) != SP_OK) return 1;
+  wan_vae_config c = vae_model_get_info(m)->config;
+  static wan_vae_weights w;
+  static wan_vae_table table;
+  wan_vae_table_make(&c, &w, &table);
+  float *packed = malloc((size_t)table.packed_floats * sizeof *packed);
+  if (!packed || vae_model_read(m, packed, table.packed_floats) != SP_OK) return 1;
+  vae_model_close(m);
+  wan_vae_table_bind(&table, packed);
+  int rc = decode_to(&c, &w, in, out);
+  free(packed);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- self-contained checks */
@@ -292,8 +322,11 @@ static void check_decode(void) {
 
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "decode") == 0) return run_decode(argv[2], argv[3]);
+  if (argc == 5 && strcmp(argv[1], "decode-model") == 0)
+    return run_decode_model(argv[2], argv[3], argv[4]);
   if (argc != 1) {
-    fprintf(stderr, "usage: %s [decode IN.h5 OUT.h5]\n", argv[0]);
+    fprintf(stderr, "usage: %s [decode IN.h5 OUT.h5 | decode-model MODEL LATENTS.h5 OUT.h5]\n",
+            argv[0]);
     return 2;
   }
   sp_test_begin("test_vae_driver");

@@ -1,0 +1,423 @@
+/* The model files' shared container (see model_container.h). */
+#include "model_container.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "atomic_file.h"
+#include "crc32c.h"
+#include "h5_util.h"
+#include "log.h"
+#include "vae_file.h"
+
+/* ---- reading ------------------------------------------------------------ */
+
+int rank_container_open(const char *path, hid_t *out) {
+  rank_h5_silence();
+  if (access(path, R_OK) != 0) {
+    sp_log_error("%s: cannot open model file: %s", path, strerror(errno));
+    return SP_ERR_INPUT;
+  }
+  if (H5Fis_hdf5(path) <= 0) {
+    sp_log_error("%s: not an HDF5 file (truncated or another format)", path);
+    return SP_ERR_INPUT;
+  }
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    sp_log_error("%s: HDF5 cannot open the file (truncated or damaged)", path);
+    return SP_ERR_INPUT;
+  }
+  *out = f;
+  return SP_OK;
+}
+
+/* The archs a staticpipe file can hold, with what each is, so a file given
+ * to the wrong command is named for what it is. */
+static const struct {
+  const char *arch, *what;
+} known_archs[] = {
+    {WAN_ARCH, "DiT"},
+    {VAE_MODEL_ARCH, "VAE decoder"},
+};
+
+static const char *arch_what(const char *arch) {
+  for (size_t i = 0; i < sizeof known_archs / sizeof known_archs[0]; i++)
+    if (strcmp(known_archs[i].arch, arch) == 0) return known_archs[i].what;
+  return NULL;
+}
+
+int rank_container_read_root(hid_t file, const char *path, const char *want_arch,
+                             rank_container_root *out) {
+  char s[256];
+  if (rank_h5_attr_read_str(file, "format", s, sizeof s) != 0 || strcmp(s, RANK_MODEL_FORMAT) != 0) {
+    sp_log_error("%s: not a staticpipe model file (root attribute format is not \"%s\")", path,
+                 RANK_MODEL_FORMAT);
+    return SP_ERR_INPUT;
+  }
+  int64_t version = 0;
+  if (rank_h5_attr_read_num(file, "format_version", H5T_NATIVE_INT64, &version, 1) != 0) {
+    sp_log_error("%s: root attribute format_version is missing or not an integer", path);
+    return SP_ERR_INPUT;
+  }
+  if (version != RANK_MODEL_FORMAT_VERSION) {
+    sp_log_error("%s: format_version %lld is not supported (this build reads version %d)", path,
+                 (long long)version, RANK_MODEL_FORMAT_VERSION);
+    return SP_ERR_INPUT;
+  }
+  if (rank_h5_attr_read_str(file, "arch", out->arch, sizeof out->arch) != 0 ||
+      strcmp(out->arch, want_arch) != 0) {
+    const char *have = arch_what(out->arch), *want = arch_what(want_arch);
+    if (have && want)
+      sp_log_error("%s is a %s model (a %s); this command needs a %s %s", path, out->arch, have,
+                   want_arch, want);
+    else
+      sp_log_error("%s: root attribute arch is missing or not \"%s\"", path, want_arch);
+    return SP_ERR_INPUT;
+  }
+  if (rank_h5_attr_read_str(file, "dtype", s, sizeof s) != 0 ||
+      (strcmp(s, "bf16") != 0 && strcmp(s, "fp32") != 0)) {
+    sp_log_error("%s: root attribute dtype is missing or not \"bf16\"/\"fp32\"", path);
+    return SP_ERR_INPUT;
+  }
+  out->dtype = strcmp(s, "fp32") == 0 ? KERN_DTYPE_F32 : KERN_DTYPE_BF16;
+  if (rank_h5_attr_read_str(file, "preset", out->preset, sizeof out->preset) != 0)
+    out->preset[0] = 0;
+  if (rank_h5_attr_read_str(file, "checksum", out->checksum, sizeof out->checksum) != 0) {
+    sp_log_error("%s: root attribute checksum is missing", path);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+static herr_t link_visit(hid_t g, const char *name, const H5L_info_t *info, void *op) {
+  if (info->type != H5L_TYPE_HARD) {
+    snprintf((char *)op, 512, "%s", name);
+    return 1;
+  }
+  return 0;
+}
+
+int rank_container_check_links(hid_t file, const char *path) {
+  char bad_link[512] = "";
+  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, link_visit, bad_link) != 0) {
+    sp_log_error("%s: %s: soft or external link (every object must live in the file)", path,
+                 bad_link[0] ? bad_link : "?");
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+static int name_index(const char *const *names, int count, const char *name) {
+  for (int i = 0; i < count; i++)
+    if (strcmp(names[i], name) == 0) return i;
+  return -1;
+}
+
+int rank_container_check_members(hid_t file, const char *path, const char *group,
+                                 const char *const *names, int count) {
+  hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
+  if (g < 0) {
+    sp_log_error("%s: group %s is missing", path, group);
+    return SP_ERR_INPUT;
+  }
+  H5G_info_t gi;
+  int rc = SP_OK;
+  if (H5Gget_info(g, &gi) < 0) {
+    sp_log_error("%s: cannot list group %s", path, group);
+    rc = SP_ERR_INPUT;
+  } else if (gi.nlinks != (hsize_t)count) {
+    const char *sep = strcmp(group, "/") == 0 ? "" : "/";
+    for (hsize_t i = 0; i < gi.nlinks; i++) {
+      char name[256];
+      if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
+                             H5P_DEFAULT) < 0)
+        continue;
+      if (name_index(names, count, name) < 0) {
+        sp_log_error("%s: %s%s%s: unexpected object (not a tensor of this group)", path, group,
+                     sep, name);
+        rc = SP_ERR_INPUT;
+        break;
+      }
+    }
+    for (int i = 0; rc == SP_OK && i < count; i++) {
+      if (H5Lexists(g, names[i], H5P_DEFAULT) <= 0) {
+        sp_log_error("%s: %s%s%s: dataset is missing", path, group, sep, names[i]);
+        rc = SP_ERR_INPUT;
+      }
+    }
+    if (rc == SP_OK) {
+      sp_log_error("%s: group %s has %llu members, expected %d", path, group,
+                   (unsigned long long)gi.nlinks, count);
+      rc = SP_ERR_INPUT;
+    }
+  }
+  H5Gclose(g);
+  return rc;
+}
+
+static void shape_text(int ndim, const hsize_t *d, const int64_t *s, char *buf, size_t n) {
+  buf[0] = 0;
+  for (int i = 0; i < ndim; i++)
+    snprintf(buf + strlen(buf), n - strlen(buf), "%s%llu", i ? "," : "",
+             d ? (unsigned long long)d[i] : (unsigned long long)s[i]);
+}
+
+int rank_container_check_dataset(hid_t file, const char *path, const char *ds, kern_dtype dtype,
+                                 int ndim, const int64_t *shape, size_t bytes, uint64_t *offset,
+                                 uint32_t *crc) {
+  int rc = SP_ERR_INPUT;
+  hid_t d = -1, dcpl = -1, type = -1, space = -1;
+  const char *why = NULL;
+  char whybuf[256];
+  if (H5Lexists(file, ds, H5P_DEFAULT) <= 0) {
+    why = "dataset is missing";
+    goto fail;
+  }
+  if ((d = H5Dopen2(file, ds, H5P_DEFAULT)) < 0) {
+    why = "not a dataset";
+    goto fail;
+  }
+  if ((dcpl = H5Dget_create_plist(d)) < 0) {
+    why = "cannot read its creation properties";
+    goto fail;
+  }
+  H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout == H5D_VIRTUAL) {
+    why = "is a virtual dataset (data outside the file)";
+    goto fail;
+  }
+  if (layout != H5D_CONTIGUOUS) {
+    why = layout == H5D_CHUNKED ? "layout is chunked, expected contiguous (rewrite the file "
+                                  "with staticpipe convert or init)"
+                                : "layout is not contiguous";
+    goto fail;
+  }
+  if (H5Pget_nfilters(dcpl) != 0) {
+    why = "has filters (compression); expected none";
+    goto fail;
+  }
+  if (H5Pget_external_count(dcpl) != 0) {
+    why = "stores its data in an external file";
+    goto fail;
+  }
+  if ((type = H5Dget_type(d)) < 0) {
+    why = "cannot read its dtype";
+    goto fail;
+  }
+  int bf16 = dtype == KERN_DTYPE_BF16;
+  int type_ok = bf16 ? (H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 2 &&
+                        H5Tget_sign(type) == H5T_SGN_NONE && H5Tget_order(type) == H5T_ORDER_LE)
+                     : (H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 4 &&
+                        H5Tget_order(type) == H5T_ORDER_LE);
+  char dt[32] = "";
+  if (rank_h5_attr_read_str(d, "dtype", dt, sizeof dt) != 0) dt[0] = 0;
+  if (!type_ok || strcmp(dt, kern_dtype_name(dtype)) != 0) {
+    snprintf(whybuf, sizeof whybuf,
+             "dtype is not %s (expected %s and attribute dtype = \"%s\", found \"%s\")",
+             kern_dtype_name(dtype),
+             bf16 ? "16-bit unsigned little-endian" : "32-bit float little-endian",
+             kern_dtype_name(dtype), dt);
+    why = whybuf;
+    goto fail;
+  }
+  if ((space = H5Dget_space(d)) < 0) {
+    why = "cannot read its shape";
+    goto fail;
+  }
+  int nd = H5Sget_simple_extent_ndims(space);
+  hsize_t dims[8];
+  int shape_ok = nd == ndim && nd <= 8 && H5Sget_simple_extent_dims(space, dims, NULL) == nd;
+  for (int i = 0; shape_ok && i < nd; i++) shape_ok = dims[i] == (hsize_t)shape[i];
+  if (!shape_ok) {
+    char want[96], have[96] = "";
+    shape_text(ndim, NULL, shape, want, sizeof want);
+    if (nd > 0 && nd <= 8 && H5Sget_simple_extent_dims(space, dims, NULL) == nd)
+      shape_text(nd, dims, NULL, have, sizeof have);
+    snprintf(whybuf, sizeof whybuf, "shape is [%s], the config needs [%s]", have, want);
+    why = whybuf;
+    goto fail;
+  }
+  if (H5Dget_storage_size(d) != (hsize_t)bytes) {
+    snprintf(whybuf, sizeof whybuf, "storage holds %llu bytes, expected %zu",
+             (unsigned long long)H5Dget_storage_size(d), bytes);
+    why = whybuf;
+    goto fail;
+  }
+  haddr_t off = H5Dget_offset(d);
+  if (off == HADDR_UNDEF) {
+    why = "has no allocated contiguous storage";
+    goto fail;
+  }
+  if (rank_h5_attr_read_num(d, "checksum", H5T_NATIVE_UINT32, crc, 1) != 0) {
+    why = "checksum attribute is missing";
+    goto fail;
+  }
+  *offset = (uint64_t)off;
+  rc = SP_OK;
+fail:
+  if (why) sp_log_error("%s: %s: %s", path, ds, why);
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  if (d >= 0) H5Dclose(d);
+  return rc;
+}
+
+static int pread_full(int fd, void *dst, size_t n, uint64_t off) {
+  char *p = dst;
+  while (n > 0) {
+    ssize_t r = pread(fd, p, n, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    p += r;
+    n -= (size_t)r;
+    off += (uint64_t)r;
+  }
+  return 0;
+}
+
+int rank_container_pread(int fd, int count, const rank_container_read *r, int verify,
+                         int *err_no, uint32_t *got_crc) {
+  /* Several threads: one thread's pread from the page cache runs at a few
+   * GB/s, well under the memory's rate. The reads go in pieces of
+   * READ_PIECE bytes, each checksummed right after its read while it is in
+   * cache; each dataset's CRC is then joined from its pieces'
+   * (crc32c_combine). The first failing dataset is reported. */
+  enum { READ_PIECE = 2 << 20 };
+  int64_t *pieces = sp_xmalloc((size_t)(count + 1) * sizeof *pieces);
+  pieces[0] = 0;
+  for (int i = 0; i < count; i++)
+    pieces[i + 1] = pieces[i] + (int64_t)((r[i].bytes + READ_PIECE - 1) / READ_PIECE);
+  uint32_t *piece_crc = sp_xmalloc((size_t)(pieces[count] + 1) * sizeof *piece_crc);
+  int bad = -1, bad_errno = 0;
+  uint32_t bad_crc = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t k = 0; k < pieces[count]; k++) {
+    int i = 0;
+    while (pieces[i + 1] <= k) i++;
+    size_t off = (size_t)(k - pieces[i]) * READ_PIECE;
+    size_t n = r[i].bytes - off < READ_PIECE ? r[i].bytes - off : READ_PIECE;
+    char *p = (char *)r[i].dst + off;
+    if (pread_full(fd, p, n, r[i].offset + off) != 0) {
+      int e = errno ? errno : EIO;
+#pragma omp critical(sp_container_read)
+      if (bad < 0 || i < bad) {
+        bad = i;
+        bad_errno = e;
+      }
+    } else if (verify) {
+      piece_crc[k] = crc32c(0, p, n);
+    }
+  }
+  if (bad < 0 && verify) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < count; i++) {
+      uint32_t crc = crc32c(0, NULL, 0);
+      for (int64_t k = pieces[i]; k < pieces[i + 1]; k++) {
+        size_t off = (size_t)(k - pieces[i]) * READ_PIECE;
+        size_t n = r[i].bytes - off < READ_PIECE ? r[i].bytes - off : READ_PIECE;
+        crc = k == pieces[i] ? piece_crc[k] : crc32c_combine(crc, piece_crc[k], n);
+      }
+      if (crc != r[i].crc) {
+#pragma omp critical(sp_container_read)
+        if (bad < 0 || i < bad) {
+          bad = i;
+          bad_crc = crc;
+        }
+      }
+    }
+  }
+  free(piece_crc);
+  free(pieces);
+  *err_no = bad_errno;
+  *got_crc = bad_crc;
+  return bad;
+}
+
+void rank_container_report_read(const char *source, const char *ds, uint32_t want, int err_no,
+                                uint32_t got) {
+  if (err_no)
+    sp_log_error("%s: %s: read failed (file truncated or unreadable: %s)", source, ds,
+                 strerror(err_no));
+  else
+    sp_log_error("%s: %s: checksum mismatch (stored %08x, data gives %08x): the file is "
+                 "damaged",
+                 source, ds, want, got);
+}
+
+/* ---- the model checksum -------------------------------------------------- */
+
+uint32_t rank_container_checksum_add(uint32_t acc, uint32_t crc) {
+  uint8_t le[4] = {(uint8_t)crc, (uint8_t)(crc >> 8), (uint8_t)(crc >> 16), (uint8_t)(crc >> 24)};
+  return crc32c(acc, le, 4);
+}
+
+void rank_container_checksum_str(uint32_t acc, char *buf, size_t n) {
+  snprintf(buf, n, "crc32c:%08x", acc);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+int rank_container_write_root(hid_t file, const char *arch, const char *preset, kern_dtype dtype) {
+  int64_t version = RANK_MODEL_FORMAT_VERSION;
+  int ok = rank_h5_attr_write_str(file, "format", RANK_MODEL_FORMAT) == 0 &&
+           rank_h5_attr_write_num(file, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64,
+                                  &version, 1) == 0 &&
+           rank_h5_attr_write_str(file, "arch", arch) == 0 &&
+           rank_h5_attr_write_str(file, "preset", preset ? preset : "") == 0 &&
+           rank_h5_attr_write_str(file, "dtype", kern_dtype_name(dtype)) == 0;
+  return ok ? 0 : -1;
+}
+
+int rank_container_write_meta(hid_t file, const char *key, const char *value) {
+  char name[300];
+  snprintf(name, sizeof name, "meta.%s", key);
+  if (H5Aexists(file, name) > 0) return 0;
+  return rank_h5_attr_write_str(file, name, value);
+}
+
+int rank_container_write_dataset(hid_t file, const char *ds, kern_dtype dtype, int ndim,
+                                 const int64_t *shape, const void *data, size_t bytes,
+                                 uint32_t *crc) {
+  hsize_t dims[8];
+  if (ndim < 0 || ndim > 8) return -1;
+  for (int k = 0; k < ndim; k++) dims[k] = (hsize_t)shape[k];
+  int bf16 = dtype == KERN_DTYPE_BF16;
+  hid_t ftype = bf16 ? H5T_STD_U16LE : H5T_IEEE_F32LE;
+  hid_t mtype = bf16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
+  hid_t s = -1, dcpl = -1, d = -1;
+  int ok = (s = H5Screate_simple(ndim, dims, NULL)) >= 0 &&
+           (dcpl = H5Pcreate(H5P_DATASET_CREATE)) >= 0 &&
+           H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
+           H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+           (d = H5Dcreate2(file, ds, ftype, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
+           H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+  uint32_t c = crc32c(0, data, bytes);
+  ok = ok && rank_h5_attr_write_str(d, "dtype", kern_dtype_name(dtype)) == 0 &&
+       rank_h5_attr_write_num(d, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, &c, 1) == 0;
+  if (d >= 0) H5Dclose(d);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  if (s >= 0) H5Sclose(s);
+  if (!ok) return -1;
+  *crc = c;
+  return 0;
+}
+
+int rank_container_commit(hid_t *file, const char *tmp, const char *path, uint32_t acc) {
+  char sum[32];
+  rank_container_checksum_str(acc, sum, sizeof sum);
+  if (rank_h5_attr_write_str(*file, "checksum", sum) != 0) {
+    sp_log_error("%s: cannot write the model file (checksum attribute)", path);
+    return SP_ERR_RUNTIME;
+  }
+  herr_t e = H5Fclose(*file);
+  *file = -1;
+  if (e < 0) {
+    sp_log_error("%s: cannot write the model file (closing the file failed (disk full?))", path);
+    return SP_ERR_RUNTIME;
+  }
+  return rank_atomic_commit(tmp, path);
+}

@@ -1,0 +1,105 @@
+/* The HDF5 container every staticpipe model file shares, whatever network
+ * it holds (the DiT's model_file.h, the VAE decoder's vae_file.h): root
+ * attributes format, format_version, arch, preset, dtype and checksum;
+ * contiguous unfiltered datasets with attributes dtype and checksum
+ * (CRC-32C of their bytes, bf16 stored as 16-bit unsigned integers); no
+ * soft or external links; the model checksum "crc32c:XXXXXXXX", the CRC-32C
+ * of every dataset's CRC (4 bytes, little-endian) in table order.
+ *
+ * The readers validate through these checks and read the bytes with pread()
+ * at the offsets the validation recorded; the writers write through the
+ * same helpers, so the two files cannot drift apart. Checks log once
+ * ("FILE: DATASET: what failed") and return SP_OK / SP_ERR_INPUT. */
+#ifndef RANK_MODEL_CONTAINER_H
+#define RANK_MODEL_CONTAINER_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kern_dtype.h"
+#include "model_file.h"
+
+/* The root attributes every model file has, besides its config. */
+typedef struct rank_container_root {
+  char arch[32];
+  kern_dtype dtype;
+  char preset[64];   /* "" when absent */
+  char checksum[96]; /* the stored model checksum */
+} rank_container_root;
+
+/* ---- reading --------------------------------------------------------- */
+
+/* Opens path read-only for validation (readable, an HDF5 file, opened by
+ * HDF5). Logs and returns SP_ERR_INPUT on failure. */
+int rank_container_open(const char *path, hid_t *out);
+
+/* Checks format and format_version, and that arch is want_arch: a file of
+ * another known arch is refused with one line naming both ("X is a
+ * wan2.1-vae model (a VAE decoder); this command needs a wan2.1-t2v DiT").
+ * Reads dtype ("bf16"|"fp32"), preset and checksum into out. */
+int rank_container_read_root(hid_t file, const char *path, const char *want_arch,
+                             rank_container_root *out);
+
+/* Refuses soft and external links anywhere in the file. */
+int rank_container_check_links(hid_t file, const char *path);
+
+/* The group holds exactly the count objects named (no extra, none missing). */
+int rank_container_check_members(hid_t file, const char *path, const char *group,
+                                 const char *const *names, int count);
+
+/* One dataset ds (a full path): present, a dataset, contiguous, unfiltered,
+ * data inside the file, dtype (type and attribute) as given, shape and
+ * storage size as given, a checksum attribute. Fills its data's byte
+ * offset and its stored CRC. */
+int rank_container_check_dataset(hid_t file, const char *path, const char *ds, kern_dtype dtype,
+                                 int ndim, const int64_t *shape, size_t bytes, uint64_t *offset,
+                                 uint32_t *crc);
+
+/* One dataset's bytes to read. */
+typedef struct rank_container_read {
+  uint64_t offset; /* in the file */
+  size_t bytes;
+  void *dst;
+  uint32_t crc; /* the stored checksum, checked when verify is set */
+} rank_container_read;
+
+/* Reads count datasets from fd with several threads, in pieces checksummed
+ * while in cache (joined with crc32c_combine), checking each CRC when
+ * verify is set. Returns -1 when all is well, else the index of the first
+ * dataset that failed, with *err_no its errno (0: checksum mismatch) and
+ * *got_crc the CRC its data gives. Logs nothing (the caller names the
+ * dataset through rank_container_report_read). */
+int rank_container_pread(int fd, int count, const rank_container_read *r, int verify,
+                         int *err_no, uint32_t *got_crc);
+/* The error line for a failed read of dataset ds of source. */
+void rank_container_report_read(const char *source, const char *ds, uint32_t want, int err_no,
+                                uint32_t got);
+
+/* ---- the model checksum ---------------------------------------------- */
+
+/* Folds one dataset's CRC into the model checksum (start from 0). */
+uint32_t rank_container_checksum_add(uint32_t acc, uint32_t crc);
+/* "crc32c:XXXXXXXX". */
+void rank_container_checksum_str(uint32_t acc, char *buf, size_t n);
+
+/* ---- writing --------------------------------------------------------- */
+
+/* format, format_version, arch, preset and dtype on the root of file.
+ * Returns 0 or -1 (the caller logs). */
+int rank_container_write_root(hid_t file, const char *arch, const char *preset, kern_dtype dtype);
+/* A string attribute "meta.KEY" (foreign metadata is namespaced so it can
+ * never shadow the container's attributes); an existing key is kept.
+ * Returns 0 or -1. */
+int rank_container_write_meta(hid_t file, const char *key, const char *value);
+/* A contiguous dataset ds of dtype and shape from data (bytes of that
+ * dtype) with its dtype and checksum attributes; its CRC in *crc. Returns
+ * 0 or -1 (the caller logs). */
+int rank_container_write_dataset(hid_t file, const char *ds, kern_dtype dtype, int ndim,
+                                 const int64_t *shape, const void *data, size_t bytes,
+                                 uint32_t *crc);
+/* Writes the model checksum acc, closes *file (set to -1) and renames tmp
+ * onto path. Logs failures naming path; returns SP_OK or SP_ERR_RUNTIME. */
+int rank_container_commit(hid_t *file, const char *tmp, const char *path, uint32_t acc);
+
+#endif

@@ -1,0 +1,355 @@
+/* The VAE decoder's model file: presets, synthetic weights, the validating
+ * reader (see vae_file.h). Validation and reads go through the container
+ * shared with the DiT's file (model_container.h). */
+#include "vae_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "h5_util.h"
+#include "log.h"
+#include "model_container.h"
+#include "synth.h"
+#include "vae_file_impl.h"
+
+struct vae_model {
+  vae_model_info info;
+  wan_vae_weights w; /* structure only: the table's slots point here */
+  wan_vae_table table;
+  int fd; /* -1 for synth: */
+  int verify;
+  uint64_t *offset; /* per table entry: data offset in the file */
+  uint32_t *crc;    /* per table entry: stored checksum */
+};
+
+/* ---- presets ------------------------------------------------------------- */
+
+/* The presets: the published config, and wan2.1-vae-tiny, the published
+ * structure (dim_mult, residual blocks, temporal upsampling, so T = 1 +
+ * 4 (F - 1) and 8x in space) at dim 8: widths 32, 32, 16, 8, for tests. */
+static const struct {
+  const char *name;
+  int64_t dim; /* 0: the published */
+} presets[] = {
+    {"wan2.1-vae", 0},
+    {"wan2.1-vae-tiny", 8},
+};
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+int vae_preset(const char *name, wan_vae_config *out) {
+  for (size_t i = 0; i < N_PRESETS; i++) {
+    if (strcmp(name, presets[i].name) != 0) continue;
+    wan_vae_config_published(out);
+    if (presets[i].dim) out->dim = presets[i].dim;
+    return 0;
+  }
+  return -1;
+}
+
+const char *vae_preset_names(void) {
+  static char list[128];
+  if (!list[0])
+    for (size_t i = 0; i < N_PRESETS; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+               presets[i].name);
+  return list;
+}
+
+static int config_equal(const wan_vae_config *a, const wan_vae_config *b) {
+  if (a->dim != b->dim || a->z_dim != b->z_dim || a->n_mult != b->n_mult ||
+      a->num_res_blocks != b->num_res_blocks)
+    return 0;
+  for (int i = 0; i < a->n_mult; i++)
+    if (a->dim_mult[i] != b->dim_mult[i]) return 0;
+  for (int i = 0; i + 1 < a->n_mult; i++)
+    if (a->temporal_up[i] != b->temporal_up[i]) return 0;
+  return 1;
+}
+
+const char *vae_preset_match(const wan_vae_config *c) {
+  for (size_t i = 0; i < N_PRESETS; i++) {
+    wan_vae_config p = {0};
+    vae_preset(presets[i].name, &p);
+    if (config_equal(&p, c)) return presets[i].name;
+  }
+  return NULL;
+}
+
+/* ---- config attributes (vae_file_impl.h) --------------------------------- */
+
+void vae_file_dataset_path(const char *name, char *buf, size_t n) {
+  snprintf(buf, n, "/%s/%s", VAE_FILE_GROUP, name);
+}
+
+int vae_file_config_write(hid_t file, const wan_vae_config *c) {
+  int64_t n_mult = c->n_mult, temporal[WAN_VAE_MAX_LEVELS - 1];
+  for (int i = 0; i + 1 < c->n_mult; i++) temporal[i] = c->temporal_up[i];
+  int ok = rank_h5_attr_write_num(file, "dim", H5T_STD_I64LE, H5T_NATIVE_INT64, &c->dim, 1) == 0 &&
+           rank_h5_attr_write_num(file, "z_dim", H5T_STD_I64LE, H5T_NATIVE_INT64, &c->z_dim, 1) == 0 &&
+           rank_h5_attr_write_num(file, "n_mult", H5T_STD_I64LE, H5T_NATIVE_INT64, &n_mult, 1) == 0 &&
+           rank_h5_attr_write_num(file, "dim_mult", H5T_STD_I64LE, H5T_NATIVE_INT64, c->dim_mult,
+                                  (hsize_t)c->n_mult) == 0 &&
+           rank_h5_attr_write_num(file, "num_res_blocks", H5T_STD_I64LE, H5T_NATIVE_INT64,
+                                  &c->num_res_blocks, 1) == 0;
+  if (ok && c->n_mult > 1)
+    ok = rank_h5_attr_write_num(file, "temporal_up", H5T_STD_I64LE, H5T_NATIVE_INT64, temporal,
+                                (hsize_t)(c->n_mult - 1)) == 0;
+  return ok ? 0 : -1;
+}
+
+int vae_file_config_read(hid_t file, const char *path, wan_vae_config *c) {
+  memset(c, 0, sizeof *c);
+  int64_t n_mult = 0, temporal[WAN_VAE_MAX_LEVELS - 1] = {0};
+  const char *bad = NULL;
+  if (rank_h5_attr_read_num(file, "dim", H5T_NATIVE_INT64, &c->dim, 1) != 0) bad = "dim";
+  else if (rank_h5_attr_read_num(file, "z_dim", H5T_NATIVE_INT64, &c->z_dim, 1) != 0) bad = "z_dim";
+  else if (rank_h5_attr_read_num(file, "num_res_blocks", H5T_NATIVE_INT64, &c->num_res_blocks, 1) != 0)
+    bad = "num_res_blocks";
+  else if (rank_h5_attr_read_num(file, "n_mult", H5T_NATIVE_INT64, &n_mult, 1) != 0 || n_mult < 1 ||
+           n_mult > WAN_VAE_MAX_LEVELS)
+    bad = "n_mult";
+  else if (rank_h5_attr_read_num(file, "dim_mult", H5T_NATIVE_INT64, c->dim_mult, n_mult) != 0)
+    bad = "dim_mult";
+  else if (n_mult > 1 &&
+           rank_h5_attr_read_num(file, "temporal_up", H5T_NATIVE_INT64, temporal, n_mult - 1) != 0)
+    bad = "temporal_up";
+  if (bad) {
+    sp_log_error("%s: config attribute %s is missing or malformed (dim, z_dim, num_res_blocks: "
+                 "integers; n_mult 1..%d; dim_mult: n_mult integers; temporal_up: n_mult - 1)",
+                 path, bad, WAN_VAE_MAX_LEVELS);
+    return SP_ERR_INPUT;
+  }
+  c->n_mult = (int)n_mult;
+  for (int i = 0; i + 1 < c->n_mult; i++) {
+    if (temporal[i] != 0 && temporal[i] != 1) {
+      sp_log_error("%s: config attribute temporal_up[%d] = %lld is not 0 or 1", path, i,
+                   (long long)temporal[i]);
+      return SP_ERR_INPUT;
+    }
+    c->temporal_up[i] = (int)temporal[i];
+  }
+  char err[256];
+  if (wan_vae_config_check(c, err, sizeof err) != 0) {
+    sp_log_error("%s: %s", path, err);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+/* ---- synthetic VAEs ------------------------------------------------------- */
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* center + half U[-1, 1) per kind of tensor (vae_file.h). */
+static void synth_scale(const wan_vae_tensor *t, double *center, double *half) {
+  *center = 0.0;
+  if (ends_with(t->name, ".gamma")) {
+    *center = 1.0;
+    *half = 0.1;
+  } else if (ends_with(t->name, ".bias")) {
+    *half = 0.05;
+  } else {
+    *half = sqrt(3.0 / (double)(t->numel / t->shape[0])); /* variance 1/fan_in */
+  }
+}
+
+static void synth_tensor(uint64_t seed, const wan_vae_tensor *t, float *dst) {
+  uint64_t key = rank_synth_key(seed, t->name);
+  double center, half;
+  synth_scale(t, &center, &half);
+  const int64_t n = t->numel;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = (float)(center + half * rank_synth_uniform(key, (uint64_t)i));
+}
+
+static int open_synth(const char *spec, vae_model *m) {
+  const char *p = spec + strlen("synth:");
+  char preset[64];
+  const char *colon = strchr(p, ':');
+  size_t len = colon ? (size_t)(colon - p) : strlen(p);
+  uint64_t seed = 0;
+  if (len == 0 || len >= sizeof preset) goto bad;
+  memcpy(preset, p, len);
+  preset[len] = '\0';
+  if (colon) {
+    char *end = NULL;
+    errno = 0;
+    if (!colon[1] || colon[1] == '-') goto bad;
+    seed = strtoull(colon + 1, &end, 10);
+    if (*end || errno) goto bad;
+  }
+  if (vae_preset(preset, &m->info.config) != 0) {
+    sp_log_error("%s: unknown VAE preset '%s' (known: %s)", spec, preset, vae_preset_names());
+    return SP_ERR_INPUT;
+  }
+  m->info.synthetic = 1;
+  m->info.seed = seed;
+  m->info.dtype = KERN_DTYPE_F32;
+  snprintf(m->info.arch, sizeof m->info.arch, "%s", VAE_MODEL_ARCH);
+  snprintf(m->info.preset, sizeof m->info.preset, "%s", preset);
+  snprintf(m->info.checksum, sizeof m->info.checksum, "synth:%s:%" PRIu64 ":v%d", preset, seed,
+           RANK_SYNTH_VERSION);
+  return SP_OK;
+bad:
+  sp_log_error("%s: not a synthetic model spec: expected synth:PRESET[:SEED] with SEED a "
+               "non-negative integer",
+               spec);
+  return SP_ERR_INPUT;
+}
+
+/* ---- validating reader ----------------------------------------------------- */
+
+static int open_file(const char *path, vae_model *m) {
+  hid_t f;
+  int rc = rank_container_open(path, &f);
+  if (rc != SP_OK) return rc;
+  rank_container_root root;
+  if ((rc = rank_container_read_root(f, path, VAE_MODEL_ARCH, &root)) != SP_OK) goto done;
+  vae_model_info *in = &m->info;
+  snprintf(in->arch, sizeof in->arch, "%s", root.arch);
+  snprintf(in->preset, sizeof in->preset, "%s", root.preset);
+  snprintf(in->checksum, sizeof in->checksum, "%s", root.checksum);
+  in->dtype = root.dtype;
+  if ((rc = vae_file_config_read(f, path, &in->config)) != SP_OK) goto done;
+  if ((rc = rank_container_check_links(f, path)) != SP_OK) goto done;
+  wan_vae_table_make(&in->config, &m->w, &m->table);
+  const wan_vae_table *t = &m->table;
+  const char *root_names[] = {VAE_FILE_GROUP};
+  if ((rc = rank_container_check_members(f, path, "/", root_names, 1)) != SP_OK) goto done;
+  const char *names[WAN_VAE_MAX_TENSORS];
+  for (int i = 0; i < t->count; i++) names[i] = t->t[i].name;
+  if ((rc = rank_container_check_members(f, path, "/" VAE_FILE_GROUP, names, t->count)) != SP_OK)
+    goto done;
+  m->offset = sp_xcalloc((size_t)t->count, sizeof *m->offset);
+  m->crc = sp_xcalloc((size_t)t->count, sizeof *m->crc);
+  uint32_t acc = 0;
+  for (int i = 0; i < t->count; i++) {
+    char ds[128];
+    vae_file_dataset_path(t->t[i].name, ds, sizeof ds);
+    rc = rank_container_check_dataset(f, path, ds, in->dtype, t->t[i].ndim, t->t[i].shape,
+                                      (size_t)t->t[i].numel * kern_dtype_size(in->dtype),
+                                      &m->offset[i], &m->crc[i]);
+    if (rc != SP_OK) goto done;
+    acc = rank_container_checksum_add(acc, m->crc[i]);
+  }
+  char sum[32];
+  rank_container_checksum_str(acc, sum, sizeof sum);
+  if (m->verify && strcmp(sum, in->checksum) != 0) {
+    sp_log_error("%s: root attribute checksum is \"%s\", its datasets' checksums give \"%s\": "
+                 "the file is damaged",
+                 path, in->checksum, sum);
+    rc = SP_ERR_INPUT;
+    goto done;
+  }
+  rc = SP_OK;
+done:
+  H5Fclose(f);
+  if (rc != SP_OK) return rc;
+  m->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (m->fd < 0) {
+    sp_log_error("%s: cannot open for reading: %s", path, strerror(errno));
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+int vae_model_open(const char *spec, int verify, vae_model **out) {
+  vae_model *m = sp_xcalloc(1, sizeof *m);
+  m->fd = -1;
+  m->verify = verify;
+  snprintf(m->info.source, sizeof m->info.source, "%s", spec);
+  int rc = strncmp(spec, "synth:", 6) == 0 ? open_synth(spec, m) : open_file(spec, m);
+  if (rc != SP_OK) {
+    vae_model_close(m);
+    return rc;
+  }
+  vae_model_info *in = &m->info;
+  wan_vae_table_make(&in->config, &m->w, &m->table);
+  in->tensors = m->table.count;
+  in->params = m->table.params;
+  in->file_bytes = in->synthetic ? 0 : m->table.params * (int64_t)kern_dtype_size(in->dtype);
+  const char *p = vae_preset_match(&in->config);
+  if (!in->preset[0] && p) snprintf(in->preset, sizeof in->preset, "%s", p);
+  *out = m;
+  return SP_OK;
+}
+
+void vae_model_close(vae_model *m) {
+  if (!m) return;
+  if (m->fd >= 0) close(m->fd);
+  free(m->offset);
+  free(m->crc);
+  free(m);
+}
+
+const vae_model_info *vae_model_get_info(const vae_model *m) { return &m->info; }
+
+int vae_model_read(vae_model *m, float *packed, int64_t packed_floats) {
+  const wan_vae_table *t = &m->table;
+  if (packed_floats < t->packed_floats) {
+    sp_log_error("%s: buffer of %lld floats too small for the decoder's %lld", m->info.source,
+                 (long long)packed_floats, (long long)t->packed_floats);
+    return SP_ERR_RUNTIME;
+  }
+  for (int i = 0; i < t->count; i++) { /* the padding after each tensor */
+    int64_t end = t->t[i].offset + t->t[i].numel;
+    int64_t next = i + 1 < t->count ? t->t[i + 1].offset : t->packed_floats;
+    if (next > end) memset(packed + end, 0, (size_t)(next - end) * sizeof *packed);
+  }
+  if (m->info.synthetic) {
+    for (int i = 0; i < t->count; i++) synth_tensor(m->info.seed, &t->t[i], packed + t->t[i].offset);
+    return SP_OK;
+  }
+  /* fp32 lands in place; bf16 is read into one staging buffer, then widened. */
+  const int bf16 = m->info.dtype == KERN_DTYPE_BF16;
+  uint16_t *stage = bf16 ? sp_xmalloc((size_t)t->params * sizeof *stage) : NULL;
+  rank_container_read *r = sp_xmalloc((size_t)t->count * sizeof *r);
+  int64_t at = 0;
+  for (int i = 0; i < t->count; i++) {
+    size_t bytes = (size_t)t->t[i].numel * kern_dtype_size(m->info.dtype);
+    void *dst = bf16 ? (void *)(stage + at) : (void *)(packed + t->t[i].offset);
+    r[i] = (rank_container_read){m->offset[i], bytes, dst, m->crc[i]};
+    at += t->t[i].numel;
+  }
+  int err_no = 0;
+  uint32_t got = 0;
+  int bad = rank_container_pread(m->fd, t->count, r, m->verify, &err_no, &got);
+  free(r);
+  if (bad >= 0) {
+    char ds[128];
+    vae_file_dataset_path(t->t[bad].name, ds, sizeof ds);
+    rank_container_report_read(m->info.source, ds, m->crc[bad], err_no, got);
+    free(stage);
+    return SP_ERR_INPUT;
+  }
+  if (bf16) {
+    at = 0;
+    for (int i = 0; i < t->count; i++) {
+      kern_bf16_to_f32_n(stage + at, packed + t->t[i].offset, (size_t)t->t[i].numel);
+      at += t->t[i].numel;
+    }
+    free(stage);
+  }
+  return SP_OK;
+}
+
+int model_file_arch(const char *path, char *arch, size_t n) {
+  rank_h5_silence();
+  if (access(path, R_OK) != 0 || H5Fis_hdf5(path) <= 0) return -1;
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return -1;
+  int rc = rank_h5_attr_read_str(f, "arch", arch, n);
+  H5Fclose(f);
+  return rc;
+}
