@@ -21,6 +21,7 @@
 #define WAN_VAE_MAX_TENSORS 256
 #define WAN_VAE_MAX_CACHES 64
 #define WAN_VAE_ALIGN_FLOATS 64 /* each tensor of the packed buffer starts on 256 bytes */
+#define WAN_VAE_MAX_SIDE 1024   /* latent rows/columns (8192 pixels) */
 
 typedef struct wan_vae_config {
   int64_t dim;                               /* base width (96) */

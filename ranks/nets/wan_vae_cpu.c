@@ -16,8 +16,6 @@
 #include "log.h"
 #include "wan_vae.h"
 
-#define WAN_VAE_MAX_SIDE 1024 /* latent rows/columns (8192 pixels) */
-
 /* ---------------------------------------------------------------- sizes */
 
 /* Every cache in run order and the largest activation of a chunk. */

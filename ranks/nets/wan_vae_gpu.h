@@ -23,7 +23,8 @@ typedef struct wan_vae_gpu wan_vae_gpu;
 int wan_vae_gpu_available(void);
 
 /* Device bytes the decoder needs for latents of h x w: weights plus
- * workspace, from the same layout create uses. */
+ * workspace, from the same layout create uses (planner/vae_layout.h), in
+ * both builds; -1 (logged) for a config or size the decoder refuses. */
 int64_t wan_vae_gpu_bytes(const wan_vae_config *c, int64_t h, int64_t w,
                           wan_vae_gpu_precision p);
 
@@ -41,7 +42,31 @@ void wan_vae_gpu_free(wan_vae_gpu *g);
 int wan_vae_gpu_decode(wan_vae_gpu *g, const float *latents, int64_t F, wan_vae_frames_fn fn,
                        void *user);
 
-/* Peak device bytes of the last decode (workspace high-water mark + weights). */
+/* Peak device bytes of the last decode: the one device allocation (weights
+ * and workspace, wan_vae_gpu_bytes); the cuDNN and cuBLASLt handles' own
+ * memory is not in it. */
 int64_t wan_vae_gpu_peak_bytes(const wan_vae_gpu *g);
+
+/* Device time per kind of op, for seeing where a decode's time goes. */
+typedef enum {
+  WAN_VAE_GPU_OP_CONV3D = 0, /* causal 3x3x3 convolutions */
+  WAN_VAE_GPU_OP_CONV_TIME,  /* upsample3d's 3x1x1 time convolutions */
+  WAN_VAE_GPU_OP_CONV2D,     /* the resamples' 3x3 convolutions */
+  WAN_VAE_GPU_OP_CONV1,      /* 1x1 convolutions: shortcuts, to_qkv, proj */
+  WAN_VAE_GPU_OP_NORM,       /* RMS norms (with SiLU) */
+  WAN_VAE_GPU_OP_ATTN,       /* the middle attention: scores, softmax, P v */
+  WAN_VAE_GPU_OP_ELEM,       /* latent in, biases, residual adds, upsampling, output frames */
+  WAN_VAE_GPU_OP_COPY,       /* cache copies, frames to the host */
+  WAN_VAE_GPU_OPS
+} wan_vae_gpu_op;
+const char *wan_vae_gpu_op_name(wan_vae_gpu_op op);
+
+/* on = 1: the decodes that follow time every op with CUDA events (which
+ * costs a little time) and the totals restart from zero; on = 0: no
+ * timing. */
+void wan_vae_gpu_profile(wan_vae_gpu *g, int on);
+/* Milliseconds per op kind summed over the decodes since profiling was
+ * turned on (zeros when it is off). */
+void wan_vae_gpu_profile_ms(const wan_vae_gpu *g, double ms[WAN_VAE_GPU_OPS]);
 
 #endif

@@ -1,0 +1,704 @@
+/* CUDA ops of the Wan 2.1 VAE decoder (kern_cuda_vae.h).
+ *
+ * Convolutions: cuDNN's legacy convolution API (cudnnConvolutionForward),
+ * NDHWC tensors and KTRSC (channels-last) filters, bf16 with tensor-op math
+ * or fp32 with FMA math (CUDNN_DEFAULT_MATH would let cuDNN run fp32 convs
+ * in TF32, about 1e-3 relative error per conv). It is what PyTorch's
+ * decoder runs on, it takes every shape the decoder has (3x3x3, 3x1x1,
+ * 1x3x3, 1x1x1) in one call with the spatial zero padding built in, and
+ * the 1x1x1 convs are GEMMs inside it, so one path serves both precisions.
+ * The algorithm for a shape is cuDNN's heuristic's first deterministic one
+ * that fits the workspace (cudnnGetConvolutionForwardAlgorithm_v7), chosen
+ * the first time the shape runs and kept.
+ *
+ * The middle attention (one head of width dims[0], 384 published, which
+ * cuDNN's fused attention does not take): scores and P v through cuBLASLt
+ * (bf16 or fp32 operands, fp32 compute without TF32), a row softmax kernel
+ * in between, query rows in chunks that fit the caller's scratch.
+ *
+ * Element kernels: channels-last rows, 16-byte vectors (8 bf16 or 4 fp32;
+ * the channel counts are multiples of 8), fp32 arithmetic. Every output
+ * element is computed by one thread in a fixed order (the norm's sum by a
+ * fixed warp reduction), so reruns give the same bits. */
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cudnn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "kern_cuda_vae.h"
+#include "vae_layout.h"
+
+#define VAE_CUDNN_CHECK(call)                                                    \
+  do {                                                                           \
+    cudnnStatus_t sp_d_ = (call);                                                \
+    if (sp_d_ != CUDNN_STATUS_SUCCESS)                                           \
+      sp_fatal_at(__FILE__, __LINE__, #call, "cudnn error %d: %s", (int)sp_d_,   \
+                  cudnnGetErrorString(sp_d_));                                   \
+  } while (0)
+
+#define VAE_CUBLAS_CHECK(call)                                                   \
+  do {                                                                           \
+    cublasStatus_t sp_s_ = (call);                                               \
+    if (sp_s_ != CUBLAS_STATUS_SUCCESS)                                          \
+      sp_fatal_at(__FILE__, __LINE__, #call, "cublas error %s: %s",              \
+                  cublasLtGetStatusName(sp_s_), cublasLtGetStatusString(sp_s_)); \
+  } while (0)
+
+#define CONV_CACHE 96 /* conv shapes of a decode: ~40 published */
+#define GEMM_CACHE 32 /* attention GEMM shapes: 2 per row-chunk size */
+#define MAX_ALGOS 16
+#define THREADS 256
+
+/* ---- the context ----------------------------------------------------------- */
+
+typedef struct conv_key {
+  int64_t T, H, W, ci, co;
+  int kt, kh, kw;
+} conv_key;
+
+typedef struct conv_entry {
+  conv_key key;
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  cudnnConvolutionFwdAlgo_t algo;
+  size_t ws;
+} conv_entry;
+
+typedef struct gemm_key {
+  int64_t M, N, K, lda, ldb, ldd;
+  int b_kn, d_f32;
+} gemm_key;
+
+typedef struct gemm_entry {
+  gemm_key key;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), D */
+  cublasLtMatmulAlgo_t algo;
+} gemm_entry;
+
+struct kern_cuda_vae {
+  kern_dtype dt;
+  cudaStream_t stream;
+  cudnnHandle_t dnn;
+  cublasLtHandle_t lt;
+  void *conv_ws, *gemm_ws;
+  size_t conv_ws_bytes, gemm_ws_bytes;
+  int nconv, ngemm;
+  conv_entry conv[CONV_CACHE];
+  gemm_entry gemm[GEMM_CACHE];
+};
+
+extern "C" int kern_cuda_vae_create(kern_dtype dt, cudaStream_t stream, void *conv_ws,
+                                    size_t conv_ws_bytes, void *gemm_ws, size_t gemm_ws_bytes,
+                                    kern_cuda_vae **out) {
+  *out = NULL;
+  size_t ver = cudnnGetVersion();
+  if (ver < 90000) {
+    sp_log_error("vae gpu: cudnn %zu at run time; the decoder needs cudnn 9.0 or later", ver);
+    return SP_ERR_RUNTIME;
+  }
+  kern_cuda_vae *v = (kern_cuda_vae *)calloc(1, sizeof *v);
+  if (!v) {
+    sp_log_error("vae gpu: out of host memory for the kernel context");
+    return SP_ERR_RUNTIME;
+  }
+  v->dt = dt;
+  v->stream = stream;
+  v->conv_ws = conv_ws;
+  v->conv_ws_bytes = conv_ws_bytes;
+  v->gemm_ws = gemm_ws;
+  v->gemm_ws_bytes = gemm_ws_bytes;
+  cudnnStatus_t s = cudnnCreate(&v->dnn);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    sp_log_error("vae gpu: cudnnCreate failed: %s (cudnn %zu)", cudnnGetErrorString(s), ver);
+    free(v);
+    return SP_ERR_RUNTIME;
+  }
+  VAE_CUDNN_CHECK(cudnnSetStream(v->dnn, stream));
+  cublasStatus_t b = cublasLtCreate(&v->lt);
+  if (b != CUBLAS_STATUS_SUCCESS) {
+    sp_log_error("vae gpu: cublasLtCreate failed: %s", cublasLtGetStatusString(b));
+    VAE_CUDNN_CHECK(cudnnDestroy(v->dnn));
+    free(v);
+    return SP_ERR_RUNTIME;
+  }
+  sp_log_debug("vae gpu: cudnn %zu, %s", ver, kern_dtype_name(dt));
+  *out = v;
+  return SP_OK;
+}
+
+extern "C" void kern_cuda_vae_destroy(kern_cuda_vae *v) {
+  if (!v) return;
+  for (int i = 0; i < v->nconv; i++) {
+    conv_entry *e = &v->conv[i];
+    VAE_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(e->cd));
+    VAE_CUDNN_CHECK(cudnnDestroyFilterDescriptor(e->wd));
+    VAE_CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->yd));
+    VAE_CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->xd));
+  }
+  for (int i = 0; i < v->ngemm; i++) {
+    gemm_entry *e = &v->gemm[i];
+    VAE_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->ld));
+    VAE_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->lb));
+    VAE_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->la));
+    VAE_CUBLAS_CHECK(cublasLtMatmulDescDestroy(e->op));
+  }
+  VAE_CUBLAS_CHECK(cublasLtDestroy(v->lt));
+  VAE_CUDNN_CHECK(cudnnDestroy(v->dnn));
+  free(v);
+}
+
+static int misaligned(const void *p) { return ((uintptr_t)p & 15u) != 0; }
+
+static void check_ch(const char *op, int64_t C, const void *a, const void *b) {
+  if (C < 8 || C % 8 != 0 || misaligned(a) || (b && misaligned(b)))
+    sp_fatal("vae %s: %lld channels (need a multiple of 8), pointers %p %p (need 16-byte "
+             "alignment)",
+             op, (long long)C, a, b);
+}
+
+/* ---- convolution ------------------------------------------------------------ */
+
+static const char *algo_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit_precomp_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft_tiling";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd_nonfused";
+    default: return "?";
+  }
+}
+
+/* Descriptors and the algorithm of a shape: from the cache, else made. */
+static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
+  for (int i = 0; i < v->nconv; i++)
+    if (memcmp(&v->conv[i].key, k, sizeof *k) == 0) return &v->conv[i];
+  if (v->nconv == CONV_CACHE)
+    sp_fatal("vae conv: more than %d convolution shapes", CONV_CACHE);
+  conv_entry *e = &v->conv[v->nconv];
+  memset(e, 0, sizeof *e);
+  e->key = *k;
+  const cudnnDataType_t t = v->dt == KERN_DTYPE_F32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
+  const int To = (int)(k->T - k->kt + 1);
+  const int T = (int)k->T, H = (int)k->H, W = (int)k->W, ci = (int)k->ci, co = (int)k->co;
+  /* NDHWC, fully packed: dims in cuDNN's (N, C, D, H, W) order, strides of
+   * a channels-last buffer. */
+  int xdim[5] = {1, ci, T, H, W}, xstr[5] = {T * H * W * ci, 1, H * W * ci, W * ci, ci};
+  int ydim[5] = {1, co, To, H, W}, ystr[5] = {To * H * W * co, 1, H * W * co, W * co, co};
+  VAE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->xd));
+  VAE_CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->xd, t, 5, xdim, xstr));
+  VAE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->yd));
+  VAE_CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->yd, t, 5, ydim, ystr));
+  /* Filter dims (K, C, T, R, S); NHWC format means the memory order
+   * (K, T, R, S, C). */
+  int wdim[5] = {co, ci, k->kt, k->kh, k->kw};
+  VAE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->wd));
+  VAE_CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->wd, t, CUDNN_TENSOR_NHWC, 5, wdim));
+  int pad[3] = {0, k->kh / 2, k->kw / 2}, one[3] = {1, 1, 1};
+  VAE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->cd));
+  VAE_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(e->cd, 3, pad, one, one,
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  const cudnnMathType_t math = v->dt == KERN_DTYPE_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  VAE_CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
+  int od[5];
+  VAE_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(e->cd, e->xd, e->wd, 5, od));
+  if (od[0] != 1 || od[1] != co || od[2] != To || od[3] != H || od[4] != W)
+    sp_fatal("vae conv: cudnn gives output (%d, %d, %d, %d, %d) for (1, %d, %d, %d, %d)", od[0],
+             od[1], od[2], od[3], od[4], co, To, H, W);
+
+  cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
+  int got = 0;
+  VAE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(v->dnn, e->xd, e->wd, e->cd, e->yd,
+                                                         MAX_ALGOS, &got, perf));
+  int chosen = -1;
+  for (int i = 0; i < got && chosen < 0; i++) {
+    const cudnnConvolutionFwdAlgoPerf_t *p = &perf[i];
+    if (p->status != CUDNN_STATUS_SUCCESS || p->determinism != CUDNN_DETERMINISTIC ||
+        p->memory > v->conv_ws_bytes)
+      continue;
+    /* fp32 stays fp32: no tensor-op (TF32) kernels, and the descriptor
+     * keeps FMA math whatever the result says (DEFAULT_MATH would allow
+     * TF32); bf16 runs with the math type the heuristic paired with the
+     * algorithm. */
+    if (v->dt == KERN_DTYPE_F32 &&
+        (p->mathType == CUDNN_TENSOR_OP_MATH ||
+         p->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
+    if (v->dt != KERN_DTYPE_F32) VAE_CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, p->mathType));
+    size_t need = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(v->dnn, e->xd, e->wd, e->cd, e->yd, p->algo,
+                                                &need) != CUDNN_STATUS_SUCCESS ||
+        need > v->conv_ws_bytes) {
+      VAE_CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
+      continue;
+    }
+    e->algo = p->algo;
+    e->ws = need;
+    chosen = i;
+  }
+  if (chosen < 0) {
+    char list[512] = "";
+    size_t n = 0;
+    for (int i = 0; i < got && n + 80 < sizeof list; i++)
+      n += (size_t)snprintf(list + n, sizeof list - n, " %s(status %d, det %d, math %d, %zu B)",
+                            algo_name(perf[i].algo), (int)perf[i].status,
+                            (int)perf[i].determinism, (int)perf[i].mathType, perf[i].memory);
+    sp_fatal("vae conv: cudnn %zu has no deterministic %s algorithm within %zu workspace bytes "
+             "for x (%d, %d, %d, %d) w (%d, %d, %d, %d, %d):%s",
+             cudnnGetVersion(), kern_dtype_name(v->dt), v->conv_ws_bytes, T, H, W, ci, co,
+             k->kt, k->kh, k->kw, ci, list);
+  }
+  sp_log_debug("vae conv: x (%d, %d, %d, %d) -> %d, kernel %dx%dx%d, %s: %s (%zu B workspace, "
+               "math %d)",
+               T, H, W, ci, co, k->kt, k->kh, k->kw, kern_dtype_name(v->dt),
+               algo_name(e->algo), e->ws, (int)perf[chosen].mathType);
+  v->nconv++;
+  return e;
+}
+
+extern "C" void kern_cuda_vae_conv(kern_cuda_vae *v, const void *x, int64_t T, int64_t H,
+                                   int64_t W, int64_t ci, const void *w, int64_t co, int kt,
+                                   int kh, int kw, void *y) {
+  if (T < kt || H < 1 || W < 1 || ci < 1 || co < 1 || kt < 1 || kh < 1 || kw < 1 ||
+      kh % 2 == 0 || kw % 2 == 0 || T * H * W * (ci > co ? ci : co) > INT32_MAX ||
+      (int64_t)kt * kh * kw * ci * co > INT32_MAX)
+    sp_fatal("vae conv: x (%lld, %lld, %lld, %lld) -> %lld channels, kernel %dx%dx%d: need T >= "
+             "kt, odd kh and kw, every tensor under 2^31 elements",
+             (long long)T, (long long)H, (long long)W, (long long)ci, (long long)co, kt, kh, kw);
+  conv_key k;
+  memset(&k, 0, sizeof k);
+  k.T = T, k.H = H, k.W = W, k.ci = ci, k.co = co, k.kt = kt, k.kh = kh, k.kw = kw;
+  conv_entry *e = conv_get(v, &k);
+  const float alpha = 1.0f, beta = 0.0f;
+  VAE_CUDNN_CHECK(cudnnConvolutionForward(v->dnn, &alpha, e->xd, x, e->wd, w, e->cd, e->algo,
+                                          v->conv_ws, e->ws, &beta, e->yd, y));
+}
+
+/* ---- GEMM (attention) --------------------------------------------------------- */
+
+static cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols,
+                                          int64_t ld) {
+  cublasLtMatrixLayout_t l;
+  VAE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, (uint64_t)rows, (uint64_t)cols, ld));
+  return l;
+}
+
+/* Row-major D (M, N) = alpha A (M, K) B^T, B stored (N, K), or A B with B
+ * stored (K, N) when b_kn; A, B in the context's type, D fp32 or that type.
+ * cuBLASLt is column-major: D^T = op(B) A^T (as kernels/cuda/cuda_gemm.cu
+ * explains), so its first operand is our B. */
+static void gemm(kern_cuda_vae *v, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                 const void *B, int64_t ldb, int b_kn, void *D, int64_t ldd, int d_f32,
+                 float alpha) {
+  gemm_key k;
+  memset(&k, 0, sizeof k);
+  k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldd = ldd, k.b_kn = b_kn,
+  k.d_f32 = d_f32;
+  const cudaDataType_t ab = v->dt == KERN_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cudaDataType_t dt = d_f32 ? CUDA_R_32F : ab;
+  gemm_entry *e = NULL;
+  for (int i = 0; i < v->ngemm && !e; i++)
+    if (memcmp(&v->gemm[i].key, &k, sizeof k) == 0) e = &v->gemm[i];
+  if (!e) {
+    if (v->ngemm == GEMM_CACHE) sp_fatal("vae attention: more than %d GEMM shapes", GEMM_CACHE);
+    e = &v->gemm[v->ngemm];
+    memset(e, 0, sizeof *e);
+    e->key = k;
+    VAE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    VAE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    VAE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    e->la = b_kn ? make_layout(ab, N, K, ldb) : make_layout(ab, K, N, ldb);
+    e->lb = make_layout(ab, K, M, lda);
+    e->ld = make_layout(dt, N, M, ldd);
+    cublasLtMatmulPreference_t pref;
+    VAE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = v->gemm_ws_bytes;
+    VAE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    /* In-place split-K reductions are not deterministic: excluded. */
+    uint32_t schemes =
+        CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
+    VAE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(v->lt, e->op, e->la, e->lb, e->ld, e->ld,
+                                                       pref, 1, &res, &found);
+    VAE_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+      sp_fatal("vae attention: cuBLASLt has no %s algorithm for M %lld N %lld K %lld (lda %lld "
+               "ldb %lld ldd %lld): %s",
+               kern_dtype_name(v->dt), (long long)M, (long long)N, (long long)K,
+               (long long)lda, (long long)ldb, (long long)ldd, cublasLtGetStatusName(st));
+    e->algo = res.algo;
+    v->ngemm++;
+  }
+  const float beta = 0.0f;
+  VAE_CUBLAS_CHECK(cublasLtMatmul(v->lt, e->op, &alpha, B, e->la, A, e->lb, &beta, D, e->ld, D,
+                                  e->ld, &e->algo, v->gemm_ws, v->gemm_ws_bytes, v->stream));
+}
+
+/* ---- element access ------------------------------------------------------------ */
+
+/* 16 bytes of a channels-last row as fp32 values. */
+template <typename T>
+struct vec;
+template <>
+struct vec<float> {
+  static constexpr int n = 4;
+  static __device__ __forceinline__ void load(const float *p, float *f) {
+    float4 u = *(const float4 *)p;
+    f[0] = u.x, f[1] = u.y, f[2] = u.z, f[3] = u.w;
+  }
+  static __device__ __forceinline__ void store(float *p, const float *f) {
+    *(float4 *)p = make_float4(f[0], f[1], f[2], f[3]);
+  }
+};
+template <>
+struct vec<__nv_bfloat16> {
+  static constexpr int n = 8;
+  static __device__ __forceinline__ void load(const __nv_bfloat16 *p, float *f) {
+    uint4 u = *(const uint4 *)p;
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float2 t = __bfloat1622float2(h[i]);
+      f[2 * i] = t.x, f[2 * i + 1] = t.y;
+    }
+  }
+  static __device__ __forceinline__ void store(__nv_bfloat16 *p, const float *f) {
+    uint4 u;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)&u;
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    *(uint4 *)p = u;
+  }
+};
+
+static __device__ __forceinline__ float to_f(float x) { return x; }
+static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+static __device__ __forceinline__ void from_f(float *p, float x) { *p = x; }
+static __device__ __forceinline__ void from_f(__nv_bfloat16 *p, float x) {
+  *p = __float2bfloat16_rn(x);
+}
+
+static unsigned grid_for(int64_t n) {
+  int64_t b = (n + THREADS - 1) / THREADS;
+  if (b > 65536 * 8) b = 65536 * 8; /* grid-stride loops cover the rest */
+  return (unsigned)(b < 1 ? 1 : b);
+}
+
+/* ---- latent in ------------------------------------------------------------------ */
+
+typedef struct latent_stats {
+  float mean[KERN_CUDA_VAE_MAX_Z], inv_std[KERN_CUDA_VAE_MAX_Z];
+} latent_stats;
+
+template <typename T>
+__global__ void latent_in_kernel(const float *z, const float *wt, const float *b,
+                                 latent_stats st, T *y, int nz, int64_t hw) {
+  for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < hw;
+       p += (int64_t)gridDim.x * blockDim.x) {
+    float u[KERN_CUDA_VAE_MAX_Z];
+    for (int i = 0; i < nz; i++) u[i] = z[i * hw + p] / st.inv_std[i] + st.mean[i];
+    for (int o = 0; o < nz; o++) {
+      float acc = b[o];
+      for (int i = 0; i < nz; i++) acc += wt[o * nz + i] * u[i];
+      from_f(&y[p * nz + o], acc);
+    }
+  }
+}
+
+extern "C" void kern_cuda_vae_latent_in(kern_cuda_vae *v, const float *z, const float *wt,
+                                        const float *b, const float *mean, const float *inv_std,
+                                        void *y, int64_t nz, int64_t hw) {
+  if (nz < 1 || nz > KERN_CUDA_VAE_MAX_Z || hw < 1)
+    sp_fatal("vae latent_in: %lld channels (1..%d), %lld positions", (long long)nz,
+             KERN_CUDA_VAE_MAX_Z, (long long)hw);
+  latent_stats st;
+  memset(&st, 0, sizeof st);
+  for (int i = 0; i < nz; i++) st.mean[i] = mean[i], st.inv_std[i] = inv_std[i];
+  if (v->dt == KERN_DTYPE_F32)
+    latent_in_kernel<float><<<grid_for(hw), THREADS, 0, v->stream>>>(z, wt, b, st, (float *)y,
+                                                                     (int)nz, hw);
+  else
+    latent_in_kernel<__nv_bfloat16><<<grid_for(hw), THREADS, 0, v->stream>>>(
+        z, wt, b, st, (__nv_bfloat16 *)y, (int)nz, hw);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- RMS norm (+ bias before, SiLU after) ------------------------------------------ */
+
+/* One warp per position; lanes take 16-byte vectors of its channels. */
+template <typename T>
+__global__ void norm_kernel(const T *x, const float *bias, const float *gamma, T *y, int64_t N,
+                            int C, float sqrt_c, int silu) {
+  constexpr int V = vec<T>::n;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= N) return;
+  const T *xr = x + row * C;
+  T *yr = y + row * C;
+  float ss = 0.0f;
+  for (int c = lane * V; c < C; c += 32 * V) {
+    float f[V];
+    vec<T>::load(xr + c, f);
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+      const float u = bias ? f[i] + bias[c + i] : f[i];
+      ss += u * u;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = 1.0f / fmaxf(sqrtf(ss), 1e-12f);
+  for (int c = lane * V; c < C; c += 32 * V) {
+    float f[V];
+    vec<T>::load(xr + c, f);
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+      const float u = bias ? f[i] + bias[c + i] : f[i];
+      float o = u * inv * sqrt_c * gamma[c + i];
+      if (silu) o = o / (1.0f + expf(-o));
+      f[i] = o;
+    }
+    vec<T>::store(yr + c, f);
+  }
+}
+
+extern "C" void kern_cuda_vae_norm(kern_cuda_vae *v, const void *x, const float *bias,
+                                   const float *gamma, void *y, int64_t N, int64_t C, int silu) {
+  check_ch("norm", C, x, y);
+  if (N < 1) sp_fatal("vae norm: %lld positions", (long long)N);
+  const int per_block = THREADS / 32;
+  const int64_t blocks = (N + per_block - 1) / per_block;
+  if (blocks > INT32_MAX) sp_fatal("vae norm: %lld positions is too many", (long long)N);
+  const float sc = sqrtf((float)C);
+  if (v->dt == KERN_DTYPE_F32)
+    norm_kernel<float><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
+        (const float *)x, bias, gamma, (float *)y, N, (int)C, sc, silu);
+  else
+    norm_kernel<__nv_bfloat16><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
+        (const __nv_bfloat16 *)x, bias, gamma, (__nv_bfloat16 *)y, N, (int)C, sc, silu);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- bias and residual add ------------------------------------------------------ */
+
+template <typename T>
+__global__ void add_kernel(const T *y, const float *by, const T *r, const float *br, T *out,
+                           int64_t nvec, int C) {
+  constexpr int V = vec<T>::n;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t e = i * V;
+    const int c = (int)(e % C);
+    float a[V], b[V];
+    vec<T>::load(y + e, a);
+    if (by) {
+#pragma unroll
+      for (int k = 0; k < V; k++) a[k] += by[c + k];
+    }
+    if (r) {
+      vec<T>::load(r + e, b);
+#pragma unroll
+      for (int k = 0; k < V; k++) a[k] += br ? b[k] + br[c + k] : b[k];
+    }
+    vec<T>::store(out + e, a);
+  }
+}
+
+extern "C" void kern_cuda_vae_add(kern_cuda_vae *v, const void *y, const float *by, const void *r,
+                                  const float *br, void *out, int64_t N, int64_t C) {
+  check_ch("add", C, y, out);
+  if (r && misaligned(r)) sp_fatal("vae add: residual %p is not 16-byte aligned", r);
+  const int64_t nvec = N * C / (int64_t)(16 / kern_dtype_size(v->dt));
+  if (v->dt == KERN_DTYPE_F32)
+    add_kernel<float><<<grid_for(nvec), THREADS, 0, v->stream>>>(
+        (const float *)y, by, (const float *)r, br, (float *)out, nvec, (int)C);
+  else
+    add_kernel<__nv_bfloat16><<<grid_for(nvec), THREADS, 0, v->stream>>>(
+        (const __nv_bfloat16 *)y, by, (const __nv_bfloat16 *)r, br, (__nv_bfloat16 *)out, nvec,
+        (int)C);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- upsampling ----------------------------------------------------------------- */
+
+/* Nearest 2x of 16-byte vectors: cv vectors per position. */
+__global__ void upsample2x_kernel(const uint4 *x, uint4 *y, int64_t H, int64_t W, int64_t cv,
+                                  int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t c = i % cv, pos = i / cv;
+    const int64_t ox = pos % (2 * W), r = pos / (2 * W);
+    const int64_t oy = r % (2 * H), f = r / (2 * H);
+    y[i] = x[((f * H + oy / 2) * W + ox / 2) * cv + c];
+  }
+}
+
+extern "C" void kern_cuda_vae_upsample2x(kern_cuda_vae *v, const void *x, void *y, int64_t T,
+                                         int64_t H, int64_t W, int64_t C) {
+  check_ch("upsample2x", C, x, y);
+  const int64_t cv = C * (int64_t)kern_dtype_size(v->dt) / 16, n = T * 4 * H * W * cv;
+  upsample2x_kernel<<<grid_for(n), THREADS, 0, v->stream>>>((const uint4 *)x, (uint4 *)y, H, W,
+                                                            cv, n);
+  CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+__global__ void unfold_upsample_kernel(const T *x, const float *b, T *y, int64_t H, int64_t W,
+                                       int C, int64_t nvec) {
+  constexpr int V = vec<T>::n;
+  const int cv = C / V;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int c = (int)(i % cv) * V;
+    const int64_t pos = i / cv;
+    const int64_t ox = pos % (2 * W), r = pos / (2 * W);
+    const int64_t oy = r % (2 * H), f2 = r / (2 * H);
+    const int64_t f = f2 / 2;
+    const int k = (int)(f2 % 2);
+    const int ch = k * C + c; /* channel of the time conv's output */
+    float a[V];
+    vec<T>::load(x + ((f * H + oy / 2) * W + ox / 2) * 2 * C + ch, a);
+#pragma unroll
+    for (int j = 0; j < V; j++) a[j] += b[ch + j];
+    vec<T>::store(y + i * V, a);
+  }
+}
+
+extern "C" void kern_cuda_vae_unfold_upsample(kern_cuda_vae *v, const void *x, const float *b,
+                                              void *y, int64_t T, int64_t H, int64_t W,
+                                              int64_t C) {
+  check_ch("unfold_upsample", C, x, y);
+  const int64_t nvec = 2 * T * 4 * H * W * C / (int64_t)(16 / kern_dtype_size(v->dt));
+  if (v->dt == KERN_DTYPE_F32)
+    unfold_upsample_kernel<float><<<grid_for(nvec), THREADS, 0, v->stream>>>(
+        (const float *)x, b, (float *)y, H, W, (int)C, nvec);
+  else
+    unfold_upsample_kernel<__nv_bfloat16><<<grid_for(nvec), THREADS, 0, v->stream>>>(
+        (const __nv_bfloat16 *)x, b, (__nv_bfloat16 *)y, H, W, (int)C, nvec);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- output frames ---------------------------------------------------------------- */
+
+template <typename T>
+__global__ void frames_kernel(const T *x, const float *b, float *frames, int64_t T_, int64_t HW,
+                              int64_t ldc) {
+  const int64_t n = 3 * T_ * HW;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t p = i % HW, r = i / HW;
+    const int64_t f = r % T_, ch = r / T_;
+    const float val = to_f(x[(f * HW + p) * ldc + ch]) + b[ch];
+    frames[i] = fminf(fmaxf(val, -1.0f), 1.0f);
+  }
+}
+
+extern "C" void kern_cuda_vae_frames_out(kern_cuda_vae *v, const void *x, const float *b,
+                                         float *frames, int64_t T, int64_t HW, int64_t ldc) {
+  if (T < 1 || HW < 1 || ldc < 3)
+    sp_fatal("vae frames_out: %lld frames of %lld positions, %lld channels (>= 3)", (long long)T,
+             (long long)HW, (long long)ldc);
+  const int64_t n = 3 * T * HW;
+  if (v->dt == KERN_DTYPE_F32)
+    frames_kernel<float><<<grid_for(n), THREADS, 0, v->stream>>>((const float *)x, b, frames, T,
+                                                                 HW, ldc);
+  else
+    frames_kernel<__nv_bfloat16><<<grid_for(n), THREADS, 0, v->stream>>>(
+        (const __nv_bfloat16 *)x, b, frames, T, HW, ldc);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- attention ---------------------------------------------------------------------- */
+
+/* Max then sum over a block, in a fixed order (warp shuffles, then warp 0
+ * over the warps' results). */
+template <int MAX>
+static __device__ float block_reduce(float x, float *sh) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float t = __shfl_xor_sync(0xffffffffu, x, o);
+    x = MAX ? fmaxf(x, t) : x + t;
+  }
+  __syncthreads(); /* sh may still be read from the previous reduction */
+  if (lane == 0) sh[wid] = x;
+  __syncthreads();
+  if (wid == 0) {
+    x = lane < nw ? sh[lane] : (MAX ? -INFINITY : 0.0f);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float t = __shfl_xor_sync(0xffffffffu, x, o);
+      x = MAX ? fmaxf(x, t) : x + t;
+    }
+    if (lane == 0) sh[32] = x;
+  }
+  __syncthreads();
+  return sh[32];
+}
+
+/* p = softmax(s) per row; s fp32 (rows, ld), p (rows, ld) in T, n used. */
+template <typename T>
+__global__ void softmax_kernel(const float *s, T *p, int64_t n, int64_t ld) {
+  __shared__ float sh[33];
+  const float *r = s + blockIdx.x * ld;
+  T *o = p + blockIdx.x * ld;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, r[j]);
+  m = block_reduce<1>(m, sh);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += expf(r[j] - m);
+  sum = block_reduce<0>(sum, sh);
+  const float inv = 1.0f / sum;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) from_f(&o[j], expf(r[j] - m) * inv);
+}
+
+extern "C" void kern_cuda_vae_attention(kern_cuda_vae *v, const void *qkv, void *out, int64_t T,
+                                        int64_t HW, int64_t C, void *scratch,
+                                        size_t scratch_bytes) {
+  check_ch("attention", C, qkv, out);
+  const int e = (int)kern_dtype_size(v->dt);
+  const int64_t ld = plan_vae_scores_ld(HW);
+  int64_t rows = (int64_t)(scratch_bytes / ((uint64_t)ld * (uint64_t)(4 + e)));
+  if (rows > HW) rows = HW;
+  while (rows > 0 && plan_vae_scores_bytes(rows, HW, e) > scratch_bytes) rows--;
+  if (rows < 1 || ((uintptr_t)scratch & 255u))
+    sp_fatal("vae attention: scratch of %zu bytes at %p holds no row of %lld keys (needs %llu, "
+             "256-byte aligned)",
+             scratch_bytes, scratch, (long long)HW,
+             (unsigned long long)plan_vae_scores_bytes(1, HW, e));
+  float *S = (float *)scratch;
+  char *P = (char *)scratch + plan_vae_scores_p_offset(rows, HW);
+  const float scale = 1.0f / sqrtf((float)C);
+  for (int64_t f = 0; f < T; f++) {
+    const char *q = (const char *)qkv + f * HW * 3 * C * e;
+    const char *k = q + C * e, *vv = q + 2 * C * e;
+    char *o = (char *)out + f * HW * C * e;
+    for (int64_t r0 = 0; r0 < HW; r0 += rows) {
+      const int64_t m = HW - r0 < rows ? HW - r0 : rows;
+      gemm(v, m, HW, C, q + r0 * 3 * C * e, 3 * C, k, 3 * C, 0, S, ld, 1, scale);
+      if (v->dt == KERN_DTYPE_F32)
+        softmax_kernel<float><<<(unsigned)m, THREADS, 0, v->stream>>>(S, (float *)P, HW, ld);
+      else
+        softmax_kernel<__nv_bfloat16><<<(unsigned)m, THREADS, 0, v->stream>>>(
+            S, (__nv_bfloat16 *)P, HW, ld);
+      CUDA_LAUNCH_CHECK();
+      gemm(v, m, C, HW, P, ld, vv, 3 * C, 1, o + r0 * C * e, C, 0, 1.0f);
+    }
+  }
+}

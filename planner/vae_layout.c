@@ -1,0 +1,202 @@
+/* The CUDA VAE decoder's device layout (vae_layout.h): the decoder walked
+ * once, as ranks/nets/cuda/wan_vae_gpu.c runs it, taking the largest size of
+ * each buffer role and one cache per cached convolution; then a bump
+ * allocation, every buffer at the next multiple of PLAN_LAYOUT_ALIGN.
+ * Notation: t frames of the current level in a later chunk, hw positions
+ * per frame, E bytes per element. */
+#include <string.h>
+
+#include "layout.h"
+#include "plan.h"
+#include "plan_strbuf.h"
+#include "vae_layout.h"
+
+static const char *const names[PLAN_VAE_KINDS] = {
+    [PLAN_VAE_WEIGHTS] = "weights",
+    [PLAN_VAE_LATENT] = "latent frame",
+    [PLAN_VAE_X] = "activation",
+    [PLAN_VAE_Y] = "conv output",
+    [PLAN_VAE_S] = "conv input with cached frames / upsampled",
+    [PLAN_VAE_R] = "shortcut / attention output",
+    [PLAN_VAE_SCORES] = "attention scores",
+    [PLAN_VAE_FRAMES] = "output frames",
+    [PLAN_VAE_CONV_WS] = "cudnn workspace",
+    [PLAN_VAE_GEMM_WS] = "cublaslt workspace",
+    [PLAN_VAE_CACHE] = "conv cache",
+};
+
+const char *plan_vae_buf_name(plan_vae_buf k) {
+  return (int)k >= 0 && k < PLAN_VAE_KINDS ? names[k] : "?";
+}
+
+int64_t plan_vae_scores_ld(int64_t hw) { return (hw + 7) / 8 * 8; }
+
+uint64_t plan_vae_scores_p_offset(int64_t rows, int64_t hw) {
+  if (rows < 1 || hw < 1) return 0;
+  return plan_layout_align((uint64_t)rows * (uint64_t)plan_vae_scores_ld(hw) * 4);
+}
+
+uint64_t plan_vae_scores_bytes(int64_t rows, int64_t hw, int elem_bytes) {
+  if (rows < 1 || hw < 1 || elem_bytes < 1) return 0;
+  const uint64_t n = (uint64_t)rows * (uint64_t)plan_vae_scores_ld(hw);
+  return plan_vae_scores_p_offset(rows, hw) + plan_layout_align(n * (uint64_t)elem_bytes);
+}
+
+/* The walk's state: role maxima in elements, the caches, overflow. */
+typedef struct walker {
+  plan_vae_layout *l;
+  int over;
+  int64_t t, hw;
+} walker;
+
+static uint64_t mul3(walker *k, uint64_t a, uint64_t b, uint64_t c) {
+  if (a && b > UINT64_MAX / a) {
+    k->over = 1;
+    return 0;
+  }
+  const uint64_t ab = a * b;
+  if (ab && c > UINT64_MAX / ab) {
+    k->over = 1;
+    return 0;
+  }
+  return ab * c;
+}
+
+static void need(walker *k, plan_vae_buf role, uint64_t elems) {
+  if (elems > k->l->elems[role]) k->l->elems[role] = elems;
+}
+
+/* A cached conv over c input channels at the current level: its cache and
+ * its input (2 cached frames + t) in s. */
+static void cached(walker *k, int64_t c) {
+  plan_vae_layout *l = k->l;
+  if (l->n_cache >= PLAN_VAE_MAX_CACHES) {
+    k->over = 1;
+    return;
+  }
+  l->cache_c[l->n_cache] = c;
+  l->cache_hw[l->n_cache] = k->hw;
+  l->n_cache++;
+  need(k, PLAN_VAE_S, mul3(k, (uint64_t)(PLAN_VAE_CACHE_T + k->t), (uint64_t)k->hw, (uint64_t)c));
+}
+
+/* Residual block in -> out: shortcut into r, two cached convs into y, the
+ * result in place in x. */
+static void resblock(walker *k, int64_t in, int64_t out) {
+  const uint64_t n = (uint64_t)k->t * (uint64_t)k->hw;
+  if (in != out) need(k, PLAN_VAE_R, mul3(k, n, (uint64_t)out, 1));
+  cached(k, in);
+  cached(k, out);
+  need(k, PLAN_VAE_Y, mul3(k, n, (uint64_t)out, 1));
+  need(k, PLAN_VAE_X, mul3(k, n, (uint64_t)(in > out ? in : out), 1));
+}
+
+/* Attention block of c channels: normed input and projection in s, qkv in
+ * y, attention output in r, scores for chunks of query rows. */
+static void attn(walker *k, int64_t c, int e) {
+  const uint64_t n = (uint64_t)k->t * (uint64_t)k->hw;
+  need(k, PLAN_VAE_S, mul3(k, n, (uint64_t)c, 1));
+  need(k, PLAN_VAE_Y, mul3(k, n, 3, (uint64_t)c));
+  need(k, PLAN_VAE_R, mul3(k, n, (uint64_t)c, 1));
+  /* as many rows as the cap holds (the alignment makes the exact count
+   * a little below cap / bytes per row), at least one, at most hw */
+  const uint64_t per_row = (uint64_t)plan_vae_scores_ld(k->hw) * (uint64_t)(4 + e);
+  int64_t rows = (int64_t)(PLAN_VAE_SCORES_CAP / per_row);
+  if (rows > k->hw) rows = k->hw;
+  while (rows > 1 && plan_vae_scores_bytes(rows, k->hw, e) > PLAN_VAE_SCORES_CAP) rows--;
+  k->l->score_rows = rows < 1 ? 1 : rows;
+}
+
+static void take(walker *k, plan_vae_buf kind, int index, uint64_t bytes) {
+  plan_vae_layout *l = k->l;
+  uint64_t off = plan_layout_align(l->total);
+  if (off < l->total || bytes > UINT64_MAX - off ||
+      l->count >= (int)(sizeof l->b / sizeof l->b[0])) {
+    k->over = 1;
+    return;
+  }
+  l->b[l->count++] = (plan_vae_buffer){.kind = kind, .index = index, .offset = off, .bytes = bytes};
+  l->total = off + bytes;
+}
+
+int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *err,
+                         size_t errlen) {
+  if (s->z_dim < 1 || s->mid_dim < 1 || s->h < 1 || s->w < 1 || s->res_per_level < 1 ||
+      s->n_levels < 1 || s->n_levels > PLAN_VAE_MAX_LEVELS ||
+      (s->elem_bytes != 2 && s->elem_bytes != 4))
+    return plan_fail(err, errlen,
+                     "vae layout: z_dim %lld, mid_dim %lld, latent %lldx%lld, %lld blocks per "
+                     "level, %d levels (1..%d), %d-byte elements (2 or 4)",
+                     (long long)s->z_dim, (long long)s->mid_dim, (long long)s->h,
+                     (long long)s->w, (long long)s->res_per_level, s->n_levels,
+                     PLAN_VAE_MAX_LEVELS, s->elem_bytes);
+  for (int i = 0; i < s->n_levels; i++)
+    if (s->level_dim[i] < 1 || (i + 1 < s->n_levels && s->level_dim[i] < 2))
+      return plan_fail(err, errlen, "vae layout: level %d has width %lld", i,
+                       (long long)s->level_dim[i]);
+  memset(out, 0, sizeof *out);
+  walker k = {out, 0, 1, s->h * s->w};
+  const int e = s->elem_bytes;
+
+  /* Latent frame in, conv2 into conv1's input, conv1, the middle. */
+  cached(&k, s->z_dim);
+  need(&k, PLAN_VAE_Y, mul3(&k, (uint64_t)k.hw, (uint64_t)s->mid_dim, 1));
+  need(&k, PLAN_VAE_X, mul3(&k, (uint64_t)k.hw, (uint64_t)s->mid_dim, 1));
+  resblock(&k, s->mid_dim, s->mid_dim);
+  attn(&k, s->mid_dim, e);
+  resblock(&k, s->mid_dim, s->mid_dim);
+  for (int i = 0; i < s->n_levels; i++) {
+    int64_t in = i == 0 ? s->mid_dim : s->level_dim[i - 1] / 2;
+    const int64_t c = s->level_dim[i];
+    for (int64_t r = 0; r < s->res_per_level; r++) {
+      resblock(&k, in, c);
+      in = c;
+    }
+    if (i + 1 == s->n_levels) break;
+    if (s->temporal_up[i]) {
+      /* time conv: x copied behind the cache into s, 2c channels into y */
+      cached(&k, c);
+      need(&k, PLAN_VAE_Y, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, 2, (uint64_t)c));
+      k.t *= 2;
+    }
+    k.hw *= 4;
+    /* upsampled into s, the 2-D conv's output into x */
+    need(&k, PLAN_VAE_S, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)c, 1));
+    need(&k, PLAN_VAE_X, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)(c / 2), 1));
+  }
+  /* head: norm + SiLU into s behind the cache, conv to PLAN_VAE_HEAD_CO
+   * channels into y, clamped fp32 frames */
+  cached(&k, s->level_dim[s->n_levels - 1]);
+  need(&k, PLAN_VAE_Y, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, PLAN_VAE_HEAD_CO, 1));
+  const int64_t scale = (int64_t)1 << (s->n_levels - 1);
+  out->frames_per_chunk = k.t;
+  out->out_h = s->h * scale;
+  out->out_w = s->w * scale;
+
+  const uint64_t E = (uint64_t)e;
+  take(&k, PLAN_VAE_WEIGHTS, 0, s->weight_bytes);
+  take(&k, PLAN_VAE_LATENT, 0, mul3(&k, (uint64_t)s->z_dim, (uint64_t)(s->h * s->w), 4));
+  take(&k, PLAN_VAE_X, 0, mul3(&k, out->elems[PLAN_VAE_X], E, 1));
+  take(&k, PLAN_VAE_Y, 0, mul3(&k, out->elems[PLAN_VAE_Y], E, 1));
+  take(&k, PLAN_VAE_S, 0, mul3(&k, out->elems[PLAN_VAE_S], E, 1));
+  take(&k, PLAN_VAE_R, 0, mul3(&k, out->elems[PLAN_VAE_R], E, 1));
+  take(&k, PLAN_VAE_SCORES, 0, plan_vae_scores_bytes(out->score_rows, s->h * s->w, e));
+  take(&k, PLAN_VAE_FRAMES, 0, mul3(&k, 3 * (uint64_t)k.t, (uint64_t)k.hw, 4));
+  take(&k, PLAN_VAE_CONV_WS, 0, PLAN_VAE_CONV_WS_BYTES);
+  take(&k, PLAN_VAE_GEMM_WS, 0, PLAN_VAE_GEMM_WS_BYTES);
+  for (int i = 0; i < out->n_cache; i++)
+    take(&k, PLAN_VAE_CACHE, i,
+         mul3(&k, PLAN_VAE_CACHE_T * (uint64_t)out->cache_hw[i], (uint64_t)out->cache_c[i], E));
+  if (k.over)
+    return plan_fail(err, errlen,
+                     "vae layout: latent %lldx%lld overflows the layout (sizes or %d caches)",
+                     (long long)s->h, (long long)s->w, PLAN_VAE_MAX_CACHES);
+  return PLAN_OK;
+}
+
+const plan_vae_buffer *plan_vae_layout_find(const plan_vae_layout *l, plan_vae_buf kind,
+                                            int index) {
+  for (int i = 0; i < l->count; i++)
+    if (l->b[i].kind == kind && l->b[i].index == index) return &l->b[i];
+  return NULL;
+}

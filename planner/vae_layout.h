@@ -1,0 +1,131 @@
+/* The device layout of the CUDA VAE decoder (ranks/nets/wan_vae_gpu.h):
+ * every buffer of its one device allocation, with what it holds, its
+ * offset and its bytes, for a decoder structure, a latent size and an
+ * element width. wan_vae_gpu_bytes reports this layout's total and the
+ * CUDA decoder carves its pointers at these offsets: one layout, two users.
+ *
+ * Pure C11 like the rest of planner/: plain sizes in, offsets out. The
+ * caller (ranks/nets/wan_vae_gpu_layout.c) derives the shape from the VAE
+ * config and counts the converted weights' bytes.
+ *
+ * Activations are channels-last, (T, H, W, C), in the decoder's precision
+ * (2 or 4 bytes). Per chunk the decoder uses five roles, each one buffer
+ * sized for the largest use over the whole decode (a later chunk's frame
+ * counts; chunk 0 has one frame everywhere and needs less):
+ *   x       the current activation (a block's input, updated in place to
+ *           its output)
+ *   y       a convolution's raw output (no bias yet), the qkv of the
+ *           attention, the time conv's 2C channels, the head's output
+ *   s       a cached convolution's input: WAN_VAE_CACHE_T = 2 frames copied
+ *           from its cache, then the chunk's frames written by the producer
+ *           (norm, SiLU) right behind them, so the convolution runs without
+ *           time padding; also the normed attention input, the projection
+ *           output and the upsampled input of a resample's 2-D conv
+ *   r       the shortcut's output, the attention output
+ *   scores  the attention's fp32 scores and softmax probabilities for a
+ *           chunk of query rows (plan_vae_scores_bytes)
+ * plus the weights, the latent frame (fp32), the clamped output frames
+ * (fp32, (3, t, H, W)), the cuDNN and cuBLASLt workspaces, and one cache
+ * (2 frames of the conv's input channels) per cached convolution, in the
+ * order the convolutions run. */
+#ifndef PLAN_VAE_LAYOUT_H
+#define PLAN_VAE_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLAN_VAE_MAX_LEVELS 4
+#define PLAN_VAE_MAX_CACHES 64
+#define PLAN_VAE_CACHE_T 2 /* frames a cached conv keeps (WAN_VAE_CACHE_T) */
+/* cuDNN convolution workspace: algorithms needing more are not chosen. */
+#define PLAN_VAE_CONV_WS_BYTES ((uint64_t)256 << 20)
+/* cuBLASLt workspace of the attention GEMMs. */
+#define PLAN_VAE_GEMM_WS_BYTES ((uint64_t)32 << 20)
+/* At most this many bytes of scores and probabilities at once: the query
+ * rows of an attention chunk are as many as fit (at least one). */
+#define PLAN_VAE_SCORES_CAP ((uint64_t)256 << 20)
+/* Output channels of the head conv as stored on the device: the 3 RGB
+ * channels padded with zero filters, so the conv's channel count suits
+ * tensor-core kernels. */
+#define PLAN_VAE_HEAD_CO 8
+
+typedef enum plan_vae_buf {
+  PLAN_VAE_WEIGHTS = 0, /* converted weights (caller's bytes) */
+  PLAN_VAE_LATENT,      /* (z_dim, h w) fp32: one latent frame */
+  PLAN_VAE_X,           /* activation */
+  PLAN_VAE_Y,           /* conv output */
+  PLAN_VAE_S,           /* conv input with its 2 cache frames in front; upsampled */
+  PLAN_VAE_R,           /* shortcut / attention output */
+  PLAN_VAE_SCORES,      /* attention scores (fp32) and probabilities */
+  PLAN_VAE_FRAMES,      /* (3, t, H, W) fp32 clamped output of a chunk */
+  PLAN_VAE_CONV_WS,     /* cuDNN workspace */
+  PLAN_VAE_GEMM_WS,     /* cuBLASLt workspace */
+  PLAN_VAE_CACHE,       /* cache i: (2, hw_i, c_i), index = run order */
+  PLAN_VAE_KINDS
+} plan_vae_buf;
+
+/* The decoder's structure (from wan_vae_config), the latent size and the
+ * element width. */
+typedef struct plan_vae_shape {
+  int64_t z_dim;                          /* latent channels (16) */
+  int64_t mid_dim;                        /* dims[0]: conv1, middle */
+  int n_levels;                           /* 1..PLAN_VAE_MAX_LEVELS */
+  int64_t level_dim[PLAN_VAE_MAX_LEVELS]; /* output width of level i (dims[i + 1]) */
+  int64_t res_per_level;                  /* residual blocks per level (num_res_blocks + 1) */
+  int temporal_up[PLAN_VAE_MAX_LEVELS - 1]; /* resample i doubles the frames */
+  int64_t h, w;                           /* latent size */
+  int elem_bytes;                         /* 2 (bf16) or 4 (fp32) */
+  uint64_t weight_bytes;                  /* the converted weights, as the caller lays them */
+} plan_vae_shape;
+
+typedef struct plan_vae_buffer {
+  plan_vae_buf kind;
+  int index;       /* cache index, else 0 */
+  uint64_t offset; /* from the allocation's start, a multiple of PLAN_LAYOUT_ALIGN */
+  uint64_t bytes;
+} plan_vae_buffer;
+
+typedef struct plan_vae_layout {
+  int count;
+  plan_vae_buffer b[PLAN_VAE_KINDS + PLAN_VAE_MAX_CACHES];
+  int n_cache;
+  int64_t cache_c[PLAN_VAE_MAX_CACHES];  /* channels of cache i */
+  int64_t cache_hw[PLAN_VAE_MAX_CACHES]; /* positions per frame of cache i */
+  int64_t frames_per_chunk;              /* video frames of a later chunk */
+  int64_t out_h, out_w;                  /* video size */
+  int64_t score_rows;                    /* attention query rows per scores chunk */
+  uint64_t elems[PLAN_VAE_KINDS];        /* x, y, s, r: elements of the role */
+  uint64_t total;                        /* bytes: the end of the last buffer */
+} plan_vae_layout;
+
+/* Bytes of fp32 scores and probabilities (elem_bytes each) for `rows`
+ * query rows against hw keys, each row padded to 8 elements, the two parts
+ * PLAN_LAYOUT_ALIGN aligned. 0 for sizes below 1. */
+uint64_t plan_vae_scores_bytes(int64_t rows, int64_t hw, int elem_bytes);
+/* Keys per row as stored (hw padded to 8). */
+int64_t plan_vae_scores_ld(int64_t hw);
+/* Where the probabilities start in that scratch: after the scores. */
+uint64_t plan_vae_scores_p_offset(int64_t rows, int64_t hw);
+
+/* What kind k holds, in a few words. */
+const char *plan_vae_buf_name(plan_vae_buf k);
+
+/* Lays the decoder out. PLAN_EINVAL (message in err) for a shape no decoder
+ * has: sizes below 1, too many levels or caches, an element width other
+ * than 2 or 4, a total that overflows. */
+int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *err,
+                         size_t errlen);
+
+/* The buffer of kind k and index i, NULL when the layout has none. */
+const plan_vae_buffer *plan_vae_layout_find(const plan_vae_layout *l, plan_vae_buf kind,
+                                            int index);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,339 @@
+/* The CUDA VAE decoder (ranks/nets/wan_vae_gpu.h) against the CPU decoder.
+ *
+ *   test_vae_gpu             every case below, bf16 and fp32
+ *   test_vae_gpu --small     one tiny case (for compute-sanitizer)
+ *   test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|both]
+ *                            times decodes of the published config at latent
+ *                            H x W with F frames (synthetic weights from a
+ *                            fixed seed) and prints one JSON line per
+ *                            precision: seconds, device memory, per-op ms
+ *
+ * Each case: a small config (dim 8-32, odd sizes, 1-5 latent frames),
+ * random weights scaled as tests/vae/test_vae_driver.c's, random latents;
+ * the CPU decode (fp32) is the reference. Checks per precision:
+ * - relative L2 of the whole video <= 1e-2 (bf16) or 1e-4 (fp32);
+ * - every value within [-1, 1];
+ * - the callback gets the same (first frame, frame count) sequence as the
+ *   CPU decoder's;
+ * - a second decode with the same decoder gives the same bits (the caches
+ *   are reset; the algorithms are kept);
+ * - the largest case runs the attention in several chunks of query rows
+ *   (fp32, 6400 positions: its scores do not fit the scratch at once).
+ * Inputs are fresh random numbers each run; the seed is printed (SP_SEED=n
+ * replays one). Exit 77 with one line when there is no CUDA device. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "vae_layout.h"
+#include "wan_vae.h"
+#include "wan_vae_gpu.h"
+
+#define SP_TEST_CUDA
+#include "sp_test.h"
+
+#define TOL_BF16 1e-2
+#define TOL_F32 1e-4
+#define MAX_CALLS 64
+
+/* A whole video assembled from a decode's chunks, with the calls seen. */
+typedef struct sink {
+  float *video;
+  int64_t T, ohw;
+  int calls;
+  int64_t t0[MAX_CALLS], n[MAX_CALLS];
+} sink;
+
+static int sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
+  sink *s = user;
+  if (s->calls < MAX_CALLS) {
+    s->t0[s->calls] = t0;
+    s->n[s->calls] = n;
+  }
+  s->calls++;
+  if (t0 < 0 || n < 1 || t0 + n > s->T) return 0; /* recorded; the check reports it */
+  for (int64_t ch = 0; ch < 3; ch++)
+    memcpy(s->video + (ch * s->T + t0) * s->ohw, frames + ch * n * s->ohw,
+           (size_t)(n * s->ohw) * sizeof *s->video);
+  return 0;
+}
+
+/* Random weights, scaled as tests/vae/test_vae_driver.c's fill_weights. */
+static void fill_weights(const wan_vae_table *t, float *packed) {
+  for (int i = 0; i < t->count; i++) {
+    const wan_vae_tensor *e = &t->t[i];
+    const char *tail = strrchr(e->name, '.');
+    float *p = packed + e->offset;
+    if (strcmp(tail, ".gamma") == 0) {
+      sp_rand_fill(p, e->numel, 0.5, 1.5);
+    } else if (strcmp(tail, ".bias") == 0) {
+      sp_rand_fill(p, e->numel, -0.2, 0.2);
+    } else {
+      double a = 1.0 / sqrt((double)(e->numel / e->shape[0]));
+      if (strcmp(e->name, "decoder.head.2.weight") == 0) a *= 2.0;
+      sp_rand_fill(p, e->numel, -a, a);
+    }
+  }
+}
+
+typedef struct vcase {
+  int64_t dim, h, w, F;
+  int n_mult;
+  int64_t num_res;
+  int temporal[3];
+  int fp32_only; /* the attention-chunking case: only fp32 chunks at this size */
+} vcase;
+
+static const vcase cases[] = {
+    {8, 3, 5, 2, 4, 2, {1, 1, 0}, 0},   /* --small: the published structure, narrow */
+    {16, 5, 3, 1, 4, 2, {1, 1, 0}, 0},  /* one latent frame: chunk 0 only */
+    {8, 7, 9, 5, 4, 2, {1, 1, 0}, 0},   /* five chunks: the caches' steady state */
+    {32, 3, 7, 2, 4, 2, {1, 1, 0}, 0},  /* wider */
+    {16, 5, 5, 3, 3, 1, {0, 1, 0}, 0},  /* other structure: 3 levels, 2 blocks, late time up */
+    {8, 64, 100, 2, 4, 2, {1, 1, 0}, 1}, /* attention over 6400 positions, in row chunks */
+};
+
+static void make_config(const vcase *k, wan_vae_config *c) {
+  wan_vae_config_published(c);
+  c->dim = k->dim;
+  c->n_mult = k->n_mult;
+  static const int64_t mult4[4] = {1, 2, 4, 4}, mult3[3] = {1, 2, 2};
+  for (int i = 0; i < k->n_mult; i++) c->dim_mult[i] = k->n_mult == 4 ? mult4[i] : mult3[i];
+  c->num_res_blocks = k->num_res;
+  for (int i = 0; i < 3; i++) c->temporal_up[i] = i + 1 < k->n_mult ? k->temporal[i] : 0;
+}
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void run_case(const vcase *k) {
+  wan_vae_config c;
+  make_config(k, &c);
+  static wan_vae_weights wt;
+  static wan_vae_table t;
+  wan_vae_table_make(&c, &wt, &t);
+  float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
+  memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
+  fill_weights(&t, packed);
+  wan_vae_table_bind(&t, packed);
+  const int64_t hw = k->h * k->w, nz = 16 * k->F * hw;
+  float *z = sp_test_alloc(nz);
+  sp_rand_fill(z, nz, -2.0, 2.0);
+  const int64_t T = wan_vae_out_frames(&c, k->F), s = wan_vae_out_scale(&c);
+  const int64_t ohw = hw * s * s, nv = 3 * T * ohw;
+
+  /* The reference: the CPU decoder. */
+  sink ref = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
+  wan_vae_decoder *d;
+  if (wan_vae_decoder_create(&c, k->h, k->w, &d) != SP_OK) {
+    CHECK(0, "cpu decoder_create failed");
+    return;
+  }
+  double t0 = seconds();
+  wan_vae_decode_stream(d, &wt, z, k->F, sink_put, &ref);
+  const double cpu_s = seconds() - t0;
+  wan_vae_decoder_free(d);
+
+  for (int pi = 0; pi < 2; pi++) {
+    const wan_vae_gpu_precision p = pi ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16;
+    if (k->fp32_only && p != WAN_VAE_GPU_FP32) continue;
+    const double tol = pi ? TOL_F32 : TOL_BF16;
+    char name[160];
+    snprintf(name, sizeof name, "dim %lld levels %d res %lld F %lld %lldx%lld %s",
+             (long long)k->dim, k->n_mult, (long long)k->num_res, (long long)k->F,
+             (long long)k->h, (long long)k->w, pi ? "fp32" : "bf16");
+    wan_vae_gpu *g;
+    if (wan_vae_gpu_create(&c, packed, k->h, k->w, p, &g) != SP_OK) {
+      CHECK(0, "%s: gpu create failed", name);
+      continue;
+    }
+    sink a = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
+    sink b = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
+    t0 = seconds();
+    const int rc = wan_vae_gpu_decode(g, z, k->F, sink_put, &a);
+    const double gpu_s = seconds() - t0;
+    wan_vae_gpu_decode(g, z, k->F, sink_put, &b);
+    const double err = sp_test_rel_l2_f32(a.video, ref.video, nv);
+    int inside = 1;
+    for (int64_t i = 0; i < nv; i++) inside &= a.video[i] >= -1.0f && a.video[i] <= 1.0f;
+    int same_calls = a.calls == ref.calls && a.calls <= MAX_CALLS;
+    for (int i = 0; same_calls && i < a.calls; i++)
+      same_calls = a.t0[i] == ref.t0[i] && a.n[i] == ref.n[i];
+    const int det = memcmp(a.video, b.video, (size_t)nv * sizeof *a.video) == 0;
+    const int guard = sp_test_guard_ok(a.video, nv) && sp_test_guard_ok(b.video, nv);
+    CHECK(rc == 0, "%s: decode returned %d", name, rc);
+    CHECK(err <= tol, "%s: relative L2 %.3e > %.0e", name, err, tol);
+    CHECK(inside, "%s: a value outside [-1, 1]", name);
+    CHECK(same_calls, "%s: %d callback calls, the CPU decoder made %d (or their frames differ)",
+          name, a.calls, ref.calls);
+    CHECK(det, "%s: a second decode gives other bits", name);
+    CHECK(guard, "%s: the callback wrote past the video", name);
+    printf("  %-44s err %.3e (tol %.0e)  calls %d %s  rerun %s  cpu %.2fs gpu %.3fs  "
+           "device %.1f MiB  %s\n",
+           name, err, tol, a.calls, same_calls ? "ok" : "BAD", det ? "same" : "DIFFERS", cpu_s,
+           gpu_s, (double)wan_vae_gpu_peak_bytes(g) / (1 << 20),
+           err <= tol && inside && same_calls && det && guard && rc == 0 ? "pass" : "FAIL");
+    fflush(stdout);
+    wan_vae_gpu_free(g);
+    free(a.video);
+    free(b.video);
+  }
+  free(ref.video);
+  free(z);
+  free(packed);
+}
+
+/* ---------------------------------------------------------------- bench */
+
+typedef struct count_sink {
+  int64_t frames;
+} count_sink;
+
+static int count_put(void *user, const float *frames, int64_t t0, int64_t n) {
+  (void)frames, (void)t0;
+  ((count_sink *)user)->frames += n;
+  return 0;
+}
+
+static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
+  wan_vae_config c;
+  wan_vae_config_published(&c);
+  static wan_vae_weights wt;
+  static wan_vae_table t;
+  wan_vae_table_make(&c, &wt, &t);
+  float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
+  memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
+  sp_rand_state_set(0x5eed5eedull); /* the same synthetic weights every run */
+  fill_weights(&t, packed);
+  const int64_t nz = 16 * F * h * w;
+  float *z = sp_test_malloc((size_t)nz * sizeof *z);
+  sp_rand_fill(z, nz, -2.0, 2.0);
+  const int64_t T = wan_vae_out_frames(&c, F), s = wan_vae_out_scale(&c);
+  for (int pi = 0; pi < 2; pi++) {
+    if (which >= 0 && which != pi) continue;
+    const wan_vae_gpu_precision p = pi ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16;
+    size_t free0 = 0, total = 0, free1 = 0;
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaMemGetInfo(&free0, &total));
+    wan_vae_gpu *g;
+    double t0 = seconds();
+    if (wan_vae_gpu_create(&c, packed, h, w, p, &g) != SP_OK) {
+      fprintf(stderr, "test_vae_gpu: bench: create failed (%s)\n", pi ? "fp32" : "bf16");
+      return 1;
+    }
+    const double create_s = seconds() - t0;
+    count_sink cs = {0};
+    t0 = seconds();
+    wan_vae_gpu_decode(g, z, F, count_put, &cs); /* warm-up: algorithms chosen here */
+    const double warm_s = seconds() - t0;
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaMemGetInfo(&free1, &total));
+    double best = 1e30, sum = 0.0;
+    char runs[512] = "";
+    size_t rl = 0;
+    for (int i = 0; i < reps; i++) {
+      cs.frames = 0;
+      t0 = seconds();
+      wan_vae_gpu_decode(g, z, F, count_put, &cs);
+      const double dt = seconds() - t0;
+      CHECK(cs.frames == T, "bench: %lld frames, expected %lld", (long long)cs.frames,
+            (long long)T);
+      best = dt < best ? dt : best;
+      sum += dt;
+      if (rl + 16 < sizeof runs)
+        rl += (size_t)snprintf(runs + rl, sizeof runs - rl, "%s%.4f", i ? "," : "", dt);
+    }
+    /* One more decode with every op timed by CUDA events (slower: not in
+     * the times above). */
+    wan_vae_gpu_profile(g, 1);
+    cs.frames = 0;
+    wan_vae_gpu_decode(g, z, F, count_put, &cs);
+    double ms[WAN_VAE_GPU_OPS];
+    wan_vae_gpu_profile_ms(g, ms);
+    char ops[512] = "";
+    size_t ol = 0;
+    for (int i = 0; i < WAN_VAE_GPU_OPS && ol + 40 < sizeof ops; i++)
+      ol += (size_t)snprintf(ops + ol, sizeof ops - ol, "%s\"%s\":%.2f", i ? "," : "",
+                             wan_vae_gpu_op_name((wan_vae_gpu_op)i), ms[i]);
+    printf("{\"bench\":\"vae_gpu\",\"precision\":\"%s\",\"latent\":[%lld,%lld,%lld],"
+           "\"video\":[%lld,%lld,%lld],\"reps\":%d,\"decode_s\":%.4f,\"decode_mean_s\":%.4f,"
+           "\"runs_s\":[%s],\"warmup_s\":%.4f,\"create_s\":%.3f,\"layout_bytes\":%lld,"
+           "\"layout_gib\":%.3f,\"used_gib\":%.3f,\"ops_ms\":{%s}}\n",
+           pi ? "fp32" : "bf16", (long long)F, (long long)h, (long long)w, (long long)T,
+           (long long)(s * h), (long long)(s * w), reps, best, sum / reps, runs, warm_s,
+           create_s, (long long)wan_vae_gpu_peak_bytes(g),
+           (double)wan_vae_gpu_peak_bytes(g) / (1 << 30), (double)(free0 - free1) / (1 << 30),
+           ops);
+    fflush(stdout);
+    wan_vae_gpu_free(g);
+  }
+  free(z);
+  free(packed);
+  return sp_test_failures() ? 1 : 0;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: test_vae_gpu [--small]\n"
+             "       test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|both]\n");
+}
+
+int main(int argc, char **argv) {
+  int small = 0, bench = 0, reps = 3, which = -1;
+  int64_t bh = 0, bw = 0, bF = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--small") == 0) {
+      small = 1;
+    } else if (strcmp(argv[i], "--bench") == 0 && i + 3 < argc) {
+      bench = 1;
+      bh = atoll(argv[i + 1]);
+      bw = atoll(argv[i + 2]);
+      bF = atoll(argv[i + 3]);
+      i += 3;
+    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
+      const char *v = argv[++i];
+      which = strcmp(v, "bf16") == 0 ? 0 : strcmp(v, "fp32") == 0 ? 1 : strcmp(v, "both") == 0 ? -1 : -2;
+      if (which == -2) {
+        usage(stderr);
+        return 2;
+      }
+    } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (bench && (bh < 1 || bw < 1 || bF < 1 || reps < 1)) {
+    usage(stderr);
+    return 2;
+  }
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess || ndev == 0) {
+    printf("test_vae_gpu: skipped: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
+           e != cudaSuccess ? cudaGetErrorString(e) : "ok", ndev);
+    return 77;
+  }
+  if (!wan_vae_gpu_available()) {
+    printf("test_vae_gpu: skipped: built without the CUDA decoder\n");
+    return 77;
+  }
+  sp_test_begin("test_vae_gpu");
+  if (bench) return run_bench(bh, bw, bF, reps, which);
+  printf("# relative L2 of the GPU video against the CPU decoder; calls: the callback's "
+         "(first frame, count) sequence; rerun: bit-identical second decode\n");
+  const int n = small ? 1 : (int)(sizeof cases / sizeof cases[0]);
+  for (int i = 0; i < n; i++) run_case(&cases[i]);
+  return sp_test_end();
+}
