@@ -12,6 +12,7 @@
 #include "model_file.h"
 #include "model_plan.h"
 #include "plan.h"
+#include "vae_file.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -39,8 +40,10 @@ typedef struct plan_defaults {
 } plan_defaults;
 
 static void plan_table(cli_opts *t, plan_defaults *d) {
-  static const int ids[] = {JOB_OPT_MODEL, JOB_OPT_FRAMES, JOB_OPT_SIZE, JOB_OPT_BUDGET,
-                            JOB_OPT_CFG, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS};
+  static const int ids[] = {JOB_OPT_MODEL,       JOB_OPT_FRAMES,     JOB_OPT_SIZE,
+                            JOB_OPT_BUDGET,      JOB_OPT_CFG,        JOB_OPT_ORDER,
+                            JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS, JOB_OPT_VAE,
+                            JOB_OPT_VAE_PRECISION};
   plan_options po;
   plan_options_default(&po);
   snprintf(d->tflops, sizeof d->tflops, "%.0f", po.gpu_tflops);
@@ -421,6 +424,17 @@ int cmd_plan(int argc, char **argv) {
   plan_model pm;
   rank_model_plan_sizes(m, dtype_bytes, bb, &pm);
   plan_workload wl = job_workload(&cl.job.job, &info->config, (int)batch);
+  if (cl.job.vae) { /* run --video: the CUDA decoder on the last rank */
+    vae_model *vae = NULL;
+    if ((rc = vae_model_open(cl.job.vae, 0, &vae)) != SP_OK) {
+      free(bb);
+      rank_model_close(m);
+      return rc;
+    }
+    po.decoder_bytes =
+        job_decoder_bytes(&vae_model_get_info(vae)->config, cl.job.vae_precision, &wl);
+    vae_model_close(vae);
+  }
   const int micro = wl.micro_batches;
   const int64_t frames = wl.frames, height = wl.height, width = wl.width;
   static plan p;

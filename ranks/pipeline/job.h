@@ -28,6 +28,7 @@
 #include "tensor_io.h"
 #include "transport.h"
 #include "wan_config.h"
+#include "wan_vae_gpu.h"
 
 enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096 };
 
@@ -38,6 +39,8 @@ typedef struct job_spec {
   char cond[JOB_PATH];   /* --cond */
   char noise[JOB_PATH];  /* --noise, "" for the seed */
   char out[JOB_PATH];    /* --out */
+  char video[JOB_PATH];  /* --video, "" for none */
+  double fps;            /* --fps of the video */
   uint64_t seed;
   int64_t frames, height, width;
   int steps;
@@ -64,6 +67,8 @@ typedef struct job_opts {
   int mem_trace;          /* --mem-trace (CUDA) */
   int cuda_device;        /* this rank's GPU (job_session_open) */
   comm_gpu_share gpu;     /* its identity and the node's ranks on it (job_session_open) */
+  const char *vae;        /* --vae: the decoder of --video */
+  wan_vae_gpu_precision vae_precision; /* --vae-precision (CUDA decoder) */
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their
@@ -76,7 +81,8 @@ typedef enum job_opt_id {
   JOB_OPT_OUT, JOB_OPT_JOBS, JOB_OPT_BUDGET, JOB_OPT_DEVICE, JOB_OPT_DEVICES, JOB_OPT_ATTN,
   JOB_OPT_TRANSPORT, JOB_OPT_TIMEOUT, JOB_OPT_LOG_DIR, JOB_OPT_NO_PREVIEW, JOB_OPT_NO_VERIFY,
   JOB_OPT_TRACE, JOB_OPT_PROFILE, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS,
-  JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_COUNT
+  JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
+  JOB_OPT_VAE_PRECISION, JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {
@@ -140,6 +146,10 @@ plan_workload job_workload(const job_spec *j, const wan_config *c, int batch);
 /* Sets the planner's options the job gives: --order, --stream-frac,
  * --chunk-rows (the others stay). */
 void job_plan_options(const job_opts *o, plan_options *po);
+/* Device bytes the last rank keeps for the CUDA VAE decoder of --video
+ * (weights and workspace, wan_vae_gpu_bytes) at the latent size of wl. */
+uint64_t job_decoder_bytes(const wan_vae_config *vae_config, wan_vae_gpu_precision p,
+                           const plan_workload *wl);
 /* Rank 0 of each group: the planner's input for a set of jobs run
  * together (the largest latent, two micro-batches when any uses CFG),
  * times in_flight jobs. Returns the index of the job with the largest

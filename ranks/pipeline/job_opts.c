@@ -10,6 +10,7 @@
 
 #include "job.h"
 #include "log.h"
+#include "video_out.h"
 
 /* The limits of a job's values: checked by job_opts_check alone, and
  * written into the help and the error lines from here (plain literals, so
@@ -24,6 +25,7 @@
 #define JOB_TIMEOUT_MAX 1000000
 #define JOB_CHUNK_ROWS_LOG2 31
 #define JOB_CHUNK_ROWS_MAX (INT64_C(1) << JOB_CHUNK_ROWS_LOG2)
+#define JOB_FPS_MAX 240
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -62,6 +64,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "fields, '#' starts a comment:\n"
      "  cond=FILE out=FILE [seed=K | noise=FILE] [frames=N]\n"
      "  [size=HxW] [steps=N] [cfg=G] [shift=S] [sampler=NAME]\n"
+     "  [video=FILE] [fps=N] (video= needs --vae)\n"
      "keys left out take the values of the flags above; jobs run\n"
      "in order, up to one per rank in flight together when they\n"
      "share latent shape and steps (their micro-batches fill the\n"
@@ -122,6 +125,19 @@ static const job_option table[JOB_OPT_COUNT] = {
      "the arena's peak, beside the planner's prediction, as a\n"
      "table and as counters in --trace (synchronises each block)"},
     {JOB_OPT_QUIET, "quiet", 'q', NULL, NULL, 0, "no progress lines"},
+    {JOB_OPT_VAE, "vae", 0, "VAE", NULL, 0,
+     "the VAE decoder (a file from convert or init, or\n"
+     "synth:wan2.1-vae[:SEED], synth:wan2.1-vae-tiny[:SEED])"},
+    {JOB_OPT_VIDEO, "video", 0, "FILE", NULL, 1,
+     "also decode the latents with --vae into FILE: .mp4, .mkv,\n"
+     ".mov (H.264), .webm (VP9) through FFmpeg's libraries, or .h5\n"
+     "(dataset 'video' float32 [3, T, H, W] in [-1, 1]); written\n"
+     "atomically by the last rank after the latents"},
+    {JOB_OPT_FPS, "fps", 0, "N", STR(VIDEO_OUT_DEFAULT_FPS), 1,
+     "frames per second of the video, 1.." STR(JOB_FPS_MAX)},
+    {JOB_OPT_VAE_PRECISION, "vae-precision", 0, "P", "bf16", 0,
+     "CUDA VAE decoder: bf16 (weights and activations, fp32\n"
+     "accumulation) or fp32; the CPU decoder is fp32"},
 };
 
 const job_option *job_option_get(int id) {
@@ -233,6 +249,8 @@ int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
   case JOB_OPT_COND: return set_path(flag, v, j->cond);
   case JOB_OPT_NOISE: return set_path(flag, v, j->noise);
   case JOB_OPT_OUT: return set_path(flag, v, j->out);
+  case JOB_OPT_VIDEO: return set_path(flag, v, j->video);
+  case JOB_OPT_FPS: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->fps);
   case JOB_OPT_SEED: return job_parse_uint64(flag, v, &j->seed);
   case JOB_OPT_FRAMES: return job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &j->frames);
   case JOB_OPT_SIZE: return job_parse_size_hw(flag, v, &j->height, &j->width);
@@ -279,6 +297,17 @@ int job_opts_set(job_opts *o, int id, const char *v) {
     return job_parse_int64("--chunk-rows", v, INT64_MIN, INT64_MAX, &o->chunk_rows);
   case JOB_OPT_MEM_TRACE: o->mem_trace = 1; break;
   case JOB_OPT_QUIET: o->quiet = 1; break;
+  case JOB_OPT_VAE: o->vae = v; break;
+  case JOB_OPT_VAE_PRECISION:
+    if (strcmp(v, "bf16") == 0) {
+      o->vae_precision = WAN_VAE_GPU_BF16;
+    } else if (strcmp(v, "fp32") == 0) {
+      o->vae_precision = WAN_VAE_GPU_FP32;
+    } else {
+      sp_log_error("--vae-precision: '%s' is not bf16 or fp32", v);
+      return SP_ERR_INPUT;
+    }
+    break;
   default: sp_log_error("job option %d does not exist", id); return SP_ERR_INPUT;
   }
   return SP_OK;
@@ -334,6 +363,9 @@ int job_spec_check(const job_spec *j, const char *where) {
   if (!(j->shift >= JOB_SHIFT_MIN && j->shift <= JOB_SHIFT_MAX))
     return refuse(where, "shift", v, "is out of range: the shift is %g..%g", JOB_SHIFT_MIN,
                   (double)JOB_SHIFT_MAX);
+  snprintf(v, sizeof v, "%g", j->fps);
+  if (!(j->fps >= 1 && j->fps <= JOB_FPS_MAX))
+    return refuse(where, "fps", v, "is out of range: 1..%d frames per second", JOB_FPS_MAX);
   return SP_OK;
 }
 
@@ -344,9 +376,17 @@ static int check_run(const job_opts *o) {
     sp_log_error("run: --save-noise is for a single run, not --jobs");
     return SP_ERR_INPUT;
   }
-  if (o->jobs && (j->cond[0] || j->out[0] || j->noise[0])) {
-    sp_log_error("run: --jobs takes cond=, out= and noise= from each line, not --cond/--out/"
-                 "--noise");
+  if (o->jobs && (j->cond[0] || j->out[0] || j->noise[0] || j->video[0])) {
+    sp_log_error("run: --jobs takes cond=, out=, noise= and video= from each line, not --cond/"
+                 "--out/--noise/--video");
+    return SP_ERR_INPUT;
+  }
+  if (j->video[0] && !o->vae) {
+    sp_log_error("run: --video needs --vae (the VAE decoder that makes frames of latents)");
+    return SP_ERR_INPUT;
+  }
+  if (o->vae && !o->jobs && !j->video[0]) {
+    sp_log_error("run: --vae is given but no --video to decode into");
     return SP_ERR_INPUT;
   }
   const char *missing = !o->model ? "--model" : o->jobs ? NULL

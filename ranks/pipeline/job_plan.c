@@ -146,8 +146,8 @@ static int describe_device(const comm_world *w, const job_opts *o, plan_device *
 
 /* Rank 0: the plan for devs, encoded into wire. */
 static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
-                         const plan_workload *wl, const plan_device *devs, plan *p,
-                         uint8_t *wire, uint64_t *len) {
+                         const plan_workload *wl, uint64_t decoder_bytes,
+                         const plan_device *devs, plan *p, uint8_t *wire, uint64_t *len) {
   const wan_config *c = &rank_model_get_info(m)->config;
   uint64_t *bb = sp_xcalloc((size_t)c->layers, sizeof *bb);
   plan_model pm;
@@ -157,6 +157,7 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   plan_options po;
   plan_options_default(&po);
   job_plan_options(o, &po);
+  po.decoder_bytes = decoder_bytes;
   char err[4096] = "";
   int rc = SP_OK;
   if (w->size > PLAN_MAX_RANKS) {
@@ -180,8 +181,15 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   return rc;
 }
 
+uint64_t job_decoder_bytes(const wan_vae_config *vae_config, wan_vae_gpu_precision p,
+                           const plan_workload *wl) {
+  int64_t fhw[3];
+  plan_latent_grid(wl, fhw);
+  return (uint64_t)wan_vae_gpu_bytes(vae_config, fhw[1], fhw[2], p);
+}
+
 int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
-                  const plan_workload *wl, plan *p) {
+                  const plan_workload *wl, uint64_t decoder_bytes, plan *p) {
   comm_set_phase("planning");
   plan_device me;
   int rc = describe_device(w, o, &me);
@@ -189,7 +197,7 @@ int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
   comm_gather(w, &me, sizeof me, devs, 0);
   uint8_t *wire = sp_xmalloc(PLAN_WIRE_MAX);
   uint64_t len = 0;
-  if (w->rank == 0 && rc == SP_OK) rc = plan_on_rank0(w, o, m, wl, devs, p, wire, &len);
+  if (w->rank == 0 && rc == SP_OK) rc = plan_on_rank0(w, o, m, wl, decoder_bytes, devs, p, wire, &len);
   free(devs);
   if ((rc = job_phase(w, rc, "planning")) != SP_OK) {
     free(wire);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode.h"
 #include "job.h"
 #include "job_session.h"
 #include "log.h"
@@ -44,7 +45,63 @@ int job_session_open(const comm_world *w, job_opts *o, job_session **out) {
 
   comm_set_phase("opening the model");
   rc = rank_model_open(o->model, o->verify, &s->m);
-  return session_fail(s, job_phase(w, rc, "opening the model"));
+  if ((rc = job_phase(w, rc, "opening the model")) != SP_OK) return session_fail(s, rc);
+  if (!o->vae) return SP_OK;
+  comm_set_phase("opening the VAE");
+  rc = vae_model_open(o->vae, o->verify, &s->vae);
+  if (rc == SP_OK) {
+    const int64_t z = vae_model_get_info(s->vae)->config.z_dim;
+    const int64_t out = rank_model_get_info(s->m)->config.out_dim;
+    if (z != out) {
+      sp_log_error("--vae %s: decodes %lld latent channels; the model %s makes %lld", o->vae,
+                   (long long)z, o->model, (long long)out);
+      rc = SP_ERR_INPUT;
+    }
+  }
+  return session_fail(s, job_phase(w, rc, "opening the VAE"));
+}
+
+/* The decode of one job's video from its latents, on the last rank. */
+static decode_opts job_decode_opts(const job_session *s, const job_spec *j) {
+  return (decode_opts){.vae = s->o->vae, .verify = s->o->verify, .dev = s->o->dev,
+                       .precision = s->o->vae_precision,
+                       .out = j->video, .fps = j->fps, .quiet = s->o->quiet};
+}
+
+/* Before any work: every job's video= needs --vae and, on the last rank
+ * (which writes it), a path and an encoder that work. A job that fails a
+ * check is marked bad on every rank (a single run ends). */
+static int check_videos(job_session *s) {
+  const comm_world *w = s->w;
+  const int last = w->size - 1;
+  int any = 0;
+  uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
+  for (int i = 0; i < s->njobs; i++) {
+    job_spec *j = &s->jobs[i];
+    if (j->bad || !j->video[0]) continue;
+    any = 1;
+    if (!s->vae) {
+      if (w->rank == 0)
+        sp_log_error("%s:%d: video=%s needs --vae (the VAE decoder)", s->o->jobs, j->line,
+                     j->video);
+      bad[i] = 1;
+    } else if (w->rank == last) {
+      int64_t lat[4];
+      job_latent_shape(j, &rank_model_get_info(s->m)->config, lat);
+      decode_opts d = job_decode_opts(s, j);
+      bad[i] = decode_check_outputs(&d, s->vae, lat) != SP_OK;
+    }
+  }
+  comm_bcast(w, bad, (size_t)s->njobs, last);
+  int nbad = 0;
+  for (int i = 0; i < s->njobs; i++) {
+    if (bad[i]) s->jobs[i].bad = 1;
+    nbad += bad[i];
+  }
+  free(bad);
+  if (s->vae && !any && w->rank == 0)
+    sp_log_warn("run: --vae is given but no job has video=: nothing to decode");
+  return s->single && nbad ? SP_ERR_INPUT : SP_OK;
 }
 
 /* Rank 0 reads the jobs file; every rank gets the same list. */
@@ -100,9 +157,17 @@ int job_session_plan(job_session *s) {
     comm_bcast(w, &wl.context_len, sizeof wl.context_len, 0);
     job_log(s, &s->jobs[0]);
   }
+  comm_set_phase("checking the video outputs");
+  rc = job_phase(w, check_videos(s), "checking the video outputs");
+  if (rc != SP_OK) return session_fail(s, rc);
   if (s->o->trace) rank_trace_start(w, s->o->trace);
   if (best < 0) return SP_OK; /* every line was bad (each already reported) */
-  if ((rc = job_make_plan(w, s->o, s->m, &wl, &s->p)) != SP_OK) return session_fail(s, rc);
+  /* The CUDA decoder's memory on the last rank, counted by the planner. */
+  const uint64_t dec = s->vae && s->o->dev == RANK_DEVICE_CUDA
+                           ? job_decoder_bytes(&vae_model_get_info(s->vae)->config,
+                                               s->o->vae_precision, &wl)
+                           : 0;
+  if ((rc = job_make_plan(w, s->o, s->m, &wl, dec, &s->p)) != SP_OK) return session_fail(s, rc);
   s->planned = 1;
   s->block_major = s->p.r[w->rank].order == PLAN_ORDER_BLOCK;
   return SP_OK;
@@ -248,6 +313,15 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
       r = job_write_output(s, js[q], lat, b.out[q]);
       if (r == SP_OK)
         sp_log_info("run: wrote %s%s", js[q]->out, s->o->preview ? " and its .png preview" : "");
+      if (r == SP_OK && js[q]->video[0]) {
+        decode_opts d = job_decode_opts(s, js[q]);
+        decode_stats st;
+        r = decode_run(&d, s->vae, b.out[q], lat, &st);
+        if (r == SP_OK)
+          sp_log_info("run: wrote %s (%lld frames of %lldx%lld, decoded in %.2f s)",
+                      js[q]->video, (long long)st.frames, (long long)st.height,
+                      (long long)st.width, st.decode_s);
+      }
     }
     rcs[q] = comm_phase_end(w, r, "writing the output", then);
   }
@@ -374,6 +448,7 @@ void job_session_close(job_session *s) {
   job_inputs_free(&s->in0);
   rank_stage_free(s->stage);
   rank_model_close(s->m);
+  vae_model_close(s->vae);
   comm_transport_close(s->tp);
   free(s);
 }

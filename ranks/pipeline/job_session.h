@@ -5,6 +5,7 @@
 #define JOB_SESSION_H
 
 #include "job.h"
+#include "vae_file.h"
 
 /* What the job loop shares: the world, the model, the plan and the stage,
  * which stays loaded from job to job while the latent shape stays. */
@@ -13,6 +14,7 @@ struct job_session {
   job_opts *o;
   comm_transport *tp;
   rank_model *m;
+  vae_model *vae;     /* --vae (metadata on every rank; the last rank decodes) */
   plan p;
   int planned;        /* p holds the plan */
   int fatal;          /* a failure ended the session */
@@ -33,7 +35,7 @@ struct job_session {
 int job_pick_gpu(const comm_world *w, job_opts *o);
 /* Rank 0 plans, every rank gets the plan and checks it applies to it. */
 int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
-                  const plan_workload *wl, plan *p);
+                  const plan_workload *wl, uint64_t decoder_bytes, plan *p);
 
 /* job_io.c */
 /* Rank 0 reads and checks a job's inputs before any of its work starts. */

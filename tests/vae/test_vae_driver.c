@@ -11,11 +11,8 @@
  * IN.h5: root attributes dim, z_dim, n_mult, dim_mult, num_res_blocks,
  * temporal_up (int64); dataset latents (z_dim, F, h, w) float32; one float32
  * dataset per tensor, /weights/<official key>. OUT.h5: dataset video.
- *
- * As the C side of tests/vae/test_vae_convert.sh, the weights from a VAE
- * model file (vae_file.h, or a synth: spec), checksums verified:
- *   test_vae_driver decode-model MODEL LATENTS.h5 OUT.h5
- * LATENTS.h5: dataset latents. OUT.h5: dataset video. */
+ * (A VAE model file is decoded by `staticpipe decode` itself:
+ * tests/vae/vae_convert.py.) */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -117,23 +114,6 @@ static int run_decode(const char *in, const char *out) {
     memcpy(packed + e->offset, t.data, (size_t)e->numel * sizeof *packed);
     rank_tensor_free(&t);
   }
-  wan_vae_table_bind(&table, packed);
-  int rc = decode_to(&c, &w, in, out);
-  free(packed);
-  return rc;
-}
-
-/* Weights from a model file or synth: spec, latents from an HDF5 file. */
-static int run_decode_model(const char *model, const char *in, const char *out) {
-  vae_model *m;
-  if (vae_model_open(model, 1, &m) != SP_OK) return 1;
-  wan_vae_config c = vae_model_get_info(m)->config;
-  static wan_vae_weights w;
-  static wan_vae_table table;
-  wan_vae_table_make(&c, &w, &table);
-  float *packed = malloc((size_t)table.packed_floats * sizeof *packed);
-  if (!packed || vae_model_read(m, packed, table.packed_floats) != SP_OK) return 1;
-  vae_model_close(m);
   wan_vae_table_bind(&table, packed);
   int rc = decode_to(&c, &w, in, out);
   free(packed);
@@ -322,10 +302,8 @@ static void check_decode(void) {
 
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "decode") == 0) return run_decode(argv[2], argv[3]);
-  if (argc == 5 && strcmp(argv[1], "decode-model") == 0)
-    return run_decode_model(argv[2], argv[3], argv[4]);
   if (argc != 1) {
-    fprintf(stderr, "usage: %s [decode IN.h5 OUT.h5 | decode-model MODEL LATENTS.h5 OUT.h5]\n",
+    fprintf(stderr, "usage: %s [decode IN.h5 OUT.h5]\n",
             argv[0]);
     return 2;
   }

@@ -1,5 +1,5 @@
 """`staticpipe convert`, `init` and `inspect` of Wan VAE decoders, and the VAE
-model file read back by the decoder (tests/vae/test_vae_driver decode-model).
+model file read back by `staticpipe decode`.
 
 Random float32 weights of small configs (tests/ref/wan_vae_ref.py) are
 written as safetensors in both layouts: the published WanVAE_ state dict and
@@ -13,7 +13,7 @@ its --verify on damaged files, the arch lines between DiT and VAE files, a
 corpus of malformed checkpoints (exit 2, one line naming the check, no
 file), and the synth presets.
 
-usage: vae_convert.py STATICPIPE DRIVER WORKDIR  (SP_SEED replays a run)
+usage: vae_convert.py STATICPIPE WORKDIR  (SP_SEED replays a run)
 """
 import json
 import os
@@ -32,7 +32,7 @@ import wan_vae_ref as R  # noqa: E402
 import stlib  # noqa: E402
 from refcheck import rel_l2  # noqa: E402
 
-BIN, DRIVER, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+BIN, WORK = sys.argv[1], sys.argv[2]
 SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
 print("vae_convert: seed %d (set SP_SEED to repeat)" % SEED)
 rng = np.random.default_rng(SEED)
@@ -147,7 +147,7 @@ def decode(model, z, name):
     lat, vid = p(name + ".lat.h5"), p(name + ".vid.h5")
     with h5py.File(lat, "w") as f:
         f["latents"] = z
-    rc, _, err = run([DRIVER, "decode-model", model, lat, vid])
+    rc, _, err = run([BIN, "decode", "--vae", model, "--latents", lat, "-o", vid, "-q"])
     if rc != 0:
         return None, err
     with h5py.File(vid, "r") as f:
@@ -206,7 +206,7 @@ for ci, (cfg, (F, H, W)) in enumerate(CASES):
         for style, out in outs.items():
             got, err = decode(out, z, "c%d_%s_%s" % (ci, style, dt))
             if got is None:
-                check(False, "case %d %s %s: decode-model failed: %s" % (ci, style, dt, err))
+                check(False, "case %d %s %s: decode failed: %s" % (ci, style, dt, err))
                 continue
             e = rel_l2(got, ref) if got.shape == ref.shape else float("inf")
             check(e <= TOL, "case %d %s %s: decode F=%d %dx%d -> %s vs float64 reference: "
@@ -275,7 +275,9 @@ if vae_file:
     rc, _, err = run([BIN, "inspect", "--verify", bad])
     check(rc == 2 and "/decoder/decoder.middle.1.to_qkv.weight: checksum mismatch" in err,
           "inspect --verify of a damaged dataset exits 2 naming it: " + " | ".join(errors(err)))
-    rc, _, err = run([DRIVER, "decode-model", bad, p("x.lat.h5"), p("x.vid.h5")])
+    with h5py.File(p("x.lat.h5"), "w") as f:
+        f["latents"] = np.zeros((16, 1, 2, 3), np.float32)
+    rc, _, err = run([BIN, "decode", "--vae", bad, "--latents", p("x.lat.h5"), "-o", p("x.vid.h5")])
     check(rc != 0 and "checksum mismatch" in err, "the decoder refuses the damaged file")
     bad2 = p("badroot.h5")
     with open(bad2, "wb") as f:
@@ -298,7 +300,7 @@ if vae_file:
     check(rc == 2 and "%s is a wan2.1-vae model (a VAE decoder); this command needs a "
           "wan2.1-t2v DiT" % vae_file in err, "a DiT command given a VAE file: " +
           " | ".join(errors(err)))
-    rc, _, err = run([DRIVER, "decode-model", dit, p("x.lat.h5"), p("x.vid.h5")])
+    rc, _, err = run([BIN, "decode", "--vae", dit, "--latents", p("x.lat.h5"), "-o", p("x.vid.h5")])
     check(rc != 0 and "%s is a wan2.1-t2v model (a DiT); this command needs a wan2.1-vae VAE "
           "decoder" % dit in err, "the VAE reader given a DiT file: " + " | ".join(errors(err)))
 

@@ -1,0 +1,157 @@
+/* staticpipe decode: latents to video through the VAE decoder. */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "decode.h"
+#include "log.h"
+#include "tensor_io.h"
+#include "video_out.h"
+
+enum { OPT_LATENTS = JOB_OPT_COUNT, OPT_OUT, OPT_FRAMES_DIR, OPT_JSON, OPT_HELP };
+
+/* decode takes the job options that say how to decode (--vae, --fps,
+ * --vae-precision, --device, --no-verify, --quiet); its input and outputs
+ * are its own. */
+static void decode_table(cli_opts *t) {
+  static const int ids[] = {JOB_OPT_VAE,    JOB_OPT_FPS,       JOB_OPT_VAE_PRECISION,
+                            JOB_OPT_DEVICE, JOB_OPT_NO_VERIFY, JOB_OPT_QUIET};
+  static const job_option own[] = {
+      {OPT_LATENTS, "latents", 'L', "FILE", NULL, 0,
+       "HDF5 file with dataset 'latents' float32 [16, F, H, W],\n"
+       "as run writes it (required)"},
+      {OPT_OUT, "out", 'o', "FILE", NULL, 0,
+       "video: .mp4/.mkv/.mov (H.264), .webm (VP9) through FFmpeg's\n"
+       "libraries, or .h5 (dataset 'video' float32 [3, T, 8H, 8W]\n"
+       "in [-1, 1]); T = 1 + 4 (F - 1); written atomically"},
+      {OPT_FRAMES_DIR, "frames-dir", 0, "DIR", NULL, 0,
+       "also (or instead) one PNG per frame in DIR (new or empty)"},
+      {OPT_JSON, "json", 'j', NULL, NULL, 0,
+       "one JSON object on stdout: outputs, frames, size,\n"
+       "seconds, peak memory"},
+      {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
+  };
+  cli_opts_build(t, ids, (int)(sizeof ids / sizeof ids[0]), own, (int)(sizeof own / sizeof own[0]));
+}
+
+static void usage(const cli_opts *t, FILE *f) {
+  fprintf(f,
+          "usage: staticpipe decode --vae VAE --latents L.h5 -o OUT.mp4 [options]\n"
+          "\n"
+          "Decodes latents into video with the Wan 2.1 VAE decoder (also the decoder of\n"
+          "Wan 2.2's 14B models): F latent frames of HxW give 1 + 4 (F - 1) frames of\n"
+          "8H x 8W, in [-1, 1] (clamped, as published), stored as 8-bit RGB in videos and\n"
+          "PNGs. Everything is checked before decoding starts: the VAE, the latents'\n"
+          "shape and values, every output path, and FFmpeg for a video file.\n"
+          "\n");
+  cli_opts_usage(t, f);
+  fprintf(f,
+          "\nFFmpeg (libavformat, libavcodec, libswscale) is loaded when a video file is\n"
+          "asked for; without it .h5 and --frames-dir still work. Here: %s.\n"
+          "SP_FFMPEG_LIBDIR names a directory to load FFmpeg's libraries from.\n"
+          "Threads (CPU): OMP_NUM_THREADS (results do not depend on it).\n",
+          video_out_ffmpeg_status());
+}
+
+typedef struct decode_cli {
+  job_opts job; /* --vae, --fps, --vae-precision, --device, --no-verify, --quiet */
+  decode_opts dec;
+  const char *latents;
+  int json, help;
+} decode_cli;
+
+static int decode_parse(int argc, char **argv, decode_cli *c) {
+  cli_opts t;
+  decode_table(&t);
+  memset(c, 0, sizeof *c);
+  job_opts_default(&c->job);
+  cli_getopt_reset();
+  const job_option *opt;
+  int r;
+  while ((r = cli_opts_next(&t, argc, argv, &opt)) == 1) {
+    switch (opt->id) {
+    case OPT_LATENTS: c->latents = optarg; break;
+    case OPT_OUT: c->dec.out = optarg; break;
+    case OPT_FRAMES_DIR: c->dec.frames_dir = optarg; break;
+    case OPT_JSON: c->json = 1; break;
+    case OPT_HELP: usage(&t, stdout); c->help = 1; return SP_OK;
+    default:
+      if (job_opts_set(&c->job, opt->id, optarg) != SP_OK) return SP_ERR_INPUT;
+    }
+  }
+  if (r < 0) return cli_bad_usage("decode");
+  if (optind < argc) {
+    sp_log_error("decode: unexpected argument '%s'", argv[optind]);
+    return cli_bad_usage("decode");
+  }
+  const char *missing = !c->job.vae ? "--vae" : !c->latents ? "--latents" : NULL;
+  if (missing) {
+    sp_log_error("decode: %s is required", missing);
+    return cli_bad_usage("decode");
+  }
+  if (!c->dec.out && !c->dec.frames_dir) {
+    sp_log_error("decode: no output: give -o FILE or --frames-dir DIR");
+    return cli_bad_usage("decode");
+  }
+  int rc = job_opts_check(&c->job, JOB_CHECK_DEVICE);
+  c->dec.vae = c->job.vae;
+  c->dec.fps = c->job.job.fps;
+  c->dec.precision = c->job.vae_precision;
+  c->dec.dev = c->job.dev;
+  c->dec.verify = c->job.verify;
+  c->dec.quiet = c->job.quiet;
+  return rc;
+}
+
+static void print_json(const decode_cli *c, const vae_model *m, const decode_stats *st) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "vae", json_object_new_string(vae_model_get_info(m)->source));
+  json_object_object_add(o, "latents", json_object_new_string(c->latents));
+  json_object_object_add(o, "out", c->dec.out ? json_object_new_string(c->dec.out) : NULL);
+  json_object_object_add(o, "frames_dir",
+                         c->dec.frames_dir ? json_object_new_string(c->dec.frames_dir) : NULL);
+  json_object_object_add(o, "device",
+                         json_object_new_string(c->dec.dev == RANK_DEVICE_CUDA ? "cuda" : "cpu"));
+  json_object_object_add(o, "precision",
+                         json_object_new_string(c->dec.dev != RANK_DEVICE_CUDA ? "fp32"
+                                                : c->dec.precision == WAN_VAE_GPU_FP32 ? "fp32"
+                                                                                     : "bf16"));
+  json_object_object_add(o, "frames", json_object_new_int64(st->frames));
+  json_object_object_add(o, "height", json_object_new_int64(st->height));
+  json_object_object_add(o, "width", json_object_new_int64(st->width));
+  json_object_object_add(o, "fps", json_object_new_double(c->dec.fps));
+  json_object_object_add(o, "read_s", json_object_new_double(st->read_s));
+  json_object_object_add(o, "decode_s", json_object_new_double(st->decode_s));
+  json_object_object_add(o, "device_peak_bytes", json_object_new_int64(st->device_peak_bytes));
+  json_object_object_add(o, "host_bytes", json_object_new_int64(st->host_bytes));
+  printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+  json_object_put(o);
+}
+
+int cmd_decode(int argc, char **argv) {
+  decode_cli cl;
+  int rc = decode_parse(argc, argv, &cl);
+  if (cl.help || rc != SP_OK) return rc;
+  vae_model *m = NULL;
+  rank_tensor lat = {0};
+  if ((rc = vae_model_open(cl.dec.vae, cl.dec.verify, &m)) != SP_OK) return rc;
+  char what[64 + JOB_PATH];
+  snprintf(what, sizeof what, "--latents %s", cl.latents);
+  if ((rc = rank_tensor_read(cl.latents, "latents", 0, &lat)) != SP_OK ||
+      (rc = decode_check_latents(m, what, lat.ndim, lat.dims)) != SP_OK ||
+      (rc = decode_check_outputs(&cl.dec, m, lat.dims)) != SP_OK)
+    goto done;
+  decode_stats st;
+  if ((rc = decode_run(&cl.dec, m, lat.data, lat.dims, &st)) != SP_OK) goto done;
+  sp_log_info("decode: %lld frames of %lldx%lld in %.2f s (weights read in %.2f s)%s%s",
+              (long long)st.frames, (long long)st.height, (long long)st.width, st.decode_s,
+              st.read_s, cl.dec.out ? " -> " : "", cl.dec.out ? cl.dec.out : "");
+  if (cl.json) print_json(&cl, m, &st);
+done:
+  rank_tensor_free(&lat);
+  vae_model_close(m);
+  return rc;
+}

@@ -1,0 +1,174 @@
+/* Latents to video (decode.h). */
+#include "decode.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+#include "video_out.h"
+#include "wan_vae.h"
+
+int decode_check_latents(const vae_model *m, const char *what, int ndim, const int64_t *dims) {
+  const wan_vae_config *c = &vae_model_get_info(m)->config;
+  if (ndim != 4) {
+    sp_log_error("%s: latents have %d dimensions; the VAE takes 4 (channels, frames, height, "
+                 "width)", what, ndim);
+    return SP_ERR_INPUT;
+  }
+  if (dims[0] != c->z_dim) {
+    sp_log_error("%s: latents have %lld channels; the VAE %s takes %lld", what,
+                 (long long)dims[0], vae_model_get_info(m)->source, (long long)c->z_dim);
+    return SP_ERR_INPUT;
+  }
+  if (dims[1] < 1 || dims[2] < 1 || dims[3] < 1) {
+    sp_log_error("%s: latents [%lld, %lld, %lld, %lld] are empty", what, (long long)dims[0],
+                 (long long)dims[1], (long long)dims[2], (long long)dims[3]);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+/* Each output the options name: the video file, the frames directory. */
+typedef struct decode_target {
+  const char *path;
+  int frames_dir;
+} decode_target;
+
+static int decode_targets(const decode_opts *o, decode_target t[2]) {
+  int n = 0;
+  if (o->out) t[n++] = (decode_target){o->out, 0};
+  if (o->frames_dir) t[n++] = (decode_target){o->frames_dir, 1};
+  return n;
+}
+
+int decode_check_outputs(const decode_opts *o, const vae_model *m, const int64_t *dims) {
+  const wan_vae_config *c = &vae_model_get_info(m)->config;
+  const int64_t s = wan_vae_out_scale(c);
+  decode_target t[2];
+  int n = decode_targets(o, t);
+  if (n == 0) {
+    sp_log_error("decode: no output: give -o FILE (.mp4 .mkv .mov .webm .h5) or --frames-dir "
+                 "DIR");
+    return SP_ERR_INPUT;
+  }
+  for (int i = 0; i < n; i++) {
+    int rc = video_out_check(t[i].path, t[i].frames_dir, dims[3] * s, dims[2] * s, o->fps);
+    if (rc != SP_OK) return rc;
+  }
+  if (o->dev == RANK_DEVICE_CUDA && !wan_vae_gpu_available()) {
+    sp_log_error("decode: --device cuda: this build has no CUDA decoder (built without CUDA)");
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+/* The frame sink: every output in turn, and a progress line per chunk. */
+typedef struct decode_sink {
+  video_out *v[2];
+  int n;
+  int64_t chunk, chunks, frames;
+  double t0;
+  int quiet;
+} decode_sink;
+
+static int sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
+  decode_sink *k = user;
+  for (int i = 0; i < k->n; i++) {
+    int rc = video_out_put(k->v[i], frames, n);
+    if (rc != SP_OK) return rc;
+  }
+  k->chunk++;
+  if (!k->quiet)
+    sp_log_info("decode: latent frame %lld/%lld -> video frames %lld..%lld of %lld (%.1f s)",
+                (long long)k->chunk, (long long)k->chunks, (long long)t0,
+                (long long)(t0 + n - 1), (long long)k->frames, comm_now() - k->t0);
+  return SP_OK;
+}
+
+/* Reads the weights in the table layout of the VAE's config. */
+static int read_weights(vae_model *m, wan_vae_weights *wt, wan_vae_table *tab, float **packed) {
+  wan_vae_table_make(&vae_model_get_info(m)->config, wt, tab);
+  *packed = malloc((size_t)tab->packed_floats * sizeof(float));
+  if (!*packed) {
+    sp_log_error("decode: out of host memory for %lld MB of VAE weights",
+                 (long long)(tab->packed_floats * 4 / 1000000));
+    return SP_ERR_RUNTIME;
+  }
+  int rc = vae_model_read(m, *packed, tab->packed_floats);
+  if (rc != SP_OK) return rc;
+  wan_vae_table_bind(tab, *packed);
+  return SP_OK;
+}
+
+int decode_run(const decode_opts *o, vae_model *m, const float *latents, const int64_t *dims,
+               decode_stats *stats) {
+  const wan_vae_config *c = &vae_model_get_info(m)->config;
+  const int64_t F = dims[1], h = dims[2], w = dims[3], s = wan_vae_out_scale(c);
+  memset(stats, 0, sizeof *stats);
+  stats->frames = wan_vae_out_frames(c, F);
+  stats->height = h * s;
+  stats->width = w * s;
+
+  wan_vae_weights *wt = calloc(1, sizeof *wt);
+  wan_vae_table *tab = calloc(1, sizeof *tab);
+  float *packed = NULL;
+  wan_vae_decoder *cpu = NULL;
+  wan_vae_gpu *gpu = NULL;
+  decode_sink sink = {.chunks = F, .frames = stats->frames, .quiet = o->quiet};
+  int rc = SP_OK;
+  if (!wt || !tab) {
+    sp_log_error("decode: out of host memory");
+    rc = SP_ERR_RUNTIME;
+    goto done;
+  }
+  double t = comm_now();
+  if ((rc = read_weights(m, wt, tab, &packed)) != SP_OK) goto done;
+  stats->read_s = comm_now() - t;
+
+  if (o->dev == RANK_DEVICE_CUDA) {
+    rc = wan_vae_gpu_create(c, packed, h, w, o->precision, &gpu);
+  } else {
+    rc = wan_vae_decoder_create(c, h, w, &cpu);
+    stats->host_bytes = wan_vae_decoder_floats(c, h, w) * (int64_t)sizeof(float);
+  }
+  if (rc != SP_OK) goto done;
+
+  decode_target tg[2];
+  sink.n = decode_targets(o, tg);
+  for (int i = 0; i < sink.n; i++) {
+    rc = video_out_open(tg[i].path, tg[i].frames_dir, stats->frames, stats->width,
+                        stats->height, o->fps, &sink.v[i]);
+    if (rc != SP_OK) goto done;
+  }
+  sp_log_info("decode: %lld latent frames of %lldx%lld -> %lld frames of %lldx%lld on %s%s",
+              (long long)F, (long long)h, (long long)w, (long long)stats->frames,
+              (long long)stats->height, (long long)stats->width,
+              o->dev == RANK_DEVICE_CUDA ? "cuda" : "cpu",
+              o->dev != RANK_DEVICE_CUDA ? ""
+              : o->precision == WAN_VAE_GPU_FP32 ? " (fp32)" : " (bf16)");
+  t = sink.t0 = comm_now();
+  rc = gpu ? wan_vae_gpu_decode(gpu, latents, F, sink_put, &sink)
+           : wan_vae_decode_stream(cpu, wt, latents, F, sink_put, &sink);
+  if (rc != SP_OK) goto done;
+  /* Each commit renames one complete output into place; a failure of the
+   * second leaves the first (complete) and removes its own. */
+  for (int i = 0; i < sink.n; i++) {
+    video_out *v = sink.v[i];
+    sink.v[i] = NULL;
+    if ((rc = video_out_commit(v)) != SP_OK) goto done;
+  }
+  stats->decode_s = comm_now() - t;
+  if (gpu) stats->device_peak_bytes = wan_vae_gpu_peak_bytes(gpu);
+done:
+  for (int i = 0; i < 2; i++)
+    if (sink.v[i]) video_out_abort(sink.v[i]);
+  wan_vae_gpu_free(gpu);
+  wan_vae_decoder_free(cpu);
+  free(packed);
+  free(tab);
+  free(wt);
+  return rc;
+}
