@@ -342,8 +342,11 @@ int tok_model_create(const tok_spec *spec, tok_model **out, char *err, size_t er
   m->s.charsmap = spec->charsmap_bytes ? dup_bytes(spec->charsmap, spec->charsmap_bytes) : NULL;
   const tok_spec *s = &m->s;
 
-  trie_init(&m->pieces, bytes);
-  trie_init(&m->reserved, bytes);
+  size_t reserved_bytes = 0;
+  for (int32_t i = 0; i < s->n_pieces; i++)
+    if (is_reserved_type(s->types[i])) reserved_bytes += s->piece_offsets[i + 1] - s->piece_offsets[i];
+  trie_init(&m->pieces, bytes - reserved_bytes);
+  trie_init(&m->reserved, reserved_bytes);
   m->min_score = FLT_MAX;
   m->max_score = FLT_MIN;
   for (int i = 0; i < 256; i++) m->byte_id[i] = -1;
