@@ -44,6 +44,9 @@ need_pkg ffmpeg command -v ffprobe
 need_pkg python3 test -x /usr/bin/python3
 need_pkg python3-numpy dist_python_has numpy
 need_pkg python3-h5py dist_python_has h5py
+need_pkg python3-sentencepiece dist_python_has sentencepiece   # the tokenizer parity tests (tests/text/)
+need_pkg python3-protobuf dist_python_has google.protobuf      # their spiece.model reader
+need_pkg python3-regex dist_python_has regex                   # Wan's whitespace cleaning, as a reference
 need_pkg clang command -v clang   # the libFuzzer target (launch/fuzz.sh)
 need_pkg gnuplot-nox command -v gnuplot   # the plots of staticpipe bench
 need_pkg slurmctld test -x /usr/sbin/slurmctld   # tests/slurm: a one-host Slurm runs the sbatch examples

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Runs the libFuzzer target on the safetensors header parser for a bounded
-# time (FUZZ_SECONDS, default 30). Skipped (77) without clang/libFuzzer,
+# Runs the libFuzzer targets (launch/fuzz.sh: the safetensors header, the
+# tokenizer's spiece.model and tokenizer.json parsers) for a bounded time
+# each (FUZZ_SECONDS, default 30). Skipped (77) without clang/libFuzzer,
 # a failure instead when CI is set (common/skip.sh).
 set -u
 : "${SP_SRC:?}"
