@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "convert.h"
 #include "log.h"
+#include "path_check.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -55,5 +56,8 @@ int cmd_convert(int argc, char **argv) {
     sp_log_error("convert: %s is required", !out ? "--out" : "an input checkpoint");
     return cli_bad_usage("convert");
   }
+  if (rank_path_check_io("convert", argv + optind, argc - optind, RANK_PATH_FILE_OR_DIR, "--out",
+                         out) != SP_OK)
+    return SP_ERR_INPUT;
   return rank_convert_run(argc - optind, argv + optind, out, dtype, !quiet);
 }

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "log.h"
 #include "model_file.h"
+#include "path_check.h"
 #include "synth.h"
 
 static void usage(FILE *f) {
@@ -69,6 +70,7 @@ int cmd_init(int argc, char **argv) {
     sp_log_error("init: %s is required", !arch ? "--arch" : "--out");
     return cli_bad_usage("init");
   }
+  if (rank_path_check_output("--out", out, NULL, 0) != SP_OK) return SP_ERR_INPUT;
   wan_config c;
   if (wan_preset(arch, &c) != 0) {
     sp_log_error("--arch: unknown preset '%s' (known: wan2.1-tiny, wan2.1-1.3b, wan2.1-14b)",
