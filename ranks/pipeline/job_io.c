@@ -144,9 +144,17 @@ int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat
 }
 
 /* --save-noise: the initial latent, so another implementation (or --noise)
- * can start from exactly the same noise. */
+ * can start from exactly the same noise (HDF5, or a .latent by the
+ * extension). */
 static int save_noise(const char *path, const job_spec *j, const int64_t lat[4],
                       const float *noise) {
+  if (rank_latent_path_is(path)) {
+    /* As --noise reads it back: the same noise within float32 rounding. */
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)j->seed);
+    const rank_latent_meta meta[] = {{"format", "staticpipe"}, {"seed", seed}};
+    return rank_latent_write(path, lat, noise, meta, j->noise[0] ? 1 : 2);
+  }
   rank_outfile *f = NULL;
   int rc = rank_outfile_open(path, &f);
   if (rc != SP_OK) return rc;

@@ -11,7 +11,8 @@
 #   - a .latent written here with known values x, given to --noise, starts
 #     the run from (x - mean) / std (seen through --save-noise) within
 #     rounding, and that run equals one started from the same values in HDF5
-#     bit for bit;
+#     bit for bit; --save-noise X.latent then --noise X.latent gives the
+#     seed's noise back within rounding;
 #   - a wrong rank, channel count, batch, dtype or a missing marker is
 #     refused with one line naming the file, before any work.
 set -u
@@ -129,6 +130,19 @@ check(run(*A, "--noise", f"{d}/bn.h5", "-o", f"{d}/b_h5.h5").returncode == 0,
 l1 = h5py.File(f"{d}/b_out.h5")["latents"][...]
 l2 = h5py.File(f"{d}/b_h5.h5")["latents"][...]
 check(np.array_equal(l1, l2), "the .latent run equals the HDF5 run bit for bit")
+
+# --save-noise X.latent, read back through --noise: the seed's noise again
+# within rounding (HDF5 keeps it bit for bit)
+check(run(*A, "--save-noise", f"{d}/sn.h5", "-o", f"{d}/s1.h5").returncode == 0
+      and run(*A, "--save-noise", f"{d}/sn.latent", "-o", f"{d}/s2.h5").returncode == 0
+      and run(*A, "--noise", f"{d}/sn.latent", "--save-noise", f"{d}/sn2.h5", "-o",
+              f"{d}/s3.h5").returncode == 0, "--save-noise sn.latent, then --noise sn.latent")
+n0 = h5py.File(f"{d}/sn.h5")["noise"][...].astype(np.float64)
+n2 = h5py.File(f"{d}/sn2.h5")["noise"][...].astype(np.float64)
+sx = st_read(f"{d}/sn.latent")[0]["latent_tensor"][0].astype(np.float64)
+err = np.abs(n2 - n0)
+check(np.all(err <= 8 * eps * (np.abs(sx) + np.abs(mean)) / std),
+      f"the noise through a .latent comes back within float32 rounding (max error {err.max():.3g})")
 
 # 3. files that are not a Wan latent: one line naming the file, exit 2
 marker = np.zeros((0,), np.float32)
