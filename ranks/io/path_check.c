@@ -57,7 +57,9 @@ typedef struct path_id {
   char name[PATH_BUF]; /* "" for an existing file */
 } path_id;
 
-static int path_identity(const char *path, path_id *id) {
+/* Logs (when loud) and returns SP_ERR_INPUT when neither the path nor its
+ * directory can be looked up. */
+static int path_identity(const char *path, int loud, path_id *id) {
   struct stat st;
   id->name[0] = '\0';
   if (stat(path, &st) == 0) {
@@ -65,20 +67,28 @@ static int path_identity(const char *path, path_id *id) {
     id->ino = st.st_ino;
     return SP_OK;
   }
-  if (errno != ENOENT) return refuse(NULL, path, "cannot look it up: %s", strerror(errno));
+  if (errno != ENOENT)
+    return loud ? refuse(NULL, path, "cannot look it up: %s", strerror(errno)) : SP_ERR_INPUT;
   char dir[PATH_BUF];
   split(path, dir, id->name);
   if (stat(dir, &st) != 0)
-    return refuse(NULL, path, "cannot look up its directory '%s': %s", dir, strerror(errno));
+    return loud ? refuse(NULL, path, "cannot look up its directory '%s': %s", dir,
+                         strerror(errno))
+                : SP_ERR_INPUT;
   id->dev = st.st_dev;
   id->ino = st.st_ino;
   return SP_OK;
 }
 
+static int same_id(const path_id *a, const path_id *b) {
+  return a->dev == b->dev && a->ino == b->ino && strcmp(a->name, b->name) == 0;
+}
+
 int rank_path_same(const char *a, const char *b, int *same) {
   path_id ia, ib;
-  if (path_identity(a, &ia) != SP_OK || path_identity(b, &ib) != SP_OK) return SP_ERR_INPUT;
-  *same = ia.dev == ib.dev && ia.ino == ib.ino && strcmp(ia.name, ib.name) == 0;
+  if (path_identity(a, 1, &ia) != SP_OK || path_identity(b, 1, &ib) != SP_OK)
+    return SP_ERR_INPUT;
+  *same = same_id(&ia, &ib);
   return SP_OK;
 }
 
@@ -136,11 +146,14 @@ int rank_path_check_output(const char *flag, const char *path, const rank_path_a
     close(fd);
     unlink(tmp);
   }
+  path_id me, other;
+  if (path_identity(path, 1, &me) != SP_OK) return SP_ERR_INPUT;
   for (int i = 0; i < n; i++) {
     if (!others[i].path || !others[i].path[0]) continue;
-    int same = 0;
-    if (rank_path_same(path, others[i].path, &same) != SP_OK) return SP_ERR_INPUT;
-    if (same)
+    /* A path that cannot be looked up (its directory is missing: an input
+     * that will fail when it is read) is no file this output could be. */
+    if (path_identity(others[i].path, 0, &other) != SP_OK) continue;
+    if (same_id(&me, &other))
       return refuse(flag, path, "is the same file as %s %s", others[i].flag ? others[i].flag : "",
                     others[i].path);
   }

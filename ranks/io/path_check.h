@@ -34,9 +34,10 @@ int rank_path_check_input(const char *flag, const char *path, int how);
  * replaces the link) or a regular file; its directory exists and is
  * writable (a probe file of the temporary name is created and removed);
  * its last component and its temporary name fit the directory's NAME_MAX;
- * it is none of the n paths in others (inputs, or outputs
- * already claimed; entries with a NULL or empty path are skipped). SP_OK or
- * SP_ERR_INPUT (logged). */
+ * it is none of the n paths in others (inputs, or outputs already
+ * claimed; entries with a NULL or empty path, or one that cannot be looked
+ * up, are skipped: those fail where they are read). SP_OK or SP_ERR_INPUT
+ * (logged). */
 int rank_path_check_output(const char *flag, const char *path, const rank_path_arg *others,
                            int n);
 

@@ -165,8 +165,9 @@ int job_read_latent(const char *path, const char *name, const wan_config *c,
  * regular files, outputs regular files or new paths, no output is an input
  * or another output). A model spec that is a file must be an input file. */
 int job_model_path_check(const char *flag, const char *spec);
-/* One job's cond and noise, its out and out.png (unless --no-preview)
- * against --model, --jobs and its inputs; where as for job_spec_check. */
+/* One job's outputs: out and out.png (unless --no-preview), each checked
+ * against --model, --jobs and the job's cond and noise; where as for
+ * job_spec_check. */
 int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where);
 /* Every path of the options: --model, --jobs, the command line's job,
  * --save-noise and --trace. SP_OK or SP_ERR_INPUT (logged once). */
@@ -220,7 +221,7 @@ void job_session_close(job_session *s);
  * shift, sampler); '#' starts a comment, blank lines are skipped. Keys
  * left out take the run command's values. A line that breaks a rule is
  * kept as a bad job (logged once, "FILE:LINE: ..."), so the others run.
- * The file is o->jobs, the defaults o->job; each line's paths are checked
+ * The file is o->jobs, the defaults o->job; each line's outputs are checked
  * (job_spec_check_paths) and two lines naming one output file (by
  * identity, not spelling) make the second bad.
  * On SP_OK, *out (free() it) holds *n >= 1 jobs, bad ones marked.

@@ -218,9 +218,6 @@ int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where
   job_flag(fo, sizeof fo, where, "out");
   job_flag(fp, sizeof fp, where, "out (its preview)");
   snprintf(png, sizeof png, "%s.png", j->out);
-  if (rank_path_check_input(fc, j->cond, RANK_PATH_FILE) != SP_OK) return SP_ERR_INPUT;
-  if (j->noise[0] && rank_path_check_input(fn, j->noise, RANK_PATH_FILE) != SP_OK)
-    return SP_ERR_INPUT;
   /* What the job reads, and then each output it claims. */
   rank_path_arg used[] = {
       {"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
@@ -237,7 +234,13 @@ int job_paths_check(const job_opts *o) {
   if (job_model_path_check("--model", o->model) != SP_OK) return SP_ERR_INPUT;
   if (o->jobs && rank_path_check_input("--jobs", o->jobs, RANK_PATH_FILE) != SP_OK)
     return SP_ERR_INPUT;
-  if (!o->jobs && job_spec_check_paths(o, j, NULL) != SP_OK) return SP_ERR_INPUT;
+  /* The command line's inputs here; a --jobs line's are checked when the
+   * job reads them (tensor_io.h, latent_file.h), so a bad one fails that
+   * job alone, at its turn. */
+  if (!o->jobs && (rank_path_check_input("--cond", j->cond, RANK_PATH_FILE) != SP_OK ||
+                   (j->noise[0] && rank_path_check_input("--noise", j->noise, RANK_PATH_FILE)) ||
+                   job_spec_check_paths(o, j, NULL) != SP_OK))
+    return SP_ERR_INPUT;
   /* The command line's other outputs (a --jobs file's lines are checked as
    * it is read, jobs.c). */
   char png[JOB_PATH + 8];
