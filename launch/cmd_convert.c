@@ -8,6 +8,7 @@
 #include "convert.h"
 #include "convert_vae.h"
 #include "log.h"
+#include "path_check.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -65,6 +66,9 @@ int cmd_convert(int argc, char **argv) {
     sp_log_error("convert: %s is required", !out ? "--out" : "an input checkpoint");
     return cli_bad_usage("convert");
   }
+  if (rank_path_check_io("convert", argv + optind, argc - optind, RANK_PATH_FILE_OR_DIR, "--out",
+                         out) != SP_OK)
+    return SP_ERR_INPUT;
   int is_vae = 0;
   int rc = rank_convert_is_vae(argc - optind, argv + optind, &is_vae);
   if (rc != SP_OK) return rc;

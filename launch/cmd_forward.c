@@ -9,6 +9,7 @@
 #include "job.h"
 #include "log.h"
 #include "model_file.h"
+#include "path_check.h"
 #include "stage.h"
 
 enum { OPT_LATENT = JOB_OPT_COUNT, OPT_TIMESTEP, OPT_COND, OPT_OUT, OPT_HELP };
@@ -88,7 +89,14 @@ static int forward_parse(int argc, char **argv, forward_cli *c) {
     sp_log_error("forward: %s is required", missing);
     return cli_bad_usage("forward");
   }
-  return job_opts_check(&c->job, JOB_CHECK_DEVICE);
+  if (job_opts_check(&c->job, JOB_CHECK_DEVICE) != SP_OK) return SP_ERR_INPUT;
+  const rank_path_arg in[] = {
+      {"--model", rank_model_spec_is_synth(c->job.model) ? NULL : c->job.model},
+      {"--latent", c->latent_path}, {"--cond", c->cond_path}};
+  for (int i = 0; i < 3; i++)
+    if (in[i].path && rank_path_check_input(in[i].flag, in[i].path, RANK_PATH_FILE) != SP_OK)
+      return SP_ERR_INPUT;
+  return rank_path_check_output("--out", c->out_path, in, 3);
 }
 
 int cmd_forward(int argc, char **argv) {

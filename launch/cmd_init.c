@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "log.h"
 #include "model_file.h"
+#include "path_check.h"
 #include "synth.h"
 #include "vae_file.h"
 
@@ -113,6 +114,7 @@ int cmd_init(int argc, char **argv) {
     sp_log_error("init: %s is required", !arch ? "--arch" : "--out");
     return cli_bad_usage("init");
   }
+  if (rank_path_check_output("--out", out, NULL, 0) != SP_OK) return SP_ERR_INPUT;
   wan_vae_config vc;
   if (vae_preset(arch, &vc) == 0) {
     if (layers) {

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "job.h"
 #include "log.h"
 #include "model_file.h"
 #include "vae_file.h"
@@ -191,6 +192,7 @@ int cmd_inspect(int argc, char **argv) {
     sp_log_error("inspect: expected exactly one MODEL argument");
     return cli_bad_usage("inspect");
   }
+  if (job_model_path_check("inspect", argv[optind]) != SP_OK) return SP_ERR_INPUT;
   if (is_vae(argv[optind])) return inspect_vae(argv[optind], json, verify);
   rank_model *m = NULL;
   int rc = rank_model_open(argv[optind], verify, &m);

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "model_file.h"
 #include "model_plan.h"
+#include "path_check.h"
 #include "plan.h"
 #include "vae_file.h"
 
@@ -328,7 +329,10 @@ static int plan_parse(int argc, char **argv, plan_cli *c) {
     sp_log_error("plan: give the GPUs with exactly one of --gpu-mem or --inventory");
     return cli_bad_usage("plan");
   }
-  return job_opts_check(&c->job, 0);
+  if (job_opts_check(&c->job, 0) != SP_OK) return SP_ERR_INPUT;
+  if (c->inventory && rank_path_check_input("--inventory", c->inventory, RANK_PATH_FILE) != SP_OK)
+    return SP_ERR_INPUT;
+  return job_model_path_check("--model", c->job.model);
 }
 
 /* The devices from --inventory or --gpu-mem, and --speed; sets c->nranks. */

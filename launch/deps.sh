@@ -49,6 +49,24 @@ need_pkg python3-protobuf dist_python_has google.protobuf      # their spiece.mo
 need_pkg python3-regex dist_python_has regex                   # Wan's whitespace cleaning, as a reference
 need_pkg clang command -v clang   # the libFuzzer target (launch/fuzz.sh)
 need_pkg gnuplot-nox command -v gnuplot   # the plots of staticpipe bench
+# The .latent test reads and writes through the safetensors package (it
+# falls back to tests/convert/stlib.py without it). Debian 12 has no
+# python3-safetensors: where apt does not know it, pip installs it below.
+pip_missing=()
+if ! dist_python_has safetensors; then
+  if apt-cache show python3-safetensors >/dev/null 2>&1; then missing+=(python3-safetensors)
+  else pip_missing+=(safetensors); need_pkg python3-pip /usr/bin/python3 -m pip --version; fi
+fi
+pip_install() {
+  [ ${#pip_missing[@]} -eq 0 ] && return 0
+  local pcmd="/usr/bin/python3 -m pip install --break-system-packages ${pip_missing[*]}"
+  if [ $check_only -eq 1 ]; then echo "deps: optional, missing (pip): ${pip_missing[*]}"; return 0; fi
+  if [ "$(id -u)" -eq 0 ]; then $pcmd >/dev/null && echo "deps: installed (pip) ${pip_missing[*]}" && return 0
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo $pcmd >/dev/null && return 0
+  fi
+  echo "deps: optional, for the .latent test: $pcmd" >&2
+  return 0
+}
 need_pkg slurmctld test -x /usr/sbin/slurmctld   # tests/slurm: a one-host Slurm runs the sbatch examples
 need_pkg slurmd test -x /usr/sbin/slurmd
 need_pkg slurm-client command -v sbatch
@@ -59,6 +77,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 fi
 if [ ${#missing[@]} -eq 0 ]; then
+  pip_install || exit 1
   echo "deps: everything needed is installed"
   exit 0
 fi
@@ -80,3 +99,4 @@ else
   sh -c "$cmd" || exit 1
 fi
 echo "deps: installed ${missing[*]}"
+pip_install

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
@@ -74,17 +75,33 @@ static void set_slot(const char *path, int used) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* "DIR/.NAME.tmp-PID-K": the one place the temporary name is spelled.
+ * Returns the length written, or -1 when the path is empty or the name
+ * does not fit n bytes. */
+static int tmp_name(const char *final_path, unsigned k, char *tmp, size_t n) {
+  size_t len = strlen(final_path);
+  if (len == 0 || len >= TMP_LEN - 64) return -1;
+  char dirbuf[TMP_LEN], basebuf[TMP_LEN];
+  snprintf(dirbuf, sizeof dirbuf, "%s", final_path);
+  snprintf(basebuf, sizeof basebuf, "%s", final_path);
+  int w = snprintf(tmp, n, "%s/.%s.tmp-%ld-%u", dirname(dirbuf), basename(basebuf),
+                   (long)getpid(), k);
+  return w < 0 || (size_t)w >= n ? -1 : w;
+}
+
+int rank_atomic_tmp_name_longest(const char *final_path, char *tmp, size_t n) {
+  return tmp_name(final_path, UINT_MAX, tmp, n) < 0 ? -1 : 0;
+}
+
 int rank_atomic_begin(const char *final_path, char *tmp, size_t n) {
   size_t len = strlen(final_path);
   if (len == 0 || len >= TMP_LEN - 64) {
     sp_log_error("%s: output path is empty or too long", final_path);
     return SP_ERR_INPUT;
   }
-  char dirbuf[TMP_LEN], basebuf[TMP_LEN];
+  char dirbuf[TMP_LEN];
   snprintf(dirbuf, sizeof dirbuf, "%s", final_path);
-  snprintf(basebuf, sizeof basebuf, "%s", final_path);
   const char *dir = dirname(dirbuf);
-  const char *base = basename(basebuf);
   if (access(dir, W_OK) != 0) {
     sp_log_error("%s: cannot write to directory '%s': %s", final_path, dir, strerror(errno));
     return SP_ERR_INPUT;
@@ -93,8 +110,7 @@ int rank_atomic_begin(const char *final_path, char *tmp, size_t n) {
   unsigned k = g_counter++;
   install_handlers();
   pthread_mutex_unlock(&g_lock);
-  int w = snprintf(tmp, n, "%s/.%s.tmp-%ld-%u", dir, base, (long)getpid(), k);
-  if (w < 0 || (size_t)w >= n) {
+  if (tmp_name(final_path, k, tmp, n) < 0) {
     sp_log_error("%s: output path too long", final_path);
     return SP_ERR_INPUT;
   }

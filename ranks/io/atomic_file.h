@@ -12,6 +12,11 @@
  * registers it for removal on a signal or a fatal error. Returns 0 or
  * SP_ERR_INPUT (path too long, directory missing, not writable: logged). */
 int rank_atomic_begin(const char *final_path, char *tmp, size_t n);
+/* The longest temporary name rank_atomic_begin can make for final_path
+ * (the same format, the largest counter), without registering it: for
+ * checking name-length limits before any work starts. Returns 0, or -1
+ * (nothing logged) when it does not fit n bytes. */
+int rank_atomic_tmp_name_longest(const char *final_path, char *tmp, size_t n);
 /* Renames tmp onto final_path (fsync first) and unregisters it. */
 int rank_atomic_commit(const char *tmp, const char *final_path);
 /* Removes tmp (if it exists) and unregisters it. */

@@ -12,13 +12,12 @@
 #include "atomic_file.h"
 #include "h5_util.h"
 #include "log.h"
+#include "path_check.h"
 
 static hid_t open_ro(const char *path) {
   rank_h5_silence();
-  if (access(path, R_OK) != 0) {
-    sp_log_error("%s: cannot open: %s", path, strerror(errno));
-    return -1;
-  }
+  /* A regular file only: HDF5 would block on a FIFO or read a device forever. */
+  if (rank_path_check_input(NULL, path, RANK_PATH_FILE) != SP_OK) return -1;
   if (H5Fis_hdf5(path) <= 0) {
     sp_log_error("%s: not an HDF5 file", path);
     return -1;

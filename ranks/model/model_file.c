@@ -199,12 +199,14 @@ done:
   return SP_OK;
 }
 
+int rank_model_spec_is_synth(const char *spec) { return strncmp(spec, "synth:", 6) == 0; }
+
 int rank_model_open(const char *spec, int verify, rank_model **out) {
   rank_model *m = sp_xcalloc(1, sizeof *m);
   m->fd = -1;
   m->verify = verify;
   int rc;
-  if (strncmp(spec, "synth:", 6) == 0) {
+  if (rank_model_spec_is_synth(spec)) {
     rc = open_synth(spec, m);
     snprintf(m->info.source, sizeof m->info.source, "%s", spec);
     if (rc == SP_OK)

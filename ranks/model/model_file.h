@@ -45,6 +45,8 @@ typedef struct rank_model_info {
  * checksum when it is read. Errors are logged once, naming the file, the
  * dataset and the check; returns SP_OK, SP_ERR_INPUT or SP_ERR_RUNTIME. */
 int rank_model_open(const char *spec, int verify, rank_model **out);
+/* 1 when spec names a synthetic model (synth:...), not a file. */
+int rank_model_spec_is_synth(const char *spec);
 void rank_model_close(rank_model *m);
 const rank_model_info *rank_model_get_info(const rank_model *m);
 

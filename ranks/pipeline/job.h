@@ -168,9 +168,22 @@ void job_inputs_free(job_inputs *in);
 /* dataset (L, text_dim) with 1 <= L <= text_len. */
 int job_read_context(const char *path, const char *name, const wan_config *c, rank_tensor *out);
 /* dataset (in_dim, F, H, W), H and W even; with want non-NULL the shape
- * must equal it exactly. */
+ * must equal it exactly. A path ending in .latent is read as a ComfyUI
+ * latent file instead (io/latent_file.h), whatever name says. */
 int job_read_latent(const char *path, const char *name, const wan_config *c,
                     const int64_t *want, rank_tensor *out);
+
+/* Paths, checked on rank 0 before any work (io/path_check.h: inputs are
+ * regular files, outputs regular files or new paths, no output is an input
+ * or another output). A model spec that is a file must be an input file. */
+int job_model_path_check(const char *flag, const char *spec);
+/* One job's outputs: out and out.png (unless --no-preview), each checked
+ * against --model, --jobs and the job's cond and noise; where as for
+ * job_spec_check. */
+int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where);
+/* Every path of the options: --model, --jobs, the command line's job,
+ * --save-noise and --trace. SP_OK or SP_ERR_INPUT (logged once). */
+int job_paths_check(const job_opts *o);
 
 /* ---- the session: plan, load, sample, write (job_run.c) ---- */
 
@@ -220,9 +233,12 @@ void job_session_close(job_session *s);
  * shift, sampler); '#' starts a comment, blank lines are skipped. Keys
  * left out take the run command's values. A line that breaks a rule is
  * kept as a bad job (logged once, "FILE:LINE: ..."), so the others run.
+ * The file is o->jobs, the defaults o->job; each line's outputs are checked
+ * (job_spec_check_paths) and two lines naming one output file (by
+ * identity, not spelling) make the second bad.
  * On SP_OK, *out (free() it) holds *n >= 1 jobs, bad ones marked.
  * SP_ERR_INPUT (logged) when the file cannot be read, holds no job or more
  * than JOB_FILE_MAX. */
-int job_file_read(const char *path, const job_spec *defaults, job_spec **out, int *n);
+int job_file_read(const job_opts *o, job_spec **out, int *n);
 
 #endif

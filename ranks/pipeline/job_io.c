@@ -6,8 +6,10 @@
 
 #include "job.h"
 #include "job_session.h"
+#include "latent_file.h"
 #include "log.h"
 #include "noise.h"
+#include "path_check.h"
 #include "preview.h"
 
 void job_inputs_free(job_inputs *in) {
@@ -31,8 +33,11 @@ int job_read_context(const char *path, const char *name, const wan_config *c, ra
 
 int job_read_latent(const char *path, const char *name, const wan_config *c,
                     const int64_t *want, rank_tensor *out) {
-  int rc = rank_tensor_read(path, name, 4, out);
+  /* A ComfyUI .latent holds one tensor under its own name, whatever name is asked for. */
+  int rc = rank_latent_path_is(path) ? rank_latent_read(path, out)
+                                     : rank_tensor_read(path, name, 4, out);
   if (rc != SP_OK) return rc;
+  if (rank_latent_path_is(path)) name = "latent_tensor";
   const int64_t *d = out->dims;
   if (want && (d[0] != want[0] || d[1] != want[1] || d[2] != want[2] || d[3] != want[3])) {
     sp_log_error("%s: dataset '%s' is [%lld, %lld, %lld, %lld]; this run needs [%lld, %lld, "
@@ -53,47 +58,103 @@ int job_read_latent(const char *path, const char *name, const wan_config *c,
   return SP_OK;
 }
 
-/* The latents with the job's settings as attributes, and the preview. */
-int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat,
-                     const float *latents) {
+/* The settings that produced a job's latents, written once here: as typed
+ * attributes of an HDF5 output, as text metadata of a .latent one. */
+enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 12 };
+typedef struct job_setting {
+  const char *key;
+  int kind;
+  const char *s;
+  int64_t i;
+  double d;
+  char text[64]; /* the number as text (SETTING_I64, SETTING_F64) */
+} job_setting;
+
+static int job_settings(const job_session *s, const job_spec *j, char *size, size_t size_len,
+                        job_setting *out) {
   const rank_model_info *mi = rank_model_get_info(s->m);
+  snprintf(size, size_len, "%lldx%lld", (long long)j->height, (long long)j->width);
+  int n = 0;
+  if (j->noise[0])
+    out[n++] = (job_setting){.key = "noise_file", .kind = SETTING_STR, .s = j->noise};
+  else
+    out[n++] = (job_setting){.key = "seed", .kind = SETTING_I64, .i = (int64_t)j->seed};
+  out[n++] = (job_setting){.key = "steps", .kind = SETTING_I64, .i = j->steps};
+  out[n++] = (job_setting){.key = "cfg", .kind = SETTING_F64, .d = j->cfg};
+  out[n++] = (job_setting){.key = "shift", .kind = SETTING_F64, .d = j->shift};
+  out[n++] = (job_setting){.key = "sampler", .kind = SETTING_STR,
+                           .s = rank_sampler_kind_name(j->sampler)};
+  out[n++] = (job_setting){.key = "frames", .kind = SETTING_I64, .i = j->frames};
+  out[n++] = (job_setting){.key = "size", .kind = SETTING_STR, .s = size};
+  out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->source};
+  out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->checksum};
+  for (int k = 0; k < n; k++) {
+    if (out[k].kind == SETTING_I64)
+      snprintf(out[k].text, sizeof out[k].text, "%lld", (long long)out[k].i);
+    else if (out[k].kind == SETTING_F64)
+      snprintf(out[k].text, sizeof out[k].text, "%.17g", out[k].d);
+    if (out[k].kind != SETTING_STR) out[k].s = out[k].text;
+  }
+  return n;
+}
+
+/* The latents as HDF5: dataset 'latents' with the settings as attributes. */
+static int write_latents_h5(const char *path, const job_setting *set, int n, const int64_t *lat,
+                            const float *latents) {
   rank_outfile *f = NULL;
-  int rc = rank_outfile_open(j->out, &f);
+  int rc = rank_outfile_open(path, &f);
   if (rc != SP_OK) return rc;
-  char size[64];
-  snprintf(size, sizeof size, "%lldx%lld", (long long)j->height, (long long)j->width);
   rc = rank_outfile_put(f, "latents", 4, lat, latents);
-  if (rc == SP_OK && j->noise[0]) rc = rank_outfile_attr_str(f, "noise_file", j->noise);
-  if (rc == SP_OK && !j->noise[0]) rc = rank_outfile_attr_i64(f, "seed", (int64_t)j->seed);
-  if (rc == SP_OK) rc = rank_outfile_attr_i64(f, "steps", j->steps);
-  if (rc == SP_OK) rc = rank_outfile_attr_f64(f, "cfg", j->cfg);
-  if (rc == SP_OK) rc = rank_outfile_attr_f64(f, "shift", j->shift);
-  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "sampler", rank_sampler_kind_name(j->sampler));
-  if (rc == SP_OK) rc = rank_outfile_attr_i64(f, "frames", j->frames);
-  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "size", size);
-  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "model", mi->source);
-  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "model_checksum", mi->checksum);
+  for (int k = 0; k < n && rc == SP_OK; k++) {
+    if (set[k].kind == SETTING_I64)
+      rc = rank_outfile_attr_i64(f, set[k].key, set[k].i);
+    else if (set[k].kind == SETTING_F64)
+      rc = rank_outfile_attr_f64(f, set[k].key, set[k].d);
+    else
+      rc = rank_outfile_attr_str(f, set[k].key, set[k].s);
+  }
   if (rc != SP_OK) {
     rank_outfile_abort(f);
     return rc;
   }
-  /* The preview first: if it fails, no latents file claims success. */
-  if (s->o->preview) {
-    char png[JOB_PATH + 8];
-    snprintf(png, sizeof png, "%s.png", j->out);
-    rc = rank_preview_write_png(png, latents, lat[0], lat[1], lat[2], lat[3]);
-    if (rc != SP_OK) {
-      rank_outfile_abort(f);
-      return rc;
-    }
-  }
   return rank_outfile_commit(f);
 }
 
+/* The latents (HDF5, or a ComfyUI .latent file by the extension), then
+ * the preview: the latents are what the run is for, so they are committed
+ * first, and a failed preview (reported) leaves them in place. */
+int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat,
+                     const float *latents) {
+  job_setting set[SETTINGS_MAX];
+  char size[64];
+  const int n = job_settings(s, j, size, sizeof size, set);
+  int rc;
+  if (rank_latent_path_is(j->out)) {
+    rank_latent_meta meta[SETTINGS_MAX + 1];
+    meta[0] = (rank_latent_meta){"format", "staticpipe"};
+    for (int k = 0; k < n; k++) meta[k + 1] = (rank_latent_meta){set[k].key, set[k].s};
+    rc = rank_latent_write(j->out, lat, latents, meta, n + 1);
+  } else {
+    rc = write_latents_h5(j->out, set, n, lat, latents);
+  }
+  if (rc != SP_OK || !s->o->preview) return rc;
+  char png[JOB_PATH + 8];
+  snprintf(png, sizeof png, "%s.png", j->out);
+  return rank_preview_write_png(png, latents, lat[0], lat[1], lat[2], lat[3]);
+}
+
 /* --save-noise: the initial latent, so another implementation (or --noise)
- * can start from exactly the same noise. */
+ * can start from exactly the same noise (HDF5, or a .latent by the
+ * extension). */
 static int save_noise(const char *path, const job_spec *j, const int64_t lat[4],
                       const float *noise) {
+  if (rank_latent_path_is(path)) {
+    /* As --noise reads it back: the same noise within float32 rounding. */
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)j->seed);
+    const rank_latent_meta meta[] = {{"format", "staticpipe"}, {"seed", seed}};
+    return rank_latent_write(path, lat, noise, meta, j->noise[0] ? 1 : 2);
+  }
   rank_outfile *f = NULL;
   int rc = rank_outfile_open(path, &f);
   if (rc != SP_OK) return rc;
@@ -131,6 +192,72 @@ int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in) {
   }
   if (rc == SP_OK && s->o->save_noise) rc = save_noise(s->o->save_noise, j, lat, in->noise.data);
   return rc;
+}
+
+/* ---- paths, checked before any work ---- */
+
+int job_model_path_check(const char *flag, const char *spec) {
+  return rank_model_spec_is_synth(spec) ? SP_OK
+                                        : rank_path_check_input(flag, spec, RANK_PATH_FILE);
+}
+
+/* How a message names a job's field: "--cond" on the command line,
+ * "jobs.txt:3: cond" on a --jobs line. */
+static void job_flag(char *buf, size_t n, const char *where, const char *key) {
+  if (where)
+    snprintf(buf, n, "%s: %s", where, key);
+  else
+    snprintf(buf, n, "--%s", key);
+}
+
+int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where) {
+  char fc[JOB_PATH + 32], fn[JOB_PATH + 32], fo[JOB_PATH + 32], fp[JOB_PATH + 32];
+  char png[JOB_PATH + 8];
+  job_flag(fc, sizeof fc, where, "cond");
+  job_flag(fn, sizeof fn, where, "noise");
+  job_flag(fo, sizeof fo, where, "out");
+  job_flag(fp, sizeof fp, where, "out (its preview)");
+  snprintf(png, sizeof png, "%s.png", j->out);
+  /* What the job reads, and then each output it claims. */
+  rank_path_arg used[] = {
+      {"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
+      {"--jobs", o->jobs}, {fc, j->cond}, {fn, j->noise}, {fo, j->out}};
+  const int n_in = 4;
+  if (rank_path_check_output(fo, j->out, used, n_in) != SP_OK) return SP_ERR_INPUT;
+  if (o->preview && rank_path_check_output(fp, png, used, n_in + 1) != SP_OK)
+    return SP_ERR_INPUT;
+  return SP_OK;
+}
+
+int job_paths_check(const job_opts *o) {
+  const job_spec *j = &o->job;
+  if (job_model_path_check("--model", o->model) != SP_OK) return SP_ERR_INPUT;
+  if (o->jobs && rank_path_check_input("--jobs", o->jobs, RANK_PATH_FILE) != SP_OK)
+    return SP_ERR_INPUT;
+  /* The command line's inputs here; a --jobs line's are checked when the
+   * job reads them (tensor_io.h, latent_file.h), so a bad one fails that
+   * job alone, at its turn. */
+  if (!o->jobs && (rank_path_check_input("--cond", j->cond, RANK_PATH_FILE) != SP_OK ||
+                   (j->noise[0] && rank_path_check_input("--noise", j->noise, RANK_PATH_FILE)) ||
+                   job_spec_check_paths(o, j, NULL) != SP_OK))
+    return SP_ERR_INPUT;
+  /* The command line's other outputs (a --jobs file's lines are checked as
+   * it is read, jobs.c). */
+  char png[JOB_PATH + 8];
+  snprintf(png, sizeof png, "%s.png", j->out);
+  rank_path_arg used[] = {{"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
+                          {"--jobs", o->jobs},
+                          {"--cond", j->cond},
+                          {"--noise", j->noise},
+                          {"--out", j->out},
+                          {"--out (its preview)", o->preview && j->out[0] ? png : NULL},
+                          {"--save-noise", o->save_noise}};
+  const int n = (int)(sizeof used / sizeof used[0]);
+  if (o->save_noise && rank_path_check_output("--save-noise", o->save_noise, used, n - 1) != SP_OK)
+    return SP_ERR_INPUT;
+  if (o->trace && rank_path_check_output("--trace", o->trace, used, n) != SP_OK)
+    return SP_ERR_INPUT;
+  return SP_OK;
 }
 
 void job_log(const job_session *s, const job_spec *j) {

@@ -50,15 +50,17 @@ static const job_option table[JOB_OPT_COUNT] = {
      "noise seed: Philox keyed by element index,\n"
      "identical on every machine and rank count"},
     {JOB_OPT_NOISE, "noise", 0, "FILE", NULL, 1,
-     "initial noise: dataset 'noise' float32 [16, F, H/8, W/8];\n"
-     "overrides --seed"},
+     "initial noise: dataset 'noise' float32 [16, F, H/8, W/8],\n"
+     "or a ComfyUI FILE.latent; overrides --seed"},
     {JOB_OPT_SAVE_NOISE, "save-noise", 0, "FILE", NULL, 0,
      "write the initial noise (dataset 'noise') to FILE, to start\n"
-     "another run or another implementation from the same noise"},
+     "another run or another implementation from the same noise\n"
+     "(FILE.latent: a ComfyUI latent file)"},
     {JOB_OPT_OUT, "out", 'o', "FILE", NULL, 1,
      "output: dataset 'latents' float32 [16, F, H/8, W/8] with the\n"
      "settings as attributes, and a preview FILE.png; both written\n"
-     "atomically by the last rank (required without --jobs)"},
+     "atomically by the last rank (required without --jobs);\n"
+     "FILE.latent: a ComfyUI latent file (the VAE's raw space)"},
     {JOB_OPT_JOBS, "jobs", 0, "FILE", NULL, 0,
      "many jobs, one model load: one job per line of key=value\n"
      "fields, '#' starts a comment:\n"

@@ -26,6 +26,8 @@ int job_session_open(const comm_world *w, job_opts *o, job_session **out) {
   *out = s;
   int rc = o->log_dir ? comm_log_open_dir(w, o->log_dir) : SP_OK;
   if ((rc = job_phase(w, rc, "opening its log file")) != SP_OK) return session_fail(s, rc);
+  rc = w->rank == 0 ? job_paths_check(o) : SP_OK;
+  if ((rc = job_phase(w, rc, "checking the paths")) != SP_OK) return session_fail(s, rc);
   /* From here on a silent or stuck peer ends the job after --timeout. */
   rc = comm_watchdog_start(w, o->timeout);
   if ((rc = job_phase(w, rc, "starting the watchdog")) != SP_OK) return session_fail(s, rc);
@@ -110,7 +112,7 @@ static int read_jobs(job_session *s) {
   comm_set_phase("reading the jobs file");
   int rc = SP_OK, count = 0;
   job_spec *list = NULL;
-  if (w->rank == 0) rc = job_file_read(s->o->jobs, &s->o->job, &list, &count);
+  if (w->rank == 0) rc = job_file_read(s->o, &list, &count);
   if ((rc = job_phase(w, rc, "reading the jobs file")) != SP_OK) {
     free(list);
     return rc;

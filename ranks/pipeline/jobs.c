@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "path_check.h"
 
 /* Parses one line's fields into j (which holds the defaults) with the
  * setters of the per-job options, then checks it with the validator. */
@@ -41,7 +42,9 @@ static int parse_line(char *s, const char *where, job_spec *j) {
   return job_spec_check(j, where);
 }
 
-int job_file_read(const char *path, const job_spec *defaults, job_spec **out, int *n) {
+int job_file_read(const job_opts *o, job_spec **out, int *n) {
+  const char *path = o->jobs;
+  const job_spec *defaults = &o->job;
   FILE *f = fopen(path, "r");
   if (!f) {
     sp_log_error("--jobs %s: cannot open: %s", path, strerror(errno));
@@ -86,13 +89,19 @@ int job_file_read(const char *path, const job_spec *defaults, job_spec **out, in
     if (too_long) {
       sp_log_error("%s: line longer than %zu bytes", where, sizeof line - 2);
       j->bad = 1;
-    } else if (parse_line(line, where, j) != SP_OK) {
+    } else if (parse_line(line, where, j) != SP_OK || job_spec_check_paths(o, j, where) != SP_OK) {
       j->bad = 1;
     }
-    /* Two jobs writing one file would silently lose the first. */
+    /* Two jobs writing one file would silently lose the first; the same
+     * file may be spelled two ways (o.h5, ./o.h5), so identity decides. */
     for (int k = 0; !j->bad && k < count - 1; k++) {
-      if (!jobs[k].bad && strcmp(jobs[k].out, j->out) == 0) {
-        sp_log_error("%s: out=%s is already the output of line %d", where, j->out, jobs[k].line);
+      int same = 0;
+      if (jobs[k].bad) continue;
+      if (rank_path_same(jobs[k].out, j->out, &same) != SP_OK) {
+        j->bad = 1;
+      } else if (same) {
+        sp_log_error("%s: out=%s is already the output of line %d (out=%s)", where, j->out,
+                     jobs[k].line, jobs[k].out);
         j->bad = 1;
       }
     }
