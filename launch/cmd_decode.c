@@ -7,7 +7,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
+#include "latent_file.h"
 #include "log.h"
+#include "path_check.h"
 #include "tensor_io.h"
 #include "video_out.h"
 
@@ -22,7 +24,7 @@ static void decode_table(cli_opts *t) {
   static const job_option own[] = {
       {OPT_LATENTS, "latents", 'L', "FILE", NULL, 0,
        "HDF5 file with dataset 'latents' float32 [16, F, H, W],\n"
-       "as run writes it (required)"},
+       "as run writes it, or a ComfyUI .latent file (required)"},
       {OPT_OUT, "out", 'o', "FILE", NULL, 0,
        "video: .mp4/.mkv/.mov (H.264), .webm (VP9) through FFmpeg's\n"
        "libraries, or .h5 (dataset 'video' float32 [3, T, 8H, 8W]\n"
@@ -135,12 +137,24 @@ int cmd_decode(int argc, char **argv) {
   decode_cli cl;
   int rc = decode_parse(argc, argv, &cl);
   if (cl.help || rc != SP_OK) return rc;
+  /* The paths first (stat only): inputs are regular files, an output file
+   * is none of them. */
+  const rank_path_arg in[] = {
+      {"--vae", rank_model_spec_is_synth(cl.dec.vae) ? NULL : cl.dec.vae},
+      {"--latents", cl.latents}};
+  if (job_model_path_check("--vae", cl.dec.vae) != SP_OK ||
+      rank_path_check_input("--latents", cl.latents, RANK_PATH_FILE) != SP_OK ||
+      (cl.dec.out && rank_path_check_output("--out", cl.dec.out, in, 2) != SP_OK))
+    return SP_ERR_INPUT;
   vae_model *m = NULL;
   rank_tensor lat = {0};
   if ((rc = vae_model_open(cl.dec.vae, cl.dec.verify, &m)) != SP_OK) return rc;
   char what[64 + JOB_PATH];
   snprintf(what, sizeof what, "--latents %s", cl.latents);
-  if ((rc = rank_tensor_read(cl.latents, "latents", 0, &lat)) != SP_OK ||
+  /* ComfyUI's .latent (raw VAE space, read back into the DiT's) or HDF5. */
+  rc = rank_latent_path_is(cl.latents) ? rank_latent_read(cl.latents, &lat)
+                                       : rank_tensor_read(cl.latents, "latents", 0, &lat);
+  if (rc != SP_OK ||
       (rc = decode_check_latents(m, what, lat.ndim, lat.dims)) != SP_OK ||
       (rc = decode_check_outputs(&cl.dec, m, lat.dims)) != SP_OK)
     goto done;

@@ -212,8 +212,9 @@ static void job_flag(char *buf, size_t n, const char *where, const char *key) {
 
 int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where) {
   char fc[JOB_PATH + 32], fn[JOB_PATH + 32], fo[JOB_PATH + 32], fp[JOB_PATH + 32];
-  char png[JOB_PATH + 8];
+  char fv[JOB_PATH + 32], png[JOB_PATH + 8];
   job_flag(fc, sizeof fc, where, "cond");
+  job_flag(fv, sizeof fv, where, "video");
   job_flag(fn, sizeof fn, where, "noise");
   job_flag(fo, sizeof fo, where, "out");
   job_flag(fp, sizeof fp, where, "out (its preview)");
@@ -221,10 +222,14 @@ int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where
   /* What the job reads, and then each output it claims. */
   rank_path_arg used[] = {
       {"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
-      {"--jobs", o->jobs}, {fc, j->cond}, {fn, j->noise}, {fo, j->out}};
-  const int n_in = 4;
+      {"--vae", o->vae && !rank_model_spec_is_synth(o->vae) ? o->vae : NULL},
+      {"--jobs", o->jobs}, {fc, j->cond}, {fn, j->noise}, {fo, j->out}, {fp, png}};
+  const int n_in = 5;
   if (rank_path_check_output(fo, j->out, used, n_in) != SP_OK) return SP_ERR_INPUT;
   if (o->preview && rank_path_check_output(fp, png, used, n_in + 1) != SP_OK)
+    return SP_ERR_INPUT;
+  /* The video (a file; its encoder and directory are video_out_check's). */
+  if (j->video[0] && rank_path_check_output(fv, j->video, used, n_in + 1 + o->preview) != SP_OK)
     return SP_ERR_INPUT;
   return SP_OK;
 }
@@ -232,6 +237,7 @@ int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where
 int job_paths_check(const job_opts *o) {
   const job_spec *j = &o->job;
   if (job_model_path_check("--model", o->model) != SP_OK) return SP_ERR_INPUT;
+  if (o->vae && job_model_path_check("--vae", o->vae) != SP_OK) return SP_ERR_INPUT;
   if (o->jobs && rank_path_check_input("--jobs", o->jobs, RANK_PATH_FILE) != SP_OK)
     return SP_ERR_INPUT;
   /* The command line's inputs here; a --jobs line's are checked when the

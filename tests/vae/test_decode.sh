@@ -118,6 +118,25 @@ expect_fail "run --video into a missing directory" "cannot write to directory" \
 [ -e late.h5 ] && bad "the refused run left late.h5"
 expect_fail "run --video without --vae" "needs --vae" \
   "$B" run --model $MODEL --cond cond.h5 "${SHAPE[@]}" -o late.h5 --video v.mp4
+expect_fail "an output that is the latents" "is the same file as --latents" \
+  "$B" decode --vae $VAE --latents lat1.h5 -o lat1.h5
+expect_fail "a device node as the output" "is a character device" \
+  "$B" decode --vae $VAE --latents lat1.h5 -o /dev/null
+expect_fail "run --video naming the model's output" "is the same file as" \
+  "$B" run --model $MODEL --cond cond.h5 "${SHAPE[@]}" -o late.h5 --vae $VAE --video late.h5
+
+# ---- ComfyUI's .latent in: the same video as from the .h5, within the
+# float32 rounding of the raw-space round trip
+"$B" run --model $MODEL --cond cond.h5 "${SHAPE[@]}" -q -o lat1.latent || bad "run -o .latent"
+"$B" decode --vae $VAE --latents lat1.latent -o dec_latent.h5 -q || bad "decode --latents .latent"
+"$PY" - <<'EOF' && ok "decode of the .latent equals that of the .h5 within 1e-5" || fail=1
+import h5py, numpy as np, sys
+a = h5py.File("dec.h5", "r")["video"][()].astype(np.float64)
+b = h5py.File("dec_latent.h5", "r")["video"][()].astype(np.float64)
+e = np.linalg.norm(a - b) / np.linalg.norm(a)
+print("     relative L2 %.2e" % e)
+sys.exit(0 if e <= 1e-5 else 1)
+EOF
 mkdir -p noffmpeg
 SP_FFMPEG_LIBDIR=$T/noffmpeg expect_fail "FFmpeg missing" "FFmpeg is not available" \
   "$B" decode --vae $VAE --latents lat1.h5 -o x.mp4
@@ -157,11 +176,11 @@ EOF
 cat >jobs.txt <<EOF
 cond=cond.h5 out=j1.h5 video=j1.mp4
 cond=cond.h5 out=j2.h5 video=nodir/j2.mp4
-cond=cond.h5 out=j3.h5 video=j3.h5 fps=8
+cond=cond.h5 out=j3.h5 video=j3v.h5 fps=8
 EOF
 "$B" run --model $MODEL "${SHAPE[@]}" --vae $VAE --jobs jobs.txt -q >jobs.log 2>&1
 rc=$?
-if [ $rc -ne 0 ] && [ -s j1.mp4 ] && [ -s j3.h5 ] && [ ! -e j2.h5 ] &&
+if [ $rc -ne 0 ] && [ -s j1.mp4 ] && [ -s j3v.h5 ] && [ ! -e j2.h5 ] &&
    grep -q "nodir/j2.mp4" jobs.log; then
   ok "jobs: the bad video line failed alone (exit $rc), the others wrote their videos"
 else
