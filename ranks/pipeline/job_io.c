@@ -73,6 +73,19 @@ int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat
   if (rc == SP_OK) rc = rank_outfile_attr_str(f, "size", size);
   if (rc == SP_OK) rc = rank_outfile_attr_str(f, "model", mi->source);
   if (rc == SP_OK) rc = rank_outfile_attr_str(f, "model_checksum", mi->checksum);
+  if (rc == SP_OK && j->sched != RANK_SCHEDULE_SHIFTED) {
+    char list[RANK_SCHEDULE_MAX_LIST * 26];
+    job_schedule_format(j, list, sizeof list);
+    rc = rank_outfile_attr_str(f, job_schedule_key(j), list);
+  }
+  for (int i = 0; rc == SP_OK && i < s->o->nlora; i++) {
+    char key[32], spec[sizeof s->o->lora[i].path + 64];
+    snprintf(key, sizeof key, "lora%d", i);
+    rank_lora_spec_format(&s->o->lora[i], spec, sizeof spec);
+    rc = rank_outfile_attr_str(f, key, spec);
+  }
+  if (rc == SP_OK && s->o->nlora)
+    rc = rank_outfile_attr_str(f, "lora_mode", rank_lora_mode_name(s->o->lora_mode));
   if (rc != SP_OK) {
     rank_outfile_abort(f);
     return rc;
@@ -143,10 +156,16 @@ void job_log(const job_session *s, const job_spec *j) {
     snprintf(init, sizeof init, "noise %s", j->noise);
   else
     snprintf(init, sizeof init, "seed %llu", (unsigned long long)j->seed);
+  char sched[512] = "";
+  if (j->sched != RANK_SCHEDULE_SHIFTED) {
+    char list[480];
+    job_schedule_format(j, list, sizeof list);
+    snprintf(sched, sizeof sched, " (%s %s)", job_schedule_key(j), list);
+  }
   sp_log_info("run: %s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
-              "tokens, %d steps, %s, cfg %g, shift %g, %s, %d rank%s",
+              "tokens, %d steps%s, %s, cfg %g, shift %g, %s, %d rank%s",
               s->o->model, (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
-              (long long)job_tokens(j, c), j->steps, rank_sampler_kind_name(j->sampler), j->cfg,
-              j->shift, init, s->w->size, s->w->size == 1 ? "" : "s");
+              (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),
+              j->cfg, j->shift, init, s->w->size, s->w->size == 1 ? "" : "s");
 }

@@ -13,6 +13,7 @@ struct job_session {
   job_opts *o;
   comm_transport *tp;
   rank_model *m;
+  rank_lora *lora;    /* --lora, merged into m's groups as they are read */
   plan p;
   int planned;        /* p holds the plan */
   int fatal;          /* a failure ended the session */
