@@ -267,6 +267,27 @@ for sampler in ("euler", "unipc"):
           f"{sampler}: --timesteps and the --sigmas they shift to differ")
     print(f"{sampler}: --sigmas = default schedule and --timesteps = its shifted --sigmas: bit-identical")
 
+# Per-job schedules in a --jobs file, with the command line's LoRAs: each
+# job equals its own run; a line whose steps disagree with its list fails
+# alone.
+with open(w("jobs.txt"), "w") as f:
+    f.write(f"cond={w('cond.h5')} out={w('j1.h5')} timesteps=1000,750,500,250 sampler=euler cfg=1\n")
+    f.write(f"cond={w('cond.h5')} out={w('j2.h5')} sigmas=0.9,0.6,0.3,0 sampler=unipc\n")
+    f.write(f"cond={w('cond.h5')} out={w('j3.h5')} steps=5 timesteps=1000,500\n")
+    f.write(f"cond={w('cond.h5')} out={w('j4.h5')} steps=3\n")
+jobs_common = [a for a in common if a not in ("--cond", w("cond.h5"))]
+p = subprocess.run([BIN] + jobs_common + ["--model", w("tiny-fp32.h5"), "--jobs", w("jobs.txt")] + lora_args,
+                   capture_output=True, text=True)
+check(p.returncode == 2 and "jobs.txt:3: steps=5 disagrees with the 2 values of timesteps" in p.stderr
+      and not os.path.exists(w("j3.h5")), f"--jobs: line 3 not refused alone: exit {p.returncode}")
+for jn, extra in (("j1", ["--timesteps", "1000,750,500,250", "--sampler", "euler", "--cfg", "1"]),
+                  ("j2", ["--sigmas", "0.9,0.6,0.3", "--sampler", "unipc"]), ("j4", ["--steps", "3"])):
+    sh([BIN] + common + ["--model", w("tiny-fp32.h5"), "-o", w(f"{jn}-alone.h5")] + extra + lora_args)
+    a, _ = latents(w(f"{jn}.h5"))
+    b, _ = latents(w(f"{jn}-alone.h5"))
+    check(np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"--jobs: {jn} differs from its own run")
+print("--jobs: per-job timesteps/sigmas equal their own runs; a line with disagreeing steps fails alone")
+
 # --cfg 1: the conditional branch alone (no context_null needed), one
 # micro-batch per step in the plan.
 with h5py.File(w("cond1.h5"), "w") as f:
