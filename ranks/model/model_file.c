@@ -34,6 +34,8 @@ struct rank_model {
   int fd;       /* -1 for synth: */
   int verify;
   ds_loc *locs; /* per group instance and tensor: embed, blocks..., head */
+  rank_model_merge_fn merge; /* applied to every group read, or NULL */
+  void *merge_ctx;
 };
 
 void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n) {
@@ -262,7 +264,7 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
     for (int i = 0; i < l->count; i++)
       rank_synth_tensor(c, m->info.seed, g, block, &l->t[i], m->info.dtype,
                         (char *)dst + l->t[i].offset);
-    return SP_OK;
+    return m->merge ? m->merge(m->merge_ctx, g, block, l, m->info.dtype, dst) : SP_OK;
   }
   const ds_loc *locs = m->locs + (size_t)rank_model_instance(c, g, block) * WAN_MAX_TENSORS;
   rank_container_read r[WAN_MAX_TENSORS];
@@ -280,6 +282,11 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
   }
   if (bytes_read)
     for (int i = 0; i < l->count; i++) *bytes_read += l->t[i].bytes;
-  return SP_OK;
+  return m->merge ? m->merge(m->merge_ctx, g, block, l, m->info.dtype, dst) : SP_OK;
+}
+
+void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx) {
+  m->merge = fn;
+  m->merge_ctx = ctx;
 }
 

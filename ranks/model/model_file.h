@@ -60,6 +60,15 @@ const wan_layout *rank_model_layout(const rank_model *m, wan_group g);
 int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size_t dst_bytes,
                           uint64_t *bytes_read);
 
+/* Weights merged into each group as rank_model_read_group reads it (after
+ * its checksums are checked): the LoRA merge (ranks/import/lora.h). The
+ * function gets the group, its packed layout, the dtype of the data and the
+ * data; it returns SP_OK or a status it has logged, which read_group
+ * returns. ctx stays the caller's; fn NULL removes the merge. */
+typedef int (*rank_model_merge_fn)(void *ctx, wan_group g, int block, const wan_layout *l,
+                                   kern_dtype dt, void *data);
+void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx);
+
 /* ---- writer ------------------------------------------------------------
  * Writes to a temporary file beside path and renames it into place on
  * commit; abort (or any failure, or SIGINT/SIGTERM) removes it, leaving an

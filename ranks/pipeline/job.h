@@ -21,6 +21,7 @@
 
 #include "comm.h"
 #include "gpu_share.h"
+#include "lora.h"
 #include "model_file.h"
 #include "plan.h"
 #include "sampler.h"
@@ -46,6 +47,14 @@ typedef struct job_spec {
   int steps;
   double cfg, shift;
   rank_sampler_kind sampler;
+  /* --timesteps / --sigmas: an explicit schedule of sched_n values (a
+   * trailing sigma 0 dropped), or RANK_SCHEDULE_SHIFTED (steps, shift). */
+  rank_schedule_kind sched;
+  int sched_n;
+  double sched_v[RANK_SCHEDULE_MAX_LIST];
+  /* Given here, not inherited: a list sets steps unless steps was given
+   * (then they must agree); --timesteps and --sigmas exclude each other. */
+  int steps_given, sched_given;
 } job_spec;
 
 /* The workload and how to run it: every option of the job table. */
@@ -69,6 +78,9 @@ typedef struct job_opts {
   comm_gpu_share gpu;     /* its identity and the node's ranks on it (job_session_open) */
   const char *vae;        /* --vae: the decoder of --video */
   wan_vae_gpu_precision vae_precision; /* --vae-precision (CUDA decoder) */
+  rank_lora_spec lora[RANK_LORA_MAX]; /* --lora, in the order given */
+  int nlora;
+  rank_lora_mode lora_mode; /* --lora-mode */
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their
@@ -82,7 +94,8 @@ typedef enum job_opt_id {
   JOB_OPT_TRANSPORT, JOB_OPT_TIMEOUT, JOB_OPT_LOG_DIR, JOB_OPT_NO_PREVIEW, JOB_OPT_NO_VERIFY,
   JOB_OPT_TRACE, JOB_OPT_PROFILE, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS,
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
-  JOB_OPT_VAE_PRECISION, JOB_OPT_COUNT
+  JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
+  JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {
@@ -130,6 +143,15 @@ int job_parse_uint64(const char *flag, const char *s, uint64_t *out);
 int job_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
 /* "HxW" (480x832) into h and w, each in 1..65536. */
 int job_parse_size_hw(const char *flag, const char *s, int64_t *h, int64_t *w);
+
+/* A job's schedule (sampler.h): the shifted one of steps and shift, or its
+ * explicit list. sigmas: steps+1 floats; timesteps: steps int64. SP_OK, or
+ * SP_ERR_INPUT logged naming the flag (where: NULL) or "where: key=...". */
+int job_schedule_make(const job_spec *j, const char *where, float *sigmas, int64_t *timesteps);
+/* The explicit list as text ("1000,750,500,250"), "" for the shifted
+ * schedule; its flag name ("timesteps", "sigmas") or NULL. */
+void job_schedule_format(const job_spec *j, char *buf, size_t n);
+const char *job_schedule_key(const job_spec *j);
 
 /* ---- derived facts (job_plan.c) ---- */
 
@@ -230,7 +252,7 @@ void job_session_close(job_session *s);
  *
  * One job per line, whitespace-separated key=value fields with the keys of
  * the per-job options (cond, out, seed, noise, frames, size, steps, cfg,
- * shift, sampler); '#' starts a comment, blank lines are skipped. Keys
+ * shift, sampler, timesteps, sigmas); '#' starts a comment, blank lines are skipped. Keys
  * left out take the run command's values. A line that breaks a rule is
  * kept as a bad job (logged once, "FILE:LINE: ..."), so the others run.
  * The file is o->jobs, the defaults o->job; each line's outputs are checked

@@ -60,7 +60,7 @@ int job_read_latent(const char *path, const char *name, const wan_config *c,
 
 /* The settings that produced a job's latents, written once here: as typed
  * attributes of an HDF5 output, as text metadata of a .latent one. */
-enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 12 };
+enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 13 + RANK_LORA_MAX };
 typedef struct job_setting {
   const char *key;
   int kind;
@@ -70,10 +70,19 @@ typedef struct job_setting {
   char text[64]; /* the number as text (SETTING_I64, SETTING_F64) */
 } job_setting;
 
-static int job_settings(const job_session *s, const job_spec *j, char *size, size_t size_len,
+/* The text the settings point into. */
+typedef struct job_settings_text {
+  char size[64];
+  char schedule[RANK_SCHEDULE_MAX_LIST * 26];
+  char lora_key[RANK_LORA_MAX][16];
+  char lora[RANK_LORA_MAX][sizeof(((rank_lora_spec *)0)->path) + 64];
+} job_settings_text;
+
+static int job_settings(const job_session *s, const job_spec *j, job_settings_text *t,
                         job_setting *out) {
   const rank_model_info *mi = rank_model_get_info(s->m);
-  snprintf(size, size_len, "%lldx%lld", (long long)j->height, (long long)j->width);
+  snprintf(t->size, sizeof t->size, "%lldx%lld", (long long)j->height, (long long)j->width);
+  char *size = t->size;
   int n = 0;
   if (j->noise[0])
     out[n++] = (job_setting){.key = "noise_file", .kind = SETTING_STR, .s = j->noise};
@@ -88,6 +97,18 @@ static int job_settings(const job_session *s, const job_spec *j, char *size, siz
   out[n++] = (job_setting){.key = "size", .kind = SETTING_STR, .s = size};
   out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->source};
   out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->checksum};
+  if (j->sched != RANK_SCHEDULE_SHIFTED) {
+    job_schedule_format(j, t->schedule, sizeof t->schedule);
+    out[n++] = (job_setting){.key = job_schedule_key(j), .kind = SETTING_STR, .s = t->schedule};
+  }
+  for (int i = 0; i < s->o->nlora; i++) {
+    snprintf(t->lora_key[i], sizeof t->lora_key[i], "lora%d", i);
+    rank_lora_spec_format(&s->o->lora[i], t->lora[i], sizeof t->lora[i]);
+    out[n++] = (job_setting){.key = t->lora_key[i], .kind = SETTING_STR, .s = t->lora[i]};
+  }
+  if (s->o->nlora)
+    out[n++] = (job_setting){.key = "lora_mode", .kind = SETTING_STR,
+                             .s = rank_lora_mode_name(s->o->lora_mode)};
   for (int k = 0; k < n; k++) {
     if (out[k].kind == SETTING_I64)
       snprintf(out[k].text, sizeof out[k].text, "%lld", (long long)out[k].i);
@@ -126,8 +147,8 @@ static int write_latents_h5(const char *path, const job_setting *set, int n, con
 int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat,
                      const float *latents) {
   job_setting set[SETTINGS_MAX];
-  char size[64];
-  const int n = job_settings(s, j, size, sizeof size, set);
+  job_settings_text text;
+  const int n = job_settings(s, j, &text, set);
   int rc;
   if (rank_latent_path_is(j->out)) {
     rank_latent_meta meta[SETTINGS_MAX + 1];
@@ -276,10 +297,16 @@ void job_log(const job_session *s, const job_spec *j) {
     snprintf(init, sizeof init, "noise %s", j->noise);
   else
     snprintf(init, sizeof init, "seed %llu", (unsigned long long)j->seed);
+  char sched[512] = "";
+  if (j->sched != RANK_SCHEDULE_SHIFTED) {
+    char list[480];
+    job_schedule_format(j, list, sizeof list);
+    snprintf(sched, sizeof sched, " (%s %s)", job_schedule_key(j), list);
+  }
   sp_log_info("run: %s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
-              "tokens, %d steps, %s, cfg %g, shift %g, %s, %d rank%s",
+              "tokens, %d steps%s, %s, cfg %g, shift %g, %s, %d rank%s",
               s->o->model, (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
-              (long long)job_tokens(j, c), j->steps, rank_sampler_kind_name(j->sampler), j->cfg,
-              j->shift, init, s->w->size, s->w->size == 1 ? "" : "s");
+              (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),
+              j->cfg, j->shift, init, s->w->size, s->w->size == 1 ? "" : "s");
 }

@@ -140,6 +140,25 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_VAE_PRECISION, "vae-precision", 0, "P", "bf16", 0,
      "CUDA VAE decoder: bf16 (weights and activations, fp32\n"
      "accumulation) or fp32; the CPU decoder is fp32"},
+    {JOB_OPT_LORA, "lora", 0, "SPEC", NULL, 0,
+     "FILE[:STRENGTH][@high|@low]: merge a LoRA (safetensors with\n"
+     "ComfyUI/kohya, diffusers/PEFT or official keys: lora_down/up\n"
+     "or lora_A/B and alpha, diff, diff_b) at STRENGTH (default 1);\n"
+     "@high/@low pick a Wan 2.2 expert (not built yet);\n"
+     "repeatable, at most " STR(RANK_LORA_MAX) ", merged in the order given"},
+    {JOB_OPT_LORA_MODE, "lora-mode", 0, "MODE", "merged", 0,
+     "merged: added into the weights at load, no cost per step\n"
+     "(bypass, base weights kept and s B (A x) added per step, is not\n"
+     "built yet)"},
+    {JOB_OPT_TIMESTEPS, "timesteps", 0, "LIST", NULL, 1,
+     "explicit schedule, e.g. 1000,750,500,250: integer points of\n"
+     "the training schedule, 1..1000, strictly decreasing, shifted\n"
+     "by --shift; sets --steps to its length (for distilled\n"
+     "few-step models)"},
+    {JOB_OPT_SIGMAS, "sigmas", 0, "LIST", NULL, 1,
+     "explicit schedule of noise levels in (0, 1], strictly\n"
+     "decreasing, a final 0 optional; used as given (no shift);\n"
+     "sets --steps to its length"},
 };
 
 const job_option *job_option_get(int id) {
@@ -241,6 +260,45 @@ static int set_path(const char *flag, const char *v, char *dst) {
   return SP_OK;
 }
 
+/* --timesteps / --sigmas: comma-separated numbers (syntax only). */
+static int set_schedule(job_spec *j, rank_schedule_kind kind, const char *flag, const char *v) {
+  if (j->sched_given && j->sched != kind) {
+    sp_log_error("%s: --timesteps and --sigmas exclude each other", flag);
+    return SP_ERR_INPUT;
+  }
+  double vals[RANK_SCHEDULE_MAX_LIST + 1];
+  int n = 0;
+  const char *p = v;
+  for (;;) {
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(p, &end);
+    if (end == p || errno == ERANGE || !isfinite(x) || (*end && *end != ',')) {
+      sp_log_error("%s: '%s' is not a comma-separated list of numbers", flag, v);
+      return SP_ERR_INPUT;
+    }
+    if (n == RANK_SCHEDULE_MAX_LIST + 1) {
+      sp_log_error("%s: more than %d values", flag, RANK_SCHEDULE_MAX_LIST);
+      return SP_ERR_INPUT;
+    }
+    vals[n++] = x;
+    if (!*end) break;
+    p = end + 1;
+  }
+  /* A sigma list may end with the final 0, as ComfyUI's do. */
+  if (kind == RANK_SCHEDULE_SIGMAS && n >= 2 && vals[n - 1] == 0.0) n--;
+  if (n > RANK_SCHEDULE_MAX_LIST) {
+    sp_log_error("%s: more than %d values", flag, RANK_SCHEDULE_MAX_LIST);
+    return SP_ERR_INPUT;
+  }
+  j->sched = kind;
+  j->sched_n = n;
+  memcpy(j->sched_v, vals, (size_t)n * sizeof *vals);
+  j->sched_given = 1;
+  if (!j->steps_given) j->steps = n;
+  return SP_OK;
+}
+
 int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
   const job_option *opt = job_option_get(id);
   char flag[JOB_PATH + 64];
@@ -260,7 +318,10 @@ int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
     /* Beyond int: a value the validator refuses. */
     rc = job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &i64);
     j->steps = i64 > INT32_MAX ? INT32_MAX : i64 < 0 ? -1 : (int)i64;
+    j->steps_given = 1;
     return rc;
+  case JOB_OPT_TIMESTEPS: return set_schedule(j, RANK_SCHEDULE_TIMESTEPS, flag, v);
+  case JOB_OPT_SIGMAS: return set_schedule(j, RANK_SCHEDULE_SIGMAS, flag, v);
   case JOB_OPT_CFG: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->cfg);
   case JOB_OPT_SHIFT: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->shift);
   case JOB_OPT_SAMPLER: return rank_sampler_kind_parse(v, &j->sampler);
@@ -310,6 +371,18 @@ int job_opts_set(job_opts *o, int id, const char *v) {
       return SP_ERR_INPUT;
     }
     break;
+  case JOB_OPT_LORA:
+    if (o->nlora == RANK_LORA_MAX) {
+      sp_log_error("--lora: given more than %d times", RANK_LORA_MAX);
+      return SP_ERR_INPUT;
+    }
+    if (rank_lora_spec_parse(v, &o->lora[o->nlora], err, sizeof err) != SP_OK) {
+      sp_log_error("--lora '%s': %s (the form is FILE[:STRENGTH][@high|@low])", v, err);
+      return SP_ERR_INPUT;
+    }
+    o->nlora++;
+    break;
+  case JOB_OPT_LORA_MODE: return rank_lora_mode_parse(v, &o->lora_mode);
   default: sp_log_error("job option %d does not exist", id); return SP_ERR_INPUT;
   }
   return SP_OK;
@@ -323,6 +396,7 @@ void job_opts_default(job_opts *o) {
   for (int i = 0; i < JOB_OPT_COUNT; i++)
     if (table[i].def && job_opts_set(o, i, table[i].def) != SP_OK)
       sp_fatal("the default of --%s does not parse", table[i].name);
+  o->job.steps_given = 0; /* a default, not given */
 }
 
 /* ---- the validator ---- */
@@ -368,7 +442,43 @@ int job_spec_check(const job_spec *j, const char *where) {
   snprintf(v, sizeof v, "%g", j->fps);
   if (!(j->fps >= 1 && j->fps <= JOB_FPS_MAX))
     return refuse(where, "fps", v, "is out of range: 1..%d frames per second", JOB_FPS_MAX);
-  return SP_OK;
+  if (j->sched == RANK_SCHEDULE_SHIFTED) return SP_OK;
+  snprintf(v, sizeof v, "%d", j->steps);
+  if (j->steps != j->sched_n)
+    return refuse(where, "steps", v, "disagrees with the %d values of %s (leave steps out)",
+                  j->sched_n, job_schedule_key(j));
+  float *sg = sp_xmalloc(((size_t)j->sched_n + 1) * sizeof *sg);
+  int64_t *ts = sp_xmalloc((size_t)j->sched_n * sizeof *ts);
+  int rc = job_schedule_make(j, where, sg, ts);
+  free(sg);
+  free(ts);
+  return rc;
+}
+
+/* ---- explicit schedules ---- */
+
+const char *job_schedule_key(const job_spec *j) {
+  return j->sched == RANK_SCHEDULE_TIMESTEPS ? "timesteps"
+         : j->sched == RANK_SCHEDULE_SIGMAS  ? "sigmas"
+                                             : NULL;
+}
+
+void job_schedule_format(const job_spec *j, char *buf, size_t n) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int i = 0; j->sched != RANK_SCHEDULE_SHIFTED && i < j->sched_n && o < n; i++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%.17g", i ? "," : "", j->sched_v[i]);
+}
+
+int job_schedule_make(const job_spec *j, const char *where, float *sigmas, int64_t *timesteps) {
+  if (j->sched == RANK_SCHEDULE_SHIFTED)
+    return rank_schedule_make(j->steps, j->shift, sigmas, timesteps);
+  char err[256], list[512];
+  if (rank_schedule_explicit(j->sched, j->sched_n, j->sched_v, j->shift, sigmas, timesteps, err,
+                             sizeof err) == SP_OK)
+    return SP_OK;
+  job_schedule_format(j, list, sizeof list);
+  return refuse(where, job_schedule_key(j), list, "%s", err);
 }
 
 /* run's rules: what must be given, and what goes only with what. */

@@ -48,6 +48,21 @@ int job_session_open(const comm_world *w, job_opts *o, job_session **out) {
   comm_set_phase("opening the model");
   rc = rank_model_open(o->model, o->verify, &s->m);
   if ((rc = job_phase(w, rc, "opening the model")) != SP_OK) return session_fail(s, rc);
+  if (o->nlora) {
+    /* Every rank checks the LoRAs' headers against the model before any
+     * weight is read; each then merges only the groups it loads. */
+    comm_set_phase("opening the LoRAs");
+    rc = rank_lora_open(o->lora, o->nlora, rank_model_get_info(s->m), &s->lora);
+    if (rc == SP_OK) {
+      rank_model_set_merge(s->m, rank_lora_merge_group, s->lora);
+      if (w->rank == 0) {
+        char d[2048];
+        rank_lora_describe(s->lora, d, sizeof d);
+        sp_log_info("lora (%s): %s", rank_lora_mode_name(o->lora_mode), d);
+      }
+    }
+    if ((rc = job_phase(w, rc, "opening the LoRAs")) != SP_OK) return session_fail(s, rc);
+  }
   if (!o->vae) return SP_OK;
   comm_set_phase("opening the VAE");
   rc = vae_model_open(o->vae, o->verify, &s->vae);
@@ -253,7 +268,7 @@ static int group_setup(job_session *s, const job_spec *const *js, job_inputs *in
     b->sigmas[q] = sp_xmalloc((size_t)(j->steps + 1) * sizeof(float));
     b->ts[q] = sp_xmalloc((size_t)j->steps * sizeof(int64_t));
     b->out[q] = sp_xmalloc((size_t)n * sizeof(float));
-    rc = rank_schedule_make(j->steps, j->shift, b->sigmas[q], b->ts[q]);
+    rc = job_schedule_make(j, NULL, b->sigmas[q], b->ts[q]);
     b->jobs[q] = (rank_job){{lat[0], lat[1], lat[2], lat[3]}, j->steps, b->sigmas[q], b->ts[q],
                             j->sampler, (float)j->cfg, micro, ins[q].noise.data, b->out[q],
                             q * s->slots_per_job};
@@ -451,6 +466,7 @@ void job_session_close(job_session *s) {
   rank_stage_free(s->stage);
   rank_model_close(s->m);
   vae_model_close(s->vae);
+  rank_lora_close(s->lora);
   comm_transport_close(s->tp);
   free(s);
 }

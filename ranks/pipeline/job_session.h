@@ -15,6 +15,7 @@ struct job_session {
   comm_transport *tp;
   rank_model *m;
   vae_model *vae;     /* --vae (metadata on every rank; the last rank decodes) */
+  rank_lora *lora;    /* --lora, merged into m's groups as they are read */
   plan p;
   int planned;        /* p holds the plan */
   int fatal;          /* a failure ended the session */

@@ -24,7 +24,7 @@ static int parse_line(char *s, const char *where, job_spec *j) {
     const job_option *opt = job_option_find(tok);
     if (!opt || !opt->per_job) {
       sp_log_error("%s: unknown key '%s' (cond, out, seed, noise, frames, size, steps, cfg, "
-                   "shift, sampler)",
+                   "shift, sampler, timesteps, sigmas)",
                    where, tok);
       return SP_ERR_INPUT;
     }
@@ -86,6 +86,7 @@ int job_file_read(const job_opts *o, job_spec **out, int *n) {
     j->cond[0] = j->noise[0] = j->out[0] = '\0';
     j->line = lineno;
     j->bad = 0;
+    j->steps_given = j->sched_given = 0; /* the line's own keys decide */
     if (too_long) {
       sp_log_error("%s: line longer than %zu bytes", where, sizeof line - 2);
       j->bad = 1;

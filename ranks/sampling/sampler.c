@@ -17,6 +17,7 @@
 #include "sampler.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,16 @@ struct rank_sampler {
 
 /* ---- schedule ----------------------------------------------------------- */
 
+/* The shift of a point u of the training schedule, evaluated like the
+ * published numpy expression shift * u / (1 + (shift - 1) * u), left to
+ * right. */
+static double shifted(double u, double shift) {
+  double num = shift * u;
+  double den = (shift - 1.0) * u;
+  den = 1.0 + den;
+  return num / den;
+}
+
 int rank_schedule_make(int steps, double shift, float *sigmas, int64_t *timesteps) {
   if (steps < 1 || steps > RANK_SCHEDULE_MAX_STEPS) {
     sp_log_error("--steps %d is out of range: the schedule needs 1 to %d steps", steps,
@@ -59,17 +70,66 @@ int rank_schedule_make(int steps, double shift, float *sigmas, int64_t *timestep
   for (int i = 0; i < steps; i++) {
     double u = (double)i * step;
     u = u + sigma_max;
-    /* Evaluated like the published numpy expression
-     * shift * sigmas / (1 + (shift - 1) * sigmas), left to right. */
-    double num = shift * u;
-    double den = (shift - 1.0) * u;
-    den = 1.0 + den;
-    double sg = num / den;
+    const double sg = shifted(u, shift);
     /* torch .to(int64) truncates toward zero; sg > 0 here. */
-    timesteps[i] = (int64_t)(sg * 1000.0);
+    timesteps[i] = (int64_t)(sg * RANK_SCHEDULE_T_MAX);
     sigmas[i] = (float)sg;
   }
   sigmas[steps] = 0.0f;
+  return SP_OK;
+}
+
+int rank_schedule_explicit(rank_schedule_kind kind, int n, const double *values, double shift,
+                           float *sigmas, int64_t *timesteps, char *err, size_t errlen) {
+  const int ts = kind == RANK_SCHEDULE_TIMESTEPS;
+  if (kind != RANK_SCHEDULE_TIMESTEPS && kind != RANK_SCHEDULE_SIGMAS) {
+    snprintf(err, errlen, "schedule kind %d is not an explicit list", (int)kind);
+    return SP_ERR_INPUT;
+  }
+  if (n < 1 || n > RANK_SCHEDULE_MAX_LIST) {
+    snprintf(err, errlen, "has %d values: an explicit schedule has 1 to %d", n,
+             RANK_SCHEDULE_MAX_LIST);
+    return SP_ERR_INPUT;
+  }
+  if (ts && (!isfinite(shift) || !(shift > 0.0))) {
+    snprintf(err, errlen, "needs a finite shift > 0, not %g", shift);
+    return SP_ERR_INPUT;
+  }
+  for (int i = 0; i < n; i++) {
+    const double v = values[i];
+    if (ts ? !(v >= 1.0 && v <= RANK_SCHEDULE_T_MAX && v == floor(v)) : !(v > 0.0 && v <= 1.0)) {
+      if (ts)
+        snprintf(err, errlen, "value %d (%.17g) is out of range: timesteps are integers 1..%d",
+                 i + 1, v, RANK_SCHEDULE_T_MAX);
+      else
+        snprintf(err, errlen, "value %d (%.17g) is out of range: sigmas are in (0, 1]", i + 1, v);
+      return SP_ERR_INPUT;
+    }
+    if (i > 0 && !(v < values[i - 1])) {
+      snprintf(err, errlen, "is not strictly decreasing: value %d (%.17g) follows %.17g", i + 1, v,
+               values[i - 1]);
+      return SP_ERR_INPUT;
+    }
+  }
+  float *sg32 = sp_xmalloc(((size_t)n + 1) * sizeof *sg32);
+  int64_t *t64 = sp_xmalloc((size_t)n * sizeof *t64);
+  for (int i = 0; i < n; i++) {
+    const double sg = ts ? shifted(values[i] / RANK_SCHEDULE_T_MAX, shift) : values[i];
+    t64[i] = (int64_t)(sg * RANK_SCHEDULE_T_MAX);
+    sg32[i] = (float)sg;
+    if (i > 0 && !(sg32[i] < sg32[i - 1])) {
+      snprintf(err, errlen, "values %d and %d give the same float32 sigma %.9g: too close", i,
+               i + 1, (double)sg32[i]);
+      free(sg32);
+      free(t64);
+      return SP_ERR_INPUT;
+    }
+  }
+  sg32[n] = 0.0f;
+  memcpy(sigmas, sg32, ((size_t)n + 1) * sizeof *sg32);
+  memcpy(timesteps, t64, (size_t)n * sizeof *t64);
+  free(sg32);
+  free(t64);
   return SP_OK;
 }
 

@@ -34,6 +34,32 @@
  * outputs are untouched on error. */
 int rank_schedule_make(int steps, double shift, float *sigmas, int64_t *timesteps);
 
+/* Explicit schedules (--timesteps, --sigmas; MODEL.md "Sampler"), for
+ * distilled few-step models:
+ *   RANK_SCHEDULE_TIMESTEPS: values are integer points t of the training
+ *     schedule, 1..RANK_SCHEDULE_T_MAX, strictly decreasing; each is shifted
+ *     like the default schedule, whose linspace it replaces:
+ *     u = t / T_MAX, sigma = s u / (1 + (s - 1) u) in double;
+ *   RANK_SCHEDULE_SIGMAS: values are the noise levels themselves, in (0, 1],
+ *     strictly decreasing; the shift does not apply.
+ * Then, as for the default schedule, the network's timestep is
+ * int64(sigma * T_MAX) (truncated; with shift 1, --timesteps t gives t), the
+ * samplers use the sigmas rounded to float32 (which must stay strictly
+ * decreasing) and sigma_n = 0 ends the schedule.
+ * values: (n) with 1 <= n <= RANK_SCHEDULE_MAX_LIST; sigmas: n+1 floats;
+ * timesteps: n int64. Returns SP_OK, or SP_ERR_INPUT with the reason in err
+ * (not logged: the caller names the flag or the --jobs line); the outputs
+ * are untouched on error. */
+#define RANK_SCHEDULE_T_MAX 1000
+#define RANK_SCHEDULE_MAX_LIST 256
+typedef enum {
+  RANK_SCHEDULE_SHIFTED = 0,   /* rank_schedule_make: --steps and --shift */
+  RANK_SCHEDULE_TIMESTEPS = 1, /* --timesteps LIST, shifted by --shift */
+  RANK_SCHEDULE_SIGMAS = 2,    /* --sigmas LIST, used as given */
+} rank_schedule_kind;
+int rank_schedule_explicit(rank_schedule_kind kind, int n, const double *values, double shift,
+                           float *sigmas, int64_t *timesteps, char *err, size_t errlen);
+
 typedef enum {
   RANK_SAMPLER_UNIPC = 0, /* published default: UniPC order 2, bh2, x0 prediction */
   RANK_SAMPLER_EULER = 1, /* x <- x + (sigma_{i+1} - sigma_i) v */

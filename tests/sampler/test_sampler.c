@@ -183,11 +183,9 @@ static double rel_l2(const float *a, const double *b, size_t n) {
   return sqrt(num / den);
 }
 
-static void test_unipc_vs_reference(int N, double shift) {
+/* UniPC on the schedule sg (N+1 float32 sigmas) against the reference. */
+static void unipc_vs_reference_on(int N, const float *sg, const char *what) {
   const size_t n = 4099;
-  float *sg = malloc((N + 1) * sizeof *sg);
-  int64_t *ts = malloc(N * sizeof *ts);
-  CHECK(rank_schedule_make(N, shift, sg, ts) == SP_OK, "schedule");
   double *sigd = malloc((N + 1) * sizeof *sigd);
   for (int i = 0; i <= N; i++) sigd[i] = sg[i];
   toy_par *par = malloc(n * sizeof *par);
@@ -213,13 +211,104 @@ static void test_unipc_vs_reference(int N, double shift) {
     double err = rel_l2(x, xr, n);
     if (err > worst) worst = err;
   }
-  printf("unipc vs reference N=%d shift=%g: worst rel L2 over steps %.3g\n", N, shift, worst);
-  CHECK(worst <= 1e-5, "unipc N=%d shift %g differs from the reference: %.3g", N, shift, worst);
+  printf("unipc vs reference N=%d %s: worst rel L2 over steps %.3g\n", N, what, worst);
+  CHECK(worst <= 1e-5, "unipc N=%d %s differs from the reference: %.3g", N, what, worst);
   rank_sampler_destroy(s);
   free(r.mo[0]);
   free(r.mo[1]);
   free(r.last);
-  free(xr), free(vr), free(x), free(v), free(par), free(sigd), free(ts), free(sg);
+  free(xr), free(vr), free(x), free(v), free(par), free(sigd);
+}
+
+static void test_unipc_vs_reference(int N, double shift) {
+  float *sg = malloc((N + 1) * sizeof *sg);
+  int64_t *ts = malloc(N * sizeof *ts);
+  CHECK(rank_schedule_make(N, shift, sg, ts) == SP_OK, "schedule");
+  char what[64];
+  snprintf(what, sizeof what, "shift=%g", shift);
+  unipc_vs_reference_on(N, sg, what);
+  free(ts);
+  free(sg);
+}
+
+/* ---- explicit schedules --------------------------------------------------- */
+
+static void test_explicit_schedule(void) {
+  float sg[5];
+  int64_t ts[4];
+  char err[256];
+  /* Timesteps shifted by 5: u = t/1000, sigma = 5u / (1 + 4u): 1, 15/16,
+   * 5/6, 5/8; the network's timestep is sigma * 1000 truncated. */
+  const double t4[4] = {1000, 750, 500, 250};
+  CHECK(rank_schedule_explicit(RANK_SCHEDULE_TIMESTEPS, 4, t4, 5.0, sg, ts, err, sizeof err) ==
+            SP_OK, "timesteps 1000..250: %s", err);
+  const double want4[4] = {1.0, 15.0 / 16.0, 5.0 / 6.0, 5.0 / 8.0};
+  const int64_t want_t4[4] = {1000, 937, 833, 625};
+  for (int i = 0; i < 4; i++) {
+    CHECK(sg[i] == (float)want4[i], "shift 5 sigma[%d] = %.9g", i, (double)sg[i]);
+    CHECK(ts[i] == want_t4[i], "shift 5 t[%d] = %" PRId64, i, ts[i]);
+  }
+  CHECK(sg[4] == 0.0f, "the schedule ends at 0");
+  /* Shift 1: the given timesteps themselves, sigma = t / 1000. */
+  const double t1[4] = {999, 500, 3, 1};
+  CHECK(rank_schedule_explicit(RANK_SCHEDULE_TIMESTEPS, 4, t1, 1.0, sg, ts, err, sizeof err) ==
+            SP_OK, "timesteps shift 1: %s", err);
+  for (int i = 0; i < 4; i++) {
+    CHECK(ts[i] == (int64_t)t1[i], "shift 1 t[%d] = %" PRId64, i, ts[i]);
+    CHECK(sg[i] == (float)(t1[i] / 1000.0), "shift 1 sigma[%d]", i);
+  }
+  /* Sigmas are used as given, whatever the shift. */
+  const double s3[3] = {0.9, 0.5, 0.1};
+  CHECK(rank_schedule_explicit(RANK_SCHEDULE_SIGMAS, 3, s3, 7.0, sg, ts, err, sizeof err) ==
+            SP_OK, "sigmas: %s", err);
+  const int64_t want_t3[3] = {900, 500, 100};
+  for (int i = 0; i < 3; i++)
+    CHECK(sg[i] == (float)s3[i] && ts[i] == want_t3[i], "sigmas[%d] = %.9g t %" PRId64, i,
+          (double)sg[i], ts[i]);
+  CHECK(sg[3] == 0.0f, "sigmas end at 0");
+
+  /* Bad lists: refused with a reason, outputs untouched. */
+  static const struct {
+    rank_schedule_kind kind;
+    int n;
+    double v[3];
+    const char *why;
+  } bad[] = {
+      {RANK_SCHEDULE_TIMESTEPS, 3, {250, 500, 750}, "decreasing"},
+      {RANK_SCHEDULE_TIMESTEPS, 2, {500, 500}, "decreasing"},
+      {RANK_SCHEDULE_TIMESTEPS, 2, {1001, 500}, "out of range"},
+      {RANK_SCHEDULE_TIMESTEPS, 2, {500, 0}, "out of range"},
+      {RANK_SCHEDULE_TIMESTEPS, 2, {500.5, 100}, "out of range"},
+      {RANK_SCHEDULE_SIGMAS, 2, {1.5, 0.5}, "out of range"},
+      {RANK_SCHEDULE_SIGMAS, 2, {0.5, 0.0}, "out of range"},
+      {RANK_SCHEDULE_SIGMAS, 2, {0.5, 0.49999999999}, "float32"},
+      {RANK_SCHEDULE_SIGMAS, 0, {0.5}, "values"},
+      {RANK_SCHEDULE_SHIFTED, 1, {0.5}, "explicit"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    float keep[4] = {7, 7, 7, 7};
+    int64_t keept[3] = {7, 7, 7};
+    err[0] = 0;
+    CHECK(rank_schedule_explicit(bad[k].kind, bad[k].n, bad[k].v, 5.0, keep, keept, err,
+                                 sizeof err) == SP_ERR_INPUT, "bad list %zu accepted", k);
+    CHECK(strstr(err, bad[k].why) != NULL, "bad list %zu: '%s' does not say %s", k, err,
+          bad[k].why);
+    CHECK(keep[0] == 7 && keep[3] == 7 && keept[0] == 7, "bad list %zu: outputs written", k);
+  }
+  double many[RANK_SCHEDULE_MAX_LIST + 1];
+  for (int i = 0; i <= RANK_SCHEDULE_MAX_LIST; i++) many[i] = 1.0 - i / 1000.0;
+  CHECK(rank_schedule_explicit(RANK_SCHEDULE_SIGMAS, RANK_SCHEDULE_MAX_LIST + 1, many, 1.0, sg, ts,
+                               err, sizeof err) == SP_ERR_INPUT, "an over-long list accepted");
+
+  /* UniPC against the reference on explicit schedules, one starting at
+   * sigma 1 (lambda = -inf there: the first steps must stay finite). */
+  CHECK(rank_schedule_explicit(RANK_SCHEDULE_TIMESTEPS, 4, t4, 5.0, sg, ts, err, sizeof err) ==
+            SP_OK, "timesteps: %s", err);
+  unipc_vs_reference_on(4, sg, "timesteps 1000,750,500,250 shift 5");
+  const double s4[4] = {0.97, 0.8, 0.5, 0.2};
+  CHECK(rank_schedule_explicit(RANK_SCHEDULE_SIGMAS, 4, s4, 1.0, sg, ts, err, sizeof err) ==
+            SP_OK, "sigmas: %s", err);
+  unipc_vs_reference_on(4, sg, "sigmas 0.97,0.8,0.5,0.2");
 }
 
 /* ---- closed-form toys ---------------------------------------------------- */
@@ -435,6 +524,7 @@ int main(int argc, char **argv) {
   sp_log_set_level(0); /* the bad-input cases log errors on purpose */
 
   test_schedule();
+  test_explicit_schedule();
   test_unipc_vs_reference(6, 5.0);
   test_unipc_vs_reference(50, 5.0);
   test_unipc_vs_reference(1, 5.0);

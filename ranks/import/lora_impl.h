@@ -1,0 +1,54 @@
+/* Internals of the LoRA files shared by lora.c (parsing, the check against
+ * the model) and lora_merge.c (the merge). */
+#ifndef RANK_LORA_IMPL_H
+#define RANK_LORA_IMPL_H
+
+#include <stdio.h>
+
+#include "lora.h"
+#include "safetensors.h"
+
+/* The parts of a term, by key suffix (lora.h). */
+typedef enum { PART_DOWN, PART_UP, PART_ALPHA, PART_DIFF, PART_DIFF_B, PART_COUNT } part;
+
+/* The terms of one file for one tensor of the model. */
+typedef struct entry {
+  wan_group g;
+  int block, tensor;                  /* tensor: index in the model's layout */
+  const rank_st_tensor *p[PART_COUNT]; /* NULL when absent */
+  int64_t rank;                        /* r of the pair */
+} entry;
+
+typedef struct lora_file {
+  rank_lora_spec spec;
+  rank_st_file *f;
+  entry *e;
+  int ne;
+  int pairs, diffs;
+  int64_t rank_min, rank_max;
+} lora_file;
+
+struct rank_lora {
+  wan_config config;
+  wan_layout layout[3]; /* the model's layouts (shapes, names) */
+  lora_file *files;
+  int n;
+};
+
+/* "blocks.N.name", or the name itself for an embedding or head tensor. */
+static inline void lora_tensor_key(wan_group g, int block, const char *name, char *buf, size_t n) {
+  if (g == WAN_GROUP_BLOCK)
+    snprintf(buf, n, "blocks.%d.%s", block, name);
+  else
+    snprintf(buf, n, "%s", name);
+}
+
+/* Entries in (group, block, tensor) order: a file's are sorted so. */
+static inline int lora_entry_cmp(const void *a, const void *b) {
+  const entry *x = a, *y = b;
+  if (x->g != y->g) return (int)x->g - (int)y->g;
+  if (x->block != y->block) return x->block - y->block;
+  return x->tensor - y->tensor;
+}
+
+#endif

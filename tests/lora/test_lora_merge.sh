@@ -1,0 +1,12 @@
+#!/bin/bash
+# LoRA merging against the numpy reference, runs with LoRAs and explicit
+# schedules, bad LoRAs and flags (lora_check.py says what each part checks).
+set -u
+: "${SP_BIN:?}" "${SP_SRC:?}" "${SP_BUILD:?}"
+. "$SP_SRC/tests/common/find_python.sh"
+dump="$SP_BUILD/tests/lora_merge_dump"
+[ -x "$dump" ] || { echo "FAIL: $dump not built" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/sp-lora.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=2
+"$PY" "$SP_SRC/tests/lora/lora_check.py" "$SP_BIN" "$dump" "$work" ${SP_SEED:-}
