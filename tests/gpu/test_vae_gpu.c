@@ -281,7 +281,7 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
            pi ? "fp32" : "bf16", (long long)F, (long long)h, (long long)w, (long long)T,
            (long long)(s * h), (long long)(s * w), reps, best, sum / reps, runs, warm_s,
            create_s, (long long)wan_vae_gpu_peak_bytes(g),
-           (double)wan_vae_gpu_peak_bytes(g) / (1 << 30), (double)(free0 - free1) / (1 << 30),
+           (double)wan_vae_gpu_peak_bytes(g) / (1 << 30), ((double)free0 - (double)free1) / (1 << 30),
            ops);
     fflush(stdout);
     wan_vae_gpu_free(g);
