@@ -19,7 +19,7 @@
  * Element kernels: channels-last rows, 16-byte vectors (8 bf16 or 4 fp32;
  * the channel counts are multiples of 8), fp32 arithmetic. Every output
  * element is computed by one thread in a fixed order (the norm's sum by a
- * fixed warp reduction), so reruns give the same bits. */
+ * fixed shuffle reduction), so reruns give the same bits. */
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cudnn.h>
@@ -441,18 +441,22 @@ extern "C" void kern_cuda_vae_latent_in(kern_cuda_vae *v, const float *z, const 
 
 /* ---- RMS norm (+ bias before, SiLU after) ------------------------------------------ */
 
-/* One warp per position; lanes take 16-byte vectors of its channels. */
+/* A group of L lanes (a power of two up to 32, about the position's
+ * 16-byte vectors: 8 for 96 bf16 channels) per position, so narrow rows do
+ * not leave most of a warp idle; the group's sum by xor shuffles inside
+ * the group (fixed order). Every lane of the warp takes part in the
+ * shuffles, also past the last position. */
 template <typename T>
 __global__ void norm_kernel(const T *x, const float *bias, const float *gamma, T *y, int64_t N,
-                            int C, float sqrt_c, int silu) {
+                            int C, int L, float sqrt_c, int silu) {
   constexpr int V = vec<T>::n;
-  const int lane = threadIdx.x & 31;
-  const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= N) return;
-  const T *xr = x + row * C;
-  T *yr = y + row * C;
+  const int sub = threadIdx.x % L;
+  const int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / L;
+  const bool active = row < N;
+  const T *xr = x + (active ? row : 0) * C;
+  T *yr = y + (active ? row : 0) * C;
   float ss = 0.0f;
-  for (int c = lane * V; c < C; c += 32 * V) {
+  for (int c = sub * V; active && c < C; c += L * V) {
     float f[V];
     vec<T>::load(xr + c, f);
 #pragma unroll
@@ -461,10 +465,9 @@ __global__ void norm_kernel(const T *x, const float *bias, const float *gamma, T
       ss += u * u;
     }
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  for (int o = L / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float inv = 1.0f / fmaxf(sqrtf(ss), 1e-12f);
-  for (int c = lane * V; c < C; c += 32 * V) {
+  for (int c = sub * V; active && c < C; c += L * V) {
     float f[V];
     vec<T>::load(xr + c, f);
 #pragma unroll
@@ -482,16 +485,18 @@ extern "C" void kern_cuda_vae_norm(kern_cuda_vae *v, const void *x, const float 
                                    const float *gamma, void *y, int64_t N, int64_t C, int silu) {
   check_ch("norm", C, x, y);
   if (N < 1) sp_fatal("vae norm: %lld positions", (long long)N);
-  const int per_block = THREADS / 32;
-  const int64_t blocks = (N + per_block - 1) / per_block;
+  const int64_t nvec = C / (int64_t)(16 / kern_dtype_size(v->dt));
+  int L = 1;
+  while (L < 32 && 2 * L <= nvec) L *= 2;
+  const int64_t blocks = (N * L + THREADS - 1) / THREADS;
   if (blocks > INT32_MAX) sp_fatal("vae norm: %lld positions is too many", (long long)N);
   const float sc = sqrtf((float)C);
   if (v->dt == KERN_DTYPE_F32)
     norm_kernel<float><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
-        (const float *)x, bias, gamma, (float *)y, N, (int)C, sc, silu);
+        (const float *)x, bias, gamma, (float *)y, N, (int)C, L, sc, silu);
   else
     norm_kernel<__nv_bfloat16><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
-        (const __nv_bfloat16 *)x, bias, gamma, (__nv_bfloat16 *)y, N, (int)C, sc, silu);
+        (const __nv_bfloat16 *)x, bias, gamma, (__nv_bfloat16 *)y, N, (int)C, L, sc, silu);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -11,7 +11,8 @@
  * Each case: a small config (dim 8-32, odd sizes, 1-5 latent frames),
  * random weights scaled as tests/vae/test_vae_driver.c's, random latents;
  * the CPU decode (fp32) is the reference. Checks per precision:
- * - relative L2 of the whole video <= 1e-2 (bf16) or 1e-4 (fp32);
+ * - relative L2 of the whole video <= 3e-2 (bf16, see TOL_BF16) or 1e-4
+ *   (fp32);
  * - every value within [-1, 1];
  * - the callback gets the same (first frame, frame count) sequence as the
  *   CPU decoder's;
@@ -37,7 +38,17 @@
 #define SP_TEST_CUDA
 #include "sp_test.h"
 
-#define TOL_BF16 1e-2
+/* bf16: every activation stored in bf16 between ops (conv inputs and
+ * outputs, norms, the residual stream), weights rounded to bf16, fp32
+ * accumulation, as PyTorch's bf16 autocast runs the published decoder. A
+ * host emulation of exactly that arithmetic (the kernels of
+ * kern_cuda_vae.h written in C with bf16 rounding at every store) measured
+ * 0.8e-2 to 2.0e-2 relative L2 against the fp32 CPU decoder on these
+ * narrow random decoders (seeds 1-3 and 7), so bf16 itself sits at ~1e-2
+ * here: 3e-2 leaves room for it, while a wrong tap, cache or channel gives
+ * errors of order 1. fp32: the same emulation in fp32 gave 0.9e-6 to
+ * 1.7e-6. */
+#define TOL_BF16 3e-2
 #define TOL_F32 1e-4
 #define MAX_CALLS 64
 
@@ -270,7 +281,7 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
            pi ? "fp32" : "bf16", (long long)F, (long long)h, (long long)w, (long long)T,
            (long long)(s * h), (long long)(s * w), reps, best, sum / reps, runs, warm_s,
            create_s, (long long)wan_vae_gpu_peak_bytes(g),
-           (double)wan_vae_gpu_peak_bytes(g) / (1 << 30), (double)(free0 - free1) / (1 << 30),
+           (double)wan_vae_gpu_peak_bytes(g) / (1 << 30), ((double)free0 - (double)free1) / (1 << 30),
            ops);
     fflush(stdout);
     wan_vae_gpu_free(g);
