@@ -41,8 +41,14 @@ extern "C" {
 #define PLAN_VAE_MAX_LEVELS 4
 #define PLAN_VAE_MAX_CACHES 64
 #define PLAN_VAE_CACHE_T 2 /* frames a cached conv keeps (WAN_VAE_CACHE_T) */
-/* cuDNN convolution workspace: algorithms needing more are not chosen. */
-#define PLAN_VAE_CONV_WS_BYTES ((uint64_t)256 << 20)
+/* cuDNN convolution workspace: at least this, or 9/8 of the bytes of the
+ * largest activation (x) when more; algorithms needing more are not
+ * chosen. cuDNN 9.14 has only implicit_precomp_gemm for fp32 channels-last
+ * 3x3x3 convolutions, and its workspace is about the size of the input
+ * with its two cached frames (measured on an H200: 614,413,328 bytes for
+ * x of 613,416,960 at 480p, 1,416,573,968 for 1,415,577,600 at 720p), so
+ * sized from x it fits at every size the activations fit. */
+#define PLAN_VAE_CONV_WS_MIN ((uint64_t)256 << 20)
 /* cuBLASLt workspace of the attention GEMMs. */
 #define PLAN_VAE_GEMM_WS_BYTES ((uint64_t)32 << 20)
 /* At most this many bytes of scores and probabilities at once: the query
@@ -99,6 +105,7 @@ typedef struct plan_vae_layout {
   int64_t out_h, out_w;                  /* video size */
   int64_t score_rows;                    /* attention query rows per scores chunk */
   uint64_t elems[PLAN_VAE_KINDS];        /* x, y, s, r: elements of the role */
+  uint64_t conv_ws_bytes;                /* the cuDNN workspace (PLAN_VAE_CONV_WS_MIN) */
   uint64_t total;                        /* bytes: the end of the last buffer */
 } plan_vae_layout;
 

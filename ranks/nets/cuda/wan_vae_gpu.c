@@ -216,7 +216,7 @@ int wan_vae_gpu_create(const wan_vae_config *c, const float *packed, int64_t h, 
     goto fail;
   }
   CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
-  if (kern_cuda_vae_create(g->dt, g->stream, buf(g, PLAN_VAE_CONV_WS, 0), PLAN_VAE_CONV_WS_BYTES,
+  if (kern_cuda_vae_create(g->dt, g->stream, buf(g, PLAN_VAE_CONV_WS, 0), g->lay->conv_ws_bytes,
                            buf(g, PLAN_VAE_GEMM_WS, 0), PLAN_VAE_GEMM_WS_BYTES, &g->k) != SP_OK)
     goto fail;
   free(t);
