@@ -18,11 +18,7 @@ static void cuda_version(int v, char *buf, size_t size) {
 }
 #endif
 
-/* The commit built, from launch/CMakeLists.txt (git describe at configure
- * time; "unknown" outside a git checkout). */
-#ifndef SP_COMMIT
-#define SP_COMMIT "unknown"
-#endif
+#include "sp_commit.h" /* SP_COMMIT: the commit built (launch/commit_id.cmake) */
 
 /* The GPUs' names, alike ones counted: "NVIDIA H200 x4, NVIDIA L4". */
 static void gpu_list(const bench_topo *t, char *buf, size_t size) {

@@ -133,8 +133,8 @@ static json_object *row_json(const bench_row *rows, const bench_row *r) {
              load = ROW_STAT(r, load_s), load_gbs = ROW_STAT(r, load_gbs);
   json_object_object_add(j, "ranks", json_object_new_int(r->ranks));
   json_object_object_add(j, "devices", r->devices ? json_object_new_string(r->devices) : NULL);
-  a = r->hops ? json_object_new_array() : NULL;
-  for (int q = 0; r->hops && q <= r->hops; q++)
+  a = r->on_gpus ? json_object_new_array() : NULL;
+  for (int q = 0; r->on_gpus && q < r->ranks; q++)
     json_object_array_add(a, json_object_new_int(r->hop_gpu[q]));
   json_object_object_add(j, "gpus", a);
   json_object_object_add(j, "link", r->hops ? json_object_new_string(link) : NULL);

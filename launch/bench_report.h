@@ -33,8 +33,9 @@ typedef struct bench_row {
   double frac;           /* its value */
   const char *order_arg; /* --order given to run, NULL when not passed */
   int base;              /* the row alike but at --stream-frac 0, or -1 */
-  int hops;              /* links between the ranks' GPUs (ranks - 1), 0 without GPUs */
-  int hop_gpu[BENCH_MAX_HOPS + 1]; /* the GPU of each rank on them */
+  int on_gpus;           /* the GPUs the ranks take are known (there are GPUs) */
+  int hops;              /* links between the ranks' GPUs: ranks - 1 on GPUs, else 0 */
+  int hop_gpu[BENCH_MAX_HOPS + 1]; /* each rank's GPU, when on_gpus */
   bench_link link[BENCH_MAX_HOPS]; /* rank r's GPU to rank r + 1's */
   int status;            /* exit status of the first run that failed, else 0 */
   int repeat;            /* runs asked */
