@@ -57,7 +57,7 @@ typedef struct test_link {
 
 struct bench_topo {
   int count;
-  char names[MAX_GPUS][96];
+  char names[MAX_GPUS][256]; /* as cudaDeviceProp.name holds them */
   char bus[MAX_GPUS][32]; /* PCI bus ids, "domain:bus:device.function" */
   char driver[80];
   nvml_api nvml; /* nvml.lib NULL: not loaded */
