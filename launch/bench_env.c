@@ -43,34 +43,35 @@ enum { E_GPU, E_DRIVER, E_CUDA, E_CUDA_DRIVER, E_CUDNN, E_NCCL, E_MPI, E_COMMIT,
        E_DATE, E_COUNT };
 _Static_assert(E_COUNT == BENCH_ENV_ITEMS, "one key per entry");
 
-void bench_env_collect(const bench_topo *t, bench_env_item items[BENCH_ENV_ITEMS]) {
+void bench_env_collect(const bench_topo *t, bench_env_item it[BENCH_ENV_ITEMS]) {
   static const char *keys[BENCH_ENV_ITEMS] = {"gpu", "driver", "cuda_runtime", "cuda_driver",
                                               "cudnn", "nccl", "mpi", "commit", "build",
                                               "host", "date"};
   for (int i = 0; i < BENCH_ENV_ITEMS; i++) {
-    items[i].key = keys[i];
-    snprintf(items[i].value, sizeof items[i].value, "none");
+    it[i].key = keys[i];
+    snprintf(it[i].value, sizeof it[i].value, "none");
   }
-  gpu_list(t, items[E_GPU].value, sizeof items[E_GPU].value);
-  snprintf(items[E_DRIVER].value, sizeof items[E_DRIVER].value, "%s", bench_topo_driver(t));
+  gpu_list(t, it[E_GPU].value, sizeof it[E_GPU].value);
+  snprintf(it[E_DRIVER].value, sizeof it[E_DRIVER].value, "%s", bench_topo_driver(t));
 #ifdef STATICPIPE_HAVE_CUDA
   int v = 0;
-  if (cudaRuntimeGetVersion(&v) == cudaSuccess) cuda_version(v, items[E_CUDA].value, sizeof items[E_CUDA].value);
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+    cuda_version(v, it[E_CUDA].value, sizeof it[E_CUDA].value);
   if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
-    cuda_version(v, items[E_CUDA_DRIVER].value, sizeof items[E_CUDA_DRIVER].value);
+    cuda_version(v, it[E_CUDA_DRIVER].value, sizeof it[E_CUDA_DRIVER].value);
   /* cudnnGetVersion: 10000 * major + 100 * minor + patch from cuDNN 9 on. */
   size_t d = cudnnGetVersion();
-  snprintf(items[E_CUDNN].value, sizeof items[E_CUDNN].value, "%zu.%zu.%zu", d / 10000, d % 10000 / 100,
+  snprintf(it[E_CUDNN].value, sizeof it[E_CUDNN].value, "%zu.%zu.%zu", d / 10000, d % 10000 / 100,
            d % 100);
   /* ncclGetVersion: 10000 * major + 100 * minor + patch from NCCL 2.9 on. */
   int nv = 0;
   if (ncclGetVersion(&nv) == ncclSuccess)
-    snprintf(items[E_NCCL].value, sizeof items[E_NCCL].value, "%d.%d.%d", nv / 10000, nv % 10000 / 100,
+    snprintf(it[E_NCCL].value, sizeof it[E_NCCL].value, "%d.%d.%d", nv / 10000, nv % 10000 / 100,
              nv % 100);
   cudaGetLastError();
-  snprintf(items[E_BUILD].value, sizeof items[E_BUILD].value, "cuda");
+  snprintf(it[E_BUILD].value, sizeof it[E_BUILD].value, "cuda");
 #else
-  snprintf(items[E_BUILD].value, sizeof items[E_BUILD].value, "cpu");
+  snprintf(it[E_BUILD].value, sizeof it[E_BUILD].value, "cpu");
 #endif
   /* The library's name and version, up to the first comma or line end
    * ("Open MPI v4.1.6, package: ..."); callable before MPI_Init. */
@@ -78,13 +79,14 @@ void bench_env_collect(const bench_topo *t, bench_env_item items[BENCH_ENV_ITEMS
   int len = 0;
   if (MPI_Get_library_version(mpi, &len) == MPI_SUCCESS) {
     mpi[strcspn(mpi, ",\n")] = '\0';
-    snprintf(items[E_MPI].value, sizeof items[E_MPI].value, "%s", mpi);
+    snprintf(it[E_MPI].value, sizeof it[E_MPI].value, "%s", mpi);
   }
-  snprintf(items[E_COMMIT].value, sizeof items[E_COMMIT].value, "%s", SP_COMMIT);
-  if (gethostname(items[E_HOST].value, sizeof items[E_HOST].value) != 0)
-    snprintf(items[E_HOST].value, sizeof items[E_HOST].value, "unknown");
-  items[E_HOST].value[sizeof items[E_HOST].value - 1] = '\0';
+  snprintf(it[E_COMMIT].value, sizeof it[E_COMMIT].value, "%s", SP_COMMIT);
+  if (gethostname(it[E_HOST].value, sizeof it[E_HOST].value) != 0)
+    snprintf(it[E_HOST].value, sizeof it[E_HOST].value, "unknown");
+  it[E_HOST].value[sizeof it[E_HOST].value - 1] = '\0';
   time_t now = time(NULL);
   struct tm tm;
-  if (gmtime_r(&now, &tm)) strftime(items[E_DATE].value, sizeof items[E_DATE].value, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (gmtime_r(&now, &tm))
+    strftime(it[E_DATE].value, sizeof it[E_DATE].value, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }

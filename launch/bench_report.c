@@ -173,8 +173,10 @@ static json_object *row_json(const bench_row *rows, const bench_row *r) {
     json_object_object_add(j, stats[i].key, ok ? json_num_or_null(stats[i].st.mean) : NULL);
     json_object_object_add(j, sd, ok ? json_num_or_null(stats[i].st.sd) : NULL);
   }
-  json_object_object_add(j, "act_mb", ok && r->ranks > 1 ? json_object_new_double(r->act_mb) : NULL);
-  json_object_object_add(j, "predicted_step_ms", ok ? json_object_new_double(r->predicted_ms) : NULL);
+  json_object_object_add(j, "act_mb",
+                         ok && r->ranks > 1 ? json_object_new_double(r->act_mb) : NULL);
+  json_object_object_add(j, "predicted_step_ms",
+                         ok ? json_object_new_double(r->predicted_ms) : NULL);
   json_object_object_add(j, "vs_base", json_num_or_null(vs_base(rows, r)));
   json_object_object_add(j, "streamed_fraction", ok ? json_object_new_double(r->streamed) : NULL);
   json_object_object_add(j, "h2d_gb_per_step", ok ? json_object_new_double(r->h2d_gb) : NULL);
@@ -203,7 +205,6 @@ static void row_csv(text *csv, const bench_row *rows, const bench_row *r) {
   row_link_text(r, link, sizeof link);
   if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
   const int ok = r->status == 0;
-  const stat none = {-1, -1};
   text_add(csv, "%d,\"%s\",\"%s\",\"%s\",%d,%s,%s,%s,%s,%d,%d", r->ranks,
            r->devices ? r->devices : "", link, r->budget, r->nframes, r->size, frac,
            r->order_arg ? r->order_arg : "", r->order, r->status, r->runs);
@@ -219,8 +220,8 @@ static void row_csv(text *csv, const bench_row *rows, const bench_row *r) {
   csv_num(csv, vs_base(rows, r), 4);
   csv_num(csv, ok ? r->streamed : -1, 4);
   csv_num(csv, ok ? r->h2d_gb : -1, 4);
-  csv_num(csv, ok ? ROW_STAT(r, load_s).mean : none.mean, 3);
-  csv_num(csv, ok ? ROW_STAT(r, load_gbs).mean : none.mean, 3);
+  csv_num(csv, ok ? ROW_STAT(r, load_s).mean : -1, 3);
+  csv_num(csv, ok ? ROW_STAT(r, load_gbs).mean : -1, 3);
   csv_num(csv, ok ? r->mem_vs_plan : -1, 4);
   text_add(csv, "\n");
 }

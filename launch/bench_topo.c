@@ -79,8 +79,13 @@ static int test_link_parse(const char *file, size_t i, json_object *o, test_link
                  i);
     return SP_ERR_INPUT;
   }
-  out->a = json_object_get_int(json_object_array_get_idx(g, 0));
-  out->b = json_object_get_int(json_object_array_get_idx(g, 1));
+  json_object *a = json_object_array_get_idx(g, 0), *b = json_object_array_get_idx(g, 1);
+  if (!json_object_is_type(a, json_type_int) || !json_object_is_type(b, json_type_int)) {
+    sp_log_error("SP_TEST_TOPOLOGY %s: link %zu: \"gpus\" are not two integers", file, i);
+    return SP_ERR_INPUT;
+  }
+  out->a = json_object_get_int(a);
+  out->b = json_object_get_int(b);
   const char *type = json_object_get_string(v);
   out->link.kind = strcmp(type, "nvlink") == 0 ? BENCH_LINK_NVLINK
                    : strcmp(type, "pcie") == 0 ? BENCH_LINK_PCIE
@@ -197,7 +202,8 @@ static void machine_open(bench_topo *t) {
   nvml_load(&t->nvml);
   if (!t->nvml.lib) return;
   char v[80];
-  if (t->nvml.driver_version(v, sizeof v) == NVML_OK) snprintf(t->driver, sizeof t->driver, "%s", v);
+  if (t->nvml.driver_version(v, sizeof v) == NVML_OK)
+    snprintf(t->driver, sizeof t->driver, "%s", v);
   for (int i = 0; i < t->count; i++)
     if (!t->bus[i][0] || t->nvml.by_bus_id(t->bus[i], &t->dev[i]) != NVML_OK) t->dev[i] = NULL;
 }

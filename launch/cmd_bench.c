@@ -432,7 +432,8 @@ static void row_links(const bench_topo *t, const int *gpus, int ngpus, bench_row
   for (int q = 0; q < r->ranks; q++) r->hop_gpu[q] = gpus ? gpus[q % ngpus] : q % n;
   r->on_gpus = 1;
   r->hops = r->ranks - 1;
-  for (int q = 0; q < r->hops; q++) bench_topo_link(t, r->hop_gpu[q], r->hop_gpu[q + 1], &r->link[q]);
+  for (int q = 0; q < r->hops; q++)
+    bench_topo_link(t, r->hop_gpu[q], r->hop_gpu[q + 1], &r->link[q]);
 }
 
 /* Runs every configuration of the sweep (ranks x devices x budget x

@@ -153,7 +153,8 @@ def parse_args(argv):
         if os.path.isfile(os.path.join(src, "src", "diffusers", "__init__.py")):
             src = os.path.join(src, "src")
         if not os.path.isfile(os.path.join(src, "diffusers", "__init__.py")):
-            p.error(f"--diffusers-src {a.diffusers_src}: no diffusers/__init__.py in it or in its src/")
+            p.error(f"--diffusers-src {a.diffusers_src}: no diffusers/__init__.py in it or in "
+                    "its src/")
         a.diffusers_path = os.path.abspath(src)
         a.only = a.only or ["1.3b", "14b"]
     if not os.path.isdir(a.work_root):
@@ -238,7 +239,8 @@ def save_safetensors(tensors, path):
     header, off = {}, 0
     for k, t in tensors.items():
         n = t.numel() * t.element_size()
-        header[k] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + n]}
+        header[k] = {"dtype": names[t.dtype], "shape": list(t.shape),
+                     "data_offsets": [off, off + n]}
         off += n
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
