@@ -1,10 +1,13 @@
 /* staticpipe bench's result files: from the rows of a sweep, DIR/bench.json,
  * bench.csv and bench.md (the table, also printed to stderr), the plot's
  * data bench-step.dat, and the PNG plot through gnuplot when it is
- * installed. The sweep itself is cmd_bench.c. */
+ * installed; each starts with the environment header. The sweep itself is
+ * cmd_bench.c. */
 #include <errno.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +16,41 @@
 #include "bench_report.h"
 #include "log.h"
 
+/* Mean and sample standard deviation of one field of a row's runs; the
+ * deviation is < 0 with fewer than two runs, both are with none. */
+typedef struct stat {
+  double mean, sd;
+} stat;
+
+static stat row_stat(const bench_row *r, size_t field) {
+  stat st = {-1, -1};
+  if (r->runs == 0) return st;
+  double sum = 0, sq = 0;
+  for (int i = 0; i < r->runs; i++) sum += *(const double *)((const char *)&r->meas[i] + field);
+  st.mean = sum / r->runs;
+  if (r->runs < 2) return st;
+  for (int i = 0; i < r->runs; i++) {
+    double d = *(const double *)((const char *)&r->meas[i] + field) - st.mean;
+    sq += d * d;
+  }
+  st.sd = sqrt(sq / (r->runs - 1));
+  return st;
+}
+
+#define ROW_STAT(r, f) row_stat((r), offsetof(bench_meas, f))
+
 /* The row's steady step time over its base row's; < 0 when there is none. */
 static double vs_base(const bench_row *rows, const bench_row *r) {
   if (r->status || r->base < 0) return -1;
   const bench_row *b = &rows[r->base];
-  return b->status || b->steady_ms <= 0 ? -1 : r->steady_ms / b->steady_ms;
+  const double base = ROW_STAT(b, steady_ms).mean;
+  return b->status || base <= 0 ? -1 : ROW_STAT(r, steady_ms).mean / base;
+}
+
+/* The row's probed activation rate: only with a hop between two ranks. */
+static stat act_stat(const bench_row *r) {
+  stat none = {-1, -1};
+  return r->ranks > 1 ? ROW_STAT(r, act_gbs) : none;
 }
 
 /* A growing text buffer. */
@@ -73,60 +106,185 @@ static int orders_run(const bench_row *rows, int n, const char **names) {
   return k;
 }
 
+/* The links of a row in words: one hop as bench_link_format says it,
+ * several as "GPU a-b: ..." joined by "; "; "" without GPUs. */
+static void row_link_text(const bench_row *r, char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int h = 0; h < r->hops; h++) {
+    char one[64];
+    bench_link_format(&r->link[h], one, sizeof one);
+    int w = r->hops == 1 ? snprintf(buf, size, "%s", one)
+                         : snprintf(buf + len, size - len, "%sGPU %d-%d: %s", h ? "; " : "",
+                                    r->hop_gpu[h], r->hop_gpu[h + 1], one);
+    if (w < 0 || (size_t)w >= size - len) return;
+    len += (size_t)w;
+  }
+}
+
 static json_object *json_num_or_null(double v) { return v < 0 ? NULL : json_object_new_double(v); }
 
-/* DIR/bench.json, bench.csv, bench.md and the plot's data, bench-step.dat
+static json_object *row_json(const bench_row *rows, const bench_row *r) {
+  json_object *j = json_object_new_object(), *a;
+  char link[BENCH_MAX_HOPS * 80];
+  row_link_text(r, link, sizeof link);
+  const stat step = ROW_STAT(r, step_ms), steady = ROW_STAT(r, steady_ms),
+             video = ROW_STAT(r, video_s), sps = ROW_STAT(r, steps_per_s), act = act_stat(r),
+             load = ROW_STAT(r, load_s), load_gbs = ROW_STAT(r, load_gbs);
+  json_object_object_add(j, "ranks", json_object_new_int(r->ranks));
+  json_object_object_add(j, "devices", r->devices ? json_object_new_string(r->devices) : NULL);
+  a = r->on_gpus ? json_object_new_array() : NULL;
+  for (int q = 0; r->on_gpus && q < r->ranks; q++)
+    json_object_array_add(a, json_object_new_int(r->hop_gpu[q]));
+  json_object_object_add(j, "gpus", a);
+  json_object_object_add(j, "link", r->hops ? json_object_new_string(link) : NULL);
+  a = r->hops ? json_object_new_array() : NULL;
+  for (int h = 0; h < r->hops; h++) {
+    const bench_link *l = &r->link[h];
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "from", json_object_new_int(r->hop_gpu[h]));
+    json_object_object_add(o, "to", json_object_new_int(r->hop_gpu[h + 1]));
+    json_object_object_add(o, "type", json_object_new_string(bench_link_kind_name(l->kind)));
+    json_object_object_add(o, "gen", l->gen ? json_object_new_int(l->gen) : NULL);
+    json_object_object_add(o, "width", l->width ? json_object_new_int(l->width) : NULL);
+    json_object_object_add(o, "path", l->path[0] ? json_object_new_string(l->path) : NULL);
+    json_object_array_add(a, o);
+  }
+  json_object_object_add(j, "links", a);
+  json_object_object_add(j, "budget", json_object_new_string(r->budget));
+  json_object_object_add(j, "frames", json_object_new_int(r->nframes));
+  json_object_object_add(j, "size", json_object_new_string(r->size));
+  json_object_object_add(j, "height", json_object_new_int(r->height));
+  json_object_object_add(j, "width", json_object_new_int(r->width));
+  json_object_object_add(j, "stream_frac", r->frac_arg ? json_object_new_double(r->frac) : NULL);
+  json_object_object_add(j, "order_asked",
+                         r->order_arg ? json_object_new_string(r->order_arg) : NULL);
+  json_object_object_add(j, "order", r->order[0] ? json_object_new_string(r->order) : NULL);
+  json_object_object_add(j, "status", json_object_new_int(r->status));
+  json_object_object_add(j, "repeat", json_object_new_int(r->repeat));
+  json_object_object_add(j, "runs", json_object_new_int(r->runs));
+  const int ok = r->status == 0;
+  const struct { const char *key; stat st; } stats[] = {
+      {"step_ms", step},   {"steady_step_ms", steady}, {"video_s", video},
+      {"steps_per_s", sps}, {"act_gbs", act}};
+  for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
+    char sd[64];
+    snprintf(sd, sizeof sd, "%s_sd", stats[i].key);
+    json_object_object_add(j, stats[i].key, ok ? json_num_or_null(stats[i].st.mean) : NULL);
+    json_object_object_add(j, sd, ok ? json_num_or_null(stats[i].st.sd) : NULL);
+  }
+  json_object_object_add(j, "act_mb",
+                         ok && r->ranks > 1 ? json_object_new_double(r->act_mb) : NULL);
+  json_object_object_add(j, "predicted_step_ms",
+                         ok ? json_object_new_double(r->predicted_ms) : NULL);
+  json_object_object_add(j, "vs_base", json_num_or_null(vs_base(rows, r)));
+  json_object_object_add(j, "streamed_fraction", ok ? json_object_new_double(r->streamed) : NULL);
+  json_object_object_add(j, "h2d_gb_per_step", ok ? json_object_new_double(r->h2d_gb) : NULL);
+  json_object_object_add(j, "load_s", ok ? json_num_or_null(load.mean) : NULL);
+  json_object_object_add(j, "load_gbs", ok ? json_num_or_null(load_gbs.mean) : NULL);
+  json_object_object_add(j, "mem_vs_plan", ok ? json_object_new_double(r->mem_vs_plan) : NULL);
+  return j;
+}
+
+/* A mean in a CSV field ("" when there is none), to the decimals given. */
+static void csv_num(text *t, double v, int decimals) {
+  if (v >= 0) text_add(t, ",%.*f", decimals, v);
+  else text_add(t, ",");
+}
+
+/* A mean and, over two runs or more, its deviation in a markdown cell:
+ * "12.3 ± 0.4", "12.3", or "-". */
+static void md_stat(text *t, stat st, int decimals) {
+  if (st.mean < 0) text_add(t, " - |");
+  else if (st.sd < 0) text_add(t, " %.*f |", decimals, st.mean);
+  else text_add(t, " %.*f ± %.*f |", decimals, st.mean, decimals, st.sd);
+}
+
+static void row_csv(text *csv, const bench_row *rows, const bench_row *r) {
+  char link[BENCH_MAX_HOPS * 80], frac[32] = "";
+  row_link_text(r, link, sizeof link);
+  if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
+  const int ok = r->status == 0;
+  text_add(csv, "%d,\"%s\",\"%s\",\"%s\",%d,%s,%s,%s,%s,%d,%d", r->ranks,
+           r->devices ? r->devices : "", link, r->budget, r->nframes, r->size, frac,
+           r->order_arg ? r->order_arg : "", r->order, r->status, r->runs);
+  const stat st[] = {ROW_STAT(r, step_ms),     ROW_STAT(r, steady_ms), ROW_STAT(r, video_s),
+                     ROW_STAT(r, steps_per_s), act_stat(r)};
+  const int dec[] = {3, 3, 4, 4, 4};
+  for (int i = 0; i < 5; i++) {
+    csv_num(csv, ok ? st[i].mean : -1, dec[i]);
+    csv_num(csv, ok ? st[i].sd : -1, dec[i]);
+    if (i == 3) csv_num(csv, ok && r->ranks > 1 ? r->act_mb : -1, 4);
+  }
+  csv_num(csv, ok ? r->predicted_ms : -1, 3);
+  csv_num(csv, vs_base(rows, r), 4);
+  csv_num(csv, ok ? r->streamed : -1, 4);
+  csv_num(csv, ok ? r->h2d_gb : -1, 4);
+  csv_num(csv, ok ? ROW_STAT(r, load_s).mean : -1, 3);
+  csv_num(csv, ok ? ROW_STAT(r, load_gbs).mean : -1, 3);
+  csv_num(csv, ok ? r->mem_vs_plan : -1, 4);
+  text_add(csv, "\n");
+}
+
+static void row_md(text *md, const bench_row *rows, const bench_row *r) {
+  char link[BENCH_MAX_HOPS * 80], frac[32] = "-";
+  row_link_text(r, link, sizeof link);
+  if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
+  const stat none = {-1, -1}, vb = {vs_base(rows, r), -1};
+  const int ok = r->status == 0;
+  text_add(md, "| %d | %s | %s | `%s` | %d | %s | %s | %s | %s | %d |", r->ranks,
+           r->devices ? r->devices : "-", link[0] ? link : "-", r->budget, r->nframes, r->size,
+           frac, r->order[0] ? r->order : r->order_arg ? r->order_arg : "-",
+           ok ? "ok" : "failed", r->runs);
+  md_stat(md, ok ? ROW_STAT(r, step_ms) : none, 1);
+  md_stat(md, ok ? ROW_STAT(r, steady_ms) : none, 1);
+  md_stat(md, ok ? ROW_STAT(r, video_s) : none, 3);
+  md_stat(md, ok ? ROW_STAT(r, steps_per_s) : none, 3);
+  md_stat(md, (stat){ok && r->ranks > 1 ? r->act_mb : -1, -1}, 2);
+  md_stat(md, ok ? act_stat(r) : none, 2);
+  md_stat(md, (stat){ok ? r->predicted_ms : -1, -1}, 1);
+  md_stat(md, vb, 3);
+  md_stat(md, (stat){ok ? r->streamed : -1, -1}, 2);
+  md_stat(md, (stat){ok ? r->h2d_gb : -1, -1}, 3);
+  md_stat(md, ok ? ROW_STAT(r, load_s) : none, 2);
+  md_stat(md, ok ? ROW_STAT(r, load_gbs) : none, 2);
+  md_stat(md, (stat){ok ? r->mem_vs_plan : -1, -1}, 3);
+  text_add(md, "\n");
+}
+
+/* DIR/bench.json ({"environment": {...}, "rows": [...]}), bench.csv and
+ * bench-step.dat (the header as "# key: value" lines), bench.md (the
+ * header as a list, then the table) and the plot's data, bench-step.dat
  * (one block per order run, blocks apart by two blank lines, as gnuplot's
  * `index` reads them). */
-int bench_write_outputs(const char *dir, const bench_row *rows, int n) {
-  json_object *arr = json_object_new_array();
+int bench_write_outputs(const char *dir, const bench_env_item *env, const bench_row *rows,
+                        int n) {
+  json_object *root = json_object_new_object(), *je = json_object_new_object(),
+              *arr = json_object_new_array();
   text csv = {0}, md = {0}, dat = {0};
-  text_add(&csv, "ranks,budget,frames,size,stream_frac,order_asked,order,status,step_ms,"
-                 "steady_step_ms,predicted_ms,vs_base,streamed,h2d_gb_per_step,load_s,load_gbs,mem_vs_plan\n");
+  for (int i = 0; i < BENCH_ENV_ITEMS; i++) {
+    json_object_object_add(je, env[i].key, json_object_new_string(env[i].value));
+    text_add(&csv, "# %s: %s\n", env[i].key, env[i].value);
+    text_add(&dat, "# %s: %s\n", env[i].key, env[i].value);
+    text_add(&md, "- %s: %s\n", env[i].key, env[i].value);
+  }
+  json_object_object_add(root, "environment", je);
+  json_object_object_add(root, "rows", arr);
+  text_add(&csv, "ranks,devices,link,budget,frames,size,stream_frac,order_asked,order,status,"
+                 "runs,step_ms,step_ms_sd,steady_step_ms,steady_step_ms_sd,video_s,video_s_sd,"
+                 "steps_per_s,steps_per_s_sd,act_mb,act_gbs,act_gbs_sd,predicted_ms,vs_base,"
+                 "streamed,h2d_gb_per_step,load_s,load_gbs,mem_vs_plan\n");
   /* The table's order is the one run, or for a failed run the one asked. */
-  text_add(&md, "| ranks | budget | frames | size | stream frac | order | status | step ms | "
-                "steady ms | predicted ms | vs base | streamed | h2d GB/step | load s | "
-                "load GB/s | mem/plan |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  text_add(&md, "\n| ranks | GPUs | link | budget | frames | size | stream frac | order | "
+                "status | runs | step ms | steady ms | s/video | steps/s | act MB | act GB/s | "
+                "predicted ms | vs base | streamed | h2d GB/step | load s | load GB/s | "
+                "mem/plan |\n|");
+  for (int c = 0; c < 23; c++) text_add(&md, "---|");
+  text_add(&md, "\n");
   for (int i = 0; i < n; i++) {
-    const bench_row *r = &rows[i];
-    double vb = vs_base(rows, r);
-    json_object *j = json_object_new_object();
-    json_object_object_add(j, "ranks", json_object_new_int(r->ranks));
-    json_object_object_add(j, "budget", json_object_new_string(r->budget));
-    json_object_object_add(j, "frames", json_object_new_string(r->frames));
-    json_object_object_add(j, "size", json_object_new_string(r->size));
-    json_object_object_add(j, "stream_frac", r->frac_arg ? json_object_new_double(r->frac) : NULL);
-    json_object_object_add(j, "order_asked",
-                           r->order_arg ? json_object_new_string(r->order_arg) : NULL);
-    json_object_object_add(j, "order", r->order[0] ? json_object_new_string(r->order) : NULL);
-    json_object_object_add(j, "status", json_object_new_int(r->status));
-    json_object_object_add(j, "step_ms", json_object_new_double(r->step_ms));
-    json_object_object_add(j, "steady_step_ms", json_object_new_double(r->steady_ms));
-    json_object_object_add(j, "predicted_step_ms", json_object_new_double(r->predicted_ms));
-    json_object_object_add(j, "vs_base", json_num_or_null(vb));
-    json_object_object_add(j, "streamed_fraction", json_object_new_double(r->streamed));
-    json_object_object_add(j, "h2d_gb_per_step", json_object_new_double(r->h2d_gb));
-    json_object_object_add(j, "load_s", json_object_new_double(r->load_s));
-    json_object_object_add(j, "load_gbs", json_object_new_double(r->load_gbs));
-    json_object_object_add(j, "mem_vs_plan", json_object_new_double(r->mem_vs_plan));
-    json_object_array_add(arr, j);
-    char frac[32] = "", vbs[32] = "";
-    if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
-    if (vb >= 0) snprintf(vbs, sizeof vbs, "%.4f", vb);
-    text_add(&csv, "%d,\"%s\",%s,%s,%s,%s,%s,%d,%.3f,%.3f,%.3f,%s,%.4f,%.4f,%.3f,%.3f,%.4f\n",
-             r->ranks, r->budget, r->frames, r->size, frac, r->order_arg ? r->order_arg : "",
-             r->order, r->status, r->step_ms,
-             r->steady_ms, r->predicted_ms, vbs, r->streamed, r->h2d_gb, r->load_s, r->load_gbs,
-             r->mem_vs_plan);
-    if (vb >= 0) snprintf(vbs, sizeof vbs, "%.3f", vb);
-    text_add(&md,
-             "| %d | `%s` | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %s | %.2f | %.3f | "
-             "%.2f | %.2f | %.3f |\n",
-             r->ranks, r->budget, r->frames, r->size, r->frac_arg ? frac : "-",
-             r->order[0] ? r->order : r->order_arg ? r->order_arg : "-",
-             r->status ? "failed" : "ok", r->step_ms, r->steady_ms, r->predicted_ms,
-             vb >= 0 ? vbs : "-", r->streamed, r->h2d_gb, r->load_s, r->load_gbs, r->mem_vs_plan);
+    json_object_array_add(arr, row_json(rows, &rows[i]));
+    row_csv(&csv, rows, &rows[i]);
+    row_md(&md, rows, &rows[i]);
   }
   const char *names[3];
   int norders = orders_run(rows, n, names);
@@ -135,27 +293,34 @@ int bench_write_outputs(const char *dir, const bench_row *rows, int n) {
              names[k]);
     for (int i = 0; i < n; i++)
       if (!rows[i].status && strcmp(rows[i].order, names[k]) == 0)
-        text_add(&dat, "%.4f %.3f %.3f\n", rows[i].streamed, rows[i].steady_ms,
+        text_add(&dat, "%.4f %.3f %.3f\n", rows[i].streamed, ROW_STAT(&rows[i], steady_ms).mean,
                  rows[i].predicted_ms);
   }
-  if (!dat.p) text_add(&dat, "# no configuration succeeded\n");
+  if (norders == 0) text_add(&dat, "# no configuration succeeded\n");
   int rc = write_file(dir, "bench.json",
-                      json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY));
+                      json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
   if (rc == SP_OK) rc = write_file(dir, "bench.csv", csv.p);
   if (rc == SP_OK) rc = write_file(dir, "bench.md", md.p);
   if (rc == SP_OK) rc = write_file(dir, "bench-step.dat", dat.p);
   fputs(md.p, stderr);
-  json_object_put(arr);
+  json_object_put(root);
   free(csv.p);
   free(md.p);
   free(dat.p);
   return rc;
 }
 
+/* The header's value for key ("" when it has none). */
+static const char *env_value(const bench_env_item *env, const char *key) {
+  for (int i = 0; i < BENCH_ENV_ITEMS; i++)
+    if (strcmp(env[i].key, key) == 0) return env[i].value;
+  return "";
+}
+
 /* PNG plot of the steady step time against the streamed share, measured
  * and predicted, one colour per order run, when gnuplot is there; its
  * absence is said, not an error. */
-void bench_plot(const char *dir, const bench_row *rows, int n) {
+void bench_plot(const char *dir, const bench_env_item *env, const bench_row *rows, int n) {
   const char *names[3];
   int norders = orders_run(rows, n, names);
   if (norders == 0) {
@@ -169,11 +334,16 @@ void bench_plot(const char *dir, const bench_row *rows, int n) {
     sp_log_warn("bench: no plot: cannot write %s: %s", script, strerror(errno));
     return;
   }
+  /* The title: the GPUs and the commit, quotes left out of gnuplot's string. */
+  char title[600];
+  snprintf(title, sizeof title, "%s, commit %s", env_value(env, "gpu"), env_value(env, "commit"));
+  for (char *c = title; *c; c++)
+    if (*c == '\'' || *c == '\\') *c = ' ';
   fprintf(f,
-          "set terminal png size 900,600\nset output '%s/bench-step.png'\n"
+          "set terminal png size 900,600\nset output '%s/bench-step.png'\nset title '%s'\n"
           "set xlabel 'streamed share of the blocks'\nset ylabel 'steady step time (ms)'\n"
           "set xrange [-0.05:1.05]\nset key left top\nplot ",
-          dir);
+          dir, title);
   for (int k = 0; k < norders; k++)
     fprintf(f,
             "%s'%s/bench-step.dat' index %d using 1:2 with points pt 7 lc %d title 'measured, %s', "

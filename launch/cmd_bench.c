@@ -1,10 +1,12 @@
-/* staticpipe bench: a sweep over configurations (ranks, budget, streamed
- * fraction, order, frames, size), each one `run --json` in a child process
- * (under the MPI launcher when it has more than one rank), collected into
- * DIR/bench.json, bench.csv and bench.md, with the planner's prediction
+/* staticpipe bench: a sweep over configurations (ranks, GPUs, budget,
+ * streamed fraction, order, frames, size), each one `run --json` in a child
+ * process (under the MPI launcher when it has more than one rank), repeated
+ * --repeat times, collected into DIR/bench.json, bench.csv and bench.md
+ * with the planner's prediction and the link between the ranks' GPUs
  * beside each measurement, and a PNG plot when gnuplot is installed.
  * This file: the options, the sweep and running the children; the result
- * files and the plot are bench_report.c. */
+ * files and the plot are bench_report.c, the machine bench_topo.c and
+ * bench_env.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "bench_report.h"
+#include "bench_topo.h"
 #include "cli.h"
 #include "commands.h"
 #include "job.h"
@@ -29,13 +32,15 @@ extern char **environ;
 #define MAX_LIST 16     /* values per list flag */
 #define MAX_WORDS 32    /* words of --launcher and of --extra */
 #define MAX_CONFIGS 256 /* configurations per sweep */
+#define MAX_REPEAT 100  /* runs per configuration */
 
 typedef struct bench_opts {
   const char *model, *cond, *device, *dir;
   const char *ranks[MAX_LIST], *budgets[MAX_LIST], *fracs[MAX_LIST], *orders[MAX_LIST];
-  const char *frames[MAX_LIST], *sizes[MAX_LIST];
-  int nranks, nbudgets, nfracs, norders, nframes, nsizes; /* nfracs, norders: 0 = not passed */
-  const char *steps, *cfg;
+  const char *frames[MAX_LIST], *sizes[MAX_LIST], *devices[MAX_LIST];
+  /* nfracs, norders, ndevices: 0 = not passed */
+  int nranks, nbudgets, nfracs, norders, nframes, nsizes, ndevices;
+  const char *steps, *cfg, *repeat;
   char *launch[MAX_WORDS], *extra[MAX_WORDS]; /* words of --launcher and --extra */
   int nlaunch, nextra;
   int dry_run; /* --dry-run: print the command lines, run nothing */
@@ -45,18 +50,28 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: staticpipe bench --model MODEL --cond FILE [options] -o DIR\n"
           "\n"
-          "Runs every combination of the lists below (ranks x budget x stream-frac x order\n"
-          "x frames x size, at most %d) as 'staticpipe run --json' (more than one rank:\n"
-          "under the launcher) and writes DIR/bench.json, bench.csv, bench.md and, when\n"
-          "gnuplot is installed, bench-step.png (measured steady and predicted step time\n"
-          "against the streamed share of the blocks, one series per order). vs_base is a\n"
-          "row's steady step time over that of the same configuration at --stream-frac 0.\n"
-          "A configuration that fails is reported in its row (its log: DIR/run-K.log) and\n"
-          "the sweep goes on.\n"
+          "Runs every combination of the lists below (ranks x devices x budget x stream-frac\n"
+          "x order x frames x size, at most %d) as 'staticpipe run --json' (more than one\n"
+          "rank: under the launcher), --repeat times each, and writes DIR/bench.json,\n"
+          "bench.csv, bench.md and, when gnuplot is installed, bench-step.png (measured\n"
+          "steady and predicted step time against the streamed share of the blocks, one\n"
+          "series per order). Each file starts with the environment: GPUs, driver, CUDA,\n"
+          "cuDNN, NCCL and MPI versions, the commit built. A row gives the mean and, over\n"
+          "two runs or more, the standard deviation of the step time, of the seconds per\n"
+          "clip (the sampling loop at --steps steps) and of the steps per second; the link\n"
+          "between consecutive ranks' GPUs (NVLink or PCIe, generation, width, path; from\n"
+          "NVML) and the rate measured for one activation message across it (the slowest\n"
+          "hop, GB/s). vs_base is a row's steady step time over that of the same\n"
+          "configuration at --stream-frac 0. A configuration that fails is reported in its\n"
+          "row (its log: DIR/run-K-J.log, run J of configuration K) and the sweep goes on.\n"
           "\n"
           "  -m, --model MODEL     model file or synth:PRESET[:SEED] (required)\n"
           "  -c, --cond FILE       conditioning file, as for run (required)\n"
-          "  -r, --ranks LIST      pipeline ranks, comma separated, each 1..64 (default 1)\n"
+          "      --ranks LIST      pipeline ranks, comma separated, each 1..64 (default 1)\n"
+          "      --devices LIST    the GPUs the ranks take, as for run (rank r: LIST[r mod\n"
+          "                        its length]); repeat the flag for several, for example\n"
+          "                        --devices 0,1 --devices 0,2 (default: not passed, rank r\n"
+          "                        takes GPU r mod the GPUs visible)\n"
           "  -b, --budget STR      a budget, as for run; repeat the flag for several\n"
           "                        (default auto)\n"
           "      --stream-frac LIST  fractions 0..1 of each rank's blocks to stream, comma\n"
@@ -68,6 +83,7 @@ static void usage(FILE *f) {
           "  -s, --size LIST       sizes HxW, comma separated (default 480x832)\n"
           "  -n, --steps N         sampling steps per run (default 2)\n"
           "  -g, --cfg G           guidance (default 5: two micro-batches)\n"
+          "  -r, --repeat N        runs of each configuration, 1..%d (default 1)\n"
           "  -d, --device DEV      as for run (default auto)\n"
           "      --extra \"ARGS\"    more words (split on blanks) for every run command line,\n"
           "                        for example \"--attn cudnn\" or \"--mem-trace\" (default\n"
@@ -80,7 +96,7 @@ static void usage(FILE *f) {
           "                        and run nothing (nothing is written)\n"
           "  -o, --out DIR         output directory, created if missing (required)\n"
           "  -h, --help            this text\n",
-          MAX_CONFIGS);
+          MAX_CONFIGS, MAX_REPEAT);
 }
 
 /* Copies a flag's value into buf (its list is split in place later). */
@@ -128,7 +144,8 @@ static int split_words(const char *flag, char *s, char **words, int *n) {
  * prefix getopt_long would take for them, and the short ones. */
 static int check_extra(char *const *words, int n) {
   static const char *set_long[] = {"model", "cond", "budget", "frames", "size", "steps", "cfg",
-                                   "device", "out", "json", "order", "stream-frac", "help"};
+                                   "device", "devices", "out", "json", "order", "stream-frac",
+                                   "help"};
   static const char set_short[] = "mcbfsngdojh";
   for (int i = 0; i < n; i++) {
     const char *w = words[i];
@@ -218,16 +235,19 @@ static double jnum(json_object *o, const char *key) {
   return o && json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : 0.0;
 }
 
-/* Fills r's measurements from the JSON run wrote; SP_ERR_RUNTIME when
- * there is none. */
-static int parse_result(const char *path, bench_row *r) {
+/* Fills m (and r's plan figures) from the JSON run wrote; SP_ERR_RUNTIME
+ * when there is none. */
+static int parse_result(const char *path, bench_row *r, bench_meas *m) {
   json_object *j = json_object_from_file(path), *plan, *ranks, *v;
   if (!j || !json_object_is_type(j, json_type_object)) {
     if (j) json_object_put(j);
     return SP_ERR_RUNTIME;
   }
-  r->step_ms = jnum(j, "step_ms");
-  r->steady_ms = jnum(j, "steady_step_ms");
+  memset(m, 0, sizeof *m);
+  m->step_ms = jnum(j, "step_ms");
+  m->steady_ms = jnum(j, "steady_step_ms");
+  m->video_s = jnum(j, "sample_s");
+  m->steps_per_s = m->video_s > 0 ? jnum(j, "steps") / m->video_s : 0;
   if (json_object_object_get_ex(j, "plan", &plan)) {
     r->predicted_ms = jnum(plan, "predicted_step_ms");
     int nb = (int)jnum(plan, "num_blocks"), ns = 0;
@@ -240,29 +260,35 @@ static int parse_result(const char *path, bench_row *r) {
     r->streamed = nb ? (double)ns / nb : 0;
   }
   double loaded = 0;
+  r->h2d_gb = 0;
   if (json_object_object_get_ex(j, "ranks", &ranks) && json_object_is_type(ranks, json_type_array))
     for (size_t i = 0; i < json_object_array_length(ranks); i++) {
       json_object *rk = json_object_array_get_idx(ranks, i);
       if (i == 0 && json_object_object_get_ex(rk, "order", &v))
         snprintf(r->order, sizeof r->order, "%s", json_object_get_string(v));
+      if (i == 0) r->act_mb = jnum(rk, "act_bytes") / 1e6;
       r->h2d_gb += jnum(rk, "h2d_bytes_per_step") / 1e9;
       loaded += jnum(rk, "bytes_loaded");
-      if (jnum(rk, "load_s") > r->load_s) r->load_s = jnum(rk, "load_s");
+      if (jnum(rk, "load_s") > m->load_s) m->load_s = jnum(rk, "load_s");
       double peak = jnum(rk, "device_peak_bytes"), plan_peak = jnum(rk, "plan_peak_bytes");
       if (peak > 0 && plan_peak > 0 && peak / plan_peak > r->mem_vs_plan)
         r->mem_vs_plan = peak / plan_peak;
+      /* Every rank but the last probed the hop to the next one. */
+      if (json_object_object_get_ex(rk, "link_gbs", &v) &&
+          (m->act_gbs == 0 || json_object_get_double(v) < m->act_gbs))
+        m->act_gbs = json_object_get_double(v);
     }
-  r->load_gbs = r->load_s > 0 ? loaded / 1e9 / r->load_s : 0;
+  m->load_gbs = m->load_s > 0 ? loaded / 1e9 / m->load_s : 0;
   json_object_put(j);
   return SP_OK;
 }
 
-/* Runs configuration k (row r) and fills r; returns 1 when it failed. */
+/* Runs configuration k (row r) r->repeat times, or prints its command line
+ * with --dry-run; returns 1 when a run failed (the configuration's later
+ * runs are skipped: what fails once fails again). */
 static int bench_one(const bench_opts *o, const char *self, int k, int total, bench_row *r) {
   char np[32], outp[4200], jsonp[4200], logp[4200];
   snprintf(outp, sizeof outp, "%s/run-%d.h5", o->dir, k);
-  snprintf(jsonp, sizeof jsonp, "%s/run-%d.json", o->dir, k);
-  snprintf(logp, sizeof logp, "%s/run-%d.log", o->dir, k);
   char *av[2 * MAX_WORDS + 40];
   int c = 0;
   if (r->ranks > 1) c = launcher_words(o->launch, o->nlaunch, r->ranks, np, sizeof np, av);
@@ -271,6 +297,10 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
                   (char *)r->size, "--steps", (char *)o->steps, "--cfg", (char *)o->cfg,
                   "--device", (char *)o->device, "--no-preview", "-q", "--json", "-o", outp, NULL};
   for (int i = 0; args[i]; i++) av[c++] = args[i];
+  if (r->devices) {
+    av[c++] = "--devices";
+    av[c++] = (char *)r->devices;
+  }
   if (r->frac_arg) {
     av[c++] = "--stream-frac";
     av[c++] = (char *)r->frac_arg;
@@ -285,38 +315,81 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
     print_command(av);
     return 0;
   }
-  sp_log_info("bench: %d/%d: %d rank%s, budget %s, stream-frac %s, order %s, %s frames, %s",
-              k + 1, total, r->ranks, r->ranks > 1 ? "s" : "", r->budget,
-              r->frac_arg ? r->frac_arg : "(plan's)", r->order_arg ? r->order_arg : "(plan's)",
-              r->frames, r->size);
-  r->status = bench_run_child(av, jsonp, logp);
-  unlink(outp);
-  if (r->status == 127) sp_log_error("bench: cannot start %s", av[0]);
-  if (r->status == 0 && parse_result(jsonp, r) != SP_OK) {
-    sp_log_warn("bench: configuration %d exited 0 but wrote no JSON result to %s", k + 1, jsonp);
-    r->status = SP_ERR_RUNTIME;
-    return 1;
-  }
-  if (r->status != 0) {
-    sp_log_warn("bench: configuration %d failed (exit %d): see %s", k + 1, r->status, logp);
-    return 1;
+  sp_log_info("bench: %d/%d: %d rank%s%s%s, budget %s, stream-frac %s, order %s, %s frames, %s, "
+              "%d run%s",
+              k + 1, total, r->ranks, r->ranks > 1 ? "s" : "", r->devices ? " on GPUs " : "",
+              r->devices ? r->devices : "", r->budget, r->frac_arg ? r->frac_arg : "(plan's)",
+              r->order_arg ? r->order_arg : "(plan's)", r->frames, r->size, r->repeat,
+              r->repeat > 1 ? "s" : "");
+  for (int j = 0; j < r->repeat; j++) {
+    snprintf(jsonp, sizeof jsonp, "%s/run-%d-%d.json", o->dir, k, j + 1);
+    snprintf(logp, sizeof logp, "%s/run-%d-%d.log", o->dir, k, j + 1);
+    r->status = bench_run_child(av, jsonp, logp);
+    unlink(outp);
+    if (r->status == 127) sp_log_error("bench: cannot start %s", av[0]);
+    if (r->status == 0 && parse_result(jsonp, r, &r->meas[j]) != SP_OK) {
+      sp_log_warn("bench: configuration %d exited 0 but wrote no JSON result to %s", k + 1,
+                  jsonp);
+      r->status = SP_ERR_RUNTIME;
+      return 1;
+    }
+    if (r->status != 0) {
+      sp_log_warn("bench: configuration %d failed (exit %d): see %s", k + 1, r->status, logp);
+      return 1;
+    }
+    r->runs++;
   }
   return 0;
 }
 
+/* The GPU indices of a --devices list ("0,2"), each 0..1023, into gpus
+ * (at most BENCH_MAX_HOPS + 1). */
+static int parse_devices(const char *s, int *gpus, int *n) {
+  *n = 0;
+  const char *p = s;
+  do {
+    char item[32];
+    size_t len = strcspn(p, ",");
+    int64_t v;
+    if (*n == BENCH_MAX_HOPS + 1 || len >= sizeof item) {
+      sp_log_error("--devices: '%s': at most %d indices of 0..1023", s, BENCH_MAX_HOPS + 1);
+      return SP_ERR_INPUT;
+    }
+    memcpy(item, p, len);
+    item[len] = '\0';
+    if (job_parse_int64("--devices", item, 0, 1023, &v)) return SP_ERR_INPUT;
+    gpus[(*n)++] = (int)v;
+    p += len;
+  } while (*p++ == ',');
+  return SP_OK;
+}
+
+/* The parsed values of the sweep's lists. */
+typedef struct bench_values {
+  int ranks[MAX_LIST];
+  double fracs[MAX_LIST];
+  int frames[MAX_LIST], height[MAX_LIST], width[MAX_LIST];
+  int gpus[MAX_LIST][BENCH_MAX_HOPS + 1], ngpus[MAX_LIST]; /* each --devices */
+  int repeat;
+} bench_values;
+
 /* Checks every value of the sweep with the job's setters and validator,
- * as each child run will: ranks[] and fracs[] get the parsed lists. */
-static int check_values(const bench_opts *o, int *ranks, double *fracs) {
+ * as each child run will, and parses them into v. */
+static int check_values(const bench_opts *o, bench_values *v) {
   job_opts jo;
   job_opts_default(&jo);
   if (job_opts_set(&jo, JOB_OPT_STEPS, o->steps) || job_opts_set(&jo, JOB_OPT_CFG, o->cfg) ||
       job_opts_check(&jo, 0))
     return SP_ERR_INPUT;
+  int64_t x;
+  if (job_parse_int64("--repeat", o->repeat, 1, MAX_REPEAT, &x)) return SP_ERR_INPUT;
+  v->repeat = (int)x;
   for (int i = 0; i < o->nranks; i++) {
-    int64_t v;
-    if (job_parse_int64("--ranks", o->ranks[i], 1, 64, &v)) return SP_ERR_INPUT;
-    ranks[i] = (int)v;
+    if (job_parse_int64("--ranks", o->ranks[i], 1, 64, &x)) return SP_ERR_INPUT;
+    v->ranks[i] = (int)x;
   }
+  for (int i = 0; i < o->ndevices; i++)
+    if (parse_devices(o->devices[i], v->gpus[i], &v->ngpus[i])) return SP_ERR_INPUT;
   /* Each list's values one at a time, the others at their defaults. */
   const struct { int id, n; const char *const *items; } lists[] = {
       {JOB_OPT_STREAM_FRAC, o->nfracs, o->fracs}, {JOB_OPT_ORDER, o->norders, o->orders},
@@ -326,17 +399,51 @@ static int check_values(const bench_opts *o, int *ranks, double *fracs) {
       job_opts one = jo;
       if (job_opts_set(&one, lists[l].id, lists[l].items[i]) || job_opts_check(&one, 0))
         return SP_ERR_INPUT;
-      if (lists[l].id == JOB_OPT_STREAM_FRAC) fracs[i] = one.stream_frac;
+      if (lists[l].id == JOB_OPT_STREAM_FRAC) v->fracs[i] = one.stream_frac;
+      if (lists[l].id == JOB_OPT_FRAMES) v->frames[i] = (int)one.job.frames;
+      if (lists[l].id == JOB_OPT_SIZE) {
+        v->height[i] = (int)one.job.height;
+        v->width[i] = (int)one.job.width;
+      }
     }
   return SP_OK;
 }
 
-/* Runs every configuration of the sweep (ranks x budget x stream-frac x
- * order x frames x size, total of them) and writes the result files; q0
- * is the first --stream-frac 0 (-1: none), each row's base. */
-static int run_sweep(const bench_opts *o, const int *ranks, const double *fracs, int total,
+/* Every --devices index must be a GPU the ranks will see; without GPUs
+ * here (a CPU build or none visible) the runs do not use them. */
+static int check_devices(const bench_opts *o, const bench_values *v, const bench_topo *t) {
+  const int n = bench_topo_count(t);
+  for (int i = 0; i < o->ndevices && n > 0; i++)
+    for (int k = 0; k < v->ngpus[i]; k++)
+      if (v->gpus[i][k] >= n) {
+        sp_log_error("--devices: '%s': GPU %d, but %d GPU%s visible (0..%d)", o->devices[i],
+                     v->gpus[i][k], n, n > 1 ? "s are" : " is", n - 1);
+        return SP_ERR_INPUT;
+      }
+  return SP_OK;
+}
+
+/* The links between the ranks' GPUs: rank r on gpus[r mod ngpus], as run
+ * picks it (or on r mod the GPUs visible without --devices). */
+static void row_links(const bench_topo *t, const int *gpus, int ngpus, bench_row *r) {
+  const int n = bench_topo_count(t);
+  r->hops = 0;
+  if (n == 0) return;
+  for (int q = 0; q < r->ranks; q++) r->hop_gpu[q] = gpus ? gpus[q % ngpus] : q % n;
+  r->on_gpus = 1;
+  r->hops = r->ranks - 1;
+  for (int q = 0; q < r->hops; q++)
+    bench_topo_link(t, r->hop_gpu[q], r->hop_gpu[q + 1], &r->link[q]);
+}
+
+/* Runs every configuration of the sweep (ranks x devices x budget x
+ * stream-frac x order x frames x size, total of them) and writes the
+ * result files; q0 is the first --stream-frac 0 (-1: none), each row's
+ * base. */
+static int run_sweep(const bench_opts *o, const bench_values *v, const bench_topo *t, int total,
                      int q0) {
   const int nq = o->nfracs ? o->nfracs : 1, np = o->norders ? o->norders : 1;
+  const int nd = o->ndevices ? o->ndevices : 1;
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) {
@@ -346,32 +453,45 @@ static int run_sweep(const bench_opts *o, const int *ranks, const double *fracs,
   self[n] = '\0';
 
   bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
+  bench_meas *meas = sp_xcalloc((size_t)total * (size_t)v->repeat, sizeof *meas);
   int k = 0, failed = 0, rc;
   for (int a = 0; a < o->nranks; a++)
-    for (int b = 0; b < o->nbudgets; b++)
-      for (int q = 0; q < nq; q++)
-        for (int p = 0; p < np; p++)
-          for (int f = 0; f < o->nframes; f++)
-            for (int s = 0; s < o->nsizes; s++, k++) {
-              /* k with q in place of q0: the index of this row's base. */
-              const int inner = np * o->nframes * o->nsizes;
-              bench_row *r = &rows[k];
-              *r = (bench_row){.ranks = ranks[a],
-                               .budget = o->budgets[b],
-                               .frames = o->frames[f],
-                               .size = o->sizes[s],
-                               .frac_arg = o->nfracs ? o->fracs[q] : NULL,
-                               .frac = o->nfracs ? fracs[q] : 0,
-                               .order_arg = o->norders ? o->orders[p] : NULL,
-                               .base = q0 < 0 ? -1 : k + (q0 - q) * inner};
-              failed += bench_one(o, self, k, total, r);
-            }
+    for (int d = 0; d < nd; d++)
+      for (int b = 0; b < o->nbudgets; b++)
+        for (int q = 0; q < nq; q++)
+          for (int p = 0; p < np; p++)
+            for (int f = 0; f < o->nframes; f++)
+              for (int s = 0; s < o->nsizes; s++, k++) {
+                /* k with q in place of q0: the index of this row's base. */
+                const int inner = np * o->nframes * o->nsizes;
+                bench_row *r = &rows[k];
+                *r = (bench_row){.ranks = v->ranks[a],
+                                 .devices = o->ndevices ? o->devices[d] : NULL,
+                                 .budget = o->budgets[b],
+                                 .frames = o->frames[f],
+                                 .nframes = v->frames[f],
+                                 .size = o->sizes[s],
+                                 .height = v->height[s],
+                                 .width = v->width[s],
+                                 .frac_arg = o->nfracs ? o->fracs[q] : NULL,
+                                 .frac = o->nfracs ? v->fracs[q] : 0,
+                                 .order_arg = o->norders ? o->orders[p] : NULL,
+                                 .base = q0 < 0 ? -1 : k + (q0 - q) * inner,
+                                 .repeat = v->repeat,
+                                 .meas = meas + (size_t)k * (size_t)v->repeat};
+                row_links(t, o->ndevices ? v->gpus[d] : NULL, v->ngpus[d], r);
+                failed += bench_one(o, self, k, total, r);
+              }
   if (o->dry_run) {
+    free(meas);
     free(rows);
     return SP_OK;
   }
-  rc = bench_write_outputs(o->dir, rows, total);
-  if (rc == SP_OK) bench_plot(o->dir, rows, total);
+  bench_env_item env[BENCH_ENV_ITEMS];
+  bench_env_collect(t, env);
+  rc = bench_write_outputs(o->dir, env, rows, total);
+  if (rc == SP_OK) bench_plot(o->dir, env, rows, total);
+  free(meas);
   free(rows);
   if (rc == SP_OK && failed)
     sp_log_warn("bench: %d of %d configurations failed", failed, total);
@@ -379,10 +499,11 @@ static int run_sweep(const bench_opts *o, const int *ranks, const double *fracs,
 }
 
 int cmd_bench(int argc, char **argv) {
-  enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN };
+  enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN, O_RANKS, O_DEVICES };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'}, {"cond", required_argument, 0, 'c'},
-      {"ranks", required_argument, 0, 'r'}, {"budget", required_argument, 0, 'b'},
+      {"ranks", required_argument, 0, O_RANKS}, {"budget", required_argument, 0, 'b'},
+      {"devices", required_argument, 0, O_DEVICES}, {"repeat", required_argument, 0, 'r'},
       {"frames", required_argument, 0, 'f'}, {"size", required_argument, 0, 's'},
       {"steps", required_argument, 0, 'n'}, {"cfg", required_argument, 0, 'g'},
       {"device", required_argument, 0, 'd'}, {"launcher", required_argument, 0, O_LAUNCHER},
@@ -392,22 +513,30 @@ int cmd_bench(int argc, char **argv) {
       {"dry-run", no_argument, 0, O_DRY_RUN},
       {"out", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
-  bench_opts o = {.device = "auto", .steps = "2", .cfg = "5"};
+  bench_opts o = {.device = "auto", .steps = "2", .cfg = "5", .repeat = "1"};
   char rbuf[256] = "1", fbuf[256] = "81", sbuf[256] = "480x832", qbuf[256] = "", pbuf[256] = "";
   char lbuf[1024] = "mpirun", xbuf[1024] = "";
   cli_getopt_reset();
   int ch, rc = SP_OK;
-  while ((ch = getopt_long(argc, argv, "m:c:r:b:f:s:n:g:d:o:h", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "m:c:b:f:s:n:g:r:d:o:h", opts, NULL)) != -1) {
     switch (ch) {
     case 'm': o.model = optarg; break;
     case 'c': o.cond = optarg; break;
-    case 'r': rc = copy_arg("--ranks", optarg, rbuf, sizeof rbuf); break;
+    case O_RANKS: rc = copy_arg("--ranks", optarg, rbuf, sizeof rbuf); break;
+    case 'r': o.repeat = optarg; break;
     case 'b':
       if (o.nbudgets == MAX_LIST) {
         sp_log_error("--budget: more than %d budgets", MAX_LIST);
         return SP_ERR_INPUT;
       }
       o.budgets[o.nbudgets++] = optarg;
+      break;
+    case O_DEVICES:
+      if (o.ndevices == MAX_LIST) {
+        sp_log_error("--devices: more than %d lists", MAX_LIST);
+        return SP_ERR_INPUT;
+      }
+      o.devices[o.ndevices++] = optarg;
       break;
     case 'f': rc = copy_arg("--frames", optarg, fbuf, sizeof fbuf); break;
     case 's': rc = copy_arg("--size", optarg, sbuf, sizeof sbuf); break;
@@ -453,15 +582,16 @@ int cmd_bench(int argc, char **argv) {
   }
   /* Every value is checked before the first run, so a typo in the last
    * one does not cost the whole sweep. */
-  int ranks[MAX_LIST];
-  double fracs[MAX_LIST];
-  if ((rc = check_values(&o, ranks, fracs)) != SP_OK) return rc;
+  bench_values v;
+  memset(&v, 0, sizeof v);
+  if ((rc = check_values(&o, &v)) != SP_OK) return rc;
   const int nq = o.nfracs ? o.nfracs : 1, np = o.norders ? o.norders : 1;
+  const int nd = o.ndevices ? o.ndevices : 1;
   const long long total_ll =
-      (long long)o.nranks * o.nbudgets * nq * np * o.nframes * o.nsizes;
+      (long long)o.nranks * nd * o.nbudgets * nq * np * o.nframes * o.nsizes;
   if (total_ll > MAX_CONFIGS) {
-    sp_log_error("bench: the lists make %lld configurations (--ranks x --budget x --stream-frac x "
-                 "--order x --frames x --size), more than %d: shorten one",
+    sp_log_error("bench: the lists make %lld configurations (--ranks x --devices x --budget x "
+                 "--stream-frac x --order x --frames x --size), more than %d: shorten one",
                  total_ll, MAX_CONFIGS);
     return SP_ERR_INPUT;
   }
@@ -469,11 +599,20 @@ int cmd_bench(int argc, char **argv) {
   /* The first --stream-frac 0, if any: each row's base is the row alike at it. */
   int q0 = -1;
   for (int i = 0; i < o.nfracs && q0 < 0; i++)
-    if (fracs[i] == 0) q0 = i;
+    if (v.fracs[i] == 0) q0 = i;
 
+  bench_topo *t = NULL;
+  if ((rc = bench_topo_open(&t)) != SP_OK) return rc;
+  if ((rc = check_devices(&o, &v, t)) != SP_OK) {
+    bench_topo_close(t);
+    return rc;
+  }
   if (!o.dry_run && mkdir(o.dir, 0755) != 0 && errno != EEXIST) {
     sp_log_error("--out: cannot create %s: %s", o.dir, strerror(errno));
+    bench_topo_close(t);
     return SP_ERR_INPUT;
   }
-  return run_sweep(&o, ranks, fracs, total, q0);
+  rc = run_sweep(&o, &v, t, total, q0);
+  bench_topo_close(t);
+  return rc;
 }

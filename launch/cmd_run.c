@@ -105,6 +105,8 @@ static json_object *rank_json(const comm_world *w, int r, const job_rank_stats *
   json_int(o, "device_in_use_bytes", a->device_in_use);
   json_int(o, "device_peak_bytes", a->device_peak);
   json_int(o, "plan_peak_bytes", a->plan_peak_bytes);
+  json_int(o, "act_bytes", a->act_bytes);
+  if (r < w->size - 1) json_num(o, "link_gbs", a->link_gbs);
   return o;
 }
 

@@ -224,6 +224,8 @@ typedef struct job_rank_stats {
   uint64_t arena_bytes, device_in_use, device_peak; /* the last stage loaded */
   uint64_t plan_peak_bytes; /* the planner's device peak for this rank */
   double weights_s;         /* reading and placing the weights (within load_s) */
+  double link_gbs;          /* the probed activation rate to the next stage, 0 on the last */
+  uint64_t act_bytes;       /* one activation message */
 } job_rank_stats;
 
 typedef struct job_session job_session;

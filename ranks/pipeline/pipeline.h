@@ -84,4 +84,13 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
                          const rank_job *jobs, int njobs, int block_major, double timeout_s,
                          int progress, rank_pipe_stats *stats);
 
+/* Collective. Times the activation message (the stage's buffer 0, its
+ * size, through tp) between each pair of neighbouring stages, hop after
+ * hop, before sampling: one round trip to connect, then a few timed. Sets
+ * *gbs on a hop's sending rank to the message's bytes over its one-way
+ * time, in GB/s (0 on the last rank and with one rank). Overwrites buffer
+ * 0, which the loop fills before it reads it. */
+void rank_pipeline_probe(const comm_world *w, comm_transport *tp, rank_stage *s,
+                         double timeout_s, double *gbs);
+
 #endif

@@ -5,8 +5,10 @@
 # the sweep goes on; the runs' latents are not kept. A second sweep over
 # the streamed fraction and the order passes both to run, reports the order
 # run and each row's step time against its stream-frac 0 row (vs_base),
-# and plots one series per order. Bad list values and too many
-# configurations are refused before anything runs.
+# and plots one series per order; it runs each configuration twice (-r 2)
+# and each row's mean and standard deviation are those of its two runs'
+# own JSON. Bad list values and too many configurations are refused
+# before anything runs.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
@@ -22,12 +24,13 @@ with h5py.File(sys.argv[1],"w") as f:
   --budget "cuda:0,25%;cuda:1,*" --frames 5,9 --size 32x32 --steps 2 \
   --launcher "mpirun --oversubscribe" -o "$T/b" 2> "$T/bench.log"; rc=$?
 "$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" --stream-frac 0,1 --order micro,block \
-  --frames 5 --size 32x32 --steps 2 --extra "--attn simple" -o "$T/s" 2> "$T/sweep.log"; rc_s=$?
+  --frames 5 --size 32x32 --steps 2 -r 2 --extra "--attn simple" -o "$T/s" 2> "$T/sweep.log"; rc_s=$?
 # Refused up front (exit 2, no output folder): a value out of range, an
 # unknown order, a flag bench sets itself in --extra, more than 256 runs.
 rc_bad=
 for bad in "--stream-frac 0,1.5" "--order micro,fast" "--extra --order=block" \
-           "--ranks 1,2,3,4,5,6,7,8,9 --frames 1,5,9,13,17,21,25,29 --order micro,block,auto,micro"; do
+           "--ranks 1,2,3,4,5,6,7,8,9 --frames 1,5,9,13,17,21,25,29 --order micro,block,auto,micro" \
+           "-r 0" "--devices 0,x" "--extra --devices=1"; do
   # shellcheck disable=SC2086 # the flags are split on purpose
   "$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" $bad -o "$T/bad" 2>> "$T/bad.log"
   rc_bad="$rc_bad $?"
@@ -43,8 +46,14 @@ def check(c, what):
     ok = ok and c
 def is_png(path):
     return open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+def table(path):
+    """The CSV's rows, under its '# key: value' header lines."""
+    with open(path) as f:
+        return list(csv.DictReader(l for l in f if not l.startswith("#")))
+def md_rows(path):
+    return [l for l in open(path) if l.startswith("| ") and not l.startswith("| ranks")]
 
-rows = json.load(open(f"{d}/bench.json"))
+rows = json.load(open(f"{d}/bench.json"))["rows"]
 check(len(rows) == 2 * 2 * 2, f"one row per configuration ({len(rows)})")
 bad = [r for r in rows if r["status"] != 0]
 check(len(bad) == 2 and all(r["ranks"] == 1 and "%" in r["budget"] for r in bad),
@@ -59,19 +68,18 @@ check(all(r["order"] in ("micro", "block") and r["vs_base"] is None and r["strea
 check(all(r["load_gbs"] > 0 and r["h2d_gb_per_step"] == 0 and r["mem_vs_plan"] == 0 for r in good),
       "load rate; no host-to-device bytes or device peak on the CPU backend")
 check(rc == 1, f"exit 1 when a configuration failed (got {rc})")
-with open(f"{d}/bench.csv") as f:
-    c = list(csv.DictReader(f))
+c = table(f"{d}/bench.csv")
 check(len(c) == 8 and set(c[0]) >= {"ranks", "budget", "step_ms", "predicted_ms", "streamed",
                                    "steady_step_ms", "order", "vs_base", "load_gbs", "mem_vs_plan"},
       "CSV")
-check(open(f"{d}/bench.md").read().count("\n") == 10, "markdown table")
+check(len(md_rows(f"{d}/bench.md")) == 8, "markdown table")
 check(not any(n.endswith(".h5") for n in os.listdir(d)), "no latents kept")
 if shutil.which("gnuplot"):
     check(is_png(f"{d}/bench-step.png"), "PNG plot")
 
 # The sweep over --stream-frac 0,1 x --order micro,block on one rank.
 check(rc_s == 0, f"stream-frac x order sweep: exit 0 (got {rc_s})")
-rows = json.load(open(f"{s}/bench.json"))
+rows = json.load(open(f"{s}/bench.json"))["rows"]
 check(len(rows) == 4, f"stream-frac x order: one row per configuration ({len(rows)})")
 check([(r["stream_frac"], r["order_asked"]) for r in rows]
       == [(0, "micro"), (0, "block"), (1, "micro"), (1, "block")], "rows in sweep order")
@@ -85,20 +93,44 @@ check(all(r["vs_base"] == 1.0 for r in rows if r["stream_frac"] == 0), "vs_base 
 base = {r["order"]: r["steady_step_ms"] for r in rows if r["stream_frac"] == 0}
 check(all(abs(r["vs_base"] - r["steady_step_ms"] / base[r["order"]]) < 1e-9
           for r in rows if r["stream_frac"] == 1), "vs_base at stream-frac 1: over its order's base")
-with open(f"{s}/bench.csv") as f:
-    c = list(csv.DictReader(f))
+c = table(f"{s}/bench.csv")
 check(len(c) == 4 and [x["order"] for x in c] == ["micro", "block"] * 2
       and [x["stream_frac"] for x in c] == ["0", "0", "1", "1"], "stream-frac x order: CSV")
-check(open(f"{s}/bench.md").read().count("\n") == 6, "stream-frac x order: markdown table")
+check(len(md_rows(f"{s}/bench.md")) == 4, "stream-frac x order: markdown table")
+# -r 2: each row is its two runs, as their own JSON says (run-K-J.json).
+def runs(k):
+    return [json.load(open(f"{s}/run-{k}-{j}.json")) for j in (1, 2)]
+def mean_sd(xs):
+    m = sum(xs) / len(xs)
+    return m, (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+def close(a, b):
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+stats_ok = True
+for k, r in enumerate(rows):
+    rr = runs(k)
+    want = {"step_ms": [x["step_ms"] for x in rr],
+            "steady_step_ms": [x["steady_step_ms"] for x in rr],
+            "video_s": [x["sample_s"] for x in rr],
+            "steps_per_s": [x["steps"] / x["sample_s"] for x in rr]}
+    for key, xs in want.items():
+        m, sd = mean_sd(xs)
+        stats_ok = stats_ok and close(r[key], m) and close(r[key + "_sd"], sd)
+    stats_ok = stats_ok and r["runs"] == 2 and r["repeat"] == 2
+    stats_ok = stats_ok and r["act_gbs"] is None and r["act_mb"] is None and r["link"] is None
+check(stats_ok, "-r 2: mean and standard deviation of each row's two runs; no link on 1 rank")
+check(all(x["runs"] == "2" and float(x["steady_step_ms_sd"]) >= 0 and float(x["video_s"]) > 0
+          and float(x["steps_per_s"]) > 0 for x in c), "-r 2: CSV runs, deviations, s/video, steps/s")
+check(all(" ± " in l for l in md_rows(f"{s}/bench.md")), "-r 2: markdown mean ± deviation")
 dat = open(f"{s}/bench-step.dat").read()
 check(dat.count("# order ") == 2 and "# order micro" in dat and "# order block" in dat,
       "plot data: one block per order")
 if shutil.which("gnuplot"):
     check(is_png(f"{s}/bench-step.png"), "stream-frac x order: PNG plot")
 
-check(rc_bad.split() == ["2"] * 4, f"bad values and too many configurations: exit 2, nothing written ({rc_bad.strip()})")
+check(rc_bad.split() == ["2"] * 7, f"bad values and too many configurations: exit 2, nothing written ({rc_bad.strip()})")
 log = open(bad_log).read()
 check(all(w in log for w in ("--stream-frac: '1.5'", "--order: 'fast'", "--extra: '--order=block'",
-                              "more than 256")), "each refusal names its flag")
+                              "more than 256", "--repeat: '0'", "--devices: 'x'",
+                              "--extra: '--devices=1'")), "each refusal names its flag")
 sys.exit(0 if ok else 1)
 PYEOF

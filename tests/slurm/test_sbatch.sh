@@ -156,10 +156,10 @@ fi
    > /dev/null)
 rc=$?
 if [ $rc = 0 ] && "$PY" -c 'import json,sys
-rows = json.load(open(sys.argv[1]))
+rows = json.load(open(sys.argv[1]))["rows"]
 run = json.load(open(sys.argv[2]))  # what the run printed: one job of two ranks
 sys.exit(0 if len(rows) == 1 and rows[0]["status"] == 0 and rows[0]["ranks"] == 2
-         and len(run["plan"]["ranks"]) == 2 else 1)' "$T/bench/bench.json" "$T/bench/run-0.json"; then
+         and len(run["plan"]["ranks"]) == 2 else 1)' "$T/bench/bench.json" "$T/bench/run-0-1.json"; then
   echo "ok   bench --launcher srun: its 2-rank run passes under srun"
 else
   echo "FAIL bench --launcher srun (exit $rc)"; tail -n 20 "$T"/job/bench-*.out "$T"/bench/run-*.log
