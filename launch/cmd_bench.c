@@ -295,7 +295,8 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
   char *args[] = {(char *)self, "run", "--model", (char *)o->model, "--cond", (char *)o->cond,
                   "--budget", (char *)r->budget, "--frames", (char *)r->frames, "--size",
                   (char *)r->size, "--steps", (char *)o->steps, "--cfg", (char *)o->cfg,
-                  "--device", (char *)o->device, "--no-preview", "-q", "--json", "-o", outp, NULL};
+                  "--device", (char *)o->device, "--no-preview", "--probe-links", "-q", "--json",
+                  "-o", outp, NULL};
   for (int i = 0; args[i]; i++) av[c++] = args[i];
   if (r->devices) {
     av[c++] = "--devices";

@@ -81,6 +81,7 @@ typedef struct job_opts {
   rank_lora_spec lora[RANK_LORA_MAX]; /* --lora, in the order given */
   int nlora;
   rank_lora_mode lora_mode; /* --lora-mode */
+  int probe_links;          /* --probe-links */
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their
@@ -95,6 +96,7 @@ typedef enum job_opt_id {
   JOB_OPT_TRACE, JOB_OPT_PROFILE, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS,
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
   JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
+  JOB_OPT_PROBE_LINKS,
   JOB_OPT_COUNT
 } job_opt_id;
 

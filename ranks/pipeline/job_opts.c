@@ -159,6 +159,10 @@ static const job_option table[JOB_OPT_COUNT] = {
      "explicit schedule of noise levels in (0, 1], strictly\n"
      "decreasing, a final 0 optional; used as given (no shift);\n"
      "sets --steps to its length"},
+    {JOB_OPT_PROBE_LINKS, "probe-links", 0, NULL, NULL, 0,
+     "before sampling, time the activation message between each\n"
+     "pair of neighbouring stages (a few round trips; run --json\n"
+     "reports link_gbs per rank); bench passes it"},
 };
 
 const job_option *job_option_get(int id) {
@@ -360,6 +364,7 @@ int job_opts_set(job_opts *o, int id, const char *v) {
     return job_parse_int64("--chunk-rows", v, INT64_MIN, INT64_MAX, &o->chunk_rows);
   case JOB_OPT_MEM_TRACE: o->mem_trace = 1; break;
   case JOB_OPT_QUIET: o->quiet = 1; break;
+  case JOB_OPT_PROBE_LINKS: o->probe_links = 1; break;
   case JOB_OPT_VAE: o->vae = v; break;
   case JOB_OPT_VAE_PRECISION:
     if (strcmp(v, "bf16") == 0) {

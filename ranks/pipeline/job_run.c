@@ -221,8 +221,10 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
   if (rc == SP_OK) s->sum.weights_s += rank_stage_get_stats(s->stage)->weights_s;
   if ((rc = job_phase(w, rc, "loading its weights")) != SP_OK) return rc;
   memcpy(s->stage_lat, lat, sizeof s->stage_lat);
-  comm_set_phase("probing the links between stages");
-  rank_pipeline_probe(w, s->tp, s->stage, s->o->timeout, &s->sum.link_gbs);
+  if (s->o->probe_links) {
+    comm_set_phase("probing the links between stages");
+    rank_pipeline_probe(w, s->tp, s->stage, s->o->timeout, &s->sum.link_gbs);
+  }
   s->sum.act_bytes = rank_stage_act_bytes(s->stage);
   return SP_OK;
 }

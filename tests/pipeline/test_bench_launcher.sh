@@ -10,7 +10,7 @@ trap 'rm -rf "$T"' EXIT
 fail=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
-RUN="$SP_BIN run --model synth:wan2.1-tiny --cond 'c d.h5' --budget auto --frames 5 --size 32x32 --steps 2 --cfg 5 --device auto --no-preview -q --json"
+RUN="$SP_BIN run --model synth:wan2.1-tiny --cond 'c d.h5' --budget auto --frames 5 --size 32x32 --steps 2 --cfg 5 --device auto --no-preview --probe-links -q --json"
 lines() { # launcher -> the dry run's stdout
   "$SP_BIN" bench --model synth:wan2.1-tiny --cond "c d.h5" --ranks 1,2,4 --frames 5 \
     --size 32x32 --launcher "$1" --dry-run -o "$T/out" 2> "$T/err"
