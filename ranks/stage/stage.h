@@ -19,6 +19,7 @@
 
 #include "dit.h"
 #include "kern_attn_backend.h"
+#include "lora.h"
 #include "model_file.h"
 #include "plan.h"
 
@@ -112,6 +113,15 @@ void rank_stage_blocks(rank_stage *s, int n, const int *slots, const int *bufs);
 void rank_stage_head(rank_stage *s, int buf, float *out);
 /* Waits for every queued call of the stage. */
 void rank_stage_sync(rank_stage *s);
+
+/* Bypassed LoRAs (MODEL.md "LoRA", bypass): replaces the pairs added after
+ * the stage's blocks' linear layers by those of l (rank_lora_bypass_check
+ * passed), reading only its own blocks' LoRA tensors; l NULL drops them.
+ * The base weights stay as loaded, so jobs switch LoRAs without reloading.
+ * Between jobs only (it waits for queued work and may allocate); a
+ * following rank_stage_set_prompt sees the new pairs. SP_OK, or the
+ * reader's status (logged) with no pairs left in place. */
+int rank_stage_set_lora(rank_stage *s, const rank_lora *l);
 
 /* What a stage holds and moves, for the run's summary (--json). */
 typedef struct rank_stage_stats {

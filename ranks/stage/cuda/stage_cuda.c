@@ -363,9 +363,19 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
 
 static void cuda_sync(rank_stage *s) { CUDA_CHECK(cudaStreamSynchronize(cuda_of(s)->stream)); }
 
+/* Bypassed LoRAs are built on the CPU backend only: the CUDA stage runs
+ * LoRAs merged at load (MODEL.md "LoRA"). */
+static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
+  (void)s;
+  if (!l) return SP_OK;
+  sp_log_error("--lora-mode bypass: not built on the CUDA backend yet; use --device cpu, or "
+               "--lora-mode merged (one set of LoRAs for every job)");
+  return SP_ERR_INPUT;
+}
+
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
-                                        cuda_sync};
+                                        cuda_sync,    cuda_set_lora};
 
 /* The loader's host side: the file's groups arrive in pinned buffers, two
  * of them, so that reading group k + 1 overlaps the host-to-device copy of
