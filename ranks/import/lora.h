@@ -108,6 +108,9 @@ int rank_lora_merge_group(void *ctx, wan_group g, int block, const wan_layout *l
 int rank_lora_bypass_check(const rank_lora *l);
 /* The largest summed rank R of a linear layer of blocks first..last. */
 int64_t rank_lora_bypass_rank(const rank_lora *l, int first, int last);
+/* The most any block of the model needs: *elems, the largest
+ * rank_lora_bypass_floats, and *rank, the largest summed rank R. */
+void rank_lora_bypass_room(const rank_lora *l, size_t *elems, int64_t *rank);
 /* Floats of block's pairs: the sum over its linear layers of R (in + out). */
 size_t rank_lora_bypass_floats(const rank_lora *l, int block);
 /* Reads block's pairs (only this block's LoRA tensors) into data

@@ -87,6 +87,16 @@ size_t rank_lora_bypass_floats(const rank_lora *L, int block) {
   return n;
 }
 
+void rank_lora_bypass_room(const rank_lora *L, size_t *elems, int64_t *rank) {
+  size_t e = 0;
+  for (int b = 0; b < L->config.layers; b++) {
+    const size_t n = rank_lora_bypass_floats(L, b);
+    if (n > e) e = n;
+  }
+  *elems = e;
+  *rank = rank_lora_bypass_rank(L, 0, (int)L->config.layers - 1);
+}
+
 /* One file's pair of one linear layer into the stacked A (R, in) at rows
  * k0.., and B (out, R) at columns k0.., scaled: B' = float(c * B). */
 static int read_pair(const lora_file *lf, const entry *e, const linear *lin, int64_t R,

@@ -85,7 +85,11 @@ typedef struct job_opts {
   wan_vae_gpu_precision vae_precision; /* --vae-precision (CUDA decoder) */
   rank_lora_spec lora[RANK_LORA_MAX]; /* --lora, in the order given */
   int nlora;
-  rank_lora_mode lora_mode; /* --lora-mode */
+  rank_lora_mode lora_mode; /* --lora-mode (auto resolved by job_session_plan) */
+  /* bypass: the room every job's pairs fit in, per block (the largest
+   * rank_lora_bypass_room; job_session_plan): the plan and the stage hold it */
+  uint64_t lora_block_elems;
+  int64_t lora_rank;
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their

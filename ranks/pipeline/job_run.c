@@ -183,6 +183,13 @@ static int setup_loras(job_session *s) {
       rank_lora *l = NULL;
       checked_bad = rank_lora_open(cur, n, rank_model_get_info(s->m), &l) != SP_OK ||
                     rank_lora_bypass_check(l) != SP_OK;
+      if (!checked_bad) {
+        size_t elems;
+        int64_t rank;
+        rank_lora_bypass_room(l, &elems, &rank);
+        if (elems > o->lora_block_elems) o->lora_block_elems = elems;
+        if (rank > o->lora_rank) o->lora_rank = rank;
+      }
       rank_lora_close(l);
       memcpy(checked, cur, (size_t)n * sizeof *cur);
       checked_n = n;
@@ -192,6 +199,8 @@ static int setup_loras(job_session *s) {
     bad[i] = (uint8_t)checked_bad;
   }
   comm_bcast(w, bad, (size_t)s->njobs, 0);
+  comm_bcast(w, &o->lora_block_elems, sizeof o->lora_block_elems, 0);
+  comm_bcast(w, &o->lora_rank, sizeof o->lora_rank, 0);
   for (int i = 0; i < s->njobs; i++) {
     if (bad[i]) s->jobs[i].bad = 1;
     nbad += bad[i];
@@ -302,7 +311,9 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .prefetch_depth = pr->prefetch_depth, .profile = s->o->profile,
                          .act_buffers = nbuf, .chunk_rows = pr->chunk_rows,
                          .mem_trace = s->o->mem_trace,
-                         .plan_peak_bytes = (double)pr->peak_bytes};
+                         .plan_peak_bytes = (double)pr->peak_bytes,
+                         .lora_block_elems = s->o->lora_block_elems,
+                         .lora_rank = s->o->lora_rank};
   double t0 = comm_now();
   int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
   s->sum.load_s += comm_now() - t0;

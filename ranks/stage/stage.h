@@ -46,6 +46,10 @@ typedef struct rank_stage_cfg {
   int64_t chunk_rows; /* CUDA: rows per chunk of the block transients (0: all tokens) */
   int mem_trace;      /* CUDA: per-block device memory table (synchronises per block) */
   double plan_peak_bytes; /* the planner's peak for this rank, for the memory table */
+  /* CUDA: room for bypassed LoRAs (plan_workload's lora_block_elems and
+   * lora_rank; 0: none), held from load so that jobs switch them in place */
+  uint64_t lora_block_elems;
+  int64_t lora_rank;
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */
