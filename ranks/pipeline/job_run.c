@@ -227,7 +227,10 @@ static int use_loras(job_session *s, const job_spec *j) {
   if (s->w->rank == 0) {
     char d[2048] = "none";
     if (s->lora) rank_lora_describe(s->lora, d, sizeof d);
-    sp_log_info("lora (bypass) from line %d on: %s", j->line, d);
+    if (s->single)
+      sp_log_info("lora (bypass): %s", d);
+    else
+      sp_log_info("lora (bypass) from %s:%d on: %s", s->o->jobs, j->line, d);
   }
   memcpy(s->lora_cur, want, (size_t)n * sizeof *want);
   s->nlora_cur = n;
