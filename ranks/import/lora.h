@@ -1,5 +1,6 @@
 /* LoRA files (safetensors) merged into a model's weights as its groups are
- * read (MODEL.md "LoRA": key styles, scale, merge arithmetic).
+ * read, or kept apart and bypassed (the end of this file) (MODEL.md "LoRA":
+ * key styles, scale, merge arithmetic, bypass).
  *
  * A LoRA is opened and checked against the model on every rank before any
  * weight is loaded: keys, shapes, ranks, dtypes, from the header alone.

@@ -151,8 +151,8 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_LORA_MODE, "lora-mode", 0, "MODE", "auto", 0,
      "merged: added into the weights at load, no cost per step;\n"
      "bypass: base weights kept, B (A x) added after each linear\n"
-     "layer of the blocks (pairs only, CPU backend), so --jobs\n"
-     "lines switch LoRAs without reloading; auto: merged when\n"
+     "layer of the blocks (lora_down/up pairs there only), so\n"
+     "--jobs lines switch LoRAs without reloading; auto: merged when\n"
      "every job has the same LoRAs, bypass when --jobs lines name\n"
      "different ones"},
     {JOB_OPT_TIMESTEPS, "timesteps", 0, "LIST", NULL, 1,
