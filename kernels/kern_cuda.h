@@ -67,6 +67,9 @@ typedef struct kern_cuda_matmul_params {
   int64_t batch; /* 1 for a plain GEMM */
   int64_t stride_a, stride_b, stride_d;
   float alpha; /* 1 for a linear layer */
+  /* 0: D is overwritten; 1: the product is added to the D it holds, before
+   * the bias and the activation: D = act(alpha A B^T + D + bias). */
+  float beta;
   kern_cuda_act act;
 } kern_cuda_matmul_params;
 void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p,
@@ -77,6 +80,18 @@ void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p,
 void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t *w,
                       const uint16_t *b, void *y, kern_dtype y_dtype, int64_t M, int64_t K,
                       int64_t N, kern_cuda_act act, cudaStream_t stream);
+
+/* A linear layer with a bypassed LoRA pair (MODEL.md "LoRA", bypass):
+ *   y = act(x @ w^T + b + (x @ a^T) @ bl^T)
+ * x (M, K), w (N, K), b (N) or NULL, a (r, K), bl (N, r) bf16 (the LoRA's
+ * scale folded into bl); t (M, r) bf16 scratch; y (M, N) fp32 or bf16.
+ * The low-rank product is made first, into y, and the main GEMM adds onto
+ * it (beta 1) with the bias and activation in its epilogue: no extra pass
+ * over y. r = 0 is kern_cuda_linear. */
+void kern_cuda_linear_lora(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t *w,
+                           const uint16_t *b, const uint16_t *a, const uint16_t *bl, int64_t r,
+                           uint16_t *t, void *y, kern_dtype y_dtype, int64_t M, int64_t K,
+                           int64_t N, kern_cuda_act act, cudaStream_t stream);
 
 /* A linear layer on an fp32 input for a few rows (the time embedding and
  * time projection, kept fp32 as the model computes them): y = x @ w^T + b,

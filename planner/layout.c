@@ -36,6 +36,8 @@ static const char *const buf_names[PLAN_BUF_KINDS] = {
     [PLAN_BUF_TOK] = "patch tokens",
     [PLAN_BUF_LAT] = "latent",
     [PLAN_BUF_ATTN_SCRATCH] = "attention scratch",
+    [PLAN_BUF_LORA_W] = "lora pairs",
+    [PLAN_BUF_LORA_T] = "lora temporary",
 };
 
 const char *plan_buf_name(plan_buf k) {
@@ -186,6 +188,14 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
     take(&c, PLAN_BUF_ATTN_SCRATCH, 0,
          plan_attn_stage_scratch_bytes(s->tokens, s->text_len, s->heads));
 
+  /* Bypassed LoRAs: every block's pairs stay on the device (streamed
+   * blocks' too: they are small, and switching jobs rewrites them), the
+   * A x of a chunk's rows or of the context's (max(R, C), rank) a. */
+  if (s->lora_elems && s->lora_rank > 0) {
+    for (int b = 0; b < s->nblocks; b++) take(&c, PLAN_BUF_LORA_W, b, mul(&c, s->lora_elems, a));
+    take(&c, PLAN_BUF_LORA_T, 0, mul(&c, mul(&c, R > C ? R : C, (uint64_t)s->lora_rank), a));
+  }
+
   if (c.over) return plan_fail(err, errlen, "layout: the arena's size overflows 64 bits");
   l->nstreamed = nstreamed;
   l->slots = slots;
@@ -230,6 +240,8 @@ void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan
       .act_buffers = plan_act_buffers(q->order, w->micro_batches, !first, !last),
       .chunk_rows = q->chunk_rows,
       .simple_attn = simple_attn,
+      .lora_elems = m->lora_block_elems,
+      .lora_rank = m->lora_rank,
   };
   *out = s;
 }

@@ -29,9 +29,10 @@ extern "C" {
  * receive buffer). */
 #define PLAN_LAYOUT_MAX_SLOTS 16
 #define PLAN_LAYOUT_MAX_ACT 1025
-/* Buffers of one layout at most: every block, slot and activation buffer
- * and the 20 others (24: room to spare). */
-#define PLAN_LAYOUT_MAX (PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS + PLAN_LAYOUT_MAX_ACT + 24)
+/* Buffers of one layout at most: every block (its weights and its LoRA
+ * pairs), slot and activation buffer and the 21 others (24: room to
+ * spare). */
+#define PLAN_LAYOUT_MAX (2 * PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS + PLAN_LAYOUT_MAX_ACT + 24)
 /* Scores the simple attention backend may hold at once: as many query rows
  * per chunk as this many bytes of scratch hold (at least one). */
 #define PLAN_ATTN_SCRATCH_CAP ((uint64_t)1 << 30)
@@ -62,6 +63,8 @@ typedef enum plan_buf {
   PLAN_BUF_TOK,         /* [tok] (L, max patch in/out) fp32 patch tokens (end stages) */
   PLAN_BUF_LAT,         /* [lat] (max channels, latent voxels) fp32 latent (end stages) */
   PLAN_BUF_ATTN_SCRATCH, /* [attn_scratch] scores of the simple attention backend */
+  PLAN_BUF_LORA_W,      /* [lora_w[i]] bypassed LoRA pairs of block i of the stage (every block) */
+  PLAN_BUF_LORA_T,      /* [lora_t] (max(rows, text_len), lora rank) a LoRA's A x */
   PLAN_BUF_KINDS
 } plan_buf;
 
@@ -86,6 +89,9 @@ typedef struct plan_stage_shape {
   int act_buffers;         /* plan_act_buffers */
   int64_t chunk_rows;      /* rows of the block transients; 0 or >= L: L */
   int simple_attn;         /* the stage runs the simple attention backend */
+  /* bypassed LoRAs (plan_model's lora_block_elems, lora_rank; 0: none) */
+  uint64_t lora_elems;
+  int64_t lora_rank;
 } plan_stage_shape;
 
 typedef struct plan_buffer {

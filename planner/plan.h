@@ -38,6 +38,12 @@ typedef struct plan_model {
   int64_t freq_dim;        /* sinusoid width of the time embedding */
   int64_t in_dim, out_dim; /* latent channels; a token has in_dim*4 inputs (patch 1x2x2) */
   int weight_dtype_bytes;  /* 2 bf16, 4 fp32: also the width of bf16/fp32 activations */
+  /* Bypassed LoRAs (MODEL.md "LoRA", bypass; 0: none): elements of one
+   * block's pairs and their largest summed rank, the most any job's LoRAs
+   * need in any block. A CUDA stage holds every block's pairs and an
+   * (rows, rank) temporary (layout.h). */
+  uint64_t lora_block_elems;
+  int64_t lora_rank;
 } plan_model;
 
 /* One pipeline rank's device. */

@@ -45,7 +45,7 @@
 /* Everything that selects an algorithm; pointers are not part of it. */
 typedef struct gemm_key {
   int64_t M, N, K, lda, ldb, ldd, batch, stride_a, stride_b, stride_d;
-  int b_kn, d_dtype, has_bias, act;
+  int b_kn, d_dtype, has_bias, act, accumulate;
   int64_t algo_m; /* 0, or the row count the algorithm is chosen for (pinned rows) */
 } gemm_key;
 
@@ -164,7 +164,7 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
     qlb = make_layout(CUDA_R_16BF, k->K, k->algo_m, k->lda, k->batch, k->stride_a);
     qld = make_layout(dt, k->N, k->algo_m, k->ldd, k->batch, k->stride_d);
   }
-  /* C is D (beta 0). NOT_SUPPORTED means no algorithm: not an error here. */
+  /* C is D (beta 0 or 1). NOT_SUPPORTED means no algorithm: not an error here. */
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, e->op, e->la, qlb, qld, qld,
                                                      pref, 1, &res, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
@@ -273,13 +273,14 @@ extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul
   k.d_dtype = (int)p->d_dtype;
   k.has_bias = p->bias != NULL;
   k.act = (int)p->act;
+  k.accumulate = p->beta != 0.0f;
   if (ctx->pin_rows > p->M && p->batch == 1) k.algo_m = ctx->pin_rows;
   gemm_entry *e = entry_get(ctx, &k);
 
   if (e->fused && p->bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                 &p->bias, sizeof p->bias));
-  const float alpha = p->alpha, beta = 0.0f;
+  const float alpha = p->alpha, beta = p->beta;
   cublasStatus_t st = cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta,
                                      p->d, e->ld, p->d, e->ld, &e->algo, ctx->workspace,
                                      ctx->workspace_bytes, stream);
@@ -318,6 +319,30 @@ extern "C" void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, con
   p.lda = K; p.ldb = K; p.ldd = N;
   p.batch = 1;
   p.alpha = 1.0f;
+  p.act = act;
+  kern_cuda_matmul(ctx, &p, stream);
+}
+
+extern "C" void kern_cuda_linear_lora(kern_cuda_gemm_ctx *ctx, const uint16_t *x,
+                                      const uint16_t *w, const uint16_t *b, const uint16_t *a,
+                                      const uint16_t *bl, int64_t r, uint16_t *t, void *y,
+                                      kern_dtype y_dtype, int64_t M, int64_t K, int64_t N,
+                                      kern_cuda_act act, cudaStream_t stream) {
+  if (r < 1) {
+    kern_cuda_linear(ctx, x, w, b, y, y_dtype, M, K, N, act, stream);
+    return;
+  }
+  kern_cuda_linear(ctx, x, a, NULL, t, KERN_DTYPE_BF16, M, K, r, KERN_CUDA_ACT_NONE, stream);
+  kern_cuda_linear(ctx, t, bl, NULL, y, y_dtype, M, r, N, KERN_CUDA_ACT_NONE, stream);
+  kern_cuda_matmul_params p;
+  memset(&p, 0, sizeof p);
+  p.a = x; p.b = w; p.bias = b; p.d = y;
+  p.d_dtype = y_dtype;
+  p.M = M; p.N = N; p.K = K;
+  p.lda = K; p.ldb = K; p.ldd = N;
+  p.batch = 1;
+  p.alpha = 1.0f;
+  p.beta = 1.0f;
   p.act = act;
   kern_cuda_matmul(ctx, &p, stream);
 }

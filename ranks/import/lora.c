@@ -66,20 +66,18 @@ void rank_lora_spec_format(const rank_lora_spec *s, char *buf, size_t n) {
 }
 
 int rank_lora_mode_parse(const char *name, rank_lora_mode *out) {
-  if (name && strcmp(name, "merged") == 0) {
-    *out = RANK_LORA_MERGED;
-    return SP_OK;
-  }
-  if (name && strcmp(name, "bypass") == 0)
-    sp_log_error("--lora-mode bypass: not built yet (it will keep the base weights and add "
-                 "s B (A x) each step); use merged");
-  else
-    sp_log_error("--lora-mode '%s' is unknown: use merged", name ? name : "(null)");
+  static const rank_lora_mode modes[] = {RANK_LORA_AUTO, RANK_LORA_MERGED, RANK_LORA_BYPASS};
+  for (size_t i = 0; name && i < sizeof modes / sizeof modes[0]; i++)
+    if (strcmp(name, rank_lora_mode_name(modes[i])) == 0) {
+      *out = modes[i];
+      return SP_OK;
+    }
+  sp_log_error("--lora-mode '%s' is unknown: use auto, merged or bypass", name ? name : "(null)");
   return SP_ERR_INPUT;
 }
 
 const char *rank_lora_mode_name(rank_lora_mode m) {
-  return m == RANK_LORA_BYPASS ? "bypass" : "merged";
+  return m == RANK_LORA_BYPASS ? "bypass" : m == RANK_LORA_MERGED ? "merged" : "auto";
 }
 
 /* ---- keys ------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* LoRA files (safetensors) merged into a model's weights as its groups are
- * read (MODEL.md "LoRA": key styles, scale, merge arithmetic).
+ * read, or kept apart and bypassed (the end of this file) (MODEL.md "LoRA":
+ * key styles, scale, merge arithmetic, bypass).
  *
  * A LoRA is opened and checked against the model on every rank before any
  * weight is loaded: keys, shapes, ranks, dtypes, from the header alone.
@@ -27,6 +28,7 @@
 #include "kern_dtype.h"
 #include "model_file.h"
 #include "wan_config.h"
+#include "wan_weights.h"
 
 #define RANK_LORA_MAX 16        /* --lora given at most this often */
 #define RANK_LORA_MAX_RANK 65536 /* bound on a LoRA's rank r */
@@ -38,10 +40,11 @@ typedef enum {
   RANK_LORA_EXPERT_LOW = 2,  /* @low: the low-noise expert */
 } rank_lora_expert;
 
-/* How a LoRA is applied. Only merged is built. */
+/* How LoRAs are applied (MODEL.md "LoRA"). */
 typedef enum {
-  RANK_LORA_MERGED = 0, /* added into the weights at load: no cost per step */
-  RANK_LORA_BYPASS = 1, /* base weights kept, s B (A x) added per step: not built */
+  RANK_LORA_AUTO = 0,   /* merged, unless --jobs lines name different LoRAs: bypass */
+  RANK_LORA_MERGED = 1, /* added into the weights at load: no cost per step */
+  RANK_LORA_BYPASS = 2, /* base weights kept, B (A x) added after each linear layer */
 } rank_lora_mode;
 
 /* One --lora FILE[:STRENGTH][@high|@low]. */
@@ -59,8 +62,8 @@ typedef struct rank_lora_spec {
 int rank_lora_spec_parse(const char *text, rank_lora_spec *out, char *err, size_t errlen);
 /* "FILE:STRENGTH[@tag]", the form the parser reads. */
 void rank_lora_spec_format(const rank_lora_spec *s, char *buf, size_t n);
-/* "merged" -> RANK_LORA_MERGED; "bypass" is refused (not built yet).
- * SP_OK or SP_ERR_INPUT (logged, naming --lora-mode). */
+/* "auto", "merged" or "bypass". SP_OK or SP_ERR_INPUT (logged, naming
+ * --lora-mode). */
 int rank_lora_mode_parse(const char *name, rank_lora_mode *out);
 const char *rank_lora_mode_name(rank_lora_mode m);
 
@@ -91,5 +94,31 @@ void rank_lora_describe(const rank_lora *l, char *buf, size_t n);
  * merged and must not be used. */
 int rank_lora_merge_group(void *ctx, wan_group g, int block, const wan_layout *l, kern_dtype dt,
                           void *data);
+
+/* ---- bypass (MODEL.md "LoRA", bypass) --------------------------------
+ * The pairs of a block's linear layers (WAN_BLOCK_LINEARS) are kept apart
+ * from its weights and added after each layer, y += B (A x): per layer the
+ * pairs of every LoRA that names it, stacked in the order given along the
+ * rank (R = the sum of their ranks), each file's scale c folded into its
+ * columns of B (float(c * B), the product in double). */
+
+/* Whether every term of l can be bypassed: pairs on the blocks' linear
+ * layers only. A full difference (diff, diff_b) or a pair on an embedding
+ * or the head is refused: one line naming the file, the first such key and
+ * --lora-mode merged. SP_OK or SP_ERR_INPUT. */
+int rank_lora_bypass_check(const rank_lora *l);
+/* The largest summed rank R of a linear layer of blocks first..last. */
+int64_t rank_lora_bypass_rank(const rank_lora *l, int first, int last);
+/* The most any block of the model needs: *elems, the largest
+ * rank_lora_bypass_floats, and *rank, the largest summed rank R. */
+void rank_lora_bypass_room(const rank_lora *l, size_t *elems, int64_t *rank);
+/* Floats of block's pairs: the sum over its linear layers of R (in + out). */
+size_t rank_lora_bypass_floats(const rank_lora *l, int block);
+/* Reads block's pairs (only this block's LoRA tensors) into data
+ * (rank_lora_bypass_floats of it), per linear layer in WAN_BLOCK_LINEARS
+ * order A (R, in) then B (out, R), and points out's fields into it (r = 0
+ * for a layer without pairs). SP_OK, or SP_ERR_INPUT / SP_ERR_RUNTIME
+ * (logged, naming the file and the key) with out untouched. */
+int rank_lora_bypass_read(const rank_lora *l, int block, float *data, wan_block_lora_f32 *out);
 
 #endif

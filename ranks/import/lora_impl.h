@@ -4,6 +4,7 @@
 #define RANK_LORA_IMPL_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "lora.h"
 #include "safetensors.h"
@@ -49,6 +50,21 @@ static inline int lora_entry_cmp(const void *a, const void *b) {
   if (x->g != y->g) return (int)x->g - (int)y->g;
   if (x->block != y->block) return x->block - y->block;
   return x->tensor - y->tensor;
+}
+
+/* A tensor of a LoRA file as float32 (numel values), checked finite.
+ * SP_OK and *out (the caller frees it), or the reader's status / a logged
+ * SP_ERR_INPUT naming the file and the key (lora_merge.c). */
+int lora_read_f32(const lora_file *lf, const rank_st_tensor *t, float **out);
+/* The scale of an entry's pair, c = strength * (alpha / r) in double
+ * (alpha read from the file, r when absent). SP_OK or lora_read_f32's
+ * status (lora_merge.c). */
+int lora_entry_scale(const lora_file *lf, const entry *e, double *out);
+
+/* The entry of lf for tensor ti of a group's block, or NULL. */
+static inline const entry *lora_entry_find(const lora_file *lf, wan_group g, int block, int ti) {
+  const entry key = {.g = g, .block = g == WAN_GROUP_BLOCK ? block : 0, .tensor = ti};
+  return bsearch(&key, lf->e, (size_t)lf->ne, sizeof *lf->e, lora_entry_cmp);
 }
 
 #endif

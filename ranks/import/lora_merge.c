@@ -7,8 +7,7 @@
 #include "log.h"
 #include "lora_impl.h"
 
-/* A tensor of the LoRA file as float32 (n values), checked finite. */
-static int read_f32(const lora_file *lf, const rank_st_tensor *t, float **out) {
+int lora_read_f32(const lora_file *lf, const rank_st_tensor *t, float **out) {
   const size_t n = (size_t)t->numel, esz = rank_st_dtype_size(t->dtype);
   unsigned char *raw = sp_xmalloc(n * esz + 1);
   int rc = rank_st_read(lf->f, t, 0, raw, n * esz);
@@ -56,25 +55,29 @@ static void terms_free(term *t, int n) {
   }
 }
 
+int lora_entry_scale(const lora_file *lf, const entry *e, double *out) {
+  double alpha = (double)e->rank;
+  if (e->p[PART_ALPHA]) {
+    float *al = NULL;
+    int rc = lora_read_f32(lf, e->p[PART_ALPHA], &al);
+    if (rc != SP_OK) return rc;
+    alpha = al[0];
+    free(al);
+  }
+  *out = lf->spec.strength * (alpha / (double)e->rank);
+  return SP_OK;
+}
+
 static int term_read(term *t) {
   const entry *e = t->e;
-  const double s = t->lf->spec.strength;
   int rc = SP_OK;
   if (e->p[PART_DOWN]) {
-    double alpha = (double)e->rank;
-    if (e->p[PART_ALPHA]) {
-      float *al = NULL;
-      rc = read_f32(t->lf, e->p[PART_ALPHA], &al);
-      if (rc != SP_OK) return rc;
-      alpha = al[0];
-      free(al);
-    }
-    t->c = s * (alpha / (double)e->rank);
-    rc = read_f32(t->lf, e->p[PART_DOWN], &t->a);
-    if (rc == SP_OK) rc = read_f32(t->lf, e->p[PART_UP], &t->b);
+    rc = lora_entry_scale(t->lf, e, &t->c);
+    if (rc == SP_OK) rc = lora_read_f32(t->lf, e->p[PART_DOWN], &t->a);
+    if (rc == SP_OK) rc = lora_read_f32(t->lf, e->p[PART_UP], &t->b);
   }
-  if (rc == SP_OK && e->p[PART_DIFF]) rc = read_f32(t->lf, e->p[PART_DIFF], &t->d);
-  if (rc == SP_OK && e->p[PART_DIFF_B]) rc = read_f32(t->lf, e->p[PART_DIFF_B], &t->db);
+  if (rc == SP_OK && e->p[PART_DIFF]) rc = lora_read_f32(t->lf, e->p[PART_DIFF], &t->d);
+  if (rc == SP_OK && e->p[PART_DIFF_B]) rc = lora_read_f32(t->lf, e->p[PART_DIFF_B], &t->db);
   return rc;
 }
 
@@ -162,8 +165,7 @@ int rank_lora_merge_group(void *ctx, wan_group g, int block, const wan_layout *l
     int nt = 0;
     for (int f = 0; f < L->n; f++) {
       const lora_file *lf = &L->files[f];
-      const entry key = {.g = g, .block = g == WAN_GROUP_BLOCK ? block : 0, .tensor = ti};
-      const entry *e = bsearch(&key, lf->e, (size_t)lf->ne, sizeof *lf->e, lora_entry_cmp);
+      const entry *e = lora_entry_find(lf, g, block, ti);
       if (!e) continue;
       tm[nt] = (term){.lf = lf, .e = e};
       rc = term_read(&tm[nt]);

@@ -42,8 +42,9 @@ void rank_rope_free(rank_rope *r);
 void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *dst_l,
                     float *dst);
 
-/* Floats of scratch rank_dit_block / _context_kv / _head need for L tokens. */
-size_t rank_dit_scratch_floats(const wan_config *c, int64_t tokens);
+/* Floats of scratch rank_dit_block / _context_kv / _head need for L tokens,
+ * with bypassed LoRA pairs of rank at most lora_rank (0: none). */
+size_t rank_dit_scratch_floats(const wan_config *c, int64_t tokens, int64_t lora_rank);
 
 /* e (dim) and e0 (6, dim) from the integer timestep t. */
 void rank_dit_embed_time(const wan_config *c, const wan_embed_f32 *w, double t, float *e,
@@ -56,14 +57,21 @@ void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
                           const float *latent, int64_t F, int64_t H, int64_t W, float *x,
                           float *scratch);
 
+/* lora in the two calls below: the block's bypassed LoRA pairs (MODEL.md
+ * "LoRA", bypass), each added after its linear layer as y += B (A x) in
+ * fp32, their ranks within the lora_rank the scratch was sized for; NULL
+ * for none (the forward is then exactly the one without LoRAs). */
+
 /* Cross-attention k, v (text_len, dim) of one block from ctx. */
-void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w, const float *ctx, float *k,
-                         float *v);
+void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
+                         const wan_block_lora_f32 *lora, const float *ctx, float *k, float *v,
+                         float *scratch);
 
 /* One transformer block on x (tokens, dim) in place, the steps of
  * wan_steps.h in its order. e0 (6, dim); ck, cv from rank_dit_context_kv. */
-void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const float *e0,
-                    const float *ck, const float *cv, const rank_rope *rope, float *scratch);
+void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block_lora_f32 *lora,
+                    float *x, const float *e0, const float *ck, const float *cv,
+                    const rank_rope *rope, float *scratch);
 
 /* Head and unpatchify: out (out_dim, F, H, W) from x (tokens, dim) and e. */
 void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,

@@ -38,13 +38,27 @@ void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *
   }
 }
 
-size_t rank_dit_scratch_floats(const wan_config *c, int64_t L) {
+/* Floats of the block's own regions (h, q, k, v, attn (L, D) each, the FFN
+ * hidden (L, ffn_dim), the modulation (6, D)): the bypass's region follows. */
+static size_t block_floats(const wan_config *c, int64_t L) {
+  return (size_t)(5 * L * c->dim + L * c->ffn_dim + 6 * c->dim);
+}
+
+/* The bypass's region: A x (rows, r) and B (A x) (rows, max(dim, ffn_dim)),
+ * for rows up to max(L, text_len) (a block or the context's k and v). */
+static size_t lora_floats(const wan_config *c, int64_t L, int64_t lora_rank) {
+  if (lora_rank <= 0) return 0;
+  const int64_t rows = L > c->text_len ? L : c->text_len;
+  const int64_t wide = c->ffn_dim > c->dim ? c->ffn_dim : c->dim;
+  return (size_t)(rows * (lora_rank + wide));
+}
+
+size_t rank_dit_scratch_floats(const wan_config *c, int64_t L, int64_t lora_rank) {
   const int64_t D = c->dim, T = c->text_len;
-  /* block: h, q, k, v, attn (L, D) each + FFN hidden (L, ffn_dim)
-   * + the modulation (6, D); embed text: hidden (text_len, dim) + padded
-   * context (text_len, text_dim); patch: tokens (L, 64); head: (L, D) +
-   * (L, 64) + (2, D); time: (freq_dim + 8 D) */
-  size_t block = (size_t)(5 * L * D + L * c->ffn_dim + 6 * D);
+  /* block: its regions + the bypass's; embed text: hidden (text_len, dim) +
+   * padded context (text_len, text_dim); patch: tokens (L, 64); head:
+   * (L, D) + (L, 64) + (2, D); time: (freq_dim + 8 D) */
+  size_t block = block_floats(c, L) + lora_floats(c, L, lora_rank);
   size_t text = (size_t)(T * D + T * c->text_dim);
   size_t head = (size_t)(L * D + L * wan_patch_out(c) + 2 * D);
   size_t patch = (size_t)(L * wan_patch_in(c));
@@ -105,34 +119,62 @@ static const float *use(const wan_block_f32 *w, const float *p) {
   return p;
 }
 
+/* The bypassed LoRA of a linear layer (MODEL.md "LoRA", bypass), after
+ * it: y (rows, out) += B (A x), x (rows, in), in fp32; nothing when the
+ * layer has no pair. tmp: the bypass's region of the scratch. */
+static void lora_add(const wan_lora_f32 *p, const float *x, float *y, int64_t rows, int64_t in,
+                     int64_t out, float *tmp) {
+  if (p->r == 0) return;
+  float *t = tmp, *u = tmp + rows * p->r; /* (rows, r), (rows, out) */
+  kern_cpu_linear(x, p->a, NULL, t, rows, in, p->r);
+  kern_cpu_linear(t, p->b, NULL, u, rows, p->r, out);
+  kern_cpu_gated_add(y, u, NULL, rows, out);
+}
+
+/* A linear layer of a block, y (rows, out) = x W^T + b, then its bypassed
+ * LoRA pair when lora is given. */
+static void block_linear(const float *x, const float *wt, const float *b,
+                         const wan_lora_f32 *lora, float *y, int64_t rows, int64_t in,
+                         int64_t out, float *tmp) {
+  kern_cpu_linear(x, wt, b, y, rows, in, out);
+  if (lora) lora_add(lora, x, y, rows, in, out, tmp);
+}
+
+/* lora's pair for a field, or NULL when there is no bypassed LoRA. */
+#define PAIR(lora, field) ((lora) ? &(lora)->field : NULL)
+
 /* A query or key of MODEL 4: out (rows, D) = RMSNorm(in W^T + b) over the
  * whole width, then RoPE per head when rope is given (self-attention). */
 static void project_qk(const wan_config *c, const float *in, const float *wt, const float *b,
-                       const float *norm_w, const rank_rope *rope, int64_t rows, float *out) {
+                       const wan_lora_f32 *lora, const float *norm_w, const rank_rope *rope,
+                       int64_t rows, float *out, float *tmp) {
   const int64_t D = c->dim;
-  kern_cpu_linear(in, wt, b, out, rows, D, D);
+  block_linear(in, wt, b, lora, out, rows, D, D, tmp);
   kern_cpu_rmsnorm(out, norm_w, out, rows, D, (float)c->eps);
   if (rope) kern_cpu_rope_apply(out, rope->cos_t, rope->sin_t, rows, c->heads, wan_head_dim(c));
 }
 
 /* MODEL 4, cross-attention k and v: constant over steps. The steps of
  * wan_steps.h, WAN_STEP_CROSS_K and _V. */
-void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w, const float *ctx, float *k,
-                         float *v) {
+void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
+                         const wan_block_lora_f32 *lora, const float *ctx, float *k, float *v,
+                         float *scratch) {
   const int64_t D = c->dim, T = c->text_len;
   wan_step_begin(WAN_STEP_CROSS_K);
   project_qk(c, ctx, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
-             use(w, w->cross_attn_norm_k_w), NULL, T, k);
+             PAIR(lora, cross_attn_k_w), use(w, w->cross_attn_norm_k_w), NULL, T, k, scratch);
   wan_step_begin(WAN_STEP_CROSS_V);
-  kern_cpu_linear(ctx, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b), v, T, D, D);
+  block_linear(ctx, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b),
+               PAIR(lora, cross_attn_v_w), v, T, D, D, scratch);
 }
 
 /* MODEL 4: self-attention, cross-attention, FFN, each a residual update:
  * the steps of wan_steps.h, in its order. */
-void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const float *e0,
-                    const float *ck, const float *cv, const rank_rope *rope, float *scratch) {
+void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block_lora_f32 *lora,
+                    float *x, const float *e0, const float *ck, const float *cv,
+                    const rank_rope *rope, float *scratch) {
   const int64_t D = c->dim, L = rank_grid_tokens(rope->grid), HD = wan_head_dim(c);
-  const int64_t NH = c->heads, T = c->text_len;
+  const int64_t NH = c->heads, T = c->text_len, FF = c->ffn_dim;
   const float eps = (float)c->eps;
   float *h = scratch;      /* (L, D) normed + modulated input of a sub-layer */
   float *q = h + L * D;    /* (L, D) */
@@ -140,8 +182,9 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const
   float *v = k + L * D;    /* (L, D) */
   float *a = v + L * D;    /* (L, D) attention output */
   float *f = a + L * D;    /* (L, ffn_dim) */
-  float *m = f + L * c->ffn_dim; /* (6, D) */
+  float *m = f + L * FF;   /* (6, D) */
   float *o = q;            /* (L, D) projection output, reuses q */
+  float *lt = scratch + block_floats(c, L); /* the bypass's region */
 
   /* m = modulation (1, 6, D) + e0 (6, D): chunks shift1, scale1, gate1,
    * shift2, scale2, gate2, in fp32. */
@@ -157,16 +200,18 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const
   kern_cpu_modulate(h, shift1, scale1, h, L, D);
   wan_step_begin(WAN_STEP_SELF_K);
   project_qk(c, h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
-             use(w, w->self_attn_norm_k_w), rope, L, k);
+             PAIR(lora, self_attn_k_w), use(w, w->self_attn_norm_k_w), rope, L, k, lt);
   wan_step_begin(WAN_STEP_SELF_V);
-  kern_cpu_linear(h, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b), v, L, D, D);
+  block_linear(h, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b), PAIR(lora, self_attn_v_w),
+               v, L, D, D, lt);
   wan_step_begin(WAN_STEP_SELF_Q);
   project_qk(c, h, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b),
-             use(w, w->self_attn_norm_q_w), rope, L, q);
+             PAIR(lora, self_attn_q_w), use(w, w->self_attn_norm_q_w), rope, L, q, lt);
   wan_step_begin(WAN_STEP_SELF_ATTN);
   kern_cpu_attention(q, k, v, a, L, L, NH, HD);
   wan_step_begin(WAN_STEP_SELF_O);
-  kern_cpu_linear(a, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), o, L, D, D);
+  block_linear(a, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), PAIR(lora, self_attn_o_w),
+               o, L, D, D, lt);
   wan_step_begin(WAN_STEP_GATE1);
   kern_cpu_gated_add(x, o, gate1, L, D);
 
@@ -175,23 +220,24 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, float *x, const
   kern_cpu_layernorm(x, use(w, w->norm3_w), use(w, w->norm3_b), h, L, D, eps);
   wan_step_begin(WAN_STEP_CROSS_Q);
   project_qk(c, h, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
-             use(w, w->cross_attn_norm_q_w), NULL, L, q);
+             PAIR(lora, cross_attn_q_w), use(w, w->cross_attn_norm_q_w), NULL, L, q, lt);
   wan_step_begin(WAN_STEP_CROSS_ATTN);
   kern_cpu_attention(q, ck, cv, a, L, T, NH, HD);
   wan_step_begin(WAN_STEP_CROSS_O);
-  kern_cpu_linear(a, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b), o, L, D, D);
+  block_linear(a, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b),
+               PAIR(lora, cross_attn_o_w), o, L, D, D, lt);
   wan_step_begin(WAN_STEP_ADD2);
   kern_cpu_gated_add(x, o, NULL, L, D);
 
-  /* FFN */
+  /* FFN: the pair of ffn.0 is added before the GELU */
   wan_step_begin(WAN_STEP_NORM2);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
   kern_cpu_modulate(h, shift2, scale2, h, L, D);
   wan_step_begin(WAN_STEP_FFN_0);
-  kern_cpu_linear(h, use(w, w->ffn_0_w), use(w, w->ffn_0_b), f, L, D, c->ffn_dim);
-  kern_cpu_gelu_tanh(f, L * c->ffn_dim);
+  block_linear(h, use(w, w->ffn_0_w), use(w, w->ffn_0_b), PAIR(lora, ffn_0_w), f, L, D, FF, lt);
+  kern_cpu_gelu_tanh(f, L * FF);
   wan_step_begin(WAN_STEP_FFN_2);
-  kern_cpu_linear(f, use(w, w->ffn_2_w), use(w, w->ffn_2_b), o, L, c->ffn_dim, D);
+  block_linear(f, use(w, w->ffn_2_w), use(w, w->ffn_2_b), PAIR(lora, ffn_2_w), o, L, FF, D, lt);
   wan_step_begin(WAN_STEP_GATE2);
   kern_cpu_gated_add(x, o, gate2, L, D);
 }

@@ -105,6 +105,43 @@ typedef struct wan_block_bf16 { WAN_BLOCK_TENSORS(WAN_FIELD_BF16_) } wan_block_b
 typedef struct wan_head_bf16 { WAN_HEAD_TENSORS(WAN_FIELD_BF16_) } wan_head_bf16;
 #undef WAN_FIELD_BF16_
 
+/* The linear layers of a block, by weight field: those a LoRA can bypass
+ * (MODEL.md "LoRA", bypass). X(field, in, out) in the config's terms. */
+#define WAN_BLOCK_LINEARS(X)                                                    \
+  X(self_attn_q_w, dim, dim)                                                    \
+  X(self_attn_k_w, dim, dim)                                                    \
+  X(self_attn_v_w, dim, dim)                                                    \
+  X(self_attn_o_w, dim, dim)                                                    \
+  X(cross_attn_q_w, dim, dim)                                                   \
+  X(cross_attn_k_w, dim, dim)                                                   \
+  X(cross_attn_v_w, dim, dim)                                                   \
+  X(cross_attn_o_w, dim, dim)                                                   \
+  X(ffn_0_w, dim, ffn_dim)                                                      \
+  X(ffn_2_w, ffn_dim, dim)
+
+/* A low-rank pair added after a linear layer: y += B (A x), the LoRAs'
+ * scales already folded into B. r = 0: none. fp32 host memory. */
+typedef struct wan_lora_f32 {
+  const float *a; /* (r, in) */
+  const float *b; /* (out, r) */
+  int64_t r;
+} wan_lora_f32;
+
+/* The same in bf16 device memory (CUDA backend). */
+typedef struct wan_lora_bf16 {
+  const uint16_t *a; /* (r, in) */
+  const uint16_t *b; /* (out, r) */
+  int64_t r;
+} wan_lora_bf16;
+
+/* One pair per linear layer of a block. */
+#define WAN_LORA_F32_(field, in, out) wan_lora_f32 field;
+#define WAN_LORA_BF16_(field, in, out) wan_lora_bf16 field;
+typedef struct wan_block_lora_f32 { WAN_BLOCK_LINEARS(WAN_LORA_F32_) } wan_block_lora_f32;
+typedef struct wan_block_lora_bf16 { WAN_BLOCK_LINEARS(WAN_LORA_BF16_) } wan_block_lora_bf16;
+#undef WAN_LORA_F32_
+#undef WAN_LORA_BF16_
+
 /* Points every field of *out into the packed group at base, laid out as l
  * (wan_layout_make of the same group, in the struct's dtype). The pointers
  * are only computed: base may be device memory. A layout of another group

@@ -31,7 +31,7 @@
 #include "wan_config.h"
 #include "wan_vae_gpu.h"
 
-enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096 };
+enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096, JOB_LORA_TEXT = 4096 };
 
 /* One sampling: run's own flags, or one line of a --jobs file. */
 typedef struct job_spec {
@@ -55,6 +55,11 @@ typedef struct job_spec {
   /* Given here, not inherited: a list sets steps unless steps was given
    * (then they must agree); --timesteps and --sigmas exclude each other. */
   int steps_given, sched_given;
+  /* A --jobs line's lora= keys (repeatable, in order): their values, each
+   * ended by '\n' ("none" gives no LoRA); lora_given 0: the line names
+   * none and the job takes --lora (job_spec_loras). */
+  char lora[JOB_LORA_TEXT];
+  int lora_given;
 } job_spec;
 
 /* The workload and how to run it: every option of the job table. */
@@ -80,7 +85,11 @@ typedef struct job_opts {
   wan_vae_gpu_precision vae_precision; /* --vae-precision (CUDA decoder) */
   rank_lora_spec lora[RANK_LORA_MAX]; /* --lora, in the order given */
   int nlora;
-  rank_lora_mode lora_mode; /* --lora-mode */
+  rank_lora_mode lora_mode; /* --lora-mode (auto resolved by job_session_plan) */
+  /* bypass: the room every job's pairs fit in, per block (the largest
+   * rank_lora_bypass_room; job_session_plan): the plan and the stage hold it */
+  uint64_t lora_block_elems;
+  int64_t lora_rank;
   int probe_links;          /* --probe-links */
 } job_opts;
 
@@ -130,6 +139,13 @@ enum {
   JOB_CHECK_RUN = 1,    /* run's rules: --model and --cond/--out or --jobs */
   JOB_CHECK_DEVICE = 2, /* resolve --device into o->dev */
 };
+/* The LoRAs job j runs with, into out[0..RANK_LORA_MAX): its line's lora=
+ * keys when it has any, else --lora. Returns their count. */
+int job_spec_loras(const job_opts *o, const job_spec *j, rank_lora_spec *out);
+/* 1 when two lists name the same LoRAs (files as spelled, strengths,
+ * experts) in the same order. */
+int job_loras_same(const rank_lora_spec *a, int na, const rank_lora_spec *b, int nb);
+
 /* Every limit and rule of the job's options, in one place; errors name the
  * flag (for a --jobs line, "where: key=value"). SP_OK or SP_ERR_INPUT
  * (logged once). */

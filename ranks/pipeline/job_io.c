@@ -101,12 +101,14 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
     job_schedule_format(j, t->schedule, sizeof t->schedule);
     out[n++] = (job_setting){.key = job_schedule_key(j), .kind = SETTING_STR, .s = t->schedule};
   }
-  for (int i = 0; i < s->o->nlora; i++) {
+  rank_lora_spec lora[RANK_LORA_MAX];
+  const int nlora = job_spec_loras(s->o, j, lora);
+  for (int i = 0; i < nlora; i++) {
     snprintf(t->lora_key[i], sizeof t->lora_key[i], "lora%d", i);
-    rank_lora_spec_format(&s->o->lora[i], t->lora[i], sizeof t->lora[i]);
+    rank_lora_spec_format(&lora[i], t->lora[i], sizeof t->lora[i]);
     out[n++] = (job_setting){.key = t->lora_key[i], .kind = SETTING_STR, .s = t->lora[i]};
   }
-  if (s->o->nlora)
+  if (nlora)
     out[n++] = (job_setting){.key = "lora_mode", .kind = SETTING_STR,
                              .s = rank_lora_mode_name(s->o->lora_mode)};
   for (int k = 0; k < n; k++) {

@@ -141,15 +141,20 @@ static const job_option table[JOB_OPT_COUNT] = {
      "CUDA VAE decoder: bf16 (weights and activations, fp32\n"
      "accumulation) or fp32; the CPU decoder is fp32"},
     {JOB_OPT_LORA, "lora", 0, "SPEC", NULL, 0,
-     "FILE[:STRENGTH][@high|@low]: merge a LoRA (safetensors with\n"
+     "FILE[:STRENGTH][@high|@low]: apply a LoRA (safetensors with\n"
      "ComfyUI/kohya, diffusers/PEFT or official keys: lora_down/up\n"
      "or lora_A/B and alpha, diff, diff_b) at STRENGTH (default 1);\n"
      "@high/@low pick a Wan 2.2 expert (not built yet);\n"
-     "repeatable, at most " STR(RANK_LORA_MAX) ", merged in the order given"},
-    {JOB_OPT_LORA_MODE, "lora-mode", 0, "MODE", "merged", 0,
-     "merged: added into the weights at load, no cost per step\n"
-     "(bypass, base weights kept and s B (A x) added per step, is not\n"
-     "built yet)"},
+     "repeatable, at most " STR(RANK_LORA_MAX) ", applied in the order given;\n"
+     "a --jobs line's own lora= keys (repeatable, lora=none for\n"
+     "none) replace these for that job"},
+    {JOB_OPT_LORA_MODE, "lora-mode", 0, "MODE", "auto", 0,
+     "merged: added into the weights at load, no cost per step;\n"
+     "bypass: base weights kept, B (A x) added after each linear\n"
+     "layer of the blocks (lora_down/up pairs there only), so\n"
+     "--jobs lines switch LoRAs without reloading; auto: merged when\n"
+     "every job has the same LoRAs, bypass when --jobs lines name\n"
+     "different ones"},
     {JOB_OPT_TIMESTEPS, "timesteps", 0, "LIST", NULL, 1,
      "explicit schedule, e.g. 1000,750,500,250: integer points of\n"
      "the training schedule, 1..1000, strictly decreasing, shifted\n"
@@ -303,6 +308,64 @@ static int set_schedule(job_spec *j, rank_schedule_kind kind, const char *flag, 
   return SP_OK;
 }
 
+/* One lora= key of a --jobs line: the first replaces --lora for the job. */
+static int set_job_lora(job_spec *j, const char *flag, const char *v) {
+  if (!j->lora_given) j->lora[0] = '\0';
+  j->lora_given = 1;
+  if (strcmp(v, "none") == 0) return SP_OK;
+  int n = 0;
+  for (const char *p = j->lora; *p; p++) n += *p == '\n';
+  char err[256];
+  rank_lora_spec spec;
+  if (n == RANK_LORA_MAX) {
+    sp_log_error("%s: given more than %d times", flag, RANK_LORA_MAX);
+    return SP_ERR_INPUT;
+  }
+  if (strchr(v, '\n') || rank_lora_spec_parse(v, &spec, err, sizeof err) != SP_OK) {
+    sp_log_error("%s '%s': %s (the form is FILE[:STRENGTH][@high|@low], or none)", flag, v,
+                 strchr(v, '\n') ? "holds a line break" : err);
+    return SP_ERR_INPUT;
+  }
+  const size_t used = strlen(j->lora), len = strlen(v);
+  if (used + len + 2 > sizeof j->lora) {
+    sp_log_error("%s: the line's lora= values exceed %zu bytes", flag, sizeof j->lora - 1);
+    return SP_ERR_INPUT;
+  }
+  memcpy(j->lora + used, v, len);
+  j->lora[used + len] = '\n';
+  j->lora[used + len + 1] = '\0';
+  return SP_OK;
+}
+
+int job_spec_loras(const job_opts *o, const job_spec *j, rank_lora_spec *out) {
+  if (!j->lora_given) {
+    memcpy(out, o->lora, (size_t)o->nlora * sizeof *out);
+    return o->nlora;
+  }
+  int n = 0;
+  char one[JOB_LORA_TEXT], err[256];
+  for (const char *p = j->lora, *nl; *p && n < RANK_LORA_MAX; p = nl + 1) {
+    nl = strchr(p, '\n');
+    if (!nl) break;
+    memcpy(one, p, (size_t)(nl - p));
+    one[nl - p] = '\0';
+    /* Parsed once already by set_job_lora: it cannot fail here. */
+    if (rank_lora_spec_parse(one, &out[n], err, sizeof err) != SP_OK)
+      sp_fatal("internal: lora=%s parsed before does not now: %s", one, err);
+    n++;
+  }
+  return n;
+}
+
+int job_loras_same(const rank_lora_spec *a, int na, const rank_lora_spec *b, int nb) {
+  if (na != nb) return 0;
+  for (int i = 0; i < na; i++)
+    if (strcmp(a[i].path, b[i].path) != 0 || a[i].strength != b[i].strength ||
+        a[i].expert != b[i].expert)
+      return 0;
+  return 1;
+}
+
 int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
   const job_option *opt = job_option_get(id);
   char flag[JOB_PATH + 64];
@@ -329,6 +392,7 @@ int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
   case JOB_OPT_CFG: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->cfg);
   case JOB_OPT_SHIFT: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->shift);
   case JOB_OPT_SAMPLER: return rank_sampler_kind_parse(v, &j->sampler);
+  case JOB_OPT_LORA: return set_job_lora(j, flag, v);
   default: sp_log_error("%s: not an option of a job", flag); return SP_ERR_INPUT;
   }
 }

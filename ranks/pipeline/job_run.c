@@ -48,21 +48,6 @@ int job_session_open(const comm_world *w, job_opts *o, job_session **out) {
   comm_set_phase("opening the model");
   rc = rank_model_open(o->model, o->verify, &s->m);
   if ((rc = job_phase(w, rc, "opening the model")) != SP_OK) return session_fail(s, rc);
-  if (o->nlora) {
-    /* Every rank checks the LoRAs' headers against the model before any
-     * weight is read; each then merges only the groups it loads. */
-    comm_set_phase("opening the LoRAs");
-    rc = rank_lora_open(o->lora, o->nlora, rank_model_get_info(s->m), &s->lora);
-    if (rc == SP_OK) {
-      rank_model_set_merge(s->m, rank_lora_merge_group, s->lora);
-      if (w->rank == 0) {
-        char d[2048];
-        rank_lora_describe(s->lora, d, sizeof d);
-        sp_log_info("lora (%s): %s", rank_lora_mode_name(o->lora_mode), d);
-      }
-    }
-    if ((rc = job_phase(w, rc, "opening the LoRAs")) != SP_OK) return session_fail(s, rc);
-  }
   if (!o->vae) return SP_OK;
   comm_set_phase("opening the VAE");
   rc = vae_model_open(o->vae, o->verify, &s->vae);
@@ -140,6 +125,119 @@ static int read_jobs(job_session *s) {
   return SP_OK;
 }
 
+/* The LoRA mode and, for merged, the merge: every rank opens the LoRAs and
+ * checks their headers against the model before any weight is read, then
+ * merges only the groups it loads. Bypass: rank 0 checks each job's LoRAs
+ * (a job whose LoRAs cannot be bypassed is marked bad on every rank); the
+ * stage takes their pairs job by job (use_loras). */
+static int setup_loras(job_session *s) {
+  const comm_world *w = s->w;
+  job_opts *o = s->o;
+  rank_lora_spec first[RANK_LORA_MAX], cur[RANK_LORA_MAX];
+  int nfirst = -1, any = 0, differ = 0;
+  for (int i = 0; i < s->njobs; i++) {
+    if (s->jobs[i].bad) continue;
+    const int n = job_spec_loras(o, &s->jobs[i], cur);
+    any |= n > 0;
+    if (nfirst < 0) {
+      nfirst = n;
+      memcpy(first, cur, (size_t)n * sizeof *cur);
+    } else if (!job_loras_same(first, nfirst, cur, n) && !differ) {
+      differ = s->jobs[i].line;
+    }
+  }
+  if (!any) return SP_OK;
+  if (o->lora_mode == RANK_LORA_AUTO) o->lora_mode = differ ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
+  if (o->lora_mode == RANK_LORA_MERGED) {
+    int rc = SP_OK;
+    comm_set_phase("opening the LoRAs");
+    if (differ) {
+      if (w->rank == 0)
+        sp_log_error("--lora-mode merged: %s:%d names other LoRAs than the jobs before it; "
+                     "merged mode holds one set for every job: use --lora-mode bypass (or auto)",
+                     o->jobs, differ);
+      rc = SP_ERR_INPUT;
+    } else {
+      rc = rank_lora_open(first, nfirst, rank_model_get_info(s->m), &s->lora);
+    }
+    if (rc == SP_OK) {
+      rank_model_set_merge(s->m, rank_lora_merge_group, s->lora);
+      if (w->rank == 0) {
+        char d[2048];
+        rank_lora_describe(s->lora, d, sizeof d);
+        sp_log_info("lora (merged): %s", d);
+      }
+    }
+    return job_phase(w, rc, "opening the LoRAs");
+  }
+  /* bypass */
+  comm_set_phase("checking the LoRAs");
+  uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
+  int nbad = 0, checked_n = -1, checked_bad = 0;
+  rank_lora_spec checked[RANK_LORA_MAX];
+  for (int i = 0; w->rank == 0 && i < s->njobs; i++) {
+    if (s->jobs[i].bad) continue;
+    const int n = job_spec_loras(o, &s->jobs[i], cur);
+    if (n == 0) continue;
+    if (!job_loras_same(checked, checked_n, cur, n)) {
+      rank_lora *l = NULL;
+      checked_bad = rank_lora_open(cur, n, rank_model_get_info(s->m), &l) != SP_OK ||
+                    rank_lora_bypass_check(l) != SP_OK;
+      if (!checked_bad) {
+        size_t elems;
+        int64_t rank;
+        rank_lora_bypass_room(l, &elems, &rank);
+        if (elems > o->lora_block_elems) o->lora_block_elems = elems;
+        if (rank > o->lora_rank) o->lora_rank = rank;
+      }
+      rank_lora_close(l);
+      memcpy(checked, cur, (size_t)n * sizeof *cur);
+      checked_n = n;
+      if (checked_bad && !s->single)
+        sp_log_error("%s:%d: its LoRAs are refused (above)", o->jobs, s->jobs[i].line);
+    }
+    bad[i] = (uint8_t)checked_bad;
+  }
+  comm_bcast(w, bad, (size_t)s->njobs, 0);
+  comm_bcast(w, &o->lora_block_elems, sizeof o->lora_block_elems, 0);
+  comm_bcast(w, &o->lora_rank, sizeof o->lora_rank, 0);
+  for (int i = 0; i < s->njobs; i++) {
+    if (bad[i]) s->jobs[i].bad = 1;
+    nbad += bad[i];
+  }
+  free(bad);
+  if (w->rank == 0 && !(s->single && nbad))
+    sp_log_info("lora (bypass): the base weights stay as loaded; each job's LoRA pairs are "
+                "added after the blocks' linear layers");
+  return job_phase(w, s->single && nbad ? SP_ERR_INPUT : SP_OK, "checking the LoRAs");
+}
+
+/* Bypass: gives the stage job j's LoRA pairs unless it holds them already.
+ * A failure fails the job; the next job sets its own. */
+static int use_loras(job_session *s, const job_spec *j) {
+  rank_lora_spec want[RANK_LORA_MAX];
+  const int n = job_spec_loras(s->o, j, want);
+  if (s->lora_set && job_loras_same(s->lora_cur, s->nlora_cur, want, n)) return SP_OK;
+  rank_lora_close(s->lora);
+  s->lora = NULL;
+  s->lora_set = 0;
+  int rc = n ? rank_lora_open(want, n, rank_model_get_info(s->m), &s->lora) : SP_OK;
+  if (rc == SP_OK) rc = rank_stage_set_lora(s->stage, s->lora);
+  if (rc != SP_OK) return rc;
+  if (s->w->rank == 0) {
+    char d[2048] = "none";
+    if (s->lora) rank_lora_describe(s->lora, d, sizeof d);
+    if (s->single)
+      sp_log_info("lora (bypass): %s", d);
+    else
+      sp_log_info("lora (bypass) from %s:%d on: %s", s->o->jobs, j->line, d);
+  }
+  memcpy(s->lora_cur, want, (size_t)n * sizeof *want);
+  s->nlora_cur = n;
+  s->lora_set = 1;
+  return SP_OK;
+}
+
 int job_session_plan(job_session *s) {
   const comm_world *w = s->w;
   const wan_config *c = &rank_model_get_info(s->m)->config;
@@ -153,6 +251,7 @@ int job_session_plan(job_session *s) {
     return session_fail(s, rc);
   }
   s->job_rc = sp_xcalloc((size_t)s->njobs, sizeof *s->job_rc);
+  if ((rc = setup_loras(s)) != SP_OK) return session_fail(s, rc);
   /* One plan for every job: the largest latent and, with CFG anywhere, two
    * micro-batches (the split does not change the latents, so a job gives
    * the same result as when it runs alone). Prompt slots: each job in
@@ -201,6 +300,7 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
     sp_log_info("run: the latent shape changes: every rank reloads its blocks");
   rank_stage_free(s->stage);
   s->stage = NULL;
+  s->lora_set = 0; /* a new stage holds no bypassed pairs */
   comm_set_phase("loading its weights");
   const plan_rank *pr = &s->p.r[w->rank];
   const int has_prev = w->rank > 0, has_next = w->rank < w->size - 1;
@@ -214,7 +314,9 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .prefetch_depth = pr->prefetch_depth, .profile = s->o->profile,
                          .act_buffers = nbuf, .chunk_rows = pr->chunk_rows,
                          .mem_trace = s->o->mem_trace,
-                         .plan_peak_bytes = (double)pr->peak_bytes};
+                         .plan_peak_bytes = (double)pr->peak_bytes,
+                         .lora_block_elems = s->o->lora_block_elems,
+                         .lora_rank = s->o->lora_rank};
   double t0 = comm_now();
   int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
   s->sum.load_s += comm_now() - t0;
@@ -320,6 +422,12 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
   int rc = session_fail(s, ensure_stage(s, lat));
   for (int q = 0; q < g; q++) rcs[q] = rc;
   if (rc != SP_OK) return;
+  if (s->o->lora_mode == RANK_LORA_BYPASS) {
+    comm_set_phase("switching the LoRAs");
+    rc = comm_phase_end(w, use_loras(s, js[0]), "switching the LoRAs", then);
+    for (int q = 0; q < g; q++) rcs[q] = rc;
+    if (rc != SP_OK) return;
+  }
   comm_set_phase("sampling");
   group_bufs b;
   memset(&b, 0, sizeof b);
@@ -368,7 +476,12 @@ static int collect_group(job_session *s, int i, const job_spec **group, job_inpu
       int64_t lat0[4], lat1[4];
       job_latent_shape(group[0], c, lat0);
       job_latent_shape(j, c, lat1);
-      if (memcmp(lat0, lat1, sizeof lat0) != 0 || j->steps != group[0]->steps) break;
+      /* Jobs in flight together share the stage's LoRA pairs. */
+      rank_lora_spec l0[RANK_LORA_MAX], l1[RANK_LORA_MAX];
+      const int n0 = job_spec_loras(s->o, group[0], l0), n1 = job_spec_loras(s->o, j, l1);
+      if (memcmp(lat0, lat1, sizeof lat0) != 0 || j->steps != group[0]->steps ||
+          !job_loras_same(l0, n0, l1, n1))
+        break;
     }
     memset(&ins[*g], 0, sizeof ins[*g]);
     int r = SP_OK;

@@ -15,7 +15,11 @@ struct job_session {
   comm_transport *tp;
   rank_model *m;
   vae_model *vae;     /* --vae (metadata on every rank; the last rank decodes) */
-  rank_lora *lora;    /* --lora, merged into m's groups as they are read */
+  rank_lora *lora;    /* merged: the LoRAs merged into m's groups as they are read;
+                       * bypass: those the stage's pairs come from */
+  /* bypass: the LoRAs the stage's pairs are of (lora_set 0: none set yet) */
+  rank_lora_spec lora_cur[RANK_LORA_MAX];
+  int nlora_cur, lora_set;
   plan p;
   int planned;        /* p holds the plan */
   int fatal;          /* a failure ended the session */

@@ -22,9 +22,10 @@ static int parse_line(char *s, const char *where, job_spec *j) {
     }
     *eq = '\0';
     const job_option *opt = job_option_find(tok);
-    if (!opt || !opt->per_job) {
+    /* lora= is per job, unlike --lora's merge at load (job_spec_loras). */
+    if (!opt || (!opt->per_job && opt->id != JOB_OPT_LORA)) {
       sp_log_error("%s: unknown key '%s' (cond, out, seed, noise, frames, size, steps, cfg, "
-                   "shift, sampler, timesteps, sigmas)",
+                   "shift, sampler, timesteps, sigmas, lora)",
                    where, tok);
       return SP_ERR_INPUT;
     }
@@ -87,6 +88,7 @@ int job_file_read(const job_opts *o, job_spec **out, int *n) {
     j->line = lineno;
     j->bad = 0;
     j->steps_given = j->sched_given = 0; /* the line's own keys decide */
+    j->lora_given = 0;
     if (too_long) {
       sp_log_error("%s: line longer than %zu bytes", where, sizeof line - 2);
       j->bad = 1;

@@ -102,3 +102,8 @@ void rank_stage_head(rank_stage *s, int buf, float *out) {
   s->ops->head(s, buf, out);
 }
 void rank_stage_sync(rank_stage *s) { s->ops->sync(s); }
+
+int rank_stage_set_lora(rank_stage *s, const rank_lora *l) {
+  s->ops->sync(s);
+  return s->ops->set_lora(s, l);
+}

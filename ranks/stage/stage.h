@@ -19,6 +19,7 @@
 
 #include "dit.h"
 #include "kern_attn_backend.h"
+#include "lora.h"
 #include "model_file.h"
 #include "plan.h"
 
@@ -45,6 +46,10 @@ typedef struct rank_stage_cfg {
   int64_t chunk_rows; /* CUDA: rows per chunk of the block transients (0: all tokens) */
   int mem_trace;      /* CUDA: per-block device memory table (synchronises per block) */
   double plan_peak_bytes; /* the planner's peak for this rank, for the memory table */
+  /* CUDA: room for bypassed LoRAs (plan_workload's lora_block_elems and
+   * lora_rank; 0: none), held from load so that jobs switch them in place */
+  uint64_t lora_block_elems;
+  int64_t lora_rank;
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */
@@ -112,6 +117,15 @@ void rank_stage_blocks(rank_stage *s, int n, const int *slots, const int *bufs);
 void rank_stage_head(rank_stage *s, int buf, float *out);
 /* Waits for every queued call of the stage. */
 void rank_stage_sync(rank_stage *s);
+
+/* Bypassed LoRAs (MODEL.md "LoRA", bypass): replaces the pairs added after
+ * the stage's blocks' linear layers by those of l (rank_lora_bypass_check
+ * passed), reading only its own blocks' LoRA tensors; l NULL drops them.
+ * The base weights stay as loaded, so jobs switch LoRAs without reloading.
+ * Between jobs only (it waits for queued work and may allocate); a
+ * following rank_stage_set_prompt sees the new pairs. SP_OK, or the
+ * reader's status (logged) with no pairs left in place. */
+int rank_stage_set_lora(rank_stage *s, const rank_lora *l);
 
 /* What a stage holds and moves, for the run's summary (--json). */
 typedef struct rank_stage_stats {

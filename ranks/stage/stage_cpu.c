@@ -18,6 +18,10 @@ typedef struct cpu_stage {
   float *ck, *cv;    /* (prompts, nblocks, text_len, dim) cross-attention k, v */
   rank_rope rope;
   float *scratch;    /* arena: rank_dit_scratch_floats */
+  /* Bypassed LoRA (rank_stage_set_lora): each block's pairs, or NULL. */
+  float **lora_w;             /* [nblocks] the pairs' values (rank_lora_bypass_read) */
+  wan_block_lora_f32 *lora;   /* [nblocks] typed views of lora_w[b], or NULL: none */
+  int64_t lora_rank;          /* the rank the scratch holds room for */
 } cpu_stage;
 
 static cpu_stage *st(rank_stage *s) { return s->impl; }
@@ -32,9 +36,19 @@ static int load_group(rank_model *m, cpu_stage *c, wan_group g, int block, void 
   return SP_OK;
 }
 
+/* Drops the bypassed pairs (the scratch keeps its size). */
+static void lora_drop(rank_stage *s, cpu_stage *c) {
+  for (int b = 0; c->lora_w && b < s->nblocks; b++) free(c->lora_w[b]);
+  free(c->lora_w);
+  free(c->lora);
+  c->lora_w = NULL;
+  c->lora = NULL;
+}
+
 static void cpu_destroy(rank_stage *s) {
   cpu_stage *c = st(s);
   if (!c) return;
+  lora_drop(s, c);
   for (int b = 0; b < s->nblocks; b++) free(c->block_w ? c->block_w[b] : NULL);
   free(c->block_w);
   free(c->blocks);
@@ -61,8 +75,8 @@ static size_t kv_offset(const rank_stage *s, int slot, int b) {
 static void cpu_set_prompt(rank_stage *s, int slot, const float *ctx) {
   cpu_stage *c = st(s);
   for (int b = 0; b < s->nblocks; b++)
-    rank_dit_context_kv(s->c, &c->blocks[b], ctx, c->ck + kv_offset(s, slot, b),
-                        c->cv + kv_offset(s, slot, b));
+    rank_dit_context_kv(s->c, &c->blocks[b], c->lora ? &c->lora[b] : NULL, ctx,
+                        c->ck + kv_offset(s, slot, b), c->cv + kv_offset(s, slot, b), c->scratch);
 }
 
 static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
@@ -83,7 +97,7 @@ static void cpu_blocks(rank_stage *s, int n, const int *slots, const int *bufs) 
   for (int b = 0; b < s->nblocks; b++)
     for (int j = 0; j < n; j++) {
       float *x = s->act[bufs[j]], *e0 = x + s->tokens * D + D;
-      rank_dit_block(s->c, &c->blocks[b], x, e0, c->ck + kv_offset(s, slots[j], b),
+      rank_dit_block(s->c, &c->blocks[b], c->lora ? &c->lora[b] : NULL, x, e0, c->ck + kv_offset(s, slots[j], b),
                      c->cv + kv_offset(s, slots[j], b), &c->rope, c->scratch);
     }
 }
@@ -98,8 +112,39 @@ static void cpu_head(rank_stage *s, int buf, float *out) {
 
 static void cpu_sync(rank_stage *s) { (void)s; /* every call ran to the end */ }
 
+/* Reads this stage's blocks' pairs of l, then swaps them in; the scratch
+ * grows first when their rank needs it. */
+static int cpu_set_lora(rank_stage *s, const rank_lora *l) {
+  cpu_stage *c = st(s);
+  lora_drop(s, c);
+  if (!l) return SP_OK;
+  const int first = s->cfg.first_block;
+  const int64_t r = rank_lora_bypass_rank(l, first, s->cfg.last_block);
+  if (r > c->lora_rank) {
+    free(c->scratch);
+    c->scratch = sp_xmalloc(rank_dit_scratch_floats(s->c, s->tokens, r) * sizeof(float));
+    c->lora_rank = r;
+  }
+  float **w = sp_xcalloc((size_t)s->nblocks, sizeof *w);
+  wan_block_lora_f32 *v = sp_xcalloc((size_t)s->nblocks, sizeof *v);
+  int rc = SP_OK;
+  for (int b = 0; b < s->nblocks && rc == SP_OK; b++) {
+    w[b] = sp_xmalloc(rank_lora_bypass_floats(l, first + b) * sizeof(float) + 1);
+    rc = rank_lora_bypass_read(l, first + b, w[b], &v[b]);
+  }
+  if (rc != SP_OK) {
+    for (int b = 0; b < s->nblocks; b++) free(w[b]);
+    free(w);
+    free(v);
+    return rc;
+  }
+  c->lora_w = w;
+  c->lora = v;
+  return SP_OK;
+}
+
 static const rank_stage_ops cpu_ops = {cpu_destroy, cpu_embed_text, cpu_set_prompt, cpu_embed,
-                                       cpu_blocks,  cpu_head,       cpu_sync};
+                                       cpu_blocks,  cpu_head,       cpu_sync,  cpu_set_lora};
 
 int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
@@ -114,7 +159,7 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   size_t kv = (size_t)cfg->prompts * (size_t)s->nblocks * (size_t)(cf->text_len * cf->dim);
   c->ck = sp_xmalloc(kv * sizeof(float));
   c->cv = sp_xmalloc(kv * sizeof(float));
-  c->scratch = sp_xmalloc(rank_dit_scratch_floats(cf, s->tokens) * sizeof(float));
+  c->scratch = sp_xmalloc(rank_dit_scratch_floats(cf, s->tokens, 0) * sizeof(float));
   for (int i = 0; i < cfg->act_buffers; i++)
     s->act[i] = sp_xmalloc(rank_stage_act_bytes(s));
 

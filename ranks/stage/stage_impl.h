@@ -13,6 +13,7 @@ typedef struct rank_stage_ops {
   void (*blocks)(rank_stage *s, int n, const int *slots, const int *bufs);
   void (*head)(rank_stage *s, int buf, float *out);
   void (*sync)(rank_stage *s);
+  int (*set_lora)(rank_stage *s, const rank_lora *l);
 } rank_stage_ops;
 
 struct rank_stage {

@@ -169,7 +169,7 @@ typedef struct result {
 typedef enum op_kind {
   OP_LINEAR, OP_LINEAR_F32, OP_MODULATION, OP_LAYERNORM_MOD, OP_RMSNORM_ROPE, OP_GATED_ADD,
   OP_GATED_ADD_LN, OP_GELU_TANH, OP_SILU, OP_PATCHIFY, OP_UNPATCHIFY, OP_CONVERT, OP_ATTENTION,
-  OP_COUNT
+  OP_LINEAR_LORA, OP_COUNT
 } op_kind;
 
 /* One row: the op and its parameters by name. A field an op does not read
@@ -189,6 +189,7 @@ typedef struct op_case {
   int bf16_out;        /* the op's output in bf16 (else fp32) */
   int gelu;            /* linear: GELU-tanh epilogue */
   int no_bias;         /* linear: no bias */
+  int64_t lora_rank;   /* linear_lora: rank r of the bypassed pair */
   int affine;          /* layernorm: weight and bias */
   int modulate;        /* layernorm: shift and scale after */
   int gate;            /* gated add: a gate (else plain add) */
@@ -274,6 +275,74 @@ static void op_linear(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   if (got != (float *)out[0]) free(got);
   free(out[0]); free(out[1]);
   free(x); free(w); free(b); free(ref); free(base); free(xr); free(xb); free(wb); free(bb);
+}
+
+/* linear_lora: rows = M, dim = K, out_dim = N, lora_rank = r, bf16_out,
+ * gelu: y = act(x W^T + b + (x A^T) B^T) (MODEL.md "LoRA", bypass). The
+ * reference is the CPU bypass's arithmetic in fp32; the baseline a plain
+ * bf16 implementation (x and A x rounded to bf16). */
+static void op_linear_lora(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
+  const int64_t M = c->rows, K = c->dim, N = c->out_dim, R = c->lora_rank;
+  const kern_dtype yt = c->bf16_out ? KERN_DTYPE_BF16 : KERN_DTYPE_F32;
+  float *x = rand_f(M * K, -1, 1);                  // (M, K)
+  float *w = rand_bf16_valued(N * K, -0.05, 0.05);  // (N, K)
+  float *b = rand_bf16_valued(N, -0.5, 0.5);        // (N)
+  float *a = rand_bf16_valued(R * K, -0.1, 0.1);    // (R, K)
+  float *bl = rand_bf16_valued(N * R, -0.1, 0.1);   // (N, R)
+  float *ref = hf(M * N), *base = hf(M * N), *t = hf(M * R), *u = hf(M * N);
+  float *xr = round_bf16(x, M * K);
+  for (int pass = 0; pass < 2; pass++) { /* ref from x, base from bf16 x and bf16 A x */
+    const float *xi = pass ? xr : x;
+    float *y = pass ? base : ref;
+    kern_cpu_linear(xi, w, b, y, M, K, N);
+    kern_cpu_linear(xi, a, NULL, t, M, K, R);
+    if (pass) {
+      float *tr = round_bf16(t, M * R);
+      memcpy(t, tr, (size_t)(M * R) * sizeof *t);
+      free(tr);
+    }
+    kern_cpu_linear(t, bl, NULL, u, M, R, N);
+    kern_cpu_gated_add(y, u, NULL, M, N);
+    if (c->gelu) kern_cpu_gelu_tanh(y, M * N);
+  }
+  if (yt == KERN_DTYPE_BF16) {
+    float *q = round_bf16(base, M * N);
+    free(base);
+    base = q;
+  }
+  uint16_t *xb = to_bf16(x, M * K), *wb = to_bf16(w, N * K), *bb = to_bf16(b, N);
+  uint16_t *ab = to_bf16(a, R * K), *blb = to_bf16(bl, N * R);
+  uint16_t *dx = dev((size_t)(M * K) * 2), *dw = dev((size_t)(N * K) * 2), *db = dev((size_t)N * 2);
+  uint16_t *da = dev((size_t)(R * K) * 2), *dbl = dev((size_t)(N * R) * 2);
+  uint16_t *dt = dev((size_t)(M * R) * 2);
+  const size_t ybytes = (size_t)(M * N) * kern_dtype_size(yt);
+  void *dy = dev(ybytes);
+  up(dx, xb, (size_t)(M * K) * 2);
+  up(dw, wb, (size_t)(N * K) * 2);
+  up(db, bb, (size_t)N * 2);
+  up(da, ab, (size_t)(R * K) * 2);
+  up(dbl, blb, (size_t)(N * R) * 2);
+  char *out[2];
+  for (int rep = 0; rep < 2; rep++) {
+    kern_cuda_linear_lora(g, dx, dw, db, da, dbl, R, dt, dy, yt, M, K, N,
+                          c->gelu ? KERN_CUDA_ACT_GELU_TANH : KERN_CUDA_ACT_NONE, 0);
+    out[rep] = hmalloc(ybytes);
+    down(out[rep], dy, ybytes);
+  }
+  r->det = same_bytes(out[0], out[1], ybytes);
+  float *got = yt == KERN_DTYPE_F32 ? (float *)out[0] : from_bf16((uint16_t *)out[0], M * N);
+  result_compare(r, got, ref, base, M * N, TOL_BF16);
+  /* The pair must show: its share of the output is far above the error. */
+  float *plain = hf(M * N);
+  kern_cpu_linear(x, w, b, plain, M, K, N);
+  if (c->gelu) kern_cpu_gelu_tanh(plain, M * N);
+  const double share = sp_test_rel_l2_f32(plain, ref, M * N);
+  r->extra_ok = share > 4 * r->err;
+  snprintf(r->note, sizeof r->note, "pair moves y by %.2e", share);
+  if (got != (float *)out[0]) free(got);
+  free(out[0]); free(out[1]); free(plain);
+  free(x); free(w); free(b); free(a); free(bl); free(ref); free(base); free(t); free(u);
+  free(xr); free(xb); free(wb); free(bb); free(ab); free(blb);
 }
 
 /* linear_f32: rows = M, dim = K, out_dim = N (fp32 input, bf16 weights,
@@ -675,6 +744,7 @@ static const struct {
     [OP_UNPATCHIFY] = {"unpatchify", op_unpatchify},
     [OP_CONVERT] = {"convert", op_convert},
     [OP_ATTENTION] = {"attention", op_attention},
+    [OP_LINEAR_LORA] = {"linear_lora", op_linear_lora},
 };
 
 /* A row's parameters as "name=value" for the fields it sets, then
@@ -690,6 +760,7 @@ static void case_describe(const op_case *c, char *s, size_t cap) {
   const struct { const char *name; int64_t v; } num[] = {
       {"rows", c->rows},   {"dim", c->dim},     {"out", c->out_dim},       {"n", c->n},
       {"keys", c->keys},   {"heads", c->heads}, {"chunk", c->chunk},      {"C", c->channels},
+      {"r", c->lora_rank},
   };
   for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
     if (num[i].v) PUT("%s%s=%lld", len ? " " : "", num[i].name, (long long)num[i].v);
@@ -721,6 +792,13 @@ static const op_case cases[] = {
     {.op = OP_LINEAR, .rows = 37, .dim = 5120, .out_dim = 64},
     {.op = OP_LINEAR, .rows = 130, .dim = 4096, .out_dim = 1536, .bf16_out = 1, .gelu = 1},
     {.op = OP_LINEAR, .rows = 9, .dim = 256, .out_dim = 640, .no_bias = 1, .small = 1},
+    /* bypassed LoRA pairs: q-like (bf16 out), ffn.0 (GELU), context k (fp32 out) */
+    {.op = OP_LINEAR_LORA, .rows = 64, .dim = 5120, .out_dim = 5120, .lora_rank = 64,
+     .bf16_out = 1},
+    {.op = OP_LINEAR_LORA, .rows = 33, .dim = 1536, .out_dim = 8960, .lora_rank = 16,
+     .bf16_out = 1, .gelu = 1},
+    {.op = OP_LINEAR_LORA, .rows = 77, .dim = 1536, .out_dim = 1536, .lora_rank = 32},
+    {.op = OP_LINEAR_LORA, .rows = 9, .dim = 256, .out_dim = 640, .lora_rank = 8, .small = 1},
     {.op = OP_LINEAR_F32, .rows = 1, .dim = 256, .out_dim = 1536},
     {.op = OP_LINEAR_F32, .rows = 1, .dim = 1536, .out_dim = 9216},
     {.op = OP_LINEAR_F32, .rows = 1, .dim = 5120, .out_dim = 5120},

@@ -73,6 +73,8 @@ static int stage_layout(const rank_stage *s, const cuda_stage *c, plan_layout *o
       .act_buffers = s->cfg.act_buffers,
       .chunk_rows = s->cfg.chunk_rows,
       .simple_attn = s->cfg.attn == KERN_ATTN_SIMPLE,
+      .lora_elems = s->cfg.lora_block_elems,
+      .lora_rank = s->cfg.lora_rank,
   };
   char err[256];
   if (plan_layout_make(&sh, out, err, sizeof err) != PLAN_OK) {
@@ -122,6 +124,8 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l) {
       c->attn_scratch = p;
       c->attn_scratch_bytes = (size_t)b->bytes;
       break;
+    case PLAN_BUF_LORA_W: c->lora_w[b->index] = (uint16_t *)p; break;
+    case PLAN_BUF_LORA_T: c->lora_t = (uint16_t *)p; break;
     default: sp_fatal("internal: layout buffer kind %d", (int)b->kind);
     }
   }
@@ -178,6 +182,8 @@ static void cuda_destroy(rank_stage *s) {
   free(c->copied);
   free(c->freed);
   free(c->block_w);
+  free(c->lora_w);
+  free(c->lora);
   for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
     if (c->sinus[i]) cudaFreeHost(c->sinus[i]);
     if (c->sinus_used[i]) cudaEventDestroy(c->sinus_used[i]);
@@ -218,6 +224,7 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   kern_cuda_f32_to_bf16(c->ctxf, c->ctxb, T * D, c->stream);
   for (int b = 0; b < s->nblocks; b++) {
     const wan_block_bf16 *w = &c->blocks[b];
+    const wan_block_lora_bf16 *lora = c->lora ? &c->lora[b] : NULL;
     if (c->host_w[b]) { /* once per prompt: a plain copy into slot 0 */
       CUDA_CHECK(cudaMemcpyAsync(c->slot_w[0], c->host_w[b], c->l16[WAN_GROUP_BLOCK].packed_bytes,
                                  cudaMemcpyHostToDevice, c->stream));
@@ -226,13 +233,15 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
     uint16_t *k = c->ck + kv_offset(s, slot, b), *v = c->cv + kv_offset(s, slot, b);
     /* ctxf is free once narrowed: it takes the k projection before its norm. */
     wan_step_begin(WAN_STEP_CROSS_K);
-    kern_cuda_linear(c->gemm, c->ctxb, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
-                     c->ctxf, KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
+    rank_cuda_block_linear(c, c->ctxb, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
+                           RANK_CUDA_PAIR(lora, cross_attn_k_w), c->ctxf, KERN_DTYPE_F32, T, D, D,
+                           KERN_CUDA_ACT_NONE);
     kern_cuda_rmsnorm_rope(c->ctxf, KERN_DTYPE_F32, use(w, w->cross_attn_norm_k_w), NULL, NULL, k,
                            T, cf->heads, wan_head_dim(cf), (float)cf->eps, c->stream);
     wan_step_begin(WAN_STEP_CROSS_V);
-    kern_cuda_linear(c->gemm, c->ctxb, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b), v,
-                     KERN_DTYPE_BF16, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
+    rank_cuda_block_linear(c, c->ctxb, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b),
+                           RANK_CUDA_PAIR(lora, cross_attn_v_w), v, KERN_DTYPE_BF16, T, D, D,
+                           KERN_CUDA_ACT_NONE);
   }
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
@@ -315,7 +324,8 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
     }
     /* Block-major: every micro-batch while the block is here. */
     for (int j = 0; j < n; j++)
-      rank_cuda_block_forward(s, c, w, c->ck + kv_offset(s, slots[j], b),
+      rank_cuda_block_forward(s, c, w, c->lora ? &c->lora[b] : NULL,
+                              c->ck + kv_offset(s, slots[j], b),
                               c->cv + kv_offset(s, slots[j], b), s->act[bufs[j]]);
     if (k >= 0) {
       CUDA_CHECK(cudaEventRecord(c->freed[k], c->stream));
@@ -363,9 +373,64 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
 
 static void cuda_sync(rank_stage *s) { CUDA_CHECK(cudaStreamSynchronize(cuda_of(s)->stream)); }
 
+/* Bypassed LoRAs: each block's pairs read on the host (fp32, the packing
+ * of rank_lora_bypass_read), narrowed to bf16 and copied into the block's
+ * room in the arena; the views point at the same offsets on the device.
+ * The room was sized at load for every job's LoRAs (cfg.lora_block_elems,
+ * cfg.lora_rank): a set that needs more is a bug of the caller. */
+static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
+  cuda_stage *c = cuda_of(s);
+  free(c->lora);
+  c->lora = NULL;
+  if (!l) return SP_OK;
+  const int first = s->cfg.first_block;
+  if (rank_lora_bypass_rank(l, first, s->cfg.last_block) > s->cfg.lora_rank || !c->lora_t)
+    sp_fatal("internal: the LoRA pairs' rank exceeds the stage's room (%lld)",
+             (long long)s->cfg.lora_rank);
+  wan_block_lora_bf16 *v = sp_xcalloc((size_t)s->nblocks, sizeof *v);
+  float *host = NULL;
+  uint16_t *narrow = NULL;
+  size_t cap = 0;
+  int rc = SP_OK;
+  for (int b = 0; b < s->nblocks && rc == SP_OK; b++) {
+    const size_t n = rank_lora_bypass_floats(l, first + b);
+    if (n > s->cfg.lora_block_elems)
+      sp_fatal("internal: block %d's LoRA pairs hold %zu values, the stage's room %llu",
+               first + b, n, (unsigned long long)s->cfg.lora_block_elems);
+    if (n + 1 > cap) {
+      cap = n + 1;
+      free(host);
+      free(narrow);
+      host = sp_xmalloc(cap * sizeof *host);
+      narrow = sp_xmalloc(cap * sizeof *narrow);
+    }
+    wan_block_lora_f32 hv;
+    rc = rank_lora_bypass_read(l, first + b, host, &hv);
+    if (rc != SP_OK) break;
+    kern_f32_to_bf16_n(host, narrow, n);
+    /* Synchronous: narrow is reused for the next block. */
+    CUDA_CHECK(cudaMemcpy(c->lora_w[b], narrow, n * sizeof *narrow, cudaMemcpyHostToDevice));
+    uint16_t *dev = c->lora_w[b];
+#define DEV_(field, in_, out_)                                                                  \
+    v[b].field = (wan_lora_bf16){.a = hv.field.r ? dev + (hv.field.a - host) : NULL,            \
+                                 .b = hv.field.r ? dev + (hv.field.b - host) : NULL,            \
+                                 .r = hv.field.r};
+    WAN_BLOCK_LINEARS(DEV_)
+#undef DEV_
+  }
+  free(host);
+  free(narrow);
+  if (rc != SP_OK) {
+    free(v);
+    return rc;
+  }
+  c->lora = v;
+  return SP_OK;
+}
+
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
-                                        cuda_sync};
+                                        cuda_sync,    cuda_set_lora};
 
 /* The loader's host side: the file's groups arrive in pinned buffers, two
  * of them, so that reading group k + 1 overlaps the host-to-device copy of
@@ -440,6 +505,7 @@ static void setup_streaming(rank_stage *s, cuda_stage *c, const plan_layout *lay
   c->slot_w = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slot_w);
   c->slots = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slots);
   c->blocks = sp_xcalloc((size_t)s->nblocks, sizeof *c->blocks);
+  c->lora_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->lora_w);
 }
 
 /* RoPE tables: angles in double on the host, stored fp32. */

@@ -33,7 +33,8 @@
   } while (0)
 
 void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
-                             const uint16_t *ck, const uint16_t *cv, float *act) {
+                             const wan_block_lora_bf16 *lora, const uint16_t *ck,
+                             const uint16_t *cv, float *act) {
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
   const int64_t T = cf->text_len, F = cf->ffn_dim, R = c->rows, half = HD / 2;
@@ -61,14 +62,16 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
     kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, stream);
     PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_SELF_K);
-    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
+    rank_cuda_block_linear(c, c->hb, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
+                           RANK_CUDA_PAIR(lora, self_attn_k_w),
+                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_k_w),
                            c->cos_t + r0 * half, c->sin_t + r0 * half, c->kb + r0 * D, n, NH, HD,
                            eps, stream);
     wan_step_begin(WAN_STEP_SELF_V);
-    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b),
-                     c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
+    rank_cuda_block_linear(c, c->hb, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b),
+                           RANK_CUDA_PAIR(lora, self_attn_v_w),
+                           c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     PROF("k,v projections+norm", 2 * gemm_dd, 2 * (LD * 4 + wdd) + LD * 4, RANK_CEIL_GEMM);
   }
   /* Each chunk of queries against every key. */
@@ -79,8 +82,9 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
       kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, stream);
     }
     wan_step_begin(WAN_STEP_SELF_Q);
-    kern_cuda_linear(c->gemm, c->hb, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
+    rank_cuda_block_linear(c, c->hb, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b),
+                           RANK_CUDA_PAIR(lora, self_attn_q_w),
+                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_q_w),
                            c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps, stream);
     PROF("q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
@@ -89,8 +93,9 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
     kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, stream);
     PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
     wan_step_begin(WAN_STEP_SELF_O);
-    kern_cuda_linear(c->gemm, c->ab, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
+    rank_cuda_block_linear(c, c->ab, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b),
+                           RANK_CUDA_PAIR(lora, self_attn_o_w),
+                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_GATE1);
     if (whole) { /* the gated add and norm3 in one pass over x */
@@ -117,8 +122,9 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
       PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
     }
     wan_step_begin(WAN_STEP_CROSS_Q);
-    kern_cuda_linear(c->gemm, c->hb, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
+    rank_cuda_block_linear(c, c->hb, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
+                           RANK_CUDA_PAIR(lora, cross_attn_q_w),
+                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->cross_attn_norm_q_w), NULL, NULL,
                            c->qb, n, NH, HD, eps, stream);
     PROF("cross q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
@@ -127,8 +133,9 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
     kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, stream);
     PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
     wan_step_begin(WAN_STEP_CROSS_O);
-    kern_cuda_linear(c->gemm, c->ab, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b), c->pb,
-                     KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE, stream);
+    rank_cuda_block_linear(c, c->ab, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b),
+                           RANK_CUDA_PAIR(lora, cross_attn_o_w),
+                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
     wan_step_begin(WAN_STEP_NORM2);
@@ -136,12 +143,14 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
                                   c->hb, n, D, eps, stream);
     PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_FFN_0);
-    kern_cuda_linear(c->gemm, c->hb, use(w, w->ffn_0_w), use(w, w->ffn_0_b), c->fb, KERN_DTYPE_BF16,
-                     n, D, F, KERN_CUDA_ACT_GELU_TANH, stream);
+    rank_cuda_block_linear(c, c->hb, use(w, w->ffn_0_w), use(w, w->ffn_0_b),
+                           RANK_CUDA_PAIR(lora, ffn_0_w),
+                           c->fb, KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH);
     PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_FFN_2);
-    kern_cuda_linear(c->gemm, c->fb, use(w, w->ffn_2_w), use(w, w->ffn_2_b), c->pb, KERN_DTYPE_BF16,
-                     n, F, D, KERN_CUDA_ACT_NONE, stream);
+    rank_cuda_block_linear(c, c->fb, use(w, w->ffn_2_w), use(w, w->ffn_2_b),
+                           RANK_CUDA_PAIR(lora, ffn_2_w),
+                           c->pb, KERN_DTYPE_BF16, n, F, D, KERN_CUDA_ACT_NONE);
     PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_GATE2);
     kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, stream);

@@ -62,6 +62,11 @@ typedef struct cuda_stage {
   int sinus_next;
   void *attn_scratch;
   size_t attn_scratch_bytes;
+  /* Bypassed LoRAs (rank_stage_set_lora): every block's pairs, bf16, in
+   * the packing of rank_lora_bypass_read, and the (rows, rank) A x. */
+  uint16_t **lora_w;  /* [nblocks] device, cfg.lora_block_elems each (NULL: no room) */
+  uint16_t *lora_t;
+  wan_block_lora_bf16 *lora; /* [nblocks] views of lora_w[b], or NULL: no pairs set */
   rank_prof *prof;    /* NULL unless profiling */
   int mem_traced;     /* the memory table was printed */
 } cuda_stage;
@@ -78,6 +83,24 @@ static inline const uint16_t *use(const wan_block_bf16 *w, const uint16_t *p) {
  * as rank_dit_block runs them, over row chunks of c->rows. Queued on
  * c->stream. */
 void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
-                             const uint16_t *ck, const uint16_t *cv, float *act);
+                             const wan_block_lora_bf16 *lora, const uint16_t *ck,
+                             const uint16_t *cv, float *act);
+
+/* A linear layer of a block, y = act(x W^T + b), with its bypassed LoRA
+ * pair when lora is given (kern_cuda_linear_lora, A x in c->lora_t).
+ * x (rows, in), y (rows, out); queued on c->stream. */
+static inline void rank_cuda_block_linear(cuda_stage *c, const uint16_t *x, const uint16_t *w,
+                                          const uint16_t *b, const wan_lora_bf16 *lora, void *y,
+                                          kern_dtype y_dtype, int64_t rows, int64_t in,
+                                          int64_t out, kern_cuda_act act) {
+  if (lora && lora->r > 0)
+    kern_cuda_linear_lora(c->gemm, x, w, b, lora->a, lora->b, lora->r, c->lora_t, y, y_dtype, rows,
+                          in, out, act, c->stream);
+  else
+    kern_cuda_linear(c->gemm, x, w, b, y, y_dtype, rows, in, out, act, c->stream);
+}
+
+/* lora's pair for a field, or NULL when there is no bypassed LoRA. */
+#define RANK_CUDA_PAIR(lora, field) ((lora) ? &(lora)->field : NULL)
 
 #endif

@@ -1,0 +1,11 @@
+#!/bin/bash
+# LoRA bypass mode: equal to merged mode on the CPU backend within 1e-5,
+# bit-identical over 1-4 ranks, --jobs lines switching LoRAs equal to their
+# own runs, refused inputs (bypass_check.py says what each part checks).
+set -u
+: "${SP_BIN:?}" "${SP_SRC:?}"
+. "$SP_SRC/tests/common/find_python.sh"
+. "$SP_SRC/tests/common/mpi_env.sh"
+work=$(mktemp -d "${TMPDIR:-/tmp}/sp-lora-bypass.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+"$PY" "$SP_SRC/tests/lora/bypass_check.py" "$SP_BIN" "$work" ${SP_SEED:-}

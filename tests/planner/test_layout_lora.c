@@ -1,0 +1,80 @@
+/* Bypassed LoRA pairs in the CUDA stage's layout (layout.h, MODEL.md "LoRA",
+ * bypass): every block of the stage gets one buffer of the pairs'
+ * elements at the operand width, plus one (max(rows, text_len), rank)
+ * temporary, after every other buffer; the planner's activation bytes grow
+ * by exactly what the layout adds; no LoRA leaves the layout as it was.
+ * The pairs' sizes here come from MODEL.md's list of a block's linear
+ * layers, not from the code that reads LoRA files. */
+#include "layout.h"
+#include "plan_test.h"
+
+/* Elements of rank-r pairs on every linear layer of a block: 8 (dim x dim)
+ * projections, ffn.0 (dim -> ffn_dim) and ffn.2 (ffn_dim -> dim). */
+static uint64_t pairs_elems(const plan_model *m, int64_t r) {
+  return (uint64_t)r * (uint64_t)(8 * 2 * m->dim + 2 * (m->dim + m->ffn_dim));
+}
+
+static uint64_t aligned(uint64_t x) {
+  return (x + PLAN_LAYOUT_ALIGN - 1) / PLAN_LAYOUT_ALIGN * PLAN_LAYOUT_ALIGN;
+}
+
+static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks) {
+  test_wan t;
+  test_wan_make(&t, big);
+  const plan_workload w = {.frames = 81, .height = 480, .width = 832, .micro_batches = 2,
+                           .context_len = 512};
+  const plan_rank q = {.first_block = 0, .last_block = nblocks - 1, .has_embed = 1,
+                       .has_head = 0, .order = PLAN_ORDER_MICRO, .chunk_rows = chunk_rows};
+  static plan_layout base, with;
+  plan_stage_shape s;
+  char err[256] = "";
+  plan_stage_shape_of(&t.m, &w, &q, NULL, 0, &s);
+  CHECK(plan_layout_make(&s, &base, err, sizeof err) == PLAN_OK, "no LoRA: %s", err);
+  CHECK(plan_layout_find(&base, PLAN_BUF_LORA_W, 0) == NULL &&
+            plan_layout_find(&base, PLAN_BUF_LORA_T, 0) == NULL,
+        "a layout without LoRA has LoRA buffers");
+  const uint64_t act0 =
+      plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, nblocks, 0, 1, 1, 0, chunk_rows, 0);
+
+  t.m.lora_block_elems = pairs_elems(&t.m, rank);
+  t.m.lora_rank = rank;
+  plan_stage_shape_of(&t.m, &w, &q, NULL, 0, &s);
+  CHECK(plan_layout_make(&s, &with, err, sizeof err) == PLAN_OK, "LoRA rank %lld: %s",
+        (long long)rank, err);
+  const uint64_t a = (uint64_t)t.m.weight_dtype_bytes;
+  const int64_t L = plan_tokens(&w);
+  const int64_t R = chunk_rows > 0 && chunk_rows < L ? chunk_rows : L;
+  const uint64_t rows = (uint64_t)(R > t.m.text_len ? R : t.m.text_len);
+  uint64_t end = base.total;
+  for (int b = 0; b < nblocks; b++) {
+    const plan_buffer *p = plan_layout_find(&with, PLAN_BUF_LORA_W, b);
+    CHECK(p && p->bytes == t.m.lora_block_elems * a && p->offset == aligned(end),
+          "block %d's pairs: %llu bytes at %llu, want %llu at %llu", b,
+          p ? (unsigned long long)p->bytes : 0ull, p ? (unsigned long long)p->offset : 0ull,
+          (unsigned long long)(t.m.lora_block_elems * a), (unsigned long long)aligned(end));
+    end = aligned(end) + t.m.lora_block_elems * a;
+  }
+  const plan_buffer *tb = plan_layout_find(&with, PLAN_BUF_LORA_T, 0);
+  CHECK(tb && tb->bytes == rows * (uint64_t)rank * a, "temporary: %llu bytes, want %llu",
+        tb ? (unsigned long long)tb->bytes : 0ull, (unsigned long long)(rows * (uint64_t)rank * a));
+  end = aligned(end) + rows * (uint64_t)rank * a;
+  CHECK(with.total == end, "total %llu, want %llu", (unsigned long long)with.total,
+        (unsigned long long)end);
+  const uint64_t act1 =
+      plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, nblocks, 0, 1, 1, 0, chunk_rows, 0);
+  CHECK(act1 - act0 == with.total - base.total,
+        "planner's bytes grow by %llu, the layout's by %llu", (unsigned long long)(act1 - act0),
+        (unsigned long long)(with.total - base.total));
+  printf("%s, %d blocks, rank %lld on every linear layer: %.1f MB of pairs per block, "
+         "stage +%.1f MB\n", big ? "14B" : "1.3B", nblocks, (long long)rank,
+         (double)(t.m.lora_block_elems * a) / 1e6, (double)(with.total - base.total) / 1e6);
+}
+
+int main(void) {
+  sp_test_begin("test_layout_lora");
+  test_case(1, 64, 0, 10);
+  test_case(1, 16, 4096, 40);
+  test_case(0, 8 * sp_rand_int(1, 32), sp_rand_int(0, 1) ? 0 : sp_rand_int(64, 20000),
+            (int)sp_rand_int(1, 30));
+  return sp_test_end();
+}
