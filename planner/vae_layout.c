@@ -183,7 +183,8 @@ int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *er
   take(&k, PLAN_VAE_SCORES, 0, plan_vae_scores_bytes(out->score_rows, s->h * s->w, e));
   take(&k, PLAN_VAE_FRAMES, 0, mul3(&k, 3 * (uint64_t)k.t, (uint64_t)k.hw, 4));
   const uint64_t xb = mul3(&k, out->elems[PLAN_VAE_X], E, 1);
-  const uint64_t ws = xb + xb / 8;
+  const uint64_t sb = mul3(&k, out->elems[PLAN_VAE_S], E, 1);
+  const uint64_t ws = e == 4 ? 2 * (sb > xb ? sb : xb) : xb + xb / 8;
   out->conv_ws_bytes = ws > PLAN_VAE_CONV_WS_MIN ? ws : PLAN_VAE_CONV_WS_MIN;
   take(&k, PLAN_VAE_CONV_WS, 0, out->conv_ws_bytes);
   take(&k, PLAN_VAE_GEMM_WS, 0, PLAN_VAE_GEMM_WS_BYTES);

@@ -41,13 +41,15 @@ extern "C" {
 #define PLAN_VAE_MAX_LEVELS 4
 #define PLAN_VAE_MAX_CACHES 64
 #define PLAN_VAE_CACHE_T 2 /* frames a cached conv keeps (WAN_VAE_CACHE_T) */
-/* cuDNN convolution workspace: at least this, or 9/8 of the bytes of the
- * largest activation (x) when more; algorithms needing more are not
+/* cuDNN convolution workspace: at least this, or a multiple of the bytes
+ * of the largest activation (x) when more; algorithms needing more are not
  * chosen. cuDNN 9.14 has only implicit_precomp_gemm for fp32 channels-last
- * 3x3x3 convolutions, and its workspace is about the size of the input
- * with its two cached frames (measured on an H200: 614,413,328 bytes for
- * x of 613,416,960 at 480p, 1,416,573,968 for 1,415,577,600 at 720p), so
- * sized from x it fits at every size the activations fit. */
+ * convolutions, and its workspace grows with the input: measured on an
+ * H200 at 480p, 614 MB for the 3x3x3 conv on (3, 480, 832, 96) and 923 MB
+ * for the 3x3 conv on (4, 240, 416, 384): 1.0 and 1.5 times the bytes of
+ * their inputs. The largest input of a convolution is the upsampled
+ * tensor (s) or x: fp32 takes 2 x the larger of the two, bf16 (whose
+ * algorithms need far less) 9/8 x. */
 #define PLAN_VAE_CONV_WS_MIN ((uint64_t)256 << 20)
 /* cuBLASLt workspace of the attention GEMMs. */
 #define PLAN_VAE_GEMM_WS_BYTES ((uint64_t)32 << 20)
