@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -154,7 +155,7 @@ static int prompts_read(const char *path, char **buf, prompt **p, int *count) {
 
 /* Each output path, checked before any work: the file, or in a directory
  * (created when new) one file per prompt. */
-static int outputs_check(const encode_opts *o, int count, char ***paths) {
+static int outputs_check(const encode_opts *o, int count, char ***paths, int *made_dir) {
   rank_path_arg in[3] = {{"--t5", o->t5}, {"--prompts", o->prompts}, {"--tokenizer", o->tokenizer}};
   char **out = sp_xcalloc((size_t)count, sizeof *out);
   *paths = out;
@@ -167,9 +168,12 @@ static int outputs_check(const encode_opts *o, int count, char ***paths) {
     sp_log_error("--out %s: with --prompts, -o names a directory (this is a file)", o->out);
     return SP_ERR_INPUT;
   }
-  if (stat(o->out, &st) != 0 && mkdir(o->out, 0777) != 0) {
-    sp_log_error("--out %s: cannot create the directory: %s", o->out, strerror(errno));
-    return SP_ERR_INPUT;
+  if (stat(o->out, &st) != 0) {
+    if (mkdir(o->out, 0777) != 0) {
+      sp_log_error("--out %s: cannot create the directory: %s", o->out, strerror(errno));
+      return SP_ERR_INPUT;
+    }
+    *made_dir = 1;
   }
   for (int i = 0; i < count; i++) {
     size_t n = strlen(o->out) + 32;
@@ -247,7 +251,7 @@ static int encode_batch(const encode_opts *o, t5_model *m, prompt *p, int first,
 }
 
 static int encode_run(encode_opts *o) {
-  int rc, count = 1;
+  int rc, count = 1, made_dir = 0;
   char *file_text = NULL, **paths = NULL;
   prompt *p = NULL, neg = {0};
   t5_model *m = NULL;
@@ -265,7 +269,7 @@ static int encode_run(encode_opts *o) {
     p = sp_xcalloc(1, sizeof *p);
     p[0] = (prompt){.text = o->text, .len = strlen(o->text)};
   }
-  if ((rc = outputs_check(o, count, &paths)) != SP_OK) goto out;
+  if ((rc = outputs_check(o, count, &paths, &made_dir)) != SP_OK) goto out;
   if ((rc = t5_model_open(o->t5, o->verify, &m)) != SP_OK) goto out;
   const tok_model *tok = t5_model_tokenizer(m);
   if (o->tokenizer) {
@@ -302,6 +306,9 @@ static int encode_run(encode_opts *o) {
     rc = encode_batch(o, m, p, first, k, o->no_negative ? NULL : &neg, &ctx_null, paths);
   }
 out:
+  /* A directory this run made and filled with nothing goes again (rmdir
+   * leaves one that holds files). */
+  if (rc != SP_OK && made_dir) rmdir(o->out);
   for (int i = 0; p && i < count; i++) free(p[i].ids);
   for (int i = 0; paths && i < count; i++) free(paths[i]);
   free(paths);

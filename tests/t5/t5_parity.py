@@ -7,8 +7,9 @@ usage: t5_parity.py STATICPIPE WORKDIR [SEED]
 Trains a small unigram SentencePiece model, draws random encoder weights at
 small widths, writes them as safetensors in transformers' UMT5EncoderModel
 keys (F32, sharded with an index, the tied embed_tokens copy included),
-ComfyUI's fp16 form, ComfyUI's scaled fp8 form (e4m3fn encoded here, a
-scale_weight per tensor, the scaled_fp8 marker and a spiece_model tensor)
+ComfyUI's fp16 form, ComfyUI's scaled fp8 form (e4m3fn encoded here, one
+tensor in e5m2, a scale_weight per tensor, the scaled_fp8 marker and a
+spiece_model tensor)
 and Wan's own keys; converts each and checks every stored weight bit for
 bit against the numpy conversion (fp8: the float32 product code value x
 scale), the same weights in two key forms giving the same checksum; then
@@ -145,7 +146,16 @@ def form_entries(w, form, spm_bytes):
             ent.append((hf_key(k), "F16", v.shape, h.tobytes()))
             want[k] = h.astype(np.float32)
         elif form == "fp8":
-            if v.ndim == 2 and ("attn." in k or "ffn." in k):
+            if k == "blocks.0.ffn.fc2.weight":  # one e5m2 tensor: an IEEE half's top byte
+                scale = np.float32(np.max(np.abs(v)) / 4096.0)
+                h = (v / scale).astype("<f2").view(np.uint16).astype(np.uint32)
+                code = ((h + 0x7F + ((h >> 8) & 1)) >> 8).astype(np.uint8)  # nearest, ties even
+                ent.append((hf_key(k), "F8_E5M2", v.shape, code.tobytes()))
+                sk = hf_key(k)[:-len(".weight")] + ".scale_weight"
+                ent.append((sk, "F32", (), np.array(scale, "<f4").tobytes()))
+                deq = (code.astype(np.uint16) << 8).view(np.float16).astype(np.float32)
+                want[k] = deq * scale
+            elif v.ndim == 2 and ("attn." in k or "ffn." in k):
                 scale = np.float32(np.max(np.abs(v)) / 448.0)
                 code = e4m3fn_encode(v / scale)
                 ent.append((hf_key(k), "F8_E4M3", v.shape, code.tobytes()))
@@ -359,8 +369,9 @@ def main():
         f.write(b"a good line\nabc\xffdef\n")
     r = run([sp_bin, "encode", "--t5", model, "--prompts", badp, "-o", os.path.join(work, "bd")],
             want_rc=2)
-    check(r.returncode == 2 and "badutf8.txt:2" in r.stderr and "byte 3" in r.stderr,
-          "invalid UTF-8 refused with its line and byte offset")
+    check(r.returncode == 2 and "badutf8.txt:2" in r.stderr and "byte 3" in r.stderr
+          and not os.path.exists(os.path.join(work, "bd")),
+          "invalid UTF-8 refused with its line and byte offset, no output directory left")
     damaged = os.path.join(work, "damaged.h5")
     shutil.copy(model, damaged)
     with h5py.File(damaged, "r") as f:
