@@ -219,6 +219,7 @@ def main():
     print("seed %d (replay: SP_SEED=%d)" % (seed, seed))
     rnd = random.Random(seed)
     rng = np.random.default_rng(seed)
+    umt5_ref.selftest()  # the reference's own checks first (buckets by hand, padding)
 
     corpus = os.path.join(work, "corpus.txt")
     spm_parity.make_corpus(rnd, corpus, lines=3000)
@@ -333,6 +334,33 @@ def main():
             print("     fp8 model: rel L2 %.2e, negative %.2e" % (e, en))
         check(ok, "encode on the dequantised fp8 model matches the reference")
 
+    # ---- a Wan-wide encoder (dim 4096, dim_attn 64 != dim): its cond file
+    # against the reference, and run --cond reads it
+    cw = dict(c, dim=4096, dim_attn=64, heads=4, ffn=32, layers=1)
+    ww = make_weights(rng, cw)
+    ent, _ = form_entries(ww, "wan", spm_bytes)
+    wide_st = os.path.join(work, "wide.safetensors")
+    stlib.write_st(wide_st, ent)
+    wide = os.path.join(work, "wide.h5")
+    r = run([sp_bin, "convert", wide_st, "--tokenizer", spm_path, "--dtype", "fp32", "-o", wide])
+    cond = os.path.join(work, "wide.cond.h5")
+    if r.returncode == 0:
+        r = run([sp_bin, "encode", "--t5", wide, "--prompt", prompts[0], "-o", cond])
+    ok = r.returncode == 0
+    if ok:
+        w64w = {k: v.astype(np.float64) for k, v in ww.items()}
+        with h5py.File(cond, "r") as f:
+            e = rel_l2(f["context"][...], umt5_ref.encode(w64w, ref_ids(sp, prompts[0])[0]))
+            en = rel_l2(f["context_null"][...], umt5_ref.encode(w64w, neg_ids))
+        print("     dim 4096 encoder: rel L2 %.2e, negative %.2e" % (e, en))
+        ok = e <= 1e-5 and en <= 1e-5
+    check(ok, "a dim-4096 encoder (dim_attn 64) matches the reference")
+    if ok:
+        lat = os.path.join(work, "lat.h5")
+        r = run([sp_bin, "run", "--model", "synth:wan2.1-tiny", "--cond", cond, "--frames", "5",
+                 "--size", "32x32", "--steps", "1", "--cfg", "5", "--no-preview", "-q", "-o", lat])
+        check(r.returncode == 0 and os.path.exists(lat), "run --cond reads encode's file (with CFG)")
+
     # ---- reruns and thread counts: bit-identical
     outs = []
     for k, threads in enumerate(("1", "3", "1")):
@@ -389,6 +417,18 @@ def main():
         g.write(f.read(os.path.getsize(model) // 2))
     r = run([sp_bin, "encode", "--t5", trunc, "--prompt", "a", "-o", bad_out], want_rc=2)
     check(r.returncode == 2 and trunc in r.stderr, "a truncated model file is refused")
+    for what, edit, want in (
+            ("an extra dataset", lambda f: f["encoder"].create_dataset("extra", data=np.zeros(3)),
+             "extra"),
+            ("a config that cannot be", lambda f: f.attrs.modify("heads", np.int64(3)), "heads"),
+            ("a missing tokenizer", lambda f: f.__delitem__("tokenizer"), "tokenizer")):
+        bad_model = os.path.join(work, "edited.h5")
+        shutil.copy(model, bad_model)
+        with h5py.File(bad_model, "r+") as f:
+            edit(f)
+        r = run([sp_bin, "encode", "--t5", bad_model, "--prompt", "a", "-o", bad_out], want_rc=2)
+        check(r.returncode == 2 and want in r.stderr and not os.path.exists(bad_out),
+              "a model file with %s is refused, naming it" % what)
     vae = os.path.join(work, "vae.h5")
     run([sp_bin, "init", "--preset", "wan2.1-vae-tiny", "-o", vae])
     r = run([sp_bin, "encode", "--t5", vae, "--prompt", "a", "-o", bad_out], want_rc=2)
