@@ -79,8 +79,12 @@ int cmd_convert(int argc, char **argv) {
   if (rank_path_check_io("convert", argv + optind, argc - optind, RANK_PATH_FILE_OR_DIR, "--out",
                          out) != SP_OK)
     return SP_ERR_INPUT;
-  if (tokenizer && rank_path_check_input("--tokenizer", tokenizer, RANK_PATH_FILE) != SP_OK)
-    return SP_ERR_INPUT;
+  if (tokenizer) {
+    rank_path_arg tok = {"--tokenizer", tokenizer};
+    if (rank_path_check_input("--tokenizer", tokenizer, RANK_PATH_FILE) != SP_OK ||
+        rank_path_check_output("--out", out, &tok, 1) != SP_OK)
+      return SP_ERR_INPUT;
+  }
   /* The text encoder first: its transformers keys start with encoder., as a VAE's do. */
   int is_t5 = 0, is_vae = 0;
   int rc = rank_convert_is_t5(argc - optind, argv + optind, &is_t5);

@@ -184,8 +184,8 @@ static int outputs_check(const encode_opts *o, int count, char ***paths, int *ma
   return SP_OK;
 }
 
-static int write_cond(const encode_opts *o, const t5_model *m, const char *path, const prompt *p,
-                      const float *ctx, const prompt *neg, const float *ctx_null) {
+static int write_cond(const t5_model *m, const char *path, const prompt *p, const float *ctx,
+                      const prompt *neg, const float *ctx_null) {
   const t5_model_info *in = t5_model_get_info(m);
   rank_outfile *f = NULL;
   int rc = rank_outfile_open(path, &f);
@@ -213,7 +213,6 @@ static int write_cond(const encode_opts *o, const t5_model *m, const char *path,
     rank_outfile_abort(f);
     return rc;
   }
-  (void)o;
   return rank_outfile_commit(f);
 }
 
@@ -241,7 +240,7 @@ static int encode_batch(const encode_opts *o, t5_model *m, prompt *p, int first,
   int rc = t5_model_encode(m, c, ids, n, out);
   if (with_neg) *ctx_null = out[c - 1];
   for (int i = 0; rc == SP_OK && i < k; i++) {
-    rc = write_cond(o, m, paths[first + i], &p[first + i], out[i], neg, neg ? *ctx_null : NULL);
+    rc = write_cond(m, paths[first + i], &p[first + i], out[i], neg, neg ? *ctx_null : NULL);
     if (rc == SP_OK)
       sp_log_info("encode: wrote %s (%lld tokens%s)", paths[first + i], (long long)n[i],
                   neg ? ", and the negative prompt" : "");
