@@ -1,4 +1,5 @@
-/* CPU exact softmax attention, scale 1/sqrt(hd), no mask, any Lq and Lk.
+/* CPU exact softmax attention, any Lq and Lk: scale 1/sqrt(hd) without a
+ * bias (the DiT's), or a given scale plus a relative-position bias (T5's).
  *
  * One (query row, head) is one unit of work, owned by one thread, so the
  * result cannot depend on the thread count. Keys are visited in tiles of
@@ -57,10 +58,18 @@ static void att_accumulate(float *o, const float *p, const float *v, int64_t ld,
   }
 }
 
-void kern_cpu_attention(const float *q, const float *k, const float *v, float *out, int64_t Lq,
-                        int64_t Lk, int64_t heads, int64_t hd) {
+/* The positional bias of kern_cpu_attention_relbias, or none. */
+typedef struct att_bias {
+  const float *table;    /* (n_buckets, heads), or NULL: no bias */
+  const int32_t *bucket; /* (Lq + Lk - 1) bucket of key j for query i at j - i + Lq - 1 */
+} att_bias;
+
+/* Both entry points: scores q.k * scale (+ bias), keys 0 .. Lk - 1. The
+ * bias is added after the scaling, so a NULL table leaves the arithmetic of
+ * the unbiased attention unchanged. */
+static void att_run(const float *q, const float *k, const float *v, float *out, int64_t Lq,
+                    int64_t Lk, int64_t heads, int64_t hd, float scale, att_bias b) {
   if (Lq <= 0 || heads <= 0 || hd <= 0) return;
-  const float scale = (float)(1.0 / sqrt((double)hd));
   const int64_t ld = heads * hd; /* row stride of q, k, v, out */
   const int64_t units = Lq * heads;
 
@@ -79,6 +88,7 @@ void kern_cpu_attention(const float *q, const float *k, const float *v, float *o
       float tmax = -INFINITY;
       for (int64_t j = 0; j < nt; j++) {
         s[j] = att_dot(qi, k + (j0 + j) * ld + h * hd, hd) * scale;
+        if (b.table) s[j] += b.table[(int64_t)b.bucket[j0 + j - i + Lq - 1] * heads + h];
         if (s[j] > tmax) tmax = s[j];
       }
       if (tmax > m) {
@@ -98,4 +108,16 @@ void kern_cpu_attention(const float *q, const float *k, const float *v, float *o
     float inv = l > 0.0 ? (float)(1.0 / l) : 0.0f;
     for (int64_t d = 0; d < hd; d++) o[d] *= inv;
   }
+}
+
+void kern_cpu_attention(const float *q, const float *k, const float *v, float *out, int64_t Lq,
+                        int64_t Lk, int64_t heads, int64_t hd) {
+  att_run(q, k, v, out, Lq, Lk, heads, hd, (float)(1.0 / sqrt((double)hd)),
+          (att_bias){NULL, NULL});
+}
+
+void kern_cpu_attention_relbias(const float *q, const float *k, const float *v,
+                                const float *table, const int32_t *bucket, float scale, float *out,
+                                int64_t Lq, int64_t Lk, int64_t heads, int64_t hd) {
+  att_run(q, k, v, out, Lq, Lk, heads, hd, scale, (att_bias){table, bucket});
 }

@@ -60,6 +60,17 @@ void kern_cpu_rope_apply(float *x, const double *cos_t, const double *sin_t, int
 void kern_cpu_attention(const float *q, const float *k, const float *v, float *out, int64_t Lq,
                         int64_t Lk, int64_t heads, int64_t hd);
 
+/* Softmax attention with an additive relative-position bias (T5):
+ * score(i, j, h) = scale * q_i.k_j + table[bucket[j - i + Lq - 1], h].
+ * q (Lq, heads, hd), k, v (Lk, heads, hd), table (n_buckets, heads),
+ * bucket (Lq + Lk - 1) with entries in [0, n_buckets), out (Lq, heads, hd).
+ * A padding mask that hides the keys from Lk on is this call with those
+ * keys left out: a masked score's softmax weight is exactly 0. Same
+ * threading and summation order as kern_cpu_attention. */
+void kern_cpu_attention_relbias(const float *q, const float *k, const float *v,
+                                const float *table, const int32_t *bucket, float scale, float *out,
+                                int64_t Lq, int64_t Lk, int64_t heads, int64_t hd);
+
 /* Patch embedding input: x (C, F, H, W) -> tokens (F*(H/2)*(W/2), C*4),
  * token order (f, h, w) row-major, value index c*4 + kh*2 + kw reading
  * x[c, f, 2h+kh, 2w+kw] (patch (1,2,2)). Then a linear with the flattened

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "convert.h"
+#include "convert_t5.h"
 #include "convert_vae.h"
 #include "log.h"
 #include "path_check.h"
@@ -27,30 +28,38 @@ static void usage(FILE *f) {
           "is written as a VAE file (inspect shows it); the encoder is skipped and a\n"
           "NaN or infinite weight is refused.\n"
           "\n"
+          "A checkpoint of the UMT5-XXL text encoder (transformers' UMT5EncoderModel keys\n"
+          "as in diffusers' text_encoder/ and ComfyUI's umt5_xxl_fp16.safetensors, its\n"
+          "scaled fp8 form (dequantised), or Wan's own keys) is written as a text encoder\n"
+          "file with its tokenizer, for encode.\n"
+          "\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
           "  -d, --dtype T       bf16 (rounded to nearest even) or fp32 (full precision,\n"
           "                      for the CPU reference); default bf16 for a DiT, fp32 for\n"
           "                      a VAE (73M parameters: 293 MB)\n"
+          "  -t, --tokenizer PATH the text encoder's spiece.model or tokenizer.json (needed\n"
+          "                      unless the checkpoint holds a spiece_model tensor)\n"
           "  -q, --quiet         no progress lines\n"
           "  -h, --help          this text\n"
           "\n"
-          "Input dtypes F32, F16 and BF16. Exit 2 for a bad or incomplete checkpoint.\n");
+          "Input dtypes F32, F16 and BF16 (and F8_E4M3/F8_E5M2 for the text encoder). Exit 2 for a bad or incomplete checkpoint.\n");
 }
 
 int cmd_convert(int argc, char **argv) {
   static const struct option opts[] = {{"out", required_argument, 0, 'o'},
                                        {"dtype", required_argument, 0, 'd'},
                                        {"quiet", no_argument, 0, 'q'},
+                                       {"tokenizer", required_argument, 0, 't'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-  const char *out = NULL;
+  const char *out = NULL, *tokenizer = NULL;
   int quiet = 0;
   kern_dtype dtype = KERN_DTYPE_BF16;
   int dtype_set = 0;
   cli_getopt_reset();
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:d:qh", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:d:qt:h", opts, NULL)) != -1) {
     switch (ch) {
     case 'o': out = optarg; break;
     case 'd':
@@ -58,6 +67,7 @@ int cmd_convert(int argc, char **argv) {
       dtype_set = 1;
       break;
     case 'q': quiet = 1; break;
+    case 't': tokenizer = optarg; break;
     case 'h': usage(stdout); return SP_OK;
     default: return cli_bad_usage("convert");
     }
@@ -69,8 +79,23 @@ int cmd_convert(int argc, char **argv) {
   if (rank_path_check_io("convert", argv + optind, argc - optind, RANK_PATH_FILE_OR_DIR, "--out",
                          out) != SP_OK)
     return SP_ERR_INPUT;
-  int is_vae = 0;
-  int rc = rank_convert_is_vae(argc - optind, argv + optind, &is_vae);
+  if (tokenizer) {
+    rank_path_arg tok = {"--tokenizer", tokenizer};
+    if (rank_path_check_input("--tokenizer", tokenizer, RANK_PATH_FILE) != SP_OK ||
+        rank_path_check_output("--out", out, &tok, 1) != SP_OK)
+      return SP_ERR_INPUT;
+  }
+  /* The text encoder first: its transformers keys start with encoder., as a VAE's do. */
+  int is_t5 = 0, is_vae = 0;
+  int rc = rank_convert_is_t5(argc - optind, argv + optind, &is_t5);
+  if (rc != SP_OK) return rc;
+  if (is_t5)
+    return rank_convert_t5_run(argc - optind, argv + optind, tokenizer, out, dtype);
+  if (tokenizer) {
+    sp_log_error("convert: --tokenizer is for a text encoder checkpoint; this one is not");
+    return SP_ERR_INPUT;
+  }
+  rc = rank_convert_is_vae(argc - optind, argv + optind, &is_vae);
   if (rc != SP_OK) return rc;
   if (is_vae)
     return rank_convert_vae_run(argc - optind, argv + optind, out,

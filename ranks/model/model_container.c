@@ -11,6 +11,7 @@
 #include "crc32c.h"
 #include "h5_util.h"
 #include "log.h"
+#include "t5_file.h"
 #include "vae_file.h"
 
 /* ---- reading ------------------------------------------------------------ */
@@ -41,6 +42,7 @@ static const struct {
 } known_archs[] = {
     {WAN_ARCH, "DiT"},
     {VAE_MODEL_ARCH, "VAE decoder"},
+    {T5_MODEL_ARCH, "text encoder"},
 };
 
 static const char *arch_what(const char *arch) {

@@ -1,0 +1,48 @@
+/* Import of the UMT5-XXL text encoder (safetensors) into a T5 model file
+ * (t5_file.h), with its tokenizer. Three key forms, told apart by the keys
+ * (ranks/nets/UMT5.md "Checkpoint keys"): transformers' UMT5EncoderModel
+ * (shared.weight, encoder.block.N.layer.*; the diffusers repackaging of Wan
+ * and ComfyUI's umt5_xxl_fp16.safetensors use it), the same keys with fp8
+ * tensors and a scale_weight per tensor (ComfyUI's scaled fp8 files:
+ * dequantised), and Wan's own keys (token_embedding.weight, blocks.N.*,
+ * as in models_t5_umt5-xxl-enc-bf16.pth, when stored as safetensors). The
+ * config is inferred from the shapes; every missing, extra, mis-shaped,
+ * badly typed or non-finite tensor is named. */
+#ifndef RANK_CONVERT_T5_H
+#define RANK_CONVERT_T5_H
+
+#include <stddef.h>
+
+#include "kern_dtype.h"
+
+typedef enum {
+  RANK_CONVERT_T5_WAN = 0, /* token_embedding.weight, blocks.N.attn.q.weight, norm.weight */
+  RANK_CONVERT_T5_HF = 1,  /* shared.weight, encoder.block.N.layer.0.SelfAttention.q.weight */
+} rank_convert_t5_style;
+
+const char *rank_convert_t5_style_name(rank_convert_t5_style s); /* "wan", "transformers" */
+
+/* Maps a key of style s to its Wan key (the table's name) into buf.
+ * Returns 0, or -1 when the key is no encoder tensor of that style. */
+int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf, size_t n);
+
+/* Sets *is_t5 when a tensor of the inputs (files, directories or an index
+ * JSON) is a UMT5 encoder key of either style. Reads headers only. */
+int rank_convert_is_t5(int ninputs, char *const *inputs, int *is_t5);
+
+/* Converts into out_path stored in dtype, with the tokenizer read from
+ * tokenizer_path (spiece.model or tokenizer.json), or, when that is NULL,
+ * from a uint8 tensor spiece_model in the checkpoint (ComfyUI stores one in
+ * some files). Decoder and lm_head tensors (a full UMT5) are skipped with
+ * one line counting them. Problems are logged, each naming the file and
+ * the tensor, before SP_ERR_INPUT; I/O failures return SP_ERR_RUNTIME; no
+ * file is left at out_path on failure. */
+int rank_convert_t5_run(int ninputs, char *const *inputs, const char *tokenizer_path,
+                        const char *out_path, kern_dtype dtype);
+
+/* fp8 to fp32, exact: e4m3fn (bias 7, no infinities, S.1111.111 NaN) and
+ * e5m2 (the top byte of an IEEE half). */
+float rank_fp8_e4m3fn_to_f32(unsigned char b);
+float rank_fp8_e5m2_to_f32(unsigned char b);
+
+#endif

@@ -1,0 +1,65 @@
+/* Prompts' tokens through the whole UMT5 encoder (t5_model_encode in
+ * t5_file.h): the embedding rows of every sequence read at once, then each
+ * layer read once into one buffer and run on every sequence in turn, then
+ * the final norm. Memory: one layer's weights and one sequence's scratch,
+ * whatever the number of prompts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "t5_file.h"
+#include "tokenizer.h"
+
+const char t5_wan_negative_prompt[] =
+    "色调艳丽，过曝，静态，细节模糊不清，字幕，风格，作品，画作，画面，静止，整体发灰，"
+    "最差质量，低质量，JPEG压缩残留，丑陋的，残缺的，多余的手指，画得不好的手部，"
+    "画得不好的脸部，畸形的，毁容的，形态畸形的肢体，手指融合，静止不动的画面，"
+    "杂乱的背景，三条腿，背景人很多，倒着走";
+
+int t5_model_encode(t5_model *m, int count, int32_t *const *ids, const int64_t *n,
+                    float *const *out) {
+  const umt5_config *c = &t5_model_get_info(m)->config;
+  int64_t total = 0, longest = 0;
+  for (int i = 0; i < count; i++) {
+    if (n[i] < 1 || n[i] > TOK_CONTEXT) {
+      sp_log_error("text encoder: sequence %d has %lld tokens, not 1..%d", i, (long long)n[i],
+                   TOK_CONTEXT);
+      return SP_ERR_INPUT;
+    }
+    total += n[i];
+    if (n[i] > longest) longest = n[i];
+  }
+  if (count == 0) return SP_OK;
+  int32_t *all = sp_xmalloc((size_t)total * sizeof *all);
+  float *rows = sp_xmalloc((size_t)total * (size_t)c->dim * sizeof *rows);
+  int64_t at = 0;
+  for (int i = 0; i < count; i++, at += n[i - 1]) memcpy(all + at, ids[i], (size_t)n[i] * 4);
+  int rc = t5_model_read_embed(m, all, total, rows);
+  at = 0;
+  for (int i = 0; rc == SP_OK && i < count; at += n[i], i++)
+    memcpy(out[i], rows + at * c->dim, (size_t)(n[i] * c->dim) * sizeof(float));
+  free(all);
+  free(rows);
+  if (rc != SP_OK) return rc;
+
+  umt5_scratch *s = NULL;
+  if ((rc = umt5_scratch_create(c, longest, &s)) != SP_OK) return rc;
+  float *buf = malloc((size_t)umt5_layer_floats(c) * sizeof *buf);
+  if (!buf) {
+    sp_log_error("text encoder: out of memory for one layer's weights (%lld floats)",
+                 (long long)umt5_layer_floats(c));
+    umt5_scratch_free(s);
+    return SP_ERR_RUNTIME;
+  }
+  umt5_layer w;
+  umt5_layer_bind(c, buf, &w);
+  for (int l = 0; l < c->layers && rc == SP_OK; l++) {
+    rc = t5_model_read_layer(m, l, buf);
+    for (int i = 0; rc == SP_OK && i < count; i++) umt5_layer_forward(c, &w, out[i], n[i], s);
+  }
+  if (rc == SP_OK) rc = t5_model_read_norm(m, buf);
+  for (int i = 0; rc == SP_OK && i < count; i++) umt5_final_norm(c, buf, out[i], n[i]);
+  free(buf);
+  umt5_scratch_free(s);
+  return rc;
+}
