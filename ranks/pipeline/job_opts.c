@@ -47,8 +47,10 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_SAMPLER, "sampler", 0, "NAME", "unipc", 1,
      "unipc (the published UniPC, order 2, bh2) or euler"},
     {JOB_OPT_SEED, "seed", 0, "K", "0", 1,
-     "noise seed: Philox keyed by element index,\n"
-     "identical on every machine and rank count"},
+     "noise seed: Philox keyed by element index, the same noise\n"
+     "on every machine and rank count; not PyTorch's torch.randn\n"
+     "stream (to share noise with another program: --save-noise,\n"
+     "--noise)"},
     {JOB_OPT_NOISE, "noise", 0, "FILE", NULL, 1,
      "initial noise: dataset 'noise' float32 [16, F, H/8, W/8],\n"
      "or a ComfyUI FILE.latent; overrides --seed"},
