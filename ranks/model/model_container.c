@@ -2,6 +2,7 @@
 #include "model_container.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,20 @@
 
 /* ---- reading ------------------------------------------------------------ */
 
+/* A safetensors file starts with its header's length (8 bytes, little
+ * endian, at most 100 MB) and the header's opening brace. */
+static int looks_like_safetensors(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  unsigned char b[9];
+  size_t got = fread(b, 1, sizeof b, f);
+  fclose(f);
+  if (got != sizeof b || b[8] != '{') return 0;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+  return n >= 2 && n <= 100000000u;
+}
+
 int rank_container_open(const char *path, hid_t *out) {
   rank_h5_silence();
   if (access(path, R_OK) != 0) {
@@ -22,7 +37,13 @@ int rank_container_open(const char *path, hid_t *out) {
     return SP_ERR_INPUT;
   }
   if (H5Fis_hdf5(path) <= 0) {
-    sp_log_error("%s: not an HDF5 file (truncated or another format)", path);
+    if (looks_like_safetensors(path))
+      sp_log_error("%s: a safetensors checkpoint, not a staticpipe model file: convert it once "
+                   "with 'staticpipe convert %s -o MODEL.h5' (bf16; --dtype fp32 for the CPU "
+                   "reference; shards: pass them all or their directory), then use MODEL.h5",
+                   path, path);
+    else
+      sp_log_error("%s: not an HDF5 file (truncated or another format)", path);
     return SP_ERR_INPUT;
   }
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
