@@ -201,6 +201,13 @@ int rank_container_check_dataset(hid_t file, const char *path, const char *ds, k
     why = "not a dataset";
     goto fail;
   }
+  /* One name per dataset: a hard link would let one tensor's bytes stand
+   * for another's under a checksum copied along with them. */
+  H5O_info_t oi;
+  if (H5Oget_info(d, &oi) < 0 || oi.rc != 1) {
+    why = "is hard-linked under another name too (each tensor must be a dataset of its own)";
+    goto fail;
+  }
   if ((dcpl = H5Dget_create_plist(d)) < 0) {
     why = "cannot read its creation properties";
     goto fail;
@@ -374,6 +381,16 @@ void rank_container_report_read(const char *source, const char *ds, uint32_t wan
 uint32_t rank_container_checksum_add(uint32_t acc, uint32_t crc) {
   uint8_t le[4] = {(uint8_t)crc, (uint8_t)(crc >> 8), (uint8_t)(crc >> 16), (uint8_t)(crc >> 24)};
   return crc32c(acc, le, 4);
+}
+
+int rank_container_checksum_check(const char *path, const char *stored, uint32_t acc) {
+  char sum[32];
+  rank_container_checksum_str(acc, sum, sizeof sum);
+  if (strcmp(sum, stored) == 0) return SP_OK;
+  sp_log_error("%s: root attribute checksum is \"%s\", its datasets' checksums give \"%s\": "
+               "the file is damaged",
+               path, stored, sum);
+  return SP_ERR_INPUT;
 }
 
 void rank_container_checksum_str(uint32_t acc, char *buf, size_t n) {

@@ -82,6 +82,9 @@ void rank_container_report_read(const char *source, const char *ds, uint32_t wan
 uint32_t rank_container_checksum_add(uint32_t acc, uint32_t crc);
 /* "crc32c:XXXXXXXX". */
 void rank_container_checksum_str(uint32_t acc, char *buf, size_t n);
+/* The stored model checksum against acc, the one its datasets' checksums
+ * give: SP_OK, or SP_ERR_INPUT after one line naming path and both. */
+int rank_container_checksum_check(const char *path, const char *stored, uint32_t acc);
 
 /* ---- writing --------------------------------------------------------- */
 

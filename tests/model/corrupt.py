@@ -106,3 +106,42 @@ with h5py.File(p, "r+") as f:
 p = copy("missing_block")
 with h5py.File(p, "r+") as f:
     del f["/blocks/0003"]
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bit by bit
+    over a byte table: written from the definition, not from the C code."""
+    table = np.zeros(256, np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table[i] = c
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = int(table[(crc ^ b) & 0xFF]) ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+assert crc32c(b"123456789") == 0xE3069283  # the published check value
+
+# a tensor rewritten together with its checksum attribute: every dataset
+# checks, only the root checksum (a function of them) tells
+p = copy("rewritten_with_crc")
+with h5py.File(p, "r+") as f:
+    small = "/blocks/0001/self_attn.norm_q.weight"
+    x = f[small][...]
+    x[0] ^= 0x0101
+    f[small][...] = x
+    f[small].attrs["checksum"] = np.uint32(crc32c(x.astype("<u2").tobytes()))
+
+# a dataset hard-linked to another of the same shape
+p = copy("hard_link")
+with h5py.File(p, "r+") as f:
+    del f[DS]
+    f[DS] = f["/blocks/0000/ffn.0.weight"]
+
+# an extra object on the root
+p = copy("extra_root")
+with h5py.File(p, "r+") as f:
+    f.create_group("/lora")

@@ -93,6 +93,14 @@ check wrong_format "not a staticpipe model file"
 check extra_dataset "lora_A.weight"
 check bad_config "head_dim 128"
 check missing_block "layers"
+check rewritten_with_crc "root attribute checksum" --verify
+check hard_link "hard-linked"
+check extra_root "/lora: unexpected object"
+# Without --verify the file loads, and the checksum it reports (the one
+# outputs record) is the one its datasets give, not the stored one.
+sum() { "$SP_BIN" inspect --json "$1" 2>/dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["checksum"])'; }
+a=$(sum "$T/tiny.h5"); b=$(sum "$T/rewritten_with_crc.h5")
+[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] && ok "checksum of a rewritten file: $b, not $a" || bad "rewritten file reports checksum '$b' (original '$a')"
 
 # Bad usage and a missing file: exit 2, no crash.
 "$SP_BIN" inspect "$T/nope.h5" >/dev/null 2>&1; [ $? -eq 2 ] && ok "missing file" || bad "missing file"
