@@ -9,6 +9,9 @@ import sys
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from h5crc import crc32c  # noqa: E402
+
 src, outdir = sys.argv[1], sys.argv[2]
 DS = "/blocks/0001/ffn.0.weight"
 
@@ -108,22 +111,6 @@ with h5py.File(p, "r+") as f:
     del f["/blocks/0003"]
 
 
-def crc32c(data):
-    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bit by bit
-    over a byte table: written from the definition, not from the C code."""
-    table = np.zeros(256, np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table[i] = c
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = int(table[(crc ^ b) & 0xFF]) ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-assert crc32c(b"123456789") == 0xE3069283  # the published check value
 
 # a tensor rewritten together with its checksum attribute: every dataset
 # checks, only the root checksum (a function of them) tells
