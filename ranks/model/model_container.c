@@ -123,9 +123,15 @@ static herr_t link_visit(hid_t g, const char *name, const H5L_info_t *info, void
 
 int rank_container_check_links(hid_t file, const char *path) {
   char bad_link[512] = "";
-  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, link_visit, bad_link) != 0) {
+  herr_t r = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, link_visit, bad_link);
+  if (r < 0) {
+    /* HDF5 could not read the groups themselves: no link was found. */
+    sp_log_error("%s: cannot read the file's groups (truncated or damaged)", path);
+    return SP_ERR_INPUT;
+  }
+  if (r > 0) {
     sp_log_error("%s: %s: soft or external link (every object must live in the file)", path,
-                 bad_link[0] ? bad_link : "?");
+                 bad_link);
     return SP_ERR_INPUT;
   }
   return SP_OK;
@@ -243,11 +249,25 @@ int rank_container_check_dataset(hid_t file, const char *path, const char *ds, k
   char dt[32] = "";
   if (rank_h5_attr_read_str(d, "dtype", dt, sizeof dt) != 0) dt[0] = 0;
   if (!type_ok || strcmp(dt, kern_dtype_name(dtype)) != 0) {
+    /* Name what is stored and what the attribute says apart: either may be
+     * the one that is wrong. */
+    H5T_class_t cls = H5Tget_class(type);
+    size_t bits = 8 * H5Tget_size(type);
+    char stored[64];
+    if (cls == H5T_FLOAT)
+      snprintf(stored, sizeof stored, "%zu-bit float", bits);
+    else if (cls == H5T_INTEGER)
+      snprintf(stored, sizeof stored, "%zu-bit %s integer", bits,
+               H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
+    else
+      snprintf(stored, sizeof stored, "neither integer nor float");
     snprintf(whybuf, sizeof whybuf,
-             "dtype is not %s (expected %s and attribute dtype = \"%s\", found \"%s\")",
+             "dtype is not %s (expected %s data and attribute dtype = \"%s\"; found %s%s data "
+             "and attribute dtype = \"%s\")",
              kern_dtype_name(dtype),
              bf16 ? "16-bit unsigned little-endian" : "32-bit float little-endian",
-             kern_dtype_name(dtype), dt);
+             kern_dtype_name(dtype), stored,
+             H5Tget_order(type) == H5T_ORDER_BE ? " big-endian" : "", dt);
     why = whybuf;
     goto fail;
   }
@@ -294,12 +314,16 @@ fail:
   return rc;
 }
 
+/* Reads n bytes at off. 0, or the errno of the failed read, or
+ * RANK_CONTAINER_SHORT_READ when the file ends first (errno says nothing
+ * then, and may hold a stale value). */
 static int pread_full(int fd, void *dst, size_t n, uint64_t off) {
   char *p = dst;
   while (n > 0) {
     ssize_t r = pread(fd, p, n, (off_t)off);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
+    if (r < 0) return errno ? errno : EIO;
+    if (r == 0) return RANK_CONTAINER_SHORT_READ;
     p += r;
     n -= (size_t)r;
     off += (uint64_t)r;
@@ -329,8 +353,8 @@ int rank_container_pread(int fd, int count, const rank_container_read *r, int ve
     size_t off = (size_t)(k - pieces[i]) * READ_PIECE;
     size_t n = r[i].bytes - off < READ_PIECE ? r[i].bytes - off : READ_PIECE;
     char *p = (char *)r[i].dst + off;
-    if (pread_full(fd, p, n, r[i].offset + off) != 0) {
-      int e = errno ? errno : EIO;
+    int e = pread_full(fd, p, n, r[i].offset + off);
+    if (e != 0) {
 #pragma omp critical(sp_container_read)
       if (bad < 0 || i < bad) {
         bad = i;
@@ -367,9 +391,10 @@ int rank_container_pread(int fd, int count, const rank_container_read *r, int ve
 
 void rank_container_report_read(const char *source, const char *ds, uint32_t want, int err_no,
                                 uint32_t got) {
-  if (err_no)
-    sp_log_error("%s: %s: read failed (file truncated or unreadable: %s)", source, ds,
-                 strerror(err_no));
+  if (err_no == RANK_CONTAINER_SHORT_READ)
+    sp_log_error("%s: %s: the file ends before the dataset's data does (truncated)", source, ds);
+  else if (err_no)
+    sp_log_error("%s: %s: read failed (%s)", source, ds, strerror(err_no));
   else
     sp_log_error("%s: %s: checksum mismatch (stored %08x, data gives %08x): the file is "
                  "damaged",

@@ -132,3 +132,12 @@ with h5py.File(p, "r+") as f:
 p = copy("extra_root")
 with h5py.File(p, "r+") as f:
     f.create_group("/lora")
+
+# a group's object header overwritten: HDF5 opens the file but cannot walk
+# its groups (a damaged or truncated file, not a link)
+p = copy("damaged_group")
+with h5py.File(p, "r") as f:
+    addr = h5py.h5o.get_info(f["/blocks/0002"].id).addr
+with open(p, "r+b") as fh:
+    fh.seek(addr)
+    fh.write(b"\xff" * 64)
