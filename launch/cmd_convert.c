@@ -29,18 +29,20 @@ static void usage(FILE *f) {
           "\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
-          "  -d, --dtype T       bf16 (rounded to nearest even) or fp32 (full precision,\n"
+          "      --dtype T       bf16 (rounded to nearest even) or fp32 (full precision,\n"
           "                      for the CPU reference); default bf16 for a DiT, fp32 for\n"
           "                      a VAE (73M parameters: 293 MB)\n"
           "  -q, --quiet         no progress lines\n"
           "  -h, --help          this text\n"
           "\n"
-          "Input dtypes F32, F16 and BF16. Exit 2 for a bad or incomplete checkpoint.\n");
+          "Input dtypes F32, F16, BF16 and, for ComfyUI's fp8 checkpoints, F8_E4M3 (with\n"
+          "KEY.scale_weight when scaled): dequantised to --dtype. Exit 2 for a bad or\n"
+          "incomplete checkpoint.\n");
 }
 
 int cmd_convert(int argc, char **argv) {
   static const struct option opts[] = {{"out", required_argument, 0, 'o'},
-                                       {"dtype", required_argument, 0, 'd'},
+                                       {"dtype", required_argument, 0, 256}, /* -d: --device */
                                        {"quiet", no_argument, 0, 'q'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -50,10 +52,10 @@ int cmd_convert(int argc, char **argv) {
   int dtype_set = 0;
   cli_getopt_reset();
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:d:qh", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
     switch (ch) {
     case 'o': out = optarg; break;
-    case 'd':
+    case 256:
       if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       dtype_set = 1;
       break;

@@ -53,7 +53,7 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
   snprintf(d->prefetch, sizeof d->prefetch, "%d", po.prefetch_depth);
   snprintf(d->reserve, sizeof d->reserve, "%.0f MiB", (double)po.reserve_bytes / (1024.0 * 1024.0));
   static job_option own[] = {
-      {OPT_RANKS, "ranks", 'n', "N", NULL, 0,
+      {OPT_RANKS, "ranks", 'r', "N", NULL, 0,
        "pipeline ranks (default: one per --gpu-mem or inventory entry)"},
       {OPT_GPU_MEM, "gpu-mem", 'G', "LIST", NULL, 0,
        "GPU memory, one size for every rank or one per rank\n"
