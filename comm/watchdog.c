@@ -63,6 +63,7 @@ static struct {
   atomic_int waiting;
   atomic_llong progress;
   _Atomic double wait_since;
+  double last_judged; /* when this thread last judged (its own liveness) */
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .phase = "starting"};
 
 static void sleep_s(double s) {
@@ -136,12 +137,23 @@ static void drain(MPI_Request *recv, hb_msg *in) {
   }
 }
 
-/* Ends the job when a peer went silent or everything waits. */
+/* Ends the job when a peer went silent or everything waits. Blame is
+ * decided one way only: a rank that was itself stopped or starved (its own
+ * thread did not run for half a timeout) judges no peer on that gap, since
+ * the silence it sees is its own; the ranks that kept running name it. */
 static void judge(void) {
   const comm_world *w = g.w;
   double now = comm_now();
   char mine[48];
   get_phase(mine, sizeof mine);
+  if (g.last_judged > 0 && now - g.last_judged > 0.5 * g.timeout) {
+    sp_log_warn("watchdog: this rank did not run for %.0f s (stopped or starved); its peers "
+                "are not judged on that gap",
+                now - g.last_judged);
+    for (int p = 0; p < w->size; p++) g.peers[p].heard = g.peers[p].changed = now;
+    atomic_store(&g.wait_since, now);
+  }
+  g.last_judged = now;
   for (int p = 0; p < w->size; p++) {
     if (p == w->rank || g.peers[p].bye) continue;
     const hb_peer *q = &g.peers[p];

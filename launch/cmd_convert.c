@@ -35,22 +35,24 @@ static void usage(FILE *f) {
           "\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
-          "  -d, --dtype T       bf16 (rounded to nearest even) or fp32 (full precision,\n"
+          "      --dtype T       bf16 (rounded to nearest even) or fp32 (full precision,\n"
           "                      for the CPU reference); default bf16 for a DiT, fp32 for\n"
           "                      a VAE (73M parameters: 293 MB)\n"
-          "  -t, --tokenizer PATH the text encoder's spiece.model or tokenizer.json (needed\n"
+          "      --tokenizer PATH the text encoder's spiece.model or tokenizer.json (needed\n"
           "                      unless the checkpoint holds a spiece_model tensor)\n"
           "  -q, --quiet         no progress lines\n"
           "  -h, --help          this text\n"
           "\n"
-          "Input dtypes F32, F16 and BF16 (and F8_E4M3/F8_E5M2 for the text encoder). Exit 2 for a bad or incomplete checkpoint.\n");
+          "Input dtypes F32, F16, BF16 and, for ComfyUI's fp8 checkpoints, F8_E4M3 (with\n"
+          "KEY.scale_weight when scaled; F8_E5M2 too for the text encoder): dequantised\n"
+          "to --dtype. Exit 2 for a bad or incomplete checkpoint.\n");
 }
 
 int cmd_convert(int argc, char **argv) {
   static const struct option opts[] = {{"out", required_argument, 0, 'o'},
-                                       {"dtype", required_argument, 0, 'd'},
+                                       {"dtype", required_argument, 0, 256}, /* -d: --device */
                                        {"quiet", no_argument, 0, 'q'},
-                                       {"tokenizer", required_argument, 0, 't'},
+                                       {"tokenizer", required_argument, 0, 257}, /* -t: --timestep */
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *out = NULL, *tokenizer = NULL;
@@ -59,15 +61,15 @@ int cmd_convert(int argc, char **argv) {
   int dtype_set = 0;
   cli_getopt_reset();
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:d:qt:h", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
     switch (ch) {
     case 'o': out = optarg; break;
-    case 'd':
+    case 256:
       if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       dtype_set = 1;
       break;
     case 'q': quiet = 1; break;
-    case 't': tokenizer = optarg; break;
+    case 257: tokenizer = optarg; break;
     case 'h': usage(stdout); return SP_OK;
     default: return cli_bad_usage("convert");
     }

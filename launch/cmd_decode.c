@@ -133,6 +133,16 @@ static void print_json(const decode_cli *c, const vae_model *m, const decode_sta
   json_object_put(o);
 }
 
+/* The latents' shape against the VAE, from the file's metadata before its
+ * data is read (ctx: the model). */
+static int latents_shape_ok(const char *path, const char *name, int ndim, const int64_t *dims,
+                            void *ctx) {
+  char what[64 + JOB_PATH];
+  (void)name;
+  snprintf(what, sizeof what, "--latents %s", path);
+  return decode_check_latents(ctx, what, ndim, dims);
+}
+
 int cmd_decode(int argc, char **argv) {
   decode_cli cl;
   int rc = decode_parse(argc, argv, &cl);
@@ -153,7 +163,8 @@ int cmd_decode(int argc, char **argv) {
   snprintf(what, sizeof what, "--latents %s", cl.latents);
   /* ComfyUI's .latent (raw VAE space, read back into the DiT's) or HDF5. */
   rc = rank_latent_path_is(cl.latents) ? rank_latent_read(cl.latents, &lat)
-                                       : rank_tensor_read(cl.latents, "latents", 0, &lat);
+                                       : rank_tensor_read_checked(cl.latents, "latents", 0,
+                                                                  latents_shape_ok, m, &lat);
   if (rc != SP_OK ||
       (rc = decode_check_latents(m, what, lat.ndim, lat.dims)) != SP_OK ||
       (rc = decode_check_outputs(&cl.dec, m, lat.dims)) != SP_OK)

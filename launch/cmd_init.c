@@ -25,9 +25,9 @@ static void usage(FILE *f) {
           "                      wan2.1-14b; VAE decoder: %s\n"
           "                      (required)\n"
           "  -p, --preset PRESET the same as --arch\n"
-          "  -s, --seed N        generator seed (default 0)\n"
-          "  -d, --dtype T       bf16 or fp32 (default bf16 for a DiT, fp32 for a VAE)\n"
-          "  -l, --layers N      override the number of blocks of a DiT (default: the\n"
+          "      --seed N        generator seed (default 0)\n"
+          "      --dtype T       bf16 or fp32 (default bf16 for a DiT, fp32 for a VAE)\n"
+          "      --layers N      override the number of blocks of a DiT (default: the\n"
           "                      preset's)\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
@@ -71,11 +71,15 @@ static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const c
   return rc;
 }
 
+enum { OPT_SEED = 256, OPT_DTYPE, OPT_LAYERS }; /* long-only options */
+
 int cmd_init(int argc, char **argv) {
   static const struct option opts[] = {
       {"arch", required_argument, 0, 'a'},  {"preset", required_argument, 0, 'p'},
-      {"seed", required_argument, 0, 's'},
-      {"dtype", required_argument, 0, 'd'}, {"layers", required_argument, 0, 'l'},
+      /* No short forms: -s, -d and -l mean --size, --device and --latent
+       * in the other commands (README "Commands"). */
+      {"seed", required_argument, 0, OPT_SEED},
+      {"dtype", required_argument, 0, OPT_DTYPE}, {"layers", required_argument, 0, OPT_LAYERS},
       {"out", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
       {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
   const char *arch = NULL, *out = NULL;
@@ -86,18 +90,18 @@ int cmd_init(int argc, char **argv) {
   int dtype_set = 0;
   cli_getopt_reset();
   int ch;
-  while ((ch = getopt_long(argc, argv, "a:p:s:d:l:o:qh", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "a:p:o:qh", opts, NULL)) != -1) {
     switch (ch) {
     case 'a':
     case 'p': arch = optarg; break;
-    case 's':
+    case OPT_SEED:
       if (job_parse_uint64("--seed", optarg, &seed)) return SP_ERR_INPUT;
       break;
-    case 'd':
+    case OPT_DTYPE:
       if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       dtype_set = 1;
       break;
-    case 'l':
+    case OPT_LAYERS:
       if (job_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;
       break;
     case 'o': out = optarg; break;

@@ -1,6 +1,7 @@
 /* staticpipe inspect: a model's arch, config, sizes and checksum. */
 #include <getopt.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,7 +50,35 @@ static json_object *config_json(const wan_config *c) {
   return o;
 }
 
-/* Reads every group once, which checks every dataset's checksum. */
+/* The first tensor of group buffer buf (layout l, dtype dt) holding a NaN
+ * or an infinity: logs it naming the dataset and returns SP_ERR_INPUT. */
+static int check_group_finite(const wan_layout *l, kern_dtype dt, wan_group g, int block,
+                              const unsigned char *buf, const char *source) {
+  for (int i = 0; i < l->count; i++) {
+    const unsigned char *p = buf + l->t[i].offset;
+    for (int64_t k = 0; k < l->t[i].numel; k++) {
+      float v;
+      if (dt == KERN_DTYPE_BF16) {
+        uint16_t h;
+        memcpy(&h, p + 2 * k, 2);
+        v = kern_bf16_to_f32(h);
+      } else {
+        memcpy(&v, p + 4 * k, 4);
+      }
+      if (!isfinite(v)) {
+        char ds[256];
+        rank_model_dataset_path(g, block, l->t[i].name, ds, sizeof ds);
+        sp_log_error("%s: %s: element %lld is %s: the weights are not usable", source, ds,
+                     (long long)k, isnan(v) ? "NaN" : "infinite");
+        return SP_ERR_INPUT;
+      }
+    }
+  }
+  return SP_OK;
+}
+
+/* Reads every group once, which checks every dataset's checksum, and
+ * checks every weight is finite. */
 static int verify_all(rank_model *m) {
   const wan_config *c = &rank_model_get_info(m)->config;
   size_t cap = 0;
@@ -59,13 +88,20 @@ static int verify_all(rank_model *m) {
   }
   void *buf = sp_xmalloc(cap);
   uint64_t bytes = 0;
-  int rc = rank_model_read_group(m, WAN_GROUP_EMBED, 0, buf, cap, &bytes);
-  for (int b = 0; rc == SP_OK && b < c->layers; b++)
-    rc = rank_model_read_group(m, WAN_GROUP_BLOCK, b, buf, cap, &bytes);
-  if (rc == SP_OK) rc = rank_model_read_group(m, WAN_GROUP_HEAD, 0, buf, cap, &bytes);
+  const rank_model_info *in = rank_model_get_info(m);
+  int rc = SP_OK;
+  for (int g = 0; g < 3 && rc == SP_OK; g++) {
+    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
+    for (int b = 0; b < nb && rc == SP_OK; b++) {
+      rc = rank_model_read_group(m, (wan_group)g, b, buf, cap, &bytes);
+      if (rc == SP_OK)
+        rc = check_group_finite(rank_model_layout(m, (wan_group)g), in->dtype, (wan_group)g, b,
+                                buf, in->source);
+    }
+  }
   free(buf);
-  if (rc == SP_OK) sp_log_info("verify: %llu bytes read, every checksum matches",
-                               (unsigned long long)bytes);
+  if (rc == SP_OK) sp_log_info("verify: %llu bytes read, every checksum matches, every weight "
+                               "is finite", (unsigned long long)bytes);
   return rc;
 }
 

@@ -53,7 +53,7 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
   snprintf(d->prefetch, sizeof d->prefetch, "%d", po.prefetch_depth);
   snprintf(d->reserve, sizeof d->reserve, "%.0f MiB", (double)po.reserve_bytes / (1024.0 * 1024.0));
   static job_option own[] = {
-      {OPT_RANKS, "ranks", 'n', "N", NULL, 0,
+      {OPT_RANKS, "ranks", 0, "N", NULL, 0,
        "pipeline ranks (default: one per --gpu-mem or inventory entry)"},
       {OPT_GPU_MEM, "gpu-mem", 'G', "LIST", NULL, 0,
        "GPU memory, one size for every rank or one per rank\n"
@@ -107,15 +107,24 @@ static void usage(FILE *f) {
   cli_opts_usage(&t, f);
   fprintf(f,
           "\n"
-          "Budgets (--budget; auto = free memory minus max(5%%, 256 MiB)):\n"
+          "Budgets (--budget; auto = free memory minus max(5%%, 256 MiB)); the syntax of\n"
+          "ComfyUI-MultiGPU's expert allocation strings:\n"
           "  0.8                          fraction of each GPU's memory\n"
           "  cuda:0,20gb;cuda:1,18gb;cpu,*  GPU memory per rank in all (weights, activations,\n"
           "                               workspaces); cpu,* streams what does not fit from\n"
-          "                               pinned host memory\n"
+          "                               pinned host memory; cpu,16gb caps that memory\n"
+          "  cuda:0,0.5;cuda:1,0.9;cpu,0.25 fractions of each device's memory (cpu: of the\n"
+          "                               host's); may be mixed with sizes\n"
+          "  cuda:0,20gb;cpu,5gb*          SIZE* is SIZE; several '*' entries are allowed\n"
           "  cuda:0,40%%;cuda:1,60%%         shares of the block bytes; cpu,25%% streams that\n"
-          "                               share; a '*' takes the rest\n"
+          "                               share; '*' entries share the rest of 100%%; without\n"
+          "                               one, shares are parts of their sum (8%%;8%%;4%% is\n"
+          "                               40%%, 40%%, 20%%)\n"
           "units b, kb, mb, gb, tb (any case, powers of 1024); cuda:K is pipeline rank K;\n"
-          "ranks not named get auto.\n"
+          "ranks not named get auto. Different in meaning from MultiGPU: a size or fraction\n"
+          "here is all the memory a rank may use (weights, activations, workspaces), there\n"
+          "the bytes of the model put on that device; and without a cpu entry nothing is\n"
+          "streamed.\n"
           "\n"
           "example: staticpipe plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 12gb --budget 'cpu,*'\n");
 }

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "commands.h"
+#include "sp_build_info.h"
+#include "stage.h"
+#include "video_backend.h"
 #include "log.h"
 
 typedef struct command {
@@ -51,7 +54,12 @@ int main(int argc, char **argv) {
     return SP_OK;
   }
   if (strcmp(argv[1], "--version") == 0) {
-    printf("staticpipe 0.1.0\n");
+    /* What was built and what it finds: the commit, then each backend. */
+    char cuda[256];
+    rank_cuda_versions(cuda, sizeof cuda);
+    printf("staticpipe %s (commit %s)\n", SP_VERSION, SP_BUILD_COMMIT);
+    printf("cuda: %s\n", cuda);
+    printf("ffmpeg: %s\n", video_ffmpeg_status());
     return SP_OK;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -9,8 +9,9 @@
 #include "plan_strbuf.h"
 
 #define ALLOWED_HINT                                                                          \
-  "allowed: auto, a fraction like 0.8, or entries 'cuda:K,SIZE' / 'cuda:K,N%%' / 'cpu,*' "   \
-  "joined by ';' (SIZE like 2.5gb; units b, kb, mb, gb, tb, powers of 1024)"
+  "allowed: auto, a fraction like 0.8, or entries 'cuda:K,SIZE' / 'cuda:K,0.5' / "           \
+  "'cuda:K,N%%' / 'cpu,*' joined by ';' (SIZE like 2.5gb, optionally followed by *; units "  \
+  "b, kb, mb, gb, tb, powers of 1024)"
 
 
 /* Copies s[0..n) into a bounded buffer without surrounding blanks, for
@@ -171,8 +172,21 @@ static int is_blank(const char *s) {
   return 1;
 }
 
-/* A value is a size, a share or `*`. */
-typedef enum { VAL_BYTES, VAL_SHARE, VAL_STAR } value_kind;
+/* A value is a size, a fraction of the device, a share or `*`. */
+typedef enum { VAL_BYTES, VAL_FRAC, VAL_SHARE, VAL_STAR } value_kind;
+
+/* A bare number as a fraction of a device's memory, in (0, 1]. Returns 1
+ * when tok is such a number (*out set), 0 when it is not a bare number at
+ * all, -1 when it is one outside (0, 1]. */
+static int scan_device_fraction(const char *tok, double *out) {
+  decimal d;
+  int n = decimal_scan(tok, &d);
+  if (n <= 0 || tok[n]) return 0;
+  double v = decimal_value(&d);
+  if (!(v > 0.0 && v <= 1.0)) return -1;
+  *out = v;
+  return 1;
+}
 
 /* A single number with no ',' or ';': a fraction of each GPU. */
 static int parse_fraction(const char *s, plan_budget *b, char *err, size_t errlen) {
@@ -197,7 +211,9 @@ static int parse_fraction(const char *s, plan_budget *b, char *err, size_t errle
 
 /* What the entries of a byte or ratio string have said so far. */
 typedef struct entries_seen {
-  int have_bytes, have_share, have_star, cpu_named, star_rank;
+  int have_bytes, have_share, cpu_named;
+  int nstars, cpu_star;          /* `*` entries; one of them on cpu */
+  uint8_t star[PLAN_MAX_RANKS];  /* cuda:K,* */
   double share_sum;
 } entries_seen;
 
@@ -247,10 +263,6 @@ static int parse_entry(const char *s, const char *entry, plan_budget *b, entries
                 "budget '%s' has an empty entry (two ';' in a row, or a ';' at an end): "
                 "each entry is DEVICE,VALUE",
                 s);
-  if (seen->have_star)
-    return plan_fail(err, errlen,
-                "budget entry '%s' follows a '*' entry: '*' takes the rest and must be last",
-                entry);
   const char *comma = strchr(entry, ',');
   if (!comma)
     return plan_fail(err, errlen,
@@ -271,59 +283,80 @@ static int parse_entry(const char *s, const char *entry, plan_budget *b, entries
 
   value_kind kind;
   uint64_t bytes = 0;
-  double share = 0.0;
+  double share = 0.0, frac = 0.0;
   char sub[256];
+  size_t vlen = strlen(val);
   if (strcmp(val, "*") == 0) {
     kind = VAL_STAR;
-    seen->have_star = 1;
-    seen->star_rank = rank;
-  } else if (val[strlen(val) - 1] == '%') {
+    seen->nstars++;
+    if (rank >= 0) seen->star[rank] = 1;
+    else seen->cpu_star = 1;
+  } else if (val[vlen - 1] == '%') {
     kind = VAL_SHARE;
     if (parse_share(val, &share, sub, sizeof sub) != 0)
       return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
     seen->have_share = 1;
     seen->share_sum += share;
   } else {
-    kind = VAL_BYTES;
-    if (plan_parse_bytes(val, &bytes, sub, sizeof sub) != 0)
-      return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
+    /* SIZE* is SIZE: MultiGPU's `*` marks the device taking the rest of
+     * the model, and a budget here is a cap already (plan.h). */
+    if (val[vlen - 1] == '*') val[--vlen] = '\0';
+    int f = scan_device_fraction(val, &frac);
+    if (f < 0)
+      return plan_fail(err, errlen,
+                  "budget entry '%s': size '%s' has no unit: add b, kb, mb, gb or tb (powers of "
+                  "1024), like %sgb, or give a fraction of the device in (0, 1], like 0.5",
+                  entry, val, val);
+    if (f > 0) {
+      kind = VAL_FRAC;
+    } else {
+      kind = VAL_BYTES;
+      if (plan_parse_bytes(val, &bytes, sub, sizeof sub) != 0)
+        return plan_fail(err, errlen, "budget entry '%s': %s", entry, sub);
+    }
     seen->have_bytes = 1;
   }
   if (seen->have_bytes && seen->have_share)
     return plan_fail(err, errlen,
-                "budget entry '%s' mixes sizes and %% shares: use one kind in a string", entry);
+                "budget entry '%s' mixes sizes or fractions and %% shares: use one kind in a "
+                "string",
+                entry);
   if (rank >= 0) {
     if (kind == VAL_BYTES) b->bytes[rank] = bytes;
+    if (kind == VAL_FRAC) b->frac[rank] = frac;
     if (kind == VAL_SHARE) b->share[rank] = share;
   } else {
     b->allow_stream = 1;
     if (kind == VAL_BYTES) b->cpu_bytes = bytes;
+    if (kind == VAL_FRAC) b->cpu_frac = frac;
     if (kind == VAL_SHARE) b->cpu_share = share;
   }
   return PLAN_OK;
 }
 
-/* A ratio string: the '*' entry takes the rest, every rank named, none 0%. */
+/* A ratio string: the `*` entries share the rest of 100%; without one the
+ * shares are parts of their sum (MultiGPU's 8%;8%;4% is 8:8:4); every rank
+ * named, none 0%. */
 static int finish_ratio(const char *s, const entries_seen *seen, plan_budget *b, char *err,
                         size_t errlen) {
   b->mode = PLAN_BUDGET_RATIO;
-  double rest = 1.0 - seen->share_sum;
-  if (rest < 1e-9) rest = 0.0;
-  if (seen->have_star) {
-    if (seen->star_rank >= 0) {
-      if (rest <= 0.0)
-        return plan_fail(err, errlen,
-                    "budget entry 'cuda:%d,*' gets no share: the other entries take 100%%",
-                    seen->star_rank);
-      b->share[seen->star_rank] = rest;
-    } else {
-      b->cpu_share = rest;
+  if (seen->nstars) {
+    double rest = 1.0 - seen->share_sum;
+    if (rest < 1e-9) {
+      for (int r = 0; r < b->nranks; r++)
+        if (seen->star[r])
+          return plan_fail(err, errlen,
+                      "budget entry 'cuda:%d,*' gets no share: the other entries take 100%%", r);
+      return plan_fail(err, errlen,
+                  "budget entry 'cpu,*' gets no share: the other entries take 100%%");
     }
-  } else if (rest > 1e-9) {
-    return plan_fail(err, errlen,
-                "budget '%s' gives shares that add up to %.4g%%: under 100%% needs a '*' "
-                "entry (like cpu,*) to take the rest",
-                s, seen->share_sum * 100.0);
+    double each = rest / seen->nstars;
+    for (int r = 0; r < b->nranks; r++)
+      if (seen->star[r]) b->share[r] = each;
+    if (seen->cpu_star) b->cpu_share = each;
+  } else if (seen->share_sum > 0.0) {
+    for (int r = 0; r < b->nranks; r++) b->share[r] /= seen->share_sum;
+    b->cpu_share /= seen->share_sum;
   }
   for (int r = 0; r < b->nranks; r++)
     if (!b->named[r])
@@ -358,7 +391,7 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
     return rc;
   }
 
-  entries_seen seen = {.star_rank = -2};
+  entries_seen seen = {0};
   for (const char *p = s;;) {
     const char *semi = strchr(p, ';');
     size_t elen = semi ? (size_t)(semi - p) : strlen(p);
@@ -370,9 +403,11 @@ int plan_budget_parse(const char *s, int nranks, plan_budget *out, char *err, si
     if (!semi) break;
     p = semi + 1;
   }
-  if (seen.share_sum > 1.0 + 1e-9)
-    return plan_fail(err, errlen, "budget '%s' gives shares that add up to %.4g%%, over 100%%", s,
-                seen.share_sum * 100.0);
+  if (seen.nstars && seen.share_sum > 1.0 + 1e-9)
+    return plan_fail(err, errlen,
+                "budget '%s' gives shares that add up to %.4g%%, over 100%%, and a '*' entry "
+                "to take the rest",
+                s, seen.share_sum * 100.0);
   if (seen.have_share) {
     int rc = finish_ratio(s, &seen, &b, err, errlen);
     if (rc != PLAN_OK) return rc;

@@ -116,20 +116,33 @@ typedef struct plan_options {
 void plan_options_default(plan_options *o);
 
 /* ---- budget strings ----------------------------------------------------
- * Grammar (compatible with ComfyUI-MultiGPU allocation strings):
+ * Grammar (the syntax of ComfyUI-MultiGPU's expert allocation strings):
  *   auto                         default: free memory minus a safety margin
  *   0.8                          fraction of each GPU's memory, in (0, 1]
  *   cuda:0,2.5gb;cuda:1,3g;cpu,*  bytes: the GPU memory a rank may use in all
  *                                (weights, activations, workspaces); cpu,*
  *                                lets what does not fit be streamed from
  *                                pinned host memory; cpu,16gb caps that memory
+ *   cuda:0,0.2;cpu,0.5           fractions per device: 20% of rank 0's GPU
+ *                                memory; streamed bytes capped at half the
+ *                                host's memory (when known); may be mixed
+ *                                with sizes
+ *   cpu,5gb*                     a size with `*`: the same as the size here
+ *                                (the wildcard `*` marks the device that takes
+ *                                what is left of the model in MultiGPU; here a
+ *                                budget is already a cap)
  *   cuda:0,40%;cuda:1,60%        ratio: shares of the model's block bytes;
- *                                cpu,25% streams that share; shares under
- *                                100% need a `*` entry to take the rest
+ *                                cpu,25% streams that share; `*` entries
+ *                                share the rest of 100% equally; without one,
+ *                                shares are parts of their sum
+ *                                (8%;8%;4% = 40%, 40%, 20%)
  * Units b, k/kb, m/mb, g/gb, t/tb in any case, decimals allowed, powers of
  * 1024. cuda:K is the GPU of pipeline rank K; a rank not named gets auto
- * (bytes mode; ratio mode must name every rank, or give one `*`). `*` only
- * as the last entry. */
+ * (bytes mode; ratio mode must name every rank). The one difference of
+ * meaning from MultiGPU: a size or fraction here is the whole memory a rank
+ * may use (weights, activations, workspaces), where MultiGPU's is the bytes
+ * of the model placed on that device; and without a cpu entry nothing is
+ * streamed. */
 typedef enum {
   PLAN_BUDGET_AUTO = 0,
   PLAN_BUDGET_FRACTION = 1,
@@ -142,10 +155,12 @@ typedef struct plan_budget {
   int nranks;
   double fraction;                 /* FRACTION */
   uint8_t named[PLAN_MAX_RANKS];   /* the string names cuda:K */
-  uint64_t bytes[PLAN_MAX_RANKS];  /* BYTES: cap per rank; 0 = auto */
+  uint64_t bytes[PLAN_MAX_RANKS];  /* BYTES: cap per rank; 0 = frac, or auto */
+  double frac[PLAN_MAX_RANKS];     /* BYTES: cap as a fraction of the rank's GPU; 0 = auto */
   double share[PLAN_MAX_RANKS];    /* RATIO: share of block bytes resident on rank K, 0..1 */
   int allow_stream;                /* a cpu entry is present */
   uint64_t cpu_bytes;              /* BYTES: cap on streamed bytes (pinned host); 0 = no cap */
+  double cpu_frac;                 /* BYTES: that cap as a fraction of host memory; 0 = none */
   double cpu_share;                /* RATIO: share of block bytes streamed */
 } plan_budget;
 

@@ -348,12 +348,14 @@ static int resolve_budget(const plan_budget *b, const plan_device *d, int r,
   uint64_t autob = (double)free_b > margin ? free_b - (uint64_t)margin : 0;
   *cap = autob;
   switch (b->mode) {
-  case PLAN_BUDGET_FRACTION: {
-    uint64_t f = (uint64_t)floor(b->fraction * (double)total);
-    *out = f < free_b ? f : free_b;
-    return 0;
-  }
+  case PLAN_BUDGET_FRACTION:
   case PLAN_BUDGET_BYTES:
+    if (b->mode == PLAN_BUDGET_FRACTION || (b->bytes[r] == 0 && b->frac[r] > 0.0)) {
+      double frac = b->mode == PLAN_BUDGET_FRACTION ? b->fraction : b->frac[r];
+      uint64_t f = (uint64_t)floor(frac * (double)total);
+      *out = f < free_b ? f : free_b;
+      return 0;
+    }
     if (b->bytes[r] == 0) {
       *out = autob;
       return 0;
@@ -556,15 +558,19 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
     goto out;
   }
   fill_plan(c, devs, first, p);
-  if (b->cpu_bytes) {
+  /* cpu,FRACTION caps by the host memory of rank 0's node, when known. */
+  uint64_t cpu_cap = b->cpu_bytes;
+  if (!cpu_cap && b->cpu_frac > 0.0 && devs[0].host_bytes)
+    cpu_cap = (uint64_t)floor(b->cpu_frac * (double)devs[0].host_bytes);
+  if (cpu_cap) {
     uint64_t streamed = 0;
     for (int r = 0; r < nranks; r++) streamed += p->r[r].streamed_bytes;
-    if (streamed > b->cpu_bytes) {
+    if (streamed > cpu_cap) {
       if (err && errlen)
         snprintf(err, errlen,
                  "the plan streams %.2f GiB from pinned host memory but the budget caps it at "
                  "cpu,%.2fgb: raise the cpu entry or use cpu,*",
-                 streamed / GIB, b->cpu_bytes / GIB);
+                 streamed / GIB, cpu_cap / GIB);
       rc = PLAN_EINFEASIBLE;
       goto out;
     }

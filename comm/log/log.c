@@ -29,13 +29,35 @@ void sp_log_set_device(const char *device) {
   snprintf(g_device, sizeof g_device, "%s", device ? device : "?");
 }
 
+/* Copies src into dst (cap bytes, always terminated) with every control
+ * byte (below 0x20, and 0x7f) written as \xNN: a message is one line, and
+ * text quoted from a file or a flag (a path, a key) must neither break it
+ * nor send terminal escapes. */
+static void escape_controls(const char *src, char *dst, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  size_t o = 0;
+  for (const unsigned char *p = (const unsigned char *)src; *p && o + 1 < cap; p++) {
+    if (*p < 0x20 || *p == 0x7f) {
+      if (o + 5 > cap) break;
+      dst[o++] = '\\';
+      dst[o++] = 'x';
+      dst[o++] = hex[*p >> 4];
+      dst[o++] = hex[*p & 15];
+    } else {
+      dst[o++] = (char)*p;
+    }
+  }
+  dst[o] = '\0';
+}
+
 static void emit(const char *tag, const char *fmt, va_list ap) {
-  char line[4096];
-  int n = snprintf(line, sizeof line, "[rank %d] %s", g_rank, tag);
+  char raw[4096], line[4096];
+  int n = snprintf(raw, sizeof raw, "[rank %d] %s", g_rank, tag);
   if (n < 0) n = 0;
-  if ((size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-  size_t len = strlen(line);
-  while (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+  if ((size_t)n < sizeof raw) vsnprintf(raw + n, sizeof raw - (size_t)n, fmt, ap);
+  size_t len = strlen(raw);
+  while (len > 0 && raw[len - 1] == '\n') raw[--len] = '\0';
+  escape_controls(raw, line, sizeof line);
   pthread_mutex_lock(&g_lock);
   fprintf(stderr, "%s\n", line);
   fflush(stderr);
@@ -84,11 +106,12 @@ _Noreturn void sp_fatal_at(const char *file, int line, const char *call,
                            const char *fmt, ...) {
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  char msg[2048];
+  char raw[2048], msg[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
+  escape_controls(raw, msg, sizeof msg);
   char out[2600];
   snprintf(out, sizeof out, "[rank %d] fatal: %s (host %s, device %s, %s:%d%s%s)\n", g_rank,
            msg, host, g_device, file, line, call ? ", call " : "", call ? call : "");

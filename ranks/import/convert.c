@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,6 +188,8 @@ typedef struct src_tensor {
   wan_group g;
   int block;
   const char *name; /* official, in the table; NULL when unmapped */
+  int aux;          /* an fp8 format's helper tensor (convert_impl.h), not a weight */
+  float scale;      /* F8_E4M3: the dequantisation scale (KEY.scale_weight, or 1) */
 } src_tensor;
 
 typedef struct checkpoint {
@@ -331,8 +334,10 @@ static void check_tensors(checkpoint *ck, problems *p) {
       rank_convert_problem(p, "%s: tensor '%s': shape %s, the inferred config needs %s", s->file->path,
               s->t->name, sh, want);
     }
-    if (s->t->dtype != RANK_ST_F32 && s->t->dtype != RANK_ST_F16 && s->t->dtype != RANK_ST_BF16)
-      rank_convert_problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)", s->file->path,
+    if (s->t->dtype != RANK_ST_F32 && s->t->dtype != RANK_ST_F16 && s->t->dtype != RANK_ST_BF16 &&
+        s->t->dtype != RANK_ST_F8_E4M3)
+      rank_convert_problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16, "
+                              "F8_E4M3)", s->file->path,
               s->t->name, rank_st_dtype_name(s->t->dtype));
   }
   for (int g = 0; g < 3; g++) {
@@ -382,9 +387,10 @@ static void progress_tick(progress *pr, int final) {
               pr->done / 1e6 / el);
 }
 
-/* Converts n source elements at src to the output dtype at dst. */
-static void convert_elems(rank_st_dtype sd, const unsigned char *src, kern_dtype od, void *dst,
-                          size_t n) {
+/* Converts n source elements at src to the output dtype at dst; F8_E4M3
+ * values are multiplied by scale (convert_impl.h). */
+static void convert_elems(rank_st_dtype sd, const unsigned char *src, float scale, kern_dtype od,
+                          void *dst, size_t n) {
   if ((sd == RANK_ST_F32 && od == KERN_DTYPE_F32) || (sd == RANK_ST_BF16 && od == KERN_DTYPE_BF16)) {
     memcpy(dst, src, n * kern_dtype_size(od));
     return;
@@ -394,6 +400,8 @@ static void convert_elems(rank_st_dtype sd, const unsigned char *src, kern_dtype
     uint16_t h;
     if (sd == RANK_ST_F32) {
       memcpy(&f, src + 4 * i, 4);
+    } else if (sd == RANK_ST_F8_E4M3) {
+      f = rank_convert_e4m3fn_to_f32(src[i]) * scale;
     } else {
       memcpy(&h, src + 2 * i, 2);
       f = sd == RANK_ST_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
@@ -407,15 +415,50 @@ static void convert_elems(rank_st_dtype sd, const unsigned char *src, kern_dtype
   }
 }
 
+/* The index of the first NaN or infinite value among n converted values of
+ * dtype od at p, or n. Checked on the output: a NaN or Inf of the source
+ * stays one, and an fp32 value too large for bf16 becomes one. */
+static size_t first_nonfinite(kern_dtype od, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (od == KERN_DTYPE_F32) {
+      uint32_t u;
+      memcpy(&u, p + 4 * i, 4);
+      if ((u & 0x7f800000u) == 0x7f800000u) return i;
+    } else {
+      uint16_t h;
+      memcpy(&h, p + 2 * i, 2);
+      if ((h & 0x7f80u) == 0x7f80u) return i;
+    }
+  }
+  return n;
+}
+
 static int copy_tensor(rank_model_writer *w, const src_tensor *s, const wan_tensor *wt,
                        kern_dtype od, unsigned char *chunk, unsigned char *out, progress *pr) {
   size_t esz = rank_st_dtype_size(s->t->dtype), per = CHUNK_BYTES / esz;
-  size_t n = (size_t)wt->numel, done = 0;
+  size_t n = (size_t)wt->numel, done = 0, osz = kern_dtype_size(od);
   while (done < n) {
     size_t k = n - done < per ? n - done : per;
     int rc = rank_st_read(s->file, s->t, (uint64_t)done * esz, chunk, k * esz);
     if (rc != SP_OK) return rc;
-    convert_elems(s->t->dtype, chunk, od, out + done * kern_dtype_size(od), k);
+    convert_elems(s->t->dtype, chunk, s->scale, od, out + done * osz, k);
+    size_t bad = first_nonfinite(od, out + done * osz, k);
+    if (bad < k) {
+      float v;
+      if (od == KERN_DTYPE_F32) {
+        memcpy(&v, out + (done + bad) * 4, 4);
+      } else {
+        uint16_t h;
+        memcpy(&h, out + (done + bad) * 2, 2);
+        v = kern_bf16_to_f32(h);
+      }
+      sp_log_error("%s: tensor '%s': element %zu is %s%s; a checkpoint with non-finite weights "
+                   "is not converted",
+                   s->file->path, s->t->name, done + bad, isnan(v) ? "NaN" : "infinite",
+                   !isnan(v) && od == KERN_DTYPE_BF16 && s->t->dtype != RANK_ST_BF16 ? " in bf16"
+                                                                                     : "");
+      return SP_ERR_INPUT;
+    }
     done += k;
     pr->done += k * esz;
     progress_tick(pr, 0);
@@ -523,6 +566,8 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
       src_tensor *st = &ck.src[k];
       st->file = f[s];
       st->t = &f[s]->h.t[i];
+      st->scale = 1.0f;
+      st->aux = rank_convert_fp8_aux(st->t->name);
       if (rank_convert_map_key(ck.style, st->t->name, &st->g, &st->block, &st->name) == 0)
         mapped++;
       else
@@ -538,7 +583,7 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
   sp_log_info("convert: %d file(s), %d tensors, %s key style", nf, ck.nsrc,
               rank_convert_style_name(ck.style));
   for (int i = 0; i < ck.nsrc; i++)
-    if (!ck.src[i].name)
+    if (!ck.src[i].name && !ck.src[i].aux)
       rank_convert_problem(&p, "%s: tensor '%s': not a tensor of a Wan 2.1 T2V model (%s keys)",
               ck.src[i].file->path, ck.src[i].t->name, rank_convert_style_name(ck.style));
   if (infer_config(&ck, &p) == 0) {
@@ -550,10 +595,22 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
                 (long long)c->freq_dim);
     check_tensors(&ck, &p);
   }
+  int nfp8 = 0, nscaled = 0;
+  rank_convert_fp8_check_scales(f, nf, &p);
+  for (int i = 0; i < ck.nsrc; i++) {
+    src_tensor *st = &ck.src[i];
+    if (!st->name) continue;
+    if (rank_convert_fp8_scale(f, nf, st->file, st->t, &st->scale, &p) != 0) continue;
+    nfp8 += st->t->dtype == RANK_ST_F8_E4M3;
+    nscaled += st->t->dtype == RANK_ST_F8_E4M3 && st->scale != 1.0f;
+  }
+  if (nfp8)
+    sp_log_info("convert: %d fp8 (e4m3fn) tensors dequantised to %s, %d of them scaled by a "
+                "scale_weight other than 1", nfp8, kern_dtype_name(od), nscaled);
   if (p.count > 0) {
     if (p.count > PROBLEM_LOG_CAP)
       sp_log_error("... %ld more problems not shown", p.count - PROBLEM_LOG_CAP);
-    sp_log_error("%s: not converted: %ld rank_convert_problem(s) with the checkpoint; nothing written",
+    sp_log_error("%s: not converted: %ld problem(s) with the checkpoint; nothing written",
                  out_path, p.count);
     rc = SP_ERR_INPUT;
     goto out;

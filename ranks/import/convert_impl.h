@@ -3,6 +3,9 @@
 #ifndef RANK_CONVERT_IMPL_H
 #define RANK_CONVERT_IMPL_H
 
+#include <stdint.h>
+
+#include "kern_dtype.h"
 #include "safetensors.h"
 
 /* Every problem is logged (up to a cap that keeps a hostile file from
@@ -36,5 +39,25 @@ int rank_convert_inputs_resolve(int n, char *const *args, inputs *in);
 void rank_convert_inputs_free(inputs *in);
 /* The index files' weight maps against what the shards hold, both ways. */
 void rank_convert_check_index(const inputs *in, rank_st_file *const *f, int nf, problems *p);
+
+/* ---- fp8 checkpoints (convert_fp8.c) ----------------------------------
+ * ComfyUI's fp8_e4m3fn checkpoints store weights as F8_E4M3; its
+ * fp8_e4m3fn_scaled ones add KEY.scale_weight, one float, beside each
+ * KEY.weight, and the marker tensor scaled_fp8. A weight's value is
+ * e4m3fn(byte) x scale, the product rounded once to float32 (then to bf16,
+ * nearest even, for --dtype bf16). */
+
+/* The value of a float8 e4m3fn byte (exact; S.1111.111 is NaN). */
+float rank_convert_e4m3fn_to_f32(uint8_t b);
+/* 1 when key is an fp8 format's helper tensor (KEY.scale_weight,
+ * KEY.scale_input, scaled_fp8), which maps to no model tensor. */
+int rank_convert_fp8_aux(const char *key);
+/* The scale of weight w (of file wf) among files f: KEY.scale_weight's
+ * value, or 1 when there is none. 0, or -1 after a counted problem (a scale
+ * that is not one finite float, a scale beside a weight that is not fp8). */
+int rank_convert_fp8_scale(rank_st_file *const *f, int nf, const rank_st_file *wf,
+                           const rank_st_tensor *w, float *scale, problems *p);
+/* Every KEY.scale_weight has its KEY.weight. */
+void rank_convert_fp8_check_scales(rank_st_file *const *f, int nf, problems *p);
 
 #endif

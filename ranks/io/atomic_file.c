@@ -45,7 +45,7 @@ static void install_handlers(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
     struct sigaction old;
     /* Leave a handler the user (or a launcher) set alone. */

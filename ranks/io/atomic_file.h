@@ -2,7 +2,8 @@
  * its final path and renamed into place at the end, so a failure or an
  * interrupt never leaves a half-written file and an existing file stays
  * untouched until the new one is complete. Temporary names are registered
- * so SIGINT/SIGTERM (and sp_fatal) remove them before the process ends. */
+ * so SIGINT, SIGTERM, SIGHUP, SIGQUIT (and sp_fatal) remove them before the
+ * process ends. */
 #ifndef RANK_ATOMIC_FILE_H
 #define RANK_ATOMIC_FILE_H
 

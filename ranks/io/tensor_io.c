@@ -36,6 +36,11 @@ int rank_tensor_exists(const char *path, const char *name, int *exists) {
 }
 
 int rank_tensor_read(const char *path, const char *name, int ndim, rank_tensor *out) {
+  return rank_tensor_read_checked(path, name, ndim, NULL, NULL, out);
+}
+
+int rank_tensor_read_checked(const char *path, const char *name, int ndim,
+                             rank_tensor_shape_check check, void *ctx, rank_tensor *out) {
   memset(out, 0, sizeof *out);
   hid_t f = open_ro(path);
   if (f < 0) return SP_ERR_INPUT;
@@ -75,6 +80,7 @@ int rank_tensor_read(const char *path, const char *name, int ndim, rank_tensor *
     n *= (int64_t)dims[i];
     out->dims[i] = (int64_t)dims[i];
   }
+  if (check && check(path, name, nd, out->dims, ctx) != SP_OK) goto done;
   data = malloc((size_t)n * sizeof(float));
   if (!data) {
     sp_log_error("%s: dataset '%s': out of host memory for %lld floats", path, name,
@@ -100,6 +106,7 @@ int rank_tensor_read(const char *path, const char *name, int ndim, rank_tensor *
   rc = SP_OK;
 done:
   free(data);
+  if (rc != SP_OK) memset(out, 0, sizeof *out);
   if (t >= 0) H5Tclose(t);
   if (s >= 0) H5Sclose(s);
   if (d >= 0) H5Dclose(d);

@@ -16,10 +16,20 @@ typedef struct rank_tensor {
   float *data; /* owned, free() */
 } rank_tensor;
 
+/* Checks a dataset's shape (ndim dims) before any of its data is read;
+ * logs one line and returns SP_ERR_INPUT to refuse it, SP_OK to accept. */
+typedef int (*rank_tensor_shape_check)(const char *path, const char *name, int ndim,
+                                       const int64_t *dims, void *ctx);
+
 /* Reads dataset name from path as float32 (stored float32 or float64;
  * anything else is refused). ndim > 0 requires that rank. Refuses NaN/Inf.
  * Returns SP_OK, or SP_ERR_INPUT after one logged line. */
 int rank_tensor_read(const char *path, const char *name, int ndim, rank_tensor *out);
+/* The same, with check (when not NULL) called on the shape the file's
+ * metadata declares, before memory is allocated or data read: a small file
+ * declaring a huge dataset costs nothing to refuse. */
+int rank_tensor_read_checked(const char *path, const char *name, int ndim,
+                             rank_tensor_shape_check check, void *ctx, rank_tensor *out);
 /* 1 if the file has the dataset, 0 if not, SP_ERR_INPUT (logged) when the
  * file cannot be opened as HDF5. */
 int rank_tensor_exists(const char *path, const char *name, int *exists);

@@ -2,6 +2,7 @@
 #include "model_container.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,20 @@
 
 /* ---- reading ------------------------------------------------------------ */
 
+/* A safetensors file starts with its header's length (8 bytes, little
+ * endian, at most 100 MB) and the header's opening brace. */
+static int looks_like_safetensors(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  unsigned char b[9];
+  size_t got = fread(b, 1, sizeof b, f);
+  fclose(f);
+  if (got != sizeof b || b[8] != '{') return 0;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+  return n >= 2 && n <= 100000000u;
+}
+
 int rank_container_open(const char *path, hid_t *out) {
   rank_h5_silence();
   if (access(path, R_OK) != 0) {
@@ -23,7 +38,13 @@ int rank_container_open(const char *path, hid_t *out) {
     return SP_ERR_INPUT;
   }
   if (H5Fis_hdf5(path) <= 0) {
-    sp_log_error("%s: not an HDF5 file (truncated or another format)", path);
+    if (looks_like_safetensors(path))
+      sp_log_error("%s: a safetensors checkpoint, not a staticpipe model file: convert it once "
+                   "with 'staticpipe convert %s -o MODEL.h5' (bf16; --dtype fp32 for the CPU "
+                   "reference; shards: pass them all or their directory), then use MODEL.h5",
+                   path, path);
+    else
+      sp_log_error("%s: not an HDF5 file (truncated or another format)", path);
     return SP_ERR_INPUT;
   }
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -104,9 +125,15 @@ static herr_t link_visit(hid_t g, const char *name, const H5L_info_t *info, void
 
 int rank_container_check_links(hid_t file, const char *path) {
   char bad_link[512] = "";
-  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, link_visit, bad_link) != 0) {
+  herr_t r = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, link_visit, bad_link);
+  if (r < 0) {
+    /* HDF5 could not read the groups themselves: no link was found. */
+    sp_log_error("%s: cannot read the file's groups (truncated or damaged)", path);
+    return SP_ERR_INPUT;
+  }
+  if (r > 0) {
     sp_log_error("%s: %s: soft or external link (every object must live in the file)", path,
-                 bad_link[0] ? bad_link : "?");
+                 bad_link);
     return SP_ERR_INPUT;
   }
   return SP_OK;
@@ -182,6 +209,13 @@ int rank_container_check_dataset(hid_t file, const char *path, const char *ds, k
     why = "not a dataset";
     goto fail;
   }
+  /* One name per dataset: a hard link would let one tensor's bytes stand
+   * for another's under a checksum copied along with them. */
+  H5O_info_t oi;
+  if (H5Oget_info(d, &oi) < 0 || oi.rc != 1) {
+    why = "is hard-linked under another name too (each tensor must be a dataset of its own)";
+    goto fail;
+  }
   if ((dcpl = H5Dget_create_plist(d)) < 0) {
     why = "cannot read its creation properties";
     goto fail;
@@ -217,11 +251,25 @@ int rank_container_check_dataset(hid_t file, const char *path, const char *ds, k
   char dt[32] = "";
   if (rank_h5_attr_read_str(d, "dtype", dt, sizeof dt) != 0) dt[0] = 0;
   if (!type_ok || strcmp(dt, kern_dtype_name(dtype)) != 0) {
+    /* Name what is stored and what the attribute says apart: either may be
+     * the one that is wrong. */
+    H5T_class_t cls = H5Tget_class(type);
+    size_t bits = 8 * H5Tget_size(type);
+    char stored[64];
+    if (cls == H5T_FLOAT)
+      snprintf(stored, sizeof stored, "%zu-bit float", bits);
+    else if (cls == H5T_INTEGER)
+      snprintf(stored, sizeof stored, "%zu-bit %s integer", bits,
+               H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
+    else
+      snprintf(stored, sizeof stored, "neither integer nor float");
     snprintf(whybuf, sizeof whybuf,
-             "dtype is not %s (expected %s and attribute dtype = \"%s\", found \"%s\")",
+             "dtype is not %s (expected %s data and attribute dtype = \"%s\"; found %s%s data "
+             "and attribute dtype = \"%s\")",
              kern_dtype_name(dtype),
              bf16 ? "16-bit unsigned little-endian" : "32-bit float little-endian",
-             kern_dtype_name(dtype), dt);
+             kern_dtype_name(dtype), stored,
+             H5Tget_order(type) == H5T_ORDER_BE ? " big-endian" : "", dt);
     why = whybuf;
     goto fail;
   }
@@ -268,12 +316,16 @@ fail:
   return rc;
 }
 
+/* Reads n bytes at off. 0, or the errno of the failed read, or
+ * RANK_CONTAINER_SHORT_READ when the file ends first (errno says nothing
+ * then, and may hold a stale value). */
 static int pread_full(int fd, void *dst, size_t n, uint64_t off) {
   char *p = dst;
   while (n > 0) {
     ssize_t r = pread(fd, p, n, (off_t)off);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
+    if (r < 0) return errno ? errno : EIO;
+    if (r == 0) return RANK_CONTAINER_SHORT_READ;
     p += r;
     n -= (size_t)r;
     off += (uint64_t)r;
@@ -303,8 +355,8 @@ int rank_container_pread(int fd, int count, const rank_container_read *r, int ve
     size_t off = (size_t)(k - pieces[i]) * READ_PIECE;
     size_t n = r[i].bytes - off < READ_PIECE ? r[i].bytes - off : READ_PIECE;
     char *p = (char *)r[i].dst + off;
-    if (pread_full(fd, p, n, r[i].offset + off) != 0) {
-      int e = errno ? errno : EIO;
+    int e = pread_full(fd, p, n, r[i].offset + off);
+    if (e != 0) {
 #pragma omp critical(sp_container_read)
       if (bad < 0 || i < bad) {
         bad = i;
@@ -341,9 +393,10 @@ int rank_container_pread(int fd, int count, const rank_container_read *r, int ve
 
 void rank_container_report_read(const char *source, const char *ds, uint32_t want, int err_no,
                                 uint32_t got) {
-  if (err_no)
-    sp_log_error("%s: %s: read failed (file truncated or unreadable: %s)", source, ds,
-                 strerror(err_no));
+  if (err_no == RANK_CONTAINER_SHORT_READ)
+    sp_log_error("%s: %s: the file ends before the dataset's data does (truncated)", source, ds);
+  else if (err_no)
+    sp_log_error("%s: %s: read failed (%s)", source, ds, strerror(err_no));
   else
     sp_log_error("%s: %s: checksum mismatch (stored %08x, data gives %08x): the file is "
                  "damaged",
@@ -355,6 +408,16 @@ void rank_container_report_read(const char *source, const char *ds, uint32_t wan
 uint32_t rank_container_checksum_add(uint32_t acc, uint32_t crc) {
   uint8_t le[4] = {(uint8_t)crc, (uint8_t)(crc >> 8), (uint8_t)(crc >> 16), (uint8_t)(crc >> 24)};
   return crc32c(acc, le, 4);
+}
+
+int rank_container_checksum_check(const char *path, const char *stored, uint32_t acc) {
+  char sum[32];
+  rank_container_checksum_str(acc, sum, sizeof sum);
+  if (strcmp(sum, stored) == 0) return SP_OK;
+  sp_log_error("%s: root attribute checksum is \"%s\", its datasets' checksums give \"%s\": "
+               "the file is damaged",
+               path, stored, sum);
+  return SP_ERR_INPUT;
 }
 
 void rank_container_checksum_str(uint32_t acc, char *buf, size_t n) {

@@ -64,10 +64,14 @@ typedef struct rank_container_read {
   uint32_t crc; /* the stored checksum, checked when verify is set */
 } rank_container_read;
 
+/* The err_no of a read that met the end of the file (not an errno). */
+#define RANK_CONTAINER_SHORT_READ (-1)
+
 /* Reads count datasets from fd with several threads, in pieces checksummed
  * while in cache (joined with crc32c_combine), checking each CRC when
  * verify is set. Returns -1 when all is well, else the index of the first
- * dataset that failed, with *err_no its errno (0: checksum mismatch) and
+ * dataset that failed, with *err_no its errno (0: checksum mismatch;
+ * RANK_CONTAINER_SHORT_READ: the file ends first) and
  * *got_crc the CRC its data gives. Logs nothing (the caller names the
  * dataset through rank_container_report_read). */
 int rank_container_pread(int fd, int count, const rank_container_read *r, int verify,
@@ -82,6 +86,9 @@ void rank_container_report_read(const char *source, const char *ds, uint32_t wan
 uint32_t rank_container_checksum_add(uint32_t acc, uint32_t crc);
 /* "crc32c:XXXXXXXX". */
 void rank_container_checksum_str(uint32_t acc, char *buf, size_t n);
+/* The stored model checksum against acc, the one its datasets' checksums
+ * give: SP_OK, or SP_ERR_INPUT after one line naming path and both. */
+int rank_container_checksum_check(const char *path, const char *stored, uint32_t acc);
 
 /* ---- writing --------------------------------------------------------- */
 

@@ -155,6 +155,8 @@ static int open_file(const char *path, rank_model *m) {
   if (rc != SP_OK) return rc;
   if ((rc = read_root(&x, m)) != SP_OK) goto done;
   if ((rc = rank_container_check_links(x.file, path)) != SP_OK) goto done;
+  const char *root_names[] = {"blocks", "embed", "head"};
+  if ((rc = rank_container_check_members(x.file, path, "/", root_names, 3)) != SP_OK) goto done;
   const wan_config *c = &m->info.config;
   for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, m->info.dtype, &m->layout[g]);
   m->locs = sp_xcalloc((size_t)rank_model_instances(c) * WAN_MAX_TENSORS, sizeof *m->locs);
@@ -180,15 +182,24 @@ static int open_file(const char *path, rank_model *m) {
     snprintf(gname, sizeof gname, "/blocks/%04d", b);
     if ((rc = check_no_extra(&x, gname, &m->layout[WAN_GROUP_BLOCK])) != SP_OK) goto done;
   }
+  uint32_t acc = 0;
   for (int g = 0; g < 3; g++) {
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb; b++) {
       const wan_layout *l = &m->layout[g];
       ds_loc *locs = m->locs + (size_t)rank_model_instance(c, (wan_group)g, b) * WAN_MAX_TENSORS;
-      for (int i = 0; i < l->count; i++)
+      for (int i = 0; i < l->count; i++) {
         if ((rc = check_dataset(&x, m, (wan_group)g, b, &l->t[i], &locs[i])) != SP_OK) goto done;
+        acc = rank_container_checksum_add(acc, locs[i].crc);
+      }
     }
   }
+  /* The model checksum is a function of the datasets' checksums, in the
+   * writer's order (table order, model_container.h): verified against the
+   * root attribute, and the one outputs record either way. */
+  if (m->verify && (rc = rank_container_checksum_check(path, m->info.checksum, acc)) != SP_OK)
+    goto done;
+  rank_container_checksum_str(acc, m->info.checksum, sizeof m->info.checksum);
   rc = SP_OK;
 done:
   H5Fclose(x.file);

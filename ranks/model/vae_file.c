@@ -243,15 +243,8 @@ static int open_file(const char *path, vae_model *m) {
     if (rc != SP_OK) goto done;
     acc = rank_container_checksum_add(acc, m->crc[i]);
   }
-  char sum[32];
-  rank_container_checksum_str(acc, sum, sizeof sum);
-  if (m->verify && strcmp(sum, in->checksum) != 0) {
-    sp_log_error("%s: root attribute checksum is \"%s\", its datasets' checksums give \"%s\": "
-                 "the file is damaged",
-                 path, in->checksum, sum);
-    rc = SP_ERR_INPUT;
+  if (m->verify && (rc = rank_container_checksum_check(path, in->checksum, acc)) != SP_OK)
     goto done;
-  }
   rc = SP_OK;
 done:
   H5Fclose(f);

@@ -18,33 +18,42 @@ void job_inputs_free(job_inputs *in) {
   rank_tensor_free(&in->noise);
 }
 
-int job_read_context(const char *path, const char *name, const wan_config *c, rank_tensor *out) {
-  int rc = rank_tensor_read(path, name, 2, out);
-  if (rc != SP_OK) return rc;
-  if (out->dims[1] != c->text_dim || out->dims[0] > c->text_len) {
+/* The context's shape against the model: [L, text_dim], L <= text_len. */
+static int context_shape_ok(const char *path, const char *name, int ndim, const int64_t *d,
+                            void *ctx) {
+  const wan_config *c = ctx;
+  (void)ndim; /* the reader asked for 2 */
+  if (d[1] != c->text_dim || d[0] > c->text_len) {
     sp_log_error("%s: dataset '%s' is [%lld, %lld]; the model needs [L, %lld] with L <= %lld",
-                 path, name, (long long)out->dims[0], (long long)out->dims[1],
-                 (long long)c->text_dim, (long long)c->text_len);
-    rank_tensor_free(out);
+                 path, name, (long long)d[0], (long long)d[1], (long long)c->text_dim,
+                 (long long)c->text_len);
     return SP_ERR_INPUT;
   }
   return SP_OK;
 }
 
-int job_read_latent(const char *path, const char *name, const wan_config *c,
-                    const int64_t *want, rank_tensor *out) {
-  /* A ComfyUI .latent holds one tensor under its own name, whatever name is asked for. */
-  int rc = rank_latent_path_is(path) ? rank_latent_read(path, out)
-                                     : rank_tensor_read(path, name, 4, out);
-  if (rc != SP_OK) return rc;
-  if (rank_latent_path_is(path)) name = "latent_tensor";
-  const int64_t *d = out->dims;
+int job_read_context(const char *path, const char *name, const wan_config *c, rank_tensor *out) {
+  return rank_tensor_read_checked(path, name, 2, context_shape_ok, (void *)c, out);
+}
+
+/* What a latent must be: the run's shape when one is given, the model's
+ * channels and patch multiples always. */
+typedef struct latent_want {
+  const wan_config *c;
+  const int64_t *want; /* [4] or NULL */
+} latent_want;
+
+static int latent_shape_ok(const char *path, const char *name, int ndim, const int64_t *d,
+                           void *ctx) {
+  const latent_want *lw = ctx;
+  const int64_t *want = lw->want;
+  const wan_config *c = lw->c;
+  (void)ndim; /* the readers ask for 4 */
   if (want && (d[0] != want[0] || d[1] != want[1] || d[2] != want[2] || d[3] != want[3])) {
     sp_log_error("%s: dataset '%s' is [%lld, %lld, %lld, %lld]; this run needs [%lld, %lld, "
                  "%lld, %lld]",
                  path, name, (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
                  (long long)want[0], (long long)want[1], (long long)want[2], (long long)want[3]);
-    rank_tensor_free(out);
     return SP_ERR_INPUT;
   }
   if (d[0] != c->in_dim || d[2] % c->patch[1] || d[3] % c->patch[2] || d[1] % c->patch[0]) {
@@ -52,6 +61,22 @@ int job_read_latent(const char *path, const char *name, const wan_config *c,
                  "with H and W even",
                  path, name, (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
                  (long long)c->in_dim);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+int job_read_latent(const char *path, const char *name, const wan_config *c,
+                    const int64_t *want, rank_tensor *out) {
+  latent_want lw = {c, want};
+  /* A ComfyUI .latent holds one tensor under its own name, whatever name is
+   * asked for; its data must lie inside the file, so its size is bounded by
+   * the file's and the shape is checked after reading. */
+  if (!rank_latent_path_is(path))
+    return rank_tensor_read_checked(path, name, 4, latent_shape_ok, &lw, out);
+  int rc = rank_latent_read(path, out);
+  if (rc != SP_OK) return rc;
+  if (latent_shape_ok(path, "latent_tensor", 4, out->dims, &lw) != SP_OK) {
     rank_tensor_free(out);
     return SP_ERR_INPUT;
   }

@@ -38,7 +38,8 @@ static const job_option table[JOB_OPT_COUNT] = {
      "--jobs)"},
     {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, at most " STR(JOB_FRAMES_MAX)},
     {JOB_OPT_SIZE, "size", 's', "HxW", "480x832", 1,
-     "height x width in pixels, multiples of 16"},
+     "height x width in pixels, multiples of 16; also W*H, the Wan\n"
+     "repository's form (832*480 is 480x832)"},
     {JOB_OPT_STEPS, "steps", 'n', "N", "50", 1, "sampling steps, 1.." STR(JOB_STEPS_MAX)},
     {JOB_OPT_CFG, "cfg", 'g', "G", "5", 1,
      "guidance scale, 0.." STR(JOB_CFG_MAX) "; 1 runs the conditional branch only,\n"
@@ -47,8 +48,10 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_SAMPLER, "sampler", 0, "NAME", "unipc", 1,
      "unipc (the published UniPC, order 2, bh2) or euler"},
     {JOB_OPT_SEED, "seed", 0, "K", "0", 1,
-     "noise seed: Philox keyed by element index,\n"
-     "identical on every machine and rank count"},
+     "noise seed: Philox keyed by element index, the same noise\n"
+     "on every machine and rank count; not PyTorch's torch.randn\n"
+     "stream (to share noise with another program: --save-noise,\n"
+     "--noise)"},
     {JOB_OPT_NOISE, "noise", 0, "FILE", NULL, 1,
      "initial noise: dataset 'noise' float32 [16, F, H/8, W/8],\n"
      "or a ComfyUI FILE.latent; overrides --seed"},
@@ -226,7 +229,11 @@ int job_parse_double(const char *flag, const char *s, double lo, double hi, doub
 }
 
 int job_parse_size_hw(const char *flag, const char *s, int64_t *h, int64_t *w) {
-  const char *x = strchr(s, 'x');
+  /* HEIGHTxWIDTH, or WIDTH*HEIGHT as the Wan repository's --size writes it
+   * (832*480 is 480x832). */
+  const char *x = strchr(s, '*');
+  int width_first = x != NULL;
+  if (!x) x = strchr(s, 'x');
   if (!x) x = strchr(s, 'X');
   char buf[64];
   if (!x || (size_t)(x - s) >= sizeof buf) goto bad;
@@ -234,17 +241,19 @@ int job_parse_size_hw(const char *flag, const char *s, int64_t *h, int64_t *w) {
   buf[x - s] = '\0';
   char *end = NULL;
   errno = 0;
-  long long hv = strtoll(buf, &end, 10);
+  long long av = strtoll(buf, &end, 10);
   if (!buf[0] || *end || errno) goto bad;
-  long long wv = strtoll(x + 1, &end, 10);
+  long long bv = strtoll(x + 1, &end, 10);
   if (!x[1] || *end || errno) goto bad;
+  long long hv = width_first ? bv : av, wv = width_first ? av : bv;
   if (hv < 1 || hv > JOB_SIDE_MAX || wv < 1 || wv > JOB_SIDE_MAX) goto bad;
   *h = hv;
   *w = wv;
   return SP_OK;
 bad:
-  sp_log_error("%s: '%s' is not HEIGHTxWIDTH with each in 1..%d (for example 480x832)", flag, s,
-               JOB_SIDE_MAX);
+  sp_log_error("%s: '%s' is not HEIGHTxWIDTH (for example 480x832) or WIDTH*HEIGHT (832*480), "
+               "each in 1..%d",
+               flag, s, JOB_SIDE_MAX);
   return SP_ERR_INPUT;
 }
 

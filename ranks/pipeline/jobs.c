@@ -13,6 +13,7 @@
  * setters of the per-job options, then checks it with the validator. */
 static int parse_line(char *s, const char *where, job_spec *j) {
   int seen_seed = 0;
+  unsigned char seen[JOB_OPT_COUNT] = {0};
   for (char *save = NULL, *tok = strtok_r(s, " \t\r", &save); tok;
        tok = strtok_r(NULL, " \t\r", &save)) {
     char *eq = strchr(tok, '=');
@@ -29,6 +30,12 @@ static int parse_line(char *s, const char *where, job_spec *j) {
                    where, tok);
       return SP_ERR_INPUT;
     }
+    /* A key given twice would let the last one win unseen; --lora alone
+     * is repeatable, on a line as on the command line. */
+    if (opt->id < JOB_OPT_COUNT && seen[opt->id]++ && opt->id != JOB_OPT_LORA) {
+      sp_log_error("%s: key '%s' is given twice: one value per key", where, tok);
+      return SP_ERR_INPUT;
+    }
     if (job_spec_set(j, opt->id, eq + 1, where) != SP_OK) return SP_ERR_INPUT;
     seen_seed |= opt->id == JOB_OPT_SEED;
   }
@@ -43,6 +50,29 @@ static int parse_line(char *s, const char *where, job_spec *j) {
   return job_spec_check(j, where);
 }
 
+enum { LINE_MAX_BYTES = 8190 };
+
+/* Reads one line of f into buf (cap > LINE_MAX_BYTES) without its end of
+ * line, keeping NUL bytes in the count that *len gives; the rest of a line
+ * longer than LINE_MAX_BYTES is read and dropped (*too_long = 1). Returns
+ * 0 at the end of the file, 1 when a line was read. */
+static int read_line(FILE *f, char *buf, size_t *len, int *too_long) {
+  size_t n = 0;
+  int ch, any = 0;
+  *too_long = 0;
+  while ((ch = getc(f)) != EOF) {
+    any = 1;
+    if (ch == '\n') break;
+    if (n < LINE_MAX_BYTES + 1) buf[n++] = (char)ch;
+    else *too_long = 1;
+  }
+  while (n && buf[n - 1] == '\r') n--;
+  if (n > LINE_MAX_BYTES) *too_long = 1;
+  buf[n] = '\0';
+  *len = n;
+  return any;
+}
+
 int job_file_read(const job_opts *o, job_spec **out, int *n) {
   const char *path = o->jobs;
   const job_spec *defaults = &o->job;
@@ -53,24 +83,23 @@ int job_file_read(const job_opts *o, job_spec **out, int *n) {
   }
   job_spec *jobs = NULL;
   int count = 0, cap = 0, lineno = 0, rc = SP_OK;
-  char line[8192];
-  while (fgets(line, sizeof line, f)) {
+  char line[LINE_MAX_BYTES + 2];
+  size_t len;
+  int too_long;
+  while (read_line(f, line, &len, &too_long)) {
     lineno++;
-    size_t len = strlen(line);
     char where[JOB_PATH + 32];
     snprintf(where, sizeof where, "%s:%d", path, lineno);
-    int too_long = len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f);
-    if (too_long) {
-      /* Skip the rest of it: the line is refused as a whole. */
-      int ch;
-      while ((ch = fgetc(f)) != EOF && ch != '\n') {
-      }
+    /* The length counts every byte read, NUL bytes included: a NUL would
+     * otherwise end the line early for the string functions and hide the
+     * rest of it, or a second job after it. */
+    int has_nul = !too_long && memchr(line, '\0', len) != NULL;
+    if (!too_long && !has_nul) {
+      char *hash = strchr(line, '#');
+      if (hash) *hash = '\0';
+      len = strlen(line);
+      if (strspn(line, " \t") == len) continue;
     }
-    char *hash = strchr(line, '#');
-    if (hash) *hash = '\0';
-    len = strlen(line);
-    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-    if (strspn(line, " \t") == len && !too_long) continue;
     if (count == JOB_FILE_MAX) {
       sp_log_error("--jobs %s: more than %d jobs", path, JOB_FILE_MAX);
       rc = SP_ERR_INPUT;
@@ -90,7 +119,10 @@ int job_file_read(const job_opts *o, job_spec **out, int *n) {
     j->steps_given = j->sched_given = 0; /* the line's own keys decide */
     j->lora_given = 0;
     if (too_long) {
-      sp_log_error("%s: line longer than %zu bytes", where, sizeof line - 2);
+      sp_log_error("%s: line longer than %d bytes", where, LINE_MAX_BYTES);
+      j->bad = 1;
+    } else if (has_nul) {
+      sp_log_error("%s: line holds a NUL byte (a jobs file is text)", where);
       j->bad = 1;
     } else if (parse_line(line, where, j) != SP_OK || job_spec_check_paths(o, j, where) != SP_OK) {
       j->bad = 1;

@@ -1,6 +1,7 @@
 /* The stage loop (see pipeline.h). */
 #include "pipeline.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,7 @@ typedef struct bufs {
   int64_t total, posted, consumed; /* micro-batches in all, receives posted, computed and sent */
   comm_xfer send[MAX_BUFS], recv[MAX_BUFS];
   double timeout_s;
+  int steps; /* of the run, for messages */
   rank_pipe_stats *stats;
 } bufs;
 
@@ -98,6 +100,23 @@ static void compute_done(rank_stage *s, const char *name, double t0, int step, i
   rank_trace_pop();
   rank_trace_span(name, "compute", t0, step, mb);
   stats->compute_s += comm_now() - t0;
+}
+
+/* The index of the first NaN or infinite value of x[0 .. n), or -1. One
+ * pass, on data the caller has just produced or is about to use. */
+static int64_t first_nonfinite(const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(x[i])) return i;
+  return -1;
+}
+
+/* Ends the job (exit 1, every rank) when x holds a non-finite value: what
+ * says which data of step i (0-based) it is and who made it. */
+static void check_finite(const float *x, int64_t n, int i, int steps, const char *what) {
+  int64_t bad = first_nonfinite(x, n);
+  if (bad >= 0)
+    sp_fatal("step %d of %d: %s: a non-finite value (%s) at element %lld", i + 1, steps,
+             what, isnan(x[bad]) ? "NaN" : "Inf", (long long)bad);
 }
 
 /* One blocks call of step i on micro-batches k0 .. k0 + G - 1: stage 0
@@ -140,6 +159,17 @@ static void run_group(bufs *B, int me, int P, const rank_job *jobs, const micro 
       rank_stage_head(s, b, v[mb[k].job][mb[k].branch]);
       compute_done(s, "head", th, i, k, stats);
     } else {
+      /* Checked where it leaves the rank that made it (host buffers: the
+       * CPU backend; device activations are not read back for this). */
+      if (!B->stream) {
+        char what[160];
+        const rank_stage_cfg *c = rank_stage_get_cfg(s);
+        snprintf(what, sizeof what,
+                 "micro-batch %d: the activations this rank's blocks %d-%d made", k,
+                 c->first_block, c->last_block);
+        check_finite(rank_stage_act(s, b), (int64_t)(B->bytes / sizeof(float)), i, B->steps,
+                     what);
+      }
       comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, me + 1, TAG_ACT + k, &B->send[b],
                     B->stream);
     }
@@ -172,7 +202,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   const rank_stage_cfg *scfg = rank_stage_get_cfg(s);
   bufs B = {.tp = tp, .s = s, .stream = rank_stage_stream(s), .bytes = rank_stage_act_bytes(s),
             .nbuf = nbuf, .K = K, .prev = first ? -1 : me - 1, .total = (int64_t)steps * K,
-            .timeout_s = timeout_s, .stats = stats};
+            .timeout_s = timeout_s, .stats = stats, .steps = steps};
   comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
   float *latent[RANK_PIPE_MAX_JOBS] = {0}, *v[RANK_PIPE_MAX_JOBS][2] = {{0}};
   rank_sampler *smp[RANK_PIPE_MAX_JOBS] = {0};
@@ -209,10 +239,16 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       double t0 = comm_now();
       rank_stage_sync(s); /* the head outputs are on the host */
       for (int j = 0; j < njobs; j++) {
+        for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++)
+          check_finite(v[j][b], n, i, steps,
+                       B.stream ? "the head output of this rank (made here or, on GPUs, "
+                                  "on an earlier rank: device activations are not checked)"
+                                : "the head output this rank made");
         /* branch 0 = conditional, branch 1 = negative prompt */
         if (rank_job_micro_batches(&jobs[j]) == 2)
           rank_cfg_combine(v[j][1], v[j][0], jobs[j].cfg, v[j][0], (size_t)n);
         rank_sampler_step(smp[j], i, v[j][0], latent[j]);
+        check_finite(latent[j], n, i, steps, "the latent this rank's sampler updated");
       }
       rank_trace_span("sampler", "compute", t0, i, -1);
       stats->compute_s += comm_now() - t0;

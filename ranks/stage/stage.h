@@ -68,6 +68,10 @@ const rank_stage_cfg *rank_stage_get_cfg(const rank_stage *s);
 
 /* CUDA devices this process sees (0 without the CUDA backend or a GPU). */
 int rank_cuda_device_count(void);
+/* The CUDA backend's libraries as this process loads them, one line into
+ * buf (n bytes): "CUDA runtime X, driver Y, cuDNN Z (built with W), NCCL V",
+ * or "none (built without CUDA)". */
+void rank_cuda_versions(char *buf, size_t n);
 /* The inventory entry of CUDA device idx for the planner (name, memory
  * total and free, SMs, compute capability, PCI bus id). SP_OK or logged
  * SP_ERR_RUNTIME. */

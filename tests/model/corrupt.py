@@ -9,6 +9,9 @@ import sys
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from h5crc import crc32c  # noqa: E402
+
 src, outdir = sys.argv[1], sys.argv[2]
 DS = "/blocks/0001/ffn.0.weight"
 
@@ -106,3 +109,35 @@ with h5py.File(p, "r+") as f:
 p = copy("missing_block")
 with h5py.File(p, "r+") as f:
     del f["/blocks/0003"]
+
+
+
+# a tensor rewritten together with its checksum attribute: every dataset
+# checks, only the root checksum (a function of them) tells
+p = copy("rewritten_with_crc")
+with h5py.File(p, "r+") as f:
+    small = "/blocks/0001/self_attn.norm_q.weight"
+    x = f[small][...]
+    x[0] ^= 0x0101
+    f[small][...] = x
+    f[small].attrs["checksum"] = np.uint32(crc32c(x.astype("<u2").tobytes()))
+
+# a dataset hard-linked to another of the same shape
+p = copy("hard_link")
+with h5py.File(p, "r+") as f:
+    del f[DS]
+    f[DS] = f["/blocks/0000/ffn.0.weight"]
+
+# an extra object on the root
+p = copy("extra_root")
+with h5py.File(p, "r+") as f:
+    f.create_group("/lora")
+
+# a group's object header overwritten: HDF5 opens the file but cannot walk
+# its groups (a damaged or truncated file, not a link)
+p = copy("damaged_group")
+with h5py.File(p, "r") as f:
+    addr = h5py.h5o.get_info(f["/blocks/0002"].id).addr
+with open(p, "r+b") as fh:
+    fh.seek(addr)
+    fh.write(b"\xff" * 64)

@@ -82,7 +82,7 @@ check() { # case  expected-words  [extra flags]
 }
 check truncated "HDF5"
 check flipped_byte "checksum mismatch" --verify
-check wrong_dtype "dtype is not bf16"
+check wrong_dtype "dtype is not bf16 (expected 16-bit unsigned little-endian data and attribute dtype = \"bf16\"; found 32-bit float data"
 check wrong_shape "shape is"
 check missing_dataset "ffn.0.weight"
 check chunked_compressed "chunked"
@@ -93,6 +93,15 @@ check wrong_format "not a staticpipe model file"
 check extra_dataset "lora_A.weight"
 check bad_config "head_dim 128"
 check missing_block "layers"
+check rewritten_with_crc "root attribute checksum" --verify
+check hard_link "hard-linked"
+check extra_root "/lora: unexpected object"
+check damaged_group "cannot read the file's groups (truncated or damaged)"
+# Without --verify the file loads, and the checksum it reports (the one
+# outputs record) is the one its datasets give, not the stored one.
+sum() { "$SP_BIN" inspect --json "$1" 2>/dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["checksum"])'; }
+a=$(sum "$T/tiny.h5"); b=$(sum "$T/rewritten_with_crc.h5")
+[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] && ok "checksum of a rewritten file: $b, not $a" || bad "rewritten file reports checksum '$b' (original '$a')"
 
 # Bad usage and a missing file: exit 2, no crash.
 "$SP_BIN" inspect "$T/nope.h5" >/dev/null 2>&1; [ $? -eq 2 ] && ok "missing file" || bad "missing file"
@@ -101,16 +110,17 @@ check missing_block "layers"
 "$SP_BIN" init --bogus 2>/dev/null; [ $? -eq 2 ] && ok "unknown option" || bad "unknown option"
 
 # An interrupted init leaves no file, and an existing file stays untouched.
-# env --default-signal: a background job of a script starts with SIGINT
+# env --default-signal: a background job of a script starts with SIGINT and SIGQUIT
 # ignored, which init (rightly) respects; a user's Ctrl-C is not ignored.
-for sig in INT TERM; do
+ulimit -c 0 # SIGQUIT would dump a core
+for sig in INT TERM QUIT; do
   cp "$T/tiny.h5" "$T/keep.h5"; before=$(cksum < "$T/keep.h5")
-  env --default-signal=INT "$SP_BIN" init --arch wan2.1-14b -q -o "$T/keep.h5" & pid=$!
+  env --default-signal=INT,QUIT "$SP_BIN" init --arch wan2.1-14b -q -o "$T/keep.h5" & pid=$!
   sleep 1; kill -$sig $pid; wait $pid 2>/dev/null
   left=$(ls -A "$T" | grep -c '^\.keep\.h5\.tmp' || true)
   if [ "$(cksum < "$T/keep.h5")" = "$before" ] && [ "$left" -eq 0 ]; then ok "SIG$sig during init: old file kept, no temp left"
   else bad "SIG$sig during init (temp files left: $left)"; fi
-  env --default-signal=INT "$SP_BIN" init --arch wan2.1-14b -q -o "$T/fresh.h5" & pid=$!
+  env --default-signal=INT,QUIT "$SP_BIN" init --arch wan2.1-14b -q -o "$T/fresh.h5" & pid=$!
   sleep 1; kill -$sig $pid; wait $pid 2>/dev/null
   [ -z "$(ls -A "$T" | grep -e '^fresh' -e '^\.fresh')" ] && ok "SIG$sig during init: no file" || bad "SIG$sig: file left"
 done

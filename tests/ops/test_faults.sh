@@ -72,6 +72,10 @@ hit() {
 hit STOP
 grep -q "watchdog: no word from rank 1" "$T/STOP.log" && ok "SIGSTOP: the watchdog named the silent rank" \
   || bad "SIGSTOP: no watchdog message: $(grep -v 'step ' "$T/STOP.log" | tail -5)"
+# The stopped rank, continued by mpirun before it ends the job, blames no one.
+grep -q "^\[rank 1\] fatal: watchdog: no word from" "$T/STOP.log" \
+  && bad "SIGSTOP: the stopped rank blamed another: $(grep '^\[rank 1\] fatal' "$T/STOP.log")" \
+  || ok "SIGSTOP: only the running ranks name the stopped one"
 hit KILL
 
 # A corrupt block (one flipped byte in rank 1's block): the same message on

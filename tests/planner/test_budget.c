@@ -37,13 +37,15 @@ static const bad_case bad[] = {
     {"cuda:0,1e3gb", 2, "'e3gb'", "unknown unit"},
     {"cuda:0,24", 2, "'24'", "no unit"},
     {"cuda:0,0gb", 2, "'0gb'", "zero"},
-    {"cuda:0,60%;cuda:1,50%", 2, "'cuda:0,60%;cuda:1,50%'", "over 100%"},
+    {"cuda:0,60%;cuda:1,50%;cpu,*", 2, "'cuda:0,60%;cuda:1,50%;cpu,*'", "over 100%"},
     {"cuda:0,150%", 2, "'150%'", "over 100%"},
-    {"cpu,*;cuda:0,2gb", 2, "'cuda:0,2gb'", "'*' takes the rest and must be last"},
-    {"cuda:0,*;cpu,*", 2, "'cpu,*'", "must be last"},
+    {"cuda:0,1.5;cpu,*", 2, "'1.5'", "(0, 1]"},
+    {"cuda:0,0;cpu,*", 2, "'0'", "no unit"},
+    {"cuda:0,0.5;cuda:1,40%", 2, "'cuda:1,40%'", "mixes"},
+    {"cuda:0,40%;cuda:1,60%;cpu,*", 2, "'cpu,*'", "no share"},
+    {"cuda:0,5gb**", 2, "'5gb*'", "unknown unit"},
     {"cuda:0,2gb;cpu", 2, "'cpu'", "no ',VALUE'"},
     {"cuda:0,40%;cuda:1,2gb", 2, "'cuda:1,2gb'", "mixes"},
-    {"cuda:0,40%;cuda:1,40%", 2, "80%", "needs a '*'"},
     {"cuda:0,40%;cpu,*", 2, "cuda:1", "every rank"},
     {"cuda:0,100%;cuda:1,*", 2, "'cuda:1,*'", "no share"},
     {"1.5", 2, "'1.5'", "(0, 1]"},
@@ -135,6 +137,54 @@ static void test_good(void) {
   CHECK(fabs(b.share[0] - 0.125) < 1e-12, "decimal share");
 }
 
+/* Every example of ComfyUI-MultiGPU's expert allocation strings (its
+ * README's bytes, ratio and fraction modes), with the meaning here. */
+static void test_multigpu_forms(void) {
+  plan_budget b;
+  const uint64_t G = 1ull << 30;
+  expect_ok("cuda:0,2.5gb;cpu,*", 1, &b);
+  CHECK(b.mode == PLAN_BUDGET_BYTES && b.bytes[0] == 5 * G / 2 && b.allow_stream &&
+            b.cpu_bytes == 0,
+        "cuda:0,2.5gb;cpu,*");
+  expect_ok("cuda:0,500mb;cuda:1,3.0g;cpu,5gb*", 2, &b);
+  CHECK(b.mode == PLAN_BUDGET_BYTES && b.bytes[0] == 500ull << 20 && b.bytes[1] == 3 * G &&
+            b.allow_stream && b.cpu_bytes == 5 * G,
+        "SIZE* on cpu: %llu", (unsigned long long)b.cpu_bytes);
+  expect_ok("cuda:0,5gb*", 2, &b);
+  CHECK(b.mode == PLAN_BUDGET_BYTES && b.bytes[0] == 5 * G && !b.allow_stream, "SIZE* on a GPU");
+  expect_ok("cuda:0,25%;cpu,75%", 1, &b);
+  CHECK(b.mode == PLAN_BUDGET_RATIO && fabs(b.share[0] - 0.25) < 1e-12 &&
+            fabs(b.cpu_share - 0.75) < 1e-12 && b.allow_stream,
+        "25%%;75%%");
+  expect_ok("cuda:0,8%;cuda:1,8%;cpu,4%", 2, &b);
+  CHECK(b.mode == PLAN_BUDGET_RATIO && fabs(b.share[0] - 0.4) < 1e-12 &&
+            fabs(b.share[1] - 0.4) < 1e-12 && fabs(b.cpu_share - 0.2) < 1e-12,
+        "8:8:4 normalised: %g %g %g", b.share[0], b.share[1], b.cpu_share);
+  expect_ok("cuda:0,60%;cuda:1,90%", 2, &b);
+  CHECK(fabs(b.share[0] - 0.4) < 1e-12 && fabs(b.share[1] - 0.6) < 1e-12 && !b.allow_stream,
+        "60:90 normalised: %g %g", b.share[0], b.share[1]);
+  expect_ok("cuda:0,0.1;cpu,0.5", 1, &b);
+  CHECK(b.mode == PLAN_BUDGET_BYTES && b.frac[0] == 0.1 && b.bytes[0] == 0 &&
+            b.cpu_frac == 0.5 && b.allow_stream && b.cpu_bytes == 0,
+        "fractions per device: %g %g", b.frac[0], b.cpu_frac);
+  expect_ok("cuda:0,0.0207;cuda:1,0.1273;cpu,0.0808", 2, &b);
+  CHECK(b.frac[0] == 0.0207 && b.frac[1] == 0.1273 && b.cpu_frac == 0.0808, "small fractions");
+  expect_ok("cuda:0,0.2", 2, &b);
+  CHECK(b.mode == PLAN_BUDGET_BYTES && b.frac[0] == 0.2 && !b.allow_stream && b.frac[1] == 0,
+        "a bare fraction for one GPU");
+  expect_ok("cuda:0,0.5;cuda:1,12gb;cpu,*", 2, &b);
+  CHECK(b.frac[0] == 0.5 && b.bytes[1] == 12 * G, "fractions and sizes mixed");
+  /* several `*` */
+  expect_ok("cuda:0,*;cuda:1,*;cpu,*", 2, &b);
+  CHECK(b.mode == PLAN_BUDGET_BYTES && b.bytes[0] == 0 && b.bytes[1] == 0 && b.allow_stream,
+        "several * in bytes mode: every GPU auto");
+  expect_ok("cpu,*;cuda:0,2gb", 2, &b);
+  CHECK(b.bytes[0] == 2 * G && b.allow_stream, "* before other entries");
+  expect_ok("cuda:0,20%;cuda:1,*;cpu,*", 2, &b);
+  CHECK(fabs(b.share[1] - 0.4) < 1e-12 && fabs(b.cpu_share - 0.4) < 1e-12,
+        "two * share the rest: %g %g", b.share[1], b.cpu_share);
+}
+
 /* Random sizes: "N.DD<unit>" must equal round((100 N + DD) 2^shift / 100). */
 static void test_random_sizes(void) {
   static const char *const names[] = {"b", "k", "kb", "m", "mb", "g", "gb", "t", "tb",
@@ -202,6 +252,7 @@ static void test_random_budgets(void) {
 int main(void) {
   sp_test_begin("test_budget");
   test_good();
+  test_multigpu_forms();
   test_bad();
   test_random_sizes();
   test_random_budgets();

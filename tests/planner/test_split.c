@@ -179,6 +179,19 @@ static void test_worked_examples(void) {
   rc = make(&big.m, d, 2, "cuda:0,30gb;cpu,*", &w, &g_plan, err, sizeof err);
   CHECK(rc == PLAN_EINVAL && strstr(err, "cuda:0,30.00gb") && strstr(err, "24.00 GiB"), "%s", err);
 
+  /* per-device fractions: the budget is that share of each GPU's memory */
+  test_device(&d[1], "gpu48", 48, 1);
+  rc = make(&big.m, d, 2, "cuda:0,0.75;cuda:1,0.5;cpu,*", &w, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_OK && g_plan.r[0].budget_bytes == (uint64_t)(0.75 * 24 * TEST_GIB) &&
+            g_plan.r[1].budget_bytes == (uint64_t)(24 * TEST_GIB),
+        "fractions per GPU: %s %llu %llu", err, (unsigned long long)g_plan.r[0].budget_bytes,
+        (unsigned long long)g_plan.r[1].budget_bytes);
+  /* cpu,FRACTION caps the streamed bytes at that share of host memory */
+  d[0].host_bytes = d[1].host_bytes = (uint64_t)(8 * TEST_GIB);
+  rc = make(&big.m, d, 2, "cuda:0,0.5;cuda:1,0.25;cpu,0.5", &w, &g_plan, err, sizeof err);
+  CHECK(rc == PLAN_EINFEASIBLE && strstr(err, "cpu,4.00gb"), "cpu fraction cap: %s", err);
+  test_device(&d[1], "gpu24-b", 24, 1);
+
   /* ratio: 40% / 60% of the block bytes */
   rc = make(&big.m, d, 2, "cuda:0,40%;cuda:1,60%", &w, &g_plan, err, sizeof err);
   CHECK(rc == PLAN_OK && nblocks(&g_plan, 0) == 16 && nblocks(&g_plan, 1) == 24,

@@ -34,6 +34,19 @@ w("lat_ch", latent=r.standard_normal((8, 3, 8, 6)).astype(np.float32), context=c
 inf = lat.copy(); inf[0, 0, 0, 0] = np.inf
 w("lat_inf", latent=inf, context=ctx)
 open(f"{d}/garbage.h5", "w").write("not an hdf5 file\n")
+# A checkpoint as downloaded (safetensors: header length, JSON, data).
+import json, struct
+hdr = json.dumps({"blocks.0.ffn.0.weight": {"dtype": "F8_E4M3", "shape": [4], "data_offsets": [0, 4]}}).encode()
+open(f"{d}/wan.safetensors", "wb").write(struct.pack("<Q", len(hdr)) + hdr + bytes(4))
+# Tiny files declaring huge datasets (storage never written: HDF5 reads
+# fill values): refused from the metadata, before any allocation.
+with h5py.File(f"{d}/cond_huge.h5", "w") as f:
+    f.create_dataset("context", shape=(512, 1048576), dtype="f4")
+    f["context_null"] = ctx
+with h5py.File(f"{d}/noise_huge.h5", "w") as f:
+    f.create_dataset("noise", shape=(16, 4096, 512, 512), dtype="f4")
+with h5py.File(f"{d}/lat_huge.h5", "w") as f:
+    f.create_dataset("latent", shape=(4096, 3, 512, 1024), dtype="f4")
 PYEOF
 echo "original" > "$T/keep.h5"
 
@@ -59,6 +72,9 @@ expect2 "unknown option" "run --help" "${R[@]}" --frobnicate
 expect2 "missing --cond" "--cond is required" "$SP_BIN" run --model "$T/m.h5" -o "$T/keep.h5"
 expect2 "missing model file" "nope.h5" "${R[@]}" --model "$T/nope.h5"
 expect2 "model is not HDF5" "garbage.h5" "${R[@]}" --model "$T/garbage.h5"
+expect2 "model is a safetensors checkpoint" "staticpipe convert $T/wan.safetensors -o MODEL.h5" "${R[@]}" --model "$T/wan.safetensors"
+expect2 "plan: model is a safetensors checkpoint" "staticpipe convert" "$SP_BIN" plan --model "$T/wan.safetensors" --gpu-mem 24gb
+expect2 "inspect: a safetensors checkpoint" "staticpipe convert" "$SP_BIN" inspect "$T/wan.safetensors"
 expect2 "cond missing" "absent.h5" "${R[@]}" --cond "$T/absent.h5"
 expect2 "context too long" "L <= 512" "${R[@]}" --cond "$T/cond_long.h5"
 expect2 "context wrong width" "[L, 4096]" "${R[@]}" --cond "$T/cond_wide.h5"
@@ -66,6 +82,11 @@ expect2 "context NaN" "non-finite" "${R[@]}" --cond "$T/cond_nan.h5"
 expect2 "context integer" "float32" "${R[@]}" --cond "$T/cond_int.h5"
 expect2 "context 3-D" "dimensions" "${R[@]}" --cond "$T/cond_3d.h5"
 expect2 "noise wrong shape" "this run needs" "${R[@]}" --noise "$T/noise_shape.h5"
+# Under a 1 GB address-space limit: reading any of these whole (2-32 GB)
+# would fail with "out of host memory" (exit 1) instead of the shape check.
+lowmem() { (ulimit -v 1000000; exec "$@"); }
+expect2 "huge context declared" "the model needs [L, 4096]" lowmem "${R[@]}" --cond "$T/cond_huge.h5"
+expect2 "huge noise declared" "this run needs" lowmem "${R[@]}" --noise "$T/noise_huge.h5"
 expect2 "noise dataset missing" "'noise' is missing" "${R[@]}" --noise "$T/noise_name.h5"
 expect2 "output directory missing" "no/such/dir" "${R[@]}" -o "$T/no/such/dir/out.h5"
 
@@ -75,6 +96,8 @@ expect2 "forward timestep negative" "--timestep" "${F[@]}" --timestep -1
 expect2 "forward latent H odd" "H and W even" "${F[@]}" --latent "$T/lat_odd.h5"
 expect2 "forward latent channels" "[16, F, H, W]" "${F[@]}" --latent "$T/lat_ch.h5"
 expect2 "forward latent Inf" "non-finite" "${F[@]}" --latent "$T/lat_inf.h5"
+expect2 "forward huge latent declared" "[16, F, H, W]" lowmem "${F[@]}" --latent "$T/lat_huge.h5"
+expect2 "forward: model is a safetensors checkpoint" "staticpipe convert" "${F[@]}" --model "$T/wan.safetensors"
 expect2 "forward latent missing dataset" "'latent' is missing" "${F[@]}" --latent "$T/cond.h5"
 expect2 "forward context too long" "L <= 512" "${F[@]}" --cond "$T/cond_long.h5"
 expect2 "forward missing --timestep" "--timestep is required" "$SP_BIN" forward --model "$T/m.h5" --latent "$T/lat.h5" --cond "$T/lat.h5" -o "$T/keep.h5"

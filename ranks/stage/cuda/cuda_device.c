@@ -3,6 +3,8 @@
 #include "stage.h"
 
 
+#include <cudnn.h>
+#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,4 +78,24 @@ void rank_stage_host_free(const rank_stage_cfg *cfg, void *p) {
     free(p);
   else
     CUDA_CHECK(cudaFreeHost(p));
+}
+
+/* A version number of the form major*1000 + minor*10 (CUDA) as "M.m". */
+static void cuda_ver(int v, char *buf, size_t n) {
+  snprintf(buf, n, "%d.%d", v / 1000, (v % 1000) / 10);
+}
+
+void rank_cuda_versions(char *buf, size_t n) {
+  int rt = 0, drv = 0, nccl = 0;
+  char rts[16] = "?", drvs[16] = "?";
+  if (cudaRuntimeGetVersion(&rt) == cudaSuccess) cuda_ver(rt, rts, sizeof rts);
+  if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0) cuda_ver(drv, drvs, sizeof drvs);
+  else snprintf(drvs, sizeof drvs, "none");
+  size_t dnn = cudnnGetVersion(); /* major*10000 + minor*100 + patch (cuDNN 9) */
+  char nccls[32] = "?";
+  if (ncclGetVersion(&nccl) == ncclSuccess)
+    snprintf(nccls, sizeof nccls, "%d.%d.%d", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
+  snprintf(buf, n, "CUDA runtime %s, driver %s, cuDNN %zu.%zu.%zu (built with %d.%d.%d), NCCL %s",
+           rts, drvs, dnn / 10000, (dnn % 10000) / 100, dnn % 100, CUDNN_MAJOR, CUDNN_MINOR,
+           CUDNN_PATCHLEVEL, nccls);
 }
