@@ -363,9 +363,10 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
 
 static void cuda_sync(rank_stage *s) { CUDA_CHECK(cudaStreamSynchronize(cuda_of(s)->stream)); }
 
+/* One expert only (set_expert NULL): rank_stage_load refuses two. */
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
-                                        cuda_sync};
+                                        cuda_sync,    NULL};
 
 /* The loader's host side: the file's groups arrive in pinned buffers, two
  * of them, so that reading group k + 1 overlaps the host-to-device copy of
