@@ -41,6 +41,10 @@ struct rank_model {
 const rank_model_experts rank_model_a14b_defaults = {
     .count = 2, .boundary = 0.875, .cfg = {4.0, 3.0}, .shift = 12.0, .steps = 40};
 
+int rank_model_step_expert(double boundary, double t) {
+  return t >= boundary * 1000.0 ? RANK_EXPERT_HIGH : RANK_EXPERT_LOW;
+}
+
 const char *rank_model_expert_name(int experts, int e) {
   if (experts < 2) return "";
   return e == RANK_EXPERT_HIGH ? "high" : "low";

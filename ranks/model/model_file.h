@@ -44,6 +44,10 @@ typedef struct rank_model_experts {
 /* The published Wan 2.2 A14B text-to-video defaults (MODEL.md "Wan 2.2
  * A14B"): two experts, boundary 0.875, cfg 4 and 3, shift 12, 40 steps. */
 extern const rank_model_experts rank_model_a14b_defaults;
+/* The expert of a step at timestep t (MODEL.md "Wan 2.2 A14B", as the
+ * published loop compares): RANK_EXPERT_HIGH when t >= boundary x 1000
+ * (the product in double), else RANK_EXPERT_LOW. */
+int rank_model_step_expert(double boundary, double t);
 /* "high", "low" for a two-expert model's expert e; "" for a one-expert one. */
 const char *rank_model_expert_name(int experts, int e);
 /* A preset of init and synth: (wan2.1-tiny, wan2.1-1.3b, wan2.1-14b, and

@@ -55,11 +55,8 @@ int job_opts_apply_model(job_opts *o, const rank_model_info *mi) {
 
 void job_step_experts(const job_spec *j, int experts, const int64_t *timesteps,
                       uint8_t *expert) {
-  /* The published loop: t >= boundary x 1000 (the integer timestep against
-   * the product in double) runs the high-noise expert. */
-  const double b = j->boundary * 1000.0;
   for (int i = 0; experts > 1 && i < j->steps; i++)
-    expert[i] = (double)timesteps[i] >= b ? RANK_EXPERT_HIGH : RANK_EXPERT_LOW;
+    expert[i] = (uint8_t)rank_model_step_expert(j->boundary, (double)timesteps[i]);
 }
 
 void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]) {

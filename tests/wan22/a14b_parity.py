@@ -4,7 +4,8 @@ the float64 reference of the published Wan 2.2 loop (tests/ref/wan22_ref.py):
 high-noise steps, then 2 low-noise ones; cfg 4,3), a run with --cfg and
 --boundary given, and a run with a LoRA on one expert (@low, merged by the
 reference in float64 as MODEL.md "LoRA" says and rounded to the model's
-fp32). Relative L2 <= 1e-4 each (STYLE.md 9). Fresh random inputs from a
+fp32). Relative L2 <= 1e-4 each (STYLE.md 9); and `forward` at t = 875 and
+874 against the high- and the low-noise expert's forward (<= 1e-5). Fresh random inputs from a
 printed seed (SP_SEED replays).
 usage: a14b_parity.py STATICPIPE_BIN WORKDIR"""
 import os
@@ -117,6 +118,26 @@ for n, (name, extra, mh, ml, gs, shift, b, want_used) in enumerate(cases):
         print(f"{'ok  ' if werr > 1e-3 else 'FAIL'}  the guidance pair swapped is {werr:.3e} away")
         if not werr > 1e-3:
             failures.append(f"{name}: the swapped guidance pair is only {werr:.3e} away")
+
+# forward at the boundary: t = 875 runs the high-noise expert, 874 the
+# low-noise one (relative L2 <= 1e-5 per forward, STYLE.md 9).
+lat = rng.standard_normal(shape).astype(np.float32)
+fin = os.path.join(WORK, "fwd_in.h5")
+with h5py.File(fin, "w") as f:
+    f["latent"], f["context"] = lat, ctx
+for t, m, name in ((875, high, "high"), (874, low, "low")):
+    fout = os.path.join(WORK, f"fwd_{t}.h5")
+    r = run(["forward", "--model", model, "--latent", fin, "--cond", fin, "--timestep", str(t),
+             "--device", "cpu", "-o", fout])
+    if r.returncode != 0:
+        continue
+    with h5py.File(fout, "r") as f:
+        got = f["pred"][...].astype(np.float64)
+    err = rel_l2(got, R.W.forward(m, lat, t, ctx))
+    ok = err <= 1e-5 and f"the {name}-noise expert" in r.stderr
+    print(f"{'ok  ' if ok else 'FAIL'}  forward t={t}: the {name}-noise expert, rel L2 {err:.3e}")
+    if not ok:
+        failures.append(f"forward t={t}: rel L2 {err:.3e} against the {name}-noise expert")
 
 # The LoRA changes the run (so its parity is not the base run's by accident).
 if not failures:
