@@ -14,6 +14,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: staticpipe convert IN.safetensors [IN2 ...] -o OUT.h5 [options]\n"
+          "       staticpipe convert --expert high=PATH --expert low=PATH -o OUT.h5 [options]\n"
           "\n"
           "Converts a Wan 2.1 T2V checkpoint, or a Wan 2.1 video VAE, into a staticpipe\n"
           "model file. The inputs are safetensors files, directories of them, or the\n"
@@ -33,6 +34,11 @@ static void usage(FILE *f) {
           "scaled fp8 form (dequantised), or Wan's own keys) is written as a text encoder\n"
           "file with its tokenizer, for encode.\n"
           "\n"
+          "  -e, --expert E=PATH the checkpoint (a file, a directory or an index) of one\n"
+          "                      expert of Wan 2.2 A14B, E high or low; given twice (high\n"
+          "                      and low, of one config), instead of IN: one model file\n"
+          "                      with both experts and the published defaults (boundary\n"
+          "                      0.875, cfg 4,3, shift 12, 40 steps)\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
           "      --dtype T       bf16 (rounded to nearest even) or fp32 (full precision,\n"
@@ -50,20 +56,35 @@ static void usage(FILE *f) {
 
 int cmd_convert(int argc, char **argv) {
   static const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                       {"expert", required_argument, 0, 'e'},
                                        {"dtype", required_argument, 0, 256}, /* -d: --device */
                                        {"quiet", no_argument, 0, 'q'},
                                        {"tokenizer", required_argument, 0, 257}, /* -t: --timestep */
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *out = NULL, *tokenizer = NULL;
+  char *experts[2] = {NULL, NULL}; /* high, low */
   int quiet = 0;
   kern_dtype dtype = KERN_DTYPE_BF16;
   int dtype_set = 0;
   cli_getopt_reset();
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:e:qh", opts, NULL)) != -1) {
     switch (ch) {
     case 'o': out = optarg; break;
+    case 'e': {
+      const int e = strncmp(optarg, "high=", 5) == 0 ? 0 : strncmp(optarg, "low=", 4) == 0 ? 1 : -1;
+      if (e < 0 || !optarg[e == 0 ? 5 : 4]) {
+        sp_log_error("--expert: '%s' is not high=PATH or low=PATH", optarg);
+        return SP_ERR_INPUT;
+      }
+      if (experts[e]) {
+        sp_log_error("--expert: %s given twice", e == 0 ? "high" : "low");
+        return SP_ERR_INPUT;
+      }
+      experts[e] = optarg + (e == 0 ? 5 : 4);
+      break;
+    }
     case 256:
       if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       dtype_set = 1;
@@ -73,6 +94,19 @@ int cmd_convert(int argc, char **argv) {
     case 'h': usage(stdout); return SP_OK;
     default: return cli_bad_usage("convert");
     }
+  }
+  if (experts[0] || experts[1]) {
+    if (!experts[0] || !experts[1] || optind < argc || !out) {
+      sp_log_error("convert: %s", !out ? "--out is required"
+                                  : optind < argc ? "--expert takes each expert's checkpoint: "
+                                                    "give no other input"
+                                                  : "a two-expert model needs both --expert "
+                                                    "high=PATH and --expert low=PATH");
+      return SP_ERR_INPUT;
+    }
+    if (rank_path_check_io("convert", experts, 2, RANK_PATH_FILE_OR_DIR, "--out", out) != SP_OK)
+      return SP_ERR_INPUT;
+    return rank_convert_experts_run(experts, out, dtype, !quiet);
   }
   if (!out || optind >= argc) {
     sp_log_error("convert: %s is required", !out ? "--out" : "an input checkpoint");

@@ -135,6 +135,15 @@ int cmd_forward(int argc, char **argv) {
   lat_h = rank_stage_host_alloc(&cfg, (size_t)lat.numel * sizeof(float));
   memcpy(lat_h, lat.data, (size_t)lat.numel * sizeof(float));
   pred = rank_stage_host_alloc(&cfg, (size_t)lat.numel * sizeof(float));
+  /* A two-expert model: the expert the sampler would run at timestep t
+   * (the model's boundary). */
+  const rank_model_experts *x = &rank_model_get_info(m)->experts;
+  if (x->count > 1) {
+    const int e = rank_model_step_expert(x->boundary, t);
+    rank_stage_set_expert(s, e);
+    sp_log_info("forward: the %s-noise expert (t %s %g)", rank_model_expert_name(2, e),
+                e == RANK_EXPERT_HIGH ? ">=" : "<", x->boundary * 1000.0);
+  }
   rank_stage_embed_text(s, ctx.data, ctx.dims[0], ctx_emb);
   rank_stage_set_prompt(s, 0, ctx_emb);
   const int slot = 0, buf = 0;

@@ -22,7 +22,9 @@ static void usage(FILE *f) {
           "name, element index).\n"
           "\n"
           "  -a, --arch PRESET   DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b,\n"
-          "                      wan2.1-14b; VAE decoder: %s\n"
+          "                      wan2.1-14b; two experts (Wan 2.2 A14B): wan2.2-a14b,\n"
+          "                      wan2.2-tiny (two wan2.1-tiny DiTs, for tests);\n"
+          "                      VAE decoder: %s\n"
           "                      (required)\n"
           "  -p, --preset PRESET the same as --arch\n"
           "      --seed N        generator seed (default 0)\n"
@@ -128,14 +130,15 @@ int cmd_init(int argc, char **argv) {
     return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
   }
   wan_config c;
-  if (wan_preset(arch, &c) != 0) {
-    sp_log_error("--arch: unknown preset '%s' (known: wan2.1-tiny, wan2.1-1.3b, wan2.1-14b, %s)",
-                 arch, vae_preset_names());
+  rank_model_experts x;
+  if (rank_model_preset(arch, &c, &x) != 0) {
+    sp_log_error("--arch: unknown preset '%s' (known: %s, %s)", arch, rank_model_preset_names(),
+                 vae_preset_names());
     return SP_ERR_INPUT;
   }
   if (layers) c.layers = layers;
   rank_model_writer *w = NULL;
-  int rc = rank_model_writer_open(out, &c, dtype, layers ? "" : arch, &w);
+  int rc = rank_model_writer_open_experts(out, &c, dtype, layers ? "" : arch, &x, &w);
   if (rc != SP_OK) return rc;
   char seedstr[32];
   snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
@@ -150,8 +153,9 @@ int cmd_init(int argc, char **argv) {
   for (int g = 0; g < 3; g++) {
     wan_layout l;
     wan_layout_make(&c, (wan_group)g, dtype, &l);
-    total += (double)l.data_bytes * (g == WAN_GROUP_BLOCK ? (double)c.layers : 1.0);
+    total += (double)l.data_bytes * (g == WAN_GROUP_BLOCK ? (double)c.layers : 1.0) * x.count;
   }
+  for (int e = 0; e < x.count && rc == SP_OK; e++)
   for (int g = 0; g < 3 && rc == SP_OK; g++) {
     wan_layout l;
     wan_layout_make(&c, (wan_group)g, dtype, &l);
@@ -164,14 +168,16 @@ int cmd_init(int argc, char **argv) {
           cap = t->bytes;
           buf = sp_xmalloc(cap);
         }
-        rank_synth_tensor(&c, seed, (wan_group)g, b, t, dtype, buf);
-        rc = rank_model_writer_put(w, (wan_group)g, b, t->name, buf, t->bytes);
+        rank_synth_tensor(&c, seed, rank_synth_expert_prefix(x.count, e), (wan_group)g, b, t,
+                          dtype, buf);
+        rc = rank_model_writer_put_expert(w, e, (wan_group)g, b, t->name, buf, t->bytes);
         done += (double)t->bytes;
       }
       if (!quiet && (g == WAN_GROUP_BLOCK)) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        sp_log_info("init: block %d/%lld written, %.2f of %.2f GB, %.0f MB/s", b + 1,
+        sp_log_info("init: %s%sblock %d/%lld written, %.2f of %.2f GB, %.0f MB/s",
+                    rank_model_expert_name(x.count, e), x.count > 1 ? " expert, " : "", b + 1,
                     (long long)c.layers, done / 1e9, total / 1e9, s > 0 ? done / 1e6 / s : 0.0);
       }
     }

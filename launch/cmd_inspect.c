@@ -25,7 +25,9 @@ static void usage(FILE *f) {
           "  -v, --verify   also read every dataset and check its checksum (a file model;\n"
           "                 for a VAE file also the root checksum over the datasets')\n"
           "  -j, --json     JSON on stdout (keys arch, preset, dtype, config, num_blocks,\n"
-          "                 block_bytes, embed_bytes, head_bytes, total_bytes, checksum;\n"
+          "                 block_bytes, embed_bytes, head_bytes (per expert), total_bytes,\n"
+          "                 experts, defaults (two experts: boundary, cfg, shift, steps),\n"
+          "                 checksum;\n"
           "                 for a VAE: arch, preset, dtype, config, mid_dim, level_dims,\n"
           "                 tensors, params, file_bytes, checksum)\n"
           "  -h, --help     this text\n");
@@ -90,13 +92,15 @@ static int verify_all(rank_model *m) {
   uint64_t bytes = 0;
   const rank_model_info *in = rank_model_get_info(m);
   int rc = SP_OK;
-  for (int g = 0; g < 3 && rc == SP_OK; g++) {
-    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
-    for (int b = 0; b < nb && rc == SP_OK; b++) {
-      rc = rank_model_read_group(m, (wan_group)g, b, buf, cap, &bytes);
-      if (rc == SP_OK)
-        rc = check_group_finite(rank_model_layout(m, (wan_group)g), in->dtype, (wan_group)g, b,
-                                buf, in->source);
+  for (int e = 0; rc == SP_OK && e < in->experts.count; e++) {
+    for (int g = 0; g < 3 && rc == SP_OK; g++) {
+      int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
+      for (int b = 0; b < nb && rc == SP_OK; b++) {
+        rc = rank_model_read_expert_group(m, e, (wan_group)g, b, buf, cap, &bytes);
+        if (rc == SP_OK)
+          rc = check_group_finite(rank_model_layout(m, (wan_group)g), in->dtype, (wan_group)g, b,
+                                  buf, in->source);
+      }
     }
   }
   free(buf);
@@ -242,7 +246,10 @@ int cmd_inspect(int argc, char **argv) {
   size_t block = rank_model_layout(m, WAN_GROUP_BLOCK)->data_bytes;
   size_t embed = rank_model_layout(m, WAN_GROUP_EMBED)->data_bytes;
   size_t head = rank_model_layout(m, WAN_GROUP_HEAD)->data_bytes;
-  unsigned long long total = (unsigned long long)block * (unsigned long long)c->layers + embed + head;
+  const rank_model_experts *x = &in->experts;
+  unsigned long long total =
+      ((unsigned long long)block * (unsigned long long)c->layers + embed + head) *
+      (unsigned long long)x->count;
   if (json) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "source", json_object_new_string(in->source));
@@ -260,6 +267,17 @@ int cmd_inspect(int argc, char **argv) {
     json_object_object_add(o, "embed_bytes", json_object_new_int64((int64_t)embed));
     json_object_object_add(o, "head_bytes", json_object_new_int64((int64_t)head));
     json_object_object_add(o, "total_bytes", json_object_new_int64((int64_t)total));
+    json_object_object_add(o, "experts", json_object_new_int(x->count));
+    if (x->count > 1) {
+      json_object *d = json_object_new_object(), *cfg = json_object_new_array();
+      json_object_object_add(d, "boundary", json_object_new_double(x->boundary));
+      json_object_array_add(cfg, json_object_new_double(x->cfg[0]));
+      json_object_array_add(cfg, json_object_new_double(x->cfg[1]));
+      json_object_object_add(d, "cfg", cfg);
+      json_object_object_add(d, "shift", json_object_new_double(x->shift));
+      json_object_object_add(d, "steps", json_object_new_int(x->steps));
+      json_object_object_add(o, "defaults", d);
+    }
     json_object_object_add(o, "checksum", json_object_new_string(in->checksum));
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
     json_object_put(o);
@@ -274,6 +292,12 @@ int cmd_inspect(int argc, char **argv) {
            (long long)c->out_dim, (long long)c->patch[0], (long long)c->patch[1],
            (long long)c->patch[2], (long long)c->text_len, (long long)c->text_dim,
            (long long)c->freq_dim, c->eps);
+    if (x->count > 1) {
+      printf("experts    2: high noise (t >= %g x 1000), then low noise; every size below is "
+             "per expert but total\n", x->boundary);
+      printf("defaults   cfg %g,%g (high,low), shift %g, %d steps\n", x->cfg[0], x->cfg[1],
+             x->shift, x->steps);
+    }
     printf("blocks     %lld x %zu bytes (%lld parameters each, %.1f MB)\n", (long long)c->layers,
            block, (long long)wan_block_params(c), (double)block / 1e6);
     printf("embed      %zu bytes\n", embed);

@@ -417,7 +417,6 @@ int cmd_plan(int argc, char **argv) {
   const char *model = cl.job.model, *budget = cl.job.budget;
   const int64_t nranks = cl.nranks, batch = cl.batch;
   const int json = cl.json, dtype_bytes = cl.dtype_bytes;
-  const double cfg = cl.job.job.cfg;
   char err[8192];
   plan_options po = cl.po;
   job_plan_options(&cl.job, &po);
@@ -433,6 +432,10 @@ int cmd_plan(int argc, char **argv) {
   rc = rank_model_open(model, 0, &m);
   if (rc != SP_OK) return rc;
   const rank_model_info *info = rank_model_get_info(m);
+  if ((rc = job_opts_apply_model(&cl.job, info)) != SP_OK) {
+    rank_model_close(m);
+    return rc;
+  }
   uint64_t *bb = sp_xcalloc((size_t)info->config.layers, sizeof *bb);
   plan_model pm;
   rank_model_plan_sizes(m, dtype_bytes, bb, &pm);
@@ -468,7 +471,14 @@ int cmd_plan(int argc, char **argv) {
     printf("# model %s: %d blocks, %.2f GB of blocks + %.2f GB embeddings/head (%s on the GPU)\n",
            model, pm.num_blocks, blocks / GIB, (pm.embed_bytes + pm.head_bytes) / GIB,
            dtype_bytes == 2 ? "bf16" : "fp32");
-    printf("# workload %lld frames %lldx%lld = %lld tokens, %d micro-batch%s (cfg %g, batch %lld); "
+    if (info->experts.count > 1)
+      printf("# 2 experts (high and low noise): every rank holds both experts' blocks of its "
+             "range and the sizes count both; a streamed block is both experts' copies, copied "
+             "in whole (the swap at the switch is not built)\n");
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, info->experts.count > 1 ? "cfg %g,%g" : "cfg %g", cl.job.job.cfg,
+             cl.job.job.cfg_low);
+    printf("# workload %lld frames %lldx%lld = %lld tokens, %d micro-batch%s (%s, batch %lld); "
            "budget %s\n",
            (long long)frames, (long long)height, (long long)width, (long long)plan_tokens(&wl),
            micro, micro == 1 ? "" : "es", cfg, (long long)batch, budget ? budget : "auto");

@@ -433,7 +433,7 @@ static size_t first_nonfinite(kern_dtype od, const unsigned char *p, size_t n) {
   return n;
 }
 
-static int copy_tensor(rank_model_writer *w, const src_tensor *s, const wan_tensor *wt,
+static int copy_tensor(rank_model_writer *w, int e, const src_tensor *s, const wan_tensor *wt,
                        kern_dtype od, unsigned char *chunk, unsigned char *out, progress *pr) {
   size_t esz = rank_st_dtype_size(s->t->dtype), per = CHUNK_BYTES / esz;
   size_t n = (size_t)wt->numel, done = 0, osz = kern_dtype_size(od);
@@ -463,7 +463,8 @@ static int copy_tensor(rank_model_writer *w, const src_tensor *s, const wan_tens
     pr->done += k * esz;
     progress_tick(pr, 0);
   }
-  return rank_model_writer_put(w, s->g, s->block, s->name, out, n * kern_dtype_size(od));
+  return rank_model_writer_put_expert(w, e, s->g, s->block, s->name, out,
+                                      n * kern_dtype_size(od));
 }
 
 /* Metadata keys become root attributes "meta.KEY" (the writer adds the
@@ -486,39 +487,73 @@ static int write_metadata(rank_model_writer *w, rank_st_file *const *f, int nf) 
   return SP_OK;
 }
 
-static int write_model(const checkpoint *ck, rank_st_file *const *f, int nf,
-                       const char *out_path, kern_dtype od, int show) {
+/* One opened and checked checkpoint: its files and tensors. */
+typedef struct source {
+  inputs in;
+  checkpoint ck;
+  rank_st_file **f;
+  int nf;
+} source;
+
+static void source_free(source *src) {
+  free(src->ck.slot);
+  free(src->ck.src);
+  for (int i = 0; i < src->nf; i++) rank_st_close(src->f[i]);
+  free(src->f);
+  rank_convert_inputs_free(&src->in);
+  memset(src, 0, sizeof *src);
+}
+
+/* Bytes of the checkpoint's tensors, and the largest output tensor. */
+static void source_sizes(const source *src, kern_dtype od, uint64_t *total, size_t *maxb) {
+  const checkpoint *ck = &src->ck;
   const wan_config *c = &ck->config;
-  const char *preset = wan_preset_match(c);
-  rank_model_writer *w = NULL;
-  unsigned char *chunk = NULL, *out = NULL;
-  progress pr = {show, 0, 0, now_s(), now_s()};
-  size_t maxb = 0;
   for (int g = 0; g < 3; g++) {
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int t = 0; t < ck->layout[g].count; t++) {
       size_t ob = (size_t)ck->layout[g].t[t].numel * kern_dtype_size(od);
-      if (ob > maxb) maxb = ob;
+      if (ob > *maxb) *maxb = ob;
       for (int b = 0; b < nb; b++) {
         const src_tensor *s = &ck->src[ck->slot[slot_base(ck, (wan_group)g, b) + t]];
-        pr.total += s->t->end - s->t->begin;
+        *total += s->t->end - s->t->begin;
       }
     }
   }
-  int rc = rank_model_writer_open(out_path, c, od, preset ? preset : "", &w);
-  if (rc != SP_OK) return rc;
-  chunk = sp_xmalloc(CHUNK_BYTES);
-  out = sp_xmalloc(maxb ? maxb : 1);
-  rc = write_metadata(w, f, nf);
+}
+
+/* Every tensor of src as expert e of the writer's model. */
+static int write_expert(rank_model_writer *w, int e, const source *src, kern_dtype od,
+                        unsigned char *chunk, unsigned char *out, progress *pr) {
+  const checkpoint *ck = &src->ck;
+  const wan_config *c = &ck->config;
+  int rc = write_metadata(w, src->f, src->nf);
   for (int g = 0; g < 3 && rc == SP_OK; g++) {
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb && rc == SP_OK; b++) {
       for (int t = 0; t < ck->layout[g].count && rc == SP_OK; t++) {
         const src_tensor *s = &ck->src[ck->slot[slot_base(ck, (wan_group)g, b) + t]];
-        rc = copy_tensor(w, s, &ck->layout[g].t[t], od, chunk, out, &pr);
+        rc = copy_tensor(w, e, s, &ck->layout[g].t[t], od, chunk, out, pr);
       }
     }
   }
+  return rc;
+}
+
+/* Writes the n experts srcs[0..n) (one checked config) into out_path. */
+static int write_model(const source *srcs, int n, const char *out_path, kern_dtype od, int show) {
+  const wan_config *c = &srcs[0].ck.config;
+  const rank_model_experts *x = n > 1 ? &rank_model_a14b_defaults : NULL;
+  const char *preset = wan_preset_match(c);
+  if (preset && n > 1) preset = strcmp(preset, "wan2.1-14b") == 0 ? "wan2.2-a14b" : NULL;
+  rank_model_writer *w = NULL;
+  progress pr = {show, 0, 0, now_s(), now_s()};
+  size_t maxb = 0;
+  for (int e = 0; e < n; e++) source_sizes(&srcs[e], od, &pr.total, &maxb);
+  int rc = rank_model_writer_open_experts(out_path, c, od, preset ? preset : "", x, &w);
+  if (rc != SP_OK) return rc;
+  unsigned char *chunk = sp_xmalloc(CHUNK_BYTES);
+  unsigned char *out = sp_xmalloc(maxb ? maxb : 1);
+  for (int e = 0; e < n && rc == SP_OK; e++) rc = write_expert(w, e, &srcs[e], od, chunk, out, &pr);
   free(chunk);
   free(out);
   if (rc != SP_OK) {
@@ -528,47 +563,48 @@ static int write_model(const checkpoint *ck, rank_st_file *const *f, int nf,
   rc = rank_model_writer_commit(w);
   if (rc == SP_OK) {
     progress_tick(&pr, 1);
-    sp_log_info("convert: wrote %s (%s, %s)", out_path, preset ? preset : "custom config",
-                kern_dtype_name(od));
+    sp_log_info("convert: wrote %s (%s%s, %s)", out_path, preset ? preset : "custom config",
+                n > 1 ? ", two experts" : "", kern_dtype_name(od));
   }
   return rc;
 }
 
 /* ---- the whole conversion -------------------------------------------------- */
 
-int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path, kern_dtype od,
-                     int progress_on) {
-  inputs in;
-  checkpoint ck;
+/* Opens the checkpoint of the inputs into src and checks every tensor.
+ * SP_OK, or the status after every problem is logged; the caller frees
+ * src (source_free) either way. */
+static int prepare(int ninputs, char *const *inputs_arg, const char *out_path, kern_dtype od,
+                   source *src) {
   problems p = {0};
-  rank_st_file **f = NULL;
-  int nf = 0, rc = SP_ERR_INPUT;
-  memset(&in, 0, sizeof in);
-  memset(&ck, 0, sizeof ck);
-  rc = rank_convert_inputs_resolve(ninputs, inputs_arg, &in);
+  int rc = SP_ERR_INPUT;
+  memset(src, 0, sizeof *src);
+  inputs *in = &src->in;
+  checkpoint *ck = &src->ck;
+  rc = rank_convert_inputs_resolve(ninputs, inputs_arg, in);
   if (rc != SP_OK) goto out;
-  f = sp_xcalloc((size_t)in.npaths, sizeof *f);
-  for (nf = 0; nf < in.npaths; nf++) {
-    rc = rank_st_open(in.paths[nf], &f[nf]);
+  src->f = sp_xcalloc((size_t)in->npaths, sizeof *src->f);
+  for (src->nf = 0; src->nf < in->npaths; src->nf++) {
+    rc = rank_st_open(in->paths[src->nf], &src->f[src->nf]);
     if (rc != SP_OK) goto out;
   }
-  rank_convert_check_index(&in, f, nf, &p);
-  ck.style = detect_style(f, nf);
-  if (nf == 1)
-    snprintf(ck.label, sizeof ck.label, "%s", f[0]->path);
+  rank_convert_check_index(in, src->f, src->nf, &p);
+  ck->style = detect_style(src->f, src->nf);
+  if (src->nf == 1)
+    snprintf(ck->label, sizeof ck->label, "%s", src->f[0]->path);
   else
-    snprintf(ck.label, sizeof ck.label, "%s (+%d more shards)", f[0]->path, nf - 1);
-  for (int s = 0; s < nf; s++) ck.nsrc += f[s]->h.count;
-  ck.src = sp_xcalloc((size_t)ck.nsrc + 1, sizeof *ck.src);
+    snprintf(ck->label, sizeof ck->label, "%s (+%d more shards)", src->f[0]->path, src->nf - 1);
+  for (int s = 0; s < src->nf; s++) ck->nsrc += src->f[s]->h.count;
+  ck->src = sp_xcalloc((size_t)ck->nsrc + 1, sizeof *ck->src);
   int mapped = 0, k = 0;
-  for (int s = 0; s < nf; s++) {
-    for (int i = 0; i < f[s]->h.count; i++, k++) {
-      src_tensor *st = &ck.src[k];
-      st->file = f[s];
-      st->t = &f[s]->h.t[i];
+  for (int s = 0; s < src->nf; s++) {
+    for (int i = 0; i < src->f[s]->h.count; i++, k++) {
+      src_tensor *st = &ck->src[k];
+      st->file = src->f[s];
+      st->t = &src->f[s]->h.t[i];
       st->scale = 1.0f;
       st->aux = rank_convert_fp8_aux(st->t->name);
-      if (rank_convert_map_key(ck.style, st->t->name, &st->g, &st->block, &st->name) == 0)
+      if (rank_convert_map_key(ck->style, st->t->name, &st->g, &st->block, &st->name) == 0)
         mapped++;
       else
         st->name = NULL;
@@ -576,31 +612,31 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
   }
   if (mapped == 0) {
     sp_log_error("%s: no tensor of a Wan 2.1 T2V model among its %d tensors (a foreign "
-                 "architecture?)", in.paths[0], ck.nsrc);
+                 "architecture?)", in->paths[0], ck->nsrc);
     rc = SP_ERR_INPUT;
     goto out;
   }
-  sp_log_info("convert: %d file(s), %d tensors, %s key style", nf, ck.nsrc,
-              rank_convert_style_name(ck.style));
-  for (int i = 0; i < ck.nsrc; i++)
-    if (!ck.src[i].name && !ck.src[i].aux)
+  sp_log_info("convert: %d file(s), %d tensors, %s key style", src->nf, ck->nsrc,
+              rank_convert_style_name(ck->style));
+  for (int i = 0; i < ck->nsrc; i++)
+    if (!ck->src[i].name && !ck->src[i].aux)
       rank_convert_problem(&p, "%s: tensor '%s': not a tensor of a Wan 2.1 T2V model (%s keys)",
-              ck.src[i].file->path, ck.src[i].t->name, rank_convert_style_name(ck.style));
-  if (infer_config(&ck, &p) == 0) {
-    const wan_config *c = &ck.config;
+              ck->src[i].file->path, ck->src[i].t->name, rank_convert_style_name(ck->style));
+  if (infer_config(ck, &p) == 0) {
+    const wan_config *c = &ck->config;
     sp_log_info("convert: inferred dim %lld, ffn_dim %lld, heads %lld, layers %lld, in %lld, "
                 "out %lld, text_dim %lld, freq_dim %lld", (long long)c->dim,
                 (long long)c->ffn_dim, (long long)c->heads, (long long)c->layers,
                 (long long)c->in_dim, (long long)c->out_dim, (long long)c->text_dim,
                 (long long)c->freq_dim);
-    check_tensors(&ck, &p);
+    check_tensors(ck, &p);
   }
   int nfp8 = 0, nscaled = 0;
-  rank_convert_fp8_check_scales(f, nf, &p);
-  for (int i = 0; i < ck.nsrc; i++) {
-    src_tensor *st = &ck.src[i];
+  rank_convert_fp8_check_scales(src->f, src->nf, &p);
+  for (int i = 0; i < ck->nsrc; i++) {
+    src_tensor *st = &ck->src[i];
     if (!st->name) continue;
-    if (rank_convert_fp8_scale(f, nf, st->file, st->t, &st->scale, &p) != 0) continue;
+    if (rank_convert_fp8_scale(src->f, src->nf, st->file, st->t, &st->scale, &p) != 0) continue;
     nfp8 += st->t->dtype == RANK_ST_F8_E4M3;
     nscaled += st->t->dtype == RANK_ST_F8_E4M3 && st->scale != 1.0f;
   }
@@ -615,12 +651,54 @@ int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path,
     rc = SP_ERR_INPUT;
     goto out;
   }
-  rc = write_model(&ck, f, nf, out_path, od, progress_on);
+  rc = SP_OK;
 out:
-  free(ck.slot);
-  free(ck.src);
-  for (int i = 0; i < nf; i++) rank_st_close(f[i]);
-  free(f);
-  rank_convert_inputs_free(&in);
+  return rc;
+}
+
+/* The config fields of two experts that differ, named in err. */
+static int same_config(const wan_config *a, const wan_config *b, char *err, size_t n) {
+  struct {
+    const char *name;
+    int64_t x, y;
+  } f[] = {{"dim", a->dim, b->dim},           {"ffn_dim", a->ffn_dim, b->ffn_dim},
+           {"heads", a->heads, b->heads},     {"layers", a->layers, b->layers},
+           {"in_dim", a->in_dim, b->in_dim},  {"out_dim", a->out_dim, b->out_dim},
+           {"text_dim", a->text_dim, b->text_dim}, {"freq_dim", a->freq_dim, b->freq_dim},
+           {"text_len", a->text_len, b->text_len}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    if (f[i].x != f[i].y) {
+      snprintf(err, n, "%s: high %lld, low %lld", f[i].name, (long long)f[i].x, (long long)f[i].y);
+      return -1;
+    }
+  return 0;
+}
+
+int rank_convert_run(int ninputs, char *const *inputs_arg, const char *out_path, kern_dtype od,
+                     int progress_on) {
+  source src;
+  int rc = prepare(ninputs, inputs_arg, out_path, od, &src);
+  if (rc == SP_OK) rc = write_model(&src, 1, out_path, od, progress_on);
+  source_free(&src);
+  return rc;
+}
+
+int rank_convert_experts_run(char *const paths[2], const char *out_path, kern_dtype od,
+                             int progress_on) {
+  source src[2];
+  memset(src, 0, sizeof src);
+  int rc = SP_OK;
+  for (int e = 0; e < 2 && rc == SP_OK; e++) {
+    sp_log_info("convert: the %s-noise expert from %s", rank_model_expert_name(2, e), paths[e]);
+    rc = prepare(1, &paths[e], out_path, od, &src[e]);
+  }
+  char err[160];
+  if (rc == SP_OK && same_config(&src[0].ck.config, &src[1].ck.config, err, sizeof err) != 0) {
+    sp_log_error("--expert: the experts differ in their config (%s): both must have one "
+                 "architecture; %s not written", err, out_path);
+    rc = SP_ERR_INPUT;
+  }
+  if (rc == SP_OK) rc = write_model(src, 2, out_path, od, progress_on);
+  for (int e = 0; e < 2; e++) source_free(&src[e]);
   return rc;
 }

@@ -39,5 +39,12 @@ void rank_convert_key_for(rank_convert_style s, wan_group g, int block, const ch
  * Progress (bytes, rate) goes to the log when progress is set. */
 int rank_convert_run(int ninputs, char *const *inputs, const char *out_path, kern_dtype dtype,
                      int progress);
+/* A two-expert model (Wan 2.2 A14B, MODEL.md "Model file"): paths[0] the
+ * high-noise expert's checkpoint, paths[1] the low-noise one's (each a
+ * file, a directory or an index, as above), both checked in full and of
+ * one config, written with the published defaults as root attributes.
+ * Statuses as rank_convert_run. */
+int rank_convert_experts_run(char *const paths[2], const char *out_path, kern_dtype dtype,
+                             int progress);
 
 #endif

@@ -408,9 +408,9 @@ int rank_lora_open(const rank_lora_spec *specs, int n, const rank_model_info *mi
     lora_file *lf = &L->files[i];
     lf->spec = specs[i];
     L->n = i + 1;
-    if (specs[i].expert != RANK_LORA_EXPERT_ALL) {
+    if (specs[i].expert != RANK_LORA_EXPERT_ALL && mi->experts.count < 2) {
       sp_log_error("--lora %s%s: this %s model has one expert; @high and @low choose one of the "
-                   "two experts of Wan 2.2 A14B, which is not built yet", specs[i].path,
+                   "two experts of a two-expert model (Wan 2.2 A14B)", specs[i].path,
                    expert_tag(specs[i].expert), mi->arch);
       rc = SP_ERR_INPUT;
       break;

@@ -70,7 +70,7 @@ const char *rank_lora_mode_name(rank_lora_mode m);
 typedef struct rank_lora rank_lora;
 
 /* Opens specs[0..n) in order and checks each against the model described by
- * mi (a single-expert Wan 2.1 model: a spec with an expert tag is refused):
+ * mi (on a one-expert model a spec with an expert tag is refused):
  * every key maps to a tensor of the model, A and B come in pairs with one
  * rank r, shapes fit the tensor they name, alpha is a scalar, dtypes are
  * F32, F16 or BF16. Reads no values. Each refused LoRA gets one line: the
@@ -84,16 +84,17 @@ void rank_lora_close(rank_lora *l);
 void rank_lora_describe(const rank_lora *l, char *buf, size_t n);
 
 /* The merge (a rank_model_merge_fn; ctx is the rank_lora): adds every LoRA
- * term that names a tensor of group g (block) into data, the group packed
- * in layout l in dtype dt. Per element, in double: acc = w, then for each
+ * term that names a tensor of group g (block) of expert expert into data
+ * (a LoRA tagged @high only into expert 0, @low only into expert 1), the
+ * group packed in layout l in dtype dt. Per element, in double: acc = w, then for each
  * LoRA in order, acc += c * sum_k B[o,k] A[k,i] (k ascending, c = strength *
  * (alpha / r)) for a pair, acc += strength * d for a diff; stored as
  * float(acc), narrowed to bf16 (nearest even) for a bf16 model. Reads only
  * this group's LoRA tensors. SP_ERR_INPUT (logged, naming the file and the
  * key) for a non-finite LoRA value or merged weight; data is then partly
  * merged and must not be used. */
-int rank_lora_merge_group(void *ctx, wan_group g, int block, const wan_layout *l, kern_dtype dt,
-                          void *data);
+int rank_lora_merge_group(void *ctx, int expert, wan_group g, int block, const wan_layout *l,
+                          kern_dtype dt, void *data);
 
 /* ---- bypass (MODEL.md "LoRA", bypass) --------------------------------
  * The pairs of a block's linear layers (WAN_BLOCK_LINEARS) are kept apart

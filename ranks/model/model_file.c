@@ -38,11 +38,88 @@ struct rank_model {
   void *merge_ctx;
 };
 
-void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n) {
-  if (g == WAN_GROUP_BLOCK)
-    snprintf(buf, n, "/blocks/%04d/%s", block, name);
+const rank_model_experts rank_model_a14b_defaults = {
+    .count = 2, .boundary = 0.875, .cfg = {4.0, 3.0}, .shift = 12.0, .steps = 40};
+
+int rank_model_step_expert(double boundary, double t) {
+  return t >= boundary * 1000.0 ? RANK_EXPERT_HIGH : RANK_EXPERT_LOW;
+}
+
+const char *rank_model_expert_name(int experts, int e) {
+  if (experts < 2) return "";
+  return e == RANK_EXPERT_HIGH ? "high" : "low";
+}
+
+/* The two-expert presets: two DiTs of a Wan 2.1 preset's config. */
+static const struct {
+  const char *name, *base;
+} two_expert_presets[] = {{"wan2.2-tiny", "wan2.1-tiny"}, {"wan2.2-a14b", "wan2.1-14b"}};
+enum { N_TWO_EXPERT = sizeof two_expert_presets / sizeof two_expert_presets[0] };
+
+int rank_model_preset(const char *name, wan_config *c, rank_model_experts *x) {
+  if (wan_preset(name, c) == 0) {
+    *x = (rank_model_experts){.count = 1};
+    return 0;
+  }
+  for (int i = 0; i < N_TWO_EXPERT; i++)
+    if (strcmp(name, two_expert_presets[i].name) == 0) {
+      wan_preset(two_expert_presets[i].base, c);
+      *x = rank_model_a14b_defaults;
+      return 0;
+    }
+  return -1;
+}
+
+const char *rank_model_preset_names(void) {
+  static char buf[256];
+  if (!buf[0]) {
+    for (int i = 0; wan_preset_names[i]; i++)
+      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? ", " : "",
+               wan_preset_names[i]);
+    for (int i = 0; i < N_TWO_EXPERT; i++)
+      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), ", %s", two_expert_presets[i].name);
+  }
+  return buf;
+}
+
+/* The preset name of a config with its expert count, or NULL. */
+static const char *preset_match(const wan_config *c, int experts) {
+  const char *p = wan_preset_match(c);
+  if (!p || experts < 2) return p;
+  for (int i = 0; i < N_TWO_EXPERT; i++)
+    if (strcmp(p, two_expert_presets[i].base) == 0) return two_expert_presets[i].name;
+  return NULL;
+}
+
+int rank_model_experts_check(const rank_model_experts *x, char *err, size_t n) {
+  if (x->count == 1) return 0;
+  if (x->count != 2)
+    snprintf(err, n, "experts = %d: a model has one expert or two", x->count);
+  else if (!(x->boundary > 0 && x->boundary < 1))
+    snprintf(err, n, "boundary %g is not in (0, 1)", x->boundary);
+  else if (!(x->cfg[0] >= 0 && x->cfg[0] <= 100 && x->cfg[1] >= 0 && x->cfg[1] <= 100))
+    snprintf(err, n, "cfg_high %g, cfg_low %g: each must be in 0..100", x->cfg[0], x->cfg[1]);
+  else if (!(x->shift > 0 && x->shift <= 1000))
+    snprintf(err, n, "shift %g is not in (0, 1000]", x->shift);
+  else if (!(x->steps >= 1 && x->steps <= 1000))
+    snprintf(err, n, "steps %d is not in 1..1000", x->steps);
   else
-    snprintf(buf, n, "/%s/%s", g == WAN_GROUP_EMBED ? "embed" : "head", name);
+    return 0;
+  return -1;
+}
+
+void rank_model_expert_path(int experts, int e, wan_group g, int block, const char *name,
+                            char *buf, size_t n) {
+  char pre[32] = "";
+  if (experts > 1) snprintf(pre, sizeof pre, "/experts/%s", rank_model_expert_name(experts, e));
+  if (g == WAN_GROUP_BLOCK)
+    snprintf(buf, n, "%s/blocks/%04d/%s", pre, block, name);
+  else
+    snprintf(buf, n, "%s/%s/%s", pre, g == WAN_GROUP_EMBED ? "embed" : "head", name);
+}
+
+void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n) {
+  rank_model_expert_path(1, 0, g, block, name, buf, n);
 }
 
 
@@ -65,9 +142,8 @@ static int open_synth(const char *spec, rank_model *m) {
     seed = strtoull(colon + 1, &end, 10);
     if (*end || errno) goto bad;
   }
-  if (wan_preset(preset, &m->info.config) != 0) {
-    sp_log_error("%s: unknown preset '%s' (known: wan2.1-tiny, wan2.1-1.3b, wan2.1-14b)", spec,
-                 preset);
+  if (rank_model_preset(preset, &m->info.config, &m->info.experts) != 0) {
+    sp_log_error("%s: unknown preset '%s' (known: %s)", spec, preset, rank_model_preset_names());
     return SP_ERR_INPUT;
   }
   m->info.synthetic = 1;
@@ -91,6 +167,48 @@ typedef struct check_ctx {
   const char *path;
   hid_t file;
 } check_ctx;
+
+/* The experts attribute (absent: one expert) and a two-expert model's
+ * defaults. */
+static int read_experts(check_ctx *x, rank_model_experts *out) {
+  rank_model_experts e = {.count = 1};
+  if (H5Aexists(x->file, "experts") <= 0) {
+    *out = e;
+    return SP_OK;
+  }
+  int64_t count = 0, steps = 0;
+  if (rank_h5_attr_read_num(x->file, "experts", H5T_NATIVE_INT64, &count, 1) != 0 || count != 2) {
+    sp_log_error("%s: root attribute experts is not the integer 2 (a model without it has one "
+                 "expert)", x->path);
+    return SP_ERR_INPUT;
+  }
+  e.count = 2;
+  struct {
+    const char *name;
+    double *v;
+  } d[] = {{"boundary", &e.boundary}, {"cfg_high", &e.cfg[0]}, {"cfg_low", &e.cfg[1]},
+           {"shift", &e.shift}};
+  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+    if (rank_h5_attr_read_num(x->file, d[i].name, H5T_NATIVE_DOUBLE, d[i].v, 1) != 0) {
+      sp_log_error("%s: root attribute %s of a two-expert model is missing or not a number",
+                   x->path, d[i].name);
+      return SP_ERR_INPUT;
+    }
+  if (rank_h5_attr_read_num(x->file, "steps", H5T_NATIVE_INT64, &steps, 1) != 0 || steps < 1 ||
+      steps > 1000) {
+    sp_log_error("%s: root attribute steps of a two-expert model is missing or not in 1..1000",
+                 x->path);
+    return SP_ERR_INPUT;
+  }
+  e.steps = (int)steps;
+  char err[160];
+  if (rank_model_experts_check(&e, err, sizeof err) != 0) {
+    sp_log_error("%s: root attributes: %s", x->path, err);
+    return SP_ERR_INPUT;
+  }
+  *out = e;
+  return SP_OK;
+}
 
 /* Root attributes and config. */
 static int read_root(check_ctx *x, rank_model *m) {
@@ -129,14 +247,14 @@ static int read_root(check_ctx *x, rank_model *m) {
     sp_log_error("%s: %s", x->path, err);
     return SP_ERR_INPUT;
   }
-  return SP_OK;
+  return read_experts(x, &in->experts);
 }
 
 /* One dataset against its table entry (model_container.h). */
-static int check_dataset(check_ctx *x, rank_model *m, wan_group g, int block,
+static int check_dataset(check_ctx *x, rank_model *m, int e, wan_group g, int block,
                          const wan_tensor *t, ds_loc *loc) {
   char path[256];
-  rank_model_dataset_path(g, block, t->name, path, sizeof path);
+  rank_model_expert_path(m->info.experts.count, e, g, block, t->name, path, sizeof path);
   return rank_container_check_dataset(x->file, x->path, path, m->info.dtype, t->ndim, t->shape,
                                       t->bytes, &loc->offset, &loc->crc);
 }
@@ -148,6 +266,49 @@ static int check_no_extra(check_ctx *x, const char *group, const wan_layout *l) 
   return rank_container_check_members(x->file, x->path, group, names, l->count);
 }
 
+/* Every group and dataset of expert e (under pre: "" or "/experts/high"). */
+static int check_expert(check_ctx *x, rank_model *m, int e, const char *pre, uint32_t *acc) {
+  const char *path = x->path;
+  const wan_config *c = &m->info.config;
+  char gname[96];
+  int rc;
+  snprintf(gname, sizeof gname, "%s/embed", pre);
+  if ((rc = check_no_extra(x, gname, &m->layout[WAN_GROUP_EMBED])) != SP_OK) return rc;
+  snprintf(gname, sizeof gname, "%s/head", pre);
+  if ((rc = check_no_extra(x, gname, &m->layout[WAN_GROUP_HEAD])) != SP_OK) return rc;
+  snprintf(gname, sizeof gname, "%s/blocks", pre);
+  hid_t blocks = H5Gopen2(x->file, gname, H5P_DEFAULT);
+  H5G_info_t bi;
+  if (blocks < 0 || H5Gget_info(blocks, &bi) < 0) {
+    sp_log_error("%s: group %s is missing", path, gname);
+    if (blocks >= 0) H5Gclose(blocks);
+    return SP_ERR_INPUT;
+  }
+  H5Gclose(blocks);
+  if (bi.nlinks != (hsize_t)c->layers) {
+    sp_log_error("%s: %s has %llu groups, the config says layers = %lld", path, gname,
+                 (unsigned long long)bi.nlinks, (long long)c->layers);
+    return SP_ERR_INPUT;
+  }
+  for (int b = 0; b < (int)c->layers; b++) {
+    snprintf(gname, sizeof gname, "%s/blocks/%04d", pre, b);
+    if ((rc = check_no_extra(x, gname, &m->layout[WAN_GROUP_BLOCK])) != SP_OK) return rc;
+  }
+  for (int g = 0; g < 3; g++) {
+    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
+    for (int b = 0; b < nb; b++) {
+      const wan_layout *l = &m->layout[g];
+      ds_loc *locs = m->locs + rank_model_slot(c, e, (wan_group)g, b, 0);
+      for (int i = 0; i < l->count; i++) {
+        if ((rc = check_dataset(x, m, e, (wan_group)g, b, &l->t[i], &locs[i])) != SP_OK)
+          return rc;
+        *acc = rank_container_checksum_add(*acc, locs[i].crc);
+      }
+    }
+  }
+  return SP_OK;
+}
+
 static int open_file(const char *path, rank_model *m) {
   snprintf(m->info.source, sizeof m->info.source, "%s", path);
   check_ctx x = {path, -1};
@@ -155,52 +316,38 @@ static int open_file(const char *path, rank_model *m) {
   if (rc != SP_OK) return rc;
   if ((rc = read_root(&x, m)) != SP_OK) goto done;
   if ((rc = rank_container_check_links(x.file, path)) != SP_OK) goto done;
-  const char *root_names[] = {"blocks", "embed", "head"};
-  if ((rc = rank_container_check_members(x.file, path, "/", root_names, 3)) != SP_OK) goto done;
   const wan_config *c = &m->info.config;
+  const int ne = m->info.experts.count;
+  /* The root holds the one expert's groups, or /experts with two. */
+  const char *root_names[] = {"blocks", "embed", "head"};
+  if (ne == 1 &&
+      (rc = rank_container_check_members(x.file, path, "/", root_names, 3)) != SP_OK)
+    goto done;
   for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, m->info.dtype, &m->layout[g]);
-  m->locs = sp_xcalloc((size_t)rank_model_instances(c) * WAN_MAX_TENSORS, sizeof *m->locs);
-  if ((rc = check_no_extra(&x, "/embed", &m->layout[WAN_GROUP_EMBED])) != SP_OK) goto done;
-  if ((rc = check_no_extra(&x, "/head", &m->layout[WAN_GROUP_HEAD])) != SP_OK) goto done;
-  hid_t blocks = H5Gopen2(x.file, "/blocks", H5P_DEFAULT);
-  H5G_info_t bi;
-  if (blocks < 0 || H5Gget_info(blocks, &bi) < 0) {
-    sp_log_error("%s: group /blocks is missing", path);
-    if (blocks >= 0) H5Gclose(blocks);
-    rc = SP_ERR_INPUT;
-    goto done;
-  }
-  H5Gclose(blocks);
-  if (bi.nlinks != (hsize_t)c->layers) {
-    sp_log_error("%s: /blocks has %llu groups, the config says layers = %lld", path,
-                 (unsigned long long)bi.nlinks, (long long)c->layers);
-    rc = SP_ERR_INPUT;
-    goto done;
-  }
-  for (int b = 0; b < (int)c->layers; b++) {
-    char gname[64];
-    snprintf(gname, sizeof gname, "/blocks/%04d", b);
-    if ((rc = check_no_extra(&x, gname, &m->layout[WAN_GROUP_BLOCK])) != SP_OK) goto done;
-  }
+  m->locs = sp_xcalloc((size_t)ne * (size_t)rank_model_instances(c) * WAN_MAX_TENSORS,
+                       sizeof *m->locs);
   uint32_t acc = 0;
-  for (int g = 0; g < 3; g++) {
-    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
-    for (int b = 0; b < nb; b++) {
-      const wan_layout *l = &m->layout[g];
-      ds_loc *locs = m->locs + (size_t)rank_model_instance(c, (wan_group)g, b) * WAN_MAX_TENSORS;
-      for (int i = 0; i < l->count; i++) {
-        if ((rc = check_dataset(&x, m, (wan_group)g, b, &l->t[i], &locs[i])) != SP_OK) goto done;
-        acc = rank_container_checksum_add(acc, locs[i].crc);
-      }
+  if (ne == 1) {
+    rc = check_expert(&x, m, 0, "", &acc);
+  } else {
+    const char *root[] = {"experts"}, *names[] = {"high", "low"};
+    if ((rc = rank_container_check_members(x.file, path, "/", root, 1)) != SP_OK) goto done;
+    if ((rc = rank_container_check_members(x.file, path, "/experts", names, 2)) != SP_OK)
+      goto done;
+    for (int e = 0; e < ne && rc == SP_OK; e++) {
+      char pre[32];
+      snprintf(pre, sizeof pre, "/experts/%s", rank_model_expert_name(ne, e));
+      rc = check_expert(&x, m, e, pre, &acc);
     }
   }
+  if (rc != SP_OK) goto done;
   /* The model checksum is a function of the datasets' checksums, in the
-   * writer's order (table order, model_container.h): verified against the
-   * root attribute, and the one outputs record either way. */
+   * writer's order (table order, experts high first, model_container.h):
+   * verified against the root attribute, and the one outputs record either
+   * way. */
   if (m->verify && (rc = rank_container_checksum_check(path, m->info.checksum, acc)) != SP_OK)
     goto done;
   rank_container_checksum_str(acc, m->info.checksum, sizeof m->info.checksum);
-  rc = SP_OK;
 done:
   H5Fclose(x.file);
   if (rc != SP_OK) return rc;
@@ -232,7 +379,7 @@ int rank_model_open(const char *spec, int verify, rank_model **out) {
     rank_model_close(m);
     return rc;
   }
-  const char *p = wan_preset_match(&m->info.config);
+  const char *p = preset_match(&m->info.config, m->info.experts.count);
   if (!m->info.preset[0] && p) snprintf(m->info.preset, sizeof m->info.preset, "%s", p);
   *out = m;
   return SP_OK;
@@ -250,8 +397,18 @@ const wan_layout *rank_model_layout(const rank_model *m, wan_group g) { return &
 
 int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size_t dst_bytes,
                           uint64_t *bytes_read) {
+  return rank_model_read_expert_group(m, 0, g, block, dst, dst_bytes, bytes_read);
+}
+
+int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, void *dst,
+                                 size_t dst_bytes, uint64_t *bytes_read) {
   const wan_config *c = &m->info.config;
   const wan_layout *l = &m->layout[g];
+  const int ne = m->info.experts.count;
+  if (e < 0 || e >= ne) {
+    sp_log_error("%s: expert %d does not exist (the model has %d)", m->info.source, e, ne);
+    return SP_ERR_INPUT;
+  }
   if (g == WAN_GROUP_BLOCK && (block < 0 || block >= c->layers)) {
     sp_log_error("%s: block %d does not exist (the model has %lld)", m->info.source, block,
                  (long long)c->layers);
@@ -272,12 +429,13 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
   }
   if (l->count && l->t[0].offset > 0) memset(dst, 0, l->t[0].offset);
   if (m->info.synthetic) { /* (each tensor's generation is parallel itself) */
+    const char *prefix = rank_synth_expert_prefix(ne, e);
     for (int i = 0; i < l->count; i++)
-      rank_synth_tensor(c, m->info.seed, g, block, &l->t[i], m->info.dtype,
+      rank_synth_tensor(c, m->info.seed, prefix, g, block, &l->t[i], m->info.dtype,
                         (char *)dst + l->t[i].offset);
-    return m->merge ? m->merge(m->merge_ctx, g, block, l, m->info.dtype, dst) : SP_OK;
+    return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.dtype, dst) : SP_OK;
   }
-  const ds_loc *locs = m->locs + (size_t)rank_model_instance(c, g, block) * WAN_MAX_TENSORS;
+  const ds_loc *locs = m->locs + rank_model_slot(c, e, g, block, 0);
   rank_container_read r[WAN_MAX_TENSORS];
   for (int i = 0; i < l->count; i++)
     r[i] = (rank_container_read){locs[i].offset, l->t[i].bytes, (char *)dst + l->t[i].offset,
@@ -287,13 +445,13 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
   int bad = rank_container_pread(m->fd, l->count, r, m->verify, &err_no, &got);
   if (bad >= 0) {
     char path[256];
-    rank_model_dataset_path(g, block, l->t[bad].name, path, sizeof path);
+    rank_model_expert_path(ne, e, g, block, l->t[bad].name, path, sizeof path);
     rank_container_report_read(m->info.source, path, locs[bad].crc, err_no, got);
     return SP_ERR_INPUT;
   }
   if (bytes_read)
     for (int i = 0; i < l->count; i++) *bytes_read += l->t[i].bytes;
-  return m->merge ? m->merge(m->merge_ctx, g, block, l, m->info.dtype, dst) : SP_OK;
+  return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.dtype, dst) : SP_OK;
 }
 
 void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx) {

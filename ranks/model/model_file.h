@@ -9,6 +9,13 @@
  * (wan_config.h), with attributes dtype and checksum (CRC-32C of its bytes).
  * bf16 is stored as 16-bit unsigned integers.
  *
+ * A two-expert model (Wan 2.2 A14B, MODEL.md "Wan 2.2 A14B") holds two
+ * whole DiTs of one config: root attribute experts = 2, the run's defaults
+ * (boundary, cfg_high, cfg_low, shift, steps), and the same groups under
+ * /experts/high and /experts/low; the model checksum covers both (high
+ * first). A file without the experts attribute is a one-expert model,
+ * exactly as before.
+ *
  * A spec "synth:PRESET[:SEED]" opens a synthetic model instead: the same
  * API, metadata only, each group generated when it is read. */
 #ifndef RANK_MODEL_FILE_H
@@ -24,6 +31,32 @@
 
 typedef struct rank_model rank_model;
 
+/* Experts of a model, and the run's defaults a two-expert model carries. */
+#define RANK_MODEL_MAX_EXPERTS 2
+enum { RANK_EXPERT_HIGH = 0, RANK_EXPERT_LOW = 1 }; /* the order the sampler meets them */
+typedef struct rank_model_experts {
+  int count;       /* 1: one DiT (Wan 2.1); 2: Wan 2.2's high- and low-noise experts */
+  double boundary; /* two experts: a step is high-noise when t >= boundary x 1000 */
+  double cfg[2];   /* guidance of the high- and the low-noise expert */
+  double shift;
+  int steps;
+} rank_model_experts;
+/* The published Wan 2.2 A14B text-to-video defaults (MODEL.md "Wan 2.2
+ * A14B"): two experts, boundary 0.875, cfg 4 and 3, shift 12, 40 steps. */
+extern const rank_model_experts rank_model_a14b_defaults;
+/* The expert of a step at timestep t (MODEL.md "Wan 2.2 A14B", as the
+ * published loop compares): RANK_EXPERT_HIGH when t >= boundary x 1000
+ * (the product in double), else RANK_EXPERT_LOW. */
+int rank_model_step_expert(double boundary, double t);
+/* "high", "low" for a two-expert model's expert e; "" for a one-expert one. */
+const char *rank_model_expert_name(int experts, int e);
+/* A preset of init and synth: (wan2.1-tiny, wan2.1-1.3b, wan2.1-14b, and
+ * the two-expert wan2.2-tiny and wan2.2-a14b): its config and experts.
+ * Returns 0, or -1 for an unknown name. */
+int rank_model_preset(const char *name, wan_config *c, rank_model_experts *x);
+/* "wan2.1-tiny, ..., wan2.2-a14b", for messages. */
+const char *rank_model_preset_names(void);
+
 typedef struct rank_model_info {
   wan_config config;
   kern_dtype dtype;
@@ -36,6 +69,7 @@ typedef struct rank_model_info {
    * dataset's CRC in canonical order (embed, blocks, head); for synth: the
    * spec and generator version, since its weights are never all made. */
   char checksum[96];
+  rank_model_experts experts; /* count 1, or 2 with the run's defaults */
 } rank_model_info;
 
 /* Opens a model file read-only and validates its root attributes and the
@@ -59,14 +93,19 @@ const wan_layout *rank_model_layout(const rank_model *m, wan_group g);
  * *bytes_read when it is not NULL. */
 int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size_t dst_bytes,
                           uint64_t *bytes_read);
+/* The same for expert e (0 .. experts.count - 1; RANK_EXPERT_HIGH or _LOW
+ * of a two-expert model). rank_model_read_group reads expert 0. */
+int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, void *dst,
+                                 size_t dst_bytes, uint64_t *bytes_read);
 
 /* Weights merged into each group as rank_model_read_group reads it (after
  * its checksums are checked): the LoRA merge (ranks/import/lora.h). The
- * function gets the group, its packed layout, the dtype of the data and the
- * data; it returns SP_OK or a status it has logged, which read_group
- * returns. ctx stays the caller's; fn NULL removes the merge. */
-typedef int (*rank_model_merge_fn)(void *ctx, wan_group g, int block, const wan_layout *l,
-                                   kern_dtype dt, void *data);
+ * function gets the expert (0 for a one-expert model), the group, its
+ * packed layout, the dtype of the data and the data; it returns SP_OK or a
+ * status it has logged, which read_group returns. ctx stays the caller's;
+ * fn NULL removes the merge. */
+typedef int (*rank_model_merge_fn)(void *ctx, int expert, wan_group g, int block,
+                                   const wan_layout *l, kern_dtype dt, void *data);
 void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx);
 
 /* ---- writer ------------------------------------------------------------
@@ -77,11 +116,19 @@ typedef struct rank_model_writer rank_model_writer;
 
 int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
                            const char *preset, rank_model_writer **out);
+/* The same for x->count experts (x NULL: one); a two-expert file gets x's
+ * defaults as root attributes (checked by rank_model_experts_check). */
+int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_dtype dtype,
+                                   const char *preset, const rank_model_experts *x,
+                                   rank_model_writer **out);
 /* Extra string attribute on the root (for example safetensors metadata). */
 int rank_model_writer_attr(rank_model_writer *w, const char *key, const char *value);
 /* Writes one tensor in the file's dtype (bytes must equal the table's). */
 int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const char *name,
                           const void *data, size_t bytes);
+/* The same for expert e; rank_model_writer_put writes expert 0. */
+int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int block,
+                                 const char *name, const void *data, size_t bytes);
 /* Checks every tensor of the table was written, writes the model checksum,
  * closes and renames into place. The writer is freed either way. */
 int rank_model_writer_commit(rank_model_writer *w);
@@ -89,5 +136,11 @@ void rank_model_writer_abort(rank_model_writer *w);
 
 /* Dataset path of a tensor in the file: "/embed/NAME", "/blocks/0003/NAME". */
 void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n);
+/* The same in a model of experts experts: under "/experts/high" or
+ * "/experts/low" when there are two. */
+void rank_model_expert_path(int experts, int e, wan_group g, int block, const char *name,
+                            char *buf, size_t n);
+/* Checks the run's defaults of a two-expert model; err names the value. */
+int rank_model_experts_check(const rank_model_experts *x, char *err, size_t n);
 
 #endif

@@ -12,4 +12,11 @@ static inline int rank_model_instance(const wan_config *c, wan_group g, int bloc
   return g == WAN_GROUP_EMBED ? 0 : g == WAN_GROUP_BLOCK ? 1 + block : (int)c->layers + 1;
 }
 
+/* Slot of tensor i of a group instance of expert e in per-tensor arrays. */
+static inline size_t rank_model_slot(const wan_config *c, int e, wan_group g, int block, int i) {
+  return ((size_t)e * (size_t)rank_model_instances(c) + (size_t)rank_model_instance(c, g, block)) *
+             WAN_MAX_TENSORS +
+         (size_t)i;
+}
+
 #endif

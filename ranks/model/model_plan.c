@@ -7,8 +7,10 @@ void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, uint64_
                            plan_model *pm) {
   const rank_model_info *in = rank_model_get_info(m);
   const wan_config *c = &in->config;
-  /* Sizes once loaded: the file's bytes scaled to the compute width. */
-  double scale = (double)compute_dtype_bytes / (double)kern_dtype_size(in->dtype);
+  /* Sizes once loaded: the file's bytes scaled to the compute width, times
+   * the experts a stage holds (both experts' copies of each of its groups). */
+  double scale = (double)compute_dtype_bytes / (double)kern_dtype_size(in->dtype) *
+                 (double)in->experts.count;
   memset(pm, 0, sizeof *pm);
   for (int64_t b = 0; b < c->layers; b++)
     block_bytes[b] = (uint64_t)((double)rank_model_layout(m, WAN_GROUP_BLOCK)->data_bytes * scale);

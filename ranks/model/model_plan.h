@@ -8,7 +8,11 @@
 /* Fills pm from the model's metadata. block_bytes must hold the model's
  * number of blocks; pm->block_bytes points into it. compute_dtype_bytes is
  * the width weights have once loaded (2 on the GPU, 4 on the CPU backend,
- * which widens bf16 to fp32). */
+ * which widens bf16 to fp32). A two-expert model counts both experts: a
+ * stage holds both experts' copies of its groups, so each group's bytes are
+ * the two copies together, and a streamed block is both copies in host
+ * memory, copied in whole (streaming only the active expert's copy, or
+ * swapping the experts at the switch, is not built). */
 void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, uint64_t *block_bytes,
                            plan_model *pm);
 

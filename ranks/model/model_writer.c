@@ -19,7 +19,8 @@ struct rank_model_writer {
   wan_config config;
   kern_dtype dtype;
   wan_layout layout[3];
-  uint32_t *crc;   /* per instance and tensor */
+  int experts;     /* 1 or 2 */
+  uint32_t *crc;   /* per expert, instance and tensor (rank_model_slot) */
   uint8_t *done;   /* written flags, same indexing */
 };
 
@@ -30,9 +31,62 @@ static int writer_fail(rank_model_writer *w, const char *what) {
 
 int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
                            const char *preset, rank_model_writer **out) {
+  return rank_model_writer_open_experts(path, c, dtype, preset, NULL, out);
+}
+
+/* The groups of one expert under pre ("" or "/experts/high"). */
+static int create_groups(hid_t file, const wan_config *c, const char *pre) {
+  hid_t g;
+  char name[96];
+  const char *groups[] = {"embed", "blocks", "head"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(name, sizeof name, "%s/%s", pre, groups[i]);
+    if ((g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0) return -1;
+    H5Gclose(g);
+  }
+  for (int b = 0; b < (int)c->layers; b++) {
+    snprintf(name, sizeof name, "%s/blocks/%04d", pre, b);
+    if ((g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0) return -1;
+    H5Gclose(g);
+  }
+  return 0;
+}
+
+/* A two-expert file's root: experts = 2 and the run's defaults. */
+static int write_experts(hid_t file, const rank_model_experts *x) {
+  const int64_t count = x->count, steps = x->steps;
+  struct {
+    const char *name;
+    const double *v;
+  } d[] = {{"boundary", &x->boundary}, {"cfg_high", &x->cfg[0]}, {"cfg_low", &x->cfg[1]},
+           {"shift", &x->shift}};
+  if (rank_h5_attr_write_num(file, "experts", H5T_STD_I64LE, H5T_NATIVE_INT64, &count, 1) != 0 ||
+      rank_h5_attr_write_num(file, "steps", H5T_STD_I64LE, H5T_NATIVE_INT64, &steps, 1) != 0)
+    return -1;
+  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+    if (rank_h5_attr_write_num(file, d[i].name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, d[i].v, 1) != 0)
+      return -1;
+  hid_t g = H5Gcreate2(file, "/experts", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (g < 0) return -1;
+  H5Gclose(g);
+  for (int e = 0; e < 2; e++) {
+    char pre[32];
+    snprintf(pre, sizeof pre, "/experts/%s", rank_model_expert_name(2, e));
+    if ((g = H5Gcreate2(file, pre, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0) return -1;
+    H5Gclose(g);
+  }
+  return 0;
+}
+
+int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_dtype dtype,
+                                   const char *preset, const rank_model_experts *x,
+                                   rank_model_writer **out) {
   rank_h5_silence();
   char err[256];
-  if (wan_config_check(c, err, sizeof err) != 0) {
+  const rank_model_experts one = {.count = 1};
+  if (!x) x = &one;
+  if (wan_config_check(c, err, sizeof err) != 0 ||
+      rank_model_experts_check(x, err, sizeof err) != 0) {
     sp_log_error("%s: %s", path, err);
     return SP_ERR_INPUT;
   }
@@ -40,6 +94,7 @@ int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dty
   w->file = -1;
   w->config = *c;
   w->dtype = dtype;
+  w->experts = x->count;
   snprintf(w->path, sizeof w->path, "%s", path);
   int rc = rank_atomic_begin(path, w->tmp, sizeof w->tmp);
   if (rc != SP_OK) {
@@ -47,7 +102,7 @@ int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dty
     return rc;
   }
   for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, dtype, &w->layout[g]);
-  size_t slots = (size_t)rank_model_instances(c) * WAN_MAX_TENSORS;
+  size_t slots = (size_t)w->experts * (size_t)rank_model_instances(c) * WAN_MAX_TENSORS;
   w->crc = sp_xcalloc(slots, sizeof *w->crc);
   w->done = sp_xcalloc(slots, 1);
   w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -69,17 +124,15 @@ int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dty
     ok = rank_h5_attr_write_num(w->file, ints[i].name, H5T_STD_I64LE, H5T_NATIVE_INT64, ints[i].v,
                         ints[i].n) == 0;
   ok = ok && rank_h5_attr_write_num(w->file, "eps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->eps, 1) == 0;
-  hid_t g;
-  const char *groups[] = {"/embed", "/blocks", "/head"};
-  for (int i = 0; ok && i < 3; i++) {
-    ok = (g = H5Gcreate2(w->file, groups[i], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0;
-    if (ok) H5Gclose(g);
-  }
-  for (int b = 0; ok && b < (int)c->layers; b++) {
-    char name[64];
-    snprintf(name, sizeof name, "/blocks/%04d", b);
-    ok = (g = H5Gcreate2(w->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0;
-    if (ok) H5Gclose(g);
+  if (ok && w->experts == 1) {
+    ok = create_groups(w->file, c, "") == 0;
+  } else if (ok) {
+    ok = write_experts(w->file, x) == 0;
+    for (int e = 0; ok && e < w->experts; e++) {
+      char pre[32];
+      snprintf(pre, sizeof pre, "/experts/%s", rank_model_expert_name(w->experts, e));
+      ok = create_groups(w->file, c, pre) == 0;
+    }
   }
   if (!ok) {
     rc = writer_fail(w, "cannot write the root attributes and groups");
@@ -99,10 +152,19 @@ int rank_model_writer_attr(rank_model_writer *w, const char *key, const char *va
 
 int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const char *name,
                           const void *data, size_t bytes) {
+  return rank_model_writer_put_expert(w, 0, g, block, name, data, bytes);
+}
+
+int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int block,
+                                 const char *name, const void *data, size_t bytes) {
   const wan_layout *l = &w->layout[g];
   int i = wan_layout_find(l, name);
   char path[256];
-  rank_model_dataset_path(g, block, name, path, sizeof path);
+  if (e < 0 || e >= w->experts) {
+    sp_log_error("%s: expert %d of a model of %d", w->path, e, w->experts);
+    return SP_ERR_INPUT;
+  }
+  rank_model_expert_path(w->experts, e, g, block, name, path, sizeof path);
   if (i < 0 || (g == WAN_GROUP_BLOCK && (block < 0 || block >= w->config.layers))) {
     sp_log_error("%s: %s is not a tensor of this model", w->path, path);
     return SP_ERR_INPUT;
@@ -112,7 +174,7 @@ int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const ch
     sp_log_error("%s: %s: %zu bytes given, the table needs %zu", w->path, path, bytes, t->bytes);
     return SP_ERR_INPUT;
   }
-  size_t slot = (size_t)rank_model_instance(&w->config, g, block) * WAN_MAX_TENSORS + (size_t)i;
+  size_t slot = rank_model_slot(&w->config, e, g, block, i);
   if (w->done[slot]) {
     sp_log_error("%s: %s written twice", w->path, path);
     return SP_ERR_INPUT;
@@ -132,15 +194,16 @@ int rank_model_writer_commit(rank_model_writer *w) {
   const wan_config *c = &w->config;
   int rc = SP_OK;
   uint32_t model_crc = 0;
+  for (int e = 0; e < w->experts && rc == SP_OK; e++)
   for (int g = 0; g < 3 && rc == SP_OK; g++) {
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb && rc == SP_OK; b++) {
       const wan_layout *l = &w->layout[g];
       for (int i = 0; i < l->count; i++) {
-        size_t slot = (size_t)rank_model_instance(c, (wan_group)g, b) * WAN_MAX_TENSORS + (size_t)i;
+        size_t slot = rank_model_slot(c, e, (wan_group)g, b, i);
         if (!w->done[slot]) {
           char path[256];
-          rank_model_dataset_path((wan_group)g, b, l->t[i].name, path, sizeof path);
+          rank_model_expert_path(w->experts, e, (wan_group)g, b, l->t[i].name, path, sizeof path);
           sp_log_error("%s: %s was never written", w->path, path);
           rc = SP_ERR_INPUT;
           break;

@@ -54,13 +54,18 @@ static void tensor_scale(const wan_tensor *t, double *center, double *half) {
   }
 }
 
-void rank_synth_tensor(const wan_config *c, uint64_t seed, wan_group g, int block,
-                       const wan_tensor *t, kern_dtype dtype, void *dst) {
-  char full[160];
+const char *rank_synth_expert_prefix(int experts, int e) {
+  if (experts < 2) return "";
+  return e == 0 ? "high_noise_model." : "low_noise_model.";
+}
+
+void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, wan_group g,
+                       int block, const wan_tensor *t, kern_dtype dtype, void *dst) {
+  char full[192];
   if (g == WAN_GROUP_BLOCK)
-    snprintf(full, sizeof full, "blocks.%d.%s", block, t->name);
+    snprintf(full, sizeof full, "%sblocks.%d.%s", prefix, block, t->name);
   else
-    snprintf(full, sizeof full, "%s", t->name);
+    snprintf(full, sizeof full, "%s%s", prefix, t->name);
   uint64_t key = rank_synth_key(seed, full);
   double center, half;
   tensor_scale(t, &center, &half);

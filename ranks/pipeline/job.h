@@ -46,6 +46,11 @@ typedef struct job_spec {
   int64_t frames, height, width;
   int steps;
   double cfg, shift;
+  /* Two experts (MODEL.md "Wan 2.2 A14B"): cfg is the high-noise expert's
+   * guidance and cfg_low the low-noise one's (one value given: both);
+   * boundary splits the steps (0: the model's). cfg_pair: two values given. */
+  double cfg_low, boundary;
+  int cfg_pair;
   rank_sampler_kind sampler;
   /* --timesteps / --sigmas: an explicit schedule of sched_n values (a
    * trailing sigma 0 dropped), or RANK_SCHEDULE_SHIFTED (steps, shift). */
@@ -60,6 +65,9 @@ typedef struct job_spec {
    * none and the job takes --lora (job_spec_loras). */
   char lora[JOB_LORA_TEXT];
   int lora_given;
+  /* Given, not defaults: a two-expert model's own defaults fill the rest
+   * (job_opts_apply_model). */
+  int cfg_given, shift_given, boundary_given;
 } job_spec;
 
 /* The workload and how to run it: every option of the job table. */
@@ -105,8 +113,7 @@ typedef enum job_opt_id {
   JOB_OPT_TRACE, JOB_OPT_PROFILE, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS,
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
   JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
-  JOB_OPT_PROBE_LINKS,
-  JOB_OPT_COUNT
+  JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {
@@ -153,6 +160,18 @@ int job_opts_check(job_opts *o, int what);
 /* The limits of one job's values; where is NULL for the command line, else
  * the "FILE:LINE" of a --jobs line. */
 int job_spec_check(const job_spec *j, const char *where);
+/* What depends on the model: a two-expert model's defaults (boundary, cfg
+ * pair, shift, steps: its root attributes) fill what o->job was not given;
+ * a one-expert model refuses two --cfg values and --boundary (one line
+ * naming the flag). SP_OK or SP_ERR_INPUT. */
+int job_opts_apply_model(job_opts *o, const rank_model_info *mi);
+/* The same check for one job (a --jobs line, where "FILE:LINE"). */
+int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const char *where);
+/* Each step's expert of job j on a model of experts experts (from its
+ * schedule's timesteps: MODEL.md "Wan 2.2 A14B"), into expert[steps];
+ * nothing for one expert. */
+void job_step_experts(const job_spec *j, int experts, const int64_t *timesteps,
+                      uint8_t *expert);
 
 /* Number parsers shared by every command's flags: each logs
  * "flag: 'text' is not ..." once and returns SP_ERR_INPUT. */
@@ -174,8 +193,8 @@ const char *job_schedule_key(const job_spec *j);
 /* ---- derived facts (job_plan.c) ---- */
 
 /* Micro-batches of a job: 2 (the conditional and the unconditional branch)
- * for any guidance scale other than 1, else 1. */
-int job_micro_batches(double cfg);
+ * for any guidance scale other than 1 (either expert's), else 1. */
+int job_micro_batches(const job_spec *j);
 /* The latent [channels, F, H, W]: channels from the model (in_dim), F from
  * the 4x temporal VAE (first frame alone), H and W 8x spatial. */
 void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]);
@@ -272,7 +291,7 @@ void job_session_close(job_session *s);
  *
  * One job per line, whitespace-separated key=value fields with the keys of
  * the per-job options (cond, out, seed, noise, frames, size, steps, cfg,
- * shift, sampler, timesteps, sigmas); '#' starts a comment, blank lines are skipped. Keys
+ * shift, sampler, timesteps, sigmas, boundary); '#' starts a comment, blank lines are skipped. Keys
  * left out take the run command's values. A line that breaks a rule is
  * kept as a bad job (logged once, "FILE:LINE: ..."), so the others run.
  * The file is o->jobs, the defaults o->job; each line's outputs are checked

@@ -85,7 +85,7 @@ int job_read_latent(const char *path, const char *name, const wan_config *c,
 
 /* The settings that produced a job's latents, written once here: as typed
  * attributes of an HDF5 output, as text metadata of a .latent one. */
-enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 13 + RANK_LORA_MAX };
+enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 15 + RANK_LORA_MAX };
 typedef struct job_setting {
   const char *key;
   int kind;
@@ -115,6 +115,10 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
     out[n++] = (job_setting){.key = "seed", .kind = SETTING_I64, .i = (int64_t)j->seed};
   out[n++] = (job_setting){.key = "steps", .kind = SETTING_I64, .i = j->steps};
   out[n++] = (job_setting){.key = "cfg", .kind = SETTING_F64, .d = j->cfg};
+  if (mi->experts.count > 1) { /* cfg is then the high-noise expert's */
+    out[n++] = (job_setting){.key = "cfg_low", .kind = SETTING_F64, .d = j->cfg_low};
+    out[n++] = (job_setting){.key = "boundary", .kind = SETTING_F64, .d = j->boundary};
+  }
   out[n++] = (job_setting){.key = "shift", .kind = SETTING_F64, .d = j->shift};
   out[n++] = (job_setting){.key = "sampler", .kind = SETTING_STR,
                            .s = rank_sampler_kind_name(j->sampler)};
@@ -221,7 +225,7 @@ int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in) {
   int64_t lat[4];
   job_latent_shape(j, c, lat);
   int rc = job_read_context(j->cond, "context", c, &in->ctx[0]);
-  if (rc == SP_OK && job_micro_batches(j->cfg) == 2) {
+  if (rc == SP_OK && job_micro_batches(j) == 2) {
     int has = 0;
     rc = rank_tensor_exists(j->cond, "context_null", &has);
     if (rc == SP_OK && !has) {
@@ -330,10 +334,16 @@ void job_log(const job_session *s, const job_spec *j) {
     job_schedule_format(j, list, sizeof list);
     snprintf(sched, sizeof sched, " (%s %s)", job_schedule_key(j), list);
   }
+  char cfg[96];
+  if (rank_model_get_info(s->m)->experts.count > 1)
+    snprintf(cfg, sizeof cfg, "cfg %g,%g (high,low), boundary %g", j->cfg, j->cfg_low,
+             j->boundary);
+  else
+    snprintf(cfg, sizeof cfg, "cfg %g", j->cfg);
   sp_log_info("run: %s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
-              "tokens, %d steps%s, %s, cfg %g, shift %g, %s, %d rank%s",
+              "tokens, %d steps%s, %s, %s, shift %g, %s, %d rank%s",
               s->o->model, (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
               (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),
-              j->cfg, j->shift, init, s->w->size, s->w->size == 1 ? "" : "s");
+              cfg, j->shift, init, s->w->size, s->w->size == 1 ? "" : "s");
 }

@@ -43,8 +43,10 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_STEPS, "steps", 'n', "N", "50", 1, "sampling steps, 1.." STR(JOB_STEPS_MAX)},
     {JOB_OPT_CFG, "cfg", 'g', "G", "5", 1,
      "guidance scale, 0.." STR(JOB_CFG_MAX) "; 1 runs the conditional branch only,\n"
-     "any other value 2 branches = 2 micro-batches"},
-    {JOB_OPT_SHIFT, "shift", 0, "S", "5", 1, "schedule shift"},
+     "any other value 2 branches = 2 micro-batches; a two-expert\n"
+     "model (Wan 2.2 A14B) takes G for both experts or HIGH,LOW\n"
+     "(4,3 published, its default)"},
+    {JOB_OPT_SHIFT, "shift", 0, "S", "5", 1, "schedule shift (a two-expert model's: 12)"},
     {JOB_OPT_SAMPLER, "sampler", 0, "NAME", "unipc", 1,
      "unipc (the published UniPC, order 2, bh2) or euler"},
     {JOB_OPT_SEED, "seed", 0, "K", "0", 1,
@@ -69,7 +71,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "fields, '#' starts a comment:\n"
      "  cond=FILE out=FILE [seed=K | noise=FILE] [frames=N]\n"
      "  [size=HxW] [steps=N] [cfg=G] [shift=S] [sampler=NAME]\n"
-     "  [video=FILE] [fps=N] (video= needs --vae)\n"
+     "  [video=FILE] [fps=N] (video= needs --vae) [boundary=B]\n"
      "keys left out take the values of the flags above; jobs run\n"
      "in order, up to one per rank in flight together when they\n"
      "share latent shape and steps (their micro-batches fill the\n"
@@ -171,6 +173,10 @@ static const job_option table[JOB_OPT_COUNT] = {
      "before sampling, time the activation message between each\n"
      "pair of neighbouring stages (a few round trips; run --json\n"
      "reports link_gbs per rank); bench passes it"},
+    {JOB_OPT_BOUNDARY, "boundary", 0, "B", NULL, 1,
+     "two-expert model: a step whose timestep t >= B x 1000 runs\n"
+     "the high-noise expert, the others the low-noise one; 0 < B < 1\n"
+     "(default: the model's, 0.875 for Wan 2.2 A14B)"}
 };
 
 const job_option *job_option_get(int id) {
@@ -375,6 +381,29 @@ int job_loras_same(const rank_lora_spec *a, int na, const rank_lora_spec *b, int
   return 1;
 }
 
+/* "G" (both experts) or "HIGH,LOW". */
+static int set_cfg(job_spec *j, const char *flag, const char *v) {
+  const char *comma = strchr(v, ',');
+  j->cfg_given = 1;
+  if (!comma) {
+    j->cfg_pair = 0;
+    int rc = job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->cfg);
+    j->cfg_low = j->cfg;
+    return rc;
+  }
+  char high[64];
+  size_t n = (size_t)(comma - v);
+  if (n == 0 || n >= sizeof high || strchr(comma + 1, ',')) {
+    sp_log_error("%s: '%s' is not G or HIGH,LOW", flag, v);
+    return SP_ERR_INPUT;
+  }
+  memcpy(high, v, n);
+  high[n] = '\0';
+  j->cfg_pair = 1;
+  if (job_parse_double(flag, high, -HUGE_VAL, HUGE_VAL, &j->cfg) != SP_OK) return SP_ERR_INPUT;
+  return job_parse_double(flag, comma + 1, -HUGE_VAL, HUGE_VAL, &j->cfg_low);
+}
+
 int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
   const job_option *opt = job_option_get(id);
   char flag[JOB_PATH + 64];
@@ -398,8 +427,13 @@ int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
     return rc;
   case JOB_OPT_TIMESTEPS: return set_schedule(j, RANK_SCHEDULE_TIMESTEPS, flag, v);
   case JOB_OPT_SIGMAS: return set_schedule(j, RANK_SCHEDULE_SIGMAS, flag, v);
-  case JOB_OPT_CFG: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->cfg);
-  case JOB_OPT_SHIFT: return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->shift);
+  case JOB_OPT_CFG: return set_cfg(j, flag, v);
+  case JOB_OPT_SHIFT:
+    j->shift_given = 1;
+    return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->shift);
+  case JOB_OPT_BOUNDARY:
+    j->boundary_given = 1;
+    return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->boundary);
   case JOB_OPT_SAMPLER: return rank_sampler_kind_parse(v, &j->sampler);
   case JOB_OPT_LORA: return set_job_lora(j, flag, v);
   default: sp_log_error("%s: not an option of a job", flag); return SP_ERR_INPUT;
@@ -474,7 +508,8 @@ void job_opts_default(job_opts *o) {
   for (int i = 0; i < JOB_OPT_COUNT; i++)
     if (table[i].def && job_opts_set(o, i, table[i].def) != SP_OK)
       sp_fatal("the default of --%s does not parse", table[i].name);
-  o->job.steps_given = 0; /* a default, not given */
+  o->job.steps_given = 0; /* defaults, not given */
+  o->job.cfg_given = o->job.shift_given = 0;
 }
 
 /* ---- the validator ---- */
@@ -510,9 +545,14 @@ int job_spec_check(const job_spec *j, const char *where) {
   snprintf(v, sizeof v, "%d", j->steps);
   if (j->steps < 1 || j->steps > JOB_STEPS_MAX)
     return refuse(where, "steps", v, "is out of range: steps are 1..%d", JOB_STEPS_MAX);
-  snprintf(v, sizeof v, "%g", j->cfg);
-  if (!(j->cfg >= 0 && j->cfg <= JOB_CFG_MAX))
+  snprintf(v, sizeof v, j->cfg_pair ? "%g,%g" : "%g", j->cfg, j->cfg_low);
+  if (!(j->cfg >= 0 && j->cfg <= JOB_CFG_MAX && j->cfg_low >= 0 && j->cfg_low <= JOB_CFG_MAX))
     return refuse(where, "cfg", v, "is out of range: the guidance scale is 0..%d", JOB_CFG_MAX);
+  snprintf(v, sizeof v, "%g", j->boundary);
+  if (j->boundary_given && !(j->boundary > 0 && j->boundary < 1))
+    return refuse(where, "boundary", v,
+                  "is out of range: the boundary is a fraction of the 1000 training timesteps, "
+                  "0 < B < 1");
   snprintf(v, sizeof v, "%g", j->shift);
   if (!(j->shift >= JOB_SHIFT_MIN && j->shift <= JOB_SHIFT_MAX))
     return refuse(where, "shift", v, "is out of range: the shift is %g..%g", JOB_SHIFT_MIN,

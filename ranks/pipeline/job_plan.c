@@ -11,7 +11,53 @@
 #include "log.h"
 #include "model_plan.h"
 
-int job_micro_batches(double cfg) { return cfg != 1.0 ? 2 : 1; }
+int job_micro_batches(const job_spec *j) { return j->cfg != 1.0 || j->cfg_low != 1.0 ? 2 : 1; }
+
+/* ---- a two-expert model's rules (MODEL.md "Wan 2.2 A14B") ---- */
+
+int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const char *where) {
+  if (mi->experts.count > 1) return SP_OK;
+  char flag[JOB_PATH + 32];
+  if (j->cfg_pair) {
+    if (where)
+      snprintf(flag, sizeof flag, "%s: cfg=%g,%g", where, j->cfg, j->cfg_low);
+    else
+      snprintf(flag, sizeof flag, "--cfg: '%g,%g'", j->cfg, j->cfg_low);
+    sp_log_error("%s gives two guidance scales (HIGH,LOW), one per expert of a two-expert "
+                 "model; %s has one expert: give one value", flag, mi->source);
+    return SP_ERR_INPUT;
+  }
+  if (j->boundary_given) {
+    if (where)
+      snprintf(flag, sizeof flag, "%s: boundary=%g", where, j->boundary);
+    else
+      snprintf(flag, sizeof flag, "--boundary: '%g'", j->boundary);
+    sp_log_error("%s chooses between the two experts of a two-expert model; %s has one expert",
+                 flag, mi->source);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+int job_opts_apply_model(job_opts *o, const rank_model_info *mi) {
+  job_spec *j = &o->job;
+  const rank_model_experts *x = &mi->experts;
+  if (x->count < 2) return job_spec_check_model(j, mi, NULL);
+  if (!j->cfg_given) {
+    j->cfg = x->cfg[RANK_EXPERT_HIGH];
+    j->cfg_low = x->cfg[RANK_EXPERT_LOW];
+  }
+  if (!j->shift_given) j->shift = x->shift;
+  if (!j->steps_given && !j->sched_given) j->steps = x->steps;
+  if (!j->boundary_given) j->boundary = x->boundary;
+  return SP_OK;
+}
+
+void job_step_experts(const job_spec *j, int experts, const int64_t *timesteps,
+                      uint8_t *expert) {
+  for (int i = 0; experts > 1 && i < j->steps; i++)
+    expert[i] = (uint8_t)rank_model_step_expert(j->boundary, (double)timesteps[i]);
+}
 
 void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]) {
   const plan_workload w = {.frames = j->frames, .height = j->height, .width = j->width};
@@ -26,7 +72,7 @@ int64_t job_tokens(const job_spec *j, const wan_config *c) {
 }
 
 plan_workload job_workload(const job_spec *j, const wan_config *c, int batch) {
-  return (plan_workload){j->frames, j->height, j->width, job_micro_batches(j->cfg) * batch,
+  return (plan_workload){j->frames, j->height, j->width, job_micro_batches(j) * batch,
                          c->text_len};
 }
 
@@ -48,7 +94,7 @@ int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_fli
       best_tokens = tokens;
       best = i;
     }
-    if (job_micro_batches(jobs[i].cfg) == 2) micro = 2;
+    if (job_micro_batches(&jobs[i]) == 2) micro = 2;
   }
   if (best < 0) return -1;
   *wl = job_workload(&jobs[best], c, 1);

@@ -48,6 +48,12 @@ int job_session_open(const comm_world *w, job_opts *o, job_session **out) {
   comm_set_phase("opening the model");
   rc = rank_model_open(o->model, o->verify, &s->m);
   if ((rc = job_phase(w, rc, "opening the model")) != SP_OK) return session_fail(s, rc);
+  /* A two-expert model's defaults fill what the command line left out;
+   * rank 0 decides (and reports) and every rank takes its job. */
+  rc = w->rank == 0 ? job_opts_apply_model(o, rank_model_get_info(s->m)) : SP_OK;
+  if ((rc = job_phase(w, rc, "checking the options against the model")) != SP_OK)
+    return session_fail(s, rc);
+  comm_bcast(w, &o->job, sizeof o->job, 0);
   if (!o->vae) return SP_OK;
   comm_set_phase("opening the VAE");
   rc = vae_model_open(o->vae, o->verify, &s->vae);
@@ -113,6 +119,12 @@ static int read_jobs(job_session *s) {
   int rc = SP_OK, count = 0;
   job_spec *list = NULL;
   if (w->rank == 0) rc = job_file_read(s->o, &list, &count);
+  for (int i = 0; w->rank == 0 && rc == SP_OK && i < count; i++) {
+    char where[JOB_PATH + 32];
+    snprintf(where, sizeof where, "%s:%d", s->o->jobs, list[i].line);
+    if (!list[i].bad && job_spec_check_model(&list[i], rank_model_get_info(s->m), where) != SP_OK)
+      list[i].bad = 1;
+  }
   if ((rc = job_phase(w, rc, "reading the jobs file")) != SP_OK) {
     free(list);
     return rc;
@@ -170,7 +182,13 @@ static int setup_loras(job_session *s) {
     }
     return job_phase(w, rc, "opening the LoRAs");
   }
-  /* bypass */
+  /* bypass: its pairs are per block, not per expert */
+  if (rank_model_get_info(s->m)->experts.count > 1) {
+    if (w->rank == 0)
+      sp_log_error("--lora-mode bypass on a two-expert model is not built yet: use "
+                   "--lora-mode merged (one set of LoRAs, @high/@low per expert, for every job)");
+    return job_phase(w, SP_ERR_INPUT, "opening the LoRAs");
+  }
   comm_set_phase("checking the LoRAs");
   uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
   int nbad = 0, checked_n = -1, checked_bad = 0;
@@ -336,6 +354,7 @@ typedef struct group_bufs {
   rank_job jobs[RANK_PIPE_MAX_JOBS];
   float *sigmas[RANK_PIPE_MAX_JOBS], *out[RANK_PIPE_MAX_JOBS];
   int64_t *ts[RANK_PIPE_MAX_JOBS];
+  uint8_t *expert[RANK_PIPE_MAX_JOBS]; /* two experts: each step's */
 } group_bufs;
 
 static void group_bufs_free(group_bufs *b, int g) {
@@ -343,6 +362,7 @@ static void group_bufs_free(group_bufs *b, int g) {
     free(b->sigmas[q]);
     free(b->ts[q]);
     free(b->out[q]);
+    free(b->expert[q]);
   }
 }
 
@@ -355,16 +375,22 @@ static int group_setup(job_session *s, const job_spec *const *js, job_inputs *in
   const wan_config *c = &rank_model_get_info(s->m)->config;
   const int64_t n = lat[0] * lat[1] * lat[2] * lat[3];
   const size_t ctx_floats = (size_t)(c->text_len * c->dim);
+  const int experts = rank_stage_experts(s->stage);
   float *ctx_emb = sp_xmalloc(ctx_floats * sizeof(float));
   int rc = SP_OK;
   for (int q = 0; q < g && rc == SP_OK; q++) {
     const job_spec *j = js[q];
-    const int micro = job_micro_batches(j->cfg);
-    for (int k = 0; k < micro; k++) {
-      if (w->rank == 0)
-        rank_stage_embed_text(s->stage, ins[q].ctx[k].data, ins[q].ctx[k].dims[0], ctx_emb);
-      comm_bcast(w, ctx_emb, ctx_floats * sizeof(float), 0);
-      rank_stage_set_prompt(s->stage, q * s->slots_per_job + k, ctx_emb);
+    const int micro = job_micro_batches(j);
+    /* Each expert embeds the prompt with its own text embedding and keeps
+     * its own cross-attention k/v. */
+    for (int e = 0; e < experts; e++) {
+      rank_stage_set_expert(s->stage, e);
+      for (int k = 0; k < micro; k++) {
+        if (w->rank == 0)
+          rank_stage_embed_text(s->stage, ins[q].ctx[k].data, ins[q].ctx[k].dims[0], ctx_emb);
+        comm_bcast(w, ctx_emb, ctx_floats * sizeof(float), 0);
+        rank_stage_set_prompt(s->stage, q * s->slots_per_job + k, ctx_emb);
+      }
     }
     /* The initial latent reaches the last stage, which runs the sampler. */
     if (w->rank != 0) {
@@ -376,9 +402,16 @@ static int group_setup(job_session *s, const job_spec *const *js, job_inputs *in
     b->ts[q] = sp_xmalloc((size_t)j->steps * sizeof(int64_t));
     b->out[q] = sp_xmalloc((size_t)n * sizeof(float));
     rc = job_schedule_make(j, NULL, b->sigmas[q], b->ts[q]);
-    b->jobs[q] = (rank_job){{lat[0], lat[1], lat[2], lat[3]}, j->steps, b->sigmas[q], b->ts[q],
-                            j->sampler, (float)j->cfg, micro, ins[q].noise.data, b->out[q],
-                            q * s->slots_per_job};
+    if (experts > 1) {
+      b->expert[q] = sp_xmalloc((size_t)j->steps);
+      job_step_experts(j, experts, b->ts[q], b->expert[q]);
+    }
+    b->jobs[q] = (rank_job){.lat = {lat[0], lat[1], lat[2], lat[3]}, .steps = j->steps,
+                            .sigmas = b->sigmas[q], .timesteps = b->ts[q],
+                            .sampler = j->sampler, .cfg = (float)j->cfg,
+                            .cfg_low = (float)j->cfg_low, .expert = b->expert[q],
+                            .micro = micro, .noise = ins[q].noise.data, .out = b->out[q],
+                            .slot0 = q * s->slots_per_job};
   }
   free(ctx_emb);
   return rc;
@@ -458,8 +491,29 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
   group_bufs_free(&b, g);
 }
 
-/* From job i: consecutive jobs matching the first good one (latent shape
- * and steps), at most in_flight, their inputs read and checked on rank 0
+/* Whether two jobs (of one step count) run the same expert at every step,
+ * as jobs in flight together must: always with one expert. */
+static int same_experts(const job_session *s, const job_spec *a, const job_spec *b) {
+  const int experts = rank_model_get_info(s->m)->experts.count;
+  if (experts < 2) return 1;
+  const job_spec *j[2] = {a, b};
+  uint8_t *ex[2];
+  for (int k = 0; k < 2; k++) {
+    float *sg = sp_xmalloc(((size_t)j[k]->steps + 1) * sizeof *sg);
+    int64_t *ts = sp_xmalloc((size_t)j[k]->steps * sizeof *ts);
+    ex[k] = sp_xcalloc((size_t)j[k]->steps, 1);
+    if (job_schedule_make(j[k], NULL, sg, ts) == SP_OK) job_step_experts(j[k], experts, ts, ex[k]);
+    free(sg);
+    free(ts);
+  }
+  const int same = memcmp(ex[0], ex[1], (size_t)a->steps) == 0;
+  free(ex[0]);
+  free(ex[1]);
+  return same;
+}
+
+/* From job i: consecutive jobs matching the first good one (latent shape,
+ * steps and, with two experts, each step's expert), at most in_flight, their inputs read and checked on rank 0
  * (a bad one fails alone). Returns the index after the last one looked at. */
 static int collect_group(job_session *s, int i, const job_spec **group, job_inputs *ins,
                          int *idx, int *g) {
@@ -480,7 +534,7 @@ static int collect_group(job_session *s, int i, const job_spec **group, job_inpu
       rank_lora_spec l0[RANK_LORA_MAX], l1[RANK_LORA_MAX];
       const int n0 = job_spec_loras(s->o, group[0], l0), n1 = job_spec_loras(s->o, j, l1);
       if (memcmp(lat0, lat1, sizeof lat0) != 0 || j->steps != group[0]->steps ||
-          !job_loras_same(l0, n0, l1, n1))
+          !job_loras_same(l0, n0, l1, n1) || !same_experts(s, group[0], j))
         break;
     }
     memset(&ins[*g], 0, sizeof ins[*g]);

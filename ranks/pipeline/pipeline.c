@@ -190,6 +190,9 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   for (int j = 0; j < njobs; j++) {
     if (jobs[j].steps != steps || memcmp(jobs[j].lat, jobs[0].lat, sizeof jobs[0].lat) != 0)
       sp_fatal("internal: jobs in flight together differ in steps or latent shape");
+    if ((jobs[j].expert == NULL) != (jobs[0].expert == NULL) ||
+        (jobs[0].expert && memcmp(jobs[j].expert, jobs[0].expert, (size_t)steps) != 0))
+      sp_fatal("internal: jobs in flight together differ in their experts' steps");
     for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) mb[K++] = (micro){j, b};
   }
   const int nbuf = rank_stage_get_cfg(s)->act_buffers;
@@ -224,6 +227,9 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   double t_start = comm_now();
   for (int i = 0; i < steps; i++) {
     double t_step = rank_trace_now();
+    /* Every call of this rank's step i (embed, blocks, head) uses step i's
+     * expert; the calls of step i - 1 were all queued before. */
+    if (jobs[0].expert) rank_stage_set_expert(s, jobs[0].expert[i]);
     if (first && !last && i > 0) {
       post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
       double tw = rank_trace_now();
@@ -245,8 +251,10 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
                                   "on an earlier rank: device activations are not checked)"
                                 : "the head output this rank made");
         /* branch 0 = conditional, branch 1 = negative prompt */
+        const float g = jobs[j].expert && jobs[j].expert[i] == RANK_EXPERT_LOW ? jobs[j].cfg_low
+                                                                             : jobs[j].cfg;
         if (rank_job_micro_batches(&jobs[j]) == 2)
-          rank_cfg_combine(v[j][1], v[j][0], jobs[j].cfg, v[j][0], (size_t)n);
+          rank_cfg_combine(v[j][1], v[j][0], g, v[j][0], (size_t)n);
         rank_sampler_step(smp[j], i, v[j][0], latent[j]);
         check_finite(latent[j], n, i, steps, "the latent this rank's sampler updated");
       }

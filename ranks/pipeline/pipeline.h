@@ -44,7 +44,10 @@ typedef struct rank_job {
   const float *sigmas;     /* (steps + 1) */
   const int64_t *timesteps; /* (steps) */
   rank_sampler_kind sampler;
-  float cfg;               /* guidance */
+  float cfg;               /* guidance (of the high-noise expert with two) */
+  float cfg_low;           /* two experts: the low-noise expert's guidance */
+  const uint8_t *expert;   /* (steps) each step's expert (RANK_EXPERT_HIGH/_LOW), or
+                              NULL for a one-expert model (MODEL.md "Wan 2.2 A14B") */
   int micro;               /* micro-batches: job_micro_batches(cfg), 2 with CFG */
   const float *noise;      /* stage 0 and last stage: initial latent (numel) */
   float *out;              /* last stage: the final latent (numel) */
@@ -76,7 +79,10 @@ static inline int rank_job_micro_batches(const rank_job *j) { return j->micro; }
  * from and to the stage's buffers, latents as host messages. A job's
  * prompt slots (set with rank_stage_set_prompt before) start at its slot0.
  * Each job's result is bit-identical to running it alone: every
- * micro-batch goes through the same ops whatever runs beside it.
+ * micro-batch goes through the same ops whatever runs beside it. With two
+ * experts every rank selects step i's expert (jobs[q].expert[i], the same
+ * for every job in flight) before its work of the step, and the last stage
+ * combines CFG with that expert's guidance.
  * timeout_s bounds a wait on a peer when no watchdog runs (with one, the
  * watchdog judges: see comm.h). Rank 0 reports progress when progress is
  * set. */

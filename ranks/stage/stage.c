@@ -45,6 +45,13 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                         cfg->lat_w / c->patch[2]};
   s->tokens = rank_grid_tokens(s->grid);
   s->nblocks = cfg->last_block - cfg->first_block + 1;
+  s->experts = rank_model_get_info(m)->experts.count;
+  if (s->experts > 1 && cfg->device == RANK_DEVICE_CUDA) {
+    sp_log_error("%s: a two-expert model runs on the CPU backend only (--device cpu): the CUDA "
+                 "stage does not hold two experts yet", rank_model_get_info(m)->source);
+    free(s);
+    return SP_ERR_INPUT;
+  }
   if (s->cfg.act_buffers < 1) s->cfg.act_buffers = 1;
   s->act = sp_xcalloc((size_t)s->cfg.act_buffers, sizeof *s->act);
   int rc = cfg->device == RANK_DEVICE_CUDA ? rank_stage_cuda_load(m, s, bytes_read)
@@ -106,4 +113,12 @@ void rank_stage_sync(rank_stage *s) { s->ops->sync(s); }
 int rank_stage_set_lora(rank_stage *s, const rank_lora *l) {
   s->ops->sync(s);
   return s->ops->set_lora(s, l);
+}
+
+int rank_stage_experts(const rank_stage *s) { return s->experts; }
+void rank_stage_set_expert(rank_stage *s, int e) {
+  if (e < 0 || e >= s->experts) sp_fatal("internal: expert %d of %d", e, s->experts);
+  if (e == s->expert) return;
+  s->ops->set_expert(s, e);
+  s->expert = e;
 }

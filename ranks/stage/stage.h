@@ -85,8 +85,9 @@ int rank_cuda_identity(int idx, char *out, size_t size);
 /* Floats in one activation message for this workload. */
 int64_t rank_act_floats(const wan_config *c, int64_t tokens);
 
-/* Reads the stage's weights and places them (CPU: widened to fp32; CUDA:
- * bf16 in device memory, from one arena sized up front). Adds the bytes read from the file
+/* Reads the stage's weights, of every expert of the model, and places them
+ * (CPU: widened to fp32; CUDA: bf16 in device memory, from one arena sized
+ * up front; the CUDA stage takes one-expert models only). Adds the bytes read from the file
  * to *bytes_read. Returns SP_OK or the model reader's status (logged). */
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read);
@@ -121,6 +122,13 @@ void rank_stage_blocks(rank_stage *s, int n, const int *slots, const int *bufs);
 void rank_stage_head(rank_stage *s, int buf, float *out);
 /* Waits for every queued call of the stage. */
 void rank_stage_sync(rank_stage *s);
+/* A two-expert model (Wan 2.2 A14B): the stage holds both experts' groups
+ * of its range (embeddings and head included where it has them) and each
+ * expert's prompt k/v; set_expert selects the expert that the calls after
+ * it use (embed_text, set_prompt, embed, blocks, head), expert 0 at load.
+ * The switch moves no weight. One-expert stages have expert 0 only. */
+int rank_stage_experts(const rank_stage *s);
+void rank_stage_set_expert(rank_stage *s, int e);
 
 /* Bypassed LoRAs (MODEL.md "LoRA", bypass): replaces the pairs added after
  * the stage's blocks' linear layers by those of l (rank_lora_bypass_check

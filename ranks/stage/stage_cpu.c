@@ -7,8 +7,8 @@
 #include "log.h"
 #include "stage_impl.h"
 
-typedef struct cpu_stage {
-  wan_layout l32[3]; /* fp32 packed layouts */
+/* One expert's weights and its per-prompt cross-attention k/v. */
+typedef struct cpu_expert {
   float *embed_w;    /* embed group, fp32 packed, or NULL */
   float *head_w;     /* head group, or NULL */
   float **block_w;   /* [nblocks] block groups */
@@ -16,6 +16,12 @@ typedef struct cpu_stage {
   wan_head_f32 head;
   wan_block_f32 *blocks; /* [nblocks] */
   float *ck, *cv;    /* (prompts, nblocks, text_len, dim) cross-attention k, v */
+} cpu_expert;
+
+typedef struct cpu_stage {
+  wan_layout l32[3]; /* fp32 packed layouts */
+  cpu_expert ex[RANK_MODEL_MAX_EXPERTS]; /* [cfg.experts] */
+  cpu_expert *cur;   /* the expert the calls use (rank_stage_set_expert) */
   rank_rope rope;
   float *scratch;    /* arena: rank_dit_scratch_floats */
   /* Bypassed LoRA (rank_stage_set_lora): each block's pairs, or NULL. */
@@ -26,10 +32,10 @@ typedef struct cpu_stage {
 
 static cpu_stage *st(rank_stage *s) { return s->impl; }
 
-/* Reads one group in the file's dtype and widens it to fp32. */
-static int load_group(rank_model *m, cpu_stage *c, wan_group g, int block, void *tmp,
+/* Reads one group of expert e in the file's dtype and widens it to fp32. */
+static int load_group(rank_model *m, cpu_stage *c, int e, wan_group g, int block, void *tmp,
                       size_t tmp_bytes, float **dst, uint64_t *bytes_read) {
-  int rc = rank_model_read_group(m, g, block, tmp, tmp_bytes, bytes_read);
+  int rc = rank_model_read_expert_group(m, e, g, block, tmp, tmp_bytes, bytes_read);
   if (rc != SP_OK) return rc;
   *dst = sp_xmalloc(c->l32[g].packed_bytes);
   rank_dit_widen(rank_model_layout(m, g), tmp, &c->l32[g], *dst);
@@ -49,13 +55,16 @@ static void cpu_destroy(rank_stage *s) {
   cpu_stage *c = st(s);
   if (!c) return;
   lora_drop(s, c);
-  for (int b = 0; b < s->nblocks; b++) free(c->block_w ? c->block_w[b] : NULL);
-  free(c->block_w);
-  free(c->blocks);
-  free(c->embed_w);
-  free(c->head_w);
-  free(c->ck);
-  free(c->cv);
+  for (int e = 0; e < RANK_MODEL_MAX_EXPERTS; e++) {
+    cpu_expert *x = &c->ex[e];
+    for (int b = 0; b < s->nblocks; b++) free(x->block_w ? x->block_w[b] : NULL);
+    free(x->block_w);
+    free(x->blocks);
+    free(x->embed_w);
+    free(x->head_w);
+    free(x->ck);
+    free(x->cv);
+  }
   free(c->scratch);
   for (int i = 0; i < s->cfg.act_buffers; i++) free(s->act[i]);
   rank_rope_free(&c->rope);
@@ -65,7 +74,7 @@ static void cpu_destroy(rank_stage *s) {
 
 static void cpu_embed_text(rank_stage *s, const float *context, int64_t L, float *ctx) {
   cpu_stage *c = st(s);
-  rank_dit_embed_text(s->c, &c->embed, context, L, ctx, c->scratch);
+  rank_dit_embed_text(s->c, &c->cur->embed, context, L, ctx, c->scratch);
 }
 
 static size_t kv_offset(const rank_stage *s, int slot, int b) {
@@ -74,18 +83,19 @@ static size_t kv_offset(const rank_stage *s, int slot, int b) {
 
 static void cpu_set_prompt(rank_stage *s, int slot, const float *ctx) {
   cpu_stage *c = st(s);
+  cpu_expert *x = c->cur;
   for (int b = 0; b < s->nblocks; b++)
-    rank_dit_context_kv(s->c, &c->blocks[b], c->lora ? &c->lora[b] : NULL, ctx,
-                        c->ck + kv_offset(s, slot, b), c->cv + kv_offset(s, slot, b), c->scratch);
+    rank_dit_context_kv(s->c, &x->blocks[b], c->lora ? &c->lora[b] : NULL, ctx,
+                        x->ck + kv_offset(s, slot, b), x->cv + kv_offset(s, slot, b), c->scratch);
 }
 
 static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
   float *x = s->act[buf], *e = x + s->tokens * D, *e0 = e + D;
-  rank_dit_embed_patch(s->c, &c->embed, latent, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w, x,
-                       c->scratch);
-  rank_dit_embed_time(s->c, &c->embed, t, e, e0, c->scratch);
+  rank_dit_embed_patch(s->c, &c->cur->embed, latent, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
+                       x, c->scratch);
+  rank_dit_embed_time(s->c, &c->cur->embed, t, e, e0, c->scratch);
 }
 
 /* Block-major when n > 1: every micro-batch through block b, then b + 1.
@@ -93,12 +103,14 @@ static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
  * backend's, and each micro-batch sees the same ops either way. */
 static void cpu_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
   cpu_stage *c = st(s);
+  const cpu_expert *w = c->cur;
   const int64_t D = s->c->dim;
   for (int b = 0; b < s->nblocks; b++)
     for (int j = 0; j < n; j++) {
       float *x = s->act[bufs[j]], *e0 = x + s->tokens * D + D;
-      rank_dit_block(s->c, &c->blocks[b], c->lora ? &c->lora[b] : NULL, x, e0, c->ck + kv_offset(s, slots[j], b),
-                     c->cv + kv_offset(s, slots[j], b), &c->rope, c->scratch);
+      rank_dit_block(s->c, &w->blocks[b], c->lora ? &c->lora[b] : NULL, x, e0,
+                     w->ck + kv_offset(s, slots[j], b), w->cv + kv_offset(s, slots[j], b), &c->rope,
+                     c->scratch);
     }
 }
 
@@ -106,7 +118,7 @@ static void cpu_head(rank_stage *s, int buf, float *out) {
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
   const float *act = s->act[buf];
-  rank_dit_head(s->c, &c->head, act, act + s->tokens * D, s->cfg.lat_f, s->cfg.lat_h,
+  rank_dit_head(s->c, &c->cur->head, act, act + s->tokens * D, s->cfg.lat_f, s->cfg.lat_h,
                 s->cfg.lat_w, out, c->scratch);
 }
 
@@ -143,8 +155,13 @@ static int cpu_set_lora(rank_stage *s, const rank_lora *l) {
   return SP_OK;
 }
 
+/* The switch between experts: the next calls use expert e's weights and
+ * its prompts' k/v. Nothing moves: every expert's blocks stay in memory. */
+static void cpu_set_expert(rank_stage *s, int e) { st(s)->cur = &st(s)->ex[e]; }
+
 static const rank_stage_ops cpu_ops = {cpu_destroy, cpu_embed_text, cpu_set_prompt, cpu_embed,
-                                       cpu_blocks,  cpu_head,       cpu_sync,  cpu_set_lora};
+                                       cpu_blocks,  cpu_head,       cpu_sync,  cpu_set_lora,
+                                       cpu_set_expert};
 
 int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
@@ -154,11 +171,15 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   s->ops = &cpu_ops;
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_F32, &c->l32[g]);
   rank_rope_init(cf, s->grid, &c->rope);
-  c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
-  c->blocks = sp_xcalloc((size_t)s->nblocks, sizeof *c->blocks);
   size_t kv = (size_t)cfg->prompts * (size_t)s->nblocks * (size_t)(cf->text_len * cf->dim);
-  c->ck = sp_xmalloc(kv * sizeof(float));
-  c->cv = sp_xmalloc(kv * sizeof(float));
+  for (int e = 0; e < s->experts; e++) {
+    cpu_expert *x = &c->ex[e];
+    x->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *x->block_w);
+    x->blocks = sp_xcalloc((size_t)s->nblocks, sizeof *x->blocks);
+    x->ck = sp_xmalloc(kv * sizeof(float));
+    x->cv = sp_xmalloc(kv * sizeof(float));
+  }
+  c->cur = &c->ex[0];
   c->scratch = sp_xmalloc(rank_dit_scratch_floats(cf, s->tokens, 0) * sizeof(float));
   for (int i = 0; i < cfg->act_buffers; i++)
     s->act[i] = sp_xmalloc(rank_stage_act_bytes(s));
@@ -171,22 +192,28 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   void *tmp = sp_xmalloc(tmp_bytes);
   int rc = SP_OK;
   double w0 = comm_now();
-  if (cfg->embed)
-    rc = load_group(m, c, WAN_GROUP_EMBED, 0, tmp, tmp_bytes, &c->embed_w, bytes_read);
-  for (int b = 0; rc == SP_OK && b < s->nblocks; b++)
-    rc = load_group(m, c, WAN_GROUP_BLOCK, cfg->first_block + b, tmp, tmp_bytes, &c->block_w[b],
-                    bytes_read);
-  if (rc == SP_OK && cfg->head)
-    rc = load_group(m, c, WAN_GROUP_HEAD, 0, tmp, tmp_bytes, &c->head_w, bytes_read);
+  for (int e = 0; rc == SP_OK && e < s->experts; e++) {
+    cpu_expert *x = &c->ex[e];
+    if (cfg->embed)
+      rc = load_group(m, c, e, WAN_GROUP_EMBED, 0, tmp, tmp_bytes, &x->embed_w, bytes_read);
+    for (int b = 0; rc == SP_OK && b < s->nblocks; b++)
+      rc = load_group(m, c, e, WAN_GROUP_BLOCK, cfg->first_block + b, tmp, tmp_bytes,
+                      &x->block_w[b], bytes_read);
+    if (rc == SP_OK && cfg->head)
+      rc = load_group(m, c, e, WAN_GROUP_HEAD, 0, tmp, tmp_bytes, &x->head_w, bytes_read);
+  }
   s->stats.weights_s = comm_now() - w0;
   free(tmp);
   if (rc != SP_OK) {
     cpu_destroy(s);
     return rc;
   }
-  if (cfg->embed) wan_embed_f32_bind(&c->l32[WAN_GROUP_EMBED], c->embed_w, &c->embed);
-  for (int b = 0; b < s->nblocks; b++)
-    wan_block_f32_bind(&c->l32[WAN_GROUP_BLOCK], c->block_w[b], &c->blocks[b]);
-  if (cfg->head) wan_head_f32_bind(&c->l32[WAN_GROUP_HEAD], c->head_w, &c->head);
+  for (int e = 0; e < s->experts; e++) {
+    cpu_expert *x = &c->ex[e];
+    if (cfg->embed) wan_embed_f32_bind(&c->l32[WAN_GROUP_EMBED], x->embed_w, &x->embed);
+    for (int b = 0; b < s->nblocks; b++)
+      wan_block_f32_bind(&c->l32[WAN_GROUP_BLOCK], x->block_w[b], &x->blocks[b]);
+    if (cfg->head) wan_head_f32_bind(&c->l32[WAN_GROUP_HEAD], x->head_w, &x->head);
+  }
   return SP_OK;
 }

@@ -14,6 +14,9 @@ typedef struct rank_stage_ops {
   void (*head)(rank_stage *s, int buf, float *out);
   void (*sync)(rank_stage *s);
   int (*set_lora)(rank_stage *s, const rank_lora *l);
+  /* Selects expert e (0 .. experts - 1) for the calls that follow; NULL
+   * in a backend that holds one expert (rank_stage_load refuses more). */
+  void (*set_expert)(rank_stage *s, int e);
 } rank_stage_ops;
 
 struct rank_stage {
@@ -23,6 +26,8 @@ struct rank_stage {
   rank_grid grid;
   int64_t tokens;
   int nblocks;
+  int experts;  /* the model's experts, each held whole for the stage's range */
+  int expert;   /* the one the calls use */
   float **act;  /* [cfg.act_buffers] activation buffers (the backend's memory) */
   void *stream; /* the backend's stream (NULL on the CPU) */
   rank_stage_stats stats; /* the backend keeps it */

@@ -218,7 +218,7 @@ good = specs[0]
 flag_cases = [
     ("hostile file", ["--lora", w("hostile.safetensors")], ["hostile.safetensors"]),
     ("missing file", ["--lora", w("none.safetensors")], ["none.safetensors"]),
-    ("expert tag", ["--lora", good + "@high"], ["one expert", "not built yet"]),
+    ("expert tag", ["--lora", good + "@high"], ["one expert", "two-expert model"]),
     ("bypass with diffs", ["--lora", good, "--lora-mode", "bypass"],
      ["cannot be bypassed", "--lora-mode merged"]),
     ("lora mode", ["--lora-mode", "fused"], ["--lora-mode 'fused'"]),

@@ -428,9 +428,10 @@ static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
   return SP_OK;
 }
 
+/* One expert only (set_expert NULL): rank_stage_load refuses two. */
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
-                                        cuda_sync,    cuda_set_lora};
+                                        cuda_sync,    cuda_set_lora,   NULL};
 
 /* The loader's host side: the file's groups arrive in pinned buffers, two
  * of them, so that reading group k + 1 overlaps the host-to-device copy of
