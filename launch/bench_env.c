@@ -18,7 +18,7 @@ static void cuda_version(int v, char *buf, size_t size) {
 }
 #endif
 
-#include "sp_commit.h" /* SP_COMMIT: the commit built (launch/commit_id.cmake) */
+#include "sp_build_info.h" /* SP_BUILD_COMMIT: the commit built (launch/version.cmake) */
 
 /* The GPUs' names, alike ones counted: "NVIDIA H200 x4, NVIDIA L4". */
 static void gpu_list(const bench_topo *t, char *buf, size_t size) {
@@ -81,7 +81,7 @@ void bench_env_collect(const bench_topo *t, bench_env_item it[BENCH_ENV_ITEMS]) 
     mpi[strcspn(mpi, ",\n")] = '\0';
     snprintf(it[E_MPI].value, sizeof it[E_MPI].value, "%s", mpi);
   }
-  snprintf(it[E_COMMIT].value, sizeof it[E_COMMIT].value, "%s", SP_COMMIT);
+  snprintf(it[E_COMMIT].value, sizeof it[E_COMMIT].value, "%s", SP_BUILD_COMMIT);
   if (gethostname(it[E_HOST].value, sizeof it[E_HOST].value) != 0)
     snprintf(it[E_HOST].value, sizeof it[E_HOST].value, "unknown");
   it[E_HOST].value[sizeof it[E_HOST].value - 1] = '\0';
