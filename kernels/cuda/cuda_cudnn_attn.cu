@@ -28,17 +28,8 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "lib_check.cuh"
 #include "kern_attn.h"
-
-/* cuDNN's check (STYLE.md 1): the failed call, its status and cuDNN's
- * text to the fatal reporter; never returns. */
-#define CUDNN_CHECK(call)                                                        \
-  do {                                                                           \
-    cudnnStatus_t sp_d_ = (call);                                                \
-    if (sp_d_ != CUDNN_STATUS_SUCCESS)                                           \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cudnn error %d: %s", (int)sp_d_,   \
-                  cudnnGetErrorString(sp_d_));                                   \
-  } while (0)
 
 /* Workspace above this is refused: an engine that wants it is not the fused
  * one (it would be materialising scores). */

@@ -27,17 +27,8 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "lib_check.cuh"
 #include "kern_cuda.h"
-
-/* cuBLASLt's check (STYLE.md 1): the failed call, its status name and
- * text to the fatal reporter; never returns. */
-#define CUBLAS_CHECK(call)                                                       \
-  do {                                                                           \
-    cublasStatus_t sp_s_ = (call);                                               \
-    if (sp_s_ != CUBLAS_STATUS_SUCCESS)                                          \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cublas error %s: %s",              \
-                  cublasLtGetStatusName(sp_s_), cublasLtGetStatusString(sp_s_)); \
-  } while (0)
 
 #define GEMM_CACHE_SIZE 128
 #define GEMM_DEFAULT_WORKSPACE ((size_t)32 << 20)

@@ -29,24 +29,9 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "lib_check.cuh"
 #include "kern_cuda_vae.h"
 #include "vae_layout.h"
-
-#define VAE_CUDNN_CHECK(call)                                                    \
-  do {                                                                           \
-    cudnnStatus_t sp_d_ = (call);                                                \
-    if (sp_d_ != CUDNN_STATUS_SUCCESS)                                           \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cudnn error %d: %s", (int)sp_d_,   \
-                  cudnnGetErrorString(sp_d_));                                   \
-  } while (0)
-
-#define VAE_CUBLAS_CHECK(call)                                                   \
-  do {                                                                           \
-    cublasStatus_t sp_s_ = (call);                                               \
-    if (sp_s_ != CUBLAS_STATUS_SUCCESS)                                          \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cublas error %s: %s",              \
-                  cublasLtGetStatusName(sp_s_), cublasLtGetStatusString(sp_s_)); \
-  } while (0)
 
 #define CONV_CACHE 96 /* conv shapes of a decode: ~40 published */
 #define GEMM_CACHE 32 /* attention GEMM shapes: 2 per row-chunk size */
@@ -119,11 +104,11 @@ extern "C" int kern_cuda_vae_create(kern_dtype dt, cudaStream_t stream, void *co
     free(v);
     return SP_ERR_RUNTIME;
   }
-  VAE_CUDNN_CHECK(cudnnSetStream(v->dnn, stream));
+  CUDNN_CHECK(cudnnSetStream(v->dnn, stream));
   cublasStatus_t b = cublasLtCreate(&v->lt);
   if (b != CUBLAS_STATUS_SUCCESS) {
     sp_log_error("vae gpu: cublasLtCreate failed: %s", cublasLtGetStatusString(b));
-    VAE_CUDNN_CHECK(cudnnDestroy(v->dnn));
+    CUDNN_CHECK(cudnnDestroy(v->dnn));
     free(v);
     return SP_ERR_RUNTIME;
   }
@@ -136,20 +121,20 @@ extern "C" void kern_cuda_vae_destroy(kern_cuda_vae *v) {
   if (!v) return;
   for (int i = 0; i < v->nconv; i++) {
     conv_entry *e = &v->conv[i];
-    VAE_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(e->cd));
-    VAE_CUDNN_CHECK(cudnnDestroyFilterDescriptor(e->wd));
-    VAE_CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->yd));
-    VAE_CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->xd));
+    CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(e->cd));
+    CUDNN_CHECK(cudnnDestroyFilterDescriptor(e->wd));
+    CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->yd));
+    CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->xd));
   }
   for (int i = 0; i < v->ngemm; i++) {
     gemm_entry *e = &v->gemm[i];
-    VAE_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->ld));
-    VAE_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->lb));
-    VAE_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->la));
-    VAE_CUBLAS_CHECK(cublasLtMatmulDescDestroy(e->op));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->ld));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->la));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(e->op));
   }
-  VAE_CUBLAS_CHECK(cublasLtDestroy(v->lt));
-  VAE_CUDNN_CHECK(cudnnDestroy(v->dnn));
+  CUBLAS_CHECK(cublasLtDestroy(v->lt));
+  CUDNN_CHECK(cudnnDestroy(v->dnn));
   free(v);
 }
 
@@ -194,30 +179,30 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
    * a channels-last buffer. */
   int xdim[5] = {1, ci, T, H, W}, xstr[5] = {T * H * W * ci, 1, H * W * ci, W * ci, ci};
   int ydim[5] = {1, co, To, H, W}, ystr[5] = {To * H * W * co, 1, H * W * co, W * co, co};
-  VAE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->xd));
-  VAE_CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->xd, t, 5, xdim, xstr));
-  VAE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->yd));
-  VAE_CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->yd, t, 5, ydim, ystr));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->xd));
+  CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->xd, t, 5, xdim, xstr));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->yd));
+  CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->yd, t, 5, ydim, ystr));
   /* Filter dims (K, C, T, R, S); NHWC format means the memory order
    * (K, T, R, S, C). */
   int wdim[5] = {co, ci, k->kt, k->kh, k->kw};
-  VAE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->wd));
-  VAE_CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->wd, t, CUDNN_TENSOR_NHWC, 5, wdim));
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->wd));
+  CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->wd, t, CUDNN_TENSOR_NHWC, 5, wdim));
   int pad[3] = {0, k->kh / 2, k->kw / 2}, one[3] = {1, 1, 1};
-  VAE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->cd));
-  VAE_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(e->cd, 3, pad, one, one,
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->cd));
+  CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(e->cd, 3, pad, one, one,
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   const cudnnMathType_t math = v->dt == KERN_DTYPE_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
-  VAE_CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
   int od[5];
-  VAE_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(e->cd, e->xd, e->wd, 5, od));
+  CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(e->cd, e->xd, e->wd, 5, od));
   if (od[0] != 1 || od[1] != co || od[2] != To || od[3] != H || od[4] != W)
     sp_fatal("vae conv: cudnn gives output (%d, %d, %d, %d, %d) for (1, %d, %d, %d, %d)", od[0],
              od[1], od[2], od[3], od[4], co, To, H, W);
 
   cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
   int got = 0;
-  VAE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(v->dnn, e->xd, e->wd, e->cd, e->yd,
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(v->dnn, e->xd, e->wd, e->cd, e->yd,
                                                          MAX_ALGOS, &got, perf));
   int chosen = -1;
   for (int i = 0; i < got && chosen < 0; i++) {
@@ -233,12 +218,12 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
         (p->mathType == CUDNN_TENSOR_OP_MATH ||
          p->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    if (v->dt != KERN_DTYPE_F32) VAE_CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, p->mathType));
+    if (v->dt != KERN_DTYPE_F32) CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, p->mathType));
     size_t need = 0;
     if (cudnnGetConvolutionForwardWorkspaceSize(v->dnn, e->xd, e->wd, e->cd, e->yd, p->algo,
                                                 &need) != CUDNN_STATUS_SUCCESS ||
         need > v->conv_ws_bytes) {
-      VAE_CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
+      CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
       continue;
     }
     e->algo = p->algo;
@@ -279,7 +264,7 @@ extern "C" void kern_cuda_vae_conv(kern_cuda_vae *v, const void *x, int64_t T, i
   k.T = T, k.H = H, k.W = W, k.ci = ci, k.co = co, k.kt = kt, k.kh = kh, k.kw = kw;
   conv_entry *e = conv_get(v, &k);
   const float alpha = 1.0f, beta = 0.0f;
-  VAE_CUDNN_CHECK(cudnnConvolutionForward(v->dnn, &alpha, e->xd, x, e->wd, w, e->cd, e->algo,
+  CUDNN_CHECK(cudnnConvolutionForward(v->dnn, &alpha, e->xd, x, e->wd, w, e->cd, e->algo,
                                           v->conv_ws, e->ws, &beta, e->yd, y));
 }
 
@@ -288,7 +273,7 @@ extern "C" void kern_cuda_vae_conv(kern_cuda_vae *v, const void *x, int64_t T, i
 static cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols,
                                           int64_t ld) {
   cublasLtMatrixLayout_t l;
-  VAE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, (uint64_t)rows, (uint64_t)cols, ld));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, (uint64_t)rows, (uint64_t)cols, ld));
   return l;
 }
 
@@ -313,30 +298,30 @@ static void gemm(kern_cuda_vae *v, int64_t M, int64_t N, int64_t K, const void *
     e = &v->gemm[v->ngemm];
     memset(e, 0, sizeof *e);
     e->key = k;
-    VAE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    VAE_CUBLAS_CHECK(
+    CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    VAE_CUBLAS_CHECK(
+    CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     e->la = b_kn ? make_layout(ab, N, K, ldb) : make_layout(ab, K, N, ldb);
     e->lb = make_layout(ab, K, M, lda);
     e->ld = make_layout(dt, N, M, ldd);
     cublasLtMatmulPreference_t pref;
-    VAE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = v->gemm_ws_bytes;
-    VAE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     /* In-place split-K reductions are not deterministic: excluded. */
     uint32_t schemes =
         CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
-    VAE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(v->lt, e->op, e->la, e->lb, e->ld, e->ld,
                                                        pref, 1, &res, &found);
-    VAE_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (st != CUBLAS_STATUS_SUCCESS || found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
       sp_fatal("vae attention: cuBLASLt has no %s algorithm for M %lld N %lld K %lld (lda %lld "
                "ldb %lld ldd %lld): %s",
@@ -346,7 +331,7 @@ static void gemm(kern_cuda_vae *v, int64_t M, int64_t N, int64_t K, const void *
     v->ngemm++;
   }
   const float beta = 0.0f;
-  VAE_CUBLAS_CHECK(cublasLtMatmul(v->lt, e->op, &alpha, B, e->la, A, e->lb, &beta, D, e->ld, D,
+  CUBLAS_CHECK(cublasLtMatmul(v->lt, e->op, &alpha, B, e->la, A, e->lb, &beta, D, e->ld, D,
                                   e->ld, &e->algo, v->gemm_ws, v->gemm_ws_bytes, v->stream));
 }
 

@@ -1,10 +1,8 @@
 /* The CUDA runtime's check macros (STYLE.md 1), for every folder: a failed
  * call goes to the one fatal reporter, sp_fatal_at (log.h), with the call's
  * text, file:line and CUDA's own error string; it never returns. Usable
- * from C and from .cu files. The checks of the other CUDA libraries sit
- * beside the code that calls them: CUBLAS_CHECK in kernels/cuda/cuda_gemm.cu,
- * CUDNN_CHECK in kernels/cuda/cuda_cudnn_attn.cu, NCCL_CHECK in
- * comm/cuda/nccl_transport.c. */
+ * from C and from .cu files. The checks of cuBLASLt and cuDNN are
+ * kernels/cuda/lib_check.cuh; NCCL_CHECK is in comm/cuda/nccl_transport.c. */
 #ifndef SP_CUDA_CHECK_H
 #define SP_CUDA_CHECK_H
 
