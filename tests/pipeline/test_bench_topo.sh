@@ -112,9 +112,13 @@ keys = ["gpu", "driver", "cuda_runtime", "cuda_driver", "cudnn", "nccl", "mpi", 
 check(list(env) == keys, f"environment keys ({list(env)})")
 check(env["gpu"] == "NVIDIA H200 x3, NVIDIA L40S x1" and env["driver"] == "570.86.15",
       "GPUs and driver from the topology")
-check(env["build"] == "cpu" and all(env[k] == "none" for k in ("cuda_runtime", "cuda_driver",
-                                                               "cudnn", "nccl")),
-      "a CPU build: no CUDA libraries")
+if env["build"] == "cpu":
+    check(all(env[k] == "none" for k in ("cuda_runtime", "cuda_driver", "cudnn", "nccl")),
+          "a CPU build: no CUDA libraries")
+else:  # a CUDA build (CI compiles one) on a machine without a GPU driver
+    check(env["build"] == "cuda" and env["cuda_runtime"] != "none" and env["cudnn"] != "none",
+          f"a CUDA build: its runtime and cuDNN named ({env['build']}, {env['cuda_runtime']}, "
+          f"{env['cudnn']})")
 ver = re.search(r"(\d+\.\d+(\.\d+)?)", mpi)
 check(ver is not None and ver.group(1) in env["mpi"], f"MPI version ({env['mpi']!r}, {mpi!r})")
 m = re.fullmatch(r"([0-9a-f]{12})(-dirty)?", env["commit"])
