@@ -15,9 +15,9 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"init", cmd_init, "write a synthetic model file (presets wan2.1-tiny, -1.3b, -14b)"},
-    {"convert", cmd_convert, "import a Wan 2.1 safetensors checkpoint (official, diffusers, ComfyUI)"},
-    {"inspect", cmd_inspect, "print a model's config, sizes and checksum"},
+    {"init", cmd_init, "write a synthetic model file (DiT presets wan2.1-*, wan2.2-*; VAE wan2.1-vae*)"},
+    {"convert", cmd_convert, "import safetensors: Wan DiT (2.1, 2.2 experts), VAE, UMT5; official, diffusers, ComfyUI"},
+    {"inspect", cmd_inspect, "print a model's (DiT or VAE) config, sizes and checksum"},
     {"bench", cmd_bench, "sweep run over ranks, budgets, frames and sizes; JSON, CSV, table, plot"},
     {"run", cmd_run, "sample a clip (one process, or mpirun -np N for a pipeline)"},
     {"plan", cmd_plan, "dry-run the split of a model over GPUs you may not have (no GPU, no MPI)"},
@@ -30,7 +30,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: staticpipe COMMAND [options] [args]\n"
           "\n"
-          "Runs the Wan 2.1 text-to-video DiT as a static pipeline of MPI ranks, one per GPU.\n"
+          "Runs the Wan 2.1 and 2.2 text-to-video DiTs as a static pipeline of MPI ranks, one per\n"
+          "GPU, and turns their latents into video.\n"
           "\n"
           "commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
