@@ -114,7 +114,7 @@ static int verify_all(rank_model *m) {
 /* Whether spec names a VAE: synth: with a VAE preset, or a file whose arch
  * says so. Anything else goes to the DiT's reader, which reports. */
 static int is_vae(const char *spec) {
-  if (strncmp(spec, "synth:", 6) == 0) {
+  if (rank_model_spec_is_synth(spec)) {
     char preset[64];
     snprintf(preset, sizeof preset, "%s", spec + 6);
     char *colon = strchr(preset, ':');

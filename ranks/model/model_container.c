@@ -2,6 +2,7 @@
 #include "model_container.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,13 @@ static int looks_like_safetensors(const char *path) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
   return n >= 2 && n <= 100000000u;
+}
+
+int rank_container_open_fd(const char *path, int *fd) {
+  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (*fd >= 0) return SP_OK;
+  sp_log_error("%s: cannot open for reading: %s", path, strerror(errno));
+  return SP_ERR_INPUT;
 }
 
 int rank_container_open(const char *path, hid_t *out) {

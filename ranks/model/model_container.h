@@ -33,6 +33,9 @@ typedef struct rank_container_root {
 /* Opens path read-only for validation (readable, an HDF5 file, opened by
  * HDF5). Logs and returns SP_ERR_INPUT on failure. */
 int rank_container_open(const char *path, hid_t *out);
+/* The plain read-only descriptor the weights are pread() from once the
+ * file is validated. SP_OK, or SP_ERR_INPUT (logged, naming the path). */
+int rank_container_open_fd(const char *path, int *fd);
 
 /* Checks format and format_version, and that arch is want_arch: a file of
  * another known arch is refused with one line naming both ("X is a

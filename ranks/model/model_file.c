@@ -351,12 +351,7 @@ static int open_file(const char *path, rank_model *m) {
 done:
   H5Fclose(x.file);
   if (rc != SP_OK) return rc;
-  m->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (m->fd < 0) {
-    sp_log_error("%s: cannot open for reading: %s", path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
-  return SP_OK;
+  return rank_container_open_fd(path, &m->fd);
 }
 
 int rank_model_spec_is_synth(const char *spec) { return strncmp(spec, "synth:", 6) == 0; }

@@ -17,6 +17,7 @@
 #include "h5_util.h"
 #include "log.h"
 #include "model_container.h"
+#include "model_file.h"
 #include "synth.h"
 #include "t5_file_impl.h"
 
@@ -359,23 +360,11 @@ static int open_file(const char *path, t5_model *m) {
   free(t);
   if (rc == SP_OK) rc = tok_read(f, path, m, &acc);
   if (rc != SP_OK) goto done;
-  char sum[32];
-  rank_container_checksum_str(acc, sum, sizeof sum);
-  if (m->verify && strcmp(sum, in->checksum) != 0) {
-    sp_log_error("%s: root attribute checksum is \"%s\", its datasets' checksums give \"%s\": "
-                 "the file is damaged",
-                 path, in->checksum, sum);
-    rc = SP_ERR_INPUT;
-  }
+  if (m->verify) rc = rank_container_checksum_check(path, in->checksum, acc);
 done:
   H5Fclose(f);
   if (rc != SP_OK) return rc;
-  m->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (m->fd < 0) {
-    sp_log_error("%s: cannot open for reading: %s", path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
-  return SP_OK;
+  return rank_container_open_fd(path, &m->fd);
 }
 
 int t5_model_open(const char *spec, int verify, t5_model **out) {
@@ -384,7 +373,7 @@ int t5_model_open(const char *spec, int verify, t5_model **out) {
   m->verify = verify;
   snprintf(m->info.source, sizeof m->info.source, "%s", spec);
   snprintf(m->info.arch, sizeof m->info.arch, "%s", T5_MODEL_ARCH);
-  int rc = strncmp(spec, "synth:", 6) == 0 ? open_synth(spec, m) : open_file(spec, m);
+  int rc = rank_model_spec_is_synth(spec) ? open_synth(spec, m) : open_file(spec, m);
   if (rc != SP_OK) {
     t5_model_close(m);
     return rc;

@@ -16,6 +16,7 @@
 #include "h5_util.h"
 #include "log.h"
 #include "model_container.h"
+#include "model_file.h"
 #include "synth.h"
 #include "vae_file_impl.h"
 
@@ -249,12 +250,7 @@ static int open_file(const char *path, vae_model *m) {
 done:
   H5Fclose(f);
   if (rc != SP_OK) return rc;
-  m->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (m->fd < 0) {
-    sp_log_error("%s: cannot open for reading: %s", path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
-  return SP_OK;
+  return rank_container_open_fd(path, &m->fd);
 }
 
 int vae_model_open(const char *spec, int verify, vae_model **out) {
@@ -262,7 +258,7 @@ int vae_model_open(const char *spec, int verify, vae_model **out) {
   m->fd = -1;
   m->verify = verify;
   snprintf(m->info.source, sizeof m->info.source, "%s", spec);
-  int rc = strncmp(spec, "synth:", 6) == 0 ? open_synth(spec, m) : open_file(spec, m);
+  int rc = rank_model_spec_is_synth(spec) ? open_synth(spec, m) : open_file(spec, m);
   if (rc != SP_OK) {
     vae_model_close(m);
     return rc;
