@@ -498,9 +498,7 @@ typedef struct source {
 static void source_free(source *src) {
   free(src->ck.slot);
   free(src->ck.src);
-  for (int i = 0; i < src->nf; i++) rank_st_close(src->f[i]);
-  free(src->f);
-  rank_convert_inputs_free(&src->in);
+  rank_convert_inputs_close(&src->in, src->f, src->nf);
   memset(src, 0, sizeof *src);
 }
 
@@ -581,13 +579,8 @@ static int prepare(int ninputs, char *const *inputs_arg, const char *out_path, k
   memset(src, 0, sizeof *src);
   inputs *in = &src->in;
   checkpoint *ck = &src->ck;
-  rc = rank_convert_inputs_resolve(ninputs, inputs_arg, in);
+  rc = rank_convert_inputs_open(ninputs, inputs_arg, in, &src->f, &src->nf);
   if (rc != SP_OK) goto out;
-  src->f = sp_xcalloc((size_t)in->npaths, sizeof *src->f);
-  for (src->nf = 0; src->nf < in->npaths; src->nf++) {
-    rc = rank_st_open(in->paths[src->nf], &src->f[src->nf]);
-    if (rc != SP_OK) goto out;
-  }
   rank_convert_check_index(in, src->f, src->nf, &p);
   ck->style = detect_style(src->f, src->nf);
   if (src->nf == 1)

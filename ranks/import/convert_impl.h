@@ -37,6 +37,14 @@ typedef struct inputs {
 /* SP_OK, or a logged SP_ERR_INPUT naming the argument and the check. */
 int rank_convert_inputs_resolve(int n, char *const *args, inputs *in);
 void rank_convert_inputs_free(inputs *in);
+/* Resolves the arguments and opens every safetensors file they name into
+ * f (nf of them). Release with rank_convert_inputs_close, on failure too. */
+int rank_convert_inputs_open(int n, char *const *args, inputs *in, rank_st_file ***f, int *nf);
+void rank_convert_inputs_close(inputs *in, rank_st_file **f, int nf);
+/* *found = 1 when some tensor key of the checkpoint satisfies is_key
+ * (headers only: which converter a checkpoint is for). */
+int rank_convert_inputs_any_key(int n, char *const *args, int (*is_key)(const char *),
+                                int *found);
 /* The index files' weight maps against what the shards hold, both ways. */
 void rank_convert_check_index(const inputs *in, rank_st_file *const *f, int nf, problems *p);
 

@@ -203,3 +203,33 @@ void rank_convert_check_index(const inputs *in, rank_st_file *const *f, int nf, 
   free(have);
 }
 
+int rank_convert_inputs_open(int n, char *const *args, inputs *in, rank_st_file ***f, int *nf) {
+  memset(in, 0, sizeof *in);
+  *f = NULL;
+  *nf = 0;
+  int rc = rank_convert_inputs_resolve(n, args, in);
+  if (rc != SP_OK) return rc;
+  *f = sp_xcalloc((size_t)in->npaths, sizeof **f);
+  for (; *nf < in->npaths; (*nf)++)
+    if ((rc = rank_st_open(in->paths[*nf], &(*f)[*nf])) != SP_OK) return rc;
+  return SP_OK;
+}
+
+void rank_convert_inputs_close(inputs *in, rank_st_file **f, int nf) {
+  for (int i = 0; i < nf; i++) rank_st_close(f[i]);
+  free(f);
+  rank_convert_inputs_free(in);
+}
+
+int rank_convert_inputs_any_key(int n, char *const *args, int (*is_key)(const char *),
+                                int *found) {
+  inputs in;
+  rank_st_file **f;
+  int nf;
+  int rc = rank_convert_inputs_open(n, args, &in, &f, &nf), hit = 0;
+  for (int s = 0; rc == SP_OK && s < nf && !hit; s++)
+    for (int i = 0; i < f[s]->h.count && !hit; i++) hit = is_key(f[s]->h.t[i].name) != 0;
+  rank_convert_inputs_close(&in, f, nf);
+  if (rc == SP_OK) *found = hit;
+  return rc;
+}

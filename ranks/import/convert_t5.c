@@ -395,34 +395,8 @@ static int write_file(const t5_ckpt *ck, const tok_model *tok, const char *out_p
 
 /* ---- the whole conversion ------------------------------------------------------ */
 
-static int open_inputs(int ninputs, char *const *args, inputs *in, rank_st_file ***f, int *nf) {
-  memset(in, 0, sizeof *in);
-  *nf = 0;
-  int rc = rank_convert_inputs_resolve(ninputs, args, in);
-  if (rc != SP_OK) return rc;
-  *f = sp_xcalloc((size_t)in->npaths, sizeof **f);
-  for (; *nf < in->npaths; (*nf)++)
-    if ((rc = rank_st_open(in->paths[*nf], &(*f)[*nf])) != SP_OK) return rc;
-  return SP_OK;
-}
-
-static void close_inputs(inputs *in, rank_st_file **f, int nf) {
-  for (int i = 0; i < nf; i++) rank_st_close(f[i]);
-  free(f);
-  rank_convert_inputs_free(in);
-}
-
 int rank_convert_is_t5(int ninputs, char *const *args, int *is_t5) {
-  inputs in;
-  rank_st_file **f = NULL;
-  int nf = 0;
-  int rc = open_inputs(ninputs, args, &in, &f, &nf);
-  int found = 0;
-  for (int s = 0; rc == SP_OK && s < nf && !found; s++)
-    for (int i = 0; i < f[s]->h.count && !found; i++) found = is_t5_key(f[s]->h.t[i].name);
-  close_inputs(&in, f, nf);
-  if (rc == SP_OK) *is_t5 = found;
-  return rc;
+  return rank_convert_inputs_any_key(ninputs, args, is_t5_key, is_t5);
 }
 
 int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_path,
@@ -433,7 +407,7 @@ int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_pa
   t5_ckpt *ck = sp_xcalloc(1, sizeof *ck);
   problems p = {0};
   tok_model *tok = NULL;
-  int rc = open_inputs(ninputs, args, &in, &f, &nf);
+  int rc = rank_convert_inputs_open(ninputs, args, &in, &f, &nf);
   if (rc != SP_OK) goto out;
   rank_convert_check_index(&in, f, nf, &p);
   if (nf == 1)
@@ -480,6 +454,6 @@ out:
   tok_model_free(tok);
   free(ck->src);
   free(ck);
-  close_inputs(&in, f, nf);
+  rank_convert_inputs_close(&in, f, nf);
   return rc;
 }

@@ -411,35 +411,8 @@ static int write_file(const vae_ckpt *ck, const char *out_path, kern_dtype od) {
 
 /* ---- the whole conversion ------------------------------------------------------ */
 
-static int open_inputs(int ninputs, char *const *args, inputs *in, rank_st_file ***f, int *nf) {
-  memset(in, 0, sizeof *in);
-  int rc = rank_convert_inputs_resolve(ninputs, args, in);
-  if (rc != SP_OK) return rc;
-  *f = sp_xcalloc((size_t)in->npaths, sizeof **f);
-  for (*nf = 0; *nf < in->npaths; (*nf)++) {
-    rc = rank_st_open(in->paths[*nf], &(*f)[*nf]);
-    if (rc != SP_OK) return rc;
-  }
-  return SP_OK;
-}
-
-static void close_inputs(inputs *in, rank_st_file **f, int nf) {
-  for (int i = 0; i < nf; i++) rank_st_close(f[i]);
-  free(f);
-  rank_convert_inputs_free(in);
-}
-
 int rank_convert_is_vae(int ninputs, char *const *args, int *is_vae) {
-  inputs in;
-  rank_st_file **f = NULL;
-  int nf = 0;
-  int rc = open_inputs(ninputs, args, &in, &f, &nf);
-  int found = 0;
-  for (int s = 0; rc == SP_OK && s < nf && !found; s++)
-    for (int i = 0; i < f[s]->h.count && !found; i++) found = rank_convert_vae_key(f[s]->h.t[i].name);
-  close_inputs(&in, f, nf);
-  if (rc == SP_OK) *is_vae = found;
-  return rc;
+  return rank_convert_inputs_any_key(ninputs, args, rank_convert_vae_key, is_vae);
 }
 
 /* A DiT key in any of its styles. */
@@ -459,7 +432,7 @@ int rank_convert_vae_run(int ninputs, char *const *args, const char *out_path, k
   int nf = 0;
   vae_ckpt *ck = sp_xcalloc(1, sizeof *ck);
   problems p = {0};
-  int rc = open_inputs(ninputs, args, &in, &f, &nf);
+  int rc = rank_convert_inputs_open(ninputs, args, &in, &f, &nf);
   if (rc != SP_OK) goto out;
   rank_convert_check_index(&in, f, nf, &p);
   if (nf == 1)
@@ -539,6 +512,6 @@ problems:
 out:
   free(ck->src);
   free(ck);
-  close_inputs(&in, f, nf);
+  rank_convert_inputs_close(&in, f, nf);
   return rc;
 }
