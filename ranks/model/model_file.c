@@ -126,22 +126,9 @@ void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf
 /* ---- synthetic models --------------------------------------------------- */
 
 static int open_synth(const char *spec, rank_model *m) {
-  /* synth:PRESET[:SEED] */
-  const char *p = spec + strlen("synth:");
   char preset[64];
-  const char *colon = strchr(p, ':');
-  size_t len = colon ? (size_t)(colon - p) : strlen(p);
-  if (len == 0 || len >= sizeof preset) goto bad;
-  memcpy(preset, p, len);
-  preset[len] = '\0';
-  uint64_t seed = 0;
-  if (colon) {
-    char *end = NULL;
-    errno = 0;
-    if (!colon[1] || colon[1] == '-') goto bad;
-    seed = strtoull(colon + 1, &end, 10);
-    if (*end || errno) goto bad;
-  }
+  uint64_t seed;
+  if (rank_synth_spec_parse(spec, preset, sizeof preset, &seed) != SP_OK) return SP_ERR_INPUT;
   if (rank_model_preset(preset, &m->info.config, &m->info.experts) != 0) {
     sp_log_error("%s: unknown preset '%s' (known: %s)", spec, preset, rank_model_preset_names());
     return SP_ERR_INPUT;
@@ -151,14 +138,8 @@ static int open_synth(const char *spec, rank_model *m) {
   m->info.dtype = KERN_DTYPE_BF16;
   snprintf(m->info.arch, sizeof m->info.arch, "%s", WAN_ARCH);
   snprintf(m->info.preset, sizeof m->info.preset, "%s", preset);
-  snprintf(m->info.checksum, sizeof m->info.checksum, "synth:%s:%" PRIu64 ":v%d", preset, seed,
-           RANK_SYNTH_VERSION);
+  rank_synth_checksum(preset, seed, m->info.checksum, sizeof m->info.checksum);
   return SP_OK;
-bad:
-  sp_log_error("%s: not a synthetic model spec: expected synth:PRESET[:SEED] with SEED a "
-               "non-negative integer",
-               spec);
-  return SP_ERR_INPUT;
 }
 
 /* ---- validating reader -------------------------------------------------- */

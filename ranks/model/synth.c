@@ -1,9 +1,14 @@
 /* Synthetic weights (see synth.h). */
 #include "synth.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "log.h"
 
 static uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -81,4 +86,31 @@ void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, w
     for (int64_t i = 0; i < n; i++)
       out[i] = kern_f32_to_bf16((float)(center + half * rank_synth_uniform(key, (uint64_t)i)));
   }
+}
+
+int rank_synth_spec_parse(const char *spec, char *preset, size_t n, uint64_t *seed) {
+  const char *p = spec + strlen("synth:");
+  const char *colon = strchr(p, ':');
+  size_t len = colon ? (size_t)(colon - p) : strlen(p);
+  *seed = 0;
+  if (len == 0 || len >= n) goto bad;
+  memcpy(preset, p, len);
+  preset[len] = '\0';
+  if (colon) {
+    char *end = NULL;
+    errno = 0;
+    if (!colon[1] || colon[1] == '-') goto bad;
+    *seed = strtoull(colon + 1, &end, 10);
+    if (*end || errno) goto bad;
+  }
+  return SP_OK;
+bad:
+  sp_log_error("%s: not a synthetic model spec: expected synth:PRESET[:SEED] with SEED a "
+               "non-negative integer",
+               spec);
+  return SP_ERR_INPUT;
+}
+
+void rank_synth_checksum(const char *preset, uint64_t seed, char *buf, size_t n) {
+  snprintf(buf, n, "synth:%s:%" PRIu64 ":v%d", preset, seed, RANK_SYNTH_VERSION);
 }

@@ -175,21 +175,9 @@ static void synth_tensor(uint64_t seed, const wan_vae_tensor *t, float *dst) {
 }
 
 static int open_synth(const char *spec, vae_model *m) {
-  const char *p = spec + strlen("synth:");
   char preset[64];
-  const char *colon = strchr(p, ':');
-  size_t len = colon ? (size_t)(colon - p) : strlen(p);
-  uint64_t seed = 0;
-  if (len == 0 || len >= sizeof preset) goto bad;
-  memcpy(preset, p, len);
-  preset[len] = '\0';
-  if (colon) {
-    char *end = NULL;
-    errno = 0;
-    if (!colon[1] || colon[1] == '-') goto bad;
-    seed = strtoull(colon + 1, &end, 10);
-    if (*end || errno) goto bad;
-  }
+  uint64_t seed;
+  if (rank_synth_spec_parse(spec, preset, sizeof preset, &seed) != SP_OK) return SP_ERR_INPUT;
   if (vae_preset(preset, &m->info.config) != 0) {
     sp_log_error("%s: unknown VAE preset '%s' (known: %s)", spec, preset, vae_preset_names());
     return SP_ERR_INPUT;
@@ -199,14 +187,8 @@ static int open_synth(const char *spec, vae_model *m) {
   m->info.dtype = KERN_DTYPE_F32;
   snprintf(m->info.arch, sizeof m->info.arch, "%s", VAE_MODEL_ARCH);
   snprintf(m->info.preset, sizeof m->info.preset, "%s", preset);
-  snprintf(m->info.checksum, sizeof m->info.checksum, "synth:%s:%" PRIu64 ":v%d", preset, seed,
-           RANK_SYNTH_VERSION);
+  rank_synth_checksum(preset, seed, m->info.checksum, sizeof m->info.checksum);
   return SP_OK;
-bad:
-  sp_log_error("%s: not a synthetic model spec: expected synth:PRESET[:SEED] with SEED a "
-               "non-negative integer",
-               spec);
-  return SP_ERR_INPUT;
 }
 
 /* ---- validating reader ----------------------------------------------------- */
