@@ -1,0 +1,54 @@
+/* The layout of a run's ranks as a grid: R replicas x S pipeline stages x
+ * U sequence-parallel ranks per stage, R x S x U = ranks.
+ *
+ * A replica holds the whole model over its S stages and runs its share of
+ * the micro-batches (the CFG branches of a video, the videos of --jobs); the
+ * U ranks of one stage hold the same blocks and 1/U of the tokens each
+ * (Ulysses: self-attention exchanges heads with an all-to-all). The plain
+ * pipeline of earlier plans is 1 x ranks x 1.
+ *
+ * Rank numbering, the one place it is written: u varies fastest, then s,
+ * then r: rank = (r x S + s) x U + u. The ranks of a stage are neighbours
+ * (the all-to-all stays on one node's links first), a replica's ranks are
+ * contiguous. */
+#ifndef PLAN_GRID_H
+#define PLAN_GRID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct plan_grid {
+  int replicas; /* R */
+  int stages;   /* S */
+  int seq;      /* U */
+} plan_grid;
+
+/* A rank's place in the grid. */
+typedef struct plan_grid_pos {
+  int replica, stage, seq;
+} plan_grid_pos;
+
+/* The pipeline of earlier plans: 1 x nranks x 1. */
+plan_grid plan_grid_pipeline(int nranks);
+
+/* Parses the --layout value: "auto" (*is_auto = 1, *out untouched) or
+ * "RxSxU" with three positive integers ("2x1x2"). PLAN_EINVAL with a line
+ * quoting the bad token otherwise. */
+int plan_grid_parse(const char *s, plan_grid *out, int *is_auto, char *err, size_t errlen);
+
+/* Checks g for a run of nranks ranks on a model of `heads` attention heads
+ * and `blocks` blocks with `micro_batches` micro-batches per step in all:
+ * R x S x U = nranks, U divides heads, S <= blocks, R <= micro_batches (a
+ * replica without a micro-batch would idle). PLAN_EINVAL with the failed
+ * check in one line. */
+int plan_grid_check(const plan_grid *g, int nranks, int64_t heads, int blocks, int micro_batches,
+                    char *err, size_t errlen);
+
+/* rank -> position and back (the numbering above); rank in [0, R x S x U). */
+plan_grid_pos plan_grid_pos_of(const plan_grid *g, int rank);
+int plan_grid_rank(const plan_grid *g, plan_grid_pos p);
+
+/* "RxSxU" into buf (NUL-terminated when cap > 0); returns snprintf's length. */
+size_t plan_grid_format(const plan_grid *g, char *buf, size_t cap);
+
+#endif
