@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
+#include "bench_child.h"
 #include "bench_report.h"
 #include "log.h"
 

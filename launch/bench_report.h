@@ -49,9 +49,6 @@ typedef struct bench_row {
   double act_mb;         /* one activation message, MB (rank 0's) */
 } bench_row;
 
-/* Runs argv, stdout to out_path, stderr to log_path; its exit status (cmd_bench.c). */
-int bench_run_child(char *const *argv, const char *out_path, const char *log_path);
-
 /* Writes DIR/bench.json, bench.csv, bench.md, bench-step.dat, each with
  * the header env; prints the header and the table to stderr. */
 int bench_write_outputs(const char *dir, const bench_env_item *env, const bench_row *rows, int n);
