@@ -472,9 +472,9 @@ int cmd_plan(int argc, char **argv) {
            model, pm.num_blocks, blocks / GIB, (pm.embed_bytes + pm.head_bytes) / GIB,
            dtype_bytes == 2 ? "bf16" : "fp32");
     if (info->experts.count > 1)
-      printf("# 2 experts (high and low noise): every rank holds both experts' blocks of its "
-             "range and the sizes count both; a streamed block is both experts' copies, copied "
-             "in whole (the swap at the switch is not built)\n");
+      printf("# 2 experts (high and low noise): the sizes count both; each rank holds both "
+             "experts' blocks of its range (resident), or one device copy swapped at the switch "
+             "(swap), or streams blocks, the current expert's copy each step (stream)\n");
     char cfg[64];
     snprintf(cfg, sizeof cfg, info->experts.count > 1 ? "cfg %g,%g" : "cfg %g", cl.job.job.cfg,
              cl.job.job.cfg_low);
