@@ -330,6 +330,7 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .cuda_device = s->o->cuda_device, .attn = s->o->attn,
                          .streamed = &s->p.streamed[pr->first_block],
                          .prefetch_depth = pr->prefetch_depth, .profile = s->o->profile,
+                         .swap_experts = pr->experts_mode == PLAN_EXPERTS_SWAP,
                          .act_buffers = nbuf, .chunk_rows = pr->chunk_rows,
                          .mem_trace = s->o->mem_trace,
                          .plan_peak_bytes = (double)pr->peak_bytes,
