@@ -427,6 +427,8 @@ static int check_inputs(const plan_model *m, const plan_device *devs, int nranks
   if (!m || !devs || !b || !w || !o) BAD("plan: missing input");
   if (m->num_blocks < 1 || m->num_blocks > PLAN_MAX_BLOCKS || !m->block_bytes)
     BAD("model: %d blocks is outside 1..%d", m->num_blocks, PLAN_MAX_BLOCKS);
+  if (m->experts < 0 || m->experts > PLAN_LAYOUT_MAX_EXPERTS)
+    BAD("model: %d experts is outside 0..%d", m->experts, PLAN_LAYOUT_MAX_EXPERTS);
   for (int i = 0; i < m->num_blocks; i++)
     if (m->block_bytes[i] == 0 || m->block_bytes[i] > (1ull << 50))
       BAD("model: block %d has %llu bytes (expected 1 B..1 PiB)", i,

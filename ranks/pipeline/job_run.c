@@ -432,6 +432,10 @@ static int group_sample(job_session *s, const group_bufs *b, int g) {
   sum->send_s += st.send_s;
   sum->sample_s += st.sample_s;
   sum->first_step_s += st.first_step_s;
+  sum->switch_s += st.switch_s;
+  sum->other_s += st.other_s;
+  sum->switch_steps += st.switch_steps;
+  sum->other_steps += st.other_steps;
   sum->groups++;
   sum->steps += st.steps;
   const rank_stage_stats *ss = rank_stage_get_stats(s->stage);
