@@ -103,6 +103,10 @@ static void usage(FILE *f) {
           "host memory, weight, peak and budget bytes and the predicted step time. Needs no\n"
           "GPU and no MPI; reads the model's metadata only (synth:PRESET works without a\n"
           "file). Exits 2 with needed vs available bytes per rank when nothing fits.\n"
+          "A two-expert model (Wan 2.2 A14B): per rank how it holds the experts' blocks:\n"
+          "resident (both on the GPU), swap (when only one expert's share fits and the\n"
+          "budget has a cpu entry: one GPU copy, both in pinned host memory, swapped at\n"
+          "the switch; with the predicted switch cost) or stream.\n"
           "\n");
   cli_opts_usage(&t, f);
   fprintf(f,

@@ -58,8 +58,11 @@ def check(c, what):
     print(("ok   " if c else "FAIL ") + what)
     ok = ok and c
 def js(n):
-    p = os.path.join(d, n)
-    return json.loads(open(p).read().strip().splitlines()[-1]) if os.path.exists(p) else None
+    try:
+        return json.loads(open(os.path.join(d, n)).read().strip().splitlines()[-1])
+    except Exception as e:
+        print(f"FAIL {n}: no JSON summary ({e})")
+        return None
 res, sw, sw2 = js("gpu.json"), js("swap.json"), js("np2_swap.json")
 check(res and all(r["experts"] == "resident" for r in res["plan"]["ranks"]),
       "default budget: both experts resident")
