@@ -383,8 +383,11 @@ static int group_setup(job_session *s, const job_spec *const *js, job_inputs *in
     const job_spec *j = js[q];
     const int micro = job_micro_batches(j);
     /* Each expert embeds the prompt with its own text embedding and keeps
-     * its own cross-attention k/v. */
-    for (int e = 0; e < experts; e++) {
+     * its own cross-attention k/v. The last expert first, so that expert 0
+     * (high noise, which the first step runs) is the one selected when
+     * sampling starts: a rank that swaps the experts' blocks at the switch
+     * swaps once here for a job after the first (twice for the first). */
+    for (int e = experts - 1; e >= 0; e--) {
       rank_stage_set_expert(s->stage, e);
       for (int k = 0; k < micro; k++) {
         if (w->rank == 0)
