@@ -10,6 +10,7 @@
 #include "cuda_profile.h"
 #include "kern_attn.h"
 #include "kern_cuda.h"
+#include "layout.h"
 #include "stage_impl.h"
 #include "wan_steps.h"
 
@@ -86,6 +87,16 @@ typedef struct cuda_stage {
   rank_prof *prof;    /* NULL unless profiling */
   int mem_traced;     /* the memory table was printed */
 } cuda_stage;
+
+/* stage_cuda_load.c: the streamed blocks' pinned copies (every expert's),
+ * their order, the copy stream and slot events (lay->slots slots), with
+ * swap_experts every block's pinned copy per expert and the swap events,
+ * and the per-block weight structs; before the arena is carved. */
+void rank_cuda_setup_streaming(rank_stage *s, cuda_stage *c, const plan_layout *lay);
+/* Reads every expert's groups of the stage and places them (the arena, or
+ * the pinned copies); stats.weights_s is the time it took. SP_OK or the
+ * reader's status. */
+int rank_cuda_place_weights(rank_model *m, rank_stage *s, cuda_stage *c, uint64_t *bytes_read);
 
 /* Block weight p of w, noted in the step log when a test attaches one
  * (wan_steps.h). */
