@@ -6,7 +6,7 @@
 #   launch/bench/bench_a14b.sh BUILD_DIR [OUT_DIR]      (default OUT_DIR bench-a14b)
 #
 # synth:wan2.2-a14b (random weights: timing only), 480x832x81 (32,760
-# tokens), CFG 4,3 (2 micro-batches), 4 steps with --boundary 0.95: the
+# tokens), CFG 4,3 (2 micro-batches), 4 steps with --shift 12 --boundary 0.95: the
 # shifted schedule (shift 12) gives timesteps 999, 972 (high noise), 922,
 # 799 (low noise), so step 2 is the switch; step 1 and 3 are the other
 # steps (step 0 carries one-time costs and is left out). Two runs:
@@ -33,7 +33,7 @@ with h5py.File(sys.argv[1], "w") as f:
     f["context_null"] = r.standard_normal((512, 4096)).astype(np.float32)
 PY
 W=(--frames 81 --size 480x832 --cfg 4,3)
-RUN=(run --model synth:wan2.2-a14b --cond "$T/cond.h5" "${W[@]}" --steps 4 --boundary 0.95
+RUN=(run --model synth:wan2.2-a14b --cond "$T/cond.h5" "${W[@]}" --steps 4 --shift 12 --boundary 0.95
      --device cuda --json --no-preview -q)
 # The resident plan on this GPU (its memory as the planner sees it), then
 # the swap budget: 1 byte short of that peak.
