@@ -103,6 +103,10 @@ static void usage(FILE *f) {
           "host memory, weight, peak and budget bytes and the predicted step time. Needs no\n"
           "GPU and no MPI; reads the model's metadata only (synth:PRESET works without a\n"
           "file). Exits 2 with needed vs available bytes per rank when nothing fits.\n"
+          "A two-expert model (Wan 2.2 A14B): per rank how it holds the experts' blocks:\n"
+          "resident (both on the GPU), swap (when only one expert's share fits and the\n"
+          "budget has a cpu entry: one GPU copy, both in pinned host memory, swapped at\n"
+          "the switch; with the predicted switch cost) or stream.\n"
           "\n");
   cli_opts_usage(&t, f);
   fprintf(f,
@@ -472,9 +476,9 @@ int cmd_plan(int argc, char **argv) {
            model, pm.num_blocks, blocks / GIB, (pm.embed_bytes + pm.head_bytes) / GIB,
            dtype_bytes == 2 ? "bf16" : "fp32");
     if (info->experts.count > 1)
-      printf("# 2 experts (high and low noise): every rank holds both experts' blocks of its "
-             "range and the sizes count both; a streamed block is both experts' copies, copied "
-             "in whole (the swap at the switch is not built)\n");
+      printf("# 2 experts (high and low noise): the sizes count both; each rank holds both "
+             "experts' blocks of its range (resident), or one device copy swapped at the switch "
+             "(swap), or streams blocks, the current expert's copy each step (stream)\n");
     char cfg[64];
     snprintf(cfg, sizeof cfg, info->experts.count > 1 ? "cfg %g,%g" : "cfg %g", cl.job.job.cfg,
              cl.job.job.cfg_low);

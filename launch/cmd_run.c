@@ -131,6 +131,15 @@ static void print_json(const comm_world *w, const plan *p, const job_rank_stats 
   json_num(root, "steady_step_ms",
            later > 0 ? 1e3 * (a0->sample_s - a0->first_step_s) / later
            : a0->steps ? 1e3 * a0->sample_s / a0->steps : 0.0);
+  /* Two experts: the steps that switch (blocks swapped in, where the plan
+   * says swap) against the mean of the others but each loop's first. */
+  if (a0->switch_steps) {
+    const double sw = 1e3 * a0->switch_s / a0->switch_steps,
+                 other = a0->other_steps ? 1e3 * a0->other_s / a0->other_steps : 0.0;
+    json_num(root, "switch_step_ms", sw);
+    json_num(root, "other_step_ms", other);
+    json_num(root, "switch_ratio", other > 0 ? sw / other : 0.0);
+  }
   printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
   fflush(stdout);
   json_object_put(root);

@@ -129,18 +129,32 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
                        PLAN_LAYOUT_MAX_SLOTS);
   }
 
-  /* Weights first: the end stages' groups, the resident blocks, the slots. */
-  if (s->has_embed) take(&c, PLAN_BUF_EMBED_W, 0, s->embed_bytes);
-  if (s->has_head) take(&c, PLAN_BUF_HEAD_W, 0, s->head_bytes);
-  for (int b = 0; b < s->nblocks; b++)
-    if (!(s->streamed && s->streamed[b])) take(&c, PLAN_BUF_BLOCK_W, b, s->block_bytes);
+  /* Weights first: each expert's end-stage groups and resident blocks
+   * (swap: one device copy of the blocks, expert 0's places), the slots. */
+  const int nx = s->experts > 1 ? s->experts : 1;
+  if (nx > PLAN_LAYOUT_MAX_EXPERTS || (s->swap && nx < 2) || (s->swap && nstreamed))
+    return plan_fail(err, errlen,
+                     "layout: %d experts (1..%d), swap %d with %d streamed blocks (swap needs "
+                     "two experts and nothing streamed)",
+                     nx, PLAN_LAYOUT_MAX_EXPERTS, s->swap, nstreamed);
+  for (int e = 0; e < nx; e++) {
+    if (s->has_embed) take(&c, PLAN_BUF_EMBED_W, e, s->embed_bytes);
+    if (s->has_head) take(&c, PLAN_BUF_HEAD_W, e, s->head_bytes);
+  }
+  for (int e = 0; e < (s->swap ? 1 : nx); e++)
+    for (int b = 0; b < s->nblocks; b++)
+      if (!(s->streamed && s->streamed[b]))
+        take(&c, PLAN_BUF_BLOCK_W, e * s->nblocks + b, s->block_bytes);
   for (int k = 0; k < slots; k++) take(&c, PLAN_BUF_SLOT_W, k, s->block_bytes);
 
-  /* P nb C D a each: the cross-attention k, v of every block and prompt
-   * slot (CFG branches have different contexts), made once per prompt. */
+  /* P nb C D a each, per expert: the cross-attention k, v of every block
+   * and prompt slot (CFG branches have different contexts), made once per
+   * prompt with the expert's weights. */
   uint64_t kv = mul(&c, mul(&c, mul(&c, P, nb), mul(&c, C, D)), a);
-  take(&c, PLAN_BUF_CTX_K, 0, kv);
-  take(&c, PLAN_BUF_CTX_V, 0, kv);
+  for (int e = 0; e < nx; e++) {
+    take(&c, PLAN_BUF_CTX_K, e, kv);
+    take(&c, PLAN_BUF_CTX_V, e, kv);
+  }
 
   /* (L D + 7 D) 4 per message: the residual stream x with its time
    * embedding e and modulation e0, which travel with it. */
@@ -226,9 +240,11 @@ void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan
       .out_dim = m->out_dim,
       .patch = 4,
       .operand_bytes = m->weight_dtype_bytes > 0 ? m->weight_dtype_bytes : 2,
-      .embed_bytes = m->embed_bytes,
-      .head_bytes = m->head_bytes,
-      .block_bytes = m->block_bytes ? m->block_bytes[q->first_block] : 0,
+      .embed_bytes = plan_expert_bytes(m, m->embed_bytes),
+      .head_bytes = plan_expert_bytes(m, m->head_bytes),
+      .block_bytes = m->block_bytes ? plan_expert_bytes(m, m->block_bytes[q->first_block]) : 0,
+      .experts = m->experts,
+      .swap = q->experts_mode == PLAN_EXPERTS_SWAP,
       .tokens = plan_tokens(w),
       .latent_voxels = g[0] * g[1] * g[2],
       .prompts = w->micro_batches > 0 ? w->micro_batches : 1,

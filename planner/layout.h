@@ -29,10 +29,14 @@ extern "C" {
  * receive buffer). */
 #define PLAN_LAYOUT_MAX_SLOTS 16
 #define PLAN_LAYOUT_MAX_ACT 1025
-/* Buffers of one layout at most: every block (its weights and its LoRA
- * pairs), slot and activation buffer and the 21 others (24: room to
- * spare). */
-#define PLAN_LAYOUT_MAX (2 * PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS + PLAN_LAYOUT_MAX_ACT + 24)
+/* Experts one layout holds at most (Wan 2.2 A14B: two). */
+#define PLAN_LAYOUT_MAX_EXPERTS 2
+/* Buffers of one layout at most: every block (each expert's weights and its
+ * LoRA pairs), slot and activation buffer, each expert's embedding, head
+ * and cross-attention k, v, and the 17 others (24: room to spare). */
+#define PLAN_LAYOUT_MAX                                                                        \
+  ((PLAN_LAYOUT_MAX_EXPERTS + 1) * PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS +                   \
+   PLAN_LAYOUT_MAX_ACT + 4 * PLAN_LAYOUT_MAX_EXPERTS + 24)
 /* Scores the simple attention backend may hold at once: as many query rows
  * per chunk as this many bytes of scratch hold (at least one). */
 #define PLAN_ATTN_SCRATCH_CAP ((uint64_t)1 << 30)
@@ -40,12 +44,13 @@ extern "C" {
 /* What a buffer holds; the stage's field names in brackets. In carve
  * order. */
 typedef enum plan_buf {
-  PLAN_BUF_EMBED_W = 0, /* [embed_w] packed embedding weights (first stage) */
-  PLAN_BUF_HEAD_W,      /* [head_w] packed head weights (last stage) */
-  PLAN_BUF_BLOCK_W,     /* [block_w[i]] packed weights of resident block i of the stage */
+  PLAN_BUF_EMBED_W = 0, /* [ex[e].embed_w] packed embedding weights of expert e (first stage) */
+  PLAN_BUF_HEAD_W,      /* [ex[e].head_w] packed head weights of expert e (last stage) */
+  PLAN_BUF_BLOCK_W,     /* [ex[e].block_w[i]] packed weights of resident block i of the stage,
+                           index e x nblocks + i (swap: expert 0's only, the one device copy) */
   PLAN_BUF_SLOT_W,      /* [slot_w[k]] prefetch slot k for streamed blocks */
-  PLAN_BUF_CTX_K,       /* [ck] (prompts, nblocks, text_len, dim) cross-attention k */
-  PLAN_BUF_CTX_V,       /* [cv] (prompts, nblocks, text_len, dim) cross-attention v */
+  PLAN_BUF_CTX_K,       /* [ex[e].ck] (prompts, nblocks, text_len, dim) cross-attention k, index e */
+  PLAN_BUF_CTX_V,       /* [ex[e].cv] (prompts, nblocks, text_len, dim) cross-attention v, index e */
   PLAN_BUF_ACT,         /* [act[i]] activation message i: x (L, dim) | e (dim) | e0 (6, dim), fp32 */
   PLAN_BUF_KV,          /* [kb, vb, fb] k and v (L, dim) each, or the FFN hidden (rows, ffn_dim): a union */
   PLAN_BUF_HB,          /* [hb] (rows, dim) normed input of a sub-layer */
@@ -76,7 +81,12 @@ typedef struct plan_stage_shape {
   int64_t dim, ffn_dim, heads, head_dim, text_len, text_dim, freq_dim;
   int64_t in_dim, out_dim, patch; /* latent channels in and out; patch volume (1x2x2: 4) */
   int operand_bytes;              /* width of a GEMM operand: 2 (bf16) on the CUDA stage */
-  uint64_t embed_bytes, head_bytes, block_bytes; /* one group's weights (0: count no weights) */
+  uint64_t embed_bytes, head_bytes, block_bytes; /* one group's weights of one expert (0: count
+                                                    no weights) */
+  int experts;    /* experts held (0 or 1: one; 2: Wan 2.2 A14B), each with its own weights
+                     and cross-attention k, v */
+  int swap;       /* two experts, blocks swapped at the switch (PLAN_EXPERTS_SWAP): one
+                     device copy of each block, the other expert's in host memory */
   /* the workload */
   int64_t tokens;        /* L */
   int64_t latent_voxels; /* latent frames x height x width */
@@ -96,7 +106,8 @@ typedef struct plan_stage_shape {
 
 typedef struct plan_buffer {
   plan_buf kind;
-  int index;       /* block (0-based in the stage), slot or activation buffer; else 0 */
+  int index;       /* block (0-based in the stage; + e x nblocks for expert e), slot,
+                      activation buffer or expert (weights and k, v of the end groups); else 0 */
   uint64_t offset; /* from the arena's start, a multiple of PLAN_LAYOUT_ALIGN */
   uint64_t bytes;
 } plan_buffer;
@@ -122,13 +133,25 @@ const char *plan_buf_name(plan_buf k);
  * model makes many): on failure *out is partial and must not be used. */
 int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, size_t errlen);
 
+/* Arena bytes of a group counted as `bytes` for every expert of m (block,
+ * embedding or head) when `copies` of its one-expert share are held:
+ * each an aligned buffer of its own. */
+static inline uint64_t plan_layout_group_bytes(const plan_model *m, uint64_t bytes, int copies) {
+  return (uint64_t)copies * plan_layout_align(plan_expert_bytes(m, bytes));
+}
+/* Copies of each group a rank of m holds on the device: every expert's. */
+static inline int plan_layout_copies(const plan_model *m) {
+  return m->experts > 1 ? m->experts : 1;
+}
+
 /* The buffer of kind k and index i, NULL when the layout has none. */
 const plan_buffer *plan_layout_find(const plan_layout *l, plan_buf kind, int index);
 
 /* The shape of rank q of a plan for model m and workload w, as the CUDA
  * stage would see it: streamed flags of q's blocks (NULL: none), bf16
  * operands when the model's weight width is 2, simple_attn as the plan
- * options say. */
+ * options say; one expert's group bytes, m's experts, swap when q's
+ * experts_mode is PLAN_EXPERTS_SWAP. */
 void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan_rank *q,
                          const uint8_t *streamed, int simple_attn, plan_stage_shape *out);
 

@@ -67,6 +67,16 @@ const char *plan_order_name(int order) {
   }
 }
 
+const char *plan_experts_mode_name(int mode) {
+  switch (mode) {
+  case PLAN_EXPERTS_ONE: return "one";
+  case PLAN_EXPERTS_RESIDENT: return "resident";
+  case PLAN_EXPERTS_SWAP: return "swap";
+  case PLAN_EXPERTS_STREAM: return "stream";
+  default: return NULL;
+  }
+}
+
 int plan_parse_order(const char *s, int *out, char *err, size_t errlen) {
   const int orders[] = {PLAN_ORDER_AUTO, PLAN_ORDER_MICRO, PLAN_ORDER_BLOCK};
   for (int i = 0; s && i < 3; i++)
@@ -155,7 +165,9 @@ static double stage_pass_ms(const plan_model *m, const plan_workload *w, const p
     if (streamed && streamed[i - first]) {
       double slot_free = (depth > 0 && j >= depth) ? release[j - depth] : 0.0;
       double cstart = fmax(engine, slot_free);
-      engine = cstart + (double)m->block_bytes[i] / (o->host_link_gbs * 1e9) * 1e3;
+      /* one expert's copy: the one the step runs */
+      engine = cstart + (double)plan_expert_bytes(m, m->block_bytes[i]) /
+                            (o->host_link_gbs * 1e9) * 1e3;
       ready = fmax(ready, engine);
     }
     t = ready + blk_ms;
@@ -177,6 +189,28 @@ double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_opt
                          has_head, M);
   return M * stage_pass_ms(m, w, o, speed, first, last, streamed, depth, has_prev, has_embed,
                            has_head, 1.0);
+}
+
+double plan_switch_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
+                      int order, double speed, int first, int last) {
+  const int nb = last - first + 1;
+  if (nb < 1) return 0.0;
+  /* One pass over the blocks: the whole step block-major, one micro-batch
+   * micro-batch-major (the first low-noise pass is the one that waits). */
+  double reps = order == PLAN_ORDER_BLOCK ? (double)(w->micro_batches > 0 ? w->micro_batches : 1)
+                                          : 1.0;
+  double blk = reps * compute_ms(o, speed, plan_block_flops(m, plan_tokens(w), context_rows(m, w)));
+  /* The copies start once the first block's last high-noise use is done,
+   * one after another on the copy engine; the rest of that pass runs
+   * meanwhile, then each low-noise block waits for its own copy only. */
+  double t = (double)(nb - 1) * blk, engine = 0.0;
+  const double t0 = t;
+  for (int i = first; i <= last; i++) {
+    engine += (double)plan_expert_bytes(m, m->block_bytes[i]) / (o->host_link_gbs * 1e9) * 1e3;
+    t = fmax(t, engine) + blk;
+  }
+  double extra = t - (t0 + (double)nb * blk);
+  return extra > 0.0 ? extra : 0.0;
 }
 
 double plan_pipeline_ms(int order, int micro_batches, int nranks, const double *stage_ms) {

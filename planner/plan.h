@@ -44,7 +44,17 @@ typedef struct plan_model {
    * (rows, rank) temporary (layout.h). */
   uint64_t lora_block_elems;
   int64_t lora_rank;
+  /* Experts (MODEL.md "Wan 2.2 A14B"): 0 or 1 for one; 2 for a high- and
+   * a low-noise expert. block_bytes, embed_bytes and head_bytes then count
+   * both experts' copies, in equal halves (plan_expert_bytes): a CUDA
+   * stage holds each expert's groups as separate buffers (layout.h). */
+  int experts;
 } plan_model;
+
+/* One expert's share of bytes counted for every expert of m. */
+static inline uint64_t plan_expert_bytes(const plan_model *m, uint64_t bytes) {
+  return m->experts > 1 ? bytes / (uint64_t)m->experts : bytes;
+}
 
 /* One pipeline rank's device. */
 typedef struct plan_device {
@@ -196,7 +206,31 @@ typedef struct plan_rank {
   uint64_t budget_bytes;
   double predicted_step_ms;     /* this stage's busy time per sampling step (all M
                                    micro-batches, in its order) */
+  /* ---- two-expert models (plan_model.experts 2) ---- */
+  int experts_mode;             /* PLAN_EXPERTS_*: how the rank holds the two experts' blocks */
+  double predicted_switch_ms;   /* SWAP: the switch's predicted extra time (ms, >= 0): the
+                                   swap's copy minus its overlap with the last high-noise
+                                   step; 0 otherwise */
 } plan_rank;
+
+/* How a rank of a two-expert model holds its blocks (plan_rank.experts_mode).
+ * ONE: a one-expert model. RESIDENT: both experts' blocks in device memory;
+ * the switch moves nothing. SWAP: one device copy of the rank's blocks and
+ * both experts' in pinned host memory; at the switch each block of the next
+ * expert is copied over the block of the last one right after that block's
+ * last use (a copy stream, overlapping the rest of the last step). STREAM:
+ * the flagged blocks (plan.streamed) flow through the prefetch slots, the
+ * current expert's copy each time. The planner picks RESIDENT when both
+ * shares fit, else SWAP when one does (and the budget has a cpu entry),
+ * else STREAM. */
+enum {
+  PLAN_EXPERTS_ONE = 0,
+  PLAN_EXPERTS_RESIDENT = 1,
+  PLAN_EXPERTS_SWAP = 2,
+  PLAN_EXPERTS_STREAM = 3,
+};
+/* "one", "resident", "swap", "stream"; NULL for other values. */
+const char *plan_experts_mode_name(int mode);
 
 typedef struct plan {
   int nranks, num_blocks;
@@ -248,6 +282,15 @@ uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int order, 
 double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
                      int order, double speed, int first, int last, const uint8_t *streamed,
                      int depth, int has_prev, int has_embed, int has_head);
+
+/* The predicted extra time in ms (>= 0) of the switch between experts on a
+ * rank that swaps blocks first..last (PLAN_EXPERTS_SWAP): the copies of one
+ * expert's blocks over host_link_gbs, one after another, starting when the
+ * first block's last high-noise use is done, minus what they overlap: the
+ * rest of that last high-noise pass and each low-noise block's compute
+ * before the next block's copy is needed. */
+double plan_switch_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
+                      int order, double speed, int first, int last);
 
 /* Step time of a pipeline of nranks stages with per-step times stage_ms[]:
  * micro-batch-major sum/M + (M-1)/M x max (the first micro-batch crosses

@@ -34,7 +34,9 @@ typedef struct split_ctx {
 } split_ctx;
 
 typedef struct split_reval {
+  int r;  /* the rank evaluated */
   int ok;
+  int swap; /* two experts: the blocks swap at the switch (one device copy) */
   double ms; /* per step, in the ctx's order */
   int nstream, level, depth;
   uint64_t weight, slots, streamed_bytes, act, peak;

@@ -61,6 +61,17 @@ int plan_validate(const plan *p, char *err, size_t errlen) {
                   (unsigned long long)q->peak_bytes, (unsigned long long)q->budget_bytes);
     if (!isfinite(q->predicted_step_ms) || q->predicted_step_ms < 0)
       return plan_fail(err, errlen, "plan: rank %d predicted time is not a finite number", r);
+    if (!plan_experts_mode_name(q->experts_mode) ||
+        (q->experts_mode == PLAN_EXPERTS_SWAP && ns > 0) ||
+        (q->experts_mode == PLAN_EXPERTS_STREAM && ns == 0) ||
+        (q->experts_mode == PLAN_EXPERTS_RESIDENT && ns > 0) ||
+        (q->experts_mode != PLAN_EXPERTS_ONE) != (p->r[0].experts_mode != PLAN_EXPERTS_ONE))
+      return plan_fail(err, errlen, "plan: rank %d experts mode %d with %d streamed blocks", r,
+                       q->experts_mode, ns);
+    if (!isfinite(q->predicted_switch_ms) || q->predicted_switch_ms < 0 ||
+        (q->experts_mode != PLAN_EXPERTS_SWAP && q->predicted_switch_ms != 0))
+      return plan_fail(err, errlen, "plan: rank %d predicted switch time %g (only a swap has one)",
+                       r, q->predicted_switch_ms);
     next = q->last_block + 1;
   }
   if (next != p->num_blocks)
@@ -131,6 +142,17 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
     if (q->chunk_rows < p->tokens)
       plan_sb_add(&sb, "# rank %d chunks its activations: %lld rows per chunk\n", r,
                   (long long)q->chunk_rows);
+    if (q->experts_mode == PLAN_EXPERTS_RESIDENT)
+      plan_sb_add(&sb, "# rank %d experts: resident (both experts' blocks on the device; the "
+                       "switch moves nothing)\n", r);
+    else if (q->experts_mode == PLAN_EXPERTS_SWAP)
+      plan_sb_add(&sb,
+                  "# rank %d experts: swap at the switch (one device copy of its blocks, both "
+                  "experts' %.2f GB in pinned host memory; predicted switch cost %.1f ms)\n",
+                  r, q->streamed_bytes / GB, q->predicted_switch_ms);
+    else if (q->experts_mode == PLAN_EXPERTS_STREAM)
+      plan_sb_add(&sb, "# rank %d experts: stream (its streamed blocks carry both experts' "
+                       "copies; each step copies the current expert's)\n", r);
   }
   return sb.len;
 }
@@ -185,7 +207,7 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
                 "\"decoder_bytes\":%llu,"
                 "\"peak_bytes\":%llu,\"budget_bytes\":%llu,\"prefetch_depth\":%d,"
                 "\"chunk_rows\":%lld,"
-                "\"predicted_step_ms\":%.3f}",
+                "\"predicted_step_ms\":%.3f,\"experts\":\"%s\",\"predicted_switch_ms\":%.3f}",
                 q->has_embed ? "true" : "false", q->has_head ? "true" : "false",
                 plan_order_name(q->order), (unsigned long long)q->weight_bytes,
                 (unsigned long long)q->stream_slot_bytes,
@@ -193,7 +215,8 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
                 (unsigned long long)q->reserve_bytes, (unsigned long long)q->decoder_bytes,
                 (unsigned long long)q->peak_bytes,
                 (unsigned long long)q->budget_bytes, q->prefetch_depth, (long long)q->chunk_rows,
-                q->predicted_step_ms);
+                q->predicted_step_ms, plan_experts_mode_name(q->experts_mode),
+                q->predicted_switch_ms);
   }
   plan_sb_add(&sb, "\n],\"chunked\":%s,\"predicted_step_ms\":%.3f}\n", p->chunked ? "true" : "false",
               p->predicted_step_ms);
@@ -205,14 +228,16 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
  * u32 micro_batches, u32 chunked, f64 predicted_step_ms, then per rank:
  * device[64], i32 first, last, resident, streamed, embed, head, depth, order,
  * i64 chunk rows, u64 weight, slots, streamed bytes, act,
- * reserve, decoder, peak, budget, f64 ms; then num_blocks bytes of streamed flags.
+ * reserve, decoder, peak, budget, f64 ms, i32 experts mode, f64 switch ms; then
+ * num_blocks bytes of streamed flags.
  * Fixed widths and little-endian, independent of the host's struct layout. */
 
 #define WIRE_MAGIC "SPPL"
-#define WIRE_VERSION 4u /* 2: the order of work per rank; 3: one chunk rows per rank;
-                           4: the decoder's bytes per rank */
+#define WIRE_VERSION 5u /* 2: the order of work per rank; 3: one chunk rows per rank;
+                           4: the decoder's bytes per rank; 5: the experts mode and
+                           predicted switch time per rank */
 #define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8)
-#define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 8 + 8 * 8 + 8)
+#define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 8 + 8 * 8 + 8 + 4 + 8)
 
 _Static_assert(WIRE_HEAD + PLAN_MAX_RANKS * WIRE_RANK + PLAN_MAX_BLOCKS <= PLAN_WIRE_MAX,
                "PLAN_WIRE_MAX is too small for the binary form");
@@ -268,6 +293,8 @@ int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err,
                       q->peak_bytes,    q->budget_bytes};
     for (int i = 0; i < 8; i++) put(&w, uv[i], 8);
     put_f64(&w, q->predicted_step_ms);
+    put(&w, (uint32_t)q->experts_mode, 4);
+    put_f64(&w, q->predicted_switch_ms);
   }
   memcpy(buf + w.n, p->streamed, (size_t)p->num_blocks);
   w.n += (size_t)p->num_blocks;
@@ -360,6 +387,8 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
     q->peak_bytes = get(&r, 8);
     q->budget_bytes = get(&r, 8);
     q->predicted_step_ms = get_f64(&r);
+    q->experts_mode = get_i32(&r);
+    q->predicted_switch_ms = get_f64(&r);
   }
   memcpy(p.streamed, buf + r.n, nblocks);
   char sub[256];

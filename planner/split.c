@@ -56,6 +56,30 @@ static int forced_streams(const split_ctx *c, int nb) {
   return k < 0 ? 0 : (k > nb ? nb : k);
 }
 
+/* The coarsest chunk level (of the first nlevels) at which rank ev->r fits with `resident` block
+ * bytes and `slots` slot bytes on the device besides the end groups
+ * (fixed) and base[lv] (those groups, the rest of the arena, the reserve,
+ * the decoder): fills ev's level and memory and returns 1, else 0 (with
+ * need_min lowered to the smallest peak seen). */
+static int try_level(const split_ctx *c, const uint64_t *base, int nlevels, uint64_t fixed,
+                     uint64_t resident, uint64_t slots, split_reval *ev) {
+  const int r = ev->r, last = r == c->R - 1;
+  const uint64_t dec = last ? c->o->decoder_bytes : 0;
+  for (int lv = 0; lv < nlevels; lv++) {
+    uint64_t peak = plan_sat_add(base[lv], resident + slots);
+    if (peak < ev->need_min) ev->need_min = peak;
+    if (peak > c->budget[r]) continue;
+    ev->ok = 1;
+    ev->level = lv;
+    ev->weight = fixed + resident;
+    ev->slots = slots;
+    ev->act = base[lv] - fixed - c->o->reserve_bytes - dec;
+    ev->peak = peak;
+    return 1;
+  }
+  return 0;
+}
+
 /* Evaluates rank r holding blocks a..b in the ctx's order: the fewest
  * streamed blocks and then the coarsest chunk level that fit its budget;
  * its time and memory. */
@@ -66,14 +90,19 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
   int first = r == 0, last = r == c->R - 1;
   /* The stage's arena (layout.h) holds the weights first, each group at an
    * aligned offset: its total is the aligned weights plus plan_act_bytes. */
-  uint64_t fixed = (first ? plan_layout_align(m->embed_bytes) : 0) +
-                   (last ? plan_layout_align(m->head_bytes) : 0);
+  const int copies = plan_layout_copies(m);
+  uint64_t fixed = (first ? plan_layout_group_bytes(m, m->embed_bytes, copies) : 0) +
+                   (last ? plan_layout_group_bytes(m, m->head_bytes, copies) : 0);
   uint64_t sorted[PLAN_MAX_BLOCKS], prefix[PLAN_MAX_BLOCKS + 1];
   uint8_t flags[PLAN_MAX_BLOCKS];
   memcpy(sorted, m->block_bytes + a, (size_t)nb * sizeof *sorted);
   qsort(sorted, (size_t)nb, sizeof *sorted, cmp_desc);
   prefix[0] = 0;
-  for (int i = 0; i < nb; i++) prefix[i + 1] = prefix[i] + plan_layout_align(sorted[i]);
+  uint64_t one_copy = 0; /* every block once: the device copy a swap keeps */
+  for (int i = 0; i < nb; i++) {
+    prefix[i + 1] = prefix[i] + plan_layout_group_bytes(m, sorted[i], copies);
+    one_copy += plan_layout_group_bytes(m, sorted[i], 1);
+  }
   uint64_t total = prefix[nb];
   /* A forced fraction streams its blocks with or without a cpu entry; only
    * a cpu entry lets the budget stream more. */
@@ -95,28 +124,31 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
                        c->o->simple_attn);
     base[lv] = plan_sat_add(plan_sat_add(plan_sat_add(fixed, act), c->o->reserve_bytes), dec);
   }
+  ev->r = r;
+  /* Two experts whose shares do not both fit unchunked: swapping the
+   * rank's blocks at the switch (one device copy, no cost per step) comes
+   * before chunking and streaming; it keeps both shares in pinned host
+   * memory, so it needs the budget's cpu entry. */
+  const int can_swap = copies > 1 && kmin == 0 && c->allow_stream && !c->ratio;
+  memset(flags, 0, (size_t)nb);
+  if (can_swap && !try_level(c, base, 1, fixed, total, 0, ev) &&
+      try_level(c, base, c->nlevels, fixed, one_copy, 0, ev)) {
+    ev->swap = 1;
+    ev->streamed_bytes = total; /* both experts' blocks in pinned host memory */
+  }
+  /* (resident unchunked, when the first try fit: nothing streamed) */
   for (int k = kmin; k <= kmax && !ev->ok; k++) {
     uint64_t resident = total - prefix[k];
     /* ratio mode: at most the share, give or take half a block of rounding */
     if (c->ratio && (double)resident > c->resident_cap[r] + 0.5 * (double)sorted[0]) continue;
     for (int depth = k ? depth_pref : 1; depth >= 1 && !ev->ok; depth = depth > 1 ? 1 : 0) {
-      uint64_t slots = k ? (uint64_t)(k < depth ? k : depth) * plan_layout_align(sorted[0]) : 0;
-      for (int lv = 0; lv < c->nlevels; lv++) {
-        uint64_t peak = plan_sat_add(base[lv], resident + slots);
-        if (peak < ev->need_min) ev->need_min = peak;
-        if (peak > c->budget[r]) continue;
-        ev->ok = 1;
-        ev->level = lv;
-        ev->nstream = k;
-        ev->depth = k ? depth : 0;
-        ev->weight = fixed + resident;
-        ev->slots = slots;
-        ev->streamed_bytes = prefix[k];
-        ev->act = base[lv] - fixed - c->o->reserve_bytes - dec;
-        ev->peak = peak;
-        pick_streamed(m->block_bytes + a, nb, k, k ? sorted[k - 1] : 0, flags);
-        break;
-      }
+      uint64_t slots =
+          k ? (uint64_t)(k < depth ? k : depth) * plan_layout_group_bytes(m, sorted[0], 1) : 0;
+      if (!try_level(c, base, c->nlevels, fixed, resident, slots, ev)) continue;
+      ev->nstream = k;
+      ev->depth = k ? depth : 0;
+      ev->streamed_bytes = prefix[k];
+      pick_streamed(m->block_bytes + a, nb, k, k ? sorted[k - 1] : 0, flags);
     }
   }
   if (!ev->ok) return;
@@ -335,6 +367,13 @@ static void fill_plan(split_ctx *c, const plan_device *devs, const int *first, p
     pr->peak_bytes = ev.peak;
     pr->budget_bytes = c->budget[r];
     pr->predicted_step_ms = stage_ms[r] = ev.ms;
+    pr->experts_mode = c->m->experts < 2 ? PLAN_EXPERTS_ONE
+                       : ev.swap        ? PLAN_EXPERTS_SWAP
+                       : ev.nstream     ? PLAN_EXPERTS_STREAM
+                                        : PLAN_EXPERTS_RESIDENT;
+    if (ev.swap)
+      pr->predicted_switch_ms =
+          plan_switch_ms(c->m, c->w, c->o, c->order, c->speed[r], a, b);
   }
   p->predicted_step_ms = plan_pipeline_ms(c->order, c->w->micro_batches, c->R, stage_ms);
 }
@@ -388,6 +427,8 @@ static int check_inputs(const plan_model *m, const plan_device *devs, int nranks
   if (!m || !devs || !b || !w || !o) BAD("plan: missing input");
   if (m->num_blocks < 1 || m->num_blocks > PLAN_MAX_BLOCKS || !m->block_bytes)
     BAD("model: %d blocks is outside 1..%d", m->num_blocks, PLAN_MAX_BLOCKS);
+  if (m->experts < 0 || m->experts > PLAN_LAYOUT_MAX_EXPERTS)
+    BAD("model: %d experts is outside 0..%d", m->experts, PLAN_LAYOUT_MAX_EXPERTS);
   for (int i = 0; i < m->num_blocks; i++)
     if (m->block_bytes[i] == 0 || m->block_bytes[i] > (1ull << 50))
       BAD("model: block %d has %llu bytes (expected 1 B..1 PiB)", i,

@@ -26,9 +26,11 @@ int plan_split_report(split_ctx *c, const plan_device *devs, const int *fixed_fi
      * device's auto budget); if that is not enough, raise every budget
      * without limit to say how much is missing. */
     uint64_t all = 0;
-    for (int i = 0; i < c->B; i++) all += plan_layout_align(c->m->block_bytes[i]);
-    all += plan_layout_align(c->m->embed_bytes) + plan_layout_align(c->m->head_bytes) +
-           c->o->reserve_bytes + c->o->decoder_bytes;
+    const int copies = plan_layout_copies(c->m);
+    for (int i = 0; i < c->B; i++) all += plan_layout_group_bytes(c->m, c->m->block_bytes[i], copies);
+    all += plan_layout_group_bytes(c->m, c->m->embed_bytes, copies) +
+           plan_layout_group_bytes(c->m, c->m->head_bytes, copies) + c->o->reserve_bytes +
+           c->o->decoder_bytes;
     all += plan_act_bytes(c->m, c->w, PLAN_ORDER_AUTO, c->B, 1, 1, 1, 1, c->L,
                           c->o->simple_attn);
     int capped = 1;

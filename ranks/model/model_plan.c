@@ -28,4 +28,5 @@ void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, uint64_
   pm->in_dim = c->in_dim;
   pm->out_dim = c->out_dim;
   pm->weight_dtype_bytes = compute_dtype_bytes;
+  pm->experts = in->experts.count;
 }

@@ -263,6 +263,9 @@ typedef struct job_rank_stats {
   double weights_s;         /* reading and placing the weights (within load_s) */
   double link_gbs;          /* the probed activation rate to the next stage, 0 on the last */
   uint64_t act_bytes;       /* one activation message */
+  double switch_s, other_s; /* rank 0: steps that switch experts, other steps but each
+                               loop's first (rank_pipe_stats) */
+  int switch_steps, other_steps;
 } job_rank_stats;
 
 typedef struct job_session job_session;

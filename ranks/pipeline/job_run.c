@@ -330,6 +330,7 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .cuda_device = s->o->cuda_device, .attn = s->o->attn,
                          .streamed = &s->p.streamed[pr->first_block],
                          .prefetch_depth = pr->prefetch_depth, .profile = s->o->profile,
+                         .swap_experts = pr->experts_mode == PLAN_EXPERTS_SWAP,
                          .act_buffers = nbuf, .chunk_rows = pr->chunk_rows,
                          .mem_trace = s->o->mem_trace,
                          .plan_peak_bytes = (double)pr->peak_bytes,
@@ -382,8 +383,11 @@ static int group_setup(job_session *s, const job_spec *const *js, job_inputs *in
     const job_spec *j = js[q];
     const int micro = job_micro_batches(j);
     /* Each expert embeds the prompt with its own text embedding and keeps
-     * its own cross-attention k/v. */
-    for (int e = 0; e < experts; e++) {
+     * its own cross-attention k/v. The last expert first, so that expert 0
+     * (high noise, which the first step runs) is the one selected when
+     * sampling starts: a rank that swaps the experts' blocks at the switch
+     * swaps once here for a job after the first (twice for the first). */
+    for (int e = experts - 1; e >= 0; e--) {
       rank_stage_set_expert(s->stage, e);
       for (int k = 0; k < micro; k++) {
         if (w->rank == 0)
@@ -431,6 +435,10 @@ static int group_sample(job_session *s, const group_bufs *b, int g) {
   sum->send_s += st.send_s;
   sum->sample_s += st.sample_s;
   sum->first_step_s += st.first_step_s;
+  sum->switch_s += st.switch_s;
+  sum->other_s += st.other_s;
+  sum->switch_steps += st.switch_steps;
+  sum->other_steps += st.other_steps;
   sum->groups++;
   sum->steps += st.steps;
   const rank_stage_stats *ss = rank_stage_get_stats(s->stage);

@@ -178,6 +178,22 @@ static void run_group(bufs *B, int me, int P, const rank_job *jobs, const micro 
   post_recvs(B);
 }
 
+/* Stage 0 learned that step i is done: its wall clock since the end of
+ * the one before, as a switch step (its expert differs from step i - 1's)
+ * or another step (not the first, which carries one-time costs). */
+static void step_done(rank_pipe_stats *st, const rank_job *j, int i, double *t_prev) {
+  const double now = comm_now(), dt = now - *t_prev;
+  *t_prev = now;
+  if (i == 0) return;
+  if (j->expert && j->expert[i] != j->expert[i - 1]) {
+    st->switch_s += dt;
+    st->switch_steps++;
+  } else {
+    st->other_s += dt;
+    st->other_steps++;
+  }
+}
+
 int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
                          const rank_job *jobs, int njobs, int block_major, double timeout_s,
                          int progress, rank_pipe_stats *stats) {
@@ -224,7 +240,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
     rc = rank_sampler_create(jobs[j].sampler, steps, jobs[j].sigmas, (size_t)n, &smp[j]);
     if (rc != SP_OK) goto done;
   }
-  double t_start = comm_now();
+  double t_start = comm_now(), t_prev = t_start;
   for (int i = 0; i < steps; i++) {
     double t_step = rank_trace_now();
     /* Every call of this rank's step i (embed, blocks, head) uses step i's
@@ -237,6 +253,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
                &stats->wait_s);
       rank_trace_span("recv latents", "wait", tw, i, -1);
       if (i == 1) stats->first_step_s += comm_now() - t_start;
+      step_done(stats, &jobs[0], i - 1, &t_prev);
       if (progress) report_progress(i, steps, t_start);
     }
     post_recvs(&B);
@@ -266,6 +283,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       }
       if (first && progress) report_progress(i + 1, steps, t_start);
       if (first && i == 0) stats->first_step_s += comm_now() - t_start;
+      if (first) step_done(stats, &jobs[0], i, &t_prev);
     }
     rank_trace_span("step", "step", t_step, i, -1);
   }
@@ -274,6 +292,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
     post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
     wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &stats->wait_s);
     if (steps == 1) stats->first_step_s += comm_now() - t_start;
+    step_done(stats, &jobs[0], steps - 1, &t_prev);
     if (progress) report_progress(steps, steps, t_start);
   }
   rank_stage_sync(s);

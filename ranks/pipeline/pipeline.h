@@ -68,6 +68,11 @@ typedef struct rank_pipe_stats {
   double sample_s;  /* the whole sampling loop, wall clock */
   double first_step_s; /* stage 0: the first step's wall clock (one-time costs land in it) */
   int steps;        /* steps run */
+  /* Stage 0, two experts: the wall clock of the steps that switch experts
+   * (the first step of the new expert) and of the other steps but the
+   * first, and how many of each. */
+  double switch_s, other_s;
+  int switch_steps, other_steps;
 } rank_pipe_stats;
 
 static inline int rank_job_micro_batches(const rank_job *j) { return j->micro; }

@@ -46,9 +46,9 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
   s->tokens = rank_grid_tokens(s->grid);
   s->nblocks = cfg->last_block - cfg->first_block + 1;
   s->experts = rank_model_get_info(m)->experts.count;
-  if (s->experts > 1 && cfg->device == RANK_DEVICE_CUDA) {
-    sp_log_error("%s: a two-expert model runs on the CPU backend only (--device cpu): the CUDA "
-                 "stage does not hold two experts yet", rank_model_get_info(m)->source);
+  if (cfg->swap_experts && s->experts < 2) {
+    sp_log_error("%s: swapping experts at the switch needs a two-expert model, this one has %d",
+                 rank_model_get_info(m)->source, s->experts);
     free(s);
     return SP_ERR_INPUT;
   }

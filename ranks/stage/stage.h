@@ -40,6 +40,12 @@ typedef struct rank_stage_cfg {
    * holds every block in host memory anyway and ignores it. */
   const uint8_t *streamed;
   int prefetch_depth;
+  /* CUDA, two experts (the plan's PLAN_EXPERTS_SWAP): one device copy of
+   * the stage's blocks and both experts' copies in pinned host memory;
+   * switching experts copies each block of the next expert over the last
+   * one's right after its last use (planner/plan.h). 0: both experts'
+   * blocks stay on the device. Nothing may be streamed with it. */
+  int swap_experts;
   kern_attn_backend attn; /* CUDA attention backend (the CPU has one exact attention) */
   int profile;    /* CUDA: time every op of every block, report per call */
   int act_buffers;    /* activation messages the stage holds (>= 1; plan_act_buffers) */
@@ -87,7 +93,8 @@ int64_t rank_act_floats(const wan_config *c, int64_t tokens);
 
 /* Reads the stage's weights, of every expert of the model, and places them
  * (CPU: widened to fp32; CUDA: bf16 in device memory, from one arena sized
- * up front; the CUDA stage takes one-expert models only). Adds the bytes read from the file
+ * up front, each expert's groups in buffers of their own, or with
+ * swap_experts one device copy of the blocks). Adds the bytes read from the file
  * to *bytes_read. Returns SP_OK or the model reader's status (logged). */
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read);
@@ -126,7 +133,10 @@ void rank_stage_sync(rank_stage *s);
  * of its range (embeddings and head included where it has them) and each
  * expert's prompt k/v; set_expert selects the expert that the calls after
  * it use (embed_text, set_prompt, embed, blocks, head), expert 0 at load.
- * The switch moves no weight. One-expert stages have expert 0 only. */
+ * The switch moves no weight, except on a CUDA stage with swap_experts:
+ * there it queues the copies of the new expert's blocks (a copy stream,
+ * each after the block's last queued use) and returns; the first use of
+ * each block waits for its copy. One-expert stages have expert 0 only. */
 int rank_stage_experts(const rank_stage *s);
 void rank_stage_set_expert(rank_stage *s, int e);
 

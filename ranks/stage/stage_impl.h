@@ -14,8 +14,8 @@ typedef struct rank_stage_ops {
   void (*head)(rank_stage *s, int buf, float *out);
   void (*sync)(rank_stage *s);
   int (*set_lora)(rank_stage *s, const rank_lora *l);
-  /* Selects expert e (0 .. experts - 1) for the calls that follow; NULL
-   * in a backend that holds one expert (rank_stage_load refuses more). */
+  /* Selects expert e (0 .. experts - 1) for the calls that follow (a
+   * one-expert stage is never asked). */
   void (*set_expert)(rank_stage *s, int e);
 } rank_stage_ops;
 

@@ -1,5 +1,6 @@
 /* The CUDA stage's arena is the planner's layout (planner/layout.h): for
- * plans of synth:wan2.1-tiny over several workloads, rank counts, orders,
+ * plans of synth:wan2.1-tiny, and of synth:wan2.2-tiny (two experts:
+ * resident, swapped at the switch, streamed), over several workloads, rank counts, orders,
  * streamed fractions, chunk rows and both attention kinds, every rank's
  * stage is loaded on the GPU (as run loads it) and its arena_bytes must
  * equal the layout total for the same inputs and the plan's peak less its
@@ -22,6 +23,8 @@ typedef struct arena_case {
   double stream_frac; /* -1: none forced */
   int64_t max_rows;   /* 0: the budget decides */
   int simple_attn;
+  int swap; /* two experts: plan again 1 byte short of each rank's resident peak, with a
+               cpu entry, so that the ranks swap at the switch */
 } arena_case;
 
 static const arena_case cases[] = {
@@ -35,6 +38,17 @@ static const arena_case cases[] = {
      .width = 96, .stream_frac = 1, .max_rows = 64, .simple_attn = 1},
     {.nranks = 4, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 13, .height = 80,
      .width = 112, .stream_frac = -1, .max_rows = 100},
+};
+
+static const arena_case two_expert_cases[] = {
+    {.nranks = 1, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 17, .height = 96,
+     .width = 80, .stream_frac = -1},
+    {.nranks = 1, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 17, .height = 96,
+     .width = 80, .stream_frac = -1, .swap = 1},
+    {.nranks = 2, .micro_batches = 2, .order = PLAN_ORDER_BLOCK, .frames = 9, .height = 128,
+     .width = 96, .stream_frac = -1, .max_rows = 64, .swap = 1},
+    {.nranks = 2, .micro_batches = 1, .order = PLAN_ORDER_MICRO, .frames = 17, .height = 96,
+     .width = 80, .stream_frac = 0.5},
 };
 
 static void run_case(rank_model *m, const arena_case *k, int idx) {
@@ -64,6 +78,22 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
     CHECK(0, "case %d: no plan: %s", idx, err);
     return;
   }
+  if (k->swap) {
+    char bs[64 * PLAN_MAX_RANKS] = "";
+    size_t n = 0;
+    for (int r = 0; r < k->nranks; r++)
+      n += (size_t)snprintf(bs + n, sizeof bs - n, "cuda:%d,%llub;", r,
+                            (unsigned long long)(p.r[r].peak_bytes - 1));
+    snprintf(bs + n, sizeof bs - n, "cpu,*");
+    if (plan_budget_parse(bs, k->nranks, &b, err, sizeof err) != PLAN_OK ||
+        plan_make(&pm, devs, k->nranks, &b, &w, &o, &p, err, sizeof err) != PLAN_OK) {
+      CHECK(0, "case %d: no swap plan (%s): %s", idx, bs, err);
+      return;
+    }
+    int swaps = 0;
+    for (int r = 0; r < k->nranks; r++) swaps += p.r[r].experts_mode == PLAN_EXPERTS_SWAP;
+    CHECK(swaps > 0, "case %d: 1 byte short of resident, no rank swaps", idx);
+  }
   for (int r = 0; r < k->nranks; r++) {
     const plan_rank *q = &p.r[r];
     const int has_prev = r > 0, has_next = r < k->nranks - 1;
@@ -75,6 +105,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
                          .attn = k->simple_attn ? KERN_ATTN_SIMPLE : KERN_ATTN_AUTO,
                          .streamed = &p.streamed[q->first_block],
                          .prefetch_depth = q->prefetch_depth,
+                         .swap_experts = q->experts_mode == PLAN_EXPERTS_SWAP,
                          .act_buffers = plan_act_buffers(q->order, k->micro_batches, has_prev,
                                                          has_next),
                          .chunk_rows = q->chunk_rows};
@@ -92,9 +123,9 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
       continue;
     }
     uint64_t arena = rank_stage_get_stats(s)->arena_bytes;
-    printf("case %d rank %d/%d: blocks %d-%d, %d streamed, %d slots, %lld rows, %s attention: "
-           "arena %llu, layout %llu, plan %llu\n",
-           idx, r, k->nranks, q->first_block, q->last_block, q->num_streamed, lay.slots,
+    printf("case %d rank %d/%d: experts %s, blocks %d-%d, %d streamed, %d slots, %lld rows, %s "
+           "attention: arena %llu, layout %llu, plan %llu\n",
+           idx, r, k->nranks, plan_experts_mode_name(q->experts_mode), q->first_block, q->last_block, q->num_streamed, lay.slots,
            (long long)q->chunk_rows, k->simple_attn ? "simple" : "auto",
            (unsigned long long)arena, (unsigned long long)lay.total,
            (unsigned long long)(q->peak_bytes - q->reserve_bytes));
@@ -120,6 +151,13 @@ int main(void) {
     return 1;
   }
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(m, &cases[i], (int)i);
+  rank_model_close(m);
+  if (rank_model_open("synth:wan2.2-tiny", 0, &m) != SP_OK) {
+    fprintf(stderr, "FAIL: cannot open synth:wan2.2-tiny\n");
+    return 1;
+  }
+  for (size_t i = 0; i < sizeof two_expert_cases / sizeof two_expert_cases[0]; i++)
+    run_case(m, &two_expert_cases[i], 100 + (int)i);
   rank_model_close(m);
   return sp_test_end();
 }

@@ -16,6 +16,12 @@ static int random_plan(plan *p) {
   int B = (int)sp_rand_int(1, 40), R = (int)sp_rand_int(1, B < 5 ? B : 5);
   t.m.num_blocks = B;
   for (int i = 0; i < B; i++) t.blocks[i] = (uint64_t)sp_rand_int(30, 800) << 20;
+  if (sp_rand_u64() % 2) { /* two experts: every group counted twice */
+    t.m.experts = 2;
+    for (int i = 0; i < B; i++) t.blocks[i] *= 2;
+    t.m.embed_bytes *= 2;
+    t.m.head_bytes *= 2;
+  }
   plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52),
                      (int)sp_rand_int(1, 3), 512};
   plan_device d[5];
@@ -52,7 +58,8 @@ static int plans_equal(const plan *a, const plan *b) {
         x->streamed_bytes != y->streamed_bytes || x->act_bytes != y->act_bytes ||
         x->reserve_bytes != y->reserve_bytes || x->decoder_bytes != y->decoder_bytes ||
         x->peak_bytes != y->peak_bytes ||
-        x->budget_bytes != y->budget_bytes || x->predicted_step_ms != y->predicted_step_ms)
+        x->budget_bytes != y->budget_bytes || x->predicted_step_ms != y->predicted_step_ms ||
+        x->experts_mode != y->experts_mode || x->predicted_switch_ms != y->predicted_switch_ms)
       return 0;
   }
   return 1;
@@ -110,7 +117,8 @@ static void test_binary(void) {
     CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL, "flag 2 accepted");
     /* the order of the last rank: 7 and auto (0) are not orders of a plan;
      * the other real order differs from rank 0's */
-    size_t at = len - (size_t)g_a.num_blocks - (size_t)(8 + 8 * 8 + 8 + 4);
+    /* after it: chunk rows, 8 sizes, the step ms, the experts mode, the switch ms */
+    size_t at = len - (size_t)g_a.num_blocks - (size_t)(8 + 8 * 8 + 8 + 4 + 8 + 4);
     CHECK(g_wire[at] == (uint8_t)g_a.r[g_a.nranks - 1].order, "order not where expected");
     const uint8_t bad_orders[] = {7, PLAN_ORDER_AUTO, 0xff};
     for (size_t k = 0; k < sizeof bad_orders; k++) {

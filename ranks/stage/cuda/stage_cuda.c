@@ -21,6 +21,14 @@
  * hides behind the compute of the blocks before it. Block-major calls run
  * every micro-batch through a block while it is in its slot.
  *
+ * Two experts (Wan 2.2 A14B): each expert's embedding, head, blocks and
+ * prompt k/v are buffers of their own in the arena and set_expert only
+ * changes which the calls use; a streamed block has a pinned copy per
+ * expert and the current expert's flows through the slots. With
+ * cfg.swap_experts the arena holds one copy of the blocks and set_expert
+ * copies the next expert's over it, block by block, each after its last
+ * queued use (cuda_set_expert).
+ *
  * The per-step calls only queue work on the compute stream: the activation
  * buffers stay on the device, the transport moves them (ordered against
  * the stream by events), and the host waits only in rank_stage_sync. */
@@ -73,6 +81,8 @@ static int stage_layout(const rank_stage *s, const cuda_stage *c, plan_layout *o
       .act_buffers = s->cfg.act_buffers,
       .chunk_rows = s->cfg.chunk_rows,
       .simple_attn = s->cfg.attn == KERN_ATTN_SIMPLE,
+      .experts = s->experts,
+      .swap = s->cfg.swap_experts,
       .lora_elems = s->cfg.lora_block_elems,
       .lora_rank = s->cfg.lora_rank,
   };
@@ -90,12 +100,14 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l) {
     const plan_buffer *b = &l->b[i];
     char *p = c->arena + b->offset;
     switch (b->kind) {
-    case PLAN_BUF_EMBED_W: c->embed_w = (uint16_t *)p; break;
-    case PLAN_BUF_HEAD_W: c->head_w = (uint16_t *)p; break;
-    case PLAN_BUF_BLOCK_W: c->block_w[b->index] = (uint16_t *)p; break;
+    case PLAN_BUF_EMBED_W: c->ex[b->index].embed_w = (uint16_t *)p; break;
+    case PLAN_BUF_HEAD_W: c->ex[b->index].head_w = (uint16_t *)p; break;
+    case PLAN_BUF_BLOCK_W:
+      c->ex[b->index / s->nblocks].block_w[b->index % s->nblocks] = (uint16_t *)p;
+      break;
     case PLAN_BUF_SLOT_W: c->slot_w[b->index] = (uint16_t *)p; break;
-    case PLAN_BUF_CTX_K: c->ck = (uint16_t *)p; break;
-    case PLAN_BUF_CTX_V: c->cv = (uint16_t *)p; break;
+    case PLAN_BUF_CTX_K: c->ex[b->index].ck = (uint16_t *)p; break;
+    case PLAN_BUF_CTX_V: c->ex[b->index].cv = (uint16_t *)p; break;
     case PLAN_BUF_ACT:
       if (b->bytes != rank_stage_act_bytes(s))
         sp_fatal("internal: layout's activation buffer %llu bytes, a message is %zu",
@@ -129,30 +141,22 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l) {
     default: sp_fatal("internal: layout buffer kind %d", (int)b->kind);
     }
   }
-}
-
-/* Narrows a group read in the file's dtype to bf16 in the bf16 layout. */
-static void to_bf16(const wan_layout *src_l, const void *src, const wan_layout *dst_l,
-                    void *dst) {
-  memset(dst, 0, dst_l->packed_bytes);
-  for (int i = 0; i < src_l->count; i++) {
-    const char *p = (const char *)src + src_l->t[i].offset;
-    uint16_t *q = (uint16_t *)((char *)dst + dst_l->t[i].offset);
-    if (src_l->t[i].bytes == dst_l->t[i].bytes)
-      memcpy(q, p, dst_l->t[i].bytes);
-    else
-      kern_f32_to_bf16_n((const float *)p, q, (size_t)src_l->t[i].numel);
-  }
+  /* Swapping: every expert's blocks are the one device copy. */
+  for (int e = 1; s->cfg.swap_experts && e < s->experts; e++)
+    for (int b = 0; b < s->nblocks; b++) c->ex[e].block_w[b] = c->ex[0].block_w[b];
 }
 
 /* The typed views of every device group and slot, by table index
  * (wan_weights.h); their contents arrive later, the addresses are final. */
 static void bind_weights(rank_stage *s, cuda_stage *c) {
   const wan_layout *lb = &c->l16[WAN_GROUP_BLOCK];
-  if (s->cfg.embed) wan_embed_bf16_bind(&c->l16[WAN_GROUP_EMBED], c->embed_w, &c->embed);
-  if (s->cfg.head) wan_head_bf16_bind(&c->l16[WAN_GROUP_HEAD], c->head_w, &c->head);
-  for (int b = 0; b < s->nblocks; b++)
-    if (c->block_w[b]) wan_block_bf16_bind(lb, c->block_w[b], &c->blocks[b]);
+  for (int e = 0; e < s->experts; e++) {
+    cuda_expert *x = &c->ex[e];
+    if (s->cfg.embed) wan_embed_bf16_bind(&c->l16[WAN_GROUP_EMBED], x->embed_w, &x->embed);
+    if (s->cfg.head) wan_head_bf16_bind(&c->l16[WAN_GROUP_HEAD], x->head_w, &x->head);
+    for (int b = 0; b < s->nblocks; b++)
+      if (x->block_w[b]) wan_block_bf16_bind(lb, x->block_w[b], &x->blocks[b]);
+  }
   for (int k = 0; k < c->depth; k++) wan_block_bf16_bind(lb, c->slot_w[k], &c->slots[k]);
 }
 
@@ -172,16 +176,29 @@ static void cuda_destroy(rank_stage *s) {
     if (c->copied && c->copied[k]) cudaEventDestroy(c->copied[k]);
     if (c->freed && c->freed[k]) cudaEventDestroy(c->freed[k]);
   }
-  for (int b = 0; c->host_w && b < s->nblocks; b++)
-    if (c->host_w[b]) cudaFreeHost(c->host_w[b]);
-  free(c->host_w);
+  for (int e = 0; e < RANK_MODEL_MAX_EXPERTS; e++) {
+    cuda_expert *x = &c->ex[e];
+    for (int b = 0; b < s->nblocks; b++) {
+      if (x->host_w && x->host_w[b]) cudaFreeHost(x->host_w[b]);
+      if (x->swap_w && x->swap_w[b]) cudaFreeHost(x->swap_w[b]);
+    }
+    free(x->host_w);
+    free(x->swap_w);
+    free(x->blocks);
+    free(x->block_w);
+  }
+  for (int b = 0; c->last_use && b < s->nblocks; b++) {
+    if (c->last_use[b]) cudaEventDestroy(c->last_use[b]);
+    if (c->swapped[b]) cudaEventDestroy(c->swapped[b]);
+  }
+  free(c->last_use);
+  free(c->swapped);
+  free(c->swap_pending);
   free(c->stream_order);
   free(c->slot_w);
   free(c->slots);
-  free(c->blocks);
   free(c->copied);
   free(c->freed);
-  free(c->block_w);
   free(c->lora_w);
   free(c->lora);
   for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
@@ -200,9 +217,10 @@ static void cuda_embed_text(rank_stage *s, const float *context, int64_t L, floa
   uint16_t *h = sp_xcalloc((size_t)(T * TD), 2);
   kern_f32_to_bf16_n(context, h, (size_t)(L * TD));
   CUDA_CHECK(cudaMemcpyAsync(c->ctxb, h, (size_t)(T * TD) * 2, cudaMemcpyHostToDevice, c->stream));
-  kern_cuda_linear(c->gemm, c->ctxb, c->embed.text_embedding_0_w, c->embed.text_embedding_0_b,
+  const wan_embed_bf16 *we = &c->x->embed;
+  kern_cuda_linear(c->gemm, c->ctxb, we->text_embedding_0_w, we->text_embedding_0_b,
                    c->ctxh, KERN_DTYPE_BF16, T, TD, D, KERN_CUDA_ACT_GELU_TANH, c->stream);
-  kern_cuda_linear(c->gemm, c->ctxh, c->embed.text_embedding_2_w, c->embed.text_embedding_2_b,
+  kern_cuda_linear(c->gemm, c->ctxh, we->text_embedding_2_w, we->text_embedding_2_b,
                    c->ctxf, KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE, c->stream);
   CUDA_CHECK(cudaMemcpyAsync(ctx, c->ctxf, (size_t)(T * D) * 4, cudaMemcpyDeviceToHost, c->stream));
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -215,22 +233,25 @@ static size_t kv_offset(const rank_stage *s, int slot, int b) {
 
 static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   cuda_stage *c = cuda_of(s);
-  /* Streamed blocks pass through slot 0 here: no copy may still be filling it. */
+  /* Streamed blocks pass through slot 0 here: no copy may still be filling
+   * it; a swap's copies are done too. */
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
   if (c->copy) CUDA_CHECK(cudaStreamSynchronize(c->copy));
+  if (c->swap_pending) memset(c->swap_pending, 0, (size_t)s->nblocks);
+  const cuda_expert *x = c->x;
   const wan_config *cf = s->c;
   const int64_t T = cf->text_len, D = cf->dim;
   CUDA_CHECK(cudaMemcpyAsync(c->ctxf, ctx, (size_t)(T * D) * 4, cudaMemcpyHostToDevice, c->stream));
   kern_cuda_f32_to_bf16(c->ctxf, c->ctxb, T * D, c->stream);
   for (int b = 0; b < s->nblocks; b++) {
-    const wan_block_bf16 *w = &c->blocks[b];
+    const wan_block_bf16 *w = &x->blocks[b];
     const wan_block_lora_bf16 *lora = c->lora ? &c->lora[b] : NULL;
-    if (c->host_w[b]) { /* once per prompt: a plain copy into slot 0 */
-      CUDA_CHECK(cudaMemcpyAsync(c->slot_w[0], c->host_w[b], c->l16[WAN_GROUP_BLOCK].packed_bytes,
+    if (x->host_w[b]) { /* once per prompt: a plain copy into slot 0 */
+      CUDA_CHECK(cudaMemcpyAsync(c->slot_w[0], x->host_w[b], c->l16[WAN_GROUP_BLOCK].packed_bytes,
                                  cudaMemcpyHostToDevice, c->stream));
       w = &c->slots[0];
     }
-    uint16_t *k = c->ck + kv_offset(s, slot, b), *v = c->cv + kv_offset(s, slot, b);
+    uint16_t *k = x->ck + kv_offset(s, slot, b), *v = x->cv + kv_offset(s, slot, b);
     /* ctxf is free once narrowed: it takes the k projection before its norm. */
     wan_step_begin(WAN_STEP_CROSS_K);
     rank_cuda_block_linear(c, c->ctxb, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
@@ -257,7 +278,8 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   uint16_t *patches = (uint16_t *)c->tok;
   kern_cuda_patchify(c->lat, patches, KERN_DTYPE_BF16, cf->in_dim, s->cfg.lat_f, s->cfg.lat_h,
                      s->cfg.lat_w, c->stream);
-  kern_cuda_linear(c->gemm, patches, c->embed.patch_embedding_w, c->embed.patch_embedding_b, x,
+  const wan_embed_bf16 *we = &c->x->embed;
+  kern_cuda_linear(c->gemm, patches, we->patch_embedding_w, we->patch_embedding_b, x,
                    KERN_DTYPE_F32, L, wan_patch_in(cf), D, KERN_CUDA_ACT_NONE, c->stream);
   /* Time: the sinusoid in double on the host, into a pinned buffer of the
    * ring whose previous copy is done, then fp32 on the device. */
@@ -269,14 +291,14 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   CUDA_CHECK(cudaMemcpyAsync(tin, c->sinus[r], (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
                              c->stream));
   CUDA_CHECK(cudaEventRecord(c->sinus_used[r], c->stream));
-  kern_cuda_linear_f32_input(tin, c->embed.time_embedding_0_w, c->embed.time_embedding_0_b, h, 1,
+  kern_cuda_linear_f32_input(tin, we->time_embedding_0_w, we->time_embedding_0_b, h, 1,
                        cf->freq_dim, D, c->stream);
   kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32_input(h, c->embed.time_embedding_2_w, c->embed.time_embedding_2_b, e, 1, D, D,
+  kern_cuda_linear_f32_input(h, we->time_embedding_2_w, we->time_embedding_2_b, e, 1, D, D,
                        c->stream);
   CUDA_CHECK(cudaMemcpyAsync(se, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   kern_cuda_silu(se, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32_input(se, c->embed.time_projection_1_w, c->embed.time_projection_1_b, e0, 1,
+  kern_cuda_linear_f32_input(se, we->time_projection_1_w, we->time_projection_1_b, e0, 1,
                        D, 6 * D, c->stream);
 }
 
@@ -286,7 +308,7 @@ static void issue_copy(rank_stage *s, cuda_stage *c, int n, size_t bytes) {
   int k = n % c->depth;
   s->stats.h2d_bytes += bytes;
   CUDA_CHECK(cudaStreamWaitEvent(c->copy, c->freed[k], 0));
-  CUDA_CHECK(cudaMemcpyAsync(c->slot_w[k], c->host_w[c->stream_order[n]], bytes,
+  CUDA_CHECK(cudaMemcpyAsync(c->slot_w[k], c->x->host_w[c->stream_order[n]], bytes,
                              cudaMemcpyHostToDevice, c->copy));
   CUDA_CHECK(cudaEventRecord(c->copied[k], c->copy));
 }
@@ -315,18 +337,24 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
   for (; issued < c->nstreamed && issued < c->depth; issued++) issue_copy(s, c, issued, wbytes);
   for (int b = 0; b < s->nblocks; b++) {
     double before = trace ? device_used(c) : 0;
-    const wan_block_bf16 *w = &c->blocks[b];
+    const cuda_expert *x = c->x;
+    const wan_block_bf16 *w = &x->blocks[b];
     int k = -1;
-    if (c->host_w[b]) {
+    if (x->host_w[b]) {
       k = used % c->depth;
       CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->copied[k], 0));
       w = &c->slots[k];
     }
+    if (c->swap_pending && c->swap_pending[b]) { /* the first use after a swap */
+      CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->swapped[b], 0));
+      c->swap_pending[b] = 0;
+    }
     /* Block-major: every micro-batch while the block is here. */
     for (int j = 0; j < n; j++)
       rank_cuda_block_forward(s, c, w, c->lora ? &c->lora[b] : NULL,
-                              c->ck + kv_offset(s, slots[j], b),
-                              c->cv + kv_offset(s, slots[j], b), s->act[bufs[j]]);
+                              x->ck + kv_offset(s, slots[j], b),
+                              x->cv + kv_offset(s, slots[j], b), s->act[bufs[j]]);
+    if (c->last_use) CUDA_CHECK(cudaEventRecord(c->last_use[b], c->stream));
     if (k >= 0) {
       CUDA_CHECK(cudaEventRecord(c->freed[k], c->stream));
       used++;
@@ -355,14 +383,15 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
   /* (shift, scale) = head.modulation (2, D) + e (not e0), e per chunk. */
   CUDA_CHECK(cudaMemcpyAsync(c->e2, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   CUDA_CHECK(cudaMemcpyAsync(c->e2 + D, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
-  kern_cuda_modulation(c->head.head_modulation, c->e2, c->m, 2 * D, c->stream);
+  const wan_head_bf16 *wh = &c->x->head;
+  kern_cuda_modulation(wh->head_modulation, c->e2, c->m, 2 * D, c->stream);
   const int64_t R = c->rows, po = wan_patch_out(cf);
   if (R < L) kern_cuda_gemm_pin_rows(c->gemm, L);
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t rn = L - r0 < R ? L - r0 : R;
     kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, c->m, c->m + D, c->hb, rn, D,
                                  (float)cf->eps, c->stream);
-    kern_cuda_linear(c->gemm, c->hb, c->head.head_head_w, c->head.head_head_b,
+    kern_cuda_linear(c->gemm, c->hb, wh->head_head_w, wh->head_head_b,
                      c->tok + r0 * po, KERN_DTYPE_F32, rn, D, po, KERN_CUDA_ACT_NONE, c->stream);
   }
   if (R < L) kern_cuda_gemm_pin_rows(c->gemm, 0);
@@ -428,86 +457,31 @@ static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
   return SP_OK;
 }
 
-/* One expert only (set_expert NULL): rank_stage_load refuses two. */
+/* The switch between experts: the next calls use expert e's groups and
+ * its prompts' k/v. Both experts resident: nothing moves. Swapping: each
+ * block of e is copied over the device copy on the copy stream once the
+ * block's last queued use is done (its event), so the copies overlap the
+ * rest of the queued work; the first use of each block after it waits for
+ * its own copy (cuda_blocks). */
+static void cuda_set_expert(rank_stage *s, int e) {
+  cuda_stage *c = cuda_of(s);
+  c->x = &c->ex[e];
+  if (!s->cfg.swap_experts || c->on_device == e) return;
+  const size_t bytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
+  for (int b = 0; b < s->nblocks; b++) {
+    CUDA_CHECK(cudaStreamWaitEvent(c->copy, c->last_use[b], 0));
+    CUDA_CHECK(cudaMemcpyAsync(c->ex[0].block_w[b], c->x->swap_w[b], bytes,
+                               cudaMemcpyHostToDevice, c->copy));
+    CUDA_CHECK(cudaEventRecord(c->swapped[b], c->copy));
+    c->swap_pending[b] = 1;
+    s->stats.h2d_bytes += bytes;
+  }
+  c->on_device = e;
+}
+
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
-                                        cuda_sync,    cuda_set_lora,   NULL};
-
-/* The loader's host side: the file's groups arrive in pinned buffers, two
- * of them, so that reading group k + 1 overlaps the host-to-device copy of
- * group k. A bf16 file whose layout is the stage's is read straight into
- * them; another dtype goes through tmp and is narrowed. */
-typedef struct loader {
-  rank_model *m;
-  cuda_stage *c;
-  void *tmp;          /* file dtype, when it is not the stage's layout */
-  void *pin[2];       /* pinned, the largest bf16 group */
-  cudaEvent_t free_ev[2];
-  size_t tmp_bytes;
-  int next;
-  uint64_t *bytes_read;
-} loader;
-
-static int same_layout(const wan_layout *a, const wan_layout *b) {
-  if (a->count != b->count || a->packed_bytes != b->packed_bytes) return 0;
-  for (int i = 0; i < a->count; i++)
-    if (a->t[i].offset != b->t[i].offset || a->t[i].bytes != b->t[i].bytes) return 0;
-  return 1;
-}
-
-/* Group g (block) in bf16 at host memory dst. */
-static int read_bf16(loader *ld, wan_group g, int block, void *dst) {
-  const wan_layout *fl = rank_model_layout(ld->m, g), *bl = &ld->c->l16[g];
-  if (same_layout(fl, bl))
-    return rank_model_read_group(ld->m, g, block, dst, bl->packed_bytes, ld->bytes_read);
-  int rc = rank_model_read_group(ld->m, g, block, ld->tmp, ld->tmp_bytes, ld->bytes_read);
-  if (rc == SP_OK) to_bf16(fl, ld->tmp, bl, dst);
-  return rc;
-}
-
-/* Reads a group into the next pinned buffer and queues its copy to dst. */
-static int place_group(loader *ld, wan_group g, int block, uint16_t *dst) {
-  cuda_stage *c = ld->c;
-  const int k = ld->next;
-  ld->next ^= 1;
-  CUDA_CHECK(cudaEventSynchronize(ld->free_ev[k])); /* its previous copy is done */
-  int rc = read_bf16(ld, g, block, ld->pin[k]);
-  if (rc != SP_OK) return rc;
-  CUDA_CHECK(cudaMemcpyAsync(dst, ld->pin[k], c->l16[g].packed_bytes, cudaMemcpyHostToDevice,
-                             c->stream));
-  CUDA_CHECK(cudaEventRecord(ld->free_ev[k], c->stream));
-  return SP_OK;
-}
-
-/* The streamed blocks' pinned host copies, their order, the copy stream and
- * the slot events (lay->slots slots), and the per-block weight structs. */
-static void setup_streaming(rank_stage *s, cuda_stage *c, const plan_layout *lay) {
-  c->block_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->block_w);
-  c->host_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->host_w);
-  c->stream_order = sp_xcalloc((size_t)s->nblocks, sizeof *c->stream_order);
-  const size_t wbytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
-  for (int b = 0; s->cfg.streamed && b < s->nblocks; b++) {
-    if (!s->cfg.streamed[b]) continue;
-    CUDA_CHECK(cudaHostAlloc((void **)&c->host_w[b], wbytes, cudaHostAllocDefault));
-    c->stream_order[c->nstreamed++] = b;
-  }
-  if (c->nstreamed != lay->nstreamed)
-    sp_fatal("internal: %d streamed blocks, the layout has %d", c->nstreamed, lay->nstreamed);
-  if (c->nstreamed) {
-    c->depth = lay->slots;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
-    c->copied = sp_xcalloc((size_t)c->depth, sizeof *c->copied);
-    c->freed = sp_xcalloc((size_t)c->depth, sizeof *c->freed);
-    for (int k = 0; k < c->depth; k++) {
-      CUDA_CHECK(cudaEventCreateWithFlags(&c->copied[k], cudaEventDisableTiming));
-      CUDA_CHECK(cudaEventCreateWithFlags(&c->freed[k], cudaEventDisableTiming));
-    }
-  }
-  c->slot_w = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slot_w);
-  c->slots = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slots);
-  c->blocks = sp_xcalloc((size_t)s->nblocks, sizeof *c->blocks);
-  c->lora_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->lora_w);
-}
+                                        cuda_sync,    cuda_set_lora,   cuda_set_expert};
 
 /* RoPE tables: angles in double on the host, stored fp32. */
 static void upload_rope(rank_stage *s, cuda_stage *c) {
@@ -528,46 +502,6 @@ static void upload_rope(rank_stage *s, cuda_stage *c) {
   free(sfl);
 }
 
-/* Reads the stage's groups and places them: resident ones in the arena
- * through the two pinned buffers, streamed ones in their pinned copies.
- * The time from the first read to the last byte on the device is the load
- * rate's denominator (stats.weights_s). */
-static int place_weights(rank_model *m, rank_stage *s, cuda_stage *c, uint64_t *bytes_read) {
-  double w0 = comm_now();
-  loader ld = {.m = m, .c = c, .bytes_read = bytes_read};
-  size_t pin_bytes = 0;
-  for (int g = 0; g < 3; g++) {
-    size_t b = rank_model_layout(m, (wan_group)g)->packed_bytes;
-    if (b > ld.tmp_bytes) ld.tmp_bytes = b;
-    if (c->l16[g].packed_bytes > pin_bytes) pin_bytes = c->l16[g].packed_bytes;
-  }
-  int need_tmp = 0;
-  for (int g = 0; g < 3; g++)
-    need_tmp |= !same_layout(rank_model_layout(m, (wan_group)g), &c->l16[g]);
-  ld.tmp = need_tmp ? sp_xmalloc(ld.tmp_bytes) : NULL;
-  for (int k = 0; k < 2; k++) {
-    CUDA_CHECK(cudaMallocHost(&ld.pin[k], pin_bytes));
-    CUDA_CHECK(cudaEventCreateWithFlags(&ld.free_ev[k], cudaEventDisableTiming));
-  }
-  int rc = SP_OK;
-  if (s->cfg.embed) rc = place_group(&ld, WAN_GROUP_EMBED, 0, c->embed_w);
-  for (int b = 0; rc == SP_OK && b < s->nblocks; b++) {
-    if (c->host_w[b]) /* streamed: straight into its pinned buffer */
-      rc = read_bf16(&ld, WAN_GROUP_BLOCK, s->cfg.first_block + b, c->host_w[b]);
-    else
-      rc = place_group(&ld, WAN_GROUP_BLOCK, s->cfg.first_block + b, c->block_w[b]);
-  }
-  if (rc == SP_OK && s->cfg.head) rc = place_group(&ld, WAN_GROUP_HEAD, 0, c->head_w);
-  CUDA_CHECK(cudaStreamSynchronize(c->stream));
-  s->stats.weights_s = comm_now() - w0;
-  free(ld.tmp);
-  for (int k = 0; k < 2; k++) {
-    CUDA_CHECK(cudaFreeHost(ld.pin[k]));
-    CUDA_CHECK(cudaEventDestroy(ld.free_ev[k]));
-  }
-  return rc;
-}
-
 /* The attention shapes of this workload, run once on the scratch buffers
  * (their contents do not matter): cuDNN builds its plans and allocates
  * their workspace here, not in the first sampling step. */
@@ -576,7 +510,7 @@ static void warm_attention(rank_stage *s, cuda_stage *c) {
   const int64_t L = s->tokens;
   const int64_t NH = cf->heads, HD = wan_head_dim(cf);
   kern_attn_params ps = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
-  kern_attn_params pc = {c->qb, c->ck, c->cv, c->ab, L, cf->text_len, NH, HD, 0.0f};
+  kern_attn_params pc = {c->qb, c->x->ck, c->x->cv, c->ab, L, cf->text_len, NH, HD, 0.0f};
   kern_attn_run(c->attn, ps, c->attn_scratch, c->attn_scratch_bytes, c->stream);
   kern_attn_run(c->attn, pc, c->attn_scratch, c->attn_scratch_bytes, c->stream);
 }
@@ -614,7 +548,7 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     cuda_destroy(s);
     return SP_ERR_INPUT;
   }
-  setup_streaming(s, c, lay);
+  rank_cuda_setup_streaming(s, c, lay);
   for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
     CUDA_CHECK(cudaMallocHost((void **)&c->sinus[i], (size_t)cf->freq_dim * sizeof(float)));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->sinus_used[i], cudaEventDisableTiming));
@@ -637,7 +571,7 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
 
   upload_rope(s, c);
 
-  int rc = place_weights(m, s, c, bytes_read);
+  int rc = rank_cuda_place_weights(m, s, c, bytes_read);
   if (rc != SP_OK) {
     cuda_destroy(s);
     return rc;
@@ -646,9 +580,13 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   s->stats.streamed = c->nstreamed;
   s->stats.arena_bytes = c->arena_bytes;
   s->stats.device_in_use = s->stats.device_peak = (uint64_t)device_used(c);
-  sp_log_info("cuda:%d: arena %.2f GiB (%d resident, %d streamed blocks, %d slots); device memory "
-              "in use %.2f GiB",
+  sp_log_info("cuda:%d: arena %.2f GiB (%d resident, %d streamed blocks, %d slots%s); device "
+              "memory in use %.2f GiB",
               c->device, (double)c->arena_bytes / (1 << 30), s->nblocks - c->nstreamed,
-              c->nstreamed, c->depth, (double)s->stats.device_in_use / (1 << 30));
+              c->nstreamed, c->depth,
+              s->experts < 2             ? ""
+              : s->cfg.swap_experts ? ", 2 experts swapped at the switch"
+                                    : ", 2 experts resident",
+              (double)s->stats.device_in_use / (1 << 30));
   return SP_OK;
 }

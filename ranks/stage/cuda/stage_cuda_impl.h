@@ -10,12 +10,29 @@
 #include "cuda_profile.h"
 #include "kern_attn.h"
 #include "kern_cuda.h"
+#include "layout.h"
 #include "stage_impl.h"
 #include "wan_steps.h"
 
 /* Host buffers of the time sinusoid in flight: embed writes one on the host
  * while earlier ones may still be on their way to the device. */
 #define CUDA_STAGE_SINUS_RING 8
+
+/* One expert's device groups and per-prompt cross-attention k/v. */
+typedef struct cuda_expert {
+  uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups (NULL: streamed);
+                                            swapping, every expert's block_w[b] is the
+                                            one device copy */
+  uint16_t **host_w;  /* [nblocks] pinned host copy of a streamed block, else NULL */
+  uint16_t **swap_w;  /* [nblocks] swapping: pinned host copy of every block, else NULL */
+  /* Typed views of the device groups (wan_weights.h), bound once after
+   * the arena is placed: a streamed block is used through the view of the
+   * slot it was copied into, so no block is bound at use. */
+  wan_embed_bf16 embed;   /* of embed_w, when the stage embeds */
+  wan_head_bf16 head;     /* of head_w, when the stage has the head */
+  wan_block_bf16 *blocks; /* [nblocks] of block_w[b]; zeroed for a streamed block */
+  uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
+} cuda_expert;
 
 typedef struct cuda_stage {
   int device;
@@ -25,21 +42,21 @@ typedef struct cuda_stage {
   char *arena;        /* the one device allocation */
   size_t arena_bytes;
   wan_layout l16[3];  /* bf16 packed layouts */
-  uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups (NULL: streamed) */
-  uint16_t **host_w;  /* [nblocks] pinned host copy of a streamed block, else NULL */
+  cuda_expert ex[RANK_MODEL_MAX_EXPERTS]; /* [s->experts] */
+  cuda_expert *x;     /* the expert the calls use (rank_stage_set_expert) */
+  /* Swapping experts (cfg.swap_experts): the expert whose blocks the
+   * device copy holds (or is being copied to hold), per block the event of
+   * its last queued use and of its swap copy, and whether the next use
+   * must wait for that copy. */
+  int on_device;
+  cudaEvent_t *last_use, *swapped; /* [nblocks] */
+  uint8_t *swap_pending;           /* [nblocks] */
   int nstreamed, depth;
   int *stream_order;  /* [nstreamed] block index (0-based in the stage) of each streamed block */
   uint16_t **slot_w;  /* [depth] device slots for streamed blocks */
-  /* Typed views of the device groups (wan_weights.h), bound once after
-   * the arena is placed: a streamed block is used through the view of the
-   * slot it was copied into, so no block is bound at use. */
-  wan_embed_bf16 embed;   /* of embed_w, when the stage embeds */
-  wan_head_bf16 head;     /* of head_w, when the stage has the head */
-  wan_block_bf16 *blocks; /* [nblocks] of block_w[b]; zeroed for a streamed block */
   wan_block_bf16 *slots;  /* [depth] of slot_w[k] */
-  cudaStream_t copy;  /* host -> device copies of streamed blocks */
+  cudaStream_t copy;  /* host -> device copies of streamed blocks and swaps */
   cudaEvent_t *copied, *freed; /* [depth] slot filled / slot no longer read */
-  uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
   float *cos_t, *sin_t; /* (L, hd/2) RoPE tables, fp32 */
   int64_t rows;       /* rows per chunk of the block transients (<= L) */
   float *m;           /* (6, dim) modulation of the current block */
@@ -70,6 +87,16 @@ typedef struct cuda_stage {
   rank_prof *prof;    /* NULL unless profiling */
   int mem_traced;     /* the memory table was printed */
 } cuda_stage;
+
+/* stage_cuda_load.c: the streamed blocks' pinned copies (every expert's),
+ * their order, the copy stream and slot events (lay->slots slots), with
+ * swap_experts every block's pinned copy per expert and the swap events,
+ * and the per-block weight structs; before the arena is carved. */
+void rank_cuda_setup_streaming(rank_stage *s, cuda_stage *c, const plan_layout *lay);
+/* Reads every expert's groups of the stage and places them (the arena, or
+ * the pinned copies); stats.weights_s is the time it took. SP_OK or the
+ * reader's status. */
+int rank_cuda_place_weights(rank_model *m, rank_stage *s, cuda_stage *c, uint64_t *bytes_read);
 
 /* Block weight p of w, noted in the step log when a test attaches one
  * (wan_steps.h). */
