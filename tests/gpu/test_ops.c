@@ -991,11 +991,13 @@ static const op_case cases[] = {
     {.op = OP_QUANT_FP8, .n = 32760 * 5120 / 16, .bf16_in = 1},
     {.op = OP_QUANT_FP8, .n = 7, .small = 1},
     {.op = OP_QUANT_FP8, .n = 1537, .bf16_in = 1, .small = 1},
-    {.op = OP_LINEAR_FP8, .rows = 64, .dim = 5120, .out_dim = 5120},
+    /* bf16 output first: the stage's form; fp32 output and a row count
+     * that is no multiple of 16 last */
     {.op = OP_LINEAR_FP8, .rows = 128, .dim = 5120, .out_dim = 13824, .bf16_out = 1, .gelu = 1},
     {.op = OP_LINEAR_FP8, .rows = 256, .dim = 13824, .out_dim = 5120, .bf16_out = 1},
-    {.op = OP_LINEAR_FP8, .rows = 32, .dim = 1536, .out_dim = 8960, .gelu = 1, .no_bias = 1},
     {.op = OP_LINEAR_FP8, .rows = 16, .dim = 256, .out_dim = 640, .bf16_out = 1, .small = 1},
+    {.op = OP_LINEAR_FP8, .rows = 64, .dim = 5120, .out_dim = 5120},
+    {.op = OP_LINEAR_FP8, .rows = 32, .dim = 1536, .out_dim = 8960, .gelu = 1, .no_bias = 1},
     {.op = OP_LINEAR_FP8, .rows = 77, .dim = 1536, .out_dim = 1536, .bf16_out = 1},
 };
 
