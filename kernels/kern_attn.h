@@ -84,6 +84,31 @@ void kern_attn_cudnn_destroy(kern_attn_cudnn *c);
  * was built is fatal. */
 int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaStream_t stream);
 
+/* ---- fp8 attention through cuDNN (cuda/cuda_fp8_attn.cu) ---------------- */
+
+/* A cuDNN handle, the fp8 plan per shape, and the e4m3 copies of q, k, v
+ * (and the output) it quantises into on each call: per-tensor scales
+ * amax / 448 computed on the device (kern_cuda_quantize_fp8), softmax and
+ * its statistics fp32, the output bf16. Accuracy: e4m3 keeps 3 mantissa
+ * bits, so q, k, v and the probabilities carry a relative rounding error
+ * of up to 2^-4 each; against the fp32 CPU attention the relative L2 is a
+ * few 1e-2 (tests/gpu/test_attention.c states the bound). Not chosen by
+ * auto: it trades accuracy for speed, so it runs only when asked for. The
+ * e4m3 copies grow (cudaMalloc) when a larger shape's plan is built, as
+ * the plan's workspace does: setup, once per shape. One per rank; not
+ * thread-safe. */
+typedef struct kern_attn_fp8 kern_attn_fp8;
+
+/* SP_OK with *out set, or SP_ERR_RUNTIME logged naming the requirement
+ * (cuDNN 9.1 or later, an sm_90 or later GPU), *out untouched. */
+int kern_attn_fp8_create(kern_attn_fp8 **out);
+void kern_attn_fp8_destroy(kern_attn_fp8 *c);
+
+/* Runs p (bf16 in, bf16 out, as every backend) on `stream`: SP_OK, or
+ * SP_ERR_RUNTIME when cuDNN has no fp8 engine for the shape (logged with
+ * each form's refusal, nothing launched). */
+int kern_attn_fp8_run(kern_attn_fp8 *c, kern_attn_params p, cudaStream_t stream);
+
 /* ---- the one call ------------------------------------------------------- */
 
 typedef struct kern_attn_ctx kern_attn_ctx;
@@ -91,7 +116,10 @@ typedef struct kern_attn_ctx kern_attn_ctx;
 /* want: the backend asked for (--attn). gemm: the GEMM context the simple
  * backend uses (may be NULL unless want is KERN_ATTN_SIMPLE). cuDNN is tried
  * for cudnn and auto; when it cannot be created the context still works and
- * runs flash, with the reason logged once. SP_OK or SP_ERR_RUNTIME. */
+ * runs flash, with the reason logged once. cudnn-fp8 has no fallback: the
+ * context is refused (SP_ERR_RUNTIME, the requirement logged) where fp8
+ * attention is not available, and a shape cuDNN's fp8 engine refuses is
+ * fatal at kern_attn_run. SP_OK or SP_ERR_RUNTIME. */
 int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm, kern_attn_ctx **out);
 void kern_attn_ctx_destroy(kern_attn_ctx *ctx);
 

@@ -100,6 +100,38 @@ void kern_cuda_linear_lora(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uin
 void kern_cuda_linear_f32_input(const float *x, const uint16_t *w, const uint16_t *b, float *y,
                                 int64_t M, int64_t K, int64_t N, cudaStream_t stream);
 
+/* An fp8 linear layer (Hopper, cuBLASLt's e4m3 GEMM), in the same cache
+ * and workspace as the bf16 GEMMs:
+ *   y = act((x_q * sx) @ (w_q * sw)^T + b)
+ * x_q (M, K) e4m3 and w_q (N, K) e4m3 (kern_cuda_quantize_fp8), sx and sw
+ * (1) fp32 device pointers: the per-tensor dequantisation scales, read by
+ * cuBLASLt when the GEMM runs (no host synchronisation); b (N) bf16 or
+ * NULL; y (M, N) bf16 or fp32; fp32 accumulation. Per-tensor scales only:
+ * cuBLASLt's A/B scales on sm_90 are scalars (per-channel would be an
+ * epilogue). K and N multiples of 16 (cuBLASLt's fp8 rule of 16-byte
+ * rows), every pointer 16-byte aligned; a GPU without fp8 GEMMs (before
+ * sm_89) gets no algorithm: fatal, naming the need. */
+void kern_cuda_linear_fp8(kern_cuda_gemm_ctx *ctx, const uint8_t *x_q, const float *sx,
+                          const uint8_t *w_q, const float *sw, const uint16_t *b, void *y,
+                          kern_dtype y_dtype, int64_t M, int64_t K, int64_t N, kern_cuda_act act,
+                          cudaStream_t stream);
+
+/* ---- fp8 e4m3 tensors (cuda/cuda_fp8.cu) -------------------------------- */
+
+/* Per-tensor quantiser, for weights and activations alike: amax = max |x|,
+ * scale = kern_fp8_scale(amax) (amax / 448, 1 for an all-zero x), q =
+ * e4m3(x * 448 / amax) rounded to nearest even, saturating: the bytes of
+ * the CPU's kern_fp8_quantize_n. x (n) fp32 or bf16 (finite), q (n) e4m3;
+ * scale (1) and amax (1) fp32 device, written (amax is its scratch too).
+ * Two launches (the max, then the scaling); no host synchronisation. */
+void kern_cuda_quantize_fp8(const void *x, kern_dtype x_dtype, int64_t n, uint8_t *q,
+                            float *scale, float *amax, cudaStream_t stream);
+
+/* y = bf16(e4m3_to_f32(q) * *scale): q (n) e4m3, scale (1) fp32 device,
+ * y (n) bf16. */
+void kern_cuda_fp8_to_bf16(const uint8_t *q, const float *scale, uint16_t *y, int64_t n,
+                           cudaStream_t stream);
+
 /* ---- residual stream: gated add, norms, modulation, RoPE (cuda/cuda_norm.cu) --
  *
  * Row sub-ranges: these ops see only the rows they are given. To run a

@@ -1,12 +1,21 @@
 /* Storage dtypes of weights and their conversion to fp32. bf16 is the top
  * half of an IEEE binary32; narrowing rounds to nearest, ties to even, and
- * keeps NaN a (quiet) NaN. */
+ * keeps NaN a (quiet) NaN. fp8 e4m3 (the OCP "e4m3fn" of Hopper's tensor
+ * cores) and its per-tensor scale are at the end. */
 #ifndef KERN_DTYPE_H
 #define KERN_DTYPE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/* The few helpers CUDA code shares with the CPU (the fp8 scale formula). */
+#if defined(__CUDACC__)
+#define KERN_HD __host__ __device__
+#else
+#define KERN_HD
+#endif
 
 typedef enum { KERN_DTYPE_BF16 = 0, KERN_DTYPE_F32 = 1 } kern_dtype;
 
@@ -52,6 +61,65 @@ static inline float kern_f16_to_f32(uint16_t h) {
   memcpy(&f, &u, sizeof f);
   return f;
 }
+
+/* ---- fp8 e4m3 ------------------------------------------------------------
+ * Bits s eeee mmm, exponent bias 7: e 1..15 is (1 + m/8) 2^(e-7), e 0 is
+ * the subnormal m/8 2^-6, and s 1111 111 is NaN (no infinities). The
+ * largest finite value is 448 (e 15, m 6). */
+#define KERN_FP8_E4M3_MAX 448.0f
+
+static inline float kern_fp8_e4m3_to_f32(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v;
+  if (e == 15 && m == 7) return (b & 0x80u) ? -NAN : NAN;
+  v = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), e - 10);
+  return (b & 0x80u) ? -v : v;
+}
+
+/* Rounds v >= 0 (a float holding at most 24 significant bits, so v - floor
+ * is exact) to an integer, ties to even. */
+static inline float kern_round_half_even(float v) {
+  float f = floorf(v), d = v - f;
+  if (d > 0.5f || (d == 0.5f && fmodf(f, 2.0f) != 0.0f)) f += 1.0f;
+  return f;
+}
+
+/* fp32 -> e4m3, round to nearest, ties to even, saturating: a finite value
+ * or an infinity beyond 448 becomes +-448, NaN becomes NaN (0x7f with the
+ * sign), -0 keeps its sign. The same as the GPU's __nv_cvt_float_to_fp8
+ * with __NV_SATFINITE and __NV_E4M3. */
+static inline uint8_t kern_f32_to_fp8_e4m3(float f) {
+  const uint8_t sign = signbit(f) ? 0x80u : 0u;
+  const float a = fabsf(f);
+  if (isnan(f)) return (uint8_t)(sign | 0x7fu);
+  if (a >= KERN_FP8_E4M3_MAX) return (uint8_t)(sign | 0x7eu);
+  if (a < 0.015625f) /* subnormal: steps of 2^-9; 8 steps is the smallest normal */
+    return (uint8_t)(sign | (uint8_t)kern_round_half_even(a * 512.0f));
+  int e2;
+  (void)frexpf(a, &e2); /* a = f 2^e2, f in [0.5, 1): a's exponent is e2 - 1 */
+  int e = e2 - 1;
+  int m = (int)kern_round_half_even((ldexpf(a, -e) - 1.0f) * 8.0f);
+  if (m == 8) m = 0, e++;
+  /* a < 448 rounds to at most 448 (e 8, m 6): never the NaN pattern */
+  return (uint8_t)(sign | (uint8_t)((e + 7) << 3) | (uint8_t)m);
+}
+
+/* The per-tensor scale of fp8 tensors: a tensor of largest magnitude amax
+ * is stored as q = e4m3(x * kern_fp8_quant_mul(amax)), so amax lands on
+ * 448, and read back as x ~ e4m3_to_f32(q) * kern_fp8_scale(amax) (the
+ * dequantisation scale cuBLASLt and cuDNN multiply by). An all-zero tensor
+ * has scale 1. amax must be finite. */
+static inline KERN_HD float kern_fp8_quant_mul(float amax) {
+  return amax > 0.0f ? KERN_FP8_E4M3_MAX / amax : 1.0f;
+}
+static inline KERN_HD float kern_fp8_scale(float amax) {
+  return amax > 0.0f ? amax / KERN_FP8_E4M3_MAX : 1.0f;
+}
+
+/* The CPU reference of the per-tensor quantiser (kern_cuda_quantize_fp8):
+ * x (n) fp32 -> q (n) e4m3 and *scale = kern_fp8_scale(max |x|). Returns
+ * that amax. */
+float kern_fp8_quantize_n(const float *x, size_t n, uint8_t *q, float *scale);
 
 void kern_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n);
 void kern_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);

@@ -1,5 +1,7 @@
 /* cuDNN fused attention through the backend (graph) API, and the one
- * attention call that picks among cudnn, flash and simple (kern_attn.h).
+ * attention call that picks among cudnn, flash, simple and cudnn-fp8
+ * (kern_attn.h; the fp8 graph is cuda_fp8_attn.cu, the graph builders
+ * both use are cudnn_graph.cu).
  *
  * The graph for a shape is built once and its execution plan cached. Three
  * forms are tried in order, the first one an engine accepts is kept:
@@ -28,13 +30,8 @@
 #include <string.h>
 
 #include "cuda_check.h"
-#include "lib_check.cuh"
+#include "cudnn_graph.cuh"
 #include "kern_attn.h"
-
-/* Workspace above this is refused: an engine that wants it is not the fused
- * one (it would be materialising scores). */
-#define ATT_MAX_WORKSPACE ((int64_t)1 << 30)
-#define ATT_MAX_DESCS 64
 
 enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6, UID_VIRT = 100 };
 
@@ -45,10 +42,7 @@ typedef struct att_plan {
   float scale;
   int ok;
   int form; /* 1, 2 or 3 (header comment) */
-  cudnnBackendDescriptor_t plan;
-  cudnnBackendDescriptor_t descs[ATT_MAX_DESCS];
-  int ndescs;
-  int64_t workspace;
+  att_graph g;
   float *stats; /* (heads, Lq) fp32, form 3 only */
 } att_plan;
 
@@ -60,132 +54,9 @@ struct kern_attn_cudnn {
   int nplans, cap;
 };
 
-/* ---- descriptor building (each returns a cudnn status, no logging) ------ */
-
-typedef struct att_builder {
-  att_plan *pl;
-  cudnnStatus_t st; /* first failure */
-  const char *what; /* what failed first */
-} att_builder;
-
-static cudnnBackendDescriptor_t att_new(att_builder *b, cudnnBackendDescriptorType_t type,
-                                        const char *what) {
-  cudnnBackendDescriptor_t d = NULL;
-  if (b->st != CUDNN_STATUS_SUCCESS) return NULL;
-  if (b->pl->ndescs >= ATT_MAX_DESCS) {
-    b->st = CUDNN_STATUS_INTERNAL_ERROR;
-    b->what = "descriptor table full";
-    return NULL;
-  }
-  cudnnStatus_t s = cudnnBackendCreateDescriptor(type, &d);
-  if (s != CUDNN_STATUS_SUCCESS) {
-    b->st = s;
-    b->what = what;
-    return NULL;
-  }
-  b->pl->descs[b->pl->ndescs++] = d;
-  return d;
-}
-
-static void att_set(att_builder *b, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
-                    cudnnBackendAttributeType_t type, int64_t n, const void *val, const char *what) {
-  if (b->st != CUDNN_STATUS_SUCCESS) return;
-  cudnnStatus_t s = cudnnBackendSetAttribute(d, name, type, n, val);
-  if (s != CUDNN_STATUS_SUCCESS) {
-    b->st = s;
-    b->what = what;
-  }
-}
-
-static void att_fin(att_builder *b, cudnnBackendDescriptor_t d, const char *what) {
-  if (b->st != CUDNN_STATUS_SUCCESS) return;
-  cudnnStatus_t s = cudnnBackendFinalize(d);
-  if (s != CUDNN_STATUS_SUCCESS) {
-    b->st = s;
-    b->what = what;
-  }
-}
-
-/* A 4-d tensor: dims, strides, type; virtual or by-value as asked. */
-static cudnnBackendDescriptor_t att_tensor(att_builder *b, int64_t uid, const int64_t dims[4],
-                                           const int64_t strides[4], cudnnDataType_t type,
-                                           int is_virtual, int by_value) {
-  cudnnBackendDescriptor_t t = att_new(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor");
-  int64_t align = by_value ? 4 : 16;
-  bool virt = is_virtual != 0, byv = by_value != 0;
-  att_set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
-  att_set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor type");
-  att_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, "tensor dims");
-  att_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, "tensor strides");
-  att_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor align");
-  if (virt) att_set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, "virtual");
-  if (byv) att_set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byv, "by value");
-  att_fin(b, t, "tensor");
-  return t;
-}
-
-static cudnnBackendDescriptor_t att_matmul(att_builder *b, cudnnBackendDescriptor_t A,
-                                           cudnnBackendDescriptor_t B, cudnnBackendDescriptor_t C) {
-  cudnnBackendDescriptor_t md = att_new(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul desc");
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  att_set(b, md, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, "matmul comp type");
-  att_fin(b, md, "matmul desc");
-  cudnnBackendDescriptor_t op = att_new(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul op");
-  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &A, "mm a");
-  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &B, "mm b");
-  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &C, "mm c");
-  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &md, "mm d");
-  att_fin(b, op, "matmul op");
-  return op;
-}
-
-/* y = mode(x[, bb]); bb NULL for unary modes. */
-static cudnnBackendDescriptor_t att_pw(att_builder *b, cudnnPointwiseMode_t mode,
-                                       cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t bb,
-                                       cudnnBackendDescriptor_t y) {
-  cudnnBackendDescriptor_t pd = att_new(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise desc");
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  att_set(b, pd, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pw mode");
-  att_set(b, pd, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f, "pw prec");
-  att_fin(b, pd, "pointwise desc");
-  cudnnBackendDescriptor_t op =
-      att_new(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise op");
-  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-          &pd, "pw desc");
-  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
-          "pw x");
-  if (bb)
-    att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb,
-            "pw b");
-  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
-          "pw y");
-  att_fin(b, op, "pointwise op");
-  return op;
-}
-
-static cudnnBackendDescriptor_t att_reduce(att_builder *b, cudnnReduceTensorOp_t mode,
-                                           cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
-  cudnnBackendDescriptor_t rd = att_new(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction desc");
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  att_set(b, rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
-          "reduction op");
-  att_set(b, rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, "reduction comp");
-  att_fin(b, rd, "reduction desc");
-  cudnnBackendDescriptor_t op =
-      att_new(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction op");
-  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
-          "red x");
-  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
-          "red y");
-  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd,
-          "red desc");
-  att_fin(b, op, "reduction op");
-  return op;
-}
-
 /* The operations of form 1, 2 or 3 for the plan's shape into ops[]. */
-static int att_graph_ops(att_builder *b, int form, cudnnBackendDescriptor_t ops[12]) {
-  const att_plan *pl = b->pl;
+static int att_graph_ops(att_builder *b, const att_plan *pl, int form,
+                         cudnnBackendDescriptor_t ops[12]) {
   const int64_t H = pl->heads, Lq = pl->Lq, Lk = pl->Lk, D = KERN_ATTN_HD;
   const int64_t qd[4] = {1, H, Lq, D}, qs[4] = {Lq * H * D, D, H * D, 1};
   const int64_t kd[4] = {1, H, Lk, D}, ks[4] = {Lk * H * D, D, H * D, 1};
@@ -239,82 +110,16 @@ static int att_graph_ops(att_builder *b, int form, cudnnBackendDescriptor_t ops[
   return n;
 }
 
-/* Graph of `form`, heuristics, the first engine config that finalises with
- * a bounded workspace. CUDNN_STATUS_SUCCESS with pl->plan set, or the first
- * failure with b->what naming it. */
+/* The graph of `form` and its plan (att_graph_finalize). */
 static cudnnStatus_t att_build_form(kern_attn_cudnn *c, att_plan *pl, int form, const char **what) {
-  att_builder b = {pl, CUDNN_STATUS_SUCCESS, NULL};
+  att_builder b = {&pl->g, CUDNN_STATUS_SUCCESS, NULL};
   cudnnBackendDescriptor_t ops[12];
-  int nops = att_graph_ops(&b, form, ops);
-  cudnnBackendDescriptor_t g = att_new(&b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "graph");
-  att_set(&b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle, "graph handle");
-  att_set(&b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops,
-          "graph ops");
-  att_fin(&b, g, "operation graph");
-  cudnnBackendDescriptor_t h = att_new(&b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
-  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  att_set(&b, h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g,
-          "heur graph");
-  att_set(&b, h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heur mode");
-  att_fin(&b, h, "engine heuristics");
-  if (b.st != CUDNN_STATUS_SUCCESS) {
-    *what = b.what;
-    return b.st;
-  }
-  enum { MAXCFG = 8 };
-  cudnnBackendDescriptor_t cfg[MAXCFG];
-  int ncfg = 0;
-  for (; ncfg < MAXCFG; ncfg++) {
-    cfg[ncfg] = att_new(&b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config");
-    if (b.st != CUDNN_STATUS_SUCCESS) {
-      *what = b.what;
-      return b.st;
-    }
-  }
-  int64_t got = 0;
-  cudnnStatus_t s = cudnnBackendGetAttribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, MAXCFG, &got, cfg);
-  if (s != CUDNN_STATUS_SUCCESS || got <= 0) {
-    *what = "heuristics offered no engine";
-    return s != CUDNN_STATUS_SUCCESS ? s : CUDNN_STATUS_NOT_SUPPORTED;
-  }
-  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
-  *what = "no engine config finalised a plan";
-  for (int64_t i = 0; i < got; i++) {
-    cudnnBackendDescriptor_t plan = NULL;
-    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
-        CUDNN_STATUS_SUCCESS)
-      break;
-    int64_t ws = 0, n = 0;
-    s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                                 &c->handle);
-    if (s == CUDNN_STATUS_SUCCESS)
-      s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
-    if (s == CUDNN_STATUS_SUCCESS)
-      s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                   CUDNN_TYPE_INT64, 1, &n, &ws);
-    if (s == CUDNN_STATUS_SUCCESS && (ws < 0 || ws > ATT_MAX_WORKSPACE)) {
-      s = CUDNN_STATUS_NOT_SUPPORTED;
-      *what = "the only engines want a workspace above 1 GiB (not fused)";
-    }
-    if (s == CUDNN_STATUS_SUCCESS) {
-      pl->plan = plan;
-      pl->workspace = ws;
-      return CUDNN_STATUS_SUCCESS;
-    }
-    last = s;
-    cudnnBackendDestroyDescriptor(plan);
-  }
-  return last;
+  int nops = att_graph_ops(&b, pl, form, ops);
+  return att_graph_finalize(c->handle, &b, ops, nops, what);
 }
 
 static void att_plan_release(att_plan *pl) {
-  if (pl->plan) cudnnBackendDestroyDescriptor(pl->plan);
-  for (int i = pl->ndescs - 1; i >= 0; i--) cudnnBackendDestroyDescriptor(pl->descs[i]);
-  pl->ndescs = 0;
-  pl->plan = NULL;
+  att_graph_release(&pl->g);
   if (pl->stats) CUDA_CHECK(cudaFree(pl->stats));
   pl->stats = NULL;
 }
@@ -359,17 +164,17 @@ static att_plan *att_plan_get(kern_attn_cudnn *c, const kern_attn_params *p, flo
   }
   if (pl->form == 3)
     CUDA_CHECK(cudaMalloc((void **)&pl->stats, (size_t)(p->heads * p->Lq) * sizeof(float)));
-  if (pl->workspace > c->workspace_bytes) {
+  if (pl->g.workspace > c->workspace_bytes) {
     /* cudaFree synchronises the device, so a plan still running on the old
      * workspace has finished; plan building is setup, not the step loop */
     if (c->workspace) CUDA_CHECK(cudaFree(c->workspace));
     c->workspace = NULL;
-    CUDA_CHECK(cudaMalloc(&c->workspace, (size_t)pl->workspace));
-    c->workspace_bytes = pl->workspace;
+    CUDA_CHECK(cudaMalloc(&c->workspace, (size_t)pl->g.workspace));
+    c->workspace_bytes = pl->g.workspace;
   }
   sp_log_debug("attention: cudnn plan for Lq %lld, Lk %lld, heads %lld: form %d, workspace %lld",
                (long long)p->Lq, (long long)p->Lk, (long long)p->heads, pl->form,
-               (long long)pl->workspace);
+               (long long)pl->g.workspace);
   return pl;
 }
 
@@ -417,18 +222,7 @@ extern "C" int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaS
   int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
   void *ptrs[6] = {(void *)p.q, (void *)p.k, (void *)p.v, (void *)p.out, &scale, pl->stats};
   int64_t n = pl->form == 3 ? 6 : 5;
-  CUDNN_CHECK(cudnnSetStream(c->handle, stream));
-  cudnnBackendDescriptor_t vp;
-  CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
-  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n,
-                                       uids));
-  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                       CUDNN_TYPE_VOID_PTR, n, ptrs));
-  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
-                                       1, &c->workspace));
-  CUDNN_CHECK(cudnnBackendFinalize(vp));
-  CUDNN_CHECK(cudnnBackendExecute(c->handle, pl->plan, vp));
-  CUDNN_CHECK(cudnnBackendDestroyDescriptor(vp));
+  att_graph_execute(c->handle, pl->g.plan, n, uids, ptrs, c->workspace, stream);
   return SP_OK;
 }
 
@@ -440,6 +234,7 @@ struct kern_attn_ctx {
   kern_attn_backend want;
   kern_cuda_gemm_ctx *gemm;
   kern_attn_cudnn *cudnn; /* NULL: not asked for, or could not be created */
+  kern_attn_fp8 *fp8;     /* cudnn-fp8 only */
   kern_attn_backend last;
 };
 
@@ -454,9 +249,13 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
     sp_log_error("attention: out of host memory for the attention context");
     return SP_ERR_RUNTIME;
   }
+  if (want == KERN_ATTN_CUDNN_FP8 && kern_attn_fp8_create(&ctx->fp8) != SP_OK) {
+    free(ctx); /* the requirement is logged above */
+    return SP_ERR_RUNTIME;
+  }
   ctx->want = want;
   ctx->gemm = gemm;
-  ctx->last = want == KERN_ATTN_SIMPLE ? KERN_ATTN_SIMPLE : KERN_ATTN_FLASH;
+  ctx->last = want == KERN_ATTN_SIMPLE || want == KERN_ATTN_CUDNN_FP8 ? want : KERN_ATTN_FLASH;
   if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO) {
     if (kern_attn_cudnn_create(&ctx->cudnn) != SP_OK) {
       ctx->cudnn = NULL; /* the cause is logged above */
@@ -470,6 +269,7 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
 extern "C" void kern_attn_ctx_destroy(kern_attn_ctx *ctx) {
   if (!ctx) return;
   kern_attn_cudnn_destroy(ctx->cudnn);
+  kern_attn_fp8_destroy(ctx->fp8);
   free(ctx);
 }
 
@@ -520,6 +320,14 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
     return;
   case KERN_ATTN_CUDNN:
     ctx->last = att_cudnn_or_flash(ctx, &p, stream);
+    return;
+  case KERN_ATTN_CUDNN_FP8:
+    /* asked for explicitly: no silent fall back to another precision */
+    if (kern_attn_fp8_run(ctx->fp8, p, stream) != SP_OK)
+      sp_fatal("attention (cudnn-fp8): cuDNN has no fp8 engine for Lq %lld, Lk %lld, heads %lld "
+               "(the refusals are logged above)",
+               (long long)p.Lq, (long long)p.Lk, (long long)p.heads);
+    ctx->last = KERN_ATTN_CUDNN_FP8;
     return;
   case KERN_ATTN_AUTO: break;
   }

@@ -1,5 +1,7 @@
 /* GEMM through cuBLASLt: bf16 operands, fp32 accumulation, fp32 or bf16
- * output, bias and GELU-tanh+bias in the epilogue (kern_cuda.h).
+ * output, bias and GELU-tanh+bias in the epilogue (kern_cuda.h); and the
+ * fp8 linear: e4m3 operands with per-tensor scales that cuBLASLt reads from
+ * the device (A/B_SCALE_POINTER), the same descriptors otherwise.
  *
  * cuBLASLt is column-major; our tensors are row-major. A row-major D (M, N)
  * is a column-major D^T (N, M), and D^T = op(B) A^T, so cuBLASLt's first
@@ -37,6 +39,7 @@
 typedef struct gemm_key {
   int64_t M, N, K, lda, ldb, ldd, batch, stride_a, stride_b, stride_d;
   int b_kn, d_dtype, has_bias, act, accumulate;
+  int fp8; /* e4m3 operands (kern_cuda_linear_fp8) */
   int64_t algo_m; /* 0, or the row count the algorithm is chosen for (pinned rows) */
 } gemm_key;
 
@@ -106,6 +109,7 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
   e->key = *k;
   e->fused = fused;
   cudaDataType_t dt = k->d_dtype == KERN_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
+  cudaDataType_t in = k->fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = k->b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -126,10 +130,10 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
                                                 sizeof bt));
   }
   if (k->b_kn)
-    e->la = make_layout(CUDA_R_16BF, k->N, k->K, k->ldb, k->batch, k->stride_b);
+    e->la = make_layout(in, k->N, k->K, k->ldb, k->batch, k->stride_b);
   else
-    e->la = make_layout(CUDA_R_16BF, k->K, k->N, k->ldb, k->batch, k->stride_b);
-  e->lb = make_layout(CUDA_R_16BF, k->K, k->M, k->lda, k->batch, k->stride_a);
+    e->la = make_layout(in, k->K, k->N, k->ldb, k->batch, k->stride_b);
+  e->lb = make_layout(in, k->K, k->M, k->lda, k->batch, k->stride_a);
   e->ld = make_layout(dt, k->N, k->M, k->ldd, k->batch, k->stride_d);
 
   cublasLtMatmulPreference_t pref;
@@ -152,7 +156,7 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
   /* Pinned rows: the heuristic sees the all-rows shape. */
   cublasLtMatrixLayout_t qlb = e->lb, qld = e->ld;
   if (k->algo_m) {
-    qlb = make_layout(CUDA_R_16BF, k->K, k->algo_m, k->lda, k->batch, k->stride_a);
+    qlb = make_layout(in, k->K, k->algo_m, k->lda, k->batch, k->stride_a);
     qld = make_layout(dt, k->N, k->algo_m, k->ldd, k->batch, k->stride_d);
   }
   /* C is D (beta 0 or 1). NOT_SUPPORTED means no algorithm: not an error here. */
@@ -215,16 +219,22 @@ static gemm_entry *entry_get(kern_cuda_gemm_ctx *ctx, const gemm_key *k) {
   if (want_epi && entry_try(ctx, k, 1, slot)) return slot;
   if (entry_try(ctx, k, 0, slot)) return slot;
   sp_fatal("gemm: cuBLASLt has no algorithm for M %lld N %lld K %lld (lda %lld ldb %lld "
-           "ldd %lld, batch %lld, output %s; heuristic: %s): check sizes and 16-byte alignment",
+           "ldd %lld, batch %lld, %s, output %s; heuristic: %s): check sizes and 16-byte "
+           "alignment%s",
            (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->lda,
            (long long)k->ldb, (long long)k->ldd, (long long)k->batch,
-           kern_dtype_name((kern_dtype)k->d_dtype), cublasLtGetStatusName(ctx->last_status));
+           k->fp8 ? "e4m3 operands" : "bf16 operands", kern_dtype_name((kern_dtype)k->d_dtype),
+           cublasLtGetStatusName(ctx->last_status),
+           k->fp8 ? "; fp8 GEMMs need an sm_89 or later GPU (Ada, Hopper)" : "");
 }
 
 static int misaligned(const void *p) { return ((uintptr_t)p & 15u) != 0; }
 
-extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p,
-                                 cudaStream_t stream) {
+/* kern_cuda_matmul; with scales (fp8), a and b are e4m3 and sa, sb their
+ * device dequantisation scales (cuBLASLt's B and A: the operands swap). */
+static void gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, const float *sa,
+                     const float *sb, cudaStream_t stream) {
+  const int fp8 = sa != NULL;
   const int64_t bcols = p->b_kn ? p->N : p->K;
   if (p->M < 1 || p->N < 1 || p->K < 1 || p->batch < 1 || p->lda < p->K || p->ldb < bcols ||
       p->ldd < p->N)
@@ -241,8 +251,8 @@ extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul
              (const void *)p->a, (const void *)p->b, p->d, (const void *)p->bias);
   if (p->d_dtype != KERN_DTYPE_F32 && p->d_dtype != KERN_DTYPE_BF16)
     sp_fatal("gemm: output dtype %d is not fp32 or bf16", (int)p->d_dtype);
-  const int64_t esz_d = (int64_t)kern_dtype_size(p->d_dtype);
-  if (p->batch > 1 && ((p->stride_a * 2) % 16 || (p->stride_b * 2) % 16 ||
+  const int64_t esz_d = (int64_t)kern_dtype_size(p->d_dtype), esz_in = fp8 ? 1 : 2;
+  if (p->batch > 1 && ((p->stride_a * esz_in) % 16 || (p->stride_b * esz_in) % 16 ||
                        (p->stride_d * esz_d) % 16 || p->stride_a < 0 || p->stride_b < 0 ||
                        p->stride_d < 0))
     sp_fatal("gemm: batch strides a %lld b %lld d %lld (elements) must keep every matrix "
@@ -265,12 +275,19 @@ extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul
   k.has_bias = p->bias != NULL;
   k.act = (int)p->act;
   k.accumulate = p->beta != 0.0f;
+  k.fp8 = fp8;
   if (ctx->pin_rows > p->M && p->batch == 1) k.algo_m = ctx->pin_rows;
   gemm_entry *e = entry_get(ctx, &k);
 
   if (e->fused && p->bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                 &p->bias, sizeof p->bias));
+  if (fp8) { /* cuBLASLt's A is our b, its B our a */
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb,
+                                                sizeof sb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa,
+                                                sizeof sa));
+  }
   const float alpha = p->alpha, beta = p->beta;
   cublasStatus_t st = cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta,
                                      p->d, e->ld, p->d, e->ld, &e->algo, ctx->workspace,
@@ -286,6 +303,12 @@ extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul
     if (!entry_try(ctx, &k, 0, e))
       sp_fatal("gemm: cuBLASLt has no algorithm for M %lld N %lld K %lld without epilogue",
                (long long)p->M, (long long)p->N, (long long)p->K);
+    if (fp8) {
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                  &sb, sizeof sb));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                  &sa, sizeof sa));
+    }
     st = cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta, p->d, e->ld,
                         p->d, e->ld, &e->algo, ctx->workspace, ctx->workspace_bytes, stream);
   }
@@ -293,6 +316,11 @@ extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul
   e->ran = 1;
   if (!e->fused && (p->bias || p->act != KERN_CUDA_ACT_NONE))
     kern_cuda_bias_act(p->d, p->d_dtype, p->bias, p->M, p->N, p->ldd, p->act, stream);
+}
+
+extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p,
+                                 cudaStream_t stream) {
+  gemm_run(ctx, p, NULL, NULL, stream);
 }
 
 extern "C" void kern_cuda_gemm_pin_rows(kern_cuda_gemm_ctx *ctx, int64_t rows) {
@@ -367,4 +395,31 @@ extern "C" void kern_cuda_linear_f32_input(const float *x, const uint16_t *w, co
   linear_f32_kernel<<<(unsigned)blocks, threads, 0, stream>>>(
       x, (const __nv_bfloat16 *)w, (const __nv_bfloat16 *)b, y, M, K, N);
   CUDA_LAUNCH_CHECK();
+}
+
+/* ---- fp8 linear ---------------------------------------------------------- */
+
+/* The "TN" form cuBLASLt's fp8 GEMMs need on Hopper is the form every
+ * linear here already has: the weight (cuBLASLt's A) transposed, the
+ * activations (its B) not. */
+extern "C" void kern_cuda_linear_fp8(kern_cuda_gemm_ctx *ctx, const uint8_t *x_q, const float *sx,
+                                     const uint8_t *w_q, const float *sw, const uint16_t *b,
+                                     void *y, kern_dtype y_dtype, int64_t M, int64_t K, int64_t N,
+                                     kern_cuda_act act, cudaStream_t stream) {
+  if (K % 16 || N % 16 || !sx || !sw)
+    sp_fatal("linear_fp8: K %lld and N %lld must be multiples of 16 (cuBLASLt's fp8 rows of "
+             "16 bytes), scales sx %p sw %p both given",
+             (long long)K, (long long)N, (const void *)sx, (const void *)sw);
+  kern_cuda_matmul_params p;
+  memset(&p, 0, sizeof p);
+  p.a = (const uint16_t *)(const void *)x_q; /* e4m3 bytes: gemm_run reads them as such */
+  p.b = (const uint16_t *)(const void *)w_q;
+  p.bias = b; p.d = y;
+  p.d_dtype = y_dtype;
+  p.M = M; p.N = N; p.K = K;
+  p.lda = K; p.ldb = K; p.ldd = N;
+  p.batch = 1;
+  p.alpha = 1.0f;
+  p.act = act;
+  gemm_run(ctx, &p, sx, sw, stream);
 }

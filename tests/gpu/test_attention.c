@@ -10,6 +10,12 @@
  * - every output element written (the buffer starts as NaN) and guard
  *   bytes after the output untouched;
  * - a rerun is bit-identical;
+ * - cudnn-fp8 (kern_attn_fp8_run, sm_90 with cuDNN 9.1+ only): against
+ *   the same fp32 attention, within 2x (+ 2e-4) of a plain fp8
+ *   implementation's own error and under TOL_FP8; the plain fp8
+ *   implementation is the CPU with q, k, v quantised per tensor by the CPU
+ *   quantiser (kern_fp8_quantize_n: the GPU's bytes) and the probabilities
+ *   rounded to e4m3 at scale 448, as the fp8 engine stores them;
  * - every benchmark variant of the flash kernel (launch/bench/dev/) passes the
  *   same checks on the shapes up to 4,099 tokens, and variants that share
  *   a register tile width (`sub`) give bit-identical outputs.
@@ -36,6 +42,14 @@
 #define HD KERN_ATTN_HD
 #define GUARD_BYTES 4096
 #define SUBSET_ROWS 256
+/* e4m3 carries a relative rounding error of up to 2^-4 (rms ~2.6e-2) on
+ * q, k, v and the probabilities each. The score error from q and k is
+ * about |s| x sqrt(2) x 2.6e-2 (~0.08 at the scores' std 2.25 here),
+ * which moves the weights by some 8%; with v's and P's own 2.6e-2 the
+ * plain fp8 attention lands near 5-9e-2 from fp32 on these inputs. 0.15
+ * bounds it with margin; the 2x rule against the plain fp8 error is the
+ * sharp check (a wrong scale or a lost descale is far above both). */
+#define TOL_FP8 0.15
 
 #define SP_TEST_CUDA
 #include "sp_test.h"
@@ -45,6 +59,7 @@ typedef struct shape {
   float scale; /* 0: default */
   int need_cudnn; /* cuDNN refusing this shape is a failure */
   const char *what;
+  int need_fp8; /* cuDNN's fp8 engine refusing it is a failure (sm_90) */
 } shape;
 
 /* One shape's host data: fp32 inputs, their bf16 forms, the query rows
@@ -54,6 +69,7 @@ typedef struct host_case {
   float *exact, *plain; /* (nrows, heads, HD) */
   uint16_t *qb, *kb, *vb;
   double plain_err;
+  double fp8_err; /* the plain fp8 implementation's error (< 0: not computed) */
 } host_case;
 
 static void host_case_build(const shape *s, host_case *hc) {
@@ -114,15 +130,63 @@ static void host_case_build(const shape *s, host_case *hc) {
   free(q), free(k), free(v), free(qs), free(qsb), free(kr), free(vr);
 }
 
+/* The plain fp8 attention on the checked rows: q, k, v (their bf16 values)
+ * through the CPU quantiser, scores and softmax in double, probabilities
+ * rounded to e4m3 at scale 448, the output rounded to bf16; its error
+ * against hc->exact into hc->fp8_err. */
+static void host_case_fp8(const shape *s, host_case *hc) {
+  const int64_t row = s->heads * HD, nq = s->Lq * row, nk = s->Lk * row;
+  float *x = malloc((size_t)(nq > nk ? nq : nk) * 4), *out = malloc((size_t)(hc->nrows * row) * 4);
+  uint8_t *q8 = malloc((size_t)nq), *k8 = malloc((size_t)nk), *v8 = malloc((size_t)nk);
+  double *p = malloc((size_t)s->Lk * sizeof(double));
+  if (!x || !out || !q8 || !k8 || !v8 || !p) {
+    fprintf(stderr, "FAIL: out of host memory for shape %s\n", s->what);
+    exit(1);
+  }
+  float sq, sk, sv, lut[256];
+  for (int b = 0; b < 256; b++) lut[b] = kern_fp8_e4m3_to_f32((uint8_t)b);
+  kern_bf16_to_f32_n(hc->qb, x, (size_t)nq);
+  kern_fp8_quantize_n(x, (size_t)nq, q8, &sq);
+  kern_bf16_to_f32_n(hc->kb, x, (size_t)nk);
+  kern_fp8_quantize_n(x, (size_t)nk, k8, &sk);
+  kern_bf16_to_f32_n(hc->vb, x, (size_t)nk);
+  kern_fp8_quantize_n(x, (size_t)nk, v8, &sv);
+  const double scale = s->scale > 0.f ? s->scale : 1.0 / sqrt((double)HD);
+  for (int64_t i = 0; i < hc->nrows; i++)
+    for (int64_t h = 0; h < s->heads; h++) {
+      const uint8_t *qi = q8 + hc->rows[i] * row + h * HD;
+      double m = -INFINITY, z = 0;
+      for (int64_t j = 0; j < s->Lk; j++) {
+        const uint8_t *kj = k8 + j * row + h * HD;
+        double d = 0;
+        for (int t = 0; t < HD; t++)
+          d += (double)lut[qi[t]] * lut[kj[t]];
+        p[j] = d * sq * sk * scale;
+        if (p[j] > m) m = p[j];
+      }
+      for (int64_t j = 0; j < s->Lk; j++) z += p[j] = exp(p[j] - m);
+      for (int64_t j = 0; j < s->Lk; j++)
+        p[j] = lut[kern_f32_to_fp8_e4m3((float)(p[j] / z) * 448.0f)] / 448.0;
+      for (int t = 0; t < HD; t++) {
+        double o = 0;
+        for (int64_t j = 0; j < s->Lk; j++) o += p[j] * lut[v8[j * row + h * HD + t]];
+        out[i * row + h * HD + t] = kern_bf16_to_f32(kern_f32_to_bf16((float)(o * sv)));
+      }
+    }
+  hc->fp8_err = sp_test_rel_l2_f32(out, hc->exact, hc->nrows * row);
+  free(x), free(out), free(q8), free(k8), free(v8), free(p);
+}
+
 static void host_case_free(host_case *hc) {
   free(hc->rows), free(hc->exact), free(hc->plain), free(hc->qb), free(hc->kb), free(hc->vb);
 }
 
-typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX } run_kind;
+typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX, RUN_FP8 } run_kind;
 /* The flash variant RUN_FLASH runs (dev_flash_run): 0 is the production
  * kernel, kern_attn_flash. */
 static int flash_variant = 0;
-static const char *run_name[] = {"flash", "cudnn", "auto"};
+static const char *run_name[] = {"flash", "cudnn", "auto", "cudnn-fp8"};
+static kern_attn_fp8 *fp8_ctx; /* NULL: no fp8 attention on this GPU/cuDNN */
 
 /* Runs one backend into dout; 0 ok, 1 cudnn refused (nothing written). */
 static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern_attn_params p) {
@@ -132,6 +196,9 @@ static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern
     if (kern_attn_cudnn_run(cd, p, 0) != SP_OK) return 1;
     break;
   case RUN_CTX: kern_attn_run(ctx, p, NULL, 0, 0); break;
+  case RUN_FP8:
+    if (kern_attn_fp8_run(fp8_ctx, p, 0) != SP_OK) return 1;
+    break;
   }
   CHECK_CUDA(cudaDeviceSynchronize());
   CHECK_CUDA(cudaGetLastError());
@@ -149,8 +216,9 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
   CHECK_CUDA(cudaMemset(dout, 0xff, out_bytes)); /* NaN: unwritten elements show */
   CHECK_CUDA(cudaMemset(dout + out_bytes, 0xa5, GUARD_BYTES));
   if (run_once(kind, cd, ctx, p)) {
-    CHECK(!s->need_cudnn, "%s: cudnn refused a shape it must take (see the log)", s->what);
-    if (!s->need_cudnn) printf("  %-18s refused by cudnn (allowed for this shape)\n", name);
+    const int need = kind == RUN_FP8 ? s->need_fp8 : s->need_cudnn;
+    CHECK(!need, "%s: %s refused a shape it must take (see the log)", s->what, name);
+    if (!need) printf("  %-18s refused by cudnn (allowed for this shape)\n", name);
     return;
   }
   uint16_t *h1 = malloc(out_bytes + GUARD_BYTES), *h2 = malloc(out_bytes);
@@ -167,13 +235,15 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
   for (int64_t i = 0; i < hc->nrows; i++)
     for (int64_t j = 0; j < row; j++) got[i * row + j] = kern_bf16_to_f32(h1[hc->rows[i] * row + j]);
   double err = sp_test_rel_l2_f32(got, hc->exact, hc->nrows * row);
-  double bound = 2.0 * hc->plain_err + 2e-4;
-  printf("  %-18s rel L2 %.3e (plain bf16 %.3e, bound %.3e)%s\n", name, err,
-         hc->plain_err, bound,
+  const int fp8 = kind == RUN_FP8;
+  const double plain = fp8 ? hc->fp8_err : hc->plain_err, cap = fp8 ? TOL_FP8 : 1e-2;
+  double bound = 2.0 * plain + 2e-4;
+  printf("  %-18s rel L2 %.3e (plain %s %.3e, bound %.3e)%s\n", name, err, fp8 ? "fp8" : "bf16",
+         plain, bound,
          kind == RUN_CTX ? (kern_attn_ctx_last(ctx) == KERN_ATTN_CUDNN ? " ran cudnn" : " ran flash")
                          : "");
-  CHECK(err <= bound && err <= 1e-2, "%s %s: rel L2 %.3e above bound %.3e (plain bf16 %.3e)",
-           s->what, name, err, bound, hc->plain_err);
+  CHECK(err <= bound && err <= cap, "%s %s: rel L2 %.3e above bound %.3e (plain %s %.3e, cap %g)",
+           s->what, name, err, bound, fp8 ? "fp8" : "bf16", plain, cap);
   /* rerun: bit-identical */
   CHECK_CUDA(cudaMemset(dout, 0, out_bytes));
   CHECK(run_once(kind, cd, ctx, p) == 0, "%s %s: rerun refused", s->what, name);
@@ -259,19 +329,20 @@ int main(int argc, char **argv) {
   sp_test_begin("test_attention");
 
   static const shape small_shapes[] = {
-      {70, 130, 2, 0.f, 0, "small tails Lq 70 Lk 130 h 2"},
-      {128, 64, 1, 0.f, 0, "small exact tiles Lq 128 Lk 64 h 1"},
-      {5, 512, 3, 0.f, 0, "small cross Lq 5 Lk 512 h 3"},
+      {70, 130, 2, 0.f, 0, "small tails Lq 70 Lk 130 h 2", 0},
+      {128, 64, 1, 0.f, 0, "small exact tiles Lq 128 Lk 64 h 1", 0},
+      {5, 512, 3, 0.f, 0, "small cross Lq 5 Lk 512 h 3", 0},
   };
   static const shape full_shapes[] = {
-      {1, 1, 1, 0.f, 0, "one token"},
-      {128, 64, 2, 0.f, 0, "exact tiles Lq 128 Lk 64"},
-      {200, 200, 3, 0.f, 0, "tails Lq 200 Lk 200"},
-      {1000, 77, 2, 0.05f, 0, "tails Lq 1000 Lk 77, scale 0.05"},
-      {333, 512, 4, 0.f, 1, "cross Lq 333 Lk 512"},
-      {4099, 4099, 3, 0.f, 0, "self 4099 (both tails)"},
-      {32760, 512, 2, 0.f, 1, "cross 32,760 x 512"},
-      {32760, 32760, 2, 0.f, 1, "self 32,760 x 2 heads"},
+      {1, 1, 1, 0.f, 0, "one token", 0},
+      {128, 64, 2, 0.f, 0, "exact tiles Lq 128 Lk 64", 0},
+      {200, 200, 3, 0.f, 0, "tails Lq 200 Lk 200", 0},
+      {1000, 77, 2, 0.05f, 0, "tails Lq 1000 Lk 77, scale 0.05", 0},
+      {333, 512, 4, 0.f, 1, "cross Lq 333 Lk 512", 0},
+      {4099, 4099, 3, 0.f, 0, "self 4099 (both tails)", 0},
+      {1024, 1024, 4, 0.f, 1, "self 1024 x 4 heads", 1},
+      {32760, 512, 2, 0.f, 1, "cross 32,760 x 512", 1},
+      {32760, 32760, 2, 0.f, 1, "self 32,760 x 2 heads", 0},
   };
   const shape *shapes = small ? small_shapes : full_shapes;
   const int nshapes = small ? 3 : (int)(sizeof full_shapes / sizeof full_shapes[0]);
@@ -279,6 +350,11 @@ int main(int argc, char **argv) {
   kern_attn_cudnn *cd = NULL;
   const int cudnn_ok = kern_attn_cudnn_create(&cd) == SP_OK;
   CHECK(cudnn_ok, "cudnn could not be created (cause logged above)");
+  /* fp8 where the GPU and cuDNN have it (the create logs why not) */
+  if (major >= 9 && !flash_only) {
+    CHECK(kern_attn_fp8_create(&fp8_ctx) == SP_OK,
+          "cudnn-fp8 could not be created on an sm_90 GPU (cause logged above)");
+  }
   kern_attn_ctx *ctx = NULL;
   if (kern_attn_ctx_create(KERN_ATTN_AUTO, NULL, &ctx) != SP_OK) {
     fprintf(stderr, "FAIL: the auto attention context could not be created\n");
@@ -304,6 +380,10 @@ int main(int argc, char **argv) {
     if (s->Lq * s->Lk <= 4099 * 4099) check_flash_variants(s, &hc, dq, dk, dv, dout);
     if (cd && !flash_only) check_backend(s, &hc, RUN_CUDNN, NULL, cd, NULL, dq, dk, dv, dout);
     if (!flash_only) check_backend(s, &hc, RUN_CTX, NULL, NULL, ctx, dq, dk, dv, dout);
+    if (fp8_ctx && s->Lk <= 4099) { /* the CPU fp8 emulation is O(rows Lk heads hd) */
+      host_case_fp8(s, &hc);
+      check_backend(s, &hc, RUN_FP8, NULL, NULL, NULL, dq, dk, dv, dout);
+    }
     CHECK_CUDA(cudaFree(dq));
     CHECK_CUDA(cudaFree(dk));
     CHECK_CUDA(cudaFree(dv));
@@ -312,5 +392,6 @@ int main(int argc, char **argv) {
   }
   kern_attn_ctx_destroy(ctx);
   kern_attn_cudnn_destroy(cd);
+  kern_attn_fp8_destroy(fp8_ctx);
   return sp_test_end();
 }

@@ -4,7 +4,12 @@
  * FLOPs = 4 * Lq * Lk * heads * 128.
  * Before timing, every flash output is compared with cudnn's (relative L2
  * between them <= 2e-2, both bf16 paths of the same exact attention): a
- * wrong kernel is not timed as a fast one.
+ * wrong kernel is not timed as a fast one. On sm_90 the default mode and
+ * --bench add cudnn-fp8 (kern_attn_fp8_run: the three per-tensor
+ * quantisations are inside its time, as they are inside every call), first
+ * checked against cudnn's bf16 output (relative L2 <= FP8_VS_BF16, the
+ * bound of tests/gpu/test_attention.c's fp8 rows); its TFLOP/s count the
+ * same 4 Lq Lk heads hd as the bf16 rows.
  *
  *   test_attention_bench             ctest mode: the 32,760 self shape only,
  *                                    3 timed runs, checks and table
@@ -41,6 +46,7 @@
 #include "sp_test.h"
 
 #define HEADS 40
+#define FP8_VS_BF16 0.15
 #define HD KERN_ATTN_HD
 
 typedef struct bcase {
@@ -113,8 +119,15 @@ static int flash_variant = 0;
 
 static void use_variant(int i) { flash_variant = i; }
 
-/* One call of flash (cd NULL) or cudnn; 0, or 1 when cudnn refused. */
+/* The fp8 attention (NULL: not on this GPU/cuDNN), and whether
+ * run_backend runs it. */
+static kern_attn_fp8 *fp8_ctx;
+static int use_fp8;
+
+/* One call of flash (cd NULL), cudnn, or cudnn-fp8 (use_fp8); 0, or 1
+ * when cudnn refused. */
 static int run_backend(kern_attn_cudnn *cd, kern_attn_params p, cudaStream_t st) {
+  if (use_fp8) return kern_attn_fp8_run(fp8_ctx, p, st) == SP_OK ? 0 : 1;
   if (!cd) {
     dev_flash_run(flash_variant, p, st);
     return 0;
@@ -227,15 +240,33 @@ static int bench_backends(int full, uint64_t seed, kern_attn_cudnn *cd, cudaStre
     use_variant(0);
     const int flash_ok = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "flash");
     fails += !flash_ok;
+    int fp8_ok = 0;
+    if (fp8_ctx && dc.ref) {
+      use_fp8 = 1;
+      fp8_ok = run_backend(NULL, p, st) == 0;
+      use_fp8 = 0;
+      CHECK_CUDA(cudaStreamSynchronize(st));
+      CHECK_CUDA(cudaMemcpy(host, dc.o, (size_t)dc.nq * 2, cudaMemcpyDeviceToHost));
+      double d = fp8_ok ? rel_l2_bf16(host, dc.ref, dc.nq, NULL) : -1;
+      printf("# %s: cudnn-fp8 vs cudnn rel L2 %.3e (bound %g)\n", bc->name, d, FP8_VS_BF16);
+      if (fp8_ok && !(d <= FP8_VS_BF16)) {
+        fprintf(stderr, "FAIL %s: cudnn-fp8 and cudnn disagree (rel L2 %.3e)\n", bc->name, d);
+        fp8_ok = 0;
+      }
+      fails += !fp8_ok;
+    }
     free(host);
-    for (int b = 0; b < 2; b++) {
-      const char *name = b ? "cudnn" : "flash";
-      if ((b && !dc.ref) || (!b && !flash_ok)) {
+    for (int b = 0; b < 3; b++) {
+      const char *name = b == 2 ? "cudnn-fp8" : b ? "cudnn" : "flash";
+      if (b == 2 && !fp8_ctx) continue; /* before sm_90: no row */
+      if ((b == 1 && !dc.ref) || (!b && !flash_ok) || (b == 2 && !fp8_ok)) {
         printf("  %-12s %-12s %8lld %8lld %10s %10s\n", bc->name, name, (long long)bc->Lq,
-               (long long)bc->Lk, b ? "refused" : "wrong", "-");
+               (long long)bc->Lk, b == 1 || !dc.ref ? "refused" : "wrong", "-");
         continue;
       }
+      use_fp8 = b == 2;
       double ms = time_backend(b ? cd : NULL, p, 2, iters, st);
+      use_fp8 = 0;
       double tf = dc.flop / (ms * 1e-3) / 1e12;
       printf("  %-12s %-12s %8lld %8lld %10.3f %10.1f\n", bc->name, name, (long long)bc->Lq,
              (long long)bc->Lk, ms, tf);
@@ -431,6 +462,11 @@ int main(int argc, char **argv) {
   const uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
   kern_attn_cudnn *cd = NULL;
   if (kern_attn_cudnn_create(&cd) != SP_OK) cd = NULL; /* cause logged; flash rows only */
+  if (prop.major >= 9 && !variants && kern_attn_fp8_create(&fp8_ctx) != SP_OK) {
+    fprintf(stderr, "FAIL: cudnn-fp8 could not be created on sm_%d%d (see the log)\n",
+            prop.major, prop.minor);
+    return 1;
+  }
   cudaStream_t st;
   CHECK_CUDA(cudaStreamCreate(&st));
   printf("# attention benchmark, %s (sm_%d%d), cudnn %zu, heads %d x %d, bf16, seed %llu\n",
@@ -439,6 +475,7 @@ int main(int argc, char **argv) {
   int fails = variants ? bench_variants(seed, cd, st, prop.name)
                        : bench_backends(full, seed, cd, st, prop.name);
   kern_attn_cudnn_destroy(cd);
+  kern_attn_fp8_destroy(fp8_ctx);
   CHECK_CUDA(cudaStreamDestroy(st));
   if (!cd) {
     fprintf(stderr, "FAIL: no cudnn (see the log): the cudnn rows are missing\n");

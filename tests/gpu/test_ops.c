@@ -49,6 +49,18 @@
 #define TOL_F32 1e-5
 #define BASE_EPS 2e-4 /* slack over 2x the plain bf16 error */
 #define TOL_SAME 2e-5 /* fp32 accumulation in another order, K <= 13824 */
+/* fp8 GEMM against the fp32 CPU: x and w each quantised per tensor to e4m3
+ * (3 mantissa bits) carry a relative rms rounding error of about 2.6e-2
+ * (tests/kernels/test_fp8.c measures it); a dot product of independent
+ * errors adds them in quadrature, sqrt(2) x 2.6e-2 = 3.7e-2, so 6e-2 holds
+ * with margin while a wrong scale (a factor off) or a lost operand is far
+ * above it. The row also must stay within 2x of a plain fp8 implementation
+ * (the CPU on the same e4m3 values), and close to it: SAME_FP8 for fp32
+ * output (Hopper's fp8 MMA accumulates in fp32 with periodic promotion,
+ * other order), SAME_FP8_BF16 when both outputs are rounded to bf16. */
+#define TOL_FP8 6e-2
+#define SAME_FP8 1e-3
+#define SAME_FP8_BF16 4e-3
 #define GUARD 256     /* bytes after every device buffer */
 #define GUARD_BYTE 0xA5
 #define MAX_BUFS 32
@@ -169,7 +181,7 @@ typedef struct result {
 typedef enum op_kind {
   OP_LINEAR, OP_LINEAR_F32, OP_MODULATION, OP_LAYERNORM_MOD, OP_RMSNORM_ROPE, OP_GATED_ADD,
   OP_GATED_ADD_LN, OP_GELU_TANH, OP_SILU, OP_PATCHIFY, OP_UNPATCHIFY, OP_CONVERT, OP_ATTENTION,
-  OP_LINEAR_LORA, OP_COUNT
+  OP_LINEAR_LORA, OP_QUANT_FP8, OP_LINEAR_FP8, OP_COUNT
 } op_kind;
 
 /* One row: the op and its parameters by name. A field an op does not read
@@ -724,6 +736,104 @@ static void op_attention(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   free(qb); free(kb); free(vb);
 }
 
+/* quant_fp8: n, bf16_in. The per-tensor quantiser must give the CPU's
+ * bytes and scale exactly (kern_fp8_quantize_n: one fp32 multiply, then
+ * round to nearest even), and the widening back to bf16 the CPU's bits. */
+static void op_quant_fp8(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
+  const int64_t n = c->n;
+  float *x = c->bf16_in ? rand_bf16_valued(n, -3, 3) : rand_f(n, -3, 3);
+  x[n / 2] = -4.5f; /* the largest magnitude sits on a negative value */
+  uint8_t *want = hmalloc((size_t)n), *got[2];
+  float want_scale = 0, got_scale[2];
+  kern_fp8_quantize_n(x, (size_t)n, want, &want_scale);
+  void *dx = c->bf16_in ? (void *)dev_bf16(x, n) : (void *)dev_f32(x, n);
+  uint8_t *dq = dev((size_t)n);
+  float *dsc = dev(16), *damax = dev(16);
+  uint16_t *dw = dev((size_t)n * 2), *wide = hb(n);
+  for (int rep = 0; rep < 2; rep++) {
+    kern_cuda_quantize_fp8(dx, c->bf16_in ? KERN_DTYPE_BF16 : KERN_DTYPE_F32, n, dq, dsc, damax,
+                           0);
+    got[rep] = hmalloc((size_t)n);
+    down(got[rep], dq, (size_t)n);
+    down(&got_scale[rep], dsc, sizeof(float));
+  }
+  kern_cuda_fp8_to_bf16(dq, dsc, dw, n, 0);
+  down(wide, dw, (size_t)n * 2);
+  r->det = same_bytes(got[0], got[1], (size_t)n) && got_scale[0] == got_scale[1];
+  int64_t bad = 0, bad_wide = 0;
+  for (int64_t i = 0; i < n; i++) {
+    bad += got[0][i] != want[i];
+    bad_wide += wide[i] != kern_f32_to_bf16(kern_fp8_e4m3_to_f32(want[i]) * want_scale);
+  }
+  r->err = bad || got_scale[0] != want_scale ? fmax((double)bad / (double)n, 1e-30) : 0.0;
+  r->base = -1;
+  r->tol = 0;
+  r->extra_ok = bad_wide == 0;
+  snprintf(r->note, sizeof r->note, "scale %s cpu, %lld widened wrong",
+           got_scale[0] == want_scale ? "==" : "!=", (long long)bad_wide);
+  free(x); free(want); free(got[0]); free(got[1]); free(wide);
+  (void)g;
+}
+
+/* linear_fp8: rows = M, dim = K, out_dim = N, bf16_out, gelu, no_bias.
+ * x arrives bf16 (as activations do), w fp32 (as a converter holds it);
+ * both are quantised on the GPU, then kern_cuda_linear_fp8. The baseline
+ * is a plain fp8 implementation: the CPU quantiser's values widened to
+ * fp32, an fp32 linear, the output rounded where the GPU's is bf16. */
+static void op_linear_fp8(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
+  const int64_t M = c->rows, K = c->dim, N = c->out_dim;
+  const kern_dtype yt = c->bf16_out ? KERN_DTYPE_BF16 : KERN_DTYPE_F32;
+  const int has_b = !c->no_bias;
+  float *x = rand_bf16_valued(M * K, -1, 1);                // (M, K)
+  float *w = rand_f(N * K, -0.05, 0.05);                    // (N, K)
+  float *b = has_b ? rand_bf16_valued(N, -0.5, 0.5) : NULL; // (N)
+  float *ref = hf(M * N), *base = hf(M * N), *xq = hf(M * K), *wq = hf(N * K);
+  uint8_t *q = hmalloc((size_t)(N * K > M * K ? N * K : M * K));
+  float sx, sw;
+  kern_cpu_linear(x, w, b, ref, M, K, N);
+  kern_fp8_quantize_n(x, (size_t)(M * K), q, &sx);
+  for (int64_t i = 0; i < M * K; i++) xq[i] = kern_fp8_e4m3_to_f32(q[i]) * sx;
+  kern_fp8_quantize_n(w, (size_t)(N * K), q, &sw);
+  for (int64_t i = 0; i < N * K; i++) wq[i] = kern_fp8_e4m3_to_f32(q[i]) * sw;
+  kern_cpu_linear(xq, wq, b, base, M, K, N);
+  if (c->gelu) {
+    kern_cpu_gelu_tanh(ref, M * N);
+    kern_cpu_gelu_tanh(base, M * N);
+  }
+  if (yt == KERN_DTYPE_BF16) {
+    float *t = round_bf16(base, M * N);
+    free(base);
+    base = t;
+  }
+  uint16_t *dx = dev_bf16(x, M * K), *db = dev_bf16(b, N);
+  float *dw = dev_f32(w, N * K), *dsc = dev(64);
+  uint8_t *dxq = dev((size_t)(M * K)), *dwq = dev((size_t)(N * K));
+  const size_t ybytes = (size_t)(M * N) * kern_dtype_size(yt);
+  void *dy = dev(ybytes);
+  /* scales 16 bytes apart: sx, sw, and the amax scratch */
+  kern_cuda_quantize_fp8(dw, KERN_DTYPE_F32, N * K, dwq, dsc + 4, dsc + 12, 0);
+  char *out[2];
+  for (int rep = 0; rep < 2; rep++) {
+    kern_cuda_quantize_fp8(dx, KERN_DTYPE_BF16, M * K, dxq, dsc, dsc + 8, 0);
+    kern_cuda_linear_fp8(g, dxq, dsc, dwq, dsc + 4, db, dy, yt, M, K, N,
+                         c->gelu ? KERN_CUDA_ACT_GELU_TANH : KERN_CUDA_ACT_NONE, 0);
+    out[rep] = hmalloc(ybytes);
+    down(out[rep], dy, ybytes);
+  }
+  r->det = same_bytes(out[0], out[1], ybytes);
+  float *got = yt == KERN_DTYPE_F32 ? (float *)out[0] : from_bf16((uint16_t *)out[0], M * N);
+  result_compare(r, got, ref, base, M * N, TOL_FP8);
+  /* against the plain fp8 implementation: catches a swapped or missing
+   * scale, bias or GELU that the fp8-level tolerance alone could not */
+  const double same = sp_test_rel_l2_f32(got, base, M * N);
+  const double same_tol = yt == KERN_DTYPE_F32 ? SAME_FP8 : SAME_FP8_BF16;
+  r->extra_ok = same <= same_tol;
+  snprintf(r->note, sizeof r->note, "vs plain fp8 %.2e (tol %.0e)", same, same_tol);
+  if (got != (float *)out[0]) free(got);
+  free(out[0]); free(out[1]);
+  free(x); free(w); free(b); free(ref); free(base); free(xq); free(wq); free(q);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 /* Each op's name (for -o and the output) and function. */
@@ -745,6 +855,8 @@ static const struct {
     [OP_CONVERT] = {"convert", op_convert},
     [OP_ATTENTION] = {"attention", op_attention},
     [OP_LINEAR_LORA] = {"linear_lora", op_linear_lora},
+    [OP_QUANT_FP8] = {"quant_fp8", op_quant_fp8},
+    [OP_LINEAR_FP8] = {"linear_fp8", op_linear_fp8},
 };
 
 /* A row's parameters as "name=value" for the fields it sets, then
@@ -875,6 +987,18 @@ static const op_case cases[] = {
     {.op = OP_ATTENTION, .rows = 520, .keys = 520, .heads = 40, .chunk = 100},
     {.op = OP_ATTENTION, .rows = 1, .keys = 3, .heads = 1, .small = 1},
     {.op = OP_ATTENTION, .rows = 130, .keys = 7, .heads = 40, .chunk = 1, .small = 1},
+    {.op = OP_QUANT_FP8, .n = 1000003},
+    {.op = OP_QUANT_FP8, .n = 32760 * 5120 / 16, .bf16_in = 1},
+    {.op = OP_QUANT_FP8, .n = 7, .small = 1},
+    {.op = OP_QUANT_FP8, .n = 1537, .bf16_in = 1, .small = 1},
+    /* bf16 output first: the stage's form; fp32 output and a row count
+     * that is no multiple of 16 last */
+    {.op = OP_LINEAR_FP8, .rows = 128, .dim = 5120, .out_dim = 13824, .bf16_out = 1, .gelu = 1},
+    {.op = OP_LINEAR_FP8, .rows = 256, .dim = 13824, .out_dim = 5120, .bf16_out = 1},
+    {.op = OP_LINEAR_FP8, .rows = 16, .dim = 256, .out_dim = 640, .bf16_out = 1, .small = 1},
+    {.op = OP_LINEAR_FP8, .rows = 64, .dim = 5120, .out_dim = 5120},
+    {.op = OP_LINEAR_FP8, .rows = 32, .dim = 1536, .out_dim = 8960, .gelu = 1, .no_bias = 1},
+    {.op = OP_LINEAR_FP8, .rows = 77, .dim = 1536, .out_dim = 1536, .bf16_out = 1},
 };
 
 
@@ -886,7 +1010,8 @@ static void usage(FILE *f) {
              "                every kernel variant (default: off, run the op table)\n"
              "  -h, --help    this text\n"
              "ops: linear linear_f32 modulation layernorm_mod rmsnorm_rope gated_add\n"
-             "     gated_add_ln gelu_tanh silu patchify unpatchify convert attention\n");
+             "     gated_add_ln gelu_tanh silu patchify unpatchify convert attention\n"
+             "     linear_lora quant_fp8 linear_fp8 (fp8 rows need an sm_89+ GPU)\n");
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,100 @@
+/* fp8 e4m3 tensors on the GPU (kern_cuda.h): the per-tensor quantiser and
+ * the widening back to bf16. The scale formula and the rounding are
+ * kern_dtype.h's, so the CPU quantiser (kern_fp8_quantize_n) gives the
+ * same bytes: one multiply x * (448 / amax) in fp32, then the hardware's
+ * round-to-nearest-even saturating conversion (__NV_SATFINITE).
+ *
+ * Quantising is two launches: a grid-wide max |x| into one float (an
+ * atomic max on the float's bits, exact and order-free for non-negative
+ * floats, so reruns give the same scale), then the scaling pass, which
+ * needs that max in every block before it writes anything. The scale
+ * never leaves the device: no host synchronisation. */
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include "cuda_check.h"
+#include "kern_cuda.h"
+
+#define F8_THREADS 256
+#define F8_MAX_BLOCKS 4096
+
+static unsigned f8_blocks(int64_t n) {
+  int64_t b = (n + F8_THREADS - 1) / F8_THREADS;
+  return (unsigned)(b < 1 ? 1 : (b > F8_MAX_BLOCKS ? F8_MAX_BLOCKS : b));
+}
+
+__device__ __forceinline__ float f8_load(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float f8_load(const __nv_bfloat16 *p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+
+/* *amax = max |x| over n (amax zeroed before the launch). */
+template <typename T>
+__global__ void f8_amax_kernel(const T *x, int64_t n, float *amax) {
+  __shared__ float part[F8_THREADS / 32];
+  float m = 0.0f;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    m = fmaxf(m, fabsf(f8_load(x, i)));
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < F8_THREADS / 32; w++) m = fmaxf(m, part[w]);
+    /* non-negative floats order as their bit patterns */
+    atomicMax((unsigned *)amax, __float_as_uint(m));
+  }
+}
+
+template <typename T>
+__global__ void f8_quant_kernel(const T *x, int64_t n, const float *amax, uint8_t *q,
+                                float *scale) {
+  const float a = *amax, mul = kern_fp8_quant_mul(a);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale = kern_fp8_scale(a);
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    q[i] = (uint8_t)__nv_cvt_float_to_fp8(f8_load(x, i) * mul, __NV_SATFINITE, __NV_E4M3);
+}
+
+template <typename T>
+static void f8_quant_launch(const T *x, int64_t n, uint8_t *q, float *scale, float *amax,
+                            cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof *amax, stream));
+  f8_amax_kernel<T><<<f8_blocks(n), F8_THREADS, 0, stream>>>(x, n, amax);
+  CUDA_LAUNCH_CHECK();
+  f8_quant_kernel<T><<<f8_blocks(n), F8_THREADS, 0, stream>>>(x, n, amax, q, scale);
+  CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void kern_cuda_quantize_fp8(const void *x, kern_dtype x_dtype, int64_t n, uint8_t *q,
+                                       float *scale, float *amax, cudaStream_t stream) {
+  if (n < 1 || !x || !q || !scale || !amax)
+    sp_fatal("quantize_fp8: n %lld, x %p, q %p, scale %p, amax %p: need n >= 1 and every "
+             "pointer",
+             (long long)n, x, (void *)q, (void *)scale, (void *)amax);
+  if (x_dtype == KERN_DTYPE_F32)
+    f8_quant_launch((const float *)x, n, q, scale, amax, stream);
+  else if (x_dtype == KERN_DTYPE_BF16)
+    f8_quant_launch((const __nv_bfloat16 *)x, n, q, scale, amax, stream);
+  else
+    sp_fatal("quantize_fp8: dtype %d is not fp32 or bf16", (int)x_dtype);
+}
+
+__global__ void f8_to_bf16_kernel(const uint8_t *q, const float *scale, __nv_bfloat16 *y,
+                                  int64_t n) {
+  const float s = *scale;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)q[i], __NV_E4M3);
+    y[i] = __float2bfloat16_rn(__half2float(__half(h)) * s);
+  }
+}
+
+extern "C" void kern_cuda_fp8_to_bf16(const uint8_t *q, const float *scale, uint16_t *y,
+                                      int64_t n, cudaStream_t stream) {
+  if (n < 1 || !q || !scale || !y)
+    sp_fatal("fp8_to_bf16: n %lld, q %p, scale %p, y %p: need n >= 1 and every pointer",
+             (long long)n, (const void *)q, (const void *)scale, (void *)y);
+  f8_to_bf16_kernel<<<f8_blocks(n), F8_THREADS, 0, stream>>>(q, scale, (__nv_bfloat16 *)y, n);
+  CUDA_LAUNCH_CHECK();
+}

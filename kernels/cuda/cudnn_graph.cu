@@ -1,0 +1,218 @@
+/* Building cuDNN backend graphs (cudnn_graph.cuh): descriptors recorded in
+ * an att_graph so one release frees them all, the first failure kept with
+ * what failed, the engine search, and execution. */
+#include <cudnn.h>
+#include <stdint.h>
+
+#include "cudnn_graph.cuh"
+
+cudnnBackendDescriptor_t att_new(att_builder *b, cudnnBackendDescriptorType_t type,
+                                        const char *what) {
+  cudnnBackendDescriptor_t d = NULL;
+  if (b->st != CUDNN_STATUS_SUCCESS) return NULL;
+  if (b->g->ndescs >= ATT_MAX_DESCS) {
+    b->st = CUDNN_STATUS_INTERNAL_ERROR;
+    b->what = "descriptor table full";
+    return NULL;
+  }
+  cudnnStatus_t s = cudnnBackendCreateDescriptor(type, &d);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    b->st = s;
+    b->what = what;
+    return NULL;
+  }
+  b->g->descs[b->g->ndescs++] = d;
+  return d;
+}
+
+void att_set(att_builder *b, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                    cudnnBackendAttributeType_t type, int64_t n, const void *val, const char *what) {
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  cudnnStatus_t s = cudnnBackendSetAttribute(d, name, type, n, val);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    b->st = s;
+    b->what = what;
+  }
+}
+
+void att_fin(att_builder *b, cudnnBackendDescriptor_t d, const char *what) {
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  cudnnStatus_t s = cudnnBackendFinalize(d);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    b->st = s;
+    b->what = what;
+  }
+}
+
+/* A 4-d tensor: dims, strides, type; virtual or by-value as asked. */
+cudnnBackendDescriptor_t att_tensor(att_builder *b, int64_t uid, const int64_t dims[4],
+                                           const int64_t strides[4], cudnnDataType_t type,
+                                           int is_virtual, int by_value) {
+  cudnnBackendDescriptor_t t = att_new(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor");
+  int64_t align = by_value ? 4 : 16;
+  bool virt = is_virtual != 0, byv = by_value != 0;
+  att_set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
+  att_set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor type");
+  att_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, "tensor dims");
+  att_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, "tensor strides");
+  att_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor align");
+  if (virt) att_set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, "virtual");
+  if (byv) att_set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byv, "by value");
+  att_fin(b, t, "tensor");
+  return t;
+}
+
+cudnnBackendDescriptor_t att_matmul(att_builder *b, cudnnBackendDescriptor_t A,
+                                           cudnnBackendDescriptor_t B, cudnnBackendDescriptor_t C) {
+  cudnnBackendDescriptor_t md = att_new(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul desc");
+  cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  att_set(b, md, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, "matmul comp type");
+  att_fin(b, md, "matmul desc");
+  cudnnBackendDescriptor_t op = att_new(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul op");
+  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &A, "mm a");
+  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &B, "mm b");
+  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &C, "mm c");
+  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &md, "mm d");
+  att_fin(b, op, "matmul op");
+  return op;
+}
+
+/* y = mode(x[, bb]); bb NULL for unary modes. */
+cudnnBackendDescriptor_t att_pw(att_builder *b, cudnnPointwiseMode_t mode,
+                                       cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t bb,
+                                       cudnnBackendDescriptor_t y) {
+  cudnnBackendDescriptor_t pd = att_new(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise desc");
+  cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  att_set(b, pd, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pw mode");
+  att_set(b, pd, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f, "pw prec");
+  att_fin(b, pd, "pointwise desc");
+  cudnnBackendDescriptor_t op =
+      att_new(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise op");
+  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+          &pd, "pw desc");
+  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
+          "pw x");
+  if (bb)
+    att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb,
+            "pw b");
+  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
+          "pw y");
+  att_fin(b, op, "pointwise op");
+  return op;
+}
+
+cudnnBackendDescriptor_t att_reduce(att_builder *b, cudnnReduceTensorOp_t mode,
+                                           cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+  cudnnBackendDescriptor_t rd = att_new(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction desc");
+  cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  att_set(b, rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
+          "reduction op");
+  att_set(b, rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, "reduction comp");
+  att_fin(b, rd, "reduction desc");
+  cudnnBackendDescriptor_t op =
+      att_new(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction op");
+  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
+          "red x");
+  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
+          "red y");
+  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd,
+          "red desc");
+  att_fin(b, op, "reduction op");
+  return op;
+}
+
+/* The graph of ops, heuristics (mode A), the first engine config that
+ * finalises with a workspace of at most ATT_MAX_WORKSPACE: SUCCESS with
+ * b->g's plan and workspace set, or the first failure with *what naming
+ * it. */
+cudnnStatus_t att_graph_finalize(cudnnHandle_t handle, att_builder *b,
+                                 cudnnBackendDescriptor_t *ops, int nops, const char **what) {
+  cudnnBackendDescriptor_t g = att_new(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "graph");
+  att_set(b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
+  att_set(b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops,
+          "graph ops");
+  att_fin(b, g, "operation graph");
+  cudnnBackendDescriptor_t h = att_new(b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
+  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  att_set(b, h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g,
+          "heur graph");
+  att_set(b, h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heur mode");
+  att_fin(b, h, "engine heuristics");
+  if (b->st != CUDNN_STATUS_SUCCESS) {
+    *what = b->what;
+    return b->st;
+  }
+  enum { MAXCFG = 8 };
+  cudnnBackendDescriptor_t cfg[MAXCFG];
+  int ncfg = 0;
+  for (; ncfg < MAXCFG; ncfg++) {
+    cfg[ncfg] = att_new(b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config");
+    if (b->st != CUDNN_STATUS_SUCCESS) {
+      *what = b->what;
+      return b->st;
+    }
+  }
+  int64_t got = 0;
+  cudnnStatus_t s = cudnnBackendGetAttribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, MAXCFG, &got, cfg);
+  if (s != CUDNN_STATUS_SUCCESS || got <= 0) {
+    *what = "heuristics offered no engine";
+    return s != CUDNN_STATUS_SUCCESS ? s : CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  *what = "no engine config finalised a plan";
+  for (int64_t i = 0; i < got; i++) {
+    cudnnBackendDescriptor_t plan = NULL;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+        CUDNN_STATUS_SUCCESS)
+      break;
+    int64_t ws = 0, n = 0;
+    s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                 &handle);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                   CUDNN_TYPE_INT64, 1, &n, &ws);
+    if (s == CUDNN_STATUS_SUCCESS && (ws < 0 || ws > ATT_MAX_WORKSPACE)) {
+      s = CUDNN_STATUS_NOT_SUPPORTED;
+      *what = "the only engines want a workspace above 1 GiB (not fused)";
+    }
+    if (s == CUDNN_STATUS_SUCCESS) {
+      b->g->plan = plan;
+      b->g->workspace = ws;
+      return CUDNN_STATUS_SUCCESS;
+    }
+    last = s;
+    cudnnBackendDestroyDescriptor(plan);
+  }
+  return last;
+}
+
+
+void att_graph_release(att_graph *g) {
+  if (g->plan) cudnnBackendDestroyDescriptor(g->plan);
+  for (int i = g->ndescs - 1; i >= 0; i--) cudnnBackendDestroyDescriptor(g->descs[i]);
+  g->ndescs = 0;
+  g->plan = NULL;
+  g->workspace = 0;
+}
+
+void att_graph_execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, int64_t n,
+                       const int64_t *uids, void *const *ptrs, void *workspace,
+                       cudaStream_t stream) {
+  CUDNN_CHECK(cudnnSetStream(handle, stream));
+  cudnnBackendDescriptor_t vp;
+  CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
+  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n,
+                                       uids));
+  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                       CUDNN_TYPE_VOID_PTR, n, ptrs));
+  CUDNN_CHECK(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
+                                       1, &workspace));
+  CUDNN_CHECK(cudnnBackendFinalize(vp));
+  CUDNN_CHECK(cudnnBackendExecute(handle, plan, vp));
+  CUDNN_CHECK(cudnnBackendDestroyDescriptor(vp));
+}
