@@ -215,8 +215,10 @@ static double max_over_ranks(const comm_world *w, double x) {
   return m;
 }
 
-int commcheck_run(const comm_world *w, comm_transport *t, const commcheck_mem *mem,
-                  const commcheck_opts *o) {
+int commcheck_run(const comm_world *w, comm_transport **tp, int cuda_device,
+                  const commcheck_mem *mem, const commcheck_opts *o) {
+  comm_transport *t = *tp;
+  const comm_transport_kind kind = comm_transport_kind_of(t);
   if (w->size > COMM_COMMCHECK_MAX_RANKS)
     sp_fatal("commcheck: %d ranks, at most %d", w->size, COMM_COMMCHECK_MAX_RANKS);
   size_t cap = 1;
@@ -244,7 +246,7 @@ int commcheck_run(const comm_world *w, comm_transport *t, const commcheck_mem *m
         fprintf(o->out, "# %s: needs 2 ranks or more, skipped\n", commcheck_pattern_name(p));
       continue;
     }
-    if (p == COMMCHECK_ALLTOALL && comm_transport_kind_of(t) == COMM_TRANSPORT_NCCL) {
+    if (p == COMMCHECK_ALLTOALL && kind == COMM_TRANSPORT_NCCL) {
       if (w->rank == 0 && !o->json)
         fprintf(o->out, "# alltoall over nccl: not built (it needs NCCL's grouped calls, which "
                         "the transport does not offer); skipped\n");
@@ -254,6 +256,12 @@ int commcheck_run(const comm_world *w, comm_transport *t, const commcheck_mem *m
       size_t size = o->sizes[i];
       if (p == COMMCHECK_ALLTOALL) size -= size % (size_t)w->size; /* whole blocks */
       comm_set_phase("checking a pattern");
+      if (mem->stream && kind == COMM_TRANSPORT_MPI) { /* fresh staging (commcheck.h) */
+        comm_transport_close(t);
+        *tp = t = NULL;
+        comm_transport_open(w, kind, cuda_device, &t); /* the MPI kind cannot fail */
+        *tp = t;
+      }
       prepare(w, mem, o, p, size, &b);
       move_once(w, t, mem, o, p, size, &b);
       int ok = check(w, mem, o, p, size, &b);

@@ -75,12 +75,17 @@ void commcheck_fill(uint8_t *buf, size_t bytes, uint64_t seed, int src, int dst,
 int64_t commcheck_first_diff(const uint8_t *buf, size_t bytes, uint64_t seed, int src, int dst,
                              int pattern, size_t size, uint8_t *want, uint8_t *got);
 
-/* Collective: every pattern of o at every size over t with buffers in mem.
+/* Collective: every pattern of o at every size over *t with buffers in
+ * mem. Device buffers over the staged MPI transport get a fresh transport
+ * (comm_transport_open on cuda_device, into *t) for each pattern and size:
+ * that transport keeps one pinned staging buffer per device buffer, of a
+ * fixed size (comm/transport_impl.h), and the check moves the same
+ * buffers at many sizes.
  * A wrong byte is logged by the rank that received it as one line, "FAIL
  * PATTERN SIZE bytes: rank R received from rank P: byte B is 0x.., expected
  * 0x..", and its row is marked FAIL. SP_OK when every byte was right,
  * SP_ERR_RUNTIME otherwise. */
-int commcheck_run(const comm_world *w, comm_transport *t, const commcheck_mem *mem,
-                  const commcheck_opts *o);
+int commcheck_run(const comm_world *w, comm_transport **t, int cuda_device,
+                  const commcheck_mem *mem, const commcheck_opts *o);
 
 #endif

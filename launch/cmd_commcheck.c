@@ -248,7 +248,7 @@ int cmd_commcheck(int argc, char **argv) {
                   (long long)c.corrupt, (long long)c.corrupt);
     commcheck_opts o = {c.sizes, c.nsizes, c.patterns, (int)c.iters, c.seed, c.timeout,
                         (int)c.corrupt, c.json, stdout};
-    rc = commcheck_run(&w, t, &mem, &o);
+    rc = commcheck_run(&w, &t, device, &mem, &o);
   }
   comm_transport_close(t);
   if (c.cuda) commcheck_mem_cuda_close(&mem);

@@ -158,6 +158,22 @@ int main(void) {
         "cpu,*: %s", err);
   for (int i = 0; i < c.count; i++) CHECK(c.e[i].ok, "%d refused with cpu,*: %s", i, c.e[i].why);
 
+  /* A stage runs at its slowest device: 1 x 1 x 2 with one rank at half
+   * speed takes twice the compute of two full-speed ranks (every compute
+   * term scales with 1 / speed; the all-to-all does not). */
+  devices(d, 2, 141.0);
+  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, &only, &c, err, sizeof err) == PLAN_OK,
+        "uniform: %s", err);
+  plan_grid_eval uni = c.e[0];
+  d[1].speed = 0.5;
+  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, &only, &c, err, sizeof err) == PLAN_OK,
+        "half speed: %s", err);
+  CHECK(close_to(c.e[0].a2a_ms, uni.a2a_ms) &&
+            fabs((c.e[0].step_ms - c.e[0].a2a_ms) - 2 * (uni.step_ms - uni.a2a_ms)) <
+                1e-9 * uni.step_ms,
+        "half speed: compute %.3f ms, uniform %.3f ms", c.e[0].step_ms - c.e[0].a2a_ms,
+        uni.step_ms - uni.a2a_ms);
+
   /* U must divide 40 heads: 3 ranks give 1x1x3 refused. */
   devices(d, 3, 141.0);
   CHECK(plan_grid_choose(m, d, 3, NULL, &w, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
