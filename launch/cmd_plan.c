@@ -12,7 +12,9 @@
 #include "model_file.h"
 #include "model_plan.h"
 #include "path_check.h"
+#include "grid_choice.h"
 #include "plan.h"
+#include "plan_inventory.h"
 #include "vae_file.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -31,6 +33,7 @@ enum {
   OPT_PEER,
   OPT_PREFETCH,
   OPT_RESERVE,
+  OPT_LAYOUT,
   OPT_JSON,
   OPT_HELP
 };
@@ -62,8 +65,9 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
       {OPT_INVENTORY, "inventory", 'i', "FILE", NULL, 0,
        "devices from JSON instead: [{\"name\", \"total_bytes\",\n"
        "\"free_bytes\", \"sm_count\", \"cc\" (\"9.0\"), \"pci_bus_id\",\n"
-       "\"host_bytes\", \"speed\"}, ...] or {\"devices\": [...]};\n"
-       "sizes as numbers of bytes or strings like \"24gb\""},
+       "\"host_bytes\", \"speed\", \"node\"}, ...] or {\"devices\": [...],\n"
+       "\"links\": {...}}; sizes as numbers of bytes or strings like\n"
+       "\"24gb\"; links below"},
       {OPT_SPEED, "speed", 'S', "LIST", "1", 0,
        "relative speed per rank, one for all or one per rank\n"
        "(the rate is --tflops x speed)"},
@@ -75,6 +79,14 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
       {OPT_PREFETCH, "prefetch", 0, "N", NULL, 0, "streaming slots per rank, 1..16"},
       {OPT_RESERVE, "reserve", 0, "SIZE", NULL, 0,
        "runtime reserve per GPU: CUDA context, library\nworkspaces"},
+      {OPT_LAYOUT, "layout", 0, "L", NULL, 0,
+       "auto or RxSxU (replicas x pipeline stages x\n"
+       "sequence-parallel ranks per stage): prints every layout\n"
+       "of the ranks considered (or only RxSxU) with its peak\n"
+       "memory and PREDICTED step, the refused ones with why,\n"
+       "and the chosen one (auto: fits, then fastest); with\n"
+       "--json as {chosen, layouts[]}. Without it: the plain\n"
+       "pipeline's plan"},
       {OPT_JSON, "json", 'j', NULL, NULL, 0,
        "the plan as JSON on stdout (keys ranks[{rank, device,\n"
        "first_block, last_block, resident, streamed, order,\n"
@@ -130,7 +142,26 @@ static void usage(FILE *f) {
           "the bytes of the model put on that device; and without a cpu entry nothing is\n"
           "streamed.\n"
           "\n"
-          "example: staticpipe plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 12gb --budget 'cpu,*'\n");
+          "Inventory links (--inventory {\"devices\": [...], \"links\": {...}}; GB/s per\n"
+          "direction per GPU; every key optional):\n"
+          "  \"gpu\": \"nvlink\" | \"pcie\"  how the GPUs of a node talk (default pcie)\n"
+          "  \"nvlink_gbs\": 450         NVLink rate (required with nvlink)\n"
+          "  \"pcie_gen\": 5             host link, x16 at 80%% of raw (Gen4 25.2, Gen5 50.4);\n"
+          "                             or \"pcie_gbs\": X (not both); sets --host-gbs\n"
+          "  \"peer_gbs\": X             GPU <-> GPU without NVLink (default the PCIe rate)\n"
+          "  \"inter_node_gbs\": X       between nodes; required when a device's \"node\"\n"
+          "                             is not 0\n"
+          "The links time activations between stages (--peer-gbs without an inventory),\n"
+          "the Ulysses all-to-alls and the replicas' exchange of predictions; --host-gbs\n"
+          "and --peer-gbs given on the command line win over the file.\n"
+          "\n"
+          "Layouts (--layout): R replicas each run ceil(M/R) of the M micro-batches over S\n"
+          "stages; the U ranks of a stage hold 1/U of the tokens (U divides the heads).\n"
+          "With a grid, cuda:K in --budget names stage K (all its ranks). The times are\n"
+          "PREDICTIONS of the model in planner/grid_choice.c, not measurements.\n"
+          "\n"
+          "example: staticpipe plan --model synth:wan2.1-14b --ranks 2 --gpu-mem 12gb --budget 'cpu,*'\n"
+          "example: staticpipe plan --model synth:wan2.1-14b --cfg 5 --gpu-mem 141gb --ranks 8 --layout auto\n");
 }
 
 /* Splits a comma list into at most max tokens (in place). Returns the
@@ -145,113 +176,6 @@ static int split_list(char *s, char **items, int max) {
     if (!c) return n;
     p = c + 1;
   }
-}
-
-/* A size field of the inventory: a number of bytes or a string with a unit. */
-static int inv_bytes(const char *file, int i, const char *key, json_object *v, uint64_t *out) {
-  char err[256];
-  if (json_object_is_type(v, json_type_int)) {
-    int64_t x = json_object_get_int64(v);
-    if (x < 0) {
-      sp_log_error("%s: device %d: \"%s\" is negative", file, i, key);
-      return SP_ERR_INPUT;
-    }
-    *out = (uint64_t)x;
-    return SP_OK;
-  }
-  if (json_object_is_type(v, json_type_string)) {
-    if (plan_parse_bytes(json_object_get_string(v), out, err, sizeof err) != PLAN_OK) {
-      sp_log_error("%s: device %d: \"%s\": %s", file, i, key, err);
-      return SP_ERR_INPUT;
-    }
-    return SP_OK;
-  }
-  sp_log_error("%s: device %d: \"%s\" must be a number of bytes or a string like \"24gb\"", file,
-               i, key);
-  return SP_ERR_INPUT;
-}
-
-static int load_inventory(const char *file, plan_device *devs, int *ndev) {
-  int rc = SP_ERR_INPUT;
-  json_object *root = json_object_from_file(file);
-  if (!root) {
-    sp_log_error("--inventory %s: cannot read it as JSON (%s)", file, json_util_get_last_err());
-    return SP_ERR_INPUT;
-  }
-  json_object *arr = root;
-  if (json_object_is_type(root, json_type_object) &&
-      !json_object_object_get_ex(root, "devices", &arr)) {
-    sp_log_error("--inventory %s: expected an array of devices or {\"devices\": [...]}", file);
-    goto out;
-  }
-  if (!json_object_is_type(arr, json_type_array)) {
-    sp_log_error("--inventory %s: \"devices\" is not an array", file);
-    goto out;
-  }
-  size_t n = json_object_array_length(arr);
-  if (n < 1 || n > PLAN_MAX_RANKS) {
-    sp_log_error("--inventory %s: %zu devices, expected 1..%d", file, n, PLAN_MAX_RANKS);
-    goto out;
-  }
-  for (size_t i = 0; i < n; i++) {
-    json_object *d = json_object_array_get_idx(arr, i);
-    plan_device *p = &devs[i];
-    memset(p, 0, sizeof *p);
-    p->speed = 1.0;
-    snprintf(p->name, sizeof p->name, "gpu%zu", i);
-    if (!json_object_is_type(d, json_type_object)) {
-      sp_log_error("--inventory %s: device %zu is not an object", file, i);
-      goto out;
-    }
-    int have_total = 0;
-    json_object_object_foreach(d, key, v) {
-      int bad = 0;
-      if (!strcmp(key, "name") && json_object_is_type(v, json_type_string)) {
-        snprintf(p->name, sizeof p->name, "%s", json_object_get_string(v));
-      } else if (!strcmp(key, "total_bytes")) {
-        if (inv_bytes(file, (int)i, key, v, &p->total_bytes)) goto out;
-        have_total = 1;
-      } else if (!strcmp(key, "free_bytes")) {
-        if (inv_bytes(file, (int)i, key, v, &p->free_bytes)) goto out;
-      } else if (!strcmp(key, "host_bytes")) {
-        if (inv_bytes(file, (int)i, key, v, &p->host_bytes)) goto out;
-      } else if (!strcmp(key, "sm_count") && json_object_is_type(v, json_type_int)) {
-        p->sm_count = json_object_get_int(v);
-        bad = p->sm_count < 0;
-      } else if (!strcmp(key, "cc") && json_object_is_type(v, json_type_string)) {
-        bad = sscanf(json_object_get_string(v), "%d.%d", &p->cc_major, &p->cc_minor) != 2;
-      } else if (!strcmp(key, "pci_bus_id") && json_object_is_type(v, json_type_string)) {
-        snprintf(p->pci_bus_id, sizeof p->pci_bus_id, "%s", json_object_get_string(v));
-      } else if (!strcmp(key, "speed") &&
-                 (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int))) {
-        p->speed = json_object_get_double(v);
-        bad = !(p->speed > 0 && p->speed <= 1000);
-      } else {
-        sp_log_error("--inventory %s: device %zu: unknown key or wrong type \"%s\" (keys: name, "
-                     "total_bytes, free_bytes, sm_count, cc, pci_bus_id, host_bytes, speed)",
-                     file, i, key);
-        goto out;
-      }
-      if (bad) {
-        sp_log_error("--inventory %s: device %zu: bad value of \"%s\"", file, i, key);
-        goto out;
-      }
-    }
-    if (!have_total || p->total_bytes == 0) {
-      sp_log_error("--inventory %s: device %zu has no \"total_bytes\"", file, i);
-      goto out;
-    }
-    if (p->free_bytes == 0) p->free_bytes = p->total_bytes;
-    if (p->free_bytes > p->total_bytes) {
-      sp_log_error("--inventory %s: device %zu has more free_bytes than total_bytes", file, i);
-      goto out;
-    }
-  }
-  *ndev = (int)n;
-  rc = SP_OK;
-out:
-  json_object_put(root);
-  return rc;
 }
 
 /* Logs a multi-line planner message one line at a time. */
@@ -274,6 +198,10 @@ typedef struct plan_cli {
   job_opts job; /* --model, --frames, --size, --cfg, --budget, --order, ... */
   plan_options po;
   const char *gpu_mem, *inventory, *speed;
+  const char *layout; /* --layout as given; NULL: the plain pipeline */
+  plan_grid grid;     /* --layout RxSxU */
+  int layout_auto;    /* --layout auto */
+  int host_set, peer_set; /* --host-gbs, --peer-gbs given (they win over the inventory) */
   int64_t nranks, batch;
   int json, dtype_bytes, help;
 } plan_cli;
@@ -294,8 +222,12 @@ static int plan_set(plan_cli *c, int id, const char *v) {
     c->dtype_bytes = (int)kern_dtype_size(dt);
     return SP_OK;
   case OPT_TFLOPS: return job_parse_double("--tflops", v, 1e-3, 1e6, &c->po.gpu_tflops);
-  case OPT_HOST: return job_parse_double("--host-gbs", v, 1e-3, 1e5, &c->po.host_link_gbs);
-  case OPT_PEER: return job_parse_double("--peer-gbs", v, 1e-3, 1e5, &c->po.peer_link_gbs);
+  case OPT_HOST:
+    c->host_set = 1;
+    return job_parse_double("--host-gbs", v, 1e-3, 1e5, &c->po.host_link_gbs);
+  case OPT_PEER:
+    c->peer_set = 1;
+    return job_parse_double("--peer-gbs", v, 1e-3, 1e5, &c->po.peer_link_gbs);
   case OPT_PREFETCH:
     if (job_parse_int64("--prefetch", v, 1, 16, &i64)) return SP_ERR_INPUT;
     c->po.prefetch_depth = (int)i64;
@@ -303,6 +235,13 @@ static int plan_set(plan_cli *c, int id, const char *v) {
   case OPT_RESERVE:
     if (plan_parse_bytes(v, &c->po.reserve_bytes, err, sizeof err) != PLAN_OK) {
       sp_log_error("--reserve: %s", err);
+      return SP_ERR_INPUT;
+    }
+    return SP_OK;
+  case OPT_LAYOUT:
+    c->layout = v;
+    if (plan_grid_parse(v, &c->grid, &c->layout_auto, err, sizeof err) != PLAN_OK) {
+      sp_log_error("%s", err);
       return SP_ERR_INPUT;
     }
     return SP_OK;
@@ -348,14 +287,32 @@ static int plan_parse(int argc, char **argv, plan_cli *c) {
   return job_model_path_check("--model", c->job.model);
 }
 
-/* The devices from --inventory or --gpu-mem, and --speed; sets c->nranks. */
-static int plan_devices(plan_cli *c, plan_device *devs) {
+/* The devices from --inventory or --gpu-mem, and --speed; sets c->nranks,
+ * the links between the ranks and the link rates of c->po the inventory
+ * gives (unless the flags did). */
+static int plan_devices(plan_cli *c, plan_device *devs, plan_links *links) {
   const char *gpu_mem = c->gpu_mem, *inventory = c->inventory, *speed = c->speed;
   int64_t nranks = c->nranks;
   char err[8192];
   int ndev = 0;
+  plan_links_default(links, &c->po);
   if (inventory) {
-    if (load_inventory(inventory, devs, &ndev) != SP_OK) return SP_ERR_INPUT;
+    static plan_inventory inv;
+    if (plan_inventory_load(inventory, &c->po, &inv) != SP_OK) return SP_ERR_INPUT;
+    ndev = inv.ndev;
+    memcpy(devs, inv.devs, (size_t)ndev * sizeof *devs);
+    *links = inv.links;
+    if (c->peer_set) links->nvlink_gbs = links->pcie_peer_gbs = c->po.peer_link_gbs;
+    if (inv.host_link_gbs > 0.0 && !c->host_set) c->po.host_link_gbs = inv.host_link_gbs;
+    if (inv.have_links && !c->peer_set) {
+      /* the plain pipeline's activations: the slowest link between neighbours */
+      double peer = 0.0;
+      for (int r = 0; r + 1 < ndev; r++) {
+        double x = plan_links_gbs(links, r, r + 1);
+        if (peer == 0.0 || x < peer) peer = x;
+      }
+      if (peer > 0.0) c->po.peer_link_gbs = peer;
+    }
     if (nranks && nranks != ndev) {
       sp_log_error("plan: --ranks %lld but --inventory %s lists %d devices", (long long)nranks,
                    inventory, ndev);
@@ -408,6 +365,78 @@ static int plan_devices(plan_cli *c, plan_device *devs) {
   return SP_OK;
 }
 
+/* The table's # lines: the model, the workload, the options. */
+static void print_header(const plan_cli *cl, const rank_model_info *info, const plan_model *pm,
+                         const uint64_t *bb, const plan_workload *wl, const plan_options *po) {
+  const char *model = cl->job.model, *budget = cl->job.budget;
+  const int dtype_bytes = cl->dtype_bytes, micro = wl->micro_batches;
+  const long long frames = wl->frames, height = wl->height, width = wl->width, batch = cl->batch;
+  uint64_t blocks = 0;
+  for (int i = 0; i < pm->num_blocks; i++) blocks += bb[i];
+  printf("# model %s: %d blocks, %.2f GB of blocks + %.2f GB embeddings/head (%s on the GPU)\n",
+         model, pm->num_blocks, blocks / GIB, (pm->embed_bytes + pm->head_bytes) / GIB,
+         dtype_bytes == 2 ? "bf16" : "fp32");
+  if (info->experts.count > 1)
+    printf("# 2 experts (high and low noise): the sizes count both; each rank holds both "
+           "experts' blocks of its range (resident), or one device copy swapped at the switch "
+           "(swap), or streams blocks, the current expert's copy each step (stream)\n");
+  char cfg[64];
+  snprintf(cfg, sizeof cfg, info->experts.count > 1 ? "cfg %g,%g" : "cfg %g", cl->job.job.cfg,
+           cl->job.job.cfg_low);
+  printf("# workload %lld frames %lldx%lld = %lld tokens, %d micro-batch%s (%s, batch %lld); "
+         "budget %s\n",
+         (long long)frames, (long long)height, (long long)width, (long long)plan_tokens(wl),
+         micro, micro == 1 ? "" : "es", cfg, (long long)batch, budget ? budget : "auto");
+  char frac[64] = "streamed blocks from the budget", rows[64] = "chunk rows from the budget";
+  if (po->stream_frac >= 0)
+    snprintf(frac, sizeof frac, "at least %g of each rank's blocks streamed", po->stream_frac);
+  if (po->max_rows > 0)
+    snprintf(rows, sizeof rows, "chunk rows at most %lld", (long long)po->max_rows);
+  printf("# order %s; %s; %s\n", plan_order_name(po->order), frac, rows);
+}
+
+/* --layout: every layout considered (or the one given), the chosen one and
+ * its prediction. 0, or SP_ERR_INPUT when none fits (the table printed). */
+static int print_layouts(const plan_cli *cl, const rank_model_info *info, const plan_model *pm,
+                         const uint64_t *bb, const plan_device *devs, const plan_links *links,
+                         const plan_workload *wl, const plan_options *po) {
+  static plan_grid_choice ch;
+  char err[1024];
+  int prc = plan_grid_choose(pm, devs, (int)cl->nranks, cl->job.budget, wl, po, links,
+                             cl->layout_auto ? NULL : &cl->grid, &ch, err, sizeof err);
+  if (prc == PLAN_EINVAL) {
+    sp_log_error("plan: %s", err);
+    return SP_ERR_INPUT;
+  }
+  size_t need =
+      cl->json ? plan_grid_format_json(&ch, NULL, 0) : plan_grid_format_table(&ch, NULL, 0);
+  char *text = sp_xmalloc(need + 1);
+  if (cl->json) {
+    plan_grid_format_json(&ch, text, need + 1);
+  } else {
+    print_header(cl, info, pm, bb, wl, po);
+    printf("# links: GPU <-> GPU %s %.1f GB/s, between nodes %.1f GB/s, host %.1f GB/s\n",
+           links->nvlink ? "NVLink" : "PCIe",
+           links->nvlink ? links->nvlink_gbs : links->pcie_peer_gbs, links->inter_node_gbs,
+           po->host_link_gbs);
+    plan_grid_format_table(&ch, text, need + 1);
+  }
+  fputs(text, stdout);
+  free(text);
+  if (!cl->json && ch.chosen >= 0) {
+    const plan_grid_eval *e = &ch.e[ch.chosen];
+    char name[48];
+    plan_grid_format(&e->g, name, sizeof name);
+    printf("layout %s: predicted step %.1f ms (PREDICTION), peak %.2f GiB per rank\n", name,
+           e->step_ms, (double)e->peak_bytes / GIB);
+  }
+  if (prc != PLAN_OK) {
+    sp_log_error("plan: %s", err);
+    return SP_ERR_INPUT;
+  }
+  return fflush(stdout) == 0 ? SP_OK : SP_ERR_RUNTIME;
+}
+
 int cmd_plan(int argc, char **argv) {
   plan_cli cl;
   int rc = plan_parse(argc, argv, &cl);
@@ -417,7 +446,8 @@ int cmd_plan(int argc, char **argv) {
   }
   if (rc != SP_OK) return rc;
   static plan_device devs[PLAN_MAX_RANKS];
-  if ((rc = plan_devices(&cl, devs)) != SP_OK) return rc;
+  static plan_links links;
+  if ((rc = plan_devices(&cl, devs, &links)) != SP_OK) return rc;
   const char *model = cl.job.model, *budget = cl.job.budget;
   const int64_t nranks = cl.nranks, batch = cl.batch;
   const int json = cl.json, dtype_bytes = cl.dtype_bytes;
@@ -426,7 +456,8 @@ int cmd_plan(int argc, char **argv) {
   job_plan_options(&cl.job, &po);
 
   plan_budget b;
-  if (plan_budget_parse(budget, (int)nranks, &b, err, sizeof err) != PLAN_OK) {
+  /* with --layout the budget is read per layout, for its S stages */
+  if (!cl.layout && plan_budget_parse(budget, (int)nranks, &b, err, sizeof err) != PLAN_OK) {
     sp_log_error("--budget: %s", err);
     return SP_ERR_INPUT;
   }
@@ -455,8 +486,10 @@ int cmd_plan(int argc, char **argv) {
         job_decoder_bytes(&vae_model_get_info(vae)->config, cl.job.vae_precision, &wl);
     vae_model_close(vae);
   }
-  const int micro = wl.micro_batches;
-  const int64_t frames = wl.frames, height = wl.height, width = wl.width;
+  if (cl.layout) {
+    rc = print_layouts(&cl, info, &pm, bb, devs, &links, &wl, &po);
+    goto out;
+  }
   static plan p;
   int prc = plan_make(&pm, devs, (int)nranks, &b, &wl, &po, &p, err, sizeof err);
   if (prc != PLAN_OK) {
@@ -470,28 +503,7 @@ int cmd_plan(int argc, char **argv) {
   if (json) {
     plan_format_json(&p, text, need + 1);
   } else {
-    uint64_t blocks = 0;
-    for (int i = 0; i < pm.num_blocks; i++) blocks += bb[i];
-    printf("# model %s: %d blocks, %.2f GB of blocks + %.2f GB embeddings/head (%s on the GPU)\n",
-           model, pm.num_blocks, blocks / GIB, (pm.embed_bytes + pm.head_bytes) / GIB,
-           dtype_bytes == 2 ? "bf16" : "fp32");
-    if (info->experts.count > 1)
-      printf("# 2 experts (high and low noise): the sizes count both; each rank holds both "
-             "experts' blocks of its range (resident), or one device copy swapped at the switch "
-             "(swap), or streams blocks, the current expert's copy each step (stream)\n");
-    char cfg[64];
-    snprintf(cfg, sizeof cfg, info->experts.count > 1 ? "cfg %g,%g" : "cfg %g", cl.job.job.cfg,
-             cl.job.job.cfg_low);
-    printf("# workload %lld frames %lldx%lld = %lld tokens, %d micro-batch%s (%s, batch %lld); "
-           "budget %s\n",
-           (long long)frames, (long long)height, (long long)width, (long long)plan_tokens(&wl),
-           micro, micro == 1 ? "" : "es", cfg, (long long)batch, budget ? budget : "auto");
-    char frac[64] = "streamed blocks from the budget", rows[64] = "chunk rows from the budget";
-    if (po.stream_frac >= 0)
-      snprintf(frac, sizeof frac, "at least %g of each rank's blocks streamed", po.stream_frac);
-    if (po.max_rows > 0)
-      snprintf(rows, sizeof rows, "chunk rows at most %lld", (long long)po.max_rows);
-    printf("# order %s; %s; %s\n", plan_order_name(po.order), frac, rows);
+    print_header(&cl, info, &pm, bb, &wl, &po);
     plan_format_table(&p, text, need + 1);
   }
   fputs(text, stdout);

@@ -13,5 +13,6 @@ int cmd_plan(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
 int cmd_encode(int argc, char **argv);
+int cmd_commcheck(int argc, char **argv);
 
 #endif

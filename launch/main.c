@@ -24,6 +24,7 @@ static const command commands[] = {
     {"encode", cmd_encode, "prompts to --cond files through the UMT5-XXL text encoder (CPU)"},
     {"decode", cmd_decode, "latents to video (.mp4, .h5, PNG frames) through the Wan VAE decoder"},
     {"forward", cmd_forward, "one DiT forward on given inputs (checks a conversion)"},
+    {"commcheck", cmd_commcheck, "check the transports between ranks byte by byte, with bandwidth (mpirun)"},
 };
 
 static void usage(FILE *f) {

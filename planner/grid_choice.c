@@ -1,0 +1,361 @@
+/* The choice of a run's grid (grid_choice.h).
+ *
+ * A layout R x S x U is planned as one replica: S stages (plan_make's
+ * split, memory and stage timeline, model.c) on a workload of
+ * ceil(M / R) micro-batches and the tokens of one Ulysses rank. Notation:
+ * L tokens, D dim, a = weight width (bf16 2), M micro-batches, nb blocks of
+ * a stage.
+ *
+ * Memory of a rank, term by term (plan_act_bytes's table, planner/README.md):
+ * - residual stream x (activation buffers), the block transient (normed
+ *   input, projections, q, attention output, FFN hidden), RoPE tables and
+ *   the end stages' patch tokens: every one is (tokens x D) or (tokens x
+ *   something), and a Ulysses rank holds L/U tokens of each: EXACT with the
+ *   workload of L/U tokens.
+ * - self-attention k, v (and q): after the all-to-all a rank holds all L
+ *   tokens for H/U heads, L x D/U elements, the same bytes as L/U tokens x
+ *   D: EXACT with that workload.
+ * - context k, v cache and scratch: C rows for every head on every rank
+ *   (cross-attention is local), independent of tokens: EXACT.
+ * - the end stages' latent buffer (channels x voxels): counted for the
+ *   rank's share of voxels; APPROXIMATION (a rank may hold the whole latent,
+ *   a few MB at 720p).
+ * - the all-to-all's staging (not in the single-rank layout): one send and
+ *   one receive buffer of L/U x D x a each, added to the reserve;
+ *   APPROXIMATION (an out-of-place all-to-all of one tensor at a time).
+ * When U does not divide the latent grid evenly (frames x height/16 x
+ * width/16 over some split of U), the rank's workload is the smallest grid
+ * of at least L/U tokens: an over-estimate of both memory and time.
+ *
+ * Time of a stage per step (micro-batches of one replica):
+ * - plan_stage_ms on the L/U-token workload counts projections and FFN
+ *   (12 L D^2 + 4 L D F, divided by U: EXACT), cross-attention (4 L C D / U:
+ *   EXACT) and self-attention as 4 (L/U)^2 D, where a Ulysses rank computes
+ *   L queries x L keys for D/U of the width, 4 L^2 D / U. The difference,
+ *   4 D (L^2 / U - t^2) for t tokens per rank, is added per block and
+ *   micro-batch (attn_extra_ms); after the timeline, so with streamed blocks
+ *   it is an upper bound (longer compute hides copies better).
+ * - the all-to-alls: 4 per block and micro-batch (q, k, v in, the attention
+ *   output back), each sending (U-1)/U of t x D x a bytes from every rank,
+ *   at the slowest link between two ranks of the stage; not overlapped with
+ *   compute and without a latency term (APPROXIMATION: 10-20 us per call
+ *   is < 1% at Wan's shapes).
+ * - the activations between stages at the slowest link between a rank and
+ *   its peer in the next stage (plan_options.peer_link_gbs for plan_make).
+ * Step = plan_pipeline_ms over those stage times + the exchange of
+ * predictions: a replica receives the predictions of the micro-batches it
+ * did not run, each out_dim x voxels x 4 bytes (fp32), 1/U of it per rank,
+ * at the slowest link between replicas. */
+#include "grid_choice.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout.h"
+#include "plan_strbuf.h"
+
+void plan_links_default(plan_links *l, const plan_options *o) {
+  memset(l, 0, sizeof *l);
+  l->nvlink = 0;
+  l->pcie_peer_gbs = o->peer_link_gbs;
+  l->nvlink_gbs = o->peer_link_gbs;
+  l->inter_node_gbs = o->peer_link_gbs;
+}
+
+double plan_links_gbs(const plan_links *l, int a, int b) {
+  if (l->node[a] != l->node[b]) return l->inter_node_gbs;
+  return l->nvlink ? l->nvlink_gbs : l->pcie_peer_gbs;
+}
+
+double plan_pcie_gbs(int gen) {
+  /* raw x16 rates per direction: 15.75, 31.5, 63, 126 GB/s */
+  static const double raw[] = {15.754, 31.508, 63.015, 126.03};
+  if (gen < 3 || gen > 6) return 0.0;
+  return 0.8 * raw[gen - 3];
+}
+
+/* ---- the rank's workload -------------------------------------------------- */
+
+/* The smallest latent grid holding at least L/U tokens: (lf, hp, wp)
+ * divided by some u1 x u2 x u3 = U, rounded up; as a workload of
+ * micro micro-batches. Returns its tokens. */
+static int64_t rank_workload(const plan_workload *w, int U, int micro, plan_workload *out) {
+  int64_t lf = (w->frames - 1) / 4 + 1, hp = w->height / 16, wp = w->width / 16;
+  int64_t best = -1, bf = lf, bh = hp, bw = wp;
+  for (int u1 = 1; u1 <= U; u1++) {
+    if (U % u1) continue;
+    for (int u2 = 1; u2 <= U / u1; u2++) {
+      if ((U / u1) % u2) continue;
+      int u3 = U / u1 / u2;
+      int64_t f = (lf + u1 - 1) / u1, h = (hp + u2 - 1) / u2, x = (wp + u3 - 1) / u3;
+      if (best < 0 || f * h * x < best) best = f * h * x, bf = f, bh = h, bw = x;
+    }
+  }
+  *out = *w;
+  out->frames = (bf - 1) * 4 + 1;
+  out->height = bh * 16;
+  out->width = bw * 16;
+  out->micro_batches = micro;
+  return plan_tokens(out);
+}
+
+/* The smallest memory and speed among the devices of stage s (every
+ * replica, every Ulysses rank): the stage is planned on that device. */
+static plan_device stage_device(const plan_device *devs, plan_grid g, int s) {
+  plan_device d = devs[plan_grid_rank(&g, (plan_grid_pos){0, s, 0})];
+  for (int r = 0; r < g.replicas; r++)
+    for (int u = 0; u < g.seq; u++) {
+      const plan_device *x = &devs[plan_grid_rank(&g, (plan_grid_pos){r, s, u})];
+      if (x->free_bytes < d.free_bytes) d.free_bytes = x->free_bytes;
+      if (x->total_bytes < d.total_bytes) d.total_bytes = x->total_bytes;
+      if (x->host_bytes && (!d.host_bytes || x->host_bytes < d.host_bytes))
+        d.host_bytes = x->host_bytes;
+      if (x->speed < d.speed) d.speed = x->speed;
+    }
+  return d;
+}
+
+/* The slowest link among the U ranks of stage s (0 with U = 1). */
+static double stage_a2a_gbs(const plan_links *l, plan_grid g, int s) {
+  double gbs = 0.0;
+  for (int r = 0; r < g.replicas; r++)
+    for (int u = 0; u < g.seq; u++)
+      for (int v = u + 1; v < g.seq; v++) {
+        double x = plan_links_gbs(l, plan_grid_rank(&g, (plan_grid_pos){r, s, u}),
+                                  plan_grid_rank(&g, (plan_grid_pos){r, s, v}));
+        if (gbs == 0.0 || x < gbs) gbs = x;
+      }
+  return gbs;
+}
+
+/* The slowest link between a rank and its peer in the next stage (0 with
+ * S = 1). */
+static double next_stage_gbs(const plan_links *l, plan_grid g) {
+  double gbs = 0.0;
+  for (int r = 0; r < g.replicas; r++)
+    for (int s = 0; s + 1 < g.stages; s++)
+      for (int u = 0; u < g.seq; u++) {
+        double x = plan_links_gbs(l, plan_grid_rank(&g, (plan_grid_pos){r, s, u}),
+                                  plan_grid_rank(&g, (plan_grid_pos){r, s + 1, u}));
+        if (gbs == 0.0 || x < gbs) gbs = x;
+      }
+  return gbs;
+}
+
+/* The slowest link between the last-stage ranks of two replicas (the same
+ * u); 0 with R = 1. */
+static double replica_gbs(const plan_links *l, plan_grid g) {
+  double gbs = 0.0;
+  int s = g.stages - 1;
+  for (int r = 0; r < g.replicas; r++)
+    for (int q = r + 1; q < g.replicas; q++)
+      for (int u = 0; u < g.seq; u++) {
+        double x = plan_links_gbs(l, plan_grid_rank(&g, (plan_grid_pos){r, s, u}),
+                                  plan_grid_rank(&g, (plan_grid_pos){q, s, u}));
+        if (gbs == 0.0 || x < gbs) gbs = x;
+      }
+  return gbs;
+}
+
+/* The first line of a planner message into why. */
+static void first_line(char *why, size_t cap, const char *msg) {
+  size_t n = strcspn(msg, "\n");
+  if (n >= cap) n = cap - 1;
+  memcpy(why, msg, n);
+  why[n] = '\0';
+}
+
+/* ---- one layout ------------------------------------------------------------ */
+
+void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks,
+                        const char *budget, const plan_workload *w, const plan_options *o,
+                        const plan_links *links, plan_grid g, plan_grid_eval *out) {
+  memset(out, 0, sizeof *out);
+  out->g = g;
+  char err[8192];
+  int M = w->micro_batches > 0 ? w->micro_batches : 1;
+  if (plan_grid_check(&g, nranks, m->heads, m->num_blocks, M, err, sizeof err) != PLAN_OK) {
+    first_line(out->why, sizeof out->why, err);
+    return;
+  }
+  const int R = g.replicas, S = g.stages, U = g.seq;
+  const int Mr = (M + R - 1) / R;
+  const int64_t L = plan_tokens(w);
+  plan_workload wu;
+  const int64_t t = rank_workload(w, U, Mr, &wu);
+  out->micro_per_replica = Mr;
+  out->tokens_per_rank = t;
+  out->exact_tokens = t * U == L;
+
+  plan_budget b;
+  if (plan_budget_parse(budget, S, &b, err, sizeof err) != PLAN_OK) {
+    snprintf(out->why, sizeof out->why, "--budget for %d stage%s: ", S, S == 1 ? "" : "s");
+    first_line(out->why + strlen(out->why), sizeof out->why - strlen(out->why), err);
+    return;
+  }
+  plan_device sdev[PLAN_MAX_RANKS];
+  for (int s = 0; s < S; s++) sdev[s] = stage_device(devs, g, s);
+  const double D = (double)m->dim, a = (double)m->weight_dtype_bytes;
+  plan_options so = *o;
+  if (S > 1) so.peer_link_gbs = next_stage_gbs(links, g);
+  if (U > 1) so.reserve_bytes += 2 * plan_layout_align((uint64_t)((double)t * D * a));
+
+  plan *p = malloc(sizeof *p);
+  if (!p) {
+    snprintf(out->why, sizeof out->why, "out of host memory");
+    return;
+  }
+  if (plan_make(m, sdev, S, &b, &wu, &so, p, err, sizeof err) != PLAN_OK) {
+    first_line(out->why, sizeof out->why, err);
+    free(p);
+    return;
+  }
+  double stage_ms[PLAN_MAX_RANKS];
+  for (int s = 0; s < S; s++) {
+    const plan_rank *q = &p->r[s];
+    double nb = (double)(q->last_block - q->first_block + 1);
+    double flops = 4.0 * D * ((double)L * (double)L / U - (double)t * (double)t);
+    double extra = Mr * nb * flops / (o->gpu_tflops * 1e12 * sdev[s].speed) * 1e3;
+    double a2a = 0.0;
+    if (U > 1)
+      a2a = Mr * nb * 4.0 * ((double)t * D * a * (U - 1) / U) /
+            (stage_a2a_gbs(links, g, s) * 1e9) * 1e3;
+    stage_ms[s] = q->predicted_step_ms + extra + a2a;
+    out->attn_extra_ms += extra;
+    out->a2a_ms += a2a;
+    if (q->peak_bytes > out->peak_bytes) out->peak_bytes = q->peak_bytes;
+    out->streamed_blocks += q->num_streamed;
+  }
+  out->order = p->r[0].order;
+  out->pipeline_ms = plan_pipeline_ms(out->order, Mr, S, stage_ms);
+  if (R > 1) {
+    int64_t fhw[3];
+    plan_latent_grid(w, fhw);
+    double latent = (double)m->out_dim * (double)(fhw[0] * fhw[1] * fhw[2]) * 4.0;
+    double others = (double)(M - M / R); /* the most a replica did not run */
+    out->exchange_ms = others * latent / U / (replica_gbs(links, g) * 1e9) * 1e3;
+  }
+  out->step_ms = out->pipeline_ms + out->exchange_ms;
+  out->ok = 1;
+  free(p);
+}
+
+/* ---- every layout ------------------------------------------------------------ */
+
+int plan_grid_choose(const plan_model *m, const plan_device *devs, int nranks,
+                     const char *budget, const plan_workload *w, const plan_options *o,
+                     const plan_links *links, const plan_grid *only, plan_grid_choice *out,
+                     char *err, size_t errlen) {
+  if (!m || !devs || !w || !o || !links || !out || nranks < 1 || nranks > PLAN_MAX_RANKS)
+    return plan_fail(err, errlen, "grid: missing input or %d ranks outside 1..%d", nranks,
+                     PLAN_MAX_RANKS);
+  for (int r = 0; r < nranks; r++) {
+    double x = links->nvlink ? links->nvlink_gbs : links->pcie_peer_gbs;
+    if (!(x > 0.0) || (links->node[r] != links->node[0] && !(links->inter_node_gbs > 0.0)) ||
+        links->node[r] < 0)
+      return plan_fail(err, errlen,
+                       "grid: rank %d's links are not known (node %d, GPU link %g GB/s, "
+                       "between nodes %g GB/s): every rate a layout uses must be > 0",
+                       r, links->node[r], x, links->inter_node_gbs);
+  }
+  out->count = 0;
+  out->chosen = -1;
+  if (only) {
+    plan_grid_evaluate(m, devs, nranks, budget, w, o, links, *only, &out->e[out->count++]);
+  } else {
+    /* R ascending, then U ascending: a tie keeps the simpler layout. */
+    for (int R = 1; R <= nranks; R++)
+      for (int U = 1; R * U <= nranks; U++) {
+        if (nranks % (R * U)) continue;
+        plan_grid g = {R, nranks / (R * U), U};
+        plan_grid_evaluate(m, devs, nranks, budget, w, o, links, g, &out->e[out->count++]);
+      }
+  }
+  for (int i = 0; i < out->count; i++)
+    if (out->e[i].ok && (out->chosen < 0 || out->e[i].step_ms < out->e[out->chosen].step_ms))
+      out->chosen = i;
+  if (out->chosen < 0) {
+    if (only) {
+      char name[48];
+      plan_grid_format(only, name, sizeof name);
+      return err && errlen ? (snprintf(err, errlen, "--layout %s: %s", name, out->e[0].why),
+                              PLAN_EINFEASIBLE)
+                           : PLAN_EINFEASIBLE;
+    }
+    if (err && errlen)
+      snprintf(err, errlen, "no layout of %d ranks fits (each refused one's reason is in the "
+                            "table)", nranks);
+    return PLAN_EINFEASIBLE;
+  }
+  return PLAN_OK;
+}
+
+/* ---- output ------------------------------------------------------------------ */
+
+size_t plan_grid_format_table(const plan_grid_choice *c, char *buf, size_t cap) {
+  plan_strbuf sb;
+  plan_sb_init(&sb, buf, cap);
+  plan_sb_add(&sb, "# layouts considered (R replicas x S stages x U sequence-parallel ranks); "
+                   "PREDICTIONS, times per sampling step\n");
+  plan_sb_add(&sb, "# %-8s %-6s %5s %9s %5s %8s %10s %10s %9s %9s %10s  %s\n", "layout", "fits",
+              "M/rep", "tokens", "order", "streamed", "peak_GiB", "pipe_ms", "a2a_ms", "exch_ms",
+              "step_ms", "note");
+  for (int i = 0; i < c->count; i++) {
+    const plan_grid_eval *e = &c->e[i];
+    char name[48];
+    plan_grid_format(&e->g, name, sizeof name);
+    if (!e->ok) {
+      plan_sb_add(&sb, "  %-8s %-6s %5s %9s %5s %8s %10s %10s %9s %9s %10s  refused: %s\n", name,
+                  "no", "-", "-", "-", "-", "-", "-", "-", "-", "-", e->why);
+      continue;
+    }
+    plan_sb_add(&sb, "%c %-8s %-6s %5d %9lld %5s %8d %10.2f %10.1f %9.1f %9.2f %10.1f  %s%s\n",
+                i == c->chosen ? '*' : ' ', name, "yes", e->micro_per_replica,
+                (long long)e->tokens_per_rank, plan_order_name(e->order), e->streamed_blocks,
+                (double)e->peak_bytes / (1024.0 * 1024.0 * 1024.0), e->pipeline_ms, e->a2a_ms,
+                e->exchange_ms, e->step_ms, i == c->chosen ? "chosen" : "",
+                e->exact_tokens ? "" : " (tokens rounded up: U does not split the latent grid)");
+  }
+  return sb.len;
+}
+
+size_t plan_grid_format_json(const plan_grid_choice *c, char *buf, size_t cap) {
+  plan_strbuf sb;
+  plan_sb_init(&sb, buf, cap);
+  char name[48] = "";
+  if (c->chosen >= 0) plan_grid_format(&c->e[c->chosen].g, name, sizeof name);
+  plan_sb_add(&sb, "{\"predictions\": true, \"chosen\": %s%s%s, \"layouts\": [",
+              c->chosen >= 0 ? "\"" : "", c->chosen >= 0 ? name : "null",
+              c->chosen >= 0 ? "\"" : "");
+  for (int i = 0; i < c->count; i++) {
+    const plan_grid_eval *e = &c->e[i];
+    plan_grid_format(&e->g, name, sizeof name);
+    plan_sb_add(&sb, "%s\n  {\"layout\": \"%s\", \"replicas\": %d, \"stages\": %d, \"seq\": %d, "
+                     "\"ok\": %s",
+                i ? "," : "", name, e->g.replicas, e->g.stages, e->g.seq,
+                e->ok ? "true" : "false");
+    if (!e->ok) {
+      plan_sb_add(&sb, ", \"why\": \"");
+      for (const char *p = e->why; *p; p++) {
+        if (*p == '"' || *p == '\\') plan_sb_add(&sb, "\\%c", *p);
+        else if ((unsigned char)*p < 0x20) plan_sb_add(&sb, " ");
+        else plan_sb_add(&sb, "%c", *p);
+      }
+      plan_sb_add(&sb, "\"}");
+      continue;
+    }
+    plan_sb_add(&sb,
+                ", \"micro_per_replica\": %d, \"tokens_per_rank\": %lld, \"exact_tokens\": %s, "
+                "\"order\": \"%s\", \"streamed_blocks\": %d, \"peak_bytes\": %llu, "
+                "\"pipeline_ms\": %.3f, \"attn_extra_ms\": %.3f, \"a2a_ms\": %.3f, "
+                "\"exchange_ms\": %.3f, \"step_ms\": %.3f}",
+                e->micro_per_replica, (long long)e->tokens_per_rank,
+                e->exact_tokens ? "true" : "false", plan_order_name(e->order), e->streamed_blocks,
+                (unsigned long long)e->peak_bytes, e->pipeline_ms, e->attn_extra_ms, e->a2a_ms,
+                e->exchange_ms, e->step_ms);
+  }
+  plan_sb_add(&sb, "\n]}\n");
+  return sb.len;
+}
