@@ -223,7 +223,9 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .lora_block_elems = s->o->lora_block_elems,
                          .lora_rank = s->o->lora_rank};
   double t0 = comm_now();
+  rank_model_progress_begin();
   int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
+  rank_model_progress_end();
   s->sum.load_s += comm_now() - t0;
   if (rc == SP_OK) s->sum.weights_s += rank_stage_get_stats(s->stage)->weights_s;
   if ((rc = job_phase(w, rc, "loading its weights")) != SP_OK) return rc;
