@@ -312,7 +312,8 @@ int job_file_read(const job_opts *o, job_spec **out, int *n);
  * SP_ERR_INPUT (logged). job_reader_next: 1 when *j holds the next line's
  * job (from o's defaults; a refused line is marked bad, logged once,
  * its error kept), 0 at the end of the input, -1 on a read error
- * (logged). Lines are bounded (8190 bytes) and hold no NUL byte. */
+ * (logged). Lines are bounded (LINE_MAX_BYTES of jobs.c, the longer
+ * rest dropped) and hold no NUL byte. */
 typedef struct job_reader job_reader;
 int job_reader_open(const char *path, job_reader **out);
 int job_reader_next(job_reader *r, const job_opts *o, job_spec *j);
