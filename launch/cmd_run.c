@@ -18,7 +18,11 @@ enum { O_JSON = JOB_OPT_COUNT, O_HELP };
 static void run_table(cli_opts *t) {
   static const job_option own[] = {
       {O_JSON, "json", 'j', NULL, NULL, 0,
-       "print a JSON summary on stdout (the plan, and per rank its\n"
+       "JSON lines on stdout, each flushed at once: with --jobs one\n"
+       "{\"job\": {...}} per finished job (line, status ok or error,\n"
+       "the error line, cond, out, preview, video, seed or noise,\n"
+       "frames, size, steps, cfg, shift, sampler, schedule, seconds),\n"
+       "then at the end the summary (the plan, and per rank its\n"
        "blocks, bytes loaded and times)"},
       {O_HELP, "help", 'h', NULL, NULL, 0, "this text"},
   };
@@ -31,6 +35,7 @@ static void run_usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe run --model MODEL --cond FILE [options] -o FILE\n"
           "       staticpipe run --model MODEL --jobs FILE [options]\n"
+          "       PRODUCER | staticpipe run --model MODEL --jobs - [options]   (a queue)\n"
           "       mpirun -np N staticpipe run ...     (a pipeline of N ranks; srun works too)\n"
           "\n"
           "Samples a clip: the flow-matching loop of Wan 2.1 with classifier-free guidance.\n"
@@ -55,7 +60,7 @@ static int run_parse(int argc, char **argv, job_opts *o, int *json, int *help) {
       return SP_OK;
     }
     if (opt->id == O_JSON)
-      *json = 1;
+      *json = o->json = 1;
     else if (job_opts_set(o, opt->id, optarg) != SP_OK)
       return SP_ERR_INPUT;
   }

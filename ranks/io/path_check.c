@@ -97,9 +97,12 @@ int rank_path_check_input(const char *flag, const char *path, int how) {
   if (!path || !path[0]) return refuse(flag, "''", "the path is empty");
   if (stat(path, &st) != 0) return refuse(flag, path, "cannot open: %s", strerror(errno));
   const int dir_ok = how == RANK_PATH_FILE_OR_DIR && S_ISDIR(st.st_mode);
-  if (!S_ISREG(st.st_mode) && !dir_ok)
+  const int fifo_ok = how == RANK_PATH_FILE_OR_FIFO && S_ISFIFO(st.st_mode);
+  if (!S_ISREG(st.st_mode) && !dir_ok && !fifo_ok)
     return refuse(flag, path, "is %s, not a regular file%s", kind_name(st.st_mode),
-                  how == RANK_PATH_FILE_OR_DIR ? " or a directory" : "");
+                  how == RANK_PATH_FILE_OR_DIR    ? " or a directory"
+                  : how == RANK_PATH_FILE_OR_FIFO ? " or a named pipe"
+                                                  : "");
   if (access(path, dir_ok ? R_OK | X_OK : R_OK) != 0)
     return refuse(flag, path, "cannot open: %s", strerror(errno));
   return SP_OK;

@@ -24,10 +24,12 @@ typedef struct rank_path_arg {
 enum {
   RANK_PATH_FILE = 0,        /* an input must be a regular file */
   RANK_PATH_FILE_OR_DIR = 1, /* ... or a directory (convert's inputs) */
+  RANK_PATH_FILE_OR_FIFO = 2, /* ... or a named pipe (run --jobs, read as a stream) */
 };
 
 /* An input: exists, is a regular file (or a directory with
- * RANK_PATH_FILE_OR_DIR), is readable. SP_OK or SP_ERR_INPUT (logged). */
+ * RANK_PATH_FILE_OR_DIR, a named pipe with RANK_PATH_FILE_OR_FIFO), is
+ * readable. SP_OK or SP_ERR_INPUT (logged). */
 int rank_path_check_input(const char *flag, const char *path, int how);
 
 /* An output: absent (a dangling symbolic link counts as absent: the rename

@@ -14,7 +14,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "h5_util.h"
@@ -37,6 +39,58 @@ struct rank_model {
   rank_model_merge_fn merge; /* applied to every group read, or NULL */
   void *merge_ctx;
 };
+
+/* The load's progress line (rank_model_progress_begin): the groups read
+ * since it began, from any thread. */
+static struct {
+  pthread_mutex_t lock;
+  int on;
+  uint64_t bytes;
+  double t0, shown; /* when it began, when the line was last drawn */
+} g_progress = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static double progress_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Draws the line over itself ('\r', then clears what is left of it). */
+static void progress_draw(double now, const char *end) {
+  const double dt = now - g_progress.t0;
+  fprintf(stderr, "\r[rank %d] reading weights: %.1f MB, %.0f MB/s\033[K%s", sp_log_rank(),
+          (double)g_progress.bytes / 1e6, dt > 0 ? (double)g_progress.bytes / 1e6 / dt : 0.0,
+          end);
+  fflush(stderr);
+  g_progress.shown = now;
+}
+
+void rank_model_progress_begin(void) {
+  pthread_mutex_lock(&g_progress.lock);
+  /* -q (warnings only) and ranks that do not speak show none either. */
+  g_progress.on = isatty(STDERR_FILENO) && sp_log_level() >= 1;
+  g_progress.bytes = 0;
+  g_progress.t0 = g_progress.shown = progress_now();
+  pthread_mutex_unlock(&g_progress.lock);
+}
+
+void rank_model_progress_end(void) {
+  pthread_mutex_lock(&g_progress.lock);
+  if (g_progress.on) progress_draw(progress_now(), "\n");
+  g_progress.on = 0;
+  pthread_mutex_unlock(&g_progress.lock);
+}
+
+/* A group of bytes has been read: redrawn at most ten times a second. */
+static void progress_add(uint64_t bytes) {
+  pthread_mutex_lock(&g_progress.lock);
+  if (g_progress.on) {
+    g_progress.bytes += bytes;
+    const double now = progress_now();
+    if (now - g_progress.shown >= 0.1) progress_draw(now, "");
+  }
+  pthread_mutex_unlock(&g_progress.lock);
+}
 
 const rank_model_experts rank_model_a14b_defaults = {
     .count = 2, .boundary = 0.875, .cfg = {4.0, 3.0}, .shift = 12.0, .steps = 40};
@@ -409,6 +463,7 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
     for (int i = 0; i < l->count; i++)
       rank_synth_tensor(c, m->info.seed, prefix, g, block, &l->t[i], m->info.dtype,
                         (char *)dst + l->t[i].offset);
+    progress_add(l->packed_bytes);
     return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.dtype, dst) : SP_OK;
   }
   const ds_loc *locs = m->locs + rank_model_slot(c, e, g, block, 0);
@@ -427,6 +482,7 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
   }
   if (bytes_read)
     for (int i = 0; i < l->count; i++) *bytes_read += l->t[i].bytes;
+  progress_add(l->packed_bytes);
   return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.dtype, dst) : SP_OK;
 }
 

@@ -103,8 +103,52 @@ static int read_weights(vae_model *m, wan_vae_weights *wt, wan_vae_table *tab, f
   return SP_OK;
 }
 
+struct decode_weights {
+  wan_vae_weights wt;
+  wan_vae_table tab;
+  float *packed; /* (tab.packed_floats) */
+};
+
+int decode_weights_read(vae_model *m, decode_weights **out) {
+  decode_weights *d = calloc(1, sizeof *d);
+  if (!d) {
+    sp_log_error("decode: out of host memory");
+    return SP_ERR_RUNTIME;
+  }
+  const double t = comm_now();
+  int rc = read_weights(m, &d->wt, &d->tab, &d->packed);
+  if (rc != SP_OK) {
+    decode_weights_free(d);
+    return rc;
+  }
+  sp_log_info("decode: read the VAE weights of %s (%.1f MB) in %.2f s",
+              vae_model_get_info(m)->source, (double)d->tab.packed_floats * 4 / 1e6,
+              comm_now() - t);
+  *out = d;
+  return SP_OK;
+}
+
+void decode_weights_free(decode_weights *d) {
+  if (!d) return;
+  free(d->packed);
+  free(d);
+}
+
 int decode_run(const decode_opts *o, vae_model *m, const float *latents, const int64_t *dims,
                decode_stats *stats) {
+  decode_weights *d = NULL;
+  memset(stats, 0, sizeof *stats);
+  const double t = comm_now();
+  int rc = decode_weights_read(m, &d);
+  const double read_s = comm_now() - t;
+  if (rc == SP_OK) rc = decode_run_with(o, m, d, latents, dims, stats);
+  stats->read_s = read_s;
+  decode_weights_free(d);
+  return rc;
+}
+
+int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const float *latents,
+                    const int64_t *dims, decode_stats *stats) {
   const wan_vae_config *c = &vae_model_get_info(m)->config;
   const int64_t F = dims[1], h = dims[2], w = dims[3], s = wan_vae_out_scale(c);
   memset(stats, 0, sizeof *stats);
@@ -112,24 +156,15 @@ int decode_run(const decode_opts *o, vae_model *m, const float *latents, const i
   stats->height = h * s;
   stats->width = w * s;
 
-  wan_vae_weights *wt = calloc(1, sizeof *wt);
-  wan_vae_table *tab = calloc(1, sizeof *tab);
-  float *packed = NULL;
+  const wan_vae_weights *wt = &d->wt;
   wan_vae_decoder *cpu = NULL;
   wan_vae_gpu *gpu = NULL;
   decode_sink sink = {.chunks = F, .frames = stats->frames, .quiet = o->quiet};
   int rc = SP_OK;
-  if (!wt || !tab) {
-    sp_log_error("decode: out of host memory");
-    rc = SP_ERR_RUNTIME;
-    goto done;
-  }
-  double t = comm_now();
-  if ((rc = read_weights(m, wt, tab, &packed)) != SP_OK) goto done;
-  stats->read_s = comm_now() - t;
+  double t;
 
   if (o->dev == RANK_DEVICE_CUDA) {
-    rc = wan_vae_gpu_create(c, packed, h, w, o->precision, &gpu);
+    rc = wan_vae_gpu_create(c, d->packed, h, w, o->precision, &gpu);
   } else {
     rc = wan_vae_decoder_create(c, h, w, &cpu);
     stats->host_bytes = wan_vae_decoder_floats(c, h, w) * (int64_t)sizeof(float);
@@ -167,8 +202,5 @@ done:
     if (sink.v[i]) video_out_abort(sink.v[i]);
   wan_vae_gpu_free(gpu);
   wan_vae_decoder_free(cpu);
-  free(packed);
-  free(tab);
-  free(wt);
   return rc;
 }

@@ -43,7 +43,20 @@ int decode_check_latents(const vae_model *m, const char *what, int ndim, const i
 /* The checks of the outputs before any work (each path, FFmpeg). */
 int decode_check_outputs(const decode_opts *o, const vae_model *m, const int64_t *dims);
 
-/* Decodes latents (z_dim, F, h, w) with the opened VAE into the outputs.
+/* The VAE's weights in the decoder's table layout, read once (one log line:
+ * megabytes and seconds) and used by any number of decodes (run's jobs).
+ * SP_OK or SP_ERR_RUNTIME / SP_ERR_INPUT (logged); *out untouched on
+ * failure. */
+typedef struct decode_weights decode_weights;
+int decode_weights_read(vae_model *m, decode_weights **out);
+void decode_weights_free(decode_weights *d);
+
+/* decode_run with weights read before (decode_weights_read of m). */
+int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const float *latents,
+                    const int64_t *dims, decode_stats *stats);
+
+/* Decodes latents (z_dim, F, h, w) with the opened VAE into the outputs
+ * (its weights read for this one call).
  * Returns SP_OK, SP_ERR_INPUT or SP_ERR_RUNTIME (logged); no output is
  * left behind on failure. */
 int decode_run(const decode_opts *o, vae_model *m, const float *latents, const int64_t *dims,

@@ -12,8 +12,10 @@
  *
  * Files: job_opts.c (the option table, setters, validator), job_plan.c
  * (derived facts, device, plan), job_io.c (a job's inputs and outputs),
- * job_run.c (the session: stage, sampling of job groups, summary), jobs.c
- * (the --jobs file). */
+ * job_run.c (the session: stage, sampling of job groups, summary),
+ * job_lora.c (merged or bypassed LoRAs), jobs.c (the --jobs lines),
+ * job_stream.c (--jobs from standard input or a named pipe, and the report
+ * of each finished job). */
 #ifndef JOB_H
 #define JOB_H
 
@@ -68,6 +70,8 @@ typedef struct job_spec {
   /* Given, not defaults: a two-expert model's own defaults fill the rest
    * (job_opts_apply_model). */
   int cfg_given, shift_given, boundary_given;
+  /* A refused or failed job: its error line (rank 0, for the report). */
+  char error[256];
 } job_spec;
 
 /* The workload and how to run it: every option of the job table. */
@@ -99,6 +103,7 @@ typedef struct job_opts {
   uint64_t lora_block_elems;
   int64_t lora_rank;
   int probe_links;          /* --probe-links */
+  int json;                 /* run --json: one JSON line per finished job on stdout */
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their
@@ -304,5 +309,24 @@ void job_session_close(job_session *s);
  * SP_ERR_INPUT (logged) when the file cannot be read, holds no job or more
  * than JOB_FILE_MAX. */
 int job_file_read(const job_opts *o, job_spec **out, int *n);
+
+/* The lines one at a time, as they arrive: path "-" is standard input,
+ * else a regular file or a named pipe. job_reader_open: SP_OK or
+ * SP_ERR_INPUT (logged). job_reader_next: 1 when *j holds the next line's
+ * job (from o's defaults; a refused line is marked bad, logged once,
+ * its error kept), 0 at the end of the input, -1 on a read error
+ * (logged). Lines are bounded (LINE_MAX_BYTES of jobs.c, the longer
+ * rest dropped) and hold no NUL byte. */
+typedef struct job_reader job_reader;
+int job_reader_open(const char *path, job_reader **out);
+int job_reader_next(job_reader *r, const job_opts *o, job_spec *j);
+/* How messages name the source: the path, "stdin" for "-". */
+const char *job_reader_name(const job_reader *r);
+void job_reader_close(job_reader *r);
+/* Marks j bad and keeps the last error line logged as its cause. */
+void job_spec_mark_bad(job_spec *j);
+/* 1 when --jobs names a stream (standard input "-" or a named pipe):
+ * its jobs are read and run as they arrive (job_stream.c). */
+int job_jobs_is_stream(const char *jobs);
 
 #endif

@@ -275,7 +275,8 @@ int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where
   rank_path_arg used[] = {
       {"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
       {"--vae", o->vae && !rank_model_spec_is_synth(o->vae) ? o->vae : NULL},
-      {"--jobs", o->jobs}, {fc, j->cond}, {fn, j->noise}, {fo, j->out}, {fp, png}};
+      {"--jobs", job_jobs_is_stream(o->jobs) ? NULL : o->jobs},
+      {fc, j->cond}, {fn, j->noise}, {fo, j->out}, {fp, png}};
   const int n_in = 5;
   if (rank_path_check_output(fo, j->out, used, n_in) != SP_OK) return SP_ERR_INPUT;
   if (o->preview && rank_path_check_output(fp, png, used, n_in + 1) != SP_OK)
@@ -290,7 +291,8 @@ int job_paths_check(const job_opts *o) {
   const job_spec *j = &o->job;
   if (job_model_path_check("--model", o->model) != SP_OK) return SP_ERR_INPUT;
   if (o->vae && job_model_path_check("--vae", o->vae) != SP_OK) return SP_ERR_INPUT;
-  if (o->jobs && rank_path_check_input("--jobs", o->jobs, RANK_PATH_FILE) != SP_OK)
+  if (o->jobs && strcmp(o->jobs, "-") != 0 &&
+      rank_path_check_input("--jobs", o->jobs, RANK_PATH_FILE_OR_FIFO) != SP_OK)
     return SP_ERR_INPUT;
   /* The command line's inputs here; a --jobs line's are checked when the
    * job reads them (tensor_io.h, latent_file.h), so a bad one fails that
@@ -304,7 +306,7 @@ int job_paths_check(const job_opts *o) {
   char png[JOB_PATH + 8];
   snprintf(png, sizeof png, "%s.png", j->out);
   rank_path_arg used[] = {{"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
-                          {"--jobs", o->jobs},
+                          {"--jobs", job_jobs_is_stream(o->jobs) ? NULL : o->jobs},
                           {"--cond", j->cond},
                           {"--noise", j->noise},
                           {"--out", j->out},

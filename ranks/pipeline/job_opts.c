@@ -77,7 +77,13 @@ static const job_option table[JOB_OPT_COUNT] = {
      "share latent shape and steps (their micro-batches fill the\n"
      "pipeline; each result equals a separate run); a bad line or\n"
      "a failed job is reported and the rest go on; a summary at\n"
-     "the end; exit status non-zero when any job failed"},
+     "the end; exit status non-zero when any job failed.\n"
+     "FILE '-' (standard input) or a named pipe: a queue; each line\n"
+     "is read, checked and run as it arrives, one job at a time,\n"
+     "the model loaded once; the end of the input ends the run.\n"
+     "The plan is made before the first line from --frames, --size\n"
+     "and --cfg: a line larger than them, or with cfg when --cfg is\n"
+     "1, or with lora= other than --lora, fails alone"},
     {JOB_OPT_BUDGET, "budget", 'b', "STR", "auto", 0,
      "memory budget per rank; see 'staticpipe plan --help' for\n"
      "the forms (bytes, ratio, fraction, auto)"},

@@ -107,7 +107,7 @@ static int check_videos(job_session *s) {
     nbad += bad[i];
   }
   free(bad);
-  if (s->vae && !any && w->rank == 0)
+  if (s->vae && !any && !s->stream && w->rank == 0)
     sp_log_warn("run: --vae is given but no job has video=: nothing to decode");
   return s->single && nbad ? SP_ERR_INPUT : SP_OK;
 }
@@ -123,7 +123,7 @@ static int read_jobs(job_session *s) {
     char where[JOB_PATH + 32];
     snprintf(where, sizeof where, "%s:%d", s->o->jobs, list[i].line);
     if (!list[i].bad && job_spec_check_model(&list[i], rank_model_get_info(s->m), where) != SP_OK)
-      list[i].bad = 1;
+      job_spec_mark_bad(&list[i]);
   }
   if ((rc = job_phase(w, rc, "reading the jobs file")) != SP_OK) {
     free(list);
@@ -137,149 +137,36 @@ static int read_jobs(job_session *s) {
   return SP_OK;
 }
 
-/* The LoRA mode and, for merged, the merge: every rank opens the LoRAs and
- * checks their headers against the model before any weight is read, then
- * merges only the groups it loads. Bypass: rank 0 checks each job's LoRAs
- * (a job whose LoRAs cannot be bypassed is marked bad on every rank); the
- * stage takes their pairs job by job (use_loras). */
-static int setup_loras(job_session *s) {
-  const comm_world *w = s->w;
-  job_opts *o = s->o;
-  rank_lora_spec first[RANK_LORA_MAX], cur[RANK_LORA_MAX];
-  int nfirst = -1, any = 0, differ = 0;
-  for (int i = 0; i < s->njobs; i++) {
-    if (s->jobs[i].bad) continue;
-    const int n = job_spec_loras(o, &s->jobs[i], cur);
-    any |= n > 0;
-    if (nfirst < 0) {
-      nfirst = n;
-      memcpy(first, cur, (size_t)n * sizeof *cur);
-    } else if (!job_loras_same(first, nfirst, cur, n) && !differ) {
-      differ = s->jobs[i].line;
-    }
-  }
-  if (!any) return SP_OK;
-  if (o->lora_mode == RANK_LORA_AUTO) o->lora_mode = differ ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
-  if (o->lora_mode == RANK_LORA_MERGED) {
-    int rc = SP_OK;
-    comm_set_phase("opening the LoRAs");
-    if (differ) {
-      if (w->rank == 0)
-        sp_log_error("--lora-mode merged: %s:%d names other LoRAs than the jobs before it; "
-                     "merged mode holds one set for every job: use --lora-mode bypass (or auto)",
-                     o->jobs, differ);
-      rc = SP_ERR_INPUT;
-    } else {
-      rc = rank_lora_open(first, nfirst, rank_model_get_info(s->m), &s->lora);
-    }
-    if (rc == SP_OK) {
-      rank_model_set_merge(s->m, rank_lora_merge_group, s->lora);
-      if (w->rank == 0) {
-        char d[2048];
-        rank_lora_describe(s->lora, d, sizeof d);
-        sp_log_info("lora (merged): %s", d);
-      }
-    }
-    return job_phase(w, rc, "opening the LoRAs");
-  }
-  /* bypass: its pairs are per block, not per expert */
-  if (rank_model_get_info(s->m)->experts.count > 1) {
-    if (w->rank == 0)
-      sp_log_error("--lora-mode bypass on a two-expert model is not built yet: use "
-                   "--lora-mode merged (one set of LoRAs, @high/@low per expert, for every job)");
-    return job_phase(w, SP_ERR_INPUT, "opening the LoRAs");
-  }
-  comm_set_phase("checking the LoRAs");
-  uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
-  int nbad = 0, checked_n = -1, checked_bad = 0;
-  rank_lora_spec checked[RANK_LORA_MAX];
-  for (int i = 0; w->rank == 0 && i < s->njobs; i++) {
-    if (s->jobs[i].bad) continue;
-    const int n = job_spec_loras(o, &s->jobs[i], cur);
-    if (n == 0) continue;
-    if (!job_loras_same(checked, checked_n, cur, n)) {
-      rank_lora *l = NULL;
-      checked_bad = rank_lora_open(cur, n, rank_model_get_info(s->m), &l) != SP_OK ||
-                    rank_lora_bypass_check(l) != SP_OK;
-      if (!checked_bad) {
-        size_t elems;
-        int64_t rank;
-        rank_lora_bypass_room(l, &elems, &rank);
-        if (elems > o->lora_block_elems) o->lora_block_elems = elems;
-        if (rank > o->lora_rank) o->lora_rank = rank;
-      }
-      rank_lora_close(l);
-      memcpy(checked, cur, (size_t)n * sizeof *cur);
-      checked_n = n;
-      if (checked_bad && !s->single)
-        sp_log_error("%s:%d: its LoRAs are refused (above)", o->jobs, s->jobs[i].line);
-    }
-    bad[i] = (uint8_t)checked_bad;
-  }
-  comm_bcast(w, bad, (size_t)s->njobs, 0);
-  comm_bcast(w, &o->lora_block_elems, sizeof o->lora_block_elems, 0);
-  comm_bcast(w, &o->lora_rank, sizeof o->lora_rank, 0);
-  for (int i = 0; i < s->njobs; i++) {
-    if (bad[i]) s->jobs[i].bad = 1;
-    nbad += bad[i];
-  }
-  free(bad);
-  if (w->rank == 0 && !(s->single && nbad))
-    sp_log_info("lora (bypass): the base weights stay as loaded; each job's LoRA pairs are "
-                "added after the blocks' linear layers");
-  return job_phase(w, s->single && nbad ? SP_ERR_INPUT : SP_OK, "checking the LoRAs");
-}
-
-/* Bypass: gives the stage job j's LoRA pairs unless it holds them already.
- * A failure fails the job; the next job sets its own. */
-static int use_loras(job_session *s, const job_spec *j) {
-  rank_lora_spec want[RANK_LORA_MAX];
-  const int n = job_spec_loras(s->o, j, want);
-  if (s->lora_set && job_loras_same(s->lora_cur, s->nlora_cur, want, n)) return SP_OK;
-  rank_lora_close(s->lora);
-  s->lora = NULL;
-  s->lora_set = 0;
-  int rc = n ? rank_lora_open(want, n, rank_model_get_info(s->m), &s->lora) : SP_OK;
-  if (rc == SP_OK) rc = rank_stage_set_lora(s->stage, s->lora);
-  if (rc != SP_OK) return rc;
-  if (s->w->rank == 0) {
-    char d[2048] = "none";
-    if (s->lora) rank_lora_describe(s->lora, d, sizeof d);
-    if (s->single)
-      sp_log_info("lora (bypass): %s", d);
-    else
-      sp_log_info("lora (bypass) from %s:%d on: %s", s->o->jobs, j->line, d);
-  }
-  memcpy(s->lora_cur, want, (size_t)n * sizeof *want);
-  s->nlora_cur = n;
-  s->lora_set = 1;
-  return SP_OK;
-}
-
 int job_session_plan(job_session *s) {
   const comm_world *w = s->w;
   const wan_config *c = &rank_model_get_info(s->m)->config;
   s->single = s->o->jobs == NULL;
+  s->stream = !s->single && job_jobs_is_stream(s->o->jobs);
   int rc = SP_OK;
-  if (s->single) {
+  if (s->single || s->stream) {
+    /* A stream's lines come later: its plan and LoRAs are the command
+     * line's job's, the defaults of its lines. */
     s->jobs = sp_xcalloc(1, sizeof *s->jobs);
     s->jobs[0] = s->o->job;
     s->njobs = 1;
+    if (s->stream && (rc = job_stream_open(s)) != SP_OK) return session_fail(s, rc);
   } else if ((rc = read_jobs(s)) != SP_OK) {
     return session_fail(s, rc);
   }
   s->job_rc = sp_xcalloc((size_t)s->njobs, sizeof *s->job_rc);
-  if ((rc = setup_loras(s)) != SP_OK) return session_fail(s, rc);
+  if ((rc = job_setup_loras(s)) != SP_OK) return session_fail(s, rc);
   /* One plan for every job: the largest latent and, with CFG anywhere, two
    * micro-batches (the split does not change the latents, so a job gives
    * the same result as when it runs alone). Prompt slots: each job in
    * flight holds its one or two. Up to one job per stage is in flight:
    * more would fill nothing. */
-  s->in_flight = s->single ? 1 : (w->size < RANK_PIPE_MAX_JOBS ? w->size : RANK_PIPE_MAX_JOBS);
+  s->in_flight = s->single || s->stream ? 1
+                 : (w->size < RANK_PIPE_MAX_JOBS ? w->size : RANK_PIPE_MAX_JOBS);
   plan_workload wl;
   const int best = job_workload_of(s->jobs, s->njobs, c, s->in_flight, &wl);
   s->slots_per_job = best < 0 ? 1 : wl.micro_batches / s->in_flight;
   s->prompts = best < 0 ? 1 : wl.micro_batches;
+  s->stream_tokens = plan_tokens(&wl);
 
   /* One job: its inputs are read and checked before planning, and the plan
    * is for its exact context length. */
@@ -292,7 +179,7 @@ int job_session_plan(job_session *s) {
     job_log(s, &s->jobs[0]);
   }
   comm_set_phase("checking the video outputs");
-  rc = job_phase(w, check_videos(s), "checking the video outputs");
+  rc = job_phase(w, s->stream ? SP_OK : check_videos(s), "checking the video outputs");
   if (rc != SP_OK) return session_fail(s, rc);
   if (s->o->trace) rank_trace_start(w, s->o->trace);
   if (best < 0) return SP_OK; /* every line was bad (each already reported) */
@@ -337,7 +224,9 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .lora_block_elems = s->o->lora_block_elems,
                          .lora_rank = s->o->lora_rank};
   double t0 = comm_now();
+  rank_model_progress_begin();
   int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
+  rank_model_progress_end();
   s->sum.load_s += comm_now() - t0;
   if (rc == SP_OK) s->sum.weights_s += rank_stage_get_stats(s->stage)->weights_s;
   if ((rc = job_phase(w, rc, "loading its weights")) != SP_OK) return rc;
@@ -465,7 +354,7 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
   if (rc != SP_OK) return;
   if (s->o->lora_mode == RANK_LORA_BYPASS) {
     comm_set_phase("switching the LoRAs");
-    rc = comm_phase_end(w, use_loras(s, js[0]), "switching the LoRAs", then);
+    rc = comm_phase_end(w, job_use_loras(s, js[0]), "switching the LoRAs", then);
     for (int q = 0; q < g; q++) rcs[q] = rc;
     if (rc != SP_OK) return;
   }
@@ -487,7 +376,9 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
       if (r == SP_OK && js[q]->video[0]) {
         decode_opts d = job_decode_opts(s, js[q]);
         decode_stats st;
-        r = decode_run(&d, s->vae, b.out[q], lat, &st);
+        /* The VAE's weights are read at the first video, kept for the rest. */
+        if (!s->vae_weights) r = decode_weights_read(s->vae, &s->vae_weights);
+        if (r == SP_OK) r = decode_run_with(&d, s->vae, s->vae_weights, b.out[q], lat, &st);
         if (r == SP_OK)
           sp_log_info("run: wrote %s (%lld frames of %lldx%lld, decoded in %.2f s)",
                       js[q]->video, (long long)st.frames, (long long)st.height,
@@ -568,28 +459,51 @@ static int collect_group(job_session *s, int i, const job_spec **group, job_inpu
   return next;
 }
 
+/* Runs jobs from..to-1 of s->jobs in groups, reporting each as it ends.
+ * Returns the status of the first failed group when the session ended. */
+static int run_jobs(job_session *s, int from, int to) {
+  for (int i = from; i < to;) {
+    const job_spec *group[RANK_PIPE_MAX_JOBS];
+    job_inputs ins[RANK_PIPE_MAX_JOBS];
+    int idx[RANK_PIPE_MAX_JOBS], g = 0, rcs[RANK_PIPE_MAX_JOBS];
+    const double t0 = comm_now();
+    const int first = i;
+    i = collect_group(s, i, group, ins, idx, &g);
+    if (g > 1 && s->w->rank == 0)
+      sp_log_info("run: %d jobs in flight together (lines %d..%d)", g, group[0]->line,
+                  group[g - 1]->line);
+    if (g > 0) run_group(s, group, ins, g, rcs);
+    for (int q = 0; q < g; q++) {
+      s->job_rc[idx[q]] = rcs[q];
+      job_inputs_free(&ins[q]);
+    }
+    for (int k = first; k < i && !s->single; k++)
+      job_report(s, k, s->job_rc[k], comm_now() - t0);
+    if (s->fatal) return rcs[0];
+  }
+  return SP_OK;
+}
+
 int job_session_run(job_session *s) {
   if (s->fatal) return SP_ERR_RUNTIME;
   if (!s->planned) {
     for (int i = 0; i < s->njobs; i++) s->job_rc[i] = SP_ERR_INPUT;
     return SP_ERR_INPUT;
   }
-  for (int i = 0; i < s->njobs;) {
-    const job_spec *group[RANK_PIPE_MAX_JOBS];
-    job_inputs ins[RANK_PIPE_MAX_JOBS];
-    int idx[RANK_PIPE_MAX_JOBS], g = 0, rcs[RANK_PIPE_MAX_JOBS];
-    i = collect_group(s, i, group, ins, idx, &g);
-    if (g == 0) continue;
-    if (g > 1 && s->w->rank == 0)
-      sp_log_info("run: %d jobs in flight together (lines %d..%d)", g, group[0]->line,
-                  group[g - 1]->line);
-    run_group(s, group, ins, g, rcs);
-    for (int q = 0; q < g; q++) {
-      s->job_rc[idx[q]] = rcs[q];
-      job_inputs_free(&ins[q]);
+  if (s->stream) {
+    /* One job at a time, as the lines arrive, until the end of the input. */
+    int worst = SP_OK;
+    while (job_stream_next(s)) {
+      s->job_rc[0] = SP_OK;
+      int rc = s->jobs[0].bad ? SP_OK : check_videos(s);
+      if (rc == SP_OK) rc = run_jobs(s, 0, 1);
+      if (s->fatal) return rc;
+      if (s->job_rc[0] > worst) worst = s->job_rc[0];
     }
-    if (s->fatal) return rcs[0];
+    return s->stream_rc > worst ? s->stream_rc : worst;
   }
+  int rc = run_jobs(s, 0, s->njobs);
+  if (s->fatal) return rc;
   int worst = SP_OK;
   for (int i = 0; i < s->njobs; i++)
     if (s->job_rc[i] > worst) worst = s->job_rc[i];
@@ -622,7 +536,10 @@ int job_session_finish(job_session *s, int rc, job_rank_stats **all) {
     int trc = job_phase(w, rank_trace_finish(w), "writing the trace");
     if (trc > rc) rc = trc;
   }
-  if (!s->single && w->rank == 0) log_jobs_summary(s);
+  if (s->stream && w->rank == 0)
+    job_stream_summary(s);
+  else if (!s->single && w->rank == 0)
+    log_jobs_summary(s);
   if (!s->planned) return rc;
   const plan_rank *pr = &s->p.r[w->rank];
   s->sum.first = pr->first_block;
@@ -640,11 +557,13 @@ int job_session_finish(job_session *s, int rc, job_rank_stats **all) {
 
 void job_session_close(job_session *s) {
   if (!s) return;
+  job_stream_close(s);
   free(s->jobs);
   free(s->job_rc);
   job_inputs_free(&s->in0);
   rank_stage_free(s->stage);
   rank_model_close(s->m);
+  decode_weights_free(s->vae_weights);
   vae_model_close(s->vae);
   rank_lora_close(s->lora);
   comm_transport_close(s->tp);

@@ -5,6 +5,7 @@
 #define JOB_SESSION_H
 
 #include "job.h"
+#include "decode.h"
 #include "vae_file.h"
 
 /* What the job loop shares: the world, the model, the plan and the stage,
@@ -15,6 +16,7 @@ struct job_session {
   comm_transport *tp;
   rank_model *m;
   vae_model *vae;     /* --vae (metadata on every rank; the last rank decodes) */
+  decode_weights *vae_weights; /* last rank: read at the first video= job, kept */
   rank_lora *lora;    /* merged: the LoRAs merged into m's groups as they are read;
                        * bypass: those the stage's pairs come from */
   /* bypass: the LoRAs the stage's pairs are of (lora_set 0: none set yet) */
@@ -25,6 +27,13 @@ struct job_session {
   int fatal;          /* a failure ended the session */
   job_spec *jobs;     /* every job, the same list on every rank */
   int njobs, single;  /* single: the command line's one job, no --jobs */
+  /* --jobs a stream (job_stream.c): jobs[0] holds the job at hand; the
+   * plan is for stream_tokens at most; reader (rank 0) reads its lines */
+  int stream;
+  job_reader *reader;
+  int64_t stream_tokens;
+  int stream_rc;      /* SP_ERR_INPUT when the stream ended on a read error */
+  int ndone, nfailed; /* jobs finished and failed so far (job_report) */
   job_inputs in0;     /* the single job's inputs (rank 0), read before planning */
   int in_flight;      /* jobs in flight together at most */
   int prompts;        /* prompt slots the stage holds */
@@ -48,5 +57,27 @@ int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in);
 int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat,
                      const float *latents);
 void job_log(const job_session *s, const job_spec *j);
+
+/* job_lora.c */
+/* The LoRA mode and, for merged, the merge set up before loading; bypass:
+ * rank 0 checks each job's LoRAs (a job whose LoRAs cannot be bypassed is
+ * marked bad on every rank). After every rank agrees: SP_OK or the worst. */
+int job_setup_loras(job_session *s);
+/* Bypass: gives the stage job j's LoRA pairs unless it holds them already. */
+int job_use_loras(job_session *s, const job_spec *j);
+
+/* job_stream.c */
+/* Rank 0 opens the stream o->jobs; every rank learns the verdict. */
+int job_stream_open(job_session *s);
+/* Rank 0 reads and checks the next line into s->jobs[0] (against the plan
+ * and the LoRAs of the run) and every rank gets it. Returns 1 for a job
+ * (perhaps bad), 0 at the end (or a read error: s->stream_rc). */
+int job_stream_next(job_session *s);
+void job_stream_close(job_session *s);
+/* Rank 0: the --jobs summary of a stream. */
+void job_stream_summary(const job_session *s);
+/* Job i of s->jobs finished with status rc after secs seconds: counted;
+ * rank 0 logs a failed streamed job and, with --json, prints its line. */
+void job_report(job_session *s, int i, int rc, double secs);
 
 #endif

@@ -1,4 +1,4 @@
-/* The --jobs file (see job.h). */
+/* The --jobs file or stream: its lines, read one at a time (see job.h). */
 #include "job.h"
 
 #include <errno.h>
@@ -73,23 +73,50 @@ static int read_line(FILE *f, char *buf, size_t *len, int *too_long) {
   return any;
 }
 
-int job_file_read(const job_opts *o, job_spec **out, int *n) {
-  const char *path = o->jobs;
-  const job_spec *defaults = &o->job;
-  FILE *f = fopen(path, "r");
+struct job_reader {
+  FILE *f;
+  int own;               /* f was opened here (not stdin) */
+  char name[JOB_PATH];   /* how messages name the source: the path, "stdin" for "-" */
+  int lineno;
+};
+
+int job_reader_open(const char *path, job_reader **out) {
+  const int is_stdin = strcmp(path, "-") == 0;
+  FILE *f = is_stdin ? stdin : fopen(path, "r");
   if (!f) {
     sp_log_error("--jobs %s: cannot open: %s", path, strerror(errno));
     return SP_ERR_INPUT;
   }
-  job_spec *jobs = NULL;
-  int count = 0, cap = 0, lineno = 0, rc = SP_OK;
+  job_reader *r = sp_xcalloc(1, sizeof *r);
+  r->f = f;
+  r->own = !is_stdin;
+  snprintf(r->name, sizeof r->name, "%s", is_stdin ? "stdin" : path);
+  *out = r;
+  return SP_OK;
+}
+
+const char *job_reader_name(const job_reader *r) { return r->name; }
+
+void job_reader_close(job_reader *r) {
+  if (!r) return;
+  if (r->own) fclose(r->f);
+  free(r);
+}
+
+/* Keeps what a refused line's last logged error said, for its report. */
+void job_spec_mark_bad(job_spec *j) {
+  j->bad = 1;
+  snprintf(j->error, sizeof j->error, "%s", sp_log_last_error());
+}
+
+int job_reader_next(job_reader *r, const job_opts *o, job_spec *j) {
   char line[LINE_MAX_BYTES + 2];
   size_t len;
   int too_long;
-  while (read_line(f, line, &len, &too_long)) {
-    lineno++;
+  while (read_line(r->f, line, &len, &too_long)) {
+    r->lineno++;
     char where[JOB_PATH + 32];
-    snprintf(where, sizeof where, "%s:%d", path, lineno);
+    snprintf(where, sizeof where, "%s:%d", r->name, r->lineno);
     /* The length counts every byte read, NUL bytes included: a NUL would
      * otherwise end the line early for the string functions and hide the
      * rest of it, or a second job after it. */
@@ -100,8 +127,39 @@ int job_file_read(const job_opts *o, job_spec **out, int *n) {
       len = strlen(line);
       if (strspn(line, " \t") == len) continue;
     }
+    *j = o->job;
+    j->cond[0] = j->noise[0] = j->out[0] = j->error[0] = '\0';
+    j->line = r->lineno;
+    j->bad = 0;
+    j->steps_given = j->sched_given = 0; /* the line's own keys decide */
+    j->lora_given = 0;
+    if (too_long) {
+      sp_log_error("%s: line longer than %d bytes", where, LINE_MAX_BYTES);
+      job_spec_mark_bad(j);
+    } else if (has_nul) {
+      sp_log_error("%s: line holds a NUL byte (a jobs file is text)", where);
+      job_spec_mark_bad(j);
+    } else if (parse_line(line, where, j) != SP_OK || job_spec_check_paths(o, j, where) != SP_OK) {
+      job_spec_mark_bad(j);
+    }
+    return 1;
+  }
+  if (ferror(r->f)) {
+    sp_log_error("--jobs %s: read error: %s", r->name, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int job_file_read(const job_opts *o, job_spec **out, int *n) {
+  job_reader *r = NULL;
+  if (job_reader_open(o->jobs, &r) != SP_OK) return SP_ERR_INPUT;
+  job_spec *jobs = NULL;
+  int count = 0, cap = 0, rc = SP_OK, got;
+  job_spec j;
+  while ((got = job_reader_next(r, o, &j)) == 1) {
     if (count == JOB_FILE_MAX) {
-      sp_log_error("--jobs %s: more than %d jobs", path, JOB_FILE_MAX);
+      sp_log_error("--jobs %s: more than %d jobs", r->name, JOB_FILE_MAX);
       rc = SP_ERR_INPUT;
       goto done;
     }
@@ -111,45 +169,31 @@ int job_file_read(const job_opts *o, job_spec **out, int *n) {
       if (!grown) sp_fatal("out of host memory for %d jobs", cap);
       jobs = grown;
     }
-    job_spec *j = &jobs[count++];
-    *j = *defaults;
-    j->cond[0] = j->noise[0] = j->out[0] = '\0';
-    j->line = lineno;
-    j->bad = 0;
-    j->steps_given = j->sched_given = 0; /* the line's own keys decide */
-    j->lora_given = 0;
-    if (too_long) {
-      sp_log_error("%s: line longer than %d bytes", where, LINE_MAX_BYTES);
-      j->bad = 1;
-    } else if (has_nul) {
-      sp_log_error("%s: line holds a NUL byte (a jobs file is text)", where);
-      j->bad = 1;
-    } else if (parse_line(line, where, j) != SP_OK || job_spec_check_paths(o, j, where) != SP_OK) {
-      j->bad = 1;
-    }
+    jobs[count++] = j;
+    job_spec *jj = &jobs[count - 1];
     /* Two jobs writing one file would silently lose the first; the same
      * file may be spelled two ways (o.h5, ./o.h5), so identity decides. */
-    for (int k = 0; !j->bad && k < count - 1; k++) {
+    for (int k = 0; !jj->bad && k < count - 1; k++) {
       int same = 0;
       if (jobs[k].bad) continue;
-      if (rank_path_same(jobs[k].out, j->out, &same) != SP_OK) {
-        j->bad = 1;
+      if (rank_path_same(jobs[k].out, jj->out, &same) != SP_OK) {
+        job_spec_mark_bad(jj);
       } else if (same) {
-        sp_log_error("%s: out=%s is already the output of line %d (out=%s)", where, j->out,
-                     jobs[k].line, jobs[k].out);
-        j->bad = 1;
+        sp_log_error("%s:%d: out=%s is already the output of line %d (out=%s)", r->name,
+                     jj->line, jj->out, jobs[k].line, jobs[k].out);
+        job_spec_mark_bad(jj);
       }
     }
   }
-  if (ferror(f)) {
-    sp_log_error("--jobs %s: read error: %s", path, strerror(errno));
+  if (got < 0) {
     rc = SP_ERR_INPUT;
   } else if (count == 0) {
-    sp_log_error("--jobs %s: no job in the file (one per line: cond=FILE out=FILE ...)", path);
+    sp_log_error("--jobs %s: no job in the file (one per line: cond=FILE out=FILE ...)",
+                 r->name);
     rc = SP_ERR_INPUT;
   }
 done:
-  fclose(f);
+  job_reader_close(r);
   if (rc != SP_OK) {
     free(jobs);
     return rc;

@@ -7,9 +7,10 @@
 #   - an output that is a directory, a name the temporary name would push
 #     past the filesystem's limit, or an unwritable place is refused before
 #     anything runs (one error line, no plan, no steps, nothing left behind);
-#   - an input that is a FIFO or a device (model, cond, noise, latent, jobs,
-#     inventory, convert's input, inspect's model) is refused at once
-#     instead of blocking in open() or reading forever.
+#   - an input that is a FIFO or a device (model, cond, noise, latent,
+#     inventory, convert's input, inspect's model; --jobs a device) is
+#     refused at once instead of blocking in open() or reading forever;
+#     --jobs alone takes a FIFO, read as a stream that ends with its writer.
 # Every refusal: exit 2, the error line names the flag and the path, and
 # the directory is exactly as before (same names, inodes, types, sizes).
 set -u
@@ -161,7 +162,11 @@ refused "run --model a FIFO" "--model fifo: is a FIFO" "${R[@]}" --model fifo -o
 refused "run --cond a FIFO" "--cond fifo: is a FIFO" "${R[@]}" --cond fifo -o o.h5
 refused "run --noise a FIFO" "--noise fifo: is a FIFO" "${R[@]}" --noise fifo -o o.h5
 refused "run --noise a directory" "--noise d: is a directory" "${R[@]}" --noise d -o o.h5
-refused "run --jobs a FIFO" "--jobs fifo: is a FIFO" "$SP_BIN" run --model m.h5 --jobs fifo
+# --jobs alone takes a named pipe, read as a stream: a writer that sends a
+# bad line and goes away ends the run (exit 2, the line named), no hang.
+out=$( (printf 'cond=cond.h5 out=fj.h5 frames=10\n' > fifo &) ; timeout 20 "$SP_BIN" run --model m.h5 --jobs fifo -q 2>&1 >/dev/null); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "fifo:1: frames=10 is not" && [ ! -e fj.h5 ]; then ok "run --jobs a FIFO: read as a stream, its bad line refused, exit 2"
+else bad "run --jobs a FIFO: exit $rc: $(printf '%s' "$out" | head -3)"; fi
 refused "run --jobs /dev/zero" "--jobs /dev/zero: is a character device" "$SP_BIN" run --model m.h5 --jobs /dev/zero
 refused "forward --latent a FIFO" "--latent fifo: is a FIFO" "${F[@]}" --latent fifo -o o.h5
 refused "plan --inventory a FIFO" "--inventory fifo: is a FIFO" "$SP_BIN" plan --model m.h5 --inventory fifo

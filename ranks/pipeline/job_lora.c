@@ -1,0 +1,130 @@
+/* The LoRAs of a session (see job.h and lora.h): merged into the weights
+ * as they are read, or bypassed (each job's pairs added after the blocks'
+ * linear layers). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "job_session.h"
+#include "log.h"
+
+/* The LoRA mode and, for merged, the merge: every rank opens the LoRAs and
+ * checks their headers against the model before any weight is read, then
+ * merges only the groups it loads. Bypass: rank 0 checks each job's LoRAs
+ * (a job whose LoRAs cannot be bypassed is marked bad on every rank); the
+ * stage takes their pairs job by job (use_loras). */
+int job_setup_loras(job_session *s) {
+  const comm_world *w = s->w;
+  job_opts *o = s->o;
+  rank_lora_spec first[RANK_LORA_MAX], cur[RANK_LORA_MAX];
+  int nfirst = -1, any = 0, differ = 0;
+  for (int i = 0; i < s->njobs; i++) {
+    if (s->jobs[i].bad) continue;
+    const int n = job_spec_loras(o, &s->jobs[i], cur);
+    any |= n > 0;
+    if (nfirst < 0) {
+      nfirst = n;
+      memcpy(first, cur, (size_t)n * sizeof *cur);
+    } else if (!job_loras_same(first, nfirst, cur, n) && !differ) {
+      differ = s->jobs[i].line;
+    }
+  }
+  if (!any) return SP_OK;
+  if (o->lora_mode == RANK_LORA_AUTO) o->lora_mode = differ ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
+  if (o->lora_mode == RANK_LORA_MERGED) {
+    int rc = SP_OK;
+    comm_set_phase("opening the LoRAs");
+    if (differ) {
+      if (w->rank == 0)
+        sp_log_error("--lora-mode merged: %s:%d names other LoRAs than the jobs before it; "
+                     "merged mode holds one set for every job: use --lora-mode bypass (or auto)",
+                     o->jobs, differ);
+      rc = SP_ERR_INPUT;
+    } else {
+      rc = rank_lora_open(first, nfirst, rank_model_get_info(s->m), &s->lora);
+    }
+    if (rc == SP_OK) {
+      rank_model_set_merge(s->m, rank_lora_merge_group, s->lora);
+      if (w->rank == 0) {
+        char d[2048];
+        rank_lora_describe(s->lora, d, sizeof d);
+        sp_log_info("lora (merged): %s", d);
+      }
+    }
+    return job_phase(w, rc, "opening the LoRAs");
+  }
+  /* bypass: its pairs are per block, not per expert */
+  if (rank_model_get_info(s->m)->experts.count > 1) {
+    if (w->rank == 0)
+      sp_log_error("--lora-mode bypass on a two-expert model is not built yet: use "
+                   "--lora-mode merged (one set of LoRAs, @high/@low per expert, for every job)");
+    return job_phase(w, SP_ERR_INPUT, "opening the LoRAs");
+  }
+  comm_set_phase("checking the LoRAs");
+  uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
+  int nbad = 0, checked_n = -1, checked_bad = 0;
+  rank_lora_spec checked[RANK_LORA_MAX];
+  for (int i = 0; w->rank == 0 && i < s->njobs; i++) {
+    if (s->jobs[i].bad) continue;
+    const int n = job_spec_loras(o, &s->jobs[i], cur);
+    if (n == 0) continue;
+    if (!job_loras_same(checked, checked_n, cur, n)) {
+      rank_lora *l = NULL;
+      checked_bad = rank_lora_open(cur, n, rank_model_get_info(s->m), &l) != SP_OK ||
+                    rank_lora_bypass_check(l) != SP_OK;
+      if (!checked_bad) {
+        size_t elems;
+        int64_t rank;
+        rank_lora_bypass_room(l, &elems, &rank);
+        if (elems > o->lora_block_elems) o->lora_block_elems = elems;
+        if (rank > o->lora_rank) o->lora_rank = rank;
+      }
+      rank_lora_close(l);
+      memcpy(checked, cur, (size_t)n * sizeof *cur);
+      checked_n = n;
+      if (checked_bad && !s->single)
+        sp_log_error("%s:%d: its LoRAs are refused (above)", o->jobs, s->jobs[i].line);
+    }
+    bad[i] = (uint8_t)checked_bad;
+  }
+  comm_bcast(w, bad, (size_t)s->njobs, 0);
+  comm_bcast(w, &o->lora_block_elems, sizeof o->lora_block_elems, 0);
+  comm_bcast(w, &o->lora_rank, sizeof o->lora_rank, 0);
+  for (int i = 0; i < s->njobs; i++) {
+    if (bad[i]) s->jobs[i].bad = 1;
+    nbad += bad[i];
+  }
+  free(bad);
+  if (w->rank == 0 && !(s->single && nbad))
+    sp_log_info("lora (bypass): the base weights stay as loaded; each job's LoRA pairs are "
+                "added after the blocks' linear layers");
+  return job_phase(w, s->single && nbad ? SP_ERR_INPUT : SP_OK, "checking the LoRAs");
+}
+
+/* Bypass: gives the stage job j's LoRA pairs unless it holds them already.
+ * A failure fails the job; the next job sets its own. */
+int job_use_loras(job_session *s, const job_spec *j) {
+  rank_lora_spec want[RANK_LORA_MAX];
+  const int n = job_spec_loras(s->o, j, want);
+  if (s->lora_set && job_loras_same(s->lora_cur, s->nlora_cur, want, n)) return SP_OK;
+  rank_lora_close(s->lora);
+  s->lora = NULL;
+  s->lora_set = 0;
+  int rc = n ? rank_lora_open(want, n, rank_model_get_info(s->m), &s->lora) : SP_OK;
+  if (rc == SP_OK) rc = rank_stage_set_lora(s->stage, s->lora);
+  if (rc != SP_OK) return rc;
+  if (s->w->rank == 0) {
+    char d[2048] = "none";
+    if (s->lora) rank_lora_describe(s->lora, d, sizeof d);
+    if (s->single)
+      sp_log_info("lora (bypass): %s", d);
+    else
+      sp_log_info("lora (bypass) from %s:%d on: %s", s->o->jobs, j->line, d);
+  }
+  memcpy(s->lora_cur, want, (size_t)n * sizeof *want);
+  s->nlora_cur = n;
+  s->lora_set = 1;
+  return SP_OK;
+}
+
