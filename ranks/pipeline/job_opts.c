@@ -96,7 +96,9 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_ATTN, "attn", 0, "NAME", "auto", 0,
      "CUDA attention: auto (cudnn where cuDNN takes the shape,\n"
      "else flash), cudnn, flash (own kernel), simple (the\n"
-     "reference: cuBLASLt GEMMs, exact softmax)"},
+     "reference: cuBLASLt GEMMs, exact softmax), cudnn-fp8\n"
+     "(cuDNN's fp8 attention, Q/K/V quantised per call to e4m3;\n"
+     "sm_90 and cuDNN 9.1 or later; never chosen by auto)"},
     {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
      "auto (nccl when every rank has a GPU of its own and the\n"
      "stages run on GPUs, else mpi), mpi or nccl"},
