@@ -79,28 +79,10 @@ static void prompt_where(const encode_opts *o, const prompt *p, int negative, ch
 
 /* Cleans, checks and tokenizes p (SP_OK or SP_ERR_INPUT, logged). */
 static int prompt_tokenize(const encode_opts *o, const tok_model *tok, prompt *p, int negative) {
-  char where[4200], err[256], *clean = NULL;
-  size_t clean_len = 0;
+  char where[4200];
   prompt_where(o, p, negative, where, sizeof where);
-  if (tok_clean_wan(p->text, p->len, &clean, &clean_len, err, sizeof err) != 0) {
-    sp_log_error("%s: %s", where, err);
-    return SP_ERR_INPUT;
-  }
-  free(clean);
-  if (clean_len == 0) {
-    sp_log_error("%s: the prompt is empty (after Wan's cleaning): there is nothing to encode",
-                 where);
-    return SP_ERR_INPUT;
-  }
   p->ids = sp_xmalloc(TOK_CONTEXT * sizeof *p->ids);
-  size_t n = 0, dropped = 0;
-  if (tok_prompt_encode(tok, p->text, p->len, TOK_CONTEXT, p->ids, &n, &dropped) != SP_OK) {
-    sp_log_error("%s: not encoded", where);
-    return SP_ERR_INPUT;
-  }
-  if (dropped) sp_log_warn("%s: %zu tokens dropped (the prompt keeps %zu)", where, dropped, n);
-  p->n = (int64_t)n;
-  return SP_OK;
+  return t5_prompt_tokenize(tok, p->text, p->len, where, p->ids, &p->n);
 }
 
 /* The lines of a --prompts file: *buf owns the text, p[i] point into it. */
@@ -283,15 +265,7 @@ static int encode_run(encode_opts *o) {
   for (int i = 0; i < count; i++)
     if ((rc = prompt_tokenize(o, tok, &p[i], 0)) != SP_OK) goto out;
   if (!o->no_negative) {
-    const char *nt = o->negative;
-    size_t nl = nt ? strlen(nt) : 0;
-    char *clean = NULL, err[256];
-    size_t clean_len = 0;
-    /* An empty (or blank) --negative means Wan's own, as published. */
-    if (nt && tok_clean_wan(nt, nl, &clean, &clean_len, err, sizeof err) == 0 && clean_len == 0)
-      nt = NULL;
-    free(clean);
-    neg.text = nt ? nt : t5_wan_negative_prompt;
+    neg.text = t5_negative_or_default(o->negative);
     neg.len = strlen(neg.text);
     if ((rc = prompt_tokenize(o, tok, &neg, 1)) != SP_OK) goto out;
   }

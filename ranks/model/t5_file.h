@@ -86,6 +86,19 @@ int t5_model_read_norm(t5_model *m, float *out);
 /* Wan's default negative prompt (sample_neg_prompt of wan/configs/
  * shared_config.py), UTF-8: what `encode` uses when no other is given. */
 extern const char t5_wan_negative_prompt[];
+/* The negative prompt a command uses: text, or Wan's own when text is NULL
+ * or blank after Wan's cleaning (as published). */
+const char *t5_negative_or_default(const char *text);
+
+/* One prompt to tokens, as `encode` and `run --prompt` take it: Wan's
+ * cleaning (HTML unescaped twice, whitespace collapsed; invalid UTF-8
+ * refused with its byte offset), an empty result refused, tokenized with
+ * tok and cut to TOK_CONTEXT tokens, end-of-sequence included (a warning
+ * says how many were dropped). where names the prompt in messages
+ * ("--prompt", "prompts.txt:3"). ids: TOK_CONTEXT slots; *n the count.
+ * SP_OK or SP_ERR_INPUT (logged once). */
+int t5_prompt_tokenize(const tok_model *tok, const char *text, size_t len, const char *where,
+                       int32_t *ids, int64_t *n);
 
 /* Encodes count token sequences through the whole encoder, reading each
  * layer once for all of them: ids[i] (n[i] tokens, 1 <= n[i] <= TOK_CONTEXT,

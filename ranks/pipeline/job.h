@@ -31,13 +31,16 @@
 #include "wan_config.h"
 #include "wan_vae_gpu.h"
 
-enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096, JOB_LORA_TEXT = 4096 };
+enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096, JOB_LORA_TEXT = 4096, JOB_PROMPT = 4096 };
 
 /* One sampling: run's own flags, or one line of a --jobs file. */
 typedef struct job_spec {
   int line;              /* line number in the jobs file (0: the command line) */
   int bad;               /* the line was refused (already logged) */
   char cond[JOB_PATH];   /* --cond */
+  /* --prompt / --negative (UTF-8, "" when not given): encoded with --t5 on
+   * rank 0 before the model is placed, instead of a cond file (job_prompt.c) */
+  char prompt[JOB_PROMPT], negative[JOB_PROMPT];
   char noise[JOB_PATH];  /* --noise, "" for the seed */
   char out[JOB_PATH];    /* --out */
   char video[JOB_PATH];  /* --video, "" for none */
@@ -73,6 +76,7 @@ typedef struct job_spec {
 /* The workload and how to run it: every option of the job table. */
 typedef struct job_opts {
   const char *model, *budget, *device, *jobs, *log_dir;
+  const char *t5; /* --t5: the text encoder of --prompt and prompt= */
   job_spec job; /* the command line's job; the defaults of --jobs lines */
   double timeout;
   comm_transport_kind transport;
@@ -113,7 +117,8 @@ typedef enum job_opt_id {
   JOB_OPT_TRACE, JOB_OPT_PROFILE, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS,
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
   JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
-  JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_COUNT
+  JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_T5, JOB_OPT_PROMPT, JOB_OPT_NEGATIVE,
+  JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {
@@ -243,6 +248,23 @@ int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where
 /* Every path of the options: --model, --jobs, the command line's job,
  * --save-noise and --trace. SP_OK or SP_ERR_INPUT (logged once). */
 int job_paths_check(const job_opts *o);
+
+/* ---- prompts encoded in the run (job_prompt.c) ---- */
+
+/* The contexts of every job's prompt, held on rank 0 from the encoding
+ * (before the model is placed) until the job reads its inputs. */
+typedef struct job_prompts job_prompts;
+void job_prompts_free(job_prompts *p);
+/* --prompt, --negative, prompt=, negative=: the text into dst (JOB_PROMPT
+ * bytes); empty refused unless allow_empty. SP_OK or SP_ERR_INPUT naming
+ * flag. */
+int job_prompt_set(const char *flag, const char *v, char *dst, int allow_empty);
+/* run's rules of --t5, --prompt and --negative against --cond and --jobs
+ * (called by job_opts_check). SP_OK or SP_ERR_INPUT (one line). */
+int job_prompt_check_run(const job_opts *o);
+/* A --jobs line's: cond= or prompt=, not both (negative=, or --negative,
+ * applies to prompt= lines). where is "FILE:LINE". */
+int job_prompt_check_line(const job_spec *j, const char *where);
 
 /* ---- the session: plan, load, sample, write (job_run.c) ---- */
 
