@@ -44,7 +44,7 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
   static const int ids[] = {JOB_OPT_MODEL,       JOB_OPT_FRAMES,     JOB_OPT_SIZE,
                             JOB_OPT_BUDGET,      JOB_OPT_CFG,        JOB_OPT_ORDER,
                             JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS, JOB_OPT_VAE,
-                            JOB_OPT_VAE_PRECISION};
+                            JOB_OPT_VAE_PRECISION, JOB_OPT_T5};
   plan_options po;
   plan_options_default(&po);
   snprintf(d->tflops, sizeof d->tflops, "%.0f", po.gpu_tflops);
@@ -265,6 +265,43 @@ static void log_lines(const char *prefix, const char *msg) {
   }
 }
 
+/* --t5: where run --prompt encodes and its bytes, for the prompt and, with
+ * CFG, the negative prompt at their longest (TOK_CONTEXT tokens each),
+ * against rank 0's host memory when the inventory gives it. */
+static int plan_t5(const char *t5, int micro, const plan_device *dev0, int json,
+                   json_object **out) {
+  job_t5_cost c;
+  const int64_t longest = 512; /* Wan's text_len: the tokenizer's cut */
+  if (job_prompt_cost(t5, micro * longest, longest, &c) != SP_OK) return SP_ERR_INPUT;
+  const int fits = !dev0->host_bytes || c.host_bytes <= dev0->host_bytes;
+  if (!fits) {
+    sp_log_error("--t5 %s: encoding needs %.2f GiB of host memory on rank 0; its host has "
+                 "%.2f GiB",
+                 t5, c.host_bytes / GIB, dev0->host_bytes / GIB);
+    return SP_ERR_INPUT;
+  }
+  if (json) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "rank", json_object_new_int(0));
+    json_object_object_add(o, "device", json_object_new_string(c.device));
+    json_object_object_add(o, "when", json_object_new_string("before the DiT is placed"));
+    json_object_object_add(o, "host_bytes", json_object_new_int64((int64_t)c.host_bytes));
+    json_object_object_add(o, "layer_bytes", json_object_new_int64((int64_t)c.layer_bytes));
+    json_object_object_add(o, "tokens", json_object_new_int64(c.tokens));
+    *out = o;
+    return SP_OK;
+  }
+  char host[64] = "rank 0's host memory not given (--inventory host_bytes)";
+  if (dev0->host_bytes)
+    snprintf(host, sizeof host, "fits rank 0's host memory of %.2f GiB", dev0->host_bytes / GIB);
+  printf("# text encoder %s (%s, %lld layers, dim %lld): rank 0, %s (fp32, one layer at a "
+         "time), before the DiT is placed; peak %.2f GiB host (%.2f GiB one layer's weights) "
+         "for %lld tokens; %s\n",
+         t5, c.preset, (long long)c.layers, (long long)c.dim, c.device, c.host_bytes / GIB,
+         c.layer_bytes / GIB, (long long)c.tokens, host);
+  return SP_OK;
+}
+
 /* What plan's flags say: the job's options and plan's own. */
 typedef struct plan_cli {
   job_opts job; /* --model, --frames, --size, --cfg, --budget, --order, ... */
@@ -461,10 +498,21 @@ int cmd_plan(int argc, char **argv) {
     goto out;
   }
 
+  json_object *t5 = NULL;
+  if (cl.job.t5 && (rc = plan_t5(cl.job.t5, micro, &devs[0], json, &t5)) != SP_OK) goto out;
   size_t need = json ? plan_format_json(&p, NULL, 0) : plan_format_table(&p, NULL, 0);
   char *text = sp_xmalloc(need + 1);
   if (json) {
     plan_format_json(&p, text, need + 1);
+    if (t5) { /* the plan's JSON with "text_encoder" added */
+      json_object *root = json_tokener_parse(text);
+      json_object_object_add(root, "text_encoder", t5);
+      free(text);
+      text = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
+      text = realloc(text, strlen(text) + 2);
+      strcat(text, "\n");
+      json_object_put(root);
+    }
   } else {
     uint64_t blocks = 0;
     for (int i = 0; i < pm.num_blocks; i++) blocks += bb[i];

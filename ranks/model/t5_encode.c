@@ -51,6 +51,22 @@ int t5_prompt_tokenize(const tok_model *tok, const char *text, size_t len, const
   return SP_OK;
 }
 
+uint64_t t5_encode_host_bytes(const t5_model_info *in, int64_t total, int64_t longest) {
+  const umt5_config *c = &in->config;
+  const uint64_t D = (uint64_t)c->dim, A = (uint64_t)c->dim_attn, F = (uint64_t)c->ffn;
+  const uint64_t T = (uint64_t)total, L = (uint64_t)longest;
+  const uint64_t layer = (uint64_t)umt5_layer_floats(c);
+  const uint64_t out = T * D * 4;
+  /* The embedding: ids and rows, and with verify the 64 MiB reading chunk. */
+  const uint64_t embed = T * 4 + T * D * 4 + (64u << 20) + D * 4;
+  /* The layers: one in fp32, its bf16 staging (the file's own, held from
+   * open), one sequence's scratch (umt5_scratch_create). */
+  const uint64_t stage = in->dtype == KERN_DTYPE_BF16 ? layer * 2 : 0;
+  const uint64_t scratch = L * (2 * D + 4 * A + 2 * F) * 4 + (2 * L) * 4;
+  const uint64_t layers = layer * 4 + scratch;
+  return out + stage + (embed > layers ? embed : layers);
+}
+
 int t5_model_encode(t5_model *m, int count, int32_t *const *ids, const int64_t *n,
                     float *const *out) {
   const umt5_config *c = &t5_model_get_info(m)->config;

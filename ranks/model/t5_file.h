@@ -107,6 +107,13 @@ int t5_prompt_tokenize(const tok_model *tok, const char *text, size_t len, const
  * logged SP_ERR_INPUT / SP_ERR_RUNTIME. */
 int t5_model_encode(t5_model *m, int count, int32_t *const *ids, const int64_t *n,
                     float *const *out);
+/* Host bytes t5_model_encode holds at its peak for sequences of total
+ * tokens, the longest of longest, on the encoder of in, outputs included:
+ * the outputs plus the larger of the embedding phase (rows read at once,
+ * the verified read's 64 MiB chunk) and the layer phase (one layer's fp32
+ * weights, one sequence's scratch), plus the bf16 file's staging of a layer.
+ * What the planner counts for an encoding on the CPU. */
+uint64_t t5_encode_host_bytes(const t5_model_info *in, int64_t total, int64_t longest);
 
 /* ---- writer: a temporary file beside path, renamed into place on commit;
  * abort, a failure or SIGINT/SIGTERM removes it. */

@@ -90,6 +90,53 @@ int job_prompt_check_line(const job_spec *j, const char *where) {
   return bad ? SP_ERR_INPUT : SP_OK;
 }
 
+/* ---- the cost ---- */
+
+static void cost_of(const t5_model_info *in, int64_t total, int64_t longest, job_t5_cost *out) {
+  memset(out, 0, sizeof *out);
+  out->device = "cpu";
+  out->host_bytes = t5_encode_host_bytes(in, total, longest);
+  out->layer_bytes = (uint64_t)umt5_layer_floats(&in->config) * 4;
+  out->tokens = total;
+  out->layers = in->config.layers;
+  out->dim = in->config.dim;
+  snprintf(out->preset, sizeof out->preset, "%s", in->preset[0] ? in->preset : "custom config");
+}
+
+int job_prompt_cost(const char *t5, int64_t total, int64_t longest, job_t5_cost *out) {
+  t5_model *m = NULL;
+  int rc = job_model_path_check("--t5", t5);
+  if (rc == SP_OK) rc = t5_model_open(t5, 0, &m);
+  if (rc != SP_OK) return rc;
+  cost_of(t5_model_get_info(m), total, longest, out);
+  t5_model_close(m);
+  return SP_OK;
+}
+
+/* Rank 0's host must hold the encoding (nothing else is placed yet). */
+static int cost_check(const t5_model_info *in, const job_prompts *p) {
+  int64_t total = 0, longest = 0;
+  for (int i = 0; i < p->ntexts; i++) {
+    if (p->failed[i]) continue;
+    total += p->n[i];
+    if (p->n[i] > longest) longest = p->n[i];
+  }
+  job_t5_cost c;
+  cost_of(in, total, longest, &c);
+  const uint64_t host = job_host_memory();
+  if (host && c.host_bytes > host) {
+    sp_log_error("--t5 %s: encoding %lld tokens needs %.2f GiB of host memory on rank 0; the "
+                 "host has %.2f GiB",
+                 in->source, (long long)total, (double)c.host_bytes / (1 << 30),
+                 (double)host / (1 << 30));
+    return SP_ERR_INPUT;
+  }
+  sp_log_info("run: the encoding holds %.2f GiB of host memory on rank 0 at its peak (%lld "
+              "tokens)",
+              (double)c.host_bytes / (1 << 30), (long long)total);
+  return SP_OK;
+}
+
 /* ---- encoding (rank 0) ---- */
 
 /* Index of text in p, tokenized on first sight (where names it); -1 when
@@ -190,7 +237,8 @@ static int encode_all(job_session *s, job_prompts *p, uint8_t *bad) {
     bad[i] = p->of[i][0] < 0;
     if (bad[i] && s->single) rc = SP_ERR_INPUT;
   }
-  for (int i = 0; i < p->ntexts; i++)
+  if (rc == SP_OK) rc = cost_check(t5_model_get_info(m), p);
+  for (int i = 0; rc == SP_OK && i < p->ntexts; i++)
     if (!p->failed[i]) p->ctx[i] = sp_xmalloc((size_t)(p->n[i] * p->dim) * sizeof(float));
   /* The good texts, PROMPT_BATCH at a time. */
   for (int first = 0; rc == SP_OK && first < p->ntexts;) {

@@ -38,6 +38,8 @@ struct job_session {
 };
 
 /* job_plan.c */
+/* This host's physical memory in bytes (0 when unknown). */
+uint64_t job_host_memory(void);
 int job_pick_gpu(const comm_world *w, job_opts *o);
 /* Rank 0 plans, every rank gets the plan and checks it applies to it. */
 int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,

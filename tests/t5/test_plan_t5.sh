@@ -1,0 +1,60 @@
+#!/bin/bash
+# plan --t5: where run --prompt encodes (rank 0, CPU, before the DiT) and its
+# peak host bytes, against the encoder's memory written out here from its
+# buffers (ranks/model/t5_encode.c: outputs, the larger of the embedding
+# phase and the layer phase, the bf16 staging of a layer), in the table and
+# in --json; a host too small for it (--inventory host_bytes) is refused
+# with exit 2, one line naming --t5 and both sizes.
+set -u
+: "${SP_SRC:?}" "${SP_BIN:?}"
+. "$SP_SRC/tests/common/find_python.sh"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+
+# umt5-xxl (the published config), synthetic: fp32, no staging; CFG: the
+# prompt and the negative, 512 tokens each.
+want=$("$PY" - <<'PYEOF'
+D, A, F, H, B, L, T = 4096, 4096, 10240, 64, 32, 512, 1024
+pad = lambda n: (n + 63) // 64 * 64
+layer = pad(D) + 4 * pad(A * D) + pad(D) + 3 * pad(F * D) + pad(B * H)
+out = T * D * 4
+embed = T * 4 + T * D * 4 + (64 << 20) + D * 4
+layers = layer * 4 + L * (2 * D + 4 * A + 2 * F) * 4 + 2 * L * 4
+print(out + max(embed, layers), layer * 4)
+PYEOF
+)
+set -- $want
+host=$1 layer=$2
+j=$("$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 synth:umt5-xxl --json 2>"$T/err")
+got=$(printf '%s' "$j" | "$PY" -c 'import json,sys; t=json.load(sys.stdin)["text_encoder"]; print(t["host_bytes"], t["layer_bytes"], t["device"], t["rank"], t["tokens"])')
+[ "$got" = "$host $layer cpu 0 1024" ] && ok "plan --json: text_encoder $got" ||
+  bad "plan --json: text_encoder '$got', want '$host $layer cpu 0 1024'"
+"$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 synth:umt5-xxl --cfg 1 --json \
+  2>/dev/null | "$PY" -c 'import json,sys; t=json.load(sys.stdin)["text_encoder"]; sys.exit(t["tokens"] != 512)' &&
+  ok "plan --cfg 1: one sequence of 512 tokens" || bad "plan --cfg 1: tokens"
+line=$("$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 synth:umt5-xxl 2>/dev/null | grep '^# text encoder')
+case "$line" in *"rank 0, cpu"*"before the DiT is placed"*) ok "plan: the table says where: $line" ;;
+  *) bad "plan: no text encoder line: '$line'" ;; esac
+"$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb 2>/dev/null | grep -q 'text encoder' &&
+  bad "plan without --t5 prints a text encoder line" || ok "plan without --t5: no text encoder line"
+
+for hb in 512mb 8gb; do
+  printf '[{"name": "h200", "total_bytes": "80gb", "host_bytes": "%s"}]\n' "$hb" >"$T/inv.json"
+  "$SP_BIN" plan --model synth:wan2.1-1.3b --inventory "$T/inv.json" --t5 synth:umt5-xxl \
+    >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ "$hb" = 512mb ]; then
+    n=$(grep -c error "$T/err")
+    [ $rc -eq 2 ] && [ "$n" -eq 1 ] && grep -q -- '--t5 synth:umt5-xxl.*0.50 GiB' "$T/err" &&
+      ok "a 512 MiB host: exit 2, one line: $(cat "$T/err")" || bad "a 512 MiB host: rc $rc, $(cat "$T/err")"
+  else
+    [ $rc -eq 0 ] && grep -q 'fits rank 0.s host memory of 8.00 GiB' "$T/out" &&
+      ok "an 8 GiB host: fits" || bad "an 8 GiB host: rc $rc $(cat "$T/err")"
+  fi
+done
+"$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 "$T/none.h5" >/dev/null 2>"$T/err"
+[ $? -eq 2 ] && grep -q -- "--t5" "$T/err" && ok "a missing --t5: exit 2" || bad "a missing --t5: $(cat "$T/err")"
+exit $fail
