@@ -13,6 +13,7 @@
 #include "model_plan.h"
 #include "path_check.h"
 #include "plan.h"
+#include "umt5_gpu.h"
 #include "vae_file.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -266,18 +267,22 @@ static void log_lines(const char *prefix, const char *msg) {
 }
 
 /* --t5: where run --prompt encodes and its bytes, for the prompt and, with
- * CFG, the negative prompt at their longest (TOK_CONTEXT tokens each),
- * against rank 0's host memory when the inventory gives it. */
+ * CFG, the negative prompt at their longest (TOK_CONTEXT tokens each): on
+ * rank 0's GPU in a CUDA build (a run on CUDA encodes there), against its
+ * free memory, else on its host, against the inventory's host_bytes when
+ * given. Either way before the DiT is placed, so nothing else is there. */
 static int plan_t5(const char *t5, int micro, const plan_device *dev0, int json,
                    json_object **out) {
   job_t5_cost c;
   const int64_t longest = 512; /* Wan's text_len: the tokenizer's cut */
-  if (job_prompt_cost(t5, micro * longest, longest, &c) != SP_OK) return SP_ERR_INPUT;
-  const int fits = !dev0->host_bytes || c.host_bytes <= dev0->host_bytes;
-  if (!fits) {
-    sp_log_error("--t5 %s: encoding needs %.2f GiB of host memory on rank 0; its host has "
-                 "%.2f GiB",
-                 t5, c.host_bytes / GIB, dev0->host_bytes / GIB);
+  const int cuda = umt5_gpu_available();
+  if (job_prompt_cost(t5, micro * longest, longest, cuda, &c) != SP_OK) return SP_ERR_INPUT;
+  const uint64_t need = cuda ? c.device_bytes : c.host_bytes;
+  const uint64_t have = cuda ? dev0->free_bytes : dev0->host_bytes;
+  const char *where = cuda ? "GPU" : "host";
+  if (have && need > have) {
+    sp_log_error("--t5 %s: encoding needs %.2f GiB of %s memory on rank 0; it has %.2f GiB", t5,
+                 need / GIB, where, have / GIB);
     return SP_ERR_INPUT;
   }
   if (json) {
@@ -286,19 +291,20 @@ static int plan_t5(const char *t5, int micro, const plan_device *dev0, int json,
     json_object_object_add(o, "device", json_object_new_string(c.device));
     json_object_object_add(o, "when", json_object_new_string("before the DiT is placed"));
     json_object_object_add(o, "host_bytes", json_object_new_int64((int64_t)c.host_bytes));
+    json_object_object_add(o, "device_bytes", json_object_new_int64((int64_t)c.device_bytes));
     json_object_object_add(o, "layer_bytes", json_object_new_int64((int64_t)c.layer_bytes));
     json_object_object_add(o, "tokens", json_object_new_int64(c.tokens));
     *out = o;
     return SP_OK;
   }
-  char host[64] = "rank 0's host memory not given (--inventory host_bytes)";
-  if (dev0->host_bytes)
-    snprintf(host, sizeof host, "fits rank 0's host memory of %.2f GiB", dev0->host_bytes / GIB);
-  printf("# text encoder %s (%s, %lld layers, dim %lld): rank 0, %s (fp32, one layer at a "
-         "time), before the DiT is placed; peak %.2f GiB host (%.2f GiB one layer's weights) "
-         "for %lld tokens; %s\n",
-         t5, c.preset, (long long)c.layers, (long long)c.dim, c.device, c.host_bytes / GIB,
-         c.layer_bytes / GIB, (long long)c.tokens, host);
+  char fits[96] = "rank 0's host memory not given (--inventory host_bytes)";
+  if (have)
+    snprintf(fits, sizeof fits, "fits rank 0's %s memory of %.2f GiB", where, have / GIB);
+  printf("# text encoder %s (%s, %lld layers, dim %lld): rank 0, %s (%s), before the DiT is "
+         "placed; peak %.2f GiB %s (%.2f GiB per layer's weights) for %lld tokens; %s\n",
+         t5, c.preset, (long long)c.layers, (long long)c.dim, c.device,
+         cuda ? "bf16, every layer resident" : "fp32, one layer at a time", need / GIB, where,
+         c.layer_bytes / GIB, (long long)c.tokens, fits);
   return SP_OK;
 }
 

@@ -37,9 +37,11 @@ static void run_usage(const cli_opts *t, FILE *f) {
           "Samples a clip: the flow-matching loop of Wan 2.1 with classifier-free guidance.\n"
           "Under mpirun the blocks are split over the ranks by the planner; the latents are\n"
           "bit-identical for any number of ranks. With --t5 and --prompt (or prompt= lines),\n"
-          "rank 0 first encodes the prompts with the UMT5 text encoder (CPU, fp32, as\n"
-          "'staticpipe encode' does; every --jobs prompt's context stays in rank 0's host\n"
-          "memory until its job runs), frees the encoder, then the model's blocks load.\n"
+          "rank 0 first encodes the prompts with the UMT5 text encoder (on its GPU in bf16\n"
+          "when the run is on CUDA, as 'staticpipe encode --device cuda' does, else on the\n"
+          "CPU in fp32, as 'staticpipe encode' does; every --jobs prompt's context stays in\n"
+          "rank 0's host memory until its job runs), frees the encoder, then the model's\n"
+          "blocks load.\n"
           "\n");
   cli_opts_usage(t, f);
   fprintf(f, "Threads per rank: OMP_NUM_THREADS (results do not depend on it).\n");

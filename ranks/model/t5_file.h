@@ -107,6 +107,19 @@ int t5_prompt_tokenize(const tok_model *tok, const char *text, size_t len, const
  * logged SP_ERR_INPUT / SP_ERR_RUNTIME. */
 int t5_model_encode(t5_model *m, int count, int32_t *const *ids, const int64_t *n,
                     float *const *out);
+/* The same on CUDA device cuda_device (umt5_gpu.h): bf16 weights, fp32
+ * accumulation; every layer read once and kept on the device, each
+ * sequence run through all of them, the device memory freed at the end
+ * (umt5_gpu_bytes at the longest sequence). times (or NULL) gets the
+ * reading and upload of the weights apart from the sequences' forward.
+ * SP_ERR_INPUT in a build without CUDA (logged). */
+typedef struct t5_encode_times {
+  double load_s;   /* embedding rows read, every layer read, rounded and copied up */
+  double encode_s; /* every sequence's forward (copies in and out included) */
+  double first_s;  /* of which the first sequence's (one-time GEMM heuristics) */
+} t5_encode_times;
+int t5_model_encode_gpu(t5_model *m, int cuda_device, int count, int32_t *const *ids,
+                        const int64_t *n, float *const *out, t5_encode_times *times);
 /* Host bytes t5_model_encode holds at its peak for sequences of total
  * tokens, the longest of longest, on the encoder of in, outputs included:
  * the outputs plus the larger of the embedding phase (rows read at once,

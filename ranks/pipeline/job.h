@@ -262,21 +262,24 @@ int job_prompt_set(const char *flag, const char *v, char *dst, int allow_empty);
 /* run's rules of --t5, --prompt and --negative against --cond and --jobs
  * (called by job_opts_check). SP_OK or SP_ERR_INPUT (one line). */
 int job_prompt_check_run(const job_opts *o);
-/* Where a run encodes its prompts and what that needs: rank 0, on the
- * CPU (fp32), before the model is placed, so nothing else is in its memory
- * then (t5_encode_host_bytes). */
+/* Where a run encodes its prompts and what that needs: rank 0, before the
+ * model is placed, so nothing else is in its memory then; on the CPU (fp32,
+ * t5_encode_host_bytes) or, when the run is on CUDA, on its GPU (bf16,
+ * every layer resident: umt5_gpu_bytes). */
 typedef struct job_t5_cost {
-  const char *device;    /* "cpu" */
-  uint64_t host_bytes;   /* peak host bytes of the encoding */
-  uint64_t layer_bytes;  /* of which one layer's fp32 weights */
+  const char *device;    /* "cpu" or "cuda" */
+  uint64_t host_bytes;   /* peak host bytes of the encoding (the CPU encoder's) */
+  uint64_t device_bytes; /* cuda: device bytes (weights, activations, workspace) */
+  uint64_t layer_bytes;  /* one layer's weights (fp32 on the CPU, bf16 on the GPU) */
   int64_t tokens;        /* the tokens it was counted for */
   int64_t layers, dim;
   char preset[64];
 } job_t5_cost;
 /* The cost of encoding sequences of total tokens (the longest longest) with
- * the encoder t5 (a file or synth:; metadata only). SP_OK or SP_ERR_INPUT
- * (logged, naming --t5). */
-int job_prompt_cost(const char *t5, int64_t total, int64_t longest, job_t5_cost *out);
+ * the encoder t5 (a file or synth:; metadata only), on the GPU when cuda.
+ * SP_OK or SP_ERR_INPUT (logged, naming --t5). */
+int job_prompt_cost(const char *t5, int64_t total, int64_t longest, int cuda,
+                    job_t5_cost *out);
 
 /* A --jobs line's: cond= or prompt=, not both (negative=, or --negative,
  * applies to prompt= lines). where is "FILE:LINE". */

@@ -181,7 +181,8 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_T5, "t5", 0, "T5", NULL, 0,
      "the text encoder of --prompt and prompt= (a UMT5-XXL file\n"
      "from convert, its tokenizer inside): rank 0 encodes every\n"
-     "prompt before the model is placed, then frees the encoder"},
+     "prompt before the model is placed (on its GPU when --device\n"
+     "is cuda, else on the CPU), then frees the encoder"},
     {JOB_OPT_PROMPT, "prompt", 0, "TEXT", NULL, 1,
      "the prompt, instead of --cond (needs --t5); the context is\n"
      "the one 'staticpipe encode' writes, so the latents equal a\n"

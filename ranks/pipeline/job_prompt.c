@@ -15,6 +15,7 @@
 #include "log.h"
 #include "t5_file.h"
 #include "tokenizer.h"
+#include "umt5_gpu.h"
 
 #define PROMPT_BATCH 64 /* texts per pass over the encoder's weights */
 
@@ -92,23 +93,26 @@ int job_prompt_check_line(const job_spec *j, const char *where) {
 
 /* ---- the cost ---- */
 
-static void cost_of(const t5_model_info *in, int64_t total, int64_t longest, job_t5_cost *out) {
+static void cost_of(const t5_model_info *in, int64_t total, int64_t longest, int cuda,
+                    job_t5_cost *out) {
   memset(out, 0, sizeof *out);
-  out->device = "cpu";
+  out->device = cuda ? "cuda" : "cpu";
   out->host_bytes = t5_encode_host_bytes(in, total, longest);
-  out->layer_bytes = (uint64_t)umt5_layer_floats(&in->config) * 4;
+  out->device_bytes = cuda ? umt5_gpu_bytes(&in->config, longest) : 0;
+  out->layer_bytes = (uint64_t)umt5_layer_floats(&in->config) * (cuda ? 2 : 4);
   out->tokens = total;
   out->layers = in->config.layers;
   out->dim = in->config.dim;
   snprintf(out->preset, sizeof out->preset, "%s", in->preset[0] ? in->preset : "custom config");
 }
 
-int job_prompt_cost(const char *t5, int64_t total, int64_t longest, job_t5_cost *out) {
+int job_prompt_cost(const char *t5, int64_t total, int64_t longest, int cuda,
+                    job_t5_cost *out) {
   t5_model *m = NULL;
   int rc = job_model_path_check("--t5", t5);
   if (rc == SP_OK) rc = t5_model_open(t5, 0, &m);
   if (rc != SP_OK) return rc;
-  cost_of(t5_model_get_info(m), total, longest, out);
+  cost_of(t5_model_get_info(m), total, longest, cuda, out);
   t5_model_close(m);
   return SP_OK;
 }
@@ -122,7 +126,7 @@ static int cost_check(const t5_model_info *in, const job_prompts *p) {
     if (p->n[i] > longest) longest = p->n[i];
   }
   job_t5_cost c;
-  cost_of(in, total, longest, &c);
+  cost_of(in, total, longest, 0, &c);
   const uint64_t host = job_host_memory();
   if (host && c.host_bytes > host) {
     sp_log_error("--t5 %s: encoding %lld tokens needs %.2f GiB of host memory on rank 0; the "
@@ -195,11 +199,12 @@ static int open_encoder(const job_session *s, t5_model **out) {
     t5_model_close(m);
     return rc;
   }
-  sp_log_info("run: encoding the prompts with %s (%s, %lld layers, dim %lld, %s) on the CPU, "
+  sp_log_info("run: encoding the prompts with %s (%s, %lld layers, dim %lld, %s) on the %s, "
               "before the model is placed",
               in->source, in->preset[0] ? in->preset : "custom config",
               (long long)in->config.layers, (long long)in->config.dim,
-              kern_dtype_name(in->dtype));
+              kern_dtype_name(in->dtype),
+              o->dev == RANK_DEVICE_CUDA ? "GPU (bf16, as encode --device cuda)" : "CPU (fp32)");
   *out = m;
   return SP_OK;
 }
@@ -237,7 +242,7 @@ static int encode_all(job_session *s, job_prompts *p, uint8_t *bad) {
     bad[i] = p->of[i][0] < 0;
     if (bad[i] && s->single) rc = SP_ERR_INPUT;
   }
-  if (rc == SP_OK) rc = cost_check(t5_model_get_info(m), p);
+  if (rc == SP_OK) rc = cost_check(t5_model_get_info(m), p); /* a GPU's: umt5_gpu_create */
   for (int i = 0; rc == SP_OK && i < p->ntexts; i++)
     if (!p->failed[i]) p->ctx[i] = sp_xmalloc((size_t)(p->n[i] * p->dim) * sizeof(float));
   /* The good texts, PROMPT_BATCH at a time. */
@@ -252,7 +257,9 @@ static int encode_all(job_session *s, job_prompts *p, uint8_t *bad) {
       n[k] = p->n[first];
       out[k++] = p->ctx[first];
     }
-    rc = t5_model_encode(m, k, ids, n, out);
+    rc = s->o->dev == RANK_DEVICE_CUDA
+             ? t5_model_encode_gpu(m, s->o->cuda_device, k, ids, n, out, NULL)
+             : t5_model_encode(m, k, ids, n, out);
   }
   t5_model_close(m);
   return rc;

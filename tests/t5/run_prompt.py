@@ -32,8 +32,11 @@ import t5_parity  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 
 FAILS = []
+# SP_DEVICE=cuda (tests/gpu/test_gpu_prompt.sh): encode and run on the GPU,
+# where run --prompt encodes as encode --device cuda does.
+DEV = ["--device", os.environ.get("SP_DEVICE", "cpu")]
 RUN = ["--model", "synth:wan2.1-tiny", "--frames", "5", "--size", "32x32", "--steps", "2",
-       "--no-preview", "-q"]
+       "--no-preview", "-q", *DEV]
 
 
 def check(ok, what):
@@ -100,7 +103,7 @@ def main():
              ("cfg1", ["--cfg", "1"], ["--no-negative"], [])]
     for name, cfg, enc_extra, run_extra in cases:
         cond = p(name + ".cond.h5")
-        r = run([sp_bin, "encode", "--t5", t5, "--prompt", prompt, *enc_extra, "-o", cond])
+        r = run([sp_bin, "encode", *DEV, "--t5", t5, "--prompt", prompt, *enc_extra, "-o", cond])
         ref = p(name + ".ref.h5")
         if r.returncode == 0:
             run([sp_bin, "run", *RUN, *cfg, "--cond", cond, "-o", ref])
@@ -118,7 +121,7 @@ def main():
     # ---- --jobs: prompt= lines (quoted), a cond= line, a blank prompt
     tricky = 'say "hi" # not a comment ' + words[0]
     tcond = p("tricky.cond.h5")
-    run([sp_bin, "encode", "--t5", t5, "--prompt", tricky, "-o", tcond])
+    run([sp_bin, "encode", *DEV, "--t5", t5, "--prompt", tricky, "-o", tcond])
     tref = p("tricky.ref.h5")
     run([sp_bin, "run", *RUN, "--cond", tcond, "-o", tref])
     jobs = p("jobs.txt")
