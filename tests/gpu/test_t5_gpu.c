@@ -11,7 +11,12 @@
  * published vocabulary) on random token ids, sequences of 1, 23 and 200
  * tokens in one call: t5_model_encode_gpu against t5_model_encode, each
  * sequence within 1e-2 relative L2 (bf16 weights and activations between
- * ops, fp32 accumulation), and a second GPU encode bit-identical.
+ * ops, fp32 accumulation), and a second GPU encode bit-identical. A host
+ * emulation of that arithmetic (the CPU ops with bf16 rounding of the
+ * weights and at each place the GPU stores bf16) measured 6.0e-3 to 8.5e-3
+ * against the fp32 encoder on synth:umt5-tiny seeds 1-5, 11 and 99 at 1, 23
+ * and 200 tokens: bf16 itself sits just under the 1e-2 asked for, while a
+ * wrong bucket, head or slot gives errors of order 1.
  * Fresh random inputs each run; the seed is printed (SP_SEED=n replays).
  * Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
