@@ -17,7 +17,8 @@
 # table (header lines start with '#') and one JSON line with the ratio ours
 # / PyTorch; OUT_JSON gets the JSON too. PYTHON picks the interpreter with
 # torch; REPS (default 10). About 2 minutes of an H200, most of it making
-# 5.7 billion synthetic weights on the host.
+# 5.7 billion synthetic weights on the host (OpenMP: one layer took 16 s on
+# one core here, so about half a minute on 16).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:?usage: bench_t5.sh BUILD_DIR [OUT_JSON]}" && pwd)
