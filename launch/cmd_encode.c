@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "log.h"
 #include "path_check.h"
+#include "stage.h"
 #include "t5_file.h"
 #include "tensor_io.h"
 #include "tokenizer.h"
@@ -24,7 +25,7 @@ static void usage(FILE *f) {
           "usage: staticpipe encode --t5 T5.h5 --prompt TEXT [--negative TEXT] -o COND.h5\n"
           "       staticpipe encode --t5 T5.h5 --prompts FILE [--negative TEXT] -o DIR\n"
           "\n"
-          "Encodes prompts with Wan's UMT5-XXL text encoder (CPU, fp32) into the --cond\n"
+          "Encodes prompts with Wan's UMT5-XXL text encoder (CPU fp32, or CUDA bf16) into the --cond\n"
           "files that run reads: dataset context float32 [L, dim] (L = the prompt's tokens,\n"
           "end-of-sequence included, at most %d) and context_null, the negative prompt,\n"
           "for classifier-free guidance. The prompt is cleaned as Wan does (HTML unescaped\n"
@@ -44,6 +45,10 @@ static void usage(FILE *f) {
           "  -o, --out PATH       output file (--prompt) or directory (--prompts); written\n"
           "                       atomically\n"
           "      --no-verify      skip the weights' checksums (the tokenizer's are checked)\n"
+          "  -d, --device DEV     cpu (default: fp32, the reference), cuda (bf16 weights and\n"
+          "                       activations, fp32 accumulation, every layer kept on GPU 0,\n"
+          "                       CUDA_VISIBLE_DEVICES honoured; what run --prompt uses on a\n"
+          "                       CUDA run) or auto (cuda when a GPU is visible)\n"
           "  -h, --help           this text\n"
           "\n"
           "A prompt longer than %d tokens is cut (a warning says how many tokens were\n"
@@ -63,8 +68,9 @@ typedef struct prompt {
 } prompt;
 
 typedef struct encode_opts {
-  const char *t5, *text, *prompts, *negative, *tokenizer, *out;
+  const char *t5, *text, *prompts, *negative, *tokenizer, *out, *device;
   int no_negative, verify;
+  rank_device dev; /* from device */
 } encode_opts;
 
 /* "--prompt", "prompts.txt:3", or "--negative", for messages. */
@@ -79,28 +85,10 @@ static void prompt_where(const encode_opts *o, const prompt *p, int negative, ch
 
 /* Cleans, checks and tokenizes p (SP_OK or SP_ERR_INPUT, logged). */
 static int prompt_tokenize(const encode_opts *o, const tok_model *tok, prompt *p, int negative) {
-  char where[4200], err[256], *clean = NULL;
-  size_t clean_len = 0;
+  char where[4200];
   prompt_where(o, p, negative, where, sizeof where);
-  if (tok_clean_wan(p->text, p->len, &clean, &clean_len, err, sizeof err) != 0) {
-    sp_log_error("%s: %s", where, err);
-    return SP_ERR_INPUT;
-  }
-  free(clean);
-  if (clean_len == 0) {
-    sp_log_error("%s: the prompt is empty (after Wan's cleaning): there is nothing to encode",
-                 where);
-    return SP_ERR_INPUT;
-  }
   p->ids = sp_xmalloc(TOK_CONTEXT * sizeof *p->ids);
-  size_t n = 0, dropped = 0;
-  if (tok_prompt_encode(tok, p->text, p->len, TOK_CONTEXT, p->ids, &n, &dropped) != SP_OK) {
-    sp_log_error("%s: not encoded", where);
-    return SP_ERR_INPUT;
-  }
-  if (dropped) sp_log_warn("%s: %zu tokens dropped (the prompt keeps %zu)", where, dropped, n);
-  p->n = (int64_t)n;
-  return SP_OK;
+  return t5_prompt_tokenize(tok, p->text, p->len, where, p->ids, &p->n);
 }
 
 /* The lines of a --prompts file: *buf owns the text, p[i] point into it. */
@@ -184,8 +172,8 @@ static int outputs_check(const encode_opts *o, int count, char ***paths, int *ma
   return SP_OK;
 }
 
-static int write_cond(const t5_model *m, const char *path, const prompt *p, const float *ctx,
-                      const prompt *neg, const float *ctx_null) {
+static int write_cond(const t5_model *m, rank_device dev, const char *path, const prompt *p,
+                      const float *ctx, const prompt *neg, const float *ctx_null) {
   const t5_model_info *in = t5_model_get_info(m);
   rank_outfile *f = NULL;
   int rc = rank_outfile_open(path, &f);
@@ -204,7 +192,8 @@ static int write_cond(const t5_model *m, const char *path, const prompt *p, cons
   if (rc == SP_OK) rc = rank_outfile_attr_i64(f, "tokens_null", neg ? neg->n : 0);
   if (rc == SP_OK) rc = rank_outfile_attr_str(f, "encoder", in->source);
   if (rc == SP_OK) rc = rank_outfile_attr_str(f, "encoder_checksum", in->checksum);
-  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "encoder_dtype", "fp32");
+  if (rc == SP_OK)
+    rc = rank_outfile_attr_str(f, "encoder_dtype", dev == RANK_DEVICE_CUDA ? "bf16 (cuda)" : "fp32");
   if (rc == SP_OK) rc = rank_outfile_attr_str(f, "generator", "staticpipe encode");
   if (rc == SP_OK && p->line) rc = rank_outfile_attr_i64(f, "prompts_line", p->line);
   free(text);
@@ -237,10 +226,17 @@ static int encode_batch(const encode_opts *o, t5_model *m, prompt *p, int first,
     out[c] = sp_xmalloc((size_t)(n[c] * D) * sizeof(float));
     c++;
   }
-  int rc = t5_model_encode(m, c, ids, n, out);
+  t5_encode_times tm;
+  int rc = o->dev == RANK_DEVICE_CUDA ? t5_model_encode_gpu(m, 0, c, ids, n, out, &tm)
+                                      : t5_model_encode(m, c, ids, n, out);
+  if (rc == SP_OK && o->dev == RANK_DEVICE_CUDA)
+    sp_log_info("encode: cuda: weights read and placed in %.3f s; %d sequence(s) encoded in "
+                "%.4f s: the first %.4f s, the others %.4f s each",
+                tm.load_s, c, tm.encode_s, tm.first_s,
+                c > 1 ? (tm.encode_s - tm.first_s) / (c - 1) : 0.0);
   if (with_neg) *ctx_null = out[c - 1];
   for (int i = 0; rc == SP_OK && i < k; i++) {
-    rc = write_cond(m, paths[first + i], &p[first + i], out[i], neg, neg ? *ctx_null : NULL);
+    rc = write_cond(m, o->dev, paths[first + i], &p[first + i], out[i], neg, neg ? *ctx_null : NULL);
     if (rc == SP_OK)
       sp_log_info("encode: wrote %s (%lld tokens%s)", paths[first + i], (long long)n[i],
                   neg ? ", and the negative prompt" : "");
@@ -283,22 +279,16 @@ static int encode_run(encode_opts *o) {
   for (int i = 0; i < count; i++)
     if ((rc = prompt_tokenize(o, tok, &p[i], 0)) != SP_OK) goto out;
   if (!o->no_negative) {
-    const char *nt = o->negative;
-    size_t nl = nt ? strlen(nt) : 0;
-    char *clean = NULL, err[256];
-    size_t clean_len = 0;
-    /* An empty (or blank) --negative means Wan's own, as published. */
-    if (nt && tok_clean_wan(nt, nl, &clean, &clean_len, err, sizeof err) == 0 && clean_len == 0)
-      nt = NULL;
-    free(clean);
-    neg.text = nt ? nt : t5_wan_negative_prompt;
+    neg.text = t5_negative_or_default(o->negative);
     neg.len = strlen(neg.text);
     if ((rc = prompt_tokenize(o, tok, &neg, 1)) != SP_OK) goto out;
   }
   const t5_model_info *in = t5_model_get_info(m);
-  sp_log_info("encode: %s (%s, %lld layers, dim %lld, %s), %d prompt(s)%s", in->source,
+  sp_log_info("encode: %s (%s, %lld layers, dim %lld, %s) on the %s, %d prompt(s)%s",
+              in->source,
               in->preset[0] ? in->preset : "custom config", (long long)in->config.layers,
-              (long long)in->config.dim, kern_dtype_name(in->dtype), count,
+              (long long)in->config.dim, kern_dtype_name(in->dtype),
+              o->dev == RANK_DEVICE_CUDA ? "GPU (bf16)" : "CPU (fp32)", count,
               o->no_negative ? "" : " and the negative prompt");
   for (int first = 0; first < count && rc == SP_OK; first += ENCODE_BATCH) {
     int k = count - first < ENCODE_BATCH ? count - first : ENCODE_BATCH;
@@ -330,12 +320,13 @@ int cmd_encode(int argc, char **argv) {
                                        {"tokenizer", required_argument, 0, 't'},
                                        {"out", required_argument, 0, 'o'},
                                        {"no-verify", no_argument, 0, OPT_NO_VERIFY},
+                                       {"device", required_argument, 0, 'd'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-  encode_opts o = {.verify = 1};
+  encode_opts o = {.verify = 1, .device = "cpu"};
   cli_getopt_reset();
   int ch;
-  while ((ch = getopt_long(argc, argv, "m:p:P:n:t:o:h", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "m:p:P:n:t:o:d:h", opts, NULL)) != -1) {
     switch (ch) {
     case 'm': o.t5 = optarg; break;
     case 'p': o.text = optarg; break;
@@ -345,6 +336,7 @@ int cmd_encode(int argc, char **argv) {
     case 't': o.tokenizer = optarg; break;
     case 'o': o.out = optarg; break;
     case OPT_NO_VERIFY: o.verify = 0; break;
+    case 'd': o.device = optarg; break;
     case 'h': usage(stdout); return SP_OK;
     default: return cli_bad_usage("encode");
     }
@@ -362,5 +354,6 @@ int cmd_encode(int argc, char **argv) {
     sp_log_error("encode: --negative and --no-negative contradict each other");
     return cli_bad_usage("encode");
   }
+  if (rank_device_parse(o.device, &o.dev) != SP_OK) return SP_ERR_INPUT;
   return encode_run(&o);
 }

@@ -11,6 +11,8 @@
 #include "model_file.h"
 #include "path_check.h"
 #include "synth.h"
+#include "t5_file.h"
+#include "tokenizer.h"
 #include "vae_file.h"
 
 static void usage(FILE *f) {
@@ -24,18 +26,86 @@ static void usage(FILE *f) {
           "  -a, --arch PRESET   DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b,\n"
           "                      wan2.1-14b; two experts (Wan 2.2 A14B): wan2.2-a14b,\n"
           "                      wan2.2-tiny (two wan2.1-tiny DiTs, for tests);\n"
-          "                      VAE decoder: %s\n"
+          "                      VAE decoder: %s;\n"
+          "                      text encoder: %s (with --tokenizer)\n"
           "                      (required)\n"
           "  -p, --preset PRESET the same as --arch\n"
           "      --seed N        generator seed (default 0)\n"
-          "      --dtype T       bf16 or fp32 (default bf16 for a DiT, fp32 for a VAE)\n"
+          "      --dtype T       bf16 or fp32 (default bf16 for a DiT and a text encoder,\n"
+          "                      fp32 for a VAE)\n"
+          "      --tokenizer P   a text encoder's tokenizer (spiece.model or tokenizer.json),\n"
+          "                      stored in the file (required for a text encoder: synth:\n"
+          "                      weights have none); its pieces must fit the vocabulary\n"
           "      --layers N      override the number of blocks of a DiT (default: the\n"
           "                      preset's)\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
           "  -q, --quiet         no progress lines\n"
           "  -h, --help          this text\n",
-          vae_preset_names());
+          vae_preset_names(), t5_preset_names());
+}
+
+/* A text encoder preset: the tensors synth:PRESET:SEED generates (the
+ * embedding in parts of rows), with the tokenizer of tok_path. */
+static int init_t5(const char *preset, uint64_t seed, kern_dtype dtype, const char *tok_path,
+                   const char *out, int quiet) {
+  char spec[128], seedstr[32];
+  snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
+  snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
+  if (!tok_path) {
+    sp_log_error("init: --arch %s is a text encoder: --tokenizer PATH is required (spiece.model "
+                 "or tokenizer.json; it is stored in the file)",
+                 preset);
+    return SP_ERR_INPUT;
+  }
+  t5_model *m = NULL;
+  tok_model *tok = NULL;
+  t5_model_writer *w = NULL;
+  int rc = t5_model_open(spec, 0, &m);
+  if (rc == SP_OK) rc = tok_model_load(tok_path, &tok);
+  if (rc != SP_OK) goto out;
+  const umt5_config *c = &t5_model_get_info(m)->config;
+  const int64_t rows = 4096, cap = umt5_layer_floats(c) > rows * c->dim
+                                       ? umt5_layer_floats(c) : rows * c->dim;
+  float *buf = sp_xmalloc((size_t)cap * sizeof *buf);
+  int32_t *ids = sp_xmalloc((size_t)rows * sizeof *ids);
+  rc = t5_model_writer_open(out, c, dtype, preset, tok, &w);
+  if (rc == SP_OK) rc = t5_model_writer_attr(w, "synth_seed", seedstr);
+  if (rc == SP_OK) rc = t5_model_writer_attr(w, "synth_preset", preset);
+  for (int64_t r0 = 0; rc == SP_OK && r0 < c->vocab; r0 += rows) {
+    const int64_t n = c->vocab - r0 < rows ? c->vocab - r0 : rows;
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(r0 + i);
+    rc = t5_model_read_embed(m, ids, n, buf);
+    if (rc == SP_OK)
+      rc = t5_model_writer_put_part(w, "token_embedding.weight", buf, r0 * c->dim, n * c->dim);
+  }
+  const int count = umt5_table_count(c);
+  for (int l = 0; rc == SP_OK && l < c->layers; l++) {
+    rc = t5_model_read_layer(m, l, buf);
+    for (int i = 0; rc == SP_OK && i < count; i++) {
+      umt5_tensor t;
+      umt5_table_entry(c, i, &t);
+      if (t.layer == l) rc = t5_model_writer_put(w, t.name, buf + t.offset, t.numel);
+    }
+    if (rc == SP_OK && !quiet)
+      sp_log_info("init: layer %d/%lld written", l + 1, (long long)c->layers);
+  }
+  if (rc == SP_OK) rc = t5_model_read_norm(m, buf);
+  if (rc == SP_OK) rc = t5_model_writer_put(w, "norm.weight", buf, c->dim);
+  free(buf);
+  free(ids);
+  if (rc == SP_OK) {
+    rc = t5_model_writer_commit(w);
+    w = NULL;
+    if (rc == SP_OK && !quiet)
+      sp_log_info("init: wrote %s (%s, %s, seed %llu, tokenizer %s)", out, preset,
+                  kern_dtype_name(dtype), (unsigned long long)seed, tok_path);
+  }
+out:
+  if (w) t5_model_writer_abort(w);
+  tok_model_free(tok);
+  t5_model_close(m);
+  return rc;
 }
 
 /* A VAE preset: the tensors synth:PRESET:SEED generates, written one by one. */
@@ -73,7 +143,7 @@ static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const c
   return rc;
 }
 
-enum { OPT_SEED = 256, OPT_DTYPE, OPT_LAYERS }; /* long-only options */
+enum { OPT_SEED = 256, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER }; /* long-only options */
 
 int cmd_init(int argc, char **argv) {
   static const struct option opts[] = {
@@ -82,9 +152,10 @@ int cmd_init(int argc, char **argv) {
        * in the other commands (README "Commands"). */
       {"seed", required_argument, 0, OPT_SEED},
       {"dtype", required_argument, 0, OPT_DTYPE}, {"layers", required_argument, 0, OPT_LAYERS},
+      {"tokenizer", required_argument, 0, OPT_TOKENIZER},
       {"out", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
       {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
-  const char *arch = NULL, *out = NULL;
+  const char *arch = NULL, *out = NULL, *tokenizer = NULL;
   uint64_t seed = 0;
   int64_t layers = 0;
   int quiet = 0;
@@ -106,6 +177,7 @@ int cmd_init(int argc, char **argv) {
     case OPT_LAYERS:
       if (job_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;
       break;
+    case OPT_TOKENIZER: tokenizer = optarg; break;
     case 'o': out = optarg; break;
     case 'q': quiet = 1; break;
     case 'h': usage(stdout); return SP_OK;
@@ -120,7 +192,22 @@ int cmd_init(int argc, char **argv) {
     sp_log_error("init: %s is required", !arch ? "--arch" : "--out");
     return cli_bad_usage("init");
   }
-  if (rank_path_check_output("--out", out, NULL, 0) != SP_OK) return SP_ERR_INPUT;
+  rank_path_arg in[1] = {{"--tokenizer", tokenizer}};
+  if (rank_path_check_output("--out", out, in, 1) != SP_OK) return SP_ERR_INPUT;
+  umt5_config tc;
+  if (t5_preset(arch, &tc) == 0) {
+    if (layers) {
+      sp_log_error("--layers: %s is a text encoder: the preset fixes its layers", arch);
+      return SP_ERR_INPUT;
+    }
+    if (tokenizer && rank_path_check_input("--tokenizer", tokenizer, RANK_PATH_FILE) != SP_OK)
+      return SP_ERR_INPUT;
+    return init_t5(arch, seed, dtype, tokenizer, out, quiet);
+  }
+  if (tokenizer) {
+    sp_log_error("--tokenizer: %s is not a text encoder (%s are)", arch, t5_preset_names());
+    return SP_ERR_INPUT;
+  }
   wan_vae_config vc;
   if (vae_preset(arch, &vc) == 0) {
     if (layers) {
@@ -132,8 +219,8 @@ int cmd_init(int argc, char **argv) {
   wan_config c;
   rank_model_experts x;
   if (rank_model_preset(arch, &c, &x) != 0) {
-    sp_log_error("--arch: unknown preset '%s' (known: %s, %s)", arch, rank_model_preset_names(),
-                 vae_preset_names());
+    sp_log_error("--arch: unknown preset '%s' (known: %s, %s, %s)", arch,
+                 rank_model_preset_names(), vae_preset_names(), t5_preset_names());
     return SP_ERR_INPUT;
   }
   if (layers) c.layers = layers;

@@ -10,6 +10,7 @@
 #include "job.h"
 #include "log.h"
 #include "model_file.h"
+#include "t5_file.h"
 #include "vae_file.h"
 
 static void usage(FILE *f) {
@@ -20,7 +21,9 @@ static void usage(FILE *f) {
           "dtype and checksum. Reads metadata only: no weights are read or generated.\n"
           "MODEL is a model file or synth:PRESET[:SEED]; a VAE decoder (a file made by\n"
           "convert or init, or synth:wan2.1-vae, synth:wan2.1-vae-tiny) is shown with its\n"
-          "config, widths per level, tensors, parameters, bytes, dtype and checksum.\n"
+          "config, widths per level, tensors, parameters, bytes, dtype and checksum; a\n"
+          "text encoder (a file from convert or init, or synth:umt5-xxl, synth:umt5-tiny)\n"
+          "with its config, tensors, parameters, bytes, tokenizer pieces and checksum.\n"
           "\n"
           "  -v, --verify   also read every dataset and check its checksum (a file model;\n"
           "                 for a VAE file also the root checksum over the datasets')\n"
@@ -29,7 +32,10 @@ static void usage(FILE *f) {
           "                 experts, defaults (two experts: boundary, cfg, shift, steps),\n"
           "                 checksum;\n"
           "                 for a VAE: arch, preset, dtype, config, mid_dim, level_dims,\n"
-          "                 tensors, params, file_bytes, checksum)\n"
+          "                 tensors, params, file_bytes, checksum;\n"
+          "                 for a text encoder: arch, preset, dtype, config, tensors,\n"
+          "                 params, file_bytes, layer_bytes, tokenizer_pieces,\n"
+          "                 encode_host_bytes (512 tokens), checksum)\n"
           "  -h, --help     this text\n");
 }
 
@@ -214,6 +220,102 @@ static int inspect_vae(const char *spec, int json, int verify) {
   return SP_OK;
 }
 
+/* ---- a text encoder ---- */
+
+/* The preset of a synth: spec ("synth:umt5-tiny:3" -> "umt5-tiny"). */
+static void synth_preset(const char *spec, char *preset, size_t n) {
+  snprintf(preset, n, "%s", spec + 6);
+  char *colon = strchr(preset, ':');
+  if (colon) *colon = 0;
+}
+
+/* Whether spec names a text encoder: synth: with a T5 preset, or a file
+ * whose arch says so. */
+static int is_t5(const char *spec) {
+  char arch[64];
+  umt5_config c;
+  if (!rank_model_spec_is_synth(spec))
+    return model_file_arch(spec, arch, sizeof arch) == 0 && strcmp(arch, T5_MODEL_ARCH) == 0;
+  synth_preset(spec, arch, sizeof arch);
+  return t5_preset(arch, &c) == 0;
+}
+
+/* --verify: every weight read with its checksum (the root checksum and the
+ * tokenizer's were checked at open). */
+static int t5_verify(t5_model *m) {
+  const umt5_config *c = &t5_model_get_info(m)->config;
+  float *buf = sp_xmalloc((size_t)umt5_layer_floats(c) * sizeof *buf);
+  int32_t id = 0;
+  int rc = t5_model_read_embed(m, &id, 1, buf);
+  for (int l = 0; rc == SP_OK && l < c->layers; l++) rc = t5_model_read_layer(m, l, buf);
+  if (rc == SP_OK) rc = t5_model_read_norm(m, buf);
+  free(buf);
+  if (rc == SP_OK) sp_log_info("verify: every weight dataset's checksum matches");
+  return rc;
+}
+
+static int inspect_t5(const char *spec, int json, int verify) {
+  t5_model *m = NULL;
+  int rc = t5_model_open(spec, verify, &m);
+  if (rc == SP_OK && verify && !rank_model_spec_is_synth(spec)) rc = t5_verify(m);
+  if (rc != SP_OK) {
+    t5_model_close(m);
+    return rc;
+  }
+  const t5_model_info *in = t5_model_get_info(m);
+  const umt5_config *c = &in->config;
+  const int64_t layer_bytes = umt5_layer_floats(c) * 4;
+  const uint64_t host = t5_encode_host_bytes(in, TOK_CONTEXT, TOK_CONTEXT);
+  const int64_t cfg[8] = {c->vocab, c->dim, c->dim_attn, c->ffn,
+                          c->heads, c->layers, c->buckets, c->max_dist};
+  static const char *const keys[8] = {"vocab", "dim",    "dim_attn", "ffn",
+                                      "heads", "layers", "buckets",  "max_dist"};
+  if (json) {
+    json_object *o = json_object_new_object(), *co = json_object_new_object();
+    json_object_object_add(o, "source", json_object_new_string(in->source));
+    json_object_object_add(o, "arch", json_object_new_string(in->arch));
+    json_object_object_add(o, "preset", json_object_new_string(in->preset));
+    json_object_object_add(o, "synthetic", json_object_new_boolean(in->synthetic));
+    json_object_object_add(o, "dtype", json_object_new_string(kern_dtype_name(in->dtype)));
+    for (int i = 0; i < 8; i++) json_object_object_add(co, keys[i], json_object_new_int64(cfg[i]));
+    json_object_object_add(o, "config", co);
+    json_object_object_add(o, "tensors", json_object_new_int(in->tensors));
+    json_object_object_add(o, "params", json_object_new_int64(in->params));
+    json_object_object_add(o, "file_bytes", json_object_new_int64(in->file_bytes));
+    json_object_object_add(o, "layer_bytes", json_object_new_int64(layer_bytes));
+    json_object_object_add(o, "tokenizer_pieces", json_object_new_int(in->tok_pieces));
+    json_object_object_add(o, "encode_host_bytes", json_object_new_int64((int64_t)host));
+    json_object_object_add(o, "checksum", json_object_new_string(in->checksum));
+    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+    json_object_put(o);
+  } else {
+    printf("model      %s\n", in->source);
+    printf("arch       %s (text encoder)%s%s\n", in->arch, in->preset[0] ? ", preset " : "",
+           in->preset);
+    printf("dtype      %s\n", kern_dtype_name(in->dtype));
+    printf("config     vocab %lld, dim %lld, dim_attn %lld, ffn %lld, heads %lld, layers %lld,\n"
+           "           buckets %lld, max_dist %lld\n",
+           (long long)cfg[0], (long long)cfg[1], (long long)cfg[2], (long long)cfg[3],
+           (long long)cfg[4], (long long)cfg[5], (long long)cfg[6], (long long)cfg[7]);
+    printf("tensors    %d, %lld parameters\n", in->tensors, (long long)in->params);
+    if (in->synthetic)
+      printf("bytes      none stored (synthetic)\n");
+    else
+      printf("bytes      %lld stored (%.2f GB)\n", (long long)in->file_bytes,
+             (double)in->file_bytes / 1e9);
+    printf("encode     CPU, fp32, one layer at a time: %lld bytes per layer, peak %.2f GiB of "
+           "host memory for %d tokens\n",
+           (long long)layer_bytes, (double)host / (1 << 30), TOK_CONTEXT);
+    if (in->tok_pieces)
+      printf("tokenizer  %d pieces (stored)\n", in->tok_pieces);
+    else
+      printf("tokenizer  none (synthetic: encode --tokenizer PATH)\n");
+    printf("checksum   %s\n", in->checksum);
+  }
+  t5_model_close(m);
+  return SP_OK;
+}
+
 int cmd_inspect(int argc, char **argv) {
   static const struct option opts[] = {
       {"json", no_argument, 0, 'j'}, {"verify", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -234,6 +336,7 @@ int cmd_inspect(int argc, char **argv) {
   }
   if (job_model_path_check("inspect", argv[optind]) != SP_OK) return SP_ERR_INPUT;
   if (is_vae(argv[optind])) return inspect_vae(argv[optind], json, verify);
+  if (is_t5(argv[optind])) return inspect_t5(argv[optind], json, verify);
   rank_model *m = NULL;
   int rc = rank_model_open(argv[optind], verify, &m);
   if (rc != SP_OK) return rc;

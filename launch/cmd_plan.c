@@ -15,6 +15,7 @@
 #include "grid_choice.h"
 #include "plan.h"
 #include "plan_inventory.h"
+#include "umt5_gpu.h"
 #include "vae_file.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -47,7 +48,7 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
   static const int ids[] = {JOB_OPT_MODEL,       JOB_OPT_FRAMES,     JOB_OPT_SIZE,
                             JOB_OPT_BUDGET,      JOB_OPT_CFG,        JOB_OPT_ORDER,
                             JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS, JOB_OPT_VAE,
-                            JOB_OPT_VAE_PRECISION};
+                            JOB_OPT_VAE_PRECISION, JOB_OPT_T5};
   plan_options po;
   plan_options_default(&po);
   snprintf(d->tflops, sizeof d->tflops, "%.0f", po.gpu_tflops);
@@ -191,6 +192,48 @@ static void log_lines(const char *prefix, const char *msg) {
     if (!nl) break;
     p = nl + 1;
   }
+}
+
+/* --t5: where run --prompt encodes and its bytes, for the prompt and, with
+ * CFG, the negative prompt at their longest (TOK_CONTEXT tokens each): on
+ * rank 0's GPU in a CUDA build (a run on CUDA encodes there), against its
+ * free memory, else on its host, against the inventory's host_bytes when
+ * given. Either way before the DiT is placed, so nothing else is there. */
+static int plan_t5(const char *t5, int micro, const plan_device *dev0, int json,
+                   json_object **out) {
+  job_t5_cost c;
+  const int64_t longest = 512; /* Wan's text_len: the tokenizer's cut */
+  const int cuda = umt5_gpu_available();
+  if (job_prompt_cost(t5, micro * longest, longest, cuda, &c) != SP_OK) return SP_ERR_INPUT;
+  const uint64_t need = cuda ? c.device_bytes : c.host_bytes;
+  const uint64_t have = cuda ? dev0->free_bytes : dev0->host_bytes;
+  const char *where = cuda ? "GPU" : "host";
+  if (have && need > have) {
+    sp_log_error("--t5 %s: encoding needs %.2f GiB of %s memory on rank 0; it has %.2f GiB", t5,
+                 need / GIB, where, have / GIB);
+    return SP_ERR_INPUT;
+  }
+  if (json) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "rank", json_object_new_int(0));
+    json_object_object_add(o, "device", json_object_new_string(c.device));
+    json_object_object_add(o, "when", json_object_new_string("before the DiT is placed"));
+    json_object_object_add(o, "host_bytes", json_object_new_int64((int64_t)c.host_bytes));
+    json_object_object_add(o, "device_bytes", json_object_new_int64((int64_t)c.device_bytes));
+    json_object_object_add(o, "layer_bytes", json_object_new_int64((int64_t)c.layer_bytes));
+    json_object_object_add(o, "tokens", json_object_new_int64(c.tokens));
+    *out = o;
+    return SP_OK;
+  }
+  char fits[96] = "rank 0's host memory not given (--inventory host_bytes)";
+  if (have)
+    snprintf(fits, sizeof fits, "fits rank 0's %s memory of %.2f GiB", where, have / GIB);
+  printf("# text encoder %s (%s, %lld layers, dim %lld): rank 0, %s (%s), before the DiT is "
+         "placed; peak %.2f GiB %s (%.2f GiB per layer's weights) for %lld tokens; %s\n",
+         t5, c.preset, (long long)c.layers, (long long)c.dim, c.device,
+         cuda ? "bf16, every layer resident" : "fp32, one layer at a time", need / GIB, where,
+         c.layer_bytes / GIB, (long long)c.tokens, fits);
+  return SP_OK;
 }
 
 /* What plan's flags say: the job's options and plan's own. */
@@ -498,10 +541,21 @@ int cmd_plan(int argc, char **argv) {
     goto out;
   }
 
+  json_object *t5 = NULL;
+  if (cl.job.t5 && (rc = plan_t5(cl.job.t5, wl.micro_batches, &devs[0], json, &t5)) != SP_OK) goto out;
   size_t need = json ? plan_format_json(&p, NULL, 0) : plan_format_table(&p, NULL, 0);
   char *text = sp_xmalloc(need + 1);
   if (json) {
     plan_format_json(&p, text, need + 1);
+    if (t5) { /* the plan's JSON with "text_encoder" added */
+      json_object *root = json_tokener_parse(text);
+      json_object_object_add(root, "text_encoder", t5);
+      free(text);
+      text = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
+      text = realloc(text, strlen(text) + 2);
+      strcat(text, "\n");
+      json_object_put(root);
+    }
   } else {
     print_header(&cl, info, &pm, bb, &wl, &po);
     plan_format_table(&p, text, need + 1);

@@ -33,13 +33,16 @@
 #include "wan_config.h"
 #include "wan_vae_gpu.h"
 
-enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096, JOB_LORA_TEXT = 4096 };
+enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096, JOB_LORA_TEXT = 4096, JOB_PROMPT = 4096 };
 
 /* One sampling: run's own flags, or one line of a --jobs file. */
 typedef struct job_spec {
   int line;              /* line number in the jobs file (0: the command line) */
   int bad;               /* the line was refused (already logged) */
   char cond[JOB_PATH];   /* --cond */
+  /* --prompt / --negative (UTF-8, "" when not given): encoded with --t5 on
+   * rank 0 before the model is placed, instead of a cond file (job_prompt.c) */
+  char prompt[JOB_PROMPT], negative[JOB_PROMPT];
   char noise[JOB_PATH];  /* --noise, "" for the seed */
   char out[JOB_PATH];    /* --out */
   char video[JOB_PATH];  /* --video, "" for none */
@@ -77,6 +80,7 @@ typedef struct job_spec {
 /* The workload and how to run it: every option of the job table. */
 typedef struct job_opts {
   const char *model, *budget, *device, *jobs, *log_dir;
+  const char *t5; /* --t5: the text encoder of --prompt and prompt= */
   job_spec job; /* the command line's job; the defaults of --jobs lines */
   double timeout;
   comm_transport_kind transport;
@@ -118,7 +122,8 @@ typedef enum job_opt_id {
   JOB_OPT_TRACE, JOB_OPT_PROFILE, JOB_OPT_ORDER, JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS,
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
   JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
-  JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_COUNT
+  JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_T5, JOB_OPT_PROMPT, JOB_OPT_NEGATIVE,
+  JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {
@@ -248,6 +253,42 @@ int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where
 /* Every path of the options: --model, --jobs, the command line's job,
  * --save-noise and --trace. SP_OK or SP_ERR_INPUT (logged once). */
 int job_paths_check(const job_opts *o);
+
+/* ---- prompts encoded in the run (job_prompt.c) ---- */
+
+/* The contexts of every job's prompt, held on rank 0 from the encoding
+ * (before the model is placed) until the job reads its inputs. */
+typedef struct job_prompts job_prompts;
+void job_prompts_free(job_prompts *p);
+/* --prompt, --negative, prompt=, negative=: the text into dst (JOB_PROMPT
+ * bytes); empty refused unless allow_empty. SP_OK or SP_ERR_INPUT naming
+ * flag. */
+int job_prompt_set(const char *flag, const char *v, char *dst, int allow_empty);
+/* run's rules of --t5, --prompt and --negative against --cond and --jobs
+ * (called by job_opts_check). SP_OK or SP_ERR_INPUT (one line). */
+int job_prompt_check_run(const job_opts *o);
+/* Where a run encodes its prompts and what that needs: rank 0, before the
+ * model is placed, so nothing else is in its memory then; on the CPU (fp32,
+ * t5_encode_host_bytes) or, when the run is on CUDA, on its GPU (bf16,
+ * every layer resident: umt5_gpu_bytes). */
+typedef struct job_t5_cost {
+  const char *device;    /* "cpu" or "cuda" */
+  uint64_t host_bytes;   /* peak host bytes of the encoding (the CPU encoder's) */
+  uint64_t device_bytes; /* cuda: device bytes (weights, activations, workspace) */
+  uint64_t layer_bytes;  /* one layer's weights (fp32 on the CPU, bf16 on the GPU) */
+  int64_t tokens;        /* the tokens it was counted for */
+  int64_t layers, dim;
+  char preset[64];
+} job_t5_cost;
+/* The cost of encoding sequences of total tokens (the longest longest) with
+ * the encoder t5 (a file or synth:; metadata only), on the GPU when cuda.
+ * SP_OK or SP_ERR_INPUT (logged, naming --t5). */
+int job_prompt_cost(const char *t5, int64_t total, int64_t longest, int cuda,
+                    job_t5_cost *out);
+
+/* A --jobs line's: cond= or prompt=, not both (negative=, or --negative,
+ * applies to prompt= lines). where is "FILE:LINE". */
+int job_prompt_check_line(const job_spec *j, const char *where);
 
 /* ---- the session: plan, load, sample, write (job_run.c) ---- */
 

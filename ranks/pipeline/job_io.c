@@ -224,8 +224,10 @@ int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in) {
   const wan_config *c = &rank_model_get_info(s->m)->config;
   int64_t lat[4];
   job_latent_shape(j, c, lat);
-  int rc = job_read_context(j->cond, "context", c, &in->ctx[0]);
-  if (rc == SP_OK && job_micro_batches(j) == 2) {
+  /* A prompt's contexts were encoded in the run (job_prompt.c). */
+  int rc = j->prompt[0] ? job_prompt_inputs(s, j, in)
+                        : job_read_context(j->cond, "context", c, &in->ctx[0]);
+  if (rc == SP_OK && !j->prompt[0] && job_micro_batches(j) == 2) {
     int has = 0;
     rc = rank_tensor_exists(j->cond, "context_null", &has);
     if (rc == SP_OK && !has) {
@@ -275,9 +277,10 @@ int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where
   rank_path_arg used[] = {
       {"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
       {"--vae", o->vae && !rank_model_spec_is_synth(o->vae) ? o->vae : NULL},
+      {"--t5", o->t5 && !rank_model_spec_is_synth(o->t5) ? o->t5 : NULL},
       {"--jobs", job_jobs_is_stream(o->jobs) ? NULL : o->jobs},
       {fc, j->cond}, {fn, j->noise}, {fo, j->out}, {fp, png}};
-  const int n_in = 5;
+  const int n_in = 6;
   if (rank_path_check_output(fo, j->out, used, n_in) != SP_OK) return SP_ERR_INPUT;
   if (o->preview && rank_path_check_output(fp, png, used, n_in + 1) != SP_OK)
     return SP_ERR_INPUT;
@@ -297,7 +300,8 @@ int job_paths_check(const job_opts *o) {
   /* The command line's inputs here; a --jobs line's are checked when the
    * job reads them (tensor_io.h, latent_file.h), so a bad one fails that
    * job alone, at its turn. */
-  if (!o->jobs && (rank_path_check_input("--cond", j->cond, RANK_PATH_FILE) != SP_OK ||
+  if (o->t5 && job_model_path_check("--t5", o->t5) != SP_OK) return SP_ERR_INPUT;
+  if (!o->jobs && ((!j->prompt[0] && rank_path_check_input("--cond", j->cond, RANK_PATH_FILE)) ||
                    (j->noise[0] && rank_path_check_input("--noise", j->noise, RANK_PATH_FILE)) ||
                    job_spec_check_paths(o, j, NULL) != SP_OK))
     return SP_ERR_INPUT;

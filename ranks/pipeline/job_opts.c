@@ -34,8 +34,8 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_COND, "cond", 'c', "FILE", NULL, 1,
      "HDF5 with 'context' float32 [L, 4096], L <= 512, and, when\n"
      "--cfg is not 1, 'context_null' (the encoded negative\n"
-     "prompt); see launch/encode_prompt.py (required without\n"
-     "--jobs)"},
+     "prompt); from 'staticpipe encode' or launch/encode_prompt.py\n"
+     "(required without --jobs or --prompt)"},
     {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, at most " STR(JOB_FRAMES_MAX)},
     {JOB_OPT_SIZE, "size", 's', "HxW", "480x832", 1,
      "height x width in pixels, multiples of 16; also W*H, the Wan\n"
@@ -69,7 +69,8 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_JOBS, "jobs", 0, "FILE", NULL, 0,
      "many jobs, one model load: one job per line of key=value\n"
      "fields, '#' starts a comment:\n"
-     "  cond=FILE out=FILE [seed=K | noise=FILE] [frames=N]\n"
+     "  cond=FILE | prompt=\"TEXT\" [negative=\"TEXT\"] (needs --t5)\n"
+     "  out=FILE [seed=K | noise=FILE] [frames=N]\n"
      "  [size=HxW] [steps=N] [cfg=G] [shift=S] [sampler=NAME]\n"
      "  [video=FILE] [fps=N] (video= needs --vae) [boundary=B]\n"
      "keys left out take the values of the flags above; jobs run\n"
@@ -184,7 +185,20 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_BOUNDARY, "boundary", 0, "B", NULL, 1,
      "two-expert model: a step whose timestep t >= B x 1000 runs\n"
      "the high-noise expert, the others the low-noise one; 0 < B < 1\n"
-     "(default: the model's, 0.875 for Wan 2.2 A14B)"}
+     "(default: the model's, 0.875 for Wan 2.2 A14B)"},
+    {JOB_OPT_T5, "t5", 0, "T5", NULL, 0,
+     "the text encoder of --prompt and prompt= (a UMT5-XXL file\n"
+     "from convert, its tokenizer inside): rank 0 encodes every\n"
+     "prompt before the model is placed (on its GPU when --device\n"
+     "is cuda, else on the CPU), then frees the encoder"},
+    {JOB_OPT_PROMPT, "prompt", 0, "TEXT", NULL, 1,
+     "the prompt, instead of --cond (needs --t5); the context is\n"
+     "the one 'staticpipe encode' writes, so the latents equal a\n"
+     "run of its --cond file bit for bit; a --jobs line's\n"
+     "prompt=\"TEXT\" (double quotes, \\\" and \\\\ inside)"},
+    {JOB_OPT_NEGATIVE, "negative", 0, "TEXT", NULL, 1,
+     "the negative prompt of --prompt, for --cfg other than 1\n"
+     "(default, or when blank: Wan's own, as encode --help shows)"}
 };
 
 const job_option *job_option_get(int id) {
@@ -420,6 +434,8 @@ int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
   int rc = SP_OK;
   switch (id) {
   case JOB_OPT_COND: return set_path(flag, v, j->cond);
+  case JOB_OPT_PROMPT: return job_prompt_set(flag, v, j->prompt, 0);
+  case JOB_OPT_NEGATIVE: return job_prompt_set(flag, v, j->negative, 1);
   case JOB_OPT_NOISE: return set_path(flag, v, j->noise);
   case JOB_OPT_OUT: return set_path(flag, v, j->out);
   case JOB_OPT_VIDEO: return set_path(flag, v, j->video);
@@ -463,6 +479,7 @@ int job_opts_set(job_opts *o, int id, const char *v) {
   case JOB_OPT_TRANSPORT: return comm_transport_parse(v, &o->transport);
   case JOB_OPT_TIMEOUT: return job_parse_double("--timeout", v, -HUGE_VAL, HUGE_VAL, &o->timeout);
   case JOB_OPT_LOG_DIR: o->log_dir = v; break;
+  case JOB_OPT_T5: o->t5 = v; break;
   case JOB_OPT_NO_PREVIEW: o->preview = 0; break;
   case JOB_OPT_NO_VERIFY: o->verify = 0; break;
   case JOB_OPT_TRACE: o->trace = v; break;
@@ -627,10 +644,13 @@ static int check_run(const job_opts *o) {
     sp_log_error("run: --vae is given but no --video to decode into");
     return SP_ERR_INPUT;
   }
+  if (job_prompt_check_run(o) != SP_OK) return SP_ERR_INPUT;
   const char *missing = !o->model ? "--model" : o->jobs ? NULL
-                        : !j->cond[0] ? "--cond" : !j->out[0] ? "--out" : NULL;
+                        : !j->cond[0] && !j->prompt[0] ? "--cond"
+                        : !j->out[0] ? "--out" : NULL;
   if (missing) {
-    sp_log_error("run: %s is required", missing);
+    sp_log_error("run: %s is required%s", missing,
+                 strcmp(missing, "--cond") == 0 ? " (or --t5 and --prompt)" : "");
     return SP_ERR_INPUT;
   }
   return SP_OK;

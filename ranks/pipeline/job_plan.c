@@ -163,7 +163,7 @@ int job_phase(const comm_world *w, int rc, const char *what) {
   return comm_phase_end(w, rc, what, "stopping");
 }
 
-static uint64_t host_memory(void) {
+uint64_t job_host_memory(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
@@ -183,10 +183,10 @@ static int describe_device(const comm_world *w, const job_opts *o, plan_device *
   } else {
     snprintf(me->name, sizeof me->name, "cpu");
     /* CPU backend: a rank's "device" is its share of the node's memory. */
-    me->total_bytes = me->free_bytes = host_memory() / (uint64_t)w->local_size;
+    me->total_bytes = me->free_bytes = job_host_memory() / (uint64_t)w->local_size;
     me->speed = 1.0;
   }
-  me->host_bytes = host_memory();
+  me->host_bytes = job_host_memory();
   return rc;
 }
 

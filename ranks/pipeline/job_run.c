@@ -154,6 +154,9 @@ int job_session_plan(job_session *s) {
     return session_fail(s, rc);
   }
   s->job_rc = sp_xcalloc((size_t)s->njobs, sizeof *s->job_rc);
+  /* Before anything is placed: the text encoder's memory is free again
+   * when the blocks load. */
+  if ((rc = job_prompts_encode(s)) != SP_OK) return session_fail(s, rc);
   if ((rc = job_setup_loras(s)) != SP_OK) return session_fail(s, rc);
   /* One plan for every job: the largest latent and, with CFG anywhere, two
    * micro-batches (the split does not change the latents, so a job gives
@@ -561,6 +564,7 @@ void job_session_close(job_session *s) {
   free(s->jobs);
   free(s->job_rc);
   job_inputs_free(&s->in0);
+  job_prompts_free(s->prompt_ctx);
   rank_stage_free(s->stage);
   rank_model_close(s->m);
   decode_weights_free(s->vae_weights);

@@ -35,6 +35,7 @@ struct job_session {
   int stream_rc;      /* SP_ERR_INPUT when the stream ended on a read error */
   int ndone, nfailed; /* jobs finished and failed so far (job_report) */
   job_inputs in0;     /* the single job's inputs (rank 0), read before planning */
+  job_prompts *prompt_ctx; /* rank 0: the jobs' encoded prompts (job_prompt.c) */
   int in_flight;      /* jobs in flight together at most */
   int prompts;        /* prompt slots the stage holds */
   int slots_per_job;  /* prompt slots of one job in flight (2 with CFG) */
@@ -46,10 +47,21 @@ struct job_session {
 };
 
 /* job_plan.c */
+/* This host's physical memory in bytes (0 when unknown). */
+uint64_t job_host_memory(void);
 int job_pick_gpu(const comm_world *w, job_opts *o);
 /* Rank 0 plans, every rank gets the plan and checks it applies to it. */
 int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
                   const plan_workload *wl, uint64_t decoder_bytes, plan *p);
+
+/* job_prompt.c */
+/* Rank 0 encodes every good job's prompt (and, with CFG, negative prompt)
+ * with --t5 into s->prompt_ctx, before the model is placed; a prompt the
+ * tokenizer refuses makes its --jobs line bad (every rank learns it) or
+ * ends a single run. Nothing when no job has a prompt. */
+int job_prompts_encode(job_session *s);
+/* Rank 0: job j's contexts from s->prompt_ctx into in->ctx (copies). */
+int job_prompt_inputs(const job_session *s, const job_spec *j, job_inputs *in);
 
 /* job_io.c */
 /* Rank 0 reads and checks a job's inputs before any of its work starts. */

@@ -9,13 +9,49 @@
 #include "log.h"
 #include "path_check.h"
 
+/* The next whitespace-separated field of a line from *at, unquoted in
+ * place: "..." inside a field keeps its spaces (prompt="a red fox"), with
+ * \" and \\ for a quote and a backslash. NULL at the end of the line, or
+ * for an unclosed quote (*open_quote = 1). */
+static char *next_field(char **at, int *open_quote) {
+  char *r = *at, *w;
+  while (*r == ' ' || *r == '\t' || *r == '\r') r++;
+  if (!*r) return NULL;
+  char *field = w = r;
+  int quoted = 0;
+  for (; *r && (quoted || (*r != ' ' && *r != '\t' && *r != '\r')); r++) {
+    if (*r == '"') {
+      quoted = !quoted;
+    } else if (quoted && *r == '\\' && (r[1] == '"' || r[1] == '\\')) {
+      *w++ = *++r;
+    } else {
+      *w++ = *r;
+    }
+  }
+  *open_quote = quoted;
+  *at = *r ? r + 1 : r;
+  *w = '\0';
+  return quoted ? NULL : field;
+}
+
+/* The '#' that starts the line's comment (outside double quotes), or NULL. */
+static char *comment_start(char *line) {
+  int quoted = 0;
+  for (char *p = line; *p; p++) {
+    if (quoted && *p == '\\' && p[1]) p++;
+    else if (*p == '"') quoted = !quoted;
+    else if (*p == '#' && !quoted) return p;
+  }
+  return NULL;
+}
+
 /* Parses one line's fields into j (which holds the defaults) with the
  * setters of the per-job options, then checks it with the validator. */
 static int parse_line(char *s, const char *where, job_spec *j) {
-  int seen_seed = 0;
+  int seen_seed = 0, open_quote = 0;
   unsigned char seen[JOB_OPT_COUNT] = {0};
-  for (char *save = NULL, *tok = strtok_r(s, " \t\r", &save); tok;
-       tok = strtok_r(NULL, " \t\r", &save)) {
+  for (char *at = s, *tok = next_field(&at, &open_quote); tok;
+       tok = next_field(&at, &open_quote)) {
     char *eq = strchr(tok, '=');
     if (!eq || eq == tok) {
       sp_log_error("%s: '%s' is not key=value", where, tok);
@@ -26,7 +62,7 @@ static int parse_line(char *s, const char *where, job_spec *j) {
     /* lora= is per job, unlike --lora's merge at load (job_spec_loras). */
     if (!opt || (!opt->per_job && opt->id != JOB_OPT_LORA)) {
       sp_log_error("%s: unknown key '%s' (cond, out, seed, noise, frames, size, steps, cfg, "
-                   "shift, sampler, timesteps, sigmas, lora)",
+                   "shift, sampler, timesteps, sigmas, lora, prompt, negative)",
                    where, tok);
       return SP_ERR_INPUT;
     }
@@ -39,12 +75,17 @@ static int parse_line(char *s, const char *where, job_spec *j) {
     if (job_spec_set(j, opt->id, eq + 1, where) != SP_OK) return SP_ERR_INPUT;
     seen_seed |= opt->id == JOB_OPT_SEED;
   }
+  if (open_quote) {
+    sp_log_error("%s: a double quote is not closed", where);
+    return SP_ERR_INPUT;
+  }
   if (seen_seed && j->noise[0]) {
     sp_log_error("%s: seed= and noise= exclude each other", where);
     return SP_ERR_INPUT;
   }
-  if (!j->cond[0] || !j->out[0]) {
-    sp_log_error("%s: %s=FILE is missing", where, !j->cond[0] ? "cond" : "out");
+  if (job_prompt_check_line(j, where) != SP_OK) return SP_ERR_INPUT;
+  if (!j->out[0]) {
+    sp_log_error("%s: out=FILE is missing", where);
     return SP_ERR_INPUT;
   }
   return job_spec_check(j, where);
@@ -122,13 +163,13 @@ int job_reader_next(job_reader *r, const job_opts *o, job_spec *j) {
      * rest of it, or a second job after it. */
     int has_nul = !too_long && memchr(line, '\0', len) != NULL;
     if (!too_long && !has_nul) {
-      char *hash = strchr(line, '#');
+      char *hash = comment_start(line);
       if (hash) *hash = '\0';
       len = strlen(line);
       if (strspn(line, " \t") == len) continue;
     }
     *j = o->job;
-    j->cond[0] = j->noise[0] = j->out[0] = j->error[0] = '\0';
+    j->cond[0] = j->noise[0] = j->out[0] = j->prompt[0] = j->error[0] = '\0';
     j->line = r->lineno;
     j->bad = 0;
     j->steps_given = j->sched_given = 0; /* the line's own keys decide */
