@@ -34,8 +34,9 @@ static void run_usage(const cli_opts *t, FILE *f) {
           "       mpirun -np N staticpipe run ...     (a pipeline of N ranks; srun works too)\n"
           "\n"
           "Samples a clip: the flow-matching loop of Wan 2.1 with classifier-free guidance.\n"
-          "Under mpirun the blocks are split over the ranks by the planner; the latents are\n"
-          "bit-identical for any number of ranks.\n"
+          "Under mpirun the blocks are split over the ranks by the planner; --layout RxSxU\n"
+          "adds replicas (R) and sequence-parallel ranks per stage (U) beside the S\n"
+          "pipeline stages. The latents are bit-identical for any number of ranks and layout.\n"
           "\n");
   cli_opts_usage(t, f);
   fprintf(f, "Threads per rank: OMP_NUM_THREADS (results do not depend on it).\n");
