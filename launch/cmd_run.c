@@ -40,13 +40,14 @@ static void run_usage(const cli_opts *t, FILE *f) {
           "       mpirun -np N staticpipe run ...     (a pipeline of N ranks; srun works too)\n"
           "\n"
           "Samples a clip: the flow-matching loop of Wan 2.1 with classifier-free guidance.\n"
-          "Under mpirun the blocks are split over the ranks by the planner; the latents are\n"
-          "bit-identical for any number of ranks. With --t5 and --prompt (or prompt= lines),\n"
-          "rank 0 first encodes the prompts with the UMT5 text encoder (on its GPU in bf16\n"
-          "when the run is on CUDA, as 'staticpipe encode --device cuda' does, else on the\n"
-          "CPU in fp32, as 'staticpipe encode' does; every --jobs prompt's context stays in\n"
-          "rank 0's host memory until its job runs), frees the encoder, then the model's\n"
-          "blocks load.\n"
+          "Under mpirun the blocks are split over the ranks by the planner; --layout RxSxU\n"
+          "adds replicas (R) and sequence-parallel ranks per stage (U) beside the S\n"
+          "pipeline stages. The latents are bit-identical for any number of ranks and layout.\n"
+          "With --t5 and --prompt (or prompt= lines), rank 0 first encodes the prompts with\n"
+          "the UMT5 text encoder (on its GPU in bf16 when the run is on CUDA, as 'staticpipe\n"
+          "encode --device cuda' does, else on the CPU in fp32, as 'staticpipe encode' does;\n"
+          "every --jobs prompt's context stays in rank 0's host memory until its job runs),\n"
+          "frees the encoder, then the model's blocks load.\n"
           "\n");
   cli_opts_usage(t, f);
   fprintf(f, "Threads per rank: OMP_NUM_THREADS (results do not depend on it).\n");

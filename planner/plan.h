@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grid.h"
+
 #define PLAN_MAX_RANKS 64
 #define PLAN_MAX_BLOCKS 512
 #define PLAN_NAME_LEN 64
@@ -233,7 +235,12 @@ enum {
 const char *plan_experts_mode_name(int mode);
 
 typedef struct plan {
-  int nranks, num_blocks;
+  int nranks, num_blocks;          /* nranks: the pipeline's stages (S of the grid) */
+  /* The run's grid (grid.h): r[] describes the S stages of one replica;
+   * every replica's stage s and each of its U sequence-parallel ranks take
+   * r[s]. All zero (plan_make leaves it so) reads as the pipeline
+   * 1 x nranks x 1: plan_get_grid. */
+  plan_grid grid;
   int64_t tokens;
   int micro_batches;
   int chunked;                     /* some rank chunks its activations */
@@ -305,6 +312,9 @@ double plan_pipeline_ms(int order, int micro_batches, int nranks, const double *
  * when the result is >= cap. */
 size_t plan_format_table(const plan *p, char *buf, size_t cap);
 size_t plan_format_json(const plan *p, char *buf, size_t cap);
+
+/* p->grid, or the pipeline 1 x nranks x 1 when it is unset (all zero). */
+plan_grid plan_get_grid(const plan *p);
 
 /* Compact binary form for the broadcast (little-endian, versioned). */
 #define PLAN_WIRE_MAX (64 + PLAN_MAX_RANKS * 192 + PLAN_MAX_BLOCKS)

@@ -22,6 +22,13 @@ int plan_validate(const plan *p, char *err, size_t errlen) {
                 (long long)p->tokens);
   if (!isfinite(p->predicted_step_ms) || p->predicted_step_ms < 0)
     return plan_fail(err, errlen, "plan: predicted step time is not a finite number");
+  const plan_grid g = plan_get_grid(p);
+  if (g.stages != p->nranks || g.replicas < 1 || g.seq < 1 ||
+      (long)g.replicas * g.stages * g.seq > PLAN_MAX_RANKS)
+    return plan_fail(err, errlen,
+                     "plan: grid %dx%dx%d for %d stages (S must equal them, R x S x U at most "
+                     "%d)",
+                     g.replicas, g.stages, g.seq, p->nranks, PLAN_MAX_RANKS);
   int next = 0;
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
@@ -81,6 +88,12 @@ int plan_validate(const plan *p, char *err, size_t errlen) {
   return PLAN_OK;
 }
 
+plan_grid plan_get_grid(const plan *p) {
+  const plan_grid *g = &p->grid;
+  if (g->replicas == 0 && g->stages == 0 && g->seq == 0) return plan_grid_pipeline(p->nranks);
+  return *g;
+}
+
 /* ---- text table ------------------------------------------------------- */
 
 /* "0-19" style list of the blocks of [a, b] with flag == want. */
@@ -101,9 +114,17 @@ static void add_list(plan_strbuf *sb, const plan *p, int a, int b, int want, con
 size_t plan_format_table(const plan *p, char *buf, size_t cap) {
   plan_strbuf sb;
   plan_sb_init(&sb, buf, cap);
+  const plan_grid g = plan_get_grid(p);
   plan_sb_add(&sb, "# plan: %d rank%s, %d blocks, %lld tokens, %d micro-batch%s per step\n",
               p->nranks, p->nranks == 1 ? "" : "s", p->num_blocks, (long long)p->tokens,
               p->micro_batches, p->micro_batches == 1 ? "" : "es");
+  if (g.replicas > 1 || g.seq > 1)
+    plan_sb_add(&sb,
+                "# layout %dx%dx%d: %d replica%s of these %d stage%s, %d sequence-parallel "
+                "rank%s per stage (%d ranks); the rows below are the stages\n",
+                g.replicas, g.stages, g.seq, g.replicas, g.replicas == 1 ? "" : "s", g.stages,
+                g.stages == 1 ? "" : "s", g.seq, g.seq == 1 ? "" : "s",
+                g.replicas * g.stages * g.seq);
   plan_sb_add(&sb, "# %4s  %-24s %-7s %-5s %-9s %-18s %9s %8s %9s %11s\n", "rank", "device",
               "blocks", "order", "resident", "streamed", "weight GB", "peak GB", "budget GB",
               "predicted ms");
@@ -188,9 +209,10 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
   plan_sb_init(&sb, buf, cap);
   plan_sb_add(&sb,
               "{\"num_blocks\":%d,\"tokens\":%lld,\"micro_batches\":%d,\"order\":\"%s\","
-              "\"ranks\":[",
+              "\"layout\":{\"replicas\":%d,\"stages\":%d,\"seq\":%d},\"ranks\":[",
               p->num_blocks, (long long)p->tokens, p->micro_batches,
-              plan_order_name(p->r[0].order));
+              plan_order_name(p->r[0].order), plan_get_grid(p).replicas,
+              plan_get_grid(p).stages, plan_get_grid(p).seq);
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
     plan_sb_add(&sb, "%s\n  {\"rank\":%d,\"device\":", r ? "," : "", r);
@@ -224,8 +246,9 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
 }
 
 /* ---- binary --------------------------------------------------------------
- * "SPPL", u32 version 4, u32 nranks, u32 num_blocks, i64 tokens,
- * u32 micro_batches, u32 chunked, f64 predicted_step_ms, then per rank:
+ * "SPPL", u32 version 5, u32 nranks, u32 num_blocks, i64 tokens,
+ * u32 micro_batches, u32 chunked, f64 predicted_step_ms, u32 replicas,
+ * u32 stages, u32 seq (the grid; stages = nranks), then per rank:
  * device[64], i32 first, last, resident, streamed, embed, head, depth, order,
  * i64 chunk rows, u64 weight, slots, streamed bytes, act,
  * reserve, decoder, peak, budget, f64 ms, i32 experts mode, f64 switch ms; then
@@ -234,9 +257,9 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
 
 #define WIRE_MAGIC "SPPL"
 #define WIRE_VERSION 5u /* 2: the order of work per rank; 3: one chunk rows per rank;
-                           4: the decoder's bytes per rank; 5: the experts mode and
-                           predicted switch time per rank */
-#define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8)
+                           4: the decoder's bytes per rank; 5: the grid, and the
+                           experts mode and predicted switch time per rank */
+#define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8 + 3 * 4)
 #define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 8 + 8 * 8 + 8 + 4 + 8)
 
 _Static_assert(WIRE_HEAD + PLAN_MAX_RANKS * WIRE_RANK + PLAN_MAX_BLOCKS <= PLAN_WIRE_MAX,
@@ -277,6 +300,10 @@ int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err,
   put(&w, (uint32_t)p->micro_batches, 4);
   put(&w, (uint32_t)p->chunked, 4);
   put_f64(&w, p->predicted_step_ms);
+  const plan_grid g = plan_get_grid(p);
+  put(&w, (uint32_t)g.replicas, 4);
+  put(&w, (uint32_t)g.stages, 4);
+  put(&w, (uint32_t)g.seq, 4);
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
     char name[PLAN_NAME_LEN];
@@ -362,6 +389,14 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
   p.micro_batches = (int)mb;
   p.chunked = (int)chunked;
   p.predicted_step_ms = get_f64(&r);
+  uint32_t gv[3];
+  for (int i = 0; i < 3; i++) {
+    gv[i] = (uint32_t)get(&r, 4);
+    if (gv[i] < 1 || gv[i] > PLAN_MAX_RANKS)
+      return plan_fail(err, errlen, "plan message: grid factor %u outside 1..%d", gv[i],
+                       PLAN_MAX_RANKS);
+  }
+  p.grid = (plan_grid){(int)gv[0], (int)gv[1], (int)gv[2]};
   for (uint32_t k = 0; k < nranks; k++) {
     plan_rank *q = &p.r[k];
     q->rank = (int)k;

@@ -37,14 +37,49 @@ typedef struct rank_rope {
 int rank_rope_init(const wan_config *c, rank_grid grid, rank_rope *out);
 void rank_rope_free(rank_rope *r);
 
+/* Ulysses sequence parallelism (DESIGN.md "Layouts"): the L tokens split
+ * over n ranks in contiguous slices, the first L % n of them one row
+ * longer; rank u holds rows [rank_seq_row0(L, n, u), rank_seq_row0(L, n,
+ * u + 1)). */
+static inline int64_t rank_seq_row0(int64_t L, int n, int u) {
+  const int64_t q = L / n, r = L % n;
+  return u * q + (u < r ? u : r);
+}
+
+/* The exchange among the n ranks of a stage (an all-to-all): this rank
+ * sends scount[v] floats from send + soff[v] to rank v and receives
+ * rcount[v] floats from rank v at recv + roff[v], v = 0 .. n - 1 (itself
+ * included: a copy). */
+typedef void (*rank_seq_exchange_fn)(void *ctx, const float *send, const int64_t *soff,
+                                     const int64_t *scount, float *recv, const int64_t *roff,
+                                     const int64_t *rcount);
+
+#define RANK_SEQ_MAX 64
+
+/* The calls below take NULL for one rank holding every token. */
+typedef struct rank_dit_seq {
+  int n, me;                     /* ranks of the stage (2 .. RANK_SEQ_MAX, dividing the
+                                    heads); this rank's index */
+  int64_t tokens;                /* L, every rank's rows together */
+  rank_seq_exchange_fn exchange; /* the all-to-all, with its ctx */
+  void *ctx;
+} rank_dit_seq;
+
+/* This rank's first row and its rows of the token sequence (all of them
+ * when seq is NULL). */
+int64_t rank_dit_seq_row0(const rank_dit_seq *seq, int64_t L);
+int64_t rank_dit_seq_rows(const rank_dit_seq *seq, int64_t L);
+
 /* Converts a packed group from the file's dtype (src layout) into fp32
  * (dst layout of the same group made with KERN_DTYPE_F32). */
 void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *dst_l,
                     float *dst);
 
-/* Floats of scratch rank_dit_block / _context_kv / _head need for L tokens,
+/* Floats of scratch rank_dit_block / _context_kv / _head / _embed_patch
+ * need for L tokens split over seq_n ranks (1: one rank holds them all),
  * with bypassed LoRA pairs of rank at most lora_rank (0: none). */
-size_t rank_dit_scratch_floats(const wan_config *c, int64_t tokens, int64_t lora_rank);
+size_t rank_dit_scratch_floats(const wan_config *c, int64_t tokens, int seq_n,
+                               int64_t lora_rank);
 
 /* e (dim) and e0 (6, dim) from the integer timestep t. */
 void rank_dit_embed_time(const wan_config *c, const wan_embed_f32 *w, double t, float *e,
@@ -52,10 +87,11 @@ void rank_dit_embed_time(const wan_config *c, const wan_embed_f32 *w, double t, 
 /* ctx (text_len, dim) from context (L, text_dim), rows L..text_len-1 zero. */
 void rank_dit_embed_text(const wan_config *c, const wan_embed_f32 *w,
                          const float *context, int64_t L, float *ctx, float *scratch);
-/* x (tokens, dim) from latent (in_dim, F, H, W). */
+/* x (rows, dim) from latent (in_dim, F, H, W): this rank's rows of the
+ * token sequence (seq), all of them when seq is NULL. */
 void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
-                          const float *latent, int64_t F, int64_t H, int64_t W, float *x,
-                          float *scratch);
+                          const float *latent, int64_t F, int64_t H, int64_t W,
+                          const rank_dit_seq *seq, float *x, float *scratch);
 
 /* lora in the two calls below: the block's bypassed LoRA pairs (MODEL.md
  * "LoRA", bypass), each added after its linear layer as y += B (A x) in
@@ -67,14 +103,21 @@ void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
                          const wan_block_lora_f32 *lora, const float *ctx, float *k, float *v,
                          float *scratch);
 
-/* One transformer block on x (tokens, dim) in place, the steps of
- * wan_steps.h in its order. e0 (6, dim); ck, cv from rank_dit_context_kv. */
+/* One transformer block on x (rows, dim) in place, the steps of
+ * wan_steps.h in its order. e0 (6, dim); ck, cv from rank_dit_context_kv.
+ * With seq, x holds this rank's rows of the sequence (their RoPE
+ * positions are their global ones) and the self-attention exchanges heads
+ * with the stage's other ranks (every one calls it); per row and head it
+ * computes exactly what one rank holding every token does. */
 void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block_lora_f32 *lora,
                     float *x, const float *e0, const float *ck, const float *cv,
-                    const rank_rope *rope, float *scratch);
+                    const rank_rope *rope, const rank_dit_seq *seq, float *scratch);
 
-/* Head and unpatchify: out (out_dim, F, H, W) from x (tokens, dim) and e. */
+/* Head and unpatchify: out (out_dim, F, H, W) from x (rows, dim) and e.
+ * With seq, x holds this rank's rows and every rank of the stage gets the
+ * whole out (the rows are gathered before the unpatchify). */
 void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
-                   const float *e, int64_t F, int64_t H, int64_t W, float *out, float *scratch);
+                   const float *e, int64_t F, int64_t H, int64_t W, const rank_dit_seq *seq,
+                   float *out, float *scratch);
 
 #endif

@@ -38,10 +38,27 @@ void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *
   }
 }
 
+int64_t rank_dit_seq_row0(const rank_dit_seq *seq, int64_t L) {
+  return seq ? rank_seq_row0(L, seq->n, seq->me) : 0;
+}
+
+int64_t rank_dit_seq_rows(const rank_dit_seq *seq, int64_t L) {
+  return seq ? rank_seq_row0(L, seq->n, seq->me + 1) - rank_seq_row0(L, seq->n, seq->me) : L;
+}
+
 /* Floats of the block's own regions (h, q, k, v, attn (L, D) each, the FFN
- * hidden (L, ffn_dim), the modulation (6, D)): the bypass's region follows. */
+ * hidden (L, ffn_dim), the modulation (6, D)): the sequence-parallel
+ * region, then the bypass's follow. */
 static size_t block_floats(const wan_config *c, int64_t L) {
   return (size_t)(5 * L * c->dim + L * c->ffn_dim + 6 * c->dim);
+}
+
+/* The sequence-parallel region of a block holding Lu of the L tokens over n
+ * ranks: q, k, v and the attention output of its heads for every token
+ * (4 x (L, dim / n)) and the packed rows it sends (Lu, dim); none for one
+ * rank. */
+static size_t seq_floats(const wan_config *c, int64_t L, int64_t Lu, int n) {
+  return n > 1 ? (size_t)(4 * L * (c->dim / n) + Lu * c->dim) : 0;
 }
 
 /* The bypass's region: A x (rows, r) and B (A x) (rows, max(dim, ffn_dim)),
@@ -53,14 +70,17 @@ static size_t lora_floats(const wan_config *c, int64_t L, int64_t lora_rank) {
   return (size_t)(rows * (lora_rank + wide));
 }
 
-size_t rank_dit_scratch_floats(const wan_config *c, int64_t L, int64_t lora_rank) {
+size_t rank_dit_scratch_floats(const wan_config *c, int64_t L, int seq_n, int64_t lora_rank) {
   const int64_t D = c->dim, T = c->text_len;
-  /* block: its regions + the bypass's; embed text: hidden (text_len, dim) +
-   * padded context (text_len, text_dim); patch: tokens (L, 64); head:
-   * (L, D) + (L, 64) + (2, D); time: (freq_dim + 8 D) */
-  size_t block = block_floats(c, L) + lora_floats(c, L, lora_rank);
+  /* The longest slice is the first. */
+  const int64_t Lu = seq_n > 1 ? rank_seq_row0(L, seq_n, 1) : L;
+  /* block: its regions + the sequence-parallel and the bypass's; embed
+   * text: hidden (text_len, dim) + padded context (text_len, text_dim);
+   * patch: tokens (L, 64); head: (Lu, D) + (L, 64) + (2, D); time:
+   * (freq_dim + 8 D) */
+  size_t block = block_floats(c, Lu) + seq_floats(c, L, Lu, seq_n) + lora_floats(c, Lu, lora_rank);
   size_t text = (size_t)(T * D + T * c->text_dim);
-  size_t head = (size_t)(L * D + L * wan_patch_out(c) + 2 * D);
+  size_t head = (size_t)(Lu * D + L * wan_patch_out(c) + 2 * D);
   size_t patch = (size_t)(L * wan_patch_in(c));
   size_t time = (size_t)(c->freq_dim + 8 * D);
   size_t m = block;
@@ -100,16 +120,17 @@ void rank_dit_embed_text(const wan_config *c, const wan_embed_f32 *w,
   kern_cpu_linear(h, w->text_embedding_2_w, w->text_embedding_2_b, ctx, T, D, D);
 }
 
-/* MODEL 1: the (1,2,2) patch conv as a linear map of each patch. */
+/* MODEL 1: the (1,2,2) patch conv as a linear map of each patch (of this
+ * rank's rows: each row is its own GEMM row, so the split changes no bit). */
 void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
-                          const float *latent, int64_t F, int64_t H, int64_t W, float *x,
-                          float *scratch) {
-  const int64_t L = F * (H / 2) * (W / 2);
+                          const float *latent, int64_t F, int64_t H, int64_t W,
+                          const rank_dit_seq *seq, float *x, float *scratch) {
+  const int64_t L = F * (H / 2) * (W / 2), Pin = wan_patch_in(c);
   float *tokens = scratch; /* (L, in_dim * 4) */
   kern_cpu_patchify(latent, tokens, c->in_dim, F, H, W);
   /* patch_embedding.weight (D, in_dim, 1, 2, 2) is (D, in_dim*4) row-major. */
-  kern_cpu_linear(tokens, w->patch_embedding_w, w->patch_embedding_b, x, L, wan_patch_in(c),
-                  c->dim);
+  kern_cpu_linear(tokens + rank_dit_seq_row0(seq, L) * Pin, w->patch_embedding_w,
+                  w->patch_embedding_b, x, rank_dit_seq_rows(seq, L), Pin, c->dim);
 }
 
 /* Block weight p of w, noted in the step log when a test attaches one
@@ -144,14 +165,66 @@ static void block_linear(const float *x, const float *wt, const float *b,
 #define PAIR(lora, field) ((lora) ? &(lora)->field : NULL)
 
 /* A query or key of MODEL 4: out (rows, D) = RMSNorm(in W^T + b) over the
- * whole width, then RoPE per head when rope is given (self-attention). */
+ * whole width, then RoPE per head when rope is given (self-attention), at
+ * the positions of tokens row0 .. row0 + rows - 1. */
 static void project_qk(const wan_config *c, const float *in, const float *wt, const float *b,
                        const wan_lora_f32 *lora, const float *norm_w, const rank_rope *rope,
-                       int64_t rows, float *out, float *tmp) {
-  const int64_t D = c->dim;
+                       int64_t row0, int64_t rows, float *out, float *tmp) {
+  const int64_t D = c->dim, half = wan_head_dim(c) / 2;
   block_linear(in, wt, b, lora, out, rows, D, D, tmp);
   kern_cpu_rmsnorm(out, norm_w, out, rows, D, (float)c->eps);
-  if (rope) kern_cpu_rope_apply(out, rope->cos_t, rope->sin_t, rows, c->heads, wan_head_dim(c));
+  if (rope)
+    kern_cpu_rope_apply(out, rope->cos_t + row0 * half, rope->sin_t + row0 * half, rows,
+                        c->heads, wan_head_dim(c));
+}
+
+/* Rows (Lu, D) into the n parts the ranks of a stage get, part v its heads'
+ * columns [v D/n, (v+1) D/n) of every row: out (n, Lu, D/n); back when
+ * !to_parts. */
+static void seq_repack(float *rows, float *parts, int64_t Lu, int64_t D, int n, int to_parts) {
+  const int64_t Dn = D / n;
+  for (int v = 0; v < n; v++)
+    for (int64_t i = 0; i < Lu; i++) {
+      float *r = rows + i * D + v * Dn, *p = parts + (v * Lu + i) * Dn;
+      if (to_parts)
+        memcpy(p, r, (size_t)Dn * sizeof(float));
+      else
+        memcpy(r, p, (size_t)Dn * sizeof(float));
+    }
+}
+
+/* MODEL 4's self-attention over every token: q, k, v (Lu, D) of this
+ * rank's rows into a (Lu, D). One rank: one call. Ulysses: an all-to-all
+ * gives each rank every token's q, k, v of its n-th of the heads, the
+ * attention runs there (each (row, head) the same sums as on one rank), an
+ * all-to-all brings each rank its rows back. sq: seq_floats' region. */
+static void self_attention(const wan_config *c, const float *q, const float *k, const float *v,
+                           float *a, int64_t Lu, const rank_dit_seq *seq, float *sq) {
+  const int64_t NH = c->heads, HD = wan_head_dim(c), D = c->dim;
+  if (!seq) {
+    kern_cpu_attention(q, k, v, a, Lu, Lu, NH, HD);
+    return;
+  }
+  const int n = seq->n;
+  const int64_t L = seq->tokens, Dn = D / n;
+  float *full[4] = {sq, sq + L * Dn, sq + 2 * L * Dn, sq + 3 * L * Dn}; /* (L, Dn) q k v a */
+  float *pack = sq + 4 * L * Dn;                                         /* (n, Lu, Dn) */
+  int64_t part_off[RANK_SEQ_MAX], part_n[RANK_SEQ_MAX], row_off[RANK_SEQ_MAX],
+      row_n[RANK_SEQ_MAX];
+  for (int u = 0; u < n; u++) {
+    part_off[u] = u * Lu * Dn;
+    part_n[u] = Lu * Dn;
+    row_off[u] = rank_seq_row0(L, n, u) * Dn;
+    row_n[u] = (rank_seq_row0(L, n, u + 1) - rank_seq_row0(L, n, u)) * Dn;
+  }
+  const float *in[3] = {q, k, v};
+  for (int t = 0; t < 3; t++) {
+    seq_repack((float *)in[t], pack, Lu, D, n, 1);
+    seq->exchange(seq->ctx, pack, part_off, part_n, full[t], row_off, row_n);
+  }
+  kern_cpu_attention(full[0], full[1], full[2], full[3], L, L, NH / n, HD);
+  seq->exchange(seq->ctx, full[3], row_off, row_n, pack, part_off, part_n);
+  seq_repack(a, pack, Lu, D, n, 0);
 }
 
 /* MODEL 4, cross-attention k and v: constant over steps. The steps of
@@ -162,7 +235,7 @@ void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
   const int64_t D = c->dim, T = c->text_len;
   wan_step_begin(WAN_STEP_CROSS_K);
   project_qk(c, ctx, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
-             PAIR(lora, cross_attn_k_w), use(w, w->cross_attn_norm_k_w), NULL, T, k, scratch);
+             PAIR(lora, cross_attn_k_w), use(w, w->cross_attn_norm_k_w), NULL, 0, T, k, scratch);
   wan_step_begin(WAN_STEP_CROSS_V);
   block_linear(ctx, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b),
                PAIR(lora, cross_attn_v_w), v, T, D, D, scratch);
@@ -172,9 +245,11 @@ void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
  * the steps of wan_steps.h, in its order. */
 void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block_lora_f32 *lora,
                     float *x, const float *e0, const float *ck, const float *cv,
-                    const rank_rope *rope, float *scratch) {
-  const int64_t D = c->dim, L = rank_grid_tokens(rope->grid), HD = wan_head_dim(c);
+                    const rank_rope *rope, const rank_dit_seq *seq, float *scratch) {
+  const int64_t D = c->dim, HD = wan_head_dim(c);
   const int64_t NH = c->heads, T = c->text_len, FF = c->ffn_dim;
+  const int64_t Lall = rank_grid_tokens(rope->grid);
+  const int64_t L = rank_dit_seq_rows(seq, Lall), row0 = rank_dit_seq_row0(seq, Lall);
   const float eps = (float)c->eps;
   float *h = scratch;      /* (L, D) normed + modulated input of a sub-layer */
   float *q = h + L * D;    /* (L, D) */
@@ -184,7 +259,8 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   float *f = a + L * D;    /* (L, ffn_dim) */
   float *m = f + L * FF;   /* (6, D) */
   float *o = q;            /* (L, D) projection output, reuses q */
-  float *lt = scratch + block_floats(c, L); /* the bypass's region */
+  float *sq = scratch + block_floats(c, L); /* the sequence-parallel region */
+  float *lt = sq + seq_floats(c, Lall, L, seq ? seq->n : 1); /* the bypass's region */
 
   /* m = modulation (1, 6, D) + e0 (6, D): chunks shift1, scale1, gate1,
    * shift2, scale2, gate2, in fp32. */
@@ -200,15 +276,15 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   kern_cpu_modulate(h, shift1, scale1, h, L, D);
   wan_step_begin(WAN_STEP_SELF_K);
   project_qk(c, h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
-             PAIR(lora, self_attn_k_w), use(w, w->self_attn_norm_k_w), rope, L, k, lt);
+             PAIR(lora, self_attn_k_w), use(w, w->self_attn_norm_k_w), rope, row0, L, k, lt);
   wan_step_begin(WAN_STEP_SELF_V);
   block_linear(h, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b), PAIR(lora, self_attn_v_w),
                v, L, D, D, lt);
   wan_step_begin(WAN_STEP_SELF_Q);
   project_qk(c, h, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b),
-             PAIR(lora, self_attn_q_w), use(w, w->self_attn_norm_q_w), rope, L, q, lt);
+             PAIR(lora, self_attn_q_w), use(w, w->self_attn_norm_q_w), rope, row0, L, q, lt);
   wan_step_begin(WAN_STEP_SELF_ATTN);
-  kern_cpu_attention(q, k, v, a, L, L, NH, HD);
+  self_attention(c, q, k, v, a, L, seq, sq);
   wan_step_begin(WAN_STEP_SELF_O);
   block_linear(a, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), PAIR(lora, self_attn_o_w),
                o, L, D, D, lt);
@@ -220,7 +296,7 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   kern_cpu_layernorm(x, use(w, w->norm3_w), use(w, w->norm3_b), h, L, D, eps);
   wan_step_begin(WAN_STEP_CROSS_Q);
   project_qk(c, h, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
-             PAIR(lora, cross_attn_q_w), use(w, w->cross_attn_norm_q_w), NULL, L, q, lt);
+             PAIR(lora, cross_attn_q_w), use(w, w->cross_attn_norm_q_w), NULL, 0, L, q, lt);
   wan_step_begin(WAN_STEP_CROSS_ATTN);
   kern_cpu_attention(q, ck, cv, a, L, T, NH, HD);
   wan_step_begin(WAN_STEP_CROSS_O);
@@ -242,17 +318,31 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   kern_cpu_gated_add(x, o, gate2, L, D);
 }
 
-/* MODEL 5 and 6: (shift, scale) = head.modulation + e (not e0). */
+/* MODEL 5 and 6: (shift, scale) = head.modulation + e (not e0). With seq,
+ * each rank makes its rows of the patches and gathers the others' (every
+ * row its own GEMM row) before the unpatchify. */
 void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
-                   const float *e, int64_t F, int64_t H, int64_t W, float *out, float *scratch) {
-  const int64_t D = c->dim, L = F * (H / 2) * (W / 2), P = wan_patch_out(c);
-  float *h = scratch;  /* (L, D) */
-  float *t = h + L * D; /* (L, 64) */
-  float *ms = t + L * P; /* (2, D): shift, scale */
+                   const float *e, int64_t F, int64_t H, int64_t W, const rank_dit_seq *seq,
+                   float *out, float *scratch) {
+  const int64_t D = c->dim, Lall = F * (H / 2) * (W / 2), P = wan_patch_out(c);
+  const int64_t L = rank_dit_seq_rows(seq, Lall), row0 = rank_dit_seq_row0(seq, Lall);
+  float *h = scratch;      /* (L, D) */
+  float *t = h + L * D;    /* (Lall, 64) */
+  float *ms = t + Lall * P; /* (2, D): shift, scale */
   const float *mod = w->head_modulation;
   for (int64_t i = 0; i < 2 * D; i++) ms[i] = mod[i] + e[i % D];
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, (float)c->eps);
   kern_cpu_modulate(h, ms, ms + D, h, L, D);
-  kern_cpu_linear(h, w->head_head_w, w->head_head_b, t, L, D, P);
+  kern_cpu_linear(h, w->head_head_w, w->head_head_b, t + row0 * P, L, D, P);
+  if (seq) {
+    int64_t soff[RANK_SEQ_MAX], sn[RANK_SEQ_MAX], roff[RANK_SEQ_MAX], rn[RANK_SEQ_MAX];
+    for (int u = 0; u < seq->n; u++) {
+      soff[u] = row0 * P;
+      sn[u] = L * P;
+      roff[u] = rank_seq_row0(Lall, seq->n, u) * P;
+      rn[u] = (rank_seq_row0(Lall, seq->n, u + 1) - rank_seq_row0(Lall, seq->n, u)) * P;
+    }
+    seq->exchange(seq->ctx, t, soff, sn, t, roff, rn);
+  }
   kern_cpu_unpatchify(t, out, c->out_dim, F, H, W);
 }

@@ -108,6 +108,8 @@ typedef struct job_opts {
   int64_t lora_rank;
   int probe_links;          /* --probe-links */
   int json;                 /* run --json: one JSON line per finished job on stdout */
+  plan_grid layout;         /* --layout RxSxU (when not layout_auto) */
+  int layout_auto;          /* --layout auto (the default): job_layout_resolve decides */
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their
@@ -123,7 +125,7 @@ typedef enum job_opt_id {
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
   JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
   JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_T5, JOB_OPT_PROMPT, JOB_OPT_NEGATIVE,
-  JOB_OPT_COUNT
+  JOB_OPT_LAYOUT, JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {

@@ -198,7 +198,17 @@ static const job_option table[JOB_OPT_COUNT] = {
      "prompt=\"TEXT\" (double quotes, \\\" and \\\\ inside)"},
     {JOB_OPT_NEGATIVE, "negative", 0, "TEXT", NULL, 1,
      "the negative prompt of --prompt, for --cfg other than 1\n"
-     "(default, or when blank: Wan's own, as encode --help shows)"}
+     "(default, or when blank: Wan's own, as encode --help shows)"},
+    {JOB_OPT_LAYOUT, "layout", 0, "L", "auto", 0,
+     "the ranks as a grid RxSxU, R x S x U = ranks (e.g. 2x1x2):\n"
+     "R replicas of the model, each running its share of a step's\n"
+     "micro-batches (the CFG branches, the videos of --jobs in\n"
+     "flight), x S pipeline stages splitting the blocks, x U\n"
+     "sequence-parallel ranks per stage (Ulysses: each holds the\n"
+     "stage's blocks and 1/U of the tokens; U divides the heads;\n"
+     "CPU backend only so far); R at most the micro-batches of a\n"
+     "step. auto: the pipeline 1 x ranks x 1. The latents are\n"
+     "bit-identical for every layout"}
 };
 
 const job_option *job_option_get(int id) {
@@ -497,6 +507,12 @@ int job_opts_set(job_opts *o, int id, const char *v) {
   case JOB_OPT_MEM_TRACE: o->mem_trace = 1; break;
   case JOB_OPT_QUIET: o->quiet = 1; break;
   case JOB_OPT_PROBE_LINKS: o->probe_links = 1; break;
+  case JOB_OPT_LAYOUT:
+    if (plan_grid_parse(v, &o->layout, &o->layout_auto, err, sizeof err) != PLAN_OK) {
+      sp_log_error("%s", err);
+      return SP_ERR_INPUT;
+    }
+    break;
   case JOB_OPT_VAE: o->vae = v; break;
   case JOB_OPT_VAE_PRECISION:
     if (strcmp(v, "bf16") == 0) {

@@ -8,6 +8,7 @@
 
 #include "job.h"
 #include "job_session.h"
+#include "layout_grid.h"
 #include "log.h"
 #include "model_plan.h"
 
@@ -190,10 +191,18 @@ static int describe_device(const comm_world *w, const job_opts *o, plan_device *
   return rc;
 }
 
-/* Rank 0: the plan for devs, encoded into wire. */
+/* Rank 0: the plan of grid g's S stages on the devices of replica 0's
+ * stages (sequence-parallel rank 0 of each; every replica and every
+ * sequence-parallel rank of a stage takes its row), encoded into wire.
+ * devs: every rank's. */
 static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
                          const plan_workload *wl, uint64_t decoder_bytes,
-                         const plan_device *devs, plan *p, uint8_t *wire, uint64_t *len) {
+                         const plan_device *all, const plan_grid *g, plan *p, uint8_t *wire,
+                         uint64_t *len) {
+  const int S = g->stages;
+  plan_device devs[PLAN_MAX_RANKS];
+  for (int st = 0; st < S && st < PLAN_MAX_RANKS; st++)
+    devs[st] = all[plan_grid_rank(g, (plan_grid_pos){0, st, 0})];
   const wan_config *c = &rank_model_get_info(m)->config;
   uint64_t *bb = sp_xcalloc((size_t)c->layers, sizeof *bb);
   plan_model pm;
@@ -211,13 +220,16 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   if (w->size > PLAN_MAX_RANKS) {
     sp_log_error("run: %d ranks, the planner handles at most %d", w->size, PLAN_MAX_RANKS);
     rc = SP_ERR_INPUT;
-  } else if (plan_budget_parse(o->budget, w->size, &b, err, sizeof err) != PLAN_OK) {
+  } else if (job_layout_check(g, w->size, c, wl->micro_batches) != SP_OK) {
+    rc = SP_ERR_INPUT;
+  } else if (plan_budget_parse(o->budget, S, &b, err, sizeof err) != PLAN_OK) {
     sp_log_error("--budget: %s", err);
     rc = SP_ERR_INPUT;
-  } else if (plan_make(&pm, devs, w->size, &b, wl, &po, p, err, sizeof err) != PLAN_OK) {
+  } else if (plan_make(&pm, devs, S, &b, wl, &po, p, err, sizeof err) != PLAN_OK) {
     sp_log_error("plan: %s", err);
     rc = SP_ERR_INPUT;
   } else {
+    p->grid = *g;
     size_t n = 0;
     if (plan_encode(p, wire, PLAN_WIRE_MAX, &n, err, sizeof err) != PLAN_OK) {
       sp_log_error("plan: %s", err);
@@ -245,7 +257,9 @@ int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
   comm_gather(w, &me, sizeof me, devs, 0);
   uint8_t *wire = sp_xmalloc(PLAN_WIRE_MAX);
   uint64_t len = 0;
-  if (w->rank == 0 && rc == SP_OK) rc = plan_on_rank0(w, o, m, wl, decoder_bytes, devs, p, wire, &len);
+  const plan_grid g = job_layout_resolve(o, w->size);
+  if (w->rank == 0 && rc == SP_OK)
+    rc = plan_on_rank0(w, o, m, wl, decoder_bytes, devs, &g, p, wire, &len);
   free(devs);
   if ((rc = job_phase(w, rc, "planning")) != SP_OK) {
     free(wire);
@@ -257,13 +271,17 @@ int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
   if (w->rank != 0 && plan_decode(wire, (size_t)len, p, err, sizeof err) != PLAN_OK) {
     sp_log_error("plan from rank 0 is not valid: %s", err);
     rc = SP_ERR_RUNTIME;
-  } else if (p->nranks != w->size) {
-    sp_log_error("plan is for %d ranks, the job has %d", p->nranks, w->size);
+  } else if (p->grid.replicas * p->grid.stages * p->grid.seq != w->size) {
+    sp_log_error("plan is for %d ranks, the job has %d",
+                 p->grid.replicas * p->grid.stages * p->grid.seq, w->size);
     rc = SP_ERR_RUNTIME;
-  } else if (p->r[w->rank].budget_bytes > me.total_bytes) {
-    sp_log_error("plan gives this rank a budget of %.2f GB, it has %.2f GB",
-                 (double)p->r[w->rank].budget_bytes / 1e9, (double)me.total_bytes / 1e9);
-    rc = SP_ERR_INPUT;
+  } else {
+    const plan_rank *pr = &p->r[plan_grid_pos_of(&p->grid, w->rank).stage];
+    if (pr->budget_bytes > me.total_bytes) {
+      sp_log_error("plan gives this rank a budget of %.2f GB, it has %.2f GB",
+                   (double)pr->budget_bytes / 1e9, (double)me.total_bytes / 1e9);
+      rc = SP_ERR_INPUT;
+    }
   }
   free(wire);
   return job_phase(w, rc, "checking the plan");

@@ -9,6 +9,7 @@
 #include "decode.h"
 #include "job.h"
 #include "job_session.h"
+#include "layout_grid.h"
 #include "log.h"
 #include "pipeline.h"
 #include "trace.h"
@@ -193,7 +194,7 @@ int job_session_plan(job_session *s) {
                            : 0;
   if ((rc = job_make_plan(w, s->o, s->m, &wl, dec, &s->p)) != SP_OK) return session_fail(s, rc);
   s->planned = 1;
-  s->block_major = s->p.r[w->rank].order == PLAN_ORDER_BLOCK;
+  s->block_major = s->p.r[plan_grid_pos_of(&s->p.grid, w->rank).stage].order == PLAN_ORDER_BLOCK;
   return SP_OK;
 }
 
@@ -210,11 +211,14 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
   s->stage = NULL;
   s->lora_set = 0; /* a new stage holds no bypassed pairs */
   comm_set_phase("loading its weights");
-  const plan_rank *pr = &s->p.r[w->rank];
-  const int has_prev = w->rank > 0, has_next = w->rank < w->size - 1;
+  const plan_grid *g = &s->p.grid;
+  const int stage = plan_grid_pos_of(g, w->rank).stage;
+  const plan_rank *pr = &s->p.r[stage];
+  const int has_prev = stage > 0, has_next = stage < g->stages - 1;
   const int nbuf = plan_act_buffers(pr->order, s->prompts, has_prev, has_next);
+  if (g->seq > 1) job_layout_seq_group(w, g, s->o->timeout, &s->seq);
   rank_stage_cfg scfg = {.first_block = pr->first_block, .last_block = pr->last_block,
-                         .embed = w->rank == 0, .head = w->rank == w->size - 1,
+                         .embed = !has_prev, .head = !has_next,
                          .prompts = s->prompts, .lat_f = lat[1], .lat_h = lat[2],
                          .lat_w = lat[3], .device = s->o->dev,
                          .cuda_device = s->o->cuda_device, .attn = s->o->attn,
@@ -225,7 +229,8 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .mem_trace = s->o->mem_trace,
                          .plan_peak_bytes = (double)pr->peak_bytes,
                          .lora_block_elems = s->o->lora_block_elems,
-                         .lora_rank = s->o->lora_rank};
+                         .lora_rank = s->o->lora_rank,
+                         .seq = g->seq > 1 ? &s->seq : NULL};
   double t0 = comm_now();
   rank_model_progress_begin();
   int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
@@ -234,7 +239,8 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
   if (rc == SP_OK) s->sum.weights_s += rank_stage_get_stats(s->stage)->weights_s;
   if ((rc = job_phase(w, rc, "loading its weights")) != SP_OK) return rc;
   memcpy(s->stage_lat, lat, sizeof s->stage_lat);
-  if (s->o->probe_links) {
+  /* The probe times the chain of a plain pipeline's ranks. */
+  if (s->o->probe_links && g->replicas == 1 && g->seq == 1) {
     comm_set_phase("probing the links between stages");
     rank_pipeline_probe(w, s->tp, s->stage, s->o->timeout, &s->sum.link_gbs);
   }
@@ -318,8 +324,8 @@ static int group_sample(job_session *s, const group_bufs *b, int g) {
   const comm_world *w = s->w;
   rank_pipe_stats st = {0};
   const uint64_t h2d0 = rank_stage_get_stats(s->stage)->h2d_bytes;
-  int rc = rank_pipeline_sample(w, s->tp, s->stage, b->jobs, g, s->block_major, s->o->timeout,
-                                w->rank == 0 && !s->o->quiet, &st);
+  int rc = rank_pipeline_sample(w, &s->p.grid, s->tp, s->stage, b->jobs, g, s->block_major,
+                                s->o->timeout, w->rank == 0 && !s->o->quiet, &st);
   job_rank_stats *sum = &s->sum;
   sum->compute_s += st.compute_s;
   sum->queue_s += st.queue_s;
@@ -544,7 +550,7 @@ int job_session_finish(job_session *s, int rc, job_rank_stats **all) {
   else if (!s->single && w->rank == 0)
     log_jobs_summary(s);
   if (!s->planned) return rc;
-  const plan_rank *pr = &s->p.r[w->rank];
+  const plan_rank *pr = &s->p.r[plan_grid_pos_of(&s->p.grid, w->rank).stage];
   s->sum.first = pr->first_block;
   s->sum.last = pr->last_block;
   s->sum.order = s->block_major ? PLAN_ORDER_BLOCK : PLAN_ORDER_MICRO;

@@ -43,6 +43,7 @@ struct job_session {
   int *job_rc;        /* each job's status */
   rank_stage *stage;
   int64_t stage_lat[4];
+  comm_group seq;     /* the sequence-parallel ranks of this rank's stage (U > 1) */
   job_rank_stats sum;
 };
 

@@ -11,8 +11,9 @@
 #include "trace.h"
 
 /* Tags: the latent of job j travels as TAG_LATENT + j, micro-batch k of a
- * step as TAG_ACT + k (k < 2 * RANK_PIPE_MAX_JOBS). */
-enum { TAG_LATENT = 10, TAG_ACT = 100 };
+ * step as TAG_ACT + k, the velocity of the step's micro-batch k between
+ * replicas as TAG_VEL + k (k < 2 * RANK_PIPE_MAX_JOBS). */
+enum { TAG_LATENT = 10, TAG_VEL = 40, TAG_ACT = 100 };
 
 /* One line per step on a terminal that rewrites itself; plain lines in a
  * log. */
@@ -68,7 +69,7 @@ typedef struct bufs {
   rank_stage *s;
   void *stream;
   size_t bytes;
-  int nbuf, K, prev;
+  int nbuf, K, prev, next; /* prev, next: the neighbouring stages' ranks (-1: none) */
   int64_t total, posted, consumed; /* micro-batches in all, receives posted, computed and sent */
   comm_xfer send[MAX_BUFS], recv[MAX_BUFS];
   double timeout_s;
@@ -123,9 +124,9 @@ static void check_finite(const float *x, int64_t n, int i, int steps, const char
  * embeds them (once the buffer's previous send is done), a later stage
  * waits for their receives; then the blocks; then the last stage runs the
  * head into v, every other stage sends the buffers on. */
-static void run_group(bufs *B, int me, int P, const rank_job *jobs, const micro *mb, int k0,
-                      int G, int i, float *const *latent, float *(*v)[2]) {
-  const int first = me == 0, last = me == P - 1;
+static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, int G, int i,
+                      float *const *latent, float *(*v)[2]) {
+  const int first = B->prev < 0, last = B->next < 0;
   rank_stage *s = B->s;
   rank_pipe_stats *stats = B->stats;
   int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS];
@@ -170,7 +171,7 @@ static void run_group(bufs *B, int me, int P, const rank_job *jobs, const micro 
         check_finite(rank_stage_act(s, b), (int64_t)(B->bytes / sizeof(float)), i, B->steps,
                      what);
       }
-      comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, me + 1, TAG_ACT + k, &B->send[b],
+      comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->next, TAG_ACT + k, &B->send[b],
                     B->stream);
     }
   }
@@ -194,35 +195,78 @@ static void step_done(rank_pipe_stats *st, const rank_job *j, int i, double *t_p
   }
 }
 
-int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
-                         const rank_job *jobs, int njobs, int block_major, double timeout_s,
-                         int progress, rank_pipe_stats *stats) {
-  const int me = w->rank, P = w->size, first = me == 0, last = me == P - 1;
+/* The rank of this rank's replica and sequence-parallel index at stage. */
+static int stage_peer(const plan_grid *g, plan_grid_pos me, int stage) {
+  return plan_grid_rank(g, (plan_grid_pos){me.replica, stage, me.seq});
+}
+
+/* Replicas: the last stages' exchange of the step's head outputs. The
+ * step's micro-batch k (of all) belongs to replica k % R, whose last
+ * stage sends its velocity to the last stage of every other replica (the
+ * same sequence-parallel index), so that each holds every job's branches
+ * and takes the same sampler step. x: (K x R) transfers. */
+static void exchange_velocities(comm_transport *tp, const plan_grid *g, plan_grid_pos me,
+                                const micro *all, int K, float *(*v)[2], size_t bytes,
+                                double timeout_s, comm_xfer *x, rank_pipe_stats *stats) {
+  const int R = g->replicas;
+  int nx = 0;
+  for (int k = 0; k < K; k++) {
+    float *buf = v[all[k].job][all[k].branch];
+    const int owner = k % R;
+    for (int r = 0; r < R; r++) {
+      if (r == me.replica || (owner != me.replica && r != owner)) continue;
+      const int peer = plan_grid_rank(g, (plan_grid_pos){r, g->stages - 1, me.seq});
+      memset(&x[nx], 0, sizeof x[nx]);
+      if (owner == me.replica)
+        comm_tp_isend(tp, buf, bytes, peer, TAG_VEL + k, &x[nx++], NULL);
+      else
+        comm_tp_irecv(tp, buf, bytes, peer, TAG_VEL + k, &x[nx++], NULL);
+    }
+  }
+  double t0 = rank_trace_now();
+  wait_all(tp, x, nx, timeout_s, "exchanging the velocities between replicas", &stats->wait_s);
+  rank_trace_span("exchange velocities", "wait", t0, -1, -1);
+}
+
+int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
+                         rank_stage *s, const rank_job *jobs, int njobs, int block_major,
+                         double timeout_s, int progress, rank_pipe_stats *stats) {
+  const plan_grid_pos pos = plan_grid_pos_of(grid, w->rank);
+  const int S = grid->stages, R = grid->replicas;
+  const int first = pos.stage == 0, last = pos.stage == S - 1;
   if (njobs < 1 || njobs > RANK_PIPE_MAX_JOBS)
     sp_fatal("internal: %d jobs in flight (1..%d)", njobs, RANK_PIPE_MAX_JOBS);
   const int steps = jobs[0].steps;
-  micro mb[2 * RANK_PIPE_MAX_JOBS];
-  int K = 0;
+  /* all: the step's micro-batches; mb: this replica's share of them */
+  micro all[2 * RANK_PIPE_MAX_JOBS], mb[2 * RANK_PIPE_MAX_JOBS];
+  int KA = 0, K = 0;
   for (int j = 0; j < njobs; j++) {
     if (jobs[j].steps != steps || memcmp(jobs[j].lat, jobs[0].lat, sizeof jobs[0].lat) != 0)
       sp_fatal("internal: jobs in flight together differ in steps or latent shape");
     if ((jobs[j].expert == NULL) != (jobs[0].expert == NULL) ||
         (jobs[0].expert && memcmp(jobs[j].expert, jobs[0].expert, (size_t)steps) != 0))
       sp_fatal("internal: jobs in flight together differ in their experts' steps");
-    for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) mb[K++] = (micro){j, b};
+    for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) all[KA++] = (micro){j, b};
   }
+  for (int k = 0; k < KA; k++)
+    if (k % R == pos.replica) mb[K++] = all[k];
   const int nbuf = rank_stage_get_cfg(s)->act_buffers;
   if (nbuf > MAX_BUFS || (block_major && nbuf < K))
     sp_fatal("internal: %d activation buffers for %d micro-batches (%s)", nbuf, K,
              block_major ? "block-major needs one per micro-batch" : "too many");
-  const int G = block_major ? K : 1; /* micro-batches per blocks call */
+  const int G = block_major && K > 0 ? K : 1; /* micro-batches per blocks call */
   const int64_t n = jobs[0].lat[0] * jobs[0].lat[1] * jobs[0].lat[2] * jobs[0].lat[3];
   const size_t lat_bytes = (size_t)n * sizeof(float);
   const rank_stage_cfg *scfg = rank_stage_get_cfg(s);
   bufs B = {.tp = tp, .s = s, .stream = rank_stage_stream(s), .bytes = rank_stage_act_bytes(s),
-            .nbuf = nbuf, .K = K, .prev = first ? -1 : me - 1, .total = (int64_t)steps * K,
+            .nbuf = nbuf, .K = K > 0 ? K : 1,
+            .prev = first ? -1 : stage_peer(grid, pos, pos.stage - 1),
+            .next = last ? -1 : stage_peer(grid, pos, pos.stage + 1),
+            .total = (int64_t)steps * K,
             .timeout_s = timeout_s, .stats = stats, .steps = steps};
   comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
+  comm_xfer *vel_req = last && R > 1 ? sp_xcalloc((size_t)(KA * R), sizeof *vel_req) : NULL;
+  const int stage0 = stage_peer(grid, pos, 0), stage_last = stage_peer(grid, pos, S - 1);
   float *latent[RANK_PIPE_MAX_JOBS] = {0}, *v[RANK_PIPE_MAX_JOBS][2] = {{0}};
   rank_sampler *smp[RANK_PIPE_MAX_JOBS] = {0};
   int rc = SP_OK;
@@ -247,7 +291,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
      * expert; the calls of step i - 1 were all queued before. */
     if (jobs[0].expert) rank_stage_set_expert(s, jobs[0].expert[i]);
     if (first && !last && i > 0) {
-      post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
+      post_latents(tp, latent, njobs, lat_bytes, stage_last, 0, lat_req);
       double tw = rank_trace_now();
       wait_all(tp, lat_req, njobs, timeout_s, "receiving the latents from the last stage",
                &stats->wait_s);
@@ -257,10 +301,12 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       if (progress) report_progress(i, steps, t_start);
     }
     post_recvs(&B);
-    for (int k0 = 0; k0 < K; k0 += G) run_group(&B, me, P, jobs, mb, k0, G, i, latent, v);
+    for (int k0 = 0; k0 < K; k0 += G) run_group(&B, jobs, mb, k0, G, i, latent, v);
     if (last) {
       double t0 = comm_now();
       rank_stage_sync(s); /* the head outputs are on the host */
+      if (R > 1)
+        exchange_velocities(tp, grid, pos, all, KA, v, lat_bytes, timeout_s, vel_req, stats);
       for (int j = 0; j < njobs; j++) {
         for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++)
           check_finite(v[j][b], n, i, steps,
@@ -278,7 +324,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
       rank_trace_span("sampler", "compute", t0, i, -1);
       stats->compute_s += comm_now() - t0;
       if (!first) { /* after the last step too: rank 0 reports it */
-        post_latents(tp, latent, njobs, lat_bytes, 0, 1, lat_req);
+        post_latents(tp, latent, njobs, lat_bytes, stage0, 1, lat_req);
         wait_all(tp, lat_req, njobs, timeout_s, "sending the latents to stage 0", &stats->send_s);
       }
       if (first && progress) report_progress(i + 1, steps, t_start);
@@ -289,7 +335,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   }
   if (!last) wait_all(tp, B.send, nbuf, timeout_s, "sending activations", &stats->send_s);
   if (first && !last) {
-    post_latents(tp, latent, njobs, lat_bytes, P - 1, 0, lat_req);
+    post_latents(tp, latent, njobs, lat_bytes, stage_last, 0, lat_req);
     wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &stats->wait_s);
     if (steps == 1) stats->first_step_s += comm_now() - t_start;
     step_done(stats, &jobs[0], steps - 1, &t_prev);
@@ -300,6 +346,7 @@ int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
   stats->sample_s += comm_now() - t_start;
   stats->steps += steps;
 done:
+  free(vel_req);
   for (int j = 0; j < njobs; j++) {
     rank_sampler_destroy(smp[j]);
     rank_stage_host_free(scfg, latent[j]);

@@ -27,13 +27,25 @@
  * With one rank the same loop runs with no message at all. Every rank
  * computes exactly the same function of its input for each block, in either
  * order, so the latents are bit-identical for any number of ranks, any
- * split and either order. */
+ * split and either order.
+ *
+ * Layouts (planner/grid.h, DESIGN.md "Layouts"). With R replicas each runs
+ * this loop over its own S stages on its share of the step's micro-batches
+ * (micro-batch k of the step, counted over the jobs in flight, is replica
+ * k % R's); before the sampler the replicas' last stages exchange their
+ * head outputs, so that each holds every branch of every job and takes the
+ * same CFG combine and sampler step: every replica's latent is the same,
+ * bit for bit. With U sequence-parallel ranks per stage, rank u of a stage
+ * talks to rank u of the neighbouring stages (its activation messages hold
+ * its rows of the tokens); the stage itself exchanges heads within the
+ * stage and gathers the whole velocity on each of its last stage's ranks. */
 #ifndef RANK_PIPELINE_H
 #define RANK_PIPELINE_H
 
 #include <stdint.h>
 
 #include "comm.h"
+#include "grid.h"
 #include "transport.h"
 #include "sampler.h"
 #include "stage.h"
@@ -77,7 +89,8 @@ typedef struct rank_pipe_stats {
 
 static inline int rank_job_micro_batches(const rank_job *j) { return j->micro; }
 
-/* Runs the whole sampling loop of njobs jobs (1..RANK_PIPE_MAX_JOBS, all
+/* Runs, on this rank's place in grid (R x S x U = the world's ranks), the
+ * whole sampling loop of njobs jobs (1..RANK_PIPE_MAX_JOBS, all
  * of the stage's latent shape and the same number of steps) on this rank's
  * stage, block-major when block_major (the stage then needs at least one
  * activation buffer per micro-batch of a step); activations go through tp
@@ -91,9 +104,9 @@ static inline int rank_job_micro_batches(const rank_job *j) { return j->micro; }
  * timeout_s bounds a wait on a peer when no watchdog runs (with one, the
  * watchdog judges: see comm.h). Rank 0 reports progress when progress is
  * set. */
-int rank_pipeline_sample(const comm_world *w, comm_transport *tp, rank_stage *s,
-                         const rank_job *jobs, int njobs, int block_major, double timeout_s,
-                         int progress, rank_pipe_stats *stats);
+int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
+                         rank_stage *s, const rank_job *jobs, int njobs, int block_major,
+                         double timeout_s, int progress, rank_pipe_stats *stats);
 
 /* Collective. Times the activation message (the stage's buffer 0, its
  * size, through tp) between each pair of neighbouring stages, hop after

@@ -44,7 +44,17 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
   s->grid = (rank_grid){cfg->lat_f / c->patch[0], cfg->lat_h / c->patch[1],
                         cfg->lat_w / c->patch[2]};
   s->tokens = rank_grid_tokens(s->grid);
+  if (cfg->seq)
+    s->tokens = rank_seq_row0(s->tokens, cfg->seq->n, cfg->seq->me + 1) -
+                rank_seq_row0(s->tokens, cfg->seq->n, cfg->seq->me);
   s->nblocks = cfg->last_block - cfg->first_block + 1;
+  if (cfg->seq && cfg->device == RANK_DEVICE_CUDA) {
+    sp_log_error("--layout: %d sequence-parallel ranks per stage run on the CPU backend only "
+                 "(--device cpu): the CUDA stage has no all-to-all in its self-attention yet",
+                 cfg->seq->n);
+    free(s);
+    return SP_ERR_INPUT;
+  }
   s->experts = rank_model_get_info(m)->experts.count;
   if (cfg->swap_experts && s->experts < 2) {
     sp_log_error("%s: swapping experts at the switch needs a two-expert model, this one has %d",

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "comm_group.h"
 #include "dit.h"
 #include "kern_attn_backend.h"
 #include "lora.h"
@@ -56,6 +57,13 @@ typedef struct rank_stage_cfg {
    * lora_rank; 0: none), held from load so that jobs switch them in place */
   uint64_t lora_block_elems;
   int64_t lora_rank;
+  /* Ulysses (DESIGN.md "Layouts"): the stage's sequence-parallel ranks,
+   * this one among them, or NULL (one rank holds every token). With a
+   * group the stage holds rows rank_seq_row0 .. of the tokens: its
+   * activation messages carry those rows, embed makes them, blocks exchange
+   * heads in the self-attention and head gathers the whole velocity on
+   * every member. CPU backend only. */
+  const comm_group *seq;
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */
@@ -99,6 +107,8 @@ int64_t rank_act_floats(const wan_config *c, int64_t tokens);
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read);
 void rank_stage_free(rank_stage *s);
+/* The tokens this stage holds: its rows of the sequence (all of them
+ * without a sequence-parallel group). */
 int64_t rank_stage_tokens(const rank_stage *s);
 const wan_config *rank_stage_config(const rank_stage *s);
 

@@ -23,6 +23,7 @@ typedef struct cpu_stage {
   cpu_expert ex[RANK_MODEL_MAX_EXPERTS]; /* [cfg.experts] */
   cpu_expert *cur;   /* the expert the calls use (rank_stage_set_expert) */
   rank_rope rope;
+  rank_dit_seq seq;  /* Ulysses: the stage's ranks (cfg.seq); unused without */
   float *scratch;    /* arena: rank_dit_scratch_floats */
   /* Bypassed LoRA (rank_stage_set_lora): each block's pairs, or NULL. */
   float **lora_w;             /* [nblocks] the pairs' values (rank_lora_bypass_read) */
@@ -31,6 +32,31 @@ typedef struct cpu_stage {
 } cpu_stage;
 
 static cpu_stage *st(rank_stage *s) { return s->impl; }
+
+/* The sequence-parallel ranks for the forward, or NULL: one rank. */
+static const rank_dit_seq *seq_of(rank_stage *s) { return s->cfg.seq ? &st(s)->seq : NULL; }
+
+/* The forward's all-to-all (rank_seq_exchange_fn) over the stage's group:
+ * counts and offsets in floats, to bytes. */
+static void seq_exchange(void *ctx, const float *send, const int64_t *soff, const int64_t *scount,
+                         float *recv, const int64_t *roff, const int64_t *rcount) {
+  const comm_group *g = ctx;
+  size_t so[COMM_GROUP_MAX], sb[COMM_GROUP_MAX], ro[COMM_GROUP_MAX], rb[COMM_GROUP_MAX];
+  for (int v = 0; v < g->n; v++) {
+    so[v] = (size_t)soff[v] * sizeof(float);
+    sb[v] = (size_t)scount[v] * sizeof(float);
+    ro[v] = (size_t)roff[v] * sizeof(float);
+    rb[v] = (size_t)rcount[v] * sizeof(float);
+  }
+  comm_group_alltoallv(g, send, so, sb, recv, ro, rb,
+                       "the all-to-all of the stage's sequence-parallel ranks");
+}
+
+/* Floats of the forward's scratch for bypassed pairs of rank lora_rank. */
+static size_t scratch_floats(const rank_stage *s, int64_t lora_rank) {
+  return rank_dit_scratch_floats(s->c, rank_grid_tokens(s->grid), s->cfg.seq ? s->cfg.seq->n : 1,
+                                 lora_rank);
+}
 
 /* Reads one group of expert e in the file's dtype and widens it to fp32. */
 static int load_group(rank_model *m, cpu_stage *c, int e, wan_group g, int block, void *tmp,
@@ -94,7 +120,7 @@ static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
   const int64_t D = s->c->dim;
   float *x = s->act[buf], *e = x + s->tokens * D, *e0 = e + D;
   rank_dit_embed_patch(s->c, &c->cur->embed, latent, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
-                       x, c->scratch);
+                       seq_of(s), x, c->scratch);
   rank_dit_embed_time(s->c, &c->cur->embed, t, e, e0, c->scratch);
 }
 
@@ -110,7 +136,7 @@ static void cpu_blocks(rank_stage *s, int n, const int *slots, const int *bufs) 
       float *x = s->act[bufs[j]], *e0 = x + s->tokens * D + D;
       rank_dit_block(s->c, &w->blocks[b], c->lora ? &c->lora[b] : NULL, x, e0,
                      w->ck + kv_offset(s, slots[j], b), w->cv + kv_offset(s, slots[j], b), &c->rope,
-                     c->scratch);
+                     seq_of(s), c->scratch);
     }
 }
 
@@ -119,7 +145,7 @@ static void cpu_head(rank_stage *s, int buf, float *out) {
   const int64_t D = s->c->dim;
   const float *act = s->act[buf];
   rank_dit_head(s->c, &c->cur->head, act, act + s->tokens * D, s->cfg.lat_f, s->cfg.lat_h,
-                s->cfg.lat_w, out, c->scratch);
+                s->cfg.lat_w, seq_of(s), out, c->scratch);
 }
 
 static void cpu_sync(rank_stage *s) { (void)s; /* every call ran to the end */ }
@@ -134,7 +160,7 @@ static int cpu_set_lora(rank_stage *s, const rank_lora *l) {
   const int64_t r = rank_lora_bypass_rank(l, first, s->cfg.last_block);
   if (r > c->lora_rank) {
     free(c->scratch);
-    c->scratch = sp_xmalloc(rank_dit_scratch_floats(s->c, s->tokens, r) * sizeof(float));
+    c->scratch = sp_xmalloc(scratch_floats(s, r) * sizeof(float));
     c->lora_rank = r;
   }
   float **w = sp_xcalloc((size_t)s->nblocks, sizeof *w);
@@ -180,7 +206,11 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     x->cv = sp_xmalloc(kv * sizeof(float));
   }
   c->cur = &c->ex[0];
-  c->scratch = sp_xmalloc(rank_dit_scratch_floats(cf, s->tokens, 0) * sizeof(float));
+  c->scratch = sp_xmalloc(scratch_floats(s, 0) * sizeof(float));
+  if (cfg->seq)
+    c->seq = (rank_dit_seq){.n = cfg->seq->n, .me = cfg->seq->me,
+                            .tokens = rank_grid_tokens(s->grid), .exchange = seq_exchange,
+                            .ctx = (void *)cfg->seq};
   for (int i = 0; i < cfg->act_buffers; i++)
     s->act[i] = sp_xmalloc(rank_stage_act_bytes(s));
 

@@ -45,7 +45,8 @@ static int plans_equal(const plan *a, const plan *b) {
   if (a->nranks != b->nranks || a->num_blocks != b->num_blocks || a->tokens != b->tokens ||
       a->micro_batches != b->micro_batches || a->chunked != b->chunked ||
       a->predicted_step_ms != b->predicted_step_ms ||
-      memcmp(a->streamed, b->streamed, sizeof a->streamed) != 0)
+      memcmp(a->streamed, b->streamed, sizeof a->streamed) != 0 ||
+      memcmp(&a->grid, &b->grid, sizeof a->grid) != 0)
     return 0;
   for (int r = 0; r < a->nranks; r++) {
     const plan_rank *x = &a->r[r], *y = &b->r[r];
@@ -70,6 +71,11 @@ static void test_binary(void) {
   for (int it = 0; it < 200; it++) {
     if (random_plan(&g_a) != PLAN_OK) continue;
     made++;
+    /* a random grid over the plan's stages (every other plan: the pipeline) */
+    if (it % 2)
+      g_a.grid = (plan_grid){(int)sp_rand_int(1, 3), g_a.nranks, (int)sp_rand_int(1, 3)};
+    else
+      g_a.grid = plan_grid_pipeline(g_a.nranks);
     size_t len = 0;
     char err[512];
     int rc = plan_encode(&g_a, g_wire, sizeof g_wire, &len, err, sizeof err);
@@ -103,7 +109,12 @@ static void test_binary(void) {
       else
         CHECK(rc == PLAN_EINVAL && err[0], "corrupt message: rc %d", rc);
     }
-    /* targeted corruption of the fields that must be checked */
+    /* targeted corruption of the fields that must be checked: the grid's
+     * stages (at byte 44) must equal the plan's */
+    memcpy(g_wire2, g_wire, len);
+    g_wire2[44] = (uint8_t)(g_a.nranks + 1);
+    CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL && strstr(err, "grid"),
+          "a grid of %d stages for %d accepted: %s", g_a.nranks + 1, g_a.nranks, err);
     memcpy(g_wire2, g_wire, len);
     g_wire2[0] = 'X';
     CHECK(plan_decode(g_wire2, len, &g_b, err, sizeof err) == PLAN_EINVAL && strstr(err, "magic"),

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# run --layout RxSxU on the CPU backend: every layout of 2..8 ranks that
+# wan2.1-tiny allows (2 heads: U is 1 or 2) gives latents bit-identical to
+# one process, with CFG (the replicas split the branches) and with --cfg 1,
+# in both orders of work and with every block marked streamed, on a token
+# count that U = 2 splits unevenly (27 tokens); wan2.2-tiny's two experts
+# too; --jobs with replicas spreads the jobs' micro-batches and each output
+# equals its separate run; bad layouts are refused with one line, exit 2
+# and no output.
+set -u
+. "$SP_SRC/tests/common/find_python.sh"
+. "$SP_SRC/tests/common/mpi_env.sh"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+S=${SP_SEED:-$RANDOM}
+echo "seed $S (replay with SP_SEED=$S)"
+
+"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
+"$SP_BIN" init --arch wan2.2-tiny --seed $((S + 1)) -q -o "$T/m22.h5" || exit 1
+"$PY" - "$T" $S <<'PYEOF' || exit 1
+import sys, h5py, numpy as np
+d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
+for name in ("a", "b"):
+    with h5py.File(f"{d}/{name}.h5", "w") as f:
+        f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
+        f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
+PYEOF
+same() { # a.h5 b.h5 -> exit 0 when the latents are bit-identical
+  "$PY" -c 'import sys,h5py
+a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
+sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
+}
+ranks() { echo "$1" | awk -Fx '{print $1 * $2 * $3}'; }
+# 48x48 pixels, 9 frames: a (16, 3, 6, 6) latent, 27 tokens (14 + 13 for U = 2)
+ARGS=(--model "$T/m.h5" --cond "$T/a.h5" --frames 9 --size 48x48 --steps 2 --seed $S -q)
+
+# name ref layout args...: the run under mpirun with --layout, against ref
+check() {
+  local name=$1 ref=$2 layout=$3
+  shift 3
+  local n
+  n=$(ranks "$layout")
+  if ! mpirun -np "$n" "$SP_BIN" run "$@" --layout "$layout" -o "$T/$name.h5" \
+      > "$T/$name.out" 2> "$T/$name.err"; then
+    bad "$name: --layout $layout failed: $(grep error "$T/$name.err" | head -2)"
+    return
+  fi
+  same "$T/$ref.h5" "$T/$name.h5" && ok "$name: --layout $layout bit-identical to one process" \
+    || bad "$name: --layout $layout: latents differ from one process"
+}
+
+"$SP_BIN" run "${ARGS[@]}" --cfg 4.5 -o "$T/cfg.h5" || { echo "FAIL one-process run"; exit 1; }
+"$SP_BIN" run "${ARGS[@]}" --cfg 1 -o "$T/nocfg.h5" || { echo "FAIL one-process run"; exit 1; }
+# Both orders over the layouts; streamed blocks (--stream-frac 1) on some.
+i=0
+for layout in 2x1x1 1x1x2 2x2x1 2x1x2 1x2x2 2x2x2 1x4x2; do
+  order=micro
+  [ $((i % 2)) = 1 ] && order=block
+  check "cfg-$layout" cfg "$layout" "${ARGS[@]}" --cfg 4.5 --order $order
+  i=$((i + 1))
+done
+check "cfg-2x2x1-block" cfg 2x2x1 "${ARGS[@]}" --cfg 4.5 --order block
+check "cfg-1x2x2-stream" cfg 1x2x2 "${ARGS[@]}" --cfg 4.5 --stream-frac 1 --order block
+check "cfg-2x2x2-stream" cfg 2x2x2 "${ARGS[@]}" --cfg 4.5 --stream-frac 1
+for layout in 1x1x2 1x2x2; do check "nocfg-$layout" nocfg "$layout" "${ARGS[@]}" --cfg 1; done
+
+# The plan carries the layout (JSON), and every rank of a stage holds its blocks.
+mpirun -np 8 "$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --layout 2x2x2 --json -o "$T/j.h5" \
+  > "$T/j.json" 2> "$T/j.err" || bad "2x2x2 --json failed"
+"$PY" - "$T/j.json" <<'PYEOF' && ok "2x2x2: the plan's layout and each rank's stage blocks" \
+  || bad "2x2x2: layout or blocks in the JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["plan"]["layout"] == {"replicas": 2, "stages": 2, "seq": 2}, d["plan"]["layout"]
+stages = d["plan"]["ranks"]
+assert len(stages) == 2
+for r in d["ranks"]:
+    s = stages[(r["rank"] // 2) % 2]  # rank = (r * S + s) * U + u
+    assert (r["first_block"], r["last_block"]) == (s["first_block"], s["last_block"]), r
+PYEOF
+
+# Two experts (wan2.2-tiny): each step's expert on every replica and stage.
+A22=(--model "$T/m22.h5" --cond "$T/b.h5" --frames 9 --size 48x48 --steps 4 --seed $S -q)
+"$SP_BIN" run "${A22[@]}" -o "$T/e.h5" || { echo "FAIL one-process two-expert run"; exit 1; }
+for layout in 2x1x1 1x1x2 2x2x2; do check "experts-$layout" e "$layout" "${A22[@]}"; done
+
+# --jobs with replicas: three jobs in flight (one without CFG), their five
+# micro-batches spread over two replicas; each equals its separate run.
+cat > "$T/jobs.txt" <<JOBS
+cond=$T/a.h5 out=$T/job1.h5 seed=$((S + 1)) cfg=4.5
+cond=$T/b.h5 out=$T/job2.h5 seed=$((S + 2)) cfg=1
+cond=$T/b.h5 out=$T/job3.h5 seed=$((S + 3)) cfg=3
+JOBS
+JA=(--model "$T/m.h5" --frames 9 --size 48x48 --steps 2 -q)
+if mpirun -np 4 "$SP_BIN" run "${JA[@]}" --jobs "$T/jobs.txt" --layout 2x1x2 \
+    > "$T/jobs.out" 2> "$T/jobs.err"; then
+  for j in "1 a $((S + 1)) 4.5" "2 b $((S + 2)) 1" "3 b $((S + 3)) 3"; do
+    set -- $j
+    "$SP_BIN" run "${JA[@]}" --cond "$T/$2.h5" --seed $3 --cfg $4 -o "$T/sep$1.h5" &&
+      same "$T/sep$1.h5" "$T/job$1.h5" && ok "--jobs 2x1x2: job $1 bit-identical to its run" \
+      || bad "--jobs 2x1x2: job $1 differs from its separate run"
+  done
+else
+  bad "--jobs with --layout 2x1x2 failed: $(grep error "$T/jobs.err" | head -2)"
+fi
+
+# Refusals: one line, exit 2, no output.
+refuse() { # np want-in-the-line args...
+  local n=$1 want=$2
+  shift 2
+  rm -f "$T/bad.h5"
+  out=$(mpirun -np "$n" "$SP_BIN" run "${ARGS[@]}" "$@" -o "$T/bad.h5" 2>&1)
+  rc=$?
+  # one line from the rank that found it; the others only say they stop
+  own=$(echo "$out" | grep "error:" | grep -v "stopping: rank 0")
+  if [ $rc -eq 2 ] && [ "$(echo "$own" | grep -c .)" -eq 1 ] && echo "$own" | grep -q -- "$want" &&
+     [ ! -e "$T/bad.h5" ]; then
+    ok "refused ($*): $own"
+  else
+    bad "not refused as expected ($*): exit $rc: $(echo "$out" | grep error | head -3)"
+  fi
+}
+refuse 2 "expected auto or RxSxU" --cfg 4.5 --layout 2x1
+refuse 2 "expected auto or RxSxU" --cfg 4.5 --layout 0x2x1
+refuse 2 "expected auto or RxSxU" --cfg 4.5 --layout 1x2x2x1
+refuse 2 "expected auto or RxSxU" --cfg 4.5 --layout twoxonexone
+refuse 2 "R x S x U must equal it" --cfg 4.5 --layout 1x1x3
+refuse 4 "must divide the model's 2 attention heads" --cfg 4.5 --layout 1x1x4
+refuse 2 "2 replicas but 1 micro-batch" --cfg 1 --layout 2x1x1
+refuse 5 "5 pipeline stages for a model of 4 blocks" --cfg 4.5 --layout 1x5x1
+
+exit $fail

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Layouts with the CUDA stage (skips, 77, without a GPU): replicas exchange
+# host velocities only, so --layout 2x1x1 and 2x2x1 with --device cuda (the
+# ranks sharing the GPU through the host-staged MPI transport), in both
+# orders and with every block streamed, give latents bit-identical to the
+# 1-rank GPU run; sequence-parallel ranks on the CUDA stage are refused with
+# one line (exit 2, no output).
+set -u
+if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
+. "$SP_SRC/tests/common/find_python.sh"
+. "$SP_SRC/tests/common/mpi_env.sh"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+S=${SP_SEED:-$RANDOM}
+echo "seed $S (replay with SP_SEED=$S)"
+"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
+"$PY" - "$T/cond.h5" $S <<'PYEOF' || exit 1
+import sys, h5py, numpy as np
+r = np.random.default_rng(int(sys.argv[2]))
+with h5py.File(sys.argv[1], "w") as f:
+    f["context"] = r.standard_normal((int(r.integers(1, 513)), 4096)).astype(np.float32)
+    f["context_null"] = r.standard_normal((int(r.integers(1, 513)), 4096)).astype(np.float32)
+PYEOF
+A=(--model "$T/m.h5" --cond "$T/cond.h5" --frames 17 --size 96x80 --steps 4 --cfg 5 --seed $S
+   -q --device cuda --transport mpi)
+same() {
+  "$PY" -c 'import sys,h5py
+a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
+sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
+}
+"$SP_BIN" run "${A[@]}" -o "$T/one.h5" || { echo "FAIL 1-rank GPU run"; exit 1; }
+for c in "2 2x1x1 micro 0" "2 2x1x1 block 1" "4 2x2x1 micro 1" "4 2x2x1 block 0"; do
+  set -- $c
+  name="$2-$3-$4"
+  if mpirun -np $1 "$SP_BIN" run "${A[@]}" --layout $2 --order $3 --stream-frac $4 \
+      -o "$T/$name.h5" 2> "$T/$name.err"; then
+    same "$T/one.h5" "$T/$name.h5" && ok "--layout $2 --order $3 --stream-frac $4: bit-identical to 1 rank" \
+      || bad "--layout $2 --order $3 --stream-frac $4: latents differ from 1 rank"
+  else
+    bad "--layout $2 --order $3 --stream-frac $4 failed: $(grep error "$T/$name.err" | head -2)"
+  fi
+done
+out=$(mpirun -np 2 "$SP_BIN" run "${A[@]}" --layout 1x1x2 -o "$T/u2.h5" 2>&1); rc=$?
+if [ $rc -eq 2 ] && echo "$out" | grep -q "sequence-parallel ranks per stage run on the CPU backend only" &&
+   [ ! -e "$T/u2.h5" ]; then
+  ok "--layout 1x1x2 --device cuda refused: $(echo "$out" | grep error | head -1)"
+else
+  bad "--layout 1x1x2 --device cuda: exit $rc: $(echo "$out" | grep error | head -2)"
+fi
+exit $fail
