@@ -56,6 +56,12 @@ struct wan_vae_gpu {
 
 int wan_vae_gpu_available(void) { return 1; }
 
+int64_t wan_vae_gpu_free_bytes(void) {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return (int64_t)free_b;
+}
+
 /* ---------------------------------------------------------------- profiling */
 
 static int prof_begin(wan_vae_gpu *g) {
