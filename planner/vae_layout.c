@@ -161,9 +161,10 @@ int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *er
       k.t *= 2;
     }
     k.hw *= 4;
-    /* upsampled into s, the 2-D conv's output into x */
+    /* upsampled into s, the 2-D conv's output into y, plus its bias into x */
     need(&k, PLAN_VAE_S, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)c, 1));
     need(&k, PLAN_VAE_X, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)(c / 2), 1));
+    need(&k, PLAN_VAE_Y, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)(c / 2), 1));
   }
   /* head: norm + SiLU into s behind the cache, conv to PLAN_VAE_HEAD_CO
    * channels into y, clamped fp32 frames */
@@ -177,7 +178,9 @@ int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *er
   const uint64_t E = (uint64_t)e;
   take(&k, PLAN_VAE_WEIGHTS, 0, s->weight_bytes);
   take(&k, PLAN_VAE_LATENT, 0, mul3(&k, (uint64_t)s->z_dim, (uint64_t)(s->h * s->w), 4));
-  take(&k, PLAN_VAE_X, 0, mul3(&k, out->elems[PLAN_VAE_X], E, 1));
+  /* the residual stream in fp32 in both precisions (VAE.md "Where bf16's
+   * error comes from") */
+  take(&k, PLAN_VAE_X, 0, mul3(&k, out->elems[PLAN_VAE_X], 4, 1));
   take(&k, PLAN_VAE_Y, 0, mul3(&k, out->elems[PLAN_VAE_Y], E, 1));
   take(&k, PLAN_VAE_S, 0, mul3(&k, out->elems[PLAN_VAE_S], E, 1));
   take(&k, PLAN_VAE_R, 0, mul3(&k, out->elems[PLAN_VAE_R], E, 1));

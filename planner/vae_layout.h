@@ -9,13 +9,17 @@
  * config and counts the converted weights' bytes.
  *
  * Activations are channels-last, (T, H, W, C), in the decoder's precision
- * (2 or 4 bytes). Per chunk the decoder uses five roles, each one buffer
- * sized for the largest use over the whole decode (a later chunk's frame
- * counts; chunk 0 has one frame everywhere and needs less):
- *   x       the current activation (a block's input, updated in place to
- *           its output)
+ * (2 or 4 bytes), the residual stream x in fp32. Per chunk the decoder
+ * uses five roles, each one buffer sized for the largest use over the
+ * whole decode (a later chunk's frame counts; chunk 0 has one frame
+ * everywhere and needs less):
+ *   x       the current activation, the residual stream (a block's input,
+ *           updated in place to its output); fp32 in both precisions
+ *           (4-byte elements), since rounding it to bf16 at every block
+ *           costs more than any other store (VAE.md)
  *   y       a convolution's raw output (no bias yet), the qkv of the
- *           attention, the time conv's 2C channels, the head's output
+ *           attention, the time conv's 2C channels, a resample's 2-D conv
+ *           output, the head's output
  *   s       a cached convolution's input: WAN_VAE_CACHE_T = 2 frames copied
  *           from its cache, then the chunk's frames written by the producer
  *           (norm, SiLU) right behind them, so the convolution runs without

@@ -55,19 +55,19 @@ extern "C" void kern_cuda_vae_latent_in(kern_cuda_vae *v, const float *z, const 
  * not leave most of a warp idle; the group's sum by xor shuffles inside
  * the group (fixed order). Every lane of the warp takes part in the
  * shuffles, also past the last position. */
-template <typename T>
-__global__ void norm_kernel(const T *x, const float *bias, const float *gamma, T *y, int64_t N,
+template <typename TX, typename T>
+__global__ void norm_kernel(const TX *x, const float *bias, const float *gamma, T *y, int64_t N,
                             int C, int L, float sqrt_c, int silu) {
   constexpr int V = vec<T>::n;
   const int sub = threadIdx.x % L;
   const int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / L;
   const bool active = row < N;
-  const T *xr = x + (active ? row : 0) * C;
+  const TX *xr = x + (active ? row : 0) * C;
   T *yr = y + (active ? row : 0) * C;
   float ss = 0.0f;
   for (int c = sub * V; active && c < C; c += L * V) {
     float f[V];
-    vec<T>::load(xr + c, f);
+    load_v<TX, V>(xr + c, f);
 #pragma unroll
     for (int i = 0; i < V; i++) {
       const float u = bias ? f[i] + bias[c + i] : f[i];
@@ -78,7 +78,7 @@ __global__ void norm_kernel(const T *x, const float *bias, const float *gamma, T
   const float inv = 1.0f / fmaxf(sqrtf(ss), 1e-12f);
   for (int c = sub * V; active && c < C; c += L * V) {
     float f[V];
-    vec<T>::load(xr + c, f);
+    load_v<TX, V>(xr + c, f);
 #pragma unroll
     for (int i = 0; i < V; i++) {
       const float u = bias ? f[i] + bias[c + i] : f[i];
@@ -90,8 +90,9 @@ __global__ void norm_kernel(const T *x, const float *bias, const float *gamma, T
   }
 }
 
-extern "C" void kern_cuda_vae_norm(kern_cuda_vae *v, const void *x, const float *bias,
-                                   const float *gamma, void *y, int64_t N, int64_t C, int silu) {
+extern "C" void kern_cuda_vae_norm(kern_cuda_vae *v, const void *x, int x_f32,
+                                   const float *bias, const float *gamma, void *y, int64_t N,
+                                   int64_t C, int silu) {
   check_ch("norm", C, x, y);
   if (N < 1) sp_fatal("vae norm: %lld positions", (long long)N);
   const int64_t nvec = C / (int64_t)(16 / kern_dtype_size(v->dt));
@@ -101,18 +102,21 @@ extern "C" void kern_cuda_vae_norm(kern_cuda_vae *v, const void *x, const float 
   if (blocks > INT32_MAX) sp_fatal("vae norm: %lld positions is too many", (long long)N);
   const float sc = sqrtf((float)C);
   if (v->dt == KERN_DTYPE_F32)
-    norm_kernel<float><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
+    norm_kernel<float, float><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
         (const float *)x, bias, gamma, (float *)y, N, (int)C, L, sc, silu);
+  else if (x_f32)
+    norm_kernel<float, __nv_bfloat16><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
+        (const float *)x, bias, gamma, (__nv_bfloat16 *)y, N, (int)C, L, sc, silu);
   else
-    norm_kernel<__nv_bfloat16><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
+    norm_kernel<__nv_bfloat16, __nv_bfloat16><<<(unsigned)blocks, THREADS, 0, v->stream>>>(
         (const __nv_bfloat16 *)x, bias, gamma, (__nv_bfloat16 *)y, N, (int)C, L, sc, silu);
   CUDA_LAUNCH_CHECK();
 }
 
 /* ---- bias and residual add ------------------------------------------------------ */
 
-template <typename T>
-__global__ void add_kernel(const T *y, const float *by, const T *r, const float *br, T *out,
+template <typename T, typename TR, typename TO>
+__global__ void add_kernel(const T *y, const float *by, const TR *r, const float *br, TO *out,
                            int64_t nvec, int C) {
   constexpr int V = vec<T>::n;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec;
@@ -126,26 +130,60 @@ __global__ void add_kernel(const T *y, const float *by, const T *r, const float 
       for (int k = 0; k < V; k++) a[k] += by[c + k];
     }
     if (r) {
-      vec<T>::load(r + e, b);
+      load_v<TR, V>(r + e, b);
 #pragma unroll
       for (int k = 0; k < V; k++) a[k] += br ? b[k] + br[c + k] : b[k];
     }
-    vec<T>::store(out + e, a);
+    store_v<TO, V>(out + e, a);
   }
 }
 
 extern "C" void kern_cuda_vae_add(kern_cuda_vae *v, const void *y, const float *by, const void *r,
-                                  const float *br, void *out, int64_t N, int64_t C) {
+                                  int r_f32, const float *br, void *out, int out_f32, int64_t N,
+                                  int64_t C) {
   check_ch("add", C, y, out);
   if (r && misaligned(r)) sp_fatal("vae add: residual %p is not 16-byte aligned", r);
+  if (r_f32 && !out_f32 && v->dt != KERN_DTYPE_F32)
+    sp_fatal("vae add: an fp32 residual into a bf16 output");
   const int64_t nvec = N * C / (int64_t)(16 / kern_dtype_size(v->dt));
+  typedef __nv_bfloat16 bf;
+  const unsigned g = grid_for(nvec);
   if (v->dt == KERN_DTYPE_F32)
-    add_kernel<float><<<grid_for(nvec), THREADS, 0, v->stream>>>(
+    add_kernel<float, float, float><<<g, THREADS, 0, v->stream>>>(
         (const float *)y, by, (const float *)r, br, (float *)out, nvec, (int)C);
+  else if (!out_f32)
+    add_kernel<bf, bf, bf><<<g, THREADS, 0, v->stream>>>((const bf *)y, by, (const bf *)r, br,
+                                                         (bf *)out, nvec, (int)C);
+  else if (r_f32)
+    add_kernel<bf, float, float><<<g, THREADS, 0, v->stream>>>(
+        (const bf *)y, by, (const float *)r, br, (float *)out, nvec, (int)C);
   else
-    add_kernel<__nv_bfloat16><<<grid_for(nvec), THREADS, 0, v->stream>>>(
-        (const __nv_bfloat16 *)y, by, (const __nv_bfloat16 *)r, br, (__nv_bfloat16 *)out, nvec,
-        (int)C);
+    add_kernel<bf, bf, float><<<g, THREADS, 0, v->stream>>>((const bf *)y, by, (const bf *)r, br,
+                                                            (float *)out, nvec, (int)C);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- fp32 to the storage type ------------------------------------------------------ */
+
+__global__ void from_f32_kernel(const float *x, __nv_bfloat16 *y, int64_t nvec) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float f[8];
+    load_v<float, 8>(x + i * 8, f);
+    vec<__nv_bfloat16>::store(y + i * 8, f);
+  }
+}
+
+extern "C" void kern_cuda_vae_from_f32(kern_cuda_vae *v, const float *x, void *y, int64_t n) {
+  if (n < 1 || n % 8 != 0 || misaligned(x) || misaligned(y))
+    sp_fatal("vae from_f32: %lld elements (a multiple of 8), pointers %p %p", (long long)n,
+             (const void *)x, y);
+  if (v->dt == KERN_DTYPE_F32) {
+    CUDA_CHECK(cudaMemcpyAsync(y, x, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice,
+                               v->stream));
+    return;
+  }
+  from_f32_kernel<<<grid_for(n / 8), THREADS, 0, v->stream>>>(x, (__nv_bfloat16 *)y, n / 8);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -163,9 +201,30 @@ __global__ void upsample2x_kernel(const uint4 *x, uint4 *y, int64_t H, int64_t W
   }
 }
 
-extern "C" void kern_cuda_vae_upsample2x(kern_cuda_vae *v, const void *x, void *y, int64_t T,
-                                         int64_t H, int64_t W, int64_t C) {
+/* Nearest 2x of an fp32 x into bf16 y, 8 channels per thread. */
+__global__ void upsample2x_f32_kernel(const float *x, __nv_bfloat16 *y, int64_t H, int64_t W,
+                                      int64_t cv, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t c = i % cv, pos = i / cv;
+    const int64_t ox = pos % (2 * W), r = pos / (2 * W);
+    const int64_t oy = r % (2 * H), f = r / (2 * H);
+    float a[8];
+    load_v<float, 8>(x + (((f * H + oy / 2) * W + ox / 2) * cv + c) * 8, a);
+    vec<__nv_bfloat16>::store(y + i * 8, a);
+  }
+}
+
+extern "C" void kern_cuda_vae_upsample2x(kern_cuda_vae *v, const void *x, int x_f32, void *y,
+                                         int64_t T, int64_t H, int64_t W, int64_t C) {
   check_ch("upsample2x", C, x, y);
+  if (x_f32 && v->dt != KERN_DTYPE_F32) {
+    const int64_t cv = C / 8, n = T * 4 * H * W * cv;
+    upsample2x_f32_kernel<<<grid_for(n), THREADS, 0, v->stream>>>(
+        (const float *)x, (__nv_bfloat16 *)y, H, W, cv, n);
+    CUDA_LAUNCH_CHECK();
+    return;
+  }
   const int64_t cv = C * (int64_t)kern_dtype_size(v->dt) / 16, n = T * 4 * H * W * cv;
   upsample2x_kernel<<<grid_for(n), THREADS, 0, v->stream>>>((const uint4 *)x, (uint4 *)y, H, W,
                                                             cv, n);

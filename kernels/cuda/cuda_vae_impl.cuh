@@ -111,6 +111,19 @@ struct vec<__nv_bfloat16> {
   }
 };
 
+/* V values of a row in T storage, V a multiple of vec<T>::n: a bf16 row's
+ * vector read from or written to fp32 storage takes two float4s. */
+template <typename T, int V>
+static __device__ __forceinline__ void load_v(const T *p, float *f) {
+#pragma unroll
+  for (int i = 0; i < V; i += vec<T>::n) vec<T>::load(p + i, f + i);
+}
+template <typename T, int V>
+static __device__ __forceinline__ void store_v(T *p, const float *f) {
+#pragma unroll
+  for (int i = 0; i < V; i += vec<T>::n) vec<T>::store(p + i, f + i);
+}
+
 static __device__ __forceinline__ float to_f(float x) { return x; }
 static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 static __device__ __forceinline__ void from_f(float *p, float x) { *p = x; }
