@@ -4,7 +4,9 @@
  *
  * Conventions (kern_cuda.h's, with these differences):
  * - activations are channels-last, (T, H, W, C) row-major, in one storage
- *   type per context, `dt`: bf16 (passed as uint16_t bit patterns) or fp32;
+ *   type per context, `dt`: bf16 (passed as uint16_t bit patterns) or fp32,
+ *   except the residual stream, which the norm, add and upsampling may take
+ *   or give in fp32 in either dt (their x_f32, r_f32, out_f32 flags);
  *   arithmetic, norms' statistics and softmax are fp32;
  * - every channel count is a multiple of 8 and every pointer 16-byte
  *   aligned (the element kernels move 16-byte vectors); checked, fatal;
@@ -56,19 +58,26 @@ void kern_cuda_vae_latent_in(kern_cuda_vae *v, const float *z, const float *wt, 
 /* RMS norm over channels, optionally after a bias and before SiLU:
  *   u = x[p, :] + bias;  y[p, c] = u[c] / max(||u||_2, 1e-12) * sqrt(C) * gamma[c]
  *   then y = y sigmoid(y) when silu.
- * x, y (N, C) in dt, not aliasing; bias (C) or NULL; gamma (C). */
-void kern_cuda_vae_norm(kern_cuda_vae *v, const void *x, const float *bias, const float *gamma,
-                        void *y, int64_t N, int64_t C, int silu);
+ * x (N, C) in dt, or fp32 when x_f32 (the residual stream); y (N, C) in dt,
+ * not aliasing x; bias (C) or NULL; gamma (C). */
+void kern_cuda_vae_norm(kern_cuda_vae *v, const void *x, int x_f32, const float *bias,
+                        const float *gamma, void *y, int64_t N, int64_t C, int silu);
 
 /* out = (y + by) + (r + br), or out = y + by when r is NULL:
- * y, r, out (N, C) in dt; out may alias y or r; by (C) or NULL, br (C) or
- * NULL. */
-void kern_cuda_vae_add(kern_cuda_vae *v, const void *y, const float *by, const void *r,
-                       const float *br, void *out, int64_t N, int64_t C);
+ * y (N, C) in dt; r (N, C) in dt, or fp32 when r_f32; out (N, C) in dt, or
+ * fp32 when out_f32 (an fp32 r needs an fp32 out); out may alias y or r;
+ * by (C) or NULL, br (C) or NULL. */
+void kern_cuda_vae_add(kern_cuda_vae *v, const void *y, const float *by, const void *r, int r_f32,
+                       const float *br, void *out, int out_f32, int64_t N, int64_t C);
 
-/* Nearest 2x in H and W: x (T, H, W, C) -> y (T, 2H, 2W, C). */
-void kern_cuda_vae_upsample2x(kern_cuda_vae *v, const void *x, void *y, int64_t T, int64_t H,
-                              int64_t W, int64_t C);
+/* y (n) in dt from x (n) fp32 (rounded to nearest even for bf16); n a
+ * multiple of 8. */
+void kern_cuda_vae_from_f32(kern_cuda_vae *v, const float *x, void *y, int64_t n);
+
+/* Nearest 2x in H and W: x (T, H, W, C) in dt, or fp32 when x_f32 ->
+ * y (T, 2H, 2W, C) in dt. */
+void kern_cuda_vae_upsample2x(kern_cuda_vae *v, const void *x, int x_f32, void *y, int64_t T,
+                              int64_t H, int64_t W, int64_t C);
 
 /* upsample3d after its time conv: x (T, H, W, 2C) raw conv output, b (2C)
  * -> y (2T, 2H, 2W, C): y[2t + k, oy, ox, c] = x[t, oy/2, ox/2, kC + c] +

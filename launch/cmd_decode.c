@@ -11,9 +11,14 @@
 #include "log.h"
 #include "path_check.h"
 #include "tensor_io.h"
+#include "vae_layout.h"
 #include "video_out.h"
 
-enum { OPT_LATENTS = JOB_OPT_COUNT, OPT_OUT, OPT_FRAMES_DIR, OPT_JSON, OPT_HELP };
+enum { OPT_LATENTS = JOB_OPT_COUNT, OPT_OUT, OPT_FRAMES_DIR, OPT_TILE, OPT_TILE_OVERLAP, OPT_JSON, OPT_HELP };
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define TILE_OVERLAP_STR STR(PLAN_VAE_TILE_OVERLAP)
 
 /* decode takes the job options that say how to decode (--vae, --fps,
  * --vae-precision, --device, --no-verify, --quiet); its input and outputs
@@ -31,6 +36,20 @@ static void decode_table(cli_opts *t) {
        "in [-1, 1]); T = 1 + 4 (F - 1); written atomically"},
       {OPT_FRAMES_DIR, "frames-dir", 0, "DIR", NULL, 0,
        "also (or instead) one PNG per frame in DIR (new or empty)"},
+      {OPT_TILE, "tile", 0, "HxW", "auto", 0,
+       "decode in overlapping tiles of HxW latent positions\n"
+       "(8H x 8W pixels), each through the whole decoder,\n"
+       "blended with linear ramps over the overlaps; the\n"
+       "video changes near and across the seams (VAE.md\n"
+       "\"Tiling\" measures how much). auto: untiled, except\n"
+       "on cuda when the decoder does not fit the GPU's free\n"
+       "memory: then the largest tiles that fit (fewest\n"
+       "tiles), overlapping by " TILE_OVERLAP_STR "; the CPU decoder is\n"
+       "untiled unless --tile is given"},
+      {OPT_TILE_OVERLAP, "tile-overlap", 0, "N", TILE_OVERLAP_STR, 0,
+       "with --tile: least overlap of neighbouring tiles in\n"
+       "latent positions (0: hard seams, no blending); below\n"
+       "every tile side that splits the latent"},
       {OPT_JSON, "json", 'j', NULL, NULL, 0,
        "one JSON object on stdout: outputs, frames, size,\n"
        "seconds, peak memory"},
@@ -54,7 +73,9 @@ static void usage(const cli_opts *t, FILE *f) {
           "\nFFmpeg (libavformat, libavcodec, libswscale) is loaded when a video file is\n"
           "asked for; without it .h5 and --frames-dir still work. Here: %s.\n"
           "SP_FFMPEG_LIBDIR names a directory to load FFmpeg's libraries from.\n"
-          "Threads (CPU): OMP_NUM_THREADS (results do not depend on it).\n",
+          "Threads (CPU): OMP_NUM_THREADS (results do not depend on it).\n"
+          "Tiled decodes hold the whole video in host memory (fp32: 3 x frames x height\n"
+          "x width x 4 bytes) to blend the tiles, and write it when every tile is done.\n",
           video_out_ffmpeg_status());
 }
 
@@ -63,6 +84,7 @@ typedef struct decode_cli {
   decode_opts dec;
   const char *latents;
   int json, help;
+  int overlap_set; /* --tile-overlap given */
 } decode_cli;
 
 static int decode_parse(int argc, char **argv, decode_cli *c) {
@@ -78,6 +100,17 @@ static int decode_parse(int argc, char **argv, decode_cli *c) {
     case OPT_LATENTS: c->latents = optarg; break;
     case OPT_OUT: c->dec.out = optarg; break;
     case OPT_FRAMES_DIR: c->dec.frames_dir = optarg; break;
+    case OPT_TILE:
+      if (strcmp(optarg, "auto") == 0) c->dec.tile_h = c->dec.tile_w = 0;
+      else if (job_parse_size_hw("--tile", optarg, &c->dec.tile_h, &c->dec.tile_w) != SP_OK)
+        return SP_ERR_INPUT;
+      break;
+    case OPT_TILE_OVERLAP:
+      if (job_parse_int64("--tile-overlap", optarg, 0, WAN_VAE_MAX_SIDE, &c->dec.tile_overlap) !=
+          SP_OK)
+        return SP_ERR_INPUT;
+      c->overlap_set = 1;
+      break;
     case OPT_JSON: c->json = 1; break;
     case OPT_HELP: usage(&t, stdout); c->help = 1; return SP_OK;
     default:
@@ -85,6 +118,11 @@ static int decode_parse(int argc, char **argv, decode_cli *c) {
     }
   }
   if (r < 0) return cli_bad_usage("decode");
+  if (!c->overlap_set) c->dec.tile_overlap = PLAN_VAE_TILE_OVERLAP;
+  else if (c->dec.tile_h == 0) {
+    sp_log_error("decode: --tile-overlap needs --tile HxW");
+    return cli_bad_usage("decode");
+  }
   if (optind < argc) {
     sp_log_error("decode: unexpected argument '%s'", argv[optind]);
     return cli_bad_usage("decode");
@@ -129,6 +167,14 @@ static void print_json(const decode_cli *c, const vae_model *m, const decode_sta
   json_object_object_add(o, "decode_s", json_object_new_double(st->decode_s));
   json_object_object_add(o, "device_peak_bytes", json_object_new_int64(st->device_peak_bytes));
   json_object_object_add(o, "host_bytes", json_object_new_int64(st->host_bytes));
+  json_object *tiles = json_object_new_array();
+  json_object_array_add(tiles, json_object_new_int64(st->tiles_y));
+  json_object_array_add(tiles, json_object_new_int64(st->tiles_x));
+  json_object_object_add(o, "tiles", tiles);
+  json_object *tile = json_object_new_array();
+  json_object_array_add(tile, json_object_new_int64(st->tile_h));
+  json_object_array_add(tile, json_object_new_int64(st->tile_w));
+  json_object_object_add(o, "tile", tile);
   printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
   json_object_put(o);
 }

@@ -4,6 +4,7 @@
  * allocation, every buffer at the next multiple of PLAN_LAYOUT_ALIGN.
  * Notation: t frames of the current level in a later chunk, hw positions
  * per frame, E bytes per element. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "layout.h"
@@ -160,9 +161,10 @@ int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *er
       k.t *= 2;
     }
     k.hw *= 4;
-    /* upsampled into s, the 2-D conv's output into x */
+    /* upsampled into s, the 2-D conv's output into y, plus its bias into x */
     need(&k, PLAN_VAE_S, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)c, 1));
     need(&k, PLAN_VAE_X, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)(c / 2), 1));
+    need(&k, PLAN_VAE_Y, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)(c / 2), 1));
   }
   /* head: norm + SiLU into s behind the cache, conv to PLAN_VAE_HEAD_CO
    * channels into y, clamped fp32 frames */
@@ -176,7 +178,9 @@ int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *er
   const uint64_t E = (uint64_t)e;
   take(&k, PLAN_VAE_WEIGHTS, 0, s->weight_bytes);
   take(&k, PLAN_VAE_LATENT, 0, mul3(&k, (uint64_t)s->z_dim, (uint64_t)(s->h * s->w), 4));
-  take(&k, PLAN_VAE_X, 0, mul3(&k, out->elems[PLAN_VAE_X], E, 1));
+  /* the residual stream in fp32 in both precisions (VAE.md "Where bf16's
+   * error comes from") */
+  take(&k, PLAN_VAE_X, 0, mul3(&k, out->elems[PLAN_VAE_X], 4, 1));
   take(&k, PLAN_VAE_Y, 0, mul3(&k, out->elems[PLAN_VAE_Y], E, 1));
   take(&k, PLAN_VAE_S, 0, mul3(&k, out->elems[PLAN_VAE_S], E, 1));
   take(&k, PLAN_VAE_R, 0, mul3(&k, out->elems[PLAN_VAE_R], E, 1));
@@ -203,4 +207,77 @@ const plan_vae_buffer *plan_vae_layout_find(const plan_vae_layout *l, plan_vae_b
   for (int i = 0; i < l->count; i++)
     if (l->b[i].kind == kind && l->b[i].index == index) return &l->b[i];
   return NULL;
+}
+
+/* ---------------------------------------------------------------- tiling */
+
+int64_t plan_vae_tile_count(int64_t n, int64_t t, int64_t o) {
+  if (n < 1 || t < 1 || o < 0) return 0;
+  if (t >= n) return 1;
+  if (o >= t) return 0;
+  return 1 + (n - t + (t - o) - 1) / (t - o);
+}
+
+int64_t plan_vae_tile_start(int64_t n, int64_t t, int64_t count, int64_t i) {
+  if (count <= 1 || t >= n) return 0;
+  return i * (n - t) / (count - 1);
+}
+
+/* The least tile that covers n with k tiles overlapping by o:
+ * k t - (k - 1) o >= n. */
+static int64_t tile_for(int64_t n, int64_t k, int64_t o) {
+  const int64_t t = (n + (k - 1) * o + k - 1) / k;
+  return t < n ? t : n;
+}
+
+/* Layout bytes of s at a tile of th x tw; UINT64_MAX when refused. */
+static uint64_t tile_bytes(const plan_vae_shape *s, int64_t th, int64_t tw) {
+  plan_vae_shape t = *s;
+  t.h = th;
+  t.w = tw;
+  plan_vae_layout *l = malloc(sizeof *l);
+  char err[8];
+  uint64_t n = UINT64_MAX;
+  if (l && plan_vae_layout_make(&t, l, err, sizeof err) == PLAN_OK) n = l->total;
+  free(l);
+  return n;
+}
+
+int plan_vae_tiles_pick(const plan_vae_shape *s, int64_t overlap, uint64_t budget,
+                        plan_vae_tiles *out, char *err, size_t errlen) {
+  if (s->h < 1 || s->w < 1 || overlap < 0)
+    return plan_fail(err, errlen, "vae tiles: latent %lldx%lld, overlap %lld", (long long)s->h,
+                     (long long)s->w, (long long)overlap);
+  plan_vae_tiles best = {0};
+  /* For each count of tiles down, the fewest across that fit (bytes fall
+   * as the tile shrinks, so the scan stops at the first that fits). */
+  for (int64_t ky = 1; ky <= s->h; ky++) {
+    if (best.ny && ky > best.ny * best.nx) break;
+    const int64_t th = tile_for(s->h, ky, overlap);
+    if (ky > 1 && th <= overlap) break;
+    if (plan_vae_tile_count(s->h, th, overlap) < ky) continue; /* same tile as fewer rows */
+    for (int64_t kx = 1; kx <= s->w; kx++) {
+      if (best.ny && ky * kx > best.ny * best.nx) break;
+      const int64_t tw = tile_for(s->w, kx, overlap);
+      if (kx > 1 && tw <= overlap) break;
+      if (plan_vae_tile_count(s->w, tw, overlap) < kx) continue;
+      const uint64_t b = tile_bytes(s, th, tw);
+      if (b > budget) continue;
+      if (!best.ny || ky * kx < best.ny * best.nx ||
+          (ky * kx == best.ny * best.nx && th * tw > best.th * best.tw))
+        best = (plan_vae_tiles){th, tw, ky, kx, overlap, b};
+      break;
+    }
+  }
+  if (!best.ny)
+    return plan_fail(err, errlen,
+                     "vae tiles: latent %lldx%lld: no tile of more than %lld positions a side "
+                     "fits %.2f GiB (the least needs %.2f GiB)",
+                     (long long)s->h, (long long)s->w, (long long)overlap,
+                     (double)budget / (1 << 30),
+                     (double)tile_bytes(s, overlap + 1 < s->h ? overlap + 1 : s->h,
+                                        overlap + 1 < s->w ? overlap + 1 : s->w) /
+                         (1 << 30));
+  *out = best;
+  return PLAN_OK;
 }

@@ -9,13 +9,17 @@
  * config and counts the converted weights' bytes.
  *
  * Activations are channels-last, (T, H, W, C), in the decoder's precision
- * (2 or 4 bytes). Per chunk the decoder uses five roles, each one buffer
- * sized for the largest use over the whole decode (a later chunk's frame
- * counts; chunk 0 has one frame everywhere and needs less):
- *   x       the current activation (a block's input, updated in place to
- *           its output)
+ * (2 or 4 bytes), the residual stream x in fp32. Per chunk the decoder
+ * uses five roles, each one buffer sized for the largest use over the
+ * whole decode (a later chunk's frame counts; chunk 0 has one frame
+ * everywhere and needs less):
+ *   x       the current activation, the residual stream (a block's input,
+ *           updated in place to its output); fp32 in both precisions
+ *           (4-byte elements), since rounding it to bf16 at every block
+ *           costs more than any other store (VAE.md)
  *   y       a convolution's raw output (no bias yet), the qkv of the
- *           attention, the time conv's 2C channels, the head's output
+ *           attention, the time conv's 2C channels, a resample's 2-D conv
+ *           output, the head's output
  *   s       a cached convolution's input: WAN_VAE_CACHE_T = 2 frames copied
  *           from its cache, then the chunk's frames written by the producer
  *           (norm, SiLU) right behind them, so the convolution runs without
@@ -132,6 +136,41 @@ int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *er
 /* The buffer of kind k and index i, NULL when the layout has none. */
 const plan_vae_buffer *plan_vae_layout_find(const plan_vae_layout *l, plan_vae_buf kind,
                                             int index);
+
+/* ------------------------------------------------------------ tiling
+ *
+ * A latent too large for the device is decoded in overlapping spatial
+ * tiles, each through the whole decoder (ranks/nets/wan_vae_tile.c, VAE.md
+ * "Tiling"). Along an axis of n latent positions, tiles of t positions
+ * overlapping by at least o: count = 1 when t >= n, else
+ * 1 + ceil((n - t) / (t - o)); tile i starts at floor(i (n - t) / (count - 1)),
+ * so all tiles have the same size (one decoder for all), the first starts
+ * at 0, the last ends at n, and neighbours overlap by o or more. */
+
+/* Latent overlap of tiles chosen from a budget: 8 latent positions (64
+ * pixels), the overlap of the published tiled decoders. */
+#define PLAN_VAE_TILE_OVERLAP 8
+
+typedef struct plan_vae_tiles {
+  int64_t th, tw;    /* tile size, latent positions */
+  int64_t ny, nx;    /* tiles down and across */
+  int64_t overlap;   /* least overlap of neighbours, latent positions */
+  uint64_t bytes;    /* the layout total of one tile */
+} plan_vae_tiles;
+
+/* Tiles along an axis of n for tile t and overlap o (0 <= o < t, or
+ * t >= n); 0 for arguments outside that. */
+int64_t plan_vae_tile_count(int64_t n, int64_t t, int64_t o);
+/* Start of tile i of count along an axis of n, tile t. */
+int64_t plan_vae_tile_start(int64_t n, int64_t t, int64_t count, int64_t i);
+
+/* The tiling of s's latent (s->h x s->w) whose tile layout fits budget
+ * bytes: no tiling (1 x 1, the whole latent) when the whole layout fits;
+ * else the fewest tiles, and among as many tiles the largest, each tile
+ * at least overlap + 1 per tiled side. PLAN_EINVAL (message in err) when
+ * the shape is bad or not even the smallest tiles fit. */
+int plan_vae_tiles_pick(const plan_vae_shape *s, int64_t overlap, uint64_t budget,
+                        plan_vae_tiles *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -159,8 +159,25 @@ typedef struct wan_vae_cache {
   int started;
 } wan_vae_cache;
 
+/* Stores the CPU decoder can round to bf16 (round to nearest even), to
+ * emulate where the CUDA decoder in bf16 keeps its tensors in bf16 and
+ * measure what each costs (VAE.md "Where bf16's error comes from",
+ * tests/vae/test_vae_bf16_emul.c). 0, the default, is the fp32 decoder. */
+enum {
+  WAN_VAE_ROUND_ACT = 1 << 0,   /* a conv's input: norm + SiLU outputs, conv2's output */
+  WAN_VAE_ROUND_CONV = 1 << 1,  /* every conv's output (shortcut, qkv, proj, time conv) */
+  WAN_VAE_ROUND_RES = 1 << 2,   /* the residual stream: each block's and resample's output */
+  WAN_VAE_ROUND_ATTN = 1 << 3,  /* the attention's output before proj */
+  WAN_VAE_ROUND_HEAD = 1 << 4,  /* the head conv's output (the frames before the clamp) */
+  WAN_VAE_ROUND_ALL = (1 << 5) - 1,
+  /* the CUDA decoder in bf16: everything but the residual stream, which it
+   * keeps in fp32 */
+  WAN_VAE_ROUND_CUDA_BF16 = WAN_VAE_ROUND_ALL & ~WAN_VAE_ROUND_RES
+};
+
 typedef struct wan_vae_decoder {
   wan_vae_config cfg;
+  int round_mask;     /* WAN_VAE_ROUND_* bits; 0: fp32 throughout */
   int64_t h, w; /* latent size the scratch is sized for */
   int n_cache;
   wan_vae_cache cache[WAN_VAE_MAX_CACHES]; /* in the order the convs run */
@@ -175,6 +192,9 @@ typedef struct wan_vae_decoder {
  * SP_ERR_RUNTIME (out of memory, logged). */
 int wan_vae_decoder_create(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_decoder **out);
 void wan_vae_decoder_free(wan_vae_decoder *d);
+/* Rounds the stores of mask (WAN_VAE_ROUND_*) to bf16 in the decodes that
+ * follow; 0 turns it off. */
+void wan_vae_decoder_round(wan_vae_decoder *d, int mask);
 /* Host floats the decoder holds (caches and scratch) for latents h x w. */
 int64_t wan_vae_decoder_floats(const wan_vae_config *c, int64_t h, int64_t w);
 

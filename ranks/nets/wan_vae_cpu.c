@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kern_cpu.h"
+#include "kern_dtype.h"
 #include "kern_cpu_vae.h"
 #include "log.h"
 #include "wan_vae.h"
@@ -134,6 +135,14 @@ void wan_vae_decoder_free(wan_vae_decoder *d) {
   free(d);
 }
 
+void wan_vae_decoder_round(wan_vae_decoder *d, int mask) { d->round_mask = mask; }
+
+/* x (n) rounded to bf16 in place when the decoder rounds stores of kind. */
+static void round_bf16(const wan_vae_decoder *d, int kind, float *x, int64_t n) {
+  if (!(d->round_mask & kind)) return;
+  for (int64_t i = 0; i < n; i++) x[i] = kern_bf16_to_f32(kern_f32_to_bf16(x[i]));
+}
+
 /* ---------------------------------------------------------------- caches */
 
 /* Keeps the last WAN_VAE_CACHE_T frames of (cached frames, x), x (c, T, hw):
@@ -174,10 +183,11 @@ static wan_vae_cache *next_cache(vae_run *r, int64_t c) {
 /* y = CausalConv3d k x k x k (k = 3: padding 1; k = 1: none) of x (ci, t,
  * h, w) with the next cache, which then takes x's last frames. */
 static void cached_conv(vae_run *r, const float *x, const float *wt, const float *b, float *y,
-                        int64_t ci, int64_t co) {
+                        int64_t ci, int64_t co, int round_kind) {
   wan_vae_cache *k = next_cache(r, ci);
   kern_cpu_causal_conv3d(x, k->frames, k->n, wt, b, y, ci, co, r->t, r->h, r->w, 3, 3, 3);
   cache_push(k, x, r->t);
+  round_bf16(r->d, round_kind, y, co * r->t * r->h * r->w);
 }
 
 /* ---------------------------------------------------------------- blocks */
@@ -198,6 +208,7 @@ static void norm_silu(const vae_run *r, const float *x, const float *gamma, floa
   const int64_t n = r->t * r->h * r->w;
   kern_cpu_channel_rmsnorm(x, gamma, y, c, n);
   kern_cpu_silu(y, c * n);
+  round_bf16(r->d, WAN_VAE_ROUND_ACT, y, c * n);
 }
 
 static void resblock(vae_run *r, const wan_vae_resblock *rb, vae_bufs *B) {
@@ -206,24 +217,34 @@ static void resblock(vae_run *r, const wan_vae_resblock *rb, vae_bufs *B) {
   if (rb->shortcut_w) {
     kern_cpu_causal_conv3d(B->x, NULL, 0, rb->shortcut_w, rb->shortcut_b, B->c, rb->in_dim,
                            rb->out_dim, r->t, r->h, r->w, 1, 1, 1);
+    round_bf16(r->d, WAN_VAE_ROUND_CONV, B->c, rb->out_dim * n);
     h = B->c;
   }
   norm_silu(r, B->x, rb->norm1_gamma, B->a, rb->in_dim);
-  cached_conv(r, B->a, rb->conv1_w, rb->conv1_b, B->b, rb->in_dim, rb->out_dim);
+  cached_conv(r, B->a, rb->conv1_w, rb->conv1_b, B->b, rb->in_dim, rb->out_dim,
+              WAN_VAE_ROUND_CONV);
   norm_silu(r, B->b, rb->norm2_gamma, B->b, rb->out_dim);
   /* Dropout(0) is the identity. */
-  cached_conv(r, B->b, rb->conv2_w, rb->conv2_b, B->a, rb->out_dim, rb->out_dim);
+  cached_conv(r, B->b, rb->conv2_w, rb->conv2_b, B->a, rb->out_dim, rb->out_dim,
+              WAN_VAE_ROUND_CONV);
   kern_cpu_gated_add(B->a, h, NULL, rb->out_dim, n);
+  round_bf16(r->d, WAN_VAE_ROUND_RES, B->a, rb->out_dim * n);
   swap(&B->x, &B->a);
 }
 
 static void attnblock(vae_run *r, const wan_vae_attn *at, vae_bufs *B) {
   const int64_t hw = r->h * r->w, c = at->dim;
+  const wan_vae_decoder *d = r->d;
   kern_cpu_channel_rmsnorm(B->x, at->norm_gamma, B->a, c, r->t * hw);
+  round_bf16(d, WAN_VAE_ROUND_ACT, B->a, c * r->t * hw);
   kern_cpu_conv2d_frames(B->a, at->qkv_w, at->qkv_b, B->b, c, 3 * c, r->t, r->h, r->w, 1, 1);
+  round_bf16(d, WAN_VAE_ROUND_CONV, B->b, 3 * c * r->t * hw);
   kern_cpu_frame_attention(B->b, r->d->attn_scratch, B->c, c, r->t, hw);
+  round_bf16(d, WAN_VAE_ROUND_ATTN, B->c, c * r->t * hw);
   kern_cpu_conv2d_frames(B->c, at->proj_w, at->proj_b, B->a, c, c, r->t, r->h, r->w, 1, 1);
+  round_bf16(d, WAN_VAE_ROUND_CONV, B->a, c * r->t * hw);
   kern_cpu_gated_add(B->a, B->x, NULL, c, r->t * hw);
+  round_bf16(d, WAN_VAE_ROUND_RES, B->a, c * r->t * hw);
   swap(&B->x, &B->a);
 }
 
@@ -237,6 +258,7 @@ static void resample(vae_run *r, const wan_vae_resample *u, vae_bufs *B) {
     if (k->started) {
       kern_cpu_causal_conv3d(B->x, k->frames, k->n, u->time_w, u->time_b, B->a, c, 2 * c, r->t,
                              r->h, r->w, 3, 1, 1);
+      round_bf16(r->d, WAN_VAE_ROUND_CONV, B->a, 2 * c * r->t * hw);
       cache_push(k, B->x, r->t);
       kern_cpu_time_unfold2(B->a, B->b, c, r->t, hw);
       r->t *= 2;
@@ -248,13 +270,16 @@ static void resample(vae_run *r, const wan_vae_resample *u, vae_bufs *B) {
   r->h *= 2;
   r->w *= 2;
   kern_cpu_conv2d_frames(B->c, u->conv_w, u->conv_b, B->a, c, c / 2, r->t, r->h, r->w, 3, 3);
+  /* the resample conv's output is the residual stream of the next level */
+  round_bf16(r->d, WAN_VAE_ROUND_CONV | WAN_VAE_ROUND_RES, B->a, c / 2 * r->t * r->h * r->w);
   swap(&B->x, &B->a);
 }
 
 /* Decoder3d on one chunk: B->x holds conv2's output for latent frame (z,
  * 1, h, w); the chunk's video frames (3, r->t, H, W) end in B->x. */
 static void decoder_chunk(vae_run *r, const wan_vae_weights *wt, vae_bufs *B) {
-  cached_conv(r, B->x, wt->conv1_w, wt->conv1_b, B->a, wt->z_dim, wt->mid_dim);
+  cached_conv(r, B->x, wt->conv1_w, wt->conv1_b, B->a, wt->z_dim, wt->mid_dim,
+              WAN_VAE_ROUND_CONV | WAN_VAE_ROUND_RES);
   swap(&B->x, &B->a);
   resblock(r, &wt->mid0, B);
   attnblock(r, &wt->mid_attn, B);
@@ -265,7 +290,7 @@ static void decoder_chunk(vae_run *r, const wan_vae_weights *wt, vae_bufs *B) {
     if (l->has_up) resample(r, &l->up, B);
   }
   norm_silu(r, B->x, wt->head_gamma, B->a, wt->head_dim);
-  cached_conv(r, B->a, wt->head_w, wt->head_b, B->b, wt->head_dim, 3);
+  cached_conv(r, B->a, wt->head_w, wt->head_b, B->b, wt->head_dim, 3, WAN_VAE_ROUND_HEAD);
   swap(&B->x, &B->b);
 }
 
@@ -295,6 +320,7 @@ int wan_vae_decode_stream(wan_vae_decoder *d, const wan_vae_weights *wt, const f
     }
     kern_cpu_causal_conv3d(B.a, NULL, 0, wt->conv2_w, wt->conv2_b, B.x, z, z, 1, d->h, d->w, 1,
                            1, 1);
+    round_bf16(d, WAN_VAE_ROUND_ACT, B.x, z * hw);
     decoder_chunk(&r, wt, &B);
     if (r.h * r.w != ohw || frame0 + r.t > T_out)
       sp_fatal("vae: chunk %lld gave %lld frames of %lldx%lld", (long long)f, (long long)r.t,

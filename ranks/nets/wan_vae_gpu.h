@@ -28,6 +28,15 @@ int wan_vae_gpu_available(void);
 int64_t wan_vae_gpu_bytes(const wan_vae_config *c, int64_t h, int64_t w,
                           wan_vae_gpu_precision p);
 
+/* Device bytes the decoder's handles (cuDNN, cuBLASLt) and the CUDA
+ * runtime's own growth may take besides the layout: kept free when the
+ * layout is fitted to the device's free memory. */
+#define WAN_VAE_GPU_SLACK_BYTES ((int64_t)512 << 20)
+
+/* Free bytes of the current device as cudaMemGetInfo reports them (every
+ * process on it counts); 0 in a build without CUDA. */
+int64_t wan_vae_gpu_free_bytes(void);
+
 /* Uploads the weights (packed fp32, wan_vae_table layout of c) to the
  * current device, converting to the precision, and lays out the workspace
  * for latents of h x w. Returns SP_OK, SP_ERR_INPUT (bad config/size, no

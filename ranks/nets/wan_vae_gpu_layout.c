@@ -68,8 +68,9 @@ static int check_widths(const wan_vae_config *c) {
   return 0;
 }
 
-int wan_vae_gpu_layout(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gpu_precision p,
-                       plan_vae_layout *out) {
+/* The checks of wan_vae_gpu_layout and the planner's shape of c at h x w. */
+static int gpu_shape(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gpu_precision p,
+                     plan_vae_shape *s) {
   char err[200];
   if (wan_vae_config_check(c, err, sizeof err) != 0) {
     sp_log_error("vae gpu: %s", err);
@@ -96,19 +97,41 @@ int wan_vae_gpu_layout(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gp
     return SP_ERR_RUNTIME;
   }
   wan_vae_table_make(c, wt, t);
-  plan_vae_shape s = {0};
-  s.z_dim = c->z_dim;
-  s.mid_dim = wan_vae_level_dim(c, -1);
-  s.n_levels = c->n_mult;
-  for (int i = 0; i < c->n_mult; i++) s.level_dim[i] = wan_vae_level_dim(c, i);
-  for (int i = 0; i + 1 < c->n_mult; i++) s.temporal_up[i] = c->temporal_up[i];
-  s.res_per_level = c->num_res_blocks + 1;
-  s.h = h;
-  s.w = w;
-  s.elem_bytes = wan_vae_gpu_elem_bytes(p);
-  s.weight_bytes = wan_vae_gpu_weight_offsets(t, p, off);
+  memset(s, 0, sizeof *s);
+  s->z_dim = c->z_dim;
+  s->mid_dim = wan_vae_level_dim(c, -1);
+  s->n_levels = c->n_mult;
+  for (int i = 0; i < c->n_mult; i++) s->level_dim[i] = wan_vae_level_dim(c, i);
+  for (int i = 0; i + 1 < c->n_mult; i++) s->temporal_up[i] = c->temporal_up[i];
+  s->res_per_level = c->num_res_blocks + 1;
+  s->h = h;
+  s->w = w;
+  s->elem_bytes = wan_vae_gpu_elem_bytes(p);
+  s->weight_bytes = wan_vae_gpu_weight_offsets(t, p, off);
   free(wt), free(t), free(off);
+  return SP_OK;
+}
+
+int wan_vae_gpu_layout(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gpu_precision p,
+                       plan_vae_layout *out) {
+  char err[200];
+  plan_vae_shape s;
+  int rc = gpu_shape(c, h, w, p, &s);
+  if (rc != SP_OK) return rc;
   if (plan_vae_layout_make(&s, out, err, sizeof err) != 0) {
+    sp_log_error("vae gpu: %s", err);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+int wan_vae_gpu_tiles(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gpu_precision p,
+                      uint64_t budget, plan_vae_tiles *out) {
+  char err[200];
+  plan_vae_shape s;
+  int rc = gpu_shape(c, h, w, p, &s);
+  if (rc != SP_OK) return rc;
+  if (plan_vae_tiles_pick(&s, PLAN_VAE_TILE_OVERLAP, budget, out, err, sizeof err) != 0) {
     sp_log_error("vae gpu: %s", err);
     return SP_ERR_INPUT;
   }

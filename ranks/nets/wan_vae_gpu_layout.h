@@ -40,4 +40,12 @@ uint64_t wan_vae_gpu_weight_offsets(const wan_vae_table *t, wan_vae_gpu_precisio
 int wan_vae_gpu_layout(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gpu_precision p,
                        plan_vae_layout *out);
 
+/* The tiling (planner/vae_layout.h plan_vae_tiles_pick) of latents h x w
+ * whose tile layout fits budget device bytes, tiles overlapping by
+ * PLAN_VAE_TILE_OVERLAP: 1 x 1 when the whole latent fits. SP_OK, or
+ * SP_ERR_INPUT (logged: a bad config or size, or not even the least tile
+ * fits). */
+int wan_vae_gpu_tiles(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gpu_precision p,
+                      uint64_t budget, plan_vae_tiles *out);
+
 #endif

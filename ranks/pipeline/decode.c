@@ -10,6 +10,8 @@
 #include "log.h"
 #include "video_out.h"
 #include "wan_vae.h"
+#include "wan_vae_gpu_layout.h"
+#include "wan_vae_tile.h"
 
 int decode_check_latents(const vae_model *m, const char *what, int ndim, const int64_t *dims) {
   const wan_vae_config *c = &vae_model_get_info(m)->config;
@@ -57,6 +59,14 @@ int decode_check_outputs(const decode_opts *o, const vae_model *m, const int64_t
   for (int i = 0; i < n; i++) {
     int rc = video_out_check(t[i].path, t[i].frames_dir, dims[3] * s, dims[2] * s, o->fps);
     if (rc != SP_OK) return rc;
+  }
+  if (o->tile_h > 0 || o->tile_w > 0) {
+    char err[320];
+    const wan_vae_tiling t = {o->tile_h, o->tile_w, o->tile_overlap};
+    if (wan_vae_tiling_check(dims[2], dims[3], &t, err, sizeof err) != 0) {
+      sp_log_error("--tile: %s", err);
+      return SP_ERR_INPUT;
+    }
   }
   if (o->dev == RANK_DEVICE_CUDA && !wan_vae_gpu_available()) {
     sp_log_error("decode: --device cuda: this build has no CUDA decoder (built without CUDA)");
@@ -134,6 +144,54 @@ void decode_weights_free(decode_weights *d) {
   free(d);
 }
 
+/* The tiling of this decode: the one asked for, else on CUDA the
+ * planner's when the whole latent's layout does not fit the device's free
+ * memory (less WAN_VAE_GPU_SLACK_BYTES); *tiled = 0 for none. */
+static int decode_tiling(const decode_opts *o, const wan_vae_config *c, int64_t h, int64_t w,
+                         wan_vae_tiling *t, int *tiled) {
+  *tiled = 0;
+  if (o->tile_h > 0) {
+    *t = (wan_vae_tiling){o->tile_h, o->tile_w, o->tile_overlap};
+    *tiled = 1;
+    return SP_OK;
+  }
+  if (o->dev != RANK_DEVICE_CUDA) return SP_OK;
+  const int64_t need = wan_vae_gpu_bytes(c, h, w, o->precision);
+  if (need < 0) return SP_ERR_INPUT;
+  const int64_t budget = wan_vae_gpu_free_bytes() - WAN_VAE_GPU_SLACK_BYTES;
+  if (need <= budget) return SP_OK;
+  plan_vae_tiles pt;
+  int rc = wan_vae_gpu_tiles(c, h, w, o->precision, budget > 0 ? (uint64_t)budget : 0, &pt);
+  if (rc != SP_OK) return rc;
+  *t = (wan_vae_tiling){pt.th, pt.tw, pt.overlap};
+  *tiled = 1;
+  sp_log_info("decode: the decoder needs %.2f GiB at latent %lldx%lld, the device has %.2f GiB "
+              "free: %lld x %lld tiles of %lldx%lld (%.2f GiB each), overlap %lld",
+              (double)need / (1 << 30), (long long)h, (long long)w,
+              (double)(budget + WAN_VAE_GPU_SLACK_BYTES) / (1 << 30), (long long)pt.ny,
+              (long long)pt.nx, (long long)pt.th, (long long)pt.tw,
+              (double)pt.bytes / (1 << 30), (long long)pt.overlap);
+  return SP_OK;
+}
+
+/* A tiled decode's decoder: the CPU's or the GPU's, with a line per tile. */
+typedef struct tile_decoder {
+  wan_vae_decoder *cpu;
+  const wan_vae_weights *wt;
+  wan_vae_gpu *gpu;
+  int64_t tile, tiles;
+  int quiet;
+} tile_decoder;
+
+static int tile_decode(void *decoder, const float *latents, int64_t F, wan_vae_frames_fn fn,
+                       void *user) {
+  tile_decoder *d = decoder;
+  d->tile++;
+  if (!d->quiet) sp_log_info("decode: tile %lld/%lld", (long long)d->tile, (long long)d->tiles);
+  return d->gpu ? wan_vae_gpu_decode(d->gpu, latents, F, fn, user)
+                : wan_vae_decode_stream(d->cpu, d->wt, latents, F, fn, user);
+}
+
 int decode_run(const decode_opts *o, vae_model *m, const float *latents, const int64_t *dims,
                decode_stats *stats) {
   decode_weights *d = NULL;
@@ -163,11 +221,24 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
   int rc = SP_OK;
   double t;
 
+  wan_vae_tiling tl;
+  int tiled;
+  if ((rc = decode_tiling(o, c, h, w, &tl, &tiled)) != SP_OK) goto done;
+  stats->tiles_y = stats->tiles_x = 1;
+  stats->tile_h = h;
+  stats->tile_w = w;
+  if (tiled) {
+    wan_vae_tiling_grid(h, w, &tl, &stats->tiles_y, &stats->tiles_x);
+    stats->tile_h = tl.th < h ? tl.th : h;
+    stats->tile_w = tl.tw < w ? tl.tw : w;
+    stats->host_bytes = wan_vae_tiled_host_bytes(c, F, h, w, &tl);
+  }
   if (o->dev == RANK_DEVICE_CUDA) {
-    rc = wan_vae_gpu_create(c, d->packed, h, w, o->precision, &gpu);
+    rc = wan_vae_gpu_create(c, d->packed, stats->tile_h, stats->tile_w, o->precision, &gpu);
   } else {
-    rc = wan_vae_decoder_create(c, h, w, &cpu);
-    stats->host_bytes = wan_vae_decoder_floats(c, h, w) * (int64_t)sizeof(float);
+    rc = wan_vae_decoder_create(c, stats->tile_h, stats->tile_w, &cpu);
+    stats->host_bytes +=
+        wan_vae_decoder_floats(c, stats->tile_h, stats->tile_w) * (int64_t)sizeof(float);
   }
   if (rc != SP_OK) goto done;
 
@@ -184,9 +255,17 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
               o->dev == RANK_DEVICE_CUDA ? "cuda" : "cpu",
               o->dev != RANK_DEVICE_CUDA ? ""
               : o->precision == WAN_VAE_GPU_FP32 ? " (fp32)" : " (bf16)");
+  if (tiled)
+    sp_log_info("decode: in %lld x %lld tiles of latent %lldx%lld, overlap %lld",
+                (long long)stats->tiles_y, (long long)stats->tiles_x, (long long)stats->tile_h,
+                (long long)stats->tile_w, (long long)tl.overlap);
   t = sink.t0 = comm_now();
-  rc = gpu ? wan_vae_gpu_decode(gpu, latents, F, sink_put, &sink)
-           : wan_vae_decode_stream(cpu, wt, latents, F, sink_put, &sink);
+  tile_decoder td = {cpu, wt, gpu, 0, stats->tiles_y * stats->tiles_x, o->quiet};
+  if (tiled)
+    rc = wan_vae_decode_tiled(c, latents, F, h, w, &tl, tile_decode, &td, sink_put, &sink);
+  else
+    rc = gpu ? wan_vae_gpu_decode(gpu, latents, F, sink_put, &sink)
+             : wan_vae_decode_stream(cpu, wt, latents, F, sink_put, &sink);
   if (rc != SP_OK) goto done;
   /* Each commit renames one complete output into place; a failure of the
    * second leaves the first (complete) and removes its own. */

@@ -26,6 +26,10 @@ typedef struct decode_opts {
   const char *frames_dir; /* directory of PNG frames or NULL */
   double fps;
   int quiet;              /* no per-chunk progress lines */
+  int64_t tile_h, tile_w; /* --tile: decode in tiles of this many latent positions (VAE.md
+                             "Tiling"); 0: tiles only when the CUDA decoder does not fit the
+                             device's free memory, of the size the planner picks */
+  int64_t tile_overlap;   /* with tile_h: least overlap of tiles, latent positions */
 } decode_opts;
 
 typedef struct decode_stats {
@@ -33,14 +37,18 @@ typedef struct decode_stats {
   double read_s;                 /* reading (or generating) the weights */
   double decode_s;               /* decoding and writing, weights in place */
   int64_t device_peak_bytes;     /* CUDA: the decoder's peak; 0 on the CPU */
-  int64_t host_bytes;            /* CPU: the decoder's caches and scratch */
+  int64_t host_bytes;            /* CPU: the decoder's caches and scratch; tiled: plus the
+                                    blended video */
+  int64_t tiles_y, tiles_x;      /* tiles down and across (1, 1 untiled) */
+  int64_t tile_h, tile_w;        /* latent positions of a tile (the latent's untiled) */
 } decode_stats;
 
 /* The latents' shape a decoder of VAE m takes: (z_dim, F, h, w), F >= 1.
  * Logs one line naming what (e.g. "--latents L.h5") and the check. */
 int decode_check_latents(const vae_model *m, const char *what, int ndim, const int64_t *dims);
 
-/* The checks of the outputs before any work (each path, FFmpeg). */
+/* The checks of the outputs before any work (each path, FFmpeg) and of
+ * the tiling asked for. */
 int decode_check_outputs(const decode_opts *o, const vae_model *m, const int64_t *dims);
 
 /* The VAE's weights in the decoder's table layout, read once (one log line:

@@ -19,7 +19,11 @@
  * - a second decode with the same decoder gives the same bits (the caches
  *   are reset; the algorithms are kept);
  * - the largest case runs the attention in several chunks of query rows
- *   (fp32, 6400 positions: its scores do not fit the scratch at once).
+ *   (fp32, 6400 positions: its scores do not fit the scratch at once);
+ * - the tiled cases decode in forced spatial tiles (wan_vae_tile.h) on both
+ *   sides: the GPU decoder made for the tile size against the CPU decoder
+ *   tiled the same way, within the same tolerances (tiling is exact
+ *   arithmetic on the tiles' frames, so it adds nothing to the error).
  * Inputs are fresh random numbers each run; the seed is printed (SP_SEED=n
  * replays one). Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
@@ -34,6 +38,7 @@
 #include "vae_layout.h"
 #include "wan_vae.h"
 #include "wan_vae_gpu.h"
+#include "wan_vae_tile.h"
 
 #define SP_TEST_CUDA
 #include "sp_test.h"
@@ -98,16 +103,41 @@ typedef struct vcase {
   int64_t num_res;
   int temporal[3];
   int fp32_only; /* the attention-chunking case: only fp32 chunks at this size */
+  wan_vae_tiling tile; /* th > 0: forced tiles on both sides */
 } vcase;
 
 static const vcase cases[] = {
-    {8, 3, 5, 2, 4, 2, {1, 1, 0}, 0},   /* --small: the published structure, narrow */
-    {16, 5, 3, 1, 4, 2, {1, 1, 0}, 0},  /* one latent frame: chunk 0 only */
-    {8, 7, 9, 5, 4, 2, {1, 1, 0}, 0},   /* five chunks: the caches' steady state */
-    {32, 3, 7, 2, 4, 2, {1, 1, 0}, 0},  /* wider */
-    {16, 5, 5, 3, 3, 1, {0, 1, 0}, 0},  /* other structure: 3 levels, 2 blocks, late time up */
-    {8, 64, 100, 2, 4, 2, {1, 1, 0}, 1}, /* attention over 6400 positions, in row chunks */
+    {8, 3, 5, 2, 4, 2, {1, 1, 0}, 0, {0, 0, 0}}, /* --small: the published structure, narrow */
+    {16, 5, 3, 1, 4, 2, {1, 1, 0}, 0, {0, 0, 0}}, /* one latent frame: chunk 0 only */
+    {8, 7, 9, 5, 4, 2, {1, 1, 0}, 0, {0, 0, 0}}, /* five chunks: the caches' steady state */
+    {32, 3, 7, 2, 4, 2, {1, 1, 0}, 0, {0, 0, 0}}, /* wider */
+    {16, 5, 5, 3, 3, 1, {0, 1, 0}, 0, {0, 0, 0}}, /* other structure: 3 levels, 2 blocks, late time up */
+    {8, 64, 100, 2, 4, 2, {1, 1, 0}, 1, {0, 0, 0}}, /* attention over 6400 positions, in row chunks */
+    {16, 9, 11, 3, 4, 2, {1, 1, 0}, 0, {5, 6, 2}}, /* 3 x 3 tiles, overlaps 2 and 3 */
+    {8, 7, 6, 2, 4, 2, {1, 1, 0}, 0, {7, 3, 0}},   /* 1 x 2 tiles, hard seams */
 };
+
+/* A tiled decode's decoder: the CPU's (with its weights) or the GPU's. */
+typedef struct tile_dec {
+  wan_vae_decoder *cpu;
+  const wan_vae_weights *wt;
+  wan_vae_gpu *gpu;
+} tile_dec;
+
+static int tile_decode(void *decoder, const float *lat, int64_t F, wan_vae_frames_fn fn,
+                       void *user) {
+  tile_dec *d = decoder;
+  return d->gpu ? wan_vae_gpu_decode(d->gpu, lat, F, fn, user)
+                : wan_vae_decode_stream(d->cpu, d->wt, lat, F, fn, user);
+}
+
+/* A case's decode with d: tiled when the case says so. */
+static int case_decode(const vcase *k, const wan_vae_config *c, tile_dec *d, const float *z,
+                       sink *out) {
+  if (k->tile.th > 0)
+    return wan_vae_decode_tiled(c, z, k->F, k->h, k->w, &k->tile, tile_decode, d, sink_put, out);
+  return tile_decode(d, z, k->F, sink_put, out);
+}
 
 static void make_config(const vcase *k, wan_vae_config *c) {
   wan_vae_config_published(c);
@@ -143,35 +173,40 @@ static void run_case(const vcase *k) {
 
   /* The reference: the CPU decoder. */
   sink ref = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
-  wan_vae_decoder *d;
-  if (wan_vae_decoder_create(&c, k->h, k->w, &d) != SP_OK) {
+  /* the decoders' latent size: the tile's when tiled */
+  const int64_t dh = k->tile.th > 0 && k->tile.th < k->h ? k->tile.th : k->h;
+  const int64_t dw = k->tile.tw > 0 && k->tile.tw < k->w ? k->tile.tw : k->w;
+  tile_dec cd = {NULL, &wt, NULL};
+  if (wan_vae_decoder_create(&c, dh, dw, &cd.cpu) != SP_OK) {
     CHECK(0, "cpu decoder_create failed");
     return;
   }
   double t0 = seconds();
-  wan_vae_decode_stream(d, &wt, z, k->F, sink_put, &ref);
+  case_decode(k, &c, &cd, z, &ref);
   const double cpu_s = seconds() - t0;
-  wan_vae_decoder_free(d);
+  wan_vae_decoder_free(cd.cpu);
 
   for (int pi = 0; pi < 2; pi++) {
     const wan_vae_gpu_precision p = pi ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16;
     if (k->fp32_only && p != WAN_VAE_GPU_FP32) continue;
     const double tol = pi ? TOL_F32 : TOL_BF16;
     char name[160];
-    snprintf(name, sizeof name, "dim %lld levels %d res %lld F %lld %lldx%lld %s",
+    snprintf(name, sizeof name, "dim %lld levels %d res %lld F %lld %lldx%lld%s %s",
              (long long)k->dim, k->n_mult, (long long)k->num_res, (long long)k->F,
-             (long long)k->h, (long long)k->w, pi ? "fp32" : "bf16");
+             (long long)k->h, (long long)k->w, k->tile.th > 0 ? " tiled" : "",
+             pi ? "fp32" : "bf16");
     wan_vae_gpu *g;
-    if (wan_vae_gpu_create(&c, packed, k->h, k->w, p, &g) != SP_OK) {
+    if (wan_vae_gpu_create(&c, packed, dh, dw, p, &g) != SP_OK) {
       CHECK(0, "%s: gpu create failed", name);
       continue;
     }
     sink a = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
     sink b = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
     t0 = seconds();
-    const int rc = wan_vae_gpu_decode(g, z, k->F, sink_put, &a);
+    tile_dec gd = {NULL, NULL, g};
+    const int rc = case_decode(k, &c, &gd, z, &a);
     const double gpu_s = seconds() - t0;
-    wan_vae_gpu_decode(g, z, k->F, sink_put, &b);
+    case_decode(k, &c, &gd, z, &b);
     const double err = sp_test_rel_l2_f32(a.video, ref.video, nv);
     int inside = 1;
     for (int64_t i = 0; i < nv; i++) inside &= a.video[i] >= -1.0f && a.video[i] <= 1.0f;

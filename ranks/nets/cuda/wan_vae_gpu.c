@@ -38,7 +38,8 @@ struct wan_vae_gpu {
   plan_vae_layout *lay;
   char *dev; /* the one device allocation, lay->total bytes */
   wan_vae_weights wt; /* device addresses */
-  void *x, *y, *s, *r, *scores;
+  float *x; /* the residual stream, fp32 in both precisions */
+  void *y, *s, *r, *scores;
   size_t scores_bytes;
   float *latent, *frames;
   void *cache[PLAN_VAE_MAX_CACHES];
@@ -55,6 +56,12 @@ struct wan_vae_gpu {
 };
 
 int wan_vae_gpu_available(void) { return 1; }
+
+int64_t wan_vae_gpu_free_bytes(void) {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return (int64_t)free_b;
+}
 
 /* ---------------------------------------------------------------- profiling */
 
@@ -307,17 +314,27 @@ static void conv(vae_run *r, const void *x, int64_t T, int64_t ci, const float *
   prof_end(r->g, i, op);
 }
 
-static void norm(vae_run *r, const void *x, const float *bias, const float *gamma, void *y,
-                 int64_t c, int silu) {
+/* RMS norm (+ SiLU) of the residual stream x (fp32) into y. */
+static void norm_x(vae_run *r, const float *gamma, void *y, int64_t c, int silu) {
   const int i = prof_begin(r->g);
-  kern_cuda_vae_norm(r->g->k, x, bias, gamma, y, r->t * r->h * r->w, c, silu);
+  kern_cuda_vae_norm(r->g->k, r->g->x, 1, NULL, gamma, y, r->t * r->h * r->w, c, silu);
   prof_end(r->g, i, WAN_VAE_GPU_OP_NORM);
 }
 
-static void add(vae_run *r, const void *y, const float *by, const void *res, const float *br,
-                void *out, int64_t c) {
+/* RMS norm (+ SiLU) of a conv's raw output x (dt) plus its bias. */
+static void norm(vae_run *r, const void *x, const float *bias, const float *gamma, void *y,
+                 int64_t c, int silu) {
   const int i = prof_begin(r->g);
-  kern_cuda_vae_add(r->g->k, y, by, res, br, out, r->t * r->h * r->w, c);
+  kern_cuda_vae_norm(r->g->k, x, 0, bias, gamma, y, r->t * r->h * r->w, c, silu);
+  prof_end(r->g, i, WAN_VAE_GPU_OP_NORM);
+}
+
+/* out = y + by (+ res + br); res_f32 and out_f32 when they are the
+ * residual stream x. */
+static void add(vae_run *r, const void *y, const float *by, const void *res, int res_f32,
+                const float *br, void *out, int out_f32, int64_t c) {
+  const int i = prof_begin(r->g);
+  kern_cuda_vae_add(r->g->k, y, by, res, res_f32, br, out, out_f32, r->t * r->h * r->w, c);
   prof_end(r->g, i, WAN_VAE_GPU_OP_ELEM);
 }
 
@@ -331,11 +348,16 @@ static void cached_conv3(vae_run *r, int k, const float *w, int64_t ci, int64_t 
 static void resblock(vae_run *r, const wan_vae_resblock *rb) {
   wan_vae_gpu *g = r->g;
   const int64_t in = rb->in_dim, out = rb->out_dim;
-  if (rb->shortcut_w)
-    conv(r, g->x, r->t, in, rb->shortcut_w, out, 1, 1, 1, g->r, WAN_VAE_GPU_OP_CONV1);
+  if (rb->shortcut_w) {
+    /* the conv takes dt: x through s, which the cached convs refill next */
+    const int i = prof_begin(g);
+    kern_cuda_vae_from_f32(g->k, g->x, g->s, r->t * r->h * r->w * in);
+    prof_end(g, i, WAN_VAE_GPU_OP_ELEM);
+    conv(r, g->s, r->t, in, rb->shortcut_w, out, 1, 1, 1, g->r, WAN_VAE_GPU_OP_CONV1);
+  }
   int k = next_cache(r, in);
   cache_in(r, k, in);
-  norm(r, g->x, NULL, rb->norm1_gamma, s_frames(r, in), in, 1);
+  norm_x(r, rb->norm1_gamma, s_frames(r, in), in, 1);
   cached_conv3(r, k, rb->conv1_w, in, out);
   k = next_cache(r, out);
   cache_in(r, k, out);
@@ -343,22 +365,22 @@ static void resblock(vae_run *r, const wan_vae_resblock *rb) {
   /* Dropout(0) is the identity. */
   cached_conv3(r, k, rb->conv2_w, out, out);
   if (rb->shortcut_w)
-    add(r, g->y, rb->conv2_b, g->r, rb->shortcut_b, g->x, out);
+    add(r, g->y, rb->conv2_b, g->r, 0, rb->shortcut_b, g->x, 1, out);
   else
-    add(r, g->y, rb->conv2_b, g->x, NULL, g->x, out);
+    add(r, g->y, rb->conv2_b, g->x, 1, NULL, g->x, 1, out);
 }
 
 static void attnblock(vae_run *r, const wan_vae_attn *at_) {
   wan_vae_gpu *g = r->g;
   const int64_t c = at_->dim;
-  norm(r, g->x, NULL, at_->norm_gamma, g->s, c, 0);
+  norm_x(r, at_->norm_gamma, g->s, c, 0);
   conv(r, g->s, r->t, c, at_->qkv_w, 3 * c, 1, 1, 1, g->y, WAN_VAE_GPU_OP_CONV1);
-  add(r, g->y, at_->qkv_b, NULL, NULL, g->y, 3 * c);
+  add(r, g->y, at_->qkv_b, NULL, 0, NULL, g->y, 0, 3 * c);
   const int i = prof_begin(g);
   kern_cuda_vae_attention(g->k, g->y, g->r, r->t, r->h * r->w, c, g->scores, g->scores_bytes);
   prof_end(g, i, WAN_VAE_GPU_OP_ATTN);
   conv(r, g->r, r->t, c, at_->proj_w, c, 1, 1, 1, g->s, WAN_VAE_GPU_OP_CONV1);
-  add(r, g->s, at_->proj_b, g->x, NULL, g->x, c);
+  add(r, g->s, at_->proj_b, g->x, 1, NULL, g->x, 1, c);
 }
 
 /* Resample: upsample3d's time conv (skipped in the first chunk, the
@@ -372,9 +394,8 @@ static void resample(vae_run *r, const wan_vae_resample *u) {
     if (g->started[k]) {
       cache_in(r, k, c);
       int i = prof_begin(g);
-      CUDA_CHECK(cudaMemcpyAsync(s_frames(r, c), g->x, (size_t)(r->t * hw * c * g->E),
-                                 cudaMemcpyDeviceToDevice, g->stream));
-      prof_end(g, i, WAN_VAE_GPU_OP_COPY);
+      kern_cuda_vae_from_f32(g->k, g->x, s_frames(r, c), r->t * hw * c);
+      prof_end(g, i, WAN_VAE_GPU_OP_ELEM);
       conv(r, g->s, PLAN_VAE_CACHE_T + r->t, c, u->time_w, 2 * c, 3, 1, 1, g->y,
            WAN_VAE_GPU_OP_CONV_TIME);
       cache_out(r, k, c);
@@ -388,13 +409,13 @@ static void resample(vae_run *r, const wan_vae_resample *u) {
   }
   if (!doubled) {
     const int i = prof_begin(g);
-    kern_cuda_vae_upsample2x(g->k, g->x, g->s, r->t, r->h, r->w, c);
+    kern_cuda_vae_upsample2x(g->k, g->x, 1, g->s, r->t, r->h, r->w, c);
     prof_end(g, i, WAN_VAE_GPU_OP_ELEM);
   }
   r->h *= 2;
   r->w *= 2;
-  conv(r, g->s, r->t, c, u->conv_w, c / 2, 1, 3, 3, g->x, WAN_VAE_GPU_OP_CONV2D);
-  add(r, g->x, u->conv_b, NULL, NULL, g->x, c / 2);
+  conv(r, g->s, r->t, c, u->conv_w, c / 2, 1, 3, 3, g->y, WAN_VAE_GPU_OP_CONV2D);
+  add(r, g->y, u->conv_b, NULL, 0, NULL, g->x, 1, c / 2);
 }
 
 /* Decoder3d on latent frame f: conv2's output behind conv1's cache, the
@@ -421,7 +442,7 @@ static void decoder_chunk(vae_run *r, const float *latents, int64_t F, int64_t f
                           s_frames(r, z), z, hw);
   prof_end(g, i, WAN_VAE_GPU_OP_ELEM);
   cached_conv3(r, k, wt->conv1_w, z, wt->mid_dim);
-  add(r, g->y, wt->conv1_b, NULL, NULL, g->x, wt->mid_dim);
+  add(r, g->y, wt->conv1_b, NULL, 0, NULL, g->x, 1, wt->mid_dim);
   resblock(r, &wt->mid0);
   attnblock(r, &wt->mid_attn);
   resblock(r, &wt->mid2);
@@ -432,7 +453,7 @@ static void decoder_chunk(vae_run *r, const float *latents, int64_t F, int64_t f
   }
   k = next_cache(r, wt->head_dim);
   cache_in(r, k, wt->head_dim);
-  norm(r, g->x, NULL, wt->head_gamma, s_frames(r, wt->head_dim), wt->head_dim, 1);
+  norm_x(r, wt->head_gamma, s_frames(r, wt->head_dim), wt->head_dim, 1);
   conv(r, g->s, PLAN_VAE_CACHE_T + r->t, wt->head_dim, wt->head_w, PLAN_VAE_HEAD_CO, 3, 3, 3,
        g->y, WAN_VAE_GPU_OP_CONV3D);
   cache_out(r, k, wt->head_dim);

@@ -12,6 +12,8 @@ struct wan_vae_gpu {
 
 int wan_vae_gpu_available(void) { return 0; }
 
+int64_t wan_vae_gpu_free_bytes(void) { return 0; }
+
 int wan_vae_gpu_create(const wan_vae_config *c, const float *packed, int64_t h, int64_t w,
                        wan_vae_gpu_precision p, wan_vae_gpu **out) {
   (void)c, (void)packed, (void)h, (void)w, (void)p;
