@@ -412,9 +412,13 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     return SP_ERR_RUNTIME;
   }
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
-  /* The arena holds the largest shape the stage will be re-laid for. */
+  /* The arena holds the largest shape the stage will be re-laid for (the
+   * plan's: its voxels are its tokens through the patch), and this one. */
+  const int64_t pv = wan_patch_in(cf) / cf->in_dim;
+  const int64_t vmax = s->cfg.max_tokens * pv > rank_cuda_voxels(s) ? s->cfg.max_tokens * pv
+                                                                    : rank_cuda_voxels(s);
   plan_layout *lay = sp_xmalloc(sizeof *lay);
-  if (rank_cuda_stage_layout(s, c, s->cfg.max_tokens, lay) != SP_OK) {
+  if (rank_cuda_stage_layout(s, c, s->cfg.max_tokens, vmax, lay) != SP_OK) {
     free(lay);
     cuda_destroy(s);
     return SP_ERR_INPUT;
@@ -436,7 +440,7 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     return SP_ERR_INPUT;
   }
   CUDA_CHECK(cudaMalloc((void **)&c->arena, c->arena_bytes));
-  if (rank_cuda_stage_layout(s, c, s->tokens, lay) != SP_OK) {
+  if (rank_cuda_stage_layout(s, c, s->tokens, rank_cuda_voxels(s), lay) != SP_OK) {
     free(lay);
     cuda_destroy(s);
     return SP_ERR_INPUT;

@@ -16,12 +16,12 @@
 #include "log.h"
 #include "stage_cuda_impl.h"
 
-/* The stage's layout (planner/layout.h) for a latent of `tokens` tokens,
- * from its config and its packed bf16 groups: the same function the
- * planner's memory model uses. The weights, slots and prompt k, v come
- * first and do not depend on the tokens. */
+/* The stage's layout (planner/layout.h) for a latent of `tokens` tokens
+ * and `voxels` voxels, from its config and its packed bf16 groups: the
+ * same function the planner's memory model uses. The weights, slots and
+ * prompt k, v come first and do not depend on the latent. */
 int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tokens,
-                           plan_layout *out) {
+                           int64_t voxels, plan_layout *out) {
   const wan_config *cf = s->c;
   plan_stage_shape sh = {
       .dim = cf->dim,
@@ -39,7 +39,7 @@ int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tok
       .head_bytes = c->l16[WAN_GROUP_HEAD].packed_bytes,
       .block_bytes = c->l16[WAN_GROUP_BLOCK].packed_bytes,
       .tokens = tokens,
-      .latent_voxels = tokens * (wan_patch_in(cf) / cf->in_dim),
+      .latent_voxels = voxels,
       .prompts = s->cfg.prompts,
       .nblocks = s->nblocks,
       .streamed = s->cfg.streamed,
@@ -157,7 +157,6 @@ void rank_cuda_warm_attention(rank_stage *s, cuda_stage *c) {
   kern_attn_run(c->attn, pc, c->attn_scratch, c->attn_scratch_bytes, c->stream);
 }
 
-
 /* Carves the layout for s->tokens (rank_cuda_stage_layout) into the
  * arena; keep: a re-layout. Sets the chunk rows, the profile (whole
  * sub-layers only: off while chunking) and the RoPE tables. */
@@ -212,7 +211,7 @@ int rank_cuda_relayout(rank_stage *s) {
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
   if (c->copy) CUDA_CHECK(cudaStreamSynchronize(c->copy));
   plan_layout *lay = sp_xmalloc(sizeof *lay);
-  if (rank_cuda_stage_layout(s, c, s->tokens, lay) != SP_OK) {
+  if (rank_cuda_stage_layout(s, c, s->tokens, rank_cuda_voxels(s), lay) != SP_OK) {
     free(lay);
     return SP_ERR_RUNTIME;
   }
