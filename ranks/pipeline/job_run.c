@@ -208,8 +208,9 @@ static int relayout_stage(job_session *s, const int64_t lat[4]) {
   memcpy(s->stage_lat, lat, sizeof s->stage_lat);
   s->sum.act_bytes = rank_stage_act_bytes(s->stage);
   if (w->rank == 0)
-    sp_log_info("run: the latent shape changes to %lldx%lldx%lld: rank 0 re-laid its activations "
-                "in %.3f s, every rank keeps its weights (none read again)",
+    sp_log_info("run: the latent shape changes to %lldx%lldx%lld (latent frames x height x "
+                "width): rank 0 re-laid its activations in %.3f s, every rank keeps its weights "
+                "(none read again)",
                 (long long)lat[1], (long long)lat[2], (long long)lat[3], comm_now() - t0);
   return SP_OK;
 }
