@@ -91,11 +91,19 @@ static staged_buf *find(comm_staged *st, const void *dev, size_t bytes, int send
   for (int i = 0; i < st->n; i++) {
     staged_buf *b = &st->b[i];
     if (b->dev != dev || b->send != send) continue;
-    if (b->bytes != bytes)
-      sp_fatal("internal: staged buffer %p moved %zu bytes, now %zu", dev, b->bytes, bytes);
     if (b->state != IDLE)
       sp_fatal("internal: a second %s on device buffer %p before the first was waited",
                send ? "send" : "receive", dev);
+    if (b->bytes != bytes) {
+      /* The same device buffer at another size: a stage re-laid for a new
+       * latent shape. Its staging buffer is made again once no copy of the
+       * old one is queued. */
+      CUDA_CHECK(cudaStreamSynchronize(st->d2h));
+      CUDA_CHECK(cudaStreamSynchronize(st->h2d));
+      CUDA_CHECK(cudaFreeHost(b->host));
+      b->bytes = bytes;
+      CUDA_CHECK(cudaHostAlloc(&b->host, bytes ? bytes : 1, cudaHostAllocDefault));
+    }
     return b;
   }
   if (st->n == MAX_STAGED) sp_fatal("internal: more than %d staged device buffers", MAX_STAGED);

@@ -200,16 +200,33 @@ int job_session_plan(job_session *s) {
 
 const plan *job_session_get_plan(const job_session *s) { return s->planned ? &s->p : NULL; }
 
-/* Loads this rank's blocks for the job's latent shape unless they already
- * are. A failure here ends the run (the model is bad for every job). */
+/* A loaded stage takes a new latent shape: its activations are laid out
+ * again in the room the plan sized for its largest shape; the weights and
+ * LoRA pairs stay, nothing is read from the file. */
+static int relayout_stage(job_session *s, const int64_t lat[4]) {
+  const comm_world *w = s->w;
+  comm_set_phase("re-laying its activations");
+  const double t0 = comm_now();
+  int rc = rank_stage_relayout(s->stage, lat[1], lat[2], lat[3]);
+  if ((rc = job_phase(w, rc, "re-laying its activations")) != SP_OK) return rc;
+  memcpy(s->stage_lat, lat, sizeof s->stage_lat);
+  s->sum.act_bytes = rank_stage_act_bytes(s->stage);
+  if (w->rank == 0)
+    sp_log_info("run: the latent shape changes to %lldx%lldx%lld (latent frames x height x "
+                "width): rank 0 re-laid its activations in %.3f s, every rank keeps its weights "
+                "(none read again)",
+                (long long)lat[1], (long long)lat[2], (long long)lat[3], comm_now() - t0);
+  return SP_OK;
+}
+
+/* Loads this rank's blocks, sized for the plan's largest latent and laid
+ * out for the job's, unless they are loaded: then a new shape only re-lays
+ * the activations. A failure here ends the run (the model is bad for every
+ * job). */
 static int ensure_stage(job_session *s, const int64_t lat[4]) {
   const comm_world *w = s->w;
   if (s->stage && memcmp(s->stage_lat, lat, sizeof s->stage_lat) == 0) return SP_OK;
-  if (s->stage && w->rank == 0)
-    sp_log_info("run: the latent shape changes: every rank reloads its blocks");
-  rank_stage_free(s->stage);
-  s->stage = NULL;
-  s->lora_set = 0; /* a new stage holds no bypassed pairs */
+  if (s->stage) return relayout_stage(s, lat);
   comm_set_phase("loading its weights");
   const plan_grid *g = &s->p.grid;
   const int stage = plan_grid_pos_of(g, w->rank).stage;
@@ -220,7 +237,7 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
   rank_stage_cfg scfg = {.first_block = pr->first_block, .last_block = pr->last_block,
                          .embed = !has_prev, .head = !has_next,
                          .prompts = s->prompts, .lat_f = lat[1], .lat_h = lat[2],
-                         .lat_w = lat[3], .device = s->o->dev,
+                         .lat_w = lat[3], .max_tokens = s->p.tokens, .device = s->o->dev,
                          .cuda_device = s->o->cuda_device, .attn = s->o->attn,
                          .streamed = &s->p.streamed[pr->first_block],
                          .prefetch_depth = pr->prefetch_depth, .profile = s->o->profile,

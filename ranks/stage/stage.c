@@ -35,18 +35,28 @@ int rank_device_parse(const char *s, rank_device *out) {
   return SP_OK;
 }
 
+static rank_grid grid_of(const wan_config *c, int64_t lat_f, int64_t lat_h, int64_t lat_w) {
+  return (rank_grid){lat_f / c->patch[0], lat_h / c->patch[1], lat_w / c->patch[2]};
+}
+
+/* The rows of a sequence of `tokens` this stage holds: its slice under a
+ * sequence-parallel group, else all of them. */
+static int64_t held_tokens(const rank_stage_cfg *cfg, int64_t tokens) {
+  if (!cfg->seq) return tokens;
+  return rank_seq_row0(tokens, cfg->seq->n, cfg->seq->me + 1) -
+         rank_seq_row0(tokens, cfg->seq->n, cfg->seq->me);
+}
+
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read) {
   const wan_config *c = &rank_model_get_info(m)->config;
   rank_stage *s = sp_xcalloc(1, sizeof *s);
   s->c = c;
   s->cfg = *cfg;
-  s->grid = (rank_grid){cfg->lat_f / c->patch[0], cfg->lat_h / c->patch[1],
-                        cfg->lat_w / c->patch[2]};
+  s->grid = grid_of(c, cfg->lat_f, cfg->lat_h, cfg->lat_w);
   s->tokens = rank_grid_tokens(s->grid);
-  if (cfg->seq)
-    s->tokens = rank_seq_row0(s->tokens, cfg->seq->n, cfg->seq->me + 1) -
-                rank_seq_row0(s->tokens, cfg->seq->n, cfg->seq->me);
+  if (s->cfg.max_tokens < s->tokens) s->cfg.max_tokens = s->tokens;
+  s->tokens = held_tokens(cfg, s->tokens);
   s->nblocks = cfg->last_block - cfg->first_block + 1;
   if (cfg->seq && cfg->device == RANK_DEVICE_CUDA) {
     sp_log_error("--layout: %d sequence-parallel ranks per stage run on the CPU backend only "
@@ -80,6 +90,34 @@ void rank_stage_free(rank_stage *s) {
   s->ops->destroy(s);
   free(s->act);
   free(s);
+}
+
+int rank_stage_relayout(rank_stage *s, int64_t lat_f, int64_t lat_h, int64_t lat_w) {
+  const rank_grid g = grid_of(s->c, lat_f, lat_h, lat_w);
+  const int64_t tokens = rank_grid_tokens(g);
+  if (tokens < 1 || tokens > s->cfg.max_tokens) {
+    sp_log_error("internal: re-laying the stage for a %lldx%lldx%lld latent (%lld tokens): "
+                 "it holds room for 1..%lld",
+                 (long long)lat_f, (long long)lat_h, (long long)lat_w, (long long)tokens,
+                 (long long)s->cfg.max_tokens);
+    return SP_ERR_RUNTIME;
+  }
+  s->ops->sync(s);
+  const rank_stage_cfg old_cfg = s->cfg;
+  const rank_grid old_grid = s->grid;
+  const int64_t old_tokens = s->tokens;
+  s->cfg.lat_f = lat_f;
+  s->cfg.lat_h = lat_h;
+  s->cfg.lat_w = lat_w;
+  s->grid = g;
+  s->tokens = held_tokens(&s->cfg, tokens);
+  const int rc = s->ops->relayout(s);
+  if (rc != SP_OK) {
+    s->cfg = old_cfg;
+    s->grid = old_grid;
+    s->tokens = old_tokens;
+  }
+  return rc;
 }
 
 int64_t rank_stage_tokens(const rank_stage *s) { return s->tokens; }

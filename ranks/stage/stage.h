@@ -33,6 +33,10 @@ typedef struct rank_stage_cfg {
   int head;                    /* holds the head (last stage) */
   int prompts;                 /* prompt slots (1, or 2 with CFG) */
   int64_t lat_f, lat_h, lat_w; /* latent frames, height, width */
+  /* The most tokens of any latent shape the stage is re-laid for
+   * (rank_stage_relayout): the plan's. The CUDA arena is sized for it at
+   * load. 0: the load's shape's. */
+  int64_t max_tokens;
   rank_device device;          /* backend (default cpu) */
   int cuda_device;             /* CUDA device index when device is cuda */
   /* Hybrid residency (CUDA): streamed[i] = 1 keeps block first_block + i in
@@ -107,6 +111,17 @@ int64_t rank_act_floats(const wan_config *c, int64_t tokens);
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read);
 void rank_stage_free(rank_stage *s);
+/* A new latent shape for the jobs that follow: the activation buffers, the
+ * block transients, the RoPE tables and everything else sized by the
+ * tokens are laid out again for (lat_f, lat_h, lat_w); the weights (device
+ * groups, streamed blocks' pinned copies) and the LoRA pairs stay where
+ * they are and nothing is read from the file. On CUDA the new layout is
+ * carved from the arena loaded for cfg.max_tokens. The activation buffers'
+ * contents and the prompts' k/v are not kept: rank_stage_set_prompt comes
+ * next. Between jobs only (it waits for queued work). SP_OK, or logged
+ * SP_ERR_RUNTIME (more tokens than max_tokens: the caller's bug) with the
+ * stage as it was. */
+int rank_stage_relayout(rank_stage *s, int64_t lat_f, int64_t lat_h, int64_t lat_w);
 /* The tokens this stage holds: its rows of the sequence (all of them
  * without a sequence-parallel group). */
 int64_t rank_stage_tokens(const rank_stage *s);

@@ -185,9 +185,25 @@ static int cpu_set_lora(rank_stage *s, const rank_lora *l) {
  * its prompts' k/v. Nothing moves: every expert's blocks stay in memory. */
 static void cpu_set_expert(rank_stage *s, int e) { st(s)->cur = &st(s)->ex[e]; }
 
+/* A new latent shape (rank_stage_relayout): the activation buffers, the
+ * scratch (room for the LoRA rank it had) and the RoPE angles are made
+ * again for s->tokens; the weights and the LoRA pairs stay. */
+static int cpu_relayout(rank_stage *s) {
+  cpu_stage *c = st(s);
+  for (int i = 0; i < s->cfg.act_buffers; i++) {
+    free(s->act[i]);
+    s->act[i] = sp_xmalloc(rank_stage_act_bytes(s));
+  }
+  free(c->scratch);
+  c->scratch = sp_xmalloc(rank_dit_scratch_floats(s->c, s->tokens, c->lora_rank) * sizeof(float));
+  rank_rope_free(&c->rope);
+  rank_rope_init(s->c, s->grid, &c->rope);
+  return SP_OK;
+}
+
 static const rank_stage_ops cpu_ops = {cpu_destroy, cpu_embed_text, cpu_set_prompt, cpu_embed,
                                        cpu_blocks,  cpu_head,       cpu_sync,  cpu_set_lora,
-                                       cpu_set_expert};
+                                       cpu_set_expert, cpu_relayout};
 
 int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;

@@ -17,6 +17,10 @@ typedef struct rank_stage_ops {
   /* Selects expert e (0 .. experts - 1) for the calls that follow (a
    * one-expert stage is never asked). */
   void (*set_expert)(rank_stage *s, int e);
+  /* Lays the shape-sized state out again for s->cfg.lat_*, s->grid and
+   * s->tokens, already set (rank_stage_relayout); the queue is drained.
+   * SP_OK, or logged SP_ERR_RUNTIME having changed nothing. */
+  int (*relayout)(rank_stage *s);
 } rank_stage_ops;
 
 struct rank_stage {

@@ -4,7 +4,10 @@
  * streamed fractions, chunk rows and both attention kinds, every rank's
  * stage is loaded on the GPU (as run loads it) and its arena_bytes must
  * equal the layout total for the same inputs and the plan's peak less its
- * reserve. Exit 77 with one line when there is no CUDA device. */
+ * reserve. Each rank's stage loaded for a smaller latent with room for the
+ * plan's has the same arena, and is re-laid for the plan's latent and back
+ * in it (rank_stage_relayout), refusing a larger one. Exit 77 with one
+ * line when there is no CUDA device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,40 @@
 #include "plan.h"
 #include "sp_test.h"
 #include "stage.h"
+
+/* Rank r's stage loaded for a small latent (1x4x4) with room for the
+ * plan's (cfg.max_tokens): its arena is still the plan's, want bytes;
+ * re-laid for the plan's latent and back it keeps that arena, and a latent
+ * of more tokens than the room is refused with the stage unchanged. */
+static void check_relayout(rank_model *m, rank_stage_cfg sc, uint64_t want, int idx, int r) {
+  const int64_t f = sc.lat_f, h = sc.lat_h, w = sc.lat_w;
+  sc.max_tokens = f * (h / 2) * (w / 2);
+  sc.lat_f = 1;
+  sc.lat_h = 4;
+  sc.lat_w = 4;
+  rank_stage *s = NULL;
+  uint64_t read = 0;
+  if (rank_stage_load(m, &sc, &s, &read) != SP_OK) {
+    CHECK(0, "case %d rank %d: the stage did not load for a 1x4x4 latent", idx, r);
+    return;
+  }
+  const wan_config *c = rank_stage_config(s);
+  CHECK(rank_stage_get_stats(s)->arena_bytes == want && rank_stage_tokens(s) == 4,
+        "case %d rank %d: loaded for 1x4x4 with room for %lld tokens: arena %llu, plan %llu",
+        idx, r, (long long)sc.max_tokens,
+        (unsigned long long)rank_stage_get_stats(s)->arena_bytes, (unsigned long long)want);
+  CHECK(rank_stage_relayout(s, f, h, w) == SP_OK && rank_stage_tokens(s) == sc.max_tokens &&
+            rank_stage_act_bytes(s) == (size_t)rank_act_floats(c, sc.max_tokens) * 4,
+        "case %d rank %d: re-laid for %lldx%lldx%lld", idx, r, (long long)f, (long long)h,
+        (long long)w);
+  CHECK(rank_stage_relayout(s, 1, 4, 4) == SP_OK && rank_stage_tokens(s) == 4,
+        "case %d rank %d: re-laid back for 1x4x4", idx, r);
+  CHECK(rank_stage_relayout(s, f + 1, h, w) == SP_ERR_RUNTIME && rank_stage_tokens(s) == 4,
+        "case %d rank %d: a latent beyond the room was not refused", idx, r);
+  CHECK(rank_stage_get_stats(s)->arena_bytes == want, "case %d rank %d: the arena changed",
+        idx, r);
+  rank_stage_free(s);
+}
 
 typedef struct arena_case {
   int nranks, micro_batches, order;
@@ -135,6 +172,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
           "case %d rank %d: arena %llu bytes, the plan counts %llu", idx, r,
           (unsigned long long)arena, (unsigned long long)(q->peak_bytes - q->reserve_bytes));
     rank_stage_free(s);
+    check_relayout(m, sc, lay.total, idx, r);
   }
 }
 

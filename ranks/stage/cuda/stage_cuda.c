@@ -11,7 +11,10 @@
  * activation buffers, the block transients (at the planner's chunk rows)
  * and the rest; every pointer is the arena plus its buffer's offset. The
  * planner's memory model is the same layout's total, so a plan that fits
- * fits. Nothing is allocated in the step loop.
+ * fits. Nothing is allocated in the step loop. The arena is sized for
+ * cfg.max_tokens (the plan's largest shape) and carved for the load's
+ * shape; a later shape re-carves everything after the weights, slots and
+ * prompt k, v (stage_cuda_layout.c), reading no weight again.
  *
  * Streamed blocks (hybrid residency) live in pinned host memory, loaded
  * once. Each time the stage runs its blocks, a copy stream fills the
@@ -50,101 +53,6 @@
 #include "stage_cuda_impl.h"
 
 static cuda_stage *cuda_of(rank_stage *s) { return s->impl; }
-
-/* The stage's layout (planner/layout.h), from its config and its packed
- * bf16 groups: the same function the planner's memory model uses. */
-static int stage_layout(const rank_stage *s, const cuda_stage *c, plan_layout *out) {
-  const wan_config *cf = s->c;
-  plan_stage_shape sh = {
-      .dim = cf->dim,
-      .ffn_dim = cf->ffn_dim,
-      .heads = cf->heads,
-      .head_dim = wan_head_dim(cf),
-      .text_len = cf->text_len,
-      .text_dim = cf->text_dim,
-      .freq_dim = cf->freq_dim,
-      .in_dim = cf->in_dim,
-      .out_dim = cf->out_dim,
-      .patch = wan_patch_in(cf) / cf->in_dim,
-      .operand_bytes = 2,
-      .embed_bytes = c->l16[WAN_GROUP_EMBED].packed_bytes,
-      .head_bytes = c->l16[WAN_GROUP_HEAD].packed_bytes,
-      .block_bytes = c->l16[WAN_GROUP_BLOCK].packed_bytes,
-      .tokens = s->tokens,
-      .latent_voxels = s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w,
-      .prompts = s->cfg.prompts,
-      .nblocks = s->nblocks,
-      .streamed = s->cfg.streamed,
-      .prefetch_depth = s->cfg.prefetch_depth,
-      .has_embed = s->cfg.embed,
-      .has_head = s->cfg.head,
-      .act_buffers = s->cfg.act_buffers,
-      .chunk_rows = s->cfg.chunk_rows,
-      .simple_attn = s->cfg.attn == KERN_ATTN_SIMPLE,
-      .experts = s->experts,
-      .swap = s->cfg.swap_experts,
-      .lora_elems = s->cfg.lora_block_elems,
-      .lora_rank = s->cfg.lora_rank,
-  };
-  char err[256];
-  if (plan_layout_make(&sh, out, err, sizeof err) != PLAN_OK) {
-    sp_log_error("cuda:%d: %s", c->device, err);
-    return SP_ERR_INPUT;
-  }
-  return SP_OK;
-}
-
-/* Points every buffer of the stage at its place in the arena. */
-static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l) {
-  for (int i = 0; i < l->count; i++) {
-    const plan_buffer *b = &l->b[i];
-    char *p = c->arena + b->offset;
-    switch (b->kind) {
-    case PLAN_BUF_EMBED_W: c->ex[b->index].embed_w = (uint16_t *)p; break;
-    case PLAN_BUF_HEAD_W: c->ex[b->index].head_w = (uint16_t *)p; break;
-    case PLAN_BUF_BLOCK_W:
-      c->ex[b->index / s->nblocks].block_w[b->index % s->nblocks] = (uint16_t *)p;
-      break;
-    case PLAN_BUF_SLOT_W: c->slot_w[b->index] = (uint16_t *)p; break;
-    case PLAN_BUF_CTX_K: c->ex[b->index].ck = (uint16_t *)p; break;
-    case PLAN_BUF_CTX_V: c->ex[b->index].cv = (uint16_t *)p; break;
-    case PLAN_BUF_ACT:
-      if (b->bytes != rank_stage_act_bytes(s))
-        sp_fatal("internal: layout's activation buffer %llu bytes, a message is %zu",
-                 (unsigned long long)b->bytes, rank_stage_act_bytes(s));
-      s->act[b->index] = (float *)p;
-      break;
-    case PLAN_BUF_KV: /* k and v of every row, or the FFN hidden of a chunk */
-      c->kb = c->fb = (uint16_t *)p;
-      c->vb = c->kb + s->tokens * s->c->dim;
-      break;
-    case PLAN_BUF_HB: c->hb = (uint16_t *)p; break;
-    case PLAN_BUF_PB: c->pb = (uint16_t *)p; break;
-    case PLAN_BUF_QB: c->qb = (uint16_t *)p; break;
-    case PLAN_BUF_AB: c->ab = (uint16_t *)p; break;
-    case PLAN_BUF_CTXB: c->ctxb = (uint16_t *)p; break;
-    case PLAN_BUF_CTXF: c->ctxf = (float *)p; break;
-    case PLAN_BUF_CTXH: c->ctxh = (uint16_t *)p; break;
-    case PLAN_BUF_COS: c->cos_t = (float *)p; break;
-    case PLAN_BUF_SIN: c->sin_t = (float *)p; break;
-    case PLAN_BUF_MOD: c->m = (float *)p; break;
-    case PLAN_BUF_E2: c->e2 = (float *)p; break;
-    case PLAN_BUF_TVEC: c->tvec = (float *)p; break;
-    case PLAN_BUF_TOK: c->tok = (float *)p; break;
-    case PLAN_BUF_LAT: c->lat = (float *)p; break;
-    case PLAN_BUF_ATTN_SCRATCH:
-      c->attn_scratch = p;
-      c->attn_scratch_bytes = (size_t)b->bytes;
-      break;
-    case PLAN_BUF_LORA_W: c->lora_w[b->index] = (uint16_t *)p; break;
-    case PLAN_BUF_LORA_T: c->lora_t = (uint16_t *)p; break;
-    default: sp_fatal("internal: layout buffer kind %d", (int)b->kind);
-    }
-  }
-  /* Swapping: every expert's blocks are the one device copy. */
-  for (int e = 1; s->cfg.swap_experts && e < s->experts; e++)
-    for (int b = 0; b < s->nblocks; b++) c->ex[e].block_w[b] = c->ex[0].block_w[b];
-}
 
 /* The typed views of every device group and slot, by table index
  * (wan_weights.h); their contents arrive later, the addresses are final. */
@@ -481,39 +389,8 @@ static void cuda_set_expert(rank_stage *s, int e) {
 
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
-                                        cuda_sync,    cuda_set_lora,   cuda_set_expert};
-
-/* RoPE tables: angles in double on the host, stored fp32. */
-static void upload_rope(rank_stage *s, cuda_stage *c) {
-  const wan_config *cf = s->c;
-  const int64_t L = s->tokens, half = wan_head_dim(cf) / 2;
-  double *cd = sp_xmalloc((size_t)(L * half) * 8), *sd = sp_xmalloc((size_t)(L * half) * 8);
-  float *cfl = sp_xmalloc((size_t)(L * half) * 4), *sfl = sp_xmalloc((size_t)(L * half) * 4);
-  kern_cpu_rope_table(s->grid.f, s->grid.h, s->grid.w, wan_head_dim(cf), cd, sd);
-  for (int64_t i = 0; i < L * half; i++) {
-    cfl[i] = (float)cd[i];
-    sfl[i] = (float)sd[i];
-  }
-  CUDA_CHECK(cudaMemcpy(c->cos_t, cfl, (size_t)(L * half) * 4, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(c->sin_t, sfl, (size_t)(L * half) * 4, cudaMemcpyHostToDevice));
-  free(cd);
-  free(sd);
-  free(cfl);
-  free(sfl);
-}
-
-/* The attention shapes of this workload, run once on the scratch buffers
- * (their contents do not matter): cuDNN builds its plans and allocates
- * their workspace here, not in the first sampling step. */
-static void warm_attention(rank_stage *s, cuda_stage *c) {
-  const wan_config *cf = s->c;
-  const int64_t L = s->tokens;
-  const int64_t NH = cf->heads, HD = wan_head_dim(cf);
-  kern_attn_params ps = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
-  kern_attn_params pc = {c->qb, c->x->ck, c->x->cv, c->ab, L, cf->text_len, NH, HD, 0.0f};
-  kern_attn_run(c->attn, ps, c->attn_scratch, c->attn_scratch_bytes, c->stream);
-  kern_attn_run(c->attn, pc, c->attn_scratch, c->attn_scratch_bytes, c->stream);
-}
+                                        cuda_sync,    cuda_set_lora,   cuda_set_expert,
+                                        rank_cuda_relayout};
 
 int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
@@ -535,15 +412,13 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     return SP_ERR_RUNTIME;
   }
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
-  c->rows = s->cfg.chunk_rows > 0 && s->cfg.chunk_rows < s->tokens ? s->cfg.chunk_rows : s->tokens;
-  if (s->cfg.profile && c->rows < s->tokens)
-    sp_log_warn("--profile: off, the blocks run in chunks of %lld rows (the profile's ops are "
-                "whole sub-layers)",
-                (long long)c->rows);
-  else if (s->cfg.profile)
-    c->prof = rank_prof_create(c->stream);
+  /* The arena holds the largest shape the stage will be re-laid for (the
+   * plan's: its voxels are its tokens through the patch), and this one. */
+  const int64_t pv = wan_patch_in(cf) / cf->in_dim;
+  const int64_t vmax = s->cfg.max_tokens * pv > rank_cuda_voxels(s) ? s->cfg.max_tokens * pv
+                                                                    : rank_cuda_voxels(s);
   plan_layout *lay = sp_xmalloc(sizeof *lay);
-  if (stage_layout(s, c, lay) != SP_OK) {
+  if (rank_cuda_stage_layout(s, c, s->cfg.max_tokens, vmax, lay) != SP_OK) {
     free(lay);
     cuda_destroy(s);
     return SP_ERR_INPUT;
@@ -565,18 +440,21 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     return SP_ERR_INPUT;
   }
   CUDA_CHECK(cudaMalloc((void **)&c->arena, c->arena_bytes));
-  carve(s, c, lay);
+  if (rank_cuda_stage_layout(s, c, s->tokens, rank_cuda_voxels(s), lay) != SP_OK) {
+    free(lay);
+    cuda_destroy(s);
+    return SP_ERR_INPUT;
+  }
+  rank_cuda_lay_out(s, c, lay, 0);
   free(lay);
   bind_weights(s, c);
-
-  upload_rope(s, c);
 
   int rc = rank_cuda_place_weights(m, s, c, bytes_read);
   if (rc != SP_OK) {
     cuda_destroy(s);
     return rc;
   }
-  warm_attention(s, c);
+  rank_cuda_warm_attention(s, c);
   s->stats.streamed = c->nstreamed;
   s->stats.arena_bytes = c->arena_bytes;
   s->stats.device_in_use = s->stats.device_peak = (uint64_t)device_used(c);

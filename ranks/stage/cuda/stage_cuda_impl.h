@@ -98,6 +98,22 @@ void rank_cuda_setup_streaming(rank_stage *s, cuda_stage *c, const plan_layout *
  * reader's status. */
 int rank_cuda_place_weights(rank_model *m, rank_stage *s, cuda_stage *c, uint64_t *bytes_read);
 
+/* stage_cuda_layout.c: the stage's layout for a latent of `tokens` tokens
+ * and `voxels` voxels (SP_OK or logged SP_ERR_INPUT); its
+ * carving for s->tokens with the chunk rows, the profile and the RoPE
+ * tables (keep: a re-layout, the weights, slots and prompt k, v stay);
+ * the attention's plans for s->tokens built ahead of the first step; the
+ * stage's relayout op (stage_impl.h). */
+int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tokens,
+                           int64_t voxels, plan_layout *out);
+/* Voxels of the stage's current latent (frames x height x width). */
+static inline int64_t rank_cuda_voxels(const rank_stage *s) {
+  return s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
+}
+void rank_cuda_lay_out(rank_stage *s, cuda_stage *c, const plan_layout *lay, int keep);
+void rank_cuda_warm_attention(rank_stage *s, cuda_stage *c);
+int rank_cuda_relayout(rank_stage *s);
+
 /* Block weight p of w, noted in the step log when a test attaches one
  * (wan_steps.h). */
 static inline const uint16_t *use(const wan_block_bf16 *w, const uint16_t *p) {
