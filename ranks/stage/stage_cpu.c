@@ -195,7 +195,7 @@ static int cpu_relayout(rank_stage *s) {
     s->act[i] = sp_xmalloc(rank_stage_act_bytes(s));
   }
   free(c->scratch);
-  c->scratch = sp_xmalloc(rank_dit_scratch_floats(s->c, s->tokens, c->lora_rank) * sizeof(float));
+  c->scratch = sp_xmalloc(scratch_floats(s, c->lora_rank) * sizeof(float));
   rank_rope_free(&c->rope);
   rank_rope_init(s->c, s->grid, &c->rope);
   return SP_OK;
