@@ -81,9 +81,10 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
       {OPT_RESERVE, "reserve", 0, "SIZE", NULL, 0,
        "runtime reserve per GPU: CUDA context, library\nworkspaces"},
       {OPT_LAYOUT, "layout", 0, "L", NULL, 0,
-       "auto or RxSxU (replicas x pipeline stages x\n"
-       "sequence-parallel ranks per stage): prints every layout\n"
-       "of the ranks considered (or only RxSxU) with its peak\n"
+       "auto, pipeline (1 x ranks x 1) or RxSxU (replicas x\n"
+       "pipeline stages x sequence-parallel ranks per stage):\n"
+       "prints every layout of the ranks considered (or only the\n"
+       "one given) with its peak\n"
        "memory and PREDICTED step, the refused ones with why,\n"
        "and the chosen one (auto: fits, then fastest); with\n"
        "--json as {chosen, layouts[]}. Without it: the plain\n"
@@ -243,7 +244,7 @@ typedef struct plan_cli {
   const char *gpu_mem, *inventory, *speed;
   const char *layout; /* --layout as given; NULL: the plain pipeline */
   plan_grid grid;     /* --layout RxSxU */
-  int layout_auto;    /* --layout auto */
+  int layout_mode;    /* PLAN_GRID_AUTO, _PIPELINE or _GIVEN (grid) */
   int host_set, peer_set; /* --host-gbs, --peer-gbs given (they win over the inventory) */
   int64_t nranks, batch;
   int json, dtype_bytes, help;
@@ -283,7 +284,7 @@ static int plan_set(plan_cli *c, int id, const char *v) {
     return SP_OK;
   case OPT_LAYOUT:
     c->layout = v;
-    if (plan_grid_parse(v, &c->grid, &c->layout_auto, err, sizeof err) != PLAN_OK) {
+    if (plan_grid_parse(v, &c->grid, &c->layout_mode, err, sizeof err) != PLAN_OK) {
       sp_log_error("%s", err);
       return SP_ERR_INPUT;
     }
@@ -445,8 +446,11 @@ static int print_layouts(const plan_cli *cl, const rank_model_info *info, const 
                          const plan_workload *wl, const plan_options *po) {
   static plan_grid_choice ch;
   char err[1024];
+  const plan_grid only = cl->layout_mode == PLAN_GRID_PIPELINE
+                             ? plan_grid_pipeline((int)cl->nranks) : cl->grid;
   int prc = plan_grid_choose(pm, devs, (int)cl->nranks, cl->job.budget, wl, po, links,
-                             cl->layout_auto ? NULL : &cl->grid, &ch, err, sizeof err);
+                             cl->layout_mode == PLAN_GRID_AUTO ? NULL : &only, &ch, err,
+                             sizeof err);
   if (prc == PLAN_EINVAL) {
     sp_log_error("plan: %s", err);
     return SP_ERR_INPUT;

@@ -25,10 +25,13 @@ static int parse_factor(const char **p, int *out) {
   return 1;
 }
 
-int plan_grid_parse(const char *s, plan_grid *out, int *is_auto, char *err, size_t errlen) {
-  *is_auto = 0;
+int plan_grid_parse(const char *s, plan_grid *out, int *mode, char *err, size_t errlen) {
   if (s && strcmp(s, "auto") == 0) {
-    *is_auto = 1;
+    *mode = PLAN_GRID_AUTO;
+    return PLAN_OK;
+  }
+  if (s && strcmp(s, "pipeline") == 0) {
+    *mode = PLAN_GRID_PIPELINE;
     return PLAN_OK;
   }
   plan_grid g;
@@ -37,12 +40,13 @@ int plan_grid_parse(const char *s, plan_grid *out, int *is_auto, char *err, size
            *p++ == 'x' && parse_factor(&p, &g.seq) && *p == '\0';
   if (!ok) {
     snprintf(err, errlen,
-             "--layout '%s': expected auto or RxSxU (replicas x pipeline stages x "
+             "--layout '%s': expected auto, pipeline or RxSxU (replicas x pipeline stages x "
              "sequence-parallel ranks per stage, each 1..%d), e.g. 2x1x2",
              s ? s : "", PLAN_MAX_RANKS);
     return PLAN_EINVAL;
   }
   *out = g;
+  *mode = PLAN_GRID_GIVEN;
   return PLAN_OK;
 }
 

@@ -31,10 +31,17 @@ typedef struct plan_grid_pos {
 /* The pipeline of earlier plans: 1 x nranks x 1. */
 plan_grid plan_grid_pipeline(int nranks);
 
-/* Parses the --layout value: "auto" (*is_auto = 1, *out untouched) or
- * "RxSxU" with three positive integers ("2x1x2"). PLAN_EINVAL with a line
- * quoting the bad token otherwise. */
-int plan_grid_parse(const char *s, plan_grid *out, int *is_auto, char *err, size_t errlen);
+/* What a --layout value asks for. */
+enum {
+  PLAN_GRID_GIVEN = 0,    /* "RxSxU": that grid */
+  PLAN_GRID_AUTO = 1,     /* "auto": the planner's choice (grid_choice.h) */
+  PLAN_GRID_PIPELINE = 2, /* "pipeline": 1 x ranks x 1 */
+};
+
+/* Parses the --layout value into *mode (PLAN_GRID_*): "auto", "pipeline"
+ * (*out untouched) or "RxSxU" with three positive integers ("2x1x2").
+ * PLAN_EINVAL with a line quoting the bad token otherwise. */
+int plan_grid_parse(const char *s, plan_grid *out, int *mode, char *err, size_t errlen);
 
 /* Checks g for a run of nranks ranks on a model of `heads` attention heads
  * and `blocks` blocks with `micro_batches` micro-batches per step in all:

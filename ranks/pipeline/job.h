@@ -108,8 +108,9 @@ typedef struct job_opts {
   int64_t lora_rank;
   int probe_links;          /* --probe-links */
   int json;                 /* run --json: one JSON line per finished job on stdout */
-  plan_grid layout;         /* --layout RxSxU (when not layout_auto) */
-  int layout_auto;          /* --layout auto (the default): job_layout_resolve decides */
+  plan_grid layout;         /* --layout RxSxU (layout_mode PLAN_GRID_GIVEN) */
+  int layout_mode;          /* PLAN_GRID_PIPELINE (the default), _AUTO or _GIVEN:
+                               job_layout_resolve decides from it */
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their

@@ -199,7 +199,7 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_NEGATIVE, "negative", 0, "TEXT", NULL, 1,
      "the negative prompt of --prompt, for --cfg other than 1\n"
      "(default, or when blank: Wan's own, as encode --help shows)"},
-    {JOB_OPT_LAYOUT, "layout", 0, "L", "auto", 0,
+    {JOB_OPT_LAYOUT, "layout", 0, "L", "pipeline", 0,
      "the ranks as a grid RxSxU, R x S x U = ranks (e.g. 2x1x2):\n"
      "R replicas of the model, each running its share of a step's\n"
      "micro-batches (the CFG branches, the videos of --jobs in\n"
@@ -207,8 +207,11 @@ static const job_option table[JOB_OPT_COUNT] = {
      "sequence-parallel ranks per stage (Ulysses: each holds the\n"
      "stage's blocks and 1/U of the tokens; U divides the heads;\n"
      "CPU backend only so far); R at most the micro-batches of a\n"
-     "step. auto: the pipeline 1 x ranks x 1. The latents are\n"
-     "bit-identical for every layout"}
+     "step. pipeline: 1 x ranks x 1. auto: the planner's choice\n"
+     "(memory first, then the smallest predicted step: its\n"
+     "multi-GPU figures are predictions, unmeasured; on CUDA\n"
+     "only layouts with U = 1); plan --layout auto shows it. The\n"
+     "latents are bit-identical for every layout"}
 };
 
 const job_option *job_option_get(int id) {
@@ -508,7 +511,7 @@ int job_opts_set(job_opts *o, int id, const char *v) {
   case JOB_OPT_QUIET: o->quiet = 1; break;
   case JOB_OPT_PROBE_LINKS: o->probe_links = 1; break;
   case JOB_OPT_LAYOUT:
-    if (plan_grid_parse(v, &o->layout, &o->layout_auto, err, sizeof err) != PLAN_OK) {
+    if (plan_grid_parse(v, &o->layout, &o->layout_mode, err, sizeof err) != PLAN_OK) {
       sp_log_error("%s", err);
       return SP_ERR_INPUT;
     }

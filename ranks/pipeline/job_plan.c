@@ -191,18 +191,20 @@ static int describe_device(const comm_world *w, const job_opts *o, plan_device *
   return rc;
 }
 
-/* Rank 0: the plan of grid g's S stages on the devices of replica 0's
- * stages (sequence-parallel rank 0 of each; every replica and every
- * sequence-parallel rank of a stage takes its row), encoded into wire.
- * devs: every rank's. */
+/* The devices of replica 0's stages, sequence-parallel rank 0 of each:
+ * what the plan's S stages are planned on. */
+static void stage_devices(const plan_grid *g, const plan_device *all, plan_device *devs) {
+  for (int st = 0; st < g->stages; st++)
+    devs[st] = all[plan_grid_rank(g, (plan_grid_pos){0, st, 0})];
+}
+
+/* Rank 0: the grid (job_layout_resolve), then the plan of its S stages on
+ * the devices of replica 0's stages (sequence-parallel rank 0 of each;
+ * every replica and every sequence-parallel rank of a stage takes its
+ * row), encoded into wire. all: every rank's device. */
 static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
                          const plan_workload *wl, uint64_t decoder_bytes,
-                         const plan_device *all, const plan_grid *g, plan *p, uint8_t *wire,
-                         uint64_t *len) {
-  const int S = g->stages;
-  plan_device devs[PLAN_MAX_RANKS];
-  for (int st = 0; st < S && st < PLAN_MAX_RANKS; st++)
-    devs[st] = all[plan_grid_rank(g, (plan_grid_pos){0, st, 0})];
+                         const plan_device *all, plan *p, uint8_t *wire, uint64_t *len) {
   const wan_config *c = &rank_model_get_info(m)->config;
   uint64_t *bb = sp_xcalloc((size_t)c->layers, sizeof *bb);
   plan_model pm;
@@ -217,15 +219,21 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   po.decoder_bytes = decoder_bytes;
   char err[4096] = "";
   int rc = SP_OK;
+  plan_grid grid;
+  const plan_grid *g = &grid;
+  plan_device devs[PLAN_MAX_RANKS];
   if (w->size > PLAN_MAX_RANKS) {
     sp_log_error("run: %d ranks, the planner handles at most %d", w->size, PLAN_MAX_RANKS);
     rc = SP_ERR_INPUT;
+  } else if (job_layout_resolve(o, w->size, &pm, all, wl, &po, &grid) != SP_OK) {
+    rc = SP_ERR_INPUT;
   } else if (job_layout_check(g, w->size, c, wl->micro_batches) != SP_OK) {
     rc = SP_ERR_INPUT;
-  } else if (plan_budget_parse(o->budget, S, &b, err, sizeof err) != PLAN_OK) {
+  } else if (plan_budget_parse(o->budget, g->stages, &b, err, sizeof err) != PLAN_OK) {
     sp_log_error("--budget: %s", err);
     rc = SP_ERR_INPUT;
-  } else if (plan_make(&pm, devs, S, &b, wl, &po, p, err, sizeof err) != PLAN_OK) {
+  } else if (stage_devices(g, all, devs),
+             plan_make(&pm, devs, g->stages, &b, wl, &po, p, err, sizeof err) != PLAN_OK) {
     sp_log_error("plan: %s", err);
     rc = SP_ERR_INPUT;
   } else {
@@ -257,9 +265,8 @@ int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
   comm_gather(w, &me, sizeof me, devs, 0);
   uint8_t *wire = sp_xmalloc(PLAN_WIRE_MAX);
   uint64_t len = 0;
-  const plan_grid g = job_layout_resolve(o, w->size);
   if (w->rank == 0 && rc == SP_OK)
-    rc = plan_on_rank0(w, o, m, wl, decoder_bytes, devs, &g, p, wire, &len);
+    rc = plan_on_rank0(w, o, m, wl, decoder_bytes, devs, p, wire, &len);
   free(devs);
   if ((rc = job_phase(w, rc, "planning")) != SP_OK) {
     free(wire);

@@ -67,6 +67,28 @@ check "cfg-1x2x2-stream" cfg 1x2x2 "${ARGS[@]}" --cfg 4.5 --stream-frac 1 --orde
 check "cfg-2x2x2-stream" cfg 2x2x2 "${ARGS[@]}" --cfg 4.5 --stream-frac 1
 for layout in 1x1x2 1x2x2; do check "nocfg-$layout" nocfg "$layout" "${ARGS[@]}" --cfg 1; done
 
+# --layout auto: the planner's choice among the layouts of the ranks (the
+# line names it) and --layout pipeline, bit-identical to one process.
+for c in "2 cfg 4.5" "4 cfg 4.5" "4 nocfg 1" "3 cfg 4.5"; do
+  set -- $c
+  if mpirun -np $1 "$SP_BIN" run "${ARGS[@]}" --cfg $3 --layout auto --json \
+      -o "$T/auto$1$2.h5" > "$T/auto.json" 2> "$T/auto.err" && same "$T/$2.h5" "$T/auto$1$2.h5"; then
+    chosen=$("$PY" -c 'import json,sys; l=json.load(open(sys.argv[1]))["plan"]["layout"]
+print("%dx%dx%d" % (l["replicas"], l["stages"], l["seq"]))' "$T/auto.json")
+    [ -n "$chosen" ] && [ "$(ranks "$chosen")" = "$1" ] &&
+      ok "--layout auto on $1 ranks ($2): $chosen, bit-identical to one process" ||
+      bad "--layout auto on $1 ranks: the plan's layout '$chosen' is not one of $1 ranks"
+  else
+    bad "--layout auto on $1 ranks ($2) failed or differs: $(grep error "$T/auto.err" | head -2)"
+  fi
+done
+mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --layout pipeline --json -o "$T/pipe.h5" \
+  > "$T/pipe.json" 2> /dev/null && same "$T/cfg.h5" "$T/pipe.h5" &&
+  "$PY" -c 'import json,sys; l=json.load(open(sys.argv[1]))["plan"]["layout"]
+sys.exit(0 if l == {"replicas": 1, "stages": 3, "seq": 1} else 1)' "$T/pipe.json" &&
+  ok "--layout pipeline on 3 ranks: 1x3x1, bit-identical to one process" ||
+  bad "--layout pipeline on 3 ranks: not 1x3x1 or latents differ"
+
 # The plan carries the layout (JSON), and every rank of a stage holds its blocks.
 mpirun -np 8 "$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --layout 2x2x2 --json -o "$T/j.h5" \
   > "$T/j.json" 2> "$T/j.err" || bad "2x2x2 --json failed"
@@ -123,10 +145,10 @@ refuse() { # np want-in-the-line args...
     bad "not refused as expected ($*): exit $rc: $(echo "$out" | grep error | head -3)"
   fi
 }
-refuse 2 "expected auto or RxSxU" --cfg 4.5 --layout 2x1
-refuse 2 "expected auto or RxSxU" --cfg 4.5 --layout 0x2x1
-refuse 2 "expected auto or RxSxU" --cfg 4.5 --layout 1x2x2x1
-refuse 2 "expected auto or RxSxU" --cfg 4.5 --layout twoxonexone
+refuse 2 "expected auto, pipeline or RxSxU" --cfg 4.5 --layout 2x1
+refuse 2 "expected auto, pipeline or RxSxU" --cfg 4.5 --layout 0x2x1
+refuse 2 "expected auto, pipeline or RxSxU" --cfg 4.5 --layout 1x2x2x1
+refuse 2 "expected auto, pipeline or RxSxU" --cfg 4.5 --layout twoxonexone
 refuse 2 "R x S x U must equal it" --cfg 4.5 --layout 1x1x3
 refuse 4 "must divide the model's 2 attention heads" --cfg 4.5 --layout 1x1x4
 refuse 2 "2 replicas but 1 micro-batch" --cfg 1 --layout 2x1x1

@@ -29,10 +29,14 @@ int main(void) {
   char err[256];
   CHECK(plan_grid_parse("auto", &g, &is_auto, err, sizeof err) == PLAN_OK && is_auto == 1,
         "auto refused");
-  CHECK(plan_grid_parse("2x1x4", &g, &is_auto, err, sizeof err) == PLAN_OK && !is_auto &&
+  CHECK(plan_grid_parse("pipeline", &g, &is_auto, err, sizeof err) == PLAN_OK &&
+            is_auto == PLAN_GRID_PIPELINE,
+        "pipeline refused");
+  CHECK(plan_grid_parse("2x1x4", &g, &is_auto, err, sizeof err) == PLAN_OK &&
+            is_auto == PLAN_GRID_GIVEN &&
             g.replicas == 2 && g.stages == 1 && g.seq == 4,
         "2x1x4 parsed as %dx%dx%d", g.replicas, g.stages, g.seq);
-  const char *bad[] = {"", "2", "2x2", "2x2x", "x2x2", "2x2x2x2", "0x1x1", "1x-1x1", "1x1x65",
+  const char *bad[] = {"", "2", "pipelines", "Auto", "2x2", "2x2x", "x2x2", "2x2x2x2", "0x1x1", "1x-1x1", "1x1x65",
                        "2X2X2", "2x2x2 ", " 2x2x2", "1.5x1x1", "99999999999x1x1", "autox"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) bad_parse(bad[i]);
 
