@@ -143,6 +143,68 @@ static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const c
   return rc;
 }
 
+/* A DiT of config c (with x's experts) with synthetic weights: every
+ * tensor from rank_synth_tensor, written block by block with a progress
+ * line per block. layers_set: --layers changed the preset's count, so the
+ * file does not name the preset. */
+static int init_dit(const char *arch, const wan_config *c, const rank_model_experts *x,
+                    uint64_t seed, kern_dtype dtype, int layers_set, const char *out, int quiet) {
+  rank_model_writer *w = NULL;
+  int rc = rank_model_writer_open_experts(out, c, dtype, layers_set ? "" : arch, x, &w);
+  if (rc != SP_OK) return rc;
+  char seedstr[32];
+  snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
+  if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
+  if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
+
+  void *buf = NULL;
+  size_t cap = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double total = 0, done = 0;
+  for (int g = 0; g < 3; g++) {
+    wan_layout l;
+    wan_layout_make(c, (wan_group)g, dtype, &l);
+    total += (double)l.data_bytes * (g == WAN_GROUP_BLOCK ? (double)c->layers : 1.0) * x->count;
+  }
+  for (int e = 0; e < x->count && rc == SP_OK; e++)
+  for (int g = 0; g < 3 && rc == SP_OK; g++) {
+    wan_layout l;
+    wan_layout_make(c, (wan_group)g, dtype, &l);
+    int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
+    for (int b = 0; b < nb && rc == SP_OK; b++) {
+      for (int i = 0; i < l.count && rc == SP_OK; i++) {
+        const wan_tensor *t = &l.t[i];
+        if (t->bytes > cap) {
+          free(buf);
+          cap = t->bytes;
+          buf = sp_xmalloc(cap);
+        }
+        rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), (wan_group)g, b, t,
+                          dtype, buf);
+        rc = rank_model_writer_put_expert(w, e, (wan_group)g, b, t->name, buf, t->bytes);
+        done += (double)t->bytes;
+      }
+      if (!quiet && (g == WAN_GROUP_BLOCK)) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        sp_log_info("init: %s%sblock %d/%lld written, %.2f of %.2f GB, %.0f MB/s",
+                    rank_model_expert_name(x->count, e), x->count > 1 ? " expert, " : "", b + 1,
+                    (long long)c->layers, done / 1e9, total / 1e9, s > 0 ? done / 1e6 / s : 0.0);
+      }
+    }
+  }
+  free(buf);
+  if (rc != SP_OK) goto fail;
+  rc = rank_model_writer_commit(w);
+  if (rc == SP_OK && !quiet) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
+                                         kern_dtype_name(dtype), (unsigned long long)seed);
+  return rc;
+fail:
+  rank_model_writer_abort(w);
+  return rc;
+}
+
 enum { OPT_SEED = 256, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER }; /* long-only options */
 
 int cmd_init(int argc, char **argv) {
@@ -224,58 +286,5 @@ int cmd_init(int argc, char **argv) {
     return SP_ERR_INPUT;
   }
   if (layers) c.layers = layers;
-  rank_model_writer *w = NULL;
-  int rc = rank_model_writer_open_experts(out, &c, dtype, layers ? "" : arch, &x, &w);
-  if (rc != SP_OK) return rc;
-  char seedstr[32];
-  snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
-  if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
-  if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
-
-  void *buf = NULL;
-  size_t cap = 0;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  double total = 0, done = 0;
-  for (int g = 0; g < 3; g++) {
-    wan_layout l;
-    wan_layout_make(&c, (wan_group)g, dtype, &l);
-    total += (double)l.data_bytes * (g == WAN_GROUP_BLOCK ? (double)c.layers : 1.0) * x.count;
-  }
-  for (int e = 0; e < x.count && rc == SP_OK; e++)
-  for (int g = 0; g < 3 && rc == SP_OK; g++) {
-    wan_layout l;
-    wan_layout_make(&c, (wan_group)g, dtype, &l);
-    int nb = g == WAN_GROUP_BLOCK ? (int)c.layers : 1;
-    for (int b = 0; b < nb && rc == SP_OK; b++) {
-      for (int i = 0; i < l.count && rc == SP_OK; i++) {
-        const wan_tensor *t = &l.t[i];
-        if (t->bytes > cap) {
-          free(buf);
-          cap = t->bytes;
-          buf = sp_xmalloc(cap);
-        }
-        rank_synth_tensor(&c, seed, rank_synth_expert_prefix(x.count, e), (wan_group)g, b, t,
-                          dtype, buf);
-        rc = rank_model_writer_put_expert(w, e, (wan_group)g, b, t->name, buf, t->bytes);
-        done += (double)t->bytes;
-      }
-      if (!quiet && (g == WAN_GROUP_BLOCK)) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        sp_log_info("init: %s%sblock %d/%lld written, %.2f of %.2f GB, %.0f MB/s",
-                    rank_model_expert_name(x.count, e), x.count > 1 ? " expert, " : "", b + 1,
-                    (long long)c.layers, done / 1e9, total / 1e9, s > 0 ? done / 1e6 / s : 0.0);
-      }
-    }
-  }
-  free(buf);
-  if (rc != SP_OK) goto fail;
-  rc = rank_model_writer_commit(w);
-  if (rc == SP_OK && !quiet) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
-                                         kern_dtype_name(dtype), (unsigned long long)seed);
-  return rc;
-fail:
-  rank_model_writer_abort(w);
-  return rc;
+  return init_dit(arch, &c, &x, seed, dtype, layers != 0, out, quiet);
 }
