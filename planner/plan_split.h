@@ -69,4 +69,16 @@ int plan_split_solve(split_ctx *c, const int *fixed, int *first_out);
 int plan_split_report(split_ctx *c, const plan_device *devs, const int *fixed_first, char *err,
                       size_t errlen);
 
+/* split_inputs.c: every input of plan_make in range (PLAN_EINVAL with one
+ * line in err otherwise), and rank r's budget from the budget string and
+ * its device: *out the bytes it may use, *cap the automatic budget (free
+ * memory less the margin); -1 with a line in err when a size is more than
+ * the GPU has. */
+int plan_split_check_inputs(const plan_model *m, const plan_device *devs, int nranks,
+                            const plan_budget *b, const plan_workload *w, const plan_options *o,
+                            char *err, size_t errlen);
+int plan_split_resolve_budget(const plan_budget *b, const plan_device *d, int r,
+                              const plan_options *o, uint64_t *out, uint64_t *cap, char *err,
+                              size_t errlen);
+
 #endif
