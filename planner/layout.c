@@ -89,7 +89,8 @@ static void take(carver *c, plan_buf kind, int index, uint64_t bytes) {
   l->total = off + bytes;
 }
 
-int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, size_t errlen) {
+/* The shape's sizes and counts in range; PLAN_OK or plan_fail's status. */
+static int shape_check(const plan_stage_shape *s, char *err, size_t errlen) {
   if (s->dim < 1 || s->ffn_dim < 1 || s->heads < 1 || s->head_dim < 2 || s->text_len < 1 ||
       s->text_dim < 1 || s->freq_dim < 1 || s->in_dim < 1 || s->out_dim < 1 || s->patch < 1 ||
       s->operand_bytes < 1 || s->tokens < 1 || s->latent_voxels < 1)
@@ -106,6 +107,12 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
                      "prefetch depth %d",
                      s->nblocks, PLAN_MAX_BLOCKS, s->prompts, s->act_buffers,
                      PLAN_LAYOUT_MAX_ACT, s->prefetch_depth);
+  return PLAN_OK;
+}
+
+int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, size_t errlen) {
+  int rc = shape_check(s, err, errlen);
+  if (rc != PLAN_OK) return rc;
   /* Built in place (a layout is large; the planner's model makes many), so
    * on failure *out holds a partial layout. Only count entries are
    * written. */
