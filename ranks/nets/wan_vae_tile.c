@@ -11,6 +11,7 @@
 #include "wan_vae_tile.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +111,10 @@ static int emit(const wan_vae_config *c, const float *video, int64_t T, int64_t 
     const int64_t n = t0 == 0 ? 1 : chunk_frames(c);
     for (int64_t ch = 0; ch < 3; ch++)
       memcpy(buf + ch * n * ohw, video + (ch * T + t0) * ohw, (size_t)(n * ohw) * sizeof *buf);
+    /* The weights of a pixel sum to 1 only up to rounding: a blend of
+     * values at +-1 can land one ulp outside, so it is clamped again, as
+     * every tile's frames were (a no-op for a value already inside). */
+    for (int64_t i = 0; i < 3 * n * ohw; i++) buf[i] = fminf(1.0f, fmaxf(-1.0f, buf[i]));
     int rc = fn(user, buf, t0, n);
     if (rc != 0) return rc;
     t0 += n;

@@ -284,6 +284,10 @@ static void check_real(void) {
         e_hard, e_ov);
   CHECK(sp_test_guard_ok(one, n) && sp_test_guard_ok(ov, n) && sp_test_guard_ok(hard, n),
         "tiled decode wrote past the video");
+  int64_t outside = 0;
+  for (int64_t i = 0; i < n; i++) outside += !(ov[i] >= -1.0f && ov[i] <= 1.0f);
+  CHECK(outside == 0, "2 x 2 tiles: %lld values outside [-1, 1] (the blend must clamp)",
+        (long long)outside);
   printf("%s, latent 2x12x16: one tile bit-identical; 2 x 2 tiles relative L2 %.4f with "
          "overlap 8 (10x12), %.4f with hard seams (6x8)\n",
          spec, e_ov, e_hard);
