@@ -28,9 +28,9 @@
  * prompt k/v are buffers of their own in the arena and set_expert only
  * changes which the calls use; a streamed block has a pinned copy per
  * expert and the current expert's flows through the slots. With
- * cfg.swap_experts the arena holds one copy of the blocks and set_expert
- * copies the next expert's over it, block by block, each after its last
- * queued use (cuda_set_expert).
+ * cfg.swap_experts the arena holds one copy of the blocks and the first
+ * call after set_expert that uses them copies the next expert's over it,
+ * block by block, each after its last queued use (issue_swap).
  *
  * The per-step calls only queue work on the compute stream: the activation
  * buffers stay on the device, the transport moves them (ordered against
@@ -139,8 +139,11 @@ static size_t kv_offset(const rank_stage *s, int slot, int b) {
   return ((size_t)slot * (size_t)s->nblocks + (size_t)b) * (size_t)(s->c->text_len * s->c->dim);
 }
 
+static void issue_swap(rank_stage *s, cuda_stage *c);
+
 static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   cuda_stage *c = cuda_of(s);
+  issue_swap(s, c);
   /* Streamed blocks pass through slot 0 here: no copy may still be filling
    * it; a swap's copies are done too. */
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -241,6 +244,7 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
   /* While chunking, every GEMM keeps the algorithm of its all-rows shape
    * (see stage_cuda_block.c). */
   if (c->rows < s->tokens) kern_cuda_gemm_pin_rows(c->gemm, s->tokens);
+  issue_swap(s, c);
   int issued = 0, used = 0;
   for (; issued < c->nstreamed && issued < c->depth; issued++) issue_copy(s, c, issued, wbytes);
   for (int b = 0; b < s->nblocks; b++) {
@@ -366,15 +370,24 @@ static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
 }
 
 /* The switch between experts: the next calls use expert e's groups and
- * its prompts' k/v. Both experts resident: nothing moves. Swapping: each
- * block of e is copied over the device copy on the copy stream once the
- * block's last queued use is done (its event), so the copies overlap the
- * rest of the queued work; the first use of each block after it waits for
- * its own copy (cuda_blocks). */
+ * its prompts' k/v. Both experts resident: nothing moves. Swapping: the
+ * copies are queued by the next call that uses the blocks (issue_swap),
+ * not here: host-to-device copies go through the copy engine in the order
+ * they are queued, so the step's own small uploads (the latent, the time
+ * sinusoid, received activations), queued before the blocks run, must not
+ * wait behind the whole share's copies. */
 static void cuda_set_expert(rank_stage *s, int e) {
   cuda_stage *c = cuda_of(s);
   c->x = &c->ex[e];
-  if (!s->cfg.swap_experts || c->on_device == e) return;
+  c->swap_unissued = s->cfg.swap_experts && c->on_device != e;
+}
+
+/* A pending swap's copies: each block of the current expert over the
+ * device copy on the copy stream once the block's last queued use is done
+ * (its event), so the copies overlap the work queued after them; the first
+ * use of each block waits for its own copy (cuda_blocks). */
+static void issue_swap(rank_stage *s, cuda_stage *c) {
+  if (!c->swap_unissued) return;
   const size_t bytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
   for (int b = 0; b < s->nblocks; b++) {
     CUDA_CHECK(cudaStreamWaitEvent(c->copy, c->last_use[b], 0));
@@ -384,7 +397,8 @@ static void cuda_set_expert(rank_stage *s, int e) {
     c->swap_pending[b] = 1;
     s->stats.h2d_bytes += bytes;
   }
-  c->on_device = e;
+  c->on_device = (int)(c->x - c->ex);
+  c->swap_unissued = 0;
 }
 
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,

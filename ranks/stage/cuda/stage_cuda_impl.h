@@ -49,6 +49,7 @@ typedef struct cuda_stage {
    * its last queued use and of its swap copy, and whether the next use
    * must wait for that copy. */
   int on_device;
+  int swap_unissued;  /* set_expert asked for a swap whose copies are not queued yet */
   cudaEvent_t *last_use, *swapped; /* [nblocks] */
   uint8_t *swap_pending;           /* [nblocks] */
   int nstreamed, depth;
