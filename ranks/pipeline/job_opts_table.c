@@ -1,0 +1,203 @@
+/* The table of a job's options: flag, short form, value, default and
+ * help of each (job.h's job_option), in JOB_OPT_* order; job_opts.c sets
+ * and checks them. */
+#include <string.h>
+
+#include "job.h"
+#include "job_limits.h"
+#include "video_out.h"
+
+static const job_option table[JOB_OPT_COUNT] = {
+    {JOB_OPT_MODEL, "model", 'm', "MODEL", NULL, 0, "model file or synth:PRESET[:SEED] (required)"},
+    {JOB_OPT_COND, "cond", 'c', "FILE", NULL, 1,
+     "HDF5 with 'context' float32 [L, 4096], L <= 512, and, when\n"
+     "--cfg is not 1, 'context_null' (the encoded negative\n"
+     "prompt); from 'staticpipe encode' or launch/encode_prompt.py\n"
+     "(required without --jobs or --prompt)"},
+    {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, at most " STR(JOB_FRAMES_MAX)},
+    {JOB_OPT_SIZE, "size", 's', "HxW", "480x832", 1,
+     "height x width in pixels, multiples of 16; also W*H, the Wan\n"
+     "repository's form (832*480 is 480x832)"},
+    {JOB_OPT_STEPS, "steps", 'n', "N", "50", 1, "sampling steps, 1.." STR(JOB_STEPS_MAX)},
+    {JOB_OPT_CFG, "cfg", 'g', "G", "5", 1,
+     "guidance scale, 0.." STR(JOB_CFG_MAX) "; 1 runs the conditional branch only,\n"
+     "any other value 2 branches = 2 micro-batches; a two-expert\n"
+     "model (Wan 2.2 A14B) takes G for both experts or HIGH,LOW\n"
+     "(4,3 published, its default)"},
+    {JOB_OPT_SHIFT, "shift", 0, "S", "5", 1, "schedule shift (a two-expert model's: 12)"},
+    {JOB_OPT_SAMPLER, "sampler", 0, "NAME", "unipc", 1,
+     "unipc (the published UniPC, order 2, bh2) or euler"},
+    {JOB_OPT_SEED, "seed", 0, "K", "0", 1,
+     "noise seed: Philox keyed by element index, the same noise\n"
+     "on every machine and rank count; not PyTorch's torch.randn\n"
+     "stream (to share noise with another program: --save-noise,\n"
+     "--noise)"},
+    {JOB_OPT_NOISE, "noise", 0, "FILE", NULL, 1,
+     "initial noise: dataset 'noise' float32 [16, F, H/8, W/8],\n"
+     "or a ComfyUI FILE.latent; overrides --seed"},
+    {JOB_OPT_SAVE_NOISE, "save-noise", 0, "FILE", NULL, 0,
+     "write the initial noise (dataset 'noise') to FILE, to start\n"
+     "another run or another implementation from the same noise\n"
+     "(FILE.latent: a ComfyUI latent file)"},
+    {JOB_OPT_OUT, "out", 'o', "FILE", NULL, 1,
+     "output: dataset 'latents' float32 [16, F, H/8, W/8] with the\n"
+     "settings as attributes, and a preview FILE.png; both written\n"
+     "atomically by the last rank (required without --jobs);\n"
+     "FILE.latent: a ComfyUI latent file (the VAE's raw space)"},
+    {JOB_OPT_JOBS, "jobs", 0, "FILE", NULL, 0,
+     "many jobs, one model load: one job per line of key=value\n"
+     "fields, '#' starts a comment:\n"
+     "  cond=FILE | prompt=\"TEXT\" [negative=\"TEXT\"] (needs --t5)\n"
+     "  out=FILE [seed=K | noise=FILE] [frames=N]\n"
+     "  [size=HxW] [steps=N] [cfg=G] [shift=S] [sampler=NAME]\n"
+     "  [video=FILE] [fps=N] (video= needs --vae) [boundary=B]\n"
+     "keys left out take the values of the flags above; jobs run\n"
+     "in order, up to one per rank in flight together when they\n"
+     "share latent shape and steps (their micro-batches fill the\n"
+     "pipeline; each result equals a separate run); a bad line or\n"
+     "a failed job is reported and the rest go on; a summary at\n"
+     "the end; exit status non-zero when any job failed.\n"
+     "FILE '-' (standard input) or a named pipe: a queue; each line\n"
+     "is read, checked and run as it arrives, one job at a time,\n"
+     "the model loaded once; the end of the input ends the run.\n"
+     "The plan is made before the first line from --frames, --size\n"
+     "and --cfg: a line larger than them, or with cfg when --cfg is\n"
+     "1, or with lora= other than --lora, fails alone"},
+    {JOB_OPT_BUDGET, "budget", 'b', "STR", "auto", 0,
+     "memory budget per rank; see 'staticpipe plan --help' for\n"
+     "the forms (bytes, ratio, fraction, auto)"},
+    {JOB_OPT_DEVICE, "device", 'd', "DEV", "auto", 0,
+     "auto (cuda when a GPU is visible), cuda or cpu"},
+    {JOB_OPT_DEVICES, "devices", 0, "LIST", NULL, 0,
+     "CUDA devices to use, e.g. 0,2: a rank takes LIST[local rank\n"
+     "mod its length] (default: local rank mod the devices\n"
+     "visible; CUDA_VISIBLE_DEVICES is honoured)"},
+    {JOB_OPT_ATTN, "attn", 0, "NAME", "auto", 0,
+     "CUDA attention: auto (cudnn where cuDNN takes the shape,\n"
+     "else flash), cudnn, flash (own kernel), simple (the\n"
+     "reference: cuBLASLt GEMMs, exact softmax), cudnn-fp8\n"
+     "(cuDNN's fp8 attention, Q/K/V quantised per call to e4m3;\n"
+     "sm_90 and cuDNN 9.1 or later; never chosen by auto)"},
+    {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
+     "auto (nccl when every rank has a GPU of its own and the\n"
+     "stages run on GPUs, else mpi), mpi or nccl"},
+    {JOB_OPT_TIMEOUT, "timeout", 0, "S", "300", 0,
+     "longest any rank may go without hearing from a peer it\n"
+     "waits on, seconds; ranks exchange heartbeats, so slow work\n"
+     "never trips it, a dead, stopped or deadlocked rank does and\n"
+     "the whole job ends; also bounds MPI start-up (MPI_Init)"},
+    {JOB_OPT_LOG_DIR, "log-dir", 0, "DIR", NULL, 0, "also write each rank's log to DIR/rank-N.log"},
+    {JOB_OPT_NO_PREVIEW, "no-preview", 0, NULL, NULL, 0, "do not write FILE.png"},
+    {JOB_OPT_NO_VERIFY, "no-verify", 0, NULL, NULL, 0,
+     "do not check the weights' checksums while loading"},
+    {JOB_OPT_TRACE, "trace", 0, "FILE", NULL, 0,
+     "a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev):\n"
+     "one process per rank, spans for embed, blocks, head,\n"
+     "sampler, every wait on a peer and every step; NVTX ranges\n"
+     "with the CUDA backend; written by rank 0 at the end"},
+    {JOB_OPT_PROFILE, "profile", 0, NULL, NULL, 0,
+     "CUDA: time every op of every block; after each call of a\n"
+     "stage's blocks, each op's mean time against its floor"},
+    {JOB_OPT_ORDER, "order", 0, "O", "auto", 0,
+     "order of work at a stage: auto (the planner's choice by\n"
+     "predicted step time), micro (micro-batch-major: stages\n"
+     "overlap on different micro-batches; a streamed block is\n"
+     "copied once per micro-batch) or block (block-major: each\n"
+     "block runs every micro-batch of the step while on the GPU,\n"
+     "copied once per step; no overlap between stages in a step)"},
+    {JOB_OPT_STREAM_FRAC, "stream-frac", 0, "F", NULL, 0,
+     "stream at least ceil(F x its blocks), 0..1, of each rank's\n"
+     "blocks from pinned host memory, the largest first, whatever\n"
+     "the budget allows; the budget still holds (default: the\n"
+     "budget decides what streams)"},
+    {JOB_OPT_CHUNK_ROWS, "chunk-rows", 0, "N", NULL, 0,
+     "process the block transients in chunks of at most N tokens,\n"
+     "1..2^" STR(JOB_CHUNK_ROWS_LOG2) " (default: the planner's choice, unchunked when the\n"
+     "budget allows); latents are the same either way"},
+    {JOB_OPT_MEM_TRACE, "mem-trace", 0, NULL, NULL, 0,
+     "CUDA: per block, device memory in use before and after and\n"
+     "the arena's peak, beside the planner's prediction, as a\n"
+     "table and as counters in --trace (synchronises each block)"},
+    {JOB_OPT_QUIET, "quiet", 'q', NULL, NULL, 0, "no progress lines"},
+    {JOB_OPT_VAE, "vae", 0, "VAE", NULL, 0,
+     "the VAE decoder (a file from convert or init, or\n"
+     "synth:wan2.1-vae[:SEED], synth:wan2.1-vae-tiny[:SEED])"},
+    {JOB_OPT_VIDEO, "video", 0, "FILE", NULL, 1,
+     "also decode the latents with --vae into FILE: .mp4, .mkv,\n"
+     ".mov (H.264), .webm (VP9) through FFmpeg's libraries, or .h5\n"
+     "(dataset 'video' float32 [3, T, H, W] in [-1, 1]); written\n"
+     "atomically by the last rank after the latents"},
+    {JOB_OPT_FPS, "fps", 0, "N", STR(VIDEO_OUT_DEFAULT_FPS), 1,
+     "frames per second of the video, 1.." STR(JOB_FPS_MAX)},
+    {JOB_OPT_VAE_PRECISION, "vae-precision", 0, "P", "bf16", 0,
+     "CUDA VAE decoder: bf16 (weights and activations, fp32\n"
+     "accumulation) or fp32; the CPU decoder is fp32"},
+    {JOB_OPT_LORA, "lora", 0, "SPEC", NULL, 0,
+     "FILE[:STRENGTH][@high|@low]: apply a LoRA (safetensors with\n"
+     "ComfyUI/kohya, diffusers/PEFT or official keys: lora_down/up\n"
+     "or lora_A/B and alpha, diff, diff_b) at STRENGTH (default 1);\n"
+     "@high/@low pick a Wan 2.2 expert (not built yet);\n"
+     "repeatable, at most " STR(RANK_LORA_MAX) ", applied in the order given;\n"
+     "a --jobs line's own lora= keys (repeatable, lora=none for\n"
+     "none) replace these for that job"},
+    {JOB_OPT_LORA_MODE, "lora-mode", 0, "MODE", "auto", 0,
+     "merged: added into the weights at load, no cost per step;\n"
+     "bypass: base weights kept, B (A x) added after each linear\n"
+     "layer of the blocks (lora_down/up pairs there only), so\n"
+     "--jobs lines switch LoRAs without reloading; auto: merged when\n"
+     "every job has the same LoRAs, bypass when --jobs lines name\n"
+     "different ones"},
+    {JOB_OPT_TIMESTEPS, "timesteps", 0, "LIST", NULL, 1,
+     "explicit schedule, e.g. 1000,750,500,250: integer points of\n"
+     "the training schedule, 1..1000, strictly decreasing, shifted\n"
+     "by --shift; sets --steps to its length (for distilled\n"
+     "few-step models)"},
+    {JOB_OPT_SIGMAS, "sigmas", 0, "LIST", NULL, 1,
+     "explicit schedule of noise levels in (0, 1], strictly\n"
+     "decreasing, a final 0 optional; used as given (no shift);\n"
+     "sets --steps to its length"},
+    {JOB_OPT_PROBE_LINKS, "probe-links", 0, NULL, NULL, 0,
+     "before sampling, time the activation message between each\n"
+     "pair of neighbouring stages (a few round trips; run --json\n"
+     "reports link_gbs per rank); bench passes it"},
+    {JOB_OPT_BOUNDARY, "boundary", 0, "B", NULL, 1,
+     "two-expert model: a step whose timestep t >= B x 1000 runs\n"
+     "the high-noise expert, the others the low-noise one; 0 < B < 1\n"
+     "(default: the model's, 0.875 for Wan 2.2 A14B)"},
+    {JOB_OPT_T5, "t5", 0, "T5", NULL, 0,
+     "the text encoder of --prompt and prompt= (a UMT5-XXL file\n"
+     "from convert, its tokenizer inside): rank 0 encodes every\n"
+     "prompt before the model is placed (on its GPU when --device\n"
+     "is cuda, else on the CPU), then frees the encoder"},
+    {JOB_OPT_PROMPT, "prompt", 0, "TEXT", NULL, 1,
+     "the prompt, instead of --cond (needs --t5); the context is\n"
+     "the one 'staticpipe encode' writes, so the latents equal a\n"
+     "run of its --cond file bit for bit; a --jobs line's\n"
+     "prompt=\"TEXT\" (double quotes, \\\" and \\\\ inside)"},
+    {JOB_OPT_NEGATIVE, "negative", 0, "TEXT", NULL, 1,
+     "the negative prompt of --prompt, for --cfg other than 1\n"
+     "(default, or when blank: Wan's own, as encode --help shows)"},
+    {JOB_OPT_LAYOUT, "layout", 0, "L", "pipeline", 0,
+     "the ranks as a grid RxSxU, R x S x U = ranks (e.g. 2x1x2):\n"
+     "R replicas of the model, each running its share of a step's\n"
+     "micro-batches (the CFG branches, the videos of --jobs in\n"
+     "flight), x S pipeline stages splitting the blocks, x U\n"
+     "sequence-parallel ranks per stage (Ulysses: each holds the\n"
+     "stage's blocks and 1/U of the tokens; U divides the heads;\n"
+     "CPU backend only so far); R at most the micro-batches of a\n"
+     "step. pipeline: 1 x ranks x 1. auto: the planner's choice\n"
+     "(memory first, then the smallest predicted step: its\n"
+     "multi-GPU figures are predictions, unmeasured; on CUDA\n"
+     "only layouts with U = 1); plan --layout auto shows it. The\n"
+     "latents are bit-identical for every layout"}
+};
+
+const job_option *job_option_get(int id) {
+  return id >= 0 && id < JOB_OPT_COUNT ? &table[id] : NULL;
+}
+
+const job_option *job_option_find(const char *name) {
+  for (int i = 0; i < JOB_OPT_COUNT; i++)
+    if (strcmp(table[i].name, name) == 0) return &table[i];
+  return NULL;
+}
