@@ -12,6 +12,15 @@
  * A long load or a slow step keeps the heartbeats coming and some rank
  * working, so neither trips it.
  *
+ * Blame is one verdict for the whole job: the rank that first finds a peer
+ * silent names the peer silent the longest (comm_watchdog_culprit) and
+ * sends that verdict to every peer; it and every rank the verdict reaches
+ * wait a short settling time (VERDICT_GRACE_S) in which the verdict of the
+ * lowest-numbered finder wins, then each prints that one culprit and, a
+ * grace later (so the others' lines are out), ends the job. So two ranks
+ * never blame each other, and every surviving rank's line names the same
+ * rank.
+ *
  * Threads: MPI_THREAD_MULTIPLE (Open MPI 4.1 has it), because the main
  * thread may sit in a blocking collective (MPI_Allreduce of a phase
  * agreement) exactly when the watchdog must keep talking; SERIALIZED would
@@ -30,14 +39,32 @@
 #include "comm_internal.h"
 #include "log.h"
 
-enum { HB_BEAT = 1, HB_BYE = 2, HB_TAG = 7 };
+enum { HB_BEAT = 1, HB_BYE = 2, HB_VERDICT = 3, HB_TAG = 7 };
+
+/* The settling time of a verdict (a finder's; the ranks it reaches wait
+ * half of it, so their lines are out before the finder ends the job), at
+ * most a quarter of the timeout. */
+#define VERDICT_GRACE_S 0.5
 
 typedef struct hb_msg {
-  int32_t kind;     /* HB_BEAT or HB_BYE */
+  int32_t kind;     /* HB_BEAT, HB_BYE or HB_VERDICT */
   int32_t waiting;  /* the sender is waiting on a message or a collective */
   int64_t progress; /* the sender's progress counter */
   char phase[48];   /* the sender's phase */
+  /* HB_VERDICT: the rank the sender found silent, for how long, and that
+   * rank's last phase as the sender heard it */
+  int32_t culprit, pad;
+  double silent_s;
+  char culprit_phase[48];
 } hb_msg;
+
+/* The verdict this rank holds: the culprit, who found it (the lowest
+ * finder heard of), and when this rank reports it. by < 0: none yet. */
+typedef struct verdict {
+  int culprit, by;
+  double silent_s, report_at;
+  char phase[48];
+} verdict;
 
 typedef struct hb_peer {
   double heard;       /* local time of the last message from it */
@@ -56,6 +83,11 @@ static struct {
   MPI_Comm comm;
   pthread_t thread;
   hb_peer *peers; /* [size] */
+  verdict v;
+  hb_msg *vout;          /* [size] the verdict in flight to each peer */
+  MPI_Request *vsend;    /* [size] */
+  double *silent;        /* [size] judge's: seconds since each peer's last message */
+  unsigned char *gone;   /* [size] judge's: the peer said goodbye */
   atomic_int stop;
   /* Main-thread state, read by the watchdog thread. */
   pthread_mutex_t lock;
@@ -115,6 +147,81 @@ static void send_all(int kind) {
   }
 }
 
+static double grace_s(void) {
+  return VERDICT_GRACE_S < g.timeout / 4 ? VERDICT_GRACE_S : g.timeout / 4;
+}
+
+/* A verdict from rank by (this rank's own, or received): kept when it is
+ * the first or comes from a lower-numbered finder than the one held. The
+ * first one sets when this rank reports: a finder after the whole grace,
+ * the others after half of it. */
+static void verdict_hold(int by, int culprit, double silent_s, const char *phase, double now) {
+  if (g.v.by >= 0 && by >= g.v.by) return;
+  if (g.v.by < 0) g.v.report_at = now + (by == g.w->rank ? 1.0 : 0.5) * grace_s();
+  g.v.by = by;
+  g.v.culprit = culprit;
+  g.v.silent_s = silent_s;
+  snprintf(g.v.phase, sizeof g.v.phase, "%s", phase);
+}
+
+static void verdict_take(int src, hb_msg *in, double now) {
+  in->culprit_phase[sizeof in->culprit_phase - 1] = '\0';
+  if (in->culprit >= 0 && in->culprit < g.w->size)
+    verdict_hold(src, in->culprit, in->silent_s, in->culprit_phase, now);
+}
+
+/* This rank found p silent: holds the verdict and sends it to every peer
+ * (p too: should it be alive, it learns why the job ends). */
+static void verdict_send(int p, double silent_s, double now) {
+  verdict_hold(g.w->rank, p, silent_s, g.peers[p].phase, now);
+  for (int r = 0; r < g.w->size; r++) {
+    if (r == g.w->rank) continue;
+    hb_msg *m = &g.vout[r];
+    *m = (hb_msg){.kind = HB_VERDICT, .culprit = p, .silent_s = silent_s};
+    memcpy(m->culprit_phase, g.peers[p].phase, sizeof m->culprit_phase);
+    MPI_Isend(m, (int)sizeof *m, MPI_BYTE, r, HB_TAG, g.comm, &g.vsend[r]);
+  }
+}
+
+/* Prints the verdict held and ends the job. */
+_Noreturn static void verdict_report(const char *mine) {
+  const comm_world *w = g.w;
+  const verdict *v = &g.v;
+  char found[64] = "";
+  if (v->by != w->rank) snprintf(found, sizeof found, " (as rank %d found)", v->by);
+  if (v->culprit == w->rank)
+    sp_fatal("watchdog: rank %d had no word from this rank for %.0f s (--timeout %.0f): this "
+             "rank was stopped, starved or cut off; this rank was %s",
+             v->by, v->silent_s, g.timeout, mine);
+  sp_fatal("watchdog: no word from rank %d (host %s) for %.0f s (--timeout %.0f)%s, its last "
+           "phase '%s': it died, was stopped or hangs; this rank was %s",
+           v->culprit, w->hosts[v->culprit], v->silent_s, g.timeout, found, v->phase, mine);
+}
+
+/* An abort hook (sp_abort_hook_push): with a verdict held, the job ends
+ * one grace after this rank reported it, so the lines of the ranks that
+ * report after it (the finder reports last) are out before the launcher
+ * ends them. */
+static void verdict_linger(int code) {
+  (void)code;
+  if (g.v.by < 0) return;
+  const double until = g.v.report_at + grace_s(), now = comm_now();
+  if (until > now) sleep_s(until - now);
+}
+
+int comm_watchdog_culprit(int size, int me, const double *silent_s, const unsigned char *gone,
+                          double timeout_s) {
+  int culprit = -1, left = 0, silent = 0;
+  for (int p = 0; p < size; p++) {
+    if (p == me || gone[p]) continue;
+    left++;
+    if (!(silent_s[p] > timeout_s)) continue;
+    silent++;
+    if (culprit < 0 || silent_s[p] > silent_s[culprit]) culprit = p;
+  }
+  return left >= 2 && silent == left ? COMM_WATCHDOG_NOBODY : culprit;
+}
+
 static void drain(MPI_Request *recv, hb_msg *in) {
   for (;;) {
     int done = 0;
@@ -132,6 +239,7 @@ static void drain(MPI_Request *recv, hb_msg *in) {
       in->phase[sizeof in->phase - 1] = '\0';
       memcpy(q->phase, in->phase, sizeof q->phase);
       if (in->kind == HB_BYE) q->bye = 1;
+      if (in->kind == HB_VERDICT) verdict_take(src, in, now);
     }
     MPI_Irecv(in, (int)sizeof *in, MPI_BYTE, MPI_ANY_SOURCE, HB_TAG, g.comm, recv);
   }
@@ -154,13 +262,22 @@ static void judge(void) {
     atomic_store(&g.wait_since, now);
   }
   g.last_judged = now;
+  if (g.v.by >= 0) {
+    if (now >= g.v.report_at) verdict_report(mine);
+    return;
+  }
   for (int p = 0; p < w->size; p++) {
-    if (p == w->rank || g.peers[p].bye) continue;
-    const hb_peer *q = &g.peers[p];
-    if (now - q->heard > g.timeout)
-      sp_fatal("watchdog: no word from rank %d (host %s) for %.0f s (--timeout %.0f), its last "
-               "phase '%s': it died, was stopped or hangs; this rank was %s",
-               p, w->hosts[p], now - q->heard, g.timeout, q->phase, mine);
+    g.silent[p] = now - g.peers[p].heard;
+    g.gone[p] = (unsigned char)g.peers[p].bye;
+  }
+  const int p = comm_watchdog_culprit(w->size, w->rank, g.silent, g.gone, g.timeout);
+  if (p == COMM_WATCHDOG_NOBODY)
+    sp_fatal("watchdog: no word from any of this rank's %d peers for more than %.0f s "
+             "(--timeout): its own messages stalled, or every peer stopped; this rank was %s",
+             w->size - 1, g.timeout, mine);
+  if (p >= 0) {
+    verdict_send(p, g.silent[p], now);
+    return;
   }
   if (!atomic_load(&g.waiting) || now - atomic_load(&g.wait_since) <= g.timeout) return;
   for (int p = 0; p < w->size; p++) {
@@ -250,10 +367,16 @@ static int watchdog_start(const comm_world *w, double timeout_s) {
     return SP_ERR_RUNTIME;
   }
   g.peers = sp_xcalloc((size_t)w->size, sizeof *g.peers);
+  g.vout = sp_xcalloc((size_t)w->size, sizeof *g.vout);
+  g.vsend = sp_xcalloc((size_t)w->size, sizeof *g.vsend);
+  g.silent = sp_xcalloc((size_t)w->size, sizeof *g.silent);
+  g.gone = sp_xcalloc((size_t)w->size, sizeof *g.gone);
+  g.v = (verdict){.culprit = -1, .by = -1};
   double now = comm_now();
   for (int p = 0; p < w->size; p++) {
     g.peers[p].heard = g.peers[p].changed = now;
     g.peers[p].send = MPI_REQUEST_NULL;
+    g.vsend[p] = MPI_REQUEST_NULL;
     snprintf(g.peers[p].phase, sizeof g.peers[p].phase, "starting");
   }
   atomic_store(&g.stop, 0);
@@ -261,10 +384,17 @@ static int watchdog_start(const comm_world *w, double timeout_s) {
     sp_log_error("watchdog: cannot start its thread");
     MPI_Comm_free(&g.comm);
     free(g.peers);
+    free(g.vout);
+    free(g.vsend);
+    free(g.silent);
+    free(g.gone);
     g.peers = NULL;
     return SP_ERR_RUNTIME;
   }
   g.threaded = 1;
+  static int hooked = 0;
+  if (!hooked) sp_abort_hook_push(verdict_linger);
+  hooked = 1;
   return SP_OK;
 }
 
@@ -283,6 +413,10 @@ void comm_watchdog_stop(void) {
     pthread_join(g.thread, NULL);
     MPI_Comm_free(&g.comm);
     free(g.peers);
+    free(g.vout);
+    free(g.vsend);
+    free(g.silent);
+    free(g.gone);
     g.peers = NULL;
     g.threaded = 0;
   }

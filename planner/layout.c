@@ -209,11 +209,14 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
     take(&c, PLAN_BUF_ATTN_SCRATCH, 0,
          plan_attn_stage_scratch_bytes(s->tokens, s->text_len, s->heads));
 
-  /* Bypassed LoRAs: every block's pairs stay on the device (streamed
-   * blocks' too: they are small, and switching jobs rewrites them), the
-   * A x of a chunk's rows or of the context's (max(R, C), rank) a. */
+  /* Bypassed LoRAs: every block's pairs of every expert stay on the
+   * device (streamed and swapped blocks' too: they are small, and switching
+   * jobs rewrites them), the A x of a chunk's rows or of the context's
+   * (max(R, C), rank) a. */
   if (s->lora_elems && s->lora_rank > 0) {
-    for (int b = 0; b < s->nblocks; b++) take(&c, PLAN_BUF_LORA_W, b, mul(&c, s->lora_elems, a));
+    for (int e = 0; e < nx; e++)
+      for (int b = 0; b < s->nblocks; b++)
+        take(&c, PLAN_BUF_LORA_W, e * s->nblocks + b, mul(&c, s->lora_elems, a));
     take(&c, PLAN_BUF_LORA_T, 0, mul(&c, mul(&c, R > C ? R : C, (uint64_t)s->lora_rank), a));
   }
 

@@ -31,11 +31,11 @@ extern "C" {
 #define PLAN_LAYOUT_MAX_ACT 1025
 /* Experts one layout holds at most (Wan 2.2 A14B: two). */
 #define PLAN_LAYOUT_MAX_EXPERTS 2
-/* Buffers of one layout at most: every block (each expert's weights and its
+/* Buffers of one layout at most: every block (each expert's weights and
  * LoRA pairs), slot and activation buffer, each expert's embedding, head
  * and cross-attention k, v, and the 17 others (24: room to spare). */
 #define PLAN_LAYOUT_MAX                                                                        \
-  ((PLAN_LAYOUT_MAX_EXPERTS + 1) * PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS +                   \
+  (2 * PLAN_LAYOUT_MAX_EXPERTS * PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS +                     \
    PLAN_LAYOUT_MAX_ACT + 4 * PLAN_LAYOUT_MAX_EXPERTS + 24)
 /* Scores the simple attention backend may hold at once: as many query rows
  * per chunk as this many bytes of scratch hold (at least one). */
@@ -68,7 +68,8 @@ typedef enum plan_buf {
   PLAN_BUF_TOK,         /* [tok] (L, max patch in/out) fp32 patch tokens (end stages) */
   PLAN_BUF_LAT,         /* [lat] (max channels, latent voxels) fp32 latent (end stages) */
   PLAN_BUF_ATTN_SCRATCH, /* [attn_scratch] scores of the simple attention backend */
-  PLAN_BUF_LORA_W,      /* [lora_w[i]] bypassed LoRA pairs of block i of the stage (every block) */
+  PLAN_BUF_LORA_W,      /* [lora_w[i]] bypassed LoRA pairs of block i of the stage (every block),
+                           index e x nblocks + i for expert e */
   PLAN_BUF_LORA_T,      /* [lora_t] (max(rows, text_len), lora rank) a LoRA's A x */
   PLAN_BUF_KINDS
 } plan_buf;

@@ -401,6 +401,7 @@ int rank_lora_open(const rank_lora_spec *specs, int n, const rank_model_info *mi
   }
   rank_lora *L = sp_xcalloc(1, sizeof *L);
   L->config = mi->config;
+  L->experts = mi->experts.count > 1 ? mi->experts.count : 1;
   for (int g = 0; g < 3; g++) wan_layout_make(&L->config, (wan_group)g, mi->dtype, &L->layout[g]);
   L->files = sp_xcalloc((size_t)n, sizeof *L->files);
   int rc = SP_OK;

@@ -101,25 +101,31 @@ int rank_lora_merge_group(void *ctx, int expert, wan_group g, int block, const w
  * from its weights and added after each layer, y += B (A x): per layer the
  * pairs of every LoRA that names it, stacked in the order given along the
  * rank (R = the sum of their ranks), each file's scale c folded into its
- * columns of B (float(c * B), the product in double). */
+ * columns of B (float(c * B), the product in double). Each expert x of a
+ * two-expert model has pairs of its own: those of the LoRAs that apply to
+ * it (untagged ones and those tagged for x, as in the merge); a one-expert
+ * model has expert 0 only. */
 
 /* Whether every term of l can be bypassed: pairs on the blocks' linear
  * layers only. A full difference (diff, diff_b) or a pair on an embedding
  * or the head is refused: one line naming the file, the first such key and
  * --lora-mode merged. SP_OK or SP_ERR_INPUT. */
 int rank_lora_bypass_check(const rank_lora *l);
-/* The largest summed rank R of a linear layer of blocks first..last. */
-int64_t rank_lora_bypass_rank(const rank_lora *l, int first, int last);
-/* The most any block of the model needs: *elems, the largest
+/* The largest summed rank R of a linear layer of blocks first..last of
+ * expert x. */
+int64_t rank_lora_bypass_rank(const rank_lora *l, int x, int first, int last);
+/* The most any block of any expert of the model needs: *elems, the largest
  * rank_lora_bypass_floats, and *rank, the largest summed rank R. */
 void rank_lora_bypass_room(const rank_lora *l, size_t *elems, int64_t *rank);
-/* Floats of block's pairs: the sum over its linear layers of R (in + out). */
-size_t rank_lora_bypass_floats(const rank_lora *l, int block);
-/* Reads block's pairs (only this block's LoRA tensors) into data
+/* Floats of block's pairs of expert x: the sum over its linear layers of
+ * R (in + out). */
+size_t rank_lora_bypass_floats(const rank_lora *l, int x, int block);
+/* Reads block's pairs of expert x (only this block's LoRA tensors) into data
  * (rank_lora_bypass_floats of it), per linear layer in WAN_BLOCK_LINEARS
  * order A (R, in) then B (out, R), and points out's fields into it (r = 0
  * for a layer without pairs). SP_OK, or SP_ERR_INPUT / SP_ERR_RUNTIME
  * (logged, naming the file and the key) with out untouched. */
-int rank_lora_bypass_read(const rank_lora *l, int block, float *data, wan_block_lora_f32 *out);
+int rank_lora_bypass_read(const rank_lora *l, int x, int block, float *data,
+                          wan_block_lora_f32 *out);
 
 #endif

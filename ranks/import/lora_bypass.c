@@ -58,43 +58,50 @@ int rank_lora_bypass_check(const rank_lora *L) {
   return SP_OK;
 }
 
-/* The summed rank of tensor ti of block over the files. */
-static int64_t summed_rank(const rank_lora *L, int block, int ti) {
+/* The summed rank of tensor ti of block of expert x over the files that
+ * apply to it. */
+static int64_t summed_rank(const rank_lora *L, int x, int block, int ti) {
   int64_t r = 0;
   for (int f = 0; f < L->n; f++) {
+    if (!lora_applies_to(&L->files[f], x)) continue;
     const entry *e = lora_entry_find(&L->files[f], WAN_GROUP_BLOCK, block, ti);
     if (e && e->p[PART_DOWN]) r += e->rank;
   }
   return r;
 }
 
-int64_t rank_lora_bypass_rank(const rank_lora *L, int first, int last) {
+int64_t rank_lora_bypass_rank(const rank_lora *L, int x, int first, int last) {
   int64_t m = 0;
   for (int b = first; b <= last; b++)
     for (int i = 0; i < NLINEAR; i++) {
-      const int64_t r = summed_rank(L, b, linear_table[i].tensor);
+      const int64_t r = summed_rank(L, x, b, linear_table[i].tensor);
       if (r > m) m = r;
     }
   return m;
 }
 
-size_t rank_lora_bypass_floats(const rank_lora *L, int block) {
+size_t rank_lora_bypass_floats(const rank_lora *L, int x, int block) {
   linear lin[NLINEAR];
   linears_of(&L->config, lin);
   size_t n = 0;
   for (int i = 0; i < NLINEAR; i++)
-    n += (size_t)summed_rank(L, block, lin[i].tensor) * (size_t)(lin[i].in + lin[i].out);
+    n += (size_t)summed_rank(L, x, block, lin[i].tensor) * (size_t)(lin[i].in + lin[i].out);
   return n;
 }
 
 void rank_lora_bypass_room(const rank_lora *L, size_t *elems, int64_t *rank) {
   size_t e = 0;
-  for (int b = 0; b < L->config.layers; b++) {
-    const size_t n = rank_lora_bypass_floats(L, b);
-    if (n > e) e = n;
+  int64_t r = 0;
+  for (int x = 0; x < L->experts; x++) {
+    for (int b = 0; b < L->config.layers; b++) {
+      const size_t n = rank_lora_bypass_floats(L, x, b);
+      if (n > e) e = n;
+    }
+    const int64_t rx = rank_lora_bypass_rank(L, x, 0, (int)L->config.layers - 1);
+    if (rx > r) r = rx;
   }
   *elems = e;
-  *rank = rank_lora_bypass_rank(L, 0, (int)L->config.layers - 1);
+  *rank = r;
 }
 
 /* One file's pair of one linear layer into the stacked A (R, in) at rows
@@ -127,20 +134,22 @@ static int read_pair(const lora_file *lf, const entry *e, const linear *lin, int
   return rc;
 }
 
-int rank_lora_bypass_read(const rank_lora *L, int block, float *data, wan_block_lora_f32 *out) {
+int rank_lora_bypass_read(const rank_lora *L, int x, int block, float *data,
+                          wan_block_lora_f32 *out) {
   linear lin[NLINEAR];
   linears_of(&L->config, lin);
   wan_lora_f32 pairs[NLINEAR];
   float *p = data;
   int rc = SP_OK;
   for (int i = 0; i < NLINEAR && rc == SP_OK; i++) {
-    const int64_t R = summed_rank(L, block, lin[i].tensor);
+    const int64_t R = summed_rank(L, x, block, lin[i].tensor);
     float *a = p, *b = p + R * lin[i].in;
     pairs[i] = (wan_lora_f32){.a = R ? a : NULL, .b = R ? b : NULL, .r = R};
     p += R * (lin[i].in + lin[i].out);
     int64_t k0 = 0;
     for (int f = 0; f < L->n && rc == SP_OK; f++) {
       const lora_file *lf = &L->files[f];
+      if (!lora_applies_to(lf, x)) continue;
       const entry *e = lora_entry_find(lf, WAN_GROUP_BLOCK, block, lin[i].tensor);
       if (!e || !e->p[PART_DOWN]) continue;
       rc = read_pair(lf, e, &lin[i], R, k0, a, b);

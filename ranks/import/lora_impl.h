@@ -31,6 +31,7 @@ typedef struct lora_file {
 
 struct rank_lora {
   wan_config config;
+  int experts;          /* the model's experts (1, or 2: Wan 2.2 A14B) */
   wan_layout layout[3]; /* the model's layouts (shapes, names) */
   lora_file *files;
   int n;
@@ -60,6 +61,14 @@ int lora_read_f32(const lora_file *lf, const rank_st_tensor *t, float **out);
  * (alpha read from the file, r when absent). SP_OK or lora_read_f32's
  * status (lora_merge.c). */
 int lora_entry_scale(const lora_file *lf, const entry *e, double *out);
+
+/* Whether a LoRA applies to expert e: untagged ones to every expert, @high
+ * to expert 0 (RANK_EXPERT_HIGH) and @low to expert 1 of a two-expert
+ * model. */
+static inline int lora_applies_to(const lora_file *lf, int e) {
+  const rank_lora_expert x = lf->spec.expert;
+  return x == RANK_LORA_EXPERT_ALL || (x == RANK_LORA_EXPERT_HIGH) == (e == RANK_EXPERT_HIGH);
+}
 
 /* The entry of lf for tensor ti of a group's block, or NULL. */
 static inline const entry *lora_entry_find(const lora_file *lf, wan_group g, int block, int ti) {

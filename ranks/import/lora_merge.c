@@ -156,13 +156,6 @@ static int64_t merge_tensor(const term *tm, int nt, int64_t rows, int64_t cols, 
   return bad;
 }
 
-/* Whether a LoRA applies to expert e: untagged ones to every expert, @high
- * to expert 0 and @low to expert 1 of a two-expert model. */
-static int applies_to(const lora_file *lf, int e) {
-  const rank_lora_expert x = lf->spec.expert;
-  return x == RANK_LORA_EXPERT_ALL || (x == RANK_LORA_EXPERT_HIGH) == (e == RANK_EXPERT_HIGH);
-}
-
 int rank_lora_merge_group(void *ctx, int expert, wan_group g, int block, const wan_layout *l,
                           kern_dtype dt, void *data) {
   const rank_lora *L = ctx;
@@ -172,7 +165,7 @@ int rank_lora_merge_group(void *ctx, int expert, wan_group g, int block, const w
     int nt = 0;
     for (int f = 0; f < L->n; f++) {
       const lora_file *lf = &L->files[f];
-      if (!applies_to(lf, expert)) continue;
+      if (!lora_applies_to(lf, expert)) continue;
       const entry *e = lora_entry_find(lf, g, block, ti);
       if (!e) continue;
       tm[nt] = (term){.lf = lf, .e = e};

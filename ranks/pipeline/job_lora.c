@@ -54,13 +54,6 @@ int job_setup_loras(job_session *s) {
     }
     return job_phase(w, rc, "opening the LoRAs");
   }
-  /* bypass: its pairs are per block, not per expert */
-  if (rank_model_get_info(s->m)->experts.count > 1) {
-    if (w->rank == 0)
-      sp_log_error("--lora-mode bypass on a two-expert model is not built yet: use "
-                   "--lora-mode merged (one set of LoRAs, @high/@low per expert, for every job)");
-    return job_phase(w, SP_ERR_INPUT, "opening the LoRAs");
-  }
   comm_set_phase("checking the LoRAs");
   uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
   int nbad = 0, checked_n = -1, checked_bad = 0;

@@ -136,7 +136,9 @@ static const job_option table[JOB_OPT_COUNT] = {
      "FILE[:STRENGTH][@high|@low]: apply a LoRA (safetensors with\n"
      "ComfyUI/kohya, diffusers/PEFT or official keys: lora_down/up\n"
      "or lora_A/B and alpha, diff, diff_b) at STRENGTH (default 1);\n"
-     "@high/@low pick a Wan 2.2 expert (not built yet);\n"
+     "@high/@low apply it to one expert of a two-expert model\n"
+     "(Wan 2.2: the high- or the low-noise one; without @, both),\n"
+     "merged or bypassed;\n"
      "repeatable, at most " STR(RANK_LORA_MAX) ", applied in the order given;\n"
      "a --jobs line's own lora= keys (repeatable, lora=none for\n"
      "none) replace these for that job"},

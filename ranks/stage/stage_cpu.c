@@ -16,6 +16,9 @@ typedef struct cpu_expert {
   wan_head_f32 head;
   wan_block_f32 *blocks; /* [nblocks] */
   float *ck, *cv;    /* (prompts, nblocks, text_len, dim) cross-attention k, v */
+  /* Bypassed LoRA (rank_stage_set_lora): this expert's pairs per block. */
+  float **lora_w;           /* [nblocks] the pairs' values (rank_lora_bypass_read) */
+  wan_block_lora_f32 *lora; /* [nblocks] typed views of lora_w[b], or NULL: none */
 } cpu_expert;
 
 typedef struct cpu_stage {
@@ -25,10 +28,7 @@ typedef struct cpu_stage {
   rank_rope rope;
   rank_dit_seq seq;  /* Ulysses: the stage's ranks (cfg.seq); unused without */
   float *scratch;    /* arena: rank_dit_scratch_floats */
-  /* Bypassed LoRA (rank_stage_set_lora): each block's pairs, or NULL. */
-  float **lora_w;             /* [nblocks] the pairs' values (rank_lora_bypass_read) */
-  wan_block_lora_f32 *lora;   /* [nblocks] typed views of lora_w[b], or NULL: none */
-  int64_t lora_rank;          /* the rank the scratch holds room for */
+  int64_t lora_rank; /* the bypassed pairs' rank the scratch holds room for */
 } cpu_stage;
 
 static cpu_stage *st(rank_stage *s) { return s->impl; }
@@ -68,13 +68,18 @@ static int load_group(rank_model *m, cpu_stage *c, int e, wan_group g, int block
   return SP_OK;
 }
 
-/* Drops the bypassed pairs (the scratch keeps its size). */
+/* Drops one expert's bypassed pairs. */
+static void lora_drop_expert(rank_stage *s, cpu_expert *x) {
+  for (int b = 0; x->lora_w && b < s->nblocks; b++) free(x->lora_w[b]);
+  free(x->lora_w);
+  free(x->lora);
+  x->lora_w = NULL;
+  x->lora = NULL;
+}
+
+/* Drops every expert's bypassed pairs (the scratch keeps its size). */
 static void lora_drop(rank_stage *s, cpu_stage *c) {
-  for (int b = 0; c->lora_w && b < s->nblocks; b++) free(c->lora_w[b]);
-  free(c->lora_w);
-  free(c->lora);
-  c->lora_w = NULL;
-  c->lora = NULL;
+  for (int e = 0; e < RANK_MODEL_MAX_EXPERTS; e++) lora_drop_expert(s, &c->ex[e]);
 }
 
 static void cpu_destroy(rank_stage *s) {
@@ -111,7 +116,7 @@ static void cpu_set_prompt(rank_stage *s, int slot, const float *ctx) {
   cpu_stage *c = st(s);
   cpu_expert *x = c->cur;
   for (int b = 0; b < s->nblocks; b++)
-    rank_dit_context_kv(s->c, &x->blocks[b], c->lora ? &c->lora[b] : NULL, ctx,
+    rank_dit_context_kv(s->c, &x->blocks[b], x->lora ? &x->lora[b] : NULL, ctx,
                         x->ck + kv_offset(s, slot, b), x->cv + kv_offset(s, slot, b), c->scratch);
 }
 
@@ -134,7 +139,7 @@ static void cpu_blocks(rank_stage *s, int n, const int *slots, const int *bufs) 
   for (int b = 0; b < s->nblocks; b++)
     for (int j = 0; j < n; j++) {
       float *x = s->act[bufs[j]], *e0 = x + s->tokens * D + D;
-      rank_dit_block(s->c, &w->blocks[b], c->lora ? &c->lora[b] : NULL, x, e0,
+      rank_dit_block(s->c, &w->blocks[b], w->lora ? &w->lora[b] : NULL, x, e0,
                      w->ck + kv_offset(s, slots[j], b), w->cv + kv_offset(s, slots[j], b), &c->rope,
                      seq_of(s), c->scratch);
     }
@@ -150,25 +155,16 @@ static void cpu_head(rank_stage *s, int buf, float *out) {
 
 static void cpu_sync(rank_stage *s) { (void)s; /* every call ran to the end */ }
 
-/* Reads this stage's blocks' pairs of l, then swaps them in; the scratch
- * grows first when their rank needs it. */
-static int cpu_set_lora(rank_stage *s, const rank_lora *l) {
-  cpu_stage *c = st(s);
-  lora_drop(s, c);
-  if (!l) return SP_OK;
+/* Reads the pairs of expert e of the stage's blocks into x. SP_OK, or the
+ * reader's status with x's pairs left unset. */
+static int lora_read_expert(rank_stage *s, const rank_lora *l, int e, cpu_expert *x) {
   const int first = s->cfg.first_block;
-  const int64_t r = rank_lora_bypass_rank(l, first, s->cfg.last_block);
-  if (r > c->lora_rank) {
-    free(c->scratch);
-    c->scratch = sp_xmalloc(scratch_floats(s, r) * sizeof(float));
-    c->lora_rank = r;
-  }
   float **w = sp_xcalloc((size_t)s->nblocks, sizeof *w);
   wan_block_lora_f32 *v = sp_xcalloc((size_t)s->nblocks, sizeof *v);
   int rc = SP_OK;
   for (int b = 0; b < s->nblocks && rc == SP_OK; b++) {
-    w[b] = sp_xmalloc(rank_lora_bypass_floats(l, first + b) * sizeof(float) + 1);
-    rc = rank_lora_bypass_read(l, first + b, w[b], &v[b]);
+    w[b] = sp_xmalloc(rank_lora_bypass_floats(l, e, first + b) * sizeof(float) + 1);
+    rc = rank_lora_bypass_read(l, e, first + b, w[b], &v[b]);
   }
   if (rc != SP_OK) {
     for (int b = 0; b < s->nblocks; b++) free(w[b]);
@@ -176,9 +172,31 @@ static int cpu_set_lora(rank_stage *s, const rank_lora *l) {
     free(v);
     return rc;
   }
-  c->lora_w = w;
-  c->lora = v;
+  x->lora_w = w;
+  x->lora = v;
   return SP_OK;
+}
+
+/* Reads every expert's pairs of this stage's blocks of l, then swaps them
+ * in; the scratch grows first when their rank needs it. */
+static int cpu_set_lora(rank_stage *s, const rank_lora *l) {
+  cpu_stage *c = st(s);
+  lora_drop(s, c);
+  if (!l) return SP_OK;
+  int64_t r = 0;
+  for (int e = 0; e < s->experts; e++) {
+    const int64_t re = rank_lora_bypass_rank(l, e, s->cfg.first_block, s->cfg.last_block);
+    if (re > r) r = re;
+  }
+  if (r > c->lora_rank) {
+    free(c->scratch);
+    c->scratch = sp_xmalloc(scratch_floats(s, r) * sizeof(float));
+    c->lora_rank = r;
+  }
+  int rc = SP_OK;
+  for (int e = 0; e < s->experts && rc == SP_OK; e++) rc = lora_read_expert(s, l, e, &c->ex[e]);
+  if (rc != SP_OK) lora_drop(s, c);
+  return rc;
 }
 
 /* The switch between experts: the next calls use expert e's weights and

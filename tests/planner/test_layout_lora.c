@@ -1,6 +1,7 @@
 /* Bypassed LoRA pairs in the CUDA stage's layout (layout.h, MODEL.md "LoRA",
  * bypass): every block of the stage gets one buffer of the pairs'
- * elements at the operand width, plus one (max(rows, text_len), rank)
+ * elements at the operand width per expert (a two-expert model's pairs
+ * differ per expert), plus one (max(rows, text_len), rank)
  * temporary, after every other buffer; the planner's activation bytes grow
  * by exactly what the layout adds; no LoRA leaves the layout as it was.
  * The pairs' sizes here come from MODEL.md's list of a block's linear
@@ -18,9 +19,10 @@ static uint64_t aligned(uint64_t x) {
   return (x + PLAN_LAYOUT_ALIGN - 1) / PLAN_LAYOUT_ALIGN * PLAN_LAYOUT_ALIGN;
 }
 
-static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks) {
+static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks, int experts) {
   test_wan t;
   test_wan_make(&t, big);
+  t.m.experts = experts;
   const plan_workload w = {.frames = 81, .height = 480, .width = 832, .micro_batches = 2,
                            .context_len = 512};
   const plan_rank q = {.first_block = 0, .last_block = nblocks - 1, .has_embed = 1,
@@ -46,10 +48,11 @@ static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks) {
   const int64_t R = chunk_rows > 0 && chunk_rows < L ? chunk_rows : L;
   const uint64_t rows = (uint64_t)(R > t.m.text_len ? R : t.m.text_len);
   uint64_t end = base.total;
-  for (int b = 0; b < nblocks; b++) {
+  for (int b = 0; b < nblocks * experts; b++) {
     const plan_buffer *p = plan_layout_find(&with, PLAN_BUF_LORA_W, b);
     CHECK(p && p->bytes == t.m.lora_block_elems * a && p->offset == aligned(end),
-          "block %d's pairs: %llu bytes at %llu, want %llu at %llu", b,
+          "block %d of expert %d's pairs: %llu bytes at %llu, want %llu at %llu", b % nblocks,
+          b / nblocks,
           p ? (unsigned long long)p->bytes : 0ull, p ? (unsigned long long)p->offset : 0ull,
           (unsigned long long)(t.m.lora_block_elems * a), (unsigned long long)aligned(end));
     end = aligned(end) + t.m.lora_block_elems * a;
@@ -65,16 +68,19 @@ static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks) {
   CHECK(act1 - act0 == with.total - base.total,
         "planner's bytes grow by %llu, the layout's by %llu", (unsigned long long)(act1 - act0),
         (unsigned long long)(with.total - base.total));
-  printf("%s, %d blocks, rank %lld on every linear layer: %.1f MB of pairs per block, "
-         "stage +%.1f MB\n", big ? "14B" : "1.3B", nblocks, (long long)rank,
+  CHECK(plan_layout_find(&with, PLAN_BUF_LORA_W, nblocks * experts) == NULL,
+        "more pairs' buffers than blocks x experts");
+  printf("%s, %d expert(s), %d blocks, rank %lld on every linear layer: %.1f MB of pairs per "
+         "block, stage +%.1f MB\n", big ? "14B" : "1.3B", experts, nblocks, (long long)rank,
          (double)(t.m.lora_block_elems * a) / 1e6, (double)(with.total - base.total) / 1e6);
 }
 
 int main(void) {
   sp_test_begin("test_layout_lora");
-  test_case(1, 64, 0, 10);
-  test_case(1, 16, 4096, 40);
+  test_case(1, 64, 0, 10, 1);
+  test_case(1, 16, 4096, 40, 1);
+  test_case(1, 64, 0, 20, 2);
   test_case(0, 8 * sp_rand_int(1, 32), sp_rand_int(0, 1) ? 0 : sp_rand_int(64, 20000),
-            (int)sp_rand_int(1, 30));
+            (int)sp_rand_int(1, 30), (int)sp_rand_int(1, 2));
   return sp_test_end();
 }

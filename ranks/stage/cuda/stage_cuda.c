@@ -108,7 +108,7 @@ static void cuda_destroy(rank_stage *s) {
   free(c->copied);
   free(c->freed);
   free(c->lora_w);
-  free(c->lora);
+  for (int e = 0; e < RANK_MODEL_MAX_EXPERTS; e++) free(c->ex[e].lora);
   for (int i = 0; i < CUDA_STAGE_SINUS_RING; i++) {
     if (c->sinus[i]) cudaFreeHost(c->sinus[i]);
     if (c->sinus_used[i]) cudaEventDestroy(c->sinus_used[i]);
@@ -156,7 +156,7 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   kern_cuda_f32_to_bf16(c->ctxf, c->ctxb, T * D, c->stream);
   for (int b = 0; b < s->nblocks; b++) {
     const wan_block_bf16 *w = &x->blocks[b];
-    const wan_block_lora_bf16 *lora = c->lora ? &c->lora[b] : NULL;
+    const wan_block_lora_bf16 *lora = x->lora ? &x->lora[b] : NULL;
     if (x->host_w[b]) { /* once per prompt: a plain copy into slot 0 */
       CUDA_CHECK(cudaMemcpyAsync(c->slot_w[0], x->host_w[b], c->l16[WAN_GROUP_BLOCK].packed_bytes,
                                  cudaMemcpyHostToDevice, c->stream));
@@ -263,7 +263,7 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
     }
     /* Block-major: every micro-batch while the block is here. */
     for (int j = 0; j < n; j++)
-      rank_cuda_block_forward(s, c, w, c->lora ? &c->lora[b] : NULL,
+      rank_cuda_block_forward(s, c, w, x->lora ? &x->lora[b] : NULL,
                               x->ck + kv_offset(s, slots[j], b),
                               x->cv + kv_offset(s, slots[j], b), s->act[bufs[j]]);
     if (c->last_use) CUDA_CHECK(cudaEventRecord(c->last_use[b], c->stream));
@@ -314,18 +314,16 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
 
 static void cuda_sync(rank_stage *s) { CUDA_CHECK(cudaStreamSynchronize(cuda_of(s)->stream)); }
 
-/* Bypassed LoRAs: each block's pairs read on the host (fp32, the packing
- * of rank_lora_bypass_read), narrowed to bf16 and copied into the block's
- * room in the arena; the views point at the same offsets on the device.
- * The room was sized at load for every job's LoRAs (cfg.lora_block_elems,
- * cfg.lora_rank): a set that needs more is a bug of the caller. */
-static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
-  cuda_stage *c = cuda_of(s);
-  free(c->lora);
-  c->lora = NULL;
-  if (!l) return SP_OK;
+/* Bypassed LoRAs: each block's pairs of expert e read on the host (fp32,
+ * the packing of rank_lora_bypass_read), narrowed to bf16 and copied into
+ * the block's room of expert e in the arena; the views (*out) point at the
+ * same offsets on the device. The room was sized at load for every job's
+ * LoRAs (cfg.lora_block_elems, cfg.lora_rank): a set that needs more is a
+ * bug of the caller. SP_OK, or the reader's status with *out untouched. */
+static int lora_upload_expert(rank_stage *s, cuda_stage *c, const rank_lora *l, int e,
+                              wan_block_lora_bf16 **out) {
   const int first = s->cfg.first_block;
-  if (rank_lora_bypass_rank(l, first, s->cfg.last_block) > s->cfg.lora_rank || !c->lora_t)
+  if (rank_lora_bypass_rank(l, e, first, s->cfg.last_block) > s->cfg.lora_rank || !c->lora_t)
     sp_fatal("internal: the LoRA pairs' rank exceeds the stage's room (%lld)",
              (long long)s->cfg.lora_rank);
   wan_block_lora_bf16 *v = sp_xcalloc((size_t)s->nblocks, sizeof *v);
@@ -334,7 +332,7 @@ static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
   size_t cap = 0;
   int rc = SP_OK;
   for (int b = 0; b < s->nblocks && rc == SP_OK; b++) {
-    const size_t n = rank_lora_bypass_floats(l, first + b);
+    const size_t n = rank_lora_bypass_floats(l, e, first + b);
     if (n > s->cfg.lora_block_elems)
       sp_fatal("internal: block %d's LoRA pairs hold %zu values, the stage's room %llu",
                first + b, n, (unsigned long long)s->cfg.lora_block_elems);
@@ -346,12 +344,12 @@ static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
       narrow = sp_xmalloc(cap * sizeof *narrow);
     }
     wan_block_lora_f32 hv;
-    rc = rank_lora_bypass_read(l, first + b, host, &hv);
+    rc = rank_lora_bypass_read(l, e, first + b, host, &hv);
     if (rc != SP_OK) break;
     kern_f32_to_bf16_n(host, narrow, n);
+    uint16_t *dev = c->lora_w[(size_t)e * (size_t)s->nblocks + (size_t)b];
     /* Synchronous: narrow is reused for the next block. */
-    CUDA_CHECK(cudaMemcpy(c->lora_w[b], narrow, n * sizeof *narrow, cudaMemcpyHostToDevice));
-    uint16_t *dev = c->lora_w[b];
+    CUDA_CHECK(cudaMemcpy(dev, narrow, n * sizeof *narrow, cudaMemcpyHostToDevice));
 #define DEV_(field, in_, out_)                                                                  \
     v[b].field = (wan_lora_bf16){.a = hv.field.r ? dev + (hv.field.a - host) : NULL,            \
                                  .b = hv.field.r ? dev + (hv.field.b - host) : NULL,            \
@@ -365,8 +363,25 @@ static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
     free(v);
     return rc;
   }
-  c->lora = v;
+  *out = v;
   return SP_OK;
+}
+
+/* Every expert's pairs of l into its room (lora_upload_expert). */
+static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
+  cuda_stage *c = cuda_of(s);
+  for (int e = 0; e < RANK_MODEL_MAX_EXPERTS; e++) {
+    free(c->ex[e].lora);
+    c->ex[e].lora = NULL;
+  }
+  int rc = SP_OK;
+  for (int e = 0; l && e < s->experts && rc == SP_OK; e++)
+    rc = lora_upload_expert(s, c, l, e, &c->ex[e].lora);
+  for (int e = 0; rc != SP_OK && e < s->experts; e++) {
+    free(c->ex[e].lora);
+    c->ex[e].lora = NULL;
+  }
+  return rc;
 }
 
 /* The switch between experts: the next calls use expert e's groups and

@@ -32,6 +32,9 @@ typedef struct cuda_expert {
   wan_head_bf16 head;     /* of head_w, when the stage has the head */
   wan_block_bf16 *blocks; /* [nblocks] of block_w[b]; zeroed for a streamed block */
   uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
+  /* Bypassed LoRAs (rank_stage_set_lora): this expert's pairs per block,
+   * views of lora_w[e x nblocks + b], or NULL: no pairs set. */
+  wan_block_lora_bf16 *lora;
 } cuda_expert;
 
 typedef struct cuda_stage {
@@ -80,11 +83,11 @@ typedef struct cuda_stage {
   int sinus_next;
   void *attn_scratch;
   size_t attn_scratch_bytes;
-  /* Bypassed LoRAs (rank_stage_set_lora): every block's pairs, bf16, in
-   * the packing of rank_lora_bypass_read, and the (rows, rank) A x. */
-  uint16_t **lora_w;  /* [nblocks] device, cfg.lora_block_elems each (NULL: no room) */
+  /* Bypassed LoRAs (rank_stage_set_lora): every expert's pairs of every
+   * block, bf16, in the packing of rank_lora_bypass_read (the views are
+   * ex[e].lora), and the (rows, rank) A x. */
+  uint16_t **lora_w;  /* [experts x nblocks] device, cfg.lora_block_elems each (NULL: no room) */
   uint16_t *lora_t;
-  wan_block_lora_bf16 *lora; /* [nblocks] views of lora_w[b], or NULL: no pairs set */
   rank_prof *prof;    /* NULL unless profiling */
   int mem_traced;     /* the memory table was printed */
 } cuda_stage;

@@ -175,34 +175,36 @@ void rank_cuda_lay_out(rank_stage *s, cuda_stage *c, const plan_layout *lay, int
   upload_rope(s, c);
 }
 
-/* The LoRA pairs (c->lora set) of every block, copied to the host before
- * their room moves; NULL when there are none. */
+/* The LoRA pairs (ex[0].lora set) of every expert's blocks, copied to the
+ * host before their room moves; NULL when there are none. */
 static uint16_t *lora_save(const rank_stage *s, const cuda_stage *c) {
-  if (!c->lora) return NULL;
-  const size_t n = (size_t)s->cfg.lora_block_elems;
-  uint16_t *h = sp_xmalloc(n * (size_t)s->nblocks * sizeof *h + 1);
-  for (int b = 0; b < s->nblocks; b++)
-    CUDA_CHECK(cudaMemcpy(h + (size_t)b * n, c->lora_w[b], n * sizeof *h, cudaMemcpyDeviceToHost));
+  if (!c->ex[0].lora) return NULL;
+  const size_t n = (size_t)s->cfg.lora_block_elems, nw = (size_t)s->nblocks * (size_t)s->experts;
+  uint16_t *h = sp_xmalloc(n * nw * sizeof *h + 1);
+  for (size_t i = 0; i < nw; i++)
+    CUDA_CHECK(cudaMemcpy(h + i * n, c->lora_w[i], n * sizeof *h, cudaMemcpyDeviceToHost));
   return h;
 }
 
 /* The saved pairs into their new room, and their views moved with it
- * (old: each block's room before). */
+ * (old: each room before, [experts x nblocks]). */
 static void lora_restore(const rank_stage *s, cuda_stage *c, const uint16_t *h,
                          uint16_t *const *old) {
   const size_t n = (size_t)s->cfg.lora_block_elems;
-  for (int b = 0; b < s->nblocks; b++) {
-    uint16_t *dev = c->lora_w[b];
-    CUDA_CHECK(cudaMemcpy(dev, h + (size_t)b * n, n * sizeof *h, cudaMemcpyHostToDevice));
-    wan_block_lora_bf16 *v = &c->lora[b];
+  for (int e = 0; e < s->experts; e++)
+    for (int b = 0; b < s->nblocks; b++) {
+      const size_t i = (size_t)e * (size_t)s->nblocks + (size_t)b;
+      uint16_t *dev = c->lora_w[i];
+      CUDA_CHECK(cudaMemcpy(dev, h + i * n, n * sizeof *h, cudaMemcpyHostToDevice));
+      wan_block_lora_bf16 *v = &c->ex[e].lora[b];
 #define MOVE_(field, in_, out_)                                                                 \
-    if (v->field.r) {                                                                           \
-      v->field.a = dev + (v->field.a - old[b]);                                                 \
-      v->field.b = dev + (v->field.b - old[b]);                                                 \
-    }
-    WAN_BLOCK_LINEARS(MOVE_)
+      if (v->field.r) {                                                                         \
+        v->field.a = dev + (v->field.a - old[i]);                                               \
+        v->field.b = dev + (v->field.b - old[i]);                                               \
+      }
+      WAN_BLOCK_LINEARS(MOVE_)
 #undef MOVE_
-  }
+    }
 }
 
 int rank_cuda_relayout(rank_stage *s) {
@@ -224,8 +226,9 @@ int rank_cuda_relayout(rank_stage *s) {
     return SP_ERR_RUNTIME;
   }
   uint16_t *pairs = lora_save(s, c);
-  uint16_t **old = sp_xmalloc((size_t)s->nblocks * sizeof *old);
-  memcpy(old, c->lora_w, (size_t)s->nblocks * sizeof *old);
+  const size_t nw = (size_t)s->nblocks * (size_t)s->experts;
+  uint16_t **old = sp_xmalloc(nw * sizeof *old);
+  memcpy(old, c->lora_w, nw * sizeof *old);
   rank_cuda_lay_out(s, c, lay, 1);
   free(lay);
   if (pairs) lora_restore(s, c, pairs, old);

@@ -118,7 +118,7 @@ void rank_cuda_setup_streaming(rank_stage *s, cuda_stage *c, const plan_layout *
   }
   c->slot_w = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slot_w);
   c->slots = sp_xcalloc((size_t)(c->depth ? c->depth : 1), sizeof *c->slots);
-  c->lora_w = sp_xcalloc((size_t)s->nblocks, sizeof *c->lora_w);
+  c->lora_w = sp_xcalloc((size_t)s->nblocks * (size_t)s->experts, sizeof *c->lora_w);
 }
 
 /* Reads the stage's groups and places them: resident ones in the arena
