@@ -83,7 +83,8 @@ static struct {
   MPI_Comm comm;
   pthread_t thread;
   hb_peer *peers; /* [size] */
-  verdict v;
+  verdict v;             /* the watchdog thread's own */
+  _Atomic double linger_until; /* when a held verdict lets the job end; < 0: none */
   hb_msg *vout;          /* [size] the verdict in flight to each peer */
   MPI_Request *vsend;    /* [size] */
   double *silent;        /* [size] judge's: seconds since each peer's last message */
@@ -157,7 +158,10 @@ static double grace_s(void) {
  * the others after half of it. */
 static void verdict_hold(int by, int culprit, double silent_s, const char *phase, double now) {
   if (g.v.by >= 0 && by >= g.v.by) return;
-  if (g.v.by < 0) g.v.report_at = now + (by == g.w->rank ? 1.0 : 0.5) * grace_s();
+  if (g.v.by < 0) {
+    g.v.report_at = now + (by == g.w->rank ? 1.0 : 0.5) * grace_s();
+    atomic_store(&g.linger_until, g.v.report_at + grace_s());
+  }
   g.v.by = by;
   g.v.culprit = culprit;
   g.v.silent_s = silent_s;
@@ -204,8 +208,10 @@ _Noreturn static void verdict_report(const char *mine) {
  * ends them. */
 static void verdict_linger(int code) {
   (void)code;
-  if (g.v.by < 0) return;
-  const double until = g.v.report_at + grace_s(), now = comm_now();
+  /* Any thread may end the job: read the one value the watchdog thread
+   * publishes for it, not its verdict. */
+  const double until = atomic_load(&g.linger_until), now = comm_now();
+  if (until < 0) return;
   if (until > now) sleep_s(until - now);
 }
 
@@ -372,6 +378,7 @@ static int watchdog_start(const comm_world *w, double timeout_s) {
   g.silent = sp_xcalloc((size_t)w->size, sizeof *g.silent);
   g.gone = sp_xcalloc((size_t)w->size, sizeof *g.gone);
   g.v = (verdict){.culprit = -1, .by = -1};
+  atomic_store(&g.linger_until, -1.0);
   double now = comm_now();
   for (int p = 0; p < w->size; p++) {
     g.peers[p].heard = g.peers[p].changed = now;
