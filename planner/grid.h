@@ -70,6 +70,16 @@ static inline int64_t plan_seq_rows(int64_t L, int n, int u) {
   return plan_seq_row0(L, n, u + 1) - plan_seq_row0(L, n, u);
 }
 
+/* Replicas of unequal speed (run --speed): the replica that runs each of a
+ * step's K micro-batches, into owner[0..K). Every replica takes one first
+ * (k < R: replica k; R <= K, plan_grid_check), then each next micro-batch
+ * goes to the replica that would finish it first, (n_r + 1) / speed[r]
+ * for the n_r it holds, the lower r on a tie: shares in proportion to the
+ * speeds as far as whole micro-batches allow (the smallest largest
+ * n_r / speed[r]), and k % R with equal speeds. speed: R values > 0, NULL
+ * for equal. */
+void plan_grid_owners(const plan_grid *g, const double *speed, int K, int *owner);
+
 /* "RxSxU" into buf (NUL-terminated when cap > 0); returns snprintf's length. */
 size_t plan_grid_format(const plan_grid *g, char *buf, size_t cap);
 

@@ -229,7 +229,8 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
     rc = SP_ERR_INPUT;
   } else if (job_layout_resolve(o, w->size, &pm, all, wl, &po, &grid) != SP_OK) {
     rc = SP_ERR_INPUT;
-  } else if (job_layout_check(g, w->size, c, wl->micro_batches) != SP_OK) {
+  } else if (job_layout_check(g, w->size, c, wl->micro_batches) != SP_OK ||
+             job_speed_check(o, g) != SP_OK) {
     rc = SP_ERR_INPUT;
   } else if (plan_budget_parse(o->budget, g->stages, &b, err, sizeof err) != PLAN_OK) {
     sp_log_error("--budget: %s", err);
