@@ -1,11 +1,14 @@
 /* The choice of a run's grid (grid_choice.h).
  *
  * A layout R x S x U is planned as one replica: S stages (plan_make's
- * split, memory and stage timeline, model.c) on a workload of
- * ceil(M / R) micro-batches whose ranks hold Ulysses' slices of the tokens
- * (plan_workload.seq = U: plan_rank_tokens, the largest slice of the run's
- * own split). Notation: L tokens, t = ceil(L / U) a rank's rows, D dim,
- * a = weight width (bf16 2), M micro-batches, nb blocks of a stage.
+ * split, memory and stage timeline, model.c) on each stage's slowest and
+ * smallest device, for the largest replica's share of the M micro-batches
+ * (plan_grid_owners on the replicas' speeds, each its slowest rank's, as
+ * the run shares them under --speed: ceil(M / R) when they are equal),
+ * whose ranks hold Ulysses' slices of the tokens (plan_workload.seq = U:
+ * plan_rank_tokens, the largest slice of the run's own split). Notation:
+ * L tokens, t = ceil(L / U) a rank's rows, D dim, a = weight width (bf16
+ * 2), M micro-batches, nb blocks of a stage.
  *
  * Memory of a rank (the CUDA stage's layout, layout.c, with seq = U):
  * - residual stream x (activation buffers), the block transient (normed
@@ -35,12 +38,14 @@
  *   counted (< 0.1 ms at 720p over NVLink).
  * - the activations between stages at the slowest link between a rank and
  *   its peer in the next stage (plan_options.peer_link_gbs for plan_make).
- * Step = plan_pipeline_ms over those stage times + the exchange of
- * predictions: a replica receives the predictions of the micro-batches it
- * did not run, each out_dim x voxels x 4 bytes (fp32), 1/U of it per rank,
- * at the slowest link between replicas. */
+ * Step = the slowest replica's plan_pipeline_ms over its stage times (its
+ * share, its ranks' speeds) + the exchange of predictions: a replica
+ * receives the predictions of the micro-batches it did not run, each
+ * out_dim x voxels x 4 bytes (fp32), 1/U of it per rank, at the slowest
+ * link between replicas. */
 #include "grid_choice.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +131,51 @@ static double replica_gbs(const plan_links *l, plan_grid g) {
   return gbs;
 }
 
+/* The speed of replica r's stage s: its slowest Ulysses rank's. */
+static double replica_stage_speed(const plan_device *devs, plan_grid g, int r, int s) {
+  double x = devs[plan_grid_rank(&g, (plan_grid_pos){r, s, 0})].speed;
+  for (int u = 1; u < g.seq; u++)
+    x = fmin(x, devs[plan_grid_rank(&g, (plan_grid_pos){r, s, u})].speed);
+  return x;
+}
+
+/* Each replica's share of the M micro-batches (n[r]): plan_grid_owners on
+ * the speed of its slowest rank, as the run shares them under --speed. */
+static void replica_shares(const plan_device *devs, plan_grid g, int M, int *n) {
+  double speed[PLAN_MAX_RANKS];
+  int owner[1024];
+  for (int r = 0; r < g.replicas; r++) {
+    speed[r] = replica_stage_speed(devs, g, r, 0);
+    for (int s = 1; s < g.stages; s++)
+      speed[r] = fmin(speed[r], replica_stage_speed(devs, g, r, s));
+    n[r] = 0;
+  }
+  plan_grid_owners(&g, speed, M, owner);
+  for (int k = 0; k < M; k++) n[owner[k]]++;
+}
+
+/* The step's pipeline: replica r runs its n[r] micro-batches through the
+ * plan's S stages at its own ranks' speeds (plan_stage_ms as plan_make
+ * times a stage); the slowest replica sets it. */
+static double replicas_pipeline_ms(const plan_model *m, const plan_device *devs, plan_grid g,
+                                   const plan_workload *wu, const plan_options *so,
+                                   const plan *p, const int *n) {
+  double worst = 0.0;
+  for (int r = 0; r < g.replicas; r++) {
+    plan_workload wr = *wu;
+    wr.micro_batches = n[r];
+    double stage_ms[PLAN_MAX_RANKS];
+    for (int s = 0; s < g.stages; s++) {
+      const plan_rank *q = &p->r[s];
+      stage_ms[s] = plan_stage_ms(m, &wr, so, q->order, replica_stage_speed(devs, g, r, s),
+                                  q->first_block, q->last_block, &p->streamed[q->first_block],
+                                  q->prefetch_depth, s > 0, q->has_embed, q->has_head);
+    }
+    worst = fmax(worst, plan_pipeline_ms(p->r[0].order, n[r], g.stages, stage_ms));
+  }
+  return worst;
+}
+
 /* The first line of a planner message into why. */
 static void first_line(char *why, size_t cap, const char *msg) {
   size_t n = strcspn(msg, "\n");
@@ -147,8 +197,15 @@ void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks
     first_line(out->why, sizeof out->why, err);
     return;
   }
+  if (M > 1024) {
+    snprintf(out->why, sizeof out->why, "%d micro-batches per step, at most 1024", M);
+    return;
+  }
   const int R = g.replicas, S = g.stages, U = g.seq;
-  const int Mr = (M + R - 1) / R;
+  int share[PLAN_MAX_RANKS], Mr = 0, Mmin = M;
+  replica_shares(devs, g, M, share);
+  for (int r = 0; r < R; r++) Mr = share[r] > Mr ? share[r] : Mr;
+  for (int r = 0; r < R; r++) Mmin = share[r] < Mmin ? share[r] : Mmin;
   plan_workload wu = *w;
   wu.micro_batches = Mr;
   wu.seq = U;
@@ -177,22 +234,20 @@ void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks
     free(p);
     return;
   }
-  double stage_ms[PLAN_MAX_RANKS];
   for (int s = 0; s < S; s++) {
     const plan_rank *q = &p->r[s];
     double nb = (double)(q->last_block - q->first_block + 1);
-    stage_ms[s] = q->predicted_step_ms; /* the all-to-alls included */
-    out->a2a_ms += Mr * nb * plan_seq_a2a_ms(m, &wu, &so);
+    out->a2a_ms += Mr * nb * plan_seq_a2a_ms(m, &wu, &so); /* in the stage times */
     if (q->peak_bytes > out->peak_bytes) out->peak_bytes = q->peak_bytes;
     out->streamed_blocks += q->num_streamed;
   }
   out->order = p->r[0].order;
-  out->pipeline_ms = plan_pipeline_ms(out->order, Mr, S, stage_ms);
+  out->pipeline_ms = replicas_pipeline_ms(m, devs, g, &wu, &so, p, share);
   if (R > 1) {
     int64_t fhw[3];
     plan_latent_grid(w, fhw);
     double latent = (double)m->out_dim * (double)(fhw[0] * fhw[1] * fhw[2]) * 4.0;
-    double others = (double)(M - M / R); /* the most a replica did not run */
+    double others = (double)(M - Mmin); /* the most a replica did not run */
     out->exchange_ms = others * latent / U / (replica_gbs(links, g) * 1e9) * 1e3;
   }
   out->step_ms = out->pipeline_ms + out->exchange_ms;

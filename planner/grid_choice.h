@@ -51,7 +51,8 @@ typedef struct plan_grid_eval {
   plan_grid g;
   int ok;                  /* fits the budgets and passes the grid's checks */
   char why[320];           /* refused: the first line of the reason */
-  int micro_per_replica;   /* ceil(M / R): the most micro-batches a replica runs */
+  int micro_per_replica;   /* the most micro-batches a replica runs: ceil(M / R) at equal
+                              speeds (plan_grid_owners) */
   int64_t tokens_per_rank; /* the largest Ulysses slice: ceil(L / U) (plan_rank_tokens) */
   int order;               /* PLAN_ORDER_MICRO or _BLOCK, chosen by the split */
   int streamed_blocks;     /* over the stages of one replica */

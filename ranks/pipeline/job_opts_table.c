@@ -198,8 +198,9 @@ static const job_option table[JOB_OPT_COUNT] = {
      "next to the replica that would finish it first (two CFG\n"
      "branches on two replicas: 1:1 whatever the speeds; the\n"
      "videos of --jobs in flight add two each). Default: equal.\n"
-     "The latents are the same whatever the speeds; the plan's\n"
-     "block split does not use them"}
+     "The planner takes them as the ranks' speeds too (its block\n"
+     "split, the layout --layout auto chooses; with auto give one\n"
+     "per rank). The latents are the same whatever the speeds"}
 };
 
 const job_option *job_option_get(int id) {

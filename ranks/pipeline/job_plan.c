@@ -188,6 +188,8 @@ static int describe_device(const comm_world *w, const job_opts *o, plan_device *
     me->speed = 1.0;
   }
   me->host_bytes = job_host_memory();
+  const double given = job_speed_of_rank(o, w->rank, w->size); /* --speed */
+  if (given > 0.0) me->speed = given;
   return rc;
 }
 

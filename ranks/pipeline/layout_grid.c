@@ -106,6 +106,15 @@ void job_replica_speeds(const job_opts *o, const plan_grid *g, double *out) {
   }
 }
 
+double job_speed_of_rank(const job_opts *o, int rank, int nranks) {
+  if (o->nspeed == nranks) return o->speed[rank];
+  const plan_grid *g = &o->layout;
+  if (o->layout_mode != PLAN_GRID_GIVEN || o->nspeed != g->replicas ||
+      g->replicas * g->stages * g->seq != nranks)
+    return 0.0;
+  return o->speed[plan_grid_pos_of(g, rank).replica];
+}
+
 int job_speed_check(const job_opts *o, const plan_grid *g) {
   const int R = g->replicas, nranks = R * g->stages * g->seq;
   if (o->nspeed == 0 || o->nspeed == R || o->nspeed == nranks) return SP_OK;

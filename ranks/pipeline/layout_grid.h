@@ -33,6 +33,11 @@ int job_speed_parse(const char *v, job_opts *o);
 /* Rank 0, before planning: --speed against g (one value per rank, or one
  * per replica). SP_OK, or SP_ERR_INPUT after one line. */
 int job_speed_check(const job_opts *o, const plan_grid *g);
+/* This rank's relative speed for the planner under --speed: its own value
+ * (one per rank), or its replica's (one per replica of a given --layout);
+ * 0 when --speed gives none for it (the device's own speed stands). */
+double job_speed_of_rank(const job_opts *o, int rank, int nranks);
+
 /* Logs the replicas' shares of a step of K micro-batches under --speed
  * (nothing without it or with one replica). */
 void job_speed_log(const job_opts *o, const plan_grid *g, int K);

@@ -5,7 +5,8 @@
 # flight (--jobs, four micro-batches) at speeds 1,3 split 1:3, and per rank
 # 1,1,3,3 on 2x1x2 the same (a replica at its slowest rank's speed), as the
 # log line says and as the trace shows (the head spans of step 0 on each
-# replica); every output bit-identical to its one-process run; bad lists
+# replica); the planner's split gives the faster pipeline rank more
+# blocks; every output bit-identical to its one-process run; bad lists
 # refused with one line naming --speed.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
@@ -91,7 +92,27 @@ for c in "2x1x1 1,3 2 1 1" "2x1x2 1,1,3,3 2 1 2" "2x1x1 3,1 2 1 1"; do
   fi
 done
 
-# 3. refusals: one line naming --speed, exit 2
+# 3. the planner takes the speeds as the ranks': on the pipeline 1x2x1 at
+# 1,100 and 100,1 the faster rank gets more of the blocks (the tiny model's
+# stage times are small, so the ratio is large); bit-identical
+for speed in 1,100 100,1; do
+  if mpirun -np 2 "$SP_BIN" run "${A[@]}" --cond "$T/a.h5" --seed $S --cfg 4.5 --layout 1x2x1 \
+      --speed $speed -q --json -o "$T/p$speed.h5" >"$T/p.json" 2>"$T/p.err"; then
+    "$PY" - "$T/p.json" $speed <<'PYEOF' && same "$T/one.h5" "$T/p$speed.h5" &&
+import json, sys
+st = json.load(open(sys.argv[1]))["plan"]["ranks"]
+n = [q["last_block"] - q["first_block"] + 1 for q in st]
+slow, fast = (0, 1) if sys.argv[2] == "1,100" else (1, 0)
+assert n[fast] > n[slow], n
+PYEOF
+      ok "1x2x1 at $speed: the faster rank holds more blocks, bit-identical" ||
+      bad "1x2x1 at $speed: blocks not shifted to the faster rank or latents differ"
+  else
+    bad "1x2x1 --speed $speed failed: $(grep error "$T/p.err" | head -2)"
+  fi
+done
+
+# 4. refusals: one line naming --speed, exit 2
 for c in "2x1x1 1,2,3" "2x1x1 0,1" "2x1x1 1,x" "2x1x1 -1,1" "2x1x1 1,"; do
   set -- $c
   out=$(mpirun -np 2 "$SP_BIN" run "${A[@]}" --cond "$T/a.h5" --cfg 4.5 --layout $1 --speed "$2" \

@@ -180,6 +180,34 @@ int main(void) {
         "half speed: compute %.3f ms, uniform %.3f ms", c.e[0].step_ms - c.e[0].a2a_ms,
         uni.step_ms - uni.a2a_ms);
 
+  /* Replicas of unequal speed: two videos in flight (4 micro-batches) on
+   * 2 x 1 x 1 at speeds 1 and 3 split 1:3; the step is the slower of one
+   * micro-batch at speed 1 and three at speed 3 (plan_make's step of one
+   * rank for each), plus 3 predictions received by the replica that ran
+   * one. Two CFG branches stay 1:1. */
+  plan_grid r2g = {2, 1, 1};
+  d[0].speed = 1.0;
+  d[1].speed = 3.0;
+  plan_workload w4 = w;
+  w4.micro_batches = 4;
+  CHECK(plan_grid_choose(m, d, 2, NULL, &w4, &o, &links, &r2g, &c, err, sizeof err) == PLAN_OK,
+        "speeds 1, 3: %s", err);
+  double ref[2];
+  for (int r = 0; r < 2; r++) {
+    plan_workload wr = w;
+    wr.micro_batches = r ? 3 : 1;
+    CHECK(plan_make(m, &d[r], 1, &b, &wr, &o, &p, err, sizeof err) == PLAN_OK, "%s", err);
+    ref[r] = p.predicted_step_ms;
+  }
+  CHECK(c.e[0].micro_per_replica == 3 && close_to(c.e[0].pipeline_ms, fmax(ref[0], ref[1])) &&
+            close_to(c.e[0].exchange_ms, 3 * latent / 450e9 * 1e3),
+        "speeds 1, 3: %d per replica, pipeline %.3f ms (want %.3f), exchange %.6f",
+        c.e[0].micro_per_replica, c.e[0].pipeline_ms, fmax(ref[0], ref[1]), c.e[0].exchange_ms);
+  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, &r2g, &c, err, sizeof err) == PLAN_OK &&
+            c.e[0].micro_per_replica == 1,
+        "2 branches at speeds 1, 3: %d per replica", c.e[0].micro_per_replica);
+  d[0].speed = d[1].speed = 1.0;
+
   /* U must divide 40 heads: 3 ranks give 1x1x3 refused. */
   devices(d, 3, 141.0);
   CHECK(plan_grid_choose(m, d, 3, NULL, &w, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
