@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alltoall.h"
 #include "log.h"
 
 const char *commcheck_pattern_name(int p) {
@@ -94,8 +93,9 @@ static void pair_peers(const comm_world *w, int pattern, int *to, int *from) {
 }
 
 /* One move of the pattern: receives posted first, then sends, then both
- * waited for (each under the timeout). Host buffers over MPI take the
- * all-to-all of alltoall.h; other buffers go round by round over t. */
+ * waited for (each under the timeout). The all-to-all is the transport's
+ * (comm_tp_alltoallv: host buffers over MPI, device buffers over NCCL's
+ * grouped calls or the staged rounds). */
 static void move_once(const comm_world *w, comm_transport *t, const commcheck_mem *mem,
                       const commcheck_opts *o, int pattern, size_t size, cc_bufs *b) {
   int tag = 100 + pattern, n = w->size;
@@ -110,20 +110,15 @@ static void move_once(const comm_world *w, comm_transport *t, const commcheck_me
     comm_tp_wait(t, &sx, o->timeout_s, "commcheck's send", NULL);
     return;
   }
-  size_t blk = size / (size_t)n;
-  if (!mem->stream) {
-    int group[COMM_COMMCHECK_MAX_RANKS];
-    for (int j = 0; j < n; j++) group[j] = j;
-    comm_alltoall(w, group, n, b->send, b->recv, blk, tag, o->timeout_s);
-    return;
+  int group[COMM_COMMCHECK_MAX_RANKS];
+  size_t count[COMM_COMMCHECK_MAX_RANKS], displ[COMM_COMMCHECK_MAX_RANKS];
+  for (int j = 0; j < n; j++) {
+    group[j] = j;
+    count[j] = size / (size_t)n;
+    displ[j] = (size_t)j * count[j];
   }
-  for (int k = 1; k < n; k++) {
-    int to = (w->rank + k) % n, from = (w->rank - k + n) % n;
-    comm_tp_irecv(t, (uint8_t *)b->recv + (size_t)from * blk, blk, from, tag, &rx, mem->stream);
-    comm_tp_isend(t, (uint8_t *)b->send + (size_t)to * blk, blk, to, tag, &sx, mem->stream);
-    comm_tp_wait(t, &rx, o->timeout_s, "commcheck's all-to-all receive", NULL);
-    comm_tp_wait(t, &sx, o->timeout_s, "commcheck's all-to-all send", NULL);
-  }
+  comm_tp_alltoallv(t, group, n, b->send, count, displ, b->recv, count, displ, tag, o->timeout_s,
+                    "commcheck's all-to-all", mem->stream);
 }
 
 /* Fills the send buffer for the pattern (the corrupting rank flips a byte
@@ -165,7 +160,6 @@ static int check(const comm_world *w, const commcheck_mem *mem, const commcheck_
   }
   for (int j = first; j <= last; j++) {
     int peer = pattern == COMMCHECK_ALLTOALL ? j : from;
-    if (pattern == COMMCHECK_ALLTOALL && j == w->rank && mem->stream) continue; /* not moved */
     uint8_t want = 0, got = 0;
     size_t off = pattern == COMMCHECK_ALLTOALL ? (size_t)j * blk : 0;
     int64_t d = commcheck_first_diff(b->hrecv + off, blk, o->seed, peer, w->rank, pattern, size,
@@ -244,12 +238,6 @@ int commcheck_run(const comm_world *w, comm_transport **tp, int cuda_device,
     if (w->size < 2) {
       if (w->rank == 0 && !o->json)
         fprintf(o->out, "# %s: needs 2 ranks or more, skipped\n", commcheck_pattern_name(p));
-      continue;
-    }
-    if (p == COMMCHECK_ALLTOALL && kind == COMM_TRANSPORT_NCCL) {
-      if (w->rank == 0 && !o->json)
-        fprintf(o->out, "# alltoall over nccl: not built (it needs NCCL's grouped calls, which "
-                        "the transport does not offer); skipped\n");
       continue;
     }
     for (int i = 0; i < o->nsizes; i++) {

@@ -12,6 +12,11 @@ typedef struct comm_transport_ops {
   int (*wait)(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,
               double *waited);
   void (*close)(comm_transport *t);
+  /* comm_tp_alltoallv on device buffers (stream not NULL); NULL: the
+   * pairwise rounds over isend/irecv/wait (comm/transport.c). */
+  int (*alltoallv)(comm_transport *t, const int *group, int n, const void *send,
+                   const size_t *scount, const size_t *sdispl, void *recv, const size_t *rcount,
+                   const size_t *rdispl, double timeout_s, const char *what, void *stream);
 } comm_transport_ops;
 
 struct comm_transport {
@@ -40,5 +45,8 @@ int comm_staged_irecv(comm_staged *st, void *buf, size_t bytes, int peer, int ta
                       comm_xfer *x, void *stream);
 int comm_staged_wait(comm_staged *st, comm_xfer *x, double timeout_s, const char *what,
                      double *waited);
+/* bytes from device src to device dst, queued on stream (an all-to-all's
+ * own block). */
+void comm_staged_copy(void *dst, const void *src, size_t bytes, void *stream);
 
 #endif

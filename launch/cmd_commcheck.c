@@ -83,8 +83,9 @@ static void usage(FILE *f) {
           "and checks every byte it received. Rank 0 prints, per pattern and size, the\n"
           "slowest rank's time and the bandwidth. A wrong byte is one line from the rank\n"
           "that received it: FAIL PATTERN SIZE bytes: rank R received from rank P: byte B\n"
-          "is 0x.., expected 0x..; the exit status is then 1. Alltoall over nccl is not\n"
-          "built (skipped with a line). One rank: every pattern is skipped.\n"
+          "is 0x.., expected 0x..; the exit status is then 1. Alltoall over nccl is one\n"
+          "grouped call (ncclGroupStart/End, a send and a receive per rank). One rank:\n"
+          "every pattern is skipped.\n"
           "\n");
   cli_opts_usage(&t, f);
 }

@@ -98,3 +98,19 @@ size_t plan_grid_format(const plan_grid *g, char *buf, size_t cap) {
   int n = snprintf(buf, cap, "%dx%dx%d", g->replicas, g->stages, g->seq);
   return n < 0 ? 0 : (size_t)n;
 }
+
+/* When replica r would finish one more micro-batch than the n[r] it holds. */
+static double finish(const int *n, const double *speed, int r) {
+  return (n[r] + 1) / (speed ? speed[r] : 1.0);
+}
+
+void plan_grid_owners(const plan_grid *g, const double *speed, int K, int *owner) {
+  int n[PLAN_MAX_RANKS] = {0};
+  for (int k = 0; k < K; k++) {
+    int best = k < g->replicas ? k : 0;
+    for (int r = 1; k >= g->replicas && r < g->replicas; r++)
+      if (finish(n, speed, r) < finish(n, speed, best)) best = r;
+    owner[k] = best;
+    n[best]++;
+  }
+}

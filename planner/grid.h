@@ -55,6 +55,31 @@ int plan_grid_check(const plan_grid *g, int nranks, int64_t heads, int blocks, i
 plan_grid_pos plan_grid_pos_of(const plan_grid *g, int rank);
 int plan_grid_rank(const plan_grid *g, plan_grid_pos p);
 
+/* Ulysses' split of a sequence, the one place it is written: L tokens over
+ * n ranks in contiguous slices, the first L % n of them one row longer;
+ * rank u holds rows [plan_seq_row0(L, n, u), plan_seq_row0(L, n, u + 1)).
+ * The run splits its tokens with it (ranks/nets/dit.h) and the planner
+ * counts a rank's share with it (plan_rank_tokens). */
+static inline int64_t plan_seq_row0(int64_t L, int n, int u) {
+  const int64_t q = L / n, r = L % n;
+  return u * q + (u < r ? u : r);
+}
+
+/* Rows of rank u of n; the most are rank 0's, ceil(L / n). */
+static inline int64_t plan_seq_rows(int64_t L, int n, int u) {
+  return plan_seq_row0(L, n, u + 1) - plan_seq_row0(L, n, u);
+}
+
+/* Replicas of unequal speed (run --speed): the replica that runs each of a
+ * step's K micro-batches, into owner[0..K). Every replica takes one first
+ * (k < R: replica k; R <= K, plan_grid_check), then each next micro-batch
+ * goes to the replica that would finish it first, (n_r + 1) / speed[r]
+ * for the n_r it holds, the lower r on a tie: shares in proportion to the
+ * speeds as far as whole micro-batches allow (the smallest largest
+ * n_r / speed[r]), and k % R with equal speeds. speed: R values > 0, NULL
+ * for equal. */
+void plan_grid_owners(const plan_grid *g, const double *speed, int K, int *owner);
+
 /* "RxSxU" into buf (NUL-terminated when cap > 0); returns snprintf's length. */
 size_t plan_grid_format(const plan_grid *g, char *buf, size_t cap);
 

@@ -1,51 +1,48 @@
 /* The choice of a run's grid (grid_choice.h).
  *
  * A layout R x S x U is planned as one replica: S stages (plan_make's
- * split, memory and stage timeline, model.c) on a workload of
- * ceil(M / R) micro-batches and the tokens of one Ulysses rank. Notation:
- * L tokens, D dim, a = weight width (bf16 2), M micro-batches, nb blocks of
- * a stage.
+ * split, memory and stage timeline, model.c) on each stage's slowest and
+ * smallest device, for the largest replica's share of the M micro-batches
+ * (plan_grid_owners on the replicas' speeds, each its slowest rank's, as
+ * the run shares them under --speed: ceil(M / R) when they are equal),
+ * whose ranks hold Ulysses' slices of the tokens (plan_workload.seq = U:
+ * plan_rank_tokens, the largest slice of the run's own split). Notation:
+ * L tokens, t = ceil(L / U) a rank's rows, D dim, a = weight width (bf16
+ * 2), M micro-batches, nb blocks of a stage.
  *
- * Memory of a rank, term by term (plan_act_bytes's table, planner/README.md):
+ * Memory of a rank (the CUDA stage's layout, layout.c, with seq = U):
  * - residual stream x (activation buffers), the block transient (normed
- *   input, projections, q, attention output, FFN hidden), RoPE tables and
- *   the end stages' patch tokens: every one is (tokens x D) or (tokens x
- *   something), and a Ulysses rank holds L/U tokens of each: EXACT with the
- *   workload of L/U tokens.
- * - self-attention k, v (and q): after the all-to-all a rank holds all L
- *   tokens for H/U heads, L x D/U elements, the same bytes as L/U tokens x
- *   D: EXACT with that workload.
+ *   input, projections, q, the rank's k and v, attention output, FFN
+ *   hidden) and the RoPE tables: t rows each. EXACT for the rank of the
+ *   largest slice.
+ * - the all-to-all: every token's q, k, v and attention output for H/U
+ *   heads (4 L D/U a) and the rank's rows packed for sending (t D a).
+ *   EXACT for the all-to-all as the CPU stage runs it (ranks/nets/dit_cpu.c);
+ *   the CUDA stage has no Ulysses yet.
  * - context k, v cache and scratch: C rows for every head on every rank
  *   (cross-attention is local), independent of tokens: EXACT.
- * - the end stages' latent buffer (channels x voxels): counted for the
- *   rank's share of voxels; APPROXIMATION (a rank may hold the whole latent,
- *   a few MB at 720p).
- * - the all-to-all's staging (not in the single-rank layout): one send and
- *   one receive buffer of L/U x D x a each, added to the reserve;
- *   APPROXIMATION (an out-of-place all-to-all of one tensor at a time).
- * When U does not divide the latent grid evenly (frames x height/16 x
- * width/16 over some split of U), the rank's workload is the smallest grid
- * of at least L/U tokens: an over-estimate of both memory and time.
+ * - the end stages' patch tokens and latent: the whole sequence's (each
+ *   rank patchifies all of it and gathers the whole velocity): EXACT.
  *
- * Time of a stage per step (micro-batches of one replica):
- * - plan_stage_ms on the L/U-token workload counts projections and FFN
- *   (12 L D^2 + 4 L D F, divided by U: EXACT), cross-attention (4 L C D / U:
- *   EXACT) and self-attention as 4 (L/U)^2 D, where a Ulysses rank computes
- *   L queries x L keys for D/U of the width, 4 L^2 D / U. The difference,
- *   4 D (L^2 / U - t^2) for t tokens per rank, is added per block and
- *   micro-batch (attn_extra_ms); after the timeline, so with streamed blocks
- *   it is an upper bound (longer compute hides copies better).
+ * Time of a stage per step (micro-batches of one replica), model.c's
+ * timeline with the rank's t rows:
+ * - projections and FFN 12 t D^2 + 4 t D F, cross-attention 4 t C D:
+ *   EXACT; self-attention L queries x L keys for D/U of the width,
+ *   4 L^2 D / U: EXACT.
  * - the all-to-alls: 4 per block and micro-batch (q, k, v in, the attention
- *   output back), each sending (U-1)/U of t x D x a bytes from every rank,
- *   at the slowest link between two ranks of the stage; not overlapped with
- *   compute and without a latency term (APPROXIMATION: 10-20 us per call
- *   is < 1% at Wan's shapes).
+ *   output back), each sending (U-1)/U of t x D x a bytes from the largest
+ *   rank, at the slowest link between two ranks of a stage (every stage
+ *   taking the slowest stage's); not overlapped with compute and without a
+ *   latency term (APPROXIMATION: 10-20 us per call is < 1% at Wan's
+ *   shapes). The head's gather of the velocity (L x 64 fp32) is not
+ *   counted (< 0.1 ms at 720p over NVLink).
  * - the activations between stages at the slowest link between a rank and
  *   its peer in the next stage (plan_options.peer_link_gbs for plan_make).
- * Step = plan_pipeline_ms over those stage times + the exchange of
- * predictions: a replica receives the predictions of the micro-batches it
- * did not run, each out_dim x voxels x 4 bytes (fp32), 1/U of it per rank,
- * at the slowest link between replicas. */
+ * Step = the slowest replica's plan_pipeline_ms over its stage times (its
+ * share, its ranks' speeds) + the exchange of predictions: a replica
+ * receives the predictions of the micro-batches it did not run, each
+ * out_dim x voxels x 4 bytes (fp32), 1/U of it per rank, at the slowest
+ * link between replicas. */
 #include "grid_choice.h"
 
 #include <math.h>
@@ -53,7 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layout.h"
 #include "plan_strbuf.h"
 
 void plan_links_default(plan_links *l, const plan_options *o) {
@@ -76,31 +72,6 @@ double plan_pcie_gbs(int gen) {
   return 0.8 * raw[gen - 3];
 }
 
-/* ---- the rank's workload -------------------------------------------------- */
-
-/* The smallest latent grid holding at least L/U tokens: (lf, hp, wp)
- * divided by some u1 x u2 x u3 = U, rounded up; as a workload of
- * micro micro-batches. Returns its tokens. */
-static int64_t rank_workload(const plan_workload *w, int U, int micro, plan_workload *out) {
-  int64_t lf = (w->frames - 1) / 4 + 1, hp = w->height / 16, wp = w->width / 16;
-  int64_t best = -1, bf = lf, bh = hp, bw = wp;
-  for (int u1 = 1; u1 <= U; u1++) {
-    if (U % u1) continue;
-    for (int u2 = 1; u2 <= U / u1; u2++) {
-      if ((U / u1) % u2) continue;
-      int u3 = U / u1 / u2;
-      int64_t f = (lf + u1 - 1) / u1, h = (hp + u2 - 1) / u2, x = (wp + u3 - 1) / u3;
-      if (best < 0 || f * h * x < best) best = f * h * x, bf = f, bh = h, bw = x;
-    }
-  }
-  *out = *w;
-  out->frames = (bf - 1) * 4 + 1;
-  out->height = bh * 16;
-  out->width = bw * 16;
-  out->micro_batches = micro;
-  return plan_tokens(out);
-}
-
 /* The smallest memory and speed among the devices of stage s (every
  * replica, every Ulysses rank): the stage is planned on that device. */
 static plan_device stage_device(const plan_device *devs, plan_grid g, int s) {
@@ -117,10 +88,11 @@ static plan_device stage_device(const plan_device *devs, plan_grid g, int s) {
   return d;
 }
 
-/* The slowest link among the U ranks of stage s (0 with U = 1). */
-static double stage_a2a_gbs(const plan_links *l, plan_grid g, int s) {
+/* The slowest link among the U ranks of any stage (0 with U = 1). */
+static double seq_gbs(const plan_links *l, plan_grid g) {
   double gbs = 0.0;
   for (int r = 0; r < g.replicas; r++)
+    for (int s = 0; s < g.stages; s++)
     for (int u = 0; u < g.seq; u++)
       for (int v = u + 1; v < g.seq; v++) {
         double x = plan_links_gbs(l, plan_grid_rank(&g, (plan_grid_pos){r, s, u}),
@@ -159,6 +131,51 @@ static double replica_gbs(const plan_links *l, plan_grid g) {
   return gbs;
 }
 
+/* The speed of replica r's stage s: its slowest Ulysses rank's. */
+static double replica_stage_speed(const plan_device *devs, plan_grid g, int r, int s) {
+  double x = devs[plan_grid_rank(&g, (plan_grid_pos){r, s, 0})].speed;
+  for (int u = 1; u < g.seq; u++)
+    x = fmin(x, devs[plan_grid_rank(&g, (plan_grid_pos){r, s, u})].speed);
+  return x;
+}
+
+/* Each replica's share of the M micro-batches (n[r]): plan_grid_owners on
+ * the speed of its slowest rank, as the run shares them under --speed. */
+static void replica_shares(const plan_device *devs, plan_grid g, int M, int *n) {
+  double speed[PLAN_MAX_RANKS];
+  int owner[1024];
+  for (int r = 0; r < g.replicas; r++) {
+    speed[r] = replica_stage_speed(devs, g, r, 0);
+    for (int s = 1; s < g.stages; s++)
+      speed[r] = fmin(speed[r], replica_stage_speed(devs, g, r, s));
+    n[r] = 0;
+  }
+  plan_grid_owners(&g, speed, M, owner);
+  for (int k = 0; k < M; k++) n[owner[k]]++;
+}
+
+/* The step's pipeline: replica r runs its n[r] micro-batches through the
+ * plan's S stages at its own ranks' speeds (plan_stage_ms as plan_make
+ * times a stage); the slowest replica sets it. */
+static double replicas_pipeline_ms(const plan_model *m, const plan_device *devs, plan_grid g,
+                                   const plan_workload *wu, const plan_options *so,
+                                   const plan *p, const int *n) {
+  double worst = 0.0;
+  for (int r = 0; r < g.replicas; r++) {
+    plan_workload wr = *wu;
+    wr.micro_batches = n[r];
+    double stage_ms[PLAN_MAX_RANKS];
+    for (int s = 0; s < g.stages; s++) {
+      const plan_rank *q = &p->r[s];
+      stage_ms[s] = plan_stage_ms(m, &wr, so, q->order, replica_stage_speed(devs, g, r, s),
+                                  q->first_block, q->last_block, &p->streamed[q->first_block],
+                                  q->prefetch_depth, s > 0, q->has_embed, q->has_head);
+    }
+    worst = fmax(worst, plan_pipeline_ms(p->r[0].order, n[r], g.stages, stage_ms));
+  }
+  return worst;
+}
+
 /* The first line of a planner message into why. */
 static void first_line(char *why, size_t cap, const char *msg) {
   size_t n = strcspn(msg, "\n");
@@ -180,14 +197,20 @@ void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks
     first_line(out->why, sizeof out->why, err);
     return;
   }
+  if (M > 1024) {
+    snprintf(out->why, sizeof out->why, "%d micro-batches per step, at most 1024", M);
+    return;
+  }
   const int R = g.replicas, S = g.stages, U = g.seq;
-  const int Mr = (M + R - 1) / R;
-  const int64_t L = plan_tokens(w);
-  plan_workload wu;
-  const int64_t t = rank_workload(w, U, Mr, &wu);
+  int share[PLAN_MAX_RANKS], Mr = 0, Mmin = M;
+  replica_shares(devs, g, M, share);
+  for (int r = 0; r < R; r++) Mr = share[r] > Mr ? share[r] : Mr;
+  for (int r = 0; r < R; r++) Mmin = share[r] < Mmin ? share[r] : Mmin;
+  plan_workload wu = *w;
+  wu.micro_batches = Mr;
+  wu.seq = U;
   out->micro_per_replica = Mr;
-  out->tokens_per_rank = t;
-  out->exact_tokens = t * U == L;
+  out->tokens_per_rank = plan_rank_tokens(&wu);
 
   plan_budget b;
   if (plan_budget_parse(budget, S, &b, err, sizeof err) != PLAN_OK) {
@@ -197,10 +220,9 @@ void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks
   }
   plan_device sdev[PLAN_MAX_RANKS];
   for (int s = 0; s < S; s++) sdev[s] = stage_device(devs, g, s);
-  const double D = (double)m->dim, a = (double)m->weight_dtype_bytes;
   plan_options so = *o;
   if (S > 1) so.peer_link_gbs = next_stage_gbs(links, g);
-  if (U > 1) so.reserve_bytes += 2 * plan_layout_align((uint64_t)((double)t * D * a));
+  if (U > 1) so.seq_link_gbs = seq_gbs(links, g);
 
   plan *p = malloc(sizeof *p);
   if (!p) {
@@ -212,29 +234,20 @@ void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks
     free(p);
     return;
   }
-  double stage_ms[PLAN_MAX_RANKS];
   for (int s = 0; s < S; s++) {
     const plan_rank *q = &p->r[s];
     double nb = (double)(q->last_block - q->first_block + 1);
-    double flops = 4.0 * D * ((double)L * (double)L / U - (double)t * (double)t);
-    double extra = Mr * nb * flops / (o->gpu_tflops * 1e12 * sdev[s].speed) * 1e3;
-    double a2a = 0.0;
-    if (U > 1)
-      a2a = Mr * nb * 4.0 * ((double)t * D * a * (U - 1) / U) /
-            (stage_a2a_gbs(links, g, s) * 1e9) * 1e3;
-    stage_ms[s] = q->predicted_step_ms + extra + a2a;
-    out->attn_extra_ms += extra;
-    out->a2a_ms += a2a;
+    out->a2a_ms += Mr * nb * plan_seq_a2a_ms(m, &wu, &so); /* in the stage times */
     if (q->peak_bytes > out->peak_bytes) out->peak_bytes = q->peak_bytes;
     out->streamed_blocks += q->num_streamed;
   }
   out->order = p->r[0].order;
-  out->pipeline_ms = plan_pipeline_ms(out->order, Mr, S, stage_ms);
+  out->pipeline_ms = replicas_pipeline_ms(m, devs, g, &wu, &so, p, share);
   if (R > 1) {
     int64_t fhw[3];
     plan_latent_grid(w, fhw);
     double latent = (double)m->out_dim * (double)(fhw[0] * fhw[1] * fhw[2]) * 4.0;
-    double others = (double)(M - M / R); /* the most a replica did not run */
+    double others = (double)(M - Mmin); /* the most a replica did not run */
     out->exchange_ms = others * latent / U / (replica_gbs(links, g) * 1e9) * 1e3;
   }
   out->step_ms = out->pipeline_ms + out->exchange_ms;
@@ -311,12 +324,11 @@ size_t plan_grid_format_table(const plan_grid_choice *c, char *buf, size_t cap) 
                   "no", "-", "-", "-", "-", "-", "-", "-", "-", "-", e->why);
       continue;
     }
-    plan_sb_add(&sb, "%c %-8s %-6s %5d %9lld %5s %8d %10.2f %10.1f %9.1f %9.2f %10.1f  %s%s\n",
+    plan_sb_add(&sb, "%c %-8s %-6s %5d %9lld %5s %8d %10.2f %10.1f %9.1f %9.2f %10.1f  %s\n",
                 i == c->chosen ? '*' : ' ', name, "yes", e->micro_per_replica,
                 (long long)e->tokens_per_rank, plan_order_name(e->order), e->streamed_blocks,
                 (double)e->peak_bytes / (1024.0 * 1024.0 * 1024.0), e->pipeline_ms, e->a2a_ms,
-                e->exchange_ms, e->step_ms, i == c->chosen ? "chosen" : "",
-                e->exact_tokens ? "" : " (tokens rounded up: U does not split the latent grid)");
+                e->exchange_ms, e->step_ms, i == c->chosen ? "chosen" : "");
   }
   return sb.len;
 }
@@ -347,13 +359,11 @@ size_t plan_grid_format_json(const plan_grid_choice *c, char *buf, size_t cap) {
       continue;
     }
     plan_sb_add(&sb,
-                ", \"micro_per_replica\": %d, \"tokens_per_rank\": %lld, \"exact_tokens\": %s, "
-                "\"order\": \"%s\", \"streamed_blocks\": %d, \"peak_bytes\": %llu, "
-                "\"pipeline_ms\": %.3f, \"attn_extra_ms\": %.3f, \"a2a_ms\": %.3f, "
-                "\"exchange_ms\": %.3f, \"step_ms\": %.3f}",
-                e->micro_per_replica, (long long)e->tokens_per_rank,
-                e->exact_tokens ? "true" : "false", plan_order_name(e->order), e->streamed_blocks,
-                (unsigned long long)e->peak_bytes, e->pipeline_ms, e->attn_extra_ms, e->a2a_ms,
+                ", \"micro_per_replica\": %d, \"tokens_per_rank\": %lld, \"order\": \"%s\", "
+                "\"streamed_blocks\": %d, \"peak_bytes\": %llu, \"pipeline_ms\": %.3f, "
+                "\"a2a_ms\": %.3f, \"exchange_ms\": %.3f, \"step_ms\": %.3f}",
+                e->micro_per_replica, (long long)e->tokens_per_rank, plan_order_name(e->order),
+                e->streamed_blocks, (unsigned long long)e->peak_bytes, e->pipeline_ms, e->a2a_ms,
                 e->exchange_ms, e->step_ms);
   }
   plan_sb_add(&sb, "\n]}\n");

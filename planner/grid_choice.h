@@ -4,11 +4,12 @@
  *
  * A layout's prediction is the pipeline model of model.c (plan_make's split
  * of the blocks over S stages, plan_stage_ms, plan_pipeline_ms) run on the
- * share of one replica and the tokens of one Ulysses rank, plus the terms
- * model.c has no notion of: self-attention over all L tokens for H/U heads,
- * the Ulysses all-to-alls and the replicas' exchange of predictions, each
- * timed over the link between the ranks involved (plan_links). Which terms
- * are exact and which are approximations is said in grid_choice.c.
+ * share of one replica and the tokens of one Ulysses rank (plan_workload
+ * .seq: its self-attention over all L tokens for H/U heads, its
+ * all-to-alls and their buffers), plus the replicas' exchange of
+ * predictions, each timed over the link between the ranks involved
+ * (plan_links). Which terms are exact and which are approximations is said
+ * in grid_choice.c.
  *
  * Pure C11 like the rest of planner/. These numbers are PREDICTIONS: no
  * layout with U > 1 or R > 1 has been measured. */
@@ -50,17 +51,16 @@ typedef struct plan_grid_eval {
   plan_grid g;
   int ok;                  /* fits the budgets and passes the grid's checks */
   char why[320];           /* refused: the first line of the reason */
-  int micro_per_replica;   /* ceil(M / R): the most micro-batches a replica runs */
-  int64_t tokens_per_rank; /* ceil(L / U) or what the rank's workload holds (see .c) */
-  int exact_tokens;        /* tokens_per_rank x U = L */
+  int micro_per_replica;   /* the most micro-batches a replica runs: ceil(M / R) at equal
+                              speeds (plan_grid_owners) */
+  int64_t tokens_per_rank; /* the largest Ulysses slice: ceil(L / U) (plan_rank_tokens) */
   int order;               /* PLAN_ORDER_MICRO or _BLOCK, chosen by the split */
   int streamed_blocks;     /* over the stages of one replica */
-  uint64_t peak_bytes;     /* the largest rank's memory: arena + reserve (+ all-to-all
-                              staging with U > 1) */
+  uint64_t peak_bytes;     /* the largest rank's memory: arena (with the all-to-all's
+                              buffers when U > 1) + reserve */
   double pipeline_ms;      /* the replica's pipeline with compute and all-to-alls */
-  double attn_extra_ms;    /* per step: self-attention over L keys beyond the L/U-token
-                              pipeline model's, summed over the stages */
-  double a2a_ms;           /* per step: the all-to-alls, summed over the stages */
+  double a2a_ms;           /* per step: the all-to-alls (in pipeline_ms), summed over the
+                              stages */
   double exchange_ms;      /* per step: the replicas' exchange of predictions */
   double step_ms;          /* pipeline + exchange: one sampling step */
 } plan_grid_eval;

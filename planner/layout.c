@@ -38,6 +38,8 @@ static const char *const buf_names[PLAN_BUF_KINDS] = {
     [PLAN_BUF_ATTN_SCRATCH] = "attention scratch",
     [PLAN_BUF_LORA_W] = "lora pairs",
     [PLAN_BUF_LORA_T] = "lora temporary",
+    [PLAN_BUF_SEQ_HEADS] = "sequence-parallel heads",
+    [PLAN_BUF_SEQ_PACK] = "sequence-parallel send rows",
 };
 
 const char *plan_buf_name(plan_buf k) {
@@ -93,13 +95,16 @@ static void take(carver *c, plan_buf kind, int index, uint64_t bytes) {
 static int shape_check(const plan_stage_shape *s, char *err, size_t errlen) {
   if (s->dim < 1 || s->ffn_dim < 1 || s->heads < 1 || s->head_dim < 2 || s->text_len < 1 ||
       s->text_dim < 1 || s->freq_dim < 1 || s->in_dim < 1 || s->out_dim < 1 || s->patch < 1 ||
-      s->operand_bytes < 1 || s->tokens < 1 || s->latent_voxels < 1)
+      s->operand_bytes < 1 || s->tokens < 1 || s->latent_voxels < 1 || s->seq < 0 ||
+      (s->seq > 1 && (s->heads % s->seq || s->seq_tokens < s->tokens)))
     return plan_fail(err, errlen,
                      "layout: sizes must be >= 1 (dim %lld, ffn %lld, heads %lld, head dim "
-                     "%lld, text %lld x %lld, tokens %lld, latent voxels %lld)",
+                     "%lld, text %lld x %lld, tokens %lld, latent voxels %lld; Ulysses ranks %d "
+                     "dividing the heads, holding %lld tokens in all)",
                      (long long)s->dim, (long long)s->ffn_dim, (long long)s->heads,
                      (long long)s->head_dim, (long long)s->text_len, (long long)s->text_dim,
-                     (long long)s->tokens, (long long)s->latent_voxels);
+                     (long long)s->tokens, (long long)s->latent_voxels, s->seq,
+                     (long long)s->seq_tokens);
   if (s->nblocks < 1 || s->nblocks > PLAN_MAX_BLOCKS || s->prompts < 1 || s->act_buffers < 1 ||
       s->act_buffers > PLAN_LAYOUT_MAX_ACT || s->prefetch_depth < 0)
     return plan_fail(err, errlen,
@@ -125,6 +130,8 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
                  hd = (uint64_t)s->head_dim, a = (uint64_t)s->operand_bytes,
                  P = (uint64_t)s->prompts, nb = (uint64_t)s->nblocks;
   const uint64_t R = s->chunk_rows > 0 && (uint64_t)s->chunk_rows < L ? (uint64_t)s->chunk_rows : L;
+  /* Ulysses: U ranks, LA tokens in all (L = LA without). */
+  const uint64_t U = s->seq > 1 ? (uint64_t)s->seq : 1, LA = U > 1 ? (uint64_t)s->seq_tokens : L;
   int nstreamed = 0;
   for (int b = 0; s->streamed && b < s->nblocks; b++) nstreamed += s->streamed[b] != 0;
   int slots = 0;
@@ -169,7 +176,8 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
     take(&c, PLAN_BUF_ACT, i, mul(&c, mul(&c, L + 7, D), 4));
 
   /* max(2 L D a, R F a): self-attention needs k and v of all L rows (every
-   * query reads every key), the FFN the hidden of one chunk; never both
+   * query reads every key; Ulysses: the rank's rows, all LA rows of its
+   * heads are the all-to-all's, below), the FFN the hidden of one chunk; never both
    * alive, so one buffer (v starts L D elements after k). Then four
    * chunk-sized [R, D] a: normed input, projection output, q, attention
    * output. */
@@ -195,19 +203,21 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
   take(&c, PLAN_BUF_E2, 0, 2 * D * 4);
   take(&c, PLAN_BUF_TVEC, 0, ((uint64_t)s->freq_dim + 2 * D) * 4);
 
-  /* End stages: the patch tokens [L, patch x channels] and the latent or
-   * prediction, fp32 (once on a stage that is both). */
+  /* End stages: the patch tokens [LA, patch x channels] (Ulysses: the
+   * whole sequence's, patchified whole and gathered whole at the head) and
+   * the latent or prediction, fp32 (once on a stage that is both). */
   if (s->has_embed || s->has_head) {
     uint64_t pin = (uint64_t)(s->in_dim * s->patch), pout = (uint64_t)(s->out_dim * s->patch);
     uint64_t cmax = (uint64_t)(s->in_dim > s->out_dim ? s->in_dim : s->out_dim);
-    take(&c, PLAN_BUF_TOK, 0, mul(&c, mul(&c, L, pin > pout ? pin : pout), 4));
+    take(&c, PLAN_BUF_TOK, 0, mul(&c, mul(&c, LA, pin > pout ? pin : pout), 4));
     take(&c, PLAN_BUF_LAT, 0, mul(&c, mul(&c, cmax, (uint64_t)s->latent_voxels), 4));
   }
 
-  /* The simple attention backend's scores (flash and cuDNN hold none). */
+  /* The simple attention backend's scores (flash and cuDNN hold none);
+   * Ulysses: LA queries of H/U heads and L of H, bounded by LA of H. */
   if (s->simple_attn)
     take(&c, PLAN_BUF_ATTN_SCRATCH, 0,
-         plan_attn_stage_scratch_bytes(s->tokens, s->text_len, s->heads));
+         plan_attn_stage_scratch_bytes((int64_t)LA, s->text_len, s->heads));
 
   /* Bypassed LoRAs: every block's pairs of every expert stay on the
    * device (streamed and swapped blocks' too: they are small, and switching
@@ -218,6 +228,16 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
       for (int b = 0; b < s->nblocks; b++)
         take(&c, PLAN_BUF_LORA_W, e * s->nblocks + b, mul(&c, s->lora_elems, a));
     take(&c, PLAN_BUF_LORA_T, 0, mul(&c, mul(&c, R > C ? R : C, (uint64_t)s->lora_rank), a));
+  }
+
+  /* Ulysses' all-to-all (DESIGN.md "Layouts"): the rank's q, k, v rows
+   * packed peer by peer (L D a), sent, received as every token's q, k, v
+   * of its H/U heads (3 LA D/U a, peer slices contiguous, so no unpack),
+   * the attention output there (LA D/U a), sent back into the pack. Last,
+   * so the buffers above sit where they do without it. */
+  if (U > 1) {
+    take(&c, PLAN_BUF_SEQ_HEADS, 0, mul(&c, mul(&c, 4 * LA, D / U), a));
+    take(&c, PLAN_BUF_SEQ_PACK, 0, mul(&c, mul(&c, L, D), a));
   }
 
   if (c.over) return plan_fail(err, errlen, "layout: the arena's size overflows 64 bits");
@@ -255,7 +275,9 @@ void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan
       .block_bytes = m->block_bytes ? plan_expert_bytes(m, m->block_bytes[q->first_block]) : 0,
       .experts = m->experts,
       .swap = q->experts_mode == PLAN_EXPERTS_SWAP,
-      .tokens = plan_tokens(w),
+      .tokens = plan_rank_tokens(w),
+      .seq_tokens = plan_tokens(w),
+      .seq = w->seq,
       .latent_voxels = g[0] * g[1] * g[2],
       .prompts = w->micro_batches > 0 ? w->micro_batches : 1,
       .nblocks = q->last_block - q->first_block + 1,

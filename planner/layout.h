@@ -33,7 +33,7 @@ extern "C" {
 #define PLAN_LAYOUT_MAX_EXPERTS 2
 /* Buffers of one layout at most: every block (each expert's weights and
  * LoRA pairs), slot and activation buffer, each expert's embedding, head
- * and cross-attention k, v, and the 17 others (24: room to spare). */
+ * and cross-attention k, v, and the 19 others (24: room to spare). */
 #define PLAN_LAYOUT_MAX                                                                        \
   (2 * PLAN_LAYOUT_MAX_EXPERTS * PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS +                     \
    PLAN_LAYOUT_MAX_ACT + 4 * PLAN_LAYOUT_MAX_EXPERTS + 24)
@@ -71,6 +71,10 @@ typedef enum plan_buf {
   PLAN_BUF_LORA_W,      /* [lora_w[i]] bypassed LoRA pairs of block i of the stage (every block),
                            index e x nblocks + i for expert e */
   PLAN_BUF_LORA_T,      /* [lora_t] (max(rows, text_len), lora rank) a LoRA's A x */
+  PLAN_BUF_SEQ_HEADS,   /* Ulysses: q, k, v and the attention output of the rank's heads for
+                           every token, 4 x (all tokens, dim / seq) */
+  PLAN_BUF_SEQ_PACK,    /* Ulysses: (L, dim) the rank's rows packed peer by peer for the
+                           all-to-all */
   PLAN_BUF_KINDS
 } plan_buf;
 
@@ -89,7 +93,9 @@ typedef struct plan_stage_shape {
   int swap;       /* two experts, blocks swapped at the switch (PLAN_EXPERTS_SWAP): one
                      device copy of each block, the other expert's in host memory */
   /* the workload */
-  int64_t tokens;        /* L */
+  int64_t tokens;        /* L: the rank's rows of the sequence (Ulysses: its slice) */
+  int64_t seq_tokens;    /* Ulysses: every rank's rows together (0: tokens) */
+  int seq;               /* Ulysses ranks sharing the sequence (0 or 1: none) */
   int64_t latent_voxels; /* latent frames x height x width */
   int prompts;           /* prompt slots: micro-batches of a step */
   /* the rank */
@@ -152,7 +158,8 @@ const plan_buffer *plan_layout_find(const plan_layout *l, plan_buf kind, int ind
  * stage would see it: streamed flags of q's blocks (NULL: none), bf16
  * operands when the model's weight width is 2, simple_attn as the plan
  * options say; one expert's group bytes, m's experts, swap when q's
- * experts_mode is PLAN_EXPERTS_SWAP. */
+ * experts_mode is PLAN_EXPERTS_SWAP; with w->seq > 1 the rows of Ulysses'
+ * largest slice (plan_rank_tokens) and the all-to-all's buffers. */
 void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan_rank *q,
                          const uint8_t *streamed, int simple_attn, plan_stage_shape *out);
 

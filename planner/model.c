@@ -19,6 +19,7 @@ void plan_options_default(plan_options *o) {
   o->gpu_tflops = 600.0;   /* bf16 dense, about what a tuned H100/H200 GEMM sustains */
   o->host_link_gbs = 25.0; /* PCIe 4.0 x16 measured ~27 GB/s; pinned copies reach ~25 */
   o->peer_link_gbs = 25.0; /* GPU to GPU without NVLink goes over the same PCIe */
+  o->seq_link_gbs = 25.0;  /* the same, between a stage's Ulysses ranks */
   o->prefetch_depth = 2;   /* one slot computes while the next one fills */
   o->reserve_bytes = 1ull << 30; /* CUDA context ~0.5 GiB, cuBLASLt/cuDNN workspaces, NCCL */
   o->auto_margin = 0.05;   /* fragmentation and other processes on the card */
@@ -38,6 +39,11 @@ int64_t plan_tokens(const plan_workload *w) {
   int64_t g[3];
   plan_latent_grid(w, g);
   return g[0] * (g[1] / 2) * (g[2] / 2);
+}
+
+int64_t plan_rank_tokens(const plan_workload *w) {
+  const int64_t L = plan_tokens(w);
+  return w->seq > 1 ? plan_seq_rows(L, w->seq, 0) : L;
 }
 
 static int64_t context_rows(const plan_model *m, const plan_workload *w) {
@@ -125,15 +131,36 @@ static double compute_ms(const plan_options *o, double speed, double flops) {
   return flops / (o->gpu_tflops * 1e12 * speed) * 1e3;
 }
 
+double plan_seq_a2a_ms(const plan_model *m, const plan_workload *w, const plan_options *o) {
+  if (w->seq <= 1) return 0.0;
+  const double U = (double)w->seq, t = (double)plan_rank_tokens(w), D = (double)m->dim;
+  const double a = m->weight_dtype_bytes > 0 ? (double)m->weight_dtype_bytes : 2.0;
+  return 4.0 * t * D * a * (U - 1.0) / U / (o->seq_link_gbs * 1e9) * 1e3;
+}
+
+/* One block on one micro-batch at a rank holding t of the L tokens: the
+ * block's FLOPs for t tokens, but self-attention over all L queries and
+ * keys for D/U of the width (the rank's heads after the all-to-all: 4 L^2
+ * D / U in place of 4 t^2 D), then the all-to-alls, not overlapped with
+ * compute. One rank: t = L and the extra term is exactly 0. */
+static double block_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
+                       double speed) {
+  const int64_t L = plan_tokens(w), t = plan_rank_tokens(w);
+  const double U = w->seq > 1 ? (double)w->seq : 1.0, D = (double)m->dim;
+  const double attn = 4.0 * D * ((double)L * (double)L / U - (double)t * (double)t);
+  return compute_ms(o, speed, plan_block_flops(m, t, context_rows(m, w)) + attn) +
+         plan_seq_a2a_ms(m, w, o);
+}
+
 /* The timeline of one pass of a stage over its blocks in which every block
  * runs `reps` micro-batches back to back: reps = 1 is one micro-batch of
  * micro-batch-major order, reps = M the whole step of block-major order. */
 static double stage_pass_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
                             double speed, int first, int last, const uint8_t *streamed,
                             int depth, int has_prev, int has_embed, int has_head, double reps) {
-  int64_t L = plan_tokens(w);
+  int64_t L = plan_rank_tokens(w); /* this rank's rows (Ulysses: its slice) */
   double D = (double)m->dim;
-  double blk_ms = reps * compute_ms(o, speed, plan_block_flops(m, L, context_rows(m, w)));
+  double blk_ms = reps * block_ms(m, w, o, speed);
 
   /* Pass start: the activations of its micro-batches arrive ([L, D] fp32
    * plus e, e0 each) over the peer link; stage 0 instead embeds the latent
@@ -199,7 +226,7 @@ double plan_switch_ms(const plan_model *m, const plan_workload *w, const plan_op
    * micro-batch-major (the first low-noise pass is the one that waits). */
   double reps = order == PLAN_ORDER_BLOCK ? (double)(w->micro_batches > 0 ? w->micro_batches : 1)
                                           : 1.0;
-  double blk = reps * compute_ms(o, speed, plan_block_flops(m, plan_tokens(w), context_rows(m, w)));
+  double blk = reps * block_ms(m, w, o, speed);
   /* The copies start once the first block's last high-noise use is done,
    * one after another on the copy engine; the rest of that pass runs
    * meanwhile, then each low-noise block waits for its own copy only. */

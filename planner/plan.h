@@ -73,6 +73,8 @@ typedef struct plan_workload {
   int64_t frames, height, width; /* pixels: frames 4k+1, height and width multiples of 16 */
   int micro_batches;             /* CFG branches x batch items per step */
   int64_t context_len;           /* context rows (zero-padded to text_len: 512) */
+  int seq;                       /* Ulysses ranks sharing the tokens of a stage (DESIGN.md
+                                    "Layouts"); 0 or 1: one rank holds them all */
 } plan_workload;
 
 /* The latent grid of a workload, in the one place the VAE's compression is
@@ -82,6 +84,10 @@ void plan_latent_grid(const plan_workload *w, int64_t fhw[3]);
 /* Tokens of a Wan 2.1 latent sequence: the latent grid through the 1x2x2
  * patch, ((frames-1)/4+1) * (height/16) * (width/16); 480x832x81 -> 32,760. */
 int64_t plan_tokens(const plan_workload *w);
+/* The tokens a rank of the workload holds: with w->seq = U > 1 the largest
+ * of Ulysses' slices (plan_seq_rows of rank 0: ceil(L / U)), else L. Every
+ * per-rank term of the memory and time model counts these. */
+int64_t plan_rank_tokens(const plan_workload *w);
 
 /* Order of work at a stage.
  * MICRO (micro-batch-major): the stage runs all its blocks on one
@@ -110,6 +116,8 @@ typedef struct plan_options {
   double gpu_tflops;        /* reference dense bf16 rate, TFLOP/s (600), times device speed */
   double host_link_gbs;     /* pinned host -> device, GB/s (25: PCIe 4.0 x16 measured) */
   double peer_link_gbs;     /* rank -> rank activations, GB/s (25) */
+  double seq_link_gbs;      /* among a stage's Ulysses ranks (workload seq > 1): the
+                               all-to-alls, GB/s per direction (25) */
   int prefetch_depth;       /* streaming slots per rank (2: one in use, one filling) */
   uint64_t reserve_bytes;   /* CUDA context, cuBLASLt/cuDNN workspaces, NCCL (1 GiB) */
   double auto_margin;       /* auto budget = free - max(margin * total, 256 MiB) (0.05) */
@@ -241,7 +249,7 @@ typedef struct plan {
    * r[s]. All zero (plan_make leaves it so) reads as the pipeline
    * 1 x nranks x 1: plan_get_grid. */
   plan_grid grid;
-  int64_t tokens;
+  int64_t tokens;                  /* the sequence's (every Ulysses rank's rows together) */
   int micro_batches;
   int chunked;                     /* some rank chunks its activations */
   plan_rank r[PLAN_MAX_RANKS];
@@ -260,6 +268,12 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
 
 /* FLOPs of one block for one micro-batch (MODEL.md "Cost"). */
 double plan_block_flops(const plan_model *m, int64_t tokens, int64_t context_len);
+
+/* Milliseconds of the all-to-alls of one block on one micro-batch at a
+ * Ulysses rank (w->seq = U > 1; 0 otherwise) over o->seq_link_gbs: four
+ * (q, k, v out, the attention output back), each sending (U-1)/U of the
+ * largest rank's t x D operands (m->weight_dtype_bytes each). */
+double plan_seq_a2a_ms(const plan_model *m, const plan_workload *w, const plan_options *o);
 
 /* Activation buffers ([L, D] fp32 residual stream plus e and e0) a stage
  * holds in the given order: micro-batch-major 1 + has_prev + has_next (the

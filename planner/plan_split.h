@@ -18,7 +18,7 @@ typedef struct split_ctx {
   const plan_workload *w;
   const plan_options *o;
   int R, B;
-  int64_t L;
+  int64_t L; /* a rank's rows (plan_rank_tokens): what its chunks split */
   uint64_t budget[PLAN_MAX_RANKS];
   uint64_t cap[PLAN_MAX_RANKS]; /* the most a budget can be: the device's auto budget */
   double speed[PLAN_MAX_RANKS];

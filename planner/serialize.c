@@ -115,16 +115,18 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
   plan_strbuf sb;
   plan_sb_init(&sb, buf, cap);
   const plan_grid g = plan_get_grid(p);
+  const int64_t rows = plan_seq_rows(p->tokens, g.seq, 0); /* a rank's most (Ulysses) */
   plan_sb_add(&sb, "# plan: %d rank%s, %d blocks, %lld tokens, %d micro-batch%s per step\n",
               p->nranks, p->nranks == 1 ? "" : "s", p->num_blocks, (long long)p->tokens,
               p->micro_batches, p->micro_batches == 1 ? "" : "es");
   if (g.replicas > 1 || g.seq > 1)
     plan_sb_add(&sb,
                 "# layout %dx%dx%d: %d replica%s of these %d stage%s, %d sequence-parallel "
-                "rank%s per stage (%d ranks); the rows below are the stages\n",
+                "rank%s per stage (%d ranks), each holding at most %lld of the tokens; the "
+                "rows below are the stages\n",
                 g.replicas, g.stages, g.seq, g.replicas, g.replicas == 1 ? "" : "s", g.stages,
                 g.stages == 1 ? "" : "s", g.seq, g.seq == 1 ? "" : "s",
-                g.replicas * g.stages * g.seq);
+                g.replicas * g.stages * g.seq, (long long)rows);
   plan_sb_add(&sb, "# %4s  %-24s %-7s %-5s %-9s %-18s %9s %8s %9s %11s\n", "rank", "device",
               "blocks", "order", "resident", "streamed", "weight GB", "peak GB", "budget GB",
               "predicted ms");
@@ -160,7 +162,7 @@ size_t plan_format_table(const plan *p, char *buf, size_t cap) {
                   "slot%s\n",
                   r, q->num_streamed, q->num_streamed == 1 ? "" : "s", q->streamed_bytes / GB,
                   q->prefetch_depth, q->prefetch_depth == 1 ? "" : "s");
-    if (q->chunk_rows < p->tokens)
+    if (q->chunk_rows < rows)
       plan_sb_add(&sb, "# rank %d chunks its activations: %lld rows per chunk\n", r,
                   (long long)q->chunk_rows);
     if (q->experts_mode == PLAN_EXPERTS_RESIDENT)
@@ -208,9 +210,11 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
   plan_strbuf sb;
   plan_sb_init(&sb, buf, cap);
   plan_sb_add(&sb,
-              "{\"num_blocks\":%d,\"tokens\":%lld,\"micro_batches\":%d,\"order\":\"%s\","
-              "\"layout\":{\"replicas\":%d,\"stages\":%d,\"seq\":%d},\"ranks\":[",
-              p->num_blocks, (long long)p->tokens, p->micro_batches,
+              "{\"num_blocks\":%d,\"tokens\":%lld,\"rank_tokens\":%lld,\"micro_batches\":%d,"
+              "\"order\":\"%s\",\"layout\":{\"replicas\":%d,\"stages\":%d,\"seq\":%d},"
+              "\"ranks\":[",
+              p->num_blocks, (long long)p->tokens,
+              (long long)plan_seq_rows(p->tokens, plan_get_grid(p).seq, 0), p->micro_batches,
               plan_order_name(p->r[0].order), plan_get_grid(p).replicas,
               plan_get_grid(p).stages, plan_get_grid(p).seq);
   for (int r = 0; r < p->nranks; r++) {

@@ -338,7 +338,7 @@ static void fill_plan(split_ctx *c, const plan_device *devs, const int *first, p
   memset(p, 0, sizeof *p);
   p->nranks = c->R;
   p->num_blocks = c->B;
-  p->tokens = c->L;
+  p->tokens = plan_tokens(c->w);
   p->micro_batches = c->w->micro_batches;
   double stage_ms[PLAN_MAX_RANKS];
   for (int r = 0; r < c->R; r++) {
@@ -459,7 +459,7 @@ int plan_make(const plan_model *m, const plan_device *devs, int nranks, const pl
   c->o = o;
   c->R = nranks;
   c->B = m->num_blocks;
-  c->L = plan_tokens(w);
+  c->L = plan_rank_tokens(w);
   c->allow_stream = b->allow_stream;
   c->ratio = b->mode == PLAN_BUDGET_RATIO;
   double block_total = 0.0;

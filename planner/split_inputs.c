@@ -98,12 +98,16 @@ int plan_split_check_inputs(const plan_model *m, const plan_device *devs, int nr
         (long long)w->height, (long long)w->width);
   int64_t L = plan_tokens(w);
   if (L < 1 || L > (1ll << 31)) BAD("workload of %lld tokens is outside 1..2^31", (long long)L);
+  if (w->seq < 0 || w->seq > PLAN_MAX_RANKS || w->seq > L || (w->seq > 1 && m->heads % w->seq))
+    BAD("%d sequence-parallel ranks: give 0..%d, at most the %lld tokens, dividing the %lld "
+        "heads", w->seq, PLAN_MAX_RANKS, (long long)L, (long long)m->heads);
   if (w->micro_batches < 1 || w->micro_batches > 1024)
     BAD("%d micro-batches is outside 1..1024", w->micro_batches);
   if (w->context_len < 0 || w->context_len > m->text_len)
     BAD("context of %lld rows is outside 0..text_len %lld", (long long)w->context_len,
         (long long)m->text_len);
   if (!(o->gpu_tflops > 0) || !(o->host_link_gbs > 0) || !(o->peer_link_gbs > 0) ||
+      (w->seq > 1 && !(o->seq_link_gbs > 0)) ||
       o->prefetch_depth < 1 || o->prefetch_depth > 16 || !(o->auto_margin >= 0 && o->auto_margin < 1))
     BAD("plan options out of range (rate, link rates, prefetch depth 1..16, margin)");
   if (!plan_order_name(o->order))

@@ -7,7 +7,8 @@
  * transfers run on communication streams of our own (one per communicator,
  * see nccl_tp), ordered after the caller's stream by an event (send) and
  * before it by an event (receive), so compute and communication overlap and
- * nothing syncs the device. Host buffers (stream NULL) go over MPI. A wait
+ * nothing syncs the device. The all-to-all is one grouped call on a third
+ * communicator (nccl_alltoallv). Host buffers (stream NULL) go over MPI. A wait
  * polls the completion event and the communicator's async error; a peer that
  * died or stopped is caught by the watchdog (or by the wait's own timeout
  * without heartbeats), whose fatal path runs ncclCommAbort first. */
@@ -28,24 +29,29 @@
                   ncclGetErrorString(nccl_rc_));                                \
   } while (0)
 
-/* Two communicators, by the parity of the sending rank: a message from
- * rank r travels on comm[r % 2], on that communicator's own stream. A
- * pipeline stage then sends on one communicator and receives on the other,
- * so its send of micro-batch i never queues behind its receive of i + 1
- * (NCCL runs a communicator's operations in order on its stream). */
+/* Two communicators for messages, by the parity of the sending rank: a
+ * message from rank r travels on comm[r % 2], on that communicator's own
+ * stream. A pipeline stage then sends on one communicator and receives on
+ * the other, so its send of micro-batch i never queues behind its receive
+ * of i + 1 (NCCL runs a communicator's operations in order on its stream).
+ * A third, comm[A2A], carries the all-to-alls alone: one posted behind a
+ * receive of the next step's first micro-batch would wait for a message
+ * that needs the all-to-all's own stage to finish. */
+enum { A2A = 2, NCOMM = 3 };
+
 typedef struct nccl_tp {
-  ncclComm_t comm[2];
-  cudaStream_t stream[2];
+  ncclComm_t comm[NCOMM];
+  cudaStream_t stream[NCOMM];
   int device;
 } nccl_tp;
 
 /* The communicators the abort hook ends (one transport per process: this
  * file owns them). */
-static ncclComm_t g_abort_comm[2] = {NULL, NULL};
+static ncclComm_t g_abort_comm[NCOMM] = {NULL, NULL, NULL};
 
 static void nccl_abort_hook(int code) {
   (void)code;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < NCOMM; i++) {
     ncclComm_t c = g_abort_comm[i];
     g_abort_comm[i] = NULL;
     if (c) ncclCommAbort(c);
@@ -126,7 +132,7 @@ static int nccl_wait(comm_transport *t, comm_xfer *x, double timeout_s, const ch
     cudaError_t q = cudaEventQuery(done);
     if (q == cudaSuccess) break;
     if (q != cudaErrorNotReady) CUDA_CHECK(q);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NCOMM; i++) {
       ncclResult_t st = ncclSuccess;
       NCCL_CHECK(ncclCommGetAsyncError(n->comm[i], &st));
       if (st != ncclSuccess && st != ncclInProgress)
@@ -150,7 +156,7 @@ static int nccl_wait(comm_transport *t, comm_xfer *x, double timeout_s, const ch
 static void nccl_close(comm_transport *t) {
   nccl_tp *n = t->impl;
   if (!n) return;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < NCOMM; i++) {
     CUDA_CHECK(cudaStreamSynchronize(n->stream[i]));
     NCCL_CHECK(ncclCommFinalize(n->comm[i]));
     settle(n->comm[i], comm_watchdog_timeout(), "ncclCommFinalize");
@@ -162,7 +168,41 @@ static void nccl_close(comm_transport *t) {
   t->impl = NULL;
 }
 
-static const comm_transport_ops nccl_ops = {nccl_isend, nccl_irecv, nccl_wait, nccl_close};
+/* The all-to-all (transport.h): one group of an ncclSend and an ncclRecv
+ * per member on comm[A2A]'s stream, after the caller's stream; the host
+ * waits for it as for a transfer (nccl_wait: the completion event and the
+ * communicators' async errors under the watchdog), which also orders the
+ * caller's stream after it. */
+static int nccl_alltoallv(comm_transport *t, const int *group, int n, const void *send,
+                          const size_t *scount, const size_t *sdispl, void *recv,
+                          const size_t *rcount, const size_t *rdispl, double timeout_s,
+                          const char *what, void *stream) {
+  nccl_tp *nt = t->impl;
+  ncclComm_t comm = nt->comm[A2A];
+  cudaStream_t cs = nt->stream[A2A];
+  cudaEvent_t ready, done;
+  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(ready, (cudaStream_t)stream));
+  CUDA_CHECK(cudaStreamWaitEvent(cs, ready, 0));
+  NCCL_CHECK(ncclGroupStart());
+  for (int j = 0; j < n; j++) {
+    if (scount[j])
+      NCCL_CHECK(ncclSend((const char *)send + sdispl[j], scount[j], ncclUint8, group[j], comm,
+                          cs));
+    if (rcount[j])
+      NCCL_CHECK(ncclRecv((char *)recv + rdispl[j], rcount[j], ncclUint8, group[j], comm, cs));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  settle(comm, comm_watchdog_timeout(), "an all-to-all's ncclGroupEnd");
+  CUDA_CHECK(cudaEventRecord(done, cs));
+  CUDA_CHECK(cudaEventDestroy(ready));
+  comm_xfer x = {.done = done, .stream = stream};
+  return nccl_wait(t, &x, timeout_s, what, NULL);
+}
+
+static const comm_transport_ops nccl_ops = {nccl_isend, nccl_irecv, nccl_wait, nccl_close,
+                                            nccl_alltoallv};
 
 int comm_nccl_open(const comm_world *w, int cuda_device, comm_transport *t) {
   /* NVLink multicast (NVLS) stays off everywhere in this project: it needs
@@ -181,7 +221,7 @@ int comm_nccl_open(const comm_world *w, int cuda_device, comm_transport *t) {
   nccl_tp *n = sp_xcalloc(1, sizeof *n);
   n->device = cuda_device;
   sp_abort_hook_push(nccl_abort_hook);
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < NCOMM; i++) {
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (w->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
@@ -195,6 +235,6 @@ int comm_nccl_open(const comm_world *w, int cuda_device, comm_transport *t) {
   }
   t->ops = &nccl_ops;
   t->impl = n;
-  sp_log_debug("nccl: two communicators of %d ranks on GPU %d", w->size, cuda_device);
+  sp_log_debug("nccl: three communicators of %d ranks on GPU %d", w->size, cuda_device);
   return SP_OK;
 }

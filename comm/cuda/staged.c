@@ -173,3 +173,8 @@ int comm_staged_wait(comm_staged *st, comm_xfer *x, double timeout_s, const char
   x->staged = NULL;
   return rc;
 }
+
+void comm_staged_copy(void *dst, const void *src, size_t bytes, void *stream) {
+  if (bytes)
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+}

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grid.h"
 #include "wan_config.h"
 #include "wan_weights.h"
 
@@ -38,13 +39,7 @@ int rank_rope_init(const wan_config *c, rank_grid grid, rank_rope *out);
 void rank_rope_free(rank_rope *r);
 
 /* Ulysses sequence parallelism (DESIGN.md "Layouts"): the L tokens split
- * over n ranks in contiguous slices, the first L % n of them one row
- * longer; rank u holds rows [rank_seq_row0(L, n, u), rank_seq_row0(L, n,
- * u + 1)). */
-static inline int64_t rank_seq_row0(int64_t L, int n, int u) {
-  const int64_t q = L / n, r = L % n;
-  return u * q + (u < r ? u : r);
-}
+ * over n ranks by plan_seq_row0 (planner/grid.h), contiguous slices. */
 
 /* The exchange among the n ranks of a stage (an all-to-all): this rank
  * sends scount[v] floats from send + soff[v] to rank v and receives

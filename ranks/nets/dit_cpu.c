@@ -39,11 +39,11 @@ void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *
 }
 
 int64_t rank_dit_seq_row0(const rank_dit_seq *seq, int64_t L) {
-  return seq ? rank_seq_row0(L, seq->n, seq->me) : 0;
+  return seq ? plan_seq_row0(L, seq->n, seq->me) : 0;
 }
 
 int64_t rank_dit_seq_rows(const rank_dit_seq *seq, int64_t L) {
-  return seq ? rank_seq_row0(L, seq->n, seq->me + 1) - rank_seq_row0(L, seq->n, seq->me) : L;
+  return seq ? plan_seq_rows(L, seq->n, seq->me) : L;
 }
 
 /* Floats of the block's own regions (h, q, k, v, attn (L, D) each, the FFN
@@ -73,7 +73,7 @@ static size_t lora_floats(const wan_config *c, int64_t L, int64_t lora_rank) {
 size_t rank_dit_scratch_floats(const wan_config *c, int64_t L, int seq_n, int64_t lora_rank) {
   const int64_t D = c->dim, T = c->text_len;
   /* The longest slice is the first. */
-  const int64_t Lu = seq_n > 1 ? rank_seq_row0(L, seq_n, 1) : L;
+  const int64_t Lu = plan_seq_rows(L, seq_n > 1 ? seq_n : 1, 0);
   /* block: its regions + the sequence-parallel and the bypass's; embed
    * text: hidden (text_len, dim) + padded context (text_len, text_dim);
    * patch: tokens (L, 64); head: (Lu, D) + (L, 64) + (2, D); time:
@@ -214,8 +214,8 @@ static void self_attention(const wan_config *c, const float *q, const float *k, 
   for (int u = 0; u < n; u++) {
     part_off[u] = u * Lu * Dn;
     part_n[u] = Lu * Dn;
-    row_off[u] = rank_seq_row0(L, n, u) * Dn;
-    row_n[u] = (rank_seq_row0(L, n, u + 1) - rank_seq_row0(L, n, u)) * Dn;
+    row_off[u] = plan_seq_row0(L, n, u) * Dn;
+    row_n[u] = plan_seq_rows(L, n, u) * Dn;
   }
   const float *in[3] = {q, k, v};
   for (int t = 0; t < 3; t++) {
@@ -339,8 +339,8 @@ void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
     for (int u = 0; u < seq->n; u++) {
       soff[u] = row0 * P;
       sn[u] = L * P;
-      roff[u] = rank_seq_row0(Lall, seq->n, u) * P;
-      rn[u] = (rank_seq_row0(Lall, seq->n, u + 1) - rank_seq_row0(Lall, seq->n, u)) * P;
+      roff[u] = plan_seq_row0(Lall, seq->n, u) * P;
+      rn[u] = plan_seq_rows(Lall, seq->n, u) * P;
     }
     seq->exchange(seq->ctx, t, soff, sn, t, roff, rn);
   }

@@ -111,6 +111,8 @@ typedef struct job_opts {
   plan_grid layout;         /* --layout RxSxU (layout_mode PLAN_GRID_GIVEN) */
   int layout_mode;          /* PLAN_GRID_PIPELINE (the default), _AUTO or _GIVEN:
                                job_layout_resolve decides from it */
+  double speed[PLAN_MAX_RANKS]; /* --speed: relative speeds, per rank or per replica */
+  int nspeed;                   /* values --speed gave (0: the replicas' speeds equal) */
 } job_opts;
 
 /* The job's options: one entry each, from which the commands build their
@@ -126,7 +128,7 @@ typedef enum job_opt_id {
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
   JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
   JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_T5, JOB_OPT_PROMPT, JOB_OPT_NEGATIVE,
-  JOB_OPT_LAYOUT, JOB_OPT_COUNT
+  JOB_OPT_LAYOUT, JOB_OPT_SPEED, JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "job.h"
+#include "layout_grid.h"
 #include "log.h"
 #include "video_out.h"
 
@@ -306,6 +307,7 @@ int job_opts_set(job_opts *o, int id, const char *v) {
       return SP_ERR_INPUT;
     }
     break;
+  case JOB_OPT_SPEED: return job_speed_parse(v, o);
   case JOB_OPT_VAE: o->vae = v; break;
   case JOB_OPT_VAE_PRECISION:
     if (strcmp(v, "bf16") == 0) {

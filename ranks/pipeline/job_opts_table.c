@@ -191,7 +191,18 @@ static const job_option table[JOB_OPT_COUNT] = {
      "(memory first, then the smallest predicted step: its\n"
      "multi-GPU figures are predictions, unmeasured; on CUDA\n"
      "only layouts with U = 1); plan --layout auto shows it. The\n"
-     "latents are bit-identical for every layout"}
+     "latents are bit-identical for every layout"},
+    {JOB_OPT_SPEED, "speed", 0, "LIST", NULL, 0,
+     "relative speeds, comma-separated (e.g. 1,3): one per rank\n"
+     "(a replica runs at its slowest rank's) or one per replica\n"
+     "of --layout. Each replica takes a share of a step's\n"
+     "micro-batches in proportion: at least one each, then each\n"
+     "next to the replica that would finish it first (two CFG\n"
+     "branches on two replicas: 1:1 whatever the speeds; the\n"
+     "videos of --jobs in flight add two each). Default: equal.\n"
+     "The planner takes them as the ranks' speeds too (its block\n"
+     "split, the layout --layout auto chooses; with auto give one\n"
+     "per rank). The latents are the same whatever the speeds"}
 };
 
 const job_option *job_option_get(int id) {

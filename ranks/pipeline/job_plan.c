@@ -74,7 +74,7 @@ int64_t job_tokens(const job_spec *j, const wan_config *c) {
 
 plan_workload job_workload(const job_spec *j, const wan_config *c, int batch) {
   return (plan_workload){j->frames, j->height, j->width, job_micro_batches(j) * batch,
-                         c->text_len};
+                         c->text_len, 0};
 }
 
 void job_plan_options(const job_opts *o, plan_options *po) {
@@ -188,6 +188,8 @@ static int describe_device(const comm_world *w, const job_opts *o, plan_device *
     me->speed = 1.0;
   }
   me->host_bytes = job_host_memory();
+  const double given = job_speed_of_rank(o, w->rank, w->size); /* --speed */
+  if (given > 0.0) me->speed = given;
   return rc;
 }
 
@@ -201,7 +203,8 @@ static void stage_devices(const plan_grid *g, const plan_device *all, plan_devic
 /* Rank 0: the grid (job_layout_resolve), then the plan of its S stages on
  * the devices of replica 0's stages (sequence-parallel rank 0 of each;
  * every replica and every sequence-parallel rank of a stage takes its
- * row), encoded into wire. all: every rank's device. */
+ * row, each counted with the largest Ulysses slice of the tokens), encoded
+ * into wire. all: every rank's device. */
 static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
                          const plan_workload *wl, uint64_t decoder_bytes,
                          const plan_device *all, plan *p, uint8_t *wire, uint64_t *len) {
@@ -222,18 +225,20 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   plan_grid grid;
   const plan_grid *g = &grid;
   plan_device devs[PLAN_MAX_RANKS];
+  plan_workload wg = *wl; /* each rank holds its Ulysses slice of the tokens */
   if (w->size > PLAN_MAX_RANKS) {
     sp_log_error("run: %d ranks, the planner handles at most %d", w->size, PLAN_MAX_RANKS);
     rc = SP_ERR_INPUT;
   } else if (job_layout_resolve(o, w->size, &pm, all, wl, &po, &grid) != SP_OK) {
     rc = SP_ERR_INPUT;
-  } else if (job_layout_check(g, w->size, c, wl->micro_batches) != SP_OK) {
+  } else if (job_layout_check(g, w->size, c, wl->micro_batches) != SP_OK ||
+             job_speed_check(o, g) != SP_OK) {
     rc = SP_ERR_INPUT;
   } else if (plan_budget_parse(o->budget, g->stages, &b, err, sizeof err) != PLAN_OK) {
     sp_log_error("--budget: %s", err);
     rc = SP_ERR_INPUT;
-  } else if (stage_devices(g, all, devs),
-             plan_make(&pm, devs, g->stages, &b, wl, &po, p, err, sizeof err) != PLAN_OK) {
+  } else if (stage_devices(g, all, devs), wg.seq = g->seq,
+             plan_make(&pm, devs, g->stages, &b, &wg, &po, p, err, sizeof err) != PLAN_OK) {
     sp_log_error("plan: %s", err);
     rc = SP_ERR_INPUT;
   } else {

@@ -341,8 +341,14 @@ static int group_sample(job_session *s, const group_bufs *b, int g) {
   const comm_world *w = s->w;
   rank_pipe_stats st = {0};
   const uint64_t h2d0 = rank_stage_get_stats(s->stage)->h2d_bytes;
-  int rc = rank_pipeline_sample(w, &s->p.grid, s->tp, s->stage, b->jobs, g, s->block_major,
-                                s->o->timeout, w->rank == 0 && !s->o->quiet, &st);
+  double speed[PLAN_MAX_RANKS];
+  job_replica_speeds(s->o, &s->p.grid, speed);
+  int K = 0; /* the step's micro-batches */
+  for (int q = 0; q < g; q++) K += rank_job_micro_batches(&b->jobs[q]);
+  if (w->rank == 0) job_speed_log(s->o, &s->p.grid, K);
+  int rc = rank_pipeline_sample(w, &s->p.grid, s->tp, s->stage, b->jobs, g, speed,
+                                s->block_major, s->o->timeout, w->rank == 0 && !s->o->quiet,
+                                &st);
   job_rank_stats *sum = &s->sum;
   sum->compute_s += st.compute_s;
   sum->queue_s += st.queue_s;

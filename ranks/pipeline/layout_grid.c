@@ -1,6 +1,9 @@
 /* The run's layout at run time (see layout_grid.h). */
 #include "layout_grid.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "grid_choice.h"
@@ -67,6 +70,71 @@ int job_layout_check(const plan_grid *g, int nranks, const wan_config *c, int mi
     return SP_ERR_INPUT;
   }
   return SP_OK;
+}
+
+int job_speed_parse(const char *v, job_opts *o) {
+  int n = 0;
+  for (const char *p = v;;) {
+    char *end = NULL;
+    errno = 0;
+    const double x = strtod(p, &end);
+    if (end == p || errno || !(x > 0.0 && x <= 1e6) || (*end && *end != ',') ||
+        n == PLAN_MAX_RANKS) {
+      sp_log_error("--speed: '%s' is not a list of at most %d relative speeds in (0, 1e6], "
+                   "comma-separated (e.g. 1,3)", v, PLAN_MAX_RANKS);
+      return SP_ERR_INPUT;
+    }
+    o->speed[n++] = x;
+    if (!*end) break;
+    p = end + 1;
+  }
+  o->nspeed = n;
+  return SP_OK;
+}
+
+void job_replica_speeds(const job_opts *o, const plan_grid *g, double *out) {
+  const int n = g->stages * g->seq; /* ranks of a replica: r n .. r n + n - 1 */
+  for (int r = 0; r < g->replicas; r++) {
+    if (o->nspeed == g->replicas) { /* one per replica */
+      out[r] = o->speed[r];
+      continue;
+    }
+    out[r] = 1.0;
+    if (o->nspeed != g->replicas * n) continue; /* none */
+    out[r] = o->speed[r * n];
+    for (int i = 1; i < n; i++) out[r] = fmin(out[r], o->speed[r * n + i]);
+  }
+}
+
+double job_speed_of_rank(const job_opts *o, int rank, int nranks) {
+  if (o->nspeed == nranks) return o->speed[rank];
+  const plan_grid *g = &o->layout;
+  if (o->layout_mode != PLAN_GRID_GIVEN || o->nspeed != g->replicas ||
+      g->replicas * g->stages * g->seq != nranks)
+    return 0.0;
+  return o->speed[plan_grid_pos_of(g, rank).replica];
+}
+
+int job_speed_check(const job_opts *o, const plan_grid *g) {
+  const int R = g->replicas, nranks = R * g->stages * g->seq;
+  if (o->nspeed == 0 || o->nspeed == R || o->nspeed == nranks) return SP_OK;
+  sp_log_error("--speed: %d value%s for %d replica%s of %d rank%s: give one per replica (%d) or "
+               "one per rank (%d)", o->nspeed, o->nspeed == 1 ? "" : "s", R, R == 1 ? "" : "s",
+               nranks, nranks == 1 ? "" : "s", R, nranks);
+  return SP_ERR_INPUT;
+}
+
+void job_speed_log(const job_opts *o, const plan_grid *g, int K) {
+  if (o->nspeed == 0 || g->replicas < 2 || K > PLAN_MAX_RANKS * 2) return;
+  double speed[PLAN_MAX_RANKS];
+  int owner[PLAN_MAX_RANKS * 2], n[PLAN_MAX_RANKS] = {0};
+  job_replica_speeds(o, g, speed);
+  plan_grid_owners(g, speed, K, owner);
+  for (int k = 0; k < K; k++) n[owner[k]]++;
+  char shares[PLAN_MAX_RANKS * 8] = "";
+  for (int r = 0, at = 0; r < g->replicas && at < (int)sizeof shares; r++)
+    at += snprintf(shares + at, sizeof shares - (size_t)at, "%s%d", r ? ":" : "", n[r]);
+  sp_log_info("--speed: the replicas' shares of a step's %d micro-batches: %s", K, shares);
 }
 
 void job_layout_seq_group(const comm_world *w, const plan_grid *g, double timeout_s,

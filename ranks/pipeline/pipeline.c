@@ -201,18 +201,19 @@ static int stage_peer(const plan_grid *g, plan_grid_pos me, int stage) {
 }
 
 /* Replicas: the last stages' exchange of the step's head outputs. The
- * step's micro-batch k (of all) belongs to replica k % R, whose last
+ * step's micro-batch k (of all) belongs to replica owner[k], whose last
  * stage sends its velocity to the last stage of every other replica (the
  * same sequence-parallel index), so that each holds every job's branches
  * and takes the same sampler step. x: (K x R) transfers. */
 static void exchange_velocities(comm_transport *tp, const plan_grid *g, plan_grid_pos me,
-                                const micro *all, int K, float *(*v)[2], size_t bytes,
+                                const micro *all, const int *owners, int K, float *(*v)[2],
+                                size_t bytes,
                                 double timeout_s, comm_xfer *x, rank_pipe_stats *stats) {
   const int R = g->replicas;
   int nx = 0;
   for (int k = 0; k < K; k++) {
     float *buf = v[all[k].job][all[k].branch];
-    const int owner = k % R;
+    const int owner = owners[k];
     for (int r = 0; r < R; r++) {
       if (r == me.replica || (owner != me.replica && r != owner)) continue;
       const int peer = plan_grid_rank(g, (plan_grid_pos){r, g->stages - 1, me.seq});
@@ -229,8 +230,9 @@ static void exchange_velocities(comm_transport *tp, const plan_grid *g, plan_gri
 }
 
 int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
-                         rank_stage *s, const rank_job *jobs, int njobs, int block_major,
-                         double timeout_s, int progress, rank_pipe_stats *stats) {
+                         rank_stage *s, const rank_job *jobs, int njobs,
+                         const double *replica_speed, int block_major, double timeout_s,
+                         int progress, rank_pipe_stats *stats) {
   const plan_grid_pos pos = plan_grid_pos_of(grid, w->rank);
   const int S = grid->stages, R = grid->replicas;
   const int first = pos.stage == 0, last = pos.stage == S - 1;
@@ -248,8 +250,10 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
       sp_fatal("internal: jobs in flight together differ in their experts' steps");
     for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) all[KA++] = (micro){j, b};
   }
+  int owner[2 * RANK_PIPE_MAX_JOBS];
+  plan_grid_owners(grid, replica_speed, KA, owner);
   for (int k = 0; k < KA; k++)
-    if (k % R == pos.replica) mb[K++] = all[k];
+    if (owner[k] == pos.replica) mb[K++] = all[k];
   const int nbuf = rank_stage_get_cfg(s)->act_buffers;
   if (nbuf > MAX_BUFS || (block_major && nbuf < K))
     sp_fatal("internal: %d activation buffers for %d micro-batches (%s)", nbuf, K,
@@ -306,7 +310,8 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
       double t0 = comm_now();
       rank_stage_sync(s); /* the head outputs are on the host */
       if (R > 1)
-        exchange_velocities(tp, grid, pos, all, KA, v, lat_bytes, timeout_s, vel_req, stats);
+        exchange_velocities(tp, grid, pos, all, owner, KA, v, lat_bytes, timeout_s, vel_req,
+                            stats);
       for (int j = 0; j < njobs; j++) {
         for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++)
           check_finite(v[j][b], n, i, steps,

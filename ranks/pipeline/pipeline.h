@@ -32,7 +32,7 @@
  * Layouts (planner/grid.h, DESIGN.md "Layouts"). With R replicas each runs
  * this loop over its own S stages on its share of the step's micro-batches
  * (micro-batch k of the step, counted over the jobs in flight, is replica
- * k % R's); before the sampler the replicas' last stages exchange their
+ * plan_grid_owners' k-th: k % R at equal speeds); before the sampler the replicas' last stages exchange their
  * head outputs, so that each holds every branch of every job and takes the
  * same CFG combine and sampler step: every replica's latent is the same,
  * bit for bit. With U sequence-parallel ranks per stage, rank u of a stage
@@ -103,10 +103,12 @@ static inline int rank_job_micro_batches(const rank_job *j) { return j->micro; }
  * combines CFG with that expert's guidance.
  * timeout_s bounds a wait on a peer when no watchdog runs (with one, the
  * watchdog judges: see comm.h). Rank 0 reports progress when progress is
- * set. */
+ * set. replica_speed: each replica's relative speed (grid->replicas values,
+ * NULL: equal), whence its share of the micro-batches (plan_grid_owners). */
 int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
-                         rank_stage *s, const rank_job *jobs, int njobs, int block_major,
-                         double timeout_s, int progress, rank_pipe_stats *stats);
+                         rank_stage *s, const rank_job *jobs, int njobs,
+                         const double *replica_speed, int block_major, double timeout_s,
+                         int progress, rank_pipe_stats *stats);
 
 /* Collective. Times the activation message (the stage's buffer 0, its
  * size, through tp) between each pair of neighbouring stages, hop after

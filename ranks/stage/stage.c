@@ -43,8 +43,7 @@ static rank_grid grid_of(const wan_config *c, int64_t lat_f, int64_t lat_h, int6
  * sequence-parallel group, else all of them. */
 static int64_t held_tokens(const rank_stage_cfg *cfg, int64_t tokens) {
   if (!cfg->seq) return tokens;
-  return rank_seq_row0(tokens, cfg->seq->n, cfg->seq->me + 1) -
-         rank_seq_row0(tokens, cfg->seq->n, cfg->seq->me);
+  return plan_seq_rows(tokens, cfg->seq->n, cfg->seq->me);
 }
 
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,

@@ -63,7 +63,7 @@ typedef struct rank_stage_cfg {
   int64_t lora_rank;
   /* Ulysses (DESIGN.md "Layouts"): the stage's sequence-parallel ranks,
    * this one among them, or NULL (one rank holds every token). With a
-   * group the stage holds rows rank_seq_row0 .. of the tokens: its
+   * group the stage holds rows plan_seq_row0 .. of the tokens: its
    * activation messages carry those rows, embed makes them, blocks exchange
    * heads in the self-attention and head gathers the whole velocity on
    * every member. CPU backend only. */

@@ -1,6 +1,9 @@
 /* The R x S x U grid: --layout parsing (accepted forms and each refusal
- * quoting its token), the checks against a run, and the rank numbering
- * against the formula written out here: u fastest, then s, then r. */
+ * quoting its token), the checks against a run, the rank numbering
+ * against the formula written out here (u fastest, then s, then r) and the
+ * replicas' shares of a step's micro-batches against an enumeration. */
+#include <math.h>
+
 #include "grid.h"
 #include "plan_test.h"
 
@@ -20,6 +23,64 @@ static void bad_check(plan_grid g, int nranks, int64_t heads, int blocks, int mi
   int rc = plan_grid_check(&g, nranks, heads, blocks, micro, err, sizeof err);
   CHECK(rc == PLAN_EINVAL, "%dx%dx%d on %d ranks accepted", g.replicas, g.stages, g.seq, nranks);
   CHECK(strstr(err, needle) != NULL, "message lacks '%s': %s", needle, err);
+}
+
+/* The smallest largest n_r / s_r over every split of K micro-batches into
+ * R shares of at least one each: the reference the owners' shares must
+ * reach, by enumeration. */
+static double best_makespan(int K, int R, const double *s, int r, int *n) {
+  if (r == R - 1) {
+    n[r] = K;
+    double m = 0.0;
+    for (int i = 0; i < R; i++)
+      if (n[i] / s[i] > m) m = n[i] / s[i];
+    return n[r] >= 1 ? m : 1e300;
+  }
+  double best = 1e300;
+  for (int x = 1; x <= K - (R - 1 - r); x++) {
+    n[r] = x;
+    double m = best_makespan(K - x, R, s, r + 1, n);
+    if (m < best) best = m;
+  }
+  return best;
+}
+
+/* plan_grid_owners: k % R with equal speeds; with two CFG branches on two
+ * replicas 1:1 whatever the speeds; 1:3 for 4 micro-batches at speeds 1
+ * and 3; on random speeds every replica holds at least one and the shares
+ * reach the enumerated best largest n_r / s_r. */
+static void test_owners(void) {
+  int owner[64];
+  for (int R = 1; R <= 4; R++)
+    for (int K = R; K <= 12; K++) {
+      plan_grid g = {R, 1, 1};
+      plan_grid_owners(&g, NULL, K, owner);
+      for (int k = 0; k < K; k++)
+        CHECK(owner[k] == k % R, "R %d K %d: owner[%d] %d", R, K, k, owner[k]);
+    }
+  plan_grid g2 = {2, 1, 1};
+  const double fast_slow[2] = {1.0, 3.0};
+  plan_grid_owners(&g2, fast_slow, 2, owner);
+  CHECK(owner[0] == 0 && owner[1] == 1, "2 branches at 1:3 -> %d %d", owner[0], owner[1]);
+  plan_grid_owners(&g2, fast_slow, 4, owner);
+  int n1 = 0;
+  for (int k = 0; k < 4; k++) n1 += owner[k] == 1;
+  CHECK(n1 == 3, "4 micro-batches at 1:3: replica 1 holds %d", n1);
+  for (int t = 0; t < 300; t++) {
+    int R = sp_rand_int(1, 4), K = sp_rand_int(R, 10), n[8] = {0}, tmp[8];
+    double s[8];
+    for (int r = 0; r < R; r++) s[r] = 0.25 * sp_rand_int(1, 16);
+    plan_grid g = {R, 1, 1};
+    plan_grid_owners(&g, s, K, owner);
+    double m = 0.0;
+    for (int k = 0; k < K; k++) n[owner[k]]++;
+    for (int r = 0; r < R; r++) {
+      CHECK(n[r] >= 1, "R %d K %d: replica %d idle", R, K, r);
+      if (n[r] / s[r] > m) m = n[r] / s[r];
+    }
+    double want = best_makespan(K, R, s, 0, tmp);
+    CHECK(fabs(m - want) <= 1e-12 * want, "R %d K %d: largest n/s %g, best %g", R, K, m, want);
+  }
 }
 
 int main(void) {
@@ -63,6 +124,7 @@ int main(void) {
     }
     for (int rank = 0; rank < n; rank++) CHECK(seen[rank] == 1, "rank %d seen %d", rank, seen[rank]);
   }
+  test_owners();
   char name[32];
   plan_grid_format(&ok, name, sizeof name);
   CHECK(strcmp(name, "2x2x2") == 0, "format gave %s", name);

@@ -1,6 +1,6 @@
 /* The layout choice (grid_choice.h) against formulas written out here:
- * a rank's tokens under Ulysses, the all-to-all, extra self-attention and
- * exchange terms from their definitions, the 1 x N x 1 layout equal to
+ * a rank's tokens under Ulysses, the all-to-all, the pipeline of a
+ * Ulysses rank and the exchange from their definitions, the 1 x N x 1 layout equal to
  * plan_make's plan, the links by node, memory refusals and the choice being
  * the fastest of the layouts that fit. */
 #include <math.h>
@@ -59,20 +59,26 @@ int main(void) {
   const plan_grid_eval *r4 = find(&c, 4, 2, 1);
   CHECK(r4 && !r4->ok && strstr(r4->why, "micro-batch"), "4x2x1 not refused for M = 2: %s",
         r4 ? r4->why : "missing");
-  /* U = 8 splits 30 x 52 as 2 x 4: 21 x 15 x 13 = L / 8 tokens, exact. */
+  /* U = 8: L / 8 tokens per rank (32,760 = 8 x 4,095). */
   const plan_grid_eval *u8 = find(&c, 1, 1, 8);
-  CHECK(u8 && u8->ok && u8->tokens_per_rank == L / 8 && u8->exact_tokens,
-        "1x1x8: %lld tokens per rank", u8 ? (long long)u8->tokens_per_rank : -1);
+  CHECK(u8 && u8->ok && u8->tokens_per_rank == L / 8, "1x1x8: %lld tokens per rank",
+        u8 ? (long long)u8->tokens_per_rank : -1);
   /* Its all-to-alls from the definition: 2 micro-batches x 40 blocks x 4,
    * each (U-1)/U of t x D x 2 bytes at 450 GB/s. */
-  double t = (double)(L / 8), D = 5120.0;
+  double t = (double)(L / 8), D = 5120.0, F = 13824.0;
   double a2a = 2 * 40 * 4 * (t * D * 2 * 7.0 / 8.0) / 450e9 * 1e3;
   CHECK(close_to(u8->a2a_ms, a2a), "1x1x8 all-to-all %.6f ms, formula %.6f", u8->a2a_ms, a2a);
-  /* Self-attention: a rank computes L x L keys for D/8 of the width,
-   * 4 L^2 D / 8; the L/8-token model counted 4 (L/8)^2 D. */
-  double extra = 2 * 40 * 4.0 * D * ((double)L * L / 8 - t * t) / 600e12 * 1e3;
-  CHECK(close_to(u8->attn_extra_ms, extra), "1x1x8 attention %.6f ms, formula %.6f",
-        u8->attn_extra_ms, extra);
+  /* The whole pipeline from the definition: one stage of 40 blocks on 2
+   * micro-batches, each block 12 t D^2 + 4 t D F + 4 t C D for the rank's
+   * rows and 4 L^2 D / 8 of self-attention (L queries x L keys for D/8 of
+   * the width) at 600 TFLOP/s, then its all-to-alls; the embedding (patch
+   * GEMM and time MLPs) and the head of t rows. */
+  double blk = (12 * t * D * D + 4 * t * D * F + 4 * t * 512 * D + 4.0 * L * L * D / 8) / 600e12;
+  double emb = (2 * t * 64 * D + 2 * (256 * D + D * D + 6 * D * D)) / 600e12;
+  double head = 2 * t * D * 64 / 600e12;
+  double pipe = 2 * (emb + 40 * blk + head) * 1e3 + a2a;
+  CHECK(fabs(u8->pipeline_ms - pipe) < 1e-9 * pipe, "1x1x8 pipeline %.6f ms, formula %.6f",
+        u8->pipeline_ms, pipe);
   /* The whole step of 1x1x8 = 1/8 of the compute of 1x1x1 (attention,
    * projections, FFN, cross-attention all divide by U) + the all-to-alls,
    * up to the embedding and head (tiny): within 0.5%. */
@@ -174,6 +180,34 @@ int main(void) {
         "half speed: compute %.3f ms, uniform %.3f ms", c.e[0].step_ms - c.e[0].a2a_ms,
         uni.step_ms - uni.a2a_ms);
 
+  /* Replicas of unequal speed: two videos in flight (4 micro-batches) on
+   * 2 x 1 x 1 at speeds 1 and 3 split 1:3; the step is the slower of one
+   * micro-batch at speed 1 and three at speed 3 (plan_make's step of one
+   * rank for each), plus 3 predictions received by the replica that ran
+   * one. Two CFG branches stay 1:1. */
+  plan_grid r2g = {2, 1, 1};
+  d[0].speed = 1.0;
+  d[1].speed = 3.0;
+  plan_workload w4 = w;
+  w4.micro_batches = 4;
+  CHECK(plan_grid_choose(m, d, 2, NULL, &w4, &o, &links, &r2g, &c, err, sizeof err) == PLAN_OK,
+        "speeds 1, 3: %s", err);
+  double ref[2];
+  for (int r = 0; r < 2; r++) {
+    plan_workload wr = w;
+    wr.micro_batches = r ? 3 : 1;
+    CHECK(plan_make(m, &d[r], 1, &b, &wr, &o, &p, err, sizeof err) == PLAN_OK, "%s", err);
+    ref[r] = p.predicted_step_ms;
+  }
+  CHECK(c.e[0].micro_per_replica == 3 && close_to(c.e[0].pipeline_ms, fmax(ref[0], ref[1])) &&
+            close_to(c.e[0].exchange_ms, 3 * latent / 450e9 * 1e3),
+        "speeds 1, 3: %d per replica, pipeline %.3f ms (want %.3f), exchange %.6f",
+        c.e[0].micro_per_replica, c.e[0].pipeline_ms, fmax(ref[0], ref[1]), c.e[0].exchange_ms);
+  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, &r2g, &c, err, sizeof err) == PLAN_OK &&
+            c.e[0].micro_per_replica == 1,
+        "2 branches at speeds 1, 3: %d per replica", c.e[0].micro_per_replica);
+  d[0].speed = d[1].speed = 1.0;
+
   /* U must divide 40 heads: 3 ranks give 1x1x3 refused. */
   devices(d, 3, 141.0);
   CHECK(plan_grid_choose(m, d, 3, NULL, &w, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
@@ -181,15 +215,14 @@ int main(void) {
   CHECK(!find(&c, 1, 1, 3)->ok && strstr(find(&c, 1, 1, 3)->why, "divide"), "1x1x3: %s",
         find(&c, 1, 1, 3)->why);
 
-  /* A latent grid that U does not split: 1 frame x 16 x 16 is one token;
-   * each of 2 ranks is counted with 1 (rounded up, marked inexact). */
+  /* A sequence of fewer tokens than Ulysses ranks: 1 frame x 16 x 16 is
+   * one token, 1 x 1 x 2 refused (a rank would hold none). */
   plan_workload tiny = wl(1, 16, 16, 1);
   devices(d, 2, 141.0);
   CHECK(plan_grid_choose(m, d, 2, NULL, &tiny, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
         "tiny: %s", err);
-  CHECK(find(&c, 1, 1, 2)->tokens_per_rank == 1 && !find(&c, 1, 1, 2)->exact_tokens,
-        "1x16x16 on U = 2: %lld tokens per rank",
-        (long long)find(&c, 1, 1, 2)->tokens_per_rank);
+  CHECK(!find(&c, 1, 1, 2)->ok && strstr(find(&c, 1, 1, 2)->why, "sequence-parallel"),
+        "1x16x16 on U = 2: %s", find(&c, 1, 1, 2)->why);
 
   /* Output: the table names every layout and the chosen one; the JSON
    * too. */
