@@ -94,7 +94,13 @@ _Static_assert(WAN_EMBED_T_COUNT <= WAN_MAX_TENSORS && WAN_BLOCK_T_COUNT <= WAN_
  * the list line says. fp32 host memory (CPU backend). */
 #define WAN_FIELD_F32_(field, key, shape) const float *field;
 typedef struct wan_embed_f32 { WAN_EMBED_TENSORS(WAN_FIELD_F32_) } wan_embed_f32;
-typedef struct wan_block_f32 { WAN_BLOCK_TENSORS(WAN_FIELD_F32_) } wan_block_f32;
+/* fp8: the block runs in fp8 (MODEL.md "fp8 weights"): its linear weights
+ * hold dequantised e4m3 values and the inputs of those linear layers are
+ * quantised per token on the way in. 0: fp32 throughout. */
+typedef struct wan_block_f32 {
+  WAN_BLOCK_TENSORS(WAN_FIELD_F32_)
+  int fp8;
+} wan_block_f32;
 typedef struct wan_head_f32 { WAN_HEAD_TENSORS(WAN_FIELD_F32_) } wan_head_f32;
 #undef WAN_FIELD_F32_
 

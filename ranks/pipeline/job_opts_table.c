@@ -189,7 +189,15 @@ static const job_option table[JOB_OPT_COUNT] = {
      "(memory first, then the smallest predicted step: its\n"
      "multi-GPU figures are predictions, unmeasured; on CUDA\n"
      "only layouts with U = 1); plan --layout auto shows it. The\n"
-     "latents are bit-identical for every layout"}
+     "latents are bit-identical for every layout"},
+    {JOB_OPT_PRECISION, "precision", 0, "P", NULL, 0,
+     "the DiT blocks' linear layers: bf16 (the weights as the file\n"
+     "holds them; the CPU computes in fp32) or fp8 (e4m3 weights,\n"
+     "a scale per output channel, quantised at load from a bf16 or\n"
+     "fp32 file as convert --dtype fp8 does, and their inputs\n"
+     "quantised per token: MODEL.md \"fp8 weights\"; CPU backend\n"
+     "only so far; no LoRAs); default: the file's (fp8 for a file\n"
+     "of convert or init --dtype fp8, which refuses bf16)"}
 };
 
 const job_option *job_option_get(int id) {
