@@ -218,7 +218,8 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   uint64_t *bb = sp_xcalloc((size_t)c->layers, sizeof *bb);
   plan_model pm;
   /* Weights once placed: bf16 on the GPU, widened to fp32 on the CPU. */
-  rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4, bb, &pm);
+  rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4,
+                        job_precision_fp8(o, rank_model_get_info(m)), bb, &pm);
   pm.lora_block_elems = o->lora_block_elems; /* bypassed LoRAs' room (0: none) */
   pm.lora_rank = o->lora_rank;
   plan_budget b;
