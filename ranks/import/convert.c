@@ -263,7 +263,7 @@ static void convert_elems(rank_st_dtype sd, const unsigned char *src, float scal
     if (sd == RANK_ST_F32) {
       memcpy(&f, src + 4 * i, 4);
     } else if (sd == RANK_ST_F8_E4M3) {
-      f = rank_convert_e4m3fn_to_f32(src[i]) * scale;
+      f = kern_fp8_e4m3_to_f32(src[i]) * scale;
     } else {
       memcpy(&h, src + 2 * i, 2);
       f = sd == RANK_ST_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
