@@ -35,9 +35,10 @@ typedef struct ds_loc {
 struct rank_model {
   rank_model_info info;
   wan_layout layout[3]; /* as read_group delivers them */
-  /* The block datasets in the file, in bf16: an fp8 file's linear weights
-   * are the same shapes in e4m3 (file_dtype), their scales at slots
-   * layout count + their place (wan_block_linear_of). Else layout[block]. */
+  /* The block datasets in the file: layout[block] in the file's dtype, or
+   * for an fp8 file the bf16 layout, whose linear weights are e4m3 in the
+   * file (file_dtype), each with its scale at slot count + its place
+   * (wan_block_linear_of). */
   wan_layout file_block;
   int fd;       /* -1 for synth: */
   int verify;
@@ -484,34 +485,42 @@ const char *rank_model_dtype_name(const rank_model_info *in) {
   return in->fp8 ? "fp8" : kern_dtype_name(in->dtype);
 }
 
-/* Reads the datasets of a group instance, each checked against its
- * checksum when verifying: n of them, the file's (file_layout) at
- * addresses dst[i] (scales after the group's tensors, as the locs). */
+/* The name and the bytes in the file of the dataset at slot k of group g
+ * (an fp8 file's scales after the tensors). */
+static void slot_dataset(const rank_model *m, wan_group g, int k, char *name, size_t n,
+                         size_t *bytes) {
+  const wan_layout *fl = file_layout(m, g);
+  if (k < fl->count) {
+    snprintf(name, n, "%s", fl->t[k].name);
+    *bytes = (size_t)fl->t[k].numel * kern_dtype_size(file_dtype(m, g, k));
+    return;
+  }
+  int i = 0;
+  while (wan_block_linear_of(i) != k - fl->count) i++;
+  scale_name(fl->t[i].name, name, n);
+  *bytes = (size_t)fl->t[i].shape[0] * sizeof(float);
+}
+
+/* Reads the first n datasets of a group instance (the slots of
+ * slot_dataset) to dst[k], each checked against its checksum when
+ * verifying. */
 static int read_n(rank_model *m, int e, wan_group g, int block, int n, void *const *dst,
                   uint64_t *bytes_read) {
-  const wan_layout *fl = file_layout(m, g);
   const ds_loc *locs = m->locs + rank_model_slot(&m->info.config, e, g, block, 0);
   rank_container_read r[WAN_MAX_TENSORS];
-  for (int i = 0; i < n; i++) {
-    const int k = i < fl->count ? i : -1;
-    const size_t bytes = k >= 0 ? (size_t)fl->t[k].numel * kern_dtype_size(file_dtype(m, g, k))
-                                : 0;
-    r[i] = (rank_container_read){locs[i].offset, bytes, dst[i], locs[i].crc};
+  char name[96];
+  for (int k = 0; k < n; k++) {
+    r[k] = (rank_container_read){locs[k].offset, 0, dst[k], locs[k].crc};
+    slot_dataset(m, g, k, name, sizeof name, &r[k].bytes);
   }
-  /* scales: slot count + j is the scale of linear j, [out] fp32 */
-  for (int i = 0; i < fl->count; i++)
-    if (file_dtype(m, g, i) == KERN_DTYPE_E4M3 && fl->count + wan_block_linear_of(i) < n)
-      r[fl->count + wan_block_linear_of(i)].bytes = (size_t)fl->t[i].shape[0] * sizeof(float);
   int err_no = 0;
   uint32_t got = 0;
   int bad = rank_container_pread(m->fd, n, r, m->verify, &err_no, &got);
   if (bad >= 0) {
-    char path[256], name[96];
-    const int lin = bad - fl->count;
-    for (int i = 0; lin >= 0 && i < fl->count; i++)
-      if (wan_block_linear_of(i) == lin) scale_name(fl->t[i].name, name, sizeof name);
-    rank_model_expert_path(m->info.experts.count, e, g, block,
-                           lin >= 0 ? name : fl->t[bad].name, path, sizeof path);
+    char path[256];
+    size_t bytes;
+    slot_dataset(m, g, bad, name, sizeof name, &bytes);
+    rank_model_expert_path(m->info.experts.count, e, g, block, name, path, sizeof path);
     rank_container_report_read(m->info.source, path, locs[bad].crc, err_no, got);
     return SP_ERR_INPUT;
   }

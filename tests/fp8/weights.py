@@ -234,6 +234,8 @@ CASES = [
     ("weight bf16 attribute", lambda f: f[W].attrs.modify("dtype", np.bytes_("bf16")), W,
      "dtype is not fp8_e4m3"),
     ("scale missing", lambda f: f.__delitem__(S), S, "dataset is missing"),
+    ("scale damaged", lambda f: f[S].__setitem__(5, np.float32(f[S][5] * 2)), S,
+     "checksum mismatch"),
 ]
 for what, edit, ds, check in CASES:
     path = os.path.join(WORK, "bad.h5")
