@@ -165,7 +165,7 @@ static void block_linear(const float *x, const float *wt, const float *b,
 /* The input x (rows, cols) of a block's linear layers, quantised per token
  * to e4m3 and back when the block runs in fp8 (MODEL.md "fp8 weights", the
  * activations), in place: every linear layer that reads x gets the same
- * quantised rows. Nothing in fp32. */
+ * quantised rows. A block in fp32 leaves x as it is. */
 static void fp8_input(const wan_block_f32 *w, float *x, int64_t rows, int64_t cols) {
   if (w->fp8) kern_fp8_fake_quant_rows(x, rows, cols);
 }

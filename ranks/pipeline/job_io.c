@@ -126,6 +126,8 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
   out[n++] = (job_setting){.key = "size", .kind = SETTING_STR, .s = size};
   out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->source};
   out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->checksum};
+  if (job_precision_fp8(s->o, mi)) /* MODEL.md "fp8 weights" (bf16: no attribute) */
+    out[n++] = (job_setting){.key = "precision", .kind = SETTING_STR, .s = "fp8"};
   if (j->sched != RANK_SCHEDULE_SHIFTED) {
     job_schedule_format(j, t->schedule, sizeof t->schedule);
     out[n++] = (job_setting){.key = job_schedule_key(j), .kind = SETTING_STR, .s = t->schedule};

@@ -197,7 +197,9 @@ static const job_option table[JOB_OPT_COUNT] = {
      "fp32 file as convert --dtype fp8 does, and their inputs\n"
      "quantised per token: MODEL.md \"fp8 weights\"; CPU backend\n"
      "only so far; no LoRAs); default: the file's (fp8 for a file\n"
-     "of convert or init --dtype fp8, which refuses bf16)"}
+     "of convert or init --dtype fp8, which refuses bf16); plan\n"
+     "counts an fp8 block on a GPU as 1 byte per linear weight\n"
+     "plus its scales"}
 };
 
 const job_option *job_option_get(int id) {

@@ -6,6 +6,7 @@
 # a short run of synth:wan2.1-tiny in fp8 against bf16 from the same noise
 # reports the latents' relative L2 (random weights: it says little about
 # visual quality) and must differ from bf16 (the quantisation took place);
+# bench passes --precision on;
 # LoRAs refuse fp8 with one line.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
@@ -33,12 +34,14 @@ n=sys.argv[3]; a=h5py.File(sys.argv[1])[n][...]; b=h5py.File(sys.argv[2])[n][...
 sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2" "${3:-latents}"
 }
 ARGS=(--cond "$T/c.h5" --frames 9 --size 64x80 --steps 3 --seed $S --cfg 4 -q --no-preview)
-"$SP_BIN" run --model "$T/f.h5" "${ARGS[@]}" -o "$T/ref.h5" || { echo "FAIL fp8 run"; exit 1; }
+# (mpi_env.sh sets one thread: the reference runs on two)
+OMP_NUM_THREADS=2 "$SP_BIN" run --model "$T/f.h5" "${ARGS[@]}" -o "$T/ref.h5" ||
+  { echo "FAIL fp8 run"; exit 1; }
 "$SP_BIN" run --model "$T/b.h5" --precision fp8 "${ARGS[@]}" -o "$T/q.h5" &&
   same "$T/ref.h5" "$T/q.h5" && ok "fp8 file = bf16 file with --precision fp8, bit for bit" ||
   bad "the fp8 file and the bf16 file with --precision fp8 differ"
 OMP_NUM_THREADS=1 "$SP_BIN" run --model "$T/f.h5" "${ARGS[@]}" -o "$T/t1.h5" &&
-  same "$T/ref.h5" "$T/t1.h5" && ok "one thread: bit-identical" || bad "one thread differs"
+  same "$T/ref.h5" "$T/t1.h5" && ok "one thread: bit-identical to two" || bad "one thread differs"
 for c in "2 micro" "2 block" "3 micro"; do
   set -- $c
   mpirun -np $1 "$SP_BIN" run --model "$T/f.h5" "${ARGS[@]}" --order $2 -o "$T/r$1$2.h5" \
@@ -64,6 +67,11 @@ print("%.3e" % (np.linalg.norm(b-a)/np.linalg.norm(a)))' "$T/s16.h5" "$T/s8.h5")
 echo "     synth:wan2.1-tiny, 8 steps, CFG 5, fp8 against bf16 from the same noise: latents' relative L2 $rel (random weights)"
 "$PY" -c 'import sys; r=float(sys.argv[1]); sys.exit(0 if 0 < r < 0.2 else 1)' "$rel" &&
   ok "fp8 latents differ from bf16 by $rel" || bad "fp8 against bf16: relative L2 $rel"
+
+# bench passes --precision to every run it starts.
+"$SP_BIN" bench --model "$T/b.h5" --cond "$T/c.h5" --precision fp8 --dry-run -o "$T/bench" \
+  2> /dev/null | grep -q -- "run .* --precision fp8" && ok "bench --precision fp8 reaches run" ||
+  bad "bench --precision fp8: not on the run command line"
 
 # LoRAs refuse fp8 (the CUDA stage's refusal: nets/test_fp8_block.c).
 refused() { # what pattern cmd...

@@ -122,7 +122,12 @@ for name, model, extra in (("fp8", f8, []), ("bf16-as-fp8", b16, ["--precision",
     r = sp(*run, "--model", model, *extra, "-o", out)
     if r.returncode != 0:
         sys.exit(f"FAIL run {name}: {r.stderr[-800:]}")
-    lat[name] = h5py.File(out, "r")["latents"][...]
+    with h5py.File(out, "r") as f:
+        lat[name] = f["latents"][...]
+        prec = f["latents"].attrs.get("precision", f.attrs.get("precision"))
+    want = None if name == "bf16" else "fp8"
+    if (prec.decode() if isinstance(prec, bytes) else prec) != want:
+        fail(f"run {name}: the output's precision attribute is {prec!r}, want {want!r}")
 if lat["fp8"].tobytes() != lat["bf16-as-fp8"].tobytes():
     fail("the fp8 file and the bf16 file with --precision fp8 give different latents")
 else:
