@@ -2,7 +2,8 @@
 # Runs in fp8 (MODEL.md "fp8 weights") on the CPU backend: an fp8 file
 # (init --dtype fp8) gives latents bit-identical to the bf16 file of the
 # same seed run with --precision fp8, for 1 and 2 threads, 2 and 3
-# pipeline ranks and both orders of work; forward agrees the same way;
+# pipeline ranks and both orders of work, and for two experts; forward
+# agrees the same way;
 # a short run of synth:wan2.1-tiny in fp8 against bf16 from the same noise
 # reports the latents' relative L2 (random weights: it says little about
 # visual quality) and must differ from bf16 (the quantisation took place);
@@ -49,6 +50,13 @@ for c in "2 micro" "2 block" "3 micro"; do
     ok "$1 ranks, order $2: bit-identical to one process" ||
     bad "$1 ranks, order $2: $(grep error "$T/r.log" | head -2)"
 done
+# Two experts (wan2.2-tiny): both experts' blocks in fp8.
+"$SP_BIN" init --arch wan2.2-tiny --seed $S -q -o "$T/b22.h5" &&
+  "$SP_BIN" init --arch wan2.2-tiny --seed $S --dtype fp8 -q -o "$T/f22.h5" &&
+  "$SP_BIN" run --model "$T/f22.h5" "${ARGS[@]}" --steps 4 -o "$T/e8.h5" &&
+  "$SP_BIN" run --model "$T/b22.h5" --precision fp8 "${ARGS[@]}" --steps 4 -o "$T/eb.h5" &&
+  same "$T/e8.h5" "$T/eb.h5" && ok "two experts: fp8 file = bf16 file with --precision fp8" ||
+  bad "two experts in fp8: the fp8 file and --precision fp8 differ"
 F=(forward --latent "$T/c.h5" --cond "$T/c.h5" --timestep 700)
 "$SP_BIN" "${F[@]}" --model "$T/f.h5" -o "$T/p8.h5" 2> /dev/null &&
   "$SP_BIN" "${F[@]}" --model "$T/b.h5" --precision fp8 -o "$T/pb.h5" 2> /dev/null &&
