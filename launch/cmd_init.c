@@ -146,6 +146,38 @@ static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const c
   return rc;
 }
 
+/* The buffers of one tensor at a time (init_dit): the generated values
+ * (bf16 or fp32), and for an fp8 file their fp32 widening and the bytes
+ * the writer quantises them into. */
+typedef struct synth_bufs {
+  void *buf, *tmp;
+  float *wide;
+  size_t cap;
+} synth_bufs;
+
+/* Tensor t of group g, block b, expert e, as synth: generates it, written
+ * in the file's dtype: an fp8 file's (dtype E4M3) from the bf16 weights,
+ * quantised by the writer (rank_model_writer_put_value). */
+static int put_synth(rank_model_writer *w, const wan_config *c, uint64_t seed,
+                     const rank_model_experts *x, int e, wan_group g, int b, const wan_tensor *t,
+                     kern_dtype dtype, synth_bufs *sb) {
+  const int fp8 = dtype == KERN_DTYPE_E4M3;
+  if (t->bytes > sb->cap) {
+    free(sb->buf);
+    free(sb->tmp);
+    free(sb->wide);
+    sb->cap = t->bytes;
+    sb->buf = sp_xmalloc(sb->cap);
+    sb->tmp = fp8 ? sp_xmalloc(sb->cap) : NULL;
+    sb->wide = fp8 ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
+  }
+  rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), g, b, t,
+                    fp8 ? KERN_DTYPE_BF16 : dtype, sb->buf);
+  if (!fp8) return rank_model_writer_put_expert(w, e, g, b, t->name, sb->buf, t->bytes);
+  kern_bf16_to_f32_n(sb->buf, sb->wide, (size_t)t->numel);
+  return rank_model_writer_put_value(w, e, g, b, t->name, sb->wide, sb->tmp);
+}
+
 /* A DiT of config c (with x's experts) with synthetic weights: every
  * tensor from rank_synth_tensor, written block by block with a progress
  * line per block. layers_set: --layers changed the preset's count, so the
@@ -160,12 +192,10 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
   if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
 
-  /* fp8: the bf16 weights, quantised by the writer (put_value) */
+  /* the tables in the generated dtype (an fp8 file's: bf16) */
   const int fp8 = dtype == KERN_DTYPE_E4M3;
   const kern_dtype gen = fp8 ? KERN_DTYPE_BF16 : dtype;
-  void *buf = NULL, *tmp = NULL;
-  float *wide = NULL;
-  size_t cap = 0;
+  synth_bufs sb = {0};
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   double total = 0, done = 0;
@@ -181,25 +211,8 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb && rc == SP_OK; b++) {
       for (int i = 0; i < l.count && rc == SP_OK; i++) {
-        const wan_tensor *t = &l.t[i];
-        if (t->bytes > cap) {
-          free(buf);
-          free(tmp);
-          free(wide);
-          cap = t->bytes;
-          buf = sp_xmalloc(cap);
-          tmp = fp8 ? sp_xmalloc(cap) : NULL;
-          wide = fp8 ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
-        }
-        rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), (wan_group)g, b, t,
-                          gen, buf);
-        if (fp8) {
-          kern_bf16_to_f32_n(buf, wide, (size_t)t->numel);
-          rc = rank_model_writer_put_value(w, e, (wan_group)g, b, t->name, wide, tmp);
-        } else {
-          rc = rank_model_writer_put_expert(w, e, (wan_group)g, b, t->name, buf, t->bytes);
-        }
-        done += (double)t->bytes;
+        rc = put_synth(w, c, seed, x, e, (wan_group)g, b, &l.t[i], dtype, &sb);
+        done += (double)l.t[i].bytes;
       }
       if (!quiet && (g == WAN_GROUP_BLOCK)) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -210,9 +223,9 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
       }
     }
   }
-  free(buf);
-  free(tmp);
-  free(wide);
+  free(sb.buf);
+  free(sb.tmp);
+  free(sb.wide);
   if (rc != SP_OK) goto fail;
   rc = rank_model_writer_commit(w);
   if (rc == SP_OK && !quiet) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
