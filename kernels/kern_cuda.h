@@ -127,6 +127,15 @@ void kern_cuda_linear_fp8(kern_cuda_gemm_ctx *ctx, const uint8_t *x_q, const flo
 void kern_cuda_quantize_fp8(const void *x, kern_dtype x_dtype, int64_t n, uint8_t *q,
                             float *scale, float *amax, cudaStream_t stream);
 
+/* Per row (MODEL.md "fp8 weights": a weight's output channel, an
+ * activation's token): each row of x (rows, cols) quantised as
+ * kern_cuda_quantize_fp8 quantises a tensor, into q (rows, cols) e4m3 and
+ * scale (rows) fp32 device: the bytes and scales of the CPU's
+ * kern_fp8_quantize_rows. x fp32 or bf16 (finite). One launch, a block per
+ * row. Compiled, not yet run on a GPU (tests/gpu/test_fp8_rows.c). */
+void kern_cuda_quantize_fp8_rows(const void *x, kern_dtype x_dtype, int64_t rows, int64_t cols,
+                                 uint8_t *q, float *scale, cudaStream_t stream);
+
 /* y = bf16(e4m3_to_f32(q) * *scale): q (n) e4m3, scale (1) fp32 device,
  * y (n) bf16. */
 void kern_cuda_fp8_to_bf16(const uint8_t *q, const float *scale, uint16_t *y, int64_t n,

@@ -17,11 +17,15 @@
 #define KERN_HD
 #endif
 
-typedef enum { KERN_DTYPE_BF16 = 0, KERN_DTYPE_F32 = 1 } kern_dtype;
+/* E4M3: fp8 e4m3 bytes, the DiT blocks' linear weights of an fp8 model
+ * file only (MODEL.md "fp8 weights"); no group is laid out in it. */
+typedef enum { KERN_DTYPE_BF16 = 0, KERN_DTYPE_F32 = 1, KERN_DTYPE_E4M3 = 2 } kern_dtype;
 
-static inline size_t kern_dtype_size(kern_dtype t) { return t == KERN_DTYPE_F32 ? 4 : 2; }
+static inline size_t kern_dtype_size(kern_dtype t) {
+  return t == KERN_DTYPE_F32 ? 4 : t == KERN_DTYPE_E4M3 ? 1 : 2;
+}
 static inline const char *kern_dtype_name(kern_dtype t) {
-  return t == KERN_DTYPE_F32 ? "fp32" : "bf16";
+  return t == KERN_DTYPE_F32 ? "fp32" : t == KERN_DTYPE_E4M3 ? "fp8_e4m3" : "bf16";
 }
 
 static inline float kern_bf16_to_f32(uint16_t h) {
@@ -118,8 +122,24 @@ static inline KERN_HD float kern_fp8_scale(float amax) {
 
 /* The CPU reference of the per-tensor quantiser (kern_cuda_quantize_fp8):
  * x (n) fp32 -> q (n) e4m3 and *scale = kern_fp8_scale(max |x|). Returns
- * that amax. */
+ * that amax. The one quantiser of fp8 weights and activations (MODEL.md
+ * "fp8 weights"): the rows' versions below apply it to each row. */
 float kern_fp8_quantize_n(const float *x, size_t n, uint8_t *q, float *scale);
+
+/* Per row (a weight's output channel): kern_fp8_quantize_n of each row of
+ * x (rows, cols) into q (rows, cols) and scale (rows). Rows in parallel;
+ * each row's bytes are the same for any thread count. */
+void kern_fp8_quantize_rows(const float *x, int64_t rows, int64_t cols, uint8_t *q,
+                            float *scale);
+/* w (rows, cols) = e4m3_to_f32(q) x scale[row], each product rounded to
+ * fp32 once. */
+void kern_fp8_dequantize_rows(const uint8_t *q, const float *scale, int64_t rows, int64_t cols,
+                              float *w);
+/* In place, per row (a token of an activation): x = e4m3_to_f32(e4m3(x x
+ * kern_fp8_quant_mul(amax))) x kern_fp8_scale(amax), amax the row's max
+ * |x|: kern_fp8_quantize_n then kern_fp8_dequantize_rows, without the
+ * bytes. x (rows, cols), finite. */
+void kern_fp8_fake_quant_rows(float *x, int64_t rows, int64_t cols);
 
 void kern_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n);
 void kern_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);

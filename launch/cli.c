@@ -26,6 +26,18 @@ int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out) {
   return SP_OK;
 }
 
+int cli_parse_dit_dtype(const char *flag, const char *s, kern_dtype *out) {
+  if (strcmp(s, "fp8") == 0) {
+    *out = KERN_DTYPE_E4M3;
+    return SP_OK;
+  }
+  if (strcmp(s, "bf16") != 0 && strcmp(s, "fp32") != 0) {
+    sp_log_error("%s: '%s' is not bf16, fp32 or fp8", flag, s);
+    return SP_ERR_INPUT;
+  }
+  return cli_parse_dtype(flag, s, out);
+}
+
 int cli_bad_usage(const char *cmd) {
   /* One error line per failure: after a specific error the pointer to
    * --help is a hint; after getopt's own complaint it is the error. */

@@ -23,6 +23,9 @@ void cli_getopt_reset(void);
 
 /* "bf16" or "fp32" (a model file's storage dtype). */
 int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out);
+/* A DiT file's dtype: bf16, fp32, or fp8 (KERN_DTYPE_E4M3: the blocks'
+ * linear weights in e4m3, the rest bf16; MODEL.md "fp8 weights"). */
+int cli_parse_dit_dtype(const char *flag, const char *s, kern_dtype *out);
 
 /* Logs the standard line for an unknown option or a missing argument and
  * returns SP_ERR_INPUT ("run 'staticpipe CMD --help'"). */

@@ -31,6 +31,7 @@
 
 typedef struct bench_opts {
   const char *model, *cond, *device, *dir;
+  const char *precision; /* --precision, NULL: not passed */
   const char *ranks[MAX_LIST], *budgets[MAX_LIST], *fracs[MAX_LIST], *orders[MAX_LIST];
   const char *frames[MAX_LIST], *sizes[MAX_LIST], *devices[MAX_LIST];
   /* nfracs, norders, ndevices: 0 = not passed */
@@ -80,6 +81,8 @@ static void usage(FILE *f) {
           "  -g, --cfg G           guidance (default 5: two micro-batches)\n"
           "  -r, --repeat N        runs of each configuration, 1..%d (default 1)\n"
           "  -d, --device DEV      as for run (default auto)\n"
+          "      --precision P     bf16 or fp8, passed to run as --precision (default: not\n"
+          "                        passed, the model file's)\n"
           "      --extra \"ARGS\"    more words (split on blanks) for every run command line,\n"
           "                        for example \"--attn cudnn\" or \"--mem-trace\" (default\n"
           "                        none; not the flags bench sets itself)\n"
@@ -140,7 +143,7 @@ static int split_words(const char *flag, char *s, char **words, int *n) {
 static int check_extra(char *const *words, int n) {
   static const char *set_long[] = {"model", "cond", "budget", "frames", "size", "steps", "cfg",
                                    "device", "devices", "out", "json", "order", "stream-frac",
-                                   "help"};
+                                   "precision", "help"};
   static const char set_short[] = "mcbfsngdojh";
   for (int i = 0; i < n; i++) {
     const char *w = words[i];
@@ -179,6 +182,10 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
   if (r->devices) {
     av[c++] = "--devices";
     av[c++] = (char *)r->devices;
+  }
+  if (o->precision) {
+    av[c++] = "--precision";
+    av[c++] = (char *)o->precision;
   }
   if (r->frac_arg) {
     av[c++] = "--stream-frac";
@@ -378,7 +385,8 @@ static int run_sweep(const bench_opts *o, const bench_values *v, const bench_top
 }
 
 int cmd_bench(int argc, char **argv) {
-  enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN, O_RANKS, O_DEVICES };
+  enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN, O_RANKS, O_DEVICES,
+         O_PRECISION };
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'}, {"cond", required_argument, 0, 'c'},
       {"ranks", required_argument, 0, O_RANKS}, {"budget", required_argument, 0, 'b'},
@@ -390,6 +398,7 @@ int cmd_bench(int argc, char **argv) {
       {"stream-frac", required_argument, 0, O_STREAM_FRAC},
       {"extra", required_argument, 0, O_EXTRA},
       {"dry-run", no_argument, 0, O_DRY_RUN},
+      {"precision", required_argument, 0, O_PRECISION},
       {"out", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   bench_opts o = {.device = "auto", .steps = "2", .cfg = "5", .repeat = "1"};
@@ -434,6 +443,13 @@ int cmd_bench(int argc, char **argv) {
       break;
     case O_EXTRA: rc = copy_arg("--extra", optarg, xbuf, sizeof xbuf); break;
     case O_DRY_RUN: o.dry_run = 1; break;
+    case O_PRECISION:
+      if (strcmp(optarg, "bf16") != 0 && strcmp(optarg, "fp8") != 0) {
+        sp_log_error("--precision: '%s' is not bf16 or fp8", optarg);
+        return SP_ERR_INPUT;
+      }
+      o.precision = optarg;
+      break;
     case 'o': o.dir = optarg; break;
     case 'h': usage(stdout); return SP_OK;
     default: return cli_bad_usage("bench");

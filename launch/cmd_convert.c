@@ -43,7 +43,11 @@ static void usage(FILE *f) {
           "                      renamed into place, so a failure leaves nothing behind\n"
           "      --dtype T       bf16 (rounded to nearest even) or fp32 (full precision,\n"
           "                      for the CPU reference); default bf16 for a DiT, fp32 for\n"
-          "                      a VAE (73M parameters: 293 MB)\n"
+          "                      a VAE (73M parameters: 293 MB); a DiT also fp8: the\n"
+          "                      blocks' linear weights (self/cross attention q, k, v, o\n"
+          "                      and the FFN's two) in e4m3 with a float32 scale per output\n"
+          "                      channel (amax / 448, round to nearest even, saturating),\n"
+          "                      the rest bf16 (MODEL.md \"fp8 weights\")\n"
           "      --tokenizer PATH the text encoder's spiece.model or tokenizer.json (needed\n"
           "                      unless the checkpoint holds a spiece_model tensor)\n"
           "  -q, --quiet         no progress lines\n"
@@ -51,7 +55,15 @@ static void usage(FILE *f) {
           "\n"
           "Input dtypes F32, F16, BF16 and, for ComfyUI's fp8 checkpoints, F8_E4M3 (with\n"
           "KEY.scale_weight when scaled; F8_E5M2 too for the text encoder): dequantised\n"
-          "to --dtype. Exit 2 for a bad or incomplete checkpoint.\n");
+          "to --dtype; with --dtype fp8 the blocks' F8_E4M3 linear weights keep their\n"
+          "bytes and their scale_weight (or 1) becomes every output channel's scale.\n"
+          "Exit 2 for a bad or incomplete checkpoint.\n");
+}
+
+/* --dtype fp8 for a checkpoint that is not a DiT. */
+static int fp8_refused(const char *what) {
+  sp_log_error("--dtype fp8: only a DiT has fp8 weights; this %s takes bf16 or fp32", what);
+  return SP_ERR_INPUT;
 }
 
 int cmd_convert(int argc, char **argv) {
@@ -86,7 +98,7 @@ int cmd_convert(int argc, char **argv) {
       break;
     }
     case 256:
-      if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
+      if (cli_parse_dit_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       dtype_set = 1;
       break;
     case 'q': quiet = 1; break;
@@ -125,6 +137,7 @@ int cmd_convert(int argc, char **argv) {
   int is_t5 = 0, is_vae = 0;
   int rc = rank_convert_is_t5(argc - optind, argv + optind, &is_t5);
   if (rc != SP_OK) return rc;
+  if (is_t5 && dtype == KERN_DTYPE_E4M3) return fp8_refused("text encoder");
   if (is_t5)
     return rank_convert_t5_run(argc - optind, argv + optind, tokenizer, out, dtype);
   if (tokenizer) {
@@ -133,6 +146,7 @@ int cmd_convert(int argc, char **argv) {
   }
   rc = rank_convert_is_vae(argc - optind, argv + optind, &is_vae);
   if (rc != SP_OK) return rc;
+  if (is_vae && dtype == KERN_DTYPE_E4M3) return fp8_refused("VAE");
   if (is_vae)
     return rank_convert_vae_run(argc - optind, argv + optind, out,
                                 dtype_set ? dtype : KERN_DTYPE_F32);

@@ -18,7 +18,7 @@ enum { OPT_LATENT = JOB_OPT_COUNT, OPT_TIMESTEP, OPT_COND, OPT_OUT, OPT_HELP };
  * attention, profile, verify); its inputs and output are its own. */
 static void forward_table(cli_opts *t) {
   static const int ids[] = {JOB_OPT_MODEL, JOB_OPT_DEVICE, JOB_OPT_ATTN, JOB_OPT_PROFILE,
-                            JOB_OPT_NO_VERIFY};
+                            JOB_OPT_NO_VERIFY, JOB_OPT_PRECISION};
   static const job_option own[] = {
       {OPT_LATENT, "latent", 'l', "FILE", NULL, 0,
        "HDF5 file with dataset 'latent' float32 [16, F, H, W],\n"
@@ -49,7 +49,7 @@ static void usage(const cli_opts *t, FILE *f) {
 
 /* What forward's flags say. */
 typedef struct forward_cli {
-  job_opts job; /* --model, --device, --attn, --profile, --no-verify */
+  job_opts job; /* --model, --device, --attn, --profile, --no-verify, --precision */
   const char *latent_path, *cond_path, *out_path;
   double t;
   int have_t, help;
@@ -116,13 +116,15 @@ int cmd_forward(int argc, char **argv) {
   rc = rank_model_open(model, cl.job.verify, &m);
   if (rc != SP_OK) return rc;
   const wan_config *c = &rank_model_get_info(m)->config;
+  if ((rc = job_precision_check(&cl.job, rank_model_get_info(m))) != SP_OK) goto done;
   if ((rc = job_read_latent(latent_path, "latent", c, NULL, &lat)) != SP_OK) goto done;
   if ((rc = job_read_context(cond_path, "context", c, &ctx)) != SP_OK) goto done;
 
   cfg = (rank_stage_cfg){.first_block = 0, .last_block = (int)c->layers - 1, .embed = 1,
                         .head = 1, .prompts = 1, .lat_f = lat.dims[1], .lat_h = lat.dims[2],
                         .lat_w = lat.dims[3], .device = dev, .cuda_device = 0,
-                        .attn = cl.job.attn, .profile = cl.job.profile, .act_buffers = 1};
+                        .attn = cl.job.attn, .profile = cl.job.profile, .act_buffers = 1,
+                        .fp8 = job_precision_fp8(&cl.job, rank_model_get_info(m))};
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
   int64_t L = rank_stage_tokens(s);

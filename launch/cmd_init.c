@@ -32,7 +32,10 @@ static void usage(FILE *f) {
           "  -p, --preset PRESET the same as --arch\n"
           "      --seed N        generator seed (default 0)\n"
           "      --dtype T       bf16 or fp32 (default bf16 for a DiT and a text encoder,\n"
-          "                      fp32 for a VAE)\n"
+          "                      fp32 for a VAE); a DiT also fp8: the blocks' linear\n"
+          "                      weights quantised to e4m3 per output channel from the\n"
+          "                      bf16 weights (the weights of synth:PRESET:SEED run with\n"
+          "                      --precision fp8), the rest bf16\n"
           "      --tokenizer P   a text encoder's tokenizer (spiece.model or tokenizer.json),\n"
           "                      stored in the file (required for a text encoder: synth:\n"
           "                      weights have none); its pieces must fit the vocabulary\n"
@@ -143,6 +146,38 @@ static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const c
   return rc;
 }
 
+/* The buffers of one tensor at a time (init_dit): the generated values
+ * (bf16 or fp32), and for an fp8 file their fp32 widening and the bytes
+ * the writer quantises them into. */
+typedef struct synth_bufs {
+  void *buf, *tmp;
+  float *wide;
+  size_t cap;
+} synth_bufs;
+
+/* Tensor t of group g, block b, expert e, as synth: generates it, written
+ * in the file's dtype: an fp8 file's (dtype E4M3) from the bf16 weights,
+ * quantised by the writer (rank_model_writer_put_value). */
+static int put_synth(rank_model_writer *w, const wan_config *c, uint64_t seed,
+                     const rank_model_experts *x, int e, wan_group g, int b, const wan_tensor *t,
+                     kern_dtype dtype, synth_bufs *sb) {
+  const int fp8 = dtype == KERN_DTYPE_E4M3;
+  if (t->bytes > sb->cap) {
+    free(sb->buf);
+    free(sb->tmp);
+    free(sb->wide);
+    sb->cap = t->bytes;
+    sb->buf = sp_xmalloc(sb->cap);
+    sb->tmp = fp8 ? sp_xmalloc(sb->cap) : NULL;
+    sb->wide = fp8 ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
+  }
+  rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), g, b, t,
+                    fp8 ? KERN_DTYPE_BF16 : dtype, sb->buf);
+  if (!fp8) return rank_model_writer_put_expert(w, e, g, b, t->name, sb->buf, t->bytes);
+  kern_bf16_to_f32_n(sb->buf, sb->wide, (size_t)t->numel);
+  return rank_model_writer_put_value(w, e, g, b, t->name, sb->wide, sb->tmp);
+}
+
 /* A DiT of config c (with x's experts) with synthetic weights: every
  * tensor from rank_synth_tensor, written block by block with a progress
  * line per block. layers_set: --layers changed the preset's count, so the
@@ -157,33 +192,27 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
   if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
 
-  void *buf = NULL;
-  size_t cap = 0;
+  /* the tables in the generated dtype (an fp8 file's: bf16) */
+  const int fp8 = dtype == KERN_DTYPE_E4M3;
+  const kern_dtype gen = fp8 ? KERN_DTYPE_BF16 : dtype;
+  synth_bufs sb = {0};
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   double total = 0, done = 0;
   for (int g = 0; g < 3; g++) {
     wan_layout l;
-    wan_layout_make(c, (wan_group)g, dtype, &l);
+    wan_layout_make(c, (wan_group)g, gen, &l);
     total += (double)l.data_bytes * (g == WAN_GROUP_BLOCK ? (double)c->layers : 1.0) * x->count;
   }
   for (int e = 0; e < x->count && rc == SP_OK; e++)
   for (int g = 0; g < 3 && rc == SP_OK; g++) {
     wan_layout l;
-    wan_layout_make(c, (wan_group)g, dtype, &l);
+    wan_layout_make(c, (wan_group)g, gen, &l);
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb && rc == SP_OK; b++) {
       for (int i = 0; i < l.count && rc == SP_OK; i++) {
-        const wan_tensor *t = &l.t[i];
-        if (t->bytes > cap) {
-          free(buf);
-          cap = t->bytes;
-          buf = sp_xmalloc(cap);
-        }
-        rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), (wan_group)g, b, t,
-                          dtype, buf);
-        rc = rank_model_writer_put_expert(w, e, (wan_group)g, b, t->name, buf, t->bytes);
-        done += (double)t->bytes;
+        rc = put_synth(w, c, seed, x, e, (wan_group)g, b, &l.t[i], dtype, &sb);
+        done += (double)l.t[i].bytes;
       }
       if (!quiet && (g == WAN_GROUP_BLOCK)) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -194,11 +223,14 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
       }
     }
   }
-  free(buf);
+  free(sb.buf);
+  free(sb.tmp);
+  free(sb.wide);
   if (rc != SP_OK) goto fail;
   rc = rank_model_writer_commit(w);
   if (rc == SP_OK && !quiet) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
-                                         kern_dtype_name(dtype), (unsigned long long)seed);
+                                         fp8 ? "fp8" : kern_dtype_name(dtype),
+                                         (unsigned long long)seed);
   return rc;
 fail:
   rank_model_writer_abort(w);
@@ -233,7 +265,7 @@ int cmd_init(int argc, char **argv) {
       if (job_parse_uint64("--seed", optarg, &seed)) return SP_ERR_INPUT;
       break;
     case OPT_DTYPE:
-      if (cli_parse_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
+      if (cli_parse_dit_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
       dtype_set = 1;
       break;
     case OPT_LAYERS:
@@ -257,6 +289,11 @@ int cmd_init(int argc, char **argv) {
   rank_path_arg in[1] = {{"--tokenizer", tokenizer}};
   if (rank_path_check_output("--out", out, in, 1) != SP_OK) return SP_ERR_INPUT;
   umt5_config tc;
+  wan_vae_config vc;
+  if (dtype == KERN_DTYPE_E4M3 && (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0)) {
+    sp_log_error("--dtype fp8: only a DiT has fp8 weights; %s takes bf16 or fp32", arch);
+    return SP_ERR_INPUT;
+  }
   if (t5_preset(arch, &tc) == 0) {
     if (layers) {
       sp_log_error("--layers: %s is a text encoder: the preset fixes its layers", arch);
@@ -270,7 +307,6 @@ int cmd_init(int argc, char **argv) {
     sp_log_error("--tokenizer: %s is not a text encoder (%s are)", arch, t5_preset_names());
     return SP_ERR_INPUT;
   }
-  wan_vae_config vc;
   if (vae_preset(arch, &vc) == 0) {
     if (layers) {
       sp_log_error("--layers: %s is a VAE decoder, which has no blocks to count", arch);

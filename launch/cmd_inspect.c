@@ -19,6 +19,9 @@ static void usage(FILE *f) {
           "\n"
           "Prints a model's arch, config, blocks, bytes per block, embeddings, head, total,\n"
           "dtype and checksum. Reads metadata only: no weights are read or generated.\n"
+          "A DiT's dtype is bf16, fp32 or fp8 (the blocks' linear weights e4m3 with a scale\n"
+          "per output channel, the rest bf16; its block bytes count the scales; --verify\n"
+          "also checks every scale is finite and positive).\n"
           "MODEL is a model file or synth:PRESET[:SEED]; a VAE decoder (a file made by\n"
           "convert or init, or synth:wan2.1-vae, synth:wan2.1-vae-tiny) is shown with its\n"
           "config, widths per level, tensors, parameters, bytes, dtype and checksum; a\n"
@@ -104,8 +107,9 @@ static int verify_all(rank_model *m) {
       for (int b = 0; b < nb && rc == SP_OK; b++) {
         rc = rank_model_read_expert_group(m, e, (wan_group)g, b, buf, cap, &bytes);
         if (rc == SP_OK)
-          rc = check_group_finite(rank_model_layout(m, (wan_group)g), in->dtype, (wan_group)g, b,
-                                  buf, in->source);
+          rc = check_group_finite(rank_model_layout(m, (wan_group)g),
+                                  rank_model_group_dtype(m, (wan_group)g), (wan_group)g, b, buf,
+                                  in->source);
       }
     }
   }
@@ -346,7 +350,7 @@ int cmd_inspect(int argc, char **argv) {
   }
   const rank_model_info *in = rank_model_get_info(m);
   const wan_config *c = &in->config;
-  size_t block = rank_model_layout(m, WAN_GROUP_BLOCK)->data_bytes;
+  size_t block = (size_t)rank_model_block_file_bytes(m);
   size_t embed = rank_model_layout(m, WAN_GROUP_EMBED)->data_bytes;
   size_t head = rank_model_layout(m, WAN_GROUP_HEAD)->data_bytes;
   const rank_model_experts *x = &in->experts;
@@ -359,7 +363,7 @@ int cmd_inspect(int argc, char **argv) {
     json_object_object_add(o, "arch", json_object_new_string(in->arch));
     json_object_object_add(o, "preset", json_object_new_string(in->preset));
     json_object_object_add(o, "synthetic", json_object_new_boolean(in->synthetic));
-    json_object_object_add(o, "dtype", json_object_new_string(kern_dtype_name(in->dtype)));
+    json_object_object_add(o, "dtype", json_object_new_string(rank_model_dtype_name(in)));
     json_object_object_add(o, "config", config_json(c));
     json_object_object_add(o, "num_blocks", json_object_new_int64(c->layers));
     json_object_object_add(o, "block_params", json_object_new_int64(wan_block_params(c)));
@@ -387,7 +391,9 @@ int cmd_inspect(int argc, char **argv) {
   } else {
     printf("model      %s\n", in->source);
     printf("arch       %s%s%s\n", in->arch, in->preset[0] ? ", preset " : "", in->preset);
-    printf("dtype      %s\n", kern_dtype_name(in->dtype));
+    printf("dtype      %s%s\n", rank_model_dtype_name(in),
+           in->fp8 ? " (the blocks' linear weights e4m3 with a float32 scale per output "
+                     "channel, every other tensor bf16)" : "");
     printf("config     dim %lld, ffn_dim %lld, heads %lld x %lld, layers %lld, in/out %lld/%lld,\n"
            "           patch (%lld,%lld,%lld), text_len %lld, text_dim %lld, freq_dim %lld, eps %g\n",
            (long long)c->dim, (long long)c->ffn_dim, (long long)c->heads,

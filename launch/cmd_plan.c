@@ -48,7 +48,7 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
   static const int ids[] = {JOB_OPT_MODEL,       JOB_OPT_FRAMES,     JOB_OPT_SIZE,
                             JOB_OPT_BUDGET,      JOB_OPT_CFG,        JOB_OPT_ORDER,
                             JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS, JOB_OPT_VAE,
-                            JOB_OPT_VAE_PRECISION, JOB_OPT_T5};
+                            JOB_OPT_VAE_PRECISION, JOB_OPT_T5, JOB_OPT_PRECISION};
   plan_options po;
   plan_options_default(&po);
   snprintf(d->tflops, sizeof d->tflops, "%.0f", po.gpu_tflops);
@@ -418,9 +418,11 @@ static void print_header(const plan_cli *cl, const rank_model_info *info, const 
   const long long frames = wl->frames, height = wl->height, width = wl->width, batch = cl->batch;
   uint64_t blocks = 0;
   for (int i = 0; i < pm->num_blocks; i++) blocks += bb[i];
+  const int fp8 = job_precision_fp8(&cl->job, info) && dtype_bytes == 2;
   printf("# model %s: %d blocks, %.2f GB of blocks + %.2f GB embeddings/head (%s on the GPU)\n",
          model, pm->num_blocks, blocks / GIB, (pm->embed_bytes + pm->head_bytes) / GIB,
-         dtype_bytes == 2 ? "bf16" : "fp32");
+         fp8 ? "blocks' linear weights fp8 e4m3 with their scales, the rest bf16"
+             : dtype_bytes == 2 ? "bf16" : "fp32");
   if (info->experts.count > 1)
     printf("# 2 experts (high and low noise): the sizes count both; each rank holds both "
            "experts' blocks of its range (resident), or one device copy swapped at the switch "
@@ -521,7 +523,7 @@ int cmd_plan(int argc, char **argv) {
   }
   uint64_t *bb = sp_xcalloc((size_t)info->config.layers, sizeof *bb);
   plan_model pm;
-  rank_model_plan_sizes(m, dtype_bytes, bb, &pm);
+  rank_model_plan_sizes(m, dtype_bytes, job_precision_fp8(&cl.job, info), bb, &pm);
   plan_workload wl = job_workload(&cl.job.job, &info->config, (int)batch);
   if (cl.job.vae) { /* run --video: the CUDA decoder on the last rank */
     vae_model *vae = NULL;

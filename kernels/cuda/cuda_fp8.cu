@@ -1,5 +1,5 @@
-/* fp8 e4m3 tensors on the GPU (kern_cuda.h): the per-tensor quantiser and
- * the widening back to bf16. The scale formula and the rounding are
+/* fp8 e4m3 tensors on the GPU (kern_cuda.h): the per-tensor and per-row
+ * quantisers and the widening back to bf16. The scale formula and the rounding are
  * kern_dtype.h's, so the CPU quantiser (kern_fp8_quantize_n) gives the
  * same bytes: one multiply x * (448 / amax) in fp32, then the hardware's
  * round-to-nearest-even saturating conversion (__NV_SATFINITE).
@@ -78,6 +78,53 @@ extern "C" void kern_cuda_quantize_fp8(const void *x, kern_dtype x_dtype, int64_
     f8_quant_launch((const __nv_bfloat16 *)x, n, q, scale, amax, stream);
   else
     sp_fatal("quantize_fp8: dtype %d is not fp32 or bf16", (int)x_dtype);
+}
+
+/* Per row: one block a row (rows strided over the grid), max |x| of the row
+ * reduced in the block (a max is exact in any order), then the row scaled
+ * and converted; thread 0 writes the row's scale. */
+template <typename T>
+__global__ void f8_rows_kernel(const T *x, int64_t rows, int64_t cols, uint8_t *q,
+                               float *scale) {
+  __shared__ float part[F8_THREADS / 32];
+  __shared__ float row_amax;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    float m = 0.0f;
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, fabsf(f8_load(xr, i)));
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < F8_THREADS / 32; w++) m = fmaxf(m, part[w]);
+      row_amax = m;
+      scale[r] = kern_fp8_scale(m);
+    }
+    __syncthreads();
+    const float mul = kern_fp8_quant_mul(row_amax);
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+      q[r * cols + i] =
+          (uint8_t)__nv_cvt_float_to_fp8(f8_load(xr, i) * mul, __NV_SATFINITE, __NV_E4M3);
+    __syncthreads(); /* part and row_amax are the next row's */
+  }
+}
+
+extern "C" void kern_cuda_quantize_fp8_rows(const void *x, kern_dtype x_dtype, int64_t rows,
+                                            int64_t cols, uint8_t *q, float *scale,
+                                            cudaStream_t stream) {
+  if (rows < 1 || cols < 1 || !x || !q || !scale)
+    sp_fatal("quantize_fp8_rows: %lld x %lld, x %p, q %p, scale %p: need a row, a column and "
+             "every pointer",
+             (long long)rows, (long long)cols, x, (void *)q, (void *)scale);
+  const unsigned blocks = (unsigned)(rows < F8_MAX_BLOCKS ? rows : F8_MAX_BLOCKS);
+  if (x_dtype == KERN_DTYPE_F32)
+    f8_rows_kernel<<<blocks, F8_THREADS, 0, stream>>>((const float *)x, rows, cols, q, scale);
+  else if (x_dtype == KERN_DTYPE_BF16)
+    f8_rows_kernel<<<blocks, F8_THREADS, 0, stream>>>((const __nv_bfloat16 *)x, rows, cols, q,
+                                                      scale);
+  else
+    sp_fatal("quantize_fp8_rows: dtype %d is not fp32 or bf16", (int)x_dtype);
+  CUDA_LAUNCH_CHECK();
 }
 
 __global__ void f8_to_bf16_kernel(const uint8_t *q, const float *scale, __nv_bfloat16 *y,

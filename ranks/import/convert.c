@@ -263,7 +263,7 @@ static void convert_elems(rank_st_dtype sd, const unsigned char *src, float scal
     if (sd == RANK_ST_F32) {
       memcpy(&f, src + 4 * i, 4);
     } else if (sd == RANK_ST_F8_E4M3) {
-      f = rank_convert_e4m3fn_to_f32(src[i]) * scale;
+      f = kern_fp8_e4m3_to_f32(src[i]) * scale;
     } else {
       memcpy(&h, src + 2 * i, 2);
       f = sd == RANK_ST_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
@@ -295,8 +295,10 @@ static size_t first_nonfinite(kern_dtype od, const unsigned char *p, size_t n) {
   return n;
 }
 
-static int copy_tensor(rank_model_writer *w, int e, const src_tensor *s, const wan_tensor *wt,
-                       kern_dtype od, unsigned char *chunk, unsigned char *out, progress *pr) {
+/* Reads tensor s converted to od (F32 or BF16) into out, refusing a
+ * non-finite value (logged). */
+static int read_converted(const src_tensor *s, const wan_tensor *wt, kern_dtype od,
+                          unsigned char *chunk, unsigned char *out, progress *pr) {
   size_t esz = rank_st_dtype_size(s->t->dtype), per = CHUNK_BYTES / esz;
   size_t n = (size_t)wt->numel, done = 0, osz = kern_dtype_size(od);
   while (done < n) {
@@ -325,8 +327,60 @@ static int copy_tensor(rank_model_writer *w, int e, const src_tensor *s, const w
     pr->done += k * esz;
     progress_tick(pr, 0);
   }
+  return SP_OK;
+}
+
+static int copy_tensor(rank_model_writer *w, int e, const src_tensor *s, const wan_tensor *wt,
+                       kern_dtype od, unsigned char *chunk, unsigned char *out, progress *pr) {
+  int rc = read_converted(s, wt, od, chunk, out, pr);
+  if (rc != SP_OK) return rc;
   return rank_model_writer_put_expert(w, e, s->g, s->block, s->name, out,
-                                      n * kern_dtype_size(od));
+                                      (size_t)wt->numel * kern_dtype_size(od));
+}
+
+/* An F8_E4M3 tensor's bytes as they are into q, refusing the NaN
+ * pattern (logged). */
+static int read_e4m3(const src_tensor *s, const wan_tensor *wt, uint8_t *q, progress *pr) {
+  const size_t n = (size_t)wt->numel;
+  for (size_t done = 0; done < n;) {
+    const size_t k = n - done < CHUNK_BYTES ? n - done : CHUNK_BYTES;
+    int rc = rank_st_read(s->file, s->t, (uint64_t)done, q + done, k);
+    if (rc != SP_OK) return rc;
+    for (size_t i = done; i < done + k; i++)
+      if ((q[i] & 0x7fu) == 0x7fu) {
+        sp_log_error("%s: tensor '%s': element %zu is NaN; a checkpoint with non-finite weights "
+                     "is not converted", s->file->path, s->t->name, i);
+        return SP_ERR_INPUT;
+      }
+    done += k;
+    pr->done += k;
+    progress_tick(pr, 0);
+  }
+  return SP_OK;
+}
+
+/* A linear weight of an fp8 file (MODEL.md "fp8 weights"): an F8_E4M3
+ * source keeps its bytes, its scale_weight (or 1) the scale of every
+ * output channel; any other is read in fp32 and quantised per output
+ * channel (rank_model_writer_put_value). out: room for the tensor in fp32;
+ * tmp: in e4m3. */
+static int copy_fp8(rank_model_writer *w, int e, const src_tensor *s, const wan_tensor *wt,
+                    unsigned char *chunk, unsigned char *out, uint8_t *tmp, progress *pr) {
+  int rc;
+  if (s->t->dtype != RANK_ST_F8_E4M3) {
+    if ((rc = read_converted(s, wt, KERN_DTYPE_F32, chunk, out, pr)) != SP_OK) return rc;
+    return rank_model_writer_put_value(w, e, s->g, s->block, s->name, (const float *)out, tmp);
+  }
+  if (!(s->scale > 0.0f)) {
+    sp_log_error("%s: tensor '%s': its scale_weight is %g; kept in fp8 it would be the scale of "
+                 "every output channel, which must be positive (--dtype bf16 dequantises it)",
+                 s->file->path, s->t->name, (double)s->scale);
+    return SP_ERR_INPUT;
+  }
+  if ((rc = read_e4m3(s, wt, tmp, pr)) != SP_OK) return rc;
+  float *scale = (float *)out;
+  for (int64_t o = 0; o < wt->shape[0]; o++) scale[o] = s->scale;
+  return rank_model_writer_put_fp8(w, e, s->block, s->name, tmp, scale);
 }
 
 /* Metadata keys become root attributes "meta.KEY" (the writer adds the
@@ -364,8 +418,10 @@ static void source_free(source *src) {
   memset(src, 0, sizeof *src);
 }
 
-/* Bytes of the checkpoint's tensors, and the largest output tensor. */
+/* Bytes of the checkpoint's tensors, and the largest output tensor (an
+ * fp8 file's in fp32: its linear weights are quantised from fp32). */
 static void source_sizes(const source *src, kern_dtype od, uint64_t *total, size_t *maxb) {
+  if (od == KERN_DTYPE_E4M3) od = KERN_DTYPE_F32;
   const checkpoint *ck = &src->ck;
   const wan_config *c = &ck->config;
   for (int g = 0; g < 3; g++) {
@@ -381,9 +437,12 @@ static void source_sizes(const source *src, kern_dtype od, uint64_t *total, size
   }
 }
 
-/* Every tensor of src as expert e of the writer's model. */
+/* Every tensor of src as expert e of the writer's model (od E4M3: an fp8
+ * file, its linear weights through copy_fp8, the rest bf16). tmp: room
+ * for the largest tensor in e4m3 (an fp8 file only). */
 static int write_expert(rank_model_writer *w, int e, const source *src, kern_dtype od,
-                        unsigned char *chunk, unsigned char *out, progress *pr) {
+                        unsigned char *chunk, unsigned char *out, uint8_t *tmp, progress *pr) {
+  const kern_dtype rest = od == KERN_DTYPE_E4M3 ? KERN_DTYPE_BF16 : od;
   const checkpoint *ck = &src->ck;
   const wan_config *c = &ck->config;
   int rc = write_metadata(w, src->f, src->nf);
@@ -392,7 +451,10 @@ static int write_expert(rank_model_writer *w, int e, const source *src, kern_dty
     for (int b = 0; b < nb && rc == SP_OK; b++) {
       for (int t = 0; t < ck->layout[g].count && rc == SP_OK; t++) {
         const src_tensor *s = &ck->src[ck->slot[slot_base(ck, (wan_group)g, b) + t]];
-        rc = copy_tensor(w, e, s, &ck->layout[g].t[t], od, chunk, out, pr);
+        const wan_tensor *wt = &ck->layout[g].t[t];
+        rc = rank_model_writer_is_fp8(w, (wan_group)g, wt->name)
+                 ? copy_fp8(w, e, s, wt, chunk, out, tmp, pr)
+                 : copy_tensor(w, e, s, wt, rest, chunk, out, pr);
       }
     }
   }
@@ -413,9 +475,12 @@ static int write_model(const source *srcs, int n, const char *out_path, kern_dty
   if (rc != SP_OK) return rc;
   unsigned char *chunk = sp_xmalloc(CHUNK_BYTES);
   unsigned char *out = sp_xmalloc(maxb ? maxb : 1);
-  for (int e = 0; e < n && rc == SP_OK; e++) rc = write_expert(w, e, &srcs[e], od, chunk, out, &pr);
+  uint8_t *tmp = od == KERN_DTYPE_E4M3 ? sp_xmalloc(maxb / sizeof(float) + 1) : NULL;
+  for (int e = 0; e < n && rc == SP_OK; e++)
+    rc = write_expert(w, e, &srcs[e], od, chunk, out, tmp, &pr);
   free(chunk);
   free(out);
+  free(tmp);
   if (rc != SP_OK) {
     rank_model_writer_abort(w);
     return rc;
@@ -424,7 +489,7 @@ static int write_model(const source *srcs, int n, const char *out_path, kern_dty
   if (rc == SP_OK) {
     progress_tick(&pr, 1);
     sp_log_info("convert: wrote %s (%s%s, %s)", out_path, preset ? preset : "custom config",
-                n > 1 ? ", two experts" : "", kern_dtype_name(od));
+                n > 1 ? ", two experts" : "", od == KERN_DTYPE_E4M3 ? "fp8" : kern_dtype_name(od));
   }
   return rc;
 }
@@ -495,7 +560,11 @@ static int prepare(int ninputs, char *const *inputs_arg, const char *out_path, k
     nfp8 += st->t->dtype == RANK_ST_F8_E4M3;
     nscaled += st->t->dtype == RANK_ST_F8_E4M3 && st->scale != 1.0f;
   }
-  if (nfp8)
+  if (nfp8 && od == KERN_DTYPE_E4M3)
+    sp_log_info("convert: %d fp8 (e4m3fn) tensors, %d of them with a scale_weight other than 1: "
+                "the blocks' linear weights kept in fp8 (bytes unchanged, the scale_weight the "
+                "scale of every output channel), any other dequantised to bf16", nfp8, nscaled);
+  else if (nfp8)
     sp_log_info("convert: %d fp8 (e4m3fn) tensors dequantised to %s, %d of them scaled by a "
                 "scale_weight other than 1", nfp8, kern_dtype_name(od), nscaled);
   if (p.count > 0) {

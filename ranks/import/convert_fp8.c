@@ -1,27 +1,14 @@
 /* fp8 checkpoints as ComfyUI distributes them (see convert_impl.h):
  * "fp8_e4m3fn" weights stored as F8_E4M3, and "fp8_e4m3fn_scaled" ones
  * with a float scale per weight tensor (KEY.scale_weight beside
- * KEY.weight), dequantised at convert time to value x scale. */
+ * KEY.weight), dequantised at convert time to value x scale, or kept in
+ * fp8 with --dtype fp8 (convert.c, copy_fp8). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "convert_impl.h"
 #include "log.h"
-
-/* float8 e4m3fn (the OCP FP8 E4M3 format): 1 sign bit, 4 exponent bits of
- * bias 7, 3 mantissa bits; exponent 0 is subnormal (m/8 x 2^-6); no
- * infinities; S.1111.111 is NaN. Every value is exact in float32. */
-float rank_convert_e4m3fn_to_f32(uint8_t b) {
-  int sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
-  float v;
-  if (e == 15 && m == 7) return NAN;
-  if (e == 0)
-    v = ldexpf((float)m, -9); /* m/8 x 2^-6 */
-  else
-    v = ldexpf((float)(8 + m), e - 10); /* (1 + m/8) x 2^(e-7) */
-  return sign ? -v : v;
-}
 
 static int ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), k = strlen(tail);

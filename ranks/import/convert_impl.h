@@ -52,11 +52,10 @@ void rank_convert_check_index(const inputs *in, rank_st_file *const *f, int nf, 
  * ComfyUI's fp8_e4m3fn checkpoints store weights as F8_E4M3; its
  * fp8_e4m3fn_scaled ones add KEY.scale_weight, one float, beside each
  * KEY.weight, and the marker tensor scaled_fp8. A weight's value is
- * e4m3fn(byte) x scale, the product rounded once to float32 (then to bf16,
- * nearest even, for --dtype bf16). */
-
-/* The value of a float8 e4m3fn byte (exact; S.1111.111 is NaN). */
-float rank_convert_e4m3fn_to_f32(uint8_t b);
+ * e4m3fn(byte) x scale (kern_fp8_e4m3_to_f32), the product rounded once to
+ * float32 (then to bf16, nearest even, for --dtype bf16); with --dtype fp8
+ * a block's linear weight keeps its bytes instead (MODEL.md "fp8
+ * weights"). */
 /* 1 when key is an fp8 format's helper tensor (KEY.scale_weight,
  * KEY.scale_input, scaled_fp8), which maps to no model tensor. */
 int rank_convert_fp8_aux(const char *key);

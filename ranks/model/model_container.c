@@ -108,11 +108,14 @@ int rank_container_read_root(hid_t file, const char *path, const char *want_arch
       sp_log_error("%s: root attribute arch is missing or not \"%s\"", path, want_arch);
     return SP_ERR_INPUT;
   }
+  const int dit = strcmp(want_arch, WAN_ARCH) == 0;
   if (rank_h5_attr_read_str(file, "dtype", s, sizeof s) != 0 ||
-      (strcmp(s, "bf16") != 0 && strcmp(s, "fp32") != 0)) {
-    sp_log_error("%s: root attribute dtype is missing or not \"bf16\"/\"fp32\"", path);
+      (strcmp(s, "bf16") != 0 && strcmp(s, "fp32") != 0 && !(dit && strcmp(s, "fp8") == 0))) {
+    sp_log_error("%s: root attribute dtype is missing or not \"bf16\"/\"fp32\"%s", path,
+                 dit ? "/\"fp8\"" : "");
     return SP_ERR_INPUT;
   }
+  out->fp8 = strcmp(s, "fp8") == 0;
   out->dtype = strcmp(s, "fp32") == 0 ? KERN_DTYPE_F32 : KERN_DTYPE_BF16;
   if (rank_h5_attr_read_str(file, "preset", out->preset, sizeof out->preset) != 0)
     out->preset[0] = 0;
@@ -251,9 +254,12 @@ int rank_container_check_dataset(hid_t file, const char *path, const char *ds, k
     why = "cannot read its dtype";
     goto fail;
   }
-  int bf16 = dtype == KERN_DTYPE_BF16;
-  int type_ok = bf16 ? (H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 2 &&
-                        H5Tget_sign(type) == H5T_SGN_NONE && H5Tget_order(type) == H5T_ORDER_LE)
+  /* bf16 and e4m3 are stored as unsigned integers of their width */
+  const int f32 = dtype == KERN_DTYPE_F32;
+  const size_t width = kern_dtype_size(dtype);
+  int type_ok = !f32 ? (H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == width &&
+                        (width == 1 || H5Tget_order(type) == H5T_ORDER_LE) &&
+                        H5Tget_sign(type) == H5T_SGN_NONE)
                      : (H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 4 &&
                         H5Tget_order(type) == H5T_ORDER_LE);
   char dt[32] = "";
@@ -275,7 +281,8 @@ int rank_container_check_dataset(hid_t file, const char *path, const char *ds, k
              "dtype is not %s (expected %s data and attribute dtype = \"%s\"; found %s%s data "
              "and attribute dtype = \"%s\")",
              kern_dtype_name(dtype),
-             bf16 ? "16-bit unsigned little-endian" : "32-bit float little-endian",
+             f32 ? "32-bit float little-endian"
+                 : width == 1 ? "8-bit unsigned" : "16-bit unsigned little-endian",
              kern_dtype_name(dtype), stored,
              H5Tget_order(type) == H5T_ORDER_BE ? " big-endian" : "", dt);
     why = whybuf;
@@ -441,7 +448,8 @@ int rank_container_write_root(hid_t file, const char *arch, const char *preset, 
                                   &version, 1) == 0 &&
            rank_h5_attr_write_str(file, "arch", arch) == 0 &&
            rank_h5_attr_write_str(file, "preset", preset ? preset : "") == 0 &&
-           rank_h5_attr_write_str(file, "dtype", kern_dtype_name(dtype)) == 0;
+           rank_h5_attr_write_str(file, "dtype",
+                                  dtype == KERN_DTYPE_E4M3 ? "fp8" : kern_dtype_name(dtype)) == 0;
   return ok ? 0 : -1;
 }
 
@@ -458,9 +466,12 @@ int rank_container_write_dataset(hid_t file, const char *ds, kern_dtype dtype, i
   hsize_t dims[8];
   if (ndim < 0 || ndim > 8) return -1;
   for (int k = 0; k < ndim; k++) dims[k] = (hsize_t)shape[k];
-  int bf16 = dtype == KERN_DTYPE_BF16;
-  hid_t ftype = bf16 ? H5T_STD_U16LE : H5T_IEEE_F32LE;
-  hid_t mtype = bf16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
+  hid_t ftype = dtype == KERN_DTYPE_BF16   ? H5T_STD_U16LE
+                : dtype == KERN_DTYPE_E4M3 ? H5T_STD_U8LE
+                                           : H5T_IEEE_F32LE;
+  hid_t mtype = dtype == KERN_DTYPE_BF16   ? H5T_NATIVE_UINT16
+                : dtype == KERN_DTYPE_E4M3 ? H5T_NATIVE_UINT8
+                                           : H5T_NATIVE_FLOAT;
   hid_t s = -1, dcpl = -1, d = -1;
   int ok = (s = H5Screate_simple(ndim, dims, NULL)) >= 0 &&
            (dcpl = H5Pcreate(H5P_DATASET_CREATE)) >= 0 &&

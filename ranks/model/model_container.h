@@ -23,7 +23,8 @@
 /* The root attributes every model file has, besides its config. */
 typedef struct rank_container_root {
   char arch[32];
-  kern_dtype dtype;
+  kern_dtype dtype;  /* of every tensor but an fp8 file's e4m3 ones */
+  int fp8;           /* root dtype "fp8" (a DiT only: MODEL.md "fp8 weights") */
   char preset[64];   /* "" when absent */
   char checksum[96]; /* the stored model checksum */
 } rank_container_root;
@@ -40,7 +41,8 @@ int rank_container_open_fd(const char *path, int *fd);
 /* Checks format and format_version, and that arch is want_arch: a file of
  * another known arch is refused with one line naming both ("X is a
  * wan2.1-vae model (a VAE decoder); this command needs a wan2.1-t2v DiT").
- * Reads dtype ("bf16"|"fp32"), preset and checksum into out. */
+ * Reads dtype ("bf16"|"fp32", and for want_arch WAN_ARCH "fp8": bf16 with
+ * the blocks' linear weights in e4m3), preset and checksum into out. */
 int rank_container_read_root(hid_t file, const char *path, const char *want_arch,
                              rank_container_root *out);
 
@@ -52,7 +54,8 @@ int rank_container_check_members(hid_t file, const char *path, const char *group
                                  const char *const *names, int count);
 
 /* One dataset ds (a full path): present, a dataset, contiguous, unfiltered,
- * data inside the file, dtype (type and attribute) as given, shape and
+ * data inside the file, dtype (type and attribute) as given (E4M3: 8-bit
+ * unsigned integers, attribute "fp8_e4m3"), shape and
  * storage size as given, a checksum attribute. Fills its data's byte
  * offset and its stored CRC. */
 int rank_container_check_dataset(hid_t file, const char *path, const char *ds, kern_dtype dtype,
@@ -95,7 +98,8 @@ int rank_container_checksum_check(const char *path, const char *stored, uint32_t
 
 /* ---- writing --------------------------------------------------------- */
 
-/* format, format_version, arch, preset and dtype on the root of file.
+/* format, format_version, arch, preset and dtype on the root of file
+ * (KERN_DTYPE_E4M3: "fp8").
  * Returns 0 or -1 (the caller logs). */
 int rank_container_write_root(hid_t file, const char *arch, const char *preset, kern_dtype dtype);
 /* A string attribute "meta.KEY" (foreign metadata is namespaced so it can

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include "model_file_impl.h"
 #include "log.h"
 #include "synth.h"
+#include "wan_weights.h"
 
 typedef struct ds_loc {
   uint64_t offset; /* byte offset of the dataset's data in the file */
@@ -32,7 +34,12 @@ typedef struct ds_loc {
 
 struct rank_model {
   rank_model_info info;
-  wan_layout layout[3];
+  wan_layout layout[3]; /* as read_group delivers them */
+  /* The block datasets in the file: layout[block] in the file's dtype, or
+   * for an fp8 file the bf16 layout, whose linear weights are e4m3 in the
+   * file (file_dtype), each with its scale at slot count + its place
+   * (wan_block_linear_of). */
+  wan_layout file_block;
   int fd;       /* -1 for synth: */
   int verify;
   ds_loc *locs; /* per group instance and tensor: embed, blocks..., head */
@@ -253,6 +260,7 @@ static int read_root(check_ctx *x, rank_model *m) {
   if (rc != SP_OK) return rc;
   snprintf(in->arch, sizeof in->arch, "%s", root.arch);
   in->dtype = root.dtype;
+  in->fp8 = root.fp8;
   snprintf(in->preset, sizeof in->preset, "%s", root.preset);
   snprintf(in->checksum, sizeof in->checksum, "%s", root.checksum);
   wan_config *c = &in->config;
@@ -285,20 +293,56 @@ static int read_root(check_ctx *x, rank_model *m) {
   return read_experts(x, &in->experts);
 }
 
-/* One dataset against its table entry (model_container.h). */
-static int check_dataset(check_ctx *x, rank_model *m, int e, wan_group g, int block,
-                         const wan_tensor *t, ds_loc *loc) {
-  char path[256];
-  rank_model_expert_path(m->info.experts.count, e, g, block, t->name, path, sizeof path);
-  return rank_container_check_dataset(x->file, x->path, path, m->info.dtype, t->ndim, t->shape,
-                                      t->bytes, &loc->offset, &loc->crc);
+/* The datasets of group g in the file (shapes; bytes in file_dtype). */
+static const wan_layout *file_layout(const rank_model *m, wan_group g) {
+  return g == WAN_GROUP_BLOCK ? &m->file_block : &m->layout[g];
 }
 
-/* The group holds exactly the layout's tensors. */
-static int check_no_extra(check_ctx *x, const char *group, const wan_layout *l) {
+/* The dtype of tensor i of group g in the file. */
+static kern_dtype file_dtype(const rank_model *m, wan_group g, int i) {
+  return m->info.fp8 && g == WAN_GROUP_BLOCK && wan_block_linear_of(i) >= 0 ? KERN_DTYPE_E4M3
+                                                                           : m->info.dtype;
+}
+
+/* The name of the scale dataset of tensor name, into buf. */
+static void scale_name(const char *name, char *buf, size_t n) {
+  snprintf(buf, n, "%s%s", name, WAN_FP8_SCALE_SUFFIX);
+}
+
+/* One dataset against its table entry (model_container.h); an fp8 file's
+ * linear weight then its scale [out] fp32 (at slot count + its place). */
+static int check_dataset(check_ctx *x, rank_model *m, int e, wan_group g, int block, int i,
+                         ds_loc *locs) {
+  const wan_tensor *t = &file_layout(m, g)->t[i];
+  const kern_dtype dt = file_dtype(m, g, i);
+  char path[256], sname[96];
+  rank_model_expert_path(m->info.experts.count, e, g, block, t->name, path, sizeof path);
+  int rc = rank_container_check_dataset(x->file, x->path, path, dt, t->ndim, t->shape,
+                                        (size_t)t->numel * kern_dtype_size(dt), &locs[i].offset,
+                                        &locs[i].crc);
+  if (rc != SP_OK || dt != KERN_DTYPE_E4M3) return rc;
+  scale_name(t->name, sname, sizeof sname);
+  rank_model_expert_path(m->info.experts.count, e, g, block, sname, path, sizeof path);
+  ds_loc *sl = &locs[file_layout(m, g)->count + wan_block_linear_of(i)];
+  return rank_container_check_dataset(x->file, x->path, path, KERN_DTYPE_F32, 1, t->shape,
+                                      (size_t)t->shape[0] * sizeof(float), &sl->offset, &sl->crc);
+}
+
+/* The group holds exactly the layout's tensors (and an fp8 file's block
+ * its scales). */
+static int check_no_extra(check_ctx *x, const rank_model *m, const char *group, wan_group g) {
+  const wan_layout *l = file_layout(m, g);
   const char *names[WAN_MAX_TENSORS];
-  for (int i = 0; i < l->count; i++) names[i] = l->t[i].name;
-  return rank_container_check_members(x->file, x->path, group, names, l->count);
+  char scales[WAN_BLOCK_LINEAR_COUNT][96];
+  int n = 0;
+  for (int i = 0; i < l->count; i++) {
+    names[n++] = l->t[i].name;
+    if (file_dtype(m, g, i) != KERN_DTYPE_E4M3) continue;
+    char *sn = scales[wan_block_linear_of(i)];
+    scale_name(l->t[i].name, sn, sizeof scales[0]);
+    names[n++] = sn;
+  }
+  return rank_container_check_members(x->file, x->path, group, names, n);
 }
 
 /* Every group and dataset of expert e (under pre: "" or "/experts/high"). */
@@ -308,9 +352,9 @@ static int check_expert(check_ctx *x, rank_model *m, int e, const char *pre, uin
   char gname[96];
   int rc;
   snprintf(gname, sizeof gname, "%s/embed", pre);
-  if ((rc = check_no_extra(x, gname, &m->layout[WAN_GROUP_EMBED])) != SP_OK) return rc;
+  if ((rc = check_no_extra(x, m, gname, WAN_GROUP_EMBED)) != SP_OK) return rc;
   snprintf(gname, sizeof gname, "%s/head", pre);
-  if ((rc = check_no_extra(x, gname, &m->layout[WAN_GROUP_HEAD])) != SP_OK) return rc;
+  if ((rc = check_no_extra(x, m, gname, WAN_GROUP_HEAD)) != SP_OK) return rc;
   snprintf(gname, sizeof gname, "%s/blocks", pre);
   hid_t blocks = H5Gopen2(x->file, gname, H5P_DEFAULT);
   H5G_info_t bi;
@@ -327,17 +371,18 @@ static int check_expert(check_ctx *x, rank_model *m, int e, const char *pre, uin
   }
   for (int b = 0; b < (int)c->layers; b++) {
     snprintf(gname, sizeof gname, "%s/blocks/%04d", pre, b);
-    if ((rc = check_no_extra(x, gname, &m->layout[WAN_GROUP_BLOCK])) != SP_OK) return rc;
+    if ((rc = check_no_extra(x, m, gname, WAN_GROUP_BLOCK)) != SP_OK) return rc;
   }
   for (int g = 0; g < 3; g++) {
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb; b++) {
-      const wan_layout *l = &m->layout[g];
+      const wan_layout *l = file_layout(m, (wan_group)g);
       ds_loc *locs = m->locs + rank_model_slot(c, e, (wan_group)g, b, 0);
       for (int i = 0; i < l->count; i++) {
-        if ((rc = check_dataset(x, m, e, (wan_group)g, b, &l->t[i], &locs[i])) != SP_OK)
-          return rc;
+        if ((rc = check_dataset(x, m, e, (wan_group)g, b, i, locs)) != SP_OK) return rc;
         *acc = rank_container_checksum_add(*acc, locs[i].crc);
+        if (file_dtype(m, (wan_group)g, i) == KERN_DTYPE_E4M3) /* its scale, right after it */
+          *acc = rank_container_checksum_add(*acc, locs[l->count + wan_block_linear_of(i)].crc);
       }
     }
   }
@@ -359,6 +404,8 @@ static int open_file(const char *path, rank_model *m) {
       (rc = rank_container_check_members(x.file, path, "/", root_names, 3)) != SP_OK)
     goto done;
   for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, m->info.dtype, &m->layout[g]);
+  m->file_block = m->layout[WAN_GROUP_BLOCK];
+  if (m->info.fp8) wan_layout_make(c, WAN_GROUP_BLOCK, KERN_DTYPE_F32, &m->layout[WAN_GROUP_BLOCK]);
   m->locs = sp_xcalloc((size_t)ne * (size_t)rank_model_instances(c) * WAN_MAX_TENSORS,
                        sizeof *m->locs);
   uint32_t acc = 0;
@@ -402,6 +449,7 @@ int rank_model_open(const char *spec, int verify, rank_model **out) {
     if (rc == SP_OK)
       for (int g = 0; g < 3; g++)
         wan_layout_make(&m->info.config, (wan_group)g, m->info.dtype, &m->layout[g]);
+    m->file_block = m->layout[WAN_GROUP_BLOCK];
   } else {
     rc = open_file(spec, m);
   }
@@ -424,6 +472,118 @@ void rank_model_close(rank_model *m) {
 
 const rank_model_info *rank_model_get_info(const rank_model *m) { return &m->info; }
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g) { return &m->layout[g]; }
+
+kern_dtype rank_model_group_dtype(const rank_model *m, wan_group g) {
+  return g == WAN_GROUP_BLOCK && m->info.fp8 ? KERN_DTYPE_F32 : m->info.dtype;
+}
+
+uint64_t rank_model_block_file_bytes(const rank_model *m) {
+  return m->info.fp8 ? wan_block_fp8_bytes(&m->info.config) : m->file_block.data_bytes;
+}
+
+const char *rank_model_dtype_name(const rank_model_info *in) {
+  return in->fp8 ? "fp8" : kern_dtype_name(in->dtype);
+}
+
+/* The name and the bytes in the file of the dataset at slot k of group g
+ * (an fp8 file's scales after the tensors). */
+static void slot_dataset(const rank_model *m, wan_group g, int k, char *name, size_t n,
+                         size_t *bytes) {
+  const wan_layout *fl = file_layout(m, g);
+  if (k < fl->count) {
+    snprintf(name, n, "%s", fl->t[k].name);
+    *bytes = (size_t)fl->t[k].numel * kern_dtype_size(file_dtype(m, g, k));
+    return;
+  }
+  int i = 0;
+  while (wan_block_linear_of(i) != k - fl->count) i++;
+  scale_name(fl->t[i].name, name, n);
+  *bytes = (size_t)fl->t[i].shape[0] * sizeof(float);
+}
+
+/* Reads the first n datasets of a group instance (the slots of
+ * slot_dataset) to dst[k], each checked against its checksum when
+ * verifying. */
+static int read_n(rank_model *m, int e, wan_group g, int block, int n, void *const *dst,
+                  uint64_t *bytes_read) {
+  const ds_loc *locs = m->locs + rank_model_slot(&m->info.config, e, g, block, 0);
+  rank_container_read r[WAN_MAX_TENSORS];
+  char name[96];
+  for (int k = 0; k < n; k++) {
+    r[k] = (rank_container_read){locs[k].offset, 0, dst[k], locs[k].crc};
+    slot_dataset(m, g, k, name, sizeof name, &r[k].bytes);
+  }
+  int err_no = 0;
+  uint32_t got = 0;
+  int bad = rank_container_pread(m->fd, n, r, m->verify, &err_no, &got);
+  if (bad >= 0) {
+    char path[256];
+    size_t bytes;
+    slot_dataset(m, g, bad, name, sizeof name, &bytes);
+    rank_model_expert_path(m->info.experts.count, e, g, block, name, path, sizeof path);
+    rank_container_report_read(m->info.source, path, locs[bad].crc, err_no, got);
+    return SP_ERR_INPUT;
+  }
+  if (bytes_read)
+    for (int i = 0; i < n; i++) *bytes_read += r[i].bytes;
+  return SP_OK;
+}
+
+/* A group in the file's dtype, straight into its packed layout. */
+static int read_datasets(rank_model *m, int e, wan_group g, int block, void *dst,
+                         uint64_t *bytes_read) {
+  const wan_layout *l = &m->layout[g];
+  void *at[WAN_MAX_TENSORS];
+  for (int i = 0; i < l->count; i++) at[i] = (char *)dst + l->t[i].offset;
+  return read_n(m, e, g, block, l->count, at, bytes_read);
+}
+
+/* An fp8 file's scales of one linear weight: finite and positive. */
+static int check_scales(const rank_model *m, int e, int block, const wan_tensor *t,
+                        const float *scale) {
+  for (int64_t o = 0; o < t->shape[0]; o++) {
+    if (isfinite(scale[o]) && scale[o] > 0.0f) continue;
+    char name[96], path[256];
+    scale_name(t->name, name, sizeof name);
+    rank_model_expert_path(m->info.experts.count, e, WAN_GROUP_BLOCK, block, name, path,
+                           sizeof path);
+    sp_log_error("%s: %s: the scale of output channel %lld is %g: each scale must be finite and "
+                 "positive", m->info.source, path, (long long)o, (double)scale[o]);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
+/* An fp8 file's block: its datasets into a buffer of the file's bytes
+ * (bf16 and e4m3 at the bf16 layout's offsets, the scales after), then
+ * into dst in fp32 (m->layout[block]): bf16 widened, each linear weight
+ * dequantised with its scales (MODEL.md "fp8 weights"). */
+static int read_fp8_block(rank_model *m, int e, int block, float *dst, uint64_t *bytes_read) {
+  const wan_layout *fl = &m->file_block, *l = &m->layout[WAN_GROUP_BLOCK];
+  const wan_config *c = &m->info.config;
+  const int64_t wide = c->ffn_dim > c->dim ? c->ffn_dim : c->dim;
+  char *raw = sp_xmalloc(fl->packed_bytes);
+  float *scales = sp_xmalloc((size_t)(WAN_BLOCK_LINEAR_COUNT * wide) * sizeof(float));
+  void *at[WAN_MAX_TENSORS];
+  for (int i = 0; i < fl->count; i++) at[i] = raw + fl->t[i].offset;
+  for (int j = 0; j < WAN_BLOCK_LINEAR_COUNT; j++) at[fl->count + j] = scales + j * wide;
+  int rc = read_n(m, e, WAN_GROUP_BLOCK, block, fl->count + WAN_BLOCK_LINEAR_COUNT, at,
+                  bytes_read);
+  for (int i = 0; rc == SP_OK && i < fl->count; i++) {
+    const wan_tensor *t = &fl->t[i];
+    float *out = (float *)((char *)dst + l->t[i].offset);
+    const int lin = wan_block_linear_of(i);
+    if (lin < 0) {
+      kern_bf16_to_f32_n((const uint16_t *)at[i], out, (size_t)t->numel);
+    } else if ((rc = check_scales(m, e, block, t, scales + lin * wide)) == SP_OK) {
+      kern_fp8_dequantize_rows((const uint8_t *)at[i], scales + lin * wide, t->shape[0],
+                               t->numel / t->shape[0], out);
+    }
+  }
+  free(scales);
+  free(raw);
+  return rc;
+}
 
 int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size_t dst_bytes,
                           uint64_t *bytes_read) {
@@ -466,24 +626,12 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
     progress_add(l->packed_bytes);
     return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.dtype, dst) : SP_OK;
   }
-  const ds_loc *locs = m->locs + rank_model_slot(c, e, g, block, 0);
-  rank_container_read r[WAN_MAX_TENSORS];
-  for (int i = 0; i < l->count; i++)
-    r[i] = (rank_container_read){locs[i].offset, l->t[i].bytes, (char *)dst + l->t[i].offset,
-                                 locs[i].crc};
-  int err_no = 0;
-  uint32_t got = 0;
-  int bad = rank_container_pread(m->fd, l->count, r, m->verify, &err_no, &got);
-  if (bad >= 0) {
-    char path[256];
-    rank_model_expert_path(ne, e, g, block, l->t[bad].name, path, sizeof path);
-    rank_container_report_read(m->info.source, path, locs[bad].crc, err_no, got);
-    return SP_ERR_INPUT;
-  }
-  if (bytes_read)
-    for (int i = 0; i < l->count; i++) *bytes_read += l->t[i].bytes;
+  const kern_dtype dt = rank_model_group_dtype(m, g);
+  int rc = g == WAN_GROUP_BLOCK && m->info.fp8 ? read_fp8_block(m, e, block, dst, bytes_read)
+                                               : read_datasets(m, e, g, block, dst, bytes_read);
+  if (rc != SP_OK) return rc;
   progress_add(l->packed_bytes);
-  return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.dtype, dst) : SP_OK;
+  return m->merge ? m->merge(m->merge_ctx, e, g, block, l, dt, dst) : SP_OK;
 }
 
 void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx) {

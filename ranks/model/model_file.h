@@ -59,7 +59,12 @@ const char *rank_model_preset_names(void);
 
 typedef struct rank_model_info {
   wan_config config;
-  kern_dtype dtype;
+  kern_dtype dtype; /* every tensor's, but the linear weights of an fp8 file's blocks */
+  /* An fp8 file (root dtype "fp8", MODEL.md "fp8 weights"): the blocks'
+   * linear weights are e4m3 with a scale per output channel, the rest bf16
+   * (dtype). Its block groups are read as fp32 with those weights
+   * dequantised (rank_model_read_group). */
+  int fp8;
   char arch[32];
   char preset[64];    /* "" when the config matches no preset */
   char source[1024];  /* the path, or the synth: spec */
@@ -84,12 +89,22 @@ int rank_model_spec_is_synth(const char *spec);
 void rank_model_close(rank_model *m);
 const rank_model_info *rank_model_get_info(const rank_model *m);
 
-/* The packed layout of a group (same for every block). */
+/* The packed layout of a group (same for every block) as
+ * rank_model_read_group delivers it. */
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g);
+/* The dtype of that layout (fp32 for an fp8 file's blocks). */
+kern_dtype rank_model_group_dtype(const rank_model *m, wan_group g);
+/* Bytes of one block's datasets in the file (an fp8 file's: e4m3 weights,
+ * their scales and the rest in bf16: wan_block_fp8_bytes). */
+uint64_t rank_model_block_file_bytes(const rank_model *m);
+/* "bf16", "fp32" or "fp8": the file's root dtype. */
+const char *rank_model_dtype_name(const rank_model_info *in);
 
 /* Reads one group (block index for WAN_GROUP_BLOCK, else ignored) into dst
  * in the packed layout (dst_bytes >= layout packed_bytes; padding zeroed),
- * in the file's dtype. Adds the bytes read from the file (0 for synth:) to
+ * in the file's dtype; an fp8 file's block in fp32, each linear weight
+ * kern_fp8_dequantize_rows of its e4m3 bytes and scales (each scale
+ * checked finite and positive first: SP_ERR_INPUT naming the dataset). Adds the bytes read from the file (0 for synth:) to
  * *bytes_read when it is not NULL. */
 int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size_t dst_bytes,
                           uint64_t *bytes_read);
@@ -121,6 +136,9 @@ void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx);
  * existing file at path untouched. */
 typedef struct rank_model_writer rank_model_writer;
 
+/* dtype KERN_DTYPE_E4M3 writes an fp8 file (MODEL.md "fp8 weights"): the
+ * blocks' linear weights in e4m3 with their scales (put_fp8, put_value),
+ * every other tensor in bf16. */
 int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
                            const char *preset, rank_model_writer **out);
 /* The same for x->count experts (x NULL: one); a two-expert file gets x's
@@ -136,6 +154,19 @@ int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const ch
 /* The same for expert e; rank_model_writer_put writes expert 0. */
 int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int block,
                                  const char *name, const void *data, size_t bytes);
+/* An fp8 file's linear weight of block block: q (out, in) e4m3 and
+ * scale (out), each finite and positive (else SP_ERR_INPUT naming the
+ * dataset and the channel); written as NAME and NAME.scale. */
+int rank_model_writer_put_fp8(rank_model_writer *w, int e, int block, const char *name,
+                              const uint8_t *q, const float *scale);
+/* A tensor from its fp32 values x, stored as the file stores it: fp32,
+ * bf16 (kern_f32_to_bf16_n), or an fp8 file's linear weight quantised per
+ * output channel (kern_fp8_quantize_rows, the quantiser --precision fp8
+ * uses at load). tmp: room for the tensor in the file's dtype. */
+int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int block,
+                                const char *name, const float *x, void *tmp);
+/* 1 when tensor name of group g is stored in e4m3 in this file. */
+int rank_model_writer_is_fp8(const rank_model_writer *w, wan_group g, const char *name);
 /* Checks every tensor of the table was written, writes the model checksum,
  * closes and renames into place. The writer is freed either way. */
 int rank_model_writer_commit(rank_model_writer *w);

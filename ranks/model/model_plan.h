@@ -13,7 +13,11 @@
  * the two copies together, and a streamed block is both copies in host
  * memory, copied in whole (streaming only the active expert's copy, or
  * swapping the experts at the switch, is not built). */
-void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, uint64_t *block_bytes,
-                           plan_model *pm);
+/* fp8: the blocks run in fp8 (MODEL.md "fp8 weights"): at width 2 (the
+ * GPU) a block is wan_block_fp8_bytes, 1 byte per linear weight plus its
+ * fp32 scales; at width 4 (the CPU, which holds the dequantised weights in
+ * fp32) nothing changes. */
+void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, int fp8,
+                           uint64_t *block_bytes, plan_model *pm);
 
 #endif

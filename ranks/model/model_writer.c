@@ -2,6 +2,7 @@
  * final path, contiguous datasets with their checksum attributes, the model
  * checksum over them all at commit, then the rename. */
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,13 +12,15 @@
 #include "log.h"
 #include "model_container.h"
 #include "model_file_impl.h"
+#include "wan_weights.h"
 
 struct rank_model_writer {
   char path[4096];
   char tmp[4096];
   hid_t file;
   wan_config config;
-  kern_dtype dtype;
+  kern_dtype dtype; /* of every tensor but an fp8 file's linear weights */
+  int fp8;          /* an fp8 file (MODEL.md "fp8 weights") */
   wan_layout layout[3];
   int experts;     /* 1 or 2 */
   uint32_t *crc;   /* per expert, instance and tensor (rank_model_slot) */
@@ -93,7 +96,8 @@ int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_d
   rank_model_writer *w = sp_xcalloc(1, sizeof *w);
   w->file = -1;
   w->config = *c;
-  w->dtype = dtype;
+  w->fp8 = dtype == KERN_DTYPE_E4M3;
+  w->dtype = w->fp8 ? KERN_DTYPE_BF16 : dtype;
   w->experts = x->count;
   snprintf(w->path, sizeof w->path, "%s", path);
   int rc = rank_atomic_begin(path, w->tmp, sizeof w->tmp);
@@ -101,7 +105,7 @@ int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_d
     free(w);
     return rc;
   }
-  for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, dtype, &w->layout[g]);
+  for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, w->dtype, &w->layout[g]);
   size_t slots = (size_t)w->experts * (size_t)rank_model_instances(c) * WAN_MAX_TENSORS;
   w->crc = sp_xcalloc(slots, sizeof *w->crc);
   w->done = sp_xcalloc(slots, 1);
@@ -155,39 +159,113 @@ int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const ch
   return rank_model_writer_put_expert(w, 0, g, block, name, data, bytes);
 }
 
-int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int block,
-                                 const char *name, const void *data, size_t bytes) {
-  const wan_layout *l = &w->layout[g];
-  int i = wan_layout_find(l, name);
-  char path[256];
+/* 1 when tensor i of group g is stored in e4m3 (an fp8 file's linear). */
+static int is_fp8(const rank_model_writer *w, wan_group g, int i) {
+  return w->fp8 && g == WAN_GROUP_BLOCK && wan_block_linear_of(i) >= 0;
+}
+
+/* The table index of tensor name of group g for expert e, with its
+ * dataset path; -1 after one line when there is none. */
+static int find_tensor(rank_model_writer *w, int e, wan_group g, int block, const char *name,
+                       char *path, size_t n) {
   if (e < 0 || e >= w->experts) {
     sp_log_error("%s: expert %d of a model of %d", w->path, e, w->experts);
-    return SP_ERR_INPUT;
+    return -1;
   }
-  rank_model_expert_path(w->experts, e, g, block, name, path, sizeof path);
+  rank_model_expert_path(w->experts, e, g, block, name, path, n);
+  int i = wan_layout_find(&w->layout[g], name);
   if (i < 0 || (g == WAN_GROUP_BLOCK && (block < 0 || block >= w->config.layers))) {
     sp_log_error("%s: %s is not a tensor of this model", w->path, path);
-    return SP_ERR_INPUT;
+    return -1;
   }
-  const wan_tensor *t = &l->t[i];
-  if (bytes != t->bytes) {
-    sp_log_error("%s: %s: %zu bytes given, the table needs %zu", w->path, path, bytes, t->bytes);
-    return SP_ERR_INPUT;
-  }
-  size_t slot = rank_model_slot(&w->config, e, g, block, i);
+  return i;
+}
+
+/* One dataset into the crc slot given, once. */
+static int write_one(rank_model_writer *w, const char *path, size_t slot, kern_dtype dt, int ndim,
+                     const int64_t *shape, const void *data, size_t bytes) {
   if (w->done[slot]) {
     sp_log_error("%s: %s written twice", w->path, path);
     return SP_ERR_INPUT;
   }
   uint32_t crc;
-  if (rank_container_write_dataset(w->file, path, w->dtype, t->ndim, t->shape, data, bytes,
-                                   &crc) != 0) {
+  if (rank_container_write_dataset(w->file, path, dt, ndim, shape, data, bytes, &crc) != 0) {
     sp_log_error("%s: %s: HDF5 write failed (disk full?)", w->path, path);
     return SP_ERR_RUNTIME;
   }
   w->crc[slot] = crc;
   w->done[slot] = 1;
   return SP_OK;
+}
+
+int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int block,
+                                 const char *name, const void *data, size_t bytes) {
+  char path[256];
+  const int i = find_tensor(w, e, g, block, name, path, sizeof path);
+  if (i < 0) return SP_ERR_INPUT;
+  const wan_tensor *t = &w->layout[g].t[i];
+  if (is_fp8(w, g, i)) {
+    sp_log_error("%s: %s: an fp8 file's linear weight is written with its scales "
+                 "(rank_model_writer_put_fp8)", w->path, path);
+    return SP_ERR_INPUT;
+  }
+  if (bytes != t->bytes) {
+    sp_log_error("%s: %s: %zu bytes given, the table needs %zu", w->path, path, bytes, t->bytes);
+    return SP_ERR_INPUT;
+  }
+  return write_one(w, path, rank_model_slot(&w->config, e, g, block, i), w->dtype, t->ndim,
+                   t->shape, data, bytes);
+}
+
+int rank_model_writer_put_fp8(rank_model_writer *w, int e, int block, const char *name,
+                              const uint8_t *q, const float *scale) {
+  char path[256], spath[300];
+  const int i = find_tensor(w, e, WAN_GROUP_BLOCK, block, name, path, sizeof path);
+  if (i < 0) return SP_ERR_INPUT;
+  const wan_tensor *t = &w->layout[WAN_GROUP_BLOCK].t[i];
+  if (!is_fp8(w, WAN_GROUP_BLOCK, i)) {
+    sp_log_error("%s: %s is not stored in fp8 in this file", w->path, path);
+    return SP_ERR_INPUT;
+  }
+  for (int64_t o = 0; o < t->shape[0]; o++)
+    if (!(isfinite(scale[o]) && scale[o] > 0.0f)) {
+      sp_log_error("%s: %s: the scale of output channel %lld is %g: each scale must be finite "
+                   "and positive", w->path, path, (long long)o, (double)scale[o]);
+      return SP_ERR_INPUT;
+    }
+  snprintf(spath, sizeof spath, "%s%s", path, WAN_FP8_SCALE_SUFFIX);
+  const size_t slot = rank_model_slot(&w->config, e, WAN_GROUP_BLOCK, block, 0);
+  const int n = w->layout[WAN_GROUP_BLOCK].count;
+  int rc = write_one(w, path, slot + (size_t)i, KERN_DTYPE_E4M3, t->ndim, t->shape, q,
+                     (size_t)t->numel);
+  if (rc == SP_OK)
+    rc = write_one(w, spath, slot + (size_t)(n + wan_block_linear_of(i)), KERN_DTYPE_F32, 1,
+                   t->shape, scale, (size_t)t->shape[0] * sizeof(float));
+  return rc;
+}
+
+int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int block,
+                                const char *name, const float *x, void *tmp) {
+  char path[256];
+  const int i = find_tensor(w, e, g, block, name, path, sizeof path);
+  if (i < 0) return SP_ERR_INPUT;
+  const wan_tensor *t = &w->layout[g].t[i];
+  if (is_fp8(w, g, i)) {
+    float *scale = sp_xmalloc((size_t)t->shape[0] * sizeof(float));
+    kern_fp8_quantize_rows(x, t->shape[0], t->numel / t->shape[0], tmp, scale);
+    int rc = rank_model_writer_put_fp8(w, e, block, name, tmp, scale);
+    free(scale);
+    return rc;
+  }
+  if (w->dtype == KERN_DTYPE_F32)
+    return rank_model_writer_put_expert(w, e, g, block, name, x, t->bytes);
+  kern_f32_to_bf16_n(x, tmp, (size_t)t->numel);
+  return rank_model_writer_put_expert(w, e, g, block, name, tmp, t->bytes);
+}
+
+int rank_model_writer_is_fp8(const rank_model_writer *w, wan_group g, const char *name) {
+  const int i = wan_layout_find(&w->layout[g], name);
+  return i >= 0 && is_fp8(w, g, i);
 }
 
 int rank_model_writer_commit(rank_model_writer *w) {
@@ -201,6 +279,11 @@ int rank_model_writer_commit(rank_model_writer *w) {
       const wan_layout *l = &w->layout[g];
       for (int i = 0; i < l->count; i++) {
         size_t slot = rank_model_slot(c, e, (wan_group)g, b, i);
+        /* an fp8 file: a linear weight's scale (written with it) right after it */
+        const size_t scale = is_fp8(w, (wan_group)g, i)
+                                 ? rank_model_slot(c, e, (wan_group)g, b, l->count) +
+                                       (size_t)wan_block_linear_of(i)
+                                 : 0;
         if (!w->done[slot]) {
           char path[256];
           rank_model_expert_path(w->experts, e, (wan_group)g, b, l->t[i].name, path, sizeof path);
@@ -209,6 +292,7 @@ int rank_model_writer_commit(rank_model_writer *w) {
           break;
         }
         model_crc = rank_container_checksum_add(model_crc, w->crc[slot]);
+        if (scale) model_crc = rank_container_checksum_add(model_crc, w->crc[scale]);
       }
     }
   }

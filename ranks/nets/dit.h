@@ -8,9 +8,12 @@
  *
  * Weights are fp32 groups in the packed layout of wan_layout_make(..., F32)
  * (rank_dit_widen converts a group read in the file's dtype), seen through
- * the typed structs of wan_weights.h (wan_block_f32_bind, ...). Residual
- * stream x (L, dim) fp32. All scratch comes from one arena the caller sizes
- * with rank_dit_scratch_floats() up front; nothing here allocates. */
+ * the typed structs of wan_weights.h (wan_block_f32_bind, ...); a block
+ * whose struct says fp8 runs its linear layers in fp8 (MODEL.md "fp8
+ * weights": its weights dequantised e4m3, their inputs quantised per
+ * token here). Residual stream x (L, dim) fp32. All scratch comes from one
+ * arena the caller sizes with rank_dit_scratch_floats() up front; nothing
+ * here allocates. */
 #ifndef RANK_DIT_H
 #define RANK_DIT_H
 

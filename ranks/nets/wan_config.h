@@ -54,7 +54,7 @@ int wan_config_check(const wan_config *c, char *err, size_t errlen);
 typedef enum { WAN_GROUP_EMBED = 0, WAN_GROUP_BLOCK = 1, WAN_GROUP_HEAD = 2 } wan_group;
 const char *wan_group_name(wan_group g); /* "embed", "block", "head" */
 
-#define WAN_MAX_TENSORS 32
+#define WAN_MAX_TENSORS 40
 #define WAN_TENSOR_ALIGN 256 /* byte alignment of each tensor in a packed group */
 
 typedef struct wan_tensor {

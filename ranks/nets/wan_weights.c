@@ -40,3 +40,25 @@ int wan_block_bf16_index(const wan_block_bf16 *w, const void *p) {
   WAN_BLOCK_TENSORS(INDEX_FIELD)
   return -1;
 }
+
+#define LINEAR_INDEX(field, in, out) WAN_BLOCK_T_##field,
+static const int linear_index[] = {WAN_BLOCK_LINEARS(LINEAR_INDEX)};
+_Static_assert(sizeof linear_index / sizeof linear_index[0] == WAN_BLOCK_LINEAR_COUNT,
+               "WAN_BLOCK_LINEAR_COUNT counts WAN_BLOCK_LINEARS");
+
+int wan_block_linear_of(int i) {
+  for (int j = 0; j < WAN_BLOCK_LINEAR_COUNT; j++)
+    if (linear_index[j] == i) return j;
+  return -1;
+}
+
+uint64_t wan_block_fp8_bytes(const wan_config *c) {
+  wan_layout l;
+  wan_layout_make(c, WAN_GROUP_BLOCK, KERN_DTYPE_BF16, &l);
+  uint64_t n = 0;
+  for (int i = 0; i < l.count; i++)
+    n += wan_block_linear_of(i) >= 0
+             ? (uint64_t)l.t[i].numel + (uint64_t)l.t[i].shape[0] * sizeof(float)
+             : (uint64_t)l.t[i].bytes;
+  return n;
+}

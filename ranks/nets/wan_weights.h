@@ -94,7 +94,13 @@ _Static_assert(WAN_EMBED_T_COUNT <= WAN_MAX_TENSORS && WAN_BLOCK_T_COUNT <= WAN_
  * the list line says. fp32 host memory (CPU backend). */
 #define WAN_FIELD_F32_(field, key, shape) const float *field;
 typedef struct wan_embed_f32 { WAN_EMBED_TENSORS(WAN_FIELD_F32_) } wan_embed_f32;
-typedef struct wan_block_f32 { WAN_BLOCK_TENSORS(WAN_FIELD_F32_) } wan_block_f32;
+/* fp8: the block runs in fp8 (MODEL.md "fp8 weights"): its linear weights
+ * hold dequantised e4m3 values and the inputs of those linear layers are
+ * quantised per token on the way in. 0: fp32 throughout. */
+typedef struct wan_block_f32 {
+  WAN_BLOCK_TENSORS(WAN_FIELD_F32_)
+  int fp8;
+} wan_block_f32;
 typedef struct wan_head_f32 { WAN_HEAD_TENSORS(WAN_FIELD_F32_) } wan_head_f32;
 #undef WAN_FIELD_F32_
 
@@ -118,6 +124,21 @@ typedef struct wan_head_bf16 { WAN_HEAD_TENSORS(WAN_FIELD_BF16_) } wan_head_bf16
   X(cross_attn_o_w, dim, dim)                                                   \
   X(ffn_0_w, dim, ffn_dim)                                                      \
   X(ffn_2_w, ffn_dim, dim)
+
+/* fp8 weights (MODEL.md "fp8 weights"): an fp8 model file stores the
+ * weights of these linear layers as e4m3 bytes, each beside a dataset
+ * NAME + WAN_FP8_SCALE_SUFFIX, float32 [out]: its output channels' scales.
+ * Every other tensor stays bf16. */
+#define WAN_FP8_SCALE_SUFFIX ".scale"
+enum { WAN_BLOCK_LINEAR_COUNT = 10 };
+/* The place (0 .. WAN_BLOCK_LINEAR_COUNT - 1, WAN_BLOCK_LINEARS order) of
+ * block tensor i among the linear weights, or -1 for any other tensor. */
+int wan_block_linear_of(int i);
+/* Bytes of one block in an fp8 model file: the linear weights' e4m3 bytes
+ * and their fp32 scales, the other tensors in bf16. */
+uint64_t wan_block_fp8_bytes(const wan_config *c);
+_Static_assert(WAN_BLOCK_T_COUNT + WAN_BLOCK_LINEAR_COUNT <= WAN_MAX_TENSORS,
+               "an fp8 block's scales take the slots after its tensors");
 
 /* A low-rank pair added after a linear layer: y += B (A x), the LoRAs'
  * scales already folded into B. r = 0: none. fp32 host memory. */

@@ -87,6 +87,7 @@ typedef struct job_opts {
   int verify, quiet, preview;
   rank_device dev;        /* from --device (job_opts_check with JOB_CHECK_DEVICE) */
   kern_attn_backend attn;         /* --attn */
+  int precision;          /* --precision: JOB_PRECISION_FILE (not given), _BF16 or _FP8 */
   const char *devices;    /* --devices LIST */
   const char *save_noise; /* --save-noise FILE */
   const char *trace;      /* --trace FILE.json */
@@ -128,7 +129,7 @@ typedef enum job_opt_id {
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
   JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
   JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_T5, JOB_OPT_PROMPT, JOB_OPT_NEGATIVE,
-  JOB_OPT_LAYOUT, JOB_OPT_SPEED, JOB_OPT_COUNT
+  JOB_OPT_LAYOUT, JOB_OPT_SPEED, JOB_OPT_PRECISION, JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {
@@ -204,6 +205,16 @@ int job_schedule_make(const job_spec *j, const char *where, float *sigmas, int64
  * schedule; its flag name ("timesteps", "sigmas") or NULL. */
 void job_schedule_format(const job_spec *j, char *buf, size_t n);
 const char *job_schedule_key(const job_spec *j);
+
+/* --precision (MODEL.md "fp8 weights"): not given, the model file's. */
+enum { JOB_PRECISION_FILE = 0, JOB_PRECISION_BF16 = 1, JOB_PRECISION_FP8 = 2 };
+/* 1 when the DiT's blocks run in fp8: --precision fp8, or not given and
+ * an fp8 file. */
+int job_precision_fp8(const job_opts *o, const rank_model_info *mi);
+/* The precision against the model and o->dev (rank_stage_precision_check:
+ * --precision bf16 on an fp8 file, fp8 on the CUDA stage). SP_OK or
+ * SP_ERR_INPUT after one line. job_opts_apply_model calls it. */
+int job_precision_check(const job_opts *o, const rank_model_info *mi);
 
 /* ---- derived facts (job_plan.c) ---- */
 

@@ -126,6 +126,8 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
   out[n++] = (job_setting){.key = "size", .kind = SETTING_STR, .s = size};
   out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->source};
   out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->checksum};
+  if (job_precision_fp8(s->o, mi)) /* MODEL.md "fp8 weights" (bf16: no attribute) */
+    out[n++] = (job_setting){.key = "precision", .kind = SETTING_STR, .s = "fp8"};
   if (j->sched != RANK_SCHEDULE_SHIFTED) {
     job_schedule_format(j, t->schedule, sizeof t->schedule);
     out[n++] = (job_setting){.key = job_schedule_key(j), .kind = SETTING_STR, .s = t->schedule};
@@ -346,9 +348,11 @@ void job_log(const job_session *s, const job_spec *j) {
              j->boundary);
   else
     snprintf(cfg, sizeof cfg, "cfg %g", j->cfg);
-  sp_log_info("run: %s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
+  sp_log_info("run: %s%s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
               "tokens, %d steps%s, %s, %s, shift %g, %s, %d rank%s",
-              s->o->model, (long long)j->frames, (long long)j->height, (long long)j->width,
+              s->o->model,
+              job_precision_fp8(s->o, rank_model_get_info(s->m)) ? " in fp8" : "",
+              (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
               (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),
               cfg, j->shift, init, s->w->size, s->w->size == 1 ? "" : "s");

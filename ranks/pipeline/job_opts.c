@@ -309,6 +309,13 @@ int job_opts_set(job_opts *o, int id, const char *v) {
     break;
   case JOB_OPT_SPEED: return job_speed_parse(v, o);
   case JOB_OPT_VAE: o->vae = v; break;
+  case JOB_OPT_PRECISION:
+    if (strcmp(v, "bf16") != 0 && strcmp(v, "fp8") != 0) {
+      sp_log_error("--precision: '%s' is not bf16 or fp8", v);
+      return SP_ERR_INPUT;
+    }
+    o->precision = strcmp(v, "fp8") == 0 ? JOB_PRECISION_FP8 : JOB_PRECISION_BF16;
+    break;
   case JOB_OPT_VAE_PRECISION:
     if (strcmp(v, "bf16") == 0) {
       o->vae_precision = WAN_VAE_GPU_BF16;

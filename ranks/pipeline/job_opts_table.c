@@ -202,7 +202,17 @@ static const job_option table[JOB_OPT_COUNT] = {
      "videos of --jobs in flight add two each). Default: equal.\n"
      "The planner takes them as the ranks' speeds too (its block\n"
      "split, the layout --layout auto chooses; with auto give one\n"
-     "per rank). The latents are the same whatever the speeds"}
+     "per rank). The latents are the same whatever the speeds"},
+    {JOB_OPT_PRECISION, "precision", 0, "P", NULL, 0,
+     "the DiT blocks' linear layers: bf16 (the weights as the file\n"
+     "holds them; the CPU computes in fp32) or fp8 (e4m3 weights,\n"
+     "a scale per output channel, quantised at load from a bf16 or\n"
+     "fp32 file as convert --dtype fp8 does, and their inputs\n"
+     "quantised per token: MODEL.md \"fp8 weights\"; CPU backend\n"
+     "only so far; no LoRAs); default: the file's (fp8 for a file\n"
+     "of convert or init --dtype fp8, which refuses bf16); plan\n"
+     "counts an fp8 block on a GPU as 1 byte per linear weight\n"
+     "plus its scales"}
 };
 
 const job_option *job_option_get(int id) {

@@ -40,9 +40,18 @@ int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const cha
   return SP_OK;
 }
 
+int job_precision_fp8(const job_opts *o, const rank_model_info *mi) {
+  return o->precision == JOB_PRECISION_FP8 || (o->precision == JOB_PRECISION_FILE && mi->fp8);
+}
+
+int job_precision_check(const job_opts *o, const rank_model_info *mi) {
+  return rank_stage_precision_check(mi, o->dev, job_precision_fp8(o, mi));
+}
+
 int job_opts_apply_model(job_opts *o, const rank_model_info *mi) {
   job_spec *j = &o->job;
   const rank_model_experts *x = &mi->experts;
+  if (job_precision_check(o, mi) != SP_OK) return SP_ERR_INPUT;
   if (x->count < 2) return job_spec_check_model(j, mi, NULL);
   if (!j->cfg_given) {
     j->cfg = x->cfg[RANK_EXPERT_HIGH];
@@ -212,7 +221,8 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   uint64_t *bb = sp_xcalloc((size_t)c->layers, sizeof *bb);
   plan_model pm;
   /* Weights once placed: bf16 on the GPU, widened to fp32 on the CPU. */
-  rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4, bb, &pm);
+  rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4,
+                        job_precision_fp8(o, rank_model_get_info(m)), bb, &pm);
   pm.lora_block_elems = o->lora_block_elems; /* bypassed LoRAs' room (0: none) */
   pm.lora_rank = o->lora_rank;
   plan_budget b;

@@ -46,9 +46,26 @@ static int64_t held_tokens(const rank_stage_cfg *cfg, int64_t tokens) {
   return plan_seq_rows(tokens, cfg->seq->n, cfg->seq->me);
 }
 
+int rank_stage_precision_check(const rank_model_info *mi, rank_device dev, int fp8) {
+  if (mi->fp8 && !fp8) {
+    sp_log_error("--precision bf16: %s holds fp8 weights (its blocks' linear weights are e4m3); "
+                 "it runs in fp8 only (leave --precision out, or convert the checkpoint again "
+                 "with --dtype bf16)", mi->source);
+    return SP_ERR_INPUT;
+  }
+  if (fp8 && dev == RANK_DEVICE_CUDA) {
+    sp_log_error("fp8 weights on the CUDA stage: not built yet; use the CPU backend "
+                 "(--device cpu) or a bf16 file");
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read) {
   const wan_config *c = &rank_model_get_info(m)->config;
+  if (rank_stage_precision_check(rank_model_get_info(m), cfg->device, cfg->fp8) != SP_OK)
+    return SP_ERR_INPUT;
   rank_stage *s = sp_xcalloc(1, sizeof *s);
   s->c = c;
   s->cfg = *cfg;

@@ -68,6 +68,11 @@ typedef struct rank_stage_cfg {
    * heads in the self-attention and head gathers the whole velocity on
    * every member. CPU backend only. */
   const comm_group *seq;
+  /* The blocks run in fp8 (MODEL.md "fp8 weights"): an fp8 file's weights
+   * as they are, a bf16 or fp32 file's quantised at load (the quantiser
+   * of convert --dtype fp8), the linear layers' inputs quantised per
+   * token. CPU backend only (rank_stage_precision_check). */
+  int fp8;
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */
@@ -76,6 +81,12 @@ int rank_cuda_available(void);
 int rank_device_parse(const char *s, rank_device *out);
 
 typedef struct rank_stage rank_stage;
+
+/* What a stage of precision fp8 (cfg.fp8) on dev can run of model mi:
+ * an fp8 file only in fp8, fp8 only on the CPU backend. SP_OK, or
+ * SP_ERR_INPUT after one line naming the cause. rank_stage_load checks
+ * it too. */
+int rank_stage_precision_check(const rank_model_info *mi, rank_device dev, int fp8);
 
 /* Host buffers the stage copies to and from (latents, head outputs):
  * pinned on the CUDA backend, so copies run at the link's rate and can be

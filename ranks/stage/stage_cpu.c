@@ -68,6 +68,25 @@ static int load_group(rank_model *m, cpu_stage *c, int e, wan_group g, int block
   return SP_OK;
 }
 
+/* A bf16 or fp32 block run in fp8 (cfg.fp8): each linear weight quantised
+ * per output channel with the quantiser of convert --dtype fp8 and
+ * dequantised in place, so it holds exactly what an fp8 file of the same
+ * weights gives (MODEL.md "fp8 weights"). */
+static void quantise_block(const wan_layout *l32, float *w) {
+  for (int i = 0; i < l32->count; i++) {
+    if (wan_block_linear_of(i) < 0) continue;
+    const wan_tensor *t = &l32->t[i];
+    float *x = (float *)((char *)w + t->offset);
+    const int64_t rows = t->shape[0], cols = t->numel / rows;
+    uint8_t *q = sp_xmalloc((size_t)t->numel);
+    float *scale = sp_xmalloc((size_t)rows * sizeof(float));
+    kern_fp8_quantize_rows(x, rows, cols, q, scale);
+    kern_fp8_dequantize_rows(q, scale, rows, cols, x);
+    free(scale);
+    free(q);
+  }
+}
+
 /* Drops one expert's bypassed pairs. */
 static void lora_drop_expert(rank_stage *s, cpu_expert *x) {
   for (int b = 0; x->lora_w && b < s->nblocks; b++) free(x->lora_w[b]);
@@ -260,9 +279,13 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     cpu_expert *x = &c->ex[e];
     if (cfg->embed)
       rc = load_group(m, c, e, WAN_GROUP_EMBED, 0, tmp, tmp_bytes, &x->embed_w, bytes_read);
-    for (int b = 0; rc == SP_OK && b < s->nblocks; b++)
+    for (int b = 0; rc == SP_OK && b < s->nblocks; b++) {
       rc = load_group(m, c, e, WAN_GROUP_BLOCK, cfg->first_block + b, tmp, tmp_bytes,
                       &x->block_w[b], bytes_read);
+      /* an fp8 file's blocks come dequantised already */
+      if (rc == SP_OK && cfg->fp8 && !rank_model_get_info(m)->fp8)
+        quantise_block(&c->l32[WAN_GROUP_BLOCK], x->block_w[b]);
+    }
     if (rc == SP_OK && cfg->head)
       rc = load_group(m, c, e, WAN_GROUP_HEAD, 0, tmp, tmp_bytes, &x->head_w, bytes_read);
   }
@@ -275,8 +298,10 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   for (int e = 0; e < s->experts; e++) {
     cpu_expert *x = &c->ex[e];
     if (cfg->embed) wan_embed_f32_bind(&c->l32[WAN_GROUP_EMBED], x->embed_w, &x->embed);
-    for (int b = 0; b < s->nblocks; b++)
+    for (int b = 0; b < s->nblocks; b++) {
       wan_block_f32_bind(&c->l32[WAN_GROUP_BLOCK], x->block_w[b], &x->blocks[b]);
+      x->blocks[b].fp8 = cfg->fp8;
+    }
     if (cfg->head) wan_head_f32_bind(&c->l32[WAN_GROUP_HEAD], x->head_w, &x->head);
   }
   return SP_OK;

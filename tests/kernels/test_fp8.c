@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kern_dtype.h"
 #include "sp_test.h"
@@ -122,8 +123,46 @@ static void check_quantize(size_t n) {
   free(x), free(back), free(q), free(ref);
 }
 
+/* The per-row forms (MODEL.md "fp8 weights"): kern_fp8_quantize_rows is
+ * kern_fp8_quantize_n on each row; kern_fp8_dequantize_rows is value x the
+ * row's scale, one fp32 rounding; kern_fp8_fake_quant_rows equals the two
+ * in turn, bit for bit. One row all zeros (scale 1), rows of very
+ * different magnitudes; large enough to run on several threads. */
+static void check_rows(int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  float *x = sp_test_alloc(n), *deq = sp_test_alloc(n), *fake = sp_test_alloc(n);
+  float *scale = sp_test_alloc(rows);
+  uint8_t *q = sp_test_malloc((size_t)n), *q1 = sp_test_malloc((size_t)cols);
+  for (int64_t r = 0; r < rows; r++) {
+    const double mag = r == 1 ? 0.0 : ldexp(1.0, (int)sp_rand_int(-20, 20));
+    for (int64_t i = 0; i < cols; i++) x[r * cols + i] = (float)(sp_rand_normal() * mag);
+  }
+  memcpy(fake, x, (size_t)n * sizeof(float));
+  kern_fp8_quantize_rows(x, rows, cols, q, scale);
+  kern_fp8_dequantize_rows(q, scale, rows, cols, deq);
+  kern_fp8_fake_quant_rows(fake, rows, cols);
+  int bad = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    float s1 = 0.0f;
+    kern_fp8_quantize_n(x + r * cols, (size_t)cols, q1, &s1);
+    bad += memcmp(q1, q + r * cols, (size_t)cols) != 0 || s1 != scale[r];
+    for (int64_t i = 0; i < cols; i++)
+      bad += deq[r * cols + i] != kern_fp8_e4m3_to_f32(q1[i]) * s1;
+  }
+  CHECK(bad == 0, "rows %lld x %lld: %d rows or values differ from kern_fp8_quantize_n",
+        (long long)rows, (long long)cols, bad);
+  CHECK(scale[1] == 1.0f, "an all-zero row has scale %g, want 1", scale[1]);
+  CHECK(memcmp(fake, deq, (size_t)n * sizeof(float)) == 0,
+        "fake quantisation differs from quantise then dequantise");
+  CHECK(sp_test_guard_ok(deq, n) && sp_test_guard_ok(fake, n) && sp_test_guard_ok(scale, rows),
+        "rows: a write past the end");
+  free(x), free(deq), free(fake), free(scale), free(q), free(q1);
+}
+
 int main(void) {
   sp_test_begin("kernels/fp8");
+  check_rows(3, 5);
+  check_rows(300, 640);
   check_decode();
   check_encode();
   check_quantize(1 << 16);

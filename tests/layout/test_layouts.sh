@@ -5,8 +5,8 @@
 # in both orders of work and with every block marked streamed, on a token
 # count that U = 2 splits unevenly (27 tokens); wan2.2-tiny's two experts
 # too; --jobs with replicas spreads the jobs' micro-batches and each output
-# equals its separate run; bad layouts are refused with one line, exit 2
-# and no output.
+# equals its separate run; --precision fp8 on a few layouts; bad layouts
+# are refused with one line, exit 2 and no output.
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
@@ -66,6 +66,12 @@ check "cfg-2x2x1-block" cfg 2x2x1 "${ARGS[@]}" --cfg 4.5 --order block
 check "cfg-1x2x2-stream" cfg 1x2x2 "${ARGS[@]}" --cfg 4.5 --stream-frac 1 --order block
 check "cfg-2x2x2-stream" cfg 2x2x2 "${ARGS[@]}" --cfg 4.5 --stream-frac 1
 for layout in 1x1x2 1x2x2; do check "nocfg-$layout" nocfg "$layout" "${ARGS[@]}" --cfg 1; done
+# fp8 (MODEL.md "fp8 weights": activations quantised per token, so a
+# split of the tokens changes no bit): replicas, stages and Ulysses ranks.
+"$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --precision fp8 -o "$T/fp8.h5" || { echo "FAIL fp8 run"; exit 1; }
+for layout in 2x1x1 1x1x2 2x2x1 1x2x2; do
+  check "fp8-$layout" fp8 "$layout" "${ARGS[@]}" --cfg 4.5 --precision fp8
+done
 
 # --layout auto: the planner's choice among the layouts of the ranks (the
 # line names it) and --layout pipeline, bit-identical to one process.

@@ -1,0 +1,11 @@
+#!/bin/bash
+# fp8 model files against an independent e4m3 quantiser: convert --dtype
+# fp8 (BF16 and ComfyUI fp8 checkpoints), init --dtype fp8, the fp8 file
+# against a bf16 file run with --precision fp8, malformed files refused
+# (weights.py).
+set -u
+: "${SP_BIN:?}" "${SP_SRC:?}"
+. "$SP_SRC/tests/common/find_python.sh"
+work=$(mktemp -d "${TMPDIR:-/tmp}/sp-fp8-weights.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+"$PY" "$SP_SRC/tests/fp8/weights.py" "$SP_BIN" "$work"
