@@ -23,6 +23,8 @@ float rank_convert_e4m3fn_to_f32(uint8_t b) {
   return sign ? -v : v;
 }
 
+float rank_convert_e5m2_to_f32(uint8_t b) { return kern_f16_to_f32((uint16_t)(b << 8)); }
+
 static int ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), k = strlen(tail);
   return n >= k && strcmp(s + n - k, tail) == 0;

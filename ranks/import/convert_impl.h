@@ -1,5 +1,7 @@
-/* Internals of the converter shared by convert.c (mapping, cross-check,
- * copy) and convert_inputs.c (files, directories, index JSON). */
+/* Internals shared by the converters (convert.c, convert_t5.c,
+ * convert_vae.c): the problem count, the inputs (convert_inputs.c: files,
+ * directories, index JSON), the cross-check and copy helpers
+ * (convert_check.c) and fp8 (convert_fp8.c). */
 #ifndef RANK_CONVERT_IMPL_H
 #define RANK_CONVERT_IMPL_H
 
@@ -48,6 +50,42 @@ int rank_convert_inputs_any_key(int n, char *const *args, int (*is_key)(const ch
 /* The index files' weight maps against what the shards hold, both ways. */
 void rank_convert_check_index(const inputs *in, rank_st_file *const *f, int nf, problems *p);
 
+/* ---- cross-check and copy helpers (convert_check.c) -------------------- */
+
+/* 1 when s starts with prefix. */
+int rank_convert_has_prefix(const char *s, const char *prefix);
+/* A decimal index below 1000 without leading zeros, then '.', at p:
+ * returns what follows the dot with the index in *v, or NULL (*v
+ * untouched). */
+const char *rank_convert_parse_index(const char *p, int64_t *v);
+/* The name of a checkpoint of nf >= 1 files in problems that belong to no
+ * one file: the first file's path, "+N more shards" when there are more. */
+void rank_convert_label(rank_st_file *const *f, int nf, char *buf, size_t n);
+/* "[d0, d1, ...]", truncated to n bytes. */
+void rank_convert_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+/* A problem naming path, the tensor, its shape and the wanted one when
+ * tensor t is not of shape (ndim, shape). */
+void rank_convert_check_shape(const char *path, const rank_st_tensor *t, int ndim,
+                              const int64_t *shape, problems *p);
+/* A problem naming the accepted dtypes ok[0..nok) when t's is none of them. */
+void rank_convert_check_dtype(const char *path, const rank_st_tensor *t, const rank_st_dtype *ok,
+                              int nok, problems *p);
+/* The end of a cross-check: SP_OK when p counted no problem; else logs how
+ * many went unshown and that out_path is not written, and returns
+ * SP_ERR_INPUT. */
+int rank_convert_problems_end(const problems *p, const char *out_path);
+/* n source elements of dtype dt (F32, F16, BF16, F8_E4M3, F8_E5M2) at src
+ * to fp32: exact for the float dtypes; fp8 times scale, the product
+ * rounded once. */
+void rank_convert_to_f32(rank_st_dtype dt, const unsigned char *src, float scale, float *dst,
+                         size_t n);
+/* Elements [at, at + n) of tensor t of file as fp32 into f (fp8 times
+ * scale), through raw (n times the dtype's size bytes). SP_OK; the read's
+ * status; or SP_ERR_INPUT, logged naming the element, when one is NaN or
+ * infinite. */
+int rank_convert_read_f32(const rank_st_file *file, const rank_st_tensor *t, int64_t at, int64_t n,
+                          float scale, unsigned char *raw, float *f);
+
 /* ---- fp8 checkpoints (convert_fp8.c) ----------------------------------
  * ComfyUI's fp8_e4m3fn checkpoints store weights as F8_E4M3; its
  * fp8_e4m3fn_scaled ones add KEY.scale_weight, one float, beside each
@@ -57,6 +95,8 @@ void rank_convert_check_index(const inputs *in, rank_st_file *const *f, int nf, 
 
 /* The value of a float8 e4m3fn byte (exact; S.1111.111 is NaN). */
 float rank_convert_e4m3fn_to_f32(uint8_t b);
+/* The value of a float8 e5m2 byte: the top byte of an IEEE half (exact). */
+float rank_convert_e5m2_to_f32(uint8_t b);
 /* 1 when key is an fp8 format's helper tensor (KEY.scale_weight,
  * KEY.scale_input, scaled_fp8), which maps to no model tensor. */
 int rank_convert_fp8_aux(const char *key);

@@ -22,29 +22,12 @@
 #define SCALE_W ".scale_weight"
 #define SCALE_IN ".scale_input"
 
-/* ---- fp8 ------------------------------------------------------------------- */
-
-float rank_fp8_e4m3fn_to_f32(unsigned char b) {
-  int sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
-  float v;
-  if (e == 15 && m == 7)
-    v = NAN;
-  else if (e == 0)
-    v = ldexpf((float)m, -9); /* subnormal: m/8 * 2^-6 */
-  else
-    v = ldexpf((float)(8 + m), e - 10); /* (1 + m/8) * 2^(e - 7) */
-  return sign ? -v : v;
-}
-
-float rank_fp8_e5m2_to_f32(unsigned char b) { return kern_f16_to_f32((uint16_t)(b << 8)); }
-
 /* ---- key mapping ------------------------------------------------------------ */
 
 const char *rank_convert_t5_style_name(rank_convert_t5_style s) {
   return s == RANK_CONVERT_T5_HF ? "transformers" : "wan";
 }
 
-static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 static int has_suffix(const char *s, const char *x) {
   size_t n = strlen(s), m = strlen(x);
   return n >= m && strcmp(s + n - m, x) == 0;
@@ -67,21 +50,6 @@ static const struct {
 };
 #define HF_BLOCK "encoder.block."
 
-/* A decimal index below 1000 without leading zeros, then '.'; returns what
- * follows the dot, or NULL. */
-static const char *parse_index(const char *p, long *v) {
-  long x = 0;
-  int nd = 0;
-  while (*p >= '0' && *p <= '9') {
-    if (nd == 3) return NULL;
-    x = x * 10 + (*p++ - '0');
-    nd++;
-  }
-  if (nd == 0 || *p != '.' || (nd > 1 && p[-nd] == '0')) return NULL;
-  *v = x;
-  return p + 1;
-}
-
 int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf, size_t n) {
   int w = -1;
   if (s == RANK_CONVERT_T5_WAN) {
@@ -90,11 +58,12 @@ int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf,
     w = snprintf(buf, n, "token_embedding.weight");
   } else if (strcmp(key, "encoder.final_layer_norm.weight") == 0) {
     w = snprintf(buf, n, "norm.weight");
-  } else if (has_prefix(key, HF_BLOCK)) {
-    long b;
-    const char *rest = parse_index(key + strlen(HF_BLOCK), &b);
+  } else if (rank_convert_has_prefix(key, HF_BLOCK)) {
+    int64_t b;
+    const char *rest = rank_convert_parse_index(key + strlen(HF_BLOCK), &b);
     for (size_t i = 0; rest && i < sizeof hf_leaf / sizeof hf_leaf[0]; i++)
-      if (strcmp(rest, hf_leaf[i].hf) == 0) w = snprintf(buf, n, "blocks.%ld.%s", b, hf_leaf[i].wan);
+      if (strcmp(rest, hf_leaf[i].hf) == 0)
+        w = snprintf(buf, n, "blocks.%lld.%s", (long long)b, hf_leaf[i].wan);
   }
   return w < 0 || (size_t)w >= n ? -1 : 0;
 }
@@ -102,7 +71,7 @@ int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf,
 /* Keys only a UMT5 encoder checkpoint has, in either style. */
 static int is_t5_key(const char *key) {
   return strcmp(key, "shared.weight") == 0 || strcmp(key, "token_embedding.weight") == 0 ||
-         strcmp(key, "encoder.final_layer_norm.weight") == 0 || has_prefix(key, HF_BLOCK) ||
+         strcmp(key, "encoder.final_layer_norm.weight") == 0 || rank_convert_has_prefix(key, HF_BLOCK) ||
          has_suffix(key, ".pos_embedding.embedding.weight");
 }
 
@@ -140,13 +109,6 @@ static t5_src *find_key(t5_ckpt *ck, const char *key) {
   return NULL;
 }
 
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-  size_t o = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < ndim && o < n; i++)
-    o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (o < n) snprintf(buf + o, n - o, "]");
-}
-
 static int is_float_dtype(rank_st_dtype d) {
   return d == RANK_ST_F32 || d == RANK_ST_F16 || d == RANK_ST_BF16;
 }
@@ -162,7 +124,7 @@ static void classify(t5_ckpt *ck, problems *p) {
       ck->spiece = s;
     } else if (strcmp(k, FP8_MARKER) == 0 || has_suffix(k, SCALE_IN) ||
                (ck->style == RANK_CONVERT_T5_HF &&
-                (has_prefix(k, "decoder.") || has_prefix(k, "lm_head.") ||
+                (rank_convert_has_prefix(k, "decoder.") || rank_convert_has_prefix(k, "lm_head.") ||
                  (has_shared && strcmp(k, "encoder.embed_tokens.weight") == 0)))) {
       ck->skipped++;
     } else if (has_suffix(k, SCALE_W)) {
@@ -211,10 +173,10 @@ static int infer_config(t5_ckpt *ck, problems *p) {
   c.ffn = s[2]->t->shape[0];
   c.buckets = s[3]->t->shape[0];
   c.heads = s[3]->t->shape[1];
-  long layers = 0;
+  int64_t layers = 0;
   for (int i = 0; i < ck->nsrc; i++) {
-    long b;
-    if (has_prefix(ck->src[i].name, "blocks.") && parse_index(ck->src[i].name + 7, &b) &&
+    int64_t b;
+    if (rank_convert_has_prefix(ck->src[i].name, "blocks.") && rank_convert_parse_index(ck->src[i].name + 7, &b) &&
         b + 1 > layers)
       layers = b + 1;
   }
@@ -232,7 +194,8 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
   const umt5_config *c = &ck->config;
   const int count = umt5_table_count(c);
   for (int i = 0; i < count; i++) ck->slot[i] = -1;
-  char sh[96], want[96];
+  static const rank_st_dtype ok[] = {RANK_ST_F32, RANK_ST_F16, RANK_ST_BF16, RANK_ST_F8_E4M3,
+                                     RANK_ST_F8_E5M2};
   for (int i = 0; i < ck->nsrc; i++) {
     t5_src *s = &ck->src[i];
     if (!s->name[0]) continue;
@@ -252,18 +215,8 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
     ck->slot[ti] = i;
     umt5_tensor t;
     umt5_table_entry(c, ti, &t);
-    int same = s->t->ndim == t.ndim;
-    for (int d = 0; same && d < t.ndim; d++) same = s->t->shape[d] == t.shape[d];
-    if (!same) {
-      shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
-      shape_str(t.ndim, t.shape, want, sizeof want);
-      rank_convert_problem(p, "%s: tensor '%s': shape %s, the inferred config needs %s",
-                           s->file->path, s->t->name, sh, want);
-    }
-    if (!is_float_dtype(s->t->dtype) && !is_fp8(s->t->dtype))
-      rank_convert_problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16, "
-                           "F8_E4M3, F8_E5M2)",
-                           s->file->path, s->t->name, rank_st_dtype_name(s->t->dtype));
+    rank_convert_check_shape(s->file->path, s->t, t.ndim, t.shape, p);
+    rank_convert_check_dtype(s->file->path, s->t, ok, (int)(sizeof ok / sizeof ok[0]), p);
     if (is_fp8(s->t->dtype)) ck->fp8++;
   }
   for (int i = 0; i < count; i++) {
@@ -310,27 +263,12 @@ static int load_tokenizer(const t5_ckpt *ck, const char *path, tok_model **out) 
 
 /* ---- the copy --------------------------------------------------------------------- */
 
-/* Source elements to fp32; fp8 times the scale (a float32 product, rounded
- * once), exact for the float dtypes. */
-static void to_f32(rank_st_dtype dt, const unsigned char *src, float scale, float *dst, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    uint16_t h;
-    switch (dt) {
-    case RANK_ST_F32: memcpy(&dst[i], src + 4 * i, 4); break;
-    case RANK_ST_F16: memcpy(&h, src + 2 * i, 2); dst[i] = kern_f16_to_f32(h); break;
-    case RANK_ST_BF16: memcpy(&h, src + 2 * i, 2); dst[i] = kern_bf16_to_f32(h); break;
-    case RANK_ST_F8_E4M3: dst[i] = rank_fp8_e4m3fn_to_f32(src[i]) * scale; break;
-    default: dst[i] = rank_fp8_e5m2_to_f32(src[i]) * scale; break;
-    }
-  }
-}
-
 static int read_scale(const t5_src *s, float *scale) {
   *scale = 1.0f;
   if (!s->scale) return SP_OK;
   unsigned char raw[4];
   int rc = rank_st_read(s->sfile, s->scale, 0, raw, rank_st_dtype_size(s->scale->dtype));
-  if (rc == SP_OK) to_f32(s->scale->dtype, raw, 1.0f, scale, 1);
+  if (rc == SP_OK) rank_convert_to_f32(s->scale->dtype, raw, 1.0f, scale, 1);
   if (rc == SP_OK && (!isfinite(*scale) || *scale == 0.0f)) {
     sp_log_error("%s: tensor '%s' is %g; a scale must be finite and non-zero", s->sfile->path,
                  s->scale->name, (double)*scale);
@@ -343,21 +281,10 @@ static int copy_tensor(const t5_src *s, const umt5_tensor *t, t5_model_writer *w
                        unsigned char *raw, float *f) {
   float scale;
   int rc = read_scale(s, &scale);
-  const size_t esz = rank_st_dtype_size(s->t->dtype);
   for (int64_t at = 0; rc == SP_OK && at < t->numel; at += PART_VALUES) {
     int64_t n = t->numel - at < PART_VALUES ? t->numel - at : PART_VALUES;
-    rc = rank_st_read(s->file, s->t, (uint64_t)at * esz, raw, (size_t)n * esz);
-    if (rc != SP_OK) break;
-    to_f32(s->t->dtype, raw, scale, f, (size_t)n);
-    for (int64_t k = 0; k < n; k++) {
-      if (!isfinite(f[k])) {
-        sp_log_error("%s: tensor '%s': element %lld is %s; a checkpoint with non-finite weights "
-                     "is not converted",
-                     s->file->path, s->t->name, (long long)(at + k), isnan(f[k]) ? "NaN" : "infinite");
-        return SP_ERR_INPUT;
-      }
-    }
-    rc = t5_model_writer_put_part(w, t->name, f, at, n);
+    rc = rank_convert_read_f32(s->file, s->t, at, n, scale, raw, f);
+    if (rc == SP_OK) rc = t5_model_writer_put_part(w, t->name, f, at, n);
   }
   return rc;
 }
@@ -410,10 +337,7 @@ int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_pa
   int rc = rank_convert_inputs_open(ninputs, args, &in, &f, &nf);
   if (rc != SP_OK) goto out;
   rank_convert_check_index(&in, f, nf, &p);
-  if (nf == 1)
-    snprintf(ck->label, sizeof ck->label, "%s", f[0]->path);
-  else
-    snprintf(ck->label, sizeof ck->label, "%s (+%d more shards)", f[0]->path, nf - 1);
+  rank_convert_label(f, nf, ck->label, sizeof ck->label);
   for (int s = 0; s < nf; s++) ck->nsrc += f[s]->h.count;
   ck->src = sp_xcalloc((size_t)ck->nsrc + 1, sizeof *ck->src);
   int k = 0;
@@ -423,7 +347,7 @@ int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_pa
       ck->src[k].file = f[s];
       ck->src[k].t = &f[s]->h.t[i];
       const char *key = f[s]->h.t[i].name;
-      if (strcmp(key, "shared.weight") == 0 || has_prefix(key, HF_BLOCK))
+      if (strcmp(key, "shared.weight") == 0 || rank_convert_has_prefix(key, HF_BLOCK))
         ck->style = RANK_CONVERT_T5_HF;
     }
   }
@@ -439,14 +363,7 @@ int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_pa
                 (long long)c->layers, (long long)c->buckets, (long long)c->max_dist, ck->skipped);
     check_tensors(ck, &p);
   }
-  if (p.count > 0) {
-    if (p.count > PROBLEM_LOG_CAP)
-      sp_log_error("... %ld more problems not shown", p.count - PROBLEM_LOG_CAP);
-    sp_log_error("%s: not converted: %ld problem(s) with the checkpoint; nothing written",
-                 out_path, p.count);
-    rc = SP_ERR_INPUT;
-    goto out;
-  }
+  if ((rc = rank_convert_problems_end(&p, out_path)) != SP_OK) goto out;
   if (ck->fp8) sp_log_info("convert: %d fp8 tensors dequantised (value x scale_weight)", ck->fp8);
   if ((rc = load_tokenizer(ck, tokenizer_path, &tok)) != SP_OK) goto out;
   rc = write_file(ck, tok, out_path, od);
