@@ -5,6 +5,7 @@
  * refusal of non-finite weights (convert_impl.h). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "convert_impl.h"
@@ -32,6 +33,47 @@ void rank_convert_label(rank_st_file *const *f, int nf, char *buf, size_t n) {
     snprintf(buf, n, "%s", f[0]->path);
   else
     snprintf(buf, n, "%s (+%d more shards)", f[0]->path, nf - 1);
+}
+
+int rank_convert_ckpt_open(int n, char *const *args, rank_convert_ckpt *ck, problems *p) {
+  memset(ck, 0, sizeof *ck);
+  int rc = rank_convert_inputs_open(n, args, &ck->in, &ck->f, &ck->nf);
+  if (rc != SP_OK) return rc;
+  rank_convert_check_index(&ck->in, ck->f, ck->nf, p);
+  rank_convert_label(ck->f, ck->nf, ck->label, sizeof ck->label);
+  for (int s = 0; s < ck->nf; s++) ck->nsrc += ck->f[s]->h.count;
+  ck->src = sp_xcalloc((size_t)ck->nsrc + 1, sizeof *ck->src);
+  int k = 0;
+  for (int s = 0; s < ck->nf; s++) {
+    for (int i = 0; i < ck->f[s]->h.count; i++, k++) {
+      ck->src[k].file = ck->f[s];
+      ck->src[k].t = &ck->f[s]->h.t[i];
+    }
+  }
+  return SP_OK;
+}
+
+void rank_convert_ckpt_close(rank_convert_ckpt *ck) {
+  free(ck->src);
+  rank_convert_inputs_close(&ck->in, ck->f, ck->nf);
+  memset(ck, 0, sizeof *ck);
+}
+
+const rank_convert_src *rank_convert_ckpt_find(const rank_convert_ckpt *ck, const char *name) {
+  for (int i = 0; i < ck->nsrc; i++)
+    if (strcmp(ck->src[i].name, name) == 0) return &ck->src[i];
+  return NULL;
+}
+
+int rank_convert_ckpt_claim(const rank_convert_ckpt *ck, int *slot, int ti, int i, problems *p) {
+  if (slot[ti] < 0) {
+    slot[ti] = i;
+    return 0;
+  }
+  const rank_convert_src *s = &ck->src[i], *o = &ck->src[slot[ti]];
+  rank_convert_problem(p, "%s: tensor '%s': duplicate of '%s' in %s", s->file->path, s->t->name,
+                       o->t->name, o->file->path);
+  return -1;
 }
 
 void rank_convert_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {

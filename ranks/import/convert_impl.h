@@ -52,6 +52,38 @@ void rank_convert_check_index(const inputs *in, rank_st_file *const *f, int nf, 
 
 /* ---- cross-check and copy helpers (convert_check.c) -------------------- */
 
+/* A source tensor of a T5 or VAE checkpoint: where it is, and the key of
+ * the network's table it maps to. */
+typedef struct rank_convert_src {
+  const rank_st_file *file;
+  const rank_st_tensor *t;
+  char name[128];             /* the network's key; "" when not mapped */
+  const rank_st_file *sfile;  /* the file of its fp8 scale_weight, if any */
+  const rank_st_tensor *scale; /* its fp8 scale_weight, or NULL */
+} rank_convert_src;
+
+/* A checkpoint opened: its files and every tensor in file order. */
+typedef struct rank_convert_ckpt {
+  inputs in;
+  rank_st_file **f;
+  int nf;
+  rank_convert_src *src; /* (nsrc) file and tensor set, the rest zero */
+  int nsrc;
+  char label[1200]; /* names the checkpoint in problems of no one file */
+} rank_convert_ckpt;
+
+/* Opens the inputs into ck, checks their index files against the shards
+ * (problems into p) and lists every tensor. SP_OK, or the inputs' logged
+ * status; release with rank_convert_ckpt_close either way. */
+int rank_convert_ckpt_open(int n, char *const *args, rank_convert_ckpt *ck, problems *p);
+void rank_convert_ckpt_close(rank_convert_ckpt *ck);
+/* The source tensor mapped to the table key name, or NULL. */
+const rank_convert_src *rank_convert_ckpt_find(const rank_convert_ckpt *ck, const char *name);
+/* Claims table entry ti for source i in slot (table entry -> source, -1
+ * free): 0 with slot[ti] = i, or -1 after a problem naming the source that
+ * holds it already. */
+int rank_convert_ckpt_claim(const rank_convert_ckpt *ck, int *slot, int ti, int i, problems *p);
+
 /* 1 when s starts with prefix. */
 int rank_convert_has_prefix(const char *s, const char *prefix);
 /* A decimal index below 1000 without leading zeros, then '.', at p:

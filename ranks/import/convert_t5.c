@@ -77,35 +77,19 @@ static int is_t5_key(const char *key) {
 
 /* ---- the checkpoint ----------------------------------------------------------- */
 
-typedef struct t5_src {
-  const rank_st_file *file;
-  const rank_st_tensor *t;
-  char name[96];                 /* Wan key; "" when not an encoder weight */
-  const rank_st_file *sfile;     /* its scale_weight, if any */
-  const rank_st_tensor *scale;
-} t5_src;
-
 typedef struct t5_ckpt {
+  rank_convert_ckpt cp; /* names: Wan's keys */
   rank_convert_t5_style style;
-  t5_src *src;
-  int nsrc;
   int skipped;  /* decoder, lm_head, tied copies, scale_input, markers */
   int fp8;      /* fp8 weights */
   umt5_config config;
   int slot[UMT5_MAX_TENSORS]; /* table entry -> src index, -1 if missing */
-  const t5_src *spiece;
-  char label[1200];
+  const rank_convert_src *spiece;
 } t5_ckpt;
 
-static const t5_src *find_name(const t5_ckpt *ck, const char *name) {
-  for (int i = 0; i < ck->nsrc; i++)
-    if (strcmp(ck->src[i].name, name) == 0) return &ck->src[i];
-  return NULL;
-}
-
-static t5_src *find_key(t5_ckpt *ck, const char *key) {
-  for (int i = 0; i < ck->nsrc; i++)
-    if (strcmp(ck->src[i].t->name, key) == 0) return &ck->src[i];
+static rank_convert_src *find_key(t5_ckpt *ck, const char *key) {
+  for (int i = 0; i < ck->cp.nsrc; i++)
+    if (strcmp(ck->cp.src[i].t->name, key) == 0) return &ck->cp.src[i];
   return NULL;
 }
 
@@ -117,8 +101,8 @@ static int is_fp8(rank_st_dtype d) { return d == RANK_ST_F8_E4M3 || d == RANK_ST
 /* Names every tensor, attaches the scales, counts what is skipped. */
 static void classify(t5_ckpt *ck, problems *p) {
   int has_shared = find_key(ck, "shared.weight") != NULL;
-  for (int i = 0; i < ck->nsrc; i++) {
-    t5_src *s = &ck->src[i];
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    rank_convert_src *s = &ck->cp.src[i];
     const char *k = s->t->name;
     if (strcmp(k, SPIECE_KEY) == 0) {
       ck->spiece = s;
@@ -130,7 +114,7 @@ static void classify(t5_ckpt *ck, problems *p) {
     } else if (has_suffix(k, SCALE_W)) {
       char base[RANK_ST_MAX_NAME + 16];
       snprintf(base, sizeof base, "%.*s.weight", (int)(strlen(k) - strlen(SCALE_W)), k);
-      t5_src *w = find_key(ck, base);
+      rank_convert_src *w = find_key(ck, base);
       if (!w || !is_fp8(w->t->dtype))
         rank_convert_problem(p, "%s: tensor '%s': a scale for '%s', which is %s", s->file->path,
                              k, base, w ? "not an fp8 tensor" : "missing");
@@ -158,11 +142,11 @@ static int infer_config(t5_ckpt *ck, problems *p) {
   static const char *const need[] = {"token_embedding.weight", "blocks.0.attn.q.weight",
                                      "blocks.0.ffn.fc1.weight",
                                      "blocks.0.pos_embedding.embedding.weight"};
-  const t5_src *s[4];
+  const rank_convert_src *s[4];
   for (int i = 0; i < 4; i++) {
-    s[i] = find_name(ck, need[i]);
+    s[i] = rank_convert_ckpt_find(&ck->cp, need[i]);
     if (!s[i] || s[i]->t->ndim != 2) {
-      rank_convert_problem(p, "%s: tensor '%s' %s (needed to infer the config)", ck->label,
+      rank_convert_problem(p, "%s: tensor '%s' %s (needed to infer the config)", ck->cp.label,
                            need[i], s[i] ? "is not 2-D" : "is missing (Wan's key)");
       return -1;
     }
@@ -174,16 +158,16 @@ static int infer_config(t5_ckpt *ck, problems *p) {
   c.buckets = s[3]->t->shape[0];
   c.heads = s[3]->t->shape[1];
   int64_t layers = 0;
-  for (int i = 0; i < ck->nsrc; i++) {
+  for (int i = 0; i < ck->cp.nsrc; i++) {
     int64_t b;
-    if (rank_convert_has_prefix(ck->src[i].name, "blocks.") && rank_convert_parse_index(ck->src[i].name + 7, &b) &&
+    if (rank_convert_has_prefix(ck->cp.src[i].name, "blocks.") && rank_convert_parse_index(ck->cp.src[i].name + 7, &b) &&
         b + 1 > layers)
       layers = b + 1;
   }
   c.layers = layers;
   char err[256];
   if (umt5_config_check(&c, err, sizeof err) != 0) {
-    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->label, err);
+    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->cp.label, err);
     return -1;
   }
   ck->config = c;
@@ -196,8 +180,8 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
   for (int i = 0; i < count; i++) ck->slot[i] = -1;
   static const rank_st_dtype ok[] = {RANK_ST_F32, RANK_ST_F16, RANK_ST_BF16, RANK_ST_F8_E4M3,
                                      RANK_ST_F8_E5M2};
-  for (int i = 0; i < ck->nsrc; i++) {
-    t5_src *s = &ck->src[i];
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    rank_convert_src *s = &ck->cp.src[i];
     if (!s->name[0]) continue;
     int ti = umt5_table_find(c, s->name);
     if (ti < 0) {
@@ -206,13 +190,7 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
                            s->file->path, s->t->name, (long long)c->layers);
       continue;
     }
-    if (ck->slot[ti] >= 0) {
-      const t5_src *o = &ck->src[ck->slot[ti]];
-      rank_convert_problem(p, "%s: tensor '%s': duplicate of '%s' in %s", s->file->path,
-                           s->t->name, o->t->name, o->file->path);
-      continue;
-    }
-    ck->slot[ti] = i;
+    if (rank_convert_ckpt_claim(&ck->cp, ck->slot, ti, i, p) != 0) continue;
     umt5_tensor t;
     umt5_table_entry(c, ti, &t);
     rank_convert_check_shape(s->file->path, s->t, t.ndim, t.shape, p);
@@ -223,7 +201,7 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
     if (ck->slot[i] >= 0) continue;
     umt5_tensor t;
     umt5_table_entry(c, i, &t);
-    rank_convert_problem(p, "%s: missing tensor '%s' (Wan's key)", ck->label, t.name);
+    rank_convert_problem(p, "%s: missing tensor '%s' (Wan's key)", ck->cp.label, t.name);
   }
 }
 
@@ -231,11 +209,11 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
 
 static int load_tokenizer(const t5_ckpt *ck, const char *path, tok_model **out) {
   if (path) return tok_model_load(path, out);
-  const t5_src *s = ck->spiece;
+  const rank_convert_src *s = ck->spiece;
   if (!s) {
     sp_log_error("%s: no tokenizer: pass --tokenizer PATH (the spiece.model or tokenizer.json "
                  "of google/umt5-xxl, as Wan ships it in google/umt5-xxl/)",
-                 ck->label);
+                 ck->cp.label);
     return SP_ERR_INPUT;
   }
   if (s->t->dtype != RANK_ST_U8 || s->t->numel > TOK_MAX_FILE_BYTES || s->t->numel == 0) {
@@ -263,7 +241,7 @@ static int load_tokenizer(const t5_ckpt *ck, const char *path, tok_model **out) 
 
 /* ---- the copy --------------------------------------------------------------------- */
 
-static int read_scale(const t5_src *s, float *scale) {
+static int read_scale(const rank_convert_src *s, float *scale) {
   *scale = 1.0f;
   if (!s->scale) return SP_OK;
   unsigned char raw[4];
@@ -277,7 +255,7 @@ static int read_scale(const t5_src *s, float *scale) {
   return rc;
 }
 
-static int copy_tensor(const t5_src *s, const umt5_tensor *t, t5_model_writer *w,
+static int copy_tensor(const rank_convert_src *s, const umt5_tensor *t, t5_model_writer *w,
                        unsigned char *raw, float *f) {
   float scale;
   int rc = read_scale(s, &scale);
@@ -302,7 +280,7 @@ static int write_file(const t5_ckpt *ck, const tok_model *tok, const char *out_p
   for (int i = 0; i < count && rc == SP_OK; i++) {
     umt5_tensor t;
     umt5_table_entry(c, i, &t);
-    rc = copy_tensor(&ck->src[ck->slot[i]], &t, w, raw, f);
+    rc = copy_tensor(&ck->cp.src[ck->slot[i]], &t, w, raw, f);
   }
   free(raw);
   free(f);
@@ -328,28 +306,16 @@ int rank_convert_is_t5(int ninputs, char *const *args, int *is_t5) {
 
 int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_path,
                         const char *out_path, kern_dtype od) {
-  inputs in;
-  rank_st_file **f = NULL;
-  int nf = 0;
   t5_ckpt *ck = sp_xcalloc(1, sizeof *ck);
   problems p = {0};
   tok_model *tok = NULL;
-  int rc = rank_convert_inputs_open(ninputs, args, &in, &f, &nf);
+  int rc = rank_convert_ckpt_open(ninputs, args, &ck->cp, &p);
   if (rc != SP_OK) goto out;
-  rank_convert_check_index(&in, f, nf, &p);
-  rank_convert_label(f, nf, ck->label, sizeof ck->label);
-  for (int s = 0; s < nf; s++) ck->nsrc += f[s]->h.count;
-  ck->src = sp_xcalloc((size_t)ck->nsrc + 1, sizeof *ck->src);
-  int k = 0;
   ck->style = RANK_CONVERT_T5_WAN;
-  for (int s = 0; s < nf; s++) {
-    for (int i = 0; i < f[s]->h.count; i++, k++) {
-      ck->src[k].file = f[s];
-      ck->src[k].t = &f[s]->h.t[i];
-      const char *key = f[s]->h.t[i].name;
-      if (strcmp(key, "shared.weight") == 0 || rank_convert_has_prefix(key, HF_BLOCK))
-        ck->style = RANK_CONVERT_T5_HF;
-    }
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *key = ck->cp.src[i].t->name;
+    if (strcmp(key, "shared.weight") == 0 || rank_convert_has_prefix(key, HF_BLOCK))
+      ck->style = RANK_CONVERT_T5_HF;
   }
   classify(ck, &p);
   if (infer_config(ck, &p) == 0) {
@@ -358,7 +324,7 @@ int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_pa
                 "%lld, dim_attn %lld, ffn %lld, %lld heads, %lld layers, %lld buckets "
                 "(max_dist %lld, the published); %d tensors skipped (decoder, lm_head, tied "
                 "copies, fp8 markers and input scales)",
-                nf, ck->nsrc, rank_convert_t5_style_name(ck->style), (long long)c->vocab,
+                ck->cp.nf, ck->cp.nsrc, rank_convert_t5_style_name(ck->style), (long long)c->vocab,
                 (long long)c->dim, (long long)c->dim_attn, (long long)c->ffn, (long long)c->heads,
                 (long long)c->layers, (long long)c->buckets, (long long)c->max_dist, ck->skipped);
     check_tensors(ck, &p);
@@ -369,8 +335,7 @@ int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_pa
   rc = write_file(ck, tok, out_path, od);
 out:
   tok_model_free(tok);
-  free(ck->src);
+  rank_convert_ckpt_close(&ck->cp);
   free(ck);
-  rank_convert_inputs_close(&in, f, nf);
   return rc;
 }

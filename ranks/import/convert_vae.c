@@ -137,30 +137,16 @@ void rank_convert_vae_key_for(rank_convert_vae_style s, const char *name, int64_
 
 /* ---- the checkpoint ----------------------------------------------------------- */
 
-typedef struct vae_src {
-  const rank_st_file *file;
-  const rank_st_tensor *t;
-  char name[128]; /* official key; "" when unmapped */
-} vae_src;
-
 typedef struct vae_ckpt {
+  rank_convert_ckpt cp; /* names: the official keys */
   rank_convert_vae_style style;
-  vae_src *src;
-  int nsrc;
   int skipped; /* encoder tensors */
   int64_t R;   /* num_res_blocks */
   wan_vae_config config;
   wan_vae_weights w;
   wan_vae_table table;
   int slot[WAN_VAE_MAX_TENSORS]; /* table entry -> src index, -1 if missing */
-  char label[1200];
 } vae_ckpt;
-
-static const vae_src *find_name(const vae_ckpt *ck, const char *name) {
-  for (int i = 0; i < ck->nsrc; i++)
-    if (strcmp(ck->src[i].name, name) == 0) return &ck->src[i];
-  return NULL;
-}
 
 /* Layout by majority of the keys only one layout has. */
 static rank_convert_vae_style detect_style(const vae_ckpt *ck) {
@@ -169,8 +155,8 @@ static rank_convert_vae_style detect_style(const vae_ckpt *ck) {
   static const char *const dif[] = {"post_quant_conv.", UP_DIFF, "decoder.mid_block.",
                                     "decoder.conv_in.", "decoder.norm_out.", "decoder.conv_out."};
   long no = 0, nd = 0;
-  for (int i = 0; i < ck->nsrc; i++) {
-    const char *k = ck->src[i].t->name;
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *k = ck->cp.src[i].t->name;
     for (size_t j = 0; j < sizeof off / sizeof off[0]; j++) no += rank_convert_has_prefix(k, off[j]);
     for (size_t j = 0; j < sizeof dif / sizeof dif[0]; j++) nd += rank_convert_has_prefix(k, dif[j]);
   }
@@ -181,13 +167,13 @@ static rank_convert_vae_style detect_style(const vae_ckpt *ck) {
 static int infer_res_blocks_diffusers(vae_ckpt *ck, problems *p) {
   int64_t most = -1;
   const char *pre = UP_DIFF "0." UP_RESNETS;
-  for (int i = 0; i < ck->nsrc; i++) {
-    const char *k = ck->src[i].t->name;
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *k = ck->cp.src[i].t->name;
     int64_t j;
     if (rank_convert_has_prefix(k, pre) && rank_convert_parse_index(k + strlen(pre), &j) && j > most) most = j;
   }
   if (most < 0) {
-    rank_convert_problem(p, "%s: no tensor '%s0.*' (needed to infer num_res_blocks)", ck->label,
+    rank_convert_problem(p, "%s: no tensor '%s0.*' (needed to infer num_res_blocks)", ck->cp.label,
                          pre);
     return -1;
   }
@@ -199,8 +185,8 @@ static int infer_res_blocks_diffusers(vae_ckpt *ck, problems *p) {
  * or of all modules when there is none. */
 static void infer_res_blocks_official(vae_ckpt *ck) {
   int64_t first = -1, count = 0;
-  for (int i = 0; i < ck->nsrc; i++) {
-    const char *k = ck->src[i].name, *rest;
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *k = ck->cp.src[i].name, *rest;
     int64_t v;
     if (!rank_convert_has_prefix(k, UP_OFFICIAL) || !(rest = rank_convert_parse_index(k + strlen(UP_OFFICIAL), &v))) continue;
     if (v + 1 > count) count = v + 1;
@@ -226,11 +212,11 @@ static int64_t gcd64(int64_t a, int64_t b) {
 static int infer_config(vae_ckpt *ck, problems *p) {
   wan_vae_config c = {0};
   char key[256], sh[96];
-  const vae_src *s = find_name(ck, "conv2.weight");
+  const rank_convert_src *s = rank_convert_ckpt_find(&ck->cp, "conv2.weight");
   if (!s || s->t->ndim != 5) {
     rank_convert_vae_key_for(ck->style, "conv2.weight", ck->R, key, sizeof key);
     if (!s)
-      rank_convert_problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->label, key);
+      rank_convert_problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->cp.label, key);
     else
       rank_convert_problem(p, "%s: tensor '%s': %d dims, expected 5", s->file->path, key,
                            s->t->ndim);
@@ -239,9 +225,9 @@ static int infer_config(vae_ckpt *ck, problems *p) {
   c.z_dim = s->t->shape[0];
   c.num_res_blocks = ck->R;
   int64_t modules = 0;
-  for (int i = 0; i < ck->nsrc; i++) {
+  for (int i = 0; i < ck->cp.nsrc; i++) {
     int64_t v;
-    const char *k = ck->src[i].name;
+    const char *k = ck->cp.src[i].name;
     if (rank_convert_has_prefix(k, UP_OFFICIAL) && rank_convert_parse_index(k + strlen(UP_OFFICIAL), &v) && v + 1 > modules)
       modules = v + 1;
   }
@@ -249,7 +235,7 @@ static int infer_config(vae_ckpt *ck, problems *p) {
       (modules + 1) / (ck->R + 2) < 1 || (modules + 1) / (ck->R + 2) > WAN_VAE_MAX_LEVELS) {
     rank_convert_problem(p, "%s: %lld decoder upsample modules with %lld residual blocks per level "
                          "make no decoder of 1..%d levels",
-                         ck->label, (long long)modules, (long long)ck->R + 1, WAN_VAE_MAX_LEVELS);
+                         ck->cp.label, (long long)modules, (long long)ck->R + 1, WAN_VAE_MAX_LEVELS);
     return -1;
   }
   c.n_mult = (int)((modules + 1) / (ck->R + 2));
@@ -257,11 +243,11 @@ static int infer_config(vae_ckpt *ck, problems *p) {
   for (int i = 0; i < c.n_mult; i++) {
     char name[96];
     snprintf(name, sizeof name, UP_OFFICIAL "%lld.residual.2.weight", (long long)(i * (ck->R + 2)));
-    s = find_name(ck, name);
+    s = rank_convert_ckpt_find(&ck->cp, name);
     if (!s || s->t->ndim != 5 || s->t->shape[0] < 1) {
       rank_convert_vae_key_for(ck->style, name, ck->R, key, sizeof key);
       if (s) rank_convert_shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
-      rank_convert_problem(p, "%s: tensor '%s' %s (needed to infer level %d's width)", ck->label,
+      rank_convert_problem(p, "%s: tensor '%s' %s (needed to infer level %d's width)", ck->cp.label,
                            key, s ? sh : "is missing", i);
       return -1;
     }
@@ -270,14 +256,14 @@ static int infer_config(vae_ckpt *ck, problems *p) {
     if (i + 1 < c.n_mult) {
       snprintf(name, sizeof name, UP_OFFICIAL "%lld.time_conv.weight",
                (long long)(i * (ck->R + 2) + ck->R + 1));
-      c.temporal_up[i] = find_name(ck, name) != NULL;
+      c.temporal_up[i] = rank_convert_ckpt_find(&ck->cp, name) != NULL;
     }
   }
   c.dim = g;
   for (int i = 0; i < c.n_mult; i++) c.dim_mult[c.n_mult - 1 - i] = width[i] / g;
   char err[256];
   if (wan_vae_config_check(&c, err, sizeof err) != 0) {
-    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->label, err);
+    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->cp.label, err);
     return -1;
   }
   ck->config = c;
@@ -290,8 +276,8 @@ static void check_tensors(vae_ckpt *ck, problems *p) {
   for (int i = 0; i < tb->count; i++) ck->slot[i] = -1;
   static const rank_st_dtype ok[] = {RANK_ST_F32, RANK_ST_F16, RANK_ST_BF16};
   char key[256];
-  for (int i = 0; i < ck->nsrc; i++) {
-    vae_src *s = &ck->src[i];
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    rank_convert_src *s = &ck->cp.src[i];
     if (!s->name[0]) continue;
     int ti = wan_vae_table_find(tb, s->name);
     if (ti < 0) {
@@ -300,20 +286,14 @@ static void check_tensors(vae_ckpt *ck, problems *p) {
                            s->file->path, s->t->name, rank_convert_vae_style_name(ck->style));
       continue;
     }
-    if (ck->slot[ti] >= 0) {
-      const vae_src *o = &ck->src[ck->slot[ti]];
-      rank_convert_problem(p, "%s: tensor '%s': duplicate of '%s' in %s", s->file->path,
-                           s->t->name, o->t->name, o->file->path);
-      continue;
-    }
-    ck->slot[ti] = i;
+    if (rank_convert_ckpt_claim(&ck->cp, ck->slot, ti, i, p) != 0) continue;
     rank_convert_check_shape(s->file->path, s->t, tb->t[ti].ndim, tb->t[ti].shape, p);
     rank_convert_check_dtype(s->file->path, s->t, ok, (int)(sizeof ok / sizeof ok[0]), p);
   }
   for (int i = 0; i < tb->count; i++) {
     if (ck->slot[i] >= 0) continue;
     rank_convert_vae_key_for(ck->style, tb->t[i].name, ck->R, key, sizeof key);
-    rank_convert_problem(p, "%s: missing tensor '%s'", ck->label, key);
+    rank_convert_problem(p, "%s: missing tensor '%s'", ck->cp.label, key);
   }
 }
 
@@ -331,7 +311,7 @@ static int write_file(const vae_ckpt *ck, const char *out_path, kern_dtype od) {
   unsigned char *raw = sp_xmalloc((size_t)most * 4);
   float *f = sp_xmalloc((size_t)most * sizeof *f);
   for (int i = 0; i < tb->count && rc == SP_OK; i++) {
-    const vae_src *s = &ck->src[ck->slot[i]];
+    const rank_convert_src *s = &ck->cp.src[ck->slot[i]];
     rc = rank_convert_read_f32(s->file, s->t, 0, tb->t[i].numel, 1.0f, raw, f);
     if (rc == SP_OK) rc = vae_model_writer_put(w, tb->t[i].name, f, tb->t[i].numel);
   }
@@ -368,51 +348,40 @@ static int is_dit_key(const char *key) {
 }
 
 int rank_convert_vae_run(int ninputs, char *const *args, const char *out_path, kern_dtype od) {
-  inputs in;
-  rank_st_file **f = NULL;
-  int nf = 0;
   vae_ckpt *ck = sp_xcalloc(1, sizeof *ck);
   problems p = {0};
-  int rc = rank_convert_inputs_open(ninputs, args, &in, &f, &nf);
+  int rc = rank_convert_ckpt_open(ninputs, args, &ck->cp, &p);
   if (rc != SP_OK) goto out;
-  rank_convert_check_index(&in, f, nf, &p);
-  rank_convert_label(f, nf, ck->label, sizeof ck->label);
-  for (int s = 0; s < nf; s++) ck->nsrc += f[s]->h.count;
-  ck->src = sp_xcalloc((size_t)ck->nsrc + 1, sizeof *ck->src);
-  int k = 0, dit = 0, decoder = 0;
+  int dit = 0, decoder = 0;
   const char *dit_example = NULL;
-  for (int s = 0; s < nf; s++) {
-    for (int i = 0; i < f[s]->h.count; i++, k++) {
-      ck->src[k].file = f[s];
-      ck->src[k].t = &f[s]->h.t[i];
-      const char *key = f[s]->h.t[i].name;
-      if (is_encoder_key(key)) {
-        ck->skipped++;
-      } else if (is_dit_key(key)) {
-        if (!dit++) dit_example = key;
-      } else {
-        decoder++;
-      }
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *key = ck->cp.src[i].t->name;
+    if (is_encoder_key(key)) {
+      ck->skipped++;
+    } else if (is_dit_key(key)) {
+      if (!dit++) dit_example = key;
+    } else {
+      decoder++;
     }
   }
   if (dit > 0) {
     sp_log_error("%s: %d tensors of a Wan 2.1 DiT (for example '%s') beside the VAE's: a "
                  "checkpoint holds one model; convert the DiT and the VAE separately",
-                 ck->label, dit, dit_example);
+                 ck->cp.label, dit, dit_example);
     rc = SP_ERR_INPUT;
     goto out;
   }
   if (decoder == 0) {
     sp_log_error("%s: holds only the VAE's encoder (%d tensors encoder.*, conv1.*, quant_conv.*); "
                  "decoding needs the decoder (decoder.*, and conv2.* or post_quant_conv.*)",
-                 ck->label, ck->skipped);
+                 ck->cp.label, ck->skipped);
     rc = SP_ERR_INPUT;
     goto out;
   }
   ck->style = detect_style(ck);
   if (ck->style == RANK_CONVERT_VAE_DIFFUSERS && infer_res_blocks_diffusers(ck, &p) != 0) goto problems;
-  for (int i = 0; i < ck->nsrc; i++) {
-    vae_src *s = &ck->src[i];
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    rank_convert_src *s = &ck->cp.src[i];
     if (is_encoder_key(s->t->name)) continue;
     if (rank_convert_vae_map_key(ck->style, s->t->name, ck->R, s->name, sizeof s->name) != 0) {
       s->name[0] = 0;
@@ -423,7 +392,7 @@ int rank_convert_vae_run(int ninputs, char *const *args, const char *out_path, k
   if (ck->style == RANK_CONVERT_VAE_OFFICIAL) infer_res_blocks_official(ck);
   sp_log_info("convert: %d file(s), %d tensors, Wan VAE with %s keys; %d encoder tensors "
               "(encoder.*, conv1.*, quant_conv.*) skipped: only the decoder is converted",
-              nf, ck->nsrc, rank_convert_vae_style_name(ck->style), ck->skipped);
+              ck->cp.nf, ck->cp.nsrc, rank_convert_vae_style_name(ck->style), ck->skipped);
   if (infer_config(ck, &p) == 0) {
     const wan_vae_config *c = &ck->config;
     char dm[64] = "", tu[64] = "";
@@ -441,8 +410,7 @@ problems:
   if ((rc = rank_convert_problems_end(&p, out_path)) != SP_OK) goto out;
   rc = write_file(ck, out_path, od);
 out:
-  free(ck->src);
+  rank_convert_ckpt_close(&ck->cp);
   free(ck);
-  rank_convert_inputs_close(&in, f, nf);
   return rc;
 }
