@@ -71,7 +71,8 @@ int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf,
 /* Keys only a UMT5 encoder checkpoint has, in either style. */
 static int is_t5_key(const char *key) {
   return strcmp(key, "shared.weight") == 0 || strcmp(key, "token_embedding.weight") == 0 ||
-         strcmp(key, "encoder.final_layer_norm.weight") == 0 || rank_convert_has_prefix(key, HF_BLOCK) ||
+         strcmp(key, "encoder.final_layer_norm.weight") == 0 ||
+         rank_convert_has_prefix(key, HF_BLOCK) ||
          has_suffix(key, ".pos_embedding.embedding.weight");
 }
 
@@ -160,7 +161,8 @@ static int infer_config(t5_ckpt *ck, problems *p) {
   int64_t layers = 0;
   for (int i = 0; i < ck->cp.nsrc; i++) {
     int64_t b;
-    if (rank_convert_has_prefix(ck->cp.src[i].name, "blocks.") && rank_convert_parse_index(ck->cp.src[i].name + 7, &b) &&
+    const char *k = ck->cp.src[i].name;
+    if (rank_convert_has_prefix(k, "blocks.") && rank_convert_parse_index(k + 7, &b) &&
         b + 1 > layers)
       layers = b + 1;
   }

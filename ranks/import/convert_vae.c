@@ -116,7 +116,8 @@ void rank_convert_vae_key_for(rank_convert_vae_style s, const char *name, int64_
   char pre[96];
   int64_t k;
   const char *rest;
-  if (rank_convert_has_prefix(name, UP_OFFICIAL) && (rest = rank_convert_parse_index(name + strlen(UP_OFFICIAL), &k))) {
+  if (rank_convert_has_prefix(name, UP_OFFICIAL) &&
+      (rest = rank_convert_parse_index(name + strlen(UP_OFFICIAL), &k))) {
     int64_t i = k / (R + 2), j = k % (R + 2);
     if (j <= R) {
       snprintf(pre, sizeof pre, UP_DIFF "%lld." UP_RESNETS "%lld.", (long long)i, (long long)j);
@@ -157,8 +158,10 @@ static rank_convert_vae_style detect_style(const vae_ckpt *ck) {
   long no = 0, nd = 0;
   for (int i = 0; i < ck->cp.nsrc; i++) {
     const char *k = ck->cp.src[i].t->name;
-    for (size_t j = 0; j < sizeof off / sizeof off[0]; j++) no += rank_convert_has_prefix(k, off[j]);
-    for (size_t j = 0; j < sizeof dif / sizeof dif[0]; j++) nd += rank_convert_has_prefix(k, dif[j]);
+    for (size_t j = 0; j < sizeof off / sizeof off[0]; j++)
+      no += rank_convert_has_prefix(k, off[j]);
+    for (size_t j = 0; j < sizeof dif / sizeof dif[0]; j++)
+      nd += rank_convert_has_prefix(k, dif[j]);
   }
   return nd > no ? RANK_CONVERT_VAE_DIFFUSERS : RANK_CONVERT_VAE_OFFICIAL;
 }
@@ -170,7 +173,9 @@ static int infer_res_blocks_diffusers(vae_ckpt *ck, problems *p) {
   for (int i = 0; i < ck->cp.nsrc; i++) {
     const char *k = ck->cp.src[i].t->name;
     int64_t j;
-    if (rank_convert_has_prefix(k, pre) && rank_convert_parse_index(k + strlen(pre), &j) && j > most) most = j;
+    if (rank_convert_has_prefix(k, pre) && rank_convert_parse_index(k + strlen(pre), &j) &&
+        j > most)
+      most = j;
   }
   if (most < 0) {
     rank_convert_problem(p, "%s: no tensor '%s0.*' (needed to infer num_res_blocks)", ck->cp.label,
@@ -188,7 +193,9 @@ static void infer_res_blocks_official(vae_ckpt *ck) {
   for (int i = 0; i < ck->cp.nsrc; i++) {
     const char *k = ck->cp.src[i].name, *rest;
     int64_t v;
-    if (!rank_convert_has_prefix(k, UP_OFFICIAL) || !(rest = rank_convert_parse_index(k + strlen(UP_OFFICIAL), &v))) continue;
+    if (!rank_convert_has_prefix(k, UP_OFFICIAL) ||
+        !(rest = rank_convert_parse_index(k + strlen(UP_OFFICIAL), &v)))
+      continue;
     if (v + 1 > count) count = v + 1;
     if (strcmp(rest, "resample.1.weight") == 0 && (first < 0 || v < first)) first = v;
   }
@@ -216,7 +223,8 @@ static int infer_config(vae_ckpt *ck, problems *p) {
   if (!s || s->t->ndim != 5) {
     rank_convert_vae_key_for(ck->style, "conv2.weight", ck->R, key, sizeof key);
     if (!s)
-      rank_convert_problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->cp.label, key);
+      rank_convert_problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->cp.label,
+                           key);
     else
       rank_convert_problem(p, "%s: tensor '%s': %d dims, expected 5", s->file->path, key,
                            s->t->ndim);
@@ -228,14 +236,16 @@ static int infer_config(vae_ckpt *ck, problems *p) {
   for (int i = 0; i < ck->cp.nsrc; i++) {
     int64_t v;
     const char *k = ck->cp.src[i].name;
-    if (rank_convert_has_prefix(k, UP_OFFICIAL) && rank_convert_parse_index(k + strlen(UP_OFFICIAL), &v) && v + 1 > modules)
+    if (rank_convert_has_prefix(k, UP_OFFICIAL) &&
+        rank_convert_parse_index(k + strlen(UP_OFFICIAL), &v) && v + 1 > modules)
       modules = v + 1;
   }
   if (ck->R < 0 || ck->R + 1 > WAN_VAE_MAX_RES || (modules + 1) % (ck->R + 2) != 0 ||
       (modules + 1) / (ck->R + 2) < 1 || (modules + 1) / (ck->R + 2) > WAN_VAE_MAX_LEVELS) {
     rank_convert_problem(p, "%s: %lld decoder upsample modules with %lld residual blocks per level "
                          "make no decoder of 1..%d levels",
-                         ck->cp.label, (long long)modules, (long long)ck->R + 1, WAN_VAE_MAX_LEVELS);
+                         ck->cp.label, (long long)modules, (long long)ck->R + 1,
+                         WAN_VAE_MAX_LEVELS);
     return -1;
   }
   c.n_mult = (int)((modules + 1) / (ck->R + 2));
