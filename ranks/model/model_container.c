@@ -411,6 +411,11 @@ void rank_container_report_read(const char *source, const char *ds, uint32_t wan
                  source, ds, want, got);
 }
 
+int rank_container_open_end(hid_t file, const char *path, int rc, int *fd) {
+  H5Fclose(file);
+  return rc != SP_OK ? rc : rank_container_open_fd(path, fd);
+}
+
 int rank_container_read_f32(int fd, kern_dtype dtype, int count, const rank_container_f32 *t,
                             int verify, uint16_t *stage, int *err_no, uint32_t *got_crc) {
   const int bf16 = dtype == KERN_DTYPE_BF16;
@@ -434,8 +439,10 @@ int rank_container_read_f32(int fd, kern_dtype dtype, int count, const rank_cont
 }
 
 int rank_container_check_tensors(hid_t file, const char *path, const char *group, kern_dtype dtype,
-                                 int count, const rank_container_tensor *t, uint64_t *offset,
-                                 uint32_t *crc, uint32_t *acc) {
+                                 int count, const rank_container_tensor *t, uint64_t **offset,
+                                 uint32_t **crc, uint32_t *acc) {
+  *offset = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof **offset);
+  *crc = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof **crc);
   char where[128];
   snprintf(where, sizeof where, "/%s", group);
   const char **names = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof *names);
@@ -446,9 +453,9 @@ int rank_container_check_tensors(hid_t file, const char *path, const char *group
     char ds[256];
     snprintf(ds, sizeof ds, "/%s/%s", group, t[i].name);
     rc = rank_container_check_dataset(file, path, ds, dtype, t[i].ndim, t[i].shape,
-                                      (size_t)t[i].numel * kern_dtype_size(dtype), &offset[i],
-                                      &crc[i]);
-    if (rc == SP_OK) *acc = rank_container_checksum_add(*acc, crc[i]);
+                                      (size_t)t[i].numel * kern_dtype_size(dtype), &(*offset)[i],
+                                      &(*crc)[i]);
+    if (rc == SP_OK) *acc = rank_container_checksum_add(*acc, (*crc)[i]);
   }
   return rc;
 }

@@ -44,6 +44,11 @@ int rank_container_open_fd(const char *path, int *fd);
 int rank_container_read_root(hid_t file, const char *path, const char *want_arch,
                              rank_container_root *out);
 
+/* Ends a validation: closes file; when rc is SP_OK, opens path's read
+ * descriptor into *fd (rank_container_open_fd). Returns rc, or the open's
+ * logged status. */
+int rank_container_open_end(hid_t file, const char *path, int rc, int *fd);
+
 /* Refuses soft and external links anywhere in the file. */
 int rank_container_check_links(hid_t file, const char *path);
 
@@ -68,12 +73,13 @@ typedef struct rank_container_tensor {
 } rank_container_tensor;
 
 /* Group "/group" holds exactly the count tensors t (check_members), each a
- * dataset of dtype passing check_dataset; fills offset[i] and crc[i] and
- * folds the CRCs into *acc in table order. SP_OK, or the first failure's
- * logged status. */
+ * dataset of dtype passing check_dataset; sets *offset and *crc to arrays
+ * of count (the caller frees them, after a failure too) with each
+ * dataset's data offset and stored CRC, and folds the CRCs into *acc in
+ * table order. SP_OK, or the first failure's logged status. */
 int rank_container_check_tensors(hid_t file, const char *path, const char *group, kern_dtype dtype,
-                                 int count, const rank_container_tensor *t, uint64_t *offset,
-                                 uint32_t *crc, uint32_t *acc);
+                                 int count, const rank_container_tensor *t, uint64_t **offset,
+                                 uint32_t **crc, uint32_t *acc);
 
 /* One dataset's bytes to read. */
 typedef struct rank_container_read {

@@ -326,20 +326,16 @@ static int open_file(const char *path, t5_model *m) {
     umt5_table_entry(c, i, &t[i]);
     ct[i] = (rank_container_tensor){t[i].name, t[i].ndim, t[i].shape, t[i].numel};
   }
-  m->offset = sp_xcalloc((size_t)m->count, sizeof *m->offset);
-  m->crc = sp_xcalloc((size_t)m->count, sizeof *m->crc);
   uint32_t acc = 0;
-  rc = rank_container_check_tensors(f, path, T5_FILE_GROUP, in->dtype, m->count, ct, m->offset,
-                                    m->crc, &acc);
+  rc = rank_container_check_tensors(f, path, T5_FILE_GROUP, in->dtype, m->count, ct, &m->offset,
+                                    &m->crc, &acc);
   free(ct);
   free(t);
   if (rc == SP_OK) rc = tok_read(f, path, m, &acc);
   if (rc != SP_OK) goto done;
   if (m->verify) rc = rank_container_checksum_check(path, in->checksum, acc);
 done:
-  H5Fclose(f);
-  if (rc != SP_OK) return rc;
-  return rank_container_open_fd(path, &m->fd);
+  return rank_container_open_end(f, path, rc, &m->fd);
 }
 
 int t5_model_open(const char *spec, int verify, t5_model **out) {

@@ -213,19 +213,15 @@ static int open_file(const char *path, vae_model *m) {
   rank_container_tensor ct[WAN_VAE_MAX_TENSORS];
   for (int i = 0; i < t->count; i++)
     ct[i] = (rank_container_tensor){t->t[i].name, t->t[i].ndim, t->t[i].shape, t->t[i].numel};
-  m->offset = sp_xcalloc((size_t)t->count, sizeof *m->offset);
-  m->crc = sp_xcalloc((size_t)t->count, sizeof *m->crc);
   uint32_t acc = 0;
-  rc = rank_container_check_tensors(f, path, VAE_FILE_GROUP, in->dtype, t->count, ct, m->offset,
-                                    m->crc, &acc);
+  rc = rank_container_check_tensors(f, path, VAE_FILE_GROUP, in->dtype, t->count, ct, &m->offset,
+                                    &m->crc, &acc);
   if (rc != SP_OK) goto done;
   if (m->verify && (rc = rank_container_checksum_check(path, in->checksum, acc)) != SP_OK)
     goto done;
   rc = SP_OK;
 done:
-  H5Fclose(f);
-  if (rc != SP_OK) return rc;
-  return rank_container_open_fd(path, &m->fd);
+  return rank_container_open_end(f, path, rc, &m->fd);
 }
 
 int vae_model_open(const char *spec, int verify, vae_model **out) {
