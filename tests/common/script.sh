@@ -9,6 +9,9 @@
 #   failure under CI).
 # ok MSG / bad MSG: one passed / failed check printed ("ok   MSG",
 #   "FAIL MSG"); bad sets fail=1, which the script ends with (exit $fail).
+# sp_refused NAME NEEDLE CMD...: runs CMD (after sp_work_dir); bad unless
+#   it exits 2 (bad usage or input) with NEEDLE, a fixed string, in its
+#   stderr.
 . "$SP_SRC/tests/common/skip.sh"
 . "$SP_SRC/tests/common/python.sh"
 
@@ -23,4 +26,14 @@ sp_work_dir() {
 
 sp_python_with() {
   sp_python_find "$1" || sp_skip "no python3 with $2"
+}
+
+sp_refused() {
+  local name=$1 needle=$2 rc
+  shift 2
+  "$@" >"$work/refused.out" 2>"$work/refused.err"
+  rc=$?
+  [ $rc -eq 2 ] || bad "$name: exit $rc, want 2"
+  grep -qF -- "$needle" "$work/refused.err" ||
+    bad "$name: no '$needle' in: $(cat "$work/refused.err")"
 }

@@ -117,14 +117,7 @@ rc=$?
   || bad "infeasible --stream-frac: exit $rc: $(cat "$work/o6.err")"
 
 # 6. refusals: exit 2 and a message quoting the bad token
-expect2() { # NAME NEEDLE ARGS...
-  local name=$1 needle=$2
-  shift 2
-  "$BIN" plan "$@" >"$work/x.out" 2>"$work/x.err"
-  local rc=$?
-  [ $rc -eq 2 ] || bad "$name: exit $rc, want 2"
-  grep -qF -- "$needle" "$work/x.err" || bad "$name: no '$needle' in: $(cat "$work/x.err")"
-}
+expect2() { sp_refused "$1" "$2" "$BIN" plan "${@:3}"; } # NAME NEEDLE ARGS...
 M=(--model synth:wan2.1-14b)
 expect2 "bad budget device" "'gpu:0'" "${M[@]}" --gpu-mem 24gb --ranks 2 --budget 'gpu:0,2gb'
 expect2 "budget index" "past the last rank" "${M[@]}" --gpu-mem 24gb --ranks 2 --budget 'cuda:2,2gb'

@@ -71,14 +71,7 @@ grep -q "refused: .*4 replicas" "$work/t.out" || bad "refused row: $(cat "$work/
 "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["chosen"]=="1x2x2" and len(c["layouts"])==1' \
   "$work/one.out" || bad "--layout 1x2x2 JSON"
 
-expect2() { # NAME NEEDLE ARGS...
-  local name=$1 needle=$2
-  shift 2
-  "$BIN" plan "$@" >"$work/x.out" 2>"$work/x.err"
-  local rc=$?
-  [ $rc -eq 2 ] || bad "$name: exit $rc, want 2"
-  grep -qF -- "$needle" "$work/x.err" || bad "$name: no '$needle' in: $(cat "$work/x.err")"
-}
+expect2() { sp_refused "$1" "$2" "$BIN" plan "${@:3}"; } # NAME NEEDLE ARGS...
 expect2 "heads" "must divide" "${M[@]}" --gpu-mem 141gb --ranks 3 --layout 1x1x3
 expect2 "ranks" "must equal" "${M[@]}" --gpu-mem 141gb --ranks 4 --layout 1x1x2
 expect2 "layout syntax" "--layout '2x2'" "${M[@]}" --gpu-mem 141gb --ranks 4 --layout 2x2
