@@ -79,6 +79,30 @@ int cli_opts_next(const cli_opts *t, int argc, char **argv, const job_option **o
   return -1;
 }
 
+int cli_parse(const char *cmd, const cli_opts *t, int argc, char **argv, job_opts *job,
+              int (*own)(void *ctx, int id, const char *value), void *ctx) {
+  const job_option *opt;
+  int r;
+  cli_getopt_reset();
+  while ((r = cli_opts_next(t, argc, argv, &opt)) == 1) {
+    int rc = opt->id < JOB_OPT_COUNT ? job_opts_set(job, opt->id, optarg)
+                                     : own(ctx, opt->id, optarg);
+    if (rc != SP_OK) return rc;
+  }
+  if (r < 0) return cli_bad_usage(cmd);
+  if (optind < argc) {
+    sp_log_error("%s: unexpected argument '%s'", cmd, argv[optind]);
+    return cli_bad_usage(cmd);
+  }
+  return SP_OK;
+}
+
+int cli_require(const char *cmd, const char *missing) {
+  if (!missing) return SP_OK;
+  sp_log_error("%s: %s is required", cmd, missing);
+  return cli_bad_usage(cmd);
+}
+
 void cli_opts_usage(const cli_opts *t, FILE *f) {
   enum { COL = 24 };
   for (int i = 0; i < t->n; i++) {

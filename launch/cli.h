@@ -48,6 +48,20 @@ void cli_opts_build(cli_opts *t, const int *job_ids, int nids, const job_option 
  * 1 with *opt set (its value in optarg), 0 at the end, -1 for an unknown
  * option or a missing value (getopt said so). */
 int cli_opts_next(const cli_opts *t, int argc, char **argv, const job_option **opt);
+/* What a command's own-option handler returns to stop the parse at --help
+ * (apart from SP_OK and the SP_ERR_* statuses). */
+enum { CLI_HELP = 100 };
+/* Parses argv by table t (getopt's state reset first): a job option's value
+ * goes into job (job_opts_set), an own option's (id >= JOB_OPT_COUNT) to
+ * own(ctx, id, value), which returns SP_OK, a logged SP_ERR_INPUT, or
+ * CLI_HELP to stop at once. Returns SP_OK, CLI_HELP, the first failing
+ * setter's status, or bad usage (cli_bad_usage(cmd)) for getopt's
+ * complaints and an operand left over (named). */
+int cli_parse(const char *cmd, const cli_opts *t, int argc, char **argv, job_opts *job,
+              int (*own)(void *ctx, int id, const char *value), void *ctx);
+/* Bad usage "CMD: FLAG is required" when missing (a flag) is not NULL;
+ * SP_OK when it is. */
+int cli_require(const char *cmd, const char *missing);
 /* The --help list: "  -m, --model MODEL     help (default D)". */
 void cli_opts_usage(const cli_opts *t, FILE *f);
 

@@ -87,56 +87,52 @@ typedef struct decode_cli {
   int overlap_set; /* --tile-overlap given */
 } decode_cli;
 
+static int decode_opt(void *ctx, int id, const char *arg) {
+  decode_cli *c = ctx;
+  switch (id) {
+  case OPT_LATENTS: c->latents = arg; break;
+  case OPT_OUT: c->dec.out = arg; break;
+  case OPT_FRAMES_DIR: c->dec.frames_dir = arg; break;
+  case OPT_TILE:
+    if (strcmp(arg, "auto") == 0) c->dec.tile_h = c->dec.tile_w = 0;
+    else if (job_parse_size_hw("--tile", arg, &c->dec.tile_h, &c->dec.tile_w) != SP_OK)
+      return SP_ERR_INPUT;
+    break;
+  case OPT_TILE_OVERLAP:
+    if (job_parse_int64("--tile-overlap", arg, 0, WAN_VAE_MAX_SIDE, &c->dec.tile_overlap) != SP_OK)
+      return SP_ERR_INPUT;
+    c->overlap_set = 1;
+    break;
+  case OPT_JSON: c->json = 1; break;
+  case OPT_HELP: return CLI_HELP;
+  }
+  return SP_OK;
+}
+
 static int decode_parse(int argc, char **argv, decode_cli *c) {
   cli_opts t;
   decode_table(&t);
   memset(c, 0, sizeof *c);
   job_opts_default(&c->job);
-  cli_getopt_reset();
-  const job_option *opt;
-  int r;
-  while ((r = cli_opts_next(&t, argc, argv, &opt)) == 1) {
-    switch (opt->id) {
-    case OPT_LATENTS: c->latents = optarg; break;
-    case OPT_OUT: c->dec.out = optarg; break;
-    case OPT_FRAMES_DIR: c->dec.frames_dir = optarg; break;
-    case OPT_TILE:
-      if (strcmp(optarg, "auto") == 0) c->dec.tile_h = c->dec.tile_w = 0;
-      else if (job_parse_size_hw("--tile", optarg, &c->dec.tile_h, &c->dec.tile_w) != SP_OK)
-        return SP_ERR_INPUT;
-      break;
-    case OPT_TILE_OVERLAP:
-      if (job_parse_int64("--tile-overlap", optarg, 0, WAN_VAE_MAX_SIDE, &c->dec.tile_overlap) !=
-          SP_OK)
-        return SP_ERR_INPUT;
-      c->overlap_set = 1;
-      break;
-    case OPT_JSON: c->json = 1; break;
-    case OPT_HELP: usage(&t, stdout); c->help = 1; return SP_OK;
-    default:
-      if (job_opts_set(&c->job, opt->id, optarg) != SP_OK) return SP_ERR_INPUT;
-    }
+  int rc = cli_parse("decode", &t, argc, argv, &c->job, decode_opt, c);
+  if (rc == CLI_HELP) {
+    usage(&t, stdout);
+    c->help = 1;
+    return SP_OK;
   }
-  if (r < 0) return cli_bad_usage("decode");
+  if (rc != SP_OK) return rc;
   if (!c->overlap_set) c->dec.tile_overlap = PLAN_VAE_TILE_OVERLAP;
   else if (c->dec.tile_h == 0) {
     sp_log_error("decode: --tile-overlap needs --tile HxW");
     return cli_bad_usage("decode");
   }
-  if (optind < argc) {
-    sp_log_error("decode: unexpected argument '%s'", argv[optind]);
-    return cli_bad_usage("decode");
-  }
   const char *missing = !c->job.vae ? "--vae" : !c->latents ? "--latents" : NULL;
-  if (missing) {
-    sp_log_error("decode: %s is required", missing);
-    return cli_bad_usage("decode");
-  }
+  if ((rc = cli_require("decode", missing)) != SP_OK) return rc;
   if (!c->dec.out && !c->dec.frames_dir) {
     sp_log_error("decode: no output: give -o FILE or --frames-dir DIR");
     return cli_bad_usage("decode");
   }
-  int rc = job_opts_check(&c->job, JOB_CHECK_DEVICE);
+  rc = job_opts_check(&c->job, JOB_CHECK_DEVICE);
   c->dec.vae = c->job.vae;
   c->dec.fps = c->job.job.fps;
   c->dec.precision = c->job.vae_precision;

@@ -55,40 +55,37 @@ typedef struct forward_cli {
   int have_t, help;
 } forward_cli;
 
+static int forward_opt(void *ctx, int id, const char *arg) {
+  forward_cli *c = ctx;
+  switch (id) {
+  case OPT_LATENT: c->latent_path = arg; break;
+  case OPT_TIMESTEP:
+    if (job_parse_double("--timestep", arg, 0, 1000, &c->t)) return SP_ERR_INPUT;
+    c->have_t = 1;
+    break;
+  case OPT_COND: c->cond_path = arg; break;
+  case OPT_OUT: c->out_path = arg; break;
+  case OPT_HELP: return CLI_HELP;
+  }
+  return SP_OK;
+}
+
 static int forward_parse(int argc, char **argv, forward_cli *c) {
   cli_opts t;
   forward_table(&t);
   memset(c, 0, sizeof *c);
   job_opts_default(&c->job);
-  cli_getopt_reset();
-  const job_option *opt;
-  int r;
-  while ((r = cli_opts_next(&t, argc, argv, &opt)) == 1) {
-    switch (opt->id) {
-    case OPT_LATENT: c->latent_path = optarg; break;
-    case OPT_TIMESTEP:
-      if (job_parse_double("--timestep", optarg, 0, 1000, &c->t)) return SP_ERR_INPUT;
-      c->have_t = 1;
-      break;
-    case OPT_COND: c->cond_path = optarg; break;
-    case OPT_OUT: c->out_path = optarg; break;
-    case OPT_HELP: usage(&t, stdout); c->help = 1; return SP_OK;
-    default:
-      if (job_opts_set(&c->job, opt->id, optarg) != SP_OK) return SP_ERR_INPUT;
-    }
+  int rc = cli_parse("forward", &t, argc, argv, &c->job, forward_opt, c);
+  if (rc == CLI_HELP) {
+    usage(&t, stdout);
+    c->help = 1;
+    return SP_OK;
   }
-  if (r < 0) return cli_bad_usage("forward");
-  if (optind < argc) {
-    sp_log_error("forward: unexpected argument '%s'", argv[optind]);
-    return cli_bad_usage("forward");
-  }
+  if (rc != SP_OK) return rc;
   const char *missing = !c->job.model ? "--model" : !c->latent_path ? "--latent"
                         : !c->have_t ? "--timestep" : !c->cond_path ? "--cond"
                         : !c->out_path ? "--out" : NULL;
-  if (missing) {
-    sp_log_error("forward: %s is required", missing);
-    return cli_bad_usage("forward");
-  }
+  if ((rc = cli_require("forward", missing)) != SP_OK) return rc;
   if (job_opts_check(&c->job, JOB_CHECK_DEVICE) != SP_OK) return SP_ERR_INPUT;
   const rank_path_arg in[] = {
       {"--model", rank_model_spec_is_synth(c->job.model) ? NULL : c->job.model},

@@ -34,14 +34,6 @@ void rank_convert_problem(problems *p, const char *fmt, ...) {
   p->count++;
 }
 
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-  size_t o = 0;
-  o += (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < ndim && o < n; i++)
-    o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (o < n) snprintf(buf + o, n - o, "]");
-}
-
 /* ---- cross-check ------------------------------------------------------------ */
 
 typedef struct src_tensor {
@@ -124,7 +116,7 @@ static int infer_config(checkpoint *ck, problems *p) {
       rank_convert_problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->label, key);
       ok = 0;
     } else if (s[i]->t->ndim != need[i].ndim) {
-      shape_str(s[i]->t->ndim, s[i]->t->shape, sh, sizeof sh);
+      rank_convert_shape_str(s[i]->t->ndim, s[i]->t->shape, sh, sizeof sh);
       rank_convert_problem(p, "%s: tensor '%s': shape %s, expected %d dims", s[i]->file->path, s[i]->t->name,
               sh, need[i].ndim);
       ok = 0;
@@ -173,7 +165,8 @@ static void check_tensors(checkpoint *ck, problems *p) {
   size_t nslot = (size_t)WAN_MAX_TENSORS * (size_t)(c->layers + 2);
   ck->slot = sp_xmalloc(nslot * sizeof *ck->slot);
   for (size_t i = 0; i < nslot; i++) ck->slot[i] = -1;
-  char sh[128], want[128], key[256];
+  static const rank_st_dtype ok[] = {RANK_ST_F32, RANK_ST_F16, RANK_ST_BF16, RANK_ST_F8_E4M3};
+  char key[256];
   for (int i = 0; i < ck->nsrc; i++) {
     src_tensor *s = &ck->src[i];
     if (!s->name) continue;
@@ -187,20 +180,8 @@ static void check_tensors(checkpoint *ck, problems *p) {
       continue;
     }
     *slot = i;
-    const wan_tensor *w = &l->t[ti];
-    int same = s->t->ndim == w->ndim;
-    for (int d = 0; same && d < w->ndim; d++) same = s->t->shape[d] == w->shape[d];
-    if (!same) {
-      shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
-      shape_str(w->ndim, w->shape, want, sizeof want);
-      rank_convert_problem(p, "%s: tensor '%s': shape %s, the inferred config needs %s", s->file->path,
-              s->t->name, sh, want);
-    }
-    if (s->t->dtype != RANK_ST_F32 && s->t->dtype != RANK_ST_F16 && s->t->dtype != RANK_ST_BF16 &&
-        s->t->dtype != RANK_ST_F8_E4M3)
-      rank_convert_problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16, "
-                              "F8_E4M3)", s->file->path,
-              s->t->name, rank_st_dtype_name(s->t->dtype));
+    rank_convert_check_shape(s->file->path, s->t, l->t[ti].ndim, l->t[ti].shape, p);
+    rank_convert_check_dtype(s->file->path, s->t, ok, (int)(sizeof ok / sizeof ok[0]), p);
   }
   for (int g = 0; g < 3; g++) {
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
@@ -510,10 +491,7 @@ static int prepare(int ninputs, char *const *inputs_arg, const char *out_path, k
   if (rc != SP_OK) goto out;
   rank_convert_check_index(in, src->f, src->nf, &p);
   ck->style = detect_style(src->f, src->nf);
-  if (src->nf == 1)
-    snprintf(ck->label, sizeof ck->label, "%s", src->f[0]->path);
-  else
-    snprintf(ck->label, sizeof ck->label, "%s (+%d more shards)", src->f[0]->path, src->nf - 1);
+  rank_convert_label(src->f, src->nf, ck->label, sizeof ck->label);
   for (int s = 0; s < src->nf; s++) ck->nsrc += src->f[s]->h.count;
   ck->src = sp_xcalloc((size_t)ck->nsrc + 1, sizeof *ck->src);
   int mapped = 0, k = 0;
@@ -567,15 +545,7 @@ static int prepare(int ninputs, char *const *inputs_arg, const char *out_path, k
   else if (nfp8)
     sp_log_info("convert: %d fp8 (e4m3fn) tensors dequantised to %s, %d of them scaled by a "
                 "scale_weight other than 1", nfp8, kern_dtype_name(od), nscaled);
-  if (p.count > 0) {
-    if (p.count > PROBLEM_LOG_CAP)
-      sp_log_error("... %ld more problems not shown", p.count - PROBLEM_LOG_CAP);
-    sp_log_error("%s: not converted: %ld problem(s) with the checkpoint; nothing written",
-                 out_path, p.count);
-    rc = SP_ERR_INPUT;
-    goto out;
-  }
-  rc = SP_OK;
+  rc = rank_convert_problems_end(&p, out_path);
 out:
   return rc;
 }

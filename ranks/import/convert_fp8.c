@@ -10,6 +10,9 @@
 #include "convert_impl.h"
 #include "log.h"
 
+/* float8 e5m2: the top byte of an IEEE half, so every value is exact. */
+float rank_convert_e5m2_to_f32(uint8_t b) { return kern_f16_to_f32((uint16_t)(b << 8)); }
+
 static int ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), k = strlen(tail);
   return n >= k && strcmp(s + n - k, tail) == 0;

@@ -22,29 +22,12 @@
 #define SCALE_W ".scale_weight"
 #define SCALE_IN ".scale_input"
 
-/* ---- fp8 ------------------------------------------------------------------- */
-
-float rank_fp8_e4m3fn_to_f32(unsigned char b) {
-  int sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
-  float v;
-  if (e == 15 && m == 7)
-    v = NAN;
-  else if (e == 0)
-    v = ldexpf((float)m, -9); /* subnormal: m/8 * 2^-6 */
-  else
-    v = ldexpf((float)(8 + m), e - 10); /* (1 + m/8) * 2^(e - 7) */
-  return sign ? -v : v;
-}
-
-float rank_fp8_e5m2_to_f32(unsigned char b) { return kern_f16_to_f32((uint16_t)(b << 8)); }
-
 /* ---- key mapping ------------------------------------------------------------ */
 
 const char *rank_convert_t5_style_name(rank_convert_t5_style s) {
   return s == RANK_CONVERT_T5_HF ? "transformers" : "wan";
 }
 
-static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 static int has_suffix(const char *s, const char *x) {
   size_t n = strlen(s), m = strlen(x);
   return n >= m && strcmp(s + n - m, x) == 0;
@@ -67,21 +50,6 @@ static const struct {
 };
 #define HF_BLOCK "encoder.block."
 
-/* A decimal index below 1000 without leading zeros, then '.'; returns what
- * follows the dot, or NULL. */
-static const char *parse_index(const char *p, long *v) {
-  long x = 0;
-  int nd = 0;
-  while (*p >= '0' && *p <= '9') {
-    if (nd == 3) return NULL;
-    x = x * 10 + (*p++ - '0');
-    nd++;
-  }
-  if (nd == 0 || *p != '.' || (nd > 1 && p[-nd] == '0')) return NULL;
-  *v = x;
-  return p + 1;
-}
-
 int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf, size_t n) {
   int w = -1;
   if (s == RANK_CONVERT_T5_WAN) {
@@ -90,11 +58,12 @@ int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf,
     w = snprintf(buf, n, "token_embedding.weight");
   } else if (strcmp(key, "encoder.final_layer_norm.weight") == 0) {
     w = snprintf(buf, n, "norm.weight");
-  } else if (has_prefix(key, HF_BLOCK)) {
-    long b;
-    const char *rest = parse_index(key + strlen(HF_BLOCK), &b);
+  } else if (rank_convert_has_prefix(key, HF_BLOCK)) {
+    int64_t b;
+    const char *rest = rank_convert_parse_index(key + strlen(HF_BLOCK), &b);
     for (size_t i = 0; rest && i < sizeof hf_leaf / sizeof hf_leaf[0]; i++)
-      if (strcmp(rest, hf_leaf[i].hf) == 0) w = snprintf(buf, n, "blocks.%ld.%s", b, hf_leaf[i].wan);
+      if (strcmp(rest, hf_leaf[i].hf) == 0)
+        w = snprintf(buf, n, "blocks.%lld.%s", (long long)b, hf_leaf[i].wan);
   }
   return w < 0 || (size_t)w >= n ? -1 : 0;
 }
@@ -102,49 +71,27 @@ int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf,
 /* Keys only a UMT5 encoder checkpoint has, in either style. */
 static int is_t5_key(const char *key) {
   return strcmp(key, "shared.weight") == 0 || strcmp(key, "token_embedding.weight") == 0 ||
-         strcmp(key, "encoder.final_layer_norm.weight") == 0 || has_prefix(key, HF_BLOCK) ||
+         strcmp(key, "encoder.final_layer_norm.weight") == 0 ||
+         rank_convert_has_prefix(key, HF_BLOCK) ||
          has_suffix(key, ".pos_embedding.embedding.weight");
 }
 
 /* ---- the checkpoint ----------------------------------------------------------- */
 
-typedef struct t5_src {
-  const rank_st_file *file;
-  const rank_st_tensor *t;
-  char name[96];                 /* Wan key; "" when not an encoder weight */
-  const rank_st_file *sfile;     /* its scale_weight, if any */
-  const rank_st_tensor *scale;
-} t5_src;
-
 typedef struct t5_ckpt {
+  rank_convert_ckpt cp; /* names: Wan's keys */
   rank_convert_t5_style style;
-  t5_src *src;
-  int nsrc;
   int skipped;  /* decoder, lm_head, tied copies, scale_input, markers */
   int fp8;      /* fp8 weights */
   umt5_config config;
   int slot[UMT5_MAX_TENSORS]; /* table entry -> src index, -1 if missing */
-  const t5_src *spiece;
-  char label[1200];
+  const rank_convert_src *spiece;
 } t5_ckpt;
 
-static const t5_src *find_name(const t5_ckpt *ck, const char *name) {
-  for (int i = 0; i < ck->nsrc; i++)
-    if (strcmp(ck->src[i].name, name) == 0) return &ck->src[i];
+static rank_convert_src *find_key(t5_ckpt *ck, const char *key) {
+  for (int i = 0; i < ck->cp.nsrc; i++)
+    if (strcmp(ck->cp.src[i].t->name, key) == 0) return &ck->cp.src[i];
   return NULL;
-}
-
-static t5_src *find_key(t5_ckpt *ck, const char *key) {
-  for (int i = 0; i < ck->nsrc; i++)
-    if (strcmp(ck->src[i].t->name, key) == 0) return &ck->src[i];
-  return NULL;
-}
-
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-  size_t o = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < ndim && o < n; i++)
-    o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (o < n) snprintf(buf + o, n - o, "]");
 }
 
 static int is_float_dtype(rank_st_dtype d) {
@@ -155,20 +102,20 @@ static int is_fp8(rank_st_dtype d) { return d == RANK_ST_F8_E4M3 || d == RANK_ST
 /* Names every tensor, attaches the scales, counts what is skipped. */
 static void classify(t5_ckpt *ck, problems *p) {
   int has_shared = find_key(ck, "shared.weight") != NULL;
-  for (int i = 0; i < ck->nsrc; i++) {
-    t5_src *s = &ck->src[i];
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    rank_convert_src *s = &ck->cp.src[i];
     const char *k = s->t->name;
     if (strcmp(k, SPIECE_KEY) == 0) {
       ck->spiece = s;
     } else if (strcmp(k, FP8_MARKER) == 0 || has_suffix(k, SCALE_IN) ||
                (ck->style == RANK_CONVERT_T5_HF &&
-                (has_prefix(k, "decoder.") || has_prefix(k, "lm_head.") ||
+                (rank_convert_has_prefix(k, "decoder.") || rank_convert_has_prefix(k, "lm_head.") ||
                  (has_shared && strcmp(k, "encoder.embed_tokens.weight") == 0)))) {
       ck->skipped++;
     } else if (has_suffix(k, SCALE_W)) {
       char base[RANK_ST_MAX_NAME + 16];
       snprintf(base, sizeof base, "%.*s.weight", (int)(strlen(k) - strlen(SCALE_W)), k);
-      t5_src *w = find_key(ck, base);
+      rank_convert_src *w = find_key(ck, base);
       if (!w || !is_fp8(w->t->dtype))
         rank_convert_problem(p, "%s: tensor '%s': a scale for '%s', which is %s", s->file->path,
                              k, base, w ? "not an fp8 tensor" : "missing");
@@ -196,11 +143,11 @@ static int infer_config(t5_ckpt *ck, problems *p) {
   static const char *const need[] = {"token_embedding.weight", "blocks.0.attn.q.weight",
                                      "blocks.0.ffn.fc1.weight",
                                      "blocks.0.pos_embedding.embedding.weight"};
-  const t5_src *s[4];
+  const rank_convert_src *s[4];
   for (int i = 0; i < 4; i++) {
-    s[i] = find_name(ck, need[i]);
+    s[i] = rank_convert_ckpt_find(&ck->cp, need[i]);
     if (!s[i] || s[i]->t->ndim != 2) {
-      rank_convert_problem(p, "%s: tensor '%s' %s (needed to infer the config)", ck->label,
+      rank_convert_problem(p, "%s: tensor '%s' %s (needed to infer the config)", ck->cp.label,
                            need[i], s[i] ? "is not 2-D" : "is missing (Wan's key)");
       return -1;
     }
@@ -211,17 +158,18 @@ static int infer_config(t5_ckpt *ck, problems *p) {
   c.ffn = s[2]->t->shape[0];
   c.buckets = s[3]->t->shape[0];
   c.heads = s[3]->t->shape[1];
-  long layers = 0;
-  for (int i = 0; i < ck->nsrc; i++) {
-    long b;
-    if (has_prefix(ck->src[i].name, "blocks.") && parse_index(ck->src[i].name + 7, &b) &&
+  int64_t layers = 0;
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    int64_t b;
+    const char *k = ck->cp.src[i].name;
+    if (rank_convert_has_prefix(k, "blocks.") && rank_convert_parse_index(k + 7, &b) &&
         b + 1 > layers)
       layers = b + 1;
   }
   c.layers = layers;
   char err[256];
   if (umt5_config_check(&c, err, sizeof err) != 0) {
-    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->label, err);
+    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->cp.label, err);
     return -1;
   }
   ck->config = c;
@@ -232,9 +180,10 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
   const umt5_config *c = &ck->config;
   const int count = umt5_table_count(c);
   for (int i = 0; i < count; i++) ck->slot[i] = -1;
-  char sh[96], want[96];
-  for (int i = 0; i < ck->nsrc; i++) {
-    t5_src *s = &ck->src[i];
+  static const rank_st_dtype ok[] = {RANK_ST_F32, RANK_ST_F16, RANK_ST_BF16, RANK_ST_F8_E4M3,
+                                     RANK_ST_F8_E5M2};
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    rank_convert_src *s = &ck->cp.src[i];
     if (!s->name[0]) continue;
     int ti = umt5_table_find(c, s->name);
     if (ti < 0) {
@@ -243,34 +192,18 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
                            s->file->path, s->t->name, (long long)c->layers);
       continue;
     }
-    if (ck->slot[ti] >= 0) {
-      const t5_src *o = &ck->src[ck->slot[ti]];
-      rank_convert_problem(p, "%s: tensor '%s': duplicate of '%s' in %s", s->file->path,
-                           s->t->name, o->t->name, o->file->path);
-      continue;
-    }
-    ck->slot[ti] = i;
+    if (rank_convert_ckpt_claim(&ck->cp, ck->slot, ti, i, p) != 0) continue;
     umt5_tensor t;
     umt5_table_entry(c, ti, &t);
-    int same = s->t->ndim == t.ndim;
-    for (int d = 0; same && d < t.ndim; d++) same = s->t->shape[d] == t.shape[d];
-    if (!same) {
-      shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
-      shape_str(t.ndim, t.shape, want, sizeof want);
-      rank_convert_problem(p, "%s: tensor '%s': shape %s, the inferred config needs %s",
-                           s->file->path, s->t->name, sh, want);
-    }
-    if (!is_float_dtype(s->t->dtype) && !is_fp8(s->t->dtype))
-      rank_convert_problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16, "
-                           "F8_E4M3, F8_E5M2)",
-                           s->file->path, s->t->name, rank_st_dtype_name(s->t->dtype));
+    rank_convert_check_shape(s->file->path, s->t, t.ndim, t.shape, p);
+    rank_convert_check_dtype(s->file->path, s->t, ok, (int)(sizeof ok / sizeof ok[0]), p);
     if (is_fp8(s->t->dtype)) ck->fp8++;
   }
   for (int i = 0; i < count; i++) {
     if (ck->slot[i] >= 0) continue;
     umt5_tensor t;
     umt5_table_entry(c, i, &t);
-    rank_convert_problem(p, "%s: missing tensor '%s' (Wan's key)", ck->label, t.name);
+    rank_convert_problem(p, "%s: missing tensor '%s' (Wan's key)", ck->cp.label, t.name);
   }
 }
 
@@ -278,11 +211,11 @@ static void check_tensors(t5_ckpt *ck, problems *p) {
 
 static int load_tokenizer(const t5_ckpt *ck, const char *path, tok_model **out) {
   if (path) return tok_model_load(path, out);
-  const t5_src *s = ck->spiece;
+  const rank_convert_src *s = ck->spiece;
   if (!s) {
     sp_log_error("%s: no tokenizer: pass --tokenizer PATH (the spiece.model or tokenizer.json "
                  "of google/umt5-xxl, as Wan ships it in google/umt5-xxl/)",
-                 ck->label);
+                 ck->cp.label);
     return SP_ERR_INPUT;
   }
   if (s->t->dtype != RANK_ST_U8 || s->t->numel > TOK_MAX_FILE_BYTES || s->t->numel == 0) {
@@ -310,27 +243,12 @@ static int load_tokenizer(const t5_ckpt *ck, const char *path, tok_model **out) 
 
 /* ---- the copy --------------------------------------------------------------------- */
 
-/* Source elements to fp32; fp8 times the scale (a float32 product, rounded
- * once), exact for the float dtypes. */
-static void to_f32(rank_st_dtype dt, const unsigned char *src, float scale, float *dst, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    uint16_t h;
-    switch (dt) {
-    case RANK_ST_F32: memcpy(&dst[i], src + 4 * i, 4); break;
-    case RANK_ST_F16: memcpy(&h, src + 2 * i, 2); dst[i] = kern_f16_to_f32(h); break;
-    case RANK_ST_BF16: memcpy(&h, src + 2 * i, 2); dst[i] = kern_bf16_to_f32(h); break;
-    case RANK_ST_F8_E4M3: dst[i] = rank_fp8_e4m3fn_to_f32(src[i]) * scale; break;
-    default: dst[i] = rank_fp8_e5m2_to_f32(src[i]) * scale; break;
-    }
-  }
-}
-
-static int read_scale(const t5_src *s, float *scale) {
+static int read_scale(const rank_convert_src *s, float *scale) {
   *scale = 1.0f;
   if (!s->scale) return SP_OK;
   unsigned char raw[4];
   int rc = rank_st_read(s->sfile, s->scale, 0, raw, rank_st_dtype_size(s->scale->dtype));
-  if (rc == SP_OK) to_f32(s->scale->dtype, raw, 1.0f, scale, 1);
+  if (rc == SP_OK) rank_convert_to_f32(s->scale->dtype, raw, 1.0f, scale, 1);
   if (rc == SP_OK && (!isfinite(*scale) || *scale == 0.0f)) {
     sp_log_error("%s: tensor '%s' is %g; a scale must be finite and non-zero", s->sfile->path,
                  s->scale->name, (double)*scale);
@@ -339,25 +257,14 @@ static int read_scale(const t5_src *s, float *scale) {
   return rc;
 }
 
-static int copy_tensor(const t5_src *s, const umt5_tensor *t, t5_model_writer *w,
+static int copy_tensor(const rank_convert_src *s, const umt5_tensor *t, t5_model_writer *w,
                        unsigned char *raw, float *f) {
   float scale;
   int rc = read_scale(s, &scale);
-  const size_t esz = rank_st_dtype_size(s->t->dtype);
   for (int64_t at = 0; rc == SP_OK && at < t->numel; at += PART_VALUES) {
     int64_t n = t->numel - at < PART_VALUES ? t->numel - at : PART_VALUES;
-    rc = rank_st_read(s->file, s->t, (uint64_t)at * esz, raw, (size_t)n * esz);
-    if (rc != SP_OK) break;
-    to_f32(s->t->dtype, raw, scale, f, (size_t)n);
-    for (int64_t k = 0; k < n; k++) {
-      if (!isfinite(f[k])) {
-        sp_log_error("%s: tensor '%s': element %lld is %s; a checkpoint with non-finite weights "
-                     "is not converted",
-                     s->file->path, s->t->name, (long long)(at + k), isnan(f[k]) ? "NaN" : "infinite");
-        return SP_ERR_INPUT;
-      }
-    }
-    rc = t5_model_writer_put_part(w, t->name, f, at, n);
+    rc = rank_convert_read_f32(s->file, s->t, at, n, scale, raw, f);
+    if (rc == SP_OK) rc = t5_model_writer_put_part(w, t->name, f, at, n);
   }
   return rc;
 }
@@ -375,7 +282,7 @@ static int write_file(const t5_ckpt *ck, const tok_model *tok, const char *out_p
   for (int i = 0; i < count && rc == SP_OK; i++) {
     umt5_tensor t;
     umt5_table_entry(c, i, &t);
-    rc = copy_tensor(&ck->src[ck->slot[i]], &t, w, raw, f);
+    rc = copy_tensor(&ck->cp.src[ck->slot[i]], &t, w, raw, f);
   }
   free(raw);
   free(f);
@@ -401,31 +308,16 @@ int rank_convert_is_t5(int ninputs, char *const *args, int *is_t5) {
 
 int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_path,
                         const char *out_path, kern_dtype od) {
-  inputs in;
-  rank_st_file **f = NULL;
-  int nf = 0;
   t5_ckpt *ck = sp_xcalloc(1, sizeof *ck);
   problems p = {0};
   tok_model *tok = NULL;
-  int rc = rank_convert_inputs_open(ninputs, args, &in, &f, &nf);
+  int rc = rank_convert_ckpt_open(ninputs, args, &ck->cp, &p);
   if (rc != SP_OK) goto out;
-  rank_convert_check_index(&in, f, nf, &p);
-  if (nf == 1)
-    snprintf(ck->label, sizeof ck->label, "%s", f[0]->path);
-  else
-    snprintf(ck->label, sizeof ck->label, "%s (+%d more shards)", f[0]->path, nf - 1);
-  for (int s = 0; s < nf; s++) ck->nsrc += f[s]->h.count;
-  ck->src = sp_xcalloc((size_t)ck->nsrc + 1, sizeof *ck->src);
-  int k = 0;
   ck->style = RANK_CONVERT_T5_WAN;
-  for (int s = 0; s < nf; s++) {
-    for (int i = 0; i < f[s]->h.count; i++, k++) {
-      ck->src[k].file = f[s];
-      ck->src[k].t = &f[s]->h.t[i];
-      const char *key = f[s]->h.t[i].name;
-      if (strcmp(key, "shared.weight") == 0 || has_prefix(key, HF_BLOCK))
-        ck->style = RANK_CONVERT_T5_HF;
-    }
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *key = ck->cp.src[i].t->name;
+    if (strcmp(key, "shared.weight") == 0 || rank_convert_has_prefix(key, HF_BLOCK))
+      ck->style = RANK_CONVERT_T5_HF;
   }
   classify(ck, &p);
   if (infer_config(ck, &p) == 0) {
@@ -434,26 +326,18 @@ int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_pa
                 "%lld, dim_attn %lld, ffn %lld, %lld heads, %lld layers, %lld buckets "
                 "(max_dist %lld, the published); %d tensors skipped (decoder, lm_head, tied "
                 "copies, fp8 markers and input scales)",
-                nf, ck->nsrc, rank_convert_t5_style_name(ck->style), (long long)c->vocab,
+                ck->cp.nf, ck->cp.nsrc, rank_convert_t5_style_name(ck->style), (long long)c->vocab,
                 (long long)c->dim, (long long)c->dim_attn, (long long)c->ffn, (long long)c->heads,
                 (long long)c->layers, (long long)c->buckets, (long long)c->max_dist, ck->skipped);
     check_tensors(ck, &p);
   }
-  if (p.count > 0) {
-    if (p.count > PROBLEM_LOG_CAP)
-      sp_log_error("... %ld more problems not shown", p.count - PROBLEM_LOG_CAP);
-    sp_log_error("%s: not converted: %ld problem(s) with the checkpoint; nothing written",
-                 out_path, p.count);
-    rc = SP_ERR_INPUT;
-    goto out;
-  }
+  if ((rc = rank_convert_problems_end(&p, out_path)) != SP_OK) goto out;
   if (ck->fp8) sp_log_info("convert: %d fp8 tensors dequantised (value x scale_weight)", ck->fp8);
   if ((rc = load_tokenizer(ck, tokenizer_path, &tok)) != SP_OK) goto out;
   rc = write_file(ck, tok, out_path, od);
 out:
   tok_model_free(tok);
-  free(ck->src);
+  rank_convert_ckpt_close(&ck->cp);
   free(ck);
-  rank_convert_inputs_close(&in, f, nf);
   return rc;
 }

@@ -40,9 +40,4 @@ int rank_convert_is_t5(int ninputs, char *const *inputs, int *is_t5);
 int rank_convert_t5_run(int ninputs, char *const *inputs, const char *tokenizer_path,
                         const char *out_path, kern_dtype dtype);
 
-/* fp8 to fp32, exact: e4m3fn (bias 7, no infinities, S.1111.111 NaN) and
- * e5m2 (the top byte of an IEEE half). */
-float rank_fp8_e4m3fn_to_f32(unsigned char b);
-float rank_fp8_e5m2_to_f32(unsigned char b);
-
 #endif

@@ -55,39 +55,21 @@ static const vae_rename resblock_leaf[] = {
 /* The encoder's tensors in either layout: not needed to decode. */
 static const char *const encoder_prefix[] = {"encoder.", "conv1.", "quant_conv."};
 
-static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
-
 int rank_convert_vae_key(const char *key) {
-  return has_prefix(key, "encoder.") || has_prefix(key, "decoder.");
+  return rank_convert_has_prefix(key, "encoder.") || rank_convert_has_prefix(key, "decoder.");
 }
 
 static int is_encoder_key(const char *key) {
   for (size_t i = 0; i < sizeof encoder_prefix / sizeof encoder_prefix[0]; i++)
-    if (has_prefix(key, encoder_prefix[i])) return 1;
+    if (rank_convert_has_prefix(key, encoder_prefix[i])) return 1;
   return 0;
-}
-
-/* A decimal index without leading zeros, below 1000, then a '.'; returns
- * what follows the dot, or NULL. */
-static const char *parse_index(const char *p, int64_t *v) {
-  int64_t x = 0;
-  int nd = 0;
-  while (*p >= '0' && *p <= '9') {
-    if (nd == 3) return NULL;
-    x = x * 10 + (*p - '0');
-    nd++;
-    p++;
-  }
-  if (nd == 0 || *p != '.' || (nd > 1 && p[-nd] == '0')) return NULL;
-  *v = x;
-  return p + 1;
 }
 
 static int leaf_map(int to_official, const char *leaf, char *buf, size_t n, const char *pre) {
   for (size_t i = 0; i < sizeof resblock_leaf / sizeof resblock_leaf[0]; i++) {
     const char *from = to_official ? resblock_leaf[i].diffusers : resblock_leaf[i].official;
     const char *to = to_official ? resblock_leaf[i].official : resblock_leaf[i].diffusers;
-    if (has_prefix(leaf, from)) {
+    if (rank_convert_has_prefix(leaf, from)) {
       int w = snprintf(buf, n, "%s%s%s", pre, to, leaf + strlen(from));
       return w < 0 || (size_t)w >= n ? -1 : 0;
     }
@@ -102,23 +84,23 @@ int rank_convert_vae_map_key(rank_convert_vae_style s, const char *key, int64_t 
     return w < 0 || (size_t)w >= n ? -1 : 0;
   }
   char pre[96];
-  if (has_prefix(key, UP_DIFF)) {
+  if (rank_convert_has_prefix(key, UP_DIFF)) {
     int64_t i, j;
-    const char *rest = parse_index(key + strlen(UP_DIFF), &i);
+    const char *rest = rank_convert_parse_index(key + strlen(UP_DIFF), &i);
     if (!rest) return -1;
-    if (has_prefix(rest, UP_RESNETS)) {
-      rest = parse_index(rest + strlen(UP_RESNETS), &j);
+    if (rank_convert_has_prefix(rest, UP_RESNETS)) {
+      rest = rank_convert_parse_index(rest + strlen(UP_RESNETS), &j);
       if (!rest || j > R) return -1;
       snprintf(pre, sizeof pre, UP_OFFICIAL "%lld.", (long long)(i * (R + 2) + j));
       return leaf_map(1, rest, buf, n, pre);
     }
-    if (!has_prefix(rest, UP_SAMPLER)) return -1;
+    if (!rank_convert_has_prefix(rest, UP_SAMPLER)) return -1;
     int w = snprintf(buf, n, UP_OFFICIAL "%lld.%s", (long long)(i * (R + 2) + R + 1),
                      rest + strlen(UP_SAMPLER));
     return w < 0 || (size_t)w >= n ? -1 : 0;
   }
   for (size_t r = 0; r < sizeof vae_prefix / sizeof vae_prefix[0]; r++) {
-    if (!has_prefix(key, vae_prefix[r].diffusers)) continue;
+    if (!rank_convert_has_prefix(key, vae_prefix[r].diffusers)) continue;
     const char *rest = key + strlen(vae_prefix[r].diffusers);
     if (vae_prefix[r].resblock) return leaf_map(1, rest, buf, n, vae_prefix[r].official);
     int w = snprintf(buf, n, "%s%s", vae_prefix[r].official, rest);
@@ -134,7 +116,8 @@ void rank_convert_vae_key_for(rank_convert_vae_style s, const char *name, int64_
   char pre[96];
   int64_t k;
   const char *rest;
-  if (has_prefix(name, UP_OFFICIAL) && (rest = parse_index(name + strlen(UP_OFFICIAL), &k))) {
+  if (rank_convert_has_prefix(name, UP_OFFICIAL) &&
+      (rest = rank_convert_parse_index(name + strlen(UP_OFFICIAL), &k))) {
     int64_t i = k / (R + 2), j = k % (R + 2);
     if (j <= R) {
       snprintf(pre, sizeof pre, UP_DIFF "%lld." UP_RESNETS "%lld.", (long long)i, (long long)j);
@@ -145,7 +128,7 @@ void rank_convert_vae_key_for(rank_convert_vae_style s, const char *name, int64_
     return;
   }
   for (size_t r = 0; r < sizeof vae_prefix / sizeof vae_prefix[0]; r++) {
-    if (!has_prefix(name, vae_prefix[r].official)) continue;
+    if (!rank_convert_has_prefix(name, vae_prefix[r].official)) continue;
     rest = name + strlen(vae_prefix[r].official);
     if (!vae_prefix[r].resblock || leaf_map(0, rest, buf, n, vae_prefix[r].diffusers) != 0)
       snprintf(buf, n, "%s%s", vae_prefix[r].diffusers, rest);
@@ -155,37 +138,16 @@ void rank_convert_vae_key_for(rank_convert_vae_style s, const char *name, int64_
 
 /* ---- the checkpoint ----------------------------------------------------------- */
 
-typedef struct vae_src {
-  const rank_st_file *file;
-  const rank_st_tensor *t;
-  char name[128]; /* official key; "" when unmapped */
-} vae_src;
-
 typedef struct vae_ckpt {
+  rank_convert_ckpt cp; /* names: the official keys */
   rank_convert_vae_style style;
-  vae_src *src;
-  int nsrc;
   int skipped; /* encoder tensors */
   int64_t R;   /* num_res_blocks */
   wan_vae_config config;
   wan_vae_weights w;
   wan_vae_table table;
   int slot[WAN_VAE_MAX_TENSORS]; /* table entry -> src index, -1 if missing */
-  char label[1200];
 } vae_ckpt;
-
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-  size_t o = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < ndim && o < n; i++)
-    o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (o < n) snprintf(buf + o, n - o, "]");
-}
-
-static const vae_src *find_name(const vae_ckpt *ck, const char *name) {
-  for (int i = 0; i < ck->nsrc; i++)
-    if (strcmp(ck->src[i].name, name) == 0) return &ck->src[i];
-  return NULL;
-}
 
 /* Layout by majority of the keys only one layout has. */
 static rank_convert_vae_style detect_style(const vae_ckpt *ck) {
@@ -194,10 +156,12 @@ static rank_convert_vae_style detect_style(const vae_ckpt *ck) {
   static const char *const dif[] = {"post_quant_conv.", UP_DIFF, "decoder.mid_block.",
                                     "decoder.conv_in.", "decoder.norm_out.", "decoder.conv_out."};
   long no = 0, nd = 0;
-  for (int i = 0; i < ck->nsrc; i++) {
-    const char *k = ck->src[i].t->name;
-    for (size_t j = 0; j < sizeof off / sizeof off[0]; j++) no += has_prefix(k, off[j]);
-    for (size_t j = 0; j < sizeof dif / sizeof dif[0]; j++) nd += has_prefix(k, dif[j]);
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *k = ck->cp.src[i].t->name;
+    for (size_t j = 0; j < sizeof off / sizeof off[0]; j++)
+      no += rank_convert_has_prefix(k, off[j]);
+    for (size_t j = 0; j < sizeof dif / sizeof dif[0]; j++)
+      nd += rank_convert_has_prefix(k, dif[j]);
   }
   return nd > no ? RANK_CONVERT_VAE_DIFFUSERS : RANK_CONVERT_VAE_OFFICIAL;
 }
@@ -206,13 +170,15 @@ static rank_convert_vae_style detect_style(const vae_ckpt *ck) {
 static int infer_res_blocks_diffusers(vae_ckpt *ck, problems *p) {
   int64_t most = -1;
   const char *pre = UP_DIFF "0." UP_RESNETS;
-  for (int i = 0; i < ck->nsrc; i++) {
-    const char *k = ck->src[i].t->name;
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *k = ck->cp.src[i].t->name;
     int64_t j;
-    if (has_prefix(k, pre) && parse_index(k + strlen(pre), &j) && j > most) most = j;
+    if (rank_convert_has_prefix(k, pre) && rank_convert_parse_index(k + strlen(pre), &j) &&
+        j > most)
+      most = j;
   }
   if (most < 0) {
-    rank_convert_problem(p, "%s: no tensor '%s0.*' (needed to infer num_res_blocks)", ck->label,
+    rank_convert_problem(p, "%s: no tensor '%s0.*' (needed to infer num_res_blocks)", ck->cp.label,
                          pre);
     return -1;
   }
@@ -224,10 +190,12 @@ static int infer_res_blocks_diffusers(vae_ckpt *ck, problems *p) {
  * or of all modules when there is none. */
 static void infer_res_blocks_official(vae_ckpt *ck) {
   int64_t first = -1, count = 0;
-  for (int i = 0; i < ck->nsrc; i++) {
-    const char *k = ck->src[i].name, *rest;
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *k = ck->cp.src[i].name, *rest;
     int64_t v;
-    if (!has_prefix(k, UP_OFFICIAL) || !(rest = parse_index(k + strlen(UP_OFFICIAL), &v))) continue;
+    if (!rank_convert_has_prefix(k, UP_OFFICIAL) ||
+        !(rest = rank_convert_parse_index(k + strlen(UP_OFFICIAL), &v)))
+      continue;
     if (v + 1 > count) count = v + 1;
     if (strcmp(rest, "resample.1.weight") == 0 && (first < 0 || v < first)) first = v;
   }
@@ -251,11 +219,12 @@ static int64_t gcd64(int64_t a, int64_t b) {
 static int infer_config(vae_ckpt *ck, problems *p) {
   wan_vae_config c = {0};
   char key[256], sh[96];
-  const vae_src *s = find_name(ck, "conv2.weight");
+  const rank_convert_src *s = rank_convert_ckpt_find(&ck->cp, "conv2.weight");
   if (!s || s->t->ndim != 5) {
     rank_convert_vae_key_for(ck->style, "conv2.weight", ck->R, key, sizeof key);
     if (!s)
-      rank_convert_problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->label, key);
+      rank_convert_problem(p, "%s: missing tensor '%s' (needed to infer the config)", ck->cp.label,
+                           key);
     else
       rank_convert_problem(p, "%s: tensor '%s': %d dims, expected 5", s->file->path, key,
                            s->t->ndim);
@@ -264,17 +233,19 @@ static int infer_config(vae_ckpt *ck, problems *p) {
   c.z_dim = s->t->shape[0];
   c.num_res_blocks = ck->R;
   int64_t modules = 0;
-  for (int i = 0; i < ck->nsrc; i++) {
+  for (int i = 0; i < ck->cp.nsrc; i++) {
     int64_t v;
-    const char *k = ck->src[i].name;
-    if (has_prefix(k, UP_OFFICIAL) && parse_index(k + strlen(UP_OFFICIAL), &v) && v + 1 > modules)
+    const char *k = ck->cp.src[i].name;
+    if (rank_convert_has_prefix(k, UP_OFFICIAL) &&
+        rank_convert_parse_index(k + strlen(UP_OFFICIAL), &v) && v + 1 > modules)
       modules = v + 1;
   }
   if (ck->R < 0 || ck->R + 1 > WAN_VAE_MAX_RES || (modules + 1) % (ck->R + 2) != 0 ||
       (modules + 1) / (ck->R + 2) < 1 || (modules + 1) / (ck->R + 2) > WAN_VAE_MAX_LEVELS) {
     rank_convert_problem(p, "%s: %lld decoder upsample modules with %lld residual blocks per level "
                          "make no decoder of 1..%d levels",
-                         ck->label, (long long)modules, (long long)ck->R + 1, WAN_VAE_MAX_LEVELS);
+                         ck->cp.label, (long long)modules, (long long)ck->R + 1,
+                         WAN_VAE_MAX_LEVELS);
     return -1;
   }
   c.n_mult = (int)((modules + 1) / (ck->R + 2));
@@ -282,11 +253,11 @@ static int infer_config(vae_ckpt *ck, problems *p) {
   for (int i = 0; i < c.n_mult; i++) {
     char name[96];
     snprintf(name, sizeof name, UP_OFFICIAL "%lld.residual.2.weight", (long long)(i * (ck->R + 2)));
-    s = find_name(ck, name);
+    s = rank_convert_ckpt_find(&ck->cp, name);
     if (!s || s->t->ndim != 5 || s->t->shape[0] < 1) {
       rank_convert_vae_key_for(ck->style, name, ck->R, key, sizeof key);
-      if (s) shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
-      rank_convert_problem(p, "%s: tensor '%s' %s (needed to infer level %d's width)", ck->label,
+      if (s) rank_convert_shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
+      rank_convert_problem(p, "%s: tensor '%s' %s (needed to infer level %d's width)", ck->cp.label,
                            key, s ? sh : "is missing", i);
       return -1;
     }
@@ -295,14 +266,14 @@ static int infer_config(vae_ckpt *ck, problems *p) {
     if (i + 1 < c.n_mult) {
       snprintf(name, sizeof name, UP_OFFICIAL "%lld.time_conv.weight",
                (long long)(i * (ck->R + 2) + ck->R + 1));
-      c.temporal_up[i] = find_name(ck, name) != NULL;
+      c.temporal_up[i] = rank_convert_ckpt_find(&ck->cp, name) != NULL;
     }
   }
   c.dim = g;
   for (int i = 0; i < c.n_mult; i++) c.dim_mult[c.n_mult - 1 - i] = width[i] / g;
   char err[256];
   if (wan_vae_config_check(&c, err, sizeof err) != 0) {
-    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->label, err);
+    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->cp.label, err);
     return -1;
   }
   ck->config = c;
@@ -313,9 +284,10 @@ static void check_tensors(vae_ckpt *ck, problems *p) {
   wan_vae_table_make(&ck->config, &ck->w, &ck->table);
   const wan_vae_table *tb = &ck->table;
   for (int i = 0; i < tb->count; i++) ck->slot[i] = -1;
-  char sh[96], want[96], key[256];
-  for (int i = 0; i < ck->nsrc; i++) {
-    vae_src *s = &ck->src[i];
+  static const rank_st_dtype ok[] = {RANK_ST_F32, RANK_ST_F16, RANK_ST_BF16};
+  char key[256];
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    rank_convert_src *s = &ck->cp.src[i];
     if (!s->name[0]) continue;
     int ti = wan_vae_table_find(tb, s->name);
     if (ti < 0) {
@@ -324,47 +296,18 @@ static void check_tensors(vae_ckpt *ck, problems *p) {
                            s->file->path, s->t->name, rank_convert_vae_style_name(ck->style));
       continue;
     }
-    if (ck->slot[ti] >= 0) {
-      const vae_src *o = &ck->src[ck->slot[ti]];
-      rank_convert_problem(p, "%s: tensor '%s': duplicate of '%s' in %s", s->file->path,
-                           s->t->name, o->t->name, o->file->path);
-      continue;
-    }
-    ck->slot[ti] = i;
-    const wan_vae_tensor *w = &tb->t[ti];
-    int same = s->t->ndim == w->ndim;
-    for (int d = 0; same && d < w->ndim; d++) same = s->t->shape[d] == w->shape[d];
-    if (!same) {
-      shape_str(s->t->ndim, s->t->shape, sh, sizeof sh);
-      shape_str(w->ndim, w->shape, want, sizeof want);
-      rank_convert_problem(p, "%s: tensor '%s': shape %s, the inferred config needs %s",
-                           s->file->path, s->t->name, sh, want);
-    }
-    if (s->t->dtype != RANK_ST_F32 && s->t->dtype != RANK_ST_F16 && s->t->dtype != RANK_ST_BF16)
-      rank_convert_problem(p, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)",
-                           s->file->path, s->t->name, rank_st_dtype_name(s->t->dtype));
+    if (rank_convert_ckpt_claim(&ck->cp, ck->slot, ti, i, p) != 0) continue;
+    rank_convert_check_shape(s->file->path, s->t, tb->t[ti].ndim, tb->t[ti].shape, p);
+    rank_convert_check_dtype(s->file->path, s->t, ok, (int)(sizeof ok / sizeof ok[0]), p);
   }
   for (int i = 0; i < tb->count; i++) {
     if (ck->slot[i] >= 0) continue;
     rank_convert_vae_key_for(ck->style, tb->t[i].name, ck->R, key, sizeof key);
-    rank_convert_problem(p, "%s: missing tensor '%s'", ck->label, key);
+    rank_convert_problem(p, "%s: missing tensor '%s'", ck->cp.label, key);
   }
 }
 
 /* ---- the copy ------------------------------------------------------------------- */
-
-/* Source elements to fp32 (exact for all three input dtypes). */
-static void to_f32(rank_st_dtype dt, const unsigned char *src, float *dst, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    uint16_t h;
-    if (dt == RANK_ST_F32) {
-      memcpy(&dst[i], src + 4 * i, 4);
-    } else {
-      memcpy(&h, src + 2 * i, 2);
-      dst[i] = dt == RANK_ST_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
-    }
-  }
-}
 
 static int write_file(const vae_ckpt *ck, const char *out_path, kern_dtype od) {
   const wan_vae_table *tb = &ck->table;
@@ -378,21 +321,9 @@ static int write_file(const vae_ckpt *ck, const char *out_path, kern_dtype od) {
   unsigned char *raw = sp_xmalloc((size_t)most * 4);
   float *f = sp_xmalloc((size_t)most * sizeof *f);
   for (int i = 0; i < tb->count && rc == SP_OK; i++) {
-    const vae_src *s = &ck->src[ck->slot[i]];
-    size_t n = (size_t)tb->t[i].numel, esz = rank_st_dtype_size(s->t->dtype);
-    rc = rank_st_read(s->file, s->t, 0, raw, n * esz);
-    if (rc != SP_OK) break;
-    to_f32(s->t->dtype, raw, f, n);
-    for (size_t k = 0; k < n; k++) {
-      if (!isfinite(f[k])) {
-        sp_log_error("%s: tensor '%s': element %zu is %s; a checkpoint with non-finite weights "
-                     "is not converted",
-                     s->file->path, s->t->name, k, isnan(f[k]) ? "NaN" : "infinite");
-        rc = SP_ERR_INPUT;
-        break;
-      }
-    }
-    if (rc == SP_OK) rc = vae_model_writer_put(w, tb->t[i].name, f, (int64_t)n);
+    const rank_convert_src *s = &ck->cp.src[ck->slot[i]];
+    rc = rank_convert_read_f32(s->file, s->t, 0, tb->t[i].numel, 1.0f, raw, f);
+    if (rc == SP_OK) rc = vae_model_writer_put(w, tb->t[i].name, f, tb->t[i].numel);
   }
   free(raw);
   free(f);
@@ -427,54 +358,40 @@ static int is_dit_key(const char *key) {
 }
 
 int rank_convert_vae_run(int ninputs, char *const *args, const char *out_path, kern_dtype od) {
-  inputs in;
-  rank_st_file **f = NULL;
-  int nf = 0;
   vae_ckpt *ck = sp_xcalloc(1, sizeof *ck);
   problems p = {0};
-  int rc = rank_convert_inputs_open(ninputs, args, &in, &f, &nf);
+  int rc = rank_convert_ckpt_open(ninputs, args, &ck->cp, &p);
   if (rc != SP_OK) goto out;
-  rank_convert_check_index(&in, f, nf, &p);
-  if (nf == 1)
-    snprintf(ck->label, sizeof ck->label, "%s", f[0]->path);
-  else
-    snprintf(ck->label, sizeof ck->label, "%s (+%d more shards)", f[0]->path, nf - 1);
-  for (int s = 0; s < nf; s++) ck->nsrc += f[s]->h.count;
-  ck->src = sp_xcalloc((size_t)ck->nsrc + 1, sizeof *ck->src);
-  int k = 0, dit = 0, decoder = 0;
+  int dit = 0, decoder = 0;
   const char *dit_example = NULL;
-  for (int s = 0; s < nf; s++) {
-    for (int i = 0; i < f[s]->h.count; i++, k++) {
-      ck->src[k].file = f[s];
-      ck->src[k].t = &f[s]->h.t[i];
-      const char *key = f[s]->h.t[i].name;
-      if (is_encoder_key(key)) {
-        ck->skipped++;
-      } else if (is_dit_key(key)) {
-        if (!dit++) dit_example = key;
-      } else {
-        decoder++;
-      }
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    const char *key = ck->cp.src[i].t->name;
+    if (is_encoder_key(key)) {
+      ck->skipped++;
+    } else if (is_dit_key(key)) {
+      if (!dit++) dit_example = key;
+    } else {
+      decoder++;
     }
   }
   if (dit > 0) {
     sp_log_error("%s: %d tensors of a Wan 2.1 DiT (for example '%s') beside the VAE's: a "
                  "checkpoint holds one model; convert the DiT and the VAE separately",
-                 ck->label, dit, dit_example);
+                 ck->cp.label, dit, dit_example);
     rc = SP_ERR_INPUT;
     goto out;
   }
   if (decoder == 0) {
     sp_log_error("%s: holds only the VAE's encoder (%d tensors encoder.*, conv1.*, quant_conv.*); "
                  "decoding needs the decoder (decoder.*, and conv2.* or post_quant_conv.*)",
-                 ck->label, ck->skipped);
+                 ck->cp.label, ck->skipped);
     rc = SP_ERR_INPUT;
     goto out;
   }
   ck->style = detect_style(ck);
   if (ck->style == RANK_CONVERT_VAE_DIFFUSERS && infer_res_blocks_diffusers(ck, &p) != 0) goto problems;
-  for (int i = 0; i < ck->nsrc; i++) {
-    vae_src *s = &ck->src[i];
+  for (int i = 0; i < ck->cp.nsrc; i++) {
+    rank_convert_src *s = &ck->cp.src[i];
     if (is_encoder_key(s->t->name)) continue;
     if (rank_convert_vae_map_key(ck->style, s->t->name, ck->R, s->name, sizeof s->name) != 0) {
       s->name[0] = 0;
@@ -485,7 +402,7 @@ int rank_convert_vae_run(int ninputs, char *const *args, const char *out_path, k
   if (ck->style == RANK_CONVERT_VAE_OFFICIAL) infer_res_blocks_official(ck);
   sp_log_info("convert: %d file(s), %d tensors, Wan VAE with %s keys; %d encoder tensors "
               "(encoder.*, conv1.*, quant_conv.*) skipped: only the decoder is converted",
-              nf, ck->nsrc, rank_convert_vae_style_name(ck->style), ck->skipped);
+              ck->cp.nf, ck->cp.nsrc, rank_convert_vae_style_name(ck->style), ck->skipped);
   if (infer_config(ck, &p) == 0) {
     const wan_vae_config *c = &ck->config;
     char dm[64] = "", tu[64] = "";
@@ -500,18 +417,10 @@ int rank_convert_vae_run(int ninputs, char *const *args, const char *out_path, k
     check_tensors(ck, &p);
   }
 problems:
-  if (p.count > 0) {
-    if (p.count > PROBLEM_LOG_CAP)
-      sp_log_error("... %ld more problems not shown", p.count - PROBLEM_LOG_CAP);
-    sp_log_error("%s: not converted: %ld problem(s) with the checkpoint; nothing written",
-                 out_path, p.count);
-    rc = SP_ERR_INPUT;
-    goto out;
-  }
+  if ((rc = rank_convert_problems_end(&p, out_path)) != SP_OK) goto out;
   rc = write_file(ck, out_path, od);
 out:
-  free(ck->src);
+  rank_convert_ckpt_close(&ck->cp);
   free(ck);
-  rank_convert_inputs_close(&in, f, nf);
   return rc;
 }

@@ -418,6 +418,55 @@ void rank_container_report_read(const char *source, const char *ds, uint32_t wan
                  source, ds, want, got);
 }
 
+int rank_container_open_end(hid_t file, const char *path, int rc, int *fd) {
+  H5Fclose(file);
+  return rc != SP_OK ? rc : rank_container_open_fd(path, fd);
+}
+
+int rank_container_read_f32(int fd, kern_dtype dtype, int count, const rank_container_f32 *t,
+                            int verify, uint16_t *stage, int *err_no, uint32_t *got_crc) {
+  const int bf16 = dtype == KERN_DTYPE_BF16;
+  rank_container_read *r = sp_xmalloc((size_t)(count > 0 ? count : 1) * sizeof *r);
+  int64_t at = 0;
+  for (int i = 0; i < count; i++) {
+    void *dst = bf16 ? (void *)(stage + at) : (void *)t[i].dst;
+    r[i] = (rank_container_read){t[i].offset, (size_t)t[i].numel * kern_dtype_size(dtype), dst,
+                                 t[i].crc};
+    at += t[i].numel;
+  }
+  int bad = rank_container_pread(fd, count, r, verify, err_no, got_crc);
+  free(r);
+  if (bad >= 0 || !bf16) return bad;
+  at = 0;
+  for (int i = 0; i < count; i++) {
+    kern_bf16_to_f32_n(stage + at, t[i].dst, (size_t)t[i].numel);
+    at += t[i].numel;
+  }
+  return -1;
+}
+
+int rank_container_check_tensors(hid_t file, const char *path, const char *group, kern_dtype dtype,
+                                 int count, const rank_container_tensor *t, uint64_t **offset,
+                                 uint32_t **crc, uint32_t *acc) {
+  *offset = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof **offset);
+  *crc = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof **crc);
+  char where[128];
+  snprintf(where, sizeof where, "/%s", group);
+  const char **names = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof *names);
+  for (int i = 0; i < count; i++) names[i] = t[i].name;
+  int rc = rank_container_check_members(file, path, where, names, count);
+  free(names);
+  for (int i = 0; i < count && rc == SP_OK; i++) {
+    char ds[256];
+    snprintf(ds, sizeof ds, "/%s/%s", group, t[i].name);
+    rc = rank_container_check_dataset(file, path, ds, dtype, t[i].ndim, t[i].shape,
+                                      (size_t)t[i].numel * kern_dtype_size(dtype), &(*offset)[i],
+                                      &(*crc)[i]);
+    if (rc == SP_OK) *acc = rank_container_checksum_add(*acc, (*crc)[i]);
+  }
+  return rc;
+}
+
 /* ---- the model checksum -------------------------------------------------- */
 
 uint32_t rank_container_checksum_add(uint32_t acc, uint32_t crc) {

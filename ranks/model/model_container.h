@@ -46,6 +46,11 @@ int rank_container_open_fd(const char *path, int *fd);
 int rank_container_read_root(hid_t file, const char *path, const char *want_arch,
                              rank_container_root *out);
 
+/* Ends a validation: closes file; when rc is SP_OK, opens path's read
+ * descriptor into *fd (rank_container_open_fd). Returns rc, or the open's
+ * logged status. */
+int rank_container_open_end(hid_t file, const char *path, int rc, int *fd);
+
 /* Refuses soft and external links anywhere in the file. */
 int rank_container_check_links(hid_t file, const char *path);
 
@@ -61,6 +66,23 @@ int rank_container_check_members(hid_t file, const char *path, const char *group
 int rank_container_check_dataset(hid_t file, const char *path, const char *ds, kern_dtype dtype,
                                  int ndim, const int64_t *shape, size_t bytes, uint64_t *offset,
                                  uint32_t *crc);
+
+/* One tensor of a group as the file must hold it. */
+typedef struct rank_container_tensor {
+  const char *name; /* the dataset's name in its group */
+  int ndim;
+  const int64_t *shape; /* (ndim) */
+  int64_t numel;
+} rank_container_tensor;
+
+/* Group "/group" holds exactly the count tensors t (check_members), each a
+ * dataset of dtype passing check_dataset; sets *offset and *crc to arrays
+ * of count (the caller frees them, after a failure too) with each
+ * dataset's data offset and stored CRC, and folds the CRCs into *acc in
+ * table order. SP_OK, or the first failure's logged status. */
+int rank_container_check_tensors(hid_t file, const char *path, const char *group, kern_dtype dtype,
+                                 int count, const rank_container_tensor *t, uint64_t **offset,
+                                 uint32_t **crc, uint32_t *acc);
 
 /* One dataset's bytes to read. */
 typedef struct rank_container_read {
@@ -85,6 +107,22 @@ int rank_container_pread(int fd, int count, const rank_container_read *r, int ve
 /* The error line for a failed read of dataset ds of source. */
 void rank_container_report_read(const char *source, const char *ds, uint32_t want, int err_no,
                                 uint32_t got);
+
+/* One tensor to read as fp32. */
+typedef struct rank_container_f32 {
+  uint64_t offset; /* of its data in the file */
+  uint32_t crc;    /* the stored checksum */
+  int64_t numel;
+  float *dst; /* (numel) */
+} rank_container_f32;
+
+/* Reads count tensors stored as dtype (fp32 or bf16) into their dst as
+ * fp32 through rank_container_pread: fp32 lands in place, bf16 passes
+ * through stage (room for the sum of the numels) and is widened. Returns
+ * as rank_container_pread (-1, or the failed tensor's index with *err_no
+ * and *got_crc); logs nothing; dsts are undefined after a failure. */
+int rank_container_read_f32(int fd, kern_dtype dtype, int count, const rank_container_f32 *t,
+                            int verify, uint16_t *stage, int *err_no, uint32_t *got_crc);
 
 /* ---- the model checksum ---------------------------------------------- */
 

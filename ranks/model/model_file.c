@@ -431,9 +431,7 @@ static int open_file(const char *path, rank_model *m) {
     goto done;
   rank_container_checksum_str(acc, m->info.checksum, sizeof m->info.checksum);
 done:
-  H5Fclose(x.file);
-  if (rc != SP_OK) return rc;
-  return rank_container_open_fd(path, &m->fd);
+  return rank_container_open_end(x.file, path, rc, &m->fd);
 }
 
 int rank_model_spec_is_synth(const char *spec) { return strncmp(spec, "synth:", 6) == 0; }

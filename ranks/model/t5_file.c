@@ -321,32 +321,21 @@ static int open_file(const char *path, t5_model *m) {
   const umt5_config *c = &in->config;
   m->count = umt5_table_count(c);
   umt5_tensor *t = sp_xcalloc((size_t)m->count, sizeof *t);
-  const char **names = sp_xcalloc((size_t)m->count, sizeof *names);
+  rank_container_tensor *ct = sp_xcalloc((size_t)m->count, sizeof *ct);
   for (int i = 0; i < m->count; i++) {
     umt5_table_entry(c, i, &t[i]);
-    names[i] = t[i].name;
+    ct[i] = (rank_container_tensor){t[i].name, t[i].ndim, t[i].shape, t[i].numel};
   }
-  rc = rank_container_check_members(f, path, "/" T5_FILE_GROUP, names, m->count);
-  free(names);
-  m->offset = sp_xcalloc((size_t)m->count, sizeof *m->offset);
-  m->crc = sp_xcalloc((size_t)m->count, sizeof *m->crc);
   uint32_t acc = 0;
-  for (int i = 0; i < m->count && rc == SP_OK; i++) {
-    char ds[128];
-    t5_file_dataset_path(t[i].name, ds, sizeof ds);
-    rc = rank_container_check_dataset(f, path, ds, in->dtype, t[i].ndim, t[i].shape,
-                                      (size_t)t[i].numel * kern_dtype_size(in->dtype),
-                                      &m->offset[i], &m->crc[i]);
-    acc = rank_container_checksum_add(acc, m->crc[i]);
-  }
+  rc = rank_container_check_tensors(f, path, T5_FILE_GROUP, in->dtype, m->count, ct, &m->offset,
+                                    &m->crc, &acc);
+  free(ct);
   free(t);
   if (rc == SP_OK) rc = tok_read(f, path, m, &acc);
   if (rc != SP_OK) goto done;
   if (m->verify) rc = rank_container_checksum_check(path, in->checksum, acc);
 done:
-  H5Fclose(f);
-  if (rc != SP_OK) return rc;
-  return rank_container_open_fd(path, &m->fd);
+  return rank_container_open_end(f, path, rc, &m->fd);
 }
 
 int t5_model_open(const char *spec, int verify, t5_model **out) {
@@ -391,32 +380,21 @@ const tok_model *t5_model_tokenizer(const t5_model *m) { return m->tok; }
 /* Reads count table entries, first at idx[0], into dst[k] (fp32). */
 static int read_entries(t5_model *m, int count, const int *idx, float *const *dst) {
   const umt5_config *c = &m->info.config;
-  const int bf16 = m->info.dtype == KERN_DTYPE_BF16;
-  rank_container_read r[UMT5_LAYER_TENSORS];
+  rank_container_f32 r[UMT5_LAYER_TENSORS];
   umt5_tensor t[UMT5_LAYER_TENSORS];
-  int64_t at = 0;
   for (int k = 0; k < count; k++) {
     umt5_table_entry(c, idx[k], &t[k]);
-    size_t bytes = (size_t)t[k].numel * kern_dtype_size(m->info.dtype);
-    void *d = bf16 ? (void *)(m->stage + at) : (void *)dst[k];
-    r[k] = (rank_container_read){m->offset[idx[k]], bytes, d, m->crc[idx[k]]};
-    at += t[k].numel;
+    r[k] = (rank_container_f32){m->offset[idx[k]], m->crc[idx[k]], t[k].numel, dst[k]};
   }
   int err_no = 0;
   uint32_t got = 0;
-  int bad = rank_container_pread(m->fd, count, r, m->verify, &err_no, &got);
+  int bad = rank_container_read_f32(m->fd, m->info.dtype, count, r, m->verify, m->stage, &err_no,
+                                    &got);
   if (bad >= 0) {
     char ds[128];
     t5_file_dataset_path(t[bad].name, ds, sizeof ds);
     rank_container_report_read(m->info.source, ds, m->crc[idx[bad]], err_no, got);
     return SP_ERR_INPUT;
-  }
-  if (bf16) {
-    at = 0;
-    for (int k = 0; k < count; k++) {
-      kern_bf16_to_f32_n(m->stage + at, dst[k], (size_t)t[k].numel);
-      at += t[k].numel;
-    }
   }
   return SP_OK;
 }

@@ -210,29 +210,18 @@ static int open_file(const char *path, vae_model *m) {
   const wan_vae_table *t = &m->table;
   const char *root_names[] = {VAE_FILE_GROUP};
   if ((rc = rank_container_check_members(f, path, "/", root_names, 1)) != SP_OK) goto done;
-  const char *names[WAN_VAE_MAX_TENSORS];
-  for (int i = 0; i < t->count; i++) names[i] = t->t[i].name;
-  if ((rc = rank_container_check_members(f, path, "/" VAE_FILE_GROUP, names, t->count)) != SP_OK)
-    goto done;
-  m->offset = sp_xcalloc((size_t)t->count, sizeof *m->offset);
-  m->crc = sp_xcalloc((size_t)t->count, sizeof *m->crc);
+  rank_container_tensor ct[WAN_VAE_MAX_TENSORS];
+  for (int i = 0; i < t->count; i++)
+    ct[i] = (rank_container_tensor){t->t[i].name, t->t[i].ndim, t->t[i].shape, t->t[i].numel};
   uint32_t acc = 0;
-  for (int i = 0; i < t->count; i++) {
-    char ds[128];
-    vae_file_dataset_path(t->t[i].name, ds, sizeof ds);
-    rc = rank_container_check_dataset(f, path, ds, in->dtype, t->t[i].ndim, t->t[i].shape,
-                                      (size_t)t->t[i].numel * kern_dtype_size(in->dtype),
-                                      &m->offset[i], &m->crc[i]);
-    if (rc != SP_OK) goto done;
-    acc = rank_container_checksum_add(acc, m->crc[i]);
-  }
+  rc = rank_container_check_tensors(f, path, VAE_FILE_GROUP, in->dtype, t->count, ct, &m->offset,
+                                    &m->crc, &acc);
+  if (rc != SP_OK) goto done;
   if (m->verify && (rc = rank_container_checksum_check(path, in->checksum, acc)) != SP_OK)
     goto done;
   rc = SP_OK;
 done:
-  H5Fclose(f);
-  if (rc != SP_OK) return rc;
-  return rank_container_open_fd(path, &m->fd);
+  return rank_container_open_end(f, path, rc, &m->fd);
 }
 
 int vae_model_open(const char *spec, int verify, vae_model **out) {
@@ -283,34 +272,21 @@ int vae_model_read(vae_model *m, float *packed, int64_t packed_floats) {
     return SP_OK;
   }
   /* fp32 lands in place; bf16 is read into one staging buffer, then widened. */
-  const int bf16 = m->info.dtype == KERN_DTYPE_BF16;
-  uint16_t *stage = bf16 ? sp_xmalloc((size_t)t->params * sizeof *stage) : NULL;
-  rank_container_read *r = sp_xmalloc((size_t)t->count * sizeof *r);
-  int64_t at = 0;
-  for (int i = 0; i < t->count; i++) {
-    size_t bytes = (size_t)t->t[i].numel * kern_dtype_size(m->info.dtype);
-    void *dst = bf16 ? (void *)(stage + at) : (void *)(packed + t->t[i].offset);
-    r[i] = (rank_container_read){m->offset[i], bytes, dst, m->crc[i]};
-    at += t->t[i].numel;
-  }
+  uint16_t *stage = m->info.dtype == KERN_DTYPE_BF16
+                        ? sp_xmalloc((size_t)t->params * sizeof *stage) : NULL;
+  rank_container_f32 r[WAN_VAE_MAX_TENSORS];
+  for (int i = 0; i < t->count; i++)
+    r[i] = (rank_container_f32){m->offset[i], m->crc[i], t->t[i].numel, packed + t->t[i].offset};
   int err_no = 0;
   uint32_t got = 0;
-  int bad = rank_container_pread(m->fd, t->count, r, m->verify, &err_no, &got);
-  free(r);
+  int bad = rank_container_read_f32(m->fd, m->info.dtype, t->count, r, m->verify, stage, &err_no,
+                                    &got);
+  free(stage);
   if (bad >= 0) {
     char ds[128];
     vae_file_dataset_path(t->t[bad].name, ds, sizeof ds);
     rank_container_report_read(m->info.source, ds, m->crc[bad], err_no, got);
-    free(stage);
     return SP_ERR_INPUT;
-  }
-  if (bf16) {
-    at = 0;
-    for (int i = 0; i < t->count; i++) {
-      kern_bf16_to_f32_n(stage + at, packed + t->t[i].offset, (size_t)t->t[i].numel);
-      at += t->t[i].numel;
-    }
-    free(stage);
   }
   return SP_OK;
 }

@@ -5,16 +5,8 @@
 # calling script: exit 77 (skipped) only when SP_ALLOW_SKIP=1 and CI is not
 # set (common/skip.sh), else exit 1, so CI cannot silently skip the parity
 # tests.
-PY=
-for _sp_py in python3 /usr/bin/python3; do
-  if command -v "$_sp_py" >/dev/null 2>&1 &&
-     "$_sp_py" -c 'import numpy, h5py' >/dev/null 2>&1; then
-    PY=$(command -v "$_sp_py")
-    break
-  fi
-done
-unset _sp_py
-if [ -z "$PY" ]; then
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
+if ! sp_python_find 'import numpy, h5py'; then
   _sp_why="no python3 with numpy and h5py found (tried python3, /usr/bin/python3): run launch/deps.sh or: sudo apt-get install python3-numpy python3-h5py"
   if [ "${SP_ALLOW_SKIP:-0}" = 1 ]; then
     . "$(dirname "${BASH_SOURCE[0]}")/skip.sh"

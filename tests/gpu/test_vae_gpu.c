@@ -42,6 +42,7 @@
 
 #define SP_TEST_CUDA
 #include "sp_test.h"
+#include "sp_test_vae.h"
 
 /* bf16: every activation stored in bf16 between ops (conv inputs and
  * outputs, norms, the residual stream), weights rounded to bf16, fp32
@@ -77,24 +78,6 @@ static int sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
     memcpy(s->video + (ch * s->T + t0) * s->ohw, frames + ch * n * s->ohw,
            (size_t)(n * s->ohw) * sizeof *s->video);
   return 0;
-}
-
-/* Random weights, scaled as tests/vae/test_vae_driver.c's fill_weights. */
-static void fill_weights(const wan_vae_table *t, float *packed) {
-  for (int i = 0; i < t->count; i++) {
-    const wan_vae_tensor *e = &t->t[i];
-    const char *tail = strrchr(e->name, '.');
-    float *p = packed + e->offset;
-    if (strcmp(tail, ".gamma") == 0) {
-      sp_rand_fill(p, e->numel, 0.5, 1.5);
-    } else if (strcmp(tail, ".bias") == 0) {
-      sp_rand_fill(p, e->numel, -0.2, 0.2);
-    } else {
-      double a = 1.0 / sqrt((double)(e->numel / e->shape[0]));
-      if (strcmp(e->name, "decoder.head.2.weight") == 0) a *= 2.0;
-      sp_rand_fill(p, e->numel, -a, a);
-    }
-  }
 }
 
 typedef struct vcase {
@@ -163,7 +146,7 @@ static void run_case(const vcase *k) {
   wan_vae_table_make(&c, &wt, &t);
   float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
   memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
-  fill_weights(&t, packed);
+  sp_test_vae_fill_weights(&t, packed, 0);
   wan_vae_table_bind(&t, packed);
   const int64_t hw = k->h * k->w, nz = 16 * k->F * hw;
   float *z = sp_test_alloc(nz);
@@ -258,7 +241,7 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
   float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
   memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
   sp_rand_state_set(0x5eed5eedull); /* the same synthetic weights every run */
-  fill_weights(&t, packed);
+  sp_test_vae_fill_weights(&t, packed, 0);
   const int64_t nz = 16 * F * h * w;
   float *z = sp_test_malloc((size_t)nz * sizeof *z);
   sp_rand_fill(z, nz, -2.0, 2.0);

@@ -6,16 +6,13 @@
 # or layout with exit 2 and a line naming what was wrong.
 set -u
 BIN=${SP_BIN:?SP_BIN is the staticpipe binary}
-. "$SP_SRC/tests/common/skip.sh"
-command -v python3 >/dev/null || sp_skip "python3 not found"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_python_with "import json" "its json module"
+sp_work_dir plan-layout
 
 # inventory N GPU-KIND EXTRA-LINKS: N H200-sized devices on one node
 inventory() {
-  python3 - "$@" <<'PY'
+  "$PY" - "$@" <<'PY'
 import json, sys
 n, gpu, extra = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
 links = {"gpu": gpu, "pcie_gen": 5}
@@ -29,13 +26,13 @@ M=(--model synth:wan2.1-14b --cfg 5 --frames 81 --size 480x832)
 
 # 1. four NVLink GPUs: every factorization of 4 listed once, the chosen one
 # the fastest that fits; the all-to-all's time is its bytes over the link.
-inventory 4 nvlink '{}' >"$TMP/nv.json"
-inventory 4 pcie '{}' >"$TMP/pc.json"
+inventory 4 nvlink '{}' >"$work/nv.json"
+inventory 4 pcie '{}' >"$work/pc.json"
 for k in nv pc; do
-  "$BIN" plan "${M[@]}" --inventory "$TMP/$k.json" --layout auto --json >"$TMP/$k.out" \
-    2>"$TMP/$k.err" || bad "$k: $(cat "$TMP/$k.err")"
+  "$BIN" plan "${M[@]}" --inventory "$work/$k.json" --layout auto --json >"$work/$k.out" \
+    2>"$work/$k.err" || bad "$k: $(cat "$work/$k.err")"
 done
-python3 - "$TMP/nv.out" "$TMP/pc.out" <<'PY' || bad "layout JSON"
+"$PY" - "$work/nv.out" "$work/pc.out" <<'PY' || bad "layout JSON"
 import json, sys
 nv, pc = (json.load(open(p)) for p in sys.argv[1:3])
 for c in (nv, pc):
@@ -64,24 +61,17 @@ for c, gbs in ((nv, 450.0), (pc, 0.8 * 63.015)):
 PY
 
 # 2. the text form: the table, the chosen line, the links line
-"$BIN" plan "${M[@]}" --inventory "$TMP/nv.json" --layout auto >"$TMP/t.out" 2>&1 || bad "text: $(cat "$TMP/t.out")"
-grep -q "^layout .*: predicted step .* (PREDICTION)" "$TMP/t.out" || bad "no chosen line: $(cat "$TMP/t.out")"
-grep -q "# links: GPU <-> GPU NVLink 450.0 GB/s.*host 50.4 GB/s" "$TMP/t.out" || bad "links line: $(cat "$TMP/t.out")"
-grep -q "refused: .*4 replicas" "$TMP/t.out" || bad "refused row: $(cat "$TMP/t.out")"
+"$BIN" plan "${M[@]}" --inventory "$work/nv.json" --layout auto >"$work/t.out" 2>&1 || bad "text: $(cat "$work/t.out")"
+grep -q "^layout .*: predicted step .* (PREDICTION)" "$work/t.out" || bad "no chosen line: $(cat "$work/t.out")"
+grep -q "# links: GPU <-> GPU NVLink 450.0 GB/s.*host 50.4 GB/s" "$work/t.out" || bad "links line: $(cat "$work/t.out")"
+grep -q "refused: .*4 replicas" "$work/t.out" || bad "refused row: $(cat "$work/t.out")"
 
 # 3. one layout given: only it; one that cannot be is refused with exit 2
-"$BIN" plan "${M[@]}" --inventory "$TMP/nv.json" --layout 1x2x2 --json >"$TMP/one.out" 2>&1 || bad "1x2x2: $(cat "$TMP/one.out")"
-python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["chosen"]=="1x2x2" and len(c["layouts"])==1' \
-  "$TMP/one.out" || bad "--layout 1x2x2 JSON"
+"$BIN" plan "${M[@]}" --inventory "$work/nv.json" --layout 1x2x2 --json >"$work/one.out" 2>&1 || bad "1x2x2: $(cat "$work/one.out")"
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["chosen"]=="1x2x2" and len(c["layouts"])==1' \
+  "$work/one.out" || bad "--layout 1x2x2 JSON"
 
-expect2() { # NAME NEEDLE ARGS...
-  local name=$1 needle=$2
-  shift 2
-  "$BIN" plan "$@" >"$TMP/x.out" 2>"$TMP/x.err"
-  local rc=$?
-  [ $rc -eq 2 ] || bad "$name: exit $rc, want 2"
-  grep -qF -- "$needle" "$TMP/x.err" || bad "$name: no '$needle' in: $(cat "$TMP/x.err")"
-}
+expect2() { sp_refused "$1" "$2" "$BIN" plan "${@:3}"; } # NAME NEEDLE ARGS...
 expect2 "heads" "must divide" "${M[@]}" --gpu-mem 141gb --ranks 3 --layout 1x1x3
 expect2 "ranks" "must equal" "${M[@]}" --gpu-mem 141gb --ranks 4 --layout 1x1x2
 expect2 "layout syntax" "--layout '2x2'" "${M[@]}" --gpu-mem 141gb --ranks 4 --layout 2x2
@@ -90,24 +80,24 @@ i=0
 for case in '{"gpu": "infiniband"}|"gpu" must be' '{"nvlink_gbs": -1}|"nvlink_gbs" must be' \
   '{"pcie_gen": 7}|"pcie_gen" must be' '{"pcie_gbs": 30}|not both' '{"wires": 1}|unknown key "wires"' \
   '{"gpu": "pcie", "nvlink_gbs": 300}|without'; do
-  inventory 2 pcie "${case%%|*}" >"$TMP/b$i.json"
-  expect2 "links ${case%%|*}" "${case##*|}" "${M[@]}" --inventory "$TMP/b$i.json" --layout auto
+  inventory 2 pcie "${case%%|*}" >"$work/b$i.json"
+  expect2 "links ${case%%|*}" "${case##*|}" "${M[@]}" --inventory "$work/b$i.json" --layout auto
   i=$((i + 1))
 done
-echo '{"devices": [{"total_bytes": "8gb"}], "links": {"gpu": "nvlink"}}' >"$TMP/n.json"
-expect2 "nvlink without rate" "needs \"nvlink_gbs\"" "${M[@]}" --inventory "$TMP/n.json"
-echo '{"devices": [{"total_bytes": "8gb"}, {"total_bytes": "8gb", "node": 1}], "links": {}}' >"$TMP/n2.json"
-expect2 "two nodes" "inter_node_gbs" "${M[@]}" --inventory "$TMP/n2.json"
-echo '{"devices": [{"total_bytes": "8gb", "node": -1}]}' >"$TMP/n3.json"
-expect2 "bad node" 'bad value of "node"' "${M[@]}" --inventory "$TMP/n3.json"
-echo '{"devices": [{"total_bytes": "8gb"}], "link": {}}' >"$TMP/n4.json"
-expect2 "top-level key" 'unknown key "link"' "${M[@]}" --inventory "$TMP/n4.json"
+echo '{"devices": [{"total_bytes": "8gb"}], "links": {"gpu": "nvlink"}}' >"$work/n.json"
+expect2 "nvlink without rate" "needs \"nvlink_gbs\"" "${M[@]}" --inventory "$work/n.json"
+echo '{"devices": [{"total_bytes": "8gb"}, {"total_bytes": "8gb", "node": 1}], "links": {}}' >"$work/n2.json"
+expect2 "two nodes" "inter_node_gbs" "${M[@]}" --inventory "$work/n2.json"
+echo '{"devices": [{"total_bytes": "8gb", "node": -1}]}' >"$work/n3.json"
+expect2 "bad node" 'bad value of "node"' "${M[@]}" --inventory "$work/n3.json"
+echo '{"devices": [{"total_bytes": "8gb"}], "link": {}}' >"$work/n4.json"
+expect2 "top-level key" 'unknown key "link"' "${M[@]}" --inventory "$work/n4.json"
 
 # 4. two nodes: 1x1x2 across them is timed at inter_node_gbs
 echo '{"devices": [{"total_bytes": "141gb"}, {"total_bytes": "141gb", "node": 1}],
-  "links": {"gpu": "nvlink", "nvlink_gbs": 450, "inter_node_gbs": 25}}' >"$TMP/two.json"
-"$BIN" plan "${M[@]}" --inventory "$TMP/two.json" --layout 1x1x2 --json >"$TMP/two.out" 2>&1 || bad "two nodes: $(cat "$TMP/two.out")"
-python3 - "$TMP/two.out" <<'PY' || bad "two nodes: all-to-all not at 25 GB/s"
+  "links": {"gpu": "nvlink", "nvlink_gbs": 450, "inter_node_gbs": 25}}' >"$work/two.json"
+"$BIN" plan "${M[@]}" --inventory "$work/two.json" --layout 1x1x2 --json >"$work/two.out" 2>&1 || bad "two nodes: $(cat "$work/two.out")"
+"$PY" - "$work/two.out" <<'PY' || bad "two nodes: all-to-all not at 25 GB/s"
 import json, sys
 e = json.load(open(sys.argv[1]))["layouts"][0]
 want = 2 * 40 * 4 * (16380 * 5120 * 2 * 0.5) / 25e9 * 1e3

@@ -48,16 +48,9 @@ def params(c):
 
 
 def main():
-    sp_bin, work = sys.argv[1], sys.argv[2]
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else random.SystemRandom().randrange(1 << 31)
-    print("seed %d (replay: SP_SEED=%d)" % (seed, seed))
+    sp_bin, work, seed = spm_parity.driver_args()
     rnd = random.Random(seed)
-    corpus = os.path.join(work, "corpus.txt")
-    spm_parity.make_corpus(rnd, corpus, lines=1500)
-    prefix = os.path.join(work, "spiece")
-    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, model_type="unigram",
-                                   vocab_size=600, hard_vocab_limit=False, num_threads=1,
-                                   minloglevel=2, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    prefix = spm_parity.train_t5_model(rnd, work, lines=1500, threads=1)
     tok = prefix + ".model"
     pieces = spm.SentencePieceProcessor(model_file=tok).get_piece_size()
     s = rnd.randrange(1000)

@@ -80,17 +80,10 @@ SP_PIECES, SPM = [0], [""]
 
 
 def main():
-    sp_bin, work = sys.argv[1], sys.argv[2]
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else random.SystemRandom().randrange(1 << 31)
-    print("seed %d (replay: SP_SEED=%d)" % (seed, seed))
+    sp_bin, work, seed = spm_parity.driver_args()
     rnd = random.Random(seed)
     rng = np.random.default_rng(seed)
-    corpus = os.path.join(work, "corpus.txt")
-    spm_parity.make_corpus(rnd, corpus, lines=1500)
-    prefix = os.path.join(work, "spiece")
-    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, model_type="unigram",
-                                   vocab_size=600, hard_vocab_limit=False, num_threads=1,
-                                   minloglevel=2, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    prefix = spm_parity.train_t5_model(rnd, work, lines=1500, threads=1)
     SPM[0] = prefix + ".model"
     SP_PIECES[0] = spm.SentencePieceProcessor(model_file=SPM[0]).get_piece_size()
     t5 = make_encoder(sp_bin, work, rnd, rng, 4096, "t5")

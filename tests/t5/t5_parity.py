@@ -214,19 +214,13 @@ def ref_ids(sp, text, eos=1):
 
 
 def main():
-    sp_bin, work = sys.argv[1], sys.argv[2]
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else random.SystemRandom().randrange(1 << 31)
-    print("seed %d (replay: SP_SEED=%d)" % (seed, seed))
+    sp_bin, work, seed = spm_parity.driver_args()
     rnd = random.Random(seed)
     rng = np.random.default_rng(seed)
     umt5_ref.selftest()  # the reference's own checks first (buckets by hand, padding)
 
-    corpus = os.path.join(work, "corpus.txt")
-    spm_parity.make_corpus(rnd, corpus, lines=3000)
-    prefix = os.path.join(work, "spiece")
-    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, model_type="unigram",
-                                   vocab_size=600, hard_vocab_limit=False, num_threads=2,
-                                   minloglevel=2, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    prefix = spm_parity.train_t5_model(rnd, work, lines=3000, threads=2)
+    corpus = os.path.join(work, "corpus.txt")  # its training text
     spm_path = prefix + ".model"
     sp = spm.SentencePieceProcessor(model_file=spm_path)
     tj_path = prefix + ".tokenizer.json"

@@ -9,11 +9,8 @@
 set -u
 : "${SP_SRC:?}" "${SP_BIN:?}"
 . "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir plan-t5
 
 # umt5-xxl (the published config), synthetic: fp32 file, no staging; CFG:
 # the prompt and the negative, 512 tokens each. A CPU build encodes on the
@@ -38,7 +35,7 @@ PYEOF
 )
 set -- $want
 host=$1 gpu=$2 layer=$3
-j=$("$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 synth:umt5-xxl --json 2>"$T/err")
+j=$("$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 synth:umt5-xxl --json 2>"$work/err")
 got=$(printf '%s' "$j" | "$PY" -c 'import json,sys; t=json.load(sys.stdin)["text_encoder"]; print(t["host_bytes"], t["device_bytes"], t["layer_bytes"], t["device"], t["rank"], t["tokens"])')
 [ "$got" = "$host $gpu $layer $dev 0 1024" ] && ok "plan --json: text_encoder $got" ||
   bad "plan --json: text_encoder '$got', want '$host $gpu $layer $dev 0 1024'"
@@ -55,22 +52,22 @@ case "$line" in *"rank 0, $dev"*"before the DiT is placed"*) ok "plan: the table
 if [ "$dev" = cuda ]; then small=8gb large=80gb what=GPU; else small=512mb large=8gb what=host; fi
 for size in $small $large; do
   if [ "$dev" = cuda ]; then
-    printf '[{"name": "h200", "total_bytes": "%s"}]\n' "$size" >"$T/inv.json"
+    printf '[{"name": "h200", "total_bytes": "%s"}]\n' "$size" >"$work/inv.json"
   else
-    printf '[{"name": "h200", "total_bytes": "80gb", "host_bytes": "%s"}]\n' "$size" >"$T/inv.json"
+    printf '[{"name": "h200", "total_bytes": "80gb", "host_bytes": "%s"}]\n' "$size" >"$work/inv.json"
   fi
-  "$SP_BIN" plan --model synth:wan2.1-1.3b --inventory "$T/inv.json" --t5 synth:umt5-xxl \
-    >"$T/out" 2>"$T/err"
+  "$SP_BIN" plan --model synth:wan2.1-1.3b --inventory "$work/inv.json" --t5 synth:umt5-xxl \
+    >"$work/out" 2>"$work/err"
   rc=$?
   if [ "$size" = "$small" ]; then
-    n=$(grep -c error "$T/err")
-    [ $rc -eq 2 ] && [ "$n" -eq 1 ] && grep -q -- "--t5 synth:umt5-xxl.*$what memory" "$T/err" &&
-      ok "a $small $what: exit 2, one line: $(cat "$T/err")" || bad "a $small $what: rc $rc, $(cat "$T/err")"
+    n=$(grep -c error "$work/err")
+    [ $rc -eq 2 ] && [ "$n" -eq 1 ] && grep -q -- "--t5 synth:umt5-xxl.*$what memory" "$work/err" &&
+      ok "a $small $what: exit 2, one line: $(cat "$work/err")" || bad "a $small $what: rc $rc, $(cat "$work/err")"
   else
-    [ $rc -eq 0 ] && grep -q "fits rank 0.s $what memory" "$T/out" &&
-      ok "a $large $what: fits" || bad "a $large $what: rc $rc $(cat "$T/err")"
+    [ $rc -eq 0 ] && grep -q "fits rank 0.s $what memory" "$work/out" &&
+      ok "a $large $what: fits" || bad "a $large $what: rc $rc $(cat "$work/err")"
   fi
 done
-"$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 "$T/none.h5" >/dev/null 2>"$T/err"
-[ $? -eq 2 ] && grep -q -- "--t5" "$T/err" && ok "a missing --t5: exit 2" || bad "a missing --t5: $(cat "$T/err")"
+"$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 "$work/none.h5" >/dev/null 2>"$work/err"
+[ $? -eq 2 ] && grep -q -- "--t5" "$work/err" && ok "a missing --t5: exit 2" || bad "a missing --t5: $(cat "$work/err")"
 exit $fail

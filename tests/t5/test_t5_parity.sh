@@ -8,16 +8,8 @@
 # SP_SEED=n replays a run.
 set -u
 : "${SP_SRC:?}" "${SP_BIN:?}"
-. "$SP_SRC/tests/common/skip.sh"
-PY=
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null 2>&1 &&
-     "$p" -c 'import numpy, h5py, sentencepiece, regex; from sentencepiece import sentencepiece_model_pb2' >/dev/null 2>&1; then
-    PY=$(command -v "$p")
-    break
-  fi
-done
-[ -n "$PY" ] || sp_skip "no python3 with numpy, h5py, sentencepiece, protobuf and regex"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-t5.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_python_with 'import numpy, h5py, sentencepiece, regex; from sentencepiece import sentencepiece_model_pb2' \
+  "numpy, h5py, sentencepiece, protobuf and regex"
+sp_work_dir t5
 "$PY" "$SP_SRC/tests/t5/t5_parity.py" "$SP_BIN" "$work" ${SP_SEED:+"$SP_SEED"}

@@ -48,6 +48,28 @@ def rand_word(rng):
     return rng.choice([",", ".", "!", "?", "(", ")", "-", "\"", "'", ":", ";", "ｆｕｌｌ", "①", "ﬁ"])
 
 
+def driver_args():
+    """A test driver's arguments (a binary, a work directory, an optional
+    seed): the first two and the seed, a fresh one when none is given,
+    printed with the SP_SEED that replays the run."""
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else random.SystemRandom().randrange(1 << 31)
+    print("seed %d (replay: SP_SEED=%d)" % (seed, seed))
+    return sys.argv[1], sys.argv[2], seed
+
+
+def train_t5_model(rng, work, lines, threads):
+    """A unigram model of 600 pieces with T5's special ids (pad 0, eos 1,
+    unk 2, no bos) trained on a corpus of `lines` random lines written to
+    work/corpus.txt: its path prefix (PREFIX.model is the model)."""
+    corpus = os.path.join(work, "corpus.txt")
+    make_corpus(rng, corpus, lines=lines)
+    prefix = os.path.join(work, "spiece")
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, model_type="unigram",
+                                   vocab_size=600, hard_vocab_limit=False, num_threads=threads,
+                                   minloglevel=2, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    return prefix
+
+
 def make_corpus(rng, path, lines=6000):
     with open(path, "w", encoding="utf-8") as f:
         for _ in range(lines):
@@ -151,9 +173,7 @@ def wan_clean(text):
 
 
 def main():
-    driver, work = sys.argv[1], sys.argv[2]
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else random.SystemRandom().randrange(1 << 31)
-    print("seed %d (replay: SP_SEED=%d)" % (seed, seed))
+    driver, work, seed = driver_args()
     rng = random.Random(seed)
     corpus = os.path.join(work, "corpus.txt")
     make_corpus(rng, corpus)

@@ -18,7 +18,7 @@
  * Prints the error of each kind alone and of everything but each kind:
  * VAE.md "Where bf16's error comes from" reads this table. A config of the
  * published structure at width 32 (dims 128, 128, 64, 32), weights scaled
- * as tests/gpu/test_vae_gpu.c's, random latents. */
+ * as every VAE test's (sp_test_vae.h), random latents. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,27 +27,8 @@
 #include "kern_dtype.h"
 #include "log.h"
 #include "sp_test.h"
+#include "sp_test_vae.h"
 #include "wan_vae.h"
-
-static void fill_weights(const wan_vae_table *t, float *packed, int round_convs) {
-  for (int i = 0; i < t->count; i++) {
-    const wan_vae_tensor *e = &t->t[i];
-    const char *tail = strrchr(e->name, '.');
-    float *p = packed + e->offset;
-    if (strcmp(tail, ".gamma") == 0) {
-      sp_rand_fill(p, e->numel, 0.5, 1.5);
-    } else if (strcmp(tail, ".bias") == 0) {
-      sp_rand_fill(p, e->numel, -0.2, 0.2);
-    } else {
-      double a = 1.0 / sqrt((double)(e->numel / e->shape[0]));
-      if (strcmp(e->name, "decoder.head.2.weight") == 0) a *= 2.0;
-      sp_rand_fill(p, e->numel, -a, a);
-      /* the CUDA decoder's conv weights are bf16; conv2's stays fp32 */
-      if (round_convs && strcmp(e->name, "conv2.weight") != 0)
-        for (int64_t k = 0; k < e->numel; k++) p[k] = kern_bf16_to_f32(kern_f32_to_bf16(p[k]));
-    }
-  }
-}
 
 static const struct {
   int mask;
@@ -73,9 +54,9 @@ int main(void) {
   memset(w32, 0, (size_t)t.packed_floats * sizeof(float));
   memset(w16, 0, (size_t)t.packed_floats * sizeof(float));
   const uint64_t st = sp_rand_state_get();
-  fill_weights(&t, w32, 0);
+  sp_test_vae_fill_weights(&t, w32, 0);
   sp_rand_state_set(st);
-  fill_weights(&t, w16, 1);
+  sp_test_vae_fill_weights(&t, w16, 1);
   const int64_t F = 2, h = 4, w = 6, nz = 16 * F * h * w;
   const int64_t n = 3 * wan_vae_out_frames(&c, F) * h * w * 64;
   float *z = sp_test_malloc((size_t)nz * sizeof(float));

@@ -26,6 +26,7 @@
 #include "tensor_io.h"
 #include "vae_file.h"
 #include "sp_test.h"
+#include "sp_test_vae.h"
 #include "wan_vae.h"
 
 /* ---------------------------------------------------------------- parity driver */
@@ -225,25 +226,6 @@ static void check_refusals(void) {
   sp_log_set_level(level);
 }
 
-/* Random weights, scaled as tests/ref/wan_vae_ref.py's random_weights. */
-static void fill_weights(const wan_vae_table *t, float *packed) {
-  for (int i = 0; i < t->count; i++) {
-    const wan_vae_tensor *e = &t->t[i];
-    const char *tail = strrchr(e->name, '.');
-    float *p = packed + e->offset;
-    if (strcmp(tail, ".gamma") == 0) {
-      sp_rand_fill(p, e->numel, 0.5, 1.5);
-    } else if (strcmp(tail, ".bias") == 0) {
-      sp_rand_fill(p, e->numel, -0.2, 0.2);
-    } else {
-      double a = 1.0 / sqrt((double)(e->numel / e->shape[0]));
-      /* The head 2x wider, so that some outputs reach the clamp. */
-      if (strcmp(e->name, "decoder.head.2.weight") == 0) a *= 2.0;
-      sp_rand_fill(p, e->numel, -a, a);
-    }
-  }
-}
-
 static void check_decode(void) {
   wan_vae_config c;
   wan_vae_config_published(&c);
@@ -252,7 +234,7 @@ static void check_decode(void) {
   static wan_vae_table t;
   wan_vae_table_make(&c, &w, &t);
   float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
-  fill_weights(&t, packed);
+  sp_test_vae_fill_weights(&t, packed, 0);
   wan_vae_table_bind(&t, packed);
   const int64_t F = 3, h = 3, wd = 5;
   const int64_t n_out = 3 * wan_vae_out_frames(&c, F) * 64 * h * wd;
