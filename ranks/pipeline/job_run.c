@@ -247,7 +247,7 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .plan_peak_bytes = (double)pr->peak_bytes,
                          .lora_block_elems = s->o->lora_block_elems,
                          .lora_rank = s->o->lora_rank,
-                         .seq = g->seq > 1 ? &s->seq : NULL,
+                         .seq = g->seq > 1 ? &s->seq : NULL, .tp = s->tp,
                          .fp8 = job_precision_fp8(s->o, rank_model_get_info(s->m))};
   double t0 = comm_now();
   rank_model_progress_begin();

@@ -74,12 +74,11 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
   if (s->cfg.max_tokens < s->tokens) s->cfg.max_tokens = s->tokens;
   s->tokens = held_tokens(cfg, s->tokens);
   s->nblocks = cfg->last_block - cfg->first_block + 1;
-  if (cfg->seq && cfg->device == RANK_DEVICE_CUDA) {
-    sp_log_error("--layout: %d sequence-parallel ranks per stage run on the CPU backend only "
-                 "(--device cpu): the CUDA stage has no all-to-all in its self-attention yet",
-                 cfg->seq->n);
+  if (cfg->seq && cfg->device == RANK_DEVICE_CUDA && !cfg->tp) {
+    sp_log_error("internal: a CUDA stage with %d sequence-parallel ranks and no transport for "
+                 "its all-to-alls", cfg->seq->n);
     free(s);
-    return SP_ERR_INPUT;
+    return SP_ERR_RUNTIME;
   }
   s->experts = rank_model_get_info(m)->experts.count;
   if (cfg->swap_experts && s->experts < 2) {

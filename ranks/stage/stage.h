@@ -23,6 +23,7 @@
 #include "lora.h"
 #include "model_file.h"
 #include "plan.h"
+#include "transport.h"
 
 typedef enum { RANK_DEVICE_CPU = 0, RANK_DEVICE_CUDA = 1 } rank_device;
 
@@ -66,8 +67,11 @@ typedef struct rank_stage_cfg {
    * group the stage holds rows plan_seq_row0 .. of the tokens: its
    * activation messages carry those rows, embed makes them, blocks exchange
    * heads in the self-attention and head gathers the whole velocity on
-   * every member. CPU backend only. */
+   * every member. On the CUDA stage the all-to-alls move device buffers
+   * through tp (comm_tp_alltoallv: NCCL, or MPI staged through host memory
+   * for ranks sharing a GPU), among seq's ranks with seq's tag. */
   const comm_group *seq;
+  comm_transport *tp; /* CUDA with seq: the transport of the all-to-alls; else unused */
   /* The blocks run in fp8 (MODEL.md "fp8 weights"): an fp8 file's weights
    * as they are, a bf16 or fp32 file's quantised at load (the quantiser
    * of convert --dtype fp8), the linear layers' inputs quantised per

@@ -1,7 +1,9 @@
 /* The CUDA stage's arena is the planner's layout (planner/layout.h): for
  * plans of synth:wan2.1-tiny, and of synth:wan2.2-tiny (two experts:
  * resident, swapped at the switch, streamed), over several workloads, rank counts, orders,
- * streamed fractions, chunk rows and both attention kinds, every rank's
+ * streamed fractions, chunk rows, both attention kinds and Ulysses ranks
+ * (2 per stage, an even and an uneven split of the tokens: each rank's
+ * arena is the largest slice's, as the planner counts it), every rank's
  * stage is loaded on the GPU (as run loads it) and its arena_bytes must
  * equal the layout total for the same inputs and the plan's peak less its
  * reserve. Each rank's stage loaded for a smaller latent with room for the
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "layout.h"
 #include "log.h"
 #include "model_file.h"
@@ -19,6 +22,16 @@
 #include "plan.h"
 #include "sp_test.h"
 #include "stage.h"
+#include "transport.h"
+
+/* The transport a Ulysses stage is given (its all-to-alls are not run
+ * here: only loads and re-layouts). */
+static comm_transport *g_tp;
+
+/* The rows of `tokens` a stage of cfg holds. */
+static int64_t held(const rank_stage_cfg *sc, int64_t tokens) {
+  return sc->seq ? plan_seq_rows(tokens, sc->seq->n, sc->seq->me) : tokens;
+}
 
 /* Rank r's stage loaded for a small latent (1x4x4) with room for the
  * plan's (cfg.max_tokens): its arena is still the plan's, want bytes;
@@ -37,17 +50,19 @@ static void check_relayout(rank_model *m, rank_stage_cfg sc, uint64_t want, int 
     return;
   }
   const wan_config *c = rank_stage_config(s);
-  CHECK(rank_stage_get_stats(s)->arena_bytes == want && rank_stage_tokens(s) == 4,
+  CHECK(rank_stage_get_stats(s)->arena_bytes == want && rank_stage_tokens(s) == held(&sc, 4),
         "case %d rank %d: loaded for 1x4x4 with room for %lld tokens: arena %llu, plan %llu",
         idx, r, (long long)sc.max_tokens,
         (unsigned long long)rank_stage_get_stats(s)->arena_bytes, (unsigned long long)want);
-  CHECK(rank_stage_relayout(s, f, h, w) == SP_OK && rank_stage_tokens(s) == sc.max_tokens &&
-            rank_stage_act_bytes(s) == (size_t)rank_act_floats(c, sc.max_tokens) * 4,
+  const int64_t rows = held(&sc, sc.max_tokens);
+  CHECK(rank_stage_relayout(s, f, h, w) == SP_OK && rank_stage_tokens(s) == rows &&
+            rank_stage_act_bytes(s) == (size_t)rank_act_floats(c, rows) * 4,
         "case %d rank %d: re-laid for %lldx%lldx%lld", idx, r, (long long)f, (long long)h,
         (long long)w);
-  CHECK(rank_stage_relayout(s, 1, 4, 4) == SP_OK && rank_stage_tokens(s) == 4,
+  CHECK(rank_stage_relayout(s, 1, 4, 4) == SP_OK && rank_stage_tokens(s) == held(&sc, 4),
         "case %d rank %d: re-laid back for 1x4x4", idx, r);
-  CHECK(rank_stage_relayout(s, f + 1, h, w) == SP_ERR_RUNTIME && rank_stage_tokens(s) == 4,
+  CHECK(rank_stage_relayout(s, f + 1, h, w) == SP_ERR_RUNTIME &&
+            rank_stage_tokens(s) == held(&sc, 4),
         "case %d rank %d: a latent beyond the room was not refused", idx, r);
   CHECK(rank_stage_get_stats(s)->arena_bytes == want, "case %d rank %d: the arena changed",
         idx, r);
@@ -62,6 +77,7 @@ typedef struct arena_case {
   int simple_attn;
   int swap; /* two experts: plan again 1 byte short of each rank's resident peak, with a
                cpu entry, so that the ranks swap at the switch */
+  int seq;  /* Ulysses ranks per stage (0: none); every one's stage is loaded */
 } arena_case;
 
 static const arena_case cases[] = {
@@ -75,6 +91,11 @@ static const arena_case cases[] = {
      .width = 96, .stream_frac = 1, .max_rows = 64, .simple_attn = 1},
     {.nranks = 4, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 13, .height = 80,
      .width = 112, .stream_frac = -1, .max_rows = 100},
+    /* Ulysses: 150 tokens split 75 + 75; 27 split 14 + 13, chunked */
+    {.nranks = 1, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 17, .height = 96,
+     .width = 80, .stream_frac = -1, .seq = 2},
+    {.nranks = 2, .micro_batches = 2, .order = PLAN_ORDER_BLOCK, .frames = 9, .height = 48,
+     .width = 48, .stream_frac = 0.5, .max_rows = 8, .simple_attn = 1, .seq = 2},
 };
 
 static const arena_case two_expert_cases[] = {
@@ -86,7 +107,62 @@ static const arena_case two_expert_cases[] = {
      .width = 96, .stream_frac = -1, .max_rows = 64, .swap = 1},
     {.nranks = 2, .micro_batches = 1, .order = PLAN_ORDER_MICRO, .frames = 17, .height = 96,
      .width = 80, .stream_frac = 0.5},
+    {.nranks = 1, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 9, .height = 48,
+     .width = 48, .stream_frac = -1, .seq = 2},
 };
+
+/* Stage r of plan p (Ulysses rank u of it) loaded on the GPU: its arena
+ * against the layout and the plan's peak, then its re-layouts. */
+static void check_rank(rank_model *m, const arena_case *k, int idx, const plan_model *pm,
+                       const plan_workload *w, const plan *p, int r, int u) {
+  char err[4096];
+  const plan_rank *q = &p->r[r];
+  const int has_prev = r > 0, has_next = r < k->nranks - 1;
+  /* Ulysses rank u of the stage: a group of U members (its ranks are
+   * never messaged here). */
+  comm_group grp = {.n = k->seq, .me = u, .tag = 1, .timeout_s = 1};
+  rank_stage_cfg sc = {.first_block = q->first_block, .last_block = q->last_block,
+                       .embed = q->has_embed, .head = q->has_head,
+                       .prompts = k->micro_batches, .lat_f = (k->frames - 1) / 4 + 1,
+                       .lat_h = k->height / 8, .lat_w = k->width / 8,
+                       .device = RANK_DEVICE_CUDA, .cuda_device = 0,
+                       .attn = k->simple_attn ? KERN_ATTN_SIMPLE : KERN_ATTN_AUTO,
+                       .streamed = &p->streamed[q->first_block],
+                       .prefetch_depth = q->prefetch_depth,
+                       .swap_experts = q->experts_mode == PLAN_EXPERTS_SWAP,
+                       .act_buffers = plan_act_buffers(q->order, k->micro_batches, has_prev,
+                                                       has_next),
+                       .chunk_rows = q->chunk_rows,
+                       .seq = k->seq > 1 ? &grp : NULL, .tp = g_tp};
+  plan_stage_shape sh;
+  plan_stage_shape_of(pm, w, q, &p->streamed[q->first_block], k->simple_attn, &sh);
+  static plan_layout lay;
+  if (plan_layout_make(&sh, &lay, err, sizeof err) != PLAN_OK) {
+    CHECK(0, "case %d rank %d: %s", idx, r, err);
+    return;
+  }
+  rank_stage *s = NULL;
+  uint64_t read = 0;
+  if (rank_stage_load(m, &sc, &s, &read) != SP_OK) {
+    CHECK(0, "case %d rank %d: the stage did not load", idx, r);
+    return;
+  }
+  uint64_t arena = rank_stage_get_stats(s)->arena_bytes;
+  printf("case %d rank %d/%d (Ulysses %d/%d): experts %s, blocks %d-%d, %d streamed, %d slots, "
+         "%lld rows, %s attention: arena %llu, layout %llu, plan %llu\n",
+         idx, r, k->nranks, u, k->seq, plan_experts_mode_name(q->experts_mode), q->first_block,
+         q->last_block, q->num_streamed, lay.slots,
+         (long long)q->chunk_rows, k->simple_attn ? "simple" : "auto",
+         (unsigned long long)arena, (unsigned long long)lay.total,
+         (unsigned long long)(q->peak_bytes - q->reserve_bytes));
+  CHECK(arena == lay.total, "case %d rank %d: arena %llu bytes, layout %llu", idx, r,
+        (unsigned long long)arena, (unsigned long long)lay.total);
+  CHECK(arena == q->peak_bytes - q->reserve_bytes,
+        "case %d rank %d: arena %llu bytes, the plan counts %llu", idx, r,
+        (unsigned long long)arena, (unsigned long long)(q->peak_bytes - q->reserve_bytes));
+  rank_stage_free(s);
+  check_relayout(m, sc, lay.total, idx, r);
+}
 
 static void run_case(rank_model *m, const arena_case *k, int idx) {
   const wan_config *cf = &rank_model_get_info(m)->config;
@@ -100,7 +176,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
     devs[r].total_bytes = devs[r].free_bytes = 64ull << 30;
     devs[r].speed = 1.0;
   }
-  plan_workload w = {k->frames, k->height, k->width, k->micro_batches, cf->text_len, 0};
+  plan_workload w = {k->frames, k->height, k->width, k->micro_batches, cf->text_len, k->seq};
   plan_options o;
   plan_options_default(&o);
   o.order = k->order;
@@ -131,58 +207,23 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
     for (int r = 0; r < k->nranks; r++) swaps += p.r[r].experts_mode == PLAN_EXPERTS_SWAP;
     CHECK(swaps > 0, "case %d: 1 byte short of resident, no rank swaps", idx);
   }
-  for (int r = 0; r < k->nranks; r++) {
-    const plan_rank *q = &p.r[r];
-    const int has_prev = r > 0, has_next = r < k->nranks - 1;
-    rank_stage_cfg sc = {.first_block = q->first_block, .last_block = q->last_block,
-                         .embed = q->has_embed, .head = q->has_head,
-                         .prompts = k->micro_batches, .lat_f = (k->frames - 1) / 4 + 1,
-                         .lat_h = k->height / 8, .lat_w = k->width / 8,
-                         .device = RANK_DEVICE_CUDA, .cuda_device = 0,
-                         .attn = k->simple_attn ? KERN_ATTN_SIMPLE : KERN_ATTN_AUTO,
-                         .streamed = &p.streamed[q->first_block],
-                         .prefetch_depth = q->prefetch_depth,
-                         .swap_experts = q->experts_mode == PLAN_EXPERTS_SWAP,
-                         .act_buffers = plan_act_buffers(q->order, k->micro_batches, has_prev,
-                                                         has_next),
-                         .chunk_rows = q->chunk_rows};
-    plan_stage_shape sh;
-    plan_stage_shape_of(&pm, &w, q, &p.streamed[q->first_block], k->simple_attn, &sh);
-    static plan_layout lay;
-    if (plan_layout_make(&sh, &lay, err, sizeof err) != PLAN_OK) {
-      CHECK(0, "case %d rank %d: %s", idx, r, err);
-      continue;
-    }
-    rank_stage *s = NULL;
-    uint64_t read = 0;
-    if (rank_stage_load(m, &sc, &s, &read) != SP_OK) {
-      CHECK(0, "case %d rank %d: the stage did not load", idx, r);
-      continue;
-    }
-    uint64_t arena = rank_stage_get_stats(s)->arena_bytes;
-    printf("case %d rank %d/%d: experts %s, blocks %d-%d, %d streamed, %d slots, %lld rows, %s "
-           "attention: arena %llu, layout %llu, plan %llu\n",
-           idx, r, k->nranks, plan_experts_mode_name(q->experts_mode), q->first_block, q->last_block, q->num_streamed, lay.slots,
-           (long long)q->chunk_rows, k->simple_attn ? "simple" : "auto",
-           (unsigned long long)arena, (unsigned long long)lay.total,
-           (unsigned long long)(q->peak_bytes - q->reserve_bytes));
-    CHECK(arena == lay.total, "case %d rank %d: arena %llu bytes, layout %llu", idx, r,
-          (unsigned long long)arena, (unsigned long long)lay.total);
-    CHECK(arena == q->peak_bytes - q->reserve_bytes,
-          "case %d rank %d: arena %llu bytes, the plan counts %llu", idx, r,
-          (unsigned long long)arena, (unsigned long long)(q->peak_bytes - q->reserve_bytes));
-    rank_stage_free(s);
-    check_relayout(m, sc, lay.total, idx, r);
-  }
+  for (int r = 0; r < k->nranks; r++)
+    for (int u = 0; u < (k->seq > 1 ? k->seq : 1); u++) check_rank(m, k, idx, &pm, &w, &p, r, u);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   if (!rank_cuda_available()) {
     printf("skip: no CUDA device\n");
     return 77;
   }
   sp_test_begin("test_stage_arena");
   sp_log_set_level(1);
+  comm_world world;
+  if (comm_init(&argc, &argv, 0, 0, &world) != SP_OK ||
+      comm_transport_open(&world, COMM_TRANSPORT_MPI, 0, &g_tp) != SP_OK) {
+    fprintf(stderr, "FAIL: cannot open the MPI transport\n");
+    return 1;
+  }
   rank_model *m = NULL;
   if (rank_model_open("synth:wan2.1-tiny", 0, &m) != SP_OK) {
     fprintf(stderr, "FAIL: cannot open synth:wan2.1-tiny\n");
@@ -197,5 +238,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof two_expert_cases / sizeof two_expert_cases[0]; i++)
     run_case(m, &two_expert_cases[i], 100 + (int)i);
   rank_model_close(m);
+  comm_transport_close(g_tp);
+  comm_finalize(&world);
   return sp_test_end();
 }

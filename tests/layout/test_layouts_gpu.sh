@@ -3,8 +3,8 @@
 # host velocities only, so --layout 2x1x1 and 2x2x1 with --device cuda (the
 # ranks sharing the GPU through the host-staged MPI transport), in both
 # orders and with every block streamed, give latents bit-identical to the
-# 1-rank GPU run; sequence-parallel ranks on the CUDA stage are refused with
-# one line (exit 2, no output).
+# 1-rank GPU run. Sequence-parallel ranks on the CUDA stage:
+# tests/gpu/test_gpu_ulysses.sh.
 set -u
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
 . "$SP_SRC/tests/common/find_python.sh"
@@ -43,11 +43,4 @@ for c in "2 2x1x1 micro 0" "2 2x1x1 block 1" "4 2x2x1 micro 1" "4 2x2x1 block 0"
     bad "--layout $2 --order $3 --stream-frac $4 failed: $(grep error "$T/$name.err" | head -2)"
   fi
 done
-out=$(mpirun -np 2 "$SP_BIN" run "${A[@]}" --layout 1x1x2 -o "$T/u2.h5" 2>&1); rc=$?
-if [ $rc -eq 2 ] && echo "$out" | grep -q "sequence-parallel ranks per stage run on the CPU backend only" &&
-   [ ! -e "$T/u2.h5" ]; then
-  ok "--layout 1x1x2 --device cuda refused: $(echo "$out" | grep error | head -1)"
-else
-  bad "--layout 1x1x2 --device cuda: exit $rc: $(echo "$out" | grep error | head -2)"
-fi
 exit $fail

@@ -24,6 +24,13 @@
  * hides behind the compute of the blocks before it. Block-major calls run
  * every micro-batch through a block while it is in its slot.
  *
+ * Ulysses (cfg.seq, DESIGN.md "Layouts"): the stage holds its slice of the
+ * tokens as the CPU stage does (stage 0 patchifies every token and embeds
+ * its rows, the blocks exchange heads in self-attention through the
+ * transport's all-to-all, stage_cuda_seq.c, the head makes its rows and
+ * gathers the others'), with its GEMMs on the algorithms of every token's
+ * rows (rank_cuda_pin_rows). The all-to-alls wait on the host.
+ *
  * Two experts (Wan 2.2 A14B): each expert's embedding, head, blocks and
  * prompt k/v are buffers of their own in the arena and set_expert only
  * changes which the calls use; a streamed block has a pinned copy per
@@ -190,8 +197,13 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   kern_cuda_patchify(c->lat, patches, KERN_DTYPE_BF16, cf->in_dim, s->cfg.lat_f, s->cfg.lat_h,
                      s->cfg.lat_w, c->stream);
   const wan_embed_bf16 *we = &c->x->embed;
+  if (s->cfg.seq) { /* the rank's rows of every token's patches */
+    kern_cuda_gemm_pin_rows(c->gemm, rank_cuda_pin_rows(s, c));
+    patches += rank_cuda_seq_row0(s) * wan_patch_in(cf);
+  }
   kern_cuda_linear(c->gemm, patches, we->patch_embedding_w, we->patch_embedding_b, x,
                    KERN_DTYPE_F32, L, wan_patch_in(cf), D, KERN_CUDA_ACT_NONE, c->stream);
+  if (s->cfg.seq) kern_cuda_gemm_pin_rows(c->gemm, 0);
   /* Time: the sinusoid in double on the host, into a pinned buffer of the
    * ring whose previous copy is done, then fp32 on the device. */
   int r = c->sinus_next;
@@ -242,8 +254,9 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
     sp_log_info("mem-trace: %5s %-9s %11s %11s %11s %11s", "block", "weights", "before_MB",
                 "after_MB", "arena_MB", "plan_MB");
   /* While chunking, every GEMM keeps the algorithm of its all-rows shape
-   * (see stage_cuda_block.c). */
-  if (c->rows < s->tokens) kern_cuda_gemm_pin_rows(c->gemm, s->tokens);
+   * (see stage_cuda_block.c), on a Ulysses rank that of every token's. */
+  const int64_t pin = rank_cuda_pin_rows(s, c);
+  if (pin) kern_cuda_gemm_pin_rows(c->gemm, pin);
   issue_swap(s, c);
   int issued = 0, used = 0;
   for (; issued < c->nstreamed && issued < c->depth; issued++) issue_copy(s, c, issued, wbytes);
@@ -281,7 +294,7 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
       rank_trace_counter("device memory MB", after / MB);
     }
   }
-  if (c->rows < s->tokens) kern_cuda_gemm_pin_rows(c->gemm, 0);
+  if (pin) kern_cuda_gemm_pin_rows(c->gemm, 0);
   if (trace) c->mem_traced = 1;
   if (c->prof) rank_prof_report(c->prof);
 }
@@ -297,16 +310,19 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
   CUDA_CHECK(cudaMemcpyAsync(c->e2 + D, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
   const wan_head_bf16 *wh = &c->x->head;
   kern_cuda_modulation(wh->head_modulation, c->e2, c->m, 2 * D, c->stream);
-  const int64_t R = c->rows, po = wan_patch_out(cf);
-  if (R < L) kern_cuda_gemm_pin_rows(c->gemm, L);
+  const int64_t R = c->rows, po = wan_patch_out(cf), pin = rank_cuda_pin_rows(s, c);
+  /* Ulysses: the rank's rows of every token's patches, then the others'. */
+  float *tok = c->tok + rank_cuda_seq_row0(s) * po;
+  if (pin) kern_cuda_gemm_pin_rows(c->gemm, pin);
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t rn = L - r0 < R ? L - r0 : R;
     kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, c->m, c->m + D, c->hb, rn, D,
                                  (float)cf->eps, c->stream);
     kern_cuda_linear(c->gemm, c->hb, wh->head_head_w, wh->head_head_b,
-                     c->tok + r0 * po, KERN_DTYPE_F32, rn, D, po, KERN_CUDA_ACT_NONE, c->stream);
+                     tok + r0 * po, KERN_DTYPE_F32, rn, D, po, KERN_CUDA_ACT_NONE, c->stream);
   }
-  if (R < L) kern_cuda_gemm_pin_rows(c->gemm, 0);
+  if (pin) kern_cuda_gemm_pin_rows(c->gemm, 0);
+  if (s->cfg.seq) rank_cuda_seq_gather(s, c, c->tok, po);
   kern_cuda_unpatchify(c->tok, c->lat, cf->out_dim, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
                        c->stream);
   CUDA_CHECK(cudaMemcpyAsync(out, c->lat, (size_t)n * 4, cudaMemcpyDeviceToHost, c->stream));
@@ -446,8 +462,12 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const int64_t pv = wan_patch_in(cf) / cf->in_dim;
   const int64_t vmax = s->cfg.max_tokens * pv > rank_cuda_voxels(s) ? s->cfg.max_tokens * pv
                                                                     : rank_cuda_voxels(s);
+  /* A Ulysses rank is sized for the largest slice, as the planner counts
+   * every rank of a stage (plan_rank_tokens). */
+  const int64_t max_rows = s->cfg.seq ? plan_seq_rows(s->cfg.max_tokens, s->cfg.seq->n, 0)
+                                      : s->cfg.max_tokens;
   plan_layout *lay = sp_xmalloc(sizeof *lay);
-  if (rank_cuda_stage_layout(s, c, s->cfg.max_tokens, vmax, lay) != SP_OK) {
+  if (rank_cuda_stage_layout(s, c, s->cfg.max_tokens, max_rows, vmax, lay) != SP_OK) {
     free(lay);
     cuda_destroy(s);
     return SP_ERR_INPUT;
@@ -469,7 +489,8 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     return SP_ERR_INPUT;
   }
   CUDA_CHECK(cudaMalloc((void **)&c->arena, c->arena_bytes));
-  if (rank_cuda_stage_layout(s, c, s->tokens, rank_cuda_voxels(s), lay) != SP_OK) {
+  if (rank_cuda_stage_layout(s, c, rank_cuda_seq_tokens(s), s->tokens, rank_cuda_voxels(s),
+                             lay) != SP_OK) {
     free(lay);
     cuda_destroy(s);
     return SP_ERR_INPUT;

@@ -11,6 +11,13 @@
  * chunk's queries still read are untouched: queries read x only through
  * their own rows). Unchunked (rows = L) the same code makes one pass.
  *
+ * Ulysses (cfg.seq): L is the rank's slice of the tokens. Its k and v are
+ * made as above, its queries chunk by chunk into the all-to-all's pack,
+ * then the all-to-alls and the attention of its heads over every token run
+ * (stage_cuda_seq.c), and each chunk's output comes back for the o
+ * projection and the gated add; every other op is per token, on the
+ * rank's rows.
+ *
  * Each row's result does not depend on the chunking: the norms and
  * element-wise kernels work row by row, the attention kernels row by row
  * of queries, and while chunking the GEMMs keep the algorithm chosen for
@@ -31,6 +38,33 @@
   do {                                                                                   \
     if (c->prof) rank_prof_mark(c->prof, name, (double)(flops), (double)(bytes), rate); \
   } while (0)
+
+/* Self-attention's o projection of the chunk of n rows at r0 (its
+ * attention output in c->ab) and the gated add 1 into x; whole (one
+ * chunk): with norm3 in the same pass over x, into c->hb. */
+static void self_out(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+                     const wan_block_lora_bf16 *lora, float *x, const float *gate1, int64_t r0,
+                     int64_t n, int whole) {
+  const int64_t D = s->c->dim;
+  const float eps = (float)s->c->eps;
+  const double LD = (double)s->tokens * (double)D;
+  const double gemm_dd = 2.0 * s->tokens * D * D, wdd = 2.0 * D * D;
+  wan_step_begin(WAN_STEP_SELF_O);
+  rank_cuda_block_linear(c, c->ab, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b),
+                         RANK_CUDA_PAIR(lora, self_attn_o_w),
+                         c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
+  PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
+  wan_step_begin(WAN_STEP_GATE1);
+  if (whole) { /* the gated add and norm3 in one pass over x */
+    wan_step_begin(WAN_STEP_NORM3);
+    kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, use(w, w->norm3_w),
+                                  use(w, w->norm3_b), NULL, NULL, c->hb, n, D, eps, c->stream);
+    PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
+  } else {
+    kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, c->stream);
+    PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
+  }
+}
 
 void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
                              const wan_block_lora_bf16 *lora, const uint16_t *ck,
@@ -74,7 +108,9 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
                            c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     PROF("k,v projections+norm", 2 * gemm_dd, 2 * (LD * 4 + wdd) + LD * 4, RANK_CEIL_GEMM);
   }
-  /* Each chunk of queries against every key. */
+  /* Each chunk of queries against every key; Ulysses: every chunk's
+   * queries packed for the all-to-all first, then the attention of the
+   * rank's heads over every token, then each chunk's output. */
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
     if (!whole) {
@@ -88,24 +124,26 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_q_w),
                            c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps, stream);
     PROF("q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
+    if (s->cfg.seq) {
+      rank_cuda_seq_pack_q(s, c, r0, n);
+      continue;
+    }
     wan_step_begin(WAN_STEP_SELF_ATTN);
     kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, n, L, NH, HD, 0.0f};
     kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, stream);
     PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
-    wan_step_begin(WAN_STEP_SELF_O);
-    rank_cuda_block_linear(c, c->ab, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b),
-                           RANK_CUDA_PAIR(lora, self_attn_o_w),
-                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
-    PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
-    wan_step_begin(WAN_STEP_GATE1);
-    if (whole) { /* the gated add and norm3 in one pass over x */
-      wan_step_begin(WAN_STEP_NORM3);
-      kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, use(w, w->norm3_w),
-                                    use(w, w->norm3_b), NULL, NULL, c->hb, n, D, eps, stream);
-      PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
-    } else {
-      kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, stream);
-      PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
+    self_out(s, c, w, lora, x, gate1, r0, n, whole);
+  }
+  if (s->cfg.seq) {
+    const double LA = (double)rank_cuda_seq_tokens(s), U = s->cfg.seq->n;
+    wan_step_begin(WAN_STEP_SELF_ATTN);
+    rank_cuda_seq_attention(s, c);
+    PROF("all-to-alls+self-attn", 4.0 * LA * LA * D / U, LA * D / U * 8 + LD * 16,
+         RANK_CEIL_ATTN);
+    for (int64_t r0 = 0; r0 < L; r0 += R) {
+      const int64_t n = L - r0 < R ? L - r0 : R;
+      rank_cuda_seq_unpack(s, c, r0, n);
+      self_out(s, c, w, lora, x, gate1, r0, n, whole);
     }
   }
 

@@ -83,6 +83,10 @@ typedef struct cuda_stage {
   int sinus_next;
   void *attn_scratch;
   size_t attn_scratch_bytes;
+  /* Ulysses (cfg.seq; NULL without): the rank holds rows row0 .. row0 + L
+   * of the LA tokens (plan_seq_row0); the all-to-all's buffers, bf16: */
+  uint16_t *sq;       /* (4, LA, dim / U) q, k, v, attention output of the rank's heads */
+  uint16_t *spack;    /* (U, L, dim / U) the rank's rows packed peer by peer */
   /* Bypassed LoRAs (rank_stage_set_lora): every expert's pairs of every
    * block, bf16, in the packing of rank_lora_bypass_read (the views are
    * ex[e].lora), and the (rows, rank) A x. */
@@ -103,13 +107,15 @@ void rank_cuda_setup_streaming(rank_stage *s, cuda_stage *c, const plan_layout *
 int rank_cuda_place_weights(rank_model *m, rank_stage *s, cuda_stage *c, uint64_t *bytes_read);
 
 /* stage_cuda_layout.c: the stage's layout for a latent of `tokens` tokens
- * and `voxels` voxels (SP_OK or logged SP_ERR_INPUT); its
+ * (every rank's rows together), this rank holding `rows` of them (Ulysses:
+ * a slice; else rows = tokens), and `voxels` voxels (SP_OK or logged
+ * SP_ERR_INPUT); its
  * carving for s->tokens with the chunk rows, the profile and the RoPE
  * tables (keep: a re-layout, the weights, slots and prompt k, v stay);
  * the attention's plans for s->tokens built ahead of the first step; the
  * stage's relayout op (stage_impl.h). */
 int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tokens,
-                           int64_t voxels, plan_layout *out);
+                           int64_t rows, int64_t voxels, plan_layout *out);
 /* Voxels of the stage's current latent (frames x height x width). */
 static inline int64_t rank_cuda_voxels(const rank_stage *s) {
   return s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
@@ -117,6 +123,40 @@ static inline int64_t rank_cuda_voxels(const rank_stage *s) {
 void rank_cuda_lay_out(rank_stage *s, cuda_stage *c, const plan_layout *lay, int keep);
 void rank_cuda_warm_attention(rank_stage *s, cuda_stage *c);
 int rank_cuda_relayout(rank_stage *s);
+
+/* Ulysses (DESIGN.md "Layouts"; NULL seq: one rank holds every token). */
+/* Every rank's tokens together, and this rank's first row. */
+static inline int64_t rank_cuda_seq_tokens(const rank_stage *s) {
+  return rank_grid_tokens(s->grid);
+}
+static inline int64_t rank_cuda_seq_row0(const rank_stage *s) {
+  return s->cfg.seq ? plan_seq_row0(rank_grid_tokens(s->grid), s->cfg.seq->n, s->cfg.seq->me)
+                    : 0;
+}
+/* The rows a GEMM's algorithm is chosen for while the stage's rows run
+ * (kern_cuda_gemm_pin_rows): chunks keep the all-rows algorithm, and a
+ * Ulysses rank the algorithm of every token's rows, so each row's dot
+ * products run as on one rank holding them all; 0: no pin. */
+static inline int64_t rank_cuda_pin_rows(const rank_stage *s, const cuda_stage *c) {
+  if (s->cfg.seq) return rank_cuda_seq_tokens(s);
+  return c->rows < s->tokens ? s->tokens : 0;
+}
+
+/* stage_cuda_seq.c. q of the chunk of n rows at row r0 of the rank's
+ * (in c->qb) into their places of c->spack. */
+void rank_cuda_seq_pack_q(rank_stage *s, cuda_stage *c, int64_t r0, int64_t n);
+/* Self-attention of the rank's heads over every token, as rank_dit_block's
+ * self_attention (dit_cpu.c): q (packed, rank_cuda_seq_pack_q), k, v (kb,
+ * vb) each sent to the ranks in turn by an all-to-all, the attention over
+ * every token for dim / U of the width, its output sent back into spack.
+ * Waits on the host for each all-to-all. */
+void rank_cuda_seq_attention(rank_stage *s, cuda_stage *c);
+/* The attention output of the chunk of n rows at row r0 from c->spack
+ * into c->ab. */
+void rank_cuda_seq_unpack(rank_stage *s, cuda_stage *c, int64_t r0, int64_t n);
+/* The head's output tok (LA, cols) fp32, of which the rank made its rows,
+ * completed with every other rank's rows. */
+void rank_cuda_seq_gather(rank_stage *s, cuda_stage *c, float *tok, int64_t cols);
 
 /* Block weight p of w, noted in the step log when a test attaches one
  * (wan_steps.h). */

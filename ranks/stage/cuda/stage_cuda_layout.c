@@ -17,11 +17,12 @@
 #include "stage_cuda_impl.h"
 
 /* The stage's layout (planner/layout.h) for a latent of `tokens` tokens
+ * of which the rank holds `rows` (Ulysses: with the all-to-all's buffers)
  * and `voxels` voxels, from its config and its packed bf16 groups: the
  * same function the planner's memory model uses. The weights, slots and
  * prompt k, v come first and do not depend on the latent. */
 int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tokens,
-                           int64_t voxels, plan_layout *out) {
+                           int64_t rows, int64_t voxels, plan_layout *out) {
   const wan_config *cf = s->c;
   plan_stage_shape sh = {
       .dim = cf->dim,
@@ -38,7 +39,9 @@ int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tok
       .embed_bytes = c->l16[WAN_GROUP_EMBED].packed_bytes,
       .head_bytes = c->l16[WAN_GROUP_HEAD].packed_bytes,
       .block_bytes = c->l16[WAN_GROUP_BLOCK].packed_bytes,
-      .tokens = tokens,
+      .tokens = rows,
+      .seq_tokens = s->cfg.seq ? tokens : 0,
+      .seq = s->cfg.seq ? s->cfg.seq->n : 0,
       .latent_voxels = voxels,
       .prompts = s->cfg.prompts,
       .nblocks = s->nblocks,
@@ -117,6 +120,8 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l, int keep) 
       break;
     case PLAN_BUF_LORA_W: c->lora_w[b->index] = (uint16_t *)p; break;
     case PLAN_BUF_LORA_T: c->lora_t = (uint16_t *)p; break;
+    case PLAN_BUF_SEQ_HEADS: c->sq = (uint16_t *)p; break;
+    case PLAN_BUF_SEQ_PACK: c->spack = (uint16_t *)p; break;
     default: sp_fatal("internal: layout buffer kind %d", (int)b->kind);
     }
   }
@@ -125,16 +130,19 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l, int keep) 
     for (int b = 0; b < s->nblocks; b++) c->ex[e].block_w[b] = c->ex[0].block_w[b];
 }
 
-/* RoPE tables: angles in double on the host, stored fp32. */
+/* RoPE tables: angles in double on the host, stored fp32; the stage's
+ * rows of the grid's table (a Ulysses rank's from its first row on: the
+ * tokens' global positions). */
 static void upload_rope(rank_stage *s, cuda_stage *c) {
   const wan_config *cf = s->c;
-  const int64_t L = s->tokens, half = wan_head_dim(cf) / 2;
-  double *cd = sp_xmalloc((size_t)(L * half) * 8), *sd = sp_xmalloc((size_t)(L * half) * 8);
+  const int64_t L = s->tokens, LA = rank_cuda_seq_tokens(s), half = wan_head_dim(cf) / 2;
+  const int64_t at = rank_cuda_seq_row0(s) * half;
+  double *cd = sp_xmalloc((size_t)(LA * half) * 8), *sd = sp_xmalloc((size_t)(LA * half) * 8);
   float *cfl = sp_xmalloc((size_t)(L * half) * 4), *sfl = sp_xmalloc((size_t)(L * half) * 4);
   kern_cpu_rope_table(s->grid.f, s->grid.h, s->grid.w, wan_head_dim(cf), cd, sd);
   for (int64_t i = 0; i < L * half; i++) {
-    cfl[i] = (float)cd[i];
-    sfl[i] = (float)sd[i];
+    cfl[i] = (float)cd[at + i];
+    sfl[i] = (float)sd[at + i];
   }
   CUDA_CHECK(cudaMemcpy(c->cos_t, cfl, (size_t)(L * half) * 4, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(c->sin_t, sfl, (size_t)(L * half) * 4, cudaMemcpyHostToDevice));
@@ -152,6 +160,11 @@ void rank_cuda_warm_attention(rank_stage *s, cuda_stage *c) {
   const int64_t L = s->tokens;
   const int64_t NH = cf->heads, HD = wan_head_dim(cf);
   kern_attn_params ps = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
+  if (s->cfg.seq) { /* every token of the rank's heads (stage_cuda_seq.c) */
+    const int64_t LA = rank_cuda_seq_tokens(s), Dn = cf->dim / s->cfg.seq->n;
+    ps = (kern_attn_params){c->sq, c->sq + LA * Dn, c->sq + 2 * LA * Dn, c->sq + 3 * LA * Dn,
+                            LA, LA, NH / s->cfg.seq->n, HD, 0.0f};
+  }
   kern_attn_params pc = {c->qb, c->x->ck, c->x->cv, c->ab, L, cf->text_len, NH, HD, 0.0f};
   kern_attn_run(c->attn, ps, c->attn_scratch, c->attn_scratch_bytes, c->stream);
   kern_attn_run(c->attn, pc, c->attn_scratch, c->attn_scratch_bytes, c->stream);
@@ -213,7 +226,8 @@ int rank_cuda_relayout(rank_stage *s) {
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
   if (c->copy) CUDA_CHECK(cudaStreamSynchronize(c->copy));
   plan_layout *lay = sp_xmalloc(sizeof *lay);
-  if (rank_cuda_stage_layout(s, c, s->tokens, rank_cuda_voxels(s), lay) != SP_OK) {
+  if (rank_cuda_stage_layout(s, c, rank_cuda_seq_tokens(s), s->tokens, rank_cuda_voxels(s),
+                             lay) != SP_OK) {
     free(lay);
     return SP_ERR_RUNTIME;
   }
