@@ -186,12 +186,12 @@ static const job_option table[JOB_OPT_COUNT] = {
      "flight), x S pipeline stages splitting the blocks, x U\n"
      "sequence-parallel ranks per stage (Ulysses: each holds the\n"
      "stage's blocks and 1/U of the tokens; U divides the heads;\n"
-     "CPU backend only so far); R at most the micro-batches of a\n"
-     "step. pipeline: 1 x ranks x 1. auto: the planner's choice\n"
-     "(memory first, then the smallest predicted step: its\n"
-     "multi-GPU figures are predictions, unmeasured; on CUDA\n"
-     "only layouts with U = 1); plan --layout auto shows it. The\n"
-     "latents are bit-identical for every layout"},
+     "on CUDA compiled, not yet run on a GPU); R at most the\n"
+     "micro-batches of a step. pipeline: 1 x ranks x 1. auto: the\n"
+     "planner's choice (memory first, then the smallest predicted\n"
+     "step: its multi-GPU figures are predictions, unmeasured);\n"
+     "plan --layout auto shows it. The latents are bit-identical\n"
+     "for every layout"},
     {JOB_OPT_SPEED, "speed", 0, "LIST", NULL, 0,
      "relative speeds, comma-separated (e.g. 1,3): one per rank\n"
      "(a replica runs at its slowest rank's) or one per replica\n"

@@ -13,21 +13,6 @@
  * (pipeline.c) and the link probe's. */
 enum { TAG_SEQ = 200 };
 
-/* The best layout of c the backend runs: c's own choice, or on CUDA the
- * fastest with U = 1 (ties: fewer replicas); -1 when none fits. */
-static int runnable_choice(const plan_grid_choice *c, rank_device dev) {
-  if (dev != RANK_DEVICE_CUDA || c->chosen < 0 || c->e[c->chosen].g.seq == 1) return c->chosen;
-  int best = -1;
-  for (int i = 0; i < c->count; i++) {
-    const plan_grid_eval *e = &c->e[i];
-    if (!e->ok || e->g.seq != 1) continue;
-    if (best < 0 || e->step_ms < c->e[best].step_ms ||
-        (e->step_ms == c->e[best].step_ms && e->g.replicas < c->e[best].g.replicas))
-      best = i;
-  }
-  return best;
-}
-
 int job_layout_resolve(const job_opts *o, int nranks, const plan_model *pm,
                        const plan_device *all, const plan_workload *wl, const plan_options *po,
                        plan_grid *out) {
@@ -41,7 +26,7 @@ int job_layout_resolve(const job_opts *o, int nranks, const plan_model *pm,
   char err[1024] = "";
   int prc = plan_grid_choose(pm, all, nranks, o->budget, wl, po, &links, NULL, c, err,
                              sizeof err);
-  const int k = prc == PLAN_EINVAL ? -1 : runnable_choice(c, o->dev);
+  const int k = prc == PLAN_EINVAL ? -1 : c->chosen;
   int rc = SP_OK;
   if (k < 0) {
     sp_log_error("--layout auto: no layout of %d ranks fits%s%s", nranks, err[0] ? ": " : "",

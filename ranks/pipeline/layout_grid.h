@@ -11,9 +11,8 @@
 /* The grid the run takes on nranks ranks: --layout RxSxU as given,
  * pipeline (the default) 1 x nranks x 1, and for auto the planner's choice
  * (planner/grid_choice.h) over the ranks' devices all[] for model pm and
- * workload wl: memory first, then the smallest predicted step; on the CUDA
- * backend among the layouts without sequence-parallel ranks, which only
- * the CPU stage runs so far. Rank 0, before planning; the choice is logged
+ * workload wl: memory first, then the smallest predicted step, on either
+ * backend. Rank 0, before planning; the choice is logged
  * with its prediction. SP_OK, or SP_ERR_INPUT when no layout fits (every
  * refusal logged). */
 int job_layout_resolve(const job_opts *o, int nranks, const plan_model *pm,
