@@ -157,15 +157,17 @@ static void upload_rope(rank_stage *s, cuda_stage *c) {
  * their workspace here, not in the first sampling step. */
 void rank_cuda_warm_attention(rank_stage *s, cuda_stage *c) {
   const wan_config *cf = s->c;
-  const int64_t L = s->tokens;
+  /* The queries and outputs (qb, ab) hold one chunk of c->rows rows: the
+   * shapes the blocks run (a warm of all L rows would write past ab). */
+  const int64_t L = s->tokens, n = c->rows;
   const int64_t NH = cf->heads, HD = wan_head_dim(cf);
-  kern_attn_params ps = {c->qb, c->kb, c->vb, c->ab, L, L, NH, HD, 0.0f};
+  kern_attn_params ps = {c->qb, c->kb, c->vb, c->ab, n, L, NH, HD, 0.0f};
   if (s->cfg.seq) { /* every token of the rank's heads (stage_cuda_seq.c) */
     const int64_t LA = rank_cuda_seq_tokens(s), Dn = cf->dim / s->cfg.seq->n;
     ps = (kern_attn_params){c->sq, c->sq + LA * Dn, c->sq + 2 * LA * Dn, c->sq + 3 * LA * Dn,
                             LA, LA, NH / s->cfg.seq->n, HD, 0.0f};
   }
-  kern_attn_params pc = {c->qb, c->x->ck, c->x->cv, c->ab, L, cf->text_len, NH, HD, 0.0f};
+  kern_attn_params pc = {c->qb, c->x->ck, c->x->cv, c->ab, n, cf->text_len, NH, HD, 0.0f};
   kern_attn_run(c->attn, ps, c->attn_scratch, c->attn_scratch_bytes, c->stream);
   kern_attn_run(c->attn, pc, c->attn_scratch, c->attn_scratch_bytes, c->stream);
 }
