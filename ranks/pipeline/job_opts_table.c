@@ -189,7 +189,27 @@ static const job_option table[JOB_OPT_COUNT] = {
      "(memory first, then the smallest predicted step: its\n"
      "multi-GPU figures are predictions, unmeasured; on CUDA\n"
      "only layouts with U = 1); plan --layout auto shows it. The\n"
-     "latents are bit-identical for every layout"}
+     "latents are bit-identical for every layout"},
+    {JOB_OPT_CACHE, "cache", 0, "C", "off", 1,
+     "step caching (CPU backend only): off, teacache:T or\n"
+     "magcache:T. A skipped step of a CFG branch reuses the\n"
+     "residual out - in of the whole transformer (all blocks) kept\n"
+     "from its last computed step: in + R goes to the head.\n"
+     "teacache: the relative L1 change of the time embedding from\n"
+     "step to step, rescaled by TeaCache4Wan2.1's polynomial,\n"
+     "accumulated; skip while below T (published T: 1.3B 0.05,\n"
+     "0.08; 14B 0.14, 0.2). magcache: MagCache4Wan2.1's magnitude\n"
+     "ratios (50 steps, nearest-interpolated to others), the\n"
+     "accumulated error |1 - ratio| below T, at most 2 skips in a\n"
+     "row, the first 20% of steps kept (published T: 0.12).\n"
+     "Constants of Wan 2.1 T2V 14B for width 5120, else 1.3B's.\n"
+     "Never skipped: the first and last step, a Wan 2.2 expert's\n"
+     "first step (no residual crosses the switch). T 0 skips\n"
+     "nothing (latents bit-identical to off); any layout and rank\n"
+     "count give the same latents. Memory: the last stage keeps\n"
+     "one residual (tokens x dim fp32) per micro-batch of a step,\n"
+     "the first stage one copy of the embedded input per\n"
+     "micro-batch (plan --cache counts both)"}
 };
 
 const job_option *job_option_get(int id) {

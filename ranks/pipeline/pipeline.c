@@ -12,8 +12,10 @@
 
 /* Tags: the latent of job j travels as TAG_LATENT + j, micro-batch k of a
  * step as TAG_ACT + k, the velocity of the step's micro-batch k between
- * replicas as TAG_VEL + k (k < 2 * RANK_PIPE_MAX_JOBS). */
-enum { TAG_LATENT = 10, TAG_VEL = 40, TAG_ACT = 100 };
+ * replicas as TAG_VEL + k, with step caching the transformer's input of
+ * micro-batch k from stage 0 to the last stage as TAG_IN + k
+ * (k < 2 * RANK_PIPE_MAX_JOBS). */
+enum { TAG_LATENT = 10, TAG_VEL = 40, TAG_ACT = 100, TAG_IN = 200 };
 
 /* One line per step on a terminal that rewrites itself; plain lines in a
  * log. */
@@ -75,7 +77,22 @@ typedef struct bufs {
   double timeout_s;
   int steps; /* of the run, for messages */
   rank_pipe_stats *stats;
+  /* Step caching (DESIGN.md "Step caching"): this replica's micro-batches
+   * and their jobs (rank_job_cache_act), stage 0's rank, and per local
+   * micro-batch k: the last stage's residual res[k] (tokens, dim), stage
+   * 0's copy of the transformer's input in[k] on its way to the last
+   * stage (more than one stage) and those transfers. NULL: no cache. */
+  const rank_job *jobs;
+  const micro *mb;
+  int first, last, stage0, stage_last;
+  float **res, **in;
+  comm_xfer *in_x;
 } bufs;
+
+/* What the step's local micro-batch k does at step i. */
+static int cache_act(const bufs *b, int i, int k) {
+  return rank_job_cache_act(&b->jobs[b->mb[k].job], i, b->mb[k].branch);
+}
 
 /* Posts the receives of the next micro-batches into the buffers that are
  * free: a buffer is free once its last micro-batch was computed and its
@@ -84,12 +101,42 @@ static void post_recvs(bufs *b) {
   if (b->prev < 0) return;
   while (b->posted < b->total && b->posted < b->consumed + b->nbuf) {
     int i = (int)(b->posted % b->nbuf), k = (int)(b->posted % b->K);
-    traced_wait(b->tp, &b->send[i], b->timeout_s, "sending activations", &b->stats->send_s,
-                "send act", (int)(b->posted / b->K), k);
-    comm_tp_irecv(b->tp, rank_stage_act(b->s, i), b->bytes, b->prev, TAG_ACT + k, &b->recv[i],
-                  b->stream);
+    const int step = (int)(b->posted / b->K), skip = cache_act(b, step, k) == RANK_CACHE_SKIP;
     b->posted++;
+    /* A skipped micro-batch goes from stage 0 straight to the last stage. */
+    if (skip && !b->last) continue;
+    traced_wait(b->tp, &b->send[i], b->timeout_s, "sending activations", &b->stats->send_s,
+                "send act", step, k);
+    comm_tp_irecv(b->tp, rank_stage_act(b->s, i), b->bytes, skip ? b->stage0 : b->prev,
+                  TAG_ACT + k, &b->recv[i], b->stream);
   }
+}
+
+/* x (n) += r: a skipped step's transformer output from its input. */
+static void cache_apply(float *x, const float *r, int64_t n) {
+  for (int64_t j = 0; j < n; j++) x[j] += r[j];
+}
+
+/* r (n) = x - r: the residual, r holding the input until now. */
+static void cache_keep(const float *x, float *r, int64_t n) {
+  for (int64_t j = 0; j < n; j++) r[j] = x[j] - r[j];
+}
+
+/* Stage 0 after embedding micro-batch k of step i into act: a step whose
+ * residual is kept needs its input on the last stage (itself: a copy;
+ * else a message from a copy, since the blocks change act in place). */
+static void cache_send_input(bufs *B, int i, int k, const float *act) {
+  if (cache_act(B, i, k) != RANK_CACHE_STORE) return;
+  const size_t x_bytes = (size_t)rank_stage_tokens(B->s) * (size_t)rank_stage_config(B->s)->dim *
+                         sizeof(float);
+  if (B->last) {
+    memcpy(B->res[k], act, x_bytes);
+    return;
+  }
+  traced_wait(B->tp, &B->in_x[k], B->timeout_s, "sending the cached step's input",
+              &B->stats->send_s, "send in", i, k);
+  memcpy(B->in[k], act, x_bytes);
+  comm_tp_isend(B->tp, B->in[k], x_bytes, B->stage_last, TAG_IN + k, &B->in_x[k], NULL);
 }
 
 /* Host time of a compute call. With --trace the stage is synchronised after
@@ -123,18 +170,28 @@ static void check_finite(const float *x, int64_t n, int i, int steps, const char
 /* One blocks call of step i on micro-batches k0 .. k0 + G - 1: stage 0
  * embeds them (once the buffer's previous send is done), a later stage
  * waits for their receives; then the blocks; then the last stage runs the
- * head into v, every other stage sends the buffers on. */
+ * head into v, every other stage sends the buffers on. With step caching a
+ * skipped micro-batch runs no block: stage 0 sends its embedding straight
+ * to the last stage, which adds the kept residual before the head, and a
+ * middle stage never sees it. */
 static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, int G, int i,
                       float *const *latent, float *(*v)[2]) {
-  const int first = B->prev < 0, last = B->next < 0;
+  const int first = B->first, last = B->last;
   rank_stage *s = B->s;
   rank_pipe_stats *stats = B->stats;
-  int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS];
+  int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS], act[2 * RANK_PIPE_MAX_JOBS];
+  int cslots[2 * RANK_PIPE_MAX_JOBS], cbi[2 * RANK_PIPE_MAX_JOBS], nrun = 0;
+  const int64_t x_floats = rank_stage_tokens(s) * rank_stage_config(s)->dim;
   for (int k = k0; k < k0 + G; k++) {
     const rank_job *jb = &jobs[mb[k].job];
     int b = (int)(((int64_t)i * B->K + k) % B->nbuf);
     bi[k - k0] = b;
     slots[k - k0] = jb->slot0 + mb[k].branch;
+    act[k - k0] = cache_act(B, i, k);
+    if (act[k - k0] != RANK_CACHE_SKIP) {
+      cslots[nrun] = slots[k - k0];
+      cbi[nrun++] = b;
+    }
     if (first) {
       /* The buffer may still be on its way to the next stage. */
       traced_wait(B->tp, &B->send[b], B->timeout_s, "sending activations", &stats->send_s,
@@ -143,22 +200,41 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
       rank_trace_push("embed");
       rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], b);
       compute_done(s, "embed", t0, i, k, stats);
-    } else {
+      cache_send_input(B, i, k, rank_stage_act(s, b));
+    } else if (act[k - k0] != RANK_CACHE_SKIP || last) {
       traced_wait(B->tp, &B->recv[b], B->timeout_s,
                   "receiving activations from the previous stage", &stats->wait_s, "recv act", i, k);
+      if (last && act[k - k0] == RANK_CACHE_STORE)
+        comm_tp_irecv(B->tp, B->res[k], (size_t)x_floats * sizeof(float), B->stage0, TAG_IN + k,
+                      &B->in_x[k], NULL);
     }
   }
-  double t0 = comm_now();
-  rank_trace_push("blocks");
-  rank_stage_blocks(s, G, slots, bi);
-  compute_done(s, "blocks", t0, i, G == 1 ? k0 : -1, stats);
+  if (nrun > 0) {
+    double t0 = comm_now();
+    rank_trace_push("blocks");
+    rank_stage_blocks(s, nrun, cslots, cbi);
+    compute_done(s, "blocks", t0, i, G == 1 ? k0 : -1, stats);
+  }
   for (int k = k0; k < k0 + G; k++) {
     int b = bi[k - k0];
     if (last) {
+      float *x = rank_stage_act(s, b);
+      if (act[k - k0] == RANK_CACHE_STORE) {
+        if (!first)
+          traced_wait(B->tp, &B->in_x[k], B->timeout_s, "receiving the cached step's input",
+                      &stats->wait_s, "recv in", i, k);
+        cache_keep(x, B->res[k], x_floats);
+      } else if (act[k - k0] == RANK_CACHE_SKIP) {
+        cache_apply(x, B->res[k], x_floats);
+      }
       double th = comm_now();
       rank_trace_push("head");
       rank_stage_head(s, b, v[mb[k].job][mb[k].branch]);
       compute_done(s, "head", th, i, k, stats);
+    } else if (act[k - k0] == RANK_CACHE_SKIP) {
+      if (first)
+        comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->stage_last, TAG_ACT + k,
+                      &B->send[b], B->stream);
     } else {
       /* Checked where it leaves the rank that made it (host buffers: the
        * CPU backend; device activations are not read back for this). */
@@ -228,6 +304,31 @@ static void exchange_velocities(comm_transport *tp, const plan_grid *g, plan_gri
   rank_trace_span("exchange velocities", "wait", t0, -1, -1);
 }
 
+/* The step cache's buffers of this rank, when a job in flight caches: the
+ * last stage's residual and stage 0's input copy per local micro-batch
+ * (their bytes are the plan's: planner/layout.c). */
+static void cache_alloc(bufs *B, const rank_job *jobs, int njobs) {
+  int any = 0;
+  for (int j = 0; j < njobs; j++) any |= jobs[j].cache != NULL;
+  if (!any || (!B->first && !B->last)) return;
+  const size_t x_bytes = (size_t)rank_stage_tokens(B->s) * (size_t)rank_stage_config(B->s)->dim *
+                         sizeof(float);
+  B->in_x = sp_xcalloc((size_t)B->K, sizeof *B->in_x);
+  float ***to = B->last ? &B->res : &B->in;
+  *to = sp_xcalloc((size_t)B->K, sizeof **to);
+  for (int k = 0; k < B->K; k++) (*to)[k] = sp_xmalloc(x_bytes);
+}
+
+static void cache_free(bufs *B) {
+  for (int k = 0; k < B->K; k++) {
+    if (B->res) free(B->res[k]);
+    if (B->in) free(B->in[k]);
+  }
+  free(B->res);
+  free(B->in);
+  free(B->in_x);
+}
+
 int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
                          rank_stage *s, const rank_job *jobs, int njobs, int block_major,
                          double timeout_s, int progress, rank_pipe_stats *stats) {
@@ -263,7 +364,10 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
             .prev = first ? -1 : stage_peer(grid, pos, pos.stage - 1),
             .next = last ? -1 : stage_peer(grid, pos, pos.stage + 1),
             .total = (int64_t)steps * K,
-            .timeout_s = timeout_s, .stats = stats, .steps = steps};
+            .timeout_s = timeout_s, .stats = stats, .steps = steps,
+            .jobs = jobs, .mb = mb, .first = first, .last = last,
+            .stage0 = stage_peer(grid, pos, 0), .stage_last = stage_peer(grid, pos, S - 1)};
+  cache_alloc(&B, jobs, njobs);
   comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
   comm_xfer *vel_req = last && R > 1 ? sp_xcalloc((size_t)(KA * R), sizeof *vel_req) : NULL;
   const int stage0 = stage_peer(grid, pos, 0), stage_last = stage_peer(grid, pos, S - 1);
@@ -334,6 +438,7 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
     rank_trace_span("step", "step", t_step, i, -1);
   }
   if (!last) wait_all(tp, B.send, nbuf, timeout_s, "sending activations", &stats->send_s);
+  if (B.in) wait_all(tp, B.in_x, K, timeout_s, "sending the cached steps' inputs", &stats->send_s);
   if (first && !last) {
     post_latents(tp, latent, njobs, lat_bytes, stage_last, 0, lat_req);
     wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &stats->wait_s);
@@ -346,6 +451,7 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
   stats->sample_s += comm_now() - t_start;
   stats->steps += steps;
 done:
+  cache_free(&B);
   free(vel_req);
   for (int j = 0; j < njobs; j++) {
     rank_sampler_destroy(smp[j]);

@@ -49,6 +49,7 @@
 #include "transport.h"
 #include "sampler.h"
 #include "stage.h"
+#include "step_cache.h"
 
 typedef struct rank_job {
   int64_t lat[4];          /* latent (in_dim, F, H, W) */
@@ -64,7 +65,16 @@ typedef struct rank_job {
   const float *noise;      /* stage 0 and last stage: initial latent (numel) */
   float *out;              /* last stage: the final latent (numel) */
   int slot0;               /* its first prompt slot: conditional slot0, negative slot0 + 1 */
+  /* Step caching (DESIGN.md "Step caching"): (steps x micro) what micro-batch
+   * b does at step i, cache[i * micro + b]: RANK_CACHE_RUN, _STORE or _SKIP
+   * (ranks/sampling/step_cache.h), the same on every rank; NULL: no cache. */
+  const uint8_t *cache;
 } rank_job;
+
+/* What micro-batch b of job j does at step i (RANK_CACHE_RUN without a cache). */
+static inline int rank_job_cache_act(const rank_job *j, int i, int b) {
+  return j->cache ? j->cache[(int64_t)i * j->micro + b] : 0;
+}
 
 /* Jobs in flight together: independent jobs fill the pipeline (their
  * micro-batches flow through the stages one after the other within each

@@ -147,6 +147,15 @@ void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf) {
   check_buf(s, buf);
   s->ops->embed(s, latent, t, buf);
 }
+int rank_stage_time_embed(rank_stage *s, double t, float *e) {
+  if (!s->cfg.embed || !s->ops->time_embed) {
+    sp_log_error("--cache teacache: the time embedding is computed on the CPU backend's first "
+                 "stage only (--device cpu)");
+    return SP_ERR_INPUT;
+  }
+  s->ops->time_embed(s, t, e);
+  return SP_OK;
+}
 void rank_stage_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
   if (n < 1) sp_fatal("internal: blocks on %d micro-batches", n);
   for (int j = 0; j < n; j++) check_buf(s, bufs[j]);

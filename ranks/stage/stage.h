@@ -143,6 +143,11 @@ void *rank_stage_stream(rank_stage *s);
  * pinned; it must not change until the work is done: rank_stage_sync) and
  * timestep t. */
 void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf);
+/* Stage 0: the time embedding e (dim) of timestep t under the selected
+ * expert, into host memory e, at once (before sampling: TeaCache's
+ * criterion, ranks/sampling/step_cache.h). SP_OK, or SP_ERR_INPUT logged
+ * on a backend without it (CUDA) or a stage without the embeddings. */
+int rank_stage_time_embed(rank_stage *s, double t, float *e);
 /* Every stage: its blocks on n micro-batches, buffer bufs[j] with prompt
  * slot slots[j], in place. n = 1 is micro-batch-major work; n > 1 is
  * block-major: each block runs every micro-batch while its weights are on

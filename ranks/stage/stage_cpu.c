@@ -124,6 +124,15 @@ static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
   rank_dit_embed_time(s->c, &c->cur->embed, t, e, e0, c->scratch);
 }
 
+/* e of timestep t; e0 and the temporaries in memory of its own (before
+ * sampling, not on the step's path). */
+static void cpu_time_embed(rank_stage *s, double t, float *e) {
+  const wan_config *cf = s->c;
+  float *tmp = sp_xmalloc((size_t)(cf->freq_dim + 8 * cf->dim) * sizeof(float));
+  rank_dit_embed_time(cf, &st(s)->cur->embed, t, e, tmp, tmp + 6 * cf->dim);
+  free(tmp);
+}
+
 /* Block-major when n > 1: every micro-batch through block b, then b + 1.
  * The host holds every block anyway; the order only mirrors the CUDA
  * backend's, and each micro-batch sees the same ops either way. */
@@ -203,7 +212,7 @@ static int cpu_relayout(rank_stage *s) {
 
 static const rank_stage_ops cpu_ops = {cpu_destroy, cpu_embed_text, cpu_set_prompt, cpu_embed,
                                        cpu_blocks,  cpu_head,       cpu_sync,  cpu_set_lora,
-                                       cpu_set_expert, cpu_relayout};
+                                       cpu_set_expert, cpu_relayout, cpu_time_embed};
 
 int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;

@@ -21,6 +21,9 @@ typedef struct rank_stage_ops {
    * s->tokens, already set (rank_stage_relayout); the queue is drained.
    * SP_OK, or logged SP_ERR_RUNTIME having changed nothing. */
   int (*relayout)(rank_stage *s);
+  /* e (dim) of timestep t into host memory, at once (rank_stage_time_embed);
+   * NULL: the backend has none. */
+  void (*time_embed)(rank_stage *s, double t, float *e);
 } rank_stage_ops;
 
 struct rank_stage {
