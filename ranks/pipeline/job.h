@@ -110,6 +110,7 @@ typedef struct job_opts {
   int64_t lora_rank;
   int probe_links;          /* --probe-links */
   int json;                 /* run --json: one JSON line per finished job on stdout */
+  int cache_any;            /* some job caches steps (job_session_plan): the plan counts it */
   plan_grid layout;         /* --layout RxSxU (layout_mode PLAN_GRID_GIVEN) */
   int layout_mode;          /* PLAN_GRID_PIPELINE (the default), _AUTO or _GIVEN:
                                job_layout_resolve decides from it */

@@ -212,6 +212,7 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4, bb, &pm);
   pm.lora_block_elems = o->lora_block_elems; /* bypassed LoRAs' room (0: none) */
   pm.lora_rank = o->lora_rank;
+  pm.cache = o->cache_any;
   plan_budget b;
   plan_options po;
   plan_options_default(&po);

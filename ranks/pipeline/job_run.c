@@ -155,6 +155,7 @@ int job_session_plan(job_session *s) {
     return session_fail(s, rc);
   }
   s->job_rc = sp_xcalloc((size_t)s->njobs, sizeof *s->job_rc);
+  for (int i = 0; i < s->njobs; i++) s->o->cache_any |= s->jobs[i].cache.method != RANK_CACHE_OFF;
   /* Before anything is placed: the text encoder's memory is free again
    * when the blocks load. */
   if ((rc = job_prompts_encode(s)) != SP_OK) return session_fail(s, rc);
