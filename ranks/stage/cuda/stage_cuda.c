@@ -404,7 +404,8 @@ static void issue_swap(rank_stage *s, cuda_stage *c) {
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
                                         cuda_sync,    cuda_set_lora,   cuda_set_expert,
-                                        rank_cuda_relayout};
+                                        rank_cuda_relayout,
+                                        NULL /* time_embed: no step cache on CUDA yet */};
 
 int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
