@@ -248,7 +248,7 @@ static int ensure_stage(job_session *s, const int64_t lat[4]) {
                          .plan_peak_bytes = (double)pr->peak_bytes,
                          .lora_block_elems = s->o->lora_block_elems,
                          .lora_rank = s->o->lora_rank,
-                         .seq = g->seq > 1 ? &s->seq : NULL};
+                         .seq = g->seq > 1 ? &s->seq : NULL, .cache = s->o->cache_any};
   double t0 = comm_now();
   rank_model_progress_begin();
   int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
@@ -358,6 +358,12 @@ static int cache_plan(job_session *s, const job_spec *j, const int64_t *ts, cons
   if (rank_stage_get_cfg(s->stage)->device != RANK_DEVICE_CPU) {
     if (w->rank == 0)
       sp_log_error("cache=: step caching runs on the CPU backend only (--device cpu)");
+    return SP_ERR_INPUT;
+  }
+  if (!s->o->cache_any) { /* a --jobs stream's line: the plan is the command line's */
+    if (w->rank == 0)
+      sp_log_error("cache=: the run was planned and loaded without a step cache (a --jobs "
+                   "stream's lines cache only when the command line has --cache)");
     return SP_ERR_INPUT;
   }
   uint8_t *act = sp_xcalloc((size_t)n, 1);

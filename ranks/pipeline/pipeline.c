@@ -78,14 +78,12 @@ typedef struct bufs {
   int steps; /* of the run, for messages */
   rank_pipe_stats *stats;
   /* Step caching (DESIGN.md "Step caching"): this replica's micro-batches
-   * and their jobs (rank_job_cache_act), stage 0's rank, and per local
-   * micro-batch k: the last stage's residual res[k] (tokens, dim), stage
-   * 0's copy of the transformer's input in[k] on its way to the last
-   * stage (more than one stage) and those transfers. NULL: no cache. */
+   * and their jobs (rank_job_cache_act), the ranks of stage 0 and the last
+   * stage, and per local micro-batch k the transfer of its input from
+   * stage 0's cache buffer k to the last stage's (in_x[k]; NULL: no cache). */
   const rank_job *jobs;
   const micro *mb;
   int first, last, stage0, stage_last;
-  float **res, **in;
   comm_xfer *in_x;
 } bufs;
 
@@ -112,31 +110,23 @@ static void post_recvs(bufs *b) {
   }
 }
 
-/* x (n) += r: a skipped step's transformer output from its input. */
-static void cache_apply(float *x, const float *r, int64_t n) {
-  for (int64_t j = 0; j < n; j++) x[j] += r[j];
+/* Bytes of the transformer's input (this rank's rows). */
+static size_t cache_bytes(const bufs *B) {
+  return (size_t)rank_stage_tokens(B->s) * (size_t)rank_stage_config(B->s)->dim * sizeof(float);
 }
 
-/* r (n) = x - r: the residual, r holding the input until now. */
-static void cache_keep(const float *x, float *r, int64_t n) {
-  for (int64_t j = 0; j < n; j++) r[j] = x[j] - r[j];
-}
-
-/* Stage 0 after embedding micro-batch k of step i into act: a step whose
- * residual is kept needs its input on the last stage (itself: a copy;
- * else a message from a copy, since the blocks change act in place). */
-static void cache_send_input(bufs *B, int i, int k, const float *act) {
+/* Stage 0 after embedding micro-batch k of step i into buffer b: a step
+ * whose residual is kept needs its input on the last stage (itself: a
+ * copy; else a message from a copy, since the blocks change b in place). */
+static void cache_send_input(bufs *B, int i, int k, int b) {
   if (cache_act(B, i, k) != RANK_CACHE_STORE) return;
-  const size_t x_bytes = (size_t)rank_stage_tokens(B->s) * (size_t)rank_stage_config(B->s)->dim *
-                         sizeof(float);
-  if (B->last) {
-    memcpy(B->res[k], act, x_bytes);
-    return;
-  }
-  traced_wait(B->tp, &B->in_x[k], B->timeout_s, "sending the cached step's input",
-              &B->stats->send_s, "send in", i, k);
-  memcpy(B->in[k], act, x_bytes);
-  comm_tp_isend(B->tp, B->in[k], x_bytes, B->stage_last, TAG_IN + k, &B->in_x[k], NULL);
+  if (!B->last)
+    traced_wait(B->tp, &B->in_x[k], B->timeout_s, "sending the cached step's input",
+                &B->stats->send_s, "send in", i, k);
+  rank_stage_cache(B->s, RANK_CACHE_TAKE, b, k);
+  if (!B->last)
+    comm_tp_isend(B->tp, rank_stage_cache_buf(B->s, k), cache_bytes(B), B->stage_last, TAG_IN + k,
+                  &B->in_x[k], B->stream);
 }
 
 /* Host time of a compute call. With --trace the stage is synchronised after
@@ -181,7 +171,6 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
   rank_pipe_stats *stats = B->stats;
   int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS], act[2 * RANK_PIPE_MAX_JOBS];
   int cslots[2 * RANK_PIPE_MAX_JOBS], cbi[2 * RANK_PIPE_MAX_JOBS], nrun = 0;
-  const int64_t x_floats = rank_stage_tokens(s) * rank_stage_config(s)->dim;
   for (int k = k0; k < k0 + G; k++) {
     const rank_job *jb = &jobs[mb[k].job];
     int b = (int)(((int64_t)i * B->K + k) % B->nbuf);
@@ -200,13 +189,13 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
       rank_trace_push("embed");
       rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], b);
       compute_done(s, "embed", t0, i, k, stats);
-      cache_send_input(B, i, k, rank_stage_act(s, b));
+      cache_send_input(B, i, k, b);
     } else if (act[k - k0] != RANK_CACHE_SKIP || last) {
       traced_wait(B->tp, &B->recv[b], B->timeout_s,
                   "receiving activations from the previous stage", &stats->wait_s, "recv act", i, k);
       if (last && act[k - k0] == RANK_CACHE_STORE)
-        comm_tp_irecv(B->tp, B->res[k], (size_t)x_floats * sizeof(float), B->stage0, TAG_IN + k,
-                      &B->in_x[k], NULL);
+        comm_tp_irecv(B->tp, rank_stage_cache_buf(s, k), cache_bytes(B), B->stage0, TAG_IN + k,
+                      &B->in_x[k], B->stream);
     }
   }
   if (nrun > 0) {
@@ -218,14 +207,13 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
   for (int k = k0; k < k0 + G; k++) {
     int b = bi[k - k0];
     if (last) {
-      float *x = rank_stage_act(s, b);
       if (act[k - k0] == RANK_CACHE_STORE) {
         if (!first)
           traced_wait(B->tp, &B->in_x[k], B->timeout_s, "receiving the cached step's input",
                       &stats->wait_s, "recv in", i, k);
-        cache_keep(x, B->res[k], x_floats);
+        rank_stage_cache(s, RANK_CACHE_KEEP, b, k);
       } else if (act[k - k0] == RANK_CACHE_SKIP) {
-        cache_apply(x, B->res[k], x_floats);
+        rank_stage_cache(s, RANK_CACHE_ADD, b, k);
       }
       double th = comm_now();
       rank_trace_push("head");
@@ -304,29 +292,16 @@ static void exchange_velocities(comm_transport *tp, const plan_grid *g, plan_gri
   rank_trace_span("exchange velocities", "wait", t0, -1, -1);
 }
 
-/* The step cache's buffers of this rank, when a job in flight caches: the
- * last stage's residual and stage 0's input copy per local micro-batch
- * (their bytes are the plan's: planner/layout.c). */
-static void cache_alloc(bufs *B, const rank_job *jobs, int njobs) {
+/* The transfers of the step cache's inputs, when a job in flight caches:
+ * stage 0 and the last stage hold cache buffers for them (cfg.cache, the
+ * plan's: planner/layout.c). */
+static void cache_setup(bufs *B, const rank_job *jobs, int njobs) {
   int any = 0;
   for (int j = 0; j < njobs; j++) any |= jobs[j].cache != NULL;
   if (!any || (!B->first && !B->last)) return;
-  const size_t x_bytes = (size_t)rank_stage_tokens(B->s) * (size_t)rank_stage_config(B->s)->dim *
-                         sizeof(float);
+  if (!rank_stage_get_cfg(B->s)->cache || B->K > rank_stage_get_cfg(B->s)->prompts)
+    sp_fatal("internal: a job caches steps on a stage loaded without the step cache's buffers");
   B->in_x = sp_xcalloc((size_t)B->K, sizeof *B->in_x);
-  float ***to = B->last ? &B->res : &B->in;
-  *to = sp_xcalloc((size_t)B->K, sizeof **to);
-  for (int k = 0; k < B->K; k++) (*to)[k] = sp_xmalloc(x_bytes);
-}
-
-static void cache_free(bufs *B) {
-  for (int k = 0; k < B->K; k++) {
-    if (B->res) free(B->res[k]);
-    if (B->in) free(B->in[k]);
-  }
-  free(B->res);
-  free(B->in);
-  free(B->in_x);
 }
 
 int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
@@ -367,7 +342,7 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
             .timeout_s = timeout_s, .stats = stats, .steps = steps,
             .jobs = jobs, .mb = mb, .first = first, .last = last,
             .stage0 = stage_peer(grid, pos, 0), .stage_last = stage_peer(grid, pos, S - 1)};
-  cache_alloc(&B, jobs, njobs);
+  cache_setup(&B, jobs, njobs);
   comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
   comm_xfer *vel_req = last && R > 1 ? sp_xcalloc((size_t)(KA * R), sizeof *vel_req) : NULL;
   const int stage0 = stage_peer(grid, pos, 0), stage_last = stage_peer(grid, pos, S - 1);
@@ -438,7 +413,8 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
     rank_trace_span("step", "step", t_step, i, -1);
   }
   if (!last) wait_all(tp, B.send, nbuf, timeout_s, "sending activations", &stats->send_s);
-  if (B.in) wait_all(tp, B.in_x, K, timeout_s, "sending the cached steps' inputs", &stats->send_s);
+  if (B.in_x && first && !last)
+    wait_all(tp, B.in_x, K, timeout_s, "sending the cached steps' inputs", &stats->send_s);
   if (first && !last) {
     post_latents(tp, latent, njobs, lat_bytes, stage_last, 0, lat_req);
     wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &stats->wait_s);
@@ -451,7 +427,7 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
   stats->sample_s += comm_now() - t_start;
   stats->steps += steps;
 done:
-  cache_free(&B);
+  free(B.in_x);
   free(vel_req);
   for (int j = 0; j < njobs; j++) {
     rank_sampler_destroy(smp[j]);
