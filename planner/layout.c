@@ -40,6 +40,7 @@ static const char *const buf_names[PLAN_BUF_KINDS] = {
     [PLAN_BUF_LORA_T] = "lora temporary",
     [PLAN_BUF_CACHE_RES] = "step cache residuals",
     [PLAN_BUF_CACHE_IN] = "step cache inputs",
+    [PLAN_BUF_CACHE_NEG] = "step cache gate",
 };
 
 uint64_t plan_layout_cache_bytes(int prompts, int64_t tokens, int64_t dim) {
@@ -232,7 +233,10 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
    * input for the last stage (DESIGN.md "Step caching"). */
   const uint64_t cache = plan_layout_cache_bytes(s->prompts, s->tokens, s->dim);
   if (cache == UINT64_MAX) c.over = 1;
-  if (s->cache && s->has_head) take(&c, PLAN_BUF_CACHE_RES, 0, cache);
+  if (s->cache && s->has_head) {
+    take(&c, PLAN_BUF_CACHE_RES, 0, cache);
+    take(&c, PLAN_BUF_CACHE_NEG, 0, D * 4);
+  }
   if (s->cache && s->has_embed && !s->has_head) take(&c, PLAN_BUF_CACHE_IN, 0, cache);
 
   if (c.over) return plan_fail(err, errlen, "layout: the arena's size overflows 64 bits");

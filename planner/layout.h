@@ -74,6 +74,8 @@ typedef enum plan_buf {
                            transformer per micro-batch (last stage) */
   PLAN_BUF_CACHE_IN,    /* [in] (prompts, L, dim) fp32 step cache: each micro-batch's input on
                            its way to the last stage (first stage, when not also last) */
+  PLAN_BUF_CACHE_NEG,   /* [cache_neg] (dim) fp32 of -1: the gate that makes the gated add
+                           subtract (the residual, last stage) */
   PLAN_BUF_KINDS
 } plan_buf;
 

@@ -490,11 +490,5 @@ int job_opts_check(job_opts *o, int what) {
     return refuse(NULL, "chunk-rows", v, "is out of range: 1..2^%d tokens", JOB_CHUNK_ROWS_LOG2);
   if ((what & JOB_CHECK_DEVICE) && rank_device_parse(o->device, &o->dev) != SP_OK)
     return SP_ERR_INPUT;
-  if ((what & JOB_CHECK_DEVICE) && o->dev == RANK_DEVICE_CUDA &&
-      o->job.cache.method != RANK_CACHE_OFF) {
-    rank_cache_format(&o->job.cache, v, sizeof v);
-    return refuse(NULL, "cache", v, "runs on the CPU backend only (--device cpu): the CUDA "
-                  "stage has no step cache yet");
-  }
   return SP_OK;
 }

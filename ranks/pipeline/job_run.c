@@ -355,11 +355,6 @@ static int cache_plan(job_session *s, const job_spec *j, const int64_t *ts, cons
   const int64_t dim = rank_model_get_info(s->m)->config.dim;
   *out = NULL;
   if (j->cache.method == RANK_CACHE_OFF) return SP_OK;
-  if (rank_stage_get_cfg(s->stage)->device != RANK_DEVICE_CPU) {
-    if (w->rank == 0)
-      sp_log_error("cache=: step caching runs on the CPU backend only (--device cpu)");
-    return SP_ERR_INPUT;
-  }
   if (!s->o->cache_any) { /* a --jobs stream's line: the plan is the command line's */
     if (w->rank == 0)
       sp_log_error("cache=: the run was planned and loaded without a step cache (a --jobs "
