@@ -157,6 +157,45 @@ static void check_finite(const float *x, int64_t n, int i, int steps, const char
              what, isnan(x[bad]) ? "NaN" : "Inf", (long long)bad);
 }
 
+/* After the blocks, micro-batch k of step i in buffer b (its cache action
+ * act): the last stage keeps or adds the residual and runs the head into
+ * v; stage 0 sends a skipped one straight to the last stage; every other
+ * computed one goes on to the next stage. */
+static void pass_on(bufs *B, int act, int b, int i, int k, const micro *m, float *(*v)[2]) {
+  rank_stage *s = B->s;
+  rank_pipe_stats *stats = B->stats;
+  if (B->last) {
+    if (act == RANK_CACHE_STORE) {
+      if (!B->first)
+        traced_wait(B->tp, &B->in_x[k], B->timeout_s, "receiving the cached step's input",
+                    &stats->wait_s, "recv in", i, k);
+      rank_stage_cache(s, RANK_CACHE_KEEP, b, k);
+    } else if (act == RANK_CACHE_SKIP) {
+      rank_stage_cache(s, RANK_CACHE_ADD, b, k);
+    }
+    double th = comm_now();
+    rank_trace_push("head");
+    rank_stage_head(s, b, v[m->job][m->branch]);
+    compute_done(s, "head", th, i, k, stats);
+  } else if (act == RANK_CACHE_SKIP) {
+    if (B->first)
+      comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->stage_last, TAG_ACT + k,
+                    &B->send[b], B->stream);
+  } else {
+    /* Checked where it leaves the rank that made it (host buffers: the
+     * CPU backend; device activations are not read back for this). */
+    if (!B->stream) {
+      char what[160];
+      const rank_stage_cfg *c = rank_stage_get_cfg(s);
+      snprintf(what, sizeof what, "micro-batch %d: the activations this rank's blocks %d-%d made",
+               k, c->first_block, c->last_block);
+      check_finite(rank_stage_act(s, b), (int64_t)(B->bytes / sizeof(float)), i, B->steps, what);
+    }
+    comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->next, TAG_ACT + k, &B->send[b],
+                  B->stream);
+  }
+}
+
 /* One blocks call of step i on micro-batches k0 .. k0 + G - 1: stage 0
  * embeds them (once the buffer's previous send is done), a later stage
  * waits for their receives; then the blocks; then the last stage runs the
@@ -169,17 +208,18 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
   const int first = B->first, last = B->last;
   rank_stage *s = B->s;
   rank_pipe_stats *stats = B->stats;
-  int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS], act[2 * RANK_PIPE_MAX_JOBS];
-  int cslots[2 * RANK_PIPE_MAX_JOBS], cbi[2 * RANK_PIPE_MAX_JOBS], nrun = 0;
+  /* bi, act: each micro-batch's buffer and cache action; slots, run: the
+   * prompt slots and buffers of those that run the blocks (not skipped) */
+  int bi[2 * RANK_PIPE_MAX_JOBS], act[2 * RANK_PIPE_MAX_JOBS];
+  int slots[2 * RANK_PIPE_MAX_JOBS], run[2 * RANK_PIPE_MAX_JOBS], nrun = 0;
   for (int k = k0; k < k0 + G; k++) {
     const rank_job *jb = &jobs[mb[k].job];
     int b = (int)(((int64_t)i * B->K + k) % B->nbuf);
     bi[k - k0] = b;
-    slots[k - k0] = jb->slot0 + mb[k].branch;
     act[k - k0] = cache_act(B, i, k);
     if (act[k - k0] != RANK_CACHE_SKIP) {
-      cslots[nrun] = slots[k - k0];
-      cbi[nrun++] = b;
+      slots[nrun] = jb->slot0 + mb[k].branch;
+      run[nrun++] = b;
     }
     if (first) {
       /* The buffer may still be on its way to the next stage. */
@@ -201,44 +241,10 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
   if (nrun > 0) {
     double t0 = comm_now();
     rank_trace_push("blocks");
-    rank_stage_blocks(s, nrun, cslots, cbi);
+    rank_stage_blocks(s, nrun, slots, run);
     compute_done(s, "blocks", t0, i, G == 1 ? k0 : -1, stats);
   }
-  for (int k = k0; k < k0 + G; k++) {
-    int b = bi[k - k0];
-    if (last) {
-      if (act[k - k0] == RANK_CACHE_STORE) {
-        if (!first)
-          traced_wait(B->tp, &B->in_x[k], B->timeout_s, "receiving the cached step's input",
-                      &stats->wait_s, "recv in", i, k);
-        rank_stage_cache(s, RANK_CACHE_KEEP, b, k);
-      } else if (act[k - k0] == RANK_CACHE_SKIP) {
-        rank_stage_cache(s, RANK_CACHE_ADD, b, k);
-      }
-      double th = comm_now();
-      rank_trace_push("head");
-      rank_stage_head(s, b, v[mb[k].job][mb[k].branch]);
-      compute_done(s, "head", th, i, k, stats);
-    } else if (act[k - k0] == RANK_CACHE_SKIP) {
-      if (first)
-        comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->stage_last, TAG_ACT + k,
-                      &B->send[b], B->stream);
-    } else {
-      /* Checked where it leaves the rank that made it (host buffers: the
-       * CPU backend; device activations are not read back for this). */
-      if (!B->stream) {
-        char what[160];
-        const rank_stage_cfg *c = rank_stage_get_cfg(s);
-        snprintf(what, sizeof what,
-                 "micro-batch %d: the activations this rank's blocks %d-%d made", k,
-                 c->first_block, c->last_block);
-        check_finite(rank_stage_act(s, b), (int64_t)(B->bytes / sizeof(float)), i, B->steps,
-                     what);
-      }
-      comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->next, TAG_ACT + k, &B->send[b],
-                    B->stream);
-    }
-  }
+  for (int k = k0; k < k0 + G; k++) pass_on(B, act[k - k0], bi[k - k0], i, k, &mb[k], v);
   B->consumed += G;
   post_recvs(B);
 }

@@ -38,7 +38,14 @@
  * bit for bit. With U sequence-parallel ranks per stage, rank u of a stage
  * talks to rank u of the neighbouring stages (its activation messages hold
  * its rows of the tokens); the stage itself exchanges heads within the
- * stage and gathers the whole velocity on each of its last stage's ranks. */
+ * stage and gathers the whole velocity on each of its last stage's ranks.
+ *
+ * Step caching (DESIGN.md "Step caching"; rank_job.cache): a micro-batch
+ * whose action is SKIP runs no block: stage 0 embeds it and sends the
+ * message straight to the last stage, which adds the residual kept in its
+ * stage (rank_stage_cache) before the head; middle stages never see it. At
+ * a STORE step stage 0 also sends the transformer's input (TAG_IN) to the
+ * last stage, which makes the residual from it after its blocks. */
 #ifndef RANK_PIPELINE_H
 #define RANK_PIPELINE_H
 
