@@ -352,7 +352,7 @@ void job_session_close(job_session *s);
  *
  * One job per line, whitespace-separated key=value fields with the keys of
  * the per-job options (cond, out, seed, noise, frames, size, steps, cfg,
- * shift, sampler, timesteps, sigmas, boundary); '#' starts a comment, blank lines are skipped. Keys
+ * shift, sampler, timesteps, sigmas, boundary, cache); '#' starts a comment, blank lines are skipped. Keys
  * left out take the run command's values. A line that breaks a rule is
  * kept as a bad job (logged once, "FILE:LINE: ..."), so the others run.
  * The file is o->jobs, the defaults o->job; each line's outputs are checked

@@ -51,6 +51,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "  out=FILE [seed=K | noise=FILE] [frames=N]\n"
      "  [size=HxW] [steps=N] [cfg=G] [shift=S] [sampler=NAME]\n"
      "  [video=FILE] [fps=N] (video= needs --vae) [boundary=B]\n"
+     "  [cache=C]\n"
      "keys left out take the values of the flags above; jobs run\n"
      "in order, up to one per rank in flight together when they\n"
      "share latent shape and steps (their micro-batches fill the\n"
