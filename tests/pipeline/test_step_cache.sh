@@ -10,7 +10,7 @@
 #    never skipped (no residual crosses the switch), 2 ranks and 2x1x1
 #    bit-identical to one process;
 #  - --jobs lines with cache= (different per line, in flight together on 2
-#    ranks) each equal their own run;
+#    ranks, then one of another latent shape) each equal their own run;
 #  - bad values refused with one line naming the flag or the line.
 # The published criteria and the residual's reuse are checked against an
 # independent float64 reference in tests/ref/test_cache_parity.sh.
@@ -125,6 +125,7 @@ J=(--model "$T/m.h5" --frames 9 --size 48x48 --steps 8 --no-preview --device cpu
   echo "cond=$T/c.h5 out=$T/j0.h5 seed=1 cache=magcache:0.12"
   echo "cond=$T/c.h5 out=$T/j1.h5 seed=2"
   echo "cond=$T/c.h5 out=$T/j2.h5 seed=3 cache=teacache:3000"
+  echo "cond=$T/c.h5 out=$T/j3.h5 seed=4 cache=magcache:0.12 size=64x48"
 } > "$T/jobs.txt"
 if mpirun -np 2 "$SP_BIN" run "${J[@]}" --jobs "$T/jobs.txt" > "$T/jobs.out" 2> "$T/jobs.err"; then
   grep -q "in flight together" "$T/jobs.err" || bad "--jobs: the lines did not run together"
@@ -134,6 +135,10 @@ if mpirun -np 2 "$SP_BIN" run "${J[@]}" --jobs "$T/jobs.txt" > "$T/jobs.out" 2> 
       { same "$T/solo$1.h5" "$T/j$1.h5" && ok "--jobs line $1 (cache=$2) equals its own run" ||
         bad "--jobs line $1 (cache=$2) differs from its own run"; }
   done
+  # another latent shape: the stage's cache buffers are laid out again
+  run solo3 1 "${J[@]}" --cond "$T/c.h5" --seed 4 --cache magcache:0.12 --size 64x48 &&
+    { same "$T/solo3.h5" "$T/j3.h5" && ok "--jobs line 3 (another shape, re-laid) equals its own run" ||
+      bad "--jobs line 3 (another shape) differs from its own run"; }
 else
   bad "--jobs with cache= failed: $(grep -i error "$T/jobs.err" | head -2)"
 fi
