@@ -149,10 +149,10 @@ void *rank_stage_stream(rank_stage *s);
 void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf);
 /* Stage 0: the time embedding e (dim) of timestep t under the selected
  * expert, into host memory e, at once (before sampling: TeaCache's
- * criterion, ranks/sampling/step_cache.h). SP_OK, or SP_ERR_INPUT logged
- * on a backend without it (CUDA) or a stage without the embeddings. */
+ * criterion, ranks/sampling/step_cache.h). SP_OK, or SP_ERR_RUNTIME logged
+ * on a stage without the embeddings (the caller's bug). */
 int rank_stage_time_embed(rank_stage *s, double t, float *e);
-/* Step caching (cfg.cache; the stage's first and last stage only):
+/* Step caching (cfg.cache; on stage 0 and the last stage only):
  * cache buffer k (0 .. prompts-1), (tokens, dim) fp32 in the stage's
  * memory (device memory on CUDA), holds the transformer's input of a
  * micro-batch on its way to the last stage, or on the last stage its
