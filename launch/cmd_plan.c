@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "layout.h"
 #include "log.h"
 #include "model_file.h"
 #include "model_plan.h"
@@ -48,7 +49,8 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
   static const int ids[] = {JOB_OPT_MODEL,       JOB_OPT_FRAMES,     JOB_OPT_SIZE,
                             JOB_OPT_BUDGET,      JOB_OPT_CFG,        JOB_OPT_ORDER,
                             JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS, JOB_OPT_VAE,
-                            JOB_OPT_VAE_PRECISION, JOB_OPT_T5, JOB_OPT_PRECISION};
+                            JOB_OPT_VAE_PRECISION, JOB_OPT_T5, JOB_OPT_PRECISION,
+                            JOB_OPT_CACHE};
   plan_options po;
   plan_options_default(&po);
   snprintf(d->tflops, sizeof d->tflops, "%.0f", po.gpu_tflops);
@@ -440,6 +442,13 @@ static void print_header(const plan_cli *cl, const rank_model_info *info, const 
   if (po->max_rows > 0)
     snprintf(rows, sizeof rows, "chunk rows at most %lld", (long long)po->max_rows);
   printf("# order %s; %s; %s\n", plan_order_name(po->order), frac, rows);
+  if (pm->cache) {
+    const double c = (double)plan_layout_cache_bytes(micro, plan_tokens(wl), pm->dim) / GIB;
+    printf("# step cache %s: the last stage keeps %.3f GB of residuals, the first stage (when "
+           "not also the last) %.3f GB of inputs on their way; both counted in the ranks' "
+           "activations below\n",
+           cl->job.job.cache.method == RANK_CACHE_TEACACHE ? "teacache" : "magcache", c, c);
+  }
 }
 
 /* --layout: every layout considered (or the one given), the chosen one and
@@ -525,6 +534,7 @@ int cmd_plan(int argc, char **argv) {
   plan_model pm;
   rank_model_plan_sizes(m, dtype_bytes, job_precision_fp8(&cl.job, info), bb, &pm);
   plan_workload wl = job_workload(&cl.job.job, &info->config, (int)batch);
+  pm.cache = cl.job.job.cache.method != RANK_CACHE_OFF;
   if (cl.job.vae) { /* run --video: the CUDA decoder on the last rank */
     vae_model *vae = NULL;
     if ((rc = vae_model_open(cl.job.vae, 0, &vae)) != SP_OK) {

@@ -122,7 +122,35 @@ static json_object *rank_json(const comm_world *w, int r, const job_rank_stats *
   return o;
 }
 
-static void print_json(const comm_world *w, const plan *p, const job_rank_stats *all) {
+/* Step caching (rank 0's record): the spec, micro-batch steps skipped and
+ * in all over every job, and per branch the steps the last cached job
+ * skipped (0-based). */
+static void cache_json(json_object *root, const job_session *s) {
+  rank_cache_spec spec;
+  const uint8_t *act;
+  int steps, micro;
+  int64_t skipped, total;
+  if (!job_session_cache(s, &spec, &act, &steps, &micro, &skipped, &total)) return;
+  char text[64];
+  rank_cache_format(&spec, text, sizeof text);
+  json_object *c = json_object_new_object();
+  json_object_object_add(c, "method", json_object_new_string(text));
+  json_int(c, "skipped_micro_batch_steps", (uint64_t)skipped);
+  json_int(c, "micro_batch_steps", (uint64_t)total);
+  json_object *br = json_object_new_array();
+  for (int b = 0; b < micro; b++) {
+    json_object *l = json_object_new_array();
+    for (int i = 0; i < steps; i++)
+      if (act[i * micro + b] == RANK_CACHE_SKIP) json_object_array_add(l, json_object_new_int(i));
+    json_object_array_add(br, l);
+  }
+  json_object_object_add(c, "skipped_steps", br);
+  json_object_object_add(root, "cache", c);
+  json_int(root, "cache_skipped_steps", (uint64_t)skipped);
+}
+
+static void print_json(const comm_world *w, const plan *p, const job_rank_stats *all,
+                       const job_session *s) {
   json_object *root = json_object_new_object();
   size_t cap = 1 << 16;
   char *pj = sp_xmalloc(cap);
@@ -152,6 +180,7 @@ static void print_json(const comm_world *w, const plan *p, const job_rank_stats 
     json_num(root, "other_step_ms", other);
     json_num(root, "switch_ratio", other > 0 ? sw / other : 0.0);
   }
+  cache_json(root, s);
   printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
   fflush(stdout);
   json_object_put(root);
@@ -197,7 +226,7 @@ int cmd_run(int argc, char **argv) {
   if (rc == SP_OK) rc = job_session_run(s);
   rc = job_session_finish(s, rc, &all);
   if (all && !o.quiet) print_rank_table(&w, all);
-  if (all && json) print_json(&w, p, all);
+  if (all && json) print_json(&w, p, all, s);
   free(all);
   job_session_close(s);
   comm_set_phase("finishing");

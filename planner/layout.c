@@ -40,7 +40,18 @@ static const char *const buf_names[PLAN_BUF_KINDS] = {
     [PLAN_BUF_LORA_T] = "lora temporary",
     [PLAN_BUF_SEQ_HEADS] = "sequence-parallel heads",
     [PLAN_BUF_SEQ_PACK] = "sequence-parallel send rows",
+    [PLAN_BUF_CACHE_RES] = "step cache residuals",
+    [PLAN_BUF_CACHE_IN] = "step cache inputs",
+    [PLAN_BUF_CACHE_NEG] = "step cache gate",
 };
+
+uint64_t plan_layout_cache_bytes(int prompts, int64_t tokens, int64_t dim) {
+  if (prompts < 1 || tokens < 1 || dim < 1) return 0;
+  const uint64_t per = (uint64_t)tokens * (uint64_t)dim;
+  if (per / (uint64_t)dim != (uint64_t)tokens || per > UINT64_MAX / 4 / (uint64_t)prompts)
+    return UINT64_MAX;
+  return per * 4 * (uint64_t)prompts;
+}
 
 const char *plan_buf_name(plan_buf k) {
   return (int)k >= 0 && k < PLAN_BUF_KINDS ? buf_names[k] : "?";
@@ -240,6 +251,17 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
     take(&c, PLAN_BUF_SEQ_PACK, 0, mul(&c, mul(&c, L, D), a));
   }
 
+  /* Step caching: the last stage keeps each micro-batch's residual of the
+   * whole transformer, the first (when not also last) a copy of each one's
+   * input for the last stage (DESIGN.md "Step caching"). */
+  const uint64_t cache = plan_layout_cache_bytes(s->prompts, s->tokens, s->dim);
+  if (cache == UINT64_MAX) c.over = 1;
+  if (s->cache && s->has_head) {
+    take(&c, PLAN_BUF_CACHE_RES, 0, cache);
+    take(&c, PLAN_BUF_CACHE_NEG, 0, D * 4);
+  }
+  if (s->cache && s->has_embed && !s->has_head) take(&c, PLAN_BUF_CACHE_IN, 0, cache);
+
   if (c.over) return plan_fail(err, errlen, "layout: the arena's size overflows 64 bits");
   l->nstreamed = nstreamed;
   l->slots = slots;
@@ -290,6 +312,7 @@ void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan
       .simple_attn = simple_attn,
       .lora_elems = m->lora_block_elems,
       .lora_rank = m->lora_rank,
+      .cache = m->cache,
   };
   *out = s;
 }

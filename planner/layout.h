@@ -75,6 +75,12 @@ typedef enum plan_buf {
                            every token, 4 x (all tokens, dim / seq) */
   PLAN_BUF_SEQ_PACK,    /* Ulysses: (L, dim) the rank's rows packed peer by peer for the
                            all-to-all */
+  PLAN_BUF_CACHE_RES,   /* [res] (prompts, L, dim) fp32 step cache: the residual of the whole
+                           transformer per micro-batch (last stage) */
+  PLAN_BUF_CACHE_IN,    /* [in] (prompts, L, dim) fp32 step cache: each micro-batch's input on
+                           its way to the last stage (first stage, when not also last) */
+  PLAN_BUF_CACHE_NEG,   /* [cache_neg] (dim) fp32 of -1: the gate that makes the gated add
+                           subtract (the residual, last stage) */
   PLAN_BUF_KINDS
 } plan_buf;
 
@@ -109,6 +115,7 @@ typedef struct plan_stage_shape {
   /* bypassed LoRAs (plan_model's lora_block_elems, lora_rank; 0: none) */
   uint64_t lora_elems;
   int64_t lora_rank;
+  int cache; /* step caching (plan_model.cache) */
 } plan_stage_shape;
 
 typedef struct plan_buffer {
@@ -130,6 +137,11 @@ typedef struct plan_layout {
 
 /* bytes rounded up to PLAN_LAYOUT_ALIGN. */
 uint64_t plan_layout_align(uint64_t bytes);
+
+/* Bytes of a step cache buffer (PLAN_BUF_CACHE_RES or _CACHE_IN): one
+ * (tokens, dim) fp32 activation per micro-batch of a step; UINT64_MAX on
+ * overflow. */
+uint64_t plan_layout_cache_bytes(int prompts, int64_t tokens, int64_t dim);
 
 /* What kind k holds, in a few words ("cross-attention k", ...). */
 const char *plan_buf_name(plan_buf k);

@@ -51,6 +51,10 @@ typedef struct plan_model {
    * both experts' copies, in equal halves (plan_expert_bytes): a CUDA
    * stage holds each expert's groups as separate buffers (layout.h). */
   int experts;
+  /* Step caching (run --cache; 0: none): the last stage keeps a residual
+   * per micro-batch of a step, the first a copy of each one's input
+   * (layout.h, plan_layout_cache_bytes). */
+  int cache;
 } plan_model;
 
 /* One expert's share of bytes counted for every expert of m. */

@@ -28,6 +28,7 @@
 #include "plan.h"
 #include "sampler.h"
 #include "stage.h"
+#include "step_cache.h"
 #include "tensor_io.h"
 #include "transport.h"
 #include "wan_config.h"
@@ -73,6 +74,7 @@ typedef struct job_spec {
   /* Given, not defaults: a two-expert model's own defaults fill the rest
    * (job_opts_apply_model). */
   int cfg_given, shift_given, boundary_given;
+  rank_cache_spec cache; /* --cache (ranks/sampling/step_cache.h) */
   /* A refused or failed job: its error line (rank 0, for the report). */
   char error[256];
 } job_spec;
@@ -109,6 +111,7 @@ typedef struct job_opts {
   int64_t lora_rank;
   int probe_links;          /* --probe-links */
   int json;                 /* run --json: one JSON line per finished job on stdout */
+  int cache_any;            /* some job caches steps (job_session_plan): the plan counts it */
   plan_grid layout;         /* --layout RxSxU (layout_mode PLAN_GRID_GIVEN) */
   int layout_mode;          /* PLAN_GRID_PIPELINE (the default), _AUTO or _GIVEN:
                                job_layout_resolve decides from it */
@@ -129,7 +132,7 @@ typedef enum job_opt_id {
   JOB_OPT_MEM_TRACE, JOB_OPT_QUIET, JOB_OPT_VAE, JOB_OPT_VIDEO, JOB_OPT_FPS,
   JOB_OPT_VAE_PRECISION, JOB_OPT_LORA, JOB_OPT_LORA_MODE, JOB_OPT_TIMESTEPS, JOB_OPT_SIGMAS,
   JOB_OPT_PROBE_LINKS, JOB_OPT_BOUNDARY, JOB_OPT_T5, JOB_OPT_PROMPT, JOB_OPT_NEGATIVE,
-  JOB_OPT_LAYOUT, JOB_OPT_SPEED, JOB_OPT_PRECISION, JOB_OPT_COUNT
+  JOB_OPT_LAYOUT, JOB_OPT_SPEED, JOB_OPT_PRECISION, JOB_OPT_CACHE, JOB_OPT_COUNT
 } job_opt_id;
 
 typedef struct job_option {
@@ -350,13 +353,19 @@ int job_session_run(job_session *s);
 /* Logs the --jobs summary, gathers each rank's stats on rank 0 (*all, a
  * w->size array, free() it; NULL elsewhere). */
 int job_session_finish(job_session *s, int rc, job_rank_stats **all);
+/* Rank 0, step caching: the last job run with a cache, its spec and
+ * actions (steps x micro, ranks/sampling/step_cache.h), and over every
+ * cached job the micro-batch steps skipped and in all. Returns 0 (the
+ * outputs untouched) when no job cached. */
+int job_session_cache(const job_session *s, rank_cache_spec *spec, const uint8_t **act,
+                      int *steps, int *micro, int64_t *skipped, int64_t *total);
 void job_session_close(job_session *s);
 
 /* ---- the --jobs file (jobs.c) ----
  *
  * One job per line, whitespace-separated key=value fields with the keys of
  * the per-job options (cond, out, seed, noise, frames, size, steps, cfg,
- * shift, sampler, timesteps, sigmas, boundary); '#' starts a comment, blank lines are skipped. Keys
+ * shift, sampler, timesteps, sigmas, boundary, cache); '#' starts a comment, blank lines are skipped. Keys
  * left out take the run command's values. A line that breaks a rule is
  * kept as a bad job (logged once, "FILE:LINE: ..."), so the others run.
  * The file is o->jobs, the defaults o->job; each line's outputs are checked

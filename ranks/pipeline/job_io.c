@@ -85,7 +85,7 @@ int job_read_latent(const char *path, const char *name, const wan_config *c,
 
 /* The settings that produced a job's latents, written once here: as typed
  * attributes of an HDF5 output, as text metadata of a .latent one. */
-enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 15 + RANK_LORA_MAX };
+enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 16 + RANK_LORA_MAX };
 typedef struct job_setting {
   const char *key;
   int kind;
@@ -101,6 +101,7 @@ typedef struct job_settings_text {
   char schedule[RANK_SCHEDULE_MAX_LIST * 26];
   char lora_key[RANK_LORA_MAX][16];
   char lora[RANK_LORA_MAX][sizeof(((rank_lora_spec *)0)->path) + 64];
+  char cache[64];
 } job_settings_text;
 
 static int job_settings(const job_session *s, const job_spec *j, job_settings_text *t,
@@ -142,6 +143,10 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
   if (nlora)
     out[n++] = (job_setting){.key = "lora_mode", .kind = SETTING_STR,
                              .s = rank_lora_mode_name(s->o->lora_mode)};
+  if (j->cache.method != RANK_CACHE_OFF) { /* step caching changes the latents */
+    rank_cache_format(&j->cache, t->cache, sizeof t->cache);
+    out[n++] = (job_setting){.key = "cache", .kind = SETTING_STR, .s = t->cache};
+  }
   for (int k = 0; k < n; k++) {
     if (out[k].kind == SETTING_I64)
       snprintf(out[k].text, sizeof out[k].text, "%lld", (long long)out[k].i);
@@ -348,12 +353,18 @@ void job_log(const job_session *s, const job_spec *j) {
              j->boundary);
   else
     snprintf(cfg, sizeof cfg, "cfg %g", j->cfg);
+  char cache[80] = "";
+  if (j->cache.method != RANK_CACHE_OFF) {
+    char spec[64];
+    rank_cache_format(&j->cache, spec, sizeof spec);
+    snprintf(cache, sizeof cache, ", cache %s", spec);
+  }
   sp_log_info("run: %s%s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
-              "tokens, %d steps%s, %s, %s, shift %g, %s, %d rank%s",
+              "tokens, %d steps%s, %s, %s, shift %g, %s%s, %d rank%s",
               s->o->model,
               job_precision_fp8(s->o, rank_model_get_info(s->m)) ? " in fp8" : "",
               (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
               (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),
-              cfg, j->shift, init, s->w->size, s->w->size == 1 ? "" : "s");
+              cfg, j->shift, init, cache, s->w->size, s->w->size == 1 ? "" : "s");
 }

@@ -230,6 +230,14 @@ static int set_cfg(job_spec *j, const char *flag, const char *v) {
   return job_parse_double(flag, comma + 1, -HUGE_VAL, HUGE_VAL, &j->cfg_low);
 }
 
+/* --cache METHOD:T / cache= (the threshold's range is the parser's). */
+static int set_cache(job_spec *j, const char *flag, const char *v) {
+  char err[256];
+  if (rank_cache_parse(v, &j->cache, err, sizeof err) == SP_OK) return SP_OK;
+  sp_log_error("%s: %s", flag, err);
+  return SP_ERR_INPUT;
+}
+
 int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
   const job_option *opt = job_option_get(id);
   char flag[JOB_PATH + 64];
@@ -264,6 +272,7 @@ int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
     return job_parse_double(flag, v, -HUGE_VAL, HUGE_VAL, &j->boundary);
   case JOB_OPT_SAMPLER: return rank_sampler_kind_parse(v, &j->sampler);
   case JOB_OPT_LORA: return set_job_lora(j, flag, v);
+  case JOB_OPT_CACHE: return set_cache(j, flag, v);
   default: sp_log_error("%s: not an option of a job", flag); return SP_ERR_INPUT;
   }
 }

@@ -51,6 +51,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "  out=FILE [seed=K | noise=FILE] [frames=N]\n"
      "  [size=HxW] [steps=N] [cfg=G] [shift=S] [sampler=NAME]\n"
      "  [video=FILE] [fps=N] (video= needs --vae) [boundary=B]\n"
+     "  [cache=C]\n"
      "keys left out take the values of the flags above; jobs run\n"
      "in order, up to one per rank in flight together when they\n"
      "share latent shape and steps (their micro-batches fill the\n"
@@ -212,7 +213,29 @@ static const job_option table[JOB_OPT_COUNT] = {
      "only so far; no LoRAs); default: the file's (fp8 for a file\n"
      "of convert or init --dtype fp8, which refuses bf16); plan\n"
      "counts an fp8 block on a GPU as 1 byte per linear weight\n"
-     "plus its scales"}
+     "plus its scales"},
+    {JOB_OPT_CACHE, "cache", 0, "C", "off", 1,
+     "step caching: off, teacache:T or magcache:T (the CUDA\n"
+     "stage's is compiled but not yet run on a GPU). A skipped\n"
+     "step of a CFG branch reuses the residual out - in of the\n"
+     "whole transformer (all blocks) kept from the branch's last\n"
+     "computed step: in + R goes to the head. teacache: the\n"
+     "relative L1 change of the time embedding from step to step,\n"
+     "rescaled by TeaCache4Wan2.1's polynomial and accumulated;\n"
+     "skip while the sum is below T (published T: 1.3B 0.05 and\n"
+     "0.08, 14B 0.14 and 0.2; random weights need ~1e3). magcache:\n"
+     "MagCache4Wan2.1's magnitude ratios (50 steps, nearest-\n"
+     "interpolated to other counts), the accumulated error |1 -\n"
+     "ratio| below T, at most 2 skips in a row, the first 20% of\n"
+     "the forward calls kept (published T: 0.12). Constants of Wan\n"
+     "2.1 T2V 14B for width 5120, else 1.3B's. Never skipped: the\n"
+     "first and the last step, a Wan 2.2 expert's first step (no\n"
+     "residual crosses the switch). T 0 skips nothing (latents\n"
+     "bit-identical to off); every layout and rank count gives the\n"
+     "same latents. Memory: the last stage keeps one residual\n"
+     "(tokens x dim fp32) per micro-batch of a step, the first\n"
+     "stage one copy of each one's input (plan --cache counts\n"
+     "both)"}
 };
 
 const job_option *job_option_get(int id) {

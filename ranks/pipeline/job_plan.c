@@ -225,6 +225,7 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
                         job_precision_fp8(o, rank_model_get_info(m)), bb, &pm);
   pm.lora_block_elems = o->lora_block_elems; /* bypassed LoRAs' room (0: none) */
   pm.lora_rank = o->lora_rank;
+  pm.cache = o->cache_any;
   plan_budget b;
   plan_options po;
   plan_options_default(&po);

@@ -45,7 +45,18 @@ struct job_session {
   int64_t stage_lat[4];
   comm_group seq;     /* the sequence-parallel ranks of this rank's stage (U > 1) */
   job_rank_stats sum;
+  /* Rank 0, step caching: the last cached job's actions (cache_steps x
+   * cache_micro) and spec; over every cached job, micro-batch steps skipped
+   * and in all (job_cache_record) */
+  uint8_t *cache_act;
+  rank_cache_spec cache_spec;
+  int cache_steps, cache_micro;
+  int64_t cache_skipped, cache_total;
 };
+
+/* job_run.c */
+/* Rank 0: counts, keeps and logs job j's step-cache actions. */
+void job_cache_record(job_session *s, const job_spec *j, const uint8_t *act);
 
 /* job_plan.c */
 /* This host's physical memory in bytes (0 when unknown). */

@@ -150,6 +150,11 @@ static void report_json(const job_session *s, const job_spec *j, int rc, double 
     job_schedule_format(j, list, sizeof list);
     json_str(job, job_schedule_key(j), list);
   }
+  if (j->cache.method != RANK_CACHE_OFF) {
+    char spec[64];
+    rank_cache_format(&j->cache, spec, sizeof spec);
+    json_str(job, "cache", spec);
+  }
   json_object_object_add(job, "seconds", json_object_new_double(secs));
   printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
   fflush(stdout);

@@ -12,8 +12,10 @@
 
 /* Tags: the latent of job j travels as TAG_LATENT + j, micro-batch k of a
  * step as TAG_ACT + k, the velocity of the step's micro-batch k between
- * replicas as TAG_VEL + k (k < 2 * RANK_PIPE_MAX_JOBS). */
-enum { TAG_LATENT = 10, TAG_VEL = 40, TAG_ACT = 100 };
+ * replicas as TAG_VEL + k, with step caching the transformer's input of
+ * micro-batch k from stage 0 to the last stage as TAG_IN + k
+ * (k < 2 * RANK_PIPE_MAX_JOBS). */
+enum { TAG_LATENT = 10, TAG_VEL = 40, TAG_ACT = 100, TAG_IN = 200 };
 
 /* One line per step on a terminal that rewrites itself; plain lines in a
  * log. */
@@ -75,7 +77,20 @@ typedef struct bufs {
   double timeout_s;
   int steps; /* of the run, for messages */
   rank_pipe_stats *stats;
+  /* Step caching (DESIGN.md "Step caching"): this replica's micro-batches
+   * and their jobs (rank_job_cache_act), the ranks of stage 0 and the last
+   * stage, and per local micro-batch k the transfer of its input from
+   * stage 0's cache buffer k to the last stage's (in_x[k]; NULL: no cache). */
+  const rank_job *jobs;
+  const micro *mb;
+  int first, last, stage0, stage_last;
+  comm_xfer *in_x;
 } bufs;
+
+/* What the step's local micro-batch k does at step i. */
+static int cache_act(const bufs *b, int i, int k) {
+  return rank_job_cache_act(&b->jobs[b->mb[k].job], i, b->mb[k].branch);
+}
 
 /* Posts the receives of the next micro-batches into the buffers that are
  * free: a buffer is free once its last micro-batch was computed and its
@@ -84,12 +99,34 @@ static void post_recvs(bufs *b) {
   if (b->prev < 0) return;
   while (b->posted < b->total && b->posted < b->consumed + b->nbuf) {
     int i = (int)(b->posted % b->nbuf), k = (int)(b->posted % b->K);
-    traced_wait(b->tp, &b->send[i], b->timeout_s, "sending activations", &b->stats->send_s,
-                "send act", (int)(b->posted / b->K), k);
-    comm_tp_irecv(b->tp, rank_stage_act(b->s, i), b->bytes, b->prev, TAG_ACT + k, &b->recv[i],
-                  b->stream);
+    const int step = (int)(b->posted / b->K), skip = cache_act(b, step, k) == RANK_CACHE_SKIP;
     b->posted++;
+    /* A skipped micro-batch goes from stage 0 straight to the last stage. */
+    if (skip && !b->last) continue;
+    traced_wait(b->tp, &b->send[i], b->timeout_s, "sending activations", &b->stats->send_s,
+                "send act", step, k);
+    comm_tp_irecv(b->tp, rank_stage_act(b->s, i), b->bytes, skip ? b->stage0 : b->prev,
+                  TAG_ACT + k, &b->recv[i], b->stream);
   }
+}
+
+/* Bytes of the transformer's input (this rank's rows). */
+static size_t cache_bytes(const bufs *B) {
+  return (size_t)rank_stage_tokens(B->s) * (size_t)rank_stage_config(B->s)->dim * sizeof(float);
+}
+
+/* Stage 0 after embedding micro-batch k of step i into buffer b: a step
+ * whose residual is kept needs its input on the last stage (itself: a
+ * copy; else a message from a copy, since the blocks change b in place). */
+static void cache_send_input(bufs *B, int i, int k, int b) {
+  if (cache_act(B, i, k) != RANK_CACHE_STORE) return;
+  if (!B->last)
+    traced_wait(B->tp, &B->in_x[k], B->timeout_s, "sending the cached step's input",
+                &B->stats->send_s, "send in", i, k);
+  rank_stage_cache(B->s, RANK_CACHE_TAKE, b, k);
+  if (!B->last)
+    comm_tp_isend(B->tp, rank_stage_cache_buf(B->s, k), cache_bytes(B), B->stage_last, TAG_IN + k,
+                  &B->in_x[k], B->stream);
 }
 
 /* Host time of a compute call. With --trace the stage is synchronised after
@@ -120,21 +157,70 @@ static void check_finite(const float *x, int64_t n, int i, int steps, const char
              what, isnan(x[bad]) ? "NaN" : "Inf", (long long)bad);
 }
 
+/* After the blocks, micro-batch k of step i in buffer b (its cache action
+ * act): the last stage keeps or adds the residual and runs the head into
+ * v; stage 0 sends a skipped one straight to the last stage; every other
+ * computed one goes on to the next stage. */
+static void pass_on(bufs *B, int act, int b, int i, int k, const micro *m, float *(*v)[2]) {
+  rank_stage *s = B->s;
+  rank_pipe_stats *stats = B->stats;
+  if (B->last) {
+    if (act == RANK_CACHE_STORE) {
+      if (!B->first)
+        traced_wait(B->tp, &B->in_x[k], B->timeout_s, "receiving the cached step's input",
+                    &stats->wait_s, "recv in", i, k);
+      rank_stage_cache(s, RANK_CACHE_KEEP, b, k);
+    } else if (act == RANK_CACHE_SKIP) {
+      rank_stage_cache(s, RANK_CACHE_ADD, b, k);
+    }
+    double th = comm_now();
+    rank_trace_push("head");
+    rank_stage_head(s, b, v[m->job][m->branch]);
+    compute_done(s, "head", th, i, k, stats);
+  } else if (act == RANK_CACHE_SKIP) {
+    if (B->first)
+      comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->stage_last, TAG_ACT + k,
+                    &B->send[b], B->stream);
+  } else {
+    /* Checked where it leaves the rank that made it (host buffers: the
+     * CPU backend; device activations are not read back for this). */
+    if (!B->stream) {
+      char what[160];
+      const rank_stage_cfg *c = rank_stage_get_cfg(s);
+      snprintf(what, sizeof what, "micro-batch %d: the activations this rank's blocks %d-%d made",
+               k, c->first_block, c->last_block);
+      check_finite(rank_stage_act(s, b), (int64_t)(B->bytes / sizeof(float)), i, B->steps, what);
+    }
+    comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->next, TAG_ACT + k, &B->send[b],
+                  B->stream);
+  }
+}
+
 /* One blocks call of step i on micro-batches k0 .. k0 + G - 1: stage 0
  * embeds them (once the buffer's previous send is done), a later stage
  * waits for their receives; then the blocks; then the last stage runs the
- * head into v, every other stage sends the buffers on. */
+ * head into v, every other stage sends the buffers on. With step caching a
+ * skipped micro-batch runs no block: stage 0 sends its embedding straight
+ * to the last stage, which adds the kept residual before the head, and a
+ * middle stage never sees it. */
 static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, int G, int i,
                       float *const *latent, float *(*v)[2]) {
-  const int first = B->prev < 0, last = B->next < 0;
+  const int first = B->first, last = B->last;
   rank_stage *s = B->s;
   rank_pipe_stats *stats = B->stats;
-  int slots[2 * RANK_PIPE_MAX_JOBS], bi[2 * RANK_PIPE_MAX_JOBS];
+  /* bi, act: each micro-batch's buffer and cache action; slots, run: the
+   * prompt slots and buffers of those that run the blocks (not skipped) */
+  int bi[2 * RANK_PIPE_MAX_JOBS], act[2 * RANK_PIPE_MAX_JOBS];
+  int slots[2 * RANK_PIPE_MAX_JOBS], run[2 * RANK_PIPE_MAX_JOBS], nrun = 0;
   for (int k = k0; k < k0 + G; k++) {
     const rank_job *jb = &jobs[mb[k].job];
     int b = (int)(((int64_t)i * B->K + k) % B->nbuf);
     bi[k - k0] = b;
-    slots[k - k0] = jb->slot0 + mb[k].branch;
+    act[k - k0] = cache_act(B, i, k);
+    if (act[k - k0] != RANK_CACHE_SKIP) {
+      slots[nrun] = jb->slot0 + mb[k].branch;
+      run[nrun++] = b;
+    }
     if (first) {
       /* The buffer may still be on its way to the next stage. */
       traced_wait(B->tp, &B->send[b], B->timeout_s, "sending activations", &stats->send_s,
@@ -143,38 +229,22 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
       rank_trace_push("embed");
       rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], b);
       compute_done(s, "embed", t0, i, k, stats);
-    } else {
+      cache_send_input(B, i, k, b);
+    } else if (act[k - k0] != RANK_CACHE_SKIP || last) {
       traced_wait(B->tp, &B->recv[b], B->timeout_s,
                   "receiving activations from the previous stage", &stats->wait_s, "recv act", i, k);
+      if (last && act[k - k0] == RANK_CACHE_STORE)
+        comm_tp_irecv(B->tp, rank_stage_cache_buf(s, k), cache_bytes(B), B->stage0, TAG_IN + k,
+                      &B->in_x[k], B->stream);
     }
   }
-  double t0 = comm_now();
-  rank_trace_push("blocks");
-  rank_stage_blocks(s, G, slots, bi);
-  compute_done(s, "blocks", t0, i, G == 1 ? k0 : -1, stats);
-  for (int k = k0; k < k0 + G; k++) {
-    int b = bi[k - k0];
-    if (last) {
-      double th = comm_now();
-      rank_trace_push("head");
-      rank_stage_head(s, b, v[mb[k].job][mb[k].branch]);
-      compute_done(s, "head", th, i, k, stats);
-    } else {
-      /* Checked where it leaves the rank that made it (host buffers: the
-       * CPU backend; device activations are not read back for this). */
-      if (!B->stream) {
-        char what[160];
-        const rank_stage_cfg *c = rank_stage_get_cfg(s);
-        snprintf(what, sizeof what,
-                 "micro-batch %d: the activations this rank's blocks %d-%d made", k,
-                 c->first_block, c->last_block);
-        check_finite(rank_stage_act(s, b), (int64_t)(B->bytes / sizeof(float)), i, B->steps,
-                     what);
-      }
-      comm_tp_isend(B->tp, rank_stage_act(s, b), B->bytes, B->next, TAG_ACT + k, &B->send[b],
-                    B->stream);
-    }
+  if (nrun > 0) {
+    double t0 = comm_now();
+    rank_trace_push("blocks");
+    rank_stage_blocks(s, nrun, slots, run);
+    compute_done(s, "blocks", t0, i, G == 1 ? k0 : -1, stats);
   }
+  for (int k = k0; k < k0 + G; k++) pass_on(B, act[k - k0], bi[k - k0], i, k, &mb[k], v);
   B->consumed += G;
   post_recvs(B);
 }
@@ -229,6 +299,18 @@ static void exchange_velocities(comm_transport *tp, const plan_grid *g, plan_gri
   rank_trace_span("exchange velocities", "wait", t0, -1, -1);
 }
 
+/* The transfers of the step cache's inputs, when a job in flight caches:
+ * stage 0 and the last stage hold cache buffers for them (cfg.cache, the
+ * plan's: planner/layout.c). */
+static void cache_setup(bufs *B, const rank_job *jobs, int njobs) {
+  int any = 0;
+  for (int j = 0; j < njobs; j++) any |= jobs[j].cache != NULL;
+  if (!any || (!B->first && !B->last)) return;
+  if (!rank_stage_get_cfg(B->s)->cache || B->K > rank_stage_get_cfg(B->s)->prompts)
+    sp_fatal("internal: a job caches steps on a stage loaded without the step cache's buffers");
+  B->in_x = sp_xcalloc((size_t)B->K, sizeof *B->in_x);
+}
+
 int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
                          rank_stage *s, const rank_job *jobs, int njobs,
                          const double *replica_speed, int block_major, double timeout_s,
@@ -267,7 +349,10 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
             .prev = first ? -1 : stage_peer(grid, pos, pos.stage - 1),
             .next = last ? -1 : stage_peer(grid, pos, pos.stage + 1),
             .total = (int64_t)steps * K,
-            .timeout_s = timeout_s, .stats = stats, .steps = steps};
+            .timeout_s = timeout_s, .stats = stats, .steps = steps,
+            .jobs = jobs, .mb = mb, .first = first, .last = last,
+            .stage0 = stage_peer(grid, pos, 0), .stage_last = stage_peer(grid, pos, S - 1)};
+  cache_setup(&B, jobs, njobs);
   comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
   comm_xfer *vel_req = last && R > 1 ? sp_xcalloc((size_t)(KA * R), sizeof *vel_req) : NULL;
   const int stage0 = stage_peer(grid, pos, 0), stage_last = stage_peer(grid, pos, S - 1);
@@ -339,6 +424,8 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
     rank_trace_span("step", "step", t_step, i, -1);
   }
   if (!last) wait_all(tp, B.send, nbuf, timeout_s, "sending activations", &stats->send_s);
+  if (B.in_x && first && !last)
+    wait_all(tp, B.in_x, K, timeout_s, "sending the cached steps' inputs", &stats->send_s);
   if (first && !last) {
     post_latents(tp, latent, njobs, lat_bytes, stage_last, 0, lat_req);
     wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &stats->wait_s);
@@ -351,6 +438,7 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
   stats->sample_s += comm_now() - t_start;
   stats->steps += steps;
 done:
+  free(B.in_x);
   free(vel_req);
   for (int j = 0; j < njobs; j++) {
     rank_sampler_destroy(smp[j]);

@@ -38,7 +38,14 @@
  * bit for bit. With U sequence-parallel ranks per stage, rank u of a stage
  * talks to rank u of the neighbouring stages (its activation messages hold
  * its rows of the tokens); the stage itself exchanges heads within the
- * stage and gathers the whole velocity on each of its last stage's ranks. */
+ * stage and gathers the whole velocity on each of its last stage's ranks.
+ *
+ * Step caching (DESIGN.md "Step caching"; rank_job.cache): a micro-batch
+ * whose action is SKIP runs no block: stage 0 embeds it and sends the
+ * message straight to the last stage, which adds the residual kept in its
+ * stage (rank_stage_cache) before the head; middle stages never see it. At
+ * a STORE step stage 0 also sends the transformer's input (TAG_IN) to the
+ * last stage, which makes the residual from it after its blocks. */
 #ifndef RANK_PIPELINE_H
 #define RANK_PIPELINE_H
 
@@ -49,6 +56,7 @@
 #include "transport.h"
 #include "sampler.h"
 #include "stage.h"
+#include "step_cache.h"
 
 typedef struct rank_job {
   int64_t lat[4];          /* latent (in_dim, F, H, W) */
@@ -64,7 +72,16 @@ typedef struct rank_job {
   const float *noise;      /* stage 0 and last stage: initial latent (numel) */
   float *out;              /* last stage: the final latent (numel) */
   int slot0;               /* its first prompt slot: conditional slot0, negative slot0 + 1 */
+  /* Step caching (DESIGN.md "Step caching"): (steps x micro) what micro-batch
+   * b does at step i, cache[i * micro + b]: RANK_CACHE_RUN, _STORE or _SKIP
+   * (ranks/sampling/step_cache.h), the same on every rank; NULL: no cache. */
+  const uint8_t *cache;
 } rank_job;
+
+/* What micro-batch b of job j does at step i (RANK_CACHE_RUN without a cache). */
+static inline int rank_job_cache_act(const rank_job *j, int i, int b) {
+  return j->cache ? j->cache[(int64_t)i * j->micro + b] : 0;
+}
 
 /* Jobs in flight together: independent jobs fill the pipeline (their
  * micro-batches flow through the stages one after the other within each

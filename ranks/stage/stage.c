@@ -89,10 +89,13 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
   }
   if (s->cfg.act_buffers < 1) s->cfg.act_buffers = 1;
   s->act = sp_xcalloc((size_t)s->cfg.act_buffers, sizeof *s->act);
+  if (!cfg->embed && !cfg->head) s->cfg.cache = 0; /* a middle stage never sees it */
+  if (s->cfg.cache) s->cache = sp_xcalloc((size_t)s->cfg.prompts, sizeof *s->cache);
   int rc = cfg->device == RANK_DEVICE_CUDA ? rank_stage_cuda_load(m, s, bytes_read)
                                            : rank_stage_cpu_load(m, s, bytes_read);
   if (rc != SP_OK) {
     free(s->act);
+    free(s->cache);
     free(s);
     return rc;
   }
@@ -104,6 +107,7 @@ void rank_stage_free(rank_stage *s) {
   if (!s) return;
   s->ops->destroy(s);
   free(s->act);
+  free(s->cache);
   free(s);
 }
 
@@ -161,6 +165,27 @@ void *rank_stage_stream(rank_stage *s) { return s->stream; }
 void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf) {
   check_buf(s, buf);
   s->ops->embed(s, latent, t, buf);
+}
+static void check_cache(const rank_stage *s, int k) {
+  if (!s->cache || k < 0 || k >= s->cfg.prompts)
+    sp_fatal("internal: step cache buffer %d of %d", k, s->cache ? s->cfg.prompts : 0);
+}
+void *rank_stage_cache_buf(rank_stage *s, int k) {
+  check_cache(s, k);
+  return s->cache[k];
+}
+void rank_stage_cache(rank_stage *s, rank_cache_op op, int buf, int k) {
+  check_cache(s, k);
+  check_buf(s, buf);
+  s->ops->cache(s, op, buf, k);
+}
+int rank_stage_time_embed(rank_stage *s, double t, float *e) {
+  if (!s->cfg.embed) {
+    sp_log_error("internal: the time embedding asked of a stage without the embeddings");
+    return SP_ERR_RUNTIME;
+  }
+  s->ops->time_embed(s, t, e);
+  return SP_OK;
 }
 void rank_stage_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
   if (n < 1) sp_fatal("internal: blocks on %d micro-batches", n);

@@ -77,6 +77,10 @@ typedef struct rank_stage_cfg {
    * of convert --dtype fp8), the linear layers' inputs quantised per
    * token. CPU backend only (rank_stage_precision_check). */
   int fp8;
+  /* Step caching (DESIGN.md "Step caching"): the last stage holds a
+   * residual and stage 0 (when not also last) an input copy per prompt
+   * slot (rank_stage_cache_*). 0: none. */
+  int cache;
 } rank_stage_cfg;
 
 /* 1 when this build has the CUDA backend and a GPU is visible. */
@@ -158,6 +162,26 @@ void *rank_stage_stream(rank_stage *s);
  * pinned; it must not change until the work is done: rank_stage_sync) and
  * timestep t. */
 void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf);
+/* Stage 0: the time embedding e (dim) of timestep t under the selected
+ * expert, into host memory e, at once (before sampling: TeaCache's
+ * criterion, ranks/sampling/step_cache.h). SP_OK, or SP_ERR_RUNTIME logged
+ * on a stage without the embeddings (the caller's bug). */
+int rank_stage_time_embed(rank_stage *s, double t, float *e);
+/* Step caching (cfg.cache; on stage 0 and the last stage only):
+ * cache buffer k (0 .. prompts-1), (tokens, dim) fp32 in the stage's
+ * memory (device memory on CUDA), holds the transformer's input of a
+ * micro-batch on its way to the last stage, or on the last stage its
+ * residual (in the backend's own form). The calls queue on the stage's
+ * stream like the others.
+ *   TAKE: cache k = x of activation buffer buf (the transformer's input);
+ *   KEEP: cache k holding the input, buf the blocks' output: cache k
+ *         becomes the residual out - in;
+ *   ADD:  x of buf (a skipped step's input) += the residual: the blocks'
+ *         output the head takes, bit-identical on every backend that keeps
+ *         x + (out - in) in fp32. */
+typedef enum { RANK_CACHE_TAKE = 0, RANK_CACHE_KEEP = 1, RANK_CACHE_ADD = 2 } rank_cache_op;
+void *rank_stage_cache_buf(rank_stage *s, int k);
+void rank_stage_cache(rank_stage *s, rank_cache_op op, int buf, int k);
 /* Every stage: its blocks on n micro-batches, buffer bufs[j] with prompt
  * slot slots[j], in place. n = 1 is micro-batch-major work; n > 1 is
  * block-major: each block runs every micro-batch while its weights are on

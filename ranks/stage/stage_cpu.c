@@ -117,6 +117,7 @@ static void cpu_destroy(rank_stage *s) {
   }
   free(c->scratch);
   for (int i = 0; i < s->cfg.act_buffers; i++) free(s->act[i]);
+  for (int k = 0; s->cache && k < s->cfg.prompts; k++) free(s->cache[k]);
   rank_rope_free(&c->rope);
   free(c);
   s->impl = NULL;
@@ -146,6 +147,34 @@ static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
   rank_dit_embed_patch(s->c, &c->cur->embed, latent, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
                        seq_of(s), x, c->scratch);
   rank_dit_embed_time(s->c, &c->cur->embed, t, e, e0, c->scratch);
+}
+
+/* e of timestep t; e0 and the temporaries in memory of its own (before
+ * sampling, not on the step's path). */
+static void cpu_time_embed(rank_stage *s, double t, float *e) {
+  const wan_config *cf = s->c;
+  float *tmp = sp_xmalloc((size_t)(cf->freq_dim + 8 * cf->dim) * sizeof(float));
+  rank_dit_embed_time(cf, &st(s)->cur->embed, t, e, tmp, tmp + 6 * cf->dim);
+  free(tmp);
+}
+
+/* The step cache's buffers for s->tokens rows (again after a relayout). */
+static void cache_alloc(rank_stage *s) {
+  for (int k = 0; s->cache && k < s->cfg.prompts; k++) {
+    free(s->cache[k]);
+    s->cache[k] = sp_xmalloc((size_t)(s->tokens * s->c->dim) * sizeof(float));
+  }
+}
+
+static void cpu_cache(rank_stage *s, rank_cache_op op, int buf, int k) {
+  const int64_t n = s->tokens * s->c->dim;
+  float *x = s->act[buf], *r = s->cache[k];
+  if (op == RANK_CACHE_TAKE)
+    memcpy(r, x, (size_t)n * sizeof(float));
+  else if (op == RANK_CACHE_KEEP)
+    for (int64_t j = 0; j < n; j++) r[j] = x[j] - r[j];
+  else
+    for (int64_t j = 0; j < n; j++) x[j] += r[j];
 }
 
 /* Block-major when n > 1: every micro-batch through block b, then b + 1.
@@ -231,6 +260,7 @@ static int cpu_relayout(rank_stage *s) {
     free(s->act[i]);
     s->act[i] = sp_xmalloc(rank_stage_act_bytes(s));
   }
+  cache_alloc(s);
   free(c->scratch);
   c->scratch = sp_xmalloc(scratch_floats(s, c->lora_rank) * sizeof(float));
   rank_rope_free(&c->rope);
@@ -240,7 +270,8 @@ static int cpu_relayout(rank_stage *s) {
 
 static const rank_stage_ops cpu_ops = {cpu_destroy, cpu_embed_text, cpu_set_prompt, cpu_embed,
                                        cpu_blocks,  cpu_head,       cpu_sync,  cpu_set_lora,
-                                       cpu_set_expert, cpu_relayout};
+                                       cpu_set_expert, cpu_relayout, cpu_time_embed,
+                                       cpu_cache};
 
 int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
@@ -266,6 +297,7 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
                             .ctx = (void *)cfg->seq};
   for (int i = 0; i < cfg->act_buffers; i++)
     s->act[i] = sp_xmalloc(rank_stage_act_bytes(s));
+  cache_alloc(s);
 
   size_t tmp_bytes = 0;
   for (int g = 0; g < 3; g++) {

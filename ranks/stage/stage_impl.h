@@ -21,6 +21,11 @@ typedef struct rank_stage_ops {
    * s->tokens, already set (rank_stage_relayout); the queue is drained.
    * SP_OK, or logged SP_ERR_RUNTIME having changed nothing. */
   int (*relayout)(rank_stage *s);
+  /* e (dim) of timestep t into host memory, at once (rank_stage_time_embed);
+   * NULL: the backend has none. */
+  void (*time_embed)(rank_stage *s, double t, float *e);
+  /* rank_stage_cache on buffer buf and cache buffer k (s->cache[k]). */
+  void (*cache)(rank_stage *s, rank_cache_op op, int buf, int k);
 } rank_stage_ops;
 
 struct rank_stage {
@@ -33,6 +38,7 @@ struct rank_stage {
   int experts;  /* the model's experts, each held whole for the stage's range */
   int expert;   /* the one the calls use */
   float **act;  /* [cfg.act_buffers] activation buffers (the backend's memory) */
+  float **cache; /* [cfg.prompts] step cache buffers (rank_stage_cache_buf), or NULL */
   void *stream; /* the backend's stream (NULL on the CPU) */
   rank_stage_stats stats; /* the backend keeps it */
   void *impl;   /* the backend's state */

@@ -225,6 +225,45 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
                        D, 6 * D, c->stream);
 }
 
+/* e of timestep t into host memory, as cuda_embed makes it (the sinusoid
+ * in double on the host, the MLP on the device; e2 holds it), at once:
+ * before sampling, TeaCache's criterion. */
+static void cuda_time_embed(rank_stage *s, double t, float *e) {
+  cuda_stage *c = cuda_of(s);
+  const wan_config *cf = s->c;
+  const int64_t D = cf->dim;
+  float *sin_h = sp_xmalloc((size_t)cf->freq_dim * sizeof *sin_h);
+  kern_cpu_time_sinusoid(t, cf->freq_dim, sin_h);
+  float *tin = c->tvec, *h = tin + cf->freq_dim;
+  const wan_embed_bf16 *we = &c->x->embed;
+  CUDA_CHECK(cudaMemcpyAsync(tin, sin_h, (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
+                             c->stream));
+  kern_cuda_linear_f32_input(tin, we->time_embedding_0_w, we->time_embedding_0_b, h, 1,
+                             cf->freq_dim, D, c->stream);
+  kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
+  kern_cuda_linear_f32_input(h, we->time_embedding_2_w, we->time_embedding_2_b, c->e2, 1, D, D,
+                             c->stream);
+  CUDA_CHECK(cudaMemcpyAsync(e, c->e2, (size_t)D * 4, cudaMemcpyDeviceToHost, c->stream));
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  free(sin_h);
+}
+
+/* The step cache (stage.h), on the stage's stream. The last stage keeps
+ * the residual negated, in - out: a gated add with gate -1 makes it
+ * (one rounding, as out - in's), and ADD adds it back with gate -1, so x
+ * becomes x + (out - in) bit for bit as on the CPU. */
+static void cuda_cache(rank_stage *s, rank_cache_op op, int buf, int k) {
+  cuda_stage *c = cuda_of(s);
+  const int64_t L = s->tokens, D = s->c->dim;
+  float *x = s->act[buf], *r = s->cache[k];
+  if (op == RANK_CACHE_TAKE)
+    CUDA_CHECK(cudaMemcpyAsync(r, x, (size_t)(L * D) * 4, cudaMemcpyDeviceToDevice, c->stream));
+  else if (op == RANK_CACHE_KEEP)
+    kern_cuda_gated_add(r, x, KERN_DTYPE_F32, c->cache_neg, L, D, c->stream);
+  else
+    kern_cuda_gated_add(x, r, KERN_DTYPE_F32, c->cache_neg, L, D, c->stream);
+}
+
 /* Starts the copy of the n-th streamed block into its slot, once the
  * compute stream has finished reading the block that was there before. */
 static void issue_copy(rank_stage *s, cuda_stage *c, int n, size_t bytes) {
@@ -435,7 +474,8 @@ static void issue_swap(rank_stage *s, cuda_stage *c) {
 static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
                                         cuda_embed,   cuda_blocks,     cuda_head,
                                         cuda_sync,    cuda_set_lora,   cuda_set_expert,
-                                        rank_cuda_relayout};
+                                        rank_cuda_relayout, cuda_time_embed,
+                                        cuda_cache};
 
 int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;

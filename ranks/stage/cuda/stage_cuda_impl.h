@@ -65,6 +65,7 @@ typedef struct cuda_stage {
   int64_t rows;       /* rows per chunk of the block transients (<= L) */
   float *m;           /* (6, dim) modulation of the current block */
   float *e2;          /* (2, dim) e repeated for the head's modulation */
+  float *cache_neg;   /* (dim) -1: the step cache's subtracting gate (last stage, cfg.cache) */
   /* Block transients. kb, vb: bf16 k and v of all L rows; fb, the FFN hidden
    * of a chunk, reuses their memory (self-attention is over by then). The
    * rest hold one chunk of rows, bf16: */

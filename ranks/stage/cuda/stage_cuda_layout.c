@@ -56,6 +56,7 @@ int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tok
       .swap = s->cfg.swap_experts,
       .lora_elems = s->cfg.lora_block_elems,
       .lora_rank = s->cfg.lora_rank,
+      .cache = s->cfg.cache,
   };
   char err[256];
   if (plan_layout_make(&sh, out, err, sizeof err) != PLAN_OK) {
@@ -71,6 +72,16 @@ static void place_fixed(uint16_t **field, char *p, int keep, const plan_buffer *
   if (keep && *field != (uint16_t *)p)
     sp_fatal("internal: re-laying the stage moves its %s %d", plan_buf_name(b->kind), b->index);
   *field = (uint16_t *)p;
+}
+
+/* The step cache's gate: dim values of -1 (its place may move with a
+ * re-layout, so it is written at every carve; between jobs). */
+static void set_neg(cuda_stage *c, float *dev, int64_t dim) {
+  float *h = sp_xmalloc((size_t)dim * sizeof *h);
+  for (int64_t i = 0; i < dim; i++) h[i] = -1.0f;
+  CUDA_CHECK(cudaMemcpy(dev, h, (size_t)dim * sizeof *h, cudaMemcpyHostToDevice));
+  free(h);
+  c->cache_neg = dev;
 }
 
 /* Points every buffer of the stage at its place in the arena; keep: a
@@ -122,6 +133,12 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l, int keep) 
     case PLAN_BUF_LORA_T: c->lora_t = (uint16_t *)p; break;
     case PLAN_BUF_SEQ_HEADS: c->sq = (uint16_t *)p; break;
     case PLAN_BUF_SEQ_PACK: c->spack = (uint16_t *)p; break;
+    case PLAN_BUF_CACHE_RES:
+    case PLAN_BUF_CACHE_IN: /* one (tokens, dim) fp32 per prompt slot */
+      for (int k = 0; k < s->cfg.prompts; k++)
+        s->cache[k] = (float *)p + (size_t)k * (size_t)(s->tokens * s->c->dim);
+      break;
+    case PLAN_BUF_CACHE_NEG: set_neg(c, (float *)p, s->c->dim); break;
     default: sp_fatal("internal: layout buffer kind %d", (int)b->kind);
     }
   }
