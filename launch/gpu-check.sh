@@ -6,7 +6,8 @@
 #
 # Steps: the op table (tests/gpu/test_ops), attention against the CPU,
 # end-to-end forward GPU vs CPU, compute-sanitizer memcheck on the tiny
-# model's forward and memcheck/racecheck on small attention shapes, then
+# model's forward and memcheck/racecheck on small attention shapes, every
+# ctest test labelled gpu, then
 # (unless --quick) the forward of synth:wan2.1-1.3b and -14b at 480x832x81
 # with each attention backend, and the attention benchmark.
 set -u
@@ -49,6 +50,9 @@ step memcheck_forward compute-sanitizer --tool memcheck --error-exitcode 1 "$SP_
   --model "$T/tiny.h5" --latent "$T/small.h5" --cond "$T/small.h5" --timestep 700 --device cuda -o "$T/p.h5"
 step memcheck_attention compute-sanitizer --tool memcheck --error-exitcode 1 "$B/tests/gpu_test_attention" --small
 step racecheck_flash compute-sanitizer --tool racecheck --error-exitcode 1 "$B/tests/gpu_test_attention" --small --flash-only
+# Every test labelled gpu (the ones above among them), each written for a
+# path that only a GPU can check: ctest's summary is the step's line.
+step ctest_gpu ctest --test-dir "$B" -L gpu --output-on-failure
 if [ $quick -eq 0 ]; then
   for m in 1.3b 14b; do
     for a in cudnn flash; do
