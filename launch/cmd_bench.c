@@ -384,9 +384,67 @@ static int run_sweep(const bench_opts *o, const bench_values *v, const bench_top
   return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
 }
 
-int cmd_bench(int argc, char **argv) {
-  enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN, O_RANKS, O_DEVICES,
-         O_PRECISION };
+enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN, O_RANKS, O_DEVICES,
+       O_PRECISION };
+
+/* The text of the flags whose values are split in place (the lists of
+ * bench_opts point into it), with their defaults. */
+typedef struct bench_text {
+  char ranks[256], frames[256], sizes[256], fracs[256], orders[256];
+  char launcher[1024], extra[1024];
+} bench_text;
+
+/* Adds a value of a repeatable flag (--budget, --devices) to its list. */
+static int add_value(const char *flag, const char *what, const char *v, const char **list,
+                     int *n) {
+  if (*n == MAX_LIST) {
+    sp_log_error("%s: more than %d %s", flag, MAX_LIST, what);
+    return SP_ERR_INPUT;
+  }
+  list[(*n)++] = v;
+  return SP_OK;
+}
+
+/* One flag's value (getopt's ch, optarg) into o or t. SP_OK, SP_ERR_INPUT
+ * (logged), or -1 for a ch that is not one of bench's value flags. */
+static int parse_flag(int ch, bench_opts *o, bench_text *t) {
+  switch (ch) {
+  case 'm': o->model = optarg; return SP_OK;
+  case 'c': o->cond = optarg; return SP_OK;
+  case O_RANKS: return copy_arg("--ranks", optarg, t->ranks, sizeof t->ranks);
+  case 'r': o->repeat = optarg; return SP_OK;
+  case 'b': return add_value("--budget", "budgets", optarg, o->budgets, &o->nbudgets);
+  case O_DEVICES: return add_value("--devices", "lists", optarg, o->devices, &o->ndevices);
+  case 'f': return copy_arg("--frames", optarg, t->frames, sizeof t->frames);
+  case 's': return copy_arg("--size", optarg, t->sizes, sizeof t->sizes);
+  case 'n': o->steps = optarg; return SP_OK;
+  case 'g': o->cfg = optarg; return SP_OK;
+  case 'd': o->device = optarg; return SP_OK;
+  case O_LAUNCHER: return copy_arg("--launcher", optarg, t->launcher, sizeof t->launcher);
+  /* -1 until split: passed, so split and pass to run. */
+  case O_ORDER:
+    o->norders = -1;
+    return copy_arg("--order", optarg, t->orders, sizeof t->orders);
+  case O_STREAM_FRAC:
+    o->nfracs = -1;
+    return copy_arg("--stream-frac", optarg, t->fracs, sizeof t->fracs);
+  case O_EXTRA: return copy_arg("--extra", optarg, t->extra, sizeof t->extra);
+  case O_DRY_RUN: o->dry_run = 1; return SP_OK;
+  case O_PRECISION:
+    if (strcmp(optarg, "bf16") != 0 && strcmp(optarg, "fp8") != 0) {
+      sp_log_error("--precision: '%s' is not bf16 or fp8", optarg);
+      return SP_ERR_INPUT;
+    }
+    o->precision = optarg;
+    return SP_OK;
+  case 'o': o->dir = optarg; return SP_OK;
+  default: return -1;
+  }
+}
+
+/* The command line into o and t. Returns the status to end with, *help set
+ * when --help was printed, or SP_OK with *help 0 to go on. */
+static int parse_args(int argc, char **argv, bench_opts *o, bench_text *t, int *help) {
   static const struct option opts[] = {
       {"model", required_argument, 0, 'm'}, {"cond", required_argument, 0, 'c'},
       {"ranks", required_argument, 0, O_RANKS}, {"budget", required_argument, 0, 'b'},
@@ -401,96 +459,78 @@ int cmd_bench(int argc, char **argv) {
       {"precision", required_argument, 0, O_PRECISION},
       {"out", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
-  bench_opts o = {.device = "auto", .steps = "2", .cfg = "5", .repeat = "1"};
-  char rbuf[256] = "1", fbuf[256] = "81", sbuf[256] = "480x832", qbuf[256] = "", pbuf[256] = "";
-  char lbuf[1024] = "mpirun", xbuf[1024] = "";
+  *help = 0;
   cli_getopt_reset();
-  int ch, rc = SP_OK;
+  int ch;
   while ((ch = getopt_long(argc, argv, "m:c:b:f:s:n:g:r:d:o:h", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'm': o.model = optarg; break;
-    case 'c': o.cond = optarg; break;
-    case O_RANKS: rc = copy_arg("--ranks", optarg, rbuf, sizeof rbuf); break;
-    case 'r': o.repeat = optarg; break;
-    case 'b':
-      if (o.nbudgets == MAX_LIST) {
-        sp_log_error("--budget: more than %d budgets", MAX_LIST);
-        return SP_ERR_INPUT;
-      }
-      o.budgets[o.nbudgets++] = optarg;
-      break;
-    case O_DEVICES:
-      if (o.ndevices == MAX_LIST) {
-        sp_log_error("--devices: more than %d lists", MAX_LIST);
-        return SP_ERR_INPUT;
-      }
-      o.devices[o.ndevices++] = optarg;
-      break;
-    case 'f': rc = copy_arg("--frames", optarg, fbuf, sizeof fbuf); break;
-    case 's': rc = copy_arg("--size", optarg, sbuf, sizeof sbuf); break;
-    case 'n': o.steps = optarg; break;
-    case 'g': o.cfg = optarg; break;
-    case 'd': o.device = optarg; break;
-    case O_LAUNCHER: rc = copy_arg("--launcher", optarg, lbuf, sizeof lbuf); break;
-    /* -1 until split: passed, so split and pass to run. */
-    case O_ORDER:
-      rc = copy_arg("--order", optarg, pbuf, sizeof pbuf);
-      o.norders = -1;
-      break;
-    case O_STREAM_FRAC:
-      rc = copy_arg("--stream-frac", optarg, qbuf, sizeof qbuf);
-      o.nfracs = -1;
-      break;
-    case O_EXTRA: rc = copy_arg("--extra", optarg, xbuf, sizeof xbuf); break;
-    case O_DRY_RUN: o.dry_run = 1; break;
-    case O_PRECISION:
-      if (strcmp(optarg, "bf16") != 0 && strcmp(optarg, "fp8") != 0) {
-        sp_log_error("--precision: '%s' is not bf16 or fp8", optarg);
-        return SP_ERR_INPUT;
-      }
-      o.precision = optarg;
-      break;
-    case 'o': o.dir = optarg; break;
-    case 'h': usage(stdout); return SP_OK;
-    default: return cli_bad_usage("bench");
+    if (ch == 'h') {
+      usage(stdout);
+      *help = 1;
+      return SP_OK;
     }
+    const int rc = parse_flag(ch, o, t);
+    if (rc < 0) return cli_bad_usage("bench");
     if (rc != SP_OK) return rc;
   }
-  if (optind < argc || !o.model || !o.cond || !o.dir) {
+  if (optind < argc || !o->model || !o->cond || !o->dir) {
     if (optind < argc) sp_log_error("bench: unexpected argument '%s'", argv[optind]);
-    else sp_log_error("bench: %s is required", !o.model ? "--model" : !o.cond ? "--cond" : "--out");
+    else
+      sp_log_error("bench: %s is required",
+                   !o->model ? "--model" : !o->cond ? "--cond" : "--out");
     return cli_bad_usage("bench");
   }
-  if (o.nbudgets == 0) o.budgets[o.nbudgets++] = "auto";
-  if ((rc = split_list("--ranks", rbuf, o.ranks, &o.nranks)) ||
-      (rc = split_list("--frames", fbuf, o.frames, &o.nframes)) ||
-      (rc = split_list("--size", sbuf, o.sizes, &o.nsizes)) ||
-      (o.nfracs && (rc = split_list("--stream-frac", qbuf, o.fracs, &o.nfracs))) ||
-      (o.norders && (rc = split_list("--order", pbuf, o.orders, &o.norders))) ||
-      (rc = split_words("--launcher", lbuf, o.launch, &o.nlaunch)) ||
-      (rc = split_words("--extra", xbuf, o.extra, &o.nextra)) ||
-      (rc = check_extra(o.extra, o.nextra)))
+  return SP_OK;
+}
+
+/* The lists split out of t into o (--budget auto when none was given). */
+static int split_args(bench_opts *o, bench_text *t) {
+  int rc;
+  if (o->nbudgets == 0) o->budgets[o->nbudgets++] = "auto";
+  if ((rc = split_list("--ranks", t->ranks, o->ranks, &o->nranks)) ||
+      (rc = split_list("--frames", t->frames, o->frames, &o->nframes)) ||
+      (rc = split_list("--size", t->sizes, o->sizes, &o->nsizes)) ||
+      (o->nfracs && (rc = split_list("--stream-frac", t->fracs, o->fracs, &o->nfracs))) ||
+      (o->norders && (rc = split_list("--order", t->orders, o->orders, &o->norders))) ||
+      (rc = split_words("--launcher", t->launcher, o->launch, &o->nlaunch)) ||
+      (rc = split_words("--extra", t->extra, o->extra, &o->nextra)) ||
+      (rc = check_extra(o->extra, o->nextra)))
     return rc;
-  if (o.nlaunch == 0) {
+  if (o->nlaunch == 0) {
     sp_log_error("--launcher: empty command line");
     return SP_ERR_INPUT;
   }
-  /* Every value is checked before the first run, so a typo in the last
-   * one does not cost the whole sweep. */
-  bench_values v;
-  memset(&v, 0, sizeof v);
-  if ((rc = check_values(&o, &v)) != SP_OK) return rc;
-  const int nq = o.nfracs ? o.nfracs : 1, np = o.norders ? o.norders : 1;
-  const int nd = o.ndevices ? o.ndevices : 1;
+  return SP_OK;
+}
+
+/* The sweep's configurations into *total, at most MAX_CONFIGS. */
+static int count_configs(const bench_opts *o, int *total) {
+  const int nq = o->nfracs ? o->nfracs : 1, np = o->norders ? o->norders : 1;
+  const int nd = o->ndevices ? o->ndevices : 1;
   const long long total_ll =
-      (long long)o.nranks * nd * o.nbudgets * nq * np * o.nframes * o.nsizes;
+      (long long)o->nranks * nd * o->nbudgets * nq * np * o->nframes * o->nsizes;
   if (total_ll > MAX_CONFIGS) {
     sp_log_error("bench: the lists make %lld configurations (--ranks x --devices x --budget x "
                  "--stream-frac x --order x --frames x --size), more than %d: shorten one",
                  total_ll, MAX_CONFIGS);
     return SP_ERR_INPUT;
   }
-  const int total = (int)total_ll;
+  *total = (int)total_ll;
+  return SP_OK;
+}
+
+int cmd_bench(int argc, char **argv) {
+  bench_opts o = {.device = "auto", .steps = "2", .cfg = "5", .repeat = "1"};
+  bench_text txt = {.ranks = "1", .frames = "81", .sizes = "480x832", .launcher = "mpirun"};
+  int help = 0, total = 0;
+  int rc = parse_args(argc, argv, &o, &txt, &help);
+  if (rc != SP_OK || help) return rc;
+  if ((rc = split_args(&o, &txt)) != SP_OK) return rc;
+  /* Every value is checked before the first run, so a typo in the last
+   * one does not cost the whole sweep. */
+  bench_values v;
+  memset(&v, 0, sizeof v);
+  if ((rc = check_values(&o, &v)) != SP_OK) return rc;
+  if ((rc = count_configs(&o, &total)) != SP_OK) return rc;
   /* The first --stream-frac 0, if any: each row's base is the row alike at it. */
   int q0 = -1;
   for (int i = 0; i < o.nfracs && q0 < 0; i++)

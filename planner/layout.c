@@ -76,10 +76,16 @@ uint64_t plan_attn_stage_scratch_bytes(int64_t tokens, int64_t text_len, int64_t
   return plan_attn_scratch_bytes(chunk, Lk, heads);
 }
 
-/* The layout under construction; `over` is set once a size overflows. */
+/* The layout under construction; `over` is set once a size overflows.
+ * The shape's sizes in the notation above: R the rows of the block
+ * transients (L unless chunked); Ulysses: U ranks, LA tokens in all
+ * (U 1 and LA = L without); nx the experts held. */
 typedef struct carver {
   plan_layout *l;
   int over;
+  const plan_stage_shape *s;
+  uint64_t L, D, F, C, TD, hd, a, P, nb, R, U, LA;
+  int nx;
 } carver;
 
 static uint64_t mul(carver *c, uint64_t a, uint64_t b) {
@@ -126,6 +132,152 @@ static int shape_check(const plan_stage_shape *s, char *err, size_t errlen) {
   return PLAN_OK;
 }
 
+/* Weights first: each expert's end-stage groups and resident blocks
+ * (swap: one device copy of the blocks, expert 0's places), the slots. */
+static void take_weights(carver *c, int slots) {
+  const plan_stage_shape *s = c->s;
+  for (int e = 0; e < c->nx; e++) {
+    if (s->has_embed) take(c, PLAN_BUF_EMBED_W, e, s->embed_bytes);
+    if (s->has_head) take(c, PLAN_BUF_HEAD_W, e, s->head_bytes);
+  }
+  for (int e = 0; e < (s->swap ? 1 : c->nx); e++)
+    for (int b = 0; b < s->nblocks; b++)
+      if (!(s->streamed && s->streamed[b]))
+        take(c, PLAN_BUF_BLOCK_W, e * s->nblocks + b, s->block_bytes);
+  for (int k = 0; k < slots; k++) take(c, PLAN_BUF_SLOT_W, k, s->block_bytes);
+}
+
+/* P nb C D a each, per expert: the cross-attention k, v of every block
+ * and prompt slot (CFG branches have different contexts), made once per
+ * prompt with the expert's weights. Then (L D + 7 D) 4 per message: the
+ * residual stream x with its time embedding e and modulation e0, which
+ * travel with it. */
+static void take_kv_and_messages(carver *c) {
+  uint64_t kv = mul(c, mul(c, mul(c, c->P, c->nb), mul(c, c->C, c->D)), c->a);
+  for (int e = 0; e < c->nx; e++) {
+    take(c, PLAN_BUF_CTX_K, e, kv);
+    take(c, PLAN_BUF_CTX_V, e, kv);
+  }
+  for (int i = 0; i < c->s->act_buffers; i++)
+    take(c, PLAN_BUF_ACT, i, mul(c, mul(c, c->L + 7, c->D), 4));
+}
+
+/* A block's transients. max(2 L D a, R F a): self-attention needs k and v
+ * of all L rows (every query reads every key; Ulysses: the rank's rows,
+ * all LA rows of its heads are the all-to-all's, take_ulysses), the FFN
+ * the hidden of one chunk; never both alive, so one buffer (v starts L D
+ * elements after k). Then four chunk-sized [R, D] a: normed input,
+ * projection output, q, attention output. */
+static void take_block_transients(carver *c) {
+  const uint64_t L = c->L, D = c->D, R = c->R, a = c->a;
+  uint64_t kvb = mul(c, mul(c, 2 * L, D), a), ffn = mul(c, mul(c, R, c->F), a);
+  take(c, PLAN_BUF_KV, 0, kvb > ffn ? kvb : ffn);
+  const plan_buf chunk[4] = {PLAN_BUF_HB, PLAN_BUF_PB, PLAN_BUF_QB, PLAN_BUF_AB};
+  for (int i = 0; i < 4; i++) take(c, chunk[i], 0, mul(c, mul(c, R, D), a));
+}
+
+/* Context scratch: the GEMM operand ([C, TD] on the way in, [C, D]
+ * after), the embedded context fp32, and on the first stage the text
+ * MLP's hidden. RoPE cos and sin, fp32, hd/2 frequency pairs per token. A
+ * block's modulation [6, D], the head's [2, D] input, the time MLP
+ * (sinusoid, hidden, output). */
+static void take_context_rope_time(carver *c) {
+  const uint64_t C = c->C, D = c->D, TD = c->TD, a = c->a, L = c->L, hd = c->hd;
+  take(c, PLAN_BUF_CTXB, 0, mul(c, mul(c, C, TD > D ? TD : D), a));
+  take(c, PLAN_BUF_CTXF, 0, mul(c, mul(c, C, D), 4));
+  if (c->s->has_embed) take(c, PLAN_BUF_CTXH, 0, mul(c, mul(c, C, D), a));
+  take(c, PLAN_BUF_COS, 0, mul(c, L * (hd / 2), 4));
+  take(c, PLAN_BUF_SIN, 0, mul(c, L * (hd / 2), 4));
+  take(c, PLAN_BUF_MOD, 0, 6 * D * 4);
+  take(c, PLAN_BUF_E2, 0, 2 * D * 4);
+  take(c, PLAN_BUF_TVEC, 0, ((uint64_t)c->s->freq_dim + 2 * D) * 4);
+}
+
+/* End stages: the patch tokens [LA, patch x channels] (Ulysses: the
+ * whole sequence's, patchified whole and gathered whole at the head) and
+ * the latent or prediction, fp32 (once on a stage that is both). */
+static void take_end_stage(carver *c) {
+  const plan_stage_shape *s = c->s;
+  if (!s->has_embed && !s->has_head) return;
+  uint64_t pin = (uint64_t)(s->in_dim * s->patch), pout = (uint64_t)(s->out_dim * s->patch);
+  uint64_t cmax = (uint64_t)(s->in_dim > s->out_dim ? s->in_dim : s->out_dim);
+  take(c, PLAN_BUF_TOK, 0, mul(c, mul(c, c->LA, pin > pout ? pin : pout), 4));
+  take(c, PLAN_BUF_LAT, 0, mul(c, mul(c, cmax, (uint64_t)s->latent_voxels), 4));
+}
+
+/* Bypassed LoRAs: every block's pairs of every expert stay on the
+ * device (streamed and swapped blocks' too: they are small, and switching
+ * jobs rewrites them), the A x of a chunk's rows or of the context's
+ * (max(R, C), rank) a. */
+static void take_lora(carver *c) {
+  const plan_stage_shape *s = c->s;
+  if (!s->lora_elems || s->lora_rank <= 0) return;
+  for (int e = 0; e < c->nx; e++)
+    for (int b = 0; b < s->nblocks; b++)
+      take(c, PLAN_BUF_LORA_W, e * s->nblocks + b, mul(c, s->lora_elems, c->a));
+  take(c, PLAN_BUF_LORA_T, 0,
+       mul(c, mul(c, c->R > c->C ? c->R : c->C, (uint64_t)s->lora_rank), c->a));
+}
+
+/* Ulysses' all-to-all (DESIGN.md "Layouts"): the rank's q, k, v rows
+ * packed peer by peer (L D a), sent, received as every token's q, k, v
+ * of its H/U heads (3 LA D/U a, peer slices contiguous, so no unpack),
+ * the attention output there (LA D/U a), sent back into the pack. After
+ * the buffers above, so they sit where they do without it. */
+static void take_ulysses(carver *c) {
+  if (c->U <= 1) return;
+  take(c, PLAN_BUF_SEQ_HEADS, 0, mul(c, mul(c, 4 * c->LA, c->D / c->U), c->a));
+  take(c, PLAN_BUF_SEQ_PACK, 0, mul(c, mul(c, c->L, c->D), c->a));
+}
+
+/* Step caching: the last stage keeps each micro-batch's residual of the
+ * whole transformer, the first (when not also last) a copy of each one's
+ * input for the last stage (DESIGN.md "Step caching"). */
+static void take_step_cache(carver *c) {
+  const plan_stage_shape *s = c->s;
+  const uint64_t cache = plan_layout_cache_bytes(s->prompts, s->tokens, s->dim);
+  if (cache == UINT64_MAX) c->over = 1;
+  if (s->cache && s->has_head) {
+    take(c, PLAN_BUF_CACHE_RES, 0, cache);
+    take(c, PLAN_BUF_CACHE_NEG, 0, c->D * 4);
+  }
+  if (s->cache && s->has_embed && !s->has_head) take(c, PLAN_BUF_CACHE_IN, 0, cache);
+}
+
+/* The prefetch slots of the streamed blocks into *slots; PLAN_OK or
+ * plan_fail's status. */
+static int count_slots(const plan_stage_shape *s, int nstreamed, int *slots, char *err,
+                       size_t errlen) {
+  *slots = 0;
+  if (!nstreamed) return PLAN_OK;
+  int n = s->prefetch_depth > 0 ? s->prefetch_depth : 2;
+  if (n > nstreamed) n = nstreamed;
+  if (n > PLAN_LAYOUT_MAX_SLOTS)
+    return plan_fail(err, errlen, "layout: %d prefetch slots, at most %d", n,
+                     PLAN_LAYOUT_MAX_SLOTS);
+  *slots = n;
+  return PLAN_OK;
+}
+
+/* The carver over l with the shape's sizes (notation at the top). */
+static carver carver_of(const plan_stage_shape *s, plan_layout *l) {
+  carver c = {.l = l, .s = s};
+  c.L = (uint64_t)s->tokens;
+  c.D = (uint64_t)s->dim;
+  c.F = (uint64_t)s->ffn_dim;
+  c.C = (uint64_t)s->text_len;
+  c.TD = (uint64_t)s->text_dim;
+  c.hd = (uint64_t)s->head_dim;
+  c.a = (uint64_t)s->operand_bytes;
+  c.P = (uint64_t)s->prompts;
+  c.nb = (uint64_t)s->nblocks;
+  c.R = s->chunk_rows > 0 && (uint64_t)s->chunk_rows < c.L ? (uint64_t)s->chunk_rows : c.L;
+  c.U = s->seq > 1 ? (uint64_t)s->seq : 1;
+  c.LA = c.U > 1 ? (uint64_t)s->seq_tokens : c.L;
+  c.nx = s->experts > 1 ? s->experts : 1;
+  return c;
+}
+
 int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, size_t errlen) {
   int rc = shape_check(s, err, errlen);
   if (rc != PLAN_OK) return rc;
@@ -135,137 +287,34 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
   plan_layout *l = out;
   l->count = 0;
   l->total = 0;
-  carver c = {l, 0};
-  const uint64_t L = (uint64_t)s->tokens, D = (uint64_t)s->dim, F = (uint64_t)s->ffn_dim,
-                 C = (uint64_t)s->text_len, TD = (uint64_t)s->text_dim,
-                 hd = (uint64_t)s->head_dim, a = (uint64_t)s->operand_bytes,
-                 P = (uint64_t)s->prompts, nb = (uint64_t)s->nblocks;
-  const uint64_t R = s->chunk_rows > 0 && (uint64_t)s->chunk_rows < L ? (uint64_t)s->chunk_rows : L;
-  /* Ulysses: U ranks, LA tokens in all (L = LA without). */
-  const uint64_t U = s->seq > 1 ? (uint64_t)s->seq : 1, LA = U > 1 ? (uint64_t)s->seq_tokens : L;
-  int nstreamed = 0;
+  carver c = carver_of(s, l);
+  int nstreamed = 0, slots = 0;
   for (int b = 0; s->streamed && b < s->nblocks; b++) nstreamed += s->streamed[b] != 0;
-  int slots = 0;
-  if (nstreamed) {
-    slots = s->prefetch_depth > 0 ? s->prefetch_depth : 2;
-    if (slots > nstreamed) slots = nstreamed;
-    if (slots > PLAN_LAYOUT_MAX_SLOTS)
-      return plan_fail(err, errlen, "layout: %d prefetch slots, at most %d", slots,
-                       PLAN_LAYOUT_MAX_SLOTS);
-  }
-
-  /* Weights first: each expert's end-stage groups and resident blocks
-   * (swap: one device copy of the blocks, expert 0's places), the slots. */
-  const int nx = s->experts > 1 ? s->experts : 1;
-  if (nx > PLAN_LAYOUT_MAX_EXPERTS || (s->swap && nx < 2) || (s->swap && nstreamed))
+  if ((rc = count_slots(s, nstreamed, &slots, err, errlen)) != PLAN_OK) return rc;
+  if (c.nx > PLAN_LAYOUT_MAX_EXPERTS || (s->swap && c.nx < 2) || (s->swap && nstreamed))
     return plan_fail(err, errlen,
                      "layout: %d experts (1..%d), swap %d with %d streamed blocks (swap needs "
                      "two experts and nothing streamed)",
-                     nx, PLAN_LAYOUT_MAX_EXPERTS, s->swap, nstreamed);
-  for (int e = 0; e < nx; e++) {
-    if (s->has_embed) take(&c, PLAN_BUF_EMBED_W, e, s->embed_bytes);
-    if (s->has_head) take(&c, PLAN_BUF_HEAD_W, e, s->head_bytes);
-  }
-  for (int e = 0; e < (s->swap ? 1 : nx); e++)
-    for (int b = 0; b < s->nblocks; b++)
-      if (!(s->streamed && s->streamed[b]))
-        take(&c, PLAN_BUF_BLOCK_W, e * s->nblocks + b, s->block_bytes);
-  for (int k = 0; k < slots; k++) take(&c, PLAN_BUF_SLOT_W, k, s->block_bytes);
-
-  /* P nb C D a each, per expert: the cross-attention k, v of every block
-   * and prompt slot (CFG branches have different contexts), made once per
-   * prompt with the expert's weights. */
-  uint64_t kv = mul(&c, mul(&c, mul(&c, P, nb), mul(&c, C, D)), a);
-  for (int e = 0; e < nx; e++) {
-    take(&c, PLAN_BUF_CTX_K, e, kv);
-    take(&c, PLAN_BUF_CTX_V, e, kv);
-  }
-
-  /* (L D + 7 D) 4 per message: the residual stream x with its time
-   * embedding e and modulation e0, which travel with it. */
-  for (int i = 0; i < s->act_buffers; i++)
-    take(&c, PLAN_BUF_ACT, i, mul(&c, mul(&c, L + 7, D), 4));
-
-  /* max(2 L D a, R F a): self-attention needs k and v of all L rows (every
-   * query reads every key; Ulysses: the rank's rows, all LA rows of its
-   * heads are the all-to-all's, below), the FFN the hidden of one chunk; never both
-   * alive, so one buffer (v starts L D elements after k). Then four
-   * chunk-sized [R, D] a: normed input, projection output, q, attention
-   * output. */
-  uint64_t kvb = mul(&c, mul(&c, 2 * L, D), a), ffn = mul(&c, mul(&c, R, F), a);
-  take(&c, PLAN_BUF_KV, 0, kvb > ffn ? kvb : ffn);
-  const plan_buf chunk[4] = {PLAN_BUF_HB, PLAN_BUF_PB, PLAN_BUF_QB, PLAN_BUF_AB};
-  for (int i = 0; i < 4; i++) take(&c, chunk[i], 0, mul(&c, mul(&c, R, D), a));
-
-  /* Context scratch: the GEMM operand ([C, TD] on the way in, [C, D]
-   * after), the embedded context fp32, and on the first stage the text
-   * MLP's hidden. */
-  take(&c, PLAN_BUF_CTXB, 0, mul(&c, mul(&c, C, TD > D ? TD : D), a));
-  take(&c, PLAN_BUF_CTXF, 0, mul(&c, mul(&c, C, D), 4));
-  if (s->has_embed) take(&c, PLAN_BUF_CTXH, 0, mul(&c, mul(&c, C, D), a));
-
-  /* RoPE cos and sin, fp32, hd/2 frequency pairs per token. */
-  take(&c, PLAN_BUF_COS, 0, mul(&c, L * (hd / 2), 4));
-  take(&c, PLAN_BUF_SIN, 0, mul(&c, L * (hd / 2), 4));
-
-  /* A block's modulation [6, D], the head's [2, D] input, the time MLP
-   * (sinusoid, hidden, output). */
-  take(&c, PLAN_BUF_MOD, 0, 6 * D * 4);
-  take(&c, PLAN_BUF_E2, 0, 2 * D * 4);
-  take(&c, PLAN_BUF_TVEC, 0, ((uint64_t)s->freq_dim + 2 * D) * 4);
-
-  /* End stages: the patch tokens [LA, patch x channels] (Ulysses: the
-   * whole sequence's, patchified whole and gathered whole at the head) and
-   * the latent or prediction, fp32 (once on a stage that is both). */
-  if (s->has_embed || s->has_head) {
-    uint64_t pin = (uint64_t)(s->in_dim * s->patch), pout = (uint64_t)(s->out_dim * s->patch);
-    uint64_t cmax = (uint64_t)(s->in_dim > s->out_dim ? s->in_dim : s->out_dim);
-    take(&c, PLAN_BUF_TOK, 0, mul(&c, mul(&c, LA, pin > pout ? pin : pout), 4));
-    take(&c, PLAN_BUF_LAT, 0, mul(&c, mul(&c, cmax, (uint64_t)s->latent_voxels), 4));
-  }
-
+                     c.nx, PLAN_LAYOUT_MAX_EXPERTS, s->swap, nstreamed);
+  /* The carve order fixes every offset: the stage and the planner's tests
+   * compare them. */
+  take_weights(&c, slots);
+  take_kv_and_messages(&c);
+  take_block_transients(&c);
+  take_context_rope_time(&c);
+  take_end_stage(&c);
   /* The simple attention backend's scores (flash and cuDNN hold none);
    * Ulysses: LA queries of H/U heads and L of H, bounded by LA of H. */
   if (s->simple_attn)
     take(&c, PLAN_BUF_ATTN_SCRATCH, 0,
-         plan_attn_stage_scratch_bytes((int64_t)LA, s->text_len, s->heads));
-
-  /* Bypassed LoRAs: every block's pairs of every expert stay on the
-   * device (streamed and swapped blocks' too: they are small, and switching
-   * jobs rewrites them), the A x of a chunk's rows or of the context's
-   * (max(R, C), rank) a. */
-  if (s->lora_elems && s->lora_rank > 0) {
-    for (int e = 0; e < nx; e++)
-      for (int b = 0; b < s->nblocks; b++)
-        take(&c, PLAN_BUF_LORA_W, e * s->nblocks + b, mul(&c, s->lora_elems, a));
-    take(&c, PLAN_BUF_LORA_T, 0, mul(&c, mul(&c, R > C ? R : C, (uint64_t)s->lora_rank), a));
-  }
-
-  /* Ulysses' all-to-all (DESIGN.md "Layouts"): the rank's q, k, v rows
-   * packed peer by peer (L D a), sent, received as every token's q, k, v
-   * of its H/U heads (3 LA D/U a, peer slices contiguous, so no unpack),
-   * the attention output there (LA D/U a), sent back into the pack. Last,
-   * so the buffers above sit where they do without it. */
-  if (U > 1) {
-    take(&c, PLAN_BUF_SEQ_HEADS, 0, mul(&c, mul(&c, 4 * LA, D / U), a));
-    take(&c, PLAN_BUF_SEQ_PACK, 0, mul(&c, mul(&c, L, D), a));
-  }
-
-  /* Step caching: the last stage keeps each micro-batch's residual of the
-   * whole transformer, the first (when not also last) a copy of each one's
-   * input for the last stage (DESIGN.md "Step caching"). */
-  const uint64_t cache = plan_layout_cache_bytes(s->prompts, s->tokens, s->dim);
-  if (cache == UINT64_MAX) c.over = 1;
-  if (s->cache && s->has_head) {
-    take(&c, PLAN_BUF_CACHE_RES, 0, cache);
-    take(&c, PLAN_BUF_CACHE_NEG, 0, D * 4);
-  }
-  if (s->cache && s->has_embed && !s->has_head) take(&c, PLAN_BUF_CACHE_IN, 0, cache);
-
+         plan_attn_stage_scratch_bytes((int64_t)c.LA, s->text_len, s->heads));
+  take_lora(&c);
+  take_ulysses(&c);
+  take_step_cache(&c);
   if (c.over) return plan_fail(err, errlen, "layout: the arena's size overflows 64 bits");
   l->nstreamed = nstreamed;
   l->slots = slots;
-  l->rows = (int64_t)R;
+  l->rows = (int64_t)c.R;
   return PLAN_OK;
 }
 

@@ -1,5 +1,8 @@
-/* The staticpipe model file: validating reader, synthetic models, writer
- * (see model_file.h).
+/* The staticpipe model file's reader (see model_file.h): a file opened,
+ * validated and read group by group, or a synthetic model opened, whose
+ * groups are generated as they are read. The presets and dataset paths
+ * are model_presets.c's, the load's progress line model_progress.c's, the
+ * writer model_writer.c's.
  *
  * Reading: the file is opened with HDF5 once to validate every dataset and
  * record where its bytes are; weights are then read with pread() from a
@@ -15,9 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "h5_util.h"
@@ -46,143 +47,6 @@ struct rank_model {
   rank_model_merge_fn merge; /* applied to every group read, or NULL */
   void *merge_ctx;
 };
-
-/* The load's progress line (rank_model_progress_begin): the groups read
- * since it began, from any thread. */
-static struct {
-  pthread_mutex_t lock;
-  int on;
-  uint64_t bytes;
-  double t0, shown; /* when it began, when the line was last drawn */
-} g_progress = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static double progress_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Draws the line over itself ('\r', then clears what is left of it). */
-static void progress_draw(double now, const char *end) {
-  const double dt = now - g_progress.t0;
-  fprintf(stderr, "\r[rank %d] reading weights: %.1f MB, %.0f MB/s\033[K%s", sp_log_rank(),
-          (double)g_progress.bytes / 1e6, dt > 0 ? (double)g_progress.bytes / 1e6 / dt : 0.0,
-          end);
-  fflush(stderr);
-  g_progress.shown = now;
-}
-
-void rank_model_progress_begin(void) {
-  pthread_mutex_lock(&g_progress.lock);
-  /* -q (warnings only) and ranks that do not speak show none either. */
-  g_progress.on = isatty(STDERR_FILENO) && sp_log_level() >= 1;
-  g_progress.bytes = 0;
-  g_progress.t0 = g_progress.shown = progress_now();
-  pthread_mutex_unlock(&g_progress.lock);
-}
-
-void rank_model_progress_end(void) {
-  pthread_mutex_lock(&g_progress.lock);
-  if (g_progress.on) progress_draw(progress_now(), "\n");
-  g_progress.on = 0;
-  pthread_mutex_unlock(&g_progress.lock);
-}
-
-/* A group of bytes has been read: redrawn at most ten times a second. */
-static void progress_add(uint64_t bytes) {
-  pthread_mutex_lock(&g_progress.lock);
-  if (g_progress.on) {
-    g_progress.bytes += bytes;
-    const double now = progress_now();
-    if (now - g_progress.shown >= 0.1) progress_draw(now, "");
-  }
-  pthread_mutex_unlock(&g_progress.lock);
-}
-
-const rank_model_experts rank_model_a14b_defaults = {
-    .count = 2, .boundary = 0.875, .cfg = {4.0, 3.0}, .shift = 12.0, .steps = 40};
-
-int rank_model_step_expert(double boundary, double t) {
-  return t >= boundary * 1000.0 ? RANK_EXPERT_HIGH : RANK_EXPERT_LOW;
-}
-
-const char *rank_model_expert_name(int experts, int e) {
-  if (experts < 2) return "";
-  return e == RANK_EXPERT_HIGH ? "high" : "low";
-}
-
-/* The two-expert presets: two DiTs of a Wan 2.1 preset's config. */
-static const struct {
-  const char *name, *base;
-} two_expert_presets[] = {{"wan2.2-tiny", "wan2.1-tiny"}, {"wan2.2-a14b", "wan2.1-14b"}};
-enum { N_TWO_EXPERT = sizeof two_expert_presets / sizeof two_expert_presets[0] };
-
-int rank_model_preset(const char *name, wan_config *c, rank_model_experts *x) {
-  if (wan_preset(name, c) == 0) {
-    *x = (rank_model_experts){.count = 1};
-    return 0;
-  }
-  for (int i = 0; i < N_TWO_EXPERT; i++)
-    if (strcmp(name, two_expert_presets[i].name) == 0) {
-      wan_preset(two_expert_presets[i].base, c);
-      *x = rank_model_a14b_defaults;
-      return 0;
-    }
-  return -1;
-}
-
-const char *rank_model_preset_names(void) {
-  static char buf[256];
-  if (!buf[0]) {
-    for (int i = 0; wan_preset_names[i]; i++)
-      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? ", " : "",
-               wan_preset_names[i]);
-    for (int i = 0; i < N_TWO_EXPERT; i++)
-      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), ", %s", two_expert_presets[i].name);
-  }
-  return buf;
-}
-
-/* The preset name of a config with its expert count, or NULL. */
-static const char *preset_match(const wan_config *c, int experts) {
-  const char *p = wan_preset_match(c);
-  if (!p || experts < 2) return p;
-  for (int i = 0; i < N_TWO_EXPERT; i++)
-    if (strcmp(p, two_expert_presets[i].base) == 0) return two_expert_presets[i].name;
-  return NULL;
-}
-
-int rank_model_experts_check(const rank_model_experts *x, char *err, size_t n) {
-  if (x->count == 1) return 0;
-  if (x->count != 2)
-    snprintf(err, n, "experts = %d: a model has one expert or two", x->count);
-  else if (!(x->boundary > 0 && x->boundary < 1))
-    snprintf(err, n, "boundary %g is not in (0, 1)", x->boundary);
-  else if (!(x->cfg[0] >= 0 && x->cfg[0] <= 100 && x->cfg[1] >= 0 && x->cfg[1] <= 100))
-    snprintf(err, n, "cfg_high %g, cfg_low %g: each must be in 0..100", x->cfg[0], x->cfg[1]);
-  else if (!(x->shift > 0 && x->shift <= 1000))
-    snprintf(err, n, "shift %g is not in (0, 1000]", x->shift);
-  else if (!(x->steps >= 1 && x->steps <= 1000))
-    snprintf(err, n, "steps %d is not in 1..1000", x->steps);
-  else
-    return 0;
-  return -1;
-}
-
-void rank_model_expert_path(int experts, int e, wan_group g, int block, const char *name,
-                            char *buf, size_t n) {
-  char pre[32] = "";
-  if (experts > 1) snprintf(pre, sizeof pre, "/experts/%s", rank_model_expert_name(experts, e));
-  if (g == WAN_GROUP_BLOCK)
-    snprintf(buf, n, "%s/blocks/%04d/%s", pre, block, name);
-  else
-    snprintf(buf, n, "%s/%s/%s", pre, g == WAN_GROUP_EMBED ? "embed" : "head", name);
-}
-
-void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n) {
-  rank_model_expert_path(1, 0, g, block, name, buf, n);
-}
-
 
 /* ---- synthetic models --------------------------------------------------- */
 
@@ -455,7 +319,7 @@ int rank_model_open(const char *spec, int verify, rank_model **out) {
     rank_model_close(m);
     return rc;
   }
-  const char *p = preset_match(&m->info.config, m->info.experts.count);
+  const char *p = rank_model_preset_match(&m->info.config, m->info.experts.count);
   if (!m->info.preset[0] && p) snprintf(m->info.preset, sizeof m->info.preset, "%s", p);
   *out = m;
   return SP_OK;
@@ -621,14 +485,14 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
     for (int i = 0; i < l->count; i++)
       rank_synth_tensor(c, m->info.seed, prefix, g, block, &l->t[i], m->info.dtype,
                         (char *)dst + l->t[i].offset);
-    progress_add(l->packed_bytes);
+    rank_model_progress_add(l->packed_bytes);
     return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.dtype, dst) : SP_OK;
   }
   const kern_dtype dt = rank_model_group_dtype(m, g);
   int rc = g == WAN_GROUP_BLOCK && m->info.fp8 ? read_fp8_block(m, e, block, dst, bytes_read)
                                                : read_datasets(m, e, g, block, dst, bytes_read);
   if (rc != SP_OK) return rc;
-  progress_add(l->packed_bytes);
+  rank_model_progress_add(l->packed_bytes);
   return m->merge ? m->merge(m->merge_ctx, e, g, block, l, dt, dst) : SP_OK;
 }
 

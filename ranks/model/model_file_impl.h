@@ -1,4 +1,5 @@
-/* Internals the model file's reader (model_file.c) and writer
+/* Internals the model file's reader (model_file.c), presets and paths
+ * (model_presets.c), progress line (model_progress.c) and writer
  * (model_writer.c) share. */
 #ifndef RANK_MODEL_FILE_IMPL_H
 #define RANK_MODEL_FILE_IMPL_H
@@ -18,5 +19,13 @@ static inline size_t rank_model_slot(const wan_config *c, int e, wan_group g, in
              WAN_MAX_TENSORS +
          (size_t)i;
 }
+
+/* model_presets.c: the preset name of a config with its expert count, or
+ * NULL. */
+const char *rank_model_preset_match(const wan_config *c, int experts);
+
+/* model_progress.c: a group of bytes has been read; the line is redrawn at
+ * most ten times a second. */
+void rank_model_progress_add(uint64_t bytes);
 
 #endif

@@ -8,11 +8,13 @@
  *   job_opts_set            one option from its text (--frames 81, frames=81)
  *   job_opts_check          every limit and rule; errors name the flag
  *   job_latent_shape, job_micro_batches, job_tokens, job_plan_inputs
- *   job_session_open ... job_session_close   (job_run.c): plan, load, sample, write
+ *   job_session_open ... job_session_close   plan, load, sample, write
  *
  * Files: job_opts.c (the option table, setters, validator), job_plan.c
  * (derived facts, device, plan), job_io.c (a job's inputs and outputs),
- * job_run.c (the session: stage, sampling of job groups, summary),
+ * job_session.c (the session: open, plan, summary, close), job_run.c (the
+ * jobs sampled in groups), job_stage.c (this rank's stage: load, re-layout),
+ * job_cache.c (the step cache's decisions),
  * job_lora.c (merged or bypassed LoRAs), jobs.c (the --jobs lines),
  * job_stream.c (--jobs from standard input or a named pipe, and the report
  * of each finished job). */
@@ -309,7 +311,7 @@ int job_prompt_cost(const char *t5, int64_t total, int64_t longest, int cuda,
  * applies to prompt= lines). where is "FILE:LINE". */
 int job_prompt_check_line(const job_spec *j, const char *where);
 
-/* ---- the session: plan, load, sample, write (job_run.c) ---- */
+/* ---- the session: plan, load, sample, write (job_session.c, job_run.c) ---- */
 
 /* What a rank did, gathered on rank 0 for the summary. */
 typedef struct job_rank_stats {

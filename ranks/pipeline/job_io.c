@@ -1,5 +1,6 @@
 /* A job's inputs (read and checked on rank 0 against the model) and its
- * outputs (see job.h). */
+ * outputs: paths checked, latents written, video outputs checked before
+ * any work (see job.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,4 +368,43 @@ void job_log(const job_session *s, const job_spec *j) {
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
               (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),
               cfg, j->shift, init, cache, s->w->size, s->w->size == 1 ? "" : "s");
+}
+
+decode_opts job_decode_opts(const job_session *s, const job_spec *j) {
+  return (decode_opts){.vae = s->o->vae, .verify = s->o->verify, .dev = s->o->dev,
+                       .precision = s->o->vae_precision,
+                       .out = j->video, .fps = j->fps, .quiet = s->o->quiet};
+}
+
+int job_check_videos(job_session *s) {
+  const comm_world *w = s->w;
+  const int last = w->size - 1;
+  int any = 0;
+  uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
+  for (int i = 0; i < s->njobs; i++) {
+    job_spec *j = &s->jobs[i];
+    if (j->bad || !j->video[0]) continue;
+    any = 1;
+    if (!s->vae) {
+      if (w->rank == 0)
+        sp_log_error("%s:%d: video=%s needs --vae (the VAE decoder)", s->o->jobs, j->line,
+                     j->video);
+      bad[i] = 1;
+    } else if (w->rank == last) {
+      int64_t lat[4];
+      job_latent_shape(j, &rank_model_get_info(s->m)->config, lat);
+      decode_opts d = job_decode_opts(s, j);
+      bad[i] = decode_check_outputs(&d, s->vae, lat) != SP_OK;
+    }
+  }
+  comm_bcast(w, bad, (size_t)s->njobs, last);
+  int nbad = 0;
+  for (int i = 0; i < s->njobs; i++) {
+    if (bad[i]) s->jobs[i].bad = 1;
+    nbad += bad[i];
+  }
+  free(bad);
+  if (s->vae && !any && !s->stream && w->rank == 0)
+    sp_log_warn("run: --vae is given but no job has video=: nothing to decode");
+  return s->single && nbad ? SP_ERR_INPUT : SP_OK;
 }

@@ -1,6 +1,8 @@
-/* Internal to the job library: the session's state, shared by job_run.c
- * (stage, sampling, summary), job_io.c (a job's inputs and outputs) and
- * job_plan.c (device and plan). The commands use job.h. */
+/* Internal to the job library: the session's state, shared by
+ * job_session.c (open, plan, finish, close), job_run.c (the jobs run in
+ * groups), job_stage.c (this rank's stage), job_cache.c (the step cache's
+ * decisions), job_io.c (a job's inputs and outputs), job_plan.c (device and
+ * plan) and the files below. The commands use job.h. */
 #ifndef JOB_SESSION_H
 #define JOB_SESSION_H
 
@@ -54,9 +56,26 @@ struct job_session {
   int64_t cache_skipped, cache_total;
 };
 
-/* job_run.c */
+/* job_session.c */
+/* A failure that ends the session: every later call is a no-op. Returns rc. */
+int job_session_fail(job_session *s, int rc);
+
+/* job_stage.c */
+/* Loads this rank's blocks, sized for the plan's largest latent and laid
+ * out for lat, unless they are loaded: then a new shape only re-lays the
+ * activations. A failure here ends the run (the model is bad for every
+ * job). */
+int job_stage_ensure(job_session *s, const int64_t lat[4]);
+
+/* job_cache.c */
 /* Rank 0: counts, keeps and logs job j's step-cache actions. */
 void job_cache_record(job_session *s, const job_spec *j, const uint8_t *act);
+/* Job j's step-cache actions into *out (steps x micro, NULL without a
+ * cache; free() it), of its timesteps ts and, with two experts, each
+ * step's expert: decided on rank 0 (ranks/sampling/step_cache.h), every
+ * rank gets them. Rank 0 logs the skipped steps and keeps them for --json. */
+int job_cache_plan(job_session *s, const job_spec *j, const int64_t *ts, const uint8_t *expert,
+                   uint8_t **out);
 
 /* job_plan.c */
 /* This host's physical memory in bytes (0 when unknown). */
@@ -81,6 +100,13 @@ int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in);
 int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat,
                      const float *latents);
 void job_log(const job_session *s, const job_spec *j);
+/* The decode of job j's video from its latents, on the last rank. */
+decode_opts job_decode_opts(const job_session *s, const job_spec *j);
+/* Before any work: every job's video= needs --vae and, on the last rank
+ * (which writes it), a path and an encoder that work. A job that fails a
+ * check is marked bad on every rank; SP_ERR_INPUT when that ends a single
+ * run. */
+int job_check_videos(job_session *s);
 
 /* job_lora.c */
 /* The LoRA mode and, for merged, the merge set up before loading; bypass:
