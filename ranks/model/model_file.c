@@ -501,3 +501,7 @@ void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx) {
   m->merge_ctx = ctx;
 }
 
+int rank_model_merging(const rank_model *m) {
+  return m->merge != NULL;
+}
+

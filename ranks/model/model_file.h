@@ -129,6 +129,9 @@ void rank_model_progress_end(void);
 typedef int (*rank_model_merge_fn)(void *ctx, int expert, wan_group g, int block,
                                    const wan_layout *l, kern_dtype dt, void *data);
 void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx);
+/* Whether a merge is set: an fp8 file's merged blocks are then quantised
+ * again by the stage (MODEL.md "fp8 weights", LoRAs). */
+int rank_model_merging(const rank_model *m);
 
 /* ---- writer ------------------------------------------------------------
  * Writes to a temporary file beside path and renames it into place on

@@ -84,7 +84,10 @@ size_t rank_dit_scratch_floats(const wan_config *c, int64_t L, int seq_n, int64_
   size_t head = (size_t)(Lu * D + L * wan_patch_out(c) + 2 * D);
   size_t patch = (size_t)(L * wan_patch_in(c));
   size_t time = (size_t)(c->freq_dim + 8 * D);
-  size_t m = block;
+  /* the context's k and v in fp8 with bypassed pairs: its quantised copy
+   * (text_len, D) + the bypass's region */
+  size_t ctx = lora_rank > 0 ? (size_t)(T * D) + lora_floats(c, T, lora_rank) : 0;
+  size_t m = block > ctx ? block : ctx;
   if (text > m) m = text;
   if (head > m) m = head;
   if (patch > m) m = patch;
@@ -243,8 +246,8 @@ void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
                          float *scratch) {
   const int64_t D = c->dim, T = c->text_len;
   /* fp8: the context's quantised copy (text_len, D) first in the scratch
-   * (the embed text's region is larger); fp8 and bypassed LoRAs exclude
-   * each other (the job refuses them together). */
+   * (rank_dit_scratch_floats has room for it and the bypass's region);
+   * bypassed pairs read the same quantised copy, as in a block. */
   float *in = (float *)ctx;
   if (w->fp8) {
     in = scratch;

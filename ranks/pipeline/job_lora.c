@@ -31,11 +31,11 @@ int job_setup_loras(job_session *s) {
     }
   }
   if (!any) return SP_OK;
-  if (job_precision_fp8(o, rank_model_get_info(s->m))) {
+  if (o->dev == RANK_DEVICE_CUDA && job_precision_fp8(o, rank_model_get_info(s->m))) {
     /* every rank knows it: each returns, rank 0 says why */
     if (w->rank == 0)
-      sp_log_error("--lora with fp8 weights (--precision fp8 or an fp8 file): not built yet; "
-                   "run LoRAs on a bf16 or fp32 file with --precision bf16");
+      sp_log_error("--lora with fp8 weights (--precision fp8 or an fp8 file) on the CUDA "
+                   "stage: not built yet; use the CPU backend (--device cpu)");
     return SP_ERR_INPUT;
   }
   if (o->lora_mode == RANK_LORA_AUTO) o->lora_mode = differ ? RANK_LORA_BYPASS : RANK_LORA_MERGED;

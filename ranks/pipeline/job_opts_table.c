@@ -210,7 +210,10 @@ static const job_option table[JOB_OPT_COUNT] = {
      "a scale per output channel, quantised at load from a bf16 or\n"
      "fp32 file as convert --dtype fp8 does, and their inputs\n"
      "quantised per token: MODEL.md \"fp8 weights\"; CPU backend\n"
-     "only so far; no LoRAs); default: the file's (fp8 for a file\n"
+     "only so far; a merged --lora is merged before the weights\n"
+     "are quantised (an fp8 file's dequantised, merged in fp32\n"
+     "and quantised again), a bypassed one applied in fp32 to\n"
+     "the quantised input); default: the file's (fp8 for a file\n"
      "of convert or init --dtype fp8, which refuses bf16); plan\n"
      "counts an fp8 block on a GPU as 1 byte per linear weight\n"
      "plus its scales"},

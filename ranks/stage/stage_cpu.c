@@ -68,10 +68,11 @@ static int load_group(rank_model *m, cpu_stage *c, int e, wan_group g, int block
   return SP_OK;
 }
 
-/* A bf16 or fp32 block run in fp8 (cfg.fp8): each linear weight quantised
- * per output channel with the quantiser of convert --dtype fp8 and
- * dequantised in place, so it holds exactly what an fp8 file of the same
- * weights gives (MODEL.md "fp8 weights"). */
+/* A bf16 or fp32 block run in fp8 (cfg.fp8), or an fp8 file's block with
+ * LoRAs merged into it: each linear weight quantised per output channel
+ * with the quantiser of convert --dtype fp8 and dequantised in place, so
+ * it holds exactly what an fp8 file of the same weights gives (MODEL.md
+ * "fp8 weights"). */
 static void quantise_block(const wan_layout *l32, float *w) {
   for (int i = 0; i < l32->count; i++) {
     if (wan_block_linear_of(i) < 0) continue;
@@ -314,8 +315,9 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     for (int b = 0; rc == SP_OK && b < s->nblocks; b++) {
       rc = load_group(m, c, e, WAN_GROUP_BLOCK, cfg->first_block + b, tmp, tmp_bytes,
                       &x->block_w[b], bytes_read);
-      /* an fp8 file's blocks come dequantised already */
-      if (rc == SP_OK && cfg->fp8 && !rank_model_get_info(m)->fp8)
+      /* an fp8 file's blocks come dequantised already, and merged LoRAs
+       * (in fp32) are quantised again */
+      if (rc == SP_OK && cfg->fp8 && (!rank_model_get_info(m)->fp8 || rank_model_merging(m)))
         quantise_block(&c->l32[WAN_GROUP_BLOCK], x->block_w[b]);
     }
     if (rc == SP_OK && cfg->head)

@@ -7,8 +7,7 @@
 # a short run of synth:wan2.1-tiny in fp8 against bf16 from the same noise
 # reports the latents' relative L2 (random weights: it says little about
 # visual quality) and must differ from bf16 (the quantisation took place);
-# bench passes --precision on;
-# LoRAs refuse fp8 with one line.
+# bench passes --precision on (LoRAs with fp8: test_lora.sh).
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
@@ -81,16 +80,4 @@ echo "     synth:wan2.1-tiny, 8 steps, CFG 5, fp8 against bf16 from the same noi
   2> /dev/null | grep -q -- "run .* --precision fp8" && ok "bench --precision fp8 reaches run" ||
   bad "bench --precision fp8: not on the run command line"
 
-# LoRAs refuse fp8 (the CUDA stage's refusal: nets/test_fp8_block.c).
-refused() { # what pattern cmd...
-  local what=$1 pat=$2
-  shift 2
-  "$@" > "$T/x.log" 2>&1
-  local rc=$? n
-  n=$(grep -c "error:" "$T/x.log")
-  [ $rc = 2 ] && [ "$n" = 1 ] && grep -q -- "$pat" "$T/x.log" && ok "$what refused: $(grep error: "$T/x.log")" ||
-    bad "$what: exit $rc, $n error lines: $(head -c 400 "$T/x.log")"
-}
-refused "--lora with fp8" "--lora with fp8 weights" \
-  "$SP_BIN" run --model "$T/b.h5" --precision fp8 --lora "$T/c.h5" "${ARGS[@]}" -o "$T/x.h5"
 exit $fail

@@ -1,0 +1,225 @@
+"""LoRAs with fp8 weights on the CPU backend (MODEL.md "fp8 weights",
+LoRAs), against model files built here with numpy: the merge of loralib
+(float64) and the e4m3 quantiser of fp8ref.py. The LoRA's values are
+multiples of 1/64 and its scale is 1, so every float64 sum of the merge is
+exact and the reference's merged weights are bit-exact whatever the order.
+
+  1. A bf16 file with --precision fp8 and a merged LoRA = the fp8 file whose
+     linear weights are fp8ref's quantisation of (bf16(w + delta)), bit
+     for bit (latents).
+  2. An fp8 file with a merged LoRA = the fp8 file holding fp8ref's
+     quantisation of float32(dequantise(q) + delta), bit for bit.
+  3. 1 and 2 against each other: bit-identical exactly when their
+     reference weights are (requantising a dequantised weight plus delta
+     is not quantise(w + delta) in general); which one held is printed.
+  4. Bypass against merged in fp8 (same model, same LoRA): latents'
+     relative L2 within BYPASS_BOUND, printed.
+  5. 2 and 3 pipeline ranks: bit-identical to one process, merged and
+     bypass.
+  6. Two experts (wan2.2-tiny fp8 file) with a LoRA @high: merged and
+     bypass within BYPASS_BOUND, the LoRA moves the latents, 2 ranks
+     bit-identical to one.
+usage: lora_fp8.py STATICPIPE WORKDIR"""
+import os
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "lora"))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+sys.path.insert(0, os.path.join(HERE, "..", "convert"))
+import fp8ref  # noqa: E402
+import h5crc  # noqa: E402
+import loralib  # noqa: E402
+import stlib  # noqa: E402
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
+print(f"fp8 + LoRA: seed {SEED} (set SP_SEED to repeat)")
+rng = np.random.default_rng(SEED)
+# Bypass applies the pair in fp32 to the quantised input, merged quantises
+# W + BA: they differ by the quantisation of the merged weight only.
+BYPASS_BOUND = 0.05
+LINEARS = [f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"] + [
+    "ffn.0.weight", "ffn.2.weight"]
+failures = []
+
+
+def check(cond, msg):
+    print(("ok   " if cond else "FAIL ") + msg)
+    if not cond:
+        failures.append(msg)
+
+
+def w(name):
+    return os.path.join(WORK, name)
+
+
+def sh(args, ranks=1):
+    pre = ["mpirun", "-np", str(ranks)] if ranks > 1 else []
+    p = subprocess.run(pre + args, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stderr[-3000:])
+        raise SystemExit(f"{' '.join(args)}: exit {p.returncode}")
+
+
+def exact_lora(c):
+    """A rank-4 pair (alpha 4) on every linear layer of every block, values
+    k/64 with |k| <= 4: its products and sums are exact in float64."""
+    sh_ = loralib.shapes(c)
+    lo = loralib.Lora("comfy")
+    dk, uk = loralib.pair_keys("comfy")
+    r = 4
+    for b in range(c["layers"]):
+        for n in LINEARS:
+            out, inn = sh_[("block", b, n)]
+            a = (rng.integers(-4, 5, (r, inn)) / 64).astype(np.float32)
+            bv = (rng.integers(-4, 5, (out, r)) / 64).astype(np.float32)
+            s = loralib.stem("comfy", "block", b, n)
+            lo.entries += [(s + dk, "F32", a.shape, a.tobytes()),
+                           (s + uk, "F32", bv.shape, bv.tobytes()),
+                           (s + ".alpha", "F32", (), np.float32(r).tobytes())]
+            lo.terms.append({"target": ("block", b, n), "kind": "pair", "a": a, "b": bv,
+                             "r": r, "alpha": float(r)})
+    return lo
+
+
+def fp8_linears(path, c):
+    """{(block, name): (codes, scale)} of an fp8 file's linear weights."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        for b in range(c["layers"]):
+            for n in LINEARS:
+                p = stlib.h5_path("block", b, n)
+                out[(b, n)] = (f[p][...].reshape(f[p].shape[0], -1), f[p + ".scale"][...])
+    return out
+
+
+def rewrite(f, path, data):
+    """Replaces dataset path by data, keeping its dtype attribute, with a
+    consistent checksum (the model checksum is made again after)."""
+    dt = f[path].attrs["dtype"]
+    shape = f[path].shape
+    del f[path]
+    d = f.create_dataset(path, data=np.ascontiguousarray(data).reshape(shape))
+    d.attrs["dtype"] = dt
+    d.attrs["checksum"] = np.uint32(h5crc.crc32c(np.ascontiguousarray(data).tobytes()))
+
+
+def write_fp8(template, path, c, weights):
+    """A copy of fp8 file template whose linear weights are fp8ref's
+    quantisation of weights {(block, name): float32 (out, in)}."""
+    with open(template, "rb") as s, open(path, "wb") as d:
+        d.write(s.read())
+    with h5py.File(path, "r+") as f:
+        for (b, n), x in weights.items():
+            q, scale = fp8ref.quantise_rows(x)
+            p = stlib.h5_path("block", b, n)
+            rewrite(f, p, q)
+            rewrite(f, p + ".scale", scale)
+        crcs = []
+        for g, b, n, _ in stlib.table(c):
+            p = stlib.h5_path(g, b, n)
+            crcs.append(int(f[p].attrs["checksum"]))
+            if g == "block" and n in LINEARS:
+                crcs.append(int(f[p + ".scale"].attrs["checksum"]))
+        f.attrs["checksum"] = np.bytes_(h5crc.model_checksum(crcs))
+
+
+def latents(path):
+    with h5py.File(path, "r") as f:
+        return f["latents"][...]
+
+
+def same(a, b):
+    return latents(a).tobytes() == latents(b).tobytes()
+
+
+def rel(a, b):
+    x, y = latents(a).astype(np.float64), latents(b).astype(np.float64)
+    return float(np.linalg.norm(x - y) / np.linalg.norm(y))
+
+
+s = str(SEED % 100000)
+sh([BIN, "init", "--arch", "wan2.1-tiny", "--seed", s, "-q", "-o", w("b.h5")])
+sh([BIN, "init", "--arch", "wan2.1-tiny", "--seed", s, "--dtype", "fp8", "-q", "-o", w("f.h5")])
+c, _ = loralib.model_config(w("b.h5"))
+lora = exact_lora(c)
+lora.write(w("l.safetensors"))
+with h5py.File(w("c.h5"), "w") as f:
+    f["context"] = rng.standard_normal((int(rng.integers(1, 40)), 4096)).astype(np.float32)
+    f["context_null"] = rng.standard_normal((int(rng.integers(1, 40)), 4096)).astype(np.float32)
+RUN = ["run", "--cond", w("c.h5"), "--frames", "5", "--size", "32x48", "--steps", "3",
+       "--cfg", "4", "--seed", s, "--device", "cpu", "-q", "--no-preview"]
+L = ["--lora", w("l.safetensors")]
+
+# 1. bf16 file, --precision fp8, merged.
+delta = {(t["target"][1], t["target"][2]): t["b"].astype(np.float64) @ t["a"].astype(np.float64)
+         for t in lora.terms}
+base = loralib.read_model(w("b.h5"))
+ref1 = {}
+for (b, n), d in delta.items():
+    m32 = (base[("block", b, n)].astype(np.float64) + d).astype(np.float32)
+    ref1[(b, n)] = (stlib.bf16_rne(m32.ravel()).astype(np.uint32) << 16).view(np.float32) \
+        .reshape(m32.shape)
+write_fp8(w("f.h5"), w("ref1.h5"), c, ref1)
+sh([BIN] + RUN + ["--model", w("b.h5"), "--precision", "fp8", "--lora-mode", "merged", "-o",
+                  w("m1.h5")] + L)
+sh([BIN] + RUN + ["--model", w("ref1.h5"), "-o", w("r1.h5")])
+check(same(w("m1.h5"), w("r1.h5")),
+      "bf16 file --precision fp8 + merged LoRA = fp8 file of quantise(bf16(w + BA)), bit for bit")
+
+# 2. fp8 file, merged.
+q8 = fp8_linears(w("f.h5"), c)
+ref2 = {k: (fp8ref.decode_rows(*q8[k]).astype(np.float64) + d).astype(np.float32)
+        for k, d in delta.items()}
+write_fp8(w("f.h5"), w("ref2.h5"), c, ref2)
+sh([BIN] + RUN + ["--model", w("f.h5"), "--lora-mode", "merged", "-o", w("m2.h5")] + L)
+sh([BIN] + RUN + ["--model", w("ref2.h5"), "-o", w("r2.h5")])
+check(same(w("m2.h5"), w("r2.h5")),
+      "fp8 file + merged LoRA = fp8 file of quantise(dequantise(q) + BA), bit for bit")
+sh([BIN] + RUN + ["--model", w("f.h5"), "-o", w("n2.h5")])
+check(not same(w("m2.h5"), w("n2.h5")), f"the LoRA moves the fp8 latents by {rel(w('m2.h5'), w('n2.h5')):.3g}")
+
+# 3. the fp8 file against the bf16 file with --precision fp8, both merged.
+nq = sum(int(np.sum(fp8ref.quantise_rows(ref1[k])[0] != fp8ref.quantise_rows(ref2[k])[0]))
+         for k in delta)
+ident = all(fp8ref.quantise_rows(ref1[k])[0].tobytes() == fp8ref.quantise_rows(ref2[k])[0].tobytes()
+            and np.array_equal(fp8ref.quantise_rows(ref1[k])[1], fp8ref.quantise_rows(ref2[k])[1])
+            for k in delta)
+check(same(w("m1.h5"), w("m2.h5")) == ident,
+      f"fp8 file + LoRA vs bf16 file --precision fp8 + LoRA: {nq} e4m3 codes differ in the "
+      f"references, latents {'bit-identical' if ident else 'differ'} by {rel(w('m2.h5'), w('m1.h5')):.3g}"
+      " as the references say")
+
+# 4. bypass against merged in fp8.
+sh([BIN] + RUN + ["--model", w("f.h5"), "--lora-mode", "bypass", "-o", w("y2.h5")] + L)
+e = rel(w("y2.h5"), w("m2.h5"))
+check(e <= BYPASS_BOUND, f"fp8 bypass vs merged: latents' relative L2 {e:.3g} (bound {BYPASS_BOUND})")
+
+# 5. ranks.
+for n in (2, 3):
+    for mode, ref in (("merged", "m2.h5"), ("bypass", "y2.h5")):
+        sh([BIN] + RUN + ["--model", w("f.h5"), "--lora-mode", mode, "-o", w(f"p{n}{mode}.h5")] + L,
+           ranks=n)
+        check(same(w(f"p{n}{mode}.h5"), w(ref)), f"{n} ranks, {mode}: bit-identical to one process")
+
+# 6. two experts, @high.
+sh([BIN, "init", "--arch", "wan2.2-tiny", "--seed", s, "--dtype", "fp8", "-q", "-o", w("f22.h5")])
+H = ["--lora", w("l.safetensors") + "@high"]
+R22 = RUN[:RUN.index("--steps")] + ["--steps", "4"] + RUN[RUN.index("--steps") + 2:]
+sh([BIN] + R22 + ["--model", w("f22.h5"), "-o", w("e0.h5")])
+sh([BIN] + R22 + ["--model", w("f22.h5"), "--lora-mode", "merged", "-o", w("em.h5")] + H)
+sh([BIN] + R22 + ["--model", w("f22.h5"), "--lora-mode", "bypass", "-o", w("eb.h5")] + H)
+sh([BIN] + R22 + ["--model", w("f22.h5"), "--lora-mode", "merged", "-o", w("em2.h5")] + H, ranks=2)
+check(not same(w("em.h5"), w("e0.h5")),
+      f"two experts, @high merged in fp8: the LoRA moves the latents by {rel(w('em.h5'), w('e0.h5')):.3g}")
+e = rel(w("eb.h5"), w("em.h5"))
+check(e <= BYPASS_BOUND, f"two experts, @high: bypass vs merged relative L2 {e:.3g} (bound {BYPASS_BOUND})")
+check(same(w("em2.h5"), w("em.h5")), "two experts, @high merged: 2 ranks bit-identical to one")
+sys.exit(1 if failures else 0)
