@@ -10,9 +10,12 @@
 #   printed "seed N (replay with SP_SEED=N)".
 # sp_tiny FILE [INIT-FLAGS...]: the wan2.1-tiny model written to FILE with
 #   --seed $S (after sp_seed) and INIT-FLAGS; a failure ends with exit 1.
-# sp_cond FILE MAX: a cond file (PY set): context and context_null, each
-#   (n, 4096) float32 standard normal with n drawn in [1, MAX), all from
-#   numpy's default_rng($S), in that order; a failure ends with exit 1.
+# sp_cond MAX FILE...: cond files (PY set), in the order given: each a
+#   context then a context_null, (n, 4096) float32 standard normal with n
+#   drawn in [1, MAX), all from one numpy default_rng($S); a failure ends
+#   with exit 1.
+# sp_same A B [DATASET]: exit 0 when DATASET (default latents) of the HDF5
+#   files A and B has the same shape and the same bytes.
 # sp_python_with IMPORTS WHAT: PY as sp_python_find (python.sh) sets it;
 #   when no python3 runs IMPORTS, sp_skip "no python3 with WHAT" (a
 #   failure under CI).
@@ -47,13 +50,20 @@ sp_tiny() {
 }
 
 sp_cond() {
-  "$PY" - "$1" "$2" "$S" <<'PYEOF' || exit 1
+  "$PY" - "$S" "$@" <<'PYEOF' || exit 1
 import sys, h5py, numpy as np
-path, most, r = sys.argv[1], int(sys.argv[2]), np.random.default_rng(int(sys.argv[3]))
-with h5py.File(path, "w") as f:
-    f["context"] = r.standard_normal((int(r.integers(1, most)), 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((int(r.integers(1, most)), 4096)).astype(np.float32)
+r, most = np.random.default_rng(int(sys.argv[1])), int(sys.argv[2])
+for path in sys.argv[3:]:
+    with h5py.File(path, "w") as f:
+        f["context"] = r.standard_normal((int(r.integers(1, most)), 4096)).astype(np.float32)
+        f["context_null"] = r.standard_normal((int(r.integers(1, most)), 4096)).astype(np.float32)
 PYEOF
+}
+
+sp_same() {
+  "$PY" -c 'import sys, h5py
+n = sys.argv[3]; a = h5py.File(sys.argv[1])[n][...]; b = h5py.File(sys.argv[2])[n][...]
+sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2" "${3:-latents}"
 }
 
 sp_python_with() {

@@ -25,24 +25,19 @@ with h5py.File(f"{d}/c.h5", "w") as f:
     f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
     f["latent"] = r.standard_normal((16, 3, 8, 10)).astype(np.float32)
 PYEOF
-same() { # a.h5 b.h5 [dataset]: exit 0 when bit-identical
-  "$PY" -c 'import sys,h5py
-n=sys.argv[3]; a=h5py.File(sys.argv[1])[n][...]; b=h5py.File(sys.argv[2])[n][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2" "${3:-latents}"
-}
 ARGS=(--cond "$work/c.h5" --frames 9 --size 64x80 --steps 3 --seed $S --cfg 4 -q --no-preview)
 # (mpi_env.sh sets one thread: the reference runs on two)
 OMP_NUM_THREADS=2 "$SP_BIN" run --model "$work/f.h5" "${ARGS[@]}" -o "$work/ref.h5" ||
   { echo "FAIL fp8 run"; exit 1; }
 "$SP_BIN" run --model "$work/b.h5" --precision fp8 "${ARGS[@]}" -o "$work/q.h5" &&
-  same "$work/ref.h5" "$work/q.h5" && ok "fp8 file = bf16 file with --precision fp8, bit for bit" ||
+  sp_same "$work/ref.h5" "$work/q.h5" && ok "fp8 file = bf16 file with --precision fp8, bit for bit" ||
   bad "the fp8 file and the bf16 file with --precision fp8 differ"
 OMP_NUM_THREADS=1 "$SP_BIN" run --model "$work/f.h5" "${ARGS[@]}" -o "$work/t1.h5" &&
-  same "$work/ref.h5" "$work/t1.h5" && ok "one thread: bit-identical to two" || bad "one thread differs"
+  sp_same "$work/ref.h5" "$work/t1.h5" && ok "one thread: bit-identical to two" || bad "one thread differs"
 for c in "2 micro" "2 block" "3 micro"; do
   set -- $c
   mpirun -np $1 "$SP_BIN" run --model "$work/f.h5" "${ARGS[@]}" --order $2 -o "$work/r$1$2.h5" \
-    > "$work/r.log" 2>&1 && same "$work/ref.h5" "$work/r$1$2.h5" &&
+    > "$work/r.log" 2>&1 && sp_same "$work/ref.h5" "$work/r$1$2.h5" &&
     ok "$1 ranks, order $2: bit-identical to one process" ||
     bad "$1 ranks, order $2: $(grep error "$work/r.log" | head -2)"
 done
@@ -51,12 +46,12 @@ done
   "$SP_BIN" init --arch wan2.2-tiny --seed $S --dtype fp8 -q -o "$work/f22.h5" &&
   "$SP_BIN" run --model "$work/f22.h5" "${ARGS[@]}" --steps 4 -o "$work/e8.h5" &&
   "$SP_BIN" run --model "$work/b22.h5" --precision fp8 "${ARGS[@]}" --steps 4 -o "$work/eb.h5" &&
-  same "$work/e8.h5" "$work/eb.h5" && ok "two experts: fp8 file = bf16 file with --precision fp8" ||
+  sp_same "$work/e8.h5" "$work/eb.h5" && ok "two experts: fp8 file = bf16 file with --precision fp8" ||
   bad "two experts in fp8: the fp8 file and --precision fp8 differ"
 F=(forward --latent "$work/c.h5" --cond "$work/c.h5" --timestep 700)
 "$SP_BIN" "${F[@]}" --model "$work/f.h5" -o "$work/p8.h5" 2> /dev/null &&
   "$SP_BIN" "${F[@]}" --model "$work/b.h5" --precision fp8 -o "$work/pb.h5" 2> /dev/null &&
-  same "$work/p8.h5" "$work/pb.h5" pred && ok "forward: fp8 file = bf16 file with --precision fp8" ||
+  sp_same "$work/p8.h5" "$work/pb.h5" pred && ok "forward: fp8 file = bf16 file with --precision fp8" ||
   bad "forward in fp8 differs between the fp8 file and --precision fp8"
 
 # fp8 against bf16 from the same noise: synth:wan2.1-tiny, 17 frames

@@ -11,7 +11,7 @@ set -u
 sp_work_dir layout-faults
 sp_seed
 sp_tiny "$work/m.h5"
-sp_cond "$work/cond.h5" 512
+sp_cond 512 "$work/cond.h5"
 TIMEOUT=5
 ARGS=(--model "$work/m.h5" --cond "$work/cond.h5" --frames 9 --size 64x48 --steps 2000 --cfg 4
       --seed $S --timeout $TIMEOUT --layout 2x1x2)

@@ -15,19 +15,7 @@ set -u
 sp_work_dir layout-speed
 sp_seed
 sp_tiny "$work/m.h5"
-"$PY" - "$work" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
-for name in ("a", "b"):
-    with h5py.File(f"{d}/{name}.h5", "w") as f:
-        f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-        f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-PYEOF
-same() {
-  "$PY" -c 'import sys,h5py
-a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
-}
+sp_cond 512 "$work/a.h5" "$work/b.h5"
 # heads TRACE R S U: the head spans of step 0 per replica, "n0:n1"
 heads() {
   "$PY" - "$@" <<'PYEOF'
@@ -52,7 +40,7 @@ A=(--model "$work/m.h5" --frames 9 --size 48x48 --steps 2)
 if mpirun -np 2 "$SP_BIN" run "${A[@]}" --cond "$work/a.h5" --seed $S --cfg 4.5 --layout 2x1x1 \
     --speed 1,3 --trace "$work/t1.json" -o "$work/s1.h5" >"$work/s1.out" 2>"$work/s1.err"; then
   grep -q "shares of a step's 2 micro-batches: 1:1" "$work/s1.err" &&
-    [ "$(heads "$work/t1.json" 2 1 1)" = "1:1" ] && same "$work/one.h5" "$work/s1.h5" &&
+    [ "$(heads "$work/t1.json" 2 1 1)" = "1:1" ] && sp_same "$work/one.h5" "$work/s1.h5" &&
     ok "2 branches at 1,3 on 2x1x1: 1:1, bit-identical" ||
     bad "2 branches at 1,3: $(grep -h "shares" "$work/s1.err") trace $(heads "$work/t1.json" 2 1 1)"
 else
@@ -80,7 +68,7 @@ for c in "2x1x1 1,3 2 1 1" "2x1x2 1,1,3,3 2 1 2" "2x1x1 3,1 2 1 1"; do
       --speed $speed --trace "$work/t.json" >"$work/j.out" 2>"$work/j.err"; then
     got=$(heads "$work/t.json" $3 $4 $5)
     grep -q "shares of a step's 4 micro-batches: $want" "$work/j.err" && [ "$got" = "$want" ] &&
-      same "$work/sep1.h5" "$work/job1.h5" && same "$work/sep2.h5" "$work/job2.h5" &&
+      sp_same "$work/sep1.h5" "$work/job1.h5" && sp_same "$work/sep2.h5" "$work/job2.h5" &&
       ok "2 videos on $layout at $speed: $want, both bit-identical to their runs" ||
       bad "2 videos on $layout at $speed: trace $got, want $want: $(grep -h shares "$work/j.err")"
   else
@@ -94,7 +82,7 @@ done
 for speed in 1,100 100,1; do
   if mpirun -np 2 "$SP_BIN" run "${A[@]}" --cond "$work/a.h5" --seed $S --cfg 4.5 --layout 1x2x1 \
       --speed $speed -q --json -o "$work/p$speed.h5" >"$work/p.json" 2>"$work/p.err"; then
-    "$PY" - "$work/p.json" $speed <<'PYEOF' && same "$work/one.h5" "$work/p$speed.h5" &&
+    "$PY" - "$work/p.json" $speed <<'PYEOF' && sp_same "$work/one.h5" "$work/p$speed.h5" &&
 import json, sys
 st = json.load(open(sys.argv[1]))["plan"]["ranks"]
 n = [q["last_block"] - q["first_block"] + 1 for q in st]

@@ -16,19 +16,7 @@ sp_seed
 
 sp_tiny "$work/m.h5"
 "$SP_BIN" init --arch wan2.2-tiny --seed $((S + 1)) -q -o "$work/m22.h5" || exit 1
-"$PY" - "$work" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
-for name in ("a", "b"):
-    with h5py.File(f"{d}/{name}.h5", "w") as f:
-        f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-        f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-PYEOF
-same() { # a.h5 b.h5 -> exit 0 when the latents are bit-identical
-  "$PY" -c 'import sys,h5py
-a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
-}
+sp_cond 512 "$work/a.h5" "$work/b.h5"
 ranks() { echo "$1" | awk -Fx '{print $1 * $2 * $3}'; }
 # 48x48 pixels, 9 frames: a (16, 3, 6, 6) latent, 27 tokens (14 + 13 for U = 2)
 ARGS=(--model "$work/m.h5" --cond "$work/a.h5" --frames 9 --size 48x48 --steps 2 --seed $S -q)
@@ -44,7 +32,7 @@ check() {
     bad "$name: --layout $layout failed: $(grep error "$work/$name.err" | head -2)"
     return
   fi
-  same "$work/$ref.h5" "$work/$name.h5" && ok "$name: --layout $layout bit-identical to one process" \
+  sp_same "$work/$ref.h5" "$work/$name.h5" && ok "$name: --layout $layout bit-identical to one process" \
     || bad "$name: --layout $layout: latents differ from one process"
 }
 
@@ -74,7 +62,7 @@ done
 for c in "2 cfg 4.5" "4 cfg 4.5" "4 nocfg 1" "3 cfg 4.5"; do
   set -- $c
   if mpirun -np $1 "$SP_BIN" run "${ARGS[@]}" --cfg $3 --layout auto --json \
-      -o "$work/auto$1$2.h5" > "$work/auto.json" 2> "$work/auto.err" && same "$work/$2.h5" "$work/auto$1$2.h5"; then
+      -o "$work/auto$1$2.h5" > "$work/auto.json" 2> "$work/auto.err" && sp_same "$work/$2.h5" "$work/auto$1$2.h5"; then
     chosen=$("$PY" -c 'import json,sys; l=json.load(open(sys.argv[1]))["plan"]["layout"]
 print("%dx%dx%d" % (l["replicas"], l["stages"], l["seq"]))' "$work/auto.json")
     [ -n "$chosen" ] && [ "$(ranks "$chosen")" = "$1" ] &&
@@ -85,7 +73,7 @@ print("%dx%dx%d" % (l["replicas"], l["stages"], l["seq"]))' "$work/auto.json")
   fi
 done
 mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --layout pipeline --json -o "$work/pipe.h5" \
-  > "$work/pipe.json" 2> /dev/null && same "$work/cfg.h5" "$work/pipe.h5" &&
+  > "$work/pipe.json" 2> /dev/null && sp_same "$work/cfg.h5" "$work/pipe.h5" &&
   "$PY" -c 'import json,sys; l=json.load(open(sys.argv[1]))["plan"]["layout"]
 sys.exit(0 if l == {"replicas": 1, "stages": 3, "seq": 1} else 1)' "$work/pipe.json" &&
   ok "--layout pipeline on 3 ranks: 1x3x1, bit-identical to one process" ||
@@ -124,7 +112,7 @@ if mpirun -np 4 "$SP_BIN" run "${JA[@]}" --jobs "$work/jobs.txt" --layout 2x1x2 
   for j in "1 a $((S + 1)) 4.5" "2 b $((S + 2)) 1" "3 b $((S + 3)) 3"; do
     set -- $j
     "$SP_BIN" run "${JA[@]}" --cond "$work/$2.h5" --seed $3 --cfg $4 -o "$work/sep$1.h5" &&
-      same "$work/sep$1.h5" "$work/job$1.h5" && ok "--jobs 2x1x2: job $1 bit-identical to its run" \
+      sp_same "$work/sep$1.h5" "$work/job$1.h5" && ok "--jobs 2x1x2: job $1 bit-identical to its run" \
       || bad "--jobs 2x1x2: job $1 differs from its separate run"
   done
 else

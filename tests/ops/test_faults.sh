@@ -12,7 +12,7 @@ set -u
 sp_work_dir faults
 sp_seed
 sp_tiny "$work/m.h5"
-sp_cond "$work/cond.h5" 512
+sp_cond 512 "$work/cond.h5"
 TIMEOUT=5
 # Enough steps that the run is still sampling when a rank is hit.
 ARGS=(--model "$work/m.h5" --cond "$work/cond.h5" --frames 9 --size 64x48 --steps 2000

@@ -41,15 +41,10 @@ else bad "bad line: $n error lines: $out"; fi
 echo "$out" | grep -q "jobs: 4 of 5 done, 1 failed" && ok "summary" || bad "no summary: $out"
 [ ! -e "$work/j3.h5" ] && ok "no output for the bad line" || bad "j3.h5 exists"
 
-same() {
-  "$PY" -c 'import sys,h5py
-a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
-}
 check() { # job settings...
   local j=$1; shift
   "$SP_BIN" run "${B[@]}" "$@" -o "$work/s$j.h5" 2>"$work/s$j.err" || { bad "separate run $j: $(cat "$work/s$j.err")"; return; }
-  same "$work/j$j.h5" "$work/s$j.h5" && ok "job $j bit-identical to its separate run" || bad "job $j differs from its separate run"
+  sp_same "$work/j$j.h5" "$work/s$j.h5" && ok "job $j bit-identical to its separate run" || bad "job $j differs from its separate run"
 }
 check 1 --cond "$work/a.h5" --seed $((S + 1))
 check 2 --cond "$work/b.h5" --noise "$work/noise.h5" --cfg 1 --sampler euler
@@ -75,7 +70,7 @@ out=$(mpirun -np 3 "$SP_BIN" run --model "$work/m.h5" --steps 3 --frames 9 --siz
 if [ $rc -eq 0 ] && echo "$out" | grep -q "3 jobs in flight together"; then ok "3 ranks: 3 jobs in flight together"
 else bad "jobs in flight (exit $rc): $(echo "$out" | grep -e error -e flight)"; fi
 for k in 1 5 2; do
-  same "$work/f$k.h5" "$work/s$k.h5" && ok "in flight: job $k bit-identical to its separate run" || bad "in flight: job $k differs"
+  sp_same "$work/f$k.h5" "$work/s$k.h5" && ok "in flight: job $k bit-identical to its separate run" || bad "in flight: job $k differs"
 done
 
 [ $fail -eq 0 ] && echo "jobs: all checks passed" || echo "jobs: FAILED"

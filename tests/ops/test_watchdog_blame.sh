@@ -12,7 +12,7 @@ sp_work_dir watchdog-blame
 sp_seed
 RANDOM=$S
 sp_tiny "$work/m.h5"
-sp_cond "$work/cond.h5" 512
+sp_cond 512 "$work/cond.h5"
 TIMEOUT=5
 ARGS=(--model "$work/m.h5" --cond "$work/cond.h5" --frames 9 --size 64x48 --steps 2000 --seed $S
       --timeout $TIMEOUT)

@@ -21,23 +21,18 @@ with h5py.File(sys.argv[1], "w") as f:
 PYEOF
 SEED=$RANDOM
 ARGS=(--model "$work/m.h5" --cond "$work/cond.h5" --frames 9 --size 64x48 --steps 3 --cfg 4.5 --seed $SEED -q)
-same() { # a.h5 b.h5 -> exit 0 when the latents are bit-identical
-  "$PY" -c 'import sys,h5py,numpy as np
-a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
-}
 
 "$SP_BIN" run "${ARGS[@]}" -o "$work/single.h5" || { echo "FAIL single-process run"; exit 1; }
-"$SP_BIN" run "${ARGS[@]}" -o "$work/again.h5" && same "$work/single.h5" "$work/again.h5" \
+"$SP_BIN" run "${ARGS[@]}" -o "$work/again.h5" && sp_same "$work/single.h5" "$work/again.h5" \
   && ok "rerun bit-identical" || bad "rerun differs"
-OMP_NUM_THREADS=2 "$SP_BIN" run "${ARGS[@]}" -o "$work/threads.h5" && same "$work/single.h5" "$work/threads.h5" \
+OMP_NUM_THREADS=2 "$SP_BIN" run "${ARGS[@]}" -o "$work/threads.h5" && sp_same "$work/single.h5" "$work/threads.h5" \
   && ok "2 threads bit-identical to 1" || bad "thread count changes the latents"
 
 "$SP_BIN" inspect --json "$work/m.h5" > "$work/sizes.json"
 for np in 1 2 3 4; do
   $MPI $np "$SP_BIN" run "${ARGS[@]}" --json -o "$work/np$np.h5" > "$work/np$np.json" 2> "$work/np$np.err" \
     || { bad "mpirun -np $np failed: $(tail -3 "$work/np$np.err")"; continue; }
-  same "$work/single.h5" "$work/np$np.h5" && ok "np $np: latents bit-identical to one process" \
+  sp_same "$work/single.h5" "$work/np$np.h5" && ok "np $np: latents bit-identical to one process" \
     || bad "np $np: latents differ"
   "$PY" - "$work/np$np.json" "$work/sizes.json" $np <<'PYEOF' && ok "np $np: bytes read per rank equal the plan's" || bad "np $np: bytes read"
 import json, sys
@@ -59,7 +54,7 @@ done
 
 # Uneven budgets move blocks; the latents stay the same.
 $MPI 3 "$SP_BIN" run "${ARGS[@]}" --budget "cuda:0,25%;cuda:1,50%;cuda:2,*" --json -o "$work/uneven.h5" > "$work/uneven.json" \
-  && same "$work/single.h5" "$work/uneven.h5" && ok "uneven budget: bit-identical" || bad "uneven budget"
+  && sp_same "$work/single.h5" "$work/uneven.h5" && ok "uneven budget: bit-identical" || bad "uneven budget"
 "$PY" -c 'import json,sys
 a=[(r["first_block"],r["last_block"]) for r in json.load(open(sys.argv[1]))["ranks"]]
 b=[(r["first_block"],r["last_block"]) for r in json.load(open(sys.argv[2]))["ranks"]]
@@ -74,7 +69,7 @@ for np in 1 2 3; do
   for order in micro block; do
     $MPI $np "$SP_BIN" run "${ARGS[@]}" --order $order --json -o "$work/o$order$np.h5" \
       > "$work/o$order$np.json" 2> "$work/o$order$np.err" \
-      && same "$work/single.h5" "$work/o$order$np.h5" \
+      && sp_same "$work/single.h5" "$work/o$order$np.h5" \
       && "$PY" -c 'import json,sys
 r=json.load(open(sys.argv[1]))["ranks"]
 sys.exit(0 if len(r) == int(sys.argv[3]) and all(x["order"] == sys.argv[2] for x in r) else 1)' \
@@ -89,12 +84,12 @@ out=$("$SP_BIN" run "${ARGS[@]}" --order sideways -o "$work/x.h5" 2>&1); rc=$?
 # A chunk-row cap is a CUDA memory knob; the CPU backend takes it and
 # computes the same latents.
 $MPI 2 "$SP_BIN" run "${ARGS[@]}" --chunk-rows 100 -o "$work/chunk.h5" 2> "$work/chunk.err" \
-  && same "$work/single.h5" "$work/chunk.h5" && ok "--chunk-rows 100: bit-identical" \
+  && sp_same "$work/single.h5" "$work/chunk.h5" && ok "--chunk-rows 100: bit-identical" \
   || bad "--chunk-rows 100: $(tail -3 "$work/chunk.err")"
 
 # Other samplers and cfg 1 through the pipeline.
 "$SP_BIN" run "${ARGS[@]}" --sampler euler --cfg 1 -o "$work/e1.h5" && \
-$MPI 2 "$SP_BIN" run "${ARGS[@]}" --sampler euler --cfg 1 -o "$work/e2.h5" && same "$work/e1.h5" "$work/e2.h5" \
+$MPI 2 "$SP_BIN" run "${ARGS[@]}" --sampler euler --cfg 1 -o "$work/e2.h5" && sp_same "$work/e1.h5" "$work/e2.h5" \
   && ok "euler, cfg 1: np 2 bit-identical" || bad "euler cfg 1 np 2"
 
 # One rank's failure ends every rank: exit 2, one message each, no output.
@@ -105,7 +100,7 @@ else bad "missing cond on np 2 (exit $rc): $out"; fi
 cp "$work/single.h5" "$work/keep.h5"
 "$PY" -c 'import h5py,sys; f=h5py.File(sys.argv[1],"a"); del f["context_null"]' "$work/cond.h5"
 out=$($MPI 3 "$SP_BIN" run "${ARGS[@]}" -o "$work/keep.h5" 2>&1); rc=$?
-[ $rc -eq 2 ] && same "$work/single.h5" "$work/keep.h5" && echo "$out" | grep -q "context_null" \
+[ $rc -eq 2 ] && sp_same "$work/single.h5" "$work/keep.h5" && echo "$out" | grep -q "context_null" \
   && ok "no context_null with cfg: exit 2, existing output untouched" || bad "missing context_null (exit $rc): $out"
 
 [ $fail -eq 0 ] && echo "pipeline: all checks passed" || echo "pipeline: FAILED"

@@ -23,18 +23,7 @@ sp_seed
 
 sp_tiny "$work/m.h5"
 "$SP_BIN" init --arch wan2.2-tiny --seed $((S + 1)) -q -o "$work/m22.h5" || exit 1
-"$PY" - "$work" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
-with h5py.File(f"{d}/c.h5", "w") as f:
-    f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-PYEOF
-same() { # a.h5 b.h5 -> exit 0 when the latents are bit-identical
-  "$PY" -c 'import sys,h5py
-a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
-}
+sp_cond 512 "$work/c.h5"
 skipped() { # run.json -> the cache's skipped micro-batch steps
   "$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["cache_skipped_steps"])' "$1"
 }
@@ -55,7 +44,7 @@ check() {
   local name=$1 ref=$2 n=$3
   shift 3
   run "$name" "$n" "$@" || return
-  same "$work/$ref.h5" "$work/$name.h5" && ok "$name: bit-identical to $ref" ||
+  sp_same "$work/$ref.h5" "$work/$name.h5" && ok "$name: bit-identical to $ref" ||
     bad "$name: latents differ from $ref"
 }
 
@@ -77,7 +66,7 @@ for spec in magcache:0.12 teacache:3000; do
   run "$m" 1 "${ARGS[@]}" --cfg 4.5 --cache $spec || continue
   n=$(skipped "$work/$m.json")
   [ "$n" -gt 0 ] && ok "$spec skips $n micro-batch steps of 16" || bad "$spec skipped nothing"
-  if same "$work/off.h5" "$work/$m.h5"; then bad "$spec: latents equal --cache off's"; fi
+  if sp_same "$work/off.h5" "$work/$m.h5"; then bad "$spec: latents equal --cache off's"; fi
   check "$m-2ranks" "$m" 2 "${ARGS[@]}" --cfg 4.5 --cache $spec
   check "$m-3ranks" "$m" 3 "${ARGS[@]}" --cfg 4.5 --cache $spec
   check "$m-3ranks-block" "$m" 3 "${ARGS[@]}" --cfg 4.5 --cache $spec --order block
@@ -128,12 +117,12 @@ if mpirun -np 2 "$SP_BIN" run "${J[@]}" --jobs "$work/jobs.txt" > "$work/jobs.ou
   for q in "0 magcache:0.12" "1 off" "2 teacache:3000"; do
     set -- $q
     run "solo$1" 1 "${J[@]}" --cond "$work/c.h5" --seed $(($1 + 1)) --cache $2 &&
-      { same "$work/solo$1.h5" "$work/j$1.h5" && ok "--jobs line $1 (cache=$2) equals its own run" ||
+      { sp_same "$work/solo$1.h5" "$work/j$1.h5" && ok "--jobs line $1 (cache=$2) equals its own run" ||
         bad "--jobs line $1 (cache=$2) differs from its own run"; }
   done
   # another latent shape: the stage's cache buffers are laid out again
   run solo3 1 "${J[@]}" --cond "$work/c.h5" --seed 4 --cache magcache:0.12 --size 64x48 &&
-    { same "$work/solo3.h5" "$work/j3.h5" && ok "--jobs line 3 (another shape, re-laid) equals its own run" ||
+    { sp_same "$work/solo3.h5" "$work/j3.h5" && ok "--jobs line 3 (another shape, re-laid) equals its own run" ||
       bad "--jobs line 3 (another shape) differs from its own run"; }
 else
   bad "--jobs with cache= failed: $(grep -i error "$work/jobs.err" | head -2)"
