@@ -10,16 +10,16 @@
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir fp8-plan
 P=(plan --model synth:wan2.1-14b --ranks 1)
-"$SP_BIN" "${P[@]}" --gpu-mem 141GB --json > "$T/b.json" &&
-  "$SP_BIN" "${P[@]}" --gpu-mem 141GB --json --precision fp8 > "$T/f.json" &&
-  "$SP_BIN" "${P[@]}" --gpu-mem 141GB --precision fp8 > "$T/f.txt" &&
-  "$SP_BIN" "${P[@]}" --gpu-mem 24GB --budget 'cpu,*' --json > "$T/b24.json" &&
-  "$SP_BIN" "${P[@]}" --gpu-mem 24GB --budget 'cpu,*' --json --precision fp8 > "$T/f24.json" ||
+"$SP_BIN" "${P[@]}" --gpu-mem 141GB --json > "$work/b.json" &&
+  "$SP_BIN" "${P[@]}" --gpu-mem 141GB --json --precision fp8 > "$work/f.json" &&
+  "$SP_BIN" "${P[@]}" --gpu-mem 141GB --precision fp8 > "$work/f.txt" &&
+  "$SP_BIN" "${P[@]}" --gpu-mem 24GB --budget 'cpu,*' --json > "$work/b24.json" &&
+  "$SP_BIN" "${P[@]}" --gpu-mem 24GB --budget 'cpu,*' --json --precision fp8 > "$work/f24.json" ||
   { echo "FAIL: plan"; exit 1; }
-"$PY" - "$T" <<'PYEOF'
+"$PY" - "$work" <<'PYEOF'
 import json, sys
 d = sys.argv[1]
 D, F, params, bf16_block, blocks = 5120, 13824, 351_394_304, 702_788_608, 40

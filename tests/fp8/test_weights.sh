@@ -6,6 +6,6 @@
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-fp8-weights.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir fp8-weights
 "$PY" "$SP_SRC/tests/fp8/weights.py" "$SP_BIN" "$work"

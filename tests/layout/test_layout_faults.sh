@@ -7,30 +7,18 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-MP=
-cleanup() { [ -n "$MP" ] && kill -9 "$MP" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$PY" - "$T/cond.h5" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-r = np.random.default_rng(int(sys.argv[2]))
-with h5py.File(sys.argv[1], "w") as f:
-    f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-PYEOF
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir layout-faults
+sp_seed
+sp_tiny "$work/m.h5"
+sp_cond 512 "$work/cond.h5"
 TIMEOUT=5
-ARGS=(--model "$T/m.h5" --cond "$T/cond.h5" --frames 9 --size 64x48 --steps 2000 --cfg 4
+ARGS=(--model "$work/m.h5" --cond "$work/cond.h5" --frames 9 --size 64x48 --steps 2000 --cfg 4
       --seed $S --timeout $TIMEOUT --layout 2x1x2)
 
 stop() { # the world rank to stop
-  local who=$1 log="$T/stop$1.log" victim= i
-  mpirun -np 4 "$SP_BIN" run "${ARGS[@]}" -o "$T/out$who.h5" > "$log" 2>&1 &
+  local who=$1 log="$work/stop$1.log" victim= i
+  mpirun -np 4 "$SP_BIN" run "${ARGS[@]}" -o "$work/out$who.h5" > "$log" 2>&1 &
   MP=$!
   for i in $(seq 300); do grep -q "step 2/" "$log" && break; sleep 0.1; done
   grep -q "step 2/" "$log" || { bad "rank $who: the run never started sampling: $(tail -3 "$log")"; kill -9 $MP; MP=; return; }
@@ -49,7 +37,7 @@ stop() { # the world rank to stop
   fi
   wait $MP; local rc=$?; MP=
   kill -CONT $victim 2>/dev/null
-  if [ $rc -ne 0 ] && [ ! -e "$T/out$who.h5" ] && grep -q "watchdog: no word from rank $who" "$log"; then
+  if [ $rc -ne 0 ] && [ ! -e "$work/out$who.h5" ] && grep -q "watchdog: no word from rank $who" "$log"; then
     ok "rank $who stopped: the job ended (exit $rc), the watchdog named it, no output"
   else
     bad "rank $who stopped: exit $rc: $(grep -v 'step ' "$log" | tail -4)"

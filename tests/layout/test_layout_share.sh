@@ -10,32 +10,30 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$PY" - "$T" $S <<'PYEOF' || exit 1
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir layout-share
+sp_seed
+sp_tiny "$work/m.h5"
+"$PY" - "$work" $S <<'PYEOF' || exit 1
 import sys, h5py, numpy as np
 d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
 with h5py.File(f"{d}/a.h5", "w") as f:
     f["context"] = r.standard_normal((7, 4096)).astype(np.float32)
     f["context_null"] = r.standard_normal((5, 4096)).astype(np.float32)
 PYEOF
-ARGS=(--model "$T/m.h5" --cond "$T/a.h5" --frames 9 --size 48x48 --steps 1 --seed $S --cfg 4.5
+ARGS=(--model "$work/m.h5" --cond "$work/a.h5" --frames 9 --size 48x48 --steps 1 --seed $S --cfg 4.5
       -q --json)
-"$SP_BIN" run "${ARGS[@]}" -o "$T/one.h5" >"$T/one.json" 2>"$T/one.err" ||
-  { echo "FAIL one-process run: $(cat "$T/one.err")"; exit 1; }
+"$SP_BIN" run "${ARGS[@]}" -o "$work/one.h5" >"$work/one.json" 2>"$work/one.err" ||
+  { echo "FAIL one-process run: $(cat "$work/one.err")"; exit 1; }
 for layout in 1x1x2 1x2x2; do
   n=$(echo $layout | awk -Fx '{print $1 * $2 * $3}')
-  if ! mpirun -np $n "$SP_BIN" run "${ARGS[@]}" --layout $layout -o "$T/$layout.h5" \
-      >"$T/$layout.json" 2>"$T/$layout.err"; then
-    echo "FAIL $layout: $(grep -i error "$T/$layout.err" | head -2)"
+  if ! mpirun -np $n "$SP_BIN" run "${ARGS[@]}" --layout $layout -o "$work/$layout.h5" \
+      >"$work/$layout.json" 2>"$work/$layout.err"; then
+    echo "FAIL $layout: $(grep -i error "$work/$layout.err" | head -2)"
     fail=1
     continue
   fi
-  "$PY" - "$T/one.json" "$T/$layout.json" $layout <<'PYEOF' && echo "ok   $layout" || fail=1
+  "$PY" - "$work/one.json" "$work/$layout.json" $layout <<'PYEOF' && echo "ok   $layout" || fail=1
 import json, sys
 one, run = (json.load(open(p)) for p in sys.argv[1:3])
 R, S, U = (int(x) for x in sys.argv[3].split("x"))

@@ -10,32 +10,16 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir layouts
+sp_seed
 
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$SP_BIN" init --arch wan2.2-tiny --seed $((S + 1)) -q -o "$T/m22.h5" || exit 1
-"$PY" - "$T" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
-for name in ("a", "b"):
-    with h5py.File(f"{d}/{name}.h5", "w") as f:
-        f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-        f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-PYEOF
-same() { # a.h5 b.h5 -> exit 0 when the latents are bit-identical
-  "$PY" -c 'import sys,h5py
-a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
-}
+sp_tiny "$work/m.h5"
+"$SP_BIN" init --arch wan2.2-tiny --seed $((S + 1)) -q -o "$work/m22.h5" || exit 1
+sp_cond 512 "$work/a.h5" "$work/b.h5"
 ranks() { echo "$1" | awk -Fx '{print $1 * $2 * $3}'; }
 # 48x48 pixels, 9 frames: a (16, 3, 6, 6) latent, 27 tokens (14 + 13 for U = 2)
-ARGS=(--model "$T/m.h5" --cond "$T/a.h5" --frames 9 --size 48x48 --steps 2 --seed $S -q)
+ARGS=(--model "$work/m.h5" --cond "$work/a.h5" --frames 9 --size 48x48 --steps 2 --seed $S -q)
 
 # name ref layout args...: the run under mpirun with --layout, against ref
 check() {
@@ -43,17 +27,17 @@ check() {
   shift 3
   local n
   n=$(ranks "$layout")
-  if ! mpirun -np "$n" "$SP_BIN" run "$@" --layout "$layout" -o "$T/$name.h5" \
-      > "$T/$name.out" 2> "$T/$name.err"; then
-    bad "$name: --layout $layout failed: $(grep error "$T/$name.err" | head -2)"
+  if ! mpirun -np "$n" "$SP_BIN" run "$@" --layout "$layout" -o "$work/$name.h5" \
+      > "$work/$name.out" 2> "$work/$name.err"; then
+    bad "$name: --layout $layout failed: $(grep error "$work/$name.err" | head -2)"
     return
   fi
-  same "$T/$ref.h5" "$T/$name.h5" && ok "$name: --layout $layout bit-identical to one process" \
+  sp_same "$work/$ref.h5" "$work/$name.h5" && ok "$name: --layout $layout bit-identical to one process" \
     || bad "$name: --layout $layout: latents differ from one process"
 }
 
-"$SP_BIN" run "${ARGS[@]}" --cfg 4.5 -o "$T/cfg.h5" || { echo "FAIL one-process run"; exit 1; }
-"$SP_BIN" run "${ARGS[@]}" --cfg 1 -o "$T/nocfg.h5" || { echo "FAIL one-process run"; exit 1; }
+"$SP_BIN" run "${ARGS[@]}" --cfg 4.5 -o "$work/cfg.h5" || { echo "FAIL one-process run"; exit 1; }
+"$SP_BIN" run "${ARGS[@]}" --cfg 1 -o "$work/nocfg.h5" || { echo "FAIL one-process run"; exit 1; }
 # Both orders over the layouts; streamed blocks (--stream-frac 1) on some.
 i=0
 for layout in 2x1x1 1x1x2 2x2x1 2x1x2 1x2x2 2x2x2 1x4x2; do
@@ -68,7 +52,7 @@ check "cfg-2x2x2-stream" cfg 2x2x2 "${ARGS[@]}" --cfg 4.5 --stream-frac 1
 for layout in 1x1x2 1x2x2; do check "nocfg-$layout" nocfg "$layout" "${ARGS[@]}" --cfg 1; done
 # fp8 (MODEL.md "fp8 weights": activations quantised per token, so a
 # split of the tokens changes no bit): replicas, stages and Ulysses ranks.
-"$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --precision fp8 -o "$T/fp8.h5" || { echo "FAIL fp8 run"; exit 1; }
+"$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --precision fp8 -o "$work/fp8.h5" || { echo "FAIL fp8 run"; exit 1; }
 for layout in 2x1x1 1x1x2 2x2x1 1x2x2; do
   check "fp8-$layout" fp8 "$layout" "${ARGS[@]}" --cfg 4.5 --precision fp8
 done
@@ -78,27 +62,27 @@ done
 for c in "2 cfg 4.5" "4 cfg 4.5" "4 nocfg 1" "3 cfg 4.5"; do
   set -- $c
   if mpirun -np $1 "$SP_BIN" run "${ARGS[@]}" --cfg $3 --layout auto --json \
-      -o "$T/auto$1$2.h5" > "$T/auto.json" 2> "$T/auto.err" && same "$T/$2.h5" "$T/auto$1$2.h5"; then
+      -o "$work/auto$1$2.h5" > "$work/auto.json" 2> "$work/auto.err" && sp_same "$work/$2.h5" "$work/auto$1$2.h5"; then
     chosen=$("$PY" -c 'import json,sys; l=json.load(open(sys.argv[1]))["plan"]["layout"]
-print("%dx%dx%d" % (l["replicas"], l["stages"], l["seq"]))' "$T/auto.json")
+print("%dx%dx%d" % (l["replicas"], l["stages"], l["seq"]))' "$work/auto.json")
     [ -n "$chosen" ] && [ "$(ranks "$chosen")" = "$1" ] &&
       ok "--layout auto on $1 ranks ($2): $chosen, bit-identical to one process" ||
       bad "--layout auto on $1 ranks: the plan's layout '$chosen' is not one of $1 ranks"
   else
-    bad "--layout auto on $1 ranks ($2) failed or differs: $(grep error "$T/auto.err" | head -2)"
+    bad "--layout auto on $1 ranks ($2) failed or differs: $(grep error "$work/auto.err" | head -2)"
   fi
 done
-mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --layout pipeline --json -o "$T/pipe.h5" \
-  > "$T/pipe.json" 2> /dev/null && same "$T/cfg.h5" "$T/pipe.h5" &&
+mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --layout pipeline --json -o "$work/pipe.h5" \
+  > "$work/pipe.json" 2> /dev/null && sp_same "$work/cfg.h5" "$work/pipe.h5" &&
   "$PY" -c 'import json,sys; l=json.load(open(sys.argv[1]))["plan"]["layout"]
-sys.exit(0 if l == {"replicas": 1, "stages": 3, "seq": 1} else 1)' "$T/pipe.json" &&
+sys.exit(0 if l == {"replicas": 1, "stages": 3, "seq": 1} else 1)' "$work/pipe.json" &&
   ok "--layout pipeline on 3 ranks: 1x3x1, bit-identical to one process" ||
   bad "--layout pipeline on 3 ranks: not 1x3x1 or latents differ"
 
 # The plan carries the layout (JSON), and every rank of a stage holds its blocks.
-mpirun -np 8 "$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --layout 2x2x2 --json -o "$T/j.h5" \
-  > "$T/j.json" 2> "$T/j.err" || bad "2x2x2 --json failed"
-"$PY" - "$T/j.json" <<'PYEOF' && ok "2x2x2: the plan's layout and each rank's stage blocks" \
+mpirun -np 8 "$SP_BIN" run "${ARGS[@]}" --cfg 4.5 --layout 2x2x2 --json -o "$work/j.h5" \
+  > "$work/j.json" 2> "$work/j.err" || bad "2x2x2 --json failed"
+"$PY" - "$work/j.json" <<'PYEOF' && ok "2x2x2: the plan's layout and each rank's stage blocks" \
   || bad "2x2x2: layout or blocks in the JSON"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -111,41 +95,41 @@ for r in d["ranks"]:
 PYEOF
 
 # Two experts (wan2.2-tiny): each step's expert on every replica and stage.
-A22=(--model "$T/m22.h5" --cond "$T/b.h5" --frames 9 --size 48x48 --steps 4 --seed $S -q)
-"$SP_BIN" run "${A22[@]}" -o "$T/e.h5" || { echo "FAIL one-process two-expert run"; exit 1; }
+A22=(--model "$work/m22.h5" --cond "$work/b.h5" --frames 9 --size 48x48 --steps 4 --seed $S -q)
+"$SP_BIN" run "${A22[@]}" -o "$work/e.h5" || { echo "FAIL one-process two-expert run"; exit 1; }
 for layout in 2x1x1 1x1x2 2x2x2; do check "experts-$layout" e "$layout" "${A22[@]}"; done
 
 # --jobs with replicas: three jobs in flight (one without CFG), their five
 # micro-batches spread over two replicas; each equals its separate run.
-cat > "$T/jobs.txt" <<JOBS
-cond=$T/a.h5 out=$T/job1.h5 seed=$((S + 1)) cfg=4.5
-cond=$T/b.h5 out=$T/job2.h5 seed=$((S + 2)) cfg=1
-cond=$T/b.h5 out=$T/job3.h5 seed=$((S + 3)) cfg=3
+cat > "$work/jobs.txt" <<JOBS
+cond=$work/a.h5 out=$work/job1.h5 seed=$((S + 1)) cfg=4.5
+cond=$work/b.h5 out=$work/job2.h5 seed=$((S + 2)) cfg=1
+cond=$work/b.h5 out=$work/job3.h5 seed=$((S + 3)) cfg=3
 JOBS
-JA=(--model "$T/m.h5" --frames 9 --size 48x48 --steps 2 -q)
-if mpirun -np 4 "$SP_BIN" run "${JA[@]}" --jobs "$T/jobs.txt" --layout 2x1x2 \
-    > "$T/jobs.out" 2> "$T/jobs.err"; then
+JA=(--model "$work/m.h5" --frames 9 --size 48x48 --steps 2 -q)
+if mpirun -np 4 "$SP_BIN" run "${JA[@]}" --jobs "$work/jobs.txt" --layout 2x1x2 \
+    > "$work/jobs.out" 2> "$work/jobs.err"; then
   for j in "1 a $((S + 1)) 4.5" "2 b $((S + 2)) 1" "3 b $((S + 3)) 3"; do
     set -- $j
-    "$SP_BIN" run "${JA[@]}" --cond "$T/$2.h5" --seed $3 --cfg $4 -o "$T/sep$1.h5" &&
-      same "$T/sep$1.h5" "$T/job$1.h5" && ok "--jobs 2x1x2: job $1 bit-identical to its run" \
+    "$SP_BIN" run "${JA[@]}" --cond "$work/$2.h5" --seed $3 --cfg $4 -o "$work/sep$1.h5" &&
+      sp_same "$work/sep$1.h5" "$work/job$1.h5" && ok "--jobs 2x1x2: job $1 bit-identical to its run" \
       || bad "--jobs 2x1x2: job $1 differs from its separate run"
   done
 else
-  bad "--jobs with --layout 2x1x2 failed: $(grep error "$T/jobs.err" | head -2)"
+  bad "--jobs with --layout 2x1x2 failed: $(grep error "$work/jobs.err" | head -2)"
 fi
 
 # Refusals: one line, exit 2, no output.
 refuse() { # np want-in-the-line args...
   local n=$1 want=$2
   shift 2
-  rm -f "$T/bad.h5"
-  out=$(mpirun -np "$n" "$SP_BIN" run "${ARGS[@]}" "$@" -o "$T/bad.h5" 2>&1)
+  rm -f "$work/bad.h5"
+  out=$(mpirun -np "$n" "$SP_BIN" run "${ARGS[@]}" "$@" -o "$work/bad.h5" 2>&1)
   rc=$?
   # one line from the rank that found it; the others only say they stop
   own=$(echo "$out" | grep "error:" | grep -v "stopping: rank 0")
   if [ $rc -eq 2 ] && [ "$(echo "$own" | grep -c .)" -eq 1 ] && echo "$own" | grep -q -- "$want" &&
-     [ ! -e "$T/bad.h5" ]; then
+     [ ! -e "$work/bad.h5" ]; then
     ok "refused ($*): $own"
   else
     bad "not refused as expected ($*): exit $rc: $(echo "$out" | grep error | head -3)"

@@ -9,38 +9,23 @@ set -u
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$PY" - "$T/cond.h5" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-r = np.random.default_rng(int(sys.argv[2]))
-with h5py.File(sys.argv[1], "w") as f:
-    f["context"] = r.standard_normal((int(r.integers(1, 513)), 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((int(r.integers(1, 513)), 4096)).astype(np.float32)
-PYEOF
-A=(--model "$T/m.h5" --cond "$T/cond.h5" --frames 17 --size 96x80 --steps 4 --cfg 5 --seed $S
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir layouts-gpu
+sp_seed
+sp_tiny "$work/m.h5"
+sp_cond 513 "$work/cond.h5"
+A=(--model "$work/m.h5" --cond "$work/cond.h5" --frames 17 --size 96x80 --steps 4 --cfg 5 --seed $S
    -q --device cuda --transport mpi)
-same() {
-  "$PY" -c 'import sys,h5py
-a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
-}
-"$SP_BIN" run "${A[@]}" -o "$T/one.h5" || { echo "FAIL 1-rank GPU run"; exit 1; }
+"$SP_BIN" run "${A[@]}" -o "$work/one.h5" || { echo "FAIL 1-rank GPU run"; exit 1; }
 for c in "2 2x1x1 micro 0" "2 2x1x1 block 1" "4 2x2x1 micro 1" "4 2x2x1 block 0"; do
   set -- $c
   name="$2-$3-$4"
   if mpirun -np $1 "$SP_BIN" run "${A[@]}" --layout $2 --order $3 --stream-frac $4 \
-      -o "$T/$name.h5" 2> "$T/$name.err"; then
-    same "$T/one.h5" "$T/$name.h5" && ok "--layout $2 --order $3 --stream-frac $4: bit-identical to 1 rank" \
+      -o "$work/$name.h5" 2> "$work/$name.err"; then
+    sp_same "$work/one.h5" "$work/$name.h5" && ok "--layout $2 --order $3 --stream-frac $4: bit-identical to 1 rank" \
       || bad "--layout $2 --order $3 --stream-frac $4: latents differ from 1 rank"
   else
-    bad "--layout $2 --order $3 --stream-frac $4 failed: $(grep error "$T/$name.err" | head -2)"
+    bad "--layout $2 --order $3 --stream-frac $4 failed: $(grep error "$work/$name.err" | head -2)"
   fi
 done
 exit $fail

@@ -6,6 +6,6 @@ set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-lora-bypass.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir lora-bypass
 "$PY" "$SP_SRC/tests/lora/bypass_check.py" "$SP_BIN" "$work" ${SP_SEED:-}

@@ -6,7 +6,7 @@ set -u
 . "$SP_SRC/tests/common/find_python.sh"
 dump="$SP_BUILD/tests/lora_merge_dump"
 [ -x "$dump" ] || { echo "FAIL: $dump not built" >&2; exit 1; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-lora.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir lora
 export OMP_NUM_THREADS=2
 "$PY" "$SP_SRC/tests/lora/lora_check.py" "$SP_BIN" "$dump" "$work" ${SP_SEED:-}

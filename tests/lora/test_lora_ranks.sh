@@ -7,10 +7,9 @@ set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-lora-ranks.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-seed=${SP_SEED:-$RANDOM}
-echo "seed $seed (SP_SEED=$seed replays)"
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir lora-ranks
+sp_seed seed
 "$SP_BIN" init --arch wan2.1-tiny --seed 5 -o "$work/shape.h5" >/dev/null 2>&1 || exit 1
 "$PY" - "$work" "$seed" <<'PY' || exit 1
 import os, sys
@@ -37,7 +36,6 @@ base=(run --model synth:wan2.1-tiny:5 --cond "$work/cond.h5" --frames 5 --size 3
       --device cpu --no-preview -q)
 args=("${base[@]}" --lora "$work/lora0.safetensors:0.7" --lora "$work/lora1.safetensors"
       --lora "$work/lora2.safetensors:-1.2" --lora "$work/lora3.safetensors")
-fail=0
 for cfg in "--sampler euler --cfg 1 --timesteps 1000,750,500,250" "--sampler unipc --cfg 4 --sigmas 0.95,0.7,0.4,0"; do
   for n in 1 2 3 4; do
     # shellcheck disable=SC2086

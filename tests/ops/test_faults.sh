@@ -8,34 +8,22 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-MP=
-cleanup() { [ -n "$MP" ] && kill -9 "$MP" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-SEED=$RANDOM
-echo "seed $SEED"
-"$SP_BIN" init --arch wan2.1-tiny --seed $SEED -q -o "$T/m.h5" || exit 1
-"$PY" - "$T/cond.h5" $SEED <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-r = np.random.default_rng(int(sys.argv[2]))
-with h5py.File(sys.argv[1], "w") as f:
-    f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-PYEOF
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir faults
+sp_seed
+sp_tiny "$work/m.h5"
+sp_cond 512 "$work/cond.h5"
 TIMEOUT=5
 # Enough steps that the run is still sampling when a rank is hit.
-ARGS=(--model "$T/m.h5" --cond "$T/cond.h5" --frames 9 --size 64x48 --steps 2000
-      --seed $SEED --timeout $TIMEOUT)
+ARGS=(--model "$work/m.h5" --cond "$work/cond.h5" --frames 9 --size 64x48 --steps 2000
+      --seed $S --timeout $TIMEOUT)
 
-no_output() { ! ls -A "$T" | grep -q -e '^out' -e '\.tmp-'; }
+no_output() { ! ls -A "$work" | grep -q -e '^out' -e '\.tmp-'; }
 
 # mid-run SIGNAL: 3 ranks; once rank 0 reports a step, rank 1 gets SIGNAL.
 hit() {
-  local sig=$1 log="$T/$1.log"
-  mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" -o "$T/out-$sig.h5" > "$log" 2>&1 &
+  local sig=$1 log="$work/$1.log"
+  mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" -o "$work/out-$sig.h5" > "$log" 2>&1 &
   MP=$!
   local i victim=
   for i in $(seq 300); do grep -q "step 2/" "$log" && break; sleep 0.1; done
@@ -60,7 +48,7 @@ hit() {
   if [ $rc -ne 0 ] && no_output; then
     ok "SIG$sig on rank 1: job ended in ${dt%???????} s (limit $limit), exit $rc, no output: $(grep -m1 -e fatal -e 'exited on signal' "$log" | cut -c1-160)"
   else
-    bad "SIG$sig: exit $rc, output: $(ls -A "$T"), log: $(grep -v 'step ' "$log" | tail -5)"
+    bad "SIG$sig: exit $rc, output: $(ls -A "$work"), log: $(grep -v 'step ' "$log" | tail -5)"
   fi
   # mpirun sends SIGCONT, SIGTERM, SIGKILL; allow a busy machine a moment.
   local st=
@@ -70,18 +58,18 @@ hit() {
   [ -z "$st" ] || [ "$st" = Z ] || { bad "SIG$sig: rank 1 (pid $victim, state $st) outlived the job"; kill -CONT $victim; kill -9 $victim; }
 }
 hit STOP
-grep -q "watchdog: no word from rank 1" "$T/STOP.log" && ok "SIGSTOP: the watchdog named the silent rank" \
-  || bad "SIGSTOP: no watchdog message: $(grep -v 'step ' "$T/STOP.log" | tail -5)"
+grep -q "watchdog: no word from rank 1" "$work/STOP.log" && ok "SIGSTOP: the watchdog named the silent rank" \
+  || bad "SIGSTOP: no watchdog message: $(grep -v 'step ' "$work/STOP.log" | tail -5)"
 # The stopped rank, continued by mpirun before it ends the job, blames no one.
-grep -q "^\[rank 1\] fatal: watchdog: no word from" "$T/STOP.log" \
-  && bad "SIGSTOP: the stopped rank blamed another: $(grep '^\[rank 1\] fatal' "$T/STOP.log")" \
+grep -q "^\[rank 1\] fatal: watchdog: no word from" "$work/STOP.log" \
+  && bad "SIGSTOP: the stopped rank blamed another: $(grep '^\[rank 1\] fatal' "$work/STOP.log")" \
   || ok "SIGSTOP: only the running ranks name the stopped one"
 hit KILL
 
 # A corrupt block (one flipped byte in rank 1's block): the same message on
 # every rank, in its stderr lines and its own --log-dir file, before sampling.
-cp "$T/m.h5" "$T/bad.h5"
-"$PY" - "$T/bad.h5" <<'PYEOF' || exit 1
+cp "$work/m.h5" "$work/bad.h5"
+"$PY" - "$work/bad.h5" <<'PYEOF' || exit 1
 import sys, h5py, numpy as np
 p = sys.argv[1]
 with h5py.File(p, "r") as f:
@@ -91,13 +79,13 @@ pos = off + int(np.random.default_rng().integers(0, n))
 with open(p, "r+b") as fh:
     fh.seek(pos); b = fh.read(1); fh.seek(pos); fh.write(bytes([b[0] ^ 0x40]))
 PYEOF
-echo "original" > "$T/keep.h5"
-out=$(mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" --steps 3 --model "$T/bad.h5" --log-dir "$T/logs" -o "$T/keep.h5" 2>&1); rc=$?
-if [ $rc -ne 0 ] && [ "$(cat "$T/keep.h5")" = original ] && ! echo "$out" | grep -q "step 1/"; then
+echo "original" > "$work/keep.h5"
+out=$(mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" --steps 3 --model "$work/bad.h5" --log-dir "$work/logs" -o "$work/keep.h5" 2>&1); rc=$?
+if [ $rc -ne 0 ] && [ "$(cat "$work/keep.h5")" = original ] && ! echo "$out" | grep -q "step 1/"; then
   ok "corrupt block: exit $rc before sampling, existing output untouched"
 else bad "corrupt block: exit $rc: $out"; fi
 for r in 0 1 2; do
-  line=$(echo "$out" | grep "^\[rank $r\] error:" ); flog=$(grep "error:" "$T/logs/rank-$r.log" 2>/dev/null)
+  line=$(echo "$out" | grep "^\[rank $r\] error:" ); flog=$(grep "error:" "$work/logs/rank-$r.log" 2>/dev/null)
   if [ "$(echo "$line" | wc -l)" = 1 ] && echo "$line" | grep -q "blocks/0002.*checksum mismatch" \
      && [ "$line" = "$flog" ]; then ok "corrupt block: rank $r: $(echo "$line" | cut -c1-140)"
   else bad "corrupt block: rank $r says '$line', its log file '$flog'"; fi
@@ -105,10 +93,10 @@ done
 
 # A plan that does not fit: refused before loading (the corrupt model would
 # fail while loading, so its checksum must never be reached).
-out=$(mpirun -np 2 "$SP_BIN" run "${ARGS[@]}" --steps 3 --model "$T/bad.h5" --budget "cuda:0,1mb;cuda:1,1mb" -o "$T/keep.h5" 2>&1); rc=$?
+out=$(mpirun -np 2 "$SP_BIN" run "${ARGS[@]}" --steps 3 --model "$work/bad.h5" --budget "cuda:0,1mb;cuda:1,1mb" -o "$work/keep.h5" 2>&1); rc=$?
 if [ $rc -eq 2 ] && echo "$out" | grep -q "\[rank 0\] error: plan: no plan fits" \
    && echo "$out" | grep -q "\[rank 1\] error: stopping: rank 0 .*planning" \
-   && ! echo "$out" | grep -q checksum && [ "$(cat "$T/keep.h5")" = original ]; then
+   && ! echo "$out" | grep -q checksum && [ "$(cat "$work/keep.h5")" = original ]; then
   ok "budget too small: exit 2 before loading: $(echo "$out" | grep -m1 -A1 'no plan fits' | tr '\n' ' ' | cut -c1-150)"
 else bad "budget too small: exit $rc: $out"; fi
 

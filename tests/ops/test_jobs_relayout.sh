@@ -15,16 +15,12 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$SP_BIN" inspect --json "$T/m.h5" > "$T/sizes.json" || exit 1
-"$PY" - "$T" $S <<'PYEOF' || exit 1
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir jobs-relayout
+sp_seed
+sp_tiny "$work/m.h5"
+"$SP_BIN" inspect --json "$work/m.h5" > "$work/sizes.json" || exit 1
+"$PY" - "$work" $S <<'PYEOF' || exit 1
 import os, sys, h5py, numpy as np
 sys.path.insert(0, os.path.join(os.environ["SP_SRC"], "tests", "lora"))
 import loralib
@@ -41,9 +37,9 @@ for b in range(c["layers"]):
 lo.write(f"{d}/l.safetensors")
 PYEOF
 DEV=${SP_RELAYOUT_DEVICE:-cpu}
-B=(--model "$T/m.h5" --steps 2 --timeout 60 --device "$DEV")
+B=(--model "$work/m.h5" --steps 2 --timeout 60 --device "$DEV")
 # The variants: the extra options of every run of each (split at spaces).
-VARIANTS=("" "--lora $T/l.safetensors:1.5 --lora-mode bypass")
+VARIANTS=("" "--lora $work/l.safetensors:1.5 --lora-mode bypass")
 [ "$DEV" = cuda ] && VARIANTS+=("--stream-frac 0.5")
 # The jobs: two large (17 frames of 64x64) and one small (9 of 48x80, CFG off).
 BIG="frames=17 size=64x64"
@@ -59,7 +55,7 @@ PYEOF
 opts() { for kv in $1; do printf -- '--%s\n%s\n' "${kv%%=*}" "${kv#*=}"; done; }
 # Each rank read exactly its own groups, once.
 loaded_once() { # JSON-LINES-FILE NP
-  "$PY" - "$1" "$T/sizes.json" "$2" <<'PYEOF'
+  "$PY" - "$1" "$work/sizes.json" "$2" <<'PYEOF'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 run = [l for l in lines if "ranks" in l][-1]
@@ -76,8 +72,8 @@ PYEOF
 # The references: each job alone, one process, with the variant's options.
 ref() { # NAME SEED SHAPE
   mapfile -t o < <(opts "$3")
-  "$SP_BIN" run "${B[@]}" ${X[@]+"${X[@]}"} -q --cond "$T/a.h5" --seed "$2" "${o[@]}" \
-    -o "$T/$1.h5" || { bad "$V: reference $1"; return 1; }
+  "$SP_BIN" run "${B[@]}" ${X[@]+"${X[@]}"} -q --cond "$work/a.h5" --seed "$2" "${o[@]}" \
+    -o "$work/$1.h5" || { bad "$V: reference $1"; return 1; }
 }
 relaid() { # LOG: two shape changes re-laid, no reload
   [ "$(grep -c "re-laid its activations" "$1")" = 2 ] && ! grep -q "reloads" "$1"
@@ -85,41 +81,41 @@ relaid() { # LOG: two shape changes re-laid, no reload
 
 for V in "${VARIANTS[@]}"; do
   read -r -a X <<< "$V"
-  V="$DEV${V:+ ${V//$T\//}}"
+  V="$DEV${V:+ ${V//$work\//}}"
   ref r1 $((S + 1)) "$BIG" && ref r2 $((S + 2)) "$SMALL" && ref r3 $((S + 3)) "$BIG" || continue
   for np in 1 2; do
-    rm -f "$T"/j*.h5*
-    printf '%s\n' "cond=$T/a.h5 out=$T/j1.h5 seed=$((S + 1)) $BIG" \
-      "cond=$T/a.h5 out=$T/j2.h5 seed=$((S + 2)) $SMALL" \
-      "cond=$T/a.h5 out=$T/j3.h5 seed=$((S + 3)) $BIG" > "$T/jobs.txt"
-    timeout 300 mpirun -np $np "$SP_BIN" run "${B[@]}" ${X[@]+"${X[@]}"} --jobs "$T/jobs.txt" \
-      --json > "$T/f.json" 2> "$T/f.err"; rc=$?
-    if [ $rc -eq 0 ] && same "$T/j1.h5" "$T/r1.h5" && same "$T/j2.h5" "$T/r2.h5" \
-       && same "$T/j3.h5" "$T/r3.h5"; then
+    rm -f "$work"/j*.h5*
+    printf '%s\n' "cond=$work/a.h5 out=$work/j1.h5 seed=$((S + 1)) $BIG" \
+      "cond=$work/a.h5 out=$work/j2.h5 seed=$((S + 2)) $SMALL" \
+      "cond=$work/a.h5 out=$work/j3.h5 seed=$((S + 3)) $BIG" > "$work/jobs.txt"
+    timeout 300 mpirun -np $np "$SP_BIN" run "${B[@]}" ${X[@]+"${X[@]}"} --jobs "$work/jobs.txt" \
+      --json > "$work/f.json" 2> "$work/f.err"; rc=$?
+    if [ $rc -eq 0 ] && same "$work/j1.h5" "$work/r1.h5" && same "$work/j2.h5" "$work/r2.h5" \
+       && same "$work/j3.h5" "$work/r3.h5"; then
       ok "$V: np $np: jobs file, shapes large-small-large: each bit-identical to its own run"
-    else bad "$V: np $np: jobs file: exit $rc: $(tail -3 "$T/f.err")"; fi
-    loaded_once "$T/f.json" $np && ok "$V: np $np: jobs file: every rank read its weights once" \
+    else bad "$V: np $np: jobs file: exit $rc: $(tail -3 "$work/f.err")"; fi
+    loaded_once "$work/f.json" $np && ok "$V: np $np: jobs file: every rank read its weights once" \
       || bad "$V: np $np: jobs file: bytes_loaded"
-    relaid "$T/f.err" && ok "$V: np $np: jobs file: two shape changes re-laid, nothing reloaded" \
-      || bad "$V: np $np: jobs file: log: $(grep "latent shape" "$T/f.err")"
+    relaid "$work/f.err" && ok "$V: np $np: jobs file: two shape changes re-laid, nothing reloaded" \
+      || bad "$V: np $np: jobs file: log: $(grep "latent shape" "$work/f.err")"
 
     # The queue: the plan from the command line's shape (the large one); the
     # small job comes first, so the stage starts smaller than its room.
-    rm -f "$T"/q*.h5*
-    printf '%s\n' "cond=$T/a.h5 out=$T/q2.h5 seed=$((S + 2)) $SMALL" \
-      "cond=$T/a.h5 out=$T/q1.h5 seed=$((S + 1))" \
-      "cond=$T/a.h5 out=$T/q3.h5 seed=$((S + 3))" \
+    rm -f "$work"/q*.h5*
+    printf '%s\n' "cond=$work/a.h5 out=$work/q2.h5 seed=$((S + 2)) $SMALL" \
+      "cond=$work/a.h5 out=$work/q1.h5 seed=$((S + 1))" \
+      "cond=$work/a.h5 out=$work/q3.h5 seed=$((S + 3))" \
       | timeout 300 mpirun -np $np "$SP_BIN" run "${B[@]}" ${X[@]+"${X[@]}"} --frames 17 \
-        --size 64x64 --jobs - --json > "$T/q.json" 2> "$T/q.err"; rc=$?
-    if [ $rc -eq 0 ] && same "$T/q2.h5" "$T/r2.h5" && same "$T/q1.h5" "$T/r1.h5" \
-       && same "$T/q3.h5" "$T/r3.h5"; then
+        --size 64x64 --jobs - --json > "$work/q.json" 2> "$work/q.err"; rc=$?
+    if [ $rc -eq 0 ] && same "$work/q2.h5" "$work/r2.h5" && same "$work/q1.h5" "$work/r1.h5" \
+       && same "$work/q3.h5" "$work/r3.h5"; then
       ok "$V: np $np: --jobs -, shapes small-large-large: each bit-identical to its own run"
-    else bad "$V: np $np: --jobs -: exit $rc: $(tail -3 "$T/q.err")"; fi
-    loaded_once "$T/q.json" $np && ok "$V: np $np: --jobs -: every rank read its weights once" \
+    else bad "$V: np $np: --jobs -: exit $rc: $(tail -3 "$work/q.err")"; fi
+    loaded_once "$work/q.json" $np && ok "$V: np $np: --jobs -: every rank read its weights once" \
       || bad "$V: np $np: --jobs -: bytes_loaded"
-    [ "$(grep -c "re-laid its activations" "$T/q.err")" = 1 ] && ! grep -q "reloads" "$T/q.err" \
+    [ "$(grep -c "re-laid its activations" "$work/q.err")" = 1 ] && ! grep -q "reloads" "$work/q.err" \
       && ok "$V: np $np: --jobs -: one shape change re-laid, nothing reloaded" \
-      || bad "$V: np $np: --jobs -: log: $(grep "latent shape" "$T/q.err")"
+      || bad "$V: np $np: --jobs -: log: $(grep "latent shape" "$work/q.err")"
   done
 done
 

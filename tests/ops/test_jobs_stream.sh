@@ -13,24 +13,12 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-MP=
-cleanup() { [ -n "$MP" ] && kill -9 "$MP" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$PY" - "$T" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
-with h5py.File(f"{d}/a.h5", "w") as f:
-    f["context"] = r.standard_normal((int(r.integers(1, 64)), 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((int(r.integers(1, 64)), 4096)).astype(np.float32)
-PYEOF
-B=(--model "$T/m.h5" --steps 2 --frames 5 --size 32x48 --timeout 20)
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir jobs-stream
+sp_seed
+sp_tiny "$work/m.h5"
+sp_cond 64 "$work/a.h5"
+B=(--model "$work/m.h5" --steps 2 --frames 5 --size 32x48 --timeout 20)
 same() { # A B: the latents are bit-identical
   "$PY" - "$1" "$2" <<'PYEOF'
 import sys, h5py, numpy as np
@@ -39,21 +27,21 @@ sys.exit(0 if a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np
 PYEOF
 }
 # The references: separate one-process runs.
-"$SP_BIN" run "${B[@]}" -q --cond "$T/a.h5" --seed $((S + 1)) -o "$T/r1.h5" || exit 1
-"$SP_BIN" run "${B[@]}" -q --cond "$T/a.h5" --seed $((S + 2)) --frames 1 --size 16x32 --cfg 1 \
-  -o "$T/r2.h5" || exit 1
+"$SP_BIN" run "${B[@]}" -q --cond "$work/a.h5" --seed $((S + 1)) -o "$work/r1.h5" || exit 1
+"$SP_BIN" run "${B[@]}" -q --cond "$work/a.h5" --seed $((S + 2)) --frames 1 --size 16x32 --cfg 1 \
+  -o "$work/r2.h5" || exit 1
 
 for np in 1 2; do
-  rm -f "$T"/s*.h5*
-  out=$(printf '%s\n' "cond=$T/a.h5 out=$T/s1.h5 seed=$((S + 1))" \
-    "cond=$T/a.h5 out=$T/sx.h5 size=33x48" \
-    "cond=$T/a.h5 out=$T/s2.h5 seed=$((S + 2)) frames=1 size=16x32 cfg=1" \
-    | timeout 120 mpirun -np $np "$SP_BIN" run "${B[@]}" -q --jobs - --json 2>"$T/err"); rc=$?
-  if [ $rc -ne 0 ] && same "$T/s1.h5" "$T/r1.h5" && same "$T/s2.h5" "$T/r2.h5" && [ ! -e "$T/sx.h5" ]; then
+  rm -f "$work"/s*.h5*
+  out=$(printf '%s\n' "cond=$work/a.h5 out=$work/s1.h5 seed=$((S + 1))" \
+    "cond=$work/a.h5 out=$work/sx.h5 size=33x48" \
+    "cond=$work/a.h5 out=$work/s2.h5 seed=$((S + 2)) frames=1 size=16x32 cfg=1" \
+    | timeout 120 mpirun -np $np "$SP_BIN" run "${B[@]}" -q --jobs - --json 2>"$work/err"); rc=$?
+  if [ $rc -ne 0 ] && same "$work/s1.h5" "$work/r1.h5" && same "$work/s2.h5" "$work/r2.h5" && [ ! -e "$work/sx.h5" ]; then
     ok "np $np: stdin: two shapes bit-identical to separate runs, the bad line alone failed (exit $rc)"
-  else bad "np $np: stdin: exit $rc: $(tail -3 "$T/err")"; fi
-  grep -q "error: stdin:2: size=33x48" "$T/err" && grep -q "jobs: 2 of 3 done, 1 failed (stdin)" "$T/err" \
-    && ok "np $np: the bad line named, the summary" || bad "np $np: messages: $(cat "$T/err")"
+  else bad "np $np: stdin: exit $rc: $(tail -3 "$work/err")"; fi
+  grep -q "error: stdin:2: size=33x48" "$work/err" && grep -q "jobs: 2 of 3 done, 1 failed (stdin)" "$work/err" \
+    && ok "np $np: the bad line named, the summary" || bad "np $np: messages: $(cat "$work/err")"
   if printf '%s\n' "$out" | "$PY" -c '
 import sys, json
 L = [json.loads(l) for l in sys.stdin if l.strip()]
@@ -71,55 +59,55 @@ assert "error" not in a and "shift" in a and "seed" in a
 
   # A named pipe: the second line is written only after the first job's
   # JSON line has come out, so each job ran as its line arrived.
-  rm -f "$T/q" "$T"/s*.h5*; mkfifo "$T/q"
-  mpirun -np $np "$SP_BIN" run "${B[@]}" -q --jobs "$T/q" --json > "$T/q.out" 2>"$T/q.err" &
+  rm -f "$work/q" "$work"/s*.h5*; mkfifo "$work/q"
+  mpirun -np $np "$SP_BIN" run "${B[@]}" -q --jobs "$work/q" --json > "$work/q.out" 2>"$work/q.err" &
   MP=$!
-  exec 3>"$T/q"
-  echo "cond=$T/a.h5 out=$T/s1.h5 seed=$((S + 1))" >&3
-  for i in $(seq 600); do grep -q '"status"' "$T/q.out" && break; sleep 0.1; done
-  n1=$(grep -c '"status":"ok"' "$T/q.out")
-  printf 'cond=%s out=%s seed=%d frames=1 size=16x32 cfg=1\n' "$T/a.h5" "$T/s2.h5" $((S + 2)) >&3
+  exec 3>"$work/q"
+  echo "cond=$work/a.h5 out=$work/s1.h5 seed=$((S + 1))" >&3
+  for i in $(seq 600); do grep -q '"status"' "$work/q.out" && break; sleep 0.1; done
+  n1=$(grep -c '"status":"ok"' "$work/q.out")
+  printf 'cond=%s out=%s seed=%d frames=1 size=16x32 cfg=1\n' "$work/a.h5" "$work/s2.h5" $((S + 2)) >&3
   exec 3>&-
   ended=0
   for i in $(seq 600); do kill -0 $MP 2>/dev/null || { ended=1; break; }; sleep 0.1; done
   [ $ended = 1 ] && wait $MP; rc=$?; [ $ended = 1 ] || kill -9 $MP; MP=
-  if [ $ended = 1 ] && [ $rc -eq 0 ] && [ "$n1" = 1 ] && [ "$(grep -c '"status":"ok"' "$T/q.out")" = 2 ] \
-     && same "$T/s1.h5" "$T/r1.h5" && same "$T/s2.h5" "$T/r2.h5"; then
+  if [ $ended = 1 ] && [ $rc -eq 0 ] && [ "$n1" = 1 ] && [ "$(grep -c '"status":"ok"' "$work/q.out")" = 2 ] \
+     && same "$work/s1.h5" "$work/r1.h5" && same "$work/s2.h5" "$work/r2.h5"; then
     ok "np $np: FIFO: a job per line as it arrives, EOF ends the run (exit 0)"
-  else bad "np $np: FIFO: ended $ended exit $rc first $n1: $(tail -3 "$T/q.err")"; fi
+  else bad "np $np: FIFO: ended $ended exit $rc first $n1: $(tail -3 "$work/q.err")"; fi
 done
 
 # Lines that fail alone: larger than the plan, a NUL byte, too long; the good
 # line after them runs.
-rm -f "$T"/s*.h5*
+rm -f "$work"/s*.h5*
 long=$(head -c 9000 /dev/zero | tr '\0' x)
-out=$( { echo "cond=$T/a.h5 out=$T/s3.h5 frames=9"; printf 'cond=%s\0 out=%s/s4.h5\n' "$T/a.h5" "$T";
-  echo "cond=$T/a.h5 out=$T/s5.h5 $long"; echo "cond=$T/a.h5 out=$T/s1.h5 seed=$((S + 1))"; } \
+out=$( { echo "cond=$work/a.h5 out=$work/s3.h5 frames=9"; printf 'cond=%s\0 out=%s/s4.h5\n' "$work/a.h5" "$work";
+  echo "cond=$work/a.h5 out=$work/s5.h5 $long"; echo "cond=$work/a.h5 out=$work/s1.h5 seed=$((S + 1))"; } \
   | timeout 60 "$SP_BIN" run "${B[@]}" -q --jobs - 2>&1); rc=$?
 if [ $rc -eq 2 ] && echo "$out" | grep -q "stdin:1: frames=9 size=32x48 is .* tokens, more than the .* planned for" \
    && echo "$out" | grep -q "stdin:2: line holds a NUL byte" && echo "$out" | grep -q "stdin:3: line longer than" \
-   && same "$T/s1.h5" "$T/r1.h5" && [ ! -e "$T/s3.h5" ]; then ok "lines beyond the plan, with NUL, too long: each fails alone"
+   && same "$work/s1.h5" "$work/r1.h5" && [ ! -e "$work/s3.h5" ]; then ok "lines beyond the plan, with NUL, too long: each fails alone"
 else bad "lines that fail alone: exit $rc: $out"; fi
 
 # A rank killed while rank 0 waits for the next line: no hang.
-rm -f "$T/q"; mkfifo "$T/q"
-mpirun -np 2 "$SP_BIN" run "${B[@]}" --timeout 5 --jobs "$T/q" > "$T/k.log" 2>&1 &
+rm -f "$work/q"; mkfifo "$work/q"
+mpirun -np 2 "$SP_BIN" run "${B[@]}" --timeout 5 --jobs "$work/q" > "$work/k.log" 2>&1 &
 MP=$!
-exec 3>"$T/q"
-echo "cond=$T/a.h5 out=$T/s6.h5 seed=$((S + 1))" >&3
-for i in $(seq 600); do grep -q "wrote .*s6.h5" "$T/k.log" && break; sleep 0.1; done
+exec 3>"$work/q"
+echo "cond=$work/a.h5 out=$work/s6.h5 seed=$((S + 1))" >&3
+for i in $(seq 600); do grep -q "wrote .*s6.h5" "$work/k.log" && break; sleep 0.1; done
 victim=
 for p in $(pgrep -P $MP); do
   [ "$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" = 1 ] && victim=$p
 done
-if [ -n "$victim" ] && grep -q "wrote .*s6.h5" "$T/k.log"; then
+if [ -n "$victim" ] && grep -q "wrote .*s6.h5" "$work/k.log"; then
   kill -9 $victim
   ended=0
   for i in $(seq 100); do kill -0 $MP 2>/dev/null || { ended=1; break; }; sleep 0.1; done
   [ $ended = 1 ] && wait $MP; rc=$?
   if [ $ended = 1 ] && [ $rc -ne 0 ]; then ok "rank 1 killed while rank 0 waits for a line: the run ended (exit $rc)"
   else bad "rank 1 killed: the run still runs 10 s later"; kill -9 $MP; fi
-else bad "kill test: first job not written or rank 1 not found: $(tail -3 "$T/k.log")"; kill -9 $MP; fi
+else bad "kill test: first job not written or rank 1 not found: $(tail -3 "$work/k.log")"; kill -9 $MP; fi
 MP=
 exec 3>&-
 

@@ -6,14 +6,10 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir jobs-video
+cd "$work" || exit 1
+sp_seed
 VAE=synth:wan2.1-vae-tiny
 "$PY" - $S <<'PYEOF' || exit 1
 import sys, h5py, numpy as np

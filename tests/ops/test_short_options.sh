@@ -3,22 +3,19 @@
 # --dtype), -s --size (not --seed), -l --latent (not --layers), -n --steps
 # and -r --ranks (plan's --ranks is -r, as in bench).
 set -u
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir short-options
 refused() { # what  command...
   local what=$1; shift
   "$@" >/dev/null 2>&1; local rc=$?
   [ $rc -eq 2 ] && ok "$what refused" || bad "$what: exit $rc, expected 2"
 }
-refused "init -s (seed)" "$SP_BIN" init --arch wan2.1-tiny -s 3 -q -o "$T/a.h5"
-refused "init -d (dtype)" "$SP_BIN" init --arch wan2.1-tiny -d fp32 -q -o "$T/a.h5"
-refused "init -l (layers)" "$SP_BIN" init --arch wan2.1-tiny -l 2 -q -o "$T/a.h5"
-refused "convert -d (dtype)" "$SP_BIN" convert "$T/none.safetensors" -d fp32 -o "$T/c.h5"
+refused "init -s (seed)" "$SP_BIN" init --arch wan2.1-tiny -s 3 -q -o "$work/a.h5"
+refused "init -d (dtype)" "$SP_BIN" init --arch wan2.1-tiny -d fp32 -q -o "$work/a.h5"
+refused "init -l (layers)" "$SP_BIN" init --arch wan2.1-tiny -l 2 -q -o "$work/a.h5"
+refused "convert -d (dtype)" "$SP_BIN" convert "$work/none.safetensors" -d fp32 -o "$work/c.h5"
 refused "plan -n (ranks)" "$SP_BIN" plan --model synth:wan2.1-tiny -n 2 --gpu-mem 8gb
-"$SP_BIN" init --arch wan2.1-tiny --seed 3 --dtype fp32 --layers 2 -q -o "$T/a.h5" && ok "init long forms" || bad "init long forms"
+"$SP_BIN" init --arch wan2.1-tiny --seed 3 --dtype fp32 --layers 2 -q -o "$work/a.h5" && ok "init long forms" || bad "init long forms"
 refused "plan -r (ranks; -r is bench's --repeat)" "$SP_BIN" plan --model synth:wan2.1-tiny -r 2 --gpu-mem 8gb
 out=$("$SP_BIN" plan --model synth:wan2.1-tiny --ranks 2 --gpu-mem 8gb --frames 5 --size 32x32 2>&1)
 printf '%s\n' "$out" | grep -q "^# plan: 2 ranks" && ok "plan --ranks 2" || bad "plan --ranks 2: $out"

@@ -2,9 +2,7 @@
 # --version: the project version and the commit the binary was built from
 # (git at build time; "unknown" outside a checkout), then the backends.
 set -u
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
 out=$("$SP_BIN" --version); rc=$?
 echo "$out" | sed 's/^/   /'
 [ $rc -eq 0 ] || bad "exit $rc"

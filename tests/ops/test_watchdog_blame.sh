@@ -7,32 +7,20 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-MP=
-cleanup() { [ -n "$MP" ] && kill -9 "$MP" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir watchdog-blame
+sp_seed
 RANDOM=$S
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$PY" - "$T/cond.h5" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-r = np.random.default_rng(int(sys.argv[2]))
-with h5py.File(sys.argv[1], "w") as f:
-    f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-PYEOF
+sp_tiny "$work/m.h5"
+sp_cond 512 "$work/cond.h5"
 TIMEOUT=5
-ARGS=(--model "$T/m.h5" --cond "$T/cond.h5" --frames 9 --size 64x48 --steps 2000 --seed $S
+ARGS=(--model "$work/m.h5" --cond "$work/cond.h5" --frames 9 --size 64x48 --steps 2000 --seed $S
       --timeout $TIMEOUT)
 
 stop() { # RANKS VICTIM
-  local np=$1 who=$2 log="$T/np$1.log" victim= i
+  local np=$1 who=$2 log="$work/np$1.log" victim= i
   : > "$log"
-  mpirun -np "$np" "$SP_BIN" run "${ARGS[@]}" -o "$T/out$np.h5" > "$log" 2>&1 &
+  mpirun -np "$np" "$SP_BIN" run "${ARGS[@]}" -o "$work/out$np.h5" > "$log" 2>&1 &
   MP=$!
   for i in $(seq 300); do grep -q "step 2/" "$log" && break; sleep 0.1; done
   grep -q "step 2/" "$log" || { bad "$np ranks: never sampled: $(tail -3 "$log")"; kill -9 $MP; MP=; return; }
@@ -51,8 +39,8 @@ stop() { # RANKS VICTIM
   fi
   wait $MP; local rc=$?; MP=
   kill -CONT $victim 2>/dev/null
-  [ $rc -ne 0 ] && [ ! -e "$T/out$np.h5" ] && ok "$np ranks, rank $who stopped: exit $rc, no output" \
-    || bad "$np ranks, rank $who stopped: exit $rc, output: $(ls "$T")"
+  [ $rc -ne 0 ] && [ ! -e "$work/out$np.h5" ] && ok "$np ranks, rank $who stopped: exit $rc, no output" \
+    || bad "$np ranks, rank $who stopped: exit $rc, output: $(ls "$work")"
   local r lines
   for r in $(seq 0 $((np - 1))); do
     [ "$r" = "$who" ] && continue

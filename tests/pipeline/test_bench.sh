@@ -12,19 +12,19 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-"$SP_BIN" init --arch wan2.1-tiny --seed 2 -q -o "$T/m.h5" || exit 1
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir bench
+"$SP_BIN" init --arch wan2.1-tiny --seed 2 -q -o "$work/m.h5" || exit 1
 "$PY" -c 'import sys,h5py,numpy as np
 r=np.random.default_rng(1)
 with h5py.File(sys.argv[1],"w") as f:
     f["context"]=r.standard_normal((20,4096)).astype(np.float32)
-    f["context_null"]=r.standard_normal((20,4096)).astype(np.float32)' "$T/c.h5" || exit 1
-"$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" --ranks 1,2 --budget auto \
+    f["context_null"]=r.standard_normal((20,4096)).astype(np.float32)' "$work/c.h5" || exit 1
+"$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" --ranks 1,2 --budget auto \
   --budget "cuda:0,25%;cuda:1,*" --frames 5,9 --size 32x32 --steps 2 \
-  --launcher "mpirun --oversubscribe" -o "$T/b" 2> "$T/bench.log"; rc=$?
-"$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" --stream-frac 0,1 --order micro,block \
-  --frames 5 --size 32x32 --steps 2 -r 2 --extra "--attn simple" -o "$T/s" 2> "$T/sweep.log"; rc_s=$?
+  --launcher "mpirun --oversubscribe" -o "$work/b" 2> "$work/bench.log"; rc=$?
+"$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" --stream-frac 0,1 --order micro,block \
+  --frames 5 --size 32x32 --steps 2 -r 2 --extra "--attn simple" -o "$work/s" 2> "$work/sweep.log"; rc_s=$?
 # Refused up front (exit 2, no output folder): a value out of range, an
 # unknown order, a flag bench sets itself in --extra, more than 256 runs.
 rc_bad=
@@ -32,11 +32,11 @@ for bad in "--stream-frac 0,1.5" "--order micro,fast" "--extra --order=block" \
            "--ranks 1,2,3,4,5,6,7,8,9 --frames 1,5,9,13,17,21,25,29 --order micro,block,auto,micro" \
            "-r 0" "--devices 0,x" "--extra --devices=1"; do
   # shellcheck disable=SC2086 # the flags are split on purpose
-  "$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" $bad -o "$T/bad" 2>> "$T/bad.log"
+  "$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" $bad -o "$work/bad" 2>> "$work/bad.log"
   rc_bad="$rc_bad $?"
 done
-[ -e "$T/bad" ] && rc_bad="$rc_bad made-output"
-"$PY" - "$T/b" $rc "$T/s" $rc_s "$rc_bad" "$T/bad.log" <<'PYEOF'
+[ -e "$work/bad" ] && rc_bad="$rc_bad made-output"
+"$PY" - "$work/b" $rc "$work/s" $rc_s "$rc_bad" "$work/bad.log" <<'PYEOF'
 import csv, json, os, shutil, sys
 d, rc, s, rc_s, rc_bad, bad_log = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
 ok = True

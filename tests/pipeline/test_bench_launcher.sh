@@ -5,28 +5,25 @@
 # -np N); one rank runs without it; words the shell would split are quoted;
 # nothing is written.
 set -u
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir bench-launcher
 RUN="$SP_BIN run --model synth:wan2.1-tiny --cond 'c d.h5' --budget auto --frames 5 --size 32x32 --steps 2 --cfg 5 --device auto --no-preview --probe-links -q --json"
 lines() { # launcher -> the dry run's stdout
   "$SP_BIN" bench --model synth:wan2.1-tiny --cond "c d.h5" --ranks 1,2,4 --frames 5 \
-    --size 32x32 --launcher "$1" --dry-run -o "$T/out" 2> "$T/err"
+    --size 32x32 --launcher "$1" --dry-run -o "$work/out" 2> "$work/err"
 }
 expect() { # name launcher-words count-words
   local got want
   got=$(lines "$2")
-  want="$RUN -o $T/out/run-0.h5
-$3 $RUN -o $T/out/run-1.h5
-$4 $RUN -o $T/out/run-2.h5"
-  if [ "$got" = "$want" ]; then ok "$1"; else bad "$1"; diff <(echo "$want") <(echo "$got"); cat "$T/err"; fi
+  want="$RUN -o $work/out/run-0.h5
+$3 $RUN -o $work/out/run-1.h5
+$4 $RUN -o $work/out/run-2.h5"
+  if [ "$got" = "$want" ]; then ok "$1"; else bad "$1"; diff <(echo "$want") <(echo "$got"); cat "$work/err"; fi
 }
 expect "srun: --ntasks, no -np" "srun --mpi=pmix" "srun --mpi=pmix --ntasks=2" "srun --mpi=pmix --ntasks=4"
 expect "srun by its path" "/usr/bin/srun" "/usr/bin/srun --ntasks=2" "/usr/bin/srun --ntasks=4"
 expect "mpirun: -np" "mpirun --oversubscribe" "mpirun --oversubscribe -np 2" "mpirun --oversubscribe -np 4"
 expect "mpiexec: -np" "mpiexec" "mpiexec -np 2" "mpiexec -np 4"
-if [ -e "$T/out" ]; then bad "--dry-run created the output folder"; else ok "--dry-run writes nothing"; fi
+if [ -e "$work/out" ]; then bad "--dry-run created the output folder"; else ok "--dry-run writes nothing"; fi
 if "$SP_BIN" bench --help | grep -q -- "--dry-run"; then ok "--help lists --dry-run"; else bad "--help lacks --dry-run"; fi
 exit $fail

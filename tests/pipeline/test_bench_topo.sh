@@ -10,40 +10,40 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-"$SP_BIN" init --arch wan2.1-tiny --seed 3 -q -o "$T/m.h5" || exit 1
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir bench-topo
+"$SP_BIN" init --arch wan2.1-tiny --seed 3 -q -o "$work/m.h5" || exit 1
 "$PY" -c 'import sys,h5py,numpy as np
 r=np.random.default_rng(2)
 with h5py.File(sys.argv[1],"w") as f:
     f["context"]=r.standard_normal((12,4096)).astype(np.float32)
-    f["context_null"]=r.standard_normal((12,4096)).astype(np.float32)' "$T/c.h5" || exit 1
+    f["context_null"]=r.standard_normal((12,4096)).astype(np.float32)' "$work/c.h5" || exit 1
 # Four GPUs: 0-1 on NVLink through NVSwitches, 0-2 on PCIe across the
 # sockets, 1-2 not described.
-cat > "$T/topo.json" <<'EOF'
+cat > "$work/topo.json" <<'EOF'
 {"driver": "570.86.15",
  "gpus": ["NVIDIA H200", "NVIDIA H200", "NVIDIA H200", "NVIDIA L40S"],
  "links": [{"gpus": [0, 1], "type": "nvlink", "gen": 4, "width": 18, "path": "NVSwitch"},
            {"gpus": [2, 0], "type": "pcie", "gen": 5, "width": 16, "path": "SYS"}]}
 EOF
-export SP_TEST_TOPOLOGY="$T/topo.json"
-"$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" --ranks 1,2,3 --devices 0,1,2 \
+export SP_TEST_TOPOLOGY="$work/topo.json"
+"$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" --ranks 1,2,3 --devices 0,1,2 \
   --devices 2,0 --devices 3,3 --frames 5 --size 32x48 --steps 2 \
-  --launcher "mpirun --oversubscribe" -o "$T/b" 2> "$T/bench.log"; rc=$?
-"$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" --ranks 2 --devices 0,1 --devices 0,2 \
-  --frames 5 --size 32x48 --dry-run -o "$T/dry" > "$T/dry.txt" 2>> "$T/bench.log"; rc_dry=$?
-"$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" --ranks 2 --devices 0,4 \
-  -o "$T/bad" 2> "$T/bad.log"; rc_bad=$?
-echo '{"gpus": ["A"], "links": [{"gpus": [0, 1], "type": "nvlink"}]}' > "$T/badtopo.json"
-SP_TEST_TOPOLOGY="$T/badtopo.json" "$SP_BIN" bench --model "$T/m.h5" --cond "$T/c.h5" \
-  -o "$T/bad" 2>> "$T/bad.log"; rc_bad="$rc_bad $?"
-[ -e "$T/bad" ] && rc_bad="$rc_bad made-output"
+  --launcher "mpirun --oversubscribe" -o "$work/b" 2> "$work/bench.log"; rc=$?
+"$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" --ranks 2 --devices 0,1 --devices 0,2 \
+  --frames 5 --size 32x48 --dry-run -o "$work/dry" > "$work/dry.txt" 2>> "$work/bench.log"; rc_dry=$?
+"$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" --ranks 2 --devices 0,4 \
+  -o "$work/bad" 2> "$work/bad.log"; rc_bad=$?
+echo '{"gpus": ["A"], "links": [{"gpus": [0, 1], "type": "nvlink"}]}' > "$work/badtopo.json"
+SP_TEST_TOPOLOGY="$work/badtopo.json" "$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" \
+  -o "$work/bad" 2>> "$work/bad.log"; rc_bad="$rc_bad $?"
+[ -e "$work/bad" ] && rc_bad="$rc_bad made-output"
 # The commit the binary names must be this checkout's HEAD or one before it
 # (a commit made since the build); outside a git checkout, "unknown".
 git -C "$SP_SRC" rev-parse HEAD > /dev/null 2>&1 && commit=git || commit=unknown
 mpi=$(mpirun --version 2>/dev/null | head -1)
 
-"$PY" - "$T" $rc $rc_dry "$rc_bad" "$commit" "$mpi" <<'PYEOF'
+"$PY" - "$work" $rc $rc_dry "$rc_bad" "$commit" "$mpi" <<'PYEOF'
 import csv, json, os, re, subprocess, sys
 T, rc, rc_dry, rc_bad, commit, mpi = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 d = f"{T}/b"

@@ -6,15 +6,11 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=$RANDOM
-echo "seed $S"
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$PY" - "$T" $S "$SP_SRC" <<'PYEOF' || exit 1
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir nonfinite
+sp_seed
+sp_tiny "$work/m.h5"
+"$PY" - "$work" $S "$SP_SRC" <<'PYEOF' || exit 1
 import sys, shutil, h5py, numpy as np
 d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
 with h5py.File(f"{d}/cond.h5", "w") as f:
@@ -49,17 +45,17 @@ with h5py.File(f"{d}/m.h5", "r") as f:  # the order is the writer's: the root su
     stored = stored.decode() if isinstance(stored, bytes) else str(stored)
     assert stored == h5crc.model_checksum(f[p].attrs["checksum"] for p in tab(f)), "table order"
 PYEOF
-out=$("$SP_BIN" inspect --verify "$T/consistent.h5" 2>&1); rc=$?
-if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "error: $T/consistent.h5: /blocks/0000/ffn.0.weight: element .* is NaN"; then
+out=$("$SP_BIN" inspect --verify "$work/consistent.h5" 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "error: $work/consistent.h5: /blocks/0000/ffn.0.weight: element .* is NaN"; then
   ok "inspect --verify names the non-finite weight"
 else bad "inspect --verify of NaN weights (exit $rc): $out"; fi
-B=(--cond "$T/cond.h5" -q --steps 3 --frames 5 --size 32x32 --no-verify)
+B=(--cond "$work/cond.h5" -q --steps 3 --frames 5 --size 32x32 --no-verify)
 expect() { # what  np  model  budget  want-rank  want-text
   local what=$1 np=$2 model=$3 budget=$4 rank=$5 text=$6 out rc
-  out=$(mpirun -np "$np" "$SP_BIN" run --model "$T/$model.h5" "${B[@]}" --budget "$budget" -o "$T/o.h5" 2>&1); rc=$?
+  out=$(mpirun -np "$np" "$SP_BIN" run --model "$work/$model.h5" "${B[@]}" --budget "$budget" -o "$work/o.h5" 2>&1); rc=$?
   local line
   line=$(printf '%s\n' "$out" | grep "fatal:" | head -1)
-  if [ $rc -eq 1 ] && [ ! -e "$T/o.h5" ] && [ -z "$(ls "$T" | grep '\.tmp')" ] &&
+  if [ $rc -eq 1 ] && [ ! -e "$work/o.h5" ] && [ -z "$(ls "$work" | grep '\.tmp')" ] &&
      printf '%s' "$line" | grep -q "^\[rank $rank\] fatal: step 1 of 3: .*$text.*: a non-finite value (NaN)"; then
     ok "$what: $line"
   else bad "$what (exit $rc): $out"; fi
@@ -70,7 +66,7 @@ expect "3 ranks, NaN in block 0: rank 0 named" 3 first "cuda:0,25%;cuda:1,25%;cu
 expect "2 ranks, NaN in the last block: rank 1 named" 2 last "cuda:0,50%;cuda:1,50%" 1 "the head output this rank made"
 expect "3 ranks, NaN in the head: rank 2 named" 3 head "cuda:0,25%;cuda:1,25%;cuda:2,50%" 2 "the head output this rank made"
 # The healthy model still runs (and the check costs nothing visible).
-mpirun -np 2 "$SP_BIN" run --model "$T/m.h5" "${B[@]}" -o "$T/good.h5" 2>/dev/null && [ -e "$T/good.h5" ] \
+mpirun -np 2 "$SP_BIN" run --model "$work/m.h5" "${B[@]}" -o "$work/good.h5" 2>/dev/null && [ -e "$work/good.h5" ] \
   && ok "a healthy model runs" || bad "a healthy model failed"
 [ $fail -eq 0 ] && echo "nonfinite: all checks passed" || echo "nonfinite: FAILED"
 exit $fail

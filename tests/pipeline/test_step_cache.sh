@@ -17,49 +17,34 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-S=${SP_SEED:-$RANDOM}
-echo "seed $S (replay with SP_SEED=$S)"
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir step-cache
+sp_seed
 
-"$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1
-"$SP_BIN" init --arch wan2.2-tiny --seed $((S + 1)) -q -o "$T/m22.h5" || exit 1
-"$PY" - "$T" $S <<'PYEOF' || exit 1
-import sys, h5py, numpy as np
-d, r = sys.argv[1], np.random.default_rng(int(sys.argv[2]))
-with h5py.File(f"{d}/c.h5", "w") as f:
-    f["context"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((int(r.integers(1, 512)), 4096)).astype(np.float32)
-PYEOF
-same() { # a.h5 b.h5 -> exit 0 when the latents are bit-identical
-  "$PY" -c 'import sys,h5py
-a=h5py.File(sys.argv[1])["latents"][...]; b=h5py.File(sys.argv[2])["latents"][...]
-sys.exit(0 if a.shape == b.shape and a.tobytes() == b.tobytes() else 1)' "$1" "$2"
-}
+sp_tiny "$work/m.h5"
+"$SP_BIN" init --arch wan2.2-tiny --seed $((S + 1)) -q -o "$work/m22.h5" || exit 1
+sp_cond 512 "$work/c.h5"
 skipped() { # run.json -> the cache's skipped micro-batch steps
   "$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["cache_skipped_steps"])' "$1"
 }
 # 48x48 pixels, 9 frames: 27 tokens (14 + 13 for U = 2); 8 steps
-ARGS=(--model "$T/m.h5" --cond "$T/c.h5" --frames 9 --size 48x48 --steps 8 --seed $S -q
+ARGS=(--model "$work/m.h5" --cond "$work/c.h5" --frames 9 --size 48x48 --steps 8 --seed $S -q
       --no-preview --device cpu --timeout 120)
-# name ranks args...: runs (mpirun when ranks > 1) into $T/name.h5 with --json
+# name ranks args...: runs (mpirun when ranks > 1) into $work/name.h5 with --json
 run() {
   local name=$1 n=$2
   shift 2
   local pre=()
   [ "$n" -gt 1 ] && pre=(mpirun -np "$n")
-  "${pre[@]}" "$SP_BIN" run "$@" --json -o "$T/$name.h5" > "$T/$name.json" 2> "$T/$name.err" ||
-    { bad "$name: the run failed: $(grep -i error "$T/$name.err" | head -2)"; return 1; }
+  "${pre[@]}" "$SP_BIN" run "$@" --json -o "$work/$name.h5" > "$work/$name.json" 2> "$work/$name.err" ||
+    { bad "$name: the run failed: $(grep -i error "$work/$name.err" | head -2)"; return 1; }
 }
 # name ref ranks args...: the run against ref's latents
 check() {
   local name=$1 ref=$2 n=$3
   shift 3
   run "$name" "$n" "$@" || return
-  same "$T/$ref.h5" "$T/$name.h5" && ok "$name: bit-identical to $ref" ||
+  sp_same "$work/$ref.h5" "$work/$name.h5" && ok "$name: bit-identical to $ref" ||
     bad "$name: latents differ from $ref"
 }
 
@@ -68,7 +53,7 @@ run off 1 "${ARGS[@]}" --cfg 4.5 || exit 1
 run off1 1 "${ARGS[@]}" --cfg 1 || exit 1
 for m in teacache magcache; do
   check "$m-0" off 1 "${ARGS[@]}" --cfg 4.5 --cache $m:0
-  [ "$(skipped "$T/$m-0.json")" = 0 ] && ok "$m:0 skips nothing" || bad "$m:0 skipped steps"
+  [ "$(skipped "$work/$m-0.json")" = 0 ] && ok "$m:0 skips nothing" || bad "$m:0 skipped steps"
   check "$m-0-3ranks" off 3 "${ARGS[@]}" --cfg 4.5 --cache $m:0 --order block
   check "$m-0-cfg1" off1 1 "${ARGS[@]}" --cfg 1 --cache $m:0
 done
@@ -79,9 +64,9 @@ done
 for spec in magcache:0.12 teacache:3000; do
   m=${spec%%:*}
   run "$m" 1 "${ARGS[@]}" --cfg 4.5 --cache $spec || continue
-  n=$(skipped "$T/$m.json")
+  n=$(skipped "$work/$m.json")
   [ "$n" -gt 0 ] && ok "$spec skips $n micro-batch steps of 16" || bad "$spec skipped nothing"
-  if same "$T/off.h5" "$T/$m.h5"; then bad "$spec: latents equal --cache off's"; fi
+  if sp_same "$work/off.h5" "$work/$m.h5"; then bad "$spec: latents equal --cache off's"; fi
   check "$m-2ranks" "$m" 2 "${ARGS[@]}" --cfg 4.5 --cache $spec
   check "$m-3ranks" "$m" 3 "${ARGS[@]}" --cfg 4.5 --cache $spec
   check "$m-3ranks-block" "$m" 3 "${ARGS[@]}" --cfg 4.5 --cache $spec --order block
@@ -100,10 +85,10 @@ done
 # 8 steps at the model's shift 12 and boundary 0.875: steps 0-5 high-noise,
 # 6-7 low-noise. magcache:5 skips whatever K = 2 allows: the conditional
 # branch skips 2, 3, runs 4, skips 5, and would skip 6 but for the switch.
-A22=(--model "$T/m22.h5" --cond "$T/c.h5" --frames 9 --size 48x48 --steps 8 --seed $S -q
+A22=(--model "$work/m22.h5" --cond "$work/c.h5" --frames 9 --size 48x48 --steps 8 --seed $S -q
      --no-preview --device cpu --timeout 120 --cache magcache:5)
 if run e22 1 "${A22[@]}"; then
-  "$PY" - "$SP_SRC" "$T/e22.json" <<'PYEOF' && ok "wan2.2-tiny: the low-noise expert's first step is computed on both branches" || bad "wan2.2-tiny: a residual crossed the expert switch"
+  "$PY" - "$SP_SRC" "$work/e22.json" <<'PYEOF' && ok "wan2.2-tiny: the low-noise expert's first step is computed on both branches" || bad "wan2.2-tiny: a residual crossed the expert switch"
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/tests/ref")
 import wan_ref as W
@@ -119,40 +104,40 @@ PYEOF
 fi
 
 # ---- --jobs: cache= per line, in flight together, each equal to its run
-J=(--model "$T/m.h5" --frames 9 --size 48x48 --steps 8 --no-preview --device cpu
+J=(--model "$work/m.h5" --frames 9 --size 48x48 --steps 8 --no-preview --device cpu
    --timeout 120 --cfg 4.5)
 {
-  echo "cond=$T/c.h5 out=$T/j0.h5 seed=1 cache=magcache:0.12"
-  echo "cond=$T/c.h5 out=$T/j1.h5 seed=2"
-  echo "cond=$T/c.h5 out=$T/j2.h5 seed=3 cache=teacache:3000"
-  echo "cond=$T/c.h5 out=$T/j3.h5 seed=4 cache=magcache:0.12 size=64x48"
-} > "$T/jobs.txt"
-if mpirun -np 2 "$SP_BIN" run "${J[@]}" --jobs "$T/jobs.txt" > "$T/jobs.out" 2> "$T/jobs.err"; then
-  grep -q "in flight together" "$T/jobs.err" || bad "--jobs: the lines did not run together"
+  echo "cond=$work/c.h5 out=$work/j0.h5 seed=1 cache=magcache:0.12"
+  echo "cond=$work/c.h5 out=$work/j1.h5 seed=2"
+  echo "cond=$work/c.h5 out=$work/j2.h5 seed=3 cache=teacache:3000"
+  echo "cond=$work/c.h5 out=$work/j3.h5 seed=4 cache=magcache:0.12 size=64x48"
+} > "$work/jobs.txt"
+if mpirun -np 2 "$SP_BIN" run "${J[@]}" --jobs "$work/jobs.txt" > "$work/jobs.out" 2> "$work/jobs.err"; then
+  grep -q "in flight together" "$work/jobs.err" || bad "--jobs: the lines did not run together"
   for q in "0 magcache:0.12" "1 off" "2 teacache:3000"; do
     set -- $q
-    run "solo$1" 1 "${J[@]}" --cond "$T/c.h5" --seed $(($1 + 1)) --cache $2 &&
-      { same "$T/solo$1.h5" "$T/j$1.h5" && ok "--jobs line $1 (cache=$2) equals its own run" ||
+    run "solo$1" 1 "${J[@]}" --cond "$work/c.h5" --seed $(($1 + 1)) --cache $2 &&
+      { sp_same "$work/solo$1.h5" "$work/j$1.h5" && ok "--jobs line $1 (cache=$2) equals its own run" ||
         bad "--jobs line $1 (cache=$2) differs from its own run"; }
   done
   # another latent shape: the stage's cache buffers are laid out again
-  run solo3 1 "${J[@]}" --cond "$T/c.h5" --seed 4 --cache magcache:0.12 --size 64x48 &&
-    { same "$T/solo3.h5" "$T/j3.h5" && ok "--jobs line 3 (another shape, re-laid) equals its own run" ||
+  run solo3 1 "${J[@]}" --cond "$work/c.h5" --seed 4 --cache magcache:0.12 --size 64x48 &&
+    { sp_same "$work/solo3.h5" "$work/j3.h5" && ok "--jobs line 3 (another shape, re-laid) equals its own run" ||
       bad "--jobs line 3 (another shape) differs from its own run"; }
 else
-  bad "--jobs with cache= failed: $(grep -i error "$T/jobs.err" | head -2)"
+  bad "--jobs with cache= failed: $(grep -i error "$work/jobs.err" | head -2)"
 fi
 
 # ---- refusals: one line naming the flag, exit 2
 for v in foo teacache magcache:-1 teacache:x; do
-  "$SP_BIN" run "${ARGS[@]}" --cache "$v" -o "$T/bad.h5" 2> "$T/bad.err"
+  "$SP_BIN" run "${ARGS[@]}" --cache "$v" -o "$work/bad.h5" 2> "$work/bad.err"
   rc=$?
-  [ $rc = 2 ] && grep -q -- "--cache" "$T/bad.err" && [ "$(grep -c error "$T/bad.err")" = 1 ] &&
-    ok "--cache $v refused: $(head -1 "$T/bad.err")" || bad "--cache $v: exit $rc"
+  [ $rc = 2 ] && grep -q -- "--cache" "$work/bad.err" && [ "$(grep -c error "$work/bad.err")" = 1 ] &&
+    ok "--cache $v refused: $(head -1 "$work/bad.err")" || bad "--cache $v: exit $rc"
 done
-echo "cond=$T/c.h5 out=$T/jb.h5 cache=nope" > "$T/badjobs.txt"
-"$SP_BIN" run "${J[@]}" --jobs "$T/badjobs.txt" 2> "$T/badjobs.err"
-grep -q "badjobs.txt:1: cache" "$T/badjobs.err" && ok "a cache=nope line is refused, naming it" ||
-  bad "cache=nope: $(grep error "$T/badjobs.err" | head -1)"
+echo "cond=$work/c.h5 out=$work/jb.h5 cache=nope" > "$work/badjobs.txt"
+"$SP_BIN" run "${J[@]}" --jobs "$work/badjobs.txt" 2> "$work/badjobs.err"
+grep -q "badjobs.txt:1: cache" "$work/badjobs.err" && ok "a cache=nope line is refused, naming it" ||
+  bad "cache=nope: $(grep error "$work/badjobs.err" | head -1)"
 
 exit $fail

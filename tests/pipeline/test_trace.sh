@@ -7,18 +7,18 @@
 set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-"$SP_BIN" init --arch wan2.1-tiny --seed 9 -q -o "$T/m.h5" || exit 1
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir trace
+"$SP_BIN" init --arch wan2.1-tiny --seed 9 -q -o "$work/m.h5" || exit 1
 "$PY" -c 'import sys,h5py,numpy as np
 r=np.random.default_rng(1)
 with h5py.File(sys.argv[1],"w") as f:
     f["context"]=r.standard_normal((64,4096)).astype(np.float32)
-    f["context_null"]=r.standard_normal((16,4096)).astype(np.float32)' "$T/c.h5" || exit 1
-A=(--model "$T/m.h5" --cond "$T/c.h5" --frames 17 --size 96x96 --steps 4 --budget "cuda:0,50%;cuda:1,*" -q)
-mpirun -np 2 "$SP_BIN" run "${A[@]}" --trace "$T/trace.json" -o "$T/a.h5" || { echo "FAIL traced run"; exit 1; }
-mpirun -np 2 "$SP_BIN" run "${A[@]}" -o "$T/b.h5" || { echo "FAIL untraced run"; exit 1; }
-"$PY" - "$T" <<'PYEOF'
+    f["context_null"]=r.standard_normal((16,4096)).astype(np.float32)' "$work/c.h5" || exit 1
+A=(--model "$work/m.h5" --cond "$work/c.h5" --frames 17 --size 96x96 --steps 4 --budget "cuda:0,50%;cuda:1,*" -q)
+mpirun -np 2 "$SP_BIN" run "${A[@]}" --trace "$work/trace.json" -o "$work/a.h5" || { echo "FAIL traced run"; exit 1; }
+mpirun -np 2 "$SP_BIN" run "${A[@]}" -o "$work/b.h5" || { echo "FAIL untraced run"; exit 1; }
+"$PY" - "$work" <<'PYEOF'
 import json, sys, h5py
 d = sys.argv[1]
 tr = json.load(open(f"{d}/trace.json"))

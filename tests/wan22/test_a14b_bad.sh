@@ -6,8 +6,8 @@
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-wan22-bad.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir wan22-bad
 "$PY" -c "
 import h5py, numpy as np
 r = np.random.default_rng()
@@ -16,7 +16,6 @@ with h5py.File('$work/cond.h5', 'w') as f:
     f['context_null'] = r.standard_normal((3, 4096)).astype(np.float32)
 " || exit 1
 printf 'x' >"$work/lora.safetensors"
-fail=0
 check() { # label, expected text, args...
   local label=$1 want=$2
   shift 2

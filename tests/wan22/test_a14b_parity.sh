@@ -4,6 +4,6 @@
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-wan22-parity.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir wan22-parity
 "$PY" "$SP_SRC/tests/wan22/a14b_parity.py" "$SP_BIN" "$work"

@@ -7,12 +7,11 @@
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-wan22-plan.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir wan22-plan
 args=(plan --frames 81 --size 480x832 --ranks 2 --gpu-mem 80gb --json)
 "$SP_BIN" "${args[@]}" --model synth:wan2.1-14b >"$work/one.json" || exit 1
 "$SP_BIN" "${args[@]}" --model synth:wan2.2-a14b >"$work/two.json" || exit 1
-fail=0
 "$PY" - "$work" <<'PY' || fail=1
 import json, sys
 w = sys.argv[1]

@@ -7,10 +7,9 @@ set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-wan22-ranks.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-seed=${SP_SEED:-$RANDOM}
-echo "seed $seed (SP_SEED=$seed replays)"
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir wan22-ranks
+sp_seed seed
 "$SP_BIN" init --arch wan2.1-tiny --seed 5 -o "$work/shape.h5" >/dev/null 2>&1 || exit 1
 "$PY" - "$work" "$seed" <<'PY' || exit 1
 import os, sys
@@ -27,7 +26,6 @@ with h5py.File(f"{work}/cond.h5", "w") as f:
 PY
 base=(run --model "synth:wan2.2-tiny:$seed" --cond "$work/cond.h5" --frames 5 --size 32x32
       --seed "$seed" --steps 6 --device cpu --no-preview -q)
-fail=0
 for extra in "" "--lora $work/lora.safetensors:0.9@high"; do
   for n in 1 2 3 4; do
     # shellcheck disable=SC2086

@@ -9,8 +9,8 @@ set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-wan22-switch.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_work_dir wan22-switch
 "$PY" - "$work/cond.h5" <<'PY' || exit 1
 import sys, h5py, numpy as np
 r = np.random.default_rng(7)
@@ -20,7 +20,6 @@ with h5py.File(sys.argv[1], "w") as f:
 PY
 run=(run --cond "$work/cond.h5" --frames 5 --size 32x32 --seed 3 --steps 4 --shift 12
      --device cpu --no-preview -q --json)
-fail=0
 "$SP_BIN" "${run[@]}" --model synth:wan2.2-tiny --boundary 0.95 -o "$work/a.h5" \
   > "$work/switch1.json" || { echo "FAIL: 1 rank"; fail=1; }
 mpirun -np 2 "$SP_BIN" "${run[@]}" --model synth:wan2.2-tiny --boundary 0.95 -o "$work/b.h5" \
