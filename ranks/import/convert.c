@@ -230,30 +230,28 @@ static void progress_tick(progress *pr, int final) {
               pr->done / 1e6 / el);
 }
 
-/* Converts n source elements at src to the output dtype at dst; F8_E4M3
- * values are multiplied by scale (convert_impl.h). */
+/* Converts n source elements at src to the output dtype at dst: decoded to
+ * fp32 by rank_convert_to_f32 (F8 values times scale, convert_impl.h), then
+ * one rounding to bf16 where the output is bf16. */
 static void convert_elems(rank_st_dtype sd, const unsigned char *src, float scale, kern_dtype od,
                           void *dst, size_t n) {
   if ((sd == RANK_ST_F32 && od == KERN_DTYPE_F32) || (sd == RANK_ST_BF16 && od == KERN_DTYPE_BF16)) {
     memcpy(dst, src, n * kern_dtype_size(od));
     return;
   }
-  for (size_t i = 0; i < n; i++) {
-    float f;
-    uint16_t h;
-    if (sd == RANK_ST_F32) {
-      memcpy(&f, src + 4 * i, 4);
-    } else if (sd == RANK_ST_F8_E4M3) {
-      f = kern_fp8_e4m3_to_f32(src[i]) * scale;
-    } else {
-      memcpy(&h, src + 2 * i, 2);
-      f = sd == RANK_ST_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
-    }
+  enum { PIECE = 1024 };
+  float f[PIECE];
+  const size_t esz = rank_st_dtype_size(sd);
+  for (size_t i0 = 0; i0 < n; i0 += PIECE) {
+    const size_t m = n - i0 < PIECE ? n - i0 : PIECE;
+    rank_convert_to_f32(sd, src + i0 * esz, scale, f, m);
     if (od == KERN_DTYPE_F32) {
-      memcpy((unsigned char *)dst + 4 * i, &f, 4);
-    } else {
-      h = kern_f32_to_bf16(f); /* f16 -> f32 is exact: one rounding only */
-      memcpy((unsigned char *)dst + 2 * i, &h, 2);
+      memcpy((unsigned char *)dst + 4 * i0, f, m * 4);
+      continue;
+    }
+    for (size_t k = 0; k < m; k++) {
+      const uint16_t h = kern_f32_to_bf16(f[k]); /* f16 -> f32 is exact: one rounding only */
+      memcpy((unsigned char *)dst + 2 * (i0 + k), &h, 2);
     }
   }
 }
