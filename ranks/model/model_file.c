@@ -403,8 +403,8 @@ static int read_datasets(rank_model *m, int e, wan_group g, int block, void *dst
 /* An fp8 file's scales of one linear weight: finite and positive. */
 static int check_scales(const rank_model *m, int e, int block, const wan_tensor *t,
                         const float *scale) {
-  for (int64_t o = 0; o < t->shape[0]; o++) {
-    if (isfinite(scale[o]) && scale[o] > 0.0f) continue;
+  const int64_t o = wan_fp8_bad_scale(scale, t->shape[0]);
+  if (o >= 0) {
     char name[96], path[256];
     scale_name(t->name, name, sizeof name);
     rank_model_expert_path(m->info.experts.count, e, WAN_GROUP_BLOCK, block, name, path,

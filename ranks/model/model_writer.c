@@ -2,7 +2,6 @@
  * final path, contiguous datasets with their checksum attributes, the model
  * checksum over them all at commit, then the rename. */
 #include <hdf5.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,12 +226,12 @@ int rank_model_writer_put_fp8(rank_model_writer *w, int e, int block, const char
     sp_log_error("%s: %s is not stored in fp8 in this file", w->path, path);
     return SP_ERR_INPUT;
   }
-  for (int64_t o = 0; o < t->shape[0]; o++)
-    if (!(isfinite(scale[o]) && scale[o] > 0.0f)) {
-      sp_log_error("%s: %s: the scale of output channel %lld is %g: each scale must be finite "
-                   "and positive", w->path, path, (long long)o, (double)scale[o]);
-      return SP_ERR_INPUT;
-    }
+  const int64_t o = wan_fp8_bad_scale(scale, t->shape[0]);
+  if (o >= 0) {
+    sp_log_error("%s: %s: the scale of output channel %lld is %g: each scale must be finite "
+                 "and positive", w->path, path, (long long)o, (double)scale[o]);
+    return SP_ERR_INPUT;
+  }
   snprintf(spath, sizeof spath, "%s%s", path, WAN_FP8_SCALE_SUFFIX);
   const size_t slot = rank_model_slot(&w->config, e, WAN_GROUP_BLOCK, block, 0);
   const int n = w->layout[WAN_GROUP_BLOCK].count;

@@ -137,6 +137,9 @@ int wan_block_linear_of(int i);
 /* Bytes of one block in an fp8 model file: the linear weights' e4m3 bytes
  * and their fp32 scales, the other tensors in bf16. */
 uint64_t wan_block_fp8_bytes(const wan_config *c);
+/* The first of n output-channel scales that is not finite and positive
+ * (the rule for every fp8 scale, written and read), or -1. */
+int64_t wan_fp8_bad_scale(const float *scale, int64_t n);
 _Static_assert(WAN_BLOCK_T_COUNT + WAN_BLOCK_LINEAR_COUNT <= WAN_MAX_TENSORS,
                "an fp8 block's scales take the slots after its tensors");
 
