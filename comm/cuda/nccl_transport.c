@@ -77,6 +77,27 @@ static void settle(ncclComm_t comm, double timeout_s, const char *what) {
   comm_wait_end();
 }
 
+/* NCCL's stream cs starts after the work queued so far on the caller's
+ * stream (a send after the work that wrote its buffer, a receive after the
+ * work that still reads the old contents). The event is released once the
+ * stream passes it. */
+static void after_caller(void *stream, cudaStream_t cs) {
+  cudaEvent_t ready;
+  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(ready, (cudaStream_t)stream));
+  CUDA_CHECK(cudaStreamWaitEvent(cs, ready, 0));
+  CUDA_CHECK(cudaEventDestroy(ready));
+}
+
+/* An event recorded on cs after the NCCL work queued there: the transfer's
+ * completion (nccl_wait). */
+static cudaEvent_t done_event(cudaStream_t cs) {
+  cudaEvent_t done;
+  CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(done, cs));
+  return done;
+}
+
 static int post(comm_transport *t, void *buf, size_t bytes, int peer, int tag, comm_xfer *x,
                 void *stream, int send) {
   nccl_tp *n = t->impl;
@@ -90,21 +111,13 @@ static int post(comm_transport *t, void *buf, size_t bytes, int peer, int tag, c
   const int p = (send ? t->w->rank : peer) % 2;
   ncclComm_t comm = n->comm[p];
   cudaStream_t cs = n->stream[p];
-  cudaEvent_t ready, done;
-  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  /* Send: after the caller's work that wrote buf. Receive: after the
-   * caller's work that still reads the buffer's old contents. */
-  CUDA_CHECK(cudaEventRecord(ready, (cudaStream_t)stream));
-  CUDA_CHECK(cudaStreamWaitEvent(cs, ready, 0));
+  after_caller(stream, cs);
   if (send)
     NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm, cs));
   else
     NCCL_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm, cs));
   settle(comm, comm_watchdog_timeout(), send ? "ncclSend" : "ncclRecv");
-  CUDA_CHECK(cudaEventRecord(done, cs));
-  CUDA_CHECK(cudaEventDestroy(ready)); /* released once the stream passes it */
-  x->done = done;
+  x->done = done_event(cs);
   x->stream = stream;
   return SP_OK;
 }
@@ -180,11 +193,7 @@ static int nccl_alltoallv(comm_transport *t, const int *group, int n, const void
   nccl_tp *nt = t->impl;
   ncclComm_t comm = nt->comm[A2A];
   cudaStream_t cs = nt->stream[A2A];
-  cudaEvent_t ready, done;
-  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventRecord(ready, (cudaStream_t)stream));
-  CUDA_CHECK(cudaStreamWaitEvent(cs, ready, 0));
+  after_caller(stream, cs);
   NCCL_CHECK(ncclGroupStart());
   for (int j = 0; j < n; j++) {
     if (scount[j])
@@ -195,9 +204,7 @@ static int nccl_alltoallv(comm_transport *t, const int *group, int n, const void
   }
   NCCL_CHECK(ncclGroupEnd());
   settle(comm, comm_watchdog_timeout(), "an all-to-all's ncclGroupEnd");
-  CUDA_CHECK(cudaEventRecord(done, cs));
-  CUDA_CHECK(cudaEventDestroy(ready));
-  comm_xfer x = {.done = done, .stream = stream};
+  comm_xfer x = {.done = done_event(cs), .stream = stream};
   return nccl_wait(t, &x, timeout_s, what, NULL);
 }
 
