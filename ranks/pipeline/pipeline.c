@@ -110,11 +110,6 @@ static void post_recvs(bufs *b) {
   }
 }
 
-/* Bytes of the transformer's input (this rank's rows). */
-static size_t cache_bytes(const bufs *B) {
-  return (size_t)rank_stage_tokens(B->s) * (size_t)rank_stage_config(B->s)->dim * sizeof(float);
-}
-
 /* Stage 0 after embedding micro-batch k of step i into buffer b: a step
  * whose residual is kept needs its input on the last stage (itself: a
  * copy; else a message from a copy, since the blocks change b in place). */
@@ -125,8 +120,8 @@ static void cache_send_input(bufs *B, int i, int k, int b) {
                 &B->stats->send_s, "send in", i, k);
   rank_stage_cache(B->s, RANK_CACHE_TAKE, b, k);
   if (!B->last)
-    comm_tp_isend(B->tp, rank_stage_cache_buf(B->s, k), cache_bytes(B), B->stage_last, TAG_IN + k,
-                  &B->in_x[k], B->stream);
+    comm_tp_isend(B->tp, rank_stage_cache_buf(B->s, k), rank_stage_cache_bytes(B->s),
+                  B->stage_last, TAG_IN + k, &B->in_x[k], B->stream);
 }
 
 /* Host time of a compute call. With --trace the stage is synchronised after
@@ -234,8 +229,8 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
       traced_wait(B->tp, &B->recv[b], B->timeout_s,
                   "receiving activations from the previous stage", &stats->wait_s, "recv act", i, k);
       if (last && act[k - k0] == RANK_CACHE_STORE)
-        comm_tp_irecv(B->tp, rank_stage_cache_buf(s, k), cache_bytes(B), B->stage0, TAG_IN + k,
-                      &B->in_x[k], B->stream);
+        comm_tp_irecv(B->tp, rank_stage_cache_buf(s, k), rank_stage_cache_bytes(s), B->stage0,
+                      TAG_IN + k, &B->in_x[k], B->stream);
     }
   }
   if (nrun > 0) {

@@ -174,6 +174,9 @@ void *rank_stage_cache_buf(rank_stage *s, int k) {
   check_cache(s, k);
   return s->cache[k];
 }
+size_t rank_stage_cache_bytes(const rank_stage *s) {
+  return (size_t)(s->tokens * s->c->dim) * sizeof(float);
+}
 void rank_stage_cache(rank_stage *s, rank_cache_op op, int buf, int k) {
   check_cache(s, k);
   check_buf(s, buf);

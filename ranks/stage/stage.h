@@ -181,6 +181,8 @@ int rank_stage_time_embed(rank_stage *s, double t, float *e);
  *         x + (out - in) in fp32. */
 typedef enum { RANK_CACHE_TAKE = 0, RANK_CACHE_KEEP = 1, RANK_CACHE_ADD = 2 } rank_cache_op;
 void *rank_stage_cache_buf(rank_stage *s, int k);
+/* Bytes of one cache buffer: the rank's rows of the activation x, fp32. */
+size_t rank_stage_cache_bytes(const rank_stage *s);
 void rank_stage_cache(rank_stage *s, rank_cache_op op, int buf, int k);
 /* Every stage: its blocks on n micro-batches, buffer bufs[j] with prompt
  * slot slots[j], in place. n = 1 is micro-batch-major work; n > 1 is

@@ -163,12 +163,12 @@ static void cpu_time_embed(rank_stage *s, double t, float *e) {
 static void cache_alloc(rank_stage *s) {
   for (int k = 0; s->cache && k < s->cfg.prompts; k++) {
     free(s->cache[k]);
-    s->cache[k] = sp_xmalloc((size_t)(s->tokens * s->c->dim) * sizeof(float));
+    s->cache[k] = sp_xmalloc(rank_stage_cache_bytes(s));
   }
 }
 
 static void cpu_cache(rank_stage *s, rank_cache_op op, int buf, int k) {
-  const int64_t n = s->tokens * s->c->dim;
+  const int64_t n = (int64_t)(rank_stage_cache_bytes(s) / sizeof(float));
   float *x = s->act[buf], *r = s->cache[k];
   if (op == RANK_CACHE_TAKE)
     memcpy(r, x, (size_t)n * sizeof(float));

@@ -136,7 +136,7 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l, int keep) 
     case PLAN_BUF_CACHE_RES:
     case PLAN_BUF_CACHE_IN: /* one (tokens, dim) fp32 per prompt slot */
       for (int k = 0; k < s->cfg.prompts; k++)
-        s->cache[k] = (float *)p + (size_t)k * (size_t)(s->tokens * s->c->dim);
+        s->cache[k] = (float *)(p + (size_t)k * rank_stage_cache_bytes(s));
       break;
     case PLAN_BUF_CACHE_NEG: set_neg(c, (float *)p, s->c->dim); break;
     default: sp_fatal("internal: layout buffer kind %d", (int)b->kind);
