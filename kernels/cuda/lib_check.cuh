@@ -11,19 +11,13 @@
 #include "cuda_check.h"
 
 #define CUBLAS_CHECK(call)                                                       \
-  do {                                                                           \
-    cublasStatus_t sp_s_ = (call);                                               \
-    if (sp_s_ != CUBLAS_STATUS_SUCCESS)                                          \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cublas error %s: %s",              \
-                  cublasLtGetStatusName(sp_s_), cublasLtGetStatusString(sp_s_)); \
-  } while (0)
+  SP_CUDA_STATUS_CHECK(cublasStatus_t, CUBLAS_STATUS_SUCCESS, #call, call,       \
+                       "cublas error %s: %s", cublasLtGetStatusName(sp_status_),  \
+                       cublasLtGetStatusString(sp_status_))
 
 #define CUDNN_CHECK(call)                                                        \
-  do {                                                                           \
-    cudnnStatus_t sp_d_ = (call);                                                \
-    if (sp_d_ != CUDNN_STATUS_SUCCESS)                                           \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cudnn error %d: %s", (int)sp_d_,   \
-                  cudnnGetErrorString(sp_d_));                                   \
-  } while (0)
+  SP_CUDA_STATUS_CHECK(cudnnStatus_t, CUDNN_STATUS_SUCCESS, #call, call,         \
+                       "cudnn error %d: %s", (int)sp_status_,                     \
+                       cudnnGetErrorString(sp_status_))
 
 #endif

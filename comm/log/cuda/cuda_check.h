@@ -19,13 +19,19 @@ extern "C" {
 #include "log.h"
 #endif
 
-#define CUDA_CHECK(call)                                                         \
+/* The one shape of the CUDA-side library checks (CUDA_CHECK here,
+ * CUBLAS_CHECK and CUDNN_CHECK in lib_check.cuh): `call` returns a `type`;
+ * anything but `ok` goes to sp_fatal_at with `text` (the call as written)
+ * and the message fmt, ... (which may name the status as sp_status_). */
+#define SP_CUDA_STATUS_CHECK(type, ok, text, call, ...)                          \
   do {                                                                           \
-    cudaError_t sp_e_ = (call);                                                  \
-    if (sp_e_ != cudaSuccess)                                                    \
-      sp_fatal_at(__FILE__, __LINE__, #call, "cuda error %d: %s", (int)sp_e_,    \
-                  cudaGetErrorString(sp_e_));                                    \
+    type sp_status_ = (call);                                                    \
+    if (sp_status_ != (ok)) sp_fatal_at(__FILE__, __LINE__, text, __VA_ARGS__);  \
   } while (0)
+
+#define CUDA_CHECK(call)                                                         \
+  SP_CUDA_STATUS_CHECK(cudaError_t, cudaSuccess, #call, call, "cuda error %d: %s", \
+                       (int)sp_status_, cudaGetErrorString(sp_status_))
 
 /* End of every launcher: a bad launch configuration is reported here, at
  * the launch, not at some later synchronisation. */
