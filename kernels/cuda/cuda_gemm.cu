@@ -327,18 +327,28 @@ extern "C" void kern_cuda_gemm_pin_rows(kern_cuda_gemm_ctx *ctx, int64_t rows) {
   ctx->pin_rows = rows > 0 ? rows : 0;
 }
 
+/* The parameters of a linear layer y = act(x w^T + b + beta y), one batch:
+ * x (M, K), w (N, K) as gemm_run reads p->a and p->b (bf16, or e4m3 bytes
+ * for the fp8 GEMM), b (N) or NULL, y (M, N), all row-major. */
+static void gemm_linear_params(const void *x, const void *w, const uint16_t *b, void *y,
+                               kern_dtype y_dtype, int64_t M, int64_t K, int64_t N,
+                               kern_cuda_act act, float beta, kern_cuda_matmul_params *p) {
+  memset(p, 0, sizeof *p);
+  p->a = (const uint16_t *)x; p->b = (const uint16_t *)w; p->bias = b; p->d = y;
+  p->d_dtype = y_dtype;
+  p->M = M; p->N = N; p->K = K;
+  p->lda = K; p->ldb = K; p->ldd = N;
+  p->batch = 1;
+  p->alpha = 1.0f;
+  p->beta = beta;
+  p->act = act;
+}
+
 extern "C" void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t *w,
                                  const uint16_t *b, void *y, kern_dtype y_dtype, int64_t M,
                                  int64_t K, int64_t N, kern_cuda_act act, cudaStream_t stream) {
   kern_cuda_matmul_params p;
-  memset(&p, 0, sizeof p);
-  p.a = x; p.b = w; p.bias = b; p.d = y;
-  p.d_dtype = y_dtype;
-  p.M = M; p.N = N; p.K = K;
-  p.lda = K; p.ldb = K; p.ldd = N;
-  p.batch = 1;
-  p.alpha = 1.0f;
-  p.act = act;
+  gemm_linear_params(x, w, b, y, y_dtype, M, K, N, act, 0.0f, &p);
   kern_cuda_matmul(ctx, &p, stream);
 }
 
@@ -354,15 +364,7 @@ extern "C" void kern_cuda_linear_lora(kern_cuda_gemm_ctx *ctx, const uint16_t *x
   kern_cuda_linear(ctx, x, a, NULL, t, KERN_DTYPE_BF16, M, K, r, KERN_CUDA_ACT_NONE, stream);
   kern_cuda_linear(ctx, t, bl, NULL, y, y_dtype, M, r, N, KERN_CUDA_ACT_NONE, stream);
   kern_cuda_matmul_params p;
-  memset(&p, 0, sizeof p);
-  p.a = x; p.b = w; p.bias = b; p.d = y;
-  p.d_dtype = y_dtype;
-  p.M = M; p.N = N; p.K = K;
-  p.lda = K; p.ldb = K; p.ldd = N;
-  p.batch = 1;
-  p.alpha = 1.0f;
-  p.beta = 1.0f;
-  p.act = act;
+  gemm_linear_params(x, w, b, y, y_dtype, M, K, N, act, 1.0f, &p);
   kern_cuda_matmul(ctx, &p, stream);
 }
 
@@ -410,16 +412,7 @@ extern "C" void kern_cuda_linear_fp8(kern_cuda_gemm_ctx *ctx, const uint8_t *x_q
     sp_fatal("linear_fp8: K %lld and N %lld must be multiples of 16 (cuBLASLt's fp8 rows of "
              "16 bytes), scales sx %p sw %p both given",
              (long long)K, (long long)N, (const void *)sx, (const void *)sw);
-  kern_cuda_matmul_params p;
-  memset(&p, 0, sizeof p);
-  p.a = (const uint16_t *)(const void *)x_q; /* e4m3 bytes: gemm_run reads them as such */
-  p.b = (const uint16_t *)(const void *)w_q;
-  p.bias = b; p.d = y;
-  p.d_dtype = y_dtype;
-  p.M = M; p.N = N; p.K = K;
-  p.lda = K; p.ldb = K; p.ldd = N;
-  p.batch = 1;
-  p.alpha = 1.0f;
-  p.act = act;
+  kern_cuda_matmul_params p; /* a and b hold e4m3 bytes: gemm_run reads them as such */
+  gemm_linear_params(x_q, w_q, b, y, y_dtype, M, K, N, act, 0.0f, &p);
   gemm_run(ctx, &p, sx, sw, stream);
 }
