@@ -50,6 +50,15 @@ extern "C" void kern_cuda_vae_latent_in(kern_cuda_vae *v, const float *z, const 
 
 /* ---- RMS norm (+ bias before, SiLU after) ------------------------------------------ */
 
+/* The V values of row xr from channel c as fp32, plus bias (NULL: none). */
+template <typename TX, int V>
+static __device__ __forceinline__ void norm_load_biased(const TX *xr, const float *bias, int c,
+                                                        float *u) {
+  load_v<TX, V>(xr + c, u);
+#pragma unroll
+  for (int i = 0; i < V; i++) u[i] = bias ? u[i] + bias[c + i] : u[i];
+}
+
 /* A group of L lanes (a power of two up to 32, about the position's
  * 16-byte vectors: 8 for 96 bf16 channels) per position, so narrow rows do
  * not leave most of a warp idle; the group's sum by xor shuffles inside
@@ -66,23 +75,19 @@ __global__ void norm_kernel(const TX *x, const float *bias, const float *gamma, 
   T *yr = y + (active ? row : 0) * C;
   float ss = 0.0f;
   for (int c = sub * V; active && c < C; c += L * V) {
-    float f[V];
-    load_v<TX, V>(xr + c, f);
+    float u[V];
+    norm_load_biased<TX, V>(xr, bias, c, u);
 #pragma unroll
-    for (int i = 0; i < V; i++) {
-      const float u = bias ? f[i] + bias[c + i] : f[i];
-      ss += u * u;
-    }
+    for (int i = 0; i < V; i++) ss += u[i] * u[i];
   }
   for (int o = L / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float inv = 1.0f / fmaxf(sqrtf(ss), 1e-12f);
   for (int c = sub * V; active && c < C; c += L * V) {
     float f[V];
-    load_v<TX, V>(xr + c, f);
+    norm_load_biased<TX, V>(xr, bias, c, f);
 #pragma unroll
     for (int i = 0; i < V; i++) {
-      const float u = bias ? f[i] + bias[c + i] : f[i];
-      float o = u * inv * sqrt_c * gamma[c + i];
+      float o = f[i] * inv * sqrt_c * gamma[c + i];
       if (silu) o = o / (1.0f + expf(-o));
       f[i] = o;
     }
