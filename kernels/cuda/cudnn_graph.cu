@@ -44,6 +44,27 @@ void att_fin(att_builder *b, cudnnBackendDescriptor_t d, const char *what) {
   }
 }
 
+/* One attribute to set: its name, type, value and what to name on failure. */
+typedef struct att_attr {
+  cudnnBackendAttributeName_t name;
+  cudnnBackendAttributeType_t type;
+  const void *val;
+  const char *what;
+} att_attr;
+
+/* A descriptor of `type` with attrs[0..n) set in order, finalised; `what`
+ * names its creation and finalisation. */
+static cudnnBackendDescriptor_t att_node(att_builder *b, cudnnBackendDescriptorType_t type,
+                                         const char *what, const att_attr *attrs, int n) {
+  cudnnBackendDescriptor_t d = att_new(b, type, what);
+  for (int i = 0; i < n; i++)
+    att_set(b, d, attrs[i].name, attrs[i].type, 1, attrs[i].val, attrs[i].what);
+  att_fin(b, d, what);
+  return d;
+}
+
+#define ATT_DESC CUDNN_TYPE_BACKEND_DESCRIPTOR
+
 /* A 4-d tensor: dims, strides, type; virtual or by-value as asked. */
 cudnnBackendDescriptor_t att_tensor(att_builder *b, int64_t uid, const int64_t dims[4],
                                            const int64_t strides[4], cudnnDataType_t type,
@@ -63,62 +84,49 @@ cudnnBackendDescriptor_t att_tensor(att_builder *b, int64_t uid, const int64_t d
 }
 
 cudnnBackendDescriptor_t att_matmul(att_builder *b, cudnnBackendDescriptor_t A,
-                                           cudnnBackendDescriptor_t B, cudnnBackendDescriptor_t C) {
-  cudnnBackendDescriptor_t md = att_new(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul desc");
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  att_set(b, md, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, "matmul comp type");
-  att_fin(b, md, "matmul desc");
-  cudnnBackendDescriptor_t op = att_new(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul op");
-  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &A, "mm a");
-  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &B, "mm b");
-  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &C, "mm c");
-  att_set(b, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &md, "mm d");
-  att_fin(b, op, "matmul op");
-  return op;
+                                    cudnnBackendDescriptor_t B, cudnnBackendDescriptor_t C) {
+  const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  const att_attr da[] = {
+      {CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f, "matmul comp type"}};
+  cudnnBackendDescriptor_t md = att_node(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul desc", da, 1);
+  const att_attr oa[] = {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, ATT_DESC, &A, "mm a"},
+                         {CUDNN_ATTR_OPERATION_MATMUL_BDESC, ATT_DESC, &B, "mm b"},
+                         {CUDNN_ATTR_OPERATION_MATMUL_CDESC, ATT_DESC, &C, "mm c"},
+                         {CUDNN_ATTR_OPERATION_MATMUL_DESC, ATT_DESC, &md, "mm d"}};
+  return att_node(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul op", oa, 4);
 }
 
 /* y = mode(x[, bb]); bb NULL for unary modes. */
 cudnnBackendDescriptor_t att_pw(att_builder *b, cudnnPointwiseMode_t mode,
-                                       cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t bb,
-                                       cudnnBackendDescriptor_t y) {
-  cudnnBackendDescriptor_t pd = att_new(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise desc");
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  att_set(b, pd, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pw mode");
-  att_set(b, pd, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f, "pw prec");
-  att_fin(b, pd, "pointwise desc");
-  cudnnBackendDescriptor_t op =
-      att_new(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise op");
-  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-          &pd, "pw desc");
-  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
-          "pw x");
-  if (bb)
-    att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb,
-            "pw b");
-  att_set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
-          "pw y");
-  att_fin(b, op, "pointwise op");
-  return op;
+                                cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t bb,
+                                cudnnBackendDescriptor_t y) {
+  const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  const att_attr da[] = {{CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode, "pw mode"},
+                         {CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &f, "pw prec"}};
+  cudnnBackendDescriptor_t pd =
+      att_node(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise desc", da, 2);
+  /* the second input only for binary modes, before y */
+  const att_attr oa[] = {{CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, ATT_DESC, &pd, "pw desc"},
+                         {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, ATT_DESC, &x, "pw x"},
+                         {CUDNN_ATTR_OPERATION_POINTWISE_BDESC, ATT_DESC, &bb, "pw b"},
+                         {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, ATT_DESC, &y, "pw y"}};
+  const att_attr oa_unary[] = {oa[0], oa[1], oa[3]};
+  return att_node(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise op",
+                  bb ? oa : oa_unary, bb ? 4 : 3);
 }
 
 cudnnBackendDescriptor_t att_reduce(att_builder *b, cudnnReduceTensorOp_t mode,
-                                           cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
-  cudnnBackendDescriptor_t rd = att_new(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction desc");
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  att_set(b, rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
-          "reduction op");
-  att_set(b, rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f, "reduction comp");
-  att_fin(b, rd, "reduction desc");
-  cudnnBackendDescriptor_t op =
-      att_new(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction op");
-  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
-          "red x");
-  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
-          "red y");
-  att_set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd,
-          "red desc");
-  att_fin(b, op, "reduction op");
-  return op;
+                                    cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+  const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  const att_attr da[] = {
+      {CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, &mode, "reduction op"},
+      {CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f, "reduction comp"}};
+  cudnnBackendDescriptor_t rd =
+      att_node(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction desc", da, 2);
+  const att_attr oa[] = {{CUDNN_ATTR_OPERATION_REDUCTION_XDESC, ATT_DESC, &x, "red x"},
+                         {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, ATT_DESC, &y, "red y"},
+                         {CUDNN_ATTR_OPERATION_REDUCTION_DESC, ATT_DESC, &rd, "red desc"}};
+  return att_node(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction op", oa, 3);
 }
 
 /* The graph of ops, heuristics (mode A), the first engine config that
