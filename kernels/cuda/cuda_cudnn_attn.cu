@@ -30,49 +30,28 @@
 #include <string.h>
 
 #include "cuda_check.h"
-#include "cudnn_graph.cuh"
+#include "cudnn_attn_plan.cuh"
 #include "kern_attn.h"
 
 enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6, UID_VIRT = 100 };
 
-/* One cached shape: the plan and every descriptor it was built from (kept
- * alive with it; destroyed with the context). ok 0: cuDNN refused it. */
-typedef struct att_plan {
-  int64_t Lq, Lk, heads;
-  float scale;
-  int ok;
-  int form; /* 1, 2 or 3 (header comment) */
-  att_graph g;
-  float *stats; /* (heads, Lq) fp32, form 3 only */
-} att_plan;
-
 struct kern_attn_cudnn {
-  cudnnHandle_t handle;
-  void *workspace; /* the largest any cached plan needs */
-  int64_t workspace_bytes;
-  att_plan *plans;
-  int nplans, cap;
+  att_engine e;
 };
 
 /* The operations of form 1, 2 or 3 for the plan's shape into ops[]. */
 static int att_graph_ops(att_builder *b, const att_plan *pl, int form,
-                         cudnnBackendDescriptor_t ops[12]) {
-  const int64_t H = pl->heads, Lq = pl->Lq, Lk = pl->Lk, D = KERN_ATTN_HD;
-  const int64_t qd[4] = {1, H, Lq, D}, qs[4] = {Lq * H * D, D, H * D, 1};
-  const int64_t kd[4] = {1, H, Lk, D}, ks[4] = {Lk * H * D, D, H * D, 1};
-  const int64_t ktd[4] = {1, H, D, Lk}, kts[4] = {Lk * H * D, D, 1, H * D};
-  const int64_t sd[4] = {1, H, Lq, Lk}, ss[4] = {H * Lq * Lk, Lq * Lk, Lk, 1};
-  const int64_t rd[4] = {1, H, Lq, 1}, rs[4] = {H * Lq, Lq, 1, 1};
-  const int64_t one[4] = {1, 1, 1, 1};
+                         cudnnBackendDescriptor_t *ops) {
+  const att_dims d = att_dims_of(pl);
   const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
   int n = 0, u = UID_VIRT;
 
-  cudnnBackendDescriptor_t tS = att_tensor(b, UID_SCALE, one, one, f, 0, 1);
-  cudnnBackendDescriptor_t tQ = att_tensor(b, UID_Q, qd, qs, bf, 0, 0);
-  cudnnBackendDescriptor_t tO = att_tensor(b, UID_O, qd, qs, bf, 0, 0);
-  cudnnBackendDescriptor_t tV = att_tensor(b, UID_V, kd, ks, bf, 0, 0);
+  cudnnBackendDescriptor_t tS = att_tensor(b, UID_SCALE, d.one, d.one, f, 0, 1);
+  cudnnBackendDescriptor_t tQ = att_tensor(b, UID_Q, d.qd, d.qs, bf, 0, 0);
+  cudnnBackendDescriptor_t tO = att_tensor(b, UID_O, d.qd, d.qs, bf, 0, 0);
+  cudnnBackendDescriptor_t tV = att_tensor(b, UID_V, d.kd, d.ks, bf, 0, 0);
   if (form == 1) {
-    cudnnBackendDescriptor_t tK = att_tensor(b, UID_K, kd, ks, bf, 0, 0);
+    cudnnBackendDescriptor_t tK = att_tensor(b, UID_K, d.kd, d.ks, bf, 0, 0);
     cudnnBackendDescriptor_t op =
         att_new(b, CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, "sdpa fwd op (cuDNN too old?)");
     att_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tQ, "q");
@@ -85,14 +64,14 @@ static int att_graph_ops(att_builder *b, const att_plan *pl, int form,
     ops[n++] = op;
     return n;
   }
-  cudnnBackendDescriptor_t tKt = att_tensor(b, UID_K, ktd, kts, bf, 0, 0);
-  cudnnBackendDescriptor_t vS = att_tensor(b, u++, sd, ss, f, 1, 0);  /* q k^T */
-  cudnnBackendDescriptor_t vS1 = att_tensor(b, u++, sd, ss, f, 1, 0); /* * scale */
-  cudnnBackendDescriptor_t vM = att_tensor(b, u++, rd, rs, f, 1, 0);  /* row max */
-  cudnnBackendDescriptor_t vS2 = att_tensor(b, u++, sd, ss, f, 1, 0); /* - max */
-  cudnnBackendDescriptor_t vE = att_tensor(b, u++, sd, ss, f, 1, 0);  /* exp */
-  cudnnBackendDescriptor_t vZ = att_tensor(b, u++, rd, rs, f, 1, 0);  /* row sum */
-  cudnnBackendDescriptor_t vP = att_tensor(b, u++, sd, ss, f, 1, 0);  /* E / Z */
+  cudnnBackendDescriptor_t tKt = att_tensor(b, UID_K, d.ktd, d.kts, bf, 0, 0);
+  cudnnBackendDescriptor_t vS = att_tensor(b, u++, d.sd, d.ss, f, 1, 0);  /* q k^T */
+  cudnnBackendDescriptor_t vS1 = att_tensor(b, u++, d.sd, d.ss, f, 1, 0); /* * scale */
+  cudnnBackendDescriptor_t vM = att_tensor(b, u++, d.rd, d.rs, f, 1, 0);  /* row max */
+  cudnnBackendDescriptor_t vS2 = att_tensor(b, u++, d.sd, d.ss, f, 1, 0); /* - max */
+  cudnnBackendDescriptor_t vE = att_tensor(b, u++, d.sd, d.ss, f, 1, 0);  /* exp */
+  cudnnBackendDescriptor_t vZ = att_tensor(b, u++, d.rd, d.rs, f, 1, 0);  /* row sum */
+  cudnnBackendDescriptor_t vP = att_tensor(b, u++, d.sd, d.ss, f, 1, 0);  /* E / Z */
   ops[n++] = att_matmul(b, tQ, tKt, vS);
   ops[n++] = att_pw(b, CUDNN_POINTWISE_MUL, vS, tS, vS1);
   ops[n++] = att_reduce(b, CUDNN_REDUCE_TENSOR_MAX, vS1, vM);
@@ -100,8 +79,8 @@ static int att_graph_ops(att_builder *b, const att_plan *pl, int form,
   ops[n++] = att_pw(b, CUDNN_POINTWISE_EXP, vS2, NULL, vE);
   ops[n++] = att_reduce(b, CUDNN_REDUCE_TENSOR_ADD, vE, vZ);
   if (form == 3) {
-    cudnnBackendDescriptor_t vL = att_tensor(b, u++, rd, rs, f, 1, 0);
-    cudnnBackendDescriptor_t tSt = att_tensor(b, UID_STATS, rd, rs, f, 0, 0);
+    cudnnBackendDescriptor_t vL = att_tensor(b, u++, d.rd, d.rs, f, 1, 0);
+    cudnnBackendDescriptor_t tSt = att_tensor(b, UID_STATS, d.rd, d.rs, f, 0, 0);
     ops[n++] = att_pw(b, CUDNN_POINTWISE_LOG, vZ, NULL, vL);
     ops[n++] = att_pw(b, CUDNN_POINTWISE_ADD, vM, vL, tSt);
   }
@@ -110,68 +89,23 @@ static int att_graph_ops(att_builder *b, const att_plan *pl, int form,
   return n;
 }
 
-/* The graph of `form` and its plan (att_graph_finalize). */
-static cudnnStatus_t att_build_form(kern_attn_cudnn *c, att_plan *pl, int form, const char **what) {
-  att_builder b = {&pl->g, CUDNN_STATUS_SUCCESS, NULL};
-  cudnnBackendDescriptor_t ops[12];
-  int nops = att_graph_ops(&b, pl, form, ops);
-  return att_graph_finalize(c->handle, &b, ops, nops, what);
-}
+static int att_form_stats(int form) { return form == 3; }
 
-static void att_plan_release(att_plan *pl) {
-  att_graph_release(&pl->g);
-  if (pl->stats) CUDA_CHECK(cudaFree(pl->stats));
-  pl->stats = NULL;
-}
+static const att_forms ATT_BF16_FORMS = {"cudnn", 3, att_graph_ops, att_form_stats};
 
 /* Builds (once) the plan for p's shape; returns the cache entry, ok or not. */
 static att_plan *att_plan_get(kern_attn_cudnn *c, const kern_attn_params *p, float scale) {
-  for (int i = 0; i < c->nplans; i++) {
-    att_plan *pl = &c->plans[i];
-    if (pl->Lq == p->Lq && pl->Lk == p->Lk && pl->heads == p->heads && pl->scale == scale)
-      return pl;
-  }
-  if (c->nplans == c->cap) {
-    int cap = c->cap ? 2 * c->cap : 8;
-    att_plan *np = (att_plan *)realloc(c->plans, (size_t)cap * sizeof *np);
-    if (!np) sp_fatal("attention (cudnn): out of host memory for the plan cache (%d)", cap);
-    c->plans = np;
-    c->cap = cap;
-  }
-  att_plan *pl = &c->plans[c->nplans++];
-  memset(pl, 0, sizeof *pl);
-  pl->Lq = p->Lq, pl->Lk = p->Lk, pl->heads = p->heads, pl->scale = scale;
+  att_plan *pl = att_plan_find(&c->e, p, scale);
+  if (pl) return pl;
   char reasons[512] = "";
-  size_t used = 0;
-  for (int form = 1; form <= 3; form++) {
-    const char *what = "";
-    cudnnStatus_t s = att_build_form(c, pl, form, &what);
-    if (s == CUDNN_STATUS_SUCCESS) {
-      pl->ok = 1;
-      pl->form = form;
-      break;
-    }
-    int w = snprintf(reasons + used, sizeof reasons - used, "%sform %d: %s (%s)",
-                     form > 1 ? "; " : "", form, what, cudnnGetErrorString(s));
-    if (w > 0) used = used + (size_t)w < sizeof reasons ? used + (size_t)w : sizeof reasons - 1;
-    att_plan_release(pl);
-  }
+  pl = att_plan_build(&c->e, p, scale, &ATT_BF16_FORMS, reasons, sizeof reasons);
   if (!pl->ok) {
     sp_log_warn("attention: cudnn %zu refuses Lq %lld, Lk %lld, heads %lld: %s; using flash",
                 cudnnGetVersion(), (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
                 reasons);
     return pl;
   }
-  if (pl->form == 3)
-    CUDA_CHECK(cudaMalloc((void **)&pl->stats, (size_t)(p->heads * p->Lq) * sizeof(float)));
-  if (pl->g.workspace > c->workspace_bytes) {
-    /* cudaFree synchronises the device, so a plan still running on the old
-     * workspace has finished; plan building is setup, not the step loop */
-    if (c->workspace) CUDA_CHECK(cudaFree(c->workspace));
-    c->workspace = NULL;
-    CUDA_CHECK(cudaMalloc(&c->workspace, (size_t)pl->g.workspace));
-    c->workspace_bytes = pl->g.workspace;
-  }
+  att_device_grow(&c->e.workspace, &c->e.workspace_bytes, pl->g.workspace);
   sp_log_debug("attention: cudnn plan for Lq %lld, Lk %lld, heads %lld: form %d, workspace %lld",
                (long long)p->Lq, (long long)p->Lk, (long long)p->heads, pl->form,
                (long long)pl->g.workspace);
@@ -186,43 +120,22 @@ extern "C" int kern_attn_cudnn_create(kern_attn_cudnn **out) {
     sp_log_warn("attention: cudnn %zu at run time, the fused attention needs 9.0 or later", ver);
     return SP_ERR_RUNTIME;
   }
-  kern_attn_cudnn *c = (kern_attn_cudnn *)calloc(1, sizeof *c);
-  if (!c) {
-    sp_log_error("attention: out of host memory for the cudnn context");
-    return SP_ERR_RUNTIME;
-  }
-  cudnnStatus_t s = cudnnCreate(&c->handle);
-  if (s != CUDNN_STATUS_SUCCESS) {
-    sp_log_warn("attention: cudnnCreate failed (%s), cudnn %zu", cudnnGetErrorString(s), ver);
-    free(c);
-    return SP_ERR_RUNTIME;
-  }
+  kern_attn_cudnn *c = att_context_new<kern_attn_cudnn>("cudnn", ver, 1);
+  if (!c) return SP_ERR_RUNTIME;
   *out = c;
   return SP_OK;
 }
 
-extern "C" void kern_attn_cudnn_destroy(kern_attn_cudnn *c) {
-  if (!c) return;
-  for (int i = 0; i < c->nplans; i++) att_plan_release(&c->plans[i]);
-  free(c->plans);
-  if (c->workspace) CUDA_CHECK(cudaFree(c->workspace));
-  CUDNN_CHECK(cudnnDestroy(c->handle));
-  free(c);
-}
+extern "C" void kern_attn_cudnn_destroy(kern_attn_cudnn *c) { att_context_free(c); }
 
 extern "C" int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaStream_t stream) {
-  if (p.hd != KERN_ATTN_HD || p.Lq < 1 || p.Lk < 1 || p.heads < 1 || !p.q || !p.k || !p.v ||
-      !p.out)
-    sp_fatal("attention (cudnn): Lq %lld, Lk %lld, heads %lld, hd %lld: need hd %d, all >= 1, "
-             "non-NULL pointers",
-             (long long)p.Lq, (long long)p.Lk, (long long)p.heads, (long long)p.hd, KERN_ATTN_HD);
-  float scale = p.scale > 0.f ? p.scale : 1.0f / sqrtf((float)p.hd);
+  float scale = att_params_scale(&p, "cudnn");
   att_plan *pl = att_plan_get(c, &p, scale);
   if (!pl->ok) return SP_ERR_RUNTIME;
   int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
   void *ptrs[6] = {(void *)p.q, (void *)p.k, (void *)p.v, (void *)p.out, &scale, pl->stats};
-  int64_t n = pl->form == 3 ? 6 : 5;
-  att_graph_execute(c->handle, pl->g.plan, n, uids, ptrs, c->workspace, stream);
+  int64_t n = att_form_stats(pl->form) ? 6 : 5;
+  att_graph_execute(c->e.handle, pl->g.plan, n, uids, ptrs, c->e.workspace, stream);
   return SP_OK;
 }
 

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "cuda_check.h"
-#include "cudnn_graph.cuh"
+#include "cudnn_attn_plan.cuh"
 #include "kern_attn.h"
 
 enum {
@@ -42,23 +42,10 @@ enum {
 enum { SC_DQ, SC_DK, SC_DV, SC_DS, SC_SS, SC_SO, SC_AQ, SC_AK, SC_AV, SC_AMAX_S, SC_AMAX_O, SC_N };
 #define SC(c, i) ((c)->scal + 4 * (i))
 
-#define F8_NFORMS 4
-
-typedef struct f8_plan {
-  int64_t Lq, Lk, heads;
-  float scale;
-  int ok;
-  int form;   /* 1..F8_NFORMS (header comment) */
-  att_graph g;
-  float *stats; /* (heads, Lq) fp32, forms 2 and 4 */
-} f8_plan;
+#define F8_NFORMS 4 /* the graph forms, tried in order (header comment) */
 
 struct kern_attn_fp8 {
-  cudnnHandle_t handle;
-  void *workspace;
-  int64_t workspace_bytes;
-  f8_plan *plans;
-  int nplans, cap;
+  att_engine e;
   uint8_t *q8, *kv8, *o8; /* e4m3 copies: q (Lq, heads, hd), k then v, out */
   int64_t q_elems, kv_elems; /* capacity of q8 and o8, and of each half of kv8 */
   float *scal;            /* SC_N scalars, device */
@@ -68,40 +55,34 @@ static int f8_form_out_fp8(int form) { return form >= 3; }
 static int f8_form_stats(int form) { return form == 2 || form == 4; }
 
 /* The operations of `form` into ops[]; returns their count. */
-static int f8_graph_ops(att_builder *b, const f8_plan *pl, int form,
-                        cudnnBackendDescriptor_t ops[20]) {
-  const int64_t H = pl->heads, Lq = pl->Lq, Lk = pl->Lk, D = KERN_ATTN_HD;
-  const int64_t qd[4] = {1, H, Lq, D}, qs[4] = {Lq * H * D, D, H * D, 1};
-  const int64_t kd[4] = {1, H, Lk, D}, ks[4] = {Lk * H * D, D, H * D, 1};
-  const int64_t ktd[4] = {1, H, D, Lk}, kts[4] = {Lk * H * D, D, 1, H * D};
-  const int64_t sd[4] = {1, H, Lq, Lk}, ss[4] = {H * Lq * Lk, Lq * Lk, Lk, 1};
-  const int64_t rd[4] = {1, H, Lq, 1}, rs[4] = {H * Lq, Lq, 1, 1};
-  const int64_t one[4] = {1, 1, 1, 1};
+static int f8_graph_ops(att_builder *b, const att_plan *pl, int form,
+                        cudnnBackendDescriptor_t *ops) {
+  const att_dims d = att_dims_of(pl);
   const cudnnDataType_t f8 = CUDNN_DATA_FP8_E4M3, f = CUDNN_DATA_FLOAT;
   const cudnnDataType_t ot = f8_form_out_fp8(form) ? f8 : CUDNN_DATA_BFLOAT16;
   int n = 0, u = F8_UID_VIRT;
-#define F8_SCALAR(uid) att_tensor(b, uid, one, one, f, 0, 0)
+#define F8_SCALAR(uid) att_tensor(b, uid, d.one, d.one, f, 0, 0)
 #define F8_VIRT(dims, strides, type) att_tensor(b, u++, dims, strides, type, 1, 0)
-  cudnnBackendDescriptor_t tQ = att_tensor(b, F8_UID_Q, qd, qs, f8, 0, 0);
-  cudnnBackendDescriptor_t tKt = att_tensor(b, F8_UID_K, ktd, kts, f8, 0, 0);
-  cudnnBackendDescriptor_t tV = att_tensor(b, F8_UID_V, kd, ks, f8, 0, 0);
-  cudnnBackendDescriptor_t tO = att_tensor(b, F8_UID_O, qd, qs, ot, 0, 0);
-  cudnnBackendDescriptor_t tA = att_tensor(b, F8_UID_SCALE, one, one, f, 0, 1);
+  cudnnBackendDescriptor_t tQ = att_tensor(b, F8_UID_Q, d.qd, d.qs, f8, 0, 0);
+  cudnnBackendDescriptor_t tKt = att_tensor(b, F8_UID_K, d.ktd, d.kts, f8, 0, 0);
+  cudnnBackendDescriptor_t tV = att_tensor(b, F8_UID_V, d.kd, d.ks, f8, 0, 0);
+  cudnnBackendDescriptor_t tO = att_tensor(b, F8_UID_O, d.qd, d.qs, ot, 0, 0);
+  cudnnBackendDescriptor_t tA = att_tensor(b, F8_UID_SCALE, d.one, d.one, f, 0, 1);
   cudnnBackendDescriptor_t tDQ = F8_SCALAR(F8_UID_DQ), tDK = F8_SCALAR(F8_UID_DK);
   cudnnBackendDescriptor_t tDV = F8_SCALAR(F8_UID_DV), tDS = F8_SCALAR(F8_UID_DS);
   cudnnBackendDescriptor_t tSS = F8_SCALAR(F8_UID_SS), tSO = F8_SCALAR(F8_UID_SO);
   cudnnBackendDescriptor_t tAS = F8_SCALAR(F8_UID_AMAX_S), tAO = F8_SCALAR(F8_UID_AMAX_O);
   cudnnBackendDescriptor_t tSt = f8_form_stats(form)
-                                     ? att_tensor(b, F8_UID_STATS, rd, rs, f, 0, 0)
-                                     : F8_VIRT(rd, rs, f);
-  cudnnBackendDescriptor_t s0 = F8_VIRT(sd, ss, f), s1 = F8_VIRT(sd, ss, f);
-  cudnnBackendDescriptor_t s2 = F8_VIRT(sd, ss, f), s3 = F8_VIRT(sd, ss, f);
-  cudnnBackendDescriptor_t vM = F8_VIRT(rd, rs, f), s4 = F8_VIRT(sd, ss, f);
-  cudnnBackendDescriptor_t vE = F8_VIRT(sd, ss, f), vZ = F8_VIRT(rd, rs, f);
-  cudnnBackendDescriptor_t vL = F8_VIRT(rd, rs, f), vP = F8_VIRT(sd, ss, f);
-  cudnnBackendDescriptor_t vP8 = F8_VIRT(sd, ss, f8);
-  cudnnBackendDescriptor_t o0 = F8_VIRT(qd, qs, f), o1 = F8_VIRT(qd, qs, f);
-  cudnnBackendDescriptor_t o2 = F8_VIRT(qd, qs, f);
+                                     ? att_tensor(b, F8_UID_STATS, d.rd, d.rs, f, 0, 0)
+                                     : F8_VIRT(d.rd, d.rs, f);
+  cudnnBackendDescriptor_t s0 = F8_VIRT(d.sd, d.ss, f), s1 = F8_VIRT(d.sd, d.ss, f);
+  cudnnBackendDescriptor_t s2 = F8_VIRT(d.sd, d.ss, f), s3 = F8_VIRT(d.sd, d.ss, f);
+  cudnnBackendDescriptor_t vM = F8_VIRT(d.rd, d.rs, f), s4 = F8_VIRT(d.sd, d.ss, f);
+  cudnnBackendDescriptor_t vE = F8_VIRT(d.sd, d.ss, f), vZ = F8_VIRT(d.rd, d.rs, f);
+  cudnnBackendDescriptor_t vL = F8_VIRT(d.rd, d.rs, f), vP = F8_VIRT(d.sd, d.ss, f);
+  cudnnBackendDescriptor_t vP8 = F8_VIRT(d.sd, d.ss, f8);
+  cudnnBackendDescriptor_t o0 = F8_VIRT(d.qd, d.qs, f), o1 = F8_VIRT(d.qd, d.qs, f);
+  cudnnBackendDescriptor_t o2 = F8_VIRT(d.qd, d.qs, f);
 #undef F8_SCALAR
 #undef F8_VIRT
   ops[n++] = att_matmul(b, tQ, tKt, s0);
@@ -125,57 +106,14 @@ static int f8_graph_ops(att_builder *b, const f8_plan *pl, int form,
   return n;
 }
 
-static void f8_plan_release(f8_plan *pl) {
-  att_graph_release(&pl->g);
-  if (pl->stats) CUDA_CHECK(cudaFree(pl->stats));
-  pl->stats = NULL;
-}
-
-/* Grows a device buffer to `bytes` (setup: cudaFree synchronises, so work
- * still using the old buffer has finished). */
-static void f8_grow(void **buf, int64_t *have, int64_t want) {
-  if (want <= *have) return;
-  if (*buf) CUDA_CHECK(cudaFree(*buf));
-  *buf = NULL;
-  CUDA_CHECK(cudaMalloc(buf, (size_t)want));
-  *have = want;
-}
+static const att_forms F8_FORMS = {"cudnn-fp8", F8_NFORMS, f8_graph_ops, f8_form_stats};
 
 /* Builds (once) the plan for p's shape, and sizes the buffers it needs. */
-static f8_plan *f8_plan_get(kern_attn_fp8 *c, const kern_attn_params *p, float scale) {
-  for (int i = 0; i < c->nplans; i++) {
-    f8_plan *pl = &c->plans[i];
-    if (pl->Lq == p->Lq && pl->Lk == p->Lk && pl->heads == p->heads && pl->scale == scale)
-      return pl;
-  }
-  if (c->nplans == c->cap) {
-    int cap = c->cap ? 2 * c->cap : 8;
-    f8_plan *np = (f8_plan *)realloc(c->plans, (size_t)cap * sizeof *np);
-    if (!np) sp_fatal("attention (cudnn-fp8): out of host memory for the plan cache (%d)", cap);
-    c->plans = np;
-    c->cap = cap;
-  }
-  f8_plan *pl = &c->plans[c->nplans++];
-  memset(pl, 0, sizeof *pl);
-  pl->Lq = p->Lq, pl->Lk = p->Lk, pl->heads = p->heads, pl->scale = scale;
+static att_plan *f8_plan_get(kern_attn_fp8 *c, const kern_attn_params *p, float scale) {
+  att_plan *pl = att_plan_find(&c->e, p, scale);
+  if (pl) return pl;
   char reasons[640] = "";
-  size_t used = 0;
-  for (int form = 1; form <= F8_NFORMS && !pl->ok; form++) {
-    const char *what = "";
-    att_builder b = {&pl->g, CUDNN_STATUS_SUCCESS, NULL};
-    cudnnBackendDescriptor_t ops[20];
-    int nops = f8_graph_ops(&b, pl, form, ops);
-    cudnnStatus_t s = att_graph_finalize(c->handle, &b, ops, nops, &what);
-    if (s == CUDNN_STATUS_SUCCESS) {
-      pl->ok = 1;
-      pl->form = form;
-      break;
-    }
-    int w = snprintf(reasons + used, sizeof reasons - used, "%sform %d: %s (%s)",
-                     form > 1 ? "; " : "", form, what, cudnnGetErrorString(s));
-    if (w > 0) used = used + (size_t)w < sizeof reasons ? used + (size_t)w : sizeof reasons - 1;
-    f8_plan_release(pl);
-  }
+  pl = att_plan_build(&c->e, p, scale, &F8_FORMS, reasons, sizeof reasons);
   if (!pl->ok) {
     sp_log_error("attention: cudnn %zu has no fp8 SDPA engine for Lq %lld, Lk %lld, heads %lld "
                  "(needs cuDNN 9.1+ on an sm_90 or later GPU): %s",
@@ -184,17 +122,15 @@ static f8_plan *f8_plan_get(kern_attn_fp8 *c, const kern_attn_params *p, float s
     return pl;
   }
   const int64_t qn = p->Lq * p->heads * KERN_ATTN_HD, kn = p->Lk * p->heads * KERN_ATTN_HD;
-  if (f8_form_stats(pl->form))
-    CUDA_CHECK(cudaMalloc((void **)&pl->stats, (size_t)(p->heads * p->Lq) * sizeof(float)));
   int64_t have = c->q_elems;
-  f8_grow((void **)&c->q8, &have, qn);
+  att_device_grow((void **)&c->q8, &have, qn);
   have = c->q_elems;
-  f8_grow((void **)&c->o8, &have, qn);
+  att_device_grow((void **)&c->o8, &have, qn);
   c->q_elems = have;
   have = 2 * c->kv_elems;
-  f8_grow((void **)&c->kv8, &have, 2 * kn);
+  att_device_grow((void **)&c->kv8, &have, 2 * kn);
   c->kv_elems = have / 2;
-  f8_grow(&c->workspace, &c->workspace_bytes, pl->g.workspace);
+  att_device_grow(&c->e.workspace, &c->e.workspace_bytes, pl->g.workspace);
   sp_log_debug("attention: cudnn-fp8 plan for Lq %lld, Lk %lld, heads %lld: form %d, "
                "workspace %lld", (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
                pl->form, (long long)pl->g.workspace);
@@ -224,17 +160,8 @@ extern "C" int kern_attn_fp8_create(kern_attn_fp8 **out) {
                  ver, major, major < 9 ? "x (use --attn cudnn or flash)" : "x");
     return SP_ERR_RUNTIME;
   }
-  kern_attn_fp8 *c = (kern_attn_fp8 *)calloc(1, sizeof *c);
-  if (!c) {
-    sp_log_error("attention: out of host memory for the cudnn-fp8 context");
-    return SP_ERR_RUNTIME;
-  }
-  cudnnStatus_t s = cudnnCreate(&c->handle);
-  if (s != CUDNN_STATUS_SUCCESS) {
-    sp_log_error("attention: cudnnCreate failed (%s), cudnn %zu", cudnnGetErrorString(s), ver);
-    free(c);
-    return SP_ERR_RUNTIME;
-  }
+  kern_attn_fp8 *c = att_context_new<kern_attn_fp8>("cudnn-fp8", ver, 0);
+  if (!c) return SP_ERR_RUNTIME;
   CUDA_CHECK(cudaMalloc((void **)&c->scal, 4 * SC_N * sizeof(float)));
   *out = c;
   return SP_OK;
@@ -242,25 +169,16 @@ extern "C" int kern_attn_fp8_create(kern_attn_fp8 **out) {
 
 extern "C" void kern_attn_fp8_destroy(kern_attn_fp8 *c) {
   if (!c) return;
-  for (int i = 0; i < c->nplans; i++) f8_plan_release(&c->plans[i]);
-  free(c->plans);
-  if (c->workspace) CUDA_CHECK(cudaFree(c->workspace));
   if (c->q8) CUDA_CHECK(cudaFree(c->q8));
   if (c->kv8) CUDA_CHECK(cudaFree(c->kv8));
   if (c->o8) CUDA_CHECK(cudaFree(c->o8));
   CUDA_CHECK(cudaFree(c->scal));
-  CUDNN_CHECK(cudnnDestroy(c->handle));
-  free(c);
+  att_context_free(c);
 }
 
 extern "C" int kern_attn_fp8_run(kern_attn_fp8 *c, kern_attn_params p, cudaStream_t stream) {
-  if (p.hd != KERN_ATTN_HD || p.Lq < 1 || p.Lk < 1 || p.heads < 1 || !p.q || !p.k || !p.v ||
-      !p.out)
-    sp_fatal("attention (cudnn-fp8): Lq %lld, Lk %lld, heads %lld, hd %lld: need hd %d, all "
-             ">= 1, non-NULL pointers",
-             (long long)p.Lq, (long long)p.Lk, (long long)p.heads, (long long)p.hd, KERN_ATTN_HD);
-  float scale = p.scale > 0.f ? p.scale : 1.0f / sqrtf((float)p.hd);
-  f8_plan *pl = f8_plan_get(c, &p, scale);
+  float scale = att_params_scale(&p, "cudnn-fp8");
+  att_plan *pl = f8_plan_get(c, &p, scale);
   if (!pl->ok) return SP_ERR_RUNTIME;
   const int64_t qn = p.Lq * p.heads * p.hd, kn = p.Lk * p.heads * p.hd;
   uint8_t *k8 = c->kv8, *v8 = c->kv8 + c->kv_elems;
@@ -276,8 +194,8 @@ extern "C" int kern_attn_fp8_run(kern_attn_fp8 *c, kern_attn_params p, cudaStrea
   void *ptrs[14] = {c->q8, k8, v8, out_fp8 ? (void *)c->o8 : (void *)p.out, &scale,
                     SC(c, SC_DQ), SC(c, SC_DK), SC(c, SC_DV), SC(c, SC_DS), SC(c, SC_SS),
                     SC(c, SC_SO), SC(c, SC_AMAX_S), SC(c, SC_AMAX_O), pl->stats};
-  att_graph_execute(c->handle, pl->g.plan, f8_form_stats(pl->form) ? 14 : 13, uids, ptrs,
-                    c->workspace, stream);
+  att_graph_execute(c->e.handle, pl->g.plan, f8_form_stats(pl->form) ? 14 : 13, uids, ptrs,
+                    c->e.workspace, stream);
   if (out_fp8) kern_cuda_fp8_to_bf16(c->o8, SC(c, SC_DV), p.out, qn, stream);
   return SP_OK;
 }
