@@ -38,6 +38,7 @@
 
 #include "kern_attn.h"
 #include "kern_cpu.h"
+#include "dev_time.h"
 #include "flash_variants.h"
 #include "kern_dtype.h"
 #include "log.h"
@@ -135,23 +136,24 @@ static int run_backend(kern_attn_cudnn *cd, kern_attn_params p, cudaStream_t st)
   return kern_attn_cudnn_run(cd, p, st) == SP_OK ? 0 : 1;
 }
 
+/* One run_backend call, as dev_time_ms calls it. */
+typedef struct backend_job {
+  kern_attn_cudnn *cd;
+  kern_attn_params p;
+  cudaStream_t st;
+} backend_job;
+
+static void backend_job_call(void *arg) {
+  const backend_job *j = arg;
+  (void)run_backend(j->cd, j->p, j->st);
+}
+
 /* ms per call over iters calls, after `warm` untimed ones. The caller has
  * made one successful call with the same arguments (a cudnn plan cached). */
 static double time_backend(kern_attn_cudnn *cd, kern_attn_params p, int warm, int iters,
                            cudaStream_t st) {
-  for (int w = 0; w < warm; w++) (void)run_backend(cd, p, st);
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  CHECK_CUDA(cudaEventRecord(e0, st));
-  for (int i = 0; i < iters; i++) (void)run_backend(cd, p, st);
-  CHECK_CUDA(cudaEventRecord(e1, st));
-  CHECK_CUDA(cudaEventSynchronize(e1));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-  CHECK_CUDA(cudaEventDestroy(e0));
-  CHECK_CUDA(cudaEventDestroy(e1));
-  return ms / iters;
+  backend_job j = {cd, p, st};
+  return dev_time_ms(backend_job_call, &j, warm, iters, st);
 }
 
 static void print_json(const bcase *bc, const char *backend, const char *variant, double ms,

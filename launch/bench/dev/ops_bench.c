@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "dev_time.h"
 #include "kern_cpu.h"
 #include "kern_cuda.h"
 #include "kern_dtype.h"
@@ -222,20 +223,21 @@ static double bench_check(bench_kind k, const char *var, const bench_bufs *b, ui
   return worst;
 }
 
+/* One bench_call, as dev_time_ms calls it. */
+typedef struct bench_job {
+  bench_kind k;
+  const char *var;
+  const bench_bufs *b;
+} bench_job;
+
+static void bench_job_call(void *arg) {
+  const bench_job *j = arg;
+  bench_call(j->k, j->var, j->b);
+}
+
 static double bench_time(bench_kind k, const char *var, const bench_bufs *b) {
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-  for (int i = 0; i < 2; i++) bench_call(k, var, b);
-  CUDA_CHECK(cudaEventRecord(e0, 0));
-  for (int i = 0; i < BENCH_REPS; i++) bench_call(k, var, b);
-  CUDA_CHECK(cudaEventRecord(e1, 0));
-  CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  CUDA_CHECK(cudaEventDestroy(e0));
-  CUDA_CHECK(cudaEventDestroy(e1));
-  return ms / BENCH_REPS;
+  bench_job j = {k, var, b};
+  return dev_time_ms(bench_job_call, &j, 2, BENCH_REPS, 0);
 }
 
 /* ---- the table ---------------------------------------------------------- */
