@@ -70,6 +70,24 @@ static inline int64_t plan_seq_rows(int64_t L, int n, int u) {
   return plan_seq_row0(L, n, u + 1) - plan_seq_row0(L, n, u);
 }
 
+/* The head all-to-all of Ulysses, in elements, the one place it is written:
+ * rank u's slice of Lu rows packed as n parts of (Lu, D / n), part u going
+ * to rank u (part_off / part_n), and the L rows of every rank's slice of its
+ * own n-th of the columns, rank u's rows landing at their place in the
+ * whole sequence (row_off / row_n). The CPU and CUDA stages both exchange
+ * with it, forward and back. */
+static inline void plan_seq_head_exchange(int64_t Lu, int64_t L, int64_t D, int n,
+                                          int64_t *part_off, int64_t *part_n, int64_t *row_off,
+                                          int64_t *row_n) {
+  const int64_t Dn = D / n;
+  for (int u = 0; u < n; u++) {
+    part_off[u] = u * Lu * Dn;
+    part_n[u] = Lu * Dn;
+    row_off[u] = plan_seq_row0(L, n, u) * Dn;
+    row_n[u] = plan_seq_rows(L, n, u) * Dn;
+  }
+}
+
 /* Replicas of unequal speed (run --speed): the replica that runs each of a
  * step's K micro-batches, into owner[0..K). Every replica takes one first
  * (k < R: replica k; R <= K, plan_grid_check), then each next micro-batch

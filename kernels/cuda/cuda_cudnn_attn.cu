@@ -91,26 +91,7 @@ static int att_graph_ops(att_builder *b, const att_plan *pl, int form,
 
 static int att_form_stats(int form) { return form == 3; }
 
-static const att_forms ATT_BF16_FORMS = {"cudnn", 3, att_graph_ops, att_form_stats};
-
-/* Builds (once) the plan for p's shape; returns the cache entry, ok or not. */
-static att_plan *att_plan_get(kern_attn_cudnn *c, const kern_attn_params *p, float scale) {
-  att_plan *pl = att_plan_find(&c->e, p, scale);
-  if (pl) return pl;
-  char reasons[512] = "";
-  pl = att_plan_build(&c->e, p, scale, &ATT_BF16_FORMS, reasons, sizeof reasons);
-  if (!pl->ok) {
-    sp_log_warn("attention: cudnn %zu refuses Lq %lld, Lk %lld, heads %lld: %s; using flash",
-                cudnnGetVersion(), (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
-                reasons);
-    return pl;
-  }
-  att_device_grow(&c->e.workspace, &c->e.workspace_bytes, pl->g.workspace);
-  sp_log_debug("attention: cudnn plan for Lq %lld, Lk %lld, heads %lld: form %d, workspace %lld",
-               (long long)p->Lq, (long long)p->Lk, (long long)p->heads, pl->form,
-               (long long)pl->g.workspace);
-  return pl;
-}
+static const att_forms ATT_BF16_FORMS = {"cudnn", 3, att_graph_ops, att_form_stats, 1, ""};
 
 /* ---- public cuDNN API --------------------------------------------------- */
 
@@ -130,7 +111,8 @@ extern "C" void kern_attn_cudnn_destroy(kern_attn_cudnn *c) { att_context_free(c
 
 extern "C" int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaStream_t stream) {
   float scale = att_params_scale(&p, "cudnn");
-  att_plan *pl = att_plan_get(c, &p, scale);
+  int fresh;
+  att_plan *pl = att_plan_get(&c->e, &p, scale, &ATT_BF16_FORMS, &fresh);
   if (!pl->ok) return SP_ERR_RUNTIME;
   int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
   void *ptrs[6] = {(void *)p.q, (void *)p.k, (void *)p.v, (void *)p.out, &scale, pl->stats};

@@ -106,21 +106,15 @@ static int f8_graph_ops(att_builder *b, const att_plan *pl, int form,
   return n;
 }
 
-static const att_forms F8_FORMS = {"cudnn-fp8", F8_NFORMS, f8_graph_ops, f8_form_stats};
+static const att_forms F8_FORMS = {"cudnn-fp8", F8_NFORMS, f8_graph_ops, f8_form_stats, 0,
+                                   " (needs cuDNN 9.1+ on an sm_90 or later GPU)"};
 
-/* Builds (once) the plan for p's shape, and sizes the buffers it needs. */
+/* The plan for p's shape, the fp8 copies of q, k, v and the output sized
+ * for it when it is built. */
 static att_plan *f8_plan_get(kern_attn_fp8 *c, const kern_attn_params *p, float scale) {
-  att_plan *pl = att_plan_find(&c->e, p, scale);
-  if (pl) return pl;
-  char reasons[640] = "";
-  pl = att_plan_build(&c->e, p, scale, &F8_FORMS, reasons, sizeof reasons);
-  if (!pl->ok) {
-    sp_log_error("attention: cudnn %zu has no fp8 SDPA engine for Lq %lld, Lk %lld, heads %lld "
-                 "(needs cuDNN 9.1+ on an sm_90 or later GPU): %s",
-                 cudnnGetVersion(), (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
-                 reasons);
-    return pl;
-  }
+  int fresh;
+  att_plan *pl = att_plan_get(&c->e, p, scale, &F8_FORMS, &fresh);
+  if (!pl->ok || !fresh) return pl;
   const int64_t qn = p->Lq * p->heads * KERN_ATTN_HD, kn = p->Lk * p->heads * KERN_ATTN_HD;
   int64_t have = c->q_elems;
   att_device_grow((void **)&c->q8, &have, qn);
@@ -130,10 +124,6 @@ static att_plan *f8_plan_get(kern_attn_fp8 *c, const kern_attn_params *p, float 
   have = 2 * c->kv_elems;
   att_device_grow((void **)&c->kv8, &have, 2 * kn);
   c->kv_elems = have / 2;
-  att_device_grow(&c->e.workspace, &c->e.workspace_bytes, pl->g.workspace);
-  sp_log_debug("attention: cudnn-fp8 plan for Lq %lld, Lk %lld, heads %lld: form %d, "
-               "workspace %lld", (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
-               pl->form, (long long)pl->g.workspace);
   return pl;
 }
 

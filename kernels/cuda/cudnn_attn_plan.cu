@@ -98,6 +98,28 @@ att_plan *att_plan_build(att_engine *e, const kern_attn_params *p, float scale,
   return pl;
 }
 
+att_plan *att_plan_get(att_engine *e, const kern_attn_params *p, float scale, const att_forms *f,
+                       int *fresh) {
+  *fresh = 0;
+  att_plan *pl = att_plan_find(e, p, scale);
+  if (pl) return pl;
+  *fresh = 1;
+  char reasons[640] = "";
+  pl = att_plan_build(e, p, scale, f, reasons, sizeof reasons);
+  if (!pl->ok) {
+    (f->fallback ? sp_log_warn : sp_log_error)(
+        "attention: cudnn %zu refuses %s for Lq %lld, Lk %lld, heads %lld%s: %s%s",
+        cudnnGetVersion(), f->name, (long long)p->Lq, (long long)p->Lk, (long long)p->heads,
+        f->needs, reasons, f->fallback ? "; using flash" : "");
+    return pl;
+  }
+  att_device_grow(&e->workspace, &e->workspace_bytes, pl->g.workspace);
+  sp_log_debug("attention: %s plan for Lq %lld, Lk %lld, heads %lld: form %d, workspace %lld",
+               f->name, (long long)p->Lq, (long long)p->Lk, (long long)p->heads, pl->form,
+               (long long)pl->g.workspace);
+  return pl;
+}
+
 void att_device_grow(void **buf, int64_t *have, int64_t want) {
   if (want <= *have) return;
   if (*buf) CUDA_CHECK(cudaFree(*buf));

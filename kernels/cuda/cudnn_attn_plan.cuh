@@ -55,6 +55,8 @@ typedef struct att_forms {
   int n;
   int (*ops)(att_builder *b, const att_plan *pl, int form, cudnnBackendDescriptor_t *out);
   int (*has_stats)(int form);
+  int fallback;      /* 1: the caller runs another kernel where every form is refused */
+  const char *needs; /* what a refusal may mean, for the message ("" for nothing) */
 } att_forms;
 
 /* Opens cuDNN's handle into e (zeroed): SP_OK, or SP_ERR_RUNTIME with the
@@ -106,6 +108,13 @@ att_plan *att_plan_find(att_engine *e, const kern_attn_params *p, float scale);
  * why for each form. Out of host memory is fatal. */
 att_plan *att_plan_build(att_engine *e, const kern_attn_params *p, float scale,
                          const att_forms *f, char *reasons, size_t reasons_cap);
+
+/* The plan of p's shape and scale: the cached one (*fresh 0), or one built
+ * now (*fresh 1) with the workspace grown to it. Refused by every form:
+ * ok 0, logged once with the reasons, as a warning where f->fallback, else
+ * as an error. */
+att_plan *att_plan_get(att_engine *e, const kern_attn_params *p, float scale, const att_forms *f,
+                       int *fresh);
 
 /* Grows the device buffer *buf of *have bytes to want bytes (contents not
  * kept). Setup only: cudaFree synchronises the device, so work still using

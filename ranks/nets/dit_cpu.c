@@ -223,12 +223,7 @@ static void self_attention(const wan_config *c, const float *q, const float *k, 
   float *pack = sq + 4 * L * Dn;                                         /* (n, Lu, Dn) */
   int64_t part_off[RANK_SEQ_MAX], part_n[RANK_SEQ_MAX], row_off[RANK_SEQ_MAX],
       row_n[RANK_SEQ_MAX];
-  for (int u = 0; u < n; u++) {
-    part_off[u] = u * Lu * Dn;
-    part_n[u] = Lu * Dn;
-    row_off[u] = plan_seq_row0(L, n, u) * Dn;
-    row_n[u] = plan_seq_rows(L, n, u) * Dn;
-  }
+  plan_seq_head_exchange(Lu, L, D, n, part_off, part_n, row_off, row_n);
   const float *in[3] = {q, k, v};
   for (int t = 0; t < 3; t++) {
     seq_repack((float *)in[t], pack, Lu, D, n, 1);

@@ -66,34 +66,22 @@ static void self_out(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
   }
 }
 
-void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
-                             const wan_block_lora_bf16 *lora, const uint16_t *ck,
-                             const uint16_t *cv, float *act) {
-  const wan_config *cf = s->c;
-  const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
-  const int64_t T = cf->text_len, F = cf->ffn_dim, R = c->rows, half = HD / 2;
-  const float eps = (float)cf->eps;
-  const int whole = R >= L; /* one chunk: the normed input serves q, k and v */
-  cudaStream_t stream = c->stream;
-  float *x = act, *e0 = x + L * D + D;
-  /* Bytes of the tensors each op must move, for the profile's floors. */
-  const double LD = (double)L * (double)D, LF = (double)L * (double)F, TD = (double)T * D;
-  const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
-  if (c->prof) rank_prof_block_begin(c->prof);
-  wan_step_begin(WAN_STEP_MODULATION);
-  kern_cuda_modulation(use(w, w->modulation), e0, c->m, 6 * D, stream);
-  PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
-  const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
-  const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
-
-  /* Self-attention, k and v of every row. Projections write bf16, as the
-   * published model's linears do under bf16 autocast: half the bytes, and
-   * the bias fuses into cuBLASLt's epilogue. Norm statistics, the residual
-   * stream and the gates stay fp32. */
+/* Self-attention, k and v of every row, chunk by chunk, into c->kb and
+ * c->vb. Projections write bf16, as the published model's linears do under
+ * bf16 autocast: half the bytes, and the bias fuses into cuBLASLt's
+ * epilogue. Norm statistics, the residual stream and the gates stay fp32. */
+static void self_kv(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+                    const wan_block_lora_bf16 *lora, const float *x, const float *shift1,
+                    const float *scale1) {
+  const int64_t L = s->tokens, D = s->c->dim, NH = s->c->heads, HD = wan_head_dim(s->c);
+  const int64_t R = c->rows, half = HD / 2;
+  const float eps = (float)s->c->eps;
+  const double LD = (double)L * (double)D, gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
     wan_step_begin(WAN_STEP_NORM1);
-    kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, stream);
+    kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps,
+                                 c->stream);
     PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_SELF_K);
     rank_cuda_block_linear(c, c->hb, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
@@ -101,13 +89,91 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
                            c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_k_w),
                            c->cos_t + r0 * half, c->sin_t + r0 * half, c->kb + r0 * D, n, NH, HD,
-                           eps, stream);
+                           eps, c->stream);
     wan_step_begin(WAN_STEP_SELF_V);
     rank_cuda_block_linear(c, c->hb, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b),
                            RANK_CUDA_PAIR(lora, self_attn_v_w),
                            c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
     PROF("k,v projections+norm", 2 * gemm_dd, 2 * (LD * 4 + wdd) + LD * 4, RANK_CEIL_GEMM);
   }
+}
+
+/* Cross-attention (norm3 with affine, no modulation, no gate), then the
+ * FFN, for the chunk of n rows xr: both are row-wise but for the
+ * attention's keys, the prompt's cached context k, v. whole: norm3's
+ * output is in c->hb already (self_out). */
+static void cross_ffn(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+                      const wan_block_lora_bf16 *lora, const uint16_t *ck, const uint16_t *cv,
+                      float *xr, int64_t n, int whole, const float *shift2, const float *scale2,
+                      const float *gate2) {
+  const wan_config *cf = s->c;
+  const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
+  const int64_t T = cf->text_len, F = cf->ffn_dim;
+  const float eps = (float)cf->eps;
+  cudaStream_t stream = c->stream;
+  /* Bytes of the tensors each op must move, for the profile's floors. */
+  const double LD = (double)L * (double)D, LF = (double)L * (double)F, TD = (double)T * D;
+  const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
+  if (!whole) { /* (hb holds a later chunk's norm1 until now) */
+    wan_step_begin(WAN_STEP_NORM3);
+    kern_cuda_layernorm_modulate(xr, use(w, w->norm3_w), use(w, w->norm3_b), NULL, NULL, c->hb, n,
+                                 D, eps, stream);
+    PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
+  }
+  wan_step_begin(WAN_STEP_CROSS_Q);
+  rank_cuda_block_linear(c, c->hb, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
+                         RANK_CUDA_PAIR(lora, cross_attn_q_w),
+                         c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
+  kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->cross_attn_norm_q_w), NULL, NULL,
+                         c->qb, n, NH, HD, eps, stream);
+  PROF("cross q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
+  wan_step_begin(WAN_STEP_CROSS_ATTN);
+  kern_attn_params cp = {c->qb, ck, cv, c->ab, n, T, NH, HD, 0.0f};
+  kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, stream);
+  PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
+  wan_step_begin(WAN_STEP_CROSS_O);
+  rank_cuda_block_linear(c, c->ab, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b),
+                         RANK_CUDA_PAIR(lora, cross_attn_o_w),
+                         c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
+  PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
+  wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
+  wan_step_begin(WAN_STEP_NORM2);
+  kern_cuda_gated_add_layernorm(xr, c->pb, KERN_DTYPE_BF16, NULL, NULL, NULL, shift2, scale2,
+                                c->hb, n, D, eps, stream);
+  PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
+  wan_step_begin(WAN_STEP_FFN_0);
+  rank_cuda_block_linear(c, c->hb, use(w, w->ffn_0_w), use(w, w->ffn_0_b),
+                         RANK_CUDA_PAIR(lora, ffn_0_w),
+                         c->fb, KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH);
+  PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
+  wan_step_begin(WAN_STEP_FFN_2);
+  rank_cuda_block_linear(c, c->fb, use(w, w->ffn_2_w), use(w, w->ffn_2_b),
+                         RANK_CUDA_PAIR(lora, ffn_2_w),
+                         c->pb, KERN_DTYPE_BF16, n, F, D, KERN_CUDA_ACT_NONE);
+  PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
+  wan_step_begin(WAN_STEP_GATE2);
+  kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, stream);
+  PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
+}
+
+void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+                             const wan_block_lora_bf16 *lora, const uint16_t *ck,
+                             const uint16_t *cv, float *act) {
+  const wan_config *cf = s->c;
+  const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
+  const int64_t R = c->rows, half = HD / 2;
+  const float eps = (float)cf->eps;
+  const int whole = R >= L; /* one chunk: the normed input serves q, k and v */
+  cudaStream_t stream = c->stream;
+  float *x = act, *e0 = x + L * D + D;
+  const double LD = (double)L * (double)D, gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
+  if (c->prof) rank_prof_block_begin(c->prof);
+  wan_step_begin(WAN_STEP_MODULATION);
+  kern_cuda_modulation(use(w, w->modulation), e0, c->m, 6 * D, stream);
+  PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
+  const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
+  const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
+  self_kv(s, c, w, lora, x, shift1, scale1);
   /* Each chunk of queries against every key; Ulysses: every chunk's
    * queries packed for the all-to-all first, then the attention of the
    * rank's heads over every token, then each chunk's output. */
@@ -146,53 +212,9 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
       self_out(s, c, w, lora, x, gate1, r0, n, whole);
     }
   }
-
-  /* Cross-attention (norm3 with affine, no modulation, no gate), then the
-   * FFN, chunk by chunk: both are row-wise but for the attention's keys,
-   * the prompt's cached context k, v. */
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
-    float *xr = x + r0 * D;
-    if (!whole) { /* (hb holds a later chunk's norm1 until now) */
-      wan_step_begin(WAN_STEP_NORM3);
-      kern_cuda_layernorm_modulate(xr, use(w, w->norm3_w), use(w, w->norm3_b), NULL, NULL, c->hb, n,
-                                   D, eps, stream);
-      PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
-    }
-    wan_step_begin(WAN_STEP_CROSS_Q);
-    rank_cuda_block_linear(c, c->hb, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
-                           RANK_CUDA_PAIR(lora, cross_attn_q_w),
-                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->cross_attn_norm_q_w), NULL, NULL,
-                           c->qb, n, NH, HD, eps, stream);
-    PROF("cross q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
-    wan_step_begin(WAN_STEP_CROSS_ATTN);
-    kern_attn_params cp = {c->qb, ck, cv, c->ab, n, T, NH, HD, 0.0f};
-    kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, stream);
-    PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
-    wan_step_begin(WAN_STEP_CROSS_O);
-    rank_cuda_block_linear(c, c->ab, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b),
-                           RANK_CUDA_PAIR(lora, cross_attn_o_w),
-                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
-    PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
-    wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
-    wan_step_begin(WAN_STEP_NORM2);
-    kern_cuda_gated_add_layernorm(xr, c->pb, KERN_DTYPE_BF16, NULL, NULL, NULL, shift2, scale2,
-                                  c->hb, n, D, eps, stream);
-    PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
-    wan_step_begin(WAN_STEP_FFN_0);
-    rank_cuda_block_linear(c, c->hb, use(w, w->ffn_0_w), use(w, w->ffn_0_b),
-                           RANK_CUDA_PAIR(lora, ffn_0_w),
-                           c->fb, KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH);
-    PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
-    wan_step_begin(WAN_STEP_FFN_2);
-    rank_cuda_block_linear(c, c->fb, use(w, w->ffn_2_w), use(w, w->ffn_2_b),
-                           RANK_CUDA_PAIR(lora, ffn_2_w),
-                           c->pb, KERN_DTYPE_BF16, n, F, D, KERN_CUDA_ACT_NONE);
-    PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
-    wan_step_begin(WAN_STEP_GATE2);
-    kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, stream);
-    PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
+    cross_ffn(s, c, w, lora, ck, cv, x + r0 * D, n, whole, shift2, scale2, gate2);
   }
   if (c->prof) rank_prof_block_end(c->prof);
 }

@@ -67,12 +67,7 @@ void rank_cuda_seq_attention(rank_stage *s, cuda_stage *c) {
   for (int t = 0; t < 4; t++) full[t] = c->sq + (int64_t)t * LA * Dn;
   int64_t part_off[COMM_GROUP_MAX], part_n[COMM_GROUP_MAX], row_off[COMM_GROUP_MAX],
       row_n[COMM_GROUP_MAX];
-  for (int u = 0; u < U; u++) {
-    part_off[u] = u * L * Dn;
-    part_n[u] = L * Dn;
-    row_off[u] = plan_seq_row0(LA, U, u) * Dn;
-    row_n[u] = plan_seq_rows(LA, U, u) * Dn;
-  }
+  plan_seq_head_exchange(L, LA, D, U, part_off, part_n, row_off, row_n);
   exchange(s, c, c->spack, part_off, part_n, full[0], row_off, row_n, 2,
            "the all-to-all of the stage's sequence-parallel ranks (q)");
   repack(s, c, c->kb, 0, L, 1);
