@@ -97,6 +97,18 @@ int cli_parse(const char *cmd, const cli_opts *t, int argc, char **argv, job_opt
   return SP_OK;
 }
 
+int cli_command_parse(const cli_command *cmd, int argc, char **argv, job_opts *job, void *ctx,
+                      int *help) {
+  cli_opts t;
+  cmd->table(&t);
+  if (job) job_opts_default(job);
+  int rc = cli_parse(cmd->name, &t, argc, argv, job, cmd->own, ctx);
+  if (rc != CLI_HELP) return rc;
+  if (cmd->usage) cmd->usage(&t, stdout);
+  *help = 1;
+  return SP_OK;
+}
+
 int cli_require(const char *cmd, const char *missing) {
   if (!missing) return SP_OK;
   sp_log_error("%s: %s is required", cmd, missing);

@@ -59,6 +59,21 @@ enum { CLI_HELP = 100 };
  * complaints and an operand left over (named). */
 int cli_parse(const char *cmd, const cli_opts *t, int argc, char **argv, job_opts *job,
               int (*own)(void *ctx, int id, const char *value), void *ctx);
+/* A command parsed by its table: name (for messages), the table's builder,
+ * the own-option handler (cli_parse's own) and its --help text printer
+ * (NULL: the caller prints it, e.g. on rank 0 only). */
+typedef struct cli_command {
+  const char *name;
+  void (*table)(cli_opts *t);
+  int (*own)(void *ctx, int id, const char *value);
+  void (*usage)(const cli_opts *t, FILE *f);
+} cli_command;
+/* Builds cmd's table, sets job to the defaults (job_opts_default; job may
+ * be NULL for a command that takes no job option) and parses argv into job
+ * and ctx (cli_parse). At --help: *help = 1, cmd's usage on stdout when it
+ * has one, and SP_OK. Otherwise cli_parse's status (*help left as it is). */
+int cli_command_parse(const cli_command *cmd, int argc, char **argv, job_opts *job, void *ctx,
+                      int *help);
 /* Bad usage "CMD: FLAG is required" when missing (a flag) is not NULL;
  * SP_OK when it is. */
 int cli_require(const char *cmd, const char *missing);

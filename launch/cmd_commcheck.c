@@ -143,7 +143,8 @@ static int parse_sizes(const char *s, cc_cli *c) {
   return SP_OK;
 }
 
-static int cc_set(cc_cli *c, int id, const char *v) {
+static int cc_set(void *ctx, int id, const char *v) {
+  cc_cli *c = ctx;
   switch (id) {
   case OPT_SIZES: return parse_sizes(v, c);
   case OPT_PATTERNS: return parse_patterns(v, &c->patterns);
@@ -160,13 +161,13 @@ static int cc_set(cc_cli *c, int id, const char *v) {
   case OPT_TIMEOUT: return job_parse_double("--timeout", v, 1.0, 86400.0, &c->timeout);
   case OPT_CORRUPT: return job_parse_int64("--corrupt-rank", v, 0, 1 << 20, &c->corrupt);
   case OPT_JSON: c->json = 1; return SP_OK;
-  default: c->help = 1; return SP_OK;
+  default: return CLI_HELP;
   }
 }
 
 static int cc_parse(int argc, char **argv, cc_cli *c) {
-  cli_opts t;
-  cc_table(&t);
+  /* No usage here: rank 0 prints it once MPI is up. */
+  static const cli_command cmd = {"commcheck", cc_table, cc_set, NULL};
   memset(c, 0, sizeof *c);
   for (size_t s = 4096; s <= (256u << 20); s *= 4) c->sizes[c->nsizes++] = s;
   c->patterns = (1u << COMMCHECK_NPATTERNS) - 1;
@@ -174,17 +175,8 @@ static int cc_parse(int argc, char **argv, cc_cli *c) {
   c->seed = 1;
   c->timeout = 60.0;
   c->corrupt = -1;
-  cli_getopt_reset();
-  const job_option *opt;
-  int r;
-  while ((r = cli_opts_next(&t, argc, argv, &opt)) == 1 && !c->help)
-    if (cc_set(c, opt->id, optarg) != SP_OK) return SP_ERR_INPUT;
+  if (cli_command_parse(&cmd, argc, argv, NULL, c, &c->help) != SP_OK) return SP_ERR_INPUT;
   if (c->help) return SP_OK;
-  if (r < 0) return cli_bad_usage("commcheck");
-  if (optind != argc) {
-    sp_log_error("commcheck: unexpected argument '%s'", argv[optind]);
-    return cli_bad_usage("commcheck");
-  }
   if (!c->cuda && c->transport == COMM_TRANSPORT_NCCL) {
     sp_log_error("--transport nccl needs --device cuda (host buffers go over MPI)");
     return SP_ERR_INPUT;

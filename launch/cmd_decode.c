@@ -110,17 +110,10 @@ static int decode_opt(void *ctx, int id, const char *arg) {
 }
 
 static int decode_parse(int argc, char **argv, decode_cli *c) {
-  cli_opts t;
-  decode_table(&t);
+  static const cli_command cmd = {"decode", decode_table, decode_opt, usage};
   memset(c, 0, sizeof *c);
-  job_opts_default(&c->job);
-  int rc = cli_parse("decode", &t, argc, argv, &c->job, decode_opt, c);
-  if (rc == CLI_HELP) {
-    usage(&t, stdout);
-    c->help = 1;
-    return SP_OK;
-  }
-  if (rc != SP_OK) return rc;
+  int rc = cli_command_parse(&cmd, argc, argv, &c->job, c, &c->help);
+  if (rc != SP_OK || c->help) return rc;
   if (!c->overlap_set) c->dec.tile_overlap = PLAN_VAE_TILE_OVERLAP;
   else if (c->dec.tile_h == 0) {
     sp_log_error("decode: --tile-overlap needs --tile HxW");
@@ -144,7 +137,7 @@ static int decode_parse(int argc, char **argv, decode_cli *c) {
 
 static void print_json(const decode_cli *c, const vae_model *m, const decode_stats *st) {
   json_object *o = json_object_new_object();
-  json_object_object_add(o, "vae", json_object_new_string(vae_model_get_info(m)->source));
+  json_object_object_add(o, "vae", json_object_new_string(vae_model_get_info(m)->id.source));
   json_object_object_add(o, "latents", json_object_new_string(c->latents));
   json_object_object_add(o, "out", c->dec.out ? json_object_new_string(c->dec.out) : NULL);
   json_object_object_add(o, "frames_dir",

@@ -190,8 +190,8 @@ static int write_cond(const t5_model *m, rank_device dev, const char *path, cons
   if (rc == SP_OK) rc = rank_outfile_attr_str(f, "negative_prompt", neg_text ? neg_text : "");
   if (rc == SP_OK) rc = rank_outfile_attr_i64(f, "tokens", p->n);
   if (rc == SP_OK) rc = rank_outfile_attr_i64(f, "tokens_null", neg ? neg->n : 0);
-  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "encoder", in->source);
-  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "encoder_checksum", in->checksum);
+  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "encoder", in->id.source);
+  if (rc == SP_OK) rc = rank_outfile_attr_str(f, "encoder_checksum", in->id.checksum);
   if (rc == SP_OK)
     rc = rank_outfile_attr_str(f, "encoder_dtype", dev == RANK_DEVICE_CUDA ? "bf16 (cuda)" : "fp32");
   if (rc == SP_OK) rc = rank_outfile_attr_str(f, "generator", "staticpipe encode");
@@ -285,9 +285,9 @@ static int encode_run(encode_opts *o) {
   }
   const t5_model_info *in = t5_model_get_info(m);
   sp_log_info("encode: %s (%s, %lld layers, dim %lld, %s) on the %s, %d prompt(s)%s",
-              in->source,
-              in->preset[0] ? in->preset : "custom config", (long long)in->config.layers,
-              (long long)in->config.dim, kern_dtype_name(in->dtype),
+              in->id.source,
+              in->id.preset[0] ? in->id.preset : "custom config", (long long)in->config.layers,
+              (long long)in->config.dim, kern_dtype_name(in->id.dtype),
               o->dev == RANK_DEVICE_CUDA ? "GPU (bf16)" : "CPU (fp32)", count,
               o->no_negative ? "" : " and the negative prompt");
   for (int first = 0; first < count && rc == SP_OK; first += ENCODE_BATCH) {

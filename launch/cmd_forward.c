@@ -71,17 +71,10 @@ static int forward_opt(void *ctx, int id, const char *arg) {
 }
 
 static int forward_parse(int argc, char **argv, forward_cli *c) {
-  cli_opts t;
-  forward_table(&t);
+  static const cli_command cmd = {"forward", forward_table, forward_opt, usage};
   memset(c, 0, sizeof *c);
-  job_opts_default(&c->job);
-  int rc = cli_parse("forward", &t, argc, argv, &c->job, forward_opt, c);
-  if (rc == CLI_HELP) {
-    usage(&t, stdout);
-    c->help = 1;
-    return SP_OK;
-  }
-  if (rc != SP_OK) return rc;
+  int rc = cli_command_parse(&cmd, argc, argv, &c->job, c, &c->help);
+  if (rc != SP_OK || c->help) return rc;
   const char *missing = !c->job.model ? "--model" : !c->latent_path ? "--latent"
                         : !c->have_t ? "--timestep" : !c->cond_path ? "--cond"
                         : !c->out_path ? "--out" : NULL;
@@ -170,7 +163,8 @@ int cmd_forward(int argc, char **argv) {
   if ((rc = rank_outfile_open(out_path, &o)) != SP_OK) goto done;
   rc = rank_outfile_put(o, "pred", 4, lat.dims, pred);
   if (rc == SP_OK) rc = rank_outfile_attr_f64(o, "timestep", t);
-  if (rc == SP_OK) rc = rank_outfile_attr_str(o, "model_checksum", rank_model_get_info(m)->checksum);
+  if (rc == SP_OK)
+    rc = rank_outfile_attr_str(o, "model_checksum", rank_model_get_info(m)->id.checksum);
   if (rc == SP_OK) {
     rc = rank_outfile_commit(o);
   } else {

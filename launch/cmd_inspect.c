@@ -61,6 +61,34 @@ static json_object *config_json(const wan_config *c) {
   return o;
 }
 
+/* The keys every model's JSON starts with: source, arch, preset, synthetic
+ * and dtype (its name as the model shows it). */
+static json_object *id_json(const model_file_id *id, const char *dtype) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "source", json_object_new_string(id->source));
+  json_object_object_add(o, "arch", json_object_new_string(id->arch));
+  json_object_object_add(o, "preset", json_object_new_string(id->preset));
+  json_object_object_add(o, "synthetic", json_object_new_boolean(id->synthetic));
+  json_object_object_add(o, "dtype", json_object_new_string(dtype));
+  return o;
+}
+
+/* The keys of a table model's size: tensors, params, file_bytes. */
+static void size_json(json_object *o, const model_file_size *s) {
+  json_object_object_add(o, "tensors", json_object_new_int(s->tensors));
+  json_object_object_add(o, "params", json_object_new_int64(s->params));
+  json_object_object_add(o, "file_bytes", json_object_new_int64(s->file_bytes));
+}
+
+/* The lines every model's text starts with: model, arch (what the network
+ * is, " (VAE decoder)" or "", and the preset) and dtype (then note). */
+static void id_print(const model_file_id *id, const char *what, const char *dtype,
+                     const char *note) {
+  printf("model      %s\n", id->source);
+  printf("arch       %s%s%s%s\n", id->arch, what, id->preset[0] ? ", preset " : "", id->preset);
+  printf("dtype      %s%s\n", dtype, note);
+}
+
 /* The first tensor of group buffer buf (layout l, dtype dt) holding a NaN
  * or an infinity: logs it naming the dataset and returns SP_ERR_INPUT. */
 static int check_group_finite(const wan_layout *l, kern_dtype dt, wan_group g, int block,
@@ -109,7 +137,7 @@ static int verify_all(rank_model *m) {
         if (rc == SP_OK)
           rc = check_group_finite(rank_model_layout(m, (wan_group)g),
                                   rank_model_group_dtype(m, (wan_group)g), (wan_group)g, b, buf,
-                                  in->source);
+                                  in->id.source);
       }
     }
   }
@@ -159,15 +187,17 @@ static int inspect_vae(const char *spec, int json, int verify) {
       vae_model_close(m);
       return rc;
     }
-    if (!in->synthetic)
-      sp_log_info("verify: %lld bytes read, every checksum matches", (long long)in->file_bytes);
+    if (!in->id.synthetic)
+      sp_log_info("verify: %lld bytes read, every checksum matches",
+                  (long long)in->size.file_bytes);
   }
   int64_t levels[WAN_VAE_MAX_LEVELS], temporal[WAN_VAE_MAX_LEVELS];
   for (int i = 0; i < c->n_mult; i++) levels[i] = wan_vae_level_dim(c, i);
   for (int i = 0; i + 1 < c->n_mult; i++) temporal[i] = c->temporal_up[i];
-  int64_t read_bytes = in->params * (int64_t)sizeof(float);
+  int64_t read_bytes = in->size.params * (int64_t)sizeof(float);
   if (json) {
-    json_object *o = json_object_new_object(), *cfg = json_object_new_object();
+    json_object *o = id_json(&in->id, kern_dtype_name(in->id.dtype));
+    json_object *cfg = json_object_new_object();
     json_object *dm = json_object_new_array(), *tu = json_object_new_array(),
                 *ld = json_object_new_array();
     for (int i = 0; i < c->n_mult; i++) {
@@ -181,20 +211,13 @@ static int inspect_vae(const char *spec, int json, int verify) {
     json_object_object_add(cfg, "dim_mult", dm);
     json_object_object_add(cfg, "num_res_blocks", json_object_new_int64(c->num_res_blocks));
     json_object_object_add(cfg, "temporal_up", tu);
-    json_object_object_add(o, "source", json_object_new_string(in->source));
-    json_object_object_add(o, "arch", json_object_new_string(in->arch));
-    json_object_object_add(o, "preset", json_object_new_string(in->preset));
-    json_object_object_add(o, "synthetic", json_object_new_boolean(in->synthetic));
-    json_object_object_add(o, "dtype", json_object_new_string(kern_dtype_name(in->dtype)));
     json_object_object_add(o, "config", cfg);
     json_object_object_add(o, "mid_dim", json_object_new_int64(wan_vae_level_dim(c, -1)));
     json_object_object_add(o, "level_dims", ld);
     json_object_object_add(o, "out_scale", json_object_new_int64(wan_vae_out_scale(c)));
-    json_object_object_add(o, "tensors", json_object_new_int64(in->tensors));
-    json_object_object_add(o, "params", json_object_new_int64(in->params));
-    json_object_object_add(o, "file_bytes", json_object_new_int64(in->file_bytes));
+    size_json(o, &in->size);
     json_object_object_add(o, "fp32_bytes", json_object_new_int64(read_bytes));
-    json_object_object_add(o, "checksum", json_object_new_string(in->checksum));
+    json_object_object_add(o, "checksum", json_object_new_string(in->id.checksum));
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
     json_object_put(o);
   } else {
@@ -202,23 +225,21 @@ static int inspect_vae(const char *spec, int json, int verify) {
     int_list(c->dim_mult, c->n_mult, dm, sizeof dm);
     int_list(levels, c->n_mult, ld, sizeof ld);
     int_list(temporal, c->n_mult - 1, tu, sizeof tu);
-    printf("model      %s\n", in->source);
-    printf("arch       %s (VAE decoder)%s%s\n", in->arch, in->preset[0] ? ", preset " : "",
-           in->preset);
-    printf("dtype      %s\n", kern_dtype_name(in->dtype));
+    id_print(&in->id, " (VAE decoder)", kern_dtype_name(in->id.dtype), "");
     printf("config     dim %lld, z_dim %lld, dim_mult (%s), num_res_blocks %lld, "
            "temporal_up (%s)\n",
            (long long)c->dim, (long long)c->z_dim, dm, (long long)c->num_res_blocks, tu);
     printf("widths     middle %lld; levels %s\n", (long long)wan_vae_level_dim(c, -1), ld);
     printf("video      1 + %lld (F - 1) frames from F latent frames, %lldx height and width\n",
            (long long)(wan_vae_out_frames(c, 2) - 1), (long long)wan_vae_out_scale(c));
-    printf("tensors    %d, %lld parameters\n", in->tensors, (long long)in->params);
-    if (in->synthetic)
+    printf("tensors    %d, %lld parameters\n", in->size.tensors, (long long)in->size.params);
+    if (in->id.synthetic)
       printf("bytes      none stored (synthetic); %lld as fp32 when read\n", (long long)read_bytes);
     else
       printf("bytes      %lld stored (%.1f MB); %lld as fp32 when read\n",
-             (long long)in->file_bytes, (double)in->file_bytes / 1e6, (long long)read_bytes);
-    printf("checksum   %s\n", in->checksum);
+             (long long)in->size.file_bytes, (double)in->size.file_bytes / 1e6,
+             (long long)read_bytes);
+    printf("checksum   %s\n", in->id.checksum);
   }
   vae_model_close(m);
   return SP_OK;
@@ -275,38 +296,29 @@ static int inspect_t5(const char *spec, int json, int verify) {
   static const char *const keys[8] = {"vocab", "dim",    "dim_attn", "ffn",
                                       "heads", "layers", "buckets",  "max_dist"};
   if (json) {
-    json_object *o = json_object_new_object(), *co = json_object_new_object();
-    json_object_object_add(o, "source", json_object_new_string(in->source));
-    json_object_object_add(o, "arch", json_object_new_string(in->arch));
-    json_object_object_add(o, "preset", json_object_new_string(in->preset));
-    json_object_object_add(o, "synthetic", json_object_new_boolean(in->synthetic));
-    json_object_object_add(o, "dtype", json_object_new_string(kern_dtype_name(in->dtype)));
+    json_object *o = id_json(&in->id, kern_dtype_name(in->id.dtype));
+    json_object *co = json_object_new_object();
     for (int i = 0; i < 8; i++) json_object_object_add(co, keys[i], json_object_new_int64(cfg[i]));
     json_object_object_add(o, "config", co);
-    json_object_object_add(o, "tensors", json_object_new_int(in->tensors));
-    json_object_object_add(o, "params", json_object_new_int64(in->params));
-    json_object_object_add(o, "file_bytes", json_object_new_int64(in->file_bytes));
+    size_json(o, &in->size);
     json_object_object_add(o, "layer_bytes", json_object_new_int64(layer_bytes));
     json_object_object_add(o, "tokenizer_pieces", json_object_new_int(in->tok_pieces));
     json_object_object_add(o, "encode_host_bytes", json_object_new_int64((int64_t)host));
-    json_object_object_add(o, "checksum", json_object_new_string(in->checksum));
+    json_object_object_add(o, "checksum", json_object_new_string(in->id.checksum));
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
     json_object_put(o);
   } else {
-    printf("model      %s\n", in->source);
-    printf("arch       %s (text encoder)%s%s\n", in->arch, in->preset[0] ? ", preset " : "",
-           in->preset);
-    printf("dtype      %s\n", kern_dtype_name(in->dtype));
+    id_print(&in->id, " (text encoder)", kern_dtype_name(in->id.dtype), "");
     printf("config     vocab %lld, dim %lld, dim_attn %lld, ffn %lld, heads %lld, layers %lld,\n"
            "           buckets %lld, max_dist %lld\n",
            (long long)cfg[0], (long long)cfg[1], (long long)cfg[2], (long long)cfg[3],
            (long long)cfg[4], (long long)cfg[5], (long long)cfg[6], (long long)cfg[7]);
-    printf("tensors    %d, %lld parameters\n", in->tensors, (long long)in->params);
-    if (in->synthetic)
+    printf("tensors    %d, %lld parameters\n", in->size.tensors, (long long)in->size.params);
+    if (in->id.synthetic)
       printf("bytes      none stored (synthetic)\n");
     else
-      printf("bytes      %lld stored (%.2f GB)\n", (long long)in->file_bytes,
-             (double)in->file_bytes / 1e9);
+      printf("bytes      %lld stored (%.2f GB)\n", (long long)in->size.file_bytes,
+             (double)in->size.file_bytes / 1e9);
     printf("encode     CPU, fp32, one layer at a time: %lld bytes per layer, peak %.2f GiB of "
            "host memory for %d tokens\n",
            (long long)layer_bytes, (double)host / (1 << 30), TOK_CONTEXT);
@@ -314,7 +326,7 @@ static int inspect_t5(const char *spec, int json, int verify) {
       printf("tokenizer  %d pieces (stored)\n", in->tok_pieces);
     else
       printf("tokenizer  none (synthetic: encode --tokenizer PATH)\n");
-    printf("checksum   %s\n", in->checksum);
+    printf("checksum   %s\n", in->id.checksum);
   }
   t5_model_close(m);
   return SP_OK;
@@ -358,12 +370,7 @@ int cmd_inspect(int argc, char **argv) {
       ((unsigned long long)block * (unsigned long long)c->layers + embed + head) *
       (unsigned long long)x->count;
   if (json) {
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "source", json_object_new_string(in->source));
-    json_object_object_add(o, "arch", json_object_new_string(in->arch));
-    json_object_object_add(o, "preset", json_object_new_string(in->preset));
-    json_object_object_add(o, "synthetic", json_object_new_boolean(in->synthetic));
-    json_object_object_add(o, "dtype", json_object_new_string(rank_model_dtype_name(in)));
+    json_object *o = id_json(&in->id, rank_model_dtype_name(in));
     json_object_object_add(o, "config", config_json(c));
     json_object_object_add(o, "num_blocks", json_object_new_int64(c->layers));
     json_object_object_add(o, "block_params", json_object_new_int64(wan_block_params(c)));
@@ -385,15 +392,14 @@ int cmd_inspect(int argc, char **argv) {
       json_object_object_add(d, "steps", json_object_new_int(x->steps));
       json_object_object_add(o, "defaults", d);
     }
-    json_object_object_add(o, "checksum", json_object_new_string(in->checksum));
+    json_object_object_add(o, "checksum", json_object_new_string(in->id.checksum));
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
     json_object_put(o);
   } else {
-    printf("model      %s\n", in->source);
-    printf("arch       %s%s%s\n", in->arch, in->preset[0] ? ", preset " : "", in->preset);
-    printf("dtype      %s%s\n", rank_model_dtype_name(in),
-           in->fp8 ? " (the blocks' linear weights e4m3 with a float32 scale per output "
-                     "channel, every other tensor bf16)" : "");
+    id_print(&in->id, "", rank_model_dtype_name(in),
+             in->fp8 ? " (the blocks' linear weights e4m3 with a float32 scale per output "
+                       "channel, every other tensor bf16)"
+                     : "");
     printf("config     dim %lld, ffn_dim %lld, heads %lld x %lld, layers %lld, in/out %lld/%lld,\n"
            "           patch (%lld,%lld,%lld), text_len %lld, text_dim %lld, freq_dim %lld, eps %g\n",
            (long long)c->dim, (long long)c->ffn_dim, (long long)c->heads,
@@ -412,7 +418,7 @@ int cmd_inspect(int argc, char **argv) {
     printf("embed      %zu bytes\n", embed);
     printf("head       %zu bytes\n", head);
     printf("total      %llu bytes (%.2f GB)\n", total, (double)total / 1e9);
-    printf("checksum   %s\n", in->checksum);
+    printf("checksum   %s\n", in->id.checksum);
   }
   rank_model_close(m);
   return SP_OK;

@@ -30,6 +30,10 @@ int rank_convert_map_key(rank_convert_style s, const char *key, wan_group *g, in
 /* The inverse: the key a checkpoint of style s uses for a table tensor. */
 void rank_convert_key_for(rank_convert_style s, wan_group g, int block, const char *name,
                           char *buf, size_t n);
+/* The packed layout table of group g, for its tensors' names only: every
+ * valid config gives the same names (shapes and offsets are those of a
+ * tiny preset). Made at the first call, then shared (never freed). */
+const wan_layout *rank_convert_name_layout(wan_group g);
 
 /* Converts the checkpoint given as inputs (safetensors files, directories
  * of them, or a *.safetensors.index.json) into out_path, stored in dtype.

@@ -107,6 +107,12 @@ void rank_convert_check_dtype(const char *path, const rank_st_tensor *t, const r
                        rank_st_dtype_name(t->dtype), names);
 }
 
+int rank_convert_config_verdict(int check, const char *err, const char *label, problems *p) {
+  if (check == 0) return 0;
+  rank_convert_problem(p, "%s: inferred config is not supported: %s", label, err);
+  return -1;
+}
+
 int rank_convert_problems_end(const problems *p, const char *out_path) {
   if (p->count == 0) return SP_OK;
   if (p->count > PROBLEM_LOG_CAP)

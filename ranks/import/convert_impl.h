@@ -102,6 +102,10 @@ void rank_convert_check_shape(const char *path, const rank_st_tensor *t, int ndi
 /* A problem naming the accepted dtypes ok[0..nok) when t's is none of them. */
 void rank_convert_check_dtype(const char *path, const rank_st_tensor *t, const rank_st_dtype *ok,
                               int nok, problems *p);
+/* The verdict on a config inferred from the shapes: 0 when its check
+ * returned 0, else -1 after a problem naming label and the check's reason
+ * err. */
+int rank_convert_config_verdict(int check, const char *err, const char *label, problems *p);
 /* The end of a cross-check: SP_OK when p counted no problem; else logs how
  * many went unshown and that out_path is not written, and returns
  * SP_ERR_INPUT. */

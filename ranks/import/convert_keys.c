@@ -47,8 +47,8 @@ static const rename_rule diff_head[] = {
     {NULL, NULL, 0},
 };
 
-/* Names only: any valid config gives the same names. */
-static const wan_layout *name_layout(wan_group g) {
+/* Names only: any valid config gives the same names (convert.h). */
+const wan_layout *rank_convert_name_layout(wan_group g) {
   static wan_layout l[3];
   static int made = 0;
   if (!made) {
@@ -119,7 +119,7 @@ int rank_convert_map_key(rank_convert_style s, const char *key, wan_group *g, in
       grp = strncmp(key, "head.", 5) == 0 ? WAN_GROUP_HEAD : WAN_GROUP_EMBED;
     }
   }
-  const wan_layout *l = name_layout(grp);
+  const wan_layout *l = rank_convert_name_layout(grp);
   int i = wan_layout_find(l, official);
   if (i < 0) return -1;
   *g = grp;

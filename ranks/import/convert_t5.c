@@ -167,13 +167,9 @@ static int infer_config(t5_ckpt *ck, problems *p) {
       layers = b + 1;
   }
   c.layers = layers;
+  ck->config = c; /* used only when the verdict is 0 */
   char err[256];
-  if (umt5_config_check(&c, err, sizeof err) != 0) {
-    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->cp.label, err);
-    return -1;
-  }
-  ck->config = c;
-  return 0;
+  return rank_convert_config_verdict(umt5_config_check(&c, err, sizeof err), err, ck->cp.label, p);
 }
 
 static void check_tensors(t5_ckpt *ck, problems *p) {

@@ -271,13 +271,10 @@ static int infer_config(vae_ckpt *ck, problems *p) {
   }
   c.dim = g;
   for (int i = 0; i < c.n_mult; i++) c.dim_mult[c.n_mult - 1 - i] = width[i] / g;
+  ck->config = c; /* used only when the verdict is 0 */
   char err[256];
-  if (wan_vae_config_check(&c, err, sizeof err) != 0) {
-    rank_convert_problem(p, "%s: inferred config is not supported: %s", ck->cp.label, err);
-    return -1;
-  }
-  ck->config = c;
-  return 0;
+  return rank_convert_config_verdict(wan_vae_config_check(&c, err, sizeof err), err, ck->cp.label,
+                                     p);
 }
 
 static void check_tensors(vae_ckpt *ck, problems *p) {

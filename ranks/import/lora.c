@@ -96,19 +96,6 @@ static const char *const prefixes[] = {"model.diffusion_model.", "diffusion_mode
                                        "transformer.", "base_model.model."};
 #define KOHYA_PREFIX "lora_unet_"
 
-/* Names only (the same for every config). */
-static const wan_layout *names(wan_group g) {
-  static wan_layout l[3];
-  static int made = 0;
-  if (!made) {
-    wan_config c;
-    wan_preset("wan2.1-tiny", &c);
-    for (int i = 0; i < 3; i++) wan_layout_make(&c, (wan_group)i, KERN_DTYPE_F32, &l[i]);
-    made = 1;
-  }
-  return &l[g];
-}
-
 /* kohya spells "blocks.3.self_attn.q" as "blocks_3_self_attn_q": finds the
  * table tensor whose name, without leaf (".weight", ".bias" or "") and with
  * '.' turned to '_', is stem. */
@@ -128,7 +115,7 @@ static int map_kohya(const char *stem, const char *leaf, wan_group *g, int *bloc
   const size_t ll = strlen(leaf);
   for (int gi = 0; gi < 3; gi++) {
     if (in_block != (gi == WAN_GROUP_BLOCK)) continue;
-    const wan_layout *l = names((wan_group)gi);
+    const wan_layout *l = rank_convert_name_layout((wan_group)gi);
     for (int i = 0; i < l->count; i++) {
       const char *nm = l->t[i].name;
       const size_t nl = strlen(nm);
@@ -402,7 +389,8 @@ int rank_lora_open(const rank_lora_spec *specs, int n, const rank_model_info *mi
   rank_lora *L = sp_xcalloc(1, sizeof *L);
   L->config = mi->config;
   L->experts = mi->experts.count > 1 ? mi->experts.count : 1;
-  for (int g = 0; g < 3; g++) wan_layout_make(&L->config, (wan_group)g, mi->dtype, &L->layout[g]);
+  for (int g = 0; g < 3; g++)
+    wan_layout_make(&L->config, (wan_group)g, mi->id.dtype, &L->layout[g]);
   L->files = sp_xcalloc((size_t)n, sizeof *L->files);
   int rc = SP_OK;
   for (int i = 0; i < n && rc == SP_OK; i++) {
@@ -412,7 +400,7 @@ int rank_lora_open(const rank_lora_spec *specs, int n, const rank_model_info *mi
     if (specs[i].expert != RANK_LORA_EXPERT_ALL && mi->experts.count < 2) {
       sp_log_error("--lora %s%s: this %s model has one expert; @high and @low choose one of the "
                    "two experts of a two-expert model (Wan 2.2 A14B)", specs[i].path,
-                   expert_tag(specs[i].expert), mi->arch);
+                   expert_tag(specs[i].expert), mi->id.arch);
       rc = SP_ERR_INPUT;
       break;
     }

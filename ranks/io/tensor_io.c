@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
 #include "h5_util.h"
 #include "log.h"
 #include "path_check.h"
@@ -120,26 +119,15 @@ void rank_tensor_free(rank_tensor *t) {
 }
 
 struct rank_outfile {
-  char path[4096];
-  char tmp[4096];
-  hid_t file;
+  rank_h5_out h5;
 };
 
 int rank_outfile_open(const char *path, rank_outfile **out) {
-  rank_h5_silence();
   rank_outfile *o = sp_xcalloc(1, sizeof *o);
-  snprintf(o->path, sizeof o->path, "%s", path);
-  int rc = rank_atomic_begin(path, o->tmp, sizeof o->tmp);
+  int rc = rank_h5_out_open(&o->h5, path, "cannot create the output file");
   if (rc != SP_OK) {
     free(o);
     return rc;
-  }
-  o->file = H5Fcreate(o->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (o->file < 0) {
-    sp_log_error("%s: cannot create the output file", path);
-    rank_atomic_abort(o->tmp);
-    free(o);
-    return SP_ERR_RUNTIME;
   }
   *out = o;
   return SP_OK;
@@ -147,19 +135,19 @@ int rank_outfile_open(const char *path, rank_outfile **out) {
 
 int rank_outfile_create(rank_outfile *o, const char *name, int ndim, const int64_t *dims) {
   if (ndim < 1 || ndim > RANK_TENSOR_MAX_DIMS) {
-    sp_log_error("%s: dataset '%s': %d dimensions, 1 to %d allowed", o->path, name, ndim,
+    sp_log_error("%s: dataset '%s': %d dimensions, 1 to %d allowed", o->h5.path, name, ndim,
                  RANK_TENSOR_MAX_DIMS);
     return SP_ERR_RUNTIME;
   }
   hsize_t hd[RANK_TENSOR_MAX_DIMS];
   for (int i = 0; i < ndim; i++) hd[i] = (hsize_t)dims[i];
   hid_t s = H5Screate_simple(ndim, hd, NULL), d = -1;
-  int ok = s >= 0 && (d = H5Dcreate2(o->file, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
+  int ok = s >= 0 && (d = H5Dcreate2(o->h5.file, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
                                      H5P_DEFAULT, H5P_DEFAULT)) >= 0;
   if (d >= 0) H5Dclose(d);
   if (s >= 0) H5Sclose(s);
   if (!ok) {
-    sp_log_error("%s: creating dataset '%s' failed", o->path, name);
+    sp_log_error("%s: creating dataset '%s' failed", o->h5.path, name);
     return SP_ERR_RUNTIME;
   }
   return SP_OK;
@@ -167,7 +155,7 @@ int rank_outfile_create(rank_outfile *o, const char *name, int ndim, const int64
 
 int rank_outfile_put_box(rank_outfile *o, const char *name, const int64_t *start,
                          const int64_t *count, const float *data) {
-  hid_t d = H5Dopen2(o->file, name, H5P_DEFAULT), fs = -1, ms = -1;
+  hid_t d = H5Dopen2(o->h5.file, name, H5P_DEFAULT), fs = -1, ms = -1;
   int ok = 0;
   if (d >= 0 && (fs = H5Dget_space(d)) >= 0) {
     int nd = H5Sget_simple_extent_ndims(fs);
@@ -186,7 +174,7 @@ int rank_outfile_put_box(rank_outfile *o, const char *name, const int64_t *start
   if (d >= 0) H5Dclose(d);
   if (!ok) {
     sp_log_error("%s: writing dataset '%s' failed (box outside the dataset, or disk full?)",
-                 o->path, name);
+                 o->h5.path, name);
     return SP_ERR_RUNTIME;
   }
   return SP_OK;
@@ -201,42 +189,34 @@ int rank_outfile_put(rank_outfile *o, const char *name, int ndim, const int64_t 
 
 static int attr_status(rank_outfile *o, const char *key, int rc) {
   if (rc != 0) {
-    sp_log_error("%s: writing attribute '%s' failed", o->path, key);
+    sp_log_error("%s: writing attribute '%s' failed", o->h5.path, key);
     return SP_ERR_RUNTIME;
   }
   return SP_OK;
 }
 
 int rank_outfile_attr_str(rank_outfile *o, const char *key, const char *value) {
-  return attr_status(o, key, rank_h5_attr_write_str(o->file, key, value));
+  return attr_status(o, key, rank_h5_attr_write_str(o->h5.file, key, value));
 }
 
 int rank_outfile_attr_i64(rank_outfile *o, const char *key, int64_t value) {
-  return attr_status(o, key,
-                     rank_h5_attr_write_num(o->file, key, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, 1));
+  return attr_status(o, key, rank_h5_attr_write_num(o->h5.file, key, H5T_STD_I64LE,
+                                                    H5T_NATIVE_INT64, &value, 1));
 }
 
 int rank_outfile_attr_f64(rank_outfile *o, const char *key, double value) {
-  return attr_status(o, key, rank_h5_attr_write_num(o->file, key, H5T_IEEE_F64LE,
+  return attr_status(o, key, rank_h5_attr_write_num(o->h5.file, key, H5T_IEEE_F64LE,
                                                     H5T_NATIVE_DOUBLE, &value, 1));
 }
 
 int rank_outfile_commit(rank_outfile *o) {
-  int rc = SP_OK;
-  if (H5Fclose(o->file) < 0) {
-    sp_log_error("%s: closing the output failed (disk full?)", o->path);
-    rank_atomic_abort(o->tmp);
-    rc = SP_ERR_RUNTIME;
-  } else {
-    rc = rank_atomic_commit(o->tmp, o->path);
-  }
+  int rc = rank_h5_out_commit(&o->h5, "closing the output failed (disk full?)");
   free(o);
   return rc;
 }
 
 void rank_outfile_abort(rank_outfile *o) {
   if (!o) return;
-  H5Fclose(o->file);
-  rank_atomic_abort(o->tmp);
+  rank_h5_out_abort(&o->h5);
   free(o);
 }

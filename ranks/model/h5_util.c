@@ -5,9 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomic_file.h"
 #include "log.h"
 
 void rank_h5_silence(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+/* The end of an attribute access: closes what it opened (the identifiers
+ * >= 0 of the attribute, its space, its type and a memory type) and
+ * returns rc. */
+static int attr_done(int rc, hid_t attr, hid_t space, hid_t type, hid_t mtype) {
+  if (mtype >= 0) H5Tclose(mtype);
+  if (type >= 0) H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  if (attr >= 0) H5Aclose(attr);
+  return rc;
+}
 
 int rank_h5_attr_read_str(hid_t loc, const char *name, char *out, size_t n) {
   int rc = -1;
@@ -37,10 +49,7 @@ int rank_h5_attr_read_str(hid_t loc, const char *name, char *out, size_t n) {
   }
   rc = 0;
 done:
-  if (mt >= 0) H5Tclose(mt);
-  if (t >= 0) H5Tclose(t);
-  if (a >= 0) H5Aclose(a);
-  return rc;
+  return attr_done(rc, a, -1, t, mt);
 }
 
 /* Reads a scalar or 1-D numeric attribute of exactly count elements. */
@@ -56,10 +65,7 @@ int rank_h5_attr_read_num(hid_t loc, const char *name, hid_t memtype, void *out,
   if (H5Aread(a, memtype, out) < 0) goto done;
   rc = 0;
 done:
-  if (t >= 0) H5Tclose(t);
-  if (s >= 0) H5Sclose(s);
-  if (a >= 0) H5Aclose(a);
-  return rc;
+  return attr_done(rc, a, s, t, -1);
 }
 
 int rank_h5_attr_write_str(hid_t loc, const char *name, const char *value) {
@@ -71,10 +77,7 @@ int rank_h5_attr_write_str(hid_t loc, const char *name, const char *value) {
   if (H5Awrite(a, t, value) < 0) goto done;
   rc = 0;
 done:
-  if (a >= 0) H5Aclose(a);
-  if (s >= 0) H5Sclose(s);
-  if (t >= 0) H5Tclose(t);
-  return rc;
+  return attr_done(rc, a, s, t, -1);
 }
 
 int rank_h5_attr_write_num(hid_t loc, const char *name, hid_t filetype, hid_t memtype,
@@ -87,8 +90,52 @@ int rank_h5_attr_write_num(hid_t loc, const char *name, hid_t filetype, hid_t me
   if (H5Awrite(a, memtype, v) < 0) goto done;
   rc = 0;
 done:
-  if (a >= 0) H5Aclose(a);
-  if (s >= 0) H5Sclose(s);
+  return attr_done(rc, a, s, -1, -1);
+}
+
+int rank_h5_group_create(hid_t loc, const char *name) {
+  hid_t g = H5Gcreate2(loc, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (g < 0) return -1;
+  H5Gclose(g);
+  return 0;
+}
+
+/* ---- atomic outputs ------------------------------------------------------ */
+
+int rank_h5_out_open(rank_h5_out *o, const char *path, const char *create_err) {
+  rank_h5_silence();
+  o->file = -1;
+  snprintf(o->path, sizeof o->path, "%s", path);
+  int rc = rank_atomic_begin(path, o->tmp, sizeof o->tmp);
+  if (rc != SP_OK) {
+    o->tmp[0] = '\0';
+    return rc;
+  }
+  o->file = H5Fcreate(o->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (o->file < 0) {
+    sp_log_error("%s: %s", path, create_err);
+    rank_h5_out_abort(o);
+    return SP_ERR_RUNTIME;
+  }
+  return SP_OK;
+}
+
+int rank_h5_out_commit(rank_h5_out *o, const char *close_err) {
+  herr_t e = H5Fclose(o->file);
+  o->file = -1;
+  if (e < 0) {
+    sp_log_error("%s: %s", o->path, close_err);
+    rank_h5_out_abort(o);
+    return SP_ERR_RUNTIME;
+  }
+  int rc = rank_atomic_commit(o->tmp, o->path);
+  o->tmp[0] = '\0'; /* renamed, or removed by the failed rename */
   return rc;
 }
 
+void rank_h5_out_abort(rank_h5_out *o) {
+  if (o->file >= 0) H5Fclose(o->file);
+  o->file = -1;
+  if (o->tmp[0]) rank_atomic_abort(o->tmp);
+  o->tmp[0] = '\0';
+}

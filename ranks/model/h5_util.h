@@ -1,6 +1,7 @@
 /* Small HDF5 helpers shared by the model file and the tensor files:
- * attributes read and written with every return code checked, and
- * HDF5's own error printing turned off (the callers report). */
+ * attributes read and written with every return code checked, HDF5's own
+ * error printing turned off (the callers report), and output files written
+ * atomically. */
 #ifndef RANK_H5_UTIL_H
 #define RANK_H5_UTIL_H
 
@@ -18,5 +19,28 @@ int rank_h5_attr_write_str(hid_t loc, const char *name, const char *value);
 /* count 1: a scalar attribute; else a 1-D one. */
 int rank_h5_attr_write_num(hid_t loc, const char *name, hid_t filetype, hid_t memtype,
                            const void *v, hsize_t count);
+
+/* Creates the empty group name under loc. Returns 0 or -1. */
+int rank_h5_group_create(hid_t loc, const char *name);
+
+/* An HDF5 output written atomically (atomic_file.h): created under a
+ * temporary name beside path and renamed onto it at commit; a failure or
+ * an abort removes it, leaving an existing file at path untouched. */
+typedef struct rank_h5_out {
+  char path[4096];
+  char tmp[4096]; /* "" once renamed or removed */
+  hid_t file;     /* -1 once closed */
+} rank_h5_out;
+
+/* Starts o for path: the temporary name (rank_atomic_begin's logged status
+ * when it cannot be made) and the HDF5 file in it; when HDF5 cannot create
+ * the file, logs "PATH: create_err", removes the name and returns
+ * SP_ERR_RUNTIME. Nothing is left to abort after a failure. */
+int rank_h5_out_open(rank_h5_out *o, const char *path, const char *create_err);
+/* Closes the file and renames it onto path; when the close fails, logs
+ * "PATH: close_err" and removes it. SP_OK or SP_ERR_RUNTIME. */
+int rank_h5_out_commit(rank_h5_out *o, const char *close_err);
+/* Closes the file if open and removes the temporary name if still there. */
+void rank_h5_out_abort(rank_h5_out *o);
 
 #endif

@@ -205,56 +205,27 @@ static void shape_text(int ndim, const hsize_t *d, const int64_t *s, char *buf, 
              d ? (unsigned long long)d[i] : (unsigned long long)s[i]);
 }
 
-int rank_container_check_dataset(hid_t file, const char *path, const char *ds, kern_dtype dtype,
-                                 int ndim, const int64_t *shape, size_t bytes, uint64_t *offset,
-                                 uint32_t *crc) {
-  int rc = SP_ERR_INPUT;
-  hid_t d = -1, dcpl = -1, type = -1, space = -1;
-  const char *why = NULL;
-  char whybuf[256];
-  if (H5Lexists(file, ds, H5P_DEFAULT) <= 0) {
-    why = "dataset is missing";
-    goto fail;
-  }
-  if ((d = H5Dopen2(file, ds, H5P_DEFAULT)) < 0) {
-    why = "not a dataset";
-    goto fail;
-  }
-  /* One name per dataset: a hard link would let one tensor's bytes stand
-   * for another's under a checksum copied along with them. */
-  H5O_info_t oi;
-  if (H5Oget_info(d, &oi) < 0 || oi.rc != 1) {
-    why = "is hard-linked under another name too (each tensor must be a dataset of its own)";
-    goto fail;
-  }
-  if ((dcpl = H5Dget_create_plist(d)) < 0) {
-    why = "cannot read its creation properties";
-    goto fail;
-  }
+/* Why the storage of dataset d (creation properties dcpl) cannot be read
+ * in place: it must be one contiguous run of bytes in the file, no filters,
+ * nothing external. NULL when it can. */
+static const char *storage_why(hid_t dcpl) {
   H5D_layout_t layout = H5Pget_layout(dcpl);
-  if (layout == H5D_VIRTUAL) {
-    why = "is a virtual dataset (data outside the file)";
-    goto fail;
-  }
-  if (layout != H5D_CONTIGUOUS) {
-    why = layout == H5D_CHUNKED ? "layout is chunked, expected contiguous (rewrite the file "
-                                  "with staticpipe convert or init)"
-                                : "layout is not contiguous";
-    goto fail;
-  }
-  if (H5Pget_nfilters(dcpl) != 0) {
-    why = "has filters (compression); expected none";
-    goto fail;
-  }
-  if (H5Pget_external_count(dcpl) != 0) {
-    why = "stores its data in an external file";
-    goto fail;
-  }
-  if ((type = H5Dget_type(d)) < 0) {
-    why = "cannot read its dtype";
-    goto fail;
-  }
-  /* bf16 and e4m3 are stored as unsigned integers of their width */
+  if (layout == H5D_VIRTUAL) return "is a virtual dataset (data outside the file)";
+  if (layout != H5D_CONTIGUOUS)
+    return layout == H5D_CHUNKED ? "layout is chunked, expected contiguous (rewrite the file "
+                                   "with staticpipe convert or init)"
+                                 : "layout is not contiguous";
+  if (H5Pget_nfilters(dcpl) != 0) return "has filters (compression); expected none";
+  if (H5Pget_external_count(dcpl) != 0) return "stores its data in an external file";
+  return NULL;
+}
+
+/* Why dataset d (stored type `type`) does not hold dtype: bf16 and e4m3 are
+ * stored as unsigned little-endian integers of their width, f32 as 32-bit
+ * little-endian floats, and the attribute dtype names it. NULL when it
+ * does; else the reason in whybuf, naming what is stored and what the
+ * attribute says apart (either may be the one that is wrong). */
+static const char *dtype_why(hid_t d, hid_t type, kern_dtype dtype, char *whybuf, size_t cap) {
   const int f32 = dtype == KERN_DTYPE_F32;
   const size_t width = kern_dtype_size(dtype);
   int type_ok = !f32 ? (H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == width &&
@@ -264,66 +235,88 @@ int rank_container_check_dataset(hid_t file, const char *path, const char *ds, k
                         H5Tget_order(type) == H5T_ORDER_LE);
   char dt[32] = "";
   if (rank_h5_attr_read_str(d, "dtype", dt, sizeof dt) != 0) dt[0] = 0;
-  if (!type_ok || strcmp(dt, kern_dtype_name(dtype)) != 0) {
-    /* Name what is stored and what the attribute says apart: either may be
-     * the one that is wrong. */
-    H5T_class_t cls = H5Tget_class(type);
-    size_t bits = 8 * H5Tget_size(type);
-    char stored[64];
-    if (cls == H5T_FLOAT)
-      snprintf(stored, sizeof stored, "%zu-bit float", bits);
-    else if (cls == H5T_INTEGER)
-      snprintf(stored, sizeof stored, "%zu-bit %s integer", bits,
-               H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
-    else
-      snprintf(stored, sizeof stored, "neither integer nor float");
-    snprintf(whybuf, sizeof whybuf,
-             "dtype is not %s (expected %s data and attribute dtype = \"%s\"; found %s%s data "
-             "and attribute dtype = \"%s\")",
-             kern_dtype_name(dtype),
-             f32 ? "32-bit float little-endian"
-                 : width == 1 ? "8-bit unsigned" : "16-bit unsigned little-endian",
-             kern_dtype_name(dtype), stored,
-             H5Tget_order(type) == H5T_ORDER_BE ? " big-endian" : "", dt);
-    why = whybuf;
-    goto fail;
-  }
-  if ((space = H5Dget_space(d)) < 0) {
-    why = "cannot read its shape";
-    goto fail;
-  }
+  if (type_ok && strcmp(dt, kern_dtype_name(dtype)) == 0) return NULL;
+  H5T_class_t cls = H5Tget_class(type);
+  size_t bits = 8 * H5Tget_size(type);
+  char stored[64];
+  if (cls == H5T_FLOAT)
+    snprintf(stored, sizeof stored, "%zu-bit float", bits);
+  else if (cls == H5T_INTEGER)
+    snprintf(stored, sizeof stored, "%zu-bit %s integer", bits,
+             H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
+  else
+    snprintf(stored, sizeof stored, "neither integer nor float");
+  snprintf(whybuf, cap,
+           "dtype is not %s (expected %s data and attribute dtype = \"%s\"; found %s%s data "
+           "and attribute dtype = \"%s\")",
+           kern_dtype_name(dtype),
+           f32 ? "32-bit float little-endian"
+               : width == 1 ? "8-bit unsigned" : "16-bit unsigned little-endian",
+           kern_dtype_name(dtype), stored,
+           H5Tget_order(type) == H5T_ORDER_BE ? " big-endian" : "", dt);
+  return whybuf;
+}
+
+/* Why dataspace space is not the ndim-dimensional shape: NULL when it is,
+ * else the reason (both shapes) in whybuf. */
+static const char *shape_why(hid_t space, int ndim, const int64_t *shape, char *whybuf,
+                             size_t cap) {
   int nd = H5Sget_simple_extent_ndims(space);
   hsize_t dims[8];
   int shape_ok = nd == ndim && nd <= 8 && H5Sget_simple_extent_dims(space, dims, NULL) == nd;
   for (int i = 0; shape_ok && i < nd; i++) shape_ok = dims[i] == (hsize_t)shape[i];
-  if (!shape_ok) {
-    char want[96], have[96] = "";
-    shape_text(ndim, NULL, shape, want, sizeof want);
-    if (nd > 0 && nd <= 8 && H5Sget_simple_extent_dims(space, dims, NULL) == nd)
-      shape_text(nd, dims, NULL, have, sizeof have);
-    snprintf(whybuf, sizeof whybuf, "shape is [%s], the config needs [%s]", have, want);
-    why = whybuf;
-    goto fail;
-  }
-  if (H5Dget_storage_size(d) != (hsize_t)bytes) {
+  if (shape_ok) return NULL;
+  char want[96], have[96] = "";
+  shape_text(ndim, NULL, shape, want, sizeof want);
+  if (nd > 0 && nd <= 8 && H5Sget_simple_extent_dims(space, dims, NULL) == nd)
+    shape_text(nd, dims, NULL, have, sizeof have);
+  snprintf(whybuf, cap, "shape is [%s], the config needs [%s]", have, want);
+  return whybuf;
+}
+
+int rank_container_check_dataset(hid_t file, const char *path, const char *ds, kern_dtype dtype,
+                                 int ndim, const int64_t *shape, size_t bytes, uint64_t *offset,
+                                 uint32_t *crc) {
+  int rc = SP_ERR_INPUT;
+  hid_t d = -1, dcpl = -1, type = -1, space = -1;
+  const char *why = NULL;
+  char whybuf[256];
+  H5O_info_t oi;
+  haddr_t off = HADDR_UNDEF;
+  if (H5Lexists(file, ds, H5P_DEFAULT) <= 0)
+    why = "dataset is missing";
+  else if ((d = H5Dopen2(file, ds, H5P_DEFAULT)) < 0)
+    why = "not a dataset";
+  /* One name per dataset: a hard link would let one tensor's bytes stand
+   * for another's under a checksum copied along with them. */
+  else if (H5Oget_info(d, &oi) < 0 || oi.rc != 1)
+    why = "is hard-linked under another name too (each tensor must be a dataset of its own)";
+  else if ((dcpl = H5Dget_create_plist(d)) < 0)
+    why = "cannot read its creation properties";
+  else if ((why = storage_why(dcpl)) != NULL)
+    ;
+  else if ((type = H5Dget_type(d)) < 0)
+    why = "cannot read its dtype";
+  else if ((why = dtype_why(d, type, dtype, whybuf, sizeof whybuf)) != NULL)
+    ;
+  else if ((space = H5Dget_space(d)) < 0)
+    why = "cannot read its shape";
+  else if ((why = shape_why(space, ndim, shape, whybuf, sizeof whybuf)) != NULL)
+    ;
+  else if (H5Dget_storage_size(d) != (hsize_t)bytes) {
     snprintf(whybuf, sizeof whybuf, "storage holds %llu bytes, expected %zu",
              (unsigned long long)H5Dget_storage_size(d), bytes);
     why = whybuf;
-    goto fail;
-  }
-  haddr_t off = H5Dget_offset(d);
-  if (off == HADDR_UNDEF) {
+  } else if ((off = H5Dget_offset(d)) == HADDR_UNDEF)
     why = "has no allocated contiguous storage";
-    goto fail;
-  }
-  if (rank_h5_attr_read_num(d, "checksum", H5T_NATIVE_UINT32, crc, 1) != 0) {
+  else if (rank_h5_attr_read_num(d, "checksum", H5T_NATIVE_UINT32, crc, 1) != 0)
     why = "checksum attribute is missing";
-    goto fail;
+  if (!why) {
+    *offset = (uint64_t)off;
+    rc = SP_OK;
+  } else {
+    sp_log_error("%s: %s: %s", path, ds, why);
   }
-  *offset = (uint64_t)off;
-  rc = SP_OK;
-fail:
-  if (why) sp_log_error("%s: %s: %s", path, ds, why);
   if (space >= 0) H5Sclose(space);
   if (type >= 0) H5Tclose(type);
   if (dcpl >= 0) H5Pclose(dcpl);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "container_io.h"
 #include "h5_util.h"
 #include "model_container.h"
 #include "model_file_impl.h"
@@ -51,20 +52,11 @@ struct rank_model {
 /* ---- synthetic models --------------------------------------------------- */
 
 static int open_synth(const char *spec, rank_model *m) {
-  char preset[64];
-  uint64_t seed;
-  if (rank_synth_spec_parse(spec, preset, sizeof preset, &seed) != SP_OK) return SP_ERR_INPUT;
-  if (rank_model_preset(preset, &m->info.config, &m->info.experts) != 0) {
-    sp_log_error("%s: unknown preset '%s' (known: %s)", spec, preset, rank_model_preset_names());
-    return SP_ERR_INPUT;
-  }
-  m->info.synthetic = 1;
-  m->info.seed = seed;
-  m->info.dtype = KERN_DTYPE_BF16;
-  snprintf(m->info.arch, sizeof m->info.arch, "%s", WAN_ARCH);
-  snprintf(m->info.preset, sizeof m->info.preset, "%s", preset);
-  rank_synth_checksum(preset, seed, m->info.checksum, sizeof m->info.checksum);
-  return SP_OK;
+  rank_model_info *in = &m->info;
+  int rc = model_file_id_synth(&in->id, spec, WAN_ARCH, KERN_DTYPE_BF16);
+  if (rc == SP_OK && rank_model_preset(in->id.preset, &in->config, &in->experts) != 0)
+    rc = model_file_id_bad_preset(&in->id, "", rank_model_preset_names());
+  return rc;
 }
 
 /* ---- validating reader -------------------------------------------------- */
@@ -116,17 +108,10 @@ static int read_experts(check_ctx *x, rank_model_experts *out) {
   return SP_OK;
 }
 
-/* Root attributes and config. */
-static int read_root(check_ctx *x, rank_model *m) {
+/* The config attributes and the experts (the root's others are read by
+ * rank_container_open_id). */
+static int read_config(check_ctx *x, rank_model *m) {
   rank_model_info *in = &m->info;
-  rank_container_root root;
-  int rc = rank_container_read_root(x->file, x->path, WAN_ARCH, &root);
-  if (rc != SP_OK) return rc;
-  snprintf(in->arch, sizeof in->arch, "%s", root.arch);
-  in->dtype = root.dtype;
-  in->fp8 = root.fp8;
-  snprintf(in->preset, sizeof in->preset, "%s", root.preset);
-  snprintf(in->checksum, sizeof in->checksum, "%s", root.checksum);
   wan_config *c = &in->config;
   struct {
     const char *name;
@@ -165,7 +150,7 @@ static const wan_layout *file_layout(const rank_model *m, wan_group g) {
 /* The dtype of tensor i of group g in the file. */
 static kern_dtype file_dtype(const rank_model *m, wan_group g, int i) {
   return m->info.fp8 && g == WAN_GROUP_BLOCK && wan_block_linear_of(i) >= 0 ? KERN_DTYPE_E4M3
-                                                                           : m->info.dtype;
+                                                                           : m->info.id.dtype;
 }
 
 /* The name of the scale dataset of tensor name, into buf. */
@@ -254,11 +239,10 @@ static int check_expert(check_ctx *x, rank_model *m, int e, const char *pre, uin
 }
 
 static int open_file(const char *path, rank_model *m) {
-  snprintf(m->info.source, sizeof m->info.source, "%s", path);
   check_ctx x = {path, -1};
-  int rc = rank_container_open(path, &x.file);
+  int rc = rank_container_open_id(path, WAN_ARCH, &m->info.id, &m->info.fp8, &x.file);
   if (rc != SP_OK) return rc;
-  if ((rc = read_root(&x, m)) != SP_OK) goto done;
+  if ((rc = read_config(&x, m)) != SP_OK) goto done;
   if ((rc = rank_container_check_links(x.file, path)) != SP_OK) goto done;
   const wan_config *c = &m->info.config;
   const int ne = m->info.experts.count;
@@ -267,7 +251,7 @@ static int open_file(const char *path, rank_model *m) {
   if (ne == 1 &&
       (rc = rank_container_check_members(x.file, path, "/", root_names, 3)) != SP_OK)
     goto done;
-  for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, m->info.dtype, &m->layout[g]);
+  for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, m->info.id.dtype, &m->layout[g]);
   m->file_block = m->layout[WAN_GROUP_BLOCK];
   if (m->info.fp8) wan_layout_make(c, WAN_GROUP_BLOCK, KERN_DTYPE_F32, &m->layout[WAN_GROUP_BLOCK]);
   m->locs = sp_xcalloc((size_t)ne * (size_t)rank_model_instances(c) * WAN_MAX_TENSORS,
@@ -291,9 +275,10 @@ static int open_file(const char *path, rank_model *m) {
    * writer's order (table order, experts high first, model_container.h):
    * verified against the root attribute, and the one outputs record either
    * way. */
-  if (m->verify && (rc = rank_container_checksum_check(path, m->info.checksum, acc)) != SP_OK)
+  model_file_id *id = &m->info.id;
+  if (m->verify && (rc = rank_container_checksum_check(path, id->checksum, acc)) != SP_OK)
     goto done;
-  rank_container_checksum_str(acc, m->info.checksum, sizeof m->info.checksum);
+  rank_container_checksum_str(acc, id->checksum, sizeof id->checksum);
 done:
   return rank_container_open_end(x.file, path, rc, &m->fd);
 }
@@ -305,12 +290,11 @@ int rank_model_open(const char *spec, int verify, rank_model **out) {
   m->fd = -1;
   m->verify = verify;
   int rc;
-  if (rank_model_spec_is_synth(spec)) {
+  if (model_file_id_start(&m->info.id, spec)) {
     rc = open_synth(spec, m);
-    snprintf(m->info.source, sizeof m->info.source, "%s", spec);
     if (rc == SP_OK)
       for (int g = 0; g < 3; g++)
-        wan_layout_make(&m->info.config, (wan_group)g, m->info.dtype, &m->layout[g]);
+        wan_layout_make(&m->info.config, (wan_group)g, m->info.id.dtype, &m->layout[g]);
     m->file_block = m->layout[WAN_GROUP_BLOCK];
   } else {
     rc = open_file(spec, m);
@@ -319,8 +303,7 @@ int rank_model_open(const char *spec, int verify, rank_model **out) {
     rank_model_close(m);
     return rc;
   }
-  const char *p = rank_model_preset_match(&m->info.config, m->info.experts.count);
-  if (!m->info.preset[0] && p) snprintf(m->info.preset, sizeof m->info.preset, "%s", p);
+  model_file_id_match(&m->info.id, rank_model_preset_match(&m->info.config, m->info.experts.count));
   *out = m;
   return SP_OK;
 }
@@ -336,7 +319,7 @@ const rank_model_info *rank_model_get_info(const rank_model *m) { return &m->inf
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g) { return &m->layout[g]; }
 
 kern_dtype rank_model_group_dtype(const rank_model *m, wan_group g) {
-  return g == WAN_GROUP_BLOCK && m->info.fp8 ? KERN_DTYPE_F32 : m->info.dtype;
+  return g == WAN_GROUP_BLOCK && m->info.fp8 ? KERN_DTYPE_F32 : m->info.id.dtype;
 }
 
 uint64_t rank_model_block_file_bytes(const rank_model *m) {
@@ -344,7 +327,7 @@ uint64_t rank_model_block_file_bytes(const rank_model *m) {
 }
 
 const char *rank_model_dtype_name(const rank_model_info *in) {
-  return in->fp8 ? "fp8" : kern_dtype_name(in->dtype);
+  return in->fp8 ? "fp8" : kern_dtype_name(in->id.dtype);
 }
 
 /* The name and the bytes in the file of the dataset at slot k of group g
@@ -383,7 +366,7 @@ static int read_n(rank_model *m, int e, wan_group g, int block, int n, void *con
     size_t bytes;
     slot_dataset(m, g, bad, name, sizeof name, &bytes);
     rank_model_expert_path(m->info.experts.count, e, g, block, name, path, sizeof path);
-    rank_container_report_read(m->info.source, path, locs[bad].crc, err_no, got);
+    rank_container_report_read(m->info.id.source, path, locs[bad].crc, err_no, got);
     return SP_ERR_INPUT;
   }
   if (bytes_read)
@@ -410,7 +393,7 @@ static int check_scales(const rank_model *m, int e, int block, const wan_tensor 
     rank_model_expert_path(m->info.experts.count, e, WAN_GROUP_BLOCK, block, name, path,
                            sizeof path);
     sp_log_error("%s: %s: the scale of output channel %lld is %g: each scale must be finite and "
-                 "positive", m->info.source, path, (long long)o, (double)scale[o]);
+                 "positive", m->info.id.source, path, (long long)o, (double)scale[o]);
     return SP_ERR_INPUT;
   }
   return SP_OK;
@@ -458,16 +441,16 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
   const wan_layout *l = &m->layout[g];
   const int ne = m->info.experts.count;
   if (e < 0 || e >= ne) {
-    sp_log_error("%s: expert %d does not exist (the model has %d)", m->info.source, e, ne);
+    sp_log_error("%s: expert %d does not exist (the model has %d)", m->info.id.source, e, ne);
     return SP_ERR_INPUT;
   }
   if (g == WAN_GROUP_BLOCK && (block < 0 || block >= c->layers)) {
-    sp_log_error("%s: block %d does not exist (the model has %lld)", m->info.source, block,
+    sp_log_error("%s: block %d does not exist (the model has %lld)", m->info.id.source, block,
                  (long long)c->layers);
     return SP_ERR_INPUT;
   }
   if (dst_bytes < l->packed_bytes) {
-    sp_log_error("%s: buffer of %zu bytes too small for a %s group of %zu", m->info.source,
+    sp_log_error("%s: buffer of %zu bytes too small for a %s group of %zu", m->info.id.source,
                  dst_bytes, wan_group_name(g), l->packed_bytes);
     return SP_ERR_RUNTIME;
   }
@@ -480,13 +463,13 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
     if (next > end) memset((char *)dst + end, 0, next - end);
   }
   if (l->count && l->t[0].offset > 0) memset(dst, 0, l->t[0].offset);
-  if (m->info.synthetic) { /* (each tensor's generation is parallel itself) */
+  if (m->info.id.synthetic) { /* (each tensor's generation is parallel itself) */
     const char *prefix = rank_synth_expert_prefix(ne, e);
     for (int i = 0; i < l->count; i++)
-      rank_synth_tensor(c, m->info.seed, prefix, g, block, &l->t[i], m->info.dtype,
+      rank_synth_tensor(c, m->info.id.seed, prefix, g, block, &l->t[i], m->info.id.dtype,
                         (char *)dst + l->t[i].offset);
     rank_model_progress_add(l->packed_bytes);
-    return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.dtype, dst) : SP_OK;
+    return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->info.id.dtype, dst) : SP_OK;
   }
   const kern_dtype dt = rank_model_group_dtype(m, g);
   int rc = g == WAN_GROUP_BLOCK && m->info.fp8 ? read_fp8_block(m, e, block, dst, bytes_read)

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model_id.h"
 #include "wan_config.h"
 
 #define RANK_MODEL_FORMAT "staticpipe"
@@ -59,21 +60,16 @@ const char *rank_model_preset_names(void);
 
 typedef struct rank_model_info {
   wan_config config;
-  kern_dtype dtype; /* every tensor's, but the linear weights of an fp8 file's blocks */
+  /* id.dtype: every tensor's, but the linear weights of an fp8 file's
+   * blocks. id.checksum: for a file, the one its datasets' CRCs give in
+   * canonical order (embed, blocks, head; experts high first), checked
+   * against the stored one when verifying. */
+  model_file_id id;
   /* An fp8 file (root dtype "fp8", MODEL.md "fp8 weights"): the blocks'
    * linear weights are e4m3 with a scale per output channel, the rest bf16
-   * (dtype). Its block groups are read as fp32 with those weights
+   * (id.dtype). Its block groups are read as fp32 with those weights
    * dequantised (rank_model_read_group). */
   int fp8;
-  char arch[32];
-  char preset[64];    /* "" when the config matches no preset */
-  char source[1024];  /* the path, or the synth: spec */
-  int synthetic;      /* 1 for synth: */
-  uint64_t seed;      /* synth: only */
-  /* Model checksum: for a file "crc32c:XXXXXXXX", the CRC-32C over every
-   * dataset's CRC in canonical order (embed, blocks, head); for synth: the
-   * spec and generator version, since its weights are never all made. */
-  char checksum[96];
   rank_model_experts experts; /* count 1, or 2 with the run's defaults */
 } rank_model_info;
 

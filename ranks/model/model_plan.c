@@ -11,7 +11,7 @@ void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, int fp8
   const wan_config *c = &in->config;
   /* Sizes once loaded: the file's bytes scaled to the compute width, times
    * the experts a stage holds (both experts' copies of each of its groups). */
-  double scale = (double)compute_dtype_bytes / (double)kern_dtype_size(in->dtype) *
+  double scale = (double)compute_dtype_bytes / (double)kern_dtype_size(in->id.dtype) *
                  (double)in->experts.count;
   /* A block: its parameters at the compute width, or in fp8 on the GPU
    * the bytes of an fp8 file's block (e4m3 linear weights and their

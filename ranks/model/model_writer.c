@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic_file.h"
+#include "container_io.h"
 #include "h5_util.h"
 #include "log.h"
 #include "model_container.h"
@@ -14,9 +14,7 @@
 #include "wan_weights.h"
 
 struct rank_model_writer {
-  char path[4096];
-  char tmp[4096];
-  hid_t file;
+  rank_h5_out out;
   wan_config config;
   kern_dtype dtype; /* of every tensor but an fp8 file's linear weights */
   int fp8;          /* an fp8 file (MODEL.md "fp8 weights") */
@@ -26,11 +24,6 @@ struct rank_model_writer {
   uint8_t *done;   /* written flags, same indexing */
 };
 
-static int writer_fail(rank_model_writer *w, const char *what) {
-  sp_log_error("%s: cannot write the model file (%s)", w->path, what);
-  return SP_ERR_RUNTIME;
-}
-
 int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
                            const char *preset, rank_model_writer **out) {
   return rank_model_writer_open_experts(path, c, dtype, preset, NULL, out);
@@ -38,18 +31,15 @@ int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dty
 
 /* The groups of one expert under pre ("" or "/experts/high"). */
 static int create_groups(hid_t file, const wan_config *c, const char *pre) {
-  hid_t g;
   char name[96];
   const char *groups[] = {"embed", "blocks", "head"};
   for (int i = 0; i < 3; i++) {
     snprintf(name, sizeof name, "%s/%s", pre, groups[i]);
-    if ((g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0) return -1;
-    H5Gclose(g);
+    if (rank_h5_group_create(file, name) != 0) return -1;
   }
   for (int b = 0; b < (int)c->layers; b++) {
     snprintf(name, sizeof name, "%s/blocks/%04d", pre, b);
-    if ((g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0) return -1;
-    H5Gclose(g);
+    if (rank_h5_group_create(file, name) != 0) return -1;
   }
   return 0;
 }
@@ -68,14 +58,11 @@ static int write_experts(hid_t file, const rank_model_experts *x) {
   for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
     if (rank_h5_attr_write_num(file, d[i].name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, d[i].v, 1) != 0)
       return -1;
-  hid_t g = H5Gcreate2(file, "/experts", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  if (g < 0) return -1;
-  H5Gclose(g);
+  if (rank_h5_group_create(file, "/experts") != 0) return -1;
   for (int e = 0; e < 2; e++) {
     char pre[32];
     snprintf(pre, sizeof pre, "/experts/%s", rank_model_expert_name(2, e));
-    if ((g = H5Gcreate2(file, pre, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0) return -1;
-    H5Gclose(g);
+    if (rank_h5_group_create(file, pre) != 0) return -1;
   }
   return 0;
 }
@@ -83,7 +70,6 @@ static int write_experts(hid_t file, const rank_model_experts *x) {
 int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_dtype dtype,
                                    const char *preset, const rank_model_experts *x,
                                    rank_model_writer **out) {
-  rank_h5_silence();
   char err[256];
   const rank_model_experts one = {.count = 1};
   if (!x) x = &one;
@@ -93,27 +79,21 @@ int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_d
     return SP_ERR_INPUT;
   }
   rank_model_writer *w = sp_xcalloc(1, sizeof *w);
-  w->file = -1;
   w->config = *c;
   w->fp8 = dtype == KERN_DTYPE_E4M3;
   w->dtype = w->fp8 ? KERN_DTYPE_BF16 : dtype;
   w->experts = x->count;
-  snprintf(w->path, sizeof w->path, "%s", path);
-  int rc = rank_atomic_begin(path, w->tmp, sizeof w->tmp);
-  if (rc != SP_OK) {
-    free(w);
-    return rc;
-  }
   for (int g = 0; g < 3; g++) wan_layout_make(c, (wan_group)g, w->dtype, &w->layout[g]);
   size_t slots = (size_t)w->experts * (size_t)rank_model_instances(c) * WAN_MAX_TENSORS;
   w->crc = sp_xcalloc(slots, sizeof *w->crc);
   w->done = sp_xcalloc(slots, 1);
-  w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (w->file < 0) {
-    rc = writer_fail(w, "cannot create the temporary file");
-    goto fail;
+  int rc = rank_container_out_open(&w->out, path, WAN_ARCH, preset, dtype);
+  if (rc != SP_OK) {
+    rank_model_writer_abort(w);
+    return rc;
   }
-  int ok = rank_container_write_root(w->file, WAN_ARCH, preset, dtype) == 0;
+  hid_t file = w->out.file;
+  int ok = 1;
   struct {
     const char *name;
     const int64_t *v;
@@ -124,33 +104,31 @@ int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_d
               {"patch", c->patch, 3},        {"text_len", &c->text_len, 1},
               {"text_dim", &c->text_dim, 1}, {"freq_dim", &c->freq_dim, 1}};
   for (size_t i = 0; ok && i < sizeof ints / sizeof ints[0]; i++)
-    ok = rank_h5_attr_write_num(w->file, ints[i].name, H5T_STD_I64LE, H5T_NATIVE_INT64, ints[i].v,
-                        ints[i].n) == 0;
-  ok = ok && rank_h5_attr_write_num(w->file, "eps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->eps, 1) == 0;
+    ok = rank_h5_attr_write_num(file, ints[i].name, H5T_STD_I64LE, H5T_NATIVE_INT64, ints[i].v,
+                                ints[i].n) == 0;
+  ok = ok &&
+       rank_h5_attr_write_num(file, "eps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->eps, 1) == 0;
   if (ok && w->experts == 1) {
-    ok = create_groups(w->file, c, "") == 0;
+    ok = create_groups(file, c, "") == 0;
   } else if (ok) {
-    ok = write_experts(w->file, x) == 0;
+    ok = write_experts(file, x) == 0;
     for (int e = 0; ok && e < w->experts; e++) {
       char pre[32];
       snprintf(pre, sizeof pre, "/experts/%s", rank_model_expert_name(w->experts, e));
-      ok = create_groups(w->file, c, pre) == 0;
+      ok = create_groups(file, c, pre) == 0;
     }
   }
   if (!ok) {
-    rc = writer_fail(w, "cannot write the root attributes and groups");
-    goto fail;
+    rc = rank_container_out_fail(&w->out, "cannot write the root attributes and groups");
+    rank_model_writer_abort(w);
+    return rc;
   }
   *out = w;
   return SP_OK;
-fail:
-  rank_model_writer_abort(w);
-  return rc;
 }
 
 int rank_model_writer_attr(rank_model_writer *w, const char *key, const char *value) {
-  if (rank_container_write_meta(w->file, key, value) != 0) return writer_fail(w, "metadata attribute");
-  return SP_OK;
+  return rank_container_out_meta(&w->out, key, value);
 }
 
 int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const char *name,
@@ -168,13 +146,13 @@ static int is_fp8(const rank_model_writer *w, wan_group g, int i) {
 static int find_tensor(rank_model_writer *w, int e, wan_group g, int block, const char *name,
                        char *path, size_t n) {
   if (e < 0 || e >= w->experts) {
-    sp_log_error("%s: expert %d of a model of %d", w->path, e, w->experts);
+    sp_log_error("%s: expert %d of a model of %d", w->out.path, e, w->experts);
     return -1;
   }
   rank_model_expert_path(w->experts, e, g, block, name, path, n);
   int i = wan_layout_find(&w->layout[g], name);
   if (i < 0 || (g == WAN_GROUP_BLOCK && (block < 0 || block >= w->config.layers))) {
-    sp_log_error("%s: %s is not a tensor of this model", w->path, path);
+    sp_log_error("%s: %s is not a tensor of this model", w->out.path, path);
     return -1;
   }
   return i;
@@ -184,17 +162,12 @@ static int find_tensor(rank_model_writer *w, int e, wan_group g, int block, cons
 static int write_one(rank_model_writer *w, const char *path, size_t slot, kern_dtype dt, int ndim,
                      const int64_t *shape, const void *data, size_t bytes) {
   if (w->done[slot]) {
-    sp_log_error("%s: %s written twice", w->path, path);
+    sp_log_error("%s: %s written twice", w->out.path, path);
     return SP_ERR_INPUT;
   }
-  uint32_t crc;
-  if (rank_container_write_dataset(w->file, path, dt, ndim, shape, data, bytes, &crc) != 0) {
-    sp_log_error("%s: %s: HDF5 write failed (disk full?)", w->path, path);
-    return SP_ERR_RUNTIME;
-  }
-  w->crc[slot] = crc;
-  w->done[slot] = 1;
-  return SP_OK;
+  int rc = rank_container_out_dataset(&w->out, path, dt, ndim, shape, data, bytes, &w->crc[slot]);
+  if (rc == SP_OK) w->done[slot] = 1;
+  return rc;
 }
 
 int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int block,
@@ -205,11 +178,12 @@ int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int b
   const wan_tensor *t = &w->layout[g].t[i];
   if (is_fp8(w, g, i)) {
     sp_log_error("%s: %s: an fp8 file's linear weight is written with its scales "
-                 "(rank_model_writer_put_fp8)", w->path, path);
+                 "(rank_model_writer_put_fp8)", w->out.path, path);
     return SP_ERR_INPUT;
   }
   if (bytes != t->bytes) {
-    sp_log_error("%s: %s: %zu bytes given, the table needs %zu", w->path, path, bytes, t->bytes);
+    sp_log_error("%s: %s: %zu bytes given, the table needs %zu", w->out.path, path, bytes,
+                 t->bytes);
     return SP_ERR_INPUT;
   }
   return write_one(w, path, rank_model_slot(&w->config, e, g, block, i), w->dtype, t->ndim,
@@ -223,13 +197,13 @@ int rank_model_writer_put_fp8(rank_model_writer *w, int e, int block, const char
   if (i < 0) return SP_ERR_INPUT;
   const wan_tensor *t = &w->layout[WAN_GROUP_BLOCK].t[i];
   if (!is_fp8(w, WAN_GROUP_BLOCK, i)) {
-    sp_log_error("%s: %s is not stored in fp8 in this file", w->path, path);
+    sp_log_error("%s: %s is not stored in fp8 in this file", w->out.path, path);
     return SP_ERR_INPUT;
   }
   const int64_t o = wan_fp8_bad_scale(scale, t->shape[0]);
   if (o >= 0) {
     sp_log_error("%s: %s: the scale of output channel %lld is %g: each scale must be finite "
-                 "and positive", w->path, path, (long long)o, (double)scale[o]);
+                 "and positive", w->out.path, path, (long long)o, (double)scale[o]);
     return SP_ERR_INPUT;
   }
   snprintf(spath, sizeof spath, "%s%s", path, WAN_FP8_SCALE_SUFFIX);
@@ -286,7 +260,7 @@ int rank_model_writer_commit(rank_model_writer *w) {
         if (!w->done[slot]) {
           char path[256];
           rank_model_expert_path(w->experts, e, (wan_group)g, b, l->t[i].name, path, sizeof path);
-          sp_log_error("%s: %s was never written", w->path, path);
+          sp_log_error("%s: %s was never written", w->out.path, path);
           rc = SP_ERR_INPUT;
           break;
         }
@@ -295,18 +269,14 @@ int rank_model_writer_commit(rank_model_writer *w) {
       }
     }
   }
-  if (rc == SP_OK) {
-    rc = rank_container_commit(&w->file, w->tmp, w->path, model_crc);
-    w->tmp[0] = '\0';
-  }
+  if (rc == SP_OK) rc = rank_container_out_commit(&w->out, model_crc);
   rank_model_writer_abort(w);
   return rc;
 }
 
 void rank_model_writer_abort(rank_model_writer *w) {
   if (!w) return;
-  if (w->file >= 0) H5Fclose(w->file);
-  if (w->tmp[0]) rank_atomic_abort(w->tmp);
+  rank_h5_out_abort(&w->out);
   free(w->crc);
   free(w->done);
   free(w);

@@ -63,7 +63,7 @@ uint64_t t5_encode_host_bytes(const t5_model_info *in, int64_t total, int64_t lo
   const uint64_t embed = T * 4 + T * D * 4 + (64u << 20) + D * 4;
   /* The layers: one in fp32, its bf16 staging (the file's own, held from
    * open), one sequence's scratch (umt5_scratch_create). */
-  const uint64_t stage = in->dtype == KERN_DTYPE_BF16 ? layer * 2 : 0;
+  const uint64_t stage = in->id.dtype == KERN_DTYPE_BF16 ? layer * 2 : 0;
   const uint64_t scratch = L * (2 * D + 4 * A + 2 * F) * 4 + (2 * L) * 4;
   const uint64_t layers = layer * 4 + scratch;
   return out + stage + (embed > layers ? embed : layers);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "container_io.h"
 #include "crc32c.h"
 #include "h5_util.h"
 #include "log.h"
@@ -23,11 +24,8 @@
 
 struct t5_model {
   t5_model_info info;
-  int fd; /* -1 for synth: */
-  int verify;
+  rank_table_reader file;
   int count;        /* table entries */
-  uint64_t *offset; /* per table entry: data offset in the file */
-  uint32_t *crc;    /* per table entry: stored checksum */
   tok_model *tok;   /* NULL for synth: */
   uint16_t *stage;  /* bf16 staging of one layer */
 };
@@ -60,11 +58,7 @@ int t5_preset(const char *name, umt5_config *out) {
 
 const char *t5_preset_names(void) {
   static char list[128];
-  if (!list[0])
-    for (size_t i = 0; i < N_PRESETS; i++)
-      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-               presets[i].name);
-  return list;
+  return model_file_preset_list(list, sizeof list, presets, N_PRESETS, sizeof presets[0]);
 }
 
 const char *t5_preset_match(const umt5_config *c) {
@@ -132,7 +126,7 @@ static void synth_scale(const umt5_config *c, const umt5_tensor *t, double *cent
 /* Elements [first, first + n) of tensor t into dst. */
 static void synth_range(const t5_model *m, const umt5_tensor *t, int64_t first, int64_t n,
                         float *dst) {
-  uint64_t key = rank_synth_key(m->info.seed, t->name);
+  uint64_t key = rank_synth_key(m->info.id.seed, t->name);
   double center, half;
   synth_scale(&m->info.config, t, &center, &half);
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -141,20 +135,11 @@ static void synth_range(const t5_model *m, const umt5_tensor *t, int64_t first, 
 }
 
 static int open_synth(const char *spec, t5_model *m) {
-  char preset[64];
-  uint64_t seed;
-  if (rank_synth_spec_parse(spec, preset, sizeof preset, &seed) != SP_OK) return SP_ERR_INPUT;
-  if (t5_preset(preset, &m->info.config) != 0) {
-    sp_log_error("%s: unknown text encoder preset '%s' (known: %s)", spec, preset,
-                 t5_preset_names());
-    return SP_ERR_INPUT;
-  }
-  m->info.synthetic = 1;
-  m->info.seed = seed;
-  m->info.dtype = KERN_DTYPE_F32;
-  snprintf(m->info.preset, sizeof m->info.preset, "%s", preset);
-  rank_synth_checksum(preset, seed, m->info.checksum, sizeof m->info.checksum);
-  return SP_OK;
+  model_file_id *id = &m->info.id;
+  int rc = model_file_id_synth(id, spec, T5_MODEL_ARCH, KERN_DTYPE_F32);
+  if (rc == SP_OK && t5_preset(id->preset, &m->info.config) != 0)
+    rc = model_file_id_bad_preset(id, "text encoder ", t5_preset_names());
+  return rc;
 }
 
 /* ---- the tokenizer group ------------------------------------------------------ */
@@ -305,15 +290,11 @@ static int tok_read(hid_t f, const char *path, t5_model *m, uint32_t *acc) {
 /* ---- validating reader ----------------------------------------------------- */
 
 static int open_file(const char *path, t5_model *m) {
-  hid_t f;
-  int rc = rank_container_open(path, &f);
-  if (rc != SP_OK) return rc;
-  rank_container_root root;
   t5_model_info *in = &m->info;
-  if ((rc = rank_container_read_root(f, path, T5_MODEL_ARCH, &root)) != SP_OK) goto done;
-  snprintf(in->preset, sizeof in->preset, "%s", root.preset);
-  snprintf(in->checksum, sizeof in->checksum, "%s", root.checksum);
-  in->dtype = root.dtype;
+  uint32_t acc = 0;
+  hid_t f;
+  int rc = rank_container_open_id(path, T5_MODEL_ARCH, &in->id, NULL, &f);
+  if (rc != SP_OK) return rc;
   if ((rc = t5_file_config_read(f, path, &in->config)) != SP_OK) goto done;
   if ((rc = rank_container_check_links(f, path)) != SP_OK) goto done;
   const char *root_names[] = {T5_FILE_GROUP, T5_TOK_GROUP};
@@ -326,37 +307,28 @@ static int open_file(const char *path, t5_model *m) {
     umt5_table_entry(c, i, &t[i]);
     ct[i] = (rank_container_tensor){t[i].name, t[i].ndim, t[i].shape, t[i].numel};
   }
-  uint32_t acc = 0;
-  rc = rank_container_check_tensors(f, path, T5_FILE_GROUP, in->dtype, m->count, ct, &m->offset,
-                                    &m->crc, &acc);
+  rc = rank_container_check_tensors(f, path, T5_FILE_GROUP, in->id.dtype, m->count, ct,
+                                    &m->file.offset, &m->file.crc, &acc);
   free(ct);
   free(t);
   if (rc == SP_OK) rc = tok_read(f, path, m, &acc);
-  if (rc != SP_OK) goto done;
-  if (m->verify) rc = rank_container_checksum_check(path, in->checksum, acc);
 done:
-  return rank_container_open_end(f, path, rc, &m->fd);
+  return rank_table_reader_end(&m->file, f, path, in->id.checksum, acc, rc);
 }
 
 int t5_model_open(const char *spec, int verify, t5_model **out) {
   t5_model *m = sp_xcalloc(1, sizeof *m);
-  m->fd = -1;
-  m->verify = verify;
-  snprintf(m->info.source, sizeof m->info.source, "%s", spec);
-  snprintf(m->info.arch, sizeof m->info.arch, "%s", T5_MODEL_ARCH);
-  int rc = rank_model_spec_is_synth(spec) ? open_synth(spec, m) : open_file(spec, m);
+  int synth = rank_table_reader_start(&m->file, &m->info.id, spec, verify);
+  int rc = synth ? open_synth(spec, m) : open_file(spec, m);
   if (rc != SP_OK) {
     t5_model_close(m);
     return rc;
   }
   t5_model_info *in = &m->info;
   m->count = umt5_table_count(&in->config);
-  in->tensors = m->count;
-  in->params = umt5_params(&in->config);
-  in->file_bytes = in->synthetic ? 0 : in->params * (int64_t)kern_dtype_size(in->dtype);
-  const char *p = t5_preset_match(&in->config);
-  if (!in->preset[0] && p) snprintf(in->preset, sizeof in->preset, "%s", p);
-  if (in->dtype == KERN_DTYPE_BF16 && !in->synthetic)
+  model_file_size_set(&in->size, &in->id, m->count, umt5_params(&in->config));
+  model_file_id_match(&in->id, t5_preset_match(&in->config));
+  if (in->id.dtype == KERN_DTYPE_BF16 && !in->id.synthetic)
     m->stage = sp_xmalloc((size_t)umt5_layer_floats(&in->config) * sizeof *m->stage);
   *out = m;
   return SP_OK;
@@ -364,10 +336,8 @@ int t5_model_open(const char *spec, int verify, t5_model **out) {
 
 void t5_model_close(t5_model *m) {
   if (!m) return;
-  if (m->fd >= 0) close(m->fd);
+  rank_table_reader_close(&m->file);
   tok_model_free(m->tok);
-  free(m->offset);
-  free(m->crc);
   free(m->stage);
   free(m);
 }
@@ -382,21 +352,13 @@ static int read_entries(t5_model *m, int count, const int *idx, float *const *ds
   const umt5_config *c = &m->info.config;
   rank_container_f32 r[UMT5_LAYER_TENSORS];
   umt5_tensor t[UMT5_LAYER_TENSORS];
+  const char *names[UMT5_LAYER_TENSORS];
   for (int k = 0; k < count; k++) {
     umt5_table_entry(c, idx[k], &t[k]);
-    r[k] = (rank_container_f32){m->offset[idx[k]], m->crc[idx[k]], t[k].numel, dst[k]};
+    r[k] = (rank_container_f32){m->file.offset[idx[k]], m->file.crc[idx[k]], t[k].numel, dst[k]};
+    names[k] = t[k].name;
   }
-  int err_no = 0;
-  uint32_t got = 0;
-  int bad = rank_container_read_f32(m->fd, m->info.dtype, count, r, m->verify, m->stage, &err_no,
-                                    &got);
-  if (bad >= 0) {
-    char ds[128];
-    t5_file_dataset_path(t[bad].name, ds, sizeof ds);
-    rank_container_report_read(m->info.source, ds, m->crc[idx[bad]], err_no, got);
-    return SP_ERR_INPUT;
-  }
-  return SP_OK;
+  return rank_table_reader_read(&m->file, &m->info.id, T5_FILE_GROUP, count, r, names, m->stage);
 }
 
 int t5_model_read_layer(t5_model *m, int layer, float *buf) {
@@ -409,15 +371,15 @@ int t5_model_read_layer(t5_model *m, int layer, float *buf) {
     idx[s] = 1 + layer * UMT5_LAYER_TENSORS + s;
     umt5_table_entry(c, idx[s], &t);
     dst[s] = buf + t.offset;
-    if (m->info.synthetic) synth_range(m, &t, 0, t.numel, dst[s]);
+    if (m->info.id.synthetic) synth_range(m, &t, 0, t.numel, dst[s]);
   }
-  return m->info.synthetic ? SP_OK : read_entries(m, UMT5_LAYER_TENSORS, idx, dst);
+  return m->info.id.synthetic ? SP_OK : read_entries(m, UMT5_LAYER_TENSORS, idx, dst);
 }
 
 int t5_model_read_norm(t5_model *m, float *out) {
   const umt5_config *c = &m->info.config;
   int idx = m->count - 1;
-  if (m->info.synthetic) {
+  if (m->info.id.synthetic) {
     umt5_tensor t;
     umt5_table_entry(c, idx, &t);
     synth_range(m, &t, 0, t.numel, out);
@@ -430,11 +392,11 @@ int t5_model_read_norm(t5_model *m, float *out) {
 static void embed_copy_rows(const t5_model *m, const unsigned char *rows, int64_t r0, int64_t nr,
                             const int32_t *ids, int64_t n, float *out) {
   const int64_t D = m->info.config.dim;
-  const size_t es = kern_dtype_size(m->info.dtype);
+  const size_t es = kern_dtype_size(m->info.id.dtype);
   for (int64_t i = 0; i < n; i++) {
     if (ids[i] < r0 || ids[i] >= r0 + nr) continue;
     const unsigned char *src = rows + (size_t)(ids[i] - r0) * (size_t)D * es;
-    if (m->info.dtype == KERN_DTYPE_BF16)
+    if (m->info.id.dtype == KERN_DTYPE_BF16)
       for (int64_t d = 0; d < D; d++) {
         uint16_t h;
         memcpy(&h, src + 2 * d, 2);
@@ -464,28 +426,30 @@ int t5_model_read_embed(t5_model *m, const int32_t *ids, int64_t n, float *out) 
     if (ids[i] < 0 || ids[i] >= c->vocab) {
       sp_log_error("%s: token id %d is outside the encoder's vocabulary of %lld (a tokenizer "
                    "larger than the model)",
-                   m->info.source, ids[i], (long long)c->vocab);
+                   m->info.id.source, ids[i], (long long)c->vocab);
       return SP_ERR_INPUT;
     }
   }
   umt5_tensor t;
   umt5_table_entry(c, 0, &t);
-  if (m->info.synthetic) {
-    for (int64_t i = 0; i < n; i++) synth_range(m, &t, (int64_t)ids[i] * c->dim, c->dim, out + i * c->dim);
+  if (m->info.id.synthetic) {
+    for (int64_t i = 0; i < n; i++)
+      synth_range(m, &t, (int64_t)ids[i] * c->dim, c->dim, out + i * c->dim);
     return SP_OK;
   }
-  const size_t row_bytes = (size_t)c->dim * kern_dtype_size(m->info.dtype);
+  const size_t row_bytes = (size_t)c->dim * kern_dtype_size(m->info.id.dtype);
+  const rank_table_reader *f = &m->file;
   char ds[128];
   t5_file_dataset_path(t.name, ds, sizeof ds);
   int err = 0;
-  if (!m->verify) { /* only the rows needed */
+  if (!f->verify) { /* only the rows needed */
     unsigned char *row = sp_xmalloc(row_bytes);
     for (int64_t i = 0; i < n && !err; i++) {
-      err = pread_all(m->fd, row, row_bytes, m->offset[0] + (uint64_t)ids[i] * row_bytes);
+      err = pread_all(f->fd, row, row_bytes, f->offset[0] + (uint64_t)ids[i] * row_bytes);
       if (!err) embed_copy_rows(m, row, ids[i], 1, ids + i, 1, out + i * c->dim);
     }
     free(row);
-    if (err) rank_container_report_read(m->info.source, ds, m->crc[0], err, 0);
+    if (err) rank_container_report_read(m->info.id.source, ds, f->crc[0], err, 0);
     return err ? SP_ERR_INPUT : SP_OK;
   }
   /* Verified: the whole table in chunks, checksummed as it passes. */
@@ -494,14 +458,14 @@ int t5_model_read_embed(t5_model *m, const int32_t *ids, int64_t n, float *out) 
   uint32_t crc = 0;
   for (int64_t r0 = 0; r0 < c->vocab && !err; r0 += chunk_rows) {
     int64_t nr = c->vocab - r0 < chunk_rows ? c->vocab - r0 : chunk_rows;
-    err = pread_all(m->fd, buf, (size_t)nr * row_bytes, m->offset[0] + (uint64_t)r0 * row_bytes);
+    err = pread_all(f->fd, buf, (size_t)nr * row_bytes, f->offset[0] + (uint64_t)r0 * row_bytes);
     if (err) break;
     crc = crc32c(crc, buf, (size_t)nr * row_bytes);
     embed_copy_rows(m, buf, r0, nr, ids, n, out);
   }
   free(buf);
-  if (err || crc != m->crc[0]) {
-    rank_container_report_read(m->info.source, ds, m->crc[0], err, crc);
+  if (err || crc != f->crc[0]) {
+    rank_container_report_read(m->info.id.source, ds, f->crc[0], err, crc);
     return SP_ERR_INPUT;
   }
   return SP_OK;

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "kern_dtype.h"
+#include "model_id.h"
 #include "tokenizer.h"
 #include "umt5.h"
 
@@ -42,16 +43,10 @@ typedef struct t5_model t5_model;
 
 typedef struct t5_model_info {
   umt5_config config;
-  kern_dtype dtype;  /* as stored; reads always give fp32 */
-  char arch[32];
-  char preset[64];   /* "" when the config matches no preset */
-  char source[1024]; /* the path, or the synth: spec */
-  int synthetic;
-  uint64_t seed;     /* synth: only */
-  char checksum[96]; /* as vae_model_info's */
-  int tensors;
-  int64_t params;
-  int64_t file_bytes;   /* bytes of the weights as stored (0 for synth:) */
+  /* id.checksum over the weights' CRCs in table order, then the tokenizer
+   * datasets' (above). */
+  model_file_id id;
+  model_file_size size; /* of the umt5.h table */
   int32_t tok_pieces;   /* the stored tokenizer's pieces (0: none, synth:) */
 } t5_model_info;
 

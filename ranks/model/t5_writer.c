@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic_file.h"
+#include "container_io.h"
 #include "crc32c.h"
 #include "h5_util.h"
 #include "log.h"
@@ -15,9 +15,7 @@
 #include "t5_file_impl.h"
 
 struct t5_model_writer {
-  char path[4096];
-  char tmp[4096];
-  hid_t file;
+  rank_h5_out out;
   kern_dtype dtype;
   umt5_config c;
   int count;
@@ -83,14 +81,8 @@ int t5_file_tok_write(hid_t file, const tok_spec *t, uint32_t *crc, int *n) {
 
 /* ---- the writer ------------------------------------------------------------- */
 
-static int writer_fail(t5_model_writer *w, const char *what) {
-  sp_log_error("%s: cannot write the model file (%s)", w->path, what);
-  return SP_ERR_RUNTIME;
-}
-
 int t5_model_writer_open(const char *path, const umt5_config *c, kern_dtype dtype,
                          const char *preset, const tok_model *tok, t5_model_writer **out) {
-  rank_h5_silence();
   char err[256];
   if (umt5_config_check(c, err, sizeof err) != 0) {
     sp_log_error("%s: %s", path, err);
@@ -103,59 +95,39 @@ int t5_model_writer_open(const char *path, const umt5_config *c, kern_dtype dtyp
     return SP_ERR_INPUT;
   }
   t5_model_writer *w = sp_xcalloc(1, sizeof *w);
-  w->file = -1;
   w->part = -1;
   w->part_d = -1;
   w->dtype = dtype;
   w->c = *c;
   w->count = umt5_table_count(c);
-  snprintf(w->path, sizeof w->path, "%s", path);
-  int rc = rank_atomic_begin(path, w->tmp, sizeof w->tmp);
+  int rc = rank_container_out_open(&w->out, path, T5_MODEL_ARCH, preset, dtype);
+  if (rc == SP_OK && (t5_file_config_write(w->out.file, c) != 0 ||
+                      rank_h5_group_create(w->out.file, "/" T5_FILE_GROUP) != 0))
+    rc = rank_container_out_fail(&w->out, "cannot write the root attributes and groups");
+  if (rc == SP_OK && t5_file_tok_write(w->out.file, ts, w->tok_crc, &w->tok_n) != 0)
+    rc = rank_container_out_fail(&w->out, "cannot write the tokenizer");
   if (rc != SP_OK) {
-    free(w);
+    t5_model_writer_abort(w);
     return rc;
-  }
-  w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (w->file < 0) {
-    rc = writer_fail(w, "cannot create the temporary file");
-    goto fail;
-  }
-  hid_t g = -1;
-  int ok = rank_container_write_root(w->file, T5_MODEL_ARCH, preset, dtype) == 0 &&
-           t5_file_config_write(w->file, c) == 0 &&
-           (g = H5Gcreate2(w->file, "/" T5_FILE_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0;
-  if (g >= 0) H5Gclose(g);
-  if (!ok) {
-    rc = writer_fail(w, "cannot write the root attributes and groups");
-    goto fail;
-  }
-  if (t5_file_tok_write(w->file, ts, w->tok_crc, &w->tok_n) != 0) {
-    rc = writer_fail(w, "cannot write the tokenizer");
-    goto fail;
   }
   *out = w;
   return SP_OK;
-fail:
-  t5_model_writer_abort(w);
-  return rc;
 }
 
 int t5_model_writer_attr(t5_model_writer *w, const char *key, const char *value) {
-  if (rank_container_write_meta(w->file, key, value) != 0) return writer_fail(w, "metadata attribute");
-  return SP_OK;
+  return rank_container_out_meta(&w->out, key, value);
 }
 
 /* The dataset being written in parts (t5_model_writer_put_part). */
 static int part_begin(t5_model_writer *w, int i, const umt5_tensor *t, const char *ds) {
   hsize_t dims[2] = {(hsize_t)t->shape[0], (hsize_t)t->shape[1]};
   hid_t s = -1, dcpl = -1;
+  hid_t ftype = w->dtype == KERN_DTYPE_BF16 ? H5T_STD_U16LE : H5T_IEEE_F32LE;
   int ok = (s = H5Screate_simple(t->ndim, dims, NULL)) >= 0 &&
            (dcpl = H5Pcreate(H5P_DATASET_CREATE)) >= 0 &&
            H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-           (w->part_d = H5Dcreate2(w->file, ds, w->dtype == KERN_DTYPE_BF16 ? H5T_STD_U16LE
-                                                                           : H5T_IEEE_F32LE,
-                                   s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0;
+           (w->part_d = H5Dcreate2(w->out.file, ds, ftype, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0;
   if (dcpl >= 0) H5Pclose(dcpl);
   if (s >= 0) H5Sclose(s);
   w->part = i;
@@ -187,20 +159,20 @@ int t5_model_writer_put_part(t5_model_writer *w, const char *name, const float *
   char ds[128];
   t5_file_dataset_path(name, ds, sizeof ds);
   if (i < 0) {
-    sp_log_error("%s: %s is not a tensor of this text encoder", w->path, name);
+    sp_log_error("%s: %s is not a tensor of this text encoder", w->out.path, name);
     return SP_ERR_INPUT;
   }
   umt5_tensor t;
   umt5_table_entry(&w->c, i, &t);
   if (w->done[i]) {
-    sp_log_error("%s: %s written twice", w->path, ds);
+    sp_log_error("%s: %s written twice", w->out.path, ds);
     return SP_ERR_INPUT;
   }
   if (first != (w->part == i ? w->part_at : 0) || count < 1 || first + count > t.numel ||
       (w->part >= 0 && w->part != i)) {
     sp_log_error("%s: %s: part [%lld, %lld) out of order (parts go in order, one tensor at a "
                  "time, %lld values in all)",
-                 w->path, ds, (long long)first, (long long)(first + count), (long long)t.numel);
+                 w->out.path, ds, (long long)first, (long long)(first + count), (long long)t.numel);
     return SP_ERR_INPUT;
   }
   if (w->part < 0 && part_begin(w, i, &t, ds) != 0) goto fail;
@@ -230,7 +202,7 @@ int t5_model_writer_put_part(t5_model_writer *w, const char *name, const float *
   }
   return SP_OK;
 fail:
-  sp_log_error("%s: %s: HDF5 write failed (disk full?)", w->path, ds);
+  sp_log_error("%s: %s: HDF5 write failed (disk full?)", w->out.path, ds);
   return SP_ERR_RUNTIME;
 }
 
@@ -240,8 +212,8 @@ int t5_model_writer_put(t5_model_writer *w, const char *name, const float *data,
     umt5_tensor t;
     umt5_table_entry(&w->c, i, &t);
     if (numel != t.numel) {
-      sp_log_error("%s: /%s/%s: %lld values given, the table needs %lld", w->path, T5_FILE_GROUP,
-                   name, (long long)numel, (long long)t.numel);
+      sp_log_error("%s: /%s/%s: %lld values given, the table needs %lld", w->out.path,
+                   T5_FILE_GROUP, name, (long long)numel, (long long)t.numel);
       return SP_ERR_INPUT;
     }
   }
@@ -255,16 +227,13 @@ int t5_model_writer_commit(t5_model_writer *w) {
     if (!w->done[i]) {
       umt5_tensor t;
       umt5_table_entry(&w->c, i, &t);
-      sp_log_error("%s: /%s/%s was never written", w->path, T5_FILE_GROUP, t.name);
+      sp_log_error("%s: /%s/%s was never written", w->out.path, T5_FILE_GROUP, t.name);
       rc = SP_ERR_INPUT;
     }
     acc = rank_container_checksum_add(acc, w->crc[i]);
   }
   for (int i = 0; i < w->tok_n; i++) acc = rank_container_checksum_add(acc, w->tok_crc[i]);
-  if (rc == SP_OK) {
-    rc = rank_container_commit(&w->file, w->tmp, w->path, acc);
-    w->tmp[0] = '\0';
-  }
+  if (rc == SP_OK) rc = rank_container_out_commit(&w->out, acc);
   t5_model_writer_abort(w);
   return rc;
 }
@@ -272,8 +241,7 @@ int t5_model_writer_commit(t5_model_writer *w) {
 void t5_model_writer_abort(t5_model_writer *w) {
   if (!w) return;
   if (w->part_d >= 0) H5Dclose(w->part_d);
-  if (w->file >= 0) H5Fclose(w->file);
-  if (w->tmp[0]) rank_atomic_abort(w->tmp);
+  rank_h5_out_abort(&w->out);
   free(w->bf);
   free(w);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "container_io.h"
 #include "h5_util.h"
 #include "log.h"
 #include "model_container.h"
@@ -24,10 +25,7 @@ struct vae_model {
   vae_model_info info;
   wan_vae_weights w; /* structure only: the table's slots point here */
   wan_vae_table table;
-  int fd; /* -1 for synth: */
-  int verify;
-  uint64_t *offset; /* per table entry: data offset in the file */
-  uint32_t *crc;    /* per table entry: stored checksum */
+  rank_table_reader file;
 };
 
 /* ---- presets ------------------------------------------------------------- */
@@ -56,11 +54,7 @@ int vae_preset(const char *name, wan_vae_config *out) {
 
 const char *vae_preset_names(void) {
   static char list[128];
-  if (!list[0])
-    for (size_t i = 0; i < N_PRESETS; i++)
-      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-               presets[i].name);
-  return list;
+  return model_file_preset_list(list, sizeof list, presets, N_PRESETS, sizeof presets[0]);
 }
 
 static int config_equal(const wan_vae_config *a, const wan_vae_config *b) {
@@ -175,81 +169,55 @@ static void synth_tensor(uint64_t seed, const wan_vae_tensor *t, float *dst) {
 }
 
 static int open_synth(const char *spec, vae_model *m) {
-  char preset[64];
-  uint64_t seed;
-  if (rank_synth_spec_parse(spec, preset, sizeof preset, &seed) != SP_OK) return SP_ERR_INPUT;
-  if (vae_preset(preset, &m->info.config) != 0) {
-    sp_log_error("%s: unknown VAE preset '%s' (known: %s)", spec, preset, vae_preset_names());
-    return SP_ERR_INPUT;
-  }
-  m->info.synthetic = 1;
-  m->info.seed = seed;
-  m->info.dtype = KERN_DTYPE_F32;
-  snprintf(m->info.arch, sizeof m->info.arch, "%s", VAE_MODEL_ARCH);
-  snprintf(m->info.preset, sizeof m->info.preset, "%s", preset);
-  rank_synth_checksum(preset, seed, m->info.checksum, sizeof m->info.checksum);
-  return SP_OK;
+  model_file_id *id = &m->info.id;
+  int rc = model_file_id_synth(id, spec, VAE_MODEL_ARCH, KERN_DTYPE_F32);
+  if (rc == SP_OK && vae_preset(id->preset, &m->info.config) != 0)
+    rc = model_file_id_bad_preset(id, "VAE ", vae_preset_names());
+  return rc;
 }
 
 /* ---- validating reader ----------------------------------------------------- */
 
 static int open_file(const char *path, vae_model *m) {
-  hid_t f;
-  int rc = rank_container_open(path, &f);
-  if (rc != SP_OK) return rc;
-  rank_container_root root;
-  if ((rc = rank_container_read_root(f, path, VAE_MODEL_ARCH, &root)) != SP_OK) goto done;
   vae_model_info *in = &m->info;
-  snprintf(in->arch, sizeof in->arch, "%s", root.arch);
-  snprintf(in->preset, sizeof in->preset, "%s", root.preset);
-  snprintf(in->checksum, sizeof in->checksum, "%s", root.checksum);
-  in->dtype = root.dtype;
+  const wan_vae_table *t = &m->table;
+  uint32_t acc = 0;
+  hid_t f;
+  int rc = rank_container_open_id(path, VAE_MODEL_ARCH, &in->id, NULL, &f);
+  if (rc != SP_OK) return rc;
   if ((rc = vae_file_config_read(f, path, &in->config)) != SP_OK) goto done;
   if ((rc = rank_container_check_links(f, path)) != SP_OK) goto done;
   wan_vae_table_make(&in->config, &m->w, &m->table);
-  const wan_vae_table *t = &m->table;
   const char *root_names[] = {VAE_FILE_GROUP};
   if ((rc = rank_container_check_members(f, path, "/", root_names, 1)) != SP_OK) goto done;
   rank_container_tensor ct[WAN_VAE_MAX_TENSORS];
   for (int i = 0; i < t->count; i++)
     ct[i] = (rank_container_tensor){t->t[i].name, t->t[i].ndim, t->t[i].shape, t->t[i].numel};
-  uint32_t acc = 0;
-  rc = rank_container_check_tensors(f, path, VAE_FILE_GROUP, in->dtype, t->count, ct, &m->offset,
-                                    &m->crc, &acc);
-  if (rc != SP_OK) goto done;
-  if (m->verify && (rc = rank_container_checksum_check(path, in->checksum, acc)) != SP_OK)
-    goto done;
-  rc = SP_OK;
+  rc = rank_container_check_tensors(f, path, VAE_FILE_GROUP, in->id.dtype, t->count, ct,
+                                    &m->file.offset, &m->file.crc, &acc);
 done:
-  return rank_container_open_end(f, path, rc, &m->fd);
+  return rank_table_reader_end(&m->file, f, path, in->id.checksum, acc, rc);
 }
 
 int vae_model_open(const char *spec, int verify, vae_model **out) {
   vae_model *m = sp_xcalloc(1, sizeof *m);
-  m->fd = -1;
-  m->verify = verify;
-  snprintf(m->info.source, sizeof m->info.source, "%s", spec);
-  int rc = rank_model_spec_is_synth(spec) ? open_synth(spec, m) : open_file(spec, m);
+  int synth = rank_table_reader_start(&m->file, &m->info.id, spec, verify);
+  int rc = synth ? open_synth(spec, m) : open_file(spec, m);
   if (rc != SP_OK) {
     vae_model_close(m);
     return rc;
   }
   vae_model_info *in = &m->info;
   wan_vae_table_make(&in->config, &m->w, &m->table);
-  in->tensors = m->table.count;
-  in->params = m->table.params;
-  in->file_bytes = in->synthetic ? 0 : m->table.params * (int64_t)kern_dtype_size(in->dtype);
-  const char *p = vae_preset_match(&in->config);
-  if (!in->preset[0] && p) snprintf(in->preset, sizeof in->preset, "%s", p);
+  model_file_size_set(&in->size, &in->id, m->table.count, m->table.params);
+  model_file_id_match(&in->id, vae_preset_match(&in->config));
   *out = m;
   return SP_OK;
 }
 
 void vae_model_close(vae_model *m) {
   if (!m) return;
-  if (m->fd >= 0) close(m->fd);
-  free(m->offset);
-  free(m->crc);
+  rank_table_reader_close(&m->file);
   free(m);
 }
 
@@ -257,8 +225,9 @@ const vae_model_info *vae_model_get_info(const vae_model *m) { return &m->info; 
 
 int vae_model_read(vae_model *m, float *packed, int64_t packed_floats) {
   const wan_vae_table *t = &m->table;
+  const model_file_id *id = &m->info.id;
   if (packed_floats < t->packed_floats) {
-    sp_log_error("%s: buffer of %lld floats too small for the decoder's %lld", m->info.source,
+    sp_log_error("%s: buffer of %lld floats too small for the decoder's %lld", id->source,
                  (long long)packed_floats, (long long)t->packed_floats);
     return SP_ERR_RUNTIME;
   }
@@ -267,28 +236,23 @@ int vae_model_read(vae_model *m, float *packed, int64_t packed_floats) {
     int64_t next = i + 1 < t->count ? t->t[i + 1].offset : t->packed_floats;
     if (next > end) memset(packed + end, 0, (size_t)(next - end) * sizeof *packed);
   }
-  if (m->info.synthetic) {
-    for (int i = 0; i < t->count; i++) synth_tensor(m->info.seed, &t->t[i], packed + t->t[i].offset);
+  if (id->synthetic) {
+    for (int i = 0; i < t->count; i++) synth_tensor(id->seed, &t->t[i], packed + t->t[i].offset);
     return SP_OK;
   }
   /* fp32 lands in place; bf16 is read into one staging buffer, then widened. */
-  uint16_t *stage = m->info.dtype == KERN_DTYPE_BF16
+  uint16_t *stage = id->dtype == KERN_DTYPE_BF16
                         ? sp_xmalloc((size_t)t->params * sizeof *stage) : NULL;
   rank_container_f32 r[WAN_VAE_MAX_TENSORS];
-  for (int i = 0; i < t->count; i++)
-    r[i] = (rank_container_f32){m->offset[i], m->crc[i], t->t[i].numel, packed + t->t[i].offset};
-  int err_no = 0;
-  uint32_t got = 0;
-  int bad = rank_container_read_f32(m->fd, m->info.dtype, t->count, r, m->verify, stage, &err_no,
-                                    &got);
-  free(stage);
-  if (bad >= 0) {
-    char ds[128];
-    vae_file_dataset_path(t->t[bad].name, ds, sizeof ds);
-    rank_container_report_read(m->info.source, ds, m->crc[bad], err_no, got);
-    return SP_ERR_INPUT;
+  const char *names[WAN_VAE_MAX_TENSORS];
+  for (int i = 0; i < t->count; i++) {
+    r[i] = (rank_container_f32){m->file.offset[i], m->file.crc[i], t->t[i].numel,
+                                packed + t->t[i].offset};
+    names[i] = t->t[i].name;
   }
-  return SP_OK;
+  int rc = rank_table_reader_read(&m->file, id, VAE_FILE_GROUP, t->count, r, names, stage);
+  free(stage);
+  return rc;
 }
 
 int model_file_arch(const char *path, char *arch, size_t n) {

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "kern_dtype.h"
+#include "model_id.h"
 #include "wan_vae.h"
 
 #define VAE_MODEL_ARCH "wan2.1-vae"
@@ -33,19 +34,8 @@ typedef struct vae_model vae_model;
 
 typedef struct vae_model_info {
   wan_vae_config config;
-  kern_dtype dtype;   /* as stored; reads always give fp32 */
-  char arch[32];
-  char preset[64];    /* "" when the config matches no preset */
-  char source[1024];  /* the path, or the synth: spec */
-  int synthetic;
-  uint64_t seed;      /* synth: only */
-  /* For a file "crc32c:XXXXXXXX", the CRC-32C over the datasets' CRCs in
-   * table order (checked against them at open when verify is set); for
-   * synth: "synth:PRESET:SEED:vN" (N the generator's version). */
-  char checksum[96];
-  int tensors;        /* entries of the table */
-  int64_t params;     /* parameters of the decoder */
-  int64_t file_bytes; /* bytes of the weights as stored (0 for synth:) */
+  model_file_id id;     /* id.checksum over the datasets' CRCs in table order */
+  model_file_size size; /* of wan_vae_table */
 } vae_model_info;
 
 /* Known VAE presets: fills out and returns 0, or -1 for an unknown name. */

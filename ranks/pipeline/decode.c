@@ -22,7 +22,7 @@ int decode_check_latents(const vae_model *m, const char *what, int ndim, const i
   }
   if (dims[0] != c->z_dim) {
     sp_log_error("%s: latents have %lld channels; the VAE %s takes %lld", what,
-                 (long long)dims[0], vae_model_get_info(m)->source, (long long)c->z_dim);
+                 (long long)dims[0], vae_model_get_info(m)->id.source, (long long)c->z_dim);
     return SP_ERR_INPUT;
   }
   if (dims[1] < 1 || dims[2] < 1 || dims[3] < 1) {
@@ -132,7 +132,7 @@ int decode_weights_read(vae_model *m, decode_weights **out) {
     return rc;
   }
   sp_log_info("decode: read the VAE weights of %s (%.1f MB) in %.2f s",
-              vae_model_get_info(m)->source, (double)d->tab.packed_floats * 4 / 1e6,
+              vae_model_get_info(m)->id.source, (double)d->tab.packed_floats * 4 / 1e6,
               comm_now() - t);
   *out = d;
   return SP_OK;

@@ -126,8 +126,8 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
                            .s = rank_sampler_kind_name(j->sampler)};
   out[n++] = (job_setting){.key = "frames", .kind = SETTING_I64, .i = j->frames};
   out[n++] = (job_setting){.key = "size", .kind = SETTING_STR, .s = size};
-  out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->source};
-  out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->checksum};
+  out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->id.source};
+  out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->id.checksum};
   if (job_precision_fp8(s->o, mi)) /* MODEL.md "fp8 weights" (bf16: no attribute) */
     out[n++] = (job_setting){.key = "precision", .kind = SETTING_STR, .s = "fp8"};
   if (j->sched != RANK_SCHEDULE_SHIFTED) {

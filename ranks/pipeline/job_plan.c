@@ -25,7 +25,7 @@ int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const cha
     else
       snprintf(flag, sizeof flag, "--cfg: '%g,%g'", j->cfg, j->cfg_low);
     sp_log_error("%s gives two guidance scales (HIGH,LOW), one per expert of a two-expert "
-                 "model; %s has one expert: give one value", flag, mi->source);
+                 "model; %s has one expert: give one value", flag, mi->id.source);
     return SP_ERR_INPUT;
   }
   if (j->boundary_given) {
@@ -34,7 +34,7 @@ int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const cha
     else
       snprintf(flag, sizeof flag, "--boundary: '%g'", j->boundary);
     sp_log_error("%s chooses between the two experts of a two-expert model; %s has one expert",
-                 flag, mi->source);
+                 flag, mi->id.source);
     return SP_ERR_INPUT;
   }
   return SP_OK;

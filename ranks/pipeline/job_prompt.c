@@ -103,7 +103,8 @@ static void cost_of(const t5_model_info *in, int64_t total, int64_t longest, int
   out->tokens = total;
   out->layers = in->config.layers;
   out->dim = in->config.dim;
-  snprintf(out->preset, sizeof out->preset, "%s", in->preset[0] ? in->preset : "custom config");
+  snprintf(out->preset, sizeof out->preset, "%s",
+           in->id.preset[0] ? in->id.preset : "custom config");
 }
 
 int job_prompt_cost(const char *t5, int64_t total, int64_t longest, int cuda,
@@ -131,7 +132,7 @@ static int cost_check(const t5_model_info *in, const job_prompts *p) {
   if (host && c.host_bytes > host) {
     sp_log_error("--t5 %s: encoding %lld tokens needs %.2f GiB of host memory on rank 0; the "
                  "host has %.2f GiB",
-                 in->source, (long long)total, (double)c.host_bytes / (1 << 30),
+                 in->id.source, (long long)total, (double)c.host_bytes / (1 << 30),
                  (double)host / (1 << 30));
     return SP_ERR_INPUT;
   }
@@ -201,9 +202,9 @@ static int open_encoder(const job_session *s, t5_model **out) {
   }
   sp_log_info("run: encoding the prompts with %s (%s, %lld layers, dim %lld, %s) on the %s, "
               "before the model is placed",
-              in->source, in->preset[0] ? in->preset : "custom config",
+              in->id.source, in->id.preset[0] ? in->id.preset : "custom config",
               (long long)in->config.layers, (long long)in->config.dim,
-              kern_dtype_name(in->dtype),
+              kern_dtype_name(in->id.dtype),
               o->dev == RANK_DEVICE_CUDA ? "GPU (bf16, as encode --device cuda)" : "CPU (fp32)");
   *out = m;
   return SP_OK;

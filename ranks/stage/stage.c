@@ -50,7 +50,7 @@ int rank_stage_precision_check(const rank_model_info *mi, rank_device dev, int f
   if (mi->fp8 && !fp8) {
     sp_log_error("--precision bf16: %s holds fp8 weights (its blocks' linear weights are e4m3); "
                  "it runs in fp8 only (leave --precision out, or convert the checkpoint again "
-                 "with --dtype bf16)", mi->source);
+                 "with --dtype bf16)", mi->id.source);
     return SP_ERR_INPUT;
   }
   if (fp8 && dev == RANK_DEVICE_CUDA) {
@@ -83,7 +83,7 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
   s->experts = rank_model_get_info(m)->experts.count;
   if (cfg->swap_experts && s->experts < 2) {
     sp_log_error("%s: swapping experts at the switch needs a two-expert model, this one has %d",
-                 rank_model_get_info(m)->source, s->experts);
+                 rank_model_get_info(m)->id.source, s->experts);
     free(s);
     return SP_ERR_INPUT;
   }

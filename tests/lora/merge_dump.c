@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
   rc = rank_lora_open(specs, n, mi, &l);
   if (rc == SP_OK) {
     rank_model_set_merge(m, rank_lora_merge_group, l);
-    rc = rank_model_writer_open(argv[2], &mi->config, mi->dtype, mi->preset, &w);
+    rc = rank_model_writer_open(argv[2], &mi->config, mi->id.dtype, mi->id.preset, &w);
   }
   void *buf = NULL;
   for (int g = 0; g < 3 && rc == SP_OK; g++) {

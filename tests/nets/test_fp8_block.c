@@ -84,7 +84,7 @@ static void check_preset(const char *preset) {
  * refusal one line, logged by the check). */
 static void check_precision_rules(void) {
   rank_model_info mi = {.fp8 = 1};
-  snprintf(mi.source, sizeof mi.source, "f.h5");
+  snprintf(mi.id.source, sizeof mi.id.source, "f.h5");
   CHECK(rank_stage_precision_check(&mi, RANK_DEVICE_CPU, 1) == SP_OK, "fp8 file, cpu, fp8");
   CHECK(rank_stage_precision_check(&mi, RANK_DEVICE_CPU, 0) == SP_ERR_INPUT,
         "an fp8 file in bf16 is refused");

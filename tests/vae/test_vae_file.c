@@ -94,11 +94,11 @@ static void check_write_read(void) {
         "synth read");
   check_synth(&t, a, b);
   const vae_model_info *in = vae_model_get_info(s1);
-  CHECK(in->tensors == t.count && in->params == t.params && in->file_bytes == 0 &&
-            in->synthetic && in->dtype == KERN_DTYPE_F32 &&
-            strcmp(in->checksum, "synth:wan2.1-vae-tiny:1:v1") == 0,
-        "synth info: %d tensors, %lld params, checksum %s", in->tensors, (long long)in->params,
-        in->checksum);
+  CHECK(in->size.tensors == t.count && in->size.params == t.params && in->size.file_bytes == 0 &&
+            in->id.synthetic && in->id.dtype == KERN_DTYPE_F32 &&
+            strcmp(in->id.checksum, "synth:wan2.1-vae-tiny:1:v1") == 0,
+        "synth info: %d tensors, %lld params, checksum %s", in->size.tensors,
+        (long long)in->size.params, in->id.checksum);
 
   int level = sp_log_level();
   for (int dt = 0; dt < 2; dt++) {
@@ -127,9 +127,10 @@ static void check_write_read(void) {
       continue;
     }
     const vae_model_info *fi = vae_model_get_info(m);
-    CHECK(fi->dtype == dtype && strcmp(fi->preset, "wan2.1-vae-tiny") == 0 &&
-              fi->file_bytes == t.params * (int64_t)kern_dtype_size(dtype) &&
-              strncmp(fi->checksum, "crc32c:", 7) == 0 && strcmp(fi->arch, VAE_MODEL_ARCH) == 0,
+    CHECK(fi->id.dtype == dtype && strcmp(fi->id.preset, "wan2.1-vae-tiny") == 0 &&
+              fi->size.file_bytes == t.params * (int64_t)kern_dtype_size(dtype) &&
+              strncmp(fi->id.checksum, "crc32c:", 7) == 0 &&
+              strcmp(fi->id.arch, VAE_MODEL_ARCH) == 0,
           "%s: info (preset matched from the config, bytes, checksum)", path);
     memset(r, 0x7f, (size_t)t.packed_floats * sizeof *r);
     CHECK(vae_model_read(m, r, t.packed_floats) == SP_OK, "read %s", path);

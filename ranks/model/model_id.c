@@ -1,0 +1,51 @@
+/* The id every model file handle reports (see model_id.h). */
+#include "model_id.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "model_file.h"
+#include "synth.h"
+
+int model_file_id_start(model_file_id *id, const char *spec) {
+  snprintf(id->source, sizeof id->source, "%s", spec);
+  return rank_model_spec_is_synth(spec);
+}
+
+int model_file_id_synth(model_file_id *id, const char *spec, const char *arch, kern_dtype dtype) {
+  if (rank_synth_spec_parse(spec, id->preset, sizeof id->preset, &id->seed) != SP_OK)
+    return SP_ERR_INPUT;
+  id->synthetic = 1;
+  id->dtype = dtype;
+  snprintf(id->arch, sizeof id->arch, "%s", arch);
+  rank_synth_checksum(id->preset, id->seed, id->checksum, sizeof id->checksum);
+  return SP_OK;
+}
+
+int model_file_id_bad_preset(const model_file_id *id, const char *kind, const char *known) {
+  sp_log_error("%s: unknown %spreset '%s' (known: %s)", id->source, kind, id->preset, known);
+  return SP_ERR_INPUT;
+}
+
+void model_file_id_match(model_file_id *id, const char *match) {
+  if (!id->preset[0] && match) snprintf(id->preset, sizeof id->preset, "%s", match);
+}
+
+const char *model_file_preset_list(char *buf, size_t n, const void *table, size_t count,
+                                   size_t stride) {
+  if (buf[0]) return buf; /* joined already */
+  for (size_t i = 0; i < count; i++) {
+    /* A pointer to a struct, converted, points to its first member. */
+    const char *name = *(const char *const *)((const char *)table + i * stride);
+    snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", name);
+  }
+  return buf;
+}
+
+void model_file_size_set(model_file_size *s, const model_file_id *id, int tensors,
+                         int64_t params) {
+  s->tensors = tensors;
+  s->params = params;
+  s->file_bytes = id->synthetic ? 0 : params * (int64_t)kern_dtype_size(id->dtype);
+}
