@@ -58,26 +58,31 @@ static comm_staged *staging(comm_transport *t) {
 }
 #endif
 
-static int mpi_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
-                     comm_xfer *x, void *stream) {
+/* Posts a send (send = 1; buf is then only read) or a receive: a host
+ * buffer (no stream) straight over MPI, a device buffer staged through
+ * pinned host memory. */
+static int mpi_post(comm_transport *t, int send, void *buf, size_t bytes, int peer, int tag,
+                    comm_xfer *x, void *stream) {
   memset(x, 0, sizeof *x);
-  if (!stream) return comm_isend(t->w, buf, bytes, peer, tag, &x->mpi);
+  if (!stream)
+    return send ? comm_isend(t->w, buf, bytes, peer, tag, &x->mpi)
+                : comm_irecv(t->w, buf, bytes, peer, tag, &x->mpi);
 #ifdef STATICPIPE_HAVE_CUDA
-  return comm_staged_isend(staging(t), buf, bytes, peer, tag, x, stream);
+  return send ? comm_staged_isend(staging(t), buf, bytes, peer, tag, x, stream)
+              : comm_staged_irecv(staging(t), buf, bytes, peer, tag, x, stream);
 #else
   sp_fatal("internal: a device buffer in a build without CUDA");
 #endif
 }
 
+static int mpi_isend(comm_transport *t, const void *buf, size_t bytes, int peer, int tag,
+                     comm_xfer *x, void *stream) {
+  return mpi_post(t, 1, (void *)buf, bytes, peer, tag, x, stream);
+}
+
 static int mpi_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int tag,
                      comm_xfer *x, void *stream) {
-  memset(x, 0, sizeof *x);
-  if (!stream) return comm_irecv(t->w, buf, bytes, peer, tag, &x->mpi);
-#ifdef STATICPIPE_HAVE_CUDA
-  return comm_staged_irecv(staging(t), buf, bytes, peer, tag, x, stream);
-#else
-  sp_fatal("internal: a device buffer in a build without CUDA");
-#endif
+  return mpi_post(t, 0, buf, bytes, peer, tag, x, stream);
 }
 
 static int mpi_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,

@@ -351,6 +351,22 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
+/* Frees what watchdog_start made for the thread (its communicator and the
+ * per-peer arrays), once the thread is gone or never started. */
+static void watchdog_release(void) {
+  MPI_Comm_free(&g.comm);
+  free(g.peers);
+  free(g.vout);
+  free(g.vsend);
+  free(g.silent);
+  free(g.gone);
+  g.peers = NULL;
+  g.vout = NULL;
+  g.vsend = NULL;
+  g.silent = NULL;
+  g.gone = NULL;
+}
+
 static int watchdog_start(const comm_world *w, double timeout_s) {
   if (g.running) return SP_OK;
   g.w = w;
@@ -389,13 +405,7 @@ static int watchdog_start(const comm_world *w, double timeout_s) {
   atomic_store(&g.stop, 0);
   if (pthread_create(&g.thread, NULL, watchdog_main, NULL) != 0) {
     sp_log_error("watchdog: cannot start its thread");
-    MPI_Comm_free(&g.comm);
-    free(g.peers);
-    free(g.vout);
-    free(g.vsend);
-    free(g.silent);
-    free(g.gone);
-    g.peers = NULL;
+    watchdog_release();
     return SP_ERR_RUNTIME;
   }
   g.threaded = 1;
@@ -418,13 +428,7 @@ void comm_watchdog_stop(void) {
   if (g.threaded) {
     atomic_store(&g.stop, 1);
     pthread_join(g.thread, NULL);
-    MPI_Comm_free(&g.comm);
-    free(g.peers);
-    free(g.vout);
-    free(g.vsend);
-    free(g.silent);
-    free(g.gone);
-    g.peers = NULL;
+    watchdog_release();
     g.threaded = 0;
   }
   g.running = 0;

@@ -179,21 +179,15 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
                   "--device", (char *)o->device, "--no-preview", "--probe-links", "-q", "--json",
                   "-o", outp, NULL};
   for (int i = 0; args[i]; i++) av[c++] = args[i];
-  if (r->devices) {
-    av[c++] = "--devices";
-    av[c++] = (char *)r->devices;
-  }
-  if (o->precision) {
-    av[c++] = "--precision";
-    av[c++] = (char *)o->precision;
-  }
-  if (r->frac_arg) {
-    av[c++] = "--stream-frac";
-    av[c++] = (char *)r->frac_arg;
-  }
-  if (r->order_arg) {
-    av[c++] = "--order";
-    av[c++] = (char *)r->order_arg;
+  /* The flags a configuration sets only when it has a value for them. */
+  const char *const given[][2] = {{"--devices", r->devices},
+                                  {"--precision", o->precision},
+                                  {"--stream-frac", r->frac_arg},
+                                  {"--order", r->order_arg}};
+  for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
+    if (!given[i][1]) continue;
+    av[c++] = (char *)given[i][0];
+    av[c++] = (char *)given[i][1];
   }
   for (int i = 0; i < o->nextra; i++) av[c++] = o->extra[i];
   av[c] = NULL;

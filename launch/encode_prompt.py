@@ -47,7 +47,8 @@ import html
 import os
 import re
 import sys
-import tempfile
+
+from atomic_write import atomic_path
 
 WAN_T5_FILE = "models_t5_umt5-xxl-enc-bf16.pth"
 WAN_TOKENIZER_SUBDIR = "google/umt5-xxl"
@@ -109,23 +110,11 @@ def write_cond(path, context, context_null, attrs):
                                  % (name, a.shape, TEXT_DIM, TEXT_LEN))
         if not np.isfinite(a).all():
             raise RuntimeFailure("%s holds non-finite values (encoder overflow?)" % name)
-    out_dir = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                               dir=out_dir)
-    os.close(fd)
-    try:
-        with h5py.File(tmp, "w") as f:
-            for name, a in arrays.items():
-                f.create_dataset(name, data=np.ascontiguousarray(a, dtype=np.float32))
-            for k, v in attrs.items():
-                f.attrs[k] = v
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        for name, a in arrays.items():
+            f.create_dataset(name, data=np.ascontiguousarray(a, dtype=np.float32))
+        for k, v in attrs.items():
+            f.attrs[k] = v
 
 
 # ------------------------------------------------------------ the Wan-layout encoder

@@ -56,8 +56,11 @@ import math
 import os
 import statistics
 import sys
-import tempfile
 import time
+
+# launch/ holds the shared atomic_write module; found from any cwd.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from atomic_write import atomic_path  # noqa: E402
 
 CASES = {
     # name: (dim, ffn_dim, heads, grid (F', H', W'))
@@ -110,18 +113,8 @@ def median_ms(times):
 
 
 def atomic_write_text(path, text):
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".torch_block.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_path(path, prefix=".torch_block.") as tmp, open(tmp, "w") as f:
+        f.write(text)
 
 
 # ------------------------------------------------------------ torch parts

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "st_text.h"
 #include "tok_internal.h"
 
 typedef struct entity {
@@ -188,15 +187,7 @@ static void py_strip(const uint8_t *s, size_t *a, size_t *b) {
 }
 
 int tok_clean_wan(const char *in, size_t len, char **out, size_t *out_len, char *err, size_t errlen) {
-  if (len > TOK_MAX_TEXT_BYTES) {
-    tok_err(err, errlen, "%zu bytes, at most %u accepted", len, TOK_MAX_TEXT_BYTES);
-    return -1;
-  }
-  size_t bad = rank_st_utf8_check((const uint8_t *)in, len);
-  if (bad != len) {
-    tok_err(err, errlen, "invalid UTF-8 at byte %zu", bad);
-    return -1;
-  }
+  if (tok_text_check(in, len, "", err, errlen) != 0) return -1;
   tok_buf once = {0}, twice = {0}, ws = {0};
   html_unescape((const uint8_t *)in, len, &once);
   html_unescape(once.p, once.n, &twice);

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "log.h"
-#include "st_text.h"
 #include "tok_internal.h"
 
 static const char kSpace[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's escaped space */
@@ -183,15 +182,7 @@ static seg *viterbi(const tok_model *m, const uint8_t *s, size_t size, size_t *n
 
 int tok_model_encode(const tok_model *m, const char *text, size_t len, int32_t **ids, size_t *n,
                      char *err, size_t errlen) {
-  if (len > TOK_MAX_TEXT_BYTES) {
-    tok_err(err, errlen, "text of %zu bytes, at most %u accepted", len, TOK_MAX_TEXT_BYTES);
-    return -1;
-  }
-  size_t bad = rank_st_utf8_check((const uint8_t *)text, len);
-  if (bad != len) {
-    tok_err(err, errlen, "invalid UTF-8 at byte %zu", bad);
-    return -1;
-  }
+  if (tok_text_check(text, len, "text of ", err, errlen) != 0) return -1;
   tok_buf norm = {0};
   normalize(m, (const uint8_t *)text, len, &norm);
   if (norm.over) {

@@ -51,6 +51,11 @@ void tok_buf_put(tok_buf *b, const void *s, size_t n);
 
 void tok_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* An input text's admission: at most TOK_MAX_TEXT_BYTES and valid UTF-8.
+ * 0, or -1 with err set ("WHAT%zu bytes, at most ..." or "invalid UTF-8 at
+ * byte B"; what leads the size, "" or e.g. "text of "). */
+int tok_text_check(const char *text, size_t len, const char *what, char *err, size_t errlen);
+
 /* Id of a piece in the combined vocabulary, SentencePiece's PieceToId
  * without the unknown fallback: -1 when absent. */
 int32_t tok_spec_find(const tok_spec *s, const char *piece, size_t len);

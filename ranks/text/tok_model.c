@@ -18,6 +18,19 @@ void tok_err(char *err, size_t errlen, const char *fmt, ...) {
   va_end(ap);
 }
 
+int tok_text_check(const char *text, size_t len, const char *what, char *err, size_t errlen) {
+  if (len > TOK_MAX_TEXT_BYTES) {
+    tok_err(err, errlen, "%s%zu bytes, at most %u accepted", what, len, TOK_MAX_TEXT_BYTES);
+    return -1;
+  }
+  size_t bad = rank_st_utf8_check((const uint8_t *)text, len);
+  if (bad != len) {
+    tok_err(err, errlen, "invalid UTF-8 at byte %zu", bad);
+    return -1;
+  }
+  return 0;
+}
+
 void tok_buf_put(tok_buf *b, const void *s, size_t n) {
   if (b->over) return;
   if (n > TOK_MAX_NORMALIZED_BYTES - b->n) {
