@@ -306,6 +306,41 @@ static void cache_setup(bufs *B, const rank_job *jobs, int njobs) {
   B->in_x = sp_xcalloc((size_t)B->K, sizeof *B->in_x);
 }
 
+/* The micro-batches of one step of the jobs in flight, into all (job,
+ * branch, in job order); returns their count. The jobs must agree in
+ * steps, latent shape and experts' steps (the caller groups them so). */
+static int micro_batches_of(const rank_job *jobs, int njobs, micro *all) {
+  const int steps = jobs[0].steps;
+  int KA = 0;
+  for (int j = 0; j < njobs; j++) {
+    if (jobs[j].steps != steps || memcmp(jobs[j].lat, jobs[0].lat, sizeof jobs[0].lat) != 0)
+      sp_fatal("internal: jobs in flight together differ in steps or latent shape");
+    if ((jobs[j].expert == NULL) != (jobs[0].expert == NULL) ||
+        (jobs[0].expert && memcmp(jobs[j].expert, jobs[0].expert, (size_t)steps) != 0))
+      sp_fatal("internal: jobs in flight together differ in their experts' steps");
+    for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) all[KA++] = (micro){j, b};
+  }
+  return KA;
+}
+
+/* The last stage's step i of job j: its branches' velocities v (n floats
+ * each, checked finite), combined by the guidance scale of step i's expert
+ * (branch 0 conditional, branch 1 negative prompt), then the sampler's
+ * update of latent. on_device: the head ran on a GPU, whose activations
+ * are not checked on the way. */
+static void sampler_step(const rank_job *j, rank_sampler *smp, int i, float *const v[2],
+                         float *latent, int64_t n, int on_device) {
+  for (int b = 0; b < rank_job_micro_batches(j); b++)
+    check_finite(v[b], n, i, j->steps,
+                 on_device ? "the head output of this rank (made here or, on GPUs, "
+                             "on an earlier rank: device activations are not checked)"
+                           : "the head output this rank made");
+  const float g = j->expert && j->expert[i] == RANK_EXPERT_LOW ? j->cfg_low : j->cfg;
+  if (rank_job_micro_batches(j) == 2) rank_cfg_combine(v[1], v[0], g, v[0], (size_t)n);
+  rank_sampler_step(smp, i, v[0], latent);
+  check_finite(latent, n, i, j->steps, "the latent this rank's sampler updated");
+}
+
 int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
                          rank_stage *s, const rank_job *jobs, int njobs,
                          const double *replica_speed, int block_major, double timeout_s,
@@ -318,17 +353,10 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
   const int steps = jobs[0].steps;
   /* all: the step's micro-batches; mb: this replica's share of them */
   micro all[2 * RANK_PIPE_MAX_JOBS], mb[2 * RANK_PIPE_MAX_JOBS];
-  int KA = 0, K = 0;
-  for (int j = 0; j < njobs; j++) {
-    if (jobs[j].steps != steps || memcmp(jobs[j].lat, jobs[0].lat, sizeof jobs[0].lat) != 0)
-      sp_fatal("internal: jobs in flight together differ in steps or latent shape");
-    if ((jobs[j].expert == NULL) != (jobs[0].expert == NULL) ||
-        (jobs[0].expert && memcmp(jobs[j].expert, jobs[0].expert, (size_t)steps) != 0))
-      sp_fatal("internal: jobs in flight together differ in their experts' steps");
-    for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) all[KA++] = (micro){j, b};
-  }
   int owner[2 * RANK_PIPE_MAX_JOBS];
+  const int KA = micro_batches_of(jobs, njobs, all);
   plan_grid_owners(grid, replica_speed, KA, owner);
+  int K = 0;
   for (int k = 0; k < KA; k++)
     if (owner[k] == pos.replica) mb[K++] = all[k];
   const int nbuf = rank_stage_get_cfg(s)->act_buffers;
@@ -392,20 +420,8 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
       if (R > 1)
         exchange_velocities(tp, grid, pos, all, owner, KA, v, lat_bytes, timeout_s, vel_req,
                             stats);
-      for (int j = 0; j < njobs; j++) {
-        for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++)
-          check_finite(v[j][b], n, i, steps,
-                       B.stream ? "the head output of this rank (made here or, on GPUs, "
-                                  "on an earlier rank: device activations are not checked)"
-                                : "the head output this rank made");
-        /* branch 0 = conditional, branch 1 = negative prompt */
-        const float g = jobs[j].expert && jobs[j].expert[i] == RANK_EXPERT_LOW ? jobs[j].cfg_low
-                                                                             : jobs[j].cfg;
-        if (rank_job_micro_batches(&jobs[j]) == 2)
-          rank_cfg_combine(v[j][1], v[j][0], g, v[j][0], (size_t)n);
-        rank_sampler_step(smp[j], i, v[j][0], latent[j]);
-        check_finite(latent[j], n, i, steps, "the latent this rank's sampler updated");
-      }
+      for (int j = 0; j < njobs; j++)
+        sampler_step(&jobs[j], smp[j], i, v[j], latent[j], n, B.stream != NULL);
       rank_trace_span("sampler", "compute", t0, i, -1);
       stats->compute_s += comm_now() - t0;
       if (!first) { /* after the last step too: rank 0 reports it */
