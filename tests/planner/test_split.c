@@ -95,12 +95,23 @@ static void check_plan_o(const plan *p, const plan_model *m, const plan_options 
       CHECK(q->weight_bytes + q->streamed_bytes + q->act_bytes + q->reserve_bytes +
                     q->decoder_bytes > q->budget_bytes,
             "%s: rank %d streams %d blocks although all fit", what, r, q->num_streamed);
-    /* spread: the first block of a range stays resident unless all stream
-     * (a forced fraction of unequal blocks may take it among the largest) */
-    if (kmin == 0 && q->num_streamed > 0 && q->num_resident > 0 && m->block_bytes[q->first_block] ==
-                                                           m->block_bytes[q->last_block])
-      CHECK(!p->streamed[q->first_block] || m->block_bytes[q->first_block] > m->block_bytes[q->first_block + 1],
-            "%s: rank %d streams its first block", what, r);
+    /* which blocks stream: the largest (no resident block is larger than
+     * a streamed one), and among equal sizes spread so that the range's
+     * first block stays resident unless every block of its size streams */
+    if (q->num_streamed > 0 && q->num_resident > 0) {
+      uint64_t min_str = UINT64_MAX, max_res = 0;
+      int first_size_resident = 0;
+      for (int i = q->first_block; i <= q->last_block; i++) {
+        uint64_t bi = m->block_bytes[i];
+        if (p->streamed[i]) min_str = bi < min_str ? bi : min_str;
+        else max_res = bi > max_res ? bi : max_res;
+        if (!p->streamed[i] && bi == m->block_bytes[q->first_block]) first_size_resident = 1;
+      }
+      CHECK(max_res <= min_str, "%s: rank %d streams a %llu-byte block and keeps a %llu-byte one",
+            what, r, (unsigned long long)min_str, (unsigned long long)max_res);
+      CHECK(!p->streamed[q->first_block] || !first_size_resident,
+            "%s: rank %d streams its first block and keeps one of the same size", what, r);
+    }
   }
   CHECK(next == m->num_blocks, "%s: blocks end at %d of %d", what, next, m->num_blocks);
   for (int i = 0; i < m->num_blocks; i++) CHECK(seen[i] == 1, "%s: block %d held %d times", what, i, seen[i]);
