@@ -10,7 +10,7 @@ static int g_errors_at_reset;
 
 void cli_getopt_reset(void) {
   optind = 0; /* glibc: 0 re-initialises completely, GNU permutation stays on */
-  opterr = 1;
+  opterr = sp_log_level() >= 0; /* getopt's own complaints obey a silenced log */
   g_errors_at_reset = sp_log_error_count();
 }
 

@@ -254,7 +254,8 @@ typedef struct plan_cli {
 } plan_cli;
 
 /* One of plan's own options. */
-static int plan_set(plan_cli *c, int id, const char *v) {
+static int plan_set(void *ctx, int id, const char *v) {
+  plan_cli *c = ctx;
   char err[256];
   int64_t i64;
   kern_dtype dt;
@@ -293,7 +294,7 @@ static int plan_set(plan_cli *c, int id, const char *v) {
     }
     return SP_OK;
   case OPT_JSON: c->json = 1; return SP_OK;
-  default: c->help = 1; return SP_OK;
+  default: return CLI_HELP;
   }
 }
 
@@ -306,20 +307,12 @@ static int plan_parse(int argc, char **argv, plan_cli *c) {
   plan_options_default(&c->po);
   c->batch = 1;
   c->dtype_bytes = 2;
-  cli_getopt_reset();
-  const job_option *opt;
-  int r;
-  while ((r = cli_opts_next(&t, argc, argv, &opt)) == 1 && !c->help) {
-    int rc = opt->id < JOB_OPT_COUNT ? job_opts_set(&c->job, opt->id, optarg)
-                                     : plan_set(c, opt->id, optarg);
-    if (rc != SP_OK) return rc;
+  int rc = cli_parse("plan", &t, argc, argv, &c->job, plan_set, c);
+  if (rc == CLI_HELP) {
+    c->help = 1;
+    return SP_OK;
   }
-  if (c->help) return SP_OK;
-  if (r < 0) return cli_bad_usage("plan");
-  if (optind != argc) {
-    sp_log_error("plan: unexpected argument '%s' (the model is given with --model)", argv[optind]);
-    return cli_bad_usage("plan");
-  }
+  if (rc != SP_OK) return rc;
   if (!c->job.model) {
     sp_log_error("plan: --model is required (a model file or synth:wan2.1-14b)");
     return cli_bad_usage("plan");

@@ -53,29 +53,20 @@ static void run_usage(const cli_opts *t, FILE *f) {
   fprintf(f, "Threads per rank: OMP_NUM_THREADS (results do not depend on it).\n");
 }
 
-/* Every rank parses the same arguments and reaches the same verdict. */
-static int run_parse(int argc, char **argv, job_opts *o, int *json, int *help) {
-  cli_opts t;
-  run_table(&t);
-  job_opts_default(o);
-  cli_getopt_reset();
-  const job_option *opt;
-  int r;
-  while ((r = cli_opts_next(&t, argc, argv, &opt)) == 1) {
-    if (opt->id == O_HELP) {
-      *help = 1;
-      return SP_OK;
-    }
-    if (opt->id == O_JSON)
-      *json = o->json = 1;
-    else if (job_opts_set(o, opt->id, optarg) != SP_OK)
-      return SP_ERR_INPUT;
-  }
-  if (r < 0) return cli_bad_usage("run");
-  if (optind < argc) {
-    sp_log_error("run: unexpected argument '%s'", argv[optind]);
-    return cli_bad_usage("run");
-  }
+static int run_opt(void *ctx, int id, const char *value) {
+  (void)value;
+  job_opts *o = ctx;
+  if (id == O_HELP) return CLI_HELP;
+  o->json = 1; /* O_JSON */
+  return SP_OK;
+}
+
+/* Every rank parses the same arguments and reaches the same verdict; the
+ * caller prints --help (on rank 0 only). */
+static int run_parse(int argc, char **argv, job_opts *o, int *help) {
+  static const cli_command cmd = {"run", run_table, run_opt, NULL};
+  int rc = cli_command_parse(&cmd, argc, argv, o, o, help);
+  if (rc != SP_OK || *help) return rc;
   if (job_opts_check(o, JOB_CHECK_RUN | JOB_CHECK_DEVICE) != SP_OK) return cli_bad_usage("run");
   return SP_OK;
 }
@@ -189,18 +180,18 @@ static void print_json(const comm_world *w, const plan *p, const job_rank_stats 
 int cmd_run(int argc, char **argv) {
   comm_world w;
   job_opts o;
-  int help = 0, json = 0;
+  int help = 0;
   /* --timeout also bounds MPI start-up, so it is read before MPI starts:
    * silently, since the parse below reports any error once, on rank 0. */
   sp_log_set_level(-1);
-  if (run_parse(argc, argv, &o, &json, &help) != SP_OK) job_opts_default(&o);
+  if (run_parse(argc, argv, &o, &help) != SP_OK) job_opts_default(&o);
   sp_log_set_level(1);
   comm_init(&argc, &argv, 0, o.timeout, &w);
-  help = json = 0;
+  help = 0;
   /* Every rank parses the same arguments and reaches the same verdict; only
    * rank 0 speaks. */
   if (w.rank != 0) sp_log_set_level(-1);
-  int rc = run_parse(argc, argv, &o, &json, &help);
+  int rc = run_parse(argc, argv, &o, &help);
   sp_log_set_level(1);
   if (help && w.rank == 0) {
     cli_opts t;
@@ -226,7 +217,7 @@ int cmd_run(int argc, char **argv) {
   if (rc == SP_OK) rc = job_session_run(s);
   rc = job_session_finish(s, rc, &all);
   if (all && !o.quiet) print_rank_table(&w, all);
-  if (all && json) print_json(&w, p, all, s);
+  if (all && o.json) print_json(&w, p, all, s);
   free(all);
   job_session_close(s);
   comm_set_phase("finishing");
