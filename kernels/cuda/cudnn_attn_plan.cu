@@ -114,9 +114,15 @@ att_plan *att_plan_get(att_engine *e, const kern_attn_params *p, float scale, co
     return pl;
   }
   att_device_grow(&e->workspace, &e->workspace_bytes, pl->g.workspace);
-  sp_log_debug("attention: %s plan for Lq %lld, Lk %lld, heads %lld: form %d, workspace %lld",
+  sp_log_debug("attention: %s plan for Lq %lld, Lk %lld, heads %lld: form %d, engine %lld, "
+               "workspace %lld",
                f->name, (long long)p->Lq, (long long)p->Lk, (long long)p->heads, pl->form,
-               (long long)pl->g.workspace);
+               (long long)pl->g.engine, (long long)pl->g.workspace);
+  if (pl->g.nondet_used)
+    sp_log_warn("attention: cudnn %zu offers %s for Lq %lld, Lk %lld, heads %lld only through "
+                "engine %lld, which it marks nondeterministic: reruns may differ in the last bits",
+                cudnnGetVersion(), f->name, (long long)p->Lq, (long long)p->Lk,
+                (long long)p->heads, (long long)pl->g.engine);
   return pl;
 }
 

@@ -129,10 +129,66 @@ cudnnBackendDescriptor_t att_reduce(att_builder *b, cudnnReduceTensorOp_t mode,
   return att_node(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction op", oa, 3);
 }
 
-/* The graph of ops, heuristics (mode A), the first engine config that
- * finalises with a workspace of at most ATT_MAX_WORKSPACE: SUCCESS with
- * b->g's plan and workspace set, or the first failure with *what naming
- * it. */
+/* Whether cuDNN marks cfg's engine CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
+ * (its reruns may differ in the last bits): 1 marked, 0 not marked or its
+ * notes unreadable (as before the notes were read). *engine is its global
+ * index (-1 unread). */
+static int att_engine_nondeterministic(cudnnBackendDescriptor_t cfg, int64_t *engine) {
+  *engine = -1;
+  cudnnBackendDescriptor_t eng = NULL;
+  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS)
+    return 0;
+  int64_t n = 0;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  int marked = 0;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                               &n, &eng) == CUDNN_STATUS_SUCCESS) {
+    if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                                 notes) == CUDNN_STATUS_SUCCESS)
+      for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+        marked |= notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                 engine) != CUDNN_STATUS_SUCCESS)
+      *engine = -1;
+  }
+  cudnnBackendDestroyDescriptor(eng);
+  return marked;
+}
+
+/* An execution plan of one engine config: SUCCESS with *plan and *ws set,
+ * else cuDNN's status (*what set when the workspace is the reason). */
+static cudnnStatus_t att_plan_of(cudnnHandle_t handle, cudnnBackendDescriptor_t cfg,
+                                 cudnnBackendDescriptor_t *out, int64_t *ws, const char **what) {
+  cudnnBackendDescriptor_t plan = NULL;
+  cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+  if (s != CUDNN_STATUS_SUCCESS) return s;
+  int64_t n = 0;
+  s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                               &handle);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                 CUDNN_TYPE_INT64, 1, &n, ws);
+  if (s == CUDNN_STATUS_SUCCESS && (*ws < 0 || *ws > ATT_MAX_WORKSPACE)) {
+    s = CUDNN_STATUS_NOT_SUPPORTED;
+    *what = "the only engines want a workspace above 1 GiB (not fused)";
+  }
+  if (s == CUDNN_STATUS_SUCCESS)
+    *out = plan;
+  else
+    cudnnBackendDestroyDescriptor(plan);
+  return s;
+}
+
+/* The graph of ops, heuristics (mode A), and the first engine config that
+ * finalises with a workspace of at most ATT_MAX_WORKSPACE, taking engines
+ * cuDNN marks nondeterministic only when no other finalises (then
+ * b->g->nondet_used says so): SUCCESS with b->g's plan, workspace and
+ * engine set, or the first failure with *what naming it. */
 cudnnStatus_t att_graph_finalize(cudnnHandle_t handle, att_builder *b,
                                  cudnnBackendDescriptor_t *ops, int nops, const char **what) {
   cudnnBackendDescriptor_t g = att_new(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "graph");
@@ -169,33 +225,21 @@ cudnnStatus_t att_graph_finalize(cudnnHandle_t handle, att_builder *b,
   }
   cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
   *what = "no engine config finalised a plan";
-  for (int64_t i = 0; i < got; i++) {
-    cudnnBackendDescriptor_t plan = NULL;
-    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
-        CUDNN_STATUS_SUCCESS)
-      break;
-    int64_t ws = 0, n = 0;
-    s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                                 &handle);
-    if (s == CUDNN_STATUS_SUCCESS)
-      s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
-    if (s == CUDNN_STATUS_SUCCESS)
-      s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                   CUDNN_TYPE_INT64, 1, &n, &ws);
-    if (s == CUDNN_STATUS_SUCCESS && (ws < 0 || ws > ATT_MAX_WORKSPACE)) {
-      s = CUDNN_STATUS_NOT_SUPPORTED;
-      *what = "the only engines want a workspace above 1 GiB (not fused)";
+  int64_t engine[MAXCFG];
+  int nondet[MAXCFG];
+  for (int64_t i = 0; i < got; i++) nondet[i] = att_engine_nondeterministic(cfg[i], &engine[i]);
+  /* Pass 0 the engines not marked nondeterministic, pass 1 the others. */
+  for (int pass = 0; pass < 2; pass++)
+    for (int64_t i = 0; i < got; i++) {
+      if (nondet[i] != pass) continue;
+      s = att_plan_of(handle, cfg[i], &b->g->plan, &b->g->workspace, what);
+      if (s == CUDNN_STATUS_SUCCESS) {
+        b->g->engine = engine[i];
+        b->g->nondet_used = pass;
+        return s;
+      }
+      last = s;
     }
-    if (s == CUDNN_STATUS_SUCCESS) {
-      b->g->plan = plan;
-      b->g->workspace = ws;
-      return CUDNN_STATUS_SUCCESS;
-    }
-    last = s;
-    cudnnBackendDestroyDescriptor(plan);
-  }
   return last;
 }
 
@@ -206,6 +250,8 @@ void att_graph_release(att_graph *g) {
   g->ndescs = 0;
   g->plan = NULL;
   g->workspace = 0;
+  g->engine = -1;
+  g->nondet_used = 0;
 }
 
 void att_graph_execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, int64_t n,

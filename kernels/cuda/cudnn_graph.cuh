@@ -25,6 +25,8 @@ typedef struct att_graph {
   cudnnBackendDescriptor_t descs[ATT_MAX_DESCS];
   int ndescs;
   int64_t workspace; /* bytes the plan needs */
+  int64_t engine;    /* cuDNN's global index of the plan's engine */
+  int nondet_used;   /* 1: cuDNN marks that engine nondeterministic (no other finalised) */
 } att_graph;
 
 typedef struct att_builder {

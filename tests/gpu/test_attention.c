@@ -25,6 +25,7 @@
  *   test_attention --small   three small shapes, for compute-sanitizer
  *   --flash-only             only the own kernel (racecheck)
  *                            (memcheck, racecheck, synccheck)
+ *   -v                       log each cuDNN plan: its form and engine
  * Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -310,8 +311,10 @@ int main(int argc, char **argv) {
       small = 1;
     } else if (strcmp(argv[i], "--flash-only") == 0) {
       flash_only = 1;
+    } else if (strcmp(argv[i], "-v") == 0) {
+      sp_log_set_level(2); /* each cuDNN plan's form and engine */
     } else {
-      fprintf(stderr, "usage: %s [--small] [--flash-only]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--small] [--flash-only] [-v]\n", argv[0]);
       return 2;
     }
   }
