@@ -156,14 +156,15 @@ static int att_engine_nondeterministic(cudnnBackendDescriptor_t cfg, int64_t *en
   return marked;
 }
 
-/* An execution plan of one engine config: SUCCESS with *plan and *ws set,
- * else cuDNN's status (*what set when the workspace is the reason). */
+/* An execution plan of one engine config: SUCCESS with *out and *ws set,
+ * else cuDNN's status with neither touched (*what set when the workspace is
+ * the reason). */
 static cudnnStatus_t att_plan_of(cudnnHandle_t handle, cudnnBackendDescriptor_t cfg,
                                  cudnnBackendDescriptor_t *out, int64_t *ws, const char **what) {
   cudnnBackendDescriptor_t plan = NULL;
   cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
   if (s != CUDNN_STATUS_SUCCESS) return s;
-  int64_t n = 0;
+  int64_t bytes = 0, n = 0;
   s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
                                &handle);
   if (s == CUDNN_STATUS_SUCCESS)
@@ -172,15 +173,17 @@ static cudnnStatus_t att_plan_of(cudnnHandle_t handle, cudnnBackendDescriptor_t 
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
   if (s == CUDNN_STATUS_SUCCESS)
     s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                 CUDNN_TYPE_INT64, 1, &n, ws);
-  if (s == CUDNN_STATUS_SUCCESS && (*ws < 0 || *ws > ATT_MAX_WORKSPACE)) {
+                                 CUDNN_TYPE_INT64, 1, &n, &bytes);
+  if (s == CUDNN_STATUS_SUCCESS && (bytes < 0 || bytes > ATT_MAX_WORKSPACE)) {
     s = CUDNN_STATUS_NOT_SUPPORTED;
     *what = "the only engines want a workspace above 1 GiB (not fused)";
   }
-  if (s == CUDNN_STATUS_SUCCESS)
-    *out = plan;
-  else
+  if (s != CUDNN_STATUS_SUCCESS) {
     cudnnBackendDestroyDescriptor(plan);
+    return s;
+  }
+  *out = plan;
+  *ws = bytes;
   return s;
 }
 
