@@ -103,7 +103,17 @@ int main(int argc, char **argv) {
   CHECK(memcmp(head + 12, "IHDR", 4) == 0 && head[11] == 13, "no IHDR first");
   uint32_t wid = (uint32_t)head[16] << 24 | head[17] << 16 | head[18] << 8 | head[19];
   uint32_t hei = (uint32_t)head[20] << 24 | head[21] << 16 | head[22] << 8 | head[23];
-  CHECK(wid == 15 && hei == 4, "image %ux%u, want 15x4 (3 frames of 5 side by side)", wid, hei);
+  CHECK(wid == 3 * 5 * 8 && hei == 4 * 8, "image %ux%u, want 120x32 (3 frames of 5x4 side by "
+        "side, each 8x)", wid, hei);
+  /* The scale halves while the image exceeds 2^26 pixels: 4 frames of
+   * 1024x1024 in a 2x2 grid are 16384^2 pixels at 8x, 8192^2 = 2^26 at 4x. */
+  CHECK(rank_preview_scale(4, 1024, 1024) == 4, "scale %lld, want 4",
+        (long long)rank_preview_scale(4, 1024, 1024));
+  CHECK(rank_preview_scale(1, 8192, 8192) == 1 && rank_preview_scale(1, 8193, 8192) == 0,
+        "scale of a 2^26-position frame not 1, or of a larger one not 0");
+  CHECK(rank_preview_frame(0, 4, 21) == 0 && rank_preview_frame(1, 4, 21) == 7 &&
+            rank_preview_frame(2, 4, 21) == 13 && rank_preview_frame(3, 4, 21) == 20,
+        "the frames of 4 tiles over 21 are not 0, 7, 13, 20");
   CHECK(head[24] == 8 && head[25] == 2, "not 8-bit RGB");
 
   unlink(path);
