@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_out.h"
 #include "safetensors.h"
 
 /* ---- messages ------------------------------------------------------------ */
@@ -42,37 +43,7 @@ const char *rank_st_printable(const char *s, size_t n, char *buf, size_t cap) {
 
 /* ---- bytes --------------------------------------------------------------- */
 
-/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, <= U+10FFFF.
- * Returns the offset of the first bad byte, or n when all is well. */
-size_t rank_st_utf8_check(const unsigned char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t len;
-    uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2, cp = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3, cp = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4, cp = c & 0x07, min = 0x10000;
-    } else {
-      return i;
-    }
-    if (n - i < len) return i;
-    for (size_t k = 1; k < len; k++) {
-      if ((s[i + k] & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (s[i + k] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
-    i += len;
-  }
-  return n;
-}
+size_t rank_st_utf8_check(const unsigned char *s, size_t n) { return io_utf8_check(s, n); }
 
 /* ---- duplicate keys -------------------------------------------------------
  * json-c keeps the last of two equal keys without a word, so the JSON text

@@ -12,8 +12,8 @@ void rank_st_set_err(char *err, size_t errlen, const char *fmt, ...)
 /* A name from the file made safe to print on one line: at most 120 bytes,
  * anything outside printable ASCII as \xNN. */
 const char *rank_st_printable(const char *s, size_t n, char *buf, size_t cap);
-/* Index of the first byte that breaks UTF-8 (or is NUL); n when all
- * of s is valid. (See st_text.c.) */
+/* Index of the first byte that breaks strict UTF-8 (io_utf8_check); n
+ * when all of s is valid. */
 size_t rank_st_utf8_check(const unsigned char *s, size_t n);
 /* 0, or -1 with a message: a duplicate key in any object of the JSON
  * text s (already known to parse); *top_keys gets the root object's

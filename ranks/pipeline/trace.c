@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic_file.h"
+#include "json_out.h"
 #include "log.h"
 
 #ifdef STATICPIPE_HAVE_CUDA
@@ -74,42 +74,48 @@ void rank_trace_pop(void) {
 #endif
 }
 
+/* One trace event: a complete span ("ph":"X") or a counter sample ("C"). */
+static json_object *event_of(const wire_span *s, int rank) {
+  json_object *e = json_object_new_object(), *args = json_object_new_object();
+  json_object_object_add(e, "name", io_json_string(s->name));
+  json_object_object_add(e, "pid", json_object_new_int(rank));
+  json_object_object_add(e, "ts", json_object_new_double(s->t0 * 1e6));
+  if (strcmp(s->cat, "counter") == 0) {
+    json_object_object_add(e, "ph", json_object_new_string("C"));
+    json_object_object_add(args, "value", json_object_new_double(s->value));
+  } else {
+    json_object_object_add(e, "cat", io_json_string(s->cat));
+    json_object_object_add(e, "ph", json_object_new_string("X"));
+    json_object_object_add(e, "tid", json_object_new_int(0));
+    json_object_object_add(e, "dur", json_object_new_double((s->t1 - s->t0) * 1e6));
+    json_object_object_add(args, "step", json_object_new_int(s->step));
+    json_object_object_add(args, "micro_batch", json_object_new_int(s->mb));
+  }
+  json_object_object_add(e, "args", args);
+  return e;
+}
+
 static int write_trace(const comm_world *w, const wire_span *all, const uint64_t *counts) {
-  char tmp[4200];
-  int rc = rank_atomic_begin(g_path, tmp, sizeof tmp);
-  if (rc != SP_OK) return rc;
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    sp_log_error("%s: cannot write the trace", g_path);
-    rank_atomic_abort(tmp);
-    return SP_ERR_INPUT;
-  }
-  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-  int firstev = 1;
-  for (int r = 0; r < w->size; r++)
-    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d "
-            "(%s)\"}}", firstev ? (firstev = 0, "") : ",\n", r, r, w->hosts[r]);
-  size_t off = 0;
+  json_object *doc = json_object_new_object(), *events = json_object_new_array();
+  json_object_object_add(doc, "displayTimeUnit", json_object_new_string("ms"));
   for (int r = 0; r < w->size; r++) {
-    for (uint64_t i = 0; i < counts[r]; i++, off++) {
-      const wire_span *s = &all[off];
-      if (strcmp(s->cat, "counter") == 0) {
-        fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%d,\"ts\":%.3f,\"args\":{\"value\":%.6g}}",
-                s->name, r, s->t0 * 1e6, s->value);
-        continue;
-      }
-      fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
-              "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d,\"micro_batch\":%d}}",
-              s->name, s->cat, r, s->t0 * 1e6, (s->t1 - s->t0) * 1e6, s->step, s->mb);
-    }
+    char name[600];
+    snprintf(name, sizeof name, "rank %d (%s)", r, w->hosts[r]);
+    json_object *e = json_object_new_object(), *args = json_object_new_object();
+    json_object_object_add(e, "name", json_object_new_string("process_name"));
+    json_object_object_add(e, "ph", json_object_new_string("M"));
+    json_object_object_add(e, "pid", json_object_new_int(r));
+    json_object_object_add(args, "name", io_json_string(name));
+    json_object_object_add(e, "args", args);
+    json_object_array_add(events, e);
   }
-  fprintf(f, "\n]}\n");
-  if (fclose(f) != 0) {
-    sp_log_error("%s: writing the trace failed (disk full?)", g_path);
-    rank_atomic_abort(tmp);
-    return SP_ERR_RUNTIME;
-  }
-  rc = rank_atomic_commit(tmp, g_path);
+  size_t off = 0;
+  for (int r = 0; r < w->size; r++)
+    for (uint64_t i = 0; i < counts[r]; i++, off++)
+      json_object_array_add(events, event_of(&all[off], r));
+  json_object_object_add(doc, "traceEvents", events);
+  int rc = io_json_write_file(g_path, "the trace", doc);
+  json_object_put(doc);
   if (rc == SP_OK) sp_log_info("trace: wrote %s (%zu spans)", g_path, off);
   return rc;
 }
