@@ -111,7 +111,7 @@ def bicubic_resize(img, oh, ow):
     img = np.asarray(img, dtype=np.float64)
     my = _cubic_matrix(img.shape[1], oh)
     mx = _cubic_matrix(img.shape[2], ow)
-    return np.einsum("oh,chw,pw->cop", my, img, mx)
+    return np.matmul(np.matmul(my, img), mx.T)     # rows, then columns
 
 
 # ---------------------------------------------------------------- TI2V-5B
