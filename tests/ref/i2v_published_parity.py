@@ -23,8 +23,9 @@ file stops the script instead of being checked wrongly):
 - vae2_1.py / vae2_2.py: Upsample's float32 round trip is skipped;
 - the pipelines' float32 noise is generated as published and widened to
   float64 (the same values); the scheduler's steps run with float32 as the
-  default dtype, as in a published run; the VAE wrappers' final .float()
-  is skipped; the text encoder is a table of random contexts.
+  default dtype, as in a published run (and again with float64 sigmas, see
+  below); the VAE wrappers' final .float() is skipped; the text encoder is
+  a table of random contexts.
 
 What is compared, each with its relative L2 (STYLE.md 9) or bit equality:
 the Wan 2.1 VAE encoder (WanVAE_.encode), the Wan 2.2 VAE encoder and
@@ -33,9 +34,12 @@ decoder, the DiT with in_dim 36 and with per-token timesteps
 F.interpolate, PIL LANCZOS resize, best_output_size), and the two
 pipelines end to end (WanI2V.generate, WanTI2V.generate for t2v and i2v):
 conditioning tensor, experts per step, per-token timesteps, final latents.
-The loops agree to ~1e-7, not 1e-14: the published scheduler computes its
-coefficients from float32 sigmas in float32, the reference (as staticpipe,
-MODEL.md "Sampler") in double. Exit 0 when every check passes.
+Each pipeline runs twice: with the scheduler as published, whose
+coefficients come from its float32 sigmas in float32 (the loops then agree
+to ~1e-7), and with those sigmas widened to float64 (same values), so that
+every coefficient is computed in double as the reference (and staticpipe,
+MODEL.md "Sampler") computes them: then to ~1e-15. Exit 0 when every check
+passes.
 """
 
 import argparse
@@ -326,28 +330,40 @@ def widen_randn():
     return orig, randn
 
 
-def run_pipeline(pub, fn):
-    """Runs a pipeline call in float64 with the float32 noise widened, and
-    the scheduler's steps under float32 as the default dtype, as in a
-    published run (its small tensors are made with the default dtype and
-    must match its float32 sigmas; the samples stay float64)."""
+def run_pipeline(pub, fn, log):
+    """Runs a pipeline call twice in float64 with the float32 noise widened:
+    first with the scheduler as published (its steps under float32 as the
+    default dtype, so its coefficients come from the float32 sigmas in
+    float32), then with the scheduler's sigmas widened to float64 (the same
+    values; every coefficient in double, as the reference computes them).
+    Returns both final latents; log keeps the first run's model calls."""
     import torch
     cls = pub.image2video.FlowUniPCMultistepScheduler
     orig_randn, wide = widen_randn()
     orig_step = cls.step
 
-    def step(self, *a, **kw):
+    def step32(self, *a, **kw):
         torch.set_default_dtype(torch.float32)
         try:
             return orig_step(self, *a, **kw)
         finally:
             torch.set_default_dtype(torch.float64)
-    torch.randn, cls.step = wide, step
+
+    def step64(self, *a, **kw):
+        self.sigmas = self.sigmas.double()
+        return orig_step(self, *a, **kw)
+    outs = []
     try:
-        with torch.no_grad():
-            return fn()
+        for step in (step32, step64):
+            torch.randn, cls.step = wide, step
+            with torch.no_grad():
+                outs.append(fn().numpy())
+            if len(outs) == 1:
+                n = len(log)
     finally:
         torch.randn, cls.step = orig_randn, orig_step
+    del log[n:]
+    return outs
 
 
 def noise_of(seed, shape):
@@ -370,7 +386,10 @@ def check_i2v(pub, rng):
     vae.load_state_dict({k: t64(v) for k, v in vsd.items()}, strict=False)
     high, low = R.random_dit(small_dit(36, 16), rng), R.random_dit(small_dit(36, 16), rng)
     ctx = {"cond": rng.standard_normal((7, 24)), "neg": rng.standard_normal((3, 24))}
-    for (ih, iw, max_area, frames, steps) in ((40, 90, 48 * 64, 5, 4), (61, 47, 40 * 40, 9, 3)):
+    # The third case is the published rounding at work: a 480x832 image at
+    # max_area 480*832 gets 58 latent rows (464 pixels), not 60.
+    for (ih, iw, max_area, frames, steps) in ((40, 90, 48 * 64, 5, 4), (61, 47, 40 * 40, 9, 3),
+                                              (480, 832, 480 * 832, 1, 1)):
         u8 = rng.integers(0, 256, (ih, iw, 3), dtype=np.uint8)
         seed = int(rng.integers(0, 2 ** 31))
         log = []
@@ -383,14 +402,16 @@ def check_i2v(pub, rng):
             high_noise_model=Recorder(published_dit(pub, high, "i2v"), "high", log),
             low_noise_model=Recorder(published_dit(pub, low, "i2v"), "low", log))
         t0 = time.time()
-        out = run_pipeline(pub, lambda: obj.generate(
+        out32, out = run_pipeline(pub, lambda: obj.generate(
             "cond", Image.fromarray(u8, "RGB"), max_area=max_area, frame_num=frames,
             shift=R.I2V_A14B["shift"], sample_solver="unipc", sampling_steps=steps,
             guide_scale=R.I2V_A14B["guide_scale"], n_prompt="neg", seed=seed,
-            offload_model=False)).numpy()
+            offload_model=False), log)
         y, _ = R.i2v_condition(vcfg, vsd, u8, max_area, frames, pixel_dtype=np.float64)
         ypub = log[0]["y"]
         same_shape = y.shape == ypub.shape
+        check(same_shape, "I2V %dx%d max_area %d: y %s, published %s"
+              % (ih, iw, max_area, y.shape, ypub.shape))
         check(same_shape and np.array_equal(y[:4], ypub[:4]),
               "I2V %dx%d max_area %d: mask channels %s bit for bit"
               % (ih, iw, max_area, y[:4].shape))
@@ -400,8 +421,9 @@ def check_i2v(pub, rng):
         got, used = R.sample_i2v(high, low, noise, y, ctx["cond"], ctx["neg"], steps)
         pub_used = [e["name"] for e in log[::2]]
         check(used == pub_used, "I2V experts per step %s == published %s" % (used, pub_used))
-        record("I2V-A14B loop, %d steps, %s (%.0fs)" % (steps, "/".join(used), time.time() - t0),
-               rel_l2(got, out), 1e-5)
+        what = "I2V-A14B loop %dx%d, %d steps, %s" % (ih, iw, steps, "/".join(used))
+        record(what + ", published scheduler (float32 coefficients)", rel_l2(got, out32), 1e-5)
+        record(what + ", scheduler in float64 (%.0fs)" % (time.time() - t0), rel_l2(got, out), 1e-12)
 
 
 def check_ti2v(pub, rng):
@@ -429,17 +451,17 @@ def check_ti2v(pub, rng):
         u8 = rng.integers(0, 256, (ih, iw, 3), dtype=np.uint8)
         t0 = time.time()
         if mode == "i2v":
-            out = run_pipeline(pub, lambda: obj.generate(
+            out32, out = run_pipeline(pub, lambda: obj.generate(
                 "cond", img=Image.fromarray(u8, "RGB"), max_area=max_area, frame_num=frames,
                 shift=5.0, sample_solver="unipc", sampling_steps=steps, guide_scale=5.0,
-                n_prompt="neg", seed=seed, offload_model=False)).numpy()
+                n_prompt="neg", seed=seed, offload_model=False), log)
             z, (oh, ow) = R.ti2v_image_latent(vcfg, vsd, u8, max_area, pixel_dtype=np.float64)
             shape = (48, (frames - 1) // 4 + 1, oh // 16, ow // 16)
         else:
-            out = run_pipeline(pub, lambda: obj.generate(
+            out32, out = run_pipeline(pub, lambda: obj.generate(
                 "cond", img=None, size=(iw, ih), frame_num=frames, shift=5.0,
                 sample_solver="unipc", sampling_steps=steps, guide_scale=5.0, n_prompt="neg",
-                seed=seed, offload_model=False)).numpy()
+                seed=seed, offload_model=False), log)
             z, shape = None, (48, (frames - 1) // 4 + 1, ih // 16, iw // 16)
         noise = noise_of(seed, shape)
         grid = R.token_grid(shape)
@@ -454,8 +476,10 @@ def check_ti2v(pub, rng):
                   "encoded image itself")
             record("TI2V i2v %dx%d: the published final latent frame 0 vs the reference's "
                    "encoded image" % (ih, iw), rel_l2(z, out[:, :1]), 1e-12)
-        record("TI2V-5B %s loop %dx%d max_area %d F=%d, %d steps (%.0fs)"
-               % (mode, ih, iw, max_area, frames, steps, time.time() - t0), rel_l2(got, out), 1e-5)
+        what = "TI2V-5B %s loop %dx%d max_area %d F=%d, %d steps" % (mode, ih, iw, max_area,
+                                                                   frames, steps)
+        record(what + ", published scheduler (float32 coefficients)", rel_l2(got, out32), 1e-5)
+        record(what + ", scheduler in float64 (%.0fs)" % (time.time() - t0), rel_l2(got, out), 1e-12)
 
 
 def check_configs(pub):
