@@ -174,6 +174,30 @@ def test_lanczos(rng):
           % worst)
 
 
+def test_pillow(rng):
+    """With Pillow below 13 importable (not in CI), the LANCZOS reference is
+    compared with Image.resize itself; Pillow 13 changed the pass order."""
+    try:
+        import PIL
+        from PIL import Image
+    except ImportError:
+        print("skipped  LANCZOS vs Pillow: PIL is not importable")
+        return
+    major = PIL.__version__.split(".")[0]
+    if not major.isdigit() or int(major) >= 13:
+        print("skipped  LANCZOS vs Pillow: Pillow %s orders its passes differently"
+              % PIL.__version__)
+        return
+    bad = 0
+    for _ in range(30):
+        h, w, oh, ow = (int(v) for v in rng.integers(1, 120, 4))
+        u8 = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        pil = np.asarray(Image.fromarray(u8, "RGB").resize((ow, oh), Image.LANCZOS))
+        bad += not np.array_equal(I.pil_resize_lanczos(u8, ow, oh), pil)
+    check(bad == 0, "LANCZOS == Pillow %s Image.resize bit for bit (30 sizes, %d differ)"
+          % (PIL.__version__, bad))
+
+
 def test_ti2v_image(rng):
     u8 = rng.integers(0, 256, (45, 70, 3), dtype=np.uint8)
     out = I.ti2v_image(u8, 64 * 96)
@@ -331,6 +355,7 @@ def main():
     test_to_unit()
     test_bicubic(rng)
     test_lanczos(rng)
+    test_pillow(rng)
     test_ti2v_image(rng)
     test_mask()
     test_token_timesteps(rng)
