@@ -25,18 +25,20 @@ Public entry points:
 """
 
 import math
+import os
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wan_vae_stats as _stats  # noqa: E402
 
 # Frames each causal convolution keeps from the previous chunk.
 CACHE_T = 2
 
-# Per-channel latent statistics of WanVAE (z_dim 16); the decoder input is
-# z / (1 / std) + mean.
-LATENT_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
-               0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)
-LATENT_STD = (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
-              3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160)
+# Per-channel latent statistics of WanVAE (z_dim 16), from wan_vae_stats.json;
+# the decoder input is z / (1 / std) + mean.
+LATENT_MEAN, LATENT_STD = _stats.stats("wan2.1")
 
 # F.normalize's default eps: the norm is clamped below by it.
 NORMALIZE_EPS = 1e-12
