@@ -7,8 +7,8 @@
  * values, every output path, FFmpeg when a video file is asked for), then
  * the weights are read, then frames are decoded and written as they come,
  * with progress in the log. */
-#ifndef RANK_DECODE_H
-#define RANK_DECODE_H
+#ifndef WAN_VAE_DECODE_H
+#define WAN_VAE_DECODE_H
 
 #include <stdint.h>
 

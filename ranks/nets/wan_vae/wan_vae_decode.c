@@ -1,5 +1,5 @@
-/* Latents to video (decode.h). */
-#include "decode.h"
+/* Latents to video (wan_vae_decode.h). */
+#include "wan_vae_decode.h"
 
 #include <math.h>
 #include <stdio.h>
