@@ -1,8 +1,7 @@
-/* The CUDA devices a rank sees, their inventory for the planner, and the
- * pinned host buffers stages and the pipeline copy to and from (stage.h); (CUDA builds; nocuda/cuda_device.c stands in otherwise). */
-#include "stage.h"
-
-
+/* The CUDA runtime of the registry (net.h net_runtime): the devices a rank
+ * sees, their inventory for the planner, and the pinned host buffers the
+ * backends and the pipeline copy to and from. CUDA builds only. */
+#include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -11,8 +10,10 @@
 
 #include "cuda_check.h"
 #include "log.h"
+#include "net.h"
+#include "plan.h"
 
-int rank_cuda_device_count(void) {
+static int device_count(void) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
@@ -21,7 +22,7 @@ int rank_cuda_device_count(void) {
   return n;
 }
 
-int rank_cuda_describe(int idx, plan_device *out) {
+static int describe(int idx, plan_device *out) {
   struct cudaDeviceProp prop;
   size_t free_b = 0, total_b = 0;
   if (cudaGetDeviceProperties(&prop, idx) != cudaSuccess || cudaSetDevice(idx) != cudaSuccess ||
@@ -42,7 +43,7 @@ int rank_cuda_describe(int idx, plan_device *out) {
   return SP_OK;
 }
 
-int rank_cuda_identity(int idx, char *out, size_t size) {
+static int identity(int idx, char *out, size_t size) {
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, idx) != cudaSuccess) {
     sp_log_error("cuda:%d: cannot query the device's UUID: %s", idx,
@@ -63,29 +64,26 @@ int rank_cuda_identity(int idx, char *out, size_t size) {
   return SP_OK;
 }
 
-int rank_cuda_available(void) { return rank_cuda_device_count() > 0; }
+static int64_t free_bytes(void) {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return (int64_t)free_b;
+}
 
-void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes) {
-  if (cfg->device != RANK_DEVICE_CUDA) return sp_xmalloc(bytes);
+static void *host_alloc(size_t bytes) {
   void *p = NULL;
   CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault));
   return p;
 }
 
-void rank_stage_host_free(const rank_stage_cfg *cfg, void *p) {
-  if (!p) return;
-  if (cfg->device != RANK_DEVICE_CUDA)
-    free(p);
-  else
-    CUDA_CHECK(cudaFreeHost(p));
-}
+static void host_free(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
 
 /* A version number of the form major*1000 + minor*10 (CUDA) as "M.m". */
 static void cuda_ver(int v, char *buf, size_t n) {
   snprintf(buf, n, "%d.%d", v / 1000, (v % 1000) / 10);
 }
 
-void rank_cuda_versions(char *buf, size_t n) {
+static void versions(char *buf, size_t n) {
   int rt = 0, drv = 0, nccl = 0;
   char rts[16] = "?", drvs[16] = "?";
   if (cudaRuntimeGetVersion(&rt) == cudaSuccess) cuda_ver(rt, rts, sizeof rts);
@@ -99,3 +97,6 @@ void rank_cuda_versions(char *buf, size_t n) {
            rts, drvs, dnn / 10000, (dnn % 10000) / 100, dnn % 100, CUDNN_MAJOR, CUDNN_MINOR,
            CUDNN_PATCHLEVEL, nccls);
 }
+
+const net_runtime net_cuda_runtime = {RANK_DEVICE_CUDA, device_count, versions, describe,
+                                      identity, free_bytes, host_alloc, host_free};

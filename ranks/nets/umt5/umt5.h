@@ -1,4 +1,4 @@
-/* The UMT5 text encoder Wan uses (UMT5-XXL, encoder only; ranks/nets/UMT5.md):
+/* The UMT5 text encoder Wan uses (UMT5-XXL, encoder only; ranks/nets/umt5/UMT5.md):
  * its config, the table of its tensors (Wan's state-dict keys, shapes from
  * the config), one layer's typed weights, and the CPU forward.
  *
@@ -12,28 +12,45 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net.h"
+
 #define UMT5_MAX_LAYERS 64
 #define UMT5_LAYER_TENSORS 10                              /* per layer (UMT5.md) */
 #define UMT5_MAX_TENSORS (2 + UMT5_LAYER_TENSORS * UMT5_MAX_LAYERS)
 #define UMT5_EPS 1e-6f                                     /* T5LayerNorm's eps */
 #define UMT5_ALIGN_FLOATS 64 /* each tensor of a layer buffer starts on 256 bytes */
 
-typedef struct umt5_config {
-  int64_t vocab;    /* token embedding rows (256,384) */
-  int64_t dim;      /* model width (4096) */
-  int64_t dim_attn; /* heads * head width (4096) */
-  int64_t ffn;      /* feed-forward width (10240) */
-  int64_t heads;    /* attention heads (64) */
-  int64_t layers;   /* encoder layers (24) */
-  int64_t buckets;  /* relative-position buckets, both signs together (32) */
-  int64_t max_dist; /* distance at which the log-spaced buckets end (128) */
-} umt5_config;
+/* The model file's arch of a text encoder (t5_file.h). */
+#define UMT5_ARCH "umt5-xxl"
 
-/* Wan's umt5_xxl encoder (wan/modules/t5.py). */
+/* The config, X(field, published, least, most) per field in struct order:
+ * its value in Wan's umt5_xxl encoder and the range umt5_config_check
+ * accepts (every count small enough that no size overflows). Each field's
+ * name is its model file attribute. */
+#define UMT5_CONFIG_FIELDS(X)                                                       \
+  X(vocab, 256384, 1, (int64_t)1 << 22) /* token embedding rows */                  \
+  X(dim, 4096, 1, 65536)                /* model width */                           \
+  X(dim_attn, 4096, 1, 65536)           /* heads * head width */                    \
+  X(ffn, 10240, 1, 262144)              /* feed-forward width */                    \
+  X(heads, 64, 1, 1024)                 /* attention heads */                       \
+  X(layers, 24, 1, UMT5_MAX_LAYERS)     /* encoder layers */                        \
+  X(buckets, 32, 4, 1024)     /* relative-position buckets, both signs together */  \
+  X(max_dist, 128, 1, 1 << 20) /* distance at which the log-spaced buckets end */
+
+#define UMT5_CONFIG_FIELD_(field, published, least, most) int64_t field;
+typedef struct umt5_config { UMT5_CONFIG_FIELDS(UMT5_CONFIG_FIELD_) } umt5_config;
+#undef UMT5_CONFIG_FIELD_
+
+/* The text encoder as a network (net.h): its description. Its backends
+ * fill umt5_backend (umt5_backend.h): the CPU's in umt5_cpu.c, the CUDA
+ * one's in cuda/umt5_gpu.c; its driver is umt5_encode (umt5_encode.h). */
+const net_desc *umt5_net(void);
+
+/* Wan's umt5_xxl encoder (wan/modules/t5.py): the published values. */
 void umt5_config_published(umt5_config *out);
-/* Checks ranges (every count small enough that no size overflows, dim_attn
- * a multiple of heads, buckets even and >= 4, max_dist beyond the exact
- * buckets). Returns 0, or -1 with a message in err. */
+/* Checks ranges (UMT5_CONFIG_FIELDS), dim_attn a multiple of heads,
+ * buckets even, max_dist beyond the exact buckets. Returns 0, or -1 with
+ * a message in err. */
 int umt5_config_check(const umt5_config *c, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- tensors */
@@ -63,22 +80,43 @@ int64_t umt5_params(const umt5_config *c);
 /* Floats of one layer buffer (padding included). */
 int64_t umt5_layer_floats(const umt5_config *c);
 
-/* One layer's weights (fields in table order; keys under blocks.N.). */
-typedef struct umt5_layer {
-  const float *norm1; /* norm1.weight (dim) */
-  const float *q;     /* attn.q.weight (dim_attn, dim) */
-  const float *k;     /* attn.k.weight (dim_attn, dim) */
-  const float *v;     /* attn.v.weight (dim_attn, dim) */
-  const float *o;     /* attn.o.weight (dim, dim_attn) */
-  const float *norm2; /* norm2.weight (dim) */
-  const float *gate;  /* ffn.gate.0.weight (ffn, dim), GELU'd */
-  const float *fc1;   /* ffn.fc1.weight (ffn, dim) */
-  const float *fc2;   /* ffn.fc2.weight (dim, ffn) */
-  const float *pos;   /* pos_embedding.embedding.weight (buckets, heads) */
-} umt5_layer;
+/* A layer's tensors, X(field, key under blocks.N., shape) in table order,
+ * the shape in the config's fields (a weight (out, in) as PyTorch's
+ * Linear stores it). The two global tensors are token_embedding.weight
+ * (vocab, dim), first, and norm.weight (dim), last. */
+#define UMT5_LAYER_TENSOR_LIST(X)                                       \
+  X(norm1, "norm1.weight", (dim))                                       \
+  X(q, "attn.q.weight", (dim_attn, dim))                                \
+  X(k, "attn.k.weight", (dim_attn, dim))                                \
+  X(v, "attn.v.weight", (dim_attn, dim))                                \
+  X(o, "attn.o.weight", (dim, dim_attn))                                \
+  X(norm2, "norm2.weight", (dim))                                       \
+  X(gate, "ffn.gate.0.weight", (ffn, dim)) /* GELU'd */                 \
+  X(fc1, "ffn.fc1.weight", (ffn, dim))                                  \
+  X(fc2, "ffn.fc2.weight", (dim, ffn))                                  \
+  X(pos, "pos_embedding.embedding.weight", (buckets, heads))
 
-/* Points w's fields into a layer buffer buf (umt5_layer_floats). */
+/* Slot indices: UMT5_SLOT_<field>. */
+#define UMT5_SLOT_(field, key, shape) UMT5_SLOT_##field,
+typedef enum { UMT5_LAYER_TENSOR_LIST(UMT5_SLOT_) UMT5_SLOT_COUNT } umt5_slot;
+#undef UMT5_SLOT_
+_Static_assert(UMT5_SLOT_COUNT == UMT5_LAYER_TENSORS, "UMT5_LAYER_TENSORS counts the list");
+
+/* One layer's weights, a pointer per tensor of the list: fp32 host memory
+ * (the CPU forward), bf16 device memory (the CUDA encoder; the struct
+ * lives on the host). */
+#define UMT5_FIELD_F32_(field, key, shape) const float *field;
+#define UMT5_FIELD_BF16_(field, key, shape) const uint16_t *field;
+typedef struct umt5_layer { UMT5_LAYER_TENSOR_LIST(UMT5_FIELD_F32_) } umt5_layer;
+typedef struct umt5_layer_bf16 { UMT5_LAYER_TENSOR_LIST(UMT5_FIELD_BF16_) } umt5_layer_bf16;
+#undef UMT5_FIELD_F32_
+#undef UMT5_FIELD_BF16_
+
+/* Points w's fields into a layer buffer buf (umt5_layer_floats elements,
+ * fp32 or bf16; bf16 may be device memory: the pointers are only
+ * computed). */
 void umt5_layer_bind(const umt5_config *c, const float *buf, umt5_layer *w);
+void umt5_layer_bf16_bind(const umt5_config *c, const uint16_t *buf, umt5_layer_bf16 *w);
 
 /* ---------------------------------------------------------------- forward */
 

@@ -4,27 +4,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "t5_layout.h"
+
 void umt5_config_published(umt5_config *out) {
-  *out = (umt5_config){.vocab = 256384,
-                       .dim = 4096,
-                       .dim_attn = 4096,
-                       .ffn = 10240,
-                       .heads = 64,
-                       .layers = 24,
-                       .buckets = 32,
-                       .max_dist = 128};
+#define PUBLISHED(field, published, least, most) .field = published,
+  *out = (umt5_config){UMT5_CONFIG_FIELDS(PUBLISHED)};
+#undef PUBLISHED
 }
 
 int umt5_config_check(const umt5_config *c, char *err, size_t errlen) {
+#define RANGE(field, published, least, most) {#field, c->field, least, most},
   const struct {
     const char *name;
     int64_t v, lo, hi;
-  } r[] = {
-      {"vocab", c->vocab, 1, (int64_t)1 << 22}, {"dim", c->dim, 1, 65536},
-      {"dim_attn", c->dim_attn, 1, 65536},      {"ffn", c->ffn, 1, 262144},
-      {"heads", c->heads, 1, 1024},             {"layers", c->layers, 1, UMT5_MAX_LAYERS},
-      {"buckets", c->buckets, 4, 1024},         {"max_dist", c->max_dist, 1, 1 << 20},
-  };
+  } r[] = {UMT5_CONFIG_FIELDS(RANGE)};
+#undef RANGE
   for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
     if (r[i].v < r[i].lo || r[i].v > r[i].hi) {
       snprintf(err, errlen, "umt5 config %s = %lld is outside %lld..%lld", r[i].name,
@@ -52,29 +46,30 @@ int umt5_config_check(const umt5_config *c, char *err, size_t errlen) {
 
 /* ---------------------------------------------------------------- table */
 
-/* A layer's tensors: key under blocks.N., rows, columns (0: 1-D). Rows and
- * columns are named by the config field they come from. */
-enum { F_DIM, F_ATTN, F_FFN, F_BUCKETS, F_HEADS, F_NONE };
-static const struct {
-  const char *key;
-  int rows, cols;
-} layer_keys[UMT5_LAYER_TENSORS] = {
-    {"norm1.weight", F_DIM, F_NONE},     {"attn.q.weight", F_ATTN, F_DIM},
-    {"attn.k.weight", F_ATTN, F_DIM},    {"attn.v.weight", F_ATTN, F_DIM},
-    {"attn.o.weight", F_DIM, F_ATTN},    {"norm2.weight", F_DIM, F_NONE},
-    {"ffn.gate.0.weight", F_FFN, F_DIM}, {"ffn.fc1.weight", F_FFN, F_DIM},
-    {"ffn.fc2.weight", F_DIM, F_FFN},    {"pos_embedding.embedding.weight", F_BUCKETS, F_HEADS},
-};
+#define UMT5_UNPAREN(...) __VA_ARGS__
+/* The keys of a layer's tensors (UMT5_LAYER_TENSOR_LIST), in slot order. */
+#define KEY(field, key, shape) key,
+static const char *const layer_keys[UMT5_LAYER_TENSORS] = {UMT5_LAYER_TENSOR_LIST(KEY)};
+#undef KEY
 
-static int64_t field(const umt5_config *c, int f) {
-  switch (f) {
-  case F_DIM: return c->dim;
-  case F_ATTN: return c->dim_attn;
-  case F_FFN: return c->ffn;
-  case F_BUCKETS: return c->buckets;
-  case F_HEADS: return c->heads;
-  default: return 0;
+/* The shape of slot s: its rank, its sizes into out[0..1]. */
+static int slot_shape(const umt5_config *c, int s, int64_t out[2]) {
+  /* The names the shapes of the list are written in. */
+  const int64_t dim = c->dim, dim_attn = c->dim_attn, ffn = c->ffn, buckets = c->buckets,
+                heads = c->heads;
+  int i = 0;
+#define SHAPE(field, key, shape)                                        \
+  if (i++ == s) {                                                       \
+    const int64_t s_[] = {UMT5_UNPAREN shape};                          \
+    const int n_ = (int)(sizeof s_ / sizeof s_[0]);                     \
+    _Static_assert(sizeof s_ / sizeof s_[0] <= 2, key ": at most 2 dims"); \
+    out[0] = s_[0];                                                     \
+    out[1] = n_ == 2 ? s_[n_ - 1] : 0;                                  \
+    return n_;                                                          \
   }
+  UMT5_LAYER_TENSOR_LIST(SHAPE)
+#undef SHAPE
+  return 0;
 }
 
 static int64_t aligned(int64_t n) {
@@ -84,9 +79,10 @@ static int64_t aligned(int64_t n) {
 /* Offset of slot s in a layer buffer, and the buffer's size at s = 10. */
 static int64_t slot_offset(const umt5_config *c, int s) {
   int64_t off = 0;
-  for (int i = 0; i < s; i++)
-    off += aligned(field(c, layer_keys[i].rows) *
-                   (layer_keys[i].cols == F_NONE ? 1 : field(c, layer_keys[i].cols)));
+  for (int i = 0; i < s; i++) {
+    int64_t sh[2];
+    off += aligned(slot_shape(c, i, sh) == 2 ? sh[0] * sh[1] : sh[0]);
+  }
   return off;
 }
 
@@ -108,13 +104,11 @@ void umt5_table_entry(const umt5_config *c, int i, umt5_tensor *out) {
     }
   } else {
     int l = (i - 1) / UMT5_LAYER_TENSORS, s = (i - 1) % UMT5_LAYER_TENSORS;
-    snprintf(out->name, sizeof out->name, "blocks.%d.%s", l, layer_keys[s].key);
+    snprintf(out->name, sizeof out->name, "blocks.%d.%s", l, layer_keys[s]);
     out->layer = l;
     out->slot = s;
     out->offset = slot_offset(c, s);
-    out->shape[0] = field(c, layer_keys[s].rows);
-    out->ndim = layer_keys[s].cols == F_NONE ? 1 : 2;
-    if (out->ndim == 2) out->shape[1] = field(c, layer_keys[s].cols);
+    out->ndim = slot_shape(c, s, out->shape);
   }
   out->numel = out->shape[0] * (out->ndim == 2 ? out->shape[1] : 1);
 }
@@ -129,7 +123,7 @@ int umt5_table_find(const umt5_config *c, const char *name) {
   while (*p >= '0' && *p <= '9' && nd < 3) l = l * 10 + (*p++ - '0'), nd++;
   if (nd == 0 || *p != '.' || (nd > 1 && name[7] == '0') || l >= c->layers) return -1;
   for (int s = 0; s < UMT5_LAYER_TENSORS; s++)
-    if (strcmp(p + 1, layer_keys[s].key) == 0) return 1 + (int)l * UMT5_LAYER_TENSORS + s;
+    if (strcmp(p + 1, layer_keys[s]) == 0) return 1 + (int)l * UMT5_LAYER_TENSORS + s;
   return -1;
 }
 
@@ -145,8 +139,57 @@ int64_t umt5_params(const umt5_config *c) {
 
 int64_t umt5_layer_floats(const umt5_config *c) { return slot_offset(c, UMT5_LAYER_TENSORS); }
 
+/* One field per list line, in slot order. */
+#define BIND(field, key, shape) w->field = buf + slot_offset(c, i++);
+
 void umt5_layer_bind(const umt5_config *c, const float *buf, umt5_layer *w) {
-  const float **f[UMT5_LAYER_TENSORS] = {&w->norm1, &w->q,    &w->k,   &w->v,   &w->o,
-                                         &w->norm2, &w->gate, &w->fc1, &w->fc2, &w->pos};
-  for (int s = 0; s < UMT5_LAYER_TENSORS; s++) *f[s] = buf + slot_offset(c, s);
+  int i = 0;
+  UMT5_LAYER_TENSOR_LIST(BIND)
 }
+
+void umt5_layer_bf16_bind(const umt5_config *c, const uint16_t *buf, umt5_layer_bf16 *w) {
+  int i = 0;
+  UMT5_LAYER_TENSOR_LIST(BIND)
+}
+
+/* ---------------------------------------------------------------- description */
+
+#define FIELD(field, published, least, most) NET_FIELD_OF(umt5_config, int64_t, field)
+static const net_field config_fields[] = {UMT5_CONFIG_FIELDS(FIELD)};
+#undef FIELD
+
+static int config_check(const void *c, char *err, size_t errlen) {
+  return umt5_config_check(c, err, errlen);
+}
+
+static int tensor_count(const void *c) { return umt5_table_count(c); }
+
+static void tensors(const void *c, net_tensor *out) {
+  for (int i = 0; i < umt5_table_count(c); i++) {
+    umt5_tensor t;
+    umt5_table_entry(c, i, &t);
+    memset(&out[i], 0, sizeof out[i]);
+    snprintf(out[i].name, sizeof out[i].name, "%s", t.name);
+    out[i].ndim = t.ndim;
+    for (int d = 0; d < t.ndim; d++) out[i].shape[d] = t.shape[d];
+  }
+}
+
+static int layout(const void *shape, void *out, char *err, size_t errlen) {
+  return plan_t5_layout_make(shape, out, err, errlen);
+}
+
+static const net_desc desc = {
+    .name = "umt5",
+    .arch = UMT5_ARCH,
+    .noun = "text encoder",
+    .config_size = sizeof(umt5_config),
+    .config_fields = config_fields,
+    .config_count = (int)(sizeof config_fields / sizeof config_fields[0]),
+    .config_check = config_check,
+    .tensor_count = tensor_count,
+    .tensors = tensors,
+    .layout = layout,
+};
+
+const net_desc *umt5_net(void) { return &desc; }

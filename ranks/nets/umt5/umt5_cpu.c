@@ -1,4 +1,5 @@
-/* UMT5 encoder, CPU forward (see umt5.h; UMT5.md "Forward, op by op"). */
+/* UMT5 encoder, CPU forward (see umt5.h; UMT5.md "Forward, op by op"),
+ * and the CPU backend (umt5_backend.h). */
 #include "umt5.h"
 
 #include <math.h>
@@ -6,6 +7,7 @@
 
 #include "kern_cpu.h"
 #include "log.h"
+#include "umt5_backend.h"
 
 int32_t umt5_rel_bucket(int64_t rel, int64_t buckets, int64_t max_dist) {
   const int64_t half = buckets / 2;  /* buckets per sign */
@@ -94,3 +96,66 @@ void umt5_layer_forward(const umt5_config *c, const umt5_layer *w, float *x, int
 void umt5_final_norm(const umt5_config *c, const float *w, float *x, int64_t L) {
   kern_cpu_rmsnorm(x, w, x, L, c->dim, UMT5_EPS);
 }
+
+/* ---------------------------------------------------------------- backend */
+
+/* One layer at a time in fp32, run from the driver's buffer. */
+typedef struct cpu_encoder {
+  umt5_config c;
+  umt5_scratch *s;
+  umt5_layer w;      /* the layer set last, in the driver's buffer */
+  int layer;         /* which (-1: none yet) */
+  const float *norm; /* (dim) the final norm's weight, in the driver's buffer, or NULL */
+} cpu_encoder;
+
+static int cpu_create(const umt5_config *c, int cuda_device, int64_t max_len, void **out) {
+  cpu_encoder *e = calloc(1, sizeof *e);
+  if (!e) {
+    sp_log_error("umt5: out of memory for the encoder");
+    return SP_ERR_RUNTIME;
+  }
+  e->c = *c;
+  e->layer = -1;
+  const int rc = umt5_scratch_create(c, max_len, &e->s);
+  if (rc != SP_OK) {
+    free(e);
+    return rc;
+  }
+  *out = e;
+  return SP_OK;
+}
+
+static void cpu_destroy(void *p) {
+  cpu_encoder *e = p;
+  if (!e) return;
+  umt5_scratch_free(e->s);
+  free(e);
+}
+
+static void cpu_set_layer(void *p, int layer, const float *buf) {
+  cpu_encoder *e = p;
+  umt5_layer_bind(&e->c, buf, &e->w);
+  e->layer = layer;
+}
+
+static void cpu_set_norm(void *p, const float *buf) { ((cpu_encoder *)p)->norm = buf; }
+
+static void cpu_run(void *p, int l0, int l1, int norm, float *x, int64_t L) {
+  cpu_encoder *e = p;
+  if ((l1 > l0 && (l1 != l0 + 1 || l0 != e->layer)) || (norm && !e->norm) || L < 1 ||
+      L > e->s->max_len)
+    sp_fatal("internal: umt5 cpu: layers %d..%d%s on %lld tokens asked; it holds layer %d%s "
+             "and scratch for %lld tokens", l0, l1 - 1, norm ? " and the norm" : "",
+             (long long)L, e->layer, e->norm ? " and the norm" : "", (long long)e->s->max_len);
+  if (l1 > l0) umt5_layer_forward(&e->c, &e->w, x, L, e->s);
+  if (norm) umt5_final_norm(&e->c, e->norm, x, L);
+}
+
+static const umt5_backend cpu_ops = {.all_layers = 0,
+                                     .create = cpu_create,
+                                     .destroy = cpu_destroy,
+                                     .set_layer = cpu_set_layer,
+                                     .set_norm = cpu_set_norm,
+                                     .run = cpu_run};
+
+const net_backend umt5_cpu = {umt5_net, RANK_DEVICE_CPU, &cpu_ops};

@@ -1,4 +1,5 @@
-/* Stage dispatch to the backend (see stage.h, stage_impl.h). */
+/* Stage dispatch to the backend of the stage's device (see stage.h,
+ * stage_impl.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,32 +8,6 @@
 
 int64_t rank_act_floats(const wan_config *c, int64_t tokens) {
   return tokens * c->dim + 7 * c->dim;
-}
-
-int rank_device_parse(const char *s, rank_device *out) {
-  if (strcmp(s, "cpu") == 0) {
-    *out = RANK_DEVICE_CPU;
-  } else if (strcmp(s, "cuda") == 0 || strcmp(s, "auto") == 0) {
-    if (!rank_cuda_available()) {
-      if (strcmp(s, "auto") == 0) {
-        *out = RANK_DEVICE_CPU;
-        return SP_OK;
-      }
-#ifdef STATICPIPE_HAVE_CUDA
-      sp_log_error("--device cuda: no CUDA GPU is visible (check CUDA_VISIBLE_DEVICES and the "
-                   "driver), or use --device cpu");
-#else
-      sp_log_error("--device cuda: this build has no CUDA backend (configured with "
-                   "-DSTATICPIPE_CUDA=OFF or without the CUDA toolkit)");
-#endif
-      return SP_ERR_INPUT;
-    }
-    *out = RANK_DEVICE_CUDA;
-  } else {
-    sp_log_error("--device: '%s' is not cpu, cuda or auto", s);
-    return SP_ERR_INPUT;
-  }
-  return SP_OK;
 }
 
 static rank_grid grid_of(const wan_config *c, int64_t lat_f, int64_t lat_h, int64_t lat_w) {
@@ -91,8 +66,8 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
   s->act = sp_xcalloc((size_t)s->cfg.act_buffers, sizeof *s->act);
   if (!cfg->embed && !cfg->head) s->cfg.cache = 0; /* a middle stage never sees it */
   if (s->cfg.cache) s->cache = sp_xcalloc((size_t)s->cfg.prompts, sizeof *s->cache);
-  int rc = cfg->device == RANK_DEVICE_CUDA ? rank_stage_cuda_load(m, s, bytes_read)
-                                           : rank_stage_cpu_load(m, s, bytes_read);
+  const wan_dit_backend *b = net_backend_ops(wan_dit_net(), cfg->device);
+  int rc = b ? b->load(m, s, bytes_read) : SP_ERR_INPUT;
   if (rc != SP_OK) {
     free(s->act);
     free(s->cache);
@@ -138,6 +113,11 @@ int rank_stage_relayout(rank_stage *s, int64_t lat_f, int64_t lat_h, int64_t lat
   }
   return rc;
 }
+
+void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes) {
+  return rank_host_alloc(cfg->device, bytes);
+}
+void rank_stage_host_free(const rank_stage_cfg *cfg, void *p) { rank_host_free(cfg->device, p); }
 
 int64_t rank_stage_tokens(const rank_stage *s) { return s->tokens; }
 const wan_config *rank_stage_config(const rank_stage *s) { return s->c; }

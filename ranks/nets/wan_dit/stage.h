@@ -22,11 +22,9 @@
 #include "kern_attn_backend.h"
 #include "lora.h"
 #include "model_file.h"
+#include "net.h"
 #include "plan.h"
 #include "transport.h"
-
-typedef enum { RANK_DEVICE_CPU = 0, RANK_DEVICE_CUDA = 1 } rank_device;
-
 
 typedef struct rank_stage_cfg {
   int first_block, last_block; /* inclusive range of blocks this stage runs */
@@ -83,11 +81,6 @@ typedef struct rank_stage_cfg {
   int cache;
 } rank_stage_cfg;
 
-/* 1 when this build has the CUDA backend and a GPU is visible. */
-int rank_cuda_available(void);
-/* Parses "cpu" / "cuda" / "auto" (cuda when available); logs --device. */
-int rank_device_parse(const char *s, rank_device *out);
-
 typedef struct rank_stage rank_stage;
 
 /* What a stage of precision fp8 (cfg.fp8) on dev can run of model mi:
@@ -98,26 +91,10 @@ int rank_stage_precision_check(const rank_model_info *mi, rank_device dev, int f
 
 /* Host buffers the stage copies to and from (latents, head outputs):
  * pinned on the CUDA backend, so copies run at the link's rate and can be
- * asynchronous. */
+ * asynchronous (rank_host_alloc of the stage's device). */
 void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes);
 void rank_stage_host_free(const rank_stage_cfg *cfg, void *p);
 const rank_stage_cfg *rank_stage_get_cfg(const rank_stage *s);
-
-/* CUDA devices this process sees (0 without the CUDA backend or a GPU). */
-int rank_cuda_device_count(void);
-/* The CUDA backend's libraries as this process loads them, one line into
- * buf (n bytes): "CUDA runtime X, driver Y, cuDNN Z (built with W), NCCL V",
- * or "none (built without CUDA)". */
-void rank_cuda_versions(char *buf, size_t n);
-/* The inventory entry of CUDA device idx for the planner (name, memory
- * total and free, SMs, compute capability, PCI bus id). SP_OK or logged
- * SP_ERR_RUNTIME. */
-int rank_cuda_describe(int idx, plan_device *out);
-/* The identity of CUDA device idx, unique among a node's GPUs whatever
- * CUDA_VISIBLE_DEVICES each process was given: "GPU-" and its UUID (as
- * nvidia-smi spells it), into out[0..size). SP_OK or logged SP_ERR_RUNTIME
- * (out untouched). */
-int rank_cuda_identity(int idx, char *out, size_t size);
 
 /* Floats in one activation message for this workload. */
 int64_t rank_act_floats(const wan_config *c, int64_t tokens);

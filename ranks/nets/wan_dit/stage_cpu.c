@@ -269,12 +269,9 @@ static int cpu_relayout(rank_stage *s) {
   return SP_OK;
 }
 
-static const rank_stage_ops cpu_ops = {cpu_destroy, cpu_embed_text, cpu_set_prompt, cpu_embed,
-                                       cpu_blocks,  cpu_head,       cpu_sync,  cpu_set_lora,
-                                       cpu_set_expert, cpu_relayout, cpu_time_embed,
-                                       cpu_cache};
+static const wan_dit_backend cpu_ops;
 
-int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
+static int cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
   const rank_stage_cfg *cfg = &s->cfg;
   cpu_stage *c = sp_xcalloc(1, sizeof *c);
@@ -340,3 +337,12 @@ int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   }
   return SP_OK;
 }
+
+static const wan_dit_backend cpu_ops = {
+    .load = cpu_load,           .destroy = cpu_destroy,   .embed_text = cpu_embed_text,
+    .set_prompt = cpu_set_prompt, .embed = cpu_embed,     .blocks = cpu_blocks,
+    .head = cpu_head,           .sync = cpu_sync,         .set_lora = cpu_set_lora,
+    .set_expert = cpu_set_expert, .relayout = cpu_relayout, .time_embed = cpu_time_embed,
+    .cache = cpu_cache};
+
+const net_backend wan_dit_cpu = {wan_dit_net, RANK_DEVICE_CPU, &cpu_ops};

@@ -1,11 +1,20 @@
-/* The backend side of a stage (see stage.h): each backend fills the ops and
- * its private state; stage.c dispatches. */
+/* The DiT's backend table (net.h): the backend side of a stage (see
+ * stage.h). Each backend fills a wan_dit_backend and its private state
+ * (the CPU's in stage_cpu.c, wan_dit_cpu; the CUDA one's in cuda/,
+ * wan_dit_cuda); stage.c finds the table of the stage's device through
+ * net_backend_ops and dispatches. */
 #ifndef RANK_STAGE_IMPL_H
 #define RANK_STAGE_IMPL_H
 
 #include "stage.h"
+#include "wan_dit.h"
 
-typedef struct rank_stage_ops {
+typedef struct wan_dit_backend {
+  /* Reads s's weights (s->cfg, the grid, the tokens and the buffers'
+   * arrays already set), sets s->ops, s->impl and the activation buffers.
+   * Adds the bytes read to *bytes_read. SP_OK or the reader's status
+   * (logged), having freed what it took. */
+  int (*load)(rank_model *m, rank_stage *s, uint64_t *bytes_read);
   void (*destroy)(rank_stage *s);
   void (*embed_text)(rank_stage *s, const float *context, int64_t L, float *ctx);
   void (*set_prompt)(rank_stage *s, int slot, const float *ctx);
@@ -26,10 +35,10 @@ typedef struct rank_stage_ops {
   void (*time_embed)(rank_stage *s, double t, float *e);
   /* rank_stage_cache on buffer buf and cache buffer k (s->cache[k]). */
   void (*cache)(rank_stage *s, rank_cache_op op, int buf, int k);
-} rank_stage_ops;
+} wan_dit_backend;
 
 struct rank_stage {
-  const rank_stage_ops *ops;
+  const wan_dit_backend *ops;
   const wan_config *c;
   rank_stage_cfg cfg;
   rank_grid grid;
@@ -43,8 +52,5 @@ struct rank_stage {
   rank_stage_stats stats; /* the backend keeps it */
   void *impl;   /* the backend's state */
 };
-
-int rank_stage_cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read);
-int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read);
 
 #endif

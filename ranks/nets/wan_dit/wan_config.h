@@ -13,19 +13,25 @@
 
 #define WAN_ARCH "wan2.1-t2v"
 
-typedef struct wan_config {
-  int64_t dim;      /* model width D */
-  int64_t ffn_dim;  /* FFN hidden width */
-  int64_t heads;    /* attention heads; head_dim = dim / heads = 128 */
-  int64_t layers;   /* transformer blocks */
-  int64_t in_dim;   /* latent channels in (16) */
-  int64_t out_dim;  /* latent channels out (16) */
-  int64_t patch[3]; /* (1, 2, 2) */
-  int64_t text_len; /* context rows after zero-padding (512) */
-  int64_t text_dim; /* text encoder width (4096) */
-  int64_t freq_dim; /* sinusoidal time embedding width (256) */
-  double eps;       /* norm epsilon (1e-6) */
-} wan_config;
+/* The config, X(type, field, dims) per field in struct order (dims empty
+ * for one value, [n] for n); each field's name is its model file
+ * attribute (MODEL.md "Model file"). */
+#define WAN_CONFIG_FIELDS(X)                                                    \
+  X(int64_t, dim, )      /* model width D */                                    \
+  X(int64_t, ffn_dim, )  /* FFN hidden width */                                 \
+  X(int64_t, heads, )    /* attention heads; head_dim = dim / heads = 128 */    \
+  X(int64_t, layers, )   /* transformer blocks */                               \
+  X(int64_t, in_dim, )   /* latent channels in (16) */                          \
+  X(int64_t, out_dim, )  /* latent channels out (16) */                         \
+  X(int64_t, patch, [3]) /* (1, 2, 2) */                                        \
+  X(int64_t, text_len, ) /* context rows after zero-padding (512) */            \
+  X(int64_t, text_dim, ) /* text encoder width (4096) */                        \
+  X(int64_t, freq_dim, ) /* sinusoidal time embedding width (256) */            \
+  X(double, eps, )       /* norm epsilon (1e-6) */
+
+#define WAN_CONFIG_FIELD_(type, field, dims) type field dims;
+typedef struct wan_config { WAN_CONFIG_FIELDS(WAN_CONFIG_FIELD_) } wan_config;
+#undef WAN_CONFIG_FIELD_
 
 static inline int64_t wan_head_dim(const wan_config *c) { return c->dim / c->heads; }
 /* Values per token of the patch embedding input and of the head output. */

@@ -1,7 +1,7 @@
 /* The steps of one Wan transformer block (MODEL.md "Forward, op by op",
  * step 4), in the order both backends run them, and the block weights each
  * step reads: the one description the CPU block (dit_cpu.c) and the CUDA
- * block (stage/cuda/stage_cuda_block.c) follow.
+ * block (cuda/stage_cuda_block.c) follow.
  *
  * A step is one sub-layer's op as MODEL.md writes it; a backend may run it
  * as several kernels (the CPU's layernorm then modulate) or fuse it with

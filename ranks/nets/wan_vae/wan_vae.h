@@ -1,4 +1,4 @@
-/* The Wan 2.1 video VAE decoder (ranks/nets/VAE.md): its config, the table
+/* The Wan 2.1 video VAE decoder (ranks/nets/wan_vae/VAE.md): its config, the table
  * of its tensors (official state-dict keys, shapes derived from the
  * config), the typed weights bound from that table, and the CPU decode
  * (latents (16, F, H, W) -> video (3, 1 + 4 (F - 1), 8H, 8W) in [-1, 1]
@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net.h"
+
 #define WAN_VAE_MAX_LEVELS 4 /* entries of dim_mult: Decoder3d halves levels 1..3 */
 #define WAN_VAE_MAX_RES 5    /* residual blocks per level: num_res_blocks + 1 */
 #define WAN_VAE_CACHE_T 2    /* frames a causal conv keeps from the previous chunk */
@@ -23,14 +25,30 @@
 #define WAN_VAE_ALIGN_FLOATS 64 /* each tensor of the packed buffer starts on 256 bytes */
 #define WAN_VAE_MAX_SIDE 1024   /* latent rows/columns (8192 pixels) */
 
-typedef struct wan_vae_config {
-  int64_t dim;                               /* base width (96) */
-  int64_t z_dim;                             /* latent channels (16) */
-  int n_mult;                                /* entries of dim_mult (4) */
-  int64_t dim_mult[WAN_VAE_MAX_LEVELS];      /* width multipliers, encoder order (1, 2, 4, 4) */
-  int64_t num_res_blocks;                    /* (2); a decoder level has one more */
-  int temporal_up[WAN_VAE_MAX_LEVELS - 1];   /* per decoder resample: doubles frames (1, 1, 0) */
-} wan_vae_config;
+/* The model file's arch of a VAE (vae_file.h). */
+#define WAN_VAE_ARCH "wan2.1-vae"
+
+/* The config, X(type, field, dims) per field in struct order (dims empty
+ * for one value, [n] for n); each field's name is its model file
+ * attribute (dim_mult and temporal_up stored with their n_mult and
+ * n_mult - 1 entries). */
+#define WAN_VAE_CONFIG_FIELDS(X)                                                    \
+  X(int64_t, dim, )                          /* base width (96) */                  \
+  X(int64_t, z_dim, )                        /* latent channels (16) */             \
+  X(int, n_mult, )                           /* entries of dim_mult (4) */          \
+  X(int64_t, dim_mult, [WAN_VAE_MAX_LEVELS]) /* encoder order (1, 2, 4, 4) */       \
+  X(int64_t, num_res_blocks, )               /* (2); a decoder level has one more */ \
+  X(int, temporal_up, [WAN_VAE_MAX_LEVELS - 1]) /* resample doubles frames (1, 1, 0) */
+
+#define WAN_VAE_CONFIG_FIELD_(type, field, dims) type field dims;
+typedef struct wan_vae_config { WAN_VAE_CONFIG_FIELDS(WAN_VAE_CONFIG_FIELD_) } wan_vae_config;
+#undef WAN_VAE_CONFIG_FIELD_
+
+/* The VAE decoder as a network (net.h): its description. Its backends
+ * fill wan_vae_backend (wan_vae_backend.h): the CPU's in wan_vae_cpu.c,
+ * the CUDA one's in cuda/wan_vae_gpu.c; its driver is the decode
+ * (wan_vae_decode.h). */
+const net_desc *wan_vae_net(void);
 
 /* The published decoder: dim 96, z_dim 16, dim_mult (1, 2, 4, 4), 2 residual
  * blocks, temporal upsampling at the first two resamples (the encoder's
@@ -56,39 +74,70 @@ int64_t wan_vae_out_scale(const wan_vae_config *c);
 
 /* ---------------------------------------------------------------- weights */
 
-/* ResidualBlock: x + conv(silu(norm(conv(silu(norm(x)))))), shortcut 1x1x1
- * conv when the width changes. Keys under its prefix. */
+/* The decoder's tensors, X(field, key, shape) per tensor in table order,
+ * module by module; a module's keys are under its prefix
+ * ("decoder.middle.0."), the shapes in the module's widths. One pointer
+ * per tensor in the module's struct below, bound by the table
+ * (wan_vae_table_bind). */
+
+/* ResidualBlock: x + conv(silu(norm(conv(silu(norm(x)))))), the shortcut,
+ * a 1x1x1 conv, only when the width changes (in_dim != out_dim). */
+#define WAN_VAE_RESBLOCK_TENSORS(X)                                     \
+  X(norm1_gamma, "residual.0.gamma", (in_dim, 1, 1, 1))                 \
+  X(conv1_w, "residual.2.weight", (out_dim, in_dim, 3, 3, 3))           \
+  X(conv1_b, "residual.2.bias", (out_dim))                              \
+  X(norm2_gamma, "residual.3.gamma", (out_dim, 1, 1, 1))                \
+  X(conv2_w, "residual.6.weight", (out_dim, out_dim, 3, 3, 3))          \
+  X(conv2_b, "residual.6.bias", (out_dim))
+#define WAN_VAE_SHORTCUT_TENSORS(X)                                     \
+  X(shortcut_w, "shortcut.weight", (out_dim, in_dim, 1, 1, 1))          \
+  X(shortcut_b, "shortcut.bias", (out_dim))
+/* AttentionBlock: per-frame single-head spatial self-attention. */
+#define WAN_VAE_ATTN_TENSORS(X)                                         \
+  X(norm_gamma, "norm.gamma", (dim, 1, 1))                              \
+  X(qkv_w, "to_qkv.weight", (3 * dim, dim, 1, 1))                       \
+  X(qkv_b, "to_qkv.bias", (3 * dim))                                    \
+  X(proj_w, "proj.weight", (dim, dim, 1, 1))                            \
+  X(proj_b, "proj.bias", (dim))
+/* Resample upsample2d / upsample3d: (the time conv, upsample3d only,) 2x
+ * nearest, a 3x3 conv to dim / 2 channels. */
+#define WAN_VAE_TIME_CONV_TENSORS(X)                                    \
+  X(time_w, "time_conv.weight", (2 * dim, dim, 3, 1, 1))                \
+  X(time_b, "time_conv.bias", (2 * dim))
+#define WAN_VAE_RESAMPLE_TENSORS(X)                                     \
+  X(conv_w, "resample.1.weight", (dim / 2, dim, 3, 3))                  \
+  X(conv_b, "resample.1.bias", (dim / 2))
+/* The decoder's own: conv2 (first), decoder.conv1 into the middle, and the
+ * head (last); keys in full. */
+#define WAN_VAE_CONV2_TENSORS(X)                                        \
+  X(conv2_w, "conv2.weight", (z_dim, z_dim, 1, 1, 1))                   \
+  X(conv2_b, "conv2.bias", (z_dim))
+#define WAN_VAE_CONV1_TENSORS(X)                                        \
+  X(conv1_w, "decoder.conv1.weight", (mid_dim, z_dim, 3, 3, 3))         \
+  X(conv1_b, "decoder.conv1.bias", (mid_dim))
+#define WAN_VAE_HEAD_TENSORS(X)                                         \
+  X(head_gamma, "decoder.head.0.gamma", (head_dim, 1, 1, 1))            \
+  X(head_w, "decoder.head.2.weight", (3, head_dim, 3, 3, 3))            \
+  X(head_b, "decoder.head.2.bias", (3))
+
+#define WAN_VAE_FIELD_(field, key, shape) const float *field;
+
 typedef struct wan_vae_resblock {
   int64_t in_dim, out_dim;
-  const float *norm1_gamma; /* residual.0.gamma (in_dim, 1, 1, 1) */
-  const float *conv1_w;     /* residual.2.weight (out_dim, in_dim, 3, 3, 3) */
-  const float *conv1_b;     /* residual.2.bias (out_dim) */
-  const float *norm2_gamma; /* residual.3.gamma (out_dim, 1, 1, 1) */
-  const float *conv2_w;     /* residual.6.weight (out_dim, out_dim, 3, 3, 3) */
-  const float *conv2_b;     /* residual.6.bias (out_dim) */
-  const float *shortcut_w;  /* shortcut.weight (out_dim, in_dim, 1, 1, 1), NULL if in == out */
-  const float *shortcut_b;  /* shortcut.bias (out_dim), NULL if in == out */
+  WAN_VAE_RESBLOCK_TENSORS(WAN_VAE_FIELD_)
+  WAN_VAE_SHORTCUT_TENSORS(WAN_VAE_FIELD_) /* NULL if in_dim == out_dim */
 } wan_vae_resblock;
 
-/* AttentionBlock: per-frame single-head spatial self-attention. */
 typedef struct wan_vae_attn {
   int64_t dim;
-  const float *norm_gamma; /* norm.gamma (dim, 1, 1) */
-  const float *qkv_w;      /* to_qkv.weight (3 dim, dim, 1, 1) */
-  const float *qkv_b;      /* to_qkv.bias (3 dim) */
-  const float *proj_w;     /* proj.weight (dim, dim, 1, 1) */
-  const float *proj_b;     /* proj.bias (dim) */
+  WAN_VAE_ATTN_TENSORS(WAN_VAE_FIELD_)
 } wan_vae_attn;
 
-/* Resample upsample2d / upsample3d: (time conv,) 2x nearest, 3x3 conv to
- * dim / 2 channels. */
 typedef struct wan_vae_resample {
-  int64_t dim;          /* channels in; dim / 2 out */
-  int temporal;         /* upsample3d */
-  const float *time_w;  /* time_conv.weight (2 dim, dim, 3, 1, 1), NULL for upsample2d */
-  const float *time_b;  /* time_conv.bias (2 dim), NULL for upsample2d */
-  const float *conv_w;  /* resample.1.weight (dim / 2, dim, 3, 3) */
-  const float *conv_b;  /* resample.1.bias (dim / 2) */
+  int64_t dim;  /* channels in; dim / 2 out */
+  int temporal; /* upsample3d */
+  WAN_VAE_TIME_CONV_TENSORS(WAN_VAE_FIELD_) /* NULL for upsample2d */
+  WAN_VAE_RESAMPLE_TENSORS(WAN_VAE_FIELD_)
 } wan_vae_resample;
 
 /* One decoder level: its residual blocks, then (all but the last) a
@@ -102,21 +151,19 @@ typedef struct wan_vae_level {
 
 typedef struct wan_vae_weights {
   int64_t z_dim;
-  const float *conv2_w; /* conv2.weight (z_dim, z_dim, 1, 1, 1) */
-  const float *conv2_b; /* conv2.bias (z_dim) */
-  int64_t mid_dim;      /* dims[0] */
-  const float *conv1_w; /* decoder.conv1.weight (mid_dim, z_dim, 3, 3, 3) */
-  const float *conv1_b; /* decoder.conv1.bias (mid_dim) */
+  WAN_VAE_CONV2_TENSORS(WAN_VAE_FIELD_)
+  int64_t mid_dim; /* dims[0] */
+  WAN_VAE_CONV1_TENSORS(WAN_VAE_FIELD_)
   wan_vae_resblock mid0; /* decoder.middle.0 (mid_dim -> mid_dim) */
   wan_vae_attn mid_attn; /* decoder.middle.1 */
   wan_vae_resblock mid2; /* decoder.middle.2 (mid_dim -> mid_dim) */
   int n_levels;
   wan_vae_level level[WAN_VAE_MAX_LEVELS];
-  int64_t head_dim;        /* last level's width */
-  const float *head_gamma; /* decoder.head.0.gamma (head_dim, 1, 1, 1) */
-  const float *head_w;     /* decoder.head.2.weight (3, head_dim, 3, 3, 3) */
-  const float *head_b;     /* decoder.head.2.bias (3) */
+  int64_t head_dim; /* last level's width */
+  WAN_VAE_HEAD_TENSORS(WAN_VAE_FIELD_)
 } wan_vae_weights;
+
+#undef WAN_VAE_FIELD_
 
 /* One tensor: its official key, shape, place in the packed buffer, and the
  * typed field it binds. */

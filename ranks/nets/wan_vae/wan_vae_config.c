@@ -4,7 +4,11 @@
 #include "wan_vae.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "log.h"
+#include "vae_layout.h"
 
 const float wan_vae_latent_mean[WAN_VAE_Z_DIM] = {
     -0.7571f, -0.7089f, -0.9113f, 0.1075f, -0.1745f, 0.9653f, -0.1517f, 1.5508f,
@@ -87,11 +91,11 @@ int64_t wan_vae_out_scale(const wan_vae_config *c) { return (int64_t)1 << (c->n_
 
 /* ---------------------------------------------------------------- table */
 
+/* One tensor: key under prefix (none: ""), shape of ndim sizes. */
 static void add(wan_vae_table *t, const float **slot, const char *prefix, const char *key,
-                int ndim, int64_t s0, int64_t s1, int64_t s2, int64_t s3, int64_t s4) {
+                int ndim, const int64_t *s) {
   wan_vae_tensor *e = &t->t[t->count++];
-  snprintf(e->name, sizeof e->name, "%s%s", prefix, key);
-  int64_t s[5] = {s0, s1, s2, s3, s4};
+  snprintf(e->name, sizeof e->name, "%s%s%s", prefix, prefix[0] ? "." : "", key);
   e->ndim = ndim;
   e->numel = 1;
   for (int i = 0; i < 5; i++) {
@@ -106,21 +110,61 @@ static void add(wan_vae_table *t, const float **slot, const char *prefix, const 
                       WAN_VAE_ALIGN_FLOATS;
 }
 
-static void add_resblock(wan_vae_table *t, wan_vae_resblock *r, const char *prefix,
-                         int64_t in_dim, int64_t out_dim) {
-  r->in_dim = in_dim;
-  r->out_dim = out_dim;
-  add(t, &r->norm1_gamma, prefix, ".residual.0.gamma", 4, in_dim, 1, 1, 1, 0);
-  add(t, &r->conv1_w, prefix, ".residual.2.weight", 5, out_dim, in_dim, 3, 3, 3);
-  add(t, &r->conv1_b, prefix, ".residual.2.bias", 1, out_dim, 0, 0, 0, 0);
-  add(t, &r->norm2_gamma, prefix, ".residual.3.gamma", 4, out_dim, 1, 1, 1, 0);
-  add(t, &r->conv2_w, prefix, ".residual.6.weight", 5, out_dim, out_dim, 3, 3, 3);
-  add(t, &r->conv2_b, prefix, ".residual.6.bias", 1, out_dim, 0, 0, 0, 0);
-  r->shortcut_w = r->shortcut_b = NULL;
-  if (in_dim != out_dim) {
-    add(t, &r->shortcut_w, prefix, ".shortcut.weight", 5, out_dim, in_dim, 1, 1, 1);
-    add(t, &r->shortcut_b, prefix, ".shortcut.bias", 1, out_dim, 0, 0, 0, 0);
+#define WAN_VAE_UNPAREN(...) __VA_ARGS__
+/* One list line (wan_vae.h) of module m under prefix; the shape's rank is
+ * the length of its list. */
+#define ADD(field, key, shape)                                            \
+  {                                                                       \
+    const int64_t s_[] = {WAN_VAE_UNPAREN shape};                         \
+    _Static_assert(sizeof s_ / sizeof s_[0] <= 5, key ": at most 5 dims"); \
+    add(t, &m->field, prefix, key, (int)(sizeof s_ / sizeof s_[0]), s_);  \
   }
+
+static void add_resblock(wan_vae_table *t, wan_vae_resblock *m, const char *prefix,
+                         int64_t in_dim, int64_t out_dim) {
+  m->in_dim = in_dim;
+  m->out_dim = out_dim;
+  WAN_VAE_RESBLOCK_TENSORS(ADD)
+  m->shortcut_w = m->shortcut_b = NULL;
+  if (in_dim != out_dim) {
+    WAN_VAE_SHORTCUT_TENSORS(ADD)
+  }
+}
+
+static void add_attn(wan_vae_table *t, wan_vae_attn *m, const char *prefix, int64_t dim) {
+  m->dim = dim;
+  WAN_VAE_ATTN_TENSORS(ADD)
+}
+
+static void add_resample(wan_vae_table *t, wan_vae_resample *m, const char *prefix, int64_t dim,
+                         int temporal) {
+  m->dim = dim;
+  m->temporal = temporal;
+  m->time_w = m->time_b = NULL;
+  if (temporal) {
+    WAN_VAE_TIME_CONV_TENSORS(ADD)
+  }
+  WAN_VAE_RESAMPLE_TENSORS(ADD)
+}
+
+/* Level i takes dims[i] (halved after a resample, i >= 1) to dims[i + 1]
+ * in num_res_blocks + 1 blocks, then resamples unless it is the last; *k
+ * counts decoder.upsamples. */
+static void add_level(const wan_vae_config *c, wan_vae_table *t, wan_vae_level *l, int i,
+                      int *k) {
+  char prefix[48];
+  int64_t in_dim = wan_vae_level_dim(c, i - 1), out_dim = wan_vae_level_dim(c, i);
+  if (i >= 1) in_dim /= 2;
+  l->n_res = (int)c->num_res_blocks + 1;
+  for (int r = 0; r < l->n_res; r++) {
+    snprintf(prefix, sizeof prefix, "decoder.upsamples.%d", (*k)++);
+    add_resblock(t, &l->res[r], prefix, in_dim, out_dim);
+    in_dim = out_dim;
+  }
+  l->has_up = i != c->n_mult - 1;
+  if (!l->has_up) return;
+  snprintf(prefix, sizeof prefix, "decoder.upsamples.%d", (*k)++);
+  add_resample(t, &l->up, prefix, out_dim, c->temporal_up[i]);
 }
 
 void wan_vae_table_make(const wan_vae_config *c, wan_vae_weights *w, wan_vae_table *out) {
@@ -128,57 +172,24 @@ void wan_vae_table_make(const wan_vae_config *c, wan_vae_weights *w, wan_vae_tab
   out->count = 0;
   out->packed_floats = 0;
   out->params = 0;
-  const int64_t z = c->z_dim, d0 = wan_vae_level_dim(c, -1);
-  w->z_dim = z;
-  w->mid_dim = d0;
-  add(out, &w->conv2_w, "conv2", ".weight", 5, z, z, 1, 1, 1);
-  add(out, &w->conv2_b, "conv2", ".bias", 1, z, 0, 0, 0, 0);
-  add(out, &w->conv1_w, "decoder.conv1", ".weight", 5, d0, z, 3, 3, 3);
-  add(out, &w->conv1_b, "decoder.conv1", ".bias", 1, d0, 0, 0, 0, 0);
-  add_resblock(out, &w->mid0, "decoder.middle.0", d0, d0);
-  wan_vae_attn *a = &w->mid_attn;
-  a->dim = d0;
-  add(out, &a->norm_gamma, "decoder.middle.1", ".norm.gamma", 3, d0, 1, 1, 0, 0);
-  add(out, &a->qkv_w, "decoder.middle.1", ".to_qkv.weight", 4, 3 * d0, d0, 1, 1, 0);
-  add(out, &a->qkv_b, "decoder.middle.1", ".to_qkv.bias", 1, 3 * d0, 0, 0, 0, 0);
-  add(out, &a->proj_w, "decoder.middle.1", ".proj.weight", 4, d0, d0, 1, 1, 0);
-  add(out, &a->proj_b, "decoder.middle.1", ".proj.bias", 1, d0, 0, 0, 0, 0);
-  add_resblock(out, &w->mid2, "decoder.middle.2", d0, d0);
-
-  /* Level i takes dims[i] (halved after a resample, i >= 1) to dims[i + 1]
-   * in num_res_blocks + 1 blocks, then resamples unless it is the last. */
+  wan_vae_table *t = out;
+  wan_vae_weights *m = w;
+  const char *prefix = "";
+  /* The names the decoder's own shapes are written in. */
+  const int64_t z_dim = c->z_dim, mid_dim = wan_vae_level_dim(c, -1);
+  const int64_t head_dim = wan_vae_level_dim(c, c->n_mult - 1);
+  w->z_dim = z_dim;
+  w->mid_dim = mid_dim;
+  w->head_dim = head_dim;
+  WAN_VAE_CONV2_TENSORS(ADD)
+  WAN_VAE_CONV1_TENSORS(ADD)
+  add_resblock(out, &w->mid0, "decoder.middle.0", mid_dim, mid_dim);
+  add_attn(out, &w->mid_attn, "decoder.middle.1", mid_dim);
+  add_resblock(out, &w->mid2, "decoder.middle.2", mid_dim, mid_dim);
   int k = 0; /* index in decoder.upsamples */
-  char prefix[48];
   w->n_levels = c->n_mult;
-  for (int i = 0; i < c->n_mult; i++) {
-    wan_vae_level *l = &w->level[i];
-    int64_t in_dim = wan_vae_level_dim(c, i - 1), out_dim = wan_vae_level_dim(c, i);
-    if (i >= 1) in_dim /= 2;
-    l->n_res = (int)c->num_res_blocks + 1;
-    for (int r = 0; r < l->n_res; r++) {
-      snprintf(prefix, sizeof prefix, "decoder.upsamples.%d", k++);
-      add_resblock(out, &l->res[r], prefix, in_dim, out_dim);
-      in_dim = out_dim;
-    }
-    l->has_up = i != c->n_mult - 1;
-    if (!l->has_up) continue;
-    wan_vae_resample *u = &l->up;
-    u->dim = out_dim;
-    u->temporal = c->temporal_up[i];
-    snprintf(prefix, sizeof prefix, "decoder.upsamples.%d", k++);
-    u->time_w = u->time_b = NULL;
-    if (u->temporal) {
-      add(out, &u->time_w, prefix, ".time_conv.weight", 5, 2 * out_dim, out_dim, 3, 1, 1);
-      add(out, &u->time_b, prefix, ".time_conv.bias", 1, 2 * out_dim, 0, 0, 0, 0);
-    }
-    add(out, &u->conv_w, prefix, ".resample.1.weight", 4, out_dim / 2, out_dim, 3, 3, 0);
-    add(out, &u->conv_b, prefix, ".resample.1.bias", 1, out_dim / 2, 0, 0, 0, 0);
-  }
-  const int64_t dl = wan_vae_level_dim(c, c->n_mult - 1);
-  w->head_dim = dl;
-  add(out, &w->head_gamma, "decoder.head", ".0.gamma", 4, dl, 1, 1, 1, 0);
-  add(out, &w->head_w, "decoder.head", ".2.weight", 5, 3, dl, 3, 3, 3);
-  add(out, &w->head_b, "decoder.head", ".2.bias", 1, 3, 0, 0, 0, 0);
+  for (int i = 0; i < c->n_mult; i++) add_level(c, out, &w->level[i], i, &k);
+  WAN_VAE_HEAD_TENSORS(ADD)
 }
 
 void wan_vae_table_bind(const wan_vae_table *t, const float *packed) {
@@ -190,3 +201,62 @@ int wan_vae_table_find(const wan_vae_table *t, const char *name) {
     if (strcmp(t->t[i].name, name) == 0) return i;
   return -1;
 }
+
+/* ---------------------------------------------------------------- description */
+
+#define FIELD(T, f, dims) NET_FIELD_OF(wan_vae_config, T, f)
+static const net_field config_fields[] = {WAN_VAE_CONFIG_FIELDS(FIELD)};
+#undef FIELD
+
+static int config_check(const void *c, char *err, size_t errlen) {
+  return wan_vae_config_check(c, err, errlen);
+}
+
+/* The table, on the heap (256 entries). */
+static int table_of(const wan_vae_config *c, wan_vae_table **t, wan_vae_weights **w) {
+  *t = malloc(sizeof **t);
+  *w = malloc(sizeof **w);
+  if (!*t || !*w) sp_fatal("vae: out of host memory for the tensor table");
+  wan_vae_table_make(c, *w, *t);
+  return (*t)->count;
+}
+
+static int tensor_count(const void *c) {
+  wan_vae_table *t;
+  wan_vae_weights *w;
+  const int n = table_of(c, &t, &w);
+  free(t), free(w);
+  return n;
+}
+
+static void tensors(const void *c, net_tensor *out) {
+  wan_vae_table *t;
+  wan_vae_weights *w;
+  const int n = table_of(c, &t, &w);
+  for (int i = 0; i < n; i++) {
+    memset(&out[i], 0, sizeof out[i]);
+    snprintf(out[i].name, sizeof out[i].name, "%s", t->t[i].name);
+    out[i].ndim = t->t[i].ndim;
+    for (int d = 0; d < t->t[i].ndim; d++) out[i].shape[d] = t->t[i].shape[d];
+  }
+  free(t), free(w);
+}
+
+static int layout(const void *shape, void *out, char *err, size_t errlen) {
+  return plan_vae_layout_make(shape, out, err, errlen);
+}
+
+static const net_desc desc = {
+    .name = "wan_vae",
+    .arch = WAN_VAE_ARCH,
+    .noun = "VAE decoder",
+    .config_size = sizeof(wan_vae_config),
+    .config_fields = config_fields,
+    .config_count = (int)(sizeof config_fields / sizeof config_fields[0]),
+    .config_check = config_check,
+    .tensor_count = tensor_count,
+    .tensors = tensors,
+    .layout = layout,
+};
+
+const net_desc *wan_vae_net(void) { return &desc; }

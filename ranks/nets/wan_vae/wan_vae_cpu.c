@@ -16,6 +16,7 @@
 #include "kern_cpu_vae.h"
 #include "log.h"
 #include "wan_vae.h"
+#include "wan_vae_backend.h"
 
 /* ---------------------------------------------------------------- sizes */
 
@@ -355,3 +356,55 @@ void wan_vae_decode(wan_vae_decoder *d, const wan_vae_weights *wt, const float *
   whole_video v = {video, wan_vae_out_frames(&d->cfg, F), d->h * d->w * s * s};
   (void)wan_vae_decode_stream(d, wt, latents, F, whole_video_put, &v);
 }
+
+/* ---------------------------------------------------------------- backend */
+
+/* The CPU backend (wan_vae_backend.h): the fp32 decoder and its weights. */
+typedef struct cpu_decoder {
+  wan_vae_decoder *d;
+  const wan_vae_weights *wt;
+} cpu_decoder;
+
+static int cpu_create(const wan_vae_make *a, void **out) {
+  cpu_decoder *c = calloc(1, sizeof *c);
+  if (!c) {
+    sp_log_error("vae: out of host memory for the decoder");
+    return SP_ERR_RUNTIME;
+  }
+  const int rc = wan_vae_decoder_create(a->config, a->h, a->w, &c->d);
+  if (rc != SP_OK) {
+    free(c);
+    return rc;
+  }
+  c->wt = a->weights;
+  *out = c;
+  return SP_OK;
+}
+
+static void cpu_destroy(void *p) {
+  cpu_decoder *c = p;
+  if (!c) return;
+  wan_vae_decoder_free(c->d);
+  free(c);
+}
+
+static int cpu_decode(void *p, const float *latents, int64_t F, wan_vae_frames_fn fn,
+                      void *user) {
+  cpu_decoder *c = p;
+  return wan_vae_decode_stream(c->d, c->wt, latents, F, fn, user);
+}
+
+static int64_t cpu_host_bytes(const void *p) {
+  const wan_vae_decoder *d = ((const cpu_decoder *)p)->d;
+  return wan_vae_decoder_floats(&d->cfg, d->h, d->w) * (int64_t)sizeof(float);
+}
+
+static int64_t cpu_device_bytes(const void *p) { return 0; }
+
+static const wan_vae_backend cpu_ops = {.create = cpu_create,
+                                        .destroy = cpu_destroy,
+                                        .decode = cpu_decode,
+                                        .host_bytes = cpu_host_bytes,
+                                        .device_bytes = cpu_device_bytes};
+
+const net_backend wan_vae_cpu = {wan_vae_net, RANK_DEVICE_CPU, &cpu_ops};

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "video_out.h"
 #include "wan_vae.h"
+#include "wan_vae_backend.h"
 #include "wan_vae_gpu_layout.h"
 #include "wan_vae_tile.h"
 
@@ -68,10 +69,7 @@ int decode_check_outputs(const decode_opts *o, const vae_model *m, const int64_t
       return SP_ERR_INPUT;
     }
   }
-  if (o->dev == RANK_DEVICE_CUDA && !wan_vae_gpu_available()) {
-    sp_log_error("decode: --device cuda: this build has no CUDA decoder (built without CUDA)");
-    return SP_ERR_INPUT;
-  }
+  if (!net_backend_ops(wan_vae_net(), o->dev)) return SP_ERR_INPUT;
   return SP_OK;
 }
 
@@ -158,7 +156,7 @@ static int decode_tiling(const decode_opts *o, const wan_vae_config *c, int64_t 
   if (o->dev != RANK_DEVICE_CUDA) return SP_OK;
   const int64_t need = wan_vae_gpu_bytes(c, h, w, o->precision);
   if (need < 0) return SP_ERR_INPUT;
-  const int64_t budget = wan_vae_gpu_free_bytes() - WAN_VAE_GPU_SLACK_BYTES;
+  const int64_t budget = rank_cuda_free_bytes() - WAN_VAE_GPU_SLACK_BYTES;
   if (need <= budget) return SP_OK;
   plan_vae_tiles pt;
   int rc = wan_vae_gpu_tiles(c, h, w, o->precision, budget > 0 ? (uint64_t)budget : 0, &pt);
@@ -174,11 +172,10 @@ static int decode_tiling(const decode_opts *o, const wan_vae_config *c, int64_t 
   return SP_OK;
 }
 
-/* A tiled decode's decoder: the CPU's or the GPU's, with a line per tile. */
+/* A tiled decode's decoder: the backend's, with a line per tile. */
 typedef struct tile_decoder {
-  wan_vae_decoder *cpu;
-  const wan_vae_weights *wt;
-  wan_vae_gpu *gpu;
+  const wan_vae_backend *b;
+  void *d;
   int64_t tile, tiles;
   int quiet;
 } tile_decoder;
@@ -188,8 +185,7 @@ static int tile_decode(void *decoder, const float *latents, int64_t F, wan_vae_f
   tile_decoder *d = decoder;
   d->tile++;
   if (!d->quiet) sp_log_info("decode: tile %lld/%lld", (long long)d->tile, (long long)d->tiles);
-  return d->gpu ? wan_vae_gpu_decode(d->gpu, latents, F, fn, user)
-                : wan_vae_decode_stream(d->cpu, d->wt, latents, F, fn, user);
+  return d->b->decode(d->d, latents, F, fn, user);
 }
 
 int decode_run(const decode_opts *o, vae_model *m, const float *latents, const int64_t *dims,
@@ -205,42 +201,48 @@ int decode_run(const decode_opts *o, vae_model *m, const float *latents, const i
   return rc;
 }
 
-int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const float *latents,
-                    const int64_t *dims, decode_stats *stats) {
-  const wan_vae_config *c = &vae_model_get_info(m)->config;
+/* The video's size and the tiling into stats (tl, *tiled: decode_tiling). */
+static int decode_shape(const decode_opts *o, const wan_vae_config *c, const int64_t *dims,
+                        decode_stats *stats, wan_vae_tiling *tl, int *tiled) {
   const int64_t F = dims[1], h = dims[2], w = dims[3], s = wan_vae_out_scale(c);
   memset(stats, 0, sizeof *stats);
   stats->frames = wan_vae_out_frames(c, F);
   stats->height = h * s;
   stats->width = w * s;
-
-  const wan_vae_weights *wt = &d->wt;
-  wan_vae_decoder *cpu = NULL;
-  wan_vae_gpu *gpu = NULL;
-  decode_sink sink = {.chunks = F, .frames = stats->frames, .quiet = o->quiet};
-  int rc = SP_OK;
-  double t;
-
-  wan_vae_tiling tl;
-  int tiled;
-  if ((rc = decode_tiling(o, c, h, w, &tl, &tiled)) != SP_OK) goto done;
+  const int rc = decode_tiling(o, c, h, w, tl, tiled);
+  if (rc != SP_OK) return rc;
   stats->tiles_y = stats->tiles_x = 1;
   stats->tile_h = h;
   stats->tile_w = w;
-  if (tiled) {
-    wan_vae_tiling_grid(h, w, &tl, &stats->tiles_y, &stats->tiles_x);
-    stats->tile_h = tl.th < h ? tl.th : h;
-    stats->tile_w = tl.tw < w ? tl.tw : w;
-    stats->host_bytes = wan_vae_tiled_host_bytes(c, F, h, w, &tl);
+  if (*tiled) {
+    wan_vae_tiling_grid(h, w, tl, &stats->tiles_y, &stats->tiles_x);
+    stats->tile_h = tl->th < h ? tl->th : h;
+    stats->tile_w = tl->tw < w ? tl->tw : w;
+    stats->host_bytes = wan_vae_tiled_host_bytes(c, F, h, w, tl);
   }
-  if (o->dev == RANK_DEVICE_CUDA) {
-    rc = wan_vae_gpu_create(c, d->packed, stats->tile_h, stats->tile_w, o->precision, &gpu);
-  } else {
-    rc = wan_vae_decoder_create(c, stats->tile_h, stats->tile_w, &cpu);
-    stats->host_bytes +=
-        wan_vae_decoder_floats(c, stats->tile_h, stats->tile_w) * (int64_t)sizeof(float);
-  }
+  return SP_OK;
+}
+
+int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const float *latents,
+                    const int64_t *dims, decode_stats *stats) {
+  const wan_vae_config *c = &vae_model_get_info(m)->config;
+  const int64_t F = dims[1], h = dims[2], w = dims[3];
+  decode_sink sink = {.chunks = F, .quiet = o->quiet};
+  tile_decoder td = {.b = net_backend_ops(wan_vae_net(), o->dev), .quiet = o->quiet};
+  wan_vae_tiling tl;
+  int tiled;
+  double t;
+  int rc = decode_shape(o, c, dims, stats, &tl, &tiled);
   if (rc != SP_OK) goto done;
+  if (!td.b) {
+    rc = SP_ERR_INPUT;
+    goto done;
+  }
+  sink.frames = stats->frames;
+  td.tiles = stats->tiles_y * stats->tiles_x;
+  const wan_vae_make mk = {c, &d->wt, d->packed, stats->tile_h, stats->tile_w, o->precision};
+  if ((rc = td.b->create(&mk, &td.d)) != SP_OK) goto done;
+  stats->host_bytes += td.b->host_bytes(td.d);
 
   decode_target tg[2];
   sink.n = decode_targets(o, tg);
@@ -251,8 +253,7 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
   }
   sp_log_info("decode: %lld latent frames of %lldx%lld -> %lld frames of %lldx%lld on %s%s",
               (long long)F, (long long)h, (long long)w, (long long)stats->frames,
-              (long long)stats->height, (long long)stats->width,
-              o->dev == RANK_DEVICE_CUDA ? "cuda" : "cpu",
+              (long long)stats->height, (long long)stats->width, rank_device_name(o->dev),
               o->dev != RANK_DEVICE_CUDA ? ""
               : o->precision == WAN_VAE_GPU_FP32 ? " (fp32)" : " (bf16)");
   if (tiled)
@@ -260,12 +261,10 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
                 (long long)stats->tiles_y, (long long)stats->tiles_x, (long long)stats->tile_h,
                 (long long)stats->tile_w, (long long)tl.overlap);
   t = sink.t0 = comm_now();
-  tile_decoder td = {cpu, wt, gpu, 0, stats->tiles_y * stats->tiles_x, o->quiet};
   if (tiled)
     rc = wan_vae_decode_tiled(c, latents, F, h, w, &tl, tile_decode, &td, sink_put, &sink);
   else
-    rc = gpu ? wan_vae_gpu_decode(gpu, latents, F, sink_put, &sink)
-             : wan_vae_decode_stream(cpu, wt, latents, F, sink_put, &sink);
+    rc = td.b->decode(td.d, latents, F, sink_put, &sink);
   if (rc != SP_OK) goto done;
   /* Each commit renames one complete output into place; a failure of the
    * second leaves the first (complete) and removes its own. */
@@ -275,11 +274,10 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
     if ((rc = video_out_commit(v)) != SP_OK) goto done;
   }
   stats->decode_s = comm_now() - t;
-  if (gpu) stats->device_peak_bytes = wan_vae_gpu_peak_bytes(gpu);
+  stats->device_peak_bytes = td.b->device_bytes(td.d);
 done:
   for (int i = 0; i < 2; i++)
     if (sink.v[i]) video_out_abort(sink.v[i]);
-  wan_vae_gpu_free(gpu);
-  wan_vae_decoder_free(cpu);
+  if (td.d) td.b->destroy(td.d);
   return rc;
 }

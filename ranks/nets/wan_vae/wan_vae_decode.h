@@ -1,5 +1,7 @@
-/* Latents to video: the VAE decoder (CPU or CUDA) feeding a video output
- * (video_out.h) chunk by chunk. `staticpipe decode` is this on a latents
+/* Latents to video: the VAE decoder's driver, written once over its
+ * backend table (wan_vae_backend.h: the CPU's or the CUDA one's, by
+ * decode_opts.dev), feeding a video output (video_out.h) chunk by chunk:
+ * the tiling, the precision, the frames to the video writer. `staticpipe decode` is this on a latents
  * file; `run --vae --video` is this on the latents a job has just made.
  *
  * The order is what a user wants from a long job: everything that can be
@@ -12,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "stage.h"
+#include "net.h"
 #include "vae_file.h"
 #include "wan_vae_gpu.h"
 

@@ -1,6 +1,5 @@
 /* The CUDA VAE decoder's config checks, weight forms and device layout
- * (wan_vae_gpu_layout.h), shared by the CUDA decoder and the CPU build's
- * stand-in. */
+ * (wan_vae_gpu_layout.h), in both builds. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,8 +1,9 @@
-/* What the CUDA VAE decoder and its CPU-build stand-in share: the checks a
- * config must pass for the device, the device form of each weight tensor,
- * and the device layout (planner/vae_layout.h) of a config, latent size and
- * precision. Both ranks/nets/cuda/wan_vae_gpu.c and
- * ranks/nets/nocuda/wan_vae_gpu.c compute wan_vae_gpu_bytes from here. */
+/* What the CUDA VAE decoder and every build know of its device memory:
+ * the checks a config must pass for the device, the device form of each
+ * weight tensor, and the device layout (planner/vae_layout.h) of a config,
+ * latent size and precision. The CUDA decoder (cuda/wan_vae_gpu.c) carves
+ * its allocation from it; the planner's count (wan_vae_gpu_bytes), in both
+ * builds, is its total. */
 #ifndef WAN_VAE_GPU_LAYOUT_H
 #define WAN_VAE_GPU_LAYOUT_H
 

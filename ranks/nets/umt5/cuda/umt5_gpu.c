@@ -1,5 +1,15 @@
-/* The UMT5 encoder on a CUDA device (umt5_gpu.h): umt5_layer_forward's
- * steps, op for op, on device buffers, one stream. */
+/* The UMT5 encoder on a CUDA device (UMT5.md), the CUDA backend of the
+ * text encoder (umt5_backend.h): the CPU forward's computation (umt5_cpu.c)
+ * with bf16 weights and activations between ops, fp32 accumulation, an
+ * fp32 residual stream and fp32 norms and softmax: cuBLASLt GEMMs
+ * (kern_cuda.h), T5's norm, biased attention and gated GELU
+ * (kern_cuda_t5.h), umt5_layer_forward's steps op for op on one stream.
+ *
+ * Every layer's weights stay on the device (bf16); the driver gives each
+ * layer once, then runs any number of sequences. All device memory is one
+ * allocation carved at the offsets of the planner's layout
+ * (planner/t5_layout.h, umt5_gpu_layout): the bytes the planner counts
+ * are the bytes taken. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,110 +19,109 @@
 #include "kern_cuda_t5.h"
 #include "kern_dtype.h"
 #include "log.h"
+#include "umt5_backend.h"
+#include "umt5_cuda.h"
 #include "umt5_gpu.h"
 
-struct umt5_gpu {
+_Static_assert(PLAN_T5_MAX_LEN == KERN_CUDA_T5_MAX_LEN,
+               "the layout's longest sequence is the attention kernel's");
+
+typedef struct umt5_gpu {
   umt5_config c;
   int64_t max_len, layer_floats;
-  int64_t off[UMT5_LAYER_TENSORS]; /* each tensor's offset in a layer buffer */
-  uint16_t *w;      /* (layers, layer_floats) bf16 */
-  uint16_t *norm;   /* (dim) bf16 */
-  float *x;         /* (max_len, dim) the residual stream */
-  uint16_t *xn;     /* (max_len, dim) a sublayer's normalised input */
+  plan_t5_layout lay;
+  char *arena;               /* lay.total bytes */
+  umt5_layer_bf16 w[UMT5_MAX_LAYERS]; /* every layer's weights, in the arena */
+  uint16_t *layer_w[UMT5_MAX_LAYERS]; /* (layer_floats) bf16 each */
+  uint16_t *norm;            /* (dim) bf16 */
+  float *x;                  /* (max_len, dim) the residual stream */
+  uint16_t *xn;              /* (max_len, dim) a sublayer's normalised input */
   uint16_t *q, *k, *v, *att; /* (max_len, dim_attn) */
-  float *g, *h;     /* (max_len, ffn) gate and fc1 outputs */
-  uint16_t *hb;     /* (max_len, ffn) gelu(g) * h */
-  int32_t *bucket;  /* (2 max_len - 1) */
-  uint16_t *stage;  /* host: one layer in bf16 */
+  float *g, *h;              /* (max_len, ffn) gate and fc1 outputs */
+  uint16_t *hb;              /* (max_len, ffn) gelu(g) * h */
+  int32_t *bucket;           /* (2 max_len - 1) */
+  uint16_t *stage;           /* host: one layer in bf16 */
   int32_t *bucket_host;
   kern_cuda_gemm_ctx *gemm;
   cudaStream_t s;
-};
+} umt5_gpu;
 
-int umt5_gpu_available(void) { return 1; }
-
-/* Activation bytes for max_len tokens (the fields above, in order). */
-static uint64_t act_bytes(const umt5_config *c, int64_t max_len) {
-  const uint64_t L = (uint64_t)max_len, D = (uint64_t)c->dim, A = (uint64_t)c->dim_attn,
-                 F = (uint64_t)c->ffn;
-  return L * D * 4 + L * D * 2 + 4 * L * A * 2 + 2 * L * F * 4 + L * F * 2 + 2 * L * 4;
+/* The arena's buffer of kind k and index i. */
+static void *at(const umt5_gpu *g, plan_t5_buf kind, int index) {
+  const plan_t5_buffer *b = plan_t5_layout_find(&g->lay, kind, index);
+  if (!b) sp_fatal("umt5 gpu: the layout has no %s %d", plan_t5_buf_name(kind), index);
+  return g->arena + b->offset;
 }
 
-uint64_t umt5_gpu_bytes(const umt5_config *c, int64_t max_len) {
-  return (uint64_t)c->layers * (uint64_t)umt5_layer_floats(c) * 2 + (uint64_t)c->dim * 2 +
-         act_bytes(c, max_len) + (32u << 20); /* the GEMM workspace (kern_cuda.h default) */
+static void carve(umt5_gpu *g) {
+  for (int l = 0; l < g->c.layers; l++) {
+    g->layer_w[l] = at(g, PLAN_T5_LAYER, l);
+    umt5_layer_bf16_bind(&g->c, g->layer_w[l], &g->w[l]);
+  }
+  g->norm = at(g, PLAN_T5_NORM, 0);
+  g->x = at(g, PLAN_T5_X, 0);
+  g->xn = at(g, PLAN_T5_XN, 0);
+  g->q = at(g, PLAN_T5_Q, 0);
+  g->k = at(g, PLAN_T5_K, 0);
+  g->v = at(g, PLAN_T5_V, 0);
+  g->att = at(g, PLAN_T5_ATT, 0);
+  g->g = at(g, PLAN_T5_GATE, 0);
+  g->h = at(g, PLAN_T5_FC1, 0);
+  g->hb = at(g, PLAN_T5_HIDDEN, 0);
+  g->bucket = at(g, PLAN_T5_BUCKET, 0);
 }
 
-static int dev_alloc(void **p, size_t bytes, const char *what) {
-  if (cudaMalloc(p, bytes) == cudaSuccess) return 0;
-  (void)cudaGetLastError();
-  sp_log_error("text encoder: cannot allocate %.2f GiB of device memory for %s",
-               (double)bytes / (1 << 30), what);
-  *p = NULL;
-  return -1;
-}
-
-int umt5_gpu_create(const umt5_config *c, int cuda_device, int64_t max_len, umt5_gpu **out) {
+static int gpu_create(const umt5_config *c, int cuda_device, int64_t max_len, void **out) {
   *out = NULL;
-  if (max_len < 1 || max_len > KERN_CUDA_T5_MAX_LEN || c->dim_attn / c->heads > 256) {
-    sp_log_error("text encoder: %lld tokens or head width %lld is beyond the CUDA encoder's "
-                 "1..%d tokens and 256",
-                 (long long)max_len, (long long)(c->dim_attn / c->heads), KERN_CUDA_T5_MAX_LEN);
+  umt5_gpu *g = sp_xcalloc(1, sizeof *g);
+  if (umt5_gpu_layout(c, max_len, &g->lay) != SP_OK) {
+    free(g);
     return SP_ERR_INPUT;
   }
   CUDA_CHECK(cudaSetDevice(cuda_device));
-  umt5_gpu *g = sp_xcalloc(1, sizeof *g);
   g->c = *c;
   g->max_len = max_len;
   g->layer_floats = umt5_layer_floats(c);
-  for (int s = 0; s < UMT5_LAYER_TENSORS; s++) {
-    umt5_tensor t;
-    umt5_table_entry(c, 1 + s, &t); /* layer 0's: the same offsets in every layer */
-    g->off[s] = t.offset;
-  }
-  const size_t L = (size_t)max_len, D = (size_t)c->dim, A = (size_t)c->dim_attn,
-               F = (size_t)c->ffn;
-  int bad = dev_alloc((void **)&g->w, (size_t)c->layers * (size_t)g->layer_floats * 2,
-                      "the layers' weights");
-  bad = bad || dev_alloc((void **)&g->norm, D * 2, "the final norm");
-  bad = bad || dev_alloc((void **)&g->x, L * D * 4, "activations");
-  bad = bad || dev_alloc((void **)&g->xn, L * D * 2, "activations");
-  bad = bad || dev_alloc((void **)&g->q, L * A * 2, "activations");
-  bad = bad || dev_alloc((void **)&g->k, L * A * 2, "activations");
-  bad = bad || dev_alloc((void **)&g->v, L * A * 2, "activations");
-  bad = bad || dev_alloc((void **)&g->att, L * A * 2, "activations");
-  bad = bad || dev_alloc((void **)&g->g, L * F * 4, "activations");
-  bad = bad || dev_alloc((void **)&g->h, L * F * 4, "activations");
-  bad = bad || dev_alloc((void **)&g->hb, L * F * 2, "activations");
-  bad = bad || dev_alloc((void **)&g->bucket, 2 * L * 4, "the position buckets");
-  if (bad) {
-    umt5_gpu_free(g);
+  const cudaError_t e = cudaMalloc((void **)&g->arena, g->lay.total);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    sp_log_error("text encoder: cannot allocate %.2f GiB of device memory (every layer's "
+                 "weights in bf16 and the activations of %lld tokens): %s",
+                 (double)g->lay.total / (1 << 30), (long long)max_len, cudaGetErrorString(e));
+    free(g);
     return SP_ERR_INPUT;
   }
+  carve(g);
   g->stage = sp_xmalloc((size_t)g->layer_floats * 2);
-  g->bucket_host = sp_xmalloc(2 * L * 4);
+  g->bucket_host = sp_xmalloc((size_t)(2 * max_len) * 4);
   CUDA_CHECK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
-  g->gemm = kern_cuda_gemm_ctx_create(0);
+  const plan_t5_buffer *ws = plan_t5_layout_find(&g->lay, PLAN_T5_GEMM_WS, 0);
+  g->gemm = kern_cuda_gemm_ctx_create_in(g->arena + ws->offset, ws->bytes);
   *out = g;
   return SP_OK;
 }
 
-void umt5_gpu_set_layer(umt5_gpu *g, int layer, const float *buf) {
-  if (layer < 0 || layer >= g->c.layers) sp_fatal("umt5 gpu: layer %d of %lld", layer,
-                                                  (long long)g->c.layers);
-  kern_f32_to_bf16_n(buf, g->stage, (size_t)g->layer_floats);
-  /* On the encoder's (non-blocking) stream, and waited for: the staging
-   * buffer is reused by the next call. */
-  CUDA_CHECK(cudaMemcpyAsync(g->w + (size_t)layer * (size_t)g->layer_floats, g->stage,
-                             (size_t)g->layer_floats * 2, cudaMemcpyHostToDevice, g->s));
+uint64_t umt5_gpu_arena_bytes(const void *e) { return ((const umt5_gpu *)e)->lay.total; }
+
+/* n bf16 values of host fp32 src rounded (nearest even) into dst on the
+ * device, on the encoder's (non-blocking) stream, and waited for: the
+ * staging buffer is reused by the next call. */
+static void upload(umt5_gpu *g, uint16_t *dst, const float *src, size_t n) {
+  kern_f32_to_bf16_n(src, g->stage, n);
+  CUDA_CHECK(cudaMemcpyAsync(dst, g->stage, n * 2, cudaMemcpyHostToDevice, g->s));
   CUDA_CHECK(cudaStreamSynchronize(g->s));
 }
 
-void umt5_gpu_set_norm(umt5_gpu *g, const float *w) {
-  kern_f32_to_bf16_n(w, g->stage, (size_t)g->c.dim);
-  CUDA_CHECK(cudaMemcpyAsync(g->norm, g->stage, (size_t)g->c.dim * 2, cudaMemcpyHostToDevice,
-                             g->s));
-  CUDA_CHECK(cudaStreamSynchronize(g->s));
+static void gpu_set_layer(void *e, int layer, const float *buf) {
+  umt5_gpu *g = e;
+  if (layer < 0 || layer >= g->c.layers)
+    sp_fatal("umt5 gpu: layer %d of %lld", layer, (long long)g->c.layers);
+  upload(g, g->layer_w[layer], buf, (size_t)g->layer_floats);
+}
+
+static void gpu_set_norm(void *e, const float *buf) {
+  umt5_gpu *g = e;
+  upload(g, g->norm, buf, (size_t)g->c.dim);
 }
 
 /* x += a (L, K) @ w^T, w (N = dim, K) bf16: the residual add in the GEMM. */
@@ -130,55 +139,60 @@ static void residual_gemm(umt5_gpu *g, const uint16_t *a, const uint16_t *w, int
 static void layer_forward(umt5_gpu *g, int l, int64_t L) {
   const umt5_config *c = &g->c;
   const int64_t D = c->dim, A = c->dim_attn, F = c->ffn, H = c->heads;
-  const uint16_t *w = g->w + (size_t)l * (size_t)g->layer_floats;
-  const uint16_t *norm1 = w + g->off[0], *wq = w + g->off[1], *wk = w + g->off[2],
-                 *wv = w + g->off[3], *wo = w + g->off[4], *norm2 = w + g->off[5],
-                 *gate = w + g->off[6], *fc1 = w + g->off[7], *fc2 = w + g->off[8],
-                 *pos = w + g->off[9];
-  kern_cuda_t5_rmsnorm(g->x, norm1, g->xn, KERN_DTYPE_BF16, L, D, UMT5_EPS, g->s);
-  kern_cuda_linear(g->gemm, g->xn, wq, NULL, g->q, KERN_DTYPE_BF16, L, D, A, KERN_CUDA_ACT_NONE,
-                   g->s);
-  kern_cuda_linear(g->gemm, g->xn, wk, NULL, g->k, KERN_DTYPE_BF16, L, D, A, KERN_CUDA_ACT_NONE,
-                   g->s);
-  kern_cuda_linear(g->gemm, g->xn, wv, NULL, g->v, KERN_DTYPE_BF16, L, D, A, KERN_CUDA_ACT_NONE,
-                   g->s);
-  kern_cuda_t5_attention(g->q, g->k, g->v, pos, g->bucket, g->att, L, H, A / H, g->s);
-  residual_gemm(g, g->att, wo, L, A);
-  kern_cuda_t5_rmsnorm(g->x, norm2, g->xn, KERN_DTYPE_BF16, L, D, UMT5_EPS, g->s);
-  kern_cuda_linear(g->gemm, g->xn, gate, NULL, g->g, KERN_DTYPE_F32, L, D, F,
+  const umt5_layer_bf16 *w = &g->w[l];
+  kern_cuda_t5_rmsnorm(g->x, w->norm1, g->xn, KERN_DTYPE_BF16, L, D, UMT5_EPS, g->s);
+  kern_cuda_linear(g->gemm, g->xn, w->q, NULL, g->q, KERN_DTYPE_BF16, L, D, A,
                    KERN_CUDA_ACT_NONE, g->s);
-  kern_cuda_linear(g->gemm, g->xn, fc1, NULL, g->h, KERN_DTYPE_F32, L, D, F, KERN_CUDA_ACT_NONE,
-                   g->s);
+  kern_cuda_linear(g->gemm, g->xn, w->k, NULL, g->k, KERN_DTYPE_BF16, L, D, A,
+                   KERN_CUDA_ACT_NONE, g->s);
+  kern_cuda_linear(g->gemm, g->xn, w->v, NULL, g->v, KERN_DTYPE_BF16, L, D, A,
+                   KERN_CUDA_ACT_NONE, g->s);
+  kern_cuda_t5_attention(g->q, g->k, g->v, w->pos, g->bucket, g->att, L, H, A / H, g->s);
+  residual_gemm(g, g->att, w->o, L, A);
+  kern_cuda_t5_rmsnorm(g->x, w->norm2, g->xn, KERN_DTYPE_BF16, L, D, UMT5_EPS, g->s);
+  kern_cuda_linear(g->gemm, g->xn, w->gate, NULL, g->g, KERN_DTYPE_F32, L, D, F,
+                   KERN_CUDA_ACT_NONE, g->s);
+  kern_cuda_linear(g->gemm, g->xn, w->fc1, NULL, g->h, KERN_DTYPE_F32, L, D, F,
+                   KERN_CUDA_ACT_NONE, g->s);
   kern_cuda_t5_gated_gelu(g->g, g->h, g->hb, L * F, g->s);
-  residual_gemm(g, g->hb, fc2, L, F);
+  residual_gemm(g, g->hb, w->fc2, L, F);
 }
 
-void umt5_gpu_forward(umt5_gpu *g, float *x, int64_t L) {
+static void gpu_run(void *e, int l0, int l1, int norm, float *x, int64_t L) {
+  umt5_gpu *g = e;
   const umt5_config *c = &g->c;
-  if (L < 1 || L > g->max_len)
-    sp_fatal("umt5 gpu: %lld tokens, built for 1..%lld", (long long)L, (long long)g->max_len);
+  if (L < 1 || L > g->max_len || l0 < 0 || l1 > c->layers)
+    sp_fatal("umt5 gpu: layers %d..%d on %lld tokens, built for %lld layers and 1..%lld tokens",
+             l0, l1 - 1, (long long)L, (long long)c->layers, (long long)g->max_len);
   for (int64_t r = -(L - 1); r <= L - 1; r++)
     g->bucket_host[r + L - 1] = umt5_rel_bucket(r, c->buckets, c->max_dist);
   const size_t xb = (size_t)(L * c->dim) * sizeof(float);
   CUDA_CHECK(cudaMemcpyAsync(g->bucket, g->bucket_host, (size_t)(2 * L - 1) * 4,
                              cudaMemcpyHostToDevice, g->s));
   CUDA_CHECK(cudaMemcpyAsync(g->x, x, xb, cudaMemcpyHostToDevice, g->s));
-  for (int l = 0; l < c->layers; l++) layer_forward(g, l, L);
-  kern_cuda_t5_rmsnorm(g->x, g->norm, g->x, KERN_DTYPE_F32, L, c->dim, UMT5_EPS, g->s);
+  for (int l = l0; l < l1; l++) layer_forward(g, l, L);
+  if (norm) kern_cuda_t5_rmsnorm(g->x, g->norm, g->x, KERN_DTYPE_F32, L, c->dim, UMT5_EPS, g->s);
   CUDA_CHECK(cudaMemcpyAsync(x, g->x, xb, cudaMemcpyDeviceToHost, g->s));
   CUDA_CHECK(cudaStreamSynchronize(g->s));
 }
 
-void umt5_gpu_free(umt5_gpu *g) {
+static void gpu_free(void *e) {
+  umt5_gpu *g = e;
   if (!g) return;
   if (g->s) CUDA_CHECK(cudaStreamSynchronize(g->s));
-  void *d[] = {g->w, g->norm, g->x, g->xn, g->q, g->k, g->v, g->att, g->g, g->h, g->hb,
-               g->bucket};
-  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-    if (d[i]) CUDA_CHECK(cudaFree(d[i]));
   if (g->gemm) kern_cuda_gemm_ctx_destroy(g->gemm);
+  if (g->arena) CUDA_CHECK(cudaFree(g->arena));
   if (g->s) CUDA_CHECK(cudaStreamDestroy(g->s));
   free(g->stage);
   free(g->bucket_host);
   free(g);
 }
+
+static const umt5_backend cuda_ops = {.all_layers = 1,
+                                      .create = gpu_create,
+                                      .destroy = gpu_free,
+                                      .set_layer = gpu_set_layer,
+                                      .set_norm = gpu_set_norm,
+                                      .run = gpu_run};
+
+const net_backend umt5_cuda = {umt5_net, RANK_DEVICE_CUDA, &cuda_ops};

@@ -471,13 +471,9 @@ static void issue_swap(rank_stage *s, cuda_stage *c) {
   c->swap_unissued = 0;
 }
 
-static const rank_stage_ops cuda_ops = {cuda_destroy, cuda_embed_text, cuda_set_prompt,
-                                        cuda_embed,   cuda_blocks,     cuda_head,
-                                        cuda_sync,    cuda_set_lora,   cuda_set_expert,
-                                        rank_cuda_relayout, cuda_time_embed,
-                                        cuda_cache};
+static const wan_dit_backend cuda_ops;
 
-int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
+static int cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
   cuda_stage *c = sp_xcalloc(1, sizeof *c);
   s->impl = c;
@@ -558,3 +554,12 @@ int rank_stage_cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
               (double)s->stats.device_in_use / (1 << 30));
   return SP_OK;
 }
+
+static const wan_dit_backend cuda_ops = {
+    .load = cuda_load,           .destroy = cuda_destroy,     .embed_text = cuda_embed_text,
+    .set_prompt = cuda_set_prompt, .embed = cuda_embed,       .blocks = cuda_blocks,
+    .head = cuda_head,           .sync = cuda_sync,           .set_lora = cuda_set_lora,
+    .set_expert = cuda_set_expert, .relayout = rank_cuda_relayout,
+    .time_embed = cuda_time_embed, .cache = cuda_cache};
+
+const net_backend wan_dit_cuda = {wan_dit_net, RANK_DEVICE_CUDA, &cuda_ops};

@@ -15,7 +15,8 @@
  *
  * The weights are bound through the VAE table to device addresses: the
  * wan_vae_weights fields point into the device allocation, conv weights in
- * the precision's type (bf16 bit patterns in bf16), everything else fp32. */
+ * the precision's type (bf16 bit patterns in bf16), everything else fp32.
+ * The VAE's CUDA backend (wan_vae_backend.h) is this decoder. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,8 @@
 #include "kern_cuda_vae.h"
 #include "kern_dtype.h"
 #include "log.h"
-#include "wan_vae_gpu.h"
+#include "wan_vae_backend.h"
+#include "wan_vae_cuda.h"
 #include "wan_vae_gpu_layout.h"
 
 #define PROF_EVENTS 1024 /* event pairs are flushed when full and after each chunk */
@@ -54,14 +56,6 @@ struct wan_vae_gpu {
   int nev;
   double ms[WAN_VAE_GPU_OPS];
 };
-
-int wan_vae_gpu_available(void) { return 1; }
-
-int64_t wan_vae_gpu_free_bytes(void) {
-  size_t free_b = 0, total_b = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return (int64_t)free_b;
-}
 
 /* ---------------------------------------------------------------- profiling */
 
@@ -498,3 +492,31 @@ int wan_vae_gpu_decode(wan_vae_gpu *g, const float *latents, int64_t F, wan_vae_
     sp_fatal("vae gpu: decoded %lld frames, expected %lld", (long long)frame0, (long long)T_out);
   return 0;
 }
+
+/* ---------------------------------------------------------------- backend */
+
+static int gpu_create(const wan_vae_make *a, void **out) {
+  wan_vae_gpu *g = NULL;
+  const int rc = wan_vae_gpu_create(a->config, a->packed, a->h, a->w, a->precision, &g);
+  *out = g;
+  return rc;
+}
+
+static void gpu_destroy(void *d) { wan_vae_gpu_free(d); }
+
+static int gpu_decode(void *d, const float *latents, int64_t F, wan_vae_frames_fn fn,
+                      void *user) {
+  return wan_vae_gpu_decode(d, latents, F, fn, user);
+}
+
+static int64_t gpu_host_bytes(const void *d) { return 0; }
+
+static int64_t gpu_device_bytes(const void *d) { return wan_vae_gpu_peak_bytes(d); }
+
+static const wan_vae_backend cuda_ops = {.create = gpu_create,
+                                         .destroy = gpu_destroy,
+                                         .decode = gpu_decode,
+                                         .host_bytes = gpu_host_bytes,
+                                         .device_bytes = gpu_device_bytes};
+
+const net_backend wan_vae_cuda = {wan_vae_net, RANK_DEVICE_CUDA, &cuda_ops};
