@@ -1,6 +1,6 @@
 /* Ulysses on the CUDA stage (DESIGN.md "Layouts"; stage_cuda_impl.h): the
  * self-attention's all-to-alls and the head's gather, as the CPU's
- * rank_dit_block and rank_dit_head run them (ranks/nets/dit_cpu.c): the
+ * rank_dit_block and rank_dit_head run them (ranks/nets/wan_dit/dit_cpu.c): the
  * same split of the tokens (plan_seq_row0), the same packing (part v of a
  * rank's rows, (L, dim / U), holds the columns of the v-th U-th of the
  * heads; the parts follow one another), the same order of exchanges (q,
