@@ -228,7 +228,8 @@ static int encode_batch(const encode_opts *o, t5_model *m, prompt *p, int first,
     c++;
   }
   umt5_encode_times tm;
-  int rc = umt5_encode(m, &(umt5_encode_job){o->dev, 0, c, ids, n, out}, &tm);
+  const umt5_encode_job job = {.device = o->dev, .count = c, .ids = ids, .n = n, .out = out};
+  int rc = umt5_encode(m, &job, &tm);
   if (rc == SP_OK && o->dev == RANK_DEVICE_CUDA)
     sp_log_info("encode: cuda: weights read and placed in %.3f s; %d sequence(s) encoded in "
                 "%.4f s: the first %.4f s, the others %.4f s each",

@@ -259,7 +259,9 @@ static int encode_all(job_session *s, job_prompts *p, uint8_t *bad) {
       n[k] = p->n[first];
       out[k++] = p->ctx[first];
     }
-    rc = umt5_encode(m, &(umt5_encode_job){s->o->dev, s->o->cuda_device, k, ids, n, out}, NULL);
+    const umt5_encode_job job = {.device = s->o->dev, .cuda_device = s->o->cuda_device,
+                                 .count = k, .ids = ids, .n = n, .out = out};
+    rc = umt5_encode(m, &job, NULL);
   }
   t5_model_close(m);
   return rc;

@@ -146,13 +146,13 @@ static void test_encoder(void) {
     again[i] = sp_test_alloc(len[i] * c->dim);
   }
   umt5_encode_times tm;
-  CHECK(umt5_encode(m, &(umt5_encode_job){RANK_DEVICE_CPU, 0, N, ids, n, cpu}, NULL) == SP_OK,
-        "cpu encode");
-  CHECK(umt5_encode(m, &(umt5_encode_job){RANK_DEVICE_CUDA, 0, N, ids, n, gpu}, &tm) == SP_OK,
-        "gpu encode");
-  CHECK(umt5_encode(m, &(umt5_encode_job){RANK_DEVICE_CUDA, 0, N, ids, n, again}, NULL) ==
-            SP_OK,
-        "gpu encode again");
+  umt5_encode_job job = {.device = RANK_DEVICE_CPU, .count = N, .ids = ids, .n = n, .out = cpu};
+  CHECK(umt5_encode(m, &job, NULL) == SP_OK, "cpu encode");
+  job.device = RANK_DEVICE_CUDA;
+  job.out = gpu;
+  CHECK(umt5_encode(m, &job, &tm) == SP_OK, "gpu encode");
+  job.out = again;
+  CHECK(umt5_encode(m, &job, NULL) == SP_OK, "gpu encode again");
   for (int i = 0; i < N; i++) {
     const double e = sp_test_rel_l2_f32(gpu[i], cpu[i], len[i] * c->dim);
     printf("%s, %lld tokens: GPU against CPU rel L2 %.2e\n", spec, (long long)len[i], e);
