@@ -5,7 +5,7 @@
  * same cards. Only the identities tell the two apart.
  *
  * The identity is whatever string names a physical GPU uniquely on its
- * node (ranks/stage: "GPU-" and the CUDA UUID); the empty string means
+ * node (ranks/nets/cuda/cuda_device.c: "GPU-" and the CUDA UUID); the empty string means
  * the rank has no GPU (the CPU backend). */
 #ifndef COMM_GPU_SHARE_H
 #define COMM_GPU_SHARE_H

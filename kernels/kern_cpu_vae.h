@@ -1,4 +1,4 @@
-/* CPU reference kernels of the Wan 2.1 video VAE decoder (ranks/nets/VAE.md):
+/* CPU reference kernels of the Wan 2.1 video VAE decoder (ranks/nets/wan_vae/VAE.md):
  * plain C11, fp32 arithmetic, OpenMP across output rows or positions.
  *
  * Activations are channel-first, (C, T, H, W) row-major, as the published

@@ -39,6 +39,10 @@ extern "C" {
  * failures are fatal. workspace_bytes 0 picks 32 MiB. */
 typedef struct kern_cuda_gemm_ctx kern_cuda_gemm_ctx;
 kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes);
+/* The same on a workspace the caller owns: workspace_bytes of device
+ * memory, 256-byte aligned, kept until destroy (an arena's buffer); the
+ * context allocates none and frees none. */
+kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create_in(void *workspace, size_t workspace_bytes);
 void kern_cuda_gemm_ctx_destroy(kern_cuda_gemm_ctx *ctx);
 /* While rows > 0, a GEMM of fewer rows (a chunk) runs the algorithm chosen
  * for `rows` rows, so each row's result equals the unchunked one's (see

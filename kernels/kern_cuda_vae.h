@@ -1,4 +1,4 @@
-/* CUDA ops of the Wan 2.1 VAE decoder (ranks/nets/VAE.md), behind a C
+/* CUDA ops of the Wan 2.1 VAE decoder (ranks/nets/wan_vae/VAE.md), behind a C
  * interface; the code is kernels/cuda/cuda_vae.cu. The CPU references are
  * kern_cpu_vae.h.
  *

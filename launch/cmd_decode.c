@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "decode.h"
+#include "wan_vae_decode.h"
 #include "latent_file.h"
 #include "log.h"
 #include "path_check.h"

@@ -15,6 +15,7 @@
 #include "t5_file.h"
 #include "tensor_io.h"
 #include "tokenizer.h"
+#include "umt5_encode.h"
 
 #define ENCODE_BATCH 64            /* prompts per pass over the weights (bounds the outputs' memory) */
 #define PROMPTS_MAX_BYTES (64u << 20) /* a --prompts file */
@@ -226,9 +227,9 @@ static int encode_batch(const encode_opts *o, t5_model *m, prompt *p, int first,
     out[c] = sp_xmalloc((size_t)(n[c] * D) * sizeof(float));
     c++;
   }
-  t5_encode_times tm;
-  int rc = o->dev == RANK_DEVICE_CUDA ? t5_model_encode_gpu(m, 0, c, ids, n, out, &tm)
-                                      : t5_model_encode(m, c, ids, n, out);
+  umt5_encode_times tm;
+  const umt5_encode_job job = {.device = o->dev, .count = c, .ids = ids, .n = n, .out = out};
+  int rc = umt5_encode(m, &job, &tm);
   if (rc == SP_OK && o->dev == RANK_DEVICE_CUDA)
     sp_log_info("encode: cuda: weights read and placed in %.3f s; %d sequence(s) encoded in "
                 "%.4f s: the first %.4f s, the others %.4f s each",

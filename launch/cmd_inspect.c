@@ -11,6 +11,7 @@
 #include "log.h"
 #include "model_file.h"
 #include "t5_file.h"
+#include "umt5_encode.h"
 #include "vae_file.h"
 
 static void usage(FILE *f) {
@@ -290,7 +291,7 @@ static int inspect_t5(const char *spec, int json, int verify) {
   const t5_model_info *in = t5_model_get_info(m);
   const umt5_config *c = &in->config;
   const int64_t layer_bytes = umt5_layer_floats(c) * 4;
-  const uint64_t host = t5_encode_host_bytes(in, TOK_CONTEXT, TOK_CONTEXT);
+  const uint64_t host = umt5_encode_host_bytes(in, TOK_CONTEXT, TOK_CONTEXT);
   const int64_t cfg[8] = {c->vocab, c->dim, c->dim_attn, c->ffn,
                           c->heads, c->layers, c->buckets, c->max_dist};
   static const char *const keys[8] = {"vocab", "dim",    "dim_attn", "ffn",

@@ -16,7 +16,7 @@
 #include "grid_choice.h"
 #include "plan.h"
 #include "plan_inventory.h"
-#include "umt5_gpu.h"
+#include "umt5.h"
 #include "vae_file.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -207,7 +207,7 @@ static int plan_t5(const char *t5, int micro, const plan_device *dev0, int json,
                    json_object **out) {
   job_t5_cost c;
   const int64_t longest = 512; /* Wan's text_len: the tokenizer's cut */
-  const int cuda = umt5_gpu_available();
+  const int cuda = net_backend_has(umt5_net(), RANK_DEVICE_CUDA);
   if (job_prompt_cost(t5, micro * longest, longest, cuda, &c) != SP_OK) return SP_ERR_INPUT;
   const uint64_t need = cuda ? c.device_bytes : c.host_bytes;
   const uint64_t have = cuda ? dev0->free_bytes : dev0->host_bytes;

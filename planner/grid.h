@@ -58,7 +58,7 @@ int plan_grid_rank(const plan_grid *g, plan_grid_pos p);
 /* Ulysses' split of a sequence, the one place it is written: L tokens over
  * n ranks in contiguous slices, the first L % n of them one row longer;
  * rank u holds rows [plan_seq_row0(L, n, u), plan_seq_row0(L, n, u + 1)).
- * The run splits its tokens with it (ranks/nets/dit.h) and the planner
+ * The run splits its tokens with it (ranks/nets/wan_dit/dit.h) and the planner
  * counts a rank's share with it (plan_rank_tokens). */
 static inline int64_t plan_seq_row0(int64_t L, int n, int u) {
   const int64_t q = L / n, r = L % n;

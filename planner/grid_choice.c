@@ -17,8 +17,8 @@
  *   largest slice.
  * - the all-to-all: every token's q, k, v and attention output for H/U
  *   heads (4 L D/U a) and the rank's rows packed for sending (t D a).
- *   EXACT for the all-to-all as the CPU stage runs it (ranks/nets/dit_cpu.c)
- *   and the CUDA stage's arena (ranks/stage/cuda/stage_cuda_seq.c).
+ *   EXACT for the all-to-all as the CPU stage runs it (ranks/nets/wan_dit/dit_cpu.c)
+ *   and the CUDA stage's arena (ranks/nets/wan_dit/cuda/stage_cuda_seq.c).
  * - context k, v cache and scratch: C rows for every head on every rank
  *   (cross-attention is local), independent of tokens: EXACT.
  * - the end stages' patch tokens and latent: the whole sequence's (each

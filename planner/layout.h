@@ -2,7 +2,7 @@
  * device arena, with what it holds, its offset and its bytes, in the order
  * the stage carves them. The planner's memory model of a rank is this
  * layout's total (plan_act_bytes, plan_make's peak), and the CUDA stage
- * (ranks/stage/cuda/stage_cuda.c) places its pointers at these offsets: one
+ * (ranks/nets/wan_dit/cuda/stage_cuda.c) places its pointers at these offsets: one
  * layout, two users, so a plan that fits is an arena that fits.
  *
  * Pure C11 like the rest of planner/: plain sizes in, offsets out. The

@@ -1,11 +1,11 @@
-/* The device layout of the CUDA VAE decoder (ranks/nets/wan_vae_gpu.h):
+/* The device layout of the CUDA VAE decoder (ranks/nets/wan_vae/wan_vae_gpu.h):
  * every buffer of its one device allocation, with what it holds, its
  * offset and its bytes, for a decoder structure, a latent size and an
  * element width. wan_vae_gpu_bytes reports this layout's total and the
  * CUDA decoder carves its pointers at these offsets: one layout, two users.
  *
  * Pure C11 like the rest of planner/: plain sizes in, offsets out. The
- * caller (ranks/nets/wan_vae_gpu_layout.c) derives the shape from the VAE
+ * caller (ranks/nets/wan_vae/wan_vae_gpu_layout.c) derives the shape from the VAE
  * config and counts the converted weights' bytes.
  *
  * Activations are channels-last, (T, H, W, C), in the decoder's precision
@@ -140,7 +140,7 @@ const plan_vae_buffer *plan_vae_layout_find(const plan_vae_layout *l, plan_vae_b
 /* ------------------------------------------------------------ tiling
  *
  * A latent too large for the device is decoded in overlapping spatial
- * tiles, each through the whole decoder (ranks/nets/wan_vae_tile.c, VAE.md
+ * tiles, each through the whole decoder (ranks/nets/wan_vae/wan_vae_tile.c, VAE.md
  * "Tiling"). Along an axis of n latent positions, tiles of t positions
  * overlapping by at least o: count = 1 when t >= n, else
  * 1 + ceil((n - t) / (t - o)); tile i starts at floor(i (n - t) / (count - 1)),

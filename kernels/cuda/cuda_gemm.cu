@@ -57,6 +57,7 @@ struct kern_cuda_gemm_ctx {
   cublasLtHandle_t lt;
   void *workspace; /* device, workspace_bytes */
   size_t workspace_bytes;
+  int own_workspace; /* allocated by create (kern_cuda_gemm_ctx_create_in: the caller's) */
   gemm_entry cache[GEMM_CACHE_SIZE];
   int next_victim; /* round-robin replacement when the cache is full */
   int64_t pin_rows; /* kern_cuda_gemm_pin_rows, 0: off */
@@ -68,6 +69,19 @@ extern "C" kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes)
   ctx->workspace_bytes = workspace_bytes ? workspace_bytes : GEMM_DEFAULT_WORKSPACE;
   CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
   CUDA_CHECK(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
+  ctx->own_workspace = 1;
+  return ctx;
+}
+
+extern "C" kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create_in(void *workspace,
+                                                            size_t workspace_bytes) {
+  if (!workspace || workspace_bytes < 1)
+    sp_fatal("internal: a GEMM context on a workspace of %zu bytes at %p", workspace_bytes,
+             workspace);
+  kern_cuda_gemm_ctx *ctx = (kern_cuda_gemm_ctx *)sp_xcalloc(1, sizeof *ctx);
+  ctx->workspace = workspace;
+  ctx->workspace_bytes = workspace_bytes;
+  CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
   return ctx;
 }
 
@@ -83,7 +97,7 @@ static void entry_release(gemm_entry *e) {
 extern "C" void kern_cuda_gemm_ctx_destroy(kern_cuda_gemm_ctx *ctx) {
   if (!ctx) return;
   for (int i = 0; i < GEMM_CACHE_SIZE; i++) entry_release(&ctx->cache[i]);
-  CUDA_CHECK(cudaFree(ctx->workspace));
+  if (ctx->own_workspace) CUDA_CHECK(cudaFree(ctx->workspace));
   CUBLAS_CHECK(cublasLtDestroy(ctx->lt));
   free(ctx);
 }

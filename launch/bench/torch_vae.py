@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The published Wan 2.1 VAE decoder in PyTorch, timed: the baseline for
-staticpipe's CUDA decoder (ranks/nets/wan_vae_gpu.h).
+staticpipe's CUDA decoder (ranks/nets/wan_vae/wan_vae_gpu.h).
 
 The decoder is the user's own copy of the published code, imported from a
 Wan2.1 checkout (Wan-Video/Wan2.1, wan/modules/vae.py, class WanVAE_): pass

@@ -1,6 +1,6 @@
 /* Import of the UMT5-XXL text encoder (safetensors) into a T5 model file
  * (t5_file.h), with its tokenizer. Three key forms, told apart by the keys
- * (ranks/nets/UMT5.md "Checkpoint keys"): transformers' UMT5EncoderModel
+ * (ranks/nets/umt5/UMT5.md "Checkpoint keys"): transformers' UMT5EncoderModel
  * (shared.weight, encoder.block.N.layer.*; the diffusers repackaging of Wan
  * and ComfyUI's umt5_xxl_fp16.safetensors use it), the same keys with fp8
  * tensors and a scale_weight per tensor (ComfyUI's scaled fp8 files:

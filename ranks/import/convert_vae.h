@@ -2,7 +2,7 @@
  * file (vae_file.h): the decoder and conv2 only. Two key layouts, told
  * apart by the keys: the published WanVAE_ state dict (Wan-Video/Wan2.1
  * wan/modules/vae.py, as ComfyUI's wan_2.1_vae.safetensors stores it) and
- * diffusers' AutoencoderKLWan; ranks/nets/VAE.md "Model file and checkpoint
+ * diffusers' AutoencoderKLWan; ranks/nets/wan_vae/VAE.md "Model file and checkpoint
  * keys" has the mapping. The config is inferred from the shapes, every
  * tensor is cross-checked against the table of that config, and every
  * missing, extra, mis-shaped, badly typed or non-finite tensor is named. */

@@ -1,5 +1,5 @@
 /* The UMT5 text encoder's model file (HDF5) and synthetic encoders, behind
- * one handle (ranks/nets/UMT5.md "Model file").
+ * one handle (ranks/nets/umt5/UMT5.md "Model file").
  *
  * The same container as the DiT's and the VAE's (model_container.h): root
  * attributes format, format_version, arch = T5_MODEL_ARCH, preset (may be
@@ -37,7 +37,7 @@
 #include "tokenizer.h"
 #include "umt5.h"
 
-#define T5_MODEL_ARCH "umt5-xxl"
+#define T5_MODEL_ARCH UMT5_ARCH
 
 typedef struct t5_model t5_model;
 
@@ -94,34 +94,6 @@ const char *t5_negative_or_default(const char *text);
  * SP_OK or SP_ERR_INPUT (logged once). */
 int t5_prompt_tokenize(const tok_model *tok, const char *text, size_t len, const char *where,
                        int32_t *ids, int64_t *n);
-
-/* Encodes count token sequences through the whole encoder, reading each
- * layer once for all of them: ids[i] (n[i] tokens, 1 <= n[i] <= TOK_CONTEXT,
- * every one a real token: the output rows of padding are never needed,
- * UMT5.md "Padding") -> out[i] (n[i], dim), caller-allocated. SP_OK, or a
- * logged SP_ERR_INPUT / SP_ERR_RUNTIME. */
-int t5_model_encode(t5_model *m, int count, int32_t *const *ids, const int64_t *n,
-                    float *const *out);
-/* The same on CUDA device cuda_device (umt5_gpu.h): bf16 weights, fp32
- * accumulation; every layer read once and kept on the device, each
- * sequence run through all of them, the device memory freed at the end
- * (umt5_gpu_bytes at the longest sequence). times (or NULL) gets the
- * reading and upload of the weights apart from the sequences' forward.
- * SP_ERR_INPUT in a build without CUDA (logged). */
-typedef struct t5_encode_times {
-  double load_s;   /* embedding rows read, every layer read, rounded and copied up */
-  double encode_s; /* every sequence's forward (copies in and out included) */
-  double first_s;  /* of which the first sequence's (one-time GEMM heuristics) */
-} t5_encode_times;
-int t5_model_encode_gpu(t5_model *m, int cuda_device, int count, int32_t *const *ids,
-                        const int64_t *n, float *const *out, t5_encode_times *times);
-/* Host bytes t5_model_encode holds at its peak for sequences of total
- * tokens, the longest of longest, on the encoder of in, outputs included:
- * the outputs plus the larger of the embedding phase (rows read at once,
- * the verified read's 64 MiB chunk) and the layer phase (one layer's fp32
- * weights, one sequence's scratch), plus the bf16 file's staging of a layer.
- * What the planner counts for an encoding on the CPU. */
-uint64_t t5_encode_host_bytes(const t5_model_info *in, int64_t total, int64_t longest);
 
 /* ---- writer: a temporary file beside path, renamed into place on commit;
  * abort, a failure or SIGINT/SIGTERM removes it. */

@@ -10,7 +10,7 @@
  * official key (/decoder/conv2.weight, /decoder/decoder.conv1.weight, ...),
  * each with attributes dtype and checksum (CRC-32C of its bytes). Only the
  * decoder is stored; the encoder is not needed to make video from latents.
- * ranks/nets/VAE.md "Model file and checkpoint keys" describes it.
+ * ranks/nets/wan_vae/VAE.md "Model file and checkpoint keys" describes it.
  *
  * A spec "synth:PRESET[:SEED]" (presets wan2.1-vae, the published config,
  * and wan2.1-vae-tiny, the same structure at dim 8) opens a synthetic VAE
@@ -28,7 +28,7 @@
 #include "model_id.h"
 #include "wan_vae.h"
 
-#define VAE_MODEL_ARCH "wan2.1-vae"
+#define VAE_MODEL_ARCH WAN_VAE_ARCH
 
 typedef struct vae_model vae_model;
 

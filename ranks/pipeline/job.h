@@ -290,8 +290,8 @@ int job_prompt_set(const char *flag, const char *v, char *dst, int allow_empty);
 int job_prompt_check_run(const job_opts *o);
 /* Where a run encodes its prompts and what that needs: rank 0, before the
  * model is placed, so nothing else is in its memory then; on the CPU (fp32,
- * t5_encode_host_bytes) or, when the run is on CUDA, on its GPU (bf16,
- * every layer resident: umt5_gpu_bytes). */
+ * umt5_encode_host_bytes) or, when the run is on CUDA, on its GPU (bf16,
+ * every layer resident: umt5_gpu_bytes, the planner's layout). */
 typedef struct job_t5_cost {
   const char *device;    /* "cpu" or "cuda" */
   uint64_t host_bytes;   /* peak host bytes of the encoding (the CPU encoder's) */

@@ -3,7 +3,7 @@
  * prompt and negative prompt with the text encoder before the model is
  * placed (the encoder's memory is freed before the blocks are loaded).
  * The encoding is staticpipe encode's own (t5_file.h: t5_prompt_tokenize,
- * t5_negative_or_default, t5_model_encode), so a job's context is bit for
+ * t5_negative_or_default, umt5_encode), so a job's context is bit for
  * bit the one a cond file from `encode` holds, and is used as that file's
  * would be (job_read_inputs). */
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include "log.h"
 #include "t5_file.h"
 #include "tokenizer.h"
+#include "umt5_encode.h"
 #include "umt5_gpu.h"
 
 #define PROMPT_BATCH 64 /* texts per pass over the encoder's weights */
@@ -97,7 +98,7 @@ static void cost_of(const t5_model_info *in, int64_t total, int64_t longest, int
                     job_t5_cost *out) {
   memset(out, 0, sizeof *out);
   out->device = cuda ? "cuda" : "cpu";
-  out->host_bytes = t5_encode_host_bytes(in, total, longest);
+  out->host_bytes = umt5_encode_host_bytes(in, total, longest);
   out->device_bytes = cuda ? umt5_gpu_bytes(&in->config, longest) : 0;
   out->layer_bytes = (uint64_t)umt5_layer_floats(&in->config) * (cuda ? 2 : 4);
   out->tokens = total;
@@ -243,7 +244,7 @@ static int encode_all(job_session *s, job_prompts *p, uint8_t *bad) {
     bad[i] = p->of[i][0] < 0;
     if (bad[i] && s->single) rc = SP_ERR_INPUT;
   }
-  if (rc == SP_OK) rc = cost_check(t5_model_get_info(m), p); /* a GPU's: umt5_gpu_create */
+  if (rc == SP_OK) rc = cost_check(t5_model_get_info(m), p); /* a GPU's: at its create */
   for (int i = 0; rc == SP_OK && i < p->ntexts; i++)
     if (!p->failed[i]) p->ctx[i] = sp_xmalloc((size_t)(p->n[i] * p->dim) * sizeof(float));
   /* The good texts, PROMPT_BATCH at a time. */
@@ -258,9 +259,9 @@ static int encode_all(job_session *s, job_prompts *p, uint8_t *bad) {
       n[k] = p->n[first];
       out[k++] = p->ctx[first];
     }
-    rc = s->o->dev == RANK_DEVICE_CUDA
-             ? t5_model_encode_gpu(m, s->o->cuda_device, k, ids, n, out, NULL)
-             : t5_model_encode(m, k, ids, n, out);
+    const umt5_encode_job job = {.device = s->o->dev, .cuda_device = s->o->cuda_device,
+                                 .count = k, .ids = ids, .n = n, .out = out};
+    rc = umt5_encode(m, &job, NULL);
   }
   t5_model_close(m);
   return rc;

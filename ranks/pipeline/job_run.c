@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
+#include "wan_vae_decode.h"
 #include "job.h"
 #include "job_session.h"
 #include "layout_grid.h"

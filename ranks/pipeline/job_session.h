@@ -7,7 +7,7 @@
 #define JOB_SESSION_H
 
 #include "job.h"
-#include "decode.h"
+#include "wan_vae_decode.h"
 #include "vae_file.h"
 
 /* What the job loop shares: the world, the model, the plan and the stage,

@@ -1,5 +1,5 @@
 /* The block's steps as a backend runs them, against their description
- * (ranks/nets/wan_steps.h), for tests/nets (CPU) and tests/gpu (CUDA).
+ * (ranks/nets/wan_dit/wan_steps.h), for tests/nets (CPU) and tests/gpu (CUDA).
  *
  * step_check_stage loads a one-block stage of the tiny synthetic model on a
  * backend, attaches a step log around set_prompt and around blocks, and

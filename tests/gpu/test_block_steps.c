@@ -1,4 +1,4 @@
-/* The CUDA block runs the steps of ranks/nets/wan_steps.h, as the CPU block
+/* The CUDA block runs the steps of ranks/nets/wan_dit/wan_steps.h, as the CPU block
  * does (tests/nets/test_block_steps.c): set_prompt the context steps,
  * blocks the block steps in the description's order with exactly the
  * weights it gives each step (tests/common/step_check.h). Run resident and

@@ -17,7 +17,7 @@ written here from the PNG specification (zlib + the five row filters).
   check_video.py h5 FILE IN.h5 FPS   dataset video equals clamp(IN), attributes
 
 Expected levels: round((clamp(v, -1, 1) + 1) * 127.5), halves up
-(ranks/nets/VAE.md "Pixels"), in float64 from IN's float32 values.
+(ranks/nets/wan_vae/VAE.md "Pixels"), in float64 from IN's float32 values.
 Prints one line per check; exits 1 when one fails."""
 import json
 import os

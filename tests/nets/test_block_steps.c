@@ -1,4 +1,4 @@
-/* The CPU block runs the steps of ranks/nets/wan_steps.h: set_prompt the
+/* The CPU block runs the steps of ranks/nets/wan_dit/wan_steps.h: set_prompt the
  * context steps, blocks the block steps, each in the description's order
  * and each passing exactly the block weights the description gives it
  * (tests/common/step_check.h). Also checks the description itself: every

@@ -4,7 +4,7 @@
 Written from the published code (Wan-Video/Wan2.1 wan/modules/t5.py:
 T5Encoder with shared_pos=False as umt5_xxl builds it, T5SelfAttention,
 T5Attention, T5FeedForward, T5LayerNorm, T5RelativeEmbedding, GELU) and
-ranks/nets/UMT5.md, not from the C code. It computes what the published
+ranks/nets/umt5/UMT5.md, not from the C code. It computes what the published
 T5EncoderModel.__call__ does: the ids padded to text_len with a mask, the
 whole padded sequence through the encoder, then the rows of the real tokens.
 

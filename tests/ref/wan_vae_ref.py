@@ -3,7 +3,7 @@
 Written from the published decoder (Wan-Video/Wan2.1, wan/modules/vae.py:
 WanVAE, WanVAE_.decode, Decoder3d, ResidualBlock, AttentionBlock, Resample,
 CausalConv3d, RMS_norm), not from the C decoder, so that the C code can be
-checked against something that shares none of its code. ranks/nets/VAE.md
+checked against something that shares none of its code. ranks/nets/wan_vae/VAE.md
 describes the same network in words.
 
 Tensors are unbatched and channel-first: (C, T, H, W). Weights are a dict

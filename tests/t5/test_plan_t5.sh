@@ -1,9 +1,10 @@
 #!/bin/bash
 # plan --t5: where run --prompt encodes (rank 0, before the DiT; the CPU in a
 # CPU build, the GPU in a CUDA build) and its peak bytes, against the
-# encoders' memory written out here from their buffers (ranks/model/
-# t5_encode.c: outputs, the larger of the embedding phase and the layer
-# phase; ranks/nets/cuda/umt5_gpu.c: bf16 layers, activations, workspace),
+# encoders' memory written out here from their buffers (ranks/nets/umt5/
+# umt5_encode.c: outputs, the larger of the embedding phase and the layer
+# phase; ranks/nets/umt5/cuda/umt5_gpu.c: bf16 layers, activations,
+# workspace, each buffer of its arena 256-byte aligned),
 # in the table and in --json; a host (or GPU) too small for it is refused
 # with exit 2, one line naming --t5 and both sizes.
 set -u
@@ -14,9 +15,9 @@ sp_work_dir plan-t5
 
 # umt5-xxl (the published config), synthetic: fp32 file, no staging; CFG:
 # the prompt and the negative, 512 tokens each. A CPU build encodes on the
-# host (the CPU encoder), a CUDA build on the GPU (umt5_gpu_bytes: every
-# layer in bf16, the final norm, activations at 512 tokens, the 32 MiB GEMM
-# workspace).
+# host (the CPU encoder), a CUDA build on the GPU (umt5_gpu_bytes, the
+# planner's layout: every layer in bf16, the final norm, activations at 512
+# tokens, the position buckets, the 32 MiB GEMM workspace).
 dev=$("$SP_BIN" plan --model synth:wan2.1-14b --gpu-mem 80gb --t5 synth:umt5-xxl --json 2>/dev/null |
       "$PY" -c 'import json,sys; print(json.load(sys.stdin)["text_encoder"]["device"])')
 want=$("$PY" - "$dev" <<'PYEOF'
@@ -28,8 +29,10 @@ out = T * D * 4
 embed = T * 4 + T * D * 4 + (64 << 20) + D * 4
 layers = layer * 4 + L * (2 * D + 4 * A + 2 * F) * 4 + 2 * L * 4
 host = out + max(embed, layers)
-act = L * D * 4 + L * D * 2 + 4 * L * A * 2 + 2 * L * F * 4 + L * F * 2 + 2 * L * 4
-gpu = 24 * layer * 2 + D * 2 + act + (32 << 20)
+al = lambda n: (n + 255) // 256 * 256
+bufs = [layer * 2] * 24 + [D * 2, L * D * 4, L * D * 2] + [L * A * 2] * 4 + \
+       [L * F * 4] * 2 + [L * F * 2, (2 * L - 1) * 4, 32 << 20]
+gpu = sum(al(b) for b in bufs)
 print(host, gpu if sys.argv[1] == "cuda" else 0, layer * (2 if sys.argv[1] == "cuda" else 4))
 PYEOF
 )

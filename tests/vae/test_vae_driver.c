@@ -1,4 +1,4 @@
-/* The CPU VAE decoder (ranks/nets/wan_vae.h), two ways.
+/* The CPU VAE decoder (ranks/nets/wan_vae/wan_vae.h), two ways.
  *
  * Without arguments (ctest): the tensor table of the published config
  * (count, parameters, sample keys and shapes, aligned non-overlapping

@@ -1,5 +1,5 @@
 /* The CUDA VAE decoder's device layout (planner/vae_layout.h through
- * ranks/nets/wan_vae_gpu_layout.h), on the CPU:
+ * ranks/nets/wan_vae/wan_vae_gpu_layout.h), on the CPU:
  * - the published config at 480x832 (latent 60x104): the role sizes and
  *   the caches worked out by hand from VAE.md's walk (below), 32 caches;
  * - for the published config and random small ones, both precisions:

@@ -1,4 +1,4 @@
-/* Spatial tiling of the VAE decode (ranks/nets/wan_vae_tile.h, the
+/* Spatial tiling of the VAE decode (ranks/nets/wan_vae/wan_vae_tile.h, the
  * planner's tile grid and tile choice in planner/vae_layout.h):
  * - the grid, for random sizes, against its definition: one tile when it
  *   covers the axis, else the first at 0, the last ending at n, neighbours

@@ -1,4 +1,4 @@
-"""Parity of the C VAE decoder (ranks/nets/wan_vae_cpu.c, through
+"""Parity of the C VAE decoder (ranks/nets/wan_vae/wan_vae_cpu.c, through
 tests/vae/test_vae_driver.c) with the float64 numpy reference
 (tests/ref/wan_vae_ref.py).
 

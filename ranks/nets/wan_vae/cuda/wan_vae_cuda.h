@@ -1,0 +1,41 @@
+/* The CUDA VAE decoder (wan_vae_gpu.c; VAE.md), the VAE's CUDA backend:
+ * its functions, which its backend table (wan_vae_backend.h) wraps and the
+ * GPU tests call. CUDA builds only. */
+#ifndef WAN_VAE_CUDA_H
+#define WAN_VAE_CUDA_H
+
+#include <stdint.h>
+
+#include "wan_vae.h"
+#include "wan_vae_gpu.h"
+
+typedef struct wan_vae_gpu wan_vae_gpu;
+
+/* Uploads the weights (packed fp32, wan_vae_table layout of c) to the
+ * current device, converting to the precision, and lays out the workspace
+ * for latents of h x w. Returns SP_OK, SP_ERR_INPUT (bad config/size:
+ * logged) or SP_ERR_RUNTIME (out of device memory: logged with the bytes
+ * asked for). */
+int wan_vae_gpu_create(const wan_vae_config *c, const float *packed, int64_t h, int64_t w,
+                       wan_vae_gpu_precision p, wan_vae_gpu **out);
+void wan_vae_gpu_free(wan_vae_gpu *g);
+
+/* As wan_vae_decode_stream: latents (z_dim, F, h, w) on the host; fn gets
+ * each chunk's clamped frames (3, n, H, W) on the host, fp32. */
+int wan_vae_gpu_decode(wan_vae_gpu *g, const float *latents, int64_t F, wan_vae_frames_fn fn,
+                       void *user);
+
+/* Peak device bytes of the last decode: the one device allocation (weights
+ * and workspace, wan_vae_gpu_bytes); the cuDNN and cuBLASLt handles' own
+ * memory is not in it. */
+int64_t wan_vae_gpu_peak_bytes(const wan_vae_gpu *g);
+
+/* on = 1: the decodes that follow time every op with CUDA events (which
+ * costs a little time) and the totals restart from zero; on = 0: no
+ * timing. */
+void wan_vae_gpu_profile(wan_vae_gpu *g, int on);
+/* Milliseconds per op kind summed over the decodes since profiling was
+ * turned on (zeros when it is off). */
+void wan_vae_gpu_profile_ms(const wan_vae_gpu *g, double ms[WAN_VAE_GPU_OPS]);
+
+#endif
