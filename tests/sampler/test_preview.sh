@@ -6,7 +6,7 @@
 # The image is large enough (over 65535 raw bytes) to need several stored
 # deflate blocks.
 set -euo pipefail
-. "$SP_SRC/tests/common/skip.sh"
+. "$SP_SRC/tests/common/script.sh"
 command -v python3 >/dev/null || sp_skip "python3 not found"
 writer=""
 for c in "$SP_BUILD/tests/sampler_test_preview_png" "$SP_BUILD/sampler_test_preview_png"; do
@@ -14,8 +14,8 @@ for c in "$SP_BUILD/tests/sampler_test_preview_png" "$SP_BUILD/sampler_test_prev
 done
 [ -n "$writer" ] || sp_skip "sampler_test_preview_png not built"
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+sp_work_dir sampler-preview
+tmp=$work
 seed=${SP_SEED:-$(date +%s%N)}
 echo "seed $seed (replay with SP_SEED=$seed)"
 F=4 H=30 W=200
