@@ -77,7 +77,8 @@ fi
 [ "${cuda_missing:-0}" = 1 ] && status=1
 
 # The summary, from ctest's result lines ("12/57 Test #3: NAME ...   Passed")
-# and, for each skipped test, its "skip: REASON" line in LastTest.log.
+# and, for each skipped test, the first line of its output that says skip
+# (LastTest.log keeps every test's output).
 passed=0
 failed=()
 skipped=()
@@ -88,15 +89,17 @@ for run in ctest sanitize; do
   while read -r name result; do
     case $result in
       Passed) passed=$((passed + 1)) ;;
-      Skipped) skipped+=("$name$tag") ;;
+      Skipped)
+        skipped+=("$name$tag")
+        why=$(awk -v t="$name" '
+          /^[0-9]+\/[0-9]+ Testing: / { on = ($3 == t); next }
+          on && tolower($0) ~ /skip/ { sub(/^skip: /, ""); print; exit }
+        ' "$logs/$run.log" 2>/dev/null)
+        echo "  $name$tag: ${why:-(no reason printed)}" >>"$logs/why" ;;
       *) failed+=("$name$tag ($result)") ;;
     esac
   done < <(sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) [ .]*\**\([A-Za-z][A-Za-z ]*[a-z]\).*/\1 \2/p' \
     "$logs/$run.out")
-  [ -f "$logs/$run.log" ] && awk -v tag="$tag" '
-    /^[0-9]+\/[0-9]+ Testing: / { name = $3; next }
-    /^skip: / && name != "" && !(name in seen) { seen[name] = 1; sub(/^skip: /, ""); print "  " name tag ": " $0 }
-  ' "$logs/$run.log" >>"$logs/why"
 done
 dt=$((SECONDS - t0))
 took="$((dt / 60))m$(printf '%02d' $((dt % 60)))s"
