@@ -92,8 +92,9 @@ for run in ctest sanitize; do
       Skipped)
         skipped+=("$name$tag")
         why=$(awk -v t="$name" '
-          /^[0-9]+\/[0-9]+ Testing: / { on = ($3 == t); next }
-          on && tolower($0) ~ /skip/ { sub(/^skip: /, ""); print; exit }
+          /^[0-9]+\/[0-9]+ Testing: / { on = ($3 == t); out = 0; next }
+          on && /^Output:/ { out = 1; next }
+          out && tolower($0) ~ /skip/ { sub(/^skip: /, ""); print; exit }
         ' "$logs/$run.log" 2>/dev/null)
         echo "  $name$tag: ${why:-(no reason printed)}" >>"$logs/why" ;;
       *) failed+=("$name$tag ($result)") ;;
