@@ -6,13 +6,22 @@
 # clip, first in one process and then as a 2-rank MPI pipeline, checking
 # that both give the same latents; the first run also decodes its latents
 # with the synthetic tiny VAE into a video (an MP4 where FFmpeg's libraries
-# load, else an .h5 video). Works with or without a GPU.
+# load, else an .h5 video). Works with or without a GPU. The build shows its
+# progress (launch/build.sh); the end says where each output and the binary
+# are, and how to call it.
 #
 #   launch/demo.sh [OUTDIR]        (default: ./demo)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/demo}
 bash "$root/launch/deps.sh"
+# mpirun refuses to run as root unless told twice (the 2-rank run below).
+if [ "$(id -u)" = 0 ]; then
+  echo "demo: running as root: mpirun needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" \
+    "(set here; export them to call mpirun as root yourself)"
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+echo "== building (launch/build.sh: a few minutes the first time, with CUDA longer)"
 bin=$(bash "$root/launch/build.sh" | tail -n 1)
 mkdir -p "$out"
 . "$root/tests/common/find_python.sh"
@@ -48,7 +57,6 @@ if command -v ffprobe >/dev/null 2>&1 && [ "${video%.mp4}" != "$video" ]; then
     -of compact "$video"
 fi
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 echo "== the same as a 2-rank pipeline: mpirun -np 2 staticpipe run ..."
 OMP_NUM_THREADS=1 mpirun -np 2 "$bin" run --model "$out/tiny.h5" --cond "$out/cond.h5" \
   --frames 17 --size 128x128 --steps 8 --cfg 5 --seed 42 -o "$out/latents_np2.h5"
@@ -62,3 +70,5 @@ sys.exit(0 if same else 1)
 PYEOF
 echo "demo: outputs in $out: latents.h5 (dataset 'latents'), latents.h5.png (preview)," \
   "$(basename "$video") (the decoded video: random weights, so expect colourful noise)"
+echo "demo: the binary is $bin: call it by that path ($bin --help), or install it on PATH" \
+  "with: cmake --install $(dirname "$bin") --prefix ~/.local (then: staticpipe --help)"

@@ -9,6 +9,9 @@
 #              (tests/fuzz/fuzz_tok_json.c + ranks/text/tok_*.c)
 #   launch/fuzz.sh [SECONDS [TARGET...]]   (default 60 s each, every target;
 #                                           env FUZZ_JOBS for parallel jobs)
+# CI fuzzes once, through ctest's fuzz label (tests/fuzz/test_fuzz.sh runs
+# this script, FUZZ_SECONDS each, in the full suite); run it by hand to
+# fuzz longer.
 # Seeds: tests/fuzz/corpus* (the tokenizer seeds are small unigram models
 # trained with sentencepiece, and tokenizer.json files written from them).
 # Exits 0 with a "skipped" line when clang or libFuzzer is missing

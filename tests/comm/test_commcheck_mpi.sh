@@ -5,14 +5,12 @@
 # exit 1 and a FAIL line naming the corrupting rank as the sender; one rank
 # alone skips every pattern; bad options exit 2 with a line naming them.
 set -u
-. "$SP_SRC/tests/common/mpi_env.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_mpi
 BIN=${SP_BIN:?SP_BIN is the staticpipe binary}
-. "$SP_SRC/tests/common/skip.sh"
 command -v python3 >/dev/null || sp_skip "python3 not found"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+sp_work_dir comm-commcheck-mpi
+TMP=$work
 SZ=13b,4kb,1mb
 
 for n in 2 3 4; do

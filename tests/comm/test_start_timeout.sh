@@ -9,13 +9,11 @@
 #   - the same run without a stall passes with that short timeout (the
 #     guard is disarmed once the watchdog runs).
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
+sp_work_dir comm-start-timeout
+T=$work
 TIMEOUT=4
 LIMIT=30 # seconds a guarded start-up may take to end, launch and teardown included
 "$PY" -c 'import sys,h5py,numpy as np

@@ -1,6 +1,20 @@
-# Sourced by the script tests: the preamble they share. Source it after
-# "set -u" with SP_SRC set; it sources skip.sh (sp_skip) itself.
+# Sourced by every script test first: the preamble they share. Source it
+# after "set -u"; ctest sets SP_SRC, SP_BIN and SP_BUILD (SP_SRC defaults to
+# the checkout this file is in). It sources skip.sh (sp_skip) itself and
+# puts tests/common on PYTHONPATH, so inline Python imports sptest (the
+# Python tests' shared module).
 #
+# sp_need_gpu: ends the test as skipped (exit 77, everywhere, CI included)
+#   when no GPU is visible (nvidia-smi -L fails) or SP_BIN was built without
+#   CUDA.
+# sp_python: PY = a python3 with numpy and h5py (find_python.sh: a failure
+#   without one, skipped only with SP_ALLOW_SKIP=1 outside CI).
+# sp_mpi: mpirun's environment for the tests (mpi_env.sh: root allowed,
+#   oversubscribed, one OpenMP thread per rank); a failure without mpirun.
+# sp_need_tool CMD... : sp_skip naming the first CMD not on PATH.
+# sp_need_bin: a failure unless SP_BIN is the staticpipe binary.
+# sp_helper VAR NAME: VAR = $SP_BUILD/tests/NAME, a helper executable the
+#   build makes; a failure when it is not there.
 # sp_work_dir NAME: a fresh directory, its path in $work (under TMPDIR,
 #   named sp-NAME.XXXXXX), removed with everything in it when the script
 #   exits; a failure to make it ends the script with exit 1. MP, when a
@@ -24,17 +38,57 @@
 # sp_refused NAME NEEDLE CMD...: runs CMD (after sp_work_dir); bad unless
 #   it exits 2 (bad usage or input) with NEEDLE, a fixed string, in its
 #   stderr.
+SP_SRC=${SP_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 . "$SP_SRC/tests/common/skip.sh"
 . "$SP_SRC/tests/common/python.sh"
+export PYTHONPATH="$SP_SRC/tests/common${PYTHONPATH:+:$PYTHONPATH}"
 
 fail=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
 
+sp_need_gpu() {
+  nvidia-smi -L >/dev/null 2>&1 ||
+    { echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; }
+  if [ -n "${SP_BIN:-}" ] && "$SP_BIN" --version 2>/dev/null | grep -q '^cuda: none'; then
+    echo "skip: $SP_BIN is built without CUDA"
+    exit 77
+  fi
+}
+
+sp_python() { . "$SP_SRC/tests/common/find_python.sh"; }
+
+sp_mpi() { . "$SP_SRC/tests/common/mpi_env.sh"; }
+
+sp_need_tool() {
+  local t
+  for t in "$@"; do
+    command -v "$t" >/dev/null 2>&1 || sp_skip "$t not found (launch/deps.sh installs it)"
+  done
+}
+
+sp_need_bin() {
+  [ -n "${SP_BIN:-}" ] && [ -x "$SP_BIN" ] || {
+    echo "FAIL: SP_BIN is not set to the staticpipe binary (ctest sets it)" >&2
+    exit 1
+  }
+}
+
+sp_helper() {
+  local -n sp_helper_var=$1
+  sp_helper_var=${SP_BUILD:-}/tests/$2
+  [ -n "${SP_BUILD:-}" ] && [ -x "$sp_helper_var" ] || {
+    echo "FAIL: SP_BUILD is not set to a build with tests/$2 (ctest sets it)" >&2
+    exit 1
+  }
+}
+
+# The work directory's cleanup: a background mpirun first, then the files
+# (made writable again: some tests take the write bit away).
 MP=
 sp_work_dir() {
   work=$(mktemp -d "${TMPDIR:-/tmp}/sp-$1.XXXXXX") || exit 1
-  trap '[ -n "$MP" ] && kill -9 "$MP" 2>/dev/null; rm -rf "$work"' EXIT
+  trap '[ -n "$MP" ] && kill -9 "$MP" 2>/dev/null; chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 }
 
 sp_seed() {

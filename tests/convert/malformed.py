@@ -8,16 +8,15 @@ import os
 import struct
 import subprocess
 import sys
-import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import seed  # noqa: E402
 import stlib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
-SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
-print(f"malformed: seed {SEED} (set SP_SEED to repeat)")
+SEED = seed("malformed")
 rng = np.random.default_rng(SEED)
 CFG = dict(dim=128, ffn_dim=64, heads=1, layers=3, in_dim=16, out_dim=16, text_dim=16,
            freq_dim=16)

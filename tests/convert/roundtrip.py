@@ -14,22 +14,15 @@ import time
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS as failures, fail, seed  # noqa: E402
 import stlib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
-SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
-print(f"roundtrip: seed {SEED} (set SP_SEED to repeat)")
+SEED = seed("roundtrip")
 rng = np.random.default_rng(SEED)
-CFG = dict(dim=256, ffn_dim=640, heads=2, layers=2, in_dim=16, out_dim=16, text_dim=96,
-           freq_dim=256)
-failures = []
+CFG = dict(stlib.SMALL)
 compared = [0]
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL:", msg)
 
 
 def convert(inputs, out, dtype):

@@ -10,6 +10,10 @@ import struct
 import numpy as np
 
 COMFY = "model.diffusion_model."
+# The small DiT config the converter tests write checkpoints of (copy it:
+# dict(SMALL) before changing a key).
+SMALL = dict(dim=256, ffn_dim=640, heads=2, layers=2, in_dim=16, out_dim=16, text_dim=96,
+             freq_dim=256)
 
 
 def table(c):

@@ -3,7 +3,7 @@
 # non-finite weights (fp8.py).
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-convert-fp8.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_work_dir convert-fp8
 "$PY" "$SP_SRC/tests/convert/fp8.py" "$SP_BIN" "$work"

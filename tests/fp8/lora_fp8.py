@@ -21,51 +21,31 @@ exact and the reference's merged weights are bit-exact whatever the order.
      bit-identical to one.
 usage: lora_fp8.py STATICPIPE WORKDIR"""
 import os
-import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "lora"))
-sys.path.insert(0, os.path.join(HERE, "..", "common"))
-sys.path.insert(0, os.path.join(HERE, "..", "convert"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sptest  # noqa: E402
+from sptest import FAILS as failures, check, run as sh  # noqa: E402
 import fp8ref  # noqa: E402
 import h5crc  # noqa: E402
 import loralib  # noqa: E402
 import stlib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
-SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
-print(f"fp8 + LoRA: seed {SEED} (set SP_SEED to repeat)")
+SEED = sptest.seed("fp8 + LoRA")
 rng = np.random.default_rng(SEED)
 # Bypass applies the pair in fp32 to the quantised input, merged quantises
 # W + BA: they differ by the quantisation of the merged weight only.
 BYPASS_BOUND = 0.05
 LINEARS = [f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"] + [
     "ffn.0.weight", "ffn.2.weight"]
-failures = []
-
-
-def check(cond, msg):
-    print(("ok   " if cond else "FAIL ") + msg)
-    if not cond:
-        failures.append(msg)
 
 
 def w(name):
     return os.path.join(WORK, name)
-
-
-def sh(args, ranks=1):
-    pre = ["mpirun", "-np", str(ranks)] if ranks > 1 else []
-    p = subprocess.run(pre + args, capture_output=True, text=True)
-    if p.returncode != 0:
-        print(p.stderr[-3000:])
-        raise SystemExit(f"{' '.join(args)}: exit {p.returncode}")
 
 
 def exact_lora(c):
@@ -131,18 +111,12 @@ def write_fp8(template, path, c, weights):
         f.attrs["checksum"] = np.bytes_(h5crc.model_checksum(crcs))
 
 
-def latents(path):
-    with h5py.File(path, "r") as f:
-        return f["latents"][...]
+def same(a, b):  # of two files' latents
+    return sptest.same(sptest.read(a), sptest.read(b))
 
 
-def same(a, b):
-    return latents(a).tobytes() == latents(b).tobytes()
-
-
-def rel(a, b):
-    x, y = latents(a).astype(np.float64), latents(b).astype(np.float64)
-    return float(np.linalg.norm(x - y) / np.linalg.norm(y))
+def rel(a, b):  # of two files' latents
+    return sptest.rel_l2(sptest.read(a), sptest.read(b))
 
 
 s = str(SEED % 100000)

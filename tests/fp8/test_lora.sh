@@ -3,8 +3,8 @@
 # (lora_fp8.py says what each part checks).
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-fp8lora.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
+sp_work_dir fp8lora
 "$PY" "$SP_SRC/tests/fp8/lora_fp8.py" "$SP_BIN" "$work"

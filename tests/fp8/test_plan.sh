@@ -9,8 +9,8 @@
 # for streaming) the fp8 blocks stay resident where the bf16 ones stream.
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
 sp_work_dir fp8-plan
 P=(plan --model synth:wan2.1-14b --ranks 1)
 "$SP_BIN" "${P[@]}" --gpu-mem 141GB --json > "$work/b.json" &&

@@ -9,9 +9,9 @@
 # visual quality) and must differ from bf16 (the quantisation took place);
 # bench passes --precision on (LoRAs with fp8: test_lora.sh).
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir fp8-runs
 sp_seed
 sp_tiny "$work/b.h5"

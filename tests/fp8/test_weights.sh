@@ -5,7 +5,7 @@
 # (weights.py).
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
 sp_work_dir fp8-weights
 "$PY" "$SP_SRC/tests/fp8/weights.py" "$SP_BIN" "$work"

@@ -16,34 +16,23 @@ usage: weights.py STATICPIPE_BIN WORKDIR"""
 import os
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "convert"))
-sys.path.insert(0, os.path.join(HERE, "..", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS as failures, fail, seed  # noqa: E402
 import fp8ref  # noqa: E402
 import h5crc  # noqa: E402
 import stlib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
-SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
-print(f"fp8 weights: seed {SEED} (set SP_SEED to repeat)")
+SEED = seed("fp8 weights")
 rng = np.random.default_rng(SEED)
-CFG = dict(dim=256, ffn_dim=640, heads=2, layers=2, in_dim=16, out_dim=16, text_dim=96,
-           freq_dim=256)
+CFG = dict(stlib.SMALL)
 # The linear layers an fp8 file stores in e4m3 (MODEL.md "fp8 weights").
 LINEARS = {f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"} | {
     "ffn.0.weight", "ffn.2.weight"}
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL:", msg)
 
 
 def sp(*args):

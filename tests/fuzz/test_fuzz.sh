@@ -5,7 +5,7 @@
 # a failure instead when CI is set (common/skip.sh).
 set -u
 : "${SP_SRC:?}"
-. "$SP_SRC/tests/common/skip.sh"
+. "$SP_SRC/tests/common/script.sh"
 out=$(bash "$SP_SRC/launch/fuzz.sh" "${FUZZ_SECONDS:-30}" 2>&1)
 rc=$?
 printf '%s\n' "$out"

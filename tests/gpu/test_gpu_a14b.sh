@@ -9,13 +9,13 @@
 # slots), 2 ranks sharing the one GPU, resident and swapping. The JSON
 # reports the switch step against the other steps. Skips (77) without a GPU.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_python
+sp_mpi
 export OMP_NUM_THREADS=2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
+sp_work_dir gpu-a14b
+T=$work
 "$SP_BIN" init --arch wan2.2-tiny --seed $RANDOM -q -o "$T/m.h5" || exit 1
 "$PY" - "$T/cond.h5" <<'PYEOF' || exit 1
 import sys, h5py, numpy as np

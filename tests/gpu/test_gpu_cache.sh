@@ -8,13 +8,13 @@
 # blocks bit-identical; TeaCache (the time embedding computed on the GPU)
 # on 1 and 2 ranks bit-identical. Skips (77) without a GPU.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_python
+sp_mpi
 export OMP_NUM_THREADS=2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
+sp_work_dir gpu-cache
+T=$work
 S=${SP_SEED:-$RANDOM}
 echo "seed $S (replay with SP_SEED=$S)"
 "$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1

@@ -5,14 +5,13 @@
 # with one GPU per rank when two or more are visible; a corrupted byte of
 # rank 1 is caught in every pattern. Skips (77) without a GPU.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/mpi_env.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_mpi
 export NCCL_NVLS_ENABLE=0
 BIN=${SP_BIN:?SP_BIN is the staticpipe binary}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+sp_work_dir gpu-commcheck
+TMP=$work
 ngpu=$(nvidia-smi -L | grep -c "^GPU")
 # check TRANSPORT GPUS: with CUDA_VISIBLE_DEVICES=GPUS, a clean run (exit 0, every row ok) and a corrupted one
 # (exit 1, a FAIL line from a receiver of rank 1 for each pattern)

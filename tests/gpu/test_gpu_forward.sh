@@ -3,11 +3,11 @@
 # against the CPU backend (bf16 tolerance, STYLE.md 9: relative L2 <= 2e-2),
 # and a GPU rerun bit-identical. Skips (77) without a GPU.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_python
+sp_work_dir gpu-forward
+T=$work
 "$SP_BIN" init --arch wan2.1-tiny --seed $RANDOM -q -o "$T/m.h5" || exit 1
 "$PY" - "$T/in.h5" <<'PYEOF' || exit 1
 import sys, h5py, numpy as np

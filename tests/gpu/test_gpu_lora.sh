@@ -9,15 +9,15 @@
 # runs. Prints the sampling time of merged and bypass (not asserted: the
 # tiny model says nothing about the 14B's ratio). Skips (77) without a GPU.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_python
+sp_mpi
 export OMP_NUM_THREADS=2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+sp_work_dir gpu-lora
+T=$work
 seed=${SP_SEED:-$RANDOM}
 echo "seed $seed (SP_SEED=$seed replays)"
-fail=0
 "$SP_BIN" init --arch wan2.1-tiny --seed "$seed" -q -o "$T/m.h5" || exit 1
 "$PY" - "$T" "$seed" <<'PYEOF' || exit 1
 import os, sys, h5py, numpy as np
@@ -70,9 +70,7 @@ d = sys.argv[1]
 ok = True
 def get(n):
     return h5py.File(os.path.join(d, n + ".h5"))["latents"][...]
-def rel(a, b):
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+from sptest import rel_l2 as rel
 def check(c, what):
     global ok
     print(("ok   " if c else "FAIL ") + what)

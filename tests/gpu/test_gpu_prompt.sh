@@ -7,18 +7,10 @@
 # python3 with numpy, h5py, sentencepiece, protobuf and regex.
 set -u
 : "${SP_SRC:?}" "${SP_BIN:?}"
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/skip.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
-PY=
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null 2>&1 &&
-     "$p" -c 'import numpy, h5py, sentencepiece, regex; from sentencepiece import sentencepiece_model_pb2' >/dev/null 2>&1; then
-    PY=$(command -v "$p")
-    break
-  fi
-done
-[ -n "$PY" ] || sp_skip "no python3 with numpy, h5py, sentencepiece, protobuf and regex"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-gpuprompt.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_mpi
+sp_python_with 'import numpy, h5py, sentencepiece, regex; from sentencepiece import sentencepiece_model_pb2' \
+  "numpy, h5py, sentencepiece, protobuf and regex"
+sp_work_dir gpuprompt
 SP_DEVICE=cuda "$PY" "$SP_SRC/tests/t5/run_prompt.py" "$SP_BIN" "$work" ${SP_SEED:+"$SP_SEED"}

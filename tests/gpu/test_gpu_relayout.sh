@@ -8,6 +8,7 @@
 # ranks on one GPU move their activations through the host-staged MPI
 # transport. Skips (77) without a GPU.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
 export OMP_NUM_THREADS=2
 SP_RELAYOUT_DEVICE=cuda exec bash "$SP_SRC/tests/ops/test_jobs_relayout.sh"

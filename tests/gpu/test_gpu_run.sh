@@ -7,13 +7,13 @@
 # transients bit-identical to all-resident, the H2D bytes per step of each
 # order, and --mem-trace. Skips (77) without a GPU.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_python
+sp_mpi
 export OMP_NUM_THREADS=2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
+sp_work_dir gpu-run
+T=$work
 "$SP_BIN" init --arch wan2.1-tiny --seed $RANDOM -q -o "$T/m.h5" || exit 1
 "$PY" - "$T/cond.h5" <<'PYEOF' || exit 1
 import sys, h5py, numpy as np

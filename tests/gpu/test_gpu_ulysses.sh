@@ -15,14 +15,12 @@
 # bound (STYLE.md 9: relative L2 2e-2); the test prints which. Skips (77)
 # without a GPU.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_python
+sp_mpi
+sp_work_dir gpu-ulysses
+T=$work
 S=${SP_SEED:-$RANDOM}
 echo "seed $S (replay with SP_SEED=$S)"
 "$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1

@@ -28,14 +28,8 @@ import zlib
 import h5py
 import numpy as np
 
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures += 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS as failures, check  # noqa: E402
 
 
 def read_input(path):

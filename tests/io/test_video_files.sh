@@ -9,25 +9,21 @@
 # install, while .h5 and PNG frames are still written; and SP_FFMPEG_LIBDIR
 # pointing at a folder that holds the libraries makes them load.
 set -u
-. "$SP_SRC/tests/common/skip.sh"
-. "$SP_SRC/tests/common/find_python.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_python
 for tool in ffmpeg ffprobe; do
   command -v $tool >/dev/null 2>&1 || sp_skip "$tool not found (launch/deps.sh installs ffmpeg)"
 done
-DRV=$SP_BUILD/tests/io_video_write
+sp_helper DRV io_video_write
 CHK=$SP_SRC/tests/io/check_video.py
-[ -x "$DRV" ] || { echo "FAIL: $DRV not built"; exit 1; }
 status=$("$DRV" --status)
 echo "ffmpeg: $status"
 case $status in
   libavformat*) ;;
   *) sp_skip "FFmpeg's libraries do not load here: $status" ;;
 esac
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+sp_work_dir io-video-files
+T=$work
 run_py() { "$PY" "$CHK" "$@" || fail=1; }
 
 seed=${SP_SEED:-$(( $(date +%s%N) % 1000000007 ))}

@@ -15,13 +15,11 @@
 # the directory is exactly as before (same names, inodes, types, sizes).
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d "${TMPDIR:-/tmp}/sp-paths.XXXXXX") || exit 1
-trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_work_dir paths
+T=$work
 cd "$T" || exit 1
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 
 "$SP_BIN" init --arch wan2.1-tiny -q -o m.h5 || exit 1
 SEED=${SP_SEED:-$(date +%s%N | cut -c10-18)}

@@ -5,9 +5,9 @@
 # SIGSTOP mid-run ends the job non-zero within --timeout + 5 s, with the
 # watchdog naming the silent rank and no output file.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir layout-faults
 sp_seed
 sp_tiny "$work/m.h5"

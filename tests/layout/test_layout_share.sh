@@ -8,9 +8,9 @@
 # (seq rank 0 and 1): (rows + 7) x dim fp32, dim read from the one-process
 # run (27 + 7 rows).
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir layout-share
 sp_seed
 sp_tiny "$work/m.h5"

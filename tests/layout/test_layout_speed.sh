@@ -9,9 +9,9 @@
 # blocks; every output bit-identical to its one-process run; bad lists
 # refused with one line naming --speed.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir layout-speed
 sp_seed
 sp_tiny "$work/m.h5"

@@ -8,9 +8,9 @@
 # equals its separate run; --precision fp8 on a few layouts; bad layouts
 # are refused with one line, exit 2 and no output.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir layouts
 sp_seed
 

@@ -6,10 +6,10 @@
 # 1-rank GPU run. Sequence-parallel ranks on the CUDA stage:
 # tests/gpu/test_gpu_ulysses.sh.
 set -u
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "skip: no GPU visible (nvidia-smi -L failed)"; exit 77; fi
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_need_gpu
+sp_python
+sp_mpi
 sp_work_dir layouts-gpu
 sp_seed
 sp_tiny "$work/m.h5"

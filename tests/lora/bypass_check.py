@@ -18,53 +18,29 @@ usage: bypass_check.py STATICPIPE WORKDIR [SEED]   (mpirun on the PATH)
    LoRAs (exit 2, one line saying why, no output); in a jobs file a line
    whose LoRAs cannot be bypassed, or with a bad lora= value, fails alone."""
 import os
-import subprocess
 import sys
 
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sptest  # noqa: E402
+from sptest import FAILS as failures, rel_l2 as rel, require as check, run as sh, same  # noqa: E402
 import loralib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
-SEED = int(sys.argv[3]) if len(sys.argv) > 3 else int.from_bytes(os.urandom(4), "little")
-print(f"seed {SEED} (replay: bypass_check.py ... {SEED})")
+SEED = sptest.seed("bypass_check", sys.argv[3] if len(sys.argv) > 3 else None)
 rng = np.random.default_rng(SEED)
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def w(name):
     return os.path.join(WORK, name)
 
 
-def sh(args, expect=0, ranks=1):
-    cmd = (["mpirun", "-np", str(ranks)] if ranks > 1 else []) + args
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if expect is not None and p.returncode != expect:
-        print(p.stderr[-3000:])
-        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}, expected {expect}")
-    return p
-
-
 def latents(path):
     with h5py.File(path, "r") as f:
         attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
         return f["latents"][...], attrs
-
-
-def rel(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
-def same(a, b):
-    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 model = w("tiny.h5")

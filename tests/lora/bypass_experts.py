@@ -17,55 +17,25 @@ usage: bypass_experts.py STATICPIPE WORKDIR [SEED]   (mpirun on the PATH)
    1 and 2 ranks: auto picks bypass, and every job is bit-identical to its
    own single bypass run."""
 import os
-import subprocess
 import sys
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "ref"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sptest  # noqa: E402
+from sptest import FAILS as failures, read as latents, rel_l2 as rel, require as check  # noqa: E402
+from sptest import run as sh, same  # noqa: E402
 import loralib  # noqa: E402
 import wan22_ref as R  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
-SEED = int(sys.argv[3]) if len(sys.argv) > 3 else int.from_bytes(os.urandom(4), "little")
-print(f"seed {SEED} (replay: bypass_experts.py ... {SEED})")
+SEED = sptest.seed("bypass_experts", sys.argv[3] if len(sys.argv) > 3 else None)
 rng = np.random.default_rng(SEED)
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def w(name):
     return os.path.join(WORK, name)
-
-
-def sh(args, ranks=1):
-    cmd = (["mpirun", "-np", str(ranks)] if ranks > 1 else []) + args
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        print(p.stderr[-3000:])
-        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}")
-    return p
-
-
-def latents(path):
-    with h5py.File(path, "r") as f:
-        return f["latents"][...]
-
-
-def rel(a, b):
-    return float(np.linalg.norm(np.asarray(a, np.float64) - b) / np.linalg.norm(b))
-
-
-def same(a, b):
-    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 model = w("a14b_tiny.h5")

@@ -24,33 +24,19 @@ import sys
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sptest  # noqa: E402
+from sptest import FAILS as failures, require as check, run as sh  # noqa: E402
 import loralib  # noqa: E402
 import stlib  # noqa: E402
 
 BIN, DUMP, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
-SEED = int(sys.argv[4]) if len(sys.argv) > 4 else int.from_bytes(os.urandom(4), "little")
-print(f"seed {SEED} (replay: lora_check.py ... {SEED})")
+SEED = sptest.seed("lora_check", sys.argv[4] if len(sys.argv) > 4 else None)
 rng = np.random.default_rng(SEED)
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def w(name):
     return os.path.join(WORK, name)
-
-
-def sh(args, expect=0):
-    p = subprocess.run(args, capture_output=True, text=True)
-    if p.returncode != expect:
-        print(p.stderr[-3000:])
-        raise SystemExit(f"{' '.join(args)}: exit {p.returncode}, expected {expect}")
-    return p
 
 
 # ---- 1. merged weights ------------------------------------------------------

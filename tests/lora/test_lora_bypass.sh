@@ -4,8 +4,8 @@
 # own runs, refused inputs (bypass_check.py says what each part checks).
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir lora-bypass
 "$PY" "$SP_SRC/tests/lora/bypass_check.py" "$SP_BIN" "$work" ${SP_SEED:-}

@@ -4,8 +4,8 @@
 # bit-identical over 1-4 ranks and in --jobs lines (bypass_experts.py).
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir lora-experts
 "$PY" "$SP_SRC/tests/lora/bypass_experts.py" "$SP_BIN" "$work" ${SP_SEED:-}

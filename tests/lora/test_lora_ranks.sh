@@ -5,9 +5,9 @@
 # the last block's LoRA is found by the last rank, not by rank 0.
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir lora-ranks
 sp_seed seed
 "$SP_BIN" init --arch wan2.1-tiny --seed 5 -o "$work/shape.h5" >/dev/null 2>&1 || exit 1

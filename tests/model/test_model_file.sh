@@ -3,12 +3,10 @@
 # validation failure refused with exit 2 and one line naming the file, the
 # dataset and the check.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_work_dir model-file
+T=$work
 
 "$SP_BIN" init --arch wan2.1-tiny --seed 7 -q -o "$T/tiny.h5" || { echo "FAIL init"; exit 1; }
 "$SP_BIN" init --arch wan2.1-tiny --seed 7 --dtype fp32 -q -o "$T/tiny32.h5" || { echo "FAIL init fp32"; exit 1; }

@@ -6,9 +6,9 @@
 # every rank's own log); a plan that does not fit is refused before any
 # weight is read.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir faults
 sp_seed
 sp_tiny "$work/m.h5"

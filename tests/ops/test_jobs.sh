@@ -4,9 +4,9 @@
 # settings, the bad line fails with one clear message naming file and line,
 # a summary says 4 of 5, and the exit status is non-zero.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir jobs
 sp_seed
 sp_tiny "$work/m.h5"

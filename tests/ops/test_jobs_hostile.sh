@@ -4,8 +4,8 @@
 # second job), a key given twice, control characters in a key (which must
 # reach the log escaped, never raw).
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
 sp_work_dir jobs-hostile
 sp_seed
 sp_tiny "$work/m.h5"

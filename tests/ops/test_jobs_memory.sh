@@ -6,8 +6,8 @@
 # /proc/MP/status, then the other 990, and reads it again after job 1,000:
 # the two agree within 5%. Every job must succeed.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
 sp_work_dir jobs-memory
 sp_seed
 N=${SP_MEMORY_JOBS:-1000}

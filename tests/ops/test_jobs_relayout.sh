@@ -13,9 +13,9 @@
 # SP_RELAYOUT_DEVICE=cuda (tests/gpu/test_gpu_relayout.sh) runs it all on
 # the GPU, once more with half the blocks streamed (--stream-frac 0.5).
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir jobs-relayout
 sp_seed
 sp_tiny "$work/m.h5"

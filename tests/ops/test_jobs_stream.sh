@@ -11,9 +11,9 @@
 #   - a rank killed while rank 0 waits for the next line: the run ends
 #     within --timeout + 5 s.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir jobs-stream
 sp_seed
 sp_tiny "$work/m.h5"

@@ -4,9 +4,9 @@
 # (one "read the VAE weights" line), and each job's video equals what
 # `staticpipe decode` makes of that job's latents (bit-identical datasets).
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir jobs-video
 cd "$work" || exit 1
 sp_seed

@@ -3,10 +3,10 @@
 # single-process run's bit for bit; bad -n is refused; --transport nccl is
 # refused on the cpu backend with the reason.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_python
 command -v mpirun >/dev/null || { echo "mpirun not found: run launch/deps.sh"; exit 1; }
 export OMP_NUM_THREADS=1
-. "$SP_SRC/tests/common/script.sh"
 sp_work_dir launch
 "$SP_BIN" init --arch wan2.1-tiny --seed $RANDOM -q -o "$work/m.h5" || exit 1
 "$PY" -c 'import sys,h5py,numpy as np

@@ -5,9 +5,9 @@
 # output, every surviving rank prints exactly one watchdog line, and each
 # of those lines names the stopped rank (no survivor blames another).
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir watchdog-blame
 sp_seed
 RANDOM=$S

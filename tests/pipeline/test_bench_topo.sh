@@ -8,9 +8,9 @@
 # the commit); the JSON's numbers are numbers. A --devices index beyond
 # the GPUs and a bad topology file are refused before anything runs.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir bench-topo
 "$SP_BIN" init --arch wan2.1-tiny --seed 3 -q -o "$work/m.h5" || exit 1
 "$PY" -c 'import sys,h5py,numpy as np

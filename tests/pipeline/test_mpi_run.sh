@@ -5,9 +5,9 @@
 # bytes; uneven budgets move blocks and change nothing in the latents; a
 # failure on one rank ends every rank with exit 2 and no output.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir mpi-run
 MPI="mpirun -np"
 

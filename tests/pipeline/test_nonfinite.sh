@@ -4,9 +4,9 @@
 # fatal line naming the step and the rank whose computation produced the
 # first non-finite value, and no output file.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir nonfinite
 sp_seed
 sp_tiny "$work/m.h5"

@@ -15,9 +15,9 @@
 # The published criteria and the residual's reuse are checked against an
 # independent float64 reference in tests/ref/test_cache_parity.sh.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir step-cache
 sp_seed
 

@@ -5,9 +5,9 @@
 # micro-batches at the same time (rank 1 runs micro-batch 0 while rank 0
 # runs micro-batch 1); the traced run's latents equal an untraced one.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir trace
 "$SP_BIN" init --arch wan2.1-tiny --seed 9 -q -o "$work/m.h5" || exit 1
 "$PY" -c 'import sys,h5py,numpy as np

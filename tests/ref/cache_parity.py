@@ -27,13 +27,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS, check, rel_l2, seed as take_seed  # noqa: E402
 import wan_ref as W  # noqa: E402
-from refcheck import check, rel_l2, FAILS  # noqa: E402
 import h5py  # noqa: E402
 
 RUN_TOL = 1e-4
@@ -185,8 +184,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     a = ap.parse_args()
-    seed = int(os.environ.get("SP_SEED", time.time_ns() % (2 ** 31)))
-    print("cache parity seed %d (replay with SP_SEED=%d)" % (seed, seed), flush=True)
+    seed = take_seed("cache parity")
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="sp_cache_") as tmp:
         mpath = os.path.join(tmp, "tiny.h5")

@@ -17,13 +17,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import rel_l2, seed as take_seed  # noqa: E402
 import wan_ref as W  # noqa: E402
-from refcheck import rel_l2  # noqa: E402
 import h5py  # noqa: E402
 
 FORWARD_TOL = 1e-5   # STYLE.md tolerance table: fp32 path per forward
@@ -151,8 +150,7 @@ def main():
     ap.add_argument("what", choices=("forward", "run"))
     ap.add_argument("--bin", required=True)
     a = ap.parse_args()
-    seed = int(os.environ.get("SP_SEED", time.time_ns() % (2 ** 31)))
-    print("parity %s seed %d (replay with SP_SEED=%d)" % (a.what, seed, seed), flush=True)
+    seed = take_seed("parity " + a.what)
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="sp_parity_") as tmp:
         try:

@@ -12,13 +12,12 @@ import os
 import struct
 import sys
 import tempfile
-import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS, check, rel_l2, seed as take_seed  # noqa: E402
 import wan_ref as W  # noqa: E402
-from refcheck import FAILS, check, rel_l2  # noqa: E402
 
 
 # ---------------------------------------------------------------- schedule
@@ -449,8 +448,7 @@ def test_model(rng, tmp):
 
 
 def main():
-    seed = int(os.environ.get("SP_SEED", time.time_ns() % (2 ** 31)))
-    print("selftest seed %d (replay with SP_SEED=%d)" % (seed, seed))
+    seed = take_seed("selftest")
     rng = np.random.default_rng(seed)
     test_schedule()
     test_bf16(rng)

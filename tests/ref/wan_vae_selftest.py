@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS, check, rel_l2, seed as take_seed  # noqa: E402
 import wan_vae_ref as R  # noqa: E402
-from refcheck import FAILS, check, rel_l2  # noqa: E402
 
 
 def small_config():
@@ -283,9 +283,7 @@ def test_published(rng):
 
 
 def main():
-    env = os.environ.get("SP_SEED")
-    seed = int(env) if env else int.from_bytes(os.urandom(4), "little")
-    print("wan_vae_selftest: seed %d (rerun with SP_SEED=%d)" % (seed, seed))
+    seed = take_seed("wan_vae_selftest")
     rng = np.random.default_rng(seed)
     test_causal_conv(rng)
     test_rms_norm(rng)

@@ -3,12 +3,10 @@
 # file/flag/dataset and the check, no output file, an existing output file
 # untouched, no crash.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_work_dir run-bad-inputs
+T=$work
 
 "$SP_BIN" init --arch wan2.1-tiny -q -o "$T/m.h5" || exit 1
 "$PY" - "$T" <<'PYEOF' || exit 1

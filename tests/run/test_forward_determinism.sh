@@ -3,9 +3,10 @@
 # 2 OpenMP threads, give bit-identical predictions; a different timestep
 # gives a different one (so the comparison can fail).
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_work_dir run-forward-determinism
+T=$work
 "$SP_BIN" init --arch wan2.1-tiny --seed $RANDOM -q -o "$T/m.h5" || exit 1
 "$PY" -c 'import sys,h5py,numpy as np
 r=np.random.default_rng()

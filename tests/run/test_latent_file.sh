@@ -17,9 +17,10 @@
 #     refused with one line naming the file, before any work.
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d "${TMPDIR:-/tmp}/sp-latent.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_work_dir latent
+T=$work
 SEED=${SP_SEED:-$(date +%s%N | cut -c10-18)}
 echo "seed $SEED (SP_SEED replays it)"
 "$SP_BIN" init --arch wan2.1-tiny --seed 5 -q -o "$T/m.h5" || exit 1

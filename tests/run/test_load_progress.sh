@@ -5,14 +5,11 @@
 # count is the bytes the run loaded; with stderr a file (a log) or with -q,
 # not one byte of it.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/skip.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_python
 command -v script >/dev/null 2>&1 || sp_skip "script(1) not found (util-linux): no pseudo terminal"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+sp_work_dir run-load-progress
+T=$work
 S=${SP_SEED:-$RANDOM}
 echo "seed $S (replay with SP_SEED=$S)"
 "$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1

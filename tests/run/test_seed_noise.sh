@@ -4,10 +4,11 @@
 # starts from that file. Also: the saved noise is standard normal, another
 # seed gives other noise, and two ranks draw the same noise as one.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
+sp_work_dir run-seed-noise
+T=$work
 "$SP_BIN" init --arch wan2.1-tiny --seed 3 -q -o "$T/m.h5" || exit 1
 "$PY" -c 'import sys,h5py,numpy as np
 r=np.random.default_rng()

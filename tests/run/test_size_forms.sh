@@ -3,12 +3,10 @@
 # the same run as 64x48, on the command line and in a --jobs line; a
 # malformed size names both forms.
 set -u
-. "$SP_SRC/tests/common/find_python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_work_dir run-size-forms
+T=$work
 S=$RANDOM
 echo "seed $S"
 "$SP_BIN" init --arch wan2.1-tiny --seed $S -q -o "$T/m.h5" || exit 1

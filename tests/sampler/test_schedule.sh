@@ -6,7 +6,7 @@
 # timesteps = int64(sigma * 1000), solver sigmas rounded to float32. Every
 # timestep must be equal and every sigma bit-equal, over many N and shifts.
 set -euo pipefail
-. "$SP_SRC/tests/common/skip.sh"
+. "$SP_SRC/tests/common/script.sh"
 /usr/bin/python3 -c "import numpy" 2>/dev/null || sp_skip "/usr/bin/python3 with numpy not found"
 bin=""
 for c in "$SP_BUILD/tests/sampler_test_sampler" "$SP_BUILD/sampler_test_sampler"; do

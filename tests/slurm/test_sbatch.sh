@@ -12,9 +12,9 @@
 # root, no permission to run them) skip with the reason and the daemons'
 # log lines; nothing skips silently.
 set -u
-. "$SP_SRC/tests/common/skip.sh"
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 [ "$(id -u)" = 0 ] || { echo "skip: slurm cannot start here: slurmd must run as root to start jobs (uid $(id -u))"; exit 77; }
 export PATH="$PATH:/usr/sbin:/sbin" # the daemons
 for tool in munged slurmctld slurmd sbatch sinfo; do

@@ -22,19 +22,10 @@ import sys
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [os.path.join(SRC, "tests", "text")]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS, check  # noqa: E402
 import spm_parity  # noqa: E402
 import sentencepiece as spm  # noqa: E402
-
-FAILS = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILS.append(what)
 
 
 def run(args):

@@ -17,21 +17,19 @@ width) exits 2 with one error line before any work. Exits 1 on a failure.
 """
 import os
 import random
-import subprocess
 import sys
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [HERE, os.path.join(SRC, "tests", "convert"), os.path.join(SRC, "tests", "text")]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sptest  # noqa: E402
+from sptest import FAILS, check  # noqa: E402
 import spm_parity  # noqa: E402
 import stlib  # noqa: E402
 import t5_parity  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 
-FAILS = []
 # SP_DEVICE=cuda (tests/gpu/test_gpu_prompt.sh): encode and run on the GPU,
 # where run --prompt encodes as encode --device cuda does.
 DEV = ["--device", os.environ.get("SP_DEVICE", "cpu")]
@@ -39,23 +37,8 @@ RUN = ["--model", "synth:wan2.1-tiny", "--frames", "5", "--size", "32x32", "--st
        "--no-preview", "-q", *DEV]
 
 
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILS.append(what)
-
-
 def run(args, want_rc=0, mpi=0):
-    pre = ["mpirun", "-np", str(mpi)] if mpi else []
-    env = dict(os.environ)
-    if mpi and "ASAN_OPTIONS" in env:
-        # Under launch/sanitize.sh: Open MPI's own allocations are reported
-        # as leaks at exit; the one-process runs keep the leak check of ours.
-        env["ASAN_OPTIONS"] += ":detect_leaks=0"
-    r = subprocess.run(pre + args, capture_output=True, text=True, env=env)
-    if want_rc is not None and r.returncode != want_rc:
-        print("command: %s\nrc %d\n%s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
-    return r
+    return sptest.run(args, expect=want_rc, ranks=mpi or 1, fatal=False)
 
 
 def latents(path):

@@ -24,38 +24,22 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [os.path.join(SRC, "tests", "ref"), os.path.join(SRC, "tests", "convert"),
-                os.path.join(SRC, "tests", "text"), os.path.join(SRC, "launch")]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sptest  # noqa: E402
+from sptest import FAILS, check, rel_l2  # noqa: E402
 import umt5_ref  # noqa: E402
 import stlib  # noqa: E402
 import spm_parity  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 from encode_prompt import WAN_NEG_PROMPT, TEXT_LEN  # noqa: E402
 
-FAILS = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILS.append(what)
-
-
 def run(args, env=None, want_rc=0):
-    e = dict(os.environ)
-    e.update(env or {})
-    r = subprocess.run(args, capture_output=True, text=True, env=e)
-    if want_rc is not None and r.returncode != want_rc:
-        print("command: %s\nrc %d\n%s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
-    return r
+    return sptest.run(args, expect=want_rc, env=env, fatal=False)
 
 
 # ------------------------------------------------------------ weights and key forms
@@ -203,10 +187,6 @@ def stored(h5path):
 
 
 # ------------------------------------------------------------ encode checks
-
-def rel_l2(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
 
 def ref_ids(sp, text, eos=1):
     ids = sp.encode(spm_parity.wan_clean(text))

@@ -9,8 +9,8 @@
 # with exit 2, one line naming --t5 and both sizes.
 set -u
 : "${SP_SRC:?}" "${SP_BIN:?}"
-. "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
 sp_work_dir plan-t5
 
 # umt5-xxl (the published config), synthetic: fp32 file, no staging; CFG:

@@ -7,7 +7,7 @@
 set -u
 : "${SP_SRC:?}" "${SP_BIN:?}"
 . "$SP_SRC/tests/common/script.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
+sp_mpi
 sp_python_with 'import numpy, h5py, sentencepiece, regex; from sentencepiece import sentencepiece_model_pb2' \
   "numpy, h5py, sentencepiece, protobuf and regex"
 sp_work_dir runprompt

@@ -26,6 +26,9 @@ import regex
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2 as spm_pb2
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sptest  # noqa: E402
+
 CONTEXT = 512
 
 
@@ -52,8 +55,7 @@ def driver_args():
     """A test driver's arguments (a binary, a work directory, an optional
     seed): the first two and the seed, a fresh one when none is given,
     printed with the SP_SEED that replays the run."""
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else random.SystemRandom().randrange(1 << 31)
-    print("seed %d (replay: SP_SEED=%d)" % (seed, seed))
+    seed = sptest.seed(os.path.basename(sys.argv[0]), sys.argv[3] if len(sys.argv) > 3 else None)
     return sys.argv[1], sys.argv[2], seed
 
 

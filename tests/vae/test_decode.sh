@@ -14,20 +14,17 @@
 #     works);
 #   - --jobs with video=: a job whose video path is bad fails alone.
 set -u
-. "$SP_SRC/tests/common/skip.sh"
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 for tool in ffmpeg ffprobe; do
   command -v $tool >/dev/null 2>&1 || sp_skip "$tool not found (launch/deps.sh installs it)"
 done
 B=$SP_BIN
 CHK=$SP_SRC/tests/io/check_video.py
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+sp_work_dir vae-decode
+T=$work
 cd "$T" || exit 1
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 VAE=synth:wan2.1-vae-tiny
 MODEL=synth:wan2.1-tiny
 SHAPE=(--frames 5 --size 32x32 --steps 2)

@@ -8,15 +8,12 @@
 #     work, leaving no output.
 # How much tiling changes the video is tests/vae/test_vae_tile.c's.
 set -u
-. "$SP_SRC/tests/common/skip.sh"
-. "$SP_SRC/tests/common/find_python.sh"
+. "$SP_SRC/tests/common/script.sh"
+sp_python
 B=$SP_BIN
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+sp_work_dir vae-decode-tile
+T=$work
 cd "$T" || exit 1
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 VAE=synth:wan2.1-vae-tiny
 SEED=${SP_SEED:-$RANDOM}
 echo "seed $SEED (replay with SP_SEED=$SEED)"

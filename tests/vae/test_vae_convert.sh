@@ -5,7 +5,7 @@
 # presets and init (tests/vae/vae_convert.py).
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}" "${SP_BUILD:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-work=$(mktemp -d "${TMPDIR:-/tmp}/sp-vae-convert.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+. "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_work_dir vae-convert
 "$PY" "$SP_SRC/tests/vae/vae_convert.py" "$SP_BIN" "$work"

@@ -5,5 +5,6 @@
 # shapes. Needs no staticpipe binary.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/../common/find_python.sh"
+. "$here/../common/script.sh"
+sp_python
 exec "$PY" "$here/../ref/wan_vae_selftest.py"

@@ -20,30 +20,19 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "ref"))
-sys.path.insert(0, os.path.join(HERE, "..", "convert"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS, check, rel_l2, seed  # noqa: E402
 import wan_vae_ref as R  # noqa: E402
 import stlib  # noqa: E402
-from refcheck import rel_l2  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
-SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
-print("vae_convert: seed %d (set SP_SEED to repeat)" % SEED)
+SEED = seed("vae_convert")
 rng = np.random.default_rng(SEED)
 TOL = 1e-5
-FAILS = []
-
-
-def check(cond, what):
-    print("%s  %s" % ("ok  " if cond else "FAIL", what))
-    if not cond:
-        FAILS.append(what)
 
 
 def run(args):

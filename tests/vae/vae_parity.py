@@ -24,9 +24,9 @@ import time
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import rel_l2, seed as take_seed  # noqa: E402
 import wan_vae_ref as R  # noqa: E402
-from refcheck import rel_l2  # noqa: E402
 
 TOL = 1e-5
 
@@ -58,9 +58,7 @@ def main():
                     help="one case at the published config instead of the small ones")
     args = ap.parse_args()
     cases = [(R.published_config(), [(2, 3, 5)])] if args.published else CASES
-    env = os.environ.get("SP_SEED")
-    seed = int(env) if env else int.from_bytes(os.urandom(4), "little")
-    print("vae_parity: seed %d (rerun with SP_SEED=%d)" % (seed, seed))
+    seed = take_seed("vae_parity")
     rng = np.random.default_rng(seed)
     fails = 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,13 +14,10 @@ import sys
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS as failures, fail  # noqa: E402
+
 BIN, WORK = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL:", msg)
 
 
 def run(args):

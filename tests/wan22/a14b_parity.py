@@ -11,21 +11,17 @@ usage: a14b_parity.py STATICPIPE_BIN WORKDIR"""
 import os
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "ref"))
-sys.path.insert(0, os.path.join(HERE, "..", "lora"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import rel_l2, seed  # noqa: E402
 import wan22_ref as R  # noqa: E402
-from refcheck import rel_l2  # noqa: E402
 import loralib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
-SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
-print(f"a14b_parity: seed {SEED} (set SP_SEED to repeat)")
+SEED = seed("a14b_parity")
 rng = np.random.default_rng(SEED)
 TOL = 1e-4
 failures = []

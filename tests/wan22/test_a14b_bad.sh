@@ -5,8 +5,8 @@
 # one-expert model; in a --jobs file such a line fails alone.
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
 sp_work_dir wan22-bad
 "$PY" -c "
 import h5py, numpy as np

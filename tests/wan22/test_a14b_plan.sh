@@ -6,8 +6,8 @@
 # and says per rank how it holds them: resident, swap or stream.
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
 sp_work_dir wan22-plan
 args=(plan --frames 81 --size 480x832 --ranks 2 --gpu-mem 80gb --json)
 "$SP_BIN" "${args[@]}" --model synth:wan2.1-14b >"$work/one.json" || exit 1

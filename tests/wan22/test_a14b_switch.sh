@@ -7,9 +7,9 @@
 # experts: then there are no such keys.
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
-. "$SP_SRC/tests/common/find_python.sh"
-. "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+sp_python
+sp_mpi
 sp_work_dir wan22-switch
 "$PY" - "$work/cond.h5" <<'PY' || exit 1
 import sys, h5py, numpy as np
