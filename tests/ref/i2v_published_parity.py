@@ -59,7 +59,8 @@ import wan_ref as W  # noqa: E402
 import wan_vae22_ref as V  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
 import wan_vae_stats as S  # noqa: E402
-from refcheck import FAILS, check, rel_l2  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import FAILS, check, rel_l2  # noqa: E402
 
 RESULTS = []
 

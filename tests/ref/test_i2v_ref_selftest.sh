@@ -6,5 +6,6 @@
 # binary and no torch.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/../common/find_python.sh"
+. "$here/../common/script.sh"
+sp_python
 exec "$PY" "$here/i2v_selftest.py"

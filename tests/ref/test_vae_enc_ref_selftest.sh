@@ -6,5 +6,6 @@
 # and no torch.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/../common/find_python.sh"
+. "$here/../common/script.sh"
+sp_python
 exec "$PY" "$here/vae_enc_selftest.py"
