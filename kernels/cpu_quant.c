@@ -20,7 +20,7 @@ static void dequant_row(const kern_qtensor *t, int64_t r, float *f32, uint16_t *
     const int n = t->cols - c < KQ_GROUP ? (int)(t->cols - c) : KQ_GROUP;
     kq_decode((int)t->fmt, row, c, n, v);
     if (in->row_scale)
-      for (int i = 0; i < n; i++) v[i] = v[i] * s;
+      for (int i = 0; i < n; i++) v[i] = kq_scale(v[i], s);
     if (f32)
       for (int i = 0; i < n; i++) f32[c + i] = v[i];
     else
@@ -40,18 +40,6 @@ void kern_quant_dequant_rows_bf16(const kern_qtensor *t, int64_t r0, int64_t n, 
 
 /* ---- int8 per row -------------------------------------------------------- */
 
-/* The int8 rule's m and s for a row of largest magnitude amax. */
-static void i8_factors(float amax, float *m, float *s) {
-  *m = amax > 0.0f ? KERN_I8_MAX / amax : 1.0f;
-  *s = amax > 0.0f ? amax / KERN_I8_MAX : 1.0f;
-}
-
-static int8_t i8_code(float v) {
-  float q = rintf(v); /* the default rounding mode: nearest, ties to even */
-  q = q > KERN_I8_MAX ? KERN_I8_MAX : (q < -KERN_I8_MAX ? -KERN_I8_MAX : q);
-  return (int8_t)q;
-}
-
 static float row_amax(const float *x, int64_t n) {
   float a = 0.0f;
   for (int64_t i = 0; i < n; i++) a = fmaxf(a, fabsf(x[i]));
@@ -62,10 +50,9 @@ void kern_i8_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q
 #pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * cols;
-    float m, s;
-    i8_factors(row_amax(xr, cols), &m, &s);
-    for (int64_t i = 0; i < cols; i++) q[r * cols + i] = i8_code(xr[i] * m);
-    scale[r] = s;
+    const float amax = row_amax(xr, cols), m = kern_i8_quant_mul(amax);
+    for (int64_t i = 0; i < cols; i++) q[r * cols + i] = kern_i8_code(xr[i] * m);
+    scale[r] = kern_i8_scale(amax);
   }
 }
 
@@ -73,9 +60,8 @@ void kern_i8_fake_quant_rows(float *x, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
   for (int64_t r = 0; r < rows; r++) {
     float *xr = x + r * cols;
-    float m, s;
-    i8_factors(row_amax(xr, cols), &m, &s);
-    for (int64_t i = 0; i < cols; i++) xr[i] = (float)i8_code(xr[i] * m) * s;
+    const float amax = row_amax(xr, cols), m = kern_i8_quant_mul(amax), s = kern_i8_scale(amax);
+    for (int64_t i = 0; i < cols; i++) xr[i] = (float)kern_i8_code(xr[i] * m) * s;
   }
 }
 

@@ -31,6 +31,7 @@
 #ifndef KERN_QUANT_H
 #define KERN_QUANT_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -105,6 +106,22 @@ void kern_quant_dequant_rows_bf16(const kern_qtensor *t, int64_t r0, int64_t n, 
 /* ---- int8 per row (the int8 format's quantiser, above) ----------------- */
 
 #define KERN_I8_MAX 127.0f
+
+/* The rule's factors for a row of largest magnitude amax (finite): q =
+ * code(x x kern_i8_quant_mul(amax)), x ~ q x kern_i8_scale(amax); shared
+ * with the GPU's quantiser (kern_cuda_quantize_i8_rows). */
+static inline KERN_HD float kern_i8_quant_mul(float amax) {
+  return amax > 0.0f ? KERN_I8_MAX / amax : 1.0f;
+}
+static inline KERN_HD float kern_i8_scale(float amax) {
+  return amax > 0.0f ? amax / KERN_I8_MAX : 1.0f;
+}
+/* v rounded to the nearest integer, ties to even, clamped to +-127. */
+static inline KERN_HD int8_t kern_i8_code(float v) {
+  float q = rintf(v);
+  q = q > KERN_I8_MAX ? KERN_I8_MAX : (q < -KERN_I8_MAX ? -KERN_I8_MAX : q);
+  return (int8_t)q;
+}
 
 /* x (rows, cols) fp32, finite -> q (rows, cols) int8 and scale (rows). */
 void kern_i8_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q, float *scale);

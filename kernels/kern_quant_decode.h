@@ -132,6 +132,8 @@ static inline KERN_HD uint32_t kq_u32(const uint8_t *p) {
 
 static inline KERN_HD float kq_e4m3(uint8_t b) {
 #if defined(__CUDA_ARCH__)
+  if ((b & 0x7f) == 0x7f) /* the NaN code: kern_fp8_e4m3_to_f32's NaN, sign kept */
+    return __uint_as_float((b & 0x80) ? 0xffc00000u : 0x7fc00000u);
   __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3);
   return __half2float(__half(h));
 #else
@@ -152,6 +154,11 @@ static inline KERN_HD uint16_t kq_to_bf16(float f) {
   return kern_f32_to_bf16(f);
 #endif
 }
+
+/* v times a row's scale s, one rounding; a NaN v is kept as it is (its sign
+ * and payload), which x86 does by itself and the GPU, whose arithmetic
+ * makes one canonical NaN, does not. */
+static inline KERN_HD float kq_scale(float v, float s) { return v != v ? v : v * s; }
 
 /* Six-bit scale and min j (0..7) of a Q4_K / Q5_K block's scales[12]. */
 static inline KERN_HD void kq_k4_scale_min(const uint8_t *s, int j, int *sc, int *m) {
