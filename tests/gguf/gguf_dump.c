@@ -6,7 +6,8 @@
  *
  * stdout, one line each: "version V", "alignment A", "data_start D",
  * "arch NAME" (rank_gguf_meta_name of general.architecture, "-" when
- * absent), "kv KEY TYPE ELEMTYPE COUNT VALUE" per pair in file order
+ * absent), "file_type N" (rank_gguf_meta_u64 of general.file_type, when
+ * present), "kv KEY TYPE ELEMTYPE COUNT VALUE" per pair in file order
  * (integers in decimal, floats as %.17g, a string as the hex of its bytes,
  * an array of numbers as the hex of its packed bytes, an array of strings
  * as their hex joined by ','), and "tensor NAME GGML_TYPE FORMAT NE SHAPE
@@ -88,8 +89,11 @@ int main(int argc, char **argv) {
   if (rc != SP_OK) return rc;
   const rank_gguf_header *h = &f->h;
   const char *arch = rank_gguf_meta_name(f, "general.architecture");
+  uint64_t file_type = 0;
+  const int has_ft = rank_gguf_meta_u64(f, "general.file_type", &file_type) == 0;
   printf("version %u\nalignment %llu\ndata_start %llu\narch %s\n", h->version,
          (unsigned long long)h->alignment, (unsigned long long)h->data_start, arch ? arch : "-");
+  if (has_ft) printf("file_type %llu\n", (unsigned long long)file_type);
   for (int64_t i = 0; i < h->nkv; i++) print_kv(&h->kv[i]);
   for (int64_t i = 0; i < h->ntensors && rc == SP_OK; i++) {
     const rank_gguf_tensor *t = &h->t[i];

@@ -161,8 +161,10 @@ def check_valid(label, path, meta, orig_shapes=None, version=3, alignment=32):
     if r.returncode != 0:
         return
     info, kvs, ts = parse_dump(r.stdout)
+    want_ft = next((str(v) for k, v, vt, sub in meta if k == "general.file_type"), None)
     check(info.get("version") == str(version) and info.get("alignment") == str(alignment)
-          and info.get("arch") == "wan", f"{label}: version, alignment, arch {info}")
+          and info.get("arch") == "wan" and info.get("file_type") == want_ft,
+          f"{label}: version, alignment, arch, file_type {info}")
     bad = [k for k, v, vt, sub in meta if kvs.get(k) != expected_kv(v, vt, sub)]
     check(not bad, f"{label}: {len(meta)} metadata pairs read back"
           + (f"; differ: {bad[:3]} e.g. {kvs.get(bad[0])!r} vs {expected_kv(*[m for m in meta if m[0] == bad[0]][0][1:])!r}" if bad else ""))
