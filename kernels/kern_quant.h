@@ -19,9 +19,9 @@
  *   clamped to [-127, 127] (symmetric: the quantiser never writes -128; a
  *   stored -128 reads as -128 s). Activations use the same rule per token
  *   (kern_i8_fake_quant_rows).
- * - GGUF's ggml types: f32, f16, bf16 (one value per block), q8_0, q5_0,
- *   q5_1, q4_0, q4_1 (blocks of 32), q6_k, q5_k, q4_k, q3_k, q2_k (blocks
- *   of 256), the bytes exactly as a GGUF file holds them. Their values are
+ * - GGUF's ggml types: fp32, fp16, bf16 (F32, F16, BF16: one value per
+ *   block), q8_0, q5_0, q5_1, q4_0, q4_1 (blocks of 32), q6_k, q5_k, q4_k,
+ *   q3_k, q2_k (blocks of 256), the bytes exactly as a GGUF file holds them. Their values are
  *   ggml's dequantisation, as gguf-py's numpy code computes it (the products
  *   exact, one fp32 rounding at most: kern_quant_decode.h).
  *
@@ -61,7 +61,8 @@ typedef enum kern_qfmt {
 } kern_qfmt;
 
 typedef struct kern_qfmt_info {
-  const char *name; /* lowercase: "q4_k", "fp8_e4m3" (a dataset's dtype attribute) */
+  const char *name; /* lowercase, as a dataset's dtype attribute names it: "fp32", "bf16",
+                       "fp8_e4m3" (the model file's names), "q4_k" (ggml's, lowercase) */
   int ggml_type;    /* the GGUF/ggml type code, -1 for ours */
   int block;        /* values per block along a row */
   int block_bytes;  /* bytes per block */

@@ -8,8 +8,8 @@
 #include "kern_quant.h"
 
 static const kern_qfmt_info qfmt_table[KQ_COUNT] = {
-    [KQ_F32] = {"f32", 0, 1, 4, 0},
-    [KQ_F16] = {"f16", 1, 1, 2, 0},
+    [KQ_F32] = {"fp32", 0, 1, 4, 0},
+    [KQ_F16] = {"fp16", 1, 1, 2, 0},
     [KQ_BF16] = {"bf16", 30, 1, 2, 0},
     [KQ_E4M3_ROW] = {"fp8_e4m3", -1, 1, 1, 1},
     [KQ_I8_ROW] = {"int8", -1, 1, 1, 1},
