@@ -44,6 +44,9 @@ kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes);
  * context allocates none and frees none. */
 kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create_in(void *workspace, size_t workspace_bytes);
 void kern_cuda_gemm_ctx_destroy(kern_cuda_gemm_ctx *ctx);
+/* The compute capability of the context's device, major x 10 + minor (90
+ * for sm_90), read at creation: what decides the fp8 paths. */
+int kern_cuda_gemm_ctx_sm(const kern_cuda_gemm_ctx *ctx);
 /* While rows > 0, a GEMM of fewer rows (a chunk) runs the algorithm chosen
  * for `rows` rows, so each row's result equals the unchunked one's (see
  * cuda_gemm.cu). 0 turns it off. */
@@ -110,9 +113,9 @@ void kern_cuda_linear_f32_input(const float *x, const uint16_t *w, const uint16_
  * x_q (M, K) e4m3 and w_q (N, K) e4m3 (kern_cuda_quantize_fp8), sx and sw
  * (1) fp32 device pointers: the per-tensor dequantisation scales, read by
  * cuBLASLt when the GEMM runs (no host synchronisation); b (N) bf16 or
- * NULL; y (M, N) bf16 or fp32; fp32 accumulation. Per-tensor scales only:
- * cuBLASLt's A/B scales on sm_90 are scalars (per-channel would be an
- * epilogue). K and N multiples of 16 (cuBLASLt's fp8 rule of 16-byte
+ * NULL; y (M, N) bf16 or fp32; fp32 accumulation. Per-tensor scales; a
+ * scale per token and per output channel is kern_cuda_linear_w8a8
+ * (kern_cuda_quant.h). K and N multiples of 16 (cuBLASLt's fp8 rule of 16-byte
  * rows), every pointer 16-byte aligned; a GPU without fp8 GEMMs (before
  * sm_89) gets no algorithm: fatal, naming the need. */
 void kern_cuda_linear_fp8(kern_cuda_gemm_ctx *ctx, const uint8_t *x_q, const float *sx,
@@ -135,8 +138,9 @@ void kern_cuda_quantize_fp8(const void *x, kern_dtype x_dtype, int64_t n, uint8_
  * activation's token): each row of x (rows, cols) quantised as
  * kern_cuda_quantize_fp8 quantises a tensor, into q (rows, cols) e4m3 and
  * scale (rows) fp32 device: the bytes and scales of the CPU's
- * kern_fp8_quantize_rows. x fp32 or bf16 (finite). One launch, a block per
- * row. Compiled, not yet run on a GPU (tests/gpu/test_fp8_rows.c). */
+ * kern_fp8_quantize_rows (tests/gpu/test_fp8_rows.c). x fp32 or bf16
+ * (finite). One launch, a block per row; bf16 rows of a multiple of 8
+ * values with x 16-byte and q 8-byte aligned take 16-byte loads. */
 void kern_cuda_quantize_fp8_rows(const void *x, kern_dtype x_dtype, int64_t rows, int64_t cols,
                                  uint8_t *q, float *scale, cudaStream_t stream);
 

@@ -7,13 +7,16 @@
 #              (tests/fuzz/fuzz_tok_spm.c + ranks/text/tok_*.c)
 #   tok_json   the tokenizer's tokenizer.json parser and model checks
 #              (tests/fuzz/fuzz_tok_json.c + ranks/text/tok_*.c)
+#   gguf       the GGUF header parser (tests/fuzz/fuzz_gguf.c +
+#              ranks/import/gguf.c, kernels/quant_formats.c)
 #   launch/fuzz.sh [SECONDS [TARGET...]]   (default 60 s each, every target;
 #                                           env FUZZ_JOBS for parallel jobs)
 # CI fuzzes once, through ctest's fuzz label (tests/fuzz/test_fuzz.sh runs
 # this script, FUZZ_SECONDS each, in the full suite); run it by hand to
 # fuzz longer.
 # Seeds: tests/fuzz/corpus* (the tokenizer seeds are small unigram models
-# trained with sentencepiece, and tokenizer.json files written from them).
+# trained with sentencepiece, and tokenizer.json files written from them;
+# the GGUF seeds small files built like tests/gguf/gguf_files.py's).
 # Exits 0 with a "skipped" line when clang or libFuzzer is missing
 # (apt-get install clang), non-zero when a fuzzer finds a crash (the
 # reproducer is left in the work directory it prints).
@@ -21,7 +24,7 @@ set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift $(( $# > 0 ? 1 : 0 ))
-targets=${*:-st_header tok_spm tok_json}
+targets=${*:-st_header tok_spm tok_json gguf}
 cc=${CLANG:-clang}
 if ! command -v "$cc" >/dev/null 2>&1; then
   echo "fuzz: skipped: clang not found (apt-get install clang)"
@@ -43,7 +46,9 @@ for target in $targets; do
     st_header) srcs="$src/tests/fuzz/fuzz_st_header.c"; dict=header.dict; seeds=corpus ;;
     tok_spm) srcs="$src/tests/fuzz/fuzz_tok_spm.c $text_src"; dict=; seeds=corpus_tok_spm ;;
     tok_json) srcs="$src/tests/fuzz/fuzz_tok_json.c $text_src"; dict=tok_json.dict; seeds=corpus_tok_json ;;
-    *) echo "fuzz: unknown target $target (st_header, tok_spm, tok_json)" >&2; exit 2 ;;
+    gguf) srcs="$src/tests/fuzz/fuzz_gguf.c $src/ranks/import/gguf.c $src/kernels/quant_formats.c"
+      dict=gguf.dict; seeds=corpus_gguf ;;
+    *) echo "fuzz: unknown target $target (st_header, tok_spm, tok_json, gguf)" >&2; exit 2 ;;
   esac
   bin="$work/fuzz_$target"
   mkdir -p "$work/corpus_$target"

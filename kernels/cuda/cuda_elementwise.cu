@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 
+#include "act.cuh"
 #include "cuda_check.h"
 #include "kern_cuda.h"
 
@@ -36,12 +37,6 @@ __device__ __forceinline__ void store_f(__nv_bfloat16 *p, int64_t i, float v) {
   p[i] = __float2bfloat16_rn(v);
 }
 
-/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as the CPU reference. */
-__device__ __forceinline__ float gelu_tanh_f(float x) {
-  const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
 /* ---- activations -------------------------------------------------------- */
 

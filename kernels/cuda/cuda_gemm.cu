@@ -1,7 +1,10 @@
 /* GEMM through cuBLASLt: bf16 operands, fp32 accumulation, fp32 or bf16
  * output, bias and GELU-tanh+bias in the epilogue (kern_cuda.h); and the
- * fp8 linear: e4m3 operands with per-tensor scales that cuBLASLt reads from
- * the device (A/B_SCALE_POINTER), the same descriptors otherwise.
+ * quantized operand kinds of cuda_gemm_q.cuh: e4m3 with per-tensor scales
+ * that cuBLASLt reads from the device (A/B_SCALE_POINTER), e4m3 with a scale
+ * per row of each operand (the outer-vector scale mode of cuBLASLt 12.9+,
+ * sm_90), e4m3 unscaled, and int8 into int32 (32-bit integer compute), the
+ * same descriptors and algorithm cache otherwise.
  *
  * cuBLASLt is column-major; our tensors are row-major. A row-major D (M, N)
  * is a column-major D^T (N, M), and D^T = op(B) A^T, so cuBLASLt's first
@@ -29,6 +32,7 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "cuda_gemm_q.cuh"
 #include "lib_check.cuh"
 #include "kern_cuda.h"
 
@@ -39,7 +43,7 @@
 typedef struct gemm_key {
   int64_t M, N, K, lda, ldb, ldd, batch, stride_a, stride_b, stride_d;
   int b_kn, d_dtype, has_bias, act, accumulate;
-  int fp8; /* e4m3 operands (kern_cuda_linear_fp8) */
+  int in; /* the operands' kind: kern_gemm_in */
   int64_t algo_m; /* 0, or the row count the algorithm is chosen for (pinned rows) */
 } gemm_key;
 
@@ -51,6 +55,7 @@ typedef struct gemm_entry {
   cublasLtMatmulAlgo_t algo;
   int fused; /* bias/act in the epilogue; else kern_cuda_bias_act after */
   int ran;   /* launched once successfully */
+  int none;  /* cuBLASLt has no algorithm for this key (a refusal kept, descriptors freed) */
 } gemm_entry;
 
 struct kern_cuda_gemm_ctx {
@@ -62,7 +67,17 @@ struct kern_cuda_gemm_ctx {
   int next_victim; /* round-robin replacement when the cache is full */
   int64_t pin_rows; /* kern_cuda_gemm_pin_rows, 0: off */
   cublasStatus_t last_status; /* of the last heuristic query, for the error message */
+  int sm; /* the device's compute capability, major x 10 + minor */
 };
+
+/* The current device's compute capability, major x 10 + minor. */
+static int device_sm(void) {
+  int dev, major, minor;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major * 10 + minor;
+}
 
 extern "C" kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes) {
   kern_cuda_gemm_ctx *ctx = (kern_cuda_gemm_ctx *)sp_xcalloc(1, sizeof *ctx);
@@ -70,6 +85,7 @@ extern "C" kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create(size_t workspace_bytes)
   CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
   CUDA_CHECK(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
   ctx->own_workspace = 1;
+  ctx->sm = device_sm();
   return ctx;
 }
 
@@ -82,11 +98,18 @@ extern "C" kern_cuda_gemm_ctx *kern_cuda_gemm_ctx_create_in(void *workspace,
   ctx->workspace = workspace;
   ctx->workspace_bytes = workspace_bytes;
   CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
+  ctx->sm = device_sm();
   return ctx;
 }
 
+extern "C" int kern_cuda_gemm_ctx_sm(const kern_cuda_gemm_ctx *ctx) { return ctx->sm; }
+
 static void entry_release(gemm_entry *e) {
   if (!e->used) return;
+  if (e->none) {
+    memset(e, 0, sizeof *e);
+    return;
+  }
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->ld));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->lb));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(e->la));
@@ -116,15 +139,36 @@ static cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_
   return l;
 }
 
+static void set_scales(gemm_entry *e, int in, const float *sa, const float *sb);
+
 /* Builds the descriptors for a key with or without the fused epilogue and
- * asks the heuristic; returns 1 and fills e when an algorithm exists. */
-static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm_entry *e) {
+ * asks the heuristic; returns 1 and fills e when an algorithm exists. sa and
+ * sb: the scales of a scaled kind, on the descriptor before the heuristic
+ * sees it (cuBLASLt refuses the outer-vector mode without them; each call
+ * sets its own again). */
+static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, const float *sa,
+                     const float *sb, gemm_entry *e) {
   memset(e, 0, sizeof *e);
   e->key = *k;
   e->fused = fused;
-  cudaDataType_t dt = k->d_dtype == KERN_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
-  cudaDataType_t in = k->fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const int i8 = k->in == GEMM_IN_I8;
+  cudaDataType_t dt = i8 ? CUDA_R_32I : k->d_dtype == KERN_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
+  cudaDataType_t in = i8 ? CUDA_R_8I : k->in == GEMM_IN_BF16 ? CUDA_R_16BF : CUDA_R_8F_E4M3;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, i8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F,
+                                        i8 ? CUDA_R_32I : CUDA_R_32F));
+  if (k->in == GEMM_IN_E4M3_OUTER || k->in == GEMM_IN_E4M3_OUTER_FAST) { /* a scale per row */
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                                sizeof mode));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                                sizeof mode));
+  }
+  if (k->in == GEMM_IN_E4M3_OUTER_FAST) {
+    const int8_t fast = 1;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+                                                sizeof fast));
+  }
+  set_scales(e, k->in, sa, sb);
   cublasOperation_t ta = k->b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
@@ -191,7 +235,7 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
                   (long long)k->algo_m, (long long)k->M, (long long)k->N, (long long)k->K);
       gemm_key own = *k;
       own.algo_m = 0;
-      int ok = entry_try(ctx, &own, fused, e);
+      int ok = entry_try(ctx, &own, fused, sa, sb, e);
       e->key = *k;
       return ok;
     }
@@ -217,10 +261,20 @@ static int entry_try(kern_cuda_gemm_ctx *ctx, const gemm_key *k, int fused, gemm
   return 1;
 }
 
-static gemm_entry *entry_get(kern_cuda_gemm_ctx *ctx, const gemm_key *k) {
+static const char *in_name(int in) {
+  static const char *const names[] = {"bf16", "e4m3 with per-tensor scales",
+                                      "e4m3 with a scale per row", "e4m3", "int8",
+                                      "e4m3 with a scale per row, fast accumulation"};
+  return in >= 0 && in <= GEMM_IN_E4M3_OUTER_FAST ? names[in] : "?";
+}
+
+/* The cached entry of key k, made on first use. No algorithm: NULL when
+ * may_refuse (the refusal is cached too), else fatal. */
+static gemm_entry *entry_get(kern_cuda_gemm_ctx *ctx, const gemm_key *k, const float *sa,
+                             const float *sb, int may_refuse) {
   for (int i = 0; i < GEMM_CACHE_SIZE; i++)
     if (ctx->cache[i].used && memcmp(&ctx->cache[i].key, k, sizeof *k) == 0)
-      return &ctx->cache[i];
+      return ctx->cache[i].none ? NULL : &ctx->cache[i];
   gemm_entry *slot = NULL;
   for (int i = 0; i < GEMM_CACHE_SIZE && !slot; i++)
     if (!ctx->cache[i].used) slot = &ctx->cache[i];
@@ -230,25 +284,52 @@ static gemm_entry *entry_get(kern_cuda_gemm_ctx *ctx, const gemm_key *k) {
     entry_release(slot);
   }
   int want_epi = k->has_bias || k->act != KERN_CUDA_ACT_NONE;
-  if (want_epi && entry_try(ctx, k, 1, slot)) return slot;
-  if (entry_try(ctx, k, 0, slot)) return slot;
+  if (want_epi && entry_try(ctx, k, 1, sa, sb, slot)) return slot;
+  if (entry_try(ctx, k, 0, sa, sb, slot)) return slot;
+  if (may_refuse) {
+    memset(slot, 0, sizeof *slot);
+    slot->used = slot->none = 1;
+    slot->key = *k;
+    return NULL;
+  }
   sp_fatal("gemm: cuBLASLt has no algorithm for M %lld N %lld K %lld (lda %lld ldb %lld "
-           "ldd %lld, batch %lld, %s, output %s; heuristic: %s): check sizes and 16-byte "
-           "alignment%s",
+           "ldd %lld, batch %lld, %s operands, output %s; heuristic: %s; device sm_%d): check "
+           "sizes and 16-byte alignment%s",
            (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->lda,
-           (long long)k->ldb, (long long)k->ldd, (long long)k->batch,
-           k->fp8 ? "e4m3 operands" : "bf16 operands", kern_dtype_name((kern_dtype)k->d_dtype),
-           cublasLtGetStatusName(ctx->last_status),
-           k->fp8 ? "; fp8 GEMMs need an sm_89 or later GPU (Ada, Hopper)" : "");
+           (long long)k->ldb, (long long)k->ldd, (long long)k->batch, in_name(k->in),
+           k->in == GEMM_IN_I8 ? "int32" : kern_dtype_name((kern_dtype)k->d_dtype),
+           cublasLtGetStatusName(ctx->last_status), ctx->sm,
+           k->in == GEMM_IN_BF16 || k->in == GEMM_IN_I8
+               ? ""
+               : "; fp8 GEMMs need an sm_89 or later GPU (Ada, Hopper)");
 }
 
 static int misaligned(const void *p) { return ((uintptr_t)p & 15u) != 0; }
 
-/* kern_cuda_matmul; with scales (fp8), a and b are e4m3 and sa, sb their
- * device dequantisation scales (cuBLASLt's B and A: the operands swap). */
-static void gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, const float *sa,
-                     const float *sb, cudaStream_t stream) {
-  const int fp8 = sa != NULL;
+/* Sets the device scales of a's and b's kinds on e's descriptor (cuBLASLt's
+ * A is our b, its B our a: the operands swap). */
+static void set_scales(gemm_entry *e, int in, const float *sa, const float *sb) {
+  if (in != GEMM_IN_E4M3_TENSOR && in != GEMM_IN_E4M3_OUTER && in != GEMM_IN_E4M3_OUTER_FAST)
+    return;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb,
+                                              sizeof sb));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa,
+                                              sizeof sa));
+}
+
+/* kern_cuda_matmul for any operand kind (kern_cuda_gemm_q); returns 0 only
+ * when may_refuse and cuBLASLt has no algorithm (nothing enqueued). */
+static int gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, kern_gemm_in in,
+                    const float *sa, const float *sb, int may_refuse, cudaStream_t stream) {
+  const int i8 = in == GEMM_IN_I8;
+  if ((in == GEMM_IN_E4M3_TENSOR || in == GEMM_IN_E4M3_OUTER || in == GEMM_IN_E4M3_OUTER_FAST) &&
+      (!sa || !sb))
+    sp_fatal("gemm: %s operands need both scales (sa %p, sb %p)", in_name(in), (const void *)sa,
+             (const void *)sb);
+  if (i8 && (p->bias || p->act != KERN_CUDA_ACT_NONE || p->d_dtype != KERN_DTYPE_F32 ||
+             p->beta != 0.0f || p->alpha != 1.0f))
+    sp_fatal("gemm: int8 operands give a plain int32 product (no bias, activation, alpha or "
+             "beta; d_dtype fp32 marks the 4-byte output)");
   const int64_t bcols = p->b_kn ? p->N : p->K;
   if (p->M < 1 || p->N < 1 || p->K < 1 || p->batch < 1 || p->lda < p->K || p->ldb < bcols ||
       p->ldd < p->N)
@@ -265,7 +346,7 @@ static void gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, 
              (const void *)p->a, (const void *)p->b, p->d, (const void *)p->bias);
   if (p->d_dtype != KERN_DTYPE_F32 && p->d_dtype != KERN_DTYPE_BF16)
     sp_fatal("gemm: output dtype %d is not fp32 or bf16", (int)p->d_dtype);
-  const int64_t esz_d = (int64_t)kern_dtype_size(p->d_dtype), esz_in = fp8 ? 1 : 2;
+  const int64_t esz_d = (int64_t)kern_dtype_size(p->d_dtype), esz_in = in == GEMM_IN_BF16 ? 2 : 1;
   if (p->batch > 1 && ((p->stride_a * esz_in) % 16 || (p->stride_b * esz_in) % 16 ||
                        (p->stride_d * esz_d) % 16 || p->stride_a < 0 || p->stride_b < 0 ||
                        p->stride_d < 0))
@@ -289,22 +370,22 @@ static void gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, 
   k.has_bias = p->bias != NULL;
   k.act = (int)p->act;
   k.accumulate = p->beta != 0.0f;
-  k.fp8 = fp8;
+  k.in = (int)in;
   if (ctx->pin_rows > p->M && p->batch == 1) k.algo_m = ctx->pin_rows;
-  gemm_entry *e = entry_get(ctx, &k);
+  gemm_entry *e = entry_get(ctx, &k, sa, sb, may_refuse);
+  if (!e) return 0;
 
   if (e->fused && p->bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                 &p->bias, sizeof p->bias));
-  if (fp8) { /* cuBLASLt's A is our b, its B our a */
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb,
-                                                sizeof sb));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa,
-                                                sizeof sa));
-  }
+  set_scales(e, in, sa, sb);
+  /* alpha and beta have the compute's scale type: fp32, or int32 for int8 */
   const float alpha = p->alpha, beta = p->beta;
-  cublasStatus_t st = cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta,
-                                     p->d, e->ld, p->d, e->ld, &e->algo, ctx->workspace,
+  const int32_t ialpha = 1, ibeta = 0;
+  const void *pa = i8 ? (const void *)&ialpha : (const void *)&alpha;
+  const void *pb = i8 ? (const void *)&ibeta : (const void *)&beta;
+  cublasStatus_t st = cublasLtMatmul(ctx->lt, e->op, pa, p->b, e->la, p->a, e->lb, pb, p->d,
+                                     e->ld, p->d, e->ld, &e->algo, ctx->workspace,
                                      ctx->workspace_bytes, stream);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED && e->fused && !e->ran) {
     /* The heuristic offered the fused epilogue but the library refuses it
@@ -314,39 +395,37 @@ static void gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, 
                 "separate bias/activation kernel",
                 (long long)p->M, (long long)p->N, (long long)p->K);
     entry_release(e);
-    if (!entry_try(ctx, &k, 0, e))
+    if (!entry_try(ctx, &k, 0, sa, sb, e))
       sp_fatal("gemm: cuBLASLt has no algorithm for M %lld N %lld K %lld without epilogue",
                (long long)p->M, (long long)p->N, (long long)p->K);
-    if (fp8) {
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                  &sb, sizeof sb));
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                  &sa, sizeof sa));
-    }
-    st = cublasLtMatmul(ctx->lt, e->op, &alpha, p->b, e->la, p->a, e->lb, &beta, p->d, e->ld,
-                        p->d, e->ld, &e->algo, ctx->workspace, ctx->workspace_bytes, stream);
+    set_scales(e, in, sa, sb);
+    st = cublasLtMatmul(ctx->lt, e->op, pa, p->b, e->la, p->a, e->lb, pb, p->d, e->ld, p->d,
+                        e->ld, &e->algo, ctx->workspace, ctx->workspace_bytes, stream);
   }
   CUBLAS_CHECK(st);
   e->ran = 1;
   if (!e->fused && (p->bias || p->act != KERN_CUDA_ACT_NONE))
     kern_cuda_bias_act(p->d, p->d_dtype, p->bias, p->M, p->N, p->ldd, p->act, stream);
+  return 1;
 }
 
 extern "C" void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p,
                                  cudaStream_t stream) {
-  gemm_run(ctx, p, NULL, NULL, stream);
+  gemm_run(ctx, p, GEMM_IN_BF16, NULL, NULL, 0, stream);
+}
+
+int kern_cuda_gemm_q(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, kern_gemm_in in,
+                     const float *sa, const float *sb, int may_refuse, cudaStream_t stream) {
+  return gemm_run(ctx, p, in, sa, sb, may_refuse, stream);
 }
 
 extern "C" void kern_cuda_gemm_pin_rows(kern_cuda_gemm_ctx *ctx, int64_t rows) {
   ctx->pin_rows = rows > 0 ? rows : 0;
 }
 
-/* The parameters of a linear layer y = act(x w^T + b + beta y), one batch:
- * x (M, K), w (N, K) as gemm_run reads p->a and p->b (bf16, or e4m3 bytes
- * for the fp8 GEMM), b (N) or NULL, y (M, N), all row-major. */
-static void gemm_linear_params(const void *x, const void *w, const uint16_t *b, void *y,
-                               kern_dtype y_dtype, int64_t M, int64_t K, int64_t N,
-                               kern_cuda_act act, float beta, kern_cuda_matmul_params *p) {
+void kern_cuda_gemm_linear_params(const void *x, const void *w, const uint16_t *b, void *y,
+                                  kern_dtype y_dtype, int64_t M, int64_t K, int64_t N,
+                                  kern_cuda_act act, float beta, kern_cuda_matmul_params *p) {
   memset(p, 0, sizeof *p);
   p->a = (const uint16_t *)x; p->b = (const uint16_t *)w; p->bias = b; p->d = y;
   p->d_dtype = y_dtype;
@@ -362,7 +441,7 @@ extern "C" void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, con
                                  const uint16_t *b, void *y, kern_dtype y_dtype, int64_t M,
                                  int64_t K, int64_t N, kern_cuda_act act, cudaStream_t stream) {
   kern_cuda_matmul_params p;
-  gemm_linear_params(x, w, b, y, y_dtype, M, K, N, act, 0.0f, &p);
+  kern_cuda_gemm_linear_params(x, w, b, y, y_dtype, M, K, N, act, 0.0f, &p);
   kern_cuda_matmul(ctx, &p, stream);
 }
 
@@ -378,7 +457,7 @@ extern "C" void kern_cuda_linear_lora(kern_cuda_gemm_ctx *ctx, const uint16_t *x
   kern_cuda_linear(ctx, x, a, NULL, t, KERN_DTYPE_BF16, M, K, r, KERN_CUDA_ACT_NONE, stream);
   kern_cuda_linear(ctx, t, bl, NULL, y, y_dtype, M, r, N, KERN_CUDA_ACT_NONE, stream);
   kern_cuda_matmul_params p;
-  gemm_linear_params(x, w, b, y, y_dtype, M, K, N, act, 1.0f, &p);
+  kern_cuda_gemm_linear_params(x, w, b, y, y_dtype, M, K, N, act, 1.0f, &p);
   kern_cuda_matmul(ctx, &p, stream);
 }
 
@@ -427,6 +506,6 @@ extern "C" void kern_cuda_linear_fp8(kern_cuda_gemm_ctx *ctx, const uint8_t *x_q
              "16 bytes), scales sx %p sw %p both given",
              (long long)K, (long long)N, (const void *)sx, (const void *)sw);
   kern_cuda_matmul_params p; /* a and b hold e4m3 bytes: gemm_run reads them as such */
-  gemm_linear_params(x_q, w_q, b, y, y_dtype, M, K, N, act, 0.0f, &p);
-  gemm_run(ctx, &p, sx, sw, stream);
+  kern_cuda_gemm_linear_params(x_q, w_q, b, y, y_dtype, M, K, N, act, 0.0f, &p);
+  gemm_run(ctx, &p, GEMM_IN_E4M3_TENSOR, sx, sw, 0, stream);
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs the libFuzzer targets (launch/fuzz.sh: the safetensors header, the
-# tokenizer's spiece.model and tokenizer.json parsers) for a bounded time
+# tokenizer's spiece.model and tokenizer.json parsers, the GGUF header) for a bounded time
 # each (FUZZ_SECONDS, default 30). Skipped (77) without clang/libFuzzer,
 # a failure instead when CI is set (common/skip.sh).
 set -u
