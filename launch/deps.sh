@@ -57,6 +57,11 @@ if ! dist_python_has safetensors; then
   if apt-cache show python3-safetensors >/dev/null 2>&1; then missing+=(python3-safetensors)
   else pip_missing+=(safetensors); need_pkg python3-pip /usr/bin/python3 -m pip --version; fi
 fi
+# The quantized formats' tests compare against llama.cpp's gguf-py (GGUF
+# files and the ggml types' numpy dequantisation); Debian has no package.
+if ! dist_python_has gguf; then
+  pip_missing+=(gguf); need_pkg python3-pip /usr/bin/python3 -m pip --version
+fi
 pip_install() {
   [ ${#pip_missing[@]} -eq 0 ] && return 0
   local pcmd="/usr/bin/python3 -m pip install --break-system-packages ${pip_missing[*]}"
