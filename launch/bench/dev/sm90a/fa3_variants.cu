@@ -1,0 +1,68 @@
+/* The fa3 kernel's variants (fa3_variants.h): instances of the template in
+ * kernels/cuda/sm90a/fa3_kernel.cuh. Compiled for sm_90a alone. Registers
+ * and spills from ptxas -v (CUDA 13.0) are in fa3_sass_check.sh's output;
+ * that script also checks every instance for spills and serialised
+ * wgmma. */
+#include "fa3_variants.h"
+
+#include "cuda_check.h"
+#include "fa3_kernel.cuh"
+
+typedef void (*dev_fa3_launch_fn)(const kern_attn_params *p, int persistent, cudaStream_t stream);
+
+typedef struct dev_fa3_row {
+  dev_fa3_variant info;
+  dev_fa3_launch_fn launch; /* NULL: the shipped kernel, kern_attn_fa3 */
+} dev_fa3_row;
+
+#define DEV_FA3(name, hd, bn, ncwg, stages, ovl, pp, persist)                                   \
+  {                                                                                             \
+    {name, hd, bn, ncwg, stages, ovl, pp, persist, 0},                                          \
+        fa3_launch<fa3_cfg<hd, bn, ncwg, stages, ovl != 0, pp != 0>>                             \
+  }
+
+/* In the order a failure is read: the simplest first. The shipped rows
+ * name what kern_attn_fa3 runs (kernels/cuda/sm90a/fa3_attn.cu). */
+static const dev_fa3_row dev_fa3_rows[] = {
+    DEV_FA3("hd128-1wg", 128, 128, 1, 2, 0, 0, 0),
+    DEV_FA3("hd128-2wg", 128, 128, 2, 2, 0, 0, 0),
+    DEV_FA3("hd128-2wg-ovl", 128, 128, 2, 2, 1, 0, 0),
+    DEV_FA3("hd128-2wg-ovl-pp", 128, 128, 2, 2, 1, 1, 0),
+    DEV_FA3("hd128-2wg-ovl-pp-persist", 128, 128, 2, 2, 1, 1, 1),
+    {{"hd128-ship", 128, 128, 2, 2, 1, 1, 1, 1}, NULL},
+    DEV_FA3("hd128-3stage", 128, 128, 2, 3, 1, 1, 1),
+    DEV_FA3("hd128-bn176", 128, 176, 2, 2, 1, 1, 1),
+    DEV_FA3("hd128-bn192", 128, 192, 2, 2, 1, 1, 1),
+    DEV_FA3("hd64-1wg", 64, 128, 1, 2, 0, 0, 0),
+    DEV_FA3("hd64-2wg-ovl-pp", 64, 128, 2, 2, 1, 1, 0),
+    {{"hd64-ship", 64, 128, 2, 2, 1, 1, 1, 1}, NULL},
+    DEV_FA3("hd64-3stage", 64, 128, 2, 3, 1, 1, 1),
+    DEV_FA3("hd64-3wg-ovl", 64, 128, 3, 2, 1, 0, 1),
+    DEV_FA3("hd64-bn192", 64, 192, 2, 2, 1, 1, 1),
+};
+#define DEV_FA3_COUNT ((int)(sizeof dev_fa3_rows / sizeof dev_fa3_rows[0]))
+
+extern "C" int dev_fa3_variant_count(void) { return DEV_FA3_COUNT; }
+
+extern "C" int dev_fa3_variant_get(int i, dev_fa3_variant *out) {
+  if (i < 0 || i >= DEV_FA3_COUNT) return SP_ERR_INPUT;
+  *out = dev_fa3_rows[i].info;
+  return SP_OK;
+}
+
+extern "C" void dev_fa3_run(int i, kern_attn_params p, cudaStream_t stream) {
+  if (i < 0 || i >= DEV_FA3_COUNT)
+    sp_fatal("attention (fa3 variants): variant %d is not in 0..%d", i, DEV_FA3_COUNT - 1);
+  const dev_fa3_row *r = &dev_fa3_rows[i];
+  if (p.hd != r->info.hd)
+    sp_fatal("attention (fa3 %s): head dim %lld, the variant runs %d", r->info.name,
+             (long long)p.hd, r->info.hd);
+  char why[192];
+  if (!kern_attn_fa3_supported(&p, why, sizeof why))
+    sp_fatal("attention (fa3 %s): %s", r->info.name, why);
+  if (!r->launch) {
+    kern_attn_fa3(p, stream);
+    return;
+  }
+  r->launch(&p, r->info.persist, stream);
+}
