@@ -523,7 +523,7 @@ static int bench_fa3_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t s
       {32760, 512, "cross-32760", 128},  {32760, 32760, "self-32760", 64},
       {32760, 512, "cross-32760", 64},
   };
-  static const int iters[] = {3, 1, 20, 3, 20};
+  static const int iters[] = {10, 2, 50, 10, 50};
   enum { NC = 5 };
   int fails = 0;
   small_case sc[2]; /* hd 128, 64 */
