@@ -7,7 +7,8 @@
  *   fa3    our own Hopper kernel (cuda/sm90a/): TMA, wgmma, warp
  *          specialisation, sm_90 only, head dim 64 or 128; where it cannot
  *          run (another GPU, a build without sm_90a) the context says why,
- *          once, and does what auto does.
+ *          once, and does what auto does. fa3-int8 is its 8-bit form
+ *          (Q K^T in int8), run only when asked for.
  *   cudnn  cuDNN's fused attention built through the backend (graph) API
  *          (cuda/cuda_cudnn_attn.cu); plans are built once per shape and cached.
  *          When cuDNN is missing, too old, or refuses a shape, the call falls
@@ -90,6 +91,32 @@ int kern_attn_fa3_supported(const kern_attn_params *p, char *why, size_t why_len
  * the current device is sm_90, else 0 with the reason in why (may be NULL). */
 int kern_attn_fa3_available(char *why, size_t why_len);
 
+/* ---- 8-bit attention on the Hopper kernel (cuda/sm90a/fa3_int8.cu) ------ */
+
+/* SageAttention's scheme on the fa3 kernel: K smoothed (its mean over the
+ * tokens subtracted, per head and channel), Q and K quantised to int8 per
+ * tile with scale amax / 127, S = Q K^T on the int8 tensor cores, softmax
+ * in fp32, P and V bf16 (cuda/sm90a/fa3_int8.cu says why this split, by
+ * the error measured against fp32 attention). Same shapes and devices as
+ * kern_attn_fa3; deterministic. The context holds the int8 copies and
+ * scales, grown (cudaMalloc) when a larger shape comes. One per rank; not
+ * thread-safe. */
+typedef struct kern_attn_fa3_int8 kern_attn_fa3_int8;
+
+/* SP_OK with *out set, or SP_ERR_RUNTIME logged with the reason fa3 is not
+ * available (kern_attn_fa3_available), *out untouched. */
+int kern_attn_fa3_int8_create(kern_attn_fa3_int8 **out);
+void kern_attn_fa3_int8_destroy(kern_attn_fa3_int8 *c);
+
+/* Runs p (bf16 in, bf16 out) on `stream`; a shape kern_attn_fa3 refuses is
+ * fatal. */
+void kern_attn_fa3_int8_run(kern_attn_fa3_int8 *c, kern_attn_params p, cudaStream_t stream);
+
+/* The query rows (*bm) and keys (*bn) per int8 tile, each with its own
+ * scale, of the configuration kern_attn_fa3_int8_run uses for head dim hd
+ * (for the tests' CPU emulation of the scheme). */
+void kern_attn_fa3_int8_blocks(int64_t hd, int *bm, int *bn);
+
 /* ---- cuDNN fused attention (cuda/cuda_cudnn_attn.cu) -------------------- */
 
 /* A cuDNN handle, its workspace, and the execution plan built for each
@@ -141,10 +168,10 @@ typedef struct kern_attn_ctx kern_attn_ctx;
  * for cudnn and auto; when it cannot be created the context still works and
  * runs flash, with the reason logged once. fa3 where the build or the GPU
  * has no fa3 (kern_attn_fa3_available) is logged once and runs what auto
- * runs; so does a shape fa3 refuses (logged once per context). cudnn-fp8 has no fallback: the
- * context is refused (SP_ERR_RUNTIME, the requirement logged) where fp8
- * attention is not available, and a shape cuDNN's fp8 engine refuses is
- * fatal at kern_attn_run. SP_OK or SP_ERR_RUNTIME. */
+ * runs; so does a shape fa3 refuses (logged once per context). cudnn-fp8
+ * and fa3-int8 have no fallback: the context is refused (SP_ERR_RUNTIME,
+ * the requirement logged) where they are not available, and a shape they
+ * refuse is fatal at kern_attn_run. SP_OK or SP_ERR_RUNTIME. */
 int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm, kern_attn_ctx **out);
 void kern_attn_ctx_destroy(kern_attn_ctx *ctx);
 

@@ -26,6 +26,10 @@
  *   fa3_variants.h, simplest first, so the first failing row names the
  *   stage that broke) on the shapes up to 4,099 tokens, each bit-identical
  *   to the first variant with the same head dim and key tile.
+ * - fa3-int8 (kern_attn_fa3_int8_run and its context, where fa3 runs):
+ *   against the same fp32 attention, within 2x (+ 2e-4) of the scheme's own
+ *   CPU form (tests/common/sp_test_attn8.h) and under TOL_INT8, the issue's
+ *   bound for 8-bit attention; its variants as fa3's.
  * Head dim 64 has fa3 rows only (the other backends are built for 128).
  * Each row prints the largest absolute error, the relative L2 error, the
  * rerun's bit identity and the rerun's time.
@@ -53,6 +57,7 @@
 #include "flash_variants.h"
 #include "kern_dtype.h"
 #include "log.h"
+#include "sp_test_attn8.h"
 
 #define GUARD_BYTES 4096
 #define SUBSET_ROWS 256
@@ -64,6 +69,10 @@
  * bounds it with margin; the 2x rule against the plain fp8 error is the
  * sharp check (a wrong scale or a lost descale is far above both). */
 #define TOL_FP8 0.15
+/* 8-bit Q K^T (fa3-int8): int8 keeps 1/254 of a tile's range, so each score
+ * moves by some 1e-2 of its spread; on these inputs the scheme's CPU form
+ * lands at 0.8-1.2e-2 from fp32 (fa3_int8.cu). */
+#define TOL_INT8 3e-2
 
 #define SP_TEST_CUDA
 #include "sp_test.h"
@@ -84,6 +93,7 @@ typedef struct host_case {
   uint16_t *qb, *kb, *vb;
   double plain_err;
   double fp8_err; /* the plain fp8 implementation's error (< 0: not computed) */
+  double int8_err; /* the int8 scheme's CPU form's error (< 0: not computed) */
 } host_case;
 
 static void host_case_build(const shape *s, host_case *hc) {
@@ -141,6 +151,7 @@ static void host_case_build(const shape *s, host_case *hc) {
   for (int64_t i = 0; i < hc->nrows * row; i++)
     hc->plain[i] = kern_bf16_to_f32(kern_f32_to_bf16(hc->plain[i]));
   hc->plain_err = sp_test_rel_l2_f32(hc->plain, hc->exact, hc->nrows * row);
+  hc->fp8_err = hc->int8_err = -1; /* host_case_fp8, host_case_int8 */
   free(q), free(k), free(v), free(qs), free(qsb), free(kr), free(vr);
 }
 
@@ -191,18 +202,42 @@ static void host_case_fp8(const shape *s, host_case *hc) {
   free(x), free(out), free(q8), free(k8), free(v8), free(p);
 }
 
+/* The fa3-int8 scheme's CPU form on the checked rows (its tiles: the
+ * shipped configuration's), its error against hc->exact into hc->int8_err. */
+static void host_case_int8(const shape *s, host_case *hc) {
+  const int64_t row = s->heads * s->hd, nq = s->Lq * row, nk = s->Lk * row;
+  float *q = malloc((size_t)nq * 4), *k = malloc((size_t)nk * 4), *v = malloc((size_t)nk * 4);
+  float *out = malloc((size_t)(hc->nrows * row) * 4);
+  if (!q || !k || !v || !out) {
+    fprintf(stderr, "FAIL: out of host memory for shape %s\n", s->what);
+    exit(1);
+  }
+  kern_bf16_to_f32_n(hc->qb, q, (size_t)nq);
+  kern_bf16_to_f32_n(hc->kb, k, (size_t)nk);
+  kern_bf16_to_f32_n(hc->vb, v, (size_t)nk);
+  int bm = 0, bn = 0;
+  kern_attn_fa3_int8_blocks(s->hd, &bm, &bn);
+  const double scale = s->scale > 0.f ? s->scale : 1.0 / sqrt((double)s->hd);
+  sp_test_attn_int8(q, k, v, s->Lq, s->Lk, s->heads, s->hd, scale, bm, bn, hc->rows, hc->nrows,
+                    out);
+  hc->int8_err = sp_test_rel_l2_f32(out, hc->exact, hc->nrows * row);
+  free(q), free(k), free(v), free(out);
+}
+
 static void host_case_free(host_case *hc) {
   free(hc->rows), free(hc->exact), free(hc->plain), free(hc->qb), free(hc->kb), free(hc->vb);
 }
 
-typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX, RUN_FP8, RUN_FA3 } run_kind;
+typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX, RUN_FP8, RUN_FA3, RUN_FA3_INT8 } run_kind;
 /* The flash variant RUN_FLASH runs (dev_flash_run): 0 is the production
  * kernel, kern_attn_flash. */
 static int flash_variant = 0;
-/* The fa3 variant RUN_FA3 runs (dev_fa3_run); -1: kern_attn_fa3. */
+/* The fa3 variant RUN_FA3 and RUN_FA3_INT8 run (dev_fa3_run); -1:
+ * kern_attn_fa3, kern_attn_fa3_int8_run. */
 static int fa3_variant = -1;
-static const char *run_name[] = {"flash", "cudnn", "auto", "cudnn-fp8", "fa3"};
-static kern_attn_fp8 *fp8_ctx; /* NULL: no fp8 attention on this GPU/cuDNN */
+static const char *run_name[] = {"flash", "cudnn", "auto", "cudnn-fp8", "fa3", "fa3-int8"};
+static kern_attn_fp8 *fp8_ctx;           /* NULL: no fp8 attention on this GPU/cuDNN */
+static kern_attn_fa3_int8 *fa3_int8_ctx; /* NULL: no fa3 here */
 
 /* Runs one backend into dout; 0 ok, 1 cudnn refused (nothing written). */
 static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern_attn_params p) {
@@ -216,10 +251,13 @@ static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern
     if (kern_attn_fp8_run(fp8_ctx, p, 0) != SP_OK) return 1;
     break;
   case RUN_FA3:
-    if (fa3_variant < 0)
+  case RUN_FA3_INT8:
+    if (fa3_variant >= 0)
+      dev_fa3_run(fa3_variant, p, 0);
+    else if (kind == RUN_FA3)
       kern_attn_fa3(p, 0);
     else
-      dev_fa3_run(fa3_variant, p, 0);
+      kern_attn_fa3_int8_run(fa3_int8_ctx, p, 0);
     break;
   }
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -245,11 +283,9 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
     if (!need) printf("  %-26s refused by cudnn (allowed for this shape)\n", name);
     return;
   }
-  const char *ran = "";
-  if (kind == RUN_CTX) {
-    const kern_attn_backend last = kern_attn_ctx_last(ctx);
-    ran = last == KERN_ATTN_CUDNN ? " ran cudnn" : last == KERN_ATTN_FA3 ? " ran fa3" : " ran flash";
-  }
+  char ran[32] = "";
+  if (kind == RUN_CTX)
+    snprintf(ran, sizeof ran, " ran %s", kern_attn_backend_name(kern_attn_ctx_last(ctx)));
   uint16_t *h1 = malloc(out_bytes + GUARD_BYTES), *h2 = malloc(out_bytes);
   float *got = malloc((size_t)(hc->nrows * row) * 4);
   CHECK_CUDA(cudaMemcpy(h1, dout, out_bytes + GUARD_BYTES, cudaMemcpyDeviceToHost));
@@ -269,8 +305,14 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
       maxabs = d > maxabs || d != d ? d : maxabs;
     }
   double err = sp_test_rel_l2_f32(got, hc->exact, hc->nrows * row);
+  /* the precision: bf16, cudnn-fp8, or the int8 scheme (its runs and its
+   * context's) */
   const int fp8 = kind == RUN_FP8;
-  const double plain = fp8 ? hc->fp8_err : hc->plain_err, cap = fp8 ? TOL_FP8 : 1e-2;
+  const int i8 = kind == RUN_FA3_INT8 ||
+                 (kind == RUN_CTX && ctx && kern_attn_ctx_last(ctx) == KERN_ATTN_FA3_INT8);
+  const double plain = fp8 ? hc->fp8_err : i8 ? hc->int8_err : hc->plain_err;
+  const double cap = fp8 ? TOL_FP8 : i8 ? TOL_INT8 : 1e-2;
+  const char *pname = fp8 ? "fp8" : i8 ? "int8" : "bf16";
   double bound = 2.0 * plain + 2e-4;
   /* rerun, timed: bit-identical */
   cudaEvent_t e0, e1;
@@ -289,10 +331,9 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
   CHECK_CUDA(cudaMemcpy(h2, dout, out_bytes, cudaMemcpyDeviceToHost));
   const int same = memcmp(h1, h2, out_bytes) == 0;
   printf("  %-26s max abs %.3e  rel L2 %.3e (plain %s %.3e, bound %.3e)  rerun %s  %.3f ms%s\n",
-         name, maxabs, err, fp8 ? "fp8" : "bf16", plain, bound, same ? "identical" : "DIFFERS",
-         (double)ms, ran);
+         name, maxabs, err, pname, plain, bound, same ? "identical" : "DIFFERS", (double)ms, ran);
   CHECK(err <= bound && err <= cap, "%s %s: rel L2 %.3e above bound %.3e (plain %s %.3e, cap %g)",
-           s->what, name, err, bound, fp8 ? "fp8" : "bf16", plain, cap);
+           s->what, name, err, bound, pname, plain, cap);
   CHECK(same, "%s %s: rerun not bit-identical", s->what, name);
   free(h1), free(h2), free(got);
 }
@@ -351,7 +392,8 @@ static void check_flash_variants(const shape *s, const host_case *hc, const uint
 }
 
 /* Every fa3 variant of the shape's head dim, as check_flash_variants does
- * for flash: bit-identical to the first variant with the same key tile. */
+ * for flash: bit-identical to the first variant with the same key tile and
+ * precision (and, in int8, the same query tile: the Q scales' blocks). */
 static void check_fa3_variants(const shape *s, const host_case *hc, const uint16_t *dq,
                                const uint16_t *dk, const uint16_t *dv, unsigned char *dout) {
   const int nv = dev_fa3_variant_count();
@@ -367,14 +409,15 @@ static void check_fa3_variants(const shape *s, const host_case *hc, const uint16
     if (fv.hd != s->hd) continue;
     first_of[i] = i;
     for (int j = 0; j < i; j++)
-      if (dev_fa3_variant_get(j, &f0) == SP_OK && f0.hd == fv.hd && f0.bn == fv.bn) {
+      if (dev_fa3_variant_get(j, &f0) == SP_OK && f0.hd == fv.hd && f0.bn == fv.bn &&
+          f0.int8 == fv.int8 && (!fv.int8 || f0.ncwg == fv.ncwg)) {
         first_of[i] = j;
         break;
       }
     char label[64];
     snprintf(label, sizeof label, "fa3:%s", fv.name);
     fa3_variant = i;
-    check_backend(s, hc, RUN_FA3, label, NULL, NULL, dq, dk, dv, dout);
+    check_backend(s, hc, fv.int8 ? RUN_FA3_INT8 : RUN_FA3, label, NULL, NULL, dq, dk, dv, dout);
     fa3_variant = -1;
     dev_fa3_variant_get(first_of[i], &f0);
     check_same_as_first(s, i, first_of, first, fv.name, f0.name, dout);
@@ -388,6 +431,7 @@ typedef struct backends {
   kern_attn_cudnn *cd;
   kern_attn_ctx *ctx;     /* auto */
   kern_attn_ctx *ctx_fa3; /* --attn fa3 */
+  kern_attn_ctx *ctx_int8; /* --attn fa3-int8 (NULL where fa3 does not run) */
   int fa3;                /* fa3 runs here */
   int flash_only, fa3_only;
 } backends;
@@ -413,9 +457,11 @@ static void check_shape(const shape *s, const backends *b) {
   if (s->hd == KERN_ATTN_HD && !b->fa3_only) {
     check_backend(s, &hc, RUN_FLASH, NULL, NULL, NULL, dq, dk, dv, dout);
     if (small) check_flash_variants(s, &hc, dq, dk, dv, dout);
-    if (b->cd && !b->flash_only) check_backend(s, &hc, RUN_CUDNN, NULL, b->cd, NULL, dq, dk, dv, dout);
+    if (b->cd && !b->flash_only)
+      check_backend(s, &hc, RUN_CUDNN, NULL, b->cd, NULL, dq, dk, dv, dout);
     if (!b->flash_only) check_backend(s, &hc, RUN_CTX, NULL, NULL, b->ctx, dq, dk, dv, dout);
-    if (fp8_ctx && !b->flash_only && s->Lk <= 4099) { /* the CPU fp8 emulation is O(rows Lk heads hd) */
+    /* the CPU fp8 emulation is O(rows Lk heads hd), single-threaded */
+    if (fp8_ctx && !b->flash_only && s->Lk <= 4099) {
       host_case_fp8(s, &hc);
       check_backend(s, &hc, RUN_FP8, NULL, NULL, NULL, dq, dk, dv, dout);
     }
@@ -425,6 +471,9 @@ static void check_shape(const shape *s, const backends *b) {
     check_backend(s, &hc, RUN_CTX, "fa3 context", NULL, b->ctx_fa3, dq, dk, dv, dout);
     CHECK(kern_attn_ctx_last(b->ctx_fa3) == KERN_ATTN_FA3, "%s: the fa3 context ran %s", s->what,
           kern_attn_backend_name(kern_attn_ctx_last(b->ctx_fa3)));
+    host_case_int8(s, &hc);
+    check_backend(s, &hc, RUN_FA3_INT8, NULL, NULL, NULL, dq, dk, dv, dout);
+    check_backend(s, &hc, RUN_CTX, "fa3-int8 context", NULL, b->ctx_int8, dq, dk, dv, dout);
     if (small) check_fa3_variants(s, &hc, dq, dk, dv, dout);
   }
   CHECK_CUDA(cudaFree(dq));
@@ -501,7 +550,8 @@ int main(int argc, char **argv) {
 
   const int others = !b.fa3_only;
   b.cd = NULL;
-  if (others) CHECK(kern_attn_cudnn_create(&b.cd) == SP_OK, "cudnn could not be created (cause logged above)");
+  if (others)
+    CHECK(kern_attn_cudnn_create(&b.cd) == SP_OK, "cudnn could not be created (cause logged above)");
   /* fp8 where the GPU and cuDNN have it (the create logs why not) */
   if (major >= 9 && others && !b.flash_only) {
     CHECK(kern_attn_fp8_create(&fp8_ctx) == SP_OK,
@@ -514,13 +564,17 @@ int main(int argc, char **argv) {
   if (major == 9 && minor == 0 && dev_fa3_variant_count() > 0)
     CHECK(b.fa3, "fa3 is not available on an sm_90 GPU in a build with it: %s", why);
   if (kern_attn_ctx_create(KERN_ATTN_AUTO, NULL, &b.ctx) != SP_OK ||
-      kern_attn_ctx_create(KERN_ATTN_FA3, NULL, &b.ctx_fa3) != SP_OK) {
+      kern_attn_ctx_create(KERN_ATTN_FA3, NULL, &b.ctx_fa3) != SP_OK ||
+      (b.fa3 && (kern_attn_ctx_create(KERN_ATTN_FA3_INT8, NULL, &b.ctx_int8) != SP_OK ||
+                 kern_attn_fa3_int8_create(&fa3_int8_ctx) != SP_OK))) {
     fprintf(stderr, "FAIL: the attention contexts could not be created\n");
     return 1;
   }
   for (int i = 0; i < nshapes; i++) check_shape(&shapes[i], &b);
   kern_attn_ctx_destroy(b.ctx);
   kern_attn_ctx_destroy(b.ctx_fa3);
+  kern_attn_ctx_destroy(b.ctx_int8);
+  kern_attn_fa3_int8_destroy(fa3_int8_ctx);
   kern_attn_cudnn_destroy(b.cd);
   kern_attn_fp8_destroy(fp8_ctx);
   return sp_test_end();

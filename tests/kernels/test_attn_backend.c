@@ -1,5 +1,5 @@
 /* --attn names (kern_attn_backend.h): every name parses to its backend and
- * prints back as itself, cudnn-fp8 and fa3 included; near misses and NULL are
+ * prints back as itself, cudnn-fp8, fa3 and fa3-int8 included; near misses and NULL are
  * refused with SP_ERR_INPUT and leave the output untouched. */
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +14,7 @@ int main(void) {
       {"auto", KERN_ATTN_AUTO},   {"cudnn", KERN_ATTN_CUDNN},
       {"flash", KERN_ATTN_FLASH}, {"simple", KERN_ATTN_SIMPLE},
       {"cudnn-fp8", KERN_ATTN_CUDNN_FP8}, {"fa3", KERN_ATTN_FA3},
+      {"fa3-int8", KERN_ATTN_FA3_INT8},
   };
   for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
     kern_attn_backend b = (kern_attn_backend)-1;
@@ -23,7 +24,7 @@ int main(void) {
           (int)known[i].b, kern_attn_backend_name(known[i].b));
   }
   static const char *const bad[] = {"fp8", "cudnn_fp8", "cudnn-fp8 ", "CUDNN", "", "cudnn-fp",
-                                    "FA3", "fa3 ", "fa"};
+                                    "FA3", "fa3 ", "fa", "fa3-fp8", "fa3_int8"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     kern_attn_backend b = KERN_ATTN_FLASH;
     CHECK(kern_attn_backend_parse(bad[i], &b) == SP_ERR_INPUT && b == KERN_ATTN_FLASH,
@@ -31,6 +32,6 @@ int main(void) {
   }
   kern_attn_backend b = KERN_ATTN_FLASH;
   CHECK(kern_attn_backend_parse(NULL, &b) == SP_ERR_INPUT && b == KERN_ATTN_FLASH, "NULL accepted");
-  CHECK(strcmp(kern_attn_backend_name((kern_attn_backend)6), "?") == 0, "out of range name");
+  CHECK(strcmp(kern_attn_backend_name((kern_attn_backend)7), "?") == 0, "out of range name");
   return sp_test_end();
 }

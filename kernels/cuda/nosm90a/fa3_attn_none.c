@@ -1,4 +1,4 @@
-/* The fa3 backend (kern_attn.h) in a build without sm_90a code (90 is not
+/* The fa3 and fa3-int8 backends (kern_attn.h) in a build without sm_90a code (90 is not
  * among its CUDA architectures, or STATICPIPE_SM90A is off): the kernel is
  * not in the binary, so it is never available and the attention context
  * runs what auto runs (cuda/sm90a/fa3_attn.cu is the real one). */
@@ -24,4 +24,22 @@ int kern_attn_fa3_supported(const kern_attn_params *p, char *why, size_t why_len
 void kern_attn_fa3(kern_attn_params p, cudaStream_t stream) {
   (void)p, (void)stream;
   sp_fatal("attention (fa3): %s", FA3_NOT_BUILT);
+}
+
+int kern_attn_fa3_int8_create(kern_attn_fa3_int8 **out) {
+  (void)out;
+  sp_log_error("attention: --attn fa3-int8 is not available: %s", FA3_NOT_BUILT);
+  return SP_ERR_RUNTIME;
+}
+
+void kern_attn_fa3_int8_destroy(kern_attn_fa3_int8 *c) { (void)c; }
+
+void kern_attn_fa3_int8_run(kern_attn_fa3_int8 *c, kern_attn_params p, cudaStream_t stream) {
+  (void)c, (void)p, (void)stream;
+  sp_fatal("attention (fa3-int8): %s", FA3_NOT_BUILT);
+}
+
+void kern_attn_fa3_int8_blocks(int64_t hd, int *bm, int *bn) {
+  (void)hd;
+  *bm = *bn = 0; /* no such configuration in this build */
 }

@@ -36,8 +36,8 @@ static PFN_cuTensorMapEncodeTiled_v12000 fa3_encode_fn(void) {
   if (!fn) {
     void *f = NULL;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t e =
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                                     cudaEnableDefault, &q);
     if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !f)
       sp_fatal("attention (fa3): the driver has no cuTensorMapEncodeTiled (cuda error %d: %s, "
                "query result %d); it needs a CUDA 12.0 or later driver",
@@ -48,21 +48,25 @@ static PFN_cuTensorMapEncodeTiled_v12000 fa3_encode_fn(void) {
 }
 
 void fa3_encode_map(CUtensorMap *map, const void *ptr, int64_t rows, int64_t heads, int hd,
-                    int box_rows, const char *what) {
+                    int elem_bytes, int box_cols, int box_rows, const char *what) {
   /* dim 0: heads * hd elements of one token row (contiguous); dim 1: rows,
-   * heads * hd * 2 bytes apart (a multiple of 16, as the copy engine asks) */
+   * heads * hd * elem_bytes bytes apart (a multiple of 16, as the copy
+   * engine asks); the box's row (128 or 64 bytes) is the swizzle span */
   const cuuint64_t dims[2] = {(cuuint64_t)(heads * hd), (cuuint64_t)rows};
-  const cuuint64_t strides[1] = {(cuuint64_t)(heads * hd * 2)};
-  const cuuint32_t box[2] = {64, (cuuint32_t)box_rows}; /* 64 bf16 = the 128-byte swizzle span */
+  const cuuint64_t strides[1] = {(cuuint64_t)(heads * hd * elem_bytes)};
+  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
   const cuuint32_t estr[2] = {1, 1};
-  CUresult r = fa3_encode_fn()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)ptr, dims,
-                               strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const int row_bytes = box_cols * elem_bytes;
+  CUresult r = fa3_encode_fn()(
+      map, elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+      (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      row_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     sp_fatal("attention (fa3): cuTensorMapEncodeTiled refused %s (%p, %lld rows x %lld heads x "
-             "%d, box 64 x %d): CUresult %d",
-             what, ptr, (long long)rows, (long long)heads, hd, box_rows, (int)r);
+             "%d, %d-byte elements, box %d x %d): CUresult %d",
+             what, ptr, (long long)rows, (long long)heads, hd, elem_bytes, box_cols, box_rows,
+             (int)r);
 }
 
 int fa3_sm_count(void) {

@@ -59,8 +59,11 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "cuda_check.h"
 #include "fa3_ptx.cuh"
@@ -69,7 +72,8 @@
 
 /* ---- configuration -------------------------------------------------------- */
 
-template <int HD_, int BN_, int NCWG_, int STAGES_, bool OVERLAP_, bool PINGPONG_>
+template <int HD_, int BN_, int NCWG_, int STAGES_, bool OVERLAP_, bool PINGPONG_,
+          bool QK8_ = false>
 struct fa3_cfg {
   static constexpr int HD = HD_;         /* head dim: 64 or 128 */
   static constexpr int BN = BN_;         /* keys per K/V tile */
@@ -77,12 +81,20 @@ struct fa3_cfg {
   static constexpr int STAGES = STAGES_; /* K/V ring slots */
   static constexpr bool OVERLAP = OVERLAP_;
   static constexpr bool PINGPONG = PINGPONG_;
+  /* Q and K in int8 (fa3_int8.cu): S = Q K^T in s32 on the s8 wgmma, each
+   * Q and K tile with its own scale; V and P V stay bf16 */
+  static constexpr bool QK8 = QK8_;
+  typedef typename std::conditional<QK8, int, float>::type acc_t; /* S accumulator */
   static constexpr int BM = 64 * NCWG; /* query rows per tile */
   static constexpr int THREADS = 128 * (NCWG + 1);
-  static constexpr int CB = HD / 64; /* 64-element column blocks */
-  static constexpr uint32_t Q_BYTES = BM * HD * 2, KV_BYTES = BN * HD * 2;
-  static constexpr uint32_t OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES;
-  static constexpr uint32_t OFF_BAR = OFF_V + STAGES * KV_BYTES;
+  static constexpr int CB = HD / 64; /* 64-element column blocks of V (and bf16 Q, K) */
+  /* Q and K: column blocks of QK_ROWB bytes per row (the swizzle span) */
+  static constexpr int QK_ROWB = QK8 ? HD : 128;
+  static constexpr int QK_CB = QK8 ? 1 : CB;
+  static constexpr uint32_t Q_BYTES = BM * HD * (QK8 ? 1 : 2);
+  static constexpr uint32_t K_BYTES = BN * HD * (QK8 ? 1 : 2), V_BYTES = BN * HD * 2;
+  static constexpr uint32_t OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * K_BYTES;
+  static constexpr uint32_t OFF_BAR = OFF_V + STAGES * V_BYTES;
   static constexpr int NBAR = 2 + 4 * STAGES;
   /* + 1024: the dynamic shared memory base is aligned up by the kernel */
   static constexpr uint32_t SMEM_BYTES = OFF_BAR + NBAR * 8 + 1024;
@@ -98,17 +110,20 @@ struct fa3_cfg {
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN: multiple of 16 up to 256 (TMA box)");
   static_assert(NCWG >= 1 && NCWG <= 3, "1 to 3 consumer warpgroups");
   static_assert(!PINGPONG || (NCWG == 2 && OVERLAP), "ping-pong: two overlapped consumers");
-  static_assert((BN * 128) % 1024 == 0 && (BM * 128) % 1024 == 0, "1024-byte aligned regions");
+  static_assert(K_BYTES % 1024 == 0 && Q_BYTES % 1024 == 0, "1024-byte aligned regions");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
 };
 
 /* The kernel's parameters, passed by value as one __grid_constant__ struct
  * (the tensor maps must live in parameter space for the copy engine). */
 struct fa3_params {
-  CUtensorMap tq; /* q (Lq, heads, HD) bf16 as 2D (heads HD, Lq), box (64, BM) */
-  CUtensorMap tk; /* k (Lk, heads, HD) as 2D (heads HD, Lk), box (64, BN) */
-  CUtensorMap tv; /* v, the same as k */
+  CUtensorMap tq; /* q (Lq, heads, HD) bf16 as 2D (heads HD, Lq), box (64, BM);
+                     int8: box (HD, BM) */
+  CUtensorMap tk; /* k (Lk, heads, HD) as 2D (heads HD, Lk), box (64, BN); int8: (HD, BN) */
+  CUtensorMap tv; /* v (Lk, heads, HD) bf16, box (64, BN) */
   __nv_bfloat16 *out; /* (Lq, heads, HD) */
+  const float *qscale; /* QK8: (heads, nqb) the int8 Q tiles' scales */
+  const float *kscale; /* QK8: (heads, nkb) the int8 K tiles' scales */
   int Lq, Lk, heads;
   int nqb;    /* query tiles per head: ceil(Lq / BM) */
   int ntiles; /* nqb * heads */
@@ -118,18 +133,25 @@ struct fa3_params {
 
 /* ---- consumer pieces (one warpgroup, 64 query rows) ------------------------ */
 
-/* S (64 x BN) = Q_w K^T over the HD/16 K steps: q, k are the shared
- * addresses of the warpgroup's Q rows (column block 0) and of the K slot.
- * Step kk reads column block kk / 4 at byte offset (kk % 4) 32. */
+/* S (64 x BN) = Q_w K^T: q, k are the shared addresses of the warpgroup's
+ * Q rows (column block 0) and of the K slot. Every K step reads 32 bytes of
+ * each row: bf16, 16 elements per step, step kk in column block kk / 4 at
+ * byte offset (kk % 4) 32; int8, 32 elements per step, one column block of
+ * HD bytes per row (128- or 64-byte swizzle), step kk at offset 32 kk. */
 template <class C>
-__device__ __forceinline__ void fa3_gemm_qk(float (&s)[C::BN / 2], uint32_t q, uint32_t k) {
+__device__ __forceinline__ void fa3_gemm_qk(typename C::acc_t (&s)[C::BN / 2], uint32_t q,
+                                            uint32_t k) {
+  constexpr int RB = C::QK_ROWB, STEPS = C::QK8 ? C::HD / 32 : C::HD / 16, PER_CB = RB / 32;
   fa3_wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < C::HD / 16; kk++) {
-    const uint32_t off = (uint32_t)(kk % 4) * 32;
-    const uint64_t da = fa3_desc(q + (uint32_t)(kk / 4) * (C::BM * 128) + off, 16, 1024);
-    const uint64_t db = fa3_desc(k + (uint32_t)(kk / 4) * (C::BN * 128) + off, 16, 1024);
-    fa3_mma_ss<fa3_bf16_tag, C::BN>::run(s, da, db, kk > 0);
+  for (int kk = 0; kk < STEPS; kk++) {
+    const uint32_t off = (uint32_t)(kk % PER_CB) * 32;
+    const uint64_t da = fa3_desc(q + (uint32_t)(kk / PER_CB) * (C::BM * RB) + off, 16, 8 * RB, RB);
+    const uint64_t db = fa3_desc(k + (uint32_t)(kk / PER_CB) * (C::BN * RB) + off, 16, 8 * RB, RB);
+    if constexpr (C::QK8)
+      fa3_mma_ss<fa3_s8_tag, C::BN>::run(s, da, db, kk > 0);
+    else
+      fa3_mma_ss<fa3_bf16_tag, C::BN>::run(s, da, db, kk > 0);
   }
   fa3_wgmma_commit();
 }
@@ -196,12 +218,80 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], float (&m)[2], f
   }
 }
 
+/* The online softmax step on int8 scores: S = c acc, c = (Q tile scale)
+ * (K tile scale) sl2, acc the s32 accumulator (|acc| <= 128 127^2 < 2^22).
+ * The row max is taken on acc (integers), converted once; each score is
+ * converted exactly with the magic-number trick (the float with the bits of
+ * 0x4B400000 + acc is 1.5 2^23 + acc, and subtracting 1.5 2^23 is exact),
+ * integer and fp32 adds where a conversion instruction would share the
+ * exponential's unit. MASK (the tile past Lk): columns at or past `valid`
+ * get P = 0 and stay out of the max. P (fp32) is left in s as its bits. */
+template <int BN, bool MASK>
+__device__ __forceinline__ void fa3_softmax_s8(int (&s)[BN / 2], float (&m)[2], float (&l)[2],
+                                               float (&corr)[2], float c, int valid, int t) {
+  constexpr int MAGIC = 0x4B400000;
+  constexpr float MAGIC_F = 12582912.f; /* 1.5 2^23 */
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    int mx = INT_MIN;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        if (!MASK || 8 * i + 2 * t + e < valid) mx = max(mx, s[4 * i + 2 * h + e]);
+    mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mnew = fmaxf(m[h], (float)mx * c); /* c >= 0 */
+    corr[h] = mnew == m[h] ? 1.f : fa3_exp2(m[h] - mnew); /* 0 on the first tile */
+    m[h] = mnew;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int &x = s[4 * i + 2 * h + e];
+        const float a = __int_as_float(x + MAGIC) - MAGIC_F; /* == (float)x */
+        float pv = fa3_exp2(fmaf(a, c, -mnew));
+        if (MASK && 8 * i + 2 * t + e >= valid) pv = 0.f;
+        x = __float_as_int(pv);
+        sum += pv;
+      }
+    l[h] = l[h] * corr[h] + sum;
+  }
+}
+
 /* P (fp32 in s) to bf16 pairs: register j holds columns 2j, 2j + 1 of the
  * accumulator, which for K step kk = j / 4 is A-fragment register j % 4. */
 template <int BN>
 __device__ __forceinline__ void fa3_convert_p(const float (&s)[BN / 2], uint32_t (&p)[BN / 4]) {
 #pragma unroll
   for (int j = 0; j < BN / 4; j++) p[j] = fa3_pack_bf16(s[2 * j], s[2 * j + 1]);
+}
+template <int BN>
+__device__ __forceinline__ void fa3_convert_p(const int (&s)[BN / 2], uint32_t (&p)[BN / 4]) {
+#pragma unroll
+  for (int j = 0; j < BN / 4; j++)
+    p[j] = fa3_pack_bf16(__int_as_float(s[2 * j]), __int_as_float(s[2 * j + 1]));
+}
+
+/* The softmax step of a tile whose first key is k0, scores scaled by c.
+ * FIRST: the tile a query tile starts with, the only one that can reach
+ * past Lk (masked there); the others are whole. */
+template <int BN, bool FIRST>
+__device__ __forceinline__ void fa3_tile_softmax(float (&s)[BN / 2], float (&m)[2],
+                                                 float (&l)[2], float (&corr)[2], float c, int k0,
+                                                 int Lk, int t) {
+  if (FIRST && k0 + BN > Lk) fa3_mask_cols<BN>(s, k0, Lk, t);
+  fa3_softmax<BN>(s, m, l, corr, c);
+}
+template <int BN, bool FIRST>
+__device__ __forceinline__ void fa3_tile_softmax(int (&s)[BN / 2], float (&m)[2], float (&l)[2],
+                                                 float (&corr)[2], float c, int k0, int Lk,
+                                                 int t) {
+  if (FIRST && k0 + BN > Lk)
+    fa3_softmax_s8<BN, true>(s, m, l, corr, c, Lk - k0, t);
+  else
+    fa3_softmax_s8<BN, false>(s, m, l, corr, c, BN, t);
 }
 
 template <int HD>
@@ -251,12 +341,14 @@ __device__ __forceinline__ void fa3_store_o(const float (&o)[HD / 2], const floa
 
 template <class C> struct fa3_smem {
   uint32_t q, k, v, bar; /* region bases (shared addresses) */
-  __device__ __forceinline__ uint32_t kslot(int s) const { return k + (uint32_t)s * C::KV_BYTES; }
-  __device__ __forceinline__ uint32_t vslot(int s) const { return v + (uint32_t)s * C::KV_BYTES; }
+  __device__ __forceinline__ uint32_t kslot(int s) const { return k + (uint32_t)s * C::K_BYTES; }
+  __device__ __forceinline__ uint32_t vslot(int s) const { return v + (uint32_t)s * C::V_BYTES; }
   __device__ __forceinline__ uint32_t q_full() const { return bar; }
   __device__ __forceinline__ uint32_t q_empty() const { return bar + 8; }
   __device__ __forceinline__ uint32_t k_full(int s) const { return bar + 16 + 8 * s; }
-  __device__ __forceinline__ uint32_t k_empty(int s) const { return bar + 16 + 8 * (C::STAGES + s); }
+  __device__ __forceinline__ uint32_t k_empty(int s) const {
+    return bar + 16 + 8 * (C::STAGES + s);
+  }
   __device__ __forceinline__ uint32_t v_full(int s) const {
     return bar + 16 + 8 * (2 * C::STAGES + s);
   }
@@ -282,21 +374,23 @@ __device__ __forceinline__ void fa3_producer(const fa3_params &p, const fa3_smem
     const int head = tile / p.nqb, qb = tile % p.nqb;
     fa3_mbar_wait(sm.q_empty(), (ti & 1) ^ 1);
     fa3_mbar_arrive_tx(sm.q_full(), C::Q_BYTES);
+    /* the coordinates count elements; a Q/K column block holds QK_ROWB
+     * bytes of each row, 64 bf16 or all HD int8 */
 #pragma unroll
-    for (int cb = 0; cb < C::CB; cb++)
-      fa3_tma_load_2d(sm.q + cb * (C::BM * 128), &p.tq, sm.q_full(), head * C::HD + cb * 64,
-                      qb * C::BM);
+    for (int cb = 0; cb < C::QK_CB; cb++)
+      fa3_tma_load_2d(sm.q + cb * (C::BM * C::QK_ROWB), &p.tq, sm.q_full(),
+                      head * C::HD + cb * 64, qb * C::BM);
     for (int j = p.nkb - 1; j >= 0; j--, it++) {
       const int s = (int)(it % C::STAGES);
       const uint32_t par = ((it / C::STAGES) & 1) ^ 1;
       fa3_mbar_wait(sm.k_empty(s), par);
-      fa3_mbar_arrive_tx(sm.k_full(s), C::KV_BYTES);
+      fa3_mbar_arrive_tx(sm.k_full(s), C::K_BYTES);
 #pragma unroll
-      for (int cb = 0; cb < C::CB; cb++)
-        fa3_tma_load_2d(sm.kslot(s) + cb * (C::BN * 128), &p.tk, sm.k_full(s),
+      for (int cb = 0; cb < C::QK_CB; cb++)
+        fa3_tma_load_2d(sm.kslot(s) + cb * (C::BN * C::QK_ROWB), &p.tk, sm.k_full(s),
                         head * C::HD + cb * 64, j * C::BN);
       fa3_mbar_wait(sm.v_empty(s), par);
-      fa3_mbar_arrive_tx(sm.v_full(s), C::KV_BYTES);
+      fa3_mbar_arrive_tx(sm.v_full(s), C::V_BYTES);
 #pragma unroll
       for (int cb = 0; cb < C::CB; cb++)
         fa3_tma_load_2d(sm.vslot(s) + cb * (C::BN * 128), &p.tv, sm.v_full(s),
@@ -323,8 +417,9 @@ template <class C> __device__ __forceinline__ void fa3_turn_end(int wg) {
 template <class C>
 __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem<C> &sm, int wg) {
   const int tw = threadIdx.x % 128, lane = tw % 32, wq = tw / 32, t = lane % 4;
-  const uint32_t qw = sm.q + (uint32_t)wg * 64 * 128; /* this warpgroup's 64 Q rows */
-  float o[C::HD / 2], s[C::BN / 2];
+  const uint32_t qw = sm.q + (uint32_t)wg * 64 * C::QK_ROWB; /* this warpgroup's 64 Q rows */
+  float o[C::HD / 2];
+  typename C::acc_t s[C::BN / 2];
   uint32_t pr[C::BN / 4];
   float m[2], l[2], corr[2];
   uint32_t it = 0, ti = 0;
@@ -336,20 +431,24 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
     for (int i = 0; i < C::HD / 2; i++) o[i] = 0.f;
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
+    /* the scores' scale for key tile j: sl2, times the two tiles' int8
+     * scales with QK8 */
+    const float sq = C::QK8 ? __ldg(p.qscale + (int64_t)head * p.nqb + qb) * p.sl2 : p.sl2;
+    const float *ksc = C::QK8 ? p.kscale + (int64_t)head * p.nkb : nullptr;
+    auto tile_scale = [&](int j) { return C::QK8 ? sq * __ldg(ksc + j) : sq; };
     fa3_mbar_wait(sm.q_full(), ti & 1);
 
     /* the first key tile (the last one, the only partial one) */
     int sp = (int)(it % C::STAGES); /* slot of the tile whose P V is pending */
     {
+      const float c = tile_scale(p.nkb - 1);
       fa3_mbar_wait(sm.k_full(sp), (it / C::STAGES) & 1);
       fa3_gemm_qk<C>(s, qw, sm.kslot(sp));
       fa3_wgmma_wait<0>();
       fa3_reg_fence(s);
       fa3_release(sm.k_empty(sp), lane);
       if (p.nkb == 1) fa3_release(sm.q_empty(), lane);
-      const int k0 = (p.nkb - 1) * C::BN;
-      if (k0 + C::BN > p.Lk) fa3_mask_cols<C::BN>(s, k0, p.Lk, t);
-      fa3_softmax<C::BN>(s, m, l, corr, p.sl2);
+      fa3_tile_softmax<C::BN, true>(s, m, l, corr, c, (p.nkb - 1) * C::BN, p.Lk, t);
       fa3_convert_p<C::BN>(s, pr);
       if (!C::OVERLAP) {
         fa3_mbar_wait(sm.v_full(sp), (it / C::STAGES) & 1);
@@ -364,6 +463,7 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
     for (int jj = 1; jj < p.nkb; jj++, it++) {
       const int sc = (int)(it % C::STAGES);
       const uint32_t par = (it / C::STAGES) & 1;
+      const float c = tile_scale(p.nkb - 1 - jj); /* loaded early, used after S */
       fa3_mbar_wait(sm.k_full(sc), par);
       if (C::OVERLAP) {
         /* S_j and the pending O += P V issued together, then the softmax
@@ -378,7 +478,7 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
         fa3_wgmma_wait<1>();
         fa3_reg_fence(s);
         fa3_release(sm.k_empty(sc), lane);
-        fa3_softmax<C::BN>(s, m, l, corr, p.sl2);
+        fa3_tile_softmax<C::BN, false>(s, m, l, corr, c, 0, p.Lk, t);
         /* Q's release sits between the softmax and the wait on purpose: its
          * branch ends the softmax's basic block, and without that boundary
          * ptxas hoists the wait above the softmax (its scheduler moves the
@@ -398,7 +498,7 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
         fa3_reg_fence(s);
         fa3_release(sm.k_empty(sc), lane);
         if (jj == p.nkb - 1) fa3_release(sm.q_empty(), lane);
-        fa3_softmax<C::BN>(s, m, l, corr, p.sl2);
+        fa3_tile_softmax<C::BN, false>(s, m, l, corr, c, 0, p.Lk, t);
         fa3_rescale_o<C::HD>(o, corr);
         fa3_convert_p<C::BN>(s, pr);
         fa3_mbar_wait(sm.v_full(sc), par);
@@ -427,7 +527,8 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
 /* ---- kernel ---------------------------------------------------------------------------- */
 
 template <class C>
-__global__ void __launch_bounds__(C::THREADS, 1) fa3_fwd_kernel(const __grid_constant__ fa3_params p) {
+__global__ void __launch_bounds__(C::THREADS, 1)
+    fa3_fwd_kernel(const __grid_constant__ fa3_params p) {
   extern __shared__ unsigned char fa3_smem_raw[];
   const uint32_t base = (fa3_smem_addr(fa3_smem_raw) + 1023u) & ~1023u;
   fa3_smem<C> sm;
@@ -460,27 +561,51 @@ __global__ void __launch_bounds__(C::THREADS, 1) fa3_fwd_kernel(const __grid_con
 
 /* ---- launch (host) ----------------------------------------------------------------------- */
 
-/* Fills *map with the 2D view (heads hd, rows) of a (rows, heads, hd) bf16
- * tensor, box (64, box_rows), 128-byte swizzle, zero fill outside; through
- * the driver's cuTensorMapEncodeTiled, found with
- * cudaGetDriverEntryPointByVersion (libcuda is not linked). fa3_attn.cu;
- * a failure is fatal (the caller checked the shape). */
+/* Fills *map with the 2D view (heads hd, rows) of a (rows, heads, hd) tensor
+ * of bf16 (elem_bytes 2) or int8 (1), box (box_cols, box_rows), swizzled by
+ * the box's row bytes (128 or 64), zero fill outside; through the driver's
+ * cuTensorMapEncodeTiled, found with cudaGetDriverEntryPointByVersion
+ * (libcuda is not linked). fa3_attn.cu; a failure is fatal (the caller
+ * checked the shape). */
 void fa3_encode_map(CUtensorMap *map, const void *ptr, int64_t rows, int64_t heads, int hd,
-                    int box_rows, const char *what);
+                    int elem_bytes, int box_cols, int box_rows, const char *what);
 
 /* CTAs of a persistent grid: the device's SM count (fa3_attn.cu). */
 int fa3_sm_count(void);
 
+/* The int8 inputs of a QK8 configuration (fa3_int8.cu makes them). */
+struct fa3_qk8_inputs {
+  const void *q, *k;          /* (Lq, heads, HD), (Lk, heads, HD) int8 */
+  const float *qscale;        /* (heads, ceil(Lq / BM)) */
+  const float *kscale;        /* (heads, ceil(Lk / BN)) */
+};
+
+/* The int8 inputs of p for tiles of bm query rows and bn keys (fa3_int8.cu:
+ * K smoothed, Q and K quantised per tile), into c's buffers, on `stream`. */
+struct kern_attn_fa3_int8;
+void fa3_int8_quantize(kern_attn_fa3_int8 *c, const kern_attn_params *p, int bm, int bn,
+                       fa3_qk8_inputs *in, cudaStream_t stream);
+
 /* Launches configuration C on p (checked by kern_attn_fa3_supported, hd ==
  * C::HD) on `stream`; persistent: grid min(tiles, SMs), else one CTA per
- * tile. */
+ * tile. A QK8 configuration reads q and k from *q8 (p->q and p->k unused). */
 template <class C>
-static void fa3_launch(const kern_attn_params *p, int persistent, cudaStream_t stream) {
+static void fa3_launch(const kern_attn_params *p, int persistent, cudaStream_t stream,
+                       const fa3_qk8_inputs *q8 = nullptr) {
   fa3_params k;
   const float scale = p->scale > 0.f ? p->scale : 1.0f / sqrtf((float)p->hd);
-  fa3_encode_map(&k.tq, p->q, p->Lq, p->heads, C::HD, C::BM, "q");
-  fa3_encode_map(&k.tk, p->k, p->Lk, p->heads, C::HD, C::BN, "k");
-  fa3_encode_map(&k.tv, p->v, p->Lk, p->heads, C::HD, C::BN, "v");
+  if (C::QK8) {
+    if (!q8) sp_fatal("attention (fa3): an int8 configuration launched without its int8 inputs");
+    fa3_encode_map(&k.tq, q8->q, p->Lq, p->heads, C::HD, 1, C::HD, C::BM, "q (int8)");
+    fa3_encode_map(&k.tk, q8->k, p->Lk, p->heads, C::HD, 1, C::HD, C::BN, "k (int8)");
+    k.qscale = q8->qscale;
+    k.kscale = q8->kscale;
+  } else {
+    fa3_encode_map(&k.tq, p->q, p->Lq, p->heads, C::HD, 2, 64, C::BM, "q");
+    fa3_encode_map(&k.tk, p->k, p->Lk, p->heads, C::HD, 2, 64, C::BN, "k");
+    k.qscale = k.kscale = nullptr;
+  }
+  fa3_encode_map(&k.tv, p->v, p->Lk, p->heads, C::HD, 2, 64, C::BN, "v");
   k.out = reinterpret_cast<__nv_bfloat16 *>(p->out);
   k.Lq = (int)p->Lq;
   k.Lk = (int)p->Lk;

@@ -88,7 +88,7 @@ __device__ __forceinline__ void fa3_tma_prefetch_map(const CUtensorMap *map) {
  *   bits 16-29  leading dimension byte offset (LBO) >> 4
  *   bits 32-45  stride dimension byte offset (SBO) >> 4
  *   bits 49-51  base offset (0: every swizzle atom starts 1024-byte aligned)
- *   bits 62-63  swizzle: 1 = 128-byte
+ *   bits 62-63  swizzle: 1 = 128-byte, 2 = 64-byte, 3 = 32-byte
  * With the 128-byte swizzle an atom is 8 rows of 128 bytes (1024 bytes);
  * the 16-byte chunk c of row r sits at chunk c ^ (r % 8), computed by the
  * hardware from address bits [4,7) ^ [7,10), which is why every atom must
@@ -101,12 +101,18 @@ __device__ __forceinline__ void fa3_tma_prefetch_map(const CUtensorMap *map) {
  * T = 16 bytes of elements):
  *   K-major,  128B: ((8,m),(T,2k)) : ((8T,SBO),(1,T))   LBO unused
  *   MN-major, 128B: ((T,8,m),(8,k)) : ((1,T,LBO),(8T,SBO))
+ *   K-major,   64B: ((8,m),(T,2k)) : ((4T,SBO),(1,T))   rows of 64 bytes
  * so for K-major operands SBO is the distance between groups of 8 rows
- * (1024 bytes for packed atoms), and for MN-major ones LBO is the distance
- * between 64-element column blocks and SBO between groups of 8 K rows. */
-__device__ __forceinline__ uint64_t fa3_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+ * (1024 bytes for packed 128-byte atoms, 512 for 64-byte ones), and for
+ * MN-major ones LBO is the distance between 64-element column blocks and
+ * SBO between groups of 8 K rows. The 64-byte swizzle XORs the 16-byte
+ * chunk with bits [7,9) of the address (row / 2 % 4 for 64-byte rows); its
+ * atoms (512 bytes) must be 512-byte aligned. */
+__device__ __forceinline__ uint64_t fa3_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo,
+                                             int swizzle_bytes = 128) {
+  const uint64_t mode = swizzle_bytes == 128 ? 1 : swizzle_bytes == 64 ? 2 : 3;
   return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo & 0x3FFFFu) >> 4) << 16) |
-         ((uint64_t)((sbo & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
+         ((uint64_t)((sbo & 0x3FFFFu) >> 4) << 32) | (mode << 62);
 }
 
 /* ---- wgmma synchronisation (PTX ISA "wgmma.fence", "wgmma.commit_group",
@@ -131,6 +137,11 @@ template <int N> __device__ __forceinline__ void fa3_wgmma_wait(void) {
 __device__ __forceinline__ void fa3_reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void fa3_reg_fence(uint32_t &x) {
   asm volatile("" : "+r"(x)::"memory");
+}
+__device__ __forceinline__ void fa3_reg_fence(int &x) { asm volatile("" : "+r"(x)::"memory"); }
+template <int N> __device__ __forceinline__ void fa3_reg_fence(int (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i++) fa3_reg_fence(x[i]);
 }
 template <int N> __device__ __forceinline__ void fa3_reg_fence(float (&x)[N]) {
 #pragma unroll

@@ -8,10 +8,11 @@ and C++ cannot build that list from a template parameter.
 
 The instruction forms follow the PTX ISA, "Asynchronous Warpgroup Level
 Matrix Multiply-Accumulate" (wgmma.mma_async):
-  ss: d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-a, imm-trans-b]
-  rs: d, {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-b]
-(the transpose immediates exist for .f16/.bf16 only; e4m3 operands are
-always K-major). scale-d is a predicate: 0 writes d = A B, 1 adds to d."""
+  bf16 ss: d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b
+  bf16 rs: d, {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b
+  s8 ss:   d, a-desc, b-desc, scale-d   (.s32 accumulators; 8-bit operands
+           are always K-major, so there is no transpose)
+scale-d is a predicate: 0 writes d = A B, 1 adds to d."""
 
 import sys
 
@@ -22,11 +23,13 @@ SHAPES = [
     ("ss", "bf16", 64, 0), ("ss", "bf16", 128, 0), ("ss", "bf16", 176, 0),
     ("ss", "bf16", 192, 0),
     ("rs", "bf16", 64, 1), ("rs", "bf16", 128, 1),
-    ("ss", "e4m3", 128, None), ("ss", "e4m3", 176, None), ("ss", "e4m3", 192, None),
-    ("rs", "e4m3", 64, None), ("rs", "e4m3", 128, None),
+    ("ss", "s8", 64, None), ("ss", "s8", 128, None), ("ss", "s8", 176, None),
+    ("ss", "s8", 192, None),
 ]
 
-K_OF = {"bf16": 16, "e4m3": 32}
+K_OF = {"bf16": 16, "s8": 32}
+# accumulator: C type, inline-asm constraint, PTX type
+ACC = {"bf16": ("float", "f", "f32"), "s8": ("int", "r", "s32")}
 
 
 def rows(items, per_line):
@@ -47,15 +50,16 @@ def wrapper(kind, dtype, n, trans_b):
         nxt = nd + 4
         args = "const uint32_t (&a)[4]"
     b_asm, sc = "%%%d" % nxt, nxt + 1
+    ctype, con, ptype = ACC[dtype]
     if dtype == "bf16":
         imm = ", 1, 1, 0, %d" % trans_b if kind == "ss" else ", 1, 1, %d" % trans_b
     else:
-        imm = ", 1, 1"
-    instr = "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s" % (n, k, dtype, dtype)
+        imm = ""  # integer wgmma has no scale or transpose immediates
+    instr = "wgmma.mma_async.sync.aligned.m64n%dk%d.%s.%s.%s" % (n, k, ptype, dtype, dtype)
     name = "fa3_wgmma_%s_%s_n%d" % (kind, dtype, n)
     regs = rows(["%%%d" % i for i in range(nd)], 16)
-    outs = rows(['"+f"(d[%d])' % i for i in range(nd)], 6)
-    lines = ["__device__ __forceinline__ void %s(float (&d)[%d], %s," % (name, nd, args),
+    outs = rows(['"+%s"(d[%d])' % (con, i) for i in range(nd)], 6)
+    lines = ["__device__ __forceinline__ void %s(%s (&d)[%d], %s," % (name, ctype, nd, args),
              "    uint64_t db, int scale_d) {",
              "  asm volatile(",
              '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % sc,
@@ -74,7 +78,8 @@ def main():
     out = [
         "/* wgmma.mma_async wrappers for the sm_90a attention kernel (fa3_kernel.cuh).",
         " * Written by fa3_wgmma_gen.py (which says why it is generated): edit the",
-        " * script, not this file. d: this thread's 64 x N fp32 accumulator fragment,",
+        " * script, not this file. d: this thread's 64 x N accumulator fragment (fp32; s32",
+        " * for the s8 forms),",
         " * N / 2 registers (PTX ISA, wgmma D fragment: warp w of the warpgroup holds",
         " * rows 16w..16w+15; register 4i + 2h + e is row 16w + lane / 4 + 8h, column",
         " * 8i + 2 (lane % 4) + e). a (rs forms): the A fragment of a 64 x K tile in",
@@ -95,7 +100,7 @@ def main():
     out += [
         "/* Dispatch by shape: fa3_mma_ss<dtype tag, N>::run, fa3_mma_rs<dtype tag, N>::run. */",
         "struct fa3_bf16_tag {};",
-        "struct fa3_e4m3_tag {};",
+        "struct fa3_s8_tag {};",
         "template <class T, int N> struct fa3_mma_ss;",
         "template <class T, int N> struct fa3_mma_rs;",
     ]
@@ -105,7 +110,8 @@ def main():
         av = "da" if kind == "ss" else "a"
         out += [
             "template <> struct fa3_mma_%s<fa3_%s_tag, %d> {" % (kind, dtype, n),
-            "  static __device__ __forceinline__ void run(float (&d)[%d], %s, uint64_t db," % (n // 2, a),
+            "  static __device__ __forceinline__ void run(%s (&d)[%d], %s, uint64_t db,"
+            % (ACC[dtype][0], n // 2, a),
             "                                             int scale_d) {",
             "    %s(d, %s, db, scale_d);" % (name, av),
             "  }",

@@ -5,7 +5,8 @@
 #   - prints registers, stack frame and spills, and fails on any spill, any
 #     stack frame, or ptxas's notes that wgmma was serialised (C7512, C7510)
 #     or setmaxnreg ignored (C7508);
-#   - counts HGMMA instructions in its SASS (fails on none);
+#   - counts wgmma instructions in its SASS (HGMMA bf16, IGMMA int8; fails on
+#     none);
 #   - for the overlapped instances, counts the MUFU.EX2 (the softmax's
 #     exponentials) between each wait for S (WARPGROUP.DEPBAR.LE gsb0, 0x1)
 #     and the following wait for P V (... 0x0); fails when a step has fewer
@@ -24,7 +25,8 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 inc="-I$root/kernels -I$root/kernels/cuda -I$root/kernels/cuda/sm90a -I$root/comm/log"
 inc="$inc -I$root/comm/log/cuda -I$root/planner -I$root/launch/bench/dev"
-for src in kernels/cuda/sm90a/fa3_attn.cu launch/bench/dev/sm90a/fa3_variants.cu; do
+for src in kernels/cuda/sm90a/fa3_attn.cu kernels/cuda/sm90a/fa3_int8.cu \
+  launch/bench/dev/sm90a/fa3_variants.cu; do
   obj=$tmp/$(basename "$src").o
   "$nvcc" -O2 -DNDEBUG -std=c++17 -gencode=arch=compute_90a,code=sm_90a $inc -Xptxas -v \
     -c "$root/$src" -o "$obj" >"$tmp/ptxas.log" 2>&1 || { cat "$tmp/ptxas.log"; exit 1; }
@@ -37,21 +39,31 @@ for src in kernels/cuda/sm90a/fa3_attn.cu launch/bench/dev/sm90a/fa3_variants.cu
     "$tmp/ptxas.log" >"$tmp/res.txt"
   while read -r k _ regs _ stack _ sst _ sld; do
     "$cuobjdump" -sass -fun "$k" "$obj" >"$tmp/k.sass"
-    hg=$(grep -c "HGMMA" "$tmp/k.sass" || true)
-    # template args: fa3_cfg<HD, BN, NCWG, STAGES, OVERLAP, PINGPONG>
-    cfg=$(echo "$k" | sed -E 's/.*fa3_cfgILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELb([01])ELb([01]).*/\1 \2 \3 \4 \5 \6/')
-    set -- $cfg
-    name="hd$1 bn$2 wg$3 st$4 ovl$5 pp$6"
+    hg=$(grep -cE "[HI]GMMA" "$tmp/k.sass" || true)
+    # template args: fa3_cfg<HD, BN, NCWG, STAGES, OVERLAP, PINGPONG, QK8>
+    cfg=$(echo "$k" | sed -E 's/.*fa3_cfgILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELb([01])ELb([01])ELb([01]).*/\1 \2 \3 \4 \5 \6 \7/')
     minexp=-
+    case $cfg in
+    *fa3*) # not an attention kernel (the int8 passes): registers and spills only
+      n=${k#_Z}
+      len=${n%%[!0-9]*}
+      name=${n:${#len}:$len}
+      hg=n/a
+      set -- 0 0 0 0 0 ;;
+    *)
+      set -- $cfg
+      name="hd$1 bn$2 wg$3 st$4 ovl$5 pp$6 int8-$7" ;;
+    esac
     if [ "$5" = 1 ]; then
       minexp=$(awk '/WARPGROUP.DEPBAR.LE gsb0, 0x1/ { on = 1; n = 0; next }
                     on && /MUFU.EX2/ { n++ }
                     on && /WARPGROUP.DEPBAR.LE gsb0, 0x0/ { if (min == "" || n < min) min = n; on = 0 }
                     END { print (min == "" ? "none" : min) }' "$tmp/k.sass")
     fi
-    printf '%-34s regs %3s stack %3s spill %s/%s  HGMMA %3s  exp2 between S and PV waits (min) %s\n' \
+    printf '%-38s regs %3s stack %3s spill %s/%s  wgmma %3s  exp2 between S and PV waits (min) %s\n' \
       "$name" "$regs" "$stack" "$sst" "$sld" "$hg" "$minexp"
     if [ "$stack" != 0 ] || [ "$sst" != 0 ] || [ "$sld" != 0 ] || [ "$hg" = 0 ]; then fail=1; fi
+    [ "$sst" = 0 ] || echo "  ^ spills"
     if [ "$minexp" != - ] && { [ "$minexp" = none ] || [ "$minexp" -lt $(($2 / 2)) ]; }; then
       fail=1
     fi
