@@ -46,13 +46,16 @@
  * only when things happen, not what is computed.
  *
  * Shared memory (from a 1024-byte aligned base; every region a multiple of
- * 1024 bytes so each 128B-swizzle atom is aligned, fa3_ptx.cuh):
+ * 1024 bytes so each swizzle atom is aligned, fa3_ptx.cuh):
  *   Q  HD/64 column blocks of (BM rows x 128 bytes)       BM HD 2 bytes
  *   K  STAGES x HD/64 column blocks of (BN x 128 bytes)   STAGES BN HD 2
  *   V  the same                                            STAGES BN HD 2
+ *   O  NCWG x HD/64 column blocks of (64 x 128 bytes)     NCWG 64 HD 2
+ *      (TMA_STORE only: the output leaves through it)
  *   mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]
  * A column block holds 64 head-dim elements of every row; the tensor map's
- * box is (64 elements, rows), swizzled 128B. */
+ * box is (64 elements, rows), swizzled 128B. With QK8 a Q or K row is one
+ * block of HD bytes (128B swizzle for HD 128, 64B for HD 64). */
 #ifndef KERN_FA3_KERNEL_CUH
 #define KERN_FA3_KERNEL_CUH
 
@@ -73,7 +76,7 @@
 /* ---- configuration -------------------------------------------------------- */
 
 template <int HD_, int BN_, int NCWG_, int STAGES_, bool OVERLAP_, bool PINGPONG_,
-          bool QK8_ = false>
+          bool QK8_ = false, bool TMA_STORE_ = false>
 struct fa3_cfg {
   static constexpr int HD = HD_;         /* head dim: 64 or 128 */
   static constexpr int BN = BN_;         /* keys per K/V tile */
@@ -94,8 +97,14 @@ struct fa3_cfg {
   static constexpr uint32_t Q_BYTES = BM * HD * (QK8 ? 1 : 2);
   static constexpr uint32_t K_BYTES = BN * HD * (QK8 ? 1 : 2), V_BYTES = BN * HD * 2;
   static constexpr uint32_t OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * K_BYTES;
-  static constexpr uint32_t OFF_BAR = OFF_V + STAGES * V_BYTES;
+  static constexpr uint32_t OFF_O = OFF_V + STAGES * V_BYTES;
   static constexpr int NBAR = 2 + 4 * STAGES;
+  /* TMA_STORE: the output leaves through a staging buffer (64 rows x HD
+   * bf16 per consumer, swizzled as the TMA store reads it) and one bulk
+   * store per warpgroup; else each thread stores its fragment itself */
+  static constexpr bool TMA_STORE = TMA_STORE_;
+  static constexpr uint32_t O_BYTES = NCWG * 64 * HD * 2;
+  static constexpr uint32_t OFF_BAR = OFF_O + (TMA_STORE ? O_BYTES : 0);
   /* + 1024: the dynamic shared memory base is aligned up by the kernel */
   static constexpr uint32_t SMEM_BYTES = OFF_BAR + NBAR * 8 + 1024;
   /* setmaxnreg: the producer keeps 24, consumers take what is left of the
@@ -121,6 +130,7 @@ struct fa3_params {
                      int8: box (HD, BM) */
   CUtensorMap tk; /* k (Lk, heads, HD) as 2D (heads HD, Lk), box (64, BN); int8: (HD, BN) */
   CUtensorMap tv; /* v (Lk, heads, HD) bf16, box (64, BN) */
+  CUtensorMap to; /* out (Lq, heads, HD) bf16, box (64, 64): TMA_STORE */
   __nv_bfloat16 *out; /* (Lq, heads, HD) */
   const float *qscale; /* QK8: (heads, nqb) the int8 Q tiles' scales */
   const float *kscale; /* QK8: (heads, nkb) the int8 K tiles' scales */
@@ -337,10 +347,50 @@ __device__ __forceinline__ void fa3_store_o(const float (&o)[HD / 2], const floa
   }
 }
 
+/* O / l through the warpgroup's staging buffer `buf` (HD/64 column blocks
+ * of 64 rows x 128 bytes, 128B-swizzled as the tensor map reads them) and
+ * one TMA store per column block, issued by the warpgroup's thread 0 after
+ * a named barrier (id bar_id, the warpgroup's 128 threads); rows past Lq
+ * are left out by the copy engine. The buffer's previous store must have
+ * read it: thread 0 waits for that first, then the barrier. wq, g, t: this
+ * thread's warp in the warpgroup, lane / 4, lane % 4; c1: the tile's first
+ * output row of this warpgroup. Each thread's 4-byte stores of one column
+ * chunk land in 32 different banks (the swizzle spreads the 8 rows). */
+template <int HD>
+__device__ __forceinline__ void fa3_store_o_tma(const float (&o)[HD / 2], const float (&l)[2],
+                                                const CUtensorMap *map, uint32_t buf, int bar_id,
+                                                int wq, int g, int t, int c0, int c1) {
+  const int tw = wq * 32 + g * 4 + t;
+  if (tw == 0) fa3_bulk_wait_read();
+  fa3_bar_sync(bar_id, 128);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.f / sum;
+    const int r = wq * 16 + g + 8 * h; /* row in the warpgroup's 64 */
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) {
+      const uint32_t a = buf + (uint32_t)(i / 8) * (64 * 128) + (uint32_t)r * 128 +
+                         (uint32_t)(((i % 8) ^ (r % 8)) * 16) + 4 * t;
+      fa3_st_shared_u32(a, fa3_pack_bf16(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv));
+    }
+  }
+  fa3_fence_proxy_async();
+  fa3_bar_sync(bar_id, 128);
+  if (tw == 0) {
+#pragma unroll
+    for (int cb = 0; cb < HD / 64; cb++)
+      fa3_tma_store_2d(map, buf + cb * (64 * 128), c0 + cb * 64, c1);
+    fa3_bulk_commit();
+  }
+}
+
 /* ---- the shared-memory map --------------------------------------------------- */
 
 template <class C> struct fa3_smem {
-  uint32_t q, k, v, bar; /* region bases (shared addresses) */
+  uint32_t q, k, v, o, bar; /* region bases (shared addresses); o: TMA_STORE only */
   __device__ __forceinline__ uint32_t kslot(int s) const { return k + (uint32_t)s * C::K_BYTES; }
   __device__ __forceinline__ uint32_t vslot(int s) const { return v + (uint32_t)s * C::V_BYTES; }
   __device__ __forceinline__ uint32_t q_full() const { return bar; }
@@ -517,9 +567,16 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
       fa3_reg_fence(o);
       fa3_release(sm.v_empty(sp), lane);
     }
-    const int row0 = qb * C::BM + wg * 64 + wq * 16 + lane / 4;
-    fa3_store_o<C::HD>(o, l, p.out, row0, p.Lq, p.heads, head, t);
+    if constexpr (C::TMA_STORE) {
+      fa3_store_o_tma<C::HD>(o, l, &p.to, sm.o + (uint32_t)wg * (64 * C::HD * 2), 3 + wg, wq,
+                             lane / 4, t, head * C::HD, qb * C::BM + wg * 64);
+    } else {
+      const int row0 = qb * C::BM + wg * 64 + wq * 16 + lane / 4;
+      fa3_store_o<C::HD>(o, l, p.out, row0, p.Lq, p.heads, head, t);
+    }
   }
+  /* the last output stores done before the CTA's shared memory goes */
+  if (C::TMA_STORE && tw == 0) fa3_bulk_wait();
   /* the turn warpgroup 1 passed on after its last step has no taker */
   if (C::PINGPONG && wg == 0) fa3_bar_sync(1, 256);
 }
@@ -535,6 +592,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   sm.q = base;
   sm.k = base + C::OFF_K;
   sm.v = base + C::OFF_V;
+  sm.o = base + C::OFF_O;
   sm.bar = base + C::OFF_BAR;
   if (threadIdx.x == 0) {
     fa3_mbar_init(sm.q_full(), 1);
@@ -606,6 +664,7 @@ static void fa3_launch(const kern_attn_params *p, int persistent, cudaStream_t s
     k.qscale = k.kscale = nullptr;
   }
   fa3_encode_map(&k.tv, p->v, p->Lk, p->heads, C::HD, 2, 64, C::BN, "v");
+  if (C::TMA_STORE) fa3_encode_map(&k.to, p->out, p->Lq, p->heads, C::HD, 2, 64, 64, "out");
   k.out = reinterpret_cast<__nv_bfloat16 *>(p->out);
   k.Lq = (int)p->Lq;
   k.Lk = (int)p->Lk;

@@ -78,6 +78,36 @@ __device__ __forceinline__ void fa3_tma_load_2d(uint32_t dst, const CUtensorMap 
                : "memory");
 }
 
+/* The reverse (PTX ISA "cp.async.bulk.tensor", shared::cta to global):
+ * the box at src goes to coordinates (c0, c1) of the tensor; elements
+ * outside the tensor are not written. Completion is tracked per thread in
+ * bulk groups: commit, then wait_group.read before src is written again
+ * (its reads done), wait_group before the kernel ends (its writes done).
+ * The writing threads' fence.proxy.async.shared::cta and a barrier come
+ * before the issue (their st.shared must be seen by the async proxy). */
+__device__ __forceinline__ void fa3_tma_store_2d(const CUtensorMap *map, uint32_t src, int c0,
+                                                 int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   (uint64_t)map),
+               "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void fa3_bulk_commit(void) {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void fa3_bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void fa3_bulk_wait(void) {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void fa3_fence_proxy_async(void) {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void fa3_st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void fa3_tma_prefetch_map(const CUtensorMap *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
 }
