@@ -40,8 +40,8 @@ for src in kernels/cuda/sm90a/fa3_attn.cu kernels/cuda/sm90a/fa3_int8.cu \
   while read -r k _ regs _ stack _ sst _ sld; do
     "$cuobjdump" -sass -fun "$k" "$obj" >"$tmp/k.sass"
     hg=$(grep -cE "[HI]GMMA" "$tmp/k.sass" || true)
-    # template args: fa3_cfg<HD, BN, NCWG, STAGES, OVERLAP, PINGPONG, QK8>
-    cfg=$(echo "$k" | sed -E 's/.*fa3_cfgILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELb([01])ELb([01])ELb([01]).*/\1 \2 \3 \4 \5 \6 \7/')
+    # template args: fa3_cfg<HD, BN, NCWG, STAGES, OVERLAP, PINGPONG, QK8, TMA_STORE>
+    cfg=$(echo "$k" | sed -E 's/.*fa3_cfgILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELb([01])ELb([01])ELb([01])ELb([01]).*/\1 \2 \3 \4 \5 \6 \7 \8/')
     minexp=-
     case $cfg in
     *fa3*) # not an attention kernel (the int8 passes): registers and spills only
@@ -52,7 +52,7 @@ for src in kernels/cuda/sm90a/fa3_attn.cu kernels/cuda/sm90a/fa3_int8.cu \
       set -- 0 0 0 0 0 ;;
     *)
       set -- $cfg
-      name="hd$1 bn$2 wg$3 st$4 ovl$5 pp$6 int8-$7" ;;
+      name="hd$1 bn$2 wg$3 st$4 ovl$5 pp$6 int8-$7 tma-st$8" ;;
     esac
     if [ "$5" = 1 ]; then
       minexp=$(awk '/WARPGROUP.DEPBAR.LE gsb0, 0x1/ { on = 1; n = 0; next }
@@ -60,7 +60,7 @@ for src in kernels/cuda/sm90a/fa3_attn.cu kernels/cuda/sm90a/fa3_int8.cu \
                     on && /WARPGROUP.DEPBAR.LE gsb0, 0x0/ { if (min == "" || n < min) min = n; on = 0 }
                     END { print (min == "" ? "none" : min) }' "$tmp/k.sass")
     fi
-    printf '%-38s regs %3s stack %3s spill %s/%s  wgmma %3s  exp2 between S and PV waits (min) %s\n' \
+    printf '%-46s regs %3s stack %3s spill %s/%s  wgmma %3s  exp2 between S and PV waits (min) %s\n' \
       "$name" "$regs" "$stack" "$sst" "$sld" "$hg" "$minexp"
     if [ "$stack" != 0 ] || [ "$sst" != 0 ] || [ "$sld" != 0 ] || [ "$hg" = 0 ]; then fail=1; fi
     [ "$sst" = 0 ] || echo "  ^ spills"
