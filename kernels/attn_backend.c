@@ -4,7 +4,8 @@
 #include "kern_attn_backend.h"
 #include "log.h"
 
-static const char *const names[] = {"auto", "cudnn", "flash", "simple", "cudnn-fp8"};
+static const char *const names[] = {"auto", "cudnn", "flash", "simple", "cudnn-fp8", "fa3",
+                                     "fa3-int8"};
 enum { NNAMES = (int)(sizeof names / sizeof *names) };
 
 int kern_attn_backend_parse(const char *s, kern_attn_backend *out) {
@@ -13,7 +14,7 @@ int kern_attn_backend_parse(const char *s, kern_attn_backend *out) {
       *out = (kern_attn_backend)i;
       return SP_OK;
     }
-  sp_log_error("--attn: '%s' is not auto, cudnn, flash, simple or cudnn-fp8", s ? s : "(null)");
+  sp_log_error("--attn: '%s' is not auto, cudnn, flash, simple, cudnn-fp8, fa3 or fa3-int8", s ? s : "(null)");
   return SP_ERR_INPUT;
 }
 

@@ -1,9 +1,14 @@
-/* Fast exact attention on the GPU: one call, three backends.
+/* Fast exact attention on the GPU: one call, several backends.
  *
  *   flash  our own flash-attention kernel (cuda/cuda_flash_attn.cu): tensor cores
  *          through mma.sync m16n8k16 bf16 -> fp32, so it runs on sm_80 and
  *          later (RTX 30/40, A100, H100/H200); online softmax in fp32, no
  *          L x L matrix, any Lq and Lk, head_dim 128.
+ *   fa3    our own Hopper kernel (cuda/sm90a/): TMA, wgmma, warp
+ *          specialisation, sm_90 only, head dim 64 or 128; where it cannot
+ *          run (another GPU, a build without sm_90a) the context says why,
+ *          once, and does what auto does. fa3-int8 is its 8-bit form
+ *          (Q K^T in int8), run only when asked for.
  *   cudnn  cuDNN's fused attention built through the backend (graph) API
  *          (cuda/cuda_cudnn_attn.cu); plans are built once per shape and cached.
  *          When cuDNN is missing, too old, or refuses a shape, the call falls
@@ -67,6 +72,51 @@ int kern_attn_flash_supported(const kern_attn_params *p, char *why, size_t why_l
  * (cuda/cuda_flash_attn.cu says which and why); its variants for
  * benchmarks live in launch/bench/dev/flash_variants.h. */
 
+/* ---- own Hopper kernel (cuda/sm90a/fa3_attn.cu) ------------------------- */
+
+/* The FlashAttention-3 style kernel (cuda/sm90a/fa3_kernel.cuh: TMA,
+ * wgmma, warp specialisation, ping-pong, persistent CTAs), head dim 64 or
+ * 128, any Lq and Lk. It runs on sm_90 (H100, H200) only, and only in a
+ * build whose CUDA architectures include 90 (its wgmma code is sm_90a);
+ * elsewhere kern_attn_fa3_supported says why not (a build without it has
+ * cuda/nosm90a/fa3_attn_none.c). Deterministic: a rerun is bit-identical.
+ * Launches on `stream`; a shape it cannot run is fatal. */
+void kern_attn_fa3(kern_attn_params p, cudaStream_t stream);
+
+/* The checks kern_attn_fa3 makes, without launching: 1 when it can run p
+ * on the current device, else 0 with the reason in why (may be NULL). */
+int kern_attn_fa3_supported(const kern_attn_params *p, char *why, size_t why_len);
+
+/* The shape-free part of those checks: 1 when this build has the kernel and
+ * the current device is sm_90, else 0 with the reason in why (may be NULL). */
+int kern_attn_fa3_available(char *why, size_t why_len);
+
+/* ---- 8-bit attention on the Hopper kernel (cuda/sm90a/fa3_int8.cu) ------ */
+
+/* SageAttention's scheme on the fa3 kernel: K smoothed (its mean over the
+ * tokens subtracted, per head and channel), Q and K quantised to int8 per
+ * tile with scale amax / 127, S = Q K^T on the int8 tensor cores, softmax
+ * in fp32, P and V bf16 (cuda/sm90a/fa3_int8.cu says why this split, by
+ * the error measured against fp32 attention). Same shapes and devices as
+ * kern_attn_fa3; deterministic. The context holds the int8 copies and
+ * scales, grown (cudaMalloc) when a larger shape comes. One per rank; not
+ * thread-safe. */
+typedef struct kern_attn_fa3_int8 kern_attn_fa3_int8;
+
+/* SP_OK with *out set, or SP_ERR_RUNTIME logged with the reason fa3 is not
+ * available (kern_attn_fa3_available), *out untouched. */
+int kern_attn_fa3_int8_create(kern_attn_fa3_int8 **out);
+void kern_attn_fa3_int8_destroy(kern_attn_fa3_int8 *c);
+
+/* Runs p (bf16 in, bf16 out) on `stream`; a shape kern_attn_fa3 refuses is
+ * fatal. */
+void kern_attn_fa3_int8_run(kern_attn_fa3_int8 *c, kern_attn_params p, cudaStream_t stream);
+
+/* The query rows (*bm) and keys (*bn) per int8 tile, each with its own
+ * scale, of the configuration kern_attn_fa3_int8_run uses for head dim hd
+ * (for the tests' CPU emulation of the scheme). */
+void kern_attn_fa3_int8_blocks(int64_t hd, int *bm, int *bn);
+
 /* ---- cuDNN fused attention (cuda/cuda_cudnn_attn.cu) -------------------- */
 
 /* A cuDNN handle, its workspace, and the execution plan built for each
@@ -116,10 +166,12 @@ typedef struct kern_attn_ctx kern_attn_ctx;
 /* want: the backend asked for (--attn). gemm: the GEMM context the simple
  * backend uses (may be NULL unless want is KERN_ATTN_SIMPLE). cuDNN is tried
  * for cudnn and auto; when it cannot be created the context still works and
- * runs flash, with the reason logged once. cudnn-fp8 has no fallback: the
- * context is refused (SP_ERR_RUNTIME, the requirement logged) where fp8
- * attention is not available, and a shape cuDNN's fp8 engine refuses is
- * fatal at kern_attn_run. SP_OK or SP_ERR_RUNTIME. */
+ * runs flash, with the reason logged once. fa3 where the build or the GPU
+ * has no fa3 (kern_attn_fa3_available) is logged once and runs what auto
+ * runs; so does a shape fa3 refuses (logged once per context). cudnn-fp8
+ * and fa3-int8 have no fallback: the context is refused (SP_ERR_RUNTIME,
+ * the requirement logged) where they are not available, and a shape they
+ * refuse is fatal at kern_attn_run. SP_OK or SP_ERR_RUNTIME. */
 int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm, kern_attn_ctx **out);
 void kern_attn_ctx_destroy(kern_attn_ctx *ctx);
 

@@ -130,6 +130,9 @@ struct kern_attn_ctx {
   kern_cuda_gemm_ctx *gemm;
   kern_attn_cudnn *cudnn; /* NULL: not asked for, or could not be created */
   kern_attn_fp8 *fp8;     /* cudnn-fp8 only */
+  kern_attn_fa3_int8 *fa3_int8; /* fa3-int8 only */
+  int fa3;                /* fa3 asked for and available on this build and GPU */
+  int fa3_refusal_logged; /* a shape fa3 refused was logged (once per context) */
   kern_attn_backend last;
 };
 
@@ -144,14 +147,25 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
     sp_log_error("attention: out of host memory for the attention context");
     return SP_ERR_RUNTIME;
   }
-  if (want == KERN_ATTN_CUDNN_FP8 && kern_attn_fp8_create(&ctx->fp8) != SP_OK) {
+  if ((want == KERN_ATTN_CUDNN_FP8 && kern_attn_fp8_create(&ctx->fp8) != SP_OK) ||
+      (want == KERN_ATTN_FA3_INT8 && kern_attn_fa3_int8_create(&ctx->fa3_int8) != SP_OK)) {
     free(ctx); /* the requirement is logged above */
     return SP_ERR_RUNTIME;
   }
   ctx->want = want;
   ctx->gemm = gemm;
-  ctx->last = want == KERN_ATTN_SIMPLE || want == KERN_ATTN_CUDNN_FP8 ? want : KERN_ATTN_FLASH;
-  if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO) {
+  ctx->last = want == KERN_ATTN_SIMPLE || want == KERN_ATTN_CUDNN_FP8 ||
+                      want == KERN_ATTN_FA3_INT8
+                  ? want
+                  : KERN_ATTN_FLASH;
+  if (want == KERN_ATTN_FA3) {
+    char why[192];
+    ctx->fa3 = kern_attn_fa3_available(why, sizeof why);
+    if (!ctx->fa3) sp_log_warn("attention: --attn fa3 is not available (%s): running what auto "
+                               "runs (cudnn, else flash)", why);
+  }
+  /* fa3 too: a shape fa3 refuses runs what auto runs */
+  if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO || want == KERN_ATTN_FA3) {
     if (kern_attn_cudnn_create(&ctx->cudnn) != SP_OK) {
       ctx->cudnn = NULL; /* the cause is logged above */
       sp_log_warn("attention: --attn %s without cudnn: using flash", kern_attn_backend_name(want));
@@ -165,6 +179,7 @@ extern "C" void kern_attn_ctx_destroy(kern_attn_ctx *ctx) {
   if (!ctx) return;
   kern_attn_cudnn_destroy(ctx->cudnn);
   kern_attn_fp8_destroy(ctx->fp8);
+  kern_attn_fa3_int8_destroy(ctx->fa3_int8);
   free(ctx);
 }
 
@@ -198,7 +213,24 @@ static kern_attn_backend att_cudnn_or_flash(kern_attn_ctx *ctx, const kern_attn_
 extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scratch,
                               size_t scratch_bytes, cudaStream_t stream) {
   kern_attn_backend want = ctx->want;
-  char why[160];
+  char why[192];
+  if (want == KERN_ATTN_FA3_INT8) { /* asked for explicitly: no fall back (refusals fatal) */
+    kern_attn_fa3_int8_run(ctx->fa3_int8, p, stream);
+    ctx->last = KERN_ATTN_FA3_INT8;
+    return;
+  }
+  if (want == KERN_ATTN_FA3) {
+    if (ctx->fa3 && kern_attn_fa3_supported(&p, why, sizeof why)) {
+      kern_attn_fa3(p, stream);
+      ctx->last = KERN_ATTN_FA3;
+      return;
+    }
+    if (ctx->fa3 && !ctx->fa3_refusal_logged) {
+      sp_log_warn("attention (fa3): %s: running what auto runs for this shape", why);
+      ctx->fa3_refusal_logged = 1;
+    }
+    want = KERN_ATTN_AUTO;
+  }
   if (want != KERN_ATTN_SIMPLE && !kern_attn_flash_supported(&p, why, sizeof why)) {
     /* outside what flash (and our cudnn graph) are built for */
     if (!ctx->gemm) sp_fatal("attention (%s): %s", kern_attn_backend_name(want), why);
@@ -224,7 +256,9 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
                (long long)p.Lq, (long long)p.Lk, (long long)p.heads);
     ctx->last = KERN_ATTN_CUDNN_FP8;
     return;
-  case KERN_ATTN_AUTO: break;
+  case KERN_ATTN_AUTO:
+  case KERN_ATTN_FA3:
+  case KERN_ATTN_FA3_INT8: break; /* the fa3 ones ran above (or fa3 became auto) */
   }
   ctx->last = att_cudnn_or_flash(ctx, &p, stream);
 }

@@ -78,7 +78,11 @@ static const job_option table[JOB_OPT_COUNT] = {
      "else flash), cudnn, flash (own kernel), simple (the\n"
      "reference: cuBLASLt GEMMs, exact softmax), cudnn-fp8\n"
      "(cuDNN's fp8 attention, Q/K/V quantised per call to e4m3;\n"
-     "sm_90 and cuDNN 9.1 or later; never chosen by auto)"},
+     "sm_90 and cuDNN 9.1 or later; never chosen by auto), fa3\n"
+     "(own Hopper kernel: sm_90 and a build for 90; elsewhere\n"
+     "what auto does), fa3-int8 (its 8-bit form: K smoothed, Q\n"
+     "and K int8 per tile, P V bf16; sm_90 only, never chosen by\n"
+     "auto)"},
     {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
      "auto (nccl when every rank has a GPU of its own and the\n"
      "stages run on GPUs, else mpi), mpi or nccl"},

@@ -18,13 +18,30 @@
  *   rounded to e4m3 at scale 448, as the fp8 engine stores them;
  * - every benchmark variant of the flash kernel (launch/bench/dev/) passes the
  *   same checks on the shapes up to 4,099 tokens, and variants that share
- *   a register tile width (`sub`) give bit-identical outputs.
+ *   a register tile width (`sub`) give bit-identical outputs;
+ * - fa3 (the Hopper kernel, sm_90 in a build with sm_90a code; on an sm_90
+ *   GPU its absence is a failure): the same checks on every shape, head
+ *   dims 128 and 64, directly and through an fa3 attention context (which
+ *   must report that fa3 ran); every fa3 variant (launch/bench/dev/
+ *   fa3_variants.h, simplest first, so the first failing row names the
+ *   stage that broke) on the shapes up to 4,099 tokens, each bit-identical
+ *   to the first variant with the same head dim and key tile.
+ * - fa3-int8 (kern_attn_fa3_int8_run and its context, where fa3 runs):
+ *   against the same fp32 attention, within 2x (+ 2e-4) of the scheme's own
+ *   CPU form (tests/common/sp_test_attn8.h) and under TOL_INT8, the issue's
+ *   bound for 8-bit attention; its variants as fa3's.
+ * Head dim 64 has fa3 rows only (the other backends are built for 128).
+ * Each row prints the largest absolute error, the relative L2 error, the
+ * rerun's bit identity and the rerun's time.
  * Inputs are fresh random numbers (seed printed; SP_SEED=n replays one).
  *
  *   test_attention           all shapes, including 32,760 tokens x 2 heads
- *   test_attention --small   three small shapes, for compute-sanitizer
- *   --flash-only             only the own kernel (racecheck)
- *                            (memcheck, racecheck, synccheck)
+ *                            and 75,600 tokens x 1 head
+ *   test_attention --small   five small shapes (both head dims), for
+ *                            compute-sanitizer (memcheck, racecheck,
+ *                            synccheck)
+ *   --flash-only             only the own flash kernel (racecheck)
+ *   --fa3-only               only fa3 and its variants (racecheck)
  *   -v                       log each cuDNN plan: its form and engine
  * Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
@@ -34,13 +51,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fa3_variants.h"
 #include "kern_attn.h"
 #include "kern_cpu.h"
 #include "flash_variants.h"
 #include "kern_dtype.h"
 #include "log.h"
+#include "sp_test_attn8.h"
 
-#define HD KERN_ATTN_HD
 #define GUARD_BYTES 4096
 #define SUBSET_ROWS 256
 /* e4m3 carries a relative rounding error of up to 2^-4 (rms ~2.6e-2) on
@@ -51,12 +69,16 @@
  * bounds it with margin; the 2x rule against the plain fp8 error is the
  * sharp check (a wrong scale or a lost descale is far above both). */
 #define TOL_FP8 0.15
+/* 8-bit Q K^T (fa3-int8): int8 keeps 1/254 of a tile's range, so each score
+ * moves by some 1e-2 of its spread; on these inputs the scheme's CPU form
+ * lands at 0.8-1.2e-2 from fp32 (fa3_int8.cu). */
+#define TOL_INT8 3e-2
 
 #define SP_TEST_CUDA
 #include "sp_test.h"
 
 typedef struct shape {
-  int64_t Lq, Lk, heads;
+  int64_t Lq, Lk, heads, hd;
   float scale; /* 0: default */
   int need_cudnn; /* cuDNN refusing this shape is a failure */
   const char *what;
@@ -67,14 +89,15 @@ typedef struct shape {
  * checked and the two references on those rows. */
 typedef struct host_case {
   int64_t nrows, *rows;
-  float *exact, *plain; /* (nrows, heads, HD) */
+  float *exact, *plain; /* (nrows, heads, hd) */
   uint16_t *qb, *kb, *vb;
   double plain_err;
   double fp8_err; /* the plain fp8 implementation's error (< 0: not computed) */
+  double int8_err; /* the int8 scheme's CPU form's error (< 0: not computed) */
 } host_case;
 
 static void host_case_build(const shape *s, host_case *hc) {
-  const int64_t row = s->heads * HD;
+  const int64_t row = s->heads * s->hd;
   const int64_t nq = s->Lq * row, nk = s->Lk * row;
   float *q = malloc((size_t)nq * 4), *k = malloc((size_t)nk * 4), *v = malloc((size_t)nk * 4);
   hc->qb = malloc((size_t)nq * 2), hc->kb = malloc((size_t)nk * 2), hc->vb = malloc((size_t)nk * 2);
@@ -111,7 +134,7 @@ static void host_case_build(const shape *s, host_case *hc) {
     }
   }
   /* the scale enters the CPU reference (fixed 1/sqrt(hd)) through q */
-  const float qmul = s->scale > 0.f ? s->scale * sqrtf((float)HD) : 1.f;
+  const float qmul = s->scale > 0.f ? s->scale * sqrtf((float)s->hd) : 1.f;
   float *qs = malloc((size_t)(hc->nrows * row) * 4), *qsb = malloc((size_t)(hc->nrows * row) * 4);
   float *kr = malloc((size_t)nk * 4), *vr = malloc((size_t)nk * 4);
   hc->exact = malloc((size_t)(hc->nrows * row) * 4);
@@ -123,11 +146,12 @@ static void host_case_build(const shape *s, host_case *hc) {
     }
   kern_bf16_to_f32_n(hc->kb, kr, (size_t)nk);
   kern_bf16_to_f32_n(hc->vb, vr, (size_t)nk);
-  kern_cpu_attention(qs, k, v, hc->exact, hc->nrows, s->Lk, s->heads, HD);
-  kern_cpu_attention(qsb, kr, vr, hc->plain, hc->nrows, s->Lk, s->heads, HD);
+  kern_cpu_attention(qs, k, v, hc->exact, hc->nrows, s->Lk, s->heads, s->hd);
+  kern_cpu_attention(qsb, kr, vr, hc->plain, hc->nrows, s->Lk, s->heads, s->hd);
   for (int64_t i = 0; i < hc->nrows * row; i++)
     hc->plain[i] = kern_bf16_to_f32(kern_f32_to_bf16(hc->plain[i]));
   hc->plain_err = sp_test_rel_l2_f32(hc->plain, hc->exact, hc->nrows * row);
+  hc->fp8_err = hc->int8_err = -1; /* host_case_fp8, host_case_int8 */
   free(q), free(k), free(v), free(qs), free(qsb), free(kr), free(vr);
 }
 
@@ -136,7 +160,7 @@ static void host_case_build(const shape *s, host_case *hc) {
  * rounded to e4m3 at scale 448, the output rounded to bf16; its error
  * against hc->exact into hc->fp8_err. */
 static void host_case_fp8(const shape *s, host_case *hc) {
-  const int64_t row = s->heads * HD, nq = s->Lq * row, nk = s->Lk * row;
+  const int64_t hd = s->hd, row = s->heads * hd, nq = s->Lq * row, nk = s->Lk * row;
   float *x = malloc((size_t)(nq > nk ? nq : nk) * 4), *out = malloc((size_t)(hc->nrows * row) * 4);
   uint8_t *q8 = malloc((size_t)nq), *k8 = malloc((size_t)nk), *v8 = malloc((size_t)nk);
   double *p = malloc((size_t)s->Lk * sizeof(double));
@@ -152,15 +176,15 @@ static void host_case_fp8(const shape *s, host_case *hc) {
   kern_fp8_quantize_n(x, (size_t)nk, k8, &sk);
   kern_bf16_to_f32_n(hc->vb, x, (size_t)nk);
   kern_fp8_quantize_n(x, (size_t)nk, v8, &sv);
-  const double scale = s->scale > 0.f ? s->scale : 1.0 / sqrt((double)HD);
+  const double scale = s->scale > 0.f ? s->scale : 1.0 / sqrt((double)hd);
   for (int64_t i = 0; i < hc->nrows; i++)
     for (int64_t h = 0; h < s->heads; h++) {
-      const uint8_t *qi = q8 + hc->rows[i] * row + h * HD;
+      const uint8_t *qi = q8 + hc->rows[i] * row + h * hd;
       double m = -INFINITY, z = 0;
       for (int64_t j = 0; j < s->Lk; j++) {
-        const uint8_t *kj = k8 + j * row + h * HD;
+        const uint8_t *kj = k8 + j * row + h * hd;
         double d = 0;
-        for (int t = 0; t < HD; t++)
+        for (int64_t t = 0; t < hd; t++)
           d += (double)lut[qi[t]] * lut[kj[t]];
         p[j] = d * sq * sk * scale;
         if (p[j] > m) m = p[j];
@@ -168,26 +192,52 @@ static void host_case_fp8(const shape *s, host_case *hc) {
       for (int64_t j = 0; j < s->Lk; j++) z += p[j] = exp(p[j] - m);
       for (int64_t j = 0; j < s->Lk; j++)
         p[j] = lut[kern_f32_to_fp8_e4m3((float)(p[j] / z) * 448.0f)] / 448.0;
-      for (int t = 0; t < HD; t++) {
+      for (int64_t t = 0; t < hd; t++) {
         double o = 0;
-        for (int64_t j = 0; j < s->Lk; j++) o += p[j] * lut[v8[j * row + h * HD + t]];
-        out[i * row + h * HD + t] = kern_bf16_to_f32(kern_f32_to_bf16((float)(o * sv)));
+        for (int64_t j = 0; j < s->Lk; j++) o += p[j] * lut[v8[j * row + h * hd + t]];
+        out[i * row + h * hd + t] = kern_bf16_to_f32(kern_f32_to_bf16((float)(o * sv)));
       }
     }
   hc->fp8_err = sp_test_rel_l2_f32(out, hc->exact, hc->nrows * row);
   free(x), free(out), free(q8), free(k8), free(v8), free(p);
 }
 
+/* The fa3-int8 scheme's CPU form on the checked rows (its tiles: the
+ * shipped configuration's), its error against hc->exact into hc->int8_err. */
+static void host_case_int8(const shape *s, host_case *hc) {
+  const int64_t row = s->heads * s->hd, nq = s->Lq * row, nk = s->Lk * row;
+  float *q = malloc((size_t)nq * 4), *k = malloc((size_t)nk * 4), *v = malloc((size_t)nk * 4);
+  float *out = malloc((size_t)(hc->nrows * row) * 4);
+  if (!q || !k || !v || !out) {
+    fprintf(stderr, "FAIL: out of host memory for shape %s\n", s->what);
+    exit(1);
+  }
+  kern_bf16_to_f32_n(hc->qb, q, (size_t)nq);
+  kern_bf16_to_f32_n(hc->kb, k, (size_t)nk);
+  kern_bf16_to_f32_n(hc->vb, v, (size_t)nk);
+  int bm = 0, bn = 0;
+  kern_attn_fa3_int8_blocks(s->hd, &bm, &bn);
+  const double scale = s->scale > 0.f ? s->scale : 1.0 / sqrt((double)s->hd);
+  sp_test_attn_int8(q, k, v, s->Lq, s->Lk, s->heads, s->hd, scale, bm, bn, hc->rows, hc->nrows,
+                    out);
+  hc->int8_err = sp_test_rel_l2_f32(out, hc->exact, hc->nrows * row);
+  free(q), free(k), free(v), free(out);
+}
+
 static void host_case_free(host_case *hc) {
   free(hc->rows), free(hc->exact), free(hc->plain), free(hc->qb), free(hc->kb), free(hc->vb);
 }
 
-typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX, RUN_FP8 } run_kind;
+typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX, RUN_FP8, RUN_FA3, RUN_FA3_INT8 } run_kind;
 /* The flash variant RUN_FLASH runs (dev_flash_run): 0 is the production
  * kernel, kern_attn_flash. */
 static int flash_variant = 0;
-static const char *run_name[] = {"flash", "cudnn", "auto", "cudnn-fp8"};
-static kern_attn_fp8 *fp8_ctx; /* NULL: no fp8 attention on this GPU/cuDNN */
+/* The fa3 variant RUN_FA3 and RUN_FA3_INT8 run (dev_fa3_run); -1:
+ * kern_attn_fa3, kern_attn_fa3_int8_run. */
+static int fa3_variant = -1;
+static const char *run_name[] = {"flash", "cudnn", "auto", "cudnn-fp8", "fa3", "fa3-int8"};
+static kern_attn_fp8 *fp8_ctx;           /* NULL: no fp8 attention on this GPU/cuDNN */
+static kern_attn_fa3_int8 *fa3_int8_ctx; /* NULL: no fa3 here */
 
 /* Runs one backend into dout; 0 ok, 1 cudnn refused (nothing written). */
 static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern_attn_params p) {
@@ -200,28 +250,42 @@ static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern
   case RUN_FP8:
     if (kern_attn_fp8_run(fp8_ctx, p, 0) != SP_OK) return 1;
     break;
+  case RUN_FA3:
+  case RUN_FA3_INT8:
+    if (fa3_variant >= 0)
+      dev_fa3_run(fa3_variant, p, 0);
+    else if (kind == RUN_FA3)
+      kern_attn_fa3(p, 0);
+    else
+      kern_attn_fa3_int8_run(fa3_int8_ctx, p, 0);
+    break;
   }
   CHECK_CUDA(cudaDeviceSynchronize());
   CHECK_CUDA(cudaGetLastError());
   return 0;
 }
 
-/* label: what the messages call the backend (NULL: its run_name). */
+/* label: what the messages call the backend (NULL: its run_name). Prints
+ * one row: largest absolute error, relative L2 (and its bound), whether the
+ * rerun gave the same bits, the rerun's time. */
 static void check_backend(const shape *s, const host_case *hc, run_kind kind, const char *label,
                           kern_attn_cudnn *cd, kern_attn_ctx *ctx, const uint16_t *dq,
                           const uint16_t *dk, const uint16_t *dv, unsigned char *dout) {
   const char *name = label ? label : run_name[kind];
-  const int64_t row = s->heads * HD, nq = s->Lq * row;
+  const int64_t row = s->heads * s->hd, nq = s->Lq * row;
   const size_t out_bytes = (size_t)nq * 2;
-  kern_attn_params p = {dq, dk, dv, (uint16_t *)dout, s->Lq, s->Lk, s->heads, HD, s->scale};
+  kern_attn_params p = {dq, dk, dv, (uint16_t *)dout, s->Lq, s->Lk, s->heads, s->hd, s->scale};
   CHECK_CUDA(cudaMemset(dout, 0xff, out_bytes)); /* NaN: unwritten elements show */
   CHECK_CUDA(cudaMemset(dout + out_bytes, 0xa5, GUARD_BYTES));
   if (run_once(kind, cd, ctx, p)) {
     const int need = kind == RUN_FP8 ? s->need_fp8 : s->need_cudnn;
     CHECK(!need, "%s: %s refused a shape it must take (see the log)", s->what, name);
-    if (!need) printf("  %-18s refused by cudnn (allowed for this shape)\n", name);
+    if (!need) printf("  %-26s refused by cudnn (allowed for this shape)\n", name);
     return;
   }
+  char ran[32] = "";
+  if (kind == RUN_CTX)
+    snprintf(ran, sizeof ran, " ran %s", kern_attn_backend_name(kern_attn_ctx_last(ctx)));
   uint16_t *h1 = malloc(out_bytes + GUARD_BYTES), *h2 = malloc(out_bytes);
   float *got = malloc((size_t)(hc->nrows * row) * 4);
   CHECK_CUDA(cudaMemcpy(h1, dout, out_bytes + GUARD_BYTES, cudaMemcpyDeviceToHost));
@@ -233,25 +297,65 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
   int guard_ok = 1;
   for (int i = 0; i < GUARD_BYTES; i++) guard_ok &= gb[i] == 0xa5;
   CHECK(guard_ok, "%s %s: guard bytes after the output overwritten", s->what, name);
+  double maxabs = 0;
   for (int64_t i = 0; i < hc->nrows; i++)
-    for (int64_t j = 0; j < row; j++) got[i * row + j] = kern_bf16_to_f32(h1[hc->rows[i] * row + j]);
+    for (int64_t j = 0; j < row; j++) {
+      got[i * row + j] = kern_bf16_to_f32(h1[hc->rows[i] * row + j]);
+      const double d = fabs((double)got[i * row + j] - hc->exact[i * row + j]);
+      maxabs = d > maxabs || d != d ? d : maxabs;
+    }
   double err = sp_test_rel_l2_f32(got, hc->exact, hc->nrows * row);
+  /* the precision: bf16, cudnn-fp8, or the int8 scheme (its runs and its
+   * context's) */
   const int fp8 = kind == RUN_FP8;
-  const double plain = fp8 ? hc->fp8_err : hc->plain_err, cap = fp8 ? TOL_FP8 : 1e-2;
+  const int i8 = kind == RUN_FA3_INT8 ||
+                 (kind == RUN_CTX && ctx && kern_attn_ctx_last(ctx) == KERN_ATTN_FA3_INT8);
+  const double plain = fp8 ? hc->fp8_err : i8 ? hc->int8_err : hc->plain_err;
+  const double cap = fp8 ? TOL_FP8 : i8 ? TOL_INT8 : 1e-2;
+  const char *pname = fp8 ? "fp8" : i8 ? "int8" : "bf16";
   double bound = 2.0 * plain + 2e-4;
-  printf("  %-18s rel L2 %.3e (plain %s %.3e, bound %.3e)%s\n", name, err, fp8 ? "fp8" : "bf16",
-         plain, bound,
-         kind == RUN_CTX ? (kern_attn_ctx_last(ctx) == KERN_ATTN_CUDNN ? " ran cudnn" : " ran flash")
-                         : "");
-  CHECK(err <= bound && err <= cap, "%s %s: rel L2 %.3e above bound %.3e (plain %s %.3e, cap %g)",
-           s->what, name, err, bound, fp8 ? "fp8" : "bf16", plain, cap);
-  /* rerun: bit-identical */
+  /* rerun, timed: bit-identical */
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
   CHECK_CUDA(cudaMemset(dout, 0, out_bytes));
-  CHECK(run_once(kind, cd, ctx, p) == 0, "%s %s: rerun refused", s->what, name);
+  CHECK_CUDA(cudaEventRecord(e0, 0));
+  const int refused = run_once(kind, cd, ctx, p);
+  CHECK_CUDA(cudaEventRecord(e1, 0));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  CHECK_CUDA(cudaEventDestroy(e0));
+  CHECK_CUDA(cudaEventDestroy(e1));
+  CHECK(!refused, "%s %s: rerun refused", s->what, name);
   CHECK_CUDA(cudaMemcpy(h2, dout, out_bytes, cudaMemcpyDeviceToHost));
-  CHECK(memcmp(h1, h2, out_bytes) == 0, "%s %s: rerun not bit-identical", s->what,
-           name);
+  const int same = memcmp(h1, h2, out_bytes) == 0;
+  printf("  %-26s max abs %.3e  rel L2 %.3e (plain %s %.3e, bound %.3e)  rerun %s  %.3f ms%s\n",
+         name, maxabs, err, pname, plain, bound, same ? "identical" : "DIFFERS", (double)ms, ran);
+  CHECK(err <= bound && err <= cap, "%s %s: rel L2 %.3e above bound %.3e (plain %s %.3e, cap %g)",
+           s->what, name, err, bound, pname, plain, cap);
+  CHECK(same, "%s %s: rerun not bit-identical", s->what, name);
   free(h1), free(h2), free(got);
+}
+
+/* The output a variant left in dout against the first variant with the same
+ * key (*first_of[i] == i: it is the first; its output is kept in first[i]). */
+static void check_same_as_first(const shape *s, int i, const int *first_of, uint16_t **first,
+                                const char *name, const char *name0, unsigned char *dout) {
+  const size_t out_bytes = (size_t)(s->Lq * s->heads * s->hd) * 2;
+  uint16_t *h = malloc(out_bytes);
+  if (!h) {
+    fprintf(stderr, "FAIL: out of host memory\n");
+    exit(1);
+  }
+  CHECK_CUDA(cudaMemcpy(h, dout, out_bytes, cudaMemcpyDeviceToHost));
+  if (first_of[i] == i) {
+    first[i] = h;
+    return;
+  }
+  CHECK(memcmp(h, first[first_of[i]], out_bytes) == 0, "%s: variants %s and %s not bit-identical",
+        s->what, name, name0);
+  free(h);
 }
 
 /* Every flash variant on one shape: the checks of check_backend, then the
@@ -259,7 +363,6 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
  * same register tile width, which must be bit-identical. */
 static void check_flash_variants(const shape *s, const host_case *hc, const uint16_t *dq,
                                  const uint16_t *dk, const uint16_t *dv, unsigned char *dout) {
-  const size_t out_bytes = (size_t)(s->Lq * s->heads * HD) * 2;
   const int nv = dev_flash_variant_count();
   uint16_t **first = calloc((size_t)nv, sizeof *first); /* [i]: output of i if first of its sub */
   int *first_of = malloc((size_t)nv * sizeof *first_of);
@@ -281,40 +384,122 @@ static void check_flash_variants(const shape *s, const host_case *hc, const uint
     flash_variant = i;
     check_backend(s, hc, RUN_FLASH, label, NULL, NULL, dq, dk, dv, dout);
     flash_variant = 0;
-    uint16_t *h = malloc(out_bytes);
-    if (!h) {
-      fprintf(stderr, "FAIL: out of host memory\n");
-      exit(1);
-    }
-    CHECK_CUDA(cudaMemcpy(h, dout, out_bytes, cudaMemcpyDeviceToHost));
-    if (first_of[i] == i) {
-      first[i] = h;
-      continue;
-    }
     dev_flash_variant_get(first_of[i], &f0);
-    CHECK(memcmp(h, first[first_of[i]], out_bytes) == 0,
-             "%s: flash variants %s and %s (both sub %d) not bit-identical", s->what, fv.name,
-             f0.name, fv.sub);
-    free(h);
+    check_same_as_first(s, i, first_of, first, fv.name, f0.name, dout);
   }
   for (int i = 0; i < nv; i++) free(first[i]);
   free(first), free(first_of);
 }
 
+/* Every fa3 variant of the shape's head dim, as check_flash_variants does
+ * for flash: bit-identical to the first variant with the same key tile and
+ * precision (and, in int8, the same query tile: the Q scales' blocks). */
+static void check_fa3_variants(const shape *s, const host_case *hc, const uint16_t *dq,
+                               const uint16_t *dk, const uint16_t *dv, unsigned char *dout) {
+  const int nv = dev_fa3_variant_count();
+  uint16_t **first = calloc((size_t)nv + 1, sizeof *first);
+  int *first_of = malloc(((size_t)nv + 1) * sizeof *first_of);
+  if (!first || !first_of) {
+    fprintf(stderr, "FAIL: out of host memory\n");
+    exit(1);
+  }
+  for (int i = 0; i < nv; i++) {
+    dev_fa3_variant fv, f0;
+    CHECK(dev_fa3_variant_get(i, &fv) == SP_OK, "fa3 variant %d of %d not listed", i, nv);
+    if (fv.hd != s->hd) continue;
+    first_of[i] = i;
+    for (int j = 0; j < i; j++)
+      if (dev_fa3_variant_get(j, &f0) == SP_OK && f0.hd == fv.hd && f0.bn == fv.bn &&
+          f0.int8 == fv.int8 && (!fv.int8 || f0.ncwg == fv.ncwg)) {
+        first_of[i] = j;
+        break;
+      }
+    char label[64];
+    snprintf(label, sizeof label, "fa3:%s", fv.name);
+    fa3_variant = i;
+    check_backend(s, hc, fv.int8 ? RUN_FA3_INT8 : RUN_FA3, label, NULL, NULL, dq, dk, dv, dout);
+    fa3_variant = -1;
+    dev_fa3_variant_get(first_of[i], &f0);
+    check_same_as_first(s, i, first_of, first, fv.name, f0.name, dout);
+  }
+  for (int i = 0; i < nv; i++) free(first[i]);
+  free(first), free(first_of);
+}
+
+/* The backends' contexts and what this GPU and build offer. */
+typedef struct backends {
+  kern_attn_cudnn *cd;
+  kern_attn_ctx *ctx;     /* auto */
+  kern_attn_ctx *ctx_fa3; /* --attn fa3 */
+  kern_attn_ctx *ctx_int8; /* --attn fa3-int8 (NULL where fa3 does not run) */
+  int fa3;                /* fa3 runs here */
+  int flash_only, fa3_only;
+} backends;
+
+/* All checks of one shape. */
+static void check_shape(const shape *s, const backends *b) {
+  host_case hc;
+  host_case_build(s, &hc);
+  printf("%s: Lq %lld Lk %lld heads %lld hd %lld, %lld rows checked\n", s->what, (long long)s->Lq,
+         (long long)s->Lk, (long long)s->heads, (long long)s->hd, (long long)hc.nrows);
+  const size_t qb = (size_t)(s->Lq * s->heads * s->hd) * 2;
+  const size_t kb = (size_t)(s->Lk * s->heads * s->hd) * 2;
+  uint16_t *dq, *dk, *dv;
+  unsigned char *dout;
+  CHECK_CUDA(cudaMalloc((void **)&dq, qb));
+  CHECK_CUDA(cudaMalloc((void **)&dk, kb));
+  CHECK_CUDA(cudaMalloc((void **)&dv, kb));
+  CHECK_CUDA(cudaMalloc((void **)&dout, qb + GUARD_BYTES));
+  CHECK_CUDA(cudaMemcpy(dq, hc.qb, qb, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dk, hc.kb, kb, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dv, hc.vb, kb, cudaMemcpyHostToDevice));
+  const int small = s->Lq * s->Lk <= 4099 * 4099;
+  if (s->hd == KERN_ATTN_HD && !b->fa3_only) {
+    check_backend(s, &hc, RUN_FLASH, NULL, NULL, NULL, dq, dk, dv, dout);
+    if (small) check_flash_variants(s, &hc, dq, dk, dv, dout);
+    if (b->cd && !b->flash_only)
+      check_backend(s, &hc, RUN_CUDNN, NULL, b->cd, NULL, dq, dk, dv, dout);
+    if (!b->flash_only) check_backend(s, &hc, RUN_CTX, NULL, NULL, b->ctx, dq, dk, dv, dout);
+    /* the CPU fp8 emulation is O(rows Lk heads hd), single-threaded */
+    if (fp8_ctx && !b->flash_only && s->Lk <= 4099) {
+      host_case_fp8(s, &hc);
+      check_backend(s, &hc, RUN_FP8, NULL, NULL, NULL, dq, dk, dv, dout);
+    }
+  }
+  if (b->fa3 && !b->flash_only) {
+    check_backend(s, &hc, RUN_FA3, NULL, NULL, NULL, dq, dk, dv, dout);
+    check_backend(s, &hc, RUN_CTX, "fa3 context", NULL, b->ctx_fa3, dq, dk, dv, dout);
+    CHECK(kern_attn_ctx_last(b->ctx_fa3) == KERN_ATTN_FA3, "%s: the fa3 context ran %s", s->what,
+          kern_attn_backend_name(kern_attn_ctx_last(b->ctx_fa3)));
+    host_case_int8(s, &hc);
+    check_backend(s, &hc, RUN_FA3_INT8, NULL, NULL, NULL, dq, dk, dv, dout);
+    check_backend(s, &hc, RUN_CTX, "fa3-int8 context", NULL, b->ctx_int8, dq, dk, dv, dout);
+    if (small) check_fa3_variants(s, &hc, dq, dk, dv, dout);
+  }
+  CHECK_CUDA(cudaFree(dq));
+  CHECK_CUDA(cudaFree(dk));
+  CHECK_CUDA(cudaFree(dv));
+  CHECK_CUDA(cudaFree(dout));
+  host_case_free(&hc);
+}
+
 int main(int argc, char **argv) {
-  /* --flash-only: the own kernel alone, for compute-sanitizer's racecheck
-   * (which reports hazards inside cuDNN's generated wgmma kernels, vendor
-   * code we cannot change or inspect). */
-  int small = 0, flash_only = 0;
+  /* --flash-only, --fa3-only: one own kernel alone, for compute-sanitizer's
+   * racecheck (which reports hazards inside cuDNN's generated wgmma
+   * kernels, vendor code we cannot change or inspect). */
+  int small = 0;
+  backends b = {0};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--small") == 0) {
       small = 1;
     } else if (strcmp(argv[i], "--flash-only") == 0) {
-      flash_only = 1;
+      b.flash_only = 1;
+    } else if (strcmp(argv[i], "--fa3-only") == 0) {
+      b.fa3_only = 1;
     } else if (strcmp(argv[i], "-v") == 0) {
       sp_log_set_level(2); /* each cuDNN plan's form and engine */
     } else {
-      fprintf(stderr, "usage: %s [--small] [--flash-only] [-v]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--small] [--flash-only | --fa3-only] [-v]\n", argv[0]);
       return 2;
     }
   }
@@ -323,78 +508,74 @@ int main(int argc, char **argv) {
     printf("skip: no CUDA device\n");
     return 77;
   }
-  int major = 0;
+  int major = 0, minor = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  CHECK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
   if (major < 8) {
     printf("skip: device 0 is sm_%d*, the flash kernel needs sm_80 or later\n", major);
     return 77;
   }
   sp_test_begin("test_attention");
 
+  /* {Lq, Lk, heads, hd, scale, need_cudnn, what, need_fp8} */
   static const shape small_shapes[] = {
-      {70, 130, 2, 0.f, 0, "small tails Lq 70 Lk 130 h 2", 0},
-      {128, 64, 1, 0.f, 0, "small exact tiles Lq 128 Lk 64 h 1", 0},
-      {5, 512, 3, 0.f, 0, "small cross Lq 5 Lk 512 h 3", 0},
+      {70, 130, 2, 128, 0.f, 0, "small tails Lq 70 Lk 130 h 2", 0},
+      {128, 64, 1, 128, 0.f, 0, "small exact tiles Lq 128 Lk 64 h 1", 0},
+      {5, 512, 3, 128, 0.f, 0, "small cross Lq 5 Lk 512 h 3", 0},
+      {70, 130, 2, 64, 0.f, 0, "small tails hd 64", 0},
+      {200, 384, 1, 64, 0.f, 0, "small hd 64 Lq 200 Lk 384", 0},
   };
   static const shape full_shapes[] = {
-      {1, 1, 1, 0.f, 0, "one token", 0},
-      {128, 64, 2, 0.f, 0, "exact tiles Lq 128 Lk 64", 0},
-      {200, 200, 3, 0.f, 0, "tails Lq 200 Lk 200", 0},
-      {1000, 77, 2, 0.05f, 0, "tails Lq 1000 Lk 77, scale 0.05", 0},
-      {333, 512, 4, 0.f, 1, "cross Lq 333 Lk 512", 0},
-      {4099, 4099, 3, 0.f, 0, "self 4099 (both tails)", 0},
-      {1024, 1024, 4, 0.f, 1, "self 1024 x 4 heads", 1},
-      {32760, 512, 2, 0.f, 1, "cross 32,760 x 512", 1},
-      {32760, 32760, 2, 0.f, 1, "self 32,760 x 2 heads", 0},
+      {1, 1, 1, 128, 0.f, 0, "one token", 0},
+      {128, 64, 2, 128, 0.f, 0, "exact tiles Lq 128 Lk 64", 0},
+      {256, 384, 2, 128, 0.f, 0, "exact fa3 tiles Lq 256 Lk 384", 0},
+      {200, 200, 3, 128, 0.f, 0, "tails Lq 200 Lk 200", 0},
+      {1000, 77, 2, 128, 0.05f, 0, "tails Lq 1000 Lk 77, scale 0.05", 0},
+      {333, 512, 4, 128, 0.f, 1, "cross Lq 333 Lk 512", 0},
+      {4099, 4099, 3, 128, 0.f, 0, "self 4099 (both tails)", 0},
+      {1024, 1024, 4, 128, 0.f, 1, "self 1024 x 4 heads", 1},
+      {32760, 512, 2, 128, 0.f, 1, "cross 32,760 x 512", 1},
+      {32760, 32760, 2, 128, 0.f, 1, "self 32,760 x 2 heads", 0},
+      {75600, 75600, 1, 128, 0.f, 1, "self 75,600 x 1 head", 0},
+      {1, 1, 1, 64, 0.f, 0, "one token hd 64", 0},
+      {200, 333, 3, 64, 0.f, 0, "tails hd 64 Lq 200 Lk 333", 0},
+      {1000, 77, 2, 64, 0.05f, 0, "tails hd 64 Lq 1000 Lk 77, scale 0.05", 0},
+      {4099, 4099, 2, 64, 0.f, 0, "self 4099 hd 64", 0},
+      {32760, 512, 2, 64, 0.f, 0, "cross 32,760 x 512 hd 64", 0},
+      {32760, 32760, 1, 64, 0.f, 0, "self 32,760 hd 64", 0},
   };
   const shape *shapes = small ? small_shapes : full_shapes;
-  const int nshapes = small ? 3 : (int)(sizeof full_shapes / sizeof full_shapes[0]);
+  const int nshapes = small ? (int)(sizeof small_shapes / sizeof small_shapes[0])
+                            : (int)(sizeof full_shapes / sizeof full_shapes[0]);
 
-  kern_attn_cudnn *cd = NULL;
-  const int cudnn_ok = kern_attn_cudnn_create(&cd) == SP_OK;
-  CHECK(cudnn_ok, "cudnn could not be created (cause logged above)");
+  const int others = !b.fa3_only;
+  b.cd = NULL;
+  if (others)
+    CHECK(kern_attn_cudnn_create(&b.cd) == SP_OK, "cudnn could not be created (cause logged above)");
   /* fp8 where the GPU and cuDNN have it (the create logs why not) */
-  if (major >= 9 && !flash_only) {
+  if (major >= 9 && others && !b.flash_only) {
     CHECK(kern_attn_fp8_create(&fp8_ctx) == SP_OK,
           "cudnn-fp8 could not be created on an sm_90 GPU (cause logged above)");
   }
-  kern_attn_ctx *ctx = NULL;
-  if (kern_attn_ctx_create(KERN_ATTN_AUTO, NULL, &ctx) != SP_OK) {
-    fprintf(stderr, "FAIL: the auto attention context could not be created\n");
+  /* fa3: must run on an sm_90 GPU when this build has it */
+  char why[192];
+  b.fa3 = kern_attn_fa3_available(why, sizeof why);
+  if (!b.fa3) printf("fa3: not run here: %s\n", why);
+  if (major == 9 && minor == 0 && dev_fa3_variant_count() > 0)
+    CHECK(b.fa3, "fa3 is not available on an sm_90 GPU in a build with it: %s", why);
+  if (kern_attn_ctx_create(KERN_ATTN_AUTO, NULL, &b.ctx) != SP_OK ||
+      kern_attn_ctx_create(KERN_ATTN_FA3, NULL, &b.ctx_fa3) != SP_OK ||
+      (b.fa3 && (kern_attn_ctx_create(KERN_ATTN_FA3_INT8, NULL, &b.ctx_int8) != SP_OK ||
+                 kern_attn_fa3_int8_create(&fa3_int8_ctx) != SP_OK))) {
+    fprintf(stderr, "FAIL: the attention contexts could not be created\n");
     return 1;
   }
-  for (int i = 0; i < nshapes; i++) {
-    const shape *s = &shapes[i];
-    host_case hc;
-    host_case_build(s, &hc);
-    printf("%s: Lq %lld Lk %lld heads %lld, %lld rows checked\n", s->what, (long long)s->Lq,
-           (long long)s->Lk, (long long)s->heads, (long long)hc.nrows);
-    const size_t qb = (size_t)(s->Lq * s->heads * HD) * 2, kb = (size_t)(s->Lk * s->heads * HD) * 2;
-    uint16_t *dq, *dk, *dv;
-    unsigned char *dout;
-    CHECK_CUDA(cudaMalloc((void **)&dq, qb));
-    CHECK_CUDA(cudaMalloc((void **)&dk, kb));
-    CHECK_CUDA(cudaMalloc((void **)&dv, kb));
-    CHECK_CUDA(cudaMalloc((void **)&dout, qb + GUARD_BYTES));
-    CHECK_CUDA(cudaMemcpy(dq, hc.qb, qb, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(dk, hc.kb, kb, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(dv, hc.vb, kb, cudaMemcpyHostToDevice));
-    check_backend(s, &hc, RUN_FLASH, NULL, NULL, NULL, dq, dk, dv, dout);
-    if (s->Lq * s->Lk <= 4099 * 4099) check_flash_variants(s, &hc, dq, dk, dv, dout);
-    if (cd && !flash_only) check_backend(s, &hc, RUN_CUDNN, NULL, cd, NULL, dq, dk, dv, dout);
-    if (!flash_only) check_backend(s, &hc, RUN_CTX, NULL, NULL, ctx, dq, dk, dv, dout);
-    if (fp8_ctx && s->Lk <= 4099) { /* the CPU fp8 emulation is O(rows Lk heads hd) */
-      host_case_fp8(s, &hc);
-      check_backend(s, &hc, RUN_FP8, NULL, NULL, NULL, dq, dk, dv, dout);
-    }
-    CHECK_CUDA(cudaFree(dq));
-    CHECK_CUDA(cudaFree(dk));
-    CHECK_CUDA(cudaFree(dv));
-    CHECK_CUDA(cudaFree(dout));
-    host_case_free(&hc);
-  }
-  kern_attn_ctx_destroy(ctx);
-  kern_attn_cudnn_destroy(cd);
+  for (int i = 0; i < nshapes; i++) check_shape(&shapes[i], &b);
+  kern_attn_ctx_destroy(b.ctx);
+  kern_attn_ctx_destroy(b.ctx_fa3);
+  kern_attn_ctx_destroy(b.ctx_int8);
+  kern_attn_fa3_int8_destroy(fa3_int8_ctx);
+  kern_attn_cudnn_destroy(b.cd);
   kern_attn_fp8_destroy(fp8_ctx);
   return sp_test_end();
 }

@@ -23,6 +23,18 @@
  *       cross-32760 (20 runs), each output checked against cudnn first.
  *       One table row per variant and a cudnn row; about 2 minutes on an
  *       H200.
+ *   test_attention_bench --fa3-variants  every variant of the Hopper kernel
+ *       (launch/bench/dev/fa3_variants.h, sm_90 only): first checked per head
+ *       dim on Lq = Lk = 1000, 2 heads, as --variants checks flash (the
+ *       key: the variant's key tile); then timed at head dim 128 on the
+ *       three shapes of --variants (each output checked against cudnn),
+ *       and at head dim 64 on self-32760 and cross-32760 (each output
+ *       against the first head-dim-64 variant's, relative L2 <= 2e-2).
+ * The default mode and --bench add an fa3 row (kern_attn_fa3) and an
+ * fa3-int8 row (kern_attn_fa3_int8_run, its quantisation passes inside the
+ * time) where fa3 runs, checked against cudnn as the flash row is (int8:
+ * relative L2 <= INT8_VS_BF16). --fa3-variants holds the int8 variants to
+ * that bound too.
  * Output: a table (header lines start with '#') and one JSON line per
  * result prefixed "json ". launch/bench/bench_attention.sh runs this and
  * PyTorch's SDPA side by side. Exit 77 without a CUDA device, 1 when a
@@ -39,6 +51,7 @@
 #include "kern_attn.h"
 #include "kern_cpu.h"
 #include "dev_time.h"
+#include "fa3_variants.h"
 #include "flash_variants.h"
 #include "kern_dtype.h"
 #include "log.h"
@@ -48,12 +61,16 @@
 
 #define HEADS 40
 #define FP8_VS_BF16 0.15
-#define HD KERN_ATTN_HD
-
+/* fa3-int8 against cudnn's bf16: the issue's bound for 8-bit attention
+ * against fp32 (tests/gpu/test_attention.c holds it to fp32 itself) */
+#define INT8_VS_BF16 3e-2
 typedef struct bcase {
   int64_t Lq, Lk;
   const char *name;
+  int64_t hd; /* 0: KERN_ATTN_HD */
 } bcase;
+
+static int64_t bcase_hd(const bcase *bc) { return bc->hd ? bc->hd : KERN_ATTN_HD; }
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
@@ -114,9 +131,14 @@ static double rel_l2_f32(const uint16_t *a, const float *ref, int64_t n, double 
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* The flash variant of later flash calls (dev_flash_run; 0 is the
- * production kernel, kern_attn_flash). */
+/* The own kernel later "own" calls run: a flash variant (dev_flash_run; 0
+ * is the production kernel, kern_attn_flash), or with use_fa3 an fa3
+ * variant (dev_fa3_run; -1 is kern_attn_fa3). */
 static int flash_variant = 0;
+static int use_fa3, fa3_variant = -1;
+/* with use_fa3 and fa3_variant -1: kern_attn_fa3_int8_run instead of kern_attn_fa3 */
+static int use_int8;
+static kern_attn_fa3_int8 *int8_ctx;
 
 static void use_variant(int i) { flash_variant = i; }
 
@@ -125,12 +147,24 @@ static void use_variant(int i) { flash_variant = i; }
 static kern_attn_fp8 *fp8_ctx;
 static int use_fp8;
 
-/* One call of flash (cd NULL), cudnn, or cudnn-fp8 (use_fp8); 0, or 1
- * when cudnn refused. */
+/* The own kernel chosen above. */
+static void run_own(kern_attn_params p, cudaStream_t st) {
+  if (!use_fa3)
+    dev_flash_run(flash_variant, p, st);
+  else if (fa3_variant < 0 && use_int8)
+    kern_attn_fa3_int8_run(int8_ctx, p, st);
+  else if (fa3_variant < 0)
+    kern_attn_fa3(p, st);
+  else
+    dev_fa3_run(fa3_variant, p, st);
+}
+
+/* One call of the own kernel (cd NULL), cudnn, or cudnn-fp8 (use_fp8); 0,
+ * or 1 when cudnn refused. */
 static int run_backend(kern_attn_cudnn *cd, kern_attn_params p, cudaStream_t st) {
   if (use_fp8) return kern_attn_fp8_run(fp8_ctx, p, st) == SP_OK ? 0 : 1;
   if (!cd) {
-    dev_flash_run(flash_variant, p, st);
+    run_own(p, st);
     return 0;
   }
   return kern_attn_cudnn_run(cd, p, st) == SP_OK ? 0 : 1;
@@ -162,7 +196,7 @@ static void print_json(const bcase *bc, const char *backend, const char *variant
   if (variant) printf("\"variant\":\"%s\",", variant);
   printf("\"Lq\":%lld,\"Lk\":%lld,\"heads\":%d,\"hd\":%d,\"ms\":%.4f,\"tflops\":%.2f,"
          "\"gpu\":\"%s\"}\n",
-         (long long)bc->Lq, (long long)bc->Lk, HEADS, HD, ms, tf, gpu);
+         (long long)bc->Lq, (long long)bc->Lk, HEADS, (int)bcase_hd(bc), ms, tf, gpu);
 }
 
 /* One shape on the device: inputs, an output, and cudnn's output on the
@@ -177,10 +211,10 @@ typedef struct dev_case {
 
 static void dev_case_make(const bcase *bc, uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st,
                           dev_case *dc) {
-  const int64_t nk = bc->Lk * HEADS * HD;
+  const int64_t hd = bcase_hd(bc), nk = bc->Lk * HEADS * hd;
   dc->bc = bc;
-  dc->nq = bc->Lq * HEADS * HD;
-  dc->flop = 4.0 * (double)bc->Lq * (double)bc->Lk * HEADS * HD;
+  dc->nq = bc->Lq * HEADS * hd;
+  dc->flop = 4.0 * (double)bc->Lq * (double)bc->Lk * HEADS * hd;
   CHECK_CUDA(cudaMalloc((void **)&dc->q, (size_t)dc->nq * 2));
   CHECK_CUDA(cudaMalloc((void **)&dc->k, (size_t)nk * 2));
   CHECK_CUDA(cudaMalloc((void **)&dc->v, (size_t)nk * 2));
@@ -190,8 +224,8 @@ static void dev_case_make(const bcase *bc, uint64_t seed, kern_attn_cudnn *cd, c
   fill_dev(dc->k, nk, 2.f, &s);
   fill_dev(dc->v, nk, 1.f, &s);
   dc->ref = NULL;
-  kern_attn_params p = {dc->q, dc->k, dc->v, dc->o, bc->Lq, bc->Lk, HEADS, HD, 0.f};
-  if (cd && run_backend(cd, p, st) == 0) {
+  kern_attn_params p = {dc->q, dc->k, dc->v, dc->o, bc->Lq, bc->Lk, HEADS, hd, 0.f};
+  if (cd && hd == KERN_ATTN_HD && run_backend(cd, p, st) == 0) {
     dc->ref = xmalloc((size_t)dc->nq * 2);
     CHECK_CUDA(cudaMemcpy(dc->ref, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
   }
@@ -205,15 +239,17 @@ static void dev_case_free(dev_case *dc) {
   free(dc->ref);
 }
 
-/* Runs p once into dc->o and compares with cudnn: 1 when they agree. */
-static int agrees_with_cudnn(const dev_case *dc, kern_attn_params p, uint16_t *host, cudaStream_t st,
-                             const char *what) {
-  dev_flash_run(flash_variant, p, st);
+/* Runs the own kernel on p once into dc->o and compares with cudnn: 1 when
+ * they agree. */
+static int agrees_with_cudnn(const dev_case *dc, kern_attn_params p, uint16_t *host,
+                             cudaStream_t st, const char *what) {
+  run_own(p, st);
   CHECK_CUDA(cudaStreamSynchronize(st));
   CHECK_CUDA(cudaMemcpy(host, dc->o, (size_t)dc->nq * 2, cudaMemcpyDeviceToHost));
   double d = rel_l2_bf16(host, dc->ref, dc->nq, NULL);
+  const double bound = use_int8 ? INT8_VS_BF16 : 2e-2;
   printf("# %s: %s vs cudnn rel L2 %.3e\n", dc->bc->name, what, d);
-  if (!(d <= 2e-2)) {
+  if (!(d <= bound)) {
     fprintf(stderr, "FAIL %s: %s and cudnn disagree (rel L2 %.3e)\n", dc->bc->name, what, d);
     return 0;
   }
@@ -222,14 +258,19 @@ static int agrees_with_cudnn(const dev_case *dc, kern_attn_params p, uint16_t *h
 
 /* ---- default mode and --bench ------------------------------------------- */
 
+/* fa3 runs on this GPU and build (kern_attn_fa3_available). */
+static int fa3_here;
+
 static int bench_backends(int full, uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st,
                           const char *gpu) {
   static const bcase cases[] = {
-      {32760, 32760, "self-32760"},
-      {32760, 512, "cross-32760"},
-      {75600, 75600, "self-75600"},
-      {75600, 512, "cross-75600"},
+      {32760, 32760, "self-32760", 0},
+      {32760, 512, "cross-32760", 0},
+      {75600, 75600, "self-75600", 0},
+      {75600, 512, "cross-75600", 0},
   };
+  enum { B_FLASH, B_CUDNN, B_FP8, B_FA3, B_INT8, NB };
+  static const char *const names[NB] = {"flash", "cudnn", "cudnn-fp8", "fa3", "fa3-int8"};
   const int ncases = full ? 4 : 1, iters = full ? 20 : 3;
   int fails = 0;
   printf("# %-12s %-12s %8s %8s %10s %10s\n", "case", "backend", "Lq", "Lk", "ms", "TFLOP/s");
@@ -237,44 +278,54 @@ static int bench_backends(int full, uint64_t seed, kern_attn_cudnn *cd, cudaStre
     dev_case dc;
     dev_case_make(&cases[c], seed + (uint64_t)c, cd, st, &dc);
     const bcase *bc = dc.bc;
-    kern_attn_params p = {dc.q, dc.k, dc.v, dc.o, bc->Lq, bc->Lk, HEADS, HD, 0.f};
+    kern_attn_params p = {dc.q, dc.k, dc.v, dc.o, bc->Lq, bc->Lk, HEADS, KERN_ATTN_HD, 0.f};
     uint16_t *host = xmalloc((size_t)dc.nq * 2);
+    int ok[NB] = {0};
     use_variant(0);
-    const int flash_ok = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "flash");
-    fails += !flash_ok;
-    int fp8_ok = 0;
+    ok[B_FLASH] = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "flash");
+    fails += !ok[B_FLASH];
+    ok[B_CUDNN] = dc.ref != NULL;
     if (fp8_ctx && dc.ref) {
       use_fp8 = 1;
-      fp8_ok = run_backend(NULL, p, st) == 0;
+      ok[B_FP8] = run_backend(NULL, p, st) == 0;
       use_fp8 = 0;
       CHECK_CUDA(cudaStreamSynchronize(st));
       CHECK_CUDA(cudaMemcpy(host, dc.o, (size_t)dc.nq * 2, cudaMemcpyDeviceToHost));
-      double d = fp8_ok ? rel_l2_bf16(host, dc.ref, dc.nq, NULL) : -1;
+      double d = ok[B_FP8] ? rel_l2_bf16(host, dc.ref, dc.nq, NULL) : -1;
       printf("# %s: cudnn-fp8 vs cudnn rel L2 %.3e (bound %g)\n", bc->name, d, FP8_VS_BF16);
-      if (fp8_ok && !(d <= FP8_VS_BF16)) {
+      if (ok[B_FP8] && !(d <= FP8_VS_BF16)) {
         fprintf(stderr, "FAIL %s: cudnn-fp8 and cudnn disagree (rel L2 %.3e)\n", bc->name, d);
-        fp8_ok = 0;
+        ok[B_FP8] = 0;
       }
-      fails += !fp8_ok;
+      fails += !ok[B_FP8];
+    }
+    if (fa3_here) {
+      use_fa3 = 1;
+      ok[B_FA3] = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "fa3");
+      use_int8 = 1;
+      ok[B_INT8] = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "fa3-int8");
+      use_fa3 = use_int8 = 0;
+      fails += !ok[B_FA3] + !ok[B_INT8];
     }
     free(host);
-    for (int b = 0; b < 3; b++) {
-      const char *name = b == 2 ? "cudnn-fp8" : b ? "cudnn" : "flash";
-      if (b == 2 && !fp8_ctx) continue; /* before sm_90: no row */
-      if ((b == 1 && !dc.ref) || (!b && !flash_ok) || (b == 2 && !fp8_ok)) {
-        printf("  %-12s %-12s %8lld %8lld %10s %10s\n", bc->name, name, (long long)bc->Lq,
-               (long long)bc->Lk, b == 1 || !dc.ref ? "refused" : "wrong", "-");
+    for (int b = 0; b < NB; b++) {
+      if ((b == B_FP8 && !fp8_ctx) || ((b == B_FA3 || b == B_INT8) && !fa3_here)) continue;
+      if (!ok[b]) {
+        printf("  %-12s %-12s %8lld %8lld %10s %10s\n", bc->name, names[b], (long long)bc->Lq,
+               (long long)bc->Lk, b == B_CUDNN || !dc.ref ? "refused" : "wrong", "-");
         continue;
       }
-      use_fp8 = b == 2;
-      double ms = time_backend(b ? cd : NULL, p, 2, iters, st);
-      use_fp8 = 0;
+      use_fp8 = b == B_FP8;
+      use_fa3 = b == B_FA3 || b == B_INT8;
+      use_int8 = b == B_INT8;
+      double ms = time_backend(b == B_CUDNN || b == B_FP8 ? cd : NULL, p, 2, iters, st);
+      use_fp8 = use_fa3 = use_int8 = 0;
       double tf = dc.flop / (ms * 1e-3) / 1e12;
-      printf("  %-12s %-12s %8lld %8lld %10.3f %10.1f\n", bc->name, name, (long long)bc->Lq,
+      printf("  %-12s %-12s %8lld %8lld %10.3f %10.1f\n", bc->name, names[b], (long long)bc->Lq,
              (long long)bc->Lk, ms, tf);
-      print_json(bc, name, NULL, ms, tf, gpu);
+      print_json(bc, names[b], NULL, ms, tf, gpu);
       if (!(ms > 0)) {
-        fprintf(stderr, "FAIL %s %s: no time measured\n", bc->name, name);
+        fprintf(stderr, "FAIL %s %s: no time measured\n", bc->name, names[b]);
         fails++;
       }
     }
@@ -294,11 +345,11 @@ typedef struct small_case {
   uint16_t *dq, *dk, *dv, *dout;
   float *exact;
   double plain_err;
-  int64_t n;
+  int64_t n, hd;
 } small_case;
 
-static void small_case_make(uint64_t seed, small_case *sc) {
-  const int64_t n = (int64_t)SMALL_L * SMALL_HEADS * HD;
+static void small_case_make(uint64_t seed, int64_t hd, small_case *sc) {
+  const int64_t n = (int64_t)SMALL_L * SMALL_HEADS * hd;
   uint16_t *h[3];
   float *f[3];
   uint64_t s = seed;
@@ -309,8 +360,9 @@ static void small_case_make(uint64_t seed, small_case *sc) {
     kern_bf16_to_f32_n(h[i], f[i], (size_t)n);
   }
   sc->n = n;
+  sc->hd = hd;
   sc->exact = xmalloc((size_t)n * 4);
-  kern_cpu_attention(f[0], f[1], f[2], sc->exact, SMALL_L, SMALL_L, SMALL_HEADS, HD);
+  kern_cpu_attention(f[0], f[1], f[2], sc->exact, SMALL_L, SMALL_L, SMALL_HEADS, hd);
   uint16_t *plain = xmalloc((size_t)n * 2);
   kern_f32_to_bf16_n(sc->exact, plain, (size_t)n);
   sc->plain_err = rel_l2_f32(plain, sc->exact, n, NULL);
@@ -334,9 +386,9 @@ static void small_case_free(small_case *sc) {
 
 static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, const char *gpu) {
   static const bcase cases[] = {
-      {32760, 32760, "self-32760"},
-      {75600, 75600, "self-75600"},
-      {32760, 512, "cross-32760"},
+      {32760, 32760, "self-32760", 0},
+      {75600, 75600, "self-75600", 0},
+      {32760, 512, "cross-32760", 0},
   };
   static const int iters[] = {3, 1, 20};
   enum { NC = 3 };
@@ -344,7 +396,7 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
   clock_gettime(CLOCK_MONOTONIC, &ta);
   int fails = 0;
   small_case sc;
-  small_case_make(seed, &sc);
+  small_case_make(seed, KERN_ATTN_HD, &sc);
   dev_case dc[NC];
   int64_t nmax = 0;
   for (int c = 0; c < NC; c++) {
@@ -385,7 +437,8 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
       printf("  %-20s %4s %3s %3s %4s %9s %9s", fv.name, "-", "-", "-", "-", "-", "-");
     } else {
       use_variant(i);
-      kern_attn_params p = {sc.dq, sc.dk, sc.dv, sc.dout, SMALL_L, SMALL_L, SMALL_HEADS, HD, 0.f};
+      kern_attn_params p = {sc.dq, sc.dk, sc.dv, sc.dout, SMALL_L, SMALL_L, SMALL_HEADS,
+                            KERN_ATTN_HD, 0.f};
       dev_flash_run(i, p, st);
       CHECK_CUDA(cudaStreamSynchronize(st));
       CHECK_CUDA(cudaMemcpy(host, sc.dout, (size_t)sc.n * 2, cudaMemcpyDeviceToHost));
@@ -411,7 +464,8 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
     }
     for (int c = 0; c < NC; c++) {
       const bcase *bc = dc[c].bc;
-      kern_attn_params p = {dc[c].q, dc[c].k, dc[c].v, dc[c].o, bc->Lq, bc->Lk, HEADS, HD, 0.f};
+      kern_attn_params p = {dc[c].q, dc[c].k, dc[c].v, dc[c].o, bc->Lq, bc->Lk, HEADS,
+                            KERN_ATTN_HD, 0.f};
       if (!ok || !dc[c].ref) {
         printf(" %11s %9s", ok ? "unchecked" : "wrong", "-");
         continue;
@@ -441,11 +495,150 @@ static int bench_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st, c
   return fails;
 }
 
+/* ---- --fa3-variants ------------------------------------------------------ */
+
+/* Variant i of fa3 on the small case: prints its row's start (name, tile,
+ * relL2, maxrel) and returns 1 when within the bound and bit-identical to
+ * the first variant with the same head dim and key tile (*firsts: the
+ * outputs of those, keyed by hd * 1000 + bn in keys[]). */
+static int fa3_small_check(int i, const dev_fa3_variant *fv, const small_case *sc, uint16_t *host,
+                           uint16_t **firsts, int *keys, int *nfirst, cudaStream_t st) {
+  kern_attn_params p = {sc->dq,  sc->dk,  sc->dv,      sc->dout, SMALL_L,
+                        SMALL_L, SMALL_HEADS, sc->hd, 0.f};
+  dev_fa3_run(i, p, st);
+  CHECK_CUDA(cudaStreamSynchronize(st));
+  CHECK_CUDA(cudaMemcpy(host, sc->dout, (size_t)sc->n * 2, cudaMemcpyDeviceToHost));
+  double maxrel = 0, err = rel_l2_f32(host, sc->exact, sc->n, &maxrel);
+  /* int8: the 8-bit bound (test_attention holds it to the scheme's CPU form) */
+  const double bound = fv->int8 ? INT8_VS_BF16 : 2.0 * sc->plain_err + 2e-4;
+  printf("  %-26s %4d %3d %3d %2d %2d %2d %2d %9.3e %9.3e", fv->name, fv->hd, fv->bn, fv->ncwg,
+         fv->stages, fv->overlap, fv->pingpong, fv->persist, err, maxrel);
+  int ok = 1;
+  if (!(err <= bound && (fv->int8 || err <= 1e-2))) {
+    fprintf(stderr, "\nFAIL %s: small check rel L2 %.3e above bound %.3e\n", fv->name, err, bound);
+    ok = 0;
+  }
+  const int key = ((fv->hd * 1000 + fv->bn) * 2 + fv->int8) * 4 + (fv->int8 ? fv->ncwg : 0);
+  int f = 0;
+  while (f < *nfirst && keys[f] != key) f++;
+  if (f == *nfirst) {
+    keys[f] = key;
+    firsts[f] = xmalloc((size_t)sc->n * 2);
+    memcpy(firsts[f], host, (size_t)sc->n * 2);
+    (*nfirst)++;
+  } else if (memcmp(host, firsts[f], (size_t)sc->n * 2) != 0) {
+    fprintf(stderr, "\nFAIL %s: not bit-identical to the first variant with its tiles\n",
+            fv->name);
+    ok = 0;
+  }
+  return ok;
+}
+
+static int bench_fa3_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st,
+                              const char *gpu) {
+  static const bcase cases[] = {
+      {32760, 32760, "self-32760", 128}, {75600, 75600, "self-75600", 128},
+      {32760, 512, "cross-32760", 128},  {32760, 32760, "self-32760", 64},
+      {32760, 512, "cross-32760", 64},
+  };
+  static const int iters[] = {10, 2, 50, 10, 50};
+  enum { NC = 5 };
+  int fails = 0;
+  small_case sc[2]; /* hd 128, 64 */
+  small_case_make(seed, 128, &sc[0]);
+  small_case_make(seed + 7, 64, &sc[1]);
+  dev_case dc[NC];
+  int64_t nmax = 0;
+  for (int c = 0; c < NC; c++) {
+    dev_case_make(&cases[c], seed + 1 + (uint64_t)c, cd, st, &dc[c]);
+    nmax = dc[c].nq > nmax ? dc[c].nq : nmax;
+  }
+  /* the reference of the hd 64 cases: the first hd 64 variant's output */
+  uint16_t *ref64[NC] = {0};
+  uint16_t *host = xmalloc((size_t)nmax * 2);
+  printf("# small checks: Lq = Lk = %d, %d heads, fp32 CPU reference; plain bf16 rel L2 %.3e "
+         "(hd 128), %.3e (hd 64)\n", SMALL_L, SMALL_HEADS, sc[0].plain_err, sc[1].plain_err);
+  printf("# %-26s %4s %3s %3s %2s %2s %2s %2s %9s %9s", "variant", "hd", "bn", "wg", "st", "ov",
+         "pp", "pe", "relL2", "maxrel");
+  for (int c = 0; c < NC; c++) printf(" %8s/%-3d %9s", cases[c].name, (int)cases[c].hd, "TFLOP/s");
+  printf("\n");
+  const int nv = dev_fa3_variant_count();
+  uint16_t **firsts = calloc((size_t)nv + 1, sizeof *firsts);
+  int *keys = calloc((size_t)nv + 1, sizeof *keys), nfirst = 0;
+  for (int i = 0; i <= nv; i++) {
+    dev_fa3_variant fv = {"cudnn", 128, 0, 0, 0, 0, 0, 0, 0, 0};
+    const int is_cudnn = i == nv;
+    int ok = 1;
+    if (is_cudnn) {
+      printf("  %-26s %4s %3s %3s %2s %2s %2s %2s %9s %9s", fv.name, "-", "-", "-", "-", "-", "-",
+             "-", "-", "-");
+    } else {
+      if (dev_fa3_variant_get(i, &fv) != SP_OK) {
+        fprintf(stderr, "FAIL: fa3 variant %d of %d not listed\n", i, nv);
+        fails++;
+        continue;
+      }
+      ok = fa3_small_check(i, &fv, &sc[fv.hd == 64], host, firsts, keys, &nfirst, st);
+    }
+    use_fa3 = 1;
+    use_int8 = fv.int8;
+    fa3_variant = i;
+    for (int c = 0; c < NC; c++) {
+      const bcase *bc = dc[c].bc;
+      const int64_t hd = bcase_hd(bc);
+      kern_attn_params p = {dc[c].q, dc[c].k, dc[c].v, dc[c].o, bc->Lq, bc->Lk, HEADS, hd, 0.f};
+      if (hd != fv.hd || (is_cudnn && !dc[c].ref)) {
+        printf(" %12s %9s", "-", "-");
+        continue;
+      }
+      if (!ok) {
+        printf(" %12s %9s", "wrong", "-");
+        continue;
+      }
+      if (!is_cudnn && dc[c].ref && !agrees_with_cudnn(&dc[c], p, host, st, fv.name)) ok = 0;
+      if (!is_cudnn && !dc[c].ref) { /* hd 64: against the first hd 64 variant */
+        run_own(p, st);
+        CHECK_CUDA(cudaStreamSynchronize(st));
+        CHECK_CUDA(cudaMemcpy(host, dc[c].o, (size_t)dc[c].nq * 2, cudaMemcpyDeviceToHost));
+        if (!ref64[c]) {
+          ref64[c] = xmalloc((size_t)dc[c].nq * 2);
+          memcpy(ref64[c], host, (size_t)dc[c].nq * 2);
+        }
+        double d = rel_l2_bf16(host, ref64[c], dc[c].nq, NULL);
+        if (!(d <= (fv.int8 ? INT8_VS_BF16 : 2e-2))) {
+          fprintf(stderr, "\nFAIL %s %s hd 64: rel L2 %.3e against the first hd 64 variant\n",
+                  fv.name, bc->name, d);
+          ok = 0;
+        }
+      }
+      if (!ok) {
+        printf(" %12s %9s", "wrong", "-");
+        continue;
+      }
+      double ms = time_backend(is_cudnn ? cd : NULL, p, 1, iters[c], st);
+      double tf = dc[c].flop / (ms * 1e-3) / 1e12;
+      printf(" %12.3f %9.1f", ms, tf);
+      print_json(bc, is_cudnn ? "cudnn" : "fa3", is_cudnn ? NULL : fv.name, ms, tf, gpu);
+    }
+    use_fa3 = use_int8 = 0;
+    fa3_variant = -1;
+    printf("\n");
+    fails += !ok;
+  }
+  for (int f = 0; f < nfirst; f++) free(firsts[f]);
+  for (int c = 0; c < NC; c++) free(ref64[c]), dev_case_free(&dc[c]);
+  free(firsts), free(keys), free(host);
+  small_case_free(&sc[0]);
+  small_case_free(&sc[1]);
+  return fails;
+}
+
 int main(int argc, char **argv) {
   const int full = argc > 1 && strcmp(argv[1], "--bench") == 0;
   const int variants = argc > 1 && strcmp(argv[1], "--variants") == 0;
-  if (argc > 2 || (argc > 1 && !full && !variants)) {
-    fprintf(stderr, "usage: %s [--bench | --variants]\n", argv[0]);
+  const int fa3v = argc > 1 && strcmp(argv[1], "--fa3-variants") == 0;
+  if (argc > 2 || (argc > 1 && !full && !variants && !fa3v)) {
+    fprintf(stderr, "usage: %s [--bench | --variants | --fa3-variants]\n", argv[0]);
     return 2;
   }
   int ndev = 0;
@@ -464,7 +657,18 @@ int main(int argc, char **argv) {
   const uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
   kern_attn_cudnn *cd = NULL;
   if (kern_attn_cudnn_create(&cd) != SP_OK) cd = NULL; /* cause logged; flash rows only */
-  if (prop.major >= 9 && !variants && kern_attn_fp8_create(&fp8_ctx) != SP_OK) {
+  char why[192];
+  fa3_here = kern_attn_fa3_available(why, sizeof why);
+  if (!fa3_here) printf("# fa3: no rows: %s\n", why);
+  if (fa3_here && kern_attn_fa3_int8_create(&int8_ctx) != SP_OK) {
+    fprintf(stderr, "FAIL: no fa3-int8 context where fa3 runs (see the log)\n");
+    return 1;
+  }
+  if (fa3v && !fa3_here) {
+    fprintf(stderr, "FAIL: --fa3-variants on a GPU or build without fa3\n");
+    return 1;
+  }
+  if (prop.major >= 9 && !variants && !fa3v && kern_attn_fp8_create(&fp8_ctx) != SP_OK) {
     fprintf(stderr, "FAIL: cudnn-fp8 could not be created on sm_%d%d (see the log)\n",
             prop.major, prop.minor);
     return 1;
@@ -472,12 +676,14 @@ int main(int argc, char **argv) {
   cudaStream_t st;
   CHECK_CUDA(cudaStreamCreate(&st));
   printf("# attention benchmark, %s (sm_%d%d), cudnn %zu, heads %d x %d, bf16, seed %llu\n",
-         prop.name, prop.major, prop.minor, cd ? (size_t)cudnnGetVersion() : (size_t)0, HEADS, HD,
-         (unsigned long long)seed);
+         prop.name, prop.major, prop.minor, cd ? (size_t)cudnnGetVersion() : (size_t)0, HEADS,
+         KERN_ATTN_HD, (unsigned long long)seed);
   int fails = variants ? bench_variants(seed, cd, st, prop.name)
+              : fa3v   ? bench_fa3_variants(seed, cd, st, prop.name)
                        : bench_backends(full, seed, cd, st, prop.name);
   kern_attn_cudnn_destroy(cd);
   kern_attn_fp8_destroy(fp8_ctx);
+  kern_attn_fa3_int8_destroy(int8_ctx);
   CHECK_CUDA(cudaStreamDestroy(st));
   if (!cd) {
     fprintf(stderr, "FAIL: no cudnn (see the log): the cudnn rows are missing\n");

@@ -1,0 +1,224 @@
+/* What a consumer thread of the Hopper attention kernel (fa3_kernel.cuh)
+ * does with its accumulator fragments: the mask of the tile past Lk, the
+ * online softmax step (fp32 scores, and int8 scores with their tiles'
+ * scales), P to bf16 A fragments, O's rescale, the release of a ring slot,
+ * and the output (direct stores, or through shared memory and a TMA store).
+ * A thread holds rows lane / 4 and lane / 4 + 8 of its warp's 16; register
+ * 4i + 2h + e of a 64 x N accumulator is row lane / 4 + 8h, column
+ * 8i + 2 (lane % 4) + e (PTX ISA, wgmma D fragment). CUDA-only header,
+ * sm_90a (fa3_ptx.cuh). */
+#ifndef KERN_FA3_FRAGMENT_CUH
+#define KERN_FA3_FRAGMENT_CUH
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "fa3_ptx.cuh"
+
+/* Columns of S at or past Lk to -inf; k0 is the tile's first key. This
+ * thread's column for register 4i + 2h + e is 8i + 2 (lane % 4) + e. */
+template <int BN>
+__device__ __forceinline__ void fa3_mask_cols(float (&s)[BN / 2], int k0, int Lk, int t) {
+#pragma unroll
+  for (int i = 0; i < BN / 8; i++) {
+    const int c = k0 + 8 * i + 2 * t;
+    if (c >= Lk) s[4 * i] = s[4 * i + 2] = -INFINITY;
+    if (c + 1 >= Lk) s[4 * i + 1] = s[4 * i + 3] = -INFINITY;
+  }
+}
+
+/* The online softmax step on S (rows h = 0, 1 of this thread: lane / 4 and
+ * lane / 4 + 8 of its warp's 16): updates m, l, sets corr, and leaves
+ * P = 2^(S sl2 - m) in s (fp32). A row's max and sum over the quad's four
+ * threads by xor shuffles; the sum's order is fixed (this thread's columns
+ * in order, then the quad reduction at the end of the tile). corr is
+ * exactly 1 when the max did not change. */
+template <int BN>
+__device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], float (&m)[2], float (&l)[2],
+                                            float (&corr)[2], float sl2) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mnew = fmaxf(m[h], mx * sl2); /* sl2 > 0 */
+    corr[h] = mnew == m[h] ? 1.f : fa3_exp2(m[h] - mnew); /* 0 on the first tile */
+    m[h] = mnew;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++) {
+      const float p0 = fa3_exp2(fmaf(s[4 * i + 2 * h], sl2, -mnew));
+      const float p1 = fa3_exp2(fmaf(s[4 * i + 2 * h + 1], sl2, -mnew));
+      s[4 * i + 2 * h] = p0;
+      s[4 * i + 2 * h + 1] = p1;
+      sum += p0 + p1;
+    }
+    l[h] = l[h] * corr[h] + sum;
+  }
+}
+
+/* The online softmax step on int8 scores: S = c acc, c = (Q tile scale)
+ * (K tile scale) sl2, acc the s32 accumulator (|acc| <= 128 127^2 < 2^22).
+ * The row max is taken on acc (integers), converted once; each score is
+ * converted exactly with the magic-number trick (the float with the bits of
+ * 0x4B400000 + acc is 1.5 2^23 + acc, and subtracting 1.5 2^23 is exact),
+ * integer and fp32 adds where a conversion instruction would share the
+ * exponential's unit. MASK (the tile past Lk): columns at or past `valid`
+ * get P = 0 and stay out of the max. P (fp32) is left in s as its bits. */
+template <int BN, bool MASK>
+__device__ __forceinline__ void fa3_softmax_s8(int (&s)[BN / 2], float (&m)[2], float (&l)[2],
+                                               float (&corr)[2], float c, int valid, int t) {
+  constexpr int MAGIC = 0x4B400000;
+  constexpr float MAGIC_F = 12582912.f; /* 1.5 2^23 */
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    int mx = INT_MIN;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        if (!MASK || 8 * i + 2 * t + e < valid) mx = max(mx, s[4 * i + 2 * h + e]);
+    mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mnew = fmaxf(m[h], (float)mx * c); /* c >= 0 */
+    corr[h] = mnew == m[h] ? 1.f : fa3_exp2(m[h] - mnew); /* 0 on the first tile */
+    m[h] = mnew;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int &x = s[4 * i + 2 * h + e];
+        const float a = __int_as_float(x + MAGIC) - MAGIC_F; /* == (float)x */
+        float pv = fa3_exp2(fmaf(a, c, -mnew));
+        if (MASK && 8 * i + 2 * t + e >= valid) pv = 0.f;
+        x = __float_as_int(pv);
+        sum += pv;
+      }
+    l[h] = l[h] * corr[h] + sum;
+  }
+}
+
+/* P (fp32 in s) to bf16 pairs: register j holds columns 2j, 2j + 1 of the
+ * accumulator, which for K step kk = j / 4 is A-fragment register j % 4. */
+template <int BN>
+__device__ __forceinline__ void fa3_convert_p(const float (&s)[BN / 2], uint32_t (&p)[BN / 4]) {
+#pragma unroll
+  for (int j = 0; j < BN / 4; j++) p[j] = fa3_pack_bf16(s[2 * j], s[2 * j + 1]);
+}
+template <int BN>
+__device__ __forceinline__ void fa3_convert_p(const int (&s)[BN / 2], uint32_t (&p)[BN / 4]) {
+#pragma unroll
+  for (int j = 0; j < BN / 4; j++)
+    p[j] = fa3_pack_bf16(__int_as_float(s[2 * j]), __int_as_float(s[2 * j + 1]));
+}
+
+/* The softmax step of a tile whose first key is k0, scores scaled by c.
+ * FIRST: the tile a query tile starts with, the only one that can reach
+ * past Lk (masked there); the others are whole. */
+template <int BN, bool FIRST>
+__device__ __forceinline__ void fa3_tile_softmax(float (&s)[BN / 2], float (&m)[2],
+                                                 float (&l)[2], float (&corr)[2], float c, int k0,
+                                                 int Lk, int t) {
+  if (FIRST && k0 + BN > Lk) fa3_mask_cols<BN>(s, k0, Lk, t);
+  fa3_softmax<BN>(s, m, l, corr, c);
+}
+template <int BN, bool FIRST>
+__device__ __forceinline__ void fa3_tile_softmax(int (&s)[BN / 2], float (&m)[2], float (&l)[2],
+                                                 float (&corr)[2], float c, int k0, int Lk,
+                                                 int t) {
+  if (FIRST && k0 + BN > Lk)
+    fa3_softmax_s8<BN, true>(s, m, l, corr, c, Lk - k0, t);
+  else
+    fa3_softmax_s8<BN, false>(s, m, l, corr, c, BN, t);
+}
+
+template <int HD>
+__device__ __forceinline__ void fa3_rescale_o(float (&o)[HD / 2], const float (&corr)[2]) {
+#pragma unroll
+  for (int i = 0; i < HD / 8; i++) {
+    o[4 * i] *= corr[0];
+    o[4 * i + 1] *= corr[0];
+    o[4 * i + 2] *= corr[1];
+    o[4 * i + 3] *= corr[1];
+  }
+}
+
+/* Warp-level release of a ring slot: every lane has passed the wgmma wait
+ * that covers the slot's reads; lane 0 arrives (empty barriers count one
+ * arrival per consumer warp). */
+__device__ __forceinline__ void fa3_release(uint32_t bar, int lane) {
+  __syncwarp();
+  if (lane == 0) fa3_mbar_arrive(bar);
+}
+
+/* O / l to bf16 for rows below Lq. row0: the tile row of this thread's
+ * first row (lane / 4 of its warp); out row r, column c is
+ * out[(r heads + head) HD + c]. */
+template <int HD>
+__device__ __forceinline__ void fa3_store_o(const float (&o)[HD / 2], const float (&l)[2],
+                                            __nv_bfloat16 *out, int row0, int Lq, int heads,
+                                            int head, int t) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.f / sum;
+    const int row = row0 + 8 * h;
+    if (row < Lq) {
+      __nv_bfloat16 *dst = out + ((int64_t)row * heads + head) * HD + 2 * t;
+#pragma unroll
+      for (int i = 0; i < HD / 8; i++)
+        *reinterpret_cast<uint32_t *>(dst + 8 * i) =
+            fa3_pack_bf16(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
+    }
+  }
+}
+
+/* O / l through the warpgroup's staging buffer `buf` (HD/64 column blocks
+ * of 64 rows x 128 bytes, 128B-swizzled as the tensor map reads them) and
+ * one TMA store per column block, issued by the warpgroup's thread 0 after
+ * a named barrier (id bar_id, the warpgroup's 128 threads); rows past Lq
+ * are left out by the copy engine. The buffer's previous store must have
+ * read it: thread 0 waits for that first, then the barrier. wq, g, t: this
+ * thread's warp in the warpgroup, lane / 4, lane % 4; c1: the tile's first
+ * output row of this warpgroup. Each thread's 4-byte stores of one column
+ * chunk land in 32 different banks (the swizzle spreads the 8 rows). */
+template <int HD>
+__device__ __forceinline__ void fa3_store_o_tma(const float (&o)[HD / 2], const float (&l)[2],
+                                                const CUtensorMap *map, uint32_t buf, int bar_id,
+                                                int wq, int g, int t, int c0, int c1) {
+  const int tw = wq * 32 + g * 4 + t;
+  if (tw == 0) fa3_bulk_wait_read();
+  fa3_bar_sync(bar_id, 128);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.f / sum;
+    const int r = wq * 16 + g + 8 * h; /* row in the warpgroup's 64 */
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) {
+      const uint32_t a = buf + (uint32_t)(i / 8) * (64 * 128) + (uint32_t)r * 128 +
+                         (uint32_t)(((i % 8) ^ (r % 8)) * 16) + 4 * t;
+      fa3_st_shared_u32(a, fa3_pack_bf16(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv));
+    }
+  }
+  fa3_fence_proxy_async();
+  fa3_bar_sync(bar_id, 128);
+  if (tw == 0) {
+#pragma unroll
+    for (int cb = 0; cb < HD / 64; cb++)
+      fa3_tma_store_2d(map, buf + cb * (64 * 128), c0 + cb * 64, c1);
+    fa3_bulk_commit();
+  }
+}
+
+#endif

@@ -1,0 +1,22 @@
+/* The 8-bit attention scheme of --attn fa3-int8 (kern_attn.h,
+ * kernels/cuda/sm90a/fa3_int8.cu) on the CPU, written from its description,
+ * as the "plain implementation" whose error the GPU's is held to
+ * (STYLE.md 9): tests/gpu/test_attention.c. */
+#ifndef SP_TEST_ATTN8_H
+#define SP_TEST_ATTN8_H
+
+#include <stdint.h>
+
+/* q (Lq, heads, hd), k, v (Lk, heads, hd): the fp32 values of the bf16
+ * inputs. K minus its mean over the tokens (per head and channel, double);
+ * Q per tile of bm query rows and the smoothed K per tile of bn keys, per
+ * head, quantised to int8 at scale amax / 127 (x / scale rounded to nearest
+ * even in fp32, clamped to +-127); scores = the integer dot product times
+ * both tiles' scales and `scale`; softmax in double; the probabilities
+ * rounded to bf16 for P V, their sum taken unrounded; the output rounded to
+ * bf16. out (nrows, heads, hd) for the query rows rows[0..nrows). */
+void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
+                       int64_t heads, int64_t hd, double scale, int bm, int bn,
+                       const int64_t *rows, int64_t nrows, float *out);
+
+#endif
