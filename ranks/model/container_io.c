@@ -99,7 +99,7 @@ int rank_container_out_dataset(rank_h5_out *o, const char *ds, kern_dtype dtype,
 }
 
 int rank_container_out_commit(rank_h5_out *o, uint32_t acc) {
-  int rc = rank_container_commit(&o->file, o->tmp, o->path, acc);
+  int rc = rank_container_commit(o, acc);
   if (rc == SP_OK)
     o->tmp[0] = '\0'; /* renamed into place: nothing to remove */
   else

@@ -532,18 +532,17 @@ int rank_container_write_dataset(hid_t file, const char *ds, kern_dtype dtype, i
   return 0;
 }
 
-int rank_container_commit(hid_t *file, const char *tmp, const char *path, uint32_t acc) {
+int rank_container_commit(rank_h5_out *o, uint32_t acc) {
   char sum[32];
+  const char *path = o->path;
   rank_container_checksum_str(acc, sum, sizeof sum);
-  if (rank_h5_attr_write_str(*file, "checksum", sum) != 0) {
+  if (rank_h5_attr_write_str(o->file, "checksum", sum) != 0) {
     sp_log_error("%s: cannot write the model file (checksum attribute)", path);
     return SP_ERR_RUNTIME;
   }
-  herr_t e = H5Fclose(*file);
-  *file = -1;
-  if (e < 0) {
+  if (rank_h5_out_close(o) != 0) {
     sp_log_error("%s: cannot write the model file (closing the file failed (disk full?))", path);
     return SP_ERR_RUNTIME;
   }
-  return rank_atomic_commit(tmp, path);
+  return rank_atomic_commit(o->tmp, path);
 }

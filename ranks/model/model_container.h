@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "h5_util.h"
 #include "kern_dtype.h"
 #include "model_file.h"
 
@@ -150,8 +151,9 @@ int rank_container_write_meta(hid_t file, const char *key, const char *value);
 int rank_container_write_dataset(hid_t file, const char *ds, kern_dtype dtype, int ndim,
                                  const int64_t *shape, const void *data, size_t bytes,
                                  uint32_t *crc);
-/* Writes the model checksum acc, closes *file (set to -1) and renames tmp
- * onto path. Logs failures naming path; returns SP_OK or SP_ERR_RUNTIME. */
-int rank_container_commit(hid_t *file, const char *tmp, const char *path, uint32_t acc);
+/* Writes the model checksum acc, closes o's file (rank_h5_out_close) and
+ * renames it onto its path. Logs failures naming the path; returns SP_OK or
+ * SP_ERR_RUNTIME (the caller aborts o). */
+int rank_container_commit(rank_h5_out *o, uint32_t acc);
 
 #endif
