@@ -1,8 +1,10 @@
-/* The staticpipe model file (HDF5) and synthetic models, behind one handle.
+/* The DiT's model file (HDF5) and synthetic DiTs, behind one handle: the
+ * model-file layer (mfile.h) with the DiT's schema (wan_schema.h), read a
+ * group at a time into the packed layouts the stages use.
  *
  * File layout (MODEL.md "Model file"): root attributes format =
  * "staticpipe", format_version, arch = "wan2.1-t2v", preset (may be ""),
- * dtype ("bf16"|"fp32"), checksum (hex of the model checksum) and the config
+ * dtype ("bf16"|"fp32"|"fp8"), checksum (hex of the model checksum) and the config
  * (dim, ffn_dim, heads, layers, in_dim, out_dim, patch, text_len, text_dim,
  * freq_dim, eps); groups /embed, /blocks/NNNN (four digits), /head; in each,
  * one contiguous unfiltered dataset per tensor named after the official key
@@ -26,9 +28,6 @@
 
 #include "model_id.h"
 #include "wan_config.h"
-
-#define RANK_MODEL_FORMAT "staticpipe"
-#define RANK_MODEL_FORMAT_VERSION 1
 
 typedef struct rank_model rank_model;
 

@@ -36,8 +36,9 @@
 #include "model_id.h"
 #include "tokenizer.h"
 #include "umt5.h"
+#include "umt5_schema.h"
 
-#define T5_MODEL_ARCH "umt5-xxl"
+#define T5_MODEL_ARCH UMT5_ARCH
 
 typedef struct t5_model t5_model;
 

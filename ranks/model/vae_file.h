@@ -27,8 +27,9 @@
 #include "kern_dtype.h"
 #include "model_id.h"
 #include "wan_vae.h"
+#include "wan_vae_schema.h"
 
-#define VAE_MODEL_ARCH "wan2.1-vae"
+#define VAE_MODEL_ARCH WAN_VAE_ARCH
 
 typedef struct vae_model vae_model;
 
