@@ -84,6 +84,8 @@ const char *rank_model_dtype_name(const rank_model_info *in) {
   return in->fp8 ? "fp8" : kern_dtype_name(in->id.dtype);
 }
 
+int rank_model_verify(rank_model *m, uint64_t *bytes) { return mfile_verify(m->f, bytes); }
+
 int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size_t dst_bytes,
                           uint64_t *bytes_read) {
   return rank_model_read_expert_group(m, 0, g, block, dst, dst_bytes, bytes_read);

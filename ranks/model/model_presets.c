@@ -55,7 +55,6 @@ int rank_model_experts_check(const rank_model_experts *x, char *err, size_t n) {
   wan_file_config f;
   wan_config none = {0};
   rank_model_file_config(&none, x, &f);
-  f.experts = x->count;
   return wan_experts_check(&f, err, n);
 }
 

@@ -208,6 +208,8 @@ void t5_model_close(t5_model *m) {
 const t5_model_info *t5_model_get_info(const t5_model *m) { return &m->info; }
 const tok_model *t5_model_tokenizer(const t5_model *m) { return m->tok; }
 
+int t5_model_verify(t5_model *m, uint64_t *bytes) { return mfile_verify(m->f, bytes); }
+
 /* ---- weight reads ------------------------------------------------------------ */
 
 int t5_model_read_layer(t5_model *m, int layer, float *buf) {

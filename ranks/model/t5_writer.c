@@ -73,6 +73,18 @@ static int tok_write(void *ctx, hid_t file, uint32_t *crc, int *n) {
 
 /* ---- the writer ------------------------------------------------------------- */
 
+int t5_model_tok_hooks(const char *path, const umt5_config *c, const tok_model *tok,
+                       mfile_hooks *h) {
+  const tok_spec *ts = tok_model_spec(tok);
+  if (ts->n_pieces > c->vocab) {
+    sp_log_error("%s: the tokenizer has %d pieces, more than the encoder's vocabulary of %lld",
+                 path, ts->n_pieces, (long long)c->vocab);
+    return SP_ERR_INPUT;
+  }
+  *h = (mfile_hooks){NULL, tok_write, "the tokenizer", (void *)ts};
+  return SP_OK;
+}
+
 int t5_model_writer_open(const char *path, const umt5_config *c, kern_dtype dtype,
                          const char *preset, const tok_model *tok, t5_model_writer **out) {
   char err[256];
@@ -80,17 +92,13 @@ int t5_model_writer_open(const char *path, const umt5_config *c, kern_dtype dtyp
     sp_log_error("%s: %s", path, err);
     return SP_ERR_INPUT;
   }
-  const tok_spec *ts = tok_model_spec(tok);
-  if (ts->n_pieces > c->vocab) {
-    sp_log_error("%s: the tokenizer has %d pieces, more than the encoder's vocabulary of %lld",
-                 path, ts->n_pieces, (long long)c->vocab);
-    return SP_ERR_INPUT;
-  }
+  mfile_hooks hooks;
+  int rc = t5_model_tok_hooks(path, c, tok, &hooks);
+  if (rc != SP_OK) return rc;
   t5_model_writer *w = sp_xcalloc(1, sizeof *w);
   w->c = *c;
   snprintf(w->path, sizeof w->path, "%s", path);
-  const mfile_hooks hooks = {NULL, tok_write, "the tokenizer", (void *)ts};
-  int rc = mfile_writer_open(path, &umt5_schema, c, kern_dtype_name(dtype), preset, &hooks, &w->w);
+  rc = mfile_writer_open(path, &umt5_schema, c, kern_dtype_name(dtype), preset, &hooks, &w->w);
   if (rc != SP_OK) {
     free(w);
     return rc;

@@ -67,4 +67,6 @@ int vae_model_read(vae_model *m, float *packed, int64_t packed_floats) {
   return mfile_read(m->f, t->count, d, NULL);
 }
 
+int vae_model_verify(vae_model *m, uint64_t *bytes) { return mfile_verify(m->f, bytes); }
+
 int model_file_arch(const char *path, char *arch, size_t n) { return mfile_arch(path, arch, n); }

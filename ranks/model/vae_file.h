@@ -64,6 +64,11 @@ const vae_model_info *vae_model_get_info(const vae_model *m);
  * SP_ERR_RUNTIME (buffer too small, logged). */
 int vae_model_read(vae_model *m, float *packed, int64_t packed_floats);
 
+/* Reads every dataset: every checksum, every weight finite (the line names
+ * the dataset and the element); *bytes the bytes read. A synth: model has
+ * nothing stored: SP_OK at once. */
+int vae_model_verify(vae_model *m, uint64_t *bytes);
+
 /* ---- writer: a temporary file beside path, renamed into place on commit;
  * abort, a failure or SIGINT/SIGTERM removes it. */
 typedef struct vae_model_writer vae_model_writer;
