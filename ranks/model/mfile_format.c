@@ -105,10 +105,10 @@ int64_t mfile_bad_scale(const float *scale, int64_t n) {
 /* ---- root dtypes ----------------------------------------------------------- */
 
 static const mfile_root roots[] = {
-    {"bf16", KERN_DTYPE_BF16, KERN_DTYPE_BF16},
-    {"fp32", KERN_DTYPE_F32, KERN_DTYPE_F32},
+    {"bf16", 1, {KERN_DTYPE_BF16}, 1, {KERN_DTYPE_BF16}},
+    {"fp32", 1, {KERN_DTYPE_F32}, 1, {KERN_DTYPE_F32}},
     /* MODEL.md "fp8 weights": the quantisable linear weights e4m3, the rest bf16 */
-    {"fp8", KERN_DTYPE_BF16, KERN_DTYPE_E4M3},
+    {"fp8", 1, {KERN_DTYPE_BF16}, 1, {KERN_DTYPE_E4M3}},
 };
 enum { N_ROOTS = sizeof roots / sizeof roots[0] };
 
@@ -118,6 +118,13 @@ const mfile_root *mfile_root_named(const char *name) {
   return NULL;
 }
 
+int mfile_root_allowed(const mfile_root *r, const net_tensor *t, const kern_dtype **allowed) {
+  *allowed = t->quant ? r->quant : r->rest;
+  return t->quant ? r->nquant : r->nrest;
+}
+
 kern_dtype mfile_root_format(const mfile_root *r, const net_tensor *t) {
-  return t->quant ? r->quant : r->rest;
+  const kern_dtype *a;
+  mfile_root_allowed(r, t, &a);
+  return a[0];
 }

@@ -52,16 +52,25 @@ int64_t mfile_tensor_cols(const net_tensor *t);
 int64_t mfile_bad_scale(const float *scale, int64_t n);
 
 /* A root dtype: what the root attribute dtype says of every tensor of the
- * file, by its table entry: a tensor the schema marks quant takes quant,
- * every other rest. */
+ * file, by its table entry: a tensor the schema marks quant may be stored
+ * in any of quant, every other in any of rest; the writer stores each in
+ * the first of its list, the reader takes any (the dataset's attribute
+ * says which). */
+#define MFILE_MAX_ALLOWED 4
 typedef struct mfile_root {
   const char *name; /* "bf16", "fp32", "fp8" */
-  kern_dtype rest, quant;
+  int nrest;
+  kern_dtype rest[MFILE_MAX_ALLOWED];
+  int nquant;
+  kern_dtype quant[MFILE_MAX_ALLOWED];
 } mfile_root;
 
 /* The row named name, or NULL. */
 const mfile_root *mfile_root_named(const char *name);
-/* The stored format tensor t takes in a file of root r. */
+/* The formats tensor t may be stored in under root r, the writer's first:
+ * their count, the list in *allowed. */
+int mfile_root_allowed(const mfile_root *r, const net_tensor *t, const kern_dtype **allowed);
+/* The stored format the writer gives tensor t in a file of root r. */
 kern_dtype mfile_root_format(const mfile_root *r, const net_tensor *t);
 
 #endif

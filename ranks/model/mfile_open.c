@@ -95,11 +95,12 @@ static int check_groups(const mfile *m, hid_t file, const char *path) {
 static int check_datasets(mfile *m, hid_t file, const char *path, uint32_t *acc) {
   for (int i = 0; i < m->ntensors; i++) {
     const net_tensor *t = &m->t[i];
-    const kern_dtype allowed[1] = {mfile_root_format(m->root, t)};
+    const kern_dtype *allowed;
+    const int nallowed = mfile_root_allowed(m->root, t, &allowed);
     char ds[NET_PATH_MAX + NET_NAME_MAX + 16], sds[sizeof ds + 8];
     rank_container_found got;
     mfile_tensor_path(t, ds, sizeof ds);
-    int rc = rank_container_check_dataset(file, path, ds, allowed, 1, t, &got);
+    int rc = rank_container_check_dataset(file, path, ds, allowed, nallowed, t, &got);
     if (rc != SP_OK) return rc;
     m->loc[i] = (mfile_loc){got.dtype, got.offset, got.bytes, got.crc, 0, 0};
     *acc = rank_container_checksum_add(*acc, got.crc);
@@ -142,7 +143,7 @@ static int open_file(mfile *m, const char *path, const mfile_hooks *h) {
   snprintf(id->arch, sizeof id->arch, "%s", root.arch);
   snprintf(id->preset, sizeof id->preset, "%s", root.preset);
   snprintf(id->checksum, sizeof id->checksum, "%s", root.checksum);
-  id->dtype = m->root->rest;
+  id->dtype = m->root->rest[0];
   if ((rc = mfile_attrs_read(f, path, m->schema, m->config)) != SP_OK) goto done;
   mfile_tables(m->schema, m->config, &m->g, &m->ngroups, &m->t, &m->ntensors);
   m->loc = sp_xcalloc((size_t)m->ntensors + 1, sizeof *m->loc);
@@ -160,14 +161,14 @@ done:
 static int open_synth(mfile *m, const char *spec) {
   const net_schema *s = m->schema;
   m->root = mfile_root_named(s->synth_dtype);
-  int rc = model_file_id_synth(&m->id, spec, s->arch, m->root->rest);
+  int rc = model_file_id_synth(&m->id, spec, s->arch, m->root->rest[0]);
   if (rc == SP_OK && s->preset(m->id.preset, m->config) != 0)
     rc = model_file_id_bad_preset(&m->id, s->preset_kind, s->preset_names());
   if (rc != SP_OK) return rc;
   mfile_tables(s, m->config, &m->g, &m->ngroups, &m->t, &m->ntensors);
   m->loc = sp_xcalloc((size_t)m->ntensors + 1, sizeof *m->loc);
   for (int i = 0; i < m->ntensors; i++) {
-    const mfile_format *f = mfile_format_of(m->root->rest);
+    const mfile_format *f = mfile_format_of(m->root->rest[0]);
     m->loc[i].dtype = f->dtype;
     m->loc[i].bytes = mfile_format_bytes(f, &m->t[i]);
   }
