@@ -138,7 +138,8 @@ typedef struct conv_layout {
   const char *name;          /* "official", "diffusers", "comfyui", "transformers" */
   const char *prefix;        /* every key of it starts with this ("" for none) */
   const conv_rule *rules;    /* ends with a rule of from NULL */
-  const char *const *skip;   /* prefixes of keys it holds and no model needs (counted), NULL-ended */
+  const char *const *skip;   /* prefixes of keys it holds and no model needs (counted),
+                              * NULL-ended */
 } conv_layout;
 
 /* key of layout l to the network's official key (the schema's net_tensor

@@ -94,7 +94,8 @@ int conv_map(const conv_layout *l, const int64_t *param, const char *key, char *
 }
 
 /* The indices of from that give v through rule r: 0, or -1 when none. */
-static int unmap_index(const conv_rule *r, const int64_t *param, int64_t v, int64_t *i, int64_t *j) {
+static int unmap_index(const conv_rule *r, const int64_t *param, int64_t v, int64_t *i,
+                       int64_t *j) {
   const char *h = strchr(r->from, '#');
   const int two = h && strchr(h + 1, '#');
   const int64_t mul = P(param, r->mul, 1), rel = v - P(param, r->add, 0);

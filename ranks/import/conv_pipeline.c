@@ -166,7 +166,8 @@ static void group_gaps(conv_job *j, uint8_t *gap) {
   s->groups(j->config, g);
   for (int ti = 0; ti < j->nt;) {
     int end = ti, present = 0;
-    while (end < j->nt && strcmp(j->t[end].group, j->t[ti].group) == 0) present += j->slot[end++] >= 0;
+    while (end < j->nt && strcmp(j->t[end].group, j->t[ti].group) == 0)
+      present += j->slot[end++] >= 0;
     if (!present && counted(g, ng, j->t[ti].group)) {
       const char *leaf = strrchr(j->t[ti].group, '/');
       conv_problem(&j->p, "%s: missing block %d: none of its %d tensors is in the checkpoint (a "

@@ -130,6 +130,25 @@ void conv_progress_tick(conv_progress *pr, int final) {
 
 /* ---- the copy --------------------------------------------------------------------- */
 
+/* Source dtypes a stored format takes byte for byte: copied as they are
+ * (a scaled format's scale then the source's scale_weight, or 1, for every
+ * row: ComfyUI's fp8_e4m3fn weights into an fp8 file). A new kept format
+ * (GGUF's blocks into their own rows) is a line here. */
+static const struct {
+  conv_dtype src;
+  kern_dtype fmt;
+} kept[] = {
+    {CONV_F32, KERN_DTYPE_F32},
+    {CONV_BF16, KERN_DTYPE_BF16},
+    {CONV_F8_E4M3, KERN_DTYPE_E4M3},
+};
+
+static int same_bytes(conv_dtype d, kern_dtype f) {
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+    if (kept[i].src == d && kept[i].fmt == f) return 1;
+  return 0;
+}
+
 /* Logs a value that is not finite: element k of s, v its fp32 value
  * before it was stored as f (infinite in bf16 when only storing made it so). */
 static int not_finite(const conv_ckpt *ck, const conv_src *s, uint64_t k, float v,
@@ -149,30 +168,32 @@ static int read_f32(const conv_ckpt *ck, const conv_src *s, uint64_t at, size_t 
   if (rc != SP_OK) return rc;
   to_f32(s->t->dtype, raw, s->scale, f32, n);
   for (size_t k = 0; k < n; k++)
-    if (!isfinite(f32[k])) return not_finite(ck, s, at + k, f32[k], mfile_format_of(KERN_DTYPE_F32));
+    if (!isfinite(f32[k]))
+      return not_finite(ck, s, at + k, f32[k], mfile_format_of(KERN_DTYPE_F32));
   pr->done += n * s->t->elem;
   conv_progress_tick(pr, 0);
   return SP_OK;
 }
 
-/* A tensor of a quantised format, whole: an F8_E4M3 source's bytes kept
- * (e4m3 has NaN only) with its scale_weight for every row; anything else
- * as fp32, quantised by the writer. */
+/* A tensor of a quantised format, whole: a source it takes byte for byte
+ * kept (kept[]) with its scale_weight for every row; anything else as
+ * fp32, quantised by the writer. */
 static int copy_whole(mfile_writer *w, int i, const conv_ckpt *ck, const conv_src *s,
                       conv_progress *pr) {
   const net_tensor *t = mfile_writer_tensor(w, i);
   const kern_dtype fmt = mfile_writer_format(w, i);
   const size_t n = (size_t)t->numel;
-  const int keep = fmt == KERN_DTYPE_E4M3 && s->t->dtype == CONV_F8_E4M3;
+  const int keep = same_bytes(s->t->dtype, fmt);
   unsigned char *raw = sp_xmalloc(n * s->t->elem + 1);
   float *f32 = sp_xmalloc((keep ? (size_t)t->shape[0] : n) * sizeof *f32 + 1);
   int rc = SP_OK;
   if (keep) {
-    rc = conv_read(ck, s->t, 0, raw, n);
+    rc = conv_read(ck, s->t, 0, raw, n * s->t->elem);
     const int64_t bad = rc == SP_OK ? mfile_format_of(fmt)->first_nonfinite(raw, (int64_t)n) : 0;
-    if (rc == SP_OK && bad < (int64_t)n) rc = not_finite(ck, s, (uint64_t)bad, NAN, mfile_format_of(fmt));
+    if (rc == SP_OK && bad < (int64_t)n)
+      rc = not_finite(ck, s, (uint64_t)bad, NAN, mfile_format_of(fmt));
     for (int64_t o = 0; o < t->shape[0]; o++) f32[o] = s->scale;
-    pr->done += n;
+    pr->done += n * s->t->elem;
     if (rc == SP_OK)
       rc = mfile_writer_put(w, &(mfile_put){i, fmt, raw, 0, (int64_t)n, f32});
   } else {
@@ -180,17 +201,14 @@ static int copy_whole(mfile_writer *w, int i, const conv_ckpt *ck, const conv_sr
       const size_t k = n - at < CHUNK_BYTES / s->t->elem ? n - at : CHUNK_BYTES / s->t->elem;
       rc = read_f32(ck, s, at, k, raw + at * s->t->elem, f32 + at, pr);
     }
-    if (rc == SP_OK) rc = mfile_writer_put(w, &(mfile_put){i, KERN_DTYPE_F32, f32, 0, (int64_t)n, NULL});
+    if (rc == SP_OK)
+      rc = mfile_writer_put(w, &(mfile_put){i, KERN_DTYPE_F32, f32, 0, (int64_t)n, NULL});
   }
   free(f32);
   free(raw);
   return rc;
 }
 
-/* 1 when a source dtype is the stored format byte for byte. */
-static int same_bytes(conv_dtype d, kern_dtype f) {
-  return (d == CONV_F32 && f == KERN_DTYPE_F32) || (d == CONV_BF16 && f == KERN_DTYPE_BF16);
-}
 
 int conv_copy(mfile_writer *w, int i, const conv_ckpt *ck, const conv_src *s, conv_progress *pr) {
   const net_tensor *t = mfile_writer_tensor(w, i);
@@ -219,10 +237,12 @@ int conv_copy(mfile_writer *w, int i, const conv_ckpt *ck, const conv_src *s, co
     const int64_t bad = rc == SP_OK ? f->first_nonfinite(stored, (int64_t)k) : (int64_t)k;
     if (rc == SP_OK && bad < (int64_t)k) {
       float v = f32[bad];
-      if (same_bytes(s->t->dtype, fmt)) to_f32(s->t->dtype, raw + (size_t)bad * s->t->elem, 1.0f, &v, 1);
+      if (same_bytes(s->t->dtype, fmt))
+        to_f32(s->t->dtype, raw + (size_t)bad * s->t->elem, 1.0f, &v, 1);
       rc = not_finite(ck, s, at + (uint64_t)bad, v, f);
     }
-    if (rc == SP_OK) rc = mfile_writer_put(w, &(mfile_put){i, fmt, stored, (int64_t)at, (int64_t)k, NULL});
+    if (rc == SP_OK)
+      rc = mfile_writer_put(w, &(mfile_put){i, fmt, stored, (int64_t)at, (int64_t)k, NULL});
     conv_progress_tick(pr, 0);
   }
   free(out);

@@ -299,7 +299,8 @@ static void check_index(const inputs *in, const conv_file *f, int nf, problems *
   while (i < (size_t)in->nwm || j < nh) {
     int c = i == (size_t)in->nwm ? 1 : j == nh ? -1 : entry_cmp(&want[i], &have[j]);
     if (c < 0) {
-      conv_problem(p, "index: tensor '%.200s' is listed in shard %s but that shard does not hold it",
+      conv_problem(p,
+                   "index: tensor '%.200s' is listed in shard %s but that shard does not hold it",
               want[i].tensor, want[i].shard);
       i++;
     } else if (c > 0) {

@@ -170,7 +170,8 @@ static int level_widths(conv_job *j, int64_t R, wan_vae_config *c) {
   int64_t width[WAN_VAE_MAX_LEVELS], g = 0;
   char name[96], key[1200], sh[96];
   for (int i = 0; i < c->n_mult; i++) {
-    snprintf(name, sizeof name, "decoder.upsamples.%lld.residual.2.weight", (long long)(i * (R + 2)));
+    snprintf(name, sizeof name, "decoder.upsamples.%lld.residual.2.weight",
+             (long long)(i * (R + 2)));
     const conv_src *s = conv_job_find(j, name);
     if (!s || s->t->ndim != 5 || s->t->shape[0] < 1) {
       conv_job_key(j, name, key, sizeof key);
@@ -255,7 +256,8 @@ const conv_net conv_vae = {
     .default_layout = 0,
     .dtypes = dtypes,
     .ndtypes = (int)(sizeof dtypes / sizeof dtypes[0]),
-    .skip_what = "encoder tensors (encoder.*, conv1.*, quant_conv.*): only the decoder is converted;",
+    .skip_what = "encoder tensors (encoder.*, conv1.*, quant_conv.*): only the decoder is "
+                 "converted;",
     .screen = screen,
     .params = params,
     .infer = infer,

@@ -19,9 +19,12 @@
 
 /* The official keys: every tensor of wan_weights.h by its own name. */
 static const conv_rule official_rules[] = {
-    CONV_RENAME("blocks.#.", "blocks.#."),       CONV_RENAME("patch_embedding.", "patch_embedding."),
-    CONV_RENAME("text_embedding.", "text_embedding."), CONV_RENAME("time_embedding.", "time_embedding."),
-    CONV_RENAME("time_projection.", "time_projection."), CONV_RENAME("head.", "head."),
+    CONV_RENAME("blocks.#.", "blocks.#."),
+    CONV_RENAME("patch_embedding.", "patch_embedding."),
+    CONV_RENAME("text_embedding.", "text_embedding."),
+    CONV_RENAME("time_embedding.", "time_embedding."),
+    CONV_RENAME("time_projection.", "time_projection."),
+    CONV_RENAME("head.", "head."),
     CONV_END,
 };
 
@@ -29,14 +32,21 @@ static const conv_rule official_rules[] = {
  * (its norm1 and norm3 have no weights). */
 static const conv_rule diffusers_block[] = {
     CONV_EXACT("scale_shift_table", "modulation"),
-    CONV_RENAME("attn1.to_q.", "self_attn.q."),           CONV_RENAME("attn1.to_k.", "self_attn.k."),
-    CONV_RENAME("attn1.to_v.", "self_attn.v."),           CONV_RENAME("attn1.to_out.0.", "self_attn.o."),
-    CONV_RENAME("attn1.norm_q.", "self_attn.norm_q."),    CONV_RENAME("attn1.norm_k.", "self_attn.norm_k."),
-    CONV_RENAME("attn2.to_q.", "cross_attn.q."),          CONV_RENAME("attn2.to_k.", "cross_attn.k."),
-    CONV_RENAME("attn2.to_v.", "cross_attn.v."),          CONV_RENAME("attn2.to_out.0.", "cross_attn.o."),
-    CONV_RENAME("attn2.norm_q.", "cross_attn.norm_q."),   CONV_RENAME("attn2.norm_k.", "cross_attn.norm_k."),
+    CONV_RENAME("attn1.to_q.", "self_attn.q."),
+    CONV_RENAME("attn1.to_k.", "self_attn.k."),
+    CONV_RENAME("attn1.to_v.", "self_attn.v."),
+    CONV_RENAME("attn1.to_out.0.", "self_attn.o."),
+    CONV_RENAME("attn1.norm_q.", "self_attn.norm_q."),
+    CONV_RENAME("attn1.norm_k.", "self_attn.norm_k."),
+    CONV_RENAME("attn2.to_q.", "cross_attn.q."),
+    CONV_RENAME("attn2.to_k.", "cross_attn.k."),
+    CONV_RENAME("attn2.to_v.", "cross_attn.v."),
+    CONV_RENAME("attn2.to_out.0.", "cross_attn.o."),
+    CONV_RENAME("attn2.norm_q.", "cross_attn.norm_q."),
+    CONV_RENAME("attn2.norm_k.", "cross_attn.norm_k."),
     CONV_RENAME("norm2.", "norm3."),
-    CONV_RENAME("ffn.net.0.proj.", "ffn.0."),             CONV_RENAME("ffn.net.2.", "ffn.2."),
+    CONV_RENAME("ffn.net.0.proj.", "ffn.0."),
+    CONV_RENAME("ffn.net.2.", "ffn.2."),
     CONV_END,
 };
 

@@ -149,8 +149,8 @@ static int file_fd(hid_t file) {
   hid_t fapl = H5Fget_access_plist(file);
   void *handle = NULL;
   int fd = -1;
-  if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file, fapl, &handle) >= 0 &&
-      handle)
+  if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 &&
+      H5Fget_vfd_handle(file, fapl, &handle) >= 0 && handle)
     fd = *(int *)handle;
   if (fapl >= 0) H5Pclose(fapl);
   return fd;

@@ -60,7 +60,8 @@ static int attr_read(hid_t file, const char *path, const net_schema *s, const ne
                      (long long)iv[k], (long long)a->lo, (long long)a->hi);
       return SP_ERR_INPUT;
     }
-    attr_set(a, config, k, a->type == NET_ATTR_I64 ? iv[k] : 0, a->type == NET_ATTR_F64 ? dv[k] : 0);
+    attr_set(a, config, k, a->type == NET_ATTR_I64 ? iv[k] : 0,
+             a->type == NET_ATTR_F64 ? dv[k] : 0);
   }
   return SP_OK;
 }

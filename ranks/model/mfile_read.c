@@ -26,7 +26,8 @@ void mfile_synth_values(const net_tensor *t, uint64_t seed, int64_t first, int64
   if (dtype == KERN_DTYPE_F32) {
     float *out = dst;
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) out[i] = (float)(c + h * rank_synth_uniform(k, (uint64_t)(first + i)));
+    for (int64_t i = 0; i < n; i++)
+      out[i] = (float)(c + h * rank_synth_uniform(k, (uint64_t)(first + i)));
   } else {
     uint16_t *out = dst;
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -102,8 +103,8 @@ static int read_raw(mfile *m, int n, const mfile_dst *d, void *const *raw, float
 static int read_synth(const mfile *m, int n, const mfile_dst *d) {
   for (int k = 0; k < n; k++) {
     const net_tensor *t = &m->t[d[k].tensor];
-    mfile_synth_values(t, m->id.seed, 0, t->numel, d[k].widen ? KERN_DTYPE_F32 : m->loc[d[k].tensor].dtype,
-                       d[k].dst);
+    const kern_dtype as = d[k].widen ? KERN_DTYPE_F32 : m->loc[d[k].tensor].dtype;
+    mfile_synth_values(t, m->id.seed, 0, t->numel, as, d[k].dst);
   }
   return SP_OK;
 }

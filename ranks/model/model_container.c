@@ -505,7 +505,8 @@ int rank_container_write_values(hid_t d, const mfile_format *f, const void *data
                                 int64_t count, int64_t total) {
   const size_t w = f->elem ? f->elem : 1;
   hid_t mtype = f->is_float ? H5T_NATIVE_FLOAT : w == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
-  if (first == 0 && count == total) return H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0 ? -1 : 0;
+  if (first == 0 && count == total)
+    return H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0 ? -1 : 0;
   /* The file space seen as 1-D, so a part need not be whole rows. */
   hsize_t all = (hsize_t)total, start = (hsize_t)first, n = (hsize_t)count;
   hid_t flat = -1, ms = -1;

@@ -10,10 +10,13 @@
 /* ---- config attributes -------------------------------------------------- */
 
 #define CFG(f) offsetof(wan_file_config, c.f)
-#define I64(name, field) {name, NET_ATTR_I64, NET_FIELD_I64, CFG(field), 1, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL}
+#define I64(name, field) \
+  {name, NET_ATTR_I64, NET_FIELD_I64, CFG(field), 1, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL}
 #define TWO(name, field, type, ftype, rg, lo, hi, why) \
-  {name, type, ftype, offsetof(wan_file_config, field), 1, NULL, 0, rg, lo, hi, 0, 0, "experts", why}
-#define NOT_A_NUMBER(name) "root attribute " name " of a two-expert model is missing or not a number"
+  {name, type, ftype, offsetof(wan_file_config, field), 1, NULL, 0, rg, lo, hi, 0, 0, \
+   "experts", why}
+#define NOT_A_NUMBER(name) \
+  "root attribute " name " of a two-expert model is missing or not a number"
 
 static const net_attr attrs[] = {
     I64("dim", dim), I64("ffn_dim", ffn_dim), I64("heads", heads), I64("layers", layers),

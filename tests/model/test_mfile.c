@@ -84,7 +84,8 @@ static void check_vae(const char *root) {
   const int bf = strcmp(root, "bf16") == 0;
   for (int i = 0; m && i < n; i++) {
     const net_tensor *t = mfile_tensor(m, i);
-    CHECK(mfile_stored(m, i) == (bf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32), "%s: stored dtype", t->name);
+    CHECK(mfile_stored(m, i) == (bf ? KERN_DTYPE_BF16 : KERN_DTYPE_F32), "%s: stored dtype",
+          t->name);
     float *wide = malloc((size_t)t->numel * sizeof *wide);
     void *raw = malloc((size_t)t->numel * 4);
     mfile_dst d[2] = {{i, wide, 1, NULL}, {i, raw, 0, NULL}};
