@@ -118,9 +118,11 @@ static long tmp_owner(const char *entry, const char *base) {
 
 /* Removes the temporary files of final path base in dir that a process
  * which no longer runs left behind (killed with SIGKILL, or the machine
- * went down: no handler could remove them). A process id names a process
- * of this host, so a live writer's file is never touched; this process's
- * own names count as live while registered. */
+ * went down: no handler could remove them). Processes are looked up on
+ * this host: a live writer here keeps its file, and this process's own
+ * names count as live while registered; on a file system shared between
+ * hosts, a temporary that a process of another host is writing to the same
+ * path counts as stale when no process here has its id. */
 static void remove_stale(const char *dir, const char *base) {
   DIR *d = opendir(dir);
   if (!d) return;
