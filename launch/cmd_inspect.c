@@ -1,7 +1,6 @@
 /* staticpipe inspect: a model's arch, config, sizes and checksum. */
 #include <getopt.h>
 #include <json-c/json.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,8 +28,9 @@ static void usage(FILE *f) {
           "text encoder (a file from convert or init, or synth:umt5-xxl, synth:umt5-tiny)\n"
           "with its config, tensors, parameters, bytes, tokenizer pieces and checksum.\n"
           "\n"
-          "  -v, --verify   also read every dataset and check its checksum (a file model;\n"
-          "                 for a VAE file also the root checksum over the datasets')\n"
+          "  -v, --verify   also read every dataset of a file model: its checksum, every\n"
+          "                 scale and every weight finite (the root checksum over the\n"
+          "                 datasets' is checked at open)\n"
           "  -j, --json     JSON on stdout (keys arch, preset, dtype, config, num_blocks,\n"
           "                 block_bytes, embed_bytes, head_bytes (per expert), total_bytes,\n"
           "                 experts, defaults (two experts: boundary, cfg, shift, steps),\n"
@@ -90,61 +90,12 @@ static void id_print(const model_file_id *id, const char *what, const char *dtyp
   printf("dtype      %s%s\n", dtype, note);
 }
 
-/* The first tensor of group buffer buf (layout l, dtype dt) holding a NaN
- * or an infinity: logs it naming the dataset and returns SP_ERR_INPUT. */
-static int check_group_finite(const wan_layout *l, kern_dtype dt, wan_group g, int block,
-                              const unsigned char *buf, const char *source) {
-  for (int i = 0; i < l->count; i++) {
-    const unsigned char *p = buf + l->t[i].offset;
-    for (int64_t k = 0; k < l->t[i].numel; k++) {
-      float v;
-      if (dt == KERN_DTYPE_BF16) {
-        uint16_t h;
-        memcpy(&h, p + 2 * k, 2);
-        v = kern_bf16_to_f32(h);
-      } else {
-        memcpy(&v, p + 4 * k, 4);
-      }
-      if (!isfinite(v)) {
-        char ds[256];
-        rank_model_dataset_path(g, block, l->t[i].name, ds, sizeof ds);
-        sp_log_error("%s: %s: element %lld is %s: the weights are not usable", source, ds,
-                     (long long)k, isnan(v) ? "NaN" : "infinite");
-        return SP_ERR_INPUT;
-      }
-    }
-  }
-  return SP_OK;
-}
-
-/* Reads every group once, which checks every dataset's checksum, and
- * checks every weight is finite. */
-static int verify_all(rank_model *m) {
-  const wan_config *c = &rank_model_get_info(m)->config;
-  size_t cap = 0;
-  for (int g = 0; g < 3; g++) {
-    size_t b = rank_model_layout(m, (wan_group)g)->packed_bytes;
-    if (b > cap) cap = b;
-  }
-  void *buf = sp_xmalloc(cap);
-  uint64_t bytes = 0;
-  const rank_model_info *in = rank_model_get_info(m);
-  int rc = SP_OK;
-  for (int e = 0; rc == SP_OK && e < in->experts.count; e++) {
-    for (int g = 0; g < 3 && rc == SP_OK; g++) {
-      int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
-      for (int b = 0; b < nb && rc == SP_OK; b++) {
-        rc = rank_model_read_expert_group(m, e, (wan_group)g, b, buf, cap, &bytes);
-        if (rc == SP_OK)
-          rc = check_group_finite(rank_model_layout(m, (wan_group)g),
-                                  rank_model_group_dtype(m, (wan_group)g), (wan_group)g, b, buf,
-                                  in->id.source);
-      }
-    }
-  }
-  free(buf);
-  if (rc == SP_OK) sp_log_info("verify: %llu bytes read, every checksum matches, every weight "
-                               "is finite", (unsigned long long)bytes);
+/* --verify: every dataset read and checked (the model-file layer's
+ * mfile_verify, one rule for every network); the line that says so. */
+static int verified(int rc, uint64_t bytes, int synthetic) {
+  if (rc == SP_OK && !synthetic)
+    sp_log_info("verify: %llu bytes read, every checksum matches, every weight is finite",
+                (unsigned long long)bytes);
   return rc;
 }
 
@@ -177,20 +128,10 @@ static int inspect_vae(const char *spec, int json, int verify) {
   if (rc != SP_OK) return rc;
   const vae_model_info *in = vae_model_get_info(m);
   const wan_vae_config *c = &in->config;
-  if (verify) {
-    static wan_vae_weights w;
-    static wan_vae_table t;
-    wan_vae_table_make(c, &w, &t);
-    float *buf = sp_xmalloc((size_t)t.packed_floats * sizeof *buf);
-    rc = vae_model_read(m, buf, t.packed_floats);
-    free(buf);
-    if (rc != SP_OK) {
-      vae_model_close(m);
-      return rc;
-    }
-    if (!in->id.synthetic)
-      sp_log_info("verify: %lld bytes read, every checksum matches",
-                  (long long)in->size.file_bytes);
+  uint64_t bytes = 0;
+  if (verify && (rc = verified(vae_model_verify(m, &bytes), bytes, in->id.synthetic)) != SP_OK) {
+    vae_model_close(m);
+    return rc;
   }
   int64_t levels[WAN_VAE_MAX_LEVELS], temporal[WAN_VAE_MAX_LEVELS];
   for (int i = 0; i < c->n_mult; i++) levels[i] = wan_vae_level_dim(c, i);
@@ -266,24 +207,12 @@ static int is_t5(const char *spec) {
   return t5_preset(arch, &c) == 0;
 }
 
-/* --verify: every weight read with its checksum (the root checksum and the
- * tokenizer's were checked at open). */
-static int t5_verify(t5_model *m) {
-  const umt5_config *c = &t5_model_get_info(m)->config;
-  float *buf = sp_xmalloc((size_t)umt5_layer_floats(c) * sizeof *buf);
-  int32_t id = 0;
-  int rc = t5_model_read_embed(m, &id, 1, buf);
-  for (int l = 0; rc == SP_OK && l < c->layers; l++) rc = t5_model_read_layer(m, l, buf);
-  if (rc == SP_OK) rc = t5_model_read_norm(m, buf);
-  free(buf);
-  if (rc == SP_OK) sp_log_info("verify: every weight dataset's checksum matches");
-  return rc;
-}
-
 static int inspect_t5(const char *spec, int json, int verify) {
   t5_model *m = NULL;
   int rc = t5_model_open(spec, verify, &m);
-  if (rc == SP_OK && verify && !rank_model_spec_is_synth(spec)) rc = t5_verify(m);
+  uint64_t bytes = 0;
+  if (rc == SP_OK && verify)
+    rc = verified(t5_model_verify(m, &bytes), bytes, rank_model_spec_is_synth(spec));
   if (rc != SP_OK) {
     t5_model_close(m);
     return rc;
@@ -357,7 +286,9 @@ int cmd_inspect(int argc, char **argv) {
   rank_model *m = NULL;
   int rc = rank_model_open(argv[optind], verify, &m);
   if (rc != SP_OK) return rc;
-  if (verify && (rc = verify_all(m)) != SP_OK) {
+  uint64_t bytes = 0;
+  if (verify && (rc = verified(rank_model_verify(m, &bytes), bytes,
+                               rank_model_get_info(m)->id.synthetic)) != SP_OK) {
     rank_model_close(m);
     return rc;
   }

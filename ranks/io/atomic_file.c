@@ -1,6 +1,7 @@
 /* Atomic output files (see atomic_file.h). */
 #include "atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -89,6 +90,57 @@ static int tmp_name(const char *final_path, unsigned k, char *tmp, size_t n) {
   return w < 0 || (size_t)w >= n ? -1 : w;
 }
 
+/* 1 when tmp is a temporary of this process that is still registered. */
+static int registered(const char *tmp) {
+  int hit = 0;
+  pthread_mutex_lock(&g_lock);
+  for (int i = 0; i < MAX_TMP && !hit; i++) hit = g_used[i] && strcmp(g_tmp[i], tmp) == 0;
+  pthread_mutex_unlock(&g_lock);
+  return hit;
+}
+
+/* The process id of entry, a temporary name of final path base made by
+ * tmp_name (".BASE.tmp-PID-K", digits only after the prefix), or -1. */
+static long tmp_owner(const char *entry, const char *base) {
+  size_t bl = strlen(base);
+  if (entry[0] != '.' || strncmp(entry + 1, base, bl) != 0 ||
+      strncmp(entry + 1 + bl, ".tmp-", 5) != 0)
+    return -1;
+  const char *p = entry + 1 + bl + 5;
+  char *end;
+  errno = 0;
+  long pid = strtol(p, &end, 10);
+  if (errno || end == p || *end != '-' || pid <= 0) return -1;
+  p = end + 1;
+  (void)strtoul(p, &end, 10);
+  return end == p || *end || errno ? -1 : pid;
+}
+
+/* Removes the temporary files of final path base in dir that a process
+ * which no longer runs left behind (killed with SIGKILL, or the machine
+ * went down: no handler could remove them). Processes are looked up on
+ * this host: a live writer here keeps its file, and this process's own
+ * names count as live while registered; on a file system shared between
+ * hosts, a temporary that a process of another host is writing to the same
+ * path counts as stale when no process here has its id. */
+static void remove_stale(const char *dir, const char *base) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char path[TMP_LEN];
+  while ((e = readdir(d)) != NULL) {
+    const long pid = tmp_owner(e->d_name, base);
+    if (pid < 0) continue;
+    int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (w < 0 || (size_t)w >= sizeof path) continue;
+    const int dead = pid == (long)getpid() ? !registered(path)
+                                             : kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (dead && unlink(path) == 0)
+      sp_log_info("%s: removed a temporary file that process %ld left behind", path, pid);
+  }
+  closedir(d);
+}
+
 int rank_atomic_tmp_name_longest(const char *final_path, char *tmp, size_t n) {
   return tmp_name(final_path, UINT_MAX, tmp, n) < 0 ? -1 : 0;
 }
@@ -106,6 +158,9 @@ int rank_atomic_begin(const char *final_path, char *tmp, size_t n) {
     sp_log_error("%s: cannot write to directory '%s': %s", final_path, dir, strerror(errno));
     return SP_ERR_INPUT;
   }
+  char basebuf[TMP_LEN];
+  snprintf(basebuf, sizeof basebuf, "%s", final_path);
+  remove_stale(dir, basename(basebuf));
   pthread_mutex_lock(&g_lock);
   unsigned k = g_counter++;
   install_handlers();

@@ -1,9 +1,14 @@
 /* Small HDF5 helpers (see h5_util.h). */
+#define _GNU_SOURCE /* memfd_create */
 #include "h5_util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "atomic_file.h"
 #include "log.h"
@@ -120,10 +125,87 @@ int rank_h5_out_open(rank_h5_out *o, const char *path, const char *create_err) {
   return SP_OK;
 }
 
-int rank_h5_out_commit(rank_h5_out *o, const char *close_err) {
-  herr_t e = H5Fclose(o->file);
+/* Every object identifier still open in file (a dataset, group, datatype
+ * or attribute a failed write left), closed. */
+static void close_objects(hid_t file) {
+  const unsigned types = H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR |
+                         H5F_OBJ_LOCAL;
+  ssize_t n = H5Fget_obj_count(file, types);
+  if (n <= 0) return;
+  hid_t *ids = sp_xmalloc((size_t)n * sizeof *ids);
+  n = H5Fget_obj_ids(file, types, (size_t)n, ids);
+  for (ssize_t i = 0; i < n; i++) {
+    H5I_type_t t = H5Iget_type(ids[i]);
+    if (t == H5I_DATASET) H5Dclose(ids[i]);
+    else if (t == H5I_GROUP) H5Gclose(ids[i]);
+    else if (t == H5I_DATATYPE) H5Tclose(ids[i]);
+    else if (t == H5I_ATTR) H5Aclose(ids[i]);
+  }
+  free(ids);
+}
+
+/* The descriptor HDF5 writes file through (the sec2 driver's), or -1. */
+static int file_fd(hid_t file) {
+  hid_t fapl = H5Fget_access_plist(file);
+  void *handle = NULL;
+  int fd = -1;
+  if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 &&
+      H5Fget_vfd_handle(file, fapl, &handle) >= 0 && handle)
+    fd = *(int *)handle;
+  if (fapl >= 0) H5Pclose(fapl);
+  return fd;
+}
+
+/* Points the descriptor HDF5 writes file through (the sec2 driver's) at an
+ * anonymous memory file, so whatever HDF5 still has to write of a file
+ * being given up goes there instead of a disk that is full. */
+static void divert_writes(hid_t file) {
+  const int fd = file_fd(file);
+  if (fd < 0) return;
+  int mem = memfd_create("staticpipe-discarded", MFD_CLOEXEC);
+  if (mem < 0) mem = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (mem < 0) return;
+  dup2(mem, fd);
+  close(mem);
+}
+
+/* Closes a file being given up (a write failed, or it is aborted) so that
+ * HDF5 lets go of it: its open objects closed, its remaining writes
+ * diverted (divert_writes). A close that fails on a full disk would leave
+ * HDF5's handle half destroyed, and its clean-up at exit would crash on it. */
+static void close_discarded(hid_t file) {
+  close_objects(file);
+  divert_writes(file);
+  H5Fclose(file);
+}
+
+/* Allocates on disk every byte of file HDF5 has placed something at, so
+ * that the flush which follows writes only into space the file holds: a
+ * flush that fails part way leaves HDF5 1.10's metadata cache unable to
+ * close the file at all. 0, or -1 when the disk has no room for it; a file
+ * system that cannot allocate ahead (fallocate unsupported) counts as 0. */
+static int reserve_space(hid_t file) {
+  hsize_t size = 0;
+  const int fd = file_fd(file);
+  if (fd < 0 || H5Fget_filesize(file, &size) < 0 || size == 0) return 0;
+  if (fallocate(fd, 0, 0, (off_t)size) == 0) return 0;
+  return errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL ? 0 : -1;
+}
+
+int rank_h5_out_close(rank_h5_out *o) {
+  /* The flush is what fails on a full disk; after it the close has nothing
+   * left to write. With no room for the flush the file is given up
+   * (close_discarded) before HDF5 tries. */
+  close_objects(o->file);
+  herr_t e = reserve_space(o->file) == 0 ? H5Fflush(o->file, H5F_SCOPE_LOCAL) : -1;
+  if (e >= 0) e = H5Fclose(o->file);
+  else close_discarded(o->file);
   o->file = -1;
-  if (e < 0) {
+  return e < 0 ? -1 : 0;
+}
+
+int rank_h5_out_commit(rank_h5_out *o, const char *close_err) {
+  if (rank_h5_out_close(o) != 0) {
     sp_log_error("%s: %s", o->path, close_err);
     rank_h5_out_abort(o);
     return SP_ERR_RUNTIME;
@@ -134,7 +216,7 @@ int rank_h5_out_commit(rank_h5_out *o, const char *close_err) {
 }
 
 void rank_h5_out_abort(rank_h5_out *o) {
-  if (o->file >= 0) H5Fclose(o->file);
+  if (o->file >= 0) close_discarded(o->file);
   o->file = -1;
   if (o->tmp[0]) rank_atomic_abort(o->tmp);
   o->tmp[0] = '\0';

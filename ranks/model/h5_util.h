@@ -37,10 +37,17 @@ typedef struct rank_h5_out {
  * the file, logs "PATH: create_err", removes the name and returns
  * SP_ERR_RUNTIME. Nothing is left to abort after a failure. */
 int rank_h5_out_open(rank_h5_out *o, const char *path, const char *create_err);
-/* Closes the file and renames it onto path; when the close fails, logs
- * "PATH: close_err" and removes it. SP_OK or SP_ERR_RUNTIME. */
+/* Closes o's file (o->file -1 after): flushed first, and when the flush
+ * fails (a full disk) given up so that HDF5 holds no identifier of it any
+ * more. 0, or -1 (not logged) when it could not be written whole. */
+int rank_h5_out_close(rank_h5_out *o);
+/* Closes the file (rank_h5_out_close) and renames it onto path; when the
+ * close fails, logs "PATH: close_err" and removes it. SP_OK or
+ * SP_ERR_RUNTIME. */
 int rank_h5_out_commit(rank_h5_out *o, const char *close_err);
-/* Closes the file if open and removes the temporary name if still there. */
+/* Gives the file up if open (whatever HDF5 still has to write of it goes
+ * nowhere, every identifier of it is closed) and removes the temporary
+ * name if still there. Safe after any failure, a full disk included. */
 void rank_h5_out_abort(rank_h5_out *o);
 
 #endif

@@ -13,8 +13,7 @@
 #include "crc32c.h"
 #include "h5_util.h"
 #include "log.h"
-#include "t5_file.h"
-#include "vae_file.h"
+#include "mfile_format.h"
 
 /* ---- reading ------------------------------------------------------------ */
 
@@ -64,23 +63,14 @@ int rank_container_open(const char *path, hid_t *out) {
   return SP_OK;
 }
 
-/* The archs a staticpipe file can hold, with what each is, so a file given
- * to the wrong command is named for what it is. */
-static const struct {
-  const char *arch, *what;
-} known_archs[] = {
-    {WAN_ARCH, "DiT"},
-    {VAE_MODEL_ARCH, "VAE decoder"},
-    {T5_MODEL_ARCH, "text encoder"},
-};
-
-static const char *arch_what(const char *arch) {
-  for (size_t i = 0; i < sizeof known_archs / sizeof known_archs[0]; i++)
-    if (strcmp(known_archs[i].arch, arch) == 0) return known_archs[i].what;
-  return NULL;
+/* "bf16"/"fp32"/... : the root dtypes s takes, for messages. */
+static void root_dtype_list(const net_schema *s, char *buf, size_t n) {
+  buf[0] = 0;
+  for (int i = 0; s->root_dtypes[i]; i++)
+    snprintf(buf + strlen(buf), n - strlen(buf), "%s\"%s\"", i ? "/" : "", s->root_dtypes[i]);
 }
 
-int rank_container_read_root(hid_t file, const char *path, const char *want_arch,
+int rank_container_read_root(hid_t file, const char *path, const net_schema *want,
                              rank_container_root *out) {
   char s[256];
   if (rank_h5_attr_read_str(file, "format", s, sizeof s) != 0 || strcmp(s, RANK_MODEL_FORMAT) != 0) {
@@ -99,24 +89,23 @@ int rank_container_read_root(hid_t file, const char *path, const char *want_arch
     return SP_ERR_INPUT;
   }
   if (rank_h5_attr_read_str(file, "arch", out->arch, sizeof out->arch) != 0 ||
-      strcmp(out->arch, want_arch) != 0) {
-    const char *have = arch_what(out->arch), *want = arch_what(want_arch);
-    if (have && want)
-      sp_log_error("%s is a %s model (a %s); this command needs a %s %s", path, out->arch, have,
-                   want_arch, want);
+      strcmp(out->arch, want->arch) != 0) {
+    const net_schema *have = net_schema_of(out->arch);
+    if (have)
+      sp_log_error("%s is a %s model (a %s); this command needs a %s %s", path, out->arch,
+                   have->what, want->arch, want->what);
     else
-      sp_log_error("%s: root attribute arch is missing or not \"%s\"", path, want_arch);
+      sp_log_error("%s: root attribute arch is missing or not \"%s\"", path, want->arch);
     return SP_ERR_INPUT;
   }
-  const int dit = strcmp(want_arch, WAN_ARCH) == 0;
-  if (rank_h5_attr_read_str(file, "dtype", s, sizeof s) != 0 ||
-      (strcmp(s, "bf16") != 0 && strcmp(s, "fp32") != 0 && !(dit && strcmp(s, "fp8") == 0))) {
-    sp_log_error("%s: root attribute dtype is missing or not \"bf16\"/\"fp32\"%s", path,
-                 dit ? "/\"fp8\"" : "");
+  int known = rank_h5_attr_read_str(file, "dtype", out->dtype, sizeof out->dtype) == 0;
+  for (int i = 0; known && want->root_dtypes[i]; i++)
+    if (strcmp(out->dtype, want->root_dtypes[i]) == 0) known = 2;
+  if (known != 2) {
+    root_dtype_list(want, s, sizeof s);
+    sp_log_error("%s: root attribute dtype is missing or not %s", path, s);
     return SP_ERR_INPUT;
   }
-  out->fp8 = strcmp(s, "fp8") == 0;
-  out->dtype = strcmp(s, "fp32") == 0 ? KERN_DTYPE_F32 : KERN_DTYPE_BF16;
   if (rank_h5_attr_read_str(file, "preset", out->preset, sizeof out->preset) != 0)
     out->preset[0] = 0;
   if (rank_h5_attr_read_str(file, "checksum", out->checksum, sizeof out->checksum) != 0) {
@@ -220,25 +209,43 @@ static const char *storage_why(hid_t dcpl) {
   return NULL;
 }
 
-/* Why dataset d (stored type `type`) does not hold dtype: bf16 and e4m3 are
- * stored as unsigned little-endian integers of their width, f32 as 32-bit
- * little-endian floats, and the attribute dtype names it. NULL when it
- * does; else the reason in whybuf, naming what is stored and what the
+/* How format f is stored, for messages: "16-bit unsigned little-endian". */
+static void storage_text(const mfile_format *f, char *buf, size_t n) {
+  const size_t bits = 8 * (f->elem ? f->elem : 1);
+  if (f->is_float)
+    snprintf(buf, n, "%zu-bit float little-endian", bits);
+  else
+    snprintf(buf, n, "%zu-bit unsigned%s", bits, bits > 8 ? " little-endian" : "");
+}
+
+/* Whether HDF5 type `type` stores format f. */
+static int type_holds(hid_t type, const mfile_format *f) {
+  const size_t width = f->elem ? f->elem : 1;
+  if (f->is_float)
+    return H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == width &&
+           H5Tget_order(type) == H5T_ORDER_LE;
+  return H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == width &&
+         (width == 1 || H5Tget_order(type) == H5T_ORDER_LE) && H5Tget_sign(type) == H5T_SGN_NONE;
+}
+
+/* The format dataset d holds among the n allowed: the one its attribute
+ * dtype names when that is allowed and its type stores it (*got); NULL
+ * when none, with the reason in whybuf naming what is stored and what the
  * attribute says apart (either may be the one that is wrong). */
-static const char *dtype_why(hid_t d, hid_t type, kern_dtype dtype, char *whybuf, size_t cap) {
-  const int f32 = dtype == KERN_DTYPE_F32;
-  const size_t width = kern_dtype_size(dtype);
-  int type_ok = !f32 ? (H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == width &&
-                        (width == 1 || H5Tget_order(type) == H5T_ORDER_LE) &&
-                        H5Tget_sign(type) == H5T_SGN_NONE)
-                     : (H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 4 &&
-                        H5Tget_order(type) == H5T_ORDER_LE);
-  char dt[32] = "";
+static const char *dtype_why(hid_t d, hid_t type, const kern_dtype *allowed, int n,
+                             const mfile_format **got, char *whybuf, size_t cap) {
+  char dt[32] = "", want[96] = "", stored[64];
   if (rank_h5_attr_read_str(d, "dtype", dt, sizeof dt) != 0) dt[0] = 0;
-  if (type_ok && strcmp(dt, kern_dtype_name(dtype)) == 0) return NULL;
+  for (int i = 0; i < n; i++) {
+    const mfile_format *f = mfile_format_of(allowed[i]);
+    if (strcmp(dt, f->name) == 0 && type_holds(type, f)) {
+      *got = f;
+      return NULL;
+    }
+    snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? "/" : "", f->name);
+  }
   H5T_class_t cls = H5Tget_class(type);
   size_t bits = 8 * H5Tget_size(type);
-  char stored[64];
   if (cls == H5T_FLOAT)
     snprintf(stored, sizeof stored, "%zu-bit float", bits);
   else if (cls == H5T_INTEGER)
@@ -246,14 +253,18 @@ static const char *dtype_why(hid_t d, hid_t type, kern_dtype dtype, char *whybuf
              H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
   else
     snprintf(stored, sizeof stored, "neither integer nor float");
-  snprintf(whybuf, cap,
-           "dtype is not %s (expected %s data and attribute dtype = \"%s\"; found %s%s data "
-           "and attribute dtype = \"%s\")",
-           kern_dtype_name(dtype),
-           f32 ? "32-bit float little-endian"
-               : width == 1 ? "8-bit unsigned" : "16-bit unsigned little-endian",
-           kern_dtype_name(dtype), stored,
-           H5Tget_order(type) == H5T_ORDER_BE ? " big-endian" : "", dt);
+  const char *order = H5Tget_order(type) == H5T_ORDER_BE ? " big-endian" : "";
+  if (n == 1) {
+    char how[64];
+    storage_text(mfile_format_of(allowed[0]), how, sizeof how);
+    snprintf(whybuf, cap,
+             "dtype is not %s (expected %s data and attribute dtype = \"%s\"; found %s%s data "
+             "and attribute dtype = \"%s\")",
+             want, how, want, stored, order, dt);
+  } else {
+    snprintf(whybuf, cap, "dtype is none of %s (found %s%s data and attribute dtype = \"%s\")",
+             want, stored, order, dt);
+  }
   return whybuf;
 }
 
@@ -274,13 +285,29 @@ static const char *shape_why(hid_t space, int ndim, const int64_t *shape, char *
   return whybuf;
 }
 
-int rank_container_check_dataset(hid_t file, const char *path, const char *ds, kern_dtype dtype,
-                                 int ndim, const int64_t *shape, size_t bytes, uint64_t *offset,
-                                 uint32_t *crc) {
+/* Why the dataset d, of the format it holds, is not tensor t as stored:
+ * its shape and storage size. NULL when it is. */
+static const char *size_why(hid_t d, hid_t space, const mfile_format *f, const net_tensor *t,
+                            char *whybuf, size_t cap) {
+  int64_t dims[NET_MAX_NDIM];
+  const int nd = mfile_format_dims(f, t, dims);
+  const char *why = shape_why(space, nd, dims, whybuf, cap);
+  if (why) return why;
+  const uint64_t bytes = mfile_format_bytes(f, t);
+  if (H5Dget_storage_size(d) == (hsize_t)bytes) return NULL;
+  snprintf(whybuf, cap, "storage holds %llu bytes, expected %llu",
+           (unsigned long long)H5Dget_storage_size(d), (unsigned long long)bytes);
+  return whybuf;
+}
+
+int rank_container_check_dataset(hid_t file, const char *path, const char *ds,
+                                 const kern_dtype *allowed, int nallowed, const net_tensor *t,
+                                 rank_container_found *out) {
   int rc = SP_ERR_INPUT;
   hid_t d = -1, dcpl = -1, type = -1, space = -1;
   const char *why = NULL;
-  char whybuf[256];
+  const mfile_format *f = NULL;
+  char whybuf[320];
   H5O_info_t oi;
   haddr_t off = HADDR_UNDEF;
   if (H5Lexists(file, ds, H5P_DEFAULT) <= 0)
@@ -297,22 +324,20 @@ int rank_container_check_dataset(hid_t file, const char *path, const char *ds, k
     ;
   else if ((type = H5Dget_type(d)) < 0)
     why = "cannot read its dtype";
-  else if ((why = dtype_why(d, type, dtype, whybuf, sizeof whybuf)) != NULL)
+  else if ((why = dtype_why(d, type, allowed, nallowed, &f, whybuf, sizeof whybuf)) != NULL)
     ;
   else if ((space = H5Dget_space(d)) < 0)
     why = "cannot read its shape";
-  else if ((why = shape_why(space, ndim, shape, whybuf, sizeof whybuf)) != NULL)
+  else if ((why = size_why(d, space, f, t, whybuf, sizeof whybuf)) != NULL)
     ;
-  else if (H5Dget_storage_size(d) != (hsize_t)bytes) {
-    snprintf(whybuf, sizeof whybuf, "storage holds %llu bytes, expected %zu",
-             (unsigned long long)H5Dget_storage_size(d), bytes);
-    why = whybuf;
-  } else if ((off = H5Dget_offset(d)) == HADDR_UNDEF)
+  else if ((off = H5Dget_offset(d)) == HADDR_UNDEF)
     why = "has no allocated contiguous storage";
-  else if (rank_h5_attr_read_num(d, "checksum", H5T_NATIVE_UINT32, crc, 1) != 0)
+  else if (rank_h5_attr_read_num(d, "checksum", H5T_NATIVE_UINT32, &out->crc, 1) != 0)
     why = "checksum attribute is missing";
   if (!why) {
-    *offset = (uint64_t)off;
+    out->offset = (uint64_t)off;
+    out->dtype = f->dtype;
+    out->bytes = mfile_format_bytes(f, t);
     rc = SP_OK;
   } else {
     sp_log_error("%s: %s: %s", path, ds, why);
@@ -416,50 +441,6 @@ int rank_container_open_end(hid_t file, const char *path, int rc, int *fd) {
   return rc != SP_OK ? rc : rank_container_open_fd(path, fd);
 }
 
-int rank_container_read_f32(int fd, kern_dtype dtype, int count, const rank_container_f32 *t,
-                            int verify, uint16_t *stage, int *err_no, uint32_t *got_crc) {
-  const int bf16 = dtype == KERN_DTYPE_BF16;
-  rank_container_read *r = sp_xmalloc((size_t)(count > 0 ? count : 1) * sizeof *r);
-  int64_t at = 0;
-  for (int i = 0; i < count; i++) {
-    void *dst = bf16 ? (void *)(stage + at) : (void *)t[i].dst;
-    r[i] = (rank_container_read){t[i].offset, (size_t)t[i].numel * kern_dtype_size(dtype), dst,
-                                 t[i].crc};
-    at += t[i].numel;
-  }
-  int bad = rank_container_pread(fd, count, r, verify, err_no, got_crc);
-  free(r);
-  if (bad >= 0 || !bf16) return bad;
-  at = 0;
-  for (int i = 0; i < count; i++) {
-    kern_bf16_to_f32_n(stage + at, t[i].dst, (size_t)t[i].numel);
-    at += t[i].numel;
-  }
-  return -1;
-}
-
-int rank_container_check_tensors(hid_t file, const char *path, const char *group, kern_dtype dtype,
-                                 int count, const rank_container_tensor *t, uint64_t **offset,
-                                 uint32_t **crc, uint32_t *acc) {
-  *offset = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof **offset);
-  *crc = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof **crc);
-  char where[128];
-  snprintf(where, sizeof where, "/%s", group);
-  const char **names = sp_xcalloc((size_t)(count > 0 ? count : 1), sizeof *names);
-  for (int i = 0; i < count; i++) names[i] = t[i].name;
-  int rc = rank_container_check_members(file, path, where, names, count);
-  free(names);
-  for (int i = 0; i < count && rc == SP_OK; i++) {
-    char ds[256];
-    snprintf(ds, sizeof ds, "/%s/%s", group, t[i].name);
-    rc = rank_container_check_dataset(file, path, ds, dtype, t[i].ndim, t[i].shape,
-                                      (size_t)t[i].numel * kern_dtype_size(dtype), &(*offset)[i],
-                                      &(*crc)[i]);
-    if (rc == SP_OK) *acc = rank_container_checksum_add(*acc, (*crc)[i]);
-  }
-  return rc;
-}
-
 /* ---- the model checksum -------------------------------------------------- */
 
 uint32_t rank_container_checksum_add(uint32_t acc, uint32_t crc) {
@@ -483,15 +464,15 @@ void rank_container_checksum_str(uint32_t acc, char *buf, size_t n) {
 
 /* ---- writing ------------------------------------------------------------- */
 
-int rank_container_write_root(hid_t file, const char *arch, const char *preset, kern_dtype dtype) {
+int rank_container_write_root(hid_t file, const char *arch, const char *preset,
+                              const char *dtype) {
   int64_t version = RANK_MODEL_FORMAT_VERSION;
   int ok = rank_h5_attr_write_str(file, "format", RANK_MODEL_FORMAT) == 0 &&
            rank_h5_attr_write_num(file, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64,
                                   &version, 1) == 0 &&
            rank_h5_attr_write_str(file, "arch", arch) == 0 &&
            rank_h5_attr_write_str(file, "preset", preset ? preset : "") == 0 &&
-           rank_h5_attr_write_str(file, "dtype",
-                                  dtype == KERN_DTYPE_E4M3 ? "fp8" : kern_dtype_name(dtype)) == 0;
+           rank_h5_attr_write_str(file, "dtype", dtype) == 0;
   return ok ? 0 : -1;
 }
 
@@ -502,48 +483,59 @@ int rank_container_write_meta(hid_t file, const char *key, const char *value) {
   return rank_h5_attr_write_str(file, name, value);
 }
 
-int rank_container_write_dataset(hid_t file, const char *ds, kern_dtype dtype, int ndim,
-                                 const int64_t *shape, const void *data, size_t bytes,
-                                 uint32_t *crc) {
-  hsize_t dims[8];
+hid_t rank_container_create_dataset(hid_t file, const char *ds, const mfile_format *f, int ndim,
+                                    const int64_t *dims) {
+  hsize_t hd[8];
   if (ndim < 0 || ndim > 8) return -1;
-  for (int k = 0; k < ndim; k++) dims[k] = (hsize_t)shape[k];
-  hid_t ftype = dtype == KERN_DTYPE_BF16   ? H5T_STD_U16LE
-                : dtype == KERN_DTYPE_E4M3 ? H5T_STD_U8LE
-                                           : H5T_IEEE_F32LE;
-  hid_t mtype = dtype == KERN_DTYPE_BF16   ? H5T_NATIVE_UINT16
-                : dtype == KERN_DTYPE_E4M3 ? H5T_NATIVE_UINT8
-                                           : H5T_NATIVE_FLOAT;
+  for (int k = 0; k < ndim; k++) hd[k] = (hsize_t)dims[k];
+  const size_t w = f->elem ? f->elem : 1;
+  hid_t ftype = f->is_float ? H5T_IEEE_F32LE : w == 2 ? H5T_STD_U16LE : H5T_STD_U8LE;
   hid_t s = -1, dcpl = -1, d = -1;
-  int ok = (s = H5Screate_simple(ndim, dims, NULL)) >= 0 &&
+  int ok = (s = H5Screate_simple(ndim, hd, NULL)) >= 0 &&
            (dcpl = H5Pcreate(H5P_DATASET_CREATE)) >= 0 &&
            H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-           (d = H5Dcreate2(file, ds, ftype, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
-           H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
-  uint32_t c = crc32c(0, data, bytes);
-  ok = ok && rank_h5_attr_write_str(d, "dtype", kern_dtype_name(dtype)) == 0 &&
-       rank_h5_attr_write_num(d, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, &c, 1) == 0;
-  if (d >= 0) H5Dclose(d);
+           (d = H5Dcreate2(file, ds, ftype, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0;
   if (dcpl >= 0) H5Pclose(dcpl);
   if (s >= 0) H5Sclose(s);
-  if (!ok) return -1;
-  *crc = c;
-  return 0;
+  return ok ? d : -1;
 }
 
-int rank_container_commit(hid_t *file, const char *tmp, const char *path, uint32_t acc) {
+int rank_container_write_values(hid_t d, const mfile_format *f, const void *data, int64_t first,
+                                int64_t count, int64_t total) {
+  const size_t w = f->elem ? f->elem : 1;
+  hid_t mtype = f->is_float ? H5T_NATIVE_FLOAT : w == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
+  if (first == 0 && count == total)
+    return H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0 ? -1 : 0;
+  /* The file space seen as 1-D, so a part need not be whole rows. */
+  hsize_t all = (hsize_t)total, start = (hsize_t)first, n = (hsize_t)count;
+  hid_t flat = -1, ms = -1;
+  int ok = (flat = H5Screate_simple(1, &all, NULL)) >= 0 &&
+           H5Sselect_hyperslab(flat, H5S_SELECT_SET, &start, NULL, &n, NULL) >= 0 &&
+           (ms = H5Screate_simple(1, &n, NULL)) >= 0 &&
+           H5Dwrite(d, mtype, ms, flat, H5P_DEFAULT, data) >= 0;
+  if (ms >= 0) H5Sclose(ms);
+  if (flat >= 0) H5Sclose(flat);
+  return ok ? 0 : -1;
+}
+
+int rank_container_finish_dataset(hid_t d, const mfile_format *f, uint32_t crc) {
+  int ok = rank_h5_attr_write_str(d, "dtype", f->name) == 0 &&
+           rank_h5_attr_write_num(d, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, &crc, 1) == 0;
+  return H5Dclose(d) < 0 || !ok ? -1 : 0;
+}
+
+int rank_container_commit(rank_h5_out *o, uint32_t acc) {
   char sum[32];
+  const char *path = o->path;
   rank_container_checksum_str(acc, sum, sizeof sum);
-  if (rank_h5_attr_write_str(*file, "checksum", sum) != 0) {
+  if (rank_h5_attr_write_str(o->file, "checksum", sum) != 0) {
     sp_log_error("%s: cannot write the model file (checksum attribute)", path);
     return SP_ERR_RUNTIME;
   }
-  herr_t e = H5Fclose(*file);
-  *file = -1;
-  if (e < 0) {
+  if (rank_h5_out_close(o) != 0) {
     sp_log_error("%s: cannot write the model file (closing the file failed (disk full?))", path);
     return SP_ERR_RUNTIME;
   }
-  return rank_atomic_commit(tmp, path);
+  return rank_atomic_commit(o->tmp, path);
 }

@@ -1,14 +1,13 @@
 /* The HDF5 container every staticpipe model file shares, whatever network
- * it holds (the DiT's model_file.h, the VAE decoder's vae_file.h): root
- * attributes format, format_version, arch, preset, dtype and checksum;
- * contiguous unfiltered datasets with attributes dtype and checksum
- * (CRC-32C of their bytes, bf16 stored as 16-bit unsigned integers); no
- * soft or external links; the model checksum "crc32c:XXXXXXXX", the CRC-32C
- * of every dataset's CRC (4 bytes, little-endian) in table order.
+ * it holds (mfile.h is the layer over it): root attributes format,
+ * format_version, arch, preset, dtype and checksum; contiguous unfiltered
+ * datasets with attributes dtype and checksum (CRC-32C of their bytes);
+ * no soft or external links; the model checksum "crc32c:XXXXXXXX", the
+ * CRC-32C of every dataset's CRC (4 bytes, little-endian) in table order.
  *
- * The readers validate through these checks and read the bytes with pread()
- * at the offsets the validation recorded; the writers write through the
- * same helpers, so the two files cannot drift apart. Checks log once
+ * The reader validates through these checks and reads the bytes with
+ * pread() at the offsets the validation recorded; the writer writes
+ * through the same helpers, so the two cannot drift apart. Checks log once
  * ("FILE: DATASET: what failed") and return SP_OK / SP_ERR_INPUT. */
 #ifndef RANK_MODEL_CONTAINER_H
 #define RANK_MODEL_CONTAINER_H
@@ -17,14 +16,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "h5_util.h"
 #include "kern_dtype.h"
-#include "model_file.h"
+#include "mfile_format.h"
+#include "net_schema.h"
+
+#define RANK_MODEL_FORMAT "staticpipe"
+#define RANK_MODEL_FORMAT_VERSION 1
 
 /* The root attributes every model file has, besides its config. */
 typedef struct rank_container_root {
   char arch[32];
-  kern_dtype dtype;  /* of every tensor but an fp8 file's e4m3 ones */
-  int fp8;           /* root dtype "fp8" (a DiT only: MODEL.md "fp8 weights") */
+  char dtype[16];    /* the root dtype (mfile_format.h) */
   char preset[64];   /* "" when absent */
   char checksum[96]; /* the stored model checksum */
 } rank_container_root;
@@ -38,12 +41,11 @@ int rank_container_open(const char *path, hid_t *out);
  * file is validated. SP_OK, or SP_ERR_INPUT (logged, naming the path). */
 int rank_container_open_fd(const char *path, int *fd);
 
-/* Checks format and format_version, and that arch is want_arch: a file of
- * another known arch is refused with one line naming both ("X is a
+/* Checks format and format_version, and that arch is want's: a file of
+ * another network is refused with one line naming both ("X is a
  * wan2.1-vae model (a VAE decoder); this command needs a wan2.1-t2v DiT").
- * Reads dtype ("bf16"|"fp32", and for want_arch WAN_ARCH "fp8": bf16 with
- * the blocks' linear weights in e4m3), preset and checksum into out. */
-int rank_container_read_root(hid_t file, const char *path, const char *want_arch,
+ * Reads dtype (one of want's root dtypes), preset and checksum into out. */
+int rank_container_read_root(hid_t file, const char *path, const net_schema *want,
                              rank_container_root *out);
 
 /* Ends a validation: closes file; when rc is SP_OK, opens path's read
@@ -58,31 +60,22 @@ int rank_container_check_links(hid_t file, const char *path);
 int rank_container_check_members(hid_t file, const char *path, const char *group,
                                  const char *const *names, int count);
 
-/* One dataset ds (a full path): present, a dataset, contiguous, unfiltered,
- * data inside the file, dtype (type and attribute) as given (E4M3: 8-bit
- * unsigned integers, attribute "fp8_e4m3"), shape and
- * storage size as given, a checksum attribute. Fills its data's byte
- * offset and its stored CRC. */
-int rank_container_check_dataset(hid_t file, const char *path, const char *ds, kern_dtype dtype,
-                                 int ndim, const int64_t *shape, size_t bytes, uint64_t *offset,
-                                 uint32_t *crc);
+/* What the check of a dataset found. */
+typedef struct rank_container_found {
+  kern_dtype dtype; /* the format it holds */
+  uint64_t offset;  /* of its data */
+  uint64_t bytes;
+  uint32_t crc;     /* its checksum attribute */
+} rank_container_found;
 
-/* One tensor of a group as the file must hold it. */
-typedef struct rank_container_tensor {
-  const char *name; /* the dataset's name in its group */
-  int ndim;
-  const int64_t *shape; /* (ndim) */
-  int64_t numel;
-} rank_container_tensor;
-
-/* Group "/group" holds exactly the count tensors t (check_members), each a
- * dataset of dtype passing check_dataset; sets *offset and *crc to arrays
- * of count (the caller frees them, after a failure too) with each
- * dataset's data offset and stored CRC, and folds the CRCs into *acc in
- * table order. SP_OK, or the first failure's logged status. */
-int rank_container_check_tensors(hid_t file, const char *path, const char *group, kern_dtype dtype,
-                                 int count, const rank_container_tensor *t, uint64_t **offset,
-                                 uint32_t **crc, uint32_t *acc);
+/* Dataset ds (a full path) holds tensor t in one of the nallowed formats:
+ * present, a dataset, one name, contiguous, unfiltered, data inside the
+ * file, the format its attribute dtype names among those allowed with the
+ * HDF5 type that stores it, the shape and storage size it gives t, a
+ * checksum attribute. */
+int rank_container_check_dataset(hid_t file, const char *path, const char *ds,
+                                 const kern_dtype *allowed, int nallowed, const net_tensor *t,
+                                 rank_container_found *out);
 
 /* One dataset's bytes to read. */
 typedef struct rank_container_read {
@@ -108,22 +101,6 @@ int rank_container_pread(int fd, int count, const rank_container_read *r, int ve
 void rank_container_report_read(const char *source, const char *ds, uint32_t want, int err_no,
                                 uint32_t got);
 
-/* One tensor to read as fp32. */
-typedef struct rank_container_f32 {
-  uint64_t offset; /* of its data in the file */
-  uint32_t crc;    /* the stored checksum */
-  int64_t numel;
-  float *dst; /* (numel) */
-} rank_container_f32;
-
-/* Reads count tensors stored as dtype (fp32 or bf16) into their dst as
- * fp32 through rank_container_pread: fp32 lands in place, bf16 passes
- * through stage (room for the sum of the numels) and is widened. Returns
- * as rank_container_pread (-1, or the failed tensor's index with *err_no
- * and *got_crc); logs nothing; dsts are undefined after a failure. */
-int rank_container_read_f32(int fd, kern_dtype dtype, int count, const rank_container_f32 *t,
-                            int verify, uint16_t *stage, int *err_no, uint32_t *got_crc);
-
 /* ---- the model checksum ---------------------------------------------- */
 
 /* Folds one dataset's CRC into the model checksum (start from 0). */
@@ -136,22 +113,28 @@ int rank_container_checksum_check(const char *path, const char *stored, uint32_t
 
 /* ---- writing --------------------------------------------------------- */
 
-/* format, format_version, arch, preset and dtype on the root of file
- * (KERN_DTYPE_E4M3: "fp8").
- * Returns 0 or -1 (the caller logs). */
-int rank_container_write_root(hid_t file, const char *arch, const char *preset, kern_dtype dtype);
+/* format, format_version, arch, preset and dtype (a root dtype) on the
+ * root of file. Returns 0 or -1 (the caller logs). */
+int rank_container_write_root(hid_t file, const char *arch, const char *preset,
+                              const char *dtype);
 /* A string attribute "meta.KEY" (foreign metadata is namespaced so it can
  * never shadow the container's attributes); an existing key is kept.
  * Returns 0 or -1. */
 int rank_container_write_meta(hid_t file, const char *key, const char *value);
-/* A contiguous dataset ds of dtype and shape from data (bytes of that
- * dtype) with its dtype and checksum attributes; its CRC in *crc. Returns
- * 0 or -1 (the caller logs). */
-int rank_container_write_dataset(hid_t file, const char *ds, kern_dtype dtype, int ndim,
-                                 const int64_t *shape, const void *data, size_t bytes,
-                                 uint32_t *crc);
-/* Writes the model checksum acc, closes *file (set to -1) and renames tmp
- * onto path. Logs failures naming path; returns SP_OK or SP_ERR_RUNTIME. */
-int rank_container_commit(hid_t *file, const char *tmp, const char *path, uint32_t acc);
+/* A contiguous dataset ds of format f and dims, its space allocated at
+ * once; its identifier, or -1. */
+hid_t rank_container_create_dataset(hid_t file, const char *ds, const mfile_format *f, int ndim,
+                                    const int64_t *dims);
+/* Values [first, first + count) of the dataset's total (flattened) from
+ * data in f's storage. 0 or -1. */
+int rank_container_write_values(hid_t d, const mfile_format *f, const void *data, int64_t first,
+                                int64_t count, int64_t total);
+/* The dataset's dtype and checksum attributes, then closes it. 0 or -1
+ * (closed either way). */
+int rank_container_finish_dataset(hid_t d, const mfile_format *f, uint32_t crc);
+/* Writes the model checksum acc, closes o's file (rank_h5_out_close) and
+ * renames it onto its path. Logs failures naming the path; returns SP_OK or
+ * SP_ERR_RUNTIME (the caller aborts o). */
+int rank_container_commit(rank_h5_out *o, uint32_t acc);
 
 #endif

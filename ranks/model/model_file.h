@@ -1,8 +1,10 @@
-/* The staticpipe model file (HDF5) and synthetic models, behind one handle.
+/* The DiT's model file (HDF5) and synthetic DiTs, behind one handle: the
+ * model-file layer (mfile.h) with the DiT's schema (wan_schema.h), read a
+ * group at a time into the packed layouts the stages use.
  *
  * File layout (MODEL.md "Model file"): root attributes format =
  * "staticpipe", format_version, arch = "wan2.1-t2v", preset (may be ""),
- * dtype ("bf16"|"fp32"), checksum (hex of the model checksum) and the config
+ * dtype ("bf16"|"fp32"|"fp8"), checksum (hex of the model checksum) and the config
  * (dim, ffn_dim, heads, layers, in_dim, out_dim, patch, text_len, text_dim,
  * freq_dim, eps); groups /embed, /blocks/NNNN (four digits), /head; in each,
  * one contiguous unfiltered dataset per tensor named after the official key
@@ -26,9 +28,6 @@
 
 #include "model_id.h"
 #include "wan_config.h"
-
-#define RANK_MODEL_FORMAT "staticpipe"
-#define RANK_MODEL_FORMAT_VERSION 1
 
 typedef struct rank_model rank_model;
 
@@ -96,6 +95,12 @@ uint64_t rank_model_block_file_bytes(const rank_model *m);
 /* "bf16", "fp32" or "fp8": the file's root dtype. */
 const char *rank_model_dtype_name(const rank_model_info *in);
 
+/* Reads every dataset of a file: every checksum, every scale finite and
+ * positive, every weight finite (the line names the dataset and the
+ * element); *bytes the bytes read. A synth: model has nothing stored:
+ * SP_OK at once. */
+int rank_model_verify(rank_model *m, uint64_t *bytes);
+
 /* Reads one group (block index for WAN_GROUP_BLOCK, else ignored) into dst
  * in the packed layout (dst_bytes >= layout packed_bytes; padding zeroed),
  * in the file's dtype; an fp8 file's block in fp32, each linear weight
@@ -161,7 +166,8 @@ int rank_model_writer_put_fp8(rank_model_writer *w, int e, int block, const char
 /* A tensor from its fp32 values x, stored as the file stores it: fp32,
  * bf16 (kern_f32_to_bf16_n), or an fp8 file's linear weight quantised per
  * output channel (kern_fp8_quantize_rows, the quantiser --precision fp8
- * uses at load). tmp: room for the tensor in the file's dtype. */
+ * uses at load). tmp is not used (the model-file layer narrows into a
+ * buffer of its own); it stays for the callers. */
 int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int block,
                                 const char *name, const float *x, void *tmp);
 /* 1 when tensor name of group g is stored in e4m3 in this file. */

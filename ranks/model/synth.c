@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "wan_schema.h"
 
 static uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -32,40 +33,11 @@ double rank_synth_uniform(uint64_t key, uint64_t index) {
   return (double)(u >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0;
 }
 
-static int ends_with(const char *s, const char *suffix) {
-  size_t n = strlen(s), m = strlen(suffix);
-  return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* center + halfwidth * U[-1, 1) for each tensor kind. */
-static void tensor_scale(const wan_tensor *t, double *center, double *half) {
-  const char *n = t->name;
-  *center = 0.0;
-  if (strstr(n, "modulation")) {
-    *half = 0.1;
-  } else if (strstr(n, "norm_q") || strstr(n, "norm_k") || strcmp(n, "norm3.weight") == 0) {
-    *center = 1.0;
-    *half = 0.1;
-  } else if (ends_with(n, ".bias")) {
-    *half = 0.05;
-  } else {
-    /* A weight: variance 1/fan_in (uniform half-width sqrt(3/fan_in)) keeps
-     * a linear map's output at the scale of its input. time_projection
-     * makes the modulation: a quarter of that keeps gates and scales
-     * moderate, as in trained Wan models. */
-    int64_t fan_in = t->numel / t->shape[0];
-    *half = sqrt(3.0 / (double)fan_in);
-    if (strncmp(n, "time_projection", 15) == 0) *half *= 0.25;
-  }
-}
-
-const char *rank_synth_expert_prefix(int experts, int e) {
-  if (experts < 2) return "";
-  return e == 0 ? "high_noise_model." : "low_noise_model.";
-}
+const char *rank_synth_expert_prefix(int experts, int e) { return wan_synth_prefix(experts, e); }
 
 void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, wan_group g,
                        int block, const wan_tensor *t, kern_dtype dtype, void *dst) {
+  (void)c;
   char full[192];
   if (g == WAN_GROUP_BLOCK)
     snprintf(full, sizeof full, "%sblocks.%d.%s", prefix, block, t->name);
@@ -73,7 +45,7 @@ void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, w
     snprintf(full, sizeof full, "%s%s", prefix, t->name);
   uint64_t key = rank_synth_key(seed, full);
   double center, half;
-  tensor_scale(t, &center, &half);
+  wan_synth_scale(t->name, t->numel / t->shape[0], &center, &half);
   const int64_t n = t->numel;
   if (dtype == KERN_DTYPE_F32) {
     float *out = dst;

@@ -1,9 +1,10 @@
-/* Synthetic Wan weights from a counter-based generator keyed by (seed,
- * tensor name, element index): any tensor of any block can be made alone,
+/* Synthetic weights from a counter-based generator keyed by (seed, tensor
+ * key, element index): any tensor of any block can be made alone,
  * identically on every machine and thread count, and `init` writes exactly
- * what `synth:` generates. Scales keep activations of order one through
- * the whole network: linear weights uniform with variance 1/fan_in, small
- * biases, norm weights near 1, modulation tables near 0. */
+ * what `synth:` generates. Each network's schema gives every tensor's
+ * distribution (net_tensor synth_center, synth_half: for the DiT
+ * wan_synth_scale); the model-file layer generates them (mfile.h).
+ * rank_synth_tensor makes one DiT tensor alone. */
 #ifndef RANK_SYNTH_H
 #define RANK_SYNTH_H
 
@@ -14,9 +15,10 @@
 
 #define RANK_SYNTH_VERSION 1
 
-/* Fills dst (t->numel values of dtype) with tensor t of group g (block
- * index for blocks). prefix starts the tensor's key: "" for a one-expert
- * model, rank_synth_expert_prefix's for an expert of a two-expert one. */
+/* Fills dst (t->numel values of dtype) with DiT tensor t of group g (block
+ * index for blocks), as synth: reads it. prefix starts the tensor's key:
+ * "" for a one-expert model, rank_synth_expert_prefix's for an expert of a
+ * two-expert one. */
 void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, wan_group g,
                        int block, const wan_tensor *t, kern_dtype dtype, void *dst);
 /* The key prefix of expert e of a model of experts experts: "" for one,

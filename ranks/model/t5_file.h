@@ -36,6 +36,7 @@
 #include "model_id.h"
 #include "tokenizer.h"
 #include "umt5.h"
+#include "umt5_schema.h"
 
 #define T5_MODEL_ARCH UMT5_ARCH
 
@@ -68,6 +69,10 @@ const t5_model_info *t5_model_get_info(const t5_model *m);
 /* The stored tokenizer, or NULL (synth:). Owned by m. */
 const tok_model *t5_model_tokenizer(const t5_model *m);
 
+/* Reads every weight dataset: every checksum, every weight finite (the
+ * line names the dataset and the element); *bytes the bytes read. A
+ * synth: encoder has nothing stored: SP_OK at once. */
+int t5_model_verify(t5_model *m, uint64_t *bytes);
 /* Layer l's ten tensors as fp32 into buf (umt5_layer_floats floats, bound
  * with umt5_layer_bind; padding zeroed). SP_OK or SP_ERR_INPUT (damaged
  * file: logged). */
@@ -103,6 +108,13 @@ typedef struct t5_model_writer t5_model_writer;
  * tokenizer tok (its spec, checked by tok_model_create); preset may be NULL. */
 int t5_model_writer_open(const char *path, const umt5_config *c, kern_dtype dtype,
                          const char *preset, const tok_model *tok, t5_model_writer **out);
+/* The model-file layer's hooks (mfile.h) that write tok's spec as the
+ * tokenizer group of a file of config c: SP_OK, or SP_ERR_INPUT (logged,
+ * naming path) when it has more pieces than c's vocabulary. tok must
+ * outlive the writer. */
+struct mfile_hooks;
+int t5_model_tok_hooks(const char *path, const umt5_config *c, const tok_model *tok,
+                       struct mfile_hooks *h);
 /* Extra root attribute "meta.KEY" (model_container.h). */
 int t5_model_writer_attr(t5_model_writer *w, const char *key, const char *value);
 /* One tensor of the table, data fp32 (numel floats); stored in the file's

@@ -27,6 +27,7 @@
 #include "kern_dtype.h"
 #include "model_id.h"
 #include "wan_vae.h"
+#include "wan_vae_schema.h"
 
 #define VAE_MODEL_ARCH WAN_VAE_ARCH
 
@@ -62,6 +63,11 @@ const vae_model_info *vae_model_get_info(const vae_model *m);
  * dataset). Returns SP_OK, SP_ERR_INPUT (damaged file, logged) or
  * SP_ERR_RUNTIME (buffer too small, logged). */
 int vae_model_read(vae_model *m, float *packed, int64_t packed_floats);
+
+/* Reads every dataset: every checksum, every weight finite (the line names
+ * the dataset and the element); *bytes the bytes read. A synth: model has
+ * nothing stored: SP_OK at once. */
+int vae_model_verify(vae_model *m, uint64_t *bytes);
 
 /* ---- writer: a temporary file beside path, renamed into place on commit;
  * abort, a failure or SIGINT/SIGTERM removes it. */

@@ -1,8 +1,6 @@
 /* Binding typed weight structs to packed groups (see wan_weights.h). */
 #include "wan_weights.h"
 
-#include <math.h>
-
 #include "log.h"
 
 /* The layout must be the struct's group (its tensor count) in the struct's
@@ -63,10 +61,4 @@ uint64_t wan_block_fp8_bytes(const wan_config *c) {
              ? (uint64_t)l.t[i].numel + (uint64_t)l.t[i].shape[0] * sizeof(float)
              : (uint64_t)l.t[i].bytes;
   return n;
-}
-
-int64_t wan_fp8_bad_scale(const float *scale, int64_t n) {
-  for (int64_t o = 0; o < n; o++)
-    if (!(isfinite(scale[o]) && scale[o] > 0.0f)) return o;
-  return -1;
 }

@@ -126,10 +126,9 @@ typedef struct wan_head_bf16 { WAN_HEAD_TENSORS(WAN_FIELD_BF16_) } wan_head_bf16
   X(ffn_2_w, ffn_dim, dim)
 
 /* fp8 weights (MODEL.md "fp8 weights"): an fp8 model file stores the
- * weights of these linear layers as e4m3 bytes, each beside a dataset
- * NAME + WAN_FP8_SCALE_SUFFIX, float32 [out]: its output channels' scales.
- * Every other tensor stays bf16. */
-#define WAN_FP8_SCALE_SUFFIX ".scale"
+ * weights of these linear layers as e4m3 bytes, each beside a float32
+ * dataset of its output channels' scales (the model-file layer's format
+ * table, ranks/model/mfile_format.c). Every other tensor stays bf16. */
 enum { WAN_BLOCK_LINEAR_COUNT = 10 };
 /* The place (0 .. WAN_BLOCK_LINEAR_COUNT - 1, WAN_BLOCK_LINEARS order) of
  * block tensor i among the linear weights, or -1 for any other tensor. */
@@ -137,9 +136,6 @@ int wan_block_linear_of(int i);
 /* Bytes of one block in an fp8 model file: the linear weights' e4m3 bytes
  * and their fp32 scales, the other tensors in bf16. */
 uint64_t wan_block_fp8_bytes(const wan_config *c);
-/* The first of n output-channel scales that is not finite and positive
- * (the rule for every fp8 scale, written and read), or -1. */
-int64_t wan_fp8_bad_scale(const float *scale, int64_t n);
 _Static_assert(WAN_BLOCK_T_COUNT + WAN_BLOCK_LINEAR_COUNT <= WAN_MAX_TENSORS,
                "an fp8 block's scales take the slots after its tensors");
 

@@ -1,0 +1,19 @@
+/* The Wan 2.1 VAE decoder's model file as data (net_schema.h; VAE.md
+ * "Model file and checkpoint keys"): the config as int64 root attributes
+ * (dim, z_dim, n_mult, dim_mult (n_mult entries), num_res_blocks,
+ * temporal_up (n_mult - 1 entries, absent for one level)), the group
+ * /decoder with one dataset per tensor of wan_vae_table named by its
+ * official key, the presets wan2.1-vae (the published config) and
+ * wan2.1-vae-tiny (dim 8), and the synthetic generator's scales. */
+#ifndef WAN_VAE_SCHEMA_H
+#define WAN_VAE_SCHEMA_H
+
+#include "net_schema.h"
+#include "wan_vae.h"
+
+#define WAN_VAE_ARCH "wan2.1-vae"
+#define WAN_VAE_GROUP "/decoder"
+
+extern const net_schema wan_vae_schema;
+
+#endif
