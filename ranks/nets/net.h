@@ -3,12 +3,13 @@
  * run time through one lookup.
  *
  * A network is one folder, ranks/nets/<net>/:
- *   - its description (net_desc): the name, the model file's arch, the
- *     noun messages use, the config and the tensors (X-macro lists in the
- *     network's headers, from which its config struct, its typed weight
- *     structs and its tensor table come), and the planner function that
- *     lays out its device memory (planner/: the planner counts that
- *     layout and the CUDA backend carves its one arena from it);
+ *   - its description (net_desc): the name, the noun messages use, its
+ *     model file's schema (net_schema.h: the arch, the config attributes,
+ *     the groups and tensors, the presets; <net>_schema.c), and the
+ *     planner function that lays out its device memory (planner/: the
+ *     planner counts that layout and the CUDA backend carves its one arena
+ *     from it); the config struct and the typed weight structs come from
+ *     X-macro lists in the network's headers;
  *   - its backends: the CPU one in the folder, the CUDA one in
  *     <net>/cuda/ (compiled only in CUDA builds), each filling the
  *     network's own table type (wan_dit_backend, umt5_backend,
@@ -26,52 +27,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net_schema.h"
+
 /* The planner's inventory entry of a device (planner/plan.h). */
 typedef struct plan_device plan_device;
 
 /* The device a backend runs on (--device cpu|cuda|auto). */
 typedef enum { RANK_DEVICE_CPU = 0, RANK_DEVICE_CUDA = 1, RANK_DEVICES = 2 } rank_device;
 
-/* A config field: the X-macro lists of the networks' configs give one per
- * line, in struct order. */
-typedef enum { NET_FIELD_INT = 0, NET_FIELD_I64 = 1, NET_FIELD_F64 = 2 } net_field_type;
-typedef struct net_field {
-  const char *name;    /* the field's name, which is the model file's attribute name */
-  net_field_type type; /* of each element */
-  size_t offset;       /* in the config struct */
-  int count;           /* elements: 1, or the array's length */
-} net_field;
-
-/* The type code of a config field's element type T (int, int64_t, double). */
-#define NET_FIELD_TYPE_OF(T)                                                               \
-  ((T)0.5 != 0 ? NET_FIELD_F64 : sizeof(T) == sizeof(int64_t) ? NET_FIELD_I64 : NET_FIELD_INT)
-/* One net_field of struct S from an X-macro line X(T, field, dims). */
-#define NET_FIELD_OF(S, T, f)                                                              \
-  {#f, NET_FIELD_TYPE_OF(T), offsetof(S, f), (int)(sizeof(((S *)0)->f) / sizeof(T))},
-
-/* One tensor of a network, as its checkpoints name it. */
-#define NET_TENSOR_NAME 96
-#define NET_TENSOR_MAX_DIMS 5
-typedef struct net_tensor {
-  char name[NET_TENSOR_NAME]; /* official key ("blocks.3.attn.q.weight") */
-  int ndim;
-  int64_t shape[NET_TENSOR_MAX_DIMS];
-} net_tensor;
-
 typedef struct net_desc {
   const char *name; /* its folder under ranks/nets/ ("umt5") */
-  const char *arch; /* the model file's root attribute arch ("umt5-xxl") */
   const char *noun; /* what messages call it ("text encoder") */
-  /* The config: its struct's size and fields (from the X-macro list). */
-  size_t config_size;
-  const net_field *config_fields;
-  int config_count;
-  /* 0, or -1 with a message in err (ranges, consistency). */
-  int (*config_check)(const void *config, char *err, size_t errlen);
-  /* Tensors of a checked config, and all of them in table order into out
-   * (tensor_count entries). */
-  int (*tensor_count)(const void *config);
-  void (*tensors)(const void *config, net_tensor *out);
+  /* Its model file as data (net_schema.h): the arch, the config
+   * attributes and their check, the groups and the tensor table, the
+   * presets. The one description of its config and tensors. */
+  const net_schema *schema;
   /* The planner's layout of the CUDA backend's device memory
    * (planner/layout.h, vae_layout.h, t5_layout.h): the planner's shape
    * struct of the network in, its layout struct out; PLAN_OK, or

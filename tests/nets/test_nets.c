@@ -5,10 +5,11 @@
  *   a CPU backend; a CUDA build has a CUDA backend for each, a CPU-only
  *   build none, and asking for one there is refused (NULL) while the CPU
  *   one is found.
- * - Each description's config fields are the model file's attribute names
- *   (MODEL.md, UMT5.md and VAE.md "Model file"), in struct order, inside
- *   the struct, not overlapping; its published config (the DiT's three
- *   presets) passes its check, and one with a field zeroed does not.
+ * - Each description's schema (its model file as data) has the model
+ *   file's config attribute names (MODEL.md, UMT5.md and VAE.md "Model
+ *   file"), each field inside the config struct; its published config (the
+ *   DiT's three presets) passes its check, and one with a field zeroed
+ *   does not.
  * - Its tensor list, for the published configs, has unique names and the
  *   published counts: the DiT's parameters of MODEL.md "Configs"
  *   (5,106,496, 1,418,996,800 and 14,288,491,584), the VAE decoder's 108
@@ -32,6 +33,7 @@
 #include "umt5_gpu.h"
 #include "wan_config.h"
 #include "wan_dit.h"
+#include "wan_schema.h"
 #include "wan_vae.h"
 
 static void check_registry(void) {
@@ -55,60 +57,68 @@ static void check_registry(void) {
     CHECK(net_backend_has(d, RANK_DEVICE_CUDA) == cuda, "%s: a CUDA backend %s", d->name,
           cuda ? "missing from a CUDA build" : "in a CPU-only build");
     if (!cuda) CHECK(net_backend_ops(d, RANK_DEVICE_CUDA) == NULL, "%s: CUDA found", d->name);
-    CHECK(d->arch && d->arch[0] && d->noun && d->noun[0] && d->layout, "%s: incomplete",
-          d->name);
+    CHECK(d->schema && d->schema->arch && d->noun && d->noun[0] && d->layout,
+          "%s: incomplete", d->name);
+    CHECK(d->schema && net_schema_of(d->schema->arch) == d->schema,
+          "%s: its schema is not the registered one of its arch", d->name);
   }
-  CHECK(strcmp(wan_dit_net()->arch, "wan2.1-t2v") == 0 &&
-            strcmp(umt5_net()->arch, "umt5-xxl") == 0 &&
-            strcmp(wan_vae_net()->arch, "wan2.1-vae") == 0,
+  CHECK(strcmp(wan_dit_net()->schema->arch, "wan2.1-t2v") == 0 &&
+            strcmp(umt5_net()->schema->arch, "umt5-xxl") == 0 &&
+            strcmp(wan_vae_net()->schema->arch, "wan2.1-vae") == 0,
         "the model files' archs");
 }
 
-/* d's fields are names, in order, inside config_size, not overlapping. */
+/* d's schema has the attributes names, each field inside the config. */
 static void check_fields(const net_desc *d, const char *const *names, int count) {
-  CHECK(d->config_count == count, "%s: %d config fields, want %d", d->name, d->config_count,
-        count);
-  size_t end = 0;
-  for (int i = 0; i < d->config_count && i < count; i++) {
-    const net_field *f = &d->config_fields[i];
-    const size_t elem = f->type == NET_FIELD_INT ? sizeof(int) : 8;
-    CHECK(strcmp(f->name, names[i]) == 0, "%s: field %d is %s, want %s", d->name, i, f->name,
-          names[i]);
-    CHECK(f->offset >= end && f->count >= 1 && f->offset + elem * (size_t)f->count <= d->config_size,
-          "%s: field %s at %zu (%d of %zu bytes) after %zu in %zu", d->name, f->name, f->offset,
-          f->count, elem, end, d->config_size);
-    end = f->offset + elem * (size_t)f->count;
+  const net_schema *sc = d->schema;
+  for (int i = 0; i < count; i++)
+    CHECK(net_attr_find(sc, names[i]) >= 0, "%s: no config attribute %s", d->name, names[i]);
+  for (int i = 0; i < sc->nattrs; i++) {
+    const net_attr *a = &sc->attrs[i];
+    const size_t elem = a->field == NET_FIELD_INT ? sizeof(int) : 8;
+    CHECK(a->count >= 0 && a->offset + elem * (size_t)(a->count > 0 ? a->count : 1) <=
+                               sc->config_size,
+          "%s: attribute %s at %zu outside the config's %zu bytes", d->name, a->name,
+          a->offset, sc->config_size);
   }
 }
 
-/* config passes d's check; with field k zeroed it does not. */
-static void check_config(const net_desc *d, const void *config, int k) {
-  char err[256] = "", copy[512];
-  CHECK(d->config_check(config, err, sizeof err) == 0, "%s: published refused: %s", d->name,
-        err);
-  memcpy(copy, config, d->config_size);
-  memset(copy + d->config_fields[k].offset, 0, 8);
-  CHECK(d->config_check(copy, err, sizeof err) != 0, "%s: %s = 0 accepted", d->name,
-        d->config_fields[k].name);
+/* config passes d's check; with attribute name zeroed it does not. */
+static void check_config(const net_desc *d, const void *config, const char *name) {
+  const net_schema *sc = d->schema;
+  char err[256] = "", copy[1024];
+  CHECK(sc->config_size <= sizeof copy, "%s: config of %zu bytes", d->name, sc->config_size);
+  CHECK(sc->check(config, err, sizeof err) == 0, "%s: published refused: %s", d->name, err);
+  const int k = net_attr_find(sc, name);
+  if (k < 0) return; /* check_fields said so */
+  memcpy(copy, config, sc->config_size);
+  memset(copy + sc->attrs[k].offset, 0, 8);
+  CHECK(sc->check(copy, err, sizeof err) != 0, "%s: %s = 0 accepted", d->name, name);
 }
 
 /* d's tensors of config: count, unique names, the parameter total. */
 static void check_tensors(const net_desc *d, const void *config, const char *what, int count,
                           int64_t params) {
-  const int n = d->tensor_count(config);
+  const int n = d->schema->tensors(config, NULL);
   net_tensor *t = sp_test_malloc((size_t)n * sizeof *t);
-  d->tensors(config, t);
+  d->schema->tensors(config, t);
   int64_t p = 0;
   for (int i = 0; i < n; i++) {
     int64_t numel = 1;
     for (int k = 0; k < t[i].ndim; k++) numel *= t[i].shape[k];
     p += numel;
     for (int j = 0; j < i; j++)
-      if (strcmp(t[i].name, t[j].name) == 0) CHECK(0, "%s: %s twice", what, t[i].name);
+      if (strcmp(t[i].group, t[j].group) == 0 && strcmp(t[i].name, t[j].name) == 0)
+        CHECK(0, "%s: %s/%s twice", what, t[i].group, t[i].name);
   }
   if (count) CHECK(n == count, "%s: %d tensors, want %d", what, n, count);
   CHECK(p == params, "%s: %lld parameters, want %lld", what, (long long)p, (long long)params);
   free(t);
+}
+
+/* The config of preset name through d's schema. */
+static void preset_of(const net_desc *d, const char *name, void *config) {
+  CHECK(d->schema->preset(name, config) == 0, "%s: no preset %s", d->name, name);
 }
 
 static void check_dit(void) {
@@ -119,10 +129,10 @@ static void check_dit(void) {
   const int64_t params[] = {5106496, 1418996800, 14288491584};
   const int layers[] = {4, 30, 40};
   for (int i = 0; i < 3; i++) {
-    wan_config c;
-    CHECK(wan_preset(presets[i], &c) == 0, "%s", presets[i]);
-    check_config(wan_dit_net(), &c, 0);
-    check_tensors(wan_dit_net(), &c, presets[i], 12 + 27 * layers[i] + 3, params[i]);
+    wan_file_config f;
+    preset_of(wan_dit_net(), presets[i], &f);
+    check_config(wan_dit_net(), &f, "dim");
+    check_tensors(wan_dit_net(), &f, presets[i], 12 + 27 * layers[i] + 3, params[i]);
   }
 }
 
@@ -132,7 +142,7 @@ static void check_umt5(void) {
   check_fields(umt5_net(), names, 8);
   umt5_config c;
   umt5_config_published(&c);
-  check_config(umt5_net(), &c, 5);
+  check_config(umt5_net(), &c, "layers");
   const int64_t D = 4096, F = 10240;
   const int64_t layer = 2 * D + 4 * D * D + 3 * F * D + 32 * 64;
   check_tensors(umt5_net(), &c, "umt5-xxl", 242, 256384 * D + 24 * layer + D);
@@ -150,7 +160,7 @@ static void check_vae(void) {
   check_fields(wan_vae_net(), names, 6);
   wan_vae_config c;
   wan_vae_config_published(&c);
-  check_config(wan_vae_net(), &c, 0);
+  check_config(wan_vae_net(), &c, "dim");
   check_tensors(wan_vae_net(), &c, "wan2.1 vae", 108, 73295603);
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "t5_layout.h"
+#include "umt5_schema.h"
 
 void umt5_config_published(umt5_config *out) {
 #define PUBLISHED(field, published, least, most) .field = published,
@@ -154,41 +155,14 @@ void umt5_layer_bf16_bind(const umt5_config *c, const uint16_t *buf, umt5_layer_
 
 /* ---------------------------------------------------------------- description */
 
-#define FIELD(field, published, least, most) NET_FIELD_OF(umt5_config, int64_t, field)
-static const net_field config_fields[] = {UMT5_CONFIG_FIELDS(FIELD)};
-#undef FIELD
-
-static int config_check(const void *c, char *err, size_t errlen) {
-  return umt5_config_check(c, err, errlen);
-}
-
-static int tensor_count(const void *c) { return umt5_table_count(c); }
-
-static void tensors(const void *c, net_tensor *out) {
-  for (int i = 0; i < umt5_table_count(c); i++) {
-    umt5_tensor t;
-    umt5_table_entry(c, i, &t);
-    memset(&out[i], 0, sizeof out[i]);
-    snprintf(out[i].name, sizeof out[i].name, "%s", t.name);
-    out[i].ndim = t.ndim;
-    for (int d = 0; d < t.ndim; d++) out[i].shape[d] = t.shape[d];
-  }
-}
-
 static int layout(const void *shape, void *out, char *err, size_t errlen) {
   return plan_t5_layout_make(shape, out, err, errlen);
 }
 
 static const net_desc desc = {
     .name = "umt5",
-    .arch = UMT5_ARCH,
     .noun = "text encoder",
-    .config_size = sizeof(umt5_config),
-    .config_fields = config_fields,
-    .config_count = (int)(sizeof config_fields / sizeof config_fields[0]),
-    .config_check = config_check,
-    .tensor_count = tensor_count,
-    .tensors = tensors,
+    .schema = &umt5_schema,
     .layout = layout,
 };
 

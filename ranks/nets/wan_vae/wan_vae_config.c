@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "vae_layout.h"
+#include "wan_vae_schema.h"
 
 const float wan_vae_latent_mean[WAN_VAE_Z_DIM] = {
     -0.7571f, -0.7089f, -0.9113f, 0.1075f, -0.1745f, 0.9653f, -0.1517f, 1.5508f,
@@ -204,58 +205,14 @@ int wan_vae_table_find(const wan_vae_table *t, const char *name) {
 
 /* ---------------------------------------------------------------- description */
 
-#define FIELD(T, f, dims) NET_FIELD_OF(wan_vae_config, T, f)
-static const net_field config_fields[] = {WAN_VAE_CONFIG_FIELDS(FIELD)};
-#undef FIELD
-
-static int config_check(const void *c, char *err, size_t errlen) {
-  return wan_vae_config_check(c, err, errlen);
-}
-
-/* The table, on the heap (256 entries). */
-static int table_of(const wan_vae_config *c, wan_vae_table **t, wan_vae_weights **w) {
-  *t = malloc(sizeof **t);
-  *w = malloc(sizeof **w);
-  if (!*t || !*w) sp_fatal("vae: out of host memory for the tensor table");
-  wan_vae_table_make(c, *w, *t);
-  return (*t)->count;
-}
-
-static int tensor_count(const void *c) {
-  wan_vae_table *t;
-  wan_vae_weights *w;
-  const int n = table_of(c, &t, &w);
-  free(t), free(w);
-  return n;
-}
-
-static void tensors(const void *c, net_tensor *out) {
-  wan_vae_table *t;
-  wan_vae_weights *w;
-  const int n = table_of(c, &t, &w);
-  for (int i = 0; i < n; i++) {
-    memset(&out[i], 0, sizeof out[i]);
-    snprintf(out[i].name, sizeof out[i].name, "%s", t->t[i].name);
-    out[i].ndim = t->t[i].ndim;
-    for (int d = 0; d < t->t[i].ndim; d++) out[i].shape[d] = t->t[i].shape[d];
-  }
-  free(t), free(w);
-}
-
 static int layout(const void *shape, void *out, char *err, size_t errlen) {
   return plan_vae_layout_make(shape, out, err, errlen);
 }
 
 static const net_desc desc = {
     .name = "wan_vae",
-    .arch = WAN_VAE_ARCH,
     .noun = "VAE decoder",
-    .config_size = sizeof(wan_vae_config),
-    .config_fields = config_fields,
-    .config_count = (int)(sizeof config_fields / sizeof config_fields[0]),
-    .config_check = config_check,
-    .tensor_count = tensor_count,
-    .tensors = tensors,
+    .schema = &wan_vae_schema,
     .layout = layout,
 };
 
