@@ -3,7 +3,7 @@
 # without CUDA, runs the golden commands with it and with BIN (default the
 # build/ of this checkout), and compares the outputs bit for bit.
 #
-#   tests/golden/against.sh [REV] [BIN]
+#   tests/golden/against.sh [REV] [BIN] [compare.py options]
 #
 # Work files go to ${SP_GOLDEN_DIR:-/tmp/sp-golden}; the base build is kept
 # there per commit, so a second comparison against the same base is quick.
@@ -11,6 +11,7 @@ set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rev=${1:-HEAD}
 bin=$(realpath "${2:-$root/build/staticpipe}")
+shift $(($# < 2 ? $# : 2))
 dir=${SP_GOLDEN_DIR:-/tmp/sp-golden}
 sha=$(git -C "$root" rev-parse --short=12 "$rev")
 base=$dir/base-$sha
@@ -28,4 +29,4 @@ bash "$root/tests/golden/run.sh" "$base/build/staticpipe" "$dir/old" "$dir/input
 bash "$root/tests/golden/run.sh" "$bin" "$dir/new" "$dir/inputs-$sha"
 . "$root/tests/common/python.sh"
 sp_python_find 'import h5py'
-"$PY" "$root/tests/golden/compare.py" "$dir/old" "$dir/new"
+"$PY" "$root/tests/golden/compare.py" "$dir/old" "$dir/new" "$@"

@@ -3,7 +3,10 @@ every HDF5 file's datasets (dtype, shape, bytes) and attributes, every other
 file's bytes, and the exit statuses. Prints one line per difference and
 exits 1 when there is any.
 
-  compare.py OLD NEW [--ignore-attr NAME ...]
+  compare.py OLD NEW [--ignore-attr NAME ...] [--ignore-suffix .png ...]
+
+--ignore-suffix leaves out files whose name ends so: for a change that is
+meant to alter them (it is named in the summary line).
 
 Files only in one folder are differences too, except *.err (timings)."""
 import os
@@ -53,12 +56,13 @@ def compare_h5(a, b, ignore, say):
 def main():
     old, new = sys.argv[1], sys.argv[2]
     ignore = set(sys.argv[i + 1] for i, x in enumerate(sys.argv) if x == "--ignore-attr")
+    skip = tuple(sys.argv[i + 1] for i, x in enumerate(sys.argv) if x == "--ignore-suffix")
     diffs = []
     say = diffs.append
     names = sorted(set(os.listdir(old)) | set(os.listdir(new)))
     checked = 0
     for n in names:
-        if n.endswith(".err"):
+        if n.endswith(".err") or (skip and n.endswith(skip)):
             continue
         a, b = os.path.join(old, n), os.path.join(new, n)
         if not (os.path.isfile(a) and os.path.isfile(b)):
@@ -71,7 +75,8 @@ def main():
             say("%s: bytes differ" % n)
     for d in diffs:
         print("DIFF " + d)
-    print("golden compare: %d files, %d differences" % (checked, len(diffs)))
+    print("golden compare: %d files, %d differences%s" % (
+        checked, len(diffs), " (left out: *%s)" % ", *".join(skip) if skip else ""))
     sys.exit(1 if diffs else 0)
 
 
