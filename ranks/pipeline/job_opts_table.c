@@ -136,7 +136,11 @@ static const job_option table[JOB_OPT_COUNT] = {
      "frames per second of the video, 1.." STR(JOB_FPS_MAX)},
     {JOB_OPT_VAE_PRECISION, "vae-precision", 0, "P", "bf16", 0,
      "CUDA VAE decoder: bf16 (weights and activations, fp32\n"
-     "accumulation) or fp32; the CPU decoder is fp32"},
+     "accumulation), fp32, or tf32: fp32 with the convolutions\n"
+     "and the attention's GEMMs on the TF32 tensor cores, which\n"
+     "round their inputs to 10-bit mantissas (PyTorch's default\n"
+     "for convolutions; about 1e-3 relative error); the CPU\n"
+     "decoder is fp32"},
     {JOB_OPT_LORA, "lora", 0, "SPEC", NULL, 0,
      "FILE[:STRENGTH][@high|@low]: apply a LoRA (safetensors with\n"
      "ComfyUI/kohya, diffusers/PEFT or official keys: lora_down/up\n"
