@@ -11,7 +11,10 @@
  *   bytes after the output untouched;
  * - a rerun is bit-identical;
  * - the auto context runs fa3 exactly where kern_attn_auto_rule says (with
- *   fa3 available here), another backend elsewhere;
+ *   fa3 available here), another backend elsewhere; on the shapes with at
+ *   least KERN_ATTN_FA3_MIN_KEYS keys, the auto context on the queries in
+ *   chunks and on one head at a time (as the stage's chunks and Ulysses
+ *   ranks call it) gives the bits of one call over the whole shape;
  * - every benchmark variant of the flash kernel (launch/bench/dev/) passes the
  *   same checks on the shapes up to 4,099 tokens, and variants that share
  *   a register tile width (`sub`) give bit-identical outputs;
@@ -368,6 +371,73 @@ typedef struct backends {
   int flash_only, fa3_only;
 } backends;
 
+/* The auto context on one attention cut up as the stage cuts it
+ * (ranks/nets/wan_dit/cuda/): the queries in chunks of 4,096 and of 1,000
+ * rows, each chunk's rows in buffers of their own (the stage's qb and ab),
+ * and the heads spread one per rank, each head's q, k, v packed into
+ * buffers of their own (as after Ulysses' all-to-all). Every piece must
+ * give the bits of the whole call: auto's choice depends on the shape's
+ * head dim and keys only, and the kernel it picks must compute each row
+ * the same whatever the query count and the heads. */
+static void check_layouts(const shape *s, kern_attn_ctx *ctx, const uint16_t *dq,
+                          const uint16_t *dk, const uint16_t *dv) {
+  const int64_t hd = s->hd, row = s->heads * hd, nq = s->Lq * row;
+  uint16_t *whole = malloc((size_t)nq * 2), *piece = malloc((size_t)nq * 2);
+  uint16_t *cq, *co, *hk, *hv;
+  if (!whole || !piece) {
+    fprintf(stderr, "FAIL: out of host memory for shape %s\n", s->what);
+    exit(1);
+  }
+  CHECK_CUDA(cudaMalloc((void **)&cq, (size_t)nq * 2));
+  CHECK_CUDA(cudaMalloc((void **)&co, (size_t)nq * 2));
+  CHECK_CUDA(cudaMalloc((void **)&hk, (size_t)(s->Lk * hd) * 2));
+  CHECK_CUDA(cudaMalloc((void **)&hv, (size_t)(s->Lk * hd) * 2));
+  kern_attn_params p = {dq, dk, dv, co, s->Lq, s->Lk, s->heads, hd, s->scale};
+  kern_attn_run(ctx, p, NULL, 0, 0);
+  const kern_attn_backend ran = kern_attn_ctx_last(ctx);
+  CHECK_CUDA(cudaMemcpy(whole, co, (size_t)nq * 2, cudaMemcpyDeviceToHost));
+  static const int64_t chunks[] = {4096, 1000};
+  for (int c = 0; c < 2; c++) {
+    int same = 1;
+    for (int64_t r0 = 0; r0 < s->Lq; r0 += chunks[c]) {
+      const int64_t n = s->Lq - r0 < chunks[c] ? s->Lq - r0 : chunks[c];
+      CHECK_CUDA(cudaMemcpy(cq, dq + r0 * row, (size_t)(n * row) * 2, cudaMemcpyDeviceToDevice));
+      kern_attn_params pc = {cq, dk, dv, co, n, s->Lk, s->heads, hd, s->scale};
+      kern_attn_run(ctx, pc, NULL, 0, 0);
+      same &= kern_attn_ctx_last(ctx) == ran;
+      CHECK_CUDA(cudaMemcpy(piece + r0 * row, co, (size_t)(n * row) * 2, cudaMemcpyDeviceToHost));
+    }
+    same &= memcmp(piece, whole, (size_t)nq * 2) == 0;
+    printf("  %-26s chunks of %lld rows: %s\n", "auto layouts", (long long)chunks[c],
+           same ? "identical" : "DIFFER");
+    CHECK(same, "%s: auto (%s) in chunks of %lld rows not bit-identical to one call", s->what,
+          kern_attn_backend_name(ran), (long long)chunks[c]);
+  }
+  if (s->heads > 1) {
+    int same = 1;
+    for (int64_t h = 0; h < s->heads; h++) { /* one head per rank, packed */
+      const size_t w = (size_t)hd * 2, src = (size_t)row * 2;
+      CHECK_CUDA(cudaMemcpy2D(cq, w, dq + h * hd, src, w, (size_t)s->Lq, cudaMemcpyDeviceToDevice));
+      CHECK_CUDA(cudaMemcpy2D(hk, w, dk + h * hd, src, w, (size_t)s->Lk, cudaMemcpyDeviceToDevice));
+      CHECK_CUDA(cudaMemcpy2D(hv, w, dv + h * hd, src, w, (size_t)s->Lk, cudaMemcpyDeviceToDevice));
+      kern_attn_params ph = {cq, hk, hv, co, s->Lq, s->Lk, 1, hd, s->scale};
+      kern_attn_run(ctx, ph, NULL, 0, 0);
+      same &= kern_attn_ctx_last(ctx) == ran;
+      CHECK_CUDA(cudaMemcpy2D(piece + h * hd, src, co, w, w, (size_t)s->Lq,
+                              cudaMemcpyDeviceToHost));
+    }
+    same &= memcmp(piece, whole, (size_t)nq * 2) == 0;
+    printf("  %-26s one head per rank: %s\n", "auto layouts", same ? "identical" : "DIFFER");
+    CHECK(same, "%s: auto (%s) one head at a time not bit-identical to one call", s->what,
+          kern_attn_backend_name(ran));
+  }
+  CHECK_CUDA(cudaFree(cq));
+  CHECK_CUDA(cudaFree(co));
+  CHECK_CUDA(cudaFree(hk));
+  CHECK_CUDA(cudaFree(hv));
+  free(whole), free(piece);
+}
+
 /* All checks of one shape. */
 static void check_shape(const shape *s, const backends *b) {
   host_case hc;
@@ -398,6 +468,8 @@ static void check_shape(const shape *s, const backends *b) {
       CHECK((kern_attn_ctx_last(b->ctx) == KERN_ATTN_FA3) == rule_fa3,
             "%s: auto ran %s where its rule says %s", s->what,
             kern_attn_backend_name(kern_attn_ctx_last(b->ctx)), rule_fa3 ? "fa3" : "not fa3");
+      /* the shapes where auto may take fa3: cut up as the stage cuts them */
+      if (s->Lk >= KERN_ATTN_FA3_MIN_KEYS) check_layouts(s, b->ctx, dq, dk, dv);
     }
   }
   if (b->fa3 && !b->flash_only) {
