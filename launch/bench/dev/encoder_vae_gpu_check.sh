@@ -9,7 +9,7 @@
 # BUILD_DIR: a CUDA build with 90 among CMAKE_CUDA_ARCHITECTURES (its
 # staticpipe and tests/gpu_test_*). LOG_DIR (default ./gpu-check-logs) gets
 # one log per step; a summary is printed last. STEPS="..." runs a subset, in
-# this order (the three groups fit a 10-minute command each):
+# this order (the four groups below each fit a 10-minute command):
 #   t5-small       gpu_test_ops -o t5_attention --small               (60 s)
 #   t5-memcheck    compute-sanitizer memcheck, the same               (180 s)
 #   t5-racecheck   compute-sanitizer racecheck, the same              (240 s)
@@ -24,8 +24,8 @@
 #                  too: where the rule has no measurement)             (300 s)
 #   vae-bench      gpu_test_vae_gpu --bench 60 104 21 --precision all (480 s)
 #   t5-bench       launch/bench/bench_t5.sh BUILD_DIR (PyTorch beside) (480 s)
-# Groups: STEPS="t5-small t5-memcheck t5-racecheck t5-ops t5-gpu vae-small"
-# then "vae-memcheck vae-gpu attention" then "attn-bench vae-bench t5-bench".
+# Groups: STEPS="t5-small t5-memcheck t5-racecheck t5-ops t5-gpu vae-small",
+# "vae-memcheck vae-gpu", "attention", "attn-bench vae-bench t5-bench".
 set -u
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 B=$(cd "${1:?usage: encoder_vae_gpu_check.sh BUILD_DIR [LOG_DIR]}" && pwd)
