@@ -145,9 +145,9 @@ static void print_json(const decode_cli *c, const vae_model *m, const decode_sta
   json_object_object_add(o, "device",
                          json_object_new_string(c->dec.dev == RANK_DEVICE_CUDA ? "cuda" : "cpu"));
   json_object_object_add(o, "precision",
-                         json_object_new_string(c->dec.dev != RANK_DEVICE_CUDA ? "fp32"
-                                                : c->dec.precision == WAN_VAE_GPU_FP32 ? "fp32"
-                                                                                     : "bf16"));
+                         json_object_new_string(c->dec.dev != RANK_DEVICE_CUDA
+                                                    ? "fp32"
+                                                    : wan_vae_gpu_precision_name(c->dec.precision)));
   json_object_object_add(o, "frames", json_object_new_int64(st->frames));
   json_object_object_add(o, "height", json_object_new_int64(st->height));
   json_object_object_add(o, "width", json_object_new_int64(st->width));

@@ -326,14 +326,7 @@ int job_opts_set(job_opts *o, int id, const char *v) {
     o->precision = strcmp(v, "fp8") == 0 ? JOB_PRECISION_FP8 : JOB_PRECISION_BF16;
     break;
   case JOB_OPT_VAE_PRECISION:
-    if (strcmp(v, "bf16") == 0) {
-      o->vae_precision = WAN_VAE_GPU_BF16;
-    } else if (strcmp(v, "fp32") == 0) {
-      o->vae_precision = WAN_VAE_GPU_FP32;
-    } else {
-      sp_log_error("--vae-precision: '%s' is not bf16 or fp32", v);
-      return SP_ERR_INPUT;
-    }
+    if (wan_vae_gpu_precision_parse(v, &o->vae_precision) != SP_OK) return SP_ERR_INPUT;
     break;
   case JOB_OPT_LORA:
     if (o->nlora == RANK_LORA_MAX) {

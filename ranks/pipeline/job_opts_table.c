@@ -74,15 +74,14 @@ static const job_option table[JOB_OPT_COUNT] = {
      "mod its length] (default: local rank mod the devices\n"
      "visible; CUDA_VISIBLE_DEVICES is honoured)"},
     {JOB_OPT_ATTN, "attn", 0, "NAME", "auto", 0,
-     "CUDA attention: auto (cudnn where cuDNN takes the shape,\n"
-     "else flash), cudnn, flash (own kernel), simple (the\n"
-     "reference: cuBLASLt GEMMs, exact softmax), cudnn-fp8\n"
-     "(cuDNN's fp8 attention, Q/K/V quantised per call to e4m3;\n"
-     "sm_90 and cuDNN 9.1 or later; never chosen by auto), fa3\n"
-     "(own Hopper kernel: sm_90 and a build for 90; elsewhere\n"
-     "what auto does), fa3-int8 (its 8-bit form: K smoothed, Q\n"
-     "and K int8 per tile, P V bf16; sm_90 only, never chosen by\n"
-     "auto)"},
+     "CUDA attention: auto (fa3 on sm_90 for head dim 128 and\n"
+     "at least 32,760 keys, where it measured faster; else cudnn\n"
+     "where cuDNN takes the shape, else flash), cudnn, flash (own\n"
+     "kernel), simple (the reference: cuBLASLt GEMMs, exact\n"
+     "softmax), fa3 (own Hopper kernel: sm_90 and a build for 90;\n"
+     "elsewhere what auto does there), fa3-int8 (its 8-bit form,\n"
+     "the 8-bit attention: K smoothed, Q and K int8 per tile, P V\n"
+     "bf16; sm_90 only, never chosen by auto)"},
     {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
      "auto (nccl when every rank has a GPU of its own and the\n"
      "stages run on GPUs, else mpi), mpi or nccl"},
@@ -136,7 +135,11 @@ static const job_option table[JOB_OPT_COUNT] = {
      "frames per second of the video, 1.." STR(JOB_FPS_MAX)},
     {JOB_OPT_VAE_PRECISION, "vae-precision", 0, "P", "bf16", 0,
      "CUDA VAE decoder: bf16 (weights and activations, fp32\n"
-     "accumulation) or fp32; the CPU decoder is fp32"},
+     "accumulation), fp32, or tf32: fp32 with the convolutions\n"
+     "and the attention's GEMMs on the TF32 tensor cores, which\n"
+     "round their inputs to 10-bit mantissas (PyTorch's default\n"
+     "for convolutions; about 1e-3 relative error); the CPU\n"
+     "decoder is fp32"},
     {JOB_OPT_LORA, "lora", 0, "SPEC", NULL, 0,
      "FILE[:STRENGTH][@high|@low]: apply a LoRA (safetensors with\n"
      "ComfyUI/kohya, diffusers/PEFT or official keys: lora_down/up\n"
