@@ -16,6 +16,7 @@
 set -u
 : "${SP_BIN:?}" "${SP_SRC:?}"
 . "$SP_SRC/tests/common/find_python.sh"
+. "$SP_SRC/tests/common/args.sh"
 T=$(mktemp -d "${TMPDIR:-/tmp}/sp-paths.XXXXXX") || exit 1
 trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 cd "$T" || exit 1
@@ -64,7 +65,7 @@ refused() {
   local what=$1 want=$2; shift 2
   local before after out rc
   before=$(snapshot)
-  out=$(timeout 10 "$@" 2>&1 >/dev/null); rc=$?
+  out=$(sp_last_wins timeout 10 "$@" 2>&1 >/dev/null); rc=$?
   after=$(snapshot)
   [ "$before" = "$after" ] || restore
   if [ $rc -ne 2 ]; then bad "$what: exit $rc, expected 2: $(printf '%s' "$out" | head -3)"; return; fi

@@ -18,6 +18,7 @@ set -u
 . "$SP_SRC/tests/common/find_python.sh"
 . "$SP_SRC/tests/common/mpi_env.sh"
 . "$SP_SRC/tests/common/script.sh"
+. "$SP_SRC/tests/common/args.sh"
 sp_work_dir step-cache
 sp_seed
 
@@ -36,7 +37,7 @@ run() {
   shift 2
   local pre=()
   [ "$n" -gt 1 ] && pre=(mpirun -np "$n")
-  "${pre[@]}" "$SP_BIN" run "$@" --json -o "$work/$name.h5" > "$work/$name.json" 2> "$work/$name.err" ||
+  sp_last_wins "${pre[@]}" "$SP_BIN" run "$@" --json -o "$work/$name.h5" > "$work/$name.json" 2> "$work/$name.err" ||
     { bad "$name: the run failed: $(grep -i error "$work/$name.err" | head -2)"; return 1; }
 }
 # name ref ranks args...: the run against ref's latents
