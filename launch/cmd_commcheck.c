@@ -58,9 +58,9 @@ static void cc_table(cli_opts *t) {
        "auto, mpi or nccl (cuda only; auto: nccl when every\nrank has a GPU of its own, else "
        "mpi staged through\npinned host memory)"},
       {OPT_ITERS, "iters", 0, "N", "5", 0, "timed iterations per size, 0..10000"},
-      {OPT_SEED, "seed", 0, "N", "1", 0, "seed of the fill"},
+      {OPT_SEED, "seed", 0, "N", "1", 0, "seed of the fill, 0..2^64-1"},
       {OPT_TIMEOUT, "timeout", 0, "S", "60", 0,
-       "seconds before a silent or hung peer ends the job\n(the watchdog's, every wait)"},
+       "seconds, 1..86400, before a silent or hung peer ends\nthe job (the watchdog's, every wait)"},
       {OPT_CORRUPT, "corrupt-rank", 0, "R", NULL, 0,
        "TEST AID: rank R flips one byte (the middle) of\nevery block it sends, so the check "
        "must FAIL and\nexit 1; proves that it detects errors"},

@@ -61,7 +61,8 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
   snprintf(d->reserve, sizeof d->reserve, "%.0f MiB", (double)po.reserve_bytes / (1024.0 * 1024.0));
   static job_option own[] = {
       {OPT_RANKS, "ranks", 0, "N", NULL, 0,
-       "pipeline ranks (default: one per --gpu-mem or inventory entry)"},
+       "pipeline ranks, 1..64 (default: one per --gpu-mem or\n"
+       "inventory entry)"},
       {OPT_GPU_MEM, "gpu-mem", 'G', "LIST", NULL, 0,
        "GPU memory, one size for every rank or one per rank\n"
        "(24gb or 24gb,20gb; powers of 1024: 24gb = 24 GiB, as GPU\n"
@@ -75,11 +76,11 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
       {OPT_SPEED, "speed", 'S', "LIST", "1", 0,
        "relative speed per rank in (0, 1000], one for all or\n"
        "one per rank (the rate is --tflops x speed)"},
-      {OPT_BATCH, "batch", 0, "B", "1", 0, "batch items; micro-batches = branches x B"},
+      {OPT_BATCH, "batch", 0, "B", "1", 0, "batch items, 1..512; micro-batches = branches x B"},
       {OPT_DTYPE, "dtype", 0, "T", "bf16", 0, "weight width on the GPU: bf16 or fp32"},
-      {OPT_TFLOPS, "tflops", 0, "X", NULL, 0, "dense rate of a speed-1 GPU, TFLOP/s"},
-      {OPT_HOST, "host-gbs", 0, "X", NULL, 0, "pinned host -> GPU copy rate, GB/s"},
-      {OPT_PEER, "peer-gbs", 0, "X", NULL, 0, "rank -> rank activation rate, GB/s"},
+      {OPT_TFLOPS, "tflops", 0, "X", NULL, 0, "dense rate of a speed-1 GPU, TFLOP/s, 0.001..1e6"},
+      {OPT_HOST, "host-gbs", 0, "X", NULL, 0, "pinned host -> GPU copy rate, GB/s, 0.001..1e5"},
+      {OPT_PEER, "peer-gbs", 0, "X", NULL, 0, "rank -> rank activation rate, GB/s, 0.001..1e5"},
       {OPT_PREFETCH, "prefetch", 0, "N", NULL, 0, "streaming slots per rank, 1..16"},
       {OPT_RESERVE, "reserve", 0, "SIZE", NULL, 0,
        "runtime reserve per GPU: CUDA context, library\nworkspaces"},

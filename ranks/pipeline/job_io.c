@@ -62,7 +62,11 @@ static int latent_shape_ok(const char *path, const char *name, int ndim, const i
                  (long long)c->in_dim);
     return SP_ERR_INPUT;
   }
-  return SP_OK;
+  /* The video it stands for, before anything is allocated for it: the
+   * workload rule of every command (job_workload_check). */
+  char what[JOB_PATH + 32];
+  snprintf(what, sizeof what, "%s: dataset '%s'", path, name);
+  return job_workload_check(what, 4 * (d[1] - 1) + 1, 8 * d[2], 8 * d[3]);
 }
 
 int job_read_latent(const char *path, const char *name, const wan_config *c,

@@ -116,9 +116,9 @@ typedef struct job_params {
 /* Every option at its table default. */
 void job_params_default(job_params *p);
 /* Sets option id from its text; a switch takes value NULL. Checks the
- * value (its syntax, and a range that does not depend on other options);
- * the rules between options are job_params_check's. SP_OK or SP_ERR_INPUT
- * after one line naming the flag. */
+ * value's syntax (the budget, the layout, a --speed or --devices list
+ * whole); the ranges and the rules between options are job_params_check's.
+ * SP_OK or SP_ERR_INPUT after one line naming the flag. */
 int job_params_set(job_params *p, int id, const char *value);
 /* The same for a per-job option of one --jobs line: errors say
  * "where: key=value ..." (where is "FILE:LINE"). */

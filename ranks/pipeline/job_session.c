@@ -1,4 +1,4 @@
-/* The session's life (see job.h): opens the world's log, watchdog,
+/* The session's life (see job_session.h): opens the world's log, watchdog,
  * device, transport, model and VAE; reads the jobs and makes the one plan
  * they share; at the end logs the --jobs summary, gathers what every rank
  * did, and closes everything. Running the jobs is job_run.c's. */
