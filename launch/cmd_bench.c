@@ -58,8 +58,12 @@ typedef struct bench_opts {
 } bench_opts;
 
 static void bench_table(cli_opts *t) {
-  static const int ids[] = {JOB_OPT_MODEL, JOB_OPT_COND, JOB_OPT_DEVICE, JOB_OPT_PRECISION};
+  static const int ids[] = {JOB_OPT_MODEL, JOB_OPT_DEVICE};
   static const job_option own[] = {
+      {JOB_OPT_COND, "cond", 'c', "FILE", NULL, 0, "conditioning file, as for run (required)"},
+      {JOB_OPT_PRECISION, "precision", 0, "P", NULL, 0,
+       "bf16 or fp8, passed to run as --precision (default: not\n"
+       "passed, the model file's)"},
       {JOB_OPT_STEPS, "steps", 'n', "N", "2", 0, "sampling steps per run, as for run"},
       {JOB_OPT_CFG, "cfg", 'g', "G", "5", 0, "guidance, as for run (5: two micro-batches)"},
       {O_RANKS, "ranks", 0, "LIST", "1", 0, "pipeline ranks, comma separated, each 1..64"},
@@ -69,7 +73,7 @@ static void bench_table(cli_opts *t) {
        "--devices 0,1 --devices 0,2 (default: not passed, rank r\n"
        "takes GPU r mod the GPUs visible)"},
       {O_BUDGET, "budget", 'b', "STR", "auto", 0,
-       "a budget, as for run; repeat the flag for several"},
+       "a budget, as for run; repeat the flag for\nseveral"},
       {O_STREAM_FRAC, "stream-frac", 0, "LIST", NULL, 0,
        "fractions 0..1 of each rank's blocks to stream, comma\n"
        "separated, passed to run as --stream-frac (default: not\n"

@@ -52,10 +52,11 @@ static void usage(const cli_opts *t, FILE *f) {
           "\n"
           "Writes a model file with synthetic weights: the same weights as the model\n"
           "spec synth:PRESET:SEED, from a counter-based generator keyed by (seed, tensor\n"
-          "name, element index). The presets: DiT: wan2.1-tiny (4 blocks, for tests),\n"
-          "wan2.1-1.3b, wan2.1-14b; two experts (Wan 2.2 A14B): wan2.2-a14b, wan2.2-tiny\n"
-          "(two wan2.1-tiny DiTs, for tests); VAE decoder: %s; text encoder: %s (with\n"
-          "--tokenizer).\n"
+          "name, element index). The presets:\n"
+          "  DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b, wan2.1-14b\n"
+          "  two experts (Wan 2.2 A14B): wan2.2-a14b, wan2.2-tiny (two wan2.1-tiny DiTs)\n"
+          "  VAE decoder: %s\n"
+          "  text encoder: %s (with --tokenizer)\n"
           "\n",
           vae_preset_names(), t5_preset_names());
   cli_opts_usage(t, f);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "job_limits.h"
+#include "lora_spec.h"
 #include "video_out.h"
 
 static const job_option table[JOB_OPT_COUNT] = {
@@ -28,14 +29,15 @@ static const job_option table[JOB_OPT_COUNT] = {
      "model (Wan 2.2 A14B) takes G for both experts or HIGH,LOW\n"
      "(4,3 published, its default)"},
     {JOB_OPT_SHIFT, "shift", 0, "S", "5", 1,
-     "schedule shift, " STR(JOB_SHIFT_MIN) ".." STR(JOB_SHIFT_MAX) " (a two-expert model's: 12)"},
+     "schedule shift, " STR(JOB_SHIFT_MIN) ".." STR(JOB_SHIFT_MAX) " (a two-expert\n"
+     "model's: 12)"},
     {JOB_OPT_SAMPLER, "sampler", 0, "NAME", "unipc", 1,
      "unipc (the published UniPC, order 2, bh2) or euler"},
     {JOB_OPT_SEED, "seed", 0, "K", "0", 1,
-     "noise seed, 0..2^64-1: Philox keyed by element index, the same noise\n"
-     "on every machine and rank count; not PyTorch's torch.randn\n"
-     "stream (to share noise with another program: --save-noise,\n"
-     "--noise)"},
+     "noise seed, 0..2^64-1: Philox keyed by element index, the\n"
+     "same noise on every machine and rank count; not PyTorch's\n"
+     "torch.randn stream (to share noise with another program:\n"
+     "--save-noise, --noise)"},
     {JOB_OPT_NOISE, "noise", 0, "FILE", NULL, 1,
      "initial noise: dataset 'noise' float32 [16, F, H/8, W/8],\n"
      "or a ComfyUI FILE.latent; overrides --seed"},
@@ -141,7 +143,8 @@ static const job_option table[JOB_OPT_COUNT] = {
     {JOB_OPT_LORA, "lora", 0, "SPEC", NULL, 0,
      "FILE[:STRENGTH][@high|@low]: apply a LoRA (safetensors with\n"
      "ComfyUI/kohya, diffusers/PEFT or official keys: lora_down/up\n"
-     "or lora_A/B and alpha, diff, diff_b) at STRENGTH (default 1);\n"
+     "or lora_A/B and alpha, diff, diff_b) at STRENGTH (default 1,\n"
+     "-1000..1000);\n"
      "@high/@low apply it to one expert of a two-expert model\n"
      "(Wan 2.2: the high- or the low-noise one; without @, both),\n"
      "merged or bypassed;\n"
@@ -199,8 +202,9 @@ static const job_option table[JOB_OPT_COUNT] = {
      "plan --layout auto shows it. The latents are bit-identical\n"
      "for every layout"},
     {JOB_OPT_SPEED, "speed", 0, "LIST", NULL, 0,
-     "relative speeds in (0, " STR(JOB_SPEED_MAX) "], comma-separated (e.g. 1,3): one per rank\n"
-     "(a replica runs at its slowest rank's) or one per replica\n"
+     "relative speeds in (0, " STR(JOB_SPEED_MAX) "], comma-separated (e.g.\n"
+     "1,3): one per rank (a replica runs at its slowest rank's) or\n"
+     "one per replica\n"
      "of --layout. Each replica takes a share of a step's\n"
      "micro-batches in proportion: at least one each, then each\n"
      "next to the replica that would finish it first (two CFG\n"
