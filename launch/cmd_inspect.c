@@ -1,19 +1,41 @@
 /* staticpipe inspect: a model's arch, config, sizes and checksum. */
-#include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "commands.h"
-#include "job.h"
+#include "job_params.h"
 #include "log.h"
 #include "model_file.h"
 #include "t5_file.h"
 #include "umt5_encode.h"
 #include "vae_file.h"
 
-static void usage(FILE *f) {
+enum { OPT_VERIFY = JOB_OPT_COUNT, OPT_JSON, OPT_HELP };
+
+static void inspect_table(cli_opts *t) {
+  static const job_option own[] = {
+      {OPT_VERIFY, "verify", 'v', NULL, NULL, 0,
+       "also read every dataset and check its checksum (a file\n"
+       "model; for a VAE file also the root checksum over the\n"
+       "datasets')"},
+      {OPT_JSON, "json", 'j', NULL, NULL, 0,
+       "JSON on stdout (keys arch, preset, dtype, config,\n"
+       "num_blocks, block_bytes, embed_bytes, head_bytes (per\n"
+       "expert), total_bytes, experts, defaults (two experts:\n"
+       "boundary, cfg, shift, steps), checksum; for a VAE: arch,\n"
+       "preset, dtype, config, mid_dim, level_dims, tensors,\n"
+       "params, file_bytes, checksum; for a text encoder: arch,\n"
+       "preset, dtype, config, tensors, params, file_bytes,\n"
+       "layer_bytes, tokenizer_pieces, encode_host_bytes (512\n"
+       "tokens), checksum)"},
+      {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
+  };
+  cli_opts_build(t, NULL, 0, own, (int)(sizeof own / sizeof own[0]));
+}
+
+static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe inspect MODEL [options]\n"
           "\n"
@@ -27,20 +49,21 @@ static void usage(FILE *f) {
           "config, widths per level, tensors, parameters, bytes, dtype and checksum; a\n"
           "text encoder (a file from convert or init, or synth:umt5-xxl, synth:umt5-tiny)\n"
           "with its config, tensors, parameters, bytes, tokenizer pieces and checksum.\n"
-          "\n"
-          "  -v, --verify   also read every dataset of a file model: its checksum, every\n"
-          "                 scale and every weight finite (the root checksum over the\n"
-          "                 datasets' is checked at open)\n"
-          "  -j, --json     JSON on stdout (keys arch, preset, dtype, config, num_blocks,\n"
-          "                 block_bytes, embed_bytes, head_bytes (per expert), total_bytes,\n"
-          "                 experts, defaults (two experts: boundary, cfg, shift, steps),\n"
-          "                 checksum;\n"
-          "                 for a VAE: arch, preset, dtype, config, mid_dim, level_dims,\n"
-          "                 tensors, params, file_bytes, checksum;\n"
-          "                 for a text encoder: arch, preset, dtype, config, tensors,\n"
-          "                 params, file_bytes, layer_bytes, tokenizer_pieces,\n"
-          "                 encode_host_bytes (512 tokens), checksum)\n"
-          "  -h, --help     this text\n");
+          "\n");
+  cli_opts_usage(t, f);
+}
+
+typedef struct inspect_cli {
+  int json, verify;
+} inspect_cli;
+
+static int inspect_opt(void *ctx, int id, const char *value) {
+  inspect_cli *c = ctx;
+  (void)value;
+  if (id == OPT_HELP) return CLI_HELP;
+  if (id == OPT_JSON) c->json = 1;
+  if (id == OPT_VERIFY) c->verify = 1;
+  return SP_OK;
 }
 
 static json_object *config_json(const wan_config *c) {
@@ -263,28 +286,21 @@ static int inspect_t5(const char *spec, int json, int verify) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"json", no_argument, 0, 'j'}, {"verify", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  int json = 0, verify = 0;
-  cli_getopt_reset();
-  int ch;
-  while ((ch = getopt_long(argc, argv, "jvh", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'j': json = 1; break;
-    case 'v': verify = 1; break;
-    case 'h': usage(stdout); return SP_OK;
-    default: return cli_bad_usage("inspect");
-    }
-  }
-  if (optind != argc - 1) {
+  static const cli_command cmd = {"inspect", inspect_table, inspect_opt, usage, 1};
+  inspect_cli cl = {0};
+  cli_result res;
+  int rc0 = cli_command_parse(&cmd, argc, argv, NULL, &cl, &res);
+  if (rc0 != SP_OK || res.help) return rc0;
+  const int json = cl.json, verify = cl.verify, at = res.first_operand;
+  if (at != argc - 1) {
     sp_log_error("inspect: expected exactly one MODEL argument");
     return cli_bad_usage("inspect");
   }
-  if (job_model_path_check("inspect", argv[optind]) != SP_OK) return SP_ERR_INPUT;
-  if (is_vae(argv[optind])) return inspect_vae(argv[optind], json, verify);
-  if (is_t5(argv[optind])) return inspect_t5(argv[optind], json, verify);
+  if (job_model_path_check("inspect", argv[at]) != SP_OK) return SP_ERR_INPUT;
+  if (is_vae(argv[at])) return inspect_vae(argv[at], json, verify);
+  if (is_t5(argv[at])) return inspect_t5(argv[at], json, verify);
   rank_model *m = NULL;
-  int rc = rank_model_open(argv[optind], verify, &m);
+  int rc = rank_model_open(argv[at], verify, &m);
   if (rc != SP_OK) return rc;
   uint64_t bytes = 0;
   if (verify && (rc = verified(rank_model_verify(m, &bytes), bytes,

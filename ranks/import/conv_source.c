@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "conv.h"
+#include "file_read.h"
 #include "log.h"
 #include "safetensors.h"
 
@@ -173,11 +174,8 @@ static int add_index(inputs *in, const char *path) {
   char err[1024], *text = NULL;
   json_object *root = NULL;
   int rc = SP_ERR_INPUT;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    sp_log_error("%s: cannot open: %s", path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
+  FILE *f = NULL;
+  if (rank_file_fopen_read(path, &f) != SP_OK) return SP_ERR_INPUT; /* io/file_read.h */
   struct stat sb;
   if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) ||
       (uint64_t)sb.st_size > RANK_ST_MAX_HEADER) {
