@@ -13,6 +13,10 @@
  *   test_vae22_driver decode IN.h5 OUT.h5   dataset latents -> video
  *   test_vae22_driver encode IN.h5 OUT.h5   dataset video -> latents
  *   test_vae22_driver stats                 the 48 means and stds, one pair a line
+ *   test_vae22_driver encode-file VAE IN.h5 OUT.h5
+ *                                           dataset video -> latents through the
+ *                                           driver's API (wan_vae22_run.h) with a
+ *                                           VAE file or synth: spec, on the CPU
  * IN.h5: root attributes dim, dec_dim, z_dim, n_mult, dim_mult,
  * num_res_blocks, temporal_down (int64); the input dataset float32; one
  * float32 dataset per tensor of the part, /weights/<official key>. */
@@ -29,6 +33,7 @@
 #include "sp_test_vae22.h"
 #include "tensor_io.h"
 #include "wan_vae22.h"
+#include "wan_vae22_run.h"
 
 /* ---------------------------------------------------------------- parity driver */
 
@@ -134,6 +139,27 @@ static int run_part(const char *mode, const char *in, const char *out) {
   free(packed);
   wan_vae22_state_free(s);
   rank_tensor_free(&x);
+  return rc;
+}
+
+/* The encode the command line drives: wan_vae22_encode_run on a model. */
+static int run_encode_file(const char *vae, const char *in, const char *out) {
+  rank_h5_silence();
+  wan_vae22_model *m = NULL;
+  rank_tensor x;
+  int64_t ldims[4];
+  if (wan_vae22_open(vae, 1, &m) != SP_OK) return 1;
+  if (rank_tensor_read(in, "video", 4, &x) != SP_OK ||
+      wan_vae22_check_video(m, in, x.ndim, x.dims, ldims) != SP_OK)
+    return 2;
+  float *z = malloc((size_t)(ldims[0] * ldims[1] * ldims[2] * ldims[3]) * sizeof *z);
+  const wan_vae22_encode_opts o = {RANK_DEVICE_CPU, WAN_VAE_GPU_FP32, 0};
+  wan_vae22_encode_stats st;
+  int rc = !z || wan_vae22_encode_run(&o, m, x.data, x.dims, z, &st) != SP_OK;
+  if (rc == 0) rc = write_out(out, "latents", st.dims, z);
+  free(z);
+  rank_tensor_free(&x);
+  wan_vae22_close(m);
   return rc;
 }
 
@@ -350,13 +376,16 @@ static void check_encode(void) {
 int main(int argc, char **argv) {
   if (argc == 4 && (strcmp(argv[1], "decode") == 0 || strcmp(argv[1], "encode") == 0))
     return run_part(argv[1], argv[2], argv[3]);
+  if (argc == 5 && strcmp(argv[1], "encode-file") == 0)
+    return run_encode_file(argv[2], argv[3], argv[4]);
   if (argc == 2 && strcmp(argv[1], "stats") == 0) {
     for (int i = 0; i < WAN_VAE22_Z_DIM; i++)
       printf("%.9g %.9g\n", wan_vae22_latent_mean[i], wan_vae22_latent_std[i]);
     return 0;
   }
   if (argc != 1) {
-    fprintf(stderr, "usage: %s [decode|encode IN.h5 OUT.h5 | stats]\n", argv[0]);
+    fprintf(stderr, "usage: %s [decode|encode IN.h5 OUT.h5 | encode-file VAE IN.h5 OUT.h5 | "
+            "stats]\n", argv[0]);
     return 2;
   }
   sp_test_begin("test_vae22_driver");
