@@ -39,8 +39,9 @@ void kern_cpu_vae22_unpatchify(const float *x, float *y, int64_t C, int64_t T, i
   }
 }
 
-void kern_cpu_vae22_avg_down_add(const float *x, float *y, int64_t C, int64_t Co, int64_t T,
-                                 int64_t H, int64_t W, int ft, int fs) {
+void kern_cpu_vae22_avg_down_add(const float *x, float *y, const kern_vae22_shortcut *s) {
+  const int64_t C = s->ci, Co = s->co, T = s->T, H = s->H, W = s->W;
+  const int ft = s->ft, fs = s->fs;
   const int64_t pad = (ft - T % ft) % ft, To = (T + pad) / ft, Ho = H / fs, Wo = W / fs;
   const int64_t g = C * ft * fs * fs / Co;
   const float inv_g = 1.0f / (float)g;
@@ -62,8 +63,9 @@ void kern_cpu_vae22_avg_down_add(const float *x, float *y, int64_t C, int64_t Co
   }
 }
 
-void kern_cpu_vae22_dup_up_add(const float *x, float *y, int64_t C, int64_t Co, int64_t T,
-                               int64_t H, int64_t W, int ft, int fs, int drop) {
+void kern_cpu_vae22_dup_up_add(const float *x, float *y, const kern_vae22_shortcut *s) {
+  const int64_t C = s->ci, Co = s->co, T = s->T, H = s->H, W = s->W;
+  const int ft = s->ft, fs = s->fs, drop = s->drop;
   const int64_t R = Co * ft * fs * fs / C, To = T * ft - drop, Ho = H * fs, Wo = W * fs;
   const int64_t rows = Co * To * Ho; /* output rows (o, f, oy) */
 #pragma omp parallel for schedule(static) if (rows * Wo > VAE22_PAR_MIN)

@@ -23,21 +23,29 @@ void kern_cpu_vae22_patchify(const float *x, float *y, int64_t C, int64_t T, int
 void kern_cpu_vae22_unpatchify(const float *x, float *y, int64_t C, int64_t T, int64_t h,
                                int64_t w);
 
-/* y += AvgDown3D(x): x (C, T, H, W), H and W multiples of fs; the input is
- * preceded by p = (ft - T mod ft) mod ft zero frames; y (Co, T', H/fs,
- * W/fs), T' = (T + p) / ft. With g = C ft fs fs / Co (an integer),
+/* A shortcut's geometry (AvgDown3D, DupUp3D; also the CUDA ops',
+ * kern_cuda_vae22.h): its input x of ci channels, T frames of H x W; co
+ * output channels; ft, fs the time and space factors; drop the output
+ * frames DupUp3D drops (ft - 1 in the first chunk, else 0). */
+typedef struct kern_vae22_shortcut {
+  int64_t T, H, W, ci, co;
+  int ft, fs, drop;
+} kern_vae22_shortcut;
+
+/* y += AvgDown3D(x): x (C, T, H, W) (C = s->ci), H and W multiples of fs;
+ * the input is preceded by p = (ft - T mod ft) mod ft zero frames; y (Co,
+ * T', H/fs, W/fs), Co = s->co, T' = (T + p) / ft. With g = C ft fs fs / Co
+ * (an integer),
  *   y[o, j, i, k] += (1/g) sum_{m < g} X[c, j ft + a, i fs + q, k fs + r]
  * where o g + m = ((c ft + a) fs + q) fs + r and X the padded input; the
- * g values summed in order of m, then divided by g. */
-void kern_cpu_vae22_avg_down_add(const float *x, float *y, int64_t C, int64_t Co, int64_t T,
-                                 int64_t H, int64_t W, int ft, int fs);
+ * g values summed in order of m, then multiplied by 1/g. */
+void kern_cpu_vae22_avg_down_add(const float *x, float *y, const kern_vae22_shortcut *s);
 
-/* y += DupUp3D(x) without its first `drop` frames: x (C, T, H, W);
- * R = Co ft fs fs / C (an integer); y (Co, T ft - drop, H fs, W fs),
+/* y += DupUp3D(x) without its first s->drop frames: x (C, T, H, W) (C =
+ * s->ci); R = Co ft fs fs / C (an integer); y (Co, T ft - drop, H fs, W fs),
  *   y[o, t ft + a - drop, i fs + q, j fs + r] += x[k / R, t, i, j],
  *   k = ((o ft + a) fs + q) fs + r. */
-void kern_cpu_vae22_dup_up_add(const float *x, float *y, int64_t C, int64_t Co, int64_t T,
-                               int64_t H, int64_t W, int ft, int fs, int drop);
+void kern_cpu_vae22_dup_up_add(const float *x, float *y, const kern_vae22_shortcut *s);
 
 /* downsample2d's convolution on each frame: one zero column on the right
  * and one zero row at the bottom (ZeroPad2d((0, 1, 0, 1))), then a 3x3
@@ -45,7 +53,8 @@ void kern_cpu_vae22_dup_up_add(const float *x, float *y, int64_t C, int64_t Co, 
  * b (Co) or NULL, y (Co, T, H/2, W/2) (floor), not aliasing x:
  *   y[o, t, i, j] = b[o] + sum_{c, a, d} w[o, c, a, d] X[c, t, 2i + a, 2j + d]
  * with X zero past row H - 1 and column W - 1; summed in order (c, a, d)
- * after the bias. H, W >= 2. */
+ * after the bias. H, W >= 2. (Nine parameters: the convolution's operands
+ * and sizes, as kern_cpu_vae.h's convolutions take theirs.) */
 void kern_cpu_vae22_down2d(const float *x, const float *w, const float *b, float *y, int64_t C,
                            int64_t Co, int64_t T, int64_t H, int64_t W);
 
@@ -54,7 +63,7 @@ void kern_cpu_vae22_down2d(const float *x, const float *w, const float *b, float
  * last frame, x (C, T, HW) with T even, w (Co, C, 3, 1, 1), b (Co) or NULL,
  * y (Co, T/2, HW), not aliasing the inputs:
  *   y[o, j, p] = b[o] + sum_{c, a} w[o, c, a] X[c, 2j + a, p],  X = [prev; x]
- * summed in order (c, a) after the bias. */
+ * summed in order (c, a) after the bias. (Nine parameters, as down2d.) */
 void kern_cpu_vae22_time_down(const float *prev, const float *x, const float *w, const float *b,
                               float *y, int64_t C, int64_t Co, int64_t T, int64_t HW);
 

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kern_cpu_vae22.h"
 #include "kern_dtype.h"
 
 #ifdef __cplusplus
@@ -33,33 +34,45 @@ int kern_cuda_vae22_create(kern_dtype dt, cudaStream_t stream, void *conv_ws,
                            size_t conv_ws_bytes, kern_cuda_vae22 **out);
 void kern_cuda_vae22_destroy(kern_cuda_vae22 *v);
 
-/* Convolution without padding and with strides (st, sh, sw): x (T, H, W,
- * ci), w (co, kt, kh, kw, ci) in dt, y (To, Ho, Wo, co) in dt, no bias, To
- * = (T - kt) / st + 1 (likewise Ho, Wo). The encoder's downsample2d runs it
- * on the padded frame (1x3x3, stride (1, 2, 2)) and downsample3d's time
- * conv on [kept frame; chunk] (3x1x1, stride (2, 1, 1)). */
+/* Convolution without padding, kernel k (kt, kh, kw) and strides (st, sh,
+ * sw): x (T, H, W, ci), w (co, kt, kh, kw, ci) in dt, y (To, Ho, Wo, co) in
+ * dt, no bias, To = (T - kt) / st + 1 (likewise Ho, Wo). The encoder's
+ * downsample2d runs it on the padded frame (1x3x3, stride (1, 2, 2)) and
+ * downsample3d's time conv on [kept frame; chunk] (3x1x1, stride (2, 1,
+ * 1)). (Eleven parameters: the convolution's operands and sizes, as
+ * kern_cuda_vae_conv takes them.) */
 void kern_cuda_vae22_conv_strided(kern_cuda_vae22 *v, const void *x, int64_t T, int64_t H,
                                   int64_t W, int64_t ci, const void *w, int64_t co, const int k[3],
                                   const int stride[3], void *y);
+
+/* The latent statistics: mean and inv_std = 1 / std, host arrays of nz
+ * (<= KERN_CUDA_VAE22_MAX_Z) float32 values. */
+typedef struct kern_vae22_stats {
+  const float *mean, *inv_std;
+  int64_t nz;
+} kern_vae22_stats;
 
 /* One latent frame into conv1's input: z (nz, hw) fp32 planes as the host
  * holds them; y (hw, nz) in dt:
  *   y[p, o] = b[o] + sum_i wt[o, i] (z[i, p] / inv_std[i] + mean[i])
  * (the un-normalisation and the 1x1x1 conv2, fp32). wt (nz, nz) and b (nz)
- * fp32 on the device; mean, inv_std host arrays (nz <= KERN_CUDA_VAE22_MAX_Z). */
+ * fp32 on the device. */
 void kern_cuda_vae22_latent_in(kern_cuda_vae22 *v, const float *z, const float *wt,
-                               const float *b, const float *mean, const float *inv_std, void *y,
-                               int64_t nz, int64_t hw);
+                               const float *b, const kern_vae22_stats *st, void *y, int64_t hw);
+
+/* The encoder's head and conv1 on the device: hb (z2) the head conv's
+ * bias, w1 (z2, z2) and b1 (z2) the 1x1x1 conv1's, fp32. */
+typedef struct kern_vae22_head {
+  const float *hb, *w1, *b1;
+  int64_t z2;
+} kern_vae22_head;
 
 /* The encoder's latents of a chunk: x (t, hw, z2) the head conv's raw
- * output in dt, hb (z2) its bias; conv1 (w1 (z2, z2), b1 (z2), fp32), its
- * first nz output channels normalised:
+ * output in dt; conv1's first nz output channels normalised:
  *   z[o, f, p] = (b1[o] + sum_c w1[o, c] (x[f, p, c] + hb[c]) - mean[o]) * inv_std[o]
- * into z (nz, t, hw) fp32 planes. mean, inv_std host arrays (nz). */
-void kern_cuda_vae22_latent_out(kern_cuda_vae22 *v, const void *x, const float *hb,
-                                const float *w1, const float *b1, const float *mean,
-                                const float *inv_std, float *z, int64_t nz, int64_t z2, int64_t t,
-                                int64_t hw);
+ * into z (nz, t, hw) fp32 planes. */
+void kern_cuda_vae22_latent_out(kern_cuda_vae22 *v, const void *x, const kern_vae22_head *h,
+                                const kern_vae22_stats *st, float *z, int64_t t, int64_t hw);
 
 /* patchify of a chunk of video: frames (3, t, H, W) fp32 -> y (t, H/2, W/2,
  * ldc) in dt, y[f, i, j, c*4 + r*2 + q] = frames[c, f, 2i + q, 2j + r], the
@@ -78,13 +91,8 @@ void kern_cuda_vae22_frames_out(kern_cuda_vae22 *v, const void *x, const float *
 void kern_cuda_vae22_pad_from_f32(kern_cuda_vae22 *v, const float *x, void *y, int64_t T,
                                   int64_t H, int64_t W, int64_t C);
 
-/* The shortcut's geometry: the level's input (T, H, W, ci) kept in fp32,
- * the level's output (To, Ho, Wo, co); ft, fs the time and space factors;
- * drop the output frames DupUp3D drops (first chunk). */
-typedef struct kern_vae22_shortcut {
-  int64_t T, H, W, ci, co;
-  int ft, fs, drop;
-} kern_vae22_shortcut;
+/* The shortcut's geometry is kern_cpu_vae22.h's kern_vae22_shortcut: the
+ * level's input (T, H, W, ci) kept in fp32, the output (To, Ho, Wo, co). */
 
 /* An encoder level's output: out = y + b + AvgDown3D(keep), or out +=
  * AvgDown3D(keep) when y is NULL (kern_cpu_vae22_avg_down_add); y (To,

@@ -216,10 +216,10 @@ typedef struct v22_stats {
   float mean[KERN_CUDA_VAE22_MAX_Z], inv_std[KERN_CUDA_VAE22_MAX_Z];
 } v22_stats;
 
-static v22_stats stats_of(const float *mean, const float *inv_std, int64_t nz) {
+static v22_stats stats_of(const kern_vae22_stats *s) {
   v22_stats st;
   memset(&st, 0, sizeof st);
-  for (int64_t i = 0; i < nz; i++) st.mean[i] = mean[i], st.inv_std[i] = inv_std[i];
+  for (int64_t i = 0; i < s->nz; i++) st.mean[i] = s->mean[i], st.inv_std[i] = s->inv_std[i];
   return st;
 }
 
@@ -239,38 +239,37 @@ __global__ void latent_in_kernel(const float *z, const float *wt, const float *b
 }
 
 extern "C" void kern_cuda_vae22_latent_in(kern_cuda_vae22 *v, const float *z, const float *wt,
-                                          const float *b, const float *mean,
-                                          const float *inv_std, void *y, int64_t nz, int64_t hw) {
-  if (nz < 1 || nz > KERN_CUDA_VAE22_MAX_Z || hw < 1)
-    sp_fatal("vae latent_in: %lld channels (1..%d), %lld positions", (long long)nz,
+                                          const float *b, const kern_vae22_stats *st, void *y,
+                                          int64_t hw) {
+  if (st->nz < 1 || st->nz > KERN_CUDA_VAE22_MAX_Z || hw < 1)
+    sp_fatal("vae latent_in: %lld channels (1..%d), %lld positions", (long long)st->nz,
              KERN_CUDA_VAE22_MAX_Z, (long long)hw);
-  V22_LAUNCH(v, hw, latent_in_kernel, z, wt, b, stats_of(mean, inv_std, nz), y, (int)nz, hw);
+  V22_LAUNCH(v, hw, latent_in_kernel, z, wt, b, stats_of(st), y, (int)st->nz, hw);
 }
 
 template <typename T>
-__global__ void latent_out_kernel(const void *x_, const float *hb, const float *w1,
-                                  const float *b1, v22_stats st, float *z, int nz, int z2,
-                                  int64_t t, int64_t hw) {
+__global__ void latent_out_kernel(const void *x_, kern_vae22_head h, v22_stats st, float *z,
+                                  int nz, int64_t t, int64_t hw) {
   const T *x = (const T *)x_;
+  const int z2 = (int)h.z2;
   V22_LOOP(i, nz * t * hw) {
     const int64_t p = i % hw, f = (i / hw) % t;
     const int o = (int)(i / (hw * t));
     const T *xr = x + (f * hw + p) * z2;
-    float acc = b1[o];
-    for (int c = 0; c < z2; c++) acc += w1[o * z2 + c] * (to_f(xr[c]) + hb[c]);
+    float acc = h.b1[o];
+    for (int c = 0; c < z2; c++) acc += h.w1[o * z2 + c] * (to_f(xr[c]) + h.hb[c]);
     z[i] = (acc - st.mean[o]) * st.inv_std[o];
   }
 }
 
-extern "C" void kern_cuda_vae22_latent_out(kern_cuda_vae22 *v, const void *x, const float *hb,
-                                           const float *w1, const float *b1, const float *mean,
-                                           const float *inv_std, float *z, int64_t nz,
-                                           int64_t z2, int64_t t, int64_t hw) {
-  if (nz < 1 || nz > KERN_CUDA_VAE22_MAX_Z || z2 < nz || t < 1 || hw < 1)
+extern "C" void kern_cuda_vae22_latent_out(kern_cuda_vae22 *v, const void *x,
+                                           const kern_vae22_head *h, const kern_vae22_stats *st,
+                                           float *z, int64_t t, int64_t hw) {
+  const int64_t nz = st->nz;
+  if (nz < 1 || nz > KERN_CUDA_VAE22_MAX_Z || h->z2 < nz || t < 1 || hw < 1)
     sp_fatal("vae latent_out: %lld of %lld channels (1..%d), %lld frames of %lld positions",
-             (long long)nz, (long long)z2, KERN_CUDA_VAE22_MAX_Z, (long long)t, (long long)hw);
-  V22_LAUNCH(v, nz * t * hw, latent_out_kernel, x, hb, w1, b1, stats_of(mean, inv_std, nz), z,
-             (int)nz, (int)z2, t, hw);
+             (long long)nz, (long long)h->z2, KERN_CUDA_VAE22_MAX_Z, (long long)t, (long long)hw);
+  V22_LAUNCH(v, nz * t * hw, latent_out_kernel, x, *h, stats_of(st), z, (int)nz, t, hw);
 }
 
 /* ---- patchify, unpatchify, padding ---------------------------------------------------- */

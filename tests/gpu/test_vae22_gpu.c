@@ -234,8 +234,14 @@ static double bench_once(wan_vae22_gpu *g, int enc, const float *in, int64_t n, 
   return seconds() - t0;
 }
 
-static void bench_print(wan_vae22_gpu *g, int enc, int pi, int64_t F, int64_t h, int64_t w,
-                        int reps, double best, double mean, double used) {
+/* One bench result: the part, the precision, the latent, the times. */
+typedef struct bench_row {
+  int enc, pi, reps;
+  int64_t F, h, w;
+  double best, mean, used_gib;
+} bench_row;
+
+static void bench_print(wan_vae22_gpu *g, const bench_row *b) {
   double ms[WAN_VAE22_GPU_OPS];
   wan_vae22_gpu_profile_ms(g, ms);
   char ops[640] = "";
@@ -246,10 +252,10 @@ static void bench_print(wan_vae22_gpu *g, int enc, int pi, int64_t F, int64_t h,
   printf("{\"bench\":\"vae22_gpu\",\"part\":\"%s\",\"precision\":\"%s\",\"latent\":[%lld,%lld,"
          "%lld],\"video\":[%lld,%lld,%lld],\"reps\":%d,\"%s_s\":%.4f,\"mean_s\":%.4f,"
          "\"layout_gib\":%.3f,\"used_gib\":%.3f,\"ops_ms\":{%s}}\n",
-         enc ? "encoder" : "decoder", pi ? "fp32" : "bf16", (long long)F, (long long)h,
-         (long long)w, (long long)(1 + 4 * (F - 1)), (long long)(16 * h), (long long)(16 * w),
-         reps, enc ? "encode" : "decode", best, mean,
-         (double)wan_vae22_gpu_peak_bytes(g) / (1 << 30), used, ops);
+         b->enc ? "encoder" : "decoder", b->pi ? "fp32" : "bf16", (long long)b->F,
+         (long long)b->h, (long long)b->w, (long long)(1 + 4 * (b->F - 1)), (long long)(16 * b->h),
+         (long long)(16 * b->w), b->reps, b->enc ? "encode" : "decode", b->best, b->mean,
+         (double)wan_vae22_gpu_peak_bytes(g) / (1 << 30), b->used_gib, ops);
   fflush(stdout);
 }
 
@@ -286,8 +292,9 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which, int e
     }
     wan_vae22_gpu_profile(g, 1); /* one more run with every op timed (not in the times) */
     bench_once(g, enc, in, enc ? T : F, lat);
-    bench_print(g, enc, pi, F, h, w, reps, best, sum / reps,
-                ((double)free0 - (double)free1) / (1 << 30));
+    const bench_row row = {enc, pi, reps, F, h, w, best, sum / reps,
+                           ((double)free0 - (double)free1) / (1 << 30)};
+    bench_print(g, &row);
     wan_vae22_gpu_free(g);
   }
   free(in), free(lat), free(packed);

@@ -90,15 +90,14 @@ static void check_patchify(int64_t C, int64_t T, int64_t H, int64_t W) {
 
 /* ---------------------------------------------------------------- AvgDown3D */
 
-typedef struct avg_ctx {
+typedef struct sc_ctx {
   const float *x;
-  int64_t C, Co, T, H, W;
-  int ft, fs;
-} avg_ctx;
+  kern_vae22_shortcut s;
+} sc_ctx;
 
 static void run_avg(void *p, float *y) {
-  avg_ctx *c = p;
-  kern_cpu_vae22_avg_down_add(c->x, y, c->C, c->Co, c->T, c->H, c->W, c->ft, c->fs);
+  sc_ctx *c = p;
+  kern_cpu_vae22_avg_down_add(c->x, y, &c->s);
 }
 
 static void check_avg_down(int64_t C, int64_t Co, int64_t T, int64_t H, int64_t W, int ft,
@@ -134,27 +133,21 @@ static void check_avg_down(int64_t C, int64_t Co, int64_t T, int64_t H, int64_t 
       ref[o * To * Ho * Wo + s] = y0[o * To * Ho * Wo + s] + m / (double)g;
     }
   memcpy(y, y0, (size_t)no * sizeof *y);
-  kern_cpu_vae22_avg_down_add(x, y, C, Co, T, H, W, ft, fs);
+  sc_ctx ctx = {x, {T, H, W, C, Co, ft, fs, 0}};
+  kern_cpu_vae22_avg_down_add(x, y, &ctx.s);
   CHECK(sp_test_guard_ok(y, no), "avg_down wrote past its output");
   const double e = max_abs_err(y, ref, no);
   CHECK(e <= 1e-6, "avg_down C %lld -> %lld, T %lld, %lldx%lld, ft %d fs %d: max error %.2e",
         (long long)C, (long long)Co, (long long)T, (long long)H, (long long)W, ft, fs, e);
-  avg_ctx ctx = {x, C, Co, T, H, W, ft, fs};
   check_threads("avg_down", run_avg, &ctx, y0, no);
   free(x), free(y), free(y0), free(xp), free(blk), free(ref);
 }
 
 /* ---------------------------------------------------------------- DupUp3D */
 
-typedef struct dup_ctx {
-  const float *x;
-  int64_t C, Co, T, H, W;
-  int ft, fs, drop;
-} dup_ctx;
-
 static void run_dup(void *p, float *y) {
-  dup_ctx *c = p;
-  kern_cpu_vae22_dup_up_add(c->x, y, c->C, c->Co, c->T, c->H, c->W, c->ft, c->fs, c->drop);
+  sc_ctx *c = p;
+  kern_cpu_vae22_dup_up_add(c->x, y, &c->s);
 }
 
 static void check_dup_up(int64_t C, int64_t Co, int64_t T, int64_t H, int64_t W, int ft, int fs,
@@ -188,14 +181,14 @@ static void check_dup_up(int64_t C, int64_t Co, int64_t T, int64_t H, int64_t W,
         ref[d] = (double)y0[d] + full[(o * Tf + t + drop) * Ho * Wo + s];
       }
   memcpy(y, y0, (size_t)no * sizeof *y);
-  kern_cpu_vae22_dup_up_add(x, y, C, Co, T, H, W, ft, fs, drop);
+  sc_ctx ctx = {x, {T, H, W, C, Co, ft, fs, drop}};
+  kern_cpu_vae22_dup_up_add(x, y, &ctx.s);
   CHECK(sp_test_guard_ok(y, no), "dup_up wrote past its output");
   /* one float addition per element: the float sum of y0 and x exactly */
   int same = 1;
   for (int64_t i = 0; i < no; i++) same &= y[i] == (float)ref[i];
   CHECK(same, "dup_up C %lld -> %lld, T %lld, %lldx%lld, ft %d fs %d drop %d differs",
         (long long)C, (long long)Co, (long long)T, (long long)H, (long long)W, ft, fs, drop);
-  dup_ctx ctx = {x, C, Co, T, H, W, ft, fs, drop};
   check_threads("dup_up", run_dup, &ctx, y0, no);
   free(x), free(y), free(y0), free(rep), free(full), free(ref);
 }

@@ -59,9 +59,8 @@ static void up_level(v22_run *r, const wan_vae22_up *l, v22_bufs *B) {
   if (!r->plan && (r->t != t0 * l->ft - drop || r->h != h0 * l->fs))
     sp_fatal("vae: decoder level gave %lld frames of %lld rows from %lld of %lld",
              (long long)r->t, (long long)r->h, (long long)t0, (long long)h0);
-  if (!r->plan)
-    kern_cpu_vae22_dup_up_add(B->k, B->x, l->in_dim, l->out_dim, t0, h0, w0, l->ft, l->fs,
-                              drop);
+  const kern_vae22_shortcut sc = {t0, h0, w0, l->in_dim, l->out_dim, l->ft, l->fs, drop};
+  if (!r->plan) kern_cpu_vae22_dup_up_add(B->k, B->x, &sc);
 }
 
 /* Decoder3d on one chunk: B->x holds conv2's output for latent frame (z,

@@ -54,7 +54,8 @@ static void down_level(v22_run *r, const wan_vae22_down *l, v22_bufs *B) {
   if (r->t != (t0 + (l->ft - t0 % l->ft) % l->ft) / l->ft || r->h != h0 / l->fs)
     sp_fatal("vae: encoder level gave %lld frames of %lld rows from %lld of %lld",
              (long long)r->t, (long long)r->h, (long long)t0, (long long)h0);
-  kern_cpu_vae22_avg_down_add(B->k, B->x, l->in_dim, l->out_dim, t0, h0, w0, l->ft, l->fs);
+  const kern_vae22_shortcut sc = {t0, h0, w0, l->in_dim, l->out_dim, l->ft, l->fs, 0};
+  kern_cpu_vae22_avg_down_add(B->k, B->x, &sc);
 }
 
 /* Encoder3d on one chunk: B->x holds the patchified frames (12, t, h, w);
@@ -98,12 +99,13 @@ int wan_vae22_encoder_create(const wan_vae22_config *c, int64_t H, int64_t W,
 
 /* mu of one chunk's head output x (2 z_dim, t, hw): conv1's first z_dim
  * output channels (conv1 is pointwise, so chunk by chunk is the published
- * conv over the concatenation), normalised into latents (z_dim, F, hw) from
- * frame f0: (mu - mean) * (1 / std) with the float32 tables. */
+ * conv over the concatenation; frames of 1 x hw), normalised into latents
+ * (z_dim, F, hw) from frame f0: (mu - mean) * (1 / std) with the float32
+ * tables. */
 static void chunk_latents(const wan_vae22_enc_weights *wt, const float *x, float *mu, int64_t t,
-                          int64_t h, int64_t w, float *latents, int64_t F, int64_t f0) {
-  const int64_t z = wt->z_dim, hw = h * w;
-  kern_cpu_causal_conv3d(x, NULL, 0, wt->out_w, wt->out_b, mu, wt->z2, z, t, h, w, 1, 1, 1);
+                          int64_t hw, float *latents, int64_t F, int64_t f0) {
+  const int64_t z = wt->z_dim;
+  kern_cpu_causal_conv3d(x, NULL, 0, wt->out_w, wt->out_b, mu, wt->z2, z, t, 1, hw, 1, 1, 1);
   for (int64_t ch = 0; ch < z; ch++) {
     const float mean = wan_vae22_latent_mean[ch], inv_std = 1.0f / wan_vae22_latent_std[ch];
     for (int64_t j = 0; j < t; j++) {
@@ -141,7 +143,7 @@ int wan_vae22_encode(wan_vae22_state *e, const wan_vae22_enc_weights *wt, const 
     if (r.idx != e->n_cache || f0 + r.t > F)
       sp_fatal("vae: chunk %lld gave %lld latent frames after %d of %d caches", (long long)i,
                (long long)r.t, r.idx, e->n_cache);
-    chunk_latents(wt, B.x, B.a, r.t, r.h, r.w, latents, F, f0);
+    chunk_latents(wt, B.x, B.a, r.t, r.h * r.w, latents, F, f0);
     f0 += r.t;
   }
   if (f0 != F) sp_fatal("vae: encoded %lld latent frames, expected %lld", (long long)f0,

@@ -90,8 +90,9 @@ static void decoder_chunk(g22_run *r, const float *latents, int64_t F, int64_t f
     inv_std[ch] = 1.0f / wan_vae22_latent_std[ch]; /* as published: 1 / std stored, divided by */
   }
   i = g22_prof_begin(g);
-  kern_cuda_vae22_latent_in(g->k2, g->io, wt->conv2_w, wt->conv2_b, mean, inv_std,
-                            g22_s_frames(r, z, WAN_VAE22_CACHE_T), z, hw);
+  const kern_vae22_stats st = {mean, inv_std, z};
+  kern_cuda_vae22_latent_in(g->k2, g->io, wt->conv2_w, wt->conv2_b, &st,
+                            g22_s_frames(r, z, WAN_VAE22_CACHE_T), hw);
   g22_prof_end(g, i, WAN_VAE22_GPU_OP_ELEM);
   g22_cached_conv3(r, k, wt->conv1_w, z, wt->mid_dim);
   g22_add(r, g->y, wt->conv1_b, NULL, 0, NULL, g->x, 1, wt->mid_dim);

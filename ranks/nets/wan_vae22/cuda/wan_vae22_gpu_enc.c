@@ -106,8 +106,9 @@ static void encoder_chunk(g22_run *r, const float *video, int64_t T, int64_t v0)
   }
   g22_fits(g, PLAN_VAE22_IO, (uint64_t)(wt->z_dim * r->t * r->h * r->w));
   i = g22_prof_begin(g);
-  kern_cuda_vae22_latent_out(g->k2, g->y, wt->head_b, wt->out_w, wt->out_b, mean, inv_std, g->io,
-                             wt->z_dim, wt->z2, r->t, r->h * r->w);
+  const kern_vae22_head head = {wt->head_b, wt->out_w, wt->out_b, wt->z2};
+  const kern_vae22_stats st = {mean, inv_std, wt->z_dim};
+  kern_cuda_vae22_latent_out(g->k2, g->y, &head, &st, g->io, r->t, r->h * r->w);
   g22_prof_end(g, i, WAN_VAE22_GPU_OP_ELEM);
 }
 

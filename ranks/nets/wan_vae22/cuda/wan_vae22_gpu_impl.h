@@ -81,10 +81,13 @@ void g22_cache_out(g22_run *r, int k, int64_t c, int keep);
 void *g22_s_frames(const g22_run *r, int64_t c, int keep);
 /* A copy on the stream, timed as a copy. */
 void g22_copy(wan_vae22_gpu *g, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
-/* Stride-1 conv of x (T frames of the current size, ci channels) into y. */
+/* Stride-1 conv of x (T frames of the current size, ci channels) into y
+ * (eleven parameters: kern_cuda_vae_conv's operands and sizes, and the op
+ * kind it is timed as). */
 void g22_conv(g22_run *r, const void *x, int64_t T, int64_t ci, const float *w, int64_t co,
               int kt, int kh, int kw, void *y, wan_vae22_gpu_op op);
-/* out = y + by (+ res + br), kern_cuda_vae_add over the current t h w. */
+/* out = y + by (+ res + br), kern_cuda_vae_add over the current t h w
+ * (nine parameters: its operands). */
 void g22_add(g22_run *r, const void *y, const float *by, const void *res, int res_f32,
              const float *br, void *out, int out_f32, int64_t c);
 /* RMS norm (+ SiLU) of the residual stream x into y. */
