@@ -45,6 +45,13 @@
 #include "sp_test.h"
 #include "sp_test_vae22.h"
 
+/* bf16: a host emulation of the CUDA coders' bf16 stores (the CPU coders
+ * with every conv output, norm + SiLU output, attention store, upsampled or
+ * padded input and the patchified video rounded to bf16, the residual
+ * stream in fp32, the weights of the bf16 case) measured 4.5e-3 to 6.9e-3
+ * relative L2 for decoders and 1.5e-3 to 2.2e-3 for encoders of widths 8
+ * to 32 against the fp32 CPU coders: 1e-2 holds the bf16 arithmetic, while
+ * a wrong tap, cache or channel gives errors of order 1. */
 #define TOL_BF16 1e-2
 #define TOL_F32 1e-4
 #define MAX_CALLS 64
