@@ -14,6 +14,7 @@
 #include "convert.h"
 #include "convert_t5.h"
 #include "convert_vae.h"
+#include "convert_vae22.h"
 #include "file_read.h"
 #include "log.h"
 #include "path_check.h"
@@ -66,7 +67,9 @@ static void usage(const cli_opts *t, FILE *f) {
           "A checkpoint with encoder.* or decoder.* keys is a VAE (WanVAE_ keys as in\n"
           "ComfyUI's wan_2.1_vae.safetensors, or diffusers' AutoencoderKLWan): its decoder\n"
           "is written as a VAE file (inspect shows it); the encoder is skipped and a\n"
-          "NaN or infinite weight is refused.\n"
+          "NaN or infinite weight is refused. A Wan 2.2 VAE (TI2V-5B's: Wan2_2_VAE keys as\n"
+          "in ComfyUI's wan2.2_vae.safetensors, or diffusers' AutoencoderKLWan of\n"
+          "Wan2.2-TI2V-5B-Diffusers/vae) is written whole, encoder and decoder.\n"
           "\n"
           "A checkpoint of the UMT5-XXL text encoder (transformers' UMT5EncoderModel keys\n"
           "as in diffusers' text_encoder/ and ComfyUI's umt5_xxl_fp16.safetensors, its\n"
@@ -302,6 +305,11 @@ int cmd_convert(int argc, char **argv) {
     sp_log_error("convert: --tokenizer is for a text encoder checkpoint; this one is not");
     return SP_ERR_INPUT;
   }
+  /* A Wan 2.2 VAE before a Wan 2.1 one: both have encoder.* and decoder.* keys. */
+  rc = rank_convert_is_vae22(n, inputs, &is_vae);
+  if (rc != SP_OK) return rc;
+  if (is_vae && dtype == KERN_DTYPE_E4M3) return fp8_refused("VAE");
+  if (is_vae) return rank_convert_vae22_run(n, inputs, c.out, c.dtype_set ? dtype : KERN_DTYPE_F32);
   rc = rank_convert_is_vae(n, inputs, &is_vae);
   if (rc != SP_OK) return rc;
   if (is_vae && dtype == KERN_DTYPE_E4M3) return fp8_refused("VAE");

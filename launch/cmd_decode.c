@@ -13,6 +13,7 @@
 #include "tensor_io.h"
 #include "vae_layout.h"
 #include "video_out.h"
+#include "wan_vae22_run.h"
 #include "wan_vae_decode.h"
 
 enum { OPT_LATENTS = JOB_OPT_COUNT, OPT_OUT, OPT_FRAMES_DIR, OPT_TILE, OPT_TILE_OVERLAP, OPT_JSON, OPT_HELP };
@@ -30,7 +31,8 @@ static void decode_table(cli_opts *t) {
   static const job_option own[] = {
       {OPT_LATENTS, "latents", 'L', "FILE", NULL, 0,
        "HDF5 file with dataset 'latents' float32 [16, F, H, W],\n"
-       "as run writes it, or a ComfyUI .latent file (required)"},
+       "as run writes it, or a ComfyUI .latent file (required);\n"
+       "[48, F, H, W] for a Wan 2.2 VAE"},
       {OPT_OUT, "out", 'o', "FILE", NULL, 0,
        "video: .mp4/.mkv/.mov (H.264), .webm (VP9) through FFmpeg's\n"
        "libraries, or .h5 (dataset 'video' float32 [3, T, 8H, 8W]\n"
@@ -66,8 +68,11 @@ static void usage(const cli_opts *t, FILE *f) {
           "Decodes latents into video with the Wan 2.1 VAE decoder (also the decoder of\n"
           "Wan 2.2's 14B models): F latent frames of HxW give 1 + 4 (F - 1) frames of\n"
           "8H x 8W, in [-1, 1] (clamped, as published), stored as 8-bit RGB in videos and\n"
-          "PNGs. Everything is checked before decoding starts: the VAE, the latents'\n"
-          "shape and values, every output path, and FFmpeg for a video file.\n"
+          "PNGs. With a Wan 2.2 VAE (TI2V-5B's: a file of arch wan2.2-vae, or\n"
+          "synth:wan2.2-vae[-tiny]) 48-channel latents [48, F, H, W] give 1 + 4 (F - 1)\n"
+          "frames of 16H x 16W, untiled. Everything is checked before decoding starts:\n"
+          "the VAE, the latents' shape and values, every output path, and FFmpeg for a\n"
+          "video file.\n"
           "\n");
   cli_opts_usage(t, f);
   fprintf(f,
@@ -160,9 +165,9 @@ static int decode_paths(const decode_cli *c) {
   return SP_OK;
 }
 
-static void print_json(const decode_cli *c, const vae_model *m, const decode_stats *st) {
+static void print_json(const decode_cli *c, const char *vae, const decode_stats *st) {
   json_object *o = json_object_new_object();
-  json_object_object_add(o, "vae", json_object_new_string(vae_model_get_info(m)->id.source));
+  json_object_object_add(o, "vae", json_object_new_string(vae));
   json_object_object_add(o, "latents", json_object_new_string(c->latents));
   json_object_object_add(o, "out", c->dec.out ? json_object_new_string(c->dec.out) : NULL);
   json_object_object_add(o, "frames_dir",
@@ -206,12 +211,50 @@ static int latents_shape_ok(const char *path, const char *name, int ndim, const 
   return job_workload_check(what, 4 * (dims[1] - 1) + 1, 8 * dims[2], 8 * dims[3]);
 }
 
+/* latents_shape_ok for a Wan 2.2 VAE (ctx: its model). */
+static int latents22_shape_ok(const char *path, const char *name, int ndim, const int64_t *dims,
+                              void *ctx) {
+  char what[64 + JOB_PATH];
+  (void)name;
+  snprintf(what, sizeof what, "--latents %s", path);
+  if (wan_vae22_check_latents(ctx, what, ndim, dims) != SP_OK) return SP_ERR_INPUT;
+  /* The video it declares (16x spatial), before anything is allocated. */
+  return job_workload_check(what, 4 * (dims[1] - 1) + 1, 16 * dims[2], 16 * dims[3]);
+}
+
+/* decode with a Wan 2.2 VAE: the same inputs, checks and outputs through
+ * its own driver (wan_vae22_run.h). */
+static int decode_vae22(decode_cli *cl) {
+  wan_vae22_model *m = NULL;
+  rank_tensor lat = {0};
+  int rc = wan_vae22_open(cl->dec.vae, cl->dec.verify, &m);
+  if (rc != SP_OK) return rc;
+  char what[64 + JOB_PATH];
+  snprintf(what, sizeof what, "--latents %s", cl->latents);
+  rc = rank_latent_path_is(cl->latents) ? rank_latent_read(cl->latents, &lat)
+                                        : rank_tensor_read_checked(cl->latents, "latents", 0,
+                                                                   latents22_shape_ok, m, &lat);
+  decode_stats st;
+  if (rc == SP_OK && (rc = wan_vae22_check_latents(m, what, lat.ndim, lat.dims)) == SP_OK &&
+      (rc = wan_vae22_check_outputs(&cl->dec, m, lat.dims)) == SP_OK &&
+      (rc = wan_vae22_decode_run(&cl->dec, m, lat.data, lat.dims, &st)) == SP_OK) {
+    sp_log_info("decode: %lld frames of %lldx%lld in %.2f s (weights read in %.2f s)%s%s",
+                (long long)st.frames, (long long)st.height, (long long)st.width, st.decode_s,
+                st.read_s, cl->dec.out ? " -> " : "", cl->dec.out ? cl->dec.out : "");
+    if (cl->json) print_json(cl, wan_vae22_get_info(m)->id.source, &st);
+  }
+  rank_tensor_free(&lat);
+  wan_vae22_close(m);
+  return rc;
+}
+
 int cmd_decode(int argc, char **argv) {
   decode_cli cl;
   int rc = decode_parse(argc, argv, &cl);
   if (cl.help || rc != SP_OK) return rc;
   if (cl.job.quiet) sp_log_set_level(0); /* -q: no info lines, warnings and errors stay */
   if ((rc = decode_paths(&cl)) != SP_OK) return rc;
+  if (wan_vae22_spec_is(cl.dec.vae)) return decode_vae22(&cl);
   vae_model *m = NULL;
   rank_tensor lat = {0};
   if ((rc = vae_model_open(cl.dec.vae, cl.dec.verify, &m)) != SP_OK) return rc;
@@ -228,7 +271,7 @@ int cmd_decode(int argc, char **argv) {
   sp_log_info("decode: %lld frames of %lldx%lld in %.2f s (weights read in %.2f s)%s%s",
               (long long)st.frames, (long long)st.height, (long long)st.width, st.decode_s,
               st.read_s, cl.dec.out ? " -> " : "", cl.dec.out ? cl.dec.out : "");
-  if (cl.json) print_json(&cl, m, &st);
+  if (cl.json) print_json(&cl, vae_model_get_info(m)->id.source, &st);
 done:
   rank_tensor_free(&lat);
   vae_model_close(m);

@@ -13,6 +13,8 @@
 #include "t5_file.h"
 #include "tokenizer.h"
 #include "vae_file.h"
+#include "wan_vae22_file.h"
+#include "wan_vae22_schema.h"
 
 enum { OPT_ARCH = JOB_OPT_COUNT, OPT_PRESET, OPT_SEED, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER,
        OPT_OUT, OPT_QUIET, OPT_HELP };
@@ -56,9 +58,10 @@ static void usage(const cli_opts *t, FILE *f) {
           "  DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b, wan2.1-14b\n"
           "  two experts (Wan 2.2 A14B): wan2.2-a14b, wan2.2-tiny (two wan2.1-tiny DiTs)\n"
           "  VAE decoder: %s\n"
+          "  Wan 2.2 VAE (encoder and decoder): %s\n"
           "  text encoder: %s (with --tokenizer)\n"
           "\n",
-          vae_preset_names(), t5_preset_names());
+          vae_preset_names(), wan_vae22_schema.preset_names(), t5_preset_names());
   cli_opts_usage(t, f);
 }
 
@@ -192,6 +195,45 @@ static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const c
   return rc;
 }
 
+/* A Wan 2.2 VAE preset: both parts' tensors as synth:PRESET:SEED
+ * generates them, written one by one. */
+static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const char *out,
+                      int quiet) {
+  char spec[128], seedstr[32];
+  snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
+  snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
+  wan_vae22_model *m = NULL;
+  wan_vae22_writer *wr = NULL;
+  int rc = wan_vae22_open(spec, 0, &m);
+  if (rc != SP_OK) return rc;
+  const wan_vae22_config *c = &wan_vae22_get_info(m)->config;
+  static wan_vae22_weights w;
+  static wan_vae22_table t;
+  rc = wan_vae22_writer_open(out, c, dtype, preset, &wr);
+  if (rc == SP_OK) rc = wan_vae22_writer_attr(wr, "synth_seed", seedstr);
+  if (rc == SP_OK) rc = wan_vae22_writer_attr(wr, "synth_preset", preset);
+  for (int p = 0; rc == SP_OK && p < WAN_VAE22_PARTS; p++) {
+    wan_vae22_table_make(c, (wan_vae22_part)p, &w, &t);
+    float *packed = sp_xmalloc((size_t)t.packed_floats * sizeof *packed);
+    rc = wan_vae22_read(m, (wan_vae22_part)p, packed, t.packed_floats);
+    for (int i = 0; rc == SP_OK && i < t.count; i++)
+      rc = wan_vae22_writer_put(wr, (wan_vae22_part)p, t.t[i].name, packed + t.t[i].offset,
+                                t.t[i].numel);
+    free(packed);
+  }
+  if (rc == SP_OK) {
+    rc = wan_vae22_writer_commit(wr);
+    if (rc == SP_OK && !quiet)
+      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors)", out, preset,
+                  kern_dtype_name(dtype), (unsigned long long)seed,
+                  wan_vae22_get_info(m)->size.tensors);
+  } else if (wr) {
+    wan_vae22_writer_abort(wr);
+  }
+  wan_vae22_close(m);
+  return rc;
+}
+
 /* The buffers of one tensor at a time (init_dit): the generated values
  * (bf16 or fp32), and for an fp8 file their fp32 widening and the bytes
  * the writer quantises them into. */
@@ -303,7 +345,10 @@ int cmd_init(int argc, char **argv) {
   if (rank_path_check_output("--out", out, in, 1) != SP_OK) return SP_ERR_INPUT;
   umt5_config tc;
   wan_vae_config vc;
-  if (dtype == KERN_DTYPE_E4M3 && (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0)) {
+  wan_vae22_config v22;
+  const int is_vae22 = wan_vae22_schema.preset(arch, &v22) == 0;
+  if (dtype == KERN_DTYPE_E4M3 &&
+      (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0 || is_vae22)) {
     sp_log_error("--dtype fp8: only a DiT has fp8 weights; %s takes bf16 or fp32", arch);
     return SP_ERR_INPUT;
   }
@@ -327,11 +372,19 @@ int cmd_init(int argc, char **argv) {
     }
     return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
   }
+  if (is_vae22) {
+    if (layers) {
+      sp_log_error("--layers: %s is a VAE, which has no blocks to count", arch);
+      return SP_ERR_INPUT;
+    }
+    return init_vae22(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
+  }
   wan_config c;
   rank_model_experts x;
   if (rank_model_preset(arch, &c, &x) != 0) {
-    sp_log_error("--arch: unknown preset '%s' (known: %s, %s, %s)", arch,
-                 rank_model_preset_names(), vae_preset_names(), t5_preset_names());
+    sp_log_error("--arch: unknown preset '%s' (known: %s, %s, %s, %s)", arch,
+                 rank_model_preset_names(), vae_preset_names(), wan_vae22_schema.preset_names(),
+                 t5_preset_names());
     return SP_ERR_INPUT;
   }
   if (layers) c.layers = layers;
