@@ -92,8 +92,8 @@ static int gpu_shape(const wan_vae22_config *c, wan_vae22_part part, int64_t h, 
     return SP_ERR_INPUT;
   }
   if (p != WAN_VAE_GPU_BF16 && p != WAN_VAE_GPU_FP32) {
-    sp_log_error("vae gpu: precision %d is neither bf16 (%d) nor fp32 (%d)", (int)p,
-                 WAN_VAE_GPU_BF16, WAN_VAE_GPU_FP32);
+    sp_log_error("--vae-precision %s: the Wan 2.2 VAE runs in bf16 or fp32 (tf32 is the Wan 2.1 "
+                 "VAE's)", wan_vae_gpu_precision_name(p));
     return SP_ERR_INPUT;
   }
   if (check_size(c, part, h, w) != 0 || check_widths(c) != 0) return SP_ERR_INPUT;

@@ -150,7 +150,7 @@ static int carve(wan_vae22_gpu *g) {
   }
   CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
   void *ws = buf(g, PLAN_VAE22_CONV_WS, 0);
-  if (kern_cuda_vae_create(g->dt, g->stream, ws, g->lay->conv_ws_bytes,
+  if (kern_cuda_vae_create(g->dt, 0, g->stream, ws, g->lay->conv_ws_bytes,
                            buf(g, PLAN_VAE22_GEMM_WS, 0), PLAN_VAE_GEMM_WS_BYTES,
                            &g->k1) != SP_OK ||
       kern_cuda_vae22_create(g->dt, g->stream, ws, g->lay->conv_ws_bytes, &g->k2) != SP_OK)
