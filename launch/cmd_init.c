@@ -41,6 +41,9 @@ static void usage(FILE *f) {
           "                      weights have none); its pieces must fit the vocabulary\n"
           "      --layers N      override the number of blocks of a DiT (default: the\n"
           "                      preset's)\n"
+          "      --encoder       a VAE: write the encoder too (its weights as synth:PRESET:SEED\n"
+          "                      has them), so the file can encode images and videos;\n"
+          "                      without it the file holds the decoder alone\n"
           "  -o, --out FILE      output file (required); written to a temporary name and\n"
           "                      renamed into place, so a failure leaves nothing behind\n"
           "  -q, --quiet         no progress lines\n"
@@ -111,37 +114,52 @@ out:
   return rc;
 }
 
-/* A VAE preset: the tensors synth:PRESET:SEED generates, written one by one. */
-static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const char *out,
-                    int quiet) {
+/* The tensors of table t, read by read from m (packed as t), into wr. */
+static int put_vae_table(vae_model *m, vae_model_writer *wr, const wan_vae_table *t,
+                         int (*read)(vae_model *, float *, int64_t)) {
+  float *packed = sp_xmalloc((size_t)t->packed_floats * sizeof *packed);
+  int rc = read(m, packed, t->packed_floats);
+  for (int i = 0; rc == SP_OK && i < t->count; i++)
+    rc = vae_model_writer_put(wr, t->t[i].name, packed + t->t[i].offset, t->t[i].numel);
+  free(packed);
+  return rc;
+}
+
+/* A VAE preset: the tensors synth:PRESET:SEED generates, written one by
+ * one: the decoder's, and the encoder's when encoder is set (a file
+ * without them decodes only, and is what init wrote before the encoder
+ * existed). */
+static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, int encoder,
+                    const char *out, int quiet) {
   char spec[128];
   snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
   vae_model *m = NULL;
   int rc = vae_model_open(spec, 0, &m);
   if (rc != SP_OK) return rc;
-  const wan_vae_config *c = &vae_model_get_info(m)->config;
+  wan_vae_config c = vae_model_get_info(m)->config;
+  c.encoder = encoder;
   static wan_vae_weights w;
-  static wan_vae_table t;
-  wan_vae_table_make(c, &w, &t);
-  float *packed = sp_xmalloc((size_t)t.packed_floats * sizeof *packed);
+  static wan_vae_enc_weights ew;
+  static wan_vae_table t, et;
+  wan_vae_table_make(&c, &w, &t);
+  wan_vae_enc_table_make(&c, &ew, &et);
   vae_model_writer *wr = NULL;
   char seedstr[32];
   snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
-  rc = vae_model_read(m, packed, t.packed_floats);
-  if (rc == SP_OK) rc = vae_model_writer_open(out, c, dtype, preset, &wr);
+  rc = vae_model_writer_open(out, &c, dtype, preset, &wr);
   if (rc == SP_OK) rc = vae_model_writer_attr(wr, "synth_seed", seedstr);
   if (rc == SP_OK) rc = vae_model_writer_attr(wr, "synth_preset", preset);
-  for (int i = 0; rc == SP_OK && i < t.count; i++)
-    rc = vae_model_writer_put(wr, t.t[i].name, packed + t.t[i].offset, t.t[i].numel);
+  if (rc == SP_OK) rc = put_vae_table(m, wr, &t, vae_model_read);
+  if (rc == SP_OK && encoder) rc = put_vae_table(m, wr, &et, vae_model_read_encoder);
   if (rc == SP_OK) {
     rc = vae_model_writer_commit(wr);
     if (rc == SP_OK && !quiet)
-      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors)", out, preset,
-                  kern_dtype_name(dtype), (unsigned long long)seed, t.count);
+      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors%s)", out, preset,
+                  kern_dtype_name(dtype), (unsigned long long)seed,
+                  t.count + (encoder ? et.count : 0), encoder ? ", with the encoder" : "");
   } else {
     vae_model_writer_abort(wr);
   }
-  free(packed);
   vae_model_close(m);
   return rc;
 }
@@ -237,7 +255,7 @@ fail:
   return rc;
 }
 
-enum { OPT_SEED = 256, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER }; /* long-only options */
+enum { OPT_SEED = 256, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER, OPT_ENCODER }; /* long-only */
 
 int cmd_init(int argc, char **argv) {
   static const struct option opts[] = {
@@ -247,12 +265,13 @@ int cmd_init(int argc, char **argv) {
       {"seed", required_argument, 0, OPT_SEED},
       {"dtype", required_argument, 0, OPT_DTYPE}, {"layers", required_argument, 0, OPT_LAYERS},
       {"tokenizer", required_argument, 0, OPT_TOKENIZER},
+      {"encoder", no_argument, 0, OPT_ENCODER},
       {"out", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
       {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
   const char *arch = NULL, *out = NULL, *tokenizer = NULL;
   uint64_t seed = 0;
   int64_t layers = 0;
-  int quiet = 0;
+  int quiet = 0, encoder = 0;
   kern_dtype dtype = KERN_DTYPE_BF16;
   int dtype_set = 0;
   cli_getopt_reset();
@@ -272,6 +291,7 @@ int cmd_init(int argc, char **argv) {
       if (job_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;
       break;
     case OPT_TOKENIZER: tokenizer = optarg; break;
+    case OPT_ENCODER: encoder = 1; break;
     case 'o': out = optarg; break;
     case 'q': quiet = 1; break;
     case 'h': usage(stdout); return SP_OK;
@@ -312,7 +332,11 @@ int cmd_init(int argc, char **argv) {
       sp_log_error("--layers: %s is a VAE decoder, which has no blocks to count", arch);
       return SP_ERR_INPUT;
     }
-    return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
+    return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, encoder, out, quiet);
+  }
+  if (encoder) {
+    sp_log_error("--encoder: %s is not a VAE (%s are)", arch, vae_preset_names());
+    return SP_ERR_INPUT;
   }
   wan_config c;
   rank_model_experts x;

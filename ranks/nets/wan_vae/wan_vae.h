@@ -31,14 +31,16 @@
 /* The config, X(type, field, dims) per field in struct order (dims empty
  * for one value, [n] for n); each field's name is its model file
  * attribute (dim_mult and temporal_up stored with their n_mult and
- * n_mult - 1 entries). */
+ * n_mult - 1 entries; encoder only when it is 1, so a decoder-only file
+ * has the attributes it always had). */
 #define WAN_VAE_CONFIG_FIELDS(X)                                                    \
   X(int64_t, dim, )                          /* base width (96) */                  \
   X(int64_t, z_dim, )                        /* latent channels (16) */             \
   X(int, n_mult, )                           /* entries of dim_mult (4) */          \
   X(int64_t, dim_mult, [WAN_VAE_MAX_LEVELS]) /* encoder order (1, 2, 4, 4) */       \
   X(int64_t, num_res_blocks, )               /* (2); a decoder level has one more */ \
-  X(int, temporal_up, [WAN_VAE_MAX_LEVELS - 1]) /* resample doubles frames (1, 1, 0) */
+  X(int, temporal_up, [WAN_VAE_MAX_LEVELS - 1]) /* resample doubles frames (1, 1, 0) */ \
+  X(int, encoder, ) /* 1: the file holds the encoder too (/encoder, wan_vae_enc.h) */
 
 #define WAN_VAE_CONFIG_FIELD_(type, field, dims) type field dims;
 typedef struct wan_vae_config { WAN_VAE_CONFIG_FIELDS(WAN_VAE_CONFIG_FIELD_) } wan_vae_config;
