@@ -1,17 +1,22 @@
-"""`staticpipe convert`, `init` and `inspect` of Wan VAE decoders, and the VAE
-model file read back by `staticpipe decode`.
+"""`staticpipe convert`, `init` and `inspect` of Wan VAEs (the decoder, with
+or without the encoder), and the VAE model file read back by `staticpipe
+decode`.
 
-Random float32 weights of small configs (tests/ref/wan_vae_ref.py) are
-written as safetensors in both layouts: the published WanVAE_ state dict and
-diffusers' AutoencoderKLWan, whose key mapping is written out here from
-diffusers' module structure (independent of the C table), with encoder
-tensors beside them, keys shuffled, F32 and BF16 inputs. Each is converted;
-the file's datasets must hold exactly the weights; both layouts must give
-the same file checksum; the decode of the file must match the float64
-reference decode to relative L2 <= 1e-5. Then: --dtype bf16, inspect and
-its --verify on damaged files, the arch lines between DiT and VAE files, a
-corpus of malformed checkpoints (exit 2, one line naming the check, no
-file), and the synth presets.
+Random float32 weights of small configs (tests/ref/wan_vae_ref.py and, for
+the encoder, wan_vae_enc_ref.py) are written as safetensors in both
+layouts: the published WanVAE_ state dict (also ComfyUI's
+wan_2.1_vae.safetensors) and diffusers' AutoencoderKLWan, whose key mapping
+is written out here from diffusers' module structure (independent of the C
+table), keys shuffled, F32 and BF16 inputs, with the whole encoder beside
+the decoder (or, for a config of no residual blocks, which no encoder has,
+the decoder alone). Each is converted; the file's /decoder and /encoder
+datasets must hold exactly the weights; both layouts must give the same
+file checksum; the decode of the file must match the float64 reference
+decode to relative L2 <= 1e-5. Then: --dtype bf16, inspect and its --verify
+on damaged files, the arch lines between DiT and VAE files, a corpus of
+malformed checkpoints (exit 2, one line naming the check, no file; a
+missing or mis-shaped encoder tensor in either layout among them), and the
+synth presets and init (with and without --encoder).
 
 usage: vae_convert.py STATICPIPE WORKDIR  (SP_SEED replays a run)
 """
@@ -27,6 +32,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from sptest import FAILS, check, rel_l2, seed  # noqa: E402
 import wan_vae_ref as R  # noqa: E402
+import wan_vae_enc_ref as E  # noqa: E402
 import stlib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
@@ -83,12 +89,48 @@ def diffusers_key(cfg, name):
     return res("decoder.up_blocks.%d.resnets.%d." % (block, j), leaf)
 
 
-ENCODER = {  # a few of each layout's encoder tensors: skipped by convert
-    "official": [("encoder.conv1.weight", (8, 3, 3, 3, 3)), ("encoder.conv1.bias", (8,)),
-                 ("conv1.weight", (32, 32, 1, 1, 1)), ("conv1.bias", (32,))],
-    "diffusers": [("encoder.conv_in.weight", (8, 3, 3, 3, 3)), ("encoder.conv_in.bias", (8,)),
-                  ("quant_conv.weight", (32, 32, 1, 1, 1)), ("quant_conv.bias", (32,))],
-}
+def diffusers_enc_key(name):
+    """AutoencoderKLWan's key of an official encoder key: quant_conv is
+    conv1; WanEncoder3d has conv_in, down_blocks (the residual blocks and
+    resamples numbered across levels, as the published downsamples),
+    mid_block (resnets 0 and 1 around attentions 0), norm_out and conv_out;
+    a resample keeps its resample.1 and time_conv."""
+    def res(prefix, leaf):
+        for a, b in RES_LEAF.items():
+            if leaf.startswith(a):
+                return prefix + b + leaf[len(a):]
+        return prefix + leaf  # resample.1.*, time_conv.*
+    if name.startswith("conv1."):
+        return "quant_conv." + name[6:]
+    for a, b in (("encoder.conv1.", "encoder.conv_in."), ("encoder.head.0.", "encoder.norm_out."),
+                 ("encoder.head.2.", "encoder.conv_out.")):
+        if name.startswith(a):
+            return b + name[len(a):]
+    m = re.match(r"encoder\.middle\.(\d)\.(.*)$", name)
+    if m:
+        i, leaf = int(m.group(1)), m.group(2)
+        if i == 1:
+            return "encoder.mid_block.attentions.0." + leaf
+        return res("encoder.mid_block.resnets.%d." % (i // 2), leaf)
+    m = re.match(r"encoder\.downsamples\.(\d+)\.(.*)$", name)
+    return res("encoder.down_blocks.%s." % m.group(1), m.group(2))
+
+
+def enc_config(cfg):
+    """The encoder of decoder config cfg (the published WanVAE_ builds both
+    from one config: the encoder's temporal flags are the decoder's
+    reversed), or None when it has none (no residual blocks)."""
+    if cfg.num_res_blocks < 1:
+        return None
+    return E.Config(cfg.dim, cfg.z_dim, cfg.dim_mult, cfg.num_res_blocks,
+                    cfg.temporal_upsample[::-1])
+
+
+def key_of(cfg, style, name):
+    if style == "official":
+        return name
+    return diffusers_key(cfg, name) if name.startswith(("decoder.", "conv2.")) \
+        else diffusers_enc_key(name)
 
 
 def raw(dt, a):
@@ -108,19 +150,22 @@ def as_input(dt, a):
     return stlib.to_f32(dt, raw(dt, a)).reshape(np.shape(a))
 
 
-def entries(cfg, sd, style, dt, encoder=True):
-    e = [(n if style == "official" else diffusers_key(cfg, n), dt, v.shape, raw(dt, v))
-         for n, v in sd.items()]
-    if encoder:
-        e += [(k, dt, s, raw(dt, rng.standard_normal(s))) for k, s in ENCODER[style]]
+def entries(cfg, sd, style, dt):
+    """sd (decoder and encoder weights by official key) as checkpoint
+    entries of style, shuffled."""
+    e = [(key_of(cfg, style, n), dt, v.shape, raw(dt, v)) for n, v in sd.items()]
     order = rng.permutation(len(e))
     return [e[i] for i in order]
 
 
 def weights(cfg):
+    """Decoder weights and, when cfg has an encoder, the encoder's."""
     sd = {k: v.astype(np.float32) for k, v in R.random_weights(cfg, rng).items()}
     # A wider head, so that part of the video reaches the clamp.
     sd["decoder.head.2.weight"] = (sd["decoder.head.2.weight"] * 2).astype(np.float32)
+    ecfg = enc_config(cfg)
+    if ecfg:
+        sd.update({k: v.astype(np.float32) for k, v in E.random_weights(ecfg, rng).items()})
     return sd
 
 
@@ -151,9 +196,11 @@ def root_attr(path, key):
 
 # ---------------------------------------------------------------- conversions
 
+# The second's decoder widths (32, 32, 16, 16, 8) have the divisor 8, its
+# encoder's first width is 4: with the encoder, dim is 4.
 CASES = [
     (R.Config(8, 16, (1, 2, 4, 4), 2, (True, True, False)), (3, 3, 5)),
-    (R.Config(4, 16, (1, 2, 4, 4), 1, (False, True, True)), (2, 3, 2)),
+    (R.Config(4, 16, (2, 4, 4, 8), 1, (False, True, True)), (2, 3, 2)),
     (R.Config(6, 16, (2, 3), 0, (True,)), (3, 2, 3)),
 ]
 
@@ -161,7 +208,10 @@ vae_file = None
 for ci, (cfg, (F, H, W)) in enumerate(CASES):
     sd = weights(cfg)
     shapes = R.tensor_shapes(cfg)
-    check(set(shapes) == set(sd), "case %d: reference table and weights agree" % ci)
+    ecfg = enc_config(cfg)
+    eshapes = E.tensor_shapes(ecfg) if ecfg else {}
+    check(set(shapes) | set(eshapes) == set(sd), "case %d: reference tables and weights agree"
+          % ci)
     z = rng.standard_normal((16, F, H, W)).astype(np.float32)
     for dt in ("F32", "BF16"):
         vals = {k: as_input(dt, v) for k, v in sd.items()}
@@ -175,22 +225,33 @@ for ci, (cfg, (F, H, W)) in enumerate(CASES):
             check(rc == 0, what + ": convert exits 0" + ("" if rc == 0 else ": " + err))
             if rc != 0:
                 continue
-            check("4 encoder tensors" in err and "skipped" in err,
-                  what + ": one info line counts the 4 skipped encoder tensors")
+            check("skipped" not in err and ("with the encoder" if ecfg else "the decoder alone")
+                  in err, what + ": nothing skipped; one info line says whether the encoder is "
+                  "there")
             check(root_attr(out, "arch") == "wan2.1-vae" and root_attr(out, "dtype") == "fp32",
                   what + ": arch wan2.1-vae, dtype fp32 (the VAE's default)")
             with h5py.File(out, "r") as f:
                 names = sorted(f["decoder"].keys())
                 same = names == sorted(shapes) and all(
                     np.array_equal(f["decoder"][k][()], vals[k]) for k in shapes)
+                enames = sorted(f["encoder"].keys()) if "encoder" in f else []
+                esame = enames == sorted(eshapes) and all(
+                    np.array_equal(f["encoder"][k][()], vals[k]) for k in eshapes)
+                eattr = int(f.attrs["encoder"]) if "encoder" in f.attrs else None
+                dims = (int(f.attrs["dim"]), [int(x) for x in f.attrs["dim_mult"]])
             check(same, what + ": the file holds exactly the decoder's weights")
+            check(not ecfg or dims == (cfg.dim, list(cfg.dim_mult)),
+                  what + ": dim and dim_mult %s (the encoder's first width is dim)" % (dims,))
+            check(esame and eattr == (1 if ecfg else None),
+                  what + (": /encoder holds exactly the encoder's weights, attribute encoder 1"
+                          if ecfg else ": no /encoder and no attribute encoder"))
             sums[style] = root_attr(out, "checksum")
             outs[style] = out
         if len(sums) == 2:
             check(sums["official"] == sums["diffusers"],
                   "case %d %s: both layouts give one checksum (%s, %s)"
                   % (ci, dt, sums["official"], sums["diffusers"]))
-        ref = R.decode(cfg, {k: v.astype(np.float64) for k, v in vals.items()},
+        ref = R.decode(cfg, {k: vals[k].astype(np.float64) for k in shapes},
                        z.astype(np.float64))
         for style, out in outs.items():
             got, err = decode(out, z, "c%d_%s_%s" % (ci, style, dt))
@@ -211,10 +272,13 @@ for ci, (cfg, (F, H, W)) in enumerate(CASES):
             if rc == 0:
                 with h5py.File(out, "r") as f:
                     ok = all(np.array_equal(f["decoder"][k][()], stlib.bf16_rne(sd[k]))
-                             for k in shapes)
-                check(ok, "--dtype bf16: every value is the float32 weight rounded to bf16")
-                wb = {k: stlib.to_f32("BF16", stlib.bf16_rne(v).tobytes()).reshape(v.shape)
-                      .astype(np.float64) for k, v in sd.items()}
+                             for k in shapes) and \
+                        all(np.array_equal(f["encoder"][k][()], stlib.bf16_rne(sd[k]))
+                            for k in eshapes)
+                check(ok, "--dtype bf16: every value (decoder and encoder) is the float32 "
+                      "weight rounded to bf16")
+                wb = {k: stlib.to_f32("BF16", stlib.bf16_rne(sd[k]).tobytes())
+                      .reshape(sd[k].shape).astype(np.float64) for k in shapes}
                 got, err = decode(out, z, "c0_bf16")
                 refb = R.decode(cfg, wb, z.astype(np.float64))
                 check(got is not None and rel_l2(got, refb) <= TOL,
@@ -358,7 +422,7 @@ bad_case("inf_bf16", "diffusers", poison(dk("decoder.head.2.bias"), np.inf, "BF1
          "tensor 'decoder.conv_out.bias': element 1 is infinite", dt="BF16")
 bad_case("extra", "official",
          lambda e: e + [("decoder.upsamples.0.residual.9.weight", "F32", (2,), raw("F32", [1, 2]))],
-         "tensor 'decoder.upsamples.0.residual.9.weight': not a tensor of a Wan 2.1 VAE decoder")
+         "tensor 'decoder.upsamples.0.residual.9.weight': not a tensor of a Wan 2.1 VAE")
 DIT_CFG = dict(dim=128, ffn_dim=64, heads=1, layers=1, in_dim=16, out_dim=16, text_dim=16,
                freq_dim=16)
 bad_case("dit_mixed", "official",
@@ -366,7 +430,20 @@ bad_case("dit_mixed", "official",
          "tensors of a Wan 2.1 DiT")
 bad_case("encoder_only", "official",
          lambda e: [x for x in e if x[0].startswith(("encoder.", "conv1."))],
-         "holds only the VAE's encoder (4 tensors")
+         "holds only the VAE's encoder (%d tensors" % len(E.tensor_shapes(enc_config(cfg))))
+bad_case("missing_encoder", "official", drop("encoder.downsamples.4.residual.6.bias"),
+         "missing tensor 'encoder.downsamples.4.residual.6.bias'")
+bad_case("missing_encoder_diffusers", "diffusers", drop("quant_conv.weight"),
+         "missing tensor 'quant_conv.weight'")
+bad_case("shape_encoder_diffusers", "diffusers",
+         reshape(diffusers_enc_key("encoder.downsamples.1.resample.1.weight")),
+         "tensor 'encoder.down_blocks.1.resample.1.weight': shape [5, 4, 3, 3], the inferred "
+         "config needs [4, 4, 3, 3]")
+# downsamples.1 is the first level's downsample2d: no time_conv
+bad_case("encoder_time_conv", "official",
+         lambda e: e + [("encoder.downsamples.1.time_conv.weight", "F32", (4, 4, 3, 1, 1),
+                         raw("F32", rng.standard_normal((4, 4, 3, 1, 1))))],
+         "tensor 'encoder.downsamples.1.time_conv.weight': not a tensor of a Wan 2.1 VAE")
 bad_case("dtype", "official",
          lambda e: [(k, "I64", s, stlib.random_tensor(rng, "I64", s)) if k == "conv2.bias"
                     else (k, d, s, r) for k, d, s, r in e],
