@@ -8,7 +8,8 @@
  * a small width: the same bits twice and for 1, 2 and 3 threads, frame 0
  * encoded alone is latent frame 0 of the video bit for bit, and a change
  * of the video after frame 4j leaves latent frames 0..j unchanged
- * (causality).
+ * (causality); the CUDA encoder's bf16 stores emulated on the CPU against
+ * fp32 (the error its GPU test's tolerance covers).
  *
  * As the C side of tests/vae/test_vae_enc_parity.sh:
  *   test_vae_enc_driver encode IN.h5 OUT.h5
@@ -24,11 +25,13 @@
 #include <string.h>
 
 #include "h5_util.h"
+#include "kern_dtype.h"
 #include "log.h"
 #include "sp_test.h"
 #include "sp_test_vae.h"
 #include "tensor_io.h"
 #include "wan_vae_enc.h"
+#include "wan_vae_gpu_layout.h"
 
 /* ---------------------------------------------------------------- parity driver */
 
@@ -307,6 +310,48 @@ static void check_encode(void) {
   free(packed), free(v), free(v0), free(l1), free(l2);
 }
 
+/* The CUDA encoder's bf16 arithmetic emulated on the CPU
+ * (wan_vae_encoder_round: every store the CUDA encoder keeps in bf16,
+ * WAN_VAE_ROUND_CUDA_BF16, and its conv weights rounded to bf16 as it
+ * holds them) against the fp32 encode: the error tests/gpu/
+ * test_vae_enc_gpu.c's bf16 tolerance (1e-2) has to cover. */
+static void check_bf16_emulation(int64_t dim, int64_t T, int64_t H, int64_t W) {
+  wan_vae_config c;
+  wan_vae_config_published(&c);
+  c.dim = dim;
+  c.encoder = 1;
+  static wan_vae_enc_weights w;
+  static wan_vae_table t;
+  wan_vae_enc_table_make(&c, &w, &t);
+  float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
+  sp_test_vae_fill_weights(&t, packed, 0);
+  wan_vae_table_bind(&t, packed);
+  wan_vae_encoder *e;
+  if (wan_vae_encoder_create(&c, H, W, &e) != SP_OK) {
+    CHECK(0, "encoder_create failed");
+    return;
+  }
+  const int64_t F = wan_vae_enc_latent_frames(&c, T), n_in = 3 * T * H * W;
+  const int64_t n_out = 16 * F * e->h * e->w;
+  float *v = sp_test_alloc(n_in), *l32 = sp_test_alloc(n_out), *l16 = sp_test_alloc(n_out);
+  sp_rand_fill(v, n_in, -1.0, 1.0);
+  wan_vae_encode(e, &w, v, T, l32);
+  for (int i = 0; i < t.count; i++) /* the device form of the weights */
+    if (wan_vae_gpu_is_conv(&t.t[i]))
+      for (int64_t k = 0; k < t.t[i].numel; k++)
+        packed[t.t[i].offset + k] = kern_bf16_to_f32(kern_f32_to_bf16(packed[t.t[i].offset + k]));
+  wan_vae_encoder_round(e, WAN_VAE_ROUND_CUDA_BF16);
+  wan_vae_encode(e, &w, v, T, l16);
+  const double err = sp_test_rel_l2_f32(l16, l32, n_out);
+  CHECK(err <= 5e-3, "bf16 emulation dim %lld T %lld %lldx%lld: rel L2 %.2e", (long long)dim,
+        (long long)T, (long long)H, (long long)W, err);
+  printf("bf16 emulated (the CUDA encoder's stores and weights) against fp32, dim %lld, "
+         "T=%lld %lldx%lld: rel L2 %.2e\n", (long long)dim, (long long)T, (long long)H,
+         (long long)W, err);
+  wan_vae_encoder_free(e);
+  free(packed), free(v), free(l32), free(l16);
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "encode") == 0) return run_encode(argv[2], argv[3]);
   if (argc != 1) {
@@ -317,5 +362,7 @@ int main(int argc, char **argv) {
   check_published_table();
   check_refusals();
   check_encode();
+  check_bf16_emulation(8, 5, 33, 47);
+  check_bf16_emulation(32, 5, 24, 40);
   return sp_test_end();
 }

@@ -127,6 +127,7 @@ void wan_vae_enc_table_make(const wan_vae_config *c, wan_vae_enc_weights *w,
 
 typedef struct wan_vae_encoder {
   wan_vae_config cfg;
+  int round_mask; /* WAN_VAE_ROUND_* bits (wan_vae.h); 0: fp32 throughout */
   int64_t H, W; /* video size the scratch is sized for */
   int64_t h, w; /* its latent size */
   int n_cache;
@@ -142,6 +143,12 @@ typedef struct wan_vae_encoder {
  * SP_ERR_RUNTIME (out of memory, logged). */
 int wan_vae_encoder_create(const wan_vae_config *c, int64_t H, int64_t W, wan_vae_encoder **out);
 void wan_vae_encoder_free(wan_vae_encoder *e);
+/* Rounds the stores of mask (WAN_VAE_ROUND_*: conv inputs, which include
+ * the video frames and the downsamples' inputs, conv outputs, the
+ * attention's output, the head's output) to bf16 in the encodes that
+ * follow, to emulate the CUDA encoder in bf16 (WAN_VAE_ROUND_CUDA_BF16);
+ * 0 turns it off. */
+void wan_vae_encoder_round(wan_vae_encoder *e, int mask);
 /* Host floats the encoder holds (caches and scratch) for videos H x W. */
 int64_t wan_vae_encoder_floats(const wan_vae_config *c, int64_t H, int64_t W);
 

@@ -140,6 +140,8 @@ void wan_vae_encoder_free(wan_vae_encoder *e) {
   free(e);
 }
 
+void wan_vae_encoder_round(wan_vae_encoder *e, int mask) { e->round_mask = mask; }
+
 /* ---------------------------------------------------------------- the pieces */
 
 /* A downsample3d's memory: the last frame of x (c, T, hw), (c, hw). */
@@ -155,14 +157,18 @@ static void down_keep(wan_vae_cache *k, const float *x, int64_t T) {
  * passes (and is kept). */
 static void downsample(vae_run *r, const wan_vae_down *d, vae_bufs *B) {
   const int64_t c = d->dim;
+  /* the conv's input (the residual stream, not used after this) */
+  vae_round_bf16(r->round_mask, WAN_VAE_ROUND_ACT, B->x, c * r->t * r->h * r->w);
   kern_cpu_conv2d_s2_frames(B->x, d->conv_w, d->conv_b, B->a, c, c, r->t, r->h, r->w);
   r->h /= 2;
   r->w /= 2;
+  vae_round_bf16(r->round_mask, WAN_VAE_ROUND_CONV, B->a, c * r->t * r->h * r->w);
   if (d->temporal) {
     wan_vae_cache *k = vae_next_cache(r, c);
     if (k->started) {
       const int64_t n = kern_cpu_time_conv_s2(B->a, k->frames, d->time_w, d->time_b, B->b, c, c,
                                               r->t, r->h * r->w);
+      vae_round_bf16(r->round_mask, WAN_VAE_ROUND_CONV, B->b, c * n * r->h * r->w);
       down_keep(k, B->a, r->t);
       r->t = n;
       vae_swap(&B->x, &B->b);
@@ -177,7 +183,10 @@ static void downsample(vae_run *r, const wan_vae_down *d, vae_bufs *B) {
 /* Encoder3d and conv1 on one chunk: B->x holds its frames (3, t, H, W);
  * mu (z_dim, r->t, h, w) ends at the start of B->x. */
 static void encoder_chunk(vae_run *r, const wan_vae_enc_weights *wt, vae_bufs *B) {
-  vae_cached_conv(r, B->x, wt->conv1_w, wt->conv1_b, B->a, WAN_VAE_ENC_IN_CH, wt->in_dim, 0);
+  const int m = r->round_mask;
+  vae_round_bf16(m, WAN_VAE_ROUND_ACT, B->x, WAN_VAE_ENC_IN_CH * r->t * r->h * r->w);
+  vae_cached_conv(r, B->x, wt->conv1_w, wt->conv1_b, B->a, WAN_VAE_ENC_IN_CH, wt->in_dim,
+                  WAN_VAE_ROUND_CONV | WAN_VAE_ROUND_RES);
   vae_swap(&B->x, &B->a);
   for (int i = 0; i < wt->n_levels; i++) {
     const wan_vae_enc_level *l = &wt->level[i];
@@ -188,7 +197,8 @@ static void encoder_chunk(vae_run *r, const wan_vae_enc_weights *wt, vae_bufs *B
   vae_attnblock(r, &wt->mid_attn, B);
   vae_resblock(r, &wt->mid2, B);
   vae_norm_silu(r, B->x, wt->head_gamma, B->a, wt->head_dim);
-  vae_cached_conv(r, B->a, wt->head_w, wt->head_b, B->b, wt->head_dim, 2 * wt->z_dim, 0);
+  vae_cached_conv(r, B->a, wt->head_w, wt->head_b, B->b, wt->head_dim, 2 * wt->z_dim,
+                  WAN_VAE_ROUND_HEAD);
   /* conv1 over the 2 z_dim channels; mu is its first z_dim (the rest, the
    * log-variance, is not used) */
   kern_cpu_causal_conv3d(B->b, NULL, 0, wt->quant_w, wt->quant_b, B->x, 2 * wt->z_dim,
@@ -223,8 +233,8 @@ int wan_vae_encode_stream(wan_vae_encoder *e, const wan_vae_enc_weights *wt, con
     vae_bufs B = {e->buf[0], e->buf[1], e->buf[2], e->buf[3]};
     for (int64_t ch = 0; ch < WAN_VAE_ENC_IN_CH; ch++)
       memcpy(B.x + ch * t * HW, video + (ch * T + first) * HW, (size_t)(t * HW) * sizeof(float));
-    vae_run r = {.cache = e->cache, .n_cache = e->n_cache, .attn_scratch = e->attn_scratch,
-                 .t = t, .h = e->H, .w = e->W};
+    vae_run r = {.cache = e->cache, .n_cache = e->n_cache, .round_mask = e->round_mask,
+                 .attn_scratch = e->attn_scratch, .t = t, .h = e->H, .w = e->W};
     encoder_chunk(&r, wt, &B);
     if (r.h != e->h || r.w != e->w || r.idx != e->n_cache || f0 + r.t > F)
       sp_fatal("vae encoder: frames %lld.. gave %lld latent frames of %lldx%lld after %d of %d "
