@@ -25,7 +25,8 @@ typedef struct wan_vae_enc_make {
   const wan_vae_config *config;       /* config->encoder set */
   const wan_vae_enc_weights *weights; /* bound through the encoder table into packed */
   const float *packed;                /* (the encoder table's packed_floats) host fp32 */
-  int64_t H, W;                       /* the video size */
+  int64_t T, H, W;                    /* the videos: frames (1 sizes a CUDA encoder for
+                                       * single images) and size */
   wan_vae_gpu_precision precision;    /* CUDA: bf16 or fp32 (the CPU encodes in fp32) */
 } wan_vae_enc_make;
 
