@@ -25,6 +25,11 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: staticpipe encode --t5 T5.h5 --prompt TEXT [--negative TEXT] -o COND.h5\n"
           "       staticpipe encode --t5 T5.h5 --prompts FILE [--negative TEXT] -o DIR\n"
+          "       staticpipe encode --vae VAE --image FILE | --video FILE [--frames N] -o L.h5\n"
+          "\n"
+          "One verb, two encoders: --t5 encodes prompts (below); --vae encodes an image or\n"
+          "a video into latents with the Wan 2.1 VAE encoder (staticpipe encode --vae X\n"
+          "--help lists its options).\n"
           "\n"
           "Encodes prompts with Wan's UMT5-XXL text encoder (CPU fp32, or CUDA bf16) into the --cond\n"
           "files that run reads: dataset context float32 [L, dim] (L = the prompt's tokens,\n"
@@ -311,8 +316,25 @@ out:
   return rc;
 }
 
+/* 1 when argv names --vae (--vae X, --vae=X): the VAE encoder's command. */
+static int names_vae(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--vae") == 0 || strncmp(argv[i], "--vae=", 6) == 0) return 1;
+  return 0;
+}
+
 int cmd_encode(int argc, char **argv) {
   enum { OPT_NO_NEGATIVE = 256, OPT_NO_VERIFY };
+  if (names_vae(argc, argv)) {
+    for (int i = 1; i < argc; i++)
+      if (strcmp(argv[i], "--t5") == 0 || strncmp(argv[i], "--t5=", 5) == 0 ||
+          strcmp(argv[i], "-m") == 0) {
+        sp_log_error("encode: --t5 and --vae: one encoder per call (--t5 for prompts, --vae "
+                     "for images and videos)");
+        return cli_bad_usage("encode");
+      }
+    return cmd_encode_vae(argc, argv);
+  }
   static const struct option opts[] = {{"t5", required_argument, 0, 'm'},
                                        {"prompt", required_argument, 0, 'p'},
                                        {"prompts", required_argument, 0, 'P'},
