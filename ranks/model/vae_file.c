@@ -39,12 +39,13 @@ int vae_model_open(const char *spec, int verify, vae_model **out) {
   in->config = *(const wan_vae_config *)mfile_config(m->f);
   in->id = *mfile_id(m->f);
   wan_vae_table_make(&in->config, &m->w, &m->table);
-  model_file_size_set(&in->size, &in->id, m->table.count, m->table.params);
   if (in->config.encoder) {
     wan_vae_enc_table_make(&in->config, &m->ew, &m->enc_table);
     in->enc_tensors = m->enc_table.count;
     in->enc_params = m->enc_table.params;
   }
+  model_file_size_set(&in->size, &in->id, m->table.count + in->enc_tensors,
+                      m->table.params + in->enc_params);
   *out = m;
   return SP_OK;
 }

@@ -42,7 +42,7 @@ typedef struct vae_model vae_model;
 typedef struct vae_model_info {
   wan_vae_config config; /* config.encoder: the file can encode */
   model_file_id id;      /* id.checksum over the datasets' CRCs in table order */
-  model_file_size size;  /* of wan_vae_table (the decoder) */
+  model_file_size size;  /* the file's: the decoder's table, and the encoder's with it */
   int enc_tensors;       /* the encoder's table (wan_vae_enc.h); 0 without it */
   int64_t enc_params;
 } vae_model_info;

@@ -100,7 +100,11 @@ static void check_write_read(void) {
         "synth read");
   check_synth(&t, a, b);
   const vae_model_info *in = vae_model_get_info(s1);
-  CHECK(in->size.tensors == t.count && in->size.params == t.params && in->size.file_bytes == 0 &&
+  static wan_vae_enc_weights ew;
+  static wan_vae_table et;
+  wan_vae_enc_table_make(&in->config, &ew, &et);
+  CHECK(in->size.tensors == t.count + et.count && in->size.params == t.params + et.params &&
+            in->enc_tensors == et.count && in->size.file_bytes == 0 &&
             in->id.synthetic && in->id.dtype == KERN_DTYPE_F32 &&
             strcmp(in->id.checksum, "synth:wan2.1-vae-tiny:1:v1") == 0,
         "synth info: %d tensors, %lld params, checksum %s", in->size.tensors,

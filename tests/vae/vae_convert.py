@@ -253,6 +253,25 @@ for ci, (cfg, (F, H, W)) in enumerate(CASES):
                   % (ci, dt, sums["official"], sums["diffusers"]))
         ref = R.decode(cfg, {k: vals[k].astype(np.float64) for k in shapes},
                        z.astype(np.float64))
+        if ecfg:
+            # the converted encoder, through encode --vae, against the float64
+            # reference of the weights as the checkpoint holds them
+            v = rng.uniform(-1, 1, (3, 5, 16, 24)).astype(np.float32)
+            with h5py.File(p("enc_in.h5"), "w") as f:
+                f["video"] = v
+            eref = E.encode(ecfg, {k: vals[k].astype(np.float64) for k in eshapes},
+                            v.astype(np.float64))
+            for style, out in outs.items():
+                lat = p("c%d_%s_%s.lat_enc.h5" % (ci, style, dt))
+                rc, _, err = run([BIN, "encode", "--vae", out, "--video", p("enc_in.h5"), "-o",
+                                  lat, "-q"])
+                e = float("inf")
+                if rc == 0:
+                    with h5py.File(lat, "r") as f:
+                        got = f["latents"][()].astype(np.float64)
+                    e = rel_l2(got, eref) if got.shape == eref.shape else e
+                check(e <= TOL, "case %d %s %s: encode T=5 16x24 vs float64 reference: rel L2 "
+                      "%.2e%s" % (ci, style, dt, e, "" if rc == 0 else ": " + err))
         for style, out in outs.items():
             got, err = decode(out, z, "c%d_%s_%s" % (ci, style, dt))
             if got is None:
@@ -296,19 +315,34 @@ for ci, (cfg, (F, H, W)) in enumerate(CASES):
             rc, out_txt, err = run([BIN, "inspect", vae_file, "--json"])
             j = json.loads(out_txt) if rc == 0 else {}
             nparams = sum(int(np.prod(s)) for s in shapes.values())
+            eparams = sum(int(np.prod(s)) for s in eshapes.values())
             c = j.get("config", {})
             check(rc == 0 and j.get("arch") == "wan2.1-vae" and c.get("dim") == 8 and
                   c.get("dim_mult") == [1, 2, 4, 4] and c.get("num_res_blocks") == 2 and
-                  c.get("temporal_up") == [1, 1, 0] and j.get("tensors") == len(shapes) and
-                  j.get("params") == nparams and j.get("file_bytes") == 4 * nparams and
+                  c.get("temporal_up") == [1, 1, 0] and
+                  j.get("tensors") == len(shapes) + len(eshapes) and
+                  j.get("params") == nparams + eparams and
+                  j.get("file_bytes") == 4 * (nparams + eparams) and
+                  j.get("encoder") == {"tensors": len(eshapes), "params": eparams} and
                   j.get("level_dims") == [32, 32, 16, 8] and
                   j.get("checksum") == root_attr(vae_file, "checksum"),
-                  "inspect --json: arch, config, widths, %d tensors, %d parameters, bytes, "
-                  "checksum" % (len(shapes), nparams))
+                  "inspect --json: arch, config, widths, the encoder (%d tensors, %d "
+                  "parameters), %d tensors, %d parameters, bytes, checksum"
+                  % (len(eshapes), eparams, len(shapes) + len(eshapes), nparams + eparams))
             rc, out_txt, err = run([BIN, "inspect", vae_file])
             check(rc == 0 and "levels 32, 32, 16, 8" in out_txt and
-                  ("%d parameters" % nparams) in out_txt, "inspect: text with widths and "
-                  "parameters")
+                  ("%d parameters" % (nparams + eparams)) in out_txt and
+                  ("encoder    yes: %d tensors" % len(eshapes)) in out_txt,
+                  "inspect: text with widths, parameters and the encoder")
+        if ci == 2 and dt == "F32":
+            rc, out_txt, err = run([BIN, "inspect", outs.get("official", ""), "--json"])
+            j = json.loads(out_txt) if rc == 0 else {}
+            check(rc == 0 and "encoder" in j and j["encoder"] is None and
+                  j.get("tensors") == len(shapes), "inspect --json of a decoder-only file: "
+                  "encoder null, the decoder's %d tensors" % len(shapes))
+            rc, out_txt, err = run([BIN, "inspect", outs.get("official", "")])
+            check(rc == 0 and "encoder    none: this file decodes only" in out_txt,
+                  "inspect: a decoder-only file says it decodes only")
 
 # ---------------------------------------------------------------- damaged files, archs
 
@@ -332,6 +366,25 @@ if vae_file:
         f["latents"] = np.zeros((16, 1, 2, 3), np.float32)
     rc, _, err = run([BIN, "decode", "--vae", bad, "--latents", p("x.lat.h5"), "-o", p("x.vid.h5")])
     check(rc != 0 and "checksum mismatch" in err, "the decoder refuses the damaged file")
+    # the same in the encoder's group
+    bad_e = p("damaged_enc.h5")
+    with open(vae_file, "rb") as f:
+        data = bytearray(f.read())
+    with h5py.File(vae_file, "r") as f:
+        off = f["encoder/encoder.middle.1.to_qkv.weight"].id.get_offset()
+    data[off + 5] ^= 0x40
+    with open(bad_e, "wb") as f:
+        f.write(data)
+    rc, _, err = run([BIN, "inspect", "--verify", bad_e])
+    check(rc == 2 and "/encoder/encoder.middle.1.to_qkv.weight: checksum mismatch" in err,
+          "inspect --verify of a damaged encoder dataset exits 2 naming it: " +
+          " | ".join(errors(err)))
+    with h5py.File(p("x.vid.h5"), "w") as f:
+        f["video"] = np.zeros((3, 1, 16, 16), np.float32)
+    rc, _, err = run([BIN, "encode", "--vae", bad_e, "--video", p("x.vid.h5"), "-o",
+                      p("x.enc.h5")])
+    check(rc != 0 and "checksum mismatch" in err and not os.path.exists(p("x.enc.h5")),
+          "the encoder refuses the damaged file")
     bad2 = p("badroot.h5")
     with open(bad2, "wb") as f:
         f.write(open(vae_file, "rb").read())
@@ -454,17 +507,23 @@ bad_case("dtype", "official",
 rc, out_txt, _ = run([BIN, "inspect", "--json", "synth:wan2.1-vae"])
 j = json.loads(out_txt) if rc == 0 else {}
 pub = R.tensor_shapes(R.published_config())
-check(j.get("tensors") == len(pub) == 108 and
-      j.get("params") == sum(int(np.prod(s)) for s in pub.values()),
-      "synth:wan2.1-vae: %s tensors, %s parameters, as the reference's published table"
-      % (j.get("tensors"), j.get("params")))
+epub = E.tensor_shapes(E.published_config())
+ep = sum(int(np.prod(s)) for s in epub.values())
+check(j.get("tensors") == len(pub) + len(epub) == 108 + 86 and
+      j.get("params") == sum(int(np.prod(s)) for s in pub.values()) + ep and
+      j.get("encoder") == {"tensors": 86, "params": ep} and ep == 53596928,
+      "synth:wan2.1-vae: %s tensors, %s parameters, the encoder %s, as the references' "
+      "published tables" % (j.get("tensors"), j.get("params"), j.get("encoder")))
 tiny = R.Config(8, 16, (1, 2, 4, 4), 2, (True, True, False))
 rc, out_txt, _ = run([BIN, "inspect", "--json", "synth:wan2.1-vae-tiny:7"])
 j = json.loads(out_txt) if rc == 0 else {}
 tshapes = R.tensor_shapes(tiny)
-check(j.get("tensors") == len(tshapes) and
-      j.get("params") == sum(int(np.prod(s)) for s in tshapes.values()) and
-      j.get("config", {}).get("dim") == 8, "synth:wan2.1-vae-tiny: dim 8, the published structure")
+etshapes = E.tensor_shapes(enc_config(tiny))
+check(j.get("tensors") == len(tshapes) + len(etshapes) and
+      j.get("params") == sum(int(np.prod(s)) for s in list(tshapes.values()) +
+                             list(etshapes.values())) and
+      j.get("config", {}).get("dim") == 8, "synth:wan2.1-vae-tiny: dim 8, the published "
+      "structure, with the encoder")
 seed = int(rng.integers(0, 1 << 40))
 F, H, W = 3, 4, 5
 z = rng.standard_normal((16, F, H, W)).astype(np.float32)
@@ -488,6 +547,35 @@ if rc == 0:
           "init's file decodes bit-identically to its synth: spec")
     rc, _, err = run([BIN, "inspect", "--verify", tiny_file])
     check(rc == 0, "inspect --verify of init's file")
+    with h5py.File(tiny_file, "r") as f:
+        check("encoder" not in f and "encoder" not in f.attrs,
+              "init without --encoder: the decoder alone")
+enc_file = p("tiny_enc.h5")
+rc, _, err = run([BIN, "init", "--preset", "wan2.1-vae-tiny", "--encoder", "--seed", str(seed),
+                  "-q", "-o", enc_file])
+check(rc == 0, "init --encoder writes a VAE file" + ("" if rc == 0 else ": " + err))
+if rc == 0:
+    v_file, err = decode(enc_file, z, "tiny_enc")
+    check(v_file is not None and v_synth is not None and np.array_equal(v_file, v_synth),
+          "init --encoder's file decodes bit-identically to its synth: spec")
+    v = rng.uniform(-1, 1, (3, 5, 16, 16)).astype(np.float32)
+    with h5py.File(p("enc_v.h5"), "w") as f:
+        f["video"] = v
+    lat = []
+    for m in (enc_file, spec):
+        out = p("enc_%d.h5" % len(lat))
+        rc, _, err = run([BIN, "encode", "--vae", m, "--video", p("enc_v.h5"), "-o", out, "-q"])
+        with h5py.File(out, "r") if rc == 0 else open(os.devnull) as f:
+            lat.append(f["latents"][()] if rc == 0 else None)
+    check(len(lat) == 2 and lat[0] is not None and lat[1] is not None and
+          np.array_equal(lat[0], lat[1]), "init --encoder's file encodes bit-identically to its "
+          "synth: spec")
+    with h5py.File(enc_file, "r") as f:
+        sd = {k: f["encoder"][k][()].astype(np.float64) for k in f["encoder"]}
+    e = rel_l2(lat[0].astype(np.float64), E.encode(enc_config(tiny), sd, v.astype(np.float64))) \
+        if lat[0] is not None else float("inf")
+    check(e <= TOL, "synth tiny's encoder (init --encoder) against the float64 reference: rel "
+          "L2 %.2e" % e)
 
 if FAILS:
     print("vae_convert: %d check(s) failed" % len(FAILS))

@@ -32,7 +32,7 @@ int vae_gpu_core_open(vae_gpu_core *g, plan_vae_layout *lay, wan_vae_gpu_precisi
   memset(g, 0, sizeof *g);
   g->lay = lay;
   g->p = p;
-  g->dt = p == WAN_VAE_GPU_FP32 ? KERN_DTYPE_F32 : KERN_DTYPE_BF16;
+  g->dt = p == WAN_VAE_GPU_BF16 ? KERN_DTYPE_BF16 : KERN_DTYPE_F32;
   g->E = wan_vae_gpu_elem_bytes(p);
   cudaError_t e = cudaMalloc((void **)&g->dev, lay->total);
   if (e != cudaSuccess) {
@@ -95,7 +95,7 @@ static void convert_tensor(const wan_vae_tensor *e, const float *src, wan_vae_gp
       for (int64_t a = 0; a < taps; a++) {
         const float v = src[(o * ci + i) * taps + a];
         const int64_t d = (o * taps + a) * cols + i;
-        if (p == WAN_VAE_GPU_FP32)
+        if (p != WAN_VAE_GPU_BF16)
           ((float *)dst)[d] = v;
         else
           ((uint16_t *)dst)[d] = kern_f32_to_bf16(v);
