@@ -46,10 +46,11 @@
 typedef struct wan_vae_config { WAN_VAE_CONFIG_FIELDS(WAN_VAE_CONFIG_FIELD_) } wan_vae_config;
 #undef WAN_VAE_CONFIG_FIELD_
 
-/* The VAE decoder as a network (net.h): its description. Its backends
- * fill wan_vae_backend (wan_vae_backend.h): the CPU's in wan_vae_cpu.c,
- * the CUDA one's in cuda/wan_vae_gpu.c; its driver is the decode
- * (wan_vae_decode.h). */
+/* The VAE as a network (net.h): its description. Its backends fill
+ * wan_vae_backend (wan_vae_backend.h): the CPU's in wan_vae_cpu.c and
+ * wan_vae_enc_cpu.c, the CUDA one's in cuda/wan_vae_gpu.c and
+ * cuda/wan_vae_enc_gpu.c; its drivers are the decode (wan_vae_decode.h)
+ * and the encode (wan_vae_encode.h, the encoder of wan_vae_enc.h). */
 const net_desc *wan_vae_net(void);
 
 /* The published decoder: dim 96, z_dim 16, dim_mult (1, 2, 4, 4), 2 residual

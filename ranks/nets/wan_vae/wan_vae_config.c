@@ -332,7 +332,7 @@ static int layout(const void *shape, void *out, char *err, size_t errlen) {
 
 static const net_desc desc = {
     .name = "wan_vae",
-    .noun = "VAE decoder",
+    .noun = "VAE",
     .schema = &wan_vae_schema,
     .layout = layout,
 };
