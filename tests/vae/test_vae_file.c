@@ -79,6 +79,23 @@ static void check_synth(const wan_vae_table *t, const float *a, const float *b) 
   CHECK(same == 0, "synth: %d tensors equal for seeds 1 and 2", same);
 }
 
+/* A decoder-only file m at path: no attribute encoder, no /encoder, and
+ * reading the encoder refused (buf of floats as scratch). */
+static void check_decoder_only(const char *path, vae_model *m, float *buf, int64_t floats) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CHECK(f >= 0 && H5Aexists(f, "encoder") == 0 && H5Lexists(f, "/encoder", H5P_DEFAULT) == 0,
+        "%s: a decoder-only file has no attribute encoder and no /encoder", path);
+  if (f >= 0) H5Fclose(f);
+  const vae_model_info *in = vae_model_get_info(m);
+  const int level = sp_log_level();
+  sp_log_set_level(-1);
+  CHECK(!in->config.encoder && in->enc_tensors == 0 &&
+            vae_model_read_encoder(m, buf, floats) == SP_ERR_INPUT &&
+            strstr(sp_log_last_error(), "holds only the decoder"),
+        "%s: encoding refused: %s", path, sp_log_last_error());
+  sp_log_set_level(level);
+}
+
 static void check_write_read(void) {
   vae_model *s1, *s2;
   if (vae_model_open("synth:wan2.1-vae-tiny:1", 0, &s1) != SP_OK ||
@@ -169,16 +186,7 @@ static void check_write_read(void) {
     char arch[64];
     CHECK(model_file_arch(path, arch, sizeof arch) == 0 && strcmp(arch, VAE_MODEL_ARCH) == 0,
           "model_file_arch");
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    CHECK(f >= 0 && H5Aexists(f, "encoder") == 0 && H5Lexists(f, "/encoder", H5P_DEFAULT) == 0,
-          "%s: a decoder-only file has no attribute encoder and no /encoder", path);
-    if (f >= 0) H5Fclose(f);
-    sp_log_set_level(-1);
-    CHECK(!fi->config.encoder && fi->enc_tensors == 0 &&
-              vae_model_read_encoder(m, r, t.packed_floats) == SP_ERR_INPUT &&
-              strstr(sp_log_last_error(), "holds only the decoder"),
-          "%s: encoding refused: %s", path, sp_log_last_error());
-    sp_log_set_level(level);
+    check_decoder_only(path, m, r, t.packed_floats);
     vae_model_close(m);
     unlink(path);
   }
