@@ -157,13 +157,12 @@ static int inspect_vae(const char *spec, int json, int verify) {
     json_object_object_add(o, "mid_dim", json_object_new_int64(wan_vae_level_dim(c, -1)));
     json_object_object_add(o, "level_dims", ld);
     json_object_object_add(o, "out_scale", json_object_new_int64(wan_vae_out_scale(c)));
-    json_object *enc = NULL; /* null: the file decodes only */
-    if (c->encoder) {
-      enc = json_object_new_object();
+    if (c->encoder) { /* absent: the file decodes only (its output as before the encoder) */
+      json_object *enc = json_object_new_object();
       json_object_object_add(enc, "tensors", json_object_new_int(in->enc_tensors));
       json_object_object_add(enc, "params", json_object_new_int64(in->enc_params));
+      json_object_object_add(o, "encoder", enc);
     }
-    json_object_object_add(o, "encoder", enc);
     size_json(o, &in->size);
     json_object_object_add(o, "fp32_bytes", json_object_new_int64(read_bytes));
     json_object_object_add(o, "checksum", json_object_new_string(in->id.checksum));
