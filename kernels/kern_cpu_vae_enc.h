@@ -1,6 +1,7 @@
 /* CPU reference kernels the Wan 2.1 VAE encoder adds to the decoder's
  * (kern_cpu_vae.h; ranks/nets/wan_vae/VAE.md "The encoder"): the
- * downsamples' stride-2 convolutions. Plain C11, fp32, channel-first
+ * downsamples' stride-2 convolutions. The Wan 2.2 VAE's encoder has the
+ * same downsamples and runs them through these too (VAE22.md). Plain C11, fp32, channel-first
  * (C, T, H, W); OpenMP across output rows, every output element summed by
  * one thread in a fixed order, so results are bit-identical for any thread
  * count. Nothing here allocates. */

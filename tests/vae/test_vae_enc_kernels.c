@@ -2,7 +2,8 @@
  * float64 formulas on fresh random data: the downsamples' stride-2 3x3
  * convolution after the one-sided pad (odd and even sizes, down to 2x2),
  * and downsample3d's stride-2 (3, 1, 1) time convolution with and without
- * the previous chunk's frame in front. Guard floats after every output;
+ * the previous chunk's frame in front, with and without a bias. Both VAEs'
+ * encoders run these (the Wan 2.2 VAE has the same downsamples). Guard floats after every output;
  * each kernel bit-identical for 1, 2 and 3 threads. */
 #include <omp.h>
 #include <stdint.h>
@@ -74,7 +75,7 @@ static void check_s2(const s2_case *k, int with_bias) {
 
 typedef struct t2_case {
   int64_t ci, co, T, HW;
-  int prev;
+  int prev, no_bias;
 } t2_case;
 
 /* Conv3d((3, 1, 1), stride (2, 1, 1)) over [prev; x], in double. */
@@ -84,7 +85,7 @@ static int64_t ref_t2(const t2_case *k, const float *x, const float *prev, const
   for (int64_t o = 0; o < k->co; o++)
     for (int64_t j = 0; j < n; j++)
       for (int64_t p = 0; p < k->HW; p++) {
-        double s = b[o];
+        double s = b ? b[o] : 0.0;
         for (int64_t i = 0; i < k->ci; i++)
           for (int a = 0; a < 3; a++) {
             const int64_t f = 2 * j + a; /* frame of [prev; x] */
@@ -108,9 +109,9 @@ static void check_t2(const t2_case *k) {
   sp_rand_fill(prev, k->ci * k->HW, -1.0, 1.0);
   sp_rand_fill(w, nw, -0.5, 0.5);
   sp_rand_fill(b, k->co, -0.2, 0.2);
-  const float *pv = k->prev ? prev : NULL;
-  const int64_t got = kern_cpu_time_conv_s2(x, pv, w, b, y, k->ci, k->co, k->T, k->HW);
-  const int64_t want = ref_t2(k, x, prev, w, b, ref);
+  const float *pv = k->prev ? prev : NULL, *bb = k->no_bias ? NULL : b;
+  const int64_t got = kern_cpu_time_conv_s2(x, pv, w, bb, y, k->ci, k->co, k->T, k->HW);
+  const int64_t want = ref_t2(k, x, prev, w, bb, ref);
   const double err = sp_test_rel_l2(y, ref, ny);
   CHECK(got == want && err < TOL && sp_test_guard_ok(y, ny),
         "time_conv_s2 ci %lld co %lld %s%lld frames of %lld -> %lld (%lld): rel L2 %.2e",
@@ -119,7 +120,7 @@ static void check_t2(const t2_case *k) {
   const int nthreads = omp_get_max_threads();
   for (int th = 1; th <= 3; th++) {
     omp_set_num_threads(th);
-    kern_cpu_time_conv_s2(x, pv, w, b, y2, k->ci, k->co, k->T, k->HW);
+    kern_cpu_time_conv_s2(x, pv, w, bb, y2, k->ci, k->co, k->T, k->HW);
     CHECK(memcmp(y, y2, (size_t)ny * sizeof *y) == 0, "time_conv_s2: %d threads differ", th);
   }
   omp_set_num_threads(nthreads);
@@ -131,10 +132,15 @@ int main(void) {
   static const s2_case s2[] = {
       {3, 5, 1, 2, 2},   {4, 4, 2, 5, 7},  {2, 3, 3, 8, 6},
       {8, 8, 4, 17, 13}, {5, 7, 1, 3, 2},  {16, 16, 2, 32, 40},
+      /* as the Wan 2.2 encoder calls it (kern_cpu_vae22.h has no own) */
+      {3, 5, 2, 6, 10},  {4, 3, 3, 7, 5},
   };
   for (size_t i = 0; i < sizeof s2 / sizeof s2[0]; i++) check_s2(&s2[i], (int)(i % 3 != 2));
   static const t2_case t2[] = {
-      {4, 4, 4, 7, 1}, {3, 5, 2, 10, 1}, {6, 6, 3, 5, 0}, {8, 8, 4, 64, 1}, {2, 3, 5, 9, 0},
+      {4, 4, 4, 7, 1, 0}, {3, 5, 2, 10, 1, 0}, {6, 6, 3, 5, 0, 0}, {8, 8, 4, 64, 1, 0},
+      {2, 3, 5, 9, 0, 0},
+      /* the Wan 2.2 encoder's use: a kept frame, an even chunk; no bias */
+      {5, 2, 2, 12, 1, 1}, {2, 3, 6, 1, 1, 0}, {3, 3, 5, 4, 0, 1},
   };
   for (size_t i = 0; i < sizeof t2 / sizeof t2[0]; i++) check_t2(&t2[i]);
   printf("stride-2 spatial and time convolutions agree with their formulas; 1-3 threads "
