@@ -290,6 +290,27 @@ def refusals(vae):
             "exactly one of --image and --video")
     refused(vae, "--frames with --image", ["--image", p("rgb.png"), "--frames", "5"],
             "--frames takes frames of a --video")
+    # the command line's rules, as every command keeps them (launch/cli.c)
+    refused(vae, "--image twice", ["--image", p("rgb.png"), "--image", p("rgb.png")],
+            "--image is given twice")
+    refused(vae, "a misspelt option", ["--imgae", p("rgb.png")], "did you mean --image?")
+    for bad in ("0x5", "+5", " 5", "5.0"):
+        refused(vae, "--frames '%s'" % bad, ["--video", p("ok.h5"), "--frames", bad],
+                "is not an integer")
+    # a FIFO is refused, never read (it would block): by the path check
+    # and by the readers themselves (io/file_read.h)
+    os.mkfifo(p("fifo.png"))
+    os.mkfifo(p("fifo.mp4"))
+    for flag, f in (("--image", "fifo.png"), ("--video", "fifo.mp4")):
+        out = p("refused.h5")
+        try:
+            r = subprocess.run([BIN, "encode", "--vae", vae, flag, p(f), "-o", out, "-q"],
+                               capture_output=True, text=True, timeout=60)
+            ok = r.returncode == 2 and "is a FIFO" in r.stderr and not os.path.exists(out)
+            what = "exit %d, %s" % (r.returncode, r.stderr.strip())
+        except subprocess.TimeoutExpired:
+            ok, what = False, "blocked for 60 s"
+        check(ok, "%s a FIFO: refused (%s)" % (flag, what))
     rc, _, err = run(["encode", "--vae", vae, "--t5", "x.h5", "--image", p("rgb.png"), "-o",
                       p("x.h5")])
     check(rc == 2 and "one encoder per call" in err, "--t5 with --vae refused: %d" % rc)

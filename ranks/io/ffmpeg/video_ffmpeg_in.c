@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ffmpeg_lib.h"
+#include "file_read.h"
 #include "log.h"
 #include "video_in.h"
 
@@ -178,6 +179,8 @@ int rank_video_read(const char *what, const char *path, int64_t max_frames, int6
   memset(out, 0, sizeof *out);
   char where[4200];
   snprintf(where, sizeof where, "%s %s", what, path);
+  /* a FIFO or a device refused before FFmpeg opens it (io/file_read.h) */
+  if (rank_file_check_regular(path) != SP_OK) return SP_ERR_INPUT; /* logged */
   if (ffmpeg_load(where) != SP_OK) return SP_ERR_INPUT;
   reader r = {.what = what, .path = path, .max_frames = max_frames, .max_bytes = max_bytes,
               .out = out};
