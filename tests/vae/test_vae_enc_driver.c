@@ -8,8 +8,8 @@
  * a small width: the same bits twice and for 1, 2 and 3 threads, frame 0
  * encoded alone is latent frame 0 of the video bit for bit, and a change
  * of the video after frame 4j leaves latent frames 0..j unchanged
- * (causality); the CUDA encoder's bf16 stores emulated on the CPU against
- * fp32 (the error its GPU test's tolerance covers).
+ * (causality); the CUDA encoder's bf16 stores and its tf32 mode emulated
+ * on the CPU against fp32 (the errors its GPU tests' tolerances cover).
  *
  * As the C side of tests/vae/test_vae_enc_parity.sh:
  *   test_vae_enc_driver encode IN.h5 OUT.h5
@@ -352,6 +352,63 @@ static void check_bf16_emulation(int64_t dim, int64_t T, int64_t H, int64_t W) {
   free(packed), free(v), free(l32), free(l16);
 }
 
+/* The CUDA encoder's tf32 mode emulated on the CPU (wan_vae_encoder_tf32:
+ * every cuDNN convolution's input, cache and the attention's q, k, v
+ * rounded to TF32, the conv weights too; mode 1 to nearest, 2 by
+ * truncation, as test_vae_tf32_emul.c runs the decoder's) against the
+ * fp32 encode: at most half of SP_TEST_VAE_TOL_TF32, the bound
+ * tests/gpu/test_gpu_encode.sh holds the GPU's tf32 latents to (the
+ * reasoning is test_vae_tf32_emul.c's: the GPU also rounds the attention's
+ * probabilities and sums in another order), and above 1e-5 (the rounding
+ * happened); mode OFF with the fp32 weights gives the fp32 bits again. */
+static void check_tf32_emulation(int64_t dim, int64_t T, int64_t H, int64_t W, int mode) {
+  wan_vae_config c;
+  wan_vae_config_published(&c);
+  c.dim = dim;
+  c.encoder = 1;
+  static wan_vae_enc_weights w;
+  static wan_vae_table t;
+  wan_vae_enc_table_make(&c, &w, &t);
+  float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
+  float *fp32 = calloc((size_t)t.packed_floats, sizeof *fp32);
+  sp_test_vae_fill_weights(&t, packed, 0);
+  memcpy(fp32, packed, (size_t)t.packed_floats * sizeof *fp32);
+  wan_vae_table_bind(&t, packed);
+  wan_vae_encoder *e;
+  if (wan_vae_encoder_create(&c, H, W, &e) != SP_OK) {
+    CHECK(0, "encoder_create failed");
+    free(packed), free(fp32);
+    return;
+  }
+  const int64_t F = wan_vae_enc_latent_frames(&c, T), n_in = 3 * T * H * W;
+  const int64_t n_out = 16 * F * e->h * e->w;
+  float *v = sp_test_alloc(n_in), *l32 = sp_test_alloc(n_out), *lt = sp_test_alloc(n_out);
+  sp_rand_fill(v, n_in, -1.0, 1.0);
+  wan_vae_encode(e, &w, v, T, l32);
+  for (int i = 0; i < t.count; i++) /* the weights' TF32 products */
+    if (wan_vae_gpu_is_conv(&t.t[i]))
+      for (int64_t k = 0; k < t.t[i].numel; k++)
+        packed[t.t[i].offset + k] =
+            kern_f32_round_tf32(packed[t.t[i].offset + k], mode == WAN_VAE_TF32_TRUNCATE);
+  wan_vae_encoder_tf32(e, mode);
+  wan_vae_encode(e, &w, v, T, lt);
+  const double err = sp_test_rel_l2_f32(lt, l32, n_out);
+  const char *how = mode == WAN_VAE_TF32_TRUNCATE ? "truncated" : "to nearest";
+  CHECK(err <= SP_TEST_VAE_TOL_TF32 / 2 && err > 1e-5,
+        "tf32 emulation (%s) dim %lld T %lld %lldx%lld: rel L2 %.2e", how, (long long)dim,
+        (long long)T, (long long)H, (long long)W, err);
+  printf("tf32 emulated (%s: the CUDA encoder's conv and attention inputs and weights) "
+         "against fp32, dim %lld, T=%lld %lldx%lld: rel L2 %.2e\n", how, (long long)dim,
+         (long long)T, (long long)H, (long long)W, err);
+  memcpy(packed, fp32, (size_t)t.packed_floats * sizeof *fp32);
+  wan_vae_encoder_tf32(e, WAN_VAE_TF32_OFF);
+  wan_vae_encode(e, &w, v, T, lt);
+  CHECK(memcmp(lt, l32, (size_t)n_out * sizeof *lt) == 0,
+        "tf32 emulation off: not the fp32 encode's bits");
+  wan_vae_encoder_free(e);
+  free(packed), free(fp32), free(v), free(l32), free(lt);
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "encode") == 0) return run_encode(argv[2], argv[3]);
   if (argc != 1) {
@@ -364,5 +421,9 @@ int main(int argc, char **argv) {
   check_encode();
   check_bf16_emulation(8, 5, 33, 47);
   check_bf16_emulation(32, 5, 24, 40);
+  for (int mode = WAN_VAE_TF32_NEAREST; mode <= WAN_VAE_TF32_TRUNCATE; mode++) {
+    check_tf32_emulation(8, 5, 33, 47, mode);
+    check_tf32_emulation(32, 5, 24, 40, mode);
+  }
   return sp_test_end();
 }

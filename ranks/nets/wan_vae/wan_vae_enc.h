@@ -128,6 +128,7 @@ void wan_vae_enc_table_make(const wan_vae_config *c, wan_vae_enc_weights *w,
 typedef struct wan_vae_encoder {
   wan_vae_config cfg;
   int round_mask; /* WAN_VAE_ROUND_* bits (wan_vae.h); 0: fp32 throughout */
+  int tf32;       /* WAN_VAE_TF32_* (wan_vae.h); 0: fp32 products */
   int64_t H, W; /* video size the scratch is sized for */
   int64_t h, w; /* its latent size */
   int n_cache;
@@ -149,6 +150,15 @@ void wan_vae_encoder_free(wan_vae_encoder *e);
  * follow, to emulate the CUDA encoder in bf16 (WAN_VAE_ROUND_CUDA_BF16);
  * 0 turns it off. */
 void wan_vae_encoder_round(wan_vae_encoder *e, int mask);
+/* Emulates the CUDA encoder's tf32 mode in the encodes that follow (mode
+ * WAN_VAE_TF32_*; OFF turns it off), as wan_vae_decoder_tf32 does the
+ * decoder's: the input of every convolution the GPU runs through cuDNN
+ * (all but conv1, the 1x1x1 the GPU computes in fp32 with the
+ * normalisation), the caches, the downsamples' inputs and the middle
+ * attention's q, k and v rounded to TF32; the residual stream stays fp32.
+ * The conv weights are the caller's to round (tests/common/sp_test_vae.h).
+ * tests/vae/test_vae_enc_driver.c measures it against fp32. */
+void wan_vae_encoder_tf32(wan_vae_encoder *e, int mode);
 /* Host floats the encoder holds (caches and scratch) for videos H x W. */
 int64_t wan_vae_encoder_floats(const wan_vae_config *c, int64_t H, int64_t W);
 

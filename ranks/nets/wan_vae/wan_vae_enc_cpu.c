@@ -142,6 +142,8 @@ void wan_vae_encoder_free(wan_vae_encoder *e) {
 
 void wan_vae_encoder_round(wan_vae_encoder *e, int mask) { e->round_mask = mask; }
 
+void wan_vae_encoder_tf32(wan_vae_encoder *e, int mode) { e->tf32 = mode; }
+
 /* ---------------------------------------------------------------- the pieces */
 
 /* A downsample3d's memory: the last frame of x (c, T, hw), (c, hw). */
@@ -159,6 +161,7 @@ static void downsample(vae_run *r, const wan_vae_down *d, vae_bufs *B) {
   const int64_t c = d->dim;
   /* the conv's input (the residual stream, not used after this) */
   vae_round_bf16(r->round_mask, WAN_VAE_ROUND_ACT, B->x, c * r->t * r->h * r->w);
+  vae_round_tf32(r, B->x, c * r->t * r->h * r->w);
   kern_cpu_conv2d_s2_frames(B->x, d->conv_w, d->conv_b, B->a, c, c, r->t, r->h, r->w);
   r->h /= 2;
   r->w /= 2;
@@ -166,6 +169,10 @@ static void downsample(vae_run *r, const wan_vae_down *d, vae_bufs *B) {
   if (d->temporal) {
     wan_vae_cache *k = vae_next_cache(r, c);
     if (k->started) {
+      /* the time conv's input, the kept frame and the chunk's (read by it
+       * and kept, not the residual stream) */
+      vae_round_tf32(r, k->frames, c * r->h * r->w);
+      vae_round_tf32(r, B->a, c * r->t * r->h * r->w);
       const int64_t n = kern_cpu_time_conv_s2(B->a, k->frames, d->time_w, d->time_b, B->b, c, c,
                                               r->t, r->h * r->w);
       vae_round_bf16(r->round_mask, WAN_VAE_ROUND_CONV, B->b, c * n * r->h * r->w);
@@ -234,7 +241,7 @@ int wan_vae_encode_stream(wan_vae_encoder *e, const wan_vae_enc_weights *wt, con
     for (int64_t ch = 0; ch < WAN_VAE_ENC_IN_CH; ch++)
       memcpy(B.x + ch * t * HW, video + (ch * T + first) * HW, (size_t)(t * HW) * sizeof(float));
     vae_run r = {.cache = e->cache, .n_cache = e->n_cache, .round_mask = e->round_mask,
-                 .attn_scratch = e->attn_scratch, .t = t, .h = e->H, .w = e->W};
+                 .tf32 = e->tf32, .attn_scratch = e->attn_scratch, .t = t, .h = e->H, .w = e->W};
     encoder_chunk(&r, wt, &B);
     if (r.h != e->h || r.w != e->w || r.idx != e->n_cache || f0 + r.t > F)
       sp_fatal("vae encoder: frames %lld.. gave %lld latent frames of %lldx%lld after %d of %d "
