@@ -17,6 +17,7 @@
 #include "tensor_io.h"
 #include "video_in.h"
 #include "video_out.h"
+#include "wan_vae22_file.h"
 #include "wan_vae_encode.h"
 
 #define VIDEO_MAX_BYTES ((int64_t)16 << 30) /* 8-bit RGB a decoded --video may take */
@@ -292,6 +293,11 @@ int cmd_encode_vae(int argc, char **argv) {
   if (cl.help || rc != SP_OK) return rc;
   if (cl.job.quiet) sp_log_set_level(0); /* -q: no info lines, warnings and errors stay */
   if ((rc = encode_vae_paths(&cl)) != SP_OK) return rc;
+  if (wan_vae22_spec_is(cl.enc.vae)) {
+    sp_log_error("--vae %s: a Wan 2.2 VAE; encode --vae runs the Wan 2.1 VAE's encoder (the "
+                 "Wan 2.2 encoder has its C API only, wan_vae22_run.h)", cl.enc.vae);
+    return SP_ERR_INPUT;
+  }
   char what[64 + JOB_PATH];
   snprintf(what, sizeof what, "%s %s", cl.image ? "--image" : "--video",
            cl.image ? cl.image : cl.video);

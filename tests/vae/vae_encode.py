@@ -265,6 +265,8 @@ def refusals(vae):
             "holds only the decoder")
     write_video_h5(p("odd.h5"), rng.uniform(-1, 1, (3, 1, 20, 16)))
     refused(vae, "20 rows", ["--video", p("odd.h5")], "multiples of 8")
+    refused("synth:wan2.2-vae-tiny", "a Wan 2.2 VAE", ["--video", p("ok.h5")],
+            "a Wan 2.2 VAE; encode --vae runs the Wan 2.1 VAE's encoder")
     write_video_h5(p("t6.h5"), rng.uniform(-1, 1, (3, 6, 16, 16)))
     refused(vae, "6 frames", ["--video", p("t6.h5")], "pass --frames 5")
     refused(vae, "--frames 9 of 6", ["--video", p("t6.h5"), "--frames", "9"],
