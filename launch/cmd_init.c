@@ -17,7 +17,7 @@
 #include "wan_vae22_schema.h"
 
 enum { OPT_ARCH = JOB_OPT_COUNT, OPT_PRESET, OPT_SEED, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER,
-       OPT_OUT, OPT_QUIET, OPT_HELP };
+       OPT_ENCODER, OPT_OUT, OPT_QUIET, OPT_HELP };
 
 static void init_table(cli_opts *t) {
   static const job_option own[] = {
@@ -39,6 +39,11 @@ static void init_table(cli_opts *t) {
       {OPT_LAYERS, "layers", 0, "N", NULL, 0,
        "override the number of blocks of a DiT, 1..1024 (default:\n"
        "the preset's)"},
+      {OPT_ENCODER, "encoder", 0, NULL, NULL, 0,
+       "a Wan 2.1 VAE: write the encoder too (its weights as\n"
+       "synth:PRESET:SEED has them), so the file can encode\n"
+       "images and videos; without it the file holds the decoder\n"
+       "alone (a Wan 2.2 VAE always holds both)"},
       {OPT_OUT, "out", 'o', "FILE", NULL, 0,
        "output file (required); written to a temporary name and\n"
        "renamed into place, so a failure leaves nothing behind"},
@@ -57,7 +62,7 @@ static void usage(const cli_opts *t, FILE *f) {
           "name, element index). The presets:\n"
           "  DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b, wan2.1-14b\n"
           "  two experts (Wan 2.2 A14B): wan2.2-a14b, wan2.2-tiny (two wan2.1-tiny DiTs)\n"
-          "  VAE decoder: %s\n"
+          "  Wan 2.1 VAE (the decoder; with --encoder the encoder too): %s\n"
           "  Wan 2.2 VAE (encoder and decoder): %s\n"
           "  text encoder: %s (with --tokenizer)\n"
           "\n",
@@ -70,7 +75,7 @@ typedef struct init_cli {
   const char *arch, *out, *tokenizer;
   uint64_t seed;
   int64_t layers;
-  int quiet, dtype_set;
+  int quiet, dtype_set, encoder;
   kern_dtype dtype;
 } init_cli;
 
@@ -91,6 +96,7 @@ static int init_opt(void *ctx, int id, const char *v) {
     return cli_parse_dit_dtype("--dtype", v, &c->dtype);
   case OPT_LAYERS: return job_parse_int64("--layers", v, 1, 1024, &c->layers);
   case OPT_TOKENIZER: c->tokenizer = v; return SP_OK;
+  case OPT_ENCODER: c->encoder = 1; return SP_OK;
   case OPT_OUT: c->out = v; return SP_OK;
   case OPT_QUIET: c->quiet = 1; return SP_OK;
   default: return CLI_HELP;
@@ -160,37 +166,52 @@ out:
   return rc;
 }
 
-/* A VAE preset: the tensors synth:PRESET:SEED generates, written one by one. */
-static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const char *out,
-                    int quiet) {
+/* The tensors of table t, read by read from m (packed as t), into wr. */
+static int put_vae_table(vae_model *m, vae_model_writer *wr, const wan_vae_table *t,
+                         int (*read)(vae_model *, float *, int64_t)) {
+  float *packed = sp_xmalloc((size_t)t->packed_floats * sizeof *packed);
+  int rc = read(m, packed, t->packed_floats);
+  for (int i = 0; rc == SP_OK && i < t->count; i++)
+    rc = vae_model_writer_put(wr, t->t[i].name, packed + t->t[i].offset, t->t[i].numel);
+  free(packed);
+  return rc;
+}
+
+/* A VAE preset: the tensors synth:PRESET:SEED generates, written one by
+ * one: the decoder's, and the encoder's when encoder is set (a file
+ * without them decodes only, and is what init wrote before the encoder
+ * existed). */
+static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, int encoder,
+                    const char *out, int quiet) {
   char spec[128];
   snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
   vae_model *m = NULL;
   int rc = vae_model_open(spec, 0, &m);
   if (rc != SP_OK) return rc;
-  const wan_vae_config *c = &vae_model_get_info(m)->config;
+  wan_vae_config c = vae_model_get_info(m)->config;
+  c.encoder = encoder;
   static wan_vae_weights w;
-  static wan_vae_table t;
-  wan_vae_table_make(c, &w, &t);
-  float *packed = sp_xmalloc((size_t)t.packed_floats * sizeof *packed);
+  static wan_vae_enc_weights ew;
+  static wan_vae_table t, et;
+  wan_vae_table_make(&c, &w, &t);
+  wan_vae_enc_table_make(&c, &ew, &et);
   vae_model_writer *wr = NULL;
   char seedstr[32];
   snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
-  rc = vae_model_read(m, packed, t.packed_floats);
-  if (rc == SP_OK) rc = vae_model_writer_open(out, c, dtype, preset, &wr);
+  rc = vae_model_writer_open(out, &c, dtype, preset, &wr);
   if (rc == SP_OK) rc = vae_model_writer_attr(wr, "synth_seed", seedstr);
   if (rc == SP_OK) rc = vae_model_writer_attr(wr, "synth_preset", preset);
-  for (int i = 0; rc == SP_OK && i < t.count; i++)
-    rc = vae_model_writer_put(wr, t.t[i].name, packed + t.t[i].offset, t.t[i].numel);
+  if (rc == SP_OK) rc = put_vae_table(m, wr, &t, vae_model_read);
+  if (rc == SP_OK && encoder) rc = put_vae_table(m, wr, &et, vae_model_read_encoder);
   if (rc == SP_OK) {
     rc = vae_model_writer_commit(wr);
     if (rc == SP_OK && !quiet)
-      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors)", out, preset,
-                  kern_dtype_name(dtype), (unsigned long long)seed, t.count);
+      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors%s)", out, preset,
+                  kern_dtype_name(dtype), (unsigned long long)seed,
+                  t.count + (encoder ? et.count : 0), encoder ? ", with the encoder" : "");
   } else {
     vae_model_writer_abort(wr);
   }
-  free(packed);
   vae_model_close(m);
   return rc;
 }
@@ -334,7 +355,7 @@ int cmd_init(int argc, char **argv) {
   const char *arch = cl.arch, *out = cl.out, *tokenizer = cl.tokenizer;
   const uint64_t seed = cl.seed;
   const int64_t layers = cl.layers;
-  const int quiet = cl.quiet, dtype_set = cl.dtype_set;
+  const int quiet = cl.quiet, dtype_set = cl.dtype_set, encoder = cl.encoder;
   const kern_dtype dtype = cl.dtype;
   if (!arch || !out) {
     sp_log_error("init: %s is required", !arch ? "--arch" : "--out");
@@ -350,6 +371,11 @@ int cmd_init(int argc, char **argv) {
   if (dtype == KERN_DTYPE_E4M3 &&
       (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0 || is_vae22)) {
     sp_log_error("--dtype fp8: only a DiT has fp8 weights; %s takes bf16 or fp32", arch);
+    return SP_ERR_INPUT;
+  }
+  if (encoder && vae_preset(arch, &vc) != 0 && !is_vae22) {
+    sp_log_error("--encoder: %s is not a VAE (%s, %s are)", arch, vae_preset_names(),
+                 wan_vae22_schema.preset_names());
     return SP_ERR_INPUT;
   }
   if (t5_preset(arch, &tc) == 0) {
@@ -370,7 +396,7 @@ int cmd_init(int argc, char **argv) {
       sp_log_error("--layers: %s is a VAE decoder, which has no blocks to count", arch);
       return SP_ERR_INPUT;
     }
-    return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
+    return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, encoder, out, quiet);
   }
   if (is_vae22) {
     if (layers) {

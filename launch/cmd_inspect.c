@@ -183,6 +183,12 @@ static int inspect_vae(const char *spec, int json, int verify) {
     json_object_object_add(o, "mid_dim", json_object_new_int64(wan_vae_level_dim(c, -1)));
     json_object_object_add(o, "level_dims", ld);
     json_object_object_add(o, "out_scale", json_object_new_int64(wan_vae_out_scale(c)));
+    if (c->encoder) { /* absent: the file decodes only (its output as before the encoder) */
+      json_object *enc = json_object_new_object();
+      json_object_object_add(enc, "tensors", json_object_new_int(in->enc_tensors));
+      json_object_object_add(enc, "params", json_object_new_int64(in->enc_params));
+      json_object_object_add(o, "encoder", enc);
+    }
     size_json(o, &in->size);
     json_object_object_add(o, "fp32_bytes", json_object_new_int64(read_bytes));
     json_object_object_add(o, "checksum", json_object_new_string(in->id.checksum));
@@ -193,13 +199,19 @@ static int inspect_vae(const char *spec, int json, int verify) {
     int_list(c->dim_mult, c->n_mult, dm, sizeof dm);
     int_list(levels, c->n_mult, ld, sizeof ld);
     int_list(temporal, c->n_mult - 1, tu, sizeof tu);
-    id_print(&in->id, " (VAE decoder)", kern_dtype_name(in->id.dtype), "");
+    id_print(&in->id, c->encoder ? " (VAE decoder and encoder)" : " (VAE decoder)",
+             kern_dtype_name(in->id.dtype), "");
     printf("config     dim %lld, z_dim %lld, dim_mult (%s), num_res_blocks %lld, "
            "temporal_up (%s)\n",
            (long long)c->dim, (long long)c->z_dim, dm, (long long)c->num_res_blocks, tu);
     printf("widths     middle %lld; levels %s\n", (long long)wan_vae_level_dim(c, -1), ld);
     printf("video      1 + %lld (F - 1) frames from F latent frames, %lldx height and width\n",
            (long long)(wan_vae_out_frames(c, 2) - 1), (long long)wan_vae_out_scale(c));
+    if (c->encoder)
+      printf("encoder    yes: %d tensors, %lld parameters (encode --vae takes this file)\n",
+             in->enc_tensors, (long long)in->enc_params);
+    else
+      printf("encoder    none: this file decodes only\n");
     printf("tensors    %d, %lld parameters\n", in->size.tensors, (long long)in->size.params);
     if (in->id.synthetic)
       printf("bytes      none stored (synthetic); %lld as fp32 when read\n", (long long)read_bytes);
