@@ -10,7 +10,7 @@
  * setters, each configuration is checked by the job's validator before the
  * first run, and a run's command line is written from the job options it
  * was given. This file: the options, the checks, the sweep; the result
- * files and the plot are bench_report.c, the children bench_child.c, the
+ * files are bench_report.c, the plot bench_plot.c, the children bench_child.c, the
  * machine bench_topo.c and bench_env.c. */
 #include <errno.h>
 #include <stdio.h>
@@ -115,9 +115,11 @@ static void usage(const cli_opts *t, FILE *f) {
           "x order x frames x size, at most %d) as 'staticpipe run --json' (more than one\n"
           "rank: under the launcher), --repeat times each, and writes DIR/bench.json,\n"
           "bench.csv, bench.md and, when gnuplot is installed, bench-step.png (measured\n"
-          "steady and predicted step time against the streamed share of the blocks, one\n"
-          "series per order). Each file starts with the environment: GPUs, driver, CUDA,\n"
-          "cuDNN, NCCL and MPI versions, the commit built. A row gives the mean and, over\n"
+          "steady and predicted step time against the first of stream-frac, ranks,\n"
+          "frames, size, budget and devices that varies, one panel per value of the\n"
+          "others that vary, one series per order). Each file holds the environment\n"
+          "(the CSV's is bench-env.csv): GPUs, driver, CUDA, cuDNN, NCCL and MPI\n"
+          "versions, the commit built. A row gives the mean and, over\n"
           "two runs or more, the standard deviation of the step time, of the seconds per\n"
           "clip (the sampling loop at --steps steps) and of the steps per second; the link\n"
           "between consecutive ranks' GPUs (NVLink or PCIe, generation, width, path; from\n"
@@ -542,7 +544,7 @@ static int run_sweep(const bench_opts *o, const bench_topo *t, bench_row *rows, 
   bench_env_item env[BENCH_ENV_ITEMS];
   bench_env_collect(t, env);
   int rc = bench_write_outputs(o->dir, env, rows, total);
-  if (rc == SP_OK) bench_plot(o->dir, env, rows, total);
+  if (rc == SP_OK) rc = bench_plot(o->dir, env, rows, total);
   if (rc == SP_OK && failed) sp_log_warn("bench: %d of %d configurations failed", failed, total);
   return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
 }

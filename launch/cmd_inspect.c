@@ -382,7 +382,8 @@ static int inspect_t5(const char *spec, int json, int verify) {
            "host memory for %d tokens\n",
            (long long)layer_bytes, (double)host / (1 << 30), TOK_CONTEXT);
     if (in->tok_pieces)
-      printf("tokenizer  %d pieces (stored)\n", in->tok_pieces);
+      printf("tokenizer  %d pieces (%s)\n", in->tok_pieces,
+             in->id.synthetic ? "built in" : "stored");
     else
       printf("tokenizer  none (synthetic: encode --tokenizer PATH)\n");
     printf("checksum   %s\n", in->id.checksum);

@@ -1,8 +1,9 @@
 /* The DiT's model file (see model_file.h): the model-file layer (mfile.h)
  * opened with the DiT's schema (wan_schema.h), and its groups read into
  * their packed layouts (wan_config.h), a LoRA merged into each as it is
- * read. The presets and dataset paths are model_presets.c's, the load's
- * progress line model_progress.c's, the writer model_writer.c's. */
+ * read, each group's bytes counted on the load's progress line
+ * (progress.h). The presets and dataset paths are model_presets.c's, the
+ * writer model_writer.c's. */
 #include "model_file.h"
 
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "log.h"
 #include "mfile.h"
 #include "model_file_impl.h"
+#include "progress.h"
 #include "wan_weights.h"
 
 struct rank_model {
@@ -131,7 +133,7 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
   }
   int rc = mfile_read(m->f, l->count, d, bytes_read);
   if (rc != SP_OK) return rc;
-  rank_model_progress_add(l->packed_bytes);
+  sp_progress_add(l->packed_bytes);
   return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->group_dtype[g], dst) : SP_OK;
 }
 

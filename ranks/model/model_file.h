@@ -113,14 +113,6 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
  * of a two-expert model). rank_model_read_group reads expert 0. */
 int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, void *dst,
                                  size_t dst_bytes, uint64_t *bytes_read);
-/* A load's progress on a terminal: between begin and end, when stderr is
- * a terminal (isatty), one line "[rank N] reading weights: X MB, R MB/s"
- * redrawn in place as groups are read (by any model, from any thread), and
- * ended with a newline; nothing at all when stderr is not a terminal (logs
- * stay clean) or the log shows no info lines (-q). */
-void rank_model_progress_begin(void);
-void rank_model_progress_end(void);
-
 /* Weights merged into each group as rank_model_read_group reads it (after
  * its checksums are checked): the LoRA merge (ranks/import/lora.h). The
  * function gets the expert (0 for a one-expert model), the group, its
