@@ -77,6 +77,10 @@ int kern_qfmt_from_name(const char *name, kern_qfmt *out);
 int kern_qfmt_from_ggml(int t, kern_qfmt *out);
 /* "F32, F16, ..., Q2_K": the ggml types this table reads, for messages. */
 const char *kern_qfmt_ggml_list(void);
+/* The stored dtype of a model file (kern_dtype.h) that holds format f, and
+ * the format of a stored dtype: one of each per row of the table. */
+kern_dtype kern_qfmt_dtype(kern_qfmt f);
+kern_qfmt kern_dtype_qfmt(kern_dtype d);
 
 /* Bytes of a (rows, cols) tensor of format f: *data_bytes the codes (rows x
  * cols / block x block_bytes), *scale_bytes the row scales (4 x rows for a

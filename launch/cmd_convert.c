@@ -9,6 +9,7 @@
 #include "convert_t5.h"
 #include "convert_vae.h"
 #include "log.h"
+#include "model_file.h"
 #include "path_check.h"
 
 static void usage(FILE *f) {
@@ -47,7 +48,9 @@ static void usage(FILE *f) {
           "                      blocks' linear weights (self/cross attention q, k, v, o\n"
           "                      and the FFN's two) in e4m3 with a float32 scale per output\n"
           "                      channel (amax / 448, round to nearest even, saturating),\n"
-          "                      the rest bf16 (MODEL.md \"fp8 weights\")\n"
+          "                      the rest bf16 (MODEL.md \"fp8 weights\"); or int8: the\n"
+          "                      same with int8 codes (amax / 127, round to nearest\n"
+          "                      even, MODEL.md \"int8 weights\")\n"
           "      --tokenizer PATH the text encoder's spiece.model or tokenizer.json (needed\n"
           "                      unless the checkpoint holds a spiece_model tensor)\n"
           "  -q, --quiet         no progress lines\n"
@@ -60,9 +63,10 @@ static void usage(FILE *f) {
           "Exit 2 for a bad or incomplete checkpoint.\n");
 }
 
-/* --dtype fp8 for a checkpoint that is not a DiT. */
-static int fp8_refused(const char *what) {
-  sp_log_error("--dtype fp8: only a DiT has fp8 weights; this %s takes bf16 or fp32", what);
+/* --dtype fp8 or int8 for a checkpoint that is not a DiT. */
+static int fp8_refused(const char *what, kern_dtype dtype) {
+  sp_log_error("--dtype %s: only a DiT has fp8 or int8 weights; this %s takes bf16 or fp32",
+               rank_model_root_of(dtype), what);
   return SP_ERR_INPUT;
 }
 
@@ -137,7 +141,8 @@ int cmd_convert(int argc, char **argv) {
   int is_t5 = 0, is_vae = 0;
   int rc = rank_convert_is_t5(argc - optind, argv + optind, &is_t5);
   if (rc != SP_OK) return rc;
-  if (is_t5 && dtype == KERN_DTYPE_E4M3) return fp8_refused("text encoder");
+  const int quant = dtype == KERN_DTYPE_E4M3 || dtype == KERN_DTYPE_I8;
+  if (is_t5 && quant) return fp8_refused("text encoder", dtype);
   if (is_t5)
     return rank_convert_t5_run(argc - optind, argv + optind, tokenizer, out, dtype);
   if (tokenizer) {
@@ -146,7 +151,7 @@ int cmd_convert(int argc, char **argv) {
   }
   rc = rank_convert_is_vae(argc - optind, argv + optind, &is_vae);
   if (rc != SP_OK) return rc;
-  if (is_vae && dtype == KERN_DTYPE_E4M3) return fp8_refused("VAE");
+  if (is_vae && quant) return fp8_refused("VAE", dtype);
   if (is_vae)
     return rank_convert_vae_run(argc - optind, argv + optind, out,
                                 dtype_set ? dtype : KERN_DTYPE_F32);

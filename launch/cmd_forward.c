@@ -114,7 +114,7 @@ int cmd_forward(int argc, char **argv) {
                         .head = 1, .prompts = 1, .lat_f = lat.dims[1], .lat_h = lat.dims[2],
                         .lat_w = lat.dims[3], .device = dev, .cuda_device = 0,
                         .attn = cl.job.attn, .profile = cl.job.profile, .act_buffers = 1,
-                        .fp8 = job_precision_fp8(&cl.job, rank_model_get_info(m))};
+                        .precision = job_precision(&cl.job, rank_model_get_info(m))};
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
   int64_t L = rank_stage_tokens(s);

@@ -35,7 +35,9 @@ static void usage(FILE *f) {
           "                      fp32 for a VAE); a DiT also fp8: the blocks' linear\n"
           "                      weights quantised to e4m3 per output channel from the\n"
           "                      bf16 weights (the weights of synth:PRESET:SEED run with\n"
-          "                      --precision fp8), the rest bf16\n"
+          "                      --precision fp8), the rest bf16; or int8: the same\n"
+          "                      with int8 codes (scale amax / 127, MODEL.md \"int8\n"
+          "                      weights\")\n"
           "      --tokenizer P   a text encoder's tokenizer (spiece.model or tokenizer.json),\n"
           "                      stored in the file (required for a text encoder: synth:\n"
           "                      weights have none); its pieces must fit the vocabulary\n"
@@ -147,8 +149,8 @@ static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const c
 }
 
 /* The buffers of one tensor at a time (init_dit): the generated values
- * (bf16 or fp32), and for an fp8 file their fp32 widening and the bytes
- * the writer quantises them into. */
+ * (bf16 or fp32), and for an fp8 or int8 file their fp32 widening, which
+ * the writer quantises. */
 typedef struct synth_bufs {
   void *buf, *tmp;
   float *wide;
@@ -156,12 +158,12 @@ typedef struct synth_bufs {
 } synth_bufs;
 
 /* Tensor t of group g, block b, expert e, as synth: generates it, written
- * in the file's dtype: an fp8 file's (dtype E4M3) from the bf16 weights,
- * quantised by the writer (rank_model_writer_put_value). */
+ * in the file's dtype: an fp8 or int8 file's (dtype E4M3, I8) from the
+ * bf16 weights, quantised by the writer (rank_model_writer_put_value). */
 static int put_synth(rank_model_writer *w, const wan_config *c, uint64_t seed,
                      const rank_model_experts *x, int e, wan_group g, int b, const wan_tensor *t,
                      kern_dtype dtype, synth_bufs *sb) {
-  const int fp8 = dtype == KERN_DTYPE_E4M3;
+  const int fp8 = dtype == KERN_DTYPE_E4M3 || dtype == KERN_DTYPE_I8;
   if (t->bytes > sb->cap) {
     free(sb->buf);
     free(sb->tmp);
@@ -192,8 +194,8 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
   if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
 
-  /* the tables in the generated dtype (an fp8 file's: bf16) */
-  const int fp8 = dtype == KERN_DTYPE_E4M3;
+  /* the tables in the generated dtype (an fp8 or int8 file's: bf16) */
+  const int fp8 = dtype == KERN_DTYPE_E4M3 || dtype == KERN_DTYPE_I8;
   const kern_dtype gen = fp8 ? KERN_DTYPE_BF16 : dtype;
   synth_bufs sb = {0};
   struct timespec t0, t1;
@@ -229,7 +231,7 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   if (rc != SP_OK) goto fail;
   rc = rank_model_writer_commit(w);
   if (rc == SP_OK && !quiet) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
-                                         fp8 ? "fp8" : kern_dtype_name(dtype),
+                                         rank_model_root_of(dtype),
                                          (unsigned long long)seed);
   return rc;
 fail:
@@ -290,8 +292,10 @@ int cmd_init(int argc, char **argv) {
   if (rank_path_check_output("--out", out, in, 1) != SP_OK) return SP_ERR_INPUT;
   umt5_config tc;
   wan_vae_config vc;
-  if (dtype == KERN_DTYPE_E4M3 && (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0)) {
-    sp_log_error("--dtype fp8: only a DiT has fp8 weights; %s takes bf16 or fp32", arch);
+  if ((dtype == KERN_DTYPE_E4M3 || dtype == KERN_DTYPE_I8) &&
+      (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0)) {
+    sp_log_error("--dtype %s: only a DiT has fp8 or int8 weights; %s takes bf16 or fp32",
+                 rank_model_root_of(dtype), arch);
     return SP_ERR_INPUT;
   }
   if (t5_preset(arch, &tc) == 0) {

@@ -413,7 +413,7 @@ static void print_header(const plan_cli *cl, const rank_model_info *info, const 
   const long long frames = wl->frames, height = wl->height, width = wl->width, batch = cl->batch;
   uint64_t blocks = 0;
   for (int i = 0; i < pm->num_blocks; i++) blocks += bb[i];
-  const int fp8 = job_precision_fp8(&cl->job, info) && dtype_bytes == 2;
+  const int fp8 = (job_precision(&cl->job, info) == WAN_PRECISION_FP8) && dtype_bytes == 2;
   printf("# model %s: %d blocks, %.2f GB of blocks + %.2f GB embeddings/head (%s on the GPU)\n",
          model, pm->num_blocks, blocks / GIB, (pm->embed_bytes + pm->head_bytes) / GIB,
          fp8 ? "blocks' linear weights fp8 e4m3 with their scales, the rest bf16"
@@ -525,7 +525,7 @@ int cmd_plan(int argc, char **argv) {
   }
   uint64_t *bb = sp_xcalloc((size_t)info->config.layers, sizeof *bb);
   plan_model pm;
-  rank_model_plan_sizes(m, dtype_bytes, job_precision_fp8(&cl.job, info), bb, &pm);
+  rank_model_plan_sizes(m, dtype_bytes, job_precision(&cl.job, info) == WAN_PRECISION_FP8, bb, &pm);
   plan_workload wl = job_workload(&cl.job.job, &info->config, (int)batch);
   pm.cache = cl.job.job.cache.method != RANK_CACHE_OFF;
   if (cl.job.vae) { /* run --video: the CUDA decoder on the last rank */

@@ -266,7 +266,7 @@ static int write_model(const conv_job *jobs, int n, const char *out_path, kern_d
    * reader matches any preset from the config). */
   const char *preset = wan_preset_match(c);
   if (preset && n > 1) preset = strcmp(preset, "wan2.1-14b") == 0 ? "wan2.2-a14b" : NULL;
-  const char *root = od == KERN_DTYPE_E4M3 ? "fp8" : kern_dtype_name(od);
+  const char *root = rank_model_root_of(od);
   conv_scales_info(&jobs[0], root);
   const conv_output o = {out_path, &f, root, preset ? preset : "", NULL, progress};
   int rc = conv_write(&conv_wan, jobs, n, &o);

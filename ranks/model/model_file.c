@@ -48,8 +48,44 @@ static void layouts(rank_model *m) {
             m->group_dtype[g] = KERN_DTYPE_F32;
     wan_layout_make(&m->info.config, (wan_group)g, m->group_dtype[g], &m->layout[g]);
   }
+  for (int e = 0; e < m->info.experts.count; e++)
+    for (int b = 0; b < m->info.config.layers; b++) {
+      const uint64_t n = rank_model_block_bytes(m, e, b);
+      if (n > m->block_file_bytes) m->block_file_bytes = n;
+    }
+  m->info.quant = m->group_dtype[WAN_GROUP_BLOCK] != m->info.id.dtype;
+}
+
+uint64_t rank_model_block_bytes(const rank_model *m, int e, int block) {
+  uint64_t n = 0;
   for (int i = 0; i < m->layout[WAN_GROUP_BLOCK].count; i++)
-    m->block_file_bytes += mfile_stored_bytes(m->f, wan_schema_index(&m->fc, 0, WAN_GROUP_BLOCK, 0, i));
+    n += mfile_stored_bytes(m->f, wan_schema_index(&m->fc, e, WAN_GROUP_BLOCK, block, i));
+  return n;
+}
+
+uint64_t rank_model_total_bytes(const rank_model *m) {
+  uint64_t n = 0;
+  for (int i = 0; i < mfile_count(m->f); i++) n += mfile_stored_bytes(m->f, i);
+  return n;
+}
+
+int rank_model_format_counts(const rank_model *m, rank_model_format_count *out) {
+  rank_model_format_count by[KERN_DTYPE_COUNT];
+  memset(by, 0, sizeof by);
+  for (int i = 0; i < mfile_count(m->f); i++) {
+    const kern_dtype d = mfile_stored(m->f, i);
+    by[d].tensors++;
+    by[d].bytes += mfile_stored_bytes(m->f, i);
+  }
+  int n = 0;
+  for (int d = 0; d < KERN_DTYPE_COUNT; d++)
+    if (by[d].tensors) out[n++] = (rank_model_format_count){(kern_dtype)d, by[d].tensors, by[d].bytes};
+  return n;
+}
+
+void rank_model_block_formats(const rank_model *m, int e, int block, kern_dtype *fmt) {
+  for (int i = 0; i < m->layout[WAN_GROUP_BLOCK].count; i++)
+    fmt[i] = mfile_stored(m->f, wan_schema_index(&m->fc, e, WAN_GROUP_BLOCK, block, i));
 }
 
 int rank_model_open(const char *spec, int verify, rank_model **out) {
@@ -62,7 +98,12 @@ int rank_model_open(const char *spec, int verify, rank_model **out) {
   m->fc = *(const wan_file_config *)mfile_config(m->f);
   m->info.config = m->fc.c;
   m->info.id = *mfile_id(m->f);
-  m->info.fp8 = strcmp(mfile_root_dtype(m->f)->name, "fp8") == 0;
+  const char *root = mfile_root_dtype(m->f)->name;
+  snprintf(m->info.root, sizeof m->info.root, "%s", root);
+  m->info.precision = strcmp(root, "fp8") == 0    ? WAN_PRECISION_FP8
+                      : strcmp(root, "int8") == 0 ? WAN_PRECISION_INT8
+                                                  : WAN_PRECISION_BF16;
+  m->info.fp8 = m->info.precision == WAN_PRECISION_FP8;
   rank_model_experts_of(&m->fc, &m->info.experts);
   layouts(m);
   *out = m;
@@ -80,9 +121,7 @@ const wan_layout *rank_model_layout(const rank_model *m, wan_group g) { return &
 kern_dtype rank_model_group_dtype(const rank_model *m, wan_group g) { return m->group_dtype[g]; }
 uint64_t rank_model_block_file_bytes(const rank_model *m) { return m->block_file_bytes; }
 
-const char *rank_model_dtype_name(const rank_model_info *in) {
-  return in->fp8 ? "fp8" : kern_dtype_name(in->id.dtype);
-}
+const char *rank_model_dtype_name(const rank_model_info *in) { return in->root; }
 
 int rank_model_verify(rank_model *m, uint64_t *bytes) { return mfile_verify(m->f, bytes); }
 

@@ -91,7 +91,7 @@ typedef struct job_opts {
   int verify, quiet, preview;
   rank_device dev;        /* from --device (job_opts_check with JOB_CHECK_DEVICE) */
   kern_attn_backend attn;         /* --attn */
-  int precision;          /* --precision: JOB_PRECISION_FILE (not given), _BF16 or _FP8 */
+  int precision;          /* --precision: JOB_PRECISION_FILE (not given), _BF16, _FP8, _INT8 */
   const char *devices;    /* --devices LIST */
   const char *save_noise; /* --save-noise FILE */
   const char *trace;      /* --trace FILE.json */
@@ -211,14 +211,20 @@ int job_schedule_make(const job_spec *j, const char *where, float *sigmas, int64
 void job_schedule_format(const job_spec *j, char *buf, size_t n);
 const char *job_schedule_key(const job_spec *j);
 
-/* --precision (MODEL.md "fp8 weights"): not given, the model file's. */
-enum { JOB_PRECISION_FILE = 0, JOB_PRECISION_BF16 = 1, JOB_PRECISION_FP8 = 2 };
-/* 1 when the DiT's blocks run in fp8: --precision fp8, or not given and
- * an fp8 file. */
-int job_precision_fp8(const job_opts *o, const rank_model_info *mi);
-/* The precision against the model and o->dev (rank_stage_precision_check:
- * --precision bf16 on an fp8 file, fp8 on the CUDA stage). SP_OK or
- * SP_ERR_INPUT after one line. job_opts_apply_model calls it. */
+/* --precision (MODEL.md "fp8 weights", "int8 weights"): not given, the
+ * model file's. */
+enum {
+  JOB_PRECISION_FILE = 0,
+  JOB_PRECISION_BF16 = 1,
+  JOB_PRECISION_FP8 = 2,
+  JOB_PRECISION_INT8 = 3
+};
+/* How the DiT's blocks run: --precision, or not given the file's
+ * (rank_model_info.precision). */
+wan_precision job_precision(const job_opts *o, const rank_model_info *mi);
+/* The precision against the model (rank_stage_precision_check: fp8 on an
+ * int8 file, int8 or fp8 on a GGUF-converted one). SP_OK or SP_ERR_INPUT
+ * after one line. job_opts_apply_model calls it. */
 int job_precision_check(const job_opts *o, const rank_model_info *mi);
 
 /* ---- derived facts (job_plan.c) ---- */

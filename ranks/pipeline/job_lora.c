@@ -31,7 +31,8 @@ int job_setup_loras(job_session *s) {
     }
   }
   if (!any) return SP_OK;
-  if (o->dev == RANK_DEVICE_CUDA && job_precision_fp8(o, rank_model_get_info(s->m))) {
+  if (o->dev == RANK_DEVICE_CUDA &&
+      job_precision(o, rank_model_get_info(s->m)) != WAN_PRECISION_BF16) {
     /* every rank knows it: each returns, rank 0 says why */
     if (w->rank == 0)
       sp_log_error("--lora with fp8 weights (--precision fp8 or an fp8 file) on the CUDA "

@@ -319,11 +319,13 @@ int job_opts_set(job_opts *o, int id, const char *v) {
   case JOB_OPT_SPEED: return job_speed_parse(v, o);
   case JOB_OPT_VAE: o->vae = v; break;
   case JOB_OPT_PRECISION:
-    if (strcmp(v, "bf16") != 0 && strcmp(v, "fp8") != 0) {
-      sp_log_error("--precision: '%s' is not bf16 or fp8", v);
+    if (strcmp(v, "bf16") != 0 && strcmp(v, "fp8") != 0 && strcmp(v, "int8") != 0) {
+      sp_log_error("--precision: '%s' is not bf16, fp8 or int8", v);
       return SP_ERR_INPUT;
     }
-    o->precision = strcmp(v, "fp8") == 0 ? JOB_PRECISION_FP8 : JOB_PRECISION_BF16;
+    o->precision = strcmp(v, "fp8") == 0    ? JOB_PRECISION_FP8
+                   : strcmp(v, "int8") == 0 ? JOB_PRECISION_INT8
+                                            : JOB_PRECISION_BF16;
     break;
   case JOB_OPT_VAE_PRECISION:
     if (strcmp(v, "bf16") == 0) {

@@ -40,12 +40,17 @@ int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const cha
   return SP_OK;
 }
 
-int job_precision_fp8(const job_opts *o, const rank_model_info *mi) {
-  return o->precision == JOB_PRECISION_FP8 || (o->precision == JOB_PRECISION_FILE && mi->fp8);
+wan_precision job_precision(const job_opts *o, const rank_model_info *mi) {
+  switch (o->precision) {
+  case JOB_PRECISION_BF16: return WAN_PRECISION_BF16;
+  case JOB_PRECISION_FP8: return WAN_PRECISION_FP8;
+  case JOB_PRECISION_INT8: return WAN_PRECISION_INT8;
+  default: return mi->precision;
+  }
 }
 
 int job_precision_check(const job_opts *o, const rank_model_info *mi) {
-  return rank_stage_precision_check(mi, o->dev, job_precision_fp8(o, mi));
+  return rank_stage_precision_check(mi, job_precision(o, mi));
 }
 
 int job_opts_apply_model(job_opts *o, const rank_model_info *mi) {
@@ -222,7 +227,7 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   plan_model pm;
   /* Weights once placed: bf16 on the GPU, widened to fp32 on the CPU. */
   rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4,
-                        job_precision_fp8(o, rank_model_get_info(m)), bb, &pm);
+                        job_precision(o, rank_model_get_info(m)) == WAN_PRECISION_FP8, bb, &pm);
   pm.lora_block_elems = o->lora_block_elems; /* bypassed LoRAs' room (0: none) */
   pm.lora_rank = o->lora_rank;
   pm.cache = o->cache_any;

@@ -53,7 +53,7 @@ int job_stage_ensure(job_session *s, const int64_t lat[4]) {
                          .lora_block_elems = s->o->lora_block_elems,
                          .lora_rank = s->o->lora_rank,
                          .seq = g->seq > 1 ? &s->seq : NULL, .tp = s->tp,
-                         .fp8 = job_precision_fp8(s->o, rank_model_get_info(s->m)),
+                         .precision = job_precision(s->o, rank_model_get_info(s->m)),
                          .cache = s->o->cache_any};
   double t0 = comm_now();
   rank_model_progress_begin();
