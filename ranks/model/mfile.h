@@ -135,6 +135,9 @@ const net_tensor *mfile_writer_tensor(const mfile_writer *w, int i);
 /* The format tensor i is stored in (the root dtype's for its entry, until
  * set_format). */
 kern_dtype mfile_writer_format(const mfile_writer *w, int i);
+/* 1 when the root dtype allows tensor i the format fmt and its rows are
+ * whole blocks of it. */
+int mfile_writer_allows(const mfile_writer *w, int i, kern_dtype fmt);
 /* Stores tensor i as fmt instead, before it is written: one of the formats
  * the root dtype allows it whose blocks its rows fill (a GGUF checkpoint's
  * tensors keep their own). SP_OK, or SP_ERR_INPUT after one line. */

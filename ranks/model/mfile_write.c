@@ -105,6 +105,16 @@ int mfile_writer_count(const mfile_writer *w) { return w->ntensors; }
 const net_tensor *mfile_writer_tensor(const mfile_writer *w, int i) { return &w->t[i]; }
 kern_dtype mfile_writer_format(const mfile_writer *w, int i) { return w->fmt[i]; }
 
+int mfile_writer_allows(const mfile_writer *w, int i, kern_dtype fmt) {
+  const mfile_format *f = mfile_format_of(fmt);
+  if (i < 0 || i >= w->ntensors || !f || !mfile_format_fits(f, &w->t[i])) return 0;
+  const kern_dtype *allowed;
+  const int n = mfile_root_allowed(w->root, &w->t[i], &allowed);
+  for (int k = 0; k < n; k++)
+    if (allowed[k] == fmt) return 1;
+  return 0;
+}
+
 int mfile_writer_set_format(mfile_writer *w, int i, kern_dtype fmt) {
   if (i < 0 || i >= w->ntensors) {
     sp_log_error("%s: tensor %d is not one of the model's %d", w->out.path, i, w->ntensors);
