@@ -31,89 +31,24 @@ import sys
 
 import h5py
 import numpy as np
-import gguf
 from gguf import GGMLQuantizationType as T
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-sys.path.insert(0, os.path.join(HERE, "..", "kernels"))
-import quant_ref  # noqa: E402  (random block bytes with finite f16 scales)
 import stlib  # noqa: E402
+from gguflib import (BLOCK_TYPES, CFG, LINEARS, Model, format_name, write_gguf,  # noqa: E402
+                     write_twin)
 from sptest import fail, finish, seed  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 SEED = seed("gguf convert", sys.argv[3] if len(sys.argv) > 3 else None)
 rng = np.random.default_rng(SEED)
-# Rows of 256 values everywhere a K-quant goes (ffn 512).
-CFG = dict(stlib.SMALL, ffn_dim=512, text_dim=256)
-LINEARS = [f"{a}.{p}" for a in ("self_attn", "cross_attn") for p in "qkvo"] + ["ffn.0", "ffn.2"]
-BLOCK_TYPES = [T.Q8_0, T.Q4_K, T.Q5_0, T.Q6_K, T.Q5_K, T.Q4_0, T.Q4_1, T.Q5_1, T.Q3_K, T.Q2_K]
-QUANTISABLE = {T.Q8_0, T.Q5_0, T.Q5_1, T.Q4_0, T.Q4_1}
-# 2-D tensors outside the blocks, not F32 (each dequantised into the file's dtype).
-OTHER_TYPES = {"text_embedding.0.weight": T.F16, "time_embedding.0.weight": T.BF16,
-               "text_embedding.2.weight": T.Q8_0, "head.head.weight": T.Q4_0}
 
 
 def sp(*args):
     return subprocess.run([BIN, *args], capture_output=True, text=True)
 
-
-def gguf_tensor(t, shape, scale):
-    """(array for GGUFWriter.add_tensor, raw_dtype, gguf-py's float32 values)."""
-    rows, cols = shape[0], int(np.prod(shape[1:]))
-    if t == T.F32:
-        x = (rng.standard_normal(shape) * scale).astype(np.float32)
-        return x, None, x
-    if t == T.F16:
-        x = (rng.standard_normal(shape) * scale).astype(np.float16)
-        return x, None, x.astype(np.float32)
-    if t == T.BF16 or t in QUANTISABLE:
-        x = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-        q = gguf.quants.quantize(x, t)
-    else:
-        q = quant_ref.random_blocks(rng, t, rows, cols)
-    return q, t, gguf.quants.dequantize(q, t).reshape(shape).astype(np.float32)
-
-
-def model(types):
-    """{official name: (array, raw_dtype, float32 values, ggml type)} of CFG."""
-    out = {}
-    for g, b, name, shape in stlib.table(CFG):
-        full = name if g != "block" else f"blocks.{b}.{name}"
-        stem = name.rsplit(".", 1)[0]
-        if g == "block" and stem in LINEARS and name.endswith(".weight"):
-            t = types[(b * len(LINEARS) + LINEARS.index(stem)) % len(types)]
-        else:
-            t = OTHER_TYPES.get(name, T.F32)
-        scale = 0.1 if len(shape) > 1 and "modulation" not in name else 1.0
-        a, raw, vals = gguf_tensor(t, shape, scale / np.sqrt(shape[-1]) if scale < 1 else 0.3)
-        out[full] = (a, raw, vals, t)
-    return out
-
-
-def write_gguf(path, tensors, prefix="", arch="wan", drop=None, reshape=None):
-    w = gguf.GGUFWriter(path, arch)
-    for name, (a, raw, _, _) in tensors.items():
-        if name == drop:
-            continue
-        if name == reshape:
-            a = a.reshape(a.shape[0] // 2, -1) if raw is None else a
-        w.add_tensor(prefix + name, a, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
-def twin(tensors, path):
-    """An fp32 model file of gguf-py's dequantised values (numpy, safetensors)."""
-    st = path + ".safetensors"
-    stlib.write_st(st, [(k, "F32", v.shape, np.ascontiguousarray(v, np.float32).tobytes())
-                        for k, (_, _, v, _) in tensors.items()])
-    r = sp("convert", st, "-o", path, "--dtype", "fp32")
-    if r.returncode != 0:
-        sys.exit(f"FAIL convert of the fp32 twin: {r.stderr[-800:]}")
 
 
 def h5_path(name, expert=None):
@@ -133,14 +68,14 @@ def check_file(path, tensors, rest, label, expert=None):
         root = f.attrs["dtype"]
         if (root.decode() if isinstance(root, bytes) else root) != want_root:
             fail(f"{label}: root dtype {root!r}, want {want_root}")
-        for name, (a, raw, vals, t) in tensors.items():
+        for name, tt in tensors.items():
+            a, raw, vals, t = tt.array, tt.raw, tt.values, tt.ggml
             ds = f[h5_path(name, expert)]
             dt = ds.attrs["dtype"]
             dt = dt.decode() if isinstance(dt, bytes) else dt
             stem = name.split(".", 2)[-1].rsplit(".", 1)[0] if name.startswith("blocks.") else ""
             if stem in LINEARS and name.endswith(".weight"):
-                want = {T.F16: "fp16", T.F32: "fp32", T.BF16: "bf16"}.get(t, t.name.lower())
-                ok = (dt == want and np.array_equal(
+                ok = (dt == format_name(t) and np.array_equal(
                     ds[...].reshape(-1).view(np.uint8), np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
                 if raw is not None and t != T.BF16:
                     ok = ok and list(ds.attrs["shape"]) == list(vals.shape)
@@ -181,7 +116,7 @@ def refused(args, needle, label):
 
 def main():
     os.makedirs(WORK, exist_ok=True)
-    a = model(BLOCK_TYPES)
+    a = Model(rng, BLOCK_TYPES)
     ga = os.path.join(WORK, "a.gguf")
     write_gguf(ga, a)
     # 1. quant-fp32, bytes and values
@@ -197,7 +132,7 @@ def main():
         f["latent"] = rng.standard_normal((16, 2, 8, 10)).astype(np.float32)
         f["context"] = rng.standard_normal((7, CFG["text_dim"])).astype(np.float32)
     tw = os.path.join(WORK, "twin.h5")
-    twin(a, tw)
+    write_twin(BIN, a, tw)
     pq, pt = forward(q32, os.path.join(WORK, "pq.h5")), forward(tw, os.path.join(WORK, "pt.h5"))
     if pq.tobytes() != pt.tobytes():
         fail(f"forward of the GGUF-converted file differs from its fp32 twin's (relative L2 "
@@ -213,7 +148,7 @@ def main():
     check_file(qb, a, "bf16", "convert (bf16)")
     print("ok   convert (default bf16): the same bytes, the rest the bf16 of gguf-py's values")
     # 4. two experts, the low-noise one with ComfyUI's prefix and other formats
-    b = model(BLOCK_TYPES[::-1] + [T.F16, T.F32])
+    b = Model(rng, BLOCK_TYPES[::-1] + [T.F16, T.F32])
     gb = os.path.join(WORK, "b.gguf")
     write_gguf(gb, b, prefix=stlib.COMFY)
     qe = os.path.join(WORK, "experts.h5")
