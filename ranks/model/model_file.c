@@ -88,6 +88,59 @@ void rank_model_block_formats(const rank_model *m, int e, int block, kern_dtype 
     fmt[i] = mfile_stored(m->f, wan_schema_index(&m->fc, e, WAN_GROUP_BLOCK, block, i));
 }
 
+void rank_model_device_formats(const rank_model *m, int e, int block, wan_precision p,
+                               kern_dtype *fmt) {
+  rank_model_block_formats(m, e, block, fmt);
+  for (int i = 0; i < m->layout[WAN_GROUP_BLOCK].count; i++) {
+    const kern_dtype s = fmt[i];
+    const int as_values = s == KERN_DTYPE_F32 || s == KERN_DTYPE_BF16 || s == KERN_DTYPE_F16;
+    if (wan_block_linear_of(i) < 0)
+      fmt[i] = KERN_DTYPE_BF16;
+    else if (p != WAN_PRECISION_BF16)
+      fmt[i] = wan_precision_weight_dtype(p);
+    else
+      fmt[i] = as_values ? KERN_DTYPE_BF16 : s;
+  }
+}
+
+void rank_model_device_layout(const rank_model *m, int e, int block, wan_precision p,
+                              wan_layout *out) {
+  kern_dtype fmt[WAN_MAX_TENSORS];
+  rank_model_device_formats(m, e, block, p, fmt);
+  wan_layout_make_formats(&m->info.config, WAN_GROUP_BLOCK, fmt, out);
+}
+
+uint64_t rank_model_device_block_bytes(const rank_model *m, wan_precision p) {
+  uint64_t most = 0;
+  for (int e = 0; e < m->info.experts.count; e++)
+    for (int b = 0; b < m->info.config.layers; b++) {
+      wan_layout l;
+      rank_model_device_layout(m, e, b, p, &l);
+      if (l.packed_bytes > most) most = l.packed_bytes;
+    }
+  return most;
+}
+
+uint64_t rank_model_dequant_bytes(const rank_model *m, wan_precision p) {
+  uint64_t most = 0;
+  if (p != WAN_PRECISION_BF16) return 0;
+  for (int e = 0; e < m->info.experts.count; e++)
+    for (int b = 0; b < m->info.config.layers; b++) {
+      wan_layout l;
+      rank_model_device_layout(m, e, b, p, &l);
+      for (int i = 0; i < l.count; i++)
+        if (l.t[i].dtype != KERN_DTYPE_BF16 && (uint64_t)l.t[i].numel * 2 > most)
+          most = (uint64_t)l.t[i].numel * 2;
+    }
+  return most;
+}
+
+void rank_model_stored_layout(const rank_model *m, int e, int block, wan_layout *l) {
+  kern_dtype fmt[WAN_MAX_TENSORS];
+  rank_model_block_formats(m, e, block, fmt);
+  wan_layout_make_formats(&m->info.config, WAN_GROUP_BLOCK, fmt, l);
+}
+
 int rank_model_open(const char *spec, int verify, rank_model **out) {
   rank_model *m = sp_xcalloc(1, sizeof *m);
   int rc = mfile_open(spec, &wan_schema, NULL, verify, &m->f);
@@ -172,6 +225,25 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
   if (rc != SP_OK) return rc;
   rank_model_progress_add(l->packed_bytes);
   return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->group_dtype[g], dst) : SP_OK;
+}
+
+int rank_model_read_block_stored(rank_model *m, int e, int block, const wan_layout *l,
+                                 void *dst, size_t dst_bytes, uint64_t *bytes_read) {
+  if (e < 0 || e >= m->info.experts.count || block < 0 || block >= m->info.config.layers ||
+      dst_bytes < l->packed_bytes) {
+    sp_log_error("internal: %s: block %d of expert %d into %zu bytes (the layout needs %zu)",
+                 m->info.id.source, block, e, dst_bytes, l->packed_bytes);
+    return SP_ERR_RUNTIME;
+  }
+  memset(dst, 0, l->packed_bytes);
+  mfile_dst d[WAN_MAX_TENSORS];
+  for (int i = 0; i < l->count; i++)
+    d[i] = (mfile_dst){wan_schema_index(&m->fc, e, WAN_GROUP_BLOCK, block, i),
+                       (char *)dst + l->t[i].offset, 0,
+                       l->t[i].scale_offset ? (float *)((char *)dst + l->t[i].scale_offset) : NULL};
+  const int rc = mfile_read(m->f, l->count, d, bytes_read);
+  if (rc == SP_OK) rank_model_progress_add(l->packed_bytes);
+  return rc;
 }
 
 void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx) {

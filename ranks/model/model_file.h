@@ -112,6 +112,34 @@ const char *rank_model_dtype_name(const rank_model_info *in);
 /* The stored format of each tensor of block `block` of expert e, in the
  * block's layout order, into fmt (WAN_BLOCK_T_COUNT). */
 void rank_model_block_formats(const rank_model *m, int e, int block, kern_dtype *fmt);
+/* A block as a CUDA stage holds it at precision p (MODEL.md "Quantized
+ * weights on the GPU"): each linear weight stored in e4m3, int8 or a GGUF
+ * block format kept as it is at bf16 precision (dequantised right before
+ * its GEMM), one stored in fp32, fp16 or bf16 narrowed to bf16; at fp8 or
+ * int8 precision every linear weight e4m3 or int8 (a file's of that
+ * format as it is, any other quantised at load); every other tensor bf16.
+ * The formats of block `block` of expert e into fmt (WAN_BLOCK_T_COUNT);
+ * its layout (wan_layout_make_formats); the largest such block of the
+ * model, any expert: the size of every device block buffer, and the block
+ * bytes the planner counts. */
+void rank_model_device_formats(const rank_model *m, int e, int block, wan_precision p,
+                               kern_dtype *fmt);
+void rank_model_device_layout(const rank_model *m, int e, int block, wan_precision p,
+                              wan_layout *out);
+uint64_t rank_model_device_block_bytes(const rank_model *m, wan_precision p);
+/* The weight-only path's scratch at precision p: bf16 bytes of the largest
+ * linear weight a block keeps in a format other than bf16 (dequantised
+ * into it right before its GEMM); 0 when none is. */
+uint64_t rank_model_dequant_bytes(const rank_model *m, wan_precision p);
+/* Block `block` of expert e with every tensor as stored, laid out as
+ * wan_layout_make_formats of its stored formats (*l, rank_model_stored_
+ * layout), into dst (dst_bytes >= l->packed_bytes; padding zeroed),
+ * checksums checked when verifying; a merge set by rank_model_set_merge is
+ * not applied (its caller reads widened groups). Adds the bytes read to
+ * *bytes_read (may be NULL). SP_OK or the reader's status. */
+void rank_model_stored_layout(const rank_model *m, int e, int block, wan_layout *l);
+int rank_model_read_block_stored(rank_model *m, int e, int block, const wan_layout *l,
+                                 void *dst, size_t dst_bytes, uint64_t *bytes_read);
 /* Bytes of block `block` of expert e in the file (scales included), and of
  * every dataset of the file. */
 uint64_t rank_model_block_bytes(const rank_model *m, int e, int block);

@@ -227,7 +227,8 @@ static int plan_on_rank0(const comm_world *w, const job_opts *o, rank_model *m,
   plan_model pm;
   /* Weights once placed: bf16 on the GPU, widened to fp32 on the CPU. */
   rank_model_plan_sizes(m, o->dev == RANK_DEVICE_CUDA ? 2 : 4,
-                        job_precision(o, rank_model_get_info(m)) == WAN_PRECISION_FP8, bb, &pm);
+                        job_precision(o, rank_model_get_info(m)), bb, &pm);
+  rank_model_plan_epilogue(&pm, all, w->size); /* every rank's GPU */
   pm.lora_block_elems = o->lora_block_elems; /* bypassed LoRAs' room (0: none) */
   pm.lora_rank = o->lora_rank;
   pm.cache = o->cache_any;

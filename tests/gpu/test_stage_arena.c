@@ -168,7 +168,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
   const wan_config *cf = &rank_model_get_info(m)->config;
   uint64_t bb[PLAN_MAX_BLOCKS];
   plan_model pm;
-  rank_model_plan_sizes(m, 2, 0, bb, &pm);
+  rank_model_plan_sizes(m, 2, WAN_PRECISION_BF16, bb, &pm);
   plan_device devs[PLAN_MAX_RANKS];
   for (int r = 0; r < k->nranks; r++) {
     memset(&devs[r], 0, sizeof devs[r]);
