@@ -115,6 +115,8 @@ int cmd_forward(int argc, char **argv) {
                         .lat_w = lat.dims[3], .device = dev, .cuda_device = 0,
                         .attn = cl.job.attn, .profile = cl.job.profile, .act_buffers = 1,
                         .precision = job_precision(&cl.job, rank_model_get_info(m))};
+  /* no plan: W8A8's products scratch counted wherever it may be taken */
+  cfg.w8a8_epilogue = cfg.precision != WAN_PRECISION_BF16;
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
   int64_t L = rank_stage_tokens(s);

@@ -54,6 +54,7 @@ int job_stage_ensure(job_session *s, const int64_t lat[4]) {
                          .lora_rank = s->o->lora_rank,
                          .seq = g->seq > 1 ? &s->seq : NULL, .tp = s->tp,
                          .precision = job_precision(s->o, rank_model_get_info(s->m)),
+                         .w8a8_epilogue = s->p.w8a8_epilogue,
                          .cache = s->o->cache_any};
   double t0 = comm_now();
   rank_model_progress_begin();

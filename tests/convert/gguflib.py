@@ -9,13 +9,21 @@ converted with `staticpipe convert --dtype fp32`.
                                  linear weights in the ggml types of `types`
                                  in turn (one per layer and block), the other
                                  2-D weights in OTHER_TYPES, the rest F32
+    m = from_values(vals, t)     the same of given float32 values {official
+                                 name: array}: the blocks' linear weights
+                                 quantised to t (Q8_0 by gguf-py, Q4_K by
+                                 quantize_q4_k), the rest F32
     write_gguf(path, m, prefix="", arch="wan", drop=None, reshape=None)
     write_twin(bin, m, path)     the fp32 model file of m's values
 
 A tensor quantised by gguf-py where it can (Q8_0, Q5_0, Q5_1, Q4_0, Q4_1,
 BF16) and random blocks with finite f16 scales where it cannot (the
 K-quants, tests/kernels/quant_ref.py); its values are always
-gguf.quants.dequantize of its bytes. Weights drawn as synth: draws them
+gguf.quants.dequantize of its bytes. gguf-py has no K-quant quantiser:
+quantize_q4_k is a plain one (each 32-value sub-block's min and range, six
+bits of each against the block's two f16 scales, codes rounded to
+nearest), written from the Q4_K layout of kern_quant_decode.h, not
+llama.cpp's search; it serves to measure Q4_K weights' error. Weights drawn as synth: draws them
 (variance 1/fan_in, biases small, norm weights near 1), so a forward stays
 in range."""
 import os
@@ -138,3 +146,52 @@ def write_twin(binary, m, path):
                        capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"FAIL convert of the fp32 twin: {r.stderr[-800:]}")
+
+
+def quantize_q4_k(x):
+    """x (rows, cols) float32, cols a multiple of 256 -> Q4_K bytes (rows, cols / 256 x 144)."""
+    rows, cols = x.shape
+    b = x.reshape(-1, 8, 32).astype(np.float64)          # sub-blocks of 32
+    lo = np.minimum(b.min(axis=2), 0.0)                   # the min subtracted: x = d sc q - dmin m
+    rng_ = b.max(axis=2) - lo
+    sc = rng_ / 15.0
+    mn = -lo
+    d = sc.max(axis=1) / 63.0
+    dmin = mn.max(axis=1) / 63.0
+    d16, dm16 = d.astype(np.float16), dmin.astype(np.float16)
+    dd, dm = d16.astype(np.float64), dm16.astype(np.float64)
+    sc6 = np.clip(np.rint(np.divide(sc, dd[:, None], out=np.zeros_like(sc), where=dd[:, None] > 0)),
+                  0, 63).astype(np.int64)
+    m6 = np.clip(np.rint(np.divide(mn, dm[:, None], out=np.zeros_like(mn), where=dm[:, None] > 0)),
+                 0, 63).astype(np.int64)
+    step = (dd[:, None] * sc6)[:, :, None]
+    q = np.clip(np.rint(np.divide(b + (dm[:, None] * m6)[:, :, None], step,
+                                  out=np.zeros_like(b), where=step > 0)), 0, 15).astype(np.uint8)
+    nb = b.shape[0]
+    scales = np.zeros((nb, 12), np.uint8)
+    for j in range(4):
+        scales[:, j] = (sc6[:, j] & 63) | ((sc6[:, j + 4] >> 4) << 6)
+        scales[:, j + 4] = (m6[:, j] & 63) | ((m6[:, j + 4] >> 4) << 6)
+        scales[:, j + 8] = (sc6[:, j + 4] & 15) | ((m6[:, j + 4] & 15) << 4)
+    qs = np.zeros((nb, 128), np.uint8)
+    for j in range(4):  # 64 values: sub-block 2j in the low nibbles, 2j + 1 in the high
+        qs[:, 32 * j:32 * j + 32] = q[:, 2 * j, :] | (q[:, 2 * j + 1, :] << 4)
+    out = np.concatenate([d16.view(np.uint8).reshape(nb, 2), dm16.view(np.uint8).reshape(nb, 2),
+                          scales, qs], axis=1)
+    return out.reshape(rows, -1)
+
+
+def from_values(vals, t):
+    """{official name: Tensor} of float32 values: the blocks' linear weights
+    quantised to ggml type t (Q8_0 or Q4_K), every other tensor F32."""
+    out = {}
+    for name, x in vals.items():
+        stem = name.split(".", 2)[-1].rsplit(".", 1)[0] if name.startswith("blocks.") else ""
+        if stem in LINEARS and name.endswith(".weight"):
+            x2 = x.reshape(x.shape[0], -1).astype(np.float32)
+            q = quantize_q4_k(x2) if t == T.Q4_K else gguf.quants.quantize(x2, t)
+            out[name] = Tensor(q, t, gguf.quants.dequantize(q, t).reshape(x.shape)
+                               .astype(np.float32), t)
+        else:
+            out[name] = Tensor(x.astype(np.float32), None, x.astype(np.float32), T.F32)
+    return out
