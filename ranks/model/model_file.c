@@ -44,8 +44,10 @@ static void layouts(rank_model *m) {
     for (int e = 0; e < m->info.experts.count; e++)
       for (int b = 0; b < group_instances(m, (wan_group)g); b++)
         for (int i = 0; i < l.count; i++)
-          if (mfile_stored(m->f, wan_schema_index(&m->fc, e, (wan_group)g, b, i)) != rest)
+          if (mfile_stored(m->f, wan_schema_index(&m->fc, e, (wan_group)g, b, i)) != rest) {
             m->group_dtype[g] = KERN_DTYPE_F32;
+            m->info.quant |= g == WAN_GROUP_BLOCK;
+          }
     wan_layout_make(&m->info.config, (wan_group)g, m->group_dtype[g], &m->layout[g]);
   }
   for (int e = 0; e < m->info.experts.count; e++)
@@ -53,7 +55,6 @@ static void layouts(rank_model *m) {
       const uint64_t n = rank_model_block_bytes(m, e, b);
       if (n > m->block_file_bytes) m->block_file_bytes = n;
     }
-  m->info.quant = m->group_dtype[WAN_GROUP_BLOCK] != m->info.id.dtype;
 }
 
 uint64_t rank_model_block_bytes(const rank_model *m, int e, int block) {

@@ -31,15 +31,26 @@ int job_setup_loras(job_session *s) {
     }
   }
   if (!any) return SP_OK;
-  if (o->dev == RANK_DEVICE_CUDA &&
-      job_precision(o, rank_model_get_info(s->m)) != WAN_PRECISION_BF16) {
+  /* A merge is faithful where the merged weights are quantised again in
+   * the format they run in (fp8, int8 precision: MODEL.md "LoRA") or hold
+   * no quantized weight; the weights of a GGUF file, or of an fp8 or int8
+   * file run in bf16, have no such form: bypass (auto takes it). */
+  const rank_model_info *mi = rank_model_get_info(s->m);
+  const int merge_ok = !mi->quant || job_precision(o, mi) != WAN_PRECISION_BF16;
+  if (o->lora_mode == RANK_LORA_AUTO)
+    o->lora_mode = differ || !merge_ok ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
+  if (o->lora_mode == RANK_LORA_MERGED && !merge_ok) {
     /* every rank knows it: each returns, rank 0 says why */
     if (w->rank == 0)
-      sp_log_error("--lora with fp8 weights (--precision fp8 or an fp8 file) on the CUDA "
-                   "stage: not built yet; use the CPU backend (--device cpu)");
+      sp_log_error("--lora-mode merged: %s holds quantized weights (its blocks' linear weights "
+                   "%s), which cannot hold a merged LoRA at --precision bf16: use --lora-mode "
+                   "bypass (the LoRA's pairs added after each linear layer)%s", mi->id.source,
+                   mi->precision == WAN_PRECISION_BF16 ? "in GGUF's formats"
+                                                       : wan_precision_name(mi->precision),
+                   mi->precision != WAN_PRECISION_BF16 ? ", or leave --precision out (the "
+                                                         "merge quantised again)" : "");
     return SP_ERR_INPUT;
   }
-  if (o->lora_mode == RANK_LORA_AUTO) o->lora_mode = differ ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
   if (o->lora_mode == RANK_LORA_MERGED) {
     int rc = SP_OK;
     comm_set_phase("opening the LoRAs");

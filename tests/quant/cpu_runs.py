@@ -30,6 +30,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from sptest import check, finish, rel_l2, run, seed  # noqa: E402
 import stlib  # noqa: E402
 import gguflib  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quantref import int8_rows  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 SEED = seed("quantized CPU runs")
@@ -37,18 +39,6 @@ rng = np.random.default_rng(SEED)
 TINY = dict(stlib.SMALL, layers=4, text_dim=4096)  # wan2.1-tiny's tables
 LINEARS = {f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"} | {
     "ffn.0.weight", "ffn.2.weight"}
-
-
-def int8_rows(x):
-    """The int8 rule (MODEL.md "int8 weights"): (codes int8, scales float32)."""
-    x = np.asarray(x, np.float32)
-    amax = np.max(np.abs(x), axis=1)
-    pos = amax > 0
-    safe = np.where(pos, amax, np.float32(1)).astype(np.float32)
-    mul = np.where(pos, np.float32(127) / safe, np.float32(1)).astype(np.float32)
-    scale = np.where(pos, safe / np.float32(127), np.float32(1)).astype(np.float32)
-    q = np.clip(np.rint((x * mul[:, None]).astype(np.float32)), -127, 127).astype(np.int8)
-    return q, scale
 
 
 def bf16_values(ds):
