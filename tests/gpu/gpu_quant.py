@@ -10,7 +10,10 @@ GPU") against the CPU backend on the same files, tiny models:
   2. Runs of 2 steps on the GPU: a rerun, 2 and 3 ranks sharing the GPU
      (--transport mpi), half the blocks streamed and 32-row chunks, each
      bit-identical to the first run, for each of those files and precisions.
-  3. Quality, reported against the GPU's bf16 forward of the same weights
+  3. LoRAs: a bypassed LoRA on each case, and a merged one in fp8 and int8,
+     2-step runs on the GPU within 2e-2 of the CPU's (STYLE.md 9, bf16 end
+     to end), 2 ranks bypassed bit-identical to 1.
+  4. Quality, reported against the GPU's bf16 forward of the same weights
      (random bf16 weights of a tiny model with ffn 512): an fp8 file of
      them in fp8, GGUF files of them with every block linear weight in Q8_0
      (gguf-py's quantiser) or Q4_K (a plain quantiser, gguflib.py). Random
@@ -31,8 +34,10 @@ from gguf import GGMLQuantizationType as T
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sptest  # noqa: E402,F401  (puts tests/lora, tests/convert on the path)
 from sptest import check, finish, rel_l2, run, seed  # noqa: E402
 import gguflib  # noqa: E402
+import loralib  # noqa: E402
 import stlib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
@@ -144,6 +149,41 @@ def check_runs(files, ran):
             check(a.tobytes() == b.tobytes(), f"{label}: {name} bit-identical to the first run")
 
 
+LINEARS = [f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"] + [
+    "ffn.0.weight", "ffn.2.weight"]
+
+
+def lora_of(model):
+    """A LoRA file for the model at path model (its own config)."""
+    out = model + ".lora.safetensors"
+    if not os.path.exists(out):
+        c, _ = loralib.model_config(model)
+        loralib.exact_lora(rng, c, LINEARS).write(out)
+    return out
+
+
+def check_loras(files, ran):
+    for label, m, prec in ran:
+        modes = ["bypass"] + (["merged"] if prec in ("fp8", "int8") else [])
+        for mode in modes:
+            lo = ["--lora", lora_of(files[m]), "--lora-mode", mode]
+            g = latents(files[m], prec, f"l-{m}-{prec}-{mode}-gpu.h5", lo)
+            args = [BIN, "run", "--model", files[m], "--cond", path("in.h5"), "--frames", "9",
+                    "--size", "96x80", "--steps", "2", "--seed", str(SEED), "--device", "cpu",
+                    "--no-preview", "-q", *(["--precision", prec] if prec else []), *lo,
+                    "-o", path(f"l-{m}-{prec}-{mode}-cpu.h5")]
+            run(args)
+            with h5py.File(path(f"l-{m}-{prec}-{mode}-cpu.h5"), "r") as f:
+                c = f["latents"][...]
+            e = rel_l2(g, c)
+            check(e <= 2e-2, f"{label}, LoRA {mode}: GPU within 2e-2 of the CPU: relative L2 "
+                  f"{e:.3e}")
+        lo = ["--lora", lora_of(files[m]), "--lora-mode", "bypass"]
+        two = latents(files[m], prec, f"l-{m}-{prec}-2.h5", ["--transport", "mpi", *lo], ranks=2)
+        one = latents(files[m], prec, f"l-{m}-{prec}-bypass-gpu.h5", lo)
+        check(two.tobytes() == one.tobytes(), f"{label}, LoRA bypass: 2 ranks bit-identical")
+
+
 def report_quality(files):
     ref, _ = forward(files["qbf16"], DEV, "bf16", "q-bf16.h5")
     rows = {}
@@ -167,6 +207,7 @@ def main():
     inputs()
     ran = check_forwards(files)
     check_runs(files, ran)
+    check_loras(files, ran)
     report_quality(files)
     return finish("quantized weights on the GPU")
 

@@ -3,7 +3,8 @@
 # the weight-only path (fp8, int8, every GGUF format), a bf16 file
 # quantised at load, each GPU forward within 1e-2 relative L2 of the CPU's
 # at the same precision; reruns, 2 and 3 ranks sharing the GPU, streamed
-# blocks and row chunks bit-identical; fp8, Q8_0 and Q4_K against the bf16
+# blocks and row chunks bit-identical; LoRAs bypassed (every case) and merged
+# (fp8, int8) within 2e-2 of the CPU; fp8, Q8_0 and Q4_K against the bf16
 # forward of the same weights, reported (quality.json in the work folder).
 # Skips (77) without a GPU.
 set -u
