@@ -1,5 +1,5 @@
-/* staticpipe bench: a sweep over configurations (ranks, GPUs, budget,
- * streamed fraction, order, frames, size), each one `run --json` in a child
+/* staticpipe bench: a sweep over configurations (model, precision, ranks,
+ * GPUs, budget, streamed fraction, order, frames, size), each one `run --json` in a child
  * process (under the MPI launcher when it has more than one rank), repeated
  * --repeat times, collected into DIR/bench.json, bench.csv and bench.md
  * with the planner's prediction and the link between the ranks' GPUs
@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "job.h"
 #include "log.h"
+#include "model_file.h"
 #include "plan.h"
 
 #define MAX_LIST 16     /* values per list flag */
@@ -30,12 +31,13 @@
 #define MAX_REPEAT 100  /* runs per configuration */
 
 typedef struct bench_opts {
-  const char *model, *cond, *device, *dir;
-  const char *precision; /* --precision, NULL: not passed */
+  const char *cond, *device, *dir;
+  const char *models[MAX_LIST], *precisions[MAX_LIST]; /* --model (repeatable), --precision */
   const char *ranks[MAX_LIST], *budgets[MAX_LIST], *fracs[MAX_LIST], *orders[MAX_LIST];
   const char *frames[MAX_LIST], *sizes[MAX_LIST], *devices[MAX_LIST];
-  /* nfracs, norders, ndevices: 0 = not passed */
-  int nranks, nbudgets, nfracs, norders, nframes, nsizes, ndevices;
+  /* nprecisions, nfracs, norders, ndevices: 0 = not passed */
+  int nmodels, nprecisions, nranks, nbudgets, nfracs, norders, nframes, nsizes, ndevices;
+  char formats[MAX_LIST][16]; /* each model's stored format (its root dtype) */
   const char *steps, *cfg, *repeat;
   char *launch[MAX_WORDS], *extra[MAX_WORDS]; /* words of --launcher and --extra */
   int nlaunch, nextra;
@@ -46,8 +48,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: staticpipe bench --model MODEL --cond FILE [options] -o DIR\n"
           "\n"
-          "Runs every combination of the lists below (ranks x devices x budget x stream-frac\n"
-          "x order x frames x size, at most %d) as 'staticpipe run --json' (more than one\n"
+          "Runs every combination of the lists below (model x precision x ranks x devices x\n"
+          "budget x stream-frac x order x frames x size, at most %d) as 'staticpipe run\n"
+          "--json' (more than one\n"
           "rank: under the launcher), --repeat times each, and writes DIR/bench.json,\n"
           "bench.csv, bench.md and, when gnuplot is installed, bench-step.png (measured\n"
           "steady and predicted step time against the streamed share of the blocks, one\n"
@@ -61,7 +64,10 @@ static void usage(FILE *f) {
           "configuration at --stream-frac 0. A configuration that fails is reported in its\n"
           "row (its log: DIR/run-K-J.log, run J of configuration K) and the sweep goes on.\n"
           "\n"
-          "  -m, --model MODEL     model file or synth:PRESET[:SEED] (required)\n"
+          "  -m, --model MODEL     model file or synth:PRESET[:SEED] (required); repeat the\n"
+          "                        flag for several (the same weights in other stored\n"
+          "                        formats: bf16, fp8, int8, a GGUF file's; each row names\n"
+          "                        the model and its format)\n"
           "  -c, --cond FILE       conditioning file, as for run (required)\n"
           "      --ranks LIST      pipeline ranks, comma separated, each 1..64 (default 1)\n"
           "      --devices LIST    the GPUs the ranks take, as for run (rank r: LIST[r mod\n"
@@ -81,8 +87,8 @@ static void usage(FILE *f) {
           "  -g, --cfg G           guidance (default 5: two micro-batches)\n"
           "  -r, --repeat N        runs of each configuration, 1..%d (default 1)\n"
           "  -d, --device DEV      as for run (default auto)\n"
-          "      --precision P     bf16 or fp8, passed to run as --precision (default: not\n"
-          "                        passed, the model file's)\n"
+          "      --precision LIST  bf16, fp8 or int8, comma separated, passed to run as\n"
+          "                        --precision (default: not passed, the model file's)\n"
           "      --extra \"ARGS\"    more words (split on blanks) for every run command line,\n"
           "                        for example \"--attn cudnn\" or \"--mem-trace\" (default\n"
           "                        none; not the flags bench sets itself)\n"
@@ -173,7 +179,7 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
   char *av[2 * MAX_WORDS + 40];
   int c = 0;
   if (r->ranks > 1) c = bench_launcher_words(o->launch, o->nlaunch, r->ranks, np, sizeof np, av);
-  char *args[] = {(char *)self, "run", "--model", (char *)o->model, "--cond", (char *)o->cond,
+  char *args[] = {(char *)self, "run", "--model", (char *)r->model, "--cond", (char *)o->cond,
                   "--budget", (char *)r->budget, "--frames", (char *)r->frames, "--size",
                   (char *)r->size, "--steps", (char *)o->steps, "--cfg", (char *)o->cfg,
                   "--device", (char *)o->device, "--no-preview", "--probe-links", "-q", "--json",
@@ -181,7 +187,7 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
   for (int i = 0; args[i]; i++) av[c++] = args[i];
   /* The flags a configuration sets only when it has a value for them. */
   const char *const given[][2] = {{"--devices", r->devices},
-                                  {"--precision", o->precision},
+                                  {"--precision", r->precision},
                                   {"--stream-frac", r->frac_arg},
                                   {"--order", r->order_arg}};
   for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
@@ -195,9 +201,11 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
     bench_print_command(av);
     return 0;
   }
-  sp_log_info("bench: %d/%d: %d rank%s%s%s, budget %s, stream-frac %s, order %s, %s frames, %s, "
-              "%d run%s",
-              k + 1, total, r->ranks, r->ranks > 1 ? "s" : "", r->devices ? " on GPUs " : "",
+  sp_log_info("bench: %d/%d: %s (%s)%s%s, %d rank%s%s%s, budget %s, stream-frac %s, order %s, "
+              "%s frames, %s, %d run%s",
+              k + 1, total, r->model, r->format, r->precision ? " in " : "",
+              r->precision ? r->precision : "", r->ranks, r->ranks > 1 ? "s" : "",
+              r->devices ? " on GPUs " : "",
               r->devices ? r->devices : "", r->budget, r->frac_arg ? r->frac_arg : "(plan's)",
               r->order_arg ? r->order_arg : "(plan's)", r->frames, r->size, r->repeat,
               r->repeat > 1 ? "s" : "");
@@ -273,7 +281,8 @@ static int check_values(const bench_opts *o, bench_values *v) {
   /* Each list's values one at a time, the others at their defaults. */
   const struct { int id, n; const char *const *items; } lists[] = {
       {JOB_OPT_STREAM_FRAC, o->nfracs, o->fracs}, {JOB_OPT_ORDER, o->norders, o->orders},
-      {JOB_OPT_FRAMES, o->nframes, o->frames},    {JOB_OPT_SIZE, o->nsizes, o->sizes}};
+      {JOB_OPT_FRAMES, o->nframes, o->frames},    {JOB_OPT_SIZE, o->nsizes, o->sizes},
+      {JOB_OPT_PRECISION, o->nprecisions, o->precisions}};
   for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++)
     for (int i = 0; i < lists[l].n; i++) {
       job_opts one = jo;
@@ -316,14 +325,55 @@ static void row_links(const bench_topo *t, const int *gpus, int ngpus, bench_row
     bench_topo_link(t, r->hop_gpu[q], r->hop_gpu[q + 1], &r->link[q]);
 }
 
-/* Runs every configuration of the sweep (ranks x devices x budget x
- * stream-frac x order x frames x size, total of them) and writes the
- * result files; q0 is the first --stream-frac 0 (-1: none), each row's
- * base. */
+/* The indices of configuration k in each list, the sweep's order: model,
+ * precision, ranks, devices, budget, stream-frac, order, frames, size (the
+ * last fastest). A list not passed has one entry. */
+typedef struct sweep_at {
+  int m, pr, a, d, b, q, p, f, s;
+} sweep_at;
+
+static sweep_at sweep_index(const bench_opts *o, int k) {
+  const int n[9] = {o->nmodels,   o->nprecisions ? o->nprecisions : 1,
+                    o->nranks,    o->ndevices ? o->ndevices : 1,
+                    o->nbudgets,  o->nfracs ? o->nfracs : 1,
+                    o->norders ? o->norders : 1, o->nframes, o->nsizes};
+  int at[9];
+  for (int i = 8; i >= 0; i--) {
+    at[i] = k % n[i];
+    k /= n[i];
+  }
+  return (sweep_at){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8]};
+}
+
+/* Row k of the sweep; q0 is the first --stream-frac 0 (-1: none), each
+ * row's base: the row alike at it. */
+static void sweep_row(const bench_opts *o, const bench_values *v, int k, int q0, bench_meas *meas,
+                      bench_row *r) {
+  const sweep_at x = sweep_index(o, k);
+  const int inner = (o->norders ? o->norders : 1) * o->nframes * o->nsizes;
+  *r = (bench_row){.model = o->models[x.m],
+                   .format = o->formats[x.m],
+                   .precision = o->nprecisions ? o->precisions[x.pr] : NULL,
+                   .ranks = v->ranks[x.a],
+                   .devices = o->ndevices ? o->devices[x.d] : NULL,
+                   .budget = o->budgets[x.b],
+                   .frames = o->frames[x.f],
+                   .nframes = v->frames[x.f],
+                   .size = o->sizes[x.s],
+                   .height = v->height[x.s],
+                   .width = v->width[x.s],
+                   .frac_arg = o->nfracs ? o->fracs[x.q] : NULL,
+                   .frac = o->nfracs ? v->fracs[x.q] : 0,
+                   .order_arg = o->norders ? o->orders[x.p] : NULL,
+                   .base = q0 < 0 ? -1 : k + (q0 - x.q) * inner,
+                   .repeat = v->repeat,
+                   .meas = meas + (size_t)k * (size_t)v->repeat};
+}
+
+/* Runs every configuration of the sweep (total of them, sweep_index's
+ * order) and writes the result files; q0 as sweep_row takes it. */
 static int run_sweep(const bench_opts *o, const bench_values *v, const bench_topo *t, int total,
                      int q0) {
-  const int nq = o->nfracs ? o->nfracs : 1, np = o->norders ? o->norders : 1;
-  const int nd = o->ndevices ? o->ndevices : 1;
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) {
@@ -334,34 +384,14 @@ static int run_sweep(const bench_opts *o, const bench_values *v, const bench_top
 
   bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
   bench_meas *meas = sp_xcalloc((size_t)total * (size_t)v->repeat, sizeof *meas);
-  int k = 0, failed = 0, rc;
-  for (int a = 0; a < o->nranks; a++)
-    for (int d = 0; d < nd; d++)
-      for (int b = 0; b < o->nbudgets; b++)
-        for (int q = 0; q < nq; q++)
-          for (int p = 0; p < np; p++)
-            for (int f = 0; f < o->nframes; f++)
-              for (int s = 0; s < o->nsizes; s++, k++) {
-                /* k with q in place of q0: the index of this row's base. */
-                const int inner = np * o->nframes * o->nsizes;
-                bench_row *r = &rows[k];
-                *r = (bench_row){.ranks = v->ranks[a],
-                                 .devices = o->ndevices ? o->devices[d] : NULL,
-                                 .budget = o->budgets[b],
-                                 .frames = o->frames[f],
-                                 .nframes = v->frames[f],
-                                 .size = o->sizes[s],
-                                 .height = v->height[s],
-                                 .width = v->width[s],
-                                 .frac_arg = o->nfracs ? o->fracs[q] : NULL,
-                                 .frac = o->nfracs ? v->fracs[q] : 0,
-                                 .order_arg = o->norders ? o->orders[p] : NULL,
-                                 .base = q0 < 0 ? -1 : k + (q0 - q) * inner,
-                                 .repeat = v->repeat,
-                                 .meas = meas + (size_t)k * (size_t)v->repeat};
-                row_links(t, o->ndevices ? v->gpus[d] : NULL, v->ngpus[d], r);
-                failed += bench_one(o, self, k, total, r);
-              }
+  int failed = 0, rc;
+  for (int k = 0; k < total; k++) {
+    bench_row *r = &rows[k];
+    sweep_row(o, v, k, q0, meas, r);
+    const int d = sweep_index(o, k).d;
+    row_links(t, o->ndevices ? v->gpus[d] : NULL, v->ngpus[d], r);
+    failed += bench_one(o, self, k, total, r);
+  }
   if (o->dry_run) {
     free(meas);
     free(rows);
@@ -384,7 +414,7 @@ enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN, O_RANKS, O
 /* The text of the flags whose values are split in place (the lists of
  * bench_opts point into it), with their defaults. */
 typedef struct bench_text {
-  char ranks[256], frames[256], sizes[256], fracs[256], orders[256];
+  char ranks[256], frames[256], sizes[256], fracs[256], orders[256], precisions[256];
   char launcher[1024], extra[1024];
 } bench_text;
 
@@ -403,7 +433,7 @@ static int add_value(const char *flag, const char *what, const char *v, const ch
  * (logged), or -1 for a ch that is not one of bench's value flags. */
 static int parse_flag(int ch, bench_opts *o, bench_text *t) {
   switch (ch) {
-  case 'm': o->model = optarg; return SP_OK;
+  case 'm': return add_value("--model", "models", optarg, o->models, &o->nmodels);
   case 'c': o->cond = optarg; return SP_OK;
   case O_RANKS: return copy_arg("--ranks", optarg, t->ranks, sizeof t->ranks);
   case 'r': o->repeat = optarg; return SP_OK;
@@ -425,12 +455,8 @@ static int parse_flag(int ch, bench_opts *o, bench_text *t) {
   case O_EXTRA: return copy_arg("--extra", optarg, t->extra, sizeof t->extra);
   case O_DRY_RUN: o->dry_run = 1; return SP_OK;
   case O_PRECISION:
-    if (strcmp(optarg, "bf16") != 0 && strcmp(optarg, "fp8") != 0) {
-      sp_log_error("--precision: '%s' is not bf16 or fp8", optarg);
-      return SP_ERR_INPUT;
-    }
-    o->precision = optarg;
-    return SP_OK;
+    o->nprecisions = -1;
+    return copy_arg("--precision", optarg, t->precisions, sizeof t->precisions);
   case 'o': o->dir = optarg; return SP_OK;
   default: return -1;
   }
@@ -466,11 +492,11 @@ static int parse_args(int argc, char **argv, bench_opts *o, bench_text *t, int *
     if (rc < 0) return cli_bad_usage("bench");
     if (rc != SP_OK) return rc;
   }
-  if (optind < argc || !o->model || !o->cond || !o->dir) {
+  if (optind < argc || !o->nmodels || !o->cond || !o->dir) {
     if (optind < argc) sp_log_error("bench: unexpected argument '%s'", argv[optind]);
     else
       sp_log_error("bench: %s is required",
-                   !o->model ? "--model" : !o->cond ? "--cond" : "--out");
+                   !o->nmodels ? "--model" : !o->cond ? "--cond" : "--out");
     return cli_bad_usage("bench");
   }
   return SP_OK;
@@ -485,6 +511,8 @@ static int split_args(bench_opts *o, bench_text *t) {
       (rc = split_list("--size", t->sizes, o->sizes, &o->nsizes)) ||
       (o->nfracs && (rc = split_list("--stream-frac", t->fracs, o->fracs, &o->nfracs))) ||
       (o->norders && (rc = split_list("--order", t->orders, o->orders, &o->norders))) ||
+      (o->nprecisions &&
+       (rc = split_list("--precision", t->precisions, o->precisions, &o->nprecisions))) ||
       (rc = split_words("--launcher", t->launcher, o->launch, &o->nlaunch)) ||
       (rc = split_words("--extra", t->extra, o->extra, &o->nextra)) ||
       (rc = check_extra(o->extra, o->nextra)))
@@ -496,16 +524,30 @@ static int split_args(bench_opts *o, bench_text *t) {
   return SP_OK;
 }
 
+/* Each --model's stored format (its root dtype: bf16, fp8, int8, quant,
+ * ...), from its metadata; a model that does not open is refused here. */
+static int model_formats(bench_opts *o) {
+  for (int i = 0; i < o->nmodels; i++) {
+    rank_model *m = NULL;
+    const int rc = rank_model_open(o->models[i], 0, &m);
+    if (rc != SP_OK) return rc;
+    snprintf(o->formats[i], sizeof o->formats[i], "%s",
+             rank_model_dtype_name(rank_model_get_info(m)));
+    rank_model_close(m);
+  }
+  return SP_OK;
+}
+
 /* The sweep's configurations into *total, at most MAX_CONFIGS. */
 static int count_configs(const bench_opts *o, int *total) {
   const int nq = o->nfracs ? o->nfracs : 1, np = o->norders ? o->norders : 1;
-  const int nd = o->ndevices ? o->ndevices : 1;
-  const long long total_ll =
-      (long long)o->nranks * nd * o->nbudgets * nq * np * o->nframes * o->nsizes;
+  const int nd = o->ndevices ? o->ndevices : 1, npr = o->nprecisions ? o->nprecisions : 1;
+  const long long total_ll = (long long)o->nmodels * npr * o->nranks * nd * o->nbudgets * nq *
+                             np * o->nframes * o->nsizes;
   if (total_ll > MAX_CONFIGS) {
-    sp_log_error("bench: the lists make %lld configurations (--ranks x --devices x --budget x "
-                 "--stream-frac x --order x --frames x --size), more than %d: shorten one",
-                 total_ll, MAX_CONFIGS);
+    sp_log_error("bench: the lists make %lld configurations (--model x --precision x --ranks x "
+                 "--devices x --budget x --stream-frac x --order x --frames x --size), more than "
+                 "%d: shorten one", total_ll, MAX_CONFIGS);
     return SP_ERR_INPUT;
   }
   *total = (int)total_ll;
@@ -513,7 +555,8 @@ static int count_configs(const bench_opts *o, int *total) {
 }
 
 int cmd_bench(int argc, char **argv) {
-  bench_opts o = {.device = "auto", .steps = "2", .cfg = "5", .repeat = "1"};
+  static bench_opts o; /* large: its lists */
+  o = (bench_opts){.device = "auto", .steps = "2", .cfg = "5", .repeat = "1"};
   bench_text txt = {.ranks = "1", .frames = "81", .sizes = "480x832", .launcher = "mpirun"};
   int help = 0, total = 0;
   int rc = parse_args(argc, argv, &o, &txt, &help);
@@ -525,6 +568,7 @@ int cmd_bench(int argc, char **argv) {
   memset(&v, 0, sizeof v);
   if ((rc = check_values(&o, &v)) != SP_OK) return rc;
   if ((rc = count_configs(&o, &total)) != SP_OK) return rc;
+  if ((rc = model_formats(&o)) != SP_OK) return rc;
   /* The first --stream-frac 0, if any: each row's base is the row alike at it. */
   int q0 = -1;
   for (int i = 0; i < o.nfracs && q0 < 0; i++)
