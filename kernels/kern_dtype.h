@@ -121,6 +121,20 @@ static inline float kern_round_half_even(float v) {
   return f;
 }
 
+/* fp32 to IEEE half, to nearest even (ggml's and numpy's conversion): a
+ * magnitude past 65504 rounds to infinity, NaN stays NaN. */
+static inline uint16_t kern_f32_to_f16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
+  if (a < 0x38800000u) /* subnormal half: steps of 2^-24 (the product is exact) */
+    return (uint16_t)(sign | (uint16_t)kern_round_half_even(fabsf(f) * 16777216.0f));
+  const uint32_t r = a + 0xfffu + ((a >> 13) & 1u); /* to nearest even on bit 13 */
+  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
 /* fp32 -> e4m3, round to nearest, ties to even, saturating: a finite value
  * or an infinity beyond 448 becomes +-448, NaN becomes NaN (0x7f with the
  * sign), -0 keeps its sign. The same as the GPU's __nv_cvt_float_to_fp8

@@ -108,6 +108,15 @@ typedef struct kern_qtensor {
 void kern_quant_dequant_rows_f32(const kern_qtensor *t, int64_t r0, int64_t n, float *out);
 void kern_quant_dequant_rows_bf16(const kern_qtensor *t, int64_t r0, int64_t n, uint16_t *out);
 
+/* ---- Q8_0's quantiser ---------------------------------------------------- */
+
+/* x (rows, cols) fp32, finite, cols a multiple of 32 -> Q8_0 blocks (rows,
+ * cols / 32 x 34 bytes), ggml's reference rule (quantize_row_q8_0_ref):
+ * per block of 32, d = amax / 127 and id = 1 / d (0 when d is 0), in fp32;
+ * codes roundf(x id) (half away from zero); d stored as fp16, to nearest
+ * even. Rows in parallel, the same bytes for any thread count. */
+void kern_q8_0_quantize_rows(const float *x, int64_t rows, int64_t cols, uint8_t *out);
+
 /* ---- int8 per row (the int8 format's quantiser, above) ----------------- */
 
 #define KERN_I8_MAX 127.0f

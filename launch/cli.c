@@ -27,12 +27,12 @@ int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out) {
 }
 
 int cli_parse_dit_dtype(const char *flag, const char *s, kern_dtype *out) {
-  if (strcmp(s, "fp8") == 0 || strcmp(s, "int8") == 0) {
-    *out = s[0] == 'f' ? KERN_DTYPE_E4M3 : KERN_DTYPE_I8;
+  if (strcmp(s, "fp8") == 0 || strcmp(s, "int8") == 0 || strcmp(s, "q8_0") == 0) {
+    *out = s[0] == 'f' ? KERN_DTYPE_E4M3 : s[0] == 'i' ? KERN_DTYPE_I8 : KERN_DTYPE_Q8_0;
     return SP_OK;
   }
   if (strcmp(s, "bf16") != 0 && strcmp(s, "fp32") != 0) {
-    sp_log_error("%s: '%s' is not bf16, fp32, fp8 or int8", flag, s);
+    sp_log_error("%s: '%s' is not bf16, fp32, fp8, int8 or q8_0", flag, s);
     return SP_ERR_INPUT;
   }
   return cli_parse_dtype(flag, s, out);

@@ -50,7 +50,8 @@ static void usage(FILE *f) {
           "                      channel (amax / 448, round to nearest even, saturating),\n"
           "                      the rest bf16 (MODEL.md \"fp8 weights\"); or int8: the\n"
           "                      same with int8 codes (amax / 127, round to nearest\n"
-          "                      even, MODEL.md \"int8 weights\")\n"
+          "                      even, MODEL.md \"int8 weights\"); or q8_0: GGUF's Q8_0\n"
+          "                      (ggml's quantiser; the rest bf16)\n"
           "      --tokenizer PATH the text encoder's spiece.model or tokenizer.json (needed\n"
           "                      unless the checkpoint holds a spiece_model tensor)\n"
           "  -q, --quiet         no progress lines\n"
@@ -65,8 +66,8 @@ static void usage(FILE *f) {
 
 /* --dtype fp8 or int8 for a checkpoint that is not a DiT. */
 static int fp8_refused(const char *what, kern_dtype dtype) {
-  sp_log_error("--dtype %s: only a DiT has fp8 or int8 weights; this %s takes bf16 or fp32",
-               rank_model_root_of(dtype), what);
+  sp_log_error("--dtype %s: only a DiT has quantized weights; this %s takes bf16 or fp32",
+               kern_dtype_name(dtype), what);
   return SP_ERR_INPUT;
 }
 
@@ -141,7 +142,7 @@ int cmd_convert(int argc, char **argv) {
   int is_t5 = 0, is_vae = 0;
   int rc = rank_convert_is_t5(argc - optind, argv + optind, &is_t5);
   if (rc != SP_OK) return rc;
-  const int quant = dtype == KERN_DTYPE_E4M3 || dtype == KERN_DTYPE_I8;
+  const int quant = dtype != KERN_DTYPE_BF16 && dtype != KERN_DTYPE_F32;
   if (is_t5 && quant) return fp8_refused("text encoder", dtype);
   if (is_t5)
     return rank_convert_t5_run(argc - optind, argv + optind, tokenizer, out, dtype);

@@ -37,7 +37,8 @@ static void usage(FILE *f) {
           "                      bf16 weights (the weights of synth:PRESET:SEED run with\n"
           "                      --precision fp8), the rest bf16; or int8: the same\n"
           "                      with int8 codes (scale amax / 127, MODEL.md \"int8\n"
-          "                      weights\")\n"
+          "                      weights\"); or q8_0: GGUF's Q8_0 (ggml's quantiser, the\n"
+          "                      rest bf16; a quant file, run weight-only)\n"
           "      --tokenizer P   a text encoder's tokenizer (spiece.model or tokenizer.json),\n"
           "                      stored in the file (required for a text encoder: synth:\n"
           "                      weights have none); its pieces must fit the vocabulary\n"
@@ -163,7 +164,7 @@ typedef struct synth_bufs {
 static int put_synth(rank_model_writer *w, const wan_config *c, uint64_t seed,
                      const rank_model_experts *x, int e, wan_group g, int b, const wan_tensor *t,
                      kern_dtype dtype, synth_bufs *sb) {
-  const int fp8 = dtype == KERN_DTYPE_E4M3 || dtype == KERN_DTYPE_I8;
+  const int fp8 = dtype != KERN_DTYPE_BF16 && dtype != KERN_DTYPE_F32; /* quantised */
   if (t->bytes > sb->cap) {
     free(sb->buf);
     free(sb->tmp);
@@ -195,7 +196,7 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
 
   /* the tables in the generated dtype (an fp8 or int8 file's: bf16) */
-  const int fp8 = dtype == KERN_DTYPE_E4M3 || dtype == KERN_DTYPE_I8;
+  const int fp8 = dtype != KERN_DTYPE_BF16 && dtype != KERN_DTYPE_F32; /* quantised */
   const kern_dtype gen = fp8 ? KERN_DTYPE_BF16 : dtype;
   synth_bufs sb = {0};
   struct timespec t0, t1;
@@ -292,10 +293,10 @@ int cmd_init(int argc, char **argv) {
   if (rank_path_check_output("--out", out, in, 1) != SP_OK) return SP_ERR_INPUT;
   umt5_config tc;
   wan_vae_config vc;
-  if ((dtype == KERN_DTYPE_E4M3 || dtype == KERN_DTYPE_I8) &&
+  if (dtype != KERN_DTYPE_BF16 && dtype != KERN_DTYPE_F32 &&
       (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0)) {
-    sp_log_error("--dtype %s: only a DiT has fp8 or int8 weights; %s takes bf16 or fp32",
-                 rank_model_root_of(dtype), arch);
+    sp_log_error("--dtype %s: only a DiT has quantized weights; %s takes bf16 or fp32",
+                 kern_dtype_name(dtype), arch);
     return SP_ERR_INPUT;
   }
   if (t5_preset(arch, &tc) == 0) {

@@ -66,6 +66,8 @@ typedef struct conv_tensor {
   int64_t shape[CONV_MAX_NDIM];
   uint64_t numel;
   uint64_t bytes;         /* of its data */
+  int keep;               /* its format is the checkpoint's own quantisation (a GGUF tensor's):
+                             kept where the root dtype allows it (conv_copy) */
   int64_t rows, cols;     /* CONV_BLOCKS: as rows of blocks (cols the values of a row) */
   int file;               /* its file among the checkpoint's */
   int index;              /* its place in the file */
@@ -255,6 +257,8 @@ typedef struct conv_output {
   const char *preset;
   const mfile_hooks *hooks;
   int progress;
+  kern_dtype quant; /* the quantisable tensors' format where the root allows a choice (Q8_0
+                       of a quant file), or KERN_DTYPE_COUNT: the root's first */
 } conv_output;
 int conv_write(const conv_net *net, const conv_job *jobs, int njobs, const conv_output *o);
 
@@ -277,8 +281,9 @@ typedef struct conv_progress {
 void conv_progress_tick(conv_progress *pr, int final);
 
 /* Source tensor s into tensor i of w: stored in the source's own format
- * when the tensor is quantisable and the root dtype allows that format for
- * it (mfile_writer_set_format: GGUF's blocks and fp16 in a quant file),
+ * when it is the checkpoint's own quantisation (conv_tensor.keep), the
+ * tensor quantisable and the root dtype allowing that format for it
+ * (mfile_writer_set_format: GGUF's blocks and fp16 in a quant file),
  * else as the file stores it (mfile_writer_format); read in parts, decoded
  * to fp32 (fp8 times its scale, the product rounded once; GGUF blocks
  * dequantised a few rows at a time), narrowed, each value checked finite

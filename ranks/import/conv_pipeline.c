@@ -272,6 +272,8 @@ int conv_write(const conv_net *net, const conv_job *jobs, int njobs, const conv_
     }
   conv_progress_tick(&pr, 0);
   int rc = mfile_writer_open(o->path, net->schema, o->config, o->root, o->preset, o->hooks, &w);
+  if (rc == SP_OK && o->quant != KERN_DTYPE_COUNT && (rc = mfile_writer_set_quant(w, o->quant)))
+    mfile_writer_abort(w);
   if (rc != SP_OK) return rc;
   for (int e = 0, at = 0; e < njobs && rc == SP_OK; at += jobs[e].nt, e++) {
     const conv_job *j = &jobs[e];

@@ -179,7 +179,7 @@ static int same_bytes(const conv_tensor *t, kern_dtype f) { return source_format
  * file's. SP_OK or the writer's status. */
 static int keep_format(mfile_writer *w, int i, const conv_tensor *t) {
   const kern_dtype f = source_format(t);
-  if (!mfile_writer_tensor(w, i)->quant || f == KERN_DTYPE_COUNT ||
+  if (!t->keep || !mfile_writer_tensor(w, i)->quant || f == KERN_DTYPE_COUNT ||
       f == mfile_writer_format(w, i) || !mfile_writer_allows(w, i, f))
     return SP_OK;
   return mfile_writer_set_format(w, i, f);

@@ -126,6 +126,7 @@ static void gguf_tensor(const rank_gguf_tensor *t, int i, conv_tensor *c) {
   c->bytes = t->bytes;
   c->rows = t->rows;
   c->cols = t->cols;
+  c->keep = 1;
   c->index = i;
 }
 

@@ -300,7 +300,9 @@ static int write_model(const conv_job *jobs, int n, const char *out_path, kern_d
   const char *root = root_of(jobs, n, od);
   if (!root) return SP_ERR_INPUT;
   for (int e = 0; e < n; e++) conv_scales_info(&jobs[e], root);
-  const conv_output o = {out_path, &f, root, preset ? preset : "", NULL, progress};
+  /* a block format (--dtype q8_0): the linear weights quantised to it */
+  const conv_output o = {out_path, &f, root, preset ? preset : "", NULL, progress,
+                         kern_dtype_size(od) == 0 ? od : KERN_DTYPE_COUNT};
   int rc = conv_write(&conv_wan, jobs, n, &o);
   if (rc == SP_OK)
     sp_log_info("convert: wrote %s (%s%s, %s)", out_path, preset ? preset : "custom config",

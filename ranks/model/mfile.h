@@ -142,6 +142,9 @@ int mfile_writer_allows(const mfile_writer *w, int i, kern_dtype fmt);
  * the root dtype allows it whose blocks its rows fill (a GGUF checkpoint's
  * tensors keep their own). SP_OK, or SP_ERR_INPUT after one line. */
 int mfile_writer_set_format(mfile_writer *w, int i, kern_dtype fmt);
+/* Every quantisable tensor (net_tensor.quant) that takes fmt stored in it
+ * (a quant file of Q8_0 linear weights). SP_OK or set_format's status. */
+int mfile_writer_set_quant(mfile_writer *w, kern_dtype fmt);
 /* The index of the tensor of group/name, or -1. */
 int mfile_writer_find(const mfile_writer *w, const char *group, const char *name);
 

@@ -83,24 +83,10 @@ Q_WIDEN(q3_k_widen, KERN_DTYPE_Q3_K)
 Q_WIDEN(q2_k_widen, KERN_DTYPE_Q2_K)
 #undef Q_WIDEN
 
-/* IEEE half from fp32, to nearest even (an fp16 file written from fp32). */
-static uint16_t f32_to_f16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
-  if (a < 0x38800000u) { /* subnormal half: steps of 2^-24 */
-    const float v = fabsf(f) * 16777216.0f; /* exact: a power of two */
-    return (uint16_t)(sign | (uint16_t)kern_round_half_even(v));
-  }
-  const uint32_t r = a + 0xfffu + ((a >> 13) & 1u); /* to nearest even on bit 13 */
-  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
 static void f16_narrow(const float *src, int64_t rows, int64_t cols, void *dst, float *scale) {
   (void)scale;
   uint16_t *o = dst;
-  for (int64_t i = 0; i < rows * cols; i++) o[i] = f32_to_f16(src[i]);
+  for (int64_t i = 0; i < rows * cols; i++) o[i] = kern_f32_to_f16(src[i]);
 }
 static int64_t f16_nonfinite(const void *p, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
@@ -149,6 +135,11 @@ Q_NONFINITE(q3_k_nonfinite, KERN_DTYPE_Q3_K)
 Q_NONFINITE(q2_k_nonfinite, KERN_DTYPE_Q2_K)
 #undef Q_NONFINITE
 
+static void q8_0_narrow(const float *src, int64_t rows, int64_t cols, void *dst, float *scale) {
+  (void)scale;
+  kern_q8_0_quantize_rows(src, rows, cols, dst);
+}
+
 #define BLOCKS(d, name, fn) {d, name, 0, 0, 0, fn##_widen, NULL, fn##_nonfinite}
 static const mfile_format formats[] = {
     {KERN_DTYPE_F32, "fp32", 1, 4, 0, f32_widen, f32_narrow, f32_nonfinite},
@@ -159,7 +150,9 @@ static const mfile_format formats[] = {
     /* MODEL.md "int8 weights": int8 codes as bytes, a scale per output channel */
     {KERN_DTYPE_I8, "int8", 0, 1, 1, i8_widen, i8_narrow, i8_nonfinite},
     /* MODEL.md "GGUF weights": ggml's blocks as GGUF holds them */
-    BLOCKS(KERN_DTYPE_Q8_0, "q8_0", q8_0), BLOCKS(KERN_DTYPE_Q6_K, "q6_k", q6_k),
+    /* Q8_0 also quantised here (ggml's rule: kern_q8_0_quantize_rows) */
+    {KERN_DTYPE_Q8_0, "q8_0", 0, 0, 0, q8_0_widen, q8_0_narrow, q8_0_nonfinite},
+    BLOCKS(KERN_DTYPE_Q6_K, "q6_k", q6_k),
     BLOCKS(KERN_DTYPE_Q5_K, "q5_k", q5_k), BLOCKS(KERN_DTYPE_Q5_0, "q5_0", q5_0),
     BLOCKS(KERN_DTYPE_Q5_1, "q5_1", q5_1), BLOCKS(KERN_DTYPE_Q4_K, "q4_k", q4_k),
     BLOCKS(KERN_DTYPE_Q4_0, "q4_0", q4_0), BLOCKS(KERN_DTYPE_Q4_1, "q4_1", q4_1),

@@ -30,8 +30,9 @@ typedef struct mfile_format {
   /* rows x cols stored values (with scale (rows) when scaled) to fp32. */
   void (*widen)(const void *src, const float *scale, int64_t rows, int64_t cols, float *dst);
   /* rows x cols fp32 values (finite) to stored ones, and their scales when
-   * scaled; NULL for GGUF's block formats, which have no quantiser here
-   * (their bytes come from a GGUF file as they are). */
+   * scaled; NULL for GGUF's block formats but Q8_0 (ggml's rule), which
+   * have no quantiser here (their bytes come from a GGUF file as they
+   * are). */
   void (*narrow)(const float *src, int64_t rows, int64_t cols, void *dst, float *scale);
   /* The index of the first of n stored values (n a whole number of blocks)
    * that is NaN or infinite (a block format's: as dequantised; a scaled

@@ -141,6 +141,15 @@ int mfile_writer_set_format(mfile_writer *w, int i, kern_dtype fmt) {
   return SP_OK;
 }
 
+int mfile_writer_set_quant(mfile_writer *w, kern_dtype fmt) {
+  for (int i = 0; i < w->ntensors; i++) {
+    if (!w->t[i].quant || !mfile_writer_allows(w, i, fmt)) continue;
+    const int rc = mfile_writer_set_format(w, i, fmt);
+    if (rc != SP_OK) return rc;
+  }
+  return SP_OK;
+}
+
 int mfile_writer_find(const mfile_writer *w, const char *group, const char *name) {
   for (int i = 0; i < w->ntensors; i++)
     if (strcmp(w->t[i].group, group) == 0 && strcmp(w->t[i].name, name) == 0) return i;
@@ -295,8 +304,14 @@ int mfile_writer_put(mfile_writer *w, const mfile_put *p) {
     return SP_ERR_INPUT;
   }
   if (f->scaled) return put_scaled(w, i, p, ds);
-  if (!f->elem) { /* a block format: its bytes whole */
-    int rc = write_whole(w, ds, f, t, p->data, &w->crc[i]);
+  if (!f->elem) { /* a block format: its bytes whole (from fp32: quantised first) */
+    const void *bytes = p->data;
+    if (p->given != w->fmt[i]) {
+      void *dst = tmp_room(w, (size_t)mfile_format_bytes(f, t));
+      f->narrow(p->data, mfile_tensor_rows(t), mfile_tensor_cols(t), dst, NULL);
+      bytes = dst;
+    }
+    int rc = write_whole(w, ds, f, t, bytes, &w->crc[i]);
     if (rc == SP_OK) w->done[i] = 1;
     return rc;
   }

@@ -202,7 +202,8 @@ typedef struct rank_model_writer rank_model_writer;
 /* dtype KERN_DTYPE_E4M3 writes an fp8 file (MODEL.md "fp8 weights"), I8 an
  * int8 file ("int8 weights"): the blocks' linear weights in e4m3 or int8
  * with their scales (put_value quantises them), every other tensor in
- * bf16. */
+ * bf16; Q8_0 a quant file of Q8_0 linear weights ("GGUF weights", ggml's
+ * quantiser). */
 int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
                            const char *preset, rank_model_writer **out);
 /* The same for x->count experts (x NULL: one); a two-expert file gets x's
@@ -227,8 +228,10 @@ int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int b
 int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int block,
                                 const char *name, const float *x, void *tmp);
 /* The root dtype of a file written in dtype (rank_model_writer_open):
- * "fp8" for E4M3, "int8" for I8, else the dtype's name. */
+ * "fp8" for E4M3, "int8" for I8, "quant" for a block format (Q8_0: the
+ * blocks' linear weights in it, the rest bf16), else the dtype's name. */
 const char *rank_model_root_of(kern_dtype dtype);
+
 /* Checks every tensor of the table was written, writes the model checksum,
  * closes and renames into place. The writer is freed either way. */
 int rank_model_writer_commit(rank_model_writer *w);

@@ -29,6 +29,10 @@ int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_d
   snprintf(w->path, sizeof w->path, "%s", path);
   int rc = mfile_writer_open(path, &wan_schema, &w->fc, rank_model_root_of(dtype), preset, NULL,
                              &w->w);
+  if (rc == SP_OK && kern_dtype_size(dtype) == 0) { /* a block format: the linear weights' */
+    rc = mfile_writer_set_quant(w->w, dtype);
+    if (rc != SP_OK) mfile_writer_abort(w->w);
+  }
   if (rc != SP_OK) {
     free(w);
     return rc;
@@ -96,8 +100,11 @@ int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int bl
 }
 
 const char *rank_model_root_of(kern_dtype dtype) {
-  return dtype == KERN_DTYPE_E4M3 ? "fp8" : dtype == KERN_DTYPE_I8 ? "int8" : kern_dtype_name(dtype);
+  if (dtype == KERN_DTYPE_E4M3) return "fp8";
+  if (dtype == KERN_DTYPE_I8) return "int8";
+  return kern_dtype_size(dtype) == 0 ? "quant" : kern_dtype_name(dtype);
 }
+
 
 int rank_model_writer_commit(rank_model_writer *w) {
   int rc = mfile_writer_commit(w->w);

@@ -12,8 +12,9 @@
  *     shape as the dataset attribute shape; fp16 narrowed from fp32 as
  *     IEEE's half rounds (the compiler's _Float16, to nearest even);
  *   - refusals: a format the root does not allow, rows that are not whole
- *     blocks, fp32 given to a block format, a damaged byte (checksum), an
- *     attribute shape that is not the tensor's. */
+ *     blocks, fp32 given to a block format without a quantiser here (q4_k),
+ *     a damaged byte (checksum), an attribute shape that is not the
+ *     tensor's. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -143,11 +144,11 @@ static void check_quant_refusals(mfile_writer *w, int i, int j) {
   const int b = mfile_writer_find(w, "/blocks/0000", "ffn.2.bias");
   CHECK(mfile_writer_set_format(w, b, KERN_DTYPE_Q8_0) == SP_ERR_INPUT,
         "a bias (not a linear weight) takes no block format");
-  CHECK(mfile_writer_set_format(w, i, KERN_DTYPE_Q8_0) == SP_OK, "q8_0 set");
+  CHECK(mfile_writer_set_format(w, i, KERN_DTYPE_Q4_K) == SP_OK, "q4_k set");
   const net_tensor *t = mfile_writer_tensor(w, i);
   float *x = calloc((size_t)t->numel, sizeof *x);
   CHECK(mfile_writer_put(w, &(mfile_put){i, KERN_DTYPE_F32, x, 0, t->numel, NULL}) ==
-            SP_ERR_INPUT, "fp32 given to a block format refused (no quantiser)");
+            SP_ERR_INPUT, "fp32 given to q4_k refused (no quantiser here)");
   free(x);
   sp_log_set_level(level);
 }

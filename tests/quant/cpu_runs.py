@@ -17,6 +17,11 @@
            dequantised weights; with the default (the rest bf16) it runs too.
   ranks 5. The int8 file, the GGUF-converted files: 2 and 3 pipeline ranks
            (mpirun) bit-identical to 1.
+  Q8_0  6. init --dtype q8_0 and convert --dtype q8_0 (of a BF16 checkpoint):
+           every block linear weight's bytes equal gguf-py's Q8_0
+           quantisation of the bf16 weights (gguf.quants.quantize); the run
+           of the init file bit-identical to the fp32 file of gguf-py's
+           dequantisation of those bytes.
 
     cpu_runs.py STATICPIPE_BIN WORK_DIR"""
 import os
@@ -123,10 +128,53 @@ def check_gguf():
                   "bit-identical to 1")
 
 
+def check_q8_0():
+    from gguf import GGMLQuantizationType as T
+    import gguf
+    b16, q8 = os.path.join(WORK, "bf16.h5"), os.path.join(WORK, "q8.h5")
+    run([BIN, "init", "--arch", "wan2.1-tiny", "--seed", str(SEED), "--dtype", "q8_0", "-q",
+         "-o", q8])
+    vals = {}
+    with h5py.File(b16, "r") as fb:
+        for g, b, name, shape in stlib.table(TINY):
+            vals[(g, b, name)] = bf16_values(fb[stlib.h5_path(g, b, name)]).reshape(shape)
+    st = os.path.join(WORK, "b16.safetensors")
+    stlib.write_st(st, [(stlib.key("official", g, b, n), "BF16", v.shape,
+                         stlib.bf16_rne(v.reshape(-1)).tobytes()) for (g, b, n), v in vals.items()])
+    cq8 = os.path.join(WORK, "cq8.h5")
+    run([BIN, "convert", st, "-o", cq8, "--dtype", "q8_0", "-q"])
+    deq = []
+    for path, label in ((q8, "init --dtype q8_0"), (cq8, "convert --dtype q8_0")):
+        bad = 0
+        with h5py.File(path, "r") as f:
+            for (g, b, name), v in vals.items():
+                ds = f[stlib.h5_path(g, b, name)]
+                if g == "block" and name in LINEARS:
+                    want = gguf.quants.quantize(v.reshape(v.shape[0], -1), T.Q8_0)
+                    bad += not (ds.attrs["dtype"] in (b"q8_0", "q8_0")
+                                and np.array_equal(ds[...], want))
+                    x = gguf.quants.dequantize(want, T.Q8_0).reshape(v.shape)
+                else:
+                    x = v
+                if path == q8:
+                    deq.append((stlib.key("official", g, b, name), "F32", v.shape,
+                                np.ascontiguousarray(x, np.float32).tobytes()))
+        check(bad == 0, f"{label}: every linear weight gguf-py's Q8_0 of the bf16 weights "
+              f"({bad} differ)")
+    st2, twin = os.path.join(WORK, "q8deq.safetensors"), os.path.join(WORK, "q8twin.h5")
+    stlib.write_st(st2, deq)
+    run([BIN, "convert", st2, "-o", twin, "--dtype", "fp32", "-q"])
+    a = latents(q8, os.path.join(WORK, "r-q8.h5"))
+    t = latents(twin, os.path.join(WORK, "r-q8twin.h5"))
+    check(a.tobytes() == t.tobytes(), "init --dtype q8_0: run bit-identical to the fp32 file of "
+          "gguf-py's dequantised weights")
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     check_int8()
     check_gguf()
+    check_q8_0()
     return finish("quantized CPU runs")
 
 
