@@ -48,6 +48,30 @@ static void usage(FILE *f) {
           "  -h, --help     this text\n");
 }
 
+/* The tensors and bytes stored in each format: {"bf16": {"tensors", "bytes"}, ...}. */
+static json_object *formats_json(const rank_model *m) {
+  rank_model_format_count fc[KERN_DTYPE_COUNT];
+  const int nf = rank_model_format_counts(m, fc);
+  json_object *fo = json_object_new_object();
+  for (int k = 0; k < nf; k++) {
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "tensors", json_object_new_int(fc[k].tensors));
+    json_object_object_add(e, "bytes", json_object_new_int64((int64_t)fc[k].bytes));
+    json_object_object_add(fo, kern_dtype_name(fc[k].dtype), e);
+  }
+  return fo;
+}
+
+/* "formats    bf16 N tensors X MB, q4_k ...": the same as one line. */
+static void formats_print(const rank_model *m) {
+  rank_model_format_count fc[KERN_DTYPE_COUNT];
+  const int nf = rank_model_format_counts(m, fc);
+  printf("formats   ");
+  for (int k = 0; k < nf; k++)
+    printf(" %s %d tensor%s %.2f MB%s", kern_dtype_name(fc[k].dtype), fc[k].tensors,
+           fc[k].tensors == 1 ? "" : "s", (double)fc[k].bytes / 1e6, k + 1 < nf ? "," : "\n");
+}
+
 static json_object *config_json(const wan_config *c) {
   json_object *o = json_object_new_object();
   json_object_object_add(o, "dim", json_object_new_int64(c->dim));
@@ -304,8 +328,6 @@ int cmd_inspect(int argc, char **argv) {
   size_t head = rank_model_layout(m, WAN_GROUP_HEAD)->data_bytes;
   const rank_model_experts *x = &in->experts;
   unsigned long long total = rank_model_total_bytes(m);
-  rank_model_format_count fc[KERN_DTYPE_COUNT];
-  const int nf = rank_model_format_counts(m, fc);
   if (json) {
     json_object *o = id_json(&in->id, rank_model_dtype_name(in));
     json_object_object_add(o, "config", config_json(c));
@@ -315,14 +337,7 @@ int cmd_inspect(int argc, char **argv) {
     for (int64_t b = 0; b < c->layers; b++)
       json_object_array_add(arr, json_object_new_int64((int64_t)rank_model_block_bytes(m, 0, (int)b)));
     json_object_object_add(o, "block_bytes", arr);
-    json_object *fo = json_object_new_object();
-    for (int k = 0; k < nf; k++) {
-      json_object *e = json_object_new_object();
-      json_object_object_add(e, "tensors", json_object_new_int(fc[k].tensors));
-      json_object_object_add(e, "bytes", json_object_new_int64((int64_t)fc[k].bytes));
-      json_object_object_add(fo, kern_dtype_name(fc[k].dtype), e);
-    }
-    json_object_object_add(o, "formats", fo);
+    json_object_object_add(o, "formats", formats_json(m));
     json_object_object_add(o, "embed_bytes", json_object_new_int64((int64_t)embed));
     json_object_object_add(o, "head_bytes", json_object_new_int64((int64_t)head));
     json_object_object_add(o, "total_bytes", json_object_new_int64((int64_t)total));
@@ -371,10 +386,7 @@ int cmd_inspect(int argc, char **argv) {
     printf("embed      %zu bytes\n", embed);
     printf("head       %zu bytes\n", head);
     printf("total      %llu bytes (%.2f GB)\n", total, (double)total / 1e9);
-    printf("formats   ");
-    for (int k = 0; k < nf; k++)
-      printf(" %s %d tensor%s %.2f MB%s", kern_dtype_name(fc[k].dtype), fc[k].tensors,
-             fc[k].tensors == 1 ? "" : "s", (double)fc[k].bytes / 1e6, k + 1 < nf ? "," : "\n");
+    formats_print(m);
     printf("checksum   %s\n", in->id.checksum);
   }
   rank_model_close(m);
