@@ -366,6 +366,10 @@ int comm_log_open_dir(const comm_world *w, const char *dir) {
   comm_log_close();
   g_log_file = f;
   sp_log_set_file(f);
+  /* Every rank's file says whose it is, even when the rank logs nothing. */
+  fprintf(f, "[rank %d] log of rank %d of %d on host %s (local rank %d)\n", w->rank, w->rank,
+          w->size, w->host, w->local_rank);
+  fflush(f);
   return SP_OK;
 }
 

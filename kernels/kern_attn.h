@@ -16,9 +16,13 @@
  *   simple the correct-first reference of the CUDA backend
  *          (kern_cuda_attention in kern_cuda.h: cuBLASLt GEMMs and an exact
  *          softmax through a scores scratch).
- *   auto   cudnn where cuDNN takes the shape, else flash: a fixed rule, so
- *          reruns and every rank run the same kernel (a timed pick would
- *          follow timing noise and break bit-identical results).
+ *   auto   fa3 on sm_90 (in a build with it) where it measured faster than
+ *          cuDNN, head dim 128 with at least KERN_ATTN_FA3_MIN_KEYS keys
+ *          (kern_attn_auto_rule, kern_attn_backend.h); elsewhere cudnn
+ *          where cuDNN takes the shape, else flash. A fixed rule of the
+ *          shape, so reruns and every rank and chunk run the same kernel
+ *          (a timed pick would follow timing noise and break bit-identical
+ *          results).
  *
  * Layout, the same as kern_cuda_attention: token-major with heads
  * interleaved, q (Lq, heads, hd), k, v (Lk, heads, hd), out (Lq, heads, hd),
@@ -134,44 +138,20 @@ void kern_attn_cudnn_destroy(kern_attn_cudnn *c);
  * was built is fatal. */
 int kern_attn_cudnn_run(kern_attn_cudnn *c, kern_attn_params p, cudaStream_t stream);
 
-/* ---- fp8 attention through cuDNN (cuda/cuda_fp8_attn.cu) ---------------- */
-
-/* A cuDNN handle, the fp8 plan per shape, and the e4m3 copies of q, k, v
- * (and the output) it quantises into on each call: per-tensor scales
- * amax / 448 computed on the device (kern_cuda_quantize_fp8), softmax and
- * its statistics fp32, the output bf16. Accuracy: e4m3 keeps 3 mantissa
- * bits, so q, k, v and the probabilities carry a relative rounding error
- * of up to 2^-4 each; against the fp32 CPU attention the relative L2 is a
- * few 1e-2 (tests/gpu/test_attention.c states the bound). Not chosen by
- * auto: it trades accuracy for speed, so it runs only when asked for. The
- * e4m3 copies grow (cudaMalloc) when a larger shape's plan is built, as
- * the plan's workspace does: setup, once per shape. One per rank; not
- * thread-safe. */
-typedef struct kern_attn_fp8 kern_attn_fp8;
-
-/* SP_OK with *out set, or SP_ERR_RUNTIME logged naming the requirement
- * (cuDNN 9.1 or later, an sm_90 or later GPU), *out untouched. */
-int kern_attn_fp8_create(kern_attn_fp8 **out);
-void kern_attn_fp8_destroy(kern_attn_fp8 *c);
-
-/* Runs p (bf16 in, bf16 out, as every backend) on `stream`: SP_OK, or
- * SP_ERR_RUNTIME when cuDNN has no fp8 engine for the shape (logged with
- * each form's refusal, nothing launched). */
-int kern_attn_fp8_run(kern_attn_fp8 *c, kern_attn_params p, cudaStream_t stream);
-
 /* ---- the one call ------------------------------------------------------- */
 
 typedef struct kern_attn_ctx kern_attn_ctx;
 
 /* want: the backend asked for (--attn). gemm: the GEMM context the simple
  * backend uses (may be NULL unless want is KERN_ATTN_SIMPLE). cuDNN is tried
- * for cudnn and auto; when it cannot be created the context still works and
- * runs flash, with the reason logged once. fa3 where the build or the GPU
- * has no fa3 (kern_attn_fa3_available) is logged once and runs what auto
- * runs; so does a shape fa3 refuses (logged once per context). cudnn-fp8
- * and fa3-int8 have no fallback: the context is refused (SP_ERR_RUNTIME,
- * the requirement logged) where they are not available, and a shape they
- * refuse is fatal at kern_attn_run. SP_OK or SP_ERR_RUNTIME. */
+ * for cudnn, auto and fa3; when it cannot be created the context still
+ * works and runs flash, with the reason logged once. fa3 where the build or
+ * the GPU has no fa3 (kern_attn_fa3_available) is logged once and runs what
+ * auto runs; so does a shape fa3 refuses (logged once per context). auto
+ * uses fa3 where its rule says so and the build and GPU have it, silently
+ * otherwise. fa3-int8 has no fallback: the context is refused
+ * (SP_ERR_RUNTIME, the requirement logged) where it is not available, and a
+ * shape it refuses is fatal at kern_attn_run. SP_OK or SP_ERR_RUNTIME. */
 int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm, kern_attn_ctx **out);
 void kern_attn_ctx_destroy(kern_attn_ctx *ctx);
 

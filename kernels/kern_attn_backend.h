@@ -1,7 +1,11 @@
 /* The attention backends by name (--attn), for every build: the CPU build
- * parses and reports the flag too, and kern_attn.h runs the backends. */
+ * parses and reports the flag too, and kern_attn.h runs the backends. The
+ * rule auto follows is here too, as a plain function of the shape, so the
+ * CPU tests check it. */
 #ifndef KERN_ATTN_BACKEND_H
 #define KERN_ATTN_BACKEND_H
+
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -12,15 +16,36 @@ typedef enum {
   KERN_ATTN_CUDNN = 1,
   KERN_ATTN_FLASH = 2,
   KERN_ATTN_SIMPLE = 3,
-  KERN_ATTN_CUDNN_FP8 = 4, /* fp8 e4m3 through cuDNN; only when asked for, never by auto */
-  KERN_ATTN_FA3 = 5,       /* own Hopper kernel (sm_90); elsewhere what auto does */
-  KERN_ATTN_FA3_INT8 = 6,  /* its 8-bit scheme (Q, K int8); only when asked for, sm_90 only */
+  KERN_ATTN_FA3 = 4,      /* own Hopper kernel (sm_90); elsewhere what auto does */
+  KERN_ATTN_FA3_INT8 = 5, /* its 8-bit scheme (Q, K int8); only when asked for, sm_90 only */
 } kern_attn_backend;
 
-/* "auto" | "cudnn" | "flash" | "simple" | "cudnn-fp8" | "fa3" | "fa3-int8" -> *out; SP_OK, or SP_ERR_INPUT
- * (logged, naming the value and the choices) for anything else. */
+/* "auto" | "cudnn" | "flash" | "simple" | "fa3" | "fa3-int8" -> *out;
+ * SP_OK, or SP_ERR_INPUT (logged, naming the value and the choices; for
+ * "cudnn-fp8", naming fa3-int8 as the 8-bit attention) for anything else. */
 int kern_attn_backend_parse(const char *s, kern_attn_backend *out);
 const char *kern_attn_backend_name(kern_attn_backend b);
+
+/* One attention call's shape: Lq queries and Lk keys per head, heads
+ * heads of width hd (kern_attn_params' sizes). */
+typedef struct kern_attn_shape {
+  int64_t Lq, Lk, heads, hd;
+} kern_attn_shape;
+
+/* Where auto starts for a shape: KERN_ATTN_FA3 (the own Hopper kernel) or
+ * KERN_ATTN_CUDNN (cuDNN, which falls back to flash where it refuses the
+ * shape: kern_attn_run). fa3: 1 when this build and GPU have the Hopper
+ * kernel (kern_attn_fa3_available). fa3 where it was measured faster than
+ * cuDNN (attn_backend.c has the numbers): head dim 128 and at least
+ * KERN_ATTN_FA3_MIN_KEYS keys, the self-attention of Wan's video lengths;
+ * cuDNN elsewhere (the 512-key cross-attention, shorter sequences, head
+ * dim 64, where nothing was measured).
+ * It reads s->hd and s->Lk only: never the query count or the heads, so
+ * every chunk of queries (rows of one rank in turn) and every Ulysses rank
+ * (all tokens of a share of the heads) run the same kernel for the same
+ * attention, and the outputs stay bit-identical across layouts. */
+kern_attn_backend kern_attn_auto_rule(const kern_attn_shape *s, int fa3);
+#define KERN_ATTN_FA3_MIN_KEYS 32760
 
 #ifdef __cplusplus
 }

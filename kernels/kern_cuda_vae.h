@@ -31,12 +31,18 @@ extern "C" {
 
 /* The cuDNN and cuBLASLt handles, the workspaces the caller lent, and the
  * algorithm chosen for each convolution and GEMM shape (chosen once,
- * reused: same shape, same algorithm, same bits). SP_OK, or SP_ERR_RUNTIME
- * (logged) when cuDNN is older than 9.0 at run time or a handle cannot be
- * made. */
+ * reused: same shape, same algorithm, same bits). tf32 (dt fp32 only):
+ * the convolutions may run on the TF32 tensor cores (cuDNN's default math
+ * type, whose algorithms round the inputs of each product to a 10-bit
+ * mantissa) and the attention's GEMMs compute in CUBLAS_COMPUTE_32F_FAST_-
+ * TF32; else fp32 convolutions keep to FMA math and the GEMMs to full fp32.
+ * SP_OK, or SP_ERR_RUNTIME (logged) when cuDNN is older than 9.0 at run
+ * time or a handle cannot be made; SP_ERR_INPUT (logged) for tf32 with a
+ * bf16 dt. */
 typedef struct kern_cuda_vae kern_cuda_vae;
-int kern_cuda_vae_create(kern_dtype dt, cudaStream_t stream, void *conv_ws, size_t conv_ws_bytes,
-                         void *gemm_ws, size_t gemm_ws_bytes, kern_cuda_vae **out);
+int kern_cuda_vae_create(kern_dtype dt, int tf32, cudaStream_t stream, void *conv_ws,
+                         size_t conv_ws_bytes, void *gemm_ws, size_t gemm_ws_bytes,
+                         kern_cuda_vae **out);
 void kern_cuda_vae_destroy(kern_cuda_vae *v);
 
 /* Convolution, stride 1, no time padding, spatial zero padding (kh/2,

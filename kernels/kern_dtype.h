@@ -77,6 +77,24 @@ static inline uint16_t kern_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
+/* fp32 rounded to TF32 (the top 10 of the 23 mantissa bits kept): the
+ * form the TF32 tensor cores multiply. Which rounding cuDNN and cuBLASLt
+ * apply is not documented, so both candidates are here: to nearest with
+ * ties away from zero (PTX cvt.rna.tf32.f32), or truncation (the low 13
+ * bits dropped). Inf and NaN are kept; a finite value may round up to
+ * inf. For the CPU emulation of the CUDA VAE decoder's tf32 mode
+ * (wan_vae.h, wan_vae_decoder_tf32). */
+static inline float kern_f32_round_tf32(float f, int truncate) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) {
+    if (!truncate) u += 0x1000u; /* half of the last kept bit, on the magnitude */
+    u &= ~0x1fffu;
+  }
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 /* IEEE half to fp32 (for F16 checkpoints). */
 static inline float kern_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

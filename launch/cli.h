@@ -1,10 +1,15 @@
-/* Shared pieces of the command-line interface: value parsers that log one
- * clear line naming the flag, and the usage conventions.
+/* The command-line interface every subcommand shares: its options as one
+ * table (the job's, ranks/pipeline/job_option.h, and its own), getopt's
+ * table, --help and the messages built from it.
  *
  * Conventions of every subcommand: getopt_long with GNU argument
- * permutation (options may follow positional arguments); -o and --out are
- * the same option; --json writes only JSON to stdout, text and logs go to
- * stderr; exit 0 success, 1 runtime failure, 2 bad usage or bad input. */
+ * permutation (options may follow operands); -o and --out are the same
+ * option; a short letter means one thing in every command (the table in
+ * cli.c, README "Commands"); an option given twice is refused unless it is
+ * documented as repeatable; an unknown option gets the closest known one
+ * ("did you mean --steps?"); --json writes only JSON to stdout, text and
+ * logs go to stderr; exit 0 success, 1 runtime failure, 2 bad usage or bad
+ * input. */
 #ifndef SP_CLI_H
 #define SP_CLI_H
 
@@ -13,71 +18,103 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "job.h"
+#include "job_params.h"
+#include "job_parse.h"
 #include "kern_dtype.h"
-
-/* Call before getopt_long in a subcommand (resets getopt's state). */
-void cli_getopt_reset(void);
-
-/* Number parsers: job_parse_int64, _uint64, _double and _size_hw (job.h). */
 
 /* "bf16" or "fp32" (a model file's storage dtype). */
 int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out);
-/* A DiT file's dtype: bf16, fp32, or fp8 (KERN_DTYPE_E4M3: the blocks'
- * linear weights in e4m3, the rest bf16; MODEL.md "fp8 weights"). */
+/* A DiT file's dtype: bf16, fp32, or a quantized one: fp8
+ * (KERN_DTYPE_E4M3), int8 (KERN_DTYPE_I8) or q8_0 (KERN_DTYPE_Q8_0): the
+ * blocks' linear weights in that format, the rest bf16 (MODEL.md "fp8
+ * weights", "int8 weights", "GGUF weights"). */
 int cli_parse_dit_dtype(const char *flag, const char *s, kern_dtype *out);
+/* 1 when a dtype of cli_parse_dit_dtype is a quantized one (only a DiT
+ * takes it). */
+int cli_dtype_quantized(kern_dtype d);
 
-/* Logs the standard line for an unknown option or a missing argument and
- * returns SP_ERR_INPUT ("run 'staticpipe CMD --help'"). */
+/* Logs the standard line for bad usage and returns SP_ERR_INPUT ("run
+ * 'staticpipe CMD --help'"; a hint after a more specific error line). */
 int cli_bad_usage(const char *cmd);
 
-/* A command's options as one table: the job options it takes (job.h's
- * table: flag, value, default and help written once), then its own
- * (job_option entries with ids from JOB_OPT_COUNT on). getopt_long's
- * table, its short options and the --help list all come from it. */
-enum { CLI_OPTS_MAX = 64 };
+/* A command's options as one table: the job options it takes (their flag,
+ * value, default and help written once, in job_option.c), then its own
+ * (job_option entries with ids from JOB_OPT_COUNT on). An own entry with a
+ * job option's id (< JOB_OPT_COUNT) and name is that job option with the
+ * command's own help, short letter or default (encode's --device defaults
+ * to cpu): its value still goes to job_params_set. The job options' other
+ * spellings (job_option_aliases) are taken too. */
+enum { CLI_OPTS_MAX = 64, CLI_LONGS_MAX = CLI_OPTS_MAX + 16 };
 typedef struct cli_opts {
   const job_option *opt[CLI_OPTS_MAX];
   int n;
-  struct option longs[CLI_OPTS_MAX + 1];
-  char shorts[3 * CLI_OPTS_MAX + 1];
+  unsigned char repeat[CLI_OPTS_MAX]; /* may be given more than once */
+  struct option longs[CLI_LONGS_MAX + 1];
+  int nlongs;
+  char shorts[3 * CLI_OPTS_MAX + 2];
 } cli_opts;
 
+/* Builds t; a short letter that means something else in another command,
+ * or a table too large, is a programming error (sp_fatal). */
 void cli_opts_build(cli_opts *t, const int *job_ids, int nids, const job_option *own, int nown);
-/* The next option of argv (getopt_long; call cli_getopt_reset first):
- * 1 with *opt set (its value in optarg), 0 at the end, -1 for an unknown
- * option or a missing value (getopt said so). */
-int cli_opts_next(const cli_opts *t, int argc, char **argv, const job_option **opt);
+/* Own option id may be given more than once (bench's --budget, convert's
+ * --expert); the job's repeatable ones are job_option_repeatable's. */
+void cli_opts_allow_repeat(cli_opts *t, int id);
+
+/* The options given, in order (bench builds its runs' command lines from
+ * them). */
+enum { CLI_GIVEN_MAX = 256 };
+typedef struct cli_given {
+  int n;
+  const job_option *opt[CLI_GIVEN_MAX];
+  const char *value[CLI_GIVEN_MAX]; /* NULL for a switch */
+} cli_given;
+
 /* What a command's own-option handler returns to stop the parse at --help
  * (apart from SP_OK and the SP_ERR_* statuses). */
 enum { CLI_HELP = 100 };
-/* Parses argv by table t (getopt's state reset first): a job option's value
- * goes into job (job_opts_set), an own option's (id >= JOB_OPT_COUNT) to
- * own(ctx, id, value), which returns SP_OK, a logged SP_ERR_INPUT, or
- * CLI_HELP to stop at once. Returns SP_OK, CLI_HELP, the first failing
- * setter's status, or bad usage (cli_bad_usage(cmd)) for getopt's
- * complaints and an operand left over (named). */
-int cli_parse(const char *cmd, const cli_opts *t, int argc, char **argv, job_opts *job,
-              int (*own)(void *ctx, int id, const char *value), void *ctx);
+
 /* A command parsed by its table: name (for messages), the table's builder,
- * the own-option handler (cli_parse's own) and its --help text printer
- * (NULL: the caller prints it, e.g. on rank 0 only). */
+ * the own-option handler (own(ctx, id, value): SP_OK, a logged
+ * SP_ERR_INPUT, or CLI_HELP to stop at once), its --help text printer
+ * (NULL: the caller prints it, e.g. on rank 0 only), and the operands it
+ * takes after the options (0 none, -1 any number, else at most that). */
 typedef struct cli_command {
   const char *name;
   void (*table)(cli_opts *t);
   int (*own)(void *ctx, int id, const char *value);
   void (*usage)(const cli_opts *t, FILE *f);
+  int operands;
 } cli_command;
-/* Builds cmd's table, sets job to the defaults (job_opts_default; job may
- * be NULL for a command that takes no job option) and parses argv into job
- * and ctx (cli_parse). At --help: *help = 1, cmd's usage on stdout when it
- * has one, and SP_OK. Otherwise cli_parse's status (*help left as it is). */
-int cli_command_parse(const cli_command *cmd, int argc, char **argv, job_opts *job, void *ctx,
-                      int *help);
+
+/* The outcome of a parse besides its status. */
+typedef struct cli_result {
+  int help;          /* --help was given (and printed when the command has a usage) */
+  int first_operand; /* argv[first_operand .. argc) are the operands */
+  cli_given given;   /* every option given, in order */
+} cli_result;
+
+/* Builds cmd's table, sets job to the defaults (job_params_default, then
+ * the defaults of cmd's own entries for job options; job may be NULL for a
+ * command that takes no job option) and parses argv into job and ctx.
+ * Refused with one line and bad usage (SP_ERR_INPUT): an unknown option
+ * (with the closest known one), a missing value, an option given twice
+ * that is not repeatable, too many operands; a setter's refusal returns
+ * its status. At --help: res->help = 1, SP_OK. */
+int cli_command_parse(const cli_command *cmd, int argc, char **argv, job_params *job, void *ctx,
+                      cli_result *res);
+/* The same without the defaults: parses into job as it is (bench's
+ * --extra words, on top of its own flags). res is reset. */
+int cli_command_parse_into(const cli_command *cmd, int argc, char **argv, job_params *job,
+                           void *ctx, cli_result *res);
+/* A table of every job option, in job_option.h's order, then own (run's,
+ * and what bench hands to run). */
+void cli_opts_build_job(cli_opts *t, const job_option *own, int nown);
 /* Bad usage "CMD: FLAG is required" when missing (a flag) is not NULL;
  * SP_OK when it is. */
 int cli_require(const char *cmd, const char *missing);
-/* The --help list: "  -m, --model MODEL     help (default D)". */
+/* The --help list: "  -m, --model MODEL     help (default D)", with the
+ * other spellings of an option ("also --sample_steps"). */
 void cli_opts_usage(const cli_opts *t, FILE *f);
 
 #endif

@@ -4,11 +4,15 @@
  * --repeat times, collected into DIR/bench.json, bench.csv and bench.md
  * with the planner's prediction and the link between the ranks' GPUs
  * beside each measurement, and a PNG plot when gnuplot is installed.
- * This file: the options, the sweep and running the children; the result
- * files and the plot are bench_report.c, the children's command lines and
- * results bench_child.c, the machine bench_topo.c and bench_env.c. */
+ *
+ * Every configuration is a job's parameters (ranks/pipeline/job_params.h):
+ * bench's flags and the --extra words are set through the job's table and
+ * setters, each configuration is checked by the job's validator before the
+ * first run, and a run's command line is written from the job options it
+ * was given. This file: the options, the checks, the sweep; the result
+ * files and the plot are bench_report.c, the children bench_child.c, the
+ * machine bench_topo.c and bench_env.c. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +24,9 @@
 #include "bench_topo.h"
 #include "cli.h"
 #include "commands.h"
-#include "job.h"
 #include "log.h"
 #include "model_file.h"
+#include "path_check.h"
 #include "plan.h"
 
 #define MAX_LIST 16     /* values per list flag */
@@ -30,28 +34,97 @@
 #define MAX_CONFIGS 256 /* configurations per sweep */
 #define MAX_REPEAT 100  /* runs per configuration */
 
+enum { O_RANKS = JOB_OPT_COUNT, O_DEVICES, O_BUDGET, O_STREAM_FRAC, O_ORDER, O_FRAMES, O_SIZE,
+       O_REPEAT, O_EXTRA, O_LAUNCHER, O_DRY_RUN, O_OUT, O_PRECISION, O_HELP };
+
+/* A comma list split into items (in place in its own buffer). */
+typedef struct bench_list {
+  char buf[1024];
+  char *item[MAX_LIST];
+  int n; /* 0: not given */
+} bench_list;
+
 typedef struct bench_opts {
-  const char *cond, *device, *dir;
-  const char *models[MAX_LIST], *precisions[MAX_LIST]; /* --model (repeatable), --precision */
-  const char *ranks[MAX_LIST], *budgets[MAX_LIST], *fracs[MAX_LIST], *orders[MAX_LIST];
-  const char *frames[MAX_LIST], *sizes[MAX_LIST], *devices[MAX_LIST];
-  /* nprecisions, nfracs, norders, ndevices: 0 = not passed */
-  int nmodels, nprecisions, nranks, nbudgets, nfracs, norders, nframes, nsizes, ndevices;
-  char formats[MAX_LIST][16]; /* each model's stored format (its root dtype) */
-  const char *steps, *cfg, *repeat;
-  char *launch[MAX_WORDS], *extra[MAX_WORDS]; /* words of --launcher and --extra */
+  job_params job;      /* --model, --cond, --steps, --cfg, --device, --extra's */
+  cli_result given;    /* bench's flags as given (the job options' texts) */
+  const char *dir;     /* --out */
+  bench_list ranks, fracs, orders, frames, sizes, precisions;
+  const char *models[MAX_LIST]; /* each --model (repeatable), from given */
+  char formats[MAX_LIST][16];   /* each model's stored format (its root dtype) */
+  int nmodels;
+  const char *budgets[MAX_LIST], *devices[MAX_LIST]; /* repeatable: one per flag */
+  int nbudgets, ndevices;
+  int64_t repeat;
+  char launch_buf[1024], extra_buf[1024];
+  char *launch[MAX_WORDS], *extra[MAX_WORDS + 1]; /* words of --launcher and --extra */
   int nlaunch, nextra;
   int dry_run; /* --dry-run: print the command lines, run nothing */
 } bench_opts;
 
-static void usage(FILE *f) {
+static void bench_table(cli_opts *t) {
+  static const int ids[] = {JOB_OPT_DEVICE};
+  static const job_option own[] = {
+      {JOB_OPT_MODEL, "model", 'm', "MODEL", NULL, 0,
+       "model file or synth:PRESET[:SEED] (required); repeat the\n"
+       "flag for several (the same weights in other stored\n"
+       "formats: bf16, fp8, int8, a GGUF file's; each row names\n"
+       "the model and its format)"},
+      {JOB_OPT_COND, "cond", 'c', "FILE", NULL, 0, "conditioning file, as for run (required)"},
+      {O_PRECISION, "precision", 0, "LIST", NULL, 0,
+       "bf16, fp8 or int8, comma separated, passed to run as\n"
+       "--precision (default: not passed, the model file's)"},
+      {JOB_OPT_STEPS, "steps", 'n', "N", "2", 0, "sampling steps per run, as for run"},
+      {JOB_OPT_CFG, "cfg", 'g', "G", "5", 0, "guidance, as for run (5: two micro-batches)"},
+      {O_RANKS, "ranks", 0, "LIST", "1", 0, "pipeline ranks, comma separated, each 1..64"},
+      {O_DEVICES, "devices", 0, "LIST", NULL, 0,
+       "the GPUs the ranks take, as for run (rank r: LIST[r mod\n"
+       "its length]); repeat the flag for several, for example\n"
+       "--devices 0,1 --devices 0,2 (default: not passed, rank r\n"
+       "takes GPU r mod the GPUs visible)"},
+      {O_BUDGET, "budget", 'b', "STR", "auto", 0,
+       "a budget, as for run; repeat the flag for\nseveral"},
+      {O_STREAM_FRAC, "stream-frac", 0, "LIST", NULL, 0,
+       "fractions 0..1 of each rank's blocks to stream, comma\n"
+       "separated, passed to run as --stream-frac (default: not\n"
+       "passed, the plan decides)"},
+      {O_ORDER, "order", 0, "LIST", NULL, 0,
+       "orders of work, auto, micro or block, comma separated,\n"
+       "passed to run as --order (default: not passed, auto)"},
+      {O_FRAMES, "frames", 'f', "LIST", "81", 0, "frames, comma separated"},
+      {O_SIZE, "size", 's', "LIST", "480x832", 0, "sizes HxW, comma separated"},
+      {O_REPEAT, "repeat", 'r', "N", "1", 0, "runs of each configuration, 1..100"},
+      {O_EXTRA, "extra", 0, "\"ARGS\"", NULL, 0,
+       "more run options (words split on blanks) for every run,\n"
+       "for example \"--attn cudnn\" or \"--mem-trace\"; checked as\n"
+       "run checks them, and none of those bench sets itself"},
+      {O_LAUNCHER, "launcher", 0, "CMD", "mpirun", 0,
+       "MPI launcher command line (for example 'mpirun\n"
+       "--oversubscribe' or 'srun --mpi=pmix'); the rank count\n"
+       "follows it as srun spells it (--ntasks=N) when the first\n"
+       "word is srun, else as mpirun does (-np N)"},
+      {O_DRY_RUN, "dry-run", 0, NULL, NULL, 0,
+       "check every configuration, print each one's command\n"
+       "line, one a line, and run nothing (nothing is written)"},
+      {O_OUT, "out", 'o', "DIR", NULL, 0,
+       "output directory, created if missing (required; not a\n"
+       "file)"},
+      {O_HELP, "help", 'h', NULL, NULL, 0, "this text"},
+  };
+  cli_opts_build(t, ids, (int)(sizeof ids / sizeof ids[0]), own,
+                 (int)(sizeof own / sizeof own[0]));
+  cli_opts_allow_repeat(t, O_BUDGET);
+  cli_opts_allow_repeat(t, O_DEVICES);
+  cli_opts_allow_repeat(t, JOB_OPT_MODEL);
+}
+
+static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe bench --model MODEL --cond FILE [options] -o DIR\n"
           "\n"
           "Runs every combination of the lists below (model x precision x ranks x devices x\n"
           "budget x stream-frac x order x frames x size, at most %d) as 'staticpipe run\n"
-          "--json' (more than one\n"
-          "rank: under the launcher), --repeat times each, and writes DIR/bench.json,\n"
+          "--json' (more than one rank: under the launcher), --repeat times each, and\n"
+          "writes DIR/bench.json,\n"
           "bench.csv, bench.md and, when gnuplot is installed, bench-step.png (measured\n"
           "steady and predicted step time against the streamed share of the blocks, one\n"
           "series per order). Each file starts with the environment: GPUs, driver, CUDA,\n"
@@ -61,81 +134,42 @@ static void usage(FILE *f) {
           "between consecutive ranks' GPUs (NVLink or PCIe, generation, width, path; from\n"
           "NVML) and the rate measured for one activation message across it (the slowest\n"
           "hop, GB/s). vs_base is a row's steady step time over that of the same\n"
-          "configuration at --stream-frac 0. A configuration that fails is reported in its\n"
-          "row (its log: DIR/run-K-J.log, run J of configuration K) and the sweep goes on.\n"
-          "\n"
-          "  -m, --model MODEL     model file or synth:PRESET[:SEED] (required); repeat the\n"
-          "                        flag for several (the same weights in other stored\n"
-          "                        formats: bf16, fp8, int8, a GGUF file's; each row names\n"
-          "                        the model and its format)\n"
-          "  -c, --cond FILE       conditioning file, as for run (required)\n"
-          "      --ranks LIST      pipeline ranks, comma separated, each 1..64 (default 1)\n"
-          "      --devices LIST    the GPUs the ranks take, as for run (rank r: LIST[r mod\n"
-          "                        its length]); repeat the flag for several, for example\n"
-          "                        --devices 0,1 --devices 0,2 (default: not passed, rank r\n"
-          "                        takes GPU r mod the GPUs visible)\n"
-          "  -b, --budget STR      a budget, as for run; repeat the flag for several\n"
-          "                        (default auto)\n"
-          "      --stream-frac LIST  fractions 0..1 of each rank's blocks to stream, comma\n"
-          "                        separated, passed to run as --stream-frac (default: not\n"
-          "                        passed, the plan decides)\n"
-          "      --order LIST      orders of work, auto, micro or block, comma separated,\n"
-          "                        passed to run as --order (default: not passed, auto)\n"
-          "  -f, --frames LIST     frames, comma separated (default 81)\n"
-          "  -s, --size LIST       sizes HxW, comma separated (default 480x832)\n"
-          "  -n, --steps N         sampling steps per run (default 2)\n"
-          "  -g, --cfg G           guidance (default 5: two micro-batches)\n"
-          "  -r, --repeat N        runs of each configuration, 1..%d (default 1)\n"
-          "  -d, --device DEV      as for run (default auto)\n"
-          "      --precision LIST  bf16, fp8 or int8, comma separated, passed to run as\n"
-          "                        --precision (default: not passed, the model file's)\n"
-          "      --extra \"ARGS\"    more words (split on blanks) for every run command line,\n"
-          "                        for example \"--attn cudnn\" or \"--mem-trace\" (default\n"
-          "                        none; not the flags bench sets itself)\n"
-          "      --launcher CMD    MPI launcher command line (default 'mpirun'; for example\n"
-          "                        'mpirun --oversubscribe' or 'srun --mpi=pmix'); the rank\n"
-          "                        count follows it as srun spells it (--ntasks=N) when the\n"
-          "                        first word is srun, else as mpirun does (-np N)\n"
-          "      --dry-run         print each configuration's command line, one a line,\n"
-          "                        and run nothing (nothing is written)\n"
-          "  -o, --out DIR         output directory, created if missing (required)\n"
-          "  -h, --help            this text\n",
-          MAX_CONFIGS, MAX_REPEAT);
+          "configuration at --stream-frac 0. Every configuration is checked as run checks\n"
+          "it before the first run (exit 2 for a bad one); a configuration that fails\n"
+          "while running is reported in its row (its log: DIR/run-K-J.log, run J of\n"
+          "configuration K) and the sweep goes on.\n"
+          "\n",
+          MAX_CONFIGS);
+  cli_opts_usage(t, f);
 }
 
-/* Copies a flag's value into buf (its list is split in place later). */
-static int copy_arg(const char *flag, const char *s, char *buf, size_t size) {
-  if (strlen(s) >= size) {
-    sp_log_error("%s: longer than %zu characters", flag, size - 1);
+/* ---- options ---- */
+
+static int set_list(const char *flag, const char *v, bench_list *l) {
+  return job_parse_list(flag, v, ',', l->buf, sizeof l->buf, l->item, MAX_LIST, &l->n);
+}
+
+static int add_value(const char *flag, const char *v, const char **list, int *n) {
+  if (*n == MAX_LIST) {
+    sp_log_error("%s: given more than %d times", flag, MAX_LIST);
     return SP_ERR_INPUT;
   }
-  memcpy(buf, s, strlen(s) + 1);
+  list[(*n)++] = v;
   return SP_OK;
 }
 
-/* Splits a comma list in place into items (at most MAX_LIST). */
-static int split_list(const char *flag, char *s, const char **items, int *n) {
-  *n = 0;
-  for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-    if (*n == MAX_LIST) {
-      sp_log_error("%s: more than %d values", flag, MAX_LIST);
-      return SP_ERR_INPUT;
-    }
-    items[(*n)++] = tok;
-  }
-  if (*n == 0) {
-    sp_log_error("%s: empty list", flag);
+/* Splits s on blanks into words (at most max), copied into buf. */
+static int split_words(const char *flag, const char *s, char *buf, size_t cap, char **words,
+                       int max, int *n) {
+  if (strlen(s) >= cap) {
+    sp_log_error("%s: longer than %zu characters", flag, cap - 1);
     return SP_ERR_INPUT;
   }
-  return SP_OK;
-}
-
-/* Splits s in place on blanks into words (at most MAX_WORDS). */
-static int split_words(const char *flag, char *s, char **words, int *n) {
+  snprintf(buf, cap, "%s", s);
   *n = 0;
-  for (char *tok = strtok(s, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
-    if (*n == MAX_WORDS) {
-      sp_log_error("%s: more than %d words", flag, MAX_WORDS);
+  for (char *tok = strtok(buf, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
+    if (*n == max) {
+      sp_log_error("%s: more than %d words", flag, max);
       return SP_ERR_INPUT;
     }
     words[(*n)++] = tok;
@@ -143,158 +177,240 @@ static int split_words(const char *flag, char *s, char **words, int *n) {
   return SP_OK;
 }
 
-/* An --extra word must not reset what bench sets for every run (its rows
- * would then say one configuration and hold another): the long forms, any
- * prefix getopt_long would take for them, and the short ones. */
-static int check_extra(char *const *words, int n) {
-  static const char *set_long[] = {"model", "cond", "budget", "frames", "size", "steps", "cfg",
-                                   "device", "devices", "out", "json", "order", "stream-frac",
-                                   "precision", "help"};
-  static const char set_short[] = "mcbfsngdojh";
-  for (int i = 0; i < n; i++) {
-    const char *w = words[i];
-    int bad = 0;
-    if (w[0] == '-' && w[1] == '-' && w[2]) {
-      size_t len = strcspn(w + 2, "=");
-      for (size_t k = 0; k < sizeof set_long / sizeof *set_long; k++)
-        if (strncmp(set_long[k], w + 2, len) == 0) bad = 1;
-    } else if (w[0] == '-' && w[1] && w[1] != '-') {
-      bad = strchr(set_short, w[1]) != NULL;
-    }
-    if (bad) {
-      sp_log_error("--extra: '%s' is a flag bench sets on every run itself (use bench's own "
-                   "flag for it)", w);
-      return SP_ERR_INPUT;
-    }
+static int bench_opt(void *ctx, int id, const char *v) {
+  bench_opts *o = ctx;
+  switch (id) {
+  case O_RANKS: return set_list("--ranks", v, &o->ranks);
+  case O_DEVICES: return add_value("--devices", v, o->devices, &o->ndevices);
+  case O_BUDGET: return add_value("--budget", v, o->budgets, &o->nbudgets);
+  case O_STREAM_FRAC: return set_list("--stream-frac", v, &o->fracs);
+  case O_ORDER: return set_list("--order", v, &o->orders);
+  case O_FRAMES: return set_list("--frames", v, &o->frames);
+  case O_SIZE: return set_list("--size", v, &o->sizes);
+  case O_PRECISION: return set_list("--precision", v, &o->precisions);
+  case O_REPEAT: return job_parse_int64("--repeat", v, 1, MAX_REPEAT, &o->repeat);
+  case O_EXTRA:
+    return split_words("--extra", v, o->extra_buf, sizeof o->extra_buf, o->extra + 1, MAX_WORDS,
+                       &o->nextra);
+  case O_LAUNCHER:
+    return split_words("--launcher", v, o->launch_buf, sizeof o->launch_buf, o->launch,
+                       MAX_WORDS, &o->nlaunch);
+  case O_DRY_RUN: o->dry_run = 1; return SP_OK;
+  case O_OUT: o->dir = v; return SP_OK;
+  default: return CLI_HELP;
   }
+}
+
+/* The job options bench gives every run, in this order: its own flags'
+ * values and those it sets for measuring. An --extra word may set none of
+ * them (the rows would say one configuration and hold another). */
+static const int bench_sets[] = {
+    JOB_OPT_MODEL, JOB_OPT_COND, JOB_OPT_BUDGET, JOB_OPT_FRAMES, JOB_OPT_SIZE, JOB_OPT_STEPS,
+    JOB_OPT_CFG, JOB_OPT_DEVICE, JOB_OPT_NO_PREVIEW, JOB_OPT_PROBE_LINKS, JOB_OPT_QUIET,
+    JOB_OPT_JSON, JOB_OPT_OUT, JOB_OPT_DEVICES, JOB_OPT_PRECISION, JOB_OPT_STREAM_FRAC,
+    JOB_OPT_ORDER};
+enum { BENCH_SETS = (int)(sizeof bench_sets / sizeof bench_sets[0]) };
+
+/* --extra's words: run's options, set into o->job through run's table. */
+static int extra_table_opt(void *ctx, int id, const char *v) {
+  (void)ctx;
+  (void)v;
+  (void)id;
+  sp_log_error("--extra: --help is not an option of a run");
+  return SP_ERR_INPUT;
+}
+static void extra_table(cli_opts *t) {
+  static const job_option own[] = {{O_HELP, "help", 'h', NULL, NULL, 0, "this text"}};
+  cli_opts_build_job(t, own, 1);
+}
+
+/* The --extra word that gave option opt (its long name, an abbreviation of
+ * it, or its letter), for the message. */
+static const char *extra_word(const bench_opts *o, const job_option *opt) {
+  for (int i = 1; i <= o->nextra; i++) {
+    const char *w = o->extra[i];
+    const size_t n = strcspn(w + 2, "=");
+    if ((w[0] == '-' && w[1] == '-' && n && strncmp(w + 2, opt->name, n) == 0) ||
+        (w[0] == '-' && w[1] != '-' && opt->short_name && w[1] == opt->short_name))
+      return w;
+  }
+  return opt->name;
+}
+
+static int parse_extra(bench_opts *o) {
+  static const cli_command cmd = {"bench --extra", extra_table, extra_table_opt, NULL, 0};
+  cli_result res;
+  o->extra[0] = "--extra";
+  if (cli_command_parse_into(&cmd, o->nextra + 1, o->extra, &o->job, NULL, &res) != SP_OK)
+    return SP_ERR_INPUT;
+  for (int i = 0; i < res.given.n; i++)
+    for (int k = 0; k < BENCH_SETS; k++)
+      if (res.given.opt[i]->id == bench_sets[k]) {
+        sp_log_error("--extra: '%s' is --%s, an option bench sets on every run itself (use "
+                     "bench's own flag for it)",
+                     extra_word(o, res.given.opt[i]), res.given.opt[i]->name);
+        return SP_ERR_INPUT;
+      }
   return SP_OK;
 }
 
-/* Runs configuration k (row r) r->repeat times, or prints its command line
- * with --dry-run; returns 1 when a run failed (the configuration's later
- * runs are skipped: what fails once fails again). */
-static int bench_one(const bench_opts *o, const char *self, int k, int total, bench_row *r) {
-  char np[32], outp[4200], jsonp[4200], logp[4200];
-  snprintf(outp, sizeof outp, "%s/run-%d.h5", o->dir, k);
-  char *av[2 * MAX_WORDS + 40];
+/* The text a job option was given with (its last), else def. */
+static const char *given_text(const bench_opts *o, int id, const char *def) {
+  const char *v = def;
+  for (int i = 0; i < o->given.given.n; i++)
+    if (o->given.given.opt[i]->id == id) v = o->given.given.value[i];
+  return v;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+  static const cli_command cmd = {"bench", bench_table, bench_opt, usage, 0};
+  memset(o, 0, sizeof *o);
+  o->repeat = 1;
+  int rc = cli_command_parse(&cmd, argc, argv, &o->job, o, &o->given);
+  if (rc != SP_OK || o->given.help) return rc;
+  /* The lists' defaults, as their table entries say. */
+  if (!o->ranks.n) set_list("--ranks", "1", &o->ranks);
+  if (!o->frames.n) set_list("--frames", "81", &o->frames);
+  if (!o->sizes.n) set_list("--size", "480x832", &o->sizes);
+  if (!o->nbudgets) o->budgets[o->nbudgets++] = "auto";
+  if (!o->nlaunch) split_words("--launcher", "mpirun", o->launch_buf, sizeof o->launch_buf,
+                               o->launch, MAX_WORDS, &o->nlaunch);
+  if (o->nlaunch == 0) {
+    sp_log_error("--launcher: empty command line");
+    return SP_ERR_INPUT;
+  }
+  for (int i = 0; i < o->given.given.n; i++)
+    if (o->given.given.opt[i]->id == JOB_OPT_MODEL &&
+        add_value("--model", o->given.given.value[i], o->models, &o->nmodels) != SP_OK)
+      return SP_ERR_INPUT;
+  const char *missing = !o->nmodels ? "--model" : !o->job.job.cond[0] ? "--cond"
+                        : !o->dir ? "--out" : NULL;
+  if ((rc = cli_require("bench", missing)) != SP_OK) return rc;
+  return parse_extra(o);
+}
+
+/* ---- the configurations ---- */
+
+/* The parsed values of the sweep's lists. */
+typedef struct bench_values {
+  int ranks[MAX_LIST];
+  int gpus[MAX_LIST][BENCH_MAX_HOPS + 1], ngpus[MAX_LIST]; /* each --devices */
+} bench_values;
+
+/* The value of job option id that bench gives row r's runs: NULL when not
+ * passed, "" for a switch. */
+static const char *value_of(const bench_opts *o, const bench_row *r, const char *out, int id) {
+  switch (id) {
+  case JOB_OPT_MODEL: return r->model;
+  case JOB_OPT_COND: return o->job.job.cond;
+  case JOB_OPT_BUDGET: return r->budget;
+  case JOB_OPT_FRAMES: return r->frames;
+  case JOB_OPT_SIZE: return r->size;
+  case JOB_OPT_STEPS: return given_text(o, JOB_OPT_STEPS, "2");
+  case JOB_OPT_CFG: return given_text(o, JOB_OPT_CFG, "5");
+  case JOB_OPT_DEVICE: return o->job.device;
+  case JOB_OPT_NO_PREVIEW:
+  case JOB_OPT_PROBE_LINKS:
+  case JOB_OPT_QUIET:
+  case JOB_OPT_JSON: return "";
+  case JOB_OPT_OUT: return out;
+  case JOB_OPT_DEVICES: return r->devices;
+  case JOB_OPT_PRECISION: return r->precision;
+  case JOB_OPT_STREAM_FRAC: return r->frac_arg;
+  case JOB_OPT_ORDER: return r->order_arg;
+  default: return NULL;
+  }
+}
+
+/* Row r as run's parameters: bench's, the --extra words, the row's
+ * values; checked by run's validator (SP_ERR_INPUT: every row with the
+ * value is bad, the sweep is refused). A budget that only this row's rank
+ * count refuses (a 2-rank budget in a --ranks 1,2 sweep) marks the row
+ * refused (status SP_ERR_INPUT, not run) and the others go on. The row's
+ * numbers are taken from the parameters. */
+static int config_check(const bench_opts *o, bench_row *r, const char *out, int k) {
+  job_params p = o->job;
+  for (int k = 0; k < BENCH_SETS; k++) {
+    const char *v = value_of(o, r, out, bench_sets[k]);
+    if (v && job_params_set(&p, bench_sets[k], v[0] || job_option_get(bench_sets[k])->arg
+                                                  ? v : NULL) != SP_OK)
+      return SP_ERR_INPUT;
+  }
+  if (job_params_check(&p, JOB_CHECK_RUN) != SP_OK) return SP_ERR_INPUT;
+  char err[1024];
+  plan_budget b;
+  if (p.layout_mode != PLAN_GRID_GIVEN && p.layout_mode != PLAN_GRID_AUTO &&
+      plan_budget_parse(r->budget, r->ranks, &b, err, sizeof err) != PLAN_OK) {
+    sp_log_warn("bench: configuration %d refused, not run: --budget %s with --ranks %d: %s",
+                k + 1, r->budget, r->ranks, err);
+    r->status = SP_ERR_INPUT;
+  }
+  r->nframes = (int)p.job.frames;
+  r->height = (int)p.job.height;
+  r->width = (int)p.job.width;
+  r->frac = r->frac_arg ? p.stream_frac : 0;
+  return SP_OK;
+}
+
+/* The command line of row r's runs into av (NULL-terminated): the
+ * launcher's words for more than one rank, then run with every option
+ * bench sets, then the --extra words. */
+static void config_argv(const bench_opts *o, const bench_row *r, const char *self,
+                        const char *out, char *np, size_t npn, char **av) {
   int c = 0;
-  if (r->ranks > 1) c = bench_launcher_words(o->launch, o->nlaunch, r->ranks, np, sizeof np, av);
-  char *args[] = {(char *)self, "run", "--model", (char *)r->model, "--cond", (char *)o->cond,
-                  "--budget", (char *)r->budget, "--frames", (char *)r->frames, "--size",
-                  (char *)r->size, "--steps", (char *)o->steps, "--cfg", (char *)o->cfg,
-                  "--device", (char *)o->device, "--no-preview", "--probe-links", "-q", "--json",
-                  "-o", outp, NULL};
-  for (int i = 0; args[i]; i++) av[c++] = args[i];
-  /* The flags a configuration sets only when it has a value for them. */
-  const char *const given[][2] = {{"--devices", r->devices},
-                                  {"--precision", r->precision},
-                                  {"--stream-frac", r->frac_arg},
-                                  {"--order", r->order_arg}};
-  for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
-    if (!given[i][1]) continue;
-    av[c++] = (char *)given[i][0];
-    av[c++] = (char *)given[i][1];
+  if (r->ranks > 1) c = bench_launcher_words(o->launch, o->nlaunch, r->ranks, np, npn, av);
+  static char names[BENCH_SETS][48];
+  av[c++] = (char *)self;
+  av[c++] = "run";
+  for (int k = 0; k < BENCH_SETS; k++) {
+    const char *v = value_of(o, r, out, bench_sets[k]);
+    if (!v) continue;
+    snprintf(names[k], sizeof names[k], "--%s", job_option_get(bench_sets[k])->name);
+    av[c++] = names[k];
+    if (job_option_get(bench_sets[k])->arg) av[c++] = (char *)v;
   }
-  for (int i = 0; i < o->nextra; i++) av[c++] = o->extra[i];
+  for (int i = 0; i < o->nextra; i++) av[c++] = o->extra[i + 1];
   av[c] = NULL;
-  if (o->dry_run) {
-    bench_print_command(av);
-    return 0;
-  }
-  sp_log_info("bench: %d/%d: %s (%s)%s%s, %d rank%s%s%s, budget %s, stream-frac %s, order %s, "
-              "%s frames, %s, %d run%s",
-              k + 1, total, r->model, r->format, r->precision ? " in " : "",
-              r->precision ? r->precision : "", r->ranks, r->ranks > 1 ? "s" : "",
-              r->devices ? " on GPUs " : "",
-              r->devices ? r->devices : "", r->budget, r->frac_arg ? r->frac_arg : "(plan's)",
-              r->order_arg ? r->order_arg : "(plan's)", r->frames, r->size, r->repeat,
-              r->repeat > 1 ? "s" : "");
-  for (int j = 0; j < r->repeat; j++) {
-    snprintf(jsonp, sizeof jsonp, "%s/run-%d-%d.json", o->dir, k, j + 1);
-    snprintf(logp, sizeof logp, "%s/run-%d-%d.log", o->dir, k, j + 1);
-    r->status = bench_run_child(av, jsonp, logp);
-    unlink(outp);
-    if (r->status == 127) sp_log_error("bench: cannot start %s", av[0]);
-    if (r->status == 0 && bench_parse_result(jsonp, r, &r->meas[j]) != SP_OK) {
-      sp_log_warn("bench: configuration %d exited 0 but wrote no JSON result to %s", k + 1,
-                  jsonp);
-      r->status = SP_ERR_RUNTIME;
-      return 1;
-    }
-    if (r->status != 0) {
-      sp_log_warn("bench: configuration %d failed (exit %d): see %s", k + 1, r->status, logp);
-      return 1;
-    }
-    r->runs++;
-  }
-  return 0;
 }
 
 /* The GPU indices of a --devices list ("0,2"), each 0..1023, into gpus
  * (at most BENCH_MAX_HOPS + 1). */
 static int parse_devices(const char *s, int *gpus, int *n) {
-  *n = 0;
-  const char *p = s;
-  do {
-    char item[32];
-    size_t len = strcspn(p, ",");
+  char buf[1024], *items[BENCH_MAX_HOPS + 1];
+  if (job_parse_list("--devices", s, ',', buf, sizeof buf, items, BENCH_MAX_HOPS + 1, n) != SP_OK)
+    return SP_ERR_INPUT;
+  for (int i = 0; i < *n; i++) {
     int64_t v;
-    if (*n == BENCH_MAX_HOPS + 1 || len >= sizeof item) {
-      sp_log_error("--devices: '%s': at most %d indices of 0..1023", s, BENCH_MAX_HOPS + 1);
-      return SP_ERR_INPUT;
-    }
-    memcpy(item, p, len);
-    item[len] = '\0';
-    if (job_parse_int64("--devices", item, 0, 1023, &v)) return SP_ERR_INPUT;
-    gpus[(*n)++] = (int)v;
-    p += len;
-  } while (*p++ == ',');
+    if (job_parse_int64("--devices", items[i], 0, 1023, &v)) return SP_ERR_INPUT;
+    gpus[i] = (int)v;
+  }
   return SP_OK;
 }
 
-/* The parsed values of the sweep's lists. */
-typedef struct bench_values {
-  int ranks[MAX_LIST];
-  double fracs[MAX_LIST];
-  int frames[MAX_LIST], height[MAX_LIST], width[MAX_LIST];
-  int gpus[MAX_LIST][BENCH_MAX_HOPS + 1], ngpus[MAX_LIST]; /* each --devices */
-  int repeat;
-} bench_values;
-
-/* Checks every value of the sweep with the job's setters and validator,
- * as each child run will, and parses them into v. */
+/* The lists' own values (ranks, GPUs), and the paths: the inputs, and
+ * -o a directory or a new path, not a file. */
 static int check_values(const bench_opts *o, bench_values *v) {
-  job_opts jo;
-  job_opts_default(&jo);
-  if (job_opts_set(&jo, JOB_OPT_STEPS, o->steps) || job_opts_set(&jo, JOB_OPT_CFG, o->cfg) ||
-      job_opts_check(&jo, 0))
-    return SP_ERR_INPUT;
   int64_t x;
-  if (job_parse_int64("--repeat", o->repeat, 1, MAX_REPEAT, &x)) return SP_ERR_INPUT;
-  v->repeat = (int)x;
-  for (int i = 0; i < o->nranks; i++) {
-    if (job_parse_int64("--ranks", o->ranks[i], 1, 64, &x)) return SP_ERR_INPUT;
+  for (int i = 0; i < o->ranks.n; i++) {
+    if (job_parse_int64("--ranks", o->ranks.item[i], 1, 64, &x)) return SP_ERR_INPUT;
     v->ranks[i] = (int)x;
   }
   for (int i = 0; i < o->ndevices; i++)
     if (parse_devices(o->devices[i], v->gpus[i], &v->ngpus[i])) return SP_ERR_INPUT;
-  /* Each list's values one at a time, the others at their defaults. */
-  const struct { int id, n; const char *const *items; } lists[] = {
-      {JOB_OPT_STREAM_FRAC, o->nfracs, o->fracs}, {JOB_OPT_ORDER, o->norders, o->orders},
-      {JOB_OPT_FRAMES, o->nframes, o->frames},    {JOB_OPT_SIZE, o->nsizes, o->sizes},
-      {JOB_OPT_PRECISION, o->nprecisions, o->precisions}};
-  for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++)
-    for (int i = 0; i < lists[l].n; i++) {
-      job_opts one = jo;
-      if (job_opts_set(&one, lists[l].id, lists[l].items[i]) || job_opts_check(&one, 0))
-        return SP_ERR_INPUT;
-      if (lists[l].id == JOB_OPT_STREAM_FRAC) v->fracs[i] = one.stream_frac;
-      if (lists[l].id == JOB_OPT_FRAMES) v->frames[i] = (int)one.job.frames;
-      if (lists[l].id == JOB_OPT_SIZE) {
-        v->height[i] = (int)one.job.height;
-        v->width[i] = (int)one.job.width;
-      }
-    }
+  job_params p = o->job;
+  p.job.out[0] = '\0'; /* each run checks its own output */
+  for (int i = 0; i < o->nmodels; i++) {
+    p.model = o->models[i];
+    if (job_params_check_paths(&p) != SP_OK) return SP_ERR_INPUT;
+  }
+  if (rank_path_check_input("--cond", o->job.job.cond, RANK_PATH_FILE) != SP_OK)
+    return SP_ERR_INPUT;
+  struct stat st;
+  if (stat(o->dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    sp_log_error("--out %s: is a file: bench writes a directory of results (bench.json, ...)",
+                 o->dir);
+    return SP_ERR_INPUT;
+  }
   return SP_OK;
 }
 
@@ -325,202 +441,19 @@ static void row_links(const bench_topo *t, const int *gpus, int ngpus, bench_row
     bench_topo_link(t, r->hop_gpu[q], r->hop_gpu[q + 1], &r->link[q]);
 }
 
-/* The indices of configuration k in each list, the sweep's order: model,
- * precision, ranks, devices, budget, stream-frac, order, frames, size (the
- * last fastest). A list not passed has one entry. */
-typedef struct sweep_at {
-  int m, pr, a, d, b, q, p, f, s;
-} sweep_at;
-
-static sweep_at sweep_index(const bench_opts *o, int k) {
-  const int n[9] = {o->nmodels,   o->nprecisions ? o->nprecisions : 1,
-                    o->nranks,    o->ndevices ? o->ndevices : 1,
-                    o->nbudgets,  o->nfracs ? o->nfracs : 1,
-                    o->norders ? o->norders : 1, o->nframes, o->nsizes};
-  int at[9];
-  for (int i = 8; i >= 0; i--) {
-    at[i] = k % n[i];
-    k /= n[i];
-  }
-  return (sweep_at){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8]};
-}
-
-/* Row k of the sweep; q0 is the first --stream-frac 0 (-1: none), each
- * row's base: the row alike at it. */
-static void sweep_row(const bench_opts *o, const bench_values *v, int k, int q0, bench_meas *meas,
-                      bench_row *r) {
-  const sweep_at x = sweep_index(o, k);
-  const int inner = (o->norders ? o->norders : 1) * o->nframes * o->nsizes;
-  *r = (bench_row){.model = o->models[x.m],
-                   .format = o->formats[x.m],
-                   .precision = o->nprecisions ? o->precisions[x.pr] : NULL,
-                   .ranks = v->ranks[x.a],
-                   .devices = o->ndevices ? o->devices[x.d] : NULL,
-                   .budget = o->budgets[x.b],
-                   .frames = o->frames[x.f],
-                   .nframes = v->frames[x.f],
-                   .size = o->sizes[x.s],
-                   .height = v->height[x.s],
-                   .width = v->width[x.s],
-                   .frac_arg = o->nfracs ? o->fracs[x.q] : NULL,
-                   .frac = o->nfracs ? v->fracs[x.q] : 0,
-                   .order_arg = o->norders ? o->orders[x.p] : NULL,
-                   .base = q0 < 0 ? -1 : k + (q0 - x.q) * inner,
-                   .repeat = v->repeat,
-                   .meas = meas + (size_t)k * (size_t)v->repeat};
-}
-
-/* Runs every configuration of the sweep (total of them, sweep_index's
- * order) and writes the result files; q0 as sweep_row takes it. */
-static int run_sweep(const bench_opts *o, const bench_values *v, const bench_topo *t, int total,
-                     int q0) {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
-    sp_log_error("bench: cannot find its own executable (/proc/self/exe)");
-    return SP_ERR_RUNTIME;
-  }
-  self[n] = '\0';
-
-  bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
-  bench_meas *meas = sp_xcalloc((size_t)total * (size_t)v->repeat, sizeof *meas);
-  int failed = 0, rc;
-  for (int k = 0; k < total; k++) {
-    bench_row *r = &rows[k];
-    sweep_row(o, v, k, q0, meas, r);
-    const int d = sweep_index(o, k).d;
-    row_links(t, o->ndevices ? v->gpus[d] : NULL, v->ngpus[d], r);
-    failed += bench_one(o, self, k, total, r);
-  }
-  if (o->dry_run) {
-    free(meas);
-    free(rows);
-    return SP_OK;
-  }
-  bench_env_item env[BENCH_ENV_ITEMS];
-  bench_env_collect(t, env);
-  rc = bench_write_outputs(o->dir, env, rows, total);
-  if (rc == SP_OK) bench_plot(o->dir, env, rows, total);
-  free(meas);
-  free(rows);
-  if (rc == SP_OK && failed)
-    sp_log_warn("bench: %d of %d configurations failed", failed, total);
-  return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
-}
-
-enum { O_LAUNCHER = 1000, O_ORDER, O_STREAM_FRAC, O_EXTRA, O_DRY_RUN, O_RANKS, O_DEVICES,
-       O_PRECISION };
-
-/* The text of the flags whose values are split in place (the lists of
- * bench_opts point into it), with their defaults. */
-typedef struct bench_text {
-  char ranks[256], frames[256], sizes[256], fracs[256], orders[256], precisions[256];
-  char launcher[1024], extra[1024];
-} bench_text;
-
-/* Adds a value of a repeatable flag (--budget, --devices) to its list. */
-static int add_value(const char *flag, const char *what, const char *v, const char **list,
-                     int *n) {
-  if (*n == MAX_LIST) {
-    sp_log_error("%s: more than %d %s", flag, MAX_LIST, what);
+/* The sweep's configurations into *total, at most MAX_CONFIGS. */
+static int count_configs(const bench_opts *o, int *total) {
+  const int nq = o->fracs.n ? o->fracs.n : 1, np = o->orders.n ? o->orders.n : 1;
+  const int nd = o->ndevices ? o->ndevices : 1, npr = o->precisions.n ? o->precisions.n : 1;
+  const long long total_ll = (long long)o->nmodels * npr * o->ranks.n * nd * o->nbudgets * nq *
+                             np * o->frames.n * o->sizes.n;
+  if (total_ll > MAX_CONFIGS) {
+    sp_log_error("bench: the lists make %lld configurations (--model x --precision x --ranks x "
+                 "--devices x --budget x --stream-frac x --order x --frames x --size), more than "
+                 "%d: shorten one", total_ll, MAX_CONFIGS);
     return SP_ERR_INPUT;
   }
-  list[(*n)++] = v;
-  return SP_OK;
-}
-
-/* One flag's value (getopt's ch, optarg) into o or t. SP_OK, SP_ERR_INPUT
- * (logged), or -1 for a ch that is not one of bench's value flags. */
-static int parse_flag(int ch, bench_opts *o, bench_text *t) {
-  switch (ch) {
-  case 'm': return add_value("--model", "models", optarg, o->models, &o->nmodels);
-  case 'c': o->cond = optarg; return SP_OK;
-  case O_RANKS: return copy_arg("--ranks", optarg, t->ranks, sizeof t->ranks);
-  case 'r': o->repeat = optarg; return SP_OK;
-  case 'b': return add_value("--budget", "budgets", optarg, o->budgets, &o->nbudgets);
-  case O_DEVICES: return add_value("--devices", "lists", optarg, o->devices, &o->ndevices);
-  case 'f': return copy_arg("--frames", optarg, t->frames, sizeof t->frames);
-  case 's': return copy_arg("--size", optarg, t->sizes, sizeof t->sizes);
-  case 'n': o->steps = optarg; return SP_OK;
-  case 'g': o->cfg = optarg; return SP_OK;
-  case 'd': o->device = optarg; return SP_OK;
-  case O_LAUNCHER: return copy_arg("--launcher", optarg, t->launcher, sizeof t->launcher);
-  /* -1 until split: passed, so split and pass to run. */
-  case O_ORDER:
-    o->norders = -1;
-    return copy_arg("--order", optarg, t->orders, sizeof t->orders);
-  case O_STREAM_FRAC:
-    o->nfracs = -1;
-    return copy_arg("--stream-frac", optarg, t->fracs, sizeof t->fracs);
-  case O_EXTRA: return copy_arg("--extra", optarg, t->extra, sizeof t->extra);
-  case O_DRY_RUN: o->dry_run = 1; return SP_OK;
-  case O_PRECISION:
-    o->nprecisions = -1;
-    return copy_arg("--precision", optarg, t->precisions, sizeof t->precisions);
-  case 'o': o->dir = optarg; return SP_OK;
-  default: return -1;
-  }
-}
-
-/* The command line into o and t. Returns the status to end with, *help set
- * when --help was printed, or SP_OK with *help 0 to go on. */
-static int parse_args(int argc, char **argv, bench_opts *o, bench_text *t, int *help) {
-  static const struct option opts[] = {
-      {"model", required_argument, 0, 'm'}, {"cond", required_argument, 0, 'c'},
-      {"ranks", required_argument, 0, O_RANKS}, {"budget", required_argument, 0, 'b'},
-      {"devices", required_argument, 0, O_DEVICES}, {"repeat", required_argument, 0, 'r'},
-      {"frames", required_argument, 0, 'f'}, {"size", required_argument, 0, 's'},
-      {"steps", required_argument, 0, 'n'}, {"cfg", required_argument, 0, 'g'},
-      {"device", required_argument, 0, 'd'}, {"launcher", required_argument, 0, O_LAUNCHER},
-      {"order", required_argument, 0, O_ORDER},
-      {"stream-frac", required_argument, 0, O_STREAM_FRAC},
-      {"extra", required_argument, 0, O_EXTRA},
-      {"dry-run", no_argument, 0, O_DRY_RUN},
-      {"precision", required_argument, 0, O_PRECISION},
-      {"out", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
-  *help = 0;
-  cli_getopt_reset();
-  int ch;
-  while ((ch = getopt_long(argc, argv, "m:c:b:f:s:n:g:r:d:o:h", opts, NULL)) != -1) {
-    if (ch == 'h') {
-      usage(stdout);
-      *help = 1;
-      return SP_OK;
-    }
-    const int rc = parse_flag(ch, o, t);
-    if (rc < 0) return cli_bad_usage("bench");
-    if (rc != SP_OK) return rc;
-  }
-  if (optind < argc || !o->nmodels || !o->cond || !o->dir) {
-    if (optind < argc) sp_log_error("bench: unexpected argument '%s'", argv[optind]);
-    else
-      sp_log_error("bench: %s is required",
-                   !o->nmodels ? "--model" : !o->cond ? "--cond" : "--out");
-    return cli_bad_usage("bench");
-  }
-  return SP_OK;
-}
-
-/* The lists split out of t into o (--budget auto when none was given). */
-static int split_args(bench_opts *o, bench_text *t) {
-  int rc;
-  if (o->nbudgets == 0) o->budgets[o->nbudgets++] = "auto";
-  if ((rc = split_list("--ranks", t->ranks, o->ranks, &o->nranks)) ||
-      (rc = split_list("--frames", t->frames, o->frames, &o->nframes)) ||
-      (rc = split_list("--size", t->sizes, o->sizes, &o->nsizes)) ||
-      (o->nfracs && (rc = split_list("--stream-frac", t->fracs, o->fracs, &o->nfracs))) ||
-      (o->norders && (rc = split_list("--order", t->orders, o->orders, &o->norders))) ||
-      (o->nprecisions &&
-       (rc = split_list("--precision", t->precisions, o->precisions, &o->nprecisions))) ||
-      (rc = split_words("--launcher", t->launcher, o->launch, &o->nlaunch)) ||
-      (rc = split_words("--extra", t->extra, o->extra, &o->nextra)) ||
-      (rc = check_extra(o->extra, o->nextra)))
-    return rc;
-  if (o->nlaunch == 0) {
-    sp_log_error("--launcher: empty command line");
-    return SP_ERR_INPUT;
-  }
+  *total = (int)total_ll;
   return SP_OK;
 }
 
@@ -538,54 +471,154 @@ static int model_formats(bench_opts *o) {
   return SP_OK;
 }
 
-/* The sweep's configurations into *total, at most MAX_CONFIGS. */
-static int count_configs(const bench_opts *o, int *total) {
-  const int nq = o->nfracs ? o->nfracs : 1, np = o->norders ? o->norders : 1;
-  const int nd = o->ndevices ? o->ndevices : 1, npr = o->nprecisions ? o->nprecisions : 1;
-  const long long total_ll = (long long)o->nmodels * npr * o->nranks * nd * o->nbudgets * nq *
-                             np * o->nframes * o->nsizes;
-  if (total_ll > MAX_CONFIGS) {
-    sp_log_error("bench: the lists make %lld configurations (--model x --precision x --ranks x "
-                 "--devices x --budget x --stream-frac x --order x --frames x --size), more than "
-                 "%d: shorten one", total_ll, MAX_CONFIGS);
-    return SP_ERR_INPUT;
+/* The indices of configuration k in each list, the sweep's order: model,
+ * precision, ranks, devices, budget, stream-frac, order, frames, size (the
+ * last fastest). A list not passed has one entry. */
+typedef struct sweep_at {
+  int m, pr, a, d, b, q, p, f, s;
+} sweep_at;
+
+static sweep_at sweep_index(const bench_opts *o, int k) {
+  const int n[9] = {o->nmodels,   o->precisions.n ? o->precisions.n : 1,
+                    o->ranks.n,   o->ndevices ? o->ndevices : 1,
+                    o->nbudgets,  o->fracs.n ? o->fracs.n : 1,
+                    o->orders.n ? o->orders.n : 1, o->frames.n, o->sizes.n};
+  int at[9];
+  for (int i = 8; i >= 0; i--) {
+    at[i] = k % n[i];
+    k /= n[i];
   }
-  *total = (int)total_ll;
+  return (sweep_at){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8]};
+}
+
+/* Every row of the sweep (total of them, sweep_index's order), each
+ * checked (config_check) before any runs; each row's base is the row
+ * alike at the first --stream-frac 0 (-1: none). */
+static int make_rows(const bench_opts *o, const bench_values *v, const bench_topo *t,
+                     bench_row *rows, bench_meas *meas, int total) {
+  const int inner = (o->orders.n ? o->orders.n : 1) * o->frames.n * o->sizes.n;
+  int q0 = -1;
+  for (int i = 0; i < o->fracs.n && q0 < 0; i++) {
+    double f;
+    if (job_parse_double("--stream-frac", o->fracs.item[i], 0, 1, &f) != SP_OK)
+      return SP_ERR_INPUT;
+    if (f == 0) q0 = i;
+  }
+  char out[4200];
+  for (int k = 0; k < total; k++) {
+    const sweep_at x = sweep_index(o, k);
+    bench_row *r = &rows[k];
+    *r = (bench_row){.model = o->models[x.m],
+                     .format = o->formats[x.m],
+                     .precision = o->precisions.n ? o->precisions.item[x.pr] : NULL,
+                     .ranks = v->ranks[x.a],
+                     .devices = o->ndevices ? o->devices[x.d] : NULL,
+                     .budget = o->budgets[x.b],
+                     .frames = o->frames.item[x.f],
+                     .size = o->sizes.item[x.s],
+                     .frac_arg = o->fracs.n ? o->fracs.item[x.q] : NULL,
+                     .order_arg = o->orders.n ? o->orders.item[x.p] : NULL,
+                     /* k with q in place of q0: this row's base */
+                     .base = q0 < 0 ? -1 : k + (q0 - x.q) * inner,
+                     .repeat = (int)o->repeat,
+                     .meas = meas + (size_t)k * (size_t)o->repeat};
+    snprintf(out, sizeof out, "%s/run-%d.h5", o->dir, k);
+    if (config_check(o, r, out, k) != SP_OK) {
+      sp_log_error("bench: configuration %d refused (above): nothing was run", k + 1);
+      return SP_ERR_INPUT;
+    }
+    row_links(t, o->ndevices ? v->gpus[x.d] : NULL, v->ngpus[x.d], r);
+  }
   return SP_OK;
 }
 
+/* ---- running ---- */
+
+/* Runs configuration k (row r) r->repeat times, or prints its command line
+ * with --dry-run; returns 1 when a run failed (the configuration's later
+ * runs are skipped: what fails once fails again). */
+static int bench_one(const bench_opts *o, const char *self, int k, int total, bench_row *r) {
+  char np[32], outp[4200], jsonp[4200], logp[4200];
+  if (r->status != 0) return 1; /* refused when checked (config_check) */
+  snprintf(outp, sizeof outp, "%s/run-%d.h5", o->dir, k);
+  char *av[2 * MAX_WORDS + 2 * BENCH_SETS + 8];
+  config_argv(o, r, self, outp, np, sizeof np, av);
+  if (o->dry_run) {
+    bench_print_command(av);
+    return 0;
+  }
+  sp_log_info("bench: %d/%d: %s (%s)%s%s, %d rank%s%s%s, budget %s, stream-frac %s, order %s, "
+              "%s frames, %s, %d run%s",
+              k + 1, total, r->model, r->format, r->precision ? " in " : "",
+              r->precision ? r->precision : "", r->ranks, r->ranks > 1 ? "s" : "",
+              r->devices ? " on GPUs " : "", r->devices ? r->devices : "", r->budget,
+              r->frac_arg ? r->frac_arg : "(plan's)", r->order_arg ? r->order_arg : "(plan's)",
+              r->frames, r->size, r->repeat, r->repeat > 1 ? "s" : "");
+  for (int j = 0; j < r->repeat; j++) {
+    snprintf(jsonp, sizeof jsonp, "%s/run-%d-%d.json", o->dir, k, j + 1);
+    snprintf(logp, sizeof logp, "%s/run-%d-%d.log", o->dir, k, j + 1);
+    r->status = bench_run_child(av, jsonp, logp);
+    unlink(outp);
+    if (r->status == 127) sp_log_error("bench: cannot start %s", av[0]);
+    if (r->status == 0 && bench_parse_result(jsonp, r, &r->meas[j]) != SP_OK) {
+      sp_log_warn("bench: configuration %d exited 0 but wrote no JSON result to %s", k + 1,
+                  jsonp);
+      r->status = SP_ERR_RUNTIME;
+      return 1;
+    }
+    if (r->status != 0) {
+      sp_log_warn("bench: configuration %d failed (exit %d): see %s", k + 1, r->status, logp);
+      return 1;
+    }
+    r->runs++;
+  }
+  return 0;
+}
+
+/* Runs (or prints) every row and writes the result files. */
+static int run_sweep(const bench_opts *o, const bench_topo *t, bench_row *rows, int total) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    sp_log_error("bench: cannot find its own executable (/proc/self/exe)");
+    return SP_ERR_RUNTIME;
+  }
+  self[n] = '\0';
+  int failed = 0;
+  for (int k = 0; k < total; k++) failed += bench_one(o, self, k, total, &rows[k]);
+  if (o->dry_run) return SP_OK;
+  bench_env_item env[BENCH_ENV_ITEMS];
+  bench_env_collect(t, env);
+  int rc = bench_write_outputs(o->dir, env, rows, total);
+  if (rc == SP_OK) bench_plot(o->dir, env, rows, total);
+  if (rc == SP_OK && failed) sp_log_warn("bench: %d of %d configurations failed", failed, total);
+  return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
+}
+
 int cmd_bench(int argc, char **argv) {
-  static bench_opts o; /* large: its lists */
-  o = (bench_opts){.device = "auto", .steps = "2", .cfg = "5", .repeat = "1"};
-  bench_text txt = {.ranks = "1", .frames = "81", .sizes = "480x832", .launcher = "mpirun"};
-  int help = 0, total = 0;
-  int rc = parse_args(argc, argv, &o, &txt, &help);
-  if (rc != SP_OK || help) return rc;
-  if ((rc = split_args(&o, &txt)) != SP_OK) return rc;
-  /* Every value is checked before the first run, so a typo in the last
-   * one does not cost the whole sweep. */
-  bench_values v;
+  static bench_opts o;
+  int total = 0;
+  int rc = parse_args(argc, argv, &o);
+  if (rc != SP_OK || o.given.help) return rc;
+  /* Every value and configuration is checked before the first run, so a
+   * typo in the last one does not cost the whole sweep. */
+  static bench_values v;
   memset(&v, 0, sizeof v);
   if ((rc = check_values(&o, &v)) != SP_OK) return rc;
   if ((rc = count_configs(&o, &total)) != SP_OK) return rc;
   if ((rc = model_formats(&o)) != SP_OK) return rc;
-  /* The first --stream-frac 0, if any: each row's base is the row alike at it. */
-  int q0 = -1;
-  for (int i = 0; i < o.nfracs && q0 < 0; i++)
-    if (v.fracs[i] == 0) q0 = i;
-
   bench_topo *t = NULL;
   if ((rc = bench_topo_open(&t)) != SP_OK) return rc;
-  if ((rc = check_devices(&o, &v, t)) != SP_OK) {
-    bench_topo_close(t);
-    return rc;
-  }
-  if (!o.dry_run && mkdir(o.dir, 0755) != 0 && errno != EEXIST) {
+  bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
+  bench_meas *meas = sp_xcalloc((size_t)total * (size_t)o.repeat, sizeof *meas);
+  if ((rc = check_devices(&o, &v, t)) == SP_OK) rc = make_rows(&o, &v, t, rows, meas, total);
+  if (rc == SP_OK && !o.dry_run && mkdir(o.dir, 0755) != 0 && errno != EEXIST) {
     sp_log_error("--out: cannot create %s: %s", o.dir, strerror(errno));
-    bench_topo_close(t);
-    return SP_ERR_INPUT;
+    rc = SP_ERR_INPUT;
   }
-  rc = run_sweep(&o, &v, t, total, q0);
+  if (rc == SP_OK) rc = run_sweep(&o, t, rows, total);
+  free(meas);
+  free(rows);
   bench_topo_close(t);
   return rc;
 }

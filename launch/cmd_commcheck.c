@@ -45,22 +45,22 @@ typedef struct cc_cli {
 
 static void cc_table(cli_opts *t) {
   static const job_option own[] = {
-      {OPT_SIZES, "sizes", 's', "LIST", "4kb,16kb,...,256mb", 0,
+      {OPT_SIZES, "sizes", 0, "LIST", "4kb,16kb,...,256mb", 0,
        "message sizes, comma-separated (units b, kb, mb, gb:\npowers of 1024); for alltoall the "
        "whole buffer of a\nrank, size / ranks per peer"},
-      {OPT_PATTERNS, "patterns", 'p', "LIST", "p2p,alltoall,exchange", 0,
+      {OPT_PATTERNS, "patterns", 0, "LIST", "p2p,alltoall,exchange", 0,
        "p2p: a ring, each rank to the next (stage to stage);\nalltoall: every rank a block to "
        "every rank (Ulysses);\nexchange: ranks 2k and 2k+1 swap (replicas)"},
       {OPT_DEVICE, "device", 'd', "D", "cpu", 0,
        "cpu: host buffers over MPI; cuda: device buffers on\nthe rank's GPU (local rank mod "
        "GPUs) over --transport"},
-      {OPT_TRANSPORT, "transport", 't', "T", "auto", 0,
+      {OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
        "auto, mpi or nccl (cuda only; auto: nccl when every\nrank has a GPU of its own, else "
        "mpi staged through\npinned host memory)"},
-      {OPT_ITERS, "iters", 'n', "N", "5", 0, "timed iterations per size, 0..10000"},
-      {OPT_SEED, "seed", 0, "N", "1", 0, "seed of the fill"},
+      {OPT_ITERS, "iters", 0, "N", "5", 0, "timed iterations per size, 0..10000"},
+      {OPT_SEED, "seed", 0, "N", "1", 0, "seed of the fill, 0..2^64-1"},
       {OPT_TIMEOUT, "timeout", 0, "S", "60", 0,
-       "seconds before a silent or hung peer ends the job\n(the watchdog's, every wait)"},
+       "seconds, 1..86400, before a silent or hung peer ends\nthe job (the watchdog's, every wait)"},
       {OPT_CORRUPT, "corrupt-rank", 0, "R", NULL, 0,
        "TEST AID: rank R flips one byte (the middle) of\nevery block it sends, so the check "
        "must FAIL and\nexit 1; proves that it detects errors"},
@@ -93,9 +93,12 @@ static void usage(FILE *f) {
 /* "p2p,alltoall" into a bit set. */
 static int parse_patterns(const char *s, unsigned *out) {
   unsigned set = 0;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", s);
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+  char buf[256], *items[16];
+  int n = 0;
+  if (job_parse_list("--patterns", s, ',', buf, sizeof buf, items, 16, &n) != SP_OK)
+    return SP_ERR_INPUT;
+  for (int i = 0; i < n; i++) {
+    const char *tok = items[i];
     int found = 0;
     for (int p = 0; p < COMMCHECK_NPATTERNS; p++)
       if (!strcmp(tok, commcheck_pattern_name(p))) set |= 1u << p, found = 1;
@@ -113,19 +116,14 @@ static int parse_patterns(const char *s, unsigned *out) {
 }
 
 static int parse_sizes(const char *s, cc_cli *c) {
-  char buf[1024], err[256];
-  if (strlen(s) >= sizeof buf) {
-    sp_log_error("--sizes: the list is too long");
+  char buf[1024], err[256], *items[CC_MAX_SIZES];
+  int n = 0;
+  if (job_parse_list("--sizes", s, ',', buf, sizeof buf, items, CC_MAX_SIZES, &n) != SP_OK)
     return SP_ERR_INPUT;
-  }
-  snprintf(buf, sizeof buf, "%s", s);
   c->nsizes = 0;
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+  for (int i = 0; i < n; i++) {
+    const char *tok = items[i];
     uint64_t v;
-    if (c->nsizes == CC_MAX_SIZES) {
-      sp_log_error("--sizes: more than %d sizes", CC_MAX_SIZES);
-      return SP_ERR_INPUT;
-    }
     if (plan_parse_bytes(tok, &v, err, sizeof err) != PLAN_OK) {
       sp_log_error("--sizes: %s", err);
       return SP_ERR_INPUT;
@@ -167,7 +165,7 @@ static int cc_set(void *ctx, int id, const char *v) {
 
 static int cc_parse(int argc, char **argv, cc_cli *c) {
   /* No usage here: rank 0 prints it once MPI is up. */
-  static const cli_command cmd = {"commcheck", cc_table, cc_set, NULL};
+  static const cli_command cmd = {"commcheck", cc_table, cc_set, NULL, 0};
   memset(c, 0, sizeof *c);
   for (size_t s = 4096; s <= (256u << 20); s *= 4) c->sizes[c->nsizes++] = s;
   c->patterns = (1u << COMMCHECK_NPATTERNS) - 1;
@@ -175,7 +173,9 @@ static int cc_parse(int argc, char **argv, cc_cli *c) {
   c->seed = 1;
   c->timeout = 60.0;
   c->corrupt = -1;
-  if (cli_command_parse(&cmd, argc, argv, NULL, c, &c->help) != SP_OK) return SP_ERR_INPUT;
+  cli_result res;
+  if (cli_command_parse(&cmd, argc, argv, NULL, c, &res) != SP_OK) return SP_ERR_INPUT;
+  c->help = res.help;
   if (c->help) return SP_OK;
   if (!c->cuda && c->transport == COMM_TRANSPORT_NCCL) {
     sp_log_error("--transport nccl needs --device cuda (host buffers go over MPI)");

@@ -1,6 +1,7 @@
-/* staticpipe encode: prompts to --cond files through the UMT5 text encoder. */
+/* staticpipe encode: prompts to --cond files through the UMT5 text encoder.
+ * Its shared options are the job's (job_params.h: --t5, --prompt,
+ * --negative, --device, with run's rules for a prompt's text). */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,9 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "file_read.h"
+#include "job_prompt.h"
+#include "job_session.h"
 #include "log.h"
 #include "path_check.h"
 #include "stage.h"
@@ -21,7 +25,51 @@
 #define PROMPTS_MAX_BYTES (64u << 20) /* a --prompts file */
 #define COND_NAME "cond_%05d.h5"     /* --prompts: DIR/cond_00000.h5 for the first prompt */
 
-static void usage(FILE *f) {
+enum { OPT_PROMPTS = JOB_OPT_COUNT, OPT_NO_NEGATIVE, OPT_TOKENIZER, OPT_OUT, OPT_HELP,
+       OPT_T5 = JOB_OPT_T5, OPT_PROMPT = JOB_OPT_PROMPT, OPT_NEGATIVE = JOB_OPT_NEGATIVE,
+       OPT_DEVICE = JOB_OPT_DEVICE, OPT_NO_VERIFY = JOB_OPT_NO_VERIFY };
+
+/* encode takes the job's --t5, --prompt, --negative, --device and
+ * --no-verify with its own help (and --device's default, cpu), and its own
+ * options. */
+static void encode_table(cli_opts *t) {
+  static const int ids[] = {JOB_OPT_QUIET};
+  static const job_option own[] = {
+      {OPT_T5, "t5", 0, "T5", NULL, 0,
+       "the text encoder: a file from convert, or\n"
+       "synth:PRESET[:SEED] (a synthetic encoder needs\n"
+       "--tokenizer) (required)"},
+      {OPT_PROMPT, "prompt", 'p', "TEXT", NULL, 0,
+       "the prompt (UTF-8, not empty, at most 4095 bytes)"},
+      {OPT_PROMPTS, "prompts", 'P', "FILE", NULL, 0,
+       "many prompts, one per line (blank lines skipped; each\n"
+       "at most 4095 bytes, no NUL byte), one load: -o names a\n"
+       "directory (new or existing) that gets cond_00000.h5 for\n"
+       "the first prompt, and so on in order"},
+      {OPT_NEGATIVE, "negative", 0, "TEXT", NULL, 0,
+       "the negative prompt (default, or when empty: Wan's own,\n"
+       "below)"},
+      {OPT_NO_NEGATIVE, "no-negative", 0, NULL, NULL, 0, "write no context_null (for run --cfg 1)"},
+      {OPT_TOKENIZER, "tokenizer", 0, "PATH", NULL, 0,
+       "spiece.model or tokenizer.json to use instead of the\n"
+       "stored one (its pieces must fit the encoder's vocabulary)"},
+      {OPT_OUT, "out", 'o', "PATH", NULL, 0,
+       "output file (--prompt) or directory (--prompts); written\n"
+       "atomically"},
+      {OPT_NO_VERIFY, "no-verify", 0, NULL, NULL, 0,
+       "skip the weights' checksums (the tokenizer's are checked)"},
+      {OPT_DEVICE, "device", 'd', "DEV", "cpu", 0,
+       "cpu (fp32, the reference), cuda (bf16 weights and\n"
+       "activations, fp32 accumulation, every layer kept on GPU\n"
+       "0, CUDA_VISIBLE_DEVICES honoured; what run --prompt uses\n"
+       "on a CUDA run) or auto (cuda when a GPU is visible)"},
+      {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
+  };
+  cli_opts_build(t, ids, (int)(sizeof ids / sizeof ids[0]), own,
+                 (int)(sizeof own / sizeof own[0]));
+}
+
+static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe encode --t5 T5.h5 --prompt TEXT [--negative TEXT] -o COND.h5\n"
           "       staticpipe encode --t5 T5.h5 --prompts FILE [--negative TEXT] -o DIR\n"
@@ -31,32 +79,17 @@ static void usage(FILE *f) {
           "end-of-sequence included, at most %d) and context_null, the negative prompt,\n"
           "for classifier-free guidance. The prompt is cleaned as Wan does (HTML unescaped\n"
           "twice, whitespace collapsed) and tokenized with the tokenizer stored in T5.h5.\n"
-          "\n"
-          "  -m, --t5 T5          the text encoder: a file from convert, or synth:PRESET[:SEED]\n"
-          "                       (presets %s; a synthetic encoder needs --tokenizer)\n"
-          "  -p, --prompt TEXT    the prompt (UTF-8, not empty)\n"
-          "  -P, --prompts FILE   many prompts, one per line (blank lines skipped), one load:\n"
-          "                       -o names a directory (new or existing) that gets\n"
-          "                       cond_00000.h5 for the first prompt, and so on in order\n"
-          "  -n, --negative TEXT  the negative prompt (default, or when empty: Wan's own,\n"
-          "                       below)\n"
-          "      --no-negative    write no context_null (for run --cfg 1)\n"
-          "  -t, --tokenizer PATH spiece.model or tokenizer.json to use instead of the\n"
-          "                       stored one\n"
-          "  -o, --out PATH       output file (--prompt) or directory (--prompts); written\n"
-          "                       atomically\n"
-          "      --no-verify      skip the weights' checksums (the tokenizer's are checked)\n"
-          "  -d, --device DEV     cpu (default: fp32, the reference), cuda (bf16 weights and\n"
-          "                       activations, fp32 accumulation, every layer kept on GPU 0,\n"
-          "                       CUDA_VISIBLE_DEVICES honoured; what run --prompt uses on a\n"
-          "                       CUDA run) or auto (cuda when a GPU is visible)\n"
-          "  -h, --help           this text\n"
+          "\n",
+          TOK_CONTEXT);
+  cli_opts_usage(t, f);
+  fprintf(f,
           "\n"
           "A prompt longer than %d tokens is cut (a warning says how many tokens were\n"
           "dropped), as Wan does. Invalid UTF-8 is refused with its byte offset.\n"
           "Threads: OMP_NUM_THREADS (results do not depend on it).\n"
+          "Synthetic presets: %s.\n"
           "Wan's negative prompt: %s\n",
-          TOK_CONTEXT, t5_preset_names(), TOK_CONTEXT, t5_wan_negative_prompt);
+          TOK_CONTEXT, t5_preset_names(), t5_wan_negative_prompt);
 }
 
 /* One prompt to encode, and where it came from. */
@@ -94,11 +127,8 @@ static int prompt_tokenize(const encode_opts *o, const tok_model *tok, prompt *p
 
 /* The lines of a --prompts file: *buf owns the text, p[i] point into it. */
 static int prompts_read(const char *path, char **buf, prompt **p, int *count) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    sp_log_error("--prompts %s: cannot open it: %s", path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
+  FILE *f = NULL;
+  if (rank_file_fopen_read(path, &f) != SP_OK) return SP_ERR_INPUT;
   char *b = sp_xmalloc(PROMPTS_MAX_BYTES + 1);
   size_t n = fread(b, 1, PROMPTS_MAX_BYTES + 1, f);
   int bad = ferror(f);
@@ -120,6 +150,20 @@ static int prompts_read(const char *path, char **buf, prompt **p, int *count) {
     int blank = 1;
     for (size_t i = 0; i < len && blank; i++)
       blank = b[at + i] == ' ' || b[at + i] == '\t' || b[at + i] == '\r';
+    char where[JOB_PATH + 32];
+    snprintf(where, sizeof where, "%s:%d", path, line);
+    if (memchr(b + at, '\0', len)) {
+      /* it would end the text early, unseen */
+      sp_log_error("%s: the line holds a NUL byte (a prompts file is text)", where);
+      blank = -1;
+    } else if (!blank && job_prompt_len_check(where, len, 0) != SP_OK) {
+      blank = -1; /* the rule of run's --prompt: the same text fits both */
+    }
+    if (blank < 0) {
+      free(out);
+      free(b);
+      return SP_ERR_INPUT;
+    }
     if (!blank) {
       if (k == cap) {
         cap *= 2;
@@ -257,8 +301,11 @@ static int encode_run(encode_opts *o) {
   const char *in_flags[3] = {"--t5", "--prompts", "--tokenizer"};
   for (int i = 0; i < 3; i++) {
     if (!in_paths[i] || (i == 0 && strncmp(o->t5, "synth:", 6) == 0)) continue;
-    if ((rc = rank_path_check_input(in_flags[i], in_paths[i], RANK_PATH_FILE)) != SP_OK) return rc;
+    if ((rc = rank_path_check_input(in_flags[i], in_paths[i], RANK_PATH_FILE)) != SP_OK)
+      return rc;
   }
+  if (!o->prompts && job_output_not_video("--out", o->out, "a cond file (HDF5)") != SP_OK)
+    return SP_ERR_INPUT;
   if (o->prompts) {
     if ((rc = prompts_read(o->prompts, &file_text, &p, &count)) != SP_OK) return rc;
   } else {
@@ -271,6 +318,16 @@ static int encode_run(encode_opts *o) {
   if (o->tokenizer) {
     if ((rc = tok_model_load(o->tokenizer, &own_tok)) != SP_OK) goto out;
     tok = own_tok;
+    /* init's and convert's rule: an id past the vocabulary has no row */
+    const int pieces = tok_model_spec(own_tok)->n_pieces;
+    const int64_t vocab = t5_model_get_info(m)->config.vocab;
+    if (pieces > vocab) {
+      sp_log_error("--tokenizer %s: the tokenizer has %d pieces, more than the encoder's "
+                   "vocabulary of %lld (--t5 %s)",
+                   o->tokenizer, pieces, (long long)vocab, o->t5);
+      rc = SP_ERR_INPUT;
+      goto out;
+    }
   }
   if (!tok) {
     sp_log_error("--t5 %s has no tokenizer (a synthetic encoder): pass --tokenizer PATH", o->t5);
@@ -311,50 +368,50 @@ out:
   return rc;
 }
 
+/* What encode's own flags say (the job's are in job). */
+typedef struct encode_cli {
+  job_params job; /* --t5, --prompt, --negative, --device, --no-verify */
+  const char *prompts, *tokenizer, *out;
+  int no_negative;
+} encode_cli;
+
+static int encode_opt(void *ctx, int id, const char *v) {
+  encode_cli *c = ctx;
+  switch (id) {
+  case OPT_PROMPTS: c->prompts = v; return SP_OK;
+  case OPT_NO_NEGATIVE: c->no_negative = 1; return SP_OK;
+  case OPT_TOKENIZER: c->tokenizer = v; return SP_OK;
+  case OPT_OUT: c->out = v; return SP_OK;
+  default: return CLI_HELP;
+  }
+}
+
+/* 1 when option id was given. */
+static int given(const cli_result *r, int id) {
+  for (int i = 0; i < r->given.n; i++)
+    if (r->given.opt[i]->id == id) return 1;
+  return 0;
+}
+
 int cmd_encode(int argc, char **argv) {
-  enum { OPT_NO_NEGATIVE = 256, OPT_NO_VERIFY };
-  static const struct option opts[] = {{"t5", required_argument, 0, 'm'},
-                                       {"prompt", required_argument, 0, 'p'},
-                                       {"prompts", required_argument, 0, 'P'},
-                                       {"negative", required_argument, 0, 'n'},
-                                       {"no-negative", no_argument, 0, OPT_NO_NEGATIVE},
-                                       {"tokenizer", required_argument, 0, 't'},
-                                       {"out", required_argument, 0, 'o'},
-                                       {"no-verify", no_argument, 0, OPT_NO_VERIFY},
-                                       {"device", required_argument, 0, 'd'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-  encode_opts o = {.verify = 1, .device = "cpu"};
-  cli_getopt_reset();
-  int ch;
-  while ((ch = getopt_long(argc, argv, "m:p:P:n:t:o:d:h", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'm': o.t5 = optarg; break;
-    case 'p': o.text = optarg; break;
-    case 'P': o.prompts = optarg; break;
-    case 'n': o.negative = optarg; break;
-    case OPT_NO_NEGATIVE: o.no_negative = 1; break;
-    case 't': o.tokenizer = optarg; break;
-    case 'o': o.out = optarg; break;
-    case OPT_NO_VERIFY: o.verify = 0; break;
-    case 'd': o.device = optarg; break;
-    case 'h': usage(stdout); return SP_OK;
-    default: return cli_bad_usage("encode");
-    }
-  }
-  const char *missing = !o.t5 ? "--t5" : !o.out ? "--out" : NULL;
-  if (!missing && !o.text == !o.prompts) missing = "exactly one of --prompt and --prompts";
-  if (missing || optind < argc) {
-    if (missing)
-      sp_log_error("encode: %s is required", missing);
-    else
-      sp_log_error("encode: unexpected argument '%s'", argv[optind]);
-    return cli_bad_usage("encode");
-  }
-  if (o.no_negative && o.negative) {
+  static const cli_command cmd = {"encode", encode_table, encode_opt, usage, 0};
+  encode_cli c = {0};
+  cli_result res;
+  int rc = cli_command_parse(&cmd, argc, argv, &c.job, &c, &res);
+  if (rc != SP_OK || res.help) return rc;
+  const int has_prompt = given(&res, JOB_OPT_PROMPT), has_negative = given(&res, JOB_OPT_NEGATIVE);
+  const char *missing = !c.job.t5 ? "--t5" : !c.out ? "--out" : NULL;
+  if (!missing && !has_prompt == !c.prompts) missing = "exactly one of --prompt and --prompts";
+  if ((rc = cli_require("encode", missing)) != SP_OK) return rc;
+  if (c.no_negative && has_negative) {
     sp_log_error("encode: --negative and --no-negative contradict each other");
     return cli_bad_usage("encode");
   }
-  if (rank_device_parse(o.device, &o.dev) != SP_OK) return SP_ERR_INPUT;
+  if (c.job.quiet) sp_log_set_level(0);
+  encode_opts o = {.t5 = c.job.t5, .text = has_prompt ? c.job.job.prompt : NULL,
+                   .prompts = c.prompts, .negative = has_negative ? c.job.job.negative : NULL,
+                   .tokenizer = c.tokenizer, .out = c.out, .device = c.job.device,
+                   .no_negative = c.no_negative, .verify = c.job.verify};
+  if (job_device_resolve(&c.job, &o.dev) != SP_OK) return SP_ERR_INPUT;
   return encode_run(&o);
 }

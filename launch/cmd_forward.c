@@ -1,4 +1,7 @@
-/* staticpipe forward: one DiT forward on given inputs, writing pred. */
+/* staticpipe forward: one DiT forward on given inputs, writing pred. Its
+ * shared options are the job's (job_params.h), its inputs read as a run's
+ * (job_io.h), its cost counted by the planner's formula. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,9 +9,12 @@
 #include "cli.h"
 #include "comm.h"
 #include "commands.h"
-#include "job.h"
+#include "job_io.h"
+#include "job_plan.h"
+#include "job_session.h"
 #include "log.h"
 #include "model_file.h"
+#include "model_plan.h"
 #include "path_check.h"
 #include "stage.h"
 
@@ -49,7 +55,8 @@ static void usage(const cli_opts *t, FILE *f) {
 
 /* What forward's flags say. */
 typedef struct forward_cli {
-  job_opts job; /* --model, --device, --attn, --profile, --no-verify, --precision */
+  job_params job; /* --model, --device, --attn, --profile, --no-verify, --precision */
+  rank_device dev; /* --device resolved */
   const char *latent_path, *cond_path, *out_path;
   double t;
   int have_t, help;
@@ -71,22 +78,52 @@ static int forward_opt(void *ctx, int id, const char *arg) {
 }
 
 static int forward_parse(int argc, char **argv, forward_cli *c) {
-  static const cli_command cmd = {"forward", forward_table, forward_opt, usage};
+  static const cli_command cmd = {"forward", forward_table, forward_opt, usage, 0};
   memset(c, 0, sizeof *c);
-  int rc = cli_command_parse(&cmd, argc, argv, &c->job, c, &c->help);
+  cli_result res;
+  int rc = cli_command_parse(&cmd, argc, argv, &c->job, c, &res);
+  c->help = res.help;
   if (rc != SP_OK || c->help) return rc;
   const char *missing = !c->job.model ? "--model" : !c->latent_path ? "--latent"
                         : !c->have_t ? "--timestep" : !c->cond_path ? "--cond"
                         : !c->out_path ? "--out" : NULL;
   if ((rc = cli_require("forward", missing)) != SP_OK) return rc;
-  if (job_opts_check(&c->job, JOB_CHECK_DEVICE) != SP_OK) return SP_ERR_INPUT;
+  if (job_params_check(&c->job, 0) != SP_OK || job_device_resolve(&c->job, &c->dev) != SP_OK)
+    return SP_ERR_INPUT;
   const rank_path_arg in[] = {
       {"--model", rank_model_spec_is_synth(c->job.model) ? NULL : c->job.model},
       {"--latent", c->latent_path}, {"--cond", c->cond_path}};
   for (int i = 0; i < 3; i++)
     if (in[i].path && rank_path_check_input(in[i].flag, in[i].path, RANK_PATH_FILE) != SP_OK)
       return SP_ERR_INPUT;
+  if (job_output_not_video("--out", c->out_path, "HDF5 (the prediction)") != SP_OK)
+    return SP_ERR_INPUT;
   return rank_path_check_output("--out", c->out_path, in, 3);
+}
+
+/* The index of the first NaN or infinite value of x[0 .. n), or -1. */
+static int64_t first_nonfinite(const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(x[i])) return i;
+  return -1;
+}
+
+/* The times of embed (t[0]..t[1]), the blocks and the head (..t[3]), and
+ * the blocks' rate in FLOPs as the planner counts them (MODEL.md "Cost";
+ * the context padded to text_len rows, its k/v excluded: once per prompt)
+ * for L tokens. */
+static void log_times(const rank_model *m, int64_t L, const double t[4]) {
+  const wan_config *c = &rank_model_get_info(m)->config;
+  plan_model pm;
+  uint64_t *bb = sp_xcalloc((size_t)c->layers, sizeof *bb);
+  rank_model_plan_sizes(m, 4, 0, bb, &pm);
+  const double flops = plan_block_flops(&pm, L, pm.text_len);
+  free(bb);
+  const double per_block = (t[2] - t[1]) / (double)c->layers;
+  sp_log_info("forward: embed %.1f ms, %lld blocks %.1f ms (%.2f ms per block, %.1f TFLOP/s), "
+              "head %.1f ms (the latent's copy to the device and the prediction's back included)",
+              1e3 * (t[1] - t[0]), (long long)c->layers, 1e3 * (t[2] - t[1]), 1e3 * per_block,
+              flops / per_block / 1e12, 1e3 * (t[3] - t[2]));
 }
 
 int cmd_forward(int argc, char **argv) {
@@ -96,7 +133,7 @@ int cmd_forward(int argc, char **argv) {
   const char *model = cl.job.model, *latent_path = cl.latent_path, *cond_path = cl.cond_path;
   const char *out_path = cl.out_path;
   const double t = cl.t;
-  const rank_device dev = cl.job.dev;
+  const rank_device dev = cl.dev;
 
   rank_model *m = NULL;
   rank_tensor lat = {0}, ctx = {0};
@@ -151,16 +188,17 @@ int cmd_forward(int argc, char **argv) {
   rank_stage_head(s, buf, pred);
   rank_stage_sync(s);
   double t3 = comm_now();
-  /* FLOPs of a block, MODEL.md "Cost" (context k/v excluded: once
-   * per prompt). */
-  const double D = (double)c->dim, Fd = (double)c->ffn_dim, Ld = (double)L;
-  const double flops = 12 * Ld * D * D + 4 * Ld * D * Fd + 4 * Ld * Ld * D + 4 * Ld * 512 * D;
-  const double per_block = (t2 - t1) / (double)c->layers;
-  sp_log_info("forward: embed %.1f ms, %lld blocks %.1f ms (%.2f ms per block, %.1f TFLOP/s), "
-              "head %.1f ms (the latent's copy to the device and the prediction's back included)",
-              1e3 * (t1 - t0), (long long)c->layers, 1e3 * (t2 - t1), 1e3 * per_block,
-              flops / per_block / 1e12, 1e3 * (t3 - t2));
+  const double times[4] = {t0, t1, t2, t3};
+  log_times(m, L, times);
 
+  const int64_t bad = first_nonfinite(pred, lat.numel);
+  if (bad >= 0) { /* as run refuses a non-finite step: nothing is written */
+    sp_log_error("forward: the prediction holds a non-finite value (%g) at element %lld of %lld "
+                 "(an input or a weight out of range?): %s not written",
+                 pred[bad], (long long)bad, (long long)lat.numel, out_path);
+    rc = SP_ERR_RUNTIME;
+    goto done;
+  }
   rank_outfile *o = NULL;
   if ((rc = rank_outfile_open(out_path, &o)) != SP_OK) goto done;
   rc = rank_outfile_put(o, "pred", 4, lat.dims, pred);

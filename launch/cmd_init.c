@@ -1,5 +1,4 @@
 /* staticpipe init: write a synthetic model file. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,41 +13,91 @@
 #include "t5_file.h"
 #include "tokenizer.h"
 #include "vae_file.h"
+#include "wan_vae22_file.h"
+#include "wan_vae22_schema.h"
 
-static void usage(FILE *f) {
+enum { OPT_ARCH = JOB_OPT_COUNT, OPT_PRESET, OPT_SEED, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER,
+       OPT_OUT, OPT_QUIET, OPT_HELP };
+
+static void init_table(cli_opts *t) {
+  static const job_option own[] = {
+      {OPT_ARCH, "arch", 'a', "PRESET", NULL, 0,
+       "the preset (the list above) (required)"},
+      {OPT_PRESET, "preset", 0, "PRESET", NULL, 0, "the same as --arch (give one of them)"},
+      {OPT_SEED, "seed", 0, "N", "0", 0, "generator seed, 0..2^64-1"},
+      {OPT_DTYPE, "dtype", 0, "T", NULL, 0,
+       "bf16 or fp32 (default bf16 for a DiT and a text encoder,\n"
+       "fp32 for a VAE); a DiT also fp8: the blocks' linear\n"
+       "weights quantised to e4m3 per output channel from the\n"
+       "bf16 weights (the weights of synth:PRESET:SEED run with\n"
+       "--precision fp8), the rest bf16; or int8: the same with\n"
+       "int8 codes (scale amax / 127, MODEL.md \"int8 weights\");\n"
+       "or q8_0: GGUF's Q8_0 (ggml's quantiser, the rest bf16; a\n"
+       "quant file, run weight-only)"},
+      {OPT_TOKENIZER, "tokenizer", 0, "PATH", NULL, 0,
+       "a text encoder's tokenizer (spiece.model or\n"
+       "tokenizer.json), stored in the file (required for a text\n"
+       "encoder: synth: weights have none); its pieces must fit\n"
+       "the vocabulary"},
+      {OPT_LAYERS, "layers", 0, "N", NULL, 0,
+       "override the number of blocks of a DiT, 1..1024 (default:\n"
+       "the preset's)"},
+      {OPT_OUT, "out", 'o', "FILE", NULL, 0,
+       "output file (required); written to a temporary name and\n"
+       "renamed into place, so a failure leaves nothing behind"},
+      {OPT_QUIET, "quiet", 'q', NULL, NULL, 0, "no progress lines"},
+      {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
+  };
+  cli_opts_build(t, NULL, 0, own, (int)(sizeof own / sizeof own[0]));
+}
+
+static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe init --arch PRESET [options] -o FILE\n"
           "\n"
           "Writes a model file with synthetic weights: the same weights as the model\n"
           "spec synth:PRESET:SEED, from a counter-based generator keyed by (seed, tensor\n"
-          "name, element index).\n"
-          "\n"
-          "  -a, --arch PRESET   DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b,\n"
-          "                      wan2.1-14b; two experts (Wan 2.2 A14B): wan2.2-a14b,\n"
-          "                      wan2.2-tiny (two wan2.1-tiny DiTs, for tests);\n"
-          "                      VAE decoder: %s;\n"
-          "                      text encoder: %s (with --tokenizer)\n"
-          "                      (required)\n"
-          "  -p, --preset PRESET the same as --arch\n"
-          "      --seed N        generator seed (default 0)\n"
-          "      --dtype T       bf16 or fp32 (default bf16 for a DiT and a text encoder,\n"
-          "                      fp32 for a VAE); a DiT also fp8: the blocks' linear\n"
-          "                      weights quantised to e4m3 per output channel from the\n"
-          "                      bf16 weights (the weights of synth:PRESET:SEED run with\n"
-          "                      --precision fp8), the rest bf16; or int8: the same\n"
-          "                      with int8 codes (scale amax / 127, MODEL.md \"int8\n"
-          "                      weights\"); or q8_0: GGUF's Q8_0 (ggml's quantiser, the\n"
-          "                      rest bf16; a quant file, run weight-only)\n"
-          "      --tokenizer P   a text encoder's tokenizer (spiece.model or tokenizer.json),\n"
-          "                      stored in the file (required for a text encoder: synth:\n"
-          "                      weights have none); its pieces must fit the vocabulary\n"
-          "      --layers N      override the number of blocks of a DiT (default: the\n"
-          "                      preset's)\n"
-          "  -o, --out FILE      output file (required); written to a temporary name and\n"
-          "                      renamed into place, so a failure leaves nothing behind\n"
-          "  -q, --quiet         no progress lines\n"
-          "  -h, --help          this text\n",
-          vae_preset_names(), t5_preset_names());
+          "name, element index). The presets:\n"
+          "  DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b, wan2.1-14b\n"
+          "  two experts (Wan 2.2 A14B): wan2.2-a14b, wan2.2-tiny (two wan2.1-tiny DiTs)\n"
+          "  VAE decoder: %s\n"
+          "  Wan 2.2 VAE (encoder and decoder): %s\n"
+          "  text encoder: %s (with --tokenizer)\n"
+          "\n",
+          vae_preset_names(), wan_vae22_schema.preset_names(), t5_preset_names());
+  cli_opts_usage(t, f);
+}
+
+/* What init's flags say. */
+typedef struct init_cli {
+  const char *arch, *out, *tokenizer;
+  uint64_t seed;
+  int64_t layers;
+  int quiet, dtype_set;
+  kern_dtype dtype;
+} init_cli;
+
+static int init_opt(void *ctx, int id, const char *v) {
+  init_cli *c = ctx;
+  switch (id) {
+  case OPT_ARCH:
+  case OPT_PRESET:
+    if (c->arch) { /* two names of one option */
+      sp_log_error("init: --arch and --preset name one thing: give one of them");
+      return SP_ERR_INPUT;
+    }
+    c->arch = v;
+    return SP_OK;
+  case OPT_SEED: return job_parse_uint64("--seed", v, &c->seed);
+  case OPT_DTYPE:
+    c->dtype_set = 1;
+    return cli_parse_dit_dtype("--dtype", v, &c->dtype);
+  case OPT_LAYERS: return job_parse_int64("--layers", v, 1, 1024, &c->layers);
+  case OPT_TOKENIZER: c->tokenizer = v; return SP_OK;
+  case OPT_OUT: c->out = v; return SP_OK;
+  case OPT_QUIET: c->quiet = 1; return SP_OK;
+  default: return CLI_HELP;
+  }
 }
 
 /* A text encoder preset: the tensors synth:PRESET:SEED generates (the
@@ -149,6 +198,45 @@ static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const c
   return rc;
 }
 
+/* A Wan 2.2 VAE preset: both parts' tensors as synth:PRESET:SEED
+ * generates them, written one by one. */
+static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const char *out,
+                      int quiet) {
+  char spec[128], seedstr[32];
+  snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
+  snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
+  wan_vae22_model *m = NULL;
+  wan_vae22_writer *wr = NULL;
+  int rc = wan_vae22_open(spec, 0, &m);
+  if (rc != SP_OK) return rc;
+  const wan_vae22_config *c = &wan_vae22_get_info(m)->config;
+  static wan_vae22_weights w;
+  static wan_vae22_table t;
+  rc = wan_vae22_writer_open(out, c, dtype, preset, &wr);
+  if (rc == SP_OK) rc = wan_vae22_writer_attr(wr, "synth_seed", seedstr);
+  if (rc == SP_OK) rc = wan_vae22_writer_attr(wr, "synth_preset", preset);
+  for (int p = 0; rc == SP_OK && p < WAN_VAE22_PARTS; p++) {
+    wan_vae22_table_make(c, (wan_vae22_part)p, &w, &t);
+    float *packed = sp_xmalloc((size_t)t.packed_floats * sizeof *packed);
+    rc = wan_vae22_read(m, (wan_vae22_part)p, packed, t.packed_floats);
+    for (int i = 0; rc == SP_OK && i < t.count; i++)
+      rc = wan_vae22_writer_put(wr, (wan_vae22_part)p, t.t[i].name, packed + t.t[i].offset,
+                                t.t[i].numel);
+    free(packed);
+  }
+  if (rc == SP_OK) {
+    rc = wan_vae22_writer_commit(wr);
+    if (rc == SP_OK && !quiet)
+      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors)", out, preset,
+                  kern_dtype_name(dtype), (unsigned long long)seed,
+                  wan_vae22_get_info(m)->size.tensors);
+  } else if (wr) {
+    wan_vae22_writer_abort(wr);
+  }
+  wan_vae22_close(m);
+  return rc;
+}
+
 /* The buffers of one tensor at a time (init_dit): the generated values
  * (bf16 or fp32), and for an fp8 or int8 file their fp32 widening, which
  * the writer quantises. */
@@ -164,19 +252,19 @@ typedef struct synth_bufs {
 static int put_synth(rank_model_writer *w, const wan_config *c, uint64_t seed,
                      const rank_model_experts *x, int e, wan_group g, int b, const wan_tensor *t,
                      kern_dtype dtype, synth_bufs *sb) {
-  const int fp8 = dtype != KERN_DTYPE_BF16 && dtype != KERN_DTYPE_F32; /* quantised */
+  const int quant = cli_dtype_quantized(dtype);
   if (t->bytes > sb->cap) {
     free(sb->buf);
     free(sb->tmp);
     free(sb->wide);
     sb->cap = t->bytes;
     sb->buf = sp_xmalloc(sb->cap);
-    sb->tmp = fp8 ? sp_xmalloc(sb->cap) : NULL;
-    sb->wide = fp8 ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
+    sb->tmp = quant ? sp_xmalloc(sb->cap) : NULL;
+    sb->wide = quant ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
   }
   rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), g, b, t,
-                    fp8 ? KERN_DTYPE_BF16 : dtype, sb->buf);
-  if (!fp8) return rank_model_writer_put_expert(w, e, g, b, t->name, sb->buf, t->bytes);
+                    quant ? KERN_DTYPE_BF16 : dtype, sb->buf);
+  if (!quant) return rank_model_writer_put_expert(w, e, g, b, t->name, sb->buf, t->bytes);
   kern_bf16_to_f32_n(sb->buf, sb->wide, (size_t)t->numel);
   return rank_model_writer_put_value(w, e, g, b, t->name, sb->wide, sb->tmp);
 }
@@ -195,9 +283,9 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
   if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
 
-  /* the tables in the generated dtype (an fp8 or int8 file's: bf16) */
-  const int fp8 = dtype != KERN_DTYPE_BF16 && dtype != KERN_DTYPE_F32; /* quantised */
-  const kern_dtype gen = fp8 ? KERN_DTYPE_BF16 : dtype;
+  /* the tables in the generated dtype (a quantized file's: bf16) */
+  const int quant = cli_dtype_quantized(dtype);
+  const kern_dtype gen = quant ? KERN_DTYPE_BF16 : dtype;
   synth_bufs sb = {0};
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -240,61 +328,30 @@ fail:
   return rc;
 }
 
-enum { OPT_SEED = 256, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER }; /* long-only options */
-
 int cmd_init(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"arch", required_argument, 0, 'a'},  {"preset", required_argument, 0, 'p'},
-      /* No short forms: -s, -d and -l mean --size, --device and --latent
-       * in the other commands (README "Commands"). */
-      {"seed", required_argument, 0, OPT_SEED},
-      {"dtype", required_argument, 0, OPT_DTYPE}, {"layers", required_argument, 0, OPT_LAYERS},
-      {"tokenizer", required_argument, 0, OPT_TOKENIZER},
-      {"out", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
-      {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
-  const char *arch = NULL, *out = NULL, *tokenizer = NULL;
-  uint64_t seed = 0;
-  int64_t layers = 0;
-  int quiet = 0;
-  kern_dtype dtype = KERN_DTYPE_BF16;
-  int dtype_set = 0;
-  cli_getopt_reset();
-  int ch;
-  while ((ch = getopt_long(argc, argv, "a:p:o:qh", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'a':
-    case 'p': arch = optarg; break;
-    case OPT_SEED:
-      if (job_parse_uint64("--seed", optarg, &seed)) return SP_ERR_INPUT;
-      break;
-    case OPT_DTYPE:
-      if (cli_parse_dit_dtype("--dtype", optarg, &dtype)) return SP_ERR_INPUT;
-      dtype_set = 1;
-      break;
-    case OPT_LAYERS:
-      if (job_parse_int64("--layers", optarg, 1, 1024, &layers)) return SP_ERR_INPUT;
-      break;
-    case OPT_TOKENIZER: tokenizer = optarg; break;
-    case 'o': out = optarg; break;
-    case 'q': quiet = 1; break;
-    case 'h': usage(stdout); return SP_OK;
-    default: return cli_bad_usage("init");
-    }
-  }
-  if (optind < argc) {
-    sp_log_error("init: unexpected argument '%s'", argv[optind]);
-    return cli_bad_usage("init");
-  }
+  static const cli_command cmd = {"init", init_table, init_opt, usage, 0};
+  init_cli cl = {.dtype = KERN_DTYPE_BF16};
+  cli_result res;
+  int rc0 = cli_command_parse(&cmd, argc, argv, NULL, &cl, &res);
+  if (rc0 != SP_OK || res.help) return rc0;
+  const char *arch = cl.arch, *out = cl.out, *tokenizer = cl.tokenizer;
+  const uint64_t seed = cl.seed;
+  const int64_t layers = cl.layers;
+  const int quiet = cl.quiet, dtype_set = cl.dtype_set;
+  const kern_dtype dtype = cl.dtype;
   if (!arch || !out) {
     sp_log_error("init: %s is required", !arch ? "--arch" : "--out");
     return cli_bad_usage("init");
   }
+  if (job_output_not_video("--out", out, "a model file (HDF5)") != SP_OK) return SP_ERR_INPUT;
   rank_path_arg in[1] = {{"--tokenizer", tokenizer}};
   if (rank_path_check_output("--out", out, in, 1) != SP_OK) return SP_ERR_INPUT;
   umt5_config tc;
   wan_vae_config vc;
-  if (dtype != KERN_DTYPE_BF16 && dtype != KERN_DTYPE_F32 &&
-      (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0)) {
+  wan_vae22_config v22;
+  const int is_vae22 = wan_vae22_schema.preset(arch, &v22) == 0;
+  if (cli_dtype_quantized(dtype) &&
+      (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0 || is_vae22)) {
     sp_log_error("--dtype %s: only a DiT has quantized weights; %s takes bf16 or fp32",
                  kern_dtype_name(dtype), arch);
     return SP_ERR_INPUT;
@@ -319,11 +376,19 @@ int cmd_init(int argc, char **argv) {
     }
     return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
   }
+  if (is_vae22) {
+    if (layers) {
+      sp_log_error("--layers: %s is a VAE, which has no blocks to count", arch);
+      return SP_ERR_INPUT;
+    }
+    return init_vae22(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
+  }
   wan_config c;
   rank_model_experts x;
   if (rank_model_preset(arch, &c, &x) != 0) {
-    sp_log_error("--arch: unknown preset '%s' (known: %s, %s, %s)", arch,
-                 rank_model_preset_names(), vae_preset_names(), t5_preset_names());
+    sp_log_error("--arch: unknown preset '%s' (known: %s, %s, %s, %s)", arch,
+                 rank_model_preset_names(), vae_preset_names(), wan_vae22_schema.preset_names(),
+                 t5_preset_names());
     return SP_ERR_INPUT;
   }
   if (layers) c.layers = layers;

@@ -1,19 +1,43 @@
 /* staticpipe inspect: a model's arch, config, sizes and checksum. */
-#include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "commands.h"
-#include "job.h"
+#include "job_params.h"
 #include "log.h"
 #include "model_file.h"
 #include "t5_file.h"
 #include "umt5_encode.h"
 #include "vae_file.h"
+#include "wan_vae22_file.h"
 
-static void usage(FILE *f) {
+enum { OPT_VERIFY = JOB_OPT_COUNT, OPT_JSON, OPT_HELP };
+
+static void inspect_table(cli_opts *t) {
+  static const job_option own[] = {
+      {OPT_VERIFY, "verify", 'v', NULL, NULL, 0,
+       "also read every dataset and check its checksum (a file\n"
+       "model; for a VAE file also the root checksum over the\n"
+       "datasets')"},
+      {OPT_JSON, "json", 'j', NULL, NULL, 0,
+       "JSON on stdout (keys arch, preset, dtype, config,\n"
+       "num_blocks, block_bytes, embed_bytes, head_bytes (per\n"
+       "expert), total_bytes, formats (per stored format:\n"
+       "tensors, bytes), experts, defaults (two experts:\n"
+       "boundary, cfg, shift, steps), checksum; for a VAE: arch,\n"
+       "preset, dtype, config, mid_dim, level_dims, tensors,\n"
+       "params, file_bytes, checksum; for a text encoder: arch,\n"
+       "preset, dtype, config, tensors, params, file_bytes,\n"
+       "layer_bytes, tokenizer_pieces, encode_host_bytes (512\n"
+       "tokens), checksum)"},
+      {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
+  };
+  cli_opts_build(t, NULL, 0, own, (int)(sizeof own / sizeof own[0]));
+}
+
+static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe inspect MODEL [options]\n"
           "\n"
@@ -28,24 +52,25 @@ static void usage(FILE *f) {
           "MODEL is a model file or synth:PRESET[:SEED]; a VAE decoder (a file made by\n"
           "convert or init, or synth:wan2.1-vae, synth:wan2.1-vae-tiny) is shown with its\n"
           "config, widths per level, tensors, parameters, bytes, dtype and checksum; a\n"
+          "Wan 2.2 VAE (arch wan2.2-vae, synth:wan2.2-vae, synth:wan2.2-vae-tiny) the\n"
+          "same for its encoder and decoder; a\n"
           "text encoder (a file from convert or init, or synth:umt5-xxl, synth:umt5-tiny)\n"
           "with its config, tensors, parameters, bytes, tokenizer pieces and checksum.\n"
-          "\n"
-          "  -v, --verify   also read every dataset of a file model: its checksum, every\n"
-          "                 scale and every weight finite (the root checksum over the\n"
-          "                 datasets' is checked at open)\n"
-          "  -j, --json     JSON on stdout (keys arch, preset, dtype, config, num_blocks,\n"
-          "                 block_bytes, embed_bytes, head_bytes (per expert: the high-\n"
-          "                 noise one's blocks), total_bytes, formats (per stored format:\n"
-          "                 tensors, bytes),\n"
-          "                 experts, defaults (two experts: boundary, cfg, shift, steps),\n"
-          "                 checksum;\n"
-          "                 for a VAE: arch, preset, dtype, config, mid_dim, level_dims,\n"
-          "                 tensors, params, file_bytes, checksum;\n"
-          "                 for a text encoder: arch, preset, dtype, config, tensors,\n"
-          "                 params, file_bytes, layer_bytes, tokenizer_pieces,\n"
-          "                 encode_host_bytes (512 tokens), checksum)\n"
-          "  -h, --help     this text\n");
+          "\n");
+  cli_opts_usage(t, f);
+}
+
+typedef struct inspect_cli {
+  int json, verify;
+} inspect_cli;
+
+static int inspect_opt(void *ctx, int id, const char *value) {
+  inspect_cli *c = ctx;
+  (void)value;
+  if (id == OPT_HELP) return CLI_HELP;
+  if (id == OPT_JSON) c->json = 1;
+  if (id == OPT_VERIFY) c->verify = 1;
+  return SP_OK;
 }
 
 /* The tensors and bytes stored in each format: {"bf16": {"tensors", "bytes"}, ...}. */
@@ -216,6 +241,97 @@ static int inspect_vae(const char *spec, int json, int verify) {
   return SP_OK;
 }
 
+/* ---- a Wan 2.2 VAE ---- */
+
+/* The encoder's or decoder's widths dims[0..n_mult]. */
+static void vae22_widths(const wan_vae22_config *c, int enc, int64_t *out) {
+  for (int i = 0; i <= c->n_mult; i++)
+    out[i] = enc ? wan_vae22_enc_dim(c, i) : wan_vae22_dec_dim(c, i);
+}
+
+static json_object *vae22_json(const wan_vae22_info *in) {
+  const wan_vae22_config *c = &in->config;
+  json_object *o = id_json(&in->id, kern_dtype_name(in->id.dtype));
+  json_object *cfg = json_object_new_object();
+  json_object *dm = json_object_new_array(), *td = json_object_new_array();
+  for (int i = 0; i < c->n_mult; i++)
+    json_object_array_add(dm, json_object_new_int64(c->dim_mult[i]));
+  for (int i = 0; i + 1 < c->n_mult; i++)
+    json_object_array_add(td, json_object_new_int64(c->temporal_down[i]));
+  json_object_object_add(cfg, "dim", json_object_new_int64(c->dim));
+  json_object_object_add(cfg, "dec_dim", json_object_new_int64(c->dec_dim));
+  json_object_object_add(cfg, "z_dim", json_object_new_int64(c->z_dim));
+  json_object_object_add(cfg, "dim_mult", dm);
+  json_object_object_add(cfg, "num_res_blocks", json_object_new_int64(c->num_res_blocks));
+  json_object_object_add(cfg, "temporal_down", td);
+  json_object_object_add(o, "config", cfg);
+  for (int p = 0; p < WAN_VAE22_PARTS; p++) {
+    int64_t w[WAN_VAE22_MAX_LEVELS + 1];
+    vae22_widths(c, p == WAN_VAE22_ENCODER, w);
+    json_object *part = json_object_new_object(), *wj = json_object_new_array();
+    for (int i = 0; i <= c->n_mult; i++) json_object_array_add(wj, json_object_new_int64(w[i]));
+    json_object_object_add(part, "widths", wj);
+    size_json(part, &in->part[p]);
+    json_object_object_add(o, wan_vae22_part_name((wan_vae22_part)p), part);
+  }
+  json_object_object_add(o, "time_factor", json_object_new_int64(wan_vae22_time_factor(c)));
+  json_object_object_add(o, "space_factor", json_object_new_int64(wan_vae22_space_factor(c)));
+  size_json(o, &in->size);
+  json_object_object_add(o, "checksum", json_object_new_string(in->id.checksum));
+  return o;
+}
+
+static void vae22_print(const wan_vae22_info *in) {
+  const wan_vae22_config *c = &in->config;
+  char dm[96], td[96];
+  int64_t t[WAN_VAE22_MAX_LEVELS];
+  for (int i = 0; i + 1 < c->n_mult; i++) t[i] = c->temporal_down[i];
+  int_list(c->dim_mult, c->n_mult, dm, sizeof dm);
+  int_list(t, c->n_mult - 1, td, sizeof td);
+  id_print(&in->id, " (Wan 2.2 VAE: encoder and decoder)", kern_dtype_name(in->id.dtype), "");
+  printf("config     dim %lld, dec_dim %lld, z_dim %lld, dim_mult (%s), num_res_blocks %lld, "
+         "temporal_down (%s)\n", (long long)c->dim, (long long)c->dec_dim, (long long)c->z_dim,
+         dm, (long long)c->num_res_blocks, td);
+  for (int p = WAN_VAE22_PARTS - 1; p >= 0; p--) {
+    int64_t w[WAN_VAE22_MAX_LEVELS + 1];
+    char wl[128];
+    vae22_widths(c, p == WAN_VAE22_ENCODER, w);
+    int_list(w, c->n_mult + 1, wl, sizeof wl);
+    printf("%-10s widths %s; %d tensors, %lld parameters\n",
+           wan_vae22_part_name((wan_vae22_part)p), wl, in->part[p].tensors,
+           (long long)in->part[p].params);
+  }
+  printf("video      (3, 1 + %lld k, %lld h, %lld w) <-> latents (%lld, 1 + k, h, w)\n",
+         (long long)wan_vae22_time_factor(c), (long long)wan_vae22_space_factor(c),
+         (long long)wan_vae22_space_factor(c), (long long)c->z_dim);
+  printf("tensors    %d, %lld parameters\n", in->size.tensors, (long long)in->size.params);
+  if (in->id.synthetic)
+    printf("bytes      none stored (synthetic); %lld as fp32 when read\n",
+           (long long)(in->size.params * 4));
+  else
+    printf("bytes      %lld stored (%.1f MB)\n", (long long)in->size.file_bytes,
+           (double)in->size.file_bytes / 1e6);
+  printf("checksum   %s\n", in->id.checksum);
+}
+
+static int inspect_vae22(const char *spec, int json, int verify) {
+  wan_vae22_model *m = NULL;
+  int rc = wan_vae22_open(spec, verify, &m);
+  if (rc != SP_OK) return rc;
+  const wan_vae22_info *in = wan_vae22_get_info(m);
+  uint64_t bytes = 0;
+  if (verify) rc = verified(wan_vae22_verify(m, &bytes), bytes, in->id.synthetic);
+  if (rc == SP_OK && json) {
+    json_object *o = vae22_json(in);
+    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+    json_object_put(o);
+  } else if (rc == SP_OK) {
+    vae22_print(in);
+  }
+  wan_vae22_close(m);
+  return rc;
+}
+
 /* ---- a text encoder ---- */
 
 /* The preset of a synth: spec ("synth:umt5-tiny:3" -> "umt5-tiny"). */
@@ -292,28 +408,22 @@ static int inspect_t5(const char *spec, int json, int verify) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"json", no_argument, 0, 'j'}, {"verify", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  int json = 0, verify = 0;
-  cli_getopt_reset();
-  int ch;
-  while ((ch = getopt_long(argc, argv, "jvh", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'j': json = 1; break;
-    case 'v': verify = 1; break;
-    case 'h': usage(stdout); return SP_OK;
-    default: return cli_bad_usage("inspect");
-    }
-  }
-  if (optind != argc - 1) {
+  static const cli_command cmd = {"inspect", inspect_table, inspect_opt, usage, 1};
+  inspect_cli cl = {0};
+  cli_result res;
+  int rc0 = cli_command_parse(&cmd, argc, argv, NULL, &cl, &res);
+  if (rc0 != SP_OK || res.help) return rc0;
+  const int json = cl.json, verify = cl.verify, at = res.first_operand;
+  if (at != argc - 1) {
     sp_log_error("inspect: expected exactly one MODEL argument");
     return cli_bad_usage("inspect");
   }
-  if (job_model_path_check("inspect", argv[optind]) != SP_OK) return SP_ERR_INPUT;
-  if (is_vae(argv[optind])) return inspect_vae(argv[optind], json, verify);
-  if (is_t5(argv[optind])) return inspect_t5(argv[optind], json, verify);
+  if (job_model_path_check("inspect", argv[at]) != SP_OK) return SP_ERR_INPUT;
+  if (is_vae(argv[at])) return inspect_vae(argv[at], json, verify);
+  if (wan_vae22_spec_is(argv[at])) return inspect_vae22(argv[at], json, verify);
+  if (is_t5(argv[at])) return inspect_t5(argv[at], json, verify);
   rank_model *m = NULL;
-  int rc = rank_model_open(argv[optind], verify, &m);
+  int rc = rank_model_open(argv[at], verify, &m);
   if (rc != SP_OK) return rc;
   uint64_t bytes = 0;
   if (verify && (rc = verified(rank_model_verify(m, &bytes), bytes,
@@ -335,7 +445,8 @@ int cmd_inspect(int argc, char **argv) {
     json_object_object_add(o, "block_params", json_object_new_int64(wan_block_params(c)));
     json_object *arr = json_object_new_array();
     for (int64_t b = 0; b < c->layers; b++)
-      json_object_array_add(arr, json_object_new_int64((int64_t)rank_model_block_bytes(m, 0, (int)b)));
+      json_object_array_add(arr,
+                            json_object_new_int64((int64_t)rank_model_block_bytes(m, 0, (int)b)));
     json_object_object_add(o, "block_bytes", arr);
     json_object_object_add(o, "formats", formats_json(m));
     json_object_object_add(o, "embed_bytes", json_object_new_int64((int64_t)embed));

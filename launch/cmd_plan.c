@@ -8,12 +8,13 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "grid_choice.h"
+#include "job_plan.h"
+#include "job_prompt.h"
 #include "layout.h"
 #include "log.h"
 #include "model_file.h"
-#include "model_plan.h"
 #include "path_check.h"
-#include "grid_choice.h"
 #include "plan.h"
 #include "plan_inventory.h"
 #include "umt5.h"
@@ -60,7 +61,8 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
   snprintf(d->reserve, sizeof d->reserve, "%.0f MiB", (double)po.reserve_bytes / (1024.0 * 1024.0));
   static job_option own[] = {
       {OPT_RANKS, "ranks", 0, "N", NULL, 0,
-       "pipeline ranks (default: one per --gpu-mem or inventory entry)"},
+       "pipeline ranks, 1..64 (default: one per --gpu-mem or\n"
+       "inventory entry)"},
       {OPT_GPU_MEM, "gpu-mem", 'G', "LIST", NULL, 0,
        "GPU memory, one size for every rank or one per rank\n"
        "(24gb or 24gb,20gb; powers of 1024: 24gb = 24 GiB, as GPU\n"
@@ -72,13 +74,13 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
        "\"links\": {...}}; sizes as numbers of bytes or strings like\n"
        "\"24gb\"; links below"},
       {OPT_SPEED, "speed", 'S', "LIST", "1", 0,
-       "relative speed per rank, one for all or one per rank\n"
-       "(the rate is --tflops x speed)"},
-      {OPT_BATCH, "batch", 0, "B", "1", 0, "batch items; micro-batches = branches x B"},
+       "relative speed per rank in (0, 1000], one for all or\n"
+       "one per rank (the rate is --tflops x speed)"},
+      {OPT_BATCH, "batch", 0, "B", "1", 0, "batch items, 1..512; micro-batches = branches x B"},
       {OPT_DTYPE, "dtype", 0, "T", "bf16", 0, "weight width on the GPU: bf16 or fp32"},
-      {OPT_TFLOPS, "tflops", 0, "X", NULL, 0, "dense rate of a speed-1 GPU, TFLOP/s"},
-      {OPT_HOST, "host-gbs", 0, "X", NULL, 0, "pinned host -> GPU copy rate, GB/s"},
-      {OPT_PEER, "peer-gbs", 0, "X", NULL, 0, "rank -> rank activation rate, GB/s"},
+      {OPT_TFLOPS, "tflops", 0, "X", NULL, 0, "dense rate of a speed-1 GPU, TFLOP/s, 0.001..1e6"},
+      {OPT_HOST, "host-gbs", 0, "X", NULL, 0, "pinned host -> GPU copy rate, GB/s, 0.001..1e5"},
+      {OPT_PEER, "peer-gbs", 0, "X", NULL, 0, "rank -> rank activation rate, GB/s, 0.001..1e5"},
       {OPT_PREFETCH, "prefetch", 0, "N", NULL, 0, "streaming slots per rank, 1..16"},
       {OPT_RESERVE, "reserve", 0, "SIZE", NULL, 0,
        "runtime reserve per GPU: CUDA context, library\nworkspaces"},
@@ -169,34 +171,6 @@ static void usage(FILE *f) {
           "example: staticpipe plan --model synth:wan2.1-14b --cfg 5 --gpu-mem 141gb --ranks 8 --layout auto\n");
 }
 
-/* Splits a comma list into at most max tokens (in place). Returns the
- * count, or -1 for an empty item or too many. */
-static int split_list(char *s, char **items, int max) {
-  int n = 0;
-  for (char *p = s;;) {
-    char *c = strchr(p, ',');
-    if (c) *c = '\0';
-    if (!*p || n == max) return -1;
-    items[n++] = p;
-    if (!c) return n;
-    p = c + 1;
-  }
-}
-
-/* Logs a multi-line planner message one line at a time. */
-static void log_lines(const char *prefix, const char *msg) {
-  const char *p = msg;
-  for (int first = 1; *p; first = 0) {
-    const char *nl = strchr(p, '\n');
-    int n = nl ? (int)(nl - p) : (int)strlen(p);
-    if (first)
-      sp_log_error("%s%.*s", prefix, n, p);
-    else
-      sp_log_error("%.*s", n, p);
-    if (!nl) break;
-    p = nl + 1;
-  }
-}
 
 /* --t5: where run --prompt encodes and its bytes, for the prompt and, with
  * CFG, the negative prompt at their longest (TOK_CONTEXT tokens each): on
@@ -242,7 +216,7 @@ static int plan_t5(const char *t5, int micro, const plan_device *dev0, int json,
 
 /* What plan's flags say: the job's options and plan's own. */
 typedef struct plan_cli {
-  job_opts job; /* --model, --frames, --size, --cfg, --budget, --order, ... */
+  job_params job; /* --model, --frames, --size, --cfg, --budget, --order, ... */
   plan_options po;
   const char *gpu_mem, *inventory, *speed;
   const char *layout; /* --layout as given; NULL: the plain pipeline */
@@ -298,21 +272,21 @@ static int plan_set(void *ctx, int id, const char *v) {
   }
 }
 
-static int plan_parse(int argc, char **argv, plan_cli *c) {
-  cli_opts t;
+static void plan_table_of(cli_opts *t) {
   plan_defaults d;
-  plan_table(&t, &d);
+  plan_table(t, &d);
+}
+
+static int plan_parse(int argc, char **argv, plan_cli *c) {
+  static const cli_command cmd = {"plan", plan_table_of, plan_set, NULL, 0};
   memset(c, 0, sizeof *c);
-  job_opts_default(&c->job);
   plan_options_default(&c->po);
   c->batch = 1;
   c->dtype_bytes = 2;
-  int rc = cli_parse("plan", &t, argc, argv, &c->job, plan_set, c);
-  if (rc == CLI_HELP) {
-    c->help = 1;
-    return SP_OK;
-  }
-  if (rc != SP_OK) return rc;
+  cli_result res;
+  int rc = cli_command_parse(&cmd, argc, argv, &c->job, c, &res);
+  c->help = res.help;
+  if (rc != SP_OK || c->help) return rc;
   if (!c->job.model) {
     sp_log_error("plan: --model is required (a model file or synth:wan2.1-14b)");
     return cli_bad_usage("plan");
@@ -321,9 +295,10 @@ static int plan_parse(int argc, char **argv, plan_cli *c) {
     sp_log_error("plan: give the GPUs with exactly one of --gpu-mem or --inventory");
     return cli_bad_usage("plan");
   }
-  if (job_opts_check(&c->job, 0) != SP_OK) return SP_ERR_INPUT;
+  if (job_params_check(&c->job, 0) != SP_OK) return SP_ERR_INPUT;
   if (c->inventory && rank_path_check_input("--inventory", c->inventory, RANK_PATH_FILE) != SP_OK)
     return SP_ERR_INPUT;
+  if (c->job.vae && job_model_path_check("--vae", c->job.vae) != SP_OK) return SP_ERR_INPUT;
   return job_model_path_check("--model", c->job.model);
 }
 
@@ -361,13 +336,10 @@ static int plan_devices(plan_cli *c, plan_device *devs, plan_links *links) {
     nranks = ndev;
   } else {
     char buf[4096], *items[PLAN_MAX_RANKS];
-    snprintf(buf, sizeof buf, "%s", gpu_mem);
-    int n = split_list(buf, items, PLAN_MAX_RANKS);
-    if (n < 0) {
-      sp_log_error("--gpu-mem: '%s' is not a list of sizes like 24gb or 24gb,20gb (at most %d)",
-                   gpu_mem, PLAN_MAX_RANKS);
+    int n = 0;
+    if (job_parse_list("--gpu-mem", gpu_mem, ',', buf, sizeof buf, items, PLAN_MAX_RANKS, &n) !=
+        SP_OK)
       return SP_ERR_INPUT;
-    }
     if (!nranks) nranks = n;
     if (n != 1 && n != nranks) {
       sp_log_error("--gpu-mem: %d sizes for --ranks %lld: give one size for all or one per rank",
@@ -389,15 +361,18 @@ static int plan_devices(plan_cli *c, plan_device *devs, plan_links *links) {
   }
   if (speed) {
     char buf[4096], *items[PLAN_MAX_RANKS];
-    snprintf(buf, sizeof buf, "%s", speed);
-    int n = split_list(buf, items, PLAN_MAX_RANKS);
-    if (n < 0 || (n != 1 && n != nranks)) {
+    int n = 0;
+    if (job_parse_list("--speed", speed, ',', buf, sizeof buf, items, PLAN_MAX_RANKS, &n) !=
+        SP_OK)
+      return SP_ERR_INPUT;
+    if (n != 1 && n != nranks) {
       sp_log_error("--speed: '%s' needs one number for all or one per rank (%lld ranks)", speed,
                    (long long)nranks);
       return SP_ERR_INPUT;
     }
     for (int r = 0; r < nranks; r++)
-      if (job_parse_double("--speed", items[n == 1 ? 0 : r], 1e-3, 1000, &devs[r].speed))
+      if (job_parse_double("--speed", items[n == 1 ? 0 : r], 1e-3, PLAN_SPEED_MAX,
+                           &devs[r].speed))
         return SP_ERR_INPUT;
   }
 
@@ -502,6 +477,58 @@ static int print_layouts(const plan_cli *cl, const rank_model_info *info, const 
   return fflush(stdout) == 0 ? SP_OK : SP_ERR_RUNTIME;
 }
 
+/* The plan's JSON with "text_encoder" added (t5 taken). */
+static char *json_with_t5(const char *text, json_object *t5) {
+  json_object *root = json_tokener_parse(text);
+  json_object_object_add(root, "text_encoder", t5);
+  const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
+  char *out = sp_xmalloc(strlen(s) + 2);
+  sprintf(out, "%s\n", s);
+  json_object_put(root);
+  return out;
+}
+
+/* The plan of r (job_plan_make, the function run's rank 0 calls) as a
+ * table or JSON on stdout, with --t5's line. */
+static int print_plan(const plan_cli *cl, const job_plan_req *r, const uint64_t *bb,
+                      const plan_model *pm) {
+  static plan p;
+  if (job_plan_make(r, &p) != SP_OK) return SP_ERR_INPUT;
+  json_object *t5 = NULL;
+  if (cl->job.t5 &&
+      plan_t5(cl->job.t5, r->wl.micro_batches, &r->devs[0], cl->json, &t5) != SP_OK)
+    return SP_ERR_INPUT;
+  const size_t need = cl->json ? plan_format_json(&p, NULL, 0) : plan_format_table(&p, NULL, 0);
+  char *text = sp_xmalloc(need + 1);
+  if (cl->json) {
+    plan_format_json(&p, text, need + 1);
+    if (t5) {
+      char *with = json_with_t5(text, t5);
+      free(text);
+      text = with;
+    }
+  } else {
+    plan_options po = r->po;
+    job_plan_options(&cl->job, 0, &po);
+    print_header(cl, rank_model_get_info(r->m), pm, bb, &r->wl, &po);
+    plan_format_table(&p, text, need + 1);
+  }
+  fputs(text, stdout);
+  free(text);
+  return fflush(stdout) == 0 ? SP_OK : SP_ERR_RUNTIME;
+}
+
+/* run --video: the CUDA decoder's bytes on the last rank into po. */
+static int decoder_bytes(const plan_cli *cl, const plan_workload *wl, plan_options *po) {
+  if (!cl->job.vae) return SP_OK;
+  vae_model *vae = NULL;
+  if (vae_model_open(cl->job.vae, 0, &vae) != SP_OK) return SP_ERR_INPUT;
+  po->decoder_bytes = job_decoder_bytes(&vae_model_get_info(vae)->config, cl->job.vae_precision,
+                                        wl);
+  vae_model_close(vae);
+  return SP_OK;
+}
+
 int cmd_plan(int argc, char **argv) {
   plan_cli cl;
   int rc = plan_parse(argc, argv, &cl);
@@ -513,80 +540,27 @@ int cmd_plan(int argc, char **argv) {
   static plan_device devs[PLAN_MAX_RANKS];
   static plan_links links;
   if ((rc = plan_devices(&cl, devs, &links)) != SP_OK) return rc;
-  const char *model = cl.job.model, *budget = cl.job.budget;
-  const int64_t nranks = cl.nranks, batch = cl.batch;
-  const int json = cl.json, dtype_bytes = cl.dtype_bytes;
-  char err[8192];
-  plan_options po = cl.po;
-  job_plan_options(&cl.job, &po);
-
-  plan_budget b;
-  /* with --layout the budget is read per layout, for its S stages */
-  if (!cl.layout && plan_budget_parse(budget, (int)nranks, &b, err, sizeof err) != PLAN_OK) {
-    sp_log_error("--budget: %s", err);
-    return SP_ERR_INPUT;
-  }
 
   /* ---- model sizes: metadata only ---- */
   rank_model *m = NULL;
-  rc = rank_model_open(model, 0, &m);
-  if (rc != SP_OK) return rc;
+  if ((rc = rank_model_open(cl.job.model, 0, &m)) != SP_OK) return rc;
   const rank_model_info *info = rank_model_get_info(m);
-  if ((rc = job_opts_apply_model(&cl.job, info)) != SP_OK) {
-    rank_model_close(m);
-    return rc;
-  }
   uint64_t *bb = sp_xcalloc((size_t)info->config.layers, sizeof *bb);
+  job_plan_req r = {.p = &cl.job, .m = m, .weight_bytes = cl.dtype_bytes, .devs = devs,
+                    .nranks = (int)cl.nranks, .po = cl.po,
+                    .cache = cl.job.job.cache.method != RANK_CACHE_OFF};
+  if ((rc = job_params_apply_model(&cl.job, info)) != SP_OK) goto out;
+  r.wl = job_workload(&cl.job.job, &info->config, (int)cl.batch);
+  if ((rc = decoder_bytes(&cl, &r.wl, &r.po)) != SP_OK) goto out;
   plan_model pm;
-  rank_model_plan_sizes(m, dtype_bytes, job_precision(&cl.job, info), bb, &pm);
-  rank_model_plan_epilogue(&pm, devs, (int)nranks);
-  plan_workload wl = job_workload(&cl.job.job, &info->config, (int)batch);
-  pm.cache = cl.job.job.cache.method != RANK_CACHE_OFF;
-  if (cl.job.vae) { /* run --video: the CUDA decoder on the last rank */
-    vae_model *vae = NULL;
-    if ((rc = vae_model_open(cl.job.vae, 0, &vae)) != SP_OK) {
-      free(bb);
-      rank_model_close(m);
-      return rc;
-    }
-    po.decoder_bytes =
-        job_decoder_bytes(&vae_model_get_info(vae)->config, cl.job.vae_precision, &wl);
-    vae_model_close(vae);
-  }
+  job_plan_model(&r, bb, &pm);
   if (cl.layout) {
-    rc = print_layouts(&cl, info, &pm, bb, devs, &links, &wl, &po);
-    goto out;
-  }
-  static plan p;
-  int prc = plan_make(&pm, devs, (int)nranks, &b, &wl, &po, &p, err, sizeof err);
-  if (prc != PLAN_OK) {
-    log_lines("plan: ", err);
-    rc = SP_ERR_INPUT;
-    goto out;
-  }
-
-  json_object *t5 = NULL;
-  if (cl.job.t5 && (rc = plan_t5(cl.job.t5, wl.micro_batches, &devs[0], json, &t5)) != SP_OK) goto out;
-  size_t need = json ? plan_format_json(&p, NULL, 0) : plan_format_table(&p, NULL, 0);
-  char *text = sp_xmalloc(need + 1);
-  if (json) {
-    plan_format_json(&p, text, need + 1);
-    if (t5) { /* the plan's JSON with "text_encoder" added */
-      json_object *root = json_tokener_parse(text);
-      json_object_object_add(root, "text_encoder", t5);
-      free(text);
-      text = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
-      text = realloc(text, strlen(text) + 2);
-      strcat(text, "\n");
-      json_object_put(root);
-    }
+    plan_options po = r.po;
+    job_plan_options(&cl.job, 0, &po);
+    rc = print_layouts(&cl, info, &pm, bb, devs, &links, &r.wl, &po);
   } else {
-    print_header(&cl, info, &pm, bb, &wl, &po);
-    plan_format_table(&p, text, need + 1);
+    rc = print_plan(&cl, &r, bb, &pm);
   }
-  fputs(text, stdout);
-  free(text);
-  rc = fflush(stdout) == 0 ? SP_OK : SP_ERR_RUNTIME;
 out:
   free(bb);
   rank_model_close(m);

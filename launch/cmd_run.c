@@ -1,7 +1,8 @@
 /* staticpipe run: sample a clip, on one process or as a pipeline of MPI
- * ranks (mpirun -np N staticpipe run ...). Parses the flags into a
- * job_opts, calls the job library (ranks/pipeline/job.h) and prints the
- * plan and the summary. */
+ * ranks (mpirun -np N staticpipe run ...). Parses the flags into the job's
+ * parameters (ranks/pipeline/job_params.h), checked before anything runs,
+ * runs them in a session (job_session.h) and prints the plan and the
+ * summary. */
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,26 +10,18 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "job.h"
+#include "job_session.h"
+#include "jobs.h"
 #include "log.h"
 
-enum { O_JSON = JOB_OPT_COUNT, O_HELP };
+enum { O_HELP = JOB_OPT_COUNT };
 
 /* run takes every job option, in the table's order, then its own. */
 static void run_table(cli_opts *t) {
   static const job_option own[] = {
-      {O_JSON, "json", 'j', NULL, NULL, 0,
-       "JSON lines on stdout, each flushed at once: with --jobs one\n"
-       "{\"job\": {...}} per finished job (line, status ok or error,\n"
-       "the error line, cond, out, preview, video, seed or noise,\n"
-       "frames, size, steps, cfg, shift, sampler, schedule, seconds),\n"
-       "then at the end the summary (the plan, and per rank its\n"
-       "blocks, bytes loaded and times)"},
       {O_HELP, "help", 'h', NULL, NULL, 0, "this text"},
   };
-  int ids[JOB_OPT_COUNT];
-  for (int i = 0; i < JOB_OPT_COUNT; i++) ids[i] = i;
-  cli_opts_build(t, ids, JOB_OPT_COUNT, own, (int)(sizeof own / sizeof own[0]));
+  cli_opts_build_job(t, own, (int)(sizeof own / sizeof own[0]));
 }
 
 static void run_usage(const cli_opts *t, FILE *f) {
@@ -54,20 +47,24 @@ static void run_usage(const cli_opts *t, FILE *f) {
 }
 
 static int run_opt(void *ctx, int id, const char *value) {
+  (void)ctx;
+  (void)id;
   (void)value;
-  job_opts *o = ctx;
-  if (id == O_HELP) return CLI_HELP;
-  o->json = 1; /* O_JSON */
-  return SP_OK;
+  return CLI_HELP; /* O_HELP, its one own option */
 }
 
-/* Every rank parses the same arguments and reaches the same verdict; the
+/* Every rank parses the same arguments and reaches the same verdict: the
+ * options, their rules and the device (a CUDA one must be here). The
  * caller prints --help (on rank 0 only). */
-static int run_parse(int argc, char **argv, job_opts *o, int *help) {
-  static const cli_command cmd = {"run", run_table, run_opt, NULL};
-  int rc = cli_command_parse(&cmd, argc, argv, o, o, help);
+static int run_parse(int argc, char **argv, job_params *p, int *help) {
+  static const cli_command cmd = {"run", run_table, run_opt, NULL, 0};
+  cli_result res;
+  int rc = cli_command_parse(&cmd, argc, argv, p, NULL, &res);
+  *help = res.help;
   if (rc != SP_OK || *help) return rc;
-  if (job_opts_check(o, JOB_CHECK_RUN | JOB_CHECK_DEVICE) != SP_OK) return cli_bad_usage("run");
+  rank_device dev;
+  if (job_params_check(p, JOB_CHECK_RUN) != SP_OK || job_device_resolve(p, &dev) != SP_OK)
+    return cli_bad_usage("run");
   return SP_OK;
 }
 
@@ -141,8 +138,12 @@ static void cache_json(json_object *root, const job_session *s) {
 }
 
 static void print_json(const comm_world *w, const plan *p, const job_rank_stats *all,
-                       const job_session *s) {
+                       const job_session *s, const job_spec *j) {
   json_object *root = json_object_new_object();
+  if (j->prompt[0]) { /* the texts the run encoded ("" negative: Wan's own) */
+    json_object_object_add(root, "prompt", json_object_new_string(j->prompt));
+    json_object_object_add(root, "negative", json_object_new_string(j->negative));
+  }
   size_t cap = 1 << 16;
   char *pj = sp_xmalloc(cap);
   plan_format_json(p, pj, cap);
@@ -179,17 +180,19 @@ static void print_json(const comm_world *w, const plan *p, const job_rank_stats 
 
 int cmd_run(int argc, char **argv) {
   comm_world w;
-  job_opts o;
+  job_params o;
   int help = 0;
-  /* --timeout also bounds MPI start-up, so it is read before MPI starts:
-   * silently, since the parse below reports any error once, on rank 0. */
+  /* --timeout also bounds MPI start-up, so the options (the budget among
+   * them) are read and checked before MPI starts: silently, since the parse
+   * below reports any error once, on rank 0. */
   sp_log_set_level(-1);
-  if (run_parse(argc, argv, &o, &help) != SP_OK) job_opts_default(&o);
+  if (run_parse(argc, argv, &o, &help) != SP_OK) job_params_default(&o);
   sp_log_set_level(1);
   comm_init(&argc, &argv, 0, o.timeout, &w);
   help = 0;
   /* Every rank parses the same arguments and reaches the same verdict; only
-   * rank 0 speaks. */
+   * rank 0 speaks. Then rank 0 checks every path (its file system is the
+   * one the inputs and outputs are named on) and every rank learns it. */
   if (w.rank != 0) sp_log_set_level(-1);
   int rc = run_parse(argc, argv, &o, &help);
   sp_log_set_level(1);
@@ -198,6 +201,9 @@ int cmd_run(int argc, char **argv) {
     run_table(&t);
     run_usage(&t, stdout);
   }
+  if (!help && rc == SP_OK)
+    rc = comm_phase_end(&w, w.rank == 0 ? job_params_check_paths(&o) : SP_OK,
+                        "checking the paths", "stopping");
   if (help || rc != SP_OK) {
     comm_finalize(&w);
     return rc;
@@ -217,7 +223,7 @@ int cmd_run(int argc, char **argv) {
   if (rc == SP_OK) rc = job_session_run(s);
   rc = job_session_finish(s, rc, &all);
   if (all && !o.quiet) print_rank_table(&w, all);
-  if (all && o.json) print_json(&w, p, all, s);
+  if (all && o.json) print_json(&w, p, all, s, &o.job);
   free(all);
   job_session_close(s);
   comm_set_phase("finishing");

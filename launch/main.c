@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "jobs.h"
 #include "sp_build_info.h"
 #include "stage.h"
 #include "video_backend.h"
@@ -46,6 +47,9 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  /* Before anything opens a file: a closed descriptor 0 is held, so it is
+   * not the model file that run --jobs - would read as jobs. */
+  job_stdin_record();
   if (argc < 2) {
     usage(stderr);
     return SP_ERR_INPUT;

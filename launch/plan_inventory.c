@@ -4,7 +4,9 @@
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "file_read.h"
 #include "log.h"
 
 /* A size field of a device: a number of bytes or a string with a unit. */
@@ -180,7 +182,10 @@ int plan_inventory_load(const char *file, const plan_options *o, plan_inventory 
   int rc = SP_ERR_INPUT;
   memset(out, 0, sizeof *out);
   plan_links_default(&out->links, o);
-  json_object *root = json_object_from_file(file);
+  int fd = -1;
+  if (rank_file_open_read(file, &fd) != SP_OK) return SP_ERR_INPUT; /* io/file_read.h */
+  json_object *root = json_object_from_fd(fd);
+  close(fd);
   if (!root) {
     sp_log_error("--inventory %s: cannot read it as JSON (%s)", file, json_util_get_last_err());
     return SP_ERR_INPUT;

@@ -118,6 +118,10 @@ static int unit_shift(const char *u) {
 
 int plan_parse_bytes(const char *s, uint64_t *out, char *err, size_t errlen) {
   char tok[96];
+  /* The one rule of every number (num.h): no blanks around it (a budget
+   * string's entries are trimmed by its own grammar before they get here). */
+  if (s && *s && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1])))
+    return plan_fail(err, errlen, "size '%.40s' has blanks around it: give it without", s);
   if (!s || token_copy(s, strlen(s), tok, sizeof tok) != 0)
     return plan_fail(err, errlen, "size '%.40s...' is too long", s ? s : "");
   if (!tok[0]) return plan_fail(err, errlen, "empty size: give a number with a unit, like 24gb");

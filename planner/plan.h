@@ -16,6 +16,8 @@
 #include "grid.h"
 
 #define PLAN_MAX_RANKS 64
+#define PLAN_TOKENS_MAX (INT64_C(1) << 31) /* tokens of a workload: 1..this */
+#define PLAN_SPEED_MAX 1000.0             /* a device's relative speed: (0, this] */
 #define PLAN_MAX_BLOCKS 512
 #define PLAN_NAME_LEN 64
 

@@ -87,8 +87,8 @@ int plan_split_check_inputs(const plan_model *m, const plan_device *devs, int nr
     if (devs[r].total_bytes == 0) BAD("rank %d's GPU (%s) has 0 bytes of memory", r, devs[r].name);
     if (devs[r].free_bytes > devs[r].total_bytes)
       BAD("rank %d's GPU (%s) reports more free than total memory", r, devs[r].name);
-    if (!(devs[r].speed > 0.0 && devs[r].speed <= 1000.0))
-      BAD("rank %d's relative speed %g is outside (0, 1000]", r, devs[r].speed);
+    if (!(devs[r].speed > 0.0 && devs[r].speed <= PLAN_SPEED_MAX))
+      BAD("rank %d's relative speed %g is outside (0, %g]", r, devs[r].speed, PLAN_SPEED_MAX);
   }
   if (w->frames < 1 || (w->frames - 1) % 4 != 0 || w->frames > 100001)
     BAD("frames %lld: Wan needs 4k+1 frames (1, 5, ..., 81)", (long long)w->frames);
@@ -97,7 +97,8 @@ int plan_split_check_inputs(const plan_model *m, const plan_device *devs, int nr
     BAD("size %lldx%lld: height and width must be multiples of 16 (for example 480x832)",
         (long long)w->height, (long long)w->width);
   int64_t L = plan_tokens(w);
-  if (L < 1 || L > (1ll << 31)) BAD("workload of %lld tokens is outside 1..2^31", (long long)L);
+  if (L < 1 || L > PLAN_TOKENS_MAX)
+    BAD("workload of %lld tokens is outside 1..2^31", (long long)L);
   if (w->seq < 0 || w->seq > PLAN_MAX_RANKS || w->seq > L || (w->seq > 1 && m->heads % w->seq))
     BAD("%d sequence-parallel ranks: give 0..%d, at most the %lld tokens, dividing the %lld "
         "heads", w->seq, PLAN_MAX_RANKS, (long long)L, (long long)m->heads);

@@ -50,7 +50,9 @@ static void escape_controls(const char *src, char *dst, size_t cap) {
   dst[o] = '\0';
 }
 
-static void emit(const char *tag, const char *fmt, va_list ap) {
+/* One line to stderr (unless only the log file takes it: terminal 0) and
+ * to the log file. */
+static void emit(const char *tag, int terminal, const char *fmt, va_list ap) {
   char raw[4096], line[4096];
   int n = snprintf(raw, sizeof raw, "[rank %d] %s", g_rank, tag);
   if (n < 0) n = 0;
@@ -59,8 +61,10 @@ static void emit(const char *tag, const char *fmt, va_list ap) {
   while (len > 0 && raw[len - 1] == '\n') raw[--len] = '\0';
   escape_controls(raw, line, sizeof line);
   pthread_mutex_lock(&g_lock);
-  fprintf(stderr, "%s\n", line);
-  fflush(stderr);
+  if (terminal) {
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+  }
   if (g_file) {
     fprintf(g_file, "%s\n", line);
     fflush(g_file);
@@ -68,13 +72,16 @@ static void emit(const char *tag, const char *fmt, va_list ap) {
   pthread_mutex_unlock(&g_lock);
 }
 
-#define SP_LOG_FN(name, tag, min_level)      \
-  void name(const char *fmt, ...) {          \
-    if (g_level < (min_level)) return;       \
-    va_list ap;                              \
-    va_start(ap, fmt);                       \
-    emit(tag, fmt, ap);                      \
-    va_end(ap);                              \
+/* A per-rank log file (--log-dir) keeps the info and warning lines that a
+ * quiet level (-q) keeps off the terminal: it is the record of the run. */
+#define SP_LOG_FN(name, tag, min_level)                                     \
+  void name(const char *fmt, ...) {                                         \
+    const int terminal = g_level >= (min_level);                            \
+    if (!terminal && !(g_file && g_level >= 0 && (min_level) <= 1)) return; \
+    va_list ap;                                                             \
+    va_start(ap, fmt);                                                      \
+    emit(tag, terminal, fmt, ap);                                           \
+    va_end(ap);                                                             \
   }
 SP_LOG_FN(sp_log_info, "", 1)
 SP_LOG_FN(sp_log_warn, "warning: ", 0)
@@ -90,7 +97,7 @@ void sp_log_error(const char *fmt, ...) {
   va_end(ap);
   if (g_level < 0) return;
   va_start(ap, fmt);
-  emit("error: ", fmt, ap);
+  emit("error: ", 1, fmt, ap);
   va_end(ap);
 }
 

@@ -24,7 +24,8 @@ void sp_log_set_rank(int rank, int nranks);
 int sp_log_rank(void);
 /* Short description of this rank's device ("cpu", "cuda:0 NVIDIA H200"). */
 void sp_log_set_device(const char *device);
-/* Also write every line to this file (per-rank log, --log-dir); NULL stops. */
+/* Also write every line to this file (per-rank log, --log-dir), info and
+ * warnings too at level 0 (a quiet run's record); NULL stops. */
 void sp_log_set_file(FILE *f);
 /* 0 = errors only, 1 = normal, 2 = verbose (debug lines). */
 void sp_log_set_level(int level);

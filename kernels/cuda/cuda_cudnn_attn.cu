@@ -1,7 +1,7 @@
 /* cuDNN fused attention through the backend (graph) API, and the one
- * attention call that picks among cudnn, flash, simple and cudnn-fp8
- * (kern_attn.h; the fp8 graph is cuda_fp8_attn.cu, the graph builders
- * both use are cudnn_graph.cu).
+ * attention call that picks among cudnn, flash, simple, fa3 and fa3-int8
+ * (kern_attn.h; the graph builders are cudnn_graph.cu, the plan cache
+ * cudnn_attn_plan.cu).
  *
  * The graph for a shape is built once and its execution plan cached. Three
  * forms are tried in order, the first one an engine accepts is kept:
@@ -129,9 +129,8 @@ struct kern_attn_ctx {
   kern_attn_backend want;
   kern_cuda_gemm_ctx *gemm;
   kern_attn_cudnn *cudnn; /* NULL: not asked for, or could not be created */
-  kern_attn_fp8 *fp8;     /* cudnn-fp8 only */
   kern_attn_fa3_int8 *fa3_int8; /* fa3-int8 only */
-  int fa3;                /* fa3 asked for and available on this build and GPU */
+  int fa3;                /* fa3 or auto asked for, and fa3 in this build and on this GPU */
   int fa3_refusal_logged; /* a shape fa3 refused was logged (once per context) */
   kern_attn_backend last;
 };
@@ -147,23 +146,22 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
     sp_log_error("attention: out of host memory for the attention context");
     return SP_ERR_RUNTIME;
   }
-  if ((want == KERN_ATTN_CUDNN_FP8 && kern_attn_fp8_create(&ctx->fp8) != SP_OK) ||
-      (want == KERN_ATTN_FA3_INT8 && kern_attn_fa3_int8_create(&ctx->fa3_int8) != SP_OK)) {
+  if (want == KERN_ATTN_FA3_INT8 && kern_attn_fa3_int8_create(&ctx->fa3_int8) != SP_OK) {
     free(ctx); /* the requirement is logged above */
     return SP_ERR_RUNTIME;
   }
   ctx->want = want;
   ctx->gemm = gemm;
-  ctx->last = want == KERN_ATTN_SIMPLE || want == KERN_ATTN_CUDNN_FP8 ||
-                      want == KERN_ATTN_FA3_INT8
-                  ? want
-                  : KERN_ATTN_FLASH;
+  ctx->last = want == KERN_ATTN_SIMPLE || want == KERN_ATTN_FA3_INT8 ? want : KERN_ATTN_FLASH;
   if (want == KERN_ATTN_FA3) {
     char why[192];
     ctx->fa3 = kern_attn_fa3_available(why, sizeof why);
     if (!ctx->fa3) sp_log_warn("attention: --attn fa3 is not available (%s): running what auto "
                                "runs (cudnn, else flash)", why);
   }
+  /* auto: fa3 where its rule picks it and it is here, without a word where
+   * it is not (another GPU, a build without sm_90a) */
+  if (want == KERN_ATTN_AUTO) ctx->fa3 = kern_attn_fa3_available(NULL, 0);
   /* fa3 too: a shape fa3 refuses runs what auto runs */
   if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO || want == KERN_ATTN_FA3) {
     if (kern_attn_cudnn_create(&ctx->cudnn) != SP_OK) {
@@ -178,7 +176,6 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
 extern "C" void kern_attn_ctx_destroy(kern_attn_ctx *ctx) {
   if (!ctx) return;
   kern_attn_cudnn_destroy(ctx->cudnn);
-  kern_attn_fp8_destroy(ctx->fp8);
   kern_attn_fa3_int8_destroy(ctx->fa3_int8);
   free(ctx);
 }
@@ -203,13 +200,17 @@ static kern_attn_backend att_cudnn_or_flash(kern_attn_ctx *ctx, const kern_attn_
   return KERN_ATTN_FLASH;
 }
 
-/* auto: cudnn where cuDNN takes the shape, else the own flash kernel. A
- * fixed rule and not a timing: a pick made by measuring would follow timing
- * noise where the two are close, and then a rerun, or two ranks holding the
- * same shape, could run different kernels and give different bits. The
- * measurement that justifies the rule is the attention benchmark
- * (launch/bench/RESULTS.md: cuDNN 1.7x to 2x faster than flash at every Wan
- * shape on the H200); on a GPU where cuDNN refuses the shape, flash runs. */
+/* auto: fa3 where kern_attn_auto_rule picks it (head dim 128, many keys;
+ * the H100 measurements are beside the rule in attn_backend.c) and fa3
+ * takes the shape, else cudnn where cuDNN takes the shape, else the own
+ * flash kernel. A fixed rule of the shape and not a timing: a pick made by
+ * measuring would follow timing noise where two kernels are close, and
+ * then a rerun, or two ranks holding the same attention, could run
+ * different kernels and give different bits. The rule reads the head dim
+ * and the key count only, which every chunk of queries and every Ulysses
+ * rank of one attention share. cuDNN against flash: launch/bench/RESULTS.md
+ * (cuDNN 1.7x to 2x faster at every Wan shape on the H200); on a GPU where
+ * cuDNN refuses the shape, flash runs. */
 extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scratch,
                               size_t scratch_bytes, cudaStream_t stream) {
   kern_attn_backend want = ctx->want;
@@ -218,6 +219,16 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
     kern_attn_fa3_int8_run(ctx->fa3_int8, p, stream);
     ctx->last = KERN_ATTN_FA3_INT8;
     return;
+  }
+  if (want == KERN_ATTN_AUTO && ctx->fa3) {
+    const kern_attn_shape sh = {p.Lq, p.Lk, p.heads, p.hd};
+    /* a shape fa3 refuses (alignment, sizes) runs cudnn: a property of the
+     * attention's buffers, the same on every rank */
+    if (kern_attn_auto_rule(&sh, 1) == KERN_ATTN_FA3 && kern_attn_fa3_supported(&p, NULL, 0)) {
+      kern_attn_fa3(p, stream);
+      ctx->last = KERN_ATTN_FA3;
+      return;
+    }
   }
   if (want == KERN_ATTN_FA3) {
     if (ctx->fa3 && kern_attn_fa3_supported(&p, why, sizeof why)) {
@@ -229,7 +240,7 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
       sp_log_warn("attention (fa3): %s: running what auto runs for this shape", why);
       ctx->fa3_refusal_logged = 1;
     }
-    want = KERN_ATTN_AUTO;
+    want = KERN_ATTN_CUDNN; /* what auto runs where fa3 does not */
   }
   if (want != KERN_ATTN_SIMPLE && !kern_attn_flash_supported(&p, why, sizeof why)) {
     /* outside what flash (and our cudnn graph) are built for */
@@ -248,17 +259,9 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
   case KERN_ATTN_CUDNN:
     ctx->last = att_cudnn_or_flash(ctx, &p, stream);
     return;
-  case KERN_ATTN_CUDNN_FP8:
-    /* asked for explicitly: no silent fall back to another precision */
-    if (kern_attn_fp8_run(ctx->fp8, p, stream) != SP_OK)
-      sp_fatal("attention (cudnn-fp8): cuDNN has no fp8 engine for Lq %lld, Lk %lld, heads %lld "
-               "(the refusals are logged above)",
-               (long long)p.Lq, (long long)p.Lk, (long long)p.heads);
-    ctx->last = KERN_ATTN_CUDNN_FP8;
-    return;
   case KERN_ATTN_AUTO:
   case KERN_ATTN_FA3:
-  case KERN_ATTN_FA3_INT8: break; /* the fa3 ones ran above (or fa3 became auto) */
+  case KERN_ATTN_FA3_INT8: break; /* the fa3 ones ran above (or fa3 became cudnn) */
   }
   ctx->last = att_cudnn_or_flash(ctx, &p, stream);
 }

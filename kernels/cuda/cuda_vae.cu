@@ -1,9 +1,12 @@
 /* CUDA ops of the Wan 2.1 VAE decoder (kern_cuda_vae.h).
  *
  * Convolutions: cuDNN's legacy convolution API (cudnnConvolutionForward),
- * NDHWC tensors and KTRSC (channels-last) filters, bf16 with tensor-op math
- * or fp32 with FMA math (CUDNN_DEFAULT_MATH would let cuDNN run fp32 convs
- * in TF32, about 1e-3 relative error per conv). It is what PyTorch's
+ * NDHWC tensors and KTRSC (channels-last) filters, bf16 with tensor-op math,
+ * fp32 with FMA math, or fp32 in the tf32 mode with CUDNN_DEFAULT_MATH,
+ * which lets cuDNN run fp32 convs on the TF32 tensor cores (each product's
+ * inputs rounded to a 10-bit mantissa, as PyTorch runs fp32 convs by
+ * default; algorithms that down-convert to 16-bit types are refused). It
+ * is what PyTorch's
  * decoder runs on, it takes every shape the decoder has (3x3x3, 3x1x1,
  * 1x3x3, 1x1x1) in one call with the spatial zero padding built in, and
  * the 1x1x1 convs are GEMMs inside it, so one path serves both precisions.
@@ -13,7 +16,8 @@
  *
  * The middle attention (one head of width dims[0], 384 published, which
  * cuDNN's fused attention does not take): scores and P v through cuBLASLt
- * (bf16 or fp32 operands, fp32 compute without TF32), a row softmax kernel
+ * (bf16 or fp32 operands, fp32 compute without TF32 but in the tf32 mode),
+ * a row softmax kernel
  * in between, query rows in chunks that fit the caller's scratch.
  *
  * The element kernels are in cuda_vae_elem.cu; what both files share in
@@ -23,10 +27,15 @@
 
 /* ---- the context ----------------------------------------------------------- */
 
-extern "C" int kern_cuda_vae_create(kern_dtype dt, cudaStream_t stream, void *conv_ws,
-                                    size_t conv_ws_bytes, void *gemm_ws, size_t gemm_ws_bytes,
-                                    kern_cuda_vae **out) {
+extern "C" int kern_cuda_vae_create(kern_dtype dt, int tf32, cudaStream_t stream,
+                                    void *conv_ws, size_t conv_ws_bytes, void *gemm_ws,
+                                    size_t gemm_ws_bytes, kern_cuda_vae **out) {
   *out = NULL;
+  if (tf32 && dt != KERN_DTYPE_F32) {
+    sp_log_error("vae gpu: tf32 math asked for %s activations; it is an fp32 mode",
+                 kern_dtype_name(dt));
+    return SP_ERR_INPUT;
+  }
   size_t ver = cudnnGetVersion();
   if (ver < 90000) {
     sp_log_error("vae gpu: cudnn %zu at run time; the decoder needs cudnn 9.0 or later", ver);
@@ -38,6 +47,7 @@ extern "C" int kern_cuda_vae_create(kern_dtype dt, cudaStream_t stream, void *co
     return SP_ERR_RUNTIME;
   }
   v->dt = dt;
+  v->tf32 = tf32;
   v->stream = stream;
   v->conv_ws = conv_ws;
   v->conv_ws_bytes = conv_ws_bytes;
@@ -57,7 +67,7 @@ extern "C" int kern_cuda_vae_create(kern_dtype dt, cudaStream_t stream, void *co
     free(v);
     return SP_ERR_RUNTIME;
   }
-  sp_log_debug("vae gpu: cudnn %zu, %s", ver, kern_dtype_name(dt));
+  sp_log_debug("vae gpu: cudnn %zu, %s%s", ver, kern_dtype_name(dt), tf32 ? " with tf32 math" : "");
   *out = v;
   return SP_OK;
 }
@@ -128,7 +138,9 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->cd));
   CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(e->cd, 3, pad, one, one,
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  const cudnnMathType_t math = v->dt == KERN_DTYPE_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  const cudnnMathType_t math = v->dt != KERN_DTYPE_F32 ? CUDNN_TENSOR_OP_MATH
+                               : v->tf32               ? CUDNN_DEFAULT_MATH
+                                                       : CUDNN_FMA_MATH;
   CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
   int od[5];
   CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(e->cd, e->xd, e->wd, 5, od));
@@ -148,13 +160,13 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
       continue;
     /* fp32 stays fp32: no tensor-op (TF32) kernels, and the descriptor
      * keeps FMA math whatever the result says (DEFAULT_MATH would allow
-     * TF32); bf16 runs with the math type the heuristic paired with the
-     * algorithm. */
-    if (v->dt == KERN_DTYPE_F32 &&
-        (p->mathType == CUDNN_TENSOR_OP_MATH ||
-         p->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-      continue;
-    if (v->dt != KERN_DTYPE_F32) CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, p->mathType));
+     * TF32). tf32 takes TF32 and FMA algorithms but none that converts the
+     * fp32 inputs to a 16-bit type (ALLOW_CONVERSION). Both tf32 and bf16
+     * run with the math type the heuristic paired with the algorithm. */
+    if (v->dt == KERN_DTYPE_F32 && p->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+    if (v->dt == KERN_DTYPE_F32 && !v->tf32 && p->mathType == CUDNN_TENSOR_OP_MATH) continue;
+    if (v->dt != KERN_DTYPE_F32 || v->tf32)
+      CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, p->mathType));
     size_t need = 0;
     if (cudnnGetConvolutionForwardWorkspaceSize(v->dnn, e->xd, e->wd, e->cd, e->yd, p->algo,
                                                 &need) != CUDNN_STATUS_SUCCESS ||
@@ -173,9 +185,9 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
       n += (size_t)snprintf(list + n, sizeof list - n, " %s(status %d, det %d, math %d, %zu B)",
                             algo_name(perf[i].algo), (int)perf[i].status,
                             (int)perf[i].determinism, (int)perf[i].mathType, perf[i].memory);
-    sp_fatal("vae conv: cudnn %zu has no deterministic %s algorithm within %zu workspace bytes "
-             "for x (%d, %d, %d, %d) w (%d, %d, %d, %d, %d):%s",
-             cudnnGetVersion(), kern_dtype_name(v->dt), v->conv_ws_bytes, T, H, W, ci, co,
+    sp_fatal("vae conv: cudnn %zu has no deterministic %s%s algorithm within %zu workspace "
+             "bytes for x (%d, %d, %d, %d) w (%d, %d, %d, %d, %d):%s",
+             cudnnGetVersion(), kern_dtype_name(v->dt), v->tf32 ? " (tf32)" : "", v->conv_ws_bytes, T, H, W, ci, co,
              k->kt, k->kh, k->kw, ci, list);
   }
   sp_log_debug("vae conv: x (%d, %d, %d, %d) -> %d, kernel %dx%dx%d, %s: %s (%zu B workspace, "
@@ -234,7 +246,10 @@ static void gemm(kern_cuda_vae *v, int64_t M, int64_t N, int64_t K, const void *
     e = &v->gemm[v->ngemm];
     memset(e, 0, sizeof *e);
     e->key = k;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    /* fp32 operands: full fp32 products, or TF32 ones in the tf32 mode */
+    const cublasComputeType_t ct =
+        v->dt == KERN_DTYPE_F32 && v->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, ct, CUDA_R_32F));
     cublasOperation_t ta = b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
     CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));

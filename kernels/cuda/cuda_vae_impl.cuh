@@ -55,6 +55,7 @@ typedef struct gemm_entry {
 
 struct kern_cuda_vae {
   kern_dtype dt;
+  int tf32; /* fp32 only: convolutions and GEMMs may use the TF32 tensor cores */
   cudaStream_t stream;
   cudnnHandle_t dnn;
   cublasLtHandle_t lt;

@@ -1,7 +1,7 @@
-/* What the two fused cuDNN attentions share (cuda_cudnn_attn.cu bf16,
- * cuda_fp8_attn.cu fp8): cuDNN's handle, one workspace as large as the
- * largest plan needs, and the cache of plans, one per shape, each built
- * from the first of the attention's graph forms that an engine accepts. */
+/* What the fused cuDNN attention (cuda_cudnn_attn.cu) keeps around its
+ * graphs: cuDNN's handle, one workspace as large as the largest plan needs,
+ * and the cache of plans, one per shape, each built from the first of the
+ * attention's graph forms that an engine accepts. */
 #ifndef SP_CUDNN_ATTN_PLAN_CUH
 #define SP_CUDNN_ATTN_PLAN_CUH
 
@@ -13,7 +13,7 @@
 #include "cudnn_graph.cuh"
 #include "kern_attn.h"
 
-#define ATT_MAX_OPS 20 /* the fp8 graph has 18 */
+#define ATT_MAX_OPS 20 /* the largest form (3) has 10 */
 
 /* One cached shape: the plan and every descriptor it was built from (kept
  * alive with it; destroyed with the engine). ok 0: cuDNN refused every
@@ -47,7 +47,7 @@ typedef struct att_dims {
 att_dims att_dims_of(const att_plan *pl);
 
 /* The graph forms an attention tries, in order 1..n: name for messages
- * ("cudnn", "cudnn-fp8"); ops writes the operations of `form` for the
+ * ("cudnn"); ops writes the operations of `form` for the
  * plan's shape into out[ATT_MAX_OPS] and returns their count; has_stats
  * says whether `form` writes the statistics tensor. */
 typedef struct att_forms {

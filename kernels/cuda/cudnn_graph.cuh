@@ -1,5 +1,5 @@
 /* Building cuDNN backend (graph API) operation graphs, for the fused
- * attentions (cuda_cudnn_attn.cu bf16, cuda_fp8_attn.cu fp8): a builder
+ * attention (cuda_cudnn_attn.cu): a builder
  * that records every descriptor it creates in an att_graph and keeps the
  * first failure, so a graph is written as straight-line code and checked
  * once at the end. The builders log nothing: the caller reports a refusal
@@ -16,7 +16,7 @@
 /* Workspace above this is refused: an engine that wants it is not the fused
  * one (it would be materialising scores). */
 #define ATT_MAX_WORKSPACE ((int64_t)1 << 30)
-#define ATT_MAX_DESCS 96 /* the fp8 graph: 28 tensors, 18 ops of 2, graph, heuristics, 8 configs */
+#define ATT_MAX_DESCS 96 /* form 3: 14 tensors, 10 ops of 2, graph, heuristics, 8 configs */
 
 /* One built graph: its plan and every descriptor it was built from (kept
  * alive with it, freed by att_graph_release). */

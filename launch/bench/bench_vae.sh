@@ -7,14 +7,17 @@
 #
 # Sizes: 21 latent frames of 60x104 (81 frames of 480x832) and of 90x160
 # (81 frames of 720x1280). Ours: BUILD_DIR/tests/gpu_test_vae_gpu --bench
-# (the published config with synthetic weights from a fixed seed, bf16 and
-# fp32; a warm-up decode, then the best of 3; memory is the decoder's one
-# allocation, and "used" the device memory it took in all). PyTorch:
-# launch/bench/torch_vae.py, the user's copy of WanVAE_ (--wan-repo or
-# WAN_REPO; nothing of it is in this repository), fp32 (torch's defaults:
-# TF32 convolutions), fp32-strict (TF32 off) and bf16 autocast. Prints a
-# table (header lines start with '#') and one JSON line with the ratios
-# ours / published measured in this run; OUT_JSON gets the JSON too.
+# (the published config with synthetic weights from a fixed seed, bf16,
+# fp32 and tf32; a warm-up decode, then the best of 3; memory is the
+# decoder's one allocation, and "used" the device memory it took in all).
+# PyTorch: launch/bench/torch_vae.py, the user's copy of WanVAE_ (--wan-repo
+# or WAN_REPO; nothing of it is in this repository), fp32 (torch's
+# defaults: TF32 convolutions), fp32-strict (TF32 off) and bf16 autocast.
+# Rows pair like with like: bf16 with bf16 autocast, our fp32 with
+# fp32-strict and with torch's default, our tf32 (--vae-precision tf32)
+# with torch's default fp32, which also runs its convolutions in TF32.
+# Prints a table (header lines start with '#') and one JSON line with the
+# ratios ours / published measured in this run; OUT_JSON gets the JSON too.
 # SIZES="60x104" limits the sizes; PYTHON picks the interpreter with torch.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -61,7 +64,8 @@ if os.path.exists(f"{d}/torch.json"):
 rows = []
 lat = sorted({k[0] for k in ours} | {k[0] for k in torch})
 for L in lat:
-    for prec, tmode in (("bf16", "bf16"), ("fp32", "fp32-strict"), ("fp32", "fp32")):
+    for prec, tmode in (("bf16", "bf16"), ("fp32", "fp32-strict"), ("fp32", "fp32"),
+                        ("tf32", "fp32")):
         o, t = ours.get((L, prec)), torch.get((L, tmode))
         row = {"latent": list(L), "ours": prec, "published": tmode,
                "ours_s": o and o["decode_s"], "ours_gib": o and o["layout_gib"],
@@ -82,7 +86,7 @@ for r in rows:
           f"{f(r['ours_gib'], '.2f'):>9} {f(r['ours_used_gib'], '.2f'):>9} "
           f"{f(r['published_gib'], '.2f'):>8} {f(r.get('mem_ratio'), '.2f'):>9}")
 for r in rows:
-    if r["ours_s"] is not None and r["published"] != "fp32":
+    if r["ours_s"] is not None and not (r["ours"] == "fp32" and r["published"] == "fp32"):
         ops = ", ".join(f"{k} {v:.0f}" for k, v in r["ops_ms"].items())
         print(f"# ours {'x'.join(map(str, r['latent']))} {r['ours']}, ms per op (one profiled decode): {ops}")
 doc = {"bench": "vae", "published_env": env, "rows": rows}

@@ -235,8 +235,8 @@ typedef struct conv_net {
   int (*infer)(conv_job *j);
 } conv_net;
 
-/* The networks: conv_wan.c, conv_umt5.c, conv_vae.c. */
-extern const conv_net conv_wan, conv_umt5, conv_vae;
+/* The networks: conv_wan.c, conv_umt5.c, conv_vae.c, conv_vae22.c. */
+extern const conv_net conv_wan, conv_umt5, conv_vae, conv_vae22;
 
 /* Opens the checkpoint of n arguments for net and checks every tensor
  * against the table of the config it infers (problems logged and

@@ -14,10 +14,11 @@
 #include <sys/stat.h>
 
 #include "conv.h"
+#include "file_read.h"
 #include "gguf.h"
 #include "log.h"
 #include "safetensors.h"
-#include "st_text.h"
+#include "utf8.h"
 
 /* ---- problems -------------------------------------------------------------- */
 
@@ -138,7 +139,7 @@ static void gguf_meta(const rank_gguf_file *g, conv_file *f) {
   for (int64_t k = 0; k < g->h.nkv; k++) {
     const rank_gguf_kv *kv = &g->h.kv[k];
     if (kv->type != RANK_GGUF_STRING || memchr(kv->str, '\0', kv->str_len) ||
-        rank_st_utf8_check((const unsigned char *)kv->str, kv->str_len) != kv->str_len)
+        io_utf8_check((const unsigned char *)kv->str, kv->str_len) != kv->str_len)
       continue;
     f->meta_key[f->nmeta] = kv->key;
     f->meta_val[f->nmeta++] = kv->str;
@@ -277,11 +278,8 @@ static int add_index(inputs *in, const char *path) {
   char err[1024], *text = NULL;
   json_object *root = NULL;
   int rc = SP_ERR_INPUT;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    sp_log_error("%s: cannot open: %s", path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
+  FILE *f = NULL;
+  if (rank_file_fopen_read(path, &f) != SP_OK) return SP_ERR_INPUT; /* io/file_read.h */
   struct stat sb;
   if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) ||
       (uint64_t)sb.st_size > RANK_ST_MAX_HEADER) {

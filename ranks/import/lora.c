@@ -2,7 +2,7 @@
  * the check of a file against the model. The merge is lora_merge.c. */
 #include "lora.h"
 
-#include <errno.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +11,24 @@
 #include "convert.h"
 #include "log.h"
 #include "lora_impl.h"
+#include "num.h"
+#include "plan.h"
 #include "safetensors.h"
 
 #define STRENGTH_MAX 1000.0
 #define UNMATCHED_SHOWN 5 /* unmatched keys named in the error line */
 
 /* ---- --lora and --lora-mode ------------------------------------------- */
+
+/* 1 when strtod would take s whole (blanks around it allowed): a number to
+ * a lenient reader. */
+static int loose_number(const char *s) {
+  char *end = NULL;
+  strtod(s, &end);
+  if (end == s) return 0;
+  while (isspace((unsigned char)*end)) end++;
+  return *end == '\0';
+}
 
 int rank_lora_spec_parse(const char *text, rank_lora_spec *out, char *err, size_t errlen) {
   rank_lora_spec s = {.strength = 1.0, .expert = RANK_LORA_EXPERT_ALL};
@@ -33,19 +45,24 @@ int rank_lora_spec_parse(const char *text, rank_lora_spec *out, char *err, size_
     *at = '\0';
   }
   char *colon = strrchr(buf, ':');
-  if (colon && colon[1]) {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(colon + 1, &end);
-    if (!*end && errno != ERANGE) {
-      if (!isfinite(v) || fabs(v) > STRENGTH_MAX) {
-        snprintf(err, errlen, "strength %s is not a finite number in -%g..%g", colon + 1,
-                 STRENGTH_MAX, STRENGTH_MAX);
-        return SP_ERR_INPUT;
-      }
-      s.strength = v;
-      *colon = '\0';
+  /* The strength in the one number syntax (planner/num.h); what a lenient
+   * reading would take as a number ("0x10", " 1", "nan") is refused as a
+   * strength rather than read as part of the file's name. */
+  double v;
+  if (colon && colon[1] && plan_num_real(colon + 1, -HUGE_VAL, HUGE_VAL, &v) != PLAN_OK &&
+      loose_number(colon + 1)) {
+    snprintf(err, errlen, "strength '%s' is not a decimal number in -%g..%g (no blanks, '+', "
+             "hex, inf or nan)", colon + 1, STRENGTH_MAX, STRENGTH_MAX);
+    return SP_ERR_INPUT;
+  }
+  if (colon && plan_num_real(colon + 1, -HUGE_VAL, HUGE_VAL, &v) == PLAN_OK) {
+    if (fabs(v) > STRENGTH_MAX) {
+      snprintf(err, errlen, "strength %s is not a number in -%g..%g", colon + 1, STRENGTH_MAX,
+               STRENGTH_MAX);
+      return SP_ERR_INPUT;
     }
+    s.strength = v;
+    *colon = '\0';
   }
   len = strlen(buf);
   if (len == 0 || len >= sizeof s.path) {

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "log.h"
 #include "st_text.h"
 
@@ -432,9 +433,9 @@ int rank_st_open(const char *path, rank_st_file **out) {
     rc = SP_ERR_RUNTIME;
     goto fail;
   }
-  f->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (f->fd < 0) {
-    sp_log_error("%s: cannot open: %s", path, strerror(errno));
+  /* Non-blocking, and refused unless a regular file (io/file_read.h). */
+  if (rank_file_open_read(path, &f->fd) != SP_OK) {
+    f->fd = -1;
     goto fail;
   }
   struct stat sb;

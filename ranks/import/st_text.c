@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_out.h"
+#include "utf8.h"
 #include "safetensors.h"
 
 /* ---- messages ------------------------------------------------------------ */

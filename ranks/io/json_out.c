@@ -9,41 +9,7 @@
 
 #include "atomic_file.h"
 #include "log.h"
-
-/* The length of the valid UTF-8 sequence at s[0..n), or 0 when it is not
- * one. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-  const unsigned char c = s[0];
-  if (c < 0x80) return 1;
-  size_t len;
-  uint32_t cp, min;
-  if ((c & 0xe0) == 0xc0) {
-    len = 2, cp = c & 0x1f, min = 0x80;
-  } else if ((c & 0xf0) == 0xe0) {
-    len = 3, cp = c & 0x0f, min = 0x800;
-  } else if ((c & 0xf8) == 0xf0) {
-    len = 4, cp = c & 0x07, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (n < len) return 0;
-  for (size_t k = 1; k < len; k++) {
-    if ((s[k] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (s[k] & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return len;
-}
-
-size_t io_utf8_check(const unsigned char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    const size_t len = utf8_seq(s + i, n - i);
-    if (len == 0) return i;
-    i += len;
-  }
-  return n;
-}
+#include "utf8.h"
 
 json_object *io_json_string(const char *s) {
   if (!s) s = "";
@@ -54,7 +20,7 @@ json_object *io_json_string(const char *s) {
   char *out = sp_xmalloc(3 * n + 1);
   size_t o = 0;
   for (size_t i = 0; i < n;) {
-    size_t len = utf8_seq(u + i, n - i);
+    size_t len = io_utf8_seq(u + i, n - i);
     if (len == 0) {
       memcpy(out + o, "\xef\xbf\xbd", 3);
       o += 3, i += 1;

@@ -9,10 +9,7 @@
 #include <json-c/json.h>
 #include <stddef.h>
 
-/* Strict UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
- * U+10FFFF): the offset of the first byte of s[0..n) that breaks it, n when
- * all of it is valid. */
-size_t io_utf8_check(const unsigned char *s, size_t n);
+#include "utf8.h"
 
 /* A json-c string of s (NULL: ""), each byte that breaks UTF-8 replaced by
  * U+FFFD, so the document stays valid UTF-8 whatever a path holds. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "file_read.h"
 #include "log.h"
 
 enum { PATH_BUF = 4096 };
@@ -31,12 +32,6 @@ static int refuse(const char *flag, const char *path, const char *fmt, ...) {
   else
     sp_log_error("%s: %s", path, what);
   return SP_ERR_INPUT;
-}
-
-static const char *kind_name(mode_t m) {
-  return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISFIFO(m) ? "a FIFO"
-         : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
 /* The directory part and the last component of path, in buffers of
@@ -99,7 +94,7 @@ int rank_path_check_input(const char *flag, const char *path, int how) {
   const int dir_ok = how == RANK_PATH_FILE_OR_DIR && S_ISDIR(st.st_mode);
   const int fifo_ok = how == RANK_PATH_FILE_OR_FIFO && S_ISFIFO(st.st_mode);
   if (!S_ISREG(st.st_mode) && !dir_ok && !fifo_ok)
-    return refuse(flag, path, "is %s, not a regular file%s", kind_name(st.st_mode),
+    return refuse(flag, path, "is %s, not a regular file%s", rank_file_kind_name(st.st_mode),
                   how == RANK_PATH_FILE_OR_DIR    ? " or a directory"
                   : how == RANK_PATH_FILE_OR_FIFO ? " or a named pipe"
                                                   : "");
@@ -117,7 +112,7 @@ int rank_path_check_output(const char *flag, const char *path, const rank_path_a
       return refuse(flag, path,
                     "is %s: an output must be a regular file or a new path (it is written "
                     "beside it and renamed into place)",
-                    kind_name(st.st_mode));
+                    rank_file_kind_name(st.st_mode));
   } else if (errno != ENOENT) {
     return refuse(flag, path, "cannot be written: %s", strerror(errno));
   }

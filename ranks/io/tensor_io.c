@@ -11,12 +11,12 @@
 
 #include "h5_util.h"
 #include "log.h"
-#include "path_check.h"
+#include "file_read.h"
 
 static hid_t open_ro(const char *path) {
   rank_h5_silence();
   /* A regular file only: HDF5 would block on a FIFO or read a device forever. */
-  if (rank_path_check_input(NULL, path, RANK_PATH_FILE) != SP_OK) return -1;
+  if (rank_file_check_regular(path) != SP_OK) return -1;
   if (H5Fis_hdf5(path) <= 0) {
     sp_log_error("%s: not an HDF5 file", path);
     return -1;
@@ -64,7 +64,11 @@ int rank_tensor_read_checked(const char *path, const char *name, int ndim,
   if ((s = H5Dget_space(d)) < 0) goto done;
   int nd = H5Sget_simple_extent_ndims(s);
   if (nd < 1 || nd > RANK_TENSOR_MAX_DIMS || (ndim > 0 && nd != ndim)) {
-    sp_log_error("%s: dataset '%s' has %d dimensions, expected %d", path, name, nd, ndim);
+    if (ndim > 0)
+      sp_log_error("%s: dataset '%s' has %d dimensions, expected %d", path, name, nd, ndim);
+    else
+      sp_log_error("%s: dataset '%s' has %d dimensions (a scalar has none), expected 1..%d",
+                   path, name, nd, RANK_TENSOR_MAX_DIMS);
     goto done;
   }
   hsize_t dims[RANK_TENSOR_MAX_DIMS];

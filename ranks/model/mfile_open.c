@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "h5_util.h"
@@ -223,7 +224,11 @@ int mfile_find(const mfile *m, const char *group, const char *name) {
 
 int mfile_arch(const char *path, char *arch, size_t n) {
   rank_h5_silence();
-  if (access(path, R_OK) != 0 || H5Fis_hdf5(path) <= 0) return -1;
+  /* Not a regular file: no arch (the caller's reader says why). */
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || access(path, R_OK) != 0 ||
+      H5Fis_hdf5(path) <= 0)
+    return -1;
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) return -1;
   int rc = rank_h5_attr_read_str(f, "arch", arch, n);

@@ -11,6 +11,7 @@
 
 #include "atomic_file.h"
 #include "crc32c.h"
+#include "file_read.h"
 #include "h5_util.h"
 #include "log.h"
 #include "mfile_format.h"
@@ -20,8 +21,8 @@
 /* A safetensors file starts with its header's length (8 bytes, little
  * endian, at most 100 MB) and the header's opening brace. */
 static int looks_like_safetensors(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
+  FILE *f = NULL;
+  if (rank_file_fopen_read(path, &f) != SP_OK) return 0;
   unsigned char b[9];
   size_t got = fread(b, 1, sizeof b, f);
   fclose(f);
@@ -32,18 +33,13 @@ static int looks_like_safetensors(const char *path) {
 }
 
 int rank_container_open_fd(const char *path, int *fd) {
-  *fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (*fd >= 0) return SP_OK;
-  sp_log_error("%s: cannot open for reading: %s", path, strerror(errno));
-  return SP_ERR_INPUT;
+  return rank_file_open_read(path, fd); /* io/file_read.h */
 }
 
 int rank_container_open(const char *path, hid_t *out) {
   rank_h5_silence();
-  if (access(path, R_OK) != 0) {
-    sp_log_error("%s: cannot open model file: %s", path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
+  /* A regular file before HDF5 opens it by name (io/file_read.h). */
+  if (rank_file_check_regular(path) != SP_OK) return SP_ERR_INPUT;
   if (H5Fis_hdf5(path) <= 0) {
     if (looks_like_safetensors(path))
       sp_log_error("%s: a safetensors checkpoint, not a staticpipe model file: convert it once "

@@ -6,9 +6,11 @@
 
 #include "umt5_schema.h"
 #include "wan_schema.h"
+#include "wan_vae22_schema.h"
 #include "wan_vae_schema.h"
 
-const net_schema *const net_schemas[] = {&wan_schema, &wan_vae_schema, &umt5_schema, NULL};
+const net_schema *const net_schemas[] = {&wan_schema, &wan_vae_schema, &umt5_schema,
+                                          &wan_vae22_schema, NULL};
 
 const net_schema *net_schema_of(const char *arch) {
   for (int i = 0; net_schemas[i]; i++)

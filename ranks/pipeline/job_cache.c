@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "job.h"
-#include "job_session.h"
+#include "job_session_impl.h"
 #include "log.h"
 
 /* The steps of branch b whose action is a skip, "3,5,7" ("none"), into buf. */
@@ -76,7 +75,7 @@ int job_cache_plan(job_session *s, const job_spec *j, const int64_t *ts, const u
   const int64_t dim = rank_model_get_info(s->m)->config.dim;
   *out = NULL;
   if (j->cache.method == RANK_CACHE_OFF) return SP_OK;
-  if (!s->o->cache_any) { /* a --jobs stream's line: the plan is the command line's */
+  if (!s->cache_any) { /* a --jobs stream's line: the plan is the command line's */
     if (w->rank == 0)
       sp_log_error("cache=: the run was planned and loaded without a step cache (a --jobs "
                    "stream's lines cache only when the command line has --cache)");

@@ -1,16 +1,14 @@
 /* A job's inputs (read and checked on rank 0 against the model) and its
- * outputs: paths checked, latents written, video outputs checked before
- * any work (see job.h). */
+ * outputs: latents written, video outputs checked before any work (see
+ * job_io.h and job_session_impl.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "job.h"
-#include "job_session.h"
+#include "job_session_impl.h"
 #include "latent_file.h"
 #include "log.h"
 #include "noise.h"
-#include "path_check.h"
 #include "preview.h"
 
 void job_inputs_free(job_inputs *in) {
@@ -64,7 +62,11 @@ static int latent_shape_ok(const char *path, const char *name, int ndim, const i
                  (long long)c->in_dim);
     return SP_ERR_INPUT;
   }
-  return SP_OK;
+  /* The video it stands for, before anything is allocated for it: the
+   * workload rule of every command (job_workload_check). */
+  char what[JOB_PATH + 32];
+  snprintf(what, sizeof what, "%s: dataset '%s'", path, name);
+  return job_workload_check(what, 4 * (d[1] - 1) + 1, 8 * d[2], 8 * d[3]);
 }
 
 int job_read_latent(const char *path, const char *name, const wan_config *c,
@@ -128,7 +130,7 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
   out[n++] = (job_setting){.key = "size", .kind = SETTING_STR, .s = size};
   out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->id.source};
   out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->id.checksum};
-  const wan_precision prec = job_precision(s->o, mi);
+  const wan_precision prec = job_precision(&s->params, mi);
   if (prec != WAN_PRECISION_BF16) /* MODEL.md "fp8 weights", "int8 weights" (bf16: none) */
     out[n++] = (job_setting){.key = "precision", .kind = SETTING_STR,
                              .s = wan_precision_name(prec)};
@@ -137,7 +139,7 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
     out[n++] = (job_setting){.key = job_schedule_key(j), .kind = SETTING_STR, .s = t->schedule};
   }
   rank_lora_spec lora[RANK_LORA_MAX];
-  const int nlora = job_spec_loras(s->o, j, lora);
+  const int nlora = job_spec_loras(&s->params, j, lora);
   for (int i = 0; i < nlora; i++) {
     snprintf(t->lora_key[i], sizeof t->lora_key[i], "lora%d", i);
     rank_lora_spec_format(&lora[i], t->lora[i], sizeof t->lora[i]);
@@ -145,7 +147,7 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
   }
   if (nlora)
     out[n++] = (job_setting){.key = "lora_mode", .kind = SETTING_STR,
-                             .s = rank_lora_mode_name(s->o->lora_mode)};
+                             .s = rank_lora_mode_name(s->lora_mode)};
   if (j->cache.method != RANK_CACHE_OFF) { /* step caching changes the latents */
     rank_cache_format(&j->cache, t->cache, sizeof t->cache);
     out[n++] = (job_setting){.key = "cache", .kind = SETTING_STR, .s = t->cache};
@@ -191,6 +193,7 @@ int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat
   job_settings_text text;
   const int n = job_settings(s, j, &text, set);
   int rc;
+  if (!j->out[0]) return SP_OK; /* -o named the video: no latents file (job_spec_video_out) */
   if (rank_latent_path_is(j->out)) {
     rank_latent_meta meta[SETTINGS_MAX + 1];
     meta[0] = (rank_latent_meta){"format", "staticpipe"};
@@ -199,7 +202,7 @@ int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat
   } else {
     rc = write_latents_h5(j->out, set, n, lat, latents);
   }
-  if (rc != SP_OK || !s->o->preview) return rc;
+  if (rc != SP_OK || !s->params.preview) return rc;
   char png[JOB_PATH + 8];
   snprintf(png, sizeof png, "%s.png", j->out);
   return rank_preview_write_png(png, latents, lat[0], lat[1], lat[2], lat[3]);
@@ -254,84 +257,9 @@ int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in) {
     in->noise.data = sp_xmalloc((size_t)in->noise.numel * sizeof(float));
     noise_fill(j->seed, in->noise.data, (size_t)in->noise.numel);
   }
-  if (rc == SP_OK && s->o->save_noise) rc = save_noise(s->o->save_noise, j, lat, in->noise.data);
+  if (rc == SP_OK && s->params.save_noise)
+    rc = save_noise(s->params.save_noise, j, lat, in->noise.data);
   return rc;
-}
-
-/* ---- paths, checked before any work ---- */
-
-int job_model_path_check(const char *flag, const char *spec) {
-  return rank_model_spec_is_synth(spec) ? SP_OK
-                                        : rank_path_check_input(flag, spec, RANK_PATH_FILE);
-}
-
-/* How a message names a job's field: "--cond" on the command line,
- * "jobs.txt:3: cond" on a --jobs line. */
-static void job_flag(char *buf, size_t n, const char *where, const char *key) {
-  if (where)
-    snprintf(buf, n, "%s: %s", where, key);
-  else
-    snprintf(buf, n, "--%s", key);
-}
-
-int job_spec_check_paths(const job_opts *o, const job_spec *j, const char *where) {
-  char fc[JOB_PATH + 32], fn[JOB_PATH + 32], fo[JOB_PATH + 32], fp[JOB_PATH + 32];
-  char fv[JOB_PATH + 32], png[JOB_PATH + 8];
-  job_flag(fc, sizeof fc, where, "cond");
-  job_flag(fv, sizeof fv, where, "video");
-  job_flag(fn, sizeof fn, where, "noise");
-  job_flag(fo, sizeof fo, where, "out");
-  job_flag(fp, sizeof fp, where, "out (its preview)");
-  snprintf(png, sizeof png, "%s.png", j->out);
-  /* What the job reads, and then each output it claims. */
-  rank_path_arg used[] = {
-      {"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
-      {"--vae", o->vae && !rank_model_spec_is_synth(o->vae) ? o->vae : NULL},
-      {"--t5", o->t5 && !rank_model_spec_is_synth(o->t5) ? o->t5 : NULL},
-      {"--jobs", job_jobs_is_stream(o->jobs) ? NULL : o->jobs},
-      {fc, j->cond}, {fn, j->noise}, {fo, j->out}, {fp, png}};
-  const int n_in = 6;
-  if (rank_path_check_output(fo, j->out, used, n_in) != SP_OK) return SP_ERR_INPUT;
-  if (o->preview && rank_path_check_output(fp, png, used, n_in + 1) != SP_OK)
-    return SP_ERR_INPUT;
-  /* The video (a file; its encoder and directory are video_out_check's). */
-  if (j->video[0] && rank_path_check_output(fv, j->video, used, n_in + 1 + o->preview) != SP_OK)
-    return SP_ERR_INPUT;
-  return SP_OK;
-}
-
-int job_paths_check(const job_opts *o) {
-  const job_spec *j = &o->job;
-  if (job_model_path_check("--model", o->model) != SP_OK) return SP_ERR_INPUT;
-  if (o->vae && job_model_path_check("--vae", o->vae) != SP_OK) return SP_ERR_INPUT;
-  if (o->jobs && strcmp(o->jobs, "-") != 0 &&
-      rank_path_check_input("--jobs", o->jobs, RANK_PATH_FILE_OR_FIFO) != SP_OK)
-    return SP_ERR_INPUT;
-  /* The command line's inputs here; a --jobs line's are checked when the
-   * job reads them (tensor_io.h, latent_file.h), so a bad one fails that
-   * job alone, at its turn. */
-  if (o->t5 && job_model_path_check("--t5", o->t5) != SP_OK) return SP_ERR_INPUT;
-  if (!o->jobs && ((!j->prompt[0] && rank_path_check_input("--cond", j->cond, RANK_PATH_FILE)) ||
-                   (j->noise[0] && rank_path_check_input("--noise", j->noise, RANK_PATH_FILE)) ||
-                   job_spec_check_paths(o, j, NULL) != SP_OK))
-    return SP_ERR_INPUT;
-  /* The command line's other outputs (a --jobs file's lines are checked as
-   * it is read, jobs.c). */
-  char png[JOB_PATH + 8];
-  snprintf(png, sizeof png, "%s.png", j->out);
-  rank_path_arg used[] = {{"--model", rank_model_spec_is_synth(o->model) ? NULL : o->model},
-                          {"--jobs", job_jobs_is_stream(o->jobs) ? NULL : o->jobs},
-                          {"--cond", j->cond},
-                          {"--noise", j->noise},
-                          {"--out", j->out},
-                          {"--out (its preview)", o->preview && j->out[0] ? png : NULL},
-                          {"--save-noise", o->save_noise}};
-  const int n = (int)(sizeof used / sizeof used[0]);
-  if (o->save_noise && rank_path_check_output("--save-noise", o->save_noise, used, n - 1) != SP_OK)
-    return SP_ERR_INPUT;
-  if (o->trace && rank_path_check_output("--trace", o->trace, used, n) != SP_OK)
-    return SP_ERR_INPUT;
-  return SP_OK;
 }
 
 void job_log(const job_session *s, const job_spec *j) {
@@ -362,10 +290,10 @@ void job_log(const job_session *s, const job_spec *j) {
     rank_cache_format(&j->cache, spec, sizeof spec);
     snprintf(cache, sizeof cache, ", cache %s", spec);
   }
-  const wan_precision prec = job_precision(s->o, rank_model_get_info(s->m));
+  const wan_precision prec = job_precision(&s->params, rank_model_get_info(s->m));
   sp_log_info("run: %s%s%s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
               "tokens, %d steps%s, %s, %s, shift %g, %s%s, %d rank%s",
-              s->o->model, prec != WAN_PRECISION_BF16 ? " in " : "",
+              s->params.model, prec != WAN_PRECISION_BF16 ? " in " : "",
               prec != WAN_PRECISION_BF16 ? wan_precision_name(prec) : "",
               (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
@@ -374,9 +302,9 @@ void job_log(const job_session *s, const job_spec *j) {
 }
 
 decode_opts job_decode_opts(const job_session *s, const job_spec *j) {
-  return (decode_opts){.vae = s->o->vae, .verify = s->o->verify, .dev = s->o->dev,
-                       .precision = s->o->vae_precision,
-                       .out = j->video, .fps = j->fps, .quiet = s->o->quiet};
+  return (decode_opts){.vae = s->params.vae, .verify = s->params.verify, .dev = s->dev,
+                       .precision = s->params.vae_precision,
+                       .out = j->video, .fps = j->fps, .quiet = s->params.quiet};
 }
 
 int job_check_videos(job_session *s) {
@@ -390,7 +318,7 @@ int job_check_videos(job_session *s) {
     any = 1;
     if (!s->vae) {
       if (w->rank == 0)
-        sp_log_error("%s:%d: video=%s needs --vae (the VAE decoder)", s->o->jobs, j->line,
+        sp_log_error("%s:%d: video=%s needs --vae (the VAE decoder)", s->params.jobs, j->line,
                      j->video);
       bad[i] = 1;
     } else if (w->rank == last) {

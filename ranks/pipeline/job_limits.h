@@ -1,7 +1,8 @@
-/* The limits of a job's values (internal to ranks/pipeline/job_opts*.c):
- * checked by job_opts_check alone, and written into the help
- * (job_opts_table.c) and the error lines from here, as plain literals so
- * the help can spell them with STR. */
+/* The limits of a job's values (internal to the job library): checked by
+ * job_params_set and job_params_check alone, and written into the help
+ * (job_option.c) and the error lines from here, as plain literals so the
+ * help can spell them with STR. The planner's own limits are checked to
+ * agree (job_check.c). */
 #ifndef JOB_LIMITS_H
 #define JOB_LIMITS_H
 
@@ -18,6 +19,8 @@
 #define JOB_CHUNK_ROWS_LOG2 31
 #define JOB_CHUNK_ROWS_MAX (INT64_C(1) << JOB_CHUNK_ROWS_LOG2)
 #define JOB_FPS_MAX 240
+#define JOB_SPEED_MAX 1000 /* planner/plan.h PLAN_SPEED_MAX */
+#define JOB_TOKENS_LOG2 31 /* planner/plan.h PLAN_TOKENS_MAX */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 

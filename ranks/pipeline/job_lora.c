@@ -1,12 +1,11 @@
-/* The LoRAs of a session (see job.h and lora.h): merged into the weights
+/* The LoRAs of a session (see job_session_impl.h and lora.h): merged into the weights
  * as they are read, or bypassed (each job's pairs added after the blocks'
  * linear layers). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "job.h"
-#include "job_session.h"
+#include "job_session_impl.h"
 #include "log.h"
 
 /* The LoRA mode and, for merged, the merge: every rank opens the LoRAs and
@@ -16,7 +15,7 @@
  * stage takes their pairs job by job (use_loras). */
 int job_setup_loras(job_session *s) {
   const comm_world *w = s->w;
-  job_opts *o = s->o;
+  const job_params *o = &s->params;
   rank_lora_spec first[RANK_LORA_MAX], cur[RANK_LORA_MAX];
   int nfirst = -1, any = 0, differ = 0;
   for (int i = 0; i < s->njobs; i++) {
@@ -37,9 +36,9 @@ int job_setup_loras(job_session *s) {
    * file run in bf16, have no such form: bypass (auto takes it). */
   const rank_model_info *mi = rank_model_get_info(s->m);
   const int merge_ok = !mi->quant || job_precision(o, mi) != WAN_PRECISION_BF16;
-  if (o->lora_mode == RANK_LORA_AUTO)
-    o->lora_mode = differ || !merge_ok ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
-  if (o->lora_mode == RANK_LORA_MERGED && !merge_ok) {
+  if (s->lora_mode == RANK_LORA_AUTO)
+    s->lora_mode = differ || !merge_ok ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
+  if (s->lora_mode == RANK_LORA_MERGED && !merge_ok) {
     /* every rank knows it: each returns, rank 0 says why */
     if (w->rank == 0)
       sp_log_error("--lora-mode merged: %s holds quantized weights (its blocks' linear weights "
@@ -51,7 +50,7 @@ int job_setup_loras(job_session *s) {
                                                          "merge quantised again)" : "");
     return SP_ERR_INPUT;
   }
-  if (o->lora_mode == RANK_LORA_MERGED) {
+  if (s->lora_mode == RANK_LORA_MERGED) {
     int rc = SP_OK;
     comm_set_phase("opening the LoRAs");
     if (differ) {
@@ -89,8 +88,8 @@ int job_setup_loras(job_session *s) {
         size_t elems;
         int64_t rank;
         rank_lora_bypass_room(l, &elems, &rank);
-        if (elems > o->lora_block_elems) o->lora_block_elems = elems;
-        if (rank > o->lora_rank) o->lora_rank = rank;
+        if (elems > s->lora_block_elems) s->lora_block_elems = elems;
+        if (rank > s->lora_rank) s->lora_rank = rank;
       }
       rank_lora_close(l);
       memcpy(checked, cur, (size_t)n * sizeof *cur);
@@ -101,8 +100,8 @@ int job_setup_loras(job_session *s) {
     bad[i] = (uint8_t)checked_bad;
   }
   comm_bcast(w, bad, (size_t)s->njobs, 0);
-  comm_bcast(w, &o->lora_block_elems, sizeof o->lora_block_elems, 0);
-  comm_bcast(w, &o->lora_rank, sizeof o->lora_rank, 0);
+  comm_bcast(w, &s->lora_block_elems, sizeof s->lora_block_elems, 0);
+  comm_bcast(w, &s->lora_rank, sizeof s->lora_rank, 0);
   for (int i = 0; i < s->njobs; i++) {
     if (bad[i]) s->jobs[i].bad = 1;
     nbad += bad[i];
@@ -118,7 +117,7 @@ int job_setup_loras(job_session *s) {
  * A failure fails the job; the next job sets its own. */
 int job_use_loras(job_session *s, const job_spec *j) {
   rank_lora_spec want[RANK_LORA_MAX];
-  const int n = job_spec_loras(s->o, j, want);
+  const int n = job_spec_loras(&s->params, j, want);
   if (s->lora_set && job_loras_same(s->lora_cur, s->nlora_cur, want, n)) return SP_OK;
   rank_lora_close(s->lora);
   s->lora = NULL;
@@ -132,7 +131,7 @@ int job_use_loras(job_session *s, const job_spec *j) {
     if (s->single)
       sp_log_info("lora (bypass): %s", d);
     else
-      sp_log_info("lora (bypass) from %s:%d on: %s", s->o->jobs, j->line, d);
+      sp_log_info("lora (bypass) from %s:%d on: %s", s->params.jobs, j->line, d);
   }
   memcpy(s->lora_cur, want, (size_t)n * sizeof *want);
   s->nlora_cur = n;

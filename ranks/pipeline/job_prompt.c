@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "job.h"
-#include "job_session.h"
+#include "job_session_impl.h"
 #include "log.h"
 #include "t5_file.h"
 #include "tokenizer.h"
@@ -51,20 +50,23 @@ void job_prompts_free(job_prompts *p) {
 
 /* ---- the options' rules ---- */
 
+int job_prompt_len_check(const char *flag, size_t len, int allow_empty) {
+  if ((allow_empty || len > 0) && len < JOB_PROMPT) return SP_OK;
+  if (len)
+    sp_log_error("%s: the text is %zu bytes, longer than %d", flag, len, JOB_PROMPT - 1);
+  else
+    sp_log_error("%s: the text is empty: there is nothing to encode", flag);
+  return SP_ERR_INPUT;
+}
+
 int job_prompt_set(const char *flag, const char *v, char *dst, int allow_empty) {
   const size_t len = strlen(v);
-  if ((!allow_empty && len == 0) || len >= JOB_PROMPT) {
-    if (len)
-      sp_log_error("%s: the text is longer than %d bytes", flag, JOB_PROMPT - 1);
-    else
-      sp_log_error("%s: the text is empty: there is nothing to encode", flag);
-    return SP_ERR_INPUT;
-  }
+  if (job_prompt_len_check(flag, len, allow_empty) != SP_OK) return SP_ERR_INPUT;
   memcpy(dst, v, len + 1);
   return SP_OK;
 }
 
-int job_prompt_check_run(const job_opts *o) {
+int job_prompt_check_run(const job_params *o) {
   const job_spec *j = &o->job;
   const char *bad = NULL;
   if (o->jobs && (j->prompt[0]))
@@ -84,9 +86,10 @@ int job_prompt_check_run(const job_opts *o) {
   return bad ? SP_ERR_INPUT : SP_OK;
 }
 
-int job_prompt_check_line(const job_spec *j, const char *where) {
+int job_prompt_check_line(const job_params *p, const job_spec *j, const char *where) {
   const char *bad = !j->cond[0] && !j->prompt[0] ? "cond=FILE (or prompt=\"TEXT\") is missing"
                     : j->cond[0] && j->prompt[0] ? "cond= and prompt= exclude each other"
+                    : j->prompt[0] && !p->t5     ? "prompt= needs --t5 (the text encoder)"
                                                  : NULL;
   if (bad) sp_log_error("%s: %s", where, bad);
   return bad ? SP_ERR_INPUT : SP_OK;
@@ -176,12 +179,12 @@ static void text_where(const job_session *s, const job_spec *j, int negative, ch
   if (s->single)
     snprintf(buf, n, "--%s%s", key, negative && !j->negative[0] ? " (Wan's own)" : "");
   else
-    snprintf(buf, n, "%s:%d: %s", s->o->jobs, j->line, key);
+    snprintf(buf, n, "%s:%d: %s", s->params.jobs, j->line, key);
 }
 
 /* The encoder, checked against the model: its tokenizer and width. */
 static int open_encoder(const job_session *s, t5_model **out) {
-  const job_opts *o = s->o;
+  const job_params *o = &s->params;
   const wan_config *c = &rank_model_get_info(s->m)->config;
   t5_model *m = NULL;
   int rc = t5_model_open(o->t5, o->verify, &m);
@@ -206,7 +209,7 @@ static int open_encoder(const job_session *s, t5_model **out) {
               in->id.source, in->id.preset[0] ? in->id.preset : "custom config",
               (long long)in->config.layers, (long long)in->config.dim,
               kern_dtype_name(in->id.dtype),
-              o->dev == RANK_DEVICE_CUDA ? "GPU (bf16, as encode --device cuda)" : "CPU (fp32)");
+              s->dev == RANK_DEVICE_CUDA ? "GPU (bf16, as encode --device cuda)" : "CPU (fp32)");
   *out = m;
   return SP_OK;
 }
@@ -215,15 +218,8 @@ static int open_encoder(const job_session *s, t5_model **out) {
  * ends a single run) and encodes the distinct ones. */
 static int encode_all(job_session *s, job_prompts *p, uint8_t *bad) {
   for (int i = 0; i < s->njobs; i++) p->of[i][0] = p->of[i][1] = -1;
-  if (!s->o->t5) { /* --jobs lines with prompt= (run --prompt needs --t5) */
-    for (int i = 0; i < s->njobs; i++)
-      if (!s->jobs[i].bad && s->jobs[i].prompt[0]) {
-        sp_log_error("%s:%d: prompt= needs --t5 (the text encoder)", s->o->jobs,
-                     s->jobs[i].line);
-        bad[i] = 1;
-      }
-    return SP_OK;
-  }
+  /* A line's prompt= without --t5 was refused as the line was read
+   * (job_prompt_check_line). */
   t5_model *m = NULL;
   int rc = open_encoder(s, &m);
   if (rc != SP_OK) return rc;
@@ -259,7 +255,7 @@ static int encode_all(job_session *s, job_prompts *p, uint8_t *bad) {
       n[k] = p->n[first];
       out[k++] = p->ctx[first];
     }
-    const umt5_encode_job job = {.device = s->o->dev, .cuda_device = s->o->cuda_device,
+    const umt5_encode_job job = {.device = s->dev, .cuda_device = s->cuda_device,
                                  .count = k, .ids = ids, .n = n, .out = out};
     rc = umt5_encode(m, &job, NULL);
   }
@@ -298,7 +294,7 @@ static int context_copy(const job_session *s, int t, const char *what,
   const wan_config *c = &rank_model_get_info(s->m)->config;
   if (p->n[t] > c->text_len) {
     sp_log_error("%s: %lld tokens; the model %s takes at most %lld", what, (long long)p->n[t],
-                 s->o->model, (long long)c->text_len);
+                 s->params.model, (long long)c->text_len);
     return SP_ERR_INPUT;
   }
   memset(out, 0, sizeof *out);

@@ -1,4 +1,4 @@
-/* Running the session's jobs (see job.h): groups of jobs in flight
+/* Running the session's jobs (see job_session.h): groups of jobs in flight
  * together, each group's inputs given to every rank, sampled on the
  * pipeline, its outputs written (and decoded to video) on the last rank.
  * The session's opening, plan and end are job_session.c's; its stage
@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wan_vae_decode.h"
-#include "job.h"
-#include "job_session.h"
+#include "job_session_impl.h"
 #include "layout_grid.h"
 #include "log.h"
 #include "pipeline.h"
@@ -94,12 +92,12 @@ static int group_sample(job_session *s, const group_bufs *b, int g) {
   rank_pipe_stats st = {0};
   const uint64_t h2d0 = rank_stage_get_stats(s->stage)->h2d_bytes;
   double speed[PLAN_MAX_RANKS];
-  job_replica_speeds(s->o, &s->p.grid, speed);
+  job_replica_speeds(&s->params, &s->plan.grid, speed);
   int K = 0; /* the step's micro-batches */
   for (int q = 0; q < g; q++) K += rank_job_micro_batches(&b->jobs[q]);
-  if (w->rank == 0) job_speed_log(s->o, &s->p.grid, K);
-  int rc = rank_pipeline_sample(w, &s->p.grid, s->tp, s->stage, b->jobs, g, speed,
-                                s->block_major, s->o->timeout, w->rank == 0 && !s->o->quiet,
+  if (w->rank == 0) job_speed_log(&s->params, &s->plan.grid, K);
+  int rc = rank_pipeline_sample(w, &s->plan.grid, s->tp, s->stage, b->jobs, g, speed,
+                                s->block_major, s->params.timeout, w->rank == 0 && !s->params.quiet,
                                 &st);
   job_rank_stats *sum = &s->sum;
   sum->compute_s += st.compute_s;
@@ -136,7 +134,7 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
   int rc = job_session_fail(s, job_stage_ensure(s, lat));
   for (int q = 0; q < g; q++) rcs[q] = rc;
   if (rc != SP_OK) return;
-  if (s->o->lora_mode == RANK_LORA_BYPASS) {
+  if (s->lora_mode == RANK_LORA_BYPASS) {
     comm_set_phase("switching the LoRAs");
     rc = comm_phase_end(w, job_use_loras(s, js[0]), "switching the LoRAs", then);
     for (int q = 0; q < g; q++) rcs[q] = rc;
@@ -155,8 +153,9 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
     int r = SP_OK;
     if (w->rank == w->size - 1) {
       r = job_write_output(s, js[q], lat, b.out[q]);
-      if (r == SP_OK)
-        sp_log_info("run: wrote %s%s", js[q]->out, s->o->preview ? " and its .png preview" : "");
+      if (r == SP_OK && js[q]->out[0])
+        sp_log_info("run: wrote %s%s", js[q]->out,
+                    s->params.preview ? " and its .png preview" : "");
       if (r == SP_OK && js[q]->video[0]) {
         decode_opts d = job_decode_opts(s, js[q]);
         decode_stats st;
@@ -216,7 +215,8 @@ static int collect_group(job_session *s, int i, const job_spec **group, job_inpu
       job_latent_shape(j, c, lat1);
       /* Jobs in flight together share the stage's LoRA pairs. */
       rank_lora_spec l0[RANK_LORA_MAX], l1[RANK_LORA_MAX];
-      const int n0 = job_spec_loras(s->o, group[0], l0), n1 = job_spec_loras(s->o, j, l1);
+      const int n0 = job_spec_loras(&s->params, group[0], l0);
+      const int n1 = job_spec_loras(&s->params, j, l1);
       if (memcmp(lat0, lat1, sizeof lat0) != 0 || j->steps != group[0]->steps ||
           !job_loras_same(l0, n0, l1, n1) || !same_experts(s, group[0], j))
         break;

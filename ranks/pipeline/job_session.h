@@ -1,133 +1,81 @@
-/* Internal to the job library: the session's state, shared by
- * job_session.c (open, plan, finish, close), job_run.c (the jobs run in
- * groups), job_stage.c (this rank's stage), job_cache.c (the step cache's
- * decisions), job_io.c (a job's inputs and outputs), job_plan.c (device and
- * plan) and the files below. The commands use job.h. */
+/* A job's runtime: the session that runs a job's parameters (job_params.h)
+ * on a world of ranks. It holds what only exists while running: the log
+ * files, the watchdog, the device each rank resolved and its GPU, the
+ * transport, the model, the VAE and the stage, the LoRA mode the jobs
+ * settle on, and the plan every rank follows.
+ *
+ *   job_session_open ... job_session_plan ... job_session_run
+ *   ... job_session_finish, job_session_close
+ *
+ * Files: job_session.c (open, plan, finish, close), job_run.c (the jobs in
+ * groups), job_stage.c (this rank's stage), job_device.c (device, GPU and
+ * the plan every rank follows), job_cache.c, job_lora.c, job_prompt.c,
+ * job_io.c, job_stream.c; the shared state is job_session_impl.h. */
 #ifndef JOB_SESSION_H
 #define JOB_SESSION_H
 
-#include "job.h"
-#include "wan_vae_decode.h"
-#include "vae_file.h"
+#include <stdint.h>
 
-/* What the job loop shares: the world, the model, the plan and the stage,
- * which stays loaded from job to job while the latent shape stays. */
-struct job_session {
-  const comm_world *w;
-  job_opts *o;
-  comm_transport *tp;
-  rank_model *m;
-  vae_model *vae;     /* --vae (metadata on every rank; the last rank decodes) */
-  decode_weights *vae_weights; /* last rank: read at the first video= job, kept */
-  rank_lora *lora;    /* merged: the LoRAs merged into m's groups as they are read;
-                       * bypass: those the stage's pairs come from */
-  /* bypass: the LoRAs the stage's pairs are of (lora_set 0: none set yet) */
-  rank_lora_spec lora_cur[RANK_LORA_MAX];
-  int nlora_cur, lora_set;
-  plan p;
-  int planned;        /* p holds the plan */
-  int fatal;          /* a failure ended the session */
-  job_spec *jobs;     /* every job, the same list on every rank */
-  int njobs, single;  /* single: the command line's one job, no --jobs */
-  /* --jobs a stream (job_stream.c): jobs[0] holds the job at hand; the
-   * plan is for stream_tokens at most; reader (rank 0) reads its lines */
-  int stream;
-  job_reader *reader;
-  int64_t stream_tokens;
-  int stream_rc;      /* SP_ERR_INPUT when the stream ended on a read error */
-  int ndone, nfailed; /* jobs finished and failed so far (job_report) */
-  job_inputs in0;     /* the single job's inputs (rank 0), read before planning */
-  job_prompts *prompt_ctx; /* rank 0: the jobs' encoded prompts (job_prompt.c) */
-  int in_flight;      /* jobs in flight together at most */
-  int prompts;        /* prompt slots the stage holds */
-  int slots_per_job;  /* prompt slots of one job in flight (2 with CFG) */
-  int block_major;    /* this rank's order of work (--order, else the plan's) */
-  int *job_rc;        /* each job's status */
-  rank_stage *stage;
-  int64_t stage_lat[4];
-  comm_group seq;     /* the sequence-parallel ranks of this rank's stage (U > 1) */
-  job_rank_stats sum;
-  /* Rank 0, step caching: the last cached job's actions (cache_steps x
-   * cache_micro) and spec; over every cached job, micro-batch steps skipped
-   * and in all (job_cache_record) */
-  uint8_t *cache_act;
-  rank_cache_spec cache_spec;
-  int cache_steps, cache_micro;
-  int64_t cache_skipped, cache_total;
-};
+#include "comm.h"
+#include "job_params.h"
+#include "plan.h"
+#include "stage.h"
+#include "step_cache.h"
 
-/* job_session.c */
-/* A failure that ends the session: every later call is a no-op. Returns rc. */
-int job_session_fail(job_session *s, int rc);
+/* --device resolved on this machine: auto is cuda when a GPU is visible.
+ * SP_OK or SP_ERR_INPUT (cuda without a GPU or a CUDA build; logged). */
+int job_device_resolve(const job_params *p, rank_device *out);
 
-/* job_stage.c */
-/* Loads this rank's blocks, sized for the plan's largest latent and laid
- * out for lat, unless they are loaded: then a new shape only re-lays the
- * activations. A failure here ends the run (the model is bad for every
- * job). */
-int job_stage_ensure(job_session *s, const int64_t lat[4]);
+/* What a rank did, gathered on rank 0 for the summary. */
+typedef struct job_rank_stats {
+  int first, last;
+  uint64_t bytes_loaded;
+  double load_s, compute_s, wait_s, send_s, queue_s;
+  double sample_s;     /* wall time of the sampling loops */
+  double first_step_s; /* rank 0: the first step of each group (one-time costs) */
+  int groups;          /* sampling loops run (each has a first step) */
+  int steps;           /* steps run, over every job */
+  int order;           /* PLAN_ORDER_MICRO or _BLOCK: this rank's order of work */
+  int streamed;        /* blocks streamed from host memory */
+  uint64_t h2d_bytes;  /* streamed weight bytes copied while sampling */
+  uint64_t arena_bytes, device_in_use, device_peak; /* the last stage loaded */
+  uint64_t plan_peak_bytes; /* the planner's device peak for this rank */
+  double weights_s;         /* reading and placing the weights (within load_s) */
+  double link_gbs;          /* the probed activation rate to the next stage, 0 on the last */
+  uint64_t act_bytes;       /* one activation message */
+  double switch_s, other_s; /* rank 0: steps that switch experts, other steps but each
+                               loop's first (rank_pipe_stats) */
+  int switch_steps, other_steps;
+} job_rank_stats;
 
-/* job_cache.c */
-/* Rank 0: counts, keeps and logs job j's step-cache actions. */
-void job_cache_record(job_session *s, const job_spec *j, const uint8_t *act);
-/* Job j's step-cache actions into *out (steps x micro, NULL without a
- * cache; free() it), of its timesteps ts and, with two experts, each
- * step's expert: decided on rank 0 (ranks/sampling/step_cache.h), every
- * rank gets them. Rank 0 logs the skipped steps and keeps them for --json. */
-int job_cache_plan(job_session *s, const job_spec *j, const int64_t *ts, const uint8_t *expert,
-                   uint8_t **out);
+typedef struct job_session job_session;
 
-/* job_plan.c */
-/* This host's physical memory in bytes (0 when unknown). */
-uint64_t job_host_memory(void);
-int job_pick_gpu(const comm_world *w, job_opts *o);
-/* Rank 0 plans, every rank gets the plan and checks it applies to it. */
-int job_make_plan(const comm_world *w, const job_opts *o, rank_model *m,
-                  const plan_workload *wl, uint64_t decoder_bytes, plan *p);
+/* After each phase every rank learns the worst status (comm_phase_end). */
+int job_phase(const comm_world *w, int rc, const char *what);
 
-/* job_prompt.c */
-/* Rank 0 encodes every good job's prompt (and, with CFG, negative prompt)
- * with --t5 into s->prompt_ctx, before the model is placed; a prompt the
- * tokenizer refuses makes its --jobs line bad (every rank learns it) or
- * ends a single run. Nothing when no job has a prompt. */
-int job_prompts_encode(job_session *s);
-/* Rank 0: job j's contexts from s->prompt_ctx into in->ctx (copies). */
-int job_prompt_inputs(const job_session *s, const job_spec *j, job_inputs *in);
-
-/* job_io.c */
-/* Rank 0 reads and checks a job's inputs before any of its work starts. */
-int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in);
-int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat,
-                     const float *latents);
-void job_log(const job_session *s, const job_spec *j);
-/* The decode of job j's video from its latents, on the last rank. */
-decode_opts job_decode_opts(const job_session *s, const job_spec *j);
-/* Before any work: every job's video= needs --vae and, on the last rank
- * (which writes it), a path and an encoder that work. A job that fails a
- * check is marked bad on every rank; SP_ERR_INPUT when that ends a single
- * run. */
-int job_check_videos(job_session *s);
-
-/* job_lora.c */
-/* The LoRA mode and, for merged, the merge set up before loading; bypass:
- * rank 0 checks each job's LoRAs (a job whose LoRAs cannot be bypassed is
- * marked bad on every rank). After every rank agrees: SP_OK or the worst. */
-int job_setup_loras(job_session *s);
-/* Bypass: gives the stage job j's LoRA pairs unless it holds them already. */
-int job_use_loras(job_session *s, const job_spec *j);
-
-/* job_stream.c */
-/* Rank 0 opens the stream o->jobs; every rank learns the verdict. */
-int job_stream_open(job_session *s);
-/* Rank 0 reads and checks the next line into s->jobs[0] (against the plan
- * and the LoRAs of the run) and every rank gets it. Returns 1 for a job
- * (perhaps bad), 0 at the end (or a read error: s->stream_rc). */
-int job_stream_next(job_session *s);
-void job_stream_close(job_session *s);
-/* Rank 0: the --jobs summary of a stream. */
-void job_stream_summary(const job_session *s);
-/* Job i of s->jobs finished with status rc after secs seconds: counted;
- * rank 0 logs a failed streamed job and, with --json, prints its line. */
-void job_report(job_session *s, int i, int rc, double secs);
+/* Opens the log directory, the watchdog, this rank's device and GPU, the
+ * transport and the model, for the parameters p (checked, paths too: a
+ * copy is kept, and a two-expert model's defaults fill it). *out is set
+ * even on failure (close it). */
+int job_session_open(const comm_world *w, const job_params *p, job_session **out);
+/* Rank 0 reads the jobs (p->jobs, else the command line's one job); every
+ * rank gets the same list; reads the single job's inputs; plans. */
+int job_session_plan(job_session *s);
+/* The plan every rank follows (after job_session_plan). */
+const plan *job_session_get_plan(const job_session *s);
+/* Runs every job, in groups in flight together; each job's output written
+ * by the last rank. Returns the worst job status (a failed load ends the
+ * run). */
+int job_session_run(job_session *s);
+/* Logs the --jobs summary, gathers each rank's stats on rank 0 (*all, a
+ * w->size array, free() it; NULL elsewhere). */
+int job_session_finish(job_session *s, int rc, job_rank_stats **all);
+/* Rank 0, step caching: the last job run with a cache, its spec and
+ * actions (steps x micro, ranks/sampling/step_cache.h), and over every
+ * cached job the micro-batch steps skipped and in all. Returns 0 (the
+ * outputs untouched) when no job cached. */
+int job_session_cache(const job_session *s, rank_cache_spec *spec, const uint8_t **act,
+                      int *steps, int *micro, int64_t *skipped, int64_t *total);
+void job_session_close(job_session *s);
 
 #endif

@@ -3,8 +3,7 @@
  * its activations and keeps its weights. */
 #include <string.h>
 
-#include "job.h"
-#include "job_session.h"
+#include "job_session_impl.h"
 #include "layout_grid.h"
 #include "log.h"
 #include "pipeline.h"
@@ -33,29 +32,29 @@ int job_stage_ensure(job_session *s, const int64_t lat[4]) {
   if (s->stage && memcmp(s->stage_lat, lat, sizeof s->stage_lat) == 0) return SP_OK;
   if (s->stage) return relayout_stage(s, lat);
   comm_set_phase("loading its weights");
-  const plan_grid *g = &s->p.grid;
+  const plan_grid *g = &s->plan.grid;
   const int stage = plan_grid_pos_of(g, w->rank).stage;
-  const plan_rank *pr = &s->p.r[stage];
+  const plan_rank *pr = &s->plan.r[stage];
   const int has_prev = stage > 0, has_next = stage < g->stages - 1;
   const int nbuf = plan_act_buffers(pr->order, s->prompts, has_prev, has_next);
-  if (g->seq > 1) job_layout_seq_group(w, g, s->o->timeout, &s->seq);
+  if (g->seq > 1) job_layout_seq_group(w, g, s->params.timeout, &s->seq);
   rank_stage_cfg scfg = {.first_block = pr->first_block, .last_block = pr->last_block,
                          .embed = !has_prev, .head = !has_next,
                          .prompts = s->prompts, .lat_f = lat[1], .lat_h = lat[2],
-                         .lat_w = lat[3], .max_tokens = s->p.tokens, .device = s->o->dev,
-                         .cuda_device = s->o->cuda_device, .attn = s->o->attn,
-                         .streamed = &s->p.streamed[pr->first_block],
-                         .prefetch_depth = pr->prefetch_depth, .profile = s->o->profile,
+                         .lat_w = lat[3], .max_tokens = s->plan.tokens, .device = s->dev,
+                         .cuda_device = s->cuda_device, .attn = s->params.attn,
+                         .streamed = &s->plan.streamed[pr->first_block],
+                         .prefetch_depth = pr->prefetch_depth, .profile = s->params.profile,
                          .swap_experts = pr->experts_mode == PLAN_EXPERTS_SWAP,
                          .act_buffers = nbuf, .chunk_rows = pr->chunk_rows,
-                         .mem_trace = s->o->mem_trace,
+                         .mem_trace = s->params.mem_trace,
                          .plan_peak_bytes = (double)pr->peak_bytes,
-                         .lora_block_elems = s->o->lora_block_elems,
-                         .lora_rank = s->o->lora_rank,
+                         .lora_block_elems = s->lora_block_elems,
+                         .lora_rank = s->lora_rank,
                          .seq = g->seq > 1 ? &s->seq : NULL, .tp = s->tp,
-                         .precision = job_precision(s->o, rank_model_get_info(s->m)),
-                         .w8a8_epilogue = s->p.w8a8_epilogue,
-                         .cache = s->o->cache_any};
+                         .precision = job_precision(&s->params, rank_model_get_info(s->m)),
+                         .w8a8_epilogue = s->plan.w8a8_epilogue,
+                         .cache = s->cache_any};
   double t0 = comm_now();
   rank_model_progress_begin();
   int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
@@ -65,9 +64,9 @@ int job_stage_ensure(job_session *s, const int64_t lat[4]) {
   if ((rc = job_phase(w, rc, "loading its weights")) != SP_OK) return rc;
   memcpy(s->stage_lat, lat, sizeof s->stage_lat);
   /* The probe times the chain of a plain pipeline's ranks. */
-  if (s->o->probe_links && g->replicas == 1 && g->seq == 1) {
+  if (s->params.probe_links && g->replicas == 1 && g->seq == 1) {
     comm_set_phase("probing the links between stages");
-    rank_pipeline_probe(w, s->tp, s->stage, s->o->timeout, &s->sum.link_gbs);
+    rank_pipeline_probe(w, s->tp, s->stage, s->params.timeout, &s->sum.link_gbs);
   }
   s->sum.act_bytes = rank_stage_act_bytes(s->stage);
   return SP_OK;

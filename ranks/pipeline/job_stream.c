@@ -2,15 +2,14 @@
  * line at a time as it arrives, checks it, and hands the job to every rank;
  * the model stays loaded for the whole queue. And the report of each
  * finished job (a log line, and with run --json one JSON line on stdout),
- * for streams and files alike. See job.h. */
+ * for streams and files alike. See jobs.h. */
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "job.h"
-#include "job_session.h"
+#include "job_session_impl.h"
 #include "log.h"
 
 /* The tag of the word rank 0 sends each rank before every streamed job:
@@ -27,7 +26,7 @@ int job_jobs_is_stream(const char *jobs) {
 int job_stream_open(job_session *s) {
   int rc = SP_OK;
   comm_set_phase("opening the jobs stream");
-  if (s->w->rank == 0) rc = job_reader_open(s->o->jobs, &s->reader);
+  if (s->w->rank == 0) rc = job_reader_open(s->params.jobs, &s->reader);
   return job_phase(s->w, rc, "opening the jobs stream");
 }
 
@@ -66,7 +65,16 @@ static void stream_check(job_session *s, job_spec *j) {
     return;
   }
   rank_lora_spec want[RANK_LORA_MAX], base[RANK_LORA_MAX];
-  const int n = job_spec_loras(s->o, j, want), nb = job_spec_loras(s->o, &s->o->job, base);
+  const int n = job_spec_loras(&s->params, j, want);
+  const int nb = job_spec_loras(&s->params, &s->params.job, base);
+  if (j->prompt[0]) {
+    /* The encoder is freed before the model is placed (job_prompt.c). */
+    sp_log_error("%s: prompt= on a streamed line is not built yet (the text encoder runs "
+                 "before the model is placed): make its cond file with 'staticpipe encode' "
+                 "and give cond=", where);
+    job_spec_mark_bad(j);
+    return;
+  }
   if (!job_loras_same(want, n, base, nb)) {
     sp_log_error("%s: lora= on a streamed line is not built yet (a stream takes the LoRAs "
                  "of --lora for every job)",
@@ -84,7 +92,7 @@ int job_stream_next(job_session *s) {
     char phase[JOB_PATH + 48];
     snprintf(phase, sizeof phase, "waiting for a job on %s", job_reader_name(s->reader));
     comm_set_phase(phase);
-    got = job_reader_next(s->reader, s->o, j);
+    got = job_reader_next(s->reader, &s->params, j);
     if (got == 1 && !j->bad) stream_check(s, j);
   }
   /* The others wait gently (polling, judged by the watchdog) while rank 0
@@ -95,7 +103,7 @@ int job_stream_next(job_session *s) {
     if (w->rank == 0) {
       for (int r = 1; r < w->size; r++) comm_isend(w, &got, sizeof got, r, TAG_STREAM, &reqs[r]);
       for (int r = 1; r < w->size; r++)
-        comm_wait(w, &reqs[r], s->o->timeout, "handing out the next job", NULL);
+        comm_wait(w, &reqs[r], s->params.timeout, "handing out the next job", NULL);
     } else {
       comm_irecv(w, &got, sizeof got, 0, TAG_STREAM, &reqs[0]);
       comm_wait(w, &reqs[0], 0, "waiting for the next job from rank 0", NULL);
@@ -122,8 +130,12 @@ static void report_json(const job_session *s, const job_spec *j, int rc, double 
   json_str(job, "status", rc == SP_OK ? "ok" : "error");
   if (rc != SP_OK) json_str(job, "error", j->error[0] ? j->error : "(no message)");
   json_str(job, "cond", j->cond);
+  if (j->prompt[0]) { /* the texts it encoded ("" negative: Wan's own) */
+    json_str(job, "prompt", j->prompt);
+    json_str(job, "negative", j->negative);
+  }
   json_str(job, "out", j->out);
-  if (rc == SP_OK && s->o->preview && j->out[0]) {
+  if (rc == SP_OK && s->params.preview && j->out[0]) {
     char png[JOB_PATH + 8];
     snprintf(png, sizeof png, "%s.png", j->out);
     json_str(job, "preview", png);
@@ -176,7 +188,7 @@ void job_report(job_session *s, int i, int rc, double secs) {
   if (s->stream && rc != SP_OK)
     sp_log_warn("jobs: %s:%d (out=%s) failed", job_reader_name(s->reader), j->line,
                 j->out[0] ? j->out : "?");
-  if (s->o->json) report_json(s, j, rc, secs);
+  if (s->params.json) report_json(s, j, rc, secs);
 }
 
 void job_stream_summary(const job_session *s) {

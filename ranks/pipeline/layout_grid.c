@@ -1,7 +1,6 @@
 /* The run's layout at run time (see layout_grid.h). */
 #include "layout_grid.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,7 @@
  * (pipeline.c) and the link probe's. */
 enum { TAG_SEQ = 200 };
 
-int job_layout_resolve(const job_opts *o, int nranks, const plan_model *pm,
+int job_layout_resolve(const job_params *o, int nranks, const plan_model *pm,
                        const plan_device *all, const plan_workload *wl, const plan_options *po,
                        plan_grid *out) {
   if (o->layout_mode != PLAN_GRID_AUTO) {
@@ -57,27 +56,7 @@ int job_layout_check(const plan_grid *g, int nranks, const wan_config *c, int mi
   return SP_OK;
 }
 
-int job_speed_parse(const char *v, job_opts *o) {
-  int n = 0;
-  for (const char *p = v;;) {
-    char *end = NULL;
-    errno = 0;
-    const double x = strtod(p, &end);
-    if (end == p || errno || !(x > 0.0 && x <= 1e6) || (*end && *end != ',') ||
-        n == PLAN_MAX_RANKS) {
-      sp_log_error("--speed: '%s' is not a list of at most %d relative speeds in (0, 1e6], "
-                   "comma-separated (e.g. 1,3)", v, PLAN_MAX_RANKS);
-      return SP_ERR_INPUT;
-    }
-    o->speed[n++] = x;
-    if (!*end) break;
-    p = end + 1;
-  }
-  o->nspeed = n;
-  return SP_OK;
-}
-
-void job_replica_speeds(const job_opts *o, const plan_grid *g, double *out) {
+void job_replica_speeds(const job_params *o, const plan_grid *g, double *out) {
   const int n = g->stages * g->seq; /* ranks of a replica: r n .. r n + n - 1 */
   for (int r = 0; r < g->replicas; r++) {
     if (o->nspeed == g->replicas) { /* one per replica */
@@ -91,7 +70,7 @@ void job_replica_speeds(const job_opts *o, const plan_grid *g, double *out) {
   }
 }
 
-double job_speed_of_rank(const job_opts *o, int rank, int nranks) {
+double job_speed_of_rank(const job_params *o, int rank, int nranks) {
   if (o->nspeed == nranks) return o->speed[rank];
   const plan_grid *g = &o->layout;
   if (o->layout_mode != PLAN_GRID_GIVEN || o->nspeed != g->replicas ||
@@ -100,7 +79,7 @@ double job_speed_of_rank(const job_opts *o, int rank, int nranks) {
   return o->speed[plan_grid_pos_of(g, rank).replica];
 }
 
-int job_speed_check(const job_opts *o, const plan_grid *g) {
+int job_speed_check(const job_params *o, const plan_grid *g) {
   const int R = g->replicas, nranks = R * g->stages * g->seq;
   if (o->nspeed == 0 || o->nspeed == R || o->nspeed == nranks) return SP_OK;
   sp_log_error("--speed: %d value%s for %d replica%s of %d rank%s: give one per replica (%d) or "
@@ -109,7 +88,7 @@ int job_speed_check(const job_opts *o, const plan_grid *g) {
   return SP_ERR_INPUT;
 }
 
-void job_speed_log(const job_opts *o, const plan_grid *g, int K) {
+void job_speed_log(const job_params *o, const plan_grid *g, int K) {
   if (o->nspeed == 0 || g->replicas < 2 || K > PLAN_MAX_RANKS * 2) return;
   double speed[PLAN_MAX_RANKS];
   int owner[PLAN_MAX_RANKS * 2], n[PLAN_MAX_RANKS] = {0};

@@ -6,7 +6,8 @@
 
 #include "comm_group.h"
 #include "grid.h"
-#include "job.h"
+#include "job_params.h"
+#include "wan_config.h"
 
 /* The grid the run takes on nranks ranks: --layout RxSxU as given,
  * pipeline (the default) 1 x nranks x 1, and for auto the planner's choice
@@ -15,7 +16,7 @@
  * backend. Rank 0, before planning; the choice is logged
  * with its prediction. SP_OK, or SP_ERR_INPUT when no layout fits (every
  * refusal logged). */
-int job_layout_resolve(const job_opts *o, int nranks, const plan_model *pm,
+int job_layout_resolve(const job_params *o, int nranks, const plan_model *pm,
                        const plan_device *all, const plan_workload *wl, const plan_options *po,
                        plan_grid *out);
 
@@ -24,27 +25,22 @@ int job_layout_resolve(const job_opts *o, int nranks, const plan_model *pm,
  * a step: plan_grid_check). SP_OK, or SP_ERR_INPUT after one line. */
 int job_layout_check(const plan_grid *g, int nranks, const wan_config *c, int micro_batches);
 
-/* --speed LIST into o->speed, o->nspeed: up to PLAN_MAX_RANKS relative
- * speeds > 0, comma-separated. SP_OK, or SP_ERR_INPUT after one line
- * naming --speed. */
-int job_speed_parse(const char *v, job_opts *o);
-
 /* Rank 0, before planning: --speed against g (one value per rank, or one
  * per replica). SP_OK, or SP_ERR_INPUT after one line. */
-int job_speed_check(const job_opts *o, const plan_grid *g);
+int job_speed_check(const job_params *o, const plan_grid *g);
 /* This rank's relative speed for the planner under --speed: its own value
  * (one per rank), or its replica's (one per replica of a given --layout);
  * 0 when --speed gives none for it (the device's own speed stands). */
-double job_speed_of_rank(const job_opts *o, int rank, int nranks);
+double job_speed_of_rank(const job_params *o, int rank, int nranks);
 
 /* Logs the replicas' shares of a step of K micro-batches under --speed
  * (nothing without it or with one replica). */
-void job_speed_log(const job_opts *o, const plan_grid *g, int K);
+void job_speed_log(const job_params *o, const plan_grid *g, int K);
 
 /* Each replica's speed (R values) from --speed: given per replica, or its
  * slowest rank's; all 1 without --speed. Every rank computes the same
  * (plan_grid_owners turns them into the replicas' micro-batches). */
-void job_replica_speeds(const job_opts *o, const plan_grid *g, double *out);
+void job_replica_speeds(const job_params *o, const plan_grid *g, double *out);
 
 /* The U ranks of this rank's stage (its replica and stage, u = 0 .. U-1),
  * their messages tagged apart from the stage loop's. */

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "log.h"
+#include "num.h"
+#include "plan.h"
 
 /* MagCache4Wan2.1's magnitude ratios (magcache_generate.py, t2v): 50 steps,
  * conditional and unconditional interleaved (index 2 i + branch), the first
@@ -67,9 +69,8 @@ int rank_cache_parse(const char *s, rank_cache_spec *out, char *err, size_t errl
     snprintf(err, errlen, "'%s' is not off, teacache:T or magcache:T", s ? s : "(null)");
     return SP_ERR_INPUT;
   }
-  char *end = NULL;
-  c.thresh = strtod(colon + 1, &end);
-  if (end == colon + 1 || *end != '\0' || !(c.thresh >= 0.0 && c.thresh <= 1e6)) {
+  /* The one number syntax (planner/num.h): no blanks, no hex. */
+  if (plan_num_real(colon + 1, 0.0, 1e6, &c.thresh) != PLAN_OK) {
     snprintf(err, errlen, "'%s': the threshold T is not a number in 0..1e6", s);
     return SP_ERR_INPUT;
   }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_read.h"
 #include "log.h"
 #include "st_text.h"
 #include "tok_internal.h"
@@ -408,11 +409,8 @@ const tok_spec *tok_model_spec(const tok_model *m) { return &m->s; }
 /* ---- loading a file --------------------------------------------------------- */
 
 int tok_model_load(const char *path, tok_model **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    sp_log_error("tokenizer %s: cannot open it", path);
-    return SP_ERR_INPUT;
-  }
+  FILE *f = NULL;
+  if (rank_file_fopen_read(path, &f) != SP_OK) return SP_ERR_INPUT; /* io/file_read.h */
   uint8_t *buf = NULL;
   size_t n = 0, cap = 0;
   int rc = SP_ERR_INPUT;

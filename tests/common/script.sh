@@ -41,6 +41,9 @@
 SP_SRC=${SP_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 . "$SP_SRC/tests/common/skip.sh"
 . "$SP_SRC/tests/common/python.sh"
+# sp_last_wins / sp_last_wins_args (args.sh): a base command with what a
+# case changes, each repeated option kept at its last place.
+. "$SP_SRC/tests/common/args.sh"
 export PYTHONPATH="$SP_SRC/tests/common${PYTHONPATH:+:$PYTHONPATH}"
 
 fail=0

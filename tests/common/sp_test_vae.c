@@ -20,9 +20,13 @@ void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_c
       double a = 1.0 / sqrt((double)(e->numel / e->shape[0]));
       if (strcmp(e->name, "decoder.head.2.weight") == 0) a *= 2.0;
       sp_rand_fill(p, e->numel, -a, a);
-      /* the CUDA decoder's conv weights are bf16; conv2's stays fp32 */
-      if (round_convs && strcmp(e->name, "conv2.weight") != 0)
-        for (int64_t k = 0; k < e->numel; k++) p[k] = kern_bf16_to_f32(kern_f32_to_bf16(p[k]));
+      /* the CUDA decoder's conv weights are bf16 (or TF32 products); conv2
+       * is its own fp32 kernel */
+      if (round_convs == SP_TEST_VAE_FP32 || strcmp(e->name, "conv2.weight") == 0) continue;
+      for (int64_t k = 0; k < e->numel; k++)
+        p[k] = round_convs == SP_TEST_VAE_BF16
+                   ? kern_bf16_to_f32(kern_f32_to_bf16(p[k]))
+                   : kern_f32_round_tf32(p[k], round_convs == SP_TEST_VAE_TF32_TRUNCATE);
     }
   }
 }

@@ -43,8 +43,8 @@ done
 # Two experts (wan2.2-tiny): both experts' blocks in fp8.
 "$SP_BIN" init --arch wan2.2-tiny --seed $S -q -o "$work/b22.h5" &&
   "$SP_BIN" init --arch wan2.2-tiny --seed $S --dtype fp8 -q -o "$work/f22.h5" &&
-  "$SP_BIN" run --model "$work/f22.h5" "${ARGS[@]}" --steps 4 -o "$work/e8.h5" &&
-  "$SP_BIN" run --model "$work/b22.h5" --precision fp8 "${ARGS[@]}" --steps 4 -o "$work/eb.h5" &&
+  sp_last_wins "$SP_BIN" run --model "$work/f22.h5" "${ARGS[@]}" --steps 4 -o "$work/e8.h5" &&
+  sp_last_wins "$SP_BIN" run --model "$work/b22.h5" --precision fp8 "${ARGS[@]}" --steps 4 -o "$work/eb.h5" &&
   sp_same "$work/e8.h5" "$work/eb.h5" && ok "two experts: fp8 file = bf16 file with --precision fp8" ||
   bad "two experts in fp8: the fp8 file and --precision fp8 differ"
 F=(forward --latent "$work/c.h5" --cond "$work/c.h5" --timestep 700)

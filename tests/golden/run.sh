@@ -47,7 +47,9 @@ done
 
 # Sampling on the CPU backend.
 C="$in/cond_a.h5"
-R=(--frames 9 --size 64x64 --steps 4 --device cpu -q)
+# (--steps given once: an option given twice is refused)
+R0=(--frames 9 --size 64x64 --device cpu -q)
+R=("${R0[@]}" --steps 4)
 for n in 1 2 3; do
   for s in unipc euler; do
     for c in 1 5; do
@@ -61,11 +63,11 @@ g run_2x1x1 mp 2 "$bin" run --model dit.h5 --cond "$C" "${R[@]}" --layout 2x1x1 
 g run_fp32 "$bin" run --model dit32.h5 --cond "$in/cond_b.h5" "${R[@]}" --seed 6 -o run_fp32.h5
 g run_fp8 "$bin" run --model dit_fp8.h5 --cond "$C" "${R[@]}" --seed 7 -o run_fp8.h5
 g run_prec_fp8 "$bin" run --model dit.h5 --cond "$C" "${R[@]}" --precision fp8 --seed 7 -o run_prec_fp8.h5
-g run_a14b mp 2 "$bin" run --model a14b.h5 --cond "$C" "${R[@]}" --steps 6 --seed 8 -o run_a14b.h5
+g run_a14b mp 2 "$bin" run --model a14b.h5 --cond "$C" "${R0[@]}" --steps 6 --seed 8 -o run_a14b.h5
 g run_lora "$bin" run --model dit.h5 --cond "$C" "${R[@]}" --lora "$in/lora.safetensors:0.8" --seed 9 -o run_lora.h5
 g run_lora_bypass mp 2 "$bin" run --model dit.h5 --cond "$C" "${R[@]}" --lora "$in/lora.safetensors:0.8" \
   --lora-mode bypass --seed 9 -o run_lora_bypass.h5
-g run_cache "$bin" run --model dit.h5 --cond "$C" "${R[@]}" --steps 10 --cache magcache:0.5 --seed 10 -o run_cache.h5
+g run_cache "$bin" run --model dit.h5 --cond "$C" "${R0[@]}" --steps 10 --cache magcache:0.5 --seed 10 -o run_cache.h5
 g run_stream mp 2 "$bin" run --model dit.h5 --cond "$C" "${R[@]}" --stream-frac 0.5 --order block --seed 11 -o run_stream.h5
 g run_sched "$bin" run --model dit.h5 --cond "$C" "${R[@]}" --timesteps 1000,750,500,250 --seed 12 \
   --save-noise run_sched_noise.h5 -o run_sched.h5

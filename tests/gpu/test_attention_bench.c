@@ -4,16 +4,15 @@
  * FLOPs = 4 * Lq * Lk * heads * 128.
  * Before timing, every flash output is compared with cudnn's (relative L2
  * between them <= 2e-2, both bf16 paths of the same exact attention): a
- * wrong kernel is not timed as a fast one. On sm_90 the default mode and
- * --bench add cudnn-fp8 (kern_attn_fp8_run: the three per-tensor
- * quantisations are inside its time, as they are inside every call), first
- * checked against cudnn's bf16 output (relative L2 <= FP8_VS_BF16, the
- * bound of tests/gpu/test_attention.c's fp8 rows); its TFLOP/s count the
- * same 4 Lq Lk heads hd as the bf16 rows.
+ * wrong kernel is not timed as a fast one.
  *
  *   test_attention_bench             ctest mode: the 32,760 self shape only,
  *                                    3 timed runs, checks and table
- *   test_attention_bench --bench     all four shapes, 20 timed runs each
+ *   test_attention_bench --bench     all four shapes, then self-attention
+ *                                    over 8,190 and 16,380 tokens (where
+ *                                    --attn auto's rule, kern_attn_auto_rule,
+ *                                    has no measurement yet), 20 timed runs
+ *                                    each
  *   test_attention_bench --variants  every variant of the flash kernel
  *       (launch/bench/dev/flash_variants.h): first checked on Lq = Lk = 1000,
  *       2 heads (tails for every tile shape) against fp32 attention on the
@@ -60,7 +59,6 @@
 #include "sp_test.h"
 
 #define HEADS 40
-#define FP8_VS_BF16 0.15
 /* fa3-int8 against cudnn's bf16: the issue's bound for 8-bit attention
  * against fp32 (tests/gpu/test_attention.c holds it to fp32 itself) */
 #define INT8_VS_BF16 3e-2
@@ -142,11 +140,6 @@ static kern_attn_fa3_int8 *int8_ctx;
 
 static void use_variant(int i) { flash_variant = i; }
 
-/* The fp8 attention (NULL: not on this GPU/cuDNN), and whether
- * run_backend runs it. */
-static kern_attn_fp8 *fp8_ctx;
-static int use_fp8;
-
 /* The own kernel chosen above. */
 static void run_own(kern_attn_params p, cudaStream_t st) {
   if (!use_fa3)
@@ -159,10 +152,9 @@ static void run_own(kern_attn_params p, cudaStream_t st) {
     dev_fa3_run(fa3_variant, p, st);
 }
 
-/* One call of the own kernel (cd NULL), cudnn, or cudnn-fp8 (use_fp8); 0,
- * or 1 when cudnn refused. */
+/* One call of the own kernel (cd NULL) or cudnn; 0, or 1 when cudnn
+ * refused. */
 static int run_backend(kern_attn_cudnn *cd, kern_attn_params p, cudaStream_t st) {
-  if (use_fp8) return kern_attn_fp8_run(fp8_ctx, p, st) == SP_OK ? 0 : 1;
   if (!cd) {
     run_own(p, st);
     return 0;
@@ -268,10 +260,12 @@ static int bench_backends(int full, uint64_t seed, kern_attn_cudnn *cd, cudaStre
       {32760, 512, "cross-32760", 0},
       {75600, 75600, "self-75600", 0},
       {75600, 512, "cross-75600", 0},
+      {8190, 8190, "self-8190", 0},
+      {16380, 16380, "self-16380", 0},
   };
-  enum { B_FLASH, B_CUDNN, B_FP8, B_FA3, B_INT8, NB };
-  static const char *const names[NB] = {"flash", "cudnn", "cudnn-fp8", "fa3", "fa3-int8"};
-  const int ncases = full ? 4 : 1, iters = full ? 20 : 3;
+  enum { B_FLASH, B_CUDNN, B_FA3, B_INT8, NB };
+  static const char *const names[NB] = {"flash", "cudnn", "fa3", "fa3-int8"};
+  const int ncases = full ? (int)(sizeof cases / sizeof cases[0]) : 1, iters = full ? 20 : 3;
   int fails = 0;
   printf("# %-12s %-12s %8s %8s %10s %10s\n", "case", "backend", "Lq", "Lk", "ms", "TFLOP/s");
   for (int c = 0; c < ncases; c++) {
@@ -285,20 +279,6 @@ static int bench_backends(int full, uint64_t seed, kern_attn_cudnn *cd, cudaStre
     ok[B_FLASH] = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "flash");
     fails += !ok[B_FLASH];
     ok[B_CUDNN] = dc.ref != NULL;
-    if (fp8_ctx && dc.ref) {
-      use_fp8 = 1;
-      ok[B_FP8] = run_backend(NULL, p, st) == 0;
-      use_fp8 = 0;
-      CHECK_CUDA(cudaStreamSynchronize(st));
-      CHECK_CUDA(cudaMemcpy(host, dc.o, (size_t)dc.nq * 2, cudaMemcpyDeviceToHost));
-      double d = ok[B_FP8] ? rel_l2_bf16(host, dc.ref, dc.nq, NULL) : -1;
-      printf("# %s: cudnn-fp8 vs cudnn rel L2 %.3e (bound %g)\n", bc->name, d, FP8_VS_BF16);
-      if (ok[B_FP8] && !(d <= FP8_VS_BF16)) {
-        fprintf(stderr, "FAIL %s: cudnn-fp8 and cudnn disagree (rel L2 %.3e)\n", bc->name, d);
-        ok[B_FP8] = 0;
-      }
-      fails += !ok[B_FP8];
-    }
     if (fa3_here) {
       use_fa3 = 1;
       ok[B_FA3] = !dc.ref || agrees_with_cudnn(&dc, p, host, st, "fa3");
@@ -309,17 +289,16 @@ static int bench_backends(int full, uint64_t seed, kern_attn_cudnn *cd, cudaStre
     }
     free(host);
     for (int b = 0; b < NB; b++) {
-      if ((b == B_FP8 && !fp8_ctx) || ((b == B_FA3 || b == B_INT8) && !fa3_here)) continue;
+      if ((b == B_FA3 || b == B_INT8) && !fa3_here) continue;
       if (!ok[b]) {
         printf("  %-12s %-12s %8lld %8lld %10s %10s\n", bc->name, names[b], (long long)bc->Lq,
                (long long)bc->Lk, b == B_CUDNN || !dc.ref ? "refused" : "wrong", "-");
         continue;
       }
-      use_fp8 = b == B_FP8;
       use_fa3 = b == B_FA3 || b == B_INT8;
       use_int8 = b == B_INT8;
-      double ms = time_backend(b == B_CUDNN || b == B_FP8 ? cd : NULL, p, 2, iters, st);
-      use_fp8 = use_fa3 = use_int8 = 0;
+      double ms = time_backend(b == B_CUDNN ? cd : NULL, p, 2, iters, st);
+      use_fa3 = use_int8 = 0;
       double tf = dc.flop / (ms * 1e-3) / 1e12;
       printf("  %-12s %-12s %8lld %8lld %10.3f %10.1f\n", bc->name, names[b], (long long)bc->Lq,
              (long long)bc->Lk, ms, tf);
@@ -668,11 +647,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FAIL: --fa3-variants on a GPU or build without fa3\n");
     return 1;
   }
-  if (prop.major >= 9 && !variants && !fa3v && kern_attn_fp8_create(&fp8_ctx) != SP_OK) {
-    fprintf(stderr, "FAIL: cudnn-fp8 could not be created on sm_%d%d (see the log)\n",
-            prop.major, prop.minor);
-    return 1;
-  }
   cudaStream_t st;
   CHECK_CUDA(cudaStreamCreate(&st));
   printf("# attention benchmark, %s (sm_%d%d), cudnn %zu, heads %d x %d, bf16, seed %llu\n",
@@ -682,7 +656,6 @@ int main(int argc, char **argv) {
               : fa3v   ? bench_fa3_variants(seed, cd, st, prop.name)
                        : bench_backends(full, seed, cd, st, prop.name);
   kern_attn_cudnn_destroy(cd);
-  kern_attn_fp8_destroy(fp8_ctx);
   kern_attn_fa3_int8_destroy(int8_ctx);
   CHECK_CUDA(cudaStreamDestroy(st));
   if (!cd) {

@@ -41,6 +41,7 @@
 
 #include "kern_cpu.h"
 #include "kern_cuda.h"
+#include "kern_cuda_t5.h"
 #include "kern_dtype.h"
 #include "norm_variants.h"
 #include "ops_bench.h"
@@ -181,7 +182,7 @@ typedef struct result {
 typedef enum op_kind {
   OP_LINEAR, OP_LINEAR_F32, OP_MODULATION, OP_LAYERNORM_MOD, OP_RMSNORM_ROPE, OP_GATED_ADD,
   OP_GATED_ADD_LN, OP_GELU_TANH, OP_SILU, OP_PATCHIFY, OP_UNPATCHIFY, OP_CONVERT, OP_ATTENTION,
-  OP_LINEAR_LORA, OP_QUANT_FP8, OP_LINEAR_FP8, OP_COUNT
+  OP_LINEAR_LORA, OP_QUANT_FP8, OP_LINEAR_FP8, OP_T5_ATTENTION, OP_COUNT
 } op_kind;
 
 /* One row: the op and its parameters by name. A field an op does not read
@@ -193,7 +194,8 @@ typedef struct op_case {
   int64_t out_dim;     /* GEMM N */
   int64_t n;           /* elements of an elementwise op or conversion */
   int64_t keys;        /* attention keys (Lk) */
-  int64_t heads;       /* attention, rmsnorm_rope (head_dim is 128) */
+  int64_t heads;       /* attention, rmsnorm_rope (head_dim is 128), t5_attention */
+  int64_t head_dim;    /* t5_attention: the head width */
   int64_t chunk;       /* attention: queries per scratch chunk (0: all) */
   int64_t channels;    /* patchify, unpatchify */
   int64_t grid[3];     /* F, H, W: latent grid (patchify) or token grid (rope) */
@@ -736,6 +738,49 @@ static void op_attention(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   free(qb); free(kb); free(vb);
 }
 
+/* t5_attention: rows = L (queries and keys), heads, head_dim. The UMT5
+ * encoder's fused attention (kern_cuda_t5_attention: no scale, T5's
+ * relative-position bias added to the scores in the kernel) against the
+ * CPU's biased attention (kern_cpu_attention_relbias, scale 1) on the fp32
+ * q, k, v; base: the same on their bf16 roundings, output rounded to bf16.
+ * The bias table is bf16-valued (the encoder's weights are bf16 on the
+ * device) and the bucket of each of the 2L - 1 offsets is random in
+ * [0, 32): any table is a valid input, and a random one makes a bias read
+ * at the wrong offset, head or bucket show at once. q and k are small, as
+ * T5's unscaled scores need for rows that are not one-hot. */
+static void op_t5_attention(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
+  const int64_t L = c->rows, heads = c->heads, hd = c->head_dim, nb = 32;
+  const int64_t n = L * heads * hd;
+  float *q = rand_f(n, -0.4, 0.4), *k = rand_f(n, -0.4, 0.4), *v = rand_f(n, -1, 1);
+  float *pos = rand_bf16_valued(nb * heads, -2, 2);
+  int32_t *bucket = hmalloc((size_t)(2 * L - 1) * sizeof *bucket);
+  for (int64_t i = 0; i < 2 * L - 1; i++) bucket[i] = (int32_t)sp_rand_int(0, nb - 1);
+  float *ref = hf(n), *base = hf(n);
+  kern_cpu_attention_relbias(q, k, v, pos, bucket, 1.0f, ref, L, L, heads, hd);
+  float *qr = round_bf16(q, n), *kr = round_bf16(k, n), *vr = round_bf16(v, n);
+  kern_cpu_attention_relbias(qr, kr, vr, pos, bucket, 1.0f, base, L, L, heads, hd);
+  float *t = round_bf16(base, n);
+  free(base);
+  base = t;
+  uint16_t *dq = dev_bf16(q, n), *dk = dev_bf16(k, n), *dv = dev_bf16(v, n);
+  uint16_t *dpos = dev_bf16(pos, nb * heads), *dout = dev((size_t)n * 2);
+  int32_t *dbucket = dev((size_t)(2 * L - 1) * sizeof *bucket);
+  up(dbucket, bucket, (size_t)(2 * L - 1) * sizeof *bucket);
+  uint16_t *out[2];
+  for (int rep = 0; rep < 2; rep++) {
+    kern_cuda_t5_attention(dq, dk, dv, dpos, dbucket, dout, L, heads, hd, 0);
+    out[rep] = hb(n);
+    down(out[rep], dout, (size_t)n * 2);
+  }
+  r->det = same_bytes(out[0], out[1], (size_t)n * 2);
+  float *got = from_bf16(out[0], n);
+  result_compare(r, got, ref, base, n, TOL_BF16);
+  free(got); free(out[0]); free(out[1]);
+  free(q); free(k); free(v); free(pos); free(bucket); free(ref); free(base);
+  free(qr); free(kr); free(vr);
+  (void)g;
+}
+
 /* quant_fp8: n, bf16_in. The per-tensor quantiser must give the CPU's
  * bytes and scale exactly (kern_fp8_quantize_n: one fp32 multiply, then
  * round to nearest even), and the widening back to bf16 the CPU's bits. */
@@ -857,6 +902,7 @@ static const struct {
     [OP_LINEAR_LORA] = {"linear_lora", op_linear_lora},
     [OP_QUANT_FP8] = {"quant_fp8", op_quant_fp8},
     [OP_LINEAR_FP8] = {"linear_fp8", op_linear_fp8},
+    [OP_T5_ATTENTION] = {"t5_attention", op_t5_attention},
 };
 
 /* A row's parameters as "name=value" for the fields it sets, then
@@ -872,7 +918,7 @@ static void case_describe(const op_case *c, char *s, size_t cap) {
   const struct { const char *name; int64_t v; } num[] = {
       {"rows", c->rows},   {"dim", c->dim},     {"out", c->out_dim},       {"n", c->n},
       {"keys", c->keys},   {"heads", c->heads}, {"chunk", c->chunk},      {"C", c->channels},
-      {"r", c->lora_rank},
+      {"r", c->lora_rank}, {"hd", c->head_dim},
   };
   for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
     if (num[i].v) PUT("%s%s=%lld", len ? " " : "", num[i].name, (long long)num[i].v);
@@ -999,6 +1045,18 @@ static const op_case cases[] = {
     {.op = OP_LINEAR_FP8, .rows = 64, .dim = 5120, .out_dim = 5120},
     {.op = OP_LINEAR_FP8, .rows = 32, .dim = 1536, .out_dim = 8960, .gelu = 1, .no_bias = 1},
     {.op = OP_LINEAR_FP8, .rows = 77, .dim = 1536, .out_dim = 1536, .bf16_out = 1},
+    /* the UMT5 encoder's attention: odd lengths up to the longest prompt,
+     * XXL's head width 64 and the tiny encoder's 16, and 20 (not a
+     * multiple of 8: the element-wise loads and stores) */
+    {.op = OP_T5_ATTENTION, .rows = 1, .heads = 4, .head_dim = 64, .small = 1},
+    {.op = OP_T5_ATTENTION, .rows = 7, .heads = 3, .head_dim = 64, .small = 1},
+    {.op = OP_T5_ATTENTION, .rows = 77, .heads = 5, .head_dim = 64},
+    {.op = OP_T5_ATTENTION, .rows = 512, .heads = 8, .head_dim = 64},
+    {.op = OP_T5_ATTENTION, .rows = 1, .heads = 2, .head_dim = 16, .small = 1},
+    {.op = OP_T5_ATTENTION, .rows = 7, .heads = 4, .head_dim = 16, .small = 1},
+    {.op = OP_T5_ATTENTION, .rows = 77, .heads = 4, .head_dim = 16},
+    {.op = OP_T5_ATTENTION, .rows = 512, .heads = 4, .head_dim = 16},
+    {.op = OP_T5_ATTENTION, .rows = 33, .heads = 3, .head_dim = 20, .small = 1},
 };
 
 
@@ -1011,7 +1069,8 @@ static void usage(FILE *f) {
              "  -h, --help    this text\n"
              "ops: linear linear_f32 modulation layernorm_mod rmsnorm_rope gated_add\n"
              "     gated_add_ln gelu_tanh silu patchify unpatchify convert attention\n"
-             "     linear_lora quant_fp8 linear_fp8 (fp8 rows need an sm_89+ GPU)\n");
+             "     linear_lora quant_fp8 linear_fp8 (fp8 rows need an sm_89+ GPU)\n"
+             "     t5_attention\n");
 }
 
 int main(int argc, char **argv) {

@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
-#include "job.h"
+#include "job_prompt.h"
 #include "log.h"
 #include "sp_test.h"
 #include "t5_file.h"

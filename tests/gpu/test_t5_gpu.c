@@ -5,7 +5,8 @@
  * bf16-rounded weights, relative L2 <= 1e-5; the biased attention against
  * kern_cpu_attention_relbias (scale 1) on bf16-representable inputs, at 1,
  * 7, 130 and 512 tokens, head widths 64 and 16, relative L2 <= 1e-2 (the
- * output is stored bf16: ~4e-3); the gated GELU against kern_cpu_gelu_tanh
+ * output is stored bf16: ~4e-3), a rerun bit-identical (test_ops -o
+ * t5_attention has its rows against a plain bf16 attention); the gated GELU against kern_cpu_gelu_tanh
  * times h, <= 1e-2 (bf16 output).
  * Encoder: synth:umt5-tiny:SEED (random weights at width 64, the
  * published vocabulary) on random token ids, sequences of 1, 23 and 200
@@ -90,8 +91,14 @@ static void test_attention(int64_t L, int64_t H, int64_t hd) {
   uint16_t *dq = up(qb, (size_t)n * 2), *dk = up(kb, (size_t)n * 2), *dv = up(vb, (size_t)n * 2),
            *dp = up(pb, (size_t)(nb * H) * 2), *dout = up(qb, (size_t)n * 2);
   int32_t *db = up(bucket, (size_t)(2 * L - 1) * 4);
+  uint16_t *again = sp_test_malloc((size_t)n * 2);
   kern_cuda_t5_attention(dq, dk, dv, dp, db, dout, L, H, hd, 0);
   CHECK_CUDA(cudaMemcpy(ob, dout, (size_t)n * 2, cudaMemcpyDeviceToHost));
+  kern_cuda_t5_attention(dq, dk, dv, dp, db, dout, L, H, hd, 0);
+  CHECK_CUDA(cudaMemcpy(again, dout, (size_t)n * 2, cudaMemcpyDeviceToHost));
+  CHECK(memcmp(ob, again, (size_t)n * 2) == 0, "attention L %lld hd %lld: a rerun differs",
+        (long long)L, (long long)hd);
+  free(again);
   for (int64_t i = 0; i < n; i++) got[i] = kern_bf16_to_f32(ob[i]);
   const double e = sp_test_rel_l2_f32(got, ref, n);
   printf("attention L %lld, %lld heads of %lld: rel L2 %.2e\n", (long long)L, (long long)H,

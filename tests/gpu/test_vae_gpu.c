@@ -1,8 +1,8 @@
 /* The CUDA VAE decoder (ranks/nets/wan_vae/wan_vae_gpu.h) against the CPU decoder.
  *
- *   test_vae_gpu             every case below, bf16 and fp32
+ *   test_vae_gpu             every case below, bf16, fp32 and tf32
  *   test_vae_gpu --small     one tiny case (for compute-sanitizer)
- *   test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|both]
+ *   test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|tf32|all]
  *                            times decodes of the published config at latent
  *                            H x W with F frames (synthetic weights from a
  *                            fixed seed) and prints one JSON line per
@@ -11,15 +11,19 @@
  * Each case: a small config (dim 8-32, odd sizes, 1-5 latent frames),
  * random weights scaled as tests/vae/test_vae_driver.c's, random latents;
  * the CPU decode (fp32) is the reference. Checks per precision:
- * - relative L2 of the whole video <= 3e-2 (bf16, see TOL_BF16) or 1e-4
- *   (fp32);
+ * - relative L2 of the whole video <= 3e-2 (bf16, see TOL_BF16), 1e-4
+ *   (fp32) or SP_TEST_VAE_TOL_TF32 (tf32: 1e-2, from the CPU emulation of
+ *   TF32's rounding, tests/vae/test_vae_tf32_emul.c); a tf32 row also
+ *   prints its distance from the fp32 decode (0 would mean cuDNN ran no
+ *   TF32 algorithm for this decoder's shapes);
  * - every value within [-1, 1];
  * - the callback gets the same (first frame, frame count) sequence as the
  *   CPU decoder's;
  * - a second decode with the same decoder gives the same bits (the caches
  *   are reset; the algorithms are kept);
  * - the largest case runs the attention in several chunks of query rows
- *   (fp32, 6400 positions: its scores do not fit the scratch at once);
+ *   (fp32 and tf32, 6400 positions: its scores do not fit the scratch at
+ *   once);
  * - the tiled cases decode in forced spatial tiles (wan_vae_tile.h) on both
  *   sides: the GPU decoder made for the tile size against the CPU decoder
  *   tiled the same way, within the same tolerances (tiling is exact
@@ -59,6 +63,18 @@
 #define TOL_F32 1e-4
 #define MAX_CALLS 64
 
+/* The precisions every case runs, in this order (fp32 before tf32: the
+ * tf32 row compares with the fp32 decode), with their bounds. */
+static const struct {
+  wan_vae_gpu_precision p;
+  double tol;
+} precisions[] = {
+    {WAN_VAE_GPU_BF16, TOL_BF16},
+    {WAN_VAE_GPU_FP32, TOL_F32},
+    {WAN_VAE_GPU_TF32, SP_TEST_VAE_TOL_TF32},
+};
+enum { N_PRECISIONS = (int)(sizeof precisions / sizeof precisions[0]) };
+
 /* A whole video assembled from a decode's chunks, with the calls seen. */
 typedef struct sink {
   float *video;
@@ -86,7 +102,7 @@ typedef struct vcase {
   int n_mult;
   int64_t num_res;
   int temporal[3];
-  int fp32_only; /* the attention-chunking case: only fp32 chunks at this size */
+  int fp32_only; /* the attention-chunking case: only fp32 (and tf32) chunk at this size */
   wan_vae_tiling tile; /* th > 0: forced tiles on both sides */
 } vcase;
 
@@ -170,15 +186,16 @@ static void run_case(const vcase *k) {
   const double cpu_s = seconds() - t0;
   wan_vae_decoder_free(cd.cpu);
 
-  for (int pi = 0; pi < 2; pi++) {
-    const wan_vae_gpu_precision p = pi ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16;
-    if (k->fp32_only && p != WAN_VAE_GPU_FP32) continue;
-    const double tol = pi ? TOL_F32 : TOL_BF16;
+  float *fp32_video = NULL; /* the fp32 decode, for the tf32 row's distance from it */
+  for (int pi = 0; pi < N_PRECISIONS; pi++) {
+    const wan_vae_gpu_precision p = precisions[pi].p;
+    if (k->fp32_only && p == WAN_VAE_GPU_BF16) continue;
+    const double tol = precisions[pi].tol;
     char name[160];
     snprintf(name, sizeof name, "dim %lld levels %d res %lld F %lld %lldx%lld%s %s",
              (long long)k->dim, k->n_mult, (long long)k->num_res, (long long)k->F,
              (long long)k->h, (long long)k->w, k->tile.th > 0 ? " tiled" : "",
-             pi ? "fp32" : "bf16");
+             wan_vae_gpu_precision_name(p));
     wan_vae_gpu *g;
     if (wan_vae_gpu_create(&c, packed, dh, dw, p, &g) != SP_OK) {
       CHECK(0, "%s: gpu create failed", name);
@@ -206,16 +223,24 @@ static void run_case(const vcase *k) {
           name, a.calls, ref.calls);
     CHECK(det, "%s: a second decode gives other bits", name);
     CHECK(guard, "%s: the callback wrote past the video", name);
+    char vs32[48] = "";
+    if (p == WAN_VAE_GPU_TF32 && fp32_video)
+      snprintf(vs32, sizeof vs32, "  vs fp32 %.3e", sp_test_rel_l2_f32(a.video, fp32_video, nv));
     printf("  %-44s err %.3e (tol %.0e)  calls %d %s  rerun %s  cpu %.2fs gpu %.3fs  "
-           "device %.1f MiB  %s\n",
+           "device %.1f MiB  %s%s\n",
            name, err, tol, a.calls, same_calls ? "ok" : "BAD", det ? "same" : "DIFFERS", cpu_s,
            gpu_s, (double)wan_vae_gpu_peak_bytes(g) / (1 << 20),
-           err <= tol && inside && same_calls && det && guard && rc == 0 ? "pass" : "FAIL");
+           err <= tol && inside && same_calls && det && guard && rc == 0 ? "pass" : "FAIL", vs32);
     fflush(stdout);
     wan_vae_gpu_free(g);
+    if (p == WAN_VAE_GPU_FP32) {
+      fp32_video = a.video;
+      a.video = NULL;
+    }
     free(a.video);
     free(b.video);
   }
+  free(fp32_video);
   free(ref.video);
   free(z);
   free(packed);
@@ -247,16 +272,17 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
   float *z = sp_test_malloc((size_t)nz * sizeof *z);
   sp_rand_fill(z, nz, -2.0, 2.0);
   const int64_t T = wan_vae_out_frames(&c, F), s = wan_vae_out_scale(&c);
-  for (int pi = 0; pi < 2; pi++) {
-    if (which >= 0 && which != pi) continue;
-    const wan_vae_gpu_precision p = pi ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16;
+  for (int pi = 0; pi < N_PRECISIONS; pi++) {
+    const wan_vae_gpu_precision p = precisions[pi].p;
+    if (which >= 0 && which != (int)p) continue;
     size_t free0 = 0, total = 0, free1 = 0;
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemGetInfo(&free0, &total));
     wan_vae_gpu *g;
     double t0 = seconds();
     if (wan_vae_gpu_create(&c, packed, h, w, p, &g) != SP_OK) {
-      fprintf(stderr, "test_vae_gpu: bench: create failed (%s)\n", pi ? "fp32" : "bf16");
+      fprintf(stderr, "test_vae_gpu: bench: create failed (%s)\n",
+              wan_vae_gpu_precision_name(p));
       return 1;
     }
     const double create_s = seconds() - t0;
@@ -297,7 +323,7 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
            "\"video\":[%lld,%lld,%lld],\"reps\":%d,\"decode_s\":%.4f,\"decode_mean_s\":%.4f,"
            "\"runs_s\":[%s],\"warmup_s\":%.4f,\"create_s\":%.3f,\"layout_bytes\":%lld,"
            "\"layout_gib\":%.3f,\"used_gib\":%.3f,\"ops_ms\":{%s}}\n",
-           pi ? "fp32" : "bf16", (long long)F, (long long)h, (long long)w, (long long)T,
+           wan_vae_gpu_precision_name(p), (long long)F, (long long)h, (long long)w, (long long)T,
            (long long)(s * h), (long long)(s * w), reps, best, sum / reps, runs, warm_s,
            create_s, (long long)wan_vae_gpu_peak_bytes(g),
            (double)wan_vae_gpu_peak_bytes(g) / (1 << 30), ((double)free0 - (double)free1) / (1 << 30),
@@ -312,7 +338,7 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: test_vae_gpu [--small]\n"
-             "       test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|both]\n");
+             "       test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|tf32|all]\n");
 }
 
 int main(int argc, char **argv) {
@@ -331,8 +357,12 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
       const char *v = argv[++i];
-      which = strcmp(v, "bf16") == 0 ? 0 : strcmp(v, "fp32") == 0 ? 1 : strcmp(v, "both") == 0 ? -1 : -2;
-      if (which == -2) {
+      wan_vae_gpu_precision p;
+      if (strcmp(v, "all") == 0) {
+        which = -1;
+      } else if (wan_vae_gpu_precision_parse(v, &p) == SP_OK) {
+        which = (int)p;
+      } else {
         usage(stderr);
         return 2;
       }

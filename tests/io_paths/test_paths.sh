@@ -62,7 +62,7 @@ refused() {
   local what=$1 want=$2; shift 2
   local before after out rc
   before=$(snapshot)
-  out=$(timeout 10 "$@" 2>&1 >/dev/null); rc=$?
+  out=$(sp_last_wins timeout 10 "$@" 2>&1 >/dev/null); rc=$?
   after=$(snapshot)
   [ "$before" = "$after" ] || restore
   if [ $rc -ne 2 ]; then bad "$what: exit $rc, expected 2: $(printf '%s' "$out" | head -3)"; return; fi

@@ -1,6 +1,26 @@
-/* --attn names (kern_attn_backend.h): every name parses to its backend and
- * prints back as itself, cudnn-fp8, fa3 and fa3-int8 included; near misses and NULL are
- * refused with SP_ERR_INPUT and leave the output untouched. */
+/* --attn names and auto's rule (kern_attn_backend.h).
+ *
+ * Names: every name parses to its backend and prints back as itself, fa3
+ * and fa3-int8 included; cudnn-fp8, near misses and NULL are refused with
+ * SP_ERR_INPUT and leave the output untouched.
+ *
+ * The rule (kern_attn_auto_rule), against the measurements it rests on
+ * (kernels/cuda/sm90a/README.md "Measured", H100, 40 heads of 128): fa3 on
+ * the self-attention shapes where it beat cuDNN (32,760 and 75,600
+ * tokens), cuDNN on the 512-key cross shapes where it lost, cuDNN wherever
+ * fa3 is not available, for head dim 64 and for key counts not measured.
+ *
+ * Layouts: for each Wan video length and head count, the shapes the CUDA
+ * stage's call sites make for one attention (ranks/nets/wan_dit/cuda/):
+ * the whole sequence at once, every chunk of queries of several chunk sizes
+ * (stage_cuda_block.c: Lq = the chunk's rows, the last one shorter, Lk =
+ * all tokens), every Ulysses group size that divides the heads
+ * (stage_cuda_seq.c: Lq = Lk = all tokens, heads / U), and the warm-up
+ * shapes (stage_cuda_layout.c); each must get the same backend as the
+ * whole-sequence call, for self- and cross-attention (Lk = 512 context
+ * rows), with fa3 available and without. A rule that read the query count
+ * or the heads would fail here. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,13 +28,10 @@
 #include "log.h"
 #include "sp_test.h"
 
-int main(void) {
-  sp_test_begin("kernels/attn_backend");
+static void test_names(void) {
   static const struct { const char *name; kern_attn_backend b; } known[] = {
-      {"auto", KERN_ATTN_AUTO},   {"cudnn", KERN_ATTN_CUDNN},
-      {"flash", KERN_ATTN_FLASH}, {"simple", KERN_ATTN_SIMPLE},
-      {"cudnn-fp8", KERN_ATTN_CUDNN_FP8}, {"fa3", KERN_ATTN_FA3},
-      {"fa3-int8", KERN_ATTN_FA3_INT8},
+      {"auto", KERN_ATTN_AUTO},   {"cudnn", KERN_ATTN_CUDNN}, {"flash", KERN_ATTN_FLASH},
+      {"simple", KERN_ATTN_SIMPLE}, {"fa3", KERN_ATTN_FA3},   {"fa3-int8", KERN_ATTN_FA3_INT8},
   };
   for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
     kern_attn_backend b = (kern_attn_backend)-1;
@@ -23,8 +40,8 @@ int main(void) {
     CHECK(strcmp(kern_attn_backend_name(known[i].b), known[i].name) == 0, "name of %d is '%s'",
           (int)known[i].b, kern_attn_backend_name(known[i].b));
   }
-  static const char *const bad[] = {"fp8", "cudnn_fp8", "cudnn-fp8 ", "CUDNN", "", "cudnn-fp",
-                                    "FA3", "fa3 ", "fa", "fa3-fp8", "fa3_int8"};
+  static const char *const bad[] = {"cudnn-fp8", "fp8", "cudnn_fp8", "cudnn-fp8 ", "CUDNN", "",
+                                    "cudnn-fp", "FA3", "fa3 ", "fa", "fa3-fp8", "fa3_int8"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     kern_attn_backend b = KERN_ATTN_FLASH;
     CHECK(kern_attn_backend_parse(bad[i], &b) == SP_ERR_INPUT && b == KERN_ATTN_FLASH,
@@ -32,6 +49,89 @@ int main(void) {
   }
   kern_attn_backend b = KERN_ATTN_FLASH;
   CHECK(kern_attn_backend_parse(NULL, &b) == SP_ERR_INPUT && b == KERN_ATTN_FLASH, "NULL accepted");
-  CHECK(strcmp(kern_attn_backend_name((kern_attn_backend)7), "?") == 0, "out of range name");
+  CHECK(strcmp(kern_attn_backend_name((kern_attn_backend)6), "?") == 0, "out of range name");
+}
+
+static kern_attn_backend rule(int64_t Lq, int64_t Lk, int64_t heads, int64_t hd, int fa3) {
+  const kern_attn_shape s = {Lq, Lk, heads, hd};
+  return kern_attn_auto_rule(&s, fa3);
+}
+
+static void test_measured(void) {
+  /* {Lq, Lk, faster on the H100} */
+  static const struct { int64_t Lq, Lk; kern_attn_backend faster; } m[] = {
+      {32760, 32760, KERN_ATTN_FA3},   /* 647.1 vs cudnn 568.0 TFLOP/s */
+      {75600, 75600, KERN_ATTN_FA3},   /* 651.9 vs 577.8 */
+      {32760, 512, KERN_ATTN_CUDNN},   /* 515.4 vs 594.3 */
+      {75600, 512, KERN_ATTN_CUDNN},   /* 509.2 vs 592.8 */
+  };
+  for (size_t i = 0; i < sizeof m / sizeof *m; i++) {
+    CHECK(rule(m[i].Lq, m[i].Lk, 40, 128, 1) == m[i].faster, "%lld x %lld: auto does not take %s",
+          (long long)m[i].Lq, (long long)m[i].Lk, kern_attn_backend_name(m[i].faster));
+    CHECK(rule(m[i].Lq, m[i].Lk, 40, 128, 0) == KERN_ATTN_CUDNN,
+          "%lld x %lld without fa3: not cudnn", (long long)m[i].Lq, (long long)m[i].Lk);
+    CHECK(rule(m[i].Lq, m[i].Lk, 40, 64, 1) == KERN_ATTN_CUDNN,
+          "%lld x %lld at head dim 64 (not measured): not cudnn", (long long)m[i].Lq,
+          (long long)m[i].Lk);
+  }
+  /* not measured: shorter sequences stay on cuDNN; the threshold is the
+   * shortest key count measured faster */
+  CHECK(rule(1560, 1560, 12, 128, 1) == KERN_ATTN_CUDNN, "1,560 tokens: not cudnn");
+  CHECK(rule(KERN_ATTN_FA3_MIN_KEYS - 1, KERN_ATTN_FA3_MIN_KEYS - 1, 40, 128, 1) ==
+            KERN_ATTN_CUDNN,
+        "below the threshold: not cudnn");
+  CHECK(rule(KERN_ATTN_FA3_MIN_KEYS, KERN_ATTN_FA3_MIN_KEYS, 40, 128, 1) == KERN_ATTN_FA3,
+        "at the threshold: not fa3");
+}
+
+/* Every call of one attention in every layout gets whole's backend. */
+static void test_layouts(void) {
+  /* Wan's token counts: 1.3B/14B 480p 81 frames, 720p 81 frames, a short
+   * 480p clip, the tiny test model's; heads: 12 (1.3B), 40 (14B) */
+  static const int64_t tokens[] = {32760, 75600, 14040, 90};
+  static const int64_t heads[] = {12, 40};
+  static const int64_t chunks[] = {4096, 8190, 1000, 7, 1};
+  static const int64_t text = 512; /* context rows of the cross-attention */
+  int calls = 0;
+  for (int fa3 = 0; fa3 < 2; fa3++)
+    for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++)
+      for (size_t hi = 0; hi < sizeof heads / sizeof *heads; hi++)
+        for (int cross = 0; cross < 2; cross++) {
+          const int64_t L = tokens[ti], H = heads[hi], Lk = cross ? text : L;
+          const kern_attn_backend whole = rule(L, Lk, H, 128, fa3);
+          /* chunks of queries: every chunk, the last one shorter */
+          for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++)
+            for (int64_t r0 = 0; r0 < L; r0 += chunks[ci]) {
+              const int64_t n = L - r0 < chunks[ci] ? L - r0 : chunks[ci];
+              CHECK(rule(n, Lk, H, 128, fa3) == whole,
+                    "L %lld heads %lld %s: the chunk of %lld rows at %lld runs %s, the whole "
+                    "sequence %s",
+                    (long long)L, (long long)H, cross ? "cross" : "self", (long long)n,
+                    (long long)r0, kern_attn_backend_name(rule(n, Lk, H, 128, fa3)),
+                    kern_attn_backend_name(whole));
+              calls++;
+              if (chunks[ci] == 1 && r0 >= 3) break; /* a few one-row chunks are enough */
+            }
+          /* Ulysses: all tokens, a share of the heads, on every rank; its
+           * cross-attention still runs per chunk of the rank's own rows */
+          for (int64_t U = 2; U <= 8; U++) {
+            if (H % U) continue;
+            const int64_t Lq = cross ? (L + U - 1) / U : L;
+            CHECK(rule(Lq, Lk, cross ? H : H / U, 128, fa3) == whole,
+                  "L %lld heads %lld %s: Ulysses over %lld ranks runs %s, one rank %s",
+                  (long long)L, (long long)H, cross ? "cross" : "self", (long long)U,
+                  kern_attn_backend_name(rule(Lq, Lk, cross ? H : H / U, 128, fa3)),
+                  kern_attn_backend_name(whole));
+            calls++;
+          }
+        }
+  printf("auto's rule: the same backend for every chunk and rank of %d calls\n", calls);
+}
+
+int main(void) {
+  sp_test_begin("kernels/attn_backend");
+  test_names();
+  test_measured();
+  test_layouts();
   return sp_test_end();
 }

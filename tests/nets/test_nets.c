@@ -1,7 +1,7 @@
 /* The networks' one shape (ranks/nets/net.h): the registry and each
  * network's description as data, against published numbers.
  *
- * - The build knows three networks, wan_dit, umt5 and wan_vae, each with
+ * - The build knows four networks, wan_dit, umt5, wan_vae and wan_vae22, each with
  *   a CPU backend; a CUDA build has a CUDA backend for each, a CPU-only
  *   build none, and asking for one there is refused (NULL) while the CPU
  *   one is found.
@@ -13,7 +13,8 @@
  * - Its tensor list, for the published configs, has unique names and the
  *   published counts: the DiT's parameters of MODEL.md "Configs"
  *   (5,106,496, 1,418,996,800 and 14,288,491,584), the VAE decoder's 108
- *   tensors and 73,295,603 parameters (VAE.md), UMT5-XXL's 242 tensors and
+ *   tensors and 73,295,603 parameters (VAE.md), the Wan 2.2 VAE's 110 + 86
+ *   tensors and 555,051,580 + 149,637,088 parameters (I2V.md), UMT5-XXL's 242 tensors and
  *   parameters written out here from its sizes (a 256,384 x 4096
  *   embedding, 24 layers of q, k, v, o 4096 x 4096, gate and fc1
  *   10240 x 4096, fc2 4096 x 10240, two norms of 4096 and 32 x 64
@@ -35,22 +36,23 @@
 #include "wan_dit.h"
 #include "wan_schema.h"
 #include "wan_vae.h"
+#include "wan_vae22.h"
 
 static void check_registry(void) {
   const net_desc *all[8];
   const int n = net_all(all, 8);
-  const char *want[] = {"umt5", "wan_dit", "wan_vae"};
-  CHECK(n == 3, "%d networks, want 3", n);
-  for (int i = 0; i < n && i < 3; i++)
+  const char *want[] = {"umt5", "wan_dit", "wan_vae", "wan_vae22"};
+  CHECK(n == 4, "%d networks, want 4", n);
+  for (int i = 0; i < n && i < 4; i++)
     CHECK(strcmp(all[i]->name, want[i]) == 0, "network %d is %s, want %s", i, all[i]->name,
           want[i]);
-  const net_desc *nets[] = {wan_dit_net(), umt5_net(), wan_vae_net()};
+  const net_desc *nets[] = {wan_dit_net(), umt5_net(), wan_vae_net(), wan_vae22_net()};
 #ifdef STATICPIPE_HAVE_CUDA
   const int cuda = 1;
 #else
   const int cuda = 0;
 #endif
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     const net_desc *d = nets[i];
     CHECK(net_backend_has(d, RANK_DEVICE_CPU) && net_backend_ops(d, RANK_DEVICE_CPU),
           "%s: no CPU backend", d->name);
@@ -64,7 +66,8 @@ static void check_registry(void) {
   }
   CHECK(strcmp(wan_dit_net()->schema->arch, "wan2.1-t2v") == 0 &&
             strcmp(umt5_net()->schema->arch, "umt5-xxl") == 0 &&
-            strcmp(wan_vae_net()->schema->arch, "wan2.1-vae") == 0,
+            strcmp(wan_vae_net()->schema->arch, "wan2.1-vae") == 0 &&
+            strcmp(wan_vae22_net()->schema->arch, "wan2.2-vae") == 0,
         "the model files' archs");
 }
 
@@ -164,11 +167,22 @@ static void check_vae(void) {
   check_tensors(wan_vae_net(), &c, "wan2.1 vae", 108, 73295603);
 }
 
+static void check_vae22(void) {
+  const char *names[] = {"dim", "dec_dim", "z_dim", "n_mult", "dim_mult", "num_res_blocks",
+                         "temporal_down"};
+  check_fields(wan_vae22_net(), names, 7);
+  wan_vae22_config c;
+  wan_vae22_config_published(&c);
+  check_config(wan_vae22_net(), &c, "dim");
+  check_tensors(wan_vae22_net(), &c, "wan2.2 vae", 110 + 86, 555051580 + 149637088);
+}
+
 int main(void) {
   sp_test_begin("test_nets");
   check_registry();
   check_dit();
   check_umt5();
   check_vae();
+  check_vae22();
   return sp_test_end();
 }

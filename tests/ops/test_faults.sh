@@ -80,7 +80,7 @@ with open(p, "r+b") as fh:
     fh.seek(pos); b = fh.read(1); fh.seek(pos); fh.write(bytes([b[0] ^ 0x40]))
 PYEOF
 echo "original" > "$work/keep.h5"
-out=$(mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" --steps 3 --model "$work/bad.h5" --log-dir "$work/logs" -o "$work/keep.h5" 2>&1); rc=$?
+out=$(sp_last_wins mpirun -np 3 "$SP_BIN" run "${ARGS[@]}" --steps 3 --model "$work/bad.h5" --log-dir "$work/logs" -o "$work/keep.h5" 2>&1); rc=$?
 if [ $rc -ne 0 ] && [ "$(cat "$work/keep.h5")" = original ] && ! echo "$out" | grep -q "step 1/"; then
   ok "corrupt block: exit $rc before sampling, existing output untouched"
 else bad "corrupt block: exit $rc: $out"; fi
@@ -93,7 +93,7 @@ done
 
 # A plan that does not fit: refused before loading (the corrupt model would
 # fail while loading, so its checksum must never be reached).
-out=$(mpirun -np 2 "$SP_BIN" run "${ARGS[@]}" --steps 3 --model "$work/bad.h5" --budget "cuda:0,1mb;cuda:1,1mb" -o "$work/keep.h5" 2>&1); rc=$?
+out=$(sp_last_wins mpirun -np 2 "$SP_BIN" run "${ARGS[@]}" --steps 3 --model "$work/bad.h5" --budget "cuda:0,1mb;cuda:1,1mb" -o "$work/keep.h5" 2>&1); rc=$?
 if [ $rc -eq 2 ] && echo "$out" | grep -q "\[rank 0\] error: plan: no plan fits" \
    && echo "$out" | grep -q "\[rank 1\] error: stopping: rank 0 .*planning" \
    && ! echo "$out" | grep -q checksum && [ "$(cat "$work/keep.h5")" = original ]; then

@@ -43,7 +43,7 @@ echo "$out" | grep -q "jobs: 4 of 5 done, 1 failed" && ok "summary" || bad "no s
 
 check() { # job settings...
   local j=$1; shift
-  "$SP_BIN" run "${B[@]}" "$@" -o "$work/s$j.h5" 2>"$work/s$j.err" || { bad "separate run $j: $(cat "$work/s$j.err")"; return; }
+  sp_last_wins "$SP_BIN" run "${B[@]}" "$@" -o "$work/s$j.h5" 2>"$work/s$j.err" || { bad "separate run $j: $(cat "$work/s$j.err")"; return; }
   sp_same "$work/j$j.h5" "$work/s$j.h5" && ok "job $j bit-identical to its separate run" || bad "job $j differs from its separate run"
 }
 check 1 --cond "$work/a.h5" --seed $((S + 1))

@@ -28,7 +28,7 @@ PYEOF
 }
 # The references: separate one-process runs.
 "$SP_BIN" run "${B[@]}" -q --cond "$work/a.h5" --seed $((S + 1)) -o "$work/r1.h5" || exit 1
-"$SP_BIN" run "${B[@]}" -q --cond "$work/a.h5" --seed $((S + 2)) --frames 1 --size 16x32 --cfg 1 \
+sp_last_wins "$SP_BIN" run "${B[@]}" -q --cond "$work/a.h5" --seed $((S + 2)) --frames 1 --size 16x32 --cfg 1 \
   -o "$work/r2.h5" || exit 1
 
 for np in 1 2; do
@@ -91,7 +91,8 @@ else bad "lines that fail alone: exit $rc: $out"; fi
 
 # A rank killed while rank 0 waits for the next line: no hang.
 rm -f "$work/q"; mkfifo "$work/q"
-mpirun -np 2 "$SP_BIN" run "${B[@]}" --timeout 5 --jobs "$work/q" > "$work/k.log" 2>&1 &
+sp_last_wins_args K mpirun -np 2 "$SP_BIN" run "${B[@]}" --timeout 5 --jobs "$work/q"
+"${K[@]}" > "$work/k.log" 2>&1 &
 MP=$!
 exec 3>"$work/q"
 echo "cond=$work/a.h5 out=$work/s6.h5 seed=$((S + 1))" >&3

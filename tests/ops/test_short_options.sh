@@ -23,5 +23,14 @@ for c in init convert plan; do
   "$SP_BIN" $c --help | grep -qE -- '^  -(d|s|l), --(dtype|seed|layers)|^  -[nr], --ranks|^  -t, --tokenizer' \
     && bad "$c --help still lists a dropped short option" || ok "$c --help"
 done
+# Across every command: each letter that --help lists means one long option
+# (encode's -n and -t, init's -p and commcheck's -s, -p, -t, -n once meant
+# something else than run's and forward's).
+for c in init convert inspect plan run forward bench encode decode commcheck; do
+  "$SP_BIN" $c --help 2>/dev/null | sed -n 's/^  -\([A-Za-z]\), --\([a-z0-9_-]*\).*/\1 \2 '"$c"'/p'
+done >"$work/letters.txt"
+[ "$(wc -l <"$work/letters.txt")" -gt 30 ] && ok "letters listed" || bad "few letters: $(cat "$work/letters.txt")"
+clash=$(awk '{ if ($1 in n && n[$1] != $2) print "-" $1 ": --" n[$1] " (" c[$1] ") and --" $2 " (" $3 ")"; n[$1] = $2; c[$1] = $3 }' "$work/letters.txt")
+[ -z "$clash" ] && ok "one letter, one option, in every command" || bad "letters with two meanings: $clash"
 [ $fail -eq 0 ] && echo "short options: all checks passed" || echo "short options: FAILED"
 exit $fail

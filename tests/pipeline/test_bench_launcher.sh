@@ -7,7 +7,10 @@
 set -u
 . "$SP_SRC/tests/common/script.sh"
 sp_work_dir bench-launcher
-RUN="$SP_BIN run --model synth:wan2.1-tiny --cond 'c d.h5' --budget auto --frames 5 --size 32x32 --steps 2 --cfg 5 --device auto --no-preview --probe-links -q --json"
+# Every configuration is checked before any runs: the cond file exists.
+cd "$work" && : >"c d.h5" || exit 1
+# A run's options in their long names, as the job's table spells them.
+RUN="$SP_BIN run --model synth:wan2.1-tiny --cond 'c d.h5' --budget auto --frames 5 --size 32x32 --steps 2 --cfg 5 --device auto --no-preview --probe-links --quiet --json"
 lines() { # launcher -> the dry run's stdout
   "$SP_BIN" bench --model synth:wan2.1-tiny --cond "c d.h5" --ranks 1,2,4 --frames 5 \
     --size 32x32 --launcher "$1" --dry-run -o "$work/out" 2> "$work/err"
@@ -15,9 +18,9 @@ lines() { # launcher -> the dry run's stdout
 expect() { # name launcher-words count-words
   local got want
   got=$(lines "$2")
-  want="$RUN -o $work/out/run-0.h5
-$3 $RUN -o $work/out/run-1.h5
-$4 $RUN -o $work/out/run-2.h5"
+  want="$RUN --out $work/out/run-0.h5
+$3 $RUN --out $work/out/run-1.h5
+$4 $RUN --out $work/out/run-2.h5"
   if [ "$got" = "$want" ]; then ok "$1"; else bad "$1"; diff <(echo "$want") <(echo "$got"); cat "$work/err"; fi
 }
 expect "srun: --ntasks, no -np" "srun --mpi=pmix" "srun --mpi=pmix --ntasks=2" "srun --mpi=pmix --ntasks=4"

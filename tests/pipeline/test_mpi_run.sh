@@ -88,12 +88,12 @@ $MPI 2 "$SP_BIN" run "${ARGS[@]}" --chunk-rows 100 -o "$work/chunk.h5" 2> "$work
   || bad "--chunk-rows 100: $(tail -3 "$work/chunk.err")"
 
 # Other samplers and cfg 1 through the pipeline.
-"$SP_BIN" run "${ARGS[@]}" --sampler euler --cfg 1 -o "$work/e1.h5" && \
-$MPI 2 "$SP_BIN" run "${ARGS[@]}" --sampler euler --cfg 1 -o "$work/e2.h5" && sp_same "$work/e1.h5" "$work/e2.h5" \
+sp_last_wins "$SP_BIN" run "${ARGS[@]}" --sampler euler --cfg 1 -o "$work/e1.h5" && \
+sp_last_wins $MPI 2 "$SP_BIN" run "${ARGS[@]}" --sampler euler --cfg 1 -o "$work/e2.h5" && sp_same "$work/e1.h5" "$work/e2.h5" \
   && ok "euler, cfg 1: np 2 bit-identical" || bad "euler cfg 1 np 2"
 
 # One rank's failure ends every rank: exit 2, one message each, no output.
-out=$($MPI 2 "$SP_BIN" run "${ARGS[@]}" --cond "$work/missing.h5" -o "$work/fail.h5" 2>&1); rc=$?
+out=$(sp_last_wins $MPI 2 "$SP_BIN" run "${ARGS[@]}" --cond "$work/missing.h5" -o "$work/fail.h5" 2>&1); rc=$?
 if [ $rc -eq 2 ] && [ ! -e "$work/fail.h5" ] && echo "$out" | grep -q "rank 0.*missing.h5" \
    && echo "$out" | grep -q "\[rank 1\] error: stopping: rank 0"; then ok "missing cond file on np 2: exit 2, every rank says why"
 else bad "missing cond on np 2 (exit $rc): $out"; fi

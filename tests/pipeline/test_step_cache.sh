@@ -36,7 +36,7 @@ run() {
   shift 2
   local pre=()
   [ "$n" -gt 1 ] && pre=(mpirun -np "$n")
-  "${pre[@]}" "$SP_BIN" run "$@" --json -o "$work/$name.h5" > "$work/$name.json" 2> "$work/$name.err" ||
+  sp_last_wins "${pre[@]}" "$SP_BIN" run "$@" --json -o "$work/$name.h5" > "$work/$name.json" 2> "$work/$name.err" ||
     { bad "$name: the run failed: $(grep -i error "$work/$name.err" | head -2)"; return 1; }
 }
 # name ref ranks args...: the run against ref's latents

@@ -51,7 +51,7 @@ echo "original" > "$T/keep.h5"
 expect2() { # description  expected-substring  command...
   local what=$1 want=$2; shift 2
   local out rc
-  out=$("$@" 2>&1 >/dev/null); rc=$?
+  out=$(sp_last_wins "$@" 2>&1 >/dev/null); rc=$?
   if [ $rc -ne 2 ]; then bad "$what: exit $rc, expected 2: $out"; return; fi
   if [ "$(printf '%s\n' "$out" | grep -c 'error:')" -ne 1 ]; then bad "$what: not one error line: $out"; return; fi
   case "$out" in *"$want"*) ;; *) bad "$what: message lacks '$want': $out"; return;; esac

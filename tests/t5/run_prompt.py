@@ -15,6 +15,7 @@ cleaning fails alone; bad input (--prompt without --t5, --t5 with --cond,
 an empty or blank prompt, an encoder without a tokenizer or of another
 width) exits 2 with one error line before any work. Exits 1 on a failure.
 """
+import json
 import os
 import random
 import sys
@@ -118,8 +119,19 @@ def main():
         for k in range(1, 6):
             if os.path.exists(p("j%d.h5" % k)):
                 os.remove(p("j%d.h5" % k))
-        r = run([sp_bin, "run", *RUN, "--t5", t5, "--jobs", jobs], want_rc=None, mpi=np_)
+        r = run([sp_bin, "run", *RUN, "--t5", t5, "--jobs", jobs, "--json"], want_rc=None,
+                mpi=np_)
         how = "mpirun -np 2" if np_ else "one process"
+        done = {}
+        for ln in r.stdout.splitlines():
+            j = json.loads(ln).get("job")
+            if j:
+                done[j["line"]] = j
+        check(done.get(1, {}).get("prompt") == tricky and
+              done.get(4, {}).get("prompt") == prompt and
+              done.get(4, {}).get("negative") == negative and
+              "prompt" not in done.get(2, {"prompt": 1}),
+              "--jobs --json (%s): a prompt line's JSON echoes its prompt and negative" % how)
         check(r.returncode != 0 and "jobs.txt:3" in r.stderr and not os.path.exists(p("j3.h5")),
               "--jobs (%s): the blank prompt's line fails alone, named" % how)
         check(latents(p("j1.h5")) == latents(tref) and latents(tref) is not None,

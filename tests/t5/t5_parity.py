@@ -256,7 +256,11 @@ def main():
     # ---- encode: --prompts against the reference, the negative prompt included
     with open(corpus, encoding="utf-8") as f:
         lines = [l.strip() for l in f if l.strip()]
-    long_prompt = " ".join(rnd.choice(lines) for _ in range(120))
+    # Over 512 tokens within run's 4095 bytes (a longer text is refused).
+    long_prompt = ""
+    while len((long_prompt + " " + lines[0]).encode()) < 4000:
+        long_prompt = (long_prompt + " " + rnd.choice(lines)).strip()
+    long_prompt = long_prompt.encode()[:4000].decode("utf-8", "ignore").strip()
     prompts = [rnd.choice(lines), "  a &amp; b\tc  " + rnd.choice(lines), "北京 " + rnd.choice(lines),
                long_prompt, "x"]
     pfile = os.path.join(work, "prompts.txt")

@@ -7,6 +7,8 @@
 #     ffprobe codec, size, fps and frame count, the decoded pixels within
 #     what 4:2:0 and the codec cost);
 #   - --fps reaches the file;
+#   - --vae-precision tf32 is taken (on the CPU: the fp32 video), an unknown
+#     precision refused;
 #   - bad input exits 2 with one clear line before any work, leaving
 #     nothing: the wrong channel count or rank, NaN latents, a DiT file as
 #     the VAE, an output in a missing directory (for run: before sampling),
@@ -97,6 +99,21 @@ EOF
 "$PY" "$CHK" video dec.mp4 dec.h5 12 h264 1 >chk.log 2>&1 \
   && ok "dec.mp4: h264, 32x32, 12 fps, 5 frames, pixels within the codec's bound" \
   || { bad "dec.mp4"; cat chk.log; }
+
+# ---- --vae-precision: tf32 is taken (on the CPU, whose decoder is fp32 whatever is asked,
+# the video of the default); an unknown one is refused
+"$B" decode --vae $VAE --latents lat1.h5 -o dec_tf32.h5 -q --device cpu --vae-precision tf32 \
+  || bad "decode --vae-precision tf32"
+"$B" decode --vae $VAE --latents lat1.h5 -o dec_cpu.h5 -q --device cpu || bad "decode on the cpu"
+"$PY" - <<'EOF' || fail=1
+import h5py, numpy as np, sys
+a, b = (h5py.File(n, "r")["video"][()] for n in ("dec_tf32.h5", "dec_cpu.h5"))
+if not np.array_equal(a, b):
+    print("FAIL --vae-precision tf32 on the CPU changed the video"); sys.exit(1)
+print("ok   --vae-precision tf32 on the CPU: the fp32 video")
+EOF
+expect_fail "an unknown --vae-precision" "is not bf16, fp32 or tf32" \
+  "$B" decode --vae $VAE --latents lat1.h5 -o x.h5 --vae-precision fp16
 
 # ---- refusals before any work
 expect_fail "8 latent channels" "latents have 8 channels" \

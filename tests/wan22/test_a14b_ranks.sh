@@ -57,7 +57,7 @@ if ! mpirun -np 2 "$SP_BIN" run --model "synth:wan2.2-tiny:$seed" --jobs "$work/
      --frames 5 --size 32x32 --steps 6 --device cpu --no-preview -q >"$work/logj" 2>&1; then
   cat "$work/logj"; echo "FAIL: --jobs"; fail=1
 fi
-"$SP_BIN" "${base[@]}" --seed $((seed + 1)) --cfg 2,5 --boundary 0.9 \
+sp_last_wins "$SP_BIN" "${base[@]}" --seed $((seed + 1)) --cfg 2,5 --boundary 0.9 \
   -o "$work/s2.h5" >"$work/logs2" 2>&1 || { cat "$work/logs2"; fail=1; }
 "$PY" - "$work" <<'PY' || fail=1
 import sys, h5py, numpy as np

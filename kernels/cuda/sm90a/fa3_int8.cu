@@ -24,8 +24,8 @@
  * chunks in order), amax is a max, every other step elementwise; the kernel
  * is the fa3 kernel. So a rerun is bit-identical.
  * The int8 copies, scales and the mean live in the context, grown
- * (cudaMalloc) when a larger shape comes: setup, once per shape, as
- * cudnn-fp8's copies are. */
+ * (cudaMalloc) when a larger shape comes: setup, once per shape, as the
+ * cuDNN attention's plan workspace is. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>

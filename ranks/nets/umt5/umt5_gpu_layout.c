@@ -6,9 +6,6 @@
 #include "log.h"
 #include "plan.h"
 
-/* The widest head the CUDA attention takes (kern_cuda_t5.h). */
-#define UMT5_GPU_MAX_HEAD 256
-
 void umt5_gpu_shape(const umt5_config *c, int64_t max_len, plan_t5_shape *out) {
   *out = (plan_t5_shape){.dim = c->dim,
                          .dim_attn = c->dim_attn,

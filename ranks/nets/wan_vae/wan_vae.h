@@ -222,9 +222,15 @@ enum {
   WAN_VAE_ROUND_CUDA_BF16 = WAN_VAE_ROUND_ALL & ~WAN_VAE_ROUND_RES
 };
 
+/* How the CPU decoder rounds the inputs of the products the CUDA decoder's
+ * tf32 mode runs on TF32 tensor cores (wan_vae_gpu.h): not at all (the
+ * default), to nearest or by truncation (kern_f32_round_tf32). */
+enum { WAN_VAE_TF32_OFF = 0, WAN_VAE_TF32_NEAREST = 1, WAN_VAE_TF32_TRUNCATE = 2 };
+
 typedef struct wan_vae_decoder {
   wan_vae_config cfg;
   int round_mask;     /* WAN_VAE_ROUND_* bits; 0: fp32 throughout */
+  int tf32;           /* WAN_VAE_TF32_*; 0: fp32 products */
   int64_t h, w; /* latent size the scratch is sized for */
   int n_cache;
   wan_vae_cache cache[WAN_VAE_MAX_CACHES]; /* in the order the convs run */
@@ -242,6 +248,17 @@ void wan_vae_decoder_free(wan_vae_decoder *d);
 /* Rounds the stores of mask (WAN_VAE_ROUND_*) to bf16 in the decodes that
  * follow; 0 turns it off. */
 void wan_vae_decoder_round(wan_vae_decoder *d, int mask);
+/* Emulates the CUDA decoder's tf32 mode in the decodes that follow (mode
+ * WAN_VAE_TF32_*; OFF turns it off): the input of every convolution the
+ * GPU runs through cuDNN (all but conv2, which the GPU computes in fp32 in
+ * its latent-in kernel), the convolution caches, and the middle
+ * attention's q, k and v (its GEMMs' operands) rounded to TF32; the
+ * residual stream itself stays fp32 (a copy is rounded where it is a
+ * conv's input). The probabilities the GPU's P v GEMM rounds too are not
+ * (kern_cpu_frame_attention makes them inside), nor are the weights: the
+ * caller rounds the conv weights (tests/common/sp_test_vae.h). VAE.md
+ * "Precisions", tests/vae/test_vae_tf32_emul.c. */
+void wan_vae_decoder_tf32(wan_vae_decoder *d, int mode);
 /* Host floats the decoder holds (caches and scratch) for latents h x w. */
 int64_t wan_vae_decoder_floats(const wan_vae_config *c, int64_t h, int64_t w);
 

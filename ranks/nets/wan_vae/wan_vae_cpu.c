@@ -144,6 +144,24 @@ static void round_bf16(const wan_vae_decoder *d, int kind, float *x, int64_t n) 
   for (int64_t i = 0; i < n; i++) x[i] = kern_bf16_to_f32(kern_f32_to_bf16(x[i]));
 }
 
+void wan_vae_decoder_tf32(wan_vae_decoder *d, int mode) { d->tf32 = mode; }
+
+/* x (n) rounded to TF32 in place when the decoder emulates the tf32 mode. */
+static void round_tf32(const wan_vae_decoder *d, float *x, int64_t n) {
+  if (d->tf32 == WAN_VAE_TF32_OFF) return;
+  const int trunc = d->tf32 == WAN_VAE_TF32_TRUNCATE;
+  for (int64_t i = 0; i < n; i++) x[i] = kern_f32_round_tf32(x[i], trunc);
+}
+
+/* A convolution's input that must itself stay fp32 (the residual stream):
+ * x, or in the tf32 emulation its rounding into tmp (n floats). */
+static const float *tf32_input(const wan_vae_decoder *d, const float *x, float *tmp, int64_t n) {
+  if (d->tf32 == WAN_VAE_TF32_OFF) return x;
+  memcpy(tmp, x, (size_t)n * sizeof *tmp);
+  round_tf32(d, tmp, n);
+  return tmp;
+}
+
 /* ---------------------------------------------------------------- caches */
 
 /* Keeps the last WAN_VAE_CACHE_T frames of (cached frames, x), x (c, T, hw):
@@ -183,9 +201,10 @@ static wan_vae_cache *next_cache(vae_run *r, int64_t c) {
 
 /* y = CausalConv3d k x k x k (k = 3: padding 1; k = 1: none) of x (ci, t,
  * h, w) with the next cache, which then takes x's last frames. */
-static void cached_conv(vae_run *r, const float *x, const float *wt, const float *b, float *y,
+static void cached_conv(vae_run *r, float *x, const float *wt, const float *b, float *y,
                         int64_t ci, int64_t co, int round_kind) {
   wan_vae_cache *k = next_cache(r, ci);
+  round_tf32(r->d, x, ci * r->t * r->h * r->w); /* x is read by this conv only */
   kern_cpu_causal_conv3d(x, k->frames, k->n, wt, b, y, ci, co, r->t, r->h, r->w, 3, 3, 3);
   cache_push(k, x, r->t);
   round_bf16(r->d, round_kind, y, co * r->t * r->h * r->w);
@@ -216,7 +235,9 @@ static void resblock(vae_run *r, const wan_vae_resblock *rb, vae_bufs *B) {
   const int64_t n = r->t * r->h * r->w;
   const float *h = B->x; /* the shortcut */
   if (rb->shortcut_w) {
-    kern_cpu_causal_conv3d(B->x, NULL, 0, rb->shortcut_w, rb->shortcut_b, B->c, rb->in_dim,
+    /* B->a is free until norm1 writes it */
+    const float *sx = tf32_input(r->d, B->x, B->a, rb->in_dim * n);
+    kern_cpu_causal_conv3d(sx, NULL, 0, rb->shortcut_w, rb->shortcut_b, B->c, rb->in_dim,
                            rb->out_dim, r->t, r->h, r->w, 1, 1, 1);
     round_bf16(r->d, WAN_VAE_ROUND_CONV, B->c, rb->out_dim * n);
     h = B->c;
@@ -238,10 +259,13 @@ static void attnblock(vae_run *r, const wan_vae_attn *at, vae_bufs *B) {
   const wan_vae_decoder *d = r->d;
   kern_cpu_channel_rmsnorm(B->x, at->norm_gamma, B->a, c, r->t * hw);
   round_bf16(d, WAN_VAE_ROUND_ACT, B->a, c * r->t * hw);
+  round_tf32(d, B->a, c * r->t * hw);
   kern_cpu_conv2d_frames(B->a, at->qkv_w, at->qkv_b, B->b, c, 3 * c, r->t, r->h, r->w, 1, 1);
   round_bf16(d, WAN_VAE_ROUND_CONV, B->b, 3 * c * r->t * hw);
+  round_tf32(d, B->b, 3 * c * r->t * hw); /* q, k, v: the GEMMs' operands */
   kern_cpu_frame_attention(B->b, r->d->attn_scratch, B->c, c, r->t, hw);
   round_bf16(d, WAN_VAE_ROUND_ATTN, B->c, c * r->t * hw);
+  round_tf32(d, B->c, c * r->t * hw);
   kern_cpu_conv2d_frames(B->c, at->proj_w, at->proj_b, B->a, c, c, r->t, r->h, r->w, 1, 1);
   round_bf16(d, WAN_VAE_ROUND_CONV, B->a, c * r->t * hw);
   kern_cpu_gated_add(B->a, B->x, NULL, c, r->t * hw);
@@ -257,10 +281,12 @@ static void resample(vae_run *r, const wan_vae_resample *u, vae_bufs *B) {
   if (u->temporal) {
     wan_vae_cache *k = next_cache(r, c);
     if (k->started) {
-      kern_cpu_causal_conv3d(B->x, k->frames, k->n, u->time_w, u->time_b, B->a, c, 2 * c, r->t,
+      /* B->c is free until the upsampling writes it */
+      const float *tx = tf32_input(r->d, B->x, B->c, c * r->t * hw);
+      kern_cpu_causal_conv3d(tx, k->frames, k->n, u->time_w, u->time_b, B->a, c, 2 * c, r->t,
                              r->h, r->w, 3, 1, 1);
       round_bf16(r->d, WAN_VAE_ROUND_CONV, B->a, 2 * c * r->t * hw);
-      cache_push(k, B->x, r->t);
+      cache_push(k, tx, r->t);
       kern_cpu_time_unfold2(B->a, B->b, c, r->t, hw);
       r->t *= 2;
       src = B->b;
@@ -270,6 +296,7 @@ static void resample(vae_run *r, const wan_vae_resample *u, vae_bufs *B) {
   kern_cpu_upsample2x_nearest(src, B->c, c * r->t, r->h, r->w);
   r->h *= 2;
   r->w *= 2;
+  round_tf32(r->d, B->c, c * r->t * r->h * r->w);
   kern_cpu_conv2d_frames(B->c, u->conv_w, u->conv_b, B->a, c, c / 2, r->t, r->h, r->w, 3, 3);
   /* the resample conv's output is the residual stream of the next level */
   round_bf16(r->d, WAN_VAE_ROUND_CONV | WAN_VAE_ROUND_RES, B->a, c / 2 * r->t * r->h * r->w);

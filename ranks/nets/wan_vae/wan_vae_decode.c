@@ -251,11 +251,12 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
                         stats->height, o->fps, &sink.v[i]);
     if (rc != SP_OK) goto done;
   }
-  sp_log_info("decode: %lld latent frames of %lldx%lld -> %lld frames of %lldx%lld on %s%s",
+  sp_log_info("decode: %lld latent frames of %lldx%lld -> %lld frames of %lldx%lld on %s%s%s%s",
               (long long)F, (long long)h, (long long)w, (long long)stats->frames,
               (long long)stats->height, (long long)stats->width, rank_device_name(o->dev),
-              o->dev != RANK_DEVICE_CUDA ? ""
-              : o->precision == WAN_VAE_GPU_FP32 ? " (fp32)" : " (bf16)");
+              o->dev != RANK_DEVICE_CUDA ? "" : " (",
+              o->dev != RANK_DEVICE_CUDA ? "" : wan_vae_gpu_precision_name(o->precision),
+              o->dev != RANK_DEVICE_CUDA ? "" : ")");
   if (tiled)
     sp_log_info("decode: in %lld x %lld tiles of latent %lldx%lld, overlap %lld",
                 (long long)stats->tiles_y, (long long)stats->tiles_x, (long long)stats->tile_h,

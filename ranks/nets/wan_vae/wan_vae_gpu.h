@@ -14,10 +14,22 @@
 
 #include "wan_vae.h"
 
+/* --vae-precision. tf32 is the fp32 decoder (fp32 weights, activations
+ * and accumulation) with its convolutions and the middle attention's GEMMs
+ * allowed onto the TF32 tensor cores, which round each product's inputs to
+ * a 10-bit mantissa (PyTorch's default for convolutions): VAE.md
+ * "Precisions" gives its error against fp32. */
 typedef enum {
   WAN_VAE_GPU_BF16 = 0,
   WAN_VAE_GPU_FP32 = 1,
+  WAN_VAE_GPU_TF32 = 2,
 } wan_vae_gpu_precision;
+
+/* "bf16", "fp32", "tf32". */
+const char *wan_vae_gpu_precision_name(wan_vae_gpu_precision p);
+/* The name of a precision -> *out: SP_OK, or SP_ERR_INPUT logged naming
+ * the value and the choices (--vae-precision). */
+int wan_vae_gpu_precision_parse(const char *s, wan_vae_gpu_precision *out);
 
 /* Device bytes the decoder needs for latents of h x w: weights plus
  * workspace, from the same layout create uses (planner/vae_layout.h), in

@@ -13,7 +13,25 @@ const char *wan_vae_gpu_op_name(wan_vae_gpu_op op) {
   return (int)op >= 0 && op < WAN_VAE_GPU_OPS ? n[op] : "?";
 }
 
-int wan_vae_gpu_elem_bytes(wan_vae_gpu_precision p) { return p == WAN_VAE_GPU_FP32 ? 4 : 2; }
+static const char *const precision_names[] = {"bf16", "fp32", "tf32"};
+enum { N_PRECISIONS = (int)(sizeof precision_names / sizeof *precision_names) };
+
+const char *wan_vae_gpu_precision_name(wan_vae_gpu_precision p) {
+  return (int)p >= 0 && (int)p < N_PRECISIONS ? precision_names[p] : "?";
+}
+
+int wan_vae_gpu_precision_parse(const char *s, wan_vae_gpu_precision *out) {
+  for (int i = 0; i < N_PRECISIONS; i++)
+    if (s && strcmp(s, precision_names[i]) == 0) {
+      *out = (wan_vae_gpu_precision)i;
+      return SP_OK;
+    }
+  sp_log_error("--vae-precision: '%s' is not bf16, fp32 or tf32", s ? s : "(null)");
+  return SP_ERR_INPUT;
+}
+
+/* tf32 stores fp32: only the arithmetic of its convolutions differs. */
+int wan_vae_gpu_elem_bytes(wan_vae_gpu_precision p) { return p == WAN_VAE_GPU_BF16 ? 2 : 4; }
 
 int wan_vae_gpu_is_conv(const wan_vae_tensor *e) {
   const char *tail = strrchr(e->name, '.');
@@ -80,9 +98,9 @@ static int gpu_shape(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gpu_
                  (long long)w, WAN_VAE_MAX_SIDE);
     return SP_ERR_INPUT;
   }
-  if (p != WAN_VAE_GPU_BF16 && p != WAN_VAE_GPU_FP32) {
-    sp_log_error("vae gpu: precision %d is neither bf16 (%d) nor fp32 (%d)", (int)p,
-                 WAN_VAE_GPU_BF16, WAN_VAE_GPU_FP32);
+  if (p != WAN_VAE_GPU_BF16 && p != WAN_VAE_GPU_FP32 && p != WAN_VAE_GPU_TF32) {
+    sp_log_error("vae gpu: precision %d is not bf16 (%d), fp32 (%d) or tf32 (%d)", (int)p,
+                 WAN_VAE_GPU_BF16, WAN_VAE_GPU_FP32, WAN_VAE_GPU_TF32);
     return SP_ERR_INPUT;
   }
   if (check_widths(c) != 0) return SP_ERR_INPUT;

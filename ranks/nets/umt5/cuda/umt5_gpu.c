@@ -25,6 +25,8 @@
 
 _Static_assert(PLAN_T5_MAX_LEN == KERN_CUDA_T5_MAX_LEN,
                "the layout's longest sequence is the attention kernel's");
+_Static_assert(UMT5_GPU_MAX_HEAD == KERN_CUDA_T5_MAX_HD,
+               "the layout's widest head is the attention kernel's");
 
 typedef struct umt5_gpu {
   umt5_config c;

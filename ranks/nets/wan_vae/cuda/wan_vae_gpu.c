@@ -132,7 +132,7 @@ static void convert_tensor(const wan_vae_tensor *e, const float *src, wan_vae_gp
       for (int64_t a = 0; a < taps; a++) {
         const float v = src[(o * ci + i) * taps + a];
         const int64_t d = (o * taps + a) * ci + i;
-        if (p == WAN_VAE_GPU_FP32)
+        if (p != WAN_VAE_GPU_BF16)
           ((float *)dst)[d] = v;
         else
           ((uint16_t *)dst)[d] = kern_f32_to_bf16(v);
@@ -164,7 +164,7 @@ int wan_vae_gpu_create(const wan_vae_config *c, const float *packed, int64_t h, 
   g->h = h;
   g->w = w;
   g->p = p;
-  g->dt = p == WAN_VAE_GPU_FP32 ? KERN_DTYPE_F32 : KERN_DTYPE_BF16;
+  g->dt = p == WAN_VAE_GPU_BF16 ? KERN_DTYPE_BF16 : KERN_DTYPE_F32;
   g->E = wan_vae_gpu_elem_bytes(p);
   cudaError_t e = cudaMalloc((void **)&g->dev, g->lay->total);
   if (e != cudaSuccess) {
@@ -217,14 +217,16 @@ int wan_vae_gpu_create(const wan_vae_config *c, const float *packed, int64_t h, 
     goto fail;
   }
   CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
-  if (kern_cuda_vae_create(g->dt, g->stream, buf(g, PLAN_VAE_CONV_WS, 0), g->lay->conv_ws_bytes,
-                           buf(g, PLAN_VAE_GEMM_WS, 0), PLAN_VAE_GEMM_WS_BYTES, &g->k) != SP_OK)
+  if ((rc = kern_cuda_vae_create(g->dt, p == WAN_VAE_GPU_TF32, g->stream,
+                                 buf(g, PLAN_VAE_CONV_WS, 0), g->lay->conv_ws_bytes,
+                                 buf(g, PLAN_VAE_GEMM_WS, 0), PLAN_VAE_GEMM_WS_BYTES, &g->k)) !=
+      SP_OK)
     goto fail;
   free(t);
   free(off);
   sp_log_info("vae gpu: %s decoder for latents %lldx%lld: %.2f GiB of device memory "
               "(weights %.1f MiB)",
-              kern_dtype_name(g->dt), (long long)h, (long long)w,
+              wan_vae_gpu_precision_name(p), (long long)h, (long long)w,
               (double)g->lay->total / (1 << 30), (double)wbytes / (1 << 20));
   *out = g;
   return SP_OK;

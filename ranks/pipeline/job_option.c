@@ -1,10 +1,12 @@
 /* The table of a job's options: flag, short form, value, default and
- * help of each (job.h's job_option), in JOB_OPT_* order; job_opts.c sets
- * and checks them. */
+ * help of each (job_option.h), in JOB_OPT_* order, and their other
+ * spellings; job_params.c sets them and job_check.c checks them. */
+#include "job_option.h"
+
 #include <string.h>
 
-#include "job.h"
 #include "job_limits.h"
+#include "lora_spec.h"
 #include "video_out.h"
 
 static const job_option table[JOB_OPT_COUNT] = {
@@ -14,24 +16,28 @@ static const job_option table[JOB_OPT_COUNT] = {
      "--cfg is not 1, 'context_null' (the encoded negative\n"
      "prompt); from 'staticpipe encode' or launch/encode_prompt.py\n"
      "(required without --jobs or --prompt)"},
-    {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, at most " STR(JOB_FRAMES_MAX)},
+    {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, 1.." STR(JOB_FRAMES_MAX) "; at most 2^31 tokens\n"
+     "(frames and size together)"},
     {JOB_OPT_SIZE, "size", 's', "HxW", "480x832", 1,
-     "height x width in pixels, multiples of 16; also W*H, the Wan\n"
-     "repository's form (832*480 is 480x832)"},
+     "height x width in pixels, multiples of 16, each\n"
+     "16.." STR(JOB_SIDE_MAX) "; also W*H, the Wan repository's form\n"
+     "(832*480 is 480x832)"},
     {JOB_OPT_STEPS, "steps", 'n', "N", "50", 1, "sampling steps, 1.." STR(JOB_STEPS_MAX)},
     {JOB_OPT_CFG, "cfg", 'g', "G", "5", 1,
      "guidance scale, 0.." STR(JOB_CFG_MAX) "; 1 runs the conditional branch only,\n"
      "any other value 2 branches = 2 micro-batches; a two-expert\n"
      "model (Wan 2.2 A14B) takes G for both experts or HIGH,LOW\n"
      "(4,3 published, its default)"},
-    {JOB_OPT_SHIFT, "shift", 0, "S", "5", 1, "schedule shift (a two-expert model's: 12)"},
+    {JOB_OPT_SHIFT, "shift", 0, "S", "5", 1,
+     "schedule shift, " STR(JOB_SHIFT_MIN) ".." STR(JOB_SHIFT_MAX) " (a two-expert\n"
+     "model's: 12)"},
     {JOB_OPT_SAMPLER, "sampler", 0, "NAME", "unipc", 1,
      "unipc (the published UniPC, order 2, bh2) or euler"},
     {JOB_OPT_SEED, "seed", 0, "K", "0", 1,
-     "noise seed: Philox keyed by element index, the same noise\n"
-     "on every machine and rank count; not PyTorch's torch.randn\n"
-     "stream (to share noise with another program: --save-noise,\n"
-     "--noise)"},
+     "noise seed, 0..2^64-1: Philox keyed by element index, the\n"
+     "same noise on every machine and rank count; not PyTorch's\n"
+     "torch.randn stream (to share noise with another program:\n"
+     "--save-noise, --noise)"},
     {JOB_OPT_NOISE, "noise", 0, "FILE", NULL, 1,
      "initial noise: dataset 'noise' float32 [16, F, H/8, W/8],\n"
      "or a ComfyUI FILE.latent; overrides --seed"},
@@ -74,15 +80,14 @@ static const job_option table[JOB_OPT_COUNT] = {
      "mod its length] (default: local rank mod the devices\n"
      "visible; CUDA_VISIBLE_DEVICES is honoured)"},
     {JOB_OPT_ATTN, "attn", 0, "NAME", "auto", 0,
-     "CUDA attention: auto (cudnn where cuDNN takes the shape,\n"
-     "else flash), cudnn, flash (own kernel), simple (the\n"
-     "reference: cuBLASLt GEMMs, exact softmax), cudnn-fp8\n"
-     "(cuDNN's fp8 attention, Q/K/V quantised per call to e4m3;\n"
-     "sm_90 and cuDNN 9.1 or later; never chosen by auto), fa3\n"
-     "(own Hopper kernel: sm_90 and a build for 90; elsewhere\n"
-     "what auto does), fa3-int8 (its 8-bit form: K smoothed, Q\n"
-     "and K int8 per tile, P V bf16; sm_90 only, never chosen by\n"
-     "auto)"},
+     "CUDA attention: auto (fa3 on sm_90 for head dim 128 and\n"
+     "at least 32,760 keys, where it measured faster; else cudnn\n"
+     "where cuDNN takes the shape, else flash), cudnn, flash (own\n"
+     "kernel), simple (the reference: cuBLASLt GEMMs, exact\n"
+     "softmax), fa3 (own Hopper kernel: sm_90 and a build for 90;\n"
+     "elsewhere what auto does there), fa3-int8 (its 8-bit form,\n"
+     "the 8-bit attention: K smoothed, Q and K int8 per tile, P V\n"
+     "bf16; sm_90 only, never chosen by auto)"},
     {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
      "auto (nccl when every rank has a GPU of its own and the\n"
      "stages run on GPUs, else mpi), mpi or nccl"},
@@ -90,7 +95,8 @@ static const job_option table[JOB_OPT_COUNT] = {
      "longest any rank may go without hearing from a peer it\n"
      "waits on, seconds; ranks exchange heartbeats, so slow work\n"
      "never trips it, a dead, stopped or deadlocked rank does and\n"
-     "the whole job ends; also bounds MPI start-up (MPI_Init)"},
+     "the whole job ends; also bounds MPI start-up (MPI_Init);\n"
+     STR(JOB_TIMEOUT_MIN) ".." STR(JOB_TIMEOUT_MAX)},
     {JOB_OPT_LOG_DIR, "log-dir", 0, "DIR", NULL, 0, "also write each rank's log to DIR/rank-N.log"},
     {JOB_OPT_NO_PREVIEW, "no-preview", 0, NULL, NULL, 0, "do not write FILE.png"},
     {JOB_OPT_NO_VERIFY, "no-verify", 0, NULL, NULL, 0,
@@ -133,14 +139,19 @@ static const job_option table[JOB_OPT_COUNT] = {
      "(dataset 'video' float32 [3, T, H, W] in [-1, 1]); written\n"
      "atomically by the last rank after the latents"},
     {JOB_OPT_FPS, "fps", 0, "N", STR(VIDEO_OUT_DEFAULT_FPS), 1,
-     "frames per second of the video, 1.." STR(JOB_FPS_MAX)},
+     "frames per second of the video, an integer 1.." STR(JOB_FPS_MAX)},
     {JOB_OPT_VAE_PRECISION, "vae-precision", 0, "P", "bf16", 0,
      "CUDA VAE decoder: bf16 (weights and activations, fp32\n"
-     "accumulation) or fp32; the CPU decoder is fp32"},
+     "accumulation), fp32, or tf32: fp32 with the convolutions\n"
+     "and the attention's GEMMs on the TF32 tensor cores, which\n"
+     "round their inputs to 10-bit mantissas (PyTorch's default\n"
+     "for convolutions; about 1e-3 relative error); the CPU\n"
+     "decoder is fp32"},
     {JOB_OPT_LORA, "lora", 0, "SPEC", NULL, 0,
      "FILE[:STRENGTH][@high|@low]: apply a LoRA (safetensors with\n"
      "ComfyUI/kohya, diffusers/PEFT or official keys: lora_down/up\n"
-     "or lora_A/B and alpha, diff, diff_b) at STRENGTH (default 1);\n"
+     "or lora_A/B and alpha, diff, diff_b) at STRENGTH (default 1,\n"
+     "-1000..1000);\n"
      "@high/@low apply it to one expert of a two-expert model\n"
      "(Wan 2.2: the high- or the low-noise one; without @, both),\n"
      "merged or bypassed;\n"
@@ -177,7 +188,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "from convert, its tokenizer inside): rank 0 encodes every\n"
      "prompt before the model is placed (on its GPU when --device\n"
      "is cuda, else on the CPU), then frees the encoder"},
-    {JOB_OPT_PROMPT, "prompt", 0, "TEXT", NULL, 1,
+    {JOB_OPT_PROMPT, "prompt", 'p', "TEXT", NULL, 1,
      "the prompt, instead of --cond (needs --t5); the context is\n"
      "the one 'staticpipe encode' writes, so the latents equal a\n"
      "run of its --cond file bit for bit; a --jobs line's\n"
@@ -199,8 +210,9 @@ static const job_option table[JOB_OPT_COUNT] = {
      "plan --layout auto shows it. The latents are bit-identical\n"
      "for every layout"},
     {JOB_OPT_SPEED, "speed", 0, "LIST", NULL, 0,
-     "relative speeds, comma-separated (e.g. 1,3): one per rank\n"
-     "(a replica runs at its slowest rank's) or one per replica\n"
+     "relative speeds in (0, " STR(JOB_SPEED_MAX) "], comma-separated (e.g.\n"
+     "1,3): one per rank (a replica runs at its slowest rank's) or\n"
+     "one per replica\n"
      "of --layout. Each replica takes a share of a step's\n"
      "micro-batches in proportion: at least one each, then each\n"
      "next to the replica that would finish it first (two CFG\n"
@@ -245,7 +257,25 @@ static const job_option table[JOB_OPT_COUNT] = {
      "same latents. Memory: the last stage keeps one residual\n"
      "(tokens x dim fp32) per micro-batch of a step, the first\n"
      "stage one copy of each one's input (plan --cache counts\n"
-     "both)"}
+     "both)"},
+    {JOB_OPT_JSON, "json", 'j', NULL, NULL, 0,
+     "JSON lines on stdout, each flushed at once: with --jobs one\n"
+     "{\"job\": {...}} per finished job (line, status ok or error,\n"
+     "the error line, cond or prompt and negative, out, preview,\n"
+     "video, seed or noise, frames, size, steps, cfg, shift,\n"
+     "sampler, schedule, seconds), then at the end the summary (the\n"
+     "plan, and per rank its blocks, bytes loaded and times)"},
+};
+
+/* The Wan repository's generate.py and diffusers' spellings (run takes
+ * them; --size 832*480 is job_parse_size_hw's). */
+static const job_option_alias aliases[] = {
+    {"sample_steps", JOB_OPT_STEPS},       {"frame_num", JOB_OPT_FRAMES},
+    {"num_frames", JOB_OPT_FRAMES},        {"sample_guide_scale", JOB_OPT_CFG},
+    {"guidance_scale", JOB_OPT_CFG},       {"sample_shift", JOB_OPT_SHIFT},
+    {"base_seed", JOB_OPT_SEED},           {"save_file", JOB_OPT_OUT},
+    {"sample_solver", JOB_OPT_SAMPLER},    {"negative_prompt", JOB_OPT_NEGATIVE},
+    {"num_inference_steps", JOB_OPT_STEPS},
 };
 
 const job_option *job_option_get(int id) {
@@ -256,4 +286,11 @@ const job_option *job_option_find(const char *name) {
   for (int i = 0; i < JOB_OPT_COUNT; i++)
     if (strcmp(table[i].name, name) == 0) return &table[i];
   return NULL;
+}
+
+int job_option_repeatable(int id) { return id == JOB_OPT_LORA; }
+
+const job_option_alias *job_option_aliases(int *n) {
+  *n = (int)(sizeof aliases / sizeof aliases[0]);
+  return aliases;
 }

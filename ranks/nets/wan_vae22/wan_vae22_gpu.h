@@ -1,0 +1,71 @@
+/* The Wan 2.2 VAE on a CUDA device, what both builds know of it: the
+ * device bytes of a coder's one allocation (laid out by the planner:
+ * planner/vae22_layout.h through wan_vae22_gpu_layout.h), the device form
+ * of its weights and the kinds of ops it profiles. The coders themselves,
+ * the CPU's computation (wan_vae22.h) in bf16 (weights and activations,
+ * fp32 accumulation, statistics and residual stream) or fp32, chunk by
+ * chunk with the same causal caches, are the VAE's CUDA backend
+ * (cuda/wan_vae22_gpu.c, cuda/wan_vae22_cuda.h), compiled only in CUDA
+ * builds. The precisions are the Wan 2.1 decoder's (wan_vae_gpu.h). */
+#ifndef WAN_VAE22_GPU_H
+#define WAN_VAE22_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vae22_layout.h"
+#include "wan_vae22.h"
+#include "wan_vae_gpu.h"
+
+/* Every channel count the device ops see is a multiple of this (16-byte
+ * vectors of bf16 in the element kernels, tensor-core shapes); the
+ * patchified video's 12 channels are padded to PLAN_VAE22_IMG_CH. */
+#define WAN_VAE22_GPU_CH_ALIGN 8
+
+/* Bytes of one activation element in precision p. */
+int wan_vae22_gpu_elem_bytes(wan_vae_gpu_precision p);
+
+/* The device form of tensor e: 1 for a convolution weight (every .weight
+ * but the 1x1x1 conv1's and conv2's outside the parts), stored (co', kt,
+ * kh, kw, ci') in the precision's type, co' and ci' padded with zeros to
+ * PLAN_VAE22_IMG_CH for the decoder's head and the encoder's conv1; 0 for
+ * everything else (those two 1x1x1 weights, biases, gammas), fp32 as in the
+ * table, the decoder head's bias padded with zeros to PLAN_VAE22_IMG_CH. */
+int wan_vae22_gpu_is_conv(const wan_vae22_tensor *e);
+/* Output and input channels of e as stored on the device. */
+int64_t wan_vae22_gpu_rows(const wan_vae22_tensor *e);
+int64_t wan_vae22_gpu_cols(const wan_vae22_tensor *e);
+/* Device bytes of e (not aligned). */
+uint64_t wan_vae22_gpu_tensor_bytes(const wan_vae22_tensor *e, wan_vae_gpu_precision p);
+/* Byte offset of every tensor of t in the weights buffer (each
+ * PLAN_LAYOUT_ALIGN aligned), off (t->count); returns the buffer's bytes. */
+uint64_t wan_vae22_gpu_weight_offsets(const wan_vae22_table *t, wan_vae_gpu_precision p,
+                                      uint64_t *off);
+
+/* Checks c, the size (decoder: latent h x w; encoder: video H x W pixels,
+ * multiples of the space factor) and the channel alignment, then lays the
+ * part out. SP_OK, or SP_ERR_INPUT with the reason logged. */
+int wan_vae22_gpu_layout(const wan_vae22_config *c, wan_vae22_part part, int64_t h, int64_t w,
+                         wan_vae_gpu_precision p, plan_vae22_layout *out);
+/* That layout's total: the device bytes of the coder; -1 (logged) for a
+ * config or size it refuses. */
+int64_t wan_vae22_gpu_bytes(const wan_vae22_config *c, wan_vae22_part part, int64_t h,
+                            int64_t w, wan_vae_gpu_precision p);
+
+/* Device time per kind of op, for seeing where a run's time goes. */
+typedef enum {
+  WAN_VAE22_GPU_OP_CONV3D = 0, /* causal 3x3x3 convolutions */
+  WAN_VAE22_GPU_OP_CONV_TIME,  /* the resamples' 3x1x1 time convolutions */
+  WAN_VAE22_GPU_OP_CONV2D,     /* the resamples' 3x3 convolutions (stride 2 in the encoder) */
+  WAN_VAE22_GPU_OP_CONV1,      /* 1x1 convolutions: shortcuts, to_qkv, proj */
+  WAN_VAE22_GPU_OP_NORM,       /* RMS norms (with SiLU) */
+  WAN_VAE22_GPU_OP_ATTN,       /* the middle attention: scores, softmax, P v */
+  WAN_VAE22_GPU_OP_SHORTCUT,   /* AvgDown3D and DupUp3D with their adds */
+  WAN_VAE22_GPU_OP_ELEM,       /* latents in and out, biases, residual adds, upsampling,
+                                  patchify, frames out */
+  WAN_VAE22_GPU_OP_COPY,       /* cache and level-input copies, transfers */
+  WAN_VAE22_GPU_OPS
+} wan_vae22_gpu_op;
+const char *wan_vae22_gpu_op_name(wan_vae22_gpu_op op);
+
+#endif

@@ -1,0 +1,162 @@
+/* The Wan 2.2 VAE's model file as data (see wan_vae22_schema.h). */
+#include "wan_vae22_schema.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define AT(f) offsetof(wan_vae22_config, f)
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const net_attr attrs[] = {
+    {"dim", NET_ATTR_I64, NET_FIELD_I64, AT(dim), 1, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL},
+    {"dec_dim", NET_ATTR_I64, NET_FIELD_I64, AT(dec_dim), 1, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL},
+    {"z_dim", NET_ATTR_I64, NET_FIELD_I64, AT(z_dim), 1, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL},
+    {"n_mult", NET_ATTR_I64, NET_FIELD_INT, AT(n_mult), 1, NULL, 0, 1, 1, WAN_VAE22_MAX_LEVELS,
+     0, 0, NULL, NULL},
+    {"dim_mult", NET_ATTR_I64, NET_FIELD_I64, AT(dim_mult), 0, "n_mult", 0, 0, 0, 0, 0, 0, NULL,
+     NULL},
+    {"num_res_blocks", NET_ATTR_I64, NET_FIELD_I64, AT(num_res_blocks), 1, NULL, 0, 0, 0, 0, 0, 0,
+     NULL, NULL},
+    {"temporal_down", NET_ATTR_I64, NET_FIELD_INT, AT(temporal_down), 0, "n_mult", -1, 1, 0, 1, 0,
+     0, NULL, NULL},
+};
+
+static int check(const void *config, char *err, size_t n) {
+  return wan_vae22_config_check(config, err, n);
+}
+
+const char *wan_vae22_group(wan_vae22_part p) {
+  return p == WAN_VAE22_ENCODER ? WAN_VAE22_ENC_GROUP : WAN_VAE22_DEC_GROUP;
+}
+
+static int groups(const void *config, net_group *out) {
+  (void)config;
+  if (out) {
+    out[0] = (net_group){WAN_VAE22_DEC_GROUP, NULL, 0};
+    out[1] = (net_group){WAN_VAE22_ENC_GROUP, NULL, 0};
+  }
+  return 2;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The synth: distribution, the Wan 2.1 VAE's: conv weights uniform with
+ * variance 1/fan_in, biases within 0.05, RMS gammas within 0.1 of 1. */
+static void synth_scale(const net_tensor *t, double *center, double *half) {
+  *center = 0.0;
+  if (ends_with(t->name, ".gamma")) {
+    *center = 1.0;
+    *half = 0.1;
+  } else if (ends_with(t->name, ".bias")) {
+    *half = 0.05;
+  } else {
+    *half = sqrt(3.0 / (double)(t->numel / t->shape[0]));
+  }
+}
+
+/* The decoder's table, then the encoder's, each in its group. */
+static int tensors(const void *config, net_tensor *out) {
+  wan_vae22_weights *w = sp_xmalloc(sizeof *w);
+  wan_vae22_table *tb = sp_xmalloc(sizeof *tb);
+  int n = 0;
+  for (int p = 0; p < WAN_VAE22_PARTS; p++) {
+    wan_vae22_table_make(config, (wan_vae22_part)p, w, tb);
+    for (int i = 0; out && i < tb->count; i++) {
+      net_tensor *t = &out[n + i];
+      memset(t, 0, sizeof *t);
+      snprintf(t->group, NET_PATH_MAX, "%s", wan_vae22_group((wan_vae22_part)p));
+      snprintf(t->name, NET_NAME_MAX, "%s", tb->t[i].name);
+      t->ndim = tb->t[i].ndim;
+      for (int d = 0; d < t->ndim; d++) t->shape[d] = tb->t[i].shape[d];
+      net_tensor_finish(t);
+      synth_scale(t, &t->synth_center, &t->synth_half);
+    }
+    n += tb->count;
+  }
+  free(tb);
+  free(w);
+  return n;
+}
+
+/* The presets: the published config, and wan2.2-vae-tiny, the published
+ * structure (dim_mult, residual blocks, temporal downsampling: T = 1 + 4
+ * (F - 1) and 16x in space) at base widths 8: encoder widths 8, 8, 16, 32,
+ * 32, decoder widths 32, 32, 32, 16, 8; for tests. */
+static const struct {
+  const char *name;
+  int64_t dim, dec_dim; /* 0: the published */
+} presets[] = {
+    {"wan2.2-vae", 0, 0},
+    {"wan2.2-vae-tiny", 8, 8},
+};
+enum { N_PRESETS = sizeof presets / sizeof presets[0] };
+
+static int preset(const char *name, void *config) {
+  for (int i = 0; i < N_PRESETS; i++) {
+    if (strcmp(name, presets[i].name) != 0) continue;
+    wan_vae22_config *c = config;
+    wan_vae22_config_published(c);
+    if (presets[i].dim) c->dim = presets[i].dim;
+    if (presets[i].dec_dim) c->dec_dim = presets[i].dec_dim;
+    return 0;
+  }
+  return -1;
+}
+
+static int config_equal(const wan_vae22_config *a, const wan_vae22_config *b) {
+  if (a->dim != b->dim || a->dec_dim != b->dec_dim || a->z_dim != b->z_dim ||
+      a->n_mult != b->n_mult || a->num_res_blocks != b->num_res_blocks)
+    return 0;
+  for (int i = 0; i < a->n_mult; i++)
+    if (a->dim_mult[i] != b->dim_mult[i]) return 0;
+  for (int i = 0; i + 1 < a->n_mult; i++)
+    if (a->temporal_down[i] != b->temporal_down[i]) return 0;
+  return 1;
+}
+
+static const char *preset_match(const void *config) {
+  for (int i = 0; i < N_PRESETS; i++) {
+    wan_vae22_config p = {0};
+    preset(presets[i].name, &p);
+    if (config_equal(&p, config)) return presets[i].name;
+  }
+  return NULL;
+}
+
+static const char *preset_names(void) {
+  static char list[128];
+  if (!list[0])
+    for (int i = 0; i < N_PRESETS; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+               presets[i].name);
+  return list;
+}
+
+static const char *const root_dtypes[] = {"bf16", "fp32", NULL};
+
+const net_schema wan_vae22_schema = {
+    .arch = WAN_VAE22_ARCH,
+    .what = "Wan 2.2 VAE",
+    .config_size = sizeof(wan_vae22_config),
+    .attrs = attrs,
+    .nattrs = (int)(sizeof attrs / sizeof attrs[0]),
+    .attr_hint = "dim, dec_dim, z_dim, num_res_blocks: integers; n_mult 1.." STR(
+        WAN_VAE22_MAX_LEVELS) "; dim_mult: n_mult integers; temporal_down: n_mult - 1",
+    .check = check,
+    .root_dtypes = root_dtypes,
+    .synth_dtype = "fp32",
+    .groups = groups,
+    .tensors = tensors,
+    .preset = preset,
+    .preset_match = preset_match,
+    .preset_names = preset_names,
+    .preset_kind = "VAE ",
+};

@@ -1,0 +1,27 @@
+/* One job's inputs as rank 0 reads them: the contexts of a cond file and
+ * the initial noise, each checked against the model before any work. Also
+ * forward's inputs. Files: job_io.c (reading, and the session's writing of
+ * a job's outputs, job_session_impl.h). */
+#ifndef JOB_IO_H
+#define JOB_IO_H
+
+#include <stdint.h>
+
+#include "tensor_io.h"
+#include "wan_config.h"
+
+/* One job's inputs on rank 0: the contexts and the initial noise. */
+typedef struct job_inputs {
+  rank_tensor ctx[2], noise;
+} job_inputs;
+
+void job_inputs_free(job_inputs *in);
+/* dataset (L, text_dim) with 1 <= L <= text_len. */
+int job_read_context(const char *path, const char *name, const wan_config *c, rank_tensor *out);
+/* dataset (in_dim, F, H, W), H and W even; with want non-NULL the shape
+ * must equal it exactly. A path ending in .latent is read as a ComfyUI
+ * latent file instead (io/latent_file.h), whatever name says. */
+int job_read_latent(const char *path, const char *name, const wan_config *c,
+                    const int64_t *want, rank_tensor *out);
+
+#endif
