@@ -237,36 +237,40 @@ static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const
   return rc;
 }
 
-/* The buffers of one tensor at a time (init_dit): the generated values
- * (bf16 or fp32), and for an fp8 or int8 file their fp32 widening, which
- * the writer quantises. */
-typedef struct synth_bufs {
+/* What every tensor of init_dit shares: the writer, the config and
+ * experts, the seed, the file's dtype, and the buffers of one tensor at a
+ * time: the generated values (bf16 or fp32), and for a quantized file
+ * their fp32 widening, which the writer quantises. */
+typedef struct synth_dit {
+  rank_model_writer *w;
+  const wan_config *c;
+  const rank_model_experts *x;
+  uint64_t seed;
+  kern_dtype dtype;
   void *buf, *tmp;
   float *wide;
   size_t cap;
-} synth_bufs;
+} synth_dit;
 
 /* Tensor t of group g, block b, expert e, as synth: generates it, written
- * in the file's dtype: an fp8 or int8 file's (dtype E4M3, I8) from the
- * bf16 weights, quantised by the writer (rank_model_writer_put_value). */
-static int put_synth(rank_model_writer *w, const wan_config *c, uint64_t seed,
-                     const rank_model_experts *x, int e, wan_group g, int b, const wan_tensor *t,
-                     kern_dtype dtype, synth_bufs *sb) {
-  const int quant = cli_dtype_quantized(dtype);
-  if (t->bytes > sb->cap) {
-    free(sb->buf);
-    free(sb->tmp);
-    free(sb->wide);
-    sb->cap = t->bytes;
-    sb->buf = sp_xmalloc(sb->cap);
-    sb->tmp = quant ? sp_xmalloc(sb->cap) : NULL;
-    sb->wide = quant ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
+ * in the file's dtype: a quantized file's (E4M3, I8, Q8_0) from the bf16
+ * weights, quantised by the writer (rank_model_writer_put_value). */
+static int put_synth(synth_dit *d, int e, wan_group g, int b, const wan_tensor *t) {
+  const int quant = cli_dtype_quantized(d->dtype);
+  if (t->bytes > d->cap) {
+    free(d->buf);
+    free(d->tmp);
+    free(d->wide);
+    d->cap = t->bytes;
+    d->buf = sp_xmalloc(d->cap);
+    d->tmp = quant ? sp_xmalloc(d->cap) : NULL;
+    d->wide = quant ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
   }
-  rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), g, b, t,
-                    quant ? KERN_DTYPE_BF16 : dtype, sb->buf);
-  if (!quant) return rank_model_writer_put_expert(w, e, g, b, t->name, sb->buf, t->bytes);
-  kern_bf16_to_f32_n(sb->buf, sb->wide, (size_t)t->numel);
-  return rank_model_writer_put_value(w, e, g, b, t->name, sb->wide, sb->tmp);
+  rank_synth_tensor(d->c, d->seed, rank_synth_expert_prefix(d->x->count, e), g, b, t,
+                    quant ? KERN_DTYPE_BF16 : d->dtype, d->buf);
+  if (!quant) return rank_model_writer_put_expert(d->w, e, g, b, t->name, d->buf, t->bytes);
+  kern_bf16_to_f32_n(d->buf, d->wide, (size_t)t->numel);
+  return rank_model_writer_put_value(d->w, e, g, b, t->name, d->wide, d->tmp);
 }
 
 /* A DiT of config c (with x's experts) with synthetic weights: every
@@ -286,7 +290,7 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   /* the tables in the generated dtype (a quantized file's: bf16) */
   const int quant = cli_dtype_quantized(dtype);
   const kern_dtype gen = quant ? KERN_DTYPE_BF16 : dtype;
-  synth_bufs sb = {0};
+  synth_dit d = {.w = w, .c = c, .x = x, .seed = seed, .dtype = dtype};
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   double total = 0, done = 0;
@@ -302,7 +306,7 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb && rc == SP_OK; b++) {
       for (int i = 0; i < l.count && rc == SP_OK; i++) {
-        rc = put_synth(w, c, seed, x, e, (wan_group)g, b, &l.t[i], dtype, &sb);
+        rc = put_synth(&d, e, (wan_group)g, b, &l.t[i]);
         done += (double)l.t[i].bytes;
       }
       if (!quiet && (g == WAN_GROUP_BLOCK)) {
@@ -314,9 +318,9 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
       }
     }
   }
-  free(sb.buf);
-  free(sb.tmp);
-  free(sb.wide);
+  free(d.buf);
+  free(d.tmp);
+  free(d.wide);
   if (rc != SP_OK) goto fail;
   rc = rank_model_writer_commit(w);
   if (rc == SP_OK && !quiet) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
