@@ -29,6 +29,9 @@ int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out);
  * blocks' linear weights in that format, the rest bf16 (MODEL.md "fp8
  * weights", "int8 weights", "GGUF weights"). */
 int cli_parse_dit_dtype(const char *flag, const char *s, kern_dtype *out);
+/* The --dtype word of a dtype cli_parse_dit_dtype gives ("fp8" for
+ * KERN_DTYPE_E4M3), for messages that name the flag's value. */
+const char *cli_dit_dtype_word(kern_dtype d);
 /* 1 when a dtype of cli_parse_dit_dtype is a quantized one (only a DiT
  * takes it). */
 int cli_dtype_quantized(kern_dtype d);

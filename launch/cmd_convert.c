@@ -277,8 +277,8 @@ static int inputs_check(int n, char *const *args, const convert_cli *c) {
 
 /* --dtype fp8, int8 or q8_0 for a checkpoint that is not a DiT. */
 static int quant_refused(const char *what, kern_dtype dtype) {
-  sp_log_error("--dtype %s: only a DiT has quantized weights; this %s takes bf16 or fp32",
-               kern_dtype_name(dtype), what);
+  sp_log_error("--dtype %s: only a DiT has %s weights; this %s takes bf16 or fp32",
+               cli_dit_dtype_word(dtype), cli_dit_dtype_word(dtype), what);
   return SP_ERR_INPUT;
 }
 

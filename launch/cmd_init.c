@@ -356,8 +356,8 @@ int cmd_init(int argc, char **argv) {
   const int is_vae22 = wan_vae22_schema.preset(arch, &v22) == 0;
   if (cli_dtype_quantized(dtype) &&
       (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0 || is_vae22)) {
-    sp_log_error("--dtype %s: only a DiT has quantized weights; %s takes bf16 or fp32",
-                 kern_dtype_name(dtype), arch);
+    sp_log_error("--dtype %s: only a DiT has %s weights; %s takes bf16 or fp32",
+                 cli_dit_dtype_word(dtype), cli_dit_dtype_word(dtype), arch);
     return SP_ERR_INPUT;
   }
   if (t5_preset(arch, &tc) == 0) {
