@@ -138,6 +138,10 @@ static json_object *row_json(const bench_row *rows, const bench_row *r) {
     json_object_array_add(a, o);
   }
   json_object_object_add(j, "links", a);
+  json_object_object_add(j, "model", json_object_new_string(r->model));
+  json_object_object_add(j, "format", json_object_new_string(r->format));
+  json_object_object_add(j, "precision",
+                         r->precision ? json_object_new_string(r->precision) : NULL);
   json_object_object_add(j, "budget", json_object_new_string(r->budget));
   json_object_object_add(j, "frames", json_object_new_int(r->nframes));
   json_object_object_add(j, "size", json_object_new_string(r->size));
@@ -192,7 +196,8 @@ static void row_csv(text *csv, const bench_row *rows, const bench_row *r) {
   row_link_text(r, link, sizeof link);
   if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
   const int ok = r->status == 0;
-  text_add(csv, "%d,\"%s\",\"%s\",\"%s\",%d,%s,%s,%s,%s,%d,%d", r->ranks,
+  text_add(csv, "%d,\"%s\",%s,%s,\"%s\",\"%s\",\"%s\",%d,%s,%s,%s,%s,%d,%d", r->ranks,
+           r->model, r->format, r->precision ? r->precision : "",
            r->devices ? r->devices : "", link, r->budget, r->nframes, r->size, frac,
            r->order_arg ? r->order_arg : "", r->order, r->status, r->runs);
   const stat st[] = {ROW_STAT(r, step_ms),     ROW_STAT(r, steady_ms), ROW_STAT(r, video_s),
@@ -219,7 +224,8 @@ static void row_md(text *md, const bench_row *rows, const bench_row *r) {
   if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
   const stat none = {-1, -1}, vb = {vs_base(rows, r), -1};
   const int ok = r->status == 0;
-  text_add(md, "| %d | %s | %s | `%s` | %d | %s | %s | %s | %s | %d |", r->ranks,
+  text_add(md, "| %d | %s | %s | %s | %s | %s | `%s` | %d | %s | %s | %s | %s | %d |", r->ranks,
+           r->model, r->format, r->precision ? r->precision : "-",
            r->devices ? r->devices : "-", link[0] ? link : "-", r->budget, r->nframes, r->size,
            frac, r->order[0] ? r->order : r->order_arg ? r->order_arg : "-",
            ok ? "ok" : "failed", r->runs);
@@ -268,16 +274,18 @@ int bench_write_outputs(const char *dir, const bench_env_item *env, const bench_
   }
   json_object_object_add(root, "environment", je);
   json_object_object_add(root, "rows", arr);
-  text_add(&csv, "ranks,devices,link,budget,frames,size,stream_frac,order_asked,order,status,"
+  text_add(&csv, "ranks,model,format,precision,devices,link,budget,frames,size,stream_frac,"
+                 "order_asked,order,status,"
                  "runs,step_ms,step_ms_sd,steady_step_ms,steady_step_ms_sd,video_s,video_s_sd,"
                  "steps_per_s,steps_per_s_sd,act_mb,act_gbs,act_gbs_sd,predicted_ms,vs_base,"
                  "streamed,h2d_gb_per_step,load_s,load_gbs,mem_vs_plan\n");
   /* The table's order is the one run, or for a failed run the one asked. */
-  text_add(&md, "\n| ranks | GPUs | link | budget | frames | size | stream frac | order | "
+  text_add(&md, "\n| ranks | model | format | precision | GPUs | link | budget | frames | size | "
+                "stream frac | order | "
                 "status | runs | step ms | steady ms | s/video | steps/s | act MB | act GB/s | "
                 "predicted ms | vs base | streamed | h2d GB/step | load s | load GB/s | "
                 "mem/plan |\n|");
-  for (int c = 0; c < 23; c++) text_add(&md, "---|");
+  for (int c = 0; c < 26; c++) text_add(&md, "---|");
   text_add(&md, "\n");
   for (int i = 0; i < n; i++) {
     json_object_array_add(arr, row_json(rows, &rows[i]));

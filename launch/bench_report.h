@@ -25,6 +25,9 @@ typedef struct bench_meas {
 /* One configuration of the sweep: what run was given, and what its runs
  * (--repeat of them) measured. */
 typedef struct bench_row {
+  const char *model;     /* --model given to run */
+  const char *format;    /* its stored format (root dtype: bf16, fp8, int8, quant, ...) */
+  const char *precision; /* --precision given to run, NULL when not passed */
   int ranks;
   const char *devices;   /* --devices given to run, NULL when not passed */
   const char *budget, *frames, *size;

@@ -30,7 +30,10 @@ static void init_table(cli_opts *t) {
        "fp32 for a VAE); a DiT also fp8: the blocks' linear\n"
        "weights quantised to e4m3 per output channel from the\n"
        "bf16 weights (the weights of synth:PRESET:SEED run with\n"
-       "--precision fp8), the rest bf16"},
+       "--precision fp8), the rest bf16; or int8: the same with\n"
+       "int8 codes (scale amax / 127, MODEL.md \"int8 weights\");\n"
+       "or q8_0: GGUF's Q8_0 (ggml's quantiser, the rest bf16; a\n"
+       "quant file, run weight-only)"},
       {OPT_TOKENIZER, "tokenizer", 0, "PATH", NULL, 0,
        "a text encoder's tokenizer (spiece.model or\n"
        "tokenizer.json), stored in the file; its pieces must fit\n"
@@ -285,36 +288,40 @@ static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const
   return rc;
 }
 
-/* The buffers of one tensor at a time (init_dit): the generated values
- * (bf16 or fp32), and for an fp8 file their fp32 widening and the bytes
- * the writer quantises them into. */
-typedef struct synth_bufs {
+/* What every tensor of init_dit shares: the writer, the config and
+ * experts, the seed, the file's dtype, and the buffers of one tensor at a
+ * time: the generated values (bf16 or fp32), and for a quantized file
+ * their fp32 widening, which the writer quantises. */
+typedef struct synth_dit {
+  rank_model_writer *w;
+  const wan_config *c;
+  const rank_model_experts *x;
+  uint64_t seed;
+  kern_dtype dtype;
   void *buf, *tmp;
   float *wide;
   size_t cap;
-} synth_bufs;
+} synth_dit;
 
 /* Tensor t of group g, block b, expert e, as synth: generates it, written
- * in the file's dtype: an fp8 file's (dtype E4M3) from the bf16 weights,
- * quantised by the writer (rank_model_writer_put_value). */
-static int put_synth(rank_model_writer *w, const wan_config *c, uint64_t seed,
-                     const rank_model_experts *x, int e, wan_group g, int b, const wan_tensor *t,
-                     kern_dtype dtype, synth_bufs *sb) {
-  const int fp8 = dtype == KERN_DTYPE_E4M3;
-  if (t->bytes > sb->cap) {
-    free(sb->buf);
-    free(sb->tmp);
-    free(sb->wide);
-    sb->cap = t->bytes;
-    sb->buf = sp_xmalloc(sb->cap);
-    sb->tmp = fp8 ? sp_xmalloc(sb->cap) : NULL;
-    sb->wide = fp8 ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
+ * in the file's dtype: a quantized file's (E4M3, I8, Q8_0) from the bf16
+ * weights, quantised by the writer (rank_model_writer_put_value). */
+static int put_synth(synth_dit *d, int e, wan_group g, int b, const wan_tensor *t) {
+  const int quant = cli_dtype_quantized(d->dtype);
+  if (t->bytes > d->cap) {
+    free(d->buf);
+    free(d->tmp);
+    free(d->wide);
+    d->cap = t->bytes;
+    d->buf = sp_xmalloc(d->cap);
+    d->tmp = quant ? sp_xmalloc(d->cap) : NULL;
+    d->wide = quant ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
   }
-  rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), g, b, t,
-                    fp8 ? KERN_DTYPE_BF16 : dtype, sb->buf);
-  if (!fp8) return rank_model_writer_put_expert(w, e, g, b, t->name, sb->buf, t->bytes);
-  kern_bf16_to_f32_n(sb->buf, sb->wide, (size_t)t->numel);
-  return rank_model_writer_put_value(w, e, g, b, t->name, sb->wide, sb->tmp);
+  rank_synth_tensor(d->c, d->seed, rank_synth_expert_prefix(d->x->count, e), g, b, t,
+                    quant ? KERN_DTYPE_BF16 : d->dtype, d->buf);
+  if (!quant) return rank_model_writer_put_expert(d->w, e, g, b, t->name, d->buf, t->bytes);
+  kern_bf16_to_f32_n(d->buf, d->wide, (size_t)t->numel);
+  return rank_model_writer_put_value(d->w, e, g, b, t->name, d->wide, d->tmp);
 }
 
 /* A DiT of config c (with x's experts) with synthetic weights: every
@@ -331,10 +338,9 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
   if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
 
-  /* the tables in the generated dtype (an fp8 file's: bf16) */
-  const int fp8 = dtype == KERN_DTYPE_E4M3;
-  const kern_dtype gen = fp8 ? KERN_DTYPE_BF16 : dtype;
-  synth_bufs sb = {0};
+  /* the tables in the generated dtype (a quantized file's: bf16) */
+  const kern_dtype gen = cli_dtype_quantized(dtype) ? KERN_DTYPE_BF16 : dtype;
+  synth_dit d = {.w = w, .c = c, .x = x, .seed = seed, .dtype = dtype};
   uint64_t total = 0; /* progress: the bytes generated */
   for (int g = 0; g < 3; g++) {
     wan_layout l;
@@ -350,20 +356,19 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb && rc == SP_OK; b++) {
       for (int i = 0; i < l.count && rc == SP_OK; i++) {
-        rc = put_synth(w, c, seed, x, e, (wan_group)g, b, &l.t[i], dtype, &sb);
+        rc = put_synth(&d, e, (wan_group)g, b, &l.t[i]);
         sp_progress_add(l.t[i].bytes);
       }
     }
   }
   sp_progress_end();
-  free(sb.buf);
-  free(sb.tmp);
-  free(sb.wide);
+  free(d.buf);
+  free(d.tmp);
+  free(d.wide);
   if (rc != SP_OK) goto fail;
   rc = rank_model_writer_commit(w);
   if (rc == SP_OK) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
-                                         fp8 ? "fp8" : kern_dtype_name(dtype),
-                                         (unsigned long long)seed);
+                               rank_model_root_of(dtype), (unsigned long long)seed);
   return rc;
 fail:
   rank_model_writer_abort(w);
@@ -393,9 +398,10 @@ int cmd_init(int argc, char **argv) {
   wan_vae_config vc;
   wan_vae22_config v22;
   const int is_vae22 = wan_vae22_schema.preset(arch, &v22) == 0;
-  if (dtype == KERN_DTYPE_E4M3 &&
+  if (cli_dtype_quantized(dtype) &&
       (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0 || is_vae22)) {
-    sp_log_error("--dtype fp8: only a DiT has fp8 weights; %s takes bf16 or fp32", arch);
+    sp_log_error("--dtype %s: only a DiT has %s weights; %s takes bf16 or fp32",
+                 cli_dit_dtype_word(dtype), cli_dit_dtype_word(dtype), arch);
     return SP_ERR_INPUT;
   }
   if (encoder && vae_preset(arch, &vc) != 0 && !is_vae22) {

@@ -53,7 +53,8 @@ int job_stage_ensure(job_session *s, const int64_t lat[4]) {
                          .lora_block_elems = s->lora_block_elems,
                          .lora_rank = s->lora_rank,
                          .seq = g->seq > 1 ? &s->seq : NULL, .tp = s->tp,
-                         .fp8 = job_precision_fp8(&s->params, rank_model_get_info(s->m)),
+                         .precision = job_precision(&s->params, rank_model_get_info(s->m)),
+                         .w8a8_epilogue = s->plan.w8a8_epilogue,
                          .cache = s->cache_any};
   double t0 = comm_now();
   sp_progress_begin("reading weights", NULL, 0); /* each group read adds its bytes */

@@ -11,7 +11,9 @@
 # bench-env.csv); the plot puts the dimension that varies on x: ranks for
 # the first sweep, one panel per frames x budget (a 2x2 grid), the
 # streamed share for the second, one panel. Bad list values and too many
-# configurations are refused before anything runs.
+# configurations are refused before anything runs. A sweep over two models
+# (their stored formats) and two precisions (a dry run) gives each run its
+# --model and --precision.
 set -u
 . "$SP_SRC/tests/common/script.sh"
 sp_python
@@ -28,10 +30,13 @@ with h5py.File(sys.argv[1],"w") as f:
   --launcher "mpirun --oversubscribe" -o "$work/b" 2> "$work/bench.log"; rc=$?
 "$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" --stream-frac 0,1 --order micro,block \
   --frames 5 --size 32x32 --steps 2 -r 2 --extra "--attn simple" -o "$work/s" 2> "$work/sweep.log"; rc_s=$?
+"$SP_BIN" bench --model "$work/m.h5" --model synth:wan2.1-tiny --precision bf16,fp8 \
+  --cond "$work/c.h5" --frames 5 --size 32x32 --dry-run -o "$work/p" > "$work/dry.txt" \
+  2> "$work/dry.log"; rc_p=$?
 # Refused up front (exit 2, no output folder): a value out of range, an
 # unknown order, a flag bench sets itself in --extra, more than 256 runs.
 rc_bad=
-for bad in "--stream-frac 0,1.5" "--order micro,fast" "--extra --order=block" \
+for bad in "--stream-frac 0,1.5" "--order micro,fast" "--extra --order=block" "--precision fp16" \
            "--ranks 1,2,3,4,5,6,7,8,9 --frames 1,5,9,13,17,21,25,29 --order micro,block,auto,micro" \
            "-r 0" "--devices 0,x" "--extra --devices=1"; do
   # shellcheck disable=SC2086 # the flags are split on purpose
@@ -39,9 +44,10 @@ for bad in "--stream-frac 0,1.5" "--order micro,fast" "--extra --order=block" \
   rc_bad="$rc_bad $?"
 done
 [ -e "$work/bad" ] && rc_bad="$rc_bad made-output"
-"$PY" - "$work/b" $rc "$work/s" $rc_s "$rc_bad" "$work/bad.log" <<'PYEOF'
+"$PY" - "$work/b" $rc "$work/s" $rc_s "$rc_bad" "$work/bad.log" $rc_p "$work/dry.txt" "$work/m.h5" <<'PYEOF'
 import csv, json, os, shutil, sys
 d, rc, s, rc_s, rc_bad, bad_log = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+rc_p, dry, model = int(sys.argv[7]), open(sys.argv[8]).read().splitlines(), sys.argv[9]
 ok = True
 def check(c, what):
     global ok
@@ -157,9 +163,14 @@ check(dat.count("# order ") == 2 and "# order micro" in dat and "# order block" 
 if shutil.which("gnuplot"):
     check(is_png(f"{s}/bench-step.png"), "stream-frac x order: PNG plot")
 
-check(rc_bad.split() == ["2"] * 7, f"bad values and too many configurations: exit 2, nothing written ({rc_bad.strip()})")
+want = [(m, p) for m in (model, "synth:wan2.1-tiny") for p in ("bf16", "fp8")]
+got = [(l.split("--model ")[1].split()[0], l.split("--precision ")[1].split()[0]) for l in dry
+       if "--model " in l and "--precision " in l]
+check(rc_p == 0 and got == want, f"model x precision sweep: each run its --model and --precision ({got})")
+check(rc_bad.split() == ["2"] * 8, f"bad values and too many configurations: exit 2, nothing written ({rc_bad.strip()})")
 log = open(bad_log).read()
 check(all(w in log for w in ("--stream-frac: '1.5'", "--order: 'fast'", "--extra: '--order=block'",
+                              "--precision: 'fp16'",
                               "more than 256", "--repeat: '0'", "--devices: 'x'",
                               "--extra: '--devices=1'")), "each refusal names its flag")
 sys.exit(0 if ok else 1)
