@@ -16,7 +16,10 @@
 # each with its ratio to the bf16 block (targets: fp8 <= 0.80). PyTorch:
 # the same block eager and under torch.compile (launch/bench/torch_block.py)
 # in the same run. Prints a table (header lines start with '#') and one
-# JSON line; OUT_JSON gets the JSON too.
+# JSON line; OUT_JSON gets the JSON too. BENCH_BLOCK_ROWS picks rows
+# (MODEL/RES/WEIGHTS words, default all five: 14b/480p/bf16 14b/480p/fp8
+# 14b/480p/q8_0 1.3b/480p/bf16 14b/720p/bf16); TORCH_BUDGET_S=0 leaves
+# PyTorch out (its columns then read '-').
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:?usage: bench_block.sh BUILD_DIR [OUT_JSON]}" && pwd)
@@ -32,14 +35,15 @@ for name, (f, h, w) in {"480p": (21, 60, 104), "720p": (21, 90, 160)}.items():
         fh["latent"] = r.standard_normal((16, f, h, w)).astype(np.float32)
         fh["context"] = r.standard_normal((512, 4096)).astype(np.float32)
 PYEOF
+rows=${BENCH_BLOCK_ROWS:-14b/480p/bf16 14b/480p/fp8 14b/480p/q8_0 1.3b/480p/bf16 14b/720p/bf16}
 QD=${QUANT_MODEL_DIR:-$T}
 Q8=$QD/wan2.1-14b-q8_0.h5
-if [ ! -f "$Q8" ]; then
+if [[ " $rows " == *" 14b/480p/q8_0 "* ]] && [ ! -f "$Q8" ]; then
   echo "# making $Q8 (init --dtype q8_0)" >&2
   "$B/staticpipe" init --arch wan2.1-14b --dtype q8_0 -q -o "$Q8" || echo "FAIL: init q8_0" >&2
 fi
-for c in "14b 480p bf16" "14b 480p fp8" "14b 480p q8_0" "1.3b 480p bf16" "14b 720p bf16"; do
-  set -- $c
+for c in $rows; do
+  set -- ${c//\// }
   model=synth:wan2.1-$1
   extra=()
   [ "$3" = fp8 ] && extra=(--precision fp8)
@@ -49,6 +53,7 @@ for c in "14b 480p bf16" "14b 480p fp8" "14b 480p q8_0" "1.3b 480p bf16" "14b 72
     --timestep 999 --device cuda -o "$T/pred.h5" 2> "$T/sp_$1_$2_$3.log" ||
     tail -3 "$T/sp_$1_$2_$3.log" >&2
 done
+[ "${TORCH_BUDGET_S:-330}" = 0 ] ||
 ( cd "$root/launch/bench" && PYTHONUNBUFFERED=1 python3 torch_block.py --reps 5 --time-budget ${TORCH_BUDGET_S:-330} \
     --json-out "$T/torch.json" > "$T/torch.log" 2>&1 ) || tail -5 "$T/torch.log" >&2
 python3 - "$T" "$out" <<'PYEOF'
@@ -62,6 +67,8 @@ if os.path.exists(f"{d}/torch.json"):
 for model, res, w, case in (("14b", "480p", "bf16", "14b"), ("14b", "480p", "fp8", "14b"),
                             ("14b", "480p", "q8_0", "14b"), ("1.3b", "480p", "bf16", "1.3b"),
                             ("14b", "720p", "bf16", "14b-720p")):
+    if not os.path.exists(f"{d}/sp_{model}_{res}_{w}.log"):
+        continue  # a row BENCH_BLOCK_ROWS left out
     log = open(f"{d}/sp_{model}_{res}_{w}.log").read()
     m = re.search(r"embed ([\d.]+) ms, (\d+) blocks ([\d.]+) ms \(([\d.]+) ms per block, ([\d.]+) TFLOP/s\), head ([\d.]+) ms", log)
     mem = re.search(r"device memory in use ([\d.]+) GiB", log)
