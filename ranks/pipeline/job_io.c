@@ -55,18 +55,21 @@ static int latent_shape_ok(const char *path, const char *name, int ndim, const i
                  (long long)want[0], (long long)want[1], (long long)want[2], (long long)want[3]);
     return SP_ERR_INPUT;
   }
-  if (d[0] != c->in_dim || d[2] % c->patch[1] || d[3] % c->patch[2] || d[1] % c->patch[0]) {
+  /* The model's input (forward: in_dim channels), or the run's latent. */
+  const int64_t ch = want ? want[0] : c->in_dim;
+  if (d[0] != ch || d[2] % c->patch[1] || d[3] % c->patch[2] || d[1] % c->patch[0]) {
     sp_log_error("%s: dataset '%s' is [%lld, %lld, %lld, %lld]; the model needs [%lld, F, H, W] "
                  "with H and W even",
                  path, name, (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
-                 (long long)c->in_dim);
+                 (long long)ch);
     return SP_ERR_INPUT;
   }
   /* The video it stands for, before anything is allocated for it: the
    * workload rule of every command (job_workload_check). */
   char what[JOB_PATH + 32];
+  const int64_t vs = wan_vae_stride(c);
   snprintf(what, sizeof what, "%s: dataset '%s'", path, name);
-  return job_workload_check(what, 4 * (d[1] - 1) + 1, 8 * d[2], 8 * d[3]);
+  return job_workload_check(what, 4 * (d[1] - 1) + 1, vs * d[2], vs * d[3]);
 }
 
 int job_read_latent(const char *path, const char *name, const wan_config *c,

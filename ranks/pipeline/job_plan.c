@@ -74,8 +74,9 @@ void job_step_experts(const job_spec *j, int experts, const int64_t *timesteps,
 /* ---- derived facts ---- */
 
 void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]) {
-  const plan_workload w = {.frames = j->frames, .height = j->height, .width = j->width};
-  lat[0] = c->in_dim;
+  const plan_workload w = {.frames = j->frames, .height = j->height, .width = j->width,
+                           .vae_stride = wan_vae_stride(c)};
+  lat[0] = c->out_dim;
   plan_latent_grid(&w, lat + 1);
 }
 
@@ -87,7 +88,7 @@ int64_t job_tokens(const job_spec *j, const wan_config *c) {
 
 plan_workload job_workload(const job_spec *j, const wan_config *c, int batch) {
   return (plan_workload){j->frames, j->height, j->width, job_micro_batches(j) * batch,
-                         c->text_len, 0};
+                         c->text_len, 0, wan_vae_stride(c)};
 }
 
 int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_flight,

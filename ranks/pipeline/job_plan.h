@@ -18,8 +18,10 @@
 /* Micro-batches of a job: 2 (the conditional and the unconditional branch)
  * for any guidance scale other than 1 (either expert's), else 1. */
 int job_micro_batches(const job_spec *j);
-/* The latent [channels, F, H, W]: channels from the model (in_dim), F from
- * the 4x temporal VAE (first frame alone), H and W 8x spatial. */
+/* The latent [channels, F, H, W] a job samples: channels the model's
+ * out_dim (the noise; an I2V model's input adds its conditioning y), F
+ * from the 4x temporal VAE (first frame alone), H and W the VAE's spatial
+ * factor (wan_vae_stride: 8, or 16 for TI2V). */
 void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]);
 /* Tokens of the job's latent after the patch embedding. */
 int64_t job_tokens(const job_spec *j, const wan_config *c);

@@ -222,7 +222,8 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
                   "send act", i, k);
       double t0 = comm_now();
       rank_trace_push("embed");
-      rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], b);
+      const double t = (double)jb->timesteps[i];
+      rank_stage_embed(s, latent[mb[k].job], t, t, b);
       compute_done(s, "embed", t0, i, k, stats);
       cache_send_input(B, i, k, b);
     } else if (act[k - k0] != RANK_CACHE_SKIP || last) {

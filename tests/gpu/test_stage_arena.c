@@ -176,7 +176,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
     devs[r].total_bytes = devs[r].free_bytes = 64ull << 30;
     devs[r].speed = 1.0;
   }
-  plan_workload w = {k->frames, k->height, k->width, k->micro_batches, cf->text_len, k->seq};
+  plan_workload w = {k->frames, k->height, k->width, k->micro_batches, cf->text_len, k->seq, 0};
   plan_options o;
   plan_options_default(&o);
   o.order = k->order;

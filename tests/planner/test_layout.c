@@ -226,7 +226,7 @@ static void test_plans(void) {
         c = (clip){1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(4, 52), 16 * sp_rand_int(4, 52)};
       for (int nr = 1; nr <= 4 && nr <= t.m.num_blocks; nr++) {
         for (int k = 0; k < 6; k++) {
-          plan_workload w = {c.frames, c.height, c.width, (int)sp_rand_int(1, 3), t.m.text_len, 0};
+          plan_workload w = {c.frames, c.height, c.width, (int)sp_rand_int(1, 3), t.m.text_len, 0, 0};
           plan_options o;
           plan_options_default(&o);
           o.order = sp_rand_u64() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
@@ -292,7 +292,7 @@ static void test_attn_scratch(void) {
 static void test_bad_shapes(void) {
   test_wan t;
   model_make(&t, 0);
-  plan_workload w = {17, 96, 80, 2, 512, 0};
+  plan_workload w = {17, 96, 80, 2, 512, 0, 0};
   plan_rank q = {.first_block = 0, .last_block = 3, .has_embed = 1, .has_head = 1,
                  .order = PLAN_ORDER_MICRO, .chunk_rows = 150};
   plan_stage_shape s;
