@@ -170,8 +170,9 @@ static double stage_pass_ms(const plan_model *m, const plan_workload *w, const p
    * runs once per prompt and is not counted per step. Block-major waits for
    * all M (the previous stage sends them together when it is done). */
   double start = 0.0;
+  const double tt = m->time_tables > 1 ? 2.0 : 1.0; /* TI2V: a second e, e0 */
   if (has_prev)
-    start += reps * ((double)L * D * 4.0 + 7.0 * D * 4.0) / (o->peer_link_gbs * 1e9) * 1e3;
+    start += reps * ((double)L * D * 4.0 + 7.0 * D * 4.0 * tt) / (o->peer_link_gbs * 1e9) * 1e3;
   if (has_embed)
     start += reps * compute_ms(o, speed,
                                2.0 * (double)L * (double)(m->in_dim * 4) * D +

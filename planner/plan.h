@@ -57,6 +57,10 @@ typedef struct plan_model {
    * per micro-batch of a step, the first a copy of each one's input
    * (layout.h, plan_layout_cache_bytes). */
   int cache;
+  /* Time tables a micro-batch carries (0 or 1: one; 2: a TI2V model, whose
+   * tokens of latent frame 0 have their own e and e0 in every activation
+   * message, and every stage a second modulation: layout.h). */
+  int time_tables;
 } plan_model;
 
 /* One expert's share of bytes counted for every expert of m. */

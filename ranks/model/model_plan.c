@@ -37,4 +37,5 @@ void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, int fp8
   pm->out_dim = c->out_dim;
   pm->weight_dtype_bytes = compute_dtype_bytes;
   pm->experts = in->experts.count;
+  pm->time_tables = wan_time_tables(c);
 }
