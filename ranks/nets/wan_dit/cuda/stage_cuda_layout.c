@@ -57,6 +57,7 @@ int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tok
       .lora_elems = s->cfg.lora_block_elems,
       .lora_rank = s->cfg.lora_rank,
       .cache = s->cfg.cache,
+      .time_tables = wan_time_tables(cf),
   };
   char err[256];
   if (plan_layout_make(&sh, out, err, sizeof err) != PLAN_OK) {
