@@ -11,6 +11,7 @@
 #include "grid_choice.h"
 #include "job_plan.h"
 #include "job_prompt.h"
+#include "job_vae.h"
 #include "layout.h"
 #include "log.h"
 #include "model_file.h"
@@ -18,7 +19,6 @@
 #include "plan.h"
 #include "plan_inventory.h"
 #include "umt5.h"
-#include "vae_file.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -506,13 +506,14 @@ static int print_plan(const plan_cli *cl, const job_plan_req *r, const uint64_t 
 }
 
 /* run --video: the CUDA decoder's bytes on the last rank into po. */
-static int decoder_bytes(const plan_cli *cl, const plan_workload *wl, plan_options *po) {
+static int decoder_bytes(const plan_cli *cl, const wan_config *c, const plan_workload *wl,
+                         plan_options *po) {
   if (!cl->job.vae) return SP_OK;
-  vae_model *vae = NULL;
-  if (vae_model_open(cl->job.vae, 0, &vae) != SP_OK) return SP_ERR_INPUT;
-  po->decoder_bytes = job_decoder_bytes(&vae_model_get_info(vae)->config, cl->job.vae_precision,
-                                        wl);
-  vae_model_close(vae);
+  job_vae *vae = NULL;
+  if (job_vae_open("--vae", cl->job.vae, 0, c, cl->job.model, &vae) != SP_OK)
+    return SP_ERR_INPUT;
+  po->decoder_bytes = job_vae_decoder_bytes(vae, cl->job.vae_precision, wl);
+  job_vae_close(vae);
   return SP_OK;
 }
 
@@ -538,7 +539,7 @@ int cmd_plan(int argc, char **argv) {
                     .cache = cl.job.job.cache.method != RANK_CACHE_OFF};
   if ((rc = job_params_apply_model(&cl.job, info, 0)) != SP_OK) goto out;
   r.wl = job_workload(&cl.job.job, &info->config, (int)cl.batch);
-  if ((rc = decoder_bytes(&cl, &r.wl, &r.po)) != SP_OK) goto out;
+  if ((rc = decoder_bytes(&cl, &info->config, &r.wl, &r.po)) != SP_OK) goto out;
   plan_model pm;
   job_plan_model(&r, bb, &pm);
   if (cl.layout) {

@@ -10,9 +10,11 @@
 #include "tensor_io.h"
 #include "wan_config.h"
 
-/* One job's inputs on rank 0: the contexts and the initial noise. */
+/* One job's inputs on rank 0: the contexts, the initial noise and, for
+ * image to video, the image's conditioning (job_image.h: I2V's y, TI2V's
+ * z; numel 0 without an image). */
 typedef struct job_inputs {
-  rank_tensor ctx[2], noise;
+  rank_tensor ctx[2], noise, cond;
 } job_inputs;
 
 void job_inputs_free(job_inputs *in);

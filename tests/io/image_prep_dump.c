@@ -10,12 +10,20 @@
  *   bicubic:OH:OW   bicubic_OHxOW (3, OH, OW): the [-1, 1] image resized
  *   lanczos:OW:OH   lanczos_OWxOH (OH, OW, 3): the 8-bit image resized
  *   ti2v:AREA       ti2v_AREA (oh, ow, 3): TI2V's resized and cropped image
+ *   mask:N:H:W      mask_N (4, 1 + (N - 1) / 4, H, W): the mask channels of
+ *                   I2V's y for N frames (ranks/pipeline/job_image.h)
+ *   i2v:AREA:N      i2v_AREA_N (3, N, h, w): I2V's video of the image, the
+ *                   encoder's input (job_i2v_video)
+ *   cond:N:FILE     cond_N (4 + C, F, h, w): I2V's y of N frames from the
+ *                   latents (C, F, h, w) of FILE's dataset 'latents'
+ *                   (job_i2v_condition)
  * Exit 0, or the first failing step's status (2: a refused input). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "image_prep.h"
+#include "job_image.h"
 #include "log.h"
 #include "tensor_io.h"
 
@@ -31,7 +39,7 @@ static int put_rgb(rank_outfile *o, const char *name, const rank_image *im) {
 
 static int op(rank_outfile *o, const rank_image *im, const float *unit, const char *spec) {
   char name[96];
-  long long a = 0, b = 0;
+  long long a = 0, b = 0, c = 0;
   int rc = SP_ERR_INPUT;
   if (sscanf(spec, "grid:%lld", &a) == 1) {
     int64_t g[2];
@@ -53,6 +61,37 @@ static int op(rank_outfile *o, const rank_image *im, const float *unit, const ch
     snprintf(name, sizeof name, "lanczos_%lldx%lld", a, b);
     if (rc == SP_OK) rc = put_rgb(o, name, &r);
     rank_image_free(&r);
+  } else if (sscanf(spec, "mask:%lld:%lld:%lld", &a, &b, &c) == 3) {
+    const int64_t d[4] = {4, 1 + (a - 1) / 4, b, c};
+    float *m = sp_xmalloc((size_t)(d[0] * d[1] * b * c) * sizeof *m);
+    job_i2v_mask(a, b, c, m);
+    snprintf(name, sizeof name, "mask_%lld", a);
+    rc = rank_outfile_put(o, name, 4, d, m);
+    free(m);
+  } else if (sscanf(spec, "i2v:%lld:%lld", &a, &b) == 2) {
+    float *v = NULL;
+    int64_t d[4];
+    rc = job_i2v_video("i2v", im, a, b, &v, d);
+    snprintf(name, sizeof name, "i2v_%lld_%lld", a, b);
+    if (rc == SP_OK) rc = rank_outfile_put(o, name, 4, d, v);
+    free(v);
+  } else if (sscanf(spec, "cond:%lld:", &a) == 1 && strchr(spec + 5, ':')) {
+    rank_tensor t = {0};
+    rc = rank_tensor_read(strchr(spec + 5, ':') + 1, "latents", 4, &t);
+    if (rc == SP_OK && t.dims[1] != 1 + (a - 1) / 4) {
+      sp_log_error("image_prep_dump: %lld latent frames are not those of %lld frames",
+                   (long long)t.dims[1], a);
+      rc = SP_ERR_INPUT;
+    }
+    if (rc == SP_OK) {
+      const int64_t d[4] = {4 + t.dims[0], t.dims[1], t.dims[2], t.dims[3]};
+      float *y = sp_xmalloc((size_t)(d[0] * d[1] * d[2] * d[3]) * sizeof *y);
+      job_i2v_condition(a, t.dims[0], t.data, t.dims[2], t.dims[3], y);
+      snprintf(name, sizeof name, "cond_%lld", a);
+      rc = rank_outfile_put(o, name, 4, d, y);
+      free(y);
+    }
+    rank_tensor_free(&t);
   } else if (sscanf(spec, "ti2v:%lld", &a) == 1) {
     rank_image r;
     rc = rank_image_ti2v_prepare("ti2v", im, a, &r);

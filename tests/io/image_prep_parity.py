@@ -11,7 +11,14 @@ published steps (tests/ref/image_ref.py, I2V.md "Preparing the image"):
     boundary may round the other way: none has, so far; at most one float32
     ulp and one value in 10^4 are allowed);
   - Pillow's LANCZOS on 8-bit RGB at random sizes, up and down: bit for bit;
-  - TI2V's size rule, resize and centre crop: bit for bit.
+  - TI2V's size rule, resize and centre crop: bit for bit;
+  - I2V's mask channels of y (ranks/pipeline/job_image.h) against
+    i2v_ref.i2v_mask (itself checked against the published repeat,
+    reshape and transpose): bit for bit;
+  - I2V's y = [mask; latents] from random latents: bit for bit;
+  - I2V's video, the encoder's input (the grid, the bicubic resize, the
+    zero frames) against i2v_ref.i2v_condition's steps: the grid and the
+    zero frames bit for bit, the first frame as the bicubic check.
 
 usage: image_prep_parity.py DUMP_BIN WORKDIR. Fresh random images from a
 printed seed (SP_SEED replays)."""
@@ -26,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from sptest import check, finish, seed  # noqa: E402
+import i2v_ref as R  # noqa: E402
 import image_ref as I  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
@@ -146,4 +154,43 @@ for n, (h, w, area) in enumerate(((45, 70, 64 * 96), (90, 41, 96 * 64), (64, 64,
     got = d["ti2v_%d" % area].astype(np.uint8)
     check(got.shape == ref.shape and np.array_equal(got, ref),
           "TI2V image of %dx%d at area %d: %s, bit for bit" % (w, h, area, got.shape[:2]))
+for frames, h, w in ((1, 2, 2), (5, 4, 6), (81, 6, 10), (21, 3, 1)):
+    d = dump(np.zeros((2, 2, 3), np.uint8), ["mask:%d:%d:%d" % (frames, h, w)], "m%d" % frames)
+    if d is None:
+        continue
+    ref = R.i2v_mask(frames, h, w)
+    got = d["mask_%d" % frames]
+    check(got.shape == ref.shape and np.array_equal(got, ref),
+          "I2V mask of %d frames %dx%d: %s, bit for bit" % (frames, h, w, got.shape))
+for frames, c, h, w in ((1, 16, 2, 4), (9, 16, 4, 6), (13, 3, 6, 2)):
+    f = 1 + (frames - 1) // 4
+    lat = rng.standard_normal((c, f, h, w)).astype(np.float32)
+    lpath = os.path.join(WORK, "lat%d.h5" % frames)
+    with h5py.File(lpath, "w") as hf:
+        hf["latents"] = lat
+    d = dump(np.zeros((2, 2, 3), np.uint8), ["cond:%d:%s" % (frames, lpath)], "c%d" % frames)
+    if d is None:
+        continue
+    ref = np.concatenate([R.i2v_mask(frames, h, w), lat.astype(np.float64)], axis=0)
+    got = d["cond_%d" % frames]
+    check(got.shape == ref.shape and np.array_equal(got, ref.astype(np.float32)),
+          "I2V y = [mask; latents] of %d frames, %d latent channels %dx%d: %s, bit for bit"
+          % (frames, c, h, w, got.shape))
+for n, (h, w, area, frames) in enumerate(((45, 70, 32 * 48, 5), (90, 41, 48 * 32, 9),
+                                          (33, 33, 40 * 40, 1))):
+    u8 = image(h, w)
+    d = dump(u8, ["i2v:%d:%d" % (area, frames)], "v%d" % n)
+    if d is None:
+        continue
+    lh, lw = I.i2v_grid(h, w, area)
+    got = d["i2v_%d_%d" % (area, frames)]
+    shape_ok = got.shape == (3, frames, 8 * lh, 8 * lw)
+    check(shape_ok, "I2V video of a %dx%d image at area %d, %d frames: %s, grid %dx%d"
+          % (h, w, area, frames, got.shape, lh, lw))
+    if not shape_ok:
+        continue
+    first = I.bicubic_resize(I.to_unit(u8, np.float32), 8 * lh, 8 * lw)
+    check(float32_close(got[:, 0], first)[0] and not got[:, 1:].any(),
+          "I2V video: frame 0 the bicubic resize (float32 of the float64 reference), frames "
+          "1..%d zero bit for bit" % (frames - 1))
 sys.exit(finish("image_prep_parity"))
