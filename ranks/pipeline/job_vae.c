@@ -33,8 +33,10 @@ int job_vae_open(const char *what, const char *spec, int verify, const wan_confi
     if (rc == SP_OK) z = vae_model_get_info(v->v21)->config.z_dim;
   }
   if (rc == SP_OK && z != c->out_dim) {
-    sp_log_error("%s %s: the %s makes %lld latent channels; the model %s (%s) samples %lld%s",
-                 what, spec, v->v22 ? "Wan 2.2 VAE" : "Wan 2.1 VAE", (long long)z, model,
+    sp_log_error("%s %s: the %s (arch %s) makes %lld latent channels; the model %s (%s) "
+                 "samples %lld%s",
+                 what, spec, job_vae_name(v), v->v22 ? WAN_VAE22_ARCH : WAN_VAE_ARCH,
+                 (long long)z, model,
                  wan_task_name(wan_config_task(c)), (long long)c->out_dim,
                  c->out_dim == WAN_TI2V_CHANNELS ? ": a TI2V model takes the Wan 2.2 VAE "
                                                    "(synth:wan2.2-vae, or convert its file)"
