@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "st_text.h"
+#include "utf8.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "GGUF files are read as little-endian; this reader assumes a little-endian host"
@@ -121,7 +122,7 @@ static int rd_name(gcur *c, size_t max, char **out, const char *where, const cha
                     (unsigned long long)n, max);
     return -1;
   }
-  const size_t bad = rank_st_utf8_check(s, (size_t)n);
+  const size_t bad = io_utf8_check(s, (size_t)n);
   if (bad != n) {
     rank_st_set_err(c->err, c->errlen, "%s: %s '%s' is not valid UTF-8 (byte %zu)", where, what,
                     rank_st_printable((const char *)s, (size_t)n, pb, sizeof pb), bad);

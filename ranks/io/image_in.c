@@ -3,13 +3,13 @@
  * callback that must not return; it longjmps back here. */
 #include "image_in.h"
 
-#include <errno.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_read.h"
 #include "log.h"
 
 typedef struct png_err {
@@ -104,11 +104,9 @@ static int read_png(const char *what, const char *path, FILE *fp, rank_image *ou
 
 int rank_image_read(const char *what, const char *path, rank_image *out) {
   memset(out, 0, sizeof *out);
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
-    sp_log_error("%s %s: cannot open it: %s", what, path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
+  FILE *fp = NULL;
+  /* opened without blocking and refused unless a regular file (io/file_read.h) */
+  if (rank_file_fopen_read(path, &fp) != SP_OK) return SP_ERR_INPUT; /* logged */
   uint8_t sig[8] = {0};
   const size_t n = fread(sig, 1, sizeof sig, fp);
   static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};

@@ -95,13 +95,17 @@ int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const cha
   return check_experts(j, mi, where);
 }
 
-int job_precision_fp8(const job_params *p, const rank_model_info *mi) {
-  return p->precision == JOB_PRECISION_FP8 || (p->precision == JOB_PRECISION_FILE && mi->fp8);
+wan_precision job_precision(const job_params *p, const rank_model_info *mi) {
+  switch (p->precision) {
+  case JOB_PRECISION_BF16: return WAN_PRECISION_BF16;
+  case JOB_PRECISION_FP8: return WAN_PRECISION_FP8;
+  case JOB_PRECISION_INT8: return WAN_PRECISION_INT8;
+  default: return mi->precision;
+  }
 }
 
-int job_precision_check(const job_params *p, const rank_model_info *mi, int cuda) {
-  return rank_stage_precision_check(mi, cuda ? RANK_DEVICE_CUDA : RANK_DEVICE_CPU,
-                                    job_precision_fp8(p, mi));
+int job_precision_check(const job_params *p, const rank_model_info *mi) {
+  return rank_stage_precision_check(mi, job_precision(p, mi));
 }
 
 /* A task's published defaults (wan_task_defaults) into what j was not
@@ -120,10 +124,10 @@ static void task_defaults(job_spec *j, const wan_config *c) {
   if (d->shift && !j->shift_given) j->shift = d->shift;
 }
 
-int job_params_apply_model(job_params *p, const rank_model_info *mi, int cuda) {
+int job_params_apply_model(job_params *p, const rank_model_info *mi) {
   job_spec *j = &p->job;
   const rank_model_experts *x = &mi->experts;
-  if (job_precision_check(p, mi, cuda) != SP_OK) return SP_ERR_INPUT;
+  if (job_precision_check(p, mi) != SP_OK) return SP_ERR_INPUT;
   task_defaults(j, &mi->config);
   if (job_spec_check(j, NULL) != SP_OK) return SP_ERR_INPUT;
   /* With --jobs the command line's job is the lines' defaults: an I2V
@@ -203,7 +207,8 @@ void job_plan_options(const job_params *p, int cuda, plan_options *po) {
 
 void job_plan_model(const job_plan_req *r, uint64_t *bb, plan_model *pm) {
   const rank_model_info *mi = rank_model_get_info(r->m);
-  rank_model_plan_sizes(r->m, r->weight_bytes, job_precision_fp8(r->p, mi), bb, pm);
+  rank_model_plan_sizes(r->m, r->weight_bytes, job_precision(r->p, mi), bb, pm);
+  rank_model_plan_epilogue(pm, r->devs, r->nranks); /* every rank's GPU */
   pm->lora_block_elems = r->lora_block_elems;
   pm->lora_rank = r->lora_rank;
   pm->cache = r->cache;

@@ -3,7 +3,6 @@
  * upsampling), grey replicated by the library; CMYK and YCCK refused. The
  * library reports errors through error_exit, which must not return: it
  * longjmps back here. */
-#include <errno.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <jpeglib.h>
 
 #include "image_in.h"
+#include "file_read.h"
 #include "log.h"
 
 typedef struct jpeg_err {
@@ -72,11 +72,8 @@ static int jpeg_rows(const char *what, const char *path, struct jpeg_decompress_
 
 int rank_image_read_jpeg(const char *what, const char *path, rank_image *out) {
   memset(out, 0, sizeof *out);
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
-    sp_log_error("%s %s: cannot open it: %s", what, path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
+  FILE *fp = NULL;
+  if (rank_file_fopen_read(path, &fp) != SP_OK) return SP_ERR_INPUT; /* logged */
   struct jpeg_decompress_struct d;
   jpeg_err err;
   memset(&err, 0, sizeof err);
