@@ -502,7 +502,7 @@ static int plan_image(const plan_cli *cl, const wan_config *c, const plan_device
     json_object_object_add(o, "rank", json_object_new_int(0));
     json_object_object_add(o, "vae", json_object_new_string(k.vae));
     json_object_object_add(o, "when", json_object_new_string("before the DiT is placed"));
-    json_object_object_add(o, "encoder_in_build", json_object_new_boolean(k.can_encode));
+    json_object_object_add(o, "can_encode", json_object_new_boolean(k.can_encode));
     json_object_object_add(o, "device_bytes", json_object_new_int64((int64_t)k.device_bytes));
     json_object_object_add(o, "host_bytes", json_object_new_int64((int64_t)k.host_bytes));
     json_object_object_add(o, "frames", json_object_new_int64(k.frames));
@@ -519,8 +519,8 @@ static int plan_image(const plan_cli *cl, const wan_config *c, const plan_device
            k.device_bytes / GIB, (long long)k.height, (long long)k.width, (long long)k.frames,
            k.frames == 1 ? "" : "s", k.host_bytes / GIB);
   else
-    printf("# image encoder %s (%s): its encoder is not in this build (run refuses --image with "
-           "it; give --image-latents); the video of %lldx%lld x %lld frames and its latents "
+    printf("# image encoder %s (%s): its file holds no encoder (run refuses --image with it; "
+           "give --image-latents); the video of %lldx%lld x %lld frames and its latents "
            "take %.2f GiB of rank 0's host memory\n",
            cl->job.vae, k.vae, (long long)k.height, (long long)k.width, (long long)k.frames,
            k.host_bytes / GIB);

@@ -46,7 +46,7 @@ int job_image_size(const wan_config *c, const char *what, job_spec *j);
  * TI2V: the image alone) and the latents. */
 typedef struct job_image_cost {
   const char *vae;               /* "Wan 2.1 VAE" or "Wan 2.2 VAE" */
-  int can_encode;                /* this build has that VAE's encoder */
+  int can_encode;                /* the VAE holds its encoder (job_vae_can_encode) */
   uint64_t device_bytes;         /* the CUDA encoder's; 0 when unknown */
   uint64_t host_bytes;           /* the video and its latents */
   int64_t frames, height, width; /* the video encoded */

@@ -9,6 +9,7 @@
 #include "wan_vae22_file.h"
 #include "wan_vae22_gpu.h"
 #include "wan_vae22_run.h"
+#include "wan_vae_encode.h"
 #include "wan_vae_gpu.h"
 
 struct job_vae {
@@ -16,6 +17,7 @@ struct job_vae {
   decode_weights *weights; /* its decoder's weights, read at the first video */
   wan_vae22_model *v22;    /* the Wan 2.2 VAE, or NULL */
   const char *spec;
+  int verify;
 };
 
 int job_vae_open(const char *what, const char *spec, int verify, const wan_config *c,
@@ -23,6 +25,7 @@ int job_vae_open(const char *what, const char *spec, int verify, const wan_confi
   *out = NULL;
   job_vae *v = sp_xcalloc(1, sizeof *v);
   v->spec = spec;
+  v->verify = verify;
   int64_t z = 0;
   int rc;
   if (wan_vae22_spec_is(spec)) {
@@ -84,32 +87,61 @@ uint64_t job_vae_decoder_bytes(const job_vae *v, wan_vae_gpu_precision p,
 
 uint64_t job_vae_encoder_bytes(const job_vae *v, int64_t T, int64_t H, int64_t W,
                                wan_vae_gpu_precision p) {
-  (void)T; /* the encoder's layout holds one chunk: a 4-frame chunk or the image alone */
-  if (!v->v22) return 0;
-  const int64_t b = wan_vae22_gpu_bytes(&wan_vae22_get_info(v->v22)->config, WAN_VAE22_ENCODER,
-                                        H, W, p);
+  if (!job_vae_can_encode(v)) return 0;
+  /* the Wan 2.2 encoder's layout holds one chunk (a 4-frame chunk or the
+   * image alone) whatever T; the Wan 2.1 encoder's is laid for T */
+  const int64_t b =
+      v->v22 ? wan_vae22_gpu_bytes(&wan_vae22_get_info(v->v22)->config, WAN_VAE22_ENCODER, H, W, p)
+             : wan_vae_gpu_enc_bytes(&vae_model_get_info(v->v21)->config, T, H, W, p);
   return b > 0 ? (uint64_t)b : 0;
 }
 
 const char *job_vae_name(const job_vae *v) { return v->v22 ? "Wan 2.2 VAE" : "Wan 2.1 VAE"; }
 
-/* The Wan 2.1 VAE's encoder slots in here, in job_vae_encoder_bytes and in
- * job_vae_encode (its driver beside wan_vae22_encode_run). */
-int job_vae_can_encode(const job_vae *v) { return v->v22 != NULL; }
+/* A Wan 2.2 VAE file holds both parts; a Wan 2.1 VAE file may hold the
+ * decoder alone (vae_file.h). */
+int job_vae_can_encode(const job_vae *v) {
+  return v->v22 != NULL || vae_model_get_info(v->v21)->config.encoder;
+}
 
 int job_vae_encoder_check(const job_vae *v, const char *what) {
-  if (job_vae_can_encode(v)) return SP_OK; /* a Wan 2.2 VAE file holds both parts */
-  sp_log_error("%s needs the Wan 2.1 VAE's encoder, which this build does not have (its VAE "
-               "files hold the decoder alone): give the image encoded beforehand with "
-               "--image-latents (image-latents=)",
-               what);
+  if (job_vae_can_encode(v)) return SP_OK;
+  sp_log_error("%s: --vae %s: " VAE_MODEL_NO_ENCODER "; or give the image encoded beforehand "
+               "with --image-latents (image-latents=)",
+               what, v->spec);
   return SP_ERR_INPUT;
+}
+
+/* The Wan 2.1 VAE's encode (wan_vae_encode.h): its checks of the video
+ * and the device, then the encoder. */
+static int encode21(job_vae *v, const vae_encode_opts *o, const char *what, const float *video,
+                    const int64_t dims[4], float *latents, int64_t *bytes) {
+  int rc = vae_encode_check(v->v21, what, dims);
+  if (rc == SP_OK) rc = vae_encode_check_device(o, v->v21, dims);
+  if (rc != SP_OK) return rc;
+  vae_encode_stats st;
+  rc = vae_encode_run(o, v->v21, video, dims, latents, &st);
+  if (rc == SP_OK) {
+    const int cuda = o->dev == RANK_DEVICE_CUDA;
+    *bytes = cuda ? st.device_bytes : st.host_bytes;
+    sp_log_info("%s: encoded by the Wan 2.1 VAE (%s) in %.2f s (weights %.2f s) to [%lld, %lld, "
+                "%lld, %lld]",
+                what, cuda ? "cuda" : "cpu", st.encode_s, st.read_s,
+                (long long)vae_model_get_info(v->v21)->config.z_dim, (long long)st.frames,
+                (long long)st.height, (long long)st.width);
+  }
+  return rc;
 }
 
 int job_vae_encode(job_vae *v, rank_device dev, wan_vae_gpu_precision prec, int quiet,
                    const char *what, const float *video, const int64_t dims[4], float *latents,
                    int64_t *bytes) {
   if (job_vae_encoder_check(v, what) != SP_OK) return SP_ERR_INPUT;
+  if (v->v21) {
+    const vae_encode_opts o = {.vae = v->spec, .verify = v->verify, .dev = dev,
+                               .precision = prec, .quiet = quiet};
+    return encode21(v, &o, what, video, dims, latents, bytes);
+  }
   int rc = wan_vae22_check_video(v->v22, what, 4, dims, NULL);
   if (rc != SP_OK) return rc;
   const wan_vae22_encode_opts o = {.dev = dev, .precision = prec, .quiet = quiet};

@@ -4,7 +4,7 @@
  * any work. It decodes a job's latents into its video (the last rank) and
  * encodes the image of an image-to-video job (rank 0, before the model is
  * placed: job_image.c). Each family's driver does the work
- * (wan_vae_decode.h, wan_vae22_run.h). */
+ * (wan_vae_decode.h and wan_vae_encode.h, wan_vae22_run.h). */
 #ifndef JOB_VAE_H
 #define JOB_VAE_H
 
@@ -37,15 +37,15 @@ uint64_t job_vae_decoder_bytes(const job_vae *v, wan_vae_gpu_precision p,
                                const plan_workload *wl);
 
 /* Device bytes of the CUDA encoder for a video of T frames of H x W (its
- * one allocation: weights and workspace); 0 when it cannot say (the Wan
- * 2.1 VAE's encoder is not in this build). */
+ * one allocation: weights and workspace); 0 when it cannot say (a Wan 2.1
+ * VAE file without the encoder, a size the encoder refuses). */
 uint64_t job_vae_encoder_bytes(const job_vae *v, int64_t T, int64_t H, int64_t W,
                                wan_vae_gpu_precision p);
 /* "Wan 2.1 VAE" or "Wan 2.2 VAE". */
 const char *job_vae_name(const job_vae *v);
 
-/* 1 when this build can encode with the VAE (the Wan 2.2 VAE; the Wan 2.1
- * VAE's encoder is not in this build). */
+/* 1 when the VAE can encode: the Wan 2.2 VAE, or a Wan 2.1 VAE file that
+ * holds the encoder (vae_file.h). */
 int job_vae_can_encode(const job_vae *v);
 /* Whether the VAE can encode an image (what names the job's flag): SP_OK,
  * or SP_ERR_INPUT after one line saying why not. */
