@@ -6,9 +6,12 @@
 # table of every block and of the head), its latent frame 0 against the CPU
 # encoder's (bf16 encoder: <= 1e-2) and decoded to an .mp4 (ffprobe: 9
 # frames of the image's size); I2V (wan2.2-i2v-tiny, two experts across the
-# switch) from image latents. Then, bit-identical to each 1-rank GPU run: a
-# rerun, 2 and 3 ranks sharing the GPU, Ulysses 1x1x2 (the tokens of frame
-# 0 split between the ranks). Skips (77) without a GPU.
+# switch) from image latents, and from the PNG through the Wan 2.1 VAE's
+# CUDA encoder (wan2.1-vae-tiny with the encoder: the image and its 8 zero
+# frames at the latent grid of --max-area 96*160, 80x160) decoded to an
+# .mp4 (ffprobe: 9 frames of 160x80). Then, bit-identical to each 1-rank
+# GPU run: a rerun, 2 and 3 ranks sharing the GPU, Ulysses 1x1x2 (the
+# tokens of frame 0 split between the ranks). Skips (77) without a GPU.
 set -u
 . "$SP_SRC/tests/common/script.sh"
 sp_need_gpu
@@ -53,6 +56,8 @@ TI=(--model "synth:wan2.2-ti2v-tiny:$seed" --cond "$T/cond.h5" --frames 9 --step
     --image "$T/img.png" --max-area 96*160 --vae "synth:wan2.2-vae-tiny:$seed")
 IV=(--model "synth:wan2.2-i2v-tiny:$seed" --cond "$T/cond.h5" --steps 4 --seed "$seed"
     --image-latents "$T/lat.h5")
+IM=(--model "synth:wan2.2-i2v-tiny:$seed" --cond "$T/cond.h5" --frames 9 --steps 4 --seed "$seed"
+    --image "$T/img.png" --max-area 96*160 --vae "synth:wan2.1-vae-tiny:$seed")
 run ti_cpu 1 "${TI[@]}" --device cpu
 run ti_gpu 1 "${TI[@]}" --device cuda --video "$T/ti_gpu.mp4"
 run ti_gpu2 1 "${TI[@]}" --device cuda
@@ -63,11 +68,20 @@ run iv_cpu 1 "${IV[@]}" --device cpu
 run iv_gpu 1 "${IV[@]}" --device cuda
 run iv_np2 2 "${IV[@]}" --device cuda
 run iv_uly 2 "${IV[@]}" --device cuda --layout 1x1x2
+run im_cpu 1 "${IM[@]}" --device cpu
+run im_gpu 1 "${IM[@]}" --device cuda --video "$T/im_gpu.mp4"
+run im_gpu2 1 "${IM[@]}" --device cuda
+run im_np2 2 "${IM[@]}" --device cuda
+run im_uly 2 "${IM[@]}" --device cuda --layout 1x1x2
 if command -v ffprobe >/dev/null; then
   got=$(ffprobe -v error -select_streams v:0 -count_frames \
     -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$T/ti_gpu.mp4")
   [ "$got" = "160,96,9" ] && echo "ok   TI2V video: $got" ||
     { echo "FAIL TI2V video: ffprobe says '$got'"; fail=1; }
+  got=$(ffprobe -v error -select_streams v:0 -count_frames \
+    -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$T/im_gpu.mp4")
+  [ "$got" = "160,80,9" ] && echo "ok   I2V video: $got" ||
+    { echo "FAIL I2V video: ffprobe says '$got'"; fail=1; }
 fi
 "$PY" - "$T" <<'PYEOF' || fail=1
 import os, sys, h5py, numpy as np
@@ -81,7 +95,8 @@ def get(n):
     p = os.path.join(d, n + ".h5")
     return h5py.File(p)["latents"][...] if os.path.exists(p) else None
 rel = lambda a, b: np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b.astype(np.float64))
-for tag, others in (("ti", ("gpu2", "np2", "np3", "uly")), ("iv", ("np2", "uly"))):
+for tag, others in (("ti", ("gpu2", "np2", "np3", "uly")), ("iv", ("np2", "uly")),
+                    ("im", ("gpu2", "np2", "uly"))):
     c, g = get(tag + "_cpu"), get(tag + "_gpu")
     if c is None or g is None:
         check(False, f"{tag}: a run is missing")
