@@ -18,7 +18,7 @@
 #include "path_check.h"
 #include "stage.h"
 
-enum { OPT_LATENT = JOB_OPT_COUNT, OPT_TIMESTEP, OPT_COND, OPT_OUT, OPT_HELP };
+enum { OPT_LATENT = JOB_OPT_COUNT, OPT_TIMESTEP, OPT_TIMESTEP_FIRST, OPT_COND, OPT_OUT, OPT_HELP };
 
 /* forward takes the job options that say how to run (model, device,
  * attention, profile, verify); its inputs and output are its own. */
@@ -27,15 +27,21 @@ static void forward_table(cli_opts *t) {
                             JOB_OPT_NO_VERIFY, JOB_OPT_PRECISION};
   static const job_option own[] = {
       {OPT_LATENT, "latent", 'l', "FILE", NULL, 0,
-       "HDF5 file with dataset 'latent' float32 [16, F, H, W],\n"
-       "H and W even (required)"},
+       "HDF5 file with dataset 'latent' float32 [in_dim, F, H, W],\n"
+       "H and W even (required): the model's input, 16 channels for\n"
+       "text to video, 48 for TI2V, 36 for image to video (the\n"
+       "noisy latent's 16, then y: the mask's 4 and the image\n"
+       "latents' 16)"},
       {OPT_TIMESTEP, "timestep", 't', "T", NULL, 0, "diffusion timestep in 0..1000 (required)"},
+      {OPT_TIMESTEP_FIRST, "frame0-timestep", 0, "T", NULL, 0,
+       "TI2V model: the timestep of the tokens of latent frame 0,\n"
+       "0..1000 (0 where that frame is the image; default: --timestep)"},
       {OPT_COND, "cond", 'c', "FILE", NULL, 0,
        "HDF5 file with dataset 'context' float32 [L, 4096],\n"
        "L <= 512, zero-padded to 512 rows (required; may be the\n"
        "same file as --latent)"},
       {OPT_OUT, "out", 'o', "FILE", NULL, 0,
-       "output: dataset 'pred' float32 [16, F, H, W] (required);\n"
+       "output: dataset 'pred' float32 [out_dim, F, H, W] (required);\n"
        "written atomically"},
       {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
   };
@@ -58,8 +64,8 @@ typedef struct forward_cli {
   job_params job; /* --model, --device, --attn, --profile, --no-verify, --precision */
   rank_device dev; /* --device resolved */
   const char *latent_path, *cond_path, *out_path;
-  double t;
-  int have_t, help;
+  double t, t_first;
+  int have_t, have_t_first, help;
 } forward_cli;
 
 static int forward_opt(void *ctx, int id, const char *arg) {
@@ -69,6 +75,10 @@ static int forward_opt(void *ctx, int id, const char *arg) {
   case OPT_TIMESTEP:
     if (job_parse_double("--timestep", arg, 0, 1000, &c->t)) return SP_ERR_INPUT;
     c->have_t = 1;
+    break;
+  case OPT_TIMESTEP_FIRST:
+    if (job_parse_double("--frame0-timestep", arg, 0, 1000, &c->t_first)) return SP_ERR_INPUT;
+    c->have_t_first = 1;
     break;
   case OPT_COND: c->cond_path = arg; break;
   case OPT_OUT: c->out_path = arg; break;
@@ -132,7 +142,7 @@ int cmd_forward(int argc, char **argv) {
   if (cl.help || rc != SP_OK) return rc;
   const char *model = cl.job.model, *latent_path = cl.latent_path, *cond_path = cl.cond_path;
   const char *out_path = cl.out_path;
-  const double t = cl.t;
+  const double t = cl.t, t_first = cl.have_t_first ? cl.t_first : cl.t;
   const rank_device dev = cl.dev;
 
   rank_model *m = NULL;
@@ -144,6 +154,13 @@ int cmd_forward(int argc, char **argv) {
   if (rc != SP_OK) return rc;
   const wan_config *c = &rank_model_get_info(m)->config;
   if ((rc = job_precision_check(&cl.job, rank_model_get_info(m))) != SP_OK) goto done;
+  if (cl.have_t_first && wan_time_tables(c) < 2) {
+    sp_log_error("--frame0-timestep: %s is a %s model, whose tokens share one timestep (only "
+                 "a TI2V model gives latent frame 0 its own)",
+                 model, wan_task_name(wan_config_task(c)));
+    rc = SP_ERR_INPUT;
+    goto done;
+  }
   if ((rc = job_read_latent(latent_path, "latent", c, NULL, &lat)) != SP_OK) goto done;
   if ((rc = job_read_context(cond_path, "context", c, &ctx)) != SP_OK) goto done;
 
@@ -165,7 +182,10 @@ int cmd_forward(int argc, char **argv) {
   /* The stage's host-side buffers are pinned (asynchronous copies). */
   lat_h = rank_stage_host_alloc(&cfg, (size_t)lat.numel * sizeof(float));
   memcpy(lat_h, lat.data, (size_t)lat.numel * sizeof(float));
-  pred = rank_stage_host_alloc(&cfg, (size_t)lat.numel * sizeof(float));
+  /* The prediction has the model's output channels (16 of an I2V model's 36). */
+  const int64_t pdims[4] = {c->out_dim, lat.dims[1], lat.dims[2], lat.dims[3]};
+  const int64_t npred = pdims[0] * pdims[1] * pdims[2] * pdims[3];
+  pred = rank_stage_host_alloc(&cfg, (size_t)npred * sizeof(float));
   /* A two-expert model: the expert the sampler would run at timestep t
    * (the model's boundary). */
   const rank_model_experts *x = &rank_model_get_info(m)->experts;
@@ -179,7 +199,7 @@ int cmd_forward(int argc, char **argv) {
   rank_stage_set_prompt(s, 0, ctx_emb);
   const int slot = 0, buf = 0;
   double t0 = comm_now();
-  rank_stage_embed(s, lat_h, t, buf);
+  rank_stage_embed(s, lat_h, t, t_first, buf);
   rank_stage_sync(s);
   double t1 = comm_now();
   rank_stage_blocks(s, 1, &slot, &buf);
@@ -191,18 +211,19 @@ int cmd_forward(int argc, char **argv) {
   const double times[4] = {t0, t1, t2, t3};
   log_times(m, L, times);
 
-  const int64_t bad = first_nonfinite(pred, lat.numel);
+  const int64_t bad = first_nonfinite(pred, npred);
   if (bad >= 0) { /* as run refuses a non-finite step: nothing is written */
     sp_log_error("forward: the prediction holds a non-finite value (%g) at element %lld of %lld "
                  "(an input or a weight out of range?): %s not written",
-                 pred[bad], (long long)bad, (long long)lat.numel, out_path);
+                 pred[bad], (long long)bad, (long long)npred, out_path);
     rc = SP_ERR_RUNTIME;
     goto done;
   }
   rank_outfile *o = NULL;
   if ((rc = rank_outfile_open(out_path, &o)) != SP_OK) goto done;
-  rc = rank_outfile_put(o, "pred", 4, lat.dims, pred);
+  rc = rank_outfile_put(o, "pred", 4, pdims, pred);
   if (rc == SP_OK) rc = rank_outfile_attr_f64(o, "timestep", t);
+  if (rc == SP_OK && cl.have_t_first) rc = rank_outfile_attr_f64(o, "frame0_timestep", t_first);
   if (rc == SP_OK)
     rc = rank_outfile_attr_str(o, "model_checksum", rank_model_get_info(m)->id.checksum);
   if (rc == SP_OK) {

@@ -10,7 +10,9 @@
 #include "commands.h"
 #include "grid_choice.h"
 #include "job_plan.h"
+#include "job_image.h"
 #include "job_prompt.h"
+#include "job_vae.h"
 #include "layout.h"
 #include "log.h"
 #include "model_file.h"
@@ -18,7 +20,6 @@
 #include "plan.h"
 #include "plan_inventory.h"
 #include "umt5.h"
-#include "vae_file.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -51,7 +52,7 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
                             JOB_OPT_BUDGET,      JOB_OPT_CFG,        JOB_OPT_ORDER,
                             JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS, JOB_OPT_VAE,
                             JOB_OPT_VAE_PRECISION, JOB_OPT_T5, JOB_OPT_PRECISION,
-                            JOB_OPT_CACHE};
+                            JOB_OPT_CACHE,       JOB_OPT_IMAGE,      JOB_OPT_MAX_AREA};
   plan_options po;
   plan_options_default(&po);
   snprintf(d->tflops, sizeof d->tflops, "%.0f", po.gpu_tflops);
@@ -299,6 +300,9 @@ static int plan_parse(int argc, char **argv, plan_cli *c) {
   if (c->inventory && rank_path_check_input("--inventory", c->inventory, RANK_PATH_FILE) != SP_OK)
     return SP_ERR_INPUT;
   if (c->job.vae && job_model_path_check("--vae", c->job.vae) != SP_OK) return SP_ERR_INPUT;
+  if (c->job.job.image[0] &&
+      rank_path_check_input("--image", c->job.job.image, RANK_PATH_FILE) != SP_OK)
+    return SP_ERR_INPUT;
   return job_model_path_check("--model", c->job.model);
 }
 
@@ -477,10 +481,56 @@ static int print_layouts(const plan_cli *cl, const rank_model_info *info, const 
   return fflush(stdout) == 0 ? SP_OK : SP_ERR_RUNTIME;
 }
 
-/* The plan's JSON with "text_encoder" added (t5 taken). */
-static char *json_with_t5(const char *text, json_object *t5) {
+/* --image with --vae: where the image is encoded and what it needs
+ * (job_image_cost_of), as a # line or, with json, an object into *out;
+ * refused when rank 0's GPU (its free memory) cannot hold the encoder. */
+static int plan_image(const plan_cli *cl, const wan_config *c, const plan_device *dev0,
+                      json_object **out) {
+  job_image_cost k;
+  if (job_image_cost_of(cl->job.vae, c, cl->job.model, &cl->job.job, cl->job.vae_precision,
+                        &k) != SP_OK)
+    return SP_ERR_INPUT;
+  if (k.can_encode && dev0->free_bytes && k.device_bytes > dev0->free_bytes) {
+    sp_log_error("--image %s: the %s's encoder needs %.2f GiB of GPU memory on rank 0 for a "
+                 "%lldx%lld video; it has %.2f GiB free",
+                 cl->job.job.image, k.vae, k.device_bytes / GIB, (long long)k.height,
+                 (long long)k.width, dev0->free_bytes / GIB);
+    return SP_ERR_INPUT;
+  }
+  if (cl->json) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "rank", json_object_new_int(0));
+    json_object_object_add(o, "vae", json_object_new_string(k.vae));
+    json_object_object_add(o, "when", json_object_new_string("before the DiT is placed"));
+    json_object_object_add(o, "can_encode", json_object_new_boolean(k.can_encode));
+    json_object_object_add(o, "device_bytes", json_object_new_int64((int64_t)k.device_bytes));
+    json_object_object_add(o, "host_bytes", json_object_new_int64((int64_t)k.host_bytes));
+    json_object_object_add(o, "frames", json_object_new_int64(k.frames));
+    json_object_object_add(o, "height", json_object_new_int64(k.height));
+    json_object_object_add(o, "width", json_object_new_int64(k.width));
+    *out = o;
+    return SP_OK;
+  }
+  if (k.can_encode)
+    printf("# image encoder %s (%s, %s): rank 0's GPU, before the DiT is placed; %.2f GiB "
+           "(weights and workspace) for a %lldx%lld video of %lld frame%s, %.2f GiB of rank 0's "
+           "host memory for it and its latents\n",
+           cl->job.vae, k.vae, wan_vae_gpu_precision_name(cl->job.vae_precision),
+           k.device_bytes / GIB, (long long)k.height, (long long)k.width, (long long)k.frames,
+           k.frames == 1 ? "" : "s", k.host_bytes / GIB);
+  else
+    printf("# image encoder %s (%s): its file holds no encoder (run refuses --image with it; "
+           "give --image-latents); the video of %lldx%lld x %lld frames and its latents "
+           "take %.2f GiB of rank 0's host memory\n",
+           cl->job.vae, k.vae, (long long)k.height, (long long)k.width, (long long)k.frames,
+           k.host_bytes / GIB);
+  return SP_OK;
+}
+
+/* The plan's JSON with o added under key (o taken). */
+static char *json_with(const char *text, const char *key, json_object *o) {
   json_object *root = json_tokener_parse(text);
-  json_object_object_add(root, "text_encoder", t5);
+  json_object_object_add(root, key, o);
   const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
   char *out = sp_xmalloc(strlen(s) + 2);
   sprintf(out, "%s\n", s);
@@ -494,16 +544,23 @@ static int print_plan(const plan_cli *cl, const job_plan_req *r, const uint64_t 
                       const plan_model *pm) {
   static plan p;
   if (job_plan_make(r, &p) != SP_OK) return SP_ERR_INPUT;
-  json_object *t5 = NULL;
+  json_object *t5 = NULL, *img = NULL;
   if (cl->job.t5 &&
       plan_t5(cl->job.t5, r->wl.micro_batches, &r->devs[0], cl->json, &t5) != SP_OK)
     return SP_ERR_INPUT;
+  if (cl->job.job.image[0] && cl->job.vae &&
+      plan_image(cl, &rank_model_get_info(r->m)->config, &r->devs[0], &img) != SP_OK) {
+    json_object_put(t5);
+    return SP_ERR_INPUT;
+  }
   const size_t need = cl->json ? plan_format_json(&p, NULL, 0) : plan_format_table(&p, NULL, 0);
   char *text = sp_xmalloc(need + 1);
   if (cl->json) {
     plan_format_json(&p, text, need + 1);
-    if (t5) {
-      char *with = json_with_t5(text, t5);
+    for (int k = 0; k < 2; k++) {
+      json_object *o = k ? img : t5;
+      if (!o) continue;
+      char *with = json_with(text, k ? "image_encoder" : "text_encoder", o);
       free(text);
       text = with;
     }
@@ -519,13 +576,14 @@ static int print_plan(const plan_cli *cl, const job_plan_req *r, const uint64_t 
 }
 
 /* run --video: the CUDA decoder's bytes on the last rank into po. */
-static int decoder_bytes(const plan_cli *cl, const plan_workload *wl, plan_options *po) {
+static int decoder_bytes(const plan_cli *cl, const wan_config *c, const plan_workload *wl,
+                         plan_options *po) {
   if (!cl->job.vae) return SP_OK;
-  vae_model *vae = NULL;
-  if (vae_model_open(cl->job.vae, 0, &vae) != SP_OK) return SP_ERR_INPUT;
-  po->decoder_bytes = job_decoder_bytes(&vae_model_get_info(vae)->config, cl->job.vae_precision,
-                                        wl);
-  vae_model_close(vae);
+  job_vae *vae = NULL;
+  if (job_vae_open("--vae", cl->job.vae, 0, c, cl->job.model, &vae) != SP_OK)
+    return SP_ERR_INPUT;
+  po->decoder_bytes = job_vae_decoder_bytes(vae, cl->job.vae_precision, wl);
+  job_vae_close(vae);
   return SP_OK;
 }
 
@@ -550,8 +608,13 @@ int cmd_plan(int argc, char **argv) {
                     .nranks = (int)cl.nranks, .po = cl.po,
                     .cache = cl.job.job.cache.method != RANK_CACHE_OFF};
   if ((rc = job_params_apply_model(&cl.job, info)) != SP_OK) goto out;
+  if (cl.job.job.image[0]) { /* the size is the image's, as run prepares it */
+    char what[JOB_PATH + 16];
+    snprintf(what, sizeof what, "--image %s", cl.job.job.image);
+    if ((rc = job_image_size(&info->config, what, &cl.job.job)) != SP_OK) goto out;
+  }
   r.wl = job_workload(&cl.job.job, &info->config, (int)cl.batch);
-  if ((rc = decoder_bytes(&cl, &r.wl, &r.po)) != SP_OK) goto out;
+  if ((rc = decoder_bytes(&cl, &info->config, &r.wl, &r.po)) != SP_OK) goto out;
   plan_model pm;
   job_plan_model(&r, bb, &pm);
   if (cl.layout) {

@@ -90,6 +90,7 @@ typedef struct carver {
   int over;
   const plan_stage_shape *s;
   uint64_t L, D, F, C, TD, hd, a, P, nb, R, U, LA;
+  uint64_t tt; /* time tables: 1, or 2 (TI2V) */
   int nx;
 } carver;
 
@@ -154,9 +155,9 @@ static void take_weights(carver *c, int slots) {
 
 /* P nb C D a each, per expert: the cross-attention k, v of every block
  * and prompt slot (CFG branches have different contexts), made once per
- * prompt with the expert's weights. Then (L D + 7 D) 4 per message: the
- * residual stream x with its time embedding e and modulation e0, which
- * travel with it. */
+ * prompt with the expert's weights. Then (L D + 7 D tt) 4 per message: the
+ * residual stream x with its time embedding e and modulation e0 (TI2V:
+ * twice, tt = 2), which travel with it. */
 static void take_kv_and_messages(carver *c) {
   uint64_t kv = mul(c, mul(c, mul(c, c->P, c->nb), mul(c, c->C, c->D)), c->a);
   for (int e = 0; e < c->nx; e++) {
@@ -164,7 +165,7 @@ static void take_kv_and_messages(carver *c) {
     take(c, PLAN_BUF_CTX_V, e, kv);
   }
   for (int i = 0; i < c->s->act_buffers; i++)
-    take(c, PLAN_BUF_ACT, i, mul(c, mul(c, c->L + 7, c->D), 4));
+    take(c, PLAN_BUF_ACT, i, mul(c, mul(c, c->L + 7 * c->tt, c->D), 4));
 }
 
 /* A block's transients. max(2 L D a, R F a): self-attention needs k and v
@@ -184,8 +185,8 @@ static void take_block_transients(carver *c) {
 /* Context scratch: the GEMM operand ([C, TD] on the way in, [C, D]
  * after), the embedded context fp32, and on the first stage the text
  * MLP's hidden. RoPE cos and sin, fp32, hd/2 frequency pairs per token. A
- * block's modulation [6, D], the head's [2, D] input, the time MLP
- * (sinusoid, hidden, output). */
+ * block's modulation [6, D] and the head's [2, D] input per time table,
+ * the time MLP (sinusoid, hidden, output). */
 static void take_context_rope_time(carver *c) {
   const uint64_t C = c->C, D = c->D, TD = c->TD, a = c->a, L = c->L, hd = c->hd;
   take(c, PLAN_BUF_CTXB, 0, mul(c, mul(c, C, TD > D ? TD : D), a));
@@ -193,8 +194,8 @@ static void take_context_rope_time(carver *c) {
   if (c->s->has_embed) take(c, PLAN_BUF_CTXH, 0, mul(c, mul(c, C, D), a));
   take(c, PLAN_BUF_COS, 0, mul(c, L * (hd / 2), 4));
   take(c, PLAN_BUF_SIN, 0, mul(c, L * (hd / 2), 4));
-  take(c, PLAN_BUF_MOD, 0, 6 * D * 4);
-  take(c, PLAN_BUF_E2, 0, 2 * D * 4);
+  take(c, PLAN_BUF_MOD, 0, 6 * D * 4 * c->tt);
+  take(c, PLAN_BUF_E2, 0, 2 * D * 4 * c->tt);
   take(c, PLAN_BUF_TVEC, 0, ((uint64_t)c->s->freq_dim + 2 * D) * 4);
 }
 
@@ -300,6 +301,7 @@ static carver carver_of(const plan_stage_shape *s, plan_layout *l) {
   c.U = s->seq > 1 ? (uint64_t)s->seq : 1;
   c.LA = c.U > 1 ? (uint64_t)s->seq_tokens : c.L;
   c.nx = s->experts > 1 ? s->experts : 1;
+  c.tt = s->time_tables > 1 ? 2 : 1;
   return c;
 }
 
@@ -388,6 +390,7 @@ void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan
       .lora_elems = m->lora_block_elems,
       .lora_rank = m->lora_rank,
       .cache = m->cache,
+      .time_tables = m->time_tables,
       .dequant_bytes = m->dequant_bytes,
       .w8a8 = m->w8a8,
       .w8a8_epilogue = m->w8a8_epilogue,

@@ -51,7 +51,8 @@ typedef enum plan_buf {
   PLAN_BUF_SLOT_W,      /* [slot_w[k]] prefetch slot k for streamed blocks */
   PLAN_BUF_CTX_K,       /* [ex[e].ck] (prompts, nblocks, text_len, dim) cross-attention k, index e */
   PLAN_BUF_CTX_V,       /* [ex[e].cv] (prompts, nblocks, text_len, dim) cross-attention v, index e */
-  PLAN_BUF_ACT,         /* [act[i]] activation message i: x (L, dim) | e (dim) | e0 (6, dim), fp32 */
+  PLAN_BUF_ACT,         /* [act[i]] activation message i: x (L, dim) | (e (dim) | e0 (6, dim)) per
+                           time table, fp32 */
   PLAN_BUF_KV,          /* [kb, vb, fb] k and v (L, dim) each, or the FFN hidden (rows, ffn_dim): a union */
   PLAN_BUF_HB,          /* [hb] (rows, dim) normed input of a sub-layer */
   PLAN_BUF_PB,          /* [pb] (rows, dim) a projection's output */
@@ -62,8 +63,9 @@ typedef enum plan_buf {
   PLAN_BUF_CTXH,        /* [ctxh] (text_len, dim) text-embedding hidden (first stage) */
   PLAN_BUF_COS,         /* [cos_t] (L, head_dim / 2) fp32 RoPE table */
   PLAN_BUF_SIN,         /* [sin_t] (L, head_dim / 2) fp32 RoPE table */
-  PLAN_BUF_MOD,         /* [m] (6, dim) fp32 modulation of the current block */
-  PLAN_BUF_E2,          /* [e2] (2, dim) fp32 e repeated for the head's modulation */
+  PLAN_BUF_MOD,         /* [m] (6, dim) fp32 modulation of the current block, per time table */
+  PLAN_BUF_E2,          /* [e2] (2, dim) fp32 e repeated for the head's modulation, per time
+                           table */
   PLAN_BUF_TVEC,        /* [tvec] (freq_dim + 2 dim) fp32 time-embedding temporaries */
   PLAN_BUF_TOK,         /* [tok] (L, max patch in/out) fp32 patch tokens (end stages) */
   PLAN_BUF_LAT,         /* [lat] (max channels, latent voxels) fp32 latent (end stages) */
@@ -125,6 +127,7 @@ typedef struct plan_stage_shape {
   uint64_t lora_elems;
   int64_t lora_rank;
   int cache; /* step caching (plan_model.cache) */
+  int time_tables; /* 0 or 1: one; 2: TI2V's second e, e0 per message (plan_model) */
   /* quantized weights (plan_model's dequant_bytes, w8a8, w8a8_epilogue) */
   uint64_t dequant_bytes;
   int w8a8, w8a8_epilogue;

@@ -29,13 +29,15 @@ void plan_options_default(plan_options *o) {
 }
 
 void plan_latent_grid(const plan_workload *w, int64_t fhw[3]) {
+  const int64_t s = w->vae_stride > 0 ? w->vae_stride : 8;
   fhw[0] = (w->frames - 1) / 4 + 1;
-  fhw[1] = w->height / 8;
-  fhw[2] = w->width / 8;
+  fhw[1] = w->height / s;
+  fhw[2] = w->width / s;
 }
 
 int64_t plan_tokens(const plan_workload *w) {
-  if (w->frames < 1 || w->height < 16 || w->width < 16) return 0;
+  const int64_t s = w->vae_stride > 0 ? w->vae_stride : 8;
+  if (w->frames < 1 || w->height < 2 * s || w->width < 2 * s) return 0;
   int64_t g[3];
   plan_latent_grid(w, g);
   return g[0] * (g[1] / 2) * (g[2] / 2);
@@ -168,8 +170,9 @@ static double stage_pass_ms(const plan_model *m, const plan_workload *w, const p
    * runs once per prompt and is not counted per step. Block-major waits for
    * all M (the previous stage sends them together when it is done). */
   double start = 0.0;
+  const double tt = m->time_tables > 1 ? 2.0 : 1.0; /* TI2V: a second e, e0 */
   if (has_prev)
-    start += reps * ((double)L * D * 4.0 + 7.0 * D * 4.0) / (o->peer_link_gbs * 1e9) * 1e3;
+    start += reps * ((double)L * D * 4.0 + 7.0 * D * 4.0 * tt) / (o->peer_link_gbs * 1e9) * 1e3;
   if (has_embed)
     start += reps * compute_ms(o, speed,
                                2.0 * (double)L * (double)(m->in_dim * 4) * D +

@@ -57,6 +57,10 @@ typedef struct plan_model {
    * per micro-batch of a step, the first a copy of each one's input
    * (layout.h, plan_layout_cache_bytes). */
   int cache;
+  /* Time tables a micro-batch carries (0 or 1: one; 2: a TI2V model, whose
+   * tokens of latent frame 0 have their own e and e0 in every activation
+   * message, and every stage a second modulation: layout.h). */
+  int time_tables;
   /* Quantized weights on a CUDA stage (MODEL.md "Quantized weights on the
    * GPU"; 0: none). dequant_bytes: the weight-only path's one bf16 buffer
    * that a block's weights are dequantised into right before each GEMM
@@ -97,14 +101,18 @@ typedef struct plan_workload {
   int64_t context_len;           /* context rows (zero-padded to text_len: 512) */
   int seq;                       /* Ulysses ranks sharing the tokens of a stage (DESIGN.md
                                     "Layouts"); 0 or 1: one rank holds them all */
+  int64_t vae_stride;            /* the VAE's spatial factor: 8 (Wan 2.1's; 0 means 8) or 16
+                                    (the Wan 2.2 VAE of TI2V-5B; wan_vae_stride) */
 } plan_workload;
 
 /* The latent grid of a workload, in the one place the VAE's compression is
- * written: the first frame alone and 4 more per latent frame in time, 8x
- * in space: fhw = ((frames-1)/4+1, height/8, width/8). */
+ * written: the first frame alone and 4 more per latent frame in time, the
+ * workload's vae_stride (8 or 16) in space: fhw = ((frames-1)/4+1,
+ * height/s, width/s). */
 void plan_latent_grid(const plan_workload *w, int64_t fhw[3]);
-/* Tokens of a Wan 2.1 latent sequence: the latent grid through the 1x2x2
- * patch, ((frames-1)/4+1) * (height/16) * (width/16); 480x832x81 -> 32,760. */
+/* Tokens of a latent sequence: the latent grid through the 1x2x2 patch,
+ * ((frames-1)/4+1) * (height/2s) * (width/2s); 480x832x81 -> 32,760 (s 8),
+ * TI2V-5B's 704x1280x121 -> 27,280 (s 16). */
 int64_t plan_tokens(const plan_workload *w);
 /* The tokens a rank of the workload holds: with w->seq = U > 1 the largest
  * of Ulysses' slices (plan_seq_rows of rank 0: ceil(L / U)), else L. Every

@@ -281,22 +281,12 @@ static const char *root_of(const conv_job *jobs, int n, kern_dtype od) {
 static int write_model(const conv_job *jobs, int n, const char *out_path, kern_dtype od,
                        int progress) {
   wan_file_config f;
-  rank_model_experts x = n > 1 ? rank_model_a14b_defaults : (rank_model_experts){.count = 1};
   const wan_config *c = &((const wan_file_config *)jobs[0].config)->c;
   memset(&f, 0, sizeof f);
   f.c = *c;
-  f.experts = x.count;
-  if (n > 1) {
-    f.steps = x.steps;
-    f.boundary = x.boundary;
-    f.cfg_high = x.cfg[0];
-    f.cfg_low = x.cfg[1];
-    f.shift = x.shift;
-  }
-  /* Two experts name a preset only when they are the published A14B (a
-   * reader matches any preset from the config). */
-  const char *preset = wan_preset_match(c);
-  if (preset && n > 1) preset = strcmp(preset, "wan2.1-14b") == 0 ? "wan2.2-a14b" : NULL;
+  f.experts = 1;
+  if (n > 1) wan_experts_defaults(c, &f); /* the published defaults of its task */
+  const char *preset = wan_schema.preset_match(&f);
   const char *root = root_of(jobs, n, od);
   if (!root) return SP_ERR_INPUT;
   for (int e = 0; e < n; e++) conv_scales_info(&jobs[e], root);

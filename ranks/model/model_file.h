@@ -43,17 +43,15 @@ typedef struct rank_model_experts {
   double shift;
   int steps;
 } rank_model_experts;
-/* The published Wan 2.2 A14B text-to-video defaults (MODEL.md "Wan 2.2
- * A14B"): two experts, boundary 0.875, cfg 4 and 3, shift 12, 40 steps. */
-extern const rank_model_experts rank_model_a14b_defaults;
 /* The expert of a step at timestep t (MODEL.md "Wan 2.2 A14B", as the
  * published loop compares): RANK_EXPERT_HIGH when t >= boundary x 1000
  * (the product in double), else RANK_EXPERT_LOW. */
 int rank_model_step_expert(double boundary, double t);
 /* "high", "low" for a two-expert model's expert e; "" for a one-expert one. */
 const char *rank_model_expert_name(int experts, int e);
-/* A preset of init and synth: (wan2.1-tiny, wan2.1-1.3b, wan2.1-14b, and
- * the two-expert wan2.2-tiny and wan2.2-a14b): its config and experts.
+/* A preset of init and synth: (wan2.1-tiny, wan2.1-1.3b, wan2.1-14b, the
+ * TI2V wan2.2-ti2v-tiny and wan2.2-ti2v-5b, and the two-expert wan2.2-tiny,
+ * wan2.2-a14b, wan2.2-i2v-tiny and wan2.2-i2v-a14b): its config and experts.
  * Returns 0, or -1 for an unknown name. */
 int rank_model_preset(const char *name, wan_config *c, rank_model_experts *x);
 /* "wan2.1-tiny, ..., wan2.2-a14b", for messages. */

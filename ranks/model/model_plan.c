@@ -38,6 +38,7 @@ void rank_model_plan_sizes(const rank_model *m, int compute_dtype_bytes, wan_pre
   pm->out_dim = c->out_dim;
   pm->weight_dtype_bytes = compute_dtype_bytes;
   pm->experts = in->experts.count;
+  pm->time_tables = wan_time_tables(c);
   if (!gpu) return;
   pm->dequant_bytes = rank_model_dequant_bytes(m, p);
   pm->w8a8 = p == WAN_PRECISION_FP8 ? PLAN_W8A8_FP8 : p == WAN_PRECISION_INT8 ? PLAN_W8A8_INT8

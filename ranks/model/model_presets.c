@@ -6,13 +6,6 @@
 
 #include "model_file_impl.h"
 
-const rank_model_experts rank_model_a14b_defaults = {
-    .count = 2,
-    .boundary = WAN_A14B_BOUNDARY,
-    .cfg = {WAN_A14B_CFG_HIGH, WAN_A14B_CFG_LOW},
-    .shift = WAN_A14B_SHIFT,
-    .steps = WAN_A14B_STEPS};
-
 int rank_model_step_expert(double boundary, double t) {
   return t >= boundary * 1000.0 ? RANK_EXPERT_HIGH : RANK_EXPERT_LOW;
 }

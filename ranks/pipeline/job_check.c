@@ -91,6 +91,12 @@ int job_spec_check(const job_spec *j, const char *where) {
   snprintf(v, sizeof v, "%g", j->fps);
   if (!(j->fps >= 1 && j->fps <= JOB_FPS_MAX))
     return refuse(where, "fps", v, "is out of range: 1..%d frames per second", JOB_FPS_MAX);
+  snprintf(v, sizeof v, "%" PRId64, j->max_area);
+  if (j->max_area != 0 &&
+      !(j->max_area >= JOB_AREA_MIN && j->max_area <= (INT64_C(1) << JOB_AREA_LOG2)))
+    return refuse(where, "max-area", v, "is out of range: %d..2^%d pixels", JOB_AREA_MIN,
+                  JOB_AREA_LOG2);
+
   if (j->sched == RANK_SCHEDULE_SHIFTED) return SP_OK;
   snprintf(v, sizeof v, "%d", j->steps);
   if (j->steps != j->sched_n)
@@ -189,6 +195,23 @@ int job_loras_same(const rank_lora_spec *a, int na, const rank_lora_spec *b, int
   return 1;
 }
 
+/* ---- image to video ---- */
+
+int job_image_check(const job_params *p, const job_spec *j, const char *where) {
+  char v[64];
+  snprintf(v, sizeof v, "%" PRId64, j->max_area);
+  if (j->image[0] && j->image_latents[0])
+    return refuse(where, "image-latents", j->image_latents,
+                  "and image exclude each other (image latents are an image encoded already)");
+  if (j->max_area && !j->image[0])
+    return refuse(where, "max-area", v, "sets the size of an image's job; this job has no image");
+  if (j->image[0] && !p->vae)
+    return refuse(where, "image", j->image,
+                  "needs --vae (the VAE whose encoder encodes it; or give the image encoded "
+                  "beforehand with image-latents)");
+  return SP_OK;
+}
+
 /* ---- the rules between options ---- */
 
 /* run's rules: what must be given, and what goes only with what. */
@@ -198,18 +221,20 @@ static int check_run(job_params *p) {
     sp_log_error("run: --save-noise is for a single run, not --jobs");
     return SP_ERR_INPUT;
   }
-  if (p->jobs && (j->cond[0] || j->out[0] || j->noise[0] || j->video[0])) {
-    sp_log_error("run: --jobs takes cond=, out=, noise= and video= from each line, not --cond/"
-                 "--out/--noise/--video");
+  if (p->jobs && (j->cond[0] || j->out[0] || j->noise[0] || j->video[0] || j->image[0] ||
+                  j->image_latents[0])) {
+    sp_log_error("run: --jobs takes cond=, out=, noise=, video=, image= and image-latents= from "
+                 "each line, not --cond/--out/--noise/--video/--image/--image-latents");
     return SP_ERR_INPUT;
   }
+  if (!p->jobs && job_image_check(p, j, NULL) != SP_OK) return SP_ERR_INPUT;
   if (j->video[0] && !p->vae) {
     sp_log_error("run: --video needs --vae (the VAE decoder that makes frames of latents)");
     return SP_ERR_INPUT;
   }
   if (job_spec_video_out(p, j, NULL) != SP_OK) return SP_ERR_INPUT;
-  if (p->vae && !p->jobs && !j->video[0]) {
-    sp_log_error("run: --vae is given but no --video to decode into");
+  if (p->vae && !p->jobs && !j->video[0] && !j->image[0]) {
+    sp_log_error("run: --vae is given but no --video to decode into and no --image to encode");
     return SP_ERR_INPUT;
   }
   if (job_prompt_check_run(p) != SP_OK) return SP_ERR_INPUT;

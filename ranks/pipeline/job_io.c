@@ -15,6 +15,7 @@ void job_inputs_free(job_inputs *in) {
   rank_tensor_free(&in->ctx[0]);
   rank_tensor_free(&in->ctx[1]);
   rank_tensor_free(&in->noise);
+  rank_tensor_free(&in->cond);
 }
 
 /* The context's shape against the model: [L, text_dim], L <= text_len. */
@@ -55,18 +56,21 @@ static int latent_shape_ok(const char *path, const char *name, int ndim, const i
                  (long long)want[0], (long long)want[1], (long long)want[2], (long long)want[3]);
     return SP_ERR_INPUT;
   }
-  if (d[0] != c->in_dim || d[2] % c->patch[1] || d[3] % c->patch[2] || d[1] % c->patch[0]) {
+  /* The model's input (forward: in_dim channels), or the run's latent. */
+  const int64_t ch = want ? want[0] : c->in_dim;
+  if (d[0] != ch || d[2] % c->patch[1] || d[3] % c->patch[2] || d[1] % c->patch[0]) {
     sp_log_error("%s: dataset '%s' is [%lld, %lld, %lld, %lld]; the model needs [%lld, F, H, W] "
                  "with H and W even",
                  path, name, (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
-                 (long long)c->in_dim);
+                 (long long)ch);
     return SP_ERR_INPUT;
   }
   /* The video it stands for, before anything is allocated for it: the
    * workload rule of every command (job_workload_check). */
   char what[JOB_PATH + 32];
+  const int64_t vs = wan_vae_stride(c);
   snprintf(what, sizeof what, "%s: dataset '%s'", path, name);
-  return job_workload_check(what, 4 * (d[1] - 1) + 1, 8 * d[2], 8 * d[3]);
+  return job_workload_check(what, 4 * (d[1] - 1) + 1, vs * d[2], vs * d[3]);
 }
 
 int job_read_latent(const char *path, const char *name, const wan_config *c,
@@ -88,7 +92,7 @@ int job_read_latent(const char *path, const char *name, const wan_config *c,
 
 /* The settings that produced a job's latents, written once here: as typed
  * attributes of an HDF5 output, as text metadata of a .latent one. */
-enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 16 + RANK_LORA_MAX };
+enum { SETTING_STR, SETTING_I64, SETTING_F64, SETTINGS_MAX = 20 + RANK_LORA_MAX };
 typedef struct job_setting {
   const char *key;
   int kind;
@@ -127,6 +131,14 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
   out[n++] = (job_setting){.key = "sampler", .kind = SETTING_STR,
                            .s = rank_sampler_kind_name(j->sampler)};
   out[n++] = (job_setting){.key = "frames", .kind = SETTING_I64, .i = j->frames};
+  if (j->image[0] || j->image_latents[0]) /* the size is the image's */
+    out[n++] = (job_setting){.key = j->image[0] ? "image" : "image_latents",
+                             .kind = SETTING_STR, .s = j->image[0] ? j->image : j->image_latents};
+  if (j->image[0])
+    out[n++] = (job_setting){.key = "max_area", .kind = SETTING_I64,
+                             .i = j->max_area ? j->max_area
+                                              : wan_task_defaults_of(wan_config_task(
+                                                    &mi->config))->max_area};
   out[n++] = (job_setting){.key = "size", .kind = SETTING_STR, .s = size};
   out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->id.source};
   out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->id.checksum};
@@ -205,6 +217,12 @@ int job_write_output(const job_session *s, const job_spec *j, const int64_t *lat
   if (rc != SP_OK || !s->params.preview) return rc;
   char png[JOB_PATH + 8];
   snprintf(png, sizeof png, "%s.png", j->out);
+  if (lat[0] != RANK_PREVIEW_CHANNELS) { /* the colours are the Wan 2.1 latents' */
+    sp_log_info("run: no preview of %lld-channel latents (the preview's colours are the Wan 2.1 "
+                "VAE's 16 channels'): %s not written",
+                (long long)lat[0], png);
+    return SP_OK;
+  }
   return rank_preview_write_png(png, latents, lat[0], lat[1], lat[2], lat[3]);
 }
 
@@ -259,6 +277,7 @@ int job_read_inputs(const job_session *s, const job_spec *j, job_inputs *in) {
   }
   if (rc == SP_OK && s->params.save_noise)
     rc = save_noise(s->params.save_noise, j, lat, in->noise.data);
+  if (rc == SP_OK && (j->image[0] || j->image_latents[0])) rc = job_image_inputs(s, j, in);
   return rc;
 }
 
@@ -284,6 +303,10 @@ void job_log(const job_session *s, const job_spec *j) {
              j->boundary);
   else
     snprintf(cfg, sizeof cfg, "cfg %g", j->cfg);
+  char image[JOB_PATH + 32] = "";
+  if (j->image[0] || j->image_latents[0])
+    snprintf(image, sizeof image, ", %s %s", j->image[0] ? "image" : "image latents",
+             j->image[0] ? j->image : j->image_latents);
   char cache[80] = "";
   if (j->cache.method != RANK_CACHE_OFF) {
     char spec[64];
@@ -292,13 +315,13 @@ void job_log(const job_session *s, const job_spec *j) {
   }
   const wan_precision prec = job_precision(&s->params, rank_model_get_info(s->m));
   sp_log_info("run: %s%s%s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
-              "tokens, %d steps%s, %s, %s, shift %g, %s%s, %d rank%s",
+              "tokens, %d steps%s, %s, %s, shift %g, %s%s%s, %d rank%s",
               s->params.model, prec != WAN_PRECISION_BF16 ? " in " : "",
               prec != WAN_PRECISION_BF16 ? wan_precision_name(prec) : "",
               (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
               (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),
-              cfg, j->shift, init, cache, s->w->size, s->w->size == 1 ? "" : "s");
+              cfg, j->shift, init, image, cache, s->w->size, s->w->size == 1 ? "" : "s");
 }
 
 decode_opts job_decode_opts(const job_session *s, const job_spec *j) {
@@ -314,6 +337,7 @@ int job_check_videos(job_session *s) {
   uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
   for (int i = 0; i < s->njobs; i++) {
     job_spec *j = &s->jobs[i];
+    any |= !j->bad && j->image[0]; /* --vae encodes it */
     if (j->bad || !j->video[0]) continue;
     any = 1;
     if (!s->vae) {
@@ -325,7 +349,7 @@ int job_check_videos(job_session *s) {
       int64_t lat[4];
       job_latent_shape(j, &rank_model_get_info(s->m)->config, lat);
       decode_opts d = job_decode_opts(s, j);
-      bad[i] = decode_check_outputs(&d, s->vae, lat) != SP_OK;
+      bad[i] = job_vae_check_outputs(s->vae, &d, lat) != SP_OK;
     }
   }
   comm_bcast(w, bad, (size_t)s->njobs, last);
@@ -336,6 +360,7 @@ int job_check_videos(job_session *s) {
   }
   free(bad);
   if (s->vae && !any && !s->stream && w->rank == 0)
-    sp_log_warn("run: --vae is given but no job has video=: nothing to decode");
+    sp_log_warn("run: --vae is given but no job has video= or image=: nothing to decode or "
+                "encode");
   return s->single && nbad ? SP_ERR_INPUT : SP_OK;
 }

@@ -19,6 +19,8 @@
 #define JOB_CHUNK_ROWS_LOG2 31
 #define JOB_CHUNK_ROWS_MAX (INT64_C(1) << JOB_CHUNK_ROWS_LOG2)
 #define JOB_FPS_MAX 240
+#define JOB_AREA_MIN 1024 /* --max-area: 32 x 32 pixels, one TI2V latent token */
+#define JOB_AREA_LOG2 32  /* --max-area: at most 2^32 pixels */
 #define JOB_SPEED_MAX 1000 /* planner/plan.h PLAN_SPEED_MAX */
 #define JOB_TOKENS_LOG2 31 /* planner/plan.h PLAN_TOKENS_MAX */
 #define STR_(x) #x

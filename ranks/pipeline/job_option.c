@@ -17,11 +17,12 @@ static const job_option table[JOB_OPT_COUNT] = {
      "prompt); from 'staticpipe encode' or launch/encode_prompt.py\n"
      "(required without --jobs or --prompt)"},
     {JOB_OPT_FRAMES, "frames", 'f', "N", "81", 1, "frames, 4k+1, 1.." STR(JOB_FRAMES_MAX) "; at most 2^31 tokens\n"
-     "(frames and size together)"},
+     "(frames and size together); a TI2V model's default: 121"},
     {JOB_OPT_SIZE, "size", 's', "HxW", "480x832", 1,
      "height x width in pixels, multiples of 16, each\n"
      "16.." STR(JOB_SIDE_MAX) "; also W*H, the Wan repository's form\n"
-     "(832*480 is 480x832)"},
+     "(832*480 is 480x832); a TI2V model's: multiples of 32,\n"
+     "default 704x1280"},
     {JOB_OPT_STEPS, "steps", 'n', "N", "50", 1, "sampling steps, 1.." STR(JOB_STEPS_MAX)},
     {JOB_OPT_CFG, "cfg", 'g', "G", "5", 1,
      "guidance scale, 0.." STR(JOB_CFG_MAX) "; 1 runs the conditional branch only,\n"
@@ -57,7 +58,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "  out=FILE [seed=K | noise=FILE] [frames=N]\n"
      "  [size=HxW] [steps=N] [cfg=G] [shift=S] [sampler=NAME]\n"
      "  [video=FILE] [fps=N] (video= needs --vae) [boundary=B]\n"
-     "  [cache=C]\n"
+     "  [cache=C] [image=FILE | image-latents=FILE] [max-area=A]\n"
      "keys left out take the values of the flags above; jobs run\n"
      "in order, up to one per rank in flight together when they\n"
      "share latent shape and steps (their micro-batches fill the\n"
@@ -131,15 +132,17 @@ static const job_option table[JOB_OPT_COUNT] = {
      "table and as counters in --trace (synchronises each block)"},
     {JOB_OPT_QUIET, "quiet", 'q', NULL, NULL, 0, "no progress lines"},
     {JOB_OPT_VAE, "vae", 0, "VAE", NULL, 0,
-     "the VAE decoder (a file from convert or init, or\n"
-     "synth:wan2.1-vae[:SEED], synth:wan2.1-vae-tiny[:SEED])"},
+     "the VAE: the decoder of --video, the encoder of --image (a\n"
+     "file from convert or init, or synth:wan2.1-vae[-tiny][:SEED];\n"
+     "a TI2V model's is the Wan 2.2 VAE: synth:wan2.2-vae[-tiny])"},
     {JOB_OPT_VIDEO, "video", 0, "FILE", NULL, 1,
      "also decode the latents with --vae into FILE: .mp4, .mkv,\n"
      ".mov (H.264), .webm (VP9) through FFmpeg's libraries, or .h5\n"
      "(dataset 'video' float32 [3, T, H, W] in [-1, 1]); written\n"
      "atomically by the last rank after the latents"},
     {JOB_OPT_FPS, "fps", 0, "N", STR(VIDEO_OUT_DEFAULT_FPS), 1,
-     "frames per second of the video, an integer 1.." STR(JOB_FPS_MAX)},
+     "frames per second of the video, an integer 1.." STR(JOB_FPS_MAX) " (a TI2V\n"
+     "model's default: 24)"},
     {JOB_OPT_VAE_PRECISION, "vae-precision", 0, "P", "bf16", 0,
      "CUDA VAE decoder: bf16 (weights and activations, fp32\n"
      "accumulation), fp32, or tf32: fp32 with the convolutions\n"
@@ -265,6 +268,25 @@ static const job_option table[JOB_OPT_COUNT] = {
      "video, seed or noise, frames, size, steps, cfg, shift,\n"
      "sampler, schedule, seconds), then at the end the summary (the\n"
      "plan, and per rank its blocks, bytes loaded and times)"},
+    {JOB_OPT_IMAGE, "image", 0, "FILE", NULL, 1,
+     "image to video (an I2V or TI2V model: Wan 2.2 I2V-A14B,\n"
+     "TI2V-5B): the first frame, a PNG or JPEG (8-bit, read as\n"
+     "RGB); prepared as the published pipelines do (I2V.md) and\n"
+     "encoded with --vae's encoder on rank 0 before the model is\n"
+     "placed. The size comes from the image and --max-area (I2V:\n"
+     "the latent grid of its aspect ratio, bicubic resize; TI2V:\n"
+     "multiples of 32, LANCZOS resize and centre crop): no --size"},
+    {JOB_OPT_IMAGE_LATENTS, "image-latents", 0, "FILE", NULL, 1,
+     "the image already encoded, instead of --image: HDF5 dataset\n"
+     "'latents' float32; I2V: [16, F, H/8, W/8], the Wan 2.1 VAE's\n"
+     "latents of the resized image followed by frames - 1 zero\n"
+     "frames (F gives the frames); TI2V: [48, 1, H/16, W/16], the\n"
+     "Wan 2.2 VAE's of the image alone. The size comes from it"},
+    {JOB_OPT_MAX_AREA, "max-area", 0, "A", NULL, 1,
+     "the pixels of the video an --image sets the size of, an\n"
+     "integer " STR(JOB_AREA_MIN) "..2^" STR(JOB_AREA_LOG2) " or HxW (the Wan\n"
+     "repository's --size, 720*1280); default: the model's\n"
+     "(I2V-A14B 720*1280, TI2V-5B 704*1280)"},
 };
 
 /* The Wan repository's generate.py and diffusers' spellings (run takes

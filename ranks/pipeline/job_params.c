@@ -116,6 +116,18 @@ static int set_cfg(job_spec *j, const char *flag, const char *v) {
   return job_parse_double(flag, comma + 1, -HUGE_VAL, HUGE_VAL, &j->cfg_low);
 }
 
+/* --max-area A: an integer, or HxW (W*H) whose product it is; the range
+ * is job_spec_check's. */
+static int set_max_area(job_spec *j, const char *flag, const char *v) {
+  if (strpbrk(v, "xX*")) {
+    int64_t h = 0, w = 0;
+    if (job_parse_size_hw(flag, v, &h, &w) != SP_OK) return SP_ERR_INPUT;
+    j->max_area = h * w;
+    return SP_OK;
+  }
+  return job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &j->max_area);
+}
+
 /* --cache METHOD:T / cache= (the threshold's range is the parser's). */
 static int set_cache(job_spec *j, const char *flag, const char *v) {
   char err[256];
@@ -137,14 +149,22 @@ int job_spec_set(job_spec *j, int id, const char *v, const char *where) {
   case JOB_OPT_NOISE: return set_path(flag, v, j->noise);
   case JOB_OPT_OUT: return set_path(flag, v, j->out);
   case JOB_OPT_VIDEO: return set_path(flag, v, j->video);
+  case JOB_OPT_IMAGE: return set_path(flag, v, j->image);
+  case JOB_OPT_IMAGE_LATENTS: return set_path(flag, v, j->image_latents);
+  case JOB_OPT_MAX_AREA: return set_max_area(j, flag, v);
   case JOB_OPT_FPS:
     /* An integer, as the help's N says; the range is job_spec_check's. */
     rc = job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &i64);
     j->fps = (double)i64;
+    j->fps_given = 1;
     return rc;
   case JOB_OPT_SEED: return job_parse_uint64(flag, v, &j->seed);
-  case JOB_OPT_FRAMES: return job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &j->frames);
-  case JOB_OPT_SIZE: return job_parse_size_hw(flag, v, &j->height, &j->width);
+  case JOB_OPT_FRAMES:
+    j->frames_given = 1;
+    return job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &j->frames);
+  case JOB_OPT_SIZE:
+    j->size_given = 1;
+    return job_parse_size_hw(flag, v, &j->height, &j->width);
   case JOB_OPT_STEPS:
     /* Beyond int: a value the validator refuses. */
     rc = job_parse_int64(flag, v, INT64_MIN, INT64_MAX, &i64);
@@ -314,4 +334,5 @@ void job_params_default(job_params *p) {
       sp_fatal("the default of --%s does not parse", job_option_get(i)->name);
   p->job.steps_given = 0; /* defaults, not given */
   p->job.cfg_given = p->job.shift_given = 0;
+  p->job.frames_given = p->job.size_given = p->job.fps_given = 0;
 }

@@ -42,9 +42,19 @@ typedef struct job_spec {
   char noise[JOB_PATH];  /* --noise, "" for the seed */
   char out[JOB_PATH];    /* --out, "" when -o named the video (job_spec_video_out) */
   char video[JOB_PATH];  /* --video, "" for none */
+  /* Image to video (I2V.md): --image, encoded with --vae's encoder on rank
+   * 0 before the model is placed (job_image.c), or --image-latents, the
+   * image already encoded; "" for none. max_area: --max-area, the image's
+   * pixel budget (0: the model's default). The job's size (and, from
+   * image latents, its frames) is the image's, set when it is read. */
+  char image[JOB_PATH], image_latents[JOB_PATH];
+  int64_t max_area;
   double fps;            /* --fps of the video */
   uint64_t seed;
   int64_t frames, height, width;
+  /* Given, not defaults: a model's own defaults fill the rest
+   * (job_params_apply_model; TI2V-5B: 121 frames of 704x1280 at 24). */
+  int frames_given, size_given, fps_given;
   int steps;
   double cfg, shift;
   /* Two experts (MODEL.md "Wan 2.2 A14B"): cfg is the high-noise expert's
@@ -142,6 +152,10 @@ int job_params_check(job_params *p, int what);
  * (job_workload_check); where is NULL for the command line, else the
  * "FILE:LINE" of a --jobs line. */
 int job_spec_check(const job_spec *j, const char *where);
+/* A job's image rules (where as for job_spec_check): --image and
+ * --image-latents exclude each other, --max-area goes with --image, and
+ * --image needs --vae (its encoder). SP_OK or SP_ERR_INPUT (one line). */
+int job_image_check(const job_params *p, const job_spec *j, const char *where);
 /* A video name on -o (out=): .mp4, .mkv, .mov or .webm. With --vae and no
  * --video (video=) it becomes the job's video and no latents file is
  * written; otherwise it is refused (the latents are HDF5 or a .latent):

@@ -66,6 +66,10 @@ static int job_outputs(const job_params *p, const job_spec *j, const char *where
   add(s, f, j->cond);
   job_flag(f, sizeof f, where, "noise");
   add(s, f, j->noise);
+  job_flag(f, sizeof f, where, "image");
+  add(s, f, j->image);
+  job_flag(f, sizeof f, where, "image-latents");
+  add(s, f, j->image_latents);
   rank_lora_spec lora[RANK_LORA_MAX];
   const int nl = j->lora_given ? job_spec_loras(p, j, lora) : 0;
   job_flag(f, sizeof f, where, "lora");
@@ -132,6 +136,11 @@ static int inputs_check(const job_params *p) {
   if (j->cond[0] && rank_path_check_input("--cond", j->cond, RANK_PATH_FILE) != SP_OK)
     return SP_ERR_INPUT;
   if (j->noise[0] && rank_path_check_input("--noise", j->noise, RANK_PATH_FILE) != SP_OK)
+    return SP_ERR_INPUT;
+  if (j->image[0] && rank_path_check_input("--image", j->image, RANK_PATH_FILE) != SP_OK)
+    return SP_ERR_INPUT;
+  if (j->image_latents[0] &&
+      rank_path_check_input("--image-latents", j->image_latents, RANK_PATH_FILE) != SP_OK)
     return SP_ERR_INPUT;
   return SP_OK;
 }

@@ -11,13 +11,62 @@
 #include "log.h"
 #include "model_plan.h"
 #include "stage.h"
-#include "wan_vae_gpu.h"
 
 int job_micro_batches(const job_spec *j) { return j->cfg != 1.0 || j->cfg_low != 1.0 ? 2 : 1; }
 
+/* ---- a model's task (I2V.md) ---- */
+
+/* "--key" or "where: key": how a message names a job's field. */
+static void key_name(char *buf, size_t n, const char *where, const char *key) {
+  if (where)
+    snprintf(buf, n, "%s: %s", where, key);
+  else
+    snprintf(buf, n, "--%s", key);
+}
+
+/* The job against the model's task: an image only for an image-to-video
+ * model, always for I2V (unless the job is the --jobs lines' defaults),
+ * the size from the image, TI2V's multiples of 32. */
+static int check_task(const job_spec *j, const rank_model_info *mi, const char *where,
+                      int defaults) {
+  const wan_task task = wan_config_task(&mi->config);
+  const int image = j->image[0] || j->image_latents[0];
+  char flag[JOB_PATH + 32];
+  key_name(flag, sizeof flag, where, j->image[0] ? "image" : "image-latents");
+  if (image && task == WAN_TASK_T2V) {
+    sp_log_error("%s: %s is a text-to-video model (in_dim %lld): it takes no image (an "
+                 "image-to-video model has 36 input channels, I2V-A14B, or 48, TI2V-5B)",
+                 flag, mi->id.source, (long long)mi->config.in_dim);
+    return SP_ERR_INPUT;
+  }
+  if (!image && task == WAN_TASK_I2V && !defaults) {
+    sp_log_error("%s%s%s is an image-to-video model (I2V-A14B: in_dim %lld): it starts from an "
+                 "image: give %s (with --vae) or %s",
+                 where ? where : "run", ": ", mi->id.source, (long long)mi->config.in_dim,
+                 where ? "image=FILE" : "--image FILE", where ? "image-latents=FILE"
+                                                           : "--image-latents FILE");
+    return SP_ERR_INPUT;
+  }
+  key_name(flag, sizeof flag, where, "size");
+  if (image && j->size_given) {
+    sp_log_error("%s: the size of an image's job comes from the image (and --max-area): leave "
+                 "size out",
+                 flag);
+    return SP_ERR_INPUT;
+  }
+  if (!image && task == WAN_TASK_TI2V && (j->height % 32 || j->width % 32)) {
+    sp_log_error("%s: %lldx%lld: a TI2V model's latent is 16 times smaller than the video and "
+                 "its tokens 2x2 latent positions: height and width must be multiples of 32",
+                 flag, (long long)j->height, (long long)j->width);
+    return SP_ERR_INPUT;
+  }
+  return SP_OK;
+}
+
 /* ---- a two-expert model's rules (MODEL.md "Wan 2.2 A14B") ---- */
 
-int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const char *where) {
+/* A one-expert model refuses two guidance scales and a boundary. */
+static int check_experts(const job_spec *j, const rank_model_info *mi, const char *where) {
   if (mi->experts.count > 1) return SP_OK;
   char flag[JOB_PATH + 32];
   if (j->cfg_pair) {
@@ -41,6 +90,11 @@ int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const cha
   return SP_OK;
 }
 
+int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const char *where) {
+  if (check_task(j, mi, where, 0) != SP_OK) return SP_ERR_INPUT;
+  return check_experts(j, mi, where);
+}
+
 wan_precision job_precision(const job_params *p, const rank_model_info *mi) {
   switch (p->precision) {
   case JOB_PRECISION_BF16: return WAN_PRECISION_BF16;
@@ -54,11 +108,32 @@ int job_precision_check(const job_params *p, const rank_model_info *mi) {
   return rank_stage_precision_check(mi, job_precision(p, mi));
 }
 
+/* A task's published defaults (wan_task_defaults) into what j was not
+ * given. */
+static void task_defaults(job_spec *j, const wan_config *c) {
+  const wan_task_defaults *d = wan_task_defaults_of(wan_config_task(c));
+  if (!d) return;
+  if (!j->frames_given) j->frames = d->frames;
+  if (!j->fps_given) j->fps = d->fps;
+  if (!j->size_given && d->height) {
+    j->height = d->height;
+    j->width = d->width;
+  }
+  if (d->steps && !j->steps_given && !j->sched_given) j->steps = d->steps;
+  if (d->cfg && !j->cfg_given) j->cfg = j->cfg_low = d->cfg;
+  if (d->shift && !j->shift_given) j->shift = d->shift;
+}
+
 int job_params_apply_model(job_params *p, const rank_model_info *mi) {
   job_spec *j = &p->job;
   const rank_model_experts *x = &mi->experts;
   if (job_precision_check(p, mi) != SP_OK) return SP_ERR_INPUT;
-  if (x->count < 2) return job_spec_check_model(j, mi, NULL);
+  task_defaults(j, &mi->config);
+  if (job_spec_check(j, NULL) != SP_OK) return SP_ERR_INPUT;
+  /* With --jobs the command line's job is the lines' defaults: an I2V
+   * model's lines name their images. */
+  if (check_task(j, mi, NULL, p->jobs != NULL) != SP_OK) return SP_ERR_INPUT;
+  if (x->count < 2) return check_experts(j, mi, NULL);
   if (!j->cfg_given) {
     j->cfg = x->cfg[RANK_EXPERT_HIGH];
     j->cfg_low = x->cfg[RANK_EXPERT_LOW];
@@ -78,9 +153,16 @@ void job_step_experts(const job_spec *j, int experts, const int64_t *timesteps,
 /* ---- derived facts ---- */
 
 void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]) {
-  const plan_workload w = {.frames = j->frames, .height = j->height, .width = j->width};
-  lat[0] = c->in_dim;
+  const plan_workload w = {.frames = j->frames, .height = j->height, .width = j->width,
+                           .vae_stride = wan_vae_stride(c)};
+  lat[0] = c->out_dim;
   plan_latent_grid(&w, lat + 1);
+}
+
+int64_t job_cond_floats(const job_spec *j, const wan_config *c, const int64_t lat[4]) {
+  if (!j->image[0] && !j->image_latents[0]) return 0;
+  const int64_t hw = lat[2] * lat[3];
+  return wan_config_task(c) == WAN_TASK_TI2V ? lat[0] * hw : wan_cond_channels(c) * lat[1] * hw;
 }
 
 int64_t job_tokens(const job_spec *j, const wan_config *c) {
@@ -91,7 +173,7 @@ int64_t job_tokens(const job_spec *j, const wan_config *c) {
 
 plan_workload job_workload(const job_spec *j, const wan_config *c, int batch) {
   return (plan_workload){j->frames, j->height, j->width, job_micro_batches(j) * batch,
-                         c->text_len, 0};
+                         c->text_len, 0, wan_vae_stride(c)};
 }
 
 int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_flight,
@@ -121,13 +203,6 @@ void job_plan_options(const job_params *p, int cuda, plan_options *po) {
   po->stream_frac = p->stream_frac;
   po->max_rows = p->chunk_rows > 0 ? p->chunk_rows : 0;
   po->simple_attn = cuda && p->attn == KERN_ATTN_SIMPLE;
-}
-
-uint64_t job_decoder_bytes(const wan_vae_config *vae_config, wan_vae_gpu_precision prec,
-                           const plan_workload *wl) {
-  int64_t fhw[3];
-  plan_latent_grid(wl, fhw);
-  return (uint64_t)wan_vae_gpu_bytes(vae_config, fhw[1], fhw[2], prec);
 }
 
 void job_plan_model(const job_plan_req *r, uint64_t *bb, plan_model *pm) {

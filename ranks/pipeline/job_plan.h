@@ -13,14 +13,19 @@
 #include "model_file.h"
 #include "plan.h"
 #include "wan_config.h"
-#include "wan_vae.h"
 
 /* Micro-batches of a job: 2 (the conditional and the unconditional branch)
  * for any guidance scale other than 1 (either expert's), else 1. */
 int job_micro_batches(const job_spec *j);
-/* The latent [channels, F, H, W]: channels from the model (in_dim), F from
- * the 4x temporal VAE (first frame alone), H and W 8x spatial. */
+/* The latent [channels, F, H, W] a job samples: channels the model's
+ * out_dim (the noise; an I2V model's input adds its conditioning y), F
+ * from the 4x temporal VAE (first frame alone), H and W the VAE's spatial
+ * factor (wan_vae_stride: 8, or 16 for TI2V). */
 void job_latent_shape(const job_spec *j, const wan_config *c, int64_t lat[4]);
+/* Floats of an image job's conditioning for its latent lat (job_image.h):
+ * I2V's y (in_dim - out_dim, F, H, W), TI2V's z (out_dim, 1, H, W); 0
+ * without an image. */
+int64_t job_cond_floats(const job_spec *j, const wan_config *c, const int64_t lat[4]);
 /* Tokens of the job's latent after the patch embedding. */
 int64_t job_tokens(const job_spec *j, const wan_config *c);
 /* The plan's workload for one job with batch items each (plan --batch). */
@@ -34,12 +39,15 @@ int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_fli
 
 /* ---- what depends on the model ---- */
 
-/* A two-expert model's defaults (boundary, cfg pair, shift, steps: its root
- * attributes) fill what p->job was not given; a one-expert model refuses
- * two --cfg values and --boundary (one line naming the flag); the
- * precision is checked (job_precision_check). SP_OK or SP_ERR_INPUT. */
+/* The model's task's published defaults (TI2V-5B: 121 frames of 704x1280
+ * at 24 fps; wan_task_defaults) and a two-expert model's (boundary, cfg
+ * pair, shift, steps: its root attributes) fill what p->job was not given;
+ * the task's rules (an image only for an image-to-video model, always for
+ * I2V-A14B, TI2V's sizes multiples of 32); a one-expert model refuses two
+ * --cfg values and --boundary (one line naming the flag); the precision is
+ * checked (job_precision_check). SP_OK or SP_ERR_INPUT. */
 int job_params_apply_model(job_params *p, const rank_model_info *mi);
-/* The same check for one job (a --jobs line, where "FILE:LINE"). */
+/* The same checks for one job (a --jobs line, where "FILE:LINE"). */
 int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const char *where);
 /* Each step's expert of job j on a model of experts experts (from its
  * schedule's timesteps: MODEL.md "Wan 2.2 A14B"), into expert[steps];
@@ -59,10 +67,6 @@ int job_precision_check(const job_params *p, const rank_model_info *mi);
 /* Sets the planner's options the job gives: --order, --stream-frac,
  * --chunk-rows, the simple attention's scratch on CUDA (the others stay). */
 void job_plan_options(const job_params *p, int cuda, plan_options *po);
-/* Device bytes the last rank keeps for the CUDA VAE decoder of --video
- * (weights and workspace, wan_vae_gpu_bytes) at the latent size of wl. */
-uint64_t job_decoder_bytes(const wan_vae_config *vae_config, wan_vae_gpu_precision prec,
-                           const plan_workload *wl);
 
 /* What a plan is made of. */
 typedef struct job_plan_req {

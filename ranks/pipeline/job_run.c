@@ -12,6 +12,7 @@
 #include "layout_grid.h"
 #include "log.h"
 #include "pipeline.h"
+#include "preview.h"
 
 /* A group's per-job buffers: schedules and outputs. */
 typedef struct group_bufs {
@@ -67,6 +68,18 @@ static int group_setup(job_session *s, const job_spec *const *js, job_inputs *in
       ins[q].noise.data = sp_xmalloc((size_t)n * sizeof(float));
     }
     comm_bcast(w, ins[q].noise.data, (size_t)n * sizeof(float), 0);
+    /* An image's conditioning: I2V's y for stage 0, TI2V's frame for
+     * stage 0 and the last stage (job_image.h). */
+    const int64_t nc = job_cond_floats(j, c, lat);
+    if (nc && w->rank != 0) {
+      ins[q].cond.numel = nc;
+      ins[q].cond.data = sp_xmalloc((size_t)nc * sizeof(float));
+    }
+    if (w->rank == 0 && ins[q].cond.numel != nc)
+      sp_fatal("internal: job %d's image conditioning holds %lld values, its latent needs %lld",
+               j->line, (long long)ins[q].cond.numel, (long long)nc);
+    if (nc) comm_bcast(w, ins[q].cond.data, (size_t)nc * sizeof(float), 0);
+    const int ti2v = wan_config_task(c) == WAN_TASK_TI2V;
     b->sigmas[q] = sp_xmalloc((size_t)(j->steps + 1) * sizeof(float));
     b->ts[q] = sp_xmalloc((size_t)j->steps * sizeof(int64_t));
     b->out[q] = sp_xmalloc((size_t)n * sizeof(float));
@@ -81,6 +94,8 @@ static int group_setup(job_session *s, const job_spec *const *js, job_inputs *in
                             .sampler = j->sampler, .cfg = (float)j->cfg,
                             .cfg_low = (float)j->cfg_low, .expert = b->expert[q],
                             .micro = micro, .noise = ins[q].noise.data, .out = b->out[q],
+                            .cond = nc && !ti2v ? ins[q].cond.data : NULL,
+                            .frame0 = nc && ti2v ? ins[q].cond.data : NULL,
                             .slot0 = q * s->slots_per_job, .cache = b->cache[q]};
   }
   free(ctx_emb);
@@ -158,14 +173,13 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
        * compared without reading the files (launch/demo.sh). */
       if (r == SP_OK && js[q]->out[0])
         sp_log_info("run: wrote %s%s (latents crc32c:%08x)", js[q]->out,
-                    s->params.preview ? " and its .png preview" : "",
+                    s->params.preview && lat[0] == RANK_PREVIEW_CHANNELS ? " and its .png preview"
+                                                                         : "",
                     crc32c(0, b.out[q], (size_t)(lat[0] * lat[1] * lat[2] * lat[3]) * sizeof(float)));
       if (r == SP_OK && js[q]->video[0]) {
         decode_opts d = job_decode_opts(s, js[q]);
         decode_stats st;
-        /* The VAE's weights are read at the first video, kept for the rest. */
-        if (!s->vae_weights) r = decode_weights_read(s->vae, &s->vae_weights);
-        if (r == SP_OK) r = decode_run_with(&d, s->vae, s->vae_weights, b.out[q], lat, &st);
+        r = job_vae_decode(s->vae, &d, b.out[q], lat, &st);
         if (r == SP_OK)
           sp_log_info("run: wrote %s (%lld frames of %lldx%lld, decoded in %.2f s)",
                       js[q]->video, (long long)st.frames, (long long)st.height,

@@ -56,16 +56,8 @@ int job_session_open(const comm_world *w, const job_params *p, job_session **out
   comm_bcast(w, &o->job, sizeof o->job, 0);
   if (!o->vae) return SP_OK;
   comm_set_phase("opening the VAE");
-  rc = vae_model_open(o->vae, o->verify, &s->vae);
-  if (rc == SP_OK) {
-    const int64_t z = vae_model_get_info(s->vae)->config.z_dim;
-    const int64_t out_dim = rank_model_get_info(s->m)->config.out_dim;
-    if (z != out_dim) {
-      sp_log_error("--vae %s: decodes %lld latent channels; the model %s makes %lld", o->vae,
-                   (long long)z, o->model, (long long)out_dim);
-      rc = SP_ERR_INPUT;
-    }
-  }
+  rc = job_vae_open("--vae", o->vae, o->verify, &rank_model_get_info(s->m)->config, o->model,
+                    &s->vae);
   return job_session_fail(s, job_phase(w, rc, "opening the VAE"));
 }
 
@@ -115,6 +107,8 @@ int job_session_plan(job_session *s) {
   /* Before anything is placed: the text encoder's memory is free again
    * when the blocks load. */
   if ((rc = job_prompts_encode(s)) != SP_OK) return job_session_fail(s, rc);
+  /* The images too (their size is the jobs' size: before the plan). */
+  if ((rc = job_images_prepare(s)) != SP_OK) return job_session_fail(s, rc);
   if ((rc = job_setup_loras(s)) != SP_OK) return job_session_fail(s, rc);
   /* One plan for every job: the largest latent and, with CFG anywhere, two
    * micro-batches (the split does not change the latents, so a job gives
@@ -146,8 +140,7 @@ int job_session_plan(job_session *s) {
   if (best < 0) return SP_OK; /* every line was bad (each already reported) */
   /* The CUDA decoder's memory on the last rank, counted by the planner. */
   const uint64_t dec = s->vae && s->dev == RANK_DEVICE_CUDA
-                           ? job_decoder_bytes(&vae_model_get_info(s->vae)->config,
-                                               s->params.vae_precision, &wl)
+                           ? job_vae_decoder_bytes(s->vae, s->params.vae_precision, &wl)
                            : 0;
   if ((rc = job_make_plan(s, &wl, dec)) != SP_OK) return job_session_fail(s, rc);
   s->planned = 1;
@@ -212,8 +205,8 @@ void job_session_close(job_session *s) {
   free(s->cache_act);
   rank_stage_free(s->stage);
   rank_model_close(s->m);
-  decode_weights_free(s->vae_weights);
-  vae_model_close(s->vae);
+  job_images_free(s->images);
+  job_vae_close(s->vae);
   rank_lora_close(s->lora);
   comm_transport_close(s->tp);
   free(s);

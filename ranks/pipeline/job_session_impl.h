@@ -8,15 +8,16 @@
 
 #include "wan_vae_decode.h"
 #include "gpu_share.h"
+#include "job_image.h"
 #include "job_io.h"
 #include "job_plan.h"
 #include "job_prompt.h"
 #include "job_session.h"
+#include "job_vae.h"
 #include "jobs.h"
 #include "lora.h"
 #include "model_file.h"
 #include "transport.h"
-#include "vae_file.h"
 
 /* What the job loop shares: the world, the model, the plan and the stage,
  * which stays loaded from job to job while the latent shape stays. */
@@ -36,8 +37,8 @@ struct job_session {
   int cache_any;
   comm_transport *tp;
   rank_model *m;
-  vae_model *vae;     /* --vae (metadata on every rank; the last rank decodes) */
-  decode_weights *vae_weights; /* last rank: read at the first video= job, kept */
+  job_vae *vae;       /* --vae (metadata on every rank; rank 0 encodes the images, the last
+                       * rank decodes) */
   rank_lora *lora;    /* merged: the LoRAs merged into m's groups as they are read;
                        * bypass: those the stage's pairs come from */
   /* bypass: the LoRAs the stage's pairs are of (lora_set 0: none set yet) */
@@ -57,6 +58,7 @@ struct job_session {
   int ndone, nfailed; /* jobs finished and failed so far (job_report) */
   job_inputs in0;     /* the single job's inputs (rank 0), read before planning */
   job_prompts *prompt_ctx; /* rank 0: the jobs' encoded prompts (job_prompt.c) */
+  job_images *images; /* rank 0: the jobs' image conditioning (job_image.c) */
   int in_flight;      /* jobs in flight together at most */
   int prompts;        /* prompt slots the stage holds */
   int slots_per_job;  /* prompt slots of one job in flight (2 with CFG) */
@@ -113,6 +115,16 @@ int job_make_plan(job_session *s, const plan_workload *wl, uint64_t decoder_byte
 int job_prompts_encode(job_session *s);
 /* Rank 0: job j's contexts from s->prompt_ctx into in->ctx (copies). */
 int job_prompt_inputs(const job_session *s, const job_spec *j, job_inputs *in);
+
+/* job_image.c */
+/* Rank 0 reads every good job's image (or image latents), sets the job's
+ * size (and frames) from it, prepares and encodes it with --vae's encoder
+ * into s->images, before the model is placed; every rank gets the jobs'
+ * sizes and which were refused (a single run ends). Nothing when no job
+ * has an image. */
+int job_images_prepare(job_session *s);
+/* Rank 0: job j's conditioning from s->images into in->cond (a copy). */
+int job_image_inputs(const job_session *s, const job_spec *j, job_inputs *in);
 
 /* job_io.c */
 /* Rank 0 reads and checks a job's inputs before any of its work starts. */

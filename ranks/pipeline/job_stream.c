@@ -76,6 +76,15 @@ static void stream_check(job_session *s, job_spec *j) {
     job_spec_mark_bad(j);
     return;
   }
+  if (j->image[0] || j->image_latents[0]) {
+    /* The size is the image's, and the encoder runs before the model is
+     * placed (job_image.c): neither fits a line that comes after. */
+    sp_log_error("%s: image= and image-latents= on a streamed line are not built yet (an "
+                 "image sets the job's size, which the run was planned for before the first "
+                 "line): give the images in a --jobs file", where);
+    job_spec_mark_bad(j);
+    return;
+  }
   if (!job_loras_same(want, n, base, nb)) {
     sp_log_error("%s: lora= on a streamed line is not built yet (a stream takes the LoRAs "
                  "of --lora for every job)",

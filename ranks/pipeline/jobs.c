@@ -66,7 +66,8 @@ static int parse_line(const job_params *p, char *s, const char *where, job_spec 
     /* lora= is per job, unlike --lora's merge at load (job_spec_loras). */
     if (!opt || (!opt->per_job && opt->id != JOB_OPT_LORA)) {
       sp_log_error("%s: unknown key '%s' (cond, out, seed, noise, frames, size, steps, cfg, "
-                   "shift, sampler, timesteps, sigmas, lora, prompt, negative)",
+                   "shift, sampler, timesteps, sigmas, lora, prompt, negative, image, "
+                   "image-latents, max-area)",
                    where, tok);
       return SP_ERR_INPUT;
     }
@@ -93,6 +94,7 @@ static int parse_line(const job_params *p, char *s, const char *where, job_spec 
     return SP_ERR_INPUT;
   }
   if (job_spec_video_out(p, j, where) != SP_OK) return SP_ERR_INPUT;
+  if (job_image_check(p, j, where) != SP_OK) return SP_ERR_INPUT;
   return job_spec_check(j, where);
 }
 

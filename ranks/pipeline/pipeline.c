@@ -222,7 +222,8 @@ static void run_group(bufs *B, const rank_job *jobs, const micro *mb, int k0, in
                   "send act", i, k);
       double t0 = comm_now();
       rank_trace_push("embed");
-      rank_stage_embed(s, latent[mb[k].job], (double)jb->timesteps[i], b);
+      const double t = (double)jb->timesteps[i];
+      rank_stage_embed(s, latent[mb[k].job], t, jb->frame0 ? 0.0 : t, b);
       compute_done(s, "embed", t0, i, k, stats);
       cache_send_input(B, i, k, b);
     } else if (act[k - k0] != RANK_CACHE_SKIP || last) {
@@ -318,9 +319,21 @@ static int micro_batches_of(const rank_job *jobs, int njobs, micro *all) {
     if ((jobs[j].expert == NULL) != (jobs[0].expert == NULL) ||
         (jobs[0].expert && memcmp(jobs[j].expert, jobs[0].expert, (size_t)steps) != 0))
       sp_fatal("internal: jobs in flight together differ in their experts' steps");
+    if ((jobs[j].cond == NULL) != (jobs[0].cond == NULL))
+      sp_fatal("internal: jobs in flight together differ in having an image's conditioning");
     for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++) all[KA++] = (micro){j, b};
   }
   return KA;
+}
+
+/* A TI2V job's image frame (rank_job.frame0) into latent frame 0 of
+ * latent (out_dim, F, H, W): the published (1 - mask2) z + mask2 x with a
+ * 0/1 mask is this copy. */
+static void put_frame0(const rank_job *j, float *latent) {
+  if (!j->frame0) return;
+  const int64_t hw = j->lat[2] * j->lat[3], fhw = j->lat[1] * hw;
+  for (int64_t c = 0; c < j->lat[0]; c++)
+    memcpy(latent + c * fhw, j->frame0 + c * hw, (size_t)hw * sizeof *latent);
 }
 
 /* The last stage's step i of job j: its branches' velocities v (n floats
@@ -338,6 +351,7 @@ static void sampler_step(const rank_job *j, rank_sampler *smp, int i, float *con
   const float g = j->expert && j->expert[i] == RANK_EXPERT_LOW ? j->cfg_low : j->cfg;
   if (rank_job_micro_batches(j) == 2) rank_cfg_combine(v[1], v[0], g, v[0], (size_t)n);
   rank_sampler_step(smp, i, v[0], latent);
+  put_frame0(j, latent);
   check_finite(latent, n, i, j->steps, "the latent this rank's sampler updated");
 }
 
@@ -385,10 +399,18 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
   /* Pinned: stage 0 copies the latent to the device asynchronously. The
    * latent changes only in the sampler (after rank_stage_sync) or by the
    * next step's message, which the last stage sends only after it received
-   * every micro-batch this stage computed from it. */
+   * every micro-batch this stage computed from it. On stage 0 an I2V job's
+   * y follows it in the same buffer: the model's input [x; y] (x alone
+   * travels between the stages). */
+  const int64_t voxels = jobs[0].lat[1] * jobs[0].lat[2] * jobs[0].lat[3];
+  const int64_t ncond = first ? voxels * wan_cond_channels(rank_stage_config(s)) : 0;
+  if (ncond && !jobs[0].cond)
+    sp_fatal("internal: an image-to-video model's job without its conditioning");
   for (int j = 0; j < njobs && (first || last); j++) {
-    latent[j] = rank_stage_host_alloc(scfg, lat_bytes);
+    latent[j] = rank_stage_host_alloc(scfg, lat_bytes + (size_t)ncond * sizeof(float));
     memcpy(latent[j], jobs[j].noise, lat_bytes);
+    memcpy(latent[j] + n, jobs[j].cond, (size_t)ncond * sizeof(float));
+    put_frame0(&jobs[j], latent[j]);
   }
   for (int j = 0; j < njobs && last; j++) {
     for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++)

@@ -59,7 +59,7 @@
 #include "step_cache.h"
 
 typedef struct rank_job {
-  int64_t lat[4];          /* latent (in_dim, F, H, W) */
+  int64_t lat[4];          /* latent (out_dim, F, H, W): what the sampler updates */
   int steps;
   const float *sigmas;     /* (steps + 1) */
   const int64_t *timesteps; /* (steps) */
@@ -70,6 +70,14 @@ typedef struct rank_job {
                               NULL for a one-expert model (MODEL.md "Wan 2.2 A14B") */
   int micro;               /* micro-batches: job_micro_batches(cfg), 2 with CFG */
   const float *noise;      /* stage 0 and last stage: initial latent (numel) */
+  /* Image to video (I2V.md; job_image.h), NULL without an image:
+   * cond      stage 0: an I2V model's y (in_dim - out_dim, F, H, W), the
+   *           same every step, embedded after the latent ([x; y]);
+   * frame0    stage 0 and last stage: a TI2V model's image latent
+   *           (out_dim, 1, H, W), copied into latent frame 0 before the
+   *           first step and after every sampler step; the tokens of that
+   *           frame take timestep 0 (rank_stage_embed's t_first). */
+  const float *cond, *frame0;
   float *out;              /* last stage: the final latent (numel) */
   int slot0;               /* its first prompt slot: conditional slot0, negative slot0 + 1 */
   /* Step caching (DESIGN.md "Step caching"): (steps x micro) what micro-batch

@@ -119,7 +119,7 @@ static void step_check_stage(const char *what, rank_device dev, int64_t chunk_ro
   step_check_log(name, &log, WAN_STEP_FIRST_CONTEXT, WAN_STEP_FIRST_BLOCK, 1);
 
   const int slot = 0, buf = 0;
-  rank_stage_embed(s, lat, 999.0, buf);
+  rank_stage_embed(s, lat, 999.0, 999.0, buf);
   memset(&log, 0, sizeof log);
   wan_step_log_attach(&log);
   rank_stage_blocks(s, 1, &slot, &buf);

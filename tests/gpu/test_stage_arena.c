@@ -14,8 +14,11 @@
  * (W8A8: the input codes, scales and products scratch, as the planner
  * counts them for a GPU of unknown compute capability) and in bf16 (the
  * fp8 file's weights dequantised: the weight-only scratch), and the bf16
- * weights quantised at load in fp8. Exit 77 with one line when there is no
- * CUDA device. */
+ * weights quantised at load in fp8. And for a TI2V model
+ * (synth:wan2.2-ti2v-tiny: the Wan 2.2 VAE's 16x latent stride, latent
+ * frame 0's second time table in every message and modulation), in bf16
+ * and from an int8 file run W8A8: both sets of buffers in one arena. Exit
+ * 77 with one line when there is no CUDA device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +124,19 @@ static const arena_case two_expert_cases[] = {
      .width = 48, .stream_frac = -1, .seq = 2},
 };
 
+/* TI2V: sizes of multiples of 32 (the latent's 16x stride, then the
+ * patch's 2); Ulysses splits the tokens of latent frame 0 as well. */
+static const arena_case ti2v_cases[] = {
+    {.nranks = 1, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 9, .height = 128,
+     .width = 96, .stream_frac = -1},
+    {.nranks = 2, .micro_batches = 2, .order = PLAN_ORDER_BLOCK, .frames = 5, .height = 96,
+     .width = 64, .stream_frac = 0.5, .max_rows = 4, .simple_attn = 1},
+    {.nranks = 3, .micro_batches = 1, .order = PLAN_ORDER_MICRO, .frames = 13, .height = 64,
+     .width = 96, .stream_frac = 1, .max_rows = 8},
+    {.nranks = 1, .micro_batches = 2, .order = PLAN_ORDER_MICRO, .frames = 9, .height = 64,
+     .width = 64, .stream_frac = -1, .seq = 2},
+};
+
 /* Stage r of plan p (Ulysses rank u of it) loaded on the GPU: its arena
  * against the layout and the plan's peak, then its re-layouts. */
 static void check_rank(rank_model *m, const arena_case *k, int idx, const plan_model *pm,
@@ -134,7 +150,7 @@ static void check_rank(rank_model *m, const arena_case *k, int idx, const plan_m
   rank_stage_cfg sc = {.first_block = q->first_block, .last_block = q->last_block,
                        .embed = q->has_embed, .head = q->has_head,
                        .prompts = k->micro_batches, .lat_f = (k->frames - 1) / 4 + 1,
-                       .lat_h = k->height / 8, .lat_w = k->width / 8,
+                       .lat_h = k->height / w->vae_stride, .lat_w = k->width / w->vae_stride,
                        .device = RANK_DEVICE_CUDA, .cuda_device = 0,
                        .attn = k->simple_attn ? KERN_ATTN_SIMPLE : KERN_ATTN_AUTO,
                        .streamed = &p->streamed[q->first_block],
@@ -188,7 +204,8 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
     devs[r].speed = 1.0;
   }
   rank_model_plan_epilogue(&pm, devs, k->nranks);
-  plan_workload w = {k->frames, k->height, k->width, k->micro_batches, cf->text_len, k->seq};
+  plan_workload w = {k->frames, k->height, k->width, k->micro_batches, cf->text_len, k->seq,
+                     wan_vae_stride(cf)};
   plan_options o;
   plan_options_default(&o);
   o.order = k->order;
@@ -223,12 +240,13 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
     for (int u = 0; u < (k->seq > 1 ? k->seq : 1); u++) check_rank(m, k, idx, &pm, &w, &p, r, u);
 }
 
-/* synth:wan2.1-tiny's weights (bf16) into a file of dtype (an fp8 or
- * int8 one quantises its blocks' linear weights), as init writes them. */
-static int write_tiny(const char *path, kern_dtype dtype) {
+/* The weights (bf16) of synth:PRESET (a one-expert preset) into a file of
+ * dtype (an fp8 or int8 one quantises its blocks' linear weights), as init
+ * writes them. */
+static int write_tiny(const char *preset, const char *path, kern_dtype dtype) {
   wan_config c;
   rank_model_experts x;
-  rank_model_preset("wan2.1-tiny", &c, &x);
+  if (rank_model_preset(preset, &c, &x) != 0) return -1;
   rank_model_writer *w = NULL;
   if (rank_model_writer_open(path, &c, dtype, "", &w) != SP_OK) return -1;
   int rc = SP_OK;
@@ -253,8 +271,9 @@ static int write_tiny(const char *path, kern_dtype dtype) {
   return rank_model_writer_commit(w) == SP_OK ? 0 : -1;
 }
 
-/* The one-expert cases on model spec at precision p. */
-static void run_cases(const char *spec, wan_precision p, int first_idx) {
+/* The n cases of list on model spec at precision p. */
+static void run_list(const char *spec, wan_precision p, const arena_case *list, size_t n,
+                     int first_idx) {
   rank_model *m = NULL;
   if (rank_model_open(spec, 0, &m) != SP_OK) {
     CHECK(0, "cannot open %s", spec);
@@ -262,10 +281,19 @@ static void run_cases(const char *spec, wan_precision p, int first_idx) {
   }
   g_precision = p;
   printf("%s in %s\n", spec, wan_precision_name(p));
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    run_case(m, &cases[i], first_idx + (int)i);
+  for (size_t i = 0; i < n; i++) run_case(m, &list[i], first_idx + (int)i);
   rank_model_close(m);
   g_precision = WAN_PRECISION_BF16;
+}
+
+/* The one-expert cases on model spec at precision p. */
+static void run_cases(const char *spec, wan_precision p, int first_idx) {
+  run_list(spec, p, cases, sizeof cases / sizeof cases[0], first_idx);
+}
+
+/* The TI2V cases on model spec at precision p. */
+static void run_ti2v(const char *spec, wan_precision p, int first_idx) {
+  run_list(spec, p, ti2v_cases, sizeof ti2v_cases / sizeof ti2v_cases[0], first_idx);
 }
 
 /* The quantized files' and precisions' cases (fp8 W8A8 where the GPU has
@@ -280,7 +308,8 @@ static void quantized_cases(void) {
   }
   snprintf(f8, sizeof f8, "%s/fp8.h5", dir);
   snprintf(i8, sizeof i8, "%s/int8.h5", dir);
-  CHECK(write_tiny(f8, KERN_DTYPE_E4M3) == 0 && write_tiny(i8, KERN_DTYPE_I8) == 0,
+  CHECK(write_tiny("wan2.1-tiny", f8, KERN_DTYPE_E4M3) == 0 &&
+            write_tiny("wan2.1-tiny", i8, KERN_DTYPE_I8) == 0,
         "the fp8 and int8 files written");
   run_cases(f8, WAN_PRECISION_BF16, 200);
   run_cases(i8, WAN_PRECISION_INT8, 300);
@@ -291,6 +320,12 @@ static void quantized_cases(void) {
     printf("fp8 cases skipped: sm_%d%d has no fp8 tensor cores\n", d.cc_major, d.cc_minor);
   }
   unlink(f8);
+  unlink(i8);
+  /* TI2V from an int8 file, W8A8: the second time table beside the
+   * quantised inputs' buffers */
+  snprintf(i8, sizeof i8, "%s/ti2v_int8.h5", dir);
+  CHECK(write_tiny("wan2.2-ti2v-tiny", i8, KERN_DTYPE_I8) == 0, "the TI2V int8 file written");
+  run_ti2v(i8, WAN_PRECISION_INT8, 700);
   unlink(i8);
   rmdir(dir);
 }
@@ -322,6 +357,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof two_expert_cases / sizeof two_expert_cases[0]; i++)
     run_case(m, &two_expert_cases[i], 100 + (int)i);
   rank_model_close(m);
+  run_ti2v("synth:wan2.2-ti2v-tiny", WAN_PRECISION_BF16, 600);
   quantized_cases();
   comm_transport_close(g_tp);
   comm_finalize(&world);

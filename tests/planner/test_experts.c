@@ -41,7 +41,7 @@ static int count_kind(const plan_layout *l, plan_buf k) {
 static void test_layout_totals(void) {
   test_wan t;
   two_experts(&t);
-  plan_workload w = {17, 96, 80, 2, 512, 0};
+  plan_workload w = {17, 96, 80, 2, 512, 0, 0};
   for (int pos = 0; pos < 4; pos++)
     for (int swap = 0; swap < 2; swap++) {
       plan_rank q = {.first_block = 0, .last_block = 2, .has_embed = pos & 1,
@@ -96,7 +96,7 @@ static void test_layout_totals(void) {
 static void test_choice(void) {
   test_wan t;
   two_experts(&t);
-  plan_workload w = {1, 64, 64, 2, 512, 0};
+  plan_workload w = {1, 64, 64, 2, 512, 0, 0};
   plan_options o;
   plan_options_default(&o);
   o.order = PLAN_ORDER_MICRO;
@@ -173,7 +173,7 @@ static void test_switch_ms(void) {
   t.m.embed_bytes *= 2;
   t.m.head_bytes *= 2;
   t.m.experts = 2;
-  plan_workload w = {81, 480, 832, 2, 512, 0};
+  plan_workload w = {81, 480, 832, 2, 512, 0, 0};
   plan_options o;
   plan_options_default(&o);
   const double k = plan_block_flops(&t.m, plan_tokens(&w), 512) / (o.gpu_tflops * 1e12) * 1e3;
@@ -200,7 +200,7 @@ static void test_forms(void) {
   t.m.embed_bytes *= 2;
   t.m.head_bytes *= 2;
   t.m.experts = 2;
-  plan_workload w = {81, 480, 832, 2, 512, 0};
+  plan_workload w = {81, 480, 832, 2, 512, 0, 0};
   plan_options o;
   plan_options_default(&o);
   plan_device d[2];

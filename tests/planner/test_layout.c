@@ -74,7 +74,8 @@ static uint64_t ref_carve(const plan_stage_shape *s) {
   uint64_t kv = (uint64_t)s->prompts * (uint64_t)s->nblocks * (uint64_t)(T * D);
   ref_take(kv * 2);
   ref_take(kv * 2);
-  for (int i = 0; i < s->act_buffers; i++) ref_take((uint64_t)(L * D + 7 * D) * 4);
+  const int64_t tt = s->time_tables > 1 ? 2 : 1; /* TI2V: a second e, e0 per message */
+  for (int i = 0; i < s->act_buffers; i++) ref_take((uint64_t)(L * D + 7 * D * tt) * 4);
   uint64_t kv_rows = (uint64_t)(L * D) * 2, ffn = (uint64_t)(R * F) * 2;
   ref_take(2 * kv_rows > ffn ? 2 * kv_rows : ffn);
   for (int i = 0; i < 4; i++) ref_take((uint64_t)(R * D) * 2);
@@ -84,8 +85,8 @@ static uint64_t ref_carve(const plan_stage_shape *s) {
   if (s->has_embed) ref_take((uint64_t)(T * D) * 2);
   ref_take((uint64_t)(L * hd / 2) * 4);
   ref_take((uint64_t)(L * hd / 2) * 4);
-  ref_take((uint64_t)(6 * D) * 4);
-  ref_take((uint64_t)(2 * D) * 4);
+  ref_take((uint64_t)(6 * D * tt) * 4);
+  ref_take((uint64_t)(2 * D * tt) * 4);
   ref_take((uint64_t)(s->freq_dim + 2 * D) * 4);
   if (s->has_embed || s->has_head) {
     int64_t pmax = (s->in_dim > s->out_dim ? s->in_dim : s->out_dim) * s->patch;
@@ -184,7 +185,8 @@ static void check_rank(const plan_model *m, const plan_workload *w, const plan *
               kv->bytes >= (uint64_t)(q->chunk_rows * m->ffn_dim * 2),
           "%s rank %d: k/v / ffn union of %llu bytes", what, r, (unsigned long long)kv->bytes);
     CHECK(hb->bytes == (uint64_t)(q->chunk_rows * D * 2), "%s rank %d: chunk buffer", what, r);
-    CHECK(act->bytes == (uint64_t)(L * D + 7 * D) * 4, "%s rank %d: message bytes", what, r);
+    CHECK(act->bytes == (uint64_t)(L * D + 7 * D * (m->time_tables > 1 ? 2 : 1)) * 4,
+          "%s rank %d: message bytes", what, r);
     CHECK(ck->bytes == (uint64_t)p->micro_batches * (uint64_t)nb * (uint64_t)(m->text_len * D) * 2,
           "%s rank %d: context k bytes", what, r);
   }
@@ -220,13 +222,19 @@ static void test_plans(void) {
   for (int which = 0; which < 3; which++) {
     test_wan t;
     model_make(&t, which);
+    /* Half the time a TI2V model's: 48 channels in and out, two time
+     * tables in every message and modulation. */
+    if (sp_rand_u64() % 2) {
+      t.m.in_dim = t.m.out_dim = 48;
+      t.m.time_tables = 2;
+    }
     for (size_t ci = 0; ci < sizeof clips / sizeof clips[0]; ci++) {
       clip c = clips[ci];
       if (c.frames == 0)
         c = (clip){1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(4, 52), 16 * sp_rand_int(4, 52)};
       for (int nr = 1; nr <= 4 && nr <= t.m.num_blocks; nr++) {
         for (int k = 0; k < 6; k++) {
-          plan_workload w = {c.frames, c.height, c.width, (int)sp_rand_int(1, 3), t.m.text_len, 0};
+          plan_workload w = {c.frames, c.height, c.width, (int)sp_rand_int(1, 3), t.m.text_len, 0, 0};
           plan_options o;
           plan_options_default(&o);
           o.order = sp_rand_u64() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
@@ -292,7 +300,7 @@ static void test_attn_scratch(void) {
 static void test_bad_shapes(void) {
   test_wan t;
   model_make(&t, 0);
-  plan_workload w = {17, 96, 80, 2, 512, 0};
+  plan_workload w = {17, 96, 80, 2, 512, 0, 0};
   plan_rank q = {.first_block = 0, .last_block = 3, .has_embed = 1, .has_head = 1,
                  .order = PLAN_ORDER_MICRO, .chunk_rows = 150};
   plan_stage_shape s;

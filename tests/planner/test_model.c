@@ -9,11 +9,11 @@
 static int close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
 
 static void test_tokens_flops(void) {
-  plan_workload w = {81, 480, 832, 1, 512, 0};
+  plan_workload w = {81, 480, 832, 1, 512, 0, 0};
   CHECK(plan_tokens(&w) == 32760, "480x832x81 -> %lld", (long long)plan_tokens(&w));
-  plan_workload w7 = {81, 720, 1280, 1, 512, 0};
+  plan_workload w7 = {81, 720, 1280, 1, 512, 0, 0};
   CHECK(plan_tokens(&w7) == 75600, "720x1280x81 -> %lld", (long long)plan_tokens(&w7));
-  plan_workload w1 = {1, 480, 832, 1, 512, 0};
+  plan_workload w1 = {1, 480, 832, 1, 512, 0, 0};
   CHECK(plan_tokens(&w1) == 30 * 52, "one frame");
 
   test_wan big, small;
@@ -39,7 +39,7 @@ static void test_stage_time(void) {
   plan_options_default(&o);
   o.gpu_tflops = 200.0 + 800.0 * sp_rand_unit();
   o.host_link_gbs = 5.0 + 50.0 * sp_rand_unit();
-  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), 1, 512, 0};
+  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), 1, 512, 0, 0};
   double L = (double)plan_tokens(&w), D = (double)t.m.dim, F = (double)t.m.ffn_dim;
   double speed = 0.25 + 2.0 * sp_rand_unit();
   double blk = (12 * L * D * D + 4 * L * D * F + 4 * L * L * D + 4 * L * 512 * D) /
@@ -100,7 +100,7 @@ static void test_block_major_time(void) {
   o.gpu_tflops = 200.0 + 800.0 * sp_rand_unit();
   o.host_link_gbs = 5.0 + 50.0 * sp_rand_unit();
   int M = (int)sp_rand_int(1, 4);
-  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), M, 512, 0};
+  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), M, 512, 0, 0};
   double L = (double)plan_tokens(&w), D = (double)t.m.dim, F = (double)t.m.ffn_dim;
   double speed = 0.25 + 2.0 * sp_rand_unit();
   double blk = (12 * L * D * D + 4 * L * D * F + 4 * L * L * D + 4 * L * 512 * D) /
@@ -188,7 +188,7 @@ static void test_memory_layout(void) {
   test_wan big, small;
   test_wan_make(&big, 1);
   test_wan_make(&small, 0);
-  plan_workload w = {81, 480, 832, 2, 512, 0};
+  plan_workload w = {81, 480, 832, 2, 512, 0, 0};
   const int64_t L = 32760;
   struct {
     test_wan *t;
@@ -232,7 +232,7 @@ static void test_memory(void) {
   test_wan t;
   test_wan_make(&t, (int)(sp_rand_u64() % 2));
   int64_t M = sp_rand_int(1, 4);
-  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), (int)M, 512, 0};
+  plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52), (int)M, 512, 0, 0};
   int64_t L = plan_tokens(&w), D = t.m.dim;
   int nb = (int)sp_rand_int(1, 20);
   int order = sp_rand_u64() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;

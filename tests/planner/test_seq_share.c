@@ -18,7 +18,7 @@ static uint64_t al(uint64_t b) { return (b + 255) / 256 * 256; }
 static void test_split(void) {
   for (int64_t L = 1; L <= 300; L++)
     for (int U = 1; U <= 12; U++) {
-      plan_workload w = {1, 16, 16 * L, 1, 512, U};
+      plan_workload w = {1, 16, 16 * L, 1, 512, U, 0};
       CHECK(plan_tokens(&w) == L, "L %lld", (long long)L);
       int64_t sum = 0, most = 0, prev = -1;
       for (int u = 0; u < U; u++) {
@@ -53,7 +53,7 @@ static void test_layout(void) {
   const int64_t L = 21 * 30 * 53;
   uint64_t prev_total = 0;
   for (int U = 1; U <= 8; U *= 2) {
-    plan_workload w = {81, 480, 848, 2, 512, U};
+    plan_workload w = {81, 480, 848, 2, 512, U, 0};
     CHECK(plan_tokens(&w) == L, "tokens %lld", (long long)plan_tokens(&w));
     const uint64_t tr = (uint64_t)((L + U - 1) / U);
     for (int first = 0; first <= 1; first++) {
@@ -126,7 +126,7 @@ static void test_time(void) {
   o.seq_link_gbs = 100.0;
   const double D = 5120, F = 13824, L = 21 * 30 * 53;
   for (int U = 1; U <= 8; U *= 2) {
-    plan_workload w = {81, 480, 848, 1, 512, U};
+    plan_workload w = {81, 480, 848, 1, 512, U, 0};
     const double tr = ceil(L / U);
     double a2a = U > 1 ? 4 * tr * D * 2 * (U - 1.0) / U / 100e9 * 1e3 : 0.0;
     CHECK(fabs(plan_seq_a2a_ms(&t.m, &w, &o) - a2a) <= 1e-12 * a2a, "U %d all-to-all %.9f, %.9f",
@@ -153,7 +153,7 @@ static void test_plan(void) {
   char err[4096];
   CHECK(plan_budget_parse(NULL, 2, &b, err, sizeof err) == PLAN_OK, "budget: %s", err);
   static plan p;
-  plan_workload w = {81, 480, 848, 2, 512, 8};
+  plan_workload w = {81, 480, 848, 2, 512, 8, 0};
   CHECK(plan_make(&t.m, d, 2, &b, &w, &o, &p, err, sizeof err) == PLAN_OK, "U 8: %s", err);
   const int64_t L = 21 * 30 * 53;
   CHECK(p.tokens == L, "plan tokens %lld", (long long)p.tokens);

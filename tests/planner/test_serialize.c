@@ -23,7 +23,7 @@ static int random_plan(plan *p) {
     t.m.head_bytes *= 2;
   }
   plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52),
-                     (int)sp_rand_int(1, 3), 512, 0};
+                     (int)sp_rand_int(1, 3), 512, 0, 0};
   plan_device d[5];
   for (int r = 0; r < R; r++) {
     char name[PLAN_NAME_LEN];

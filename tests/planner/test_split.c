@@ -130,7 +130,7 @@ static void test_worked_examples(void) {
   test_wan big, small;
   test_wan_make(&big, 1);
   test_wan_make(&small, 0);
-  plan_workload w = {81, 480, 832, 2, 512, 0};
+  plan_workload w = {81, 480, 832, 2, 512, 0, 0};
   plan_device d[2];
   char err[4096];
 
@@ -235,7 +235,7 @@ static void test_optimal(void) {
     t.m.num_blocks = B;
     for (int i = 0; i < B; i++) t.blocks[i] = (uint64_t)sp_rand_int(50, 1500) << 20;
     plan_workload w = {1 + 4 * sp_rand_int(0, 10), 16 * sp_rand_int(16, 40), 16 * sp_rand_int(16, 40),
-                       (int)sp_rand_int(1, 3), 512, 0};
+                       (int)sp_rand_int(1, 3), 512, 0, 0};
     plan_device d[4];
     for (int r = 0; r < R; r++) {
       char name[16];
@@ -353,7 +353,7 @@ static void test_properties(void) {
     t.m.num_blocks = B;
     for (int i = 0; i < B; i++) t.blocks[i] = equal ? blk : (uint64_t)sp_rand_int(30, 800) << 20;
     plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52),
-                       (int)sp_rand_int(1, 4), 512, 0};
+                       (int)sp_rand_int(1, 4), 512, 0, 0};
     plan_device d[6];
     for (int r = 0; r < R; r++) {
       char name[16];
@@ -443,7 +443,7 @@ static void test_asymmetric(void) {
   for (int it = 0; it < 100; it++) {
     test_wan t;
     test_wan_make(&t, 1);
-    plan_workload w = {81, 480, 832, (int)sp_rand_int(1, 2), 512, 0};
+    plan_workload w = {81, 480, 832, (int)sp_rand_int(1, 2), 512, 0, 0};
     double small = 9 + 6 * sp_rand_unit(), bigm = small + 2 + 20 * sp_rand_unit();
     int big_first = (int)(sp_rand_u64() % 2);
     plan_device d[2];
@@ -476,7 +476,7 @@ static void test_single_rank_monotone(void) {
     int equal = (int)(sp_rand_u64() % 2);
     for (int i = 0; i < B; i++) t.blocks[i] = equal ? t.blocks[0] : (uint64_t)sp_rand_int(30, 800) << 20;
     plan_workload w = {1 + 4 * sp_rand_int(0, 20), 16 * sp_rand_int(16, 52), 16 * sp_rand_int(16, 52),
-                       (int)sp_rand_int(1, 4), 512, 0};
+                       (int)sp_rand_int(1, 4), 512, 0, 0};
     double gib = 1.5 + 10 * sp_rand_unit();
     /* a fixed order keeps the range's preferences (fewest streamed, then
      * coarsest chunks); auto may switch orders, and only its time, the
@@ -522,7 +522,7 @@ static void test_order_choice(void) {
   static plan pm, pb;
   test_wan big;
   test_wan_make(&big, 1);
-  plan_workload w = {81, 480, 832, 2, 512, 0};
+  plan_workload w = {81, 480, 832, 2, 512, 0, 0};
   plan_options o;
   plan_options_default(&o);
   o.host_link_gbs = 5; /* a 702 MB copy takes 140 ms, a block 70 ms: copies do not hide */
@@ -568,7 +568,7 @@ static void test_order_choice(void) {
 static void test_stream_frac(void) {
   test_wan big;
   test_wan_make(&big, 1);
-  plan_workload w = {81, 480, 832, 2, 512, 0};
+  plan_workload w = {81, 480, 832, 2, 512, 0, 0};
   plan_options o;
   plan_options_default(&o);
   plan_device d[2];
@@ -618,7 +618,7 @@ static void test_stream_frac(void) {
 static void test_max_rows(void) {
   test_wan small;
   test_wan_make(&small, 0);
-  plan_workload w = {81, 480, 832, 2, 512, 0};
+  plan_workload w = {81, 480, 832, 2, 512, 0, 0};
   plan_options o;
   plan_options_default(&o);
   plan_device d;
@@ -652,7 +652,7 @@ static void test_max_rows(void) {
 static void test_decoder_bytes(void) {
   test_wan big;
   test_wan_make(&big, 1);
-  plan_workload w = {81, 480, 832, 2, 512, 0};
+  plan_workload w = {81, 480, 832, 2, 512, 0, 0};
   plan_options o;
   plan_options_default(&o);
   plan_device d[2];

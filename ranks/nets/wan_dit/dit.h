@@ -79,6 +79,23 @@ void rank_dit_widen(const wan_layout *src_l, const void *src, const wan_layout *
 size_t rank_dit_scratch_floats(const wan_config *c, int64_t tokens, int seq_n,
                                int64_t lora_rank);
 
+/* The time embedding of a micro-batch's tokens (MODEL.md step 2; I2V.md "A
+ * timestep per token"): e (dim) and e0 (6, dim) of its timestep for every
+ * token, or, on a TI2V model, a second pair for the `first` tokens of
+ * latent frame 0 (their own timestep: 0 when that frame is the image).
+ * first counts tokens of the whole sequence (their global index), so a
+ * Ulysses rank or a chunk whose rows cross it splits there. first = 0 (and
+ * the _first pointers NULL): one timestep for all, exactly MODEL.md's. */
+typedef struct rank_dit_time {
+  const float *e, *e0;             /* tokens first .. L - 1 */
+  const float *e_first, *e0_first; /* tokens 0 .. first - 1 */
+  int64_t first;
+} rank_dit_time;
+
+/* Of rows row0 .. row0 + n - 1 of the sequence, how many take the _first
+ * pair (the rows before tm->first): 0..n. */
+int64_t rank_dit_time_first_rows(const rank_dit_time *tm, int64_t row0, int64_t n);
+
 /* e (dim) and e0 (6, dim) from the integer timestep t. */
 void rank_dit_embed_time(const wan_config *c, const wan_embed_f32 *w, double t, float *e,
                          float *e0, float *scratch);
@@ -102,20 +119,22 @@ void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
                          float *scratch);
 
 /* One transformer block on x (rows, dim) in place, the steps of
- * wan_steps.h in its order. e0 (6, dim); ck, cv from rank_dit_context_kv.
+ * wan_steps.h in its order. tm: the tokens' e0 (the modulation of each
+ * row is its table's); ck, cv from rank_dit_context_kv.
  * With seq, x holds this rank's rows of the sequence (their RoPE
  * positions are their global ones) and the self-attention exchanges heads
  * with the stage's other ranks (every one calls it); per row and head it
  * computes exactly what one rank holding every token does. */
 void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block_lora_f32 *lora,
-                    float *x, const float *e0, const float *ck, const float *cv,
+                    float *x, const rank_dit_time *tm, const float *ck, const float *cv,
                     const rank_rope *rope, const rank_dit_seq *seq, float *scratch);
 
-/* Head and unpatchify: out (out_dim, F, H, W) from x (rows, dim) and e.
+/* Head and unpatchify: out (out_dim, F, H, W) from x (rows, dim) and the
+ * tokens' e (tm, each row its table's).
  * With seq, x holds this rank's rows and every rank of the stage gets the
  * whole out (the rows are gathered before the unpatchify). */
 void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
-                   const float *e, int64_t F, int64_t H, int64_t W, const rank_dit_seq *seq,
-                   float *out, float *scratch);
+                   const rank_dit_time *tm, int64_t F, int64_t H, int64_t W,
+                   const rank_dit_seq *seq, float *out, float *scratch);
 
 #endif

@@ -48,11 +48,16 @@ int64_t rank_dit_seq_rows(const rank_dit_seq *seq, int64_t L) {
   return seq ? plan_seq_rows(L, seq->n, seq->me) : L;
 }
 
+int64_t rank_dit_time_first_rows(const rank_dit_time *tm, int64_t row0, int64_t n) {
+  const int64_t k = tm->first - row0;
+  return k <= 0 ? 0 : k >= n ? n : k;
+}
+
 /* Floats of the block's own regions (h, q, k, v, attn (L, D) each, the FFN
- * hidden (L, ffn_dim), the modulation (6, D)): the sequence-parallel
- * region, then the bypass's follow. */
+ * hidden (L, ffn_dim), the modulation (6, D) per time table): the
+ * sequence-parallel region, then the bypass's follow. */
 static size_t block_floats(const wan_config *c, int64_t L) {
-  return (size_t)(5 * L * c->dim + L * c->ffn_dim + 6 * c->dim);
+  return (size_t)(5 * L * c->dim + L * c->ffn_dim + 6 * c->dim * wan_time_tables(c));
 }
 
 /* The sequence-parallel region of a block holding Lu of the L tokens over n
@@ -78,11 +83,11 @@ size_t rank_dit_scratch_floats(const wan_config *c, int64_t L, int seq_n, int64_
   const int64_t Lu = plan_seq_rows(L, seq_n > 1 ? seq_n : 1, 0);
   /* block: its regions + the sequence-parallel and the bypass's; embed
    * text: hidden (text_len, dim) + padded context (text_len, text_dim);
-   * patch: tokens (L, 64); head: (Lu, D) + (L, 64) + (2, D); time:
-   * (freq_dim + 8 D) */
+   * patch: tokens (L, 64); head: (Lu, D) + (L, 64) + (2, D) per time
+   * table; time: (freq_dim + 8 D) */
   size_t block = block_floats(c, Lu) + seq_floats(c, L, Lu, seq_n) + lora_floats(c, Lu, lora_rank);
   size_t text = (size_t)(T * D + T * c->text_dim);
-  size_t head = (size_t)(Lu * D + L * wan_patch_out(c) + 2 * D);
+  size_t head = (size_t)(Lu * D + L * wan_patch_out(c) + 2 * D * wan_time_tables(c));
   size_t patch = (size_t)(L * wan_patch_in(c));
   size_t time = (size_t)(c->freq_dim + 8 * D);
   /* the context's k and v in fp8 with bypassed pairs: its quantised copy
@@ -261,10 +266,41 @@ void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
                PAIR(lora, cross_attn_v_w), v, T, D, D, scratch);
 }
 
+/* The block's modulation rows (MODEL 4): m (6, D) = modulation (1, 6, D) +
+ * e0 (6, D), in fp32; chunks shift1, scale1, gate1, shift2, scale2, gate2. */
+static void modulation(const float *mod, const float *e0, int64_t D, float *m) {
+  for (int64_t i = 0; i < 6 * D; i++) m[i] = mod[i] + e0[i];
+}
+
+/* The modulation tables of a block's rows: m for every row, or, on a
+ * TI2V micro-batch, mf for its first nf rows (the tokens of latent frame
+ * 0: I2V.md "A timestep per token"). Each op below is row-wise, so it runs
+ * on rows [0, nf) with mf's vectors and on the rest with m's: each row
+ * gets exactly what it gets in a call of its own. */
+typedef struct mod_rows {
+  const float *m, *mf; /* (6, D) each; mf unused when nf is 0 */
+  int64_t nf, D;
+} mod_rows;
+
+/* h (L, D) = h * (1 + scale) + shift, chunk k (shift) and k + 1 (scale). */
+static void modulate_rows(const mod_rows *r, float *h, int64_t L, int k) {
+  const int64_t D = r->D;
+  if (r->nf > 0) kern_cpu_modulate(h, r->mf + k * D, r->mf + (k + 1) * D, h, r->nf, D);
+  kern_cpu_modulate(h + r->nf * D, r->m + k * D, r->m + (k + 1) * D, h + r->nf * D, L - r->nf,
+                    D);
+}
+
+/* x (L, D) += o * gate, the gate chunk k. */
+static void gated_add_rows(const mod_rows *r, float *x, const float *o, int64_t L, int k) {
+  const int64_t D = r->D;
+  if (r->nf > 0) kern_cpu_gated_add(x, o, r->mf + k * D, r->nf, D);
+  kern_cpu_gated_add(x + r->nf * D, o + r->nf * D, r->m + k * D, L - r->nf, D);
+}
+
 /* MODEL 4: self-attention, cross-attention, FFN, each a residual update:
  * the steps of wan_steps.h, in its order. */
 void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block_lora_f32 *lora,
-                    float *x, const float *e0, const float *ck, const float *cv,
+                    float *x, const rank_dit_time *tm, const float *ck, const float *cv,
                     const rank_rope *rope, const rank_dit_seq *seq, float *scratch) {
   const int64_t D = c->dim, HD = wan_head_dim(c);
   const int64_t NH = c->heads, T = c->text_len, FF = c->ffn_dim;
@@ -277,23 +313,24 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   float *v = k + L * D;    /* (L, D) */
   float *a = v + L * D;    /* (L, D) attention output */
   float *f = a + L * D;    /* (L, ffn_dim) */
-  float *m = f + L * FF;   /* (6, D) */
+  float *m = f + L * FF;   /* (6, D), and (6, D) of the frame-0 tokens' table */
   float *o = q;            /* (L, D) projection output, reuses q */
   float *sq = scratch + block_floats(c, L); /* the sequence-parallel region */
   float *lt = sq + seq_floats(c, Lall, L, seq ? seq->n : 1); /* the bypass's region */
 
-  /* m = modulation (1, 6, D) + e0 (6, D): chunks shift1, scale1, gate1,
-   * shift2, scale2, gate2, in fp32. */
+  /* m = modulation + e0 per table (the second for the rows before
+   * tm->first, as many of them as this rank holds). */
   wan_step_begin(WAN_STEP_MODULATION);
   const float *mod = use(w, w->modulation);
-  for (int64_t i = 0; i < 6 * D; i++) m[i] = mod[i] + e0[i];
-  const float *shift1 = m, *scale1 = m + D, *gate1 = m + 2 * D;
-  const float *shift2 = m + 3 * D, *scale2 = m + 4 * D, *gate2 = m + 5 * D;
+  const mod_rows mr = {.m = m, .mf = m + 6 * D, .nf = rank_dit_time_first_rows(tm, row0, L),
+                       .D = D};
+  modulation(mod, tm->e0, D, m);
+  if (mr.nf > 0) modulation(mod, tm->e0_first, D, m + 6 * D);
 
   /* self-attention (k and v before q, as the CUDA block makes them) */
   wan_step_begin(WAN_STEP_NORM1);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
-  kern_cpu_modulate(h, shift1, scale1, h, L, D);
+  modulate_rows(&mr, h, L, 0);
   quant_input(w, h, L, D);
   wan_step_begin(WAN_STEP_SELF_K);
   project_qk(c, h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
@@ -311,7 +348,7 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   block_linear(a, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), PAIR(lora, self_attn_o_w),
                o, L, D, D, lt);
   wan_step_begin(WAN_STEP_GATE1);
-  kern_cpu_gated_add(x, o, gate1, L, D);
+  gated_add_rows(&mr, x, o, L, 2);
 
   /* cross-attention: norm3 with affine, no modulation, no gate */
   wan_step_begin(WAN_STEP_NORM3);
@@ -332,7 +369,7 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   /* FFN: the pair of ffn.0 is added before the GELU */
   wan_step_begin(WAN_STEP_NORM2);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
-  kern_cpu_modulate(h, shift2, scale2, h, L, D);
+  modulate_rows(&mr, h, L, 3);
   quant_input(w, h, L, D);
   wan_step_begin(WAN_STEP_FFN_0);
   block_linear(h, use(w, w->ffn_0_w), use(w, w->ffn_0_b), PAIR(lora, ffn_0_w), f, L, D, FF, lt);
@@ -341,24 +378,27 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   wan_step_begin(WAN_STEP_FFN_2);
   block_linear(f, use(w, w->ffn_2_w), use(w, w->ffn_2_b), PAIR(lora, ffn_2_w), o, L, FF, D, lt);
   wan_step_begin(WAN_STEP_GATE2);
-  kern_cpu_gated_add(x, o, gate2, L, D);
+  gated_add_rows(&mr, x, o, L, 5);
 }
 
-/* MODEL 5 and 6: (shift, scale) = head.modulation + e (not e0). With seq,
- * each rank makes its rows of the patches and gathers the others' (every
- * row its own GEMM row) before the unpatchify. */
+/* MODEL 5 and 6: (shift, scale) = head.modulation + e (not e0), per time
+ * table. With seq, each rank makes its rows of the patches and gathers the
+ * others' (every row its own GEMM row) before the unpatchify. */
 void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
-                   const float *e, int64_t F, int64_t H, int64_t W, const rank_dit_seq *seq,
-                   float *out, float *scratch) {
+                   const rank_dit_time *tm, int64_t F, int64_t H, int64_t W,
+                   const rank_dit_seq *seq, float *out, float *scratch) {
   const int64_t D = c->dim, Lall = F * (H / 2) * (W / 2), P = wan_patch_out(c);
   const int64_t L = rank_dit_seq_rows(seq, Lall), row0 = rank_dit_seq_row0(seq, Lall);
+  const int64_t nf = rank_dit_time_first_rows(tm, row0, L);
   float *h = scratch;      /* (L, D) */
   float *t = h + L * D;    /* (Lall, 64) */
-  float *ms = t + Lall * P; /* (2, D): shift, scale */
+  float *ms = t + Lall * P; /* (2, D): shift, scale; then the frame-0 tokens' (2, D) */
   const float *mod = w->head_modulation;
-  for (int64_t i = 0; i < 2 * D; i++) ms[i] = mod[i] + e[i % D];
+  for (int64_t i = 0; i < 2 * D; i++) ms[i] = mod[i] + tm->e[i % D];
+  for (int64_t i = 0; nf > 0 && i < 2 * D; i++) ms[2 * D + i] = mod[i] + tm->e_first[i % D];
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, (float)c->eps);
-  kern_cpu_modulate(h, ms, ms + D, h, L, D);
+  if (nf > 0) kern_cpu_modulate(h, ms + 2 * D, ms + 3 * D, h, nf, D);
+  kern_cpu_modulate(h + nf * D, ms, ms + D, h + nf * D, L - nf, D);
   kern_cpu_linear(h, w->head_head_w, w->head_head_b, t + row0 * P, L, D, P);
   if (seq) {
     int64_t soff[RANK_SEQ_MAX], sn[RANK_SEQ_MAX], roff[RANK_SEQ_MAX], rn[RANK_SEQ_MAX];

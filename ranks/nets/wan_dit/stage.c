@@ -7,7 +7,13 @@
 #include "stage_impl.h"
 
 int64_t rank_act_floats(const wan_config *c, int64_t tokens) {
-  return tokens * c->dim + 7 * c->dim;
+  return tokens * c->dim + 7 * c->dim * wan_time_tables(c);
+}
+
+/* The tokens the second time table is for: latent frame 0's on a TI2V
+ * model (I2V.md "A timestep per token"), none on the others. */
+static int64_t first_tokens(const wan_config *c, rank_grid g) {
+  return wan_time_tables(c) == 2 ? g.h * g.w : 0;
 }
 
 static rank_grid grid_of(const wan_config *c, int64_t lat_f, int64_t lat_h, int64_t lat_w) {
@@ -48,6 +54,7 @@ int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
   s->cfg = *cfg;
   s->grid = grid_of(c, cfg->lat_f, cfg->lat_h, cfg->lat_w);
   s->tokens = rank_grid_tokens(s->grid);
+  s->first_tokens = first_tokens(c, s->grid);
   if (s->cfg.max_tokens < s->tokens) s->cfg.max_tokens = s->tokens;
   s->tokens = held_tokens(cfg, s->tokens);
   s->nblocks = cfg->last_block - cfg->first_block + 1;
@@ -101,17 +108,19 @@ int rank_stage_relayout(rank_stage *s, int64_t lat_f, int64_t lat_h, int64_t lat
   s->ops->sync(s);
   const rank_stage_cfg old_cfg = s->cfg;
   const rank_grid old_grid = s->grid;
-  const int64_t old_tokens = s->tokens;
+  const int64_t old_tokens = s->tokens, old_first = s->first_tokens;
   s->cfg.lat_f = lat_f;
   s->cfg.lat_h = lat_h;
   s->cfg.lat_w = lat_w;
   s->grid = g;
   s->tokens = held_tokens(&s->cfg, tokens);
+  s->first_tokens = first_tokens(s->c, g);
   const int rc = s->ops->relayout(s);
   if (rc != SP_OK) {
     s->cfg = old_cfg;
     s->grid = old_grid;
     s->tokens = old_tokens;
+    s->first_tokens = old_first;
   }
   return rc;
 }
@@ -144,9 +153,12 @@ size_t rank_stage_act_bytes(const rank_stage *s) {
   return (size_t)rank_act_floats(s->c, s->tokens) * sizeof(float);
 }
 void *rank_stage_stream(rank_stage *s) { return s->stream; }
-void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf) {
+void rank_stage_embed(rank_stage *s, const float *latent, double t, double t_first, int buf) {
   check_buf(s, buf);
-  s->ops->embed(s, latent, t, buf);
+  if (t_first != t && wan_time_tables(s->c) < 2)
+    sp_fatal("internal: a timestep of its own (%g, not %g) for latent frame 0 on a %s model",
+             t_first, t, wan_task_name(wan_config_task(s->c)));
+  s->ops->embed(s, latent, t, t_first, buf);
 }
 static void check_cache(const rank_stage *s, int k) {
   if (!s->cache || k < 0 || k >= s->cfg.prompts)

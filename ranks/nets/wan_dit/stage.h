@@ -3,9 +3,14 @@
  * cross-attention k/v of those blocks, and the arena their forward uses.
  *
  * A micro-batch travels between stages as one activation message
- * (rank_act_floats): x (tokens, dim) fp32 | e (dim) | e0 (6, dim), so the
- * time embedding made on stage 0 reaches every stage with the residual
- * stream in a single send. The stage owns act_buffers such messages in its
+ * (rank_act_floats): x (tokens, dim) fp32 | e (dim) | e0 (6, dim), and on
+ * a TI2V model (wan_time_tables 2) e (dim) | e0 (6, dim) again, of the
+ * timestep of the tokens of latent frame 0 (I2V.md "A timestep per
+ * token"; the first grid.h x grid.w tokens), so the time embedding made
+ * on stage 0 reaches every stage with the residual stream in a single
+ * send. A TI2V micro-batch always carries both tables (the same values
+ * when every token has the same timestep: each row's ops are then the one
+ * table's, bit for bit). The stage owns act_buffers such messages in its
  * own memory (device memory on CUDA): the transport receives into them and
  * sends from them, and the step's work never copies them through the host.
  *
@@ -106,7 +111,8 @@ void *rank_stage_host_alloc(const rank_stage_cfg *cfg, size_t bytes);
 void rank_stage_host_free(const rank_stage_cfg *cfg, void *p);
 const rank_stage_cfg *rank_stage_get_cfg(const rank_stage *s);
 
-/* Floats in one activation message for this workload. */
+/* Floats in one activation message for this workload: tokens x dim and
+ * 7 dim per time table (wan_time_tables). */
 int64_t rank_act_floats(const wan_config *c, int64_t tokens);
 
 /* Reads the stage's weights, of every expert of the model, and places them
@@ -145,10 +151,13 @@ size_t rank_stage_act_bytes(const rank_stage *s);
  * ordered against it. */
 void *rank_stage_stream(rank_stage *s);
 
-/* Stage 0: activation message in buffer buf from the latent (host memory,
- * pinned; it must not change until the work is done: rank_stage_sync) and
- * timestep t. */
-void rank_stage_embed(rank_stage *s, const float *latent, double t, int buf);
+/* Stage 0: activation message in buffer buf from the model's input
+ * (in_dim, F, H, W) (host memory, pinned; it must not change until the
+ * work is done: rank_stage_sync; for an I2V model the latent followed by
+ * the conditioning y) and timestep t; t_first is the timestep of the
+ * tokens of latent frame 0 on a TI2V model (0 when that frame is the
+ * image), and must equal t on the others (the caller's bug otherwise). */
+void rank_stage_embed(rank_stage *s, const float *latent, double t, double t_first, int buf);
 /* Stage 0: the time embedding e (dim) of timestep t under the selected
  * expert, into host memory e, at once (before sampling: TeaCache's
  * criterion, ranks/sampling/step_cache.h). SP_OK, or SP_ERR_RUNTIME logged

@@ -144,13 +144,27 @@ static void cpu_set_prompt(rank_stage *s, int slot, const float *ctx) {
                         x->ck + kv_offset(s, slot, b), x->cv + kv_offset(s, slot, b), c->scratch);
 }
 
-static void cpu_embed(rank_stage *s, const float *latent, double t, int buf) {
+/* The time tables of the message x (stage.h): e | e0, then on a TI2V
+ * model the frame-0 tokens' e | e0. */
+static rank_dit_time time_of(const rank_stage *s, const float *x) {
+  const int64_t D = s->c->dim;
+  const float *e = x + s->tokens * D;
+  rank_dit_time tm = {.e = e, .e0 = e + D};
+  if (wan_time_tables(s->c) == 2)
+    tm = (rank_dit_time){.e = e, .e0 = e + D, .e_first = e + 7 * D, .e0_first = e + 8 * D,
+                         .first = s->first_tokens};
+  return tm;
+}
+
+static void cpu_embed(rank_stage *s, const float *latent, double t, double t_first, int buf) {
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
   float *x = s->act[buf], *e = x + s->tokens * D, *e0 = e + D;
   rank_dit_embed_patch(s->c, &c->cur->embed, latent, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
                        seq_of(s), x, c->scratch);
   rank_dit_embed_time(s->c, &c->cur->embed, t, e, e0, c->scratch);
+  if (wan_time_tables(s->c) == 2)
+    rank_dit_embed_time(s->c, &c->cur->embed, t_first, e + 7 * D, e0 + 7 * D, c->scratch);
 }
 
 /* e of timestep t; e0 and the temporaries in memory of its own (before
@@ -187,11 +201,11 @@ static void cpu_cache(rank_stage *s, rank_cache_op op, int buf, int k) {
 static void cpu_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
   cpu_stage *c = st(s);
   const cpu_expert *w = c->cur;
-  const int64_t D = s->c->dim;
   for (int b = 0; b < s->nblocks; b++)
     for (int j = 0; j < n; j++) {
-      float *x = s->act[bufs[j]], *e0 = x + s->tokens * D + D;
-      rank_dit_block(s->c, &w->blocks[b], w->lora ? &w->lora[b] : NULL, x, e0,
+      float *x = s->act[bufs[j]];
+      const rank_dit_time tm = time_of(s, x);
+      rank_dit_block(s->c, &w->blocks[b], w->lora ? &w->lora[b] : NULL, x, &tm,
                      w->ck + kv_offset(s, slots[j], b), w->cv + kv_offset(s, slots[j], b), &c->rope,
                      seq_of(s), c->scratch);
     }
@@ -199,10 +213,10 @@ static void cpu_blocks(rank_stage *s, int n, const int *slots, const int *bufs) 
 
 static void cpu_head(rank_stage *s, int buf, float *out) {
   cpu_stage *c = st(s);
-  const int64_t D = s->c->dim;
   const float *act = s->act[buf];
-  rank_dit_head(s->c, &c->cur->head, act, act + s->tokens * D, s->cfg.lat_f, s->cfg.lat_h,
-                s->cfg.lat_w, seq_of(s), out, c->scratch);
+  const rank_dit_time tm = time_of(s, act);
+  rank_dit_head(s->c, &c->cur->head, act, &tm, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
+                seq_of(s), out, c->scratch);
 }
 
 static void cpu_sync(rank_stage *s) { (void)s; /* every call ran to the end */ }

@@ -18,7 +18,7 @@ typedef struct wan_dit_backend {
   void (*destroy)(rank_stage *s);
   void (*embed_text)(rank_stage *s, const float *context, int64_t L, float *ctx);
   void (*set_prompt)(rank_stage *s, int slot, const float *ctx);
-  void (*embed)(rank_stage *s, const float *latent, double t, int buf);
+  void (*embed)(rank_stage *s, const float *latent, double t, double t_first, int buf);
   void (*blocks)(rank_stage *s, int n, const int *slots, const int *bufs);
   void (*head)(rank_stage *s, int buf, float *out);
   void (*sync)(rank_stage *s);
@@ -43,6 +43,8 @@ struct rank_stage {
   rank_stage_cfg cfg;
   rank_grid grid;
   int64_t tokens;
+  int64_t first_tokens; /* TI2V: the tokens of latent frame 0 (grid.h x grid.w) the second
+                           time table is for (stage.h); 0 on the other models */
   int nblocks;
   int experts;  /* the model's experts, each held whole for the stage's range */
   int expert;   /* the one the calls use */

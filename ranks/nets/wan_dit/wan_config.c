@@ -8,7 +8,35 @@
 #include "kern_quant.h"
 #include "wan_weights.h"
 
-const char *const wan_preset_names[] = {"wan2.1-tiny", "wan2.1-1.3b", "wan2.1-14b", NULL};
+const char *const wan_preset_names[] = {"wan2.1-tiny",      "wan2.1-1.3b",    "wan2.1-14b",
+                                        "wan2.2-ti2v-tiny", "wan2.2-ti2v-5b", NULL};
+
+wan_task wan_config_task(const wan_config *c) {
+  if (c->in_dim == 2 * c->out_dim + WAN_I2V_MASK_CHANNELS) return WAN_TASK_I2V;
+  if (c->in_dim == WAN_TI2V_CHANNELS && c->out_dim == WAN_TI2V_CHANNELS) return WAN_TASK_TI2V;
+  return WAN_TASK_T2V;
+}
+
+const char *wan_task_name(wan_task t) {
+  return t == WAN_TASK_I2V ? "i2v" : t == WAN_TASK_TI2V ? "ti2v" : "t2v";
+}
+
+int wan_time_tables(const wan_config *c) { return wan_config_task(c) == WAN_TASK_TI2V ? 2 : 1; }
+
+int64_t wan_vae_stride(const wan_config *c) { return c->out_dim == WAN_TI2V_CHANNELS ? 16 : 8; }
+
+const wan_task_defaults *wan_task_defaults_of(wan_task t) {
+  /* I2V-A14B: 81 frames at 16 fps, the size from the image and 720 x 1280
+   * (steps 40, shift 5, guidance 3.5 and boundary 0.900 are the file's
+   * two-expert attributes). TI2V-5B: 121 frames at 24 fps, 1280 x 704
+   * (width x height) for text, the area 704 x 1280 for an image, 50
+   * steps, shift 5, guidance 5. */
+  static const wan_task_defaults i2v = {.frames = 81, .fps = 16, .max_area = 720 * 1280};
+  static const wan_task_defaults ti2v = {.frames = 121, .height = 704, .width = 1280, .fps = 24,
+                                         .max_area = 704 * 1280, .steps = 50, .cfg = 5.0,
+                                         .shift = 5.0};
+  return t == WAN_TASK_I2V ? &i2v : t == WAN_TASK_TI2V ? &ti2v : NULL;
+}
 
 static wan_config base_config(void) {
   wan_config c = {0};
@@ -43,6 +71,20 @@ int wan_preset(const char *name, wan_config *out) {
     c.ffn_dim = 13824;
     c.heads = 40;
     c.layers = 40;
+  } else if (strcmp(name, "wan2.2-ti2v-tiny") == 0) {
+    /* wan2.1-tiny's shape with TI2V's 48 channels in and out. */
+    c.dim = 256;
+    c.ffn_dim = 640;
+    c.heads = 2;
+    c.layers = 4;
+    c.in_dim = c.out_dim = WAN_TI2V_CHANNELS;
+  } else if (strcmp(name, "wan2.2-ti2v-5b") == 0) {
+    /* wan/configs/wan_ti2v_5B.py; in/out 48 from the checkpoint's config. */
+    c.dim = 3072;
+    c.ffn_dim = 14336;
+    c.heads = 24;
+    c.layers = 30;
+    c.in_dim = c.out_dim = WAN_TI2V_CHANNELS;
   } else {
     return -1;
   }
@@ -82,6 +124,14 @@ int wan_config_check(const wan_config *c, char *err, size_t errlen) {
                (long long)f[i].v, (long long)f[i].lo, (long long)f[i].hi);
       return -1;
     }
+  }
+  if (c->in_dim != c->out_dim && c->in_dim != 2 * c->out_dim + WAN_I2V_MASK_CHANNELS) {
+    snprintf(err, errlen,
+             "config in_dim %lld, out_dim %lld: in_dim is out_dim (text to video, or 48 and 48: "
+             "TI2V) or 2 x out_dim + %d (image to video: the latent, the mask and the image's "
+             "latents)",
+             (long long)c->in_dim, (long long)c->out_dim, WAN_I2V_MASK_CHANNELS);
+    return -1;
   }
   if (c->dim % c->heads != 0 || c->dim / c->heads != 128) {
     snprintf(err, errlen, "config dim %lld / heads %lld must give head_dim 128", (long long)c->dim,

@@ -42,7 +42,48 @@ static inline int64_t wan_patch_out(const wan_config *c) {
   return c->out_dim * c->patch[0] * c->patch[1] * c->patch[2];
 }
 
-/* Presets: "wan2.1-tiny", "wan2.1-1.3b", "wan2.1-14b". Returns 0, or -1 for
+/* What a DiT of these channels does (I2V.md "Configurations"), the one
+ * place it is decided: the published checkpoints differ by the shape of
+ * patch_embedding.weight and head.head.weight alone.
+ *   T2V   in_dim = out_dim (16): text to video (Wan 2.1, Wan 2.2 A14B).
+ *   I2V   in_dim = 2 out_dim + 4 (36 = 16 + 20): image to video (Wan 2.2
+ *         I2V-A14B): the input is [x (out_dim); y], y = [mask (4); image
+ *         latents (out_dim)], the conditioning fixed for a run.
+ *   TI2V  in_dim = out_dim = 48 (the Wan 2.2 VAE's latent channels): text
+ *         and image to video (Wan 2.2 TI2V-5B): with an image, latent frame
+ *         0 is the image's latent and its tokens take timestep 0. */
+typedef enum { WAN_TASK_T2V = 0, WAN_TASK_I2V = 1, WAN_TASK_TI2V = 2 } wan_task;
+#define WAN_TI2V_CHANNELS 48 /* the Wan 2.2 VAE's z_dim */
+#define WAN_I2V_MASK_CHANNELS 4 /* the mask's channels in y (I2V.md "I2V-A14B" step 3) */
+wan_task wan_config_task(const wan_config *c);
+const char *wan_task_name(wan_task t); /* "t2v", "i2v", "ti2v" */
+/* Channels of the conditioning y (I2V: 4 + out_dim), 0 for the others. */
+static inline int64_t wan_cond_channels(const wan_config *c) { return c->in_dim - c->out_dim; }
+/* Time tables a micro-batch of the model carries (stage.h): 2 for TI2V
+ * (its own timestep for the tokens of latent frame 0, I2V.md "A timestep
+ * per token"), else 1. */
+int wan_time_tables(const wan_config *c);
+/* The VAE's spatial factor for the model's latents: 16 for the Wan 2.2
+ * VAE (48 channels, TI2V), 8 for the Wan 2.1 VAE (16 channels). Time: 4x,
+ * the first frame alone, for both. */
+int64_t wan_vae_stride(const wan_config *c);
+
+/* A task's published run defaults where they differ from the options'
+ * (wan/configs/wan_ti2v_5B.py, wan_i2v_A14B.py, I2V.md "Configurations");
+ * a two-expert model's steps, guidance, shift and boundary are its root
+ * attributes instead. NULL for T2V. */
+typedef struct wan_task_defaults {
+  int64_t frames;          /* frame_num */
+  int64_t height, width;   /* the size of a text-to-video job (0: the options') */
+  double fps;              /* sample_fps */
+  int64_t max_area;        /* the image's area rule (generate.py's --size) */
+  int steps;               /* 0: the options' (or a two-expert model's) */
+  double cfg, shift;       /* 0: the options' */
+} wan_task_defaults;
+const wan_task_defaults *wan_task_defaults_of(wan_task t);
+
+/* Presets: "wan2.1-tiny", "wan2.1-1.3b", "wan2.1-14b", and the one-expert
+ * Wan 2.2 TI2V "wan2.2-ti2v-tiny", "wan2.2-ti2v-5b". Returns 0, or -1 for
  * an unknown name. */
 int wan_preset(const char *name, wan_config *out);
 /* NULL-terminated list of preset names, for --help and error messages. */
@@ -51,8 +92,9 @@ extern const char *const wan_preset_names[];
 const char *wan_preset_match(const wan_config *c);
 
 /* Checks a config for internal consistency (positive sizes, head_dim 128,
- * patch (1,2,2), sizes small enough that no byte count overflows). Returns 0
- * or -1 with a message in err. */
+ * patch (1,2,2), in_dim and out_dim of one of the tasks, sizes small
+ * enough that no byte count overflows). Returns 0 or -1 with a message in
+ * err. */
 int wan_config_check(const wan_config *c, char *err, size_t errlen);
 
 /* The three kinds of weight groups: the embeddings (stage 0), one group per

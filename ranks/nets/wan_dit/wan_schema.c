@@ -183,11 +183,32 @@ static int tensors(const void *config, net_tensor *out) {
 
 /* ---- presets ------------------------------------------------------------------ */
 
-/* The two-expert presets: two DiTs of a Wan 2.1 preset's config. */
+/* The two-expert presets: two DiTs of a Wan 2.1 preset's shape, with the
+ * input channels of their task (16 text to video, 36 image to video). */
 static const struct {
   const char *name, *base;
-} two_expert[] = {{"wan2.2-tiny", "wan2.1-tiny"}, {"wan2.2-a14b", "wan2.1-14b"}};
+  int64_t in_dim;
+} two_expert[] = {{"wan2.2-tiny", "wan2.1-tiny", 16},
+                  {"wan2.2-a14b", "wan2.1-14b", 16},
+                  {"wan2.2-i2v-tiny", "wan2.1-tiny", 36},
+                  {"wan2.2-i2v-a14b", "wan2.1-14b", 36}};
 enum { N_TWO = sizeof two_expert / sizeof two_expert[0] };
+
+void wan_experts_defaults(const wan_config *c, wan_file_config *f) {
+  f->experts = 2;
+  if (wan_config_task(c) == WAN_TASK_I2V) {
+    f->steps = WAN_I2V_A14B_STEPS;
+    f->boundary = WAN_I2V_A14B_BOUNDARY;
+    f->cfg_high = f->cfg_low = WAN_I2V_A14B_CFG;
+    f->shift = WAN_I2V_A14B_SHIFT;
+    return;
+  }
+  f->steps = WAN_A14B_STEPS;
+  f->boundary = WAN_A14B_BOUNDARY;
+  f->cfg_high = WAN_A14B_CFG_HIGH;
+  f->cfg_low = WAN_A14B_CFG_LOW;
+  f->shift = WAN_A14B_SHIFT;
+}
 
 static int preset(const char *name, void *config) {
   wan_file_config *f = config;
@@ -197,23 +218,29 @@ static int preset(const char *name, void *config) {
   for (int i = 0; i < N_TWO; i++)
     if (strcmp(name, two_expert[i].name) == 0) {
       wan_preset(two_expert[i].base, &f->c);
-      f->experts = 2;
-      f->steps = WAN_A14B_STEPS;
-      f->boundary = WAN_A14B_BOUNDARY;
-      f->cfg_high = WAN_A14B_CFG_HIGH;
-      f->cfg_low = WAN_A14B_CFG_LOW;
-      f->shift = WAN_A14B_SHIFT;
+      f->c.in_dim = two_expert[i].in_dim;
+      wan_experts_defaults(&f->c, f);
       return 0;
     }
   return -1;
 }
 
+/* 1 when two configs are the same DiT (every field). */
+static int same_config(const wan_config *a, const wan_config *b) {
+  return a->dim == b->dim && a->ffn_dim == b->ffn_dim && a->heads == b->heads &&
+         a->layers == b->layers && a->in_dim == b->in_dim && a->out_dim == b->out_dim &&
+         a->text_len == b->text_len && a->text_dim == b->text_dim &&
+         a->freq_dim == b->freq_dim && a->eps == b->eps;
+}
+
 static const char *preset_match(const void *config) {
   const wan_file_config *f = config;
-  const char *p = wan_preset_match(&f->c);
-  if (!p || f->experts < 2) return p;
-  for (int i = 0; i < N_TWO; i++)
-    if (strcmp(p, two_expert[i].base) == 0) return two_expert[i].name;
+  if (f->experts < 2) return wan_preset_match(&f->c);
+  for (int i = 0; i < N_TWO; i++) {
+    wan_file_config p;
+    preset(two_expert[i].name, &p);
+    if (same_config(&p.c, &f->c)) return two_expert[i].name;
+  }
   return NULL;
 }
 

@@ -33,7 +33,18 @@ extern const net_schema wan_schema;
 #define WAN_A14B_CFG_LOW 3.0
 #define WAN_A14B_SHIFT 12.0
 #define WAN_A14B_STEPS 40
+/* The published Wan 2.2 I2V-A14B defaults (wan/configs/wan_i2v_A14B.py:
+ * boundary 0.900, sample_shift 5.0, sample_guide_scale (3.5, 3.5),
+ * sample_steps 40; I2V.md "Configurations"). */
+#define WAN_I2V_A14B_BOUNDARY 0.900
+#define WAN_I2V_A14B_CFG 3.5
+#define WAN_I2V_A14B_SHIFT 5.0
+#define WAN_I2V_A14B_STEPS 40
 
+/* The published defaults of a two-expert model of config c (c's task:
+ * I2V-A14B's for image to video, else A14B's) into the two-expert fields
+ * of f (experts 2). */
+void wan_experts_defaults(const wan_config *c, wan_file_config *f);
 /* Checks a two-expert file's defaults (count 1: nothing to check). 0, or
  * -1 with the reason in err. */
 int wan_experts_check(const wan_file_config *f, char *err, size_t n);

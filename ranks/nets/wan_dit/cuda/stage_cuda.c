@@ -191,7 +191,33 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
-static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
+/* e (dim) and e0 (6, dim) of timestep t into device memory (MODEL 2):
+ * the sinusoid in double on the host, into a pinned buffer of the ring
+ * whose previous copy is done, then the MLPs in fp32 on the device. */
+static void time_mlp(rank_stage *s, cuda_stage *c, double t, float *e, float *e0) {
+  const wan_config *cf = s->c;
+  const int64_t D = cf->dim;
+  const wan_embed_bf16 *we = &c->x->embed;
+  int r = c->sinus_next;
+  c->sinus_next = (r + 1) % CUDA_STAGE_SINUS_RING;
+  CUDA_CHECK(cudaEventSynchronize(c->sinus_used[r]));
+  kern_cpu_time_sinusoid(t, cf->freq_dim, c->sinus[r]);
+  float *tin = c->tvec, *h = tin + cf->freq_dim, *se = h + D;
+  CUDA_CHECK(cudaMemcpyAsync(tin, c->sinus[r], (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
+                             c->stream));
+  CUDA_CHECK(cudaEventRecord(c->sinus_used[r], c->stream));
+  kern_cuda_linear_f32_input(tin, we->time_embedding_0_w, we->time_embedding_0_b, h, 1,
+                       cf->freq_dim, D, c->stream);
+  kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
+  kern_cuda_linear_f32_input(h, we->time_embedding_2_w, we->time_embedding_2_b, e, 1, D, D,
+                       c->stream);
+  CUDA_CHECK(cudaMemcpyAsync(se, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
+  kern_cuda_silu(se, KERN_DTYPE_F32, D, c->stream);
+  kern_cuda_linear_f32_input(se, we->time_projection_1_w, we->time_projection_1_b, e0, 1,
+                       D, 6 * D, c->stream);
+}
+
+static void cuda_embed(rank_stage *s, const float *latent, double t, double t_first, int buf) {
   cuda_stage *c = cuda_of(s);
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim;
@@ -210,25 +236,9 @@ static void cuda_embed(rank_stage *s, const float *latent, double t, int buf) {
   kern_cuda_linear(c->gemm, patches, we->patch_embedding_w, we->patch_embedding_b, x,
                    KERN_DTYPE_F32, L, wan_patch_in(cf), D, KERN_CUDA_ACT_NONE, c->stream);
   if (s->cfg.seq) kern_cuda_gemm_pin_rows(c->gemm, 0);
-  /* Time: the sinusoid in double on the host, into a pinned buffer of the
-   * ring whose previous copy is done, then fp32 on the device. */
-  int r = c->sinus_next;
-  c->sinus_next = (r + 1) % CUDA_STAGE_SINUS_RING;
-  CUDA_CHECK(cudaEventSynchronize(c->sinus_used[r]));
-  kern_cpu_time_sinusoid(t, cf->freq_dim, c->sinus[r]);
-  float *tin = c->tvec, *h = tin + cf->freq_dim, *se = h + D;
-  CUDA_CHECK(cudaMemcpyAsync(tin, c->sinus[r], (size_t)cf->freq_dim * 4, cudaMemcpyHostToDevice,
-                             c->stream));
-  CUDA_CHECK(cudaEventRecord(c->sinus_used[r], c->stream));
-  kern_cuda_linear_f32_input(tin, we->time_embedding_0_w, we->time_embedding_0_b, h, 1,
-                       cf->freq_dim, D, c->stream);
-  kern_cuda_silu(h, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32_input(h, we->time_embedding_2_w, we->time_embedding_2_b, e, 1, D, D,
-                       c->stream);
-  CUDA_CHECK(cudaMemcpyAsync(se, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
-  kern_cuda_silu(se, KERN_DTYPE_F32, D, c->stream);
-  kern_cuda_linear_f32_input(se, we->time_projection_1_w, we->time_projection_1_b, e0, 1,
-                       D, 6 * D, c->stream);
+  time_mlp(s, c, t, e, e0);
+  /* TI2V: latent frame 0's tokens' own e, e0 (stage.h) */
+  if (wan_time_tables(cf) == 2) time_mlp(s, c, t_first, e + 7 * D, e0 + 7 * D);
 }
 
 /* e of timestep t into host memory, as cuda_embed makes it (the sinusoid
@@ -352,19 +362,33 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
   const int64_t L = s->tokens, D = cf->dim;
   const int64_t n = cf->out_dim * s->cfg.lat_f * s->cfg.lat_h * s->cfg.lat_w;
   float *x = s->act[buf], *e = x + L * D;
-  /* (shift, scale) = head.modulation (2, D) + e (not e0), e per chunk. */
-  CUDA_CHECK(cudaMemcpyAsync(c->e2, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
-  CUDA_CHECK(cudaMemcpyAsync(c->e2 + D, e, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
+  /* (shift, scale) = head.modulation (2, D) + e (not e0), per time table:
+   * TI2V's second (latent frame 0's e, 7 D after the first) for the
+   * rank's rows before s->first_tokens, at m + 2 D. */
   const wan_head_bf16 *wh = &c->x->head;
-  kern_cuda_modulation(wh->head_modulation, c->e2, c->m, 2 * D, c->stream);
+  const int64_t nf0 = s->first_tokens - rank_cuda_seq_row0(s);
+  const int64_t nf = nf0 <= 0 ? 0 : nf0 >= L ? L : nf0;
+  for (int k = 0; k < (nf > 0 ? 2 : 1); k++) {
+    const float *ek = e + 7 * D * k;
+    float *e2 = c->e2 + 2 * D * k;
+    CUDA_CHECK(cudaMemcpyAsync(e2, ek, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
+    CUDA_CHECK(cudaMemcpyAsync(e2 + D, ek, (size_t)D * 4, cudaMemcpyDeviceToDevice, c->stream));
+    kern_cuda_modulation(wh->head_modulation, e2, c->m + 2 * D * k, 2 * D, c->stream);
+  }
   const int64_t R = c->rows, po = wan_patch_out(cf), pin = rank_cuda_pin_rows(s, c);
   /* Ulysses: the rank's rows of every token's patches, then the others'. */
   float *tok = c->tok + rank_cuda_seq_row0(s) * po;
   if (pin) kern_cuda_gemm_pin_rows(c->gemm, pin);
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t rn = L - r0 < R ? L - r0 : R;
-    kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, c->m, c->m + D, c->hb, rn, D,
-                                 (float)cf->eps, c->stream);
+    /* rows r0 .. r0 + na - 1 take the second table */
+    const int64_t na = nf - r0 <= 0 ? 0 : nf - r0 >= rn ? rn : nf - r0;
+    if (na > 0)
+      kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, c->m + 2 * D, c->m + 3 * D, c->hb, na,
+                                   D, (float)cf->eps, c->stream);
+    if (rn > na)
+      kern_cuda_layernorm_modulate(x + (r0 + na) * D, NULL, NULL, c->m, c->m + D,
+                                   c->hb + na * D, rn - na, D, (float)cf->eps, c->stream);
     kern_cuda_linear(c->gemm, c->hb, wh->head_head_w, wh->head_head_b,
                      tok + r0 * po, KERN_DTYPE_F32, rn, D, po, KERN_CUDA_ACT_NONE, c->stream);
   }

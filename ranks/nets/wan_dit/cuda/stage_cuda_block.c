@@ -33,6 +33,63 @@
  * apart). CUDA builds only. */
 #include "stage_cuda_impl.h"
 
+/* The modulation of the rank's rows (I2V.md "A timestep per token"): on a
+ * TI2V micro-batch the first nf rows (tokens of latent frame 0 the rank
+ * holds) take the second table mf, the rest m; T2V and I2V: nf 0. Every
+ * op that reads a table is row-wise, so a chunk that crosses nf runs as
+ * two calls, each row exactly as in a call of its own. */
+typedef struct cuda_mods {
+  const float *m, *mf; /* (6, dim) each, device */
+  int64_t nf;
+} cuda_mods;
+
+/* Of the chunk of n rows at r0, how many take mf. */
+static int64_t first_rows(const cuda_mods *md, int64_t r0, int64_t n) {
+  const int64_t k = md->nf - r0;
+  return k <= 0 ? 0 : k >= n ? n : k;
+}
+
+/* norm (no affine) and modulation (chunks k, k + 1: shift, scale) of the
+ * chunk xr of n rows at r0 into h (n, dim). */
+static void norm_mod(const rank_stage *s, const cuda_stage *c, const cuda_mods *md,
+                     const float *xr, int64_t r0, int64_t n, int k, uint16_t *h) {
+  const int64_t D = s->c->dim, na = first_rows(md, r0, n);
+  const float eps = (float)s->c->eps;
+  if (na > 0)
+    kern_cuda_layernorm_modulate(xr, NULL, NULL, md->mf + k * D, md->mf + (k + 1) * D, h, na, D,
+                                 eps, c->stream);
+  if (n > na)
+    kern_cuda_layernorm_modulate(xr + na * D, NULL, NULL, md->m + k * D, md->m + (k + 1) * D,
+                                 h + na * D, n - na, D, eps, c->stream);
+}
+
+/* xr (n, dim) += y (n, dim, bf16) * gate (chunk k) of the chunk at r0. */
+static void gate_add(const rank_stage *s, const cuda_stage *c, const cuda_mods *md, float *xr,
+                     const uint16_t *y, int64_t r0, int64_t n, int k) {
+  const int64_t D = s->c->dim, na = first_rows(md, r0, n);
+  if (na > 0) kern_cuda_gated_add(xr, y, KERN_DTYPE_BF16, md->mf + k * D, na, D, c->stream);
+  if (n > na)
+    kern_cuda_gated_add(xr + na * D, y + na * D, KERN_DTYPE_BF16, md->m + k * D, n - na, D,
+                        c->stream);
+}
+
+/* kern_cuda_gated_add_layernorm of the chunk xr at r0 with the gate chunk
+ * kg (or none: -1) and the modulation chunks km, km + 1 (or none: -1). */
+static void gate_add_norm(const rank_stage *s, const cuda_stage *c, const cuda_mods *md,
+                          float *xr, const uint16_t *y, int64_t r0, int64_t n, int kg,
+                          const uint16_t *nw, const uint16_t *nb, int km, uint16_t *h) {
+  const int64_t D = s->c->dim, na = first_rows(md, r0, n);
+  const float eps = (float)s->c->eps;
+  for (int part = 0; part < 2; part++) {
+    const float *t = part == 0 ? md->mf : md->m;
+    const int64_t a = part == 0 ? 0 : na, rows = part == 0 ? na : n - na;
+    if (rows <= 0) continue;
+    kern_cuda_gated_add_layernorm(xr + a * D, y + a * D, KERN_DTYPE_BF16,
+                                  kg >= 0 ? t + kg * D : NULL, nw, nb,
+                                  km >= 0 ? t + km * D : NULL, km >= 0 ? t + (km + 1) * D : NULL,
+                                  h + a * D, rows, D, eps, c->stream);
+  }
+}
 /* One linear layer of the block w (with its bypassed pair from lora):
  * weight field f, bias field bf, input x_ (n_, in_), output y_ (n_, out_)
  * of dtype yt (rank_cuda_linear; at W8A8 the input quantised by the
@@ -55,10 +112,9 @@
  * attention output in c->ab) and the gated add 1 into x; whole (one
  * chunk): with norm3 in the same pass over x, into c->hb. */
 static void self_out(rank_stage *s, cuda_stage *c, const cuda_block *w,
-                     const wan_block_lora_bf16 *lora, float *x, const float *gate1, int64_t r0,
+                     const wan_block_lora_bf16 *lora, float *x, const cuda_mods *md, int64_t r0,
                      int64_t n, int whole) {
   const int64_t D = s->c->dim;
-  const float eps = (float)s->c->eps;
   const double LD = (double)s->tokens * (double)D;
   const double gemm_dd = 2.0 * s->tokens * D * D, wdd = 2.0 * D * D;
   wan_step_begin(WAN_STEP_SELF_O);
@@ -68,12 +124,11 @@ static void self_out(rank_stage *s, cuda_stage *c, const cuda_block *w,
   wan_step_begin(WAN_STEP_GATE1);
   if (whole) { /* the gated add and norm3 in one pass over x */
     wan_step_begin(WAN_STEP_NORM3);
-    kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, use(&w->w, w->w.norm3_w),
-                                  use(&w->w, w->w.norm3_b), NULL, NULL, c->hb, n, D, eps,
-                                  c->stream);
+    gate_add_norm(s, c, md, x, c->pb, 0, n, 2, use(&w->w, w->w.norm3_w),
+                  use(&w->w, w->w.norm3_b), -1, c->hb);
     PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
   } else {
-    kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, c->stream);
+    gate_add(s, c, md, x + r0 * D, c->pb, r0, n, 2);
     PROF("gated add 1", 0, LD * 10, RANK_CEIL_GEMM);
   }
 }
@@ -83,8 +138,7 @@ static void self_out(rank_stage *s, cuda_stage *c, const cuda_block *w,
  * bf16 autocast: half the bytes, and the bias fuses into cuBLASLt's
  * epilogue. Norm statistics, the residual stream and the gates stay fp32. */
 static void self_kv(rank_stage *s, cuda_stage *c, const cuda_block *w,
-                    const wan_block_lora_bf16 *lora, const float *x, const float *shift1,
-                    const float *scale1) {
+                    const wan_block_lora_bf16 *lora, const float *x, const cuda_mods *md) {
   const int64_t L = s->tokens, D = s->c->dim, NH = s->c->heads, HD = wan_head_dim(s->c);
   const int64_t R = c->rows, half = HD / 2;
   const float eps = (float)s->c->eps;
@@ -92,8 +146,7 @@ static void self_kv(rank_stage *s, cuda_stage *c, const cuda_block *w,
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
     wan_step_begin(WAN_STEP_NORM1);
-    kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps,
-                                 c->stream);
+    norm_mod(s, c, md, x + r0 * D, r0, n, 0, c->hb);
     PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_SELF_K);
     QUANT_INPUT(c->hb, n, D);
@@ -115,8 +168,7 @@ static void self_kv(rank_stage *s, cuda_stage *c, const cuda_block *w,
  * output is in c->hb already (self_out). */
 static void cross_ffn(rank_stage *s, cuda_stage *c, const cuda_block *w,
                       const wan_block_lora_bf16 *lora, const uint16_t *ck, const uint16_t *cv,
-                      float *xr, int64_t n, int whole, const float *shift2, const float *scale2,
-                      const float *gate2) {
+                      float *xr, int64_t r0, int64_t n, int whole, const cuda_mods *md) {
   const wan_config *cf = s->c;
   const int64_t L = s->tokens, D = cf->dim, NH = cf->heads, HD = wan_head_dim(cf);
   const int64_t T = cf->text_len, F = cf->ffn_dim;
@@ -149,8 +201,7 @@ static void cross_ffn(rank_stage *s, cuda_stage *c, const cuda_block *w,
   PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
   wan_step_begin(WAN_STEP_NORM2);
-  kern_cuda_gated_add_layernorm(xr, c->pb, KERN_DTYPE_BF16, NULL, NULL, NULL, shift2, scale2,
-                                c->hb, n, D, eps, stream);
+  gate_add_norm(s, c, md, xr, c->pb, r0, n, -1, NULL, NULL, 3, c->hb);
   PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_FFN_0);
   QUANT_INPUT(c->hb, n, D);
@@ -161,7 +212,7 @@ static void cross_ffn(rank_stage *s, cuda_stage *c, const cuda_block *w,
   LINEAR(ffn_2_w, ffn_2_b, c->fb, c->pb, KERN_DTYPE_BF16, n, F, D, KERN_CUDA_ACT_NONE);
   PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_GATE2);
-  kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, stream);
+  gate_add(s, c, md, xr, c->pb, r0, n, 5);
   PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
 }
 
@@ -178,11 +229,16 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const cuda_block *w,
   const double LD = (double)L * (double)D, gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
   if (c->prof) rank_prof_block_begin(c->prof);
   wan_step_begin(WAN_STEP_MODULATION);
-  kern_cuda_modulation(use(&w->w, w->w.modulation), e0, c->m, 6 * D, stream);
+  /* m = modulation + e0 per table: the second (stage.h: e0 of latent
+   * frame 0's tokens, 7 dim after the first) for the rank's rows before
+   * s->first_tokens. */
+  const uint16_t *mod = use(&w->w, w->w.modulation);
+  const int64_t nf = s->first_tokens - rank_cuda_seq_row0(s);
+  const cuda_mods md = {.m = c->m, .mf = c->m + 6 * D, .nf = nf <= 0 ? 0 : nf >= L ? L : nf};
+  kern_cuda_modulation(mod, e0, c->m, 6 * D, stream);
+  if (md.nf > 0) kern_cuda_modulation(mod, e0 + 7 * D, c->m + 6 * D, 6 * D, stream);
   PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
-  const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
-  const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
-  self_kv(s, c, w, lora, x, shift1, scale1);
+  self_kv(s, c, w, lora, x, &md);
   /* Each chunk of queries against every key; Ulysses: every chunk's
    * queries packed for the all-to-all first, then the attention of the
    * rank's heads over every token, then each chunk's output. */
@@ -190,8 +246,7 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const cuda_block *w,
     const int64_t n = L - r0 < R ? L - r0 : R;
     if (!whole) { /* (whole: self_kv's normed input, quantised, serves q too) */
       wan_step_begin(WAN_STEP_NORM1);
-      kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps,
-                                   stream);
+      norm_mod(s, c, &md, x + r0 * D, r0, n, 0, c->hb);
       QUANT_INPUT(c->hb, n, D);
     }
     wan_step_begin(WAN_STEP_SELF_Q);
@@ -209,7 +264,7 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const cuda_block *w,
     kern_attn_params sp = {c->qb, c->kb, c->vb, c->ab, n, L, NH, HD, 0.0f};
     kern_attn_run(c->attn, sp, c->attn_scratch, c->attn_scratch_bytes, stream);
     PROF("self-attention", 4.0 * L * (double)L * D, LD * 8, RANK_CEIL_ATTN);
-    self_out(s, c, w, lora, x, gate1, r0, n, whole);
+    self_out(s, c, w, lora, x, &md, r0, n, whole);
   }
   if (s->cfg.seq) {
     const double LA = (double)rank_cuda_seq_tokens(s), U = s->cfg.seq->n;
@@ -220,12 +275,12 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const cuda_block *w,
     for (int64_t r0 = 0; r0 < L; r0 += R) {
       const int64_t n = L - r0 < R ? L - r0 : R;
       rank_cuda_seq_unpack(s, c, r0, n);
-      self_out(s, c, w, lora, x, gate1, r0, n, whole);
+      self_out(s, c, w, lora, x, &md, r0, n, whole);
     }
   }
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
-    cross_ffn(s, c, w, lora, ck, cv, x + r0 * D, n, whole, shift2, scale2, gate2);
+    cross_ffn(s, c, w, lora, ck, cv, x + r0 * D, r0, n, whole, &md);
   }
   if (c->prof) rank_prof_block_end(c->prof);
 }

@@ -59,6 +59,7 @@ int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tok
       .lora_elems = s->cfg.lora_block_elems,
       .lora_rank = s->cfg.lora_rank,
       .cache = s->cfg.cache,
+      .time_tables = wan_time_tables(cf),
       .dequant_bytes = c->dequant_bytes,
       .w8a8 = s->cfg.precision == WAN_PRECISION_FP8    ? PLAN_W8A8_FP8
               : s->cfg.precision == WAN_PRECISION_INT8 ? PLAN_W8A8_INT8
