@@ -58,7 +58,7 @@ def is_png(path):
 def table(path):
     """The CSV's rows; its first line is the header."""
     with open(path) as f:
-        assert f.readline().startswith("ranks,devices,"), path
+        assert f.readline().startswith("ranks,model,format,precision,devices,"), path
         f.seek(0)
         return list(csv.DictReader(f))
 def blocks(path):

@@ -133,7 +133,7 @@ check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", env["date"]) is not None,
 head = [f"{k}: {env[k]}" for k in keys]
 csv_lines = open(f"{d}/bench.csv").read().splitlines()
 envcsv = list(csv.reader(open(f"{d}/bench-env.csv")))
-check(csv_lines[0].startswith("ranks,devices,link,") and envcsv[0] == ["key", "value"]
+check(csv_lines[0].startswith("ranks,model,format,precision,devices,link,") and envcsv[0] == ["key", "value"]
       and envcsv[1:] == [[k, env[k]] for k in keys], "CSV: the header line first, the "
       "environment in bench-env.csv")
 md = open(f"{d}/bench.md").read().splitlines()
