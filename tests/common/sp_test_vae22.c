@@ -7,9 +7,9 @@
 #include "kern_dtype.h"
 #include "sp_test.h"
 
-void sp_test_vae22_fill_weights(const wan_vae22_table *t, float *packed, int round_convs) {
+void sp_test_vae22_fill_weights(const wan_vae_table *t, float *packed, int round_convs) {
   for (int i = 0; i < t->count; i++) {
-    const wan_vae22_tensor *e = &t->t[i];
+    const wan_vae_tensor *e = &t->t[i];
     const char *tail = strrchr(e->name, '.');
     float *p = packed + e->offset;
     if (strcmp(tail, ".gamma") == 0) {

@@ -12,6 +12,6 @@
  * some outputs reach the clamp. round_convs != 0 rounds every convolution
  * weight but the 1x1x1 conv1's and conv2's to bf16, as the CUDA coders
  * store them. Leaves the padding between tensors untouched. */
-void sp_test_vae22_fill_weights(const wan_vae22_table *t, float *packed, int round_convs);
+void sp_test_vae22_fill_weights(const wan_vae_table *t, float *packed, int round_convs);
 
 #endif

@@ -113,13 +113,13 @@ static double seconds(void) {
  * the same random numbers for both (state saved by the caller). */
 static float *case_weights(const wan_vae22_config *c, wan_vae22_part part, int round,
                            uint64_t state, wan_vae22_weights *w) {
-  static wan_vae22_table t;
+  static wan_vae_table t;
   wan_vae22_table_make(c, part, w, &t);
   float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
   memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
   sp_rand_state_set(state);
   sp_test_vae22_fill_weights(&t, packed, round);
-  wan_vae22_table_bind(&t, packed);
+  wan_vae_table_bind(&t, packed);
   return packed;
 }
 

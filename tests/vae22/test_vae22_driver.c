@@ -66,12 +66,12 @@ static int read_config(const char *path, wan_vae22_config *c) {
 /* The part's weights from /weights/<key> of in, bound into *packed. */
 static int read_weights(const char *in, const wan_vae22_config *c, wan_vae22_part part,
                         wan_vae22_weights *w, float **packed) {
-  static wan_vae22_table table;
+  static wan_vae_table table;
   wan_vae22_table_make(c, part, w, &table);
   *packed = calloc((size_t)table.packed_floats, sizeof **packed);
   if (!*packed) return -1;
   for (int i = 0; i < table.count; i++) {
-    const wan_vae22_tensor *e = &table.t[i];
+    const wan_vae_tensor *e = &table.t[i];
     char name[128];
     snprintf(name, sizeof name, "weights/%s", e->name);
     rank_tensor t;
@@ -85,7 +85,7 @@ static int read_weights(const char *in, const wan_vae22_config *c, wan_vae22_par
     memcpy(*packed + e->offset, t.data, (size_t)e->numel * sizeof **packed);
     rank_tensor_free(&t);
   }
-  wan_vae22_table_bind(&table, *packed);
+  wan_vae_table_bind(&table, *packed);
   return 0;
 }
 
@@ -176,13 +176,13 @@ static void check_table(wan_vae22_part part, int count, int64_t params, const wa
   wan_vae22_config c;
   wan_vae22_config_published(&c);
   static wan_vae22_weights w;
-  static wan_vae22_table t;
+  static wan_vae_table t;
   wan_vae22_table_make(&c, part, &w, &t);
   const char *pn = wan_vae22_part_name(part);
   CHECK(t.count == count && t.params == params, "published %s: %d tensors, %lld parameters; "
         "I2V.md: %d, %lld", pn, t.count, (long long)t.params, count, (long long)params);
   for (int i = 0; i < nwant; i++) {
-    const int k = wan_vae22_table_find(&t, want[i].name);
+    const int k = wan_vae_table_find(&t, want[i].name);
     CHECK(k >= 0, "published %s: no %s", pn, want[i].name);
     if (k < 0) continue;
     int same = t.t[k].ndim == want[i].ndim;
@@ -191,7 +191,7 @@ static void check_table(wan_vae22_part part, int count, int64_t params, const wa
   }
   int64_t end = 0;
   for (int i = 0; i < t.count; i++) {
-    CHECK(t.t[i].offset % WAN_VAE22_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
+    CHECK(t.t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
           "%s table: %s misplaced", pn, t.t[i].name);
     end = t.t[i].offset + t.t[i].numel;
     for (int j = 0; j < i; j++)
@@ -199,7 +199,7 @@ static void check_table(wan_vae22_part part, int count, int64_t params, const wa
   }
   CHECK(end <= t.packed_floats, "%s table: packed buffer too small", pn);
   static float fake;
-  wan_vae22_table_bind(&t, &fake);
+  wan_vae_table_bind(&t, &fake);
   for (int i = 0; i < t.count; i++)
     CHECK(*t.t[i].slot == &fake + t.t[i].offset, "%s table: %s not bound", pn, t.t[i].name);
 }
@@ -266,11 +266,11 @@ static void check_refusals(void) {
 
 /* Random weights of the tiny preset's widths for part p, bound into w. */
 static float *tiny_weights(const wan_vae22_config *c, wan_vae22_part p, wan_vae22_weights *w) {
-  static wan_vae22_table t;
+  static wan_vae_table t;
   wan_vae22_table_make(c, p, w, &t);
   float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
   sp_test_vae22_fill_weights(&t, packed, 0);
-  wan_vae22_table_bind(&t, packed);
+  wan_vae_table_bind(&t, packed);
   return packed;
 }
 

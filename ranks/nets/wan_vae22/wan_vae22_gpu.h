@@ -31,15 +31,15 @@ int wan_vae22_gpu_elem_bytes(wan_vae_gpu_precision p);
  * PLAN_VAE22_IMG_CH for the decoder's head and the encoder's conv1; 0 for
  * everything else (those two 1x1x1 weights, biases, gammas), fp32 as in the
  * table, the decoder head's bias padded with zeros to PLAN_VAE22_IMG_CH. */
-int wan_vae22_gpu_is_conv(const wan_vae22_tensor *e);
+int wan_vae22_gpu_is_conv(const wan_vae_tensor *e);
 /* Output and input channels of e as stored on the device. */
-int64_t wan_vae22_gpu_rows(const wan_vae22_tensor *e);
-int64_t wan_vae22_gpu_cols(const wan_vae22_tensor *e);
+int64_t wan_vae22_gpu_rows(const wan_vae_tensor *e);
+int64_t wan_vae22_gpu_cols(const wan_vae_tensor *e);
 /* Device bytes of e (not aligned). */
-uint64_t wan_vae22_gpu_tensor_bytes(const wan_vae22_tensor *e, wan_vae_gpu_precision p);
+uint64_t wan_vae22_gpu_tensor_bytes(const wan_vae_tensor *e, wan_vae_gpu_precision p);
 /* Byte offset of every tensor of t in the weights buffer (each
  * PLAN_LAYOUT_ALIGN aligned), off (t->count); returns the buffer's bytes. */
-uint64_t wan_vae22_gpu_weight_offsets(const wan_vae22_table *t, wan_vae_gpu_precision p,
+uint64_t wan_vae22_gpu_weight_offsets(const wan_vae_table *t, wan_vae_gpu_precision p,
                                       uint64_t *off);
 
 /* Checks c, the size (decoder: latent h x w; encoder: video H x W pixels,

@@ -18,29 +18,29 @@ const char *wan_vae22_gpu_op_name(wan_vae22_gpu_op op) {
 
 int wan_vae22_gpu_elem_bytes(wan_vae_gpu_precision p) { return p == WAN_VAE_GPU_FP32 ? 4 : 2; }
 
-int wan_vae22_gpu_is_conv(const wan_vae22_tensor *e) {
+int wan_vae22_gpu_is_conv(const wan_vae_tensor *e) {
   const char *tail = strrchr(e->name, '.');
   return tail && strcmp(tail, ".weight") == 0 && strcmp(e->name, "conv2.weight") != 0 &&
          strcmp(e->name, "conv1.weight") != 0;
 }
 
-int64_t wan_vae22_gpu_rows(const wan_vae22_tensor *e) {
+int64_t wan_vae22_gpu_rows(const wan_vae_tensor *e) {
   return strncmp(e->name, "decoder.head.2.", 15) == 0 ? PLAN_VAE22_IMG_CH : e->shape[0];
 }
 
-int64_t wan_vae22_gpu_cols(const wan_vae22_tensor *e) {
+int64_t wan_vae22_gpu_cols(const wan_vae_tensor *e) {
   if (e->ndim < 2) return 1;
   return strcmp(e->name, "encoder.conv1.weight") == 0 ? PLAN_VAE22_IMG_CH : e->shape[1];
 }
 
-uint64_t wan_vae22_gpu_tensor_bytes(const wan_vae22_tensor *e, wan_vae_gpu_precision p) {
+uint64_t wan_vae22_gpu_tensor_bytes(const wan_vae_tensor *e, wan_vae_gpu_precision p) {
   const uint64_t rows = (uint64_t)wan_vae22_gpu_rows(e), cols = (uint64_t)wan_vae22_gpu_cols(e);
   const uint64_t taps = e->ndim < 2 ? 1 : (uint64_t)(e->numel / e->shape[0] / e->shape[1]);
   const uint64_t elem = wan_vae22_gpu_is_conv(e) ? (uint64_t)wan_vae22_gpu_elem_bytes(p) : 4;
   return rows * cols * taps * elem;
 }
 
-uint64_t wan_vae22_gpu_weight_offsets(const wan_vae22_table *t, wan_vae_gpu_precision p,
+uint64_t wan_vae22_gpu_weight_offsets(const wan_vae_table *t, wan_vae_gpu_precision p,
                                       uint64_t *off) {
   uint64_t n = 0;
   for (int i = 0; i < t->count; i++) {
@@ -98,8 +98,8 @@ static int gpu_shape(const wan_vae22_config *c, wan_vae22_part part, int64_t h, 
   }
   if (check_size(c, part, h, w) != 0 || check_widths(c) != 0) return SP_ERR_INPUT;
   wan_vae22_weights *wt = malloc(sizeof *wt);
-  wan_vae22_table *t = malloc(sizeof *t);
-  uint64_t *off = malloc(WAN_VAE22_MAX_TENSORS * sizeof *off);
+  wan_vae_table *t = malloc(sizeof *t);
+  uint64_t *off = malloc(WAN_VAE_MAX_TENSORS * sizeof *off);
   if (!wt || !t || !off) {
     free(wt), free(t), free(off);
     sp_log_error("vae gpu: out of host memory for the tensor table");

@@ -74,7 +74,7 @@ int wan_vae22_check_outputs(const decode_opts *o, const wan_vae22_model *m, cons
 /* A part's weights in its table's layout, read once (one log line). */
 typedef struct part_weights {
   wan_vae22_weights wt;
-  wan_vae22_table tab;
+  wan_vae_table tab;
   float *packed; /* (tab.packed_floats) */
 } part_weights;
 
@@ -99,7 +99,7 @@ static int read_part(wan_vae22_model *m, wan_vae22_part p, part_weights **out, d
     free(d);
     return rc;
   }
-  wan_vae22_table_bind(&d->tab, d->packed);
+  wan_vae_table_bind(&d->tab, d->packed);
   *secs = comm_now() - t0;
   sp_log_info("vae: read the %s weights of %s (%.1f MB) in %.2f s", wan_vae22_part_name(p),
               wan_vae22_get_info(m)->id.source, (double)d->tab.packed_floats * 4 / 1e6, *secs);

@@ -65,7 +65,7 @@ static void synth_scale(const net_tensor *t, double *center, double *half) {
 /* The decoder's table, then the encoder's, each in its group. */
 static int tensors(const void *config, net_tensor *out) {
   wan_vae22_weights *w = sp_xmalloc(sizeof *w);
-  wan_vae22_table *tb = sp_xmalloc(sizeof *tb);
+  wan_vae_table *tb = sp_xmalloc(sizeof *tb);
   int n = 0;
   for (int p = 0; p < WAN_VAE22_PARTS; p++) {
     wan_vae22_table_make(config, (wan_vae22_part)p, w, tb);

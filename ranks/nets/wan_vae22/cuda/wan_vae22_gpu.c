@@ -69,7 +69,7 @@ void wan_vae22_gpu_profile_ms(const wan_vae22_gpu *g, double ms[WAN_VAE22_GPU_OP
 /* The device form of tensor e (wan_vae22_gpu.h) into dst: a convolution
  * weight (co, ci, kt, kh, kw) -> (co', kt, kh, kw, ci') in the precision's
  * type, zero past co and ci; anything else fp32, zero past its rows. */
-static void convert_tensor(const wan_vae22_tensor *e, const float *src, wan_vae_gpu_precision p,
+static void convert_tensor(const wan_vae_tensor *e, const float *src, wan_vae_gpu_precision p,
                            char *dst) {
   memset(dst, 0, wan_vae22_gpu_tensor_bytes(e, p));
   if (!wan_vae22_gpu_is_conv(e)) {
@@ -99,8 +99,8 @@ static void *buf(wan_vae22_gpu *g, plan_vae22_buf kind, int index) {
 /* The weights converted on the host into one staging buffer, one copy up;
  * the typed fields bound to their device addresses. */
 static int upload_weights(wan_vae22_gpu *g, const float *packed) {
-  wan_vae22_table *t = malloc(sizeof *t);
-  uint64_t *off = malloc(WAN_VAE22_MAX_TENSORS * sizeof *off);
+  wan_vae_table *t = malloc(sizeof *t);
+  uint64_t *off = malloc(WAN_VAE_MAX_TENSORS * sizeof *off);
   char *host = NULL;
   int rc = SP_ERR_RUNTIME;
   if (!t || !off) goto done;
