@@ -2,7 +2,11 @@
  * net_schema.h). */
 #include "net_schema.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "log.h"
 
 #include "umt5_schema.h"
 #include "wan_schema.h"
@@ -38,4 +42,35 @@ void net_tensor_finish(net_tensor *t) {
   for (int d = 0; d < t->ndim; d++) t->numel *= t->shape[d];
   if (!t->key[0]) memcpy(t->key, t->name, sizeof t->name);
   if (!t->synth_prefix) t->synth_prefix = "";
+}
+
+void net_tensor_init(net_tensor *t, const char *group, const char *name, int ndim,
+                     const int64_t *shape) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->group, NET_PATH_MAX, "%s", group);
+  snprintf(t->name, NET_NAME_MAX, "%s", name);
+  t->ndim = ndim;
+  for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
+  net_tensor_finish(t);
+}
+
+const char *net_preset_names_join(const char *(*name)(int i), int count, char *list,
+                                  size_t size) {
+  if (!list[0])
+    for (int i = 0; i < count; i++)
+      snprintf(list + strlen(list), size - strlen(list), "%s%s", i ? ", " : "", name(i));
+  return list;
+}
+
+const char *net_preset_find(const net_schema *s, const char *(*name)(int i), int count,
+                            int (*equal)(const void *a, const void *b), const void *config) {
+  void *p = sp_xmalloc(s->config_size);
+  const char *found = NULL;
+  for (int i = 0; !found && i < count; i++) {
+    memset(p, 0, s->config_size);
+    s->preset(name(i), p);
+    if (equal ? equal(p, config) : memcmp(p, config, s->config_size) == 0) found = name(i);
+  }
+  free(p);
+  return found;
 }

@@ -1,6 +1,7 @@
 /* The Wan VAEs' tensor table builder (wan_vae_table.h). */
 #include "wan_vae_table.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -67,4 +68,25 @@ int wan_vae_table_find(const wan_vae_table *t, const char *name) {
   for (int i = 0; i < t->count; i++)
     if (strcmp(t->t[i].name, name) == 0) return i;
   return -1;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+int wan_vae_table_put(const wan_vae_table *t, const char *group, net_tensor *out) {
+  for (int i = 0; out && i < t->count; i++) {
+    net_tensor *e = &out[i];
+    net_tensor_init(e, group, t->t[i].name, t->t[i].ndim, t->t[i].shape);
+    if (ends_with(e->name, ".gamma")) {
+      e->synth_center = 1.0;
+      e->synth_half = 0.1;
+    } else if (ends_with(e->name, ".bias")) {
+      e->synth_half = 0.05;
+    } else {
+      e->synth_half = sqrt(3.0 / (double)(e->numel / e->shape[0]));
+    }
+  }
+  return t->count;
 }

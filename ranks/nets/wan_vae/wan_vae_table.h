@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "net_schema.h"
+
 #define WAN_VAE_MAX_TENSORS 256 /* of one part */
 #define WAN_VAE_ALIGN_FLOATS 64 /* each tensor of a packed buffer starts on 256 bytes */
 
@@ -113,5 +115,11 @@ void wan_vae_table_add_middle(wan_vae_table *t, const char *part, wan_vae_resblo
 void wan_vae_table_bind(const wan_vae_table *t, const float *packed);
 /* Index of a key, or -1. */
 int wan_vae_table_find(const wan_vae_table *t, const char *name);
+
+/* The entries of t as the schema's tensors (net_schema.h) of group, into
+ * out when it is not NULL; returns t->count. Their synth: distribution,
+ * every Wan VAE's: conv weights uniform with variance 1 / fan_in, biases
+ * within 0.05, RMS gammas within 0.1 of 1. */
+int wan_vae_table_put(const wan_vae_table *t, const char *group, net_tensor *out);
 
 #endif
