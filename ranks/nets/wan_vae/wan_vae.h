@@ -218,6 +218,15 @@ int64_t wan_vae_decoder_floats(const wan_vae_config *c, int64_t h, int64_t w);
  * which returns it. */
 typedef int (*wan_vae_frames_fn)(void *user, const float *frames, int64_t t0, int64_t n);
 
+/* The whole video (3, T, H, W) as a sink: wan_vae_video_put, user a
+ * wan_vae_video, copies each chunk's frames (3, n, H, W) into it; every
+ * Wan VAE's whole-video decode is its streamed decode into this. */
+typedef struct wan_vae_video {
+  float *video; /* (3, T, H, W) */
+  int64_t T, hw; /* frames, H x W */
+} wan_vae_video;
+int wan_vae_video_put(void *user, const float *frames, int64_t t0, int64_t n);
+
 /* The decode of wan_vae_decode, handing each chunk's frames to fn as they
  * are made (the whole video is never held). Returns 0 or fn's stop code. */
 int wan_vae_decode_stream(wan_vae_decoder *d, const wan_vae_weights *wt, const float *latents,
