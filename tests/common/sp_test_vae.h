@@ -1,6 +1,7 @@
-/* Random weights for a Wan VAE's tests (decoder and encoder, CPU and CUDA): one filler,
- * scaled as tests/ref/wan_vae_ref.py's random_weights, so that every VAE
- * test draws the same weights from the same seed. */
+/* Random weights for every Wan VAE's tests (the Wan 2.1 decoder and
+ * encoder, the Wan 2.2 parts; CPU and CUDA): one filler, scaled as
+ * tests/ref/wan_vae_ref.py's and wan_vae22_ref.py's random_weights, so
+ * that every VAE test draws the same weights from the same seed. */
 #ifndef SP_TEST_VAE_H
 #define SP_TEST_VAE_H
 
@@ -13,7 +14,7 @@
  * weight but conv2's and conv1's: to bf16, as the CUDA decoder and encoder
  * store them in bf16, or to TF32 (nearest or truncated), as their tf32
  * mode multiplies them. Leaves the padding between tensors untouched.
- * Takes the decoder's and the encoder's tables (wan_vae_enc.h). */
+ * Takes any Wan VAE's table (wan_vae_table.h). */
 enum {
   SP_TEST_VAE_FP32 = 0,
   SP_TEST_VAE_BF16 = 1,

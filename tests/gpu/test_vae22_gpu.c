@@ -13,7 +13,7 @@
  *                              precision: seconds, device memory, per-op ms
  *
  * Each case: a small config (widths 8-32, odd latent sizes, 1-3 latent
- * frames or 1-9 video frames), random weights (tests/common/sp_test_vae22.h)
+ * frames or 1-9 video frames), random weights (tests/common/sp_test_vae.h)
  * and inputs; the CPU coder (fp32) is the reference, run on the same
  * weights the GPU holds (for bf16: every convolution weight rounded to
  * bf16, as the CUDA coders store them, so the comparison measures the
@@ -43,7 +43,7 @@
 
 #define SP_TEST_CUDA
 #include "sp_test.h"
-#include "sp_test_vae22.h"
+#include "sp_test_vae.h"
 
 /* bf16: a host emulation of the CUDA coders' bf16 stores (the CPU coders
  * with every conv output, norm + SiLU output, attention store, upsampled or
@@ -118,7 +118,7 @@ static float *case_weights(const wan_vae22_config *c, wan_vae22_part part, int r
   float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
   memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
   sp_rand_state_set(state);
-  sp_test_vae22_fill_weights(&t, packed, round);
+  sp_test_vae_fill_weights(&t, packed, round ? SP_TEST_VAE_BF16 : SP_TEST_VAE_FP32);
   wan_vae_table_bind(&t, packed);
   return packed;
 }

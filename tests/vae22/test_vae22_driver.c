@@ -30,7 +30,7 @@
 #include "h5_util.h"
 #include "log.h"
 #include "sp_test.h"
-#include "sp_test_vae22.h"
+#include "sp_test_vae.h"
 #include "tensor_io.h"
 #include "wan_vae22.h"
 #include "wan_vae22_run.h"
@@ -269,7 +269,7 @@ static float *tiny_weights(const wan_vae22_config *c, wan_vae22_part p, wan_vae2
   static wan_vae_table t;
   wan_vae22_table_make(c, p, w, &t);
   float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
-  sp_test_vae22_fill_weights(&t, packed, 0);
+  sp_test_vae_fill_weights(&t, packed, SP_TEST_VAE_FP32);
   wan_vae_table_bind(&t, packed);
   return packed;
 }
