@@ -5,6 +5,7 @@
 #ifndef SP_TEST_VAE_H
 #define SP_TEST_VAE_H
 
+#include "net_schema.h"
 #include "wan_vae.h"
 
 /* Fills each tensor of table t at packed + its offset from the test
@@ -22,6 +23,16 @@ enum {
   SP_TEST_VAE_TF32_TRUNCATE = 3
 };
 void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_convs);
+
+/* The parity drivers' inputs (tests/vae, tests/vae22: IN.h5 written by
+ * their Python side). The config from the root attributes of path, one
+ * int64 attribute per attribute of schema s (an array's length from its
+ * count attribute; an optional one, when absent, its default) into config
+ * (s->config_size bytes, zeroed first); and each tensor of table t from
+ * the dataset weights/<key> of path into packed + its offset, shapes
+ * checked, then t bound to packed. Each 0, or -1 with a line on stderr. */
+int sp_test_vae_read_config(const char *path, const net_schema *s, void *config);
+int sp_test_vae_read_weights(const char *path, const wan_vae_table *t, float *packed);
 
 /* The CUDA decoder's tf32 mode against the CPU decoder in fp32, relative
  * L2 of a video: tests/vae/test_vae_tf32_emul.c measures the CPU emulation

@@ -28,33 +28,9 @@
 #include "sp_test.h"
 #include "sp_test_vae.h"
 #include "wan_vae.h"
+#include "wan_vae_schema.h"
 
 /* ---------------------------------------------------------------- parity driver */
-
-static int read_config(const char *path, wan_vae_config *c) {
-  memset(c, 0, sizeof *c);
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) {
-    fprintf(stderr, "%s: cannot open as HDF5\n", path);
-    return -1;
-  }
-  int64_t n_mult = 0, temporal[WAN_VAE_MAX_LEVELS - 1] = {0};
-  int rc = rank_h5_attr_read_num(f, "dim", H5T_NATIVE_INT64, &c->dim, 1) |
-           rank_h5_attr_read_num(f, "z_dim", H5T_NATIVE_INT64, &c->z_dim, 1) |
-           rank_h5_attr_read_num(f, "num_res_blocks", H5T_NATIVE_INT64, &c->num_res_blocks, 1) |
-           rank_h5_attr_read_num(f, "n_mult", H5T_NATIVE_INT64, &n_mult, 1);
-  if (rc == 0 && (n_mult < 1 || n_mult > WAN_VAE_MAX_LEVELS)) rc = -1;
-  if (rc == 0) {
-    c->n_mult = (int)n_mult;
-    rc = rank_h5_attr_read_num(f, "dim_mult", H5T_NATIVE_INT64, c->dim_mult, n_mult);
-    if (rc == 0 && n_mult > 1)
-      rc = rank_h5_attr_read_num(f, "temporal_up", H5T_NATIVE_INT64, temporal, n_mult - 1);
-  }
-  H5Fclose(f);
-  for (int i = 0; i + 1 < c->n_mult; i++) c->temporal_up[i] = (int)temporal[i];
-  if (rc != 0) fprintf(stderr, "%s: missing or malformed config attributes\n", path);
-  return rc;
-}
 
 /* Decodes dataset latents of in with bound weights w into dataset video of out. */
 static int decode_to(const wan_vae_config *cp, const wan_vae_weights *w, const char *in,
@@ -90,7 +66,7 @@ static int run_decode(const char *in, const char *out) {
   rank_h5_silence();
   wan_vae_config c;
   char err[160];
-  if (read_config(in, &c) != 0) return 1;
+  if (sp_test_vae_read_config(in, &wan_vae_schema, &c) != 0) return 1;
   if (wan_vae_config_check(&c, err, sizeof err) != 0) {
     fprintf(stderr, "%s: %s\n", in, err);
     return 1;
@@ -99,23 +75,7 @@ static int run_decode(const char *in, const char *out) {
   static wan_vae_table table;
   wan_vae_table_make(&c, &w, &table);
   float *packed = calloc((size_t)table.packed_floats, sizeof *packed);
-  if (!packed) return 1;
-  for (int i = 0; i < table.count; i++) {
-    const wan_vae_tensor *e = &table.t[i];
-    char name[96];
-    snprintf(name, sizeof name, "weights/%s", e->name);
-    rank_tensor t;
-    if (rank_tensor_read(in, name, e->ndim, &t) != SP_OK) return 1;
-    int same = 1;
-    for (int k = 0; k < e->ndim; k++) same &= t.dims[k] == e->shape[k];
-    if (!same) {
-      fprintf(stderr, "%s: %s has another shape than the table's\n", in, name);
-      return 1;
-    }
-    memcpy(packed + e->offset, t.data, (size_t)e->numel * sizeof *packed);
-    rank_tensor_free(&t);
-  }
-  wan_vae_table_bind(&table, packed);
+  if (!packed || sp_test_vae_read_weights(in, &table, packed) != 0) return 1;
   int rc = decode_to(&c, &w, in, out);
   free(packed);
   return rc;

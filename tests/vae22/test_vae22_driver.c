@@ -34,34 +34,9 @@
 #include "tensor_io.h"
 #include "wan_vae22.h"
 #include "wan_vae22_run.h"
+#include "wan_vae22_schema.h"
 
 /* ---------------------------------------------------------------- parity driver */
-
-static int read_config(const char *path, wan_vae22_config *c) {
-  memset(c, 0, sizeof *c);
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) {
-    fprintf(stderr, "%s: cannot open as HDF5\n", path);
-    return -1;
-  }
-  int64_t n_mult = 0, temporal[WAN_VAE22_MAX_LEVELS - 1] = {0};
-  int rc = rank_h5_attr_read_num(f, "dim", H5T_NATIVE_INT64, &c->dim, 1) |
-           rank_h5_attr_read_num(f, "dec_dim", H5T_NATIVE_INT64, &c->dec_dim, 1) |
-           rank_h5_attr_read_num(f, "z_dim", H5T_NATIVE_INT64, &c->z_dim, 1) |
-           rank_h5_attr_read_num(f, "num_res_blocks", H5T_NATIVE_INT64, &c->num_res_blocks, 1) |
-           rank_h5_attr_read_num(f, "n_mult", H5T_NATIVE_INT64, &n_mult, 1);
-  if (rc == 0 && (n_mult < 1 || n_mult > WAN_VAE22_MAX_LEVELS)) rc = -1;
-  if (rc == 0) {
-    c->n_mult = (int)n_mult;
-    rc = rank_h5_attr_read_num(f, "dim_mult", H5T_NATIVE_INT64, c->dim_mult, n_mult);
-    if (rc == 0 && n_mult > 1)
-      rc = rank_h5_attr_read_num(f, "temporal_down", H5T_NATIVE_INT64, temporal, n_mult - 1);
-  }
-  H5Fclose(f);
-  for (int i = 0; i + 1 < c->n_mult; i++) c->temporal_down[i] = (int)temporal[i];
-  if (rc != 0) fprintf(stderr, "%s: missing or malformed config attributes\n", path);
-  return rc;
-}
 
 /* The part's weights from /weights/<key> of in, bound into *packed. */
 static int read_weights(const char *in, const wan_vae22_config *c, wan_vae22_part part,
@@ -69,24 +44,7 @@ static int read_weights(const char *in, const wan_vae22_config *c, wan_vae22_par
   static wan_vae_table table;
   wan_vae22_table_make(c, part, w, &table);
   *packed = calloc((size_t)table.packed_floats, sizeof **packed);
-  if (!*packed) return -1;
-  for (int i = 0; i < table.count; i++) {
-    const wan_vae_tensor *e = &table.t[i];
-    char name[128];
-    snprintf(name, sizeof name, "weights/%s", e->name);
-    rank_tensor t;
-    if (rank_tensor_read(in, name, e->ndim, &t) != SP_OK) return -1;
-    int same = 1;
-    for (int k = 0; k < e->ndim; k++) same &= t.dims[k] == e->shape[k];
-    if (!same) {
-      fprintf(stderr, "%s: %s has another shape than the table's\n", in, name);
-      return -1;
-    }
-    memcpy(*packed + e->offset, t.data, (size_t)e->numel * sizeof **packed);
-    rank_tensor_free(&t);
-  }
-  wan_vae_table_bind(&table, *packed);
-  return 0;
+  return *packed ? sp_test_vae_read_weights(in, &table, *packed) : -1;
 }
 
 static int write_out(const char *out, const char *name, const int64_t *dims, const float *v) {
@@ -104,7 +62,7 @@ static int run_part(const char *mode, const char *in, const char *out) {
   const int enc = strcmp(mode, "encode") == 0;
   wan_vae22_config c;
   char err[200];
-  if (read_config(in, &c) != 0) return 1;
+  if (sp_test_vae_read_config(in, &wan_vae22_schema, &c) != 0) return 1;
   if (wan_vae22_config_check(&c, err, sizeof err) != 0) {
     fprintf(stderr, "%s: %s\n", in, err);
     return 1;
