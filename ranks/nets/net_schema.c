@@ -62,14 +62,31 @@ const char *net_preset_names_join(const char *(*name)(int i), int count, char *l
   return list;
 }
 
+int net_config_same(const net_schema *s, const void *a, const void *b) {
+  for (int i = 0; i < s->nattrs; i++) {
+    const net_attr *t = &s->attrs[i];
+    if (t->optional) continue;
+    int n = t->count;
+    if (t->count_attr) {
+      const int c = net_attr_find(s, t->count_attr);
+      if (c < 0) return 0;
+      /* the count attribute came first and is equal in both */
+      n = (int)net_attr_get(&s->attrs[c], a, 0) + t->count_add;
+    }
+    for (int k = 0; k < n; k++)
+      if (net_attr_get(t, a, k) != net_attr_get(t, b, k)) return 0;
+  }
+  return 1;
+}
+
 const char *net_preset_find(const net_schema *s, const char *(*name)(int i), int count,
-                            int (*equal)(const void *a, const void *b), const void *config) {
+                            const void *config) {
   void *p = sp_xmalloc(s->config_size);
   const char *found = NULL;
   for (int i = 0; !found && i < count; i++) {
     memset(p, 0, s->config_size);
     s->preset(name(i), p);
-    if (equal ? equal(p, config) : memcmp(p, config, s->config_size) == 0) found = name(i);
+    if (net_config_same(s, p, config)) found = name(i);
   }
   free(p);
   return found;

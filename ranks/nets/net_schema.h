@@ -126,13 +126,16 @@ void net_tensor_finish(net_tensor *t);
 void net_tensor_init(net_tensor *t, const char *group, const char *name, int ndim,
                      const int64_t *shape);
 
+/* Whether configs a and b of s have the same architecture: every element
+ * of every attribute that is not optional (an optional one, as the Wan 2.1
+ * VAE's encoder, says what a file holds, not what the network is). */
+int net_config_same(const net_schema *s, const void *a, const void *b);
 /* A schema's presets, count of them, name(i) the name of the i-th: their
  * names for messages ("a, b, c"), joined into list (size bytes) the first
- * time and returned; and the preset of s whose config (s->preset's, made
- * on zeroed memory) equals config, by equal or, when it is NULL, byte for
- * byte, or NULL. */
+ * time and returned; and the first preset of s whose config (s->preset's,
+ * made on zeroed memory) is the same as config (net_config_same), or NULL. */
 const char *net_preset_names_join(const char *(*name)(int i), int count, char *list, size_t size);
 const char *net_preset_find(const net_schema *s, const char *(*name)(int i), int count,
-                            int (*equal)(const void *a, const void *b), const void *config);
+                            const void *config);
 
 #endif

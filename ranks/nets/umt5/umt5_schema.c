@@ -89,7 +89,7 @@ static int preset(const char *name, void *config) {
 static const char *preset_name(int i) { return presets[i].name; }
 
 static const char *preset_match(const void *config) {
-  return net_preset_find(&umt5_schema, preset_name, N_PRESETS, NULL, config);
+  return net_preset_find(&umt5_schema, preset_name, N_PRESETS, config);
 }
 
 static const char *preset_names(void) {

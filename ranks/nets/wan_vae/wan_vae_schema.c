@@ -84,24 +84,12 @@ static int preset(const char *name, void *config) {
   return -1;
 }
 
-/* The architecture's fields: a preset names a decoder with or without
- * the encoder (encoder is not compared). */
-static int config_equal(const void *config_a, const void *config_b) {
-  const wan_vae_config *a = config_a, *b = config_b;
-  if (a->dim != b->dim || a->z_dim != b->z_dim || a->n_mult != b->n_mult ||
-      a->num_res_blocks != b->num_res_blocks)
-    return 0;
-  for (int i = 0; i < a->n_mult; i++)
-    if (a->dim_mult[i] != b->dim_mult[i]) return 0;
-  for (int i = 0; i + 1 < a->n_mult; i++)
-    if (a->temporal_up[i] != b->temporal_up[i]) return 0;
-  return 1;
-}
-
 static const char *preset_name(int i) { return presets[i].name; }
 
+/* A preset names a decoder with or without the encoder: encoder, an
+ * optional attribute, is not compared (net_config_same). */
 static const char *preset_match(const void *config) {
-  return net_preset_find(&wan_vae_schema, preset_name, N_PRESETS, config_equal, config);
+  return net_preset_find(&wan_vae_schema, preset_name, N_PRESETS, config);
 }
 
 static const char *preset_names(void) {

@@ -81,22 +81,10 @@ static int preset(const char *name, void *config) {
   return -1;
 }
 
-static int config_equal(const void *config_a, const void *config_b) {
-  const wan_vae22_config *a = config_a, *b = config_b;
-  if (a->dim != b->dim || a->dec_dim != b->dec_dim || a->z_dim != b->z_dim ||
-      a->n_mult != b->n_mult || a->num_res_blocks != b->num_res_blocks)
-    return 0;
-  for (int i = 0; i < a->n_mult; i++)
-    if (a->dim_mult[i] != b->dim_mult[i]) return 0;
-  for (int i = 0; i + 1 < a->n_mult; i++)
-    if (a->temporal_down[i] != b->temporal_down[i]) return 0;
-  return 1;
-}
-
 static const char *preset_name(int i) { return presets[i].name; }
 
 static const char *preset_match(const void *config) {
-  return net_preset_find(&wan_vae22_schema, preset_name, N_PRESETS, config_equal, config);
+  return net_preset_find(&wan_vae22_schema, preset_name, N_PRESETS, config);
 }
 
 static const char *preset_names(void) {
