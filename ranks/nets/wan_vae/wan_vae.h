@@ -61,6 +61,11 @@ void wan_vae_config_published(wan_vae_config *out);
  * WAN_VAE_Z_DIM. Returns 0, or -1 with a message in err. */
 int wan_vae_config_check(const wan_vae_config *c, char *err, size_t errlen);
 
+/* The level checks of every Wan VAE's config: n_mult entries of
+ * dim_mult, 1..max_levels, each 1..64. 0, or -1 with a message in err. */
+int wan_vae_mults_check(int n_mult, const int64_t *dim_mult, int max_levels, char *err,
+                        size_t errlen);
+
 /* WanVAE's per-channel latent statistics: the decoder's input is
  * z / (1 / std) + mean. */
 extern const float wan_vae_latent_mean[WAN_VAE_Z_DIM];

@@ -35,6 +35,22 @@ void wan_vae_config_published(wan_vae_config *out) {
   *out = c;
 }
 
+int wan_vae_mults_check(int n_mult, const int64_t *dim_mult, int max_levels, char *err,
+                        size_t errlen) {
+  if (n_mult < 1 || n_mult > max_levels) {
+    snprintf(err, errlen, "vae config has %d dim_mult entries, not 1..%d", n_mult, max_levels);
+    return -1;
+  }
+  for (int i = 0; i < n_mult; i++) {
+    if (dim_mult[i] < 1 || dim_mult[i] > 64) {
+      snprintf(err, errlen, "vae config dim_mult[%d] = %lld is outside 1..64", i,
+               (long long)dim_mult[i]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int wan_vae_config_check(const wan_vae_config *c, char *err, size_t errlen) {
   if (c->dim < 1 || c->dim > 4096) {
     snprintf(err, errlen, "vae config dim = %lld is outside 1..4096", (long long)c->dim);
@@ -45,18 +61,8 @@ int wan_vae_config_check(const wan_vae_config *c, char *err, size_t errlen) {
              "channels", (long long)c->z_dim, WAN_VAE_Z_DIM);
     return -1;
   }
-  if (c->n_mult < 1 || c->n_mult > WAN_VAE_MAX_LEVELS) {
-    snprintf(err, errlen, "vae config has %d dim_mult entries, not 1..%d", c->n_mult,
-             WAN_VAE_MAX_LEVELS);
+  if (wan_vae_mults_check(c->n_mult, c->dim_mult, WAN_VAE_MAX_LEVELS, err, errlen) != 0)
     return -1;
-  }
-  for (int i = 0; i < c->n_mult; i++) {
-    if (c->dim_mult[i] < 1 || c->dim_mult[i] > 64) {
-      snprintf(err, errlen, "vae config dim_mult[%d] = %lld is outside 1..64", i,
-               (long long)c->dim_mult[i]);
-      return -1;
-    }
-  }
   for (int i = 0; i + 1 < c->n_mult; i++) {
     if (c->temporal_up[i] != 0 && c->temporal_up[i] != 1) {
       snprintf(err, errlen, "vae config temporal_up[%d] = %d is not 0 or 1", i, c->temporal_up[i]);

@@ -113,18 +113,8 @@ int wan_vae22_config_check(const wan_vae22_config *c, char *err, size_t errlen) 
              "have %d channels", (long long)c->z_dim, WAN_VAE22_Z_DIM);
     return -1;
   }
-  if (c->n_mult < 1 || c->n_mult > WAN_VAE22_MAX_LEVELS) {
-    snprintf(err, errlen, "vae config has %d dim_mult entries, not 1..%d", c->n_mult,
-             WAN_VAE22_MAX_LEVELS);
+  if (wan_vae_mults_check(c->n_mult, c->dim_mult, WAN_VAE22_MAX_LEVELS, err, errlen) != 0)
     return -1;
-  }
-  for (int i = 0; i < c->n_mult; i++) {
-    if (c->dim_mult[i] < 1 || c->dim_mult[i] > 64) {
-      snprintf(err, errlen, "vae config dim_mult[%d] = %lld is outside 1..64", i,
-               (long long)c->dim_mult[i]);
-      return -1;
-    }
-  }
   int temporal = 0;
   for (int i = 0; i + 1 < c->n_mult; i++) {
     if (c->temporal_down[i] != 0 && c->temporal_down[i] != 1) {
