@@ -103,3 +103,23 @@ int sp_test_vae_read_weights(const char *path, const wan_vae_table *t, float *pa
   wan_vae_table_bind(t, packed);
   return 0;
 }
+
+int sp_test_vae_sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
+  sp_test_vae_sink *s = user;
+  if (s->calls < SP_TEST_VAE_MAX_CALLS) {
+    s->t0[s->calls] = t0;
+    s->n[s->calls] = n;
+  }
+  s->calls++;
+  if (t0 < 0 || n < 1 || t0 + n > s->T) return 0; /* recorded; the check reports it */
+  for (int64_t ch = 0; ch < 3; ch++)
+    memcpy(s->video + (ch * s->T + t0) * s->ohw, frames + ch * n * s->ohw,
+           (size_t)(n * s->ohw) * sizeof *s->video);
+  return 0;
+}
+
+int sp_test_vae_sink_same_calls(const sp_test_vae_sink *a, const sp_test_vae_sink *ref) {
+  int same = a->calls == ref->calls && a->calls <= SP_TEST_VAE_MAX_CALLS;
+  for (int i = 0; same && i < a->calls; i++) same = a->t0[i] == ref->t0[i] && a->n[i] == ref->n[i];
+  return same;
+}

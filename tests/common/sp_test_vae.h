@@ -24,6 +24,22 @@ enum {
 };
 void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_convs);
 
+/* The CUDA coders' tests (tests/gpu): a whole output (3, T, H W) video or
+ * (c, T, h w) latents) assembled from a decode's chunks, with the calls
+ * seen; sp_test_vae_sink_put is its wan_vae_frames_fn (user the sink).
+ * Calls past SP_TEST_VAE_MAX_CALLS are counted, not recorded; a chunk
+ * outside [0, T) is recorded but not copied. */
+#define SP_TEST_VAE_MAX_CALLS 64
+typedef struct sp_test_vae_sink {
+  float *video; /* (3, T, ohw) */
+  int64_t T, ohw;
+  int calls;
+  int64_t t0[SP_TEST_VAE_MAX_CALLS], n[SP_TEST_VAE_MAX_CALLS];
+} sp_test_vae_sink;
+int sp_test_vae_sink_put(void *user, const float *frames, int64_t t0, int64_t n);
+/* 1 when a saw the same calls (first frame and count each) as ref. */
+int sp_test_vae_sink_same_calls(const sp_test_vae_sink *a, const sp_test_vae_sink *ref);
+
 /* The parity drivers' inputs (tests/vae, tests/vae22: IN.h5 written by
  * their Python side). The config from the root attributes of path, one
  * int64 attribute per attribute of schema s (an array's length from its
