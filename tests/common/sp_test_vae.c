@@ -123,3 +123,39 @@ int sp_test_vae_sink_same_calls(const sp_test_vae_sink *a, const sp_test_vae_sin
   for (int i = 0; same && i < a->calls; i++) same = a->t0[i] == ref->t0[i] && a->n[i] == ref->n[i];
   return same;
 }
+
+void sp_test_vae_check_shapes(const wan_vae_table *t, const sp_test_vae_want *want, int n,
+                              const char *what) {
+  for (int i = 0; i < n; i++) {
+    const int k = wan_vae_table_find(t, want[i].name);
+    CHECK(k >= 0, "%s: no %s", what, want[i].name);
+    if (k < 0) continue;
+    int same = t->t[k].ndim == want[i].ndim;
+    for (int d = 0; same && d < want[i].ndim; d++) same = t->t[k].shape[d] == want[i].shape[d];
+    CHECK(same, "%s: %s has another shape", what, want[i].name);
+  }
+}
+
+void sp_test_vae_check_packing(const wan_vae_table *t, const char *what) {
+  int64_t end = 0;
+  for (int i = 0; i < t->count; i++) {
+    CHECK(t->t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t->t[i].offset >= end,
+          "%s: %s misplaced", what, t->t[i].name);
+    end = t->t[i].offset + t->t[i].numel;
+    for (int j = 0; j < i; j++)
+      CHECK(strcmp(t->t[i].name, t->t[j].name) != 0, "%s: %s twice", what, t->t[i].name);
+  }
+  CHECK(end <= t->packed_floats, "%s: packed buffer too small", what);
+}
+
+int64_t sp_test_vae_check_clamped(const float *v, int64_t n, const char *what) {
+  int64_t inside = 0, ends = 0;
+  for (int64_t i = 0; i < n; i++) {
+    inside += v[i] > -1.0f && v[i] < 1.0f;
+    ends += v[i] == -1.0f || v[i] == 1.0f;
+  }
+  CHECK(inside + ends == n && inside > n / 4 && ends > 0,
+        "%s: %lld of %lld inside (-1, 1), %lld clamped", what, (long long)inside, (long long)n,
+        (long long)ends);
+  return ends;
+}

@@ -24,6 +24,23 @@ enum {
 };
 void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_convs);
 
+/* The table checks of every VAE's driver test: each tensor of want (n of
+ * them) in t with its shape; t packed at WAN_VAE_ALIGN_FLOATS in order,
+ * without overlaps or a key twice, within packed_floats. what names the
+ * table in the failures. */
+typedef struct sp_test_vae_want {
+  const char *name;
+  int ndim;
+  int64_t shape[5];
+} sp_test_vae_want;
+void sp_test_vae_check_shapes(const wan_vae_table *t, const sp_test_vae_want *want, int n,
+                              const char *what);
+void sp_test_vae_check_packing(const wan_vae_table *t, const char *what);
+/* A decoded video of n values: all in [-1, 1], more than a quarter inside
+ * (-1, 1) and some at the clamp (the weights make some outputs reach it).
+ * Returns how many are at the clamp. */
+int64_t sp_test_vae_check_clamped(const float *v, int64_t n, const char *what);
+
 /* The CUDA coders' tests (tests/gpu): a whole output (3, T, H W) video or
  * (c, T, h w) latents) assembled from a decode's chunks, with the calls
  * seen; sp_test_vae_sink_put is its wan_vae_frames_fn (user the sink).

@@ -96,11 +96,7 @@ static void check_published_table(void) {
   CHECK(t.count == 108, "published table: %d tensors, expected 108", t.count);
   CHECK(t.params == 73295603, "published table: %lld parameters, expected 73295603",
         (long long)t.params);
-  static const struct {
-    const char *name;
-    int ndim;
-    int64_t shape[5];
-  } want[] = {
+  static const sp_test_vae_want want[] = {
       {"conv2.weight", 5, {16, 16, 1, 1, 1}},
       {"decoder.conv1.weight", 5, {384, 16, 3, 3, 3}},
       {"decoder.middle.1.norm.gamma", 3, {384, 1, 1}},
@@ -116,27 +112,12 @@ static void check_published_table(void) {
       {"decoder.head.0.gamma", 4, {96, 1, 1, 1}},
       {"decoder.head.2.weight", 5, {3, 96, 3, 3, 3}},
   };
-  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-    int k = wan_vae_table_find(&t, want[i].name);
-    CHECK(k >= 0, "published table: no %s", want[i].name);
-    if (k < 0) continue;
-    int same = t.t[k].ndim == want[i].ndim;
-    for (int d = 0; same && d < want[i].ndim; d++) same = t.t[k].shape[d] == want[i].shape[d];
-    CHECK(same, "published table: %s has another shape", want[i].name);
-  }
+  sp_test_vae_check_shapes(&t, want, (int)(sizeof want / sizeof want[0]), "published table");
   CHECK(wan_vae_table_find(&t, "decoder.upsamples.11.time_conv.weight") < 0 &&
             wan_vae_table_find(&t, "decoder.upsamples.0.shortcut.weight") < 0 &&
             wan_vae_table_find(&t, "decoder.upsamples.15.residual.0.gamma") < 0,
         "published table: a tensor the published decoder does not have");
-  int64_t end = 0;
-  for (int i = 0; i < t.count; i++) {
-    CHECK(t.t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
-          "table: %s misplaced", t.t[i].name);
-    end = t.t[i].offset + t.t[i].numel;
-    for (int j = 0; j < i; j++)
-      CHECK(strcmp(t.t[i].name, t.t[j].name) != 0, "table: %s twice", t.t[i].name);
-  }
-  CHECK(end <= t.packed_floats, "table: packed buffer too small");
+  sp_test_vae_check_packing(&t, "table");
   static float fake;
   wan_vae_table_bind(&t, &fake);
   /* Every typed field a published decoder uses is now non-NULL. */
@@ -207,14 +188,7 @@ static void check_decode(void) {
   }
   wan_vae_decode(d, &w, z, F, v1);
   CHECK(sp_test_guard_ok(v1, n_out), "decode wrote past the video");
-  int64_t inside = 0, ends = 0;
-  for (int64_t i = 0; i < n_out; i++) {
-    inside += v1[i] > -1.0f && v1[i] < 1.0f;
-    ends += v1[i] == -1.0f || v1[i] == 1.0f;
-  }
-  CHECK(inside + ends == n_out && inside > n_out / 4 && ends > 0,
-        "decode: %lld of %lld inside (-1, 1), %lld clamped", (long long)inside, (long long)n_out,
-        (long long)ends);
+  const int64_t ends = sp_test_vae_check_clamped(v1, n_out, "decode");
   wan_vae_decode(d, &w, z, F, v2);
   CHECK(memcmp(v1, v2, (size_t)n_out * sizeof *v1) == 0, "decode twice: the bits differ");
   int nthreads = omp_get_max_threads();

@@ -88,14 +88,6 @@ static int run_encode(const char *in, const char *out) {
 
 /* ---------------------------------------------------------------- self-contained checks */
 
-static int shape_is(const wan_vae_table *t, const char *name, int ndim, const int64_t *shape) {
-  const int k = wan_vae_table_find(t, name);
-  if (k < 0 || t->t[k].ndim != ndim) return 0;
-  for (int d = 0; d < ndim; d++)
-    if (t->t[k].shape[d] != shape[d]) return 0;
-  return 1;
-}
-
 static int unbound_fields(const wan_vae_enc_weights *w) {
   int unbound = !w->conv1_w || !w->conv1_b || !w->mid_attn.qkv_w || !w->mid0.conv1_w ||
                 !w->mid2.conv2_w || !w->head_gamma || !w->head_w || !w->quant_w || !w->quant_b;
@@ -124,11 +116,7 @@ static void check_published_table(void) {
   CHECK(t.count == 86, "published encoder table: %d tensors, expected 86", t.count);
   CHECK(t.params == 53596928, "published encoder table: %lld parameters, expected 53596928",
         (long long)t.params);
-  static const struct {
-    const char *name;
-    int ndim;
-    int64_t shape[5];
-  } want[] = {
+  static const sp_test_vae_want want[] = {
       {"encoder.conv1.weight", 5, {96, 3, 3, 3, 3}},
       {"encoder.downsamples.0.residual.0.gamma", 4, {96, 1, 1, 1}},
       {"encoder.downsamples.2.resample.1.weight", 4, {96, 96, 3, 3}},
@@ -145,20 +133,13 @@ static void check_published_table(void) {
       {"conv1.weight", 5, {32, 32, 1, 1, 1}},
       {"conv1.bias", 1, {32}},
   };
-  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-    CHECK(shape_is(&t, want[i].name, want[i].ndim, want[i].shape),
-          "published encoder table: %s missing or of another shape", want[i].name);
+  sp_test_vae_check_shapes(&t, want, (int)(sizeof want / sizeof want[0]),
+                           "published encoder table");
   CHECK(wan_vae_table_find(&t, "encoder.downsamples.2.time_conv.weight") < 0 &&
             wan_vae_table_find(&t, "encoder.downsamples.0.shortcut.weight") < 0 &&
             wan_vae_table_find(&t, "encoder.downsamples.11.residual.0.gamma") < 0,
         "published encoder table: a tensor the published encoder does not have");
-  int64_t end = 0;
-  for (int i = 0; i < t.count; i++) {
-    CHECK(t.t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
-          "encoder table: %s misplaced", t.t[i].name);
-    end = t.t[i].offset + t.t[i].numel;
-  }
-  CHECK(end <= t.packed_floats, "encoder table: packed buffer too small");
+  sp_test_vae_check_packing(&t, "encoder table");
   static float fake;
   wan_vae_table_bind(&t, &fake);
   CHECK(!unbound_fields(&w), "published encoder table: a typed field left unbound");

@@ -123,39 +123,21 @@ static int run_encode_file(const char *vae, const char *in, const char *out) {
 
 /* ---------------------------------------------------------------- self-contained checks */
 
-typedef struct want_shape {
-  const char *name;
-  int ndim;
-  int64_t shape[5];
-} want_shape;
-
-static void check_table(wan_vae22_part part, int count, int64_t params, const want_shape *want,
-                        int nwant) {
+static void check_table(wan_vae22_part part, int count, int64_t params,
+                        const sp_test_vae_want *want, int nwant) {
   wan_vae22_config c;
   wan_vae22_config_published(&c);
   static wan_vae22_weights w;
   static wan_vae_table t;
   wan_vae22_table_make(&c, part, &w, &t);
   const char *pn = wan_vae22_part_name(part);
+  char what[48];
+  snprintf(what, sizeof what, "published %s", pn);
   CHECK(t.count == count && t.params == params, "published %s: %d tensors, %lld parameters; "
         "I2V.md: %d, %lld", pn, t.count, (long long)t.params, count, (long long)params);
-  for (int i = 0; i < nwant; i++) {
-    const int k = wan_vae_table_find(&t, want[i].name);
-    CHECK(k >= 0, "published %s: no %s", pn, want[i].name);
-    if (k < 0) continue;
-    int same = t.t[k].ndim == want[i].ndim;
-    for (int d = 0; same && d < want[i].ndim; d++) same = t.t[k].shape[d] == want[i].shape[d];
-    CHECK(same, "published %s: %s has another shape", pn, want[i].name);
-  }
-  int64_t end = 0;
-  for (int i = 0; i < t.count; i++) {
-    CHECK(t.t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
-          "%s table: %s misplaced", pn, t.t[i].name);
-    end = t.t[i].offset + t.t[i].numel;
-    for (int j = 0; j < i; j++)
-      CHECK(strcmp(t.t[i].name, t.t[j].name) != 0, "%s table: %s twice", pn, t.t[i].name);
-  }
-  CHECK(end <= t.packed_floats, "%s table: packed buffer too small", pn);
+  sp_test_vae_check_shapes(&t, want, nwant, what);
+  snprintf(what, sizeof what, "%s table", pn);
+  sp_test_vae_check_packing(&t, what);
   static float fake;
   wan_vae_table_bind(&t, &fake);
   for (int i = 0; i < t.count; i++)
@@ -169,7 +151,7 @@ static void check_published(void) {
   CHECK(wan_vae22_config_check(&c, err, sizeof err) == 0, "published config refused: %s", err);
   /* I2V.md "The Wan 2.2 VAE": 110 decoder tensors (555,051,580 parameters)
    * and 86 encoder tensors (149,637,088), and its key shapes. */
-  static const want_shape dec[] = {
+  static const sp_test_vae_want dec[] = {
       {"conv2.weight", 5, {48, 48, 1, 1, 1}},
       {"decoder.conv1.weight", 5, {1024, 48, 3, 3, 3}},
       {"decoder.middle.1.to_qkv.weight", 4, {3072, 1024, 1, 1}},
@@ -180,7 +162,7 @@ static void check_published(void) {
       {"decoder.upsamples.3.upsamples.2.residual.6.bias", 1, {256}},
       {"decoder.head.2.weight", 5, {12, 256, 3, 3, 3}},
   };
-  static const want_shape enc[] = {
+  static const sp_test_vae_want enc[] = {
       {"encoder.conv1.weight", 5, {160, 12, 3, 3, 3}},
       {"encoder.downsamples.0.downsamples.2.resample.1.weight", 4, {160, 160, 3, 3}},
       {"encoder.downsamples.1.downsamples.0.shortcut.weight", 5, {320, 160, 1, 1, 1}},
@@ -254,14 +236,7 @@ static void check_decode(void) {
   }
   wan_vae22_decode(d, &w.dec, z, F, v1);
   CHECK(sp_test_guard_ok(v1, n_out), "decode wrote past the video");
-  int64_t inside = 0, ends = 0;
-  for (int64_t i = 0; i < n_out; i++) {
-    inside += v1[i] > -1.0f && v1[i] < 1.0f;
-    ends += v1[i] == -1.0f || v1[i] == 1.0f;
-  }
-  CHECK(inside + ends == n_out && inside > n_out / 4 && ends > 0,
-        "decode: %lld of %lld inside (-1, 1), %lld clamped", (long long)inside, (long long)n_out,
-        (long long)ends);
+  const int64_t ends = sp_test_vae_check_clamped(v1, n_out, "decode");
   const int nthreads = omp_get_max_threads();
   for (int th = 0; th <= 3; th++) {
     if (th) omp_set_num_threads(th);
