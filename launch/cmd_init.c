@@ -251,7 +251,7 @@ static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const
   if (rc != SP_OK) return rc;
   const wan_vae22_config *c = &wan_vae22_get_info(m)->config;
   static wan_vae22_weights w;
-  static wan_vae22_table t;
+  static wan_vae_table t;
   rc = wan_vae22_writer_open(out, c, dtype, preset, &wr);
   if (rc == SP_OK) rc = wan_vae22_writer_attr(wr, "synth_seed", seedstr);
   if (rc == SP_OK) rc = wan_vae22_writer_attr(wr, "synth_preset", preset);

@@ -41,16 +41,7 @@ typedef struct walker {
 } walker;
 
 static uint64_t mul3(walker *k, uint64_t a, uint64_t b, uint64_t c) {
-  if (a && b > UINT64_MAX / a) {
-    k->over = 1;
-    return 0;
-  }
-  const uint64_t ab = a * b;
-  if (ab && c > UINT64_MAX / ab) {
-    k->over = 1;
-    return 0;
-  }
-  return ab * c;
+  return plan_vae_mul3(&k->over, a, b, c);
 }
 
 /* Elements of t frames of the current level with c channels. */
@@ -100,11 +91,7 @@ static void attn(walker *k, int64_t c, int e) {
   need(k, PLAN_VAE22_S, act(k, k->t, c));
   need(k, PLAN_VAE22_Y, act(k, k->t, 3 * c));
   need(k, PLAN_VAE22_R, act(k, k->t, c));
-  const uint64_t per_row = (uint64_t)plan_vae_scores_ld(hw) * (uint64_t)(4 + e);
-  int64_t rows = (int64_t)(PLAN_VAE_SCORES_CAP / per_row);
-  if (rows > hw) rows = hw;
-  while (rows > 1 && plan_vae_scores_bytes(rows, hw, e) > PLAN_VAE_SCORES_CAP) rows--;
-  k->l->score_rows = rows < 1 ? 1 : rows;
+  k->l->score_rows = plan_vae_score_rows(hw, e);
 }
 
 static void middle(walker *k, int64_t c, int e) {
@@ -189,15 +176,16 @@ static void walk_encoder(walker *k, const plan_vae22_shape *s) {
 
 static void take(walker *k, plan_vae22_buf kind, int index, uint64_t bytes) {
   plan_vae22_layout *l = k->l;
-  uint64_t off = plan_layout_align(l->total);
-  if (off < l->total || bytes > UINT64_MAX - off ||
-      l->count >= (int)(sizeof l->b / sizeof l->b[0])) {
+  if (l->count >= (int)(sizeof l->b / sizeof l->b[0])) {
     k->over = 1;
     return;
   }
-  l->b[l->count++] =
-      (plan_vae22_buffer){.kind = kind, .index = index, .offset = off, .bytes = bytes};
-  l->total = off + bytes;
+  int over = 0;
+  const uint64_t off = plan_vae_bump(&l->total, bytes, &over);
+  k->over |= over;
+  if (!over)
+    l->b[l->count++] =
+        (plan_vae22_buffer){.kind = kind, .index = index, .offset = off, .bytes = bytes};
 }
 
 static int check_shape(const plan_vae22_shape *s, char *err, size_t errlen) {
@@ -247,8 +235,7 @@ int plan_vae22_layout_make(const plan_vae22_shape *s, plan_vae22_layout *out, ch
   take(&k, PLAN_VAE22_FRAMES, 0, mul3(&k, n[PLAN_VAE22_FRAMES], 4, 1));
   /* cuDNN's workspace as the Wan 2.1 decoder sizes it (vae_layout.h) */
   const uint64_t xb = mul3(&k, n[PLAN_VAE22_X], E, 1), sb = mul3(&k, n[PLAN_VAE22_S], E, 1);
-  const uint64_t ws = E == 4 ? 2 * (sb > xb ? sb : xb) : xb + xb / 8;
-  out->conv_ws_bytes = ws > PLAN_VAE_CONV_WS_MIN ? ws : PLAN_VAE_CONV_WS_MIN;
+  out->conv_ws_bytes = plan_vae_conv_ws_bytes(xb, sb, s->elem_bytes);
   take(&k, PLAN_VAE22_CONV_WS, 0, out->conv_ws_bytes);
   take(&k, PLAN_VAE22_GEMM_WS, 0, PLAN_VAE_GEMM_WS_BYTES);
   for (int i = 0; i < out->n_cache; i++)

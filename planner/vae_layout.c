@@ -43,6 +43,42 @@ uint64_t plan_vae_scores_bytes(int64_t rows, int64_t hw, int elem_bytes) {
   return plan_vae_scores_p_offset(rows, hw) + plan_layout_align(n * (uint64_t)elem_bytes);
 }
 
+uint64_t plan_vae_mul3(int *over, uint64_t a, uint64_t b, uint64_t c) {
+  if (a && b > UINT64_MAX / a) {
+    *over = 1;
+    return 0;
+  }
+  const uint64_t ab = a * b;
+  if (ab && c > UINT64_MAX / ab) {
+    *over = 1;
+    return 0;
+  }
+  return ab * c;
+}
+
+int64_t plan_vae_score_rows(int64_t hw, int e) {
+  const uint64_t per_row = (uint64_t)plan_vae_scores_ld(hw) * (uint64_t)(4 + e);
+  int64_t rows = (int64_t)(PLAN_VAE_SCORES_CAP / per_row);
+  if (rows > hw) rows = hw;
+  while (rows > 1 && plan_vae_scores_bytes(rows, hw, e) > PLAN_VAE_SCORES_CAP) rows--;
+  return rows < 1 ? 1 : rows;
+}
+
+uint64_t plan_vae_conv_ws_bytes(uint64_t x_bytes, uint64_t s_bytes, int e) {
+  const uint64_t ws = e == 4 ? 2 * (s_bytes > x_bytes ? s_bytes : x_bytes) : x_bytes + x_bytes / 8;
+  return ws > PLAN_VAE_CONV_WS_MIN ? ws : PLAN_VAE_CONV_WS_MIN;
+}
+
+uint64_t plan_vae_bump(uint64_t *total, uint64_t bytes, int *over) {
+  const uint64_t off = plan_layout_align(*total);
+  if (off < *total || bytes > UINT64_MAX - off) {
+    *over = 1;
+    return 0;
+  }
+  *total = off + bytes;
+  return off;
+}
+
 /* The walk's state: role maxima in elements, the caches, overflow. */
 typedef struct walker {
   plan_vae_layout *l;
@@ -51,16 +87,7 @@ typedef struct walker {
 } walker;
 
 static uint64_t mul3(walker *k, uint64_t a, uint64_t b, uint64_t c) {
-  if (a && b > UINT64_MAX / a) {
-    k->over = 1;
-    return 0;
-  }
-  const uint64_t ab = a * b;
-  if (ab && c > UINT64_MAX / ab) {
-    k->over = 1;
-    return 0;
-  }
-  return ab * c;
+  return plan_vae_mul3(&k->over, a, b, c);
 }
 
 static void need(walker *k, plan_vae_buf role, uint64_t elems) {
@@ -100,25 +127,21 @@ static void attn(walker *k, int64_t c, int e) {
   need(k, PLAN_VAE_S, mul3(k, n, (uint64_t)c, 1));
   need(k, PLAN_VAE_Y, mul3(k, n, 3, (uint64_t)c));
   need(k, PLAN_VAE_R, mul3(k, n, (uint64_t)c, 1));
-  /* as many rows as the cap holds (the alignment makes the exact count
-   * a little below cap / bytes per row), at least one, at most hw */
-  const uint64_t per_row = (uint64_t)plan_vae_scores_ld(k->hw) * (uint64_t)(4 + e);
-  int64_t rows = (int64_t)(PLAN_VAE_SCORES_CAP / per_row);
-  if (rows > k->hw) rows = k->hw;
-  while (rows > 1 && plan_vae_scores_bytes(rows, k->hw, e) > PLAN_VAE_SCORES_CAP) rows--;
-  k->l->score_rows = rows < 1 ? 1 : rows;
+  k->l->score_rows = plan_vae_score_rows(k->hw, e);
 }
 
 static void take(walker *k, plan_vae_buf kind, int index, uint64_t bytes) {
   plan_vae_layout *l = k->l;
-  uint64_t off = plan_layout_align(l->total);
-  if (off < l->total || bytes > UINT64_MAX - off ||
-      l->count >= (int)(sizeof l->b / sizeof l->b[0])) {
+  if (l->count >= (int)(sizeof l->b / sizeof l->b[0])) {
     k->over = 1;
     return;
   }
-  l->b[l->count++] = (plan_vae_buffer){.kind = kind, .index = index, .offset = off, .bytes = bytes};
-  l->total = off + bytes;
+  int over = 0;
+  const uint64_t off = plan_vae_bump(&l->total, bytes, &over);
+  k->over |= over;
+  if (!over)
+    l->b[l->count++] = (plan_vae_buffer){.kind = kind, .index = index, .offset = off,
+                                         .bytes = bytes};
 }
 
 /* Every buffer of a walked layout, in one order for the decoder and the
@@ -141,8 +164,7 @@ static void place(walker *k, uint64_t weight_bytes, uint64_t latent_bytes, uint6
   take(k, PLAN_VAE_FRAMES, 0, frame_bytes);
   const uint64_t xb = mul3(k, out->elems[PLAN_VAE_X], E, 1);
   const uint64_t sb = mul3(k, out->elems[PLAN_VAE_S], E, 1);
-  const uint64_t ws = e == 4 ? 2 * (sb > xb ? sb : xb) : xb + xb / 8;
-  out->conv_ws_bytes = ws > PLAN_VAE_CONV_WS_MIN ? ws : PLAN_VAE_CONV_WS_MIN;
+  out->conv_ws_bytes = plan_vae_conv_ws_bytes(xb, sb, e);
   take(k, PLAN_VAE_CONV_WS, 0, out->conv_ws_bytes);
   take(k, PLAN_VAE_GEMM_WS, 0, PLAN_VAE_GEMM_WS_BYTES);
   for (int i = 0; i < out->n_cache; i++)

@@ -127,6 +127,23 @@ int64_t plan_vae_scores_ld(int64_t hw);
 /* Where the probabilities start in that scratch: after the scores. */
 uint64_t plan_vae_scores_p_offset(int64_t rows, int64_t hw);
 
+/* The steps of every Wan VAE layout's walk and allocation (this file's
+ * and vae22_layout.h's). */
+/* a b c, or 0 with *over set when the product overflows. */
+uint64_t plan_vae_mul3(int *over, uint64_t a, uint64_t b, uint64_t c);
+/* Query rows of an attention scores chunk over hw keys (elem_bytes e
+ * probabilities): as many as PLAN_VAE_SCORES_CAP holds (the alignment
+ * makes the exact count a little below cap / bytes per row), at least
+ * one, at most hw. */
+int64_t plan_vae_score_rows(int64_t hw, int e);
+/* The cuDNN workspace (PLAN_VAE_CONV_WS_MIN) for the largest x and s of
+ * x_bytes and s_bytes in elements of e bytes. */
+uint64_t plan_vae_conv_ws_bytes(uint64_t x_bytes, uint64_t s_bytes, int e);
+/* The offset of the next buffer of bytes in a bump allocation ending at
+ * *total (the next multiple of PLAN_LAYOUT_ALIGN), *total moved past it;
+ * 0 with *over set when it overflows. */
+uint64_t plan_vae_bump(uint64_t *total, uint64_t bytes, int *over);
+
 /* What kind k holds, in a few words. */
 const char *plan_vae_buf_name(plan_vae_buf k);
 

@@ -79,10 +79,7 @@ extern "C" void kern_cuda_vae_destroy(kern_cuda_vae *v) {
   if (!v) return;
   for (int i = 0; i < v->nconv; i++) {
     conv_entry *e = &v->conv[i];
-    CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(e->cd));
-    CUDNN_CHECK(cudnnDestroyFilterDescriptor(e->wd));
-    CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->yd));
-    CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->xd));
+    cuda_vae_conv_descs_destroy(e->xd, e->yd, e->wd, e->cd);
   }
   for (int i = 0; i < v->ngemm; i++) {
     gemm_entry *e = &v->gemm[i];

@@ -17,10 +17,10 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "cuda_vae_common.cuh"
 #include "kern_cuda_vae22.h"
 #include "lib_check.cuh"
 
-#define V22_THREADS 256
 #define V22_CONV_CACHE 32 /* strided conv shapes of a run: 6 of the published encoder */
 #define V22_MAX_ALGOS 16
 
@@ -48,31 +48,14 @@ struct kern_cuda_vae22 {
   v22_conv conv[V22_CONV_CACHE];
 };
 
-static unsigned grid_for(int64_t n) {
-  int64_t b = (n + V22_THREADS - 1) / V22_THREADS;
-  if (b > 65536 * 8) b = 65536 * 8; /* the grid-stride loops cover the rest */
-  return (unsigned)(b < 1 ? 1 : b);
-}
-
-static __device__ __forceinline__ float to_f(float x) { return x; }
-static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-static __device__ __forceinline__ void from_f(float *p, float x) { *p = x; }
-static __device__ __forceinline__ void from_f(__nv_bfloat16 *p, float x) {
-  *p = __float2bfloat16_rn(x);
-}
-
-#define V22_LOOP(i, n)                                                         \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-       i += (int64_t)gridDim.x * blockDim.x)
-
 /* Launches kernel<float> or kernel<bf16> by the context's dtype over n
  * outputs; the pointers of dt type are passed as void and cast inside. */
 #define V22_LAUNCH(v, n, kernel, ...)                                                      \
   do {                                                                                     \
     if ((v)->dt == KERN_DTYPE_F32)                                                         \
-      kernel<float><<<grid_for(n), V22_THREADS, 0, (v)->stream>>>(__VA_ARGS__);            \
+      kernel<float><<<grid_for(n), THREADS, 0, (v)->stream>>>(__VA_ARGS__);                \
     else                                                                                   \
-      kernel<__nv_bfloat16><<<grid_for(n), V22_THREADS, 0, (v)->stream>>>(__VA_ARGS__);    \
+      kernel<__nv_bfloat16><<<grid_for(n), THREADS, 0, (v)->stream>>>(__VA_ARGS__);        \
     CUDA_LAUNCH_CHECK();                                                                   \
   } while (0)
 
@@ -105,10 +88,7 @@ extern "C" void kern_cuda_vae22_destroy(kern_cuda_vae22 *v) {
   if (!v) return;
   for (int i = 0; i < v->nconv; i++) {
     v22_conv *e = &v->conv[i];
-    CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(e->cd));
-    CUDNN_CHECK(cudnnDestroyFilterDescriptor(e->wd));
-    CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->yd));
-    CUDNN_CHECK(cudnnDestroyTensorDescriptor(e->xd));
+    cuda_vae_conv_descs_destroy(e->xd, e->yd, e->wd, e->cd);
   }
   CUDNN_CHECK(cudnnDestroy(v->dnn));
   free(v);
@@ -227,7 +207,7 @@ template <typename T>
 __global__ void latent_in_kernel(const float *z, const float *wt, const float *b, v22_stats st,
                                  void *y_, int nz, int64_t hw) {
   T *y = (T *)y_;
-  V22_LOOP(p, hw) {
+  VAE_LOOP(p, hw) {
     float u[KERN_CUDA_VAE22_MAX_Z];
     for (int i = 0; i < nz; i++) u[i] = z[i * hw + p] / st.inv_std[i] + st.mean[i];
     for (int o = 0; o < nz; o++) {
@@ -252,7 +232,7 @@ __global__ void latent_out_kernel(const void *x_, kern_vae22_head h, v22_stats s
                                   int nz, int64_t t, int64_t hw) {
   const T *x = (const T *)x_;
   const int z2 = (int)h.z2;
-  V22_LOOP(i, nz * t * hw) {
+  VAE_LOOP(i, nz * t * hw) {
     const int64_t p = i % hw, f = (i / hw) % t;
     const int o = (int)(i / (hw * t));
     const T *xr = x + (f * hw + p) * z2;
@@ -279,7 +259,7 @@ __global__ void patchify_kernel(const float *frames, void *y_, int64_t t, int64_
                                 int64_t ldc) {
   T *y = (T *)y_;
   const int64_t h = H / 2, w = W / 2;
-  V22_LOOP(i, t * h * w * ldc) {
+  VAE_LOOP(i, t * h * w * ldc) {
     const int64_t ch = i % ldc, pos = i / ldc;
     const int64_t j = pos % w, r0 = pos / w, ii = r0 % h, f = r0 / h;
     float val = 0.0f;
@@ -304,7 +284,7 @@ __global__ void frames_kernel(const void *x_, const float *b, float *frames, int
                               int64_t h, int64_t w, int64_t ldc) {
   const T *x = (const T *)x_;
   const int64_t H = 2 * h, W = 2 * w;
-  V22_LOOP(i, 3 * t * H * W) {
+  VAE_LOOP(i, 3 * t * H * W) {
     const int64_t ox = i % W, oy = (i / W) % H, f = (i / (W * H)) % t, c = i / (W * H * t);
     const int64_t ch = c * 4 + (ox % 2) * 2 + oy % 2;
     const float val = to_f(x[((f * h + oy / 2) * w + ox / 2) * ldc + ch]) + b[ch];
@@ -325,7 +305,7 @@ template <typename T>
 __global__ void pad_kernel(const float *x, void *y_, int64_t Tn, int64_t H, int64_t W,
                            int64_t C) {
   T *y = (T *)y_;
-  V22_LOOP(i, Tn * (H + 1) * (W + 1) * C) {
+  VAE_LOOP(i, Tn * (H + 1) * (W + 1) * C) {
     const int64_t c = i % C, pos = i / C;
     const int64_t j = pos % (W + 1), r = pos / (W + 1), ii = r % (H + 1), f = r / (H + 1);
     from_f(&y[i], ii < H && j < W ? x[((f * H + ii) * W + j) * C + c] : 0.0f);
@@ -361,7 +341,7 @@ template <typename T>
 __global__ void down_out_kernel(const void *y_, const float *b, const float *keep, float *out,
                                 kern_vae22_shortcut s, int64_t To, int64_t Ho, int64_t Wo) {
   const T *y = (const T *)y_;
-  V22_LOOP(i, To * Ho * Wo * s.co) {
+  VAE_LOOP(i, To * Ho * Wo * s.co) {
     const int64_t o = i % s.co, pos = i / s.co;
     const int64_t k = pos % Wo, r = pos / Wo, ii = r % Ho, j = r / Ho;
     const float base = y ? to_f(y[i]) + (b ? b[o] : 0.0f) : out[i];
@@ -385,7 +365,7 @@ __global__ void up_out_kernel(const void *y_, const float *b, const float *keep,
                               kern_vae22_shortcut s, int64_t To, int64_t Ho, int64_t Wo) {
   const T *y = (const T *)y_;
   const int64_t R = s.co * s.ft * s.fs * s.fs / s.ci;
-  V22_LOOP(i, To * Ho * Wo * s.co) {
+  VAE_LOOP(i, To * Ho * Wo * s.co) {
     const int64_t o = i % s.co, pos = i / s.co;
     const int64_t ox = pos % Wo, r0 = pos / Wo, oy = r0 % Ho, f = r0 / Ho + s.drop;
     const int64_t t = f / s.ft, a = f % s.ft, ii = oy / s.fs, q = oy % s.fs;

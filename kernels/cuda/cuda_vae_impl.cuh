@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "cuda_vae_common.cuh"
 #include "lib_check.cuh"
 #include "kern_cuda_vae.h"
 #include "vae_layout.h"
@@ -23,7 +24,6 @@
 #define CONV_CACHE 96 /* conv shapes of a decode: ~40 published */
 #define GEMM_CACHE 32 /* attention GEMM shapes: 2 per row-chunk size */
 #define MAX_ALGOS 16
-#define THREADS 256
 
 /* ---- the context ----------------------------------------------------------- */
 
@@ -128,19 +128,6 @@ template <typename T, int V>
 static __device__ __forceinline__ void store_v(T *p, const float *f) {
 #pragma unroll
   for (int i = 0; i < V; i += vec<T>::n) vec<T>::store(p + i, f + i);
-}
-
-static __device__ __forceinline__ float to_f(float x) { return x; }
-static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-static __device__ __forceinline__ void from_f(float *p, float x) { *p = x; }
-static __device__ __forceinline__ void from_f(__nv_bfloat16 *p, float x) {
-  *p = __float2bfloat16_rn(x);
-}
-
-static inline unsigned grid_for(int64_t n) {
-  int64_t b = (n + THREADS - 1) / THREADS;
-  if (b > 65536 * 8) b = 65536 * 8; /* grid-stride loops cover the rest */
-  return (unsigned)(b < 1 ? 1 : b);
 }
 
 /* ---- attention ---------------------------------------------------------------------- */

@@ -46,15 +46,27 @@ import tempfile
 import time
 
 
-def load_wan_vae(repo):
-    path = os.path.join(repo, "wan", "modules", "vae.py")
+# What the decoder benches share (torch_vae22.py imports them, and
+# torch_vae_enc.py the loader and write_json): the loader of a published
+# module file, the arguments, the timing of one mode, the loop over sizes
+# and modes.
+
+
+def load_published(repo, rel, name, script, checkout):
+    """The module file repo/rel, loaded by path as module name."""
+    path = os.path.join(repo, *rel.split("/"))
     if not os.path.isfile(path):
-        sys.exit(f"torch_vae.py: no {path}: pass the root of a Wan2.1 checkout "
+        sys.exit(f"{script}: no {path}: pass the root of a {checkout} "
                  "(--wan-repo DIR or WAN_REPO)")
-    spec = importlib.util.spec_from_file_location("wan_published_vae", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_wan_vae(repo):
+    return load_published(repo, "wan/modules/vae.py", "wan_published_vae", "torch_vae.py",
+                          "Wan2.1 checkout")
 
 
 def write_json(path, doc):
@@ -68,33 +80,100 @@ def write_json(path, doc):
     os.replace(tmp, path)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def decoder_args(doc, script, checkout, sizes, frames, flag, flag_help):
+    """The parsed arguments of a decoder bench (its defaults sizes and
+    frames, its own store_true flag), a.modes and a.sizes as lists; exits
+    on a missing --wan-repo or an unknown mode."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--wan-repo", default=os.environ.get("WAN_REPO"))
-    ap.add_argument("--sizes", default="60x104,90x160", help="latent HxW, comma separated")
-    ap.add_argument("--frames", type=int, default=21, help="latent frames")
+    ap.add_argument("--sizes", default=sizes, help="latent HxW, comma separated")
+    ap.add_argument("--frames", type=int, default=frames, help="latent frames")
     ap.add_argument("--modes", default="fp32,fp32-strict,bf16")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--decoder-only", action="store_true")
+    ap.add_argument(flag, action="store_true", help=flag_help)
     ap.add_argument("--json-out")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     if not a.wan_repo:
-        sys.exit("torch_vae.py: pass --wan-repo DIR (or set WAN_REPO): the root of a Wan2.1 checkout")
+        sys.exit(f"{script}: pass --wan-repo DIR (or set WAN_REPO): the root of a {checkout}")
+    a.modes = [m for m in a.modes.split(",") if m]
+    for m in a.modes:
+        if m not in ("fp32", "fp32-strict", "bf16"):
+            sys.exit(f"{script}: unknown mode {m}")
+    a.sizes = [tuple(int(v) for v in s.lower().split("x")) for s in a.sizes.split(",")]
+    return a
+
+
+def time_mode(torch, decode, z, mode, a):
+    """(row fields) of a.reps timed decodes after a.warmup."""
+    with torch.inference_mode():
+        for _ in range(a.warmup):
+            out = decode(z, mode)
+            del out
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(a.reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = decode(z, mode)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            shape = list(out.shape)
+            del out
+    times.sort()
+    return dict(s=times[len(times) // 2], s_min=times[0], runs_s=times,
+                peak_gib=torch.cuda.max_memory_allocated() / 2**30, video=shape[2:])
+
+
+def bench_decoder(torch, model, scale, z_dim, a, doc):
+    """Every size of a.sizes in every mode of a.modes: random normal latents
+    (1, z_dim, a.frames, h, w) decoded as WanVAE.decode does, a row each
+    into doc["results"] (and a.json_out, rewritten after each) and a line of
+    the table; prints the JSON at the end."""
+    dev = torch.device("cuda")
+    print(f"# {'latent':>16} {'video':>18} {'mode':>12} {'s':>9} {'s_min':>9} {'peak GiB':>9}")
+
+    def decode(z, mode):
+        if mode == "bf16":
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                return model.decode(z, scale).float().clamp_(-1, 1)
+        return model.decode(z, scale).float().clamp_(-1, 1)
+
+    tf32 = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    for (h, w) in a.sizes:
+        g = torch.Generator(device=dev).manual_seed(a.seed + h * 1000 + w)
+        z = torch.randn((1, z_dim, a.frames, h, w), generator=g, device=dev)
+        for mode in a.modes:
+            strict = mode == "fp32-strict"
+            torch.backends.cudnn.allow_tf32 = tf32[0] and not strict
+            torch.backends.cuda.matmul.allow_tf32 = tf32[1] and not strict
+            row = {"latent": [a.frames, h, w], "mode": mode, "status": "ok"}
+            try:
+                row.update(time_mode(torch, decode, z, mode, a))
+            except torch.cuda.OutOfMemoryError as e:
+                row["status"] = f"out of memory: {str(e).splitlines()[0]}"
+            torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.cuda.empty_cache()
+            doc["results"].append(row)
+            write_json(a.json_out, doc)
+            if row["status"] == "ok":
+                print(f"  {str(a.frames) + 'x' + str(h) + 'x' + str(w):>16} "
+                      f"{'x'.join(map(str, row['video'])):>18} {mode:>12} {row['s']:9.3f} "
+                      f"{row['s_min']:9.3f} {row['peak_gib']:9.2f}", flush=True)
+            else:
+                print(f"  {a.frames}x{h}x{w} {mode}: {row['status']}", flush=True)
+    print(json.dumps(doc))
+
+
+def main():
+    a = decoder_args(__doc__, "torch_vae.py", "Wan2.1 checkout", "60x104,90x160", 21,
+                     "--decoder-only", "drop the encoder's weights")
     import torch
     if not torch.cuda.is_available():
         sys.exit("torch_vae.py: no CUDA device")
     vae = load_wan_vae(a.wan_repo)
-    modes = [m for m in a.modes.split(",") if m]
-    for m in modes:
-        if m not in ("fp32", "fp32-strict", "bf16"):
-            sys.exit(f"torch_vae.py: unknown mode {m}")
-    sizes = []
-    for s in a.sizes.split(","):
-        h, w = s.lower().split("x")
-        sizes.append((int(h), int(w)))
-
     torch.manual_seed(a.seed)
     dev = torch.device("cuda")
     model = vae.WanVAE_(dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
@@ -117,57 +196,7 @@ def main():
     doc = {"bench": "torch_vae", "env": env, "results": []}
     print(f"# torch {env['torch']}, cudnn {env['cudnn']}, {env['gpu']}; weights "
           f"{weight_bytes / 2**20:.1f} MiB ({'decoder only' if a.decoder_only else 'encoder and decoder'})")
-    print(f"# {'latent':>16} {'video':>16} {'mode':>12} {'s':>9} {'s_min':>9} {'peak GiB':>9}")
-
-    def decode(z, mode):
-        if mode == "bf16":
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                return model.decode(z, scale).float().clamp_(-1, 1)
-        return model.decode(z, scale).float().clamp_(-1, 1)
-
-    tf32 = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    for (h, w) in sizes:
-        g = torch.Generator(device=dev).manual_seed(a.seed + h * 1000 + w)
-        z = torch.randn((1, 16, a.frames, h, w), generator=g, device=dev)
-        for mode in modes:
-            strict = mode == "fp32-strict"
-            torch.backends.cudnn.allow_tf32 = tf32[0] and not strict
-            torch.backends.cuda.matmul.allow_tf32 = tf32[1] and not strict
-            row = {"latent": [a.frames, h, w], "mode": mode, "status": "ok"}
-            try:
-                with torch.inference_mode():
-                    for _ in range(a.warmup):
-                        out = decode(z, mode)
-                        del out
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
-                    times = []
-                    for _ in range(a.reps):
-                        torch.cuda.synchronize()
-                        t0 = time.perf_counter()
-                        out = decode(z, mode)
-                        torch.cuda.synchronize()
-                        times.append(time.perf_counter() - t0)
-                        shape = list(out.shape)
-                        del out
-                    times.sort()
-                    row.update(s=times[len(times) // 2], s_min=times[0], runs_s=times,
-                               peak_gib=torch.cuda.max_memory_allocated() / 2**30,
-                               video=shape[2:])
-            except torch.cuda.OutOfMemoryError as e:  # noqa: PERF203
-                row["status"] = f"out of memory: {str(e).splitlines()[0]}"
-                torch.cuda.empty_cache()
-            torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
-            doc["results"].append(row)
-            write_json(a.json_out, doc)
-            if row["status"] == "ok":
-                print(f"  {str(a.frames) + 'x' + str(h) + 'x' + str(w):>16} "
-                      f"{'x'.join(map(str, row['video'])):>16} {mode:>12} {row['s']:9.3f} "
-                      f"{row['s_min']:9.3f} {row['peak_gib']:9.2f}", flush=True)
-            else:
-                print(f"  {a.frames}x{h}x{w} {mode}: {row['status']}", flush=True)
-            torch.cuda.empty_cache()
-    print(json.dumps(doc))
+    bench_decoder(torch, model, scale, 16, a, doc)
 
 
 if __name__ == "__main__":

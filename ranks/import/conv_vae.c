@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "conv.h"
+#include "conv_vae_rules.h"
 #include "convert.h"
 #include "log.h"
 #include "vae_file.h"
@@ -36,9 +37,8 @@ static const conv_rule official_rules[] = {
     CONV_END,
 };
 
-/* WanResidualBlock's leaves against ResidualBlock's (its Sequential
- * residual: 0 norm, 1 SiLU, 2 conv, 3 norm, 4 SiLU, 5 dropout, 6 conv). */
-static const conv_rule resblock[] = {
+/* Every Wan VAE's residual block leaves (conv_vae_rules.h). */
+const conv_rule conv_vae_resblock[] = {
     CONV_RENAME("norm1.", "residual.0."), CONV_RENAME("conv1.", "residual.2."),
     CONV_RENAME("norm2.", "residual.3."), CONV_RENAME("conv2.", "residual.6."),
     CONV_RENAME("conv_shortcut.", "shortcut."), CONV_END,
@@ -60,23 +60,17 @@ static const conv_rule down_block[] = {
 static const conv_rule diffusers_rules[] = {
     CONV_RENAME("post_quant_conv.", "conv2."),
     CONV_RENAME("decoder.conv_in.", "decoder.conv1."),
-    CONV_TREE("decoder.mid_block.resnets.0.", "decoder.middle.0.", resblock),
-    CONV_RENAME("decoder.mid_block.attentions.0.", "decoder.middle.1."),
-    CONV_TREE("decoder.mid_block.resnets.1.", "decoder.middle.2.", resblock),
-    {.from = "decoder.up_blocks.#.resnets.#.", .to = "decoder.upsamples.#.", .leaf = resblock,
-     .mul = P_LEVEL, .bound = P_R},
+    CONV_VAE_DIFFUSERS_MIDDLE("decoder"),
+    {.from = "decoder.up_blocks.#.resnets.#.", .to = "decoder.upsamples.#.",
+     .leaf = conv_vae_resblock, .mul = P_LEVEL, .bound = P_R},
     {.from = "decoder.up_blocks.#.upsamplers.0.", .to = "decoder.upsamples.#.", .mul = P_LEVEL,
      .add = P_SAMPLER},
-    CONV_RENAME("decoder.norm_out.", "decoder.head.0."),
-    CONV_RENAME("decoder.conv_out.", "decoder.head.2."),
+    CONV_VAE_DIFFUSERS_HEAD("decoder"),
     CONV_RENAME("quant_conv.", "conv1."),
     CONV_RENAME("encoder.conv_in.", "encoder.conv1."),
     CONV_TREE("encoder.down_blocks.#.", "encoder.downsamples.#.", down_block),
-    CONV_TREE("encoder.mid_block.resnets.0.", "encoder.middle.0.", resblock),
-    CONV_RENAME("encoder.mid_block.attentions.0.", "encoder.middle.1."),
-    CONV_TREE("encoder.mid_block.resnets.1.", "encoder.middle.2.", resblock),
-    CONV_RENAME("encoder.norm_out.", "encoder.head.0."),
-    CONV_RENAME("encoder.conv_out.", "encoder.head.2."),
+    CONV_VAE_DIFFUSERS_MIDDLE("encoder"),
+    CONV_VAE_DIFFUSERS_HEAD("encoder"),
     CONV_END,
 };
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conv.h"
+#include "conv_vae_rules.h"
 #include "convert.h"
 #include "log.h"
 #include "wan_vae22_file.h"
@@ -34,14 +35,6 @@ static const conv_rule official_rules[] = {
     CONV_END,
 };
 
-/* WanResidualBlock's leaves against ResidualBlock's (its Sequential
- * residual: 0 norm, 1 SiLU, 2 conv, 3 norm, 4 SiLU, 5 dropout, 6 conv). */
-static const conv_rule resblock[] = {
-    CONV_RENAME("norm1.", "residual.0."), CONV_RENAME("conv1.", "residual.2."),
-    CONV_RENAME("norm2.", "residual.3."), CONV_RENAME("conv2.", "residual.6."),
-    CONV_RENAME("conv_shortcut.", "shortcut."), CONV_END,
-};
-
 /* Level L of each part (the rule table writes one index into the official
  * key, so a level is a pair of rules; the resample's first, so that an
  * official key maps back to it). */
@@ -49,30 +42,24 @@ static const conv_rule resblock[] = {
   {.from = "encoder.down_blocks." #L ".downsampler.",                                         \
    .to = "encoder.downsamples." #L ".downsamples.#.", .add = P_ENC_DOWN},                     \
   {.from = "encoder.down_blocks." #L ".resnets.#.",                                           \
-   .to = "encoder.downsamples." #L ".downsamples.#.", .leaf = resblock}
+   .to = "encoder.downsamples." #L ".downsamples.#.", .leaf = conv_vae_resblock}
 #define DEC_LEVEL(L)                                                                          \
   {.from = "decoder.up_blocks." #L ".upsampler.", .to = "decoder.upsamples." #L ".upsamples.#.", \
    .add = P_DEC_UP},                                                                          \
   {.from = "decoder.up_blocks." #L ".resnets.#.",                                             \
-   .to = "decoder.upsamples." #L ".upsamples.#.", .leaf = resblock}
+   .to = "decoder.upsamples." #L ".upsamples.#.", .leaf = conv_vae_resblock}
 
 static const conv_rule diffusers_rules[] = {
     CONV_RENAME("quant_conv.", "conv1."),
     CONV_RENAME("post_quant_conv.", "conv2."),
     CONV_RENAME("encoder.conv_in.", "encoder.conv1."),
     ENC_LEVEL(0), ENC_LEVEL(1), ENC_LEVEL(2), ENC_LEVEL(3),
-    CONV_TREE("encoder.mid_block.resnets.0.", "encoder.middle.0.", resblock),
-    CONV_RENAME("encoder.mid_block.attentions.0.", "encoder.middle.1."),
-    CONV_TREE("encoder.mid_block.resnets.1.", "encoder.middle.2.", resblock),
-    CONV_RENAME("encoder.norm_out.", "encoder.head.0."),
-    CONV_RENAME("encoder.conv_out.", "encoder.head.2."),
+    CONV_VAE_DIFFUSERS_MIDDLE("encoder"),
+    CONV_VAE_DIFFUSERS_HEAD("encoder"),
     CONV_RENAME("decoder.conv_in.", "decoder.conv1."),
-    CONV_TREE("decoder.mid_block.resnets.0.", "decoder.middle.0.", resblock),
-    CONV_RENAME("decoder.mid_block.attentions.0.", "decoder.middle.1."),
-    CONV_TREE("decoder.mid_block.resnets.1.", "decoder.middle.2.", resblock),
+    CONV_VAE_DIFFUSERS_MIDDLE("decoder"),
     DEC_LEVEL(0), DEC_LEVEL(1), DEC_LEVEL(2), DEC_LEVEL(3),
-    CONV_RENAME("decoder.norm_out.", "decoder.head.0."),
-    CONV_RENAME("decoder.conv_out.", "decoder.head.2."),
+    CONV_VAE_DIFFUSERS_HEAD("decoder"),
     CONV_END,
 };
 _Static_assert(WAN_VAE22_MAX_LEVELS == 4, "diffusers_rules lists 4 levels of each part");

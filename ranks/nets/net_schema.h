@@ -115,8 +115,27 @@ int net_attr_find(const net_schema *s, const char *name);
 /* Element k of attribute a in config as an int64 (an F64 field truncated). */
 int64_t net_attr_get(const net_attr *a, const void *config, int k);
 
+/* ---- helpers for the schemas ------------------------------------------------------ */
+
 /* Fills t's numel from its shape, and its key as group-less name when key
- * is "" (helpers for the schemas). */
+ * is "". */
 void net_tensor_finish(net_tensor *t);
+/* A fresh entry: t zeroed, then its group, name and shape (ndim sizes)
+ * set and finished (net_tensor_finish); the caller adds the rest (quant,
+ * the synth: distribution). */
+void net_tensor_init(net_tensor *t, const char *group, const char *name, int ndim,
+                     const int64_t *shape);
+
+/* Whether configs a and b of s have the same architecture: every element
+ * of every attribute that is not optional (an optional one, as the Wan 2.1
+ * VAE's encoder, says what a file holds, not what the network is). */
+int net_config_same(const net_schema *s, const void *a, const void *b);
+/* A schema's presets, count of them, name(i) the name of the i-th: their
+ * names for messages ("a, b, c"), joined into list (size bytes) the first
+ * time and returned; and the first preset of s whose config (s->preset's,
+ * made on zeroed memory) is the same as config (net_config_same), or NULL. */
+const char *net_preset_names_join(const char *(*name)(int i), int count, char *list, size_t size);
+const char *net_preset_find(const net_schema *s, const char *(*name)(int i), int count,
+                            const void *config);
 
 #endif

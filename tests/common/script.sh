@@ -136,3 +136,22 @@ sp_refused() {
   grep -qF -- "$needle" "$work/refused.err" ||
     bad "$name: no '$needle' in: $(cat "$work/refused.err")"
 }
+
+# sp_refused_early STARTED NAME PATTERN CMD...: CMD exits 2 with PATTERN in
+# its log ($work/early.log) and no line matching STARTED (a grep pattern for
+# the first sign of work: "step 1/"); ok names the first error line.
+sp_refused_early() {
+  local started=$1 name=$2 pat=$3 log=$work/early.log rc
+  shift 3
+  "$@" >"$log" 2>&1
+  rc=$?
+  if [ $rc -ne 2 ]; then
+    bad "$name: exit $rc, expected 2"; sed 's/^/     /' "$log"
+  elif ! grep -q -- "$pat" "$log"; then
+    bad "$name: no line with '$pat'"; sed 's/^/     /' "$log"
+  elif grep -q -- "$started" "$log"; then
+    bad "$name: refused only after work had started"
+  else
+    ok "$name: $(grep -m1 error "$log" | sed 's/^\[rank [0-9]*\] //')"
+  fi
+}

@@ -30,6 +30,12 @@ int sp_test_failures(void) { return g_failures; }
 
 /* ---- the run ------------------------------------------------------------- */
 
+double sp_test_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 uint64_t sp_test_begin(const char *name) {
   g_name = name;
   const char *env = getenv("SP_SEED");

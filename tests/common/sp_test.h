@@ -81,6 +81,9 @@ void sp_rand_fill(float *p, int64_t n, double lo, double hi);
 uint64_t sp_rand_state_get(void);
 void sp_rand_state_set(uint64_t state);
 
+/* Seconds of a monotonic clock, for timing a step. */
+double sp_test_seconds(void);
+
 /* ---- host buffers ---------------------------------------------------------- */
 
 /* malloc that ends the test on failure (bytes 0 allocates 1). */

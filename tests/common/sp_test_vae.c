@@ -1,11 +1,16 @@
 /* The VAE tests' weight filler (sp_test_vae.h). */
 #include "sp_test_vae.h"
 
+#include <hdf5.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "h5_util.h"
 #include "kern_dtype.h"
+#include "log.h"
 #include "sp_test.h"
+#include "tensor_io.h"
 
 void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_convs) {
   for (int i = 0; i < t->count; i++) {
@@ -31,4 +36,126 @@ void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_c
                    : kern_f32_round_tf32(p[k], round_convs == SP_TEST_VAE_TF32_TRUNCATE);
     }
   }
+}
+
+/* Attribute a of config, n values read as int64 from f; -1 when it is
+ * absent (and not optional), malformed or out of its range. */
+static int read_attr(hid_t f, const net_attr *a, int n, void *config) {
+  int64_t v[16];
+  if (n < 0 || n > 16) return -1;
+  if (n == 0) return 0;
+  if (H5Aexists(f, a->name) <= 0) {
+    if (!a->optional) return -1;
+    for (int k = 0; k < n; k++) v[k] = a->dflt;
+  } else if (rank_h5_attr_read_num(f, a->name, H5T_NATIVE_INT64, v, n) != 0) {
+    return -1;
+  }
+  char *field = (char *)config + a->offset;
+  for (int k = 0; k < n; k++) {
+    if (a->ranged && (v[k] < a->lo || v[k] > a->hi)) return -1;
+    if (a->field == NET_FIELD_INT)
+      ((int *)field)[k] = (int)v[k];
+    else
+      ((int64_t *)field)[k] = v[k];
+  }
+  return 0;
+}
+
+int sp_test_vae_read_config(const char *path, const net_schema *s, void *config) {
+  memset(config, 0, s->config_size);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    fprintf(stderr, "%s: cannot open as HDF5\n", path);
+    return -1;
+  }
+  int rc = 0;
+  for (int i = 0; i < s->nattrs && rc == 0; i++) {
+    const net_attr *a = &s->attrs[i];
+    int n = a->count;
+    if (a->count_attr) {
+      const int c = net_attr_find(s, a->count_attr);
+      n = c < 0 ? -1 : (int)net_attr_get(&s->attrs[c], config, 0) + a->count_add;
+    }
+    rc = read_attr(f, a, n, config);
+  }
+  H5Fclose(f);
+  if (rc != 0) fprintf(stderr, "%s: missing or malformed config attributes\n", path);
+  return rc;
+}
+
+int sp_test_vae_read_weights(const char *path, const wan_vae_table *t, float *packed) {
+  for (int i = 0; i < t->count; i++) {
+    const wan_vae_tensor *e = &t->t[i];
+    char name[128];
+    snprintf(name, sizeof name, "weights/%s", e->name);
+    rank_tensor x;
+    if (rank_tensor_read(path, name, e->ndim, &x) != SP_OK) return -1;
+    int same = 1;
+    for (int k = 0; k < e->ndim; k++) same &= x.dims[k] == e->shape[k];
+    if (!same) {
+      fprintf(stderr, "%s: %s has another shape than the table's\n", path, name);
+      rank_tensor_free(&x);
+      return -1;
+    }
+    memcpy(packed + e->offset, x.data, (size_t)e->numel * sizeof *packed);
+    rank_tensor_free(&x);
+  }
+  wan_vae_table_bind(t, packed);
+  return 0;
+}
+
+int sp_test_vae_sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
+  sp_test_vae_sink *s = user;
+  if (s->calls < SP_TEST_VAE_MAX_CALLS) {
+    s->t0[s->calls] = t0;
+    s->n[s->calls] = n;
+  }
+  s->calls++;
+  if (t0 < 0 || n < 1 || t0 + n > s->T) return 0; /* recorded; the check reports it */
+  for (int64_t ch = 0; ch < 3; ch++)
+    memcpy(s->video + (ch * s->T + t0) * s->ohw, frames + ch * n * s->ohw,
+           (size_t)(n * s->ohw) * sizeof *s->video);
+  return 0;
+}
+
+int sp_test_vae_sink_same_calls(const sp_test_vae_sink *a, const sp_test_vae_sink *ref) {
+  int same = a->calls == ref->calls && a->calls <= SP_TEST_VAE_MAX_CALLS;
+  for (int i = 0; same && i < a->calls; i++) same = a->t0[i] == ref->t0[i] && a->n[i] == ref->n[i];
+  return same;
+}
+
+void sp_test_vae_check_shapes(const wan_vae_table *t, const sp_test_vae_want *want, int n,
+                              const char *what) {
+  for (int i = 0; i < n; i++) {
+    const int k = wan_vae_table_find(t, want[i].name);
+    CHECK(k >= 0, "%s: no %s", what, want[i].name);
+    if (k < 0) continue;
+    int same = t->t[k].ndim == want[i].ndim;
+    for (int d = 0; same && d < want[i].ndim; d++) same = t->t[k].shape[d] == want[i].shape[d];
+    CHECK(same, "%s: %s has another shape", what, want[i].name);
+  }
+}
+
+void sp_test_vae_check_packing(const wan_vae_table *t, const char *what) {
+  int64_t end = 0;
+  for (int i = 0; i < t->count; i++) {
+    CHECK(t->t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t->t[i].offset >= end,
+          "%s: %s misplaced", what, t->t[i].name);
+    end = t->t[i].offset + t->t[i].numel;
+    for (int j = 0; j < i; j++)
+      CHECK(strcmp(t->t[i].name, t->t[j].name) != 0, "%s: %s twice", what, t->t[i].name);
+  }
+  CHECK(end <= t->packed_floats, "%s: packed buffer too small", what);
+}
+
+int64_t sp_test_vae_check_clamped(const float *v, int64_t n, const char *what) {
+  int64_t inside = 0, ends = 0;
+  for (int64_t i = 0; i < n; i++) {
+    inside += v[i] > -1.0f && v[i] < 1.0f;
+    ends += v[i] == -1.0f || v[i] == 1.0f;
+  }
+  CHECK(inside + ends == n && inside > n / 4 && ends > 0,
+        "%s: %lld of %lld inside (-1, 1), %lld clamped", what, (long long)inside, (long long)n,
+        (long long)ends);
+  return ends;
 }

@@ -1,9 +1,11 @@
-/* Random weights for a Wan VAE's tests (decoder and encoder, CPU and CUDA): one filler,
- * scaled as tests/ref/wan_vae_ref.py's random_weights, so that every VAE
- * test draws the same weights from the same seed. */
+/* Random weights for every Wan VAE's tests (the Wan 2.1 decoder and
+ * encoder, the Wan 2.2 parts; CPU and CUDA): one filler, scaled as
+ * tests/ref/wan_vae_ref.py's and wan_vae22_ref.py's random_weights, so
+ * that every VAE test draws the same weights from the same seed. */
 #ifndef SP_TEST_VAE_H
 #define SP_TEST_VAE_H
 
+#include "net_schema.h"
 #include "wan_vae.h"
 
 /* Fills each tensor of table t at packed + its offset from the test
@@ -13,7 +15,7 @@
  * weight but conv2's and conv1's: to bf16, as the CUDA decoder and encoder
  * store them in bf16, or to TF32 (nearest or truncated), as their tf32
  * mode multiplies them. Leaves the padding between tensors untouched.
- * Takes the decoder's and the encoder's tables (wan_vae_enc.h). */
+ * Takes any Wan VAE's table (wan_vae_table.h). */
 enum {
   SP_TEST_VAE_FP32 = 0,
   SP_TEST_VAE_BF16 = 1,
@@ -21,6 +23,49 @@ enum {
   SP_TEST_VAE_TF32_TRUNCATE = 3
 };
 void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_convs);
+
+/* The table checks of every VAE's driver test: each tensor of want (n of
+ * them) in t with its shape; t packed at WAN_VAE_ALIGN_FLOATS in order,
+ * without overlaps or a key twice, within packed_floats. what names the
+ * table in the failures. */
+typedef struct sp_test_vae_want {
+  const char *name;
+  int ndim;
+  int64_t shape[5];
+} sp_test_vae_want;
+void sp_test_vae_check_shapes(const wan_vae_table *t, const sp_test_vae_want *want, int n,
+                              const char *what);
+void sp_test_vae_check_packing(const wan_vae_table *t, const char *what);
+/* A decoded video of n values: all in [-1, 1], more than a quarter inside
+ * (-1, 1) and some at the clamp (the weights make some outputs reach it).
+ * Returns how many are at the clamp. */
+int64_t sp_test_vae_check_clamped(const float *v, int64_t n, const char *what);
+
+/* The CUDA coders' tests (tests/gpu): a whole output (3, T, H W) video or
+ * (c, T, h w) latents) assembled from a decode's chunks, with the calls
+ * seen; sp_test_vae_sink_put is its wan_vae_frames_fn (user the sink).
+ * Calls past SP_TEST_VAE_MAX_CALLS are counted, not recorded; a chunk
+ * outside [0, T) is recorded but not copied. */
+#define SP_TEST_VAE_MAX_CALLS 64
+typedef struct sp_test_vae_sink {
+  float *video; /* (3, T, ohw) */
+  int64_t T, ohw;
+  int calls;
+  int64_t t0[SP_TEST_VAE_MAX_CALLS], n[SP_TEST_VAE_MAX_CALLS];
+} sp_test_vae_sink;
+int sp_test_vae_sink_put(void *user, const float *frames, int64_t t0, int64_t n);
+/* 1 when a saw the same calls (first frame and count each) as ref. */
+int sp_test_vae_sink_same_calls(const sp_test_vae_sink *a, const sp_test_vae_sink *ref);
+
+/* The parity drivers' inputs (tests/vae, tests/vae22: IN.h5 written by
+ * their Python side). The config from the root attributes of path, one
+ * int64 attribute per attribute of schema s (an array's length from its
+ * count attribute; an optional one, when absent, its default) into config
+ * (s->config_size bytes, zeroed first); and each tensor of table t from
+ * the dataset weights/<key> of path into packed + its offset, shapes
+ * checked, then t bound to packed. Each 0, or -1 with a line on stderr. */
+int sp_test_vae_read_config(const char *path, const net_schema *s, void *config);
+int sp_test_vae_read_weights(const char *path, const wan_vae_table *t, float *packed);
 
 /* The CUDA decoder's tf32 mode against the CPU decoder in fp32, relative
  * L2 of a video: tests/vae/test_vae_tf32_emul.c measures the CPU emulation

@@ -13,7 +13,7 @@
  *                              precision: seconds, device memory, per-op ms
  *
  * Each case: a small config (widths 8-32, odd latent sizes, 1-3 latent
- * frames or 1-9 video frames), random weights (tests/common/sp_test_vae22.h)
+ * frames or 1-9 video frames), random weights (tests/common/sp_test_vae.h)
  * and inputs; the CPU coder (fp32) is the reference, run on the same
  * weights the GPU holds (for bf16: every convolution weight rounded to
  * bf16, as the CUDA coders store them, so the comparison measures the
@@ -43,7 +43,7 @@
 
 #define SP_TEST_CUDA
 #include "sp_test.h"
-#include "sp_test_vae22.h"
+#include "sp_test_vae.h"
 
 /* bf16: a host emulation of the CUDA coders' bf16 stores (the CPU coders
  * with every conv output, norm + SiLU output, attention store, upsampled or
@@ -54,28 +54,6 @@
  * a wrong tap, cache or channel gives errors of order 1. */
 #define TOL_BF16 1e-2
 #define TOL_F32 1e-4
-#define MAX_CALLS 64
-
-typedef struct sink {
-  float *video;
-  int64_t T, ohw;
-  int calls;
-  int64_t t0[MAX_CALLS], n[MAX_CALLS];
-} sink;
-
-static int sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
-  sink *s = user;
-  if (s->calls < MAX_CALLS) {
-    s->t0[s->calls] = t0;
-    s->n[s->calls] = n;
-  }
-  s->calls++;
-  if (t0 < 0 || n < 1 || t0 + n > s->T) return 0; /* recorded; the check reports it */
-  for (int64_t ch = 0; ch < 3; ch++)
-    memcpy(s->video + (ch * s->T + t0) * s->ohw, frames + ch * n * s->ohw,
-           (size_t)(n * s->ohw) * sizeof *s->video);
-  return 0;
-}
 
 typedef struct vcase {
   int encoder;
@@ -103,36 +81,30 @@ static void make_config(const vcase *k, wan_vae22_config *c) {
   for (int i = 0; i < 3; i++) c->temporal_down[i] = k->temporal[i];
 }
 
-static double seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The part's weights for precision pi (1: fp32; 0: bf16-rounded convs),
  * the same random numbers for both (state saved by the caller). */
 static float *case_weights(const wan_vae22_config *c, wan_vae22_part part, int round,
                            uint64_t state, wan_vae22_weights *w) {
-  static wan_vae22_table t;
+  static wan_vae_table t;
   wan_vae22_table_make(c, part, w, &t);
   float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
   memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
   sp_rand_state_set(state);
-  sp_test_vae22_fill_weights(&t, packed, round);
-  wan_vae22_table_bind(&t, packed);
+  sp_test_vae_fill_weights(&t, packed, round ? SP_TEST_VAE_BF16 : SP_TEST_VAE_FP32);
+  wan_vae_table_bind(&t, packed);
   return packed;
 }
 
 /* The output of one run (CPU when g is NULL) into out (n floats). */
 static int run_once(const vcase *k, const wan_vae22_config *c, wan_vae22_gpu *g,
-                    wan_vae22_state *s, const wan_vae22_weights *w, const float *in, sink *out,
-                    float *lat) {
+                    wan_vae22_state *s, const wan_vae22_weights *w, const float *in,
+                    sp_test_vae_sink *out, float *lat) {
   if (k->encoder)
     return g ? wan_vae22_gpu_encode(g, in, k->n, lat) : wan_vae22_encode(s, &w->enc, in, k->n,
                                                                          lat);
   (void)c;
-  return g ? wan_vae22_gpu_decode(g, in, k->n, sink_put, out)
-           : wan_vae22_decode_stream(s, &w->dec, in, k->n, sink_put, out);
+  return g ? wan_vae22_gpu_decode(g, in, k->n, sp_test_vae_sink_put, out)
+           : wan_vae22_decode_stream(s, &w->dec, in, k->n, sp_test_vae_sink_put, out);
 }
 
 /* One precision of a case: the CPU reference on the weights the GPU holds,
@@ -148,9 +120,9 @@ static void run_precision(const vcase *k, const wan_vae22_config *c, int pi, con
   const int64_t T = k->encoder ? k->n : wan_vae22_out_frames(c, k->n);
   const int64_t ohw = k->encoder ? (k->h / sf) * (k->w / sf) : k->h * k->w * sf * sf;
   const int64_t n = k->encoder ? c->z_dim * wan_vae22_latent_frames(c, k->n) * ohw : 3 * T * ohw;
-  sink ref = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
-  sink a = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
-  sink b = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
+  sp_test_vae_sink ref = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
+  sp_test_vae_sink a = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
+  sp_test_vae_sink b = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
   wan_vae22_state *s = NULL;
   const int rc_s = k->encoder ? wan_vae22_encoder_create(c, k->h, k->w, &s)
                               : wan_vae22_decoder_create(c, k->h, k->w, &s);
@@ -159,12 +131,12 @@ static void run_precision(const vcase *k, const wan_vae22_config *c, int pi, con
            k->encoder ? "encoder" : "decoder", (long long)k->dim, (long long)k->dec_dim,
            (long long)k->num_res, (long long)k->n, (long long)k->h, (long long)k->w,
            pi ? "fp32" : "bf16");
-  double t0 = seconds();
+  double t0 = sp_test_seconds();
   if (rc_s != SP_OK || run_once(k, c, NULL, s, &w, in, &ref, ref.video) != 0) {
     CHECK(0, "%s: the CPU run failed", name);
     return;
   }
-  const double cpu_s = seconds() - t0;
+  const double cpu_s = sp_test_seconds() - t0;
   wan_vae22_state_free(s);
   size_t free0 = 0, free1 = 0, total = 0;
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -179,16 +151,15 @@ static void run_precision(const vcase *k, const wan_vae22_config *c, int pi, con
   const int arena = wan_vae22_gpu_peak_bytes(g) == laid &&
                     (int64_t)wan_vae22_gpu_layout_of(g)->total == laid &&
                     (int64_t)free0 - (int64_t)free1 >= laid;
-  t0 = seconds();
+  t0 = sp_test_seconds();
   const int rc = run_once(k, c, g, NULL, &w, in, &a, a.video);
-  const double gpu_s = seconds() - t0;
+  const double gpu_s = sp_test_seconds() - t0;
   run_once(k, c, g, NULL, &w, in, &b, b.video);
   const double err = sp_test_rel_l2_f32(a.video, ref.video, n);
-  int inside = 1, same_calls = a.calls == ref.calls && a.calls <= MAX_CALLS;
+  int inside = 1;
+  const int same_calls = sp_test_vae_sink_same_calls(&a, &ref);
   for (int64_t i = 0; !k->encoder && i < n; i++)
     inside &= a.video[i] >= -1.0f && a.video[i] <= 1.0f;
-  for (int i = 0; same_calls && i < a.calls; i++)
-    same_calls = a.t0[i] == ref.t0[i] && a.n[i] == ref.n[i];
   const int det = memcmp(a.video, b.video, (size_t)n * sizeof *a.video) == 0;
   const int guard = sp_test_guard_ok(a.video, n) && sp_test_guard_ok(b.video, n);
   CHECK(rc == 0, "%s: run returned %d", name, rc);
@@ -233,12 +204,12 @@ static int count_put(void *user, const float *frames, int64_t t0, int64_t n) {
 /* One timed run of g (decode of z, or encode of video into lat). */
 static double bench_once(wan_vae22_gpu *g, int enc, const float *in, int64_t n, float *lat) {
   int64_t frames = 0;
-  const double t0 = seconds();
+  const double t0 = sp_test_seconds();
   if (enc)
     wan_vae22_gpu_encode(g, in, n, lat);
   else
     wan_vae22_gpu_decode(g, in, n, count_put, &frames);
-  return seconds() - t0;
+  return sp_test_seconds() - t0;
 }
 
 /* One bench result: the part, the precision, the latent, the times. */

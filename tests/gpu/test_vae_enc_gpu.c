@@ -103,12 +103,6 @@ static void make_config(const ecase *k, wan_vae_config *c) {
   for (int i = 0; i < 3; i++) c->temporal_up[i] = i + 1 < k->n_mult ? k->temporal[i] : 0;
 }
 
-static double seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static size_t free_bytes(void) {
   size_t f = 0, total = 0;
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -136,9 +130,9 @@ static void run_gpu(const ecase *k, const wan_vae_config *c, const float *packed
   sink a = {.lat = sp_test_alloc(nl), .z = ref->z, .F = ref->F, .hw = ref->hw};
   sink b = a;
   b.lat = sp_test_alloc(nl);
-  const double t0 = seconds();
+  const double t0 = sp_test_seconds();
   const int rc = wan_vae_enc_gpu_encode(g, video, k->T, sink_put, &a);
-  const double gpu_s = seconds() - t0;
+  const double gpu_s = sp_test_seconds() - t0;
   wan_vae_enc_gpu_encode(g, video, k->T, sink_put, &b);
   const int64_t used = (int64_t)free0 - (int64_t)free_bytes();
   const double err = sp_test_rel_l2_f32(a.lat, ref->lat, nl);
@@ -188,9 +182,9 @@ static void run_case(const ecase *k) {
   }
   sink ref = {.z = c.z_dim, .F = wan_vae_enc_latent_frames(&c, k->T), .hw = e->h * e->w};
   ref.lat = sp_test_alloc(ref.z * ref.F * ref.hw);
-  const double t0 = seconds();
+  const double t0 = sp_test_seconds();
   wan_vae_encode_stream(e, &wt, video, k->T, sink_put, &ref);
-  const double cpu_s = seconds() - t0;
+  const double cpu_s = sp_test_seconds() - t0;
   wan_vae_encoder_free(e);
   for (int pi = 0; pi < 2; pi++)
     if (!k->fp32_only || pi == 1) run_gpu(k, &c, packed, video, &ref, pi, cpu_s);
@@ -215,23 +209,23 @@ static void bench_one(const wan_vae_config *c, const float *packed, const float 
   const int64_t T = thw[0], H = thw[1], W = thw[2], F = wan_vae_enc_latent_frames(c, T);
   const size_t free0 = free_bytes();
   wan_vae_enc_gpu *g;
-  double t0 = seconds();
+  double t0 = sp_test_seconds();
   if (wan_vae_enc_gpu_create(c, packed, T, H, W, p, &g) != SP_OK) {
     CHECK(0, "bench: create failed (%s)", pi ? "fp32" : "bf16");
     return;
   }
-  const double create_s = seconds() - t0;
+  const double create_s = sp_test_seconds() - t0;
   int64_t frames = 0;
-  t0 = seconds();
+  t0 = sp_test_seconds();
   wan_vae_enc_gpu_encode(g, video, T, count_put, &frames); /* warm-up: algorithms chosen */
-  const double warm_s = seconds() - t0;
+  const double warm_s = sp_test_seconds() - t0;
   const size_t free1 = free_bytes();
   double best = 1e30, sum = 0.0;
   for (int i = 0; i < reps; i++) {
     frames = 0;
-    t0 = seconds();
+    t0 = sp_test_seconds();
     wan_vae_enc_gpu_encode(g, video, T, count_put, &frames);
-    const double dt = seconds() - t0;
+    const double dt = sp_test_seconds() - t0;
     CHECK(frames == F, "bench: %lld latent frames, expected %lld", (long long)frames,
           (long long)F);
     best = dt < best ? dt : best;

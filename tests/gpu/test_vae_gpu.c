@@ -61,7 +61,6 @@
  * 1.7e-6. */
 #define TOL_BF16 3e-2
 #define TOL_F32 1e-4
-#define MAX_CALLS 64
 
 /* The precisions every case runs, in this order (fp32 before tf32: the
  * tf32 row compares with the fp32 decode), with their bounds. */
@@ -74,28 +73,6 @@ static const struct {
     {WAN_VAE_GPU_TF32, SP_TEST_VAE_TOL_TF32},
 };
 enum { N_PRECISIONS = (int)(sizeof precisions / sizeof precisions[0]) };
-
-/* A whole video assembled from a decode's chunks, with the calls seen. */
-typedef struct sink {
-  float *video;
-  int64_t T, ohw;
-  int calls;
-  int64_t t0[MAX_CALLS], n[MAX_CALLS];
-} sink;
-
-static int sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
-  sink *s = user;
-  if (s->calls < MAX_CALLS) {
-    s->t0[s->calls] = t0;
-    s->n[s->calls] = n;
-  }
-  s->calls++;
-  if (t0 < 0 || n < 1 || t0 + n > s->T) return 0; /* recorded; the check reports it */
-  for (int64_t ch = 0; ch < 3; ch++)
-    memcpy(s->video + (ch * s->T + t0) * s->ohw, frames + ch * n * s->ohw,
-           (size_t)(n * s->ohw) * sizeof *s->video);
-  return 0;
-}
 
 typedef struct vcase {
   int64_t dim, h, w, F;
@@ -133,10 +110,11 @@ static int tile_decode(void *decoder, const float *lat, int64_t F, wan_vae_frame
 
 /* A case's decode with d: tiled when the case says so. */
 static int case_decode(const vcase *k, const wan_vae_config *c, tile_dec *d, const float *z,
-                       sink *out) {
+                       sp_test_vae_sink *out) {
   if (k->tile.th > 0)
-    return wan_vae_decode_tiled(c, z, k->F, k->h, k->w, &k->tile, tile_decode, d, sink_put, out);
-  return tile_decode(d, z, k->F, sink_put, out);
+    return wan_vae_decode_tiled(c, z, k->F, k->h, k->w, &k->tile, tile_decode, d,
+                                sp_test_vae_sink_put, out);
+  return tile_decode(d, z, k->F, sp_test_vae_sink_put, out);
 }
 
 static void make_config(const vcase *k, wan_vae_config *c) {
@@ -147,12 +125,6 @@ static void make_config(const vcase *k, wan_vae_config *c) {
   for (int i = 0; i < k->n_mult; i++) c->dim_mult[i] = k->n_mult == 4 ? mult4[i] : mult3[i];
   c->num_res_blocks = k->num_res;
   for (int i = 0; i < 3; i++) c->temporal_up[i] = i + 1 < k->n_mult ? k->temporal[i] : 0;
-}
-
-static double seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void run_case(const vcase *k) {
@@ -172,7 +144,7 @@ static void run_case(const vcase *k) {
   const int64_t ohw = hw * s * s, nv = 3 * T * ohw;
 
   /* The reference: the CPU decoder. */
-  sink ref = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
+  sp_test_vae_sink ref = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
   /* the decoders' latent size: the tile's when tiled */
   const int64_t dh = k->tile.th > 0 && k->tile.th < k->h ? k->tile.th : k->h;
   const int64_t dw = k->tile.tw > 0 && k->tile.tw < k->w ? k->tile.tw : k->w;
@@ -181,9 +153,9 @@ static void run_case(const vcase *k) {
     CHECK(0, "cpu decoder_create failed");
     return;
   }
-  double t0 = seconds();
+  double t0 = sp_test_seconds();
   case_decode(k, &c, &cd, z, &ref);
-  const double cpu_s = seconds() - t0;
+  const double cpu_s = sp_test_seconds() - t0;
   wan_vae_decoder_free(cd.cpu);
 
   float *fp32_video = NULL; /* the fp32 decode, for the tf32 row's distance from it */
@@ -201,19 +173,17 @@ static void run_case(const vcase *k) {
       CHECK(0, "%s: gpu create failed", name);
       continue;
     }
-    sink a = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
-    sink b = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
-    t0 = seconds();
+    sp_test_vae_sink a = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
+    sp_test_vae_sink b = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
+    t0 = sp_test_seconds();
     tile_dec gd = {NULL, NULL, g};
     const int rc = case_decode(k, &c, &gd, z, &a);
-    const double gpu_s = seconds() - t0;
+    const double gpu_s = sp_test_seconds() - t0;
     case_decode(k, &c, &gd, z, &b);
     const double err = sp_test_rel_l2_f32(a.video, ref.video, nv);
     int inside = 1;
     for (int64_t i = 0; i < nv; i++) inside &= a.video[i] >= -1.0f && a.video[i] <= 1.0f;
-    int same_calls = a.calls == ref.calls && a.calls <= MAX_CALLS;
-    for (int i = 0; same_calls && i < a.calls; i++)
-      same_calls = a.t0[i] == ref.t0[i] && a.n[i] == ref.n[i];
+    const int same_calls = sp_test_vae_sink_same_calls(&a, &ref);
     const int det = memcmp(a.video, b.video, (size_t)nv * sizeof *a.video) == 0;
     const int guard = sp_test_guard_ok(a.video, nv) && sp_test_guard_ok(b.video, nv);
     CHECK(rc == 0, "%s: decode returned %d", name, rc);
@@ -279,17 +249,17 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemGetInfo(&free0, &total));
     wan_vae_gpu *g;
-    double t0 = seconds();
+    double t0 = sp_test_seconds();
     if (wan_vae_gpu_create(&c, packed, h, w, p, &g) != SP_OK) {
       fprintf(stderr, "test_vae_gpu: bench: create failed (%s)\n",
               wan_vae_gpu_precision_name(p));
       return 1;
     }
-    const double create_s = seconds() - t0;
+    const double create_s = sp_test_seconds() - t0;
     count_sink cs = {0};
-    t0 = seconds();
+    t0 = sp_test_seconds();
     wan_vae_gpu_decode(g, z, F, count_put, &cs); /* warm-up: algorithms chosen here */
-    const double warm_s = seconds() - t0;
+    const double warm_s = sp_test_seconds() - t0;
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemGetInfo(&free1, &total));
     double best = 1e30, sum = 0.0;
@@ -297,9 +267,9 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
     size_t rl = 0;
     for (int i = 0; i < reps; i++) {
       cs.frames = 0;
-      t0 = seconds();
+      t0 = sp_test_seconds();
       wan_vae_gpu_decode(g, z, F, count_put, &cs);
-      const double dt = seconds() - t0;
+      const double dt = sp_test_seconds() - t0;
       CHECK(cs.frames == T, "bench: %lld frames, expected %lld", (long long)cs.frames,
             (long long)T);
       best = dt < best ? dt : best;

@@ -336,23 +336,11 @@ def tensor_shapes(cfg, part):
 
 
 def random_weights(cfg, rng, part):
-    sd = {}
-    for key, shape in tensor_shapes(cfg, part).items():
-        if key.endswith(".gamma"):
-            sd[key] = rng.uniform(0.5, 1.5, shape)
-        elif key.endswith(".bias"):
-            sd[key] = rng.uniform(-0.2, 0.2, shape)
-        else:
-            sd[key] = rng.uniform(-1.0, 1.0, shape) / np.sqrt(np.prod(shape[1:]))
-    return sd
+    return D.random_weights_of(tensor_shapes(cfg, part), rng)
 
 
 def check_video(cfg, video):
-    video = np.asarray(video, dtype=np.float64)
-    if video.ndim != 4 or video.shape[0] != 3:
-        raise RefError("video must be (3, T, H, W), got %s" % (video.shape,))
-    if (video.shape[1] - 1) % CHUNK:
-        raise RefError("T = %d frames is not 1 + 4k" % video.shape[1])
+    video = E.check_video(cfg, video)
     f = cfg.space_factor()
     if video.shape[2] % f or video.shape[3] % f:
         # patchify and every AvgDown3D reshape need exact halving
@@ -366,12 +354,7 @@ def encode(cfg, sd, video):
     (z_dim, 1 + 4k / time_factor, H/16, W/16): WanVAE_.encode."""
     video = patchify(check_video(cfg, video))
     enc, conv1, _ = _build(cfg, sd, "encoder")
-    feat_cache = E._Cache()
-    outs = []
-    for i in range(1 + (video.shape[1] - 1) // CHUNK):
-        chunk = video[:, :1] if i == 0 else video[:, 1 + CHUNK * (i - 1):1 + CHUNK * i]
-        outs.append(enc(chunk, feat_cache, [0]))
-    mu = conv1(np.concatenate(outs, axis=1))[:cfg.z_dim]
+    mu = conv1(E.encode_chunks(enc, video))[:cfg.z_dim]
     return E.normalize(cfg, mu)
 
 

@@ -219,18 +219,12 @@ def tensor_shapes(cfg):
 
 def random_weights(cfg, rng):
     """The same kind of random weights as wan_vae_ref.random_weights."""
-    sd = {}
-    for key, shape in tensor_shapes(cfg).items():
-        if key.endswith(".gamma"):
-            sd[key] = rng.uniform(0.5, 1.5, shape)
-        elif key.endswith(".bias"):
-            sd[key] = rng.uniform(-0.2, 0.2, shape)
-        else:
-            sd[key] = rng.uniform(-1.0, 1.0, shape) / np.sqrt(np.prod(shape[1:]))
-    return sd
+    return D.random_weights_of(tensor_shapes(cfg), rng)
 
 
 def check_video(cfg, video):
+    """video as float64, (3, T, H, W) with T = 1 + 4k (every Wan VAE
+    encoder's input; wan_vae22_ref.py checks its sizes beyond)."""
     video = np.asarray(video, dtype=np.float64)
     if video.ndim != 4 or video.shape[0] != 3:
         raise RefError("video must be (3, T, H, W), got %s" % (video.shape,))
@@ -239,6 +233,17 @@ def check_video(cfg, video):
         # The published loop takes 1 + (T - 1) // 4 chunks and drops the rest.
         raise RefError("T = %d frames is not 1 + 4k" % t)
     return video
+
+
+def encode_chunks(enc, video):
+    """enc over video as WanVAE_.encode calls it: frame 0 alone, then chunks
+    of CHUNK frames, one cache throughout; the outputs along time."""
+    feat_cache = _Cache()
+    outs = []
+    for i in range(1 + (video.shape[1] - 1) // CHUNK):
+        chunk = video[:, :1] if i == 0 else video[:, 1 + CHUNK * (i - 1):1 + CHUNK * i]
+        outs.append(enc(chunk, feat_cache, [0]))
+    return np.concatenate(outs, axis=1)
 
 
 def latent_shape(cfg, T, H, W):
@@ -264,12 +269,7 @@ def encode_mu(cfg, sd, video):
     before normalisation."""
     video = check_video(cfg, video)
     enc, conv1, _ = _build(cfg, sd)
-    feat_cache = _Cache()
-    outs = []
-    for i in range(1 + (video.shape[1] - 1) // CHUNK):
-        chunk = video[:, :1] if i == 0 else video[:, 1 + CHUNK * (i - 1):1 + CHUNK * i]
-        outs.append(enc(chunk, feat_cache, [0]))
-    out = conv1(np.concatenate(outs, axis=1))
+    out = conv1(encode_chunks(enc, video))
     return out[:cfg.z_dim]   # log_var, the other half, is not used
 
 

@@ -368,11 +368,13 @@ def tensor_shapes(cfg):
     return _build(cfg, None)[2]
 
 
-def random_weights(cfg, rng):
-    """Random weights of plausible scale: conv weights ~ U(-1, 1)/sqrt(fan_in),
-    biases ~ U(-0.2, 0.2), norm gammas ~ U(0.5, 1.5)."""
+def random_weights_of(shapes, rng):
+    """Random weights of plausible scale for {key: shape}, in its order, as
+    every Wan VAE reference draws them (wan_vae_enc_ref.py, wan_vae22_ref.py):
+    conv weights ~ U(-1, 1)/sqrt(fan_in), biases ~ U(-0.2, 0.2), norm gammas
+    ~ U(0.5, 1.5)."""
     sd = {}
-    for key, shape in tensor_shapes(cfg).items():
+    for key, shape in shapes.items():
         if key.endswith(".gamma"):
             sd[key] = rng.uniform(0.5, 1.5, shape)
         elif key.endswith(".bias"):
@@ -381,6 +383,11 @@ def random_weights(cfg, rng):
             fan_in = int(np.prod(shape[1:]))
             sd[key] = rng.uniform(-1.0, 1.0, shape) / math.sqrt(fan_in)
     return sd
+
+
+def random_weights(cfg, rng):
+    """Random weights of every decoder tensor (random_weights_of)."""
+    return random_weights_of(tensor_shapes(cfg), rng)
 
 
 def unnormalize(z):

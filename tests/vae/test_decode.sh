@@ -48,21 +48,7 @@ with h5py.File("nan.h5", "w") as f:
 EOF
 
 # expect_fail NAME PATTERN CMD...: exit 2, PATTERN in the log, no step run.
-expect_fail() {
-  local name=$1 pat=$2
-  shift 2
-  "$@" >out.log 2>&1
-  local rc=$?
-  if [ $rc -ne 2 ]; then
-    bad "$name: exit $rc, expected 2"; sed 's/^/     /' out.log
-  elif ! grep -q -- "$pat" out.log; then
-    bad "$name: no line with '$pat'"; sed 's/^/     /' out.log
-  elif grep -q "step 1/" out.log; then
-    bad "$name: refused only after sampling had started"
-  else
-    ok "$name: $(grep -m1 error out.log | sed 's/^\[rank [0-9]*\] //')"
-  fi
-}
+expect_fail() { sp_refused_early "step 1/" "$@"; }
 
 # ---- the same video from run (1 and 2 ranks) and from decode
 "$B" run --model $MODEL --cond cond.h5 "${SHAPE[@]}" -q -o lat1.h5 --vae $VAE --video run1.h5 \

@@ -28,33 +28,9 @@
 #include "sp_test.h"
 #include "sp_test_vae.h"
 #include "wan_vae.h"
+#include "wan_vae_schema.h"
 
 /* ---------------------------------------------------------------- parity driver */
-
-static int read_config(const char *path, wan_vae_config *c) {
-  memset(c, 0, sizeof *c);
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) {
-    fprintf(stderr, "%s: cannot open as HDF5\n", path);
-    return -1;
-  }
-  int64_t n_mult = 0, temporal[WAN_VAE_MAX_LEVELS - 1] = {0};
-  int rc = rank_h5_attr_read_num(f, "dim", H5T_NATIVE_INT64, &c->dim, 1) |
-           rank_h5_attr_read_num(f, "z_dim", H5T_NATIVE_INT64, &c->z_dim, 1) |
-           rank_h5_attr_read_num(f, "num_res_blocks", H5T_NATIVE_INT64, &c->num_res_blocks, 1) |
-           rank_h5_attr_read_num(f, "n_mult", H5T_NATIVE_INT64, &n_mult, 1);
-  if (rc == 0 && (n_mult < 1 || n_mult > WAN_VAE_MAX_LEVELS)) rc = -1;
-  if (rc == 0) {
-    c->n_mult = (int)n_mult;
-    rc = rank_h5_attr_read_num(f, "dim_mult", H5T_NATIVE_INT64, c->dim_mult, n_mult);
-    if (rc == 0 && n_mult > 1)
-      rc = rank_h5_attr_read_num(f, "temporal_up", H5T_NATIVE_INT64, temporal, n_mult - 1);
-  }
-  H5Fclose(f);
-  for (int i = 0; i + 1 < c->n_mult; i++) c->temporal_up[i] = (int)temporal[i];
-  if (rc != 0) fprintf(stderr, "%s: missing or malformed config attributes\n", path);
-  return rc;
-}
 
 /* Decodes dataset latents of in with bound weights w into dataset video of out. */
 static int decode_to(const wan_vae_config *cp, const wan_vae_weights *w, const char *in,
@@ -90,7 +66,7 @@ static int run_decode(const char *in, const char *out) {
   rank_h5_silence();
   wan_vae_config c;
   char err[160];
-  if (read_config(in, &c) != 0) return 1;
+  if (sp_test_vae_read_config(in, &wan_vae_schema, &c) != 0) return 1;
   if (wan_vae_config_check(&c, err, sizeof err) != 0) {
     fprintf(stderr, "%s: %s\n", in, err);
     return 1;
@@ -99,23 +75,7 @@ static int run_decode(const char *in, const char *out) {
   static wan_vae_table table;
   wan_vae_table_make(&c, &w, &table);
   float *packed = calloc((size_t)table.packed_floats, sizeof *packed);
-  if (!packed) return 1;
-  for (int i = 0; i < table.count; i++) {
-    const wan_vae_tensor *e = &table.t[i];
-    char name[96];
-    snprintf(name, sizeof name, "weights/%s", e->name);
-    rank_tensor t;
-    if (rank_tensor_read(in, name, e->ndim, &t) != SP_OK) return 1;
-    int same = 1;
-    for (int k = 0; k < e->ndim; k++) same &= t.dims[k] == e->shape[k];
-    if (!same) {
-      fprintf(stderr, "%s: %s has another shape than the table's\n", in, name);
-      return 1;
-    }
-    memcpy(packed + e->offset, t.data, (size_t)e->numel * sizeof *packed);
-    rank_tensor_free(&t);
-  }
-  wan_vae_table_bind(&table, packed);
+  if (!packed || sp_test_vae_read_weights(in, &table, packed) != 0) return 1;
   int rc = decode_to(&c, &w, in, out);
   free(packed);
   return rc;
@@ -136,11 +96,7 @@ static void check_published_table(void) {
   CHECK(t.count == 108, "published table: %d tensors, expected 108", t.count);
   CHECK(t.params == 73295603, "published table: %lld parameters, expected 73295603",
         (long long)t.params);
-  static const struct {
-    const char *name;
-    int ndim;
-    int64_t shape[5];
-  } want[] = {
+  static const sp_test_vae_want want[] = {
       {"conv2.weight", 5, {16, 16, 1, 1, 1}},
       {"decoder.conv1.weight", 5, {384, 16, 3, 3, 3}},
       {"decoder.middle.1.norm.gamma", 3, {384, 1, 1}},
@@ -156,27 +112,12 @@ static void check_published_table(void) {
       {"decoder.head.0.gamma", 4, {96, 1, 1, 1}},
       {"decoder.head.2.weight", 5, {3, 96, 3, 3, 3}},
   };
-  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-    int k = wan_vae_table_find(&t, want[i].name);
-    CHECK(k >= 0, "published table: no %s", want[i].name);
-    if (k < 0) continue;
-    int same = t.t[k].ndim == want[i].ndim;
-    for (int d = 0; same && d < want[i].ndim; d++) same = t.t[k].shape[d] == want[i].shape[d];
-    CHECK(same, "published table: %s has another shape", want[i].name);
-  }
+  sp_test_vae_check_shapes(&t, want, (int)(sizeof want / sizeof want[0]), "published table");
   CHECK(wan_vae_table_find(&t, "decoder.upsamples.11.time_conv.weight") < 0 &&
             wan_vae_table_find(&t, "decoder.upsamples.0.shortcut.weight") < 0 &&
             wan_vae_table_find(&t, "decoder.upsamples.15.residual.0.gamma") < 0,
         "published table: a tensor the published decoder does not have");
-  int64_t end = 0;
-  for (int i = 0; i < t.count; i++) {
-    CHECK(t.t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
-          "table: %s misplaced", t.t[i].name);
-    end = t.t[i].offset + t.t[i].numel;
-    for (int j = 0; j < i; j++)
-      CHECK(strcmp(t.t[i].name, t.t[j].name) != 0, "table: %s twice", t.t[i].name);
-  }
-  CHECK(end <= t.packed_floats, "table: packed buffer too small");
+  sp_test_vae_check_packing(&t, "table");
   static float fake;
   wan_vae_table_bind(&t, &fake);
   /* Every typed field a published decoder uses is now non-NULL. */
@@ -247,14 +188,7 @@ static void check_decode(void) {
   }
   wan_vae_decode(d, &w, z, F, v1);
   CHECK(sp_test_guard_ok(v1, n_out), "decode wrote past the video");
-  int64_t inside = 0, ends = 0;
-  for (int64_t i = 0; i < n_out; i++) {
-    inside += v1[i] > -1.0f && v1[i] < 1.0f;
-    ends += v1[i] == -1.0f || v1[i] == 1.0f;
-  }
-  CHECK(inside + ends == n_out && inside > n_out / 4 && ends > 0,
-        "decode: %lld of %lld inside (-1, 1), %lld clamped", (long long)inside, (long long)n_out,
-        (long long)ends);
+  const int64_t ends = sp_test_vae_check_clamped(v1, n_out, "decode");
   wan_vae_decode(d, &w, z, F, v2);
   CHECK(memcmp(v1, v2, (size_t)n_out * sizeof *v1) == 0, "decode twice: the bits differ");
   int nthreads = omp_get_max_threads();

@@ -32,54 +32,9 @@
 #include "tensor_io.h"
 #include "wan_vae_enc.h"
 #include "wan_vae_gpu_layout.h"
+#include "wan_vae_schema.h"
 
 /* ---------------------------------------------------------------- parity driver */
-
-static int read_config(const char *path, wan_vae_config *c) {
-  memset(c, 0, sizeof *c);
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) {
-    fprintf(stderr, "%s: cannot open as HDF5\n", path);
-    return -1;
-  }
-  int64_t n_mult = 0, temporal[WAN_VAE_MAX_LEVELS - 1] = {0};
-  int rc = rank_h5_attr_read_num(f, "dim", H5T_NATIVE_INT64, &c->dim, 1) |
-           rank_h5_attr_read_num(f, "z_dim", H5T_NATIVE_INT64, &c->z_dim, 1) |
-           rank_h5_attr_read_num(f, "num_res_blocks", H5T_NATIVE_INT64, &c->num_res_blocks, 1) |
-           rank_h5_attr_read_num(f, "n_mult", H5T_NATIVE_INT64, &n_mult, 1);
-  if (rc == 0 && (n_mult < 1 || n_mult > WAN_VAE_MAX_LEVELS)) rc = -1;
-  if (rc == 0) {
-    c->n_mult = (int)n_mult;
-    rc = rank_h5_attr_read_num(f, "dim_mult", H5T_NATIVE_INT64, c->dim_mult, n_mult);
-    if (rc == 0 && n_mult > 1)
-      rc = rank_h5_attr_read_num(f, "temporal_up", H5T_NATIVE_INT64, temporal, n_mult - 1);
-  }
-  H5Fclose(f);
-  for (int i = 0; i + 1 < c->n_mult; i++) c->temporal_up[i] = (int)temporal[i];
-  c->encoder = 1;
-  if (rc != 0) fprintf(stderr, "%s: missing or malformed config attributes\n", path);
-  return rc;
-}
-
-/* The encoder's weights of in into packed (the table's layout). */
-static int read_weights(const char *in, const wan_vae_table *table, float *packed) {
-  for (int i = 0; i < table->count; i++) {
-    const wan_vae_tensor *e = &table->t[i];
-    char name[96];
-    snprintf(name, sizeof name, "weights/%s", e->name);
-    rank_tensor t;
-    if (rank_tensor_read(in, name, e->ndim, &t) != SP_OK) return 1;
-    int same = 1;
-    for (int k = 0; k < e->ndim; k++) same &= t.dims[k] == e->shape[k];
-    if (!same) {
-      fprintf(stderr, "%s: %s has another shape than the table's\n", in, name);
-      return 1;
-    }
-    memcpy(packed + e->offset, t.data, (size_t)e->numel * sizeof *packed);
-    rank_tensor_free(&t);
-  }
-  return 0;
-}
 
 static int encode_to(const wan_vae_config *c, const wan_vae_enc_weights *w, const char *in,
                      const char *out) {
@@ -115,7 +70,8 @@ static int run_encode(const char *in, const char *out) {
   rank_h5_silence();
   wan_vae_config c;
   char err[200];
-  if (read_config(in, &c) != 0) return 1;
+  if (sp_test_vae_read_config(in, &wan_vae_schema, &c) != 0) return 1;
+  c.encoder = 1;
   if (wan_vae_config_check(&c, err, sizeof err) != 0) {
     fprintf(stderr, "%s: %s\n", in, err);
     return 1;
@@ -124,22 +80,13 @@ static int run_encode(const char *in, const char *out) {
   static wan_vae_table table;
   wan_vae_enc_table_make(&c, &w, &table);
   float *packed = calloc((size_t)table.packed_floats, sizeof *packed);
-  if (!packed || read_weights(in, &table, packed) != 0) return 1;
-  wan_vae_table_bind(&table, packed);
+  if (!packed || sp_test_vae_read_weights(in, &table, packed) != 0) return 1;
   int rc = encode_to(&c, &w, in, out);
   free(packed);
   return rc;
 }
 
 /* ---------------------------------------------------------------- self-contained checks */
-
-static int shape_is(const wan_vae_table *t, const char *name, int ndim, const int64_t *shape) {
-  const int k = wan_vae_table_find(t, name);
-  if (k < 0 || t->t[k].ndim != ndim) return 0;
-  for (int d = 0; d < ndim; d++)
-    if (t->t[k].shape[d] != shape[d]) return 0;
-  return 1;
-}
 
 static int unbound_fields(const wan_vae_enc_weights *w) {
   int unbound = !w->conv1_w || !w->conv1_b || !w->mid_attn.qkv_w || !w->mid0.conv1_w ||
@@ -169,11 +116,7 @@ static void check_published_table(void) {
   CHECK(t.count == 86, "published encoder table: %d tensors, expected 86", t.count);
   CHECK(t.params == 53596928, "published encoder table: %lld parameters, expected 53596928",
         (long long)t.params);
-  static const struct {
-    const char *name;
-    int ndim;
-    int64_t shape[5];
-  } want[] = {
+  static const sp_test_vae_want want[] = {
       {"encoder.conv1.weight", 5, {96, 3, 3, 3, 3}},
       {"encoder.downsamples.0.residual.0.gamma", 4, {96, 1, 1, 1}},
       {"encoder.downsamples.2.resample.1.weight", 4, {96, 96, 3, 3}},
@@ -190,20 +133,13 @@ static void check_published_table(void) {
       {"conv1.weight", 5, {32, 32, 1, 1, 1}},
       {"conv1.bias", 1, {32}},
   };
-  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-    CHECK(shape_is(&t, want[i].name, want[i].ndim, want[i].shape),
-          "published encoder table: %s missing or of another shape", want[i].name);
+  sp_test_vae_check_shapes(&t, want, (int)(sizeof want / sizeof want[0]),
+                           "published encoder table");
   CHECK(wan_vae_table_find(&t, "encoder.downsamples.2.time_conv.weight") < 0 &&
             wan_vae_table_find(&t, "encoder.downsamples.0.shortcut.weight") < 0 &&
             wan_vae_table_find(&t, "encoder.downsamples.11.residual.0.gamma") < 0,
         "published encoder table: a tensor the published encoder does not have");
-  int64_t end = 0;
-  for (int i = 0; i < t.count; i++) {
-    CHECK(t.t[i].offset % WAN_VAE_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
-          "encoder table: %s misplaced", t.t[i].name);
-    end = t.t[i].offset + t.t[i].numel;
-  }
-  CHECK(end <= t.packed_floats, "encoder table: packed buffer too small");
+  sp_test_vae_check_packing(&t, "encoder table");
   static float fake;
   wan_vae_table_bind(&t, &fake);
   CHECK(!unbound_fields(&w), "published encoder table: a typed field left unbound");

@@ -88,7 +88,7 @@ static void check_weights(const wan_vae_config *c, wan_vae_gpu_precision p, cons
   static wan_vae_table t;
   static uint64_t off[WAN_VAE_MAX_TENSORS];
   wan_vae_table_make(c, &w, &t);
-  const uint64_t bytes = wan_vae_gpu_weight_offsets(&t, p, off);
+  const uint64_t bytes = wan_vae_gpu_form_offsets(&t, p, WAN_VAE_GPU_FORM, off);
   const uint64_t lo = (uint64_t)t.params * (uint64_t)wan_vae_gpu_elem_bytes(p);
   /* at most: every parameter fp32, the head padded to 8 rows, alignment */
   const uint64_t hi = (uint64_t)t.params * 4 + (uint64_t)t.count * PLAN_LAYOUT_ALIGN +
@@ -97,7 +97,7 @@ static void check_weights(const wan_vae_config *c, wan_vae_gpu_precision p, cons
         (unsigned long long)bytes, (unsigned long long)lo, (unsigned long long)hi);
   for (int i = 0; i + 1 < t.count; i++)
     CHECK(off[i] % PLAN_LAYOUT_ALIGN == 0 &&
-              off[i] + wan_vae_gpu_tensor_bytes(&t.t[i], p) <= off[i + 1],
+              off[i] + wan_vae_gpu_form_bytes(&t.t[i], p, WAN_VAE_GPU_FORM) <= off[i + 1],
           "%s: weight %s misplaced", what, t.t[i].name);
 }
 

@@ -31,21 +31,7 @@ with h5py.File("cond.h5", "w") as f:
     f["context_null"] = r.standard_normal((5, 4096)).astype(np.float32)
 EOF2
 
-expect_fail() {
-  local name=$1 pat=$2
-  shift 2
-  "$@" >out.log 2>&1
-  local rc=$?
-  if [ $rc -ne 2 ]; then
-    bad "$name: exit $rc, expected 2"; sed 's/^/     /' out.log
-  elif ! grep -q -- "$pat" out.log; then
-    bad "$name: no line with '$pat'"; sed 's/^/     /' out.log
-  elif grep -q "step 1/\|latent frame 1/" out.log; then
-    bad "$name: refused only after work had started"
-  else
-    ok "$name: $(grep -m1 error out.log | sed 's/^\[rank [0-9]*\] //')"
-  fi
-}
+expect_fail() { sp_refused_early "step 1/\|latent frame 1/" "$@"; }
 
 "$B" init --arch wan2.2-vae-tiny --seed "$S" -q -o vae22.h5 || bad "init --arch wan2.2-vae-tiny"
 "$B" decode --vae vae22.h5 --latents lat.h5 -o file.h5 --frames-dir frames -q \

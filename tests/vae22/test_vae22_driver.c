@@ -30,63 +30,21 @@
 #include "h5_util.h"
 #include "log.h"
 #include "sp_test.h"
-#include "sp_test_vae22.h"
+#include "sp_test_vae.h"
 #include "tensor_io.h"
 #include "wan_vae22.h"
 #include "wan_vae22_run.h"
+#include "wan_vae22_schema.h"
 
 /* ---------------------------------------------------------------- parity driver */
-
-static int read_config(const char *path, wan_vae22_config *c) {
-  memset(c, 0, sizeof *c);
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) {
-    fprintf(stderr, "%s: cannot open as HDF5\n", path);
-    return -1;
-  }
-  int64_t n_mult = 0, temporal[WAN_VAE22_MAX_LEVELS - 1] = {0};
-  int rc = rank_h5_attr_read_num(f, "dim", H5T_NATIVE_INT64, &c->dim, 1) |
-           rank_h5_attr_read_num(f, "dec_dim", H5T_NATIVE_INT64, &c->dec_dim, 1) |
-           rank_h5_attr_read_num(f, "z_dim", H5T_NATIVE_INT64, &c->z_dim, 1) |
-           rank_h5_attr_read_num(f, "num_res_blocks", H5T_NATIVE_INT64, &c->num_res_blocks, 1) |
-           rank_h5_attr_read_num(f, "n_mult", H5T_NATIVE_INT64, &n_mult, 1);
-  if (rc == 0 && (n_mult < 1 || n_mult > WAN_VAE22_MAX_LEVELS)) rc = -1;
-  if (rc == 0) {
-    c->n_mult = (int)n_mult;
-    rc = rank_h5_attr_read_num(f, "dim_mult", H5T_NATIVE_INT64, c->dim_mult, n_mult);
-    if (rc == 0 && n_mult > 1)
-      rc = rank_h5_attr_read_num(f, "temporal_down", H5T_NATIVE_INT64, temporal, n_mult - 1);
-  }
-  H5Fclose(f);
-  for (int i = 0; i + 1 < c->n_mult; i++) c->temporal_down[i] = (int)temporal[i];
-  if (rc != 0) fprintf(stderr, "%s: missing or malformed config attributes\n", path);
-  return rc;
-}
 
 /* The part's weights from /weights/<key> of in, bound into *packed. */
 static int read_weights(const char *in, const wan_vae22_config *c, wan_vae22_part part,
                         wan_vae22_weights *w, float **packed) {
-  static wan_vae22_table table;
+  static wan_vae_table table;
   wan_vae22_table_make(c, part, w, &table);
   *packed = calloc((size_t)table.packed_floats, sizeof **packed);
-  if (!*packed) return -1;
-  for (int i = 0; i < table.count; i++) {
-    const wan_vae22_tensor *e = &table.t[i];
-    char name[128];
-    snprintf(name, sizeof name, "weights/%s", e->name);
-    rank_tensor t;
-    if (rank_tensor_read(in, name, e->ndim, &t) != SP_OK) return -1;
-    int same = 1;
-    for (int k = 0; k < e->ndim; k++) same &= t.dims[k] == e->shape[k];
-    if (!same) {
-      fprintf(stderr, "%s: %s has another shape than the table's\n", in, name);
-      return -1;
-    }
-    memcpy(*packed + e->offset, t.data, (size_t)e->numel * sizeof **packed);
-    rank_tensor_free(&t);
-  }
-  wan_vae22_table_bind(&table, *packed);
-  return 0;
+  return *packed ? sp_test_vae_read_weights(in, &table, *packed) : -1;
 }
 
 static int write_out(const char *out, const char *name, const int64_t *dims, const float *v) {
@@ -104,7 +62,7 @@ static int run_part(const char *mode, const char *in, const char *out) {
   const int enc = strcmp(mode, "encode") == 0;
   wan_vae22_config c;
   char err[200];
-  if (read_config(in, &c) != 0) return 1;
+  if (sp_test_vae_read_config(in, &wan_vae22_schema, &c) != 0) return 1;
   if (wan_vae22_config_check(&c, err, sizeof err) != 0) {
     fprintf(stderr, "%s: %s\n", in, err);
     return 1;
@@ -165,41 +123,23 @@ static int run_encode_file(const char *vae, const char *in, const char *out) {
 
 /* ---------------------------------------------------------------- self-contained checks */
 
-typedef struct want_shape {
-  const char *name;
-  int ndim;
-  int64_t shape[5];
-} want_shape;
-
-static void check_table(wan_vae22_part part, int count, int64_t params, const want_shape *want,
-                        int nwant) {
+static void check_table(wan_vae22_part part, int count, int64_t params,
+                        const sp_test_vae_want *want, int nwant) {
   wan_vae22_config c;
   wan_vae22_config_published(&c);
   static wan_vae22_weights w;
-  static wan_vae22_table t;
+  static wan_vae_table t;
   wan_vae22_table_make(&c, part, &w, &t);
   const char *pn = wan_vae22_part_name(part);
+  char what[48];
+  snprintf(what, sizeof what, "published %s", pn);
   CHECK(t.count == count && t.params == params, "published %s: %d tensors, %lld parameters; "
         "I2V.md: %d, %lld", pn, t.count, (long long)t.params, count, (long long)params);
-  for (int i = 0; i < nwant; i++) {
-    const int k = wan_vae22_table_find(&t, want[i].name);
-    CHECK(k >= 0, "published %s: no %s", pn, want[i].name);
-    if (k < 0) continue;
-    int same = t.t[k].ndim == want[i].ndim;
-    for (int d = 0; same && d < want[i].ndim; d++) same = t.t[k].shape[d] == want[i].shape[d];
-    CHECK(same, "published %s: %s has another shape", pn, want[i].name);
-  }
-  int64_t end = 0;
-  for (int i = 0; i < t.count; i++) {
-    CHECK(t.t[i].offset % WAN_VAE22_ALIGN_FLOATS == 0 && t.t[i].offset >= end,
-          "%s table: %s misplaced", pn, t.t[i].name);
-    end = t.t[i].offset + t.t[i].numel;
-    for (int j = 0; j < i; j++)
-      CHECK(strcmp(t.t[i].name, t.t[j].name) != 0, "%s table: %s twice", pn, t.t[i].name);
-  }
-  CHECK(end <= t.packed_floats, "%s table: packed buffer too small", pn);
+  sp_test_vae_check_shapes(&t, want, nwant, what);
+  snprintf(what, sizeof what, "%s table", pn);
+  sp_test_vae_check_packing(&t, what);
   static float fake;
-  wan_vae22_table_bind(&t, &fake);
+  wan_vae_table_bind(&t, &fake);
   for (int i = 0; i < t.count; i++)
     CHECK(*t.t[i].slot == &fake + t.t[i].offset, "%s table: %s not bound", pn, t.t[i].name);
 }
@@ -211,7 +151,7 @@ static void check_published(void) {
   CHECK(wan_vae22_config_check(&c, err, sizeof err) == 0, "published config refused: %s", err);
   /* I2V.md "The Wan 2.2 VAE": 110 decoder tensors (555,051,580 parameters)
    * and 86 encoder tensors (149,637,088), and its key shapes. */
-  static const want_shape dec[] = {
+  static const sp_test_vae_want dec[] = {
       {"conv2.weight", 5, {48, 48, 1, 1, 1}},
       {"decoder.conv1.weight", 5, {1024, 48, 3, 3, 3}},
       {"decoder.middle.1.to_qkv.weight", 4, {3072, 1024, 1, 1}},
@@ -222,7 +162,7 @@ static void check_published(void) {
       {"decoder.upsamples.3.upsamples.2.residual.6.bias", 1, {256}},
       {"decoder.head.2.weight", 5, {12, 256, 3, 3, 3}},
   };
-  static const want_shape enc[] = {
+  static const sp_test_vae_want enc[] = {
       {"encoder.conv1.weight", 5, {160, 12, 3, 3, 3}},
       {"encoder.downsamples.0.downsamples.2.resample.1.weight", 4, {160, 160, 3, 3}},
       {"encoder.downsamples.1.downsamples.0.shortcut.weight", 5, {320, 160, 1, 1, 1}},
@@ -266,11 +206,11 @@ static void check_refusals(void) {
 
 /* Random weights of the tiny preset's widths for part p, bound into w. */
 static float *tiny_weights(const wan_vae22_config *c, wan_vae22_part p, wan_vae22_weights *w) {
-  static wan_vae22_table t;
+  static wan_vae_table t;
   wan_vae22_table_make(c, p, w, &t);
   float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
-  sp_test_vae22_fill_weights(&t, packed, 0);
-  wan_vae22_table_bind(&t, packed);
+  sp_test_vae_fill_weights(&t, packed, SP_TEST_VAE_FP32);
+  wan_vae_table_bind(&t, packed);
   return packed;
 }
 
@@ -296,14 +236,7 @@ static void check_decode(void) {
   }
   wan_vae22_decode(d, &w.dec, z, F, v1);
   CHECK(sp_test_guard_ok(v1, n_out), "decode wrote past the video");
-  int64_t inside = 0, ends = 0;
-  for (int64_t i = 0; i < n_out; i++) {
-    inside += v1[i] > -1.0f && v1[i] < 1.0f;
-    ends += v1[i] == -1.0f || v1[i] == 1.0f;
-  }
-  CHECK(inside + ends == n_out && inside > n_out / 4 && ends > 0,
-        "decode: %lld of %lld inside (-1, 1), %lld clamped", (long long)inside, (long long)n_out,
-        (long long)ends);
+  const int64_t ends = sp_test_vae_check_clamped(v1, n_out, "decode");
   const int nthreads = omp_get_max_threads();
   for (int th = 0; th <= 3; th++) {
     if (th) omp_set_num_threads(th);

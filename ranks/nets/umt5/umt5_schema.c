@@ -54,14 +54,9 @@ static int tensors(const void *config, net_tensor *out) {
     umt5_tensor u;
     umt5_table_entry(c, i, &u);
     net_tensor *t = &out[i];
-    memset(t, 0, sizeof *t);
-    snprintf(t->group, NET_PATH_MAX, "%s", UMT5_GROUP);
-    snprintf(t->name, NET_NAME_MAX, "%s", u.name);
-    t->ndim = u.ndim;
-    for (int d = 0; d < u.ndim; d++) t->shape[d] = u.shape[d];
+    net_tensor_init(t, UMT5_GROUP, u.name, u.ndim, u.shape);
     /* the layers' linear weights: q, k, v, o, gate, fc1, fc2 */
     t->quant = u.layer >= 0 && u.ndim == 2 && u.slot != 9;
-    net_tensor_finish(t);
     synth_scale(c, &u, &t->synth_center, &t->synth_half);
   }
   return n;
@@ -95,22 +90,15 @@ static int preset(const char *name, void *config) {
   return -1;
 }
 
+static const char *preset_name(int i) { return presets[i].name; }
+
 static const char *preset_match(const void *config) {
-  for (int i = 0; i < N_PRESETS; i++) {
-    umt5_config p;
-    preset(presets[i].name, &p);
-    if (memcmp(&p, config, sizeof p) == 0) return presets[i].name;
-  }
-  return NULL;
+  return net_preset_find(&umt5_schema, preset_name, N_PRESETS, config);
 }
 
 static const char *preset_names(void) {
   static char list[128];
-  if (!list[0])
-    for (int i = 0; i < N_PRESETS; i++)
-      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-               presets[i].name);
-  return list;
+  return net_preset_names_join(preset_name, N_PRESETS, list, sizeof list);
 }
 
 static const char *const root_dtypes[] = {"bf16", "fp32", NULL};

@@ -15,14 +15,13 @@
 #include <stdint.h>
 
 #include "net.h"
+#include "wan_vae_table.h"
 
 #define WAN_VAE_MAX_LEVELS 4 /* entries of dim_mult: Decoder3d halves levels 1..3 */
 #define WAN_VAE_MAX_RES 5    /* residual blocks per level: num_res_blocks + 1 */
 #define WAN_VAE_CACHE_T 2    /* frames a causal conv keeps from the previous chunk */
 #define WAN_VAE_Z_DIM 16     /* latent channels of the published statistics */
-#define WAN_VAE_MAX_TENSORS 256
 #define WAN_VAE_MAX_CACHES 64
-#define WAN_VAE_ALIGN_FLOATS 64 /* each tensor of the packed buffer starts on 256 bytes */
 #define WAN_VAE_MAX_SIDE 1024   /* latent rows/columns (8192 pixels) */
 
 /* The model file's arch of a VAE (vae_file.h). */
@@ -62,6 +61,11 @@ void wan_vae_config_published(wan_vae_config *out);
  * WAN_VAE_Z_DIM. Returns 0, or -1 with a message in err. */
 int wan_vae_config_check(const wan_vae_config *c, char *err, size_t errlen);
 
+/* The level checks of every Wan VAE's config: n_mult entries of
+ * dim_mult, 1..max_levels, each 1..64. 0, or -1 with a message in err. */
+int wan_vae_mults_check(int n_mult, const int64_t *dim_mult, int max_levels, char *err,
+                        size_t errlen);
+
 /* WanVAE's per-channel latent statistics: the decoder's input is
  * z / (1 / std) + mean. */
 extern const float wan_vae_latent_mean[WAN_VAE_Z_DIM];
@@ -79,29 +83,11 @@ int64_t wan_vae_out_scale(const wan_vae_config *c);
 
 /* The decoder's tensors, X(field, key, shape) per tensor in table order,
  * module by module; a module's keys are under its prefix
- * ("decoder.middle.0."), the shapes in the module's widths. One pointer
+ * ("decoder.upsamples.3."), the shapes in the module's widths. One pointer
  * per tensor in the module's struct below, bound by the table
- * (wan_vae_table_bind). */
+ * (wan_vae_table_bind). The residual and attention blocks are every Wan
+ * VAE's (wan_vae_table.h). */
 
-/* ResidualBlock: x + conv(silu(norm(conv(silu(norm(x)))))), the shortcut,
- * a 1x1x1 conv, only when the width changes (in_dim != out_dim). */
-#define WAN_VAE_RESBLOCK_TENSORS(X)                                     \
-  X(norm1_gamma, "residual.0.gamma", (in_dim, 1, 1, 1))                 \
-  X(conv1_w, "residual.2.weight", (out_dim, in_dim, 3, 3, 3))           \
-  X(conv1_b, "residual.2.bias", (out_dim))                              \
-  X(norm2_gamma, "residual.3.gamma", (out_dim, 1, 1, 1))                \
-  X(conv2_w, "residual.6.weight", (out_dim, out_dim, 3, 3, 3))          \
-  X(conv2_b, "residual.6.bias", (out_dim))
-#define WAN_VAE_SHORTCUT_TENSORS(X)                                     \
-  X(shortcut_w, "shortcut.weight", (out_dim, in_dim, 1, 1, 1))          \
-  X(shortcut_b, "shortcut.bias", (out_dim))
-/* AttentionBlock: per-frame single-head spatial self-attention. */
-#define WAN_VAE_ATTN_TENSORS(X)                                         \
-  X(norm_gamma, "norm.gamma", (dim, 1, 1))                              \
-  X(qkv_w, "to_qkv.weight", (3 * dim, dim, 1, 1))                       \
-  X(qkv_b, "to_qkv.bias", (3 * dim))                                    \
-  X(proj_w, "proj.weight", (dim, dim, 1, 1))                            \
-  X(proj_b, "proj.bias", (dim))
 /* Resample upsample2d / upsample3d: (the time conv, upsample3d only,) 2x
  * nearest, a 3x3 conv to dim / 2 channels. */
 #define WAN_VAE_TIME_CONV_TENSORS(X)                                    \
@@ -124,17 +110,6 @@ int64_t wan_vae_out_scale(const wan_vae_config *c);
   X(head_b, "decoder.head.2.bias", (3))
 
 #define WAN_VAE_FIELD_(field, key, shape) const float *field;
-
-typedef struct wan_vae_resblock {
-  int64_t in_dim, out_dim;
-  WAN_VAE_RESBLOCK_TENSORS(WAN_VAE_FIELD_)
-  WAN_VAE_SHORTCUT_TENSORS(WAN_VAE_FIELD_) /* NULL if in_dim == out_dim */
-} wan_vae_resblock;
-
-typedef struct wan_vae_attn {
-  int64_t dim;
-  WAN_VAE_ATTN_TENSORS(WAN_VAE_FIELD_)
-} wan_vae_attn;
 
 typedef struct wan_vae_resample {
   int64_t dim;  /* channels in; dim / 2 out */
@@ -168,34 +143,11 @@ typedef struct wan_vae_weights {
 
 #undef WAN_VAE_FIELD_
 
-/* One tensor: its official key, shape, place in the packed buffer, and the
- * typed field it binds. */
-typedef struct wan_vae_tensor {
-  char name[64];
-  int ndim;
-  int64_t shape[5];
-  int64_t numel;
-  int64_t offset;     /* floats from the start of the packed buffer */
-  const float **slot; /* field of the wan_vae_weights the table was made for */
-} wan_vae_tensor;
-
-/* Every decoder tensor (conv2.*, then decoder.* in module order), packed
- * one after another at WAN_VAE_ALIGN_FLOATS boundaries. */
-typedef struct wan_vae_table {
-  int count;
-  wan_vae_tensor t[WAN_VAE_MAX_TENSORS];
-  int64_t packed_floats; /* buffer size including alignment padding */
-  int64_t params;        /* sum of numel */
-} wan_vae_table;
-
-/* The table of a checked config, with the structure (widths, flags) of w
- * filled in and its pointers zeroed; the slots point into w, which must
+/* The table (wan_vae_table.h) of every decoder tensor (conv2.*, then
+ * decoder.* in module order) of a checked config, with the structure
+ * (widths, flags) of w filled in and its pointers zeroed; the slots point into w, which must
  * outlive the table's use. */
 void wan_vae_table_make(const wan_vae_config *c, wan_vae_weights *w, wan_vae_table *out);
-/* Points every slot at packed + offset. packed (t->packed_floats). */
-void wan_vae_table_bind(const wan_vae_table *t, const float *packed);
-/* Index of a key, or -1. */
-int wan_vae_table_find(const wan_vae_table *t, const char *name);
 
 /* ---------------------------------------------------------------- decoder */
 
@@ -270,6 +222,15 @@ int64_t wan_vae_decoder_floats(const wan_vae_config *c, int64_t h, int64_t w);
  * during the call. Returns 0 to go on; anything else stops the decode,
  * which returns it. */
 typedef int (*wan_vae_frames_fn)(void *user, const float *frames, int64_t t0, int64_t n);
+
+/* The whole video (3, T, H, W) as a sink: wan_vae_video_put, user a
+ * wan_vae_video, copies each chunk's frames (3, n, H, W) into it; every
+ * Wan VAE's whole-video decode is its streamed decode into this. */
+typedef struct wan_vae_video {
+  float *video; /* (3, T, H, W) */
+  int64_t T, hw; /* frames, H x W */
+} wan_vae_video;
+int wan_vae_video_put(void *user, const float *frames, int64_t t0, int64_t n);
 
 /* The decode of wan_vae_decode, handing each chunk's frames to fn as they
  * are made (the whole video is never held). Returns 0 or fn's stop code. */

@@ -35,6 +35,22 @@ void wan_vae_config_published(wan_vae_config *out) {
   *out = c;
 }
 
+int wan_vae_mults_check(int n_mult, const int64_t *dim_mult, int max_levels, char *err,
+                        size_t errlen) {
+  if (n_mult < 1 || n_mult > max_levels) {
+    snprintf(err, errlen, "vae config has %d dim_mult entries, not 1..%d", n_mult, max_levels);
+    return -1;
+  }
+  for (int i = 0; i < n_mult; i++) {
+    if (dim_mult[i] < 1 || dim_mult[i] > 64) {
+      snprintf(err, errlen, "vae config dim_mult[%d] = %lld is outside 1..64", i,
+               (long long)dim_mult[i]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int wan_vae_config_check(const wan_vae_config *c, char *err, size_t errlen) {
   if (c->dim < 1 || c->dim > 4096) {
     snprintf(err, errlen, "vae config dim = %lld is outside 1..4096", (long long)c->dim);
@@ -45,18 +61,8 @@ int wan_vae_config_check(const wan_vae_config *c, char *err, size_t errlen) {
              "channels", (long long)c->z_dim, WAN_VAE_Z_DIM);
     return -1;
   }
-  if (c->n_mult < 1 || c->n_mult > WAN_VAE_MAX_LEVELS) {
-    snprintf(err, errlen, "vae config has %d dim_mult entries, not 1..%d", c->n_mult,
-             WAN_VAE_MAX_LEVELS);
+  if (wan_vae_mults_check(c->n_mult, c->dim_mult, WAN_VAE_MAX_LEVELS, err, errlen) != 0)
     return -1;
-  }
-  for (int i = 0; i < c->n_mult; i++) {
-    if (c->dim_mult[i] < 1 || c->dim_mult[i] > 64) {
-      snprintf(err, errlen, "vae config dim_mult[%d] = %lld is outside 1..64", i,
-               (long long)c->dim_mult[i]);
-      return -1;
-    }
-  }
   for (int i = 0; i + 1 < c->n_mult; i++) {
     if (c->temporal_up[i] != 0 && c->temporal_up[i] != 1) {
       snprintf(err, errlen, "vae config temporal_up[%d] = %d is not 0 or 1", i, c->temporal_up[i]);
@@ -97,60 +103,15 @@ int64_t wan_vae_out_scale(const wan_vae_config *c) { return (int64_t)1 << (c->n_
 
 /* ---------------------------------------------------------------- table */
 
-/* One tensor: key under prefix (none: ""), shape of ndim sizes. */
-static void add(wan_vae_table *t, const float **slot, const char *prefix, const char *key,
-                int ndim, const int64_t *s) {
-  wan_vae_tensor *e = &t->t[t->count++];
-  snprintf(e->name, sizeof e->name, "%s%s%s", prefix, prefix[0] ? "." : "", key);
-  e->ndim = ndim;
-  e->numel = 1;
-  for (int i = 0; i < 5; i++) {
-    e->shape[i] = i < ndim ? s[i] : 0;
-    if (i < ndim) e->numel *= s[i];
-  }
-  e->offset = t->packed_floats;
-  e->slot = slot;
-  *slot = NULL;
-  t->params += e->numel;
-  t->packed_floats += (e->numel + WAN_VAE_ALIGN_FLOATS - 1) / WAN_VAE_ALIGN_FLOATS *
-                      WAN_VAE_ALIGN_FLOATS;
-}
-
-#define WAN_VAE_UNPAREN(...) __VA_ARGS__
-/* One list line (wan_vae.h) of module m under prefix; the shape's rank is
- * the length of its list. */
-#define ADD(field, key, shape)                                            \
-  {                                                                       \
-    const int64_t s_[] = {WAN_VAE_UNPAREN shape};                         \
-    _Static_assert(sizeof s_ / sizeof s_[0] <= 5, key ": at most 5 dims"); \
-    add(t, &m->field, prefix, key, (int)(sizeof s_ / sizeof s_[0]), s_);  \
-  }
-
-static void add_resblock(wan_vae_table *t, wan_vae_resblock *m, const char *prefix,
-                         int64_t in_dim, int64_t out_dim) {
-  m->in_dim = in_dim;
-  m->out_dim = out_dim;
-  WAN_VAE_RESBLOCK_TENSORS(ADD)
-  m->shortcut_w = m->shortcut_b = NULL;
-  if (in_dim != out_dim) {
-    WAN_VAE_SHORTCUT_TENSORS(ADD)
-  }
-}
-
-static void add_attn(wan_vae_table *t, wan_vae_attn *m, const char *prefix, int64_t dim) {
-  m->dim = dim;
-  WAN_VAE_ATTN_TENSORS(ADD)
-}
-
 static void add_resample(wan_vae_table *t, wan_vae_resample *m, const char *prefix, int64_t dim,
                          int temporal) {
   m->dim = dim;
   m->temporal = temporal;
   m->time_w = m->time_b = NULL;
   if (temporal) {
-    WAN_VAE_TIME_CONV_TENSORS(ADD)
+    WAN_VAE_TIME_CONV_TENSORS(WAN_VAE_TABLE_ADD)
   }
-  WAN_VAE_RESAMPLE_TENSORS(ADD)
+  WAN_VAE_RESAMPLE_TENSORS(WAN_VAE_TABLE_ADD)
 }
 
 /* Level i takes dims[i] (halved after a resample, i >= 1) to dims[i + 1]
@@ -164,7 +125,7 @@ static void add_level(const wan_vae_config *c, wan_vae_table *t, wan_vae_level *
   l->n_res = (int)c->num_res_blocks + 1;
   for (int r = 0; r < l->n_res; r++) {
     snprintf(prefix, sizeof prefix, "decoder.upsamples.%d", (*k)++);
-    add_resblock(t, &l->res[r], prefix, in_dim, out_dim);
+    wan_vae_table_add_resblock(t, &l->res[r], prefix, in_dim, out_dim);
     in_dim = out_dim;
   }
   l->has_up = i != c->n_mult - 1;
@@ -175,9 +136,7 @@ static void add_level(const wan_vae_config *c, wan_vae_table *t, wan_vae_level *
 
 void wan_vae_table_make(const wan_vae_config *c, wan_vae_weights *w, wan_vae_table *out) {
   memset(w, 0, sizeof *w);
-  out->count = 0;
-  out->packed_floats = 0;
-  out->params = 0;
+  wan_vae_table_reset(out);
   wan_vae_table *t = out;
   wan_vae_weights *m = w;
   const char *prefix = "";
@@ -187,25 +146,13 @@ void wan_vae_table_make(const wan_vae_config *c, wan_vae_weights *w, wan_vae_tab
   w->z_dim = z_dim;
   w->mid_dim = mid_dim;
   w->head_dim = head_dim;
-  WAN_VAE_CONV2_TENSORS(ADD)
-  WAN_VAE_CONV1_TENSORS(ADD)
-  add_resblock(out, &w->mid0, "decoder.middle.0", mid_dim, mid_dim);
-  add_attn(out, &w->mid_attn, "decoder.middle.1", mid_dim);
-  add_resblock(out, &w->mid2, "decoder.middle.2", mid_dim, mid_dim);
+  WAN_VAE_CONV2_TENSORS(WAN_VAE_TABLE_ADD)
+  WAN_VAE_CONV1_TENSORS(WAN_VAE_TABLE_ADD)
+  wan_vae_table_add_middle(out, "decoder", &w->mid0, &w->mid_attn, &w->mid2, mid_dim);
   int k = 0; /* index in decoder.upsamples */
   w->n_levels = c->n_mult;
   for (int i = 0; i < c->n_mult; i++) add_level(c, out, &w->level[i], i, &k);
-  WAN_VAE_HEAD_TENSORS(ADD)
-}
-
-void wan_vae_table_bind(const wan_vae_table *t, const float *packed) {
-  for (int i = 0; i < t->count; i++) *t->t[i].slot = packed + t->t[i].offset;
-}
-
-int wan_vae_table_find(const wan_vae_table *t, const char *name) {
-  for (int i = 0; i < t->count; i++)
-    if (strcmp(t->t[i].name, name) == 0) return i;
-  return -1;
+  WAN_VAE_HEAD_TENSORS(WAN_VAE_TABLE_ADD)
 }
 
 /* ---------------------------------------------------------------- the encoder */
@@ -272,10 +219,10 @@ static void add_down(wan_vae_table *t, wan_vae_down *m, const char *prefix, int6
                      int temporal) {
   m->dim = dim;
   m->temporal = temporal;
-  WAN_VAE_DOWN_TENSORS(ADD)
+  WAN_VAE_DOWN_TENSORS(WAN_VAE_TABLE_ADD)
   m->time_w = m->time_b = NULL;
   if (temporal) {
-    WAN_VAE_DOWN_TIME_TENSORS(ADD)
+    WAN_VAE_DOWN_TIME_TENSORS(WAN_VAE_TABLE_ADD)
   }
 }
 
@@ -289,7 +236,7 @@ static void add_enc_level(const wan_vae_config *c, wan_vae_table *t, wan_vae_enc
   l->n_res = (int)c->num_res_blocks;
   for (int r = 0; r < l->n_res; r++) {
     snprintf(prefix, sizeof prefix, "encoder.downsamples.%d", (*k)++);
-    add_resblock(t, &l->res[r], prefix, in_dim, out_dim);
+    wan_vae_table_add_resblock(t, &l->res[r], prefix, in_dim, out_dim);
     in_dim = out_dim;
   }
   l->has_down = i != c->n_mult - 1;
@@ -301,9 +248,7 @@ static void add_enc_level(const wan_vae_config *c, wan_vae_table *t, wan_vae_enc
 void wan_vae_enc_table_make(const wan_vae_config *c, wan_vae_enc_weights *w,
                             wan_vae_table *out) {
   memset(w, 0, sizeof *w);
-  out->count = 0;
-  out->packed_floats = 0;
-  out->params = 0;
+  wan_vae_table_reset(out);
   wan_vae_table *t = out;
   wan_vae_enc_weights *m = w;
   const char *prefix = "";
@@ -313,15 +258,13 @@ void wan_vae_enc_table_make(const wan_vae_config *c, wan_vae_enc_weights *w,
   w->z_dim = z_dim;
   w->in_dim = in_dim;
   w->mid_dim = w->head_dim = head_dim;
-  WAN_VAE_ENC_CONV1_TENSORS(ADD)
+  WAN_VAE_ENC_CONV1_TENSORS(WAN_VAE_TABLE_ADD)
   int k = 0; /* index in encoder.downsamples */
   w->n_levels = c->n_mult;
   for (int i = 0; i < c->n_mult; i++) add_enc_level(c, out, &w->level[i], i, &k);
-  add_resblock(out, &w->mid0, "encoder.middle.0", head_dim, head_dim);
-  add_attn(out, &w->mid_attn, "encoder.middle.1", head_dim);
-  add_resblock(out, &w->mid2, "encoder.middle.2", head_dim, head_dim);
-  WAN_VAE_ENC_HEAD_TENSORS(ADD)
-  WAN_VAE_ENC_QUANT_TENSORS(ADD)
+  wan_vae_table_add_middle(out, "encoder", &w->mid0, &w->mid_attn, &w->mid2, head_dim);
+  WAN_VAE_ENC_HEAD_TENSORS(WAN_VAE_TABLE_ADD)
+  WAN_VAE_ENC_QUANT_TENSORS(WAN_VAE_TABLE_ADD)
 }
 
 /* ---------------------------------------------------------------- description */

@@ -16,16 +16,9 @@
 
 int decode_check_latents(const vae_model *m, const char *what, int ndim, const int64_t *dims) {
   const wan_vae_config *c = &vae_model_get_info(m)->config;
-  if (ndim != 4) {
-    sp_log_error("%s: latents have %d dimensions; the VAE takes 4 (channels, frames, height, "
-                 "width)", what, ndim);
-    return SP_ERR_INPUT;
-  }
-  if (dims[0] != c->z_dim) {
-    sp_log_error("%s: latents have %lld channels; the VAE %s takes %lld", what,
-                 (long long)dims[0], vae_model_get_info(m)->id.source, (long long)c->z_dim);
-    return SP_ERR_INPUT;
-  }
+  const int rc = decode_check_latent_shape(what, ndim, dims, c->z_dim, "VAE",
+                                           vae_model_get_info(m)->id.source, "");
+  if (rc != SP_OK) return rc;
   if (dims[1] < 1 || dims[2] < 1 || dims[3] < 1) {
     sp_log_error("%s: latents [%lld, %lld, %lld, %lld] are empty", what, (long long)dims[0],
                  (long long)dims[1], (long long)dims[2], (long long)dims[3]);
@@ -34,33 +27,11 @@ int decode_check_latents(const vae_model *m, const char *what, int ndim, const i
   return SP_OK;
 }
 
-/* Each output the options name: the video file, the frames directory. */
-typedef struct decode_target {
-  const char *path;
-  int frames_dir;
-} decode_target;
-
-static int decode_targets(const decode_opts *o, decode_target t[2]) {
-  int n = 0;
-  if (o->out) t[n++] = (decode_target){o->out, 0};
-  if (o->frames_dir) t[n++] = (decode_target){o->frames_dir, 1};
-  return n;
-}
-
 int decode_check_outputs(const decode_opts *o, const vae_model *m, const int64_t *dims) {
   const wan_vae_config *c = &vae_model_get_info(m)->config;
   const int64_t s = wan_vae_out_scale(c);
-  decode_target t[2];
-  int n = decode_targets(o, t);
-  if (n == 0) {
-    sp_log_error("decode: no output: give -o FILE (.mp4 .mkv .mov .webm .h5) or --frames-dir "
-                 "DIR");
-    return SP_ERR_INPUT;
-  }
-  for (int i = 0; i < n; i++) {
-    int rc = video_out_check(t[i].path, t[i].frames_dir, dims[3] * s, dims[2] * s, o->fps);
-    if (rc != SP_OK) return rc;
-  }
+  const int rc = decode_check_video_outputs(o, dims[3] * s, dims[2] * s);
+  if (rc != SP_OK) return rc;
   if (o->tile_h > 0 || o->tile_w > 0) {
     char err[320];
     const wan_vae_tiling t = {o->tile_h, o->tile_w, o->tile_overlap};
@@ -70,29 +41,6 @@ int decode_check_outputs(const decode_opts *o, const vae_model *m, const int64_t
     }
   }
   if (!net_backend_ops(wan_vae_net(), o->dev)) return SP_ERR_INPUT;
-  return SP_OK;
-}
-
-/* The frame sink: every output in turn, and a progress line per chunk. */
-typedef struct decode_sink {
-  video_out *v[2];
-  int n;
-  int64_t chunk, chunks, frames;
-  double t0;
-  int quiet;
-} decode_sink;
-
-static int sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
-  decode_sink *k = user;
-  for (int i = 0; i < k->n; i++) {
-    int rc = video_out_put(k->v[i], frames, n);
-    if (rc != SP_OK) return rc;
-  }
-  k->chunk++;
-  if (!k->quiet)
-    sp_log_info("decode: latent frame %lld/%lld -> video frames %lld..%lld of %lld (%.1f s)",
-                (long long)k->chunk, (long long)k->chunks, (long long)t0,
-                (long long)(t0 + n - 1), (long long)k->frames, comm_now() - k->t0);
   return SP_OK;
 }
 
@@ -227,7 +175,7 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
                     const int64_t *dims, decode_stats *stats) {
   const wan_vae_config *c = &vae_model_get_info(m)->config;
   const int64_t F = dims[1], h = dims[2], w = dims[3];
-  decode_sink sink = {.chunks = F, .quiet = o->quiet};
+  decode_out sink = {0};
   tile_decoder td = {.b = net_backend_ops(wan_vae_net(), o->dev), .quiet = o->quiet};
   wan_vae_tiling tl;
   int tiled;
@@ -238,19 +186,12 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
     rc = SP_ERR_INPUT;
     goto done;
   }
-  sink.frames = stats->frames;
   td.tiles = stats->tiles_y * stats->tiles_x;
   const wan_vae_make mk = {c, &d->wt, d->packed, stats->tile_h, stats->tile_w, o->precision};
   if ((rc = td.b->create(&mk, &td.d)) != SP_OK) goto done;
   stats->host_bytes += td.b->host_bytes(td.d);
 
-  decode_target tg[2];
-  sink.n = decode_targets(o, tg);
-  for (int i = 0; i < sink.n; i++) {
-    rc = video_out_open(tg[i].path, tg[i].frames_dir, stats->frames, stats->width,
-                        stats->height, o->fps, &sink.v[i]);
-    if (rc != SP_OK) goto done;
-  }
+  if ((rc = decode_out_open(o, stats, F, &sink)) != SP_OK) goto done;
   sp_log_info("decode: %lld latent frames of %lldx%lld -> %lld frames of %lldx%lld on %s%s%s%s",
               (long long)F, (long long)h, (long long)w, (long long)stats->frames,
               (long long)stats->height, (long long)stats->width, rank_device_name(o->dev),
@@ -263,22 +204,15 @@ int decode_run_with(const decode_opts *o, vae_model *m, decode_weights *d, const
                 (long long)stats->tile_w, (long long)tl.overlap);
   t = sink.t0 = comm_now();
   if (tiled)
-    rc = wan_vae_decode_tiled(c, latents, F, h, w, &tl, tile_decode, &td, sink_put, &sink);
+    rc = wan_vae_decode_tiled(c, latents, F, h, w, &tl, tile_decode, &td, decode_out_put,
+                              &sink);
   else
-    rc = td.b->decode(td.d, latents, F, sink_put, &sink);
-  if (rc != SP_OK) goto done;
-  /* Each commit renames one complete output into place; a failure of the
-   * second leaves the first (complete) and removes its own. */
-  for (int i = 0; i < sink.n; i++) {
-    video_out *v = sink.v[i];
-    sink.v[i] = NULL;
-    if ((rc = video_out_commit(v)) != SP_OK) goto done;
-  }
+    rc = td.b->decode(td.d, latents, F, decode_out_put, &sink);
+  if ((rc = decode_out_close(&sink, rc)) != SP_OK) goto done;
   stats->decode_s = comm_now() - t;
   stats->device_peak_bytes = td.b->device_bytes(td.d);
 done:
-  for (int i = 0; i < 2; i++)
-    if (sink.v[i]) video_out_abort(sink.v[i]);
+  decode_out_close(&sink, rc);
   if (td.d) td.b->destroy(td.d);
   return rc;
 }

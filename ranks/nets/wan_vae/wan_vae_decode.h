@@ -16,6 +16,7 @@
 
 #include "net.h"
 #include "vae_file.h"
+#include "video_out.h"
 #include "wan_vae_gpu.h"
 
 typedef struct decode_opts {
@@ -44,6 +45,42 @@ typedef struct decode_stats {
   int64_t tiles_y, tiles_x;      /* tiles down and across (1, 1 untiled) */
   int64_t tile_h, tile_w;        /* latent positions of a tile (the latent's untiled) */
 } decode_stats;
+
+/* ---- the steps every Wan VAE's decode driver takes (wan_vae_decode_out.c) ---- */
+
+/* The first checks of latents (dims, ndim of them) for a decoder of z_dim
+ * channels: 4 dimensions, z_dim channels. The message names what (e.g.
+ * "--latents L.h5"), the VAE as noun ("VAE") and source, then note (or
+ * ""). SP_OK or SP_ERR_INPUT (logged). */
+int decode_check_latent_shape(const char *what, int ndim, const int64_t *dims, int64_t z_dim,
+                              const char *noun, const char *source, const char *note);
+/* The checks of the outputs o names (at least one; each path, FFmpeg) for
+ * a video of width x height pixels. */
+int decode_check_video_outputs(const decode_opts *o, int64_t width, int64_t height);
+
+/* The outputs of a decode as one frame sink: every output o names in turn,
+ * and a progress line per chunk (unless o->quiet). */
+typedef struct decode_out {
+  video_out *v[2];
+  int n;
+  int64_t chunk, chunks, frames; /* chunks: latent frames; frames: of the video */
+  double t0;                     /* when the decode began (comm_now), the caller's to set */
+  int quiet;
+} decode_out;
+
+/* Opens every output for the video of st (frames, width, height) decoded
+ * from chunks latent frames; on failure those opened are aborted. */
+int decode_out_open(const decode_opts *o, const decode_stats *st, int64_t chunks,
+                    decode_out *out);
+/* The sink (a wan_vae_frames_fn, user a decode_out). */
+int decode_out_put(void *user, const float *frames, int64_t t0, int64_t n);
+/* Commits the outputs one after the other (each rename puts one complete
+ * output in place: a failure of the second leaves the first), then aborts
+ * any left (after a failed decode or commit: nothing is left behind). A
+ * second close does nothing. */
+int decode_out_close(decode_out *k, int rc);
+
+/* ---- the Wan 2.1 VAE's decode --------------------------------------------- */
 
 /* The latents' shape a decoder of VAE m takes: (z_dim, F, h, w), F >= 1.
  * Logs one line naming what (e.g. "--latents L.h5") and the check. */

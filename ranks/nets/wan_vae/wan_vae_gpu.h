@@ -31,6 +31,41 @@ const char *wan_vae_gpu_precision_name(wan_vae_gpu_precision p);
  * the value and the choices (--vae-precision). */
 int wan_vae_gpu_precision_parse(const char *s, wan_vae_gpu_precision *out);
 
+/* ---- the device form of every Wan VAE's weights (wan_vae_gpu_layout.c) ---- */
+
+/* What a VAE pads on the device: the output channels of the decoder's
+ * head conv (decoder.head.2.*) and the input channels of the encoder's
+ * conv1 (encoder.conv1.weight), zeros past the table's. */
+typedef struct wan_vae_gpu_form {
+  int64_t head_co, in_ch;
+} wan_vae_gpu_form;
+
+/* Bytes of one activation or convolution weight element in precision p
+ * (tf32 stores fp32). */
+int wan_vae_gpu_elem_bytes(wan_vae_gpu_precision p);
+/* 1 for a convolution weight (every .weight but the 1x1x1 conv2's and
+ * conv1's outside the parts), stored (co', kt, kh, kw, ci') in the
+ * precision's type; 0 for the rest (those two weights, biases, gammas),
+ * stored fp32 as in the table, (co', ...). */
+int wan_vae_gpu_is_conv(const wan_vae_tensor *e);
+/* Output channels co' and input channels ci' (1 for a 1-D tensor) of e as
+ * stored. */
+int64_t wan_vae_gpu_form_rows(const wan_vae_tensor *e, wan_vae_gpu_form f);
+int64_t wan_vae_gpu_form_cols(const wan_vae_tensor *e, wan_vae_gpu_form f);
+/* Device bytes of e (not aligned). */
+uint64_t wan_vae_gpu_form_bytes(const wan_vae_tensor *e, wan_vae_gpu_precision p,
+                                wan_vae_gpu_form f);
+/* Byte offset of every tensor of t in the weights buffer (each
+ * PLAN_LAYOUT_ALIGN aligned), off (t->count); returns the buffer's bytes. */
+uint64_t wan_vae_gpu_form_offsets(const wan_vae_table *t, wan_vae_gpu_precision p,
+                                  wan_vae_gpu_form f, uint64_t *off);
+/* Tensor e's values src in its device form into dst
+ * (wan_vae_gpu_form_bytes): a convolution weight (co, ci, kt, kh, kw) ->
+ * (co', kt, kh, kw, ci') in the precision's type (bf16 rounded to nearest
+ * even), anything else fp32; zeros past co and ci. */
+void wan_vae_gpu_form_convert(const wan_vae_tensor *e, const float *src, wan_vae_gpu_precision p,
+                              wan_vae_gpu_form f, char *dst);
+
 /* Device bytes the decoder needs for latents of h x w: weights plus
  * workspace, from the same layout create uses (planner/vae_layout.h), in
  * both builds; -1 (logged) for a config or size the decoder refuses. */

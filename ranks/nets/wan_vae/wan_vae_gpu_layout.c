@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kern_dtype.h"
 #include "layout.h"
 #include "log.h"
 #include "wan_vae_enc.h"
@@ -31,6 +32,8 @@ int wan_vae_gpu_precision_parse(const char *s, wan_vae_gpu_precision *out) {
   return SP_ERR_INPUT;
 }
 
+/* ---------------------------------------------------------------- the device form */
+
 /* tf32 stores fp32: only the arithmetic of its convolutions differs. */
 int wan_vae_gpu_elem_bytes(wan_vae_gpu_precision p) { return p == WAN_VAE_GPU_BF16 ? 2 : 4; }
 
@@ -40,36 +43,56 @@ int wan_vae_gpu_is_conv(const wan_vae_tensor *e) {
          strcmp(e->name, "conv1.weight") != 0;
 }
 
-int64_t wan_vae_gpu_cols(const wan_vae_tensor *e) {
-  return strcmp(e->name, "encoder.conv1.weight") == 0 ? PLAN_VAE_ENC_IN_CH : e->shape[1];
+int64_t wan_vae_gpu_form_rows(const wan_vae_tensor *e, wan_vae_gpu_form f) {
+  return strncmp(e->name, "decoder.head.2.", 15) == 0 ? f.head_co : e->shape[0];
 }
 
-static int is_head(const wan_vae_tensor *e) {
-  return strncmp(e->name, "decoder.head.2.", 15) == 0;
+int64_t wan_vae_gpu_form_cols(const wan_vae_tensor *e, wan_vae_gpu_form f) {
+  if (e->ndim < 2) return 1;
+  return strcmp(e->name, "encoder.conv1.weight") == 0 ? f.in_ch : e->shape[1];
 }
 
-int64_t wan_vae_gpu_rows(const wan_vae_tensor *e) {
-  return is_head(e) ? PLAN_VAE_HEAD_CO : e->shape[0];
+uint64_t wan_vae_gpu_form_bytes(const wan_vae_tensor *e, wan_vae_gpu_precision p,
+                                wan_vae_gpu_form f) {
+  const uint64_t rows = (uint64_t)wan_vae_gpu_form_rows(e, f);
+  const uint64_t cols = (uint64_t)wan_vae_gpu_form_cols(e, f);
+  const uint64_t taps = e->ndim < 2 ? 1 : (uint64_t)(e->numel / e->shape[0] / e->shape[1]);
+  const uint64_t elem = wan_vae_gpu_is_conv(e) ? (uint64_t)wan_vae_gpu_elem_bytes(p) : 4;
+  return rows * cols * taps * elem;
 }
 
-uint64_t wan_vae_gpu_tensor_bytes(const wan_vae_tensor *e, wan_vae_gpu_precision p) {
-  const uint64_t per_row = (uint64_t)(e->numel / e->shape[0]);
-  const uint64_t rows = (uint64_t)wan_vae_gpu_rows(e);
-  if (!wan_vae_gpu_is_conv(e)) return rows * per_row * 4;
-  /* taps x input channels as stored */
-  const uint64_t row = per_row / (uint64_t)e->shape[1] * (uint64_t)wan_vae_gpu_cols(e);
-  return rows * row * (uint64_t)wan_vae_gpu_elem_bytes(p);
-}
-
-uint64_t wan_vae_gpu_weight_offsets(const wan_vae_table *t, wan_vae_gpu_precision p,
-                                    uint64_t *off) {
+uint64_t wan_vae_gpu_form_offsets(const wan_vae_table *t, wan_vae_gpu_precision p,
+                                  wan_vae_gpu_form f, uint64_t *off) {
   uint64_t n = 0;
   for (int i = 0; i < t->count; i++) {
     off[i] = n;
-    n = plan_layout_align(n + wan_vae_gpu_tensor_bytes(&t->t[i], p));
+    n = plan_layout_align(n + wan_vae_gpu_form_bytes(&t->t[i], p, f));
   }
   return n;
 }
+
+void wan_vae_gpu_form_convert(const wan_vae_tensor *e, const float *src, wan_vae_gpu_precision p,
+                              wan_vae_gpu_form f, char *dst) {
+  memset(dst, 0, wan_vae_gpu_form_bytes(e, p, f));
+  if (!wan_vae_gpu_is_conv(e)) {
+    memcpy(dst, src, (size_t)e->numel * 4);
+    return;
+  }
+  const int64_t co = e->shape[0], ci = e->shape[1], cols = wan_vae_gpu_form_cols(e, f);
+  const int64_t taps = e->numel / co / ci;
+  for (int64_t o = 0; o < co; o++)
+    for (int64_t i = 0; i < ci; i++)
+      for (int64_t a = 0; a < taps; a++) {
+        const float v = src[(o * ci + i) * taps + a];
+        const int64_t d = (o * taps + a) * cols + i;
+        if (p != WAN_VAE_GPU_BF16)
+          ((float *)dst)[d] = v;
+        else
+          ((uint16_t *)dst)[d] = kern_f32_to_bf16(v);
+      }
+}
+
+/* ---------------------------------------------------------------- the decoder */
 
 /* Every width a device convolution takes or gives, as Decoder3d builds
  * them: z_dim, dims[0], each level's width and its half after a resample. */
@@ -140,7 +163,7 @@ static int table_bytes(const wan_vae_config *c, wan_vae_gpu_precision p, int enc
   const int ok = wt && ewt && t && off;
   if (ok && encoder) wan_vae_enc_table_make(c, ewt, t);
   if (ok && !encoder) wan_vae_table_make(c, wt, t);
-  if (ok) *bytes = wan_vae_gpu_weight_offsets(t, p, off);
+  if (ok) *bytes = wan_vae_gpu_form_offsets(t, p, WAN_VAE_GPU_FORM, off);
   free(wt), free(ewt), free(t), free(off);
   if (!ok) sp_log_error("vae gpu: out of host memory for the tensor table");
   return ok ? SP_OK : SP_ERR_RUNTIME;

@@ -18,28 +18,10 @@
  * (16-byte vectors of bf16 in the element kernels, tensor-core shapes). */
 #define WAN_VAE_GPU_CH_ALIGN 8
 
-/* Bytes of one activation element in precision p. */
-int wan_vae_gpu_elem_bytes(wan_vae_gpu_precision p);
-
-/* The device form of tensor e of the decoder's or the encoder's table: 1
- * for a convolution weight (every .weight except conv2's and conv1's, the
- * 1x1x1 convs outside the decoder and encoder), stored (co', kt, kh, kw,
- * ci') in the precision's type, co' = co or PLAN_VAE_HEAD_CO for the
- * decoder's head, ci' = ci or PLAN_VAE_ENC_IN_CH for the encoder's conv1;
- * 0 for everything else (conv2's and conv1's weights, biases, gammas),
- * stored fp32 as in the table, the decoder's head bias padded with zeros
- * to PLAN_VAE_HEAD_CO. */
-int wan_vae_gpu_is_conv(const wan_vae_tensor *e);
-/* Output channels of e as stored on the device. */
-int64_t wan_vae_gpu_rows(const wan_vae_tensor *e);
-/* Input channels of a convolution weight e as stored on the device. */
-int64_t wan_vae_gpu_cols(const wan_vae_tensor *e);
-/* Device bytes of e (not aligned). */
-uint64_t wan_vae_gpu_tensor_bytes(const wan_vae_tensor *e, wan_vae_gpu_precision p);
-/* Byte offset of every tensor of t in the weights buffer (each
- * PLAN_LAYOUT_ALIGN aligned), off (t->count); returns the buffer's bytes. */
-uint64_t wan_vae_gpu_weight_offsets(const wan_vae_table *t, wan_vae_gpu_precision p,
-                                    uint64_t *off);
+/* The Wan 2.1 VAE's device form of its weights (wan_vae_gpu.h): the
+ * decoder's head to PLAN_VAE_HEAD_CO output channels, the encoder's conv1
+ * from PLAN_VAE_ENC_IN_CH input channels. */
+#define WAN_VAE_GPU_FORM ((wan_vae_gpu_form){PLAN_VAE_HEAD_CO, PLAN_VAE_ENC_IN_CH})
 
 /* Checks c, the latent size and the channel alignment, then lays the
  * decoder out. SP_OK, or SP_ERR_INPUT with the reason logged. */

@@ -14,7 +14,7 @@
  * and decoding allocate nothing.
  *
  * The residual and attention blocks, the causal convolution and RMS norm
- * are the Wan 2.1 VAE's (wan_vae.h's block tensor lists and structs,
+ * are the Wan 2.1 VAE's (wan_vae_table.h's block tensor lists and structs,
  * kern_cpu_vae.h's kernels); what is its own is in kern_cpu_vae22.h. */
 #ifndef WAN_VAE22_H
 #define WAN_VAE22_H
@@ -32,9 +32,7 @@
 #define WAN_VAE22_IMG_CH 12    /* video channels after patchify: 3 x 2 x 2 */
 #define WAN_VAE22_CHUNK 4      /* video frames per encoder call after the first */
 #define WAN_VAE22_CACHE_T 2    /* frames a causal conv keeps from the previous chunk */
-#define WAN_VAE22_MAX_TENSORS 256 /* of one part */
 #define WAN_VAE22_MAX_CACHES 64
-#define WAN_VAE22_ALIGN_FLOATS 64 /* each tensor of a packed buffer starts on 256 bytes */
 #define WAN_VAE22_MAX_SIDE 1024   /* latent rows/columns (16384 pixels) */
 
 /* The model file's arch (wan_vae22_schema.h). */
@@ -104,7 +102,7 @@ int64_t wan_vae22_latent_frames(const wan_vae22_config *c, int64_t T);
 
 /* The tensors of the modules of their own, X(field, key, shape) per tensor
  * in table order; a module's keys are under its prefix, the shapes in its
- * widths. The residual and attention blocks are wan_vae.h's
+ * widths. The residual and attention blocks are wan_vae_table.h's
  * (WAN_VAE_RESBLOCK_TENSORS, WAN_VAE_SHORTCUT_TENSORS, WAN_VAE_ATTN_TENSORS). */
 
 /* Resample downsample2d / downsample3d (encoder): the stride-2 3x3 conv
@@ -211,37 +209,13 @@ typedef struct wan_vae22_weights {
   wan_vae22_dec_weights dec;
 } wan_vae22_weights;
 
-/* One tensor: its official key, shape, place in its part's packed buffer,
- * and the typed field it binds. */
-typedef struct wan_vae22_tensor {
-  char name[80];
-  int ndim;
-  int64_t shape[5];
-  int64_t numel;
-  int64_t offset;     /* floats from the start of the packed buffer */
-  const float **slot; /* field of the wan_vae22_weights the table was made for */
-} wan_vae22_tensor;
-
-/* Every tensor of one part in module order (decoder: conv2.*, then
- * decoder.*; encoder: encoder.*, then conv1.*), packed one after another at
- * WAN_VAE22_ALIGN_FLOATS boundaries. */
-typedef struct wan_vae22_table {
-  wan_vae22_part part;
-  int count;
-  wan_vae22_tensor t[WAN_VAE22_MAX_TENSORS];
-  int64_t packed_floats; /* buffer size including alignment padding */
-  int64_t params;        /* sum of numel */
-} wan_vae22_table;
-
-/* The table of part for a checked config, with that part's structure
+/* The table (wan_vae_table.h) of every tensor of part in module order
+ * (decoder: conv2.*, then decoder.*; encoder: encoder.*, then conv1.*) for
+ * a checked config, with that part's structure
  * (widths, flags) filled into w and its pointers zeroed; the slots point
  * into w, which must outlive the table's use. */
 void wan_vae22_table_make(const wan_vae22_config *c, wan_vae22_part part, wan_vae22_weights *w,
-                          wan_vae22_table *out);
-/* Points every slot at packed + offset. packed (t->packed_floats). */
-void wan_vae22_table_bind(const wan_vae22_table *t, const float *packed);
-/* Index of a key, or -1. */
-int wan_vae22_table_find(const wan_vae22_table *t, const char *name);
+                          wan_vae_table *out);
 /* The part's name as the model file's group ("decoder", "encoder"). */
 const char *wan_vae22_part_name(wan_vae22_part p);
 

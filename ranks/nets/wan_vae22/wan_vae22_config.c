@@ -113,18 +113,8 @@ int wan_vae22_config_check(const wan_vae22_config *c, char *err, size_t errlen) 
              "have %d channels", (long long)c->z_dim, WAN_VAE22_Z_DIM);
     return -1;
   }
-  if (c->n_mult < 1 || c->n_mult > WAN_VAE22_MAX_LEVELS) {
-    snprintf(err, errlen, "vae config has %d dim_mult entries, not 1..%d", c->n_mult,
-             WAN_VAE22_MAX_LEVELS);
+  if (wan_vae_mults_check(c->n_mult, c->dim_mult, WAN_VAE22_MAX_LEVELS, err, errlen) != 0)
     return -1;
-  }
-  for (int i = 0; i < c->n_mult; i++) {
-    if (c->dim_mult[i] < 1 || c->dim_mult[i] > 64) {
-      snprintf(err, errlen, "vae config dim_mult[%d] = %lld is outside 1..64", i,
-               (long long)c->dim_mult[i]);
-      return -1;
-    }
-  }
   int temporal = 0;
   for (int i = 0; i + 1 < c->n_mult; i++) {
     if (c->temporal_down[i] != 0 && c->temporal_down[i] != 1) {
@@ -150,67 +140,8 @@ int wan_vae22_config_check(const wan_vae22_config *c, char *err, size_t errlen) 
 
 /* ---------------------------------------------------------------- tables */
 
-/* One tensor: key under prefix (none: ""), shape of ndim sizes. */
-static void add(wan_vae22_table *t, const float **slot, const char *prefix, const char *key,
-                int ndim, const int64_t *s) {
-  if (t->count >= WAN_VAE22_MAX_TENSORS) sp_fatal("vae table: more than %d tensors",
-                                                  WAN_VAE22_MAX_TENSORS);
-  wan_vae22_tensor *e = &t->t[t->count++];
-  snprintf(e->name, sizeof e->name, "%s%s%s", prefix, prefix[0] ? "." : "", key);
-  e->ndim = ndim;
-  e->numel = 1;
-  for (int i = 0; i < 5; i++) {
-    e->shape[i] = i < ndim ? s[i] : 0;
-    if (i < ndim) e->numel *= s[i];
-  }
-  e->offset = t->packed_floats;
-  e->slot = slot;
-  *slot = NULL;
-  t->params += e->numel;
-  t->packed_floats += (e->numel + WAN_VAE22_ALIGN_FLOATS - 1) / WAN_VAE22_ALIGN_FLOATS *
-                      WAN_VAE22_ALIGN_FLOATS;
-}
-
-#define WAN_VAE22_UNPAREN(...) __VA_ARGS__
-/* One list line of module m under prefix; the shape's rank is the length
- * of its list. */
-#define ADD(field, key, shape)                                            \
-  {                                                                       \
-    const int64_t s_[] = {WAN_VAE22_UNPAREN shape};                       \
-    _Static_assert(sizeof s_ / sizeof s_[0] <= 5, key ": at most 5 dims"); \
-    add(t, &m->field, prefix, key, (int)(sizeof s_ / sizeof s_[0]), s_);  \
-  }
-
-static void add_resblock(wan_vae22_table *t, wan_vae_resblock *m, const char *prefix,
-                         int64_t in_dim, int64_t out_dim) {
-  m->in_dim = in_dim;
-  m->out_dim = out_dim;
-  WAN_VAE_RESBLOCK_TENSORS(ADD)
-  m->shortcut_w = m->shortcut_b = NULL;
-  if (in_dim != out_dim) {
-    WAN_VAE_SHORTCUT_TENSORS(ADD)
-  }
-}
-
-static void add_attn(wan_vae22_table *t, wan_vae_attn *m, const char *prefix, int64_t dim) {
-  m->dim = dim;
-  WAN_VAE_ATTN_TENSORS(ADD)
-}
-
-/* The middle of either part: residual, attention, residual at width d. */
-static void add_middle(wan_vae22_table *t, const char *part, wan_vae_resblock *r0,
-                       wan_vae_attn *at, wan_vae_resblock *r2, int64_t d) {
-  char prefix[48];
-  snprintf(prefix, sizeof prefix, "%s.middle.0", part);
-  add_resblock(t, r0, prefix, d, d);
-  snprintf(prefix, sizeof prefix, "%s.middle.1", part);
-  add_attn(t, at, prefix, d);
-  snprintf(prefix, sizeof prefix, "%s.middle.2", part);
-  add_resblock(t, r2, prefix, d, d);
-}
-
 /* Encoder level i: dims[i] -> dims[i + 1]. */
-static void add_down(const wan_vae22_config *c, wan_vae22_table *t, wan_vae22_down *m, int i) {
+static void add_down(const wan_vae22_config *c, wan_vae_table *t, wan_vae22_down *m, int i) {
   char prefix[64];
   const int64_t dim = wan_vae22_enc_dim(c, i + 1);
   int64_t in = wan_vae22_enc_dim(c, i);
@@ -223,21 +154,21 @@ static void add_down(const wan_vae22_config *c, wan_vae22_table *t, wan_vae22_do
   m->n_res = (int)c->num_res_blocks;
   for (int r = 0; r < m->n_res; r++) {
     snprintf(prefix, sizeof prefix, "encoder.downsamples.%d.downsamples.%d", i, r);
-    add_resblock(t, &m->res[r], prefix, in, dim);
+    wan_vae_table_add_resblock(t, &m->res[r], prefix, in, dim);
     in = dim;
   }
   m->dim = dim;
   m->conv_w = m->conv_b = m->time_w = m->time_b = NULL;
   if (!m->has_down) return;
   snprintf(prefix, sizeof prefix, "encoder.downsamples.%d.downsamples.%d", i, m->n_res);
-  WAN_VAE22_DOWN_TENSORS(ADD)
+  WAN_VAE22_DOWN_TENSORS(WAN_VAE_TABLE_ADD)
   if (m->temporal) {
-    WAN_VAE22_TIME_DOWN_TENSORS(ADD)
+    WAN_VAE22_TIME_DOWN_TENSORS(WAN_VAE_TABLE_ADD)
   }
 }
 
 /* Decoder level i: dims[i] -> dims[i + 1]. */
-static void add_up(const wan_vae22_config *c, wan_vae22_table *t, wan_vae22_up *m, int i) {
+static void add_up(const wan_vae22_config *c, wan_vae_table *t, wan_vae22_up *m, int i) {
   char prefix[64];
   const int64_t dim = wan_vae22_dec_dim(c, i + 1);
   int64_t in = wan_vae22_dec_dim(c, i);
@@ -250,7 +181,7 @@ static void add_up(const wan_vae22_config *c, wan_vae22_table *t, wan_vae22_up *
   m->n_res = (int)c->num_res_blocks + 1;
   for (int r = 0; r < m->n_res; r++) {
     snprintf(prefix, sizeof prefix, "decoder.upsamples.%d.upsamples.%d", i, r);
-    add_resblock(t, &m->res[r], prefix, in, dim);
+    wan_vae_table_add_resblock(t, &m->res[r], prefix, in, dim);
     in = dim;
   }
   m->dim = dim;
@@ -258,13 +189,13 @@ static void add_up(const wan_vae22_config *c, wan_vae22_table *t, wan_vae22_up *
   if (!m->has_up) return;
   snprintf(prefix, sizeof prefix, "decoder.upsamples.%d.upsamples.%d", i, m->n_res);
   if (m->temporal) {
-    WAN_VAE22_TIME_UP_TENSORS(ADD)
+    WAN_VAE22_TIME_UP_TENSORS(WAN_VAE_TABLE_ADD)
   }
-  WAN_VAE22_UP_TENSORS(ADD)
+  WAN_VAE22_UP_TENSORS(WAN_VAE_TABLE_ADD)
 }
 
 static void make_encoder(const wan_vae22_config *c, wan_vae22_enc_weights *m,
-                         wan_vae22_table *t) {
+                         wan_vae_table *t) {
   const char *prefix = "";
   /* The names the encoder's own shapes are written in. */
   const int64_t in_ch = WAN_VAE22_IMG_CH, dim0 = wan_vae22_enc_dim(c, 0);
@@ -274,15 +205,15 @@ static void make_encoder(const wan_vae22_config *c, wan_vae22_enc_weights *m,
   m->mid_dim = m->head_dim = head_dim;
   m->z2 = z2;
   m->z_dim = c->z_dim;
-  WAN_VAE22_ENC_IN_TENSORS(ADD)
+  WAN_VAE22_ENC_IN_TENSORS(WAN_VAE_TABLE_ADD)
   m->n_levels = c->n_mult;
   for (int i = 0; i < c->n_mult; i++) add_down(c, t, &m->level[i], i);
-  add_middle(t, "encoder", &m->mid0, &m->mid_attn, &m->mid2, head_dim);
-  WAN_VAE22_ENC_HEAD_TENSORS(ADD)
+  wan_vae_table_add_middle(t, "encoder", &m->mid0, &m->mid_attn, &m->mid2, head_dim);
+  WAN_VAE22_ENC_HEAD_TENSORS(WAN_VAE_TABLE_ADD)
 }
 
 static void make_decoder(const wan_vae22_config *c, wan_vae22_dec_weights *m,
-                         wan_vae22_table *t) {
+                         wan_vae_table *t) {
   const char *prefix = "";
   const int64_t z_dim = c->z_dim, mid_dim = wan_vae22_dec_dim(c, 0);
   const int64_t head_dim = wan_vae22_dec_dim(c, c->n_mult), out_ch = WAN_VAE22_IMG_CH;
@@ -290,19 +221,16 @@ static void make_decoder(const wan_vae22_config *c, wan_vae22_dec_weights *m,
   m->mid_dim = mid_dim;
   m->head_dim = head_dim;
   m->out_ch = out_ch;
-  WAN_VAE22_DEC_IN_TENSORS(ADD)
-  add_middle(t, "decoder", &m->mid0, &m->mid_attn, &m->mid2, mid_dim);
+  WAN_VAE22_DEC_IN_TENSORS(WAN_VAE_TABLE_ADD)
+  wan_vae_table_add_middle(t, "decoder", &m->mid0, &m->mid_attn, &m->mid2, mid_dim);
   m->n_levels = c->n_mult;
   for (int i = 0; i < c->n_mult; i++) add_up(c, t, &m->level[i], i);
-  WAN_VAE22_DEC_HEAD_TENSORS(ADD)
+  WAN_VAE22_DEC_HEAD_TENSORS(WAN_VAE_TABLE_ADD)
 }
 
 void wan_vae22_table_make(const wan_vae22_config *c, wan_vae22_part part, wan_vae22_weights *w,
-                          wan_vae22_table *out) {
-  out->part = part;
-  out->count = 0;
-  out->packed_floats = 0;
-  out->params = 0;
+                          wan_vae_table *out) {
+  wan_vae_table_reset(out);
   if (part == WAN_VAE22_ENCODER) {
     memset(&w->enc, 0, sizeof w->enc);
     make_encoder(c, &w->enc, out);
@@ -310,16 +238,6 @@ void wan_vae22_table_make(const wan_vae22_config *c, wan_vae22_part part, wan_va
     memset(&w->dec, 0, sizeof w->dec);
     make_decoder(c, &w->dec, out);
   }
-}
-
-void wan_vae22_table_bind(const wan_vae22_table *t, const float *packed) {
-  for (int i = 0; i < t->count; i++) *t->t[i].slot = packed + t->t[i].offset;
-}
-
-int wan_vae22_table_find(const wan_vae22_table *t, const char *name) {
-  for (int i = 0; i < t->count; i++)
-    if (strcmp(t->t[i].name, name) == 0) return i;
-  return -1;
 }
 
 /* ---------------------------------------------------------------- description */

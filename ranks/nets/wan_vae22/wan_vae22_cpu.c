@@ -135,7 +135,7 @@ int v22_state_create(const wan_vae22_config *c, int encoder, int64_t h, int64_t 
                      v22_plan_fn plan_fn, wan_vae22_state **out) {
   wan_vae22_state *s = calloc(1, sizeof *s);
   wan_vae22_weights *wt = malloc(sizeof *wt);
-  wan_vae22_table *tab = malloc(sizeof *tab);
+  wan_vae_table *tab = malloc(sizeof *tab);
   if (!s || !wt || !tab) {
     free(s), free(wt), free(tab);
     sp_log_error("vae: out of host memory for the %s's state", encoder ? "encoder" : "decoder");

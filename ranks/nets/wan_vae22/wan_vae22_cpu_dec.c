@@ -134,23 +134,10 @@ int wan_vae22_decode_stream(wan_vae22_state *d, const wan_vae22_dec_weights *wt,
   return 0;
 }
 
-/* wan_vae22_decode's sink: a chunk's (3, n, H, W) into the whole video. */
-typedef struct whole_video {
-  float *video;
-  int64_t T, ohw;
-} whole_video;
-
-static int whole_video_put(void *user, const float *frames, int64_t t0, int64_t n) {
-  const whole_video *v = user;
-  for (int64_t ch = 0; ch < 3; ch++)
-    memcpy(v->video + (ch * v->T + t0) * v->ohw, frames + ch * n * v->ohw,
-           (size_t)(n * v->ohw) * sizeof *v->video);
-  return 0;
-}
 
 void wan_vae22_decode(wan_vae22_state *d, const wan_vae22_dec_weights *wt, const float *latents,
                       int64_t F, float *video) {
   const int64_t s = wan_vae22_space_factor(&d->cfg);
-  whole_video v = {video, wan_vae22_out_frames(&d->cfg, F), d->h * d->w * s * s};
-  (void)wan_vae22_decode_stream(d, wt, latents, F, whole_video_put, &v);
+  wan_vae_video v = {video, wan_vae22_out_frames(&d->cfg, F), d->h * d->w * s * s};
+  (void)wan_vae22_decode_stream(d, wt, latents, F, wan_vae_video_put, &v);
 }

@@ -15,7 +15,7 @@ struct wan_vae22_model {
   wan_vae22_info info;
   mfile *f;
   wan_vae22_weights w; /* structure only: the tables' slots point here */
-  wan_vae22_table table[WAN_VAE22_PARTS];
+  wan_vae_table table[WAN_VAE22_PARTS];
 };
 
 int wan_vae22_spec_is(const char *spec) {
@@ -44,7 +44,7 @@ int wan_vae22_open(const char *spec, int verify, wan_vae22_model **out) {
   int tensors = 0;
   int64_t params = 0;
   for (int p = 0; p < WAN_VAE22_PARTS; p++) {
-    wan_vae22_table *t = &m->table[p];
+    wan_vae_table *t = &m->table[p];
     wan_vae22_table_make(&in->config, (wan_vae22_part)p, &m->w, t);
     model_file_size_set(&in->part[p], &in->id, t->count, t->params);
     tensors += t->count;
@@ -64,7 +64,7 @@ void wan_vae22_close(wan_vae22_model *m) {
 const wan_vae22_info *wan_vae22_get_info(const wan_vae22_model *m) { return &m->info; }
 
 int wan_vae22_read(wan_vae22_model *m, wan_vae22_part p, float *packed, int64_t packed_floats) {
-  const wan_vae22_table *t = &m->table[p];
+  const wan_vae_table *t = &m->table[p];
   if (packed_floats < t->packed_floats) {
     sp_log_error("%s: buffer of %lld floats too small for the %s's %lld", m->info.id.source,
                  (long long)packed_floats, wan_vae22_part_name(p), (long long)t->packed_floats);
@@ -93,7 +93,7 @@ int wan_vae22_verify(wan_vae22_model *m, uint64_t *bytes) { return mfile_verify(
 struct wan_vae22_writer {
   mfile_writer *w;
   wan_vae22_weights wt; /* structure only */
-  wan_vae22_table table[WAN_VAE22_PARTS];
+  wan_vae_table table[WAN_VAE22_PARTS];
   char path[4096];
 };
 
@@ -119,7 +119,7 @@ int wan_vae22_writer_attr(wan_vae22_writer *w, const char *key, const char *valu
 
 int wan_vae22_writer_put(wan_vae22_writer *w, wan_vae22_part p, const char *name,
                          const float *data, int64_t numel) {
-  const int i = wan_vae22_table_find(&w->table[p], name);
+  const int i = wan_vae_table_find(&w->table[p], name);
   const int k = mfile_writer_find(w->w, wan_vae22_group(p), name);
   if (i < 0 || k < 0) {
     sp_log_error("%s: %s is not a tensor of this VAE's %s", w->path, name,

@@ -22,25 +22,10 @@
  * patchified video's 12 channels are padded to PLAN_VAE22_IMG_CH. */
 #define WAN_VAE22_GPU_CH_ALIGN 8
 
-/* Bytes of one activation element in precision p. */
-int wan_vae22_gpu_elem_bytes(wan_vae_gpu_precision p);
-
-/* The device form of tensor e: 1 for a convolution weight (every .weight
- * but the 1x1x1 conv1's and conv2's outside the parts), stored (co', kt,
- * kh, kw, ci') in the precision's type, co' and ci' padded with zeros to
- * PLAN_VAE22_IMG_CH for the decoder's head and the encoder's conv1; 0 for
- * everything else (those two 1x1x1 weights, biases, gammas), fp32 as in the
- * table, the decoder head's bias padded with zeros to PLAN_VAE22_IMG_CH. */
-int wan_vae22_gpu_is_conv(const wan_vae22_tensor *e);
-/* Output and input channels of e as stored on the device. */
-int64_t wan_vae22_gpu_rows(const wan_vae22_tensor *e);
-int64_t wan_vae22_gpu_cols(const wan_vae22_tensor *e);
-/* Device bytes of e (not aligned). */
-uint64_t wan_vae22_gpu_tensor_bytes(const wan_vae22_tensor *e, wan_vae_gpu_precision p);
-/* Byte offset of every tensor of t in the weights buffer (each
- * PLAN_LAYOUT_ALIGN aligned), off (t->count); returns the buffer's bytes. */
-uint64_t wan_vae22_gpu_weight_offsets(const wan_vae22_table *t, wan_vae_gpu_precision p,
-                                      uint64_t *off);
+/* The Wan 2.2 VAE's device form of its weights (wan_vae_gpu.h): the
+ * decoder's head to PLAN_VAE22_IMG_CH output channels, the encoder's conv1
+ * from PLAN_VAE22_IMG_CH input channels. */
+#define WAN_VAE22_GPU_FORM ((wan_vae_gpu_form){PLAN_VAE22_IMG_CH, PLAN_VAE22_IMG_CH})
 
 /* Checks c, the size (decoder: latent h x w; encoder: video H x W pixels,
  * multiples of the space factor) and the channel alignment, then lays the

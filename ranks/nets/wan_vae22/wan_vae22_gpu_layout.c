@@ -1,7 +1,8 @@
-/* The CUDA Wan 2.2 VAE's weight forms and device layout (wan_vae22_gpu.h),
- * in both builds: the planner's layout (planner/vae22_layout.h) of a part,
- * whose total is the device bytes a coder takes and whose offsets the CUDA
- * coder carves. */
+/* The CUDA Wan 2.2 VAE's device layout (wan_vae22_gpu.h), in both builds:
+ * the planner's layout (planner/vae22_layout.h) of a part, whose total is
+ * the device bytes a coder takes and whose offsets the CUDA coder carves.
+ * Its weights' device form is every Wan VAE's (wan_vae_gpu.h) with
+ * WAN_VAE22_GPU_FORM's pads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,40 +15,6 @@ const char *wan_vae22_gpu_op_name(wan_vae22_gpu_op op) {
       "conv3d", "conv_time", "conv2d", "conv1x1", "norm", "attn", "shortcut", "elementwise",
       "copy"};
   return (int)op >= 0 && op < WAN_VAE22_GPU_OPS ? n[op] : "?";
-}
-
-int wan_vae22_gpu_elem_bytes(wan_vae_gpu_precision p) { return p == WAN_VAE_GPU_FP32 ? 4 : 2; }
-
-int wan_vae22_gpu_is_conv(const wan_vae22_tensor *e) {
-  const char *tail = strrchr(e->name, '.');
-  return tail && strcmp(tail, ".weight") == 0 && strcmp(e->name, "conv2.weight") != 0 &&
-         strcmp(e->name, "conv1.weight") != 0;
-}
-
-int64_t wan_vae22_gpu_rows(const wan_vae22_tensor *e) {
-  return strncmp(e->name, "decoder.head.2.", 15) == 0 ? PLAN_VAE22_IMG_CH : e->shape[0];
-}
-
-int64_t wan_vae22_gpu_cols(const wan_vae22_tensor *e) {
-  if (e->ndim < 2) return 1;
-  return strcmp(e->name, "encoder.conv1.weight") == 0 ? PLAN_VAE22_IMG_CH : e->shape[1];
-}
-
-uint64_t wan_vae22_gpu_tensor_bytes(const wan_vae22_tensor *e, wan_vae_gpu_precision p) {
-  const uint64_t rows = (uint64_t)wan_vae22_gpu_rows(e), cols = (uint64_t)wan_vae22_gpu_cols(e);
-  const uint64_t taps = e->ndim < 2 ? 1 : (uint64_t)(e->numel / e->shape[0] / e->shape[1]);
-  const uint64_t elem = wan_vae22_gpu_is_conv(e) ? (uint64_t)wan_vae22_gpu_elem_bytes(p) : 4;
-  return rows * cols * taps * elem;
-}
-
-uint64_t wan_vae22_gpu_weight_offsets(const wan_vae22_table *t, wan_vae_gpu_precision p,
-                                      uint64_t *off) {
-  uint64_t n = 0;
-  for (int i = 0; i < t->count; i++) {
-    off[i] = n;
-    n = plan_layout_align(n + wan_vae22_gpu_tensor_bytes(&t->t[i], p));
-  }
-  return n;
 }
 
 /* Every width a device op takes or gives: the part's widths, z_dim and
@@ -98,8 +65,8 @@ static int gpu_shape(const wan_vae22_config *c, wan_vae22_part part, int64_t h, 
   }
   if (check_size(c, part, h, w) != 0 || check_widths(c) != 0) return SP_ERR_INPUT;
   wan_vae22_weights *wt = malloc(sizeof *wt);
-  wan_vae22_table *t = malloc(sizeof *t);
-  uint64_t *off = malloc(WAN_VAE22_MAX_TENSORS * sizeof *off);
+  wan_vae_table *t = malloc(sizeof *t);
+  uint64_t *off = malloc(WAN_VAE_MAX_TENSORS * sizeof *off);
   if (!wt || !t || !off) {
     free(wt), free(t), free(off);
     sp_log_error("vae gpu: out of host memory for the tensor table");
@@ -118,8 +85,8 @@ static int gpu_shape(const wan_vae22_config *c, wan_vae22_part part, int64_t h, 
   s->res_per_level = c->num_res_blocks + (enc ? 0 : 1);
   s->h = enc ? h / WAN_VAE22_PATCH : h;
   s->w = enc ? w / WAN_VAE22_PATCH : w;
-  s->elem_bytes = wan_vae22_gpu_elem_bytes(p);
-  s->weight_bytes = wan_vae22_gpu_weight_offsets(t, p, off);
+  s->elem_bytes = wan_vae_gpu_elem_bytes(p);
+  s->weight_bytes = wan_vae_gpu_form_offsets(t, p, WAN_VAE22_GPU_FORM, off);
   free(wt), free(t), free(off);
   return SP_OK;
 }

@@ -16,17 +16,9 @@
 int wan_vae22_check_latents(const wan_vae22_model *m, const char *what, int ndim,
                             const int64_t *dims) {
   const wan_vae22_info *in = wan_vae22_get_info(m);
-  if (ndim != 4) {
-    sp_log_error("%s: latents have %d dimensions; the VAE takes 4 (channels, frames, height, "
-                 "width)", what, ndim);
-    return SP_ERR_INPUT;
-  }
-  if (dims[0] != in->config.z_dim) {
-    sp_log_error("%s: latents have %lld channels; the Wan 2.2 VAE %s takes %lld (a Wan 2.1 "
-                 "VAE takes 16)", what, (long long)dims[0], in->id.source,
-                 (long long)in->config.z_dim);
-    return SP_ERR_INPUT;
-  }
+  const int rc = decode_check_latent_shape(what, ndim, dims, in->config.z_dim, "Wan 2.2 VAE",
+                                           in->id.source, " (a Wan 2.1 VAE takes 16)");
+  if (rc != SP_OK) return rc;
   if (dims[1] < 1 || dims[2] < 1 || dims[3] < 1 || dims[2] > WAN_VAE22_MAX_SIDE ||
       dims[3] > WAN_VAE22_MAX_SIDE) {
     sp_log_error("%s: latents [%lld, %lld, %lld, %lld]: frames, height and width must be at "
@@ -37,32 +29,10 @@ int wan_vae22_check_latents(const wan_vae22_model *m, const char *what, int ndim
   return SP_OK;
 }
 
-/* Each output the options name: the video file, the frames directory. */
-typedef struct target {
-  const char *path;
-  int frames_dir;
-} target;
-
-static int targets(const decode_opts *o, target t[2]) {
-  int n = 0;
-  if (o->out) t[n++] = (target){o->out, 0};
-  if (o->frames_dir) t[n++] = (target){o->frames_dir, 1};
-  return n;
-}
-
 int wan_vae22_check_outputs(const decode_opts *o, const wan_vae22_model *m, const int64_t *dims) {
   const int64_t s = wan_vae22_space_factor(&wan_vae22_get_info(m)->config);
-  target t[2];
-  const int n = targets(o, t);
-  if (n == 0) {
-    sp_log_error("decode: no output: give -o FILE (.mp4 .mkv .mov .webm .h5) or --frames-dir "
-                 "DIR");
-    return SP_ERR_INPUT;
-  }
-  for (int i = 0; i < n; i++) {
-    const int rc = video_out_check(t[i].path, t[i].frames_dir, dims[3] * s, dims[2] * s, o->fps);
-    if (rc != SP_OK) return rc;
-  }
+  const int rc = decode_check_video_outputs(o, dims[3] * s, dims[2] * s);
+  if (rc != SP_OK) return rc;
   if (o->tile_h > 0 || o->tile_w > 0) {
     sp_log_error("--tile: the Wan 2.2 VAE decodes untiled (VAE22.md \"Memory\"); leave --tile "
                  "out");
@@ -74,7 +44,7 @@ int wan_vae22_check_outputs(const decode_opts *o, const wan_vae22_model *m, cons
 /* A part's weights in its table's layout, read once (one log line). */
 typedef struct part_weights {
   wan_vae22_weights wt;
-  wan_vae22_table tab;
+  wan_vae_table tab;
   float *packed; /* (tab.packed_floats) */
 } part_weights;
 
@@ -99,7 +69,7 @@ static int read_part(wan_vae22_model *m, wan_vae22_part p, part_weights **out, d
     free(d);
     return rc;
   }
-  wan_vae22_table_bind(&d->tab, d->packed);
+  wan_vae_table_bind(&d->tab, d->packed);
   *secs = comm_now() - t0;
   sp_log_info("vae: read the %s weights of %s (%.1f MB) in %.2f s", wan_vae22_part_name(p),
               wan_vae22_get_info(m)->id.source, (double)d->tab.packed_floats * 4 / 1e6, *secs);
@@ -130,49 +100,15 @@ static int fits_device(const wan_vae22_config *c, wan_vae22_part p, int64_t h, i
   return SP_ERR_RUNTIME;
 }
 
-/* The frame sink: every output in turn, and a progress line per chunk. */
-typedef struct sink {
-  video_out *v[2];
-  int n;
-  int64_t chunk, chunks, frames;
-  double t0;
-  int quiet;
-} sink;
-
-static int sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
-  sink *k = user;
-  for (int i = 0; i < k->n; i++) {
-    const int rc = video_out_put(k->v[i], frames, n);
-    if (rc != SP_OK) return rc;
-  }
-  k->chunk++;
-  if (!k->quiet)
-    sp_log_info("decode: latent frame %lld/%lld -> video frames %lld..%lld of %lld (%.1f s)",
-                (long long)k->chunk, (long long)k->chunks, (long long)t0,
-                (long long)(t0 + n - 1), (long long)k->frames, comm_now() - k->t0);
-  return SP_OK;
-}
-
 /* Opens the outputs, decodes into them, commits them (one after the
  * other: a failure of the second leaves the first). */
 static int decode_into(const decode_opts *o, const wan_vae22_backend *b, void *coder,
                        const float *latents, const int64_t *dims, decode_stats *st) {
-  sink k = {.chunks = dims[1], .frames = st->frames, .quiet = o->quiet};
-  target tg[2];
-  k.n = targets(o, tg);
-  int rc = SP_OK;
-  for (int i = 0; i < k.n && rc == SP_OK; i++)
-    rc = video_out_open(tg[i].path, tg[i].frames_dir, st->frames, st->width, st->height, o->fps,
-                        &k.v[i]);
+  decode_out k;
+  int rc = decode_out_open(o, st, dims[1], &k);
   const double t = k.t0 = comm_now();
-  if (rc == SP_OK) rc = b->decode(coder, latents, dims[1], sink_put, &k);
-  for (int i = 0; i < k.n && rc == SP_OK; i++) {
-    video_out *v = k.v[i];
-    k.v[i] = NULL;
-    rc = video_out_commit(v);
-  }
-  for (int i = 0; i < 2; i++)
-    if (k.v[i]) video_out_abort(k.v[i]);
+  if (rc == SP_OK) rc = b->decode(coder, latents, dims[1], decode_out_put, &k);
+  rc = decode_out_close(&k, rc);
   st->decode_s = comm_now() - t;
   return rc;
 }

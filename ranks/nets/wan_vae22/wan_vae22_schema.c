@@ -1,7 +1,6 @@
 /* The Wan 2.2 VAE's model file as data (see wan_vae22_schema.h). */
 #include "wan_vae22_schema.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,43 +42,14 @@ static int groups(const void *config, net_group *out) {
   return 2;
 }
 
-static int ends_with(const char *s, const char *suffix) {
-  size_t n = strlen(s), m = strlen(suffix);
-  return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* The synth: distribution, the Wan 2.1 VAE's: conv weights uniform with
- * variance 1/fan_in, biases within 0.05, RMS gammas within 0.1 of 1. */
-static void synth_scale(const net_tensor *t, double *center, double *half) {
-  *center = 0.0;
-  if (ends_with(t->name, ".gamma")) {
-    *center = 1.0;
-    *half = 0.1;
-  } else if (ends_with(t->name, ".bias")) {
-    *half = 0.05;
-  } else {
-    *half = sqrt(3.0 / (double)(t->numel / t->shape[0]));
-  }
-}
-
 /* The decoder's table, then the encoder's, each in its group. */
 static int tensors(const void *config, net_tensor *out) {
   wan_vae22_weights *w = sp_xmalloc(sizeof *w);
-  wan_vae22_table *tb = sp_xmalloc(sizeof *tb);
+  wan_vae_table *tb = sp_xmalloc(sizeof *tb);
   int n = 0;
   for (int p = 0; p < WAN_VAE22_PARTS; p++) {
     wan_vae22_table_make(config, (wan_vae22_part)p, w, tb);
-    for (int i = 0; out && i < tb->count; i++) {
-      net_tensor *t = &out[n + i];
-      memset(t, 0, sizeof *t);
-      snprintf(t->group, NET_PATH_MAX, "%s", wan_vae22_group((wan_vae22_part)p));
-      snprintf(t->name, NET_NAME_MAX, "%s", tb->t[i].name);
-      t->ndim = tb->t[i].ndim;
-      for (int d = 0; d < t->ndim; d++) t->shape[d] = tb->t[i].shape[d];
-      net_tensor_finish(t);
-      synth_scale(t, &t->synth_center, &t->synth_half);
-    }
-    n += tb->count;
+    n += wan_vae_table_put(tb, wan_vae22_group((wan_vae22_part)p), out ? out + n : NULL);
   }
   free(tb);
   free(w);
@@ -111,33 +81,15 @@ static int preset(const char *name, void *config) {
   return -1;
 }
 
-static int config_equal(const wan_vae22_config *a, const wan_vae22_config *b) {
-  if (a->dim != b->dim || a->dec_dim != b->dec_dim || a->z_dim != b->z_dim ||
-      a->n_mult != b->n_mult || a->num_res_blocks != b->num_res_blocks)
-    return 0;
-  for (int i = 0; i < a->n_mult; i++)
-    if (a->dim_mult[i] != b->dim_mult[i]) return 0;
-  for (int i = 0; i + 1 < a->n_mult; i++)
-    if (a->temporal_down[i] != b->temporal_down[i]) return 0;
-  return 1;
-}
+static const char *preset_name(int i) { return presets[i].name; }
 
 static const char *preset_match(const void *config) {
-  for (int i = 0; i < N_PRESETS; i++) {
-    wan_vae22_config p = {0};
-    preset(presets[i].name, &p);
-    if (config_equal(&p, config)) return presets[i].name;
-  }
-  return NULL;
+  return net_preset_find(&wan_vae22_schema, preset_name, N_PRESETS, config);
 }
 
 static const char *preset_names(void) {
   static char list[128];
-  if (!list[0])
-    for (int i = 0; i < N_PRESETS; i++)
-      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-               presets[i].name);
-  return list;
+  return net_preset_names_join(preset_name, N_PRESETS, list, sizeof list);
 }
 
 static const char *const root_dtypes[] = {"bf16", "fp32", NULL};

@@ -74,41 +74,13 @@ void vae_gpu_clear_caches(vae_gpu_core *g) {
 
 /* ---------------------------------------------------------------- weights */
 
-/* The device form of tensor e (wan_vae_gpu_layout.h) into dst: convolution
- * weights (co, ci, kt, kh, kw) -> (co', kt, kh, kw, ci') in the precision's
- * type, the rest fp32; rows past co and input channels past ci are zero. */
-static void convert_tensor(const wan_vae_tensor *e, const float *src, wan_vae_gpu_precision p,
-                           char *dst) {
-  const int64_t co = e->shape[0];
-  memset(dst, 0, wan_vae_gpu_tensor_bytes(e, p));
-  if (!wan_vae_gpu_is_conv(e)) {
-    memcpy(dst, src, (size_t)e->numel * 4);
-    return;
-  }
-  const int64_t ci = e->shape[1], cols = wan_vae_gpu_cols(e);
-  const int64_t kt = e->ndim == 5 ? e->shape[2] : 1;
-  const int64_t kh = e->ndim == 5 ? e->shape[3] : e->shape[2];
-  const int64_t kw = e->ndim == 5 ? e->shape[4] : e->shape[3];
-  const int64_t taps = kt * kh * kw;
-  for (int64_t o = 0; o < co; o++)
-    for (int64_t i = 0; i < ci; i++)
-      for (int64_t a = 0; a < taps; a++) {
-        const float v = src[(o * ci + i) * taps + a];
-        const int64_t d = (o * taps + a) * cols + i;
-        if (p != WAN_VAE_GPU_BF16)
-          ((float *)dst)[d] = v;
-        else
-          ((uint16_t *)dst)[d] = kern_f32_to_bf16(v);
-      }
-}
-
 int vae_gpu_upload(vae_gpu_core *g, const wan_vae_table *t, const float *packed) {
   uint64_t *off = malloc(WAN_VAE_MAX_TENSORS * sizeof *off);
   if (!off) {
     sp_log_error("vae gpu: out of host memory");
     return SP_ERR_RUNTIME;
   }
-  const uint64_t wbytes = wan_vae_gpu_weight_offsets(t, g->p, off);
+  const uint64_t wbytes = wan_vae_gpu_form_offsets(t, g->p, WAN_VAE_GPU_FORM, off);
   const plan_vae_buffer *wb = plan_vae_layout_find(g->lay, PLAN_VAE_WEIGHTS, 0);
   if (!wb || wb->bytes != wbytes)
     sp_fatal("vae gpu: weights %llu bytes, layout %llu", (unsigned long long)wbytes,
@@ -121,7 +93,8 @@ int vae_gpu_upload(vae_gpu_core *g, const wan_vae_table *t, const float *packed)
     return SP_ERR_RUNTIME;
   }
   for (int i = 0; i < t->count; i++) {
-    convert_tensor(&t->t[i], packed + t->t[i].offset, g->p, host + off[i]);
+    wan_vae_gpu_form_convert(&t->t[i], packed + t->t[i].offset, g->p, WAN_VAE_GPU_FORM,
+                             host + off[i]);
     *t->t[i].slot = (const float *)(g->dev + wb->offset + off[i]);
   }
   CUDA_CHECK(cudaMemcpy(g->dev + wb->offset, host, wbytes, cudaMemcpyHostToDevice));

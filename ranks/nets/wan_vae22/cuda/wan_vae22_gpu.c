@@ -66,30 +66,6 @@ void wan_vae22_gpu_profile_ms(const wan_vae22_gpu *g, double ms[WAN_VAE22_GPU_OP
 
 /* ---------------------------------------------------------------- create */
 
-/* The device form of tensor e (wan_vae22_gpu.h) into dst: a convolution
- * weight (co, ci, kt, kh, kw) -> (co', kt, kh, kw, ci') in the precision's
- * type, zero past co and ci; anything else fp32, zero past its rows. */
-static void convert_tensor(const wan_vae22_tensor *e, const float *src, wan_vae_gpu_precision p,
-                           char *dst) {
-  memset(dst, 0, wan_vae22_gpu_tensor_bytes(e, p));
-  if (!wan_vae22_gpu_is_conv(e)) {
-    memcpy(dst, src, (size_t)e->numel * 4);
-    return;
-  }
-  const int64_t co = e->shape[0], ci = e->shape[1], ld = wan_vae22_gpu_cols(e);
-  const int64_t taps = e->numel / co / ci;
-  for (int64_t o = 0; o < co; o++)
-    for (int64_t i = 0; i < ci; i++)
-      for (int64_t a = 0; a < taps; a++) {
-        const float v = src[(o * ci + i) * taps + a];
-        const int64_t d = (o * taps + a) * ld + i;
-        if (p == WAN_VAE_GPU_FP32)
-          ((float *)dst)[d] = v;
-        else
-          ((uint16_t *)dst)[d] = kern_f32_to_bf16(v);
-      }
-}
-
 static void *buf(wan_vae22_gpu *g, plan_vae22_buf kind, int index) {
   const plan_vae22_buffer *b = plan_vae22_layout_find(g->lay, kind, index);
   if (!b) sp_fatal("vae gpu: the layout has no %s %d", plan_vae22_buf_name(kind), index);
@@ -99,20 +75,21 @@ static void *buf(wan_vae22_gpu *g, plan_vae22_buf kind, int index) {
 /* The weights converted on the host into one staging buffer, one copy up;
  * the typed fields bound to their device addresses. */
 static int upload_weights(wan_vae22_gpu *g, const float *packed) {
-  wan_vae22_table *t = malloc(sizeof *t);
-  uint64_t *off = malloc(WAN_VAE22_MAX_TENSORS * sizeof *off);
+  wan_vae_table *t = malloc(sizeof *t);
+  uint64_t *off = malloc(WAN_VAE_MAX_TENSORS * sizeof *off);
   char *host = NULL;
   int rc = SP_ERR_RUNTIME;
   if (!t || !off) goto done;
   wan_vae22_table_make(&g->cfg, g->part, &g->wt, t);
-  const uint64_t bytes = wan_vae22_gpu_weight_offsets(t, g->p, off);
+  const uint64_t bytes = wan_vae_gpu_form_offsets(t, g->p, WAN_VAE22_GPU_FORM, off);
   const plan_vae22_buffer *wb = plan_vae22_layout_find(g->lay, PLAN_VAE22_WEIGHTS, 0);
   if (!wb || wb->bytes != bytes)
     sp_fatal("vae gpu: weights of %llu bytes, the layout's %llu", (unsigned long long)bytes,
              (unsigned long long)(wb ? wb->bytes : 0));
   if (!(host = calloc(1, bytes ? bytes : 1))) goto done;
   for (int i = 0; i < t->count; i++) {
-    convert_tensor(&t->t[i], packed + t->t[i].offset, g->p, host + off[i]);
+    wan_vae_gpu_form_convert(&t->t[i], packed + t->t[i].offset, g->p, WAN_VAE22_GPU_FORM,
+                             host + off[i]);
     *t->t[i].slot = (const float *)(g->dev + wb->offset + off[i]);
   }
   CUDA_CHECK(cudaMemcpy(g->dev + wb->offset, host, bytes, cudaMemcpyHostToDevice));
@@ -175,7 +152,7 @@ int wan_vae22_gpu_create(const wan_vae22_config *c, wan_vae22_part part, const f
   g->w = part == WAN_VAE22_ENCODER ? w / WAN_VAE22_PATCH : w;
   g->p = p;
   g->dt = p == WAN_VAE_GPU_FP32 ? KERN_DTYPE_F32 : KERN_DTYPE_BF16;
-  g->E = wan_vae22_gpu_elem_bytes(p);
+  g->E = wan_vae_gpu_elem_bytes(p);
   const cudaError_t e = cudaMalloc((void **)&g->dev, g->lay->total);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
