@@ -5,8 +5,9 @@
 #include <string.h>
 
 #include "log.h"
-#include "model_file.h"
 #include "synth.h"
+
+int rank_model_spec_is_synth(const char *spec) { return strncmp(spec, "synth:", 6) == 0; }
 
 int model_file_id_start(model_file_id *id, const char *spec) {
   snprintf(id->source, sizeof id->source, "%s", spec);

@@ -35,6 +35,8 @@ typedef struct model_file_size {
   int64_t file_bytes; /* bytes of the weights as stored (0 for synth:) */
 } model_file_size;
 
+/* 1 when spec names a synthetic model (synth:...), not a file. */
+int rank_model_spec_is_synth(const char *spec);
 /* Sets the source to spec; returns 1 when spec is a synth: spec (the
  * handle is then opened synthetic), 0 for a file. */
 int model_file_id_start(model_file_id *id, const char *spec);

@@ -27,8 +27,6 @@ struct rank_model {
   void *merge_ctx;
 };
 
-int rank_model_spec_is_synth(const char *spec) { return strncmp(spec, "synth:", 6) == 0; }
-
 /* The number of blocks of group g (1 but for the blocks). */
 static int group_instances(const rank_model *m, wan_group g) {
   return g == WAN_GROUP_BLOCK ? (int)m->info.config.layers : 1;

@@ -79,8 +79,6 @@ typedef struct rank_model_info {
  * checksum when it is read. Errors are logged once, naming the file, the
  * dataset and the check; returns SP_OK, SP_ERR_INPUT or SP_ERR_RUNTIME. */
 int rank_model_open(const char *spec, int verify, rank_model **out);
-/* 1 when spec names a synthetic model (synth:...), not a file. */
-int rank_model_spec_is_synth(const char *spec);
 void rank_model_close(rank_model *m);
 const rank_model_info *rank_model_get_info(const rank_model *m);
 
@@ -185,5 +183,18 @@ void rank_model_expert_path(int experts, int e, wan_group g, int block, const ch
                             char *buf, size_t n);
 /* Checks the run's defaults of a two-expert model; err names the value. */
 int rank_model_experts_check(const rank_model_experts *x, char *err, size_t n);
+
+/* ---- synthetic weights (ranks/model/synth.h) --------------------------- */
+
+/* Fills dst (t->numel values of dtype) with DiT tensor t of group g (block
+ * index for blocks), as synth: reads it. prefix starts the tensor's key:
+ * "" for a one-expert model, rank_synth_expert_prefix's for an expert of a
+ * two-expert one. */
+void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, wan_group g,
+                       int block, const wan_tensor *t, kern_dtype dtype, void *dst);
+/* The key prefix of expert e of a model of experts experts: "" for one,
+ * "high_noise_model." or "low_noise_model." for two (so the two experts'
+ * weights differ, and neither equals a one-expert model's). */
+const char *rank_synth_expert_prefix(int experts, int e);
 
 #endif
