@@ -14,7 +14,7 @@
  *                                    has no measurement yet), 20 timed runs
  *                                    each
  *   test_attention_bench --variants  every variant of the flash kernel
- *       (launch/bench/dev/flash_variants.h): first checked on Lq = Lk = 1000,
+ *       (tests/gpu/dev/flash_variants.h): first checked on Lq = Lk = 1000,
  *       2 heads (tails for every tile shape) against fp32 attention on the
  *       CPU, within 2x (+ 2e-4) of a plain bf16 implementation's error and
  *       bit-identical to the first variant with the same register tile;
@@ -23,7 +23,7 @@
  *       One table row per variant and a cudnn row; about 2 minutes on an
  *       H200.
  *   test_attention_bench --fa3-variants  every variant of the Hopper kernel
- *       (launch/bench/dev/fa3_variants.h, sm_90 only): first checked per head
+ *       (tests/gpu/dev/fa3_variants.h, sm_90 only): first checked per head
  *       dim on Lq = Lk = 1000, 2 heads, as --variants checks flash (the
  *       key: the variant's key tile); then timed at head dim 128 on the
  *       three shapes of --variants (each output checked against cudnn),
