@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang -fsanitize=fuzzer,address,undefined
 # and runs each for a bounded time:
 #   st_header  the safetensors header parser (tests/fuzz/fuzz_st_header.c +
-#              ranks/import/safetensors.c, st_text.c)
+#              ranks/import/safetensors.c, ranks/io/json_in.c)
 #   tok_spm    the tokenizer's spiece.model parser and model checks
 #              (tests/fuzz/fuzz_tok_spm.c + ranks/text/tok_*.c)
 #   tok_json   the tokenizer's tokenizer.json parser and model checks

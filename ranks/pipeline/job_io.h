@@ -20,7 +20,7 @@ void job_inputs_free(job_inputs *in);
 int job_read_context(const char *path, const char *name, const wan_config *c, rank_tensor *out);
 /* dataset (in_dim, F, H, W), H and W even; with want non-NULL the shape
  * must equal it exactly. A path ending in .latent is read as a ComfyUI
- * latent file instead (io/latent_file.h), whatever name says. */
+ * latent file instead (import/latent_file.h), whatever name says. */
 int job_read_latent(const char *path, const char *name, const wan_config *c,
                     const int64_t *want, rank_tensor *out);
 
