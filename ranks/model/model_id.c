@@ -33,17 +33,6 @@ void model_file_id_match(model_file_id *id, const char *match) {
   if (!id->preset[0] && match) snprintf(id->preset, sizeof id->preset, "%s", match);
 }
 
-const char *model_file_preset_list(char *buf, size_t n, const void *table, size_t count,
-                                   size_t stride) {
-  if (buf[0]) return buf; /* joined already */
-  for (size_t i = 0; i < count; i++) {
-    /* A pointer to a struct, converted, points to its first member. */
-    const char *name = *(const char *const *)((const char *)table + i * stride);
-    snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", name);
-  }
-  return buf;
-}
-
 void model_file_size_set(model_file_size *s, const model_file_id *id, int tensors,
                          int64_t params) {
   s->tensors = tensors;

@@ -50,13 +50,6 @@ int model_file_id_bad_preset(const model_file_id *id, const char *kind, const ch
 /* Names the preset match (or NULL) when the file named none. */
 void model_file_id_match(model_file_id *id, const char *match);
 
-/* The names of a preset table for messages and help ("a, b"): count
- * entries stride bytes apart at table, each a struct whose first member is
- * its name (a const char *), joined with ", " into buf (n bytes) on the
- * first call; returns buf. */
-const char *model_file_preset_list(char *buf, size_t n, const void *table, size_t count,
-                                   size_t stride);
-
 /* tensors and params as given; file_bytes params in id's dtype, 0 for a
  * synthetic model. */
 void model_file_size_set(model_file_size *s, const model_file_id *id, int tensors,

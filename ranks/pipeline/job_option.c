@@ -201,11 +201,11 @@ static const job_option table[JOB_OPT_COUNT] = {
      "micro-batches (the CFG branches, the videos of --jobs in\n"
      "flight), x S pipeline stages splitting the blocks, x U\n"
      "sequence-parallel ranks per stage (Ulysses: each holds the\n"
-     "stage's blocks and 1/U of the tokens; U divides the heads;\n"
-     "on CUDA compiled, not yet run on a GPU); R at most the\n"
-     "micro-batches of a step. pipeline: 1 x ranks x 1. auto: the\n"
-     "planner's choice (memory first, then the smallest predicted\n"
-     "step: its multi-GPU figures are predictions, unmeasured);\n"
+     "stage's blocks and 1/U of the tokens; U divides the heads);\n"
+     "R at most the micro-batches of a step. pipeline: 1 x ranks\n"
+     "x 1. auto: the planner's choice (memory first, then the\n"
+     "smallest predicted step: its multi-GPU figures are\n"
+     "predictions);\n"
      "plan --layout auto shows it. The latents are bit-identical\n"
      "for every layout"},
     {JOB_OPT_SPEED, "speed", 0, "LIST", NULL, 0,
@@ -226,7 +226,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "a scale per output channel, quantised at load from a bf16 or\n"
      "fp32 file as convert --dtype fp8 does, and their inputs\n"
      "quantised per token: MODEL.md \"fp8 weights\"; CPU backend\n"
-     "only so far; a merged --lora is merged before the weights\n"
+     "only; a merged --lora is merged before the weights\n"
      "are quantised (an fp8 file's dequantised, merged in fp32\n"
      "and quantised again), a bypassed one applied in fp32 to\n"
      "the quantised input); default: the file's (fp8 for a file\n"
@@ -234,8 +234,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "counts an fp8 block on a GPU as 1 byte per linear weight\n"
      "plus its scales"},
     {JOB_OPT_CACHE, "cache", 0, "C", "off", 1,
-     "step caching: off, teacache:T or magcache:T (the CUDA\n"
-     "stage's is compiled but not yet run on a GPU). A skipped\n"
+     "step caching: off, teacache:T or magcache:T. A skipped\n"
      "step of a CFG branch reuses the residual out - in of the\n"
      "whole transformer (all blocks) kept from the branch's last\n"
      "computed step: in + R goes to the head. teacache: the\n"

@@ -27,8 +27,8 @@
  *   to the first variant with the same head dim and key tile.
  * - fa3-int8 (kern_attn_fa3_int8_run and its context, where fa3 runs):
  *   against the same fp32 attention, within 2x (+ 2e-4) of the scheme's own
- *   CPU form (tests/common/sp_test_attn8.h) and under TOL_INT8, the issue's
- *   bound for 8-bit attention; its variants as fa3's.
+ *   CPU form (tests/common/sp_test_attn8.h) and under TOL_INT8, the bound
+ *   8-bit attention is held to; its variants as fa3's.
  * Head dim 64 has fa3 rows only (the other backends are built for 128).
  * Each row prints the largest absolute error, the relative L2 error, the
  * rerun's bit identity and the rerun's time.

@@ -59,7 +59,7 @@
 #include "sp_test.h"
 
 #define HEADS 40
-/* fa3-int8 against cudnn's bf16: the issue's bound for 8-bit attention
+/* fa3-int8 against cudnn's bf16: the bound 8-bit attention is held to
  * against fp32 (tests/gpu/test_attention.c holds it to fp32 itself) */
 #define INT8_VS_BF16 3e-2
 typedef struct bcase {

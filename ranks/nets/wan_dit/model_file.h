@@ -85,8 +85,6 @@ const rank_model_info *rank_model_get_info(const rank_model *m);
 /* The packed layout of a group (same for every block) as
  * rank_model_read_group delivers it. */
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g);
-/* The dtype of that layout (fp32 for an fp8 file's blocks). */
-kern_dtype rank_model_group_dtype(const rank_model *m, wan_group g);
 /* Bytes of one block's datasets in the file (an fp8 file's: e4m3 weights,
  * their scales and the rest in bf16: wan_block_fp8_bytes). */
 uint64_t rank_model_block_file_bytes(const rank_model *m);
@@ -144,7 +142,7 @@ typedef struct rank_model_writer rank_model_writer;
 int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
                            const char *preset, rank_model_writer **out);
 /* The same for x->count experts (x NULL: one); a two-expert file gets x's
- * defaults as root attributes (checked by rank_model_experts_check). */
+ * defaults as root attributes (checked by the schema's wan_experts_check). */
 int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_dtype dtype,
                                    const char *preset, const rank_model_experts *x,
                                    rank_model_writer **out);
@@ -168,21 +166,16 @@ int rank_model_writer_put_fp8(rank_model_writer *w, int e, int block, const char
  * buffer of its own); it stays for the callers. */
 int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int block,
                                 const char *name, const float *x, void *tmp);
-/* 1 when tensor name of group g is stored in e4m3 in this file. */
-int rank_model_writer_is_fp8(const rank_model_writer *w, wan_group g, const char *name);
 /* Checks every tensor of the table was written, writes the model checksum,
  * closes and renames into place. The writer is freed either way. */
 int rank_model_writer_commit(rank_model_writer *w);
 void rank_model_writer_abort(rank_model_writer *w);
 
-/* Dataset path of a tensor in the file: "/embed/NAME", "/blocks/0003/NAME". */
-void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n);
-/* The same in a model of experts experts: under "/experts/high" or
- * "/experts/low" when there are two. */
+/* Dataset path of a tensor in a model of experts experts: "/embed/NAME",
+ * "/blocks/0003/NAME", under "/experts/high" or "/experts/low" when there
+ * are two. */
 void rank_model_expert_path(int experts, int e, wan_group g, int block, const char *name,
                             char *buf, size_t n);
-/* Checks the run's defaults of a two-expert model; err names the value. */
-int rank_model_experts_check(const rank_model_experts *x, char *err, size_t n);
 
 /* ---- synthetic weights (ranks/model/synth.h) --------------------------- */
 

@@ -109,11 +109,6 @@ int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int bl
       w->w, &(mfile_put){i, KERN_DTYPE_F32, x, 0, mfile_writer_tensor(w->w, i)->numel, NULL});
 }
 
-int rank_model_writer_is_fp8(const rank_model_writer *w, wan_group g, const char *name) {
-  const int i = wan_layout_find(&w->layout[g], name);
-  return i >= 0 && mfile_writer_format(w->w, wan_schema_index(&w->fc, 0, g, 0, i)) == KERN_DTYPE_E4M3;
-}
-
 int rank_model_writer_commit(rank_model_writer *w) {
   int rc = mfile_writer_commit(w->w);
   free(w);
