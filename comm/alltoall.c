@@ -6,9 +6,11 @@
 
 #include "log.h"
 
-int comm_alltoallv(const comm_world *w, const int *group, int n, const void *send,
-                   const size_t *scount, const size_t *sdispl, void *recv, const size_t *rcount,
-                   const size_t *rdispl, int tag, double timeout_s) {
+int comm_alltoallv(const comm_world *w, const comm_a2a *x, int tag, double timeout_s) {
+  const int *group = x->group, n = x->n;
+  const size_t *scount = x->scount, *sdispl = x->sdispl, *rcount = x->rcount, *rdispl = x->rdispl;
+  const void *send = x->send;
+  void *recv = x->recv;
   int me = -1;
   for (int j = 0; j < n; j++)
     if (group[j] == w->rank) me = j;
@@ -35,7 +37,8 @@ int comm_alltoall(const comm_world *w, const int *group, int n, const void *send
     c[j] = bytes;
     c[n + j] = (size_t)j * bytes;
   }
-  int rc = comm_alltoallv(w, group, n, send, c, c + n, recv, c, c + n, tag, timeout_s);
+  const comm_a2a x = {group, n, send, c, c + n, recv, c, c + n};
+  int rc = comm_alltoallv(w, &x, tag, timeout_s);
   free(c);
   return rc;
 }

@@ -14,14 +14,23 @@
 
 #include "comm.h"
 
-/* Per-peer counts and offsets, in bytes, indexed by group position:
- * member j gets send[sdispl[j] .. + scount[j]) and this rank's
- * recv[rdispl[j] .. + rcount[j]) is filled from member j. rcount[j] must
- * equal member j's scount for this rank (checked by MPI's truncation
- * error). tag: a message tag of the caller's (the rounds use it as is). */
-int comm_alltoallv(const comm_world *w, const int *group, int n, const void *send,
-                   const size_t *scount, const size_t *sdispl, void *recv, const size_t *rcount,
-                   const size_t *rdispl, int tag, double timeout_s);
+/* One all-to-all's group and buffers. Per-peer counts and offsets, in
+ * bytes, indexed by group position: member j gets send[sdispl[j] ..
+ * + scount[j]) and this rank's recv[rdispl[j] .. + rcount[j]) is filled
+ * from member j. rcount[j] must equal member j's scount for this rank
+ * (checked by MPI's truncation error). */
+typedef struct comm_a2a {
+  const int *group; /* n world ranks in group order, this rank among them */
+  int n;
+  const void *send;
+  const size_t *scount, *sdispl;
+  void *recv;
+  const size_t *rcount, *rdispl;
+} comm_a2a;
+
+/* The all-to-all of x; tag: a message tag of the caller's (the rounds use
+ * it as is). */
+int comm_alltoallv(const comm_world *w, const comm_a2a *x, int tag, double timeout_s);
 
 /* Equal blocks of `bytes` for every member, in group order: block j of
  * send goes to member j, block j of recv comes from member j. */

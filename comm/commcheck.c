@@ -117,8 +117,8 @@ static void move_once(const comm_world *w, comm_transport *t, const commcheck_me
     count[j] = size / (size_t)n;
     displ[j] = (size_t)j * count[j];
   }
-  comm_tp_alltoallv(t, group, n, b->send, count, displ, b->recv, count, displ, tag, o->timeout_s,
-                    "commcheck's all-to-all", mem->stream);
+  const comm_a2a x = {group, n, b->send, count, displ, b->recv, count, displ};
+  comm_tp_alltoallv(t, &x, tag, o->timeout_s, "commcheck's all-to-all", mem->stream);
 }
 
 /* Fills the send buffer for the pattern (the corrupting rank flips a byte

@@ -157,43 +157,38 @@ int comm_tp_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *
  * rounds of alltoall.h over isend/irecv (in round k member i sends to
  * i + k and receives from i - k, both posted before either is waited),
  * this rank's own block copied on the device. */
-static int rounds_alltoallv(comm_transport *t, const int *group, int n, int me,
-                            const void *send, const size_t *scount, const size_t *sdispl,
-                            void *recv, const size_t *rcount, const size_t *rdispl, int tag,
+static int rounds_alltoallv(comm_transport *t, const comm_a2a *x, int me, int tag,
                             double timeout_s, const char *what, void *stream) {
+  const int *group = x->group, n = x->n;
+  const size_t *scount = x->scount, *sdispl = x->sdispl, *rcount = x->rcount, *rdispl = x->rdispl;
+  const char *send = x->send;
+  char *recv = x->recv;
 #ifdef STATICPIPE_HAVE_CUDA
-  comm_staged_copy((char *)recv + rdispl[me], (const char *)send + sdispl[me], scount[me],
-                   stream);
+  comm_staged_copy(recv + rdispl[me], send + sdispl[me], scount[me], stream);
 #else
   sp_fatal("internal: a device buffer in a build without CUDA");
 #endif
   for (int k = 1; k < n; k++) {
     const int to = (me + k) % n, from = (me - k + n) % n;
     comm_xfer rx, sx;
-    comm_tp_irecv(t, (char *)recv + rdispl[from], rcount[from], group[from], tag, &rx, stream);
-    comm_tp_isend(t, (const char *)send + sdispl[to], scount[to], group[to], tag, &sx, stream);
+    comm_tp_irecv(t, recv + rdispl[from], rcount[from], group[from], tag, &rx, stream);
+    comm_tp_isend(t, send + sdispl[to], scount[to], group[to], tag, &sx, stream);
     comm_tp_wait(t, &rx, timeout_s, what, NULL);
     comm_tp_wait(t, &sx, timeout_s, what, NULL);
   }
   return SP_OK;
 }
 
-int comm_tp_alltoallv(comm_transport *t, const int *group, int n, const void *send,
-                      const size_t *scount, const size_t *sdispl, void *recv,
-                      const size_t *rcount, const size_t *rdispl, int tag, double timeout_s,
+int comm_tp_alltoallv(comm_transport *t, const comm_a2a *x, int tag, double timeout_s,
                       const char *what, void *stream) {
-  if (!stream)
-    return comm_alltoallv(t->w, group, n, send, scount, sdispl, recv, rcount, rdispl, tag,
-                          timeout_s);
+  if (!stream) return comm_alltoallv(t->w, x, tag, timeout_s);
   int me = -1;
-  for (int j = 0; j < n; j++)
-    if (group[j] == t->w->rank) me = j;
-  if (me < 0 || rcount[me] != scount[me])
+  for (int j = 0; j < x->n; j++)
+    if (x->group[j] == t->w->rank) me = j;
+  if (me < 0 || x->rcount[me] != x->scount[me])
     sp_fatal("internal: %s: rank %d %s", what, t->w->rank,
              me < 0 ? "is not in the group" : "sends itself another size than it expects");
   if (t->ops->alltoallv)
-    return t->ops->alltoallv(t, group, n, send, scount, sdispl, recv, rcount, rdispl, timeout_s,
-                             what, stream);
-  return rounds_alltoallv(t, group, n, me, send, scount, sdispl, recv, rcount, rdispl, tag,
-                          timeout_s, what, stream);
+    return t->ops->alltoallv(t, x, timeout_s, what, stream);
+  return rounds_alltoallv(t, x, me, tag, timeout_s, what, stream);
 }

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 
+#include "alltoall.h"
 #include "comm.h"
 #include "gpu_share.h"
 
@@ -72,10 +73,8 @@ int comm_tp_irecv(comm_transport *t, void *buf, size_t bytes, int peer, int tag,
 int comm_tp_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *what,
                  double *waited);
 
-/* All-to-all among a group of ranks (world ranks in group order, this rank
- * one of them), bytes: member j gets send[sdispl[j] .. + scount[j]) and
- * recv[rdispl[j] .. + rcount[j]) is filled from member j (rcount[j] must
- * equal member j's scount for this rank). Host buffers (stream NULL) go
+/* All-to-all among a group of ranks (comm_a2a, alltoall.h: world ranks in
+ * group order, this rank one of them, counts and offsets in bytes). Host buffers (stream NULL) go
  * over MPI (comm_alltoallv, alltoall.h). Device buffers (stream: the
  * caller's stream that wrote send and will read recv): over nccl one
  * grouped call, ncclGroupStart/End around an ncclSend and an ncclRecv per
@@ -85,9 +84,7 @@ int comm_tp_wait(comm_transport *t, comm_xfer *x, double timeout_s, const char *
  * staging, this rank's own block copied on the device. Returns once recv
  * is complete and the caller's stream is ordered after it; every wait is
  * the watchdog's (timeout_s when it does not run), what names it. */
-int comm_tp_alltoallv(comm_transport *t, const int *group, int n, const void *send,
-                      const size_t *scount, const size_t *sdispl, void *recv,
-                      const size_t *rcount, const size_t *rdispl, int tag, double timeout_s,
+int comm_tp_alltoallv(comm_transport *t, const comm_a2a *x, int tag, double timeout_s,
                       const char *what, void *stream);
 
 #endif

@@ -14,9 +14,8 @@ typedef struct comm_transport_ops {
   void (*close)(comm_transport *t);
   /* comm_tp_alltoallv on device buffers (stream not NULL); NULL: the
    * pairwise rounds over isend/irecv/wait (comm/transport.c). */
-  int (*alltoallv)(comm_transport *t, const int *group, int n, const void *send,
-                   const size_t *scount, const size_t *sdispl, void *recv, const size_t *rcount,
-                   const size_t *rdispl, double timeout_s, const char *what, void *stream);
+  int (*alltoallv)(comm_transport *t, const comm_a2a *x, double timeout_s, const char *what,
+                   void *stream);
 } comm_transport_ops;
 
 struct comm_transport {

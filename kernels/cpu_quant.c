@@ -4,6 +4,7 @@
  * fixed order, so the bits do not depend on the thread count. Nothing
  * allocates. */
 #include <math.h>
+#include <string.h>
 
 #include "kern_quant.h"
 
@@ -36,6 +37,24 @@ void kern_quant_dequant_rows_f32(const kern_qtensor *t, int64_t r0, int64_t n, f
 void kern_quant_dequant_rows_bf16(const kern_qtensor *t, int64_t r0, int64_t n, uint16_t *out) {
 #pragma omp parallel for schedule(static) if (n * t->cols > (1 << 16))
   for (int64_t i = 0; i < n; i++) dequant_row(t, r0 + i, NULL, out + i * t->cols);
+}
+
+/* ---- Q8_0 ----------------------------------------------------------------- */
+
+void kern_q8_0_quantize_rows(const float *x, int64_t rows, int64_t cols, uint8_t *out) {
+  const int64_t nb = cols / KQ_QK;
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t b = 0; b < nb; b++) {
+      const float *v = x + r * cols + b * KQ_QK;
+      uint8_t *blk = out + (r * nb + b) * KQ_Q8_0_BYTES;
+      float amax = 0.0f;
+      for (int i = 0; i < KQ_QK; i++) amax = fmaxf(amax, fabsf(v[i]));
+      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      const uint16_t h = kern_f32_to_f16(d);
+      memcpy(blk, &h, 2);
+      for (int i = 0; i < KQ_QK; i++) blk[2 + i] = (uint8_t)(int8_t)roundf(v[i] * id);
+    }
 }
 
 /* ---- int8 per row -------------------------------------------------------- */

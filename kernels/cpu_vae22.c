@@ -1,5 +1,5 @@
 /* CPU kernels of the Wan 2.2 VAE (kern_cpu_vae22.h): patchify,
- * unpatchify, AvgDown3D, DupUp3D and the encoder's stride-2 convolutions.
+ * unpatchify, AvgDown3D and DupUp3D.
  * One output row or plane per unit of work, owned by one thread. */
 #include "kern_cpu_vae22.h"
 
@@ -77,54 +77,6 @@ void kern_cpu_vae22_dup_up_add(const float *x, float *y, const kern_vae22_shortc
       const int64_t j = ox / fs, r = ox % fs;
       const int64_t k = ((o * ft + a) * fs + q) * fs + r;
       yr[ox] += x[((k / R * T + t) * H + i) * W + j];
-    }
-  }
-}
-
-void kern_cpu_vae22_down2d(const float *x, const float *w, const float *b, float *y, int64_t C,
-                           int64_t Co, int64_t T, int64_t H, int64_t W) {
-  const int64_t Ho = H / 2, Wo = W / 2;
-  const int64_t rows = Co * T * Ho; /* output rows (o, t, i) */
-#pragma omp parallel for schedule(static) if (rows * Wo * C * 9 > VAE22_PAR_MIN)
-  for (int64_t u = 0; u < rows; u++) {
-    const int64_t i = u % Ho, t = (u / Ho) % T, o = u / (Ho * T);
-    float *yr = y + u * Wo;
-    const float bias = b ? b[o] : 0.0f;
-    for (int64_t k = 0; k < Wo; k++) yr[k] = bias;
-    for (int64_t c = 0; c < C; c++) {
-      const float *plane = x + (c * T + t) * H * W; /* (H, W) */
-      const float *wc = w + (o * C + c) * 9;        /* (3, 3) */
-      for (int a = 0; a < 3; a++) {
-        const int64_t sy = 2 * i + a;
-        if (sy >= H) continue; /* the padding row */
-        const float *row = plane + sy * W;
-        for (int d = 0; d < 3; d++) {
-          const float wv = wc[a * 3 + d];
-          /* columns 2k + d inside the frame; the padding column is zero */
-          const int64_t kend = (W - d + 1) / 2 < Wo ? (W - d + 1) / 2 : Wo;
-          for (int64_t k = 0; k < kend; k++) yr[k] += wv * row[2 * k + d];
-        }
-      }
-    }
-  }
-}
-
-void kern_cpu_vae22_time_down(const float *prev, const float *x, const float *w, const float *b,
-                              float *y, int64_t C, int64_t Co, int64_t T, int64_t HW) {
-  const int64_t To = T / 2, planes = Co * To; /* output planes (o, j) */
-#pragma omp parallel for schedule(static) if (planes * HW * C * 3 > VAE22_PAR_MIN)
-  for (int64_t u = 0; u < planes; u++) {
-    const int64_t j = u % To, o = u / To;
-    float *yp = y + u * HW;
-    const float bias = b ? b[o] : 0.0f;
-    for (int64_t p = 0; p < HW; p++) yp[p] = bias;
-    for (int64_t c = 0; c < C; c++) {
-      for (int a = 0; a < 3; a++) {
-        const int64_t f = 2 * j + a; /* frame of [prev; x] */
-        const float *src = f == 0 ? prev + c * HW : x + (c * T + f - 1) * HW;
-        const float wv = w[(o * C + c) * 3 + a];
-        for (int64_t p = 0; p < HW; p++) yp[p] += wv * src[p];
-      }
     }
   }
 }

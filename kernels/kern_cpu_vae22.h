@@ -1,7 +1,8 @@
 /* CPU reference kernels of the Wan 2.2 video VAE (ranks/nets/wan_vae22/VAE22.md,
  * I2V.md "The Wan 2.2 VAE"): the pieces it has beyond the Wan 2.1 VAE's
- * (kern_cpu_vae.h): patchify and unpatchify, the parameter-free AvgDown3D
- * and DupUp3D shortcuts, and the encoder's downsampling convolutions.
+ * (kern_cpu_vae.h, and kern_cpu_vae_enc.h for the encoders' stride-2
+ * convolutions, which both VAEs share): patchify and unpatchify, the
+ * parameter-free AvgDown3D and DupUp3D shortcuts.
  * Plain C11, fp32 arithmetic, OpenMP across output rows or planes.
  *
  * Activations are channel-first, (C, T, H, W) row-major, batch dropped.
@@ -46,25 +47,5 @@ void kern_cpu_vae22_avg_down_add(const float *x, float *y, const kern_vae22_shor
  *   y[o, t ft + a - drop, i fs + q, j fs + r] += x[k / R, t, i, j],
  *   k = ((o ft + a) fs + q) fs + r. */
 void kern_cpu_vae22_dup_up_add(const float *x, float *y, const kern_vae22_shortcut *s);
-
-/* downsample2d's convolution on each frame: one zero column on the right
- * and one zero row at the bottom (ZeroPad2d((0, 1, 0, 1))), then a 3x3
- * convolution of stride 2 without padding. x (C, T, H, W), w (Co, C, 3, 3),
- * b (Co) or NULL, y (Co, T, H/2, W/2) (floor), not aliasing x:
- *   y[o, t, i, j] = b[o] + sum_{c, a, d} w[o, c, a, d] X[c, t, 2i + a, 2j + d]
- * with X zero past row H - 1 and column W - 1; summed in order (c, a, d)
- * after the bias. H, W >= 2. (Nine parameters: the convolution's operands
- * and sizes, as kern_cpu_vae.h's convolutions take theirs.) */
-void kern_cpu_vae22_down2d(const float *x, const float *w, const float *b, float *y, int64_t C,
-                           int64_t Co, int64_t T, int64_t H, int64_t W);
-
-/* downsample3d's time convolution, (3, 1, 1) with stride 2 and no
- * padding, over the frames [prev; x]: prev (C, 1, HW) the previous chunk's
- * last frame, x (C, T, HW) with T even, w (Co, C, 3, 1, 1), b (Co) or NULL,
- * y (Co, T/2, HW), not aliasing the inputs:
- *   y[o, j, p] = b[o] + sum_{c, a} w[o, c, a] X[c, 2j + a, p],  X = [prev; x]
- * summed in order (c, a) after the bias. (Nine parameters, as down2d.) */
-void kern_cpu_vae22_time_down(const float *prev, const float *x, const float *w, const float *b,
-                              float *y, int64_t C, int64_t Co, int64_t T, int64_t HW);
 
 #endif

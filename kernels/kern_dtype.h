@@ -18,14 +18,47 @@
 #endif
 
 /* E4M3: fp8 e4m3 bytes, the DiT blocks' linear weights of an fp8 model
- * file only (MODEL.md "fp8 weights"); no group is laid out in it. */
-typedef enum { KERN_DTYPE_BF16 = 0, KERN_DTYPE_F32 = 1, KERN_DTYPE_E4M3 = 2 } kern_dtype;
+ * file only (MODEL.md "fp8 weights"); no group is laid out in it. The
+ * values from F16 on are the other stored formats of quantized weights
+ * (kern_quant.h's table, kern_dtype_qfmt): fp16, int8 with a scale per
+ * row, and GGUF's block formats, which only the model file and the
+ * dequantisers know; a dtype of activations is BF16 or F32. */
+typedef enum {
+  KERN_DTYPE_BF16 = 0,
+  KERN_DTYPE_F32 = 1,
+  KERN_DTYPE_E4M3 = 2,
+  KERN_DTYPE_F16 = 3,
+  KERN_DTYPE_I8 = 4,
+  KERN_DTYPE_Q8_0 = 5,
+  KERN_DTYPE_Q6_K = 6,
+  KERN_DTYPE_Q5_K = 7,
+  KERN_DTYPE_Q5_0 = 8,
+  KERN_DTYPE_Q5_1 = 9,
+  KERN_DTYPE_Q4_K = 10,
+  KERN_DTYPE_Q4_0 = 11,
+  KERN_DTYPE_Q4_1 = 12,
+  KERN_DTYPE_Q3_K = 13,
+  KERN_DTYPE_Q2_K = 14,
+  KERN_DTYPE_COUNT = 15
+} kern_dtype;
 
+/* Bytes of one value; 0 for a block format (GGUF's Q8_0 ... Q2_K: its
+ * bytes per row are kern_qfmt_bytes'). */
 static inline size_t kern_dtype_size(kern_dtype t) {
-  return t == KERN_DTYPE_F32 ? 4 : t == KERN_DTYPE_E4M3 ? 1 : 2;
+  switch (t) {
+  case KERN_DTYPE_F32: return 4;
+  case KERN_DTYPE_BF16: case KERN_DTYPE_F16: return 2;
+  case KERN_DTYPE_E4M3: case KERN_DTYPE_I8: return 1;
+  default: return 0;
+  }
 }
+/* The name a dataset's dtype attribute gives it (kern_quant.h's table
+ * names the same; tests/kernels/test_quant.c ties the two). */
 static inline const char *kern_dtype_name(kern_dtype t) {
-  return t == KERN_DTYPE_F32 ? "fp32" : t == KERN_DTYPE_E4M3 ? "fp8_e4m3" : "bf16";
+  static const char *const names[KERN_DTYPE_COUNT] = {
+      "bf16", "fp32", "fp8_e4m3", "fp16", "int8", "q8_0", "q6_k", "q5_k",
+      "q5_0", "q5_1", "q4_k", "q4_0", "q4_1", "q3_k", "q2_k"};
+  return (int)t >= 0 && (int)t < KERN_DTYPE_COUNT ? names[t] : "?";
 }
 
 static inline float kern_bf16_to_f32(uint16_t h) {
@@ -104,6 +137,20 @@ static inline float kern_round_half_even(float v) {
   float f = floorf(v), d = v - f;
   if (d > 0.5f || (d == 0.5f && fmodf(f, 2.0f) != 0.0f)) f += 1.0f;
   return f;
+}
+
+/* fp32 to IEEE half, to nearest even (ggml's and numpy's conversion): a
+ * magnitude past 65504 rounds to infinity, NaN stays NaN. */
+static inline uint16_t kern_f32_to_f16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
+  if (a < 0x38800000u) /* subnormal half: steps of 2^-24 (the product is exact) */
+    return (uint16_t)(sign | (uint16_t)kern_round_half_even(fabsf(f) * 16777216.0f));
+  const uint32_t r = a + 0xfffu + ((a >> 13) & 1u); /* to nearest even on bit 13 */
+  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
 /* fp32 -> e4m3, round to nearest, ties to even, saturating: a finite value

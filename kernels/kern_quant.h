@@ -77,6 +77,10 @@ int kern_qfmt_from_name(const char *name, kern_qfmt *out);
 int kern_qfmt_from_ggml(int t, kern_qfmt *out);
 /* "F32, F16, ..., Q2_K": the ggml types this table reads, for messages. */
 const char *kern_qfmt_ggml_list(void);
+/* The stored dtype of a model file (kern_dtype.h) that holds format f, and
+ * the format of a stored dtype: one of each per row of the table. */
+kern_dtype kern_qfmt_dtype(kern_qfmt f);
+kern_qfmt kern_dtype_qfmt(kern_dtype d);
 
 /* Bytes of a (rows, cols) tensor of format f: *data_bytes the codes (rows x
  * cols / block x block_bytes), *scale_bytes the row scales (4 x rows for a
@@ -103,6 +107,15 @@ typedef struct kern_qtensor {
  * shape). */
 void kern_quant_dequant_rows_f32(const kern_qtensor *t, int64_t r0, int64_t n, float *out);
 void kern_quant_dequant_rows_bf16(const kern_qtensor *t, int64_t r0, int64_t n, uint16_t *out);
+
+/* ---- Q8_0's quantiser ---------------------------------------------------- */
+
+/* x (rows, cols) fp32, finite, cols a multiple of 32 -> Q8_0 blocks (rows,
+ * cols / 32 x 34 bytes), ggml's reference rule (quantize_row_q8_0_ref):
+ * per block of 32, d = amax / 127 and id = 1 / d (0 when d is 0), in fp32;
+ * codes roundf(x id) (half away from zero); d stored as fp16, to nearest
+ * even. Rows in parallel, the same bytes for any thread count. */
+void kern_q8_0_quantize_rows(const float *x, int64_t rows, int64_t cols, uint8_t *out);
 
 /* ---- int8 per row (the int8 format's quantiser, above) ----------------- */
 

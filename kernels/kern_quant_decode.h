@@ -176,6 +176,85 @@ static inline KERN_HD int kq_k2_bits(const uint8_t *qs, int e) {
   return (qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
 }
 
+/* The legacy 32-element block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0):
+ * n values from element col of a row at row (col a multiple of KQ_GROUP). */
+static inline KERN_HD void kq_decode_q32(int fmt, const uint8_t *row, int64_t col, int n,
+                                         float *out) {
+  const int bytes = fmt == KQ_Q8_0   ? KQ_Q8_0_BYTES
+                    : fmt == KQ_Q4_0 ? KQ_Q4_0_BYTES
+                    : fmt == KQ_Q4_1 ? KQ_Q4_1_BYTES
+                    : fmt == KQ_Q5_0 ? KQ_Q5_0_BYTES
+                                     : KQ_Q5_1_BYTES;
+  const uint8_t *b = row + (col / KQ_QK) * bytes;
+  const int e0 = (int)(col % KQ_QK);
+  const float d = kq_f16(b);
+  if (fmt == KQ_Q8_0) {
+    for (int i = 0; i < n; i++) out[i] = (float)(int8_t)b[2 + e0 + i] * d;
+    return;
+  }
+  /* _0: d and the codes, centred; _1: d, a min m and the codes. Q5 adds a
+   * 32-bit word of fifth bits before the nibbles. */
+  const int has_min = fmt == KQ_Q4_1 || fmt == KQ_Q5_1;
+  const int five = fmt == KQ_Q5_0 || fmt == KQ_Q5_1;
+  const uint8_t *hb = b + (has_min ? 4 : 2);
+  const uint32_t qh = five ? kq_u32(hb) : 0u;
+  const uint8_t *qs = five ? hb + 4 : hb;
+  const int centre = five ? 16 : 8;
+  for (int i = 0; i < n; i++) {
+    const int e = e0 + i;
+    const int q = (e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) | (int)((qh >> e) & 1u) << 4;
+    out[i] = has_min ? d * (float)q + kq_f16(b + 2) : d * (float)(q - centre);
+  }
+}
+
+/* The 256-element K formats (Q2_K to Q6_K), as kq_decode_q32 for them. */
+static inline KERN_HD void kq_decode_k(int fmt, const uint8_t *row, int64_t col, int n,
+                                       float *out) {
+  const int e0 = (int)(col % KQ_QK_K);
+  const int64_t blk = col / KQ_QK_K;
+  if (fmt == KQ_Q2_K) {
+    const uint8_t *b = row + blk * KQ_Q2_K_BYTES;
+    const uint8_t sc = b[e0 / 16];
+    const float dl = kq_f16(b + 80) * (float)(sc & 15);
+    const float ml = kq_f16(b + 82) * (float)(sc >> 4);
+    for (int i = 0; i < n; i++) out[i] = dl * (float)kq_k2_bits(b + 16, e0 + i) - ml;
+  } else if (fmt == KQ_Q3_K) {
+    const uint8_t *b = row + blk * KQ_Q3_K_BYTES;
+    const int j = e0 / 16;
+    const uint8_t *s = b + 96;
+    const int lo = (s[j % 8] >> (4 * (j / 8))) & 15;
+    const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    const float dl = kq_f16(b + 108) * (float)((lo | hi << 4) - 32);
+    for (int i = 0; i < n; i++) {
+      const int e = e0 + i;
+      const int q = kq_k2_bits(b + 32, e) - (((b[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+      out[i] = dl * (float)q;
+    }
+  } else if (fmt == KQ_Q4_K || fmt == KQ_Q5_K) {
+    const uint8_t *b = row + blk * (fmt == KQ_Q4_K ? KQ_Q4_K_BYTES : KQ_Q5_K_BYTES);
+    const int j = e0 / 32;
+    int sc, m;
+    kq_k4_scale_min(b + 4, j, &sc, &m);
+    const float dl = kq_f16(b) * (float)sc, ml = kq_f16(b + 2) * (float)m;
+    const uint8_t *qh = b + 16, *qs = b + (fmt == KQ_Q4_K ? 16 : 48);
+    for (int i = 0; i < n; i++) {
+      const int e = e0 + i;
+      int q = (qs[(e / 64) * 32 + e % 32] >> (4 * (j % 2))) & 15;
+      if (fmt == KQ_Q5_K) q |= ((qh[e % 32] >> j) & 1) << 4;
+      out[i] = dl * (float)q - ml;
+    }
+  } else { /* KQ_Q6_K */
+    const uint8_t *b = row + blk * KQ_Q6_K_BYTES;
+    const float dl = kq_f16(b + 208) * (float)(int8_t)b[192 + e0 / 16];
+    for (int i = 0; i < n; i++) {
+      const int e = e0 + i, h = e / 128, r = e % 128;
+      const int lo = (b[64 * h + r % 64] >> (4 * (r / 64))) & 15;
+      const int hi = (b[128 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+      out[i] = dl * (float)((lo | hi << 4) - 32);
+    }
+  }
+}
+
 /* Values col .. col + n - 1 (n <= KQ_GROUP) of a row of format fmt, its
  * bytes at row, as fp32 into out[0..n) before any per-row scale. For the
  * block formats col is a multiple of KQ_GROUP and n = KQ_GROUP (a group
@@ -198,95 +277,20 @@ static inline KERN_HD void kq_decode(int fmt, const uint8_t *row, int64_t col, i
   case KQ_I8_ROW:
     for (int i = 0; i < n; i++) out[i] = (float)(int8_t)row[col + i];
     return;
-  case KQ_Q8_0: {
-    const uint8_t *b = row + (col / KQ_QK) * KQ_Q8_0_BYTES;
-    const int e0 = (int)(col % KQ_QK);
-    const float d = kq_f16(b);
-    for (int i = 0; i < n; i++) out[i] = (float)(int8_t)b[2 + e0 + i] * d;
-    return;
-  }
+  case KQ_Q8_0:
   case KQ_Q4_0:
-  case KQ_Q4_1: {
-    const int bytes = fmt == KQ_Q4_0 ? KQ_Q4_0_BYTES : KQ_Q4_1_BYTES;
-    const uint8_t *b = row + (col / KQ_QK) * bytes;
-    const int e0 = (int)(col % KQ_QK);
-    const float d = kq_f16(b);
-    const uint8_t *qs = b + (fmt == KQ_Q4_0 ? 2 : 4);
-    for (int i = 0; i < n; i++) {
-      const int e = e0 + i;
-      const int q = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
-      out[i] = fmt == KQ_Q4_0 ? d * (float)(q - 8) : d * (float)q + kq_f16(b + 2);
-    }
-    return;
-  }
+  case KQ_Q4_1:
   case KQ_Q5_0:
-  case KQ_Q5_1: {
-    const int bytes = fmt == KQ_Q5_0 ? KQ_Q5_0_BYTES : KQ_Q5_1_BYTES;
-    const uint8_t *b = row + (col / KQ_QK) * bytes;
-    const int e0 = (int)(col % KQ_QK);
-    const float d = kq_f16(b);
-    const uint8_t *hb = b + (fmt == KQ_Q5_0 ? 2 : 4);
-    const uint32_t qh = kq_u32(hb);
-    const uint8_t *qs = hb + 4;
-    for (int i = 0; i < n; i++) {
-      const int e = e0 + i;
-      const int q = (e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) | (int)((qh >> e) & 1u) << 4;
-      out[i] = fmt == KQ_Q5_0 ? d * (float)(q - 16) : d * (float)q + kq_f16(b + 2);
-    }
+  case KQ_Q5_1:
+    kq_decode_q32(fmt, row, col, n, out);
     return;
-  }
-  case KQ_Q2_K: {
-    const uint8_t *b = row + (col / KQ_QK_K) * KQ_Q2_K_BYTES;
-    const int e0 = (int)(col % KQ_QK_K);
-    const uint8_t sc = b[e0 / 16];
-    const float dl = kq_f16(b + 80) * (float)(sc & 15);
-    const float ml = kq_f16(b + 82) * (float)(sc >> 4);
-    for (int i = 0; i < n; i++) out[i] = dl * (float)kq_k2_bits(b + 16, e0 + i) - ml;
-    return;
-  }
-  case KQ_Q3_K: {
-    const uint8_t *b = row + (col / KQ_QK_K) * KQ_Q3_K_BYTES;
-    const int e0 = (int)(col % KQ_QK_K), j = e0 / 16;
-    const uint8_t *s = b + 96;
-    const int lo = (s[j % 8] >> (4 * (j / 8))) & 15;
-    const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-    const float dl = kq_f16(b + 108) * (float)((lo | hi << 4) - 32);
-    for (int i = 0; i < n; i++) {
-      const int e = e0 + i;
-      const int q = kq_k2_bits(b + 32, e) - (((b[e % 32] >> (e / 32)) & 1) ? 0 : 4);
-      out[i] = dl * (float)q;
-    }
-    return;
-  }
+  case KQ_Q2_K:
+  case KQ_Q3_K:
   case KQ_Q4_K:
-  case KQ_Q5_K: {
-    const int bytes = fmt == KQ_Q4_K ? KQ_Q4_K_BYTES : KQ_Q5_K_BYTES;
-    const uint8_t *b = row + (col / KQ_QK_K) * bytes;
-    const int e0 = (int)(col % KQ_QK_K), j = e0 / 32;
-    int sc, m;
-    kq_k4_scale_min(b + 4, j, &sc, &m);
-    const float dl = kq_f16(b) * (float)sc, ml = kq_f16(b + 2) * (float)m;
-    const uint8_t *qh = b + 16, *qs = b + (fmt == KQ_Q4_K ? 16 : 48);
-    for (int i = 0; i < n; i++) {
-      const int e = e0 + i;
-      int q = (qs[(e / 64) * 32 + e % 32] >> (4 * (j % 2))) & 15;
-      if (fmt == KQ_Q5_K) q |= ((qh[e % 32] >> j) & 1) << 4;
-      out[i] = dl * (float)q - ml;
-    }
+  case KQ_Q5_K:
+  case KQ_Q6_K:
+    kq_decode_k(fmt, row, col, n, out);
     return;
-  }
-  case KQ_Q6_K: {
-    const uint8_t *b = row + (col / KQ_QK_K) * KQ_Q6_K_BYTES;
-    const int e0 = (int)(col % KQ_QK_K);
-    const float dl = kq_f16(b + 208) * (float)(int8_t)b[192 + e0 / 16];
-    for (int i = 0; i < n; i++) {
-      const int e = e0 + i, h = e / 128, r = e % 128;
-      const int lo = (b[64 * h + r % 64] >> (4 * (r / 64))) & 15;
-      const int hi = (b[128 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
-      out[i] = dl * (float)((lo | hi << 4) - 32);
-    }
-    return;
-  }
   default:
     for (int i = 0; i < n; i++) out[i] = 0.0f; /* unreachable: formats are checked first */
     return;

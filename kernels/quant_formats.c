@@ -51,6 +51,28 @@ const char *kern_qfmt_ggml_list(void) {
   return "F32, F16, BF16, Q8_0, Q6_K, Q5_K, Q5_0, Q5_1, Q4_K, Q4_0, Q4_1, Q3_K, Q2_K";
 }
 
+/* The table's rows by stored dtype (kern_dtype.h's order). */
+static const kern_qfmt dtype_to_qfmt[KERN_DTYPE_COUNT] = {
+    [KERN_DTYPE_BF16] = KERN_QFMT_BF16, [KERN_DTYPE_F32] = KERN_QFMT_F32,
+    [KERN_DTYPE_E4M3] = KERN_QFMT_E4M3_ROW, [KERN_DTYPE_F16] = KERN_QFMT_F16,
+    [KERN_DTYPE_I8] = KERN_QFMT_I8_ROW, [KERN_DTYPE_Q8_0] = KERN_QFMT_Q8_0,
+    [KERN_DTYPE_Q6_K] = KERN_QFMT_Q6_K, [KERN_DTYPE_Q5_K] = KERN_QFMT_Q5_K,
+    [KERN_DTYPE_Q5_0] = KERN_QFMT_Q5_0, [KERN_DTYPE_Q5_1] = KERN_QFMT_Q5_1,
+    [KERN_DTYPE_Q4_K] = KERN_QFMT_Q4_K, [KERN_DTYPE_Q4_0] = KERN_QFMT_Q4_0,
+    [KERN_DTYPE_Q4_1] = KERN_QFMT_Q4_1, [KERN_DTYPE_Q3_K] = KERN_QFMT_Q3_K,
+    [KERN_DTYPE_Q2_K] = KERN_QFMT_Q2_K,
+};
+
+kern_qfmt kern_dtype_qfmt(kern_dtype d) {
+  return (int)d >= 0 && (int)d < KERN_DTYPE_COUNT ? dtype_to_qfmt[d] : KERN_QFMT_COUNT;
+}
+
+kern_dtype kern_qfmt_dtype(kern_qfmt f) {
+  for (int d = 0; d < KERN_DTYPE_COUNT; d++)
+    if (dtype_to_qfmt[d] == f) return (kern_dtype)d;
+  return KERN_DTYPE_COUNT;
+}
+
 static void qfmt_err(char *err, size_t errlen, const char *fmt, ...) {
   if (!err || !errlen) return;
   va_list ap;

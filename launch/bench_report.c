@@ -1,8 +1,7 @@
 /* staticpipe bench's result files: from the rows of a sweep, DIR/bench.json,
- * bench.csv and bench.md (the table, also printed to stderr), the plot's
- * data bench-step.dat, and the PNG plot through gnuplot when it is
- * installed; each starts with the environment header. The sweep itself is
- * cmd_bench.c. */
+ * bench.csv (a plain CSV: its header line first) with the environment in
+ * bench-env.csv, and bench.md (the table, also printed to stderr). The
+ * plot is bench_plot.c's, the sweep cmd_bench.c's. */
 #include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -13,7 +12,6 @@
 #include <string.h>
 
 #include "atomic_file.h"
-#include "bench_child.h"
 #include "bench_report.h"
 #include "log.h"
 
@@ -95,18 +93,6 @@ static int write_file(const char *dir, const char *name, const char *s) {
   return rank_atomic_commit(tmp, path);
 }
 
-/* The orders that rows ran, each once, in the order first seen. */
-static int orders_run(const bench_row *rows, int n, const char **names) {
-  int k = 0;
-  for (int i = 0; i < n; i++) {
-    if (rows[i].status || !rows[i].order[0]) continue;
-    int seen = 0;
-    for (int j = 0; j < k; j++) seen |= strcmp(names[j], rows[i].order) == 0;
-    if (!seen && k < 3) names[k++] = rows[i].order;
-  }
-  return k;
-}
-
 /* The links of a row in words: one hop as bench_link_format says it,
  * several as "GPU a-b: ..." joined by "; "; "" without GPUs. */
 static void row_link_text(const bench_row *r, char *buf, size_t size) {
@@ -152,6 +138,10 @@ static json_object *row_json(const bench_row *rows, const bench_row *r) {
     json_object_array_add(a, o);
   }
   json_object_object_add(j, "links", a);
+  json_object_object_add(j, "model", json_object_new_string(r->model));
+  json_object_object_add(j, "format", json_object_new_string(r->format));
+  json_object_object_add(j, "precision",
+                         r->precision ? json_object_new_string(r->precision) : NULL);
   json_object_object_add(j, "budget", json_object_new_string(r->budget));
   json_object_object_add(j, "frames", json_object_new_int(r->nframes));
   json_object_object_add(j, "size", json_object_new_string(r->size));
@@ -206,7 +196,8 @@ static void row_csv(text *csv, const bench_row *rows, const bench_row *r) {
   row_link_text(r, link, sizeof link);
   if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
   const int ok = r->status == 0;
-  text_add(csv, "%d,\"%s\",\"%s\",\"%s\",%d,%s,%s,%s,%s,%d,%d", r->ranks,
+  text_add(csv, "%d,\"%s\",%s,%s,\"%s\",\"%s\",\"%s\",%d,%s,%s,%s,%s,%d,%d", r->ranks,
+           r->model, r->format, r->precision ? r->precision : "",
            r->devices ? r->devices : "", link, r->budget, r->nframes, r->size, frac,
            r->order_arg ? r->order_arg : "", r->order, r->status, r->runs);
   const stat st[] = {ROW_STAT(r, step_ms),     ROW_STAT(r, steady_ms), ROW_STAT(r, video_s),
@@ -233,7 +224,8 @@ static void row_md(text *md, const bench_row *rows, const bench_row *r) {
   if (r->frac_arg) snprintf(frac, sizeof frac, "%g", r->frac);
   const stat none = {-1, -1}, vb = {vs_base(rows, r), -1};
   const int ok = r->status == 0;
-  text_add(md, "| %d | %s | %s | `%s` | %d | %s | %s | %s | %s | %d |", r->ranks,
+  text_add(md, "| %d | %s | %s | %s | %s | %s | `%s` | %d | %s | %s | %s | %s | %d |", r->ranks,
+           r->model, r->format, r->precision ? r->precision : "-",
            r->devices ? r->devices : "-", link[0] ? link : "-", r->budget, r->nframes, r->size,
            frac, r->order[0] ? r->order : r->order_arg ? r->order_arg : "-",
            ok ? "ok" : "failed", r->runs);
@@ -253,117 +245,62 @@ static void row_md(text *md, const bench_row *rows, const bench_row *r) {
   text_add(md, "\n");
 }
 
-/* DIR/bench.json ({"environment": {...}, "rows": [...]}), bench.csv and
- * bench-step.dat (the header as "# key: value" lines), bench.md (the
- * header as a list, then the table) and the plot's data, bench-step.dat
- * (one block per order run, blocks apart by two blank lines, as gnuplot's
- * `index` reads them). */
+/* A CSV field: quoted, each quote doubled. */
+static void csv_quoted(text *t, const char *s) {
+  text_add(t, "\"");
+  for (; *s; s++) text_add(t, *s == '"' ? "\"\"" : "%c", *s);
+  text_add(t, "\"");
+}
+
+double bench_row_steady_ms(const bench_row *r) { return ROW_STAT(r, steady_ms).mean; }
+
+/* DIR/bench.json ({"environment": {...}, "rows": [...]}), bench.csv (one
+ * line per row under the header line), bench-env.csv (key,value: the
+ * environment) and bench.md (the environment as a list, then the
+ * table). */
 int bench_write_outputs(const char *dir, const bench_env_item *env, const bench_row *rows,
                         int n) {
   json_object *root = json_object_new_object(), *je = json_object_new_object(),
               *arr = json_object_new_array();
-  text csv = {0}, md = {0}, dat = {0};
+  text csv = {0}, md = {0}, envcsv = {0};
+  text_add(&envcsv, "key,value\n");
   for (int i = 0; i < BENCH_ENV_ITEMS; i++) {
     json_object_object_add(je, env[i].key, json_object_new_string(env[i].value));
-    text_add(&csv, "# %s: %s\n", env[i].key, env[i].value);
-    text_add(&dat, "# %s: %s\n", env[i].key, env[i].value);
     text_add(&md, "- %s: %s\n", env[i].key, env[i].value);
+    csv_quoted(&envcsv, env[i].key);
+    text_add(&envcsv, ",");
+    csv_quoted(&envcsv, env[i].value);
+    text_add(&envcsv, "\n");
   }
   json_object_object_add(root, "environment", je);
   json_object_object_add(root, "rows", arr);
-  text_add(&csv, "ranks,devices,link,budget,frames,size,stream_frac,order_asked,order,status,"
+  text_add(&csv, "ranks,model,format,precision,devices,link,budget,frames,size,stream_frac,"
+                 "order_asked,order,status,"
                  "runs,step_ms,step_ms_sd,steady_step_ms,steady_step_ms_sd,video_s,video_s_sd,"
                  "steps_per_s,steps_per_s_sd,act_mb,act_gbs,act_gbs_sd,predicted_ms,vs_base,"
                  "streamed,h2d_gb_per_step,load_s,load_gbs,mem_vs_plan\n");
   /* The table's order is the one run, or for a failed run the one asked. */
-  text_add(&md, "\n| ranks | GPUs | link | budget | frames | size | stream frac | order | "
+  text_add(&md, "\n| ranks | model | format | precision | GPUs | link | budget | frames | size | "
+                "stream frac | order | "
                 "status | runs | step ms | steady ms | s/video | steps/s | act MB | act GB/s | "
                 "predicted ms | vs base | streamed | h2d GB/step | load s | load GB/s | "
                 "mem/plan |\n|");
-  for (int c = 0; c < 23; c++) text_add(&md, "---|");
+  for (int c = 0; c < 26; c++) text_add(&md, "---|");
   text_add(&md, "\n");
   for (int i = 0; i < n; i++) {
     json_object_array_add(arr, row_json(rows, &rows[i]));
     row_csv(&csv, rows, &rows[i]);
     row_md(&md, rows, &rows[i]);
   }
-  const char *names[3];
-  int norders = orders_run(rows, n, names);
-  for (int k = 0; k < norders; k++) {
-    text_add(&dat, "%s# order %s: streamed steady_step_ms predicted_ms\n", k ? "\n\n" : "",
-             names[k]);
-    for (int i = 0; i < n; i++)
-      if (!rows[i].status && strcmp(rows[i].order, names[k]) == 0)
-        text_add(&dat, "%.4f %.3f %.3f\n", rows[i].streamed, ROW_STAT(&rows[i], steady_ms).mean,
-                 rows[i].predicted_ms);
-  }
-  if (norders == 0) text_add(&dat, "# no configuration succeeded\n");
   int rc = write_file(dir, "bench.json",
                       json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
   if (rc == SP_OK) rc = write_file(dir, "bench.csv", csv.p);
+  if (rc == SP_OK) rc = write_file(dir, "bench-env.csv", envcsv.p);
   if (rc == SP_OK) rc = write_file(dir, "bench.md", md.p);
-  if (rc == SP_OK) rc = write_file(dir, "bench-step.dat", dat.p);
   fputs(md.p, stderr);
   json_object_put(root);
   free(csv.p);
   free(md.p);
-  free(dat.p);
+  free(envcsv.p);
   return rc;
-}
-
-/* The header's value for key ("" when it has none). */
-static const char *env_value(const bench_env_item *env, const char *key) {
-  for (int i = 0; i < BENCH_ENV_ITEMS; i++)
-    if (strcmp(env[i].key, key) == 0) return env[i].value;
-  return "";
-}
-
-/* PNG plot of the steady step time against the streamed share, measured
- * and predicted, one colour per order run, when gnuplot is there; its
- * absence is said, not an error. */
-void bench_plot(const char *dir, const bench_env_item *env, const bench_row *rows, int n) {
-  const char *names[3];
-  int norders = orders_run(rows, n, names);
-  if (norders == 0) {
-    sp_log_warn("bench: no plot: no configuration succeeded");
-    return;
-  }
-  char script[4200];
-  snprintf(script, sizeof script, "%s/bench-step.gp", dir);
-  FILE *f = fopen(script, "w");
-  if (!f) {
-    sp_log_warn("bench: no plot: cannot write %s: %s", script, strerror(errno));
-    return;
-  }
-  /* The title: the GPUs and the commit, quotes left out of gnuplot's string. */
-  char title[600];
-  snprintf(title, sizeof title, "%s, commit %s", env_value(env, "gpu"), env_value(env, "commit"));
-  for (char *c = title; *c; c++)
-    if (*c == '\'' || *c == '\\') *c = ' ';
-  fprintf(f,
-          "set terminal png size 900,600\nset output '%s/bench-step.png'\nset title '%s'\n"
-          "set xlabel 'streamed share of the blocks'\nset ylabel 'steady step time (ms)'\n"
-          "set xrange [-0.05:1.05]\nset key left top\nplot ",
-          dir, title);
-  for (int k = 0; k < norders; k++)
-    fprintf(f,
-            "%s'%s/bench-step.dat' index %d using 1:2 with points pt 7 lc %d title 'measured, %s', "
-            "'' index %d using 1:3 with points pt 6 lc %d title 'planner prediction, %s'",
-            k ? ", " : "", dir, k, k + 1, names[k], k, k + 1, names[k]);
-  fputc('\n', f);
-  if (fclose(f) != 0) {
-    sp_log_warn("bench: no plot: cannot write %s", script);
-    return;
-  }
-  char *argv[] = {"gnuplot", script, NULL};
-  char out[4300], log[4300];
-  snprintf(out, sizeof out, "%s/gnuplot.out", dir);
-  snprintf(log, sizeof log, "%s/gnuplot.log", dir);
-  int rc = bench_run_child(argv, out, log);
-  if (rc == 0)
-    sp_log_info("bench: wrote %s/bench-step.png", dir);
-  else
-    sp_log_warn("bench: no plot (gnuplot %s; apt-get install gnuplot-nox draws it); the data "
-                "is in %s/bench-step.dat with %s",
-                rc == 127 ? "not found" : "failed", dir, script);
 }

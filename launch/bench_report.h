@@ -1,8 +1,8 @@
 /* staticpipe bench's results: what one configuration's runs measured (a
  * row), and the files made from all the rows. Internal to launch/:
  * cmd_bench.c fills the rows and runs the children, bench_report.c writes
- * bench.json, bench.csv, bench.md, bench-step.dat and the plot, each
- * under the environment header (bench_env.h). */
+ * bench.json, bench.csv, bench-env.csv and bench.md, bench_plot.c the plot
+ * and its data, each with the environment (bench_env.h). */
 #ifndef SP_BENCH_REPORT_H
 #define SP_BENCH_REPORT_H
 
@@ -25,6 +25,9 @@ typedef struct bench_meas {
 /* One configuration of the sweep: what run was given, and what its runs
  * (--repeat of them) measured. */
 typedef struct bench_row {
+  const char *model;     /* --model given to run */
+  const char *format;    /* its stored format (root dtype: bf16, fp8, int8, quant, ...) */
+  const char *precision; /* --precision given to run, NULL when not passed */
   int ranks;
   const char *devices;   /* --devices given to run, NULL when not passed */
   const char *budget, *frames, *size;
@@ -49,12 +52,22 @@ typedef struct bench_row {
   double act_mb;         /* one activation message, MB (rank 0's) */
 } bench_row;
 
-/* Writes DIR/bench.json, bench.csv, bench.md, bench-step.dat, each with
- * the header env; prints the header and the table to stderr. */
+/* Writes DIR/bench.json, bench.csv, bench-env.csv and bench.md (each
+ * with the environment env); prints the environment and the table to
+ * stderr. */
 int bench_write_outputs(const char *dir, const bench_env_item *env, const bench_row *rows, int n);
 
-/* DIR/bench-step.png through gnuplot, titled with the header's GPU and
- * commit; says so when it cannot, not an error. */
-void bench_plot(const char *dir, const bench_env_item *env, const bench_row *rows, int n);
+/* The mean steady step time of a row's runs (-1 with none). */
+double bench_row_steady_ms(const bench_row *r);
+
+/* DIR/bench-step.dat and bench-step.gp, and DIR/bench-step.png through
+ * gnuplot (bench_plot.c): the steady step time, measured and predicted,
+ * against the first of stream-frac (as the share streamed), ranks,
+ * frames, size, budget and devices that varies over the successful rows,
+ * one panel per value of the others that vary, one colour per order run;
+ * titled with env's GPU and commit. SP_OK, or the error writing the data
+ * or the script (logged); gnuplot missing or failing is said, not an
+ * error. */
+int bench_plot(const char *dir, const bench_env_item *env, const bench_row *rows, int n);
 
 #endif

@@ -41,17 +41,32 @@ int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out) {
   return SP_OK;
 }
 
+/* A DiT file's --dtype words and what each stores (cli_parse_dit_dtype,
+ * cli_dit_dtype_word). */
+static const struct {
+  const char *word;
+  kern_dtype dtype;
+} dit_dtypes[] = {{"bf16", KERN_DTYPE_BF16}, {"fp32", KERN_DTYPE_F32}, {"fp8", KERN_DTYPE_E4M3},
+                  {"int8", KERN_DTYPE_I8},   {"q8_0", KERN_DTYPE_Q8_0}};
+enum { DIT_DTYPES = (int)(sizeof dit_dtypes / sizeof dit_dtypes[0]) };
+
 int cli_parse_dit_dtype(const char *flag, const char *s, kern_dtype *out) {
-  if (strcmp(s, "fp8") == 0) {
-    *out = KERN_DTYPE_E4M3;
-    return SP_OK;
-  }
-  if (strcmp(s, "bf16") != 0 && strcmp(s, "fp32") != 0) {
-    sp_log_error("%s: '%s' is not bf16, fp32 or fp8", flag, s);
-    return SP_ERR_INPUT;
-  }
-  return cli_parse_dtype(flag, s, out);
+  for (int i = 0; i < DIT_DTYPES; i++)
+    if (strcmp(s, dit_dtypes[i].word) == 0) {
+      *out = dit_dtypes[i].dtype;
+      return SP_OK;
+    }
+  sp_log_error("%s: '%s' is not bf16, fp32, fp8, int8 or q8_0", flag, s);
+  return SP_ERR_INPUT;
 }
+
+const char *cli_dit_dtype_word(kern_dtype d) {
+  for (int i = 0; i < DIT_DTYPES; i++)
+    if (dit_dtypes[i].dtype == d) return dit_dtypes[i].word;
+  return kern_dtype_name(d);
+}
+
+int cli_dtype_quantized(kern_dtype d) { return d != KERN_DTYPE_BF16 && d != KERN_DTYPE_F32; }
 
 int cli_bad_usage(const char *cmd) {
   /* One error line per failure: after a specific error the pointer to

@@ -24,9 +24,17 @@
 
 /* "bf16" or "fp32" (a model file's storage dtype). */
 int cli_parse_dtype(const char *flag, const char *s, kern_dtype *out);
-/* A DiT file's dtype: bf16, fp32, or fp8 (KERN_DTYPE_E4M3: the blocks'
- * linear weights in e4m3, the rest bf16; MODEL.md "fp8 weights"). */
+/* A DiT file's dtype: bf16, fp32, or a quantized one: fp8
+ * (KERN_DTYPE_E4M3), int8 (KERN_DTYPE_I8) or q8_0 (KERN_DTYPE_Q8_0): the
+ * blocks' linear weights in that format, the rest bf16 (MODEL.md "fp8
+ * weights", "int8 weights", "GGUF weights"). */
 int cli_parse_dit_dtype(const char *flag, const char *s, kern_dtype *out);
+/* The --dtype word of a dtype cli_parse_dit_dtype gives ("fp8" for
+ * KERN_DTYPE_E4M3), for messages that name the flag's value. */
+const char *cli_dit_dtype_word(kern_dtype d);
+/* 1 when a dtype of cli_parse_dit_dtype is a quantized one (only a DiT
+ * takes it). */
+int cli_dtype_quantized(kern_dtype d);
 
 /* Logs the standard line for bad usage and returns SP_ERR_INPUT ("run
  * 'staticpipe CMD --help'"; a hint after a more specific error line). */

@@ -1,5 +1,5 @@
-/* staticpipe bench: a sweep over configurations (ranks, GPUs, budget,
- * streamed fraction, order, frames, size), each one `run --json` in a child
+/* staticpipe bench: a sweep over configurations (model, precision, ranks,
+ * GPUs, budget, streamed fraction, order, frames, size), each one `run --json` in a child
  * process (under the MPI launcher when it has more than one rank), repeated
  * --repeat times, collected into DIR/bench.json, bench.csv and bench.md
  * with the planner's prediction and the link between the ranks' GPUs
@@ -10,7 +10,7 @@
  * setters, each configuration is checked by the job's validator before the
  * first run, and a run's command line is written from the job options it
  * was given. This file: the options, the checks, the sweep; the result
- * files and the plot are bench_report.c, the children bench_child.c, the
+ * files are bench_report.c, the plot bench_plot.c, the children bench_child.c, the
  * machine bench_topo.c and bench_env.c. */
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "log.h"
+#include "model_file.h"
 #include "path_check.h"
 #include "plan.h"
 
@@ -34,7 +35,7 @@
 #define MAX_REPEAT 100  /* runs per configuration */
 
 enum { O_RANKS = JOB_OPT_COUNT, O_DEVICES, O_BUDGET, O_STREAM_FRAC, O_ORDER, O_FRAMES, O_SIZE,
-       O_REPEAT, O_EXTRA, O_LAUNCHER, O_DRY_RUN, O_OUT, O_HELP };
+       O_REPEAT, O_EXTRA, O_LAUNCHER, O_DRY_RUN, O_OUT, O_PRECISION, O_HELP };
 
 /* A comma list split into items (in place in its own buffer). */
 typedef struct bench_list {
@@ -44,10 +45,13 @@ typedef struct bench_list {
 } bench_list;
 
 typedef struct bench_opts {
-  job_params job;      /* --model, --cond, --steps, --cfg, --device, --precision, --extra's */
+  job_params job;      /* --model, --cond, --steps, --cfg, --device, --extra's */
   cli_result given;    /* bench's flags as given (the job options' texts) */
   const char *dir;     /* --out */
-  bench_list ranks, fracs, orders, frames, sizes;
+  bench_list ranks, fracs, orders, frames, sizes, precisions;
+  const char *models[MAX_LIST]; /* each --model (repeatable), from given */
+  char formats[MAX_LIST][16];   /* each model's stored format (its root dtype) */
+  int nmodels;
   const char *budgets[MAX_LIST], *devices[MAX_LIST]; /* repeatable: one per flag */
   int nbudgets, ndevices;
   int64_t repeat;
@@ -58,12 +62,17 @@ typedef struct bench_opts {
 } bench_opts;
 
 static void bench_table(cli_opts *t) {
-  static const int ids[] = {JOB_OPT_MODEL, JOB_OPT_DEVICE};
+  static const int ids[] = {JOB_OPT_DEVICE};
   static const job_option own[] = {
+      {JOB_OPT_MODEL, "model", 'm', "MODEL", NULL, 0,
+       "model file or synth:PRESET[:SEED] (required); repeat the\n"
+       "flag for several (the same weights in other stored\n"
+       "formats: bf16, fp8, int8, a GGUF file's; each row names\n"
+       "the model and its format)"},
       {JOB_OPT_COND, "cond", 'c', "FILE", NULL, 0, "conditioning file, as for run (required)"},
-      {JOB_OPT_PRECISION, "precision", 0, "P", NULL, 0,
-       "bf16 or fp8, passed to run as --precision (default: not\n"
-       "passed, the model file's)"},
+      {O_PRECISION, "precision", 0, "LIST", NULL, 0,
+       "bf16, fp8 or int8, comma separated, passed to run as\n"
+       "--precision (default: not passed, the model file's)"},
       {JOB_OPT_STEPS, "steps", 'n', "N", "2", 0, "sampling steps per run, as for run"},
       {JOB_OPT_CFG, "cfg", 'g', "G", "5", 0, "guidance, as for run (5: two micro-batches)"},
       {O_RANKS, "ranks", 0, "LIST", "1", 0, "pipeline ranks, comma separated, each 1..64"},
@@ -105,19 +114,23 @@ static void bench_table(cli_opts *t) {
                  (int)(sizeof own / sizeof own[0]));
   cli_opts_allow_repeat(t, O_BUDGET);
   cli_opts_allow_repeat(t, O_DEVICES);
+  cli_opts_allow_repeat(t, JOB_OPT_MODEL);
 }
 
 static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe bench --model MODEL --cond FILE [options] -o DIR\n"
           "\n"
-          "Runs every combination of the lists below (ranks x devices x budget x stream-frac\n"
-          "x order x frames x size, at most %d) as 'staticpipe run --json' (more than one\n"
-          "rank: under the launcher), --repeat times each, and writes DIR/bench.json,\n"
+          "Runs every combination of the lists below (model x precision x ranks x devices x\n"
+          "budget x stream-frac x order x frames x size, at most %d) as 'staticpipe run\n"
+          "--json' (more than one rank: under the launcher), --repeat times each, and\n"
+          "writes DIR/bench.json,\n"
           "bench.csv, bench.md and, when gnuplot is installed, bench-step.png (measured\n"
-          "steady and predicted step time against the streamed share of the blocks, one\n"
-          "series per order). Each file starts with the environment: GPUs, driver, CUDA,\n"
-          "cuDNN, NCCL and MPI versions, the commit built. A row gives the mean and, over\n"
+          "steady and predicted step time against the first of stream-frac, ranks,\n"
+          "frames, size, budget and devices that varies, one panel per value of the\n"
+          "others that vary, one series per order). Each file holds the environment\n"
+          "(the CSV's is bench-env.csv): GPUs, driver, CUDA, cuDNN, NCCL and MPI\n"
+          "versions, the commit built. A row gives the mean and, over\n"
           "two runs or more, the standard deviation of the step time, of the seconds per\n"
           "clip (the sampling loop at --steps steps) and of the steps per second; the link\n"
           "between consecutive ranks' GPUs (NVLink or PCIe, generation, width, path; from\n"
@@ -176,6 +189,7 @@ static int bench_opt(void *ctx, int id, const char *v) {
   case O_ORDER: return set_list("--order", v, &o->orders);
   case O_FRAMES: return set_list("--frames", v, &o->frames);
   case O_SIZE: return set_list("--size", v, &o->sizes);
+  case O_PRECISION: return set_list("--precision", v, &o->precisions);
   case O_REPEAT: return job_parse_int64("--repeat", v, 1, MAX_REPEAT, &o->repeat);
   case O_EXTRA:
     return split_words("--extra", v, o->extra_buf, sizeof o->extra_buf, o->extra + 1, MAX_WORDS,
@@ -267,7 +281,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     sp_log_error("--launcher: empty command line");
     return SP_ERR_INPUT;
   }
-  const char *missing = !o->job.model ? "--model" : !o->job.job.cond[0] ? "--cond"
+  for (int i = 0; i < o->given.given.n; i++)
+    if (o->given.given.opt[i]->id == JOB_OPT_MODEL &&
+        add_value("--model", o->given.given.value[i], o->models, &o->nmodels) != SP_OK)
+      return SP_ERR_INPUT;
+  const char *missing = !o->nmodels ? "--model" : !o->job.job.cond[0] ? "--cond"
                         : !o->dir ? "--out" : NULL;
   if ((rc = cli_require("bench", missing)) != SP_OK) return rc;
   return parse_extra(o);
@@ -285,7 +303,7 @@ typedef struct bench_values {
  * passed, "" for a switch. */
 static const char *value_of(const bench_opts *o, const bench_row *r, const char *out, int id) {
   switch (id) {
-  case JOB_OPT_MODEL: return o->job.model;
+  case JOB_OPT_MODEL: return r->model;
   case JOB_OPT_COND: return o->job.job.cond;
   case JOB_OPT_BUDGET: return r->budget;
   case JOB_OPT_FRAMES: return r->frames;
@@ -299,7 +317,7 @@ static const char *value_of(const bench_opts *o, const bench_row *r, const char 
   case JOB_OPT_JSON: return "";
   case JOB_OPT_OUT: return out;
   case JOB_OPT_DEVICES: return r->devices;
-  case JOB_OPT_PRECISION: return given_text(o, JOB_OPT_PRECISION, NULL);
+  case JOB_OPT_PRECISION: return r->precision;
   case JOB_OPT_STREAM_FRAC: return r->frac_arg;
   case JOB_OPT_ORDER: return r->order_arg;
   default: return NULL;
@@ -383,8 +401,11 @@ static int check_values(const bench_opts *o, bench_values *v) {
     if (parse_devices(o->devices[i], v->gpus[i], &v->ngpus[i])) return SP_ERR_INPUT;
   job_params p = o->job;
   p.job.out[0] = '\0'; /* each run checks its own output */
-  if (job_params_check_paths(&p) != SP_OK ||
-      rank_path_check_input("--cond", o->job.job.cond, RANK_PATH_FILE) != SP_OK)
+  for (int i = 0; i < o->nmodels; i++) {
+    p.model = o->models[i];
+    if (job_params_check_paths(&p) != SP_OK) return SP_ERR_INPUT;
+  }
+  if (rank_path_check_input("--cond", o->job.job.cond, RANK_PATH_FILE) != SP_OK)
     return SP_ERR_INPUT;
   struct stat st;
   if (stat(o->dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
@@ -425,27 +446,59 @@ static void row_links(const bench_topo *t, const int *gpus, int ngpus, bench_row
 /* The sweep's configurations into *total, at most MAX_CONFIGS. */
 static int count_configs(const bench_opts *o, int *total) {
   const int nq = o->fracs.n ? o->fracs.n : 1, np = o->orders.n ? o->orders.n : 1;
-  const int nd = o->ndevices ? o->ndevices : 1;
-  const long long total_ll =
-      (long long)o->ranks.n * nd * o->nbudgets * nq * np * o->frames.n * o->sizes.n;
+  const int nd = o->ndevices ? o->ndevices : 1, npr = o->precisions.n ? o->precisions.n : 1;
+  const long long total_ll = (long long)o->nmodels * npr * o->ranks.n * nd * o->nbudgets * nq *
+                             np * o->frames.n * o->sizes.n;
   if (total_ll > MAX_CONFIGS) {
-    sp_log_error("bench: the lists make %lld configurations (--ranks x --devices x --budget x "
-                 "--stream-frac x --order x --frames x --size), more than %d: shorten one",
-                 total_ll, MAX_CONFIGS);
+    sp_log_error("bench: the lists make %lld configurations (--model x --precision x --ranks x "
+                 "--devices x --budget x --stream-frac x --order x --frames x --size), more than "
+                 "%d: shorten one", total_ll, MAX_CONFIGS);
     return SP_ERR_INPUT;
   }
   *total = (int)total_ll;
   return SP_OK;
 }
 
-/* Every row of the sweep (ranks x devices x budget x stream-frac x order
- * x frames x size), each checked (config_check) before any runs; each
- * row's base is the row alike at the first --stream-frac 0 (-1: none). */
+/* Each --model's stored format (its root dtype: bf16, fp8, int8, quant,
+ * ...), from its metadata; a model that does not open is refused here. */
+static int model_formats(bench_opts *o) {
+  for (int i = 0; i < o->nmodels; i++) {
+    rank_model *m = NULL;
+    const int rc = rank_model_open(o->models[i], 0, &m);
+    if (rc != SP_OK) return rc;
+    snprintf(o->formats[i], sizeof o->formats[i], "%s",
+             rank_model_dtype_name(rank_model_get_info(m)));
+    rank_model_close(m);
+  }
+  return SP_OK;
+}
+
+/* The indices of configuration k in each list, the sweep's order: model,
+ * precision, ranks, devices, budget, stream-frac, order, frames, size (the
+ * last fastest). A list not passed has one entry. */
+typedef struct sweep_at {
+  int m, pr, a, d, b, q, p, f, s;
+} sweep_at;
+
+static sweep_at sweep_index(const bench_opts *o, int k) {
+  const int n[9] = {o->nmodels,   o->precisions.n ? o->precisions.n : 1,
+                    o->ranks.n,   o->ndevices ? o->ndevices : 1,
+                    o->nbudgets,  o->fracs.n ? o->fracs.n : 1,
+                    o->orders.n ? o->orders.n : 1, o->frames.n, o->sizes.n};
+  int at[9];
+  for (int i = 8; i >= 0; i--) {
+    at[i] = k % n[i];
+    k /= n[i];
+  }
+  return (sweep_at){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8]};
+}
+
+/* Every row of the sweep (total of them, sweep_index's order), each
+ * checked (config_check) before any runs; each row's base is the row
+ * alike at the first --stream-frac 0 (-1: none). */
 static int make_rows(const bench_opts *o, const bench_values *v, const bench_topo *t,
-                     bench_row *rows, bench_meas *meas) {
-  const int nq = o->fracs.n ? o->fracs.n : 1, np = o->orders.n ? o->orders.n : 1;
-  const int nd = o->ndevices ? o->ndevices : 1;
-  const int inner = np * o->frames.n * o->sizes.n;
+                     bench_row *rows, bench_meas *meas, int total) {
+  const int inner = (o->orders.n ? o->orders.n : 1) * o->frames.n * o->sizes.n;
   int q0 = -1;
   for (int i = 0; i < o->fracs.n && q0 < 0; i++) {
     double f;
@@ -453,35 +506,31 @@ static int make_rows(const bench_opts *o, const bench_values *v, const bench_top
       return SP_ERR_INPUT;
     if (f == 0) q0 = i;
   }
-  int k = 0;
   char out[4200];
-  for (int a = 0; a < o->ranks.n; a++)
-    for (int d = 0; d < nd; d++)
-      for (int b = 0; b < o->nbudgets; b++)
-        for (int q = 0; q < nq; q++)
-          for (int p = 0; p < np; p++)
-            for (int f = 0; f < o->frames.n; f++)
-              for (int s = 0; s < o->sizes.n; s++, k++) {
-                bench_row *r = &rows[k];
-                *r = (bench_row){.ranks = v->ranks[a],
-                                 .devices = o->ndevices ? o->devices[d] : NULL,
-                                 .budget = o->budgets[b],
-                                 .frames = o->frames.item[f],
-                                 .size = o->sizes.item[s],
-                                 .frac_arg = o->fracs.n ? o->fracs.item[q] : NULL,
-                                 .order_arg = o->orders.n ? o->orders.item[p] : NULL,
-                                 /* k with q in place of q0: this row's base */
-                                 .base = q0 < 0 ? -1 : k + (q0 - q) * inner,
-                                 .repeat = (int)o->repeat,
-                                 .meas = meas + (size_t)k * (size_t)o->repeat};
-                snprintf(out, sizeof out, "%s/run-%d.h5", o->dir, k);
-                if (config_check(o, r, out, k) != SP_OK) {
-                  sp_log_error("bench: configuration %d refused (above): nothing was run",
-                               k + 1);
-                  return SP_ERR_INPUT;
-                }
-                row_links(t, o->ndevices ? v->gpus[d] : NULL, v->ngpus[d], r);
-              }
+  for (int k = 0; k < total; k++) {
+    const sweep_at x = sweep_index(o, k);
+    bench_row *r = &rows[k];
+    *r = (bench_row){.model = o->models[x.m],
+                     .format = o->formats[x.m],
+                     .precision = o->precisions.n ? o->precisions.item[x.pr] : NULL,
+                     .ranks = v->ranks[x.a],
+                     .devices = o->ndevices ? o->devices[x.d] : NULL,
+                     .budget = o->budgets[x.b],
+                     .frames = o->frames.item[x.f],
+                     .size = o->sizes.item[x.s],
+                     .frac_arg = o->fracs.n ? o->fracs.item[x.q] : NULL,
+                     .order_arg = o->orders.n ? o->orders.item[x.p] : NULL,
+                     /* k with q in place of q0: this row's base */
+                     .base = q0 < 0 ? -1 : k + (q0 - x.q) * inner,
+                     .repeat = (int)o->repeat,
+                     .meas = meas + (size_t)k * (size_t)o->repeat};
+    snprintf(out, sizeof out, "%s/run-%d.h5", o->dir, k);
+    if (config_check(o, r, out, k) != SP_OK) {
+      sp_log_error("bench: configuration %d refused (above): nothing was run", k + 1);
+      return SP_ERR_INPUT;
+    }
+    row_links(t, o->ndevices ? v->gpus[x.d] : NULL, v->ngpus[x.d], r);
+  }
   return SP_OK;
 }
 
@@ -500,12 +549,13 @@ static int bench_one(const bench_opts *o, const char *self, int k, int total, be
     bench_print_command(av);
     return 0;
   }
-  sp_log_info("bench: %d/%d: %d rank%s%s%s, budget %s, stream-frac %s, order %s, %s frames, %s, "
-              "%d run%s",
-              k + 1, total, r->ranks, r->ranks > 1 ? "s" : "", r->devices ? " on GPUs " : "",
-              r->devices ? r->devices : "", r->budget, r->frac_arg ? r->frac_arg : "(plan's)",
-              r->order_arg ? r->order_arg : "(plan's)", r->frames, r->size, r->repeat,
-              r->repeat > 1 ? "s" : "");
+  sp_log_info("bench: %d/%d: %s (%s)%s%s, %d rank%s%s%s, budget %s, stream-frac %s, order %s, "
+              "%s frames, %s, %d run%s",
+              k + 1, total, r->model, r->format, r->precision ? " in " : "",
+              r->precision ? r->precision : "", r->ranks, r->ranks > 1 ? "s" : "",
+              r->devices ? " on GPUs " : "", r->devices ? r->devices : "", r->budget,
+              r->frac_arg ? r->frac_arg : "(plan's)", r->order_arg ? r->order_arg : "(plan's)",
+              r->frames, r->size, r->repeat, r->repeat > 1 ? "s" : "");
   for (int j = 0; j < r->repeat; j++) {
     snprintf(jsonp, sizeof jsonp, "%s/run-%d-%d.json", o->dir, k, j + 1);
     snprintf(logp, sizeof logp, "%s/run-%d-%d.log", o->dir, k, j + 1);
@@ -542,7 +592,7 @@ static int run_sweep(const bench_opts *o, const bench_topo *t, bench_row *rows, 
   bench_env_item env[BENCH_ENV_ITEMS];
   bench_env_collect(t, env);
   int rc = bench_write_outputs(o->dir, env, rows, total);
-  if (rc == SP_OK) bench_plot(o->dir, env, rows, total);
+  if (rc == SP_OK) rc = bench_plot(o->dir, env, rows, total);
   if (rc == SP_OK && failed) sp_log_warn("bench: %d of %d configurations failed", failed, total);
   return rc != SP_OK ? rc : failed ? SP_ERR_RUNTIME : SP_OK;
 }
@@ -558,11 +608,12 @@ int cmd_bench(int argc, char **argv) {
   memset(&v, 0, sizeof v);
   if ((rc = check_values(&o, &v)) != SP_OK) return rc;
   if ((rc = count_configs(&o, &total)) != SP_OK) return rc;
+  if ((rc = model_formats(&o)) != SP_OK) return rc;
   bench_topo *t = NULL;
   if ((rc = bench_topo_open(&t)) != SP_OK) return rc;
   bench_row *rows = sp_xcalloc((size_t)total, sizeof *rows);
   bench_meas *meas = sp_xcalloc((size_t)total * (size_t)o.repeat, sizeof *meas);
-  if ((rc = check_devices(&o, &v, t)) == SP_OK) rc = make_rows(&o, &v, t, rows, meas);
+  if ((rc = check_devices(&o, &v, t)) == SP_OK) rc = make_rows(&o, &v, t, rows, meas, total);
   if (rc == SP_OK && !o.dry_run && mkdir(o.dir, 0755) != 0 && errno != EEXIST) {
     sp_log_error("--out: cannot create %s: %s", o.dir, strerror(errno));
     rc = SP_ERR_INPUT;

@@ -18,6 +18,7 @@
 #include "file_read.h"
 #include "json_in.h"
 #include "log.h"
+#include "model_file.h"
 #include "path_check.h"
 #include "safetensors.h"
 
@@ -41,7 +42,12 @@ static void convert_table(cli_opts *t) {
        "blocks' linear weights (self/cross attention q, k, v, o\n"
        "and the FFN's two) in e4m3 with a float32 scale per output\n"
        "channel (amax / 448, round to nearest even, saturating),\n"
-       "the rest bf16 (MODEL.md \"fp8 weights\")"},
+       "the rest bf16 (MODEL.md \"fp8 weights\"); or int8: the\n"
+       "same with int8 codes (amax / 127, round to nearest even,\n"
+       "MODEL.md \"int8 weights\"); or q8_0: GGUF's Q8_0 (ggml's\n"
+       "quantiser; the rest bf16). A GGUF checkpoint's linear\n"
+       "weights keep their formats: bf16 or fp32 here is the\n"
+       "rest's"},
       {OPT_TOKENIZER, "tokenizer", 0, "PATH", NULL, 0,
        "the text encoder's spiece.model or tokenizer.json (needed\n"
        "unless the checkpoint holds a spiece_model tensor)"},
@@ -55,6 +61,7 @@ static void convert_table(cli_opts *t) {
 static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe convert IN.safetensors [IN2 ...] -o OUT.h5 [options]\n"
+          "       staticpipe convert IN.gguf -o OUT.h5 [options]\n"
           "       staticpipe convert --expert high=PATH --expert low=PATH -o OUT.h5 [options]\n"
           "\n"
           "Converts a Wan 2.1 T2V checkpoint, or a Wan 2.1 video VAE, into a staticpipe\n"
@@ -76,6 +83,11 @@ static void usage(const cli_opts *t, FILE *f) {
           "as in diffusers' text_encoder/ and ComfyUI's umt5_xxl_fp16.safetensors, its\n"
           "scaled fp8 form (dequantised), or Wan's own keys) is written as a text encoder\n"
           "file with its tokenizer, for encode.\n"
+          "\n"
+          "A GGUF file of the DiT (ComfyUI-GGUF's Wan files: general.architecture wan,\n"
+          "official or 'model.diffusion_model.' names; one per expert with --expert) keeps\n"
+          "its blocks' linear weights in their formats (Q8_0 ... Q2_K, F16, BF16, F32:\n"
+          "MODEL.md \"GGUF weights\"); the rest is dequantised to --dtype.\n"
           "\n"
           "A LoRA (lora_down/lora_up, lora_A/lora_B or diff keys) is not converted: run\n"
           "applies it as it is (run --lora FILE[:STRENGTH]).\n"
@@ -264,9 +276,10 @@ static int inputs_check(int n, char *const *args, const convert_cli *c) {
   return rc;
 }
 
-/* --dtype fp8 for a checkpoint that is not a DiT. */
-static int fp8_refused(const char *what) {
-  sp_log_error("--dtype fp8: only a DiT has fp8 weights; this %s takes bf16 or fp32", what);
+/* --dtype fp8, int8 or q8_0 for a checkpoint that is not a DiT. */
+static int quant_refused(const char *what, kern_dtype dtype) {
+  sp_log_error("--dtype %s: only a DiT has %s weights; this %s takes bf16 or fp32",
+               cli_dit_dtype_word(dtype), cli_dit_dtype_word(dtype), what);
   return SP_ERR_INPUT;
 }
 
@@ -300,7 +313,8 @@ int cmd_convert(int argc, char **argv) {
   int is_t5 = 0, is_vae = 0;
   rc = rank_convert_is_t5(n, inputs, &is_t5);
   if (rc != SP_OK) return rc;
-  if (is_t5 && dtype == KERN_DTYPE_E4M3) return fp8_refused("text encoder");
+  const int quant = cli_dtype_quantized(dtype);
+  if (is_t5 && quant) return quant_refused("text encoder", dtype);
   if (is_t5) return rank_convert_t5_run(n, inputs, c.tokenizer, c.out, dtype);
   if (c.tokenizer) {
     sp_log_error("convert: --tokenizer is for a text encoder checkpoint; this one is not");
@@ -309,11 +323,11 @@ int cmd_convert(int argc, char **argv) {
   /* A Wan 2.2 VAE before a Wan 2.1 one: both have encoder.* and decoder.* keys. */
   rc = rank_convert_is_vae22(n, inputs, &is_vae);
   if (rc != SP_OK) return rc;
-  if (is_vae && dtype == KERN_DTYPE_E4M3) return fp8_refused("VAE");
+  if (is_vae && quant) return quant_refused("VAE", dtype);
   if (is_vae) return rank_convert_vae22_run(n, inputs, c.out, c.dtype_set ? dtype : KERN_DTYPE_F32);
   rc = rank_convert_is_vae(n, inputs, &is_vae);
   if (rc != SP_OK) return rc;
-  if (is_vae && dtype == KERN_DTYPE_E4M3) return fp8_refused("VAE");
+  if (is_vae && quant) return quant_refused("VAE", dtype);
   if (is_vae)
     return rank_convert_vae_run(n, inputs, c.out, c.dtype_set ? dtype : KERN_DTYPE_F32);
   return rank_convert_run(n, inputs, c.out, dtype, !c.quiet);

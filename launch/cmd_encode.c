@@ -73,6 +73,11 @@ static void usage(const cli_opts *t, FILE *f) {
   fprintf(f,
           "usage: staticpipe encode --t5 T5.h5 --prompt TEXT [--negative TEXT] -o COND.h5\n"
           "       staticpipe encode --t5 T5.h5 --prompts FILE [--negative TEXT] -o DIR\n"
+          "       staticpipe encode --vae VAE --image FILE | --video FILE [--frames N] -o L.h5\n"
+          "\n"
+          "One verb, two encoders: --t5 encodes prompts (below); --vae encodes an image or\n"
+          "a video into latents with the Wan 2.1 VAE encoder (staticpipe encode --vae X\n"
+          "--help lists its options).\n"
           "\n"
           "Encodes prompts with Wan's UMT5-XXL text encoder (CPU fp32, or CUDA bf16) into the --cond\n"
           "files that run reads: dataset context float32 [L, dim] (L = the prompt's tokens,\n"
@@ -393,7 +398,27 @@ static int given(const cli_result *r, int id) {
   return 0;
 }
 
+/* 1 when argv names option name (--NAME X, --NAME=X). */
+static int names_option(int argc, char **argv, const char *name) {
+  const size_t n = strlen(name);
+  for (int i = 1; i < argc; i++)
+    if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, name, n) == 0 &&
+        (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
+      return 1;
+  return 0;
+}
+
 int cmd_encode(int argc, char **argv) {
+  /* --vae: the VAE encoder's command (cmd_encode_vae.c), one encoder per
+   * call */
+  if (names_option(argc, argv, "vae")) {
+    if (names_option(argc, argv, "t5")) {
+      sp_log_error("encode: --t5 and --vae: one encoder per call (--t5 for prompts, --vae for "
+                   "images and videos)");
+      return cli_bad_usage("encode");
+    }
+    return cmd_encode_vae(argc, argv);
+  }
   static const cli_command cmd = {"encode", encode_table, encode_opt, usage, 0};
   encode_cli c = {0};
   cli_result res;

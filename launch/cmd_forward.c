@@ -143,9 +143,7 @@ int cmd_forward(int argc, char **argv) {
   rc = rank_model_open(model, cl.job.verify, &m);
   if (rc != SP_OK) return rc;
   const wan_config *c = &rank_model_get_info(m)->config;
-  if ((rc = job_precision_check(&cl.job, rank_model_get_info(m), dev == RANK_DEVICE_CUDA)) !=
-      SP_OK)
-    goto done;
+  if ((rc = job_precision_check(&cl.job, rank_model_get_info(m))) != SP_OK) goto done;
   if ((rc = job_read_latent(latent_path, "latent", c, NULL, &lat)) != SP_OK) goto done;
   if ((rc = job_read_context(cond_path, "context", c, &ctx)) != SP_OK) goto done;
 
@@ -153,7 +151,9 @@ int cmd_forward(int argc, char **argv) {
                         .head = 1, .prompts = 1, .lat_f = lat.dims[1], .lat_h = lat.dims[2],
                         .lat_w = lat.dims[3], .device = dev, .cuda_device = 0,
                         .attn = cl.job.attn, .profile = cl.job.profile, .act_buffers = 1,
-                        .fp8 = job_precision_fp8(&cl.job, rank_model_get_info(m))};
+                        .precision = job_precision(&cl.job, rank_model_get_info(m))};
+  /* no plan: W8A8's products scratch counted wherever it may be taken */
+  cfg.w8a8_epilogue = cfg.precision != WAN_PRECISION_BF16;
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
   int64_t L = rank_stage_tokens(s);

@@ -2,13 +2,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "log.h"
 #include "model_file.h"
 #include "path_check.h"
+#include "progress.h"
 #include "synth.h"
 #include "t5_file.h"
 #include "tokenizer.h"
@@ -17,7 +17,7 @@
 #include "wan_vae22_schema.h"
 
 enum { OPT_ARCH = JOB_OPT_COUNT, OPT_PRESET, OPT_SEED, OPT_DTYPE, OPT_LAYERS, OPT_TOKENIZER,
-       OPT_OUT, OPT_QUIET, OPT_HELP };
+       OPT_ENCODER, OPT_OUT, OPT_QUIET, OPT_HELP };
 
 static void init_table(cli_opts *t) {
   static const job_option own[] = {
@@ -30,19 +30,27 @@ static void init_table(cli_opts *t) {
        "fp32 for a VAE); a DiT also fp8: the blocks' linear\n"
        "weights quantised to e4m3 per output channel from the\n"
        "bf16 weights (the weights of synth:PRESET:SEED run with\n"
-       "--precision fp8), the rest bf16"},
+       "--precision fp8), the rest bf16; or int8: the same with\n"
+       "int8 codes (scale amax / 127, MODEL.md \"int8 weights\");\n"
+       "or q8_0: GGUF's Q8_0 (ggml's quantiser, the rest bf16; a\n"
+       "quant file, run weight-only)"},
       {OPT_TOKENIZER, "tokenizer", 0, "PATH", NULL, 0,
        "a text encoder's tokenizer (spiece.model or\n"
-       "tokenizer.json), stored in the file (required for a text\n"
-       "encoder: synth: weights have none); its pieces must fit\n"
-       "the vocabulary"},
+       "tokenizer.json), stored in the file; its pieces must fit\n"
+       "the vocabulary (default: umt5-tiny's built-in one;\n"
+       "required for umt5-xxl)"},
       {OPT_LAYERS, "layers", 0, "N", NULL, 0,
        "override the number of blocks of a DiT, 1..1024 (default:\n"
        "the preset's)"},
+      {OPT_ENCODER, "encoder", 0, NULL, NULL, 0,
+       "a Wan 2.1 VAE: write the encoder too (its weights as\n"
+       "synth:PRESET:SEED has them), so the file can encode\n"
+       "images and videos; without it the file holds the decoder\n"
+       "alone (a Wan 2.2 VAE always holds both)"},
       {OPT_OUT, "out", 'o', "FILE", NULL, 0,
        "output file (required); written to a temporary name and\n"
        "renamed into place, so a failure leaves nothing behind"},
-      {OPT_QUIET, "quiet", 'q', NULL, NULL, 0, "no progress lines"},
+      {OPT_QUIET, "quiet", 'q', NULL, NULL, 0, "no progress or info lines"},
       {OPT_HELP, "help", 'h', NULL, NULL, 0, "this text"},
   };
   cli_opts_build(t, NULL, 0, own, (int)(sizeof own / sizeof own[0]));
@@ -57,9 +65,10 @@ static void usage(const cli_opts *t, FILE *f) {
           "name, element index). The presets:\n"
           "  DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b, wan2.1-14b\n"
           "  two experts (Wan 2.2 A14B): wan2.2-a14b, wan2.2-tiny (two wan2.1-tiny DiTs)\n"
-          "  VAE decoder: %s\n"
+          "  Wan 2.1 VAE (the decoder; with --encoder the encoder too): %s\n"
           "  Wan 2.2 VAE (encoder and decoder): %s\n"
-          "  text encoder: %s (with --tokenizer)\n"
+          "  text encoder: %s (umt5-tiny with its built-in tokenizer,\n"
+          "    umt5-xxl with --tokenizer)\n"
           "\n",
           vae_preset_names(), wan_vae22_schema.preset_names(), t5_preset_names());
   cli_opts_usage(t, f);
@@ -70,7 +79,7 @@ typedef struct init_cli {
   const char *arch, *out, *tokenizer;
   uint64_t seed;
   int64_t layers;
-  int quiet, dtype_set;
+  int quiet, dtype_set, encoder;
   kern_dtype dtype;
 } init_cli;
 
@@ -91,6 +100,7 @@ static int init_opt(void *ctx, int id, const char *v) {
     return cli_parse_dit_dtype("--dtype", v, &c->dtype);
   case OPT_LAYERS: return job_parse_int64("--layers", v, 1, 1024, &c->layers);
   case OPT_TOKENIZER: c->tokenizer = v; return SP_OK;
+  case OPT_ENCODER: c->encoder = 1; return SP_OK;
   case OPT_OUT: c->out = v; return SP_OK;
   case OPT_QUIET: c->quiet = 1; return SP_OK;
   default: return CLI_HELP;
@@ -98,15 +108,17 @@ static int init_opt(void *ctx, int id, const char *v) {
 }
 
 /* A text encoder preset: the tensors synth:PRESET:SEED generates (the
- * embedding in parts of rows), with the tokenizer of tok_path. */
+ * embedding in parts of rows), with the tokenizer of tok_path, or when it
+ * is NULL the preset's built-in one. */
 static int init_t5(const char *preset, uint64_t seed, kern_dtype dtype, const char *tok_path,
-                   const char *out, int quiet) {
+                   const char *out) {
   char spec[128], seedstr[32];
   snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
   snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
-  if (!tok_path) {
-    sp_log_error("init: --arch %s is a text encoder: --tokenizer PATH is required (spiece.model "
-                 "or tokenizer.json; it is stored in the file)",
+  const char *builtin = t5_preset_tokenizer(preset);
+  if (!tok_path && !builtin) {
+    sp_log_error("init: --arch %s is a text encoder without a built-in tokenizer: --tokenizer "
+                 "PATH is required (spiece.model or tokenizer.json; it is stored in the file)",
                  preset);
     return SP_ERR_INPUT;
   }
@@ -114,22 +126,26 @@ static int init_t5(const char *preset, uint64_t seed, kern_dtype dtype, const ch
   tok_model *tok = NULL;
   t5_model_writer *w = NULL;
   int rc = t5_model_open(spec, 0, &m);
-  if (rc == SP_OK) rc = tok_model_load(tok_path, &tok);
+  if (rc == SP_OK && tok_path) rc = tok_model_load(tok_path, &tok);
   if (rc != SP_OK) goto out;
   const umt5_config *c = &t5_model_get_info(m)->config;
   const int64_t rows = 4096, cap = umt5_layer_floats(c) > rows * c->dim
                                        ? umt5_layer_floats(c) : rows * c->dim;
   float *buf = sp_xmalloc((size_t)cap * sizeof *buf);
   int32_t *ids = sp_xmalloc((size_t)rows * sizeof *ids);
-  rc = t5_model_writer_open(out, c, dtype, preset, tok, &w);
+  /* without --tokenizer, the one synth: carries (the preset's built-in) */
+  rc = t5_model_writer_open(out, c, dtype, preset, tok ? tok : t5_model_tokenizer(m), &w);
   if (rc == SP_OK) rc = t5_model_writer_attr(w, "synth_seed", seedstr);
   if (rc == SP_OK) rc = t5_model_writer_attr(w, "synth_preset", preset);
+  const uint64_t esize = kern_dtype_size(dtype); /* the bytes of a value in the file */
+  sp_progress_begin("init: writing weights", NULL, (uint64_t)umt5_params(c) * esize);
   for (int64_t r0 = 0; rc == SP_OK && r0 < c->vocab; r0 += rows) {
     const int64_t n = c->vocab - r0 < rows ? c->vocab - r0 : rows;
     for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(r0 + i);
     rc = t5_model_read_embed(m, ids, n, buf);
     if (rc == SP_OK)
       rc = t5_model_writer_put_part(w, "token_embedding.weight", buf, r0 * c->dim, n * c->dim);
+    sp_progress_add((uint64_t)(n * c->dim) * esize);
   }
   const int count = umt5_table_count(c);
   for (int l = 0; rc == SP_OK && l < c->layers; l++) {
@@ -138,20 +154,22 @@ static int init_t5(const char *preset, uint64_t seed, kern_dtype dtype, const ch
       umt5_tensor t;
       umt5_table_entry(c, i, &t);
       if (t.layer == l) rc = t5_model_writer_put(w, t.name, buf + t.offset, t.numel);
+      if (t.layer == l) sp_progress_add((uint64_t)t.numel * esize);
     }
-    if (rc == SP_OK && !quiet)
-      sp_log_info("init: layer %d/%lld written", l + 1, (long long)c->layers);
   }
   if (rc == SP_OK) rc = t5_model_read_norm(m, buf);
   if (rc == SP_OK) rc = t5_model_writer_put(w, "norm.weight", buf, c->dim);
+  sp_progress_add((uint64_t)c->dim * esize);
+  sp_progress_end();
   free(buf);
   free(ids);
   if (rc == SP_OK) {
     rc = t5_model_writer_commit(w);
     w = NULL;
-    if (rc == SP_OK && !quiet)
-      sp_log_info("init: wrote %s (%s, %s, seed %llu, tokenizer %s)", out, preset,
-                  kern_dtype_name(dtype), (unsigned long long)seed, tok_path);
+    if (rc == SP_OK)
+      sp_log_info("init: wrote %s (%s, %s, seed %llu, tokenizer %s%s)", out, preset,
+                  kern_dtype_name(dtype), (unsigned long long)seed,
+                  tok_path ? tok_path : "the built-in ", tok_path ? "" : builtin);
   }
 out:
   if (w) t5_model_writer_abort(w);
@@ -160,45 +178,70 @@ out:
   return rc;
 }
 
-/* A VAE preset: the tensors synth:PRESET:SEED generates, written one by one. */
-static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, const char *out,
-                    int quiet) {
+/* The tensors of table t, read by read from m (packed as t), into wr; the
+ * progress line counts each tensor generated and written (esize bytes a
+ * value in the file). */
+static int put_vae_table(vae_model *m, vae_model_writer *wr, const wan_vae_table *t,
+                         int (*read)(vae_model *, float *, int64_t), uint64_t esize) {
+  float *packed = sp_xmalloc((size_t)t->packed_floats * sizeof *packed);
+  int rc = read(m, packed, t->packed_floats);
+  uint64_t values = 0;
+  for (int i = 0; i < t->count; i++) values += (uint64_t)t->t[i].numel;
+  sp_progress_add(values * esize);
+  for (int i = 0; rc == SP_OK && i < t->count; i++) {
+    rc = vae_model_writer_put(wr, t->t[i].name, packed + t->t[i].offset, t->t[i].numel);
+    sp_progress_add((uint64_t)t->t[i].numel * esize);
+  }
+  free(packed);
+  return rc;
+}
+
+/* A VAE preset: the tensors synth:PRESET:SEED generates, written one by
+ * one: the decoder's, and the encoder's when encoder is set (a file
+ * without them decodes only). */
+static int init_vae(const char *preset, uint64_t seed, kern_dtype dtype, int encoder,
+                    const char *out) {
   char spec[128];
   snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
   vae_model *m = NULL;
   int rc = vae_model_open(spec, 0, &m);
   if (rc != SP_OK) return rc;
-  const wan_vae_config *c = &vae_model_get_info(m)->config;
+  wan_vae_config c = vae_model_get_info(m)->config;
+  c.encoder = encoder;
   static wan_vae_weights w;
-  static wan_vae_table t;
-  wan_vae_table_make(c, &w, &t);
-  float *packed = sp_xmalloc((size_t)t.packed_floats * sizeof *packed);
+  static wan_vae_enc_weights ew;
+  static wan_vae_table t, et;
+  wan_vae_table_make(&c, &w, &t);
+  wan_vae_enc_table_make(&c, &ew, &et);
   vae_model_writer *wr = NULL;
   char seedstr[32];
   snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
-  rc = vae_model_read(m, packed, t.packed_floats);
-  if (rc == SP_OK) rc = vae_model_writer_open(out, c, dtype, preset, &wr);
+  /* progress: each part's weights generated (counted at once), then each written */
+  const uint64_t esize = kern_dtype_size(dtype);
+  const uint64_t values = (uint64_t)t.params + (encoder ? (uint64_t)et.params : 0);
+  sp_progress_begin("init: generating and writing weights", NULL, 2 * values * esize);
+  rc = vae_model_writer_open(out, &c, dtype, preset, &wr);
   if (rc == SP_OK) rc = vae_model_writer_attr(wr, "synth_seed", seedstr);
   if (rc == SP_OK) rc = vae_model_writer_attr(wr, "synth_preset", preset);
-  for (int i = 0; rc == SP_OK && i < t.count; i++)
-    rc = vae_model_writer_put(wr, t.t[i].name, packed + t.t[i].offset, t.t[i].numel);
+  if (rc == SP_OK) rc = put_vae_table(m, wr, &t, vae_model_read, esize);
+  if (rc == SP_OK && encoder) rc = put_vae_table(m, wr, &et, vae_model_read_encoder, esize);
+  sp_progress_end();
   if (rc == SP_OK) {
     rc = vae_model_writer_commit(wr);
-    if (rc == SP_OK && !quiet)
-      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors)", out, preset,
-                  kern_dtype_name(dtype), (unsigned long long)seed, t.count);
+    if (rc == SP_OK)
+      sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors%s)", out, preset,
+                  kern_dtype_name(dtype), (unsigned long long)seed,
+                  t.count + (encoder ? et.count : 0), encoder ? ", with the encoder" : "");
   } else {
     vae_model_writer_abort(wr);
   }
-  free(packed);
   vae_model_close(m);
   return rc;
 }
 
 /* A Wan 2.2 VAE preset: both parts' tensors as synth:PRESET:SEED
  * generates them, written one by one. */
-static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const char *out,
-                      int quiet) {
+static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const char *out) {
   char spec[128], seedstr[32];
   snprintf(spec, sizeof spec, "synth:%s:%llu", preset, (unsigned long long)seed);
   snprintf(seedstr, sizeof seedstr, "%llu", (unsigned long long)seed);
@@ -212,18 +255,29 @@ static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const
   rc = wan_vae22_writer_open(out, c, dtype, preset, &wr);
   if (rc == SP_OK) rc = wan_vae22_writer_attr(wr, "synth_seed", seedstr);
   if (rc == SP_OK) rc = wan_vae22_writer_attr(wr, "synth_preset", preset);
+  /* progress: each part's weights generated (counted at once), then each
+   * tensor written */
+  const uint64_t esize = kern_dtype_size(dtype);
+  sp_progress_begin("init: generating and writing weights", NULL,
+                      2 * (uint64_t)wan_vae22_get_info(m)->size.params * esize);
   for (int p = 0; rc == SP_OK && p < WAN_VAE22_PARTS; p++) {
     wan_vae22_table_make(c, (wan_vae22_part)p, &w, &t);
     float *packed = sp_xmalloc((size_t)t.packed_floats * sizeof *packed);
     rc = wan_vae22_read(m, (wan_vae22_part)p, packed, t.packed_floats);
-    for (int i = 0; rc == SP_OK && i < t.count; i++)
+    uint64_t values = 0;
+    for (int i = 0; i < t.count; i++) values += (uint64_t)t.t[i].numel;
+    sp_progress_add(values * esize);
+    for (int i = 0; rc == SP_OK && i < t.count; i++) {
       rc = wan_vae22_writer_put(wr, (wan_vae22_part)p, t.t[i].name, packed + t.t[i].offset,
                                 t.t[i].numel);
+      sp_progress_add((uint64_t)t.t[i].numel * esize);
+    }
     free(packed);
   }
+  sp_progress_end();
   if (rc == SP_OK) {
     rc = wan_vae22_writer_commit(wr);
-    if (rc == SP_OK && !quiet)
+    if (rc == SP_OK)
       sp_log_info("init: wrote %s (%s, %s, seed %llu, %d tensors)", out, preset,
                   kern_dtype_name(dtype), (unsigned long long)seed,
                   wan_vae22_get_info(m)->size.tensors);
@@ -234,44 +288,48 @@ static int init_vae22(const char *preset, uint64_t seed, kern_dtype dtype, const
   return rc;
 }
 
-/* The buffers of one tensor at a time (init_dit): the generated values
- * (bf16 or fp32), and for an fp8 file their fp32 widening and the bytes
- * the writer quantises them into. */
-typedef struct synth_bufs {
+/* What every tensor of init_dit shares: the writer, the config and
+ * experts, the seed, the file's dtype, and the buffers of one tensor at a
+ * time: the generated values (bf16 or fp32), and for a quantized file
+ * their fp32 widening, which the writer quantises. */
+typedef struct synth_dit {
+  rank_model_writer *w;
+  const wan_config *c;
+  const rank_model_experts *x;
+  uint64_t seed;
+  kern_dtype dtype;
   void *buf, *tmp;
   float *wide;
   size_t cap;
-} synth_bufs;
+} synth_dit;
 
 /* Tensor t of group g, block b, expert e, as synth: generates it, written
- * in the file's dtype: an fp8 file's (dtype E4M3) from the bf16 weights,
- * quantised by the writer (rank_model_writer_put_value). */
-static int put_synth(rank_model_writer *w, const wan_config *c, uint64_t seed,
-                     const rank_model_experts *x, int e, wan_group g, int b, const wan_tensor *t,
-                     kern_dtype dtype, synth_bufs *sb) {
-  const int fp8 = dtype == KERN_DTYPE_E4M3;
-  if (t->bytes > sb->cap) {
-    free(sb->buf);
-    free(sb->tmp);
-    free(sb->wide);
-    sb->cap = t->bytes;
-    sb->buf = sp_xmalloc(sb->cap);
-    sb->tmp = fp8 ? sp_xmalloc(sb->cap) : NULL;
-    sb->wide = fp8 ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
+ * in the file's dtype: a quantized file's (E4M3, I8, Q8_0) from the bf16
+ * weights, quantised by the writer (rank_model_writer_put_value). */
+static int put_synth(synth_dit *d, int e, wan_group g, int b, const wan_tensor *t) {
+  const int quant = cli_dtype_quantized(d->dtype);
+  if (t->bytes > d->cap) {
+    free(d->buf);
+    free(d->tmp);
+    free(d->wide);
+    d->cap = t->bytes;
+    d->buf = sp_xmalloc(d->cap);
+    d->tmp = quant ? sp_xmalloc(d->cap) : NULL;
+    d->wide = quant ? sp_xmalloc((size_t)t->numel * sizeof(float)) : NULL;
   }
-  rank_synth_tensor(c, seed, rank_synth_expert_prefix(x->count, e), g, b, t,
-                    fp8 ? KERN_DTYPE_BF16 : dtype, sb->buf);
-  if (!fp8) return rank_model_writer_put_expert(w, e, g, b, t->name, sb->buf, t->bytes);
-  kern_bf16_to_f32_n(sb->buf, sb->wide, (size_t)t->numel);
-  return rank_model_writer_put_value(w, e, g, b, t->name, sb->wide, sb->tmp);
+  rank_synth_tensor(d->c, d->seed, rank_synth_expert_prefix(d->x->count, e), g, b, t,
+                    quant ? KERN_DTYPE_BF16 : d->dtype, d->buf);
+  if (!quant) return rank_model_writer_put_expert(d->w, e, g, b, t->name, d->buf, t->bytes);
+  kern_bf16_to_f32_n(d->buf, d->wide, (size_t)t->numel);
+  return rank_model_writer_put_value(d->w, e, g, b, t->name, d->wide, d->tmp);
 }
 
 /* A DiT of config c (with x's experts) with synthetic weights: every
- * tensor from rank_synth_tensor, written block by block with a progress
- * line per block. layers_set: --layers changed the preset's count, so the
+ * tensor from rank_synth_tensor, written block by block (progress.h).
+ * layers_set: --layers changed the preset's count, so the
  * file does not name the preset. */
 static int init_dit(const char *arch, const wan_config *c, const rank_model_experts *x,
-                    uint64_t seed, kern_dtype dtype, int layers_set, const char *out, int quiet) {
+                    uint64_t seed, kern_dtype dtype, int layers_set, const char *out) {
   rank_model_writer *w = NULL;
   int rc = rank_model_writer_open_experts(out, c, dtype, layers_set ? "" : arch, x, &w);
   if (rc != SP_OK) return rc;
@@ -280,18 +338,17 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
   if ((rc = rank_model_writer_attr(w, "synth_seed", seedstr)) != SP_OK) goto fail;
   if ((rc = rank_model_writer_attr(w, "synth_preset", arch)) != SP_OK) goto fail;
 
-  /* the tables in the generated dtype (an fp8 file's: bf16) */
-  const int fp8 = dtype == KERN_DTYPE_E4M3;
-  const kern_dtype gen = fp8 ? KERN_DTYPE_BF16 : dtype;
-  synth_bufs sb = {0};
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  double total = 0, done = 0;
+  /* the tables in the generated dtype (a quantized file's: bf16) */
+  const kern_dtype gen = cli_dtype_quantized(dtype) ? KERN_DTYPE_BF16 : dtype;
+  synth_dit d = {.w = w, .c = c, .x = x, .seed = seed, .dtype = dtype};
+  uint64_t total = 0; /* progress: the bytes generated */
   for (int g = 0; g < 3; g++) {
     wan_layout l;
     wan_layout_make(c, (wan_group)g, gen, &l);
-    total += (double)l.data_bytes * (g == WAN_GROUP_BLOCK ? (double)c->layers : 1.0) * x->count;
+    total += (uint64_t)l.data_bytes * (g == WAN_GROUP_BLOCK ? (uint64_t)c->layers : 1) *
+             (uint64_t)x->count;
   }
+  sp_progress_begin("init: writing weights", NULL, total);
   for (int e = 0; e < x->count && rc == SP_OK; e++)
   for (int g = 0; g < 3 && rc == SP_OK; g++) {
     wan_layout l;
@@ -299,26 +356,19 @@ static int init_dit(const char *arch, const wan_config *c, const rank_model_expe
     int nb = g == WAN_GROUP_BLOCK ? (int)c->layers : 1;
     for (int b = 0; b < nb && rc == SP_OK; b++) {
       for (int i = 0; i < l.count && rc == SP_OK; i++) {
-        rc = put_synth(w, c, seed, x, e, (wan_group)g, b, &l.t[i], dtype, &sb);
-        done += (double)l.t[i].bytes;
-      }
-      if (!quiet && (g == WAN_GROUP_BLOCK)) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        sp_log_info("init: %s%sblock %d/%lld written, %.2f of %.2f GB, %.0f MB/s",
-                    rank_model_expert_name(x->count, e), x->count > 1 ? " expert, " : "", b + 1,
-                    (long long)c->layers, done / 1e9, total / 1e9, s > 0 ? done / 1e6 / s : 0.0);
+        rc = put_synth(&d, e, (wan_group)g, b, &l.t[i]);
+        sp_progress_add(l.t[i].bytes);
       }
     }
   }
-  free(sb.buf);
-  free(sb.tmp);
-  free(sb.wide);
+  sp_progress_end();
+  free(d.buf);
+  free(d.tmp);
+  free(d.wide);
   if (rc != SP_OK) goto fail;
   rc = rank_model_writer_commit(w);
-  if (rc == SP_OK && !quiet) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
-                                         fp8 ? "fp8" : kern_dtype_name(dtype),
-                                         (unsigned long long)seed);
+  if (rc == SP_OK) sp_log_info("init: wrote %s (%s, %s, seed %llu)", out, arch,
+                               rank_model_root_of(dtype), (unsigned long long)seed);
   return rc;
 fail:
   rank_model_writer_abort(w);
@@ -334,7 +384,8 @@ int cmd_init(int argc, char **argv) {
   const char *arch = cl.arch, *out = cl.out, *tokenizer = cl.tokenizer;
   const uint64_t seed = cl.seed;
   const int64_t layers = cl.layers;
-  const int quiet = cl.quiet, dtype_set = cl.dtype_set;
+  const int dtype_set = cl.dtype_set, encoder = cl.encoder;
+  if (cl.quiet) sp_log_set_level(0); /* warnings and errors only: no info or progress lines */
   const kern_dtype dtype = cl.dtype;
   if (!arch || !out) {
     sp_log_error("init: %s is required", !arch ? "--arch" : "--out");
@@ -347,9 +398,15 @@ int cmd_init(int argc, char **argv) {
   wan_vae_config vc;
   wan_vae22_config v22;
   const int is_vae22 = wan_vae22_schema.preset(arch, &v22) == 0;
-  if (dtype == KERN_DTYPE_E4M3 &&
+  if (cli_dtype_quantized(dtype) &&
       (t5_preset(arch, &tc) == 0 || vae_preset(arch, &vc) == 0 || is_vae22)) {
-    sp_log_error("--dtype fp8: only a DiT has fp8 weights; %s takes bf16 or fp32", arch);
+    sp_log_error("--dtype %s: only a DiT has %s weights; %s takes bf16 or fp32",
+                 cli_dit_dtype_word(dtype), cli_dit_dtype_word(dtype), arch);
+    return SP_ERR_INPUT;
+  }
+  if (encoder && vae_preset(arch, &vc) != 0 && !is_vae22) {
+    sp_log_error("--encoder: %s is not a VAE (%s, %s are)", arch, vae_preset_names(),
+                 wan_vae22_schema.preset_names());
     return SP_ERR_INPUT;
   }
   if (t5_preset(arch, &tc) == 0) {
@@ -359,7 +416,7 @@ int cmd_init(int argc, char **argv) {
     }
     if (tokenizer && rank_path_check_input("--tokenizer", tokenizer, RANK_PATH_FILE) != SP_OK)
       return SP_ERR_INPUT;
-    return init_t5(arch, seed, dtype, tokenizer, out, quiet);
+    return init_t5(arch, seed, dtype, tokenizer, out);
   }
   if (tokenizer) {
     sp_log_error("--tokenizer: %s is not a text encoder (%s are)", arch, t5_preset_names());
@@ -370,14 +427,14 @@ int cmd_init(int argc, char **argv) {
       sp_log_error("--layers: %s is a VAE decoder, which has no blocks to count", arch);
       return SP_ERR_INPUT;
     }
-    return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
+    return init_vae(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, encoder, out);
   }
   if (is_vae22) {
     if (layers) {
       sp_log_error("--layers: %s is a VAE, which has no blocks to count", arch);
       return SP_ERR_INPUT;
     }
-    return init_vae22(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out, quiet);
+    return init_vae22(arch, seed, dtype_set ? dtype : KERN_DTYPE_F32, out);
   }
   wan_config c;
   rank_model_experts x;
@@ -388,5 +445,5 @@ int cmd_init(int argc, char **argv) {
     return SP_ERR_INPUT;
   }
   if (layers) c.layers = layers;
-  return init_dit(arch, &c, &x, seed, dtype, layers != 0, out, quiet);
+  return init_dit(arch, &c, &x, seed, dtype, layers != 0, out);
 }

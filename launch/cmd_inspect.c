@@ -24,7 +24,8 @@ static void inspect_table(cli_opts *t) {
       {OPT_JSON, "json", 'j', NULL, NULL, 0,
        "JSON on stdout (keys arch, preset, dtype, config,\n"
        "num_blocks, block_bytes, embed_bytes, head_bytes (per\n"
-       "expert), total_bytes, experts, defaults (two experts:\n"
+       "expert), total_bytes, formats (per stored format:\n"
+       "tensors, bytes), experts, defaults (two experts:\n"
        "boundary, cfg, shift, steps), checksum; for a VAE: arch,\n"
        "preset, dtype, config, mid_dim, level_dims, tensors,\n"
        "params, file_bytes, checksum; for a text encoder: arch,\n"
@@ -42,9 +43,12 @@ static void usage(const cli_opts *t, FILE *f) {
           "\n"
           "Prints a model's arch, config, blocks, bytes per block, embeddings, head, total,\n"
           "dtype and checksum. Reads metadata only: no weights are read or generated.\n"
-          "A DiT's dtype is bf16, fp32 or fp8 (the blocks' linear weights e4m3 with a scale\n"
-          "per output channel, the rest bf16; its block bytes count the scales; --verify\n"
-          "also checks every scale is finite and positive).\n"
+          "A DiT's dtype is bf16, fp32, fp8 or int8 (the blocks' linear weights e4m3 or\n"
+          "int8 with a scale per output channel, the rest bf16; its block bytes count the\n"
+          "scales; --verify also checks every scale is finite and positive), or quant /\n"
+          "quant-fp32 (a GGUF checkpoint's: the blocks' linear weights in GGUF's formats,\n"
+          "q8_0 ... q2_k, fp16, bf16, fp32, as it held them; the rest bf16 or fp32). The\n"
+          "formats line counts the tensors and bytes stored in each format.\n"
           "MODEL is a model file or synth:PRESET[:SEED]; a VAE decoder (a file made by\n"
           "convert or init, or synth:wan2.1-vae, synth:wan2.1-vae-tiny) is shown with its\n"
           "config, widths per level, tensors, parameters, bytes, dtype and checksum; a\n"
@@ -67,6 +71,30 @@ static int inspect_opt(void *ctx, int id, const char *value) {
   if (id == OPT_JSON) c->json = 1;
   if (id == OPT_VERIFY) c->verify = 1;
   return SP_OK;
+}
+
+/* The tensors and bytes stored in each format: {"bf16": {"tensors", "bytes"}, ...}. */
+static json_object *formats_json(const rank_model *m) {
+  rank_model_format_count fc[KERN_DTYPE_COUNT];
+  const int nf = rank_model_format_counts(m, fc);
+  json_object *fo = json_object_new_object();
+  for (int k = 0; k < nf; k++) {
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "tensors", json_object_new_int(fc[k].tensors));
+    json_object_object_add(e, "bytes", json_object_new_int64((int64_t)fc[k].bytes));
+    json_object_object_add(fo, kern_dtype_name(fc[k].dtype), e);
+  }
+  return fo;
+}
+
+/* "formats    bf16 N tensors X MB, q4_k ...": the same as one line. */
+static void formats_print(const rank_model *m) {
+  rank_model_format_count fc[KERN_DTYPE_COUNT];
+  const int nf = rank_model_format_counts(m, fc);
+  printf("formats   ");
+  for (int k = 0; k < nf; k++)
+    printf(" %s %d tensor%s %.2f MB%s", kern_dtype_name(fc[k].dtype), fc[k].tensors,
+           fc[k].tensors == 1 ? "" : "s", (double)fc[k].bytes / 1e6, k + 1 < nf ? "," : "\n");
 }
 
 static json_object *config_json(const wan_config *c) {
@@ -183,6 +211,12 @@ static int inspect_vae(const char *spec, int json, int verify) {
     json_object_object_add(o, "mid_dim", json_object_new_int64(wan_vae_level_dim(c, -1)));
     json_object_object_add(o, "level_dims", ld);
     json_object_object_add(o, "out_scale", json_object_new_int64(wan_vae_out_scale(c)));
+    if (c->encoder) { /* absent: the file decodes only (its output as before the encoder) */
+      json_object *enc = json_object_new_object();
+      json_object_object_add(enc, "tensors", json_object_new_int(in->enc_tensors));
+      json_object_object_add(enc, "params", json_object_new_int64(in->enc_params));
+      json_object_object_add(o, "encoder", enc);
+    }
     size_json(o, &in->size);
     json_object_object_add(o, "fp32_bytes", json_object_new_int64(read_bytes));
     json_object_object_add(o, "checksum", json_object_new_string(in->id.checksum));
@@ -193,13 +227,19 @@ static int inspect_vae(const char *spec, int json, int verify) {
     int_list(c->dim_mult, c->n_mult, dm, sizeof dm);
     int_list(levels, c->n_mult, ld, sizeof ld);
     int_list(temporal, c->n_mult - 1, tu, sizeof tu);
-    id_print(&in->id, " (VAE decoder)", kern_dtype_name(in->id.dtype), "");
+    id_print(&in->id, c->encoder ? " (VAE decoder and encoder)" : " (VAE decoder)",
+             kern_dtype_name(in->id.dtype), "");
     printf("config     dim %lld, z_dim %lld, dim_mult (%s), num_res_blocks %lld, "
            "temporal_up (%s)\n",
            (long long)c->dim, (long long)c->z_dim, dm, (long long)c->num_res_blocks, tu);
     printf("widths     middle %lld; levels %s\n", (long long)wan_vae_level_dim(c, -1), ld);
     printf("video      1 + %lld (F - 1) frames from F latent frames, %lldx height and width\n",
            (long long)(wan_vae_out_frames(c, 2) - 1), (long long)wan_vae_out_scale(c));
+    if (c->encoder)
+      printf("encoder    yes: %d tensors, %lld parameters (encode --vae takes this file)\n",
+             in->enc_tensors, (long long)in->enc_params);
+    else
+      printf("encoder    none: this file decodes only\n");
     printf("tensors    %d, %lld parameters\n", in->size.tensors, (long long)in->size.params);
     if (in->id.synthetic)
       printf("bytes      none stored (synthetic); %lld as fp32 when read\n", (long long)read_bytes);
@@ -370,7 +410,8 @@ static int inspect_t5(const char *spec, int json, int verify) {
            "host memory for %d tokens\n",
            (long long)layer_bytes, (double)host / (1 << 30), TOK_CONTEXT);
     if (in->tok_pieces)
-      printf("tokenizer  %d pieces (stored)\n", in->tok_pieces);
+      printf("tokenizer  %d pieces (%s)\n", in->tok_pieces,
+             in->id.synthetic ? "built in" : "stored");
     else
       printf("tokenizer  none (synthetic: encode --tokenizer PATH)\n");
     printf("checksum   %s\n", in->id.checksum);
@@ -409,9 +450,7 @@ int cmd_inspect(int argc, char **argv) {
   size_t embed = rank_model_layout(m, WAN_GROUP_EMBED)->data_bytes;
   size_t head = rank_model_layout(m, WAN_GROUP_HEAD)->data_bytes;
   const rank_model_experts *x = &in->experts;
-  unsigned long long total =
-      ((unsigned long long)block * (unsigned long long)c->layers + embed + head) *
-      (unsigned long long)x->count;
+  unsigned long long total = rank_model_total_bytes(m);
   if (json) {
     json_object *o = id_json(&in->id, rank_model_dtype_name(in));
     json_object_object_add(o, "config", config_json(c));
@@ -419,8 +458,10 @@ int cmd_inspect(int argc, char **argv) {
     json_object_object_add(o, "block_params", json_object_new_int64(wan_block_params(c)));
     json_object *arr = json_object_new_array();
     for (int64_t b = 0; b < c->layers; b++)
-      json_object_array_add(arr, json_object_new_int64((int64_t)block));
+      json_object_array_add(arr,
+                            json_object_new_int64((int64_t)rank_model_block_bytes(m, 0, (int)b)));
     json_object_object_add(o, "block_bytes", arr);
+    json_object_object_add(o, "formats", formats_json(m));
     json_object_object_add(o, "embed_bytes", json_object_new_int64((int64_t)embed));
     json_object_object_add(o, "head_bytes", json_object_new_int64((int64_t)head));
     json_object_object_add(o, "total_bytes", json_object_new_int64((int64_t)total));
@@ -440,9 +481,13 @@ int cmd_inspect(int argc, char **argv) {
     json_object_put(o);
   } else {
     id_print(&in->id, "", rank_model_dtype_name(in),
-             in->fp8 ? " (the blocks' linear weights e4m3 with a float32 scale per output "
-                       "channel, every other tensor bf16)"
-                     : "");
+             in->fp8    ? " (the blocks' linear weights e4m3 with a float32 scale per output "
+                          "channel, every other tensor bf16)"
+             : in->precision == WAN_PRECISION_INT8
+                 ? " (the blocks' linear weights int8 with a float32 scale per output "
+                   "channel, every other tensor bf16)"
+             : in->quant ? " (the blocks' linear weights in GGUF's formats, as stored)"
+                         : "");
     printf("config     dim %lld, ffn_dim %lld, heads %lld x %lld, layers %lld, in/out %lld/%lld,\n"
            "           patch (%lld,%lld,%lld), text_len %lld, text_dim %lld, freq_dim %lld, eps %g\n",
            (long long)c->dim, (long long)c->ffn_dim, (long long)c->heads,
@@ -456,11 +501,16 @@ int cmd_inspect(int argc, char **argv) {
       printf("defaults   cfg %g,%g (high,low), shift %g, %d steps\n", x->cfg[0], x->cfg[1],
              x->shift, x->steps);
     }
-    printf("blocks     %lld x %zu bytes (%lld parameters each, %.1f MB)\n", (long long)c->layers,
-           block, (long long)wan_block_params(c), (double)block / 1e6);
+    if (block == rank_model_block_bytes(m, 0, 0))
+      printf("blocks     %lld x %zu bytes (%lld parameters each, %.1f MB)\n",
+             (long long)c->layers, block, (long long)wan_block_params(c), (double)block / 1e6);
+    else
+      printf("blocks     %lld of up to %zu bytes (%lld parameters each, %.1f MB)\n",
+             (long long)c->layers, block, (long long)wan_block_params(c), (double)block / 1e6);
     printf("embed      %zu bytes\n", embed);
     printf("head       %zu bytes\n", head);
     printf("total      %llu bytes (%.2f GB)\n", total, (double)total / 1e9);
+    formats_print(m);
     printf("checksum   %s\n", in->id.checksum);
   }
   rank_model_close(m);

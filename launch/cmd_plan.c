@@ -388,11 +388,24 @@ static void print_header(const plan_cli *cl, const rank_model_info *info, const 
   const long long frames = wl->frames, height = wl->height, width = wl->width, batch = cl->batch;
   uint64_t blocks = 0;
   for (int i = 0; i < pm->num_blocks; i++) blocks += bb[i];
-  const int fp8 = job_precision_fp8(&cl->job, info) && dtype_bytes == 2;
+  const wan_precision prec = job_precision(&cl->job, info);
+  const char *how = dtype_bytes != 2                 ? "fp32"
+                    : prec == WAN_PRECISION_FP8      ? "blocks' linear weights fp8 e4m3 with "
+                                                       "their scales (W8A8), the rest bf16"
+                    : prec == WAN_PRECISION_INT8     ? "blocks' linear weights int8 with their "
+                                                       "scales (W8A8), the rest bf16"
+                    : info->quant ? "blocks' linear weights as stored (dequantised for each "
+                                    "GEMM), the rest bf16"
+                                  : "bf16";
   printf("# model %s: %d blocks, %.2f GB of blocks + %.2f GB embeddings/head (%s on the GPU)\n",
-         model, pm->num_blocks, blocks / GIB, (pm->embed_bytes + pm->head_bytes) / GIB,
-         fp8 ? "blocks' linear weights fp8 e4m3 with their scales, the rest bf16"
-             : dtype_bytes == 2 ? "bf16" : "fp32");
+         model, pm->num_blocks, blocks / GIB, (pm->embed_bytes + pm->head_bytes) / GIB, how);
+  if (dtype_bytes == 2 && pm->dequant_bytes)
+    printf("# weight-only: one %.3f GB bf16 scratch each weight is dequantised into before its "
+           "GEMM\n", pm->dequant_bytes / GIB);
+  if (dtype_bytes == 2 && pm->w8a8)
+    printf("# W8A8: inputs quantised per token into code and scale buffers%s\n",
+           pm->w8a8_epilogue ? ", products through an fp32 scratch (int8, or fp8 on a GPU other "
+                               "than sm_90)" : "; cuBLASLt applies the scales (every GPU sm_90)");
   if (info->experts.count > 1)
     printf("# 2 experts (high and low noise): the sizes count both; each rank holds both "
            "experts' blocks of its range (resident), or one device copy swapped at the switch "
@@ -536,7 +549,7 @@ int cmd_plan(int argc, char **argv) {
   job_plan_req r = {.p = &cl.job, .m = m, .weight_bytes = cl.dtype_bytes, .devs = devs,
                     .nranks = (int)cl.nranks, .po = cl.po,
                     .cache = cl.job.job.cache.method != RANK_CACHE_OFF};
-  if ((rc = job_params_apply_model(&cl.job, info, 0)) != SP_OK) goto out;
+  if ((rc = job_params_apply_model(&cl.job, info)) != SP_OK) goto out;
   r.wl = job_workload(&cl.job.job, &info->config, (int)cl.batch);
   if ((rc = decoder_bytes(&cl, &r.wl, &r.po)) != SP_OK) goto out;
   plan_model pm;

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "job_session.h"
 #include "jobs.h"
+#include "json_out.h"
 #include "log.h"
 
 enum { O_HELP = JOB_OPT_COUNT };
@@ -88,7 +89,7 @@ static void json_int(json_object *o, const char *key, uint64_t v) {
 static json_object *rank_json(const comm_world *w, int r, const job_rank_stats *a) {
   json_object *o = json_object_new_object();
   json_object_object_add(o, "rank", json_object_new_int(r));
-  json_object_object_add(o, "host", json_object_new_string(w->hosts[r]));
+  json_object_object_add(o, "host", io_json_string(w->hosts[r]));
   json_object_object_add(o, "first_block", json_object_new_int(a->first));
   json_object_object_add(o, "last_block", json_object_new_int(a->last));
   json_int(o, "bytes_loaded", a->bytes_loaded);
@@ -141,8 +142,8 @@ static void print_json(const comm_world *w, const plan *p, const job_rank_stats 
                        const job_session *s, const job_spec *j) {
   json_object *root = json_object_new_object();
   if (j->prompt[0]) { /* the texts the run encoded ("" negative: Wan's own) */
-    json_object_object_add(root, "prompt", json_object_new_string(j->prompt));
-    json_object_object_add(root, "negative", json_object_new_string(j->negative));
+    json_object_object_add(root, "prompt", io_json_string(j->prompt));
+    json_object_object_add(root, "negative", io_json_string(j->negative));
   }
   size_t cap = 1 << 16;
   char *pj = sp_xmalloc(cap);

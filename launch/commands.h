@@ -13,6 +13,9 @@ int cmd_plan(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
 int cmd_encode(int argc, char **argv);
+/* encode --vae: images and videos to latents (cmd_encode_vae.c); cmd_encode
+ * hands its arguments here when they name --vae. */
+int cmd_encode_vae(int argc, char **argv);
 int cmd_commcheck(int argc, char **argv);
 
 #endif

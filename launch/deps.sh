@@ -32,7 +32,9 @@ need_pkg libopenmpi-dev command -v mpicc
 need_pkg openmpi-bin command -v mpirun
 need_pkg libhdf5-dev have_header hdf5/serial/hdf5.h
 need_pkg libjson-c-dev have_header json-c/json.h
-need_pkg libpng-dev have_header png.h   # PNG frames
+need_pkg libpng-dev have_header png.h   # PNG frames and images
+need_pkg libjpeg-dev have_header jpeglib.h   # JPEG images (libjpeg-turbo; optional at build time)
+need_pkg libjpeg-turbo-progs command -v djpeg   # tests: the JPEG decoder's reference
 # Video files: FFmpeg's headers to build against; its libraries are opened
 # only when a video file is written, so a machine without them still runs
 # staticpipe. The ffmpeg package (ffprobe, ffmpeg) checks the files in tests.

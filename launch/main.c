@@ -22,7 +22,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "sweep run over ranks, budgets, frames and sizes; JSON, CSV, table, plot"},
     {"run", cmd_run, "sample a clip (one process, or mpirun -np N for a pipeline)"},
     {"plan", cmd_plan, "dry-run the split of a model over GPUs you may not have (no GPU, no MPI)"},
-    {"encode", cmd_encode, "prompts to --cond files through the UMT5-XXL text encoder (CPU)"},
+    {"encode", cmd_encode, "prompts to --cond files (UMT5-XXL, --t5); images, videos to latents (--vae)"},
     {"decode", cmd_decode, "latents to video (.mp4, .h5, PNG frames) through the Wan VAE decoder"},
     {"forward", cmd_forward, "one DiT forward on given inputs (checks a conversion)"},
     {"commcheck", cmd_commcheck, "check the transports between ranks byte by byte, with bandwidth (mpirun)"},

@@ -43,6 +43,11 @@ static const char *const buf_names[PLAN_BUF_KINDS] = {
     [PLAN_BUF_CACHE_RES] = "step cache residuals",
     [PLAN_BUF_CACHE_IN] = "step cache inputs",
     [PLAN_BUF_CACHE_NEG] = "step cache gate",
+    [PLAN_BUF_DEQUANT] = "dequantised weight",
+    [PLAN_BUF_XQ] = "quantised input",
+    [PLAN_BUF_XS] = "quantised input's scales",
+    [PLAN_BUF_XHAT] = "quantised input dequantised",
+    [PLAN_BUF_W8A8_ACC] = "W8A8 products",
 };
 
 uint64_t plan_layout_cache_bytes(int prompts, int64_t tokens, int64_t dim) {
@@ -244,6 +249,26 @@ static void take_step_cache(carver *c) {
   if (s->cache && s->has_embed && !s->has_head) take(c, PLAN_BUF_CACHE_IN, 0, cache);
 }
 
+/* Quantized weights (MODEL.md "Quantized weights on the GPU"): the
+ * weight-only path's dequantised weight; W8A8's input codes (1 byte each)
+ * and token scales for the most rows a linear layer takes (a chunk, or the
+ * context's C), the bf16 copy of the quantised input that bypassed LoRA
+ * pairs read, and the fp32 products of the epilogue path (a chunk's rows
+ * times ffn_dim, or the context's times dim). */
+static void take_quant(carver *c) {
+  const plan_stage_shape *s = c->s;
+  if (s->dequant_bytes) take(c, PLAN_BUF_DEQUANT, 0, s->dequant_bytes);
+  if (!s->w8a8) return;
+  const uint64_t rq = c->R > c->C ? c->R : c->C, kmax = c->F > c->D ? c->F : c->D;
+  take(c, PLAN_BUF_XQ, 0, mul(c, rq, kmax));
+  take(c, PLAN_BUF_XS, 0, mul(c, rq, 4));
+  if (s->lora_elems && s->lora_rank > 0) take(c, PLAN_BUF_XHAT, 0, mul(c, mul(c, rq, kmax), 2));
+  if (s->w8a8_epilogue) {
+    const uint64_t blk = mul(c, c->R, kmax), ctx = mul(c, c->C, c->D);
+    take(c, PLAN_BUF_W8A8_ACC, 0, mul(c, blk > ctx ? blk : ctx, 4));
+  }
+}
+
 /* The prefetch slots of the streamed blocks into *slots; PLAN_OK or
  * plan_fail's status. */
 static int count_slots(const plan_stage_shape *s, int nstreamed, int *slots, char *err,
@@ -311,6 +336,7 @@ int plan_layout_make(const plan_stage_shape *s, plan_layout *out, char *err, siz
   take_lora(&c);
   take_ulysses(&c);
   take_step_cache(&c);
+  take_quant(&c);
   if (c.over) return plan_fail(err, errlen, "layout: the arena's size overflows 64 bits");
   l->nstreamed = nstreamed;
   l->slots = slots;
@@ -362,6 +388,9 @@ void plan_stage_shape_of(const plan_model *m, const plan_workload *w, const plan
       .lora_elems = m->lora_block_elems,
       .lora_rank = m->lora_rank,
       .cache = m->cache,
+      .dequant_bytes = m->dequant_bytes,
+      .w8a8 = m->w8a8,
+      .w8a8_epilogue = m->w8a8_epilogue,
   };
   *out = s;
 }

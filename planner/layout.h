@@ -33,10 +33,10 @@ extern "C" {
 #define PLAN_LAYOUT_MAX_EXPERTS 2
 /* Buffers of one layout at most: every block (each expert's weights and
  * LoRA pairs), slot and activation buffer, each expert's embedding, head
- * and cross-attention k, v, and the 19 others (24: room to spare). */
+ * and cross-attention k, v, and the 24 others (32: room to spare). */
 #define PLAN_LAYOUT_MAX                                                                        \
   (2 * PLAN_LAYOUT_MAX_EXPERTS * PLAN_MAX_BLOCKS + PLAN_LAYOUT_MAX_SLOTS +                     \
-   PLAN_LAYOUT_MAX_ACT + 4 * PLAN_LAYOUT_MAX_EXPERTS + 24)
+   PLAN_LAYOUT_MAX_ACT + 4 * PLAN_LAYOUT_MAX_EXPERTS + 32)
 /* Scores the simple attention backend may hold at once: as many query rows
  * per chunk as this many bytes of scratch hold (at least one). */
 #define PLAN_ATTN_SCRATCH_CAP ((uint64_t)1 << 30)
@@ -81,6 +81,15 @@ typedef enum plan_buf {
                            its way to the last stage (first stage, when not also last) */
   PLAN_BUF_CACHE_NEG,   /* [cache_neg] (dim) fp32 of -1: the gate that makes the gated add
                            subtract (the residual, last stage) */
+  PLAN_BUF_DEQUANT,     /* [wdq] bf16: a block's weight dequantised right before its GEMM (the
+                           weight-only path: plan_model.dequant_bytes) */
+  PLAN_BUF_XQ,          /* [xq] (max(rows, text_len), max(dim, ffn_dim)) e4m3 or int8: a linear
+                           layer's input quantised per token (W8A8) */
+  PLAN_BUF_XS,          /* [xs] (max(rows, text_len)) fp32: its tokens' scales */
+  PLAN_BUF_XHAT,        /* [xhat] (max(rows, text_len), max(dim, ffn_dim)) bf16: the quantised
+                           input dequantised, the bypassed LoRA pairs' input (W8A8 with LoRAs) */
+  PLAN_BUF_W8A8_ACC,    /* [wacc] fp32 (max(rows x ffn_dim, text_len x dim)): the W8A8
+                           products before their scales (w8a8_epilogue) */
   PLAN_BUF_KINDS
 } plan_buf;
 
@@ -116,6 +125,9 @@ typedef struct plan_stage_shape {
   uint64_t lora_elems;
   int64_t lora_rank;
   int cache; /* step caching (plan_model.cache) */
+  /* quantized weights (plan_model's dequant_bytes, w8a8, w8a8_epilogue) */
+  uint64_t dequant_bytes;
+  int w8a8, w8a8_epilogue;
 } plan_stage_shape;
 
 typedef struct plan_buffer {

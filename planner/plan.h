@@ -57,7 +57,23 @@ typedef struct plan_model {
    * per micro-batch of a step, the first a copy of each one's input
    * (layout.h, plan_layout_cache_bytes). */
   int cache;
+  /* Quantized weights on a CUDA stage (MODEL.md "Quantized weights on the
+   * GPU"; 0: none). dequant_bytes: the weight-only path's one bf16 buffer
+   * that a block's weights are dequantised into right before each GEMM
+   * (its largest such weight). w8a8: the linear layers run W8A8
+   * (PLAN_W8A8_FP8 or _INT8): each input quantised per token into a
+   * (rows, in) code buffer with (rows) scales, with bypassed LoRAs also
+   * its dequantised bf16 copy (rows, in). w8a8_epilogue: the products go
+   * through an fp32 (rows, out) scratch before their scales (int8; fp8 on
+   * a GPU other than sm_90). Block bytes then count the stored formats
+   * (block_bytes). */
+  uint64_t dequant_bytes;
+  int w8a8;
+  int w8a8_epilogue;
 } plan_model;
+
+/* plan_model.w8a8. */
+enum { PLAN_W8A8_NONE = 0, PLAN_W8A8_FP8 = 1, PLAN_W8A8_INT8 = 2 };
 
 /* One expert's share of bytes counted for every expert of m. */
 static inline uint64_t plan_expert_bytes(const plan_model *m, uint64_t bytes) {
@@ -261,6 +277,8 @@ typedef struct plan {
   plan_rank r[PLAN_MAX_RANKS];
   uint8_t streamed[PLAN_MAX_BLOCKS]; /* 1 = block is streamed from host */
   double predicted_step_ms;        /* whole pipeline, one step (all micro-batches) */
+  int w8a8_epilogue;               /* the model's (plan_model.w8a8_epilogue): every CUDA
+                                      stage lays its arena out with it */
 } plan;
 
 /* Computes the optimal plan. Fails with PLAN_EINVAL for bad inputs and

@@ -250,9 +250,9 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
 }
 
 /* ---- binary --------------------------------------------------------------
- * "SPPL", u32 version 5, u32 nranks, u32 num_blocks, i64 tokens,
+ * "SPPL", u32 version 6, u32 nranks, u32 num_blocks, i64 tokens,
  * u32 micro_batches, u32 chunked, f64 predicted_step_ms, u32 replicas,
- * u32 stages, u32 seq (the grid; stages = nranks), then per rank:
+ * u32 stages, u32 seq (the grid; stages = nranks), u32 w8a8 epilogue, then per rank:
  * device[64], i32 first, last, resident, streamed, embed, head, depth, order,
  * i64 chunk rows, u64 weight, slots, streamed bytes, act,
  * reserve, decoder, peak, budget, f64 ms, i32 experts mode, f64 switch ms; then
@@ -260,10 +260,11 @@ size_t plan_format_json(const plan *p, char *buf, size_t cap) {
  * Fixed widths and little-endian, independent of the host's struct layout. */
 
 #define WIRE_MAGIC "SPPL"
-#define WIRE_VERSION 5u /* 2: the order of work per rank; 3: one chunk rows per rank;
+#define WIRE_VERSION 6u /* 2: the order of work per rank; 3: one chunk rows per rank;
                            4: the decoder's bytes per rank; 5: the grid, and the
-                           experts mode and predicted switch time per rank */
-#define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8 + 3 * 4)
+                           experts mode and predicted switch time per rank; 6: the
+                           W8A8 epilogue flag */
+#define WIRE_HEAD (4 + 4 + 4 + 4 + 8 + 4 + 4 + 8 + 3 * 4 + 4)
 #define WIRE_RANK (PLAN_NAME_LEN + 8 * 4 + 8 + 8 * 8 + 8 + 4 + 8)
 
 _Static_assert(WIRE_HEAD + PLAN_MAX_RANKS * WIRE_RANK + PLAN_MAX_BLOCKS <= PLAN_WIRE_MAX,
@@ -308,6 +309,7 @@ int plan_encode(const plan *p, uint8_t *buf, size_t cap, size_t *len, char *err,
   put(&w, (uint32_t)g.replicas, 4);
   put(&w, (uint32_t)g.stages, 4);
   put(&w, (uint32_t)g.seq, 4);
+  put(&w, (uint32_t)(p->w8a8_epilogue != 0), 4);
   for (int r = 0; r < p->nranks; r++) {
     const plan_rank *q = &p->r[r];
     char name[PLAN_NAME_LEN];
@@ -401,6 +403,9 @@ int plan_decode(const uint8_t *buf, size_t len, plan *out, char *err, size_t err
                        PLAN_MAX_RANKS);
   }
   p.grid = (plan_grid){(int)gv[0], (int)gv[1], (int)gv[2]};
+  const uint32_t epi = (uint32_t)get(&r, 4);
+  if (epi > 1) return plan_fail(err, errlen, "plan message: W8A8 epilogue flag %u", epi);
+  p.w8a8_epilogue = (int)epi;
   for (uint32_t k = 0; k < nranks; k++) {
     plan_rank *q = &p.r[k];
     q->rank = (int)k;

@@ -340,6 +340,7 @@ static void fill_plan(split_ctx *c, const plan_device *devs, const int *first, p
   p->num_blocks = c->B;
   p->tokens = plan_tokens(c->w);
   p->micro_batches = c->w->micro_batches;
+  p->w8a8_epilogue = c->m->w8a8_epilogue != 0;
   double stage_ms[PLAN_MAX_RANKS];
   for (int r = 0; r < c->R; r++) {
     int a = first[r], b = r + 1 < c->R ? first[r + 1] - 1 : c->B - 1;

@@ -77,6 +77,7 @@ static void cached(walker *k, int64_t c) {
   }
   l->cache_c[l->n_cache] = c;
   l->cache_hw[l->n_cache] = k->hw;
+  l->cache_t[l->n_cache] = PLAN_VAE_CACHE_T;
   l->n_cache++;
   need(k, PLAN_VAE_S, mul3(k, (uint64_t)(PLAN_VAE_CACHE_T + k->t), (uint64_t)k->hw, (uint64_t)c));
 }
@@ -118,6 +119,36 @@ static void take(walker *k, plan_vae_buf kind, int index, uint64_t bytes) {
   }
   l->b[l->count++] = (plan_vae_buffer){.kind = kind, .index = index, .offset = off, .bytes = bytes};
   l->total = off + bytes;
+}
+
+/* Every buffer of a walked layout, in one order for the decoder and the
+ * encoder: the weights, the latent (frame in or latents out), the roles,
+ * the attention scores of attn_hw keys, the frames (out or in), the
+ * workspaces, the caches. */
+static void place(walker *k, uint64_t weight_bytes, uint64_t latent_bytes, uint64_t frame_bytes,
+                  int e, int64_t attn_hw) {
+  plan_vae_layout *out = k->l;
+  const uint64_t E = (uint64_t)e;
+  take(k, PLAN_VAE_WEIGHTS, 0, weight_bytes);
+  take(k, PLAN_VAE_LATENT, 0, latent_bytes);
+  /* the residual stream in fp32 in both precisions (VAE.md "Where bf16's
+   * error comes from") */
+  take(k, PLAN_VAE_X, 0, mul3(k, out->elems[PLAN_VAE_X], 4, 1));
+  take(k, PLAN_VAE_Y, 0, mul3(k, out->elems[PLAN_VAE_Y], E, 1));
+  take(k, PLAN_VAE_S, 0, mul3(k, out->elems[PLAN_VAE_S], E, 1));
+  take(k, PLAN_VAE_R, 0, mul3(k, out->elems[PLAN_VAE_R], E, 1));
+  take(k, PLAN_VAE_SCORES, 0, plan_vae_scores_bytes(out->score_rows, attn_hw, e));
+  take(k, PLAN_VAE_FRAMES, 0, frame_bytes);
+  const uint64_t xb = mul3(k, out->elems[PLAN_VAE_X], E, 1);
+  const uint64_t sb = mul3(k, out->elems[PLAN_VAE_S], E, 1);
+  const uint64_t ws = e == 4 ? 2 * (sb > xb ? sb : xb) : xb + xb / 8;
+  out->conv_ws_bytes = ws > PLAN_VAE_CONV_WS_MIN ? ws : PLAN_VAE_CONV_WS_MIN;
+  take(k, PLAN_VAE_CONV_WS, 0, out->conv_ws_bytes);
+  take(k, PLAN_VAE_GEMM_WS, 0, PLAN_VAE_GEMM_WS_BYTES);
+  for (int i = 0; i < out->n_cache; i++)
+    take(k, PLAN_VAE_CACHE, i,
+         mul3(k, (uint64_t)out->cache_t[i] * (uint64_t)out->cache_hw[i],
+              (uint64_t)out->cache_c[i], E));
 }
 
 int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *err,
@@ -175,30 +206,110 @@ int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *er
   out->out_h = s->h * scale;
   out->out_w = s->w * scale;
 
-  const uint64_t E = (uint64_t)e;
-  take(&k, PLAN_VAE_WEIGHTS, 0, s->weight_bytes);
-  take(&k, PLAN_VAE_LATENT, 0, mul3(&k, (uint64_t)s->z_dim, (uint64_t)(s->h * s->w), 4));
-  /* the residual stream in fp32 in both precisions (VAE.md "Where bf16's
-   * error comes from") */
-  take(&k, PLAN_VAE_X, 0, mul3(&k, out->elems[PLAN_VAE_X], 4, 1));
-  take(&k, PLAN_VAE_Y, 0, mul3(&k, out->elems[PLAN_VAE_Y], E, 1));
-  take(&k, PLAN_VAE_S, 0, mul3(&k, out->elems[PLAN_VAE_S], E, 1));
-  take(&k, PLAN_VAE_R, 0, mul3(&k, out->elems[PLAN_VAE_R], E, 1));
-  take(&k, PLAN_VAE_SCORES, 0, plan_vae_scores_bytes(out->score_rows, s->h * s->w, e));
-  take(&k, PLAN_VAE_FRAMES, 0, mul3(&k, 3 * (uint64_t)k.t, (uint64_t)k.hw, 4));
-  const uint64_t xb = mul3(&k, out->elems[PLAN_VAE_X], E, 1);
-  const uint64_t sb = mul3(&k, out->elems[PLAN_VAE_S], E, 1);
-  const uint64_t ws = e == 4 ? 2 * (sb > xb ? sb : xb) : xb + xb / 8;
-  out->conv_ws_bytes = ws > PLAN_VAE_CONV_WS_MIN ? ws : PLAN_VAE_CONV_WS_MIN;
-  take(&k, PLAN_VAE_CONV_WS, 0, out->conv_ws_bytes);
-  take(&k, PLAN_VAE_GEMM_WS, 0, PLAN_VAE_GEMM_WS_BYTES);
-  for (int i = 0; i < out->n_cache; i++)
-    take(&k, PLAN_VAE_CACHE, i,
-         mul3(&k, PLAN_VAE_CACHE_T * (uint64_t)out->cache_hw[i], (uint64_t)out->cache_c[i], E));
+  const uint64_t frames = mul3(&k, 3 * (uint64_t)k.t, (uint64_t)k.hw, 4);
+  place(&k, s->weight_bytes, mul3(&k, (uint64_t)s->z_dim, (uint64_t)(s->h * s->w), 4), frames,
+        e, s->h * s->w);
   if (k.over)
     return plan_fail(err, errlen,
                      "vae layout: latent %lldx%lld overflows the layout (sizes or %d caches)",
                      (long long)s->h, (long long)s->w, PLAN_VAE_MAX_CACHES);
+  return PLAN_OK;
+}
+
+/* ---------------------------------------------------------------- the encoder */
+
+/* downsample3d's cache: the last frame of its spatial output (c channels
+ * at the current size). */
+static void cached1(walker *k, int64_t c) {
+  plan_vae_layout *l = k->l;
+  if (l->n_cache >= PLAN_VAE_MAX_CACHES) {
+    k->over = 1;
+    return;
+  }
+  l->cache_c[l->n_cache] = c;
+  l->cache_hw[l->n_cache] = k->hw;
+  l->cache_t[l->n_cache] = 1;
+  l->n_cache++;
+}
+
+/* Resample downsample2d / 3d of c channels at h x w: the padded input in
+ * s, the stride-2 conv into y, the bias added into x; downsample3d's time
+ * conv reads its cached frame and the spatial output (with bias) from s
+ * and writes t / 2 frames into y. */
+static void enc_down(walker *k, int64_t *h, int64_t *w, int64_t c, int temporal) {
+  const uint64_t t = (uint64_t)k->t;
+  need(k, PLAN_VAE_S, mul3(k, t * (uint64_t)(*h + 1), (uint64_t)(*w + 1), (uint64_t)c));
+  *h /= 2;
+  *w /= 2;
+  k->hw = *h * *w;
+  need(k, PLAN_VAE_Y, mul3(k, t, (uint64_t)k->hw, (uint64_t)c));
+  need(k, PLAN_VAE_X, mul3(k, t, (uint64_t)k->hw, (uint64_t)c));
+  if (!temporal) return;
+  cached1(k, c);
+  need(k, PLAN_VAE_S, mul3(k, 1 + t, (uint64_t)k->hw, (uint64_t)c));
+  if (k->t > 1) k->t /= 2;
+}
+
+/* The checks of plan_vae_enc_layout_make. */
+static int enc_shape_bad(const plan_vae_enc_shape *s, char *err, size_t errlen) {
+  const int64_t least = (int64_t)1 << (s->n_levels > 0 ? s->n_levels - 1 : 0);
+  int down = 0;
+  for (int i = 0; i + 1 < s->n_levels && i + 1 < PLAN_VAE_MAX_LEVELS; i++)
+    down += s->temporal_down[i] != 0;
+  if (s->z_dim < 1 || s->in_dim < 1 || s->res_per_level < 1 || s->n_levels < 1 ||
+      s->n_levels > PLAN_VAE_MAX_LEVELS || s->h < least || s->w < least ||
+      (s->chunk_t != 1 && s->chunk_t != PLAN_VAE_ENC_CHUNK) || down > 2 ||
+      (s->elem_bytes != 2 && s->elem_bytes != 4))
+    return plan_fail(err, errlen,
+                     "vae encoder layout: z_dim %lld, in_dim %lld, video %lldx%lld (at least "
+                     "%lld), chunks of %lld frames (1 or %d), %lld blocks per level (>= 1), %d "
+                     "levels (1..%d), %d temporal downsamples (<= 2), %d-byte elements (2 or 4)",
+                     (long long)s->z_dim, (long long)s->in_dim, (long long)s->h,
+                     (long long)s->w, (long long)least, (long long)s->chunk_t,
+                     PLAN_VAE_ENC_CHUNK, (long long)s->res_per_level, s->n_levels,
+                     PLAN_VAE_MAX_LEVELS, down, s->elem_bytes);
+  for (int i = 0; i < s->n_levels; i++)
+    if (s->level_dim[i] < 1)
+      return plan_fail(err, errlen, "vae encoder layout: level %d has width %lld", i,
+                       (long long)s->level_dim[i]);
+  return PLAN_OK;
+}
+
+int plan_vae_enc_layout_make(const plan_vae_enc_shape *s, plan_vae_layout *out, char *err,
+                             size_t errlen) {
+  if (enc_shape_bad(s, err, errlen) != PLAN_OK) return PLAN_EINVAL;
+  memset(out, 0, sizeof *out);
+  walker k = {out, 0, s->chunk_t, s->h * s->w};
+  const int e = s->elem_bytes;
+  const uint64_t frames = mul3(&k, 3 * (uint64_t)s->chunk_t, (uint64_t)(s->h * s->w), 4);
+  int64_t h = s->h, w = s->w, in = s->in_dim;
+  /* conv1 over the padded RGB frames behind its cache, into x */
+  cached(&k, PLAN_VAE_ENC_IN_CH);
+  need(&k, PLAN_VAE_Y, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)in, 1));
+  need(&k, PLAN_VAE_X, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, (uint64_t)in, 1));
+  for (int i = 0; i < s->n_levels; i++) {
+    const int64_t c = s->level_dim[i];
+    for (int64_t r = 0; r < s->res_per_level; r++) {
+      resblock(&k, in, c);
+      in = c;
+    }
+    if (i + 1 < s->n_levels) enc_down(&k, &h, &w, c, s->temporal_down[i]);
+  }
+  resblock(&k, in, in);
+  attn(&k, in, e);
+  resblock(&k, in, in);
+  /* head: norm + SiLU into s behind the cache, the conv to 2 z_dim into y */
+  cached(&k, in);
+  need(&k, PLAN_VAE_Y, mul3(&k, (uint64_t)k.t * (uint64_t)k.hw, 2 * (uint64_t)s->z_dim, 1));
+  out->frames_per_chunk = k.t;
+  out->out_h = h;
+  out->out_w = w;
+  place(&k, s->weight_bytes, mul3(&k, (uint64_t)(s->z_dim * k.t), (uint64_t)k.hw, 4), frames, e,
+        k.hw);
+  if (k.over)
+    return plan_fail(err, errlen,
+                     "vae encoder layout: video %lldx%lld overflows the layout (sizes or %d "
+                     "caches)", (long long)s->h, (long long)s->w, PLAN_VAE_MAX_CACHES);
   return PLAN_OK;
 }
 

@@ -107,8 +107,11 @@ typedef struct plan_vae_layout {
   int n_cache;
   int64_t cache_c[PLAN_VAE_MAX_CACHES];  /* channels of cache i */
   int64_t cache_hw[PLAN_VAE_MAX_CACHES]; /* positions per frame of cache i */
-  int64_t frames_per_chunk;              /* video frames of a later chunk */
-  int64_t out_h, out_w;                  /* video size */
+  int cache_t[PLAN_VAE_MAX_CACHES];      /* frames of cache i: PLAN_VAE_CACHE_T, or 1 for the
+                                          * encoder's downsample3d */
+  int64_t frames_per_chunk;              /* video frames of a later chunk (the encoder's:
+                                          * latent frames) */
+  int64_t out_h, out_w;                  /* video size (the encoder's: latent size) */
   int64_t score_rows;                    /* attention query rows per scores chunk */
   uint64_t elems[PLAN_VAE_KINDS];        /* x, y, s, r: elements of the role */
   uint64_t conv_ws_bytes;                /* the cuDNN workspace (PLAN_VAE_CONV_WS_MIN) */
@@ -136,6 +139,43 @@ int plan_vae_layout_make(const plan_vae_shape *s, plan_vae_layout *out, char *er
 /* The buffer of kind k and index i, NULL when the layout has none. */
 const plan_vae_buffer *plan_vae_layout_find(const plan_vae_layout *l, plan_vae_buf kind,
                                             int index);
+
+/* ------------------------------------------------------------ the encoder
+ *
+ * The CUDA VAE encoder (ranks/nets/wan_vae/cuda/wan_vae_enc_gpu.c) in the
+ * same kinds of buffers, walked as it runs a chunk of chunk_t frames (4,
+ * or 1 for a single image):
+ *   FRAMES  the chunk's frames as the host holds them, (3, t, H, W) fp32
+ *   S       also the downsamples' zero-padded input (t, h + 1, w + 1, c),
+ *           and downsample3d's time conv input (its cached frame, then the
+ *           spatial step's t frames)
+ *   LATENT  the chunk's normalised latents (z_dim, t', h', w') fp32
+ *   CACHE   one per causal conv (2 frames) and per downsample3d (1 frame:
+ *           the last of its spatial output), in run order
+ * conv1 takes the RGB channels padded with zeros to PLAN_VAE_ENC_IN_CH. */
+
+#define PLAN_VAE_ENC_IN_CH 8 /* the encoder's 3 input channels as stored on the device */
+#define PLAN_VAE_ENC_CHUNK 4 /* frames of a later chunk (WAN_VAE_ENC_CHUNK) */
+
+typedef struct plan_vae_enc_shape {
+  int64_t z_dim;                          /* latent channels (16); the head gives 2 z_dim */
+  int64_t in_dim;                         /* dims[0]: conv1's width */
+  int n_levels;                           /* 1..PLAN_VAE_MAX_LEVELS */
+  int64_t level_dim[PLAN_VAE_MAX_LEVELS]; /* output width of level i (dims[i + 1]) */
+  int64_t res_per_level;                  /* residual blocks per level (num_res_blocks) */
+  int temporal_down[PLAN_VAE_MAX_LEVELS - 1]; /* resample i halves the frames */
+  int64_t chunk_t;                        /* frames of the largest chunk: 4, or 1 (an image) */
+  int64_t h, w;                           /* video size */
+  int elem_bytes;                         /* 2 (bf16) or 4 (fp32) */
+  uint64_t weight_bytes;                  /* the converted weights, as the caller lays them */
+} plan_vae_enc_shape;
+
+/* Lays the encoder out. PLAN_EINVAL (message in err) for a shape no
+ * encoder has: sizes below the downsamples' 2 pixels, a chunk other than 1
+ * or 4 frames, too many levels, caches or temporal halvings, an element
+ * width other than 2 or 4, a total that overflows. */
+int plan_vae_enc_layout_make(const plan_vae_enc_shape *s, plan_vae_layout *out, char *err,
+                             size_t errlen);
 
 /* ------------------------------------------------------------ tiling
  *

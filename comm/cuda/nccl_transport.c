@@ -186,21 +186,20 @@ static void nccl_close(comm_transport *t) {
  * waits for it as for a transfer (nccl_wait: the completion event and the
  * communicators' async errors under the watchdog), which also orders the
  * caller's stream after it. */
-static int nccl_alltoallv(comm_transport *t, const int *group, int n, const void *send,
-                          const size_t *scount, const size_t *sdispl, void *recv,
-                          const size_t *rcount, const size_t *rdispl, double timeout_s,
+static int nccl_alltoallv(comm_transport *t, const comm_a2a *a, double timeout_s,
                           const char *what, void *stream) {
   nccl_tp *nt = t->impl;
   ncclComm_t comm = nt->comm[A2A];
   cudaStream_t cs = nt->stream[A2A];
   after_caller(stream, cs);
   NCCL_CHECK(ncclGroupStart());
-  for (int j = 0; j < n; j++) {
-    if (scount[j])
-      NCCL_CHECK(ncclSend((const char *)send + sdispl[j], scount[j], ncclUint8, group[j], comm,
-                          cs));
-    if (rcount[j])
-      NCCL_CHECK(ncclRecv((char *)recv + rdispl[j], rcount[j], ncclUint8, group[j], comm, cs));
+  for (int j = 0; j < a->n; j++) {
+    if (a->scount[j])
+      NCCL_CHECK(ncclSend((const char *)a->send + a->sdispl[j], a->scount[j], ncclUint8,
+                          a->group[j], comm, cs));
+    if (a->rcount[j])
+      NCCL_CHECK(ncclRecv((char *)a->recv + a->rdispl[j], a->rcount[j], ncclUint8, a->group[j],
+                          comm, cs));
   }
   NCCL_CHECK(ncclGroupEnd());
   settle(comm, comm_watchdog_timeout(), "an all-to-all's ncclGroupEnd");

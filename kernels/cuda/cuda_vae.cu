@@ -10,6 +10,8 @@
  * decoder runs on, it takes every shape the decoder has (3x3x3, 3x1x1,
  * 1x3x3, 1x1x1) in one call with the spatial zero padding built in, and
  * the 1x1x1 convs are GEMMs inside it, so one path serves both precisions.
+ * The encoder's stride-2 convolutions (kern_cuda_vae_enc.h) go the same way,
+ * with strides and no padding.
  * The algorithm for a shape is cuDNN's heuristic's first deterministic one
  * that fits the workspace (cudnnGetConvolutionForwardAlgorithm_v7), chosen
  * the first time the shape runs and kept.
@@ -24,6 +26,7 @@
  * cuda_vae_impl.cuh. */
 
 #include "cuda_vae_impl.cuh"
+#include "kern_cuda_vae_enc.h"
 
 /* ---- the context ----------------------------------------------------------- */
 
@@ -119,12 +122,14 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
   memset(e, 0, sizeof *e);
   e->key = *k;
   const cudnnDataType_t t = v->dt == KERN_DTYPE_F32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
-  const int To = (int)(k->T - k->kt + 1);
   const int T = (int)k->T, H = (int)k->H, W = (int)k->W, ci = (int)k->ci, co = (int)k->co;
+  const int ph = k->valid ? 0 : k->kh / 2, pw = k->valid ? 0 : k->kw / 2;
+  const int To = (T - k->kt) / k->st + 1;
+  const int Ho = (H + 2 * ph - k->kh) / k->ss + 1, Wo = (W + 2 * pw - k->kw) / k->ss + 1;
   /* NDHWC, fully packed: dims in cuDNN's (N, C, D, H, W) order, strides of
    * a channels-last buffer. */
   int xdim[5] = {1, ci, T, H, W}, xstr[5] = {T * H * W * ci, 1, H * W * ci, W * ci, ci};
-  int ydim[5] = {1, co, To, H, W}, ystr[5] = {To * H * W * co, 1, H * W * co, W * co, co};
+  int ydim[5] = {1, co, To, Ho, Wo}, ystr[5] = {To * Ho * Wo * co, 1, Ho * Wo * co, Wo * co, co};
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->xd));
   CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->xd, t, 5, xdim, xstr));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->yd));
@@ -134,9 +139,9 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
   int wdim[5] = {co, ci, k->kt, k->kh, k->kw};
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->wd));
   CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->wd, t, CUDNN_TENSOR_NHWC, 5, wdim));
-  int pad[3] = {0, k->kh / 2, k->kw / 2}, one[3] = {1, 1, 1};
+  int pad[3] = {0, ph, pw}, stride[3] = {k->st, k->ss, k->ss}, one[3] = {1, 1, 1};
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->cd));
-  CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(e->cd, 3, pad, one, one,
+  CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(e->cd, 3, pad, stride, one,
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   const cudnnMathType_t math = v->dt != KERN_DTYPE_F32 ? CUDNN_TENSOR_OP_MATH
                                : v->tf32               ? CUDNN_DEFAULT_MATH
@@ -144,9 +149,9 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
   CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
   int od[5];
   CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(e->cd, e->xd, e->wd, 5, od));
-  if (od[0] != 1 || od[1] != co || od[2] != To || od[3] != H || od[4] != W)
+  if (od[0] != 1 || od[1] != co || od[2] != To || od[3] != Ho || od[4] != Wo)
     sp_fatal("vae conv: cudnn gives output (%d, %d, %d, %d, %d) for (1, %d, %d, %d, %d)", od[0],
-             od[1], od[2], od[3], od[4], co, To, H, W);
+             od[1], od[2], od[3], od[4], co, To, Ho, Wo);
 
   cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
   int got = 0;
@@ -190,13 +195,15 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
              cudnnGetVersion(), kern_dtype_name(v->dt), v->tf32 ? " (tf32)" : "", v->conv_ws_bytes, T, H, W, ci, co,
              k->kt, k->kh, k->kw, ci, list);
   }
-  sp_log_debug("vae conv: x (%d, %d, %d, %d) -> %d, kernel %dx%dx%d, %s: %s (%zu B workspace, "
-               "math %d)",
-               T, H, W, ci, co, k->kt, k->kh, k->kw, kern_dtype_name(v->dt),
-               algo_name(e->algo), e->ws, (int)perf[chosen].mathType);
+  sp_log_debug("vae conv: x (%d, %d, %d, %d) -> %d, kernel %dx%dx%d, stride %d/%d%s, %s: %s "
+               "(%zu B workspace, math %d)",
+               T, H, W, ci, co, k->kt, k->kh, k->kw, k->st, k->ss, k->valid ? ", no padding" : "",
+               kern_dtype_name(v->dt), algo_name(e->algo), e->ws, (int)perf[chosen].mathType);
   v->nconv++;
   return e;
 }
+
+static void conv_run(kern_cuda_vae *v, const conv_key *k, const void *x, const void *w, void *y);
 
 extern "C" void kern_cuda_vae_conv(kern_cuda_vae *v, const void *x, int64_t T, int64_t H,
                                    int64_t W, int64_t ci, const void *w, int64_t co, int kt,
@@ -210,10 +217,34 @@ extern "C" void kern_cuda_vae_conv(kern_cuda_vae *v, const void *x, int64_t T, i
   conv_key k;
   memset(&k, 0, sizeof k);
   k.T = T, k.H = H, k.W = W, k.ci = ci, k.co = co, k.kt = kt, k.kh = kh, k.kw = kw;
-  conv_entry *e = conv_get(v, &k);
+  k.st = k.ss = 1;
+  conv_run(v, &k, x, w, y);
+}
+
+/* The convolution of shape k: its plan from the cache, then cuDNN. */
+static void conv_run(kern_cuda_vae *v, const conv_key *k, const void *x, const void *w, void *y) {
+  conv_entry *e = conv_get(v, k);
   const float alpha = 1.0f, beta = 0.0f;
   CUDNN_CHECK(cudnnConvolutionForward(v->dnn, &alpha, e->xd, x, e->wd, w, e->cd, e->algo,
                                           v->conv_ws, e->ws, &beta, e->yd, y));
+}
+
+extern "C" void kern_cuda_vae_conv_valid(kern_cuda_vae *v, const kern_cuda_vae_conv_desc *d,
+                                         const void *x, const void *w, void *y) {
+  const int64_t big = d->ci > d->co ? d->ci : d->co;
+  if (d->T < d->kt || d->H < d->kh || d->W < d->kw || d->ci < 1 || d->co < 1 || d->kt < 1 ||
+      d->kh < 1 || d->kw < 1 || d->st < 1 || d->ss < 1 || d->T * d->H * d->W * big > INT32_MAX ||
+      (int64_t)d->kt * d->kh * d->kw * d->ci * d->co > INT32_MAX)
+    sp_fatal("vae conv: x (%lld, %lld, %lld, %lld) -> %lld channels, kernel %dx%dx%d, stride "
+             "%d/%d, no padding: need the kernel inside the input, every tensor under 2^31 "
+             "elements",
+             (long long)d->T, (long long)d->H, (long long)d->W, (long long)d->ci,
+             (long long)d->co, d->kt, d->kh, d->kw, d->st, d->ss);
+  conv_key k;
+  memset(&k, 0, sizeof k);
+  k.T = d->T, k.H = d->H, k.W = d->W, k.ci = d->ci, k.co = d->co;
+  k.kt = d->kt, k.kh = d->kh, k.kw = d->kw, k.st = d->st, k.ss = d->ss, k.valid = 1;
+  conv_run(v, &k, x, w, y);
 }
 
 /* ---- GEMM (attention) --------------------------------------------------------- */

@@ -27,9 +27,14 @@
 
 /* ---- the context ----------------------------------------------------------- */
 
+/* A convolution's shape: input (T, H, W, ci), kernel (kt, kh, kw), strides
+ * st in time and ss in space; the spatial zero padding kh/2, kw/2 ("same",
+ * the causal convs) or none (valid: the encoder's stride-2 convs, whose
+ * one-sided pad is in their input). No time padding. */
 typedef struct conv_key {
   int64_t T, H, W, ci, co;
   int kt, kh, kw;
+  int st, ss, valid;
 } conv_key;
 
 typedef struct conv_entry {

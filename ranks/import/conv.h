@@ -2,7 +2,7 @@
  * DiT's two experts) goes
  *
  *   source (conv_source.c: files, directories, *.index.json; a reader per
- *     file format: safetensors)
+ *     file format: safetensors, GGUF)
  *   -> key map (conv_keymap.c: the network's layouts as tables of rules:
  *     official, diffusers, ComfyUI, transformers, WanVAE_)
  *   -> cross-check against the network's schema (ranks/nets/net_schema.h)
@@ -10,7 +10,9 @@
  *   -> dtype policy (conv_policy.c: every value decoded to fp32 and stored
  *     in the format the file gives the tensor, bf16 to nearest even, fp8
  *     quantised per output channel or its e4m3 bytes kept, ComfyUI's scaled
- *     fp8 dequantised; a value not finite once stored refused)
+ *     fp8 dequantised, a quantisable tensor kept in its source's format
+ *     when the file's root dtype allows it (GGUF's blocks), any other GGUF
+ *     block dequantised; a value not finite once stored refused)
  *   -> the model-file layer's writer (ranks/model/mfile.h).
  *
  * A network is a conv_net (conv_wan.c, conv_umt5.c, conv_vae.c): its
@@ -44,20 +46,29 @@ int conv_problems_end(const problems *p, const char *out_path);
 
 #define CONV_MAX_NDIM 8
 
-/* Element types of a checkpoint's tensors. */
+/* Element types of a checkpoint's tensors; CONV_BLOCKS: a GGUF block
+ * format (conv_tensor.qtype), rows of blocks of bytes. */
 typedef enum {
-  CONV_F32, CONV_F16, CONV_BF16, CONV_F8_E4M3, CONV_F8_E5M2, CONV_U8, CONV_OTHER
+  CONV_F32, CONV_F16, CONV_BF16, CONV_F8_E4M3, CONV_F8_E5M2, CONV_U8, CONV_BLOCKS, CONV_OTHER
 } conv_dtype;
+/* "F32", ... "U8", "GGUF blocks", "?": the names of conv_dtype's values. */
+const char *conv_dtype_name(conv_dtype d);
 
 /* One tensor of a checkpoint file. */
 typedef struct conv_tensor {
   const char *key;        /* the checkpoint's key */
   conv_dtype dtype;
   const char *dtype_name; /* as the file spells it ("F16") */
-  size_t elem;            /* bytes of one value (0: not a dtype read here) */
+  size_t elem;            /* bytes of one value (0: not a dtype read here, or blocks) */
+  kern_dtype qtype;       /* CONV_BLOCKS: its format (q8_0 ... q2_k), stored as the model file
+                             stores it */
   int ndim;
   int64_t shape[CONV_MAX_NDIM];
   uint64_t numel;
+  uint64_t bytes;         /* of its data */
+  int keep;               /* its format is the checkpoint's own quantisation (a GGUF tensor's):
+                             kept where the root dtype allows it (conv_copy) */
+  int64_t rows, cols;     /* CONV_BLOCKS: as rows of blocks (cols the values of a row) */
   int file;               /* its file among the checkpoint's */
   int index;              /* its place in the file */
 } conv_tensor;
@@ -73,10 +84,10 @@ typedef struct conv_file {
   char **meta_key, **meta_val;
 } conv_file;
 
-/* A reader of one checkpoint file format: a new format (GGUF) is one of
- * these and its entry in conv_readers. */
+/* A reader of one checkpoint file format: safetensors and GGUF, each one
+ * of these and its entry in conv_readers. */
 typedef struct conv_reader {
-  const char *name;   /* "safetensors" */
+  const char *name;   /* "safetensors", "gguf" */
   const char *suffix; /* the files a directory contributes, and that it takes */
   /* Opens path into f (count, t, nmeta, meta, priv): SP_OK or a logged status. */
   int (*open)(const char *path, conv_file *f);
@@ -104,6 +115,10 @@ int conv_ckpt_open(int n, char *const *args, conv_ckpt *ck, problems *p);
 void conv_ckpt_close(conv_ckpt *ck);
 int conv_read(const conv_ckpt *ck, const conv_tensor *t, uint64_t off, void *dst, size_t n);
 const char *conv_path(const conv_ckpt *ck, const conv_tensor *t);
+/* The value of the file's metadata key, or NULL (GGUF: its string values). */
+const char *conv_file_meta(const conv_file *f, const char *key);
+/* 1 when some file of ck was opened by the reader named reader ("gguf"). */
+int conv_ckpt_has(const conv_ckpt *ck, const char *reader);
 /* *found = 1 when a key of the checkpoint satisfies is_key (headers only). */
 int conv_any_key(int n, char *const *args, int (*is_key)(const char *), int *found);
 
@@ -242,6 +257,8 @@ typedef struct conv_output {
   const char *preset;
   const mfile_hooks *hooks;
   int progress;
+  kern_dtype quant; /* the quantisable tensors' format where the root allows a choice (Q8_0
+                       of a quant file), or KERN_DTYPE_COUNT: the root's first */
 } conv_output;
 int conv_write(const conv_net *net, const conv_job *jobs, int njobs, const conv_output *o);
 
@@ -252,7 +269,7 @@ int conv_write(const conv_net *net, const conv_job *jobs, int njobs, const conv_
  * positive F32, F16 or BF16 value beside an fp8 weight. */
 void conv_scales(conv_job *j);
 /* The info line counting fp8 tensors dequantised or kept (root: the
- * file's root dtype). */
+ * file's root dtype), and GGUF's block tensors by format. */
 void conv_scales_info(const conv_job *j, const char *root);
 
 /* Progress of the copy: bytes of the source read. */
@@ -263,12 +280,17 @@ typedef struct conv_progress {
 } conv_progress;
 void conv_progress_tick(conv_progress *pr, int final);
 
-/* Source tensor s into tensor i of w, stored as the file stores it
- * (mfile_writer_format): read in parts, decoded to fp32 (fp8 times its
- * scale, the product rounded once), narrowed, each value checked finite
+/* Source tensor s into tensor i of w: stored in the source's own format
+ * when it is the checkpoint's own quantisation (conv_tensor.keep), the
+ * tensor quantisable and the root dtype allowing that format for it
+ * (mfile_writer_set_format: GGUF's blocks and fp16 in a quant file),
+ * else as the file stores it (mfile_writer_format); read in parts, decoded
+ * to fp32 (fp8 times its scale, the product rounded once; GGUF blocks
+ * dequantised a few rows at a time), narrowed, each value checked finite
  * as stored ("element K is infinite in bf16"); an e4m3 weight of an fp8
  * file keeps an F8_E4M3 source's bytes with its scale_weight as every
- * output channel's scale; a quantised format gets the whole tensor in
+ * output channel's scale; a block format keeps its bytes whole (their
+ * values checked finite); a quantised format gets the whole tensor in
  * fp32. SP_OK, SP_ERR_INPUT (logged, naming the file, tensor and element)
  * or the writer's or reader's status. */
 int conv_copy(mfile_writer *w, int i, const conv_ckpt *ck, const conv_src *s, conv_progress *pr);

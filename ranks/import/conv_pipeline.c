@@ -137,10 +137,9 @@ static void check_one(conv_job *j, int i, int ti) {
   }
   if (!dtype_ok(j->net, s->t->dtype)) {
     char names[128] = "";
-    static const char *const dn[] = {"F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "U8", "?"};
     for (int k = 0; k < j->net->ndtypes; k++)
       snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
-               dn[j->net->dtypes[k]]);
+               conv_dtype_name(j->net->dtypes[k]));
     conv_problem(&j->p, "%s: tensor '%s': dtype %s is not supported (%s)", path, s->t->key,
                  s->t->dtype_name, names);
   }
@@ -269,11 +268,12 @@ int conv_write(const conv_net *net, const conv_job *jobs, int njobs, const conv_
   conv_progress pr = {o->progress, 0, 0, 0, 0};
   for (int e = 0; e < njobs; e++)
     for (int ti = 0; ti < jobs[e].nt; ti++) {
-      const conv_tensor *t = jobs[e].src[jobs[e].slot[ti]].t;
-      pr.total += t->numel * t->elem;
+      pr.total += jobs[e].src[jobs[e].slot[ti]].t->bytes;
     }
   conv_progress_tick(&pr, 0);
   int rc = mfile_writer_open(o->path, net->schema, o->config, o->root, o->preset, o->hooks, &w);
+  if (rc == SP_OK && o->quant != KERN_DTYPE_COUNT && (rc = mfile_writer_set_quant(w, o->quant)))
+    mfile_writer_abort(w);
   if (rc != SP_OK) return rc;
   for (int e = 0, at = 0; e < njobs && rc == SP_OK; at += jobs[e].nt, e++) {
     const conv_job *j = &jobs[e];

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "conv.h"
+#include "kern_quant.h"
 #include "log.h"
 
 #define CHUNK_BYTES ((size_t)8 << 20) /* source bytes read at a time */
@@ -90,7 +91,31 @@ void conv_scales(conv_job *j) {
   }
 }
 
+/* The info line of a GGUF checkpoint's block tensors: how many, by format,
+ * and how many of them the file keeps as they are (the quantisable ones of
+ * a quant file). */
+static void blocks_info(const conv_job *j, const char *root) {
+  int by[KERN_DTYPE_COUNT] = {0}, n = 0, kept = 0;
+  for (int ti = 0; ti < j->nt; ti++) {
+    const conv_tensor *t = j->slot[ti] >= 0 ? j->src[j->slot[ti]].t : NULL;
+    if (!t || t->dtype != CONV_BLOCKS) continue;
+    by[t->qtype]++;
+    n++;
+    kept += j->t[ti].quant && strncmp(root, "quant", 5) == 0;
+  }
+  if (!n) return;
+  char list[256] = "";
+  for (int d = 0; d < KERN_DTYPE_COUNT; d++)
+    if (by[d])
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s %d", list[0] ? ", " : "",
+               kern_dtype_name((kern_dtype)d), by[d]);
+  sp_log_info("convert: %d GGUF block tensors (%s): %d of the blocks' linear weights kept as "
+              "stored, %d dequantised to the file's %s", n, list, kept, n - kept,
+              mfile_root_named(root) ? kern_dtype_name(mfile_root_named(root)->rest[0]) : root);
+}
+
 void conv_scales_info(const conv_job *j, const char *root) {
+  blocks_info(j, root);
   int n4 = 0, n5 = 0, scaled = 0;
   for (int i = 0; i < j->ck.n; i++) {
     if (!j->src[i].name[0]) continue;
@@ -130,23 +155,34 @@ void conv_progress_tick(conv_progress *pr, int final) {
 
 /* ---- the copy --------------------------------------------------------------------- */
 
-/* Source dtypes a stored format takes byte for byte: copied as they are
- * (a scaled format's scale then the source's scale_weight, or 1, for every
- * row: ComfyUI's fp8_e4m3fn weights into an fp8 file). A new kept format
- * (GGUF's blocks into their own rows) is a line here. */
-static const struct {
-  conv_dtype src;
-  kern_dtype fmt;
-} kept[] = {
-    {CONV_F32, KERN_DTYPE_F32},
-    {CONV_BF16, KERN_DTYPE_BF16},
-    {CONV_F8_E4M3, KERN_DTYPE_E4M3},
-};
+/* The stored format a source tensor already is (its bytes as a model file
+ * holds them), or KERN_DTYPE_COUNT: none. */
+static kern_dtype source_format(const conv_tensor *t) {
+  switch (t->dtype) {
+  case CONV_F32: return KERN_DTYPE_F32;
+  case CONV_F16: return KERN_DTYPE_F16;
+  case CONV_BF16: return KERN_DTYPE_BF16;
+  case CONV_F8_E4M3: return KERN_DTYPE_E4M3;
+  case CONV_BLOCKS: return t->qtype;
+  default: return KERN_DTYPE_COUNT;
+  }
+}
 
-static int same_bytes(conv_dtype d, kern_dtype f) {
-  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
-    if (kept[i].src == d && kept[i].fmt == f) return 1;
-  return 0;
+/* 1 when the file stores tensor i in the very format of source t, whose
+ * bytes it then takes as they are (a scaled format's scale the source's
+ * scale_weight, or 1, for every row: ComfyUI's fp8_e4m3fn weights into an
+ * fp8 file; GGUF's blocks and fp16 into a quant file). */
+static int same_bytes(const conv_tensor *t, kern_dtype f) { return source_format(t) == f; }
+
+/* A quantisable tensor keeps its source's format when the root dtype
+ * allows it that format (GGUF's blocks in a quant file); the rest take the
+ * file's. SP_OK or the writer's status. */
+static int keep_format(mfile_writer *w, int i, const conv_tensor *t) {
+  const kern_dtype f = source_format(t);
+  if (!t->keep || !mfile_writer_tensor(w, i)->quant || f == KERN_DTYPE_COUNT ||
+      f == mfile_writer_format(w, i) || !mfile_writer_allows(w, i, f))
+    return SP_OK;
+  return mfile_writer_set_format(w, i, f);
 }
 
 /* Logs a value that is not finite: element k of s, v its fp32 value
@@ -161,84 +197,124 @@ static int not_finite(const conv_ckpt *ck, const conv_src *s, uint64_t k, float 
   return SP_ERR_INPUT;
 }
 
-/* Values [at, at + n) of s into f32 (checked finite), through raw. */
+/* Bytes of one row of a block source, and the values a chunk reads: whole
+ * rows of blocks, or CHUNK_BYTES of values. */
+static uint64_t block_row_bytes(const conv_tensor *t) {
+  const kern_qfmt_info *in = kern_qfmt_get(kern_dtype_qfmt(t->qtype));
+  return (uint64_t)(t->cols / in->block) * (uint64_t)in->block_bytes;
+}
+static size_t chunk_values(const conv_tensor *t) {
+  if (t->dtype != CONV_BLOCKS) return CHUNK_BYTES / t->elem;
+  const uint64_t rows = CHUNK_BYTES / block_row_bytes(t);
+  return (size_t)((rows ? rows : 1) * (uint64_t)t->cols);
+}
+/* Source bytes of n values from value at (whole rows of a block source). */
+static uint64_t source_bytes(const conv_tensor *t, uint64_t at, size_t n, uint64_t *off) {
+  if (t->dtype != CONV_BLOCKS) {
+    *off = at * t->elem;
+    return n * t->elem;
+  }
+  *off = at / (uint64_t)t->cols * block_row_bytes(t);
+  return n / (uint64_t)t->cols * block_row_bytes(t);
+}
+
+/* Values [at, at + n) of s into f32 (checked finite), through raw: decoded
+ * (fp8 times its scale), or a block source's rows dequantised. */
 static int read_f32(const conv_ckpt *ck, const conv_src *s, uint64_t at, size_t n,
                     unsigned char *raw, float *f32, conv_progress *pr) {
-  int rc = conv_read(ck, s->t, at * s->t->elem, raw, n * s->t->elem);
+  uint64_t off;
+  const uint64_t nb = source_bytes(s->t, at, n, &off);
+  int rc = conv_read(ck, s->t, off, raw, nb);
   if (rc != SP_OK) return rc;
-  to_f32(s->t->dtype, raw, s->scale, f32, n);
+  if (s->t->dtype == CONV_BLOCKS) {
+    const kern_qtensor q = {kern_dtype_qfmt(s->t->qtype), raw, NULL,
+                            (int64_t)(n / (uint64_t)s->t->cols), s->t->cols};
+    kern_quant_dequant_rows_f32(&q, 0, q.rows, f32);
+  } else {
+    to_f32(s->t->dtype, raw, s->scale, f32, n);
+  }
   for (size_t k = 0; k < n; k++)
     if (!isfinite(f32[k]))
       return not_finite(ck, s, at + k, f32[k], mfile_format_of(KERN_DTYPE_F32));
-  pr->done += n * s->t->elem;
+  pr->done += nb;
   conv_progress_tick(pr, 0);
   return SP_OK;
 }
 
-/* A tensor of a quantised format, whole: a source it takes byte for byte
- * kept (kept[]) with its scale_weight for every row; anything else as
- * fp32, quantised by the writer. */
-static int copy_whole(mfile_writer *w, int i, const conv_ckpt *ck, const conv_src *s,
-                      conv_progress *pr) {
+/* The source's bytes of a tensor stored in the same format, whole: every
+ * value checked finite, then written with the source's scale_weight as
+ * each row's scale (a scaled format). */
+static int copy_kept_whole(mfile_writer *w, int i, const conv_ckpt *ck, const conv_src *s,
+                           conv_progress *pr) {
   const net_tensor *t = mfile_writer_tensor(w, i);
   const kern_dtype fmt = mfile_writer_format(w, i);
-  const size_t n = (size_t)t->numel;
-  const int keep = same_bytes(s->t->dtype, fmt);
-  unsigned char *raw = sp_xmalloc(n * s->t->elem + 1);
-  float *f32 = sp_xmalloc((keep ? (size_t)t->shape[0] : n) * sizeof *f32 + 1);
+  const mfile_format *f = mfile_format_of(fmt);
+  unsigned char *raw = sp_xmalloc((size_t)s->t->bytes + 1);
+  float *scale = f->scaled ? sp_xmalloc((size_t)t->shape[0] * sizeof *scale) : NULL;
+  int rc = conv_read(ck, s->t, 0, raw, (size_t)s->t->bytes);
+  const int64_t bad = rc == SP_OK ? f->first_nonfinite(raw, t->numel) : 0;
+  if (rc == SP_OK && bad < t->numel) rc = not_finite(ck, s, (uint64_t)bad, NAN, f);
+  for (int64_t o = 0; scale && o < t->shape[0]; o++) scale[o] = s->scale;
+  pr->done += s->t->bytes;
+  if (rc == SP_OK) rc = mfile_writer_put(w, &(mfile_put){i, fmt, raw, 0, t->numel, scale});
+  free(scale);
+  free(raw);
+  return rc;
+}
+
+/* A tensor of a quantised or block format, whole: a source of the same
+ * format kept (copy_kept_whole); anything else as fp32, quantised by the
+ * writer. */
+static int copy_whole(mfile_writer *w, int i, const conv_ckpt *ck, const conv_src *s,
+                      conv_progress *pr) {
+  if (same_bytes(s->t, mfile_writer_format(w, i))) return copy_kept_whole(w, i, ck, s, pr);
+  const net_tensor *t = mfile_writer_tensor(w, i);
+  const size_t n = (size_t)t->numel, per = chunk_values(s->t);
+  unsigned char *raw = sp_xmalloc((size_t)s->t->bytes + 1);
+  float *f32 = sp_xmalloc(n * sizeof *f32 + 1);
   int rc = SP_OK;
-  if (keep) {
-    rc = conv_read(ck, s->t, 0, raw, n * s->t->elem);
-    const int64_t bad = rc == SP_OK ? mfile_format_of(fmt)->first_nonfinite(raw, (int64_t)n) : 0;
-    if (rc == SP_OK && bad < (int64_t)n)
-      rc = not_finite(ck, s, (uint64_t)bad, NAN, mfile_format_of(fmt));
-    for (int64_t o = 0; o < t->shape[0]; o++) f32[o] = s->scale;
-    pr->done += n * s->t->elem;
-    if (rc == SP_OK)
-      rc = mfile_writer_put(w, &(mfile_put){i, fmt, raw, 0, (int64_t)n, f32});
-  } else {
-    for (size_t at = 0; rc == SP_OK && at < n; at += CHUNK_BYTES / s->t->elem) {
-      const size_t k = n - at < CHUNK_BYTES / s->t->elem ? n - at : CHUNK_BYTES / s->t->elem;
-      rc = read_f32(ck, s, at, k, raw + at * s->t->elem, f32 + at, pr);
-    }
-    if (rc == SP_OK)
-      rc = mfile_writer_put(w, &(mfile_put){i, KERN_DTYPE_F32, f32, 0, (int64_t)n, NULL});
+  for (size_t at = 0; rc == SP_OK && at < n; at += per) {
+    const size_t k = n - at < per ? n - at : per;
+    uint64_t off;
+    source_bytes(s->t, at, k, &off);
+    rc = read_f32(ck, s, at, k, raw + off, f32 + at, pr);
   }
+  if (rc == SP_OK)
+    rc = mfile_writer_put(w, &(mfile_put){i, KERN_DTYPE_F32, f32, 0, (int64_t)n, NULL});
   free(f32);
   free(raw);
   return rc;
 }
 
-
 int conv_copy(mfile_writer *w, int i, const conv_ckpt *ck, const conv_src *s, conv_progress *pr) {
+  int rc = keep_format(w, i, s->t);
+  if (rc != SP_OK) return rc;
   const net_tensor *t = mfile_writer_tensor(w, i);
   const kern_dtype fmt = mfile_writer_format(w, i);
   const mfile_format *f = mfile_format_of(fmt);
   if (f->scaled || !f->elem) return copy_whole(w, i, ck, s, pr);
-  const size_t per = CHUNK_BYTES / s->t->elem, n = (size_t)t->numel;
-  unsigned char *raw = sp_xmalloc(per * s->t->elem);
+  const int keep = same_bytes(s->t, fmt);
+  const size_t per = chunk_values(s->t), n = (size_t)t->numel;
+  uint64_t off;
+  unsigned char *raw = sp_xmalloc((size_t)source_bytes(s->t, 0, per, &off) + 1);
   float *f32 = sp_xmalloc(per * sizeof *f32);
   unsigned char *out = sp_xmalloc(per * f->elem);
-  int rc = SP_OK;
   for (size_t at = 0; rc == SP_OK && at < n; at += per) {
     const size_t k = n - at < per ? n - at : per;
     const void *stored = raw;
-    if (same_bytes(s->t->dtype, fmt)) {
+    if (keep) {
       rc = conv_read(ck, s->t, at * s->t->elem, raw, k * s->t->elem);
       pr->done += k * s->t->elem;
     } else {
-      rc = conv_read(ck, s->t, at * s->t->elem, raw, k * s->t->elem);
+      rc = read_f32(ck, s, at, k, raw, f32, pr);
       if (rc != SP_OK) break;
-      to_f32(s->t->dtype, raw, s->scale, f32, k);
       f->narrow(f32, 1, (int64_t)k, out, NULL);
       stored = out;
-      pr->done += k * s->t->elem;
     }
     const int64_t bad = rc == SP_OK ? f->first_nonfinite(stored, (int64_t)k) : (int64_t)k;
     if (rc == SP_OK && bad < (int64_t)k) {
       float v = f32[bad];
-      if (same_bytes(s->t->dtype, fmt))
-        to_f32(s->t->dtype, raw + (size_t)bad * s->t->elem, 1.0f, &v, 1);
+      if (keep) to_f32(s->t->dtype, raw + (size_t)bad * s->t->elem, 1.0f, &v, 1);
       rc = not_finite(ck, s, at + (uint64_t)bad, v, f);
     }
     if (rc == SP_OK)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,11 @@
 
 #include "conv.h"
 #include "file_read.h"
+#include "gguf.h"
 #include "json_in.h"
 #include "log.h"
 #include "safetensors.h"
+#include "utf8.h"
 
 /* ---- problems -------------------------------------------------------------- */
 
@@ -72,6 +75,7 @@ static int st_open(const char *path, conv_file *f) {
     c->ndim = t->ndim;
     memcpy(c->shape, t->shape, sizeof c->shape);
     c->numel = t->numel;
+    c->bytes = t->numel * c->elem;
     c->index = i;
   }
   f->nmeta = s->h.nmeta;
@@ -92,7 +96,107 @@ static void st_close(conv_file *f) {
 
 static const conv_reader safetensors_reader = {"safetensors", ".safetensors", st_open, st_read,
                                                st_close};
-const conv_reader *const conv_readers[] = {&safetensors_reader, NULL};
+
+/* ---- the GGUF reader ----------------------------------------------------------- */
+
+/* GGUF's own names of the formats it holds (kern_quant.h's table). */
+static const char *gguf_type_name(kern_qfmt f) {
+  static const char *const names[KERN_QFMT_COUNT] = {
+      [KERN_QFMT_F32] = "F32",   [KERN_QFMT_F16] = "F16",   [KERN_QFMT_BF16] = "BF16",
+      [KERN_QFMT_Q8_0] = "Q8_0", [KERN_QFMT_Q6_K] = "Q6_K", [KERN_QFMT_Q5_K] = "Q5_K",
+      [KERN_QFMT_Q5_0] = "Q5_0", [KERN_QFMT_Q5_1] = "Q5_1", [KERN_QFMT_Q4_K] = "Q4_K",
+      [KERN_QFMT_Q4_0] = "Q4_0", [KERN_QFMT_Q4_1] = "Q4_1", [KERN_QFMT_Q3_K] = "Q3_K",
+      [KERN_QFMT_Q2_K] = "Q2_K"};
+  return (int)f >= 0 && f < KERN_QFMT_COUNT && names[f] ? names[f] : "?";
+}
+
+/* One GGUF tensor as the pipeline sees it: F32, F16 and BF16 as values,
+ * the block formats as rows of blocks, in PyTorch's shape (orig_shape
+ * applied by the reader). */
+static void gguf_tensor(const rank_gguf_tensor *t, int i, conv_tensor *c) {
+  c->key = t->name;
+  c->dtype = t->fmt == KERN_QFMT_F32    ? CONV_F32
+             : t->fmt == KERN_QFMT_F16  ? CONV_F16
+             : t->fmt == KERN_QFMT_BF16 ? CONV_BF16
+                                        : CONV_BLOCKS;
+  c->dtype_name = gguf_type_name(t->fmt);
+  c->qtype = kern_qfmt_dtype(t->fmt);
+  c->elem = c->dtype == CONV_BLOCKS ? 0 : kern_dtype_size(c->qtype);
+  c->ndim = t->shape_dims;
+  memcpy(c->shape, t->shape, sizeof c->shape);
+  c->numel = t->numel;
+  c->bytes = t->bytes;
+  c->rows = t->rows;
+  c->cols = t->cols;
+  c->keep = 1;
+  c->index = i;
+}
+
+/* The string metadata (general.architecture, ...) as the file's metadata:
+ * keys and values point into the header; invalid strings left out. */
+static void gguf_meta(const rank_gguf_file *g, conv_file *f) {
+  f->meta_key = sp_xcalloc((size_t)g->h.nkv + 1, sizeof *f->meta_key);
+  f->meta_val = sp_xcalloc((size_t)g->h.nkv + 1, sizeof *f->meta_val);
+  for (int64_t k = 0; k < g->h.nkv; k++) {
+    const rank_gguf_kv *kv = &g->h.kv[k];
+    if (kv->type != RANK_GGUF_STRING || memchr(kv->str, '\0', kv->str_len) ||
+        io_utf8_check((const unsigned char *)kv->str, kv->str_len) != kv->str_len)
+      continue;
+    f->meta_key[f->nmeta] = kv->key;
+    f->meta_val[f->nmeta++] = kv->str;
+  }
+}
+
+static int gguf_open(const char *path, conv_file *f) {
+  rank_gguf_file *g = NULL;
+  int rc = rank_gguf_open(path, &g);
+  if (rc != SP_OK) return rc;
+  if (g->h.ntensors > INT32_MAX / 2) {
+    sp_log_error("%s: %lld tensors, more than a checkpoint holds", path,
+                 (long long)g->h.ntensors);
+    rank_gguf_close(g);
+    return SP_ERR_INPUT;
+  }
+  f->priv = g;
+  f->count = (int)g->h.ntensors;
+  f->t = sp_xcalloc((size_t)f->count + 1, sizeof *f->t);
+  for (int i = 0; i < f->count; i++) gguf_tensor(&g->h.t[i], i, &f->t[i]);
+  gguf_meta(g, f);
+  return SP_OK;
+}
+
+static int gguf_read(const conv_file *f, const conv_tensor *t, uint64_t off, void *dst, size_t n) {
+  const rank_gguf_file *g = f->priv;
+  return rank_gguf_read(g, &g->h.t[t->index], off, dst, n);
+}
+
+static void gguf_close(conv_file *f) {
+  rank_gguf_close(f->priv);
+  free(f->meta_key);
+  free(f->meta_val);
+  free(f->t);
+}
+
+static const conv_reader gguf_reader = {"gguf", ".gguf", gguf_open, gguf_read, gguf_close};
+const conv_reader *const conv_readers[] = {&safetensors_reader, &gguf_reader, NULL};
+
+const char *conv_dtype_name(conv_dtype d) {
+  static const char *const names[] = {"F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "U8",
+                                      "GGUF blocks", "?"};
+  return (int)d >= 0 && d <= CONV_OTHER ? names[d] : "?";
+}
+
+const char *conv_file_meta(const conv_file *f, const char *key) {
+  for (int i = 0; i < f->nmeta; i++)
+    if (strcmp(f->meta_key[i], key) == 0) return f->meta_val[i];
+  return NULL;
+}
+
+int conv_ckpt_has(const conv_ckpt *ck, const char *reader) {
+  for (int s = 0; s < ck->nf; s++)
+    if (strcmp(ck->f[s].reader->name, reader) == 0) return 1;
+  return 0;
+}
 
 /* The reader of a file named name: the one whose suffix it has; with
  * strict unset, the first when none has. */

@@ -179,7 +179,8 @@ int rank_convert_t5_run(int ninputs, char *const *args, const char *tokenizer_pa
   const char *preset = rc == SP_OK ? t5_preset_match(c) : NULL;
   if (rc == SP_OK) {
     conv_scales_info(&j, kern_dtype_name(od));
-    const conv_output o = {out_path, c, kern_dtype_name(od), preset, &hooks, 0};
+    const conv_output o = {out_path, c,     kern_dtype_name(od), preset,
+                           &hooks,   0,     KERN_DTYPE_COUNT};
     rc = conv_write(&conv_umt5, &j, 1, &o);
   }
   if (rc == SP_OK)

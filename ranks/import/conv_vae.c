@@ -1,7 +1,8 @@
-/* The Wan 2.1 VAE decoder through the converter pipeline (conv.h;
- * convert_vae.h is its API): the published WanVAE_ keys and diffusers'
- * AutoencoderKLWan as tables (VAE.md "Model file and checkpoint keys"),
- * the encoder skipped, the config from the shapes. */
+/* The Wan 2.1 VAE through the converter pipeline (conv.h; convert_vae.h is
+ * its API): the published WanVAE_ keys (also ComfyUI's wan_2.1_vae
+ * file's) and diffusers' AutoencoderKLWan as tables (VAE.md "Model file
+ * and checkpoint keys"), the decoder and, when the checkpoint has it, the
+ * encoder; the config from the shapes. */
 #include "convert_vae.h"
 
 #include <stdio.h>
@@ -27,6 +28,11 @@ static const conv_rule official_rules[] = {
     CONV_RENAME("decoder.middle.", "decoder.middle."),
     CONV_RENAME("decoder.upsamples.", "decoder.upsamples."),
     CONV_RENAME("decoder.head.", "decoder.head."),
+    CONV_RENAME("encoder.conv1.", "encoder.conv1."),
+    CONV_RENAME("encoder.downsamples.", "encoder.downsamples."),
+    CONV_RENAME("encoder.middle.", "encoder.middle."),
+    CONV_RENAME("encoder.head.", "encoder.head."),
+    CONV_RENAME("conv1.", "conv1."),
     CONV_END,
 };
 
@@ -36,6 +42,16 @@ static const conv_rule resblock[] = {
     CONV_RENAME("norm1.", "residual.0."), CONV_RENAME("conv1.", "residual.2."),
     CONV_RENAME("norm2.", "residual.3."), CONV_RENAME("conv2.", "residual.6."),
     CONV_RENAME("conv_shortcut.", "shortcut."), CONV_END,
+};
+
+/* An encoder down block (numbered across levels as the published
+ * encoder.downsamples): a resnet's leaves, or a downsampler's, which keep
+ * their names. */
+static const conv_rule down_block[] = {
+    CONV_RENAME("norm1.", "residual.0."), CONV_RENAME("conv1.", "residual.2."),
+    CONV_RENAME("norm2.", "residual.3."), CONV_RENAME("conv2.", "residual.6."),
+    CONV_RENAME("conv_shortcut.", "shortcut."), CONV_RENAME("resample.", "resample."),
+    CONV_RENAME("time_conv.", "time_conv."), CONV_END,
 };
 
 /* Up block I's resnet J is decoder.upsamples.<I (R + 2) + J>, its
@@ -53,14 +69,20 @@ static const conv_rule diffusers_rules[] = {
      .add = P_SAMPLER},
     CONV_RENAME("decoder.norm_out.", "decoder.head.0."),
     CONV_RENAME("decoder.conv_out.", "decoder.head.2."),
+    CONV_RENAME("quant_conv.", "conv1."),
+    CONV_RENAME("encoder.conv_in.", "encoder.conv1."),
+    CONV_TREE("encoder.down_blocks.#.", "encoder.downsamples.#.", down_block),
+    CONV_TREE("encoder.mid_block.resnets.0.", "encoder.middle.0.", resblock),
+    CONV_RENAME("encoder.mid_block.attentions.0.", "encoder.middle.1."),
+    CONV_TREE("encoder.mid_block.resnets.1.", "encoder.middle.2.", resblock),
+    CONV_RENAME("encoder.norm_out.", "encoder.head.0."),
+    CONV_RENAME("encoder.conv_out.", "encoder.head.2."),
     CONV_END,
 };
 
-/* The encoder's tensors in either layout: not needed to decode. */
-static const char *const encoder[] = {"encoder.", "conv1.", "quant_conv.", NULL};
-
-static const conv_layout official = {"official", "", official_rules, encoder};
-static const conv_layout diffusers = {"diffusers", "", diffusers_rules, encoder};
+/* Nothing is skipped: the encoder's tensors, when there, go to /encoder. */
+static const conv_layout official = {"official", "", official_rules, NULL};
+static const conv_layout diffusers = {"diffusers", "", diffusers_rules, NULL};
 static const conv_layout *const layouts[] = {&official, &diffusers, NULL};
 
 static void params_of(int64_t R, int64_t *param) {
@@ -79,6 +101,12 @@ int rank_convert_is_vae(int ninputs, char *const *inputs, int *is_vae) {
 
 /* ---- the hooks ------------------------------------------------------------------------ */
 
+/* A key of the encoder in either layout (encoder.*, conv1.*, quant_conv.*). */
+static int encoder_key(const char *key) {
+  return strncmp(key, "encoder.", 8) == 0 || strncmp(key, "conv1.", 6) == 0 ||
+         strncmp(key, "quant_conv.", 11) == 0;
+}
+
 /* A DiT's tensors among the VAE's, or the encoder alone: refused. */
 static int screen(conv_job *j) {
   int dit = 0, decoder = 0, enc = 0;
@@ -89,7 +117,7 @@ static int screen(conv_job *j) {
     int b, is_dit = 0;
     for (int s = RANK_CONVERT_OFFICIAL; s <= RANK_CONVERT_COMFY && !is_dit; s++)
       is_dit = rank_convert_map_key((rank_convert_style)s, key, &g, &b, &nm) == 0;
-    if (conv_skips(&official, key))
+    if (encoder_key(key))
       enc++;
     else if (is_dit && !dit++)
       example = key;
@@ -104,8 +132,8 @@ static int screen(conv_job *j) {
   }
   if (decoder == 0) {
     sp_log_error("%s: holds only the VAE's encoder (%d tensors encoder.*, conv1.*, quant_conv.*); "
-                 "decoding needs the decoder (decoder.*, and conv2.* or post_quant_conv.*)",
-                 j->ck.label, enc);
+                 "a VAE file holds the decoder (decoder.*, and conv2.* or post_quant_conv.*), "
+                 "with or without the encoder", j->ck.label, enc);
     return SP_ERR_INPUT;
   }
   return SP_OK;
@@ -177,11 +205,33 @@ static int level_widths(conv_job *j, int64_t R, wan_vae_config *c) {
   return 0;
 }
 
+/* With the encoder, dim is its conv1's width (the decoder alone fixes
+ * only the products dim * dim_mult; the encoder's first level is dim
+ * wide): dim_mult from it. 0, or -1 after a problem. */
+static int encoder_dim(conv_job *j, wan_vae_config *c) {
+  char key[1200];
+  const conv_src *s = conv_job_find(j, "encoder.conv1.weight");
+  const int64_t d = s && s->t->ndim == 5 ? s->t->shape[0] : 0;
+  int divides = d > 0;
+  for (int i = 0; divides && i < c->n_mult; i++) divides = c->dim * c->dim_mult[i] % d == 0;
+  if (!divides) {
+    conv_job_key(j, "encoder.conv1.weight", key, sizeof key);
+    conv_problem(&j->p, "%s: tensor '%s' %s (needed to infer dim: the encoder's first width, "
+                        "which divides every width of the decoder)", j->ck.label, key,
+                 !s ? "is missing" : d > 0 ? "does not divide the decoder's widths" : "is not 5-D");
+    return -1;
+  }
+  for (int i = 0; i < c->n_mult; i++) c->dim_mult[i] = c->dim * c->dim_mult[i] / d;
+  c->dim = d;
+  return 0;
+}
+
 /* z_dim from conv2.weight; the number of levels from the count of
  * decoder.upsamples modules and R; each level's width from its first
  * block; dim as the widths' greatest common divisor (the decoder depends
- * only on the products dim * dim_mult); temporal_up from which resamples
- * have a time_conv. */
+ * only on the products dim * dim_mult), or with the encoder its conv1's
+ * width; temporal_up from which resamples have a time_conv; the encoder
+ * when any of its tensors is there. */
 static int infer(conv_job *j) {
   const int64_t R = j->layout == &diffusers ? j->param[P_R] : official_res_blocks(j);
   params_of(R, j->param);
@@ -210,6 +260,11 @@ static int infer(conv_job *j) {
   }
   c->n_mult = (int)((modules + 1) / (R + 2));
   if (level_widths(j, R, c) != 0) return -1;
+  /* The encoder is kept when any of its tensors is there: the table of the
+   * config then asks for all of them (each missing one is named). */
+  for (int i = 0; i < j->ck.n && !c->encoder; i++)
+    c->encoder = encoder_key(j->src[i].name);
+  if (c->encoder && encoder_dim(j, c) != 0) return -1;
   char err[256], dm[64] = "", tu[64] = "";
   if (wan_vae_config_check(c, err, sizeof err) != 0) {
     conv_problem(&j->p, "%s: inferred config is not supported: %s", j->ck.label, err);
@@ -221,23 +276,23 @@ static int infer(conv_job *j) {
   for (int i = 0; i + 1 < c->n_mult; i++)
     snprintf(tu + strlen(tu), sizeof tu - strlen(tu), "%s%d", i ? ", " : "", c->temporal_up[i]);
   sp_log_info("convert: inferred dim %lld, z_dim %lld, dim_mult (%s), num_res_blocks %lld, "
-              "temporal_up (%s)", (long long)c->dim, (long long)c->z_dim, dm,
-              (long long)c->num_res_blocks, tu);
+              "temporal_up (%s); %s", (long long)c->dim, (long long)c->z_dim, dm,
+              (long long)c->num_res_blocks, tu,
+              c->encoder ? "with the encoder" : "the decoder alone (no encoder tensors)");
   return 0;
 }
 
 static const conv_dtype dtypes[] = {CONV_F32, CONV_F16, CONV_BF16};
 
 const conv_net conv_vae = {
-    .what = "a Wan 2.1 VAE decoder",
+    .what = "a Wan 2.1 VAE",
     .short_what = "Wan 2.1 VAE",
     .schema = &wan_vae_schema,
     .layouts = layouts,
     .default_layout = 0,
     .dtypes = dtypes,
     .ndtypes = (int)(sizeof dtypes / sizeof dtypes[0]),
-    .skip_what = "encoder tensors (encoder.*, conv1.*, quant_conv.*): only the decoder is "
-                 "converted;",
+    .skip_what = "tensors skipped",
     .screen = screen,
     .params = params,
     .infer = infer,
@@ -251,14 +306,15 @@ int rank_convert_vae_run(int ninputs, char *const *args, const char *out_path, k
   const wan_vae_config *c = j.config;
   const char *preset = rc == SP_OK ? vae_preset_match(c) : NULL;
   if (rc == SP_OK) {
-    const conv_output o = {out_path, c, kern_dtype_name(od), preset, NULL, 0};
+    const conv_output o = {out_path, c, kern_dtype_name(od), preset, NULL, 0, KERN_DTYPE_COUNT};
     rc = conv_write(&conv_vae, &j, 1, &o);
   }
   if (rc == SP_OK) {
     int64_t params = 0;
     for (int i = 0; i < j.nt; i++) params += j.t[i].numel;
-    sp_log_info("convert: wrote %s (VAE decoder, %s, %s, %d tensors, %lld parameters)", out_path,
-                preset ? preset : "custom config", kern_dtype_name(od), j.nt, (long long)params);
+    sp_log_info("convert: wrote %s (VAE decoder%s, %s, %s, %d tensors, %lld parameters)",
+                out_path, c->encoder ? " and encoder" : "", preset ? preset : "custom config",
+                kern_dtype_name(od), j.nt, (long long)params);
   }
   conv_job_free(&j);
   return rc;

@@ -263,7 +263,7 @@ int rank_convert_vae22_run(int ninputs, char *const *args, const char *out_path,
   const wan_vae22_config *c = j.config;
   const char *preset = rc == SP_OK ? wan_vae22_schema.preset_match(c) : NULL;
   if (rc == SP_OK) {
-    const conv_output o = {out_path, c, kern_dtype_name(od), preset, NULL, 0};
+    const conv_output o = {out_path, c, kern_dtype_name(od), preset, NULL, 0, KERN_DTYPE_COUNT};
     rc = conv_write(&conv_vae22, &j, 1, &o);
   }
   if (rc == SP_OK) {

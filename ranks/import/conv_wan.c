@@ -197,7 +197,23 @@ static int infer(conv_job *j) {
   return 0;
 }
 
-static const conv_dtype dtypes[] = {CONV_F32, CONV_F16, CONV_BF16, CONV_F8_E4M3};
+/* A GGUF checkpoint (ComfyUI-GGUF's Wan files) must say it holds a Wan
+ * DiT: general.architecture "wan" (MODEL.md "GGUF weights"). */
+static int screen(conv_job *j) {
+  for (int s = 0; s < j->ck.nf; s++) {
+    const conv_file *f = &j->ck.f[s];
+    if (strcmp(f->reader->name, "gguf") != 0) continue;
+    const char *arch = conv_file_meta(f, "general.architecture");
+    if (!arch || strcmp(arch, "wan") != 0) {
+      sp_log_error("%s: a GGUF file of architecture '%s': a Wan 2.1/2.2 DiT's says 'wan' "
+                   "(general.architecture)", f->path, arch ? arch : "(none)");
+      return SP_ERR_INPUT;
+    }
+  }
+  return SP_OK;
+}
+
+static const conv_dtype dtypes[] = {CONV_F32, CONV_F16, CONV_BF16, CONV_F8_E4M3, CONV_BLOCKS};
 
 const conv_net conv_wan = {
     .what = "a Wan 2.1 T2V model",
@@ -210,6 +226,7 @@ const conv_net conv_wan = {
     .skip_what = "tensors",
     .copy_metadata = 1,
     .known = known,
+    .screen = screen,
     .infer = infer,
 };
 
@@ -233,6 +250,20 @@ static int same_config(const wan_config *a, const wan_config *b, char *err, size
   return 0;
 }
 
+/* The root dtype of the file: a GGUF checkpoint's is "quant" (its blocks'
+ * linear weights kept in their formats, the rest bf16) or "quant-fp32"
+ * (the rest fp32: --dtype fp32); --dtype fp8 and int8 would quantise
+ * again and are refused. Any other checkpoint's is od's. */
+static const char *root_of(const conv_job *jobs, int n, kern_dtype od) {
+  int gguf = 0;
+  for (int e = 0; e < n; e++) gguf |= conv_ckpt_has(&jobs[e].ck, "gguf");
+  if (!gguf) return rank_model_root_of(od);
+  if (od == KERN_DTYPE_BF16 || od == KERN_DTYPE_F32) return od == KERN_DTYPE_F32 ? "quant-fp32" : "quant";
+  sp_log_error("--dtype %s: a GGUF checkpoint keeps its quantized bytes; --dtype chooses the "
+               "other tensors' dtype: bf16 (the default) or fp32", rank_model_root_of(od));
+  return NULL;
+}
+
 /* Writes the n experts of jobs (one checked config) into out_path. */
 static int write_model(const conv_job *jobs, int n, const char *out_path, kern_dtype od,
                        int progress) {
@@ -253,9 +284,12 @@ static int write_model(const conv_job *jobs, int n, const char *out_path, kern_d
    * reader matches any preset from the config). */
   const char *preset = wan_preset_match(c);
   if (preset && n > 1) preset = strcmp(preset, "wan2.1-14b") == 0 ? "wan2.2-a14b" : NULL;
-  const char *root = od == KERN_DTYPE_E4M3 ? "fp8" : kern_dtype_name(od);
-  conv_scales_info(&jobs[0], root);
-  const conv_output o = {out_path, &f, root, preset ? preset : "", NULL, progress};
+  const char *root = root_of(jobs, n, od);
+  if (!root) return SP_ERR_INPUT;
+  for (int e = 0; e < n; e++) conv_scales_info(&jobs[e], root);
+  /* a block format (--dtype q8_0): the linear weights quantised to it */
+  const conv_output o = {out_path, &f, root, preset ? preset : "", NULL, progress,
+                         kern_dtype_size(od) == 0 ? od : KERN_DTYPE_COUNT};
   int rc = conv_write(&conv_wan, jobs, n, &o);
   if (rc == SP_OK)
     sp_log_info("convert: wrote %s (%s%s, %s)", out_path, preset ? preset : "custom config",

@@ -1,13 +1,13 @@
-/* GGUF files (gguf.h): opening without blocking on a FIFO or device, the
- * header read in growing prefixes until the parser has all of it, the
- * metadata accessors and tensor reads. */
+/* GGUF files (gguf.h): opening through io/file_read (never blocking on a
+ * FIFO or device), the header read in growing prefixes until the parser
+ * has all of it, the metadata accessors and tensor reads. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "gguf.h"
 #include "json_in.h"
 #include "log.h"
@@ -38,26 +38,13 @@ void rank_gguf_close(rank_gguf_file *f) {
   free(f);
 }
 
-/* Opens path read-only without blocking (a FIFO would block in open) and
- * refuses anything but a regular file. */
+/* Opens path through io/file_read (a FIFO or device refused without
+ * blocking) and takes its size. */
 static int open_regular(rank_gguf_file *f) {
-  f->fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (f->fd < 0) {
-    sp_log_error("%s: cannot open: %s", f->path, strerror(errno));
-    return SP_ERR_INPUT;
-  }
+  if (rank_file_open_read(f->path, &f->fd) != SP_OK) return SP_ERR_INPUT;
   struct stat sb;
   if (fstat(f->fd, &sb) != 0) {
     sp_log_error("%s: cannot stat: %s", f->path, strerror(errno));
-    return SP_ERR_RUNTIME;
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    sp_log_error("%s: not a regular file (a GGUF model must be one)", f->path);
-    return SP_ERR_INPUT;
-  }
-  const int fl = fcntl(f->fd, F_GETFL);
-  if (fl < 0 || fcntl(f->fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-    sp_log_error("%s: fcntl: %s", f->path, strerror(errno));
     return SP_ERR_RUNTIME;
   }
   f->file_size = (uint64_t)sb.st_size;

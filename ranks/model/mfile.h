@@ -132,8 +132,19 @@ int mfile_writer_open(const char *path, const net_schema *s, const void *config,
 int mfile_writer_meta(mfile_writer *w, const char *key, const char *value);
 int mfile_writer_count(const mfile_writer *w);
 const net_tensor *mfile_writer_tensor(const mfile_writer *w, int i);
-/* The format tensor i is stored in (the root dtype's for its entry). */
+/* The format tensor i is stored in (the root dtype's for its entry, until
+ * set_format). */
 kern_dtype mfile_writer_format(const mfile_writer *w, int i);
+/* 1 when the root dtype allows tensor i the format fmt and its rows are
+ * whole blocks of it. */
+int mfile_writer_allows(const mfile_writer *w, int i, kern_dtype fmt);
+/* Stores tensor i as fmt instead, before it is written: one of the formats
+ * the root dtype allows it whose blocks its rows fill (a GGUF checkpoint's
+ * tensors keep their own). SP_OK, or SP_ERR_INPUT after one line. */
+int mfile_writer_set_format(mfile_writer *w, int i, kern_dtype fmt);
+/* Every quantisable tensor (net_tensor.quant) that takes fmt stored in it
+ * (a quant file of Q8_0 linear weights). SP_OK or set_format's status. */
+int mfile_writer_set_quant(mfile_writer *w, kern_dtype fmt);
 /* The index of the tensor of group/name, or -1. */
 int mfile_writer_find(const mfile_writer *w, const char *group, const char *name);
 
@@ -143,7 +154,8 @@ int mfile_writer_find(const mfile_writer *w, const char *group, const char *name
  * stored (given its format). A scaled format takes the whole tensor at
  * once: as fp32 it is quantised per row, as stored it comes with scale
  * (rows), each finite and positive; its scales are written as NAME.scale
- * right after it. A tensor not of the table, a second write, a part out
+ * right after it. A block format (GGUF's) takes its bytes whole, never
+ * fp32 (no quantiser here). A tensor not of the table, a second write, a part out
  * of order or a wrong size is SP_ERR_INPUT; a failed write SP_ERR_RUNTIME
  * ("PATH: DATASET: HDF5 write failed (disk full?)"). */
 typedef struct mfile_put {

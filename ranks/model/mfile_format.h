@@ -5,12 +5,13 @@
  *
  * A row: its name, how HDF5 holds it (unsigned integers or float32,
  * little-endian, of elem bytes; or 0 for a block format kept as bytes,
- * rows x row_bytes of uint8), the bytes of one row of cols values, whether
- * a float32 dataset NAME.scale of one scale per row (output channel) goes
- * beside it (MODEL.md "fp8 weights"), and its conversions to and from
- * fp32. A new stored format (int8 per channel, ggml's blocks Q8_0 ... Q2_K)
- * is a kern_dtype, a row here and its size function; a root dtype that
- * uses it is a row of mfile_roots. */
+ * rows x row bytes of uint8, the tensor's own shape in the dataset's
+ * attribute shape), whether a float32 dataset NAME.scale of one scale per
+ * row (output channel) goes beside it (MODEL.md "fp8 weights", "int8
+ * weights"), and its conversions to and from fp32. The bytes of a row of
+ * cols values and the block a row is made of are kern_quant.h's table
+ * (kern_qfmt_bytes): a stored format is a row of that table, a kern_dtype
+ * and a row here; a root dtype that uses it is a row of mfile_roots. */
 #ifndef RANK_MFILE_FORMAT_H
 #define RANK_MFILE_FORMAT_H
 
@@ -25,13 +26,17 @@ typedef struct mfile_format {
   const char *name;     /* the dataset attribute dtype */
   int is_float;         /* HDF5 type: float (else unsigned integer) */
   size_t elem;          /* bytes of one value (0: a block format stored as uint8 rows) */
-  uint64_t (*row_bytes)(int64_t cols);
   int scaled;           /* NAME.scale (rows) float32 beside it */
   /* rows x cols stored values (with scale (rows) when scaled) to fp32. */
   void (*widen)(const void *src, const float *scale, int64_t rows, int64_t cols, float *dst);
-  /* rows x cols fp32 values (finite) to stored ones, and their scales when scaled. */
+  /* rows x cols fp32 values (finite) to stored ones, and their scales when
+   * scaled; NULL for GGUF's block formats but Q8_0 (ggml's rule), which
+   * have no quantiser here (their bytes come from a GGUF file as they
+   * are). */
   void (*narrow)(const float *src, int64_t rows, int64_t cols, void *dst, float *scale);
-  /* The index of the first of n stored values that is NaN or infinite, or n. */
+  /* The index of the first of n stored values (n a whole number of blocks)
+   * that is NaN or infinite (a block format's: as dequantised; a scaled
+   * format's before its scale), or n. */
   int64_t (*first_nonfinite)(const void *p, int64_t n);
 } mfile_format;
 
@@ -39,6 +44,12 @@ typedef struct mfile_format {
 const mfile_format *mfile_format_of(kern_dtype dtype);
 /* The row named name (a dataset's dtype attribute), or NULL. */
 const mfile_format *mfile_format_named(const char *name);
+/* Values per block along a row of f (1 but for GGUF's block formats). */
+int mfile_format_block(const mfile_format *f);
+/* Bytes of one row of cols values stored as f (cols a multiple of its block). */
+uint64_t mfile_row_bytes(const mfile_format *f, int64_t cols);
+/* 1 when tensor t can be stored as f: its rows are whole blocks. */
+int mfile_format_fits(const mfile_format *f, const net_tensor *t);
 /* Bytes of tensor t stored as f (its scales not counted). */
 uint64_t mfile_format_bytes(const mfile_format *f, const net_tensor *t);
 /* The dimensions of t's dataset stored as f into dims: its shape for a
@@ -56,9 +67,9 @@ int64_t mfile_bad_scale(const float *scale, int64_t n);
  * in any of quant, every other in any of rest; the writer stores each in
  * the first of its list, the reader takes any (the dataset's attribute
  * says which). */
-#define MFILE_MAX_ALLOWED 4
+#define MFILE_MAX_ALLOWED 16
 typedef struct mfile_root {
-  const char *name; /* "bf16", "fp32", "fp8" */
+  const char *name; /* "bf16", "fp32", "fp8", "int8", "quant", "quant-fp32" */
   int nrest;
   kern_dtype rest[MFILE_MAX_ALLOWED];
   int nquant;

@@ -177,7 +177,7 @@ static int rows_in(mfile *m, int i, int64_t row0, int64_t nrows, void *raw, floa
     mfile_synth_values(t, m->id.seed, row0 * cols, nrows * cols, KERN_DTYPE_F32, dst);
     return SP_OK;
   }
-  const uint64_t rb = f->row_bytes(cols);
+  const uint64_t rb = mfile_row_bytes(f, cols);
   int err = pread_all(m->fd, raw, (size_t)(nrows * (int64_t)rb), l->offset + (uint64_t)row0 * rb);
   if (!err && f->scaled)
     err = pread_all(m->fd, scale, (size_t)nrows * sizeof(float),
@@ -196,7 +196,7 @@ static int rows_in(mfile *m, int i, int64_t row0, int64_t nrows, void *raw, floa
 int mfile_read_rows(mfile *m, int i, int64_t row0, int64_t nrows, float *dst) {
   const mfile_format *f = mfile_format_of(m->loc[i].dtype);
   const int64_t cols = mfile_tensor_cols(&m->t[i]);
-  void *raw = sp_xmalloc((size_t)(nrows * (int64_t)f->row_bytes(cols)) + 1);
+  void *raw = sp_xmalloc((size_t)(nrows * (int64_t)mfile_row_bytes(f, cols)) + 1);
   float *scale = sp_xmalloc((size_t)nrows * sizeof *scale + 1);
   int rc = rows_in(m, i, row0, nrows, raw, scale, dst, NULL);
   free(scale);
@@ -209,7 +209,7 @@ int mfile_scan(mfile *m, int i, uint64_t piece_bytes, mfile_scan_fn fn, void *ct
   const mfile_loc *l = &m->loc[i];
   const mfile_format *f = mfile_format_of(l->dtype);
   const int64_t rows = mfile_tensor_rows(t), cols = mfile_tensor_cols(t);
-  const uint64_t rb = f->row_bytes(cols);
+  const uint64_t rb = mfile_row_bytes(f, cols);
   int64_t per = (int64_t)(piece_bytes / (rb ? rb : 1));
   if (per < 1) per = 1;
   if (per > rows) per = rows;

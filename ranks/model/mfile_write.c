@@ -60,8 +60,11 @@ int mfile_writer_open(const char *path, const net_schema *s, const void *config,
                       mfile_writer **out) {
   char err[256];
   const mfile_root *r = mfile_root_named(root);
-  if (s->check(config, err, sizeof err) != 0 || !r) {
-    if (!r) snprintf(err, sizeof err, "root dtype %s is not one a model file takes", root);
+  int takes = 0;
+  for (int i = 0; r && s->root_dtypes[i]; i++) takes |= strcmp(s->root_dtypes[i], root) == 0;
+  if (s->check(config, err, sizeof err) != 0 || !takes) {
+    if (!takes)
+      snprintf(err, sizeof err, "root dtype %s is not one a %s file takes", root, s->what);
     sp_log_error("%s: %s", path, err);
     return SP_ERR_INPUT;
   }
@@ -102,6 +105,51 @@ int mfile_writer_count(const mfile_writer *w) { return w->ntensors; }
 const net_tensor *mfile_writer_tensor(const mfile_writer *w, int i) { return &w->t[i]; }
 kern_dtype mfile_writer_format(const mfile_writer *w, int i) { return w->fmt[i]; }
 
+int mfile_writer_allows(const mfile_writer *w, int i, kern_dtype fmt) {
+  const mfile_format *f = mfile_format_of(fmt);
+  if (i < 0 || i >= w->ntensors || !f || !mfile_format_fits(f, &w->t[i])) return 0;
+  const kern_dtype *allowed;
+  const int n = mfile_root_allowed(w->root, &w->t[i], &allowed);
+  for (int k = 0; k < n; k++)
+    if (allowed[k] == fmt) return 1;
+  return 0;
+}
+
+int mfile_writer_set_format(mfile_writer *w, int i, kern_dtype fmt) {
+  if (i < 0 || i >= w->ntensors) {
+    sp_log_error("%s: tensor %d is not one of the model's %d", w->out.path, i, w->ntensors);
+    return SP_ERR_INPUT;
+  }
+  char ds[NET_PATH_MAX + NET_NAME_MAX + 16];
+  mfile_tensor_path(&w->t[i], ds, sizeof ds);
+  const kern_dtype *allowed;
+  const int n = mfile_root_allowed(w->root, &w->t[i], &allowed);
+  const mfile_format *f = mfile_format_of(fmt);
+  int ok = 0;
+  for (int k = 0; k < n && f; k++) ok |= allowed[k] == fmt;
+  if (!ok || w->done[i] || w->part == i) {
+    sp_log_error("%s: %s: %s is not a format it may take in a %s file%s", w->out.path, ds,
+                 kern_dtype_name(fmt), w->root->name, ok ? " (it is written already)" : "");
+    return SP_ERR_INPUT;
+  }
+  if (!mfile_format_fits(f, &w->t[i])) {
+    sp_log_error("%s: %s: its rows of %lld values are not whole %s blocks of %d", w->out.path,
+                 ds, (long long)mfile_tensor_cols(&w->t[i]), f->name, mfile_format_block(f));
+    return SP_ERR_INPUT;
+  }
+  w->fmt[i] = fmt;
+  return SP_OK;
+}
+
+int mfile_writer_set_quant(mfile_writer *w, kern_dtype fmt) {
+  for (int i = 0; i < w->ntensors; i++) {
+    if (!w->t[i].quant || !mfile_writer_allows(w, i, fmt)) continue;
+    const int rc = mfile_writer_set_format(w, i, fmt);
+    if (rc != SP_OK) return rc;
+  }
+  return SP_OK;
+}
+
 int mfile_writer_find(const mfile_writer *w, const char *group, const char *name) {
   for (int i = 0; i < w->ntensors; i++)
     if (strcmp(w->t[i].group, group) == 0 && strcmp(w->t[i].name, name) == 0) return i;
@@ -130,7 +178,7 @@ static int write_whole(mfile_writer *w, const char *ds, const mfile_format *f, c
   hid_t d = rank_container_create_dataset(w->out.file, ds, f, nd, dims);
   const uint32_t c = crc32c(0, data, (size_t)bytes);
   int ok = d >= 0 && rank_container_write_values(d, f, data, 0, units, units) == 0;
-  if (d >= 0) ok = rank_container_finish_dataset(d, f, c) == 0 && ok;
+  if (d >= 0) ok = rank_container_finish_dataset(d, f, t, c) == 0 && ok;
   if (!ok) {
     sp_log_error("%s: %s: HDF5 write failed (disk full?)", w->out.path, ds);
     return SP_ERR_RUNTIME;
@@ -203,7 +251,7 @@ static int put_part(mfile_writer *w, int i, const mfile_put *p, const char *ds) 
     hid_t d = w->part_d;
     w->part_d = -1;
     w->part = -1;
-    if (rank_container_finish_dataset(d, f, w->part_crc) != 0) goto fail;
+    if (rank_container_finish_dataset(d, f, t, w->part_crc) != 0) goto fail;
     w->crc[i] = w->part_crc;
     w->done[i] = 1;
   }
@@ -238,6 +286,11 @@ int mfile_writer_put(mfile_writer *w, const mfile_put *p) {
                  f->name, (long long)t->numel);
     return SP_ERR_INPUT;
   }
+  if (!f->narrow && p->given != w->fmt[i]) {
+    sp_log_error("%s: %s: %s has no quantiser here: it is written as its bytes", w->out.path,
+                 ds, f->name);
+    return SP_ERR_INPUT;
+  }
   if (f->scaled && p->given == w->fmt[i] && !p->scale) {
     sp_log_error("%s: %s: an %s tensor is written with its scales", w->out.path, ds, f->name);
     return SP_ERR_INPUT;
@@ -251,8 +304,14 @@ int mfile_writer_put(mfile_writer *w, const mfile_put *p) {
     return SP_ERR_INPUT;
   }
   if (f->scaled) return put_scaled(w, i, p, ds);
-  if (!f->elem) { /* a block format: its bytes whole */
-    int rc = write_whole(w, ds, f, t, p->data, &w->crc[i]);
+  if (!f->elem) { /* a block format: its bytes whole (from fp32: quantised first) */
+    const void *bytes = p->data;
+    if (p->given != w->fmt[i]) {
+      void *dst = tmp_room(w, (size_t)mfile_format_bytes(f, t));
+      f->narrow(p->data, mfile_tensor_rows(t), mfile_tensor_cols(t), dst, NULL);
+      bytes = dst;
+    }
+    int rc = write_whole(w, ds, f, t, bytes, &w->crc[i]);
     if (rc == SP_OK) w->done[i] = 1;
     return rc;
   }

@@ -281,10 +281,34 @@ static const char *shape_why(hid_t space, int ndim, const int64_t *shape, char *
   return whybuf;
 }
 
+/* Why a block format's dataset d does not hold tensor t: its rows whole
+ * blocks, its attribute shape the tensor's own (the dataset's are rows
+ * and row bytes). NULL when it does. */
+static const char *blocks_why(hid_t d, const mfile_format *f, const net_tensor *t, char *whybuf,
+                              size_t cap) {
+  if (!mfile_format_fits(f, t)) {
+    snprintf(whybuf, cap, "dtype %s: its rows of %lld values are not whole %s blocks of %d",
+             f->name, (long long)mfile_tensor_cols(t), f->name, mfile_format_block(f));
+    return whybuf;
+  }
+  if (f->elem) return NULL;
+  int64_t shape[NET_MAX_NDIM] = {0};
+  int same = rank_h5_attr_read_num(d, "shape", H5T_NATIVE_INT64, shape, t->ndim) == 0;
+  for (int k = 0; same && k < t->ndim; k++) same = shape[k] == t->shape[k];
+  if (same) return NULL;
+  char want[96];
+  shape_text(t->ndim, NULL, t->shape, want, sizeof want);
+  snprintf(whybuf, cap, "attribute shape (the %s tensor's own) is missing or not [%s]", f->name,
+           want);
+  return whybuf;
+}
+
 /* Why the dataset d, of the format it holds, is not tensor t as stored:
  * its shape and storage size. NULL when it is. */
 static const char *size_why(hid_t d, hid_t space, const mfile_format *f, const net_tensor *t,
                             char *whybuf, size_t cap) {
+  const char *blk = blocks_why(d, f, t, whybuf, cap);
+  if (blk) return blk;
   int64_t dims[NET_MAX_NDIM];
   const int nd = mfile_format_dims(f, t, dims);
   const char *why = shape_why(space, nd, dims, whybuf, cap);
@@ -515,9 +539,13 @@ int rank_container_write_values(hid_t d, const mfile_format *f, const void *data
   return ok ? 0 : -1;
 }
 
-int rank_container_finish_dataset(hid_t d, const mfile_format *f, uint32_t crc) {
+int rank_container_finish_dataset(hid_t d, const mfile_format *f, const net_tensor *t,
+                                  uint32_t crc) {
   int ok = rank_h5_attr_write_str(d, "dtype", f->name) == 0 &&
            rank_h5_attr_write_num(d, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, &crc, 1) == 0;
+  if (ok && !f->elem) /* a block format's rows of bytes: the tensor's own shape beside them */
+    ok = rank_h5_attr_write_num(d, "shape", H5T_STD_I64LE, H5T_NATIVE_INT64, t->shape,
+                                t->ndim) == 0;
   return H5Dclose(d) < 0 || !ok ? -1 : 0;
 }
 

@@ -72,7 +72,8 @@ typedef struct rank_container_found {
  * present, a dataset, one name, contiguous, unfiltered, data inside the
  * file, the format its attribute dtype names among those allowed with the
  * HDF5 type that stores it, the shape and storage size it gives t, a
- * checksum attribute. */
+ * checksum attribute; a block format's rows whole blocks and its attribute
+ * shape the tensor's. */
 int rank_container_check_dataset(hid_t file, const char *path, const char *ds,
                                  const kern_dtype *allowed, int nallowed, const net_tensor *t,
                                  rank_container_found *out);
@@ -129,9 +130,11 @@ hid_t rank_container_create_dataset(hid_t file, const char *ds, const mfile_form
  * data in f's storage. 0 or -1. */
 int rank_container_write_values(hid_t d, const mfile_format *f, const void *data, int64_t first,
                                 int64_t count, int64_t total);
-/* The dataset's dtype and checksum attributes, then closes it. 0 or -1
- * (closed either way). */
-int rank_container_finish_dataset(hid_t d, const mfile_format *f, uint32_t crc);
+/* The dataset's dtype and checksum attributes (a block format's also
+ * shape, the int64 dims of tensor t), then closes it. 0 or -1 (closed
+ * either way). */
+int rank_container_finish_dataset(hid_t d, const mfile_format *f, const net_tensor *t,
+                                  uint32_t crc);
 /* Writes the model checksum acc, closes o's file (rank_h5_out_close) and
  * renames it onto its path. Logs failures naming the path; returns SP_OK or
  * SP_ERR_RUNTIME (the caller aborts o). */

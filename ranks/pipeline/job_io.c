@@ -130,8 +130,10 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
   out[n++] = (job_setting){.key = "size", .kind = SETTING_STR, .s = size};
   out[n++] = (job_setting){.key = "model", .kind = SETTING_STR, .s = mi->id.source};
   out[n++] = (job_setting){.key = "model_checksum", .kind = SETTING_STR, .s = mi->id.checksum};
-  if (job_precision_fp8(&s->params, mi)) /* MODEL.md "fp8 weights" (bf16: no attribute) */
-    out[n++] = (job_setting){.key = "precision", .kind = SETTING_STR, .s = "fp8"};
+  const wan_precision prec = job_precision(&s->params, mi);
+  if (prec != WAN_PRECISION_BF16) /* MODEL.md "fp8 weights", "int8 weights" (bf16: none) */
+    out[n++] = (job_setting){.key = "precision", .kind = SETTING_STR,
+                             .s = wan_precision_name(prec)};
   if (j->sched != RANK_SCHEDULE_SHIFTED) {
     job_schedule_format(j, t->schedule, sizeof t->schedule);
     out[n++] = (job_setting){.key = job_schedule_key(j), .kind = SETTING_STR, .s = t->schedule};
@@ -288,10 +290,11 @@ void job_log(const job_session *s, const job_spec *j) {
     rank_cache_format(&j->cache, spec, sizeof spec);
     snprintf(cache, sizeof cache, ", cache %s", spec);
   }
-  sp_log_info("run: %s%s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
+  const wan_precision prec = job_precision(&s->params, rank_model_get_info(s->m));
+  sp_log_info("run: %s%s%s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
               "tokens, %d steps%s, %s, %s, shift %g, %s%s, %d rank%s",
-              s->params.model,
-              job_precision_fp8(&s->params, rank_model_get_info(s->m)) ? " in fp8" : "",
+              s->params.model, prec != WAN_PRECISION_BF16 ? " in " : "",
+              prec != WAN_PRECISION_BF16 ? wan_precision_name(prec) : "",
               (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
               (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),

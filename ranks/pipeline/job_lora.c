@@ -8,62 +8,69 @@
 #include "job_session_impl.h"
 #include "log.h"
 
-/* The LoRA mode and, for merged, the merge: every rank opens the LoRAs and
+/* The LoRA mode auto resolves to: merged when every job has the same
+ * LoRAs (differ: 0, else the first --jobs line that does not) and the
+ * weights can hold a merge, else bypass. A merge is faithful where the
+ * merged weights are quantised again in the format they run in (fp8,
+ * int8 precision: MODEL.md "LoRA") or hold no quantized weight; the
+ * weights of a GGUF file, or of an fp8 or int8 file run in bf16, have no
+ * such form, and --lora-mode merged is refused there: every rank returns
+ * SP_ERR_INPUT, rank 0 says why. */
+static int lora_mode_resolve(job_session *s, int differ) {
+  const rank_model_info *mi = rank_model_get_info(s->m);
+  const int merge_ok = !mi->quant || job_precision(&s->params, mi) != WAN_PRECISION_BF16;
+  if (s->lora_mode == RANK_LORA_AUTO)
+    s->lora_mode = differ || !merge_ok ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
+  if (s->lora_mode != RANK_LORA_MERGED || merge_ok) return SP_OK;
+  if (s->w->rank == 0)
+    sp_log_error("--lora-mode merged: %s holds quantized weights (its blocks' linear weights "
+                 "%s), which cannot hold a merged LoRA at --precision bf16: use --lora-mode "
+                 "bypass (the LoRA's pairs added after each linear layer)%s", mi->id.source,
+                 mi->precision == WAN_PRECISION_BF16 ? "in GGUF's formats"
+                                                     : wan_precision_name(mi->precision),
+                 mi->precision != WAN_PRECISION_BF16 ? ", or leave --precision out (the "
+                                                       "merge quantised again)" : "");
+  return SP_ERR_INPUT;
+}
+
+/* Merged: every rank opens the LoRAs (first, the jobs' one set) and
  * checks their headers against the model before any weight is read, then
- * merges only the groups it loads. Bypass: rank 0 checks each job's LoRAs
- * (a job whose LoRAs cannot be bypassed is marked bad on every rank); the
- * stage takes their pairs job by job (use_loras). */
-int job_setup_loras(job_session *s) {
+ * merges only the groups it loads; refused when a --jobs line (differ)
+ * names other LoRAs. */
+static int setup_merged(job_session *s, const rank_lora_spec *first, int nfirst, int differ) {
+  const comm_world *w = s->w;
+  int rc = SP_OK;
+  comm_set_phase("opening the LoRAs");
+  if (differ) {
+    if (w->rank == 0)
+      sp_log_error("--lora-mode merged: %s:%d names other LoRAs than the jobs before it; "
+                   "merged mode holds one set for every job: use --lora-mode bypass (or auto)",
+                   s->params.jobs, differ);
+    rc = SP_ERR_INPUT;
+  } else {
+    rc = rank_lora_open(first, nfirst, rank_model_get_info(s->m), &s->lora);
+  }
+  if (rc == SP_OK) {
+    rank_model_set_merge(s->m, rank_lora_merge_group, s->lora);
+    if (w->rank == 0) {
+      char d[2048];
+      rank_lora_describe(s->lora, d, sizeof d);
+      sp_log_info("lora (merged): %s", d);
+    }
+  }
+  return job_phase(w, rc, "opening the LoRAs");
+}
+
+/* Bypass: rank 0 checks each job's LoRAs (a job whose LoRAs cannot be
+ * bypassed is marked bad on every rank) and sizes the stage's room for
+ * their pairs; the stage takes the pairs job by job (job_use_loras). */
+static int setup_bypass(job_session *s) {
   const comm_world *w = s->w;
   const job_params *o = &s->params;
-  rank_lora_spec first[RANK_LORA_MAX], cur[RANK_LORA_MAX];
-  int nfirst = -1, any = 0, differ = 0;
-  for (int i = 0; i < s->njobs; i++) {
-    if (s->jobs[i].bad) continue;
-    const int n = job_spec_loras(o, &s->jobs[i], cur);
-    any |= n > 0;
-    if (nfirst < 0) {
-      nfirst = n;
-      memcpy(first, cur, (size_t)n * sizeof *cur);
-    } else if (!job_loras_same(first, nfirst, cur, n) && !differ) {
-      differ = s->jobs[i].line;
-    }
-  }
-  if (!any) return SP_OK;
-  if (s->dev == RANK_DEVICE_CUDA && job_precision_fp8(o, rank_model_get_info(s->m))) {
-    /* every rank knows it: each returns, rank 0 says why */
-    if (w->rank == 0)
-      sp_log_error("--lora with fp8 weights (--precision fp8 or an fp8 file) on the CUDA "
-                   "stage: not built yet; use the CPU backend (--device cpu)");
-    return SP_ERR_INPUT;
-  }
-  if (s->lora_mode == RANK_LORA_AUTO) s->lora_mode = differ ? RANK_LORA_BYPASS : RANK_LORA_MERGED;
-  if (s->lora_mode == RANK_LORA_MERGED) {
-    int rc = SP_OK;
-    comm_set_phase("opening the LoRAs");
-    if (differ) {
-      if (w->rank == 0)
-        sp_log_error("--lora-mode merged: %s:%d names other LoRAs than the jobs before it; "
-                     "merged mode holds one set for every job: use --lora-mode bypass (or auto)",
-                     o->jobs, differ);
-      rc = SP_ERR_INPUT;
-    } else {
-      rc = rank_lora_open(first, nfirst, rank_model_get_info(s->m), &s->lora);
-    }
-    if (rc == SP_OK) {
-      rank_model_set_merge(s->m, rank_lora_merge_group, s->lora);
-      if (w->rank == 0) {
-        char d[2048];
-        rank_lora_describe(s->lora, d, sizeof d);
-        sp_log_info("lora (merged): %s", d);
-      }
-    }
-    return job_phase(w, rc, "opening the LoRAs");
-  }
   comm_set_phase("checking the LoRAs");
   uint8_t *bad = sp_xcalloc((size_t)s->njobs, 1);
   int nbad = 0, checked_n = -1, checked_bad = 0;
-  rank_lora_spec checked[RANK_LORA_MAX];
+  rank_lora_spec checked[RANK_LORA_MAX], cur[RANK_LORA_MAX];
   for (int i = 0; w->rank == 0 && i < s->njobs; i++) {
     if (s->jobs[i].bad) continue;
     const int n = job_spec_loras(o, &s->jobs[i], cur);
@@ -99,6 +106,29 @@ int job_setup_loras(job_session *s) {
     sp_log_info("lora (bypass): the base weights stay as loaded; each job's LoRA pairs are "
                 "added after the blocks' linear layers");
   return job_phase(w, s->single && nbad ? SP_ERR_INPUT : SP_OK, "checking the LoRAs");
+}
+
+/* The LoRA mode (lora_mode_resolve), then the merge (setup_merged) or the
+ * bypass's checks (setup_bypass); nothing when no job has a LoRA. */
+int job_setup_loras(job_session *s) {
+  const job_params *o = &s->params;
+  rank_lora_spec first[RANK_LORA_MAX], cur[RANK_LORA_MAX];
+  int nfirst = -1, any = 0, differ = 0;
+  for (int i = 0; i < s->njobs; i++) {
+    if (s->jobs[i].bad) continue;
+    const int n = job_spec_loras(o, &s->jobs[i], cur);
+    any |= n > 0;
+    if (nfirst < 0) {
+      nfirst = n;
+      memcpy(first, cur, (size_t)n * sizeof *cur);
+    } else if (!job_loras_same(first, nfirst, cur, n) && !differ) {
+      differ = s->jobs[i].line;
+    }
+  }
+  if (!any) return SP_OK;
+  if (lora_mode_resolve(s, differ) != SP_OK) return SP_ERR_INPUT;
+  if (s->lora_mode == RANK_LORA_MERGED) return setup_merged(s, first, nfirst, differ);
+  return setup_bypass(s);
 }
 
 /* Frees what read_pairs read. */

@@ -164,7 +164,8 @@ static const job_option table[JOB_OPT_COUNT] = {
      "layer of the blocks (lora_down/up pairs there only), so\n"
      "--jobs lines switch LoRAs without reloading; auto: merged when\n"
      "every job has the same LoRAs, bypass when --jobs lines name\n"
-     "different ones"},
+     "different ones or the weights are quantized and run in bf16\n"
+     "(a GGUF file's: merged is refused there)"},
     {JOB_OPT_TIMESTEPS, "timesteps", 0, "LIST", NULL, 1,
      "explicit schedule, e.g. 1000,750,500,250: integer points of\n"
      "the training schedule, 1..1000, strictly decreasing, shifted\n"
@@ -222,17 +223,19 @@ static const job_option table[JOB_OPT_COUNT] = {
      "per rank). The latents are the same whatever the speeds"},
     {JOB_OPT_PRECISION, "precision", 0, "P", NULL, 0,
      "the DiT blocks' linear layers: bf16 (the weights as the file\n"
-     "holds them; the CPU computes in fp32) or fp8 (e4m3 weights,\n"
-     "a scale per output channel, quantised at load from a bf16 or\n"
-     "fp32 file as convert --dtype fp8 does, and their inputs\n"
-     "quantised per token: MODEL.md \"fp8 weights\"; CPU backend\n"
-     "only; a merged --lora is merged before the weights\n"
-     "are quantised (an fp8 file's dequantised, merged in fp32\n"
-     "and quantised again), a bypassed one applied in fp32 to\n"
-     "the quantised input); default: the file's (fp8 for a file\n"
-     "of convert or init --dtype fp8, which refuses bf16); plan\n"
-     "counts an fp8 block on a GPU as 1 byte per linear weight\n"
-     "plus its scales"},
+     "holds them, any stored format dequantised: on a GPU right\n"
+     "before each GEMM; the CPU computes in fp32), fp8 (e4m3\n"
+     "weights, a scale per output channel, quantised at load from\n"
+     "a bf16 or fp32 file as convert --dtype fp8 does, and their\n"
+     "inputs quantised per token: MODEL.md \"fp8 weights\"; on a\n"
+     "GPU sm_89 or sm_90) or int8 (the same with int8 codes,\n"
+     "\"int8 weights\"); a merged --lora is merged before the\n"
+     "weights are quantised (an fp8 or int8 file's dequantised,\n"
+     "merged in fp32 and quantised again), a bypassed one applied\n"
+     "to the quantised input; default: the file's (fp8 or int8\n"
+     "for a file of convert or init --dtype fp8 or int8, bf16 for\n"
+     "any other: a GGUF file's run in bf16 only); plan counts a\n"
+     "block on a GPU in its stored formats"},
     {JOB_OPT_CACHE, "cache", 0, "C", "off", 1,
      "step caching: off, teacache:T or magcache:T. A skipped\n"
      "step of a CFG branch reuses the residual out - in of the\n"

@@ -74,8 +74,14 @@ typedef struct job_spec {
   char error[256];
 } job_spec;
 
-/* --precision (MODEL.md "fp8 weights"): not given, the model file's. */
-enum { JOB_PRECISION_FILE = 0, JOB_PRECISION_BF16 = 1, JOB_PRECISION_FP8 = 2 };
+/* --precision (MODEL.md "fp8 weights", "int8 weights"): not given, the
+ * model file's. */
+enum {
+  JOB_PRECISION_FILE = 0,
+  JOB_PRECISION_BF16 = 1,
+  JOB_PRECISION_FP8 = 2,
+  JOB_PRECISION_INT8 = 3
+};
 
 /* Everything a command line says about a job. The strings point into the
  * command line (argv) that was parsed. */
@@ -94,7 +100,7 @@ typedef struct job_params {
   double timeout;
   int verify, quiet, preview;
   kern_attn_backend attn; /* --attn */
-  int precision;          /* --precision: JOB_PRECISION_FILE (not given), _BF16 or _FP8 */
+  int precision;          /* --precision: JOB_PRECISION_FILE (not given), _BF16, _FP8, _INT8 */
   int profile;            /* --profile (CUDA) */
   int order;              /* --order: PLAN_ORDER_AUTO, _MICRO or _BLOCK */
   double stream_frac;     /* --stream-frac, -1: the budget decides */

@@ -41,19 +41,23 @@ int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const cha
   return SP_OK;
 }
 
-int job_precision_fp8(const job_params *p, const rank_model_info *mi) {
-  return p->precision == JOB_PRECISION_FP8 || (p->precision == JOB_PRECISION_FILE && mi->fp8);
+wan_precision job_precision(const job_params *p, const rank_model_info *mi) {
+  switch (p->precision) {
+  case JOB_PRECISION_BF16: return WAN_PRECISION_BF16;
+  case JOB_PRECISION_FP8: return WAN_PRECISION_FP8;
+  case JOB_PRECISION_INT8: return WAN_PRECISION_INT8;
+  default: return mi->precision;
+  }
 }
 
-int job_precision_check(const job_params *p, const rank_model_info *mi, int cuda) {
-  return rank_stage_precision_check(mi, cuda ? RANK_DEVICE_CUDA : RANK_DEVICE_CPU,
-                                    job_precision_fp8(p, mi));
+int job_precision_check(const job_params *p, const rank_model_info *mi) {
+  return rank_stage_precision_check(mi, job_precision(p, mi));
 }
 
-int job_params_apply_model(job_params *p, const rank_model_info *mi, int cuda) {
+int job_params_apply_model(job_params *p, const rank_model_info *mi) {
   job_spec *j = &p->job;
   const rank_model_experts *x = &mi->experts;
-  if (job_precision_check(p, mi, cuda) != SP_OK) return SP_ERR_INPUT;
+  if (job_precision_check(p, mi) != SP_OK) return SP_ERR_INPUT;
   if (x->count < 2) return job_spec_check_model(j, mi, NULL);
   if (!j->cfg_given) {
     j->cfg = x->cfg[RANK_EXPERT_HIGH];
@@ -128,7 +132,8 @@ uint64_t job_decoder_bytes(const wan_vae_config *vae_config, wan_vae_gpu_precisi
 
 void job_plan_model(const job_plan_req *r, uint64_t *bb, plan_model *pm) {
   const rank_model_info *mi = rank_model_get_info(r->m);
-  rank_model_plan_sizes(r->m, r->weight_bytes, job_precision_fp8(r->p, mi), bb, pm);
+  rank_model_plan_sizes(r->m, r->weight_bytes, job_precision(r->p, mi), bb, pm);
+  rank_model_plan_epilogue(pm, r->devs, r->nranks); /* every rank's GPU */
   pm->lora_block_elems = r->lora_block_elems;
   pm->lora_rank = r->lora_rank;
   pm->cache = r->cache;

@@ -37,9 +37,8 @@ int job_workload_of(const job_spec *jobs, int n, const wan_config *c, int in_fli
 /* A two-expert model's defaults (boundary, cfg pair, shift, steps: its root
  * attributes) fill what p->job was not given; a one-expert model refuses
  * two --cfg values and --boundary (one line naming the flag); the
- * precision is checked (job_precision_check). cuda: the stages run on
- * GPUs. SP_OK or SP_ERR_INPUT. */
-int job_params_apply_model(job_params *p, const rank_model_info *mi, int cuda);
+ * precision is checked (job_precision_check). SP_OK or SP_ERR_INPUT. */
+int job_params_apply_model(job_params *p, const rank_model_info *mi);
 /* The same check for one job (a --jobs line, where "FILE:LINE"). */
 int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const char *where);
 /* Each step's expert of job j on a model of experts experts (from its
@@ -47,13 +46,13 @@ int job_spec_check_model(const job_spec *j, const rank_model_info *mi, const cha
  * nothing for one expert. */
 void job_step_experts(const job_spec *j, int experts, const int64_t *timesteps,
                       uint8_t *expert);
-/* 1 when the DiT's blocks run in fp8: --precision fp8, or not given and
- * an fp8 file. */
-int job_precision_fp8(const job_params *p, const rank_model_info *mi);
-/* The precision against the model and the backend (rank_stage_precision_check:
- * --precision bf16 on an fp8 file, fp8 on the CUDA stage). SP_OK or
- * SP_ERR_INPUT after one line. */
-int job_precision_check(const job_params *p, const rank_model_info *mi, int cuda);
+/* How the DiT's blocks run: --precision, or not given the file's
+ * (rank_model_info.precision). */
+wan_precision job_precision(const job_params *p, const rank_model_info *mi);
+/* The precision against the model (rank_stage_precision_check: fp8 on an
+ * int8 file, int8 or fp8 on a GGUF-converted one; a GPU's own limits are
+ * the CUDA stage's to check). SP_OK or SP_ERR_INPUT after one line. */
+int job_precision_check(const job_params *p, const rank_model_info *mi);
 
 /* ---- the plan ---- */
 
@@ -81,8 +80,9 @@ typedef struct job_plan_req {
 } job_plan_req;
 
 /* The planner's model of r (blocks' bytes into bb[layers], the rest into
- * pm): weights as placed, fp8 when the blocks run in fp8, the bypassed
- * LoRAs' room, the step cache. */
+ * pm): weights as placed, in their device formats at the job's precision,
+ * W8A8's epilogue where a rank's GPU takes it, the bypassed LoRAs' room,
+ * the step cache. */
 void job_plan_model(const job_plan_req *r, uint64_t *bb, plan_model *pm);
 /* The plan: the grid --layout gives (auto: the planner's choice,
  * job_layout_resolve), checked against the ranks, the model and --speed,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crc32c.h"
 #include "job_session_impl.h"
 #include "layout_grid.h"
 #include "log.h"
@@ -153,9 +154,12 @@ static void run_group(job_session *s, const job_spec *const *js, job_inputs *ins
     int r = SP_OK;
     if (w->rank == w->size - 1) {
       r = job_write_output(s, js[q], lat, b.out[q]);
+      /* The CRC-32C of the latents' float32 bytes: two runs' latents
+       * compared without reading the files (launch/demo.sh). */
       if (r == SP_OK && js[q]->out[0])
-        sp_log_info("run: wrote %s%s", js[q]->out,
-                    s->params.preview ? " and its .png preview" : "");
+        sp_log_info("run: wrote %s%s (latents crc32c:%08x)", js[q]->out,
+                    s->params.preview ? " and its .png preview" : "",
+                    crc32c(0, b.out[q], (size_t)(lat[0] * lat[1] * lat[2] * lat[3]) * sizeof(float)));
       if (r == SP_OK && js[q]->video[0]) {
         decode_opts d = job_decode_opts(s, js[q]);
         decode_stats st;

@@ -50,9 +50,7 @@ int job_session_open(const comm_world *w, const job_params *p, job_session **out
   if ((rc = job_phase(w, rc, "opening the model")) != SP_OK) return job_session_fail(s, rc);
   /* A two-expert model's defaults fill what the command line left out;
    * rank 0 decides (and reports) and every rank takes its job. */
-  rc = w->rank == 0 ? job_params_apply_model(o, rank_model_get_info(s->m),
-                                             s->dev == RANK_DEVICE_CUDA)
-                    : SP_OK;
+  rc = w->rank == 0 ? job_params_apply_model(o, rank_model_get_info(s->m)) : SP_OK;
   if ((rc = job_phase(w, rc, "checking the options against the model")) != SP_OK)
     return job_session_fail(s, rc);
   comm_bcast(w, &o->job, sizeof o->job, 0);

@@ -7,6 +7,7 @@
 #include "layout_grid.h"
 #include "log.h"
 #include "pipeline.h"
+#include "progress.h"
 
 /* A loaded stage takes a new latent shape: its activations are laid out
  * again in the room the plan sized for its largest shape; the weights and
@@ -52,12 +53,13 @@ int job_stage_ensure(job_session *s, const int64_t lat[4]) {
                          .lora_block_elems = s->lora_block_elems,
                          .lora_rank = s->lora_rank,
                          .seq = g->seq > 1 ? &s->seq : NULL, .tp = s->tp,
-                         .fp8 = job_precision_fp8(&s->params, rank_model_get_info(s->m)),
+                         .precision = job_precision(&s->params, rank_model_get_info(s->m)),
+                         .w8a8_epilogue = s->plan.w8a8_epilogue,
                          .cache = s->cache_any};
   double t0 = comm_now();
-  rank_model_progress_begin();
+  sp_progress_begin("reading weights", NULL, 0); /* each group read adds its bytes */
   int rc = rank_stage_load(s->m, &scfg, &s->stage, &s->sum.bytes_loaded);
-  rank_model_progress_end();
+  sp_progress_end();
   s->sum.load_s += comm_now() - t0;
   if (rc == SP_OK) s->sum.weights_s += rank_stage_get_stats(s->stage)->weights_s;
   if ((rc = job_phase(w, rc, "loading its weights")) != SP_OK) return rc;

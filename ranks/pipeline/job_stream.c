@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "job_session_impl.h"
+#include "json_out.h"
 #include "log.h"
 
 /* The tag of the word rank 0 sends each rank before every streamed job:
@@ -117,8 +118,10 @@ int job_stream_next(job_session *s) {
 
 /* ---- the report of each finished job ---- */
 
+/* Paths, prompts and messages may hold any bytes: io_json_string keeps
+ * the line valid UTF-8. */
 static void json_str(json_object *o, const char *key, const char *v) {
-  json_object_object_add(o, key, json_object_new_string(v));
+  json_object_object_add(o, key, io_json_string(v));
 }
 
 /* One JSON line: the job's outputs, settings, time and status. */

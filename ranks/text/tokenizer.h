@@ -88,6 +88,13 @@ const tok_spec *tok_model_spec(const tok_model *m);
  * with the path. */
 int tok_model_load(const char *path, tok_model **out);
 
+/* The tokenizers built into the binary, by name: TOK_BUILTIN_TINY, the
+ * 320-piece SentencePiece model of ranks/text/tiny/spiece-tiny.model (the
+ * umt5-tiny text encoder's; ranks/text/tiny/README.md). SP_OK and *out,
+ * or SP_ERR_INPUT (logged) for an unknown name. */
+#define TOK_BUILTIN_TINY "tiny"
+int tok_model_builtin(const char *name, tok_model **out);
+
 /* SentencePiece's EncodeAsIds on UTF-8 text: normalisation, whitespace
  * handling, Viterbi segmentation, unknown pieces merged or byte fallback;
  * no EOS. Invalid UTF-8 is refused with its byte offset. Returns 0 and a

@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
   memset(recv, 0xAA, rtot + 1);
   for (int j = 0; j < n; j++)
     for (size_t k = 0; k < sc[j]; k++) send[sd[j] + k] = byte_of(me, j, k);
-  comm_alltoallv(&w, group, n, send, sc, sd, recv, rc, rd, 7, 60.0);
+  const comm_a2a x = {group, n, send, sc, sd, recv, rc, rd};
+  comm_alltoallv(&w, &x, 7, 60.0);
   for (int j = 0; j < n; j++) {
     size_t bad = (size_t)-1;
     for (size_t k = 0; k < rc[j] && bad == (size_t)-1; k++)

@@ -1,4 +1,4 @@
-/* Random weights for a Wan VAE decoder's tests (CPU and CUDA): one filler,
+/* Random weights for a Wan VAE's tests (decoder and encoder, CPU and CUDA): one filler,
  * scaled as tests/ref/wan_vae_ref.py's random_weights, so that every VAE
  * test draws the same weights from the same seed. */
 #ifndef SP_TEST_VAE_H
@@ -10,9 +10,10 @@
  * generator (sp_test.h): gammas U[0.5, 1.5), biases U[-0.2, 0.2), the rest
  * U[-a, a) with a = 1/sqrt(fan_in), the head conv 2a wide so that some
  * outputs reach the clamp. round_convs (SP_TEST_VAE_*) rounds every conv
- * weight but conv2's: to bf16, as the CUDA decoder stores them in bf16, or
- * to TF32 (nearest or truncated), as its tf32 mode multiplies them.
- * Leaves the padding between tensors untouched. */
+ * weight but conv2's and conv1's: to bf16, as the CUDA decoder and encoder
+ * store them in bf16, or to TF32 (nearest or truncated), as their tf32
+ * mode multiplies them. Leaves the padding between tensors untouched.
+ * Takes the decoder's and the encoder's tables (wan_vae_enc.h). */
 enum {
   SP_TEST_VAE_FP32 = 0,
   SP_TEST_VAE_BF16 = 1,

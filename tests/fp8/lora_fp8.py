@@ -48,27 +48,6 @@ def w(name):
     return os.path.join(WORK, name)
 
 
-def exact_lora(c):
-    """A rank-4 pair (alpha 4) on every linear layer of every block, values
-    k/64 with |k| <= 4: its products and sums are exact in float64."""
-    sh_ = loralib.shapes(c)
-    lo = loralib.Lora("comfy")
-    dk, uk = loralib.pair_keys("comfy")
-    r = 4
-    for b in range(c["layers"]):
-        for n in LINEARS:
-            out, inn = sh_[("block", b, n)]
-            a = (rng.integers(-4, 5, (r, inn)) / 64).astype(np.float32)
-            bv = (rng.integers(-4, 5, (out, r)) / 64).astype(np.float32)
-            s = loralib.stem("comfy", "block", b, n)
-            lo.entries += [(s + dk, "F32", a.shape, a.tobytes()),
-                           (s + uk, "F32", bv.shape, bv.tobytes()),
-                           (s + ".alpha", "F32", (), np.float32(r).tobytes())]
-            lo.terms.append({"target": ("block", b, n), "kind": "pair", "a": a, "b": bv,
-                             "r": r, "alpha": float(r)})
-    return lo
-
-
 def fp8_linears(path, c):
     """{(block, name): (codes, scale)} of an fp8 file's linear weights."""
     out = {}
@@ -80,35 +59,12 @@ def fp8_linears(path, c):
     return out
 
 
-def rewrite(f, path, data):
-    """Replaces dataset path by data, keeping its dtype attribute, with a
-    consistent checksum (the model checksum is made again after)."""
-    dt = f[path].attrs["dtype"]
-    shape = f[path].shape
-    del f[path]
-    d = f.create_dataset(path, data=np.ascontiguousarray(data).reshape(shape))
-    d.attrs["dtype"] = dt
-    d.attrs["checksum"] = np.uint32(h5crc.crc32c(np.ascontiguousarray(data).tobytes()))
-
-
 def write_fp8(template, path, c, weights):
     """A copy of fp8 file template whose linear weights are fp8ref's
     quantisation of weights {(block, name): float32 (out, in)}."""
-    with open(template, "rb") as s, open(path, "wb") as d:
-        d.write(s.read())
-    with h5py.File(path, "r+") as f:
-        for (b, n), x in weights.items():
-            q, scale = fp8ref.quantise_rows(x)
-            p = stlib.h5_path("block", b, n)
-            rewrite(f, p, q)
-            rewrite(f, p + ".scale", scale)
-        crcs = []
-        for g, b, n, _ in stlib.table(c):
-            p = stlib.h5_path(g, b, n)
-            crcs.append(int(f[p].attrs["checksum"]))
-            if g == "block" and n in LINEARS:
-                crcs.append(int(f[p + ".scale"].attrs["checksum"]))
-        f.attrs["checksum"] = np.bytes_(h5crc.model_checksum(crcs))
+    h5crc.replace_scaled(template, path, [stlib.h5_path(g, b, n) for g, b, n, _ in stlib.table(c)],
+                         {stlib.h5_path("block", b, n): x for (b, n), x in weights.items()},
+                         fp8ref.quantise_rows)
 
 
 def same(a, b):  # of two files' latents
@@ -123,7 +79,7 @@ s = str(SEED % 100000)
 sh([BIN, "init", "--arch", "wan2.1-tiny", "--seed", s, "-q", "-o", w("b.h5")])
 sh([BIN, "init", "--arch", "wan2.1-tiny", "--seed", s, "--dtype", "fp8", "-q", "-o", w("f.h5")])
 c, _ = loralib.model_config(w("b.h5"))
-lora = exact_lora(c)
+lora = loralib.exact_lora(rng, c, LINEARS)
 lora.write(w("l.safetensors"))
 with h5py.File(w("c.h5"), "w") as f:
     f["context"] = rng.standard_normal((int(rng.integers(1, 40)), 4096)).astype(np.float32)

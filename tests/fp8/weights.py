@@ -5,7 +5,9 @@ quantiser (fp8ref.py, from the OCP FP8 definition):
      bytes and scales equal fp8ref's quantisation of the checkpoint's
      values bit for bit, the rest keeps its bf16 bits; the root dtype is
      fp8; inspect --verify passes; the engine's dequantised weights (the
-     run) equal the bf16 file's with --precision fp8, bit for bit.
+     run) equal the bf16 file's with --precision fp8, bit for bit; with
+     --precision bf16 the fp8 file runs its dequantised weights: the run
+     of an fp32 file holding fp8ref's dequantisation, bit for bit.
   2. init --dtype fp8 = fp8ref's quantisation of init's bf16 weights.
   3. ComfyUI fp8_e4m3fn and fp8_e4m3fn_scaled with --dtype fp8: the blocks'
      linear weights keep their bytes, every output channel's scale is the
@@ -125,11 +127,40 @@ rel = np.linalg.norm(lat["fp8"] - lat["bf16"]) / np.linalg.norm(lat["bf16"])
 print(f"     fp8 against bf16 (2 steps, random weights): relative L2 {rel:.3e}")
 if not 0 < rel < 0.2:
     fail(f"fp8 against bf16: relative L2 {rel} (0 means fp8 did nothing)")
-r = sp(*run, "--model", f8, "--precision", "bf16", "-o", os.path.join(WORK, "no.h5"))
-if r.returncode != 2 or "holds fp8 weights" not in r.stderr:
-    fail(f"--precision bf16 on an fp8 file not refused: {r.returncode} {r.stderr[-300:]}")
+# --precision bf16 on the fp8 file: its weights dequantised, the inputs not
+# quantised: the run of an fp32 file holding fp8ref's dequantised weights.
+deq = []
+with h5py.File(f8, "r") as f:
+    for g, b, name, shape in stlib.table(CFG):
+        ds = f[stlib.h5_path(g, b, name)]
+        if is_fp8(g, name):
+            x = fp8ref.decode_rows(ds[...].reshape(shape[0], -1), f[ds.name + ".scale"][...])
+        else:
+            x = (ds[...].astype(np.uint32) << 16).view(np.float32)
+        deq.append((stlib.key("official", g, b, name), "F32", shape,
+                    np.ascontiguousarray(x, np.float32).tobytes()))
+twin_st, twin = os.path.join(WORK, "deq.safetensors"), os.path.join(WORK, "deq-fp32.h5")
+stlib.write_st(twin_st, deq)
+r = sp("convert", twin_st, "-o", twin, "--dtype", "fp32")
+if r.returncode != 0:
+    sys.exit(f"FAIL convert of the dequantised twin: {r.stderr[-800:]}")
+for name, model, extra in (("fp8-as-bf16", f8, ["--precision", "bf16"]), ("deq-fp32", twin, [])):
+    out = os.path.join(WORK, f"run-{name}.h5")
+    r = sp(*run, "--model", model, *extra, "-o", out)
+    if r.returncode != 0:
+        sys.exit(f"FAIL run {name}: {r.stderr[-800:]}")
+    with h5py.File(out, "r") as f:
+        lat[name] = f["latents"][...]
+if lat["fp8-as-bf16"].tobytes() != lat["deq-fp32"].tobytes():
+    fail("the fp8 file with --precision bf16 differs from an fp32 file of its dequantised weights")
 else:
-    print("ok   --precision bf16 on an fp8 file refused: " + r.stderr.strip().splitlines()[-1][:120])
+    print("ok   fp8 file with --precision bf16 (weights dequantised): bit-identical to the run of "
+          "an fp32 file holding fp8ref's dequantised weights")
+r = sp(*run, "--model", f8, "--precision", "int8", "-o", os.path.join(WORK, "no.h5"))
+if r.returncode != 2 or "holds fp8 weights" not in r.stderr:
+    fail(f"--precision int8 on an fp8 file not refused: {r.returncode} {r.stderr[-300:]}")
+else:
+    print("ok   --precision int8 on an fp8 file refused: " + r.stderr.strip().splitlines()[-1][:120])
 
 # ---- 2. init --dtype fp8 ----
 ib, i8 = os.path.join(WORK, "init-bf16.h5"), os.path.join(WORK, "init-fp8.h5")

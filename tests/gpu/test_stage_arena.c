@@ -8,11 +8,18 @@
  * equal the layout total for the same inputs and the plan's peak less its
  * reserve. Each rank's stage loaded for a smaller latent with room for the
  * plan's has the same arena, and is re-laid for the plan's latent and back
- * in it (rank_stage_relayout), refusing a larger one. Exit 77 with one
- * line when there is no CUDA device. */
+ * in it (rank_stage_relayout), refusing a larger one. The same for
+ * quantized weights (MODEL.md "Quantized weights on the GPU"): files of
+ * synth:wan2.1-tiny's weights written in fp8 and int8, run in fp8, int8
+ * (W8A8: the input codes, scales and products scratch, as the planner
+ * counts them for a GPU of unknown compute capability) and in bf16 (the
+ * fp8 file's weights dequantised: the weight-only scratch), and the bf16
+ * weights quantised at load in fp8. Exit 77 with one line when there is no
+ * CUDA device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "layout.h"
@@ -20,6 +27,7 @@
 #include "model_file.h"
 #include "model_plan.h"
 #include "plan.h"
+#include "synth.h"
 #include "sp_test.h"
 #include "stage.h"
 #include "transport.h"
@@ -27,6 +35,8 @@
 /* The transport a Ulysses stage is given (its all-to-alls are not run
  * here: only loads and re-layouts). */
 static comm_transport *g_tp;
+/* The precision every stage of the cases runs in (main sets it per model). */
+static wan_precision g_precision;
 
 /* The rows of `tokens` a stage of cfg holds. */
 static int64_t held(const rank_stage_cfg *sc, int64_t tokens) {
@@ -133,7 +143,8 @@ static void check_rank(rank_model *m, const arena_case *k, int idx, const plan_m
                        .act_buffers = plan_act_buffers(q->order, k->micro_batches, has_prev,
                                                        has_next),
                        .chunk_rows = q->chunk_rows,
-                       .seq = k->seq > 1 ? &grp : NULL, .tp = g_tp};
+                       .seq = k->seq > 1 ? &grp : NULL, .tp = g_tp,
+                       .precision = g_precision, .w8a8_epilogue = p->w8a8_epilogue};
   plan_stage_shape sh;
   plan_stage_shape_of(pm, w, q, &p->streamed[q->first_block], k->simple_attn, &sh);
   static plan_layout lay;
@@ -168,7 +179,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
   const wan_config *cf = &rank_model_get_info(m)->config;
   uint64_t bb[PLAN_MAX_BLOCKS];
   plan_model pm;
-  rank_model_plan_sizes(m, 2, 0, bb, &pm);
+  rank_model_plan_sizes(m, 2, g_precision, bb, &pm);
   plan_device devs[PLAN_MAX_RANKS];
   for (int r = 0; r < k->nranks; r++) {
     memset(&devs[r], 0, sizeof devs[r]);
@@ -176,6 +187,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
     devs[r].total_bytes = devs[r].free_bytes = 64ull << 30;
     devs[r].speed = 1.0;
   }
+  rank_model_plan_epilogue(&pm, devs, k->nranks);
   plan_workload w = {k->frames, k->height, k->width, k->micro_batches, cf->text_len, k->seq};
   plan_options o;
   plan_options_default(&o);
@@ -211,6 +223,78 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
     for (int u = 0; u < (k->seq > 1 ? k->seq : 1); u++) check_rank(m, k, idx, &pm, &w, &p, r, u);
 }
 
+/* synth:wan2.1-tiny's weights (bf16) into a file of dtype (an fp8 or
+ * int8 one quantises its blocks' linear weights), as init writes them. */
+static int write_tiny(const char *path, kern_dtype dtype) {
+  wan_config c;
+  rank_model_experts x;
+  rank_model_preset("wan2.1-tiny", &c, &x);
+  rank_model_writer *w = NULL;
+  if (rank_model_writer_open(path, &c, dtype, "", &w) != SP_OK) return -1;
+  int rc = SP_OK;
+  for (int g = 0; g < 3 && rc == SP_OK; g++) {
+    wan_layout l;
+    wan_layout_make(&c, (wan_group)g, KERN_DTYPE_BF16, &l);
+    for (int b = 0; b < (g == WAN_GROUP_BLOCK ? (int)c.layers : 1) && rc == SP_OK; b++)
+      for (int i = 0; i < l.count && rc == SP_OK; i++) {
+        uint16_t *v = malloc(l.t[i].bytes);
+        float *f = malloc((size_t)l.t[i].numel * sizeof *f);
+        rank_synth_tensor(&c, 0, "", (wan_group)g, b, &l.t[i], KERN_DTYPE_BF16, v);
+        kern_bf16_to_f32_n(v, f, (size_t)l.t[i].numel);
+        rc = rank_model_writer_put_value(w, 0, (wan_group)g, b, l.t[i].name, f, NULL);
+        free(f);
+        free(v);
+      }
+  }
+  if (rc != SP_OK) {
+    rank_model_writer_abort(w);
+    return -1;
+  }
+  return rank_model_writer_commit(w) == SP_OK ? 0 : -1;
+}
+
+/* The one-expert cases on model spec at precision p. */
+static void run_cases(const char *spec, wan_precision p, int first_idx) {
+  rank_model *m = NULL;
+  if (rank_model_open(spec, 0, &m) != SP_OK) {
+    CHECK(0, "cannot open %s", spec);
+    return;
+  }
+  g_precision = p;
+  printf("%s in %s\n", spec, wan_precision_name(p));
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_case(m, &cases[i], first_idx + (int)i);
+  rank_model_close(m);
+  g_precision = WAN_PRECISION_BF16;
+}
+
+/* The quantized files' and precisions' cases (fp8 W8A8 where the GPU has
+ * fp8 tensor cores). */
+static void quantized_cases(void) {
+  plan_device d;
+  const int fp8 = rank_cuda_describe(0, &d) == SP_OK && d.cc_major * 10 + d.cc_minor >= 89;
+  char dir[] = "/tmp/sp-arena-quant.XXXXXX", f8[64], i8[64];
+  if (!mkdtemp(dir)) {
+    CHECK(0, "no temporary folder");
+    return;
+  }
+  snprintf(f8, sizeof f8, "%s/fp8.h5", dir);
+  snprintf(i8, sizeof i8, "%s/int8.h5", dir);
+  CHECK(write_tiny(f8, KERN_DTYPE_E4M3) == 0 && write_tiny(i8, KERN_DTYPE_I8) == 0,
+        "the fp8 and int8 files written");
+  run_cases(f8, WAN_PRECISION_BF16, 200);
+  run_cases(i8, WAN_PRECISION_INT8, 300);
+  if (fp8) {
+    run_cases(f8, WAN_PRECISION_FP8, 400);
+    run_cases("synth:wan2.1-tiny", WAN_PRECISION_FP8, 500);
+  } else {
+    printf("fp8 cases skipped: sm_%d%d has no fp8 tensor cores\n", d.cc_major, d.cc_minor);
+  }
+  unlink(f8);
+  unlink(i8);
+  rmdir(dir);
+}
+
 int main(int argc, char **argv) {
   if (!rank_cuda_available()) {
     printf("skip: no CUDA device\n");
@@ -238,6 +322,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof two_expert_cases / sizeof two_expert_cases[0]; i++)
     run_case(m, &two_expert_cases[i], 100 + (int)i);
   rank_model_close(m);
+  quantized_cases();
   comm_transport_close(g_tp);
   comm_finalize(&world);
   return sp_test_end();

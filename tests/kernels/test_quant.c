@@ -39,6 +39,12 @@ static void check_table(void) {
     CHECK(in->block == 1 || in->block % KQ_GROUP == 0, "%s: block %d", in->name, in->block);
     CHECK(in->row_scale == (f == KERN_QFMT_E4M3_ROW || f == KERN_QFMT_I8_ROW), "%s row scale",
           in->name);
+    /* the model file's stored dtype of each format: the same name, its size per value */
+    const kern_dtype dt = kern_qfmt_dtype((kern_qfmt)f);
+    CHECK(dt != KERN_DTYPE_COUNT && kern_dtype_qfmt(dt) == (kern_qfmt)f &&
+              strcmp(kern_dtype_name(dt), in->name) == 0 &&
+              kern_dtype_size(dt) == (in->block == 1 ? (size_t)in->block_bytes : 0),
+          "%s: stored dtype %d (%s)", in->name, (int)dt, kern_dtype_name(dt));
   }
   kern_qfmt g;
   CHECK(kern_qfmt_from_name("Q4_K", &g) == 0 && g == KERN_QFMT_Q4_K, "names are case-blind");

@@ -183,3 +183,26 @@ def reference_merge(weights, loras, strengths):
                 acc = acc + s * t["d"].astype(np.float64).reshape(acc.shape)
             out[key] = acc
     return out
+
+
+def exact_lora(rng, c, linears):
+    """A rank-4 pair (alpha 4) on each of linears (names of a block's
+    linear weights) of every block, values k/64 with |k| <= 4: every product
+    and sum of its merge is exact in float64, so a reference's merged
+    weights are bit-exact whatever the order."""
+    sh_ = shapes(c)
+    lo = Lora("comfy")
+    dk, uk = pair_keys("comfy")
+    r = 4
+    for b in range(c["layers"]):
+        for n in linears:
+            out, inn = sh_[("block", b, n)]
+            a = (rng.integers(-4, 5, (r, inn)) / 64).astype(np.float32)
+            bv = (rng.integers(-4, 5, (out, r)) / 64).astype(np.float32)
+            s = stem("comfy", "block", b, n)
+            lo.entries += [(s + dk, "F32", a.shape, a.tobytes()),
+                           (s + uk, "F32", bv.shape, bv.tobytes()),
+                           (s + ".alpha", "F32", (), np.float32(r).tobytes())]
+            lo.terms.append({"target": ("block", b, n), "kind": "pair", "a": a, "b": bv,
+                             "r": r, "alpha": float(r)})
+    return lo

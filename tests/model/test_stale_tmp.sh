@@ -26,7 +26,8 @@ sh -c 'exit 0' & dead=$!
 wait "$dead"
 sleep 60 & live=$!
 touch ".m.h5.tmp-$dead-3" ".m.h5.tmp-$live-0" ".other.h5.tmp-$dead-0" ".m.h5.tmp-x-1"
-"$SP_BIN" init --arch wan2.1-tiny --seed 1 -q -o "$work/m.h5" 2>"$work/err" || bad "init after the kill failed"
+# Without -q: the removal is an info line, which -q (warnings only) hides.
+"$SP_BIN" init --arch wan2.1-tiny --seed 1 -o "$work/m.h5" 2>"$work/err" || bad "init after the kill failed"
 left=$(ls -A)
 kill "$live" 2>/dev/null
 case "$left" in *"$killed"*) bad "the killed init's $killed is still there";; *) ok "killed init's temporary removed";; esac

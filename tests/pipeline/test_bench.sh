@@ -7,8 +7,13 @@
 # run and each row's step time against its stream-frac 0 row (vs_base),
 # and plots one series per order; it runs each configuration twice (-r 2)
 # and each row's mean and standard deviation are those of its two runs'
-# own JSON. Bad list values and too many configurations are refused
-# before anything runs.
+# own JSON. The CSV starts with its header line (the environment in
+# bench-env.csv); the plot puts the dimension that varies on x: ranks for
+# the first sweep, one panel per frames x budget (a 2x2 grid), the
+# streamed share for the second, one panel. Bad list values and too many
+# configurations are refused before anything runs. A sweep over two models
+# (their stored formats) and two precisions (a dry run) gives each run its
+# --model and --precision.
 set -u
 . "$SP_SRC/tests/common/script.sh"
 sp_python
@@ -25,10 +30,13 @@ with h5py.File(sys.argv[1],"w") as f:
   --launcher "mpirun --oversubscribe" -o "$work/b" 2> "$work/bench.log"; rc=$?
 "$SP_BIN" bench --model "$work/m.h5" --cond "$work/c.h5" --stream-frac 0,1 --order micro,block \
   --frames 5 --size 32x32 --steps 2 -r 2 --extra "--attn simple" -o "$work/s" 2> "$work/sweep.log"; rc_s=$?
+"$SP_BIN" bench --model "$work/m.h5" --model synth:wan2.1-tiny --precision bf16,fp8 \
+  --cond "$work/c.h5" --frames 5 --size 32x32 --dry-run -o "$work/p" > "$work/dry.txt" \
+  2> "$work/dry.log"; rc_p=$?
 # Refused up front (exit 2, no output folder): a value out of range, an
 # unknown order, a flag bench sets itself in --extra, more than 256 runs.
 rc_bad=
-for bad in "--stream-frac 0,1.5" "--order micro,fast" "--extra --order=block" \
+for bad in "--stream-frac 0,1.5" "--order micro,fast" "--extra --order=block" "--precision fp16" \
            "--ranks 1,2,3,4,5,6,7,8,9 --frames 1,5,9,13,17,21,25,29 --order micro,block,auto,micro" \
            "-r 0" "--devices 0,x" "--extra --devices=1"; do
   # shellcheck disable=SC2086 # the flags are split on purpose
@@ -36,9 +44,10 @@ for bad in "--stream-frac 0,1.5" "--order micro,fast" "--extra --order=block" \
   rc_bad="$rc_bad $?"
 done
 [ -e "$work/bad" ] && rc_bad="$rc_bad made-output"
-"$PY" - "$work/b" $rc "$work/s" $rc_s "$rc_bad" "$work/bad.log" <<'PYEOF'
+"$PY" - "$work/b" $rc "$work/s" $rc_s "$rc_bad" "$work/bad.log" $rc_p "$work/dry.txt" "$work/m.h5" <<'PYEOF'
 import csv, json, os, shutil, sys
 d, rc, s, rc_s, rc_bad, bad_log = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+rc_p, dry, model = int(sys.argv[7]), open(sys.argv[8]).read().splitlines(), sys.argv[9]
 ok = True
 def check(c, what):
     global ok
@@ -47,9 +56,22 @@ def check(c, what):
 def is_png(path):
     return open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 def table(path):
-    """The CSV's rows, under its '# key: value' header lines."""
+    """The CSV's rows; its first line is the header."""
     with open(path) as f:
-        return list(csv.DictReader(l for l in f if not l.startswith("#")))
+        assert f.readline().startswith("ranks,devices,"), path
+        f.seek(0)
+        return list(csv.DictReader(f))
+def blocks(path):
+    """The plot data: its x line, and per block its header and its points'
+    x values."""
+    text = open(path).read()
+    x = [l for l in text.splitlines() if l.startswith("# x: ")]
+    out = []
+    for b in text.split("\n\n\n"):
+        lines = [l for l in b.splitlines() if l and not l.startswith("# ") or l.startswith("# order")]
+        if lines and lines[0].startswith("# order"):
+            out.append((lines[0], [float(l.split()[0]) for l in lines[1:]]))
+    return x, out
 def md_rows(path):
     return [l for l in open(path) if l.startswith("| ") and not l.startswith("| ranks")]
 
@@ -74,6 +96,17 @@ check(len(c) == 8 and set(c[0]) >= {"ranks", "budget", "step_ms", "predicted_ms"
       "CSV")
 check(len(md_rows(f"{d}/bench.md")) == 8, "markdown table")
 check(not any(n.endswith(".h5") for n in os.listdir(d)), "no latents kept")
+env = {r["key"]: r["value"] for r in csv.DictReader(open(f"{d}/bench-env.csv"))}
+check({"gpu", "commit", "mpi", "host"} <= set(env), "bench-env.csv: the environment")
+x, bl = blocks(f"{d}/bench-step.dat")
+gp = open(f"{d}/bench-step.gp").read()
+heads = sorted(h for h, _ in bl)
+want = sorted("# order micro; frames %d, budget %s: x steady_step_ms predicted_ms label" % (f, b)
+              for f in (5, 9) for b in ("auto", "cuda:0,25%;cuda:1,*"))
+check(x == ["# x: ranks"] and heads == want and all(set(v) <= {1.0, 2.0} for _, v in bl)
+      and sum(len(v) for _, v in bl) == 6 and "set multiplot layout 2,2" in gp
+      and "set xlabel 'ranks'" in gp, "ranks x budget x frames: ranks on x, a panel per frames "
+      "and budget, the 6 successful rows (%s, %s)" % (x, heads))
 if shutil.which("gnuplot"):
     check(is_png(f"{d}/bench-step.png"), "PNG plot")
 
@@ -122,14 +155,22 @@ check(all(x["runs"] == "2" and float(x["steady_step_ms_sd"]) >= 0 and float(x["v
           and float(x["steps_per_s"]) > 0 for x in c), "-r 2: CSV runs, deviations, s/video, steps/s")
 check(all(" ± " in l for l in md_rows(f"{s}/bench.md")), "-r 2: markdown mean ± deviation")
 dat = open(f"{s}/bench-step.dat").read()
-check(dat.count("# order ") == 2 and "# order micro" in dat and "# order block" in dat,
-      "plot data: one block per order")
+x, bl = blocks(f"{s}/bench-step.dat")
+check(dat.count("# order ") == 2 and "# order micro" in dat and "# order block" in dat
+      and x == ["# x: streamed share of the blocks"] and all(v == [0.0, 1.0] for _, v in bl)
+      and "multiplot" not in open(f"{s}/bench-step.gp").read(),
+      "plot data: the streamed share on x, one panel, one block per order")
 if shutil.which("gnuplot"):
     check(is_png(f"{s}/bench-step.png"), "stream-frac x order: PNG plot")
 
-check(rc_bad.split() == ["2"] * 7, f"bad values and too many configurations: exit 2, nothing written ({rc_bad.strip()})")
+want = [(m, p) for m in (model, "synth:wan2.1-tiny") for p in ("bf16", "fp8")]
+got = [(l.split("--model ")[1].split()[0], l.split("--precision ")[1].split()[0]) for l in dry
+       if "--model " in l and "--precision " in l]
+check(rc_p == 0 and got == want, f"model x precision sweep: each run its --model and --precision ({got})")
+check(rc_bad.split() == ["2"] * 8, f"bad values and too many configurations: exit 2, nothing written ({rc_bad.strip()})")
 log = open(bad_log).read()
 check(all(w in log for w in ("--stream-frac: '1.5'", "--order: 'fast'", "--extra: '--order=block'",
+                              "--precision: 'fp16'",
                               "more than 256", "--repeat: '0'", "--devices: 'x'",
                               "--extra: '--devices=1'")), "each refusal names its flag")
 sys.exit(0 if ok else 1)

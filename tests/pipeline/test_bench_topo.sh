@@ -3,9 +3,10 @@
 # test file (SP_TEST_TOPOLOGY): --devices is a sweep dimension passed to
 # run; each row names the link between consecutive ranks' GPUs as the file
 # describes it (NVLink, PCIe, the same GPU, unknown, several hops) and the
-# activation rate its run probed; every output starts with the environment
-# header (the CPU build's: no CUDA libraries, the MPI library's version,
-# the commit); the JSON's numbers are numbers. A --devices index beyond
+# activation rate its run probed; every output has the environment (the
+# CPU build's: no CUDA libraries, the MPI library's version, the commit):
+# the CSV's in bench-env.csv, the others' as their first lines; the JSON's
+# numbers are numbers. A --devices index beyond
 # the GPUs and a bad topology file are refused before anything runs.
 set -u
 . "$SP_SRC/tests/common/script.sh"
@@ -131,12 +132,15 @@ check(bool(built), f"the commit built ({env['commit']}): HEAD or an ancestor")
 check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", env["date"]) is not None, "date")
 head = [f"{k}: {env[k]}" for k in keys]
 csv_lines = open(f"{d}/bench.csv").read().splitlines()
-check(csv_lines[:len(keys)] == ["# " + h for h in head], "CSV header lines")
+envcsv = list(csv.reader(open(f"{d}/bench-env.csv")))
+check(csv_lines[0].startswith("ranks,devices,link,") and envcsv[0] == ["key", "value"]
+      and envcsv[1:] == [[k, env[k]] for k in keys], "CSV: the header line first, the "
+      "environment in bench-env.csv")
 md = open(f"{d}/bench.md").read().splitlines()
 check(md[:len(keys)] == ["- " + h for h in head], "markdown header list")
 check(open(f"{d}/bench-step.dat").read().splitlines()[:len(keys)] == ["# " + h for h in head],
       "plot data header lines")
-c = list(csv.DictReader(csv_lines[len(keys):]))
+c = list(csv.DictReader(csv_lines))
 check([x["link"] for x in c] == [r["link"] or "" for r in rows]
       and [x["devices"] for x in c] == [r["devices"] for r in rows], "CSV devices and link")
 check(sum("NVLink 4 x18 (NVSwitch)" in l for l in md) == 2, "markdown link column")

@@ -9,7 +9,8 @@
  * 256 bytes, in that order.
  *
  * For the published umt5-xxl at 1, 77 and 512 tokens, umt5-tiny (width
- * 64, the published vocabulary) and random shapes: the layout's buffers,
+ * 4096, dim_attn 64 in 4 heads, feed-forward 128, 2 layers) and random
+ * shapes: the layout's buffers,
  * offsets and total equal that list; no two overlap; the published
  * encoder at 512 tokens takes exactly 24 layers of 192,948,224 bf16 values,
  * the norm, 78 MiB of activations, 4 KiB of buckets and the workspace
@@ -104,7 +105,7 @@ static void check_published(void) {
   CHECK(plan_t5_layout_make(&s, &lay, err, sizeof err) == PLAN_OK &&
             lay.total == 24 * layer + D * 2 + act + 4096 + (32ull << 20),
         "umt5-xxl at 512 tokens: %llu bytes", (unsigned long long)lay.total);
-  const encoder tiny = {64, 64, 160, 4, 32, 2};
+  const encoder tiny = {4096, 64, 128, 4, 32, 2};
   for (int64_t L2 = 1; L2 <= 512; L2 = L2 * 3 + 1) check(&tiny, L2, "umt5-tiny");
 }
 

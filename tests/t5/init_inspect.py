@@ -3,15 +3,18 @@
 
 usage: init_inspect.py STATICPIPE WORKDIR [SEED]
 
-init of umt5-tiny (fp32, a SentencePiece model trained here as its
-tokenizer) holds synth:umt5-tiny:SEED's weights: encode on the file and on
-the synth: spec (with --tokenizer) give bit-identical contexts; inspect
+init of umt5-tiny (fp32, a SentencePiece model of at most 300 pieces
+trained here on ASCII words as its tokenizer: it fits the preset's 384
+rows) holds
+synth:umt5-tiny:SEED's weights: encode on the file and on the synth: spec
+(with --tokenizer) give bit-identical contexts; inspect
 (--json) reports the arch, preset, config, the parameters and stored bytes
 of the config's tensor table written out here, the tokenizer's pieces and
 the checksum encode records; inspect --verify passes on the file and
 fails (exit 2, naming the dataset) once a weight is changed behind its
 checksum; synth:umt5-xxl's parameters match the published table; the
-refusals (no --tokenizer, --layers). Exits 1 on any failure.
+refusals (umt5-xxl without --tokenizer, which has no built-in one;
+--layers). Exits 1 on any failure.
 """
 import json
 import os
@@ -38,11 +41,27 @@ def params(c):
     return c["vocab"] * d + c["layers"] * layer + d
 
 
+def train_small(rnd, work):
+    """A unigram model of at most 300 pieces with T5's special ids, trained
+    on random lower-case ASCII words (few characters, so that 300 pieces
+    cover them): its path."""
+    corpus = os.path.join(work, "corpus.txt")
+    with open(corpus, "w") as f:
+        for _ in range(1500):
+            f.write(" ".join("".join(rnd.choice("abcdefghijklmnopqrstuvwxyz")
+                                     for _ in range(rnd.randint(2, 8)))
+                             for _ in range(rnd.randint(4, 18))) + "\n")
+    prefix = os.path.join(work, "spiece")
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, model_type="unigram",
+                                   vocab_size=300, hard_vocab_limit=False, num_threads=1,
+                                   minloglevel=2, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    return prefix + ".model"
+
+
 def main():
     sp_bin, work, seed = spm_parity.driver_args()
     rnd = random.Random(seed)
-    prefix = spm_parity.train_t5_model(rnd, work, lines=1500, threads=1)
-    tok = prefix + ".model"
+    tok = train_small(rnd, work)
     pieces = spm.SentencePieceProcessor(model_file=tok).get_piece_size()
     s = rnd.randrange(1000)
     t5 = os.path.join(work, "tiny.h5")
@@ -63,7 +82,7 @@ def main():
     check(len(outs) == 2 and outs[0][:2] == outs[1][:2],
           "the init file encodes bit-identically to synth:umt5-tiny:%d" % s)
 
-    c = dict(vocab=256384, dim=64, dim_attn=64, ffn=160, heads=4, layers=2, buckets=32,
+    c = dict(vocab=384, dim=4096, dim_attn=64, ffn=128, heads=4, layers=2, buckets=32,
              max_dist=128)
     r = run([sp_bin, "inspect", t5, "--json"])
     j = json.loads(r.stdout) if r.returncode == 0 else {}
@@ -97,12 +116,13 @@ def main():
           % (j.get("params"), params(xxl)))
 
     bad = os.path.join(work, "bad.h5")
-    for what, args, word in (("no --tokenizer", [], "--tokenizer"),
-                             ("--layers", ["--tokenizer", tok, "--layers", "3"], "--layers")):
-        r = run([sp_bin, "init", "--arch", "umt5-tiny", *args, "-o", bad])
+    for what, args, word in (("umt5-xxl, no --tokenizer", ["umt5-xxl"], "--tokenizer"),
+                             ("umt5-tiny, --layers",
+                              ["umt5-tiny", "--tokenizer", tok, "--layers", "3"], "--layers")):
+        r = run([sp_bin, "init", "--arch", *args, "-o", bad])
         errs = [ln for ln in r.stderr.splitlines() if "error" in ln]
         check(r.returncode == 2 and len(errs) == 1 and word in errs[0] and not os.path.exists(bad),
-              "init umt5-tiny with %s: exit 2, one line" % what)
+              "init %s: exit 2, one line" % what)
     print("%d failure(s)" % len(FAILS))
     return 1 if FAILS else 0
 

@@ -8,12 +8,13 @@ Trains a small SentencePiece model, draws a random encoder of width 4096
 `run --t5 --prompt P` gives latents bit-identical to `encode --prompt P -o
 c.h5` then `run --cond c.h5` (the reference is the one-process cond run),
 under one process and `mpirun -np 2`, with Wan's negative prompt, with
---negative and with --cfg 1; a --jobs file mixing prompt= lines (quoted,
+--negative and with --cfg 1, and the same with synth:umt5-tiny (the
+built-in tiny encoder, its tokenizer inside, no file at all); a --jobs file mixing prompt= lines (quoted,
 with a quote, a '#' and a negative inside) and a cond= line gives each
 line's separate result, and a line whose prompt is blank after Wan's
 cleaning fails alone; bad input (--prompt without --t5, --t5 with --cond,
-an empty or blank prompt, an encoder without a tokenizer or of another
-width) exits 2 with one error line before any work. Exits 1 on a failure.
+an empty or blank prompt, an encoder without a tokenizer (synth:umt5-xxl)
+or of another width) exits 2 with one error line before any work. Exits 1 on a failure.
 """
 import json
 import os
@@ -100,6 +101,24 @@ def main():
                   "%s: run --t5 --prompt (%s) bit-identical to encode + run --cond"
                   % (name, "mpirun -np 2" if np_ else "one process"))
 
+    # ---- the built-in tiny encoder: synth:umt5-tiny carries its tokenizer and
+    # encodes to the tiny DiT's width, so a prompt needs no file at all
+    tiny = "synth:umt5-tiny:%d" % rnd.randrange(1000)
+    tcond, tref = p("tiny.cond.h5"), p("tiny.ref.h5")
+    r = run([sp_bin, "encode", *DEV, "--t5", tiny, "--prompt", prompt, "-o", tcond])
+    if r.returncode == 0:
+        run([sp_bin, "run", *RUN, "--cfg", "5", "--cond", tcond, "-o", tref])
+    want = latents(tref)
+    check(want is not None, "%s: encode (its built-in tokenizer) then run --cond" % tiny)
+    for np_ in (0, 2):
+        out = p("tiny.prompt%d.h5" % np_)
+        r = run([sp_bin, "run", *RUN, "--cfg", "5", "--t5", tiny, "--prompt", prompt, "-o", out],
+                mpi=np_)
+        got = latents(out)
+        check(r.returncode == 0 and got is not None and got == want,
+              "%s: run --t5 --prompt (%s) bit-identical to encode + run --cond"
+              % (tiny, "mpirun -np 2" if np_ else "one process"))
+
     # ---- --jobs: prompt= lines (quoted), a cond= line, a blank prompt
     tricky = 'say "hi" # not a comment ' + words[0]
     tcond = p("tricky.cond.h5")
@@ -154,7 +173,7 @@ def main():
            ("a blank --prompt", ["--t5", t5, "--prompt", "  \t "], "empty"),
            ("--negative without --prompt", ["--cond", p("cfg.cond.h5"), "--negative", "x"],
             "--negative"),
-           ("an encoder without a tokenizer", ["--t5", "synth:umt5-tiny", "--prompt", prompt],
+           ("an encoder without a tokenizer", ["--t5", "synth:umt5-xxl", "--prompt", prompt],
             "tokenizer"),
            ("an encoder of another width", ["--t5", narrow or "missing.h5", "--prompt", prompt],
             "text_dim"),

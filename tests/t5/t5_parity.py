@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import sptest  # noqa: E402
-from sptest import FAILS, check, rel_l2  # noqa: E402
+from sptest import FAILS, SRC, check, rel_l2  # noqa: E402
 import umt5_ref  # noqa: E402
 import stlib  # noqa: E402
 import spm_parity  # noqa: E402
@@ -351,19 +351,34 @@ def main():
     check(len(outs) == 3 and outs[0] == outs[1] == outs[2],
           "encode bit-identical for 1 and 3 threads and a rerun")
 
-    # ---- synth: with a tokenizer
-    out = os.path.join(work, "synth.h5")
+    # ---- synth: specs and tokenizers: synth:umt5-tiny's built-in one, the same
+    # model given with --tokenizer (the same context), one larger than its
+    # vocabulary (refused), and an encoder without one
+    tiny_model = os.path.join(SRC, "ranks", "text", "tiny", "spiece-tiny.model")
+    tiny_n = len(ref_ids(spm.SentencePieceProcessor(model_file=tiny_model), prompts[0])[0])
+    ctxs = []
+    for k, extra in enumerate(([], ["--tokenizer", tiny_model])):
+        out = os.path.join(work, "synth%d.h5" % k)
+        r = run([sp_bin, "encode", "--t5", "synth:umt5-tiny:3", *extra, "--prompt", prompts[0],
+                 "--no-negative", "-o", out])
+        if r.returncode == 0:
+            with h5py.File(out, "r") as f:
+                ctx = f["context"][...]
+                if ctx.shape == (tiny_n, 4096) and np.isfinite(ctx).all() \
+                        and "context_null" not in f:
+                    ctxs.append(ctx.tobytes())
+    check(len(ctxs) == 2 and ctxs[0] == ctxs[1],
+          "encode on synth:umt5-tiny (%d tokens, width 4096, --no-negative): its built-in "
+          "tokenizer and --tokenizer spiece-tiny.model give the same context" % tiny_n)
+    out = os.path.join(work, "synth_big.h5")
     r = run([sp_bin, "encode", "--t5", "synth:umt5-tiny:3", "--tokenizer", spm_path, "--prompt",
-             prompts[0], "--no-negative", "-o", out])
-    ok = r.returncode == 0
-    if ok:
-        with h5py.File(out, "r") as f:
-            ctx = f["context"][...]
-            ok = ctx.shape == (len(ref_ids(sp, prompts[0])[0]), 64) and np.isfinite(ctx).all() \
-                and "context_null" not in f
-    check(ok, "encode on synth:umt5-tiny with --tokenizer, --no-negative")
-    r = run([sp_bin, "encode", "--t5", "synth:umt5-tiny", "--prompt", "a", "-o", out], want_rc=2)
-    check(r.returncode == 2 and "tokenizer" in r.stderr, "synth: without --tokenizer refused")
+             prompts[0], "-o", out], want_rc=2)
+    check(sp.get_piece_size() > 384 and r.returncode == 2 and "vocabulary" in r.stderr
+          and not os.path.exists(out),
+          "--tokenizer of %d pieces on synth:umt5-tiny (384 rows) refused" % sp.get_piece_size())
+    r = run([sp_bin, "encode", "--t5", "synth:umt5-xxl", "--prompt", "a", "-o", out], want_rc=2)
+    check(r.returncode == 2 and "tokenizer" in r.stderr,
+          "synth:umt5-xxl (no built-in tokenizer) without --tokenizer refused")
 
     # ---- refusals
     bad_out = os.path.join(work, "bad.h5")

@@ -9,13 +9,16 @@
  *
  * One output line per text: the ids separated by spaces (--prompt adds
  * " | dropped N"), the cleaned text, or "ERR <message>" when the text is
- * refused. MODEL is a spiece.model or tokenizer.json. Exit 2 when the
- * model is refused. */
+ * refused. MODEL is a spiece.model or tokenizer.json, or a text encoder
+ * (a T5 model file, a synth: spec) whose tokenizer is used. Exit 2 when
+ * the model is refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "mfile.h"
+#include "t5_file.h"
 #include "tokenizer.h"
 
 static void run_one(int mode, const tok_model *m, const char *t, size_t len) {
@@ -56,13 +59,27 @@ int main(int argc, char **argv) {
   int mode = 0, a = 1;
   if (a < argc && strcmp(argv[a], "--prompt") == 0) mode = 1, a++;
   else if (a < argc && strcmp(argv[a], "--clean") == 0) mode = 2, a++;
-  tok_model *m = NULL;
+  tok_model *own = NULL;
+  const tok_model *m = NULL;
+  t5_model *t5 = NULL;
   if (mode != 2) {
     if (a >= argc) {
       fprintf(stderr, "usage: tok_driver [--prompt] MODEL (TEXT... | --file F); tok_driver --clean ...\n");
       return 2;
     }
-    if (tok_model_load(argv[a++], &m) != SP_OK) return 2;
+    const char *path = argv[a++];
+    char arch[64];
+    if (strncmp(path, "synth:", 6) == 0 ||
+        (mfile_arch(path, arch, sizeof arch) == 0 && strcmp(arch, T5_MODEL_ARCH) == 0)) {
+      if (t5_model_open(path, 1, &t5) != SP_OK) return 2;
+      if (!(m = t5_model_tokenizer(t5))) {
+        fprintf(stderr, "tok_driver: %s has no tokenizer\n", path);
+        return 2;
+      }
+    } else {
+      if (tok_model_load(path, &own) != SP_OK) return 2;
+      m = own;
+    }
   }
   if (a + 1 < argc && strcmp(argv[a], "--file") == 0) {
     FILE *f = fopen(argv[a + 1], "rb");
@@ -96,6 +113,7 @@ int main(int argc, char **argv) {
   } else {
     for (; a < argc; a++) run_one(mode, m, argv[a], strlen(argv[a]));
   }
-  tok_model_free(m);
+  tok_model_free(own);
+  t5_model_close(t5);
   return 0;
 }

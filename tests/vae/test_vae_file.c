@@ -1,7 +1,9 @@
 /* The VAE model file (ranks/nets/wan_vae/vae_file.h) through its C API: presets and
  * synth: specs, the synthetic weights' scales, the writer's refusals and
- * its atomic commit, fp32 and bf16 files read back, a buffer too small, and
- * the arch line of the DiT reader given a VAE file. (The CLI, convert and
+ * its atomic commit, fp32 and bf16 decoder-only files read back (no
+ * attribute encoder, no /encoder, encoding refused), a file with the
+ * encoder read back, a buffer too small, and the arch line of the DiT
+ * reader given a VAE file. (The CLI, convert and
  * decode of files are tests/vae/test_vae_convert.sh.) */
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include "h5_util.h"
 #include "log.h"
 #include "model_file.h"
 #include "sp_test.h"
@@ -76,6 +79,23 @@ static void check_synth(const wan_vae_table *t, const float *a, const float *b) 
   CHECK(same == 0, "synth: %d tensors equal for seeds 1 and 2", same);
 }
 
+/* A decoder-only file m at path: no attribute encoder, no /encoder, and
+ * reading the encoder refused (buf of floats as scratch). */
+static void check_decoder_only(const char *path, vae_model *m, float *buf, int64_t floats) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CHECK(f >= 0 && H5Aexists(f, "encoder") == 0 && H5Lexists(f, "/encoder", H5P_DEFAULT) == 0,
+        "%s: a decoder-only file has no attribute encoder and no /encoder", path);
+  if (f >= 0) H5Fclose(f);
+  const vae_model_info *in = vae_model_get_info(m);
+  const int level = sp_log_level();
+  sp_log_set_level(-1);
+  CHECK(!in->config.encoder && in->enc_tensors == 0 &&
+            vae_model_read_encoder(m, buf, floats) == SP_ERR_INPUT &&
+            strstr(sp_log_last_error(), "holds only the decoder"),
+        "%s: encoding refused: %s", path, sp_log_last_error());
+  sp_log_set_level(level);
+}
+
 static void check_write_read(void) {
   vae_model *s1, *s2;
   if (vae_model_open("synth:wan2.1-vae-tiny:1", 0, &s1) != SP_OK ||
@@ -83,7 +103,10 @@ static void check_write_read(void) {
     CHECK(0, "synth tiny does not open");
     return;
   }
-  const wan_vae_config c = vae_model_get_info(s1)->config;
+  /* a decoder-only file (synth: has the encoder too: check_encoder_file) */
+  wan_vae_config c = vae_model_get_info(s1)->config;
+  CHECK(c.encoder == 1, "synth: the encoder is there");
+  c.encoder = 0;
   static wan_vae_weights w;
   static wan_vae_table t;
   wan_vae_table_make(&c, &w, &t);
@@ -94,7 +117,11 @@ static void check_write_read(void) {
         "synth read");
   check_synth(&t, a, b);
   const vae_model_info *in = vae_model_get_info(s1);
-  CHECK(in->size.tensors == t.count && in->size.params == t.params && in->size.file_bytes == 0 &&
+  static wan_vae_enc_weights ew;
+  static wan_vae_table et;
+  wan_vae_enc_table_make(&in->config, &ew, &et);
+  CHECK(in->size.tensors == t.count + et.count && in->size.params == t.params + et.params &&
+            in->enc_tensors == et.count && in->size.file_bytes == 0 &&
             in->id.synthetic && in->id.dtype == KERN_DTYPE_F32 &&
             strcmp(in->id.checksum, "synth:wan2.1-vae-tiny:1:v1") == 0,
         "synth info: %d tensors, %lld params, checksum %s", in->size.tensors,
@@ -159,6 +186,7 @@ static void check_write_read(void) {
     char arch[64];
     CHECK(model_file_arch(path, arch, sizeof arch) == 0 && strcmp(arch, VAE_MODEL_ARCH) == 0,
           "model_file_arch");
+    check_decoder_only(path, m, r, t.packed_floats);
     vae_model_close(m);
     unlink(path);
   }
@@ -187,6 +215,72 @@ static void check_write_read(void) {
   free(a), free(b), free(r);
 }
 
+/* Every tensor of table t from read into a writer's put. */
+static int put_all(vae_model *src, vae_model_writer *wr, const wan_vae_table *t, float *buf,
+                   int (*read)(vae_model *, float *, int64_t), int skip_last) {
+  int rc = read(src, buf, t->packed_floats);
+  for (int i = 0; rc == SP_OK && i < t->count - skip_last; i++)
+    rc = vae_model_writer_put(wr, t->t[i].name, buf + t->t[i].offset, t->t[i].numel);
+  return rc;
+}
+
+/* A file with the encoder: both halves read back bit for bit, the
+ * attribute and the group, a different checksum from the decoder alone;
+ * a commit without an encoder tensor names it. */
+static void check_encoder_file(void) {
+  vae_model *s;
+  if (vae_model_open("synth:wan2.1-vae-tiny:5", 0, &s) != SP_OK) {
+    CHECK(0, "synth tiny does not open");
+    return;
+  }
+  const wan_vae_config c = vae_model_get_info(s)->config;
+  static wan_vae_weights w;
+  static wan_vae_enc_weights ew;
+  static wan_vae_table t, et;
+  wan_vae_table_make(&c, &w, &t);
+  wan_vae_enc_table_make(&c, &ew, &et);
+  float *d = calloc((size_t)t.packed_floats, 4), *e = calloc((size_t)et.packed_floats, 4);
+  float *r = calloc((size_t)et.packed_floats, 4);
+  char path[300];
+  snprintf(path, sizeof path, "%s/vae-enc.h5", dir);
+  vae_model_writer *wr;
+  int rc = vae_model_writer_open(path, &c, KERN_DTYPE_F32, NULL, &wr);
+  if (rc == SP_OK) rc = put_all(s, wr, &t, d, vae_model_read, 0);
+  if (rc == SP_OK) rc = put_all(s, wr, &et, e, vae_model_read_encoder, 0);
+  CHECK(rc == SP_OK && vae_model_writer_commit(wr) == SP_OK, "a file with the encoder written");
+  vae_model *m;
+  if (vae_model_open(path, 1, &m) == SP_OK) {
+    const vae_model_info *in = vae_model_get_info(m);
+    CHECK(in->config.encoder == 1 && in->enc_tensors == et.count && in->enc_params == et.params &&
+              vae_model_read_encoder(m, r, et.packed_floats) == SP_OK &&
+              memcmp(r, e, (size_t)et.packed_floats * 4) == 0,
+          "%s: the encoder (%d tensors) reads back bit for bit", path, in->enc_tensors);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    int64_t enc = 0;
+    CHECK(f >= 0 && rank_h5_attr_read_num(f, "encoder", H5T_NATIVE_INT64, &enc, 1) == 0 &&
+              enc == 1 && H5Lexists(f, "/encoder", H5P_DEFAULT) > 0,
+          "%s: attribute encoder = 1 and the group /encoder", path);
+    if (f >= 0) H5Fclose(f);
+    vae_model_close(m);
+  } else {
+    CHECK(0, "%s does not open", path);
+  }
+  unlink(path);
+  /* the last encoder tensor left out */
+  const int level = sp_log_level();
+  sp_log_set_level(-1);
+  rc = vae_model_writer_open(path, &c, KERN_DTYPE_F32, NULL, &wr);
+  if (rc == SP_OK) rc = put_all(s, wr, &t, d, vae_model_read, 0);
+  if (rc == SP_OK) rc = put_all(s, wr, &et, e, vae_model_read_encoder, 1);
+  CHECK(rc == SP_OK && vae_model_writer_commit(wr) == SP_ERR_INPUT &&
+            strstr(sp_log_last_error(), "/encoder/conv1.bias was never written"),
+        "commit without the encoder's last tensor: %s", sp_log_last_error());
+  sp_log_set_level(level);
+  CHECK(dir_entries() == 0, "a failed writer leaves nothing in the directory");
+  vae_model_close(s);
+  free(d), free(e), free(r);
+}
+
 int main(void) {
   sp_test_begin("test_vae_file");
   const char *tmp = getenv("TMPDIR");
@@ -197,6 +291,7 @@ int main(void) {
   }
   check_specs();
   check_write_read();
+  check_encoder_file();
   rmdir(dir);
   return sp_test_end();
 }

@@ -1,17 +1,22 @@
-"""`staticpipe convert`, `init` and `inspect` of Wan VAE decoders, and the VAE
-model file read back by `staticpipe decode`.
+"""`staticpipe convert`, `init` and `inspect` of Wan VAEs (the decoder, with
+or without the encoder), and the VAE model file read back by `staticpipe
+decode`.
 
-Random float32 weights of small configs (tests/ref/wan_vae_ref.py) are
-written as safetensors in both layouts: the published WanVAE_ state dict and
-diffusers' AutoencoderKLWan, whose key mapping is written out here from
-diffusers' module structure (independent of the C table), with encoder
-tensors beside them, keys shuffled, F32 and BF16 inputs. Each is converted;
-the file's datasets must hold exactly the weights; both layouts must give
-the same file checksum; the decode of the file must match the float64
-reference decode to relative L2 <= 1e-5. Then: --dtype bf16, inspect and
-its --verify on damaged files, the arch lines between DiT and VAE files, a
-corpus of malformed checkpoints (exit 2, one line naming the check, no
-file), and the synth presets.
+Random float32 weights of small configs (tests/ref/wan_vae_ref.py and, for
+the encoder, wan_vae_enc_ref.py) are written as safetensors in both
+layouts: the published WanVAE_ state dict (also ComfyUI's
+wan_2.1_vae.safetensors) and diffusers' AutoencoderKLWan, whose key mapping
+is written out here from diffusers' module structure (independent of the C
+table), keys shuffled, F32 and BF16 inputs, with the whole encoder beside
+the decoder (or, for a config of no residual blocks, which no encoder has,
+the decoder alone). Each is converted; the file's /decoder and /encoder
+datasets must hold exactly the weights; both layouts must give the same
+file checksum; the decode of the file must match the float64 reference
+decode to relative L2 <= 1e-5. Then: --dtype bf16, inspect and its --verify
+on damaged files, the arch lines between DiT and VAE files, a corpus of
+malformed checkpoints (exit 2, one line naming the check, no file; a
+missing or mis-shaped encoder tensor in either layout among them), and the
+synth presets and init (with and without --encoder).
 
 usage: vae_convert.py STATICPIPE WORKDIR  (SP_SEED replays a run)
 """
@@ -27,6 +32,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from sptest import FAILS, check, rel_l2, seed  # noqa: E402
 import wan_vae_ref as R  # noqa: E402
+import wan_vae_enc_ref as E  # noqa: E402
 import stlib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
@@ -83,12 +89,48 @@ def diffusers_key(cfg, name):
     return res("decoder.up_blocks.%d.resnets.%d." % (block, j), leaf)
 
 
-ENCODER = {  # a few of each layout's encoder tensors: skipped by convert
-    "official": [("encoder.conv1.weight", (8, 3, 3, 3, 3)), ("encoder.conv1.bias", (8,)),
-                 ("conv1.weight", (32, 32, 1, 1, 1)), ("conv1.bias", (32,))],
-    "diffusers": [("encoder.conv_in.weight", (8, 3, 3, 3, 3)), ("encoder.conv_in.bias", (8,)),
-                  ("quant_conv.weight", (32, 32, 1, 1, 1)), ("quant_conv.bias", (32,))],
-}
+def diffusers_enc_key(name):
+    """AutoencoderKLWan's key of an official encoder key: quant_conv is
+    conv1; WanEncoder3d has conv_in, down_blocks (the residual blocks and
+    resamples numbered across levels, as the published downsamples),
+    mid_block (resnets 0 and 1 around attentions 0), norm_out and conv_out;
+    a resample keeps its resample.1 and time_conv."""
+    def res(prefix, leaf):
+        for a, b in RES_LEAF.items():
+            if leaf.startswith(a):
+                return prefix + b + leaf[len(a):]
+        return prefix + leaf  # resample.1.*, time_conv.*
+    if name.startswith("conv1."):
+        return "quant_conv." + name[6:]
+    for a, b in (("encoder.conv1.", "encoder.conv_in."), ("encoder.head.0.", "encoder.norm_out."),
+                 ("encoder.head.2.", "encoder.conv_out.")):
+        if name.startswith(a):
+            return b + name[len(a):]
+    m = re.match(r"encoder\.middle\.(\d)\.(.*)$", name)
+    if m:
+        i, leaf = int(m.group(1)), m.group(2)
+        if i == 1:
+            return "encoder.mid_block.attentions.0." + leaf
+        return res("encoder.mid_block.resnets.%d." % (i // 2), leaf)
+    m = re.match(r"encoder\.downsamples\.(\d+)\.(.*)$", name)
+    return res("encoder.down_blocks.%s." % m.group(1), m.group(2))
+
+
+def enc_config(cfg):
+    """The encoder of decoder config cfg (the published WanVAE_ builds both
+    from one config: the encoder's temporal flags are the decoder's
+    reversed), or None when it has none (no residual blocks)."""
+    if cfg.num_res_blocks < 1:
+        return None
+    return E.Config(cfg.dim, cfg.z_dim, cfg.dim_mult, cfg.num_res_blocks,
+                    cfg.temporal_upsample[::-1])
+
+
+def key_of(cfg, style, name):
+    if style == "official":
+        return name
+    return diffusers_key(cfg, name) if name.startswith(("decoder.", "conv2.")) \
+        else diffusers_enc_key(name)
 
 
 def raw(dt, a):
@@ -108,19 +150,22 @@ def as_input(dt, a):
     return stlib.to_f32(dt, raw(dt, a)).reshape(np.shape(a))
 
 
-def entries(cfg, sd, style, dt, encoder=True):
-    e = [(n if style == "official" else diffusers_key(cfg, n), dt, v.shape, raw(dt, v))
-         for n, v in sd.items()]
-    if encoder:
-        e += [(k, dt, s, raw(dt, rng.standard_normal(s))) for k, s in ENCODER[style]]
+def entries(cfg, sd, style, dt):
+    """sd (decoder and encoder weights by official key) as checkpoint
+    entries of style, shuffled."""
+    e = [(key_of(cfg, style, n), dt, v.shape, raw(dt, v)) for n, v in sd.items()]
     order = rng.permutation(len(e))
     return [e[i] for i in order]
 
 
 def weights(cfg):
+    """Decoder weights and, when cfg has an encoder, the encoder's."""
     sd = {k: v.astype(np.float32) for k, v in R.random_weights(cfg, rng).items()}
     # A wider head, so that part of the video reaches the clamp.
     sd["decoder.head.2.weight"] = (sd["decoder.head.2.weight"] * 2).astype(np.float32)
+    ecfg = enc_config(cfg)
+    if ecfg:
+        sd.update({k: v.astype(np.float32) for k, v in E.random_weights(ecfg, rng).items()})
     return sd
 
 
@@ -151,9 +196,11 @@ def root_attr(path, key):
 
 # ---------------------------------------------------------------- conversions
 
+# The second's decoder widths (32, 32, 16, 16, 8) have the divisor 8, its
+# encoder's first width is 4: with the encoder, dim is 4.
 CASES = [
     (R.Config(8, 16, (1, 2, 4, 4), 2, (True, True, False)), (3, 3, 5)),
-    (R.Config(4, 16, (1, 2, 4, 4), 1, (False, True, True)), (2, 3, 2)),
+    (R.Config(4, 16, (2, 4, 4, 8), 1, (False, True, True)), (2, 3, 2)),
     (R.Config(6, 16, (2, 3), 0, (True,)), (3, 2, 3)),
 ]
 
@@ -161,7 +208,10 @@ vae_file = None
 for ci, (cfg, (F, H, W)) in enumerate(CASES):
     sd = weights(cfg)
     shapes = R.tensor_shapes(cfg)
-    check(set(shapes) == set(sd), "case %d: reference table and weights agree" % ci)
+    ecfg = enc_config(cfg)
+    eshapes = E.tensor_shapes(ecfg) if ecfg else {}
+    check(set(shapes) | set(eshapes) == set(sd), "case %d: reference tables and weights agree"
+          % ci)
     z = rng.standard_normal((16, F, H, W)).astype(np.float32)
     for dt in ("F32", "BF16"):
         vals = {k: as_input(dt, v) for k, v in sd.items()}
@@ -175,23 +225,53 @@ for ci, (cfg, (F, H, W)) in enumerate(CASES):
             check(rc == 0, what + ": convert exits 0" + ("" if rc == 0 else ": " + err))
             if rc != 0:
                 continue
-            check("4 encoder tensors" in err and "skipped" in err,
-                  what + ": one info line counts the 4 skipped encoder tensors")
+            check("skipped" not in err and ("with the encoder" if ecfg else "the decoder alone")
+                  in err, what + ": nothing skipped; one info line says whether the encoder is "
+                  "there")
             check(root_attr(out, "arch") == "wan2.1-vae" and root_attr(out, "dtype") == "fp32",
                   what + ": arch wan2.1-vae, dtype fp32 (the VAE's default)")
             with h5py.File(out, "r") as f:
                 names = sorted(f["decoder"].keys())
                 same = names == sorted(shapes) and all(
                     np.array_equal(f["decoder"][k][()], vals[k]) for k in shapes)
+                enames = sorted(f["encoder"].keys()) if "encoder" in f else []
+                esame = enames == sorted(eshapes) and all(
+                    np.array_equal(f["encoder"][k][()], vals[k]) for k in eshapes)
+                eattr = int(f.attrs["encoder"]) if "encoder" in f.attrs else None
+                dims = (int(f.attrs["dim"]), [int(x) for x in f.attrs["dim_mult"]])
             check(same, what + ": the file holds exactly the decoder's weights")
+            check(not ecfg or dims == (cfg.dim, list(cfg.dim_mult)),
+                  what + ": dim and dim_mult %s (the encoder's first width is dim)" % (dims,))
+            check(esame and eattr == (1 if ecfg else None),
+                  what + (": /encoder holds exactly the encoder's weights, attribute encoder 1"
+                          if ecfg else ": no /encoder and no attribute encoder"))
             sums[style] = root_attr(out, "checksum")
             outs[style] = out
         if len(sums) == 2:
             check(sums["official"] == sums["diffusers"],
                   "case %d %s: both layouts give one checksum (%s, %s)"
                   % (ci, dt, sums["official"], sums["diffusers"]))
-        ref = R.decode(cfg, {k: v.astype(np.float64) for k, v in vals.items()},
+        ref = R.decode(cfg, {k: vals[k].astype(np.float64) for k in shapes},
                        z.astype(np.float64))
+        if ecfg:
+            # the converted encoder, through encode --vae, against the float64
+            # reference of the weights as the checkpoint holds them
+            v = rng.uniform(-1, 1, (3, 5, 16, 24)).astype(np.float32)
+            with h5py.File(p("enc_in.h5"), "w") as f:
+                f["video"] = v
+            eref = E.encode(ecfg, {k: vals[k].astype(np.float64) for k in eshapes},
+                            v.astype(np.float64))
+            for style, out in outs.items():
+                lat = p("c%d_%s_%s.lat_enc.h5" % (ci, style, dt))
+                rc, _, err = run([BIN, "encode", "--vae", out, "--video", p("enc_in.h5"), "-o",
+                                  lat, "-q"])
+                e = float("inf")
+                if rc == 0:
+                    with h5py.File(lat, "r") as f:
+                        got = f["latents"][()].astype(np.float64)
+                    e = rel_l2(got, eref) if got.shape == eref.shape else e
+                check(e <= TOL, "case %d %s %s: encode T=5 16x24 vs float64 reference: rel L2 "
+                      "%.2e%s" % (ci, style, dt, e, "" if rc == 0 else ": " + err))
         for style, out in outs.items():
             got, err = decode(out, z, "c%d_%s_%s" % (ci, style, dt))
             if got is None:
@@ -211,10 +291,13 @@ for ci, (cfg, (F, H, W)) in enumerate(CASES):
             if rc == 0:
                 with h5py.File(out, "r") as f:
                     ok = all(np.array_equal(f["decoder"][k][()], stlib.bf16_rne(sd[k]))
-                             for k in shapes)
-                check(ok, "--dtype bf16: every value is the float32 weight rounded to bf16")
-                wb = {k: stlib.to_f32("BF16", stlib.bf16_rne(v).tobytes()).reshape(v.shape)
-                      .astype(np.float64) for k, v in sd.items()}
+                             for k in shapes) and \
+                        all(np.array_equal(f["encoder"][k][()], stlib.bf16_rne(sd[k]))
+                            for k in eshapes)
+                check(ok, "--dtype bf16: every value (decoder and encoder) is the float32 "
+                      "weight rounded to bf16")
+                wb = {k: stlib.to_f32("BF16", stlib.bf16_rne(sd[k]).tobytes())
+                      .reshape(sd[k].shape).astype(np.float64) for k in shapes}
                 got, err = decode(out, z, "c0_bf16")
                 refb = R.decode(cfg, wb, z.astype(np.float64))
                 check(got is not None and rel_l2(got, refb) <= TOL,
@@ -232,19 +315,34 @@ for ci, (cfg, (F, H, W)) in enumerate(CASES):
             rc, out_txt, err = run([BIN, "inspect", vae_file, "--json"])
             j = json.loads(out_txt) if rc == 0 else {}
             nparams = sum(int(np.prod(s)) for s in shapes.values())
+            eparams = sum(int(np.prod(s)) for s in eshapes.values())
             c = j.get("config", {})
             check(rc == 0 and j.get("arch") == "wan2.1-vae" and c.get("dim") == 8 and
                   c.get("dim_mult") == [1, 2, 4, 4] and c.get("num_res_blocks") == 2 and
-                  c.get("temporal_up") == [1, 1, 0] and j.get("tensors") == len(shapes) and
-                  j.get("params") == nparams and j.get("file_bytes") == 4 * nparams and
+                  c.get("temporal_up") == [1, 1, 0] and
+                  j.get("tensors") == len(shapes) + len(eshapes) and
+                  j.get("params") == nparams + eparams and
+                  j.get("file_bytes") == 4 * (nparams + eparams) and
+                  j.get("encoder") == {"tensors": len(eshapes), "params": eparams} and
                   j.get("level_dims") == [32, 32, 16, 8] and
                   j.get("checksum") == root_attr(vae_file, "checksum"),
-                  "inspect --json: arch, config, widths, %d tensors, %d parameters, bytes, "
-                  "checksum" % (len(shapes), nparams))
+                  "inspect --json: arch, config, widths, the encoder (%d tensors, %d "
+                  "parameters), %d tensors, %d parameters, bytes, checksum"
+                  % (len(eshapes), eparams, len(shapes) + len(eshapes), nparams + eparams))
             rc, out_txt, err = run([BIN, "inspect", vae_file])
             check(rc == 0 and "levels 32, 32, 16, 8" in out_txt and
-                  ("%d parameters" % nparams) in out_txt, "inspect: text with widths and "
-                  "parameters")
+                  ("%d parameters" % (nparams + eparams)) in out_txt and
+                  ("encoder    yes: %d tensors" % len(eshapes)) in out_txt,
+                  "inspect: text with widths, parameters and the encoder")
+        if ci == 2 and dt == "F32":
+            rc, out_txt, err = run([BIN, "inspect", outs.get("official", ""), "--json"])
+            j = json.loads(out_txt) if rc == 0 else {}
+            check(rc == 0 and "encoder" not in j and j.get("tensors") == len(shapes),
+                  "inspect --json of a decoder-only file: no encoder, the decoder's %d tensors"
+                  % len(shapes))
+            rc, out_txt, err = run([BIN, "inspect", outs.get("official", "")])
+            check(rc == 0 and "encoder    none: this file decodes only" in out_txt,
+                  "inspect: a decoder-only file says it decodes only")
 
 # ---------------------------------------------------------------- damaged files, archs
 
@@ -268,6 +366,25 @@ if vae_file:
         f["latents"] = np.zeros((16, 1, 2, 3), np.float32)
     rc, _, err = run([BIN, "decode", "--vae", bad, "--latents", p("x.lat.h5"), "-o", p("x.vid.h5")])
     check(rc != 0 and "checksum mismatch" in err, "the decoder refuses the damaged file")
+    # the same in the encoder's group
+    bad_e = p("damaged_enc.h5")
+    with open(vae_file, "rb") as f:
+        data = bytearray(f.read())
+    with h5py.File(vae_file, "r") as f:
+        off = f["encoder/encoder.middle.1.to_qkv.weight"].id.get_offset()
+    data[off + 5] ^= 0x40
+    with open(bad_e, "wb") as f:
+        f.write(data)
+    rc, _, err = run([BIN, "inspect", "--verify", bad_e])
+    check(rc == 2 and "/encoder/encoder.middle.1.to_qkv.weight: checksum mismatch" in err,
+          "inspect --verify of a damaged encoder dataset exits 2 naming it: " +
+          " | ".join(errors(err)))
+    with h5py.File(p("x.vid.h5"), "w") as f:
+        f["video"] = np.zeros((3, 1, 16, 16), np.float32)
+    rc, _, err = run([BIN, "encode", "--vae", bad_e, "--video", p("x.vid.h5"), "-o",
+                      p("x.enc.h5")])
+    check(rc != 0 and "checksum mismatch" in err and not os.path.exists(p("x.enc.h5")),
+          "the encoder refuses the damaged file")
     bad2 = p("badroot.h5")
     with open(bad2, "wb") as f:
         f.write(open(vae_file, "rb").read())
@@ -358,7 +475,7 @@ bad_case("inf_bf16", "diffusers", poison(dk("decoder.head.2.bias"), np.inf, "BF1
          "tensor 'decoder.conv_out.bias': element 1 is infinite", dt="BF16")
 bad_case("extra", "official",
          lambda e: e + [("decoder.upsamples.0.residual.9.weight", "F32", (2,), raw("F32", [1, 2]))],
-         "tensor 'decoder.upsamples.0.residual.9.weight': not a tensor of a Wan 2.1 VAE decoder")
+         "tensor 'decoder.upsamples.0.residual.9.weight': not a tensor of a Wan 2.1 VAE")
 DIT_CFG = dict(dim=128, ffn_dim=64, heads=1, layers=1, in_dim=16, out_dim=16, text_dim=16,
                freq_dim=16)
 bad_case("dit_mixed", "official",
@@ -366,7 +483,20 @@ bad_case("dit_mixed", "official",
          "tensors of a Wan 2.1 DiT")
 bad_case("encoder_only", "official",
          lambda e: [x for x in e if x[0].startswith(("encoder.", "conv1."))],
-         "holds only the VAE's encoder (4 tensors")
+         "holds only the VAE's encoder (%d tensors" % len(E.tensor_shapes(enc_config(cfg))))
+bad_case("missing_encoder", "official", drop("encoder.downsamples.4.residual.6.bias"),
+         "missing tensor 'encoder.downsamples.4.residual.6.bias'")
+bad_case("missing_encoder_diffusers", "diffusers", drop("quant_conv.weight"),
+         "missing tensor 'quant_conv.weight'")
+bad_case("shape_encoder_diffusers", "diffusers",
+         reshape(diffusers_enc_key("encoder.downsamples.1.resample.1.weight")),
+         "tensor 'encoder.down_blocks.1.resample.1.weight': shape [5, 4, 3, 3], the inferred "
+         "config needs [4, 4, 3, 3]")
+# downsamples.1 is the first level's downsample2d: no time_conv
+bad_case("encoder_time_conv", "official",
+         lambda e: e + [("encoder.downsamples.1.time_conv.weight", "F32", (4, 4, 3, 1, 1),
+                         raw("F32", rng.standard_normal((4, 4, 3, 1, 1))))],
+         "tensor 'encoder.downsamples.1.time_conv.weight': not a tensor of a Wan 2.1 VAE")
 bad_case("dtype", "official",
          lambda e: [(k, "I64", s, stlib.random_tensor(rng, "I64", s)) if k == "conv2.bias"
                     else (k, d, s, r) for k, d, s, r in e],
@@ -377,17 +507,23 @@ bad_case("dtype", "official",
 rc, out_txt, _ = run([BIN, "inspect", "--json", "synth:wan2.1-vae"])
 j = json.loads(out_txt) if rc == 0 else {}
 pub = R.tensor_shapes(R.published_config())
-check(j.get("tensors") == len(pub) == 108 and
-      j.get("params") == sum(int(np.prod(s)) for s in pub.values()),
-      "synth:wan2.1-vae: %s tensors, %s parameters, as the reference's published table"
-      % (j.get("tensors"), j.get("params")))
+epub = E.tensor_shapes(E.published_config())
+ep = sum(int(np.prod(s)) for s in epub.values())
+check(j.get("tensors") == len(pub) + len(epub) == 108 + 86 and
+      j.get("params") == sum(int(np.prod(s)) for s in pub.values()) + ep and
+      j.get("encoder") == {"tensors": 86, "params": ep} and ep == 53596928,
+      "synth:wan2.1-vae: %s tensors, %s parameters, the encoder %s, as the references' "
+      "published tables" % (j.get("tensors"), j.get("params"), j.get("encoder")))
 tiny = R.Config(8, 16, (1, 2, 4, 4), 2, (True, True, False))
 rc, out_txt, _ = run([BIN, "inspect", "--json", "synth:wan2.1-vae-tiny:7"])
 j = json.loads(out_txt) if rc == 0 else {}
 tshapes = R.tensor_shapes(tiny)
-check(j.get("tensors") == len(tshapes) and
-      j.get("params") == sum(int(np.prod(s)) for s in tshapes.values()) and
-      j.get("config", {}).get("dim") == 8, "synth:wan2.1-vae-tiny: dim 8, the published structure")
+etshapes = E.tensor_shapes(enc_config(tiny))
+check(j.get("tensors") == len(tshapes) + len(etshapes) and
+      j.get("params") == sum(int(np.prod(s)) for s in list(tshapes.values()) +
+                             list(etshapes.values())) and
+      j.get("config", {}).get("dim") == 8, "synth:wan2.1-vae-tiny: dim 8, the published "
+      "structure, with the encoder")
 seed = int(rng.integers(0, 1 << 40))
 F, H, W = 3, 4, 5
 z = rng.standard_normal((16, F, H, W)).astype(np.float32)
@@ -411,6 +547,35 @@ if rc == 0:
           "init's file decodes bit-identically to its synth: spec")
     rc, _, err = run([BIN, "inspect", "--verify", tiny_file])
     check(rc == 0, "inspect --verify of init's file")
+    with h5py.File(tiny_file, "r") as f:
+        check("encoder" not in f and "encoder" not in f.attrs,
+              "init without --encoder: the decoder alone")
+enc_file = p("tiny_enc.h5")
+rc, _, err = run([BIN, "init", "--preset", "wan2.1-vae-tiny", "--encoder", "--seed", str(seed),
+                  "-q", "-o", enc_file])
+check(rc == 0, "init --encoder writes a VAE file" + ("" if rc == 0 else ": " + err))
+if rc == 0:
+    v_file, err = decode(enc_file, z, "tiny_enc")
+    check(v_file is not None and v_synth is not None and np.array_equal(v_file, v_synth),
+          "init --encoder's file decodes bit-identically to its synth: spec")
+    v = rng.uniform(-1, 1, (3, 5, 16, 16)).astype(np.float32)
+    with h5py.File(p("enc_v.h5"), "w") as f:
+        f["video"] = v
+    lat = []
+    for m in (enc_file, spec):
+        out = p("enc_%d.h5" % len(lat))
+        rc, _, err = run([BIN, "encode", "--vae", m, "--video", p("enc_v.h5"), "-o", out, "-q"])
+        with h5py.File(out, "r") if rc == 0 else open(os.devnull) as f:
+            lat.append(f["latents"][()] if rc == 0 else None)
+    check(len(lat) == 2 and lat[0] is not None and lat[1] is not None and
+          np.array_equal(lat[0], lat[1]), "init --encoder's file encodes bit-identically to its "
+          "synth: spec")
+    with h5py.File(enc_file, "r") as f:
+        sd = {k: f["encoder"][k][()].astype(np.float64) for k in f["encoder"]}
+    e = rel_l2(lat[0].astype(np.float64), E.encode(enc_config(tiny), sd, v.astype(np.float64))) \
+        if lat[0] is not None else float("inf")
+    check(e <= TOL, "synth tiny's encoder (init --encoder) against the float64 reference: rel "
+          "L2 %.2e" % e)
 
 if FAILS:
     print("vae_convert: %d check(s) failed" % len(FAILS))

@@ -8,7 +8,7 @@
 #   - refused with exit 2 and one line before any work: 16-channel latents
 #     for the Wan 2.2 VAE, 48-channel latents for a Wan 2.1 VAE, --tile, the
 #     Wan 2.2 VAE file where run needs a Wan 2.1 VAE (named by its arch),
-#     init --dtype fp8.
+#     init --dtype fp8, int8 and q8_0.
 set -u
 . "$SP_SRC/tests/common/script.sh"
 sp_python
@@ -94,7 +94,10 @@ expect_fail "--tile" "decodes untiled" \
 expect_fail "the Wan 2.2 VAE where run needs a Wan 2.1 VAE" "wan2.2-vae" \
   "$B" run --model synth:wan2.1-tiny --cond cond.h5 --frames 5 --size 32x32 --steps 1 \
   -o l.h5 --vae vae22.h5 --video v.h5
-expect_fail "init --dtype fp8" "only a DiT has fp8 weights" \
-  "$B" init --arch wan2.2-vae-tiny --dtype fp8 -o x.h5
+# each refusal names the flag's value as given (fp8, not the stored format's name)
+for d in fp8 int8 q8_0; do
+  expect_fail "init --dtype $d" "--dtype $d: only a DiT has $d weights" \
+    "$B" init --arch wan2.2-vae-tiny --dtype $d -o x.h5
+done
 [ -e x.h5 ] && bad "a refused command left x.h5"
 exit $fail

@@ -6,9 +6,9 @@
  * - AvgDown3D as published: front padding, the (C, ft, fs, fs) block
  *   gathered into C ft fs fs channels, consecutive groups averaged;
  * - DupUp3D as published: repeat_interleave on channels, the copies read
- *   as (Co, ft, fs, fs) and spread over the block, the first frames dropped;
- * - downsample2d's convolution on the explicitly padded frame, and the
- *   stride-2 time convolution on the explicitly concatenated frames.
+ *   as (Co, ft, fs, fs) and spread over the block, the first frames dropped.
+ * The encoder's stride-2 convolutions are the Wan 2.1 encoder's, tested
+ * in tests/vae/test_vae_enc_kernels.c.
  * Guard floats after every output; every kernel bit-identical for 1, 2
  * and 3 threads. */
 #include <math.h>
@@ -193,94 +193,6 @@ static void check_dup_up(int64_t C, int64_t Co, int64_t T, int64_t H, int64_t W,
   free(x), free(y), free(y0), free(rep), free(full), free(ref);
 }
 
-/* ---------------------------------------------------------------- downsampling convs */
-
-typedef struct down_ctx {
-  const float *x, *prev, *w, *b;
-  int64_t C, Co, T, H, W;
-} down_ctx;
-
-static void run_down2d(void *p, float *y) {
-  down_ctx *c = p;
-  kern_cpu_vae22_down2d(c->x, c->w, c->b, y, c->C, c->Co, c->T, c->H, c->W);
-}
-
-static void check_down2d(int64_t C, int64_t Co, int64_t T, int64_t H, int64_t W) {
-  const int64_t Ho = H / 2, Wo = W / 2, n = C * T * H * W, no = Co * T * Ho * Wo;
-  const int64_t Hp = H + 1, Wp = W + 1;
-  float *x = sp_test_alloc(n), *w = sp_test_alloc(Co * C * 9), *b = sp_test_alloc(Co);
-  float *y = sp_test_alloc(no);
-  double *xp = sp_test_dalloc(C * T * Hp * Wp), *ref = sp_test_dalloc(no);
-  sp_rand_fill(x, n, -1.0, 1.0);
-  sp_rand_fill(w, Co * C * 9, -0.5, 0.5);
-  sp_rand_fill(b, Co, -0.5, 0.5);
-  /* ZeroPad2d((0, 1, 0, 1)), then the valid stride-2 3x3 convolution:
-   * (Hp - 3) / 2 + 1 rows. */
-  for (int64_t p = 0; p < C * T; p++)
-    for (int64_t i = 0; i < Hp; i++)
-      for (int64_t j = 0; j < Wp; j++)
-        xp[(p * Hp + i) * Wp + j] = i < H && j < W ? x[(p * H + i) * W + j] : 0.0;
-  CHECK((Hp - 3) / 2 + 1 == Ho && (Wp - 3) / 2 + 1 == Wo, "down2d: output size");
-  for (int64_t o = 0; o < Co; o++)
-    for (int64_t t = 0; t < T; t++)
-      for (int64_t i = 0; i < Ho; i++)
-        for (int64_t j = 0; j < Wo; j++) {
-          double s = b[o];
-          for (int64_t c = 0; c < C; c++)
-            for (int a = 0; a < 3; a++)
-              for (int d = 0; d < 3; d++)
-                s += (double)w[((o * C + c) * 3 + a) * 3 + d] *
-                     xp[((c * T + t) * Hp + 2 * i + a) * Wp + 2 * j + d];
-          ref[((o * T + t) * Ho + i) * Wo + j] = s;
-        }
-  kern_cpu_vae22_down2d(x, w, b, y, C, Co, T, H, W);
-  CHECK(sp_test_guard_ok(y, no), "down2d wrote past its output");
-  const double e = sp_test_rel_l2(y, ref, no);
-  CHECK(e <= SP_TEST_TOL_F32, "down2d C %lld -> %lld, T %lld, %lldx%lld: rel L2 %.2e",
-        (long long)C, (long long)Co, (long long)T, (long long)H, (long long)W, e);
-  down_ctx ctx = {x, NULL, w, b, C, Co, T, H, W};
-  check_threads("down2d", run_down2d, &ctx, y, no);
-  free(x), free(w), free(b), free(y), free(xp), free(ref);
-}
-
-static void run_time_down(void *p, float *y) {
-  down_ctx *c = p;
-  kern_cpu_vae22_time_down(c->prev, c->x, c->w, c->b, y, c->C, c->Co, c->T, c->H * c->W);
-}
-
-static void check_time_down(int64_t C, int64_t Co, int64_t T, int64_t HW, int bias) {
-  const int64_t To = T / 2, n = C * T * HW, no = Co * To * HW;
-  float *x = sp_test_alloc(n), *prev = sp_test_alloc(C * HW), *w = sp_test_alloc(Co * C * 3);
-  float *b = sp_test_alloc(Co), *y = sp_test_alloc(no);
-  double *cat = sp_test_dalloc(C * (T + 1) * HW), *ref = sp_test_dalloc(no);
-  sp_rand_fill(x, n, -1.0, 1.0);
-  sp_rand_fill(prev, C * HW, -1.0, 1.0);
-  sp_rand_fill(w, Co * C * 3, -0.5, 0.5);
-  sp_rand_fill(b, Co, -0.5, 0.5);
-  /* torch.cat([prev, x], 2), then Conv3d (3, 1, 1), stride (2, 1, 1). */
-  for (int64_t c = 0; c < C; c++)
-    for (int64_t f = 0; f <= T; f++)
-      for (int64_t p = 0; p < HW; p++)
-        cat[(c * (T + 1) + f) * HW + p] = f == 0 ? prev[c * HW + p] : x[(c * T + f - 1) * HW + p];
-  for (int64_t o = 0; o < Co; o++)
-    for (int64_t j = 0; j < To; j++)
-      for (int64_t p = 0; p < HW; p++) {
-        double s = bias ? b[o] : 0.0;
-        for (int64_t c = 0; c < C; c++)
-          for (int a = 0; a < 3; a++)
-            s += (double)w[(o * C + c) * 3 + a] * cat[(c * (T + 1) + 2 * j + a) * HW + p];
-        ref[(o * To + j) * HW + p] = s;
-      }
-  kern_cpu_vae22_time_down(prev, x, w, bias ? b : NULL, y, C, Co, T, HW);
-  CHECK(sp_test_guard_ok(y, no), "time_down wrote past its output");
-  const double e = sp_test_rel_l2(y, ref, no);
-  CHECK(e <= SP_TEST_TOL_F32, "time_down C %lld -> %lld, T %lld, HW %lld: rel L2 %.2e",
-        (long long)C, (long long)Co, (long long)T, (long long)HW, e);
-  down_ctx ctx = {x, prev, w, bias ? b : NULL, C, Co, T, HW, 1};
-  check_threads("time_down", run_time_down, &ctx, y, no);
-  free(x), free(prev), free(w), free(b), free(y), free(cat), free(ref);
-}
-
 int main(void) {
   sp_test_begin("test_vae22_kernels");
   check_patchify(3, 1, 2, 2);
@@ -298,13 +210,6 @@ int main(void) {
   check_dup_up(16, 8, 4, 2, 3, 1, 2, 0);
   check_dup_up(6, 3, 3, 3, 3, 2, 2, 1);
   check_dup_up(8, 3, 2, 1, 2, 2, 2, 0); /* R = 3 */
-  check_down2d(3, 5, 2, 6, 10);
-  check_down2d(4, 3, 3, 7, 5); /* odd: the padded row and column never read */
-  check_down2d(2, 2, 1, 2, 2);
-  check_time_down(3, 4, 4, 7, 1);
-  check_time_down(5, 2, 2, 12, 0);
-  check_time_down(2, 3, 6, 1, 1);
-  printf("patchify, AvgDown3D, DupUp3D, down2d, time_down: direct formulas, guards, 1-3 "
-         "threads\n");
+  printf("patchify, AvgDown3D, DupUp3D: direct formulas, guards, 1-3 threads\n");
   return sp_test_end();
 }

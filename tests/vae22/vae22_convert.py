@@ -214,8 +214,11 @@ def check_refusals(sd):
     dit = [("blocks.0.self_attn.q.weight", "F32", (4, 4), np.zeros(16, "<f4").tobytes())]
     refused("dit", "tensors of a Wan DiT", sd, extra=dit)
     src = p("official.safetensors")
-    rc, _, err = run([BIN, "convert", src, "-o", p("fp8.h5"), "--dtype", "fp8"])
-    check(rc == 2 and not os.path.exists(p("fp8.h5")), "--dtype fp8 of a VAE refused: exit %d" % rc)
+    for d in ("fp8", "int8", "q8_0"):
+        rc, _, err = run([BIN, "convert", src, "-o", p(d + ".h5"), "--dtype", d])
+        want = "--dtype %s: only a DiT has %s weights" % (d, d)
+        check(rc == 2 and not os.path.exists(p(d + ".h5")) and want in err,
+              "--dtype %s of a VAE refused naming it: exit %d, %s" % (d, rc, err.strip()[-160:]))
 
 
 def main():

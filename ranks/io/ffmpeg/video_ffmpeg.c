@@ -1,211 +1,13 @@
-/* Video files through FFmpeg's libraries (see video_backend.h and
+/* Video files written through FFmpeg's libraries (see video_backend.h and
  * video_out.h), compiled against FFmpeg's headers but never linked to
- * FFmpeg: the four libraries are opened with dlopen at first use, by the
- * sonames of the headers' major versions, and every function used is
- * looked up once into one table. A binary built here therefore starts on a
- * machine without FFmpeg; only a video file asks for it. */
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdarg.h>
+ * FFmpeg: its functions come from the table of ffmpeg_lib.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/avutil.h>
-#include <libavutil/opt.h>
-#include <libswscale/swscale.h>
-
+#include "ffmpeg_lib.h"
 #include "log.h"
 #include "video_backend.h"
-
-/* ---- the libraries -------------------------------------------------------- */
-
-/* Where FFmpeg is when it is not on the loader's search path. */
-#define FFMPEG_LIBDIR_ENV "SP_FFMPEG_LIBDIR"
-
-enum { LIB_AVUTIL, LIB_SWSCALE, LIB_AVCODEC, LIB_AVFORMAT, N_LIBS };
-
-/* In dependency order: a library's own dependencies are loaded (and, from
- * SP_FFMPEG_LIBDIR, found by soname) before it. */
-static const struct {
-  const char *name; /* "avutil": libavutil.so.MAJOR, Debian package libavutilMAJOR */
-  int major;
-} g_libs[N_LIBS] = {
-    [LIB_AVUTIL] = {"avutil", LIBAVUTIL_VERSION_MAJOR},
-    [LIB_SWSCALE] = {"swscale", LIBSWSCALE_VERSION_MAJOR},
-    [LIB_AVCODEC] = {"avcodec", LIBAVCODEC_VERSION_MAJOR},
-    [LIB_AVFORMAT] = {"avformat", LIBAVFORMAT_VERSION_MAJOR},
-};
-
-/* Every FFmpeg function called here, with the library that has it. */
-#define AV_FUNCTIONS(X)                                                                  \
-  X(LIB_AVUTIL, avutil_version)                                                          \
-  X(LIB_AVUTIL, av_version_info)                                                         \
-  X(LIB_AVUTIL, av_strerror)                                                             \
-  X(LIB_AVUTIL, av_log_set_callback)                                                     \
-  X(LIB_AVUTIL, av_log_format_line)                                                      \
-  X(LIB_AVUTIL, av_frame_alloc)                                                          \
-  X(LIB_AVUTIL, av_frame_free)                                                           \
-  X(LIB_AVUTIL, av_frame_get_buffer)                                                     \
-  X(LIB_AVUTIL, av_frame_make_writable)                                                  \
-  X(LIB_AVUTIL, av_opt_set)                                                              \
-  X(LIB_AVUTIL, av_dict_set)                                                             \
-  X(LIB_AVUTIL, av_dict_free)                                                            \
-  X(LIB_AVUTIL, av_d2q)                                                                  \
-  X(LIB_SWSCALE, swscale_version)                                                        \
-  X(LIB_SWSCALE, sws_getContext)                                                         \
-  X(LIB_SWSCALE, sws_scale)                                                              \
-  X(LIB_SWSCALE, sws_freeContext)                                                        \
-  X(LIB_AVCODEC, avcodec_version)                                                        \
-  X(LIB_AVCODEC, avcodec_find_encoder)                                                   \
-  X(LIB_AVCODEC, avcodec_find_encoder_by_name)                                           \
-  X(LIB_AVCODEC, avcodec_alloc_context3)                                                 \
-  X(LIB_AVCODEC, avcodec_free_context)                                                   \
-  X(LIB_AVCODEC, avcodec_open2)                                                          \
-  X(LIB_AVCODEC, avcodec_send_frame)                                                     \
-  X(LIB_AVCODEC, avcodec_receive_packet)                                                 \
-  X(LIB_AVCODEC, avcodec_parameters_from_context)                                        \
-  X(LIB_AVCODEC, av_packet_alloc)                                                        \
-  X(LIB_AVCODEC, av_packet_free)                                                         \
-  X(LIB_AVCODEC, av_packet_rescale_ts)                                                   \
-  X(LIB_AVFORMAT, avformat_version)                                                      \
-  X(LIB_AVFORMAT, av_guess_format)                                                       \
-  X(LIB_AVFORMAT, avformat_query_codec)                                                  \
-  X(LIB_AVFORMAT, avformat_alloc_output_context2)                                        \
-  X(LIB_AVFORMAT, avformat_free_context)                                                 \
-  X(LIB_AVFORMAT, avformat_new_stream)                                                   \
-  X(LIB_AVFORMAT, avformat_write_header)                                                 \
-  X(LIB_AVFORMAT, av_interleaved_write_frame)                                            \
-  X(LIB_AVFORMAT, av_write_trailer)                                                      \
-  X(LIB_AVFORMAT, avio_open)                                                             \
-  X(LIB_AVFORMAT, avio_closep)
-
-/* The table: a pointer of each function's own type, named after it. */
-#define AV_FIELD(lib, fn) __typeof__(fn) *fn;
-static struct {
-  AV_FUNCTIONS(AV_FIELD)
-} av;
-#undef AV_FIELD
-
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static int g_loaded;          /* 1 when every library and function was found */
-static char g_status[768];    /* video_ffmpeg_status: versions, or why not */
-static char g_load_error[768]; /* the one line a failed load logs, after the path */
-
-/* The last message FFmpeg logged at error level, to name the real cause
- * next to an av* return code. */
-static pthread_mutex_t g_msg_lock = PTHREAD_MUTEX_INITIALIZER;
-static char g_last_msg[256];
-
-/* FFmpeg's own log: warnings and errors become debug lines (shown with a
- * verbose log level); the last error is kept for the error line. */
-static void on_av_log(void *avcl, int level, const char *fmt, va_list vl) {
-  if (level > AV_LOG_WARNING) return;
-  char line[512];
-  int prefix = 1;
-  av.av_log_format_line(avcl, level, fmt, vl, line, sizeof line, &prefix);
-  size_t n = strlen(line);
-  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-  if (n == 0) return;
-  sp_log_debug("ffmpeg: %s", line);
-  if (level <= AV_LOG_ERROR) {
-    pthread_mutex_lock(&g_msg_lock);
-    snprintf(g_last_msg, sizeof g_last_msg, "%s", line);
-    pthread_mutex_unlock(&g_msg_lock);
-  }
-}
-
-/* What to install, from the majors the build expects. */
-static void install_hint(char *out, size_t n) {
-  snprintf(out, n, "install lib%s%d lib%s%d lib%s%d lib%s%d (Debian/Ubuntu packages), or set "
-           FFMPEG_LIBDIR_ENV " to the folder that holds them; .h5 and PNG outputs need no "
-           "FFmpeg", g_libs[LIB_AVFORMAT].name, g_libs[LIB_AVFORMAT].major,
-           g_libs[LIB_AVCODEC].name, g_libs[LIB_AVCODEC].major, g_libs[LIB_SWSCALE].name,
-           g_libs[LIB_SWSCALE].major, g_libs[LIB_AVUTIL].name, g_libs[LIB_AVUTIL].major);
-}
-
-static void load_libraries(void) {
-  void *handle[N_LIBS] = {0};
-  char hint[384], soname[64], file[4096];
-  install_hint(hint, sizeof hint);
-  const char *dir = getenv(FFMPEG_LIBDIR_ENV);
-  if (dir && !*dir) dir = NULL;
-  for (int i = 0; i < N_LIBS; i++) {
-    snprintf(soname, sizeof soname, "lib%s.so.%d", g_libs[i].name, g_libs[i].major);
-    if (dir)
-      snprintf(file, sizeof file, "%s/%s", dir, soname);
-    else
-      snprintf(file, sizeof file, "%s", soname);
-    handle[i] = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-    if (!handle[i]) {
-      const char *why = dlerror();
-      snprintf(g_load_error, sizeof g_load_error, "FFmpeg is not available: cannot load %s%s%s "
-               "(%s): %s", soname, dir ? " from " FFMPEG_LIBDIR_ENV "=" : "", dir ? dir : "",
-               why ? why : "not found", hint);
-      snprintf(g_status, sizeof g_status, "%s", g_load_error);
-      return;
-    }
-  }
-  const char *missing = NULL;
-  int missing_lib = 0;
-#define AV_LOAD(lib, fn)                                               \
-  if (!missing) {                                                      \
-    *(void **)(&av.fn) = dlsym(handle[lib], #fn);                      \
-    if (!av.fn) {                                                      \
-      missing = #fn;                                                   \
-      missing_lib = lib;                                               \
-    }                                                                  \
-  }
-  AV_FUNCTIONS(AV_LOAD)
-#undef AV_LOAD
-  if (missing) {
-    snprintf(g_load_error, sizeof g_load_error, "FFmpeg is not usable: lib%s.so.%d has no %s "
-             "(older than the headers this was built with): %s", g_libs[missing_lib].name,
-             g_libs[missing_lib].major, missing, hint);
-    snprintf(g_status, sizeof g_status, "%s", g_load_error);
-    return;
-  }
-  av.av_log_set_callback(on_av_log);
-  unsigned v[N_LIBS] = {av.avutil_version(), av.swscale_version(), av.avcodec_version(),
-                        av.avformat_version()};
-  snprintf(g_status, sizeof g_status, "libavformat %u.%u.%u, libavcodec %u.%u.%u, libswscale "
-           "%u.%u.%u, libavutil %u.%u.%u (FFmpeg %s)",
-           AV_VERSION_MAJOR(v[LIB_AVFORMAT]), AV_VERSION_MINOR(v[LIB_AVFORMAT]),
-           AV_VERSION_MICRO(v[LIB_AVFORMAT]), AV_VERSION_MAJOR(v[LIB_AVCODEC]),
-           AV_VERSION_MINOR(v[LIB_AVCODEC]), AV_VERSION_MICRO(v[LIB_AVCODEC]),
-           AV_VERSION_MAJOR(v[LIB_SWSCALE]), AV_VERSION_MINOR(v[LIB_SWSCALE]),
-           AV_VERSION_MICRO(v[LIB_SWSCALE]), AV_VERSION_MAJOR(v[LIB_AVUTIL]),
-           AV_VERSION_MINOR(v[LIB_AVUTIL]), AV_VERSION_MICRO(v[LIB_AVUTIL]),
-           av.av_version_info());
-  g_loaded = 1;
-}
-
-/* SP_OK, or SP_ERR_INPUT after one line naming path. */
-static int load(const char *path) {
-  pthread_once(&g_once, load_libraries);
-  if (g_loaded) return SP_OK;
-  sp_log_error("%s: %s", path, g_load_error);
-  return SP_ERR_INPUT;
-}
-
-const char *video_ffmpeg_status(void) {
-  pthread_once(&g_once, load_libraries);
-  return g_status;
-}
-
-/* One line for a failed av* call: the path, the call, FFmpeg's text for
- * the code and the last message FFmpeg logged. */
-static void av_fail(const char *path, const char *call, int code) {
-  char text[128] = "unknown error";
-  av.av_strerror(code, text, sizeof text);
-  pthread_mutex_lock(&g_msg_lock);
-  sp_log_error("%s: %s failed: %s%s%s%s", path, call, text, g_last_msg[0] ? " (ffmpeg: " : "",
-               g_last_msg, g_last_msg[0] ? ")" : "");
-  g_last_msg[0] = '\0';
-  pthread_mutex_unlock(&g_msg_lock);
-}
 
 /* ---- muxer and encoder ---------------------------------------------------- */
 
@@ -215,7 +17,7 @@ static int pick(const char *path, const video_container *c, const AVOutputFormat
                 const AVCodec **codec_out) {
   const AVOutputFormat *fmt = av.av_guess_format(c->muxer, NULL, NULL);
   if (!fmt) {
-    sp_log_error("%s: this FFmpeg has no '%s' muxer (%s)", path, c->muxer, g_status);
+    sp_log_error("%s: this FFmpeg has no '%s' muxer (%s)", path, c->muxer, g_ffmpeg_status);
     return SP_ERR_INPUT;
   }
   const AVCodec *codec = NULL;
@@ -243,7 +45,7 @@ static int set_opt(const char *path, AVCodecContext *ctx, const char *key, const
   if (rc < 0) {
     char call[96];
     snprintf(call, sizeof call, "av_opt_set(%s=%s)", key, value);
-    av_fail(path, call, rc);
+    ffmpeg_fail(path, call, rc);
     return SP_ERR_RUNTIME;
   }
   return SP_OK;
@@ -299,7 +101,7 @@ static int open_encoder(const char *path, const AVCodec *codec, const AVOutputFo
       char call[96];
       snprintf(call, sizeof call, "avcodec_open2(%s, %lldx%lld)", codec->name,
                (long long)width, (long long)height);
-      av_fail(path, call, e);
+      ffmpeg_fail(path, call, e);
       rc = SP_ERR_INPUT;
     }
   }
@@ -316,7 +118,7 @@ int video_ffmpeg_check(const char *path, const video_container *c, int64_t width
   const AVOutputFormat *fmt;
   const AVCodec *codec;
   AVCodecContext *ctx;
-  if (load(path) != SP_OK || pick(path, c, &fmt, &codec) != SP_OK ||
+  if (ffmpeg_load(path) != SP_OK || pick(path, c, &fmt, &codec) != SP_OK ||
       open_encoder(path, codec, fmt, width, height, fps, &ctx) != SP_OK)
     return SP_ERR_INPUT;
   av.avcodec_free_context(&ctx);
@@ -353,7 +155,7 @@ int video_ffmpeg_open(const char *path, const char *tmp, const video_container *
                       int64_t width, int64_t height, double fps, video_ffmpeg **out) {
   const AVOutputFormat *fmt;
   const AVCodec *codec;
-  if (load(path) != SP_OK || pick(path, c, &fmt, &codec) != SP_OK) return SP_ERR_INPUT;
+  if (ffmpeg_load(path) != SP_OK || pick(path, c, &fmt, &codec) != SP_OK) return SP_ERR_INPUT;
   video_ffmpeg *e = sp_xcalloc(1, sizeof *e);
   snprintf(e->path, sizeof e->path, "%s", path);
   e->width = (int)width;
@@ -363,7 +165,7 @@ int video_ffmpeg_open(const char *path, const char *tmp, const video_container *
   rc = SP_ERR_RUNTIME;
   int r = av.avformat_alloc_output_context2(&e->oc, fmt, NULL, tmp);
   if (r < 0) {
-    av_fail(path, "avformat_alloc_output_context2", r);
+    ffmpeg_fail(path, "avformat_alloc_output_context2", r);
     goto fail;
   }
   if (!(e->st = av.avformat_new_stream(e->oc, NULL))) {
@@ -373,24 +175,24 @@ int video_ffmpeg_open(const char *path, const char *tmp, const video_container *
   e->st->time_base = e->ctx->time_base;
   e->st->avg_frame_rate = e->ctx->framerate;
   if ((r = av.avcodec_parameters_from_context(e->st->codecpar, e->ctx)) < 0) {
-    av_fail(path, "avcodec_parameters_from_context", r);
+    ffmpeg_fail(path, "avcodec_parameters_from_context", r);
     goto fail;
   }
   if (!(fmt->flags & AVFMT_NOFILE) && (r = av.avio_open(&e->oc->pb, tmp, AVIO_FLAG_WRITE)) < 0) {
-    av_fail(path, "avio_open", r);
+    ffmpeg_fail(path, "avio_open", r);
     goto fail;
   }
   /* MP4 and MOV: the index up front, so players can start before the end. */
   AVDictionary *opts = NULL;
   if ((strcmp(c->muxer, "mp4") == 0 || strcmp(c->muxer, "mov") == 0) &&
       (r = av.av_dict_set(&opts, "movflags", "+faststart", 0)) < 0) {
-    av_fail(path, "av_dict_set(movflags)", r);
+    ffmpeg_fail(path, "av_dict_set(movflags)", r);
     goto fail;
   }
   r = av.avformat_write_header(e->oc, &opts);
   av.av_dict_free(&opts);
   if (r < 0) {
-    av_fail(path, "avformat_write_header", r);
+    ffmpeg_fail(path, "avformat_write_header", r);
     goto fail;
   }
   if (!(e->frame = av.av_frame_alloc()) || !(e->pkt = av.av_packet_alloc())) {
@@ -401,7 +203,7 @@ int video_ffmpeg_open(const char *path, const char *tmp, const video_container *
   e->frame->width = e->width;
   e->frame->height = e->height;
   if ((r = av.av_frame_get_buffer(e->frame, 0)) < 0) {
-    av_fail(path, "av_frame_get_buffer", r);
+    ffmpeg_fail(path, "av_frame_get_buffer", r);
     goto fail;
   }
   e->sws = av.sws_getContext(e->width, e->height, AV_PIX_FMT_RGB24, e->width, e->height,
@@ -425,13 +227,13 @@ static int drain(video_ffmpeg *e) {
     int r = av.avcodec_receive_packet(e->ctx, e->pkt);
     if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return SP_OK;
     if (r < 0) {
-      av_fail(e->path, "avcodec_receive_packet", r);
+      ffmpeg_fail(e->path, "avcodec_receive_packet", r);
       return SP_ERR_RUNTIME;
     }
     av.av_packet_rescale_ts(e->pkt, e->ctx->time_base, e->st->time_base);
     e->pkt->stream_index = e->st->index;
     if ((r = av.av_interleaved_write_frame(e->oc, e->pkt)) < 0) {
-      av_fail(e->path, "av_interleaved_write_frame", r);
+      ffmpeg_fail(e->path, "av_interleaved_write_frame", r);
       return SP_ERR_RUNTIME;
     }
   }
@@ -440,7 +242,7 @@ static int drain(video_ffmpeg *e) {
 int video_ffmpeg_put(video_ffmpeg *e, const uint8_t *rgb) {
   int r = av.av_frame_make_writable(e->frame);
   if (r < 0) {
-    av_fail(e->path, "av_frame_make_writable", r);
+    ffmpeg_fail(e->path, "av_frame_make_writable", r);
     return SP_ERR_RUNTIME;
   }
   const uint8_t *src[1] = {rgb};
@@ -453,7 +255,7 @@ int video_ffmpeg_put(video_ffmpeg *e, const uint8_t *rgb) {
   }
   e->frame->pts = e->next_pts++;
   if ((r = av.avcodec_send_frame(e->ctx, e->frame)) < 0) {
-    av_fail(e->path, "avcodec_send_frame", r);
+    ffmpeg_fail(e->path, "avcodec_send_frame", r);
     return SP_ERR_RUNTIME;
   }
   return drain(e);
@@ -463,12 +265,12 @@ int video_ffmpeg_finish(video_ffmpeg *e) {
   int rc = SP_ERR_RUNTIME;
   int r = av.avcodec_send_frame(e->ctx, NULL); /* flush */
   if (r < 0) {
-    av_fail(e->path, "avcodec_send_frame(flush)", r);
+    ffmpeg_fail(e->path, "avcodec_send_frame(flush)", r);
   } else if (drain(e) == SP_OK) {
     if ((r = av.av_write_trailer(e->oc)) < 0) {
-      av_fail(e->path, "av_write_trailer", r);
+      ffmpeg_fail(e->path, "av_write_trailer", r);
     } else if (!(e->oc->oformat->flags & AVFMT_NOFILE) && (r = av.avio_closep(&e->oc->pb)) < 0) {
-      av_fail(e->path, "avio_closep", r);
+      ffmpeg_fail(e->path, "avio_closep", r);
     } else {
       rc = SP_OK;
     }

@@ -21,7 +21,7 @@ struct t5_model {
   t5_model_info info;
   mfile *f;
   int verify;
-  tok_model *tok; /* NULL for synth: */
+  tok_model *tok; /* NULL for a synth: spec of a preset without a built-in one */
 };
 
 /* ---- presets (umt5_schema.h) ------------------------------------------------ */
@@ -29,6 +29,10 @@ struct t5_model {
 int t5_preset(const char *name, umt5_config *out) { return umt5_schema.preset(name, out); }
 const char *t5_preset_names(void) { return umt5_schema.preset_names(); }
 const char *t5_preset_match(const umt5_config *c) { return umt5_schema.preset_match(c); }
+
+const char *t5_preset_tokenizer(const char *preset) {
+  return strcmp(preset, "umt5-tiny") == 0 ? TOK_BUILTIN_TINY : NULL;
+}
 
 /* ---- the tokenizer group ------------------------------------------------------ */
 
@@ -192,6 +196,14 @@ int t5_model_open(const char *spec, int verify, t5_model **out) {
   t5_model_info *in = &m->info;
   in->config = *(const umt5_config *)mfile_config(m->f);
   in->id = *mfile_id(m->f);
+  const char *builtin = in->id.synthetic ? t5_preset_tokenizer(in->id.preset) : NULL;
+  if (builtin) {
+    if ((rc = tok_model_builtin(builtin, &m->tok)) != SP_OK) {
+      t5_model_close(m);
+      return rc;
+    }
+    in->tok_pieces = tok_model_spec(m->tok)->n_pieces;
+  }
   model_file_size_set(&in->size, &in->id, mfile_count(m->f), umt5_params(&in->config));
   mfile_keep_stage(m->f); /* a layer after another, each widened from bf16 */
   *out = m;

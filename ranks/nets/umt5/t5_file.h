@@ -20,12 +20,13 @@
  * tokenizer datasets' in the order above.
  *
  * A spec "synth:PRESET[:SEED]" (presets umt5-xxl, the published config, and
- * umt5-tiny, the published vocabulary at width 64) opens a synthetic
- * encoder: every tensor generated in fp32 when it is read, by the DiT's
- * generator core (synth.h) keyed by the tensor's key (embedding rows
+ * umt5-tiny, width 4096 with 384 vocabulary rows: UMT5.md "Config") opens a
+ * synthetic encoder: every tensor generated in fp32 when it is read, by the
+ * DiT's generator core (synth.h) keyed by the tensor's key (embedding rows
  * uniform in [-1, 1), norm weights within 0.1 of 1, position tables within
  * 0.5, q with variance 1 / (dim * head width) as Wan initialises it, the
- * other linears 1 / fan_in). A synthetic encoder has no tokenizer. */
+ * other linears 1 / fan_in). Its tokenizer is its preset's built-in one
+ * (t5_preset_tokenizer: umt5-tiny's), or none (umt5-xxl). */
 #ifndef RANK_T5_FILE_H
 #define RANK_T5_FILE_H
 
@@ -48,13 +49,18 @@ typedef struct t5_model_info {
    * datasets' (above). */
   model_file_id id;
   model_file_size size; /* of the umt5.h table */
-  int32_t tok_pieces;   /* the stored tokenizer's pieces (0: none, synth:) */
+  int32_t tok_pieces;   /* the tokenizer's pieces (0: none, a synth: spec without one) */
 } t5_model_info;
 
 /* Known presets: fills out and returns 0, or -1 for an unknown name. */
 int t5_preset(const char *name, umt5_config *out);
 const char *t5_preset_match(const umt5_config *c);
 const char *t5_preset_names(void); /* "umt5-xxl, umt5-tiny" */
+/* The built-in tokenizer (tok_model_builtin's name) that a preset's synth:
+ * spec carries and init stores by default: TOK_BUILTIN_TINY for
+ * umt5-tiny; NULL for umt5-xxl (the published tokenizer is not built in)
+ * and any other name. */
+const char *t5_preset_tokenizer(const char *preset);
 
 /* Opens a T5 file read-only and validates its root attributes, every
  * dataset's layout and the tokenizer (read and checked as hostile input,
@@ -66,7 +72,8 @@ const char *t5_preset_names(void); /* "umt5-xxl, umt5-tiny" */
 int t5_model_open(const char *spec, int verify, t5_model **out);
 void t5_model_close(t5_model *m);
 const t5_model_info *t5_model_get_info(const t5_model *m);
-/* The stored tokenizer, or NULL (synth:). Owned by m. */
+/* The stored tokenizer (a synth: spec's: its preset's built-in one), or
+ * NULL (a synth: spec of a preset without one). Owned by m. */
 const tok_model *t5_model_tokenizer(const t5_model *m);
 
 /* Reads every weight dataset: every checksum, every weight finite (the

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "progress.h"
 #include "tokenizer.h"
 #include "umt5_backend.h"
 
@@ -83,15 +84,20 @@ static void run_all(encoding *x, int l0, int l1, int norm) {
 }
 
 /* Every layer read into buf and handed over (run at once by a backend of
- * one layer at a time), then the final norm's weight. */
+ * one layer at a time), a progress line counting them (progress.h), then
+ * the final norm's weight. */
 static int place_weights(t5_model *m, encoding *x, float *buf) {
   const int64_t layers = t5_model_get_info(m)->config.layers;
   int rc = SP_OK;
+  sp_progress_begin(x->b->all_layers ? "text encoder: reading layers" : "text encoder: encoding",
+                      "layers", (uint64_t)layers);
   for (int l = 0; l < layers && rc == SP_OK; l++) {
     if ((rc = t5_model_read_layer(m, l, buf)) != SP_OK) break;
     x->b->set_layer(x->e, l, buf);
     if (!x->b->all_layers) run_all(x, l, l + 1, 0);
+    sp_progress_add(1);
   }
+  sp_progress_end();
   if (rc == SP_OK && (rc = t5_model_read_norm(m, buf)) == SP_OK) x->b->set_norm(x->e, buf);
   return rc;
 }

@@ -67,14 +67,18 @@ static int tensors(const void *config, net_tensor *out) {
   return n;
 }
 
-/* umt5-tiny: the published vocabulary (any UMT5 tokenizer fits it) and
- * bucket layout at width 64, 4 heads of 16, feed-forward 160, 2 layers. */
+/* umt5-tiny: the published bucket layout at the width Wan's DiTs take
+ * (dim 4096: wan2.1-tiny's and wan2.2-tiny's text_dim, as every Wan DiT's),
+ * with a small attention (4 heads of 16), feed-forward (128) and
+ * vocabulary (384 rows: the built-in tiny tokenizer's 320 pieces fit), 2
+ * layers: 6.8 million parameters (UMT5.md "Config"). Its files and
+ * synth: specs carry the built-in tiny tokenizer (t5_file.h). */
 static const struct {
   const char *name;
   umt5_config tiny; /* all zero: the published config */
 } presets[] = {
     {"umt5-xxl", {0}},
-    {"umt5-tiny", {.vocab = 256384, .dim = 64, .dim_attn = 64, .ffn = 160, .heads = 4,
+    {"umt5-tiny", {.vocab = 384, .dim = 4096, .dim_attn = 64, .ffn = 128, .heads = 4,
                    .layers = 2, .buckets = 32, .max_dist = 128}},
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };

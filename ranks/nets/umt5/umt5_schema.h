@@ -3,7 +3,8 @@
  * with one dataset per tensor of the table (umt5.h), named by Wan's key,
  * and the group /tokenizer, whose datasets the T5 file's reader and writer
  * (ranks/nets/umt5/t5_file.h) handle; the presets umt5-xxl (the published
- * config) and umt5-tiny, and the synthetic generator's scales. */
+ * config) and umt5-tiny (UMT5.md "Config"), and the synthetic generator's
+ * scales. */
 #ifndef UMT5_SCHEMA_H
 #define UMT5_SCHEMA_H
 

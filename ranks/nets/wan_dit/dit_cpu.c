@@ -8,6 +8,7 @@
 #include "dit.h"
 #include "kern_cpu.h"
 #include "kern_dtype.h"
+#include "kern_quant.h"
 #include "log.h"
 #include "wan_steps.h"
 
@@ -166,11 +167,13 @@ static void block_linear(const float *x, const float *wt, const float *b,
 }
 
 /* The input x (rows, cols) of a block's linear layers, quantised per token
- * to e4m3 and back when the block runs in fp8 (MODEL.md "fp8 weights", the
- * activations), in place: every linear layer that reads x gets the same
- * quantised rows. A block in fp32 leaves x as it is. */
-static void fp8_input(const wan_block_f32 *w, float *x, int64_t rows, int64_t cols) {
-  if (w->fp8) kern_fp8_fake_quant_rows(x, rows, cols);
+ * and back when the block runs in fp8 or int8 (MODEL.md "fp8 weights",
+ * "int8 weights", the activations), in place: every linear layer that
+ * reads x gets the same quantised rows. A block in bf16 (fp32 here) leaves
+ * x as it is. */
+static void quant_input(const wan_block_f32 *w, float *x, int64_t rows, int64_t cols) {
+  if (w->precision == WAN_PRECISION_FP8) kern_fp8_fake_quant_rows(x, rows, cols);
+  if (w->precision == WAN_PRECISION_INT8) kern_i8_fake_quant_rows(x, rows, cols);
 }
 
 /* lora's pair for a field, or NULL when there is no bypassed LoRA. */
@@ -240,15 +243,15 @@ void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
                          const wan_block_lora_f32 *lora, const float *ctx, float *k, float *v,
                          float *scratch) {
   const int64_t D = c->dim, T = c->text_len;
-  /* fp8: the context's quantised copy (text_len, D) first in the scratch
-   * (rank_dit_scratch_floats has room for it and the bypass's region);
-   * bypassed pairs read the same quantised copy, as in a block. */
+  /* fp8, int8: the context's quantised copy (text_len, D) first in the
+   * scratch (rank_dit_scratch_floats has room for it and the bypass's
+   * region); bypassed pairs read the same quantised copy, as in a block. */
   float *in = (float *)ctx;
-  if (w->fp8) {
+  if (w->precision != WAN_PRECISION_BF16) {
     in = scratch;
     scratch += T * D;
     memcpy(in, ctx, (size_t)(T * D) * sizeof(float));
-    fp8_input(w, in, T, D);
+    quant_input(w, in, T, D);
   }
   wan_step_begin(WAN_STEP_CROSS_K);
   project_qk(c, in, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
@@ -291,7 +294,7 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   wan_step_begin(WAN_STEP_NORM1);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
   kern_cpu_modulate(h, shift1, scale1, h, L, D);
-  fp8_input(w, h, L, D);
+  quant_input(w, h, L, D);
   wan_step_begin(WAN_STEP_SELF_K);
   project_qk(c, h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
              PAIR(lora, self_attn_k_w), use(w, w->self_attn_norm_k_w), rope, row0, L, k, lt);
@@ -304,7 +307,7 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   wan_step_begin(WAN_STEP_SELF_ATTN);
   self_attention(c, q, k, v, a, L, seq, sq);
   wan_step_begin(WAN_STEP_SELF_O);
-  fp8_input(w, a, L, D);
+  quant_input(w, a, L, D);
   block_linear(a, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), PAIR(lora, self_attn_o_w),
                o, L, D, D, lt);
   wan_step_begin(WAN_STEP_GATE1);
@@ -313,14 +316,14 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   /* cross-attention: norm3 with affine, no modulation, no gate */
   wan_step_begin(WAN_STEP_NORM3);
   kern_cpu_layernorm(x, use(w, w->norm3_w), use(w, w->norm3_b), h, L, D, eps);
-  fp8_input(w, h, L, D);
+  quant_input(w, h, L, D);
   wan_step_begin(WAN_STEP_CROSS_Q);
   project_qk(c, h, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
              PAIR(lora, cross_attn_q_w), use(w, w->cross_attn_norm_q_w), NULL, 0, L, q, lt);
   wan_step_begin(WAN_STEP_CROSS_ATTN);
   kern_cpu_attention(q, ck, cv, a, L, T, NH, HD);
   wan_step_begin(WAN_STEP_CROSS_O);
-  fp8_input(w, a, L, D);
+  quant_input(w, a, L, D);
   block_linear(a, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b),
                PAIR(lora, cross_attn_o_w), o, L, D, D, lt);
   wan_step_begin(WAN_STEP_ADD2);
@@ -330,11 +333,11 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   wan_step_begin(WAN_STEP_NORM2);
   kern_cpu_layernorm(x, NULL, NULL, h, L, D, eps);
   kern_cpu_modulate(h, shift2, scale2, h, L, D);
-  fp8_input(w, h, L, D);
+  quant_input(w, h, L, D);
   wan_step_begin(WAN_STEP_FFN_0);
   block_linear(h, use(w, w->ffn_0_w), use(w, w->ffn_0_b), PAIR(lora, ffn_0_w), f, L, D, FF, lt);
   kern_cpu_gelu_tanh(f, L * FF);
-  fp8_input(w, f, L, FF);
+  quant_input(w, f, L, FF);
   wan_step_begin(WAN_STEP_FFN_2);
   block_linear(f, use(w, w->ffn_2_w), use(w, w->ffn_2_b), PAIR(lora, ffn_2_w), o, L, FF, D, lt);
   wan_step_begin(WAN_STEP_GATE2);

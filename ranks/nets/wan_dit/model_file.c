@@ -1,8 +1,9 @@
 /* The DiT's model file (see model_file.h): the model-file layer (mfile.h)
  * opened with the DiT's schema (wan_schema.h), and its groups read into
  * their packed layouts (wan_config.h), a LoRA merged into each as it is
- * read. The presets and dataset paths are model_presets.c's, the load's
- * progress line model_progress.c's, the writer model_writer.c's. */
+ * read, each group's bytes counted on the load's progress line
+ * (progress.h). The presets and dataset paths are model_presets.c's, the
+ * writer model_writer.c's. */
 #include "model_file.h"
 
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "log.h"
 #include "mfile.h"
 #include "model_file_impl.h"
+#include "progress.h"
 #include "wan_weights.h"
 
 struct rank_model {
@@ -42,12 +44,102 @@ static void layouts(rank_model *m) {
     for (int e = 0; e < m->info.experts.count; e++)
       for (int b = 0; b < group_instances(m, (wan_group)g); b++)
         for (int i = 0; i < l.count; i++)
-          if (mfile_stored(m->f, wan_schema_index(&m->fc, e, (wan_group)g, b, i)) != rest)
+          if (mfile_stored(m->f, wan_schema_index(&m->fc, e, (wan_group)g, b, i)) != rest) {
             m->group_dtype[g] = KERN_DTYPE_F32;
+            m->info.quant |= g == WAN_GROUP_BLOCK;
+          }
     wan_layout_make(&m->info.config, (wan_group)g, m->group_dtype[g], &m->layout[g]);
   }
+  for (int e = 0; e < m->info.experts.count; e++)
+    for (int b = 0; b < m->info.config.layers; b++) {
+      const uint64_t n = rank_model_block_bytes(m, e, b);
+      if (n > m->block_file_bytes) m->block_file_bytes = n;
+    }
+}
+
+uint64_t rank_model_block_bytes(const rank_model *m, int e, int block) {
+  uint64_t n = 0;
   for (int i = 0; i < m->layout[WAN_GROUP_BLOCK].count; i++)
-    m->block_file_bytes += mfile_stored_bytes(m->f, wan_schema_index(&m->fc, 0, WAN_GROUP_BLOCK, 0, i));
+    n += mfile_stored_bytes(m->f, wan_schema_index(&m->fc, e, WAN_GROUP_BLOCK, block, i));
+  return n;
+}
+
+uint64_t rank_model_total_bytes(const rank_model *m) {
+  uint64_t n = 0;
+  for (int i = 0; i < mfile_count(m->f); i++) n += mfile_stored_bytes(m->f, i);
+  return n;
+}
+
+int rank_model_format_counts(const rank_model *m, rank_model_format_count *out) {
+  rank_model_format_count by[KERN_DTYPE_COUNT];
+  memset(by, 0, sizeof by);
+  for (int i = 0; i < mfile_count(m->f); i++) {
+    const kern_dtype d = mfile_stored(m->f, i);
+    by[d].tensors++;
+    by[d].bytes += mfile_stored_bytes(m->f, i);
+  }
+  int n = 0;
+  for (int d = 0; d < KERN_DTYPE_COUNT; d++)
+    if (by[d].tensors) out[n++] = (rank_model_format_count){(kern_dtype)d, by[d].tensors, by[d].bytes};
+  return n;
+}
+
+void rank_model_block_formats(const rank_model *m, int e, int block, kern_dtype *fmt) {
+  for (int i = 0; i < m->layout[WAN_GROUP_BLOCK].count; i++)
+    fmt[i] = mfile_stored(m->f, wan_schema_index(&m->fc, e, WAN_GROUP_BLOCK, block, i));
+}
+
+void rank_model_device_formats(const rank_model *m, int e, int block, wan_precision p,
+                               kern_dtype *fmt) {
+  rank_model_block_formats(m, e, block, fmt);
+  for (int i = 0; i < m->layout[WAN_GROUP_BLOCK].count; i++) {
+    const kern_dtype s = fmt[i];
+    const int as_values = s == KERN_DTYPE_F32 || s == KERN_DTYPE_BF16 || s == KERN_DTYPE_F16;
+    if (wan_block_linear_of(i) < 0)
+      fmt[i] = KERN_DTYPE_BF16;
+    else if (p != WAN_PRECISION_BF16)
+      fmt[i] = wan_precision_weight_dtype(p);
+    else
+      fmt[i] = as_values ? KERN_DTYPE_BF16 : s;
+  }
+}
+
+void rank_model_device_layout(const rank_model *m, int e, int block, wan_precision p,
+                              wan_layout *out) {
+  kern_dtype fmt[WAN_MAX_TENSORS];
+  rank_model_device_formats(m, e, block, p, fmt);
+  wan_layout_make_formats(&m->info.config, WAN_GROUP_BLOCK, fmt, out);
+}
+
+uint64_t rank_model_device_block_bytes(const rank_model *m, wan_precision p) {
+  uint64_t most = 0;
+  for (int e = 0; e < m->info.experts.count; e++)
+    for (int b = 0; b < m->info.config.layers; b++) {
+      wan_layout l;
+      rank_model_device_layout(m, e, b, p, &l);
+      if (l.packed_bytes > most) most = l.packed_bytes;
+    }
+  return most;
+}
+
+uint64_t rank_model_dequant_bytes(const rank_model *m, wan_precision p) {
+  uint64_t most = 0;
+  if (p != WAN_PRECISION_BF16) return 0;
+  for (int e = 0; e < m->info.experts.count; e++)
+    for (int b = 0; b < m->info.config.layers; b++) {
+      wan_layout l;
+      rank_model_device_layout(m, e, b, p, &l);
+      for (int i = 0; i < l.count; i++)
+        if (l.t[i].dtype != KERN_DTYPE_BF16 && (uint64_t)l.t[i].numel * 2 > most)
+          most = (uint64_t)l.t[i].numel * 2;
+    }
+  return most;
+}
+
+void rank_model_stored_layout(const rank_model *m, int e, int block, wan_layout *l) {
+  kern_dtype fmt[WAN_MAX_TENSORS];
+  rank_model_block_formats(m, e, block, fmt);
+  wan_layout_make_formats(&m->info.config, WAN_GROUP_BLOCK, fmt, l);
 }
 
 int rank_model_open(const char *spec, int verify, rank_model **out) {
@@ -60,7 +152,12 @@ int rank_model_open(const char *spec, int verify, rank_model **out) {
   m->fc = *(const wan_file_config *)mfile_config(m->f);
   m->info.config = m->fc.c;
   m->info.id = *mfile_id(m->f);
-  m->info.fp8 = strcmp(mfile_root_dtype(m->f)->name, "fp8") == 0;
+  const char *root = mfile_root_dtype(m->f)->name;
+  snprintf(m->info.root, sizeof m->info.root, "%s", root);
+  m->info.precision = strcmp(root, "fp8") == 0    ? WAN_PRECISION_FP8
+                      : strcmp(root, "int8") == 0 ? WAN_PRECISION_INT8
+                                                  : WAN_PRECISION_BF16;
+  m->info.fp8 = m->info.precision == WAN_PRECISION_FP8;
   rank_model_experts_of(&m->fc, &m->info.experts);
   layouts(m);
   *out = m;
@@ -77,9 +174,7 @@ const rank_model_info *rank_model_get_info(const rank_model *m) { return &m->inf
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g) { return &m->layout[g]; }
 uint64_t rank_model_block_file_bytes(const rank_model *m) { return m->block_file_bytes; }
 
-const char *rank_model_dtype_name(const rank_model_info *in) {
-  return in->fp8 ? "fp8" : kern_dtype_name(in->id.dtype);
-}
+const char *rank_model_dtype_name(const rank_model_info *in) { return in->root; }
 
 int rank_model_verify(rank_model *m, uint64_t *bytes) { return mfile_verify(m->f, bytes); }
 
@@ -128,8 +223,27 @@ int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, v
   }
   int rc = mfile_read(m->f, l->count, d, bytes_read);
   if (rc != SP_OK) return rc;
-  rank_model_progress_add(l->packed_bytes);
+  sp_progress_add(l->packed_bytes);
   return m->merge ? m->merge(m->merge_ctx, e, g, block, l, m->group_dtype[g], dst) : SP_OK;
+}
+
+int rank_model_read_block_stored(rank_model *m, int e, int block, const wan_layout *l,
+                                 void *dst, size_t dst_bytes, uint64_t *bytes_read) {
+  if (e < 0 || e >= m->info.experts.count || block < 0 || block >= m->info.config.layers ||
+      dst_bytes < l->packed_bytes) {
+    sp_log_error("internal: %s: block %d of expert %d into %zu bytes (the layout needs %zu)",
+                 m->info.id.source, block, e, dst_bytes, l->packed_bytes);
+    return SP_ERR_RUNTIME;
+  }
+  memset(dst, 0, l->packed_bytes);
+  mfile_dst d[WAN_MAX_TENSORS];
+  for (int i = 0; i < l->count; i++)
+    d[i] = (mfile_dst){wan_schema_index(&m->fc, e, WAN_GROUP_BLOCK, block, i),
+                       (char *)dst + l->t[i].offset, 0,
+                       l->t[i].scale_offset ? (float *)((char *)dst + l->t[i].scale_offset) : NULL};
+  const int rc = mfile_read(m->f, l->count, d, bytes_read);
+  if (rc == SP_OK) sp_progress_add(l->packed_bytes);
+  return rc;
 }
 
 void rank_model_set_merge(rank_model *m, rank_model_merge_fn fn, void *ctx) {

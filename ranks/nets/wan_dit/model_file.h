@@ -4,7 +4,8 @@
  *
  * File layout (MODEL.md "Model file"): root attributes format =
  * "staticpipe", format_version, arch = "wan2.1-t2v", preset (may be ""),
- * dtype ("bf16"|"fp32"|"fp8"), checksum (hex of the model checksum) and the config
+ * dtype ("bf16"|"fp32"|"fp8"|"int8"|"quant"|"quant-fp32"), checksum (hex of
+ * the model checksum) and the config
  * (dim, ffn_dim, heads, layers, in_dim, out_dim, patch, text_len, text_dim,
  * freq_dim, eps); groups /embed, /blocks/NNNN (four digits), /head; in each,
  * one contiguous unfiltered dataset per tensor named after the official key
@@ -28,6 +29,7 @@
 
 #include "model_id.h"
 #include "wan_config.h"
+#include "wan_weights.h"
 
 typedef struct rank_model rank_model;
 
@@ -64,11 +66,21 @@ typedef struct rank_model_info {
    * canonical order (embed, blocks, head; experts high first), checked
    * against the stored one when verifying. */
   model_file_id id;
-  /* An fp8 file (root dtype "fp8", MODEL.md "fp8 weights"): the blocks'
-   * linear weights are e4m3 with a scale per output channel, the rest bf16
-   * (id.dtype). Its block groups are read as fp32 with those weights
-   * dequantised (rank_model_read_group). */
+  /* The root dtype ("bf16", "fp32", "fp8", "int8", "quant", "quant-fp32"). */
+  char root[16];
+  /* The precision the blocks run in when --precision is not given: FP8
+   * for an fp8 file (root "fp8", MODEL.md "fp8 weights": the blocks'
+   * linear weights e4m3 with a scale per output channel, the rest bf16),
+   * INT8 for an int8 file (the same with int8 codes, "int8 weights"),
+   * BF16 for any other: a quant file's GGUF formats are dequantised for a
+   * bf16 computation ("GGUF weights"). fp8 is precision == FP8. */
+  wan_precision precision;
   int fp8;
+  /* Some block linear weight is stored in a format other than the rest's
+   * (e4m3, int8, GGUF's): its block groups are read as fp32 with those
+   * weights dequantised (rank_model_read_group), or as stored
+   * (rank_model_read_block_stored). */
+  int quant;
   rank_model_experts experts; /* count 1, or 2 with the run's defaults */
 } rank_model_info;
 
@@ -86,10 +98,56 @@ const rank_model_info *rank_model_get_info(const rank_model *m);
  * rank_model_read_group delivers it. */
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g);
 /* Bytes of one block's datasets in the file (an fp8 file's: e4m3 weights,
- * their scales and the rest in bf16: wan_block_fp8_bytes). */
+ * their scales and the rest in bf16: wan_block_fp8_bytes); the largest
+ * block's when they differ. */
 uint64_t rank_model_block_file_bytes(const rank_model *m);
-/* "bf16", "fp32" or "fp8": the file's root dtype. */
+/* The file's root dtype: "bf16", "fp32", "fp8", "int8", "quant" or
+ * "quant-fp32". */
 const char *rank_model_dtype_name(const rank_model_info *in);
+/* The stored format of each tensor of block `block` of expert e, in the
+ * block's layout order, into fmt (WAN_BLOCK_T_COUNT). */
+void rank_model_block_formats(const rank_model *m, int e, int block, kern_dtype *fmt);
+/* A block as a CUDA stage holds it at precision p (MODEL.md "Quantized
+ * weights on the GPU"): each linear weight stored in e4m3, int8 or a GGUF
+ * block format kept as it is at bf16 precision (dequantised right before
+ * its GEMM), one stored in fp32, fp16 or bf16 narrowed to bf16; at fp8 or
+ * int8 precision every linear weight e4m3 or int8 (a file's of that
+ * format as it is, any other quantised at load); every other tensor bf16.
+ * The formats of block `block` of expert e into fmt (WAN_BLOCK_T_COUNT);
+ * its layout (wan_layout_make_formats); the largest such block of the
+ * model, any expert: the size of every device block buffer, and the block
+ * bytes the planner counts. */
+void rank_model_device_formats(const rank_model *m, int e, int block, wan_precision p,
+                               kern_dtype *fmt);
+void rank_model_device_layout(const rank_model *m, int e, int block, wan_precision p,
+                              wan_layout *out);
+uint64_t rank_model_device_block_bytes(const rank_model *m, wan_precision p);
+/* The weight-only path's scratch at precision p: bf16 bytes of the largest
+ * linear weight a block keeps in a format other than bf16 (dequantised
+ * into it right before its GEMM); 0 when none is. */
+uint64_t rank_model_dequant_bytes(const rank_model *m, wan_precision p);
+/* Block `block` of expert e with every tensor as stored, laid out as
+ * wan_layout_make_formats of its stored formats (*l, rank_model_stored_
+ * layout), into dst (dst_bytes >= l->packed_bytes; padding zeroed),
+ * checksums checked when verifying; a merge set by rank_model_set_merge is
+ * not applied (its caller reads widened groups). Adds the bytes read to
+ * *bytes_read (may be NULL). SP_OK or the reader's status. */
+void rank_model_stored_layout(const rank_model *m, int e, int block, wan_layout *l);
+int rank_model_read_block_stored(rank_model *m, int e, int block, const wan_layout *l,
+                                 void *dst, size_t dst_bytes, uint64_t *bytes_read);
+/* Bytes of block `block` of expert e in the file (scales included), and of
+ * every dataset of the file. */
+uint64_t rank_model_block_bytes(const rank_model *m, int e, int block);
+uint64_t rank_model_total_bytes(const rank_model *m);
+/* The file's tensors by stored format, for inspect: each format present
+ * once, in kern_dtype order, with its tensors and their bytes (scales
+ * included). Returns how many formats (at most KERN_DTYPE_COUNT). */
+typedef struct rank_model_format_count {
+  kern_dtype dtype;
+  int tensors;
+  uint64_t bytes;
+} rank_model_format_count;
+int rank_model_format_counts(const rank_model *m, rank_model_format_count *out);
 
 /* Reads every dataset of a file: every checksum, every scale finite and
  * positive, every weight finite (the line names the dataset and the
@@ -109,14 +167,6 @@ int rank_model_read_group(rank_model *m, wan_group g, int block, void *dst, size
  * of a two-expert model). rank_model_read_group reads expert 0. */
 int rank_model_read_expert_group(rank_model *m, int e, wan_group g, int block, void *dst,
                                  size_t dst_bytes, uint64_t *bytes_read);
-/* A load's progress on a terminal: between begin and end, when stderr is
- * a terminal (isatty), one line "[rank N] reading weights: X MB, R MB/s"
- * redrawn in place as groups are read (by any model, from any thread), and
- * ended with a newline; nothing at all when stderr is not a terminal (logs
- * stay clean) or the log shows no info lines (-q). */
-void rank_model_progress_begin(void);
-void rank_model_progress_end(void);
-
 /* Weights merged into each group as rank_model_read_group reads it (after
  * its checksums are checked): the LoRA merge (ranks/import/lora.h). The
  * function gets the expert (0 for a one-expert model), the group, its
@@ -136,9 +186,11 @@ int rank_model_merging(const rank_model *m);
  * existing file at path untouched. */
 typedef struct rank_model_writer rank_model_writer;
 
-/* dtype KERN_DTYPE_E4M3 writes an fp8 file (MODEL.md "fp8 weights"): the
- * blocks' linear weights in e4m3 with their scales (put_fp8, put_value),
- * every other tensor in bf16. */
+/* dtype KERN_DTYPE_E4M3 writes an fp8 file (MODEL.md "fp8 weights"), I8 an
+ * int8 file ("int8 weights"): the blocks' linear weights in e4m3 or int8
+ * with their scales (put_value quantises them), every other tensor in
+ * bf16; Q8_0 a quant file of Q8_0 linear weights ("GGUF weights", ggml's
+ * quantiser). */
 int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
                            const char *preset, rank_model_writer **out);
 /* The same for x->count experts (x NULL: one); a two-expert file gets x's
@@ -154,18 +206,19 @@ int rank_model_writer_put(rank_model_writer *w, wan_group g, int block, const ch
 /* The same for expert e; rank_model_writer_put writes expert 0. */
 int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int block,
                                  const char *name, const void *data, size_t bytes);
-/* An fp8 file's linear weight of block block: q (out, in) e4m3 and
- * scale (out), each finite and positive (else SP_ERR_INPUT naming the
- * dataset and the channel); written as NAME and NAME.scale. */
-int rank_model_writer_put_fp8(rank_model_writer *w, int e, int block, const char *name,
-                              const uint8_t *q, const float *scale);
 /* A tensor from its fp32 values x, stored as the file stores it: fp32,
- * bf16 (kern_f32_to_bf16_n), or an fp8 file's linear weight quantised per
- * output channel (kern_fp8_quantize_rows, the quantiser --precision fp8
- * uses at load). tmp is not used (the model-file layer narrows into a
+ * bf16 (kern_f32_to_bf16_n), or an fp8 or int8 file's linear weight
+ * quantised per output channel (kern_fp8_quantize_rows,
+ * kern_i8_quantize_rows: the quantisers --precision fp8 and int8 use at
+ * load). tmp is not used (the model-file layer narrows into a
  * buffer of its own); it stays for the callers. */
 int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int block,
                                 const char *name, const float *x, void *tmp);
+/* The root dtype of a file written in dtype (rank_model_writer_open):
+ * "fp8" for E4M3, "int8" for I8, "quant" for a block format (Q8_0: the
+ * blocks' linear weights in it, the rest bf16), else the dtype's name. */
+const char *rank_model_root_of(kern_dtype dtype);
+
 /* Checks every tensor of the table was written, writes the model checksum,
  * closes and renames into place. The writer is freed either way. */
 int rank_model_writer_commit(rank_model_writer *w);

@@ -1,6 +1,5 @@
 /* Internals the DiT model file's reader (model_file.c), presets and paths
- * (model_presets.c), progress line (model_progress.c) and writer
- * (model_writer.c) share. */
+ * (model_presets.c) and writer (model_writer.c) share. */
 #ifndef RANK_MODEL_FILE_IMPL_H
 #define RANK_MODEL_FILE_IMPL_H
 
@@ -11,9 +10,5 @@
  * one), and back. */
 void rank_model_file_config(const wan_config *c, const rank_model_experts *x, wan_file_config *f);
 void rank_model_experts_of(const wan_file_config *f, rank_model_experts *x);
-
-/* model_progress.c: a group of bytes has been read; the line is redrawn at
- * most ten times a second. */
-void rank_model_progress_add(uint64_t bytes);
 
 #endif

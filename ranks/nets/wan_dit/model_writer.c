@@ -28,8 +28,12 @@ int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_d
   rank_model_writer *w = sp_xcalloc(1, sizeof *w);
   rank_model_file_config(c, x, &w->fc);
   snprintf(w->path, sizeof w->path, "%s", path);
-  const char *root = dtype == KERN_DTYPE_E4M3 ? "fp8" : kern_dtype_name(dtype);
-  int rc = mfile_writer_open(path, &wan_schema, &w->fc, root, preset, NULL, &w->w);
+  int rc = mfile_writer_open(path, &wan_schema, &w->fc, rank_model_root_of(dtype), preset, NULL,
+                             &w->w);
+  if (rc == SP_OK && kern_dtype_size(dtype) == 0) { /* a block format: the linear weights' */
+    rc = mfile_writer_set_quant(w->w, dtype);
+    if (rc != SP_OK) mfile_writer_abort(w->w);
+  }
   if (rc != SP_OK) {
     free(w);
     return rc;
@@ -74,8 +78,8 @@ int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int b
   const kern_dtype f = mfile_writer_format(w->w, i);
   const net_tensor *t = mfile_writer_tensor(w->w, i);
   if (mfile_format_of(f)->scaled) {
-    sp_log_error("%s: %s: an fp8 file's linear weight is written with its scales "
-                 "(rank_model_writer_put_fp8)", w->path, path);
+    sp_log_error("%s: %s: an %s file's linear weight is written from its values "
+                 "(rank_model_writer_put_value)", w->path, path, mfile_format_of(f)->name);
     return SP_ERR_INPUT;
   }
   const size_t want = (size_t)t->numel * kern_dtype_size(f);
@@ -86,19 +90,6 @@ int rank_model_writer_put_expert(rank_model_writer *w, int e, wan_group g, int b
   return mfile_writer_put(w->w, &(mfile_put){i, f, data, 0, t->numel, NULL});
 }
 
-int rank_model_writer_put_fp8(rank_model_writer *w, int e, int block, const char *name,
-                              const uint8_t *q, const float *scale) {
-  char path[256];
-  const int i = find_tensor(w, e, WAN_GROUP_BLOCK, block, name, path, sizeof path);
-  if (i < 0) return SP_ERR_INPUT;
-  if (mfile_writer_format(w->w, i) != KERN_DTYPE_E4M3) {
-    sp_log_error("%s: %s is not stored in fp8 in this file", w->path, path);
-    return SP_ERR_INPUT;
-  }
-  return mfile_writer_put(
-      w->w, &(mfile_put){i, KERN_DTYPE_E4M3, q, 0, mfile_writer_tensor(w->w, i)->numel, scale});
-}
-
 int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int block,
                                 const char *name, const float *x, void *tmp) {
   (void)tmp; /* the layer narrows into its own buffer */
@@ -107,6 +98,12 @@ int rank_model_writer_put_value(rank_model_writer *w, int e, wan_group g, int bl
   if (i < 0) return SP_ERR_INPUT;
   return mfile_writer_put(
       w->w, &(mfile_put){i, KERN_DTYPE_F32, x, 0, mfile_writer_tensor(w->w, i)->numel, NULL});
+}
+
+const char *rank_model_root_of(kern_dtype dtype) {
+  if (dtype == KERN_DTYPE_E4M3) return "fp8";
+  if (dtype == KERN_DTYPE_I8) return "int8";
+  return kern_dtype_size(dtype) == 0 ? "quant" : kern_dtype_name(dtype);
 }
 
 int rank_model_writer_commit(rank_model_writer *w) {

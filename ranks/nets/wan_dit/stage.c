@@ -21,16 +21,18 @@ static int64_t held_tokens(const rank_stage_cfg *cfg, int64_t tokens) {
   return plan_seq_rows(tokens, cfg->seq->n, cfg->seq->me);
 }
 
-int rank_stage_precision_check(const rank_model_info *mi, rank_device dev, int fp8) {
-  if (mi->fp8 && !fp8) {
-    sp_log_error("--precision bf16: %s holds fp8 weights (its blocks' linear weights are e4m3); "
-                 "it runs in fp8 only (leave --precision out, or convert the checkpoint again "
-                 "with --dtype bf16)", mi->id.source);
+int rank_stage_precision_check(const rank_model_info *mi, wan_precision p) {
+  const char *file = mi->id.source;
+  if (mi->precision != WAN_PRECISION_BF16 && p != WAN_PRECISION_BF16 && p != mi->precision) {
+    sp_log_error("--precision %s: %s holds %s weights: it runs in %s (its codes as they are) or "
+                 "bf16 (its weights dequantised)", wan_precision_name(p), file,
+                 wan_precision_name(mi->precision), wan_precision_name(mi->precision));
     return SP_ERR_INPUT;
   }
-  if (fp8 && dev == RANK_DEVICE_CUDA) {
-    sp_log_error("fp8 weights on the CUDA stage: not built yet; use the CPU backend "
-                 "(--device cpu) or a bf16 file");
+  if (mi->quant && mi->precision == WAN_PRECISION_BF16 && p != WAN_PRECISION_BF16) {
+    sp_log_error("--precision %s: %s holds GGUF-quantized weights, which run in bf16 only "
+                 "(dequantised for each GEMM); leave --precision out",
+                 wan_precision_name(p), file);
     return SP_ERR_INPUT;
   }
   return SP_OK;
@@ -39,7 +41,7 @@ int rank_stage_precision_check(const rank_model_info *mi, rank_device dev, int f
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read) {
   const wan_config *c = &rank_model_get_info(m)->config;
-  if (rank_stage_precision_check(rank_model_get_info(m), cfg->device, cfg->fp8) != SP_OK)
+  if (rank_stage_precision_check(rank_model_get_info(m), cfg->precision) != SP_OK)
     return SP_ERR_INPUT;
   rank_stage *s = sp_xcalloc(1, sizeof *s);
   s->c = c;

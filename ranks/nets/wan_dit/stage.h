@@ -69,11 +69,19 @@ typedef struct rank_stage_cfg {
    * for ranks sharing a GPU), among seq's ranks with seq's tag. */
   const comm_group *seq;
   comm_transport *tp; /* CUDA with seq: the transport of the all-to-alls; else unused */
-  /* The blocks run in fp8 (MODEL.md "fp8 weights"): an fp8 file's weights
-   * as they are, a bf16 or fp32 file's quantised at load (the quantiser
-   * of convert --dtype fp8), the linear layers' inputs quantised per
-   * token. CPU backend only (rank_stage_precision_check). */
-  int fp8;
+  /* How the blocks' linear layers compute (wan_precision; MODEL.md "fp8
+   * weights", "int8 weights"): FP8 or INT8, an fp8 or int8 file's weights
+   * as they are, a bf16 or fp32 file's quantised at load (the quantiser of
+   * convert --dtype fp8 or int8), the linear layers' inputs quantised per
+   * token; BF16, every stored format dequantised (the CUDA stage's
+   * weight-only path). rank_stage_precision_check says which a file
+   * takes. */
+  wan_precision precision;
+  /* CUDA, W8A8 (precision FP8 or INT8): the products go through an fp32
+   * scratch of (rows, N) before their scales, bias and activation (int8;
+   * fp8 on a GPU without cuBLASLt's per-row scales, not sm_90): the plan's
+   * plan.w8a8_epilogue, so the arena is the planner's layout. */
+  int w8a8_epilogue;
   /* Step caching (DESIGN.md "Step caching"): the last stage holds a
    * residual and stage 0 (when not also last) an input copy per prompt
    * slot (rank_stage_cache_*). 0: none. */
@@ -82,11 +90,13 @@ typedef struct rank_stage_cfg {
 
 typedef struct rank_stage rank_stage;
 
-/* What a stage of precision fp8 (cfg.fp8) on dev can run of model mi:
- * an fp8 file only in fp8, fp8 only on the CPU backend. SP_OK, or
- * SP_ERR_INPUT after one line naming the cause. rank_stage_load checks
- * it too. */
-int rank_stage_precision_check(const rank_model_info *mi, rank_device dev, int fp8);
+/* What a stage of precision p (cfg.precision) can run of model mi: an
+ * fp8 file in fp8 or bf16 (its weights dequantised), an int8 file in int8
+ * or bf16, a quant file (GGUF's formats) in bf16 only, a bf16 or fp32 file
+ * in any (fp8 and int8 quantise it at load). SP_OK, or SP_ERR_INPUT after
+ * one line naming the cause. rank_stage_load checks it too; the CUDA
+ * stage refuses fp8 on a GPU without fp8 tensor cores when it loads. */
+int rank_stage_precision_check(const rank_model_info *mi, wan_precision p);
 
 /* Host buffers the stage copies to and from (latents, head outputs):
  * pinned on the CUDA backend, so copies run at the link's rate and can be

@@ -5,6 +5,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "mfile_format.h"
 #include "stage_impl.h"
 
 /* One expert's weights and its per-prompt cross-attention k/v. */
@@ -68,12 +69,14 @@ static int load_group(rank_model *m, cpu_stage *c, int e, wan_group g, int block
   return SP_OK;
 }
 
-/* A bf16 or fp32 block run in fp8 (cfg.fp8), or an fp8 file's block with
- * LoRAs merged into it: each linear weight quantised per output channel
- * with the quantiser of convert --dtype fp8 and dequantised in place, so
- * it holds exactly what an fp8 file of the same weights gives (MODEL.md
- * "fp8 weights"). */
-static void quantise_block(const wan_layout *l32, float *w) {
+/* A bf16 or fp32 block run in fp8 or int8 (cfg.precision), or an fp8 or
+ * int8 file's block with LoRAs merged into it: each linear weight
+ * quantised per output channel with the quantiser of convert --dtype fp8
+ * or int8 and dequantised in place, so it holds exactly what an fp8 or
+ * int8 file of the same weights gives (MODEL.md "fp8 weights", "int8
+ * weights"). */
+static void quantise_block(const wan_layout *l32, wan_precision p, float *w) {
+  const mfile_format *f = mfile_format_of(wan_precision_weight_dtype(p));
   for (int i = 0; i < l32->count; i++) {
     if (wan_block_linear_of(i) < 0) continue;
     const wan_tensor *t = &l32->t[i];
@@ -81,8 +84,8 @@ static void quantise_block(const wan_layout *l32, float *w) {
     const int64_t rows = t->shape[0], cols = t->numel / rows;
     uint8_t *q = sp_xmalloc((size_t)t->numel);
     float *scale = sp_xmalloc((size_t)rows * sizeof(float));
-    kern_fp8_quantize_rows(x, rows, cols, q, scale);
-    kern_fp8_dequantize_rows(q, scale, rows, cols, x);
+    f->narrow(x, rows, cols, q, scale);
+    f->widen(q, scale, rows, cols, x);
     free(scale);
     free(q);
   }
@@ -302,10 +305,11 @@ static int cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     for (int b = 0; rc == SP_OK && b < s->nblocks; b++) {
       rc = load_group(m, c, e, WAN_GROUP_BLOCK, cfg->first_block + b, tmp, tmp_bytes,
                       &x->block_w[b], bytes_read);
-      /* an fp8 file's blocks come dequantised already, and merged LoRAs
-       * (in fp32) are quantised again */
-      if (rc == SP_OK && cfg->fp8 && (!rank_model_get_info(m)->fp8 || rank_model_merging(m)))
-        quantise_block(&c->l32[WAN_GROUP_BLOCK], x->block_w[b]);
+      /* an fp8 or int8 file's blocks come dequantised already, and merged
+       * LoRAs (in fp32) are quantised again */
+      if (rc == SP_OK && cfg->precision != WAN_PRECISION_BF16 &&
+          (rank_model_get_info(m)->precision != cfg->precision || rank_model_merging(m)))
+        quantise_block(&c->l32[WAN_GROUP_BLOCK], cfg->precision, x->block_w[b]);
     }
     if (rc == SP_OK && cfg->head)
       rc = load_group(m, c, e, WAN_GROUP_HEAD, 0, tmp, tmp_bytes, &x->head_w, bytes_read);
@@ -321,7 +325,7 @@ static int cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     if (cfg->embed) wan_embed_f32_bind(&c->l32[WAN_GROUP_EMBED], x->embed_w, &x->embed);
     for (int b = 0; b < s->nblocks; b++) {
       wan_block_f32_bind(&c->l32[WAN_GROUP_BLOCK], x->block_w[b], &x->blocks[b]);
-      x->blocks[b].fp8 = cfg->fp8;
+      x->blocks[b].precision = cfg->precision;
     }
     if (cfg->head) wan_head_f32_bind(&c->l32[WAN_GROUP_HEAD], x->head_w, &x->head);
   }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kern_quant.h"
 #include "wan_weights.h"
 
 const char *const wan_preset_names[] = {"wan2.1-tiny", "wan2.1-1.3b", "wan2.1-14b", NULL};
@@ -128,7 +129,8 @@ static void add(wan_layout *l, const char *name, int ndim, const int64_t *shape)
     add(&l, key, (int)(sizeof s_ / sizeof s_[0]), s_);                  \
   }
 
-void wan_layout_make(const wan_config *c, wan_group g, kern_dtype dtype, wan_layout *out) {
+/* The tensors of group g (names and shapes), no sizes yet. */
+static void layout_tensors(const wan_config *c, wan_group g, wan_layout *out) {
   wan_layout l;
   memset(&l, 0, sizeof l);
   /* The names the shapes of wan_weights.h are written in. */
@@ -142,15 +144,41 @@ void wan_layout_make(const wan_config *c, wan_group g, kern_dtype dtype, wan_lay
   } else {
     WAN_HEAD_TENSORS(ADD_TENSOR)
   }
-  size_t off = 0, esz = kern_dtype_size(dtype);
+  *out = l;
+}
+
+static size_t align_up(size_t n) {
+  return (n + WAN_TENSOR_ALIGN - 1) / WAN_TENSOR_ALIGN * WAN_TENSOR_ALIGN;
+}
+
+void wan_layout_make_formats(const wan_config *c, wan_group g, const kern_dtype *fmt,
+                             wan_layout *out) {
+  wan_layout l;
+  layout_tensors(c, g, &l);
+  size_t off = 0;
   for (int i = 0; i < l.count; i++) {
-    l.t[i].offset = off;
-    l.t[i].bytes = (size_t)l.t[i].numel * esz;
-    l.data_bytes += l.t[i].bytes;
-    off += (l.t[i].bytes + WAN_TENSOR_ALIGN - 1) / WAN_TENSOR_ALIGN * WAN_TENSOR_ALIGN;
+    wan_tensor *t = &l.t[i];
+    const int64_t rows = t->ndim ? t->shape[0] : 1;
+    const kern_qfmt_info *q = kern_qfmt_get(kern_dtype_qfmt(fmt[i]));
+    t->dtype = fmt[i];
+    t->offset = off;
+    t->bytes = (size_t)(t->numel / q->block) * (size_t)q->block_bytes;
+    l.data_bytes += t->bytes;
+    off += align_up(t->bytes);
+    if (q->row_scale) {
+      t->scale_offset = off;
+      l.data_bytes += (size_t)rows * sizeof(float);
+      off += align_up((size_t)rows * sizeof(float));
+    }
   }
   l.packed_bytes = off;
   *out = l;
+}
+
+void wan_layout_make(const wan_config *c, wan_group g, kern_dtype dtype, wan_layout *out) {
+  kern_dtype fmt[WAN_MAX_TENSORS];
+  for (int i = 0; i < WAN_MAX_TENSORS; i++) fmt[i] = dtype;
+  wan_layout_make_formats(c, g, fmt, out);
 }
 
 int wan_layout_find(const wan_layout *l, const char *name) {

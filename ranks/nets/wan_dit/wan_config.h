@@ -69,7 +69,10 @@ typedef struct wan_tensor {
   int64_t shape[5];
   int64_t numel;
   size_t offset; /* byte offset in the packed group buffer */
-  size_t bytes;  /* numel * dtype size */
+  size_t bytes;  /* numel * dtype size; a block format's rows of blocks */
+  kern_dtype dtype;    /* as it is stored in the group */
+  size_t scale_offset; /* a format with a scale per row (e4m3, int8): the (rows) fp32 scales'
+                          byte offset, right after the tensor; else 0 */
 } wan_tensor;
 
 /* A group's tensors in canonical order (the order of its list in
@@ -84,6 +87,13 @@ typedef struct wan_layout {
 } wan_layout;
 
 void wan_layout_make(const wan_config *c, wan_group g, kern_dtype dtype, wan_layout *out);
+/* The same with tensor i stored as fmt[i] (a stored format of the model
+ * file, kern_quant.h's bytes; each rows whole blocks of it): a format with
+ * a scale per row has its (rows) fp32 scales right after it, at the next
+ * aligned offset. A CUDA stage's device block (MODEL.md "Quantized weights
+ * on the GPU"). */
+void wan_layout_make_formats(const wan_config *c, wan_group g, const kern_dtype *fmt,
+                             wan_layout *out);
 /* Index of a tensor by name in a layout, or -1. */
 int wan_layout_find(const wan_layout *l, const char *name);
 

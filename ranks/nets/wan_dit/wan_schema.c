@@ -229,7 +229,8 @@ static const char *preset_names(void) {
   return buf;
 }
 
-static const char *const root_dtypes[] = {"bf16", "fp32", "fp8", NULL};
+static const char *const root_dtypes[] = {"bf16", "fp32", "fp8", "int8", "quant", "quant-fp32",
+                                          NULL};
 
 const net_schema wan_schema = {
     .arch = WAN_ARCH,

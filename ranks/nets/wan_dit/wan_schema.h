@@ -2,7 +2,8 @@
  * file"): the config attributes, one expert or two (Wan 2.2 A14B: the
  * groups of each under /experts/high and /experts/low, the run's defaults
  * as root attributes), the groups /embed, /blocks/NNNN, /head and their
- * tensors (wan_weights.h), fp8 for the blocks' ten linear weights, the
+ * tensors (wan_weights.h), fp8, int8 or GGUF's formats for the blocks'
+ * ten linear weights (root dtypes fp8, int8, quant, quant-fp32), the
  * presets and the synthetic generator's scales. */
 #ifndef WAN_SCHEMA_H
 #define WAN_SCHEMA_H

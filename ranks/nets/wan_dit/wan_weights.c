@@ -62,3 +62,12 @@ uint64_t wan_block_fp8_bytes(const wan_config *c) {
              : (uint64_t)l.t[i].bytes;
   return n;
 }
+
+const char *wan_precision_name(wan_precision p) {
+  return p == WAN_PRECISION_FP8 ? "fp8" : p == WAN_PRECISION_INT8 ? "int8" : "bf16";
+}
+
+kern_dtype wan_precision_weight_dtype(wan_precision p) {
+  return p == WAN_PRECISION_FP8 ? KERN_DTYPE_E4M3 : p == WAN_PRECISION_INT8 ? KERN_DTYPE_I8
+                                                                              : KERN_DTYPE_BF16;
+}

@@ -90,16 +90,33 @@ _Static_assert(WAN_EMBED_T_COUNT <= WAN_MAX_TENSORS && WAN_BLOCK_T_COUNT <= WAN_
                    WAN_HEAD_T_COUNT <= WAN_MAX_TENSORS,
                "a group's tensors fit in wan_layout");
 
+/* How a block's ten linear layers compute (MODEL.md "fp8 weights", "int8
+ * weights"): BF16, on their inputs as they are (weights of any stored
+ * format dequantised: the CPU's fp32, the GPU's weight-only bf16); FP8, on
+ * inputs quantised per token to e4m3 with weights e4m3 per output channel;
+ * INT8, the same with MODEL.md's int8 rule. */
+typedef enum {
+  WAN_PRECISION_BF16 = 0,
+  WAN_PRECISION_FP8 = 1,
+  WAN_PRECISION_INT8 = 2
+} wan_precision;
+/* "bf16", "fp8", "int8" (the --precision values). */
+const char *wan_precision_name(wan_precision p);
+/* The stored format a precision's linear weights take on a device (E4M3,
+ * I8), or KERN_DTYPE_BF16 for BF16. */
+kern_dtype wan_precision_weight_dtype(wan_precision p);
+
 /* Typed views of a packed group: each field points at its tensor, shaped as
  * the list line says. fp32 host memory (CPU backend). */
 #define WAN_FIELD_F32_(field, key, shape) const float *field;
 typedef struct wan_embed_f32 { WAN_EMBED_TENSORS(WAN_FIELD_F32_) } wan_embed_f32;
-/* fp8: the block runs in fp8 (MODEL.md "fp8 weights"): its linear weights
- * hold dequantised e4m3 values and the inputs of those linear layers are
- * quantised per token on the way in. 0: fp32 throughout. */
+/* precision: FP8 or INT8, the block's linear weights hold the dequantised
+ * values of their e4m3 or int8 codes and the inputs of those linear layers
+ * are quantised per token on the way in (MODEL.md "fp8 weights", "int8
+ * weights"). BF16: fp32 throughout. */
 typedef struct wan_block_f32 {
   WAN_BLOCK_TENSORS(WAN_FIELD_F32_)
-  int fp8;
+  wan_precision precision;
 } wan_block_f32;
 typedef struct wan_head_f32 { WAN_HEAD_TENSORS(WAN_FIELD_F32_) } wan_head_f32;
 #undef WAN_FIELD_F32_

@@ -1,6 +1,6 @@
 /* The VAE file's writer (see vae_file.h): the model-file layer's writer
- * (mfile.h) with the decoder's schema, one dataset per table tensor under
- * /decoder, the model checksum at commit, the rename. */
+ * (mfile.h) with the VAE's schema, one dataset per table tensor under
+ * /decoder (and /encoder), the model checksum at commit, the rename. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,8 @@ struct vae_model_writer {
   mfile_writer *w;
   wan_vae_weights wt; /* structure only: the table's slots point here */
   wan_vae_table table;
+  wan_vae_enc_weights ewt; /* the encoder's, with config.encoder */
+  wan_vae_table enc_table;
   char path[4096];
 };
 
@@ -28,6 +30,7 @@ int vae_model_writer_open(const char *path, const wan_vae_config *c, kern_dtype 
     return rc;
   }
   wan_vae_table_make(c, &w->wt, &w->table);
+  if (c->encoder) wan_vae_enc_table_make(c, &w->ewt, &w->enc_table);
   *out = w;
   return SP_OK;
 }
@@ -38,15 +41,24 @@ int vae_model_writer_attr(vae_model_writer *w, const char *key, const char *valu
 
 int vae_model_writer_put(vae_model_writer *w, const char *name, const float *data,
                          int64_t numel) {
-  const int i = wan_vae_table_find(&w->table, name);
-  if (i < 0) {
-    sp_log_error("%s: %s is not a tensor of this VAE decoder", w->path, name);
+  /* The file's table: the decoder's tensors, then the encoder's. */
+  int i = wan_vae_table_find(&w->table, name);
+  const wan_vae_tensor *t = i >= 0 ? &w->table.t[i] : NULL;
+  const char *group = WAN_VAE_GROUP;
+  const int e = i < 0 ? wan_vae_table_find(&w->enc_table, name) : -1;
+  if (e >= 0) {
+    t = &w->enc_table.t[e];
+    i = w->table.count + e;
+    group = WAN_VAE_ENC_GROUP;
+  }
+  if (!t) {
+    sp_log_error("%s: %s is not a tensor of this VAE%s", w->path, name,
+                 w->enc_table.count ? "" : " (a decoder-only file)");
     return SP_ERR_INPUT;
   }
-  const wan_vae_tensor *t = &w->table.t[i];
   if (numel != t->numel) {
-    sp_log_error("%s: %s/%s: %lld values given, the table needs %lld", w->path, WAN_VAE_GROUP,
-                 name, (long long)numel, (long long)t->numel);
+    sp_log_error("%s: %s/%s: %lld values given, the table needs %lld", w->path, group, name,
+                 (long long)numel, (long long)t->numel);
     return SP_ERR_INPUT;
   }
   return mfile_writer_put(w->w, &(mfile_put){i, KERN_DTYPE_F32, data, 0, numel, NULL});

@@ -31,23 +31,26 @@
 /* The config, X(type, field, dims) per field in struct order (dims empty
  * for one value, [n] for n); each field's name is its model file
  * attribute (dim_mult and temporal_up stored with their n_mult and
- * n_mult - 1 entries). */
+ * n_mult - 1 entries; encoder only when it is 1, so a decoder-only file
+ * has the attributes it always had). */
 #define WAN_VAE_CONFIG_FIELDS(X)                                                    \
   X(int64_t, dim, )                          /* base width (96) */                  \
   X(int64_t, z_dim, )                        /* latent channels (16) */             \
   X(int, n_mult, )                           /* entries of dim_mult (4) */          \
   X(int64_t, dim_mult, [WAN_VAE_MAX_LEVELS]) /* encoder order (1, 2, 4, 4) */       \
   X(int64_t, num_res_blocks, )               /* (2); a decoder level has one more */ \
-  X(int, temporal_up, [WAN_VAE_MAX_LEVELS - 1]) /* resample doubles frames (1, 1, 0) */
+  X(int, temporal_up, [WAN_VAE_MAX_LEVELS - 1]) /* resample doubles frames (1, 1, 0) */ \
+  X(int, encoder, ) /* 1: the file holds the encoder too (/encoder, wan_vae_enc.h) */
 
 #define WAN_VAE_CONFIG_FIELD_(type, field, dims) type field dims;
 typedef struct wan_vae_config { WAN_VAE_CONFIG_FIELDS(WAN_VAE_CONFIG_FIELD_) } wan_vae_config;
 #undef WAN_VAE_CONFIG_FIELD_
 
-/* The VAE decoder as a network (net.h): its description. Its backends
- * fill wan_vae_backend (wan_vae_backend.h): the CPU's in wan_vae_cpu.c,
- * the CUDA one's in cuda/wan_vae_gpu.c; its driver is the decode
- * (wan_vae_decode.h). */
+/* The VAE as a network (net.h): its description. Its backends fill
+ * wan_vae_backend (wan_vae_backend.h): the CPU's in wan_vae_cpu.c and
+ * wan_vae_enc_cpu.c, the CUDA one's in cuda/wan_vae_gpu.c and
+ * cuda/wan_vae_enc_gpu.c; its drivers are the decode (wan_vae_decode.h)
+ * and the encode (wan_vae_encode.h, the encoder of wan_vae_enc.h). */
 const net_desc *wan_vae_net(void);
 
 /* The published decoder: dim 96, z_dim 16, dim_mult (1, 2, 4, 4), 2 residual

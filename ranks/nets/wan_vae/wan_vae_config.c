@@ -2,6 +2,7 @@
  * wan_vae.h). The structure follows Decoder3d.__init__ of the published
  * wan/modules/vae.py; VAE.md walks through it. */
 #include "wan_vae.h"
+#include "wan_vae_enc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +74,11 @@ int wan_vae_config_check(const wan_vae_config *c, char *err, size_t errlen) {
              (long long)c->num_res_blocks, WAN_VAE_MAX_RES - 1);
     return -1;
   }
-  return 0;
+  if (c->encoder != 0 && c->encoder != 1) {
+    snprintf(err, errlen, "vae config encoder = %d is not 0 or 1", c->encoder);
+    return -1;
+  }
+  return c->encoder ? wan_vae_enc_config_check(c, err, errlen) : 0;
 }
 
 int64_t wan_vae_level_dim(const wan_vae_config *c, int level) {
@@ -203,6 +208,122 @@ int wan_vae_table_find(const wan_vae_table *t, const char *name) {
   return -1;
 }
 
+/* ---------------------------------------------------------------- the encoder */
+
+int64_t wan_vae_enc_level_dim(const wan_vae_config *c, int level) {
+  /* Encoder3d: dims = dim * [1] + dim * dim_mult. */
+  return level < 0 ? c->dim : c->dim * c->dim_mult[level];
+}
+
+int wan_vae_enc_temporal(const wan_vae_config *c, int level) {
+  return level >= 0 && level + 1 < c->n_mult ? c->temporal_up[c->n_mult - 2 - level] : 0;
+}
+
+int64_t wan_vae_enc_time_factor(const wan_vae_config *c) {
+  int64_t f = 1;
+  for (int i = 0; i + 1 < c->n_mult; i++)
+    if (wan_vae_enc_temporal(c, i)) f *= 2;
+  return f;
+}
+
+int64_t wan_vae_enc_latent_frames(const wan_vae_config *c, int64_t T) {
+  return T < 1 ? 0 : 1 + (T - 1) / wan_vae_enc_time_factor(c);
+}
+
+int64_t wan_vae_enc_latent_side(const wan_vae_config *c, int64_t n) {
+  for (int i = 0; i + 1 < c->n_mult; i++) n /= 2;
+  return n;
+}
+
+int wan_vae_enc_config_check(const wan_vae_config *c, char *err, size_t errlen) {
+  if (c->num_res_blocks < 1) {
+    snprintf(err, errlen, "vae config: the encoder needs num_res_blocks >= 1 (its resamples take "
+             "the width of their level's residual blocks), got %lld",
+             (long long)c->num_res_blocks);
+    return -1;
+  }
+  int down = 0;
+  for (int i = 0; i + 1 < c->n_mult; i++) down += wan_vae_enc_temporal(c, i);
+  if (down > WAN_VAE_ENC_MAX_TIME_DOWN) {
+    snprintf(err, errlen, "vae config: %d temporal resamples; the encoder's chunks of %d frames "
+             "take at most %d", down, WAN_VAE_ENC_CHUNK, WAN_VAE_ENC_MAX_TIME_DOWN);
+    return -1;
+  }
+  return 0;
+}
+
+int wan_vae_enc_size_check(const wan_vae_config *c, int64_t T, int64_t H, int64_t W, char *err,
+                           size_t errlen) {
+  const int64_t least = (int64_t)1 << (c->n_mult - 1);
+  if (T < 1 || (T - 1) % WAN_VAE_ENC_CHUNK != 0) {
+    snprintf(err, errlen, "%lld frames: the encoder takes 1 + %d k frames (frame 0 alone, then "
+             "chunks of %d)", (long long)T, WAN_VAE_ENC_CHUNK, WAN_VAE_ENC_CHUNK);
+    return -1;
+  }
+  if (H < least || W < least || H > WAN_VAE_MAX_PIXELS || W > WAN_VAE_MAX_PIXELS) {
+    snprintf(err, errlen, "frames of %lldx%lld: each side must be %lld..%d (%d downsamples by 2)",
+             (long long)H, (long long)W, (long long)least, WAN_VAE_MAX_PIXELS, c->n_mult - 1);
+    return -1;
+  }
+  return 0;
+}
+
+static void add_down(wan_vae_table *t, wan_vae_down *m, const char *prefix, int64_t dim,
+                     int temporal) {
+  m->dim = dim;
+  m->temporal = temporal;
+  WAN_VAE_DOWN_TENSORS(ADD)
+  m->time_w = m->time_b = NULL;
+  if (temporal) {
+    WAN_VAE_DOWN_TIME_TENSORS(ADD)
+  }
+}
+
+/* Encoder level i takes dims[i] to dims[i + 1] in num_res_blocks blocks,
+ * then resamples unless it is the last; *k counts encoder.downsamples. */
+static void add_enc_level(const wan_vae_config *c, wan_vae_table *t, wan_vae_enc_level *l, int i,
+                          int *k) {
+  char prefix[48];
+  int64_t in_dim = wan_vae_enc_level_dim(c, i - 1);
+  const int64_t out_dim = wan_vae_enc_level_dim(c, i);
+  l->n_res = (int)c->num_res_blocks;
+  for (int r = 0; r < l->n_res; r++) {
+    snprintf(prefix, sizeof prefix, "encoder.downsamples.%d", (*k)++);
+    add_resblock(t, &l->res[r], prefix, in_dim, out_dim);
+    in_dim = out_dim;
+  }
+  l->has_down = i != c->n_mult - 1;
+  if (!l->has_down) return;
+  snprintf(prefix, sizeof prefix, "encoder.downsamples.%d", (*k)++);
+  add_down(t, &l->down, prefix, out_dim, wan_vae_enc_temporal(c, i));
+}
+
+void wan_vae_enc_table_make(const wan_vae_config *c, wan_vae_enc_weights *w,
+                            wan_vae_table *out) {
+  memset(w, 0, sizeof *w);
+  out->count = 0;
+  out->packed_floats = 0;
+  out->params = 0;
+  wan_vae_table *t = out;
+  wan_vae_enc_weights *m = w;
+  const char *prefix = "";
+  /* The names the encoder's own shapes are written in. */
+  const int64_t z_dim = c->z_dim, in_dim = wan_vae_enc_level_dim(c, -1);
+  const int64_t head_dim = wan_vae_enc_level_dim(c, c->n_mult - 1);
+  w->z_dim = z_dim;
+  w->in_dim = in_dim;
+  w->mid_dim = w->head_dim = head_dim;
+  WAN_VAE_ENC_CONV1_TENSORS(ADD)
+  int k = 0; /* index in encoder.downsamples */
+  w->n_levels = c->n_mult;
+  for (int i = 0; i < c->n_mult; i++) add_enc_level(c, out, &w->level[i], i, &k);
+  add_resblock(out, &w->mid0, "encoder.middle.0", head_dim, head_dim);
+  add_attn(out, &w->mid_attn, "encoder.middle.1", head_dim);
+  add_resblock(out, &w->mid2, "encoder.middle.2", head_dim, head_dim);
+  WAN_VAE_ENC_HEAD_TENSORS(ADD)
+  WAN_VAE_ENC_QUANT_TENSORS(ADD)
+}
+
 /* ---------------------------------------------------------------- description */
 
 static int layout(const void *shape, void *out, char *err, size_t errlen) {
@@ -211,7 +332,7 @@ static int layout(const void *shape, void *out, char *err, size_t errlen) {
 
 static const net_desc desc = {
     .name = "wan_vae",
-    .noun = "VAE decoder",
+    .noun = "VAE",
     .schema = &wan_vae_schema,
     .layout = layout,
 };

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "wan_vae.h"
 #include "wan_vae_backend.h"
+#include "wan_vae_cpu_impl.h"
 
 /* ---------------------------------------------------------------- sizes */
 
@@ -140,137 +141,22 @@ void wan_vae_decoder_round(wan_vae_decoder *d, int mask) { d->round_mask = mask;
 
 /* x (n) rounded to bf16 in place when the decoder rounds stores of kind. */
 static void round_bf16(const wan_vae_decoder *d, int kind, float *x, int64_t n) {
-  if (!(d->round_mask & kind)) return;
-  for (int64_t i = 0; i < n; i++) x[i] = kern_bf16_to_f32(kern_f32_to_bf16(x[i]));
+  vae_round_bf16(d->round_mask, kind, x, n);
 }
 
 void wan_vae_decoder_tf32(wan_vae_decoder *d, int mode) { d->tf32 = mode; }
 
-/* x (n) rounded to TF32 in place when the decoder emulates the tf32 mode. */
-static void round_tf32(const wan_vae_decoder *d, float *x, int64_t n) {
-  if (d->tf32 == WAN_VAE_TF32_OFF) return;
-  const int trunc = d->tf32 == WAN_VAE_TF32_TRUNCATE;
-  for (int64_t i = 0; i < n; i++) x[i] = kern_f32_round_tf32(x[i], trunc);
-}
-
-/* A convolution's input that must itself stay fp32 (the residual stream):
- * x, or in the tf32 emulation its rounding into tmp (n floats). */
-static const float *tf32_input(const wan_vae_decoder *d, const float *x, float *tmp, int64_t n) {
-  if (d->tf32 == WAN_VAE_TF32_OFF) return x;
-  memcpy(tmp, x, (size_t)n * sizeof *tmp);
-  round_tf32(d, tmp, n);
-  return tmp;
-}
-
-/* ---------------------------------------------------------------- caches */
-
-/* Keeps the last WAN_VAE_CACHE_T frames of (cached frames, x), x (c, T, hw):
- * the published cache_x, which takes the previous chunk's last frame in
- * front when a chunk has a single frame. */
-static void cache_push(wan_vae_cache *k, const float *x, int64_t T) {
-  const int64_t hw = k->hw;
-  for (int64_t ch = 0; ch < k->c; ch++) {
-    float *f = k->frames + ch * WAN_VAE_CACHE_T * hw; /* (2, hw) */
-    const float *xc = x + ch * T * hw;                /* (T, hw) */
-    if (T >= 2) {
-      memcpy(f, xc + (T - 2) * hw, (size_t)(2 * hw) * sizeof *f);
-    } else {
-      memmove(f, f + hw, (size_t)hw * sizeof *f);
-      memcpy(f + hw, xc, (size_t)hw * sizeof *f);
-    }
-  }
-  k->n = k->n + T < WAN_VAE_CACHE_T ? k->n + (int)T : WAN_VAE_CACHE_T;
-}
-
-/* The running state of one chunk: the cache cursor (the published
- * feat_idx), the frame count and the spatial size of the current level. */
-typedef struct vae_run {
-  wan_vae_decoder *d;
-  int idx;
-  int64_t t, h, w;
-} vae_run;
-
-static wan_vae_cache *next_cache(vae_run *r, int64_t c) {
-  if (r->idx >= r->d->n_cache) sp_fatal("vae: more cached convs than planned");
-  wan_vae_cache *k = &r->d->cache[r->idx++];
-  if (k->c != c || k->hw != r->h * r->w)
-    sp_fatal("vae: cache %d planned for %lld x %lld, used for %lld x %lld", r->idx - 1,
-             (long long)k->c, (long long)k->hw, (long long)c, (long long)(r->h * r->w));
-  return k;
-}
-
-/* y = CausalConv3d k x k x k (k = 3: padding 1; k = 1: none) of x (ci, t,
- * h, w) with the next cache, which then takes x's last frames. */
-static void cached_conv(vae_run *r, float *x, const float *wt, const float *b, float *y,
-                        int64_t ci, int64_t co, int round_kind) {
-  wan_vae_cache *k = next_cache(r, ci);
-  round_tf32(r->d, x, ci * r->t * r->h * r->w); /* x is read by this conv only */
-  kern_cpu_causal_conv3d(x, k->frames, k->n, wt, b, y, ci, co, r->t, r->h, r->w, 3, 3, 3);
-  cache_push(k, x, r->t);
-  round_bf16(r->d, round_kind, y, co * r->t * r->h * r->w);
-}
-
-/* ---------------------------------------------------------------- blocks */
-
-/* The four activation buffers; x is the current activation. */
-typedef struct vae_bufs {
-  float *x, *a, *b, *c;
-} vae_bufs;
-
-static void swap(float **p, float **q) {
-  float *t = *p;
-  *p = *q;
-  *q = t;
-}
-
-/* RMS_norm over channels then SiLU: y from x, both (c, t, h, w). */
-static void norm_silu(const vae_run *r, const float *x, const float *gamma, float *y, int64_t c) {
-  const int64_t n = r->t * r->h * r->w;
-  kern_cpu_channel_rmsnorm(x, gamma, y, c, n);
-  kern_cpu_silu(y, c * n);
-  round_bf16(r->d, WAN_VAE_ROUND_ACT, y, c * n);
-}
-
-static void resblock(vae_run *r, const wan_vae_resblock *rb, vae_bufs *B) {
-  const int64_t n = r->t * r->h * r->w;
-  const float *h = B->x; /* the shortcut */
-  if (rb->shortcut_w) {
-    /* B->a is free until norm1 writes it */
-    const float *sx = tf32_input(r->d, B->x, B->a, rb->in_dim * n);
-    kern_cpu_causal_conv3d(sx, NULL, 0, rb->shortcut_w, rb->shortcut_b, B->c, rb->in_dim,
-                           rb->out_dim, r->t, r->h, r->w, 1, 1, 1);
-    round_bf16(r->d, WAN_VAE_ROUND_CONV, B->c, rb->out_dim * n);
-    h = B->c;
-  }
-  norm_silu(r, B->x, rb->norm1_gamma, B->a, rb->in_dim);
-  cached_conv(r, B->a, rb->conv1_w, rb->conv1_b, B->b, rb->in_dim, rb->out_dim,
-              WAN_VAE_ROUND_CONV);
-  norm_silu(r, B->b, rb->norm2_gamma, B->b, rb->out_dim);
-  /* Dropout(0) is the identity. */
-  cached_conv(r, B->b, rb->conv2_w, rb->conv2_b, B->a, rb->out_dim, rb->out_dim,
-              WAN_VAE_ROUND_CONV);
-  kern_cpu_gated_add(B->a, h, NULL, rb->out_dim, n);
-  round_bf16(r->d, WAN_VAE_ROUND_RES, B->a, rb->out_dim * n);
-  swap(&B->x, &B->a);
-}
-
-static void attnblock(vae_run *r, const wan_vae_attn *at, vae_bufs *B) {
-  const int64_t hw = r->h * r->w, c = at->dim;
-  const wan_vae_decoder *d = r->d;
-  kern_cpu_channel_rmsnorm(B->x, at->norm_gamma, B->a, c, r->t * hw);
-  round_bf16(d, WAN_VAE_ROUND_ACT, B->a, c * r->t * hw);
-  round_tf32(d, B->a, c * r->t * hw);
-  kern_cpu_conv2d_frames(B->a, at->qkv_w, at->qkv_b, B->b, c, 3 * c, r->t, r->h, r->w, 1, 1);
-  round_bf16(d, WAN_VAE_ROUND_CONV, B->b, 3 * c * r->t * hw);
-  round_tf32(d, B->b, 3 * c * r->t * hw); /* q, k, v: the GEMMs' operands */
-  kern_cpu_frame_attention(B->b, r->d->attn_scratch, B->c, c, r->t, hw);
-  round_bf16(d, WAN_VAE_ROUND_ATTN, B->c, c * r->t * hw);
-  round_tf32(d, B->c, c * r->t * hw);
-  kern_cpu_conv2d_frames(B->c, at->proj_w, at->proj_b, B->a, c, c, r->t, r->h, r->w, 1, 1);
-  round_bf16(d, WAN_VAE_ROUND_CONV, B->a, c * r->t * hw);
-  kern_cpu_gated_add(B->a, B->x, NULL, c, r->t * hw);
-  round_bf16(d, WAN_VAE_ROUND_RES, B->a, c * r->t * hw);
-  swap(&B->x, &B->a);
+/* The decoder's state for one chunk: its caches, rounding and scratch. */
+static vae_run run_of(wan_vae_decoder *d) {
+  return (vae_run){.cache = d->cache,
+                   .n_cache = d->n_cache,
+                   .idx = 0,
+                   .round_mask = d->round_mask,
+                   .tf32 = d->tf32,
+                   .attn_scratch = d->attn_scratch,
+                   .t = 1,
+                   .h = d->h,
+                   .w = d->w};
 }
 
 /* Resample: upsample3d's time conv (skipped in the first chunk, as the
@@ -279,14 +165,14 @@ static void resample(vae_run *r, const wan_vae_resample *u, vae_bufs *B) {
   const int64_t c = u->dim, hw = r->h * r->w;
   const float *src = B->x;
   if (u->temporal) {
-    wan_vae_cache *k = next_cache(r, c);
+    wan_vae_cache *k = vae_next_cache(r, c);
     if (k->started) {
       /* B->c is free until the upsampling writes it */
-      const float *tx = tf32_input(r->d, B->x, B->c, c * r->t * hw);
+      const float *tx = vae_tf32_input(r, B->x, B->c, c * r->t * hw);
       kern_cpu_causal_conv3d(tx, k->frames, k->n, u->time_w, u->time_b, B->a, c, 2 * c, r->t,
                              r->h, r->w, 3, 1, 1);
-      round_bf16(r->d, WAN_VAE_ROUND_CONV, B->a, 2 * c * r->t * hw);
-      cache_push(k, tx, r->t);
+      vae_round_bf16(r->round_mask, WAN_VAE_ROUND_CONV, B->a, 2 * c * r->t * hw);
+      vae_cache_push(k, tx, r->t);
       kern_cpu_time_unfold2(B->a, B->b, c, r->t, hw);
       r->t *= 2;
       src = B->b;
@@ -296,30 +182,31 @@ static void resample(vae_run *r, const wan_vae_resample *u, vae_bufs *B) {
   kern_cpu_upsample2x_nearest(src, B->c, c * r->t, r->h, r->w);
   r->h *= 2;
   r->w *= 2;
-  round_tf32(r->d, B->c, c * r->t * r->h * r->w);
+  vae_round_tf32(r, B->c, c * r->t * r->h * r->w);
   kern_cpu_conv2d_frames(B->c, u->conv_w, u->conv_b, B->a, c, c / 2, r->t, r->h, r->w, 3, 3);
   /* the resample conv's output is the residual stream of the next level */
-  round_bf16(r->d, WAN_VAE_ROUND_CONV | WAN_VAE_ROUND_RES, B->a, c / 2 * r->t * r->h * r->w);
-  swap(&B->x, &B->a);
+  vae_round_bf16(r->round_mask, WAN_VAE_ROUND_CONV | WAN_VAE_ROUND_RES, B->a,
+                 c / 2 * r->t * r->h * r->w);
+  vae_swap(&B->x, &B->a);
 }
 
 /* Decoder3d on one chunk: B->x holds conv2's output for latent frame (z,
  * 1, h, w); the chunk's video frames (3, r->t, H, W) end in B->x. */
 static void decoder_chunk(vae_run *r, const wan_vae_weights *wt, vae_bufs *B) {
-  cached_conv(r, B->x, wt->conv1_w, wt->conv1_b, B->a, wt->z_dim, wt->mid_dim,
-              WAN_VAE_ROUND_CONV | WAN_VAE_ROUND_RES);
-  swap(&B->x, &B->a);
-  resblock(r, &wt->mid0, B);
-  attnblock(r, &wt->mid_attn, B);
-  resblock(r, &wt->mid2, B);
+  vae_cached_conv(r, B->x, wt->conv1_w, wt->conv1_b, B->a, wt->z_dim, wt->mid_dim,
+                  WAN_VAE_ROUND_CONV | WAN_VAE_ROUND_RES);
+  vae_swap(&B->x, &B->a);
+  vae_resblock(r, &wt->mid0, B);
+  vae_attnblock(r, &wt->mid_attn, B);
+  vae_resblock(r, &wt->mid2, B);
   for (int i = 0; i < wt->n_levels; i++) {
     const wan_vae_level *l = &wt->level[i];
-    for (int k = 0; k < l->n_res; k++) resblock(r, &l->res[k], B);
+    for (int k = 0; k < l->n_res; k++) vae_resblock(r, &l->res[k], B);
     if (l->has_up) resample(r, &l->up, B);
   }
-  norm_silu(r, B->x, wt->head_gamma, B->a, wt->head_dim);
-  cached_conv(r, B->a, wt->head_w, wt->head_b, B->b, wt->head_dim, 3, WAN_VAE_ROUND_HEAD);
-  swap(&B->x, &B->b);
+  vae_norm_silu(r, B->x, wt->head_gamma, B->a, wt->head_dim);
+  vae_cached_conv(r, B->a, wt->head_w, wt->head_b, B->b, wt->head_dim, 3, WAN_VAE_ROUND_HEAD);
+  vae_swap(&B->x, &B->b);
 }
 
 int wan_vae_decode_stream(wan_vae_decoder *d, const wan_vae_weights *wt, const float *latents,
@@ -331,14 +218,11 @@ int wan_vae_decode_stream(wan_vae_decoder *d, const wan_vae_weights *wt, const f
   if (wt->z_dim != z || wt->n_levels != c->n_mult)
     sp_fatal("vae: weights bound for another config");
   /* WanVAE_.clear_cache: every chunk sequence starts with empty caches. */
-  for (int i = 0; i < d->n_cache; i++) {
-    d->cache[i].n = 0;
-    d->cache[i].started = 0;
-  }
+  vae_cache_clear(d->cache, d->n_cache);
   int64_t frame0 = 0; /* first video frame of the chunk */
   for (int64_t f = 0; f < F; f++) {
     vae_bufs B = {d->buf[0], d->buf[1], d->buf[2], d->buf[3]};
-    vae_run r = {.d = d, .idx = 0, .t = 1, .h = d->h, .w = d->w};
+    vae_run r = run_of(d);
     /* z / (1 / std) + mean, rounded as the published fp32 tensors are. */
     for (int64_t ch = 0; ch < z; ch++) {
       const float inv_std = 1.0f / wan_vae_latent_std[ch], mean = wan_vae_latent_mean[ch];
@@ -386,7 +270,8 @@ void wan_vae_decode(wan_vae_decoder *d, const wan_vae_weights *wt, const float *
 
 /* ---------------------------------------------------------------- backend */
 
-/* The CPU backend (wan_vae_backend.h): the fp32 decoder and its weights. */
+/* The CPU backend (wan_vae_backend.h): the fp32 decoder and its weights;
+ * the fp32 encoder is wan_vae_enc_cpu.c's. */
 typedef struct cpu_decoder {
   wan_vae_decoder *d;
   const wan_vae_weights *wt;
@@ -432,6 +317,11 @@ static const wan_vae_backend cpu_ops = {.create = cpu_create,
                                         .destroy = cpu_destroy,
                                         .decode = cpu_decode,
                                         .host_bytes = cpu_host_bytes,
-                                        .device_bytes = cpu_device_bytes};
+                                        .device_bytes = cpu_device_bytes,
+                                        .enc_create = wan_vae_cpu_enc_create,
+                                        .enc_destroy = wan_vae_cpu_enc_destroy,
+                                        .encode = wan_vae_cpu_encode,
+                                        .enc_host_bytes = wan_vae_cpu_enc_host_bytes,
+                                        .enc_device_bytes = cpu_device_bytes};
 
 const net_backend wan_vae_cpu = {wan_vae_net, RANK_DEVICE_CPU, &cpu_ops};

@@ -37,6 +37,13 @@ int wan_vae_gpu_precision_parse(const char *s, wan_vae_gpu_precision *out);
 int64_t wan_vae_gpu_bytes(const wan_vae_config *c, int64_t h, int64_t w,
                           wan_vae_gpu_precision p);
 
+/* Device bytes the encoder needs for videos of T frames of H x W: weights
+ * plus workspace, from the layout its create uses (planner/vae_layout.h
+ * plan_vae_enc_layout_make), in both builds; -1 (logged) for a config
+ * without the encoder or a size it refuses. */
+int64_t wan_vae_gpu_enc_bytes(const wan_vae_config *c, int64_t T, int64_t H, int64_t W,
+                              wan_vae_gpu_precision p);
+
 /* Device bytes the decoder's handles (cuDNN, cuBLASLt) and the CUDA
  * runtime's own growth may take besides the layout: kept free when the
  * layout is fitted to the device's free memory. */

@@ -21,14 +21,19 @@
 /* Bytes of one activation element in precision p. */
 int wan_vae_gpu_elem_bytes(wan_vae_gpu_precision p);
 
-/* The device form of tensor e: 1 for a convolution weight (every .weight
- * except conv2's), stored (co', kt, kh, kw, ci) in the precision's type,
- * co' = co or PLAN_VAE_HEAD_CO for the head; 0 for everything else (conv2's
- * weight, biases, gammas), stored fp32 as in the table, the head bias
- * padded with zeros to PLAN_VAE_HEAD_CO. */
+/* The device form of tensor e of the decoder's or the encoder's table: 1
+ * for a convolution weight (every .weight except conv2's and conv1's, the
+ * 1x1x1 convs outside the decoder and encoder), stored (co', kt, kh, kw,
+ * ci') in the precision's type, co' = co or PLAN_VAE_HEAD_CO for the
+ * decoder's head, ci' = ci or PLAN_VAE_ENC_IN_CH for the encoder's conv1;
+ * 0 for everything else (conv2's and conv1's weights, biases, gammas),
+ * stored fp32 as in the table, the decoder's head bias padded with zeros
+ * to PLAN_VAE_HEAD_CO. */
 int wan_vae_gpu_is_conv(const wan_vae_tensor *e);
 /* Output channels of e as stored on the device. */
 int64_t wan_vae_gpu_rows(const wan_vae_tensor *e);
+/* Input channels of a convolution weight e as stored on the device. */
+int64_t wan_vae_gpu_cols(const wan_vae_tensor *e);
 /* Device bytes of e (not aligned). */
 uint64_t wan_vae_gpu_tensor_bytes(const wan_vae_tensor *e, wan_vae_gpu_precision p);
 /* Byte offset of every tensor of t in the weights buffer (each
@@ -40,6 +45,14 @@ uint64_t wan_vae_gpu_weight_offsets(const wan_vae_table *t, wan_vae_gpu_precisio
  * decoder out. SP_OK, or SP_ERR_INPUT with the reason logged. */
 int wan_vae_gpu_layout(const wan_vae_config *c, int64_t h, int64_t w, wan_vae_gpu_precision p,
                        plan_vae_layout *out);
+
+/* The CUDA encoder's layout (planner/vae_layout.h plan_vae_enc_layout_make)
+ * for videos of T frames of H x W: chunks of 4 frames, or 1 when T is 1
+ * (an image). Checks the config (with its encoder), the size
+ * (wan_vae_enc_size_check) and the widths (multiples of
+ * WAN_VAE_GPU_CH_ALIGN). SP_OK, or SP_ERR_INPUT with the reason logged. */
+int wan_vae_gpu_enc_layout(const wan_vae_config *c, int64_t T, int64_t H, int64_t W,
+                           wan_vae_gpu_precision p, plan_vae_layout *out);
 
 /* The tiling (planner/vae_layout.h plan_vae_tiles_pick) of latents h x w
  * whose tile layout fits budget device bytes, tiles overlapping by

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "wan_vae_enc.h"
 
 #define AT(f) offsetof(wan_vae_config, f)
 #define STR_(x) #x
@@ -23,6 +24,9 @@ static const net_attr attrs[] = {
      NULL, NULL},
     {"temporal_up", NET_ATTR_I64, NET_FIELD_INT, AT(temporal_up), 0, "n_mult", -1, 1, 0, 1, 0, 0,
      NULL, NULL},
+    /* written only as 1: a decoder-only file keeps exactly the attributes it had */
+    {"encoder", NET_ATTR_I64, NET_FIELD_INT, AT(encoder), 1, NULL, 0, 1, 0, 1, 1, 0, NULL,
+     NULL},
 };
 
 static int check(const void *config, char *err, size_t n) {
@@ -30,9 +34,12 @@ static int check(const void *config, char *err, size_t n) {
 }
 
 static int groups(const void *config, net_group *out) {
-  (void)config;
-  if (out) out[0] = (net_group){WAN_VAE_GROUP, NULL, 0};
-  return 1;
+  const int enc = ((const wan_vae_config *)config)->encoder;
+  if (out) {
+    out[0] = (net_group){WAN_VAE_GROUP, NULL, 0};
+    if (enc) out[1] = (net_group){WAN_VAE_ENC_GROUP, NULL, 0};
+  }
+  return enc ? 2 : 1;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -54,29 +61,44 @@ static void synth_scale(const net_tensor *t, double *center, double *half) {
   }
 }
 
-static int tensors(const void *config, net_tensor *out) {
-  wan_vae_weights *w = sp_xmalloc(sizeof *w);
-  wan_vae_table *tb = sp_xmalloc(sizeof *tb);
-  wan_vae_table_make(config, w, tb);
-  const int n = tb->count;
-  for (int i = 0; out && i < n; i++) {
+/* The entries of table tb into out (when not NULL) under group. */
+static int put_table(const wan_vae_table *tb, const char *group, net_tensor *out) {
+  for (int i = 0; out && i < tb->count; i++) {
     net_tensor *t = &out[i];
     memset(t, 0, sizeof *t);
-    snprintf(t->group, NET_PATH_MAX, "%s", WAN_VAE_GROUP);
+    snprintf(t->group, NET_PATH_MAX, "%s", group);
     snprintf(t->name, NET_NAME_MAX, "%s", tb->t[i].name);
     t->ndim = tb->t[i].ndim;
     for (int d = 0; d < t->ndim; d++) t->shape[d] = tb->t[i].shape[d];
     net_tensor_finish(t);
     synth_scale(t, &t->synth_center, &t->synth_half);
   }
+  return tb->count;
+}
+
+/* The decoder's tensors, then (with the encoder) the encoder's: a
+ * decoder-only file's table, checksum and datasets are the decoder's. */
+static int tensors(const void *config, net_tensor *out) {
+  const wan_vae_config *c = config;
+  wan_vae_weights *w = sp_xmalloc(sizeof *w);
+  wan_vae_enc_weights *ew = sp_xmalloc(sizeof *ew);
+  wan_vae_table *tb = sp_xmalloc(sizeof *tb);
+  wan_vae_table_make(c, w, tb);
+  int n = put_table(tb, WAN_VAE_GROUP, out);
+  if (c->encoder) {
+    wan_vae_enc_table_make(c, ew, tb);
+    n += put_table(tb, WAN_VAE_ENC_GROUP, out ? out + n : NULL);
+  }
   free(tb);
+  free(ew);
   free(w);
   return n;
 }
 
 /* The presets: the published config, and wan2.1-vae-tiny, the published
  * structure (dim_mult, residual blocks, temporal upsampling, so T = 1 +
- * 4 (F - 1) and 8x in space) at dim 8: widths 32, 32, 16, 8, for tests. */
+ * 4 (F - 1) and 8x in space) at dim 8: widths 32, 32, 16, 8, for tests.
+ * Both with the encoder (a synth: VAE has both halves). */
 static const struct {
   const char *name;
   int64_t dim; /* 0: the published */
@@ -91,11 +113,14 @@ static int preset(const char *name, void *config) {
     if (strcmp(name, presets[i].name) != 0) continue;
     wan_vae_config_published(config);
     if (presets[i].dim) ((wan_vae_config *)config)->dim = presets[i].dim;
+    ((wan_vae_config *)config)->encoder = 1;
     return 0;
   }
   return -1;
 }
 
+/* The architecture's fields: a preset names a decoder with or without
+ * the encoder (encoder is not compared). */
 static int config_equal(const wan_vae_config *a, const wan_vae_config *b) {
   if (a->dim != b->dim || a->z_dim != b->z_dim || a->n_mult != b->n_mult ||
       a->num_res_blocks != b->num_res_blocks)

@@ -9,6 +9,7 @@
 #include "kern_cpu.h"
 #include "kern_cpu_vae.h"
 #include "kern_cpu_vae22.h"
+#include "kern_cpu_vae_enc.h"
 #include "log.h"
 #include "wan_vae22.h"
 #include "wan_vae22_cpu_impl.h"
@@ -20,7 +21,8 @@
 static void downsample(v22_run *r, const wan_vae22_down *d, v22_bufs *B) {
   const int64_t c = d->dim;
   v22_need(r, c * r->t * (r->h / 2) * (r->w / 2));
-  if (!r->plan) kern_cpu_vae22_down2d(B->x, d->conv_w, d->conv_b, B->a, c, c, r->t, r->h, r->w);
+  if (!r->plan)
+    kern_cpu_conv2d_s2_frames(B->x, d->conv_w, d->conv_b, B->a, c, c, r->t, r->h, r->w);
   r->h /= 2;
   r->w /= 2;
   v22_swap(&B->x, &B->a);
@@ -36,7 +38,8 @@ static void downsample(v22_run *r, const wan_vae22_down *d, v22_bufs *B) {
     k->started = 1;
     return;
   }
-  kern_cpu_vae22_time_down(k->frames, B->x, d->time_w, d->time_b, B->a, c, c, r->t, hw);
+  /* T even: T / 2 frames out of [kept; chunk] */
+  kern_cpu_time_conv_s2(B->x, k->frames, d->time_w, d->time_b, B->a, c, c, r->t, hw);
   v22_cache_push(k, B->x, r->t);
   r->t /= 2;
   v22_swap(&B->x, &B->a);

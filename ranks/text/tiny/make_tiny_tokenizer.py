@@ -9,10 +9,13 @@ any language.
   /usr/bin/python3 make_tiny_tokenizer.py        (needs sentencepiece)
 
 The corpus comes from Python's random with a fixed seed and the trainer
-runs on one thread, so the same sentencepiece version writes the same
-file."""
+runs on one thread in a scratch directory (the model records the names
+of its input and output), so the same sentencepiece version writes the
+same file wherever it runs (0.1.97 made the one here)."""
 import os
 import random
+import shutil
+import tempfile
 
 import sentencepiece as spm
 
@@ -71,19 +74,24 @@ def corpus(path, lines, seed):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    text = os.path.join(here, "corpus.tmp.txt")
-    prefix = os.path.join(here, "spiece-tiny")
-    corpus(text, 20000, 20261207)
-    try:
-        spm.SentencePieceTrainer.train(
-            input=text, model_prefix=prefix, model_type="unigram", vocab_size=320,
-            num_threads=1, minloglevel=2, pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
-            normalization_rule_name="identity", input_sentence_size=0, shuffle_input_sentence=False,
-            seed_sentencepiece_size=100000)
-    finally:
-        os.remove(text)
-    os.remove(prefix + ".vocab")
-    print("wrote %s.model (%d bytes)" % (prefix, os.path.getsize(prefix + ".model")))
+    out = os.path.join(here, "spiece-tiny.model")
+    # The trainer records its input and output names in the model: it runs
+    # in a scratch directory on plain names, so the file does not depend on
+    # where the checkout is.
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            corpus("corpus.txt", 20000, 20261207)
+            spm.SentencePieceTrainer.train(
+                input="corpus.txt", model_prefix="spiece-tiny", model_type="unigram",
+                vocab_size=320, num_threads=1, minloglevel=2, pad_id=0, eos_id=1, unk_id=2,
+                bos_id=-1, normalization_rule_name="identity", input_sentence_size=0,
+                shuffle_input_sentence=False, seed_sentencepiece_size=100000)
+        finally:
+            os.chdir(cwd)
+        shutil.copyfile(os.path.join(tmp, "spiece-tiny.model"), out)
+    print("wrote %s (%d bytes)" % (out, os.path.getsize(out)))
 
 
 if __name__ == "__main__":

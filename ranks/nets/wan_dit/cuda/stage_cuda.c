@@ -61,18 +61,17 @@
 
 static cuda_stage *cuda_of(rank_stage *s) { return s->impl; }
 
-/* The typed views of every device group and slot, by table index
- * (wan_weights.h); their contents arrive later, the addresses are final. */
+/* The typed views of every resident device group, by table index
+ * (wan_weights.h; a block's in its own device layout); their contents
+ * arrive later, the addresses are final. */
 static void bind_weights(rank_stage *s, cuda_stage *c) {
-  const wan_layout *lb = &c->l16[WAN_GROUP_BLOCK];
   for (int e = 0; e < s->experts; e++) {
     cuda_expert *x = &c->ex[e];
     if (s->cfg.embed) wan_embed_bf16_bind(&c->l16[WAN_GROUP_EMBED], x->embed_w, &x->embed);
     if (s->cfg.head) wan_head_bf16_bind(&c->l16[WAN_GROUP_HEAD], x->head_w, &x->head);
     for (int b = 0; b < s->nblocks; b++)
-      if (x->block_w[b]) wan_block_bf16_bind(lb, x->block_w[b], &x->blocks[b]);
+      if (x->block_w[b]) rank_cuda_block_view_of(s, c, e, b, x->block_w[b], &x->blocks[b]);
   }
-  for (int k = 0; k < c->depth; k++) wan_block_bf16_bind(lb, c->slot_w[k], &c->slots[k]);
 }
 
 static void cuda_destroy(rank_stage *s) {
@@ -111,7 +110,7 @@ static void cuda_destroy(rank_stage *s) {
   free(c->swap_pending);
   free(c->stream_order);
   free(c->slot_w);
-  free(c->slots);
+  free(c->blay);
   free(c->copied);
   free(c->freed);
   free(c->lora_w);
@@ -161,26 +160,33 @@ static void cuda_set_prompt(rank_stage *s, int slot, const float *ctx) {
   const int64_t T = cf->text_len, D = cf->dim;
   CUDA_CHECK(cudaMemcpyAsync(c->ctxf, ctx, (size_t)(T * D) * 4, cudaMemcpyHostToDevice, c->stream));
   kern_cuda_f32_to_bf16(c->ctxf, c->ctxb, T * D, c->stream);
+  const int e = (int)(x - c->ex);
   for (int b = 0; b < s->nblocks; b++) {
-    const wan_block_bf16 *w = &x->blocks[b];
+    const cuda_block *w = &x->blocks[b];
     const wan_block_lora_bf16 *lora = x->lora ? &x->lora[b] : NULL;
+    cuda_block in_slot;
     if (x->host_w[b]) { /* once per prompt: a plain copy into slot 0 */
-      CUDA_CHECK(cudaMemcpyAsync(c->slot_w[0], x->host_w[b], c->l16[WAN_GROUP_BLOCK].packed_bytes,
+      CUDA_CHECK(cudaMemcpyAsync(c->slot_w[0], x->host_w[b], c->block_bytes,
                                  cudaMemcpyHostToDevice, c->stream));
-      w = &c->slots[0];
+      rank_cuda_block_view_of(s, c, e, b, c->slot_w[0], &in_slot);
+      w = &in_slot;
     }
     uint16_t *k = x->ck + kv_offset(s, slot, b), *v = x->cv + kv_offset(s, slot, b);
-    /* ctxf is free once narrowed: it takes the k projection before its norm. */
+    /* The context, quantised per token at W8A8, serves k and v. ctxf is
+     * free once narrowed: it takes the k projection before its norm. */
+    rank_cuda_quant_input(s, c, c->ctxb, T, D, lora != NULL);
     wan_step_begin(WAN_STEP_CROSS_K);
-    rank_cuda_block_linear(c, c->ctxb, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
-                           RANK_CUDA_PAIR(lora, cross_attn_k_w), c->ctxf, KERN_DTYPE_F32, T, D, D,
-                           KERN_CUDA_ACT_NONE);
-    kern_cuda_rmsnorm_rope(c->ctxf, KERN_DTYPE_F32, use(w, w->cross_attn_norm_k_w), NULL, NULL, k,
-                           T, cf->heads, wan_head_dim(cf), (float)cf->eps, c->stream);
+    rank_cuda_linear(s, c, &(cuda_linear){c->ctxb, RANK_CUDA_W(w, cross_attn_k_w),
+                                          use(&w->w, w->w.cross_attn_k_b),
+                                          RANK_CUDA_PAIR(lora, cross_attn_k_w), c->ctxf,
+                                          KERN_DTYPE_F32, T, D, D, KERN_CUDA_ACT_NONE});
+    kern_cuda_rmsnorm_rope(c->ctxf, KERN_DTYPE_F32, use(&w->w, w->w.cross_attn_norm_k_w), NULL,
+                           NULL, k, T, cf->heads, wan_head_dim(cf), (float)cf->eps, c->stream);
     wan_step_begin(WAN_STEP_CROSS_V);
-    rank_cuda_block_linear(c, c->ctxb, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b),
-                           RANK_CUDA_PAIR(lora, cross_attn_v_w), v, KERN_DTYPE_BF16, T, D, D,
-                           KERN_CUDA_ACT_NONE);
+    rank_cuda_linear(s, c, &(cuda_linear){c->ctxb, RANK_CUDA_W(w, cross_attn_v_w),
+                                          use(&w->w, w->w.cross_attn_v_b),
+                                          RANK_CUDA_PAIR(lora, cross_attn_v_w), v,
+                                          KERN_DTYPE_BF16, T, D, D, KERN_CUDA_ACT_NONE});
   }
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
@@ -286,7 +292,7 @@ static double device_used(const cuda_stage *c) {
 
 static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs) {
   cuda_stage *c = cuda_of(s);
-  const size_t wbytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
+  const size_t wbytes = c->block_bytes;
   const int trace = s->cfg.mem_trace && !c->mem_traced;
   const double MB = 1e6;
   if (trace)
@@ -302,12 +308,14 @@ static void cuda_blocks(rank_stage *s, int n, const int *slots, const int *bufs)
   for (int b = 0; b < s->nblocks; b++) {
     double before = trace ? device_used(c) : 0;
     const cuda_expert *x = c->x;
-    const wan_block_bf16 *w = &x->blocks[b];
+    const cuda_block *w = &x->blocks[b];
+    cuda_block in_slot;
     int k = -1;
     if (x->host_w[b]) {
       k = used % c->depth;
       CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->copied[k], 0));
-      w = &c->slots[k];
+      rank_cuda_block_view_of(s, c, (int)(x - c->ex), b, c->slot_w[k], &in_slot);
+      w = &in_slot;
     }
     if (c->swap_pending && c->swap_pending[b]) { /* the first use after a swap */
       CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->swapped[b], 0));
@@ -439,7 +447,7 @@ static void cuda_set_expert(rank_stage *s, int e) {
  * use of each block waits for its own copy (cuda_blocks). */
 static void issue_swap(rank_stage *s, cuda_stage *c) {
   if (!c->swap_unissued) return;
-  const size_t bytes = c->l16[WAN_GROUP_BLOCK].packed_bytes;
+  const size_t bytes = c->block_bytes;
   for (int b = 0; b < s->nblocks; b++) {
     CUDA_CHECK(cudaStreamWaitEvent(c->copy, c->last_use[b], 0));
     CUDA_CHECK(cudaMemcpyAsync(c->ex[0].block_w[b], c->x->swap_w[b], bytes,
@@ -453,6 +461,25 @@ static void issue_swap(rank_stage *s, cuda_stage *c) {
 }
 
 static const wan_dit_backend cuda_ops;
+
+/* The blocks' device layouts at the stage's precision (every expert's:
+ * rank_model_device_layout), the bytes of a device block and of the
+ * weight-only path's scratch (the planner's counts), and whether this GPU
+ * runs that precision. SP_OK, or SP_ERR_INPUT logged. */
+static int device_formats(rank_model *m, rank_stage *s, cuda_stage *c,
+                          const struct cudaDeviceProp *prop) {
+  c->sm = prop->major * 10 + prop->minor;
+  if (rank_cuda_precision_check(s, c) != SP_OK) return SP_ERR_INPUT;
+  const wan_precision p = s->cfg.precision;
+  c->blay = sp_xcalloc((size_t)s->experts * (size_t)s->nblocks, sizeof *c->blay);
+  for (int e = 0; e < s->experts; e++)
+    for (int b = 0; b < s->nblocks; b++)
+      rank_model_device_layout(m, e, s->cfg.first_block + b, p,
+                               &c->blay[e * s->nblocks + b]);
+  c->block_bytes = (size_t)rank_model_device_block_bytes(m, p);
+  c->dequant_bytes = (size_t)rank_model_dequant_bytes(m, p);
+  return SP_OK;
+}
 
 static int cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
   const wan_config *cf = s->c;
@@ -474,6 +501,10 @@ static int cuda_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     return SP_ERR_RUNTIME;
   }
   for (int g = 0; g < 3; g++) wan_layout_make(cf, (wan_group)g, KERN_DTYPE_BF16, &c->l16[g]);
+  if (device_formats(m, s, c, &prop) != SP_OK) {
+    cuda_destroy(s);
+    return SP_ERR_INPUT;
+  }
   /* The arena holds the largest shape the stage will be re-laid for (the
    * plan's: its voxels are its tokens through the patch), and this one. */
   const int64_t pv = wan_patch_in(cf) / cf->in_dim;

@@ -33,6 +33,18 @@
  * apart). CUDA builds only. */
 #include "stage_cuda_impl.h"
 
+/* One linear layer of the block w (with its bypassed pair from lora):
+ * weight field f, bias field bf, input x_ (n_, in_), output y_ (n_, out_)
+ * of dtype yt (rank_cuda_linear; at W8A8 the input quantised by the
+ * QUANT_INPUT before it). */
+#define LINEAR(f, bf, x_, y_, yt, n_, in_, out_, act_)                                      \
+  rank_cuda_linear(s, c, &(cuda_linear){(x_), RANK_CUDA_W(w, f), use(&w->w, w->w.bf),        \
+                                        RANK_CUDA_PAIR(lora, f), (y_), (yt), (n_), (in_),    \
+                                        (out_), (act_)})
+/* The input x (n rows of cols) of the linear layers that follow, quantised
+ * per token at W8A8 (one quantisation for q, k and v). */
+#define QUANT_INPUT(x_, n_, cols_) rank_cuda_quant_input(s, c, (x_), (n_), (cols_), lora != NULL)
+
 /* After an op of a profiled block (cuda_profile.h; off while chunking). */
 #define PROF(name, flops, bytes, rate)                                                   \
   do {                                                                                   \
@@ -42,7 +54,7 @@
 /* Self-attention's o projection of the chunk of n rows at r0 (its
  * attention output in c->ab) and the gated add 1 into x; whole (one
  * chunk): with norm3 in the same pass over x, into c->hb. */
-static void self_out(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+static void self_out(rank_stage *s, cuda_stage *c, const cuda_block *w,
                      const wan_block_lora_bf16 *lora, float *x, const float *gate1, int64_t r0,
                      int64_t n, int whole) {
   const int64_t D = s->c->dim;
@@ -50,15 +62,15 @@ static void self_out(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
   const double LD = (double)s->tokens * (double)D;
   const double gemm_dd = 2.0 * s->tokens * D * D, wdd = 2.0 * D * D;
   wan_step_begin(WAN_STEP_SELF_O);
-  rank_cuda_block_linear(c, c->ab, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b),
-                         RANK_CUDA_PAIR(lora, self_attn_o_w),
-                         c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
+  QUANT_INPUT(c->ab, n, D);
+  LINEAR(self_attn_o_w, self_attn_o_b, c->ab, c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
   PROF("o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_GATE1);
   if (whole) { /* the gated add and norm3 in one pass over x */
     wan_step_begin(WAN_STEP_NORM3);
-    kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, use(w, w->norm3_w),
-                                  use(w, w->norm3_b), NULL, NULL, c->hb, n, D, eps, c->stream);
+    kern_cuda_gated_add_layernorm(x, c->pb, KERN_DTYPE_BF16, gate1, use(&w->w, w->w.norm3_w),
+                                  use(&w->w, w->w.norm3_b), NULL, NULL, c->hb, n, D, eps,
+                                  c->stream);
     PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
   } else {
     kern_cuda_gated_add(x + r0 * D, c->pb, KERN_DTYPE_BF16, gate1, n, D, c->stream);
@@ -70,7 +82,7 @@ static void self_out(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
  * c->vb. Projections write bf16, as the published model's linears do under
  * bf16 autocast: half the bytes, and the bias fuses into cuBLASLt's
  * epilogue. Norm statistics, the residual stream and the gates stay fp32. */
-static void self_kv(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+static void self_kv(rank_stage *s, cuda_stage *c, const cuda_block *w,
                     const wan_block_lora_bf16 *lora, const float *x, const float *shift1,
                     const float *scale1) {
   const int64_t L = s->tokens, D = s->c->dim, NH = s->c->heads, HD = wan_head_dim(s->c);
@@ -84,16 +96,15 @@ static void self_kv(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
                                  c->stream);
     PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_SELF_K);
-    rank_cuda_block_linear(c, c->hb, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
-                           RANK_CUDA_PAIR(lora, self_attn_k_w),
-                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_k_w),
+    QUANT_INPUT(c->hb, n, D);
+    LINEAR(self_attn_k_w, self_attn_k_b, c->hb, c->pb, KERN_DTYPE_BF16,
+           n, D, D, KERN_CUDA_ACT_NONE);
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(&w->w, w->w.self_attn_norm_k_w),
                            c->cos_t + r0 * half, c->sin_t + r0 * half, c->kb + r0 * D, n, NH, HD,
                            eps, c->stream);
     wan_step_begin(WAN_STEP_SELF_V);
-    rank_cuda_block_linear(c, c->hb, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b),
-                           RANK_CUDA_PAIR(lora, self_attn_v_w),
-                           c->vb + r0 * D, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
+    LINEAR(self_attn_v_w, self_attn_v_b, c->hb, c->vb + r0 * D, KERN_DTYPE_BF16,
+           n, D, D, KERN_CUDA_ACT_NONE);
     PROF("k,v projections+norm", 2 * gemm_dd, 2 * (LD * 4 + wdd) + LD * 4, RANK_CEIL_GEMM);
   }
 }
@@ -102,7 +113,7 @@ static void self_kv(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
  * FFN, for the chunk of n rows xr: both are row-wise but for the
  * attention's keys, the prompt's cached context k, v. whole: norm3's
  * output is in c->hb already (self_out). */
-static void cross_ffn(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+static void cross_ffn(rank_stage *s, cuda_stage *c, const cuda_block *w,
                       const wan_block_lora_bf16 *lora, const uint16_t *ck, const uint16_t *cv,
                       float *xr, int64_t n, int whole, const float *shift2, const float *scale2,
                       const float *gate2) {
@@ -116,25 +127,25 @@ static void cross_ffn(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
   const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
   if (!whole) { /* (hb holds a later chunk's norm1 until now) */
     wan_step_begin(WAN_STEP_NORM3);
-    kern_cuda_layernorm_modulate(xr, use(w, w->norm3_w), use(w, w->norm3_b), NULL, NULL, c->hb, n,
-                                 D, eps, stream);
+    kern_cuda_layernorm_modulate(xr, use(&w->w, w->w.norm3_w), use(&w->w, w->w.norm3_b), NULL,
+                                 NULL, c->hb, n, D, eps, stream);
     PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
   }
   wan_step_begin(WAN_STEP_CROSS_Q);
-  rank_cuda_block_linear(c, c->hb, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
-                         RANK_CUDA_PAIR(lora, cross_attn_q_w),
-                         c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
-  kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->cross_attn_norm_q_w), NULL, NULL,
-                         c->qb, n, NH, HD, eps, stream);
+  QUANT_INPUT(c->hb, n, D);
+  LINEAR(cross_attn_q_w, cross_attn_q_b, c->hb, c->pb, KERN_DTYPE_BF16,
+         n, D, D, KERN_CUDA_ACT_NONE);
+  kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(&w->w, w->w.cross_attn_norm_q_w), NULL,
+                         NULL, c->qb, n, NH, HD, eps, stream);
   PROF("cross q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_CROSS_ATTN);
   kern_attn_params cp = {c->qb, ck, cv, c->ab, n, T, NH, HD, 0.0f};
   kern_attn_run(c->attn, cp, c->attn_scratch, c->attn_scratch_bytes, stream);
   PROF("cross-attention", 4.0 * L * (double)T * D, LD * 4 + TD * 4, RANK_CEIL_ATTN);
   wan_step_begin(WAN_STEP_CROSS_O);
-  rank_cuda_block_linear(c, c->ab, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b),
-                         RANK_CUDA_PAIR(lora, cross_attn_o_w),
-                         c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
+  QUANT_INPUT(c->ab, n, D);
+  LINEAR(cross_attn_o_w, cross_attn_o_b, c->ab, c->pb, KERN_DTYPE_BF16,
+         n, D, D, KERN_CUDA_ACT_NONE);
   PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
   wan_step_begin(WAN_STEP_NORM2);
@@ -142,21 +153,19 @@ static void cross_ffn(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
                                 c->hb, n, D, eps, stream);
   PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_FFN_0);
-  rank_cuda_block_linear(c, c->hb, use(w, w->ffn_0_w), use(w, w->ffn_0_b),
-                         RANK_CUDA_PAIR(lora, ffn_0_w),
-                         c->fb, KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH);
+  QUANT_INPUT(c->hb, n, D);
+  LINEAR(ffn_0_w, ffn_0_b, c->hb, c->fb, KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH);
   PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_FFN_2);
-  rank_cuda_block_linear(c, c->fb, use(w, w->ffn_2_w), use(w, w->ffn_2_b),
-                         RANK_CUDA_PAIR(lora, ffn_2_w),
-                         c->pb, KERN_DTYPE_BF16, n, F, D, KERN_CUDA_ACT_NONE);
+  QUANT_INPUT(c->fb, n, F);
+  LINEAR(ffn_2_w, ffn_2_b, c->fb, c->pb, KERN_DTYPE_BF16, n, F, D, KERN_CUDA_ACT_NONE);
   PROF("ffn.2", 2.0 * L * D * F, LF * 2 + LD * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_GATE2);
   kern_cuda_gated_add(xr, c->pb, KERN_DTYPE_BF16, gate2, n, D, stream);
   PROF("gated add 3", 0, LD * 10, RANK_CEIL_GEMM);
 }
 
-void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const cuda_block *w,
                              const wan_block_lora_bf16 *lora, const uint16_t *ck,
                              const uint16_t *cv, float *act) {
   const wan_config *cf = s->c;
@@ -169,7 +178,7 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
   const double LD = (double)L * (double)D, gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
   if (c->prof) rank_prof_block_begin(c->prof);
   wan_step_begin(WAN_STEP_MODULATION);
-  kern_cuda_modulation(use(w, w->modulation), e0, c->m, 6 * D, stream);
+  kern_cuda_modulation(use(&w->w, w->w.modulation), e0, c->m, 6 * D, stream);
   PROF("modulation", 0, 6 * D * 10.0, RANK_CEIL_GEMM);
   const float *shift1 = c->m, *scale1 = c->m + D, *gate1 = c->m + 2 * D;
   const float *shift2 = c->m + 3 * D, *scale2 = c->m + 4 * D, *gate2 = c->m + 5 * D;
@@ -179,16 +188,18 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 
    * rank's heads over every token, then each chunk's output. */
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
-    if (!whole) {
+    if (!whole) { /* (whole: self_kv's normed input, quantised, serves q too) */
       wan_step_begin(WAN_STEP_NORM1);
-      kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps, stream);
+      kern_cuda_layernorm_modulate(x + r0 * D, NULL, NULL, shift1, scale1, c->hb, n, D, eps,
+                                   stream);
+      QUANT_INPUT(c->hb, n, D);
     }
     wan_step_begin(WAN_STEP_SELF_Q);
-    rank_cuda_block_linear(c, c->hb, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b),
-                           RANK_CUDA_PAIR(lora, self_attn_q_w),
-                           c->pb, KERN_DTYPE_BF16, n, D, D, KERN_CUDA_ACT_NONE);
-    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(w, w->self_attn_norm_q_w),
-                           c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps, stream);
+    LINEAR(self_attn_q_w, self_attn_q_b, c->hb, c->pb, KERN_DTYPE_BF16,
+           n, D, D, KERN_CUDA_ACT_NONE);
+    kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(&w->w, w->w.self_attn_norm_q_w),
+                           c->cos_t + r0 * half, c->sin_t + r0 * half, c->qb, n, NH, HD, eps,
+                           stream);
     PROF("q projection+norm", gemm_dd, LD * 4 + wdd + LD * 4, RANK_CEIL_GEMM);
     if (s->cfg.seq) {
       rank_cuda_seq_pack_q(s, c, r0, n);

@@ -1,6 +1,8 @@
 /* The CUDA stage's state, shared by its files: stage_cuda.c (arena, load,
- * the per-step calls, streamed blocks) and stage_cuda_block.c (one block's
- * forward over row chunks). CUDA builds only. */
+ * the per-step calls, streamed blocks), stage_cuda_block.c (one block's
+ * forward over row chunks) and stage_cuda_quant.c (a block's linear layers
+ * on weights as they are stored: bf16, dequantised right before the GEMM,
+ * or W8A8). CUDA builds only. */
 #ifndef RANK_STAGE_CUDA_IMPL_H
 #define RANK_STAGE_CUDA_IMPL_H
 
@@ -10,6 +12,7 @@
 #include "cuda_profile.h"
 #include "kern_attn.h"
 #include "kern_cuda.h"
+#include "kern_cuda_quant.h"
 #include "layout.h"
 #include "stage_impl.h"
 #include "wan_steps.h"
@@ -18,19 +21,30 @@
  * while earlier ones may still be on their way to the device. */
 #define CUDA_STAGE_SINUS_RING 8
 
+/* A block's weights on the device (MODEL.md "Quantized weights on the
+ * GPU"), laid out as rank_model_device_layout: w, every tensor's address
+ * (the bf16 tensors' values; a quantized linear weight's codes), and the
+ * ten linear weights as stored (format, codes, row scales), in
+ * WAN_BLOCK_LINEARS order. */
+typedef struct cuda_block {
+  wan_block_bf16 w;
+  kern_qtensor lin[WAN_BLOCK_LINEAR_COUNT];
+} cuda_block;
+
 /* One expert's device groups and per-prompt cross-attention k/v. */
 typedef struct cuda_expert {
-  uint16_t *embed_w, *head_w, **block_w; /* device, packed bf16 groups (NULL: streamed);
-                                            swapping, every expert's block_w[b] is the
-                                            one device copy */
+  uint16_t *embed_w, *head_w, **block_w; /* device: packed bf16 end groups, the blocks in
+                                            their device layouts (NULL: streamed); swapping,
+                                            every expert's block_w[b] is the one device
+                                            copy */
   uint16_t **host_w;  /* [nblocks] pinned host copy of a streamed block, else NULL */
   uint16_t **swap_w;  /* [nblocks] swapping: pinned host copy of every block, else NULL */
   /* Typed views of the device groups (wan_weights.h), bound once after
-   * the arena is placed: a streamed block is used through the view of the
-   * slot it was copied into, so no block is bound at use. */
+   * the arena is placed; a streamed block's view is made at use, on the
+   * slot it was copied into (rank_cuda_block_view: its own layout). */
   wan_embed_bf16 embed;   /* of embed_w, when the stage embeds */
   wan_head_bf16 head;     /* of head_w, when the stage has the head */
-  wan_block_bf16 *blocks; /* [nblocks] of block_w[b]; zeroed for a streamed block */
+  cuda_block *blocks;     /* [nblocks] of block_w[b]; zeroed for a streamed block */
   uint16_t *ck, *cv;  /* (prompts, nblocks, text_len, dim) bf16 */
   /* Bypassed LoRAs (rank_stage_set_lora): this expert's pairs per block,
    * views of lora_w[e x nblocks + b], or NULL: no pairs set. */
@@ -47,6 +61,12 @@ typedef struct cuda_stage {
   wan_layout l16[3];  /* bf16 packed layouts */
   cuda_expert ex[RANK_MODEL_MAX_EXPERTS]; /* [s->experts] */
   cuda_expert *x;     /* the expert the calls use (rank_stage_set_expert) */
+  /* The blocks' device layouts (rank_model_device_layout at cfg.precision),
+   * [experts x nblocks], host memory; each fits block_bytes, the bytes of
+   * every device block buffer, slot and pinned copy. */
+  wan_layout *blay;
+  size_t block_bytes;
+  int sm;             /* the GPU's compute capability, major x 10 + minor */
   /* Swapping experts (cfg.swap_experts): the expert whose blocks the
    * device copy holds (or is being copied to hold), per block the event of
    * its last queued use and of its swap copy, and whether the next use
@@ -58,7 +78,6 @@ typedef struct cuda_stage {
   int nstreamed, depth;
   int *stream_order;  /* [nstreamed] block index (0-based in the stage) of each streamed block */
   uint16_t **slot_w;  /* [depth] device slots for streamed blocks */
-  wan_block_bf16 *slots;  /* [depth] of slot_w[k] */
   cudaStream_t copy;  /* host -> device copies of streamed blocks and swaps */
   cudaEvent_t *copied, *freed; /* [depth] slot filled / slot no longer read */
   float *cos_t, *sin_t; /* (L, hd/2) RoPE tables, fp32 */
@@ -93,6 +112,18 @@ typedef struct cuda_stage {
    * ex[e].lora), and the (rows, rank) A x. */
   uint16_t **lora_w;  /* [experts x nblocks] device, cfg.lora_block_elems each (NULL: no room) */
   uint16_t *lora_t;
+  /* Quantized weights (stage_cuda_quant.c): the weight-only path's bf16
+   * scratch (a weight dequantised right before its GEMM, dequant_bytes);
+   * W8A8's per-token codes (rows, in) e4m3 or int8, their scales (rows),
+   * with LoRAs the codes dequantised (rows, in) bf16, and the products'
+   * fp32 scratch of the epilogue path (wacc_bytes). NULL when unused. */
+  uint16_t *wdq;
+  size_t dequant_bytes;
+  void *xq;
+  float *xs;
+  uint16_t *xhat;
+  void *wacc;
+  size_t wacc_bytes;
   rank_prof *prof;    /* NULL unless profiling */
   int mem_traced;     /* the memory table was printed */
 } cuda_stage;
@@ -165,28 +196,59 @@ static inline const uint16_t *use(const wan_block_bf16 *w, const uint16_t *p) {
   if (wan_step_logging()) wan_step_weight(wan_block_bf16_index(w, p));
   return p;
 }
+/* Linear weight i (a block tensor index) of view w at p, noted as use does. */
+static inline const kern_qtensor *rank_cuda_use_linear(const cuda_block *w, const uint16_t *p,
+                                                       int i) {
+  use(&w->w, p);
+  return &w->lin[wan_block_linear_of(i)];
+}
 
 /* MODEL 4 on the GPU on the activation message act (in place), weights w
  * (device), the prompt's cross-attention k, v: the steps of wan_steps.h,
  * as rank_dit_block runs them, over row chunks of c->rows. Queued on
  * c->stream. */
-void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const wan_block_bf16 *w,
+void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const cuda_block *w,
                              const wan_block_lora_bf16 *lora, const uint16_t *ck,
                              const uint16_t *cv, float *act);
 
-/* A linear layer of a block, y = act(x W^T + b), with its bypassed LoRA
- * pair when lora is given (kern_cuda_linear_lora, A x in c->lora_t).
- * x (rows, in), y (rows, out); queued on c->stream. */
-static inline void rank_cuda_block_linear(cuda_stage *c, const uint16_t *x, const uint16_t *w,
-                                          const uint16_t *b, const wan_lora_bf16 *lora, void *y,
-                                          kern_dtype y_dtype, int64_t rows, int64_t in,
-                                          int64_t out, kern_cuda_act act) {
-  if (lora && lora->r > 0)
-    kern_cuda_linear_lora(c->gemm, x, w, b, lora->a, lora->b, lora->r, c->lora_t, y, y_dtype, rows,
-                          in, out, act, c->stream);
-  else
-    kern_cuda_linear(c->gemm, x, w, b, y, y_dtype, rows, in, out, act, c->stream);
+/* stage_cuda_quant.c. The view of a block whose device layout is l at
+ * base (device memory): its tensors' addresses and linear weights. */
+void rank_cuda_block_view(const wan_layout *l, const void *base, cuda_block *out);
+/* The view of block b (0-based in the stage) of expert e copied to base. */
+static inline void rank_cuda_block_view_of(const rank_stage *s, const cuda_stage *c, int e,
+                                           int b, const void *base, cuda_block *out) {
+  rank_cuda_block_view(&c->blay[e * s->nblocks + b], base, out);
 }
+/* The input x (rows, cols) bf16 of the linear layers that follow (one
+ * input, several layers: q, k and v), at W8A8 precision quantised per
+ * token into c->xq and c->xs (and, with lora set, dequantised into
+ * c->xhat for the pairs); nothing at bf16 precision. Queued on c->stream. */
+void rank_cuda_quant_input(const rank_stage *s, cuda_stage *c, const uint16_t *x, int64_t rows,
+                           int64_t cols, int lora);
+/* One linear layer of a block: y (rows, out) = act(x W^T + b) [+ the
+ * bypassed pair], x (rows, in) bf16, W as the device holds it: bf16 as
+ * is; at bf16 precision another format dequantised into c->wdq first (the
+ * weight-only path); at W8A8 precision the GEMM of c->xq (the caller's
+ * rank_cuda_quant_input of x) and W's codes with both scales, the pair on
+ * the dequantised input c->xhat. Queued on c->stream. */
+typedef struct cuda_linear {
+  const uint16_t *x;        /* (rows, in) bf16 */
+  const kern_qtensor *w;    /* (out, in) as stored on the device */
+  const uint16_t *b;        /* (out) bf16 or NULL */
+  const wan_lora_bf16 *lora; /* its bypassed pair, or NULL */
+  void *y;                  /* (rows, out) */
+  kern_dtype y_dtype;
+  int64_t rows, in, out;
+  kern_cuda_act act;
+} cuda_linear;
+void rank_cuda_linear(const rank_stage *s, cuda_stage *c, const cuda_linear *l);
+/* The linear weight of field f of block view w (WAN_BLOCK_LINEARS), noted
+ * in the step log (use, below). */
+#define RANK_CUDA_W(w, f) rank_cuda_use_linear(w, (w)->w.f, WAN_BLOCK_T_##f)
+/* The stage can run at its precision on this GPU (W8A8 fp8 needs sm_89 or
+ * sm_90; the epilogue path's scratch where it is taken): SP_OK, or
+ * SP_ERR_INPUT after one line naming the GPU and the remedy. */
+int rank_cuda_precision_check(const rank_stage *s, const cuda_stage *c);
 
 /* lora's pair for a field, or NULL when there is no bypassed LoRA. */
 #define RANK_CUDA_PAIR(lora, field) ((lora) ? &(lora)->field : NULL)

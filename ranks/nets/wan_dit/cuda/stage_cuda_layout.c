@@ -18,8 +18,10 @@
 
 /* The stage's layout (planner/layout.h) for a latent of `tokens` tokens
  * of which the rank holds `rows` (Ulysses: with the all-to-all's buffers)
- * and `voxels` voxels, from its config and its packed bf16 groups: the
- * same function the planner's memory model uses. The weights, slots and
+ * and `voxels` voxels, from its config and its groups (bf16 end groups,
+ * the blocks in their device layouts, the quantized weights' scratch and
+ * input buffers at its precision): the same function the planner's memory
+ * model uses. The weights, slots and
  * prompt k, v come first and do not depend on the latent. */
 int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tokens,
                            int64_t rows, int64_t voxels, plan_layout *out) {
@@ -38,7 +40,7 @@ int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tok
       .operand_bytes = 2,
       .embed_bytes = c->l16[WAN_GROUP_EMBED].packed_bytes,
       .head_bytes = c->l16[WAN_GROUP_HEAD].packed_bytes,
-      .block_bytes = c->l16[WAN_GROUP_BLOCK].packed_bytes,
+      .block_bytes = c->block_bytes,
       .tokens = rows,
       .seq_tokens = s->cfg.seq ? tokens : 0,
       .seq = s->cfg.seq ? s->cfg.seq->n : 0,
@@ -57,6 +59,11 @@ int rank_cuda_stage_layout(const rank_stage *s, const cuda_stage *c, int64_t tok
       .lora_elems = s->cfg.lora_block_elems,
       .lora_rank = s->cfg.lora_rank,
       .cache = s->cfg.cache,
+      .dequant_bytes = c->dequant_bytes,
+      .w8a8 = s->cfg.precision == WAN_PRECISION_FP8    ? PLAN_W8A8_FP8
+              : s->cfg.precision == WAN_PRECISION_INT8 ? PLAN_W8A8_INT8
+                                                       : PLAN_W8A8_NONE,
+      .w8a8_epilogue = s->cfg.w8a8_epilogue,
   };
   char err[256];
   if (plan_layout_make(&sh, out, err, sizeof err) != PLAN_OK) {
@@ -139,6 +146,14 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l, int keep) 
         s->cache[k] = (float *)(p + (size_t)k * rank_stage_cache_bytes(s));
       break;
     case PLAN_BUF_CACHE_NEG: set_neg(c, (float *)p, s->c->dim); break;
+    case PLAN_BUF_DEQUANT: c->wdq = (uint16_t *)p; break;
+    case PLAN_BUF_XQ: c->xq = p; break;
+    case PLAN_BUF_XS: c->xs = (float *)p; break;
+    case PLAN_BUF_XHAT: c->xhat = (uint16_t *)p; break;
+    case PLAN_BUF_W8A8_ACC:
+      c->wacc = p;
+      c->wacc_bytes = (size_t)b->bytes;
+      break;
     default: sp_fatal("internal: layout buffer kind %d", (int)b->kind);
     }
   }

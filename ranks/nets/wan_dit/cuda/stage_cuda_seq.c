@@ -14,22 +14,28 @@
 #include "log.h"
 #include "stage_cuda_impl.h"
 
+/* One side of an exchange: a buffer and, per rank v of the stage, the
+ * offset and count of v's part in it, in elements. */
+typedef struct seq_side {
+  void *buf;
+  const int64_t *off, *n;
+} seq_side;
+
 /* One all-to-all of the stage's ranks in elements of elem bytes: this
- * rank sends scount[v] from send + soff[v] to rank v and receives
- * rcount[v] from rank v at recv + roff[v]. */
-static void exchange(rank_stage *s, cuda_stage *c, const void *send, const int64_t *soff,
-                     const int64_t *scount, void *recv, const int64_t *roff,
-                     const int64_t *rcount, size_t elem, const char *what) {
+ * rank sends from.n[v] from from.buf + from.off[v] to rank v and receives
+ * to.n[v] from rank v at to.buf + to.off[v]. */
+static void exchange(rank_stage *s, cuda_stage *c, seq_side from, seq_side to, size_t elem,
+                     const char *what) {
   const comm_group *g = s->cfg.seq;
   size_t so[COMM_GROUP_MAX], sb[COMM_GROUP_MAX], ro[COMM_GROUP_MAX], rb[COMM_GROUP_MAX];
   for (int v = 0; v < g->n; v++) {
-    so[v] = (size_t)soff[v] * elem;
-    sb[v] = (size_t)scount[v] * elem;
-    ro[v] = (size_t)roff[v] * elem;
-    rb[v] = (size_t)rcount[v] * elem;
+    so[v] = (size_t)from.off[v] * elem;
+    sb[v] = (size_t)from.n[v] * elem;
+    ro[v] = (size_t)to.off[v] * elem;
+    rb[v] = (size_t)to.n[v] * elem;
   }
-  comm_tp_alltoallv(s->cfg.tp, g->ranks, g->n, send, sb, so, recv, rb, ro, g->tag, g->timeout_s,
-                    what, c->stream);
+  const comm_a2a x = {g->ranks, g->n, from.buf, sb, so, to.buf, rb, ro};
+  comm_tp_alltoallv(s->cfg.tp, &x, g->tag, g->timeout_s, what, c->stream);
 }
 
 /* Rows r0 .. r0 + n of the rank's (L, D) into their parts of spack
@@ -68,18 +74,19 @@ void rank_cuda_seq_attention(rank_stage *s, cuda_stage *c) {
   int64_t part_off[COMM_GROUP_MAX], part_n[COMM_GROUP_MAX], row_off[COMM_GROUP_MAX],
       row_n[COMM_GROUP_MAX];
   plan_seq_head_exchange(L, LA, D, U, part_off, part_n, row_off, row_n);
-  exchange(s, c, c->spack, part_off, part_n, full[0], row_off, row_n, 2,
+  const seq_side parts = {c->spack, part_off, part_n};
+  exchange(s, c, parts, (seq_side){full[0], row_off, row_n}, 2,
            "the all-to-all of the stage's sequence-parallel ranks (q)");
   repack(s, c, c->kb, 0, L, 1);
-  exchange(s, c, c->spack, part_off, part_n, full[1], row_off, row_n, 2,
+  exchange(s, c, parts, (seq_side){full[1], row_off, row_n}, 2,
            "the all-to-all of the stage's sequence-parallel ranks (k)");
   repack(s, c, c->vb, 0, L, 1);
-  exchange(s, c, c->spack, part_off, part_n, full[2], row_off, row_n, 2,
+  exchange(s, c, parts, (seq_side){full[2], row_off, row_n}, 2,
            "the all-to-all of the stage's sequence-parallel ranks (v)");
   kern_attn_params p = {full[0], full[1], full[2], full[3], LA, LA, s->c->heads / U,
                         wan_head_dim(s->c), 0.0f};
   kern_attn_run(c->attn, p, c->attn_scratch, c->attn_scratch_bytes, c->stream);
-  exchange(s, c, full[3], row_off, row_n, c->spack, part_off, part_n, 2,
+  exchange(s, c, (seq_side){full[3], row_off, row_n}, parts, 2,
            "the all-to-all of the stage's sequence-parallel ranks (attention output)");
 }
 
@@ -94,6 +101,6 @@ void rank_cuda_seq_gather(rank_stage *s, cuda_stage *c, float *tok, int64_t cols
     roff[u] = plan_seq_row0(LA, g->n, u) * cols;
     rn[u] = u == g->me ? 0 : plan_seq_rows(LA, g->n, u) * cols;
   }
-  exchange(s, c, tok, soff, sn, tok, roff, rn, sizeof(float),
+  exchange(s, c, (seq_side){tok, soff, sn}, (seq_side){tok, roff, rn}, sizeof(float),
            "the gather of the head's rows over the stage's sequence-parallel ranks");
 }

@@ -1,0 +1,117 @@
+"""Parity of the C VAE encoder (ranks/nets/wan_vae/wan_vae_enc_cpu.c,
+through tests/vae/test_vae_enc_driver.c) with the float64 numpy reference
+(tests/ref/wan_vae_enc_ref.py, checked against the published
+WanVAE_.encode to ~1e-16).
+
+For each case: random float32 weights of a small config and a random
+float32 video in [-1, 1], written to an HDF5 file in the driver's layout;
+the driver encodes it; the reference encodes the same float32 values in
+float64 (the published chunk loop, normalised as Wan2_1_VAE.encode). The
+latents must match to relative L2 <= 1e-5 (STYLE.md: fp32 path) and have
+the reference's shape. Odd sizes, T = 1 and 1 + 4k. The seed is printed;
+SP_SEED replays it.
+
+    python3 vae_enc_parity.py --driver build/tests/vae_test_vae_enc_driver
+    python3 vae_enc_parity.py --driver ... --published   # the published
+                                                         # widths (384 channels)
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from sptest import rel_l2, seed as take_seed  # noqa: E402
+import wan_vae_enc_ref as E  # noqa: E402
+
+TOL = 1e-5
+
+# (config, [(T, H, W), ...]): the published structure at dim 8 (odd sizes,
+# T = 1, 5, 9; a latent of 4 x 5 for the middle attention), a second with
+# one residual block per level, three levels and temporal downsampling at
+# both resamples, a third with one temporal downsample (two latent frames
+# per chunk).
+CASES = [
+    (E.Config(8, 16, (1, 2, 4, 4), 2, (False, True, True)),
+     [(1, 9, 13), (5, 8, 11), (9, 17, 10), (5, 33, 47)]),
+    (E.Config(4, 16, (1, 2, 2), 1, (True, True)), [(1, 5, 7), (9, 6, 9)]),
+    (E.Config(4, 16, (1, 2, 2), 1, (False, True)), [(9, 12, 10)]),
+]
+
+
+def write_input(path, cfg, sd, video):
+    with h5py.File(path, "w") as f:
+        for k, v in (("dim", cfg.dim), ("z_dim", cfg.z_dim), ("n_mult", len(cfg.dim_mult)),
+                     ("num_res_blocks", cfg.num_res_blocks)):
+            f.attrs[k] = np.int64(v)
+        f.attrs["dim_mult"] = np.asarray(cfg.dim_mult, np.int64)
+        # the VAE config's temporal_up is the decoder's: the encoder's flags reversed
+        f.attrs["temporal_up"] = np.asarray(cfg.temporal_downsample[::-1], np.int64)
+        f["video"] = video.astype(np.float32)
+        g = f.create_group("weights")
+        for k, v in sd.items():
+            g[k] = v.astype(np.float32)
+
+
+def run_case(driver, tmp, cfg, sd, video):
+    inp, out = os.path.join(tmp, "in.h5"), os.path.join(tmp, "out.h5")
+    write_input(inp, cfg, sd, video)
+    t0 = time.time()
+    r = subprocess.run([driver, "encode", inp, out], capture_output=True, text=True)
+    t_c = time.time() - t0
+    if r.returncode != 0:
+        return None, "driver exit %d: %s" % (r.returncode, r.stderr.strip()), t_c
+    with h5py.File(out, "r") as f:
+        return f["latents"][()].astype(np.float64), None, t_c
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--driver", required=True)
+    ap.add_argument("--published", action="store_true",
+                    help="one case at the published config instead of the small ones")
+    args = ap.parse_args()
+    cases = [(E.published_config(), [(5, 16, 24)])] if args.published else CASES
+    rng = np.random.default_rng(take_seed("vae_enc_parity"))
+    fails = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for cfg, sizes in cases:
+            # float32 weights, then the reference uses exactly those values.
+            sd = {k: v.astype(np.float32).astype(np.float64)
+                  for k, v in E.random_weights(cfg, rng).items()}
+            for T, H, W in sizes:
+                video = rng.uniform(-1, 1, (3, T, H, W)).astype(np.float32)
+                what = "%r T=%d %dx%d" % (cfg, T, H, W)
+                got, err_msg, t_c = run_case(args.driver, tmp, cfg, sd, video)
+                if got is None:
+                    print("FAIL  %s: %s" % (what, err_msg))
+                    fails += 1
+                    continue
+                t0 = time.time()
+                ref = E.encode(cfg, sd, video.astype(np.float64))
+                t_ref = time.time() - t0
+                if got.shape != ref.shape:
+                    print("FAIL  %s: shape %s, reference %s" % (what, got.shape, ref.shape))
+                    fails += 1
+                    continue
+                err = rel_l2(got, ref)
+                ok = err <= TOL
+                fails += not ok
+                print("%s  %s -> %s: rel L2 %.2e (max abs %.1e); C %.2fs, numpy %.2fs"
+                      % ("ok  " if ok else "FAIL", what, got.shape, err,
+                         float(np.abs(got - ref).max()), t_c, t_ref))
+    if fails:
+        print("vae_enc_parity: %d case(s) failed (tolerance %g)" % (fails, TOL))
+        return 1
+    print("vae_enc_parity: all cases within %g" % TOL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
