@@ -11,7 +11,7 @@
  *   test_attention_bench --bench     all four shapes, then self-attention
  *                                    over 8,190 and 16,380 tokens (where
  *                                    --attn auto's rule, kern_attn_auto_rule,
- *                                    has no measurement yet), 20 timed runs
+ *                                    has no measurement), 20 timed runs
  *                                    each
  *   test_attention_bench --variants  every variant of the flash kernel
  *       (tests/gpu/dev/flash_variants.h): first checked on Lq = Lk = 1000,

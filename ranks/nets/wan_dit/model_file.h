@@ -98,7 +98,7 @@ const rank_model_info *rank_model_get_info(const rank_model *m);
  * rank_model_read_group delivers it. */
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g);
 /* Bytes of one block's datasets in the file (an fp8 file's: e4m3 weights,
- * their scales and the rest in bf16: wan_block_fp8_bytes); the largest
+ * their scales and the rest in bf16); the largest
  * block's when they differ. */
 uint64_t rank_model_block_file_bytes(const rank_model *m);
 /* The file's root dtype: "bf16", "fp32", "fp8", "int8", "quant" or
