@@ -74,7 +74,7 @@ int kern_attn_flash_supported(const kern_attn_params *p, char *why, size_t why_l
 
 /* The kernel that runs is one instance of a templated kernel
  * (cuda/cuda_flash_attn.cu says which and why); its variants for
- * benchmarks live in launch/bench/dev/flash_variants.h. */
+ * benchmarks live in tests/gpu/dev/flash_variants.h. */
 
 /* ---- own Hopper kernel (cuda/sm90a/fa3_attn.cu) ------------------------- */
 

@@ -161,7 +161,7 @@ void kern_cuda_fp8_to_bf16(const uint8_t *q, const float *scale, uint16_t *y, in
  * pointer 16-byte aligned run the vector kernels (one read of each input
  * byte, 16-byte accesses); other rows run the scalar kernels, same results
  * within fp32 rounding. Forced choices for benchmarks are in
- * launch/bench/dev/norm_variants.h. */
+ * tests/gpu/dev/norm_variants.h. */
 
 /* Modulation: out = table + e, table bf16 (the block's or head's
  * modulation), e fp32 (e0 or e), out fp32. table, e, out (n). */

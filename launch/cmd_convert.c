@@ -16,6 +16,7 @@
 #include "convert_vae.h"
 #include "convert_vae22.h"
 #include "file_read.h"
+#include "json_in.h"
 #include "log.h"
 #include "model_file.h"
 #include "path_check.h"
@@ -179,7 +180,7 @@ static void index_shards(const char *path, file_list *l) {
   const size_t n = fread(text, 1, (size_t)st.st_size, f);
   fclose(f);
   json_object *root = NULL, *wm = NULL;
-  if (rank_st_json_parse(text, n, RANK_ST_MAX_HEADER, &root, err, sizeof err) == 0 &&
+  if (io_json_parse(text, n, RANK_ST_MAX_HEADER, &root, err, sizeof err) == 0 &&
       json_object_object_get_ex(root, "weight_map", &wm) &&
       json_object_is_type(wm, json_type_object)) {
     char *dir = sp_xstrdup(path), *slash = strrchr(dir, '/');

@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang -fsanitize=fuzzer,address,undefined
 # and runs each for a bounded time:
 #   st_header  the safetensors header parser (tests/fuzz/fuzz_st_header.c +
-#              ranks/import/safetensors.c, st_text.c)
+#              ranks/import/safetensors.c, ranks/io/json_in.c)
 #   tok_spm    the tokenizer's spiece.model parser and model checks
 #              (tests/fuzz/fuzz_tok_spm.c + ranks/text/tok_*.c)
 #   tok_json   the tokenizer's tokenizer.json parser and model checks
@@ -56,7 +56,7 @@ for target in $targets; do
   if ! "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
       -I"$src/ranks/import" -I"$src/ranks/text" -I"$src/ranks/io" -I"$src/comm/log" \
-      -I"$src/kernels" $srcs "$src/ranks/import/safetensors.c" "$src/ranks/import/st_text.c" \
+      -I"$src/kernels" $srcs "$src/ranks/import/safetensors.c" "$src/ranks/io/json_in.c" \
       "$src/ranks/io/file_read.c" "$src/ranks/io/utf8.c" "$src/comm/log/log.c" \
       "$jsonc" -lm -lpthread -o "$bin"; then
     echo "fuzz: $target: build failed" >&2

@@ -14,8 +14,8 @@
  *      training form; some versions only fuse that one).
  * All intermediates are virtual fp32, so nothing of size Lq x Lk is ever
  * stored. Only attributes that cuDNN 9.0 already had are used outside form
- * 1, which is only a first try (the GPU machine runs 9.14, the headers here
- * are 9.19: DESIGN.md "Running on a GPU machine").
+ * 1, which is only a first try: the library a machine loads may be older
+ * than the headers the build used (DESIGN.md "Running on a GPU machine").
  *
  * Tensors are described in cuDNN's (batch, heads, seq, hd) order with our
  * token-major strides: element (0, h, s, d) of q sits at (s * heads + h) *

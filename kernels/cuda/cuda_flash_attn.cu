@@ -6,7 +6,7 @@
  * variants timed on the H200 (launch/bench/RESULTS.md, "Attention": 360.6
  * TFLOP/s at self-attention over 32,760 tokens, against 326.9 for the same
  * tiles with eager rescaling and 299-329 for the other tile shapes); the
- * others stay as benchmark variants in launch/bench/dev/flash_variants.cu. */
+ * others stay as benchmark variants in tests/gpu/dev/flash_variants.cu. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>

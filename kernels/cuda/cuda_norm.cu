@@ -9,7 +9,7 @@
  * kernels": 101-107% of the 4.0 TB/s copy rate against 61-87% for the
  * scalar ones at L 32,760 x D 5120, RMSNorm + RoPE 75% against 58%). The
  * forced splits and the scalar kernels at every width stay as benchmark
- * variants in launch/bench/dev/norm_variants.cu. */
+ * variants in tests/gpu/dev/norm_variants.cu. */
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>

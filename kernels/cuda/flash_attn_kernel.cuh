@@ -1,7 +1,7 @@
 /* The own flash attention kernel (kern_attn.h), as a template: exact softmax
  * attention without the L x L matrix, bf16 in, fp32 softmax and
  * accumulation, bf16 out. CUDA-only header: included by cuda_flash_attn.cu
- * (the kernel that ships) and by the benchmark variants of launch/bench/dev/.
+ * (the kernel that ships) and by the benchmark variants of tests/gpu/dev/.
  *
  * One CTA owns a tile of BR query rows of one head (32 per warp) and streams
  * all keys of that head through shared memory in tiles of BC rows; each
@@ -17,7 +17,7 @@
  *
  * Template parameters (the production instance, 4 warps, BC 64, SUB 64,
  * LAZY, "bc64-lazy", is launched by cuda_flash_attn.cu; the others are
- * benchmark variants in launch/bench/dev/flash_variants.cu):
+ * benchmark variants in tests/gpu/dev/flash_variants.cu):
  * - BR 64/128/256 query rows per CTA (2/4/8 warps): more rows per CTA share
  *   each K/V tile loaded from L2; fewer keep two CTAs per SM;
  * - BC 32/64 keys per shared tile, so two barriers per BC keys;

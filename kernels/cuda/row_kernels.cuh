@@ -1,6 +1,6 @@
 /* The residual stream's row kernels (kern_cuda.h), as a CUDA-only header:
  * included by cuda_norm.cu, whose launchers pick the kernels that ship, and
- * by the benchmark variants of launch/bench/dev/norm_variants.cu, which
+ * by the benchmark variants of tests/gpu/dev/norm_variants.cu, which
  * force the other choices. Every kernel and launch helper here is static,
  * so the two translation units each keep their own copy.
  *
@@ -456,7 +456,7 @@ static inline int row_split_forced(int64_t chunks, int nv, row_split *out) {
 
 /* Which kernels a row op runs. NULL is the choice that ships (kern_cuda.h):
  * the vector kernels with row_split_pick's split, the scalar kernels for
- * rows they cannot take. The benchmarks force one (launch/bench/dev/):
+ * rows they cannot take. The benchmarks force one (tests/gpu/dev/):
  * the scalar kernels at any width, or nv chunks a thread. */
 typedef struct row_choice {
   int scalar, nv;

@@ -14,8 +14,7 @@
 # Settings (environment; defaults run in about a minute on 2 CPU cores):
 #   MODEL    synth:wan2.1-1.3b        (synth:PRESET or a model file)
 #   SIZE     128x128, FRAMES 9, STEPS 50, CFG 5, SEED 1
-#   DEVICE   cpu                      (cuda: the CUDA stage's step cache is
-#                                      compiled, not yet run on a GPU)
+#   DEVICE   cpu                      (or cuda: the CUDA stage's step cache)
 #   NP       1                        (ranks: mpirun -np NP when above 1)
 #   REPS     1                        (runs of each setting, round robin; the
 #                                      fastest sampling loop counts: on a
@@ -24,7 +23,7 @@
 #            (MODEL contains 14b) teacache:0.14 teacache:0.2 magcache:0.12,
 #            else teacache:0.05 teacache:0.08 magcache:0.12
 #   PYTHON   a python3 with numpy and h5py
-# The GPU configuration (not yet run):
+# The 14B 480p configuration on a GPU:
 #   MODEL=synth:wan2.1-14b SIZE=480x832 FRAMES=81 STEPS=50 CFG=5 DEVICE=cuda \
 #     launch/bench/bench_cache.sh build
 # Synthetic weights say nothing of visual quality, and their time embedding

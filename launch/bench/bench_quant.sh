@@ -13,7 +13,7 @@
 # ratios are against the bf16 GEMM of the same shape in the same run.
 # Prints a table (header lines start with '#') and one JSON line; OUT_JSON
 # gets the JSON. The program is tests/gpu/test_quant --bench
-# (launch/bench/dev/quant_bench.c). About a minute of an H100; needs about
+# (tests/gpu/dev/quant_bench.c). About a minute of an H100; needs about
 # 6 GiB of GPU memory.
 set -u
 B=$(cd "${1:?usage: bench_quant.sh BUILD_DIR [OUT_JSON]}" && pwd)

@@ -16,6 +16,7 @@
 #include "conv.h"
 #include "file_read.h"
 #include "gguf.h"
+#include "json_in.h"
 #include "log.h"
 #include "safetensors.h"
 #include "utf8.h"
@@ -294,7 +295,7 @@ static int add_index(inputs *in, const char *path) {
     goto out;
   }
   text[n] = '\0';
-  if (rank_st_json_parse(text, n, RANK_ST_MAX_HEADER, &root, err, sizeof err) != 0) {
+  if (io_json_parse(text, n, RANK_ST_MAX_HEADER, &root, err, sizeof err) != 0) {
     sp_log_error("%s: %s", path, err);
     goto out;
   }

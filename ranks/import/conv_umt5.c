@@ -59,15 +59,6 @@ static const conv_layout wan = {"wan", "", wan_rules, wan_skip};
 static const conv_layout hf = {"transformers", "", hf_rules, hf_skip};
 static const conv_layout *const layouts[] = {&wan, &hf, NULL};
 
-const char *rank_convert_t5_style_name(rank_convert_t5_style s) {
-  return s == RANK_CONVERT_T5_HF ? hf.name : wan.name;
-}
-
-int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf, size_t n) {
-  const int64_t none[CONV_MAX_PARAMS] = {0};
-  return conv_map(s == RANK_CONVERT_T5_HF ? &hf : &wan, none, key, buf, n, NULL);
-}
-
 /* Keys only a UMT5 encoder checkpoint has, in either layout. */
 static int is_t5_key(const char *key) {
   size_t n = strlen(key), k = strlen(".pos_embedding.embedding.weight");

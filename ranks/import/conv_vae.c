@@ -79,30 +79,10 @@ static const conv_layout official = {"official", "", official_rules, NULL};
 static const conv_layout diffusers = {"diffusers", "", diffusers_rules, NULL};
 static const conv_layout *const layouts[] = {&official, &diffusers, NULL};
 
-static const conv_layout *layout_of(rank_convert_vae_style s) {
-  return s == RANK_CONVERT_VAE_DIFFUSERS ? &diffusers : &official;
-}
-
-const char *rank_convert_vae_style_name(rank_convert_vae_style s) { return layout_of(s)->name; }
-
 static void params_of(int64_t R, int64_t *param) {
   param[P_LEVEL] = R + 2;
   param[P_SAMPLER] = R + 1;
   param[P_R] = R;
-}
-
-int rank_convert_vae_map_key(rank_convert_vae_style s, const char *key, int64_t R, char *buf,
-                             size_t n) {
-  int64_t param[CONV_MAX_PARAMS] = {0};
-  params_of(R, param);
-  return conv_map(layout_of(s), param, key, buf, n, NULL);
-}
-
-void rank_convert_vae_key_for(rank_convert_vae_style s, const char *name, int64_t R, char *buf,
-                              size_t n) {
-  int64_t param[CONV_MAX_PARAMS] = {0};
-  params_of(R, param);
-  conv_unmap(layout_of(s), param, name, buf, n);
 }
 
 int rank_convert_vae_key(const char *key) {

@@ -73,18 +73,6 @@ static void params_of(int64_t R, int64_t *param) {
   param[P_DEC_UP] = R + 1;
 }
 
-int rank_convert_vae22_map_key(int diff, const char *key, int64_t R, char *buf, size_t n) {
-  int64_t param[CONV_MAX_PARAMS] = {0};
-  params_of(R, param);
-  return conv_map(diff ? &diffusers : &official, param, key, buf, n, NULL);
-}
-
-void rank_convert_vae22_key_for(int diff, const char *name, int64_t R, char *buf, size_t n) {
-  int64_t param[CONV_MAX_PARAMS] = {0};
-  params_of(R, param);
-  conv_unmap(diff ? &diffusers : &official, param, name, buf, n);
-}
-
 /* key = prefix, a decimal index, then mid (at the start of the rest). */
 static int indexed(const char *key, const char *prefix, const char *mid) {
   int64_t v;

@@ -73,8 +73,6 @@ static const conv_layout *layout_of(rank_convert_style s) {
   return s == RANK_CONVERT_DIFFUSERS ? &diffusers : s == RANK_CONVERT_COMFY ? &comfy : &official;
 }
 
-const char *rank_convert_style_name(rank_convert_style s) { return layout_of(s)->name; }
-
 /* ---- the mapping, for LoRA ----------------------------------------------------------- */
 
 const wan_layout *rank_convert_name_layout(wan_group g) {
@@ -120,17 +118,6 @@ int rank_convert_map_key(rank_convert_style s, const char *key, wan_group *g, in
   const int64_t none[CONV_MAX_PARAMS] = {0};
   if (conv_map(layout_of(s), none, key, official_key, sizeof official_key, NULL) != 0) return -1;
   return official_tensor(official_key, g, block, name);
-}
-
-void rank_convert_key_for(rank_convert_style s, wan_group g, int block, const char *name,
-                          char *buf, size_t n) {
-  char official_key[RANK_ST_MAX_NAME + 64];
-  if (g == WAN_GROUP_BLOCK)
-    snprintf(official_key, sizeof official_key, "blocks.%d.%s", block, name);
-  else
-    snprintf(official_key, sizeof official_key, "%s", name);
-  const int64_t none[CONV_MAX_PARAMS] = {0};
-  conv_unmap(layout_of(s), none, official_key, buf, n);
 }
 
 /* ---- the config from the shapes -------------------------------------------------------- */

@@ -19,17 +19,12 @@ typedef enum {
 
 #define RANK_CONVERT_COMFY_PREFIX "model.diffusion_model."
 
-const char *rank_convert_style_name(rank_convert_style s); /* "official", ... */
-
 /* Maps a checkpoint key of a style to its tensor of the table (group, block
  * for WAN_GROUP_BLOCK, official name without "blocks.N."). Returns 0, or -1
  * when the key is no tensor of a Wan 2.1 T2V model. The name points into
  * the static table (valid forever). */
 int rank_convert_map_key(rank_convert_style s, const char *key, wan_group *g, int *block,
                          const char **name);
-/* The inverse: the key a checkpoint of style s uses for a table tensor. */
-void rank_convert_key_for(rank_convert_style s, wan_group g, int block, const char *name,
-                          char *buf, size_t n);
 /* The packed layout table of group g, for its tensors' names only: every
  * valid config gives the same names (shapes and offsets are those of a
  * tiny preset). Made at the first call, then shared (never freed). */

@@ -11,20 +11,7 @@
 #ifndef RANK_CONVERT_T5_H
 #define RANK_CONVERT_T5_H
 
-#include <stddef.h>
-
 #include "kern_dtype.h"
-
-typedef enum {
-  RANK_CONVERT_T5_WAN = 0, /* token_embedding.weight, blocks.N.attn.q.weight, norm.weight */
-  RANK_CONVERT_T5_HF = 1,  /* shared.weight, encoder.block.N.layer.0.SelfAttention.q.weight */
-} rank_convert_t5_style;
-
-const char *rank_convert_t5_style_name(rank_convert_t5_style s); /* "wan", "transformers" */
-
-/* Maps a key of style s to its Wan key (the table's name) into buf.
- * Returns 0, or -1 when the key is no encoder tensor of that style. */
-int rank_convert_t5_map_key(rank_convert_t5_style s, const char *key, char *buf, size_t n);
 
 /* Sets *is_t5 when a tensor of the inputs (files, directories or an index
  * JSON) is a UMT5 encoder key of either style. Reads headers only. */

@@ -26,14 +26,6 @@ int rank_convert_vae22_key(const char *key);
  * status of an unreadable input. */
 int rank_convert_is_vae22(int ninputs, char *const *inputs, int *is);
 
-/* Maps a key of layout (0 official, 1 diffusers) to its official key into
- * buf, given num_res_blocks: 0, or -1 when the key is no tensor of that
- * layout. The inverse gives a table name's key in a layout. */
-int rank_convert_vae22_map_key(int diffusers, const char *key, int64_t num_res_blocks, char *buf,
-                               size_t n);
-void rank_convert_vae22_key_for(int diffusers, const char *name, int64_t num_res_blocks,
-                                char *buf, size_t n);
-
 /* Converts the checkpoint into out_path, stored in dtype (bf16 or fp32).
  * Problems are logged, each naming the file and the tensor, before
  * SP_ERR_INPUT; I/O failures return SP_ERR_RUNTIME; no file is left at

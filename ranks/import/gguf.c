@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "st_text.h"
+#include "json_in.h"
 #include "utf8.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -68,7 +68,7 @@ static uint64_t left(const gcur *c) { return c->file_size - c->pos; }
  * the file (message: where and what), or past len (c->more, no message). */
 static int take(gcur *c, uint64_t n, const uint8_t **out, const char *where, const char *what) {
   if (n > left(c)) {
-    rank_st_set_err(c->err, c->errlen,
+    io_set_err(c->err, c->errlen,
                     "truncated: %s%s%s (%llu bytes at offset %zu) runs past the end of the "
                     "file (%llu bytes)", where, *where ? ": " : "", what, (unsigned long long)n,
                     c->pos, (unsigned long long)c->file_size);
@@ -118,25 +118,25 @@ static int rd_name(gcur *c, size_t max, char **out, const char *where, const cha
   char pb[160];
   if (rd_str(c, &s, &n, where, what) != 0) return -1;
   if (n == 0 || n > max) {
-    rank_st_set_err(c->err, c->errlen, "%s: %s of %llu bytes (must be 1..%zu)", where, what,
+    io_set_err(c->err, c->errlen, "%s: %s of %llu bytes (must be 1..%zu)", where, what,
                     (unsigned long long)n, max);
     return -1;
   }
   const size_t bad = io_utf8_check(s, (size_t)n);
   if (bad != n) {
-    rank_st_set_err(c->err, c->errlen, "%s: %s '%s' is not valid UTF-8 (byte %zu)", where, what,
-                    rank_st_printable((const char *)s, (size_t)n, pb, sizeof pb), bad);
+    io_set_err(c->err, c->errlen, "%s: %s '%s' is not valid UTF-8 (byte %zu)", where, what,
+                    io_printable((const char *)s, (size_t)n, pb, sizeof pb), bad);
     return -1;
   }
   for (uint64_t i = 0; i < n; i++)
     if (s[i] < 0x20 || s[i] == 0x7f) {
-      rank_st_set_err(c->err, c->errlen, "%s: %s '%s' has a control character", where, what,
-                      rank_st_printable((const char *)s, (size_t)n, pb, sizeof pb));
+      io_set_err(c->err, c->errlen, "%s: %s '%s' has a control character", where, what,
+                      io_printable((const char *)s, (size_t)n, pb, sizeof pb));
       return -1;
     }
   *out = malloc((size_t)n + 1);
   if (!*out) {
-    rank_st_set_err(c->err, c->errlen, "%s: out of memory", where);
+    io_set_err(c->err, c->errlen, "%s: out of memory", where);
     return -1;
   }
   memcpy(*out, s, (size_t)n);
@@ -191,7 +191,7 @@ static int array_strings(gcur *c, rank_gguf_kv *kv, const char *where) {
   kv->strs = malloc((size_t)kv->count * sizeof *kv->strs + 1);
   kv->str_lens = malloc((size_t)kv->count * sizeof *kv->str_lens + 1);
   if (!kv->str_block || !kv->strs || !kv->str_lens) {
-    rank_st_set_err(c->err, c->errlen, "%s: out of memory for %llu strings", where,
+    io_set_err(c->err, c->errlen, "%s: out of memory for %llu strings", where,
                     (unsigned long long)kv->count);
     return -1;
   }
@@ -215,18 +215,18 @@ static int parse_array(gcur *c, rank_gguf_kv *kv, const char *where) {
       rd_u64(c, &kv->count, where, "array length") != 0)
     return -1;
   if (et >= RANK_GGUF_VTYPE_COUNT) {
-    rank_st_set_err(c->err, c->errlen, "%s: unknown array element type %u", where, et);
+    io_set_err(c->err, c->errlen, "%s: unknown array element type %u", where, et);
     return -1;
   }
   if (et == RANK_GGUF_ARRAY) {
-    rank_st_set_err(c->err, c->errlen, "%s: an array of arrays (not read, as ggml reads none)",
+    io_set_err(c->err, c->errlen, "%s: an array of arrays (not read, as ggml reads none)",
                     where);
     return -1;
   }
   kv->elem_type = (rank_gguf_vtype)et;
   const uint64_t min = et == RANK_GGUF_STRING ? 8 : vtypes[et].size;
   if (kv->count > left(c) / min) {
-    rank_st_set_err(c->err, c->errlen,
+    io_set_err(c->err, c->errlen,
                     "truncated: %s: an array of %llu %s (at least %llu bytes each) runs past the "
                     "end of the file (%llu bytes left)", where, (unsigned long long)kv->count,
                     vtypes[et].name, (unsigned long long)min, (unsigned long long)left(c));
@@ -238,13 +238,13 @@ static int parse_array(gcur *c, rank_gguf_kv *kv, const char *where) {
   if (et == RANK_GGUF_BOOL)
     for (uint64_t j = 0; j < kv->count; j++)
       if (b[j] > 1) {
-        rank_st_set_err(c->err, c->errlen, "%s: bool element %llu is %u (must be 0 or 1)", where,
+        io_set_err(c->err, c->errlen, "%s: bool element %llu is %u (must be 0 or 1)", where,
                         (unsigned long long)j, b[j]);
         return -1;
       }
   kv->data = dup_bytes(b, kv->count * min);
   if (!kv->data) {
-    rank_st_set_err(c->err, c->errlen, "%s: out of memory", where);
+    io_set_err(c->err, c->errlen, "%s: out of memory", where);
     return -1;
   }
   return 0;
@@ -255,11 +255,11 @@ static int parse_kv(gcur *c, int64_t idx, rank_gguf_kv *kv) {
   snprintf(where, sizeof where, "metadata pair %lld", (long long)idx);
   if (rd_name(c, RANK_GGUF_MAX_KEY, &kv->key, where, "key") != 0) return -1;
   snprintf(where, sizeof where, "metadata '%s'",
-           rank_st_printable(kv->key, strlen(kv->key), pb, sizeof pb));
+           io_printable(kv->key, strlen(kv->key), pb, sizeof pb));
   uint32_t t;
   if (rd_u32(c, &t, where, "value type") != 0) return -1;
   if (t >= RANK_GGUF_VTYPE_COUNT) {
-    rank_st_set_err(c->err, c->errlen, "%s: unknown value type %u", where, t);
+    io_set_err(c->err, c->errlen, "%s: unknown value type %u", where, t);
     return -1;
   }
   kv->type = (rank_gguf_vtype)t;
@@ -270,14 +270,14 @@ static int parse_kv(gcur *c, int64_t idx, rank_gguf_kv *kv) {
     if (rd_str(c, &b, &kv->str_len, where, "string") != 0) return -1;
     kv->str = dup_bytes(b, kv->str_len);
     if (!kv->str) {
-      rank_st_set_err(c->err, c->errlen, "%s: out of memory", where);
+      io_set_err(c->err, c->errlen, "%s: out of memory", where);
       return -1;
     }
     return 0;
   }
   if (take(c, vtypes[t].size, &b, where, "value") != 0) return -1;
   if (t == RANK_GGUF_BOOL && b[0] > 1) {
-    rank_st_set_err(c->err, c->errlen, "%s: bool is %u (must be 0 or 1)", where, b[0]);
+    io_set_err(c->err, c->errlen, "%s: bool is %u (must be 0 or 1)", where, b[0]);
     return -1;
   }
   scalar_set(kv, kv->type, b);
@@ -291,11 +291,11 @@ static int parse_tensor(gcur *c, int64_t idx, rank_gguf_tensor *t) {
   snprintf(where, sizeof where, "tensor %lld", (long long)idx);
   if (rd_name(c, RANK_GGUF_MAX_NAME, &t->name, where, "name") != 0) return -1;
   snprintf(where, sizeof where, "tensor '%s'",
-           rank_st_printable(t->name, strlen(t->name), pb, sizeof pb));
+           io_printable(t->name, strlen(t->name), pb, sizeof pb));
   uint32_t nd;
   if (rd_u32(c, &nd, where, "n_dims") != 0) return -1;
   if (nd < 1 || nd > RANK_GGUF_MAX_DIMS) {
-    rank_st_set_err(c->err, c->errlen, "%s: n_dims %u (must be 1..%d)", where, nd,
+    io_set_err(c->err, c->errlen, "%s: n_dims %u (must be 1..%d)", where, nd,
                     RANK_GGUF_MAX_DIMS);
     return -1;
   }
@@ -305,13 +305,13 @@ static int parse_tensor(gcur *c, int64_t idx, rank_gguf_tensor *t) {
     uint64_t v;
     if (rd_u64(c, &v, where, "dims") != 0) return -1;
     if (v < 1 || v > (uint64_t)INT64_MAX) {
-      rank_st_set_err(c->err, c->errlen, "%s: dim %u is %llu (must be 1..2^63-1)", where, d,
+      io_set_err(c->err, c->errlen, "%s: dim %u is %llu (must be 1..2^63-1)", where, d,
                       (unsigned long long)v);
       return -1;
     }
     t->ne[d] = (int64_t)v;
     if (__builtin_mul_overflow(t->numel, v, &t->numel) || t->numel > (uint64_t)INT64_MAX) {
-      rank_st_set_err(c->err, c->errlen, "%s: the element count of its dims overflows 63 bits",
+      io_set_err(c->err, c->errlen, "%s: the element count of its dims overflows 63 bits",
                       where);
       return -1;
     }
@@ -321,7 +321,7 @@ static int parse_tensor(gcur *c, int64_t idx, rank_gguf_tensor *t) {
     return -1;
   t->ggml_type = (int)type;
   if (type > INT32_MAX || kern_qfmt_from_ggml((int)type, &t->fmt) != 0) {
-    rank_st_set_err(c->err, c->errlen, "%s: ggml type %u (%s) is not one staticpipe reads (%s)",
+    io_set_err(c->err, c->errlen, "%s: ggml type %u (%s) is not one staticpipe reads (%s)",
                     where, type, ggml_type_name(type), kern_qfmt_ggml_list());
     return -1;
   }
@@ -330,7 +330,7 @@ static int parse_tensor(gcur *c, int64_t idx, rank_gguf_tensor *t) {
   uint64_t scale_bytes;
   char qerr[200];
   if (kern_qfmt_bytes(t->fmt, t->rows, t->cols, &t->bytes, &scale_bytes, qerr, sizeof qerr)) {
-    rank_st_set_err(c->err, c->errlen, "%s: %s", where, qerr);
+    io_set_err(c->err, c->errlen, "%s: %s", where, qerr);
     return -1;
   }
   t->shape_dims = t->n_dims;
@@ -357,7 +357,7 @@ static int check_unique_keys(const rank_gguf_header *h, char *err, size_t errlen
   if (h->nkv < 2) return 0;
   const rank_gguf_kv **ord = malloc((size_t)h->nkv * sizeof *ord);
   if (!ord) {
-    rank_st_set_err(err, errlen, "metadata: out of memory");
+    io_set_err(err, errlen, "metadata: out of memory");
     return -1;
   }
   for (int64_t i = 0; i < h->nkv; i++) ord[i] = &h->kv[i];
@@ -366,8 +366,8 @@ static int check_unique_keys(const rank_gguf_header *h, char *err, size_t errlen
   for (int64_t i = 1; i < h->nkv && !rc; i++)
     if (strcmp(ord[i - 1]->key, ord[i]->key) == 0) {
       char pb[160];
-      rank_st_set_err(err, errlen, "metadata '%s' appears twice",
-                      rank_st_printable(ord[i]->key, strlen(ord[i]->key), pb, sizeof pb));
+      io_set_err(err, errlen, "metadata '%s' appears twice",
+                      io_printable(ord[i]->key, strlen(ord[i]->key), pb, sizeof pb));
       rc = -1;
     }
   free(ord);
@@ -379,7 +379,7 @@ static int read_alignment(rank_gguf_header *h, char *err, size_t errlen) {
   const rank_gguf_kv *a = rank_gguf_kv_find(h, "general.alignment");
   if (!a) return 0;
   if (a->type != RANK_GGUF_U32 || a->u == 0 || (a->u & (a->u - 1))) {
-    rank_st_set_err(err, errlen, "metadata 'general.alignment': %s %llu (must be a u32 power of "
+    io_set_err(err, errlen, "metadata 'general.alignment': %s %llu (must be a u32 power of "
                     "two)", rank_gguf_vtype_name(a->type),
                     (unsigned long long)(a->type == RANK_GGUF_U32 ? a->u : 0));
     return -1;
@@ -397,7 +397,7 @@ static int check_tensors(rank_gguf_header *h, uint64_t data_bytes, char *err, si
   h->by_name = malloc((size_t)h->ntensors * sizeof *h->by_name);
   if (!ord || !h->by_name) {
     free(ord);
-    rank_st_set_err(err, errlen, "tensors: out of memory");
+    io_set_err(err, errlen, "tensors: out of memory");
     return -1;
   }
   int rc = -1;
@@ -409,21 +409,21 @@ static int check_tensors(rank_gguf_header *h, uint64_t data_bytes, char *err, si
   for (int64_t i = 1; i < h->ntensors; i++)
     if (strcmp(h->by_name[i - 1]->name, h->by_name[i]->name) == 0) {
       const char *n = h->by_name[i]->name;
-      rank_st_set_err(err, errlen, "tensor '%s' appears twice",
-                      rank_st_printable(n, strlen(n), pa, sizeof pa));
+      io_set_err(err, errlen, "tensor '%s' appears twice",
+                      io_printable(n, strlen(n), pa, sizeof pa));
       goto out;
     }
   for (int64_t i = 0; i < h->ntensors; i++) {
     const rank_gguf_tensor *t = &h->t[i];
-    const char *n = rank_st_printable(t->name, strlen(t->name), pa, sizeof pa);
+    const char *n = io_printable(t->name, strlen(t->name), pa, sizeof pa);
     if (t->offset % h->alignment) {
-      rank_st_set_err(err, errlen, "tensor '%s': offset %llu is not a multiple of the alignment "
+      io_set_err(err, errlen, "tensor '%s': offset %llu is not a multiple of the alignment "
                       "%llu", n, (unsigned long long)t->offset,
                       (unsigned long long)h->alignment);
       goto out;
     }
     if (t->offset > data_bytes || t->bytes > data_bytes - t->offset) {
-      rank_st_set_err(err, errlen, "tensor '%s': bytes [%llu, +%llu) of the data section run "
+      io_set_err(err, errlen, "tensor '%s': bytes [%llu, +%llu) of the data section run "
                       "past the end of the file (the section has %llu bytes)", n,
                       (unsigned long long)t->offset, (unsigned long long)t->bytes,
                       (unsigned long long)data_bytes);
@@ -434,10 +434,10 @@ static int check_tensors(rank_gguf_header *h, uint64_t data_bytes, char *err, si
   for (int64_t i = 1; i < h->ntensors; i++)
     if (ord[i - 1]->offset + ord[i - 1]->bytes > ord[i]->offset) {
       const rank_gguf_tensor *a = ord[i], *b = ord[i - 1];
-      rank_st_set_err(err, errlen, "tensor '%s': bytes [%llu, +%llu) overlap tensor '%s' [%llu, "
-                      "+%llu)", rank_st_printable(a->name, strlen(a->name), pa, sizeof pa),
+      io_set_err(err, errlen, "tensor '%s': bytes [%llu, +%llu) overlap tensor '%s' [%llu, "
+                      "+%llu)", io_printable(a->name, strlen(a->name), pa, sizeof pa),
                       (unsigned long long)a->offset, (unsigned long long)a->bytes,
-                      rank_st_printable(b->name, strlen(b->name), pc, sizeof pc),
+                      io_printable(b->name, strlen(b->name), pc, sizeof pc),
                       (unsigned long long)b->offset, (unsigned long long)b->bytes);
       goto out;
     }
@@ -469,14 +469,14 @@ static int apply_orig_shapes(rank_gguf_header *h, char *err, size_t errlen) {
     if (strncmp(kv->key, prefix, sizeof prefix - 1) != 0) continue;
     rank_gguf_tensor *t =
         (rank_gguf_tensor *)rank_gguf_header_tensor(h, kv->key + sizeof prefix - 1);
-    const char *k = rank_st_printable(kv->key, strlen(kv->key), pb, sizeof pb);
+    const char *k = io_printable(kv->key, strlen(kv->key), pb, sizeof pb);
     if (!t) {
-      rank_st_set_err(err, errlen, "metadata '%s': no tensor of that name", k);
+      io_set_err(err, errlen, "metadata '%s': no tensor of that name", k);
       return -1;
     }
     if (kv->type != RANK_GGUF_ARRAY || kv->elem_type != RANK_GGUF_I32 || kv->count < 1 ||
         kv->count > RANK_GGUF_MAX_SHAPE) {
-      rank_st_set_err(err, errlen, "metadata '%s': not an array of 1..%d i32", k,
+      io_set_err(err, errlen, "metadata '%s': not an array of 1..%d i32", k,
                       RANK_GGUF_MAX_SHAPE);
       return -1;
     }
@@ -485,14 +485,14 @@ static int apply_orig_shapes(rank_gguf_header *h, char *err, size_t errlen) {
     for (uint64_t d = 0; d < kv->count; d++) {
       const int32_t v = (int32_t)le((const uint8_t *)kv->data + 4 * d, 4);
       if (v < 1 || __builtin_mul_overflow(numel, (uint64_t)v, &numel)) {
-        rank_st_set_err(err, errlen, "metadata '%s': dim %llu is %d (must be >= 1)", k,
+        io_set_err(err, errlen, "metadata '%s': dim %llu is %d (must be >= 1)", k,
                         (unsigned long long)d, v);
         return -1;
       }
       shape[d] = v;
     }
     if (numel != t->numel) {
-      rank_st_set_err(err, errlen, "metadata '%s': %llu elements, the tensor has %llu", k,
+      io_set_err(err, errlen, "metadata '%s': %llu elements, the tensor has %llu", k,
                       (unsigned long long)numel, (unsigned long long)t->numel);
       return -1;
     }
@@ -531,8 +531,8 @@ static int parse_start(gcur *c, rank_gguf_header *h, uint64_t *nkv, uint64_t *nt
   if (take(c, 4, &m, "", "magic") != 0) return -1;
   if (memcmp(m, "GGUF", 4) != 0) {
     char pb[40];
-    rank_st_set_err(c->err, c->errlen, "bad magic '%s' (a GGUF file starts with 'GGUF')",
-                    rank_st_printable((const char *)m, 4, pb, sizeof pb));
+    io_set_err(c->err, c->errlen, "bad magic '%s' (a GGUF file starts with 'GGUF')",
+                    io_printable((const char *)m, 4, pb, sizeof pb));
     return -1;
   }
   if (rd_u32(c, &h->version, "", "version") != 0) return -1;
@@ -540,16 +540,16 @@ static int parse_start(gcur *c, rank_gguf_header *h, uint64_t *nkv, uint64_t *nt
     const uint32_t v = h->version, swapped = (v >> 24) | ((v >> 8) & 0xff00) |
                                              ((v << 8) & 0xff0000) | (v << 24);
     if (swapped == 2 || swapped == 3)
-      rank_st_set_err(c->err, c->errlen, "big-endian GGUF (version %u byte-swapped) is not read",
+      io_set_err(c->err, c->errlen, "big-endian GGUF (version %u byte-swapped) is not read",
                       swapped);
     else
-      rank_st_set_err(c->err, c->errlen, "version %u is not read (GGUF versions 2 and 3 are)", v);
+      io_set_err(c->err, c->errlen, "version %u is not read (GGUF versions 2 and 3 are)", v);
     return -1;
   }
   if (rd_u64(c, nt, "", "tensor count") != 0 || rd_u64(c, nkv, "", "metadata count") != 0)
     return -1;
   if (*nkv > left(c) / 14 || *nt > (left(c) - *nkv * 14) / 33) {
-    rank_st_set_err(c->err, c->errlen, "%llu metadata pairs and %llu tensors cannot fit in the "
+    io_set_err(c->err, c->errlen, "%llu metadata pairs and %llu tensors cannot fit in the "
                     "%llu bytes the file has left", (unsigned long long)*nkv,
                     (unsigned long long)*nt, (unsigned long long)left(c));
     return -1;
@@ -565,7 +565,7 @@ int rank_gguf_parse(const uint8_t *buf, size_t len, uint64_t file_size, rank_ggu
   gcur c = {.p = buf, .len = len, .file_size = file_size, .err = err, .errlen = errlen};
   uint64_t nkv, nt;
   if (len > file_size) {
-    rank_st_set_err(err, errlen, "buffer of %zu bytes for a file of %llu", len,
+    io_set_err(err, errlen, "buffer of %zu bytes for a file of %llu", len,
                     (unsigned long long)file_size);
     return -1;
   }
@@ -573,7 +573,7 @@ int rank_gguf_parse(const uint8_t *buf, size_t len, uint64_t file_size, rank_ggu
   h.kv = calloc((size_t)nkv + 1, sizeof *h.kv);
   h.t = calloc((size_t)nt + 1, sizeof *h.t);
   if (!h.kv || !h.t) {
-    rank_st_set_err(err, errlen, "out of memory for %llu metadata pairs and %llu tensors",
+    io_set_err(err, errlen, "out of memory for %llu metadata pairs and %llu tensors",
                     (unsigned long long)nkv, (unsigned long long)nt);
     goto fail;
   }
@@ -590,7 +590,7 @@ int rank_gguf_parse(const uint8_t *buf, size_t len, uint64_t file_size, rank_ggu
     }
   h.data_start = c.pos + (h.alignment - c.pos % h.alignment) % h.alignment;
   if (h.ntensors > 0 && h.data_start > file_size) {
-    rank_st_set_err(err, errlen, "truncated: the data section would start at %llu, past the end "
+    io_set_err(err, errlen, "truncated: the data section would start at %llu, past the end "
                     "of the file (%llu bytes)", (unsigned long long)h.data_start,
                     (unsigned long long)file_size);
     goto fail;

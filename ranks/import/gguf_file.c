@@ -9,8 +9,8 @@
 
 #include "file_read.h"
 #include "gguf.h"
+#include "json_in.h"
 #include "log.h"
-#include "st_text.h"
 #include "utf8.h"
 
 #define GGUF_FIRST_READ ((size_t)1 << 20)
@@ -131,7 +131,7 @@ const char *rank_gguf_meta_name(const rank_gguf_file *f, const char *key) {
       io_utf8_check((const unsigned char *)kv->str, kv->str_len) != kv->str_len) {
     char pb[160];
     sp_log_error("%s: metadata '%s' ('%s') has a NUL byte or invalid UTF-8", f->path, key,
-                 rank_st_printable(kv->str, kv->str_len, pb, sizeof pb));
+                 io_printable(kv->str, kv->str_len, pb, sizeof pb));
     return NULL;
   }
   return kv->str;

@@ -15,8 +15,9 @@
 #include <unistd.h>
 
 #include "file_read.h"
+#include "json_in.h"
 #include "log.h"
-#include "st_text.h"
+#include "utf8.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader assumes a little-endian host"
@@ -56,9 +57,9 @@ static int get_count(json_object *v, uint64_t *out) {
 static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, char *err,
                         size_t errlen) {
   char pb[512];
-  const char *pn = rank_st_printable(name, strlen(name), pb, sizeof pb);
+  const char *pn = io_printable(name, strlen(name), pb, sizeof pb);
   if (!json_object_is_type(v, json_type_object)) {
-    rank_st_set_err(err, errlen, "tensor '%s': entry is not a JSON object", pn);
+    io_set_err(err, errlen, "tensor '%s': entry is not a JSON object", pn);
     return -1;
   }
   json_object *jd = NULL, *js = NULL, *jo = NULL;
@@ -68,19 +69,19 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
     else if (strcmp(k, "data_offsets") == 0) jo = fv;
     else {
       char kb[512];
-      rank_st_set_err(err, errlen, "tensor '%s': unknown field '%s'", pn,
-              rank_st_printable(k, strlen(k), kb, sizeof kb));
+      io_set_err(err, errlen, "tensor '%s': unknown field '%s'", pn,
+              io_printable(k, strlen(k), kb, sizeof kb));
       return -1;
     }
   }
   if (!jd || !js || !jo) {
-    rank_st_set_err(err, errlen, "tensor '%s': missing field '%s'", pn,
+    io_set_err(err, errlen, "tensor '%s': missing field '%s'", pn,
             !jd ? "dtype" : !js ? "shape" : "data_offsets");
     return -1;
   }
   /* dtype */
   if (!json_object_is_type(jd, json_type_string)) {
-    rank_st_set_err(err, errlen, "tensor '%s': dtype is not a string", pn);
+    io_set_err(err, errlen, "tensor '%s': dtype is not a string", pn);
     return -1;
   }
   const char *ds = json_object_get_string(jd);
@@ -90,18 +91,18 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
     if (strlen(st_dtypes[i].name) == dl && memcmp(st_dtypes[i].name, ds, dl) == 0) found = i;
   if (found < 0) {
     char db[512];
-    rank_st_set_err(err, errlen, "tensor '%s': unknown dtype '%s'", pn, rank_st_printable(ds, dl, db, sizeof db));
+    io_set_err(err, errlen, "tensor '%s': unknown dtype '%s'", pn, io_printable(ds, dl, db, sizeof db));
     return -1;
   }
   t->dtype = (rank_st_dtype)found;
   /* shape */
   if (!json_object_is_type(js, json_type_array)) {
-    rank_st_set_err(err, errlen, "tensor '%s': shape is not an array", pn);
+    io_set_err(err, errlen, "tensor '%s': shape is not an array", pn);
     return -1;
   }
   size_t nd = json_object_array_length(js);
   if (nd > RANK_ST_MAX_NDIM) {
-    rank_st_set_err(err, errlen, "tensor '%s': shape has %zu dims (at most %d)", pn, nd,
+    io_set_err(err, errlen, "tensor '%s': shape has %zu dims (at most %d)", pn, nd,
             RANK_ST_MAX_NDIM);
     return -1;
   }
@@ -111,32 +112,32 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
     uint64_t d;
     int r = get_count(json_object_array_get_idx(js, i), &d);
     if (r != 0) {
-      rank_st_set_err(err, errlen, "tensor '%s': shape[%zu] %s", pn, i,
+      io_set_err(err, errlen, "tensor '%s': shape[%zu] %s", pn, i,
               r == -1 ? "is not an integer" : r == -2 ? "is negative" : "is too large");
       return -1;
     }
     t->shape[i] = (int64_t)d;
     if (__builtin_mul_overflow(t->numel, d, &t->numel) || t->numel > (uint64_t)INT64_MAX) {
-      rank_st_set_err(err, errlen, "tensor '%s': element count of the shape overflows 64 bits", pn);
+      io_set_err(err, errlen, "tensor '%s': element count of the shape overflows 64 bits", pn);
       return -1;
     }
   }
   uint64_t bytes;
   if (__builtin_mul_overflow(t->numel, (uint64_t)st_dtypes[t->dtype].size, &bytes) ||
       bytes > (uint64_t)INT64_MAX) {
-    rank_st_set_err(err, errlen, "tensor '%s': byte size of the shape overflows 64 bits", pn);
+    io_set_err(err, errlen, "tensor '%s': byte size of the shape overflows 64 bits", pn);
     return -1;
   }
   /* data_offsets */
   if (!json_object_is_type(jo, json_type_array) || json_object_array_length(jo) != 2) {
-    rank_st_set_err(err, errlen, "tensor '%s': data_offsets is not an array [begin, end]", pn);
+    io_set_err(err, errlen, "tensor '%s': data_offsets is not an array [begin, end]", pn);
     return -1;
   }
   uint64_t be[2];
   for (size_t i = 0; i < 2; i++) {
     int r = get_count(json_object_array_get_idx(jo, i), &be[i]);
     if (r != 0) {
-      rank_st_set_err(err, errlen, "tensor '%s': data_offsets[%zu] %s", pn, i,
+      io_set_err(err, errlen, "tensor '%s': data_offsets[%zu] %s", pn, i,
               r == -1 ? "is not an integer" : r == -2 ? "is negative" : "is too large");
       return -1;
     }
@@ -144,12 +145,12 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
   t->begin = be[0];
   t->end = be[1];
   if (t->begin > t->end) {
-    rank_st_set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] reversed (begin > end)", pn,
+    io_set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] reversed (begin > end)", pn,
             (unsigned long long)t->begin, (unsigned long long)t->end);
     return -1;
   }
   if (t->end - t->begin != bytes) {
-    rank_st_set_err(err, errlen,
+    io_set_err(err, errlen,
             "tensor '%s': size mismatch: data_offsets span %llu bytes, shape x %s needs %llu", pn,
             (unsigned long long)(t->end - t->begin), st_dtypes[t->dtype].name,
             (unsigned long long)bytes);
@@ -161,34 +162,34 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
 static int parse_metadata(json_object *v, rank_st_header *h, char *err, size_t errlen) {
   char pb[512];
   if (!json_object_is_type(v, json_type_object)) {
-    rank_st_set_err(err, errlen, "__metadata__: not a JSON object (a string-to-string map)");
+    io_set_err(err, errlen, "__metadata__: not a JSON object (a string-to-string map)");
     return -1;
   }
   int n = json_object_object_length(v);
   h->meta_key = calloc((size_t)n + 1, sizeof *h->meta_key);
   h->meta_val = calloc((size_t)n + 1, sizeof *h->meta_val);
   if (!h->meta_key || !h->meta_val) {
-    rank_st_set_err(err, errlen, "__metadata__: out of memory");
+    io_set_err(err, errlen, "__metadata__: out of memory");
     return -1;
   }
   json_object_object_foreach(v, k, fv) {
     if (!json_object_is_type(fv, json_type_string)) {
-      rank_st_set_err(err, errlen, "__metadata__ '%s': value is not a string",
-              rank_st_printable(k, strlen(k), pb, sizeof pb));
+      io_set_err(err, errlen, "__metadata__ '%s': value is not a string",
+              io_printable(k, strlen(k), pb, sizeof pb));
       return -1;
     }
     size_t vl = (size_t)json_object_get_string_len(fv);
     const char *vs = json_object_get_string(fv);
-    if (memchr(vs, '\0', vl) || rank_st_utf8_check((const unsigned char *)vs, vl) != vl) {
-      rank_st_set_err(err, errlen, "__metadata__ '%s': value has a NUL or invalid UTF-8",
-              rank_st_printable(k, strlen(k), pb, sizeof pb));
+    if (memchr(vs, '\0', vl) || io_utf8_check((const unsigned char *)vs, vl) != vl) {
+      io_set_err(err, errlen, "__metadata__ '%s': value has a NUL or invalid UTF-8",
+              io_printable(k, strlen(k), pb, sizeof pb));
       return -1;
     }
     h->meta_key[h->nmeta] = strdup(k);
     h->meta_val[h->nmeta] = strdup(vs);
     h->nmeta++; /* counted before the check so header_free frees a half pair */
     if (!h->meta_key[h->nmeta - 1] || !h->meta_val[h->nmeta - 1]) {
-      rank_st_set_err(err, errlen, "__metadata__: out of memory");
+      io_set_err(err, errlen, "__metadata__: out of memory");
       return -1;
     }
   }
@@ -210,9 +211,9 @@ static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t 
   for (int i = 0; i < h->count; i++) {
     const rank_st_tensor *t = &h->t[i];
     if (t->end > data_len) {
-      rank_st_set_err(err, errlen,
+      io_set_err(err, errlen,
               "tensor '%s': data_offsets [%llu, %llu] past the end of the data (%llu bytes)",
-              rank_st_printable(t->name, strlen(t->name), pa, sizeof pa), (unsigned long long)t->begin,
+              io_printable(t->name, strlen(t->name), pa, sizeof pa), (unsigned long long)t->begin,
               (unsigned long long)t->end, (unsigned long long)data_len);
       return -1;
     }
@@ -222,7 +223,7 @@ static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t 
   if (h->count > 0) {
     const rank_st_tensor **ord = malloc((size_t)h->count * sizeof *ord);
     if (!ord) {
-      rank_st_set_err(err, errlen, "header: out of memory");
+      io_set_err(err, errlen, "header: out of memory");
       return -1;
     }
     for (int i = 0; i < h->count; i++) ord[i] = &h->t[i];
@@ -230,16 +231,16 @@ static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t 
     for (int i = 0; i < h->count; i++) {
       const rank_st_tensor *t = ord[i];
       if (t->begin < pos) {
-        rank_st_set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s'",
-                rank_st_printable(t->name, strlen(t->name), pa, sizeof pa),
+        io_set_err(err, errlen, "tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s'",
+                io_printable(t->name, strlen(t->name), pa, sizeof pa),
                 (unsigned long long)t->begin, (unsigned long long)t->end,
-                rank_st_printable(prev->name, strlen(prev->name), pc, sizeof pc));
+                io_printable(prev->name, strlen(prev->name), pc, sizeof pc));
         free(ord);
         return -1;
       }
       if (t->begin > pos) {
-        rank_st_set_err(err, errlen, "tensor '%s': gap of %llu unused bytes before its data_offsets",
-                rank_st_printable(t->name, strlen(t->name), pa, sizeof pa),
+        io_set_err(err, errlen, "tensor '%s': gap of %llu unused bytes before its data_offsets",
+                io_printable(t->name, strlen(t->name), pa, sizeof pa),
                 (unsigned long long)(t->begin - pos));
         free(ord);
         return -1;
@@ -250,7 +251,7 @@ static int check_ranges(rank_st_header *h, uint64_t data_len, char *err, size_t 
     free(ord);
   }
   if (pos != data_len) {
-    rank_st_set_err(err, errlen,
+    io_set_err(err, errlen,
             "file length mismatch: tensors cover %llu bytes of data, the file holds %llu",
             (unsigned long long)pos, (unsigned long long)data_len);
     return -1;
@@ -273,73 +274,6 @@ void rank_st_header_free(rank_st_header *h) {
   memset(h, 0, sizeof *h);
 }
 
-int rank_st_json_parse(const char *json, size_t len, size_t max_len, struct json_object **out,
-                       char *err, size_t errlen) {
-  json_tokener *tok = NULL;
-  json_object *root = NULL;
-  *out = NULL;
-  if (len > max_len) {
-    rank_st_set_err(err, errlen, "header length %zu exceeds the %zu-byte bound", len, max_len);
-    goto fail;
-  }
-  if (len == 0) {
-    rank_st_set_err(err, errlen, "header is empty (not a JSON object)");
-    goto fail;
-  }
-  const char *nul = memchr(json, '\0', len);
-  if (nul) {
-    rank_st_set_err(err, errlen, "header: NUL byte at offset %zu", (size_t)(nul - json));
-    goto fail;
-  }
-  size_t bad = rank_st_utf8_check((const unsigned char *)json, len);
-  if (bad != len) {
-    rank_st_set_err(err, errlen, "header: not valid UTF-8 at byte %zu", bad);
-    goto fail;
-  }
-  tok = json_tokener_new_ex(RANK_ST_MAX_DEPTH);
-  if (!tok) {
-    rank_st_set_err(err, errlen, "header: out of memory");
-    goto fail;
-  }
-  json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-  root = json_tokener_parse_ex(tok, json, (int)len);
-  enum json_tokener_error je = json_tokener_get_error(tok);
-  if (!root || je != json_tokener_success) {
-    if (je == json_tokener_error_depth)
-      rank_st_set_err(err, errlen, "header: JSON nested deeper than %d levels", RANK_ST_MAX_DEPTH);
-    else
-      rank_st_set_err(err, errlen, "header: invalid JSON near byte %zu (%s)",
-              json_tokener_get_parse_end(tok),
-              je == json_tokener_continue ? "unexpected end" : json_tokener_error_desc(je));
-    goto fail;
-  }
-  for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
-    if (json[i] != ' ' && json[i] != '\t' && json[i] != '\n' && json[i] != '\r') {
-      rank_st_set_err(err, errlen, "header: bytes after the JSON object at offset %zu", i);
-      goto fail;
-    }
-  }
-  if (!json_object_is_type(root, json_type_object)) {
-    rank_st_set_err(err, errlen, "header: not a JSON object");
-    goto fail;
-  }
-  size_t top_keys = 0;
-  if (rank_st_scan_keys(json, len, &top_keys, err, errlen) != 0) goto fail;
-  int n = json_object_object_length(root);
-  if (n < 0 || (size_t)n != top_keys) {
-    rank_st_set_err(err, errlen, "header: %zu keys in the text but %d parsed (duplicate key)", top_keys,
-            n);
-    goto fail;
-  }
-  json_tokener_free(tok);
-  *out = root;
-  return 0;
-fail:
-  json_object_put(root);
-  if (tok) json_tokener_free(tok);
-  return -1;
-}
-
 int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_st_header *out,
                          char *err, size_t errlen) {
   rank_st_header h;
@@ -347,11 +281,11 @@ int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_s
   int rc = -1;
   memset(&h, 0, sizeof h);
   memset(out, 0, sizeof *out);
-  if (rank_st_json_parse(json, len, RANK_ST_MAX_HEADER, &root, err, errlen) != 0) goto out;
+  if (io_json_parse(json, len, RANK_ST_MAX_HEADER, &root, err, errlen) != 0) goto out;
   int n = json_object_object_length(root);
   h.t = calloc((size_t)n + 1, sizeof *h.t);
   if (!h.t) {
-    rank_st_set_err(err, errlen, "header: out of memory");
+    io_set_err(err, errlen, "header: out of memory");
     goto out;
   }
   json_object_object_foreach(root, key, val) {
@@ -361,15 +295,15 @@ int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_s
       continue;
     }
     if (kl == 0 || kl > RANK_ST_MAX_NAME) {
-      rank_st_set_err(err, errlen, "tensor name of %zu bytes (must be 1..%d)", kl, RANK_ST_MAX_NAME);
+      io_set_err(err, errlen, "tensor name of %zu bytes (must be 1..%d)", kl, RANK_ST_MAX_NAME);
       goto out;
     }
     for (size_t i = 0; i < kl; i++) {
       unsigned char c = (unsigned char)key[i];
       if (c < 0x20 || c == 0x7f) {
         char pb[512];
-        rank_st_set_err(err, errlen, "tensor '%s': name has a control character",
-                rank_st_printable(key, kl, pb, sizeof pb));
+        io_set_err(err, errlen, "tensor '%s': name has a control character",
+                io_printable(key, kl, pb, sizeof pb));
         goto out;
       }
     }
@@ -377,7 +311,7 @@ int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_s
     if (parse_tensor(key, val, t, err, errlen) != 0) goto out;
     t->name = strdup(key);
     if (!t->name) {
-      rank_st_set_err(err, errlen, "header: out of memory");
+      io_set_err(err, errlen, "header: out of memory");
       goto out;
     }
     h.count++;

@@ -16,7 +16,6 @@
 #include <stdint.h>
 
 #define RANK_ST_MAX_HEADER (100u * 1000u * 1000u) /* 100 MB bound on the JSON header */
-#define RANK_ST_MAX_DEPTH 8                        /* JSON nesting; a valid header needs 3 */
 #define RANK_ST_MAX_NDIM 8
 #define RANK_ST_MAX_NAME 1024 /* bytes of a tensor name */
 
@@ -50,9 +49,9 @@ typedef struct rank_st_header {
 } rank_st_header;
 
 /* Parses and checks a header of len bytes (the JSON only) for a data buffer
- * of data_len bytes: UTF-8, no NUL byte, one JSON object (strict syntax,
- * depth <= RANK_ST_MAX_DEPTH, only whitespace after it), no duplicate key in
- * any object, known dtypes, shapes of non-negative integers with
+ * of data_len bytes: the JSON checks of io_json_parse (ranks/io/json_in.h:
+ * UTF-8, no NUL byte, one object in strict syntax and depth, no duplicate
+ * key in any object), known dtypes, shapes of non-negative integers with
  * overflow-checked sizes, byte ranges that are ordered, non-overlapping,
  * without gaps, exactly fill data_len and match each tensor's size. Returns
  * 0 and fills out (free with rank_st_header_free), or -1 with a message in
@@ -60,15 +59,6 @@ typedef struct rank_st_header {
 int rank_st_parse_header(const char *json, size_t len, uint64_t data_len, rank_st_header *out,
                          char *err, size_t errlen);
 void rank_st_header_free(rank_st_header *h);
-
-/* The generic half of the checks above, for any JSON from a stranger (the
- * header, a *.safetensors.index.json): at most max_len bytes, UTF-8, no
- * NUL, strict syntax, depth <= RANK_ST_MAX_DEPTH, one object and only
- * whitespace after it, no duplicate key in any object. Returns 0 and the
- * object in *out (release with json_object_put), or -1 with a message. */
-struct json_object;
-int rank_st_json_parse(const char *json, size_t len, size_t max_len, struct json_object **out,
-                       char *err, size_t errlen);
 
 /* An open safetensors file: its checked header and a descriptor for pread. */
 typedef struct rank_st_file {

@@ -157,16 +157,3 @@ int rank_path_check_output(const char *flag, const char *path, const rank_path_a
   }
   return SP_OK;
 }
-
-int rank_path_check_io(const char *in_flag, char *const *inputs, int n, int how,
-                       const char *out_flag, const char *out) {
-  rank_path_arg *args = sp_xcalloc((size_t)n + 1, sizeof *args);
-  int rc = SP_OK;
-  for (int i = 0; i < n && rc == SP_OK; i++) {
-    rc = rank_path_check_input(in_flag, inputs[i], how);
-    args[i] = (rank_path_arg){in_flag, inputs[i]};
-  }
-  if (rc == SP_OK) rc = rank_path_check_output(out_flag, out, args, n);
-  free(args);
-  return rc;
-}

@@ -43,12 +43,6 @@ int rank_path_check_input(const char *flag, const char *path, int how);
 int rank_path_check_output(const char *flag, const char *path, const rank_path_arg *others,
                            int n);
 
-/* A command's inputs and its one output together: each of the n inputs
- * (flag in_flag) with rank_path_check_input(how), then the output with
- * rank_path_check_output against all of them. */
-int rank_path_check_io(const char *in_flag, char *const *inputs, int n, int how,
-                       const char *out_flag, const char *out);
-
 /* *same = 1 when a and b name one file (or one new path), else 0. SP_OK,
  * or SP_ERR_INPUT (logged) when either cannot be looked up. */
 int rank_path_same(const char *a, const char *b, int *same);

@@ -167,12 +167,6 @@ const mfile_format *mfile_format_of(kern_dtype dtype) {
   return NULL;
 }
 
-const mfile_format *mfile_format_named(const char *name) {
-  for (int i = 0; i < N_FORMATS; i++)
-    if (strcmp(formats[i].name, name) == 0) return &formats[i];
-  return NULL;
-}
-
 int64_t mfile_tensor_rows(const net_tensor *t) { return t->ndim ? t->shape[0] : 1; }
 int64_t mfile_tensor_cols(const net_tensor *t) { return t->numel / mfile_tensor_rows(t); }
 

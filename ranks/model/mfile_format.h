@@ -42,8 +42,6 @@ typedef struct mfile_format {
 
 /* The row of dtype, or NULL. */
 const mfile_format *mfile_format_of(kern_dtype dtype);
-/* The row named name (a dataset's dtype attribute), or NULL. */
-const mfile_format *mfile_format_named(const char *name);
 /* Values per block along a row of f (1 but for GGUF's block formats). */
 int mfile_format_block(const mfile_format *f);
 /* Bytes of one row of cols values stored as f (cols a multiple of its block). */

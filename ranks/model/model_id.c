@@ -5,8 +5,9 @@
 #include <string.h>
 
 #include "log.h"
-#include "model_file.h"
 #include "synth.h"
+
+int rank_model_spec_is_synth(const char *spec) { return strncmp(spec, "synth:", 6) == 0; }
 
 int model_file_id_start(model_file_id *id, const char *spec) {
   snprintf(id->source, sizeof id->source, "%s", spec);
@@ -30,17 +31,6 @@ int model_file_id_bad_preset(const model_file_id *id, const char *kind, const ch
 
 void model_file_id_match(model_file_id *id, const char *match) {
   if (!id->preset[0] && match) snprintf(id->preset, sizeof id->preset, "%s", match);
-}
-
-const char *model_file_preset_list(char *buf, size_t n, const void *table, size_t count,
-                                   size_t stride) {
-  if (buf[0]) return buf; /* joined already */
-  for (size_t i = 0; i < count; i++) {
-    /* A pointer to a struct, converted, points to its first member. */
-    const char *name = *(const char *const *)((const char *)table + i * stride);
-    snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", name);
-  }
-  return buf;
 }
 
 void model_file_size_set(model_file_size *s, const model_file_id *id, int tensors,

@@ -35,6 +35,8 @@ typedef struct model_file_size {
   int64_t file_bytes; /* bytes of the weights as stored (0 for synth:) */
 } model_file_size;
 
+/* 1 when spec names a synthetic model (synth:...), not a file. */
+int rank_model_spec_is_synth(const char *spec);
 /* Sets the source to spec; returns 1 when spec is a synth: spec (the
  * handle is then opened synthetic), 0 for a file. */
 int model_file_id_start(model_file_id *id, const char *spec);
@@ -47,13 +49,6 @@ int model_file_id_synth(model_file_id *id, const char *spec, const char *arch, k
 int model_file_id_bad_preset(const model_file_id *id, const char *kind, const char *known);
 /* Names the preset match (or NULL) when the file named none. */
 void model_file_id_match(model_file_id *id, const char *match);
-
-/* The names of a preset table for messages and help ("a, b"): count
- * entries stride bytes apart at table, each a struct whose first member is
- * its name (a const char *), joined with ", " into buf (n bytes) on the
- * first call; returns buf. */
-const char *model_file_preset_list(char *buf, size_t n, const void *table, size_t count,
-                                   size_t stride);
 
 /* tensors and params as given; file_bytes params in id's dtype, 0 for a
  * synthetic model. */

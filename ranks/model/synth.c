@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kern_dtype.h"
 #include "log.h"
-#include "wan_schema.h"
 
 static uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -31,33 +31,6 @@ double rank_synth_uniform(uint64_t key, uint64_t index) {
   uint64_t u = splitmix64(key ^ splitmix64(index));
   /* 53 random bits -> [0, 1) -> [-1, 1) */
   return (double)(u >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0;
-}
-
-const char *rank_synth_expert_prefix(int experts, int e) { return wan_synth_prefix(experts, e); }
-
-void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, wan_group g,
-                       int block, const wan_tensor *t, kern_dtype dtype, void *dst) {
-  (void)c;
-  char full[192];
-  if (g == WAN_GROUP_BLOCK)
-    snprintf(full, sizeof full, "%sblocks.%d.%s", prefix, block, t->name);
-  else
-    snprintf(full, sizeof full, "%s%s", prefix, t->name);
-  uint64_t key = rank_synth_key(seed, full);
-  double center, half;
-  wan_synth_scale(t->name, t->numel / t->shape[0], &center, &half);
-  const int64_t n = t->numel;
-  if (dtype == KERN_DTYPE_F32) {
-    float *out = dst;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++)
-      out[i] = (float)(center + half * rank_synth_uniform(key, (uint64_t)i));
-  } else {
-    uint16_t *out = dst;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++)
-      out[i] = kern_f32_to_bf16((float)(center + half * rank_synth_uniform(key, (uint64_t)i)));
-  }
 }
 
 int rank_synth_spec_parse(const char *spec, char *preset, size_t n, uint64_t *seed) {

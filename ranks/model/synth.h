@@ -4,27 +4,14 @@
  * what `synth:` generates. Each network's schema gives every tensor's
  * distribution (net_tensor synth_center, synth_half: for the DiT
  * wan_synth_scale); the model-file layer generates them (mfile.h).
- * rank_synth_tensor makes one DiT tensor alone. */
+ * rank_synth_tensor (model_file.h) makes one DiT tensor alone. */
 #ifndef RANK_SYNTH_H
 #define RANK_SYNTH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wan_config.h"
-
 #define RANK_SYNTH_VERSION 1
-
-/* Fills dst (t->numel values of dtype) with DiT tensor t of group g (block
- * index for blocks), as synth: reads it. prefix starts the tensor's key:
- * "" for a one-expert model, rank_synth_expert_prefix's for an expert of a
- * two-expert one. */
-void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, wan_group g,
-                       int block, const wan_tensor *t, kern_dtype dtype, void *dst);
-/* The key prefix of expert e of a model of experts experts: "" for one,
- * "high_noise_model." or "low_noise_model." for two (so the two experts'
- * weights differ, and neither equals a one-expert model's). */
-const char *rank_synth_expert_prefix(int experts, int e);
 
 /* Standard uniform in [-1, 1) for (key, index): the generator's core. */
 double rank_synth_uniform(uint64_t key, uint64_t index);

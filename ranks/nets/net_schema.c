@@ -7,18 +7,13 @@
 #include <string.h>
 
 #include "log.h"
-
-#include "umt5_schema.h"
-#include "wan_schema.h"
-#include "wan_vae22_schema.h"
-#include "wan_vae_schema.h"
-
-const net_schema *const net_schemas[] = {&wan_schema, &wan_vae_schema, &umt5_schema,
-                                          &wan_vae22_schema, NULL};
+#include "net.h"
 
 const net_schema *net_schema_of(const char *arch) {
-  for (int i = 0; net_schemas[i]; i++)
-    if (strcmp(net_schemas[i]->arch, arch) == 0) return net_schemas[i];
+  const net_desc *nets[32];
+  const int n = net_all(nets, 32);
+  for (int i = 0; i < n; i++)
+    if (nets[i]->schema && strcmp(nets[i]->schema->arch, arch) == 0) return nets[i]->schema;
   return NULL;
 }
 

@@ -7,8 +7,9 @@
  * layer (ranks/model/mfile.h) opens, validates, checksums, reads and
  * writes any network's file from this alone; nothing here touches a file.
  * A new network is a schema in a file of its own beside its description
- * (wan_schema.c, umt5_schema.c, wan_vae_schema.c) and an entry in
- * net_schemas (net_schema.c). */
+ * (wan_schema.c, umt5_schema.c, wan_vae_schema.c), named by its
+ * description (net_desc.schema, net.h), through which net_schema_of finds
+ * it. */
 #ifndef NET_SCHEMA_H
 #define NET_SCHEMA_H
 
@@ -104,10 +105,9 @@ typedef struct net_schema {
   const char *preset_kind;
 } net_schema;
 
-/* Every network a staticpipe file can hold, NULL-terminated: the archs a
- * file given to the wrong command is named by. */
-extern const net_schema *const net_schemas[];
-/* The schema of arch, or NULL. */
+/* The schema of arch among the networks of this build (net_all: every
+ * network a staticpipe file can hold), or NULL: what a file given to the
+ * wrong command is named by. */
 const net_schema *net_schema_of(const char *arch);
 
 /* The index of the attribute named name, or -1. */

@@ -23,7 +23,7 @@ int job_read_context(const char *path, const char *name, const wan_config *c, ra
 /* dataset (in_dim, F, H, W), the model's input, H and W even; with want
  * non-NULL the shape must equal it exactly (a run's latent: out_dim
  * channels). A path ending in .latent is read as a ComfyUI
- * latent file instead (io/latent_file.h), whatever name says. */
+ * latent file instead (import/latent_file.h), whatever name says. */
 int job_read_latent(const char *path, const char *name, const wan_config *c,
                     const int64_t *want, rank_tensor *out);
 

@@ -131,6 +131,56 @@ int job_setup_loras(job_session *s) {
   return setup_bypass(s);
 }
 
+/* Frees what read_pairs read. */
+static void free_pairs(rank_stage_lora *p, int experts, int nblocks) {
+  for (int e = 0; e < experts; e++) {
+    for (int b = 0; p->block[e] && b < nblocks; b++) free(p->block[e][b].values);
+    free(p->block[e]);
+    p->block[e] = NULL;
+  }
+}
+
+/* The pairs of l that the stage's blocks need, of each of its experts
+ * (rank_lora_bypass_read: only those blocks' LoRA tensors are read), into
+ * *out. SP_OK, or the reader's status (logged) with nothing left in *out. */
+static int read_pairs(const rank_lora *l, const rank_stage *st, rank_stage_lora *out) {
+  const rank_stage_cfg *cfg = rank_stage_get_cfg(st);
+  const int experts = rank_stage_experts(st), first = cfg->first_block;
+  const int nblocks = cfg->last_block - first + 1;
+  memset(out, 0, sizeof *out);
+  int rc = SP_OK;
+  for (int e = 0; e < experts && rc == SP_OK; e++) {
+    const int64_t r = rank_lora_bypass_rank(l, e, first, cfg->last_block);
+    if (r > out->rank) out->rank = r;
+    out->block[e] = sp_xcalloc((size_t)nblocks, sizeof *out->block[e]);
+    for (int b = 0; b < nblocks && rc == SP_OK; b++) {
+      rank_stage_lora_block *k = &out->block[e][b];
+      k->floats = rank_lora_bypass_floats(l, e, first + b);
+      k->values = sp_xmalloc(k->floats * sizeof(float) + 1);
+      rc = rank_lora_bypass_read(l, e, first + b, k->values, &k->pairs);
+    }
+  }
+  if (rc != SP_OK) free_pairs(out, experts, nblocks);
+  return rc;
+}
+
+/* Bypass: the stage's pairs of l (NULL: none), read here and handed to the
+ * stage as plain pairs. On a failure the stage is left with none. */
+static int set_stage_loras(job_session *s, const rank_lora *l) {
+  if (!l) {
+    rank_stage_set_lora(s->stage, NULL);
+    return SP_OK;
+  }
+  rank_stage_lora pairs;
+  const int rc = read_pairs(l, s->stage, &pairs);
+  rank_stage_set_lora(s->stage, rc == SP_OK ? &pairs : NULL);
+  if (rc == SP_OK) {
+    const rank_stage_cfg *cfg = rank_stage_get_cfg(s->stage);
+    free_pairs(&pairs, rank_stage_experts(s->stage), cfg->last_block - cfg->first_block + 1);
+  }
+  return rc;
+}
+
 /* Bypass: gives the stage job j's LoRA pairs unless it holds them already.
  * A failure fails the job; the next job sets its own. */
 int job_use_loras(job_session *s, const job_spec *j) {
@@ -141,7 +191,7 @@ int job_use_loras(job_session *s, const job_spec *j) {
   s->lora = NULL;
   s->lora_set = 0;
   int rc = n ? rank_lora_open(want, n, rank_model_get_info(s->m), &s->lora) : SP_OK;
-  if (rc == SP_OK) rc = rank_stage_set_lora(s->stage, s->lora);
+  if (rc == SP_OK) rc = set_stage_loras(s, s->lora);
   if (rc != SP_OK) return rc;
   if (s->w->rank == 0) {
     char d[2048] = "none";

@@ -205,11 +205,11 @@ static const job_option table[JOB_OPT_COUNT] = {
      "micro-batches (the CFG branches, the videos of --jobs in\n"
      "flight), x S pipeline stages splitting the blocks, x U\n"
      "sequence-parallel ranks per stage (Ulysses: each holds the\n"
-     "stage's blocks and 1/U of the tokens; U divides the heads;\n"
-     "on CUDA compiled, not yet run on a GPU); R at most the\n"
-     "micro-batches of a step. pipeline: 1 x ranks x 1. auto: the\n"
-     "planner's choice (memory first, then the smallest predicted\n"
-     "step: its multi-GPU figures are predictions, unmeasured);\n"
+     "stage's blocks and 1/U of the tokens; U divides the heads);\n"
+     "R at most the micro-batches of a step. pipeline: 1 x ranks\n"
+     "x 1. auto: the planner's choice (memory first, then the\n"
+     "smallest predicted step: its multi-GPU figures are\n"
+     "predictions);\n"
      "plan --layout auto shows it. The latents are bit-identical\n"
      "for every layout"},
     {JOB_OPT_SPEED, "speed", 0, "LIST", NULL, 0,
@@ -240,8 +240,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "any other: a GGUF file's run in bf16 only); plan counts a\n"
      "block on a GPU in its stored formats"},
     {JOB_OPT_CACHE, "cache", 0, "C", "off", 1,
-     "step caching: off, teacache:T or magcache:T (the CUDA\n"
-     "stage's is compiled but not yet run on a GPU). A skipped\n"
+     "step caching: off, teacache:T or magcache:T. A skipped\n"
      "step of a CFG branch reuses the residual out - in of the\n"
      "whole transformer (all blocks) kept from the branch's last\n"
      "computed step: in + R goes to the head. teacache: the\n"

@@ -70,7 +70,7 @@ static void stream_check(job_session *s, job_spec *j) {
   const int nb = job_spec_loras(&s->params, &s->params.job, base);
   if (j->prompt[0]) {
     /* The encoder is freed before the model is placed (job_prompt.c). */
-    sp_log_error("%s: prompt= on a streamed line is not built yet (the text encoder runs "
+    sp_log_error("%s: prompt= on a streamed line is refused (the text encoder runs "
                  "before the model is placed): make its cond file with 'staticpipe encode' "
                  "and give cond=", where);
     job_spec_mark_bad(j);
@@ -86,7 +86,7 @@ static void stream_check(job_session *s, job_spec *j) {
     return;
   }
   if (!job_loras_same(want, n, base, nb)) {
-    sp_log_error("%s: lora= on a streamed line is not built yet (a stream takes the LoRAs "
+    sp_log_error("%s: lora= on a streamed line is refused (a stream takes the LoRAs "
                  "of --lora for every job)",
                  where);
     job_spec_mark_bad(j);

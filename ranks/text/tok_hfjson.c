@@ -10,14 +10,14 @@
  * control pieces, the others user-defined, as Hugging Face's converter
  * made them from SentencePiece's types; added tokens with ids past the
  * vocabulary are not pieces and are left out (TOKENIZER.md). The JSON itself goes through the
- * strict reader of the safetensors header (rank_st_json_parse). */
+ * strict JSON reader (io_json_parse, ranks/io/json_in.h). */
 #include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_in.h"
 #include "log.h"
-#include "safetensors.h"
 #include "tok_internal.h"
 
 static json_object *get(json_object *o, const char *key, json_type type) {
@@ -232,7 +232,7 @@ static int parse_types(json_object *root, json_object *model, tok_spec *s, char 
 int tok_hfjson_parse(const char *json, size_t n, tok_spec *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   json_object *root = NULL;
-  if (rank_st_json_parse(json, n, TOK_MAX_FILE_BYTES, &root, err, errlen)) return -1;
+  if (io_json_parse(json, n, TOK_MAX_FILE_BYTES, &root, err, errlen)) return -1;
   tok_spec s = {0};
   int rc = -1;
   json_object *model = get(root, "model", json_type_object);

@@ -9,8 +9,8 @@
 
 #include "file_read.h"
 #include "log.h"
-#include "st_text.h"
 #include "tok_internal.h"
+#include "utf8.h"
 
 void tok_err(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
@@ -24,7 +24,7 @@ int tok_text_check(const char *text, size_t len, const char *what, char *err, si
     tok_err(err, errlen, "%s%zu bytes, at most %u accepted", what, len, TOK_MAX_TEXT_BYTES);
     return -1;
   }
-  size_t bad = rank_st_utf8_check((const uint8_t *)text, len);
+  size_t bad = io_utf8_check((const uint8_t *)text, len);
   if (bad != len) {
     tok_err(err, errlen, "invalid UTF-8 at byte %zu", bad);
     return -1;
@@ -295,7 +295,7 @@ static int spec_check(const tok_spec *s, char *err, size_t errlen) {
               TOK_MAX_PIECE_BYTES);
       return -1;
     }
-    size_t bad = rank_st_utf8_check(s->piece_bytes + a, b - a);
+    size_t bad = io_utf8_check(s->piece_bytes + a, b - a);
     if (bad != b - a || memchr(s->piece_bytes + a, 0, b - a)) {
       tok_err(err, errlen, "piece %d: not valid UTF-8 without NUL (byte %zu)", i, bad);
       return -1;

@@ -15,20 +15,20 @@
  *   least KERN_ATTN_FA3_MIN_KEYS keys, the auto context on the queries in
  *   chunks and on one head at a time (as the stage's chunks and Ulysses
  *   ranks call it) gives the bits of one call over the whole shape;
- * - every benchmark variant of the flash kernel (launch/bench/dev/) passes the
+ * - every benchmark variant of the flash kernel (tests/gpu/dev/) passes the
  *   same checks on the shapes up to 4,099 tokens, and variants that share
  *   a register tile width (`sub`) give bit-identical outputs;
  * - fa3 (the Hopper kernel, sm_90 in a build with sm_90a code; on an sm_90
  *   GPU its absence is a failure): the same checks on every shape, head
  *   dims 128 and 64, directly and through an fa3 attention context (which
- *   must report that fa3 ran); every fa3 variant (launch/bench/dev/
+ *   must report that fa3 ran); every fa3 variant (tests/gpu/dev/
  *   fa3_variants.h, simplest first, so the first failing row names the
  *   stage that broke) on the shapes up to 4,099 tokens, each bit-identical
  *   to the first variant with the same head dim and key tile.
  * - fa3-int8 (kern_attn_fa3_int8_run and its context, where fa3 runs):
  *   against the same fp32 attention, within 2x (+ 2e-4) of the scheme's own
- *   CPU form (tests/common/sp_test_attn8.h) and under TOL_INT8, the issue's
- *   bound for 8-bit attention; its variants as fa3's.
+ *   CPU form (tests/common/sp_test_attn8.h) and under TOL_INT8, the bound
+ *   8-bit attention is held to; its variants as fa3's.
  * Head dim 64 has fa3 rows only (the other backends are built for 128).
  * Each row prints the largest absolute error, the relative L2 error, the
  * rerun's bit identity and the rerun's time.

@@ -11,10 +11,10 @@
  *   test_attention_bench --bench     all four shapes, then self-attention
  *                                    over 8,190 and 16,380 tokens (where
  *                                    --attn auto's rule, kern_attn_auto_rule,
- *                                    has no measurement yet), 20 timed runs
+ *                                    has no measurement), 20 timed runs
  *                                    each
  *   test_attention_bench --variants  every variant of the flash kernel
- *       (launch/bench/dev/flash_variants.h): first checked on Lq = Lk = 1000,
+ *       (tests/gpu/dev/flash_variants.h): first checked on Lq = Lk = 1000,
  *       2 heads (tails for every tile shape) against fp32 attention on the
  *       CPU, within 2x (+ 2e-4) of a plain bf16 implementation's error and
  *       bit-identical to the first variant with the same register tile;
@@ -23,7 +23,7 @@
  *       One table row per variant and a cudnn row; about 2 minutes on an
  *       H200.
  *   test_attention_bench --fa3-variants  every variant of the Hopper kernel
- *       (launch/bench/dev/fa3_variants.h, sm_90 only): first checked per head
+ *       (tests/gpu/dev/fa3_variants.h, sm_90 only): first checked per head
  *       dim on Lq = Lk = 1000, 2 heads, as --variants checks flash (the
  *       key: the variant's key tile); then timed at head dim 128 on the
  *       three shapes of --variants (each output checked against cudnn),
@@ -59,7 +59,7 @@
 #include "sp_test.h"
 
 #define HEADS 40
-/* fa3-int8 against cudnn's bf16: the issue's bound for 8-bit attention
+/* fa3-int8 against cudnn's bf16: the bound 8-bit attention is held to
  * against fp32 (tests/gpu/test_attention.c holds it to fp32 itself) */
 #define INT8_VS_BF16 3e-2
 typedef struct bcase {

@@ -7,8 +7,7 @@
  * row (scale 1), a row whose largest magnitude is negative, widths below,
  * at and above the block's 256 threads, and more rows than the grid's
  * blocks; a second call gives the same bytes. Fresh random inputs each run
- * (SP_SEED=n replays). Exit 77 with one line when there is no CUDA device.
- * Compiled; not yet run on a GPU. */
+ * (SP_SEED=n replays). Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>

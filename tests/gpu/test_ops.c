@@ -23,13 +23,13 @@
  *
  * Rows with .split run the op in calls of that many rows on offset
  * pointers (the way a caller chunks activations); rows with .kernels
- * run that benchmark variant (launch/bench/dev/norm_variants.h).
+ * run that benchmark variant (tests/gpu/dev/norm_variants.h).
  *
  *   test_ops            all rows       test_ops -o OP   the rows of one op
  *   test_ops --small    small rows only, for compute-sanitizer memcheck
  *   test_ops --bench    time the residual-stream row ops at the Wan shapes
  *                       (every kernel variant, checked before it is timed;
- *                       launch/bench/dev/ops_bench.c)
+ *                       tests/gpu/dev/ops_bench.c)
  * Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <getopt.h>

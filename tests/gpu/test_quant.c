@@ -31,7 +31,7 @@
  *
  *   test_quant [-o OP] [--small] [--bench [JSON]]
  * --small runs the small rows (for compute-sanitizer); --bench times the
- * Wan-14B GEMM shapes instead (launch/bench/dev/quant_bench.c). Exit 77
+ * Wan-14B GEMM shapes instead (tests/gpu/dev/quant_bench.c). Exit 77
  * with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <getopt.h>

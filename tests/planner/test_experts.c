@@ -1,7 +1,7 @@
 /* Two-expert models (Wan 2.2 A14B) in the planner: the arena of a stage
  * holding both experts, the choice per rank between both experts resident,
  * swapping at the switch and streaming, the predicted switch cost, and the
- * plan's forms with the new fields. References are written out here: the
+ * plan's forms with the experts' fields. References are written out here: the
  * buffers a stage of two experts adds to a one-expert stage, the budgets
  * that separate the choices from the weights' sizes, the switch's timeline
  * in closed form. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ComfyUI latent files (ranks/io/latent_file.h), checked through an
+# ComfyUI latent files (ranks/import/latent_file.h), checked through an
 # independent reader and writer: the Python safetensors package when it is
 # installed (launch/deps.sh installs it with pip: Debian 12 has no
 # python3-safetensors), else the repository's own hand-written reader and

@@ -1,4 +1,4 @@
-/* The VAE model file (ranks/model/vae_file.h) through its C API: presets and
+/* The VAE model file (ranks/nets/wan_vae/vae_file.h) through its C API: presets and
  * synth: specs, the synthetic weights' scales, the writer's refusals and
  * its atomic commit, fp32 and bf16 decoder-only files read back (no
  * attribute encoder, no /encoder, encoding refused), a file with the

@@ -4,7 +4,7 @@
  * Compiled for sm_90a alone; a build without 90 among its CUDA
  * architectures gets nosm90a/fa3_attn_none.c instead.
  *
- * Shipped, the fastest of the variants timed on an H100 (launch/bench/dev/
+ * Shipped, the fastest of the variants timed on an H100 (tests/gpu/dev/
  * sm90a/fa3_variants.cu; test_attention_bench --fa3-variants, 40 heads):
  * - head dim 128: 128 query rows per tile (two consumer warpgroups),
  *   128-key tiles in a 2-slot ring, intra-warpgroup overlap, no ping-pong,

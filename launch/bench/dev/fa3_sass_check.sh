@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the compiled fa3 kernels (kernels/cuda/sm90a/, launch/bench/dev/sm90a/)
+# Checks the compiled fa3 kernels (kernels/cuda/sm90a/, tests/gpu/dev/sm90a/)
 # without a GPU: compiles both files for sm_90a with ptxas -v, then for every
 # kernel instance
 #   - prints registers, stack frame and spills, and fails on any spill, any
@@ -24,9 +24,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 inc="-I$root/kernels -I$root/kernels/cuda -I$root/kernels/cuda/sm90a -I$root/comm/log"
-inc="$inc -I$root/comm/log/cuda -I$root/planner -I$root/launch/bench/dev"
+inc="$inc -I$root/comm/log/cuda -I$root/planner -I$root/tests/gpu/dev"
 for src in kernels/cuda/sm90a/fa3_attn.cu kernels/cuda/sm90a/fa3_int8.cu \
-  launch/bench/dev/sm90a/fa3_variants.cu; do
+  tests/gpu/dev/sm90a/fa3_variants.cu; do
   obj=$tmp/$(basename "$src").o
   "$nvcc" -O2 -DNDEBUG -std=c++17 -gencode=arch=compute_90a,code=sm_90a $inc -Xptxas -v \
     -c "$root/$src" -o "$obj" >"$tmp/ptxas.log" 2>&1 || { cat "$tmp/ptxas.log"; exit 1; }

@@ -2,7 +2,7 @@
  * "Model file"): the config as int64 root attributes, the group /encoder
  * with one dataset per tensor of the table (umt5.h), named by Wan's key,
  * and the group /tokenizer, whose datasets the T5 file's reader and writer
- * (ranks/model/t5_file.h) handle; the presets umt5-xxl (the published
+ * (ranks/nets/umt5/t5_file.h) handle; the presets umt5-xxl (the published
  * config) and umt5-tiny (UMT5.md "Config"), and the synthetic generator's
  * scales. */
 #ifndef UMT5_SCHEMA_H

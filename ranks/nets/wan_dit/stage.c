@@ -195,9 +195,9 @@ void rank_stage_head(rank_stage *s, int buf, float *out) {
 }
 void rank_stage_sync(rank_stage *s) { s->ops->sync(s); }
 
-int rank_stage_set_lora(rank_stage *s, const rank_lora *l) {
+void rank_stage_set_lora(rank_stage *s, const rank_stage_lora *l) {
   s->ops->sync(s);
-  return s->ops->set_lora(s, l);
+  s->ops->set_lora(s, l);
 }
 
 int rank_stage_experts(const rank_stage *s) { return s->experts; }

@@ -25,7 +25,6 @@
 #include "comm_group.h"
 #include "dit.h"
 #include "kern_attn_backend.h"
-#include "lora.h"
 #include "model_file.h"
 #include "net.h"
 #include "plan.h"
@@ -202,14 +201,34 @@ void rank_stage_sync(rank_stage *s);
 int rank_stage_experts(const rank_stage *s);
 void rank_stage_set_expert(rank_stage *s, int e);
 
-/* Bypassed LoRAs (MODEL.md "LoRA", bypass): replaces the pairs added after
- * the stage's blocks' linear layers by those of l (rank_lora_bypass_check
- * passed), reading only its own blocks' LoRA tensors; l NULL drops them.
- * The base weights stay as loaded, so jobs switch LoRAs without reloading.
- * Between jobs only (it waits for queued work and may allocate); a
- * following rank_stage_set_prompt sees the new pairs. SP_OK, or the
- * reader's status (logged) with no pairs left in place. */
-int rank_stage_set_lora(rank_stage *s, const rank_lora *l);
+/* Bypassed LoRAs (MODEL.md "LoRA", bypass): the low-rank pairs added
+ * after a block's linear layers, y += B (A x), as the caller read them
+ * from the LoRA files (the pipeline, ranks/import/lora.h).
+ *
+ * One block's: its values (floats of them, fp32 host memory) and the pair
+ * of each linear layer (WAN_BLOCK_LINEARS), views into the values (r = 0:
+ * a layer without pairs; each pair's A (r, in) and B (out, r) lie within
+ * the values). */
+typedef struct rank_stage_lora_block {
+  float *values;
+  size_t floats;
+  wan_block_lora_f32 pairs;
+} rank_stage_lora_block;
+/* A stage's: block[e][i] is block first_block + i of expert e, for each
+ * of the stage's experts (rank_stage_experts); rank, the largest summed
+ * rank R of any layer among them. */
+typedef struct rank_stage_lora {
+  rank_stage_lora_block *block[RANK_MODEL_MAX_EXPERTS];
+  int64_t rank;
+} rank_stage_lora;
+/* Replaces the pairs added after the stage's blocks' linear layers by
+ * copies of l's (the caller keeps l); l NULL drops them. The base weights
+ * stay as loaded, so jobs switch LoRAs without reloading. On CUDA the
+ * pairs go to the room held from load (cfg.lora_block_elems, lora_rank):
+ * pairs that need more are the caller's bug (fatal). Between jobs only (it
+ * waits for queued work and may allocate); a following
+ * rank_stage_set_prompt sees the new pairs. */
+void rank_stage_set_lora(rank_stage *s, const rank_stage_lora *l);
 
 /* What a stage holds and moves, for the run's summary (--json). */
 typedef struct rank_stage_stats {

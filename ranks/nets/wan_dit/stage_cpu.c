@@ -18,7 +18,7 @@ typedef struct cpu_expert {
   wan_block_f32 *blocks; /* [nblocks] */
   float *ck, *cv;    /* (prompts, nblocks, text_len, dim) cross-attention k, v */
   /* Bypassed LoRA (rank_stage_set_lora): this expert's pairs per block. */
-  float **lora_w;           /* [nblocks] the pairs' values (rank_lora_bypass_read) */
+  float **lora_w;           /* [nblocks] the pairs' values (rank_stage_lora_block) */
   wan_block_lora_f32 *lora; /* [nblocks] typed views of lora_w[b], or NULL: none */
 } cpu_expert;
 
@@ -221,48 +221,38 @@ static void cpu_head(rank_stage *s, int buf, float *out) {
 
 static void cpu_sync(rank_stage *s) { (void)s; /* every call ran to the end */ }
 
-/* Reads the pairs of expert e of the stage's blocks into x. SP_OK, or the
- * reader's status with x's pairs left unset. */
-static int lora_read_expert(rank_stage *s, const rank_lora *l, int e, cpu_expert *x) {
-  const int first = s->cfg.first_block;
+/* Copies the pairs of one expert's blocks (blk[nblocks]) into x: each
+ * block's values, and its views moved onto the copy. */
+static void lora_copy_expert(rank_stage *s, const rank_stage_lora_block *blk, cpu_expert *x) {
   float **w = sp_xcalloc((size_t)s->nblocks, sizeof *w);
   wan_block_lora_f32 *v = sp_xcalloc((size_t)s->nblocks, sizeof *v);
-  int rc = SP_OK;
-  for (int b = 0; b < s->nblocks && rc == SP_OK; b++) {
-    w[b] = sp_xmalloc(rank_lora_bypass_floats(l, e, first + b) * sizeof(float) + 1);
-    rc = rank_lora_bypass_read(l, e, first + b, w[b], &v[b]);
-  }
-  if (rc != SP_OK) {
-    for (int b = 0; b < s->nblocks; b++) free(w[b]);
-    free(w);
-    free(v);
-    return rc;
+  for (int b = 0; b < s->nblocks; b++) {
+    const rank_stage_lora_block *k = &blk[b];
+    w[b] = sp_xmalloc(k->floats * sizeof(float) + 1);
+    memcpy(w[b], k->values, k->floats * sizeof(float));
+#define MOVE_(field, in_, out_)                                                                 \
+    v[b].field = (wan_lora_f32){.a = k->pairs.field.r ? w[b] + (k->pairs.field.a - k->values) : NULL, \
+                                .b = k->pairs.field.r ? w[b] + (k->pairs.field.b - k->values) : NULL, \
+                                .r = k->pairs.field.r};
+    WAN_BLOCK_LINEARS(MOVE_)
+#undef MOVE_
   }
   x->lora_w = w;
   x->lora = v;
-  return SP_OK;
 }
 
-/* Reads every expert's pairs of this stage's blocks of l, then swaps them
- * in; the scratch grows first when their rank needs it. */
-static int cpu_set_lora(rank_stage *s, const rank_lora *l) {
+/* Every expert's pairs of l in place of the last; the scratch grows first
+ * when their rank needs it. */
+static void cpu_set_lora(rank_stage *s, const rank_stage_lora *l) {
   cpu_stage *c = st(s);
   lora_drop(s, c);
-  if (!l) return SP_OK;
-  int64_t r = 0;
-  for (int e = 0; e < s->experts; e++) {
-    const int64_t re = rank_lora_bypass_rank(l, e, s->cfg.first_block, s->cfg.last_block);
-    if (re > r) r = re;
-  }
-  if (r > c->lora_rank) {
+  if (!l) return;
+  if (l->rank > c->lora_rank) {
     free(c->scratch);
-    c->scratch = sp_xmalloc(scratch_floats(s, r) * sizeof(float));
-    c->lora_rank = r;
+    c->scratch = sp_xmalloc(scratch_floats(s, l->rank) * sizeof(float));
+    c->lora_rank = l->rank;
   }
-  int rc = SP_OK;
-  for (int e = 0; e < s->experts && rc == SP_OK; e++) rc = lora_read_expert(s, l, e, &c->ex[e]);
-  if (rc != SP_OK) lora_drop(s, c);
-  return rc;
+  for (int e = 0; e < s->experts; e++) lora_copy_expert(s, l->block[e], &c->ex[e]);
 }
 
 /* The switch between experts: the next calls use expert e's weights and

@@ -22,7 +22,7 @@ typedef struct wan_dit_backend {
   void (*blocks)(rank_stage *s, int n, const int *slots, const int *bufs);
   void (*head)(rank_stage *s, int buf, float *out);
   void (*sync)(rank_stage *s);
-  int (*set_lora)(rank_stage *s, const rank_lora *l);
+  void (*set_lora)(rank_stage *s, const rank_stage_lora *l);
   /* Selects expert e (0 .. experts - 1) for the calls that follow (a
    * one-expert stage is never asked). */
   void (*set_expert)(rank_stage *s, int e);

@@ -52,17 +52,6 @@ int wan_block_linear_of(int i) {
   return -1;
 }
 
-uint64_t wan_block_fp8_bytes(const wan_config *c) {
-  wan_layout l;
-  wan_layout_make(c, WAN_GROUP_BLOCK, KERN_DTYPE_BF16, &l);
-  uint64_t n = 0;
-  for (int i = 0; i < l.count; i++)
-    n += wan_block_linear_of(i) >= 0
-             ? (uint64_t)l.t[i].numel + (uint64_t)l.t[i].shape[0] * sizeof(float)
-             : (uint64_t)l.t[i].bytes;
-  return n;
-}
-
 const char *wan_precision_name(wan_precision p) {
   return p == WAN_PRECISION_FP8 ? "fp8" : p == WAN_PRECISION_INT8 ? "int8" : "bf16";
 }

@@ -150,9 +150,6 @@ enum { WAN_BLOCK_LINEAR_COUNT = 10 };
 /* The place (0 .. WAN_BLOCK_LINEAR_COUNT - 1, WAN_BLOCK_LINEARS order) of
  * block tensor i among the linear weights, or -1 for any other tensor. */
 int wan_block_linear_of(int i);
-/* Bytes of one block in an fp8 model file: the linear weights' e4m3 bytes
- * and their fp32 scales, the other tensors in bf16. */
-uint64_t wan_block_fp8_bytes(const wan_config *c);
 _Static_assert(WAN_BLOCK_T_COUNT + WAN_BLOCK_LINEAR_COUNT <= WAN_MAX_TENSORS,
                "an fp8 block's scales take the slots after its tensors");
 

@@ -8,7 +8,6 @@
 
 #include "log.h"
 #include "mfile.h"
-#include "model_file.h"
 #include "wan_vae22_schema.h"
 
 struct wan_vae22_model {

@@ -56,7 +56,7 @@
 #include "layout.h"
 #include "log.h"
 #include "plan.h"
-#include "trace.h"
+#include "trace_rec.h"
 #include "stage_cuda_impl.h"
 
 static cuda_stage *cuda_of(rank_stage *s) { return s->impl; }
@@ -401,74 +401,55 @@ static void cuda_head(rank_stage *s, int buf, float *out) {
 
 static void cuda_sync(rank_stage *s) { CUDA_CHECK(cudaStreamSynchronize(cuda_of(s)->stream)); }
 
-/* Bypassed LoRAs: each block's pairs of expert e read on the host (fp32,
- * the packing of rank_lora_bypass_read), narrowed to bf16 and copied into
- * the block's room of expert e in the arena; the views (*out) point at the
- * same offsets on the device. The room was sized at load for every job's
- * LoRAs (cfg.lora_block_elems, cfg.lora_rank): a set that needs more is a
- * bug of the caller. SP_OK, or the reader's status with *out untouched. */
-static int lora_upload_expert(rank_stage *s, cuda_stage *c, const rank_lora *l, int e,
-                              wan_block_lora_bf16 **out) {
-  const int first = s->cfg.first_block;
-  if (rank_lora_bypass_rank(l, e, first, s->cfg.last_block) > s->cfg.lora_rank || !c->lora_t)
-    sp_fatal("internal: the LoRA pairs' rank exceeds the stage's room (%lld)",
-             (long long)s->cfg.lora_rank);
+/* Bypassed LoRAs: each block's pairs of expert e (blk[nblocks], fp32 host
+ * memory) narrowed to bf16 and copied into the block's room of expert e in
+ * the arena; the views (the result) point at the same offsets on the
+ * device. The room was sized at load for every job's LoRAs
+ * (cfg.lora_block_elems, cfg.lora_rank): pairs that need more are a bug
+ * of the caller. */
+static wan_block_lora_bf16 *lora_upload_expert(rank_stage *s, cuda_stage *c,
+                                               const rank_stage_lora_block *blk, int e) {
   wan_block_lora_bf16 *v = sp_xcalloc((size_t)s->nblocks, sizeof *v);
-  float *host = NULL;
   uint16_t *narrow = NULL;
   size_t cap = 0;
-  int rc = SP_OK;
-  for (int b = 0; b < s->nblocks && rc == SP_OK; b++) {
-    const size_t n = rank_lora_bypass_floats(l, e, first + b);
+  for (int b = 0; b < s->nblocks; b++) {
+    const rank_stage_lora_block *k = &blk[b];
+    const size_t n = k->floats;
     if (n > s->cfg.lora_block_elems)
       sp_fatal("internal: block %d's LoRA pairs hold %zu values, the stage's room %llu",
-               first + b, n, (unsigned long long)s->cfg.lora_block_elems);
+               s->cfg.first_block + b, n, (unsigned long long)s->cfg.lora_block_elems);
     if (n + 1 > cap) {
       cap = n + 1;
-      free(host);
       free(narrow);
-      host = sp_xmalloc(cap * sizeof *host);
       narrow = sp_xmalloc(cap * sizeof *narrow);
     }
-    wan_block_lora_f32 hv;
-    rc = rank_lora_bypass_read(l, e, first + b, host, &hv);
-    if (rc != SP_OK) break;
-    kern_f32_to_bf16_n(host, narrow, n);
+    kern_f32_to_bf16_n(k->values, narrow, n);
     uint16_t *dev = c->lora_w[(size_t)e * (size_t)s->nblocks + (size_t)b];
     /* Synchronous: narrow is reused for the next block. */
     CUDA_CHECK(cudaMemcpy(dev, narrow, n * sizeof *narrow, cudaMemcpyHostToDevice));
 #define DEV_(field, in_, out_)                                                                  \
-    v[b].field = (wan_lora_bf16){.a = hv.field.r ? dev + (hv.field.a - host) : NULL,            \
-                                 .b = hv.field.r ? dev + (hv.field.b - host) : NULL,            \
-                                 .r = hv.field.r};
+    v[b].field = (wan_lora_bf16){.a = k->pairs.field.r ? dev + (k->pairs.field.a - k->values) : NULL, \
+                                 .b = k->pairs.field.r ? dev + (k->pairs.field.b - k->values) : NULL, \
+                                 .r = k->pairs.field.r};
     WAN_BLOCK_LINEARS(DEV_)
 #undef DEV_
   }
-  free(host);
   free(narrow);
-  if (rc != SP_OK) {
-    free(v);
-    return rc;
-  }
-  *out = v;
-  return SP_OK;
+  return v;
 }
 
 /* Every expert's pairs of l into its room (lora_upload_expert). */
-static int cuda_set_lora(rank_stage *s, const rank_lora *l) {
+static void cuda_set_lora(rank_stage *s, const rank_stage_lora *l) {
   cuda_stage *c = cuda_of(s);
   for (int e = 0; e < RANK_MODEL_MAX_EXPERTS; e++) {
     free(c->ex[e].lora);
     c->ex[e].lora = NULL;
   }
-  int rc = SP_OK;
-  for (int e = 0; l && e < s->experts && rc == SP_OK; e++)
-    rc = lora_upload_expert(s, c, l, e, &c->ex[e].lora);
-  for (int e = 0; rc != SP_OK && e < s->experts; e++) {
-    free(c->ex[e].lora);
-    c->ex[e].lora = NULL;
-  }
-  return rc;
+  if (!l) return;
+  if (l->rank > s->cfg.lora_rank || !c->lora_t)
+    sp_fatal("internal: the LoRA pairs' rank exceeds the stage's room (%lld)",
+             (long long)s->cfg.lora_rank);
+  for (int e = 0; e < s->experts; e++) c->ex[e].lora = lora_upload_expert(s, c, l->block[e], e);
 }
 
 /* The switch between experts: the next calls use expert e's groups and

@@ -108,7 +108,7 @@ typedef struct cuda_stage {
   uint16_t *sq;       /* (4, LA, dim / U) q, k, v, attention output of the rank's heads */
   uint16_t *spack;    /* (U, L, dim / U) the rank's rows packed peer by peer */
   /* Bypassed LoRAs (rank_stage_set_lora): every expert's pairs of every
-   * block, bf16, in the packing of rank_lora_bypass_read (the views are
+   * block, bf16, as the values of rank_stage_lora_block hold them (the views are
    * ex[e].lora), and the (rows, rank) A x. */
   uint16_t **lora_w;  /* [experts x nblocks] device, cfg.lora_block_elems each (NULL: no room) */
   uint16_t *lora_t;

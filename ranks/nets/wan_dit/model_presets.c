@@ -44,13 +44,6 @@ int rank_model_preset(const char *name, wan_config *c, rank_model_experts *x) {
 
 const char *rank_model_preset_names(void) { return wan_schema.preset_names(); }
 
-int rank_model_experts_check(const rank_model_experts *x, char *err, size_t n) {
-  wan_file_config f;
-  wan_config none = {0};
-  rank_model_file_config(&none, x, &f);
-  return wan_experts_check(&f, err, n);
-}
-
 void rank_model_expert_path(int experts, int e, wan_group g, int block, const char *name,
                             char *buf, size_t n) {
   char pre[32] = "";
@@ -59,8 +52,4 @@ void rank_model_expert_path(int experts, int e, wan_group g, int block, const ch
     snprintf(buf, n, "%s/blocks/%04d/%s", pre, block, name);
   else
     snprintf(buf, n, "%s/%s/%s", pre, g == WAN_GROUP_EMBED ? "embed" : "head", name);
-}
-
-void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n) {
-  rank_model_expert_path(1, 0, g, block, name, buf, n);
 }

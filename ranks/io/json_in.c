@@ -1,5 +1,5 @@
-/* The text-level checks of a safetensors header (see st_text.h). */
-#include "st_text.h"
+/* The strict JSON reader (see json_in.h). */
+#include "json_in.h"
 
 #include <json-c/json.h>
 #include <stdarg.h>
@@ -8,20 +8,17 @@
 #include <string.h>
 
 #include "utf8.h"
-#include "safetensors.h"
 
 /* ---- messages ------------------------------------------------------------ */
 
-void rank_st_set_err(char *err, size_t errlen, const char *fmt, ...) {
+void io_set_err(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
 }
 
-/* A name from the file made safe to print on one line: at most 120 bytes,
- * anything outside printable ASCII as \xNN. */
-const char *rank_st_printable(const char *s, size_t n, char *buf, size_t cap) {
+const char *io_printable(const char *s, size_t n, char *buf, size_t cap) {
   size_t o = 0;
   for (size_t i = 0; i < n && o + 5 < cap; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -40,10 +37,6 @@ const char *rank_st_printable(const char *s, size_t n, char *buf, size_t cap) {
   buf[o] = '\0';
   return buf;
 }
-
-/* ---- bytes --------------------------------------------------------------- */
-
-size_t rank_st_utf8_check(const unsigned char *s, size_t n) { return io_utf8_check(s, n); }
 
 /* ---- duplicate keys -------------------------------------------------------
  * json-c keeps the last of two equal keys without a word, so the JSON text
@@ -143,8 +136,8 @@ static void frame_free(obj_frame *f) {
 
 /* Returns 0, or -1 with a message. *top_keys gets the number of keys of
  * the root object (cross-checked against what json-c kept). */
-int rank_st_scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size_t errlen) {
-  obj_frame st[RANK_ST_MAX_DEPTH + 2];
+static int scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size_t errlen) {
+  obj_frame st[IO_JSON_MAX_DEPTH + 2];
   int depth = 0, rc = -1;
   char pb[512];
   memset(st, 0, sizeof st);
@@ -155,11 +148,11 @@ int rank_st_scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size
       size_t j = i + 1;
       while (j < n && s[j] != '"') j += (s[j] == '\\') ? 2 : 1;
       if (j >= n) {
-        rank_st_set_err(err, errlen, "header: unterminated string");
+        io_set_err(err, errlen, "header: unterminated string");
         goto out;
       }
       if (escapes_ok(s + i, j - i + 1) != 0) {
-        rank_st_set_err(err, errlen, "header: string at byte %zu has a lone UTF-16 surrogate escape "
+        io_set_err(err, errlen, "header: string at byte %zu has a lone UTF-16 surrogate escape "
                              "(not valid UTF-8)", i);
         goto out;
       }
@@ -170,7 +163,7 @@ int rank_st_scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size
           size_t cap = f->cap ? f->cap * 2 : 16;
           key_span *k = realloc(f->keys, cap * sizeof *k);
           if (!k) {
-            rank_st_set_err(err, errlen, "header: out of memory scanning keys");
+            io_set_err(err, errlen, "header: out of memory scanning keys");
             goto out;
           }
           f->keys = k;
@@ -178,25 +171,25 @@ int rank_st_scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size
         }
         key_span *k = &f->keys[f->nkeys];
         if (decode_key(s + i, j - i + 1, k) != 0) {
-          rank_st_set_err(err, errlen, "header: key at byte %zu cannot be decoded", i);
+          io_set_err(err, errlen, "header: key at byte %zu cannot be decoded", i);
           goto out;
         }
         f->nkeys++;
         if (memchr(k->s, '\0', k->n)) {
-          rank_st_set_err(err, errlen, "key '%s': contains a NUL character",
-                  rank_st_printable(k->s, k->n, pb, sizeof pb));
+          io_set_err(err, errlen, "key '%s': contains a NUL character",
+                  io_printable(k->s, k->n, pb, sizeof pb));
           goto out;
         }
-        if (rank_st_utf8_check((const unsigned char *)k->s, k->n) != k->n) {
-          rank_st_set_err(err, errlen, "key '%s': not valid UTF-8 after unescaping",
-                  rank_st_printable(k->s, k->n, pb, sizeof pb));
+        if (io_utf8_check((const unsigned char *)k->s, k->n) != k->n) {
+          io_set_err(err, errlen, "key '%s': not valid UTF-8 after unescaping",
+                  io_printable(k->s, k->n, pb, sizeof pb));
           goto out;
         }
       }
       i = j;
     } else if (c == '{' || c == '[') {
-      if (depth >= RANK_ST_MAX_DEPTH + 1) {
-        rank_st_set_err(err, errlen, "header: JSON nested deeper than %d levels", RANK_ST_MAX_DEPTH);
+      if (depth >= IO_JSON_MAX_DEPTH + 1) {
+        io_set_err(err, errlen, "header: JSON nested deeper than %d levels", IO_JSON_MAX_DEPTH);
         goto out;
       }
       st[depth].is_object = (c == '{');
@@ -204,7 +197,7 @@ int rank_st_scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size
       depth++;
     } else if (c == '}' || c == ']') {
       if (depth == 0) {
-        rank_st_set_err(err, errlen, "header: unbalanced '%c'", c);
+        io_set_err(err, errlen, "header: unbalanced '%c'", c);
         goto out;
       }
       obj_frame *f = &st[depth - 1];
@@ -212,9 +205,9 @@ int rank_st_scan_keys(const char *s, size_t n, size_t *top_keys, char *err, size
         qsort(f->keys, f->nkeys, sizeof *f->keys, key_cmp);
         for (size_t k = 1; k < f->nkeys; k++) {
           if (key_cmp(&f->keys[k - 1], &f->keys[k]) == 0) {
-            rank_st_set_err(err, errlen, "%s '%s': duplicate key (JSON would silently keep the last)",
+            io_set_err(err, errlen, "%s '%s': duplicate key (JSON would silently keep the last)",
                     depth == 1 ? "tensor" : "key",
-                    rank_st_printable(f->keys[k].s, f->keys[k].n, pb, sizeof pb));
+                    io_printable(f->keys[k].s, f->keys[k].n, pb, sizeof pb));
             goto out;
           }
         }
@@ -232,3 +225,72 @@ out:
   return rc;
 }
 
+
+/* ---- the reader ---------------------------------------------------------- */
+
+int io_json_parse(const char *json, size_t len, size_t max_len, struct json_object **out,
+                       char *err, size_t errlen) {
+  json_tokener *tok = NULL;
+  json_object *root = NULL;
+  *out = NULL;
+  if (len > max_len) {
+    io_set_err(err, errlen, "header length %zu exceeds the %zu-byte bound", len, max_len);
+    goto fail;
+  }
+  if (len == 0) {
+    io_set_err(err, errlen, "header is empty (not a JSON object)");
+    goto fail;
+  }
+  const char *nul = memchr(json, '\0', len);
+  if (nul) {
+    io_set_err(err, errlen, "header: NUL byte at offset %zu", (size_t)(nul - json));
+    goto fail;
+  }
+  size_t bad = io_utf8_check((const unsigned char *)json, len);
+  if (bad != len) {
+    io_set_err(err, errlen, "header: not valid UTF-8 at byte %zu", bad);
+    goto fail;
+  }
+  tok = json_tokener_new_ex(IO_JSON_MAX_DEPTH);
+  if (!tok) {
+    io_set_err(err, errlen, "header: out of memory");
+    goto fail;
+  }
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+  root = json_tokener_parse_ex(tok, json, (int)len);
+  enum json_tokener_error je = json_tokener_get_error(tok);
+  if (!root || je != json_tokener_success) {
+    if (je == json_tokener_error_depth)
+      io_set_err(err, errlen, "header: JSON nested deeper than %d levels", IO_JSON_MAX_DEPTH);
+    else
+      io_set_err(err, errlen, "header: invalid JSON near byte %zu (%s)",
+              json_tokener_get_parse_end(tok),
+              je == json_tokener_continue ? "unexpected end" : json_tokener_error_desc(je));
+    goto fail;
+  }
+  for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
+    if (json[i] != ' ' && json[i] != '\t' && json[i] != '\n' && json[i] != '\r') {
+      io_set_err(err, errlen, "header: bytes after the JSON object at offset %zu", i);
+      goto fail;
+    }
+  }
+  if (!json_object_is_type(root, json_type_object)) {
+    io_set_err(err, errlen, "header: not a JSON object");
+    goto fail;
+  }
+  size_t top_keys = 0;
+  if (scan_keys(json, len, &top_keys, err, errlen) != 0) goto fail;
+  int n = json_object_object_length(root);
+  if (n < 0 || (size_t)n != top_keys) {
+    io_set_err(err, errlen, "header: %zu keys in the text but %d parsed (duplicate key)", top_keys,
+            n);
+    goto fail;
+  }
+  json_tokener_free(tok);
+  *out = root;
+  return 0;
+fail:
+  json_object_put(root);
+  if (tok) json_tokener_free(tok);
+  return -1;
+}

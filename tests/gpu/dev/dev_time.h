@@ -1,4 +1,4 @@
-/* Timing a GPU call for the benchmarks (launch/bench/dev/ops_bench.c,
+/* Timing a GPU call for the benchmarks (tests/gpu/dev/ops_bench.c,
  * tests/gpu/test_attention_bench.c): untimed warm-up calls, then calls
  * between two CUDA events on the stream. */
 #ifndef DEV_TIME_H

@@ -89,19 +89,14 @@ typedef struct rank_model_info {
  * checksum when it is read. Errors are logged once, naming the file, the
  * dataset and the check; returns SP_OK, SP_ERR_INPUT or SP_ERR_RUNTIME. */
 int rank_model_open(const char *spec, int verify, rank_model **out);
-/* 1 when spec names a synthetic model (synth:...), not a file. */
-int rank_model_spec_is_synth(const char *spec);
 void rank_model_close(rank_model *m);
 const rank_model_info *rank_model_get_info(const rank_model *m);
 
 /* The packed layout of a group (same for every block) as
  * rank_model_read_group delivers it. */
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g);
-/* The dtype of that layout (fp32 for the blocks of a file with quantized
- * weights). */
-kern_dtype rank_model_group_dtype(const rank_model *m, wan_group g);
 /* Bytes of one block's datasets in the file (an fp8 file's: e4m3 weights,
- * their scales and the rest in bf16: wan_block_fp8_bytes); the largest
+ * their scales and the rest in bf16); the largest
  * block's when they differ. */
 uint64_t rank_model_block_file_bytes(const rank_model *m);
 /* The file's root dtype: "bf16", "fp32", "fp8", "int8", "quant" or
@@ -197,7 +192,7 @@ typedef struct rank_model_writer rank_model_writer;
 int rank_model_writer_open(const char *path, const wan_config *c, kern_dtype dtype,
                            const char *preset, rank_model_writer **out);
 /* The same for x->count experts (x NULL: one); a two-expert file gets x's
- * defaults as root attributes (checked by rank_model_experts_check). */
+ * defaults as root attributes (checked by the schema's wan_experts_check). */
 int rank_model_writer_open_experts(const char *path, const wan_config *c, kern_dtype dtype,
                                    const char *preset, const rank_model_experts *x,
                                    rank_model_writer **out);
@@ -227,13 +222,23 @@ const char *rank_model_root_of(kern_dtype dtype);
 int rank_model_writer_commit(rank_model_writer *w);
 void rank_model_writer_abort(rank_model_writer *w);
 
-/* Dataset path of a tensor in the file: "/embed/NAME", "/blocks/0003/NAME". */
-void rank_model_dataset_path(wan_group g, int block, const char *name, char *buf, size_t n);
-/* The same in a model of experts experts: under "/experts/high" or
- * "/experts/low" when there are two. */
+/* Dataset path of a tensor in a model of experts experts: "/embed/NAME",
+ * "/blocks/0003/NAME", under "/experts/high" or "/experts/low" when there
+ * are two. */
 void rank_model_expert_path(int experts, int e, wan_group g, int block, const char *name,
                             char *buf, size_t n);
-/* Checks the run's defaults of a two-expert model; err names the value. */
-int rank_model_experts_check(const rank_model_experts *x, char *err, size_t n);
+
+/* ---- synthetic weights (ranks/model/synth.h) --------------------------- */
+
+/* Fills dst (t->numel values of dtype) with DiT tensor t of group g (block
+ * index for blocks), as synth: reads it. prefix starts the tensor's key:
+ * "" for a one-expert model, rank_synth_expert_prefix's for an expert of a
+ * two-expert one. */
+void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, wan_group g,
+                       int block, const wan_tensor *t, kern_dtype dtype, void *dst);
+/* The key prefix of expert e of a model of experts experts: "" for one,
+ * "high_noise_model." or "low_noise_model." for two (so the two experts'
+ * weights differ, and neither equals a one-expert model's). */
+const char *rank_synth_expert_prefix(int experts, int e);
 
 #endif

@@ -29,8 +29,6 @@ struct rank_model {
   void *merge_ctx;
 };
 
-int rank_model_spec_is_synth(const char *spec) { return strncmp(spec, "synth:", 6) == 0; }
-
 /* The number of blocks of group g (1 but for the blocks). */
 static int group_instances(const rank_model *m, wan_group g) {
   return g == WAN_GROUP_BLOCK ? (int)m->info.config.layers : 1;
@@ -174,7 +172,6 @@ void rank_model_close(rank_model *m) {
 
 const rank_model_info *rank_model_get_info(const rank_model *m) { return &m->info; }
 const wan_layout *rank_model_layout(const rank_model *m, wan_group g) { return &m->layout[g]; }
-kern_dtype rank_model_group_dtype(const rank_model *m, wan_group g) { return m->group_dtype[g]; }
 uint64_t rank_model_block_file_bytes(const rank_model *m) { return m->block_file_bytes; }
 
 const char *rank_model_dtype_name(const rank_model_info *in) { return in->root; }

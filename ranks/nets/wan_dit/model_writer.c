@@ -8,6 +8,7 @@
 #include "log.h"
 #include "mfile.h"
 #include "model_file_impl.h"
+#include "synth.h"
 
 struct rank_model_writer {
   mfile_writer *w;
@@ -105,7 +106,6 @@ const char *rank_model_root_of(kern_dtype dtype) {
   return kern_dtype_size(dtype) == 0 ? "quant" : kern_dtype_name(dtype);
 }
 
-
 int rank_model_writer_commit(rank_model_writer *w) {
   int rc = mfile_writer_commit(w->w);
   free(w);
@@ -116,4 +116,33 @@ void rank_model_writer_abort(rank_model_writer *w) {
   if (!w) return;
   mfile_writer_abort(w->w);
   free(w);
+}
+
+/* ---- synthetic weights: what `init` writes is what synth: reads --------- */
+
+const char *rank_synth_expert_prefix(int experts, int e) { return wan_synth_prefix(experts, e); }
+
+void rank_synth_tensor(const wan_config *c, uint64_t seed, const char *prefix, wan_group g,
+                       int block, const wan_tensor *t, kern_dtype dtype, void *dst) {
+  (void)c;
+  char full[192];
+  if (g == WAN_GROUP_BLOCK)
+    snprintf(full, sizeof full, "%sblocks.%d.%s", prefix, block, t->name);
+  else
+    snprintf(full, sizeof full, "%s%s", prefix, t->name);
+  uint64_t key = rank_synth_key(seed, full);
+  double center, half;
+  wan_synth_scale(t->name, t->numel / t->shape[0], &center, &half);
+  const int64_t n = t->numel;
+  if (dtype == KERN_DTYPE_F32) {
+    float *out = dst;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++)
+      out[i] = (float)(center + half * rank_synth_uniform(key, (uint64_t)i));
+  } else {
+    uint16_t *out = dst;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++)
+      out[i] = kern_f32_to_bf16((float)(center + half * rank_synth_uniform(key, (uint64_t)i)));
+  }
 }
