@@ -409,7 +409,7 @@ int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transp
   for (int j = 0; j < njobs && (first || last); j++) {
     latent[j] = rank_stage_host_alloc(scfg, lat_bytes + (size_t)ncond * sizeof(float));
     memcpy(latent[j], jobs[j].noise, lat_bytes);
-    memcpy(latent[j] + n, jobs[j].cond, (size_t)ncond * sizeof(float));
+    if (ncond) memcpy(latent[j] + n, jobs[j].cond, (size_t)ncond * sizeof(float));
     put_frame0(&jobs[j], latent[j]);
   }
   for (int j = 0; j < njobs && last; j++) {
