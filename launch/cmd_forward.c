@@ -136,109 +136,145 @@ static void log_times(const rank_model *m, int64_t L, const double t[4]) {
               flops / per_block / 1e12, 1e3 * (t[3] - t[2]));
 }
 
-int cmd_forward(int argc, char **argv) {
-  forward_cli cl;
-  int rc = forward_parse(argc, argv, &cl);
-  if (cl.help || rc != SP_OK) return rc;
-  const char *model = cl.job.model, *latent_path = cl.latent_path, *cond_path = cl.cond_path;
-  const char *out_path = cl.out_path;
-  const double t = cl.t, t_first = cl.have_t_first ? cl.t_first : cl.t;
-  const rank_device dev = cl.dev;
+/* One forward's state: the model, its inputs, the stage and the host
+ * buffers (pinned: the stage copies asynchronously). */
+typedef struct forward_run {
+  rank_model *m;
+  const wan_config *c;
+  rank_tensor lat, ctx; /* lat [in_dim, F, H, W], ctx [L, 4096] */
+  rank_stage *s;
+  rank_stage_cfg cfg; /* cpu until set: forward_free frees with it */
+  float *ctx_emb;     /* [text_len, dim] */
+  float *lat_h;       /* lat's copy, [in_dim, F, H, W] */
+  float *pred;        /* [out_dim, F, H, W] = pdims */
+  int64_t pdims[4], npred, L;
+} forward_run;
 
-  rank_model *m = NULL;
-  rank_tensor lat = {0}, ctx = {0};
-  rank_stage *s = NULL;
-  rank_stage_cfg cfg = {0}; /* cpu until set: done: frees with it */
-  float *ctx_emb = NULL, *lat_h = NULL, *pred = NULL;
-  rc = rank_model_open(model, cl.job.verify, &m);
+/* The inputs read and checked against the model, the whole DiT loaded as
+ * one stage, the host buffers. */
+static int forward_load(const forward_cli *cl, forward_run *r) {
+  const char *model = cl->job.model;
+  int rc = job_precision_check(&cl->job, rank_model_get_info(r->m));
   if (rc != SP_OK) return rc;
-  const wan_config *c = &rank_model_get_info(m)->config;
-  if ((rc = job_precision_check(&cl.job, rank_model_get_info(m))) != SP_OK) goto done;
-  if (cl.have_t_first && wan_time_tables(c) < 2) {
+  const wan_config *c = r->c;
+  if (cl->have_t_first && wan_time_tables(c) < 2) {
     sp_log_error("--frame0-timestep: %s is a %s model, whose tokens share one timestep (only "
                  "a TI2V model gives latent frame 0 its own)",
                  model, wan_task_name(wan_config_task(c)));
-    rc = SP_ERR_INPUT;
-    goto done;
+    return SP_ERR_INPUT;
   }
-  if ((rc = job_read_latent(latent_path, "latent", c, NULL, &lat)) != SP_OK) goto done;
-  if ((rc = job_read_context(cond_path, "context", c, &ctx)) != SP_OK) goto done;
-
-  cfg = (rank_stage_cfg){.first_block = 0, .last_block = (int)c->layers - 1, .embed = 1,
-                        .head = 1, .prompts = 1, .lat_f = lat.dims[1], .lat_h = lat.dims[2],
-                        .lat_w = lat.dims[3], .device = dev, .cuda_device = 0,
-                        .attn = cl.job.attn, .profile = cl.job.profile, .act_buffers = 1,
-                        .precision = job_precision(&cl.job, rank_model_get_info(m))};
+  if ((rc = job_read_latent(cl->latent_path, "latent", c, NULL, &r->lat)) != SP_OK) return rc;
+  if ((rc = job_read_context(cl->cond_path, "context", c, &r->ctx)) != SP_OK) return rc;
+  const rank_tensor *lat = &r->lat;
+  r->cfg = (rank_stage_cfg){.first_block = 0, .last_block = (int)c->layers - 1, .embed = 1,
+                            .head = 1, .prompts = 1, .lat_f = lat->dims[1],
+                            .lat_h = lat->dims[2], .lat_w = lat->dims[3], .device = cl->dev,
+                            .cuda_device = 0, .attn = cl->job.attn, .profile = cl->job.profile,
+                            .act_buffers = 1,
+                            .precision = job_precision(&cl->job, rank_model_get_info(r->m))};
   /* no plan: W8A8's products scratch counted wherever it may be taken */
-  cfg.w8a8_epilogue = cfg.precision != WAN_PRECISION_BF16;
+  r->cfg.w8a8_epilogue = r->cfg.precision != WAN_PRECISION_BF16;
   uint64_t bytes = 0;
-  if ((rc = rank_stage_load(m, &cfg, &s, &bytes)) != SP_OK) goto done;
-  int64_t L = rank_stage_tokens(s);
+  if ((rc = rank_stage_load(r->m, &r->cfg, &r->s, &bytes)) != SP_OK) return rc;
+  r->L = rank_stage_tokens(r->s);
   sp_log_info("forward: %s on %s, latent [%lld, %lld, %lld, %lld] = %lld tokens, t = %g, context %lld "
               "rows, %.1f MB of weights read",
-              model, dev == RANK_DEVICE_CUDA ? "cuda:0" : "cpu", (long long)lat.dims[0], (long long)lat.dims[1], (long long)lat.dims[2],
-              (long long)lat.dims[3], (long long)L, t, (long long)ctx.dims[0], (double)bytes / 1e6);
-  ctx_emb = sp_xmalloc((size_t)(c->text_len * c->dim) * sizeof(float));
+              model, cl->dev == RANK_DEVICE_CUDA ? "cuda:0" : "cpu", (long long)lat->dims[0], (long long)lat->dims[1], (long long)lat->dims[2],
+              (long long)lat->dims[3], (long long)r->L, cl->t, (long long)r->ctx.dims[0], (double)bytes / 1e6);
+  r->ctx_emb = sp_xmalloc((size_t)(c->text_len * c->dim) * sizeof(float));
   /* The stage's host-side buffers are pinned (asynchronous copies). */
-  lat_h = rank_stage_host_alloc(&cfg, (size_t)lat.numel * sizeof(float));
-  memcpy(lat_h, lat.data, (size_t)lat.numel * sizeof(float));
+  r->lat_h = rank_stage_host_alloc(&r->cfg, (size_t)lat->numel * sizeof(float));
+  memcpy(r->lat_h, lat->data, (size_t)lat->numel * sizeof(float));
   /* The prediction has the model's output channels (16 of an I2V model's 36). */
-  const int64_t pdims[4] = {c->out_dim, lat.dims[1], lat.dims[2], lat.dims[3]};
-  const int64_t npred = pdims[0] * pdims[1] * pdims[2] * pdims[3];
-  pred = rank_stage_host_alloc(&cfg, (size_t)npred * sizeof(float));
+  const int64_t pdims[4] = {c->out_dim, lat->dims[1], lat->dims[2], lat->dims[3]};
+  memcpy(r->pdims, pdims, sizeof pdims);
+  r->npred = pdims[0] * pdims[1] * pdims[2] * pdims[3];
+  r->pred = rank_stage_host_alloc(&r->cfg, (size_t)r->npred * sizeof(float));
+  return SP_OK;
+}
+
+/* The forward itself at timestep t (t_first: latent frame 0's), timed
+ * part by part. */
+static void forward_compute(forward_run *r, double t, double t_first) {
+  rank_stage *s = r->s;
   /* A two-expert model: the expert the sampler would run at timestep t
    * (the model's boundary). */
-  const rank_model_experts *x = &rank_model_get_info(m)->experts;
+  const rank_model_experts *x = &rank_model_get_info(r->m)->experts;
   if (x->count > 1) {
     const int e = rank_model_step_expert(x->boundary, t);
     rank_stage_set_expert(s, e);
     sp_log_info("forward: the %s-noise expert (t %s %g)", rank_model_expert_name(2, e),
                 e == RANK_EXPERT_HIGH ? ">=" : "<", x->boundary * 1000.0);
   }
-  rank_stage_embed_text(s, ctx.data, ctx.dims[0], ctx_emb);
-  rank_stage_set_prompt(s, 0, ctx_emb);
+  rank_stage_embed_text(s, r->ctx.data, r->ctx.dims[0], r->ctx_emb);
+  rank_stage_set_prompt(s, 0, r->ctx_emb);
   const int slot = 0, buf = 0;
   double t0 = comm_now();
-  rank_stage_embed(s, lat_h, t, t_first, buf);
+  rank_stage_embed(s, r->lat_h, t, t_first, buf);
   rank_stage_sync(s);
   double t1 = comm_now();
   rank_stage_blocks(s, 1, &slot, &buf);
   rank_stage_sync(s);
   double t2 = comm_now();
-  rank_stage_head(s, buf, pred);
+  rank_stage_head(s, buf, r->pred);
   rank_stage_sync(s);
   double t3 = comm_now();
   const double times[4] = {t0, t1, t2, t3};
-  log_times(m, L, times);
+  log_times(r->m, r->L, times);
+}
 
-  const int64_t bad = first_nonfinite(pred, npred);
+/* The prediction into --out with its timesteps and the model's checksum,
+ * refused (nothing written) when it is not finite. */
+static int forward_write(const forward_cli *cl, const forward_run *r, double t_first) {
+  const char *out_path = cl->out_path;
+  const int64_t bad = first_nonfinite(r->pred, r->npred);
   if (bad >= 0) { /* as run refuses a non-finite step: nothing is written */
     sp_log_error("forward: the prediction holds a non-finite value (%g) at element %lld of %lld "
                  "(an input or a weight out of range?): %s not written",
-                 pred[bad], (long long)bad, (long long)npred, out_path);
-    rc = SP_ERR_RUNTIME;
-    goto done;
+                 r->pred[bad], (long long)bad, (long long)r->npred, out_path);
+    return SP_ERR_RUNTIME;
   }
   rank_outfile *o = NULL;
-  if ((rc = rank_outfile_open(out_path, &o)) != SP_OK) goto done;
-  rc = rank_outfile_put(o, "pred", 4, pdims, pred);
-  if (rc == SP_OK) rc = rank_outfile_attr_f64(o, "timestep", t);
-  if (rc == SP_OK && cl.have_t_first) rc = rank_outfile_attr_f64(o, "frame0_timestep", t_first);
+  int rc = rank_outfile_open(out_path, &o);
+  if (rc != SP_OK) return rc;
+  rc = rank_outfile_put(o, "pred", 4, r->pdims, r->pred);
+  if (rc == SP_OK) rc = rank_outfile_attr_f64(o, "timestep", cl->t);
+  if (rc == SP_OK && cl->have_t_first) rc = rank_outfile_attr_f64(o, "frame0_timestep", t_first);
   if (rc == SP_OK)
-    rc = rank_outfile_attr_str(o, "model_checksum", rank_model_get_info(m)->id.checksum);
+    rc = rank_outfile_attr_str(o, "model_checksum", rank_model_get_info(r->m)->id.checksum);
   if (rc == SP_OK) {
     rc = rank_outfile_commit(o);
   } else {
     rank_outfile_abort(o);
   }
   if (rc == SP_OK) sp_log_info("forward: wrote %s", out_path);
-done:
-  rank_stage_host_free(&cfg, pred);
-  rank_stage_host_free(&cfg, lat_h);
-  free(ctx_emb);
-  rank_stage_free(s);
-  rank_tensor_free(&lat);
-  rank_tensor_free(&ctx);
-  rank_model_close(m);
+  return rc;
+}
+
+static void forward_free(forward_run *r) {
+  rank_stage_host_free(&r->cfg, r->pred);
+  rank_stage_host_free(&r->cfg, r->lat_h);
+  free(r->ctx_emb);
+  rank_stage_free(r->s);
+  rank_tensor_free(&r->lat);
+  rank_tensor_free(&r->ctx);
+  rank_model_close(r->m);
+}
+
+int cmd_forward(int argc, char **argv) {
+  forward_cli cl;
+  int rc = forward_parse(argc, argv, &cl);
+  if (cl.help || rc != SP_OK) return rc;
+  const double t_first = cl.have_t_first ? cl.t_first : cl.t;
+  forward_run r = {0};
+  rc = rank_model_open(cl.job.model, cl.job.verify, &r.m);
+  if (rc != SP_OK) return rc;
+  r.c = &rank_model_get_info(r.m)->config;
+  rc = forward_load(&cl, &r);
+  if (rc == SP_OK) {
+    forward_compute(&r, cl.t, t_first);
+    rc = forward_write(&cl, &r, t_first);
+  }
+  forward_free(&r);
   return rc;
 }

@@ -54,32 +54,9 @@ static int get_count(json_object *v, uint64_t *out) {
   return 0;
 }
 
-static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, char *err,
-                        size_t errlen) {
-  char pb[512];
-  const char *pn = io_printable(name, strlen(name), pb, sizeof pb);
-  if (!json_object_is_type(v, json_type_object)) {
-    io_set_err(err, errlen, "tensor '%s': entry is not a JSON object", pn);
-    return -1;
-  }
-  json_object *jd = NULL, *js = NULL, *jo = NULL;
-  json_object_object_foreach(v, k, fv) {
-    if (strcmp(k, "dtype") == 0) jd = fv;
-    else if (strcmp(k, "shape") == 0) js = fv;
-    else if (strcmp(k, "data_offsets") == 0) jo = fv;
-    else {
-      char kb[512];
-      io_set_err(err, errlen, "tensor '%s': unknown field '%s'", pn,
-              io_printable(k, strlen(k), kb, sizeof kb));
-      return -1;
-    }
-  }
-  if (!jd || !js || !jo) {
-    io_set_err(err, errlen, "tensor '%s': missing field '%s'", pn,
-            !jd ? "dtype" : !js ? "shape" : "data_offsets");
-    return -1;
-  }
-  /* dtype */
+/* The tensor's "dtype" (jd) into t->dtype; pn: its name, printable. */
+static int parse_dtype(const char *pn, json_object *jd, rank_st_tensor *t, char *err,
+                       size_t errlen) {
   if (!json_object_is_type(jd, json_type_string)) {
     io_set_err(err, errlen, "tensor '%s': dtype is not a string", pn);
     return -1;
@@ -95,7 +72,12 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
     return -1;
   }
   t->dtype = (rank_st_dtype)found;
-  /* shape */
+  return 0;
+}
+
+/* The tensor's "shape" (js) into t->ndim, t->shape, t->numel. */
+static int parse_shape(const char *pn, json_object *js, rank_st_tensor *t, char *err,
+                       size_t errlen) {
   if (!json_object_is_type(js, json_type_array)) {
     io_set_err(err, errlen, "tensor '%s': shape is not an array", pn);
     return -1;
@@ -122,13 +104,25 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
       return -1;
     }
   }
+  return 0;
+}
+
+/* The bytes of t's shape and dtype, when they fit 63 bits. */
+static int shape_bytes(const char *pn, const rank_st_tensor *t, uint64_t *out, char *err,
+                       size_t errlen) {
   uint64_t bytes;
   if (__builtin_mul_overflow(t->numel, (uint64_t)st_dtypes[t->dtype].size, &bytes) ||
       bytes > (uint64_t)INT64_MAX) {
     io_set_err(err, errlen, "tensor '%s': byte size of the shape overflows 64 bits", pn);
     return -1;
   }
-  /* data_offsets */
+  *out = bytes;
+  return 0;
+}
+
+/* The tensor's "data_offsets" (jo) into t->begin, t->end, in order. */
+static int parse_offsets(const char *pn, json_object *jo, rank_st_tensor *t, char *err,
+                         size_t errlen) {
   if (!json_object_is_type(jo, json_type_array) || json_object_array_length(jo) != 2) {
     io_set_err(err, errlen, "tensor '%s': data_offsets is not an array [begin, end]", pn);
     return -1;
@@ -149,6 +143,41 @@ static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, cha
             (unsigned long long)t->begin, (unsigned long long)t->end);
     return -1;
   }
+  return 0;
+}
+
+/* One header entry {dtype, shape, data_offsets} of tensor name into t,
+ * every field checked and its byte span consistent with shape x dtype. */
+static int parse_tensor(const char *name, json_object *v, rank_st_tensor *t, char *err,
+                        size_t errlen) {
+  char pb[512];
+  const char *pn = io_printable(name, strlen(name), pb, sizeof pb);
+  if (!json_object_is_type(v, json_type_object)) {
+    io_set_err(err, errlen, "tensor '%s': entry is not a JSON object", pn);
+    return -1;
+  }
+  json_object *jd = NULL, *js = NULL, *jo = NULL;
+  json_object_object_foreach(v, k, fv) {
+    if (strcmp(k, "dtype") == 0) jd = fv;
+    else if (strcmp(k, "shape") == 0) js = fv;
+    else if (strcmp(k, "data_offsets") == 0) jo = fv;
+    else {
+      char kb[512];
+      io_set_err(err, errlen, "tensor '%s': unknown field '%s'", pn,
+              io_printable(k, strlen(k), kb, sizeof kb));
+      return -1;
+    }
+  }
+  if (!jd || !js || !jo) {
+    io_set_err(err, errlen, "tensor '%s': missing field '%s'", pn,
+            !jd ? "dtype" : !js ? "shape" : "data_offsets");
+    return -1;
+  }
+  uint64_t bytes;
+  if (parse_dtype(pn, jd, t, err, errlen) != 0 || parse_shape(pn, js, t, err, errlen) != 0 ||
+      shape_bytes(pn, t, &bytes, err, errlen) != 0 ||
+      parse_offsets(pn, jo, t, err, errlen) != 0)
+    return -1;
   if (t->end - t->begin != bytes) {
     io_set_err(err, errlen,
             "tensor '%s': size mismatch: data_offsets span %llu bytes, shape x %s needs %llu", pn,

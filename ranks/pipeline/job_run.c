@@ -112,9 +112,11 @@ static int group_sample(job_session *s, const group_bufs *b, int g) {
   int K = 0; /* the step's micro-batches */
   for (int q = 0; q < g; q++) K += rank_job_micro_batches(&b->jobs[q]);
   if (w->rank == 0) job_speed_log(&s->params, &s->plan.grid, K);
-  int rc = rank_pipeline_sample(w, &s->plan.grid, s->tp, s->stage, b->jobs, g, speed,
-                                s->block_major, s->params.timeout, w->rank == 0 && !s->params.quiet,
-                                &st);
+  const rank_pipe_ctx pc = {.w = w, .grid = &s->plan.grid, .tp = s->tp, .s = s->stage,
+                           .replica_speed = speed, .block_major = s->block_major,
+                           .timeout_s = s->params.timeout,
+                           .progress = w->rank == 0 && !s->params.quiet};
+  int rc = rank_pipeline_sample(&pc, b->jobs, g, &st);
   job_rank_stats *sum = &s->sum;
   sum->compute_s += st.compute_s;
   sum->queue_s += st.queue_s;

@@ -266,32 +266,59 @@ static int stage_peer(const plan_grid *g, plan_grid_pos me, int stage) {
   return plan_grid_rank(g, (plan_grid_pos){me.replica, stage, me.seq});
 }
 
+/* One sampling loop on this rank: its place in the grid, the step's
+ * micro-batches (all) and its replica's share of them (mb, K of them, G per
+ * blocks call), its activation buffers, and on stage 0 and the last stage
+ * the jobs' latents (n floats, lat_bytes each), on the last stage their
+ * velocities and samplers. */
+typedef struct loop {
+  const rank_pipe_ctx *c;
+  plan_grid_pos pos;
+  const rank_job *jobs;
+  int njobs, steps, first, last;
+  micro all[2 * RANK_PIPE_MAX_JOBS], mb[2 * RANK_PIPE_MAX_JOBS];
+  int owner[2 * RANK_PIPE_MAX_JOBS]; /* the replica of each of all */
+  int KA, K, G;
+  int64_t n;
+  size_t lat_bytes;
+  bufs B;
+  const rank_stage_cfg *scfg;
+  comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
+  comm_xfer *vel_req; /* the last stage with replicas: (KA x R) velocity transfers */
+  float *latent[RANK_PIPE_MAX_JOBS], *v[RANK_PIPE_MAX_JOBS][2];
+  rank_sampler *smp[RANK_PIPE_MAX_JOBS];
+  rank_pipe_stats *stats;
+  double t_start, t_prev; /* the loop's start, the end of stage 0's last step */
+} loop;
+
 /* Replicas: the last stages' exchange of the step's head outputs. The
  * step's micro-batch k (of all) belongs to replica owner[k], whose last
  * stage sends its velocity to the last stage of every other replica (the
  * same sequence-parallel index), so that each holds every job's branches
- * and takes the same sampler step. x: (K x R) transfers. */
-static void exchange_velocities(comm_transport *tp, const plan_grid *g, plan_grid_pos me,
-                                const micro *all, const int *owners, int K, float *(*v)[2],
-                                size_t bytes,
-                                double timeout_s, comm_xfer *x, rank_pipe_stats *stats) {
+ * and takes the same sampler step. */
+static void exchange_velocities(loop *L) {
+  const plan_grid *g = L->c->grid;
+  comm_transport *tp = L->c->tp;
+  const plan_grid_pos me = L->pos;
+  comm_xfer *x = L->vel_req;
   const int R = g->replicas;
   int nx = 0;
-  for (int k = 0; k < K; k++) {
-    float *buf = v[all[k].job][all[k].branch];
-    const int owner = owners[k];
+  for (int k = 0; k < L->KA; k++) {
+    float *buf = L->v[L->all[k].job][L->all[k].branch];
+    const int owner = L->owner[k];
     for (int r = 0; r < R; r++) {
       if (r == me.replica || (owner != me.replica && r != owner)) continue;
       const int peer = plan_grid_rank(g, (plan_grid_pos){r, g->stages - 1, me.seq});
       memset(&x[nx], 0, sizeof x[nx]);
       if (owner == me.replica)
-        comm_tp_isend(tp, buf, bytes, peer, TAG_VEL + k, &x[nx++], NULL);
+        comm_tp_isend(tp, buf, L->lat_bytes, peer, TAG_VEL + k, &x[nx++], NULL);
       else
-        comm_tp_irecv(tp, buf, bytes, peer, TAG_VEL + k, &x[nx++], NULL);
+        comm_tp_irecv(tp, buf, L->lat_bytes, peer, TAG_VEL + k, &x[nx++], NULL);
     }
   }
   double t0 = rank_trace_now();
-  wait_all(tp, x, nx, timeout_s, "exchanging the velocities between replicas", &stats->wait_s);
+  wait_all(tp, x, nx, L->c->timeout_s, "exchanging the velocities between replicas",
+           &L->stats->wait_s);
   rank_trace_span("exchange velocities", "wait", t0, -1, -1);
 }
 
@@ -355,129 +382,164 @@ static void sampler_step(const rank_job *j, rank_sampler *smp, int i, float *con
   check_finite(latent, n, i, j->steps, "the latent this rank's sampler updated");
 }
 
-int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
-                         rank_stage *s, const rank_job *jobs, int njobs,
-                         const double *replica_speed, int block_major, double timeout_s,
-                         int progress, rank_pipe_stats *stats) {
-  const plan_grid_pos pos = plan_grid_pos_of(grid, w->rank);
+/* The loop's place, micro-batches and activation buffers (no host
+ * buffers yet). */
+static void loop_init(loop *L, const rank_pipe_ctx *c, const rank_job *jobs, int njobs,
+                      rank_pipe_stats *stats) {
+  const plan_grid *grid = c->grid;
+  const plan_grid_pos pos = plan_grid_pos_of(grid, c->w->rank);
   const int S = grid->stages, R = grid->replicas;
   const int first = pos.stage == 0, last = pos.stage == S - 1;
   if (njobs < 1 || njobs > RANK_PIPE_MAX_JOBS)
     sp_fatal("internal: %d jobs in flight (1..%d)", njobs, RANK_PIPE_MAX_JOBS);
-  const int steps = jobs[0].steps;
-  /* all: the step's micro-batches; mb: this replica's share of them */
-  micro all[2 * RANK_PIPE_MAX_JOBS], mb[2 * RANK_PIPE_MAX_JOBS];
-  int owner[2 * RANK_PIPE_MAX_JOBS];
-  const int KA = micro_batches_of(jobs, njobs, all);
-  plan_grid_owners(grid, replica_speed, KA, owner);
-  int K = 0;
-  for (int k = 0; k < KA; k++)
-    if (owner[k] == pos.replica) mb[K++] = all[k];
-  const int nbuf = rank_stage_get_cfg(s)->act_buffers;
-  if (nbuf > MAX_BUFS || (block_major && nbuf < K))
+  *L = (loop){.c = c, .pos = pos, .jobs = jobs, .njobs = njobs, .steps = jobs[0].steps,
+              .first = first, .last = last, .stats = stats, .scfg = rank_stage_get_cfg(c->s)};
+  L->KA = micro_batches_of(jobs, njobs, L->all);
+  plan_grid_owners(grid, c->replica_speed, L->KA, L->owner);
+  for (int k = 0; k < L->KA; k++)
+    if (L->owner[k] == pos.replica) L->mb[L->K++] = L->all[k];
+  const int K = L->K, nbuf = L->scfg->act_buffers;
+  if (nbuf > MAX_BUFS || (c->block_major && nbuf < K))
     sp_fatal("internal: %d activation buffers for %d micro-batches (%s)", nbuf, K,
-             block_major ? "block-major needs one per micro-batch" : "too many");
-  const int G = block_major && K > 0 ? K : 1; /* micro-batches per blocks call */
-  const int64_t n = jobs[0].lat[0] * jobs[0].lat[1] * jobs[0].lat[2] * jobs[0].lat[3];
-  const size_t lat_bytes = (size_t)n * sizeof(float);
-  const rank_stage_cfg *scfg = rank_stage_get_cfg(s);
-  bufs B = {.tp = tp, .s = s, .stream = rank_stage_stream(s), .bytes = rank_stage_act_bytes(s),
-            .nbuf = nbuf, .K = K > 0 ? K : 1,
-            .prev = first ? -1 : stage_peer(grid, pos, pos.stage - 1),
-            .next = last ? -1 : stage_peer(grid, pos, pos.stage + 1),
-            .total = (int64_t)steps * K,
-            .timeout_s = timeout_s, .stats = stats, .steps = steps,
-            .jobs = jobs, .mb = mb, .first = first, .last = last,
-            .stage0 = stage_peer(grid, pos, 0), .stage_last = stage_peer(grid, pos, S - 1)};
-  cache_setup(&B, jobs, njobs);
-  comm_xfer lat_req[RANK_PIPE_MAX_JOBS];
-  comm_xfer *vel_req = last && R > 1 ? sp_xcalloc((size_t)(KA * R), sizeof *vel_req) : NULL;
-  const int stage0 = stage_peer(grid, pos, 0), stage_last = stage_peer(grid, pos, S - 1);
-  float *latent[RANK_PIPE_MAX_JOBS] = {0}, *v[RANK_PIPE_MAX_JOBS][2] = {{0}};
-  rank_sampler *smp[RANK_PIPE_MAX_JOBS] = {0};
-  int rc = SP_OK;
-  /* Pinned: stage 0 copies the latent to the device asynchronously. The
-   * latent changes only in the sampler (after rank_stage_sync) or by the
-   * next step's message, which the last stage sends only after it received
-   * every micro-batch this stage computed from it. On stage 0 an I2V job's
-   * y follows it in the same buffer: the model's input [x; y] (x alone
-   * travels between the stages). */
+             c->block_major ? "block-major needs one per micro-batch" : "too many");
+  L->G = c->block_major && K > 0 ? K : 1;
+  L->n = jobs[0].lat[0] * jobs[0].lat[1] * jobs[0].lat[2] * jobs[0].lat[3];
+  L->lat_bytes = (size_t)L->n * sizeof(float);
+  rank_stage *s = c->s;
+  L->B = (bufs){.tp = c->tp, .s = s, .stream = rank_stage_stream(s),
+                .bytes = rank_stage_act_bytes(s), .nbuf = nbuf, .K = K > 0 ? K : 1,
+                .prev = first ? -1 : stage_peer(grid, pos, pos.stage - 1),
+                .next = last ? -1 : stage_peer(grid, pos, pos.stage + 1),
+                .total = (int64_t)L->steps * K, .timeout_s = c->timeout_s, .stats = stats,
+                .steps = L->steps, .jobs = jobs, .mb = L->mb, .first = first, .last = last,
+                .stage0 = stage_peer(grid, pos, 0), .stage_last = stage_peer(grid, pos, S - 1)};
+  cache_setup(&L->B, jobs, njobs);
+  if (last && R > 1) L->vel_req = sp_xcalloc((size_t)(L->KA * R), sizeof *L->vel_req);
+}
+
+/* Stage 0's and the last stage's latents, the last stage's velocities and
+ * samplers. Pinned: stage 0 copies the latent to the device
+ * asynchronously. The latent changes only in the sampler (after
+ * rank_stage_sync) or by the next step's message, which the last stage
+ * sends only after it received every micro-batch this stage computed from
+ * it. On stage 0 an I2V job's y follows it in the same buffer: the model's
+ * input [x; y] (x alone travels between the stages). */
+static int loop_host_alloc(loop *L) {
+  const rank_job *jobs = L->jobs;
   const int64_t voxels = jobs[0].lat[1] * jobs[0].lat[2] * jobs[0].lat[3];
-  const int64_t ncond = first ? voxels * wan_cond_channels(rank_stage_config(s)) : 0;
+  const int64_t ncond = L->first ? voxels * wan_cond_channels(rank_stage_config(L->c->s)) : 0;
   if (ncond && !jobs[0].cond)
     sp_fatal("internal: an image-to-video model's job without its conditioning");
-  for (int j = 0; j < njobs && (first || last); j++) {
-    latent[j] = rank_stage_host_alloc(scfg, lat_bytes + (size_t)ncond * sizeof(float));
-    memcpy(latent[j], jobs[j].noise, lat_bytes);
-    if (ncond) memcpy(latent[j] + n, jobs[j].cond, (size_t)ncond * sizeof(float));
-    put_frame0(&jobs[j], latent[j]);
+  for (int j = 0; j < L->njobs && (L->first || L->last); j++) {
+    L->latent[j] = rank_stage_host_alloc(L->scfg, L->lat_bytes + (size_t)ncond * sizeof(float));
+    memcpy(L->latent[j], jobs[j].noise, L->lat_bytes);
+    if (ncond) memcpy(L->latent[j] + L->n, jobs[j].cond, (size_t)ncond * sizeof(float));
+    put_frame0(&jobs[j], L->latent[j]);
   }
-  for (int j = 0; j < njobs && last; j++) {
+  for (int j = 0; j < L->njobs && L->last; j++) {
     for (int b = 0; b < rank_job_micro_batches(&jobs[j]); b++)
-      v[j][b] = rank_stage_host_alloc(scfg, lat_bytes);
-    rc = rank_sampler_create(jobs[j].sampler, steps, jobs[j].sigmas, (size_t)n, &smp[j]);
-    if (rc != SP_OK) goto done;
+      L->v[j][b] = rank_stage_host_alloc(L->scfg, L->lat_bytes);
+    int rc = rank_sampler_create(jobs[j].sampler, L->steps, jobs[j].sigmas, (size_t)L->n,
+                                 &L->smp[j]);
+    if (rc != SP_OK) return rc;
   }
-  double t_start = comm_now(), t_prev = t_start;
-  for (int i = 0; i < steps; i++) {
+  return SP_OK;
+}
+
+static void loop_free(loop *L) {
+  free(L->B.in_x);
+  free(L->vel_req);
+  for (int j = 0; j < L->njobs; j++) {
+    rank_sampler_destroy(L->smp[j]);
+    rank_stage_host_free(L->scfg, L->latent[j]);
+    rank_stage_host_free(L->scfg, L->v[j][0]);
+    rank_stage_host_free(L->scfg, L->v[j][1]);
+  }
+}
+
+/* Stage 0 (not also the last) before its step i > 0: the latents the last
+ * stage updated at step i - 1, which ends stage 0's step i - 1. */
+static void stage0_recv_latents(loop *L, int i) {
+  comm_transport *tp = L->c->tp;
+  rank_pipe_stats *stats = L->stats;
+  post_latents(tp, L->latent, L->njobs, L->lat_bytes, L->B.stage_last, 0, L->lat_req);
+  double tw = rank_trace_now();
+  wait_all(tp, L->lat_req, L->njobs, L->c->timeout_s, "receiving the latents from the last stage",
+           &stats->wait_s);
+  rank_trace_span("recv latents", "wait", tw, i, -1);
+  if (i == 1) stats->first_step_s += comm_now() - L->t_start;
+  step_done(stats, &L->jobs[0], i - 1, &L->t_prev);
+  if (L->c->progress) report_progress(i, L->steps, L->t_start);
+}
+
+/* The last stage after step i's heads: the velocities (exchanged between
+ * replicas), every job's sampler step, the latents back to stage 0. */
+static void last_stage_step(loop *L, int i) {
+  comm_transport *tp = L->c->tp;
+  rank_pipe_stats *stats = L->stats;
+  const int first = L->first;
+  double t0 = comm_now();
+  rank_stage_sync(L->c->s); /* the head outputs are on the host */
+  if (L->c->grid->replicas > 1) exchange_velocities(L);
+  for (int j = 0; j < L->njobs; j++)
+    sampler_step(&L->jobs[j], L->smp[j], i, L->v[j], L->latent[j], L->n, L->B.stream != NULL);
+  rank_trace_span("sampler", "compute", t0, i, -1);
+  stats->compute_s += comm_now() - t0;
+  if (!first) { /* after the last step too: rank 0 reports it */
+    post_latents(tp, L->latent, L->njobs, L->lat_bytes, L->B.stage0, 1, L->lat_req);
+    wait_all(tp, L->lat_req, L->njobs, L->c->timeout_s, "sending the latents to stage 0",
+             &stats->send_s);
+  }
+  if (first && L->c->progress) report_progress(i + 1, L->steps, L->t_start);
+  if (first && i == 0) stats->first_step_s += comm_now() - L->t_start;
+  if (first) step_done(stats, &L->jobs[0], i, &L->t_prev);
+}
+
+/* After the last step: the sends still in flight, stage 0's final latents,
+ * the jobs' results. */
+static void loop_finish(loop *L) {
+  comm_transport *tp = L->c->tp;
+  rank_pipe_stats *stats = L->stats;
+  const double timeout_s = L->c->timeout_s;
+  const int first = L->first, last = L->last, steps = L->steps;
+  if (!last) wait_all(tp, L->B.send, L->B.nbuf, timeout_s, "sending activations", &stats->send_s);
+  if (L->B.in_x && first && !last)
+    wait_all(tp, L->B.in_x, L->K, timeout_s, "sending the cached steps' inputs", &stats->send_s);
+  if (first && !last) {
+    post_latents(tp, L->latent, L->njobs, L->lat_bytes, L->B.stage_last, 0, L->lat_req);
+    wait_all(tp, L->lat_req, L->njobs, timeout_s, "receiving the final latents", &stats->wait_s);
+    if (steps == 1) stats->first_step_s += comm_now() - L->t_start;
+    step_done(stats, &L->jobs[0], steps - 1, &L->t_prev);
+    if (L->c->progress) report_progress(steps, steps, L->t_start);
+  }
+  rank_stage_sync(L->c->s);
+  for (int j = 0; j < L->njobs && last; j++) memcpy(L->jobs[j].out, L->latent[j], L->lat_bytes);
+  stats->sample_s += comm_now() - L->t_start;
+  stats->steps += steps;
+}
+
+int rank_pipeline_sample(const rank_pipe_ctx *c, const rank_job *jobs, int njobs,
+                         rank_pipe_stats *stats) {
+  loop L;
+  loop_init(&L, c, jobs, njobs, stats);
+  int rc = loop_host_alloc(&L);
+  if (rc != SP_OK) {
+    loop_free(&L);
+    return rc;
+  }
+  L.t_start = L.t_prev = comm_now();
+  for (int i = 0; i < L.steps; i++) {
     double t_step = rank_trace_now();
     /* Every call of this rank's step i (embed, blocks, head) uses step i's
      * expert; the calls of step i - 1 were all queued before. */
-    if (jobs[0].expert) rank_stage_set_expert(s, jobs[0].expert[i]);
-    if (first && !last && i > 0) {
-      post_latents(tp, latent, njobs, lat_bytes, stage_last, 0, lat_req);
-      double tw = rank_trace_now();
-      wait_all(tp, lat_req, njobs, timeout_s, "receiving the latents from the last stage",
-               &stats->wait_s);
-      rank_trace_span("recv latents", "wait", tw, i, -1);
-      if (i == 1) stats->first_step_s += comm_now() - t_start;
-      step_done(stats, &jobs[0], i - 1, &t_prev);
-      if (progress) report_progress(i, steps, t_start);
-    }
-    post_recvs(&B);
-    for (int k0 = 0; k0 < K; k0 += G) run_group(&B, jobs, mb, k0, G, i, latent, v);
-    if (last) {
-      double t0 = comm_now();
-      rank_stage_sync(s); /* the head outputs are on the host */
-      if (R > 1)
-        exchange_velocities(tp, grid, pos, all, owner, KA, v, lat_bytes, timeout_s, vel_req,
-                            stats);
-      for (int j = 0; j < njobs; j++)
-        sampler_step(&jobs[j], smp[j], i, v[j], latent[j], n, B.stream != NULL);
-      rank_trace_span("sampler", "compute", t0, i, -1);
-      stats->compute_s += comm_now() - t0;
-      if (!first) { /* after the last step too: rank 0 reports it */
-        post_latents(tp, latent, njobs, lat_bytes, stage0, 1, lat_req);
-        wait_all(tp, lat_req, njobs, timeout_s, "sending the latents to stage 0", &stats->send_s);
-      }
-      if (first && progress) report_progress(i + 1, steps, t_start);
-      if (first && i == 0) stats->first_step_s += comm_now() - t_start;
-      if (first) step_done(stats, &jobs[0], i, &t_prev);
-    }
+    if (jobs[0].expert) rank_stage_set_expert(c->s, jobs[0].expert[i]);
+    if (L.first && !L.last && i > 0) stage0_recv_latents(&L, i);
+    post_recvs(&L.B);
+    for (int k0 = 0; k0 < L.K; k0 += L.G) run_group(&L.B, jobs, L.mb, k0, L.G, i, L.latent, L.v);
+    if (L.last) last_stage_step(&L, i);
     rank_trace_span("step", "step", t_step, i, -1);
   }
-  if (!last) wait_all(tp, B.send, nbuf, timeout_s, "sending activations", &stats->send_s);
-  if (B.in_x && first && !last)
-    wait_all(tp, B.in_x, K, timeout_s, "sending the cached steps' inputs", &stats->send_s);
-  if (first && !last) {
-    post_latents(tp, latent, njobs, lat_bytes, stage_last, 0, lat_req);
-    wait_all(tp, lat_req, njobs, timeout_s, "receiving the final latents", &stats->wait_s);
-    if (steps == 1) stats->first_step_s += comm_now() - t_start;
-    step_done(stats, &jobs[0], steps - 1, &t_prev);
-    if (progress) report_progress(steps, steps, t_start);
-  }
-  rank_stage_sync(s);
-  for (int j = 0; j < njobs && last; j++) memcpy(jobs[j].out, latent[j], lat_bytes);
-  stats->sample_s += comm_now() - t_start;
-  stats->steps += steps;
-done:
-  free(B.in_x);
-  free(vel_req);
-  for (int j = 0; j < njobs; j++) {
-    rank_sampler_destroy(smp[j]);
-    rank_stage_host_free(scfg, latent[j]);
-    rank_stage_host_free(scfg, v[j][0]);
-    rank_stage_host_free(scfg, v[j][1]);
-  }
-  return rc;
+  loop_finish(&L);
+  loop_free(&L);
+  return SP_OK;
 }

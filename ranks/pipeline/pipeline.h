@@ -114,26 +114,37 @@ typedef struct rank_pipe_stats {
 
 static inline int rank_job_micro_batches(const rank_job *j) { return j->micro; }
 
-/* Runs, on this rank's place in grid (R x S x U = the world's ranks), the
- * whole sampling loop of njobs jobs (1..RANK_PIPE_MAX_JOBS, all
- * of the stage's latent shape and the same number of steps) on this rank's
- * stage, block-major when block_major (the stage then needs at least one
- * activation buffer per micro-batch of a step); activations go through tp
- * from and to the stage's buffers, latents as host messages. A job's
- * prompt slots (set with rank_stage_set_prompt before) start at its slot0.
+/* What a sampling loop runs on: this rank's place in grid (R x S x U = the
+ * world's ranks), its transport and stage; replica_speed: each replica's
+ * relative speed (grid->replicas values, NULL: equal), whence its share of
+ * the micro-batches (plan_grid_owners); block_major: the stage's blocks run
+ * every micro-batch of a step in one call (the stage then needs at least
+ * one activation buffer per micro-batch of a step); timeout_s bounds a wait
+ * on a peer when no watchdog runs (with one, the watchdog judges: see
+ * comm.h); progress: rank 0 reports progress. */
+typedef struct rank_pipe_ctx {
+  const comm_world *w;
+  const plan_grid *grid;
+  comm_transport *tp;
+  rank_stage *s;
+  const double *replica_speed;
+  int block_major;
+  double timeout_s;
+  int progress;
+} rank_pipe_ctx;
+
+/* Runs, on c's rank and stage, the whole sampling loop of njobs jobs
+ * (1..RANK_PIPE_MAX_JOBS, all of the stage's latent shape and the same
+ * number of steps); activations go through c->tp from and to the stage's
+ * buffers, latents as host messages. A job's prompt slots (set with
+ * rank_stage_set_prompt before) start at its slot0.
  * Each job's result is bit-identical to running it alone: every
  * micro-batch goes through the same ops whatever runs beside it. With two
  * experts every rank selects step i's expert (jobs[q].expert[i], the same
  * for every job in flight) before its work of the step, and the last stage
- * combines CFG with that expert's guidance.
- * timeout_s bounds a wait on a peer when no watchdog runs (with one, the
- * watchdog judges: see comm.h). Rank 0 reports progress when progress is
- * set. replica_speed: each replica's relative speed (grid->replicas values,
- * NULL: equal), whence its share of the micro-batches (plan_grid_owners). */
-int rank_pipeline_sample(const comm_world *w, const plan_grid *grid, comm_transport *tp,
-                         rank_stage *s, const rank_job *jobs, int njobs,
-                         const double *replica_speed, int block_major, double timeout_s,
-                         int progress, rank_pipe_stats *stats);
+ * combines CFG with that expert's guidance. */
+int rank_pipeline_sample(const rank_pipe_ctx *c, const rank_job *jobs, int njobs,
+                         rank_pipe_stats *stats);
 
 /* Collective. Times the activation message (the stage's buffer 0, its
  * size, through tp) between each pair of neighbouring stages, hop after
