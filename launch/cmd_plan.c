@@ -445,8 +445,9 @@ static int print_layouts(const plan_cli *cl, const rank_model_info *info, const 
   char err[1024];
   const plan_grid only = cl->layout_mode == PLAN_GRID_PIPELINE
                              ? plan_grid_pipeline((int)cl->nranks) : cl->grid;
-  int prc = plan_grid_choose(pm, devs, (int)cl->nranks, cl->job.budget, wl, po, links,
-                             cl->layout_mode == PLAN_GRID_AUTO ? NULL : &only, &ch, err,
+  const plan_grid_inputs in = {.m = pm, .devs = devs, .nranks = (int)cl->nranks,
+                               .budget = cl->job.budget, .w = wl, .o = po, .links = links};
+  int prc = plan_grid_choose(&in, cl->layout_mode == PLAN_GRID_AUTO ? NULL : &only, &ch, err,
                              sizeof err);
   if (prc == PLAN_EINVAL) {
     sp_log_error("plan: %s", err);

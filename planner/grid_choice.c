@@ -167,9 +167,11 @@ static double replicas_pipeline_ms(const plan_model *m, const plan_device *devs,
     double stage_ms[PLAN_MAX_RANKS];
     for (int s = 0; s < g.stages; s++) {
       const plan_rank *q = &p->r[s];
-      stage_ms[s] = plan_stage_ms(m, &wr, so, q->order, replica_stage_speed(devs, g, r, s),
-                                  q->first_block, q->last_block, &p->streamed[q->first_block],
-                                  q->prefetch_depth, s > 0, q->has_embed, q->has_head);
+      stage_ms[s] = plan_stage_ms(m, &wr, so, &(plan_stage_desc){.order = q->order,
+          .speed = replica_stage_speed(devs, g, r, s), .first_block = q->first_block,
+          .last_block = q->last_block, .streamed = &p->streamed[q->first_block],
+          .depth = q->prefetch_depth, .has_prev = s > 0, .has_embed = q->has_embed,
+          .has_head = q->has_head});
     }
     worst = fmax(worst, plan_pipeline_ms(p->r[0].order, n[r], g.stages, stage_ms));
   }
@@ -186,9 +188,13 @@ static void first_line(char *why, size_t cap, const char *msg) {
 
 /* ---- one layout ------------------------------------------------------------ */
 
-void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks,
-                        const char *budget, const plan_workload *w, const plan_options *o,
-                        const plan_links *links, plan_grid g, plan_grid_eval *out) {
+void plan_grid_evaluate(const plan_grid_inputs *in, plan_grid g, plan_grid_eval *out) {
+  const plan_model *m = in->m;
+  const plan_device *devs = in->devs;
+  const plan_workload *w = in->w;
+  const plan_options *o = in->o;
+  const plan_links *links = in->links;
+  const int nranks = in->nranks;
   memset(out, 0, sizeof *out);
   out->g = g;
   char err[8192];
@@ -213,7 +219,7 @@ void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks
   out->tokens_per_rank = plan_rank_tokens(&wu);
 
   plan_budget b;
-  if (plan_budget_parse(budget, S, &b, err, sizeof err) != PLAN_OK) {
+  if (plan_budget_parse(in->budget, S, &b, err, sizeof err) != PLAN_OK) {
     snprintf(out->why, sizeof out->why, "--budget for %d stage%s: ", S, S == 1 ? "" : "s");
     first_line(out->why + strlen(out->why), sizeof out->why - strlen(out->why), err);
     return;
@@ -229,7 +235,8 @@ void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks
     snprintf(out->why, sizeof out->why, "out of host memory");
     return;
   }
-  if (plan_make(m, sdev, S, &b, &wu, &so, p, err, sizeof err) != PLAN_OK) {
+  const plan_inputs pin = {.m = m, .devs = sdev, .nranks = S, .b = &b, .w = &wu, .o = &so};
+  if (plan_make(&pin, p, err, sizeof err) != PLAN_OK) {
     first_line(out->why, sizeof out->why, err);
     free(p);
     return;
@@ -257,11 +264,14 @@ void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks
 
 /* ---- every layout ------------------------------------------------------------ */
 
-int plan_grid_choose(const plan_model *m, const plan_device *devs, int nranks,
-                     const char *budget, const plan_workload *w, const plan_options *o,
-                     const plan_links *links, const plan_grid *only, plan_grid_choice *out,
+int plan_grid_choose(const plan_grid_inputs *in, const plan_grid *only, plan_grid_choice *out,
                      char *err, size_t errlen) {
-  if (!m || !devs || !w || !o || !links || !out || nranks < 1 || nranks > PLAN_MAX_RANKS)
+  if (!in)
+    return plan_fail(err, errlen, "grid: missing input");
+  const plan_links *links = in->links;
+  const int nranks = in->nranks;
+  if (!in->m || !in->devs || !in->w || !in->o || !links || !out || nranks < 1 ||
+      nranks > PLAN_MAX_RANKS)
     return plan_fail(err, errlen, "grid: missing input or %d ranks outside 1..%d", nranks,
                      PLAN_MAX_RANKS);
   for (int r = 0; r < nranks; r++) {
@@ -276,14 +286,14 @@ int plan_grid_choose(const plan_model *m, const plan_device *devs, int nranks,
   out->count = 0;
   out->chosen = -1;
   if (only) {
-    plan_grid_evaluate(m, devs, nranks, budget, w, o, links, *only, &out->e[out->count++]);
+    plan_grid_evaluate(in, *only, &out->e[out->count++]);
   } else {
     /* R ascending, then U ascending: a tie keeps the simpler layout. */
     for (int R = 1; R <= nranks; R++)
       for (int U = 1; R * U <= nranks; U++) {
         if (nranks % (R * U)) continue;
         plan_grid g = {R, nranks / (R * U), U};
-        plan_grid_evaluate(m, devs, nranks, budget, w, o, links, g, &out->e[out->count++]);
+        plan_grid_evaluate(in, g, &out->e[out->count++]);
       }
   }
   for (int i = 0; i < out->count; i++)

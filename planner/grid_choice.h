@@ -73,25 +73,32 @@ typedef struct plan_grid_choice {
   plan_grid_eval e[PLAN_GRID_MAX_EVALS];
 } plan_grid_choice;
 
-/* Evaluates the layouts of nranks ranks over devs (one per rank, in the
- * grid's numbering) and chooses one: memory first (a layout whose ranks do
+/* What the layouts are chosen for: the model m, nranks ranks over devs
+ * (one per rank, in the grid's numbering) and their links, budget (the
+ * --budget string; with a grid, cuda:K names pipeline stage K: all its
+ * ranks, in every replica), the workload w and the planner's options o. */
+typedef struct plan_grid_inputs {
+  const plan_model *m;
+  const plan_device *devs;
+  int nranks;
+  const char *budget;
+  const plan_workload *w;
+  const plan_options *o;
+  const plan_links *links;
+} plan_grid_inputs;
+
+/* Evaluates the layouts of in's ranks and chooses one: memory first (a layout whose ranks do
  * not fit their budgets is refused), then the smallest predicted step
  * (ties: fewer replicas, then fewer sequence-parallel ranks). only: NULL
- * for every R x S x U = nranks, else that one layout alone. budget: the
- * --budget string; with a grid, cuda:K names pipeline stage K (all its
- * ranks, in every replica), and each stage is planned on the smallest and
- * slowest of its devices. PLAN_EINVAL for bad inputs; PLAN_EINFEASIBLE
+ * for every R x S x U = nranks, else that one layout alone. Each stage is
+ * planned on the smallest and slowest of its devices. PLAN_EINVAL for bad inputs; PLAN_EINFEASIBLE
  * when no layout fits (out is filled either way, with the reasons). */
-int plan_grid_choose(const plan_model *m, const plan_device *devs, int nranks,
-                     const char *budget, const plan_workload *w, const plan_options *o,
-                     const plan_links *links, const plan_grid *only, plan_grid_choice *out,
+int plan_grid_choose(const plan_grid_inputs *in, const plan_grid *only, plan_grid_choice *out,
                      char *err, size_t errlen);
 
 /* Evaluates one layout (plan_grid_choose's inner step); *out is always
  * filled (ok 0 with why for a refused layout). */
-void plan_grid_evaluate(const plan_model *m, const plan_device *devs, int nranks,
-                        const char *budget, const plan_workload *w, const plan_options *o,
-                        const plan_links *links, plan_grid g, plan_grid_eval *out);
+void plan_grid_evaluate(const plan_grid_inputs *in, plan_grid g, plan_grid_eval *out);
 
 /* The layouts considered as a table (# header lines, one row each, the
  * chosen one marked) or as JSON; like plan_format_table's return. */

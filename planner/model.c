@@ -111,17 +111,20 @@ int plan_act_buffers(int order, int micro_batches, int has_prev, int has_next) {
   return micro > block ? micro : block;
 }
 
-uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int order, int nblocks,
-                        int has_prev, int has_next, int first, int last, int64_t chunk_rows,
-                        int simple_attn) {
+uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, const plan_stage_desc *d) {
+  const int nblocks = d->last_block - d->first_block + 1;
   /* The CUDA stage's layout (layout.c) without its weights: they come
    * first, each buffer at an aligned offset, so the arena is the aligned
    * weight bytes plus this total exactly (the caller adds those). */
-  plan_rank q = {.first_block = 0, .last_block = nblocks - 1, .has_embed = first,
-                 .has_head = last, .order = order, .chunk_rows = chunk_rows};
+  plan_rank q = {.first_block = 0,
+                 .last_block = nblocks - 1,
+                 .has_embed = d->has_embed,
+                 .has_head = d->has_head,
+                 .order = d->order,
+                 .chunk_rows = d->chunk_rows};
   plan_stage_shape s;
-  plan_stage_shape_of(m, w, &q, NULL, simple_attn, &s);
-  s.act_buffers = plan_act_buffers(order, w->micro_batches, has_prev, has_next);
+  plan_stage_shape_of(m, w, &q, NULL, d->simple_attn, &s);
+  s.act_buffers = plan_act_buffers(d->order, w->micro_batches, d->has_prev, d->has_next);
   s.embed_bytes = s.head_bytes = s.block_bytes = 0;
   plan_layout l;
   if (plan_layout_make(&s, &l, NULL, 0) != PLAN_OK) return UINT64_MAX;
@@ -154,12 +157,14 @@ static double block_ms(const plan_model *m, const plan_workload *w, const plan_o
          plan_seq_a2a_ms(m, w, o);
 }
 
-/* The timeline of one pass of a stage over its blocks in which every block
+/* The timeline of one pass of stage d over its blocks in which every block
  * runs `reps` micro-batches back to back: reps = 1 is one micro-batch of
  * micro-batch-major order, reps = M the whole step of block-major order. */
 static double stage_pass_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
-                            double speed, int first, int last, const uint8_t *streamed,
-                            int depth, int has_prev, int has_embed, int has_head, double reps) {
+                            const plan_stage_desc *d, double reps) {
+  const double speed = d->speed;
+  const int first = d->first_block, last = d->last_block, depth = d->depth;
+  const uint8_t *streamed = d->streamed;
   int64_t L = plan_rank_tokens(w); /* this rank's rows (Ulysses: its slice) */
   double D = (double)m->dim;
   double blk_ms = reps * block_ms(m, w, o, speed);
@@ -171,9 +176,9 @@ static double stage_pass_ms(const plan_model *m, const plan_workload *w, const p
    * all M (the previous stage sends them together when it is done). */
   double start = 0.0;
   const double tt = m->time_tables > 1 ? 2.0 : 1.0; /* TI2V: a second e, e0 */
-  if (has_prev)
+  if (d->has_prev)
     start += reps * ((double)L * D * 4.0 + 7.0 * D * 4.0 * tt) / (o->peer_link_gbs * 1e9) * 1e3;
-  if (has_embed)
+  if (d->has_embed)
     start += reps * compute_ms(o, speed,
                                2.0 * (double)L * (double)(m->in_dim * 4) * D +
                                    2.0 * (256.0 * D + D * D + 6.0 * D * D));
@@ -203,22 +208,20 @@ static double stage_pass_ms(const plan_model *m, const plan_workload *w, const p
     t = ready + blk_ms;
     if (streamed && streamed[i - first]) release[j++] = t;
   }
-  if (has_head) t += reps * compute_ms(o, speed, 2.0 * (double)L * D * (double)(m->out_dim * 4));
+  if (d->has_head)
+    t += reps * compute_ms(o, speed, 2.0 * (double)L * D * (double)(m->out_dim * 4));
   return t;
 }
 
 double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
-                     int order, double speed, int first, int last, const uint8_t *streamed,
-                     int depth, int has_prev, int has_embed, int has_head) {
+                     const plan_stage_desc *d) {
   double M = (double)(w->micro_batches > 0 ? w->micro_batches : 1);
   /* block-major: one pass, each block computing all M micro-batches, each
    * streamed block copied once; micro-batch-major: M passes of one
    * micro-batch, each copying every streamed block again. */
-  if (order == PLAN_ORDER_BLOCK)
-    return stage_pass_ms(m, w, o, speed, first, last, streamed, depth, has_prev, has_embed,
-                         has_head, M);
-  return M * stage_pass_ms(m, w, o, speed, first, last, streamed, depth, has_prev, has_embed,
-                           has_head, 1.0);
+  if (d->order == PLAN_ORDER_BLOCK)
+    return stage_pass_ms(m, w, o, d, M);
+  return M * stage_pass_ms(m, w, o, d, 1.0);
 }
 
 double plan_switch_ms(const plan_model *m, const plan_workload *w, const plan_options *o,

@@ -289,12 +289,22 @@ typedef struct plan {
                                       stage lays its arena out with it */
 } plan;
 
-/* Computes the optimal plan. Fails with PLAN_EINVAL for bad inputs and
- * PLAN_EINFEASIBLE with per-rank needed vs available bytes and the smallest
- * budget that would work (the message may span several lines). */
-int plan_make(const plan_model *m, const plan_device *devs, int nranks, const plan_budget *b,
-              const plan_workload *w, const plan_options *o, plan *out, char *err,
-              size_t errlen);
+/* What a plan is made for: the model m, nranks pipeline ranks over devs
+ * (one each, in stage order), their budget b, the workload w and the
+ * planner's options o. */
+typedef struct plan_inputs {
+  const plan_model *m;
+  const plan_device *devs;
+  int nranks;
+  const plan_budget *b;
+  const plan_workload *w;
+  const plan_options *o;
+} plan_inputs;
+
+/* Computes the optimal plan for in. Fails with PLAN_EINVAL for bad inputs
+ * and PLAN_EINFEASIBLE with per-rank needed vs available bytes and the
+ * smallest budget that would work (the message may span several lines). */
+int plan_make(const plan_inputs *in, plan *out, char *err, size_t errlen);
 
 /* ---- the model of one rank (exposed for tests and for `bench`) ---------- */
 
@@ -316,25 +326,39 @@ double plan_seq_a2a_ms(const plan_model *m, const plan_workload *w, const plan_o
  * many. */
 int plan_act_buffers(int order, int micro_batches, int has_prev, int has_next);
 
-/* Device bytes of a stage besides its weights, streaming slots and reserve:
- * the total of its CUDA layout (layout.h) with no weights: activation
- * buffers, a block's transient at chunk_rows, the context k/v of its
- * nblocks for every micro-batch, context scratch, RoPE tables, small
- * vectors, the first/last stage's latent buffers, and with simple_attn the
- * simple attention backend's scratch. The stage's arena is this plus the
- * weights and slots, each rounded up to PLAN_LAYOUT_ALIGN; UINT64_MAX for a
- * shape no stage has. */
-uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, int order, int nblocks,
-                        int has_prev, int has_next, int first, int last, int64_t chunk_rows,
-                        int simple_attn);
+/* A stage as the cost formulas count it: its blocks first_block..
+ * last_block, whether a previous and a next stage exist, whether it embeds
+ * (stage 0) and runs the head (the last stage), its order (PLAN_ORDER_*);
+ * for its memory the chunk rows of the block transients and whether the
+ * simple attention backend's scratch is counted; for its time the device's
+ * relative speed, which blocks are streamed (streamed[i] for block
+ * first_block + i; NULL: none) and the streaming slots (depth). */
+typedef struct plan_stage_desc {
+  int order;
+  int first_block, last_block;
+  int has_prev, has_next, has_embed, has_head;
+  int64_t chunk_rows;      /* plan_act_bytes */
+  int simple_attn;         /* plan_act_bytes */
+  double speed;            /* plan_stage_ms */
+  const uint8_t *streamed; /* plan_stage_ms */
+  int depth;               /* plan_stage_ms */
+} plan_stage_desc;
 
-/* Busy time of a stage per sampling step in ms (all M micro-batches), in the
- * given order (MICRO or BLOCK), given which of its blocks are streamed
- * (streamed[i] for block first+i): a timeline of one copy engine and the
- * compute stream with `depth` slots. */
+/* Device bytes of stage d besides its weights, streaming slots and reserve:
+ * the total of its CUDA layout (layout.h) with no weights: activation
+ * buffers, a block's transient at d->chunk_rows, the context k/v of its
+ * blocks for every micro-batch, context scratch, RoPE tables, small
+ * vectors, the first/last stage's latent buffers, and with d->simple_attn
+ * the simple attention backend's scratch. The stage's arena is this plus
+ * the weights and slots, each rounded up to PLAN_LAYOUT_ALIGN; UINT64_MAX
+ * for a shape no stage has. */
+uint64_t plan_act_bytes(const plan_model *m, const plan_workload *w, const plan_stage_desc *d);
+
+/* Busy time of stage d per sampling step in ms (all M micro-batches), in
+ * its order (MICRO or BLOCK), given which of its blocks are streamed: a
+ * timeline of one copy engine and the compute stream with d->depth slots. */
 double plan_stage_ms(const plan_model *m, const plan_workload *w, const plan_options *o,
-                     int order, double speed, int first, int last, const uint8_t *streamed,
-                     int depth, int has_prev, int has_embed, int has_head);
+                     const plan_stage_desc *d);
 
 /* The predicted extra time in ms (>= 0) of the switch between experts on a
  * rank that swaps blocks first..last (PLAN_EXPERTS_SWAP): the copies of one

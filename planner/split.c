@@ -120,8 +120,9 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
   const uint64_t dec = last ? c->o->decoder_bytes : 0;
   for (int lv = 0; lv < c->nlevels; lv++) {
     uint64_t act =
-        plan_act_bytes(m, c->w, c->order, nb, r > 0, r < c->R - 1, first, last, c->rows[lv],
-                       c->o->simple_attn);
+        plan_act_bytes(m, c->w, &(plan_stage_desc){.order = c->order, .first_block = a,
+            .last_block = b, .has_prev = r > 0, .has_next = r < c->R - 1, .has_embed = first,
+            .has_head = last, .chunk_rows = c->rows[lv], .simple_attn = c->o->simple_attn});
     base[lv] = plan_sat_add(plan_sat_add(plan_sat_add(fixed, act), c->o->reserve_bytes), dec);
   }
   ev->r = r;
@@ -152,8 +153,9 @@ void plan_split_eval(const split_ctx *c, int r, int a, int b, uint8_t *flags_out
     }
   }
   if (!ev->ok) return;
-  ev->ms = plan_stage_ms(m, c->w, c->o, c->order, c->speed[r], a, b, flags, ev->depth, r > 0,
-                         first, last);
+  ev->ms = plan_stage_ms(m, c->w, c->o, &(plan_stage_desc){.order = c->order, .speed = c->speed[r],
+      .first_block = a, .last_block = b, .streamed = flags, .depth = ev->depth, .has_prev = r > 0,
+      .has_embed = first, .has_head = last});
   if (flags_out) memcpy(flags_out, flags, (size_t)nb);
 }
 
@@ -444,9 +446,14 @@ static int ratio_ranges(const split_ctx *c, const plan_budget *b, int *first, ch
   return 0;
 }
 
-int plan_make(const plan_model *m, const plan_device *devs, int nranks, const plan_budget *b,
-              const plan_workload *w, const plan_options *o, plan *out, char *err,
-              size_t errlen) {
+int plan_make(const plan_inputs *in, plan *out, char *err, size_t errlen) {
+  if (!in) return fail(err, errlen, PLAN_EINVAL, "plan: missing input");
+  const plan_model *m = in->m;
+  const plan_device *devs = in->devs;
+  const int nranks = in->nranks;
+  const plan_budget *b = in->b;
+  const plan_workload *w = in->w;
+  const plan_options *o = in->o;
   int rc = plan_split_check_inputs(m, devs, nranks, b, w, o, err, errlen);
   if (rc) return rc;
   split_ctx *c = calloc(1, sizeof *c);

@@ -29,7 +29,9 @@ static int smallest_raise(const split_ctx *c, split_ctx *e, int *first, plan_str
   all += plan_layout_group_bytes(c->m, c->m->embed_bytes, copies) +
          plan_layout_group_bytes(c->m, c->m->head_bytes, copies) + c->o->reserve_bytes +
          c->o->decoder_bytes;
-  all += plan_act_bytes(c->m, c->w, PLAN_ORDER_AUTO, c->B, 1, 1, 1, 1, c->L, c->o->simple_attn);
+  all += plan_act_bytes(c->m, c->w, &(plan_stage_desc){.order = PLAN_ORDER_AUTO, .first_block = 0,
+      .last_block = c->B - 1, .has_prev = 1, .has_next = 1, .has_embed = 1, .has_head = 1,
+      .chunk_rows = c->L, .simple_attn = c->o->simple_attn});
   int capped = 1;
   for (int r = 0; r < c->R; r++) e->budget[r] = c->cap[r] > c->budget[r] ? c->cap[r] : c->budget[r];
   if (plan_split_solve(e, NULL, first) != 0) {

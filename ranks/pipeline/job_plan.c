@@ -261,7 +261,8 @@ int job_plan_make(const job_plan_req *r, plan *out) {
   stage_devices(&g, r->devs, devs);
   plan_workload wg = r->wl; /* each rank holds its Ulysses slice of the tokens */
   wg.seq = g.seq;
-  if (plan_make(&pm, devs, g.stages, &b, &wg, &po, out, err, sizeof err) != PLAN_OK) {
+  const plan_inputs in = {.m = &pm, .devs = devs, .nranks = g.stages, .b = &b, .w = &wg, .o = &po};
+  if (plan_make(&in, out, err, sizeof err) != PLAN_OK) {
     log_lines("plan: ", err);
     goto out;
   }

@@ -23,8 +23,9 @@ int job_layout_resolve(const job_params *o, int nranks, const plan_model *pm,
   plan_links_default(&links, po);
   plan_grid_choice *c = sp_xmalloc(sizeof *c);
   char err[1024] = "";
-  int prc = plan_grid_choose(pm, all, nranks, o->budget, wl, po, &links, NULL, c, err,
-                             sizeof err);
+  const plan_grid_inputs in = {.m = pm, .devs = all, .nranks = nranks, .budget = o->budget,
+                               .w = wl, .o = po, .links = &links};
+  int prc = plan_grid_choose(&in, NULL, c, err, sizeof err);
   const int k = prc == PLAN_EINVAL ? -1 : c->chosen;
   int rc = SP_OK;
   if (k < 0) {

@@ -216,7 +216,7 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
   char err[4096];
   static plan p;
   if (plan_budget_parse(NULL, k->nranks, &b, err, sizeof err) != PLAN_OK ||
-      plan_make(&pm, devs, k->nranks, &b, &w, &o, &p, err, sizeof err) != PLAN_OK) {
+      plan_make(&(plan_inputs){&pm, devs, k->nranks, &b, &w, &o}, &p, err, sizeof err) != PLAN_OK) {
     CHECK(0, "case %d: no plan: %s", idx, err);
     return;
   }
@@ -228,7 +228,8 @@ static void run_case(rank_model *m, const arena_case *k, int idx) {
                             (unsigned long long)(p.r[r].peak_bytes - 1));
     snprintf(bs + n, sizeof bs - n, "cpu,*");
     if (plan_budget_parse(bs, k->nranks, &b, err, sizeof err) != PLAN_OK ||
-        plan_make(&pm, devs, k->nranks, &b, &w, &o, &p, err, sizeof err) != PLAN_OK) {
+        plan_make(&(plan_inputs){&pm, devs, k->nranks, &b, &w, &o}, &p, err, sizeof err) !=
+            PLAN_OK) {
       CHECK(0, "case %d: no swap plan (%s): %s", idx, bs, err);
       return;
     }

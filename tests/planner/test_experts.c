@@ -101,7 +101,9 @@ static void test_choice(void) {
   plan_options_default(&o);
   o.order = PLAN_ORDER_MICRO;
   const uint64_t act =
-      plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, 4, 0, 0, 1, 1, plan_tokens(&w), 0);
+      plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_MICRO, .first_block = 0,
+          .last_block = 3, .has_prev = 0, .has_next = 0, .has_embed = 1, .has_head = 1,
+          .chunk_rows = plan_tokens(&w), .simple_attn = 0});
   const uint64_t ends = 2 * align256(t.m.embed_bytes / 2) + 2 * align256(t.m.head_bytes / 2);
   const uint64_t one = 4 * align256(t.blocks[0] / 2);
   const uint64_t need_res = o.reserve_bytes + act + ends + 2 * one;
@@ -124,7 +126,7 @@ static void test_choice(void) {
     plan_device d;
     test_device(&d, "gpu", 80.0, 1.0);
     static plan p;
-    int rc = plan_make(&t.m, &d, 1, &b, &w, &o, &p, err, sizeof err);
+    int rc = plan_make(&(plan_inputs){&t.m, &d, 1, &b, &w, &o}, &p, err, sizeof err);
     if (cases[i].mode < 0) {
       CHECK(rc == PLAN_EINFEASIBLE, "%s: feasible (%s)", bs,
             rc ? err : plan_experts_mode_name(p.r[0].experts_mode));
@@ -210,7 +212,7 @@ static void test_forms(void) {
   char err[4096];
   CHECK(plan_budget_parse("cpu,*", 2, &b, err, sizeof err) == PLAN_OK, "%s", err);
   static plan p, back;
-  int rc = plan_make(&t.m, d, 2, &b, &w, &o, &p, err, sizeof err);
+  int rc = plan_make(&(plan_inputs){&t.m, d, 2, &b, &w, &o}, &p, err, sizeof err);
   CHECK(rc == PLAN_OK, "plan: %s", err);
   if (rc != PLAN_OK) return;
   int modes[4] = {0};

@@ -47,7 +47,8 @@ int main(void) {
   const int64_t L = 21 * 30 * 52;
   CHECK(plan_tokens(&w) == L, "tokens %lld", (long long)plan_tokens(&w));
   devices(d, 8, 141.0);
-  int rc = plan_grid_choose(m, d, 8, NULL, &w, &o, &links, NULL, &c, err, sizeof err);
+  int rc = plan_grid_choose(&(plan_grid_inputs){m, d, 8, NULL, &w, &o, &links}, NULL, &c, err,
+                            sizeof err);
   CHECK(rc == PLAN_OK, "8 x 141 GiB: %s", err);
   /* 8 = R S U with R <= 2 (M = 2) and U | 40: every factorization is
    * listed, the others refused with the check that failed. */
@@ -85,7 +86,8 @@ int main(void) {
   const plan_grid_eval *one = NULL;
   static plan_grid_choice c1;
   devices(d, 1, 141.0);
-  CHECK(plan_grid_choose(m, d, 1, NULL, &w, &o, &links, NULL, &c1, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 1, NULL, &w, &o, &links}, NULL, &c1, err,
+                         sizeof err) == PLAN_OK,
         "1 rank: %s", err);
   one = &c1.e[c1.chosen];
   double want = one->step_ms / 8 + a2a;
@@ -96,7 +98,8 @@ int main(void) {
   plan_budget b;
   CHECK(plan_budget_parse(NULL, 1, &b, err, sizeof err) == PLAN_OK, "budget: %s", err);
   static plan p;
-  CHECK(plan_make(m, d, 1, &b, &w, &o, &p, err, sizeof err) == PLAN_OK, "plan_make: %s", err);
+  CHECK(plan_make(&(plan_inputs){m, d, 1, &b, &w, &o}, &p, err, sizeof err) == PLAN_OK,
+        "plan_make: %s", err);
   CHECK(close_to(one->step_ms, p.predicted_step_ms) && one->peak_bytes == p.r[0].peak_bytes,
         "1x1x1 %.3f ms %llu B, plan_make %.3f ms %llu B", one->step_ms,
         (unsigned long long)one->peak_bytes, p.predicted_step_ms,
@@ -106,7 +109,8 @@ int main(void) {
    * plan), then receives the other's prediction: 16 x 21 x 60 x 104 fp32
    * at the link's rate. */
   devices(d, 2, 141.0);
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w, &o, &links}, NULL, &c, err,
+                         sizeof err) == PLAN_OK,
         "2 ranks: %s", err);
   const plan_grid_eval *r2 = find(&c, 2, 1, 1);
   double latent = 16.0 * 21 * 60 * 104 * 4;
@@ -115,7 +119,8 @@ int main(void) {
         latent / 450e9 * 1e3);
   plan_workload w1 = w;
   w1.micro_batches = 1;
-  CHECK(plan_make(m, d, 1, &b, &w1, &o, &p, err, sizeof err) == PLAN_OK, "plan_make: %s", err);
+  CHECK(plan_make(&(plan_inputs){m, d, 1, &b, &w1, &o}, &p, err, sizeof err) == PLAN_OK,
+        "plan_make: %s", err);
   CHECK(close_to(r2->pipeline_ms, p.predicted_step_ms), "2x1x1 pipeline %.3f, one micro %.3f",
         r2->pipeline_ms, p.predicted_step_ms);
   /* The choice is the fastest layout that fits. */
@@ -127,7 +132,8 @@ int main(void) {
    * inter-node rate. */
   links.node[1] = 1;
   links.inter_node_gbs = 25.0;
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w, &o, &links}, NULL, &c, err,
+                         sizeof err) == PLAN_OK,
         "2 nodes: %s", err);
   const plan_grid_eval *u2 = find(&c, 1, 1, 2);
   double a2a2 = 2 * 40 * 4 * ((double)(L / 2) * D * 2 * 0.5) / 25e9 * 1e3;
@@ -136,8 +142,8 @@ int main(void) {
   links.node[1] = 0;
   links.inter_node_gbs = 0.0;
   links.node[1] = 1;
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, NULL, &c, err, sizeof err) ==
-                PLAN_EINVAL &&
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w, &o, &links}, NULL, &c, err,
+                         sizeof err) == PLAN_EINVAL &&
             strstr(err, "rank 1"),
         "unknown inter-node rate accepted: %s", err);
   links.node[1] = 0;
@@ -146,21 +152,22 @@ int main(void) {
    * per stage, not all of it: 1x2x1 fits, 1x1x2 and 2x1x1 are refused with
    * plan_make's reason; with --layout 1x1x2 the refusal is the error. */
   devices(d, 2, 20.0);
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w, &o, &links}, NULL, &c, err,
+                         sizeof err) == PLAN_OK,
         "2 x 20 GiB: %s", err);
   CHECK(c.e[c.chosen].g.stages == 2, "chosen %dx%dx%d", c.e[c.chosen].g.replicas,
         c.e[c.chosen].g.stages, c.e[c.chosen].g.seq);
   CHECK(!find(&c, 1, 1, 2)->ok && !find(&c, 2, 1, 1)->ok && find(&c, 1, 1, 2)->why[0],
         "a 28 GB model fits one 20 GiB stage");
   plan_grid only = {1, 1, 2};
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, &only, &c, err, sizeof err) ==
-                PLAN_EINFEASIBLE &&
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w, &o, &links}, &only, &c, err,
+                         sizeof err) == PLAN_EINFEASIBLE &&
             strstr(err, "1x1x2") && c.count == 1,
         "--layout 1x1x2 on 2 x 20 GiB: %s", err);
   /* With streaming every layout fits, and U = 2's peak is below 1 x 2 x 1's
    * all-resident one. */
-  CHECK(plan_grid_choose(m, d, 2, "cpu,*", &w, &o, &links, NULL, &c, err, sizeof err) ==
-            PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, "cpu,*", &w, &o, &links}, NULL, &c, err,
+                         sizeof err) == PLAN_OK,
         "cpu,*: %s", err);
   for (int i = 0; i < c.count; i++) CHECK(c.e[i].ok, "%d refused with cpu,*: %s", i, c.e[i].why);
 
@@ -168,11 +175,13 @@ int main(void) {
    * speed takes twice the compute of two full-speed ranks (every compute
    * term scales with 1 / speed; the all-to-all does not). */
   devices(d, 2, 141.0);
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, &only, &c, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w, &o, &links}, &only, &c, err,
+                         sizeof err) == PLAN_OK,
         "uniform: %s", err);
   plan_grid_eval uni = c.e[0];
   d[1].speed = 0.5;
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, &only, &c, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w, &o, &links}, &only, &c, err,
+                         sizeof err) == PLAN_OK,
         "half speed: %s", err);
   CHECK(close_to(c.e[0].a2a_ms, uni.a2a_ms) &&
             fabs((c.e[0].step_ms - c.e[0].a2a_ms) - 2 * (uni.step_ms - uni.a2a_ms)) <
@@ -190,27 +199,31 @@ int main(void) {
   d[1].speed = 3.0;
   plan_workload w4 = w;
   w4.micro_batches = 4;
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w4, &o, &links, &r2g, &c, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w4, &o, &links}, &r2g, &c, err,
+                         sizeof err) == PLAN_OK,
         "speeds 1, 3: %s", err);
   double ref[2];
   for (int r = 0; r < 2; r++) {
     plan_workload wr = w;
     wr.micro_batches = r ? 3 : 1;
-    CHECK(plan_make(m, &d[r], 1, &b, &wr, &o, &p, err, sizeof err) == PLAN_OK, "%s", err);
+    CHECK(plan_make(&(plan_inputs){m, &d[r], 1, &b, &wr, &o}, &p, err, sizeof err) == PLAN_OK, "%s",
+          err);
     ref[r] = p.predicted_step_ms;
   }
   CHECK(c.e[0].micro_per_replica == 3 && close_to(c.e[0].pipeline_ms, fmax(ref[0], ref[1])) &&
             close_to(c.e[0].exchange_ms, 3 * latent / 450e9 * 1e3),
         "speeds 1, 3: %d per replica, pipeline %.3f ms (want %.3f), exchange %.6f",
         c.e[0].micro_per_replica, c.e[0].pipeline_ms, fmax(ref[0], ref[1]), c.e[0].exchange_ms);
-  CHECK(plan_grid_choose(m, d, 2, NULL, &w, &o, &links, &r2g, &c, err, sizeof err) == PLAN_OK &&
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &w, &o, &links}, &r2g, &c, err,
+                         sizeof err) == PLAN_OK &&
             c.e[0].micro_per_replica == 1,
         "2 branches at speeds 1, 3: %d per replica", c.e[0].micro_per_replica);
   d[0].speed = d[1].speed = 1.0;
 
   /* U must divide 40 heads: 3 ranks give 1x1x3 refused. */
   devices(d, 3, 141.0);
-  CHECK(plan_grid_choose(m, d, 3, NULL, &w, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 3, NULL, &w, &o, &links}, NULL, &c, err,
+                         sizeof err) == PLAN_OK,
         "3 ranks: %s", err);
   CHECK(!find(&c, 1, 1, 3)->ok && strstr(find(&c, 1, 1, 3)->why, "divide"), "1x1x3: %s",
         find(&c, 1, 1, 3)->why);
@@ -219,7 +232,8 @@ int main(void) {
    * one token, 1 x 1 x 2 refused (a rank would hold none). */
   plan_workload tiny = wl(1, 16, 16, 1);
   devices(d, 2, 141.0);
-  CHECK(plan_grid_choose(m, d, 2, NULL, &tiny, &o, &links, NULL, &c, err, sizeof err) == PLAN_OK,
+  CHECK(plan_grid_choose(&(plan_grid_inputs){m, d, 2, NULL, &tiny, &o, &links}, NULL, &c, err,
+                         sizeof err) == PLAN_OK,
         "tiny: %s", err);
   CHECK(!find(&c, 1, 1, 2)->ok && strstr(find(&c, 1, 1, 2)->why, "sequence-parallel"),
         "1x16x16 on U = 2: %s", find(&c, 1, 1, 2)->why);

@@ -199,8 +199,16 @@ static void check_rank(const plan_model *m, const plan_workload *w, const plan *
         "%s rank %d: act %llu, layout less weights %llu", what, r,
         (unsigned long long)q->act_bytes,
         (unsigned long long)(l.total - q->weight_bytes - q->stream_slot_bytes));
-  uint64_t act_bytes = plan_act_bytes(m, w, q->order, nb, r > 0, r < p->nranks - 1, q->has_embed,
-                                q->has_head, q->chunk_rows, simple);
+  uint64_t act_bytes = plan_act_bytes(m, w,
+                                      &(plan_stage_desc){.order = q->order,
+                                                         .first_block = 0,
+                                                         .last_block = nb - 1,
+                                                         .has_prev = r > 0,
+                                                         .has_next = r < p->nranks - 1,
+                                                         .has_embed = q->has_embed,
+                                                         .has_head = q->has_head,
+                                                         .chunk_rows = q->chunk_rows,
+                                                         .simple_attn = simple});
   CHECK(act_bytes == q->act_bytes, "%s rank %d: plan_act_bytes %llu, plan %llu", what, r,
         (unsigned long long)act_bytes, (unsigned long long)q->act_bytes);
   /* and the stage's arena did not change */
@@ -249,7 +257,8 @@ static void test_plans(void) {
           char err[4096];
           static plan p;
           if (plan_budget_parse("auto", nr, &b, err, sizeof err) != PLAN_OK) continue;
-          if (plan_make(&t.m, d, nr, &b, &w, &o, &p, err, sizeof err) != PLAN_OK) continue;
+          if (plan_make(&(plan_inputs){&t.m, d, nr, &b, &w, &o}, &p, err, sizeof err) != PLAN_OK)
+            continue;
           made++;
           char what[160];
           snprintf(what, sizeof what, "model %d, %lldx%lldx%lld, M %d, %d ranks, %s, frac %g, "

@@ -36,7 +36,9 @@ static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks, in
             plan_layout_find(&base, PLAN_BUF_LORA_T, 0) == NULL,
         "a layout without LoRA has LoRA buffers");
   const uint64_t act0 =
-      plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, nblocks, 0, 1, 1, 0, chunk_rows, 0);
+      plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_MICRO, .first_block = 0,
+          .last_block = nblocks - 1, .has_prev = 0, .has_next = 1, .has_embed = 1, .has_head = 0,
+          .chunk_rows = chunk_rows, .simple_attn = 0});
 
   t.m.lora_block_elems = pairs_elems(&t.m, rank);
   t.m.lora_rank = rank;
@@ -64,7 +66,9 @@ static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks, in
   CHECK(with.total == end, "total %llu, want %llu", (unsigned long long)with.total,
         (unsigned long long)end);
   const uint64_t act1 =
-      plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, nblocks, 0, 1, 1, 0, chunk_rows, 0);
+      plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_MICRO, .first_block = 0,
+          .last_block = nblocks - 1, .has_prev = 0, .has_next = 1, .has_embed = 1, .has_head = 0,
+          .chunk_rows = chunk_rows, .simple_attn = 0});
   CHECK(act1 - act0 == with.total - base.total,
         "planner's bytes grow by %llu, the layout's by %llu", (unsigned long long)(act1 - act0),
         (unsigned long long)(with.total - base.total));

@@ -45,7 +45,9 @@ static void test_case(int big, int w8a8, int epilogue, int64_t lora_rank, int64_
   char err[256] = "";
   plan_stage_shape_of(&t.m, &w, &q, NULL, 0, &s);
   CHECK(plan_layout_make(&s, &base, err, sizeof err) == PLAN_OK, "bf16: %s", err);
-  const uint64_t act0 = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, 4, 0, 0, 1, 1, chunk_rows, 0);
+  const uint64_t act0 = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .first_block = 0, .last_block = 3, .has_prev = 0, .has_next = 0, .has_embed = 1,
+      .has_head = 1, .chunk_rows = chunk_rows, .simple_attn = 0});
   t.m.w8a8 = w8a8;
   t.m.w8a8_epilogue = epilogue;
   t.m.dequant_bytes = dequant;
@@ -69,7 +71,9 @@ static void test_case(int big, int w8a8, int epilogue, int64_t lora_rank, int64_
         "the products scratch only with W8A8's epilogue");
   CHECK(with.total == end, "total %llu, want %llu", (unsigned long long)with.total,
         (unsigned long long)end);
-  const uint64_t act1 = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, 4, 0, 0, 1, 1, chunk_rows, 0);
+  const uint64_t act1 = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .first_block = 0, .last_block = 3, .has_prev = 0, .has_next = 0, .has_embed = 1,
+      .has_head = 1, .chunk_rows = chunk_rows, .simple_attn = 0});
   CHECK(act1 - act0 == with.total - base.total, "planner's bytes grow by %llu, the layout's by %llu",
         (unsigned long long)(act1 - act0), (unsigned long long)(with.total - base.total));
   printf("%s, w8a8 %d, epilogue %d, LoRA rank %lld, %lld rows, dequant %.1f MB: stage +%.1f MB\n",
@@ -96,7 +100,7 @@ static void test_wire(void) {
   size_t n = 0;
   char err[4096];
   CHECK(plan_budget_parse(NULL, 2, &b, err, sizeof err) == PLAN_OK &&
-            plan_make(&t.m, devs, 2, &b, &w, &o, &p, err, sizeof err) == PLAN_OK &&
+            plan_make(&(plan_inputs){&t.m, devs, 2, &b, &w, &o}, &p, err, sizeof err) == PLAN_OK &&
             plan_encode(&p, wire, sizeof wire, &n, err, sizeof err) == PLAN_OK &&
             plan_decode(wire, n, &back, err, sizeof err) == PLAN_OK,
         "plan, encode, decode: %s", err);

@@ -46,9 +46,13 @@ static void test_stage_time(void) {
                (o.gpu_tflops * 1e12 * speed) * 1e3;
   int n = (int)sp_rand_int(2, t.m.num_blocks);
   uint8_t none[64] = {0};
-  double ms = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, none, 2, 0, 0, 0);
+  double ms = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = none, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   CHECK(close_rel(ms, n * blk, 1e-9), "%d resident blocks: %.6f ms, want %.6f", n, ms, n * blk);
-  double with_recv = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, none, 2, 1, 0, 0);
+  double with_recv = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = none, .depth = 2,
+      .has_prev = 1, .has_embed = 0, .has_head = 0});
   double recv = (L * D * 4.0 + 7 * D * 4.0) / (o.peer_link_gbs * 1e9) * 1e3;
   CHECK(close_rel(with_recv, n * blk + recv, 1e-9), "receive adds %.6f ms", with_recv - ms);
 
@@ -57,7 +61,9 @@ static void test_stage_time(void) {
   double copy = (double)t.m.block_bytes[0] / (o.host_link_gbs * 1e9) * 1e3;
   uint8_t last[64] = {0};
   last[n - 1] = 1;
-  double ms1 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, last, 2, 0, 0, 0);
+  double ms1 = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = last, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   double want1 = fmax((n - 1) * blk, copy) + blk;
   CHECK(close_rel(ms1, want1, 1e-9), "streamed last: %.6f, want %.6f", ms1, want1);
 
@@ -68,7 +74,9 @@ static void test_stage_time(void) {
   uint8_t all[64];
   memset(all, 1, sizeof all);
   double cslow = (double)t.m.block_bytes[0] / (slow.host_link_gbs * 1e9) * 1e3;
-  double msa = plan_stage_ms(&t.m, &w, &slow, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 2, 0, 0, 0);
+  double msa = plan_stage_ms(&t.m, &w, &slow, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = all, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   CHECK(close_rel(msa, n * cslow + blk, 1e-9), "copy-bound: %.3f, want %.3f", msa,
         n * cslow + blk);
   /* a link so fast that every copy hides behind the block before it: the
@@ -76,16 +84,24 @@ static void test_stage_time(void) {
   plan_options fast = o;
   fast.host_link_gbs = 1e9;
   double first_copy = (double)t.m.block_bytes[0] / (fast.host_link_gbs * 1e9) * 1e3;
-  double msf = plan_stage_ms(&t.m, &w, &fast, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 2, 0, 0, 0);
+  double msf = plan_stage_ms(&t.m, &w, &fast, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = all, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   CHECK(close_rel(msf, n * blk + first_copy, 1e-9), "fast copies: %.9f, want %.9f", msf,
         n * blk + first_copy);
   /* one slot cannot overlap a copy with the block before it */
-  double d1 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 1, 0, 0, 0);
-  double d2 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 2, 0, 0, 0);
+  double d1 = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = all, .depth = 1,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
+  double d2 = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = all, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   CHECK(close_rel(d1, n * (copy + blk), 1e-9), "depth 1: %.3f, want %.3f", d1, n * (copy + blk));
   CHECK(d2 <= d1 + 1e-9, "depth 2 slower than depth 1");
   /* twice the speed halves a compute-bound stage */
-  double fast2 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, 2 * speed, 0, n - 1, none, 2, 0, 0, 0);
+  double fast2 = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = 2 * speed, .first_block = 0, .last_block = n - 1, .streamed = none, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   CHECK(close_rel(fast2, ms / 2, 1e-9), "speed scaling");
 }
 
@@ -113,14 +129,20 @@ static void test_block_major_time(void) {
   last[n - 1] = 1;
 
   /* all resident: both orders do the same work, M n blocks and M receives */
-  double bm = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_BLOCK, speed, 0, n - 1, none, 2, 1, 0, 0);
-  double mm = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, speed, 0, n - 1, none, 2, 1, 0, 0);
+  double bm = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_BLOCK,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = none, .depth = 2,
+      .has_prev = 1, .has_embed = 0, .has_head = 0});
+  double mm = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = none, .depth = 2,
+      .has_prev = 1, .has_embed = 0, .has_head = 0});
   CHECK(close_rel(bm, M * (n * blk + recv), 1e-9), "block resident %.6f, want %.6f", bm,
         M * (n * blk + recv));
   CHECK(close_rel(mm, M * (n * blk + recv), 1e-9), "micro resident %.6f", mm);
 
   /* the last block streamed: its one copy hides behind the M (n-1) block runs before it */
-  double b1 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_BLOCK, speed, 0, n - 1, last, 2, 0, 0, 0);
+  double b1 = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_BLOCK,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = last, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   double want1 = fmax((n - 1) * M * blk, copy) + M * blk;
   CHECK(close_rel(b1, want1, 1e-9), "block streamed last %.6f, want %.6f", b1, want1);
 
@@ -129,14 +151,20 @@ static void test_block_major_time(void) {
   plan_options slow = o;
   slow.host_link_gbs = 0.01;
   double cslow = (double)t.m.block_bytes[0] / (slow.host_link_gbs * 1e9) * 1e3;
-  double bs = plan_stage_ms(&t.m, &w, &slow, PLAN_ORDER_BLOCK, speed, 0, n - 1, all, 2, 0, 0, 0);
-  double ms = plan_stage_ms(&t.m, &w, &slow, PLAN_ORDER_MICRO, speed, 0, n - 1, all, 2, 0, 0, 0);
+  double bs = plan_stage_ms(&t.m, &w, &slow, &(plan_stage_desc){.order = PLAN_ORDER_BLOCK,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = all, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
+  double ms = plan_stage_ms(&t.m, &w, &slow, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = all, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   CHECK(close_rel(bs, n * cslow + M * blk, 1e-9), "block copy-bound %.3f, want %.3f", bs,
         n * cslow + M * blk);
   CHECK(close_rel(ms, M * (n * cslow + blk), 1e-9), "micro copy-bound %.3f, want %.3f", ms,
         M * (n * cslow + blk));
   /* one slot: every copy waits for the block before it to finish all M */
-  double d1 = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_BLOCK, speed, 0, n - 1, all, 1, 0, 0, 0);
+  double d1 = plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_BLOCK,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = all, .depth = 1,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
   CHECK(close_rel(d1, n * (copy + M * blk), 1e-9), "block depth 1 %.3f, want %.3f", d1,
         n * (copy + M * blk));
 
@@ -210,8 +238,10 @@ static void test_memory_layout(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const plan_model *m = &cases[i].t->m;
-    uint64_t got = plan_act_bytes(m, &w, cases[i].order, cases[i].nb, cases[i].prev,
-                                  cases[i].next, cases[i].first, cases[i].last, cases[i].rows, 0);
+    uint64_t got = plan_act_bytes(m, &w, &(plan_stage_desc){.order = cases[i].order,
+        .first_block = 0, .last_block = (cases[i].nb) - 1, .has_prev = cases[i].prev,
+        .has_next = cases[i].next, .has_embed = cases[i].first, .has_head = cases[i].last,
+        .chunk_rows = cases[i].rows, .simple_attn = 0});
     uint64_t want = hand((uint64_t)m->dim, (uint64_t)m->ffn_dim, cases[i].nbuf,
                          (uint64_t)cases[i].nb, (uint64_t)cases[i].rows, cases[i].first,
                          cases[i].first || cases[i].last);
@@ -223,7 +253,9 @@ static void test_memory_layout(void) {
   /* the context length of a prompt does not change the layout: C = text_len */
   plan_workload shortctx = w;
   shortctx.context_len = 77;
-  CHECK(plan_act_bytes(&big.m, &shortctx, PLAN_ORDER_MICRO, 20, 1, 1, 0, 0, L, 0) == 4712940544ull,
+  CHECK(plan_act_bytes(&big.m, &shortctx, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .first_block = 0, .last_block = 19, .has_prev = 1, .has_next = 1, .has_embed = 0,
+      .has_head = 0, .chunk_rows = L, .simple_attn = 0}) == 4712940544ull,
         "context_len changed the layout");
 }
 
@@ -237,34 +269,56 @@ static void test_memory(void) {
   int nb = (int)sp_rand_int(1, 20);
   int order = sp_rand_u64() % 2 ? PLAN_ORDER_MICRO : PLAN_ORDER_BLOCK;
   long long buf = (long long)(L * D * 4 + 7 * D * 4);
-  uint64_t base = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, L, 0);
+  uint64_t base = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb - 1, .has_prev = 0, .has_next = 0, .has_embed = 0, .has_head = 0,
+      .chunk_rows = L, .simple_attn = 0});
   /* a previous stage adds one buffer in either order; a next one adds a
    * send buffer only micro-batch-major */
-  uint64_t prev = plan_act_bytes(&t.m, &w, order, nb, 1, 0, 0, 0, L, 0);
-  uint64_t both = plan_act_bytes(&t.m, &w, order, nb, 1, 1, 0, 0, L, 0);
+  uint64_t prev = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb - 1, .has_prev = 1, .has_next = 0, .has_embed = 0, .has_head = 0,
+      .chunk_rows = L, .simple_attn = 0});
+  uint64_t both = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb - 1, .has_prev = 1, .has_next = 1, .has_embed = 0, .has_head = 0,
+      .chunk_rows = L, .simple_attn = 0});
   CHECK((long long)(prev - base) == buf, "receive buffer");
   CHECK((long long)(both - prev) == (order == PLAN_ORDER_MICRO ? buf : 0), "send buffer");
   /* block-major holds M buffers where micro-batch-major holds one */
-  uint64_t micro = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, nb, 0, 0, 0, 0, L, 0);
-  uint64_t block = plan_act_bytes(&t.m, &w, PLAN_ORDER_BLOCK, nb, 0, 0, 0, 0, L, 0);
+  uint64_t micro = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .first_block = 0, .last_block = nb - 1, .has_prev = 0, .has_next = 0, .has_embed = 0,
+      .has_head = 0, .chunk_rows = L, .simple_attn = 0});
+  uint64_t block = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_BLOCK,
+      .first_block = 0, .last_block = nb - 1, .has_prev = 0, .has_next = 0, .has_embed = 0,
+      .has_head = 0, .chunk_rows = L, .simple_attn = 0});
   CHECK((long long)(block - micro) == (M - 1) * buf, "block-major buffers");
   /* each block adds its context k, v: 2 x [512, D] bf16 per micro-batch */
-  uint64_t more = plan_act_bytes(&t.m, &w, order, nb + 1, 0, 0, 0, 0, L, 0);
+  uint64_t more = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb, .has_prev = 0, .has_next = 0, .has_embed = 0, .has_head = 0,
+      .chunk_rows = L, .simple_attn = 0});
   CHECK((long long)(more - base) == (long long)(M * 2 * 512 * D * 2),
         "context k/v per block: %llu", (unsigned long long)(more - base));
   /* chunking never increases, and smaller chunks shrink it */
-  uint64_t ch = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 0, 64, 0);
+  uint64_t ch = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb - 1, .has_prev = 0, .has_next = 0, .has_embed = 0, .has_head = 0,
+      .chunk_rows = 64, .simple_attn = 0});
   CHECK(ch < base, "chunked %llu >= unchunked %llu", (unsigned long long)ch,
         (unsigned long long)base);
   /* more tokens, more memory; the ends add their latent buffers once; the
    * first stage adds the text MLP's hidden */
   plan_workload w2 = w;
   w2.frames += 4;
-  CHECK(plan_act_bytes(&t.m, &w2, order, nb, 0, 0, 0, 0, plan_tokens(&w2), 0) > base, "more frames");
+  CHECK(plan_act_bytes(&t.m, &w2, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb - 1, .has_prev = 0, .has_next = 0, .has_embed = 0, .has_head = 0,
+      .chunk_rows = plan_tokens(&w2), .simple_attn = 0}) > base, "more frames");
   uint64_t ends = (uint64_t)(2 * L * 64 * 4);
-  uint64_t head = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 0, 1, L, 0);
-  uint64_t embed = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 1, 0, L, 0);
-  uint64_t one = plan_act_bytes(&t.m, &w, order, nb, 0, 0, 1, 1, L, 0);
+  uint64_t head = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb - 1, .has_prev = 0, .has_next = 0, .has_embed = 0, .has_head = 1,
+      .chunk_rows = L, .simple_attn = 0});
+  uint64_t embed = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb - 1, .has_prev = 0, .has_next = 0, .has_embed = 1, .has_head = 0,
+      .chunk_rows = L, .simple_attn = 0});
+  uint64_t one = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = order, .first_block = 0,
+      .last_block = nb - 1, .has_prev = 0, .has_next = 0, .has_embed = 1, .has_head = 1,
+      .chunk_rows = L, .simple_attn = 0});
   CHECK(head - base == ends, "head buffers");
   CHECK(embed - base == ends + (uint64_t)(512 * D * 2), "embed buffers");
   CHECK(one == embed, "a stage with both ends holds the latent buffers once");

@@ -94,7 +94,16 @@ static void test_layout(void) {
       CHECK(first ? b && b->bytes == (uint64_t)L * 64 * 4 : !b, "U %d patch tokens", U);
       if (first) continue;
       /* the whole arena, weights aside: shrinks with U */
-      uint64_t total = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, 10, 1, 1, 0, 0, 0, 0);
+      uint64_t total = plan_act_bytes(&t.m, &w,
+                                      &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+                                                         .first_block = 0,
+                                                         .last_block = 9,
+                                                         .has_prev = 1,
+                                                         .has_next = 1,
+                                                         .has_embed = 0,
+                                                         .has_head = 0,
+                                                         .chunk_rows = 0,
+                                                         .simple_attn = 0});
       CHECK(total == l.total, "U %d: plan_act_bytes %llu, layout %llu", U,
             (unsigned long long)total, (unsigned long long)l.total);
       CHECK(U == 1 || total < prev_total, "U %d: %llu bytes, not below U %d's %llu", U,
@@ -135,7 +144,16 @@ static void test_time(void) {
                  600e12 * 1e3;
     double arrive = (tr * D * 4 + 7 * D * 4) / 25e9 * 1e3;
     double want = arrive + 10 * (blk + a2a);
-    double got = plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, 1.0, 0, 9, NULL, 2, 1, 0, 0);
+    double got = plan_stage_ms(&t.m, &w, &o,
+                               &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+                                                  .speed = 1.0,
+                                                  .first_block = 0,
+                                                  .last_block = 9,
+                                                  .streamed = NULL,
+                                                  .depth = 2,
+                                                  .has_prev = 1,
+                                                  .has_embed = 0,
+                                                  .has_head = 0});
     CHECK(fabs(got - want) <= 1e-9 * want, "U %d: stage %.6f ms, formula %.6f", U, got, want);
   }
 }
@@ -154,20 +172,29 @@ static void test_plan(void) {
   CHECK(plan_budget_parse(NULL, 2, &b, err, sizeof err) == PLAN_OK, "budget: %s", err);
   static plan p;
   plan_workload w = {81, 480, 848, 2, 512, 8, 0};
-  CHECK(plan_make(&t.m, d, 2, &b, &w, &o, &p, err, sizeof err) == PLAN_OK, "U 8: %s", err);
+  CHECK(plan_make(&(plan_inputs){&t.m, d, 2, &b, &w, &o}, &p, err, sizeof err) == PLAN_OK,
+        "U 8: %s", err);
   const int64_t L = 21 * 30 * 53;
   CHECK(p.tokens == L, "plan tokens %lld", (long long)p.tokens);
   for (int r = 0; r < 2; r++) {
     const plan_rank *q = &p.r[r];
     CHECK(q->chunk_rows <= (L + 7) / 8, "rank %d chunks %lld rows", r, (long long)q->chunk_rows);
-    CHECK(q->act_bytes == plan_act_bytes(&t.m, &w, q->order, q->last_block - q->first_block + 1,
-                                         r > 0, r < 1, r == 0, r == 1, q->chunk_rows, 0),
+    CHECK(q->act_bytes == plan_act_bytes(&t.m, &w,
+                                         &(plan_stage_desc){.order = q->order,
+                                                            .first_block = q->first_block,
+                                                            .last_block = q->last_block,
+                                                            .has_prev = r > 0,
+                                                            .has_next = r < 1,
+                                                            .has_embed = r == 0,
+                                                            .has_head = r == 1,
+                                                            .chunk_rows = q->chunk_rows,
+                                                            .simple_attn = 0}),
           "rank %d act bytes", r);
   }
   const int bad[] = {3, -1, 1000};
   for (int i = 0; i < 3; i++) {
     w.seq = bad[i];
-    CHECK(plan_make(&t.m, d, 2, &b, &w, &o, &p, err, sizeof err) == PLAN_EINVAL &&
+    CHECK(plan_make(&(plan_inputs){&t.m, d, 2, &b, &w, &o}, &p, err, sizeof err) == PLAN_EINVAL &&
               strstr(err, "sequence-parallel"),
           "seq %d: %s", bad[i], err);
   }

@@ -38,7 +38,7 @@ static int random_plan(plan *p) {
   plan_options_default(&o);
   o.order = (int)(sp_rand_u64() % 3);
   o.decoder_bytes = sp_rand_u64() % 2 ? (uint64_t)(sp_rand_u64() % (1u << 30)) : 0;
-  return plan_make(&t.m, d, R, &b, &w, &o, p, err, sizeof err);
+  return plan_make(&(plan_inputs){&t.m, d, R, &b, &w, &o}, p, err, sizeof err);
 }
 
 static int plans_equal(const plan *a, const plan *b) {

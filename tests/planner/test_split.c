@@ -26,7 +26,7 @@ static int make_o(const plan_model *m, const plan_device *d, int n, const char *
   plan_budget b;
   int rc = plan_budget_parse(budget, n, &b, err, errlen);
   if (rc) return rc;
-  return plan_make(m, d, n, &b, w, o, out, err, errlen);
+  return plan_make(&(plan_inputs){m, d, n, &b, w, o}, out, err, errlen);
 }
 static int make(const plan_model *m, const plan_device *d, int n, const char *budget,
                 const plan_workload *w, plan *out, char *err, size_t errlen) {
@@ -264,19 +264,24 @@ static void test_optimal(void) {
                          (r == R - 1 ? plan_layout_align(t.m.head_bytes) : 0);
         for (int i = a; i <= e; i++) bytes += plan_layout_align(t.blocks[i]);
         /* the smallest activations this range can have: the most chunked */
-        uint64_t act_m = plan_act_bytes(&t.m, &w, PLAN_ORDER_MICRO, e - a + 1, r > 0, r < R - 1,
-                                        r == 0, r == R - 1, R64, 0);
-        uint64_t act_b = plan_act_bytes(&t.m, &w, PLAN_ORDER_BLOCK, e - a + 1, r > 0, r < R - 1,
-                                        r == 0, r == R - 1, R64, 0);
+        uint64_t act_m = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+            .first_block = a, .last_block = e, .has_prev = r > 0, .has_next = r < R - 1,
+            .has_embed = r == 0, .has_head = r == R - 1, .chunk_rows = R64, .simple_attn = 0});
+        uint64_t act_b = plan_act_bytes(&t.m, &w, &(plan_stage_desc){.order = PLAN_ORDER_BLOCK,
+            .first_block = a, .last_block = e, .has_prev = r > 0, .has_next = r < R - 1,
+            .has_embed = r == 0, .has_head = r == R - 1, .chunk_rows = R64, .simple_attn = 0});
         double margin = fmax(0.05 * (double)d[r].total_bytes, 256.0 * 1024 * 1024);
         double budget = (double)d[r].total_bytes - margin;
         if ((double)(bytes + act_m + o.reserve_bytes) > budget) ok_micro = 0;
         if ((double)(bytes + act_b + o.reserve_bytes) > budget) ok_block = 0;
         uint8_t none[16] = {0};
-        worst = fmax(worst, plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_MICRO, d[r].speed, a, e, none,
-                                          2, r > 0, r == 0, r == R - 1));
-        total += plan_stage_ms(&t.m, &w, &o, PLAN_ORDER_BLOCK, d[r].speed, a, e, none, 2, r > 0,
-                               r == 0, r == R - 1);
+        worst = fmax(worst, plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){
+            .order = PLAN_ORDER_MICRO, .speed = d[r].speed, .first_block = a, .last_block = e,
+            .streamed = none, .depth = 2, .has_prev = r > 0, .has_embed = r == 0,
+            .has_head = r == R - 1}));
+        total += plan_stage_ms(&t.m, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_BLOCK,
+            .speed = d[r].speed, .first_block = a, .last_block = e, .streamed = none, .depth = 2,
+            .has_prev = r > 0, .has_embed = r == 0, .has_head = r == R - 1});
       }
       if (ok_micro) best_micro = fmin(best_micro, worst);
       if (ok_block) best_block = fmin(best_block, total);
