@@ -18,17 +18,16 @@ static uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-static uint64_t block_key(uint64_t seed, int src, int dst, int pattern, size_t size) {
-  uint64_t k = splitmix64(seed);
-  k = splitmix64(k ^ (uint64_t)(uint32_t)src);
-  k = splitmix64(k ^ ((uint64_t)(uint32_t)dst << 20));
-  k = splitmix64(k ^ ((uint64_t)pattern << 40));
-  return splitmix64(k ^ (uint64_t)size);
+static uint64_t block_key(const commcheck_key *b) {
+  uint64_t k = splitmix64(b->seed);
+  k = splitmix64(k ^ (uint64_t)(uint32_t)b->src);
+  k = splitmix64(k ^ ((uint64_t)(uint32_t)b->dst << 20));
+  k = splitmix64(k ^ ((uint64_t)b->pattern << 40));
+  return splitmix64(k ^ (uint64_t)b->size);
 }
 
-void commcheck_fill(uint8_t *buf, size_t bytes, uint64_t seed, int src, int dst, int pattern,
-                    size_t size) {
-  uint64_t key = block_key(seed, src, dst, pattern, size);
+void commcheck_fill(uint8_t *buf, size_t bytes, const commcheck_key *k) {
+  uint64_t key = block_key(k);
   size_t words = bytes / 8;
   for (size_t i = 0; i < words; i++) {
     uint64_t v = splitmix64(key + i);
@@ -40,9 +39,9 @@ void commcheck_fill(uint8_t *buf, size_t bytes, uint64_t seed, int src, int dst,
   }
 }
 
-int64_t commcheck_first_diff(const uint8_t *buf, size_t bytes, uint64_t seed, int src, int dst,
-                             int pattern, size_t size, uint8_t *want, uint8_t *got) {
-  uint64_t key = block_key(seed, src, dst, pattern, size);
+int64_t commcheck_first_diff(const uint8_t *buf, size_t bytes, const commcheck_key *k,
+                             uint8_t *want, uint8_t *got) {
+  uint64_t key = block_key(k);
   for (size_t i = 0; i * 8 < bytes; i++) {
     uint64_t v = splitmix64(key + i);
     uint8_t w8[8];
@@ -130,12 +129,12 @@ static void prepare(const comm_world *w, const commcheck_mem *mem, const commche
     size_t blk = size / (size_t)n;
     for (int j = 0; j < n; j++) {
       uint8_t *p = b->hsend + (size_t)j * blk;
-      commcheck_fill(p, blk, o->seed, w->rank, j, pattern, size);
+      commcheck_fill(p, blk, &(commcheck_key){o->seed, w->rank, j, pattern, size});
       if (w->rank == o->corrupt_rank && blk) p[blk / 2] ^= 0xFF;
     }
   } else {
     pair_peers(w, pattern, &to, &from);
-    commcheck_fill(b->hsend, size, o->seed, w->rank, to, pattern, size);
+    commcheck_fill(b->hsend, size, &(commcheck_key){o->seed, w->rank, to, pattern, size});
     if (w->rank == o->corrupt_rank && size) b->hsend[size / 2] ^= 0xFF;
   }
   mem->put(b->send, b->hsend, size, mem->stream);
@@ -162,8 +161,8 @@ static int check(const comm_world *w, const commcheck_mem *mem, const commcheck_
     int peer = pattern == COMMCHECK_ALLTOALL ? j : from;
     uint8_t want = 0, got = 0;
     size_t off = pattern == COMMCHECK_ALLTOALL ? (size_t)j * blk : 0;
-    int64_t d = commcheck_first_diff(b->hrecv + off, blk, o->seed, peer, w->rank, pattern, size,
-                                     &want, &got);
+    const commcheck_key k = {o->seed, peer, w->rank, pattern, size};
+    int64_t d = commcheck_first_diff(b->hrecv + off, blk, &k, &want, &got);
     if (d >= 0) {
       sp_log_error("FAIL %s %zu bytes (%s): rank %d received from rank %d: byte %lld of the "
                    "block is 0x%02x, expected 0x%02x",
@@ -175,11 +174,22 @@ static int check(const comm_world *w, const commcheck_mem *mem, const commcheck_
   return rc;
 }
 
-/* Rank 0's row (or JSON object) of one pattern at one size. */
+/* One pattern at one size: its time per move (the slowest rank's) and
+ * whether every rank received every byte as sent. */
+typedef struct cc_result {
+  int pattern;
+  size_t size;
+  double sec;
+  int ok;
+} cc_result;
+
+/* Rank 0's row (or JSON object) of result r; *rows counts them. */
 static void report(const comm_world *w, comm_transport *t, const commcheck_mem *mem,
-                   const commcheck_opts *o, int pattern, size_t size, double sec, int ok,
-                   int *rows) {
+                   const commcheck_opts *o, const cc_result *r, int *rows) {
   if (w->rank != 0) return;
+  const int pattern = r->pattern, ok = r->ok;
+  const size_t size = r->size;
+  const double sec = r->sec;
   int n = w->size;
   size_t moved = pattern == COMMCHECK_ALLTOALL ? size / (size_t)n * (size_t)(n - 1) : size;
   double gbs = sec > 0 ? (double)moved / sec / 1e9 : 0.0;
@@ -264,7 +274,7 @@ int commcheck_run(const comm_world *w, comm_transport **tp, int cuda_device,
       if (ok == SP_OK) ok = check(w, mem, o, p, size, &b);
       int all = comm_agree(w, ok);
       sec = max_over_ranks(w, sec);
-      report(w, t, mem, o, p, size, sec, all == SP_OK, &rows);
+      report(w, t, mem, o, &(cc_result){p, size, sec, all == SP_OK}, &rows);
       if (all != SP_OK) status = SP_ERR_RUNTIME;
     }
   }

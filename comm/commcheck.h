@@ -66,14 +66,22 @@ typedef struct commcheck_opts {
   FILE *out;           /* rank 0's table or JSON */
 } commcheck_opts;
 
-/* The fill of a block from src to dst: 64-bit words of splitmix64 over
+/* What a block's bytes are made from: the run's seed, its sender and
+ * receiver, the pattern (COMMCHECK_*) and the message size it is part of. */
+typedef struct commcheck_key {
+  uint64_t seed;
+  int src, dst, pattern;
+  size_t size;
+} commcheck_key;
+
+/* The fill of a block (bytes) of key k: 64-bit words of splitmix64 over
  * (seed, src, dst, pattern, size, word index); the tail bytes of the last
  * word. Pure, so a receiver can regenerate what its peer sent. */
-void commcheck_fill(uint8_t *buf, size_t bytes, uint64_t seed, int src, int dst, int pattern,
-                    size_t size);
-/* The first byte of buf that differs from commcheck_fill's, or -1. */
-int64_t commcheck_first_diff(const uint8_t *buf, size_t bytes, uint64_t seed, int src, int dst,
-                             int pattern, size_t size, uint8_t *want, uint8_t *got);
+void commcheck_fill(uint8_t *buf, size_t bytes, const commcheck_key *k);
+/* The first byte of buf that differs from commcheck_fill's, or -1; *want
+ * and *got: the byte expected there and the one found. */
+int64_t commcheck_first_diff(const uint8_t *buf, size_t bytes, const commcheck_key *k,
+                             uint8_t *want, uint8_t *got);
 
 /* Collective: every pattern of o at every size over *t with buffers in
  * mem. Device buffers over the staged MPI transport get a fresh transport
