@@ -39,11 +39,24 @@ const char *t5_preset_tokenizer(const char *preset) {
 static const char *const tok_names[T5_TOK_DATASETS] = {"piece_bytes", "piece_offsets", "scores",
                                                        "types", "charsmap"};
 
-/* One tokenizer dataset: 1-D, of the given class and element size, at most
- * max elements; read whole into a malloc'd *data, its CRC checked. */
-static int tok_ds_read(hid_t g, const char *path, int idx, H5T_class_t cls, size_t esize,
-                       hid_t mtype, uint64_t max, void **data, uint64_t *count, uint32_t *crc) {
+/* What a tokenizer dataset holds: its class and element size in the file,
+ * the memory type it is read as, its most elements. */
+typedef struct tok_ds_type {
+  H5T_class_t cls;
+  size_t esize;
+  hid_t mtype;
+  uint64_t max;
+} tok_ds_type;
+
+/* Tokenizer dataset idx: 1-D, of type t (at most t->max elements); read
+ * whole into a malloc'd *data, its CRC checked. */
+static int tok_ds_read(hid_t g, const char *path, int idx, const tok_ds_type *t, void **data,
+                       uint64_t *count, uint32_t *crc) {
   const char *name = tok_names[idx];
+  const H5T_class_t cls = t->cls;
+  const size_t esize = t->esize;
+  const hid_t mtype = t->mtype;
+  const uint64_t max = t->max;
   hid_t d = -1, type = -1, space = -1;
   int rc = SP_ERR_INPUT;
   const char *why = NULL;
@@ -121,21 +134,16 @@ static int tok_read(void *ctx, hid_t f, const char *path, uint32_t *acc) {
   uint64_t n[T5_TOK_DATASETS] = {0};
   uint32_t crc[T5_TOK_DATASETS] = {0};
   void *p[T5_TOK_DATASETS] = {0};
-  if (rc == SP_OK)
-    rc = tok_ds_read(g, path, 0, H5T_INTEGER, 1, H5T_NATIVE_UINT8, TOK_MAX_VOCAB_BYTES, &p[0],
-                     &n[0], &crc[0]);
-  if (rc == SP_OK)
-    rc = tok_ds_read(g, path, 1, H5T_INTEGER, 4, H5T_NATIVE_UINT32, TOK_MAX_PIECES + 1, &p[1],
-                     &n[1], &crc[1]);
-  if (rc == SP_OK)
-    rc = tok_ds_read(g, path, 2, H5T_FLOAT, 4, H5T_NATIVE_FLOAT, TOK_MAX_PIECES, &p[2], &n[2],
-                     &crc[2]);
-  if (rc == SP_OK)
-    rc = tok_ds_read(g, path, 3, H5T_INTEGER, 1, H5T_NATIVE_UINT8, TOK_MAX_PIECES, &p[3], &n[3],
-                     &crc[3]);
-  if (rc == SP_OK && has_map)
-    rc = tok_ds_read(g, path, 4, H5T_INTEGER, 1, H5T_NATIVE_UINT8, TOK_MAX_CHARSMAP_BYTES, &p[4],
-                     &n[4], &crc[4]);
+  /* in tok_names' order; the charsmap is optional */
+  const tok_ds_type types[T5_TOK_DATASETS] = {
+      {H5T_INTEGER, 1, H5T_NATIVE_UINT8, TOK_MAX_VOCAB_BYTES},
+      {H5T_INTEGER, 4, H5T_NATIVE_UINT32, TOK_MAX_PIECES + 1},
+      {H5T_FLOAT, 4, H5T_NATIVE_FLOAT, TOK_MAX_PIECES},
+      {H5T_INTEGER, 1, H5T_NATIVE_UINT8, TOK_MAX_PIECES},
+      {H5T_INTEGER, 1, H5T_NATIVE_UINT8, TOK_MAX_CHARSMAP_BYTES}};
+  const int nds = has_map ? T5_TOK_DATASETS : T5_TOK_DATASETS - 1;
+  for (int i = 0; i < nds && rc == SP_OK; i++)
+    rc = tok_ds_read(g, path, i, &types[i], &p[i], &n[i], &crc[i]);
   H5Gclose(g);
   if (rc == SP_OK && (n[1] != n[2] + 1 || n[3] != n[2])) {
     sp_log_error("%s: %s: piece_offsets (%llu), scores (%llu) and types (%llu) disagree on the "

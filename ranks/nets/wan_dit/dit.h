@@ -102,11 +102,11 @@ void rank_dit_embed_time(const wan_config *c, const wan_embed_f32 *w, double t, 
 /* ctx (text_len, dim) from context (L, text_dim), rows L..text_len-1 zero. */
 void rank_dit_embed_text(const wan_config *c, const wan_embed_f32 *w,
                          const float *context, int64_t L, float *ctx, float *scratch);
-/* x (rows, dim) from latent (in_dim, F, H, W): this rank's rows of the
- * token sequence (seq), all of them when seq is NULL. */
-void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
-                          const float *latent, int64_t F, int64_t H, int64_t W,
-                          const rank_dit_seq *seq, float *x, float *scratch);
+/* x (rows, dim) from latent (in_dim, F, H, W), fhw = {F, H, W}: this
+ * rank's rows of the token sequence (seq), all of them when seq is NULL. */
+void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w, const float *latent,
+                          const int64_t fhw[3], const rank_dit_seq *seq, float *x,
+                          float *scratch);
 
 /* lora in the two calls below: the block's bypassed LoRA pairs (MODEL.md
  * "LoRA", bypass), each added after its linear layer as y += B (A x) in
@@ -129,12 +129,12 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
                     float *x, const rank_dit_time *tm, const float *ck, const float *cv,
                     const rank_rope *rope, const rank_dit_seq *seq, float *scratch);
 
-/* Head and unpatchify: out (out_dim, F, H, W) from x (rows, dim) and the
- * tokens' e (tm, each row its table's).
+/* Head and unpatchify: out (out_dim, F, H, W), fhw = {F, H, W}, from x
+ * (rows, dim) and the tokens' e (tm, each row its table's).
  * With seq, x holds this rank's rows and every rank of the stage gets the
  * whole out (the rows are gathered before the unpatchify). */
 void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
-                   const rank_dit_time *tm, int64_t F, int64_t H, int64_t W,
-                   const rank_dit_seq *seq, float *out, float *scratch);
+                   const rank_dit_time *tm, const int64_t fhw[3], const rank_dit_seq *seq,
+                   float *out, float *scratch);
 
 #endif

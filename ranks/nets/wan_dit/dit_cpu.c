@@ -132,9 +132,10 @@ void rank_dit_embed_text(const wan_config *c, const wan_embed_f32 *w,
 
 /* MODEL 1: the (1,2,2) patch conv as a linear map of each patch (of this
  * rank's rows: each row is its own GEMM row, so the split changes no bit). */
-void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w,
-                          const float *latent, int64_t F, int64_t H, int64_t W,
-                          const rank_dit_seq *seq, float *x, float *scratch) {
+void rank_dit_embed_patch(const wan_config *c, const wan_embed_f32 *w, const float *latent,
+                          const int64_t fhw[3], const rank_dit_seq *seq, float *x,
+                          float *scratch) {
+  const int64_t F = fhw[0], H = fhw[1], W = fhw[2];
   const int64_t L = F * (H / 2) * (W / 2), Pin = wan_patch_in(c);
   float *tokens = scratch; /* (L, in_dim * 4) */
   kern_cpu_patchify(latent, tokens, c->in_dim, F, H, W);
@@ -162,13 +163,19 @@ static void lora_add(const wan_lora_f32 *p, const float *x, float *y, int64_t ro
   kern_cpu_gated_add(y, u, NULL, rows, out);
 }
 
-/* A linear layer of a block, y (rows, out) = x W^T + b, then its bypassed
- * LoRA pair when lora is given. */
-static void block_linear(const float *x, const float *wt, const float *b,
-                         const wan_lora_f32 *lora, float *y, int64_t rows, int64_t in,
+/* A linear layer of a block: its weight W (out, in), bias b and bypassed
+ * LoRA pair (NULL: none). */
+typedef struct block_lin {
+  const float *wt, *b;
+  const wan_lora_f32 *lora;
+} block_lin;
+
+/* Linear layer l on x (rows, in): y (rows, out) = x W^T + b, then its
+ * bypassed LoRA pair when it has one. */
+static void block_linear(const block_lin *l, const float *x, float *y, int64_t rows, int64_t in,
                          int64_t out, float *tmp) {
-  kern_cpu_linear(x, wt, b, y, rows, in, out);
-  if (lora) lora_add(lora, x, y, rows, in, out, tmp);
+  kern_cpu_linear(x, l->wt, l->b, y, rows, in, out);
+  if (l->lora) lora_add(l->lora, x, y, rows, in, out, tmp);
 }
 
 /* The input x (rows, cols) of a block's linear layers, quantised per token
@@ -184,15 +191,31 @@ static void quant_input(const wan_block_f32 *w, float *x, int64_t rows, int64_t 
 /* lora's pair for a field, or NULL when there is no bypassed LoRA. */
 #define PAIR(lora, field) ((lora) ? &(lora)->field : NULL)
 
+/* Linear layer `name` of block w (name_w, name_b) with lora's pair of it. */
+#define LIN(w, lora, name) \
+  (&(block_lin){use(w, (w)->name##_w), use(w, (w)->name##_b), PAIR(lora, name##_w)})
+
+/* A query or key projection: its linear layer and RMSNorm weight. */
+typedef struct qk_proj {
+  block_lin lin;
+  const float *norm_w;
+} qk_proj;
+
+/* Projection x (q or k) of attention att of block w: att_x_w, att_x_b,
+ * lora's pair of it, att_norm_x_w. */
+#define QK(w, lora, att, x)                                                            \
+  (&(qk_proj){{use(w, (w)->att##_##x##_w), use(w, (w)->att##_##x##_b),                  \
+               PAIR(lora, att##_##x##_w)},                                               \
+              use(w, (w)->att##_norm_##x##_w)})
+
 /* A query or key of MODEL 4: out (rows, D) = RMSNorm(in W^T + b) over the
  * whole width, then RoPE per head when rope is given (self-attention), at
  * the positions of tokens row0 .. row0 + rows - 1. */
-static void project_qk(const wan_config *c, const float *in, const float *wt, const float *b,
-                       const wan_lora_f32 *lora, const float *norm_w, const rank_rope *rope,
-                       int64_t row0, int64_t rows, float *out, float *tmp) {
+static void project_qk(const wan_config *c, const float *in, const qk_proj *p,
+                       const rank_rope *rope, int64_t row0, int64_t rows, float *out, float *tmp) {
   const int64_t D = c->dim, half = wan_head_dim(c) / 2;
-  block_linear(in, wt, b, lora, out, rows, D, D, tmp);
-  kern_cpu_rmsnorm(out, norm_w, out, rows, D, (float)c->eps);
+  block_linear(&p->lin, in, out, rows, D, D, tmp);
+  kern_cpu_rmsnorm(out, p->norm_w, out, rows, D, (float)c->eps);
   if (rope)
     kern_cpu_rope_apply(out, rope->cos_t + row0 * half, rope->sin_t + row0 * half, rows,
                         c->heads, wan_head_dim(c));
@@ -259,11 +282,9 @@ void rank_dit_context_kv(const wan_config *c, const wan_block_f32 *w,
     quant_input(w, in, T, D);
   }
   wan_step_begin(WAN_STEP_CROSS_K);
-  project_qk(c, in, use(w, w->cross_attn_k_w), use(w, w->cross_attn_k_b),
-             PAIR(lora, cross_attn_k_w), use(w, w->cross_attn_norm_k_w), NULL, 0, T, k, scratch);
+  project_qk(c, in, QK(w, lora, cross_attn, k), NULL, 0, T, k, scratch);
   wan_step_begin(WAN_STEP_CROSS_V);
-  block_linear(in, use(w, w->cross_attn_v_w), use(w, w->cross_attn_v_b),
-               PAIR(lora, cross_attn_v_w), v, T, D, D, scratch);
+  block_linear(LIN(w, lora, cross_attn_v), in, v, T, D, D, scratch);
 }
 
 /* The block's modulation rows (MODEL 4): m (6, D) = modulation (1, 6, D) +
@@ -333,20 +354,16 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   modulate_rows(&mr, h, L, 0);
   quant_input(w, h, L, D);
   wan_step_begin(WAN_STEP_SELF_K);
-  project_qk(c, h, use(w, w->self_attn_k_w), use(w, w->self_attn_k_b),
-             PAIR(lora, self_attn_k_w), use(w, w->self_attn_norm_k_w), rope, row0, L, k, lt);
+  project_qk(c, h, QK(w, lora, self_attn, k), rope, row0, L, k, lt);
   wan_step_begin(WAN_STEP_SELF_V);
-  block_linear(h, use(w, w->self_attn_v_w), use(w, w->self_attn_v_b), PAIR(lora, self_attn_v_w),
-               v, L, D, D, lt);
+  block_linear(LIN(w, lora, self_attn_v), h, v, L, D, D, lt);
   wan_step_begin(WAN_STEP_SELF_Q);
-  project_qk(c, h, use(w, w->self_attn_q_w), use(w, w->self_attn_q_b),
-             PAIR(lora, self_attn_q_w), use(w, w->self_attn_norm_q_w), rope, row0, L, q, lt);
+  project_qk(c, h, QK(w, lora, self_attn, q), rope, row0, L, q, lt);
   wan_step_begin(WAN_STEP_SELF_ATTN);
   self_attention(c, q, k, v, a, L, seq, sq);
   wan_step_begin(WAN_STEP_SELF_O);
   quant_input(w, a, L, D);
-  block_linear(a, use(w, w->self_attn_o_w), use(w, w->self_attn_o_b), PAIR(lora, self_attn_o_w),
-               o, L, D, D, lt);
+  block_linear(LIN(w, lora, self_attn_o), a, o, L, D, D, lt);
   wan_step_begin(WAN_STEP_GATE1);
   gated_add_rows(&mr, x, o, L, 2);
 
@@ -355,14 +372,12 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   kern_cpu_layernorm(x, use(w, w->norm3_w), use(w, w->norm3_b), h, L, D, eps);
   quant_input(w, h, L, D);
   wan_step_begin(WAN_STEP_CROSS_Q);
-  project_qk(c, h, use(w, w->cross_attn_q_w), use(w, w->cross_attn_q_b),
-             PAIR(lora, cross_attn_q_w), use(w, w->cross_attn_norm_q_w), NULL, 0, L, q, lt);
+  project_qk(c, h, QK(w, lora, cross_attn, q), NULL, 0, L, q, lt);
   wan_step_begin(WAN_STEP_CROSS_ATTN);
   kern_cpu_attention(q, ck, cv, a, L, T, NH, HD);
   wan_step_begin(WAN_STEP_CROSS_O);
   quant_input(w, a, L, D);
-  block_linear(a, use(w, w->cross_attn_o_w), use(w, w->cross_attn_o_b),
-               PAIR(lora, cross_attn_o_w), o, L, D, D, lt);
+  block_linear(LIN(w, lora, cross_attn_o), a, o, L, D, D, lt);
   wan_step_begin(WAN_STEP_ADD2);
   kern_cpu_gated_add(x, o, NULL, L, D);
 
@@ -372,11 +387,11 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
   modulate_rows(&mr, h, L, 3);
   quant_input(w, h, L, D);
   wan_step_begin(WAN_STEP_FFN_0);
-  block_linear(h, use(w, w->ffn_0_w), use(w, w->ffn_0_b), PAIR(lora, ffn_0_w), f, L, D, FF, lt);
+  block_linear(LIN(w, lora, ffn_0), h, f, L, D, FF, lt);
   kern_cpu_gelu_tanh(f, L * FF);
   quant_input(w, f, L, FF);
   wan_step_begin(WAN_STEP_FFN_2);
-  block_linear(f, use(w, w->ffn_2_w), use(w, w->ffn_2_b), PAIR(lora, ffn_2_w), o, L, FF, D, lt);
+  block_linear(LIN(w, lora, ffn_2), f, o, L, FF, D, lt);
   wan_step_begin(WAN_STEP_GATE2);
   gated_add_rows(&mr, x, o, L, 5);
 }
@@ -385,8 +400,9 @@ void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block
  * table. With seq, each rank makes its rows of the patches and gathers the
  * others' (every row its own GEMM row) before the unpatchify. */
 void rank_dit_head(const wan_config *c, const wan_head_f32 *w, const float *x,
-                   const rank_dit_time *tm, int64_t F, int64_t H, int64_t W,
-                   const rank_dit_seq *seq, float *out, float *scratch) {
+                   const rank_dit_time *tm, const int64_t fhw[3], const rank_dit_seq *seq,
+                   float *out, float *scratch) {
+  const int64_t F = fhw[0], H = fhw[1], W = fhw[2];
   const int64_t D = c->dim, Lall = F * (H / 2) * (W / 2), P = wan_patch_out(c);
   const int64_t L = rank_dit_seq_rows(seq, Lall), row0 = rank_dit_seq_row0(seq, Lall);
   const int64_t nf = rank_dit_time_first_rows(tm, row0, L);

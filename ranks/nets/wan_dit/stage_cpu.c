@@ -59,13 +59,25 @@ static size_t scratch_floats(const rank_stage *s, int64_t lora_rank) {
                                  lora_rank);
 }
 
-/* Reads one group of expert e in the file's dtype and widens it to fp32. */
-static int load_group(rank_model *m, cpu_stage *c, int e, wan_group g, int block, void *tmp,
-                      size_t tmp_bytes, float **dst, uint64_t *bytes_read) {
-  int rc = rank_model_read_expert_group(m, e, g, block, tmp, tmp_bytes, bytes_read);
+/* Where the stage's weights are read from: the model, a scratch buffer
+ * for a group in the file's dtype (tmp_bytes, the largest group's), and
+ * the count of bytes read. */
+typedef struct group_reader {
+  rank_model *m;
+  void *tmp;
+  size_t tmp_bytes;
+  uint64_t *bytes_read;
+} group_reader;
+
+/* Reads group g (block) of expert e in the file's dtype and widens it to
+ * fp32 into a malloc'd *dst. */
+static int load_group(const group_reader *r, cpu_stage *c, int e, wan_group g, int block,
+                      float **dst) {
+  rank_model *m = r->m;
+  int rc = rank_model_read_expert_group(m, e, g, block, r->tmp, r->tmp_bytes, r->bytes_read);
   if (rc != SP_OK) return rc;
   *dst = sp_xmalloc(c->l32[g].packed_bytes);
-  rank_dit_widen(rank_model_layout(m, g), tmp, &c->l32[g], *dst);
+  rank_dit_widen(rank_model_layout(m, g), r->tmp, &c->l32[g], *dst);
   return SP_OK;
 }
 
@@ -160,8 +172,8 @@ static void cpu_embed(rank_stage *s, const float *latent, double t, double t_fir
   cpu_stage *c = st(s);
   const int64_t D = s->c->dim;
   float *x = s->act[buf], *e = x + s->tokens * D, *e0 = e + D;
-  rank_dit_embed_patch(s->c, &c->cur->embed, latent, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
-                       seq_of(s), x, c->scratch);
+  const int64_t fhw[3] = {s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w};
+  rank_dit_embed_patch(s->c, &c->cur->embed, latent, fhw, seq_of(s), x, c->scratch);
   rank_dit_embed_time(s->c, &c->cur->embed, t, e, e0, c->scratch);
   if (wan_time_tables(s->c) == 2)
     rank_dit_embed_time(s->c, &c->cur->embed, t_first, e + 7 * D, e0 + 7 * D, c->scratch);
@@ -215,8 +227,8 @@ static void cpu_head(rank_stage *s, int buf, float *out) {
   cpu_stage *c = st(s);
   const float *act = s->act[buf];
   const rank_dit_time tm = time_of(s, act);
-  rank_dit_head(s->c, &c->cur->head, act, &tm, s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w,
-                seq_of(s), out, c->scratch);
+  const int64_t fhw[3] = {s->cfg.lat_f, s->cfg.lat_h, s->cfg.lat_w};
+  rank_dit_head(s->c, &c->cur->head, act, &tm, fhw, seq_of(s), out, c->scratch);
 }
 
 static void cpu_sync(rank_stage *s) { (void)s; /* every call ran to the end */ }
@@ -310,15 +322,15 @@ static int cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
     if (b > tmp_bytes) tmp_bytes = b;
   }
   void *tmp = sp_xmalloc(tmp_bytes);
+  const group_reader rd = {.m = m, .tmp = tmp, .tmp_bytes = tmp_bytes, .bytes_read = bytes_read};
   int rc = SP_OK;
   double w0 = comm_now();
   for (int e = 0; rc == SP_OK && e < s->experts; e++) {
     cpu_expert *x = &c->ex[e];
     if (cfg->embed)
-      rc = load_group(m, c, e, WAN_GROUP_EMBED, 0, tmp, tmp_bytes, &x->embed_w, bytes_read);
+      rc = load_group(&rd, c, e, WAN_GROUP_EMBED, 0, &x->embed_w);
     for (int b = 0; rc == SP_OK && b < s->nblocks; b++) {
-      rc = load_group(m, c, e, WAN_GROUP_BLOCK, cfg->first_block + b, tmp, tmp_bytes,
-                      &x->block_w[b], bytes_read);
+      rc = load_group(&rd, c, e, WAN_GROUP_BLOCK, cfg->first_block + b, &x->block_w[b]);
       /* an fp8 or int8 file's blocks come dequantised already, and merged
        * LoRAs (in fp32) are quantised again */
       if (rc == SP_OK && cfg->precision != WAN_PRECISION_BF16 &&
@@ -326,7 +338,7 @@ static int cpu_load(rank_model *m, rank_stage *s, uint64_t *bytes_read) {
         quantise_block(&c->l32[WAN_GROUP_BLOCK], cfg->precision, x->block_w[b]);
     }
     if (rc == SP_OK && cfg->head)
-      rc = load_group(m, c, e, WAN_GROUP_HEAD, 0, tmp, tmp_bytes, &x->head_w, bytes_read);
+      rc = load_group(&rd, c, e, WAN_GROUP_HEAD, 0, &x->head_w);
   }
   s->stats.weights_s = comm_now() - w0;
   free(tmp);
