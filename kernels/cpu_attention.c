@@ -67,6 +67,7 @@ typedef struct att_bias {
 /* Both entry points: scores q.k * scale (+ bias), keys 0 .. Lk - 1. The
  * bias is added after the scaling, so a NULL table leaves the arithmetic of
  * the unbiased attention unchanged. */
+/* Flat list: kern_cpu_attention's pointers and shapes (an SDPA call's) plus scale and bias. */
 static void att_run(const float *q, const float *k, const float *v, float *out, int64_t Lq,
                     int64_t Lk, int64_t heads, int64_t hd, float scale, att_bias b) {
   if (Lq <= 0 || heads <= 0 || hd <= 0) return;
@@ -116,6 +117,7 @@ void kern_cpu_attention(const float *q, const float *k, const float *v, float *o
           (att_bias){NULL, NULL});
 }
 
+/* Flat list: an attention call's pointers and shapes (kern_cpu_attention's) plus bias and scale. */
 void kern_cpu_attention_relbias(const float *q, const float *k, const float *v,
                                 const float *table, const int32_t *bucket, float scale, float *out,
                                 int64_t Lq, int64_t Lk, int64_t heads, int64_t hd) {

@@ -25,6 +25,7 @@ static void conv_tap_row(float *yr, const float *row, float wv, int64_t W, int d
   for (int64_t x = x0; x < x1; x++) yr[x] += wv * src[x];
 }
 
+/* Flat list: a convolution's pointers and shape, as cuDNN and kern_cuda_vae_conv take them. */
 void kern_cpu_causal_conv3d(const float *x, const float *hist, int n_hist, const float *w,
                             const float *b, float *y, int64_t ci, int64_t co, int64_t T,
                             int64_t H, int64_t W, int kt, int kh, int kw) {
@@ -66,6 +67,7 @@ void kern_cpu_causal_conv3d(const float *x, const float *hist, int n_hist, const
   }
 }
 
+/* Flat list: a convolution's pointers and shape, as cuDNN and kern_cuda_vae_conv take them. */
 void kern_cpu_conv2d_frames(const float *x, const float *w, const float *b, float *y,
                             int64_t ci, int64_t co, int64_t T, int64_t H, int64_t W, int kh,
                             int kw) {

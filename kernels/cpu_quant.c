@@ -84,6 +84,7 @@ void kern_i8_fake_quant_rows(float *x, int64_t rows, int64_t cols) {
   }
 }
 
+/* Flat list: a GEMM's operands and shape, as BLAS and kern_cuda's W8A8 GEMM take them. */
 void kern_cpu_linear_w8a8_i8(const int8_t *x_q, const float *sx, const int8_t *w_q,
                              const float *sw, const float *b, float *y, int64_t M, int64_t K,
                              int64_t N) {

@@ -9,6 +9,7 @@
 /* Multiply-adds below which a parallel region costs more than it saves. */
 #define CONV_PAR_MIN_MACS ((int64_t)1 << 16)
 
+/* Flat list: a convolution's pointers and shape, as cuDNN and the CUDA VAE kernels take them. */
 void kern_cpu_conv2d_s2_frames(const float *x, const float *w, const float *b, float *y,
                                int64_t ci, int64_t co, int64_t T, int64_t H, int64_t W) {
   const int64_t Ho = H / 2, Wo = W / 2;
@@ -41,6 +42,7 @@ void kern_cpu_conv2d_s2_frames(const float *x, const float *w, const float *b, f
   }
 }
 
+/* Flat list: a convolution's pointers and shape, as cuDNN and the CUDA VAE kernels take them. */
 int64_t kern_cpu_time_conv_s2(const float *x, const float *prev, const float *w, const float *b,
                               float *y, int64_t ci, int64_t co, int64_t T, int64_t HW) {
   const int64_t pre = prev ? 1 : 0, len = pre + T;

@@ -221,6 +221,7 @@ void rank_sampler_destroy(rank_sampler *s) {
  * rounded to float once. ma / mb may be NULL (term absent). out may alias
  * xin. Elements are independent, so the static OpenMP split cannot change
  * any result. */
+/* Flat list: the formula's four (coefficient, operand) terms, n and out; calls read as it. */
 static void combine(size_t n, double cx, const float *xin, double c0, const float *m0,
                     double ca, const float *ma, double cb, const float *mb, float *out) {
   const int64_t nn = (int64_t)n;

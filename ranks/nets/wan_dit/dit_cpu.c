@@ -320,6 +320,7 @@ static void gated_add_rows(const mod_rows *r, float *x, const float *o, int64_t 
 
 /* MODEL 4: self-attention, cross-attention, FFN, each a residual update:
  * the steps of wan_steps.h, in its order. */
+/* Flat list: weights, LoRA pairs, x, e0, context k/v, RoPE, split, scratch: each its own thing. */
 void rank_dit_block(const wan_config *c, const wan_block_f32 *w, const wan_block_lora_f32 *lora,
                     float *x, const rank_dit_time *tm, const float *ck, const float *cv,
                     const rank_rope *rope, const rank_dit_seq *seq, float *scratch) {

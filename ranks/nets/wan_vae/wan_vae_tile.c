@@ -122,6 +122,7 @@ static int emit(const wan_vae_config *c, const float *video, int64_t T, int64_t 
   return 0;
 }
 
+/* Flat list: latents and shape (as wan_vae_decode_stream), tiling, two callbacks and contexts. */
 int wan_vae_decode_tiled(const wan_vae_config *c, const float *latents, int64_t F, int64_t h,
                          int64_t w, const wan_vae_tiling *t, wan_vae_tile_decode_fn decode,
                          void *decoder, wan_vae_frames_fn fn, void *user) {

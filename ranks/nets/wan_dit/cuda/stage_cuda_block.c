@@ -75,6 +75,7 @@ static void gate_add(const rank_stage *s, const cuda_stage *c, const cuda_mods *
 
 /* kern_cuda_gated_add_layernorm of the chunk xr at r0 with the gate chunk
  * kg (or none: -1) and the modulation chunks km, km + 1 (or none: -1). */
+/* Flat list: kern_cuda_gated_add_layernorm's operands, plus the stage and the chunk (r0, n). */
 static void gate_add_norm(const rank_stage *s, const cuda_stage *c, const cuda_mods *md,
                           float *xr, const uint16_t *y, int64_t r0, int64_t n, int kg,
                           const uint16_t *nw, const uint16_t *nb, int km, uint16_t *h) {
@@ -111,6 +112,7 @@ static void gate_add_norm(const rank_stage *s, const cuda_stage *c, const cuda_m
 /* Self-attention's o projection of the chunk of n rows at r0 (its
  * attention output in c->ab) and the gated add 1 into x; whole (one
  * chunk): with norm3 in the same pass over x, into c->hb. */
+/* Flat list: one step of the block (wan_steps.h) on a chunk: the stage, weights, x, chunk. */
 static void self_out(rank_stage *s, cuda_stage *c, const cuda_block *w,
                      const wan_block_lora_bf16 *lora, float *x, const cuda_mods *md, int64_t r0,
                      int64_t n, int whole) {
@@ -166,6 +168,7 @@ static void self_kv(rank_stage *s, cuda_stage *c, const cuda_block *w,
  * FFN, for the chunk of n rows xr: both are row-wise but for the
  * attention's keys, the prompt's cached context k, v. whole: norm3's
  * output is in c->hb already (self_out). */
+/* Flat list: steps of the block (wan_steps.h) on a chunk: stage, weights, context k/v, chunk. */
 static void cross_ffn(rank_stage *s, cuda_stage *c, const cuda_block *w,
                       const wan_block_lora_bf16 *lora, const uint16_t *ck, const uint16_t *cv,
                       float *xr, int64_t r0, int64_t n, int whole, const cuda_mods *md) {

@@ -113,6 +113,7 @@ int64_t wan_vae_enc_gpu_peak_bytes(const wan_vae_enc_gpu *g) {
 /* ---------------------------------------------------------------- encode */
 
 /* A stride-2 convolution without padding at r's current frames. */
+/* Flat list: a convolution's operands and shape, as kern_cuda_vae_conv_valid's desc holds them. */
 static void conv_s2(vae_grun *r, const void *x, int64_t T, int64_t H, int64_t W, int64_t c,
                     const float *w, int k3, wan_vae_gpu_op op) {
   /* k3 1: the spatial 3x3 (stride 2 in space); 0: the (3, 1, 1) time conv

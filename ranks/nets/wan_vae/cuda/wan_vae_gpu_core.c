@@ -185,6 +185,7 @@ void *vae_gpu_s_frames(const vae_grun *r, int64_t c) {
 
 /* ---------------------------------------------------------------- ops */
 
+/* Flat list: kern_cuda_vae_conv's operands and shape, which it passes on, plus the op timed. */
 void vae_gpu_conv(vae_grun *r, const void *x, int64_t T, int64_t ci, const float *w, int64_t co,
                   int kt, int kh, int kw, void *y, wan_vae_gpu_op op) {
   const int i = vae_gpu_prof_begin(r->g);
@@ -205,6 +206,7 @@ void vae_gpu_norm(vae_grun *r, const void *x, const float *bias, const float *ga
   vae_gpu_prof_end(r->g, i, WAN_VAE_GPU_OP_NORM);
 }
 
+/* Flat list: kern_cuda_vae_add's operands, which it passes on. */
 void vae_gpu_add(vae_grun *r, const void *y, const float *by, const void *res, int res_f32,
                  const float *br, void *out, int out_f32, int64_t c) {
   const int i = vae_gpu_prof_begin(r->g);

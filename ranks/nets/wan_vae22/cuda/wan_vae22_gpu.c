@@ -248,6 +248,7 @@ void *g22_s_frames(const g22_run *r, int64_t c, int keep) {
   return g22_at(r->g, r->g->s, keep * r->h * r->w * c);
 }
 
+/* Flat list: kern_cuda_vae_conv's operands and shape, which it passes on, plus the op timed. */
 void g22_conv(g22_run *r, const void *x, int64_t T, int64_t ci, const float *w, int64_t co,
               int kt, int kh, int kw, void *y, wan_vae22_gpu_op op) {
   wan_vae22_gpu *g = r->g;
@@ -257,6 +258,7 @@ void g22_conv(g22_run *r, const void *x, int64_t T, int64_t ci, const float *w, 
   g22_prof_end(g, i, op);
 }
 
+/* Flat list: kern_cuda_vae_add's operands, which it passes on. */
 void g22_add(g22_run *r, const void *y, const float *by, const void *res, int res_f32,
              const float *br, void *out, int out_f32, int64_t c) {
   wan_vae22_gpu *g = r->g;
