@@ -75,15 +75,7 @@ int wan_vae_enc_gpu_create(const wan_vae_config *c, const float *packed, int64_t
   g->frames = vae_gpu_buf(&g->c, PLAN_VAE_FRAMES, 0);
   g->latent = vae_gpu_buf(&g->c, PLAN_VAE_LATENT, 0);
   const plan_vae_buffer *lb = plan_vae_layout_find(lay, PLAN_VAE_LATENT, 0);
-  cudaError_t e = cudaMallocHost((void **)&g->host_latent, lb->bytes);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    g->host_latent = NULL;
-    sp_log_error("vae gpu: cannot allocate %.1f MiB of pinned host memory for the latents: %s",
-                 (double)lb->bytes / (1 << 20), cudaGetErrorString(e));
-    rc = SP_ERR_RUNTIME;
-    goto fail;
-  }
+  if ((rc = vae_gpu_pinned(lb->bytes, "latents", (void **)&g->host_latent)) != SP_OK) goto fail;
   free(t);
   sp_log_info("vae gpu: %s encoder for %lldx%lld (chunks of %lld frames): %.2f GiB of device "
               "memory (weights %.1f MiB)",

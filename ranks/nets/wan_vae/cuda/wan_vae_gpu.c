@@ -69,15 +69,7 @@ int wan_vae_gpu_create(const wan_vae_config *c, const float *packed, int64_t h, 
   g->latent = vae_gpu_buf(&g->c, PLAN_VAE_LATENT, 0);
   g->frames = vae_gpu_buf(&g->c, PLAN_VAE_FRAMES, 0);
   const plan_vae_buffer *fb = plan_vae_layout_find(lay, PLAN_VAE_FRAMES, 0);
-  cudaError_t e = cudaMallocHost((void **)&g->host_frames, fb->bytes);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    g->host_frames = NULL;
-    sp_log_error("vae gpu: cannot allocate %.1f MiB of pinned host memory for the frames: %s",
-                 (double)fb->bytes / (1 << 20), cudaGetErrorString(e));
-    rc = SP_ERR_RUNTIME;
-    goto fail;
-  }
+  if ((rc = vae_gpu_pinned(fb->bytes, "frames", (void **)&g->host_frames)) != SP_OK) goto fail;
   free(t);
   sp_log_info("vae gpu: %s decoder for latents %lldx%lld: %.2f GiB of device memory "
               "(weights %.1f MiB)",

@@ -74,6 +74,16 @@ void vae_gpu_clear_caches(vae_gpu_core *g) {
 
 /* ---------------------------------------------------------------- weights */
 
+int vae_gpu_pinned(size_t bytes, const char *what, void **out) {
+  const cudaError_t e = cudaMallocHost(out, bytes);
+  if (e == cudaSuccess) return SP_OK;
+  (void)cudaGetLastError();
+  *out = NULL;
+  sp_log_error("vae gpu: cannot allocate %.1f MiB of pinned host memory for the %s: %s",
+               (double)bytes / (1 << 20), what, cudaGetErrorString(e));
+  return SP_ERR_RUNTIME;
+}
+
 int vae_gpu_upload(vae_gpu_core *g, const wan_vae_table *t, const float *packed) {
   uint64_t *off = malloc(WAN_VAE_MAX_TENSORS * sizeof *off);
   if (!off) {

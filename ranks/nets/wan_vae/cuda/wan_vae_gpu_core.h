@@ -52,6 +52,11 @@ void vae_gpu_core_close(vae_gpu_core *g);
 /* The buffer of kind and index in the allocation (fatal when the layout
  * has none). */
 void *vae_gpu_buf(const vae_gpu_core *g, plan_vae_buf kind, int index);
+/* bytes of pinned host memory into *out for a coder's host side of its
+ * frames or latents (what: "frames", "latents"), or SP_ERR_RUNTIME logged
+ * with the size, *out NULL and the CUDA error cleared, so the caller
+ * fails without a fatal exit. */
+int vae_gpu_pinned(size_t bytes, const char *what, void **out);
 /* Every cache zeroed (the causal zero padding): WanVAE_.clear_cache. */
 void vae_gpu_clear_caches(vae_gpu_core *g);
 

@@ -14,6 +14,7 @@
 #include "vae_layout.h"
 #include "wan_vae22_backend.h"
 #include "wan_vae22_gpu_impl.h"
+#include "wan_vae_gpu_core.h"
 
 /* ---------------------------------------------------------------- profiling */
 
@@ -116,14 +117,7 @@ static int carve(wan_vae22_gpu *g) {
   for (int i = 0; i < g->lay->n_cache; i++) g->cache[i] = buf(g, PLAN_VAE22_CACHE, i);
   if (g->part == WAN_VAE22_DECODER) {
     const size_t fb = plan_vae22_layout_find(g->lay, PLAN_VAE22_FRAMES, 0)->bytes;
-    const cudaError_t e = cudaMallocHost((void **)&g->host_frames, fb);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      g->host_frames = NULL;
-      sp_log_error("vae gpu: cannot allocate %.1f MiB of pinned host memory for the frames: %s",
-                   (double)fb / (1 << 20), cudaGetErrorString(e));
-      return SP_ERR_RUNTIME;
-    }
+    if (vae_gpu_pinned(fb, "frames", (void **)&g->host_frames) != SP_OK) return SP_ERR_RUNTIME;
   }
   CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
   void *ws = buf(g, PLAN_VAE22_CONV_WS, 0);
