@@ -81,7 +81,7 @@ else
   echo "           $bin decode --vae $out/vae.h5 --latents $out/latents.h5 --frames-dir $out/frames"
 fi
 echo "  latents  $out/latents.h5 (dataset 'latents' float32 [16, 5, 16, 16]; 2 ranks: latents_np2.h5)"
-echo "  preview  $out/latents.h5.png (the latents, one pixel per position)"
+echo "  preview  $out/latents.h5.png (up to 4 latent frames in a grid, 8x upscaled)"
 echo "  models   $out/t5.h5, dit.h5, vae.h5; the runs' logs run.log, run_np2.log"
 echo "demo: the binary is $bin: call it by that path ($bin --help), or install it on PATH" \
   "with: cmake --install $(dirname "$bin") --prefix ~/.local (then: staticpipe --help)"
