@@ -15,20 +15,22 @@ const char *rank_file_kind_name(mode_t m) {
          : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
-int rank_file_open_read(const char *path, int *fd) {
+int rank_file_open_read(const char *path, int *fd) { return rank_file_open_read_as(path, path, fd); }
+
+int rank_file_open_read_as(const char *what, const char *path, int *fd) {
   const int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (f < 0) {
-    sp_log_error("%s: cannot open: %s", path, strerror(errno));
+    sp_log_error("%s: cannot open: %s", what, strerror(errno));
     return SP_ERR_INPUT;
   }
   struct stat st;
   if (fstat(f, &st) != 0) {
-    sp_log_error("%s: cannot look it up: %s", path, strerror(errno));
+    sp_log_error("%s: cannot look it up: %s", what, strerror(errno));
     close(f);
     return SP_ERR_INPUT;
   }
   if (!S_ISREG(st.st_mode)) {
-    sp_log_error("%s: is %s, not a regular file (a file to read must be one)", path,
+    sp_log_error("%s: is %s, not a regular file (a file to read must be one)", what,
                  rank_file_kind_name(st.st_mode));
     close(f);
     return SP_ERR_INPUT;
@@ -36,7 +38,7 @@ int rank_file_open_read(const char *path, int *fd) {
   /* A regular file never blocks; reads go back to the usual mode. */
   const int flags = fcntl(f, F_GETFL);
   if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    sp_log_error("%s: cannot set blocking reads: %s", path, strerror(errno));
+    sp_log_error("%s: cannot set blocking reads: %s", what, strerror(errno));
     close(f);
     return SP_ERR_INPUT;
   }
@@ -57,9 +59,11 @@ int rank_file_fopen_read(const char *path, FILE **out) {
   return SP_OK;
 }
 
-int rank_file_check_regular(const char *path) {
+int rank_file_check_regular(const char *path) { return rank_file_check_regular_as(path, path); }
+
+int rank_file_check_regular_as(const char *what, const char *path) {
   int fd;
-  if (rank_file_open_read(path, &fd) != SP_OK) return SP_ERR_INPUT;
+  if (rank_file_open_read_as(what, path, &fd) != SP_OK) return SP_ERR_INPUT;
   close(fd);
   return SP_OK;
 }

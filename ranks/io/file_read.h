@@ -24,5 +24,9 @@ int rank_file_fopen_read(const char *path, FILE **out);
 /* The check alone (opened and closed): for readers that open by name
  * themselves, as HDF5's H5Fopen does. SP_OK or SP_ERR_INPUT (logged). */
 int rank_file_check_regular(const char *path);
+/* The same two, their message naming what instead of the path (what
+ * names the path too: "stdin:3: image-latents=x.h5"). */
+int rank_file_open_read_as(const char *what, const char *path, int *fd);
+int rank_file_check_regular_as(const char *what, const char *path);
 
 #endif

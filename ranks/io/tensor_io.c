@@ -13,21 +13,22 @@
 #include "log.h"
 #include "file_read.h"
 
-static hid_t open_ro(const char *path) {
+/* path opened read-only; messages name what. */
+static hid_t open_ro(const char *what, const char *path) {
   rank_h5_silence();
   /* A regular file only: HDF5 would block on a FIFO or read a device forever. */
-  if (rank_file_check_regular(path) != SP_OK) return -1;
+  if (rank_file_check_regular_as(what, path) != SP_OK) return -1;
   if (H5Fis_hdf5(path) <= 0) {
-    sp_log_error("%s: not an HDF5 file", path);
+    sp_log_error("%s: not an HDF5 file", what);
     return -1;
   }
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) sp_log_error("%s: HDF5 cannot open the file (damaged?)", path);
+  if (f < 0) sp_log_error("%s: HDF5 cannot open the file (damaged?)", what);
   return f;
 }
 
 int rank_tensor_exists(const char *path, const char *name, int *exists) {
-  hid_t f = open_ro(path);
+  hid_t f = open_ro(path, path);
   if (f < 0) return SP_ERR_INPUT;
   *exists = H5Lexists(f, name, H5P_DEFAULT) > 0;
   H5Fclose(f);
@@ -40,35 +41,40 @@ int rank_tensor_read(const char *path, const char *name, int ndim, rank_tensor *
 
 int rank_tensor_read_checked(const char *path, const char *name, int ndim,
                              rank_tensor_shape_check check, void *ctx, rank_tensor *out) {
+  return rank_tensor_read_as(path, path, name, ndim, check, ctx, out);
+}
+
+int rank_tensor_read_as(const char *what, const char *path, const char *name, int ndim,
+                        rank_tensor_shape_check check, void *ctx, rank_tensor *out) {
   memset(out, 0, sizeof *out);
-  hid_t f = open_ro(path);
+  hid_t f = open_ro(what, path);
   if (f < 0) return SP_ERR_INPUT;
   int rc = SP_ERR_INPUT;
   hid_t d = -1, s = -1, t = -1;
   float *data = NULL;
   if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
-    sp_log_error("%s: dataset '%s' is missing", path, name);
+    sp_log_error("%s: dataset '%s' is missing", what, name);
     goto done;
   }
   H5O_info_t oi;
   if (H5Oget_info_by_name(f, name, &oi, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_DATASET ||
       (d = H5Dopen2(f, name, H5P_DEFAULT)) < 0) {
-    sp_log_error("%s: '%s' is not a dataset", path, name);
+    sp_log_error("%s: '%s' is not a dataset", what, name);
     goto done;
   }
   if ((t = H5Dget_type(d)) < 0 || H5Tget_class(t) != H5T_FLOAT ||
       (H5Tget_size(t) != 4 && H5Tget_size(t) != 8)) {
-    sp_log_error("%s: dataset '%s' is not float32 (or float64)", path, name);
+    sp_log_error("%s: dataset '%s' is not float32 (or float64)", what, name);
     goto done;
   }
   if ((s = H5Dget_space(d)) < 0) goto done;
   int nd = H5Sget_simple_extent_ndims(s);
   if (nd < 1 || nd > RANK_TENSOR_MAX_DIMS || (ndim > 0 && nd != ndim)) {
     if (ndim > 0)
-      sp_log_error("%s: dataset '%s' has %d dimensions, expected %d", path, name, nd, ndim);
+      sp_log_error("%s: dataset '%s' has %d dimensions, expected %d", what, name, nd, ndim);
     else
       sp_log_error("%s: dataset '%s' has %d dimensions (a scalar has none), expected 1..%d",
-                   path, name, nd, RANK_TENSOR_MAX_DIMS);
+                   what, name, nd, RANK_TENSOR_MAX_DIMS);
     goto done;
   }
   hsize_t dims[RANK_TENSOR_MAX_DIMS];
@@ -76,29 +82,29 @@ int rank_tensor_read_checked(const char *path, const char *name, int ndim,
   int64_t n = 1;
   for (int i = 0; i < nd; i++) {
     if (dims[i] == 0 || dims[i] > (1ull << 40) || n > (INT64_C(1) << 40) / (int64_t)dims[i]) {
-      sp_log_error("%s: dataset '%s' dimension %d of size %llu is empty or too large", path,
+      sp_log_error("%s: dataset '%s' dimension %d of size %llu is empty or too large", what,
                    name, i, (unsigned long long)dims[i]);
       goto done;
     }
     n *= (int64_t)dims[i];
     out->dims[i] = (int64_t)dims[i];
   }
-  if (check && check(path, name, nd, out->dims, ctx) != SP_OK) goto done;
+  if (check && check(what, name, nd, out->dims, ctx) != SP_OK) goto done;
   data = malloc((size_t)n * sizeof(float));
   if (!data) {
-    sp_log_error("%s: dataset '%s': out of host memory for %lld floats", path, name,
+    sp_log_error("%s: dataset '%s': out of host memory for %lld floats", what, name,
                  (long long)n);
     rc = SP_ERR_RUNTIME;
     goto done;
   }
   if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-    sp_log_error("%s: dataset '%s' could not be read (damaged file?)", path, name);
+    sp_log_error("%s: dataset '%s' could not be read (damaged file?)", what, name);
     goto done;
   }
   for (int64_t i = 0; i < n; i++) {
     if (!isfinite(data[i])) {
       sp_log_error("%s: dataset '%s' holds a non-finite value (NaN or Inf) at element %lld",
-                   path, name, (long long)i);
+                   what, name, (long long)i);
       goto done;
     }
   }

@@ -30,6 +30,10 @@ int rank_tensor_read(const char *path, const char *name, int ndim, rank_tensor *
  * declaring a huge dataset costs nothing to refuse. */
 int rank_tensor_read_checked(const char *path, const char *name, int ndim,
                              rank_tensor_shape_check check, void *ctx, rank_tensor *out);
+/* The same, every message (check's too: its path argument) naming what
+ * instead of the path: "stdin:3: image-latents=x.h5". */
+int rank_tensor_read_as(const char *what, const char *path, const char *name, int ndim,
+                        rank_tensor_shape_check check, void *ctx, rank_tensor *out);
 /* 1 if the file has the dataset, 0 if not, SP_ERR_INPUT (logged) when the
  * file cannot be opened as HDF5. */
 int rank_tensor_exists(const char *path, const char *name, int *exists);

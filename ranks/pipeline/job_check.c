@@ -11,6 +11,7 @@
 #include "job_limits.h"
 #include "job_params.h"
 #include "job_prompt.h"
+#include "jobs.h"
 #include "log.h"
 #include "video_out.h"
 
@@ -205,7 +206,9 @@ int job_image_check(const job_params *p, const job_spec *j, const char *where) {
                   "and image exclude each other (image latents are an image encoded already)");
   if (j->max_area && !j->image[0])
     return refuse(where, "max-area", v, "sets the size of an image's job; this job has no image");
-  if (j->image[0] && !p->vae)
+  /* A streamed line's image= is refused whatever --vae: job_image_stream
+   * says why and what to give instead. */
+  if (j->image[0] && !p->vae && !(where && job_jobs_is_stream(p->jobs)))
     return refuse(where, "image", j->image,
                   "needs --vae (the VAE whose encoder encodes it; or give the image encoded "
                   "beforehand with image-latents)");

@@ -62,11 +62,21 @@ static void i2v_condition(const wan_config *c, int64_t frames, const float *late
 }
 
 /* The latents --image-latents holds, against the model's task: I2V (out_dim,
- * F, h, w), TI2V (48, 1, h, w), h and w even (tokens of 2 x 2). */
+ * F, h, w), TI2V (48, 1, h, w), h and w even (tokens of 2 x 2); on a
+ * streamed line, the latent grid the stream was planned for (plan: the
+ * command line's job; NULL elsewhere). */
 typedef struct latents_want {
   const wan_config *c;
   const job_spec *j;
+  const job_spec *plan;
 } latents_want;
+
+/* The image latents a stream planned for plan takes: I2V its latent,
+ * TI2V its first latent frame. */
+static void stream_grid(const wan_config *c, const job_spec *plan, int64_t want[4]) {
+  job_latent_shape(plan, c, want);
+  if (wan_config_task(c) == WAN_TASK_TI2V) want[1] = 1;
+}
 
 static int latents_shape_ok(const char *path, const char *name, int ndim, const int64_t *d,
                             void *ctx) {
@@ -80,6 +90,18 @@ static int latents_shape_ok(const char *path, const char *name, int ndim, const 
                  path, name, (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
                  wan_task_name(wan_config_task(lw->c)), (long long)lw->c->out_dim,
                  ti2v ? "1" : "F");
+    return SP_ERR_INPUT;
+  }
+  int64_t g[4];
+  if (lw->plan) stream_grid(lw->c, lw->plan, g);
+  if (lw->plan && (d[1] != g[1] || d[2] != g[2] || d[3] != g[3])) {
+    sp_log_error("%s: dataset '%s' is [%lld, %lld, %lld, %lld]; the stream was planned for "
+                 "--frames %lld --size %lldx%lld (the command line's) before its first line: a "
+                 "streamed line's image latents must be [%lld, %lld, %lld, %lld]%s",
+                 path, name, (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
+                 (long long)lw->plan->frames, (long long)lw->plan->height,
+                 (long long)lw->plan->width, (long long)g[0], (long long)g[1], (long long)g[2],
+                 (long long)g[3], ti2v ? " (the first latent frame)" : "");
     return SP_ERR_INPUT;
   }
   if (!ti2v && lw->j->frames_given && 4 * (d[1] - 1) + 1 != lw->j->frames) {
@@ -96,13 +118,14 @@ static int latents_shape_ok(const char *path, const char *name, int ndim, const 
                             vs * d[3]);
 }
 
-/* An image encoded beforehand (--image-latents): its latents, the job's
- * size and (I2V) frames from their shape. */
-static int read_latents(const job_session *s, job_spec *j, rank_tensor *out) {
+/* An image encoded beforehand (--image-latents; what names it in
+ * messages): its latents, the job's size and (I2V) frames from their
+ * shape. */
+static int read_latents(const job_session *s, job_spec *j, const char *what, rank_tensor *out) {
   const wan_config *c = &rank_model_get_info(s->m)->config;
-  latents_want lw = {c, j};
+  latents_want lw = {c, j, s->stream ? &s->params.job : NULL};
   rank_tensor t = {0};
-  int rc = rank_tensor_read_checked(j->image_latents, "latents", 4, latents_shape_ok, &lw, &t);
+  int rc = rank_tensor_read_as(what, j->image_latents, "latents", 4, latents_shape_ok, &lw, &t);
   if (rc != SP_OK) return rc;
   const int64_t vs = wan_vae_stride(c);
   j->height = vs * t.dims[2];
@@ -262,15 +285,16 @@ static int encode_image(const job_session *s, job_spec *j, const char *what, ran
   return rc;
 }
 
-/* How a message names job j's image: "--image x.png", "jobs.txt:3: image=x.png". */
+/* How a message names job j's image: "--image x.png", "jobs.txt:3:
+ * image=x.png", "stdin:3: image-latents=x.h5". */
 static void image_what(const job_session *s, const job_spec *j, char *buf, size_t n) {
   const int latents = !j->image[0];
-  if (s->single || s->stream)
+  if (s->single)
     snprintf(buf, n, "--%s %s", latents ? "image-latents" : "image",
              latents ? j->image_latents : j->image);
   else
-    snprintf(buf, n, "%s:%d: %s=%s", s->params.jobs, j->line, latents ? "image-latents" : "image",
-             latents ? j->image_latents : j->image);
+    snprintf(buf, n, "%s:%d: %s=%s", s->stream ? job_reader_name(s->reader) : s->params.jobs,
+             j->line, latents ? "image-latents" : "image", latents ? j->image_latents : j->image);
 }
 
 /* What every rank learns of a job after its image: its size, and whether
@@ -300,7 +324,7 @@ int job_images_prepare(job_session *s) {
       char what[JOB_PATH + 64];
       image_what(s, j, what, sizeof what);
       const int r = j->image[0] ? encode_image(s, j, what, &im->cond[i])
-                                : read_latents(s, j, &im->cond[i]);
+                                : read_latents(s, j, what, &im->cond[i]);
       f[i].bad = r != SP_OK;
       if (r != SP_OK && (s->single || r == SP_ERR_RUNTIME)) rc = r;
     }
@@ -318,6 +342,53 @@ int job_images_prepare(job_session *s) {
   }
   free(f);
   return rc;
+}
+
+/* image= on a streamed line, refused: why, and the latents to give
+ * instead (image-latents=) for the stream's plan. */
+static void refuse_streamed_image(const job_session *s, const job_spec *j, const char *what) {
+  const wan_config *c = &rank_model_get_info(s->m)->config;
+  const job_spec *p = &s->params.job;
+  int64_t g[4];
+  stream_grid(c, p, g);
+  static const char why[] =
+      "the VAE encoder runs on rank 0 before the model is placed, and a streamed line comes after";
+  if (wan_config_task(c) == WAN_TASK_TI2V) {
+    sp_log_error("%s: refused on a streamed line (%s): give image-latents=L.h5 instead, the Wan "
+                 "2.2 VAE's latents [%lld, 1, %lld, %lld] of the image resized and cropped to "
+                 "%lldx%lld (encode --vae runs the Wan 2.1 VAE's encoder only; run --image and "
+                 "a --jobs file encode with the Wan 2.2 VAE)",
+                 what, why, (long long)g[0], (long long)g[2], (long long)g[3],
+                 (long long)p->height, (long long)p->width);
+  } else if (p->frames == 1) {
+    sp_log_error("%s: refused on a streamed line (%s): encode it beforehand, resized to "
+                 "%lldx%lld, with 'staticpipe encode --vae VAE --image %s -o L.h5' and give "
+                 "image-latents=L.h5",
+                 what, why, (long long)p->height, (long long)p->width, j->image);
+  } else {
+    sp_log_error("%s: refused on a streamed line (%s): encode it beforehand with 'staticpipe "
+                 "encode --vae VAE --video V.h5 -o L.h5' (V.h5's dataset 'video' [3, %lld, "
+                 "%lld, %lld] in [-1, 1]: the image resized to %lldx%lld, then %lld zero "
+                 "frames; I2V.md \"I2V-A14B\") and give image-latents=L.h5",
+                 what, why, (long long)p->frames, (long long)p->height, (long long)p->width,
+                 (long long)p->height, (long long)p->width, (long long)(p->frames - 1));
+  }
+}
+
+int job_image_stream(job_session *s, job_spec *j) {
+  if (!j->image[0] && !j->image_latents[0]) return SP_OK;
+  char what[JOB_PATH + 64];
+  image_what(s, j, what, sizeof what);
+  if (j->image[0]) {
+    refuse_streamed_image(s, j, what);
+    return SP_ERR_INPUT;
+  }
+  job_images *im = sp_xcalloc(1, sizeof *im);
+  im->njobs = 1;
+  im->cond = sp_xcalloc(1, sizeof *im->cond);
+  job_images_free(s->images);
+  s->images = im;
+  return read_latents(s, j, what, &im->cond[0]);
 }
 
 int job_image_inputs(const job_session *s, const job_spec *j, job_inputs *in) {

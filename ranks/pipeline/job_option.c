@@ -70,7 +70,10 @@ static const job_option table[JOB_OPT_COUNT] = {
      "the model loaded once; the end of the input ends the run.\n"
      "The plan is made before the first line from --frames, --size\n"
      "and --cfg: a line larger than them, or with cfg when --cfg is\n"
-     "1, or with lora= other than --lora, fails alone"},
+     "1, or with lora= other than --lora, fails alone; a line's\n"
+     "image-latents= must be of that latent grid (TI2V: its first\n"
+     "frame); image= fails (encode it beforehand: its encoder runs\n"
+     "before the model is placed)"},
     {JOB_OPT_BUDGET, "budget", 'b', "STR", "auto", 0,
      "memory budget per rank; see 'staticpipe plan --help' for\n"
      "the forms (bytes, ratio, fraction, auto)"},

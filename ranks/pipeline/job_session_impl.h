@@ -123,6 +123,14 @@ int job_prompt_inputs(const job_session *s, const job_spec *j, job_inputs *in);
  * sizes and which were refused (a single run ends). Nothing when no job
  * has an image. */
 int job_images_prepare(job_session *s);
+/* Rank 0, a streamed line (s->jobs[0], job_stream.c): its image latents
+ * read into s->images (the previous line's freed), checked against the
+ * latent grid the stream was planned for (the command line's --frames
+ * and --size; TI2V: its first latent frame); the job's size (I2V: and
+ * frames) set from them. image= is refused (its encoder would run after
+ * the model is placed). Nothing without an image; SP_OK or SP_ERR_INPUT
+ * (one line, naming the line). */
+int job_image_stream(job_session *s, job_spec *j);
 /* Rank 0: job j's conditioning from s->images into in->cond (a copy). */
 int job_image_inputs(const job_session *s, const job_spec *j, job_inputs *in);
 

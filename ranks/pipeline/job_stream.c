@@ -38,13 +38,14 @@ void job_stream_close(job_session *s) {
 
 /* Rank 0: what a streamed line must fit besides its own rules: the plan
  * made before the first line (from the command line's job: its latent
- * size and guidance), and the LoRAs loaded with the model. */
+ * size and guidance), and the LoRAs loaded with the model. Its image
+ * latents are read here: they set its size. */
 static void stream_check(job_session *s, job_spec *j) {
   const char *name = job_reader_name(s->reader);
   char where[JOB_PATH + 32];
   snprintf(where, sizeof where, "%s:%d", name, j->line);
   const rank_model_info *mi = rank_model_get_info(s->m);
-  if (job_spec_check_model(j, mi, where) != SP_OK) {
+  if (job_spec_check_model(j, mi, where) != SP_OK || job_image_stream(s, j) != SP_OK) {
     job_spec_mark_bad(j);
     return;
   }
@@ -76,15 +77,6 @@ static void stream_check(job_session *s, job_spec *j) {
     job_spec_mark_bad(j);
     return;
   }
-  if (j->image[0] || j->image_latents[0]) {
-    /* The size is the image's, and the encoder runs before the model is
-     * placed (job_image.c): neither fits a line that comes after. */
-    sp_log_error("%s: image= and image-latents= on a streamed line are not built yet (an "
-                 "image sets the job's size, which the run was planned for before the first "
-                 "line): give the images in a --jobs file", where);
-    job_spec_mark_bad(j);
-    return;
-  }
   if (!job_loras_same(want, n, base, nb)) {
     sp_log_error("%s: lora= on a streamed line is refused (a stream takes the LoRAs "
                  "of --lora for every job)",
@@ -102,6 +94,8 @@ int job_stream_next(job_session *s) {
     char phase[JOB_PATH + 48];
     snprintf(phase, sizeof phase, "waiting for a job on %s", job_reader_name(s->reader));
     comm_set_phase(phase);
+    job_images_free(s->images); /* the previous line's */
+    s->images = NULL;
     got = job_reader_next(s->reader, &s->params, j);
     if (got == 1 && !j->bad) stream_check(s, j);
   }

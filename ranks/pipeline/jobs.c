@@ -237,6 +237,10 @@ int job_reader_next(job_reader *r, const job_params *p, job_spec *j) {
     j->line = r->lineno;
     j->bad = 0;
     j->steps_given = j->sched_given = 0; /* the line's own keys decide */
+    /* A stream's --frames and --size are its plan (the largest a line may
+     * ask for) and its lines' defaults: a line's own keys decide whether
+     * it gives them (an image's line sets its size from the image). */
+    if (r->stream) j->frames_given = j->size_given = 0;
     j->lora_given = 0;
     /* A stream's line fails at once: its end may be long in coming (or
      * never come: cat /dev/zero |); its rest is skipped before the next. */

@@ -79,7 +79,8 @@ printf 'cond=%s out=%s image=%s\n' "$T/cond.h5" "$T/q.h5" "$T/img.png" >"$T/line
 "$SP_BIN" run --model synth:wan2.2-ti2v-tiny --vae synth:wan2.2-vae-tiny --frames 5 --steps 1 \
   --jobs - <"$T/line.txt" >"$T/stream.out" 2>"$T/stream.err"
 rc=$?
-[ $rc -eq 2 ] && grep -qF "streamed line are not built yet" "$T/stream.err" &&
+[ $rc -eq 2 ] && grep -qF "image=$T/img.png: refused on a streamed line (the VAE encoder runs" "$T/stream.err" &&
+  grep -qF "give image-latents=L.h5 instead, the Wan 2.2 VAE's latents [48, 1," "$T/stream.err" &&
   ok "image= on a streamed line refused" ||
   bad "image= on a streamed line: exit $rc: $(cat "$T/stream.err")"
 [ $fail -eq 0 ] && ok "every refusal: exit 2 with its cause"
