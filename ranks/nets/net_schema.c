@@ -86,3 +86,9 @@ const char *net_preset_find(const net_schema *s, const char *(*name)(int i), int
   free(p);
   return found;
 }
+
+int net_preset_index(const char *(*name)(int i), int count, const char *want) {
+  for (int i = 0; i < count; i++)
+    if (strcmp(want, name(i)) == 0) return i;
+  return -1;
+}

@@ -137,5 +137,21 @@ int net_config_same(const net_schema *s, const void *a, const void *b);
 const char *net_preset_names_join(const char *(*name)(int i), int count, char *list, size_t size);
 const char *net_preset_find(const net_schema *s, const char *(*name)(int i), int count,
                             const void *config);
+/* The i with name(i) equal to want, or -1 (a preset() looking up its
+ * table). */
+int net_preset_index(const char *(*name)(int i), int count, const char *want);
+
+/* A network's preset_match and preset_names (the net_schema fields) over
+ * its presets name(0) .. name(count - 1), for schema: net_preset_find and
+ * net_preset_names_join, as two static functions of those names in the
+ * schema's file. */
+#define NET_PRESET_LOOKUPS(schema, name, count)                           \
+  static const char *preset_match(const void *config) {                  \
+    return net_preset_find(&(schema), name, count, config);              \
+  }                                                                      \
+  static const char *preset_names(void) {                                \
+    static char list[128];                                               \
+    return net_preset_names_join(name, count, list, sizeof list);       \
+  }
 
 #endif

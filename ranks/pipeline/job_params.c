@@ -254,7 +254,6 @@ static int set_word(const char *flag, const char *v, const char *const *words, i
 static int set_run_option(job_params *p, int id, const char *v) {
   static const char *const devices[] = {"auto", "cpu", "cuda"};
   static const char *const transports[] = {"auto", "mpi", "nccl"};
-  static const char *const precisions[] = {"bf16", "fp8", "int8"};
   char err[256];
   int k = 0;
   switch (id) {
@@ -295,11 +294,12 @@ static int set_run_option(job_params *p, int id, const char *v) {
     return SP_ERR_INPUT;
   case JOB_OPT_SPEED: return set_speed(p, v);
   case JOB_OPT_VAE: p->vae = v; return SP_OK;
-  case JOB_OPT_PRECISION:
-    if (set_word("--precision", v, precisions, 3, "bf16, fp8 or int8", &k) != SP_OK)
-      return SP_ERR_INPUT;
-    p->precision = JOB_PRECISION_BF16 + k; /* the order of precisions[] */
+  case JOB_OPT_PRECISION: {
+    wan_precision w;
+    if (wan_precision_parse(v, &w) != SP_OK) return SP_ERR_INPUT;
+    p->precision = 1 + (int)w; /* JOB_PRECISION_BF16, _FP8 or _INT8 */
     return SP_OK;
+  }
   case JOB_OPT_VAE_PRECISION:
     return wan_vae_gpu_precision_parse(v, &p->vae_precision);
   case JOB_OPT_LORA:

@@ -28,6 +28,7 @@
 #include "sampler.h"           /* --sampler, --timesteps, --sigmas */
 #include "step_cache.h"        /* --cache */
 #include "wan_vae_gpu.h"       /* --vae-precision */
+#include "wan_weights.h"       /* --precision */
 
 enum { JOB_PATH = 1024, JOB_FILE_MAX = 4096, JOB_LORA_TEXT = 4096, JOB_PROMPT = 4096 };
 
@@ -85,12 +86,12 @@ typedef struct job_spec {
 } job_spec;
 
 /* --precision (MODEL.md "fp8 weights", "int8 weights"): not given, the
- * model file's. */
+ * model file's; else 1 + the wan_precision it names. */
 enum {
   JOB_PRECISION_FILE = 0,
-  JOB_PRECISION_BF16 = 1,
-  JOB_PRECISION_FP8 = 2,
-  JOB_PRECISION_INT8 = 3
+  JOB_PRECISION_BF16 = 1 + WAN_PRECISION_BF16,
+  JOB_PRECISION_FP8 = 1 + WAN_PRECISION_FP8,
+  JOB_PRECISION_INT8 = 1 + WAN_PRECISION_INT8
 };
 
 /* Everything a command line says about a job. The strings point into the

@@ -9,7 +9,8 @@
  *   CHECK(cond, fmt, ...)   records a failure (file:line, the condition and
  *                           the message) and goes on
  *   CHECK_CUDA(call)        (with SP_TEST_CUDA defined before the include)
- *                           ends the test at once when a CUDA call fails
+ *                           ends the test at once when a CUDA call fails;
+ *                           sp_test_no_cuda(name) says when to skip
  *
  * Tolerances follow STYLE.md 9; SP_TEST_TOL_F32 is the fp32 per-op one. */
 #ifndef SP_TEST_H
@@ -49,6 +50,16 @@ int sp_test_failures(void);
       exit(1);                                                                      \
     }                                                                               \
   } while (0)
+/* 1, with one line "name: skipped: no CUDA device (...)", when the machine
+ * has no CUDA device: the test then returns 77 (ctest's skip). */
+static inline int sp_test_no_cuda(const char *name) {
+  int ndev = 0;
+  const cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e == cudaSuccess && ndev > 0) return 0;
+  printf("%s: skipped: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n", name,
+         e != cudaSuccess ? cudaGetErrorString(e) : "ok", ndev);
+  return 1;
+}
 #endif
 
 /* ---- the run ------------------------------------------------------------- */

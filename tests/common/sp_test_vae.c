@@ -1,16 +1,19 @@
-/* The VAE tests' weight filler (sp_test_vae.h). */
+/* The Wan VAE tests' shared parts (sp_test_vae.h). */
 #include "sp_test_vae.h"
 
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "h5_util.h"
 #include "kern_dtype.h"
+#include "layout.h"
 #include "log.h"
 #include "sp_test.h"
 #include "tensor_io.h"
+#include "wan_vae_gpu_layout.h"
 
 void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_convs) {
   for (int i = 0; i < t->count; i++) {
@@ -36,6 +39,25 @@ void sp_test_vae_fill_weights(const wan_vae_table *t, float *packed, int round_c
                    : kern_f32_round_tf32(p[k], round_convs == SP_TEST_VAE_TF32_TRUNCATE);
     }
   }
+}
+
+float *sp_test_vae_new_weights(const wan_vae_table *t, int round_convs) {
+  float *packed = sp_test_malloc((size_t)t->packed_floats * sizeof *packed);
+  memset(packed, 0, (size_t)t->packed_floats * sizeof *packed);
+  sp_test_vae_fill_weights(t, packed, round_convs);
+  return packed;
+}
+
+void sp_test_vae_config_narrow(wan_vae_config *c, int encoder, int64_t dim, int n_mult,
+                               int64_t num_res, const int temporal[3]) {
+  static const int64_t mult4[4] = {1, 2, 4, 4}, mult3[3] = {1, 2, 2};
+  wan_vae_config_published(c);
+  c->encoder = encoder;
+  c->dim = dim;
+  c->n_mult = n_mult;
+  for (int i = 0; i < n_mult; i++) c->dim_mult[i] = n_mult == 4 ? mult4[i] : mult3[i];
+  c->num_res_blocks = num_res;
+  for (int i = 0; i < 3; i++) c->temporal_up[i] = i + 1 < n_mult ? temporal[i] : 0;
 }
 
 /* Attribute a of config, n values read as int64 from f; -1 when it is
@@ -104,6 +126,10 @@ int sp_test_vae_read_weights(const char *path, const wan_vae_table *t, float *pa
   return 0;
 }
 
+sp_test_vae_sink sp_test_vae_sink_new(int64_t ch, int64_t T, int64_t ohw) {
+  return (sp_test_vae_sink){.video = sp_test_alloc(ch * T * ohw), .ch = ch, .T = T, .ohw = ohw};
+}
+
 int sp_test_vae_sink_put(void *user, const float *frames, int64_t t0, int64_t n) {
   sp_test_vae_sink *s = user;
   if (s->calls < SP_TEST_VAE_MAX_CALLS) {
@@ -112,7 +138,7 @@ int sp_test_vae_sink_put(void *user, const float *frames, int64_t t0, int64_t n)
   }
   s->calls++;
   if (t0 < 0 || n < 1 || t0 + n > s->T) return 0; /* recorded; the check reports it */
-  for (int64_t ch = 0; ch < 3; ch++)
+  for (int64_t ch = 0; ch < s->ch; ch++)
     memcpy(s->video + (ch * s->T + t0) * s->ohw, frames + ch * n * s->ohw,
            (size_t)(n * s->ohw) * sizeof *s->video);
   return 0;
@@ -158,4 +184,96 @@ int64_t sp_test_vae_check_clamped(const float *v, int64_t n, const char *what) {
         "%s: %lld of %lld inside (-1, 1), %lld clamped", what, (long long)inside, (long long)n,
         (long long)ends);
   return ends;
+}
+
+int sp_test_vae_cli_parse(int argc, char **argv, int parts, const char *usage,
+                          sp_test_vae_cli *c) {
+  *c = (sp_test_vae_cli){.reps = 3};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--small") == 0) {
+      c->small = 1;
+    } else if (strcmp(a, "--bench") == 0 && i + 3 < argc) {
+      c->bench = 1;
+      c->h = atoll(argv[i + 1]), c->w = atoll(argv[i + 2]), c->n = atoll(argv[i + 3]);
+      i += 3;
+    } else if (strcmp(a, "--reps") == 0 && i + 1 < argc) {
+      c->reps = atoi(argv[++i]);
+    } else if (strcmp(a, "--precision") == 0 && i + 1 < argc) {
+      c->precision = argv[++i];
+    } else if (parts && strcmp(a, "--part") == 0 && i + 1 < argc) {
+      c->part = argv[++i];
+    } else {
+      const int help = strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+      fputs(usage, help ? stdout : stderr);
+      return help ? 0 : 2;
+    }
+  }
+  return -1;
+}
+
+void sp_test_vae_ops_json(const double *ms, char *buf, size_t size) {
+  size_t at = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < WAN_VAE_GPU_OPS && at + 40 < size; i++)
+    at += (size_t)snprintf(buf + at, size - at, "%s\"%s\":%.2f", i ? "," : "",
+                           wan_vae_gpu_op_name((wan_vae_gpu_op)i), ms[i]);
+}
+
+void sp_test_vae_check_layout(const plan_vae_layout *l, int e, const char *what) {
+  uint64_t end = 0;
+  for (int i = 0; i < l->count; i++) {
+    const plan_vae_buffer *b = &l->b[i];
+    CHECK(b->offset % PLAN_LAYOUT_ALIGN == 0 && b->offset >= end,
+          "%s: buffer %d (%s %d) at %llu, previous end %llu", what, i,
+          plan_vae_buf_name(b->kind), b->index, (unsigned long long)b->offset,
+          (unsigned long long)end);
+    end = b->offset + b->bytes;
+  }
+  CHECK(end == l->total, "%s: last end %llu, total %llu", what, (unsigned long long)end,
+        (unsigned long long)l->total);
+  for (int k = 0; k < PLAN_VAE_CACHE; k++)
+    CHECK(plan_vae_layout_find(l, (plan_vae_buf)k, 0) != NULL, "%s: no %s", what,
+          plan_vae_buf_name((plan_vae_buf)k));
+  for (int i = 0; i < l->n_cache; i++) {
+    const plan_vae_buffer *b = plan_vae_layout_find(l, PLAN_VAE_CACHE, i);
+    CHECK(b && b->bytes == (uint64_t)l->cache_t[i] * (uint64_t)l->cache_hw[i] *
+                               (uint64_t)l->cache_c[i] * (uint64_t)e,
+          "%s: cache %d missing or of another size", what, i);
+  }
+}
+
+void sp_test_vae_check_weight_form(const wan_vae_table *t, wan_vae_gpu_precision p, uint64_t pad,
+                                   const char *what) {
+  static uint64_t off[WAN_VAE_MAX_TENSORS];
+  const uint64_t bytes = wan_vae_gpu_form_offsets(t, p, WAN_VAE_GPU_FORM, off);
+  const uint64_t lo = (uint64_t)t->params * (uint64_t)wan_vae_gpu_elem_bytes(p);
+  const uint64_t hi = (uint64_t)t->params * 4 + (uint64_t)t->count * PLAN_LAYOUT_ALIGN + pad;
+  CHECK(bytes >= lo && bytes <= hi, "%s: weights %llu bytes outside [%llu, %llu]", what,
+        (unsigned long long)bytes, (unsigned long long)lo, (unsigned long long)hi);
+  for (int i = 0; i + 1 < t->count; i++)
+    CHECK(off[i] % PLAN_LAYOUT_ALIGN == 0 &&
+              off[i] + wan_vae_gpu_form_bytes(&t->t[i], p, WAN_VAE_GPU_FORM) <= off[i + 1],
+          "%s: weight %s misplaced", what, t->t[i].name);
+}
+
+void sp_test_vae_check_monotone(const wan_vae_config *c, wan_vae_gpu_precision p, int64_t least,
+                                sp_test_vae_bytes_fn bytes) {
+  int64_t prev_h = 0;
+  for (int64_t h = least; h < least + 40; h += 3) {
+    int64_t prev_w = 0;
+    for (int64_t w = least; w < least + 40; w += 3) {
+      const int64_t b = bytes(c, h, w, p);
+      CHECK(b > 0 && b >= prev_w, "bytes(%lld, %lld) = %lld below bytes(%lld, %lld) = %lld",
+            (long long)h, (long long)w, (long long)b, (long long)h, (long long)(w - 3),
+            (long long)prev_w);
+      if (w == least) {
+        CHECK(b >= prev_h, "bytes(%lld, %lld) = %lld below bytes(%lld, %lld) = %lld",
+              (long long)h, (long long)w, (long long)b, (long long)(h - 3), (long long)w,
+              (long long)prev_h);
+        prev_h = b;
+      }
+      prev_w = b;
+    }
+  }
 }

@@ -87,10 +87,8 @@ static float *case_weights(const wan_vae22_config *c, wan_vae22_part part, int r
                            uint64_t state, wan_vae22_weights *w) {
   static wan_vae_table t;
   wan_vae22_table_make(c, part, w, &t);
-  float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
-  memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
   sp_rand_state_set(state);
-  sp_test_vae_fill_weights(&t, packed, round ? SP_TEST_VAE_BF16 : SP_TEST_VAE_FP32);
+  float *packed = sp_test_vae_new_weights(&t, round ? SP_TEST_VAE_BF16 : SP_TEST_VAE_FP32);
   wan_vae_table_bind(&t, packed);
   return packed;
 }
@@ -117,12 +115,14 @@ static void run_precision(const vcase *k, const wan_vae22_config *c, int pi, con
   static wan_vae22_weights w;
   float *packed = case_weights(c, part, !pi, wstate, &w);
   const int64_t sf = wan_vae22_space_factor(c);
-  const int64_t T = k->encoder ? k->n : wan_vae22_out_frames(c, k->n);
+  /* the output: the encoder's latents (z_dim, F, h w / sf^2), the
+   * decoder's video (3, T, h w sf^2) */
+  const int64_t ch = k->encoder ? c->z_dim : 3;
+  const int64_t T = k->encoder ? wan_vae22_latent_frames(c, k->n) : wan_vae22_out_frames(c, k->n);
   const int64_t ohw = k->encoder ? (k->h / sf) * (k->w / sf) : k->h * k->w * sf * sf;
-  const int64_t n = k->encoder ? c->z_dim * wan_vae22_latent_frames(c, k->n) * ohw : 3 * T * ohw;
-  sp_test_vae_sink ref = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
-  sp_test_vae_sink a = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
-  sp_test_vae_sink b = {.video = sp_test_alloc(n), .T = T, .ohw = ohw};
+  const int64_t n = ch * T * ohw;
+  sp_test_vae_sink ref = sp_test_vae_sink_new(ch, T, ohw);
+  sp_test_vae_sink a = sp_test_vae_sink_new(ch, T, ohw), b = sp_test_vae_sink_new(ch, T, ohw);
   wan_vae22_state *s = NULL;
   const int rc_s = k->encoder ? wan_vae22_encoder_create(c, k->h, k->w, &s)
                               : wan_vae22_decoder_create(c, k->h, k->w, &s);
@@ -279,51 +279,28 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which, int e
   return sp_test_failures() ? 1 : 0;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: test_vae22_gpu [--small]\n"
-             "       test_vae22_gpu --bench H W F [--reps N] [--precision bf16|fp32|both]\n"
-             "                      [--part decoder|encoder]\n");
-}
+static const char usage[] =
+    "usage: test_vae22_gpu [--small]\n"
+    "       test_vae22_gpu --bench H W F [--reps N] [--precision bf16|fp32|both]\n"
+    "                      [--part decoder|encoder]\n";
 
 int main(int argc, char **argv) {
-  int small = 0, bench = 0, reps = 3, which = -1, enc = 0;
-  int64_t bh = 0, bw = 0, bF = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--small") == 0) {
-      small = 1;
-    } else if (strcmp(argv[i], "--bench") == 0 && i + 3 < argc) {
-      bench = 1;
-      bh = atoll(argv[i + 1]), bw = atoll(argv[i + 2]), bF = atoll(argv[i + 3]);
-      i += 3;
-    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-      reps = atoi(argv[++i]);
-    } else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
-      const char *v = argv[++i];
-      which = !strcmp(v, "bf16") ? 0 : !strcmp(v, "fp32") ? 1 : !strcmp(v, "both") ? -1 : -2;
-    } else if (strcmp(argv[i], "--part") == 0 && i + 1 < argc) {
-      const char *v = argv[++i];
-      enc = !strcmp(v, "encoder") ? 1 : !strcmp(v, "decoder") ? 0 : -1;
-    } else {
-      usage(strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout);
-      return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
-    }
-  }
-  if (which == -2 || enc < 0 || (bench && (bh < 1 || bw < 1 || bF < 1 || reps < 1))) {
-    usage(stderr);
+  sp_test_vae_cli a;
+  const int rc = sp_test_vae_cli_parse(argc, argv, 1, usage, &a);
+  if (rc >= 0) return rc;
+  const char *v = a.precision ? a.precision : "both", *part = a.part ? a.part : "decoder";
+  const int which = !strcmp(v, "bf16") ? 0 : !strcmp(v, "fp32") ? 1 : !strcmp(v, "both") ? -1 : -2;
+  const int enc = !strcmp(part, "encoder") ? 1 : !strcmp(part, "decoder") ? 0 : -1;
+  if (which == -2 || enc < 0 || (a.bench && (a.h < 1 || a.w < 1 || a.n < 1 || a.reps < 1))) {
+    fputs(usage, stderr);
     return 2;
   }
-  int ndev = 0;
-  const cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess || ndev == 0) {
-    printf("test_vae22_gpu: skipped: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-           e != cudaSuccess ? cudaGetErrorString(e) : "ok", ndev);
-    return 77;
-  }
+  if (sp_test_no_cuda("test_vae22_gpu")) return 77;
   sp_test_begin("test_vae22_gpu");
-  if (bench) return run_bench(bh, bw, bF, reps, which, enc);
+  if (a.bench) return run_bench(a.h, a.w, a.n, a.reps, which, enc);
   printf("# relative L2 of the GPU output against the CPU coder on the same weights; rerun: "
          "bit-identical second run; arena: the allocation is the planner's layout\n");
   const int n = (int)(sizeof cases / sizeof cases[0]);
-  for (int i = 0; i < (small ? 2 : n); i++) run_case(&cases[i]);
+  for (int i = 0; i < (a.small ? 2 : n); i++) run_case(&cases[i]);
   return sp_test_end();
 }

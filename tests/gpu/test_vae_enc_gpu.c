@@ -51,29 +51,6 @@
  * (no TF32): its sums differ from the CPU's only in order. */
 #define TOL_BF16 1e-2
 #define TOL_F32 1e-4
-#define MAX_CALLS 64
-
-/* Whole latents assembled from an encode's chunks, with the calls seen. */
-typedef struct sink {
-  float *lat;
-  int64_t z, F, hw;
-  int calls;
-  int64_t f0[MAX_CALLS], n[MAX_CALLS];
-} sink;
-
-static int sink_put(void *user, const float *lat, int64_t f0, int64_t n) {
-  sink *s = user;
-  if (s->calls < MAX_CALLS) {
-    s->f0[s->calls] = f0;
-    s->n[s->calls] = n;
-  }
-  s->calls++;
-  if (f0 < 0 || n < 1 || f0 + n > s->F) return 0; /* recorded; the check reports it */
-  for (int64_t ch = 0; ch < s->z; ch++)
-    memcpy(s->lat + (ch * s->F + f0) * s->hw, lat + ch * n * s->hw,
-           (size_t)(n * s->hw) * sizeof *s->lat);
-  return 0;
-}
 
 typedef struct ecase {
   int64_t dim, T, H, W;
@@ -92,17 +69,6 @@ static const ecase cases[] = {
     {8, 1, 640, 640, 4, 2, {1, 1, 0}, 1}, /* attention over 6400 positions, in row chunks */
 };
 
-static void make_config(const ecase *k, wan_vae_config *c) {
-  wan_vae_config_published(c);
-  c->encoder = 1;
-  c->dim = k->dim;
-  c->n_mult = k->n_mult;
-  static const int64_t mult4[4] = {1, 2, 4, 4}, mult3[3] = {1, 2, 2};
-  for (int i = 0; i < k->n_mult; i++) c->dim_mult[i] = k->n_mult == 4 ? mult4[i] : mult3[i];
-  c->num_res_blocks = k->num_res;
-  for (int i = 0; i < 3; i++) c->temporal_up[i] = i + 1 < k->n_mult ? k->temporal[i] : 0;
-}
-
 static size_t free_bytes(void) {
   size_t f = 0, total = 0;
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -110,12 +76,13 @@ static size_t free_bytes(void) {
   return f;
 }
 
-/* One precision of a case against the CPU's ref. */
+/* One precision of a case against the CPU's ref (latents: ch z, T the
+ * latent frames, ohw the latent positions). */
 static void run_gpu(const ecase *k, const wan_vae_config *c, const float *packed,
-                    const float *video, const sink *ref, int pi, double cpu_s) {
+                    const float *video, const sp_test_vae_sink *ref, int pi, double cpu_s) {
   const wan_vae_gpu_precision p = pi ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16;
   const double tol = pi ? TOL_F32 : TOL_BF16;
-  const int64_t nl = ref->z * ref->F * ref->hw;
+  const int64_t nl = ref->ch * ref->T * ref->ohw;
   char name[160];
   snprintf(name, sizeof name, "dim %lld levels %d res %lld T %lld %lldx%lld %s",
            (long long)k->dim, k->n_mult, (long long)k->num_res, (long long)k->T, (long long)k->H,
@@ -127,19 +94,16 @@ static void run_gpu(const ecase *k, const wan_vae_config *c, const float *packed
     return;
   }
   const int64_t layout = wan_vae_gpu_enc_bytes(c, k->T, k->H, k->W, p);
-  sink a = {.lat = sp_test_alloc(nl), .z = ref->z, .F = ref->F, .hw = ref->hw};
-  sink b = a;
-  b.lat = sp_test_alloc(nl);
+  sp_test_vae_sink a = sp_test_vae_sink_new(ref->ch, ref->T, ref->ohw);
+  sp_test_vae_sink b = sp_test_vae_sink_new(ref->ch, ref->T, ref->ohw);
   const double t0 = sp_test_seconds();
-  const int rc = wan_vae_enc_gpu_encode(g, video, k->T, sink_put, &a);
+  const int rc = wan_vae_enc_gpu_encode(g, video, k->T, sp_test_vae_sink_put, &a);
   const double gpu_s = sp_test_seconds() - t0;
-  wan_vae_enc_gpu_encode(g, video, k->T, sink_put, &b);
+  wan_vae_enc_gpu_encode(g, video, k->T, sp_test_vae_sink_put, &b);
   const int64_t used = (int64_t)free0 - (int64_t)free_bytes();
-  const double err = sp_test_rel_l2_f32(a.lat, ref->lat, nl);
-  int same_calls = a.calls == ref->calls && a.calls <= MAX_CALLS;
-  for (int i = 0; same_calls && i < a.calls; i++)
-    same_calls = a.f0[i] == ref->f0[i] && a.n[i] == ref->n[i];
-  const int det = memcmp(a.lat, b.lat, (size_t)nl * sizeof *a.lat) == 0;
+  const double err = sp_test_rel_l2_f32(a.video, ref->video, nl);
+  const int same_calls = sp_test_vae_sink_same_calls(&a, ref);
+  const int det = memcmp(a.video, b.video, (size_t)nl * sizeof *a.video) == 0;
   const int arena = wan_vae_enc_gpu_peak_bytes(g) == layout && used >= layout &&
                     used <= layout + WAN_VAE_GPU_SLACK_BYTES;
   CHECK(rc == 0, "%s: encode returned %d", name, rc);
@@ -149,7 +113,7 @@ static void run_gpu(const ecase *k, const wan_vae_config *c, const float *packed
   CHECK(det, "%s: a second encode gives other bits", name);
   CHECK(arena, "%s: arena %lld bytes, layout %lld, device memory taken %lld", name,
         (long long)wan_vae_enc_gpu_peak_bytes(g), (long long)layout, (long long)used);
-  CHECK(sp_test_guard_ok(a.lat, nl) && sp_test_guard_ok(b.lat, nl),
+  CHECK(sp_test_guard_ok(a.video, nl) && sp_test_guard_ok(b.video, nl),
         "%s: the callback wrote past the latents", name);
   printf("  %-48s err %.3e (tol %.0e)  calls %d %s  rerun %s  cpu %.2fs gpu %.3fs  "
          "arena %.1f MiB (taken %.1f)  %s\n",
@@ -158,19 +122,17 @@ static void run_gpu(const ecase *k, const wan_vae_config *c, const float *packed
          err <= tol && same_calls && det && arena && rc == 0 ? "pass" : "FAIL");
   fflush(stdout);
   wan_vae_enc_gpu_free(g);
-  free(a.lat);
-  free(b.lat);
+  free(a.video);
+  free(b.video);
 }
 
 static void run_case(const ecase *k) {
   wan_vae_config c;
-  make_config(k, &c);
+  sp_test_vae_config_narrow(&c, 1, k->dim, k->n_mult, k->num_res, k->temporal);
   static wan_vae_enc_weights wt;
   static wan_vae_table t;
   wan_vae_enc_table_make(&c, &wt, &t);
-  float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
-  memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
-  sp_test_vae_fill_weights(&t, packed, 0);
+  float *packed = sp_test_vae_new_weights(&t, SP_TEST_VAE_FP32);
   wan_vae_table_bind(&t, packed);
   const int64_t nv = 3 * k->T * k->H * k->W;
   float *video = sp_test_alloc(nv);
@@ -180,15 +142,15 @@ static void run_case(const ecase *k) {
     CHECK(0, "cpu encoder_create failed");
     return;
   }
-  sink ref = {.z = c.z_dim, .F = wan_vae_enc_latent_frames(&c, k->T), .hw = e->h * e->w};
-  ref.lat = sp_test_alloc(ref.z * ref.F * ref.hw);
+  sp_test_vae_sink ref =
+      sp_test_vae_sink_new(c.z_dim, wan_vae_enc_latent_frames(&c, k->T), e->h * e->w);
   const double t0 = sp_test_seconds();
-  wan_vae_encode_stream(e, &wt, video, k->T, sink_put, &ref);
+  wan_vae_encode_stream(e, &wt, video, k->T, sp_test_vae_sink_put, &ref);
   const double cpu_s = sp_test_seconds() - t0;
   wan_vae_encoder_free(e);
   for (int pi = 0; pi < 2; pi++)
     if (!k->fp32_only || pi == 1) run_gpu(k, &c, packed, video, &ref, pi, cpu_s);
-  free(ref.lat);
+  free(ref.video);
   free(video);
   free(packed);
 }
@@ -235,11 +197,8 @@ static void bench_one(const wan_vae_config *c, const float *packed, const float 
   wan_vae_enc_gpu_encode(g, video, T, count_put, &frames);
   double ms[WAN_VAE_GPU_OPS];
   wan_vae_enc_gpu_profile_ms(g, ms);
-  char ops[512] = "";
-  size_t ol = 0;
-  for (int i = 0; i < WAN_VAE_GPU_OPS && ol + 40 < sizeof ops; i++)
-    ol += (size_t)snprintf(ops + ol, sizeof ops - ol, "%s\"%s\":%.2f", i ? "," : "",
-                           wan_vae_gpu_op_name((wan_vae_gpu_op)i), ms[i]);
+  char ops[512];
+  sp_test_vae_ops_json(ms, ops, sizeof ops);
   printf("{\"bench\":\"vae_enc_gpu\",\"precision\":\"%s\",\"video\":[%lld,%lld,%lld],"
          "\"latent\":[%lld,%lld,%lld],\"reps\":%d,\"encode_s\":%.4f,\"encode_mean_s\":%.4f,"
          "\"warmup_s\":%.4f,\"create_s\":%.3f,\"layout_gib\":%.3f,\"used_gib\":%.3f,"
@@ -260,10 +219,8 @@ static int run_bench(int64_t H, int64_t W, int64_t T, int reps, int which) {
   static wan_vae_enc_weights wt;
   static wan_vae_table t;
   wan_vae_enc_table_make(&c, &wt, &t);
-  float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
-  memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
   sp_rand_state_set(0x5eed5eedull); /* the same synthetic weights every run */
-  sp_test_vae_fill_weights(&t, packed, 0);
+  float *packed = sp_test_vae_new_weights(&t, SP_TEST_VAE_FP32);
   const int64_t nv = 3 * T * H * W;
   float *video = sp_test_malloc((size_t)nv * sizeof *video);
   sp_rand_fill(video, nv, -1.0, 1.0);
@@ -275,57 +232,28 @@ static int run_bench(int64_t H, int64_t W, int64_t T, int reps, int which) {
   return sp_test_failures() ? 1 : 0;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: test_vae_enc_gpu [--small]\n"
-             "       test_vae_enc_gpu --bench H W T [--reps N] [--precision bf16|fp32|both]\n");
-}
+static const char usage[] =
+    "usage: test_vae_enc_gpu [--small]\n"
+    "       test_vae_enc_gpu --bench H W T [--reps N] [--precision bf16|fp32|both]\n";
 
 int main(int argc, char **argv) {
-  int small = 0, bench = 0, reps = 3, which = -1;
-  int64_t bh = 0, bw = 0, bT = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--small") == 0) {
-      small = 1;
-    } else if (strcmp(argv[i], "--bench") == 0 && i + 3 < argc) {
-      bench = 1;
-      bh = atoll(argv[i + 1]);
-      bw = atoll(argv[i + 2]);
-      bT = atoll(argv[i + 3]);
-      i += 3;
-    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-      reps = atoi(argv[++i]);
-    } else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
-      const char *v = argv[++i];
-      which = strcmp(v, "bf16") == 0 ? 0 : strcmp(v, "fp32") == 0 ? 1 : strcmp(v, "both") == 0 ? -1 : -2;
-      if (which == -2) {
-        usage(stderr);
-        return 2;
-      }
-    } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      usage(stdout);
-      return 0;
-    } else {
-      usage(stderr);
-      return 2;
-    }
-  }
-  if (bench && (bh < 8 || bw < 8 || bT < 1 || (bT - 1) % 4 != 0 || reps < 1)) {
-    usage(stderr);
+  sp_test_vae_cli a;
+  const int rc = sp_test_vae_cli_parse(argc, argv, 0, usage, &a);
+  if (rc >= 0) return rc;
+  const char *v = a.precision ? a.precision : "both";
+  const int which = !strcmp(v, "bf16") ? 0 : !strcmp(v, "fp32") ? 1 : !strcmp(v, "both") ? -1 : -2;
+  if (which == -2 ||
+      (a.bench && (a.h < 8 || a.w < 8 || a.n < 1 || (a.n - 1) % 4 != 0 || a.reps < 1))) {
+    fputs(usage, stderr);
     return 2;
   }
-  int ndev = 0;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess || ndev == 0) {
-    printf("test_vae_enc_gpu: skipped: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-           e != cudaSuccess ? cudaGetErrorString(e) : "ok", ndev);
-    return 77;
-  }
+  if (sp_test_no_cuda("test_vae_enc_gpu")) return 77;
   sp_test_begin("test_vae_enc_gpu");
-  if (bench) return run_bench(bh, bw, bT, reps, which);
+  if (a.bench) return run_bench(a.h, a.w, a.n, a.reps, which);
   printf("# relative L2 of the GPU latents against the CPU encoder; calls: the callback's "
          "(first latent frame, count) sequence; rerun: bit-identical second encode; arena: "
          "the layout's bytes and the device memory the encoder took\n");
-  const int n = small ? 1 : (int)(sizeof cases / sizeof cases[0]);
+  const int n = a.small ? 1 : (int)(sizeof cases / sizeof cases[0]);
   for (int i = 0; i < n; i++) run_case(&cases[i]);
   return sp_test_end();
 }

@@ -117,25 +117,13 @@ static int case_decode(const vcase *k, const wan_vae_config *c, tile_dec *d, con
   return tile_decode(d, z, k->F, sp_test_vae_sink_put, out);
 }
 
-static void make_config(const vcase *k, wan_vae_config *c) {
-  wan_vae_config_published(c);
-  c->dim = k->dim;
-  c->n_mult = k->n_mult;
-  static const int64_t mult4[4] = {1, 2, 4, 4}, mult3[3] = {1, 2, 2};
-  for (int i = 0; i < k->n_mult; i++) c->dim_mult[i] = k->n_mult == 4 ? mult4[i] : mult3[i];
-  c->num_res_blocks = k->num_res;
-  for (int i = 0; i < 3; i++) c->temporal_up[i] = i + 1 < k->n_mult ? k->temporal[i] : 0;
-}
-
 static void run_case(const vcase *k) {
   wan_vae_config c;
-  make_config(k, &c);
+  sp_test_vae_config_narrow(&c, 0, k->dim, k->n_mult, k->num_res, k->temporal);
   static wan_vae_weights wt;
   static wan_vae_table t;
   wan_vae_table_make(&c, &wt, &t);
-  float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
-  memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
-  sp_test_vae_fill_weights(&t, packed, 0);
+  float *packed = sp_test_vae_new_weights(&t, SP_TEST_VAE_FP32);
   wan_vae_table_bind(&t, packed);
   const int64_t hw = k->h * k->w, nz = 16 * k->F * hw;
   float *z = sp_test_alloc(nz);
@@ -144,7 +132,7 @@ static void run_case(const vcase *k) {
   const int64_t ohw = hw * s * s, nv = 3 * T * ohw;
 
   /* The reference: the CPU decoder. */
-  sp_test_vae_sink ref = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
+  sp_test_vae_sink ref = sp_test_vae_sink_new(3, T, ohw);
   /* the decoders' latent size: the tile's when tiled */
   const int64_t dh = k->tile.th > 0 && k->tile.th < k->h ? k->tile.th : k->h;
   const int64_t dw = k->tile.tw > 0 && k->tile.tw < k->w ? k->tile.tw : k->w;
@@ -173,8 +161,7 @@ static void run_case(const vcase *k) {
       CHECK(0, "%s: gpu create failed", name);
       continue;
     }
-    sp_test_vae_sink a = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
-    sp_test_vae_sink b = {.video = sp_test_alloc(nv), .T = T, .ohw = ohw};
+    sp_test_vae_sink a = sp_test_vae_sink_new(3, T, ohw), b = sp_test_vae_sink_new(3, T, ohw);
     t0 = sp_test_seconds();
     tile_dec gd = {NULL, NULL, g};
     const int rc = case_decode(k, &c, &gd, z, &a);
@@ -234,10 +221,8 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
   static wan_vae_weights wt;
   static wan_vae_table t;
   wan_vae_table_make(&c, &wt, &t);
-  float *packed = sp_test_malloc((size_t)t.packed_floats * sizeof *packed);
-  memset(packed, 0, (size_t)t.packed_floats * sizeof *packed);
   sp_rand_state_set(0x5eed5eedull); /* the same synthetic weights every run */
-  sp_test_vae_fill_weights(&t, packed, 0);
+  float *packed = sp_test_vae_new_weights(&t, SP_TEST_VAE_FP32);
   const int64_t nz = 16 * F * h * w;
   float *z = sp_test_malloc((size_t)nz * sizeof *z);
   sp_rand_fill(z, nz, -2.0, 2.0);
@@ -284,11 +269,8 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
     wan_vae_gpu_decode(g, z, F, count_put, &cs);
     double ms[WAN_VAE_GPU_OPS];
     wan_vae_gpu_profile_ms(g, ms);
-    char ops[512] = "";
-    size_t ol = 0;
-    for (int i = 0; i < WAN_VAE_GPU_OPS && ol + 40 < sizeof ops; i++)
-      ol += (size_t)snprintf(ops + ol, sizeof ops - ol, "%s\"%s\":%.2f", i ? "," : "",
-                             wan_vae_gpu_op_name((wan_vae_gpu_op)i), ms[i]);
+    char ops[512];
+    sp_test_vae_ops_json(ms, ops, sizeof ops);
     printf("{\"bench\":\"vae_gpu\",\"precision\":\"%s\",\"latent\":[%lld,%lld,%lld],"
            "\"video\":[%lld,%lld,%lld],\"reps\":%d,\"decode_s\":%.4f,\"decode_mean_s\":%.4f,"
            "\"runs_s\":[%s],\"warmup_s\":%.4f,\"create_s\":%.3f,\"layout_bytes\":%lld,"
@@ -306,60 +288,33 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
   return sp_test_failures() ? 1 : 0;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: test_vae_gpu [--small]\n"
-             "       test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|tf32|all]\n");
-}
+static const char usage[] =
+    "usage: test_vae_gpu [--small]\n"
+    "       test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|tf32|all]\n";
 
 int main(int argc, char **argv) {
-  int small = 0, bench = 0, reps = 3, which = -1;
-  int64_t bh = 0, bw = 0, bF = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--small") == 0) {
-      small = 1;
-    } else if (strcmp(argv[i], "--bench") == 0 && i + 3 < argc) {
-      bench = 1;
-      bh = atoll(argv[i + 1]);
-      bw = atoll(argv[i + 2]);
-      bF = atoll(argv[i + 3]);
-      i += 3;
-    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-      reps = atoi(argv[++i]);
-    } else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
-      const char *v = argv[++i];
-      wan_vae_gpu_precision p;
-      if (strcmp(v, "all") == 0) {
-        which = -1;
-      } else if (wan_vae_gpu_precision_parse(v, &p) == SP_OK) {
-        which = (int)p;
-      } else {
-        usage(stderr);
-        return 2;
-      }
-    } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      usage(stdout);
-      return 0;
-    } else {
-      usage(stderr);
+  sp_test_vae_cli a;
+  const int rc = sp_test_vae_cli_parse(argc, argv, 0, usage, &a);
+  if (rc >= 0) return rc;
+  int which = -1; /* --precision all, or not given */
+  wan_vae_gpu_precision p;
+  if (a.precision && strcmp(a.precision, "all") != 0) {
+    if (wan_vae_gpu_precision_parse(a.precision, &p) != SP_OK) {
+      fputs(usage, stderr);
       return 2;
     }
+    which = (int)p;
   }
-  if (bench && (bh < 1 || bw < 1 || bF < 1 || reps < 1)) {
-    usage(stderr);
+  if (a.bench && (a.h < 1 || a.w < 1 || a.n < 1 || a.reps < 1)) {
+    fputs(usage, stderr);
     return 2;
   }
-  int ndev = 0;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess || ndev == 0) {
-    printf("test_vae_gpu: skipped: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-           e != cudaSuccess ? cudaGetErrorString(e) : "ok", ndev);
-    return 77;
-  }
+  if (sp_test_no_cuda("test_vae_gpu")) return 77;
   sp_test_begin("test_vae_gpu");
-  if (bench) return run_bench(bh, bw, bF, reps, which);
+  if (a.bench) return run_bench(a.h, a.w, a.n, a.reps, which);
   printf("# relative L2 of the GPU video against the CPU decoder; calls: the callback's "
          "(first frame, count) sequence; rerun: bit-identical second decode\n");
-  const int n = small ? 1 : (int)(sizeof cases / sizeof cases[0]);
+  const int n = a.small ? 1 : (int)(sizeof cases / sizeof cases[0]);
   for (int i = 0; i < n; i++) run_case(&cases[i]);
   return sp_test_end();
 }

@@ -7,7 +7,7 @@
  * quantisation changes); bound: the output within 3e-2 (the fp8 target of
  * the block, STYLE.md 9), and the block not equal to the fp32 one (the
  * quantisation took place). Also which precision a file may run in
- * (rank_stage_precision_check). */
+ * (rank_stage_precision_check) and the --precision words. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,8 +112,27 @@ static void check_precision_rules(void) {
           wan_precision_name((wan_precision)p));
 }
 
+/* The --precision words: each name parses back to its precision, the
+ * names are "bf16", "fp8", "int8" (MODEL.md's), anything else is refused. */
+static void check_precision_words(void) {
+  static const char *const want[] = {"bf16", "fp8", "int8"};
+  for (int p = 0; p < 3; p++) {
+    wan_precision got = WAN_PRECISION_BF16;
+    CHECK(strcmp(wan_precision_name((wan_precision)p), want[p]) == 0, "precision %d is '%s'", p,
+          want[p]);
+    CHECK(wan_precision_parse(want[p], &got) == SP_OK && got == (wan_precision)p,
+          "'%s' parses to precision %d", want[p], p);
+  }
+  wan_precision got = WAN_PRECISION_BF16;
+  CHECK(wan_precision_parse("fp16", &got) == SP_ERR_INPUT &&
+            wan_precision_parse("FP8", &got) == SP_ERR_INPUT &&
+            wan_precision_parse("", &got) == SP_ERR_INPUT,
+        "fp16, FP8 and '' are refused");
+}
+
 int main(void) {
   sp_test_begin("nets_test_fp8_block");
+  check_precision_words();
   check_precision_rules();
   check_preset("wan2.1-tiny");
   check_preset("wan2.1-1.3b");

@@ -49,14 +49,10 @@ int main(void) {
   static wan_vae_weights wt;
   static wan_vae_table t;
   wan_vae_table_make(&c, &wt, &t);
-  float *w32 = sp_test_malloc((size_t)t.packed_floats * sizeof(float));
-  float *w16 = sp_test_malloc((size_t)t.packed_floats * sizeof(float));
-  memset(w32, 0, (size_t)t.packed_floats * sizeof(float));
-  memset(w16, 0, (size_t)t.packed_floats * sizeof(float));
   const uint64_t st = sp_rand_state_get();
-  sp_test_vae_fill_weights(&t, w32, 0);
+  float *w32 = sp_test_vae_new_weights(&t, SP_TEST_VAE_FP32);
   sp_rand_state_set(st);
-  sp_test_vae_fill_weights(&t, w16, 1);
+  float *w16 = sp_test_vae_new_weights(&t, SP_TEST_VAE_BF16);
   const int64_t F = 2, h = 4, w = 6, nz = 16 * F * h * w;
   const int64_t n = 3 * wan_vae_out_frames(&c, F) * h * w * 64;
   float *z = sp_test_malloc((size_t)nz * sizeof(float));

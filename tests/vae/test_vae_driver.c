@@ -174,8 +174,7 @@ static void check_decode(void) {
   static wan_vae_weights w;
   static wan_vae_table t;
   wan_vae_table_make(&c, &w, &t);
-  float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
-  sp_test_vae_fill_weights(&t, packed, 0);
+  float *packed = sp_test_vae_new_weights(&t, 0);
   wan_vae_table_bind(&t, packed);
   const int64_t F = 3, h = 3, wd = 5;
   const int64_t n_out = 3 * wan_vae_out_frames(&c, F) * 64 * h * wd;

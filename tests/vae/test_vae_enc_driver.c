@@ -188,17 +188,24 @@ static int same_frames(const float *a, int64_t Fa, const float *b, int64_t Fb, i
   return 1;
 }
 
+/* The published encoder at width dim into c, its table t and random fp32
+ * weights (sp_test_vae.h), bound in w; returns the packed weights. */
+static float *published_encoder(int64_t dim, wan_vae_config *c, wan_vae_enc_weights *w,
+                                wan_vae_table *t) {
+  wan_vae_config_published(c);
+  c->dim = dim;
+  c->encoder = 1;
+  wan_vae_enc_table_make(c, w, t);
+  float *packed = sp_test_vae_new_weights(t, SP_TEST_VAE_FP32);
+  wan_vae_table_bind(t, packed);
+  return packed;
+}
+
 static void check_encode(void) {
   wan_vae_config c;
-  wan_vae_config_published(&c);
-  c.dim = 8;
-  c.encoder = 1;
   static wan_vae_enc_weights w;
   static wan_vae_table t;
-  wan_vae_enc_table_make(&c, &w, &t);
-  float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
-  sp_test_vae_fill_weights(&t, packed, 0);
-  wan_vae_table_bind(&t, packed);
+  float *packed = published_encoder(8, &c, &w, &t);
   const int64_t T = 9, H = 17, W = 22, F = wan_vae_enc_latent_frames(&c, T);
   wan_vae_encoder *e;
   if (wan_vae_encoder_create(&c, H, W, &e) != SP_OK) {
@@ -253,15 +260,9 @@ static void check_encode(void) {
  * test_vae_enc_gpu.c's bf16 tolerance (1e-2) has to cover. */
 static void check_bf16_emulation(int64_t dim, int64_t T, int64_t H, int64_t W) {
   wan_vae_config c;
-  wan_vae_config_published(&c);
-  c.dim = dim;
-  c.encoder = 1;
   static wan_vae_enc_weights w;
   static wan_vae_table t;
-  wan_vae_enc_table_make(&c, &w, &t);
-  float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
-  sp_test_vae_fill_weights(&t, packed, 0);
-  wan_vae_table_bind(&t, packed);
+  float *packed = published_encoder(dim, &c, &w, &t);
   wan_vae_encoder *e;
   if (wan_vae_encoder_create(&c, H, W, &e) != SP_OK) {
     CHECK(0, "encoder_create failed");
@@ -299,17 +300,11 @@ static void check_bf16_emulation(int64_t dim, int64_t T, int64_t H, int64_t W) {
  * happened); mode OFF with the fp32 weights gives the fp32 bits again. */
 static void check_tf32_emulation(int64_t dim, int64_t T, int64_t H, int64_t W, int mode) {
   wan_vae_config c;
-  wan_vae_config_published(&c);
-  c.dim = dim;
-  c.encoder = 1;
   static wan_vae_enc_weights w;
   static wan_vae_table t;
-  wan_vae_enc_table_make(&c, &w, &t);
-  float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
+  float *packed = published_encoder(dim, &c, &w, &t);
   float *fp32 = calloc((size_t)t.packed_floats, sizeof *fp32);
-  sp_test_vae_fill_weights(&t, packed, 0);
   memcpy(fp32, packed, (size_t)t.packed_floats * sizeof *fp32);
-  wan_vae_table_bind(&t, packed);
   wan_vae_encoder *e;
   if (wan_vae_encoder_create(&c, H, W, &e) != SP_OK) {
     CHECK(0, "encoder_create failed");

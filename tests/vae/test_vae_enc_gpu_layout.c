@@ -21,6 +21,7 @@
 #include "layout.h"
 #include "log.h"
 #include "sp_test.h"
+#include "sp_test_vae.h"
 #include "vae_layout.h"
 #include "wan_vae.h"
 #include "wan_vae_enc.h"
@@ -28,31 +29,6 @@
 #include "wan_vae_gpu_layout.h"
 
 static plan_vae_layout lay;
-
-/* Aligned, ordered, disjoint, total = last end; each cache its frames x
- * positions x channels of e bytes. */
-static void check_buffers(const plan_vae_layout *l, int e, const char *what) {
-  uint64_t end = 0;
-  for (int i = 0; i < l->count; i++) {
-    const plan_vae_buffer *b = &l->b[i];
-    CHECK(b->offset % PLAN_LAYOUT_ALIGN == 0 && b->offset >= end,
-          "%s: buffer %d (%s %d) at %llu, previous end %llu", what, i,
-          plan_vae_buf_name(b->kind), b->index, (unsigned long long)b->offset,
-          (unsigned long long)end);
-    end = b->offset + b->bytes;
-  }
-  CHECK(end == l->total, "%s: last end %llu, total %llu", what, (unsigned long long)end,
-        (unsigned long long)l->total);
-  for (int k = 0; k < PLAN_VAE_CACHE; k++)
-    CHECK(plan_vae_layout_find(l, (plan_vae_buf)k, 0) != NULL, "%s: no %s", what,
-          plan_vae_buf_name((plan_vae_buf)k));
-  for (int i = 0; i < l->n_cache; i++) {
-    const plan_vae_buffer *b = plan_vae_layout_find(l, PLAN_VAE_CACHE, i);
-    CHECK(b && b->bytes == (uint64_t)l->cache_t[i] * (uint64_t)l->cache_hw[i] *
-                               (uint64_t)l->cache_c[i] * (uint64_t)e,
-          "%s: cache %d missing or of another size", what, i);
-  }
-}
 
 static void published(wan_vae_config *c) {
   wan_vae_config_published(c);
@@ -101,26 +77,15 @@ static void check_published_480p(void) {
   CHECK(plan_vae_layout_find(&lay, PLAN_VAE_FRAMES, 0)->bytes == 3 * 4 * HW * 4 &&
             plan_vae_layout_find(&lay, PLAN_VAE_LATENT, 0)->bytes == 16 * 60 * 104 * 4,
         "frames and latent bytes");
-  check_buffers(&lay, 2, "published 480x832 bf16");
+  sp_test_vae_check_layout(&lay, 2, "published 480x832 bf16");
 }
 
 static void check_weights(const wan_vae_config *c, wan_vae_gpu_precision p, const char *what) {
   static wan_vae_enc_weights w;
   static wan_vae_table t;
-  static uint64_t off[WAN_VAE_MAX_TENSORS];
   wan_vae_enc_table_make(c, &w, &t);
-  const uint64_t bytes = wan_vae_gpu_form_offsets(&t, p, WAN_VAE_GPU_FORM, off);
-  const uint64_t lo = (uint64_t)t.params * (uint64_t)wan_vae_gpu_elem_bytes(p);
-  /* at most: every parameter fp32, conv1's 5 padded input channels,
-   * alignment */
-  const uint64_t hi = (uint64_t)t.params * 4 + (uint64_t)t.count * PLAN_LAYOUT_ALIGN +
-                      5 * 27 * 4 * (uint64_t)wan_vae_enc_level_dim(c, -1);
-  CHECK(bytes >= lo && bytes <= hi, "%s: weights %llu bytes outside [%llu, %llu]", what,
-        (unsigned long long)bytes, (unsigned long long)lo, (unsigned long long)hi);
-  for (int i = 0; i + 1 < t.count; i++)
-    CHECK(off[i] % PLAN_LAYOUT_ALIGN == 0 &&
-              off[i] + wan_vae_gpu_form_bytes(&t.t[i], p, WAN_VAE_GPU_FORM) <= off[i + 1],
-          "%s: weight %s misplaced", what, t.t[i].name);
+  /* conv1's 5 padded input channels */
+  sp_test_vae_check_weight_form(&t, p, 5 * 27 * 4 * (uint64_t)wan_vae_enc_level_dim(c, -1), what);
 }
 
 static void check_config(const wan_vae_config *c, int64_t H, int64_t W, const char *what) {
@@ -133,7 +98,7 @@ static void check_config(const wan_vae_config *c, int64_t H, int64_t W, const ch
       CHECK(0, "%s: image refused", name);
       continue;
     }
-    check_buffers(&lay, wan_vae_gpu_elem_bytes(p), name);
+    sp_test_vae_check_layout(&lay, wan_vae_gpu_elem_bytes(p), name);
     const uint64_t image = lay.total;
     CHECK((int64_t)image == wan_vae_gpu_enc_bytes(c, 1, H, W, p) && lay.frames_per_chunk == 1,
           "%s: image bytes() differs or not one latent frame", name);
@@ -141,7 +106,7 @@ static void check_config(const wan_vae_config *c, int64_t H, int64_t W, const ch
       CHECK(0, "%s: video refused", name);
       continue;
     }
-    check_buffers(&lay, wan_vae_gpu_elem_bytes(p), name);
+    sp_test_vae_check_layout(&lay, wan_vae_gpu_elem_bytes(p), name);
     CHECK((int64_t)lay.total == wan_vae_gpu_enc_bytes(c, 9, H, W, p), "%s: bytes() differs",
           name);
     CHECK(lay.total > image, "%s: a video's layout %llu not above an image's %llu", name,
@@ -165,24 +130,10 @@ static void random_config(wan_vae_config *c) {
   for (int i = 0; i + 1 < c->n_mult && i < 2; i++) c->temporal_up[i] = (int)sp_rand_int(0, 1);
 }
 
-static void check_monotone(const wan_vae_config *c, wan_vae_gpu_precision p) {
-  const int64_t least = (int64_t)1 << (c->n_mult - 1);
-  int64_t prev_h = 0;
-  for (int64_t H = least; H <= least + 40; H += 3) {
-    int64_t prev_w = 0;
-    for (int64_t W = least; W <= least + 40; W += 3) {
-      const int64_t b = wan_vae_gpu_enc_bytes(c, 5, H, W, p);
-      CHECK(b > 0 && b >= prev_w, "bytes(%lld, %lld) = %lld below bytes(%lld, %lld) = %lld",
-            (long long)H, (long long)W, (long long)b, (long long)H, (long long)(W - 3),
-            (long long)prev_w);
-      if (W == least) {
-        CHECK(b >= prev_h, "bytes(%lld, %lld) = %lld below the row before", (long long)H,
-              (long long)W, (long long)b);
-        prev_h = b;
-      }
-      prev_w = b;
-    }
-  }
+/* A 5-frame video's bytes (sp_test_vae_check_monotone). */
+static int64_t video_bytes(const wan_vae_config *c, int64_t H, int64_t W,
+                           wan_vae_gpu_precision p) {
+  return wan_vae_gpu_enc_bytes(c, 5, H, W, p);
 }
 
 static void check_refusals(void) {
@@ -247,7 +198,7 @@ int main(void) {
   check_config(&c, 480, 832, "published");
   check_config(&c, 17, 29, "published");
   check_config(&c, 8, 8, "published");
-  check_monotone(&c, WAN_VAE_GPU_BF16);
+  sp_test_vae_check_monotone(&c, WAN_VAE_GPU_BF16, (int64_t)1 << (c.n_mult - 1), video_bytes);
   for (int i = 0; i < 12; i++) {
     random_config(&c);
     char what[96];
@@ -255,7 +206,8 @@ int main(void) {
              (long long)c.num_res_blocks);
     const int64_t least = (int64_t)1 << (c.n_mult - 1);
     check_config(&c, least + sp_rand_int(0, 20), least + sp_rand_int(0, 20), what);
-    check_monotone(&c, i % 2 ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16);
+    sp_test_vae_check_monotone(&c, i % 2 ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16, least,
+                               video_bytes);
   }
   check_refusals();
   print_published();

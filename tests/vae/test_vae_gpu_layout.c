@@ -18,38 +18,13 @@
 #include "layout.h"
 #include "log.h"
 #include "sp_test.h"
+#include "sp_test_vae.h"
 #include "vae_layout.h"
 #include "wan_vae.h"
 #include "wan_vae_gpu.h"
 #include "wan_vae_gpu_layout.h"
 
 static plan_vae_layout lay;
-
-/* Aligned, ordered, disjoint, total = last end; returns 1 when it holds. */
-static int check_buffers(const plan_vae_layout *l, const char *what) {
-  uint64_t end = 0;
-  int ok = 1;
-  for (int i = 0; i < l->count; i++) {
-    const plan_vae_buffer *b = &l->b[i];
-    if (b->offset % PLAN_LAYOUT_ALIGN != 0 || b->offset < end) {
-      CHECK(0, "%s: buffer %d (%s %d) at %llu, previous end %llu", what, i,
-            plan_vae_buf_name(b->kind), b->index, (unsigned long long)b->offset,
-            (unsigned long long)end);
-      ok = 0;
-    }
-    end = b->offset + b->bytes;
-  }
-  CHECK(end == l->total, "%s: last end %llu, total %llu", what, (unsigned long long)end,
-        (unsigned long long)l->total);
-  for (int k = 0; k < PLAN_VAE_CACHE; k++)
-    CHECK(plan_vae_layout_find(l, (plan_vae_buf)k, 0) != NULL, "%s: no %s", what,
-          plan_vae_buf_name((plan_vae_buf)k));
-  for (int i = 0; i < l->n_cache; i++) {
-    const plan_vae_buffer *b = plan_vae_layout_find(l, PLAN_VAE_CACHE, i);
-    CHECK(b != NULL, "%s: no cache %d", what, i);
-  }
-  return ok && end == l->total;
-}
 
 static void check_published_480p(void) {
   wan_vae_config c;
@@ -80,25 +55,17 @@ static void check_published_480p(void) {
         (long long)lay.score_rows);
   CHECK(plan_vae_layout_find(&lay, PLAN_VAE_FRAMES, 0)->bytes == 3ull * 4 * 480 * 832 * 4,
         "frames bytes");
-  check_buffers(&lay, "published 60x104 bf16");
+  sp_test_vae_check_layout(&lay, 2, "published 60x104 bf16");
 }
 
 static void check_weights(const wan_vae_config *c, wan_vae_gpu_precision p, const char *what) {
   static wan_vae_weights w;
   static wan_vae_table t;
-  static uint64_t off[WAN_VAE_MAX_TENSORS];
   wan_vae_table_make(c, &w, &t);
-  const uint64_t bytes = wan_vae_gpu_form_offsets(&t, p, WAN_VAE_GPU_FORM, off);
-  const uint64_t lo = (uint64_t)t.params * (uint64_t)wan_vae_gpu_elem_bytes(p);
-  /* at most: every parameter fp32, the head padded to 8 rows, alignment */
-  const uint64_t hi = (uint64_t)t.params * 4 + (uint64_t)t.count * PLAN_LAYOUT_ALIGN +
-                      (PLAN_VAE_HEAD_CO - 3) * 4 * (uint64_t)(wan_vae_level_dim(c, c->n_mult - 1) * 27 + 1);
-  CHECK(bytes >= lo && bytes <= hi, "%s: weights %llu bytes outside [%llu, %llu]", what,
-        (unsigned long long)bytes, (unsigned long long)lo, (unsigned long long)hi);
-  for (int i = 0; i + 1 < t.count; i++)
-    CHECK(off[i] % PLAN_LAYOUT_ALIGN == 0 &&
-              off[i] + wan_vae_gpu_form_bytes(&t.t[i], p, WAN_VAE_GPU_FORM) <= off[i + 1],
-          "%s: weight %s misplaced", what, t.t[i].name);
+  /* the head padded to 8 rows */
+  sp_test_vae_check_weight_form(
+      &t, p, (PLAN_VAE_HEAD_CO - 3) * 4 * (uint64_t)(wan_vae_level_dim(c, c->n_mult - 1) * 27 + 1),
+      what);
 }
 
 static void check_config(const wan_vae_config *c, int64_t h, int64_t w, const char *what) {
@@ -111,7 +78,7 @@ static void check_config(const wan_vae_config *c, int64_t h, int64_t w, const ch
       CHECK(0, "%s: refused", name);
       continue;
     }
-    check_buffers(&lay, name);
+    sp_test_vae_check_layout(&lay, wan_vae_gpu_elem_bytes(p), name);
     CHECK((int64_t)lay.total == wan_vae_gpu_bytes(c, h, w, p), "%s: bytes() differs", name);
     const int e = wan_vae_gpu_elem_bytes(p);
     const int64_t hw = h * w;
@@ -135,25 +102,6 @@ static void random_config(wan_vae_config *c) {
   for (int i = 0; i < c->n_mult; i++) c->dim_mult[i] = 2 * sp_rand_int(1, 3);
   c->num_res_blocks = sp_rand_int(0, 2);
   for (int i = 0; i + 1 < c->n_mult; i++) c->temporal_up[i] = (int)sp_rand_int(0, 1);
-}
-
-static void check_monotone(const wan_vae_config *c, wan_vae_gpu_precision p) {
-  int64_t prev_h = 0;
-  for (int64_t h = 1; h <= 40; h += 3) {
-    int64_t prev_w = 0;
-    for (int64_t w = 1; w <= 40; w += 3) {
-      const int64_t b = wan_vae_gpu_bytes(c, h, w, p);
-      CHECK(b > 0 && b >= prev_w, "bytes(%lld, %lld) = %lld < bytes(%lld, %lld) = %lld",
-            (long long)h, (long long)w, (long long)b, (long long)h, (long long)(w - 3),
-            (long long)prev_w);
-      if (w == 1) {
-        CHECK(b >= prev_h, "bytes(%lld, 1) = %lld < bytes(%lld, 1) = %lld", (long long)h,
-              (long long)b, (long long)(h - 3), (long long)prev_h);
-        prev_h = b;
-      }
-      prev_w = b;
-    }
-  }
 }
 
 static void check_refusals(void) {
@@ -196,14 +144,15 @@ int main(void) {
   check_config(&c, 60, 104, "published");
   check_config(&c, 90, 160, "published");
   check_config(&c, 3, 5, "published");
-  check_monotone(&c, WAN_VAE_GPU_BF16);
+  sp_test_vae_check_monotone(&c, WAN_VAE_GPU_BF16, 1, wan_vae_gpu_bytes);
   for (int i = 0; i < 12; i++) {
     random_config(&c);
     char what[96];
     snprintf(what, sizeof what, "random dim %lld levels %d res %lld", (long long)c.dim, c.n_mult,
              (long long)c.num_res_blocks);
     check_config(&c, sp_rand_int(1, 17), sp_rand_int(1, 17), what);
-    check_monotone(&c, i % 2 ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16);
+    sp_test_vae_check_monotone(&c, i % 2 ? WAN_VAE_GPU_FP32 : WAN_VAE_GPU_BF16, 1,
+                               wan_vae_gpu_bytes);
   }
   check_refusals();
   wan_vae_config_published(&c);

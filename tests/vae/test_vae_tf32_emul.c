@@ -53,16 +53,6 @@ static const ecase cases[] = {
     {32, 4, 6, 2, 4, 2, {1, 1, 0}}, /* the published structure at width 32 */
 };
 
-static void make_config(const ecase *k, wan_vae_config *c) {
-  wan_vae_config_published(c);
-  c->dim = k->dim;
-  c->n_mult = k->n_mult;
-  static const int64_t mult4[4] = {1, 2, 4, 4}, mult3[3] = {1, 2, 2};
-  for (int i = 0; i < k->n_mult; i++) c->dim_mult[i] = k->n_mult == 4 ? mult4[i] : mult3[i];
-  c->num_res_blocks = k->num_res;
-  for (int i = 0; i < 3; i++) c->temporal_up[i] = i + 1 < k->n_mult ? k->temporal[i] : 0;
-}
-
 int main(void) {
   sp_test_begin("test_vae_tf32_emul");
   const double half = SP_TEST_VAE_TOL_TF32 / 2;
@@ -73,17 +63,15 @@ int main(void) {
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     const ecase *k = &cases[ci];
     wan_vae_config c;
-    make_config(k, &c);
+    sp_test_vae_config_narrow(&c, 0, k->dim, k->n_mult, k->num_res, k->temporal);
     static wan_vae_weights wt;
     static wan_vae_table t;
     wan_vae_table_make(&c, &wt, &t);
     float *w[3];
     const uint64_t st = sp_rand_state_get();
     for (int m = 0; m < 3; m++) { /* fp32, TF32 nearest, TF32 truncated: the same draws */
-      w[m] = sp_test_malloc((size_t)t.packed_floats * sizeof(float));
-      memset(w[m], 0, (size_t)t.packed_floats * sizeof(float));
       sp_rand_state_set(st);
-      sp_test_vae_fill_weights(&t, w[m], m == 0   ? SP_TEST_VAE_FP32
+      w[m] = sp_test_vae_new_weights(&t, m == 0   ? SP_TEST_VAE_FP32
                                          : m == 1 ? SP_TEST_VAE_TF32_NEAREST
                                                   : SP_TEST_VAE_TF32_TRUNCATE);
     }

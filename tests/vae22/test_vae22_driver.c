@@ -208,8 +208,7 @@ static void check_refusals(void) {
 static float *tiny_weights(const wan_vae22_config *c, wan_vae22_part p, wan_vae22_weights *w) {
   static wan_vae_table t;
   wan_vae22_table_make(c, p, w, &t);
-  float *packed = calloc((size_t)t.packed_floats, sizeof *packed);
-  sp_test_vae_fill_weights(&t, packed, SP_TEST_VAE_FP32);
+  float *packed = sp_test_vae_new_weights(&t, SP_TEST_VAE_FP32);
   wan_vae_table_bind(&t, packed);
   return packed;
 }

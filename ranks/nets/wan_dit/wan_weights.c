@@ -1,6 +1,9 @@
 /* Binding typed weight structs to packed groups (see wan_weights.h). */
 #include "wan_weights.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "log.h"
 
 /* The layout must be the struct's group (its tensor count) in the struct's
@@ -52,8 +55,28 @@ int wan_block_linear_of(int i) {
   return -1;
 }
 
+/* Indexed by wan_precision: the one list of the --precision words. */
+static const char *const precision_names[] = {"bf16", "fp8", "int8"};
+enum { N_PRECISIONS = (int)(sizeof precision_names / sizeof *precision_names) };
+_Static_assert(N_PRECISIONS == WAN_PRECISION_INT8 + 1, "a name per wan_precision");
+
 const char *wan_precision_name(wan_precision p) {
-  return p == WAN_PRECISION_FP8 ? "fp8" : p == WAN_PRECISION_INT8 ? "int8" : "bf16";
+  return (int)p >= 0 && (int)p < N_PRECISIONS ? precision_names[p] : "?";
+}
+
+int wan_precision_parse(const char *s, wan_precision *out) {
+  for (int i = 0; i < N_PRECISIONS; i++)
+    if (s && strcmp(s, precision_names[i]) == 0) {
+      *out = (wan_precision)i;
+      return SP_OK;
+    }
+  /* "bf16, fp8 or int8" */
+  char said[64] = "";
+  for (int i = 0; i < N_PRECISIONS; i++)
+    snprintf(said + strlen(said), sizeof said - strlen(said), "%s%s",
+             i == 0 ? "" : i == N_PRECISIONS - 1 ? " or " : ", ", precision_names[i]);
+  sp_log_error("--precision: '%s' is not %s", s ? s : "(null)", said);
+  return SP_ERR_INPUT;
 }
 
 kern_dtype wan_precision_weight_dtype(wan_precision p) {

@@ -102,6 +102,9 @@ typedef enum {
 } wan_precision;
 /* "bf16", "fp8", "int8" (the --precision values). */
 const char *wan_precision_name(wan_precision p);
+/* The name of a precision -> *out: SP_OK, or SP_ERR_INPUT logged naming
+ * the value and the choices (--precision). */
+int wan_precision_parse(const char *s, wan_precision *out);
 /* The stored format a precision's linear weights take on a device (E4M3,
  * I8), or KERN_DTYPE_BF16 for BF16. */
 kern_dtype wan_precision_weight_dtype(wan_precision p);

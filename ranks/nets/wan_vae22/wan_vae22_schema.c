@@ -69,28 +69,19 @@ static const struct {
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };
 
-static int preset(const char *name, void *config) {
-  for (int i = 0; i < N_PRESETS; i++) {
-    if (strcmp(name, presets[i].name) != 0) continue;
-    wan_vae22_config *c = config;
-    wan_vae22_config_published(c);
-    if (presets[i].dim) c->dim = presets[i].dim;
-    if (presets[i].dec_dim) c->dec_dim = presets[i].dec_dim;
-    return 0;
-  }
-  return -1;
-}
-
 static const char *preset_name(int i) { return presets[i].name; }
 
-static const char *preset_match(const void *config) {
-  return net_preset_find(&wan_vae22_schema, preset_name, N_PRESETS, config);
+static int preset(const char *name, void *config) {
+  const int i = net_preset_index(preset_name, N_PRESETS, name);
+  if (i < 0) return -1;
+  wan_vae22_config *c = config;
+  wan_vae22_config_published(c);
+  if (presets[i].dim) c->dim = presets[i].dim;
+  if (presets[i].dec_dim) c->dec_dim = presets[i].dec_dim;
+  return 0;
 }
 
-static const char *preset_names(void) {
-  static char list[128];
-  return net_preset_names_join(preset_name, N_PRESETS, list, sizeof list);
-}
+NET_PRESET_LOOKUPS(wan_vae22_schema, preset_name, N_PRESETS)
 
 static const char *const root_dtypes[] = {"bf16", "fp32", NULL};
 
