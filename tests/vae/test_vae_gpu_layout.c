@@ -51,7 +51,9 @@ static void check_published_480p(void) {
   CHECK(lay.frames_per_chunk == 4 && lay.out_h == 480 && lay.out_w == 832,
         "chunk %lld frames of %lldx%lld", (long long)lay.frames_per_chunk,
         (long long)lay.out_h, (long long)lay.out_w);
-  CHECK(lay.score_rows == 6240, "attention rows per chunk %lld (all 6240 fit the cap)",
+  /* 64 MiB of fp32 scores and bf16 probabilities, 6240 x (4 + 2) bytes a
+   * row: 67108864 / 37440 = 1792.4 rows. */
+  CHECK(lay.score_rows == 1792, "attention rows per chunk %lld (64 MiB / 37440 B a row)",
         (long long)lay.score_rows);
   CHECK(plan_vae_layout_find(&lay, PLAN_VAE_FRAMES, 0)->bytes == 3ull * 4 * 480 * 832 * 4,
         "frames bytes");
