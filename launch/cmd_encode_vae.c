@@ -454,9 +454,9 @@ int cmd_encode_vae(int argc, char **argv) {
   if ((rc = encode_vae_paths(&cl)) != SP_OK) return rc;
   if (cl.job.model) return encode_model_image(&cl);
   if (wan_vae22_spec_is(cl.enc.vae)) {
-    sp_log_error("--vae %s: a Wan 2.2 VAE, TI2V-5B's: encode --vae runs it on an --image "
-                 "prepared for a TI2V --model (give --model); without --model it runs the Wan "
-                 "2.1 VAE's encoder", cl.enc.vae);
+    sp_log_error("--vae %s: a Wan 2.2 VAE; encode --vae runs the Wan 2.1 VAE's encoder on an "
+                 "image or a video as given, and the Wan 2.2 VAE's (TI2V-5B's) on an --image "
+                 "prepared for a TI2V --model: give --model", cl.enc.vae);
     return SP_ERR_INPUT;
   }
   char what[64 + JOB_PATH];

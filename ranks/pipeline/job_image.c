@@ -368,35 +368,27 @@ int job_images_prepare(job_session *s) {
   return rc;
 }
 
-/* image= on a streamed line, refused: why, and the latents to give
- * instead (image-latents=) for the stream's plan. */
+/* image= on a streamed line, refused: why, and the one command that makes
+ * the latents to give instead (image-latents=) for the stream's plan:
+ * encode --vae --model prepares the image as run --image does, resized to
+ * the planned size. */
 static void refuse_streamed_image(const job_session *s, const job_spec *j, const char *what) {
   const wan_config *c = &rank_model_get_info(s->m)->config;
   const job_spec *p = &s->params.job;
+  const int ti2v = wan_config_task(c) == WAN_TASK_TI2V;
   int64_t g[4];
   stream_grid(c, p, g);
-  static const char why[] =
-      "the VAE encoder runs on rank 0 before the model is placed, and a streamed line comes after";
-  if (wan_config_task(c) == WAN_TASK_TI2V) {
-    sp_log_error("%s: refused on a streamed line (%s): give image-latents=L.h5 instead, the Wan "
-                 "2.2 VAE's latents [%lld, 1, %lld, %lld] of the image resized and cropped to "
-                 "%lldx%lld (encode --vae runs the Wan 2.1 VAE's encoder only; run --image and "
-                 "a --jobs file encode with the Wan 2.2 VAE)",
-                 what, why, (long long)g[0], (long long)g[2], (long long)g[3],
-                 (long long)p->height, (long long)p->width);
-  } else if (p->frames == 1) {
-    sp_log_error("%s: refused on a streamed line (%s): encode it beforehand, resized to "
-                 "%lldx%lld, with 'staticpipe encode --vae VAE --image %s -o L.h5' and give "
-                 "image-latents=L.h5",
-                 what, why, (long long)p->height, (long long)p->width, j->image);
-  } else {
-    sp_log_error("%s: refused on a streamed line (%s): encode it beforehand with 'staticpipe "
-                 "encode --vae VAE --video V.h5 -o L.h5' (V.h5's dataset 'video' [3, %lld, "
-                 "%lld, %lld] in [-1, 1]: the image resized to %lldx%lld, then %lld zero "
-                 "frames; I2V.md \"I2V-A14B\") and give image-latents=L.h5",
-                 what, why, (long long)p->frames, (long long)p->height, (long long)p->width,
-                 (long long)p->height, (long long)p->width, (long long)(p->frames - 1));
-  }
+  char frames[48] = "";
+  if (!ti2v) snprintf(frames, sizeof frames, " --frames %lld", (long long)p->frames);
+  sp_log_error("%s: refused on a streamed line (the VAE encoder runs on rank 0 before the model "
+               "is placed, and a streamed line comes after): encode it beforehand with "
+               "'staticpipe encode --vae %s --model %s --image %s%s --size %lldx%lld -o L.h5' "
+               "(%s; the image prepared as run --image prepares it, resized to the stream's "
+               "planned size: latents [%lld, %lld, %lld, %lld]) and give image-latents=L.h5",
+               what, s->params.vae ? s->params.vae : "VAE", s->params.model, j->image, frames,
+               (long long)p->height, (long long)p->width,
+               ti2v ? "VAE: the Wan 2.2 VAE" : "VAE: the Wan 2.1 VAE with its encoder",
+               (long long)g[0], (long long)g[1], (long long)g[2], (long long)g[3]);
 }
 
 int job_image_stream(job_session *s, job_spec *j) {
