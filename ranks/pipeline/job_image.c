@@ -213,8 +213,8 @@ int job_image_video(const wan_config *c, const char *what, const rank_image *im,
   if (!q.height && !q.max_area) q.max_area = wan_task_defaults_of(wan_config_task(c))->max_area;
   if (wan_config_task(c) == WAN_TASK_TI2V) return ti2v_video(what, im, &q, video, dims);
   if (!q.height) return job_i2v_video(what, im, q.max_area, q.frames, video, dims);
-  return i2v_video_on(what, im, p->height / 8, p->width / 8, "to the size given", p->frames,
-                      video, dims);
+  return i2v_video_on(what, im, q.height / 8, q.width / 8, "to the size given", q.frames, video,
+                      dims);
 }
 
 /* The image's size rule of the model's task: into (a, b) the I2V latent
