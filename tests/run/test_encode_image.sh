@@ -10,7 +10,9 @@
 # the stream's image-latents= line. Refused before any work, naming the
 # flag and the check: a VAE of the wrong family for the model, a VAE
 # without an encoder, a text-to-video model, bad sizes and frames, options
-# that go only with --model.
+# that go only with --model. SP_ENCODE_IMAGE_DEVICE=cuda runs the encodes
+# and the runs on the GPU (the CUDA encoders of both families through the
+# same path; the refusals stay on the CPU).
 set -u
 . "$SP_SRC/tests/common/script.sh"
 sp_python
@@ -45,13 +47,14 @@ shape() { "$PY" -c "import h5py, sys; print(*h5py.File(sys.argv[1], 'r')['latent
 
 I2V=synth:wan2.2-i2v-tiny:$S V21=synth:wan2.1-vae-tiny:$S
 TI2V=synth:wan2.2-ti2v-tiny:$S V22=synth:wan2.2-vae-tiny:$S
-R=(run --steps 2 --device cpu --seed "$((S + 1))" --no-preview)
+DEV=${SP_ENCODE_IMAGE_DEVICE:-cpu}
+R=(run --steps 2 --device "$DEV" --seed "$((S + 1))" --no-preview)
 
 # family MODEL VAE FRAMES LATENT-SHAPE: encode, then run both ways.
 family() {
   local name=$1 model=$2 vae=$3 frames=$4 want=$5
   "$SP_BIN" encode --vae "$vae" --model "$model" --image img.png --max-area "$area" \
-    ${frames:+--frames "$frames"} --device cpu -o "$name.lat.h5" >"$name.enc.log" 2>&1 ||
+    ${frames:+--frames "$frames"} --device "$DEV" -o "$name.lat.h5" >"$name.enc.log" 2>&1 ||
     { bad "$name: encode: exit non-zero: $(tail -5 "$name.enc.log")"; return; }
   [ "$(shape "$name.lat.h5")" = "$want" ] && ok "$name: encode wrote latents [$want]" ||
     bad "$name: latents [$(shape "$name.lat.h5")], want [$want]"
@@ -72,11 +75,11 @@ family ti2v "$TI2V" "$V22" "" "48 1 $((th / 16)) $((tw / 16))"
 
 # --size of the grid --max-area gives: the same latents.
 "$SP_BIN" encode --vae "$V21" --model "$I2V" --image img.png --frames 9 \
-  --size "$((8 * gh))x$((8 * gw))" --device cpu -o i2v.size.h5 >i2v.size.log 2>&1 &&
+  --size "$((8 * gh))x$((8 * gw))" --device "$DEV" -o i2v.size.h5 >i2v.size.log 2>&1 &&
   sp_same i2v.size.h5 i2v.lat.h5 && ok "i2v: --size $((8 * gh))x$((8 * gw)) = --max-area $area" ||
   bad "i2v: --size: $(tail -3 i2v.size.log)"
 "$SP_BIN" encode --vae "$V22" --model "$TI2V" --image img.png --size "${th}x$tw" \
-  --device cpu -o ti2v.size.h5 >ti2v.size.log 2>&1 &&
+  --device "$DEV" -o ti2v.size.h5 >ti2v.size.log 2>&1 &&
   sp_same ti2v.size.h5 ti2v.lat.h5 && ok "ti2v: --size ${th}x$tw = --max-area $area" ||
   bad "ti2v: --size: $(tail -3 ti2v.size.log)"
 
@@ -93,7 +96,7 @@ stream() {
     { bad "$name stream: image=: $(cat "$name.s1.log")"; return; }
   cmd=${cmd/staticpipe/$SP_BIN}
   cmd=${cmd/L.h5/$name.L.h5}
-  $cmd --device cpu >"$name.cmd.log" 2>&1 || { bad "$name: '$cmd': $(tail -3 "$name.cmd.log")"; return; }
+  $cmd --device "$DEV" >"$name.cmd.log" 2>&1 || { bad "$name: '$cmd': $(tail -3 "$name.cmd.log")"; return; }
   printf '%s\n' "cond=cond.h5 out=$name.s2.h5 image-latents=$name.L.h5" |
     timeout 60 "$SP_BIN" "${R[@]}" --model "$model" --frames 5 --size "$size" \
       --jobs - >"$name.s2.log" 2>&1 && [ -e "$name.s2.h5" ] &&
