@@ -239,6 +239,13 @@ int rank_image_ti2v_prepare(const char *what, const rank_image *in, int64_t max_
   int64_t ow, oh;
   int rc = rank_image_ti2v_size(what, in->w, in->h, max_area, &ow, &oh);
   if (rc != SP_OK) return rc;
+  return rank_image_ti2v_cover(what, in, ow, oh, out);
+}
+
+int rank_image_ti2v_cover(const char *what, const rank_image *in, int64_t ow, int64_t oh,
+                          rank_image *out) {
+  memset(out, 0, sizeof *out);
+  int rc;
   const double scale = fmax((double)ow / (double)in->w, (double)oh / (double)in->h);
   /* Python's round: to the nearest, halves to even (the default mode) */
   const int64_t rw = (int64_t)nearbyint((double)in->w * scale);

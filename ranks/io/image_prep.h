@@ -57,5 +57,9 @@ int rank_image_lanczos(const rank_image *in, int64_t ow, int64_t oh, rank_image 
  * logged) or SP_ERR_RUNTIME. */
 int rank_image_ti2v_prepare(const char *what, const rank_image *in, int64_t max_area,
                             rank_image *out);
+/* The resize and crop of rank_image_ti2v_prepare to a given ow x oh (its
+ * size rule left out: encode --size, a stream's planned size). */
+int rank_image_ti2v_cover(const char *what, const rank_image *in, int64_t ow, int64_t oh,
+                          rank_image *out);
 
 #endif

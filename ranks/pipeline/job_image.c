@@ -140,11 +140,10 @@ static int read_latents(const job_session *s, job_spec *j, const char *what, ran
   return SP_OK;
 }
 
-int job_i2v_video(const char *what, const rank_image *im, int64_t max_area, int64_t frames,
-                  float **video, int64_t dims[4]) {
-  int64_t lat_h, lat_w;
-  if (rank_image_i2v_grid(what, im->h, im->w, max_area, &lat_h, &lat_w) != SP_OK)
-    return SP_ERR_INPUT;
+/* I2V-A14B's video of image im on a latent grid of lat_h x lat_w (how it
+ * was chosen: how, for the log line); see job_i2v_video. */
+static int i2v_video_on(const char *what, const rank_image *im, int64_t lat_h, int64_t lat_w,
+                        const char *how, int64_t frames, float **video, int64_t dims[4]) {
   const int64_t h = 8 * lat_h, w = 8 * lat_w, N = frames;
   if (job_workload_check(what, N, h, w) != SP_OK) return SP_ERR_INPUT;
   float *unit = sp_xmalloc((size_t)(3 * im->w * im->h) * sizeof *unit);
@@ -156,10 +155,10 @@ int job_i2v_video(const char *what, const rank_image *im, int64_t max_area, int6
     memcpy(v + ch * N * h * w, first + ch * h * w, (size_t)(h * w) * sizeof *v);
   free(first);
   free(unit);
-  sp_log_info("%s: %lldx%lld pixels, within max-area %lld: the latent grid %lldx%lld, resized "
-              "(bicubic) to %lldx%lld, then %lld zero frames",
-              what, (long long)im->h, (long long)im->w, (long long)max_area, (long long)lat_h,
-              (long long)lat_w, (long long)h, (long long)w, (long long)(N - 1));
+  sp_log_info("%s: %lldx%lld pixels, %s: the latent grid %lldx%lld, resized (bicubic) to "
+              "%lldx%lld, then %lld zero frames",
+              what, (long long)im->h, (long long)im->w, how, (long long)lat_h, (long long)lat_w,
+              (long long)h, (long long)w, (long long)(N - 1));
   *video = v;
   dims[0] = 3;
   dims[1] = N;
@@ -168,29 +167,54 @@ int job_i2v_video(const char *what, const rank_image *im, int64_t max_area, int6
   return SP_OK;
 }
 
-/* TI2V-5B's video (3, 1, oh, ow): the size rule, LANCZOS and the crop,
- * then [-1, 1] (I2V.md "TI2V-5B" step 1), checked against job j. */
-static int ti2v_video(const char *what, const rank_image *im, int64_t max_area,
-                      const job_spec *j, float **video, int64_t dims[4]) {
+int job_i2v_video(const char *what, const rank_image *im, int64_t max_area, int64_t frames,
+                  float **video, int64_t dims[4]) {
+  int64_t lat_h, lat_w;
+  if (rank_image_i2v_grid(what, im->h, im->w, max_area, &lat_h, &lat_w) != SP_OK)
+    return SP_ERR_INPUT;
+  char how[64];
+  snprintf(how, sizeof how, "within max-area %lld", (long long)max_area);
+  return i2v_video_on(what, im, lat_h, lat_w, how, frames, video, dims);
+}
+
+/* TI2V-5B's video (3, 1, oh, ow): the size rule of p (or p's size), LANCZOS
+ * and the crop, then [-1, 1] (I2V.md "TI2V-5B" step 1), checked against
+ * p's frames. */
+static int ti2v_video(const char *what, const rank_image *im, const job_image_prep *p,
+                      float **video, int64_t dims[4]) {
   rank_image r;
-  int rc = rank_image_ti2v_prepare(what, im, max_area, &r);
+  int rc = p->height ? rank_image_ti2v_cover(what, im, p->width, p->height, &r)
+                     : rank_image_ti2v_prepare(what, im, p->max_area, &r);
   if (rc != SP_OK) return rc;
-  if (job_workload_check(what, j->frames, r.h, r.w) != SP_OK) {
+  if (job_workload_check(what, p->frames, r.h, r.w) != SP_OK) {
     rank_image_free(&r);
     return SP_ERR_INPUT;
   }
   *video = sp_xmalloc((size_t)(3 * r.w * r.h) * sizeof **video);
   rank_image_to_unit(&r, *video);
-  sp_log_info("%s: %lldx%lld pixels, within max-area %lld: resized (LANCZOS) and cropped to "
-              "%lldx%lld",
-              what, (long long)im->h, (long long)im->w, (long long)max_area, (long long)r.h,
-              (long long)r.w);
+  char how[64];
+  if (p->height)
+    snprintf(how, sizeof how, "to the size given");
+  else
+    snprintf(how, sizeof how, "within max-area %lld", (long long)p->max_area);
+  sp_log_info("%s: %lldx%lld pixels, %s: resized (LANCZOS) and cropped to %lldx%lld", what,
+              (long long)im->h, (long long)im->w, how, (long long)r.h, (long long)r.w);
   dims[0] = 3;
   dims[1] = 1;
   dims[2] = r.h;
   dims[3] = r.w;
   rank_image_free(&r);
   return SP_OK;
+}
+
+int job_image_video(const wan_config *c, const char *what, const rank_image *im,
+                    const job_image_prep *p, float **video, int64_t dims[4]) {
+  job_image_prep q = *p;
+  if (!q.height && !q.max_area) q.max_area = wan_task_defaults_of(wan_config_task(c))->max_area;
+  if (wan_config_task(c) == WAN_TASK_TI2V) return ti2v_video(what, im, &q, video, dims);
+  if (!q.height) return job_i2v_video(what, im, q.max_area, q.frames, video, dims);
+  return i2v_video_on(what, im, q.height / 8, q.width / 8, "to the size given", q.frames, video,
+                      dims);
 }
 
 /* The image's size rule of the model's task: into (a, b) the I2V latent
@@ -261,8 +285,8 @@ static int encode_image(const job_session *s, job_spec *j, const char *what, ran
   }
   float *video = NULL;
   int64_t dims[4];
-  rc = task == WAN_TASK_I2V ? job_i2v_video(what, &im, area, j->frames, &video, dims)
-                            : ti2v_video(what, &im, area, j, &video, dims);
+  const job_image_prep prep = {.max_area = area, .frames = j->frames};
+  rc = job_image_video(c, what, &im, &prep, &video, dims);
   rank_image_free(&im);
   if (rc != SP_OK) return rc;
   j->height = dims[2];
@@ -344,35 +368,27 @@ int job_images_prepare(job_session *s) {
   return rc;
 }
 
-/* image= on a streamed line, refused: why, and the latents to give
- * instead (image-latents=) for the stream's plan. */
+/* image= on a streamed line, refused: why, and the one command that makes
+ * the latents to give instead (image-latents=) for the stream's plan:
+ * encode --vae --model prepares the image as run --image does, resized to
+ * the planned size. */
 static void refuse_streamed_image(const job_session *s, const job_spec *j, const char *what) {
   const wan_config *c = &rank_model_get_info(s->m)->config;
   const job_spec *p = &s->params.job;
+  const int ti2v = wan_config_task(c) == WAN_TASK_TI2V;
   int64_t g[4];
   stream_grid(c, p, g);
-  static const char why[] =
-      "the VAE encoder runs on rank 0 before the model is placed, and a streamed line comes after";
-  if (wan_config_task(c) == WAN_TASK_TI2V) {
-    sp_log_error("%s: refused on a streamed line (%s): give image-latents=L.h5 instead, the Wan "
-                 "2.2 VAE's latents [%lld, 1, %lld, %lld] of the image resized and cropped to "
-                 "%lldx%lld (encode --vae runs the Wan 2.1 VAE's encoder only; run --image and "
-                 "a --jobs file encode with the Wan 2.2 VAE)",
-                 what, why, (long long)g[0], (long long)g[2], (long long)g[3],
-                 (long long)p->height, (long long)p->width);
-  } else if (p->frames == 1) {
-    sp_log_error("%s: refused on a streamed line (%s): encode it beforehand, resized to "
-                 "%lldx%lld, with 'staticpipe encode --vae VAE --image %s -o L.h5' and give "
-                 "image-latents=L.h5",
-                 what, why, (long long)p->height, (long long)p->width, j->image);
-  } else {
-    sp_log_error("%s: refused on a streamed line (%s): encode it beforehand with 'staticpipe "
-                 "encode --vae VAE --video V.h5 -o L.h5' (V.h5's dataset 'video' [3, %lld, "
-                 "%lld, %lld] in [-1, 1]: the image resized to %lldx%lld, then %lld zero "
-                 "frames; I2V.md \"I2V-A14B\") and give image-latents=L.h5",
-                 what, why, (long long)p->frames, (long long)p->height, (long long)p->width,
-                 (long long)p->height, (long long)p->width, (long long)(p->frames - 1));
-  }
+  char frames[48] = "";
+  if (!ti2v) snprintf(frames, sizeof frames, " --frames %lld", (long long)p->frames);
+  sp_log_error("%s: refused on a streamed line (the VAE encoder runs on rank 0 before the model "
+               "is placed, and a streamed line comes after): encode it beforehand with "
+               "'staticpipe encode --vae %s --model %s --image %s%s --size %lldx%lld -o L.h5' "
+               "(%s; the image prepared as run --image prepares it, resized to the stream's "
+               "planned size: latents [%lld, %lld, %lld, %lld]) and give image-latents=L.h5",
+               what, s->params.vae ? s->params.vae : "VAE", s->params.model, j->image, frames,
+               (long long)p->height, (long long)p->width,
+               ti2v ? "VAE: the Wan 2.2 VAE" : "VAE: the Wan 2.1 VAE with its encoder",
+               (long long)g[0], (long long)g[1], (long long)g[2], (long long)g[3]);
 }
 
 int job_image_stream(job_session *s, job_spec *j) {

@@ -57,6 +57,26 @@ typedef struct job_image_cost {
 int job_image_cost_of(const char *vae, const wan_config *c, const char *model,
                       const job_spec *j, wan_vae_gpu_precision p, job_image_cost *out);
 
+/* How an image is prepared into the encoder's video (job_image_video). */
+typedef struct job_image_prep {
+  int64_t max_area;      /* the area rule's pixels; 0: the task's default */
+  int64_t height, width; /* nonzero: this size instead of the area rule's (encode
+                          * --size: a stream's planned size; I2V multiples of
+                          * 16, TI2V of 32, checked by the caller) */
+  int64_t frames;        /* the job's frames: I2V's video holds them; TI2V's
+                          * is the image alone (its workload is checked) */
+} job_image_prep;
+/* The VAE encoder's video of image im on a model of config c (I2V or
+ * TI2V), as the run prepares it (--image, image=; encode --vae --model
+ * calls it too): I2V job_i2v_video (with a given size, the bicubic resize
+ * to it), TI2V the size rule, LANCZOS and the centre crop
+ * (rank_image_ti2v_prepare; with a given size rank_image_ti2v_cover),
+ * into *video (3, T, H, W) in [-1, 1], allocated, and dims. SP_OK,
+ * SP_ERR_INPUT (the size rule, the workload; logged naming what) or
+ * SP_ERR_RUNTIME. */
+int job_image_video(const wan_config *c, const char *what, const rank_image *im,
+                    const job_image_prep *p, float **video, int64_t dims[4]);
+
 /* The mask channels of y for frames video frames (4k + 1) and a latent of
  * h x w, into mask (4, F, h, w), F = 1 + (frames - 1) / 4, as
  * WanI2V.generate builds it: a mask of frames rows (1 for frame 0, 0

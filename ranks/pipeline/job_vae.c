@@ -98,6 +98,10 @@ uint64_t job_vae_encoder_bytes(const job_vae *v, int64_t T, int64_t H, int64_t W
 
 const char *job_vae_name(const job_vae *v) { return v->v22 ? "Wan 2.2 VAE" : "Wan 2.1 VAE"; }
 
+const model_file_id *job_vae_id(const job_vae *v) {
+  return v->v22 ? &wan_vae22_get_info(v->v22)->id : &vae_model_get_info(v->v21)->id;
+}
+
 /* A Wan 2.2 VAE file holds both parts; a Wan 2.1 VAE file may hold the
  * decoder alone (vae_file.h). */
 int job_vae_can_encode(const job_vae *v) {

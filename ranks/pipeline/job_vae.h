@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "model_id.h"
 #include "plan.h"
 #include "wan_config.h"
 #include "wan_vae_decode.h"
@@ -43,6 +44,8 @@ uint64_t job_vae_encoder_bytes(const job_vae *v, int64_t T, int64_t H, int64_t W
                                wan_vae_gpu_precision p);
 /* "Wan 2.1 VAE" or "Wan 2.2 VAE". */
 const char *job_vae_name(const job_vae *v);
+/* The VAE's identity (its file or synth: spec, checksum). */
+const model_file_id *job_vae_id(const job_vae *v);
 
 /* 1 when the VAE can encode: the Wan 2.2 VAE, or a Wan 2.1 VAE file that
  * holds the encoder (vae_file.h). */

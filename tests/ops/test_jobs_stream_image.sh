@@ -62,7 +62,7 @@ for np in 1 2; do
     ok "np $np: a mismatched grid fails alone, naming the line and the plan" ||
     bad "np $np: mismatched grid: $(grep 'stdin:2' "s$np.log")"
   grep -qF "error: stdin:3: image=img.png: refused on a streamed line (the VAE encoder runs on rank 0 before the model is placed" "s$np.log" &&
-    grep -qF "staticpipe encode --vae VAE --video V.h5 -o L.h5" "s$np.log" &&
+    grep -qF "'staticpipe encode --vae VAE --model synth:wan2.2-i2v-tiny:$S --image img.png --frames 9 --size 48x32 -o L.h5'" "s$np.log" &&
     grep -qF "give image-latents=L.h5" "s$np.log" &&
     ok "np $np: image= refused with why and what to give instead" ||
     bad "np $np: image=: $(grep 'stdin:3' "s$np.log")"

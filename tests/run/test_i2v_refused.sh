@@ -80,7 +80,8 @@ printf 'cond=%s out=%s image=%s\n' "$T/cond.h5" "$T/q.h5" "$T/img.png" >"$T/line
   --jobs - <"$T/line.txt" >"$T/stream.out" 2>"$T/stream.err"
 rc=$?
 [ $rc -eq 2 ] && grep -qF "image=$T/img.png: refused on a streamed line (the VAE encoder runs" "$T/stream.err" &&
-  grep -qF "give image-latents=L.h5 instead, the Wan 2.2 VAE's latents [48, 1," "$T/stream.err" &&
+  grep -qF "encode it beforehand with 'staticpipe encode --vae synth:wan2.2-vae-tiny --model synth:wan2.2-ti2v-tiny --image $T/img.png --size 704x1280 -o L.h5'" "$T/stream.err" &&
+  grep -qF "latents [48, 1, 44, 80]) and give image-latents=L.h5" "$T/stream.err" &&
   ok "image= on a streamed line refused" ||
   bad "image= on a streamed line: exit $rc: $(cat "$T/stream.err")"
 [ $fail -eq 0 ] && ok "every refusal: exit 2 with its cause"
