@@ -70,6 +70,10 @@ sp_need_tool() {
   done
 }
 
+# Whether this binary loads FFmpeg's libraries (decode --help says), so
+# video outputs can be .mp4; without them run and decode write .h5 only.
+sp_has_ffmpeg() { "$SP_BIN" decode --help 2>/dev/null | grep -q "Here: libavformat"; }
+
 sp_need_bin() {
   [ -n "${SP_BIN:-}" ] && [ -x "$SP_BIN" ] || {
     echo "FAIL: SP_BIN is not set to the staticpipe binary (ctest sets it)" >&2

@@ -4,12 +4,13 @@
 # TI2V (wan2.2-ti2v-tiny) from a PNG through the Wan 2.2 VAE's CUDA encoder
 # (latent frame 0 the image's, its tokens at timestep 0: the second time
 # table of every block and of the head), its latent frame 0 against the CPU
-# encoder's (bf16 encoder: <= 1e-2) and decoded to an .mp4 (ffprobe: 9
-# frames of the image's size); I2V (wan2.2-i2v-tiny, two experts across the
+# encoder's (bf16 encoder: <= 1e-2) and decoded to a video of 9 frames of
+# the image's size; I2V (wan2.2-i2v-tiny, two experts across the
 # switch) from image latents, and from the PNG through the Wan 2.1 VAE's
 # CUDA encoder (wan2.1-vae-tiny with the encoder: the image and its 8 zero
-# frames at the latent grid of --max-area 96*160, 80x160) decoded to an
-# .mp4 (ffprobe: 9 frames of 160x80). Then, bit-identical to each 1-rank
+# frames at the latent grid of --max-area 96*160, 80x160) decoded to a
+# video of 9 frames of 160x80. The videos are .mp4 (ffprobe checks them)
+# where FFmpeg's libraries load, else .h5 (their shape). Then, bit-identical to each 1-rank
 # GPU run: a rerun, 2 and 3 ranks sharing the GPU, Ulysses 1x1x2 (the
 # tokens of frame 0 split between the ranks). Skips (77) without a GPU.
 set -u
@@ -58,8 +59,12 @@ IV=(--model "synth:wan2.2-i2v-tiny:$seed" --cond "$T/cond.h5" --steps 4 --seed "
     --image-latents "$T/lat.h5")
 IM=(--model "synth:wan2.2-i2v-tiny:$seed" --cond "$T/cond.h5" --frames 9 --steps 4 --seed "$seed"
     --image "$T/img.png" --max-area 96*160 --vae "synth:wan2.1-vae-tiny:$seed")
+# The decoded videos: .mp4 where FFmpeg's libraries load, else .h5 (the
+# frames as float32 [3, T, H, W]); either way checked below.
+vx=h5
+sp_has_ffmpeg && vx=mp4
 run ti_cpu 1 "${TI[@]}" --device cpu
-run ti_gpu 1 "${TI[@]}" --device cuda --video "$T/ti_gpu.mp4"
+run ti_gpu 1 "${TI[@]}" --device cuda --video "$T/ti_video.$vx"
 run ti_gpu2 1 "${TI[@]}" --device cuda
 run ti_np2 2 "${TI[@]}" --device cuda
 run ti_np3 3 "${TI[@]}" --device cuda
@@ -69,28 +74,34 @@ run iv_gpu 1 "${IV[@]}" --device cuda
 run iv_np2 2 "${IV[@]}" --device cuda
 run iv_uly 2 "${IV[@]}" --device cuda --layout 1x1x2
 run im_cpu 1 "${IM[@]}" --device cpu
-run im_gpu 1 "${IM[@]}" --device cuda --video "$T/im_gpu.mp4"
+run im_gpu 1 "${IM[@]}" --device cuda --video "$T/im_video.$vx"
 run im_gpu2 1 "${IM[@]}" --device cuda
 run im_np2 2 "${IM[@]}" --device cuda
 run im_uly 2 "${IM[@]}" --device cuda --layout 1x1x2
-if command -v ffprobe >/dev/null; then
+if [ $vx = mp4 ] && command -v ffprobe >/dev/null; then
   got=$(ffprobe -v error -select_streams v:0 -count_frames \
-    -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$T/ti_gpu.mp4")
+    -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$T/ti_video.mp4")
   [ "$got" = "160,96,9" ] && echo "ok   TI2V video: $got" ||
     { echo "FAIL TI2V video: ffprobe says '$got'"; fail=1; }
   got=$(ffprobe -v error -select_streams v:0 -count_frames \
-    -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$T/im_gpu.mp4")
+    -show_entries stream=width,height,nb_read_frames -of csv=p=0 "$T/im_video.mp4")
   [ "$got" = "160,80,9" ] && echo "ok   I2V video: $got" ||
     { echo "FAIL I2V video: ffprobe says '$got'"; fail=1; }
 fi
-"$PY" - "$T" <<'PYEOF' || fail=1
+"$PY" - "$T" "$vx" <<'PYEOF' || fail=1
 import os, sys, h5py, numpy as np
-d = sys.argv[1]
+d, vx = sys.argv[1], sys.argv[2]
 ok = True
 def check(c, what):
     global ok
     print(("ok   " if c else "FAIL ") + what)
     ok = ok and c
+if vx == "h5":
+    for n, shape in (("ti_video", (3, 9, 96, 160)), ("im_video", (3, 9, 80, 160))):
+        p = os.path.join(d, n + ".h5")
+        v = h5py.File(p)["video"] if os.path.exists(p) else None
+        check(v is not None and v.shape == shape and np.isfinite(v[...]).all(),
+              f"{n}: video [3, T, H, W] {None if v is None else v.shape}, want {shape}")
 def get(n):
     p = os.path.join(d, n + ".h5")
     return h5py.File(p)["latents"][...] if os.path.exists(p) else None

@@ -60,7 +60,7 @@ grep -q "run --t5 $work/d1/t5.h5 --prompt two\\\\ cats" "$work/d1.log" &&
   ok "one run --t5 --prompt; 1 and 2 ranks said bit-identical" || bad "the run or the comparison: $(grep demo: "$work/d1.log")"
 crc_check "$work/d1" && ok "the logged CRC-32C is the latents'; 2 ranks the same bytes" ||
   bad "the latents' CRC-32C or the 2-rank latents"
-if "$SP_BIN" decode --help | grep -q "Here: libavformat"; then
+if sp_has_ffmpeg; then
   [ -s "$work/d1/video.mp4" ] && grep -q "ffplay $work/d1/video.mp4" "$work/d1.log" &&
     ok "the video is an MP4, with how to play it" || bad "no video.mp4 or no way to play it"
   if command -v ffprobe >/dev/null 2>&1; then

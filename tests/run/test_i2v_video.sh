@@ -14,7 +14,7 @@ set -u
 sp_python
 sp_mpi
 sp_need_tool ffprobe
-"$SP_BIN" decode --help | grep -q "Here: libavformat" || {
+sp_has_ffmpeg || {
   echo "skip: FFmpeg's libraries do not load here (decode --help)"
   exit 77
 }
