@@ -63,14 +63,18 @@ static void usage(const cli_opts *t, FILE *f) {
           "Writes a model file with synthetic weights: the same weights as the model\n"
           "spec synth:PRESET:SEED, from a counter-based generator keyed by (seed, tensor\n"
           "name, element index). The presets:\n"
-          "  DiT: wan2.1-tiny (4 blocks, for tests), wan2.1-1.3b, wan2.1-14b\n"
-          "  two experts (Wan 2.2 A14B): wan2.2-a14b, wan2.2-tiny (two wan2.1-tiny DiTs)\n"
+          "  DiT: %s\n"
+          "    (*-tiny: a few blocks, for tests; wan2.1-*: text to video; wan2.2-a14b,\n"
+          "    wan2.2-tiny: two experts, text to video; wan2.2-i2v-*: two experts, image\n"
+          "    to video, 36 input channels; wan2.2-ti2v-*: text and image to video with\n"
+          "    the Wan 2.2 VAE's 48 channels)\n"
           "  Wan 2.1 VAE (the decoder; with --encoder the encoder too): %s\n"
           "  Wan 2.2 VAE (encoder and decoder): %s\n"
           "  text encoder: %s (umt5-tiny with its built-in tokenizer,\n"
           "    umt5-xxl with --tokenizer)\n"
           "\n",
-          vae_preset_names(), wan_vae22_schema.preset_names(), t5_preset_names());
+          rank_model_preset_names(), vae_preset_names(), wan_vae22_schema.preset_names(),
+          t5_preset_names());
   cli_opts_usage(t, f);
 }
 
