@@ -49,8 +49,9 @@ void kern_cuda_quantize_i8_rows(const void *x, kern_dtype x_dtype, int64_t rows,
 
 /* ---- W8A8 linear --------------------------------------------------------- */
 
-/* Where the two scales are applied (AUTO in production; the others for
- * benchmarks and tests, which compare the two). */
+/* Where the two scales are applied (AUTO in production, GEMM_SCALES_FAST
+ * for --fp8-accum fast; the others for benchmarks and tests, which compare
+ * them). */
 typedef enum kern_cuda_w8a8_path {
   KERN_CUDA_W8A8_AUTO = 0,       /* fp8 on sm_90: GEMM_SCALES where cuBLASLt takes the
                                     shape, else EPILOGUE; fp8 on sm_89, int8: EPILOGUE */
@@ -58,7 +59,8 @@ typedef enum kern_cuda_w8a8_path {
   KERN_CUDA_W8A8_EPILOGUE = 2,   /* the raw product into fp32 (fp8) or int32 (int8), then
                                     one kernel: act(acc x sx x sw + b) */
   KERN_CUDA_W8A8_GEMM_SCALES_FAST = 3, /* GEMM_SCALES with cuBLASLt's fast fp8 accumulation
-                                    (no periodic promotion to full fp32): for benchmarks */
+                                    (no periodic promotion to full fp32): --fp8-accum fast;
+                                    like GEMM_SCALES, fatal where cuBLASLt refuses a shape */
 } kern_cuda_w8a8_path;
 
 /* y (M, N) = act((x_q * sx) (w_q * sw)^T + bias): x_q (M, K) quantised per
