@@ -70,7 +70,7 @@ static void linear_w8a8(const rank_stage *s, cuda_stage *c, const cuda_linear *l
       .fmt = l->w->fmt, .x_q = c->xq, .sx = c->xs, .w_q = l->w->data, .sw = l->w->scale,
       .bias = l->b, .y = l->y, .y_dtype = l->y_dtype, .M = l->rows, .K = l->in, .N = l->out,
       .act = pair ? KERN_CUDA_ACT_NONE : l->act,
-      .path = s->cfg.fp8_fast_accum ? KERN_CUDA_W8A8_GEMM_SCALES_FAST : KERN_CUDA_W8A8_AUTO,
+      .path = s->cfg.fp8_fast_accum ? KERN_CUDA_W8A8_FAST_AUTO : KERN_CUDA_W8A8_AUTO,
       .scratch = c->wacc, .scratch_bytes = c->wacc_bytes};
   kern_cuda_linear_w8a8(c->gemm, &p, c->stream);
   if (!pair) return;
