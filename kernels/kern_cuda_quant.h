@@ -49,8 +49,9 @@ void kern_cuda_quantize_i8_rows(const void *x, kern_dtype x_dtype, int64_t rows,
 
 /* ---- W8A8 linear --------------------------------------------------------- */
 
-/* Where the two scales are applied (AUTO in production; the others for
- * benchmarks and tests, which compare the two). */
+/* Where the two scales are applied (AUTO in production, FAST_AUTO for
+ * --fp8-accum fast; the others for benchmarks and tests, which compare
+ * them). */
 typedef enum kern_cuda_w8a8_path {
   KERN_CUDA_W8A8_AUTO = 0,       /* fp8 on sm_90: GEMM_SCALES where cuBLASLt takes the
                                     shape, else EPILOGUE; fp8 on sm_89, int8: EPILOGUE */
@@ -58,7 +59,10 @@ typedef enum kern_cuda_w8a8_path {
   KERN_CUDA_W8A8_EPILOGUE = 2,   /* the raw product into fp32 (fp8) or int32 (int8), then
                                     one kernel: act(acc x sx x sw + b) */
   KERN_CUDA_W8A8_GEMM_SCALES_FAST = 3, /* GEMM_SCALES with cuBLASLt's fast fp8 accumulation
-                                    (no periodic promotion to full fp32): for benchmarks */
+                                    (no periodic promotion to full fp32) */
+  KERN_CUDA_W8A8_FAST_AUTO = 4,  /* fp8 on sm_90 only: GEMM_SCALES_FAST where cuBLASLt takes
+                                    the shape, else as AUTO (GEMM_SCALES, else EPILOGUE),
+                                    a warning once per process */
 } kern_cuda_w8a8_path;
 
 /* y (M, N) = act((x_q * sx) (w_q * sw)^T + bias): x_q (M, K) quantised per
@@ -83,7 +87,7 @@ typedef struct kern_cuda_w8a8_params {
 /* Scratch bytes kern_cuda_linear_w8a8 needs for this shape on a device of
  * compute capability sm (major x 10 + minor): M x N x 4 for the epilogue
  * path with a bf16 y (the raw product), 0 otherwise (an fp32 y holds the
- * product in place). For fp8 on sm_90 with path AUTO it is 0: cuBLASLt
+ * product in place). For fp8 on sm_90 with path AUTO (or FAST_AUTO) it is 0: cuBLASLt
  * 13.1 took the outer-vector mode for every shape tests/gpu/test_quant and
  * the benchmark ran on an H100 (M 5 .. 32,760; K, N 256 .. 13,824; bias,
  * GELU, bf16 and fp32 outputs); were it to refuse one, the call falls back
@@ -92,12 +96,13 @@ typedef struct kern_cuda_w8a8_params {
 size_t kern_cuda_w8a8_scratch_bytes(kern_qfmt fmt, kern_cuda_w8a8_path path, int64_t M,
                                     int64_t N, kern_dtype y_dtype, int sm);
 
-/* Runs the linear and returns the path it took (GEMM_SCALES or EPILOGUE;
- * an AUTO call that falls back logs a warning once per process); fatal,
- * naming the requirement, for an fp8 format on a GPU before sm_89,
- * GEMM_SCALES off sm_90 or refused by cuBLASLt, a format other than the
- * two, K or N not a multiple of 16, a missing scale, or too little
- * scratch. */
+/* Runs the linear and returns the path it took (GEMM_SCALES,
+ * GEMM_SCALES_FAST or EPILOGUE; an AUTO or FAST_AUTO call that falls back
+ * logs a warning once per process); fatal, naming the requirement, for an
+ * fp8 format on a GPU before sm_89, the GEMM_SCALES paths or FAST_AUTO off
+ * sm_90, GEMM_SCALES or GEMM_SCALES_FAST refused by cuBLASLt, a format
+ * other than the two, K or N not a multiple of 16, a missing scale, or
+ * too little scratch. */
 kern_cuda_w8a8_path kern_cuda_linear_w8a8(kern_cuda_gemm_ctx *ctx,
                                           const kern_cuda_w8a8_params *p, cudaStream_t stream);
 

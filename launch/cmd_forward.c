@@ -21,10 +21,11 @@
 enum { OPT_LATENT = JOB_OPT_COUNT, OPT_TIMESTEP, OPT_TIMESTEP_FIRST, OPT_COND, OPT_OUT, OPT_HELP };
 
 /* forward takes the job options that say how to run (model, device,
- * attention, profile, verify); its inputs and output are its own. */
+ * attention, profile, verify, precision and its fp8 accumulation); its
+ * inputs and output are its own. */
 static void forward_table(cli_opts *t) {
   static const int ids[] = {JOB_OPT_MODEL, JOB_OPT_DEVICE, JOB_OPT_ATTN, JOB_OPT_PROFILE,
-                            JOB_OPT_NO_VERIFY, JOB_OPT_PRECISION};
+                            JOB_OPT_NO_VERIFY, JOB_OPT_PRECISION, JOB_OPT_FP8_ACCUM};
   static const job_option own[] = {
       {OPT_LATENT, "latent", 'l', "FILE", NULL, 0,
        "HDF5 file with dataset 'latent' float32 [in_dim, F, H, W],\n"
@@ -61,7 +62,8 @@ static void usage(const cli_opts *t, FILE *f) {
 
 /* What forward's flags say. */
 typedef struct forward_cli {
-  job_params job; /* --model, --device, --attn, --profile, --no-verify, --precision */
+  job_params job; /* --model, --device, --attn, --profile, --no-verify, --precision,
+                     --fp8-accum */
   rank_device dev; /* --device resolved */
   const char *latent_path, *cond_path, *out_path;
   double t, t_first;
@@ -155,6 +157,7 @@ typedef struct forward_run {
 static int forward_load(const forward_cli *cl, forward_run *r) {
   const char *model = cl->job.model;
   int rc = job_precision_check(&cl->job, rank_model_get_info(r->m));
+  if (rc == SP_OK) rc = rank_stage_fp8_accum_check(cl->dev, cl->job.fp8_fast_accum);
   if (rc != SP_OK) return rc;
   const wan_config *c = r->c;
   if (cl->have_t_first && wan_time_tables(c) < 2) {
@@ -171,15 +174,17 @@ static int forward_load(const forward_cli *cl, forward_run *r) {
                             .lat_h = lat->dims[2], .lat_w = lat->dims[3], .device = cl->dev,
                             .cuda_device = 0, .attn = cl->job.attn, .profile = cl->job.profile,
                             .act_buffers = 1,
-                            .precision = job_precision(&cl->job, rank_model_get_info(r->m))};
+                            .precision = job_precision(&cl->job, rank_model_get_info(r->m)),
+                            .fp8_fast_accum = cl->job.fp8_fast_accum};
   /* no plan: W8A8's products scratch counted wherever it may be taken */
   r->cfg.w8a8_epilogue = r->cfg.precision != WAN_PRECISION_BF16;
   uint64_t bytes = 0;
   if ((rc = rank_stage_load(r->m, &r->cfg, &r->s, &bytes)) != SP_OK) return rc;
   r->L = rank_stage_tokens(r->s);
-  sp_log_info("forward: %s on %s, latent [%lld, %lld, %lld, %lld] = %lld tokens, t = %g, context %lld "
+  sp_log_info("forward: %s on %s%s, latent [%lld, %lld, %lld, %lld] = %lld tokens, t = %g, context %lld "
               "rows, %.1f MB of weights read",
-              model, cl->dev == RANK_DEVICE_CUDA ? "cuda:0" : "cpu", (long long)lat->dims[0], (long long)lat->dims[1], (long long)lat->dims[2],
+              model, cl->dev == RANK_DEVICE_CUDA ? "cuda:0" : "cpu",
+              r->cfg.fp8_fast_accum ? " (fp8, fast accumulation)" : "", (long long)lat->dims[0], (long long)lat->dims[1], (long long)lat->dims[2],
               (long long)lat->dims[3], (long long)r->L, cl->t, (long long)r->ctx.dims[0], (double)bytes / 1e6);
   r->ctx_emb = sp_xmalloc((size_t)(c->text_len * c->dim) * sizeof(float));
   /* The stage's host-side buffers are pinned (asynchronous copies). */

@@ -201,7 +201,8 @@ extern "C" size_t kern_cuda_w8a8_scratch_bytes(kern_qfmt fmt, kern_cuda_w8a8_pat
   const int gemm_scales = fmt == KERN_QFMT_E4M3_ROW &&
                           (path == KERN_CUDA_W8A8_GEMM_SCALES ||
                            path == KERN_CUDA_W8A8_GEMM_SCALES_FAST ||
-                           (path == KERN_CUDA_W8A8_AUTO && sm == 90));
+                           ((path == KERN_CUDA_W8A8_AUTO || path == KERN_CUDA_W8A8_FAST_AUTO) &&
+                            sm == 90));
   if (gemm_scales || y_dtype == KERN_DTYPE_F32 || M < 1 || N < 1) return 0;
   return (size_t)M * (size_t)N * 4;
 }
@@ -223,11 +224,12 @@ static void w8a8_check(const kern_cuda_w8a8_params *p, int sm) {
   if (fp8 && sm < 89)
     sp_fatal("linear_w8a8: fp8 W8A8 needs fp8 tensor cores (sm_89 Ada or sm_90 Hopper); this "
              "GPU is sm_%d: use the weight-only path (kern_cuda_dequant_bf16)", sm);
-  if ((p->path == KERN_CUDA_W8A8_GEMM_SCALES || p->path == KERN_CUDA_W8A8_GEMM_SCALES_FAST) &&
+  if ((p->path == KERN_CUDA_W8A8_GEMM_SCALES || p->path == KERN_CUDA_W8A8_GEMM_SCALES_FAST ||
+       p->path == KERN_CUDA_W8A8_FAST_AUTO) &&
       (!fp8 || sm != 90))
     sp_fatal("linear_w8a8: the GEMM_SCALES paths are fp8 on sm_90 only (format %s, sm_%d)",
              kern_qfmt_get(p->fmt)->name, sm);
-  if ((int)p->path < KERN_CUDA_W8A8_AUTO || p->path > KERN_CUDA_W8A8_GEMM_SCALES_FAST)
+  if ((int)p->path < KERN_CUDA_W8A8_AUTO || p->path > KERN_CUDA_W8A8_FAST_AUTO)
     sp_fatal("linear_w8a8: unknown path %d", (int)p->path);
 }
 
@@ -258,18 +260,25 @@ static void w8a8_epilogue_path(kern_cuda_gemm_ctx *ctx, const kern_cuda_w8a8_par
 extern "C" kern_cuda_w8a8_path kern_cuda_linear_w8a8(kern_cuda_gemm_ctx *ctx,
                                                      const kern_cuda_w8a8_params *p,
                                                      cudaStream_t stream) {
-  static int warned; /* the fallback is said once per process */
+  static int warned, warned_fast; /* each fallback is said once per process */
   const int sm = kern_cuda_gemm_ctx_sm(ctx);
   w8a8_check(p, sm);
   if (p->fmt == KERN_QFMT_E4M3_ROW && p->path != KERN_CUDA_W8A8_EPILOGUE && sm == 90) {
     kern_cuda_matmul_params g;
     kern_cuda_gemm_linear_params(p->x_q, p->w_q, p->bias, p->y, p->y_dtype, p->M, p->K, p->N,
                                  p->act, 0.0f, &g);
-    const int may_refuse = p->path == KERN_CUDA_W8A8_AUTO;
-    const kern_gemm_in in = p->path == KERN_CUDA_W8A8_GEMM_SCALES_FAST ? GEMM_IN_E4M3_OUTER_FAST
-                                                                       : GEMM_IN_E4M3_OUTER;
-    if (kern_cuda_gemm_q(ctx, &g, in, p->sx, p->sw, may_refuse, stream))
-      return p->path == KERN_CUDA_W8A8_GEMM_SCALES_FAST ? p->path : KERN_CUDA_W8A8_GEMM_SCALES;
+    const int may_refuse = p->path == KERN_CUDA_W8A8_AUTO || p->path == KERN_CUDA_W8A8_FAST_AUTO;
+    const int fast = p->path == KERN_CUDA_W8A8_GEMM_SCALES_FAST ||
+                     p->path == KERN_CUDA_W8A8_FAST_AUTO;
+    if (fast && kern_cuda_gemm_q(ctx, &g, GEMM_IN_E4M3_OUTER_FAST, p->sx, p->sw, may_refuse,
+                                 stream))
+      return KERN_CUDA_W8A8_GEMM_SCALES_FAST;
+    if (fast && !warned_fast++)
+      sp_log_warn("linear_w8a8: cuBLASLt has no fast-accumulation fp8 GEMM for M %lld K %lld "
+                  "N %lld; such shapes accumulate in full (run with -v for cuBLASLt's answer)",
+                  (long long)p->M, (long long)p->K, (long long)p->N);
+    if (kern_cuda_gemm_q(ctx, &g, GEMM_IN_E4M3_OUTER, p->sx, p->sw, may_refuse, stream))
+      return KERN_CUDA_W8A8_GEMM_SCALES;
     if (!warned++)
       sp_log_warn("linear_w8a8: cuBLASLt has no outer-vector scaled fp8 GEMM for M %lld K %lld "
                   "N %lld; the scales go to an epilogue kernel (run with -v for cuBLASLt's "

@@ -9,17 +9,22 @@
 # block time is the blocks' time over their number (one forward, weights
 # resident), the full forward is embed + blocks + head. The 14B block at
 # 480p also with quantized weights, beside its bf16 row of the same run:
-# fp8 (--precision fp8: W8A8, the weights quantised at load) and Q8_0 (the
-# weight-only path: each weight dequantised to bf16 right before its GEMM;
-# an `init --dtype q8_0` file of synth:wan2.1-14b's weights, made in
-# QUANT_MODEL_DIR, default a temporary folder: 15 GB, a minute or two),
-# each with its ratio to the bf16 block (targets: fp8 <= 0.80). PyTorch:
-# the same block eager and under torch.compile (launch/bench/torch_block.py)
-# in the same run. Prints a table (header lines start with '#') and one
-# JSON line; OUT_JSON gets the JSON too. BENCH_BLOCK_ROWS picks rows
-# (MODEL/RES/WEIGHTS words, default all five: 14b/480p/bf16 14b/480p/fp8
-# 14b/480p/q8_0 1.3b/480p/bf16 14b/720p/bf16); TORCH_BUDGET_S=0 leaves
-# PyTorch out (its columns then read '-').
+# fp8 (--precision fp8: W8A8, the weights quantised at load), fp8-fast (the
+# same with --fp8-accum fast: cuBLASLt's fast fp8 accumulation, sm_90),
+# fp8-fast-int8attn (fp8-fast with --attn fa3-int8: the 8-bit attention)
+# and Q8_0 (the weight-only path: each weight dequantised to bf16 right
+# before its GEMM; an `init --dtype q8_0` file of synth:wan2.1-14b's
+# weights, made in QUANT_MODEL_DIR, default a temporary folder: 15 GB, a
+# minute or two), each with its ratio to the bf16 block (vs_bf16; target
+# for the fp8 rows <= 0.80, their meets_target in the JSON). PyTorch: the
+# same block eager and under torch.compile (launch/bench/torch_block.py) in
+# the same run. Prints a table (header lines start with '#') and one JSON
+# line; OUT_JSON gets the JSON too. BENCH_BLOCK_ROWS picks rows
+# (MODEL/RES/WEIGHTS words, default all seven: 14b/480p/bf16 14b/480p/fp8
+# 14b/480p/fp8-fast 14b/480p/fp8-fast-int8attn 14b/480p/q8_0
+# 1.3b/480p/bf16 14b/720p/bf16; a quantized row's ratio needs
+# 14b/480p/bf16 among them); TORCH_BUDGET_S=0 leaves PyTorch out (its
+# columns then read '-').
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:?usage: bench_block.sh BUILD_DIR [OUT_JSON]}" && pwd)
@@ -35,7 +40,7 @@ for name, (f, h, w) in {"480p": (21, 60, 104), "720p": (21, 90, 160)}.items():
         fh["latent"] = r.standard_normal((16, f, h, w)).astype(np.float32)
         fh["context"] = r.standard_normal((512, 4096)).astype(np.float32)
 PYEOF
-rows=${BENCH_BLOCK_ROWS:-14b/480p/bf16 14b/480p/fp8 14b/480p/q8_0 1.3b/480p/bf16 14b/720p/bf16}
+rows=${BENCH_BLOCK_ROWS:-14b/480p/bf16 14b/480p/fp8 14b/480p/fp8-fast 14b/480p/fp8-fast-int8attn 14b/480p/q8_0 1.3b/480p/bf16 14b/720p/bf16}
 QD=${QUANT_MODEL_DIR:-$T}
 Q8=$QD/wan2.1-14b-q8_0.h5
 if [[ " $rows " == *" 14b/480p/q8_0 "* ]] && [ ! -f "$Q8" ]; then
@@ -45,9 +50,15 @@ fi
 for c in $rows; do
   set -- ${c//\// }
   model=synth:wan2.1-$1
-  extra=()
-  [ "$3" = fp8 ] && extra=(--precision fp8)
-  [ "$3" = q8_0 ] && model=$Q8
+  case $3 in
+    bf16) extra=() ;;
+    fp8) extra=(--precision fp8) ;;
+    fp8-fast) extra=(--precision fp8 --fp8-accum fast) ;;
+    fp8-fast-int8attn) extra=(--precision fp8 --fp8-accum fast --attn fa3-int8) ;;
+    q8_0) extra=(); model=$Q8 ;;
+    *) echo "FAIL: row $c: weights '$3' is not bf16, fp8, fp8-fast, fp8-fast-int8attn or q8_0" >&2
+       continue ;;
+  esac
   echo "# staticpipe forward $model ${extra[*]} at $2" >&2
   "$B/staticpipe" forward --model "$model" "${extra[@]}" --latent "$T/$2.h5" --cond "$T/$2.h5" \
     --timestep 999 --device cuda -o "$T/pred.h5" 2> "$T/sp_$1_$2_$3.log" ||
@@ -64,7 +75,10 @@ torch = {}
 if os.path.exists(f"{d}/torch.json"):
     for r in json.load(open(f"{d}/torch.json")).get("results", []):
         torch[(r.get("case"), r.get("mode"))] = r
+TARGET = 0.80  # the fp8 rows' block against the bf16 block of the same run
 for model, res, w, case in (("14b", "480p", "bf16", "14b"), ("14b", "480p", "fp8", "14b"),
+                            ("14b", "480p", "fp8-fast", "14b"),
+                            ("14b", "480p", "fp8-fast-int8attn", "14b"),
                             ("14b", "480p", "q8_0", "14b"), ("1.3b", "480p", "bf16", "1.3b"),
                             ("14b", "720p", "bf16", "14b-720p")):
     if not os.path.exists(f"{d}/sp_{model}_{res}_{w}.log"):
@@ -85,13 +99,15 @@ for model, res, w, case in (("14b", "480p", "bf16", "14b"), ("14b", "480p", "fp8
         base = next((r for r in rows if r["case"] == case and r["weights"] == "bf16"), {})
         if row.get("block_ms") and base.get("block_ms"):
             row["vs_bf16_block"] = row["block_ms"] / base["block_ms"]
+            if w.startswith("fp8"):
+                row["meets_target"] = row["vs_bf16_block"] <= TARGET
     if row.get("block_ms") and row.get("torch_compile_ms"):
         row["ratio_to_compile"] = row["block_ms"] / row["torch_compile_ms"]
     rows.append(row)
 f = lambda v, p=".2f": format(v, p) if isinstance(v, (int, float)) else "-"
-print("# case      weights  block_ms  TFLOP/s  torch_eager  torch_compile  ratio  vs_bf16  forward_ms  fwd/blocks  gpu_GiB")
+print("# case      weights            block_ms  TFLOP/s  torch_eager  torch_compile  ratio  vs_bf16  forward_ms  fwd/blocks  gpu_GiB")
 for r in rows:
-    print(f"  {r['case']:<9} {r['weights']:<7} {f(r.get('block_ms')):>9} {f(r.get('block_tflops'),'.1f'):>8} "
+    print(f"  {r['case']:<9} {r['weights']:<18} {f(r.get('block_ms')):>9} {f(r.get('block_tflops'),'.1f'):>8} "
           f"{f(r.get('torch_eager_ms')):>12} {f(r.get('torch_compile_ms')):>14} {f(r.get('ratio_to_compile'),'.3f'):>6} "
           f"{f(r.get('vs_bf16_block'),'.3f'):>8} "
           f"{f(r.get('forward_ms'),'.1f'):>11} {f(r.get('forward_over_blocks'),'.3f'):>11} {f(r.get('gpu_mem_gib')):>8}")

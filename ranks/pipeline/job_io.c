@@ -146,6 +146,8 @@ static int job_settings(const job_session *s, const job_spec *j, job_settings_te
   if (prec != WAN_PRECISION_BF16) /* MODEL.md "fp8 weights", "int8 weights" (bf16: none) */
     out[n++] = (job_setting){.key = "precision", .kind = SETTING_STR,
                              .s = wan_precision_name(prec)};
+  if (s->params.fp8_fast_accum) /* --fp8-accum fast changes the latents (full: none) */
+    out[n++] = (job_setting){.key = "fp8_accum", .kind = SETTING_STR, .s = "fast"};
   if (j->sched != RANK_SCHEDULE_SHIFTED) {
     job_schedule_format(j, t->schedule, sizeof t->schedule);
     out[n++] = (job_setting){.key = job_schedule_key(j), .kind = SETTING_STR, .s = t->schedule};
@@ -314,10 +316,11 @@ void job_log(const job_session *s, const job_spec *j) {
     snprintf(cache, sizeof cache, ", cache %s", spec);
   }
   const wan_precision prec = job_precision(&s->params, rank_model_get_info(s->m));
-  sp_log_info("run: %s%s%s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
+  sp_log_info("run: %s%s%s%s, %lld frames %lldx%lld -> latent [%lld, %lld, %lld, %lld] = %lld "
               "tokens, %d steps%s, %s, %s, shift %g, %s%s%s, %d rank%s",
               s->params.model, prec != WAN_PRECISION_BF16 ? " in " : "",
               prec != WAN_PRECISION_BF16 ? wan_precision_name(prec) : "",
+              s->params.fp8_fast_accum ? " (fast accumulation)" : "",
               (long long)j->frames, (long long)j->height, (long long)j->width,
               (long long)lat[0], (long long)lat[1], (long long)lat[2], (long long)lat[3],
               (long long)job_tokens(j, c), j->steps, sched, rank_sampler_kind_name(j->sampler),

@@ -242,6 +242,16 @@ static const job_option table[JOB_OPT_COUNT] = {
      "for a file of convert or init --dtype fp8 or int8, bf16 for\n"
      "any other: a GGUF file's run in bf16 only); plan counts a\n"
      "block on a GPU in its stored formats"},
+    {JOB_OPT_FP8_ACCUM, "fp8-accum", 0, "A", "full", 0,
+     "how --precision fp8's GEMMs accumulate on the GPU: full\n"
+     "(cuBLASLt promotes the tensor cores' partial sums to full\n"
+     "fp32 at intervals) or fast (cuBLASLt's fast accumulation:\n"
+     "no such promotion; on an H100 the 14B block's GEMMs took\n"
+     "0.54x bf16's time against full's 0.72x, at GEMM error\n"
+     "3.5e-3 against 1.7e-3: MODEL.md \"fp8 weights\"). fast\n"
+     "needs --precision fp8 on an sm_90 GPU (the scales inside\n"
+     "cuBLASLt's GEMM); refused with int8 or bf16, on sm_89 and\n"
+     "on the CPU, which accumulates in full fp32 only"},
     {JOB_OPT_CACHE, "cache", 0, "C", "off", 1,
      "step caching: off, teacache:T or magcache:T. A skipped\n"
      "step of a CFG branch reuses the residual out - in of the\n"

@@ -300,6 +300,10 @@ static int set_run_option(job_params *p, int id, const char *v) {
     p->precision = 1 + (int)w; /* JOB_PRECISION_BF16, _FP8 or _INT8 */
     return SP_OK;
   }
+  case JOB_OPT_FP8_ACCUM: {
+    static const char *const accum[] = {"full", "fast"};
+    return set_word("--fp8-accum", v, accum, 2, "full or fast", &p->fp8_fast_accum);
+  }
   case JOB_OPT_VAE_PRECISION:
     return wan_vae_gpu_precision_parse(v, &p->vae_precision);
   case JOB_OPT_LORA:

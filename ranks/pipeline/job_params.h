@@ -112,6 +112,7 @@ typedef struct job_params {
   int verify, quiet, preview;
   kern_attn_backend attn; /* --attn */
   int precision;          /* --precision: JOB_PRECISION_FILE (not given), _BF16, _FP8, _INT8 */
+  int fp8_fast_accum;     /* --fp8-accum fast (1) or full (0, the default) */
   int profile;            /* --profile (CUDA) */
   int order;              /* --order: PLAN_ORDER_AUTO, _MICRO or _BLOCK */
   double stream_frac;     /* --stream-frac, -1: the budget decides */

@@ -105,7 +105,7 @@ wan_precision job_precision(const job_params *p, const rank_model_info *mi) {
 }
 
 int job_precision_check(const job_params *p, const rank_model_info *mi) {
-  return rank_stage_precision_check(mi, job_precision(p, mi));
+  return rank_stage_precision_check(mi, job_precision(p, mi), p->fp8_fast_accum);
 }
 
 /* A task's published defaults (wan_task_defaults) into what j was not

@@ -58,8 +58,9 @@ void job_step_experts(const job_spec *j, int experts, const int64_t *timesteps,
  * (rank_model_info.precision). */
 wan_precision job_precision(const job_params *p, const rank_model_info *mi);
 /* The precision against the model (rank_stage_precision_check: fp8 on an
- * int8 file, int8 or fp8 on a GGUF-converted one; a GPU's own limits are
- * the CUDA stage's to check). SP_OK or SP_ERR_INPUT after one line. */
+ * int8 file, int8 or fp8 on a GGUF-converted one, --fp8-accum fast at any
+ * precision but fp8; a GPU's own limits are the CUDA stage's to check).
+ * SP_OK or SP_ERR_INPUT after one line. */
 int job_precision_check(const job_params *p, const rank_model_info *mi);
 
 /* ---- the plan ---- */

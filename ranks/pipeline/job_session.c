@@ -51,6 +51,8 @@ int job_session_open(const comm_world *w, const job_params *p, job_session **out
   /* A two-expert model's defaults fill what the command line left out;
    * rank 0 decides (and reports) and every rank takes its job. */
   rc = w->rank == 0 ? job_params_apply_model(o, rank_model_get_info(s->m)) : SP_OK;
+  /* --fp8-accum fast on the CPU: after the precision's own rules */
+  if (rc == SP_OK && w->rank == 0) rc = rank_stage_fp8_accum_check(s->dev, o->fp8_fast_accum);
   if ((rc = job_phase(w, rc, "checking the options against the model")) != SP_OK)
     return job_session_fail(s, rc);
   comm_bcast(w, &o->job, sizeof o->job, 0);

@@ -55,6 +55,7 @@ int job_stage_ensure(job_session *s, const int64_t lat[4]) {
                          .seq = g->seq > 1 ? &s->seq : NULL, .tp = s->tp,
                          .precision = job_precision(&s->params, rank_model_get_info(s->m)),
                          .w8a8_epilogue = s->plan.w8a8_epilogue,
+                         .fp8_fast_accum = s->params.fp8_fast_accum,
                          .cache = s->cache_any};
   double t0 = comm_now();
   sp_progress_begin("reading weights", NULL, 0); /* each group read adds its bytes */

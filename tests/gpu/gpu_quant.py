@@ -16,7 +16,11 @@ GPU") against the CPU backend on the same files, tiny models:
      end: an H100 measured 2.03e-2 to 2.09e-2 there, bypassed and merged
      alike, against 1.04e-2 to 1.06e-2 for int8 W8A8 and 0.7e-2 for the
      weight-only path), 2 ranks bypassed bit-identical to 1.
-  4. Quality, reported against the GPU's bf16 forward of the same weights
+  4. --fp8-accum fast (cuBLASLt's fast fp8 accumulation, sm_90): the fp8
+     file's GPU forward within 1e-2 of the CPU's fp8 forward (full fp32
+     accumulation), a rerun and 2 ranks bit-identical; on sm_89 the
+     stage's refusal naming the flag is expected (reported as a skip).
+  5. Quality, reported against the GPU's bf16 forward of the same weights
      (random bf16 weights of a tiny model with ffn 512): an fp8 file of
      them in fp8, GGUF files of them with every block linear weight in Q8_0
      (gguf-py's quantiser) or Q4_K (a plain quantiser, gguflib.py). Random
@@ -94,9 +98,9 @@ def inputs():
         f["context_null"] = rng.standard_normal((5, 4096)).astype(np.float32)
 
 
-def forward(model, dev, prec, out):
+def forward(model, dev, prec, out, extra=()):
     args = [BIN, "forward", "--model", model, "--latent", path("in.h5"), "--timestep", "611",
-            "--cond", path("in.h5"), "--device", dev, "-o", path(out)]
+            "--cond", path("in.h5"), "--device", dev, *extra, "-o", path(out)]
     r = run(args + (["--precision", prec] if prec else []), expect=None)
     if r.returncode != 0:
         return None, r.stderr
@@ -188,6 +192,43 @@ def check_loras(files, ran):
         check(two.tobytes() == one.tobytes(), f"{label}, LoRA bypass: 2 ranks bit-identical")
 
 
+FAST = ["--fp8-accum", "fast"]
+
+
+def check_fast(files):
+    """--fp8-accum fast (cuBLASLt's fast fp8 accumulation, sm_90 only): the
+    fp8 file's GPU forward within the same bound of the CPU's fp8 forward
+    (which accumulates in full fp32), its difference from the GPU's full
+    accumulation reported; runs of 2 steps bit-identical on a rerun and on
+    2 ranks. On sm_89 the stage's refusal (one line naming the flag) is
+    the expected answer; on the CPU backend (DEV cpu) the refusal too."""
+    label = "fp8 file in fp8, --fp8-accum fast"
+    g, err = forward(files["fp8"], DEV, "fp8", "f-fp8-fast-gpu.h5", FAST)
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    if DEV == "cpu":
+        check(g is None and "--fp8-accum fast: the DiT runs on the CPU" in err,
+              f"{label}: refused on the CPU backend ({last})")
+        return
+    if g is None and ("needs fp8 tensor cores" in err or "--fp8-accum fast needs an sm_90" in err):
+        print(f"skip {label}: {last}")
+        return
+    check(g is not None, f"{label}: the GPU forward ran ({err.strip()[-300:]})")
+    if g is None:
+        return
+    c, _ = forward(files["fp8"], "cpu", "fp8", "f-fp8-fast-cpu.h5")
+    e = rel_l2(g, c)
+    check(e <= BOUND and np.all(np.isfinite(g)),
+          f"{label}: GPU forward within {BOUND} of the CPU's fp8 forward: relative L2 {e:.3e}")
+    full, _ = forward(files["fp8"], DEV, "fp8", "f-fp8-full-gpu.h5")
+    if full is not None:
+        print(f"note {label}: against the GPU's full accumulation: relative L2 "
+              f"{rel_l2(g, full):.3e}; the full one against the CPU's: {rel_l2(full, c):.3e}")
+    a = latents(files["fp8"], "fp8", "r-fast.h5", FAST)
+    for name, extra, ranks in (("rerun", FAST, 1), ("2 ranks", [*FAST, "--transport", "mpi"], 2)):
+        b = latents(files["fp8"], "fp8", f"r-fast-{ranks}-{len(extra)}.h5", extra, ranks)
+        check(a.tobytes() == b.tobytes(), f"{label}: {name} bit-identical to the first run")
+
+
 def report_quality(files):
     ref, _ = forward(files["qbf16"], DEV, "bf16", "q-bf16.h5")
     rows = {}
@@ -212,6 +253,7 @@ def main():
     ran = check_forwards(files)
     check_runs(files, ran)
     check_loras(files, ran)
+    check_fast(files)
     report_quality(files)
     return finish("quantized weights on the GPU")
 

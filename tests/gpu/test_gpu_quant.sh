@@ -4,9 +4,11 @@
 # quantised at load, each GPU forward within 1e-2 relative L2 of the CPU's
 # at the same precision; reruns, 2 and 3 ranks sharing the GPU, streamed
 # blocks and row chunks bit-identical; LoRAs bypassed (every case) and merged
-# (fp8, int8) within 2e-2 of the CPU; fp8, Q8_0 and Q4_K against the bf16
-# forward of the same weights, reported (quality.json in the work folder).
-# Skips (77) without a GPU.
+# (fp8, int8) within 2e-2 of the CPU; --fp8-accum fast (cuBLASLt's fast fp8
+# accumulation, sm_90) within 1e-2 of the CPU's fp8 forward, a rerun and 2
+# ranks bit-identical (sm_89: its refusal naming the flag, a skip line);
+# fp8, Q8_0 and Q4_K against the bf16 forward of the same weights, reported
+# (quality.json in the work folder). Skips (77) without a GPU.
 set -u
 . "$SP_SRC/tests/common/script.sh"
 sp_need_gpu

@@ -24,10 +24,12 @@
  *   reference rounded), within 1e-5 (fp32) or 1e-2 (bf16) with GELU (the
  *   CPU evaluates tanh in double). Each row also prints its error against
  *   the unquantised fp32 linear, for information.
- * fp8 rows need an sm_89+ GPU and the GEMM_SCALES paths sm_90: elsewhere
- * they are listed as skipped. The rows that force a GEMM_SCALES path come
- * last: where cuBLASLt refuses one, the call is fatal. Fresh random inputs each run (SP_SEED=n
- * replays).
+ * fp8 rows need an sm_89+ GPU and the GEMM_SCALES paths and FAST_AUTO
+ * sm_90: elsewhere they are listed as skipped. The rows that force a
+ * GEMM_SCALES path come last: where cuBLASLt refuses one, the call is
+ * fatal; then the FAST_AUTO rows (the stage's --fp8-accum fast), which must
+ * take the fast GEMM (GEMM_SCALES_FAST, their note says which they took).
+ * Fresh random inputs each run (SP_SEED=n replays).
  *
  *   test_quant [-o OP] [--small] [--bench [JSON]]
  * --small runs the small rows (for compute-sanitizer); --bench times the
@@ -251,8 +253,9 @@ static void w8a8_reference(const qcase *c, const float *x, const float *w, const
 static void op_w8a8(const qcase *c, kern_cuda_gemm_ctx *g, qresult *r) {
   const int64_t M = c->rows, K = c->cols, N = c->n;
   const int fp8 = c->fmt == KERN_QFMT_E4M3_ROW;
-  const int sm90_only =
-      c->path == KERN_CUDA_W8A8_GEMM_SCALES || c->path == KERN_CUDA_W8A8_GEMM_SCALES_FAST;
+  const int sm90_only = c->path == KERN_CUDA_W8A8_GEMM_SCALES ||
+                        c->path == KERN_CUDA_W8A8_GEMM_SCALES_FAST ||
+                        c->path == KERN_CUDA_W8A8_FAST_AUTO;
   if ((fp8 && g_sm < 89) || (sm90_only && g_sm != 90)) {
     r->skipped = 1;
     snprintf(r->note, sizeof r->note, "skipped: needs sm_%s, this GPU is sm_%d",
@@ -326,7 +329,9 @@ static void op_w8a8(const qcase *c, kern_cuda_gemm_ctx *g, qresult *r) {
                         ? 0.0
                         : fmax(sp_test_rel_l2_f32(got, ref, M * N), 1e-30))
                  : sp_test_rel_l2_f32(got, ref, M * N);
-  r->extra_ok = quant_same;
+  /* FAST_AUTO (--fp8-accum fast): the fast GEMM taken on these shapes */
+  r->extra_ok = quant_same && (c->path != KERN_CUDA_W8A8_FAST_AUTO ||
+                               took == KERN_CUDA_W8A8_GEMM_SCALES_FAST);
   snprintf(r->note, sizeof r->note, "took %s; x quantiser %s cpu; vs unquantised fp32 %.2e",
            path_name(took), quant_same ? "==" : "!=", sp_test_rel_l2_f32(got, plain, M * N));
   free(x), free(w), free(b), free(wq), free(xq_want), free(sw), free(sx_want), free(ref);
@@ -388,6 +393,10 @@ static const qcase cases[] = {
     W8(KERN_QFMT_E4M3_ROW, 96, 13824, 5120, .path = KERN_CUDA_W8A8_GEMM_SCALES_FAST,
        .bf16_out = 1),
     W8(KERN_QFMT_E4M3_ROW, 64, 5120, 5120, .path = KERN_CUDA_W8A8_GEMM_SCALES_FAST),
+    /* the stage's --fp8-accum fast: the fast GEMM required to be taken */
+    W8(KERN_QFMT_E4M3_ROW, 77, 1536, 8960, .path = KERN_CUDA_W8A8_FAST_AUTO, .gelu = 1,
+       .bf16_out = 1),
+    W8(KERN_QFMT_E4M3_ROW, 9, 256, 640, .path = KERN_CUDA_W8A8_FAST_AUTO, .small = 1),
 };
 #undef DQ
 #undef W8

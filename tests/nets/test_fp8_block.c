@@ -7,7 +7,8 @@
  * quantisation changes); bound: the output within 3e-2 (the fp8 target of
  * the block, STYLE.md 9), and the block not equal to the fp32 one (the
  * quantisation took place). Also which precision a file may run in
- * (rank_stage_precision_check) and the --precision words. */
+ * (rank_stage_precision_check, with --fp8-accum fast: rank_stage_fp8_accum_check)
+ * and the --precision words. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,28 +89,44 @@ static void check_preset(const char *preset) {
 
 /* Which precision a file runs in (each refusal one line, logged by the
  * check): an fp8 file in fp8 or bf16, an int8 file in int8 or bf16, a
- * GGUF-converted (quant) file in bf16 only, a bf16 file in any. */
+ * GGUF-converted (quant) file in bf16 only, a bf16 file in any; fast fp8
+ * accumulation (--fp8-accum fast) in fp8 only and never on the CPU. */
 static void check_precision_rules(void) {
   rank_model_info mi = {.precision = WAN_PRECISION_FP8, .fp8 = 1, .quant = 1};
   snprintf(mi.id.source, sizeof mi.id.source, "f.h5");
-  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_FP8) == SP_OK, "fp8 file, fp8");
-  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_BF16) == SP_OK, "fp8 file, bf16");
-  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_INT8) == SP_ERR_INPUT,
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_FP8, 0) == SP_OK, "fp8 file, fp8");
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_BF16, 0) == SP_OK, "fp8 file, bf16");
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_INT8, 0) == SP_ERR_INPUT,
         "an fp8 file in int8 is refused");
   mi = (rank_model_info){.precision = WAN_PRECISION_INT8, .quant = 1};
-  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_INT8) == SP_OK, "int8 file, int8");
-  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_BF16) == SP_OK, "int8 file, bf16");
-  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_FP8) == SP_ERR_INPUT,
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_INT8, 0) == SP_OK, "int8 file, int8");
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_BF16, 0) == SP_OK, "int8 file, bf16");
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_FP8, 0) == SP_ERR_INPUT,
         "an int8 file in fp8 is refused");
   mi = (rank_model_info){.precision = WAN_PRECISION_BF16, .quant = 1};
-  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_BF16) == SP_OK, "quant file, bf16");
-  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_FP8) == SP_ERR_INPUT &&
-            rank_stage_precision_check(&mi, WAN_PRECISION_INT8) == SP_ERR_INPUT,
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_BF16, 0) == SP_OK, "quant file, bf16");
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_FP8, 0) == SP_ERR_INPUT &&
+            rank_stage_precision_check(&mi, WAN_PRECISION_INT8, 0) == SP_ERR_INPUT,
         "a GGUF-converted file in fp8 or int8 is refused");
   mi.quant = 0;
   for (int p = 0; p < 3; p++)
-    CHECK(rank_stage_precision_check(&mi, (wan_precision)p) == SP_OK, "bf16 file, %s",
+    CHECK(rank_stage_precision_check(&mi, (wan_precision)p, 0) == SP_OK, "bf16 file, %s",
           wan_precision_name((wan_precision)p));
+  /* fast fp8 accumulation: at precision fp8 only, and not on the CPU */
+  for (int p = 0; p < 3; p++)
+    CHECK(rank_stage_precision_check(&mi, (wan_precision)p, 1) ==
+              (p == WAN_PRECISION_FP8 ? SP_OK : SP_ERR_INPUT),
+          "bf16 file at %s with fast fp8 accumulation: %s", wan_precision_name((wan_precision)p),
+          p == WAN_PRECISION_FP8 ? "taken" : "refused");
+  mi = (rank_model_info){.precision = WAN_PRECISION_FP8, .fp8 = 1, .quant = 1};
+  snprintf(mi.id.source, sizeof mi.id.source, "f.h5");
+  CHECK(rank_stage_precision_check(&mi, WAN_PRECISION_FP8, 1) == SP_OK &&
+            rank_stage_precision_check(&mi, WAN_PRECISION_BF16, 1) == SP_ERR_INPUT,
+        "fp8 file: fast accumulation in fp8, refused in bf16 (the weight-only path)");
+  CHECK(rank_stage_fp8_accum_check(RANK_DEVICE_CPU, 1) == SP_ERR_INPUT &&
+            rank_stage_fp8_accum_check(RANK_DEVICE_CUDA, 1) == SP_OK &&
+            rank_stage_fp8_accum_check(RANK_DEVICE_CPU, 0) == SP_OK,
+        "fast fp8 accumulation refused on the CPU backend only");
 }
 
 /* The --precision words: each name parses back to its precision, the

@@ -27,8 +27,14 @@ static int64_t held_tokens(const rank_stage_cfg *cfg, int64_t tokens) {
   return plan_seq_rows(tokens, cfg->seq->n, cfg->seq->me);
 }
 
-int rank_stage_precision_check(const rank_model_info *mi, wan_precision p) {
+int rank_stage_precision_check(const rank_model_info *mi, wan_precision p, int fp8_fast_accum) {
   const char *file = mi->id.source;
+  if (fp8_fast_accum && p != WAN_PRECISION_FP8) {
+    sp_log_error("--fp8-accum fast: %s runs at precision %s here; fast accumulation is of the "
+                 "fp8 W8A8 GEMMs only (--precision fp8, or an fp8 file without --precision)",
+                 file, wan_precision_name(p));
+    return SP_ERR_INPUT;
+  }
   if (mi->precision != WAN_PRECISION_BF16 && p != WAN_PRECISION_BF16 && p != mi->precision) {
     sp_log_error("--precision %s: %s holds %s weights: it runs in %s (its codes as they are) or "
                  "bf16 (its weights dequantised)", wan_precision_name(p), file,
@@ -44,10 +50,20 @@ int rank_stage_precision_check(const rank_model_info *mi, wan_precision p) {
   return SP_OK;
 }
 
+int rank_stage_fp8_accum_check(rank_device dev, int fp8_fast_accum) {
+  if (!fp8_fast_accum || dev != RANK_DEVICE_CPU) return SP_OK;
+  sp_log_error("--fp8-accum fast: the DiT runs on the CPU here, whose fp8 W8A8 reference "
+               "accumulates in full fp32 only; fast accumulation is cuBLASLt's on an sm_90 GPU "
+               "(--device cuda)");
+  return SP_ERR_INPUT;
+}
+
 int rank_stage_load(rank_model *m, const rank_stage_cfg *cfg, rank_stage **out,
                     uint64_t *bytes_read) {
   const wan_config *c = &rank_model_get_info(m)->config;
-  if (rank_stage_precision_check(rank_model_get_info(m), cfg->precision) != SP_OK)
+  if (rank_stage_precision_check(rank_model_get_info(m), cfg->precision,
+                                 cfg->fp8_fast_accum) != SP_OK ||
+      rank_stage_fp8_accum_check(cfg->device, cfg->fp8_fast_accum) != SP_OK)
     return SP_ERR_INPUT;
   rank_stage *s = sp_xcalloc(1, sizeof *s);
   s->c = c;

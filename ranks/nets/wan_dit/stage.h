@@ -87,6 +87,12 @@ typedef struct rank_stage_cfg {
    * fp8 on a GPU without cuBLASLt's per-row scales, not sm_90): the plan's
    * plan.w8a8_epilogue, so the arena is the planner's layout. */
   int w8a8_epilogue;
+  /* CUDA, precision FP8 on sm_90: the W8A8 GEMMs with cuBLASLt's fast
+   * fp8 accumulation (--fp8-accum fast: no periodic promotion of the
+   * tensor cores' products to full fp32; MODEL.md "fp8 weights"). 0: full
+   * accumulation. Refused anywhere else (rank_stage_fp8_accum_check,
+   * rank_stage_precision_check; sm_89 when the CUDA stage loads). */
+  int fp8_fast_accum;
   /* Step caching (DESIGN.md "Step caching"): the last stage holds a
    * residual and stage 0 (when not also last) an input copy per prompt
    * slot (rank_stage_cache_*). 0: none. */
@@ -98,10 +104,16 @@ typedef struct rank_stage rank_stage;
 /* What a stage of precision p (cfg.precision) can run of model mi: an
  * fp8 file in fp8 or bf16 (its weights dequantised), an int8 file in int8
  * or bf16, a quant file (GGUF's formats) in bf16 only, a bf16 or fp32 file
- * in any (fp8 and int8 quantise it at load). SP_OK, or SP_ERR_INPUT after
- * one line naming the cause. rank_stage_load checks it too; the CUDA
- * stage refuses fp8 on a GPU without fp8 tensor cores when it loads. */
-int rank_stage_precision_check(const rank_model_info *mi, wan_precision p);
+ * in any (fp8 and int8 quantise it at load); fast fp8 accumulation
+ * (cfg.fp8_fast_accum) at precision fp8 only. SP_OK, or SP_ERR_INPUT
+ * after one line naming the cause. rank_stage_load checks it too; the
+ * CUDA stage refuses fp8 on a GPU without fp8 tensor cores, and fast
+ * accumulation off sm_90, when it loads. */
+int rank_stage_precision_check(const rank_model_info *mi, wan_precision p, int fp8_fast_accum);
+/* Fast fp8 accumulation (cfg.fp8_fast_accum) on device dev: the CPU
+ * backend refuses it (it accumulates in full fp32 only). SP_OK, or
+ * SP_ERR_INPUT after one line naming --fp8-accum. */
+int rank_stage_fp8_accum_check(rank_device dev, int fp8_fast_accum);
 
 /* Host buffers the stage copies to and from (latents, head outputs):
  * pinned on the CUDA backend, so copies run at the link's rate and can be

@@ -246,7 +246,8 @@ void rank_cuda_linear(const rank_stage *s, cuda_stage *c, const cuda_linear *l);
  * in the step log (use, below). */
 #define RANK_CUDA_W(w, f) rank_cuda_use_linear(w, (w)->w.f, WAN_BLOCK_T_##f)
 /* The stage can run at its precision on this GPU (W8A8 fp8 needs sm_89 or
- * sm_90; the epilogue path's scratch where it is taken): SP_OK, or
+ * sm_90, --fp8-accum fast sm_90; the epilogue path's scratch where it is
+ * taken): SP_OK, or
  * SP_ERR_INPUT after one line naming the GPU and the remedy. */
 int rank_cuda_precision_check(const rank_stage *s, const cuda_stage *c);
 

@@ -11,8 +11,10 @@
  *   once for every layer that reads it (rank_cuda_quant_input: the CPU's
  *   rule, kern_cuda_quantize_fp8_rows or _i8_rows), the codes' GEMM with
  *   the tokens' and the output channels' scales (kern_cuda_linear_w8a8:
- *   cuBLASLt's outer-vector scales on sm_90, an fp32 product and one
- *   epilogue kernel elsewhere and for int8), bias and activation in it; a
+ *   cuBLASLt's outer-vector scales on sm_90, with its fast fp8
+ *   accumulation under --fp8-accum fast (cfg.fp8_fast_accum); an fp32
+ *   product and one epilogue kernel elsewhere and for int8), bias and
+ *   activation in it; a
  *   bypassed LoRA pair on the quantised input dequantised to bf16 (MODEL.md
  *   "fp8 weights", LoRAs): its product added onto the layer's before the
  *   activation.
@@ -67,7 +69,8 @@ static void linear_w8a8(const rank_stage *s, cuda_stage *c, const cuda_linear *l
   const kern_cuda_w8a8_params p = {
       .fmt = l->w->fmt, .x_q = c->xq, .sx = c->xs, .w_q = l->w->data, .sw = l->w->scale,
       .bias = l->b, .y = l->y, .y_dtype = l->y_dtype, .M = l->rows, .K = l->in, .N = l->out,
-      .act = pair ? KERN_CUDA_ACT_NONE : l->act, .path = KERN_CUDA_W8A8_AUTO,
+      .act = pair ? KERN_CUDA_ACT_NONE : l->act,
+      .path = s->cfg.fp8_fast_accum ? KERN_CUDA_W8A8_FAST_AUTO : KERN_CUDA_W8A8_AUTO,
       .scratch = c->wacc, .scratch_bytes = c->wacc_bytes};
   kern_cuda_linear_w8a8(c->gemm, &p, c->stream);
   if (!pair) return;
@@ -108,6 +111,13 @@ int rank_cuda_precision_check(const rank_stage *s, const cuda_stage *c) {
     sp_log_error("cuda:%d: --precision fp8 needs fp8 tensor cores (sm_89 Ada or sm_90 Hopper), "
                  "this GPU is sm_%d: --precision bf16 runs fp8 weights dequantised for each "
                  "GEMM (the weight-only path)", c->device, c->sm);
+    return SP_ERR_INPUT;
+  }
+  if (s->cfg.fp8_fast_accum && c->sm != 90) { /* its precision: rank_stage_precision_check */
+    sp_log_error("cuda:%d: --fp8-accum fast needs an sm_90 GPU (Hopper), where cuBLASLt applies "
+                 "the W8A8 scales inside its fp8 GEMM; this GPU is sm_%d, whose fp8 products go "
+                 "through an fp32 scratch and an epilogue kernel: leave --fp8-accum out (full)",
+                 c->device, c->sm);
     return SP_ERR_INPUT;
   }
   const int need = p == WAN_PRECISION_INT8 || (p == WAN_PRECISION_FP8 && c->sm != 90);
