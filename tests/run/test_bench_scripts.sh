@@ -38,12 +38,8 @@ else
 fi
 "$PY" - "$work" <<'PY' || fail=1
 import json, math, os, sys
+from sptest import check, finish
 d = sys.argv[1]
-ok = True
-def check(c, what):
-    global ok
-    print(("ok   " if c else "FAIL ") + what)
-    ok = ok and c
 words = ["t2v-14b", "t2v-a14b", "i2v-a14b", "ti2v-5b"]
 want = [f"{m}/{p}" for m in words for p in ("bf16", "fp8")]
 e = json.load(open(os.path.join(d, "e2e", "e2e.json")))
@@ -63,6 +59,6 @@ q = json.load(open(os.path.join(d, "bq", "quant_step.json")))
 check(sorted(q["rows"]) == sorted(["bf16", "fp8", "fp8-19g", "q8_0"]), f"quant step rows {sorted(q['rows'])}")
 check(all(k in q["targets"] for k in ("weight-only step <= 1.05x bf16", "fp8 device peak <= 19 GiB")),
       "quant step judges its targets")
-sys.exit(0 if ok else 1)
+sys.exit(finish("bench scripts"))
 PY
 exit $fail
