@@ -35,11 +35,20 @@ references), tests/text (spm_parity), tests/fp8 (fp8ref), tests/common
                            sanitizers (ASAN_OPTIONS set), mpirun's ranks skip
                            the leak check: Open MPI's own allocations would
                            be reported at exit.
+  png_encode(pixels)       the bytes of an 8-bit PNG of a uint8 array: (H, W)
+                           grey, (H, W, 2) grey + alpha, (H, W, 3) RGB or
+                           (H, W, 4) RGBA; not interlaced, filter 0 on every
+                           row, one IDAT chunk. Tests of the PNG reader's
+                           other depths, palettes and interlacing write
+                           their own (tests/vae/vae_encode.py).
+  png_write(path, pixels)  png_encode(pixels) written to path.
 """
 import os
+import struct
 import subprocess
 import sys
 import time
+import zlib
 
 import numpy as np
 
@@ -118,3 +127,29 @@ def run(args, expect=0, ranks=1, env=None, fatal=True):
         if fatal:
             raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}, expected {expect}")
     return p
+
+
+_PNG_COLOUR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # samples a pixel -> IHDR colour type
+
+
+def _png_chunk(kind, data):
+    return (struct.pack(">I", len(data)) + kind + data +
+            struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+
+def png_encode(pixels):
+    a = np.asarray(pixels)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] not in _PNG_COLOUR_TYPE:
+        raise ValueError(f"png_encode takes uint8 (H, W) or (H, W, 1-4), not {a.dtype} {a.shape}")
+    h, w, c = a.shape
+    raw = b"".join(b"\x00" + a[y].tobytes() for y in range(h))
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, _PNG_COLOUR_TYPE[c], 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) +
+            _png_chunk(b"IDAT", zlib.compress(raw)) + _png_chunk(b"IEND", b""))
+
+
+def png_write(path, pixels):
+    with open(path, "wb") as f:
+        f.write(png_encode(pixels))

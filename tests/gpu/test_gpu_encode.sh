@@ -18,21 +18,16 @@ sp_seed
 "$SP_BIN" init --arch wan2.1-vae-tiny --encoder --seed "$S" -q -o "$work/vae.h5" ||
   { bad "init --encoder"; exit 1; }
 "$PY" - "$work" "$S" <<'PY' || { echo "FAIL inputs"; exit 1; }
-import struct, sys, zlib
+import sys
 import h5py, numpy as np
+from sptest import png_write
 work, seed = sys.argv[1], int(sys.argv[2])
 rng = np.random.default_rng(seed)
 with h5py.File(work + "/v.h5", "w") as f:
     f["video"] = rng.uniform(-1, 1, (3, 9, 40, 56)).astype(np.float32)
 with h5py.File(work + "/big.h5", "w") as f:
     f["video"] = rng.uniform(-1, 1, (3, 5, 480, 832)).astype(np.float32)
-img = rng.integers(0, 256, (64, 80, 3), dtype=np.uint8)
-def chunk(t, d):
-    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
-raw = b"".join(b"\x00" + r.tobytes() for r in img)
-with open(work + "/img.png", "wb") as f:
-    f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 80, 64, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+png_write(work + "/img.png", rng.integers(0, 256, (64, 80, 3), dtype=np.uint8))
 PY
 enc() { # OUT DEVICE PRECISION FLAG INPUT
   "$SP_BIN" encode --vae "$work/vae.h5" "$4" "$5" --device "$2" --vae-precision "$3" -q \

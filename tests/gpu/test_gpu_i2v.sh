@@ -23,20 +23,16 @@ sp_work_dir gpu-i2v
 T=$work
 seed=$RANDOM
 "$PY" - "$T" "$seed" <<'PYEOF' || exit 1
-import struct, sys, zlib
+import sys
 import h5py, numpy as np
+from sptest import png_write
 t, seed = sys.argv[1], int(sys.argv[2])
 r = np.random.default_rng(seed)
 h, w = 75, 130
 yy, xx = np.mgrid[0:h, 0:w]
 u8 = np.clip(127.5 + 100 * np.sin(xx[..., None] * 0.11 + yy[..., None] * 0.07 + r.uniform(0, 6, 3))
              + r.normal(0, 20, (h, w, 3)), 0, 255).astype(np.uint8)
-raw = b"".join(b"\x00" + u8[y].tobytes() for y in range(h))
-def chunk(k, d):
-    return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d) & 0xFFFFFFFF)
-with open(f"{t}/img.png", "wb") as f:
-    f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+png_write(f"{t}/img.png", u8)
 with h5py.File(f"{t}/cond.h5", "w") as f:
     f["context"] = r.standard_normal((int(r.integers(1, 513)), 4096)).astype(np.float32)
     f["context_null"] = r.standard_normal((int(r.integers(1, 513)), 4096)).astype(np.float32)

@@ -23,16 +23,14 @@ published steps (tests/ref/image_ref.py, I2V.md "Preparing the image"):
 usage: image_prep_parity.py DUMP_BIN WORKDIR. Fresh random images from a
 printed seed (SP_SEED replays)."""
 import os
-import struct
 import subprocess
 import sys
-import zlib
 
 import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import check, finish, seed  # noqa: E402
+from sptest import check, finish, png_write, seed  # noqa: E402
 import i2v_ref as R  # noqa: E402
 import image_ref as I  # noqa: E402
 
@@ -40,23 +38,10 @@ BIN, WORK = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(seed("image_prep_parity"))
 
 
-def write_png(path, u8):
-    """An 8-bit RGB PNG of (h, w, 3) u8, written by hand (zlib, no filter)."""
-    h, w, _ = u8.shape
-    raw = b"".join(b"\x00" + u8[y].tobytes() for y in range(h))
-
-    def chunk(kind, data):
-        return (struct.pack(">I", len(data)) + kind + data +
-                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-
-
 def dump(u8, ops, tag, expect=0):
     png = os.path.join(WORK, tag + ".png")
     out = os.path.join(WORK, tag + ".h5")
-    write_png(png, u8)
+    png_write(png, u8)
     p = subprocess.run([BIN, png, out, *ops], capture_output=True, text=True)
     if p.returncode != expect:
         check(False, "io_image_prep_dump %s: exit %d (expected %d): %s"

@@ -15,17 +15,12 @@ sp_mpi
 sp_work_dir i2v-ranks
 sp_seed seed
 "$PY" - "$work" "$seed" <<'PY' || exit 1
-import struct, sys, zlib
+import sys
 import h5py, numpy as np
+from sptest import png_write
 work, seed = sys.argv[1], int(sys.argv[2])
 rng = np.random.default_rng(seed)
-u8 = rng.integers(0, 256, (50, 61, 3), dtype=np.uint8)
-raw = b"".join(b"\x00" + u8[y].tobytes() for y in range(u8.shape[0]))
-def chunk(k, d):
-    return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d) & 0xFFFFFFFF)
-with open(f"{work}/img.png", "wb") as f:
-    f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 61, 50, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+png_write(f"{work}/img.png", rng.integers(0, 256, (50, 61, 3), dtype=np.uint8))
 with h5py.File(f"{work}/cond.h5", "w") as f:
     f["context"] = rng.standard_normal((9, 4096)).astype(np.float32)
     f["context_null"] = rng.standard_normal((5, 4096)).astype(np.float32)

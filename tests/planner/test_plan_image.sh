@@ -11,15 +11,13 @@ set -u
 sp_python
 sp_work_dir plan-image
 "$PY" - "$work" <<'PY' || exit 1
-import struct, sys, zlib
+import sys
+import numpy as np
+from sptest import png_write
 t = sys.argv[1]
 h, w = 70, 120
-raw = b"".join(b"\x00" + bytes((x * 7 + y) % 256 for x in range(3 * w)) for y in range(h))
-def chunk(k, d):
-    return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d) & 0xFFFFFFFF)
-with open(f"{t}/img.png", "wb") as f:
-    f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+x, y = np.arange(3 * w)[None, :], np.arange(h)[:, None]  # x: the byte of a row
+png_write(f"{t}/img.png", ((x * 7 + y) % 256).astype(np.uint8).reshape(h, w, 3))
 PY
 ti2v=(plan --model synth:wan2.2-ti2v-tiny --image "$work/img.png" --vae synth:wan2.2-vae-tiny)
 i2v=(plan --model synth:wan2.2-i2v-tiny --image "$work/img.png" --vae synth:wan2.1-vae-tiny)

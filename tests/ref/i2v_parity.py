@@ -40,7 +40,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import check, finish, rel_l2, run, seed as take_seed  # noqa: E402
+from sptest import check, finish, png_write, rel_l2, run, seed as take_seed  # noqa: E402
 import i2v_ref as R  # noqa: E402
 import image_ref as I  # noqa: E402
 import wan22_ref as W22  # noqa: E402
@@ -129,21 +129,6 @@ def cmd_forward(bin_, work, rng):
               % (shape, t, err))
 
 
-def write_png(path, u8):
-    """An 8-bit RGB PNG of (h, w, 3) u8, written by hand (zlib, no filter)."""
-    import struct
-    import zlib
-    h, w, _ = u8.shape
-    raw = b"".join(b"\x00" + u8[y].tobytes() for y in range(h))
-
-    def chunk(kind, data):
-        return (struct.pack(">I", len(data)) + kind + data +
-                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-
-
 def vae_weights(path, part):
     """The weights of one part of a VAE file as float64 (encoder: the keys
     of its group, encoder.* and conv1.*)."""
@@ -180,7 +165,7 @@ def run_ti2v(bin_, work, rng):
     h, w = (int(v) for v in rng.integers(30, 90, 2))
     u8 = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
     png = os.path.join(work, "ti2v.png")
-    write_png(png, u8)
+    png_write(png, u8)
     area = 64 * 96
     z, (oh, ow) = R.ti2v_image_latent(VAE22_TINY, vae_weights(vpath, "encoder"), u8, area)
     noise = rng.standard_normal((48, 2, oh // 16, ow // 16)).astype(np.float32)
@@ -229,7 +214,7 @@ def run_i2v(bin_, work, rng):
     h, w = (int(v) for v in rng.integers(30, 90, 2))
     u8 = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
     png = os.path.join(work, "i2v.png")
-    write_png(png, u8)
+    png_write(png, u8)
     area = 32 * 48
     lh, lw = I.i2v_grid(h, w, area)
     noise = rng.standard_normal((16, 2, lh, lw)).astype(np.float32)

@@ -21,17 +21,12 @@ sp_seed
 cd "$work" || exit 1
 h=75 w=131
 "$PY" - "$S" "$h" "$w" <<'PY' || exit 1
-import struct, sys, zlib
+import sys
 import h5py, numpy as np
+from sptest import png_write
 r = np.random.default_rng(int(sys.argv[1]))
 h, w = int(sys.argv[2]), int(sys.argv[3])
-u8 = r.integers(0, 256, (h, w, 3), dtype=np.uint8)
-raw = b"".join(b"\x00" + u8[y].tobytes() for y in range(h))
-def chunk(k, d):
-    return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d) & 0xFFFFFFFF)
-with open("img.png", "wb") as f:
-    f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+png_write("img.png", r.integers(0, 256, (h, w, 3), dtype=np.uint8))
 with h5py.File("cond.h5", "w") as f:
     f["context"] = r.standard_normal((7, 4096)).astype(np.float32)
     f["context_null"] = r.standard_normal((4, 4096)).astype(np.float32)

@@ -14,18 +14,12 @@ sp_python
 sp_work_dir i2v-refused
 T=$work
 "$PY" - "$T" <<'PY' || exit 1
-import struct, sys, zlib
+import sys
 import h5py, numpy as np
+from sptest import png_write
 t = sys.argv[1]
-def png(path, h, w):
-    raw = b"".join(b"\x00" + bytes(3 * w) for _ in range(h))
-    def chunk(k, d):
-        return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d) & 0xFFFFFFFF)
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-png(f"{t}/img.png", 40, 60)
-png(f"{t}/thin.png", 2, 300)
+png_write(f"{t}/img.png", np.zeros((40, 60, 3), np.uint8))
+png_write(f"{t}/thin.png", np.zeros((2, 300, 3), np.uint8))
 with open(f"{t}/not.png", "w") as f:
     f.write("not an image\n")
 r = np.random.default_rng(0)

@@ -22,17 +22,13 @@ sp_work_dir i2v-video
 T=$work
 h=90 w=154
 "$PY" - "$T/img.png" "$h" "$w" <<'PY' || exit 1
-import struct, sys, zlib
+import sys
 import numpy as np
+from sptest import png_write
 path, h, w = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 yy, xx = np.mgrid[0:h, 0:w]
 u8 = np.stack([xx * 255 // (w - 1), yy * 255 // (h - 1), (xx + yy) % 256], -1).astype(np.uint8)
-raw = b"".join(b"\x00" + u8[y].tobytes() for y in range(h))
-def chunk(k, d):
-    return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d) & 0xFFFFFFFF)
-with open(path, "wb") as f:
-    f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+png_write(path, u8)
 PY
 area=96*176
 read -r gh gw < <(cd "$SP_SRC/tests/ref" &&

@@ -9,11 +9,12 @@ VAE encoder, checked against independent references.
   shape, dataset and attributes; reruns bit-identical; the latents decode
   to the input's size.
 - Images: PNGs of every colour type and depth staticpipe takes (RGB, RGBA,
-  grey 1/2/4/8-bit, grey + alpha, palette with transparency, interlaced),
-  written here with zlib, each encoded bit-identically to the .h5 of the
-  8-bit RGB PIL's convert("RGB") gives (written out here from PIL's
-  documented rules); JPEGs (colour and greyscale, made by cjpeg) bit-
-  identically to the .h5 of djpeg's RGB (the same library decodes both).
+  grey 1/2/4/8-bit, grey + alpha, palette with transparency, interlaced;
+  the plain 8-bit ones written by sptest.png_encode, the others here with
+  zlib), each encoded bit-identically to the .h5 of the 8-bit RGB PIL's
+  convert("RGB") gives (written out here from PIL's documented rules);
+  JPEGs (colour and greyscale, made by cjpeg) bit-identically to the .h5
+  of djpeg's RGB (the same library decodes both).
 - Videos: an .mp4 (H.264, yuv420p, made by the ffmpeg CLI) bit-identically
   to the .h5 of the RGB the ffmpeg CLI decodes (the same libraries convert
   both); an .mkv of lossless RGB (FFV1) to the frames it was made from;
@@ -37,7 +38,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import FAILS, check, rel_l2, seed  # noqa: E402
+from sptest import FAILS, check, png_encode, png_write, rel_l2, seed  # noqa: E402
 import image_ref as I  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
 
@@ -79,8 +80,10 @@ def unit_video(frames_u8):
 # ---------------------------------------------------------------- PNG writer
 
 def png_bytes(rows, w, h, depth, ctype, plte=None, trns=None, interlace=0):
-    """A PNG of already-packed scanlines (filter 0 each). For interlace 1,
-    rows is the list of the 7 Adam7 passes' packed scanlines."""
+    """A PNG of already-packed scanlines (filter 0 each), for what
+    sptest.png_encode does not write: depths other than 8, palettes,
+    interlacing. For interlace 1, rows is the list of the 7 Adam7 passes'
+    packed scanlines."""
     def chunk(t, d):
         return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
     raw = b"".join(b"\x00" + r for r in rows)
@@ -114,15 +117,15 @@ def png_cases(h, w):
     """(name, file bytes, the 8-bit RGB PIL's convert('RGB') gives)."""
     cases = []
     rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-    cases.append(("rgb", png_bytes([r.tobytes() for r in rgb], w, h, 8, 2), rgb))
+    cases.append(("rgb", png_encode(rgb), rgb))
     alpha = rng.integers(0, 256, (h, w, 1), dtype=np.uint8)
     rgba = np.concatenate([rgb, alpha], axis=2)
-    cases.append(("rgba", png_bytes([r.tobytes() for r in rgba], w, h, 8, 6), rgb))
+    cases.append(("rgba", png_encode(rgba), rgb))
     grey = rng.integers(0, 256, (h, w), dtype=np.uint8)
     g3 = np.repeat(grey[:, :, None], 3, axis=2)
-    cases.append(("grey8", png_bytes([r.tobytes() for r in grey], w, h, 8, 0), g3))
+    cases.append(("grey8", png_encode(grey), g3))
     ga = np.stack([grey, alpha[:, :, 0]], axis=2)
-    cases.append(("grey_alpha", png_bytes([r.tobytes() for r in ga], w, h, 8, 4), g3))
+    cases.append(("grey_alpha", png_encode(ga), g3))
     for depth in (1, 2, 4):
         g = rng.integers(0, 1 << depth, (h, w))
         scaled = (g * (255 // ((1 << depth) - 1))).astype(np.uint8)  # PIL's L from 1/2/4 bits
@@ -172,8 +175,7 @@ def whole_path(vae, sd, cfg):
     check(shape == (3, T, H, W), "the latents decode to the input's shape %s" % (shape,))
     # an image, through the PNG reader
     u8 = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
-    with open(p("img.png"), "wb") as f:
-        f.write(png_bytes([r.tobytes() for r in u8], W, H, 8, 2))
+    png_write(p("img.png"), u8)
     rc, err = encode(vae, "--image", p("img.png"), p("li.h5"))
     ok = rc == 0
     if ok:
