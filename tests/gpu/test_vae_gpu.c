@@ -325,7 +325,8 @@ static int run_algos(int64_t h, int64_t w, int64_t F, wan_vae_gpu_precision p,
   free(z);
   free(packed);
   if (!shapes) {
-    fprintf(stderr, "test_vae_gpu: algos: the decode returned %d\n", rc);
+    fprintf(stderr, "test_vae_gpu: algos: %s\n",
+            rc ? "the decode failed" : "no host memory for the shapes");
     return 1;
   }
   const vae_algo_opts o = {h, w, F, wan_vae_gpu_precision_name(p), 0x5eed5eedull, json};
