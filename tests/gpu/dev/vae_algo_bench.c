@@ -282,7 +282,7 @@ static void print_block(const vae_algo_shapes *s, int i, const row *rows, int n,
          k->kt, k->kh, k->kw, k->st, k->ss, k->valid ? ", no padding" : "", (long long)p->runs,
          cuda_vae_conv_algo_name(p->algo), math_name(p->math), (double)p->ws / (1 << 20),
          (double)s->ws_limit / (1 << 20));
-  printf("#   %-24s %-14s %-3s %-5s %10s %4s %9s %9s %6s %10s  %s\n", "algo", "math", "det",
+  printf("#   %-24s %-16s %-3s %-5s %10s %4s %9s %9s %6s %10s  %s\n", "algo", "math", "det",
          "prec", "ws_MiB", "fits", "median_ms", "first_ms", "rerun", "rel_l2", "mark / status");
   for (int j = 0; j < n; j++) {
     const row *w = &rows[j];
@@ -293,8 +293,11 @@ static void print_block(const vae_algo_shapes *s, int i, const row *rows, int n,
       snprintf(mark + strlen(mark), sizeof mark - strlen(mark), "%s",
                w->note ? w->note : cudnnGetErrorString(w->status));
     char math[32];
-    snprintf(math, sizeof math, "%s%s", math_name(w->run), w->run != w->listed ? "*" : "");
-    printf("    %-24s %-14s %-3s %-5s %10.1f %4s %9.3f %9.3f %6s %10.3e  %s\n",
+    if (w->run != w->listed)
+      snprintf(math, sizeof math, "%s(%s)", math_name(w->run), math_name(w->listed));
+    else
+      snprintf(math, sizeof math, "%s", math_name(w->run));
+    printf("    %-24s %-16s %-3s %-5s %10.1f %4s %9.3f %9.3f %6s %10.3e  %s\n",
            cuda_vae_conv_algo_name(w->algo), math, w->det ? "yes" : "no",
            w->allowed ? "ok" : "no", w->ws_known ? (double)w->ws / (1 << 20) : NAN,
            !w->ws_known ? "-" : w->fits ? "yes" : "no", w->ms,
@@ -462,10 +465,10 @@ int vae_algo_bench_run(const vae_algo_shapes *s, const vae_algo_opts *o) {
          "%d shapes\n",
          o->precision, (long long)o->frames, (long long)o->h, (long long)o->w, prop.name,
          cudnnGetVersion(), s->n);
-  printf("# math: run with (* when the heuristic listed another: the precision's rule); det: "
-         "cuDNN's flag; prec: the precision allows it; fits: within the decoder's workspace; "
-         "median of %d runs after %d warm-up (first: the first run alone); rerun: bits of a "
-         "rerun; rel_l2: against the pick's output\n",
+  printf("# math: run with (in brackets the heuristic's when the precision's rule changes "
+         "it); det: cuDNN's flag; prec: the precision allows it; fits: within the decoder's "
+         "workspace; median of %d runs after %d warm-up (first: the first run alone); rerun: "
+         "bits of a rerun; rel_l2: against the pick's output\n",
          BENCH_REPS, BENCH_WARM);
   jadd(&j, "{\"bench\":\"vae_conv_algos\",\"precision\":\"%s\",\"latent\":[%lld,%lld,%lld],"
            "\"device\":\"%s\",\"cudnn\":%zu,\"ws_limit\":%zu,\"warm\":%d,\"reps\":%d,"
