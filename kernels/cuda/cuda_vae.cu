@@ -78,8 +78,7 @@ extern "C" int kern_cuda_vae_create(kern_dtype dt, int tf32, cudaStream_t stream
 extern "C" void kern_cuda_vae_destroy(kern_cuda_vae *v) {
   if (!v) return;
   for (int i = 0; i < v->nconv; i++) {
-    conv_entry *e = &v->conv[i];
-    cuda_vae_conv_descs_destroy(e->xd, e->yd, e->wd, e->cd);
+    cuda_vae_conv_descs_free(&v->conv[i].d);
   }
   for (int i = 0; i < v->ngemm; i++) {
     gemm_entry *e = &v->gemm[i];
@@ -95,7 +94,7 @@ extern "C" void kern_cuda_vae_destroy(kern_cuda_vae *v) {
 
 /* ---- convolution ------------------------------------------------------------ */
 
-static const char *algo_name(cudnnConvolutionFwdAlgo_t a) {
+extern "C" const char *cuda_vae_conv_algo_name(cudnnConvolutionFwdAlgo_t a) {
   switch (a) {
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit_gemm";
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit_precomp_gemm";
@@ -109,6 +108,83 @@ static const char *algo_name(cudnnConvolutionFwdAlgo_t a) {
   }
 }
 
+extern "C" cudnnMathType_t cuda_vae_conv_ask_math(kern_dtype dt, int tf32) {
+  return dt != KERN_DTYPE_F32 ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+/* fp32 stays fp32: no tensor-op (TF32) kernels, and the descriptor keeps
+ * FMA math whatever the heuristic paired (DEFAULT_MATH would allow TF32).
+ * tf32 takes TF32 and FMA algorithms but none that converts the fp32
+ * inputs to a 16-bit type (ALLOW_CONVERSION). Both tf32 and bf16 run with
+ * the math type the heuristic paired with the algorithm. */
+extern "C" int cuda_vae_conv_run_math(kern_dtype dt, int tf32, cudnnMathType_t paired,
+                                      cudnnMathType_t *run) {
+  if (dt == KERN_DTYPE_F32 && paired == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return 0;
+  if (dt == KERN_DTYPE_F32 && !tf32 && paired == CUDNN_TENSOR_OP_MATH) return 0;
+  *run = dt != KERN_DTYPE_F32 || tf32 ? paired : CUDNN_FMA_MATH;
+  return 1;
+}
+
+extern "C" void cuda_vae_conv_out_dims(const cuda_vae_conv_key *k, int *To, int *Ho, int *Wo) {
+  const int ph = k->valid ? 0 : k->kh / 2, pw = k->valid ? 0 : k->kw / 2;
+  *To = ((int)k->T - k->kt) / k->st + 1;
+  *Ho = ((int)k->H + 2 * ph - k->kh) / k->ss + 1;
+  *Wo = ((int)k->W + 2 * pw - k->kw) / k->ss + 1;
+}
+
+extern "C" void cuda_vae_conv_descs_make(kern_dtype dt, cudnnMathType_t math,
+                                         const cuda_vae_conv_key *k, cuda_vae_conv_descs *d) {
+  const cudnnDataType_t t = dt == KERN_DTYPE_F32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
+  const int T = (int)k->T, H = (int)k->H, W = (int)k->W, ci = (int)k->ci, co = (int)k->co;
+  const int ph = k->valid ? 0 : k->kh / 2, pw = k->valid ? 0 : k->kw / 2;
+  int To, Ho, Wo;
+  cuda_vae_conv_out_dims(k, &To, &Ho, &Wo);
+  /* NDHWC, fully packed: dims in cuDNN's (N, C, D, H, W) order, strides of
+   * a channels-last buffer. */
+  int xdim[5] = {1, ci, T, H, W}, xstr[5] = {T * H * W * ci, 1, H * W * ci, W * ci, ci};
+  int ydim[5] = {1, co, To, Ho, Wo}, ystr[5] = {To * Ho * Wo * co, 1, Ho * Wo * co, Wo * co, co};
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->xd));
+  CUDNN_CHECK(cudnnSetTensorNdDescriptor(d->xd, t, 5, xdim, xstr));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->yd));
+  CUDNN_CHECK(cudnnSetTensorNdDescriptor(d->yd, t, 5, ydim, ystr));
+  /* Filter dims (K, C, T, R, S); NHWC format means the memory order
+   * (K, T, R, S, C). */
+  int wdim[5] = {co, ci, k->kt, k->kh, k->kw};
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&d->wd));
+  CUDNN_CHECK(cudnnSetFilterNdDescriptor(d->wd, t, CUDNN_TENSOR_NHWC, 5, wdim));
+  int pad[3] = {0, ph, pw}, stride[3] = {k->st, k->ss, k->ss}, one[3] = {1, 1, 1};
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d->cd));
+  CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(d->cd, 3, pad, stride, one,
+                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(d->cd, math));
+  int od[5];
+  CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(d->cd, d->xd, d->wd, 5, od));
+  if (od[0] != 1 || od[1] != co || od[2] != To || od[3] != Ho || od[4] != Wo)
+    sp_fatal("vae conv: cudnn gives output (%d, %d, %d, %d, %d) for (1, %d, %d, %d, %d)", od[0],
+             od[1], od[2], od[3], od[4], co, To, Ho, Wo);
+}
+
+extern "C" void cuda_vae_conv_descs_free(cuda_vae_conv_descs *d) {
+  cuda_vae_conv_descs_destroy(d->xd, d->yd, d->wd, d->cd);
+  memset(d, 0, sizeof *d);
+}
+
+extern "C" int cuda_vae_conv_picks(const kern_cuda_vae *v, cuda_vae_conv_pick *out, int max,
+                                   kern_dtype *dt, int *tf32, size_t *ws_limit) {
+  for (int i = 0; i < v->nconv && i < max; i++) {
+    const conv_entry *e = &v->conv[i];
+    out[i].key = e->key;
+    out[i].algo = e->algo;
+    out[i].math = e->math;
+    out[i].ws = e->ws;
+    out[i].runs = e->runs;
+  }
+  *dt = v->dt;
+  *tf32 = v->tf32;
+  *ws_limit = v->conv_ws_bytes;
+  return v->nconv;
+}
+
 /* Descriptors and the algorithm of a shape: from the cache, else made. */
 static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
   for (int i = 0; i < v->nconv; i++)
@@ -118,65 +194,29 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
   conv_entry *e = &v->conv[v->nconv];
   memset(e, 0, sizeof *e);
   e->key = *k;
-  const cudnnDataType_t t = v->dt == KERN_DTYPE_F32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
-  const int T = (int)k->T, H = (int)k->H, W = (int)k->W, ci = (int)k->ci, co = (int)k->co;
-  const int ph = k->valid ? 0 : k->kh / 2, pw = k->valid ? 0 : k->kw / 2;
-  const int To = (T - k->kt) / k->st + 1;
-  const int Ho = (H + 2 * ph - k->kh) / k->ss + 1, Wo = (W + 2 * pw - k->kw) / k->ss + 1;
-  /* NDHWC, fully packed: dims in cuDNN's (N, C, D, H, W) order, strides of
-   * a channels-last buffer. */
-  int xdim[5] = {1, ci, T, H, W}, xstr[5] = {T * H * W * ci, 1, H * W * ci, W * ci, ci};
-  int ydim[5] = {1, co, To, Ho, Wo}, ystr[5] = {To * Ho * Wo * co, 1, Ho * Wo * co, Wo * co, co};
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->xd));
-  CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->xd, t, 5, xdim, xstr));
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->yd));
-  CUDNN_CHECK(cudnnSetTensorNdDescriptor(e->yd, t, 5, ydim, ystr));
-  /* Filter dims (K, C, T, R, S); NHWC format means the memory order
-   * (K, T, R, S, C). */
-  int wdim[5] = {co, ci, k->kt, k->kh, k->kw};
-  CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->wd));
-  CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->wd, t, CUDNN_TENSOR_NHWC, 5, wdim));
-  int pad[3] = {0, ph, pw}, stride[3] = {k->st, k->ss, k->ss}, one[3] = {1, 1, 1};
-  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->cd));
-  CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(e->cd, 3, pad, stride, one,
-                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  const cudnnMathType_t math = v->dt != KERN_DTYPE_F32 ? CUDNN_TENSOR_OP_MATH
-                               : v->tf32               ? CUDNN_DEFAULT_MATH
-                                                       : CUDNN_FMA_MATH;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
-  int od[5];
-  CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(e->cd, e->xd, e->wd, 5, od));
-  if (od[0] != 1 || od[1] != co || od[2] != To || od[3] != Ho || od[4] != Wo)
-    sp_fatal("vae conv: cudnn gives output (%d, %d, %d, %d, %d) for (1, %d, %d, %d, %d)", od[0],
-             od[1], od[2], od[3], od[4], co, To, Ho, Wo);
-
+  const cudnnMathType_t math = cuda_vae_conv_ask_math(v->dt, v->tf32);
+  cuda_vae_conv_descs_make(v->dt, math, k, &e->d);
   cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
   int got = 0;
-  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(v->dnn, e->xd, e->wd, e->cd, e->yd,
-                                                         MAX_ALGOS, &got, perf));
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(v->dnn, e->d.xd, e->d.wd, e->d.cd, e->d.yd,
+                                                     MAX_ALGOS, &got, perf));
   int chosen = -1;
   for (int i = 0; i < got && chosen < 0; i++) {
     const cudnnConvolutionFwdAlgoPerf_t *p = &perf[i];
+    cudnnMathType_t run;
     if (p->status != CUDNN_STATUS_SUCCESS || p->determinism != CUDNN_DETERMINISTIC ||
-        p->memory > v->conv_ws_bytes)
+        p->memory > v->conv_ws_bytes || !cuda_vae_conv_run_math(v->dt, v->tf32, p->mathType, &run))
       continue;
-    /* fp32 stays fp32: no tensor-op (TF32) kernels, and the descriptor
-     * keeps FMA math whatever the result says (DEFAULT_MATH would allow
-     * TF32). tf32 takes TF32 and FMA algorithms but none that converts the
-     * fp32 inputs to a 16-bit type (ALLOW_CONVERSION). Both tf32 and bf16
-     * run with the math type the heuristic paired with the algorithm. */
-    if (v->dt == KERN_DTYPE_F32 && p->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-    if (v->dt == KERN_DTYPE_F32 && !v->tf32 && p->mathType == CUDNN_TENSOR_OP_MATH) continue;
-    if (v->dt != KERN_DTYPE_F32 || v->tf32)
-      CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, p->mathType));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->d.cd, run));
     size_t need = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(v->dnn, e->xd, e->wd, e->cd, e->yd, p->algo,
-                                                &need) != CUDNN_STATUS_SUCCESS ||
+    if (cudnnGetConvolutionForwardWorkspaceSize(v->dnn, e->d.xd, e->d.wd, e->d.cd, e->d.yd,
+                                                p->algo, &need) != CUDNN_STATUS_SUCCESS ||
         need > v->conv_ws_bytes) {
-      CUDNN_CHECK(cudnnSetConvolutionMathType(e->cd, math));
+      CUDNN_CHECK(cudnnSetConvolutionMathType(e->d.cd, math));
       continue;
     }
     e->algo = p->algo;
+    e->math = run;
     e->ws = need;
     chosen = i;
   }
@@ -185,17 +225,20 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
     size_t n = 0;
     for (int i = 0; i < got && n + 80 < sizeof list; i++)
       n += (size_t)snprintf(list + n, sizeof list - n, " %s(status %d, det %d, math %d, %zu B)",
-                            algo_name(perf[i].algo), (int)perf[i].status,
+                            cuda_vae_conv_algo_name(perf[i].algo), (int)perf[i].status,
                             (int)perf[i].determinism, (int)perf[i].mathType, perf[i].memory);
     sp_fatal("vae conv: cudnn %zu has no deterministic %s%s algorithm within %zu workspace "
-             "bytes for x (%d, %d, %d, %d) w (%d, %d, %d, %d, %d):%s",
-             cudnnGetVersion(), kern_dtype_name(v->dt), v->tf32 ? " (tf32)" : "", v->conv_ws_bytes, T, H, W, ci, co,
-             k->kt, k->kh, k->kw, ci, list);
+             "bytes for x (%lld, %lld, %lld, %lld) w (%lld, %d, %d, %d, %lld):%s",
+             cudnnGetVersion(), kern_dtype_name(v->dt), v->tf32 ? " (tf32)" : "",
+             v->conv_ws_bytes, (long long)k->T, (long long)k->H, (long long)k->W,
+             (long long)k->ci, (long long)k->co, k->kt, k->kh, k->kw, (long long)k->ci, list);
   }
-  sp_log_debug("vae conv: x (%d, %d, %d, %d) -> %d, kernel %dx%dx%d, stride %d/%d%s, %s: %s "
-               "(%zu B workspace, math %d)",
-               T, H, W, ci, co, k->kt, k->kh, k->kw, k->st, k->ss, k->valid ? ", no padding" : "",
-               kern_dtype_name(v->dt), algo_name(e->algo), e->ws, (int)perf[chosen].mathType);
+  sp_log_debug("vae conv: x (%lld, %lld, %lld, %lld) -> %lld, kernel %dx%dx%d, stride %d/%d%s, "
+               "%s: %s (%zu B workspace, math %d)",
+               (long long)k->T, (long long)k->H, (long long)k->W, (long long)k->ci,
+               (long long)k->co, k->kt, k->kh, k->kw, k->st, k->ss,
+               k->valid ? ", no padding" : "", kern_dtype_name(v->dt),
+               cuda_vae_conv_algo_name(e->algo), e->ws, (int)perf[chosen].mathType);
   v->nconv++;
   return e;
 }
@@ -222,8 +265,9 @@ extern "C" void kern_cuda_vae_conv(kern_cuda_vae *v, const void *x, int64_t T, i
 static void conv_run(kern_cuda_vae *v, const conv_key *k, const void *x, const void *w, void *y) {
   conv_entry *e = conv_get(v, k);
   const float alpha = 1.0f, beta = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(v->dnn, &alpha, e->xd, x, e->wd, w, e->cd, e->algo,
-                                          v->conv_ws, e->ws, &beta, e->yd, y));
+  e->runs++;
+  CUDNN_CHECK(cudnnConvolutionForward(v->dnn, &alpha, e->d.xd, x, e->d.wd, w, e->d.cd, e->algo,
+                                      v->conv_ws, e->ws, &beta, e->d.yd, y));
 }
 
 extern "C" void kern_cuda_vae_conv_valid(kern_cuda_vae *v, const kern_cuda_vae_conv_desc *d,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "cuda_vae_conv.h"
 #include "cuda_vae_common.cuh"
 #include "lib_check.cuh"
 #include "kern_cuda_vae.h"
@@ -27,23 +28,16 @@
 
 /* ---- the context ----------------------------------------------------------- */
 
-/* A convolution's shape: input (T, H, W, ci), kernel (kt, kh, kw), strides
- * st in time and ss in space; the spatial zero padding kh/2, kw/2 ("same",
- * the causal convs) or none (valid: the encoder's stride-2 convs, whose
- * one-sided pad is in their input). No time padding. */
-typedef struct conv_key {
-  int64_t T, H, W, ci, co;
-  int kt, kh, kw;
-  int st, ss, valid;
-} conv_key;
+/* A convolution's shape (cuda_vae_conv.h). */
+typedef cuda_vae_conv_key conv_key;
 
 typedef struct conv_entry {
   conv_key key;
-  cudnnTensorDescriptor_t xd, yd;
-  cudnnFilterDescriptor_t wd;
-  cudnnConvolutionDescriptor_t cd;
+  cuda_vae_conv_descs d;
   cudnnConvolutionFwdAlgo_t algo;
+  cudnnMathType_t math; /* the convolution descriptor's, set for algo */
   size_t ws;
+  int64_t runs; /* calls since the context was made (cuda_vae_conv_picks) */
 } conv_entry;
 
 typedef struct gemm_key {

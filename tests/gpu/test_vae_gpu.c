@@ -7,6 +7,11 @@
  *                            H x W with F frames (synthetic weights from a
  *                            fixed seed) and prints one JSON line per
  *                            precision: seconds, device memory, per-op ms
+ *   test_vae_gpu --algos [H W [F]] [--precision bf16|fp32|tf32] [--json PATH]
+ *                            every cuDNN algorithm of every convolution shape
+ *                            a decode at latent H x W (60 104) with F frames
+ *                            (21) runs, in one precision (bf16), timed and
+ *                            compared (tests/gpu/dev/vae_algo_bench.h)
  *
  * Each case: a small config (dim 8-32, odd sizes, 1-5 latent frames),
  * random weights scaled as tests/vae/test_vae_driver.c's, random latents;
@@ -48,6 +53,7 @@
 #define SP_TEST_CUDA
 #include "sp_test.h"
 #include "sp_test_vae.h"
+#include "vae_algo_bench.h"
 
 /* bf16: every activation stored in bf16 between ops (conv inputs and
  * outputs, norms, the residual stream), weights rounded to bf16, fp32
@@ -288,11 +294,84 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
   return sp_test_failures() ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------- algos */
+
+/* One decode of F frames at h x w in p with the bench's synthetic weights,
+ * then every convolution shape it ran through the algorithm benchmark. */
+static int run_algos(int64_t h, int64_t w, int64_t F, wan_vae_gpu_precision p,
+                     const char *json) {
+  wan_vae_config c;
+  wan_vae_config_published(&c);
+  static wan_vae_weights wt;
+  static wan_vae_table t;
+  wan_vae_table_make(&c, &wt, &t);
+  sp_rand_state_set(0x5eed5eedull);
+  float *packed = sp_test_vae_new_weights(&t, SP_TEST_VAE_FP32);
+  const int64_t nz = 16 * F * h * w;
+  float *z = sp_test_malloc((size_t)nz * sizeof *z);
+  sp_rand_fill(z, nz, -2.0, 2.0);
+  wan_vae_gpu *g;
+  if (wan_vae_gpu_create(&c, packed, h, w, p, &g) != SP_OK) {
+    fprintf(stderr, "test_vae_gpu: algos: create failed (%s)\n", wan_vae_gpu_precision_name(p));
+    free(z);
+    free(packed);
+    return 1;
+  }
+  count_sink cs = {0};
+  const int rc = wan_vae_gpu_decode(g, z, F, count_put, &cs);
+  vae_algo_shapes *shapes = rc == 0 ? vae_algo_shapes_take(wan_vae_gpu_kernels(g)) : NULL;
+  /* the decoder's memory back before the benchmark allocates its own */
+  wan_vae_gpu_free(g);
+  free(z);
+  free(packed);
+  if (!shapes) {
+    fprintf(stderr, "test_vae_gpu: algos: %s\n",
+            rc ? "the decode failed" : "no host memory for the shapes");
+    return 1;
+  }
+  const vae_algo_opts o = {h, w, F, wan_vae_gpu_precision_name(p), 0x5eed5eedull, json};
+  const int failed = vae_algo_bench_run(shapes, &o);
+  vae_algo_shapes_free(shapes);
+  return failed;
+}
+
 static const char usage[] =
     "usage: test_vae_gpu [--small]\n"
-    "       test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|tf32|all]\n";
+    "       test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|tf32|all]\n"
+    "       test_vae_gpu --algos [H W [F]] [--precision bf16|fp32|tf32] [--json PATH]\n";
+
+/* --algos [H W [F]] [--precision P] [--json PATH]: its own words (argv[1]
+ * is --algos). */
+static int algos_main(int argc, char **argv) {
+  int64_t n[3] = {60, 104, 21};
+  int nn = 0;
+  const char *prec = "bf16", *json = NULL;
+  for (int i = 2; i < argc; i++) {
+    char *end = NULL;
+    const long long v = strtoll(argv[i], &end, 10);
+    if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
+      prec = argv[++i];
+    } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      json = argv[++i];
+    } else if (nn < 3 && end != argv[i] && *end == '\0' && v >= 1) {
+      n[nn++] = v;
+    } else {
+      fputs(usage, stderr);
+      return 2;
+    }
+  }
+  wan_vae_gpu_precision p;
+  if (nn == 1 || wan_vae_gpu_precision_parse(prec, &p) != SP_OK) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  if (sp_test_no_cuda("test_vae_gpu")) return 77;
+  sp_test_begin("test_vae_gpu");
+  return run_algos(n[0], n[1], n[2], p, json);
+}
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--algos") == 0) return algos_main(argc, argv);
   sp_test_vae_cli a;
   const int rc = sp_test_vae_cli_parse(argc, argv, 0, usage, &a);
   if (rc >= 0) return rc;

@@ -24,13 +24,17 @@
 #                  too: where the rule has no measurement)             (300 s)
 #   vae-bench      gpu_test_vae_gpu --bench 60 104 21 --precision all (480 s)
 #   t5-bench       launch/bench/bench_t5.sh BUILD_DIR (PyTorch beside) (480 s)
+#   vae-algos      gpu_test_vae_gpu --algos 60 104 21 --precision bf16: every
+#                  cuDNN algorithm of every decoder conv shape, timed
+#                  (launch/bench/README.md; JSON in LOG_DIR/vae-algos.json) (540 s)
 # Groups: STEPS="t5-small t5-memcheck t5-racecheck t5-ops t5-gpu vae-small",
-# "vae-memcheck vae-gpu", "attention", "attn-bench vae-bench t5-bench".
+# "vae-memcheck vae-gpu", "attention", "attn-bench vae-bench t5-bench",
+# "vae-small vae-algos".
 set -u
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 B=$(cd "${1:?usage: encoder_vae_gpu_check.sh BUILD_DIR [LOG_DIR]}" && pwd)
 logs=${2:-./gpu-check-logs}
-steps=${STEPS:-t5-small t5-memcheck t5-racecheck t5-ops t5-gpu vae-small vae-memcheck vae-gpu attention attn-bench vae-bench t5-bench}
+steps=${STEPS:-t5-small t5-memcheck t5-racecheck t5-ops t5-gpu vae-small vae-memcheck vae-gpu attention attn-bench vae-bench t5-bench vae-algos}
 mkdir -p "$logs"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 T=$B/tests
@@ -60,7 +64,7 @@ for s in $steps; do
       --error-exitcode 3 "$T/gpu_test_ops" -o t5_attention --small ;;
   vae-small) run $s 120 "$T/gpu_test_vae_gpu" --small ;;
   vae-memcheck) run $s 300 "$cs" --tool memcheck --error-exitcode 3 "$T/gpu_test_vae_gpu" --small ;;
-  t5-ops | t5-gpu | vae-gpu | attention | attn-bench | vae-bench | t5-bench)
+  t5-ops | t5-gpu | vae-gpu | attention | attn-bench | vae-bench | t5-bench | vae-algos)
     if [ $small_ok = 0 ]; then
       summary+=("$(printf '%-14s %-24s' $s 'skipped (small failed)')")
       continue
@@ -73,12 +77,13 @@ for s in $steps; do
     attn-bench) run $s 300 "$T/gpu_test_attention_bench" --bench ;;
     vae-bench) run $s 480 "$T/gpu_test_vae_gpu" --bench 60 104 21 --reps 3 --precision all ;;
     t5-bench) run $s 480 bash "$root/launch/bench/bench_t5.sh" "$B" "$logs/bench-t5.json" ;;
+    vae-algos) run $s 540 "$T/gpu_test_vae_gpu" --algos 60 104 21 --precision bf16 --json "$logs/vae-algos.json" ;;
     esac ;;
   *) echo "encoder_vae_gpu_check: unknown step $s" >&2 ;;
   esac
 done
-for f in t5-ops vae-gpu attn-bench vae-bench t5-bench; do
-  [ -f "$logs/$f.log" ] && { echo "== $f"; grep -v '^json ' "$logs/$f.log" | tail -30; }
+for f in t5-ops vae-gpu attn-bench vae-bench t5-bench vae-algos; do
+  [ -f "$logs/$f.log" ] && { echo "== $f"; grep -v -e '^json ' -e '^{"bench":"vae_conv_algos"' "$logs/$f.log" | tail -30; }
 done
 echo "== summary (logs in $logs)"
 printf '%s\n' "${summary[@]}"

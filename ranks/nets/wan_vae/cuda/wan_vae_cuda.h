@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "kern_cuda_vae.h"
 #include "wan_vae.h"
 #include "wan_vae_backend.h"
 #include "wan_vae_enc.h"
@@ -40,6 +41,11 @@ void wan_vae_gpu_profile(wan_vae_gpu *g, int on);
 /* Milliseconds per op kind summed over the decodes since profiling was
  * turned on (zeros when it is off). */
 void wan_vae_gpu_profile_ms(const wan_vae_gpu *g, double ms[WAN_VAE_GPU_OPS]);
+
+/* The decoder's kernel context: the convolution shapes it has run and the
+ * algorithm of each (kernels/cuda/cuda_vae_conv.h cuda_vae_conv_picks),
+ * for the algorithm benchmark (tests/gpu/dev/vae_algo_bench.h). */
+const kern_cuda_vae *wan_vae_gpu_kernels(const wan_vae_gpu *g);
 
 /* ---- the encoder (wan_vae_enc_gpu.c) ---------------------------------------- */
 

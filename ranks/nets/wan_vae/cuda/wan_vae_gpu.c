@@ -39,6 +39,8 @@ void wan_vae_gpu_profile_ms(const wan_vae_gpu *g, double ms[WAN_VAE_GPU_OPS]) {
   for (int i = 0; i < WAN_VAE_GPU_OPS; i++) ms[i] = g->c.prof ? g->c.ms[i] : 0.0;
 }
 
+const kern_cuda_vae *wan_vae_gpu_kernels(const wan_vae_gpu *g) { return g->c.k; }
+
 /* ---------------------------------------------------------------- create */
 
 int wan_vae_gpu_create(const wan_vae_config *c, const float *packed, int64_t h, int64_t w,
