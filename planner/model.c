@@ -17,6 +17,7 @@
 void plan_options_default(plan_options *o) {
   memset(o, 0, sizeof *o);
   o->gpu_tflops = 600.0;   /* bf16 dense, about what a tuned H100/H200 GEMM sustains */
+  o->fp8_linear_ratio = 0.77; /* plan.h: measured, fp8 GEMMs and quantisers vs bf16 GEMMs */
   o->host_link_gbs = 25.0; /* PCIe 4.0 x16 measured ~27 GB/s; pinned copies reach ~25 */
   o->peer_link_gbs = 25.0; /* GPU to GPU without NVLink goes over the same PCIe */
   o->seq_link_gbs = 25.0;  /* the same, between a stage's Ulysses ranks */
@@ -54,16 +55,21 @@ static int64_t context_rows(const plan_model *m, const plan_workload *w) {
   return w->context_len > 0 ? w->context_len : m->text_len;
 }
 
+/* The linear layers' FLOPs of one block on L tokens: 12 L D^2 (q, k, v, o
+ * of self-attention, 8 L D^2, and q, o of cross-attention, 4 L D^2) and
+ * 4 L D F (the two FFN GEMMs). */
+static double linear_flops(const plan_model *m, double L) {
+  const double D = (double)m->dim, F = (double)m->ffn_dim;
+  return 12.0 * L * D * D + 4.0 * L * D * F;
+}
+
 double plan_block_flops(const plan_model *m, int64_t tokens, int64_t context_len) {
-  double L = (double)tokens, D = (double)m->dim, F = (double)m->ffn_dim,
-         C = (double)context_len;
-  /* 12 L D^2: q, k, v, o projections of self-attention (8 L D^2) and q, o
-   *           of cross-attention (4 L D^2);
-   * 4 L D F:  the two FFN GEMMs;
+  double L = (double)tokens, D = (double)m->dim, C = (double)context_len;
+  /* The linear layers, then
    * 4 L^2 D:  self-attention scores and weighted sum (2 L^2 D each);
    * 4 L C D:  cross-attention against C context rows.
    * The context k, v (4 C D^2) are computed once per prompt, not per step. */
-  return 12.0 * L * D * D + 4.0 * L * D * F + 4.0 * L * L * D + 4.0 * L * C * D;
+  return linear_flops(m, L) + 4.0 * L * L * D + 4.0 * L * C * D;
 }
 
 const char *plan_order_name(int order) {
@@ -153,7 +159,11 @@ static double block_ms(const plan_model *m, const plan_workload *w, const plan_o
   const int64_t L = plan_tokens(w), t = plan_rank_tokens(w);
   const double U = w->seq > 1 ? (double)w->seq : 1.0, D = (double)m->dim;
   const double attn = 4.0 * D * ((double)L * (double)L / U - (double)t * (double)t);
-  return compute_ms(o, speed, plan_block_flops(m, t, context_rows(m, w)) + attn) +
+  /* fp8 W8A8: the linear layers at their measured share of the bf16 time
+   * (plan_options.fp8_linear_ratio); attention stays bf16. */
+  const double saved =
+      m->w8a8 == PLAN_W8A8_FP8 ? (1.0 - o->fp8_linear_ratio) * linear_flops(m, (double)t) : 0.0;
+  return compute_ms(o, speed, plan_block_flops(m, t, context_rows(m, w)) + attn - saved) +
          plan_seq_a2a_ms(m, w, o);
 }
 

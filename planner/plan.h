@@ -144,6 +144,11 @@ int plan_parse_order(const char *s, int *out, char *err, size_t errlen);
 /* Knobs of the model, with defaults from plan_options_default(). */
 typedef struct plan_options {
   double gpu_tflops;        /* reference dense bf16 rate, TFLOP/s (600), times device speed */
+  double fp8_linear_ratio;  /* fp8 W8A8 (plan_model.w8a8 PLAN_W8A8_FP8): a block's linear
+                               layers take this fraction of their bf16 time, quantisation of
+                               their inputs included (0.77: 14B at 32,760 tokens on an H100,
+                               17.9 ms of fp8 GEMMs plus 1.3 ms of quantisers against 25.0 ms
+                               of bf16 GEMMs, launch/bench/RESULTS.md); 1 for other weights */
   double host_link_gbs;     /* pinned host -> device, GB/s (25: PCIe 4.0 x16 measured) */
   double peer_link_gbs;     /* rank -> rank activations, GB/s (25) */
   double seq_link_gbs;      /* among a stage's Ulysses ranks (workload seq > 1): the

@@ -56,6 +56,24 @@ static void test_stage_time(void) {
   double recv = (L * D * 4.0 + 7 * D * 4.0) / (o.peer_link_gbs * 1e9) * 1e3;
   CHECK(close_rel(with_recv, n * blk + recv, 1e-9), "receive adds %.6f ms", with_recv - ms);
 
+  /* fp8 W8A8: the linear layers' 12 L D^2 + 4 L D F at fp8_linear_ratio of
+   * their bf16 time, the attention terms unchanged; int8 keeps the bf16 rate */
+  plan_model q = t.m;
+  q.w8a8 = PLAN_W8A8_FP8;
+  o.fp8_linear_ratio = 0.3 + 0.7 * sp_rand_unit();
+  double blk8 = ((12 * L * D * D + 4 * L * D * F) * o.fp8_linear_ratio + 4 * L * L * D +
+                 4 * L * 512 * D) / (o.gpu_tflops * 1e12 * speed) * 1e3;
+  double ms8 = plan_stage_ms(&q, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = none, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
+  CHECK(close_rel(ms8, n * blk8, 1e-9), "fp8 (linear ratio %.3f): %.6f ms, want %.6f",
+        o.fp8_linear_ratio, ms8, n * blk8);
+  q.w8a8 = PLAN_W8A8_INT8;
+  double msi8 = plan_stage_ms(&q, &w, &o, &(plan_stage_desc){.order = PLAN_ORDER_MICRO,
+      .speed = speed, .first_block = 0, .last_block = n - 1, .streamed = none, .depth = 2,
+      .has_prev = 0, .has_embed = 0, .has_head = 0});
+  CHECK(close_rel(msi8, n * blk, 1e-9), "int8: %.6f ms, want the bf16 %.6f", msi8, n * blk);
+
   /* one streamed block at the end: its copy hides behind n-1 blocks, so it
    * costs max(compute, copy - (n-1) compute) more only when the copy is longer */
   double copy = (double)t.m.block_bytes[0] / (o.host_link_gbs * 1e9) * 1e3;
