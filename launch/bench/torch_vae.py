@@ -105,11 +105,14 @@ def decoder_args(doc, script, checkout, sizes, frames, flag, flag_help):
     return a
 
 
-def time_mode(torch, decode, z, mode, a):
-    """(row fields) of a.reps timed decodes after a.warmup."""
+def time_mode(torch, run, x, mode, a, out_key="video"):
+    """(row fields) of a.reps timed calls run(x, mode) after a.warmup: the
+    median and least seconds, every run's, the peak memory, and the
+    output's (T, H, W) under out_key (a decoder's video, an encoder's
+    latent)."""
     with torch.inference_mode():
         for _ in range(a.warmup):
-            out = decode(z, mode)
+            out = run(x, mode)
             del out
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -117,14 +120,14 @@ def time_mode(torch, decode, z, mode, a):
         for _ in range(a.reps):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            out = decode(z, mode)
+            out = run(x, mode)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
             shape = list(out.shape)
             del out
     times.sort()
-    return dict(s=times[len(times) // 2], s_min=times[0], runs_s=times,
-                peak_gib=torch.cuda.max_memory_allocated() / 2**30, video=shape[2:])
+    return {"s": times[len(times) // 2], "s_min": times[0], "runs_s": times,
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30, out_key: shape[2:]}
 
 
 def bench_decoder(torch, model, scale, z_dim, a, doc):

@@ -21,10 +21,9 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_vae import load_wan_vae, write_json  # noqa: E402
+from torch_vae import load_wan_vae, time_mode, write_json  # noqa: E402
 
 
 def main():
@@ -81,25 +80,7 @@ def main():
             torch.backends.cuda.matmul.allow_tf32 = tf32[1] and not strict
             row = {"video": [a.frames, h, w], "mode": mode, "status": "ok"}
             try:
-                with torch.inference_mode():
-                    for _ in range(a.warmup):
-                        out = encode(v, mode)
-                        del out
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
-                    times = []
-                    for _ in range(a.reps):
-                        torch.cuda.synchronize()
-                        t0 = time.perf_counter()
-                        out = encode(v, mode)
-                        torch.cuda.synchronize()
-                        times.append(time.perf_counter() - t0)
-                        shape = list(out.shape)
-                        del out
-                    times.sort()
-                    row.update(s=times[len(times) // 2], s_min=times[0], runs_s=times,
-                               peak_gib=torch.cuda.max_memory_allocated() / 2**30,
-                               latent=shape[2:])
+                row.update(time_mode(torch, encode, v, mode, a, "latent"))
             except torch.cuda.OutOfMemoryError as e:  # noqa: PERF203
                 row["status"] = f"out of memory: {str(e).splitlines()[0]}"
             torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
