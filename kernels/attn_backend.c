@@ -46,3 +46,8 @@ kern_attn_backend kern_attn_auto_rule(const kern_attn_shape *s, int fa3) {
   if (fa3 && s->hd == 128 && s->Lk >= KERN_ATTN_FA3_MIN_KEYS) return KERN_ATTN_FA3;
   return KERN_ATTN_CUDNN;
 }
+
+kern_attn_backend kern_attn_int8_rule(const kern_attn_shape *s) {
+  if (s->hd == 128 && s->Lk < KERN_ATTN_FA3_MIN_KEYS) return KERN_ATTN_CUDNN;
+  return KERN_ATTN_FA3_INT8;
+}

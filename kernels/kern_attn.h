@@ -8,7 +8,9 @@
  *          specialisation, sm_90 only, head dim 64 or 128; where it cannot
  *          run (another GPU, a build without sm_90a) the context says why,
  *          once, and does what auto does. fa3-int8 is its 8-bit form
- *          (Q K^T in int8), run only when asked for.
+ *          (Q K^T in int8), run only when asked for, on the shapes
+ *          kern_attn_int8_rule gives it (the long self-attention; the
+ *          512-key cross-attention runs what auto runs).
  *   cudnn  cuDNN's fused attention built through the backend (graph) API
  *          (cuda/cuda_cudnn_attn.cu); plans are built once per shape and cached.
  *          When cuDNN is missing, too old, or refuses a shape, the call falls
@@ -151,7 +153,9 @@ typedef struct kern_attn_ctx kern_attn_ctx;
  * uses fa3 where its rule says so and the build and GPU have it, silently
  * otherwise. fa3-int8 has no fallback: the context is refused
  * (SP_ERR_RUNTIME, the requirement logged) where it is not available, and a
- * shape it refuses is fatal at kern_attn_run. SP_OK or SP_ERR_RUNTIME. */
+ * shape kern_attn_int8_rule gives it and it refuses is fatal at
+ * kern_attn_run; the shapes the rule gives to cudnn run what auto runs
+ * there (cuDNN is tried for it too). SP_OK or SP_ERR_RUNTIME. */
 int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm, kern_attn_ctx **out);
 void kern_attn_ctx_destroy(kern_attn_ctx *ctx);
 

@@ -17,7 +17,8 @@ typedef enum {
   KERN_ATTN_FLASH = 2,
   KERN_ATTN_SIMPLE = 3,
   KERN_ATTN_FA3 = 4,      /* own Hopper kernel (sm_90); elsewhere what auto does */
-  KERN_ATTN_FA3_INT8 = 5, /* its 8-bit scheme (Q, K int8); only when asked for, sm_90 only */
+  KERN_ATTN_FA3_INT8 = 5, /* its 8-bit scheme (Q, K int8) where kern_attn_int8_rule says;
+                           * only when asked for, sm_90 only */
 } kern_attn_backend;
 
 /* "auto" | "cudnn" | "flash" | "simple" | "fa3" | "fa3-int8" -> *out;
@@ -46,6 +47,16 @@ typedef struct kern_attn_shape {
  * attention, and the outputs stay bit-identical across layouts. */
 kern_attn_backend kern_attn_auto_rule(const kern_attn_shape *s, int fa3);
 #define KERN_ATTN_FA3_MIN_KEYS 32760
+
+/* What --attn fa3-int8 runs for a shape: KERN_ATTN_FA3_INT8 (the 8-bit
+ * kernel), or KERN_ATTN_CUDNN (what auto runs there) at head dim 128 with
+ * fewer than KERN_ATTN_FA3_MIN_KEYS keys: on Wan's 512-key cross-attention
+ * the 8-bit kernel measured 322 TFLOP/s against cuDNN's 594 on an H100
+ * (its quantisation passes and four key tiles against the loads of Q and O),
+ * so it would cost time and precision there. Head dim 64 has no other
+ * kernel than fa3's, so it stays 8-bit at every length. Like auto's rule it
+ * reads s->hd and s->Lk only (every chunk and Ulysses rank agree). */
+kern_attn_backend kern_attn_int8_rule(const kern_attn_shape *s);
 
 #ifdef __cplusplus
 }

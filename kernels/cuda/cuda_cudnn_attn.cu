@@ -162,8 +162,10 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
   /* auto: fa3 where its rule picks it and it is here, without a word where
    * it is not (another GPU, a build without sm_90a) */
   if (want == KERN_ATTN_AUTO) ctx->fa3 = kern_attn_fa3_available(NULL, 0);
-  /* fa3 too: a shape fa3 refuses runs what auto runs */
-  if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO || want == KERN_ATTN_FA3) {
+  /* fa3 too: a shape fa3 refuses runs what auto runs; fa3-int8 runs it on
+   * the short-key shapes (kern_attn_int8_rule) */
+  if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO || want == KERN_ATTN_FA3 ||
+      want == KERN_ATTN_FA3_INT8) {
     if (kern_attn_cudnn_create(&ctx->cudnn) != SP_OK) {
       ctx->cudnn = NULL; /* the cause is logged above */
       sp_log_warn("attention: --attn %s without cudnn: using flash", kern_attn_backend_name(want));
@@ -215,10 +217,14 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
                               size_t scratch_bytes, cudaStream_t stream) {
   kern_attn_backend want = ctx->want;
   char why[192];
-  if (want == KERN_ATTN_FA3_INT8) { /* asked for explicitly: no fall back (refusals fatal) */
-    kern_attn_fa3_int8_run(ctx->fa3_int8, p, stream);
-    ctx->last = KERN_ATTN_FA3_INT8;
-    return;
+  if (want == KERN_ATTN_FA3_INT8) {
+    const kern_attn_shape sh = {p.Lq, p.Lk, p.heads, p.hd};
+    if (kern_attn_int8_rule(&sh) == KERN_ATTN_FA3_INT8) { /* a refusal here is fatal */
+      kern_attn_fa3_int8_run(ctx->fa3_int8, p, stream);
+      ctx->last = KERN_ATTN_FA3_INT8;
+      return;
+    }
+    want = KERN_ATTN_CUDNN; /* the short-key shapes: what auto runs there */
   }
   if (want == KERN_ATTN_AUTO && ctx->fa3) {
     const kern_attn_shape sh = {p.Lq, p.Lk, p.heads, p.hd};

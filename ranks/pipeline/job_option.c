@@ -91,7 +91,9 @@ static const job_option table[JOB_OPT_COUNT] = {
      "softmax), fa3 (own Hopper kernel: sm_90 and a build for 90;\n"
      "elsewhere what auto does there), fa3-int8 (its 8-bit form,\n"
      "the 8-bit attention: K smoothed, Q and K int8 per tile, P V\n"
-     "bf16; sm_90 only, never chosen by auto)"},
+     "bf16; sm_90 only, never chosen by auto; shapes of head dim\n"
+     "128 with fewer than 32,760 keys, the 512-key cross-attention,\n"
+     "run what auto runs, where 8-bit measured slower)"},
     {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
      "auto (nccl when every rank has a GPU of its own and the\n"
      "stages run on GPUs, else mpi), mpi or nccl"},

@@ -25,9 +25,11 @@
  *   fa3_variants.h, simplest first, so the first failing row names the
  *   stage that broke) on the shapes up to 4,099 tokens, each bit-identical
  *   to the first variant with the same head dim and key tile.
- * - fa3-int8 (kern_attn_fa3_int8_run and its context, where fa3 runs):
- *   against the same fp32 attention, within 2x (+ 2e-4) of the scheme's own
- *   CPU form (tests/common/sp_test_attn8.h) and under TOL_INT8, the bound
+ * - fa3-int8 (kern_attn_fa3_int8_run and its context, where fa3 runs; the
+ *   context must run the 8-bit kernel exactly where kern_attn_int8_rule
+ *   says, what auto runs on the short-key shapes of head dim 128): against
+ *   the same fp32 attention, within 2x (+ 2e-4) of the scheme's own CPU
+ *   form (tests/common/sp_test_attn8.h) and under TOL_INT8, the bound
  *   8-bit attention is held to; its variants as fa3's.
  * Head dim 64 has fa3 rows only (the other backends are built for 128).
  * Each row prints the largest absolute error, the relative L2 error, the
@@ -480,6 +482,12 @@ static void check_shape(const shape *s, const backends *b) {
     host_case_int8(s, &hc);
     check_backend(s, &hc, RUN_FA3_INT8, NULL, NULL, NULL, dq, dk, dv, dout);
     check_backend(s, &hc, RUN_CTX, "fa3-int8 context", NULL, b->ctx_int8, dq, dk, dv, dout);
+    const kern_attn_shape sh8 = {s->Lq, s->Lk, s->heads, s->hd};
+    CHECK((kern_attn_ctx_last(b->ctx_int8) == KERN_ATTN_FA3_INT8) ==
+              (kern_attn_int8_rule(&sh8) == KERN_ATTN_FA3_INT8),
+          "%s: the fa3-int8 context ran %s where its rule says %s", s->what,
+          kern_attn_backend_name(kern_attn_ctx_last(b->ctx_int8)),
+          kern_attn_backend_name(kern_attn_int8_rule(&sh8)));
     if (small) check_fa3_variants(s, &hc, dq, dk, dv, dout);
   }
   CHECK_CUDA(cudaFree(dq));

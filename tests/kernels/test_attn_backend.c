@@ -10,6 +10,9 @@
  * tokens), cuDNN on the 512-key cross shapes where it lost, cuDNN wherever
  * fa3 is not available, for head dim 64 and for key counts not measured.
  *
+ * fa3-int8's rule (kern_attn_int8_rule): the 8-bit kernel on the self
+ * shapes and at head dim 64, what auto runs on the 512-key cross shapes.
+ *
  * Layouts: for each Wan video length and head count, the shapes the CUDA
  * stage's call sites make for one attention (ranks/nets/wan_dit/cuda/):
  * the whole sequence at once, every chunk of queries of several chunk sizes
@@ -18,7 +21,7 @@
  * (stage_cuda_seq.c: Lq = Lk = all tokens, heads / U), and the warm-up
  * shapes (stage_cuda_layout.c); each must get the same backend as the
  * whole-sequence call, for self- and cross-attention (Lk = 512 context
- * rows), with fa3 available and without. A rule that read the query count
+ * rows), with fa3 available and without, and for fa3-int8. A rule that read the query count
  * or the heads would fail here. */
 #include <stdint.h>
 #include <stdio.h>
@@ -52,9 +55,11 @@ static void test_names(void) {
   CHECK(strcmp(kern_attn_backend_name((kern_attn_backend)6), "?") == 0, "out of range name");
 }
 
-static kern_attn_backend rule(int64_t Lq, int64_t Lk, int64_t heads, int64_t hd, int fa3) {
+/* mode 0, 1: auto's rule without and with fa3; INT8: fa3-int8's */
+enum { INT8 = 2 };
+static kern_attn_backend rule(int64_t Lq, int64_t Lk, int64_t heads, int64_t hd, int mode) {
   const kern_attn_shape s = {Lq, Lk, heads, hd};
-  return kern_attn_auto_rule(&s, fa3);
+  return mode == INT8 ? kern_attn_int8_rule(&s) : kern_attn_auto_rule(&s, mode);
 }
 
 static void test_measured(void) {
@@ -84,6 +89,28 @@ static void test_measured(void) {
         "at the threshold: not fa3");
 }
 
+/* fa3-int8 (kern_attn_int8_rule): the 8-bit kernel on the self shapes, where
+ * it measured 700-729 TFLOP/s against cuDNN's 568-604; what auto runs on the
+ * 512-key cross shapes, where it measured 322 against cuDNN's 594; head dim
+ * 64 (no other kernel takes it) 8-bit at every length. */
+static void test_int8(void) {
+  static const int64_t self[] = {32760, 75600, KERN_ATTN_FA3_MIN_KEYS};
+  for (size_t i = 0; i < sizeof self / sizeof *self; i++) {
+    CHECK(rule(self[i], self[i], 40, 128, INT8) == KERN_ATTN_FA3_INT8,
+          "fa3-int8, self %lld: not the 8-bit kernel", (long long)self[i]);
+    CHECK(rule(self[i], 512, 40, 128, INT8) == rule(self[i], 512, 40, 128, 1),
+          "fa3-int8, cross %lld x 512: not what auto runs", (long long)self[i]);
+  }
+  CHECK(rule(32760, 512, 40, 128, INT8) == KERN_ATTN_CUDNN, "fa3-int8, cross: not cudnn");
+  CHECK(rule(KERN_ATTN_FA3_MIN_KEYS - 1, KERN_ATTN_FA3_MIN_KEYS - 1, 40, 128, INT8) ==
+            KERN_ATTN_CUDNN,
+        "fa3-int8 below the threshold: not cudnn");
+  static const int64_t hd64[] = {1, 90, 512, 4099, 32760};
+  for (size_t i = 0; i < sizeof hd64 / sizeof *hd64; i++)
+    CHECK(rule(hd64[i], hd64[i], 4, 64, INT8) == KERN_ATTN_FA3_INT8,
+          "fa3-int8, head dim 64, %lld keys: not the 8-bit kernel", (long long)hd64[i]);
+}
+
 /* Every call of one attention in every layout gets whole's backend. */
 static void test_layouts(void) {
   /* Wan's token counts: 1.3B/14B 480p 81 frames, 720p 81 frames, a short
@@ -93,7 +120,7 @@ static void test_layouts(void) {
   static const int64_t chunks[] = {4096, 8190, 1000, 7, 1};
   static const int64_t text = 512; /* context rows of the cross-attention */
   int calls = 0;
-  for (int fa3 = 0; fa3 < 2; fa3++)
+  for (int fa3 = 0; fa3 <= INT8; fa3++) /* auto without, with fa3; fa3-int8 */
     for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++)
       for (size_t hi = 0; hi < sizeof heads / sizeof *heads; hi++)
         for (int cross = 0; cross < 2; cross++) {
@@ -125,13 +152,14 @@ static void test_layouts(void) {
             calls++;
           }
         }
-  printf("auto's rule: the same backend for every chunk and rank of %d calls\n", calls);
+  printf("auto's and fa3-int8's rules: the same backend for every chunk and rank of %d calls\n", calls);
 }
 
 int main(void) {
   sp_test_begin("kernels/attn_backend");
   test_names();
   test_measured();
+  test_int8();
   test_layouts();
   return sp_test_end();
 }
