@@ -43,7 +43,8 @@ void kern_cuda_dequant_bf16(const kern_qtensor *t, uint16_t *y, cudaStream_t str
 
 /* Per row (a token): x (rows, cols) fp32 or bf16 (finite) -> q (rows, cols)
  * int8 and scale (rows) fp32 by the int8 rule of kern_quant.h: the bytes
- * and scales of kern_i8_quantize_rows. One launch, a block per row. */
+ * and scales of kern_i8_quantize_rows. One launch, a block per row (bf16
+ * rows as kern_cuda_quantize_fp8_rows reads them). */
 void kern_cuda_quantize_i8_rows(const void *x, kern_dtype x_dtype, int64_t rows, int64_t cols,
                                 int8_t *q, float *scale, cudaStream_t stream);
 

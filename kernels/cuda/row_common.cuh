@@ -2,7 +2,8 @@
  * static or inline, so each translation unit keeps its own copy): the
  * fixed-order block reductions, 16-byte chunks of 8 values to and from
  * registers, the work split of a row held in registers (a CTA per row, nv
- * chunks a thread), and the per-token quantisers' rule for one value.
+ * chunks a thread), the per-token quantisers' rule for one value, and the
+ * per-token quantiser of bf16 rows held in registers.
  * Included by row_kernels.cuh (the residual stream's row ops) and by the
  * per-row quantisers (cuda_fp8.cu, cuda_quant.cu). */
 #ifndef KERN_ROW_COMMON_CUH
@@ -13,6 +14,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda_check.h"
 #include "kern_dtype.h"
 #include "kern_quant.h"
 
@@ -57,6 +59,17 @@ __device__ __forceinline__ float row_quant_mul(int e4m3, float amax) {
 __device__ __forceinline__ float row_quant_scale(int e4m3, float amax) {
   return e4m3 ? kern_fp8_scale(amax) : kern_i8_scale(amax);
 }
+/* The codes of 8 values (bf16-valued) of a row of factor mul, in one
+ * 8-byte store; p 8-byte aligned. */
+__device__ __forceinline__ void store_codes8(uint8_t *p, const float v[ROW_VEC], int e4m3,
+                                             float mul) {
+  uint32_t lo = 0, hi = 0; /* the first code in the lowest byte: first in memory */
+  for (int i = 0; i < 4; i++) {
+    lo |= (uint32_t)row_code(e4m3, v[i], mul) << (8 * i);
+    hi |= (uint32_t)row_code(e4m3, v[i + 4], mul) << (8 * i);
+  }
+  *reinterpret_cast<uint2 *>(p) = make_uint2(lo, hi);
+}
 /* v rounded to bf16 (nearest even) and widened back: what a reader of h sees. */
 __device__ __forceinline__ float bf16_round(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
@@ -74,13 +87,16 @@ __device__ __forceinline__ void load8(const float *p, float v[ROW_VEC]) {
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
   v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
-__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float v[ROW_VEC]) {
-  const uint4 u = *reinterpret_cast<const uint4 *>(p);
+/* 8 bf16 values as loaded (16 bytes) -> fp32, exactly. */
+__device__ __forceinline__ void unpack8(const uint4 u, float v[ROW_VEC]) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
   for (int i = 0; i < 4; i++) { /* the lower half is the element first in memory */
     v[2 * i] = __uint_as_float(w[i] << 16);
     v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
+}
+__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float v[ROW_VEC]) {
+  unpack8(*reinterpret_cast<const uint4 *>(p), v);
 }
 __device__ __forceinline__ void store8(float *p, const float v[ROW_VEC]) {
   reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
@@ -156,6 +172,63 @@ static inline int row_split_forced(int64_t chunks, int nv, row_split *out) {
   if (t > ROW_MAX_THREADS) return 0;
   out->nv = nv;
   out->threads = (int)((t + 31) / 32 * 32);
+  return 1;
+}
+
+/* ---- per-token quantiser of bf16 rows held in registers -------------------- */
+
+/* x (rows, cols) bf16 -> q (rows, cols) codes and scale (rows) by the rule
+ * of row_code (E4M3: e4m3, else int8), a CTA per row, nv chunks of 8 a
+ * thread kept as loaded: the row is read from memory once, where the
+ * two-pass kernels (cuda_fp8.cu, cuda_quant.cu) read it again for the
+ * codes. The same max, factor and codes, so the same bytes. */
+template <int NV, int E4M3>
+static __global__ void __launch_bounds__(ROW_MAX_THREADS)
+    quant_rows_reg_kernel(const __nv_bfloat16 *x, int cols, uint8_t *q, float *scale) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  uint4 u[NV];
+  bool in[NV]; /* the chunk lies in the row (the last warp may run past it) */
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
+    in[k] = c < cols;
+    u[k] = in[k] ? *reinterpret_cast<const uint4 *>(x + row * cols + c) : make_uint4(0, 0, 0, 0);
+    float v[ROW_VEC];
+    unpack8(u[k], v);
+    for (int i = 0; i < ROW_VEC; i++) m = fmaxf(m, fabsf(v[i]));
+  }
+  const float amax = block_max(m, red), mul = row_quant_mul(E4M3, amax);
+  if (threadIdx.x == 0) scale[row] = row_quant_scale(E4M3, amax);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    if (!in[k]) continue;
+    float v[ROW_VEC];
+    unpack8(u[k], v);
+    store_codes8(q + row * cols + (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC, v, E4M3,
+                 mul);
+  }
+}
+
+/* Runs quant_rows_reg_kernel and returns 1, or returns 0 when it cannot
+ * take the rows (cols not a multiple of 8 or too wide for the split, x not
+ * 16-byte or q not 8-byte aligned, 2^31 rows or more): the caller then
+ * runs its two-pass kernel. */
+static inline int quant_rows_reg(int e4m3, const void *x, int64_t rows, int64_t cols,
+                                 uint8_t *q, float *scale, cudaStream_t stream) {
+  row_split s;
+  if (cols % ROW_VEC != 0 || cols > INT32_MAX || rows > INT32_MAX ||
+      !row_split_pick(cols / ROW_VEC, &s) || !aligned16(x) || ((uintptr_t)q & 7u) != 0)
+    return 0;
+  const __nv_bfloat16 *xb = (const __nv_bfloat16 *)x;
+  if (e4m3)
+    ROW_NV_DISPATCH(s.nv, (quant_rows_reg_kernel<NV, 1><<<(unsigned)rows, s.threads, 0, stream>>>(
+                              xb, (int)cols, q, scale)))
+  else
+    ROW_NV_DISPATCH(s.nv, (quant_rows_reg_kernel<NV, 0><<<(unsigned)rows, s.threads, 0, stream>>>(
+                              xb, (int)cols, q, scale)))
+  CUDA_LAUNCH_CHECK();
   return 1;
 }
 

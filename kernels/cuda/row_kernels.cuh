@@ -208,12 +208,7 @@ static __device__ __forceinline__ void row_quant_out(const residual_row_params &
   for (int k = 0; k < NV; k++) {
     const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
     if (!in[k]) continue;
-    uint32_t lo = 0, hi = 0; /* the first code in the lowest byte: first in memory */
-    for (int i = 0; i < 4; i++) {
-      lo |= (uint32_t)row_code(e4m3, v[k][i], mul) << (8 * i);
-      hi |= (uint32_t)row_code(e4m3, v[k][i + 4], mul) << (8 * i);
-    }
-    *reinterpret_cast<uint2 *>(p.qc.q + row * p.dim + c) = make_uint2(lo, hi);
+    store_codes8(p.qc.q + row * p.dim + c, v[k], e4m3, mul);
   }
 }
 
