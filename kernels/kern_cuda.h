@@ -140,7 +140,8 @@ void kern_cuda_quantize_fp8(const void *x, kern_dtype x_dtype, int64_t n, uint8_
  * scale (rows) fp32 device: the bytes and scales of the CPU's
  * kern_fp8_quantize_rows (tests/gpu/test_fp8_rows.c). x fp32 or bf16
  * (finite). One launch, a block per row; bf16 rows of a multiple of 8
- * values with x 16-byte and q 8-byte aligned take 16-byte loads. */
+ * values with x 16-byte and q 8-byte aligned take 16-byte loads, the row
+ * held in registers (read once) up to 32,768 wide. */
 void kern_cuda_quantize_fp8_rows(const void *x, kern_dtype x_dtype, int64_t rows, int64_t cols,
                                  uint8_t *q, float *scale, cudaStream_t stream);
 

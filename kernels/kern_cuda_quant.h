@@ -43,9 +43,35 @@ void kern_cuda_dequant_bf16(const kern_qtensor *t, uint16_t *y, cudaStream_t str
 
 /* Per row (a token): x (rows, cols) fp32 or bf16 (finite) -> q (rows, cols)
  * int8 and scale (rows) fp32 by the int8 rule of kern_quant.h: the bytes
- * and scales of kern_i8_quantize_rows. One launch, a block per row. */
+ * and scales of kern_i8_quantize_rows. One launch, a block per row (bf16
+ * rows as kern_cuda_quantize_fp8_rows reads them). */
 void kern_cuda_quantize_i8_rows(const void *x, kern_dtype x_dtype, int64_t rows, int64_t cols,
                                 int8_t *q, float *scale, cudaStream_t stream);
+
+/* ---- a norm's output quantised per token (cuda/cuda_norm.cu) ------------ */
+
+/* kern_cuda_layernorm_modulate (y NULL) or kern_cuda_gated_add_layernorm
+ * (y given) through one params struct, whose bf16 output h can also (or
+ * instead) be quantised per token for the W8A8 linear layers after it: q
+ * and qscale get the bytes and scales that kern_cuda_quantize_fp8_rows
+ * (KERN_QFMT_E4M3_ROW) or kern_cuda_quantize_i8_rows (KERN_QFMT_I8_ROW)
+ * would make from h, in the same pass over x: h is not read back, and not
+ * written at all when NULL (tests/gpu/test_norm_quant.c). */
+typedef struct kern_cuda_norm_quant_params {
+  float *x;                   /* (rows, dim) fp32; updated in place when y is given */
+  const void *y;              /* (rows, dim) fp32 or bf16 (y_dtype), or NULL: no add */
+  kern_dtype y_dtype;
+  const float *gate;          /* (dim) fp32 or NULL: gate 1 */
+  const uint16_t *w, *b;      /* (dim) bf16 or both NULL: no affine */
+  const float *shift, *scale; /* (dim) fp32 or both NULL: no modulation */
+  uint16_t *h;                /* (rows, dim) bf16 or NULL; must not alias x or y */
+  kern_qfmt qfmt;             /* KERN_QFMT_E4M3_ROW or KERN_QFMT_I8_ROW, with q */
+  void *q;                    /* (rows, dim) codes or NULL (h or q is required) */
+  float *qscale;              /* (rows) fp32, with q */
+  int64_t rows, dim;
+  float eps;
+} kern_cuda_norm_quant_params;
+void kern_cuda_norm_quant(const kern_cuda_norm_quant_params *p, cudaStream_t stream);
 
 /* ---- W8A8 linear --------------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 
 #include "cuda_check.h"
 #include "kern_cuda.h"
+#include "row_common.cuh"
 
 #define F8_THREADS 256
 #define F8_MAX_BLOCKS 4096
@@ -109,10 +110,12 @@ __global__ void f8_rows_kernel(const T *x, int64_t rows, int64_t cols, uint8_t *
   }
 }
 
-/* f8_rows_kernel for bf16 rows of a multiple of 8 values, 16-byte aligned
- * (an activation of the stage): 16-byte loads of 8 values, 8-byte stores of
- * their codes; the same max, scale and conversion per value, so the same
- * bytes. The second pass reads the row again (from L2). */
+/* f8_rows_kernel for bf16 rows of a multiple of 8 values, 16-byte aligned,
+ * that quant_rows_reg (row_common.cuh: the row held in registers, read
+ * once; every activation of the stage) cannot take, over 32,768 wide:
+ * 16-byte loads of 8 values, 8-byte stores of their codes; the same max,
+ * scale and conversion per value, so the same bytes. The second pass reads
+ * the row again (from L2). */
 __global__ void f8_rows_bf16x8_kernel(const uint4 *x, int64_t rows, int64_t vecs, uint2 *q,
                                       float *scale) {
   __shared__ float part[F8_THREADS / 32];
@@ -161,6 +164,7 @@ extern "C" void kern_cuda_quantize_fp8_rows(const void *x, kern_dtype x_dtype, i
     sp_fatal("quantize_fp8_rows: %lld x %lld, x %p, q %p, scale %p: need a row, a column and "
              "every pointer",
              (long long)rows, (long long)cols, x, (void *)q, (void *)scale);
+  if (x_dtype == KERN_DTYPE_BF16 && quant_rows_reg(1, x, rows, cols, q, scale, stream)) return;
   const unsigned blocks = (unsigned)(rows < F8_MAX_BLOCKS ? rows : F8_MAX_BLOCKS);
   if (x_dtype == KERN_DTYPE_BF16 && cols % 8 == 0 && ((uintptr_t)x & 15u) == 0 &&
       ((uintptr_t)q & 7u) == 0)

@@ -16,6 +16,7 @@
 
 #include "cuda_check.h"
 #include "kern_cuda.h"
+#include "kern_cuda_quant.h"
 #include "row_kernels.cuh"
 
 /* ---- modulation ------------------------------------------------------- */
@@ -59,6 +60,17 @@ extern "C" void kern_cuda_gated_add_layernorm(float *x, const void *y, kern_dtyp
                                               int64_t dim, float eps, cudaStream_t stream) {
   row_gated_add_layernorm(NULL, x, y, y_dtype, gate, w, b, shift, scale, h, rows, dim, eps,
                           stream);
+}
+
+extern "C" void kern_cuda_norm_quant(const kern_cuda_norm_quant_params *p,
+                                     cudaStream_t stream) {
+  if (!p || !p->x) sp_fatal("norm_quant: params %p: need the params and x", (const void *)p);
+  check_residual("norm_quant", p->rows, p->dim);
+  const residual_row_params r = {p->x, p->y, p->gate, (const __nv_bfloat16 *)p->w,
+                                 (const __nv_bfloat16 *)p->b, p->shift, p->scale,
+                                 (__nv_bfloat16 *)p->h, (int)p->dim, p->eps,
+                                 {p->qfmt, (uint8_t *)p->q, p->qscale}};
+  row_norm_quant(NULL, &r, p->y_dtype, p->rows, stream);
 }
 
 extern "C" void kern_cuda_rmsnorm_rope(const void *x, kern_dtype x_dtype, const uint16_t *w,

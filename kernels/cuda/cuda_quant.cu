@@ -20,6 +20,7 @@
 #include "cuda_check.h"
 #include "cuda_gemm_q.cuh"
 #include "kern_cuda_quant.h"
+#include "row_common.cuh"
 
 #define DQ_THREADS 256
 #define DQ_MAX_BLOCKS 65536
@@ -112,7 +113,9 @@ __device__ __forceinline__ float q8_load(const __nv_bfloat16 *p, int64_t i) {
 }
 
 /* One block per row (rows strided over the grid): max |x| reduced in the
- * block (a max is exact in any order), then kern_i8_code of each value. */
+ * block (a max is exact in any order), then kern_i8_code of each value.
+ * bf16 rows of a multiple of 8 values, aligned, run quant_rows_reg instead
+ * (row_common.cuh: the row read once, held in registers; the same bytes). */
 template <typename T>
 __global__ void i8_rows_kernel(const T *x, int64_t rows, int64_t cols, int8_t *q, float *scale) {
   __shared__ float part[Q8_THREADS / 32];
@@ -143,6 +146,9 @@ extern "C" void kern_cuda_quantize_i8_rows(const void *x, kern_dtype x_dtype, in
   if (rows < 1 || cols < 1 || !x || !q || !scale)
     sp_fatal("quantize_i8_rows: %lld x %lld, x %p, q %p, scale %p: need a row, a column and "
              "every pointer", (long long)rows, (long long)cols, x, (void *)q, (void *)scale);
+  if (x_dtype == KERN_DTYPE_BF16 &&
+      quant_rows_reg(0, x, rows, cols, (uint8_t *)q, scale, stream))
+    return;
   const unsigned blocks = (unsigned)(rows < Q8_MAX_BLOCKS ? rows : Q8_MAX_BLOCKS);
   if (x_dtype == KERN_DTYPE_F32)
     i8_rows_kernel<<<blocks, Q8_THREADS, 0, stream>>>((const float *)x, rows, cols, q, scale);

@@ -2,7 +2,8 @@
  * included by cuda_norm.cu, whose launchers pick the kernels that ship, and
  * by the benchmark variants of tests/gpu/dev/norm_variants.cu, which
  * force the other choices. Every kernel and launch helper here is static,
- * so the two translation units each keep their own copy.
+ * so the two translation units each keep their own copy. The reductions,
+ * chunk loads and stores and the work split are row_common.cuh's.
  *
  * They are memory-bound, so the vector kernels move each byte once, in
  * 16-byte loads and stores: one CTA per row, a thread holding a few chunks
@@ -18,7 +19,14 @@
  * and a row gives the same bits whether it is normalised alone or with
  * others. LayerNorm is two-pass (mean, then the mean of squared deviations)
  * like the CPU reference, not E[x^2] - E[x]^2, which loses digits when the
- * mean is large: with the row in registers the second pass costs no bytes. */
+ * mean is large: with the row in registers the second pass costs no bytes.
+ *
+ * The norm's output can also be quantised per token for the W8A8 linear
+ * layers after it (residual_row_params's qc): the row's bf16-rounded outputs,
+ * still in registers, give the row's max |h| (a max is exact in any order)
+ * and then their codes, the bytes and scales kern_cuda_quantize_fp8_rows or
+ * kern_cuda_quantize_i8_rows would make from h, without writing h and
+ * reading it back (h is still written when the caller needs it). */
 #ifndef KERN_ROW_KERNELS_CUH
 #define KERN_ROW_KERNELS_CUH
 
@@ -28,84 +36,36 @@
 
 #include "cuda_check.h"
 #include "kern_cuda.h"
+#include "row_common.cuh"
 
 #define NORM_THREADS 256   /* the element-wise kernels' CTA */
-#define ROW_VEC 8          /* elements per chunk: 16 bytes of bf16, 32 of fp32 */
-#define ROW_MAX_THREADS 512 /* 128 registers a thread: room for 8 chunks */
-
-/* Sum over the CTA (blockDim.x a multiple of 32), same order every call;
- * the result is broadcast to all threads. red: 32 floats of shared memory. */
-static __device__ float block_sum(float v, float *red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  __syncthreads(); /* red may still be read by the previous call */
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float s = 0.0f;
-  for (int i = 0; i < nwarps; i++) s += red[i];
-  return s;
-}
-
-__device__ __forceinline__ float load_f(const float *p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load_f(const __nv_bfloat16 *p, int64_t i) {
-  return __bfloat162float(p[i]);
-}
-
-/* 8 consecutive elements <-> fp32 registers; p 16-byte aligned. */
-__device__ __forceinline__ void load8(const float *p, float v[ROW_VEC]) {
-  const float4 a = reinterpret_cast<const float4 *>(p)[0];
-  const float4 b = reinterpret_cast<const float4 *>(p)[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-  v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float v[ROW_VEC]) {
-  const uint4 u = *reinterpret_cast<const uint4 *>(p);
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-  for (int i = 0; i < 4; i++) { /* the lower half is the element first in memory */
-    v[2 * i] = __uint_as_float(w[i] << 16);
-    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-__device__ __forceinline__ void store8(float *p, const float v[ROW_VEC]) {
-  reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-  reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); /* nearest even, as _rn */
-  return *reinterpret_cast<const uint32_t *>(&h);
-}
-__device__ __forceinline__ void store8(__nv_bfloat16 *p, const float v[ROW_VEC]) {
-  *reinterpret_cast<uint4 *>(p) = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
-                                             pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
-}
-/* Pairwise: a shorter dependency chain than eight adds in a row. */
-__device__ __forceinline__ float sum8(const float v[ROW_VEC]) {
-  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-
-/* The vector kernels' work split of a row: nv chunks of 8 a thread,
- * threads a whole number of warps (cuda_norm.cu's row_split_pick chooses
- * it from the width). */
-typedef struct row_split {
-  int nv, threads;
-} row_split;
-
-static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-/* Runs STMT with the constant NV set to nv (the template argument of the
- * vector kernels: a thread's chunks live in registers, so their count must
- * be known at compile time). */
-#define ROW_NV_DISPATCH(nv, STMT)                  \
-  switch (nv) {                                    \
-  case 1: { constexpr int NV = 1; STMT; } break;   \
-  case 2: { constexpr int NV = 2; STMT; } break;   \
-  case 3: { constexpr int NV = 3; STMT; } break;   \
-  case 4: { constexpr int NV = 4; STMT; } break;   \
-  case 5: { constexpr int NV = 5; STMT; } break;   \
-  default: { constexpr int NV = 8; STMT; } break;  \
-  }
 
 /* ---- scalar kernels: any width, any alignment ------------------------- */
+
+/* The per-token codes of a norm's output h (the W8A8 input of the linear
+ * layers after it). */
+typedef struct row_codes {
+  kern_qfmt fmt; /* KERN_QFMT_E4M3_ROW or KERN_QFMT_I8_ROW */
+  uint8_t *q;    /* (rows, dim) codes, or NULL: none */
+  float *scale;  /* (rows) the rows' scales */
+} row_codes;
+
+/* One row of the residual stream: x += y * gate (when y is given, x written
+ * back), then h = LayerNorm(x) [* w + b] [* (1 + scale) + shift] (when h or
+ * qc.q is given), into h and, when qc.q is given, its per-token codes. The add
+ * and the norm use the sums the separate ops would, so the fused call is
+ * bit-identical to the calls it replaces. The scalar kernels take it too. */
+typedef struct residual_row_params {
+  float *x;                       /* (rows, dim) fp32; written only when y is given */
+  const void *y;                  /* (rows, dim) fp32 or bf16 (the TY of the kernel), or NULL */
+  const float *gate;              /* (dim) or NULL: gate 1 */
+  const __nv_bfloat16 *w, *b;     /* (dim) or both NULL: no affine */
+  const float *shift, *scale;     /* (dim) or both NULL: no modulation */
+  __nv_bfloat16 *h;               /* (rows, dim) or NULL */
+  int dim;
+  float eps;
+  row_codes qc;                   /* h's codes, or {}: none */
+} residual_row_params;
 
 /* x (rows, dim) fp32 += y (rows, dim) * gate (dim) or gate 1. */
 template <typename T>
@@ -119,15 +79,25 @@ static __global__ void gated_add_kernel(float *x, const T *y, const float *gate,
   }
 }
 
-/* x (rows, dim) fp32 -> y (rows, dim) bf16; w, b (dim) bf16 or NULL;
- * shift, scale (dim) fp32 or NULL. One CTA per row. */
-static __global__ void layernorm_modulate_kernel(const float *x, const __nv_bfloat16 *w,
-                                                 const __nv_bfloat16 *b, const float *shift,
-                                                 const float *scale, __nv_bfloat16 *y,
-                                                 int64_t dim, float eps) {
+/* The norm's output at column i of the row xr, in the scalar kernel's
+ * operations. */
+static __device__ __forceinline__ float layernorm_out(const residual_row_params &p,
+                                                      const float *xr, int64_t i, float mean,
+                                                      float rstd) {
+  float v = (xr[i] - mean) * rstd;
+  if (p.w) v = v * __bfloat162float(p.w[i]) + __bfloat162float(p.b[i]);
+  if (p.scale) v = v * (1.0f + p.scale[i]) + p.shift[i];
+  return v;
+}
+
+/* p.x (rows, dim) fp32 -> p.h (rows, dim) bf16 when given, and its codes
+ * p.qc.q when given (p.y unused: the gated add runs before, gated_add_kernel).
+ * One CTA per row. With codes, each output is computed twice in the same
+ * operations: for the row's max, then for its code. */
+static __global__ void layernorm_modulate_kernel(residual_row_params p) {
   __shared__ float red[32];
-  const float *xr = x + (int64_t)blockIdx.x * dim; // (dim)
-  __nv_bfloat16 *yr = y + (int64_t)blockIdx.x * dim; // (dim)
+  const int64_t dim = p.dim, row = blockIdx.x;
+  const float *xr = p.x + row * dim; // (dim)
   float s = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS) s += xr[i];
   const float mean = block_sum(s, red) / (float)dim;
@@ -137,13 +107,19 @@ static __global__ void layernorm_modulate_kernel(const float *x, const __nv_bflo
     ss += d * d;
   }
   const float var = block_sum(ss, red) / (float)dim;
-  const float rstd = 1.0f / sqrtf(var + eps);
+  const float rstd = 1.0f / sqrtf(var + p.eps);
+  float m = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS) {
-    float v = (xr[i] - mean) * rstd;
-    if (w) v = v * __bfloat162float(w[i]) + __bfloat162float(b[i]);
-    if (scale) v = v * (1.0f + scale[i]) + shift[i];
-    yr[i] = __float2bfloat16_rn(v);
+    const float v = layernorm_out(p, xr, i, mean, rstd);
+    if (p.h) p.h[row * dim + i] = __float2bfloat16_rn(v);
+    m = fmaxf(m, fabsf(bf16_round(v)));
   }
+  if (!p.qc.q) return; /* the same for the whole grid */
+  const int e4m3 = p.qc.fmt == KERN_QFMT_E4M3_ROW;
+  const float amax = block_max(m, red), mul = row_quant_mul(e4m3, amax);
+  if (threadIdx.x == 0) p.qc.scale[row] = row_quant_scale(e4m3, amax);
+  for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS)
+    p.qc.q[row * dim + i] = row_code(e4m3, bf16_round(layernorm_out(p, xr, i, mean, rstd)), mul);
 }
 
 /* x (L, heads*hd) fp32 or bf16 -> y (L, heads*hd) bf16; w (heads*hd) bf16;
@@ -182,20 +158,59 @@ static __global__ void rmsnorm_rope_kernel(const T *x, const __nv_bfloat16 *w,
 
 /* ---- vector kernels: width a multiple of 8, 16-byte aligned rows ------ */
 
-/* One row of the residual stream: x += y * gate (when y is given, x written
- * back), then h = LayerNorm(x) [* w + b] [* (1 + scale) + shift] (when h is
- * given). The add and the norm use the sums the separate ops would, so the
- * fused call is bit-identical to the two calls it replaces. */
-typedef struct residual_row_params {
-  float *x;                       /* (rows, dim) fp32; written only when y is given */
-  const void *y;                  /* (rows, dim) fp32 or bf16 (the TY of the kernel), or NULL */
-  const float *gate;              /* (dim) or NULL: gate 1 */
-  const __nv_bfloat16 *w, *b;     /* (dim) or both NULL: no affine */
-  const float *shift, *scale;     /* (dim) or both NULL: no modulation */
-  __nv_bfloat16 *h;               /* (rows, dim) or NULL: no norm */
-  int dim;
-  float eps;
-} residual_row_params;
+/* The norm's outputs of a thread's chunks of the row (v: the row's values
+ * in, the outputs rounded to bf16 out, what a reader of h would see), into
+ * h when given. */
+template <int NV>
+static __device__ __forceinline__ void row_norm_out(const residual_row_params &p, int64_t row,
+                                                    float (&v)[NV][ROW_VEC],
+                                                    const bool (&in)[NV], float mean,
+                                                    float rstd) {
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
+    if (!in[k]) continue;
+    float o[ROW_VEC];
+    for (int i = 0; i < ROW_VEC; i++) o[i] = (v[k][i] - mean) * rstd;
+    if (p.w) {
+      float w[ROW_VEC], b[ROW_VEC];
+      load8(p.w + c, w);
+      load8(p.b + c, b);
+      for (int i = 0; i < ROW_VEC; i++) o[i] = fmaf(o[i], w[i], b[i]);
+    }
+    if (p.scale) {
+      float sc[ROW_VEC], sh[ROW_VEC];
+      load8(p.scale + c, sc);
+      load8(p.shift + c, sh);
+      for (int i = 0; i < ROW_VEC; i++) o[i] = fmaf(o[i], 1.0f + sc[i], sh[i]);
+    }
+    if (p.h) store8(p.h + row * p.dim + c, o);
+    for (int i = 0; i < ROW_VEC; i++) v[k][i] = bf16_round(o[i]);
+  }
+}
+
+/* The codes of a thread's chunks of the row (v: its bf16-rounded outputs)
+ * and, from thread 0, the row's scale: the row's max |v| over the CTA, then
+ * each value's code, 8 codes in one 8-byte store. */
+template <int NV>
+static __device__ __forceinline__ void row_quant_out(const residual_row_params &p, int64_t row,
+                                                     const float (&v)[NV][ROW_VEC],
+                                                     const bool (&in)[NV], float *red) {
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++)
+    if (in[k])
+      for (int i = 0; i < ROW_VEC; i++) m = fmaxf(m, fabsf(v[k][i]));
+  const int e4m3 = p.qc.fmt == KERN_QFMT_E4M3_ROW;
+  const float amax = block_max(m, red), mul = row_quant_mul(e4m3, amax);
+  if (threadIdx.x == 0) p.qc.scale[row] = row_quant_scale(e4m3, amax);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
+    if (!in[k]) continue;
+    store_codes8(p.qc.q + row * p.dim + c, v[k], e4m3, mul);
+  }
+}
 
 template <typename TY, int NV>
 static __global__ void __launch_bounds__(ROW_MAX_THREADS)
@@ -228,7 +243,7 @@ static __global__ void __launch_bounds__(ROW_MAX_THREADS)
     for (int k = 0; k < NV; k++)
       if (in[k]) store8(xr + (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC, v[k]);
   }
-  if (!p.h) return; /* the same for the whole grid, so no thread waits in block_sum */
+  if (!p.h && !p.qc.q) return; /* the same for the whole grid, so no thread waits in block_sum */
   float s = 0.0f;
 #pragma unroll
   for (int k = 0; k < NV; k++)
@@ -243,27 +258,8 @@ static __global__ void __launch_bounds__(ROW_MAX_THREADS)
     ss += sum8(d);
   }
   const float rstd = 1.0f / sqrtf(block_sum(ss, red) / (float)p.dim + p.eps);
-  __nv_bfloat16 *hr = p.h + row * p.dim; // (dim)
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
-    if (!in[k]) continue;
-    float o[ROW_VEC];
-    for (int i = 0; i < ROW_VEC; i++) o[i] = (v[k][i] - mean) * rstd;
-    if (p.w) {
-      float w[ROW_VEC], b[ROW_VEC];
-      load8(p.w + c, w);
-      load8(p.b + c, b);
-      for (int i = 0; i < ROW_VEC; i++) o[i] = fmaf(o[i], w[i], b[i]);
-    }
-    if (p.scale) {
-      float sc[ROW_VEC], sh[ROW_VEC];
-      load8(p.scale + c, sc);
-      load8(p.shift + c, sh);
-      for (int i = 0; i < ROW_VEC; i++) o[i] = fmaf(o[i], 1.0f + sc[i], sh[i]);
-    }
-    store8(hr + c, o);
-  }
+  row_norm_out<NV>(p, row, v, in, mean, rstd);
+  if (p.qc.q) row_quant_out<NV>(p, row, v, in, red); /* the same for the whole grid */
 }
 
 /* RMSNorm + RoPE of one token, the layout of rmsnorm_rope_kernel. A chunk
@@ -358,12 +354,12 @@ static inline void residual_row_run(const residual_row_params *p, kern_dtype y_d
   CUDA_LAUNCH_CHECK();
 }
 
-/* The vector kernels take p: every pointer 16-byte aligned. */
+/* The vector kernels take p: every pointer 16-byte aligned, q 8-byte. */
 static inline int residual_row_aligned(const residual_row_params *p) {
   const void *ptrs[] = {p->x, p->y, p->gate, p->w, p->b, p->shift, p->scale, p->h};
   for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
     if (!aligned16(ptrs[i])) return 0;
-  return 1;
+  return ((uintptr_t)p->qc.q & 7u) == 0; /* 8 codes a store */
 }
 
 static inline void gated_add_scalar(float *x, const void *y, kern_dtype y_dtype,
@@ -382,8 +378,7 @@ static inline void gated_add_scalar(float *x, const void *y, kern_dtype y_dtype,
 
 static inline void layernorm_scalar(const residual_row_params *p, int64_t rows,
                                     cudaStream_t stream) {
-  layernorm_modulate_kernel<<<(unsigned)rows, NORM_THREADS, 0, stream>>>(
-      p->x, p->w, p->b, p->shift, p->scale, p->h, p->dim, p->eps);
+  layernorm_modulate_kernel<<<(unsigned)rows, NORM_THREADS, 0, stream>>>(*p);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -415,44 +410,6 @@ static inline void rmsnorm_rope_run(const void *x, kern_dtype x_dtype, const __n
 }
 
 /* ---- the row ops, for a choice of kernels --------------------------------- */
-
-/* The vector kernels' work split of a row of `chunks` chunks: nv chunks a
- * thread, threads a whole number of warps. The smallest nv of 2, 3, 4, 5, 8
- * that gives whole warps and at most 256 threads with no thread idle (at
- * least two chunks a thread, so each thread has two loads in flight: 1536
- * wide -> 2 x 96 threads, 5120 -> 4 x 160); else the smallest nv of 1, 2,
- * 3, 4, 5, 8 within ROW_MAX_THREADS, the last warp partly idle. 0 when the
- * row is too wide (the caller runs the scalar kernel). */
-static inline int row_split_pick(int64_t chunks, row_split *out) {
-  static const int exact[] = {2, 3, 4, 5, 8}, any[] = {1, 2, 3, 4, 5, 8};
-  for (int i = 0; i < 5; i++) {
-    const int nv = exact[i];
-    if (chunks % nv == 0 && (chunks / nv) % 32 == 0 && chunks / nv <= 256) {
-      out->nv = nv;
-      out->threads = (int)(chunks / nv);
-      return 1;
-    }
-  }
-  for (int i = 0; i < 6; i++) {
-    const int64_t t = (chunks + any[i] - 1) / any[i];
-    if (t <= ROW_MAX_THREADS) {
-      out->nv = any[i];
-      out->threads = (int)((t + 31) / 32 * 32);
-      return 1;
-    }
-  }
-  return 0;
-}
-
-/* The split with nv chunks a thread: 0 when the row needs more than
- * ROW_MAX_THREADS threads. */
-static inline int row_split_forced(int64_t chunks, int nv, row_split *out) {
-  const int64_t t = (chunks + nv - 1) / nv;
-  if (t > ROW_MAX_THREADS) return 0;
-  out->nv = nv;
-  out->threads = (int)((t + 31) / 32 * 32);
-  return 1;
-}
 
 /* Which kernels a row op runs. NULL is the choice that ships (kern_cuda.h):
  * the vector kernels with row_split_pick's split, the scalar kernels for
@@ -488,7 +445,7 @@ static inline void row_gated_add(const row_choice *c, float *x, const void *y,
   check_residual("gated_add", rows, dim);
   check_dtype("gated_add", "y", y_dtype);
   if (rows == 0) return;
-  const residual_row_params p = {x, y, gate, NULL, NULL, NULL, NULL, NULL, (int)dim, 0.0f};
+  const residual_row_params p = {x, y, gate, NULL, NULL, NULL, NULL, NULL, (int)dim, 0.0f, {}};
   if (!residual_row_launch(c, &p, y_dtype, rows, stream))
     gated_add_scalar(x, y, y_dtype, gate, rows, dim, stream);
 }
@@ -504,7 +461,7 @@ static inline void row_layernorm_modulate(const row_choice *c, const float *x,
   /* x is only read: residual_row_kernel writes x back only when y is given. */
   const residual_row_params p = {(float *)x, NULL, NULL, (const __nv_bfloat16 *)w,
                                  (const __nv_bfloat16 *)b, shift, scale, (__nv_bfloat16 *)y,
-                                 (int)dim, eps};
+                                 (int)dim, eps, {}};
   if (!residual_row_launch(c, &p, KERN_DTYPE_F32, rows, stream)) layernorm_scalar(&p, rows, stream);
 }
 
@@ -520,10 +477,29 @@ static inline void row_gated_add_layernorm(const row_choice *c, float *x, const 
   if (!y || !h) sp_fatal("gated_add_layernorm: y and h are required");
   if (rows == 0) return;
   const residual_row_params p = {x, y, gate, (const __nv_bfloat16 *)w, (const __nv_bfloat16 *)b,
-                                 shift, scale, (__nv_bfloat16 *)h, (int)dim, eps};
+                                 shift, scale, (__nv_bfloat16 *)h, (int)dim, eps, {}};
   if (residual_row_launch(c, &p, y_dtype, rows, stream)) return;
   gated_add_scalar(x, y, y_dtype, gate, rows, dim, stream);
   layernorm_scalar(&p, rows, stream);
+}
+
+/* Any row op of residual_row_params (kern_cuda_norm_quant): the vector
+ * kernel in one pass, or the scalar kernels (the add, then the norm). */
+static inline void row_norm_quant(const row_choice *c, const residual_row_params *p,
+                                  kern_dtype y_dtype, int64_t rows, cudaStream_t stream) {
+  check_residual("norm_quant", rows, p->dim);
+  if (p->y) check_dtype("norm_quant", "y", y_dtype);
+  check_norm_args("norm_quant", (const uint16_t *)p->w, (const uint16_t *)p->b, p->shift,
+                  p->scale);
+  if (!p->h && !p->qc.q) sp_fatal("norm_quant: h or q is required");
+  if (p->qc.q &&
+      (!p->qc.scale || (p->qc.fmt != KERN_QFMT_E4M3_ROW && p->qc.fmt != KERN_QFMT_I8_ROW)))
+    sp_fatal("norm_quant: codes of format %d with scales %p (need e4m3_row or i8_row, and "
+             "scales)", (int)p->qc.fmt, (void *)p->qc.scale);
+  if (rows == 0) return;
+  if (residual_row_launch(c, p, y_dtype, rows, stream)) return;
+  if (p->y) gated_add_scalar(p->x, p->y, y_dtype, p->gate, rows, p->dim, stream);
+  layernorm_scalar(p, rows, stream);
 }
 
 static inline void row_rmsnorm_rope(const row_choice *c, const void *x, kern_dtype x_dtype,

@@ -6,7 +6,8 @@
  * the same numbers), for rows of very different magnitudes, an all-zero
  * row (scale 1), a row whose largest magnitude is negative, widths below,
  * at and above the block's 256 threads, and more rows than the grid's
- * blocks; a second call gives the same bytes. Fresh random inputs each run
+ * blocks, the stage's widths up to the ffn hidden's 13,824 and one past
+ * the widest row held in registers; a second call gives the same bytes. Fresh random inputs each run
  * (SP_SEED=n replays). Exit 77 with one line when there is no CUDA device. */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -95,8 +96,13 @@ int main(void) {
     return 77;
   }
   sp_test_begin("test_fp8_rows");
-  const int64_t shapes[][2] = {{3, 5}, {40, 256}, {7, 1536}, {5000, 300}};
-  for (int s = 0; s < 4; s++)
+  /* bf16 rows of a multiple of 8 up to 32,768 wide run the row held in
+   * registers (13,824: the ffn hidden, the last warp partly idle; 1,032:
+   * likewise); 32,776 the two-pass kernel of 16-byte loads; 300 and 5 the
+   * scalar one. */
+  const int64_t shapes[][2] = {{3, 5},     {40, 256},   {7, 1536},  {5000, 300},
+                               {9, 5120},  {33, 13824}, {11, 1032}, {3, 32776}};
+  for (int s = 0; s < 8; s++)
     for (int bf16 = 0; bf16 < 2; bf16++) check_case(shapes[s][0], shapes[s][1], bf16);
   return sp_test_end();
 }

@@ -369,6 +369,9 @@ static const qcase cases[] = {
     {.op = QOP_QUANT_I8, .rows = 5, .cols = 300, .small = 1},
     {.op = QOP_QUANT_I8, .rows = 40, .cols = 5120, .bf16_in = 1},
     {.op = QOP_QUANT_I8, .rows = 7, .cols = 13824},
+    /* bf16 rows held in registers (the ffn hidden), and one too wide for that */
+    {.op = QOP_QUANT_I8, .rows = 7, .cols = 13824, .bf16_in = 1},
+    {.op = QOP_QUANT_I8, .rows = 3, .cols = 32776, .bf16_in = 1},
     /* fp8: the stage's bf16 outputs first (q-like, ffn.0 + GELU, ffn.2), each path */
     W8(KERN_QFMT_E4M3_ROW, 128, 5120, 5120, .bf16_out = 1),
     W8(KERN_QFMT_E4M3_ROW, 128, 5120, 13824, .bf16_out = 1, .gelu = 1),

@@ -25,12 +25,15 @@
  * same order in any chunk.
  *
  * A residual add and the norm after it run as one pass over x
- * (kern_cuda_gated_add_layernorm, bit-identical to the two calls): add 2
+ * (kern_cuda_norm_quant, bit-identical to the two calls): add 2
  * with norm2 always; gated add 1 with norm3 when there is one chunk (while
  * chunking, norm3's output would be overwritten by the next query chunk's
  * norm1 in hb, and the FFN hidden shares its memory with the keys the later
  * query chunks still read, so the query loop and the cross/FFN loop stay
- * apart). CUDA builds only. */
+ * apart). At W8A8 precision each norm writes only the per-token codes of
+ * its output (norm_chunk), which are what the linear layers after it read:
+ * the bf16 output is neither written nor read back to be quantised.
+ * CUDA builds only. */
 #include "stage_cuda_impl.h"
 
 /* The modulation of the rank's rows (I2V.md "A timestep per token"): on a
@@ -49,18 +52,46 @@ static int64_t first_rows(const cuda_mods *md, int64_t r0, int64_t n) {
   return k <= 0 ? 0 : k >= n ? n : k;
 }
 
+/* A norm of the chunk of n rows at r0 (kern_cuda_norm_quant): x += y *
+ * gate when y is given, then LayerNorm [* nw + nb] [* (1 + scale) +
+ * shift], the add and the norm in one pass over x. Its output goes where
+ * rank_cuda_norm_out says: c->hb at bf16 precision; at W8A8 only its
+ * per-token codes, c->xq and c->xs, which every linear layer after a norm
+ * of the block reads (the bypassed pairs read their dequantisation,
+ * rank_cuda_quant_lora). */
+typedef struct norm_op {
+  float *xr;               /* (n, dim) fp32: the chunk's rows of x, written only with y */
+  const uint16_t *y;       /* (n, dim) bf16, or NULL: no add */
+  int kg;                  /* the gate's modulation chunk, or -1: gate 1 */
+  const uint16_t *nw, *nb; /* (dim) bf16 affine, or both NULL */
+  int km;                  /* modulation chunks km, km + 1: shift, scale; or -1: none */
+} norm_op;
+
+static void norm_chunk(const rank_stage *s, const cuda_stage *c, const cuda_mods *md,
+                       const norm_op *o, int64_t r0, int64_t n) {
+  const int64_t D = s->c->dim;
+  /* the rows that take mf (none when no table is read: one call) */
+  const int64_t na = o->kg < 0 && o->km < 0 ? 0 : first_rows(md, r0, n);
+  for (int part = 0; part < 2; part++) {
+    const float *t = part == 0 ? md->mf : md->m;
+    const int64_t a = part == 0 ? 0 : na, rows = part == 0 ? na : n - na;
+    if (rows <= 0) continue;
+    kern_cuda_norm_quant_params p = {
+        .x = o->xr + a * D, .y = o->y ? o->y + a * D : NULL, .y_dtype = KERN_DTYPE_BF16,
+        .gate = o->kg >= 0 ? t + o->kg * D : NULL, .w = o->nw, .b = o->nb,
+        .shift = o->km >= 0 ? t + o->km * D : NULL,
+        .scale = o->km >= 0 ? t + (o->km + 1) * D : NULL, .rows = rows, .dim = D,
+        .eps = (float)s->c->eps};
+    rank_cuda_norm_out(s, c, c->hb, a, &p);
+    kern_cuda_norm_quant(&p, c->stream);
+  }
+}
+
 /* norm (no affine) and modulation (chunks k, k + 1: shift, scale) of the
- * chunk xr of n rows at r0 into h (n, dim). */
+ * chunk xr of n rows at r0 (norm_chunk; x only read). */
 static void norm_mod(const rank_stage *s, const cuda_stage *c, const cuda_mods *md,
-                     const float *xr, int64_t r0, int64_t n, int k, uint16_t *h) {
-  const int64_t D = s->c->dim, na = first_rows(md, r0, n);
-  const float eps = (float)s->c->eps;
-  if (na > 0)
-    kern_cuda_layernorm_modulate(xr, NULL, NULL, md->mf + k * D, md->mf + (k + 1) * D, h, na, D,
-                                 eps, c->stream);
-  if (n > na)
-    kern_cuda_layernorm_modulate(xr + na * D, NULL, NULL, md->m + k * D, md->m + (k + 1) * D,
-                                 h + na * D, n - na, D, eps, c->stream);
+                     const float *xr, int64_t r0, int64_t n, int k) {
+  norm_chunk(s, c, md, &(norm_op){(float *)xr, NULL, -1, NULL, NULL, k}, r0, n);
 }
 
 /* xr (n, dim) += y (n, dim, bf16) * gate (chunk k) of the chunk at r0. */
@@ -73,28 +104,10 @@ static void gate_add(const rank_stage *s, const cuda_stage *c, const cuda_mods *
                         c->stream);
 }
 
-/* kern_cuda_gated_add_layernorm of the chunk xr at r0 with the gate chunk
- * kg (or none: -1) and the modulation chunks km, km + 1 (or none: -1). */
-/* Flat list: kern_cuda_gated_add_layernorm's operands, plus the stage and the chunk (r0, n). */
-static void gate_add_norm(const rank_stage *s, const cuda_stage *c, const cuda_mods *md,
-                          float *xr, const uint16_t *y, int64_t r0, int64_t n, int kg,
-                          const uint16_t *nw, const uint16_t *nb, int km, uint16_t *h) {
-  const int64_t D = s->c->dim, na = first_rows(md, r0, n);
-  const float eps = (float)s->c->eps;
-  for (int part = 0; part < 2; part++) {
-    const float *t = part == 0 ? md->mf : md->m;
-    const int64_t a = part == 0 ? 0 : na, rows = part == 0 ? na : n - na;
-    if (rows <= 0) continue;
-    kern_cuda_gated_add_layernorm(xr + a * D, y + a * D, KERN_DTYPE_BF16,
-                                  kg >= 0 ? t + kg * D : NULL, nw, nb,
-                                  km >= 0 ? t + km * D : NULL, km >= 0 ? t + (km + 1) * D : NULL,
-                                  h + a * D, rows, D, eps, c->stream);
-  }
-}
 /* One linear layer of the block w (with its bypassed pair from lora):
  * weight field f, bias field bf, input x_ (n_, in_), output y_ (n_, out_)
  * of dtype yt (rank_cuda_linear; at W8A8 the input quantised by the
- * QUANT_INPUT before it). */
+ * QUANT_INPUT or the norm before it). */
 #define LINEAR(f, bf, x_, y_, yt, n_, in_, out_, act_)                                      \
   rank_cuda_linear(s, c, &(cuda_linear){(x_), RANK_CUDA_W(w, f), use(&w->w, w->w.bf),        \
                                         RANK_CUDA_PAIR(lora, f), (y_), (yt), (n_), (in_),    \
@@ -102,6 +115,8 @@ static void gate_add_norm(const rank_stage *s, const cuda_stage *c, const cuda_m
 /* The input x (n rows of cols) of the linear layers that follow, quantised
  * per token at W8A8 (one quantisation for q, k and v). */
 #define QUANT_INPUT(x_, n_, cols_) rank_cuda_quant_input(s, c, (x_), (n_), (cols_), lora != NULL)
+/* The same for an input a norm quantised (norm_chunk): the pairs' copy. */
+#define QUANT_NORMED(n_, cols_) rank_cuda_quant_lora(s, c, (n_), (cols_), lora != NULL)
 
 /* After an op of a profiled block (cuda_profile.h; off while chunking). */
 #define PROF(name, flops, bytes, rate)                                                   \
@@ -111,7 +126,8 @@ static void gate_add_norm(const rank_stage *s, const cuda_stage *c, const cuda_m
 
 /* Self-attention's o projection of the chunk of n rows at r0 (its
  * attention output in c->ab) and the gated add 1 into x; whole (one
- * chunk): with norm3 in the same pass over x, into c->hb. */
+ * chunk): with norm3 in the same pass over x (norm_chunk: into c->hb, at
+ * W8A8 its codes). */
 /* Flat list: one step of the block (wan_steps.h) on a chunk: the stage, weights, x, chunk. */
 static void self_out(rank_stage *s, cuda_stage *c, const cuda_block *w,
                      const wan_block_lora_bf16 *lora, float *x, const cuda_mods *md, int64_t r0,
@@ -126,8 +142,9 @@ static void self_out(rank_stage *s, cuda_stage *c, const cuda_block *w,
   wan_step_begin(WAN_STEP_GATE1);
   if (whole) { /* the gated add and norm3 in one pass over x */
     wan_step_begin(WAN_STEP_NORM3);
-    gate_add_norm(s, c, md, x, c->pb, 0, n, 2, use(&w->w, w->w.norm3_w),
-                  use(&w->w, w->w.norm3_b), -1, c->hb);
+    norm_chunk(s, c, md,
+               &(norm_op){x, c->pb, 2, use(&w->w, w->w.norm3_w), use(&w->w, w->w.norm3_b), -1},
+               0, n);
     PROF("gated add 1+norm3", 0, LD * 12, RANK_CEIL_GEMM);
   } else {
     gate_add(s, c, md, x + r0 * D, c->pb, r0, n, 2);
@@ -148,10 +165,10 @@ static void self_kv(rank_stage *s, cuda_stage *c, const cuda_block *w,
   for (int64_t r0 = 0; r0 < L; r0 += R) {
     const int64_t n = L - r0 < R ? L - r0 : R;
     wan_step_begin(WAN_STEP_NORM1);
-    norm_mod(s, c, md, x + r0 * D, r0, n, 0, c->hb);
+    norm_mod(s, c, md, x + r0 * D, r0, n, 0);
     PROF("norm1+modulate", 0, LD * 6, RANK_CEIL_GEMM);
     wan_step_begin(WAN_STEP_SELF_K);
-    QUANT_INPUT(c->hb, n, D);
+    QUANT_NORMED(n, D);
     LINEAR(self_attn_k_w, self_attn_k_b, c->hb, c->pb, KERN_DTYPE_BF16,
            n, D, D, KERN_CUDA_ACT_NONE);
     kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(&w->w, w->w.self_attn_norm_k_w),
@@ -167,7 +184,7 @@ static void self_kv(rank_stage *s, cuda_stage *c, const cuda_block *w,
 /* Cross-attention (norm3 with affine, no modulation, no gate), then the
  * FFN, for the chunk of n rows xr: both are row-wise but for the
  * attention's keys, the prompt's cached context k, v. whole: norm3's
- * output is in c->hb already (self_out). */
+ * output (or its codes) is made already (self_out). */
 /* Flat list: steps of the block (wan_steps.h) on a chunk: stage, weights, context k/v, chunk. */
 static void cross_ffn(rank_stage *s, cuda_stage *c, const cuda_block *w,
                       const wan_block_lora_bf16 *lora, const uint16_t *ck, const uint16_t *cv,
@@ -182,12 +199,13 @@ static void cross_ffn(rank_stage *s, cuda_stage *c, const cuda_block *w,
   const double gemm_dd = 2.0 * L * D * D, wdd = 2.0 * D * D;
   if (!whole) { /* (hb holds a later chunk's norm1 until now) */
     wan_step_begin(WAN_STEP_NORM3);
-    kern_cuda_layernorm_modulate(xr, use(&w->w, w->w.norm3_w), use(&w->w, w->w.norm3_b), NULL,
-                                 NULL, c->hb, n, D, eps, stream);
+    norm_chunk(s, c, md,
+               &(norm_op){xr, NULL, -1, use(&w->w, w->w.norm3_w), use(&w->w, w->w.norm3_b), -1},
+               r0, n);
     PROF("norm3", 0, LD * 6, RANK_CEIL_GEMM);
   }
   wan_step_begin(WAN_STEP_CROSS_Q);
-  QUANT_INPUT(c->hb, n, D);
+  QUANT_NORMED(n, D);
   LINEAR(cross_attn_q_w, cross_attn_q_b, c->hb, c->pb, KERN_DTYPE_BF16,
          n, D, D, KERN_CUDA_ACT_NONE);
   kern_cuda_rmsnorm_rope(c->pb, KERN_DTYPE_BF16, use(&w->w, w->w.cross_attn_norm_q_w), NULL,
@@ -204,10 +222,10 @@ static void cross_ffn(rank_stage *s, cuda_stage *c, const cuda_block *w,
   PROF("cross o projection", gemm_dd, LD * 4 + wdd, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_ADD2); /* and norm2 in the same pass over x */
   wan_step_begin(WAN_STEP_NORM2);
-  gate_add_norm(s, c, md, xr, c->pb, r0, n, -1, NULL, NULL, 3, c->hb);
+  norm_chunk(s, c, md, &(norm_op){xr, c->pb, -1, NULL, NULL, 3}, r0, n);
   PROF("add 2+norm2+modulate", 0, LD * 12, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_FFN_0);
-  QUANT_INPUT(c->hb, n, D);
+  QUANT_NORMED(n, D);
   LINEAR(ffn_0_w, ffn_0_b, c->hb, c->fb, KERN_DTYPE_BF16, n, D, F, KERN_CUDA_ACT_GELU_TANH);
   PROF("ffn.0 + gelu", 2.0 * L * D * F, LD * 2 + LF * 2 + 2.0 * D * F, RANK_CEIL_GEMM);
   wan_step_begin(WAN_STEP_FFN_2);
@@ -249,8 +267,8 @@ void rank_cuda_block_forward(rank_stage *s, cuda_stage *c, const cuda_block *w,
     const int64_t n = L - r0 < R ? L - r0 : R;
     if (!whole) { /* (whole: self_kv's normed input, quantised, serves q too) */
       wan_step_begin(WAN_STEP_NORM1);
-      norm_mod(s, c, &md, x + r0 * D, r0, n, 0, c->hb);
-      QUANT_INPUT(c->hb, n, D);
+      norm_mod(s, c, &md, x + r0 * D, r0, n, 0);
+      QUANT_NORMED(n, D);
     }
     wan_step_begin(WAN_STEP_SELF_Q);
     LINEAR(self_attn_q_w, self_attn_q_b, c->hb, c->pb, KERN_DTYPE_BF16,

@@ -225,6 +225,18 @@ static inline void rank_cuda_block_view_of(const rank_stage *s, const cuda_stage
  * c->xhat for the pairs); nothing at bf16 precision. Queued on c->stream. */
 void rank_cuda_quant_input(const rank_stage *s, cuda_stage *c, const uint16_t *x, int64_t rows,
                            int64_t cols, int lora);
+/* With lora set at W8A8 precision, the codes c->xq, c->xs of an input
+ * (rows, cols) dequantised into c->xhat for the pairs; nothing else. The
+ * end of rank_cuda_quant_input, for codes a norm wrote (rank_cuda_norm_out). */
+void rank_cuda_quant_lora(const rank_stage *s, cuda_stage *c, int64_t rows, int64_t cols,
+                          int lora);
+/* Where the norm p (p->dim set) of the rows from row0 of a chunk writes:
+ * into h (chunk rows, dim) bf16 at bf16 precision; at W8A8 precision only
+ * its per-token codes, into c->xq and c->xs at row0 (kern_cuda_norm_quant:
+ * the bytes rank_cuda_quant_input would make of h, which the W8A8 layers
+ * after the norm read instead of h). Sets p->h, p->qfmt, p->q, p->qscale. */
+void rank_cuda_norm_out(const rank_stage *s, const cuda_stage *c, uint16_t *h, int64_t row0,
+                        kern_cuda_norm_quant_params *p);
 /* One linear layer of a block: y (rows, out) = act(x W^T + b) [+ the
  * bypassed pair], x (rows, in) bf16, W as the device holds it: bf16 as
  * is; at bf16 precision another format dequantised into c->wdq first (the

@@ -9,7 +9,9 @@
  *   bit) right before its GEMM, which then runs as for bf16;
  * - W8A8 (precision fp8 or int8): the layer's input quantised per token
  *   once for every layer that reads it (rank_cuda_quant_input: the CPU's
- *   rule, kern_cuda_quantize_fp8_rows or _i8_rows), the codes' GEMM with
+ *   rule, kern_cuda_quantize_fp8_rows or _i8_rows; an input a norm makes
+ *   quantised by the norm itself, rank_cuda_norm_out, the same bytes
+ *   without the bf16 input in memory), the codes' GEMM with
  *   the tokens' and the output channels' scales (kern_cuda_linear_w8a8:
  *   cuBLASLt's outer-vector scales on sm_90, with its fast fp8
  *   accumulation under --fp8-accum fast (cfg.fp8_fast_accum); an fp32
@@ -52,10 +54,29 @@ void rank_cuda_quant_input(const rank_stage *s, cuda_stage *c, const uint16_t *x
     kern_cuda_quantize_fp8_rows(x, KERN_DTYPE_BF16, rows, cols, c->xq, c->xs, c->stream);
   else
     kern_cuda_quantize_i8_rows(x, KERN_DTYPE_BF16, rows, cols, c->xq, c->xs, c->stream);
-  if (!lora) return;
+  rank_cuda_quant_lora(s, c, rows, cols, lora);
+}
+
+void rank_cuda_quant_lora(const rank_stage *s, cuda_stage *c, int64_t rows, int64_t cols,
+                          int lora) {
+  if (s->cfg.precision == WAN_PRECISION_BF16 || !lora) return;
   if (!c->xhat) sp_fatal("internal: a bypassed LoRA pair at W8A8 with no room for its input");
   const kern_qtensor t = {act_fmt(s), c->xq, c->xs, rows, cols};
   kern_cuda_dequant_bf16(&t, c->xhat, c->stream);
+}
+
+void rank_cuda_norm_out(const rank_stage *s, const cuda_stage *c, uint16_t *h, int64_t row0,
+                        kern_cuda_norm_quant_params *p) {
+  if (s->cfg.precision == WAN_PRECISION_BF16) {
+    p->h = h + row0 * p->dim;
+    p->q = NULL;
+    p->qscale = NULL;
+    return;
+  }
+  p->h = NULL;
+  p->qfmt = act_fmt(s);
+  p->q = (uint8_t *)c->xq + row0 * p->dim; /* a byte a code, e4m3 or int8 */
+  p->qscale = c->xs + row0;
 }
 
 /* W8A8: the codes' GEMM with both scales, bias and (without a pair) the
