@@ -20,6 +20,9 @@ GPU") against the CPU backend on the same files, tiny models:
      file's GPU forward within 1e-2 of the CPU's fp8 forward (full fp32
      accumulation), a rerun and 2 ranks bit-identical; on sm_89 the
      stage's refusal naming the flag is expected (reported as a skip).
+     With --attn fa3-int8 as well, at 32,760 tokens (where the 8-bit
+     kernel runs): within 3e-2 of the same forward with bf16 attention, a
+     rerun bit-identical.
   5. Quality, reported against the GPU's bf16 forward of the same weights
      (random bf16 weights of a tiny model with ffn 512): an fp8 file of
      them in fp8, GGUF files of them with every block linear weight in Q8_0
@@ -98,9 +101,9 @@ def inputs():
         f["context_null"] = rng.standard_normal((5, 4096)).astype(np.float32)
 
 
-def forward(model, dev, prec, out, extra=()):
-    args = [BIN, "forward", "--model", model, "--latent", path("in.h5"), "--timestep", "611",
-            "--cond", path("in.h5"), "--device", dev, *extra, "-o", path(out)]
+def forward(model, dev, prec, out, extra=(), inp="in.h5"):
+    args = [BIN, "forward", "--model", model, "--latent", path(inp), "--timestep", "611",
+            "--cond", path(inp), "--device", dev, *extra, "-o", path(out)]
     r = run(args + (["--precision", prec] if prec else []), expect=None)
     if r.returncode != 0:
         return None, r.stderr
@@ -229,6 +232,45 @@ def check_fast(files):
         check(a.tobytes() == b.tobytes(), f"{label}: {name} bit-identical to the first run")
 
 
+INT8_ATTN_BOUND = 3e-2  # the bound the 8-bit attention is held to (test_attention's TOL_INT8)
+
+
+def check_int8_attn(files):
+    """--precision fp8 --fp8-accum fast --attn fa3-int8, the fastest fp8 form,
+    as a whole forward: at 32,760 tokens (21 x 60 x 104 latents), where
+    kern_attn_int8_rule gives the self-attention to the 8-bit kernel (the
+    tiny runs above are too short for it), the fp8 file's GPU forward within
+    INT8_ATTN_BOUND of the same forward with the bf16 fa3 attention (the CPU
+    would take minutes at this length), and a rerun bit-identical. sm_90
+    only: elsewhere the refusal is reported as a skip."""
+    label = "fp8 file in fp8, --fp8-accum fast --attn fa3-int8, 32,760 tokens"
+    if DEV == "cpu":
+        print(f"skip {label}: the attention backends are the GPU's")
+        return
+    with h5py.File(path("long.h5"), "w") as f:
+        f["latent"] = rng.standard_normal((16, 21, 60, 104)).astype(np.float32)
+        f["context"] = rng.standard_normal((7, 4096)).astype(np.float32)
+    i8 = [*FAST, "--attn", "fa3-int8"]
+    g, err = forward(files["fp8"], DEV, "fp8", "f-int8attn.h5", i8, "long.h5")
+    if g is None and ("not available" in err or "needs an sm_90" in err or
+                      "needs fp8 tensor cores" in err):
+        print(f"skip {label}: {err.strip().splitlines()[-1]}")
+        return
+    check(g is not None, f"{label}: the GPU forward ran ({err.strip()[-300:]})")
+    if g is None:
+        return
+    ref, err = forward(files["fp8"], DEV, "fp8", "f-fa3attn.h5", [*FAST, "--attn", "fa3"],
+                       "long.h5")
+    check(ref is not None, f"{label}: the bf16-attention forward ran ({err.strip()[-300:]})")
+    if ref is not None:
+        e = rel_l2(g, ref)
+        check(e <= INT8_ATTN_BOUND and np.all(np.isfinite(g)),
+              f"{label}: within {INT8_ATTN_BOUND} of the same forward with bf16 attention: "
+              f"relative L2 {e:.3e}")
+    again, _ = forward(files["fp8"], DEV, "fp8", "f-int8attn-2.h5", i8, "long.h5")
+    check(again is not None and again.tobytes() == g.tobytes(), f"{label}: rerun bit-identical")
+
+
 def report_quality(files):
     ref, _ = forward(files["qbf16"], DEV, "bf16", "q-bf16.h5")
     rows = {}
@@ -254,6 +296,7 @@ def main():
     check_runs(files, ran)
     check_loras(files, ran)
     check_fast(files)
+    check_int8_attn(files)
     report_quality(files)
     return finish("quantized weights on the GPU")
 
