@@ -68,6 +68,9 @@ for c in $rows; do
   "$B/staticpipe" forward --model "$model" "${extra[@]}" --latent "$T/$2.h5" --cond "$T/$2.h5" \
     --timestep 999 --device cuda -o "$T/pred.h5" 2> "$T/sp_$1_$2_$3.log" ||
     tail -3 "$T/sp_$1_$2_$3.log" >&2
+  # the row's timing line as soon as it is measured: a run stopped before the
+  # table still leaves the rows it measured in its log
+  grep -h -e "ms per block" -e "device memory in use" "$T/sp_$1_$2_$3.log" | sed "s|^|# $c: |" >&2
 done
 [ "${TORCH_BUDGET_S:-330}" = 0 ] ||
 ( cd "$root/launch/bench" && PYTHONUNBUFFERED=1 python3 torch_block.py --reps 5 --time-budget ${TORCH_BUDGET_S:-330} \
