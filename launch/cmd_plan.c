@@ -49,7 +49,8 @@ static void plan_table(cli_opts *t, plan_defaults *d) {
                             JOB_OPT_BUDGET,      JOB_OPT_CFG,        JOB_OPT_ORDER,
                             JOB_OPT_STREAM_FRAC, JOB_OPT_CHUNK_ROWS, JOB_OPT_VAE,
                             JOB_OPT_VAE_PRECISION, JOB_OPT_T5, JOB_OPT_PRECISION,
-                            JOB_OPT_CACHE,       JOB_OPT_IMAGE,      JOB_OPT_MAX_AREA};
+                            JOB_OPT_FP8_ACCUM,   JOB_OPT_CACHE,      JOB_OPT_IMAGE,
+                            JOB_OPT_MAX_AREA};
   plan_options po;
   plan_options_default(&po);
   snprintf(d->tflops, sizeof d->tflops, "%.0f", po.gpu_tflops);

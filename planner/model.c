@@ -18,6 +18,7 @@ void plan_options_default(plan_options *o) {
   memset(o, 0, sizeof *o);
   o->gpu_tflops = 600.0;   /* bf16 dense, about what a tuned H100/H200 GEMM sustains */
   o->fp8_linear_ratio = 0.77; /* plan.h: measured, fp8 GEMMs and quantisers vs bf16 GEMMs */
+  o->fp8_fast_linear_ratio = 0.56; /* the same with fast accumulation (plan.h) */
   o->host_link_gbs = 25.0; /* PCIe 4.0 x16 measured ~27 GB/s; pinned copies reach ~25 */
   o->peer_link_gbs = 25.0; /* GPU to GPU without NVLink goes over the same PCIe */
   o->seq_link_gbs = 25.0;  /* the same, between a stage's Ulysses ranks */
@@ -160,9 +161,11 @@ static double block_ms(const plan_model *m, const plan_workload *w, const plan_o
   const double U = w->seq > 1 ? (double)w->seq : 1.0, D = (double)m->dim;
   const double attn = 4.0 * D * ((double)L * (double)L / U - (double)t * (double)t);
   /* fp8 W8A8: the linear layers at their measured share of the bf16 time
-   * (plan_options.fp8_linear_ratio); attention stays bf16. */
+   * (plan_options.fp8_linear_ratio, fp8_fast_linear_ratio with fast
+   * accumulation); attention stays bf16. */
+  const double r8 = o->fp8_fast_accum ? o->fp8_fast_linear_ratio : o->fp8_linear_ratio;
   const double saved =
-      m->w8a8 == PLAN_W8A8_FP8 ? (1.0 - o->fp8_linear_ratio) * linear_flops(m, (double)t) : 0.0;
+      m->w8a8 == PLAN_W8A8_FP8 ? (1.0 - r8) * linear_flops(m, (double)t) : 0.0;
   return compute_ms(o, speed, plan_block_flops(m, t, context_rows(m, w)) + attn - saved) +
          plan_seq_a2a_ms(m, w, o);
 }

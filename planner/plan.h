@@ -149,6 +149,12 @@ typedef struct plan_options {
                                their inputs included (0.77: 14B at 32,760 tokens on an H100,
                                17.9 ms of fp8 GEMMs plus 1.3 ms of quantisers against 25.0 ms
                                of bf16 GEMMs, launch/bench/RESULTS.md); 1 for other weights */
+  double fp8_fast_linear_ratio; /* the same under fp8_fast_accum (cuBLASLt's fast fp8
+                               accumulation, --fp8-accum fast): 0.56, 13.5 ms of fast fp8
+                               GEMMs plus 0.5 ms of the quantisers the norms do not fuse
+                               against the same 25.0 ms (H100, RESULTS.md; the whole block
+                               measured 0.837x bf16 with it) */
+  int fp8_fast_accum;       /* fp8 W8A8 runs with fast accumulation (--fp8-accum fast) */
   double host_link_gbs;     /* pinned host -> device, GB/s (25: PCIe 4.0 x16 measured) */
   double peer_link_gbs;     /* rank -> rank activations, GB/s (25) */
   double seq_link_gbs;      /* among a stage's Ulysses ranks (workload seq > 1): the

@@ -111,9 +111,10 @@ int plan_split_check_inputs(const plan_model *m, const plan_device *devs, int nr
       (w->seq > 1 && !(o->seq_link_gbs > 0)) ||
       o->prefetch_depth < 1 || o->prefetch_depth > 16 ||
       !(o->auto_margin >= 0 && o->auto_margin < 1) ||
-      !(o->fp8_linear_ratio > 0 && o->fp8_linear_ratio <= 1))
+      !(o->fp8_linear_ratio > 0 && o->fp8_linear_ratio <= 1) ||
+      !(o->fp8_fast_linear_ratio > 0 && o->fp8_fast_linear_ratio <= 1))
     BAD("plan options out of range (rate, link rates, prefetch depth 1..16, margin, fp8 linear "
-        "ratio in (0, 1])");
+        "ratios in (0, 1])");
   if (!plan_order_name(o->order))
     BAD("order %d is not one of auto (%d), micro (%d), block (%d)", o->order, PLAN_ORDER_AUTO,
         PLAN_ORDER_MICRO, PLAN_ORDER_BLOCK);

@@ -203,6 +203,8 @@ void job_plan_options(const job_params *p, int cuda, plan_options *po) {
   po->stream_frac = p->stream_frac;
   po->max_rows = p->chunk_rows > 0 ? p->chunk_rows : 0;
   po->simple_attn = cuda && p->attn == KERN_ATTN_SIMPLE;
+  /* (fp8 W8A8 is counted on GPU stages only: plan_model.w8a8; the CPU refuses fast) */
+  po->fp8_fast_accum = p->fp8_fast_accum;
 }
 
 void job_plan_model(const job_plan_req *r, uint64_t *bb, plan_model *pm) {

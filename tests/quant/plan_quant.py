@@ -136,6 +136,19 @@ def main():
     if rc == 0:
         check(p["ranks"][0]["peak_bytes"] == arena(BLOCKS, 1, 1, 1, 1, "fp8", False) + GIB,
               "14B fp8 on an H200 (sm_90): the formula without the products scratch")
+    # 4. --fp8-accum fast: the same memory, a shorter predicted step (the fast
+    # accumulation's linear ratio, plan_options.fp8_fast_linear_ratio)
+    steps = {}
+    for label, extra in (("bf16", []), ("fp8", ["--precision", "fp8"]),
+                         ("fp8 fast", ["--precision", "fp8", "--fp8-accum", "fast"])):
+        rc, p, err = plan("--model", "synth:wan2.1-14b", "--inventory", inv, *extra)
+        check(rc == 0, f"14B {label} on an H200: planned ({err.strip()[-200:]})")
+        steps[label] = p if rc == 0 else None
+    if all(steps.values()):
+        b, f, x = (steps[k]["predicted_step_ms"] for k in ("bf16", "fp8", "fp8 fast"))
+        check(x < f < b, f"predicted steps: fp8 fast {x:.1f} < fp8 {f:.1f} < bf16 {b:.1f} ms")
+        check(steps["fp8 fast"]["ranks"][0]["peak_bytes"] == steps["fp8"]["ranks"][0]["peak_bytes"],
+              "--fp8-accum fast: the same peak as full accumulation")
     return finish("plan with quantized weights")
 
 
