@@ -4,7 +4,11 @@
 exact attention (float64) on the inputs of the tests and the benchmark, and
 on inputs shaped like a model's (keys with a per-channel offset, values
 with a mean). The scheme shipped is the best one under the 3e-2 bound on
-the tests' inputs.
+the tests' inputs. The last two rows are the all-8-bit candidates for an
+fp8 P V (V per channel in e4m3, raw or less its mean over the keys, added
+back after the normalisation): on the tests' uniform inputs, whose softmax
+is peaked, they stay at 3.3-3.6e-2, over the bound; on the model-shaped
+inputs at 2.6-3.2e-3.
 
     /usr/bin/python3 launch/bench/dev/fa3_int8_emulation.py   (numpy; ~1 min)
 
@@ -44,6 +48,19 @@ def e4m3_scaled(x):
     return e4m3(x / s) * s if s > 0 else x * 0
 
 
+def e4m3_per_channel(x):
+    s = np.abs(x).max(axis=0, keepdims=True) / 448.0
+    s[s == 0] = 1.0
+    return e4m3(x / s) * s
+
+
+def smoothed_v(v, quant):
+    """V less its mean over the keys, quantised; the mean is added back
+    after the normalisation (rows of P sum to 1), as a kernel would."""
+    mu = v.mean(axis=0, keepdims=True)
+    return quant(v - mu), mu
+
+
 def attention(q, k, v, scale, p_round):
     s = (q @ k.T) * scale
     p = np.exp(s - s.max(axis=1, keepdims=True))
@@ -77,6 +94,11 @@ def main():
          lambda q, k, v: (qk_blk(q, int8), qk_blk(smooth(k), int8), e4m3_scaled(v), p_e4m3)),
         ("int8 Q, smoothed K per block, bf16 P V (shipped)",
          lambda q, k, v: (qk_blk(q, int8), qk_blk(smooth(k), int8), v, bf16)),
+        ("int8 Q K per block, e4m3 P, e4m3 V per channel",
+         lambda q, k, v: (qk_blk(q, int8), qk_blk(smooth(k), int8), e4m3_per_channel(v), p_e4m3)),
+        ("int8 Q K per block, e4m3 P, smoothed e4m3 V per channel",
+         lambda q, k, v: (qk_blk(q, int8), qk_blk(smooth(k), int8),
+                          *smoothed_v(v, e4m3_per_channel), p_e4m3)),
     ]
     rng = np.random.default_rng(1)
     data = {kind: [bf16(x) for x in inputs(kind, rng)] for kind in ("tests", "bench", "model")}
@@ -87,8 +109,10 @@ def main():
             q, k, v = data[kind]
             scale = 1 / np.sqrt(q.shape[1])
             ref = attention(q, k, v, scale, lambda p: p)
-            qq, kk, vv, pr = scheme(q, k, v)
-            out = bf16(attention(qq, kk, vv, scale, pr))
+            got = scheme(q, k, v)
+            qq, kk, vv, pr = got[0], got[1], got[2], got[-1]
+            mu = got[3] if len(got) == 5 else 0.0
+            out = bf16(attention(qq, kk, vv, scale, pr) + mu)
             errs.append(np.sqrt(((out - ref) ** 2).sum() / (ref ** 2).sum()))
         print("%-50s %10.3e %10.3e %10.3e" % (name, *errs))
 
