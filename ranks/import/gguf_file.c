@@ -15,21 +15,6 @@
 
 #define GGUF_FIRST_READ ((size_t)1 << 20)
 
-static int pread_full(int fd, void *dst, size_t n, uint64_t off, size_t *got) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(off + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (r == 0) break;
-    done += (size_t)r;
-  }
-  *got = done;
-  return 0;
-}
-
 void rank_gguf_close(rank_gguf_file *f) {
   if (!f) return;
   if (f->fd >= 0) close(f->fd);
@@ -74,7 +59,7 @@ static int read_header(rank_gguf_file *f) {
     }
     buf = nb;
     size_t got = 0;
-    if (pread_full(f->fd, buf + len, (size_t)want - len, len, &got) != 0) {
+    if (rank_file_pread_full(f->fd, buf + len, (size_t)want - len, len, &got) != 0) {
       sp_log_error("%s: read failed: %s", f->path, strerror(errno));
       rc = SP_ERR_RUNTIME;
       break;
@@ -170,7 +155,7 @@ int rank_gguf_read(const rank_gguf_file *f, const rank_gguf_tensor *t, uint64_t 
     return SP_ERR_RUNTIME;
   }
   size_t got = 0;
-  if (pread_full(f->fd, dst, n, f->h.data_start + t->offset + off, &got) != 0) {
+  if (rank_file_pread_full(f->fd, dst, n, f->h.data_start + t->offset + off, &got) != 0) {
     sp_log_error("%s: tensor '%s': read failed: %s", f->path, t->name, strerror(errno));
     return SP_ERR_RUNTIME;
   }

@@ -357,21 +357,6 @@ out:
 
 /* ---- file ---------------------------------------------------------------- */
 
-static int pread_full(int fd, void *dst, size_t n, uint64_t off, size_t *got) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(off + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (r == 0) break;
-    done += (size_t)r;
-  }
-  *got = done;
-  return 0;
-}
-
 void rank_st_close(rank_st_file *f) {
   if (!f) return;
   if (f->fd >= 0) close(f->fd);
@@ -414,7 +399,7 @@ int rank_st_open(const char *path, rank_st_file **out) {
   f->file_size = (uint64_t)sb.st_size;
   unsigned char lenb[8];
   size_t got = 0;
-  if (pread_full(f->fd, lenb, 8, 0, &got) != 0) {
+  if (rank_file_pread_full(f->fd, lenb, 8, 0, &got) != 0) {
     sp_log_error("%s: read failed: %s", path, strerror(errno));
     rc = SP_ERR_RUNTIME;
     goto fail;
@@ -442,7 +427,7 @@ int rank_st_open(const char *path, rank_st_file **out) {
     rc = SP_ERR_RUNTIME;
     goto fail;
   }
-  if (pread_full(f->fd, json, (size_t)hl, 8, &got) != 0) {
+  if (rank_file_pread_full(f->fd, json, (size_t)hl, 8, &got) != 0) {
     sp_log_error("%s: read failed: %s", path, strerror(errno));
     rc = SP_ERR_RUNTIME;
     goto fail;
@@ -475,7 +460,7 @@ int rank_st_read(const rank_st_file *f, const rank_st_tensor *t, uint64_t off, v
     return SP_ERR_RUNTIME;
   }
   size_t got = 0;
-  if (pread_full(f->fd, dst, n, f->data_start + t->begin + off, &got) != 0) {
+  if (rank_file_pread_full(f->fd, dst, n, f->data_start + t->begin + off, &got) != 0) {
     sp_log_error("%s: tensor '%s': read failed: %s", f->path, t->name, strerror(errno));
     return SP_ERR_RUNTIME;
   }

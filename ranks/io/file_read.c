@@ -1,4 +1,5 @@
-/* Opening a file to read it (see file_read.h). */
+/* Opening a file to read it, and reading it whole at an offset (see
+ * file_read.h). */
 #include "file_read.h"
 
 #include <errno.h>
@@ -66,4 +67,19 @@ int rank_file_check_regular_as(const char *what, const char *path) {
   if (rank_file_open_read_as(what, path, &fd) != SP_OK) return SP_ERR_INPUT;
   close(fd);
   return SP_OK;
+}
+
+int rank_file_pread_full(int fd, void *dst, size_t n, uint64_t off, size_t *got) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(off + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) break;
+    done += (size_t)r;
+  }
+  *got = done;
+  return 0;
 }
