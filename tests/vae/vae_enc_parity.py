@@ -18,16 +18,15 @@ SP_SEED replays it.
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import rel_l2, seed as take_seed  # noqa: E402
+from sptest import seed as take_seed  # noqa: E402
+import vae_driver as V  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
 
 TOL = 1e-5
@@ -45,30 +44,12 @@ CASES = [
 ]
 
 
-def write_input(path, cfg, sd, video):
-    with h5py.File(path, "w") as f:
-        for k, v in (("dim", cfg.dim), ("z_dim", cfg.z_dim), ("n_mult", len(cfg.dim_mult)),
-                     ("num_res_blocks", cfg.num_res_blocks)):
-            f.attrs[k] = np.int64(v)
-        f.attrs["dim_mult"] = np.asarray(cfg.dim_mult, np.int64)
-        # the VAE config's temporal_up is the decoder's: the encoder's flags reversed
-        f.attrs["temporal_up"] = np.asarray(cfg.temporal_downsample[::-1], np.int64)
-        f["video"] = video.astype(np.float32)
-        g = f.create_group("weights")
-        for k, v in sd.items():
-            g[k] = v.astype(np.float32)
-
-
-def run_case(driver, tmp, cfg, sd, video):
-    inp, out = os.path.join(tmp, "in.h5"), os.path.join(tmp, "out.h5")
-    write_input(inp, cfg, sd, video)
-    t0 = time.time()
-    r = subprocess.run([driver, "encode", inp, out], capture_output=True, text=True)
-    t_c = time.time() - t0
-    if r.returncode != 0:
-        return None, "driver exit %d: %s" % (r.returncode, r.stderr.strip()), t_c
-    with h5py.File(out, "r") as f:
-        return f["latents"][()].astype(np.float64), None, t_c
+def config_attrs(cfg):
+    """The driver's config attributes (the model file's): the VAE config's
+    temporal_up is the decoder's, the encoder's flags reversed."""
+    return {"dim": cfg.dim, "z_dim": cfg.z_dim, "n_mult": len(cfg.dim_mult),
+            "num_res_blocks": cfg.num_res_blocks, "dim_mult": cfg.dim_mult,
+            "temporal_up": cfg.temporal_downsample[::-1]}
 
 
 def main():
@@ -82,35 +63,21 @@ def main():
     fails = 0
     with tempfile.TemporaryDirectory() as tmp:
         for cfg, sizes in cases:
-            # float32 weights, then the reference uses exactly those values.
-            sd = {k: v.astype(np.float32).astype(np.float64)
-                  for k, v in E.random_weights(cfg, rng).items()}
+            sd = V.f32_weights(E.random_weights(cfg, rng))
             for T, H, W in sizes:
                 video = rng.uniform(-1, 1, (3, T, H, W)).astype(np.float32)
                 what = "%r T=%d %dx%d" % (cfg, T, H, W)
-                got, err_msg, t_c = run_case(args.driver, tmp, cfg, sd, video)
-                if got is None:
-                    print("FAIL  %s: %s" % (what, err_msg))
+                try:
+                    got, t_c = V.run_driver(args.driver, "encode", tmp, config_attrs(cfg),
+                                            "video", video, sd, "latents")
+                except RuntimeError as e:
+                    print("FAIL  %s: %s" % (what, e))
                     fails += 1
                     continue
                 t0 = time.time()
                 ref = E.encode(cfg, sd, video.astype(np.float64))
-                t_ref = time.time() - t0
-                if got.shape != ref.shape:
-                    print("FAIL  %s: shape %s, reference %s" % (what, got.shape, ref.shape))
-                    fails += 1
-                    continue
-                err = rel_l2(got, ref)
-                ok = err <= TOL
-                fails += not ok
-                print("%s  %s -> %s: rel L2 %.2e (max abs %.1e); C %.2fs, numpy %.2fs"
-                      % ("ok  " if ok else "FAIL", what, got.shape, err,
-                         float(np.abs(got - ref).max()), t_c, t_ref))
-    if fails:
-        print("vae_enc_parity: %d case(s) failed (tolerance %g)" % (fails, TOL))
-        return 1
-    print("vae_enc_parity: all cases within %g" % TOL)
-    return 0
+                fails += not V.compare(what, got, ref, TOL, (t_c, time.time() - t0))
+    return V.summary("vae_enc_parity", fails, TOL)
 
 
 if __name__ == "__main__":

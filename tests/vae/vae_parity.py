@@ -16,16 +16,15 @@ the video reaches the clamp. The seed is printed; SP_SEED replays it.
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import rel_l2, seed as take_seed  # noqa: E402
+from sptest import seed as take_seed  # noqa: E402
+import vae_driver as V  # noqa: E402
 import wan_vae_ref as R  # noqa: E402
 
 TOL = 1e-5
@@ -38,17 +37,11 @@ CASES = [
 ]
 
 
-def write_input(path, cfg, sd, z):
-    with h5py.File(path, "w") as f:
-        for k, v in (("dim", cfg.dim), ("z_dim", cfg.z_dim), ("n_mult", len(cfg.dim_mult)),
-                     ("num_res_blocks", cfg.num_res_blocks)):
-            f.attrs[k] = np.int64(v)
-        f.attrs["dim_mult"] = np.asarray(cfg.dim_mult, np.int64)
-        f.attrs["temporal_up"] = np.asarray(cfg.temporal_upsample, np.int64)
-        f["latents"] = z.astype(np.float32)
-        g = f.create_group("weights")
-        for k, v in sd.items():
-            g[k] = v.astype(np.float32)
+def config_attrs(cfg):
+    """The driver's config attributes (the model file's)."""
+    return {"dim": cfg.dim, "z_dim": cfg.z_dim, "n_mult": len(cfg.dim_mult),
+            "num_res_blocks": cfg.num_res_blocks, "dim_mult": cfg.dim_mult,
+            "temporal_up": cfg.temporal_upsample}
 
 
 def main():
@@ -63,47 +56,24 @@ def main():
     fails = 0
     with tempfile.TemporaryDirectory() as tmp:
         for cfg, sizes in cases:
-            # float32 weights, then the reference uses exactly those values.
-            sd = {k: v.astype(np.float32).astype(np.float64)
-                  for k, v in R.random_weights(cfg, rng).items()}
-            sd["decoder.head.2.weight"] = (sd["decoder.head.2.weight"] * 2).astype(np.float32) \
-                .astype(np.float64)
+            sd = V.f32_weights(R.random_weights(cfg, rng))
+            # the head conv widened so that part of the video reaches the clamp
+            # (doubling keeps them float32 values)
+            sd["decoder.head.2.weight"] = sd["decoder.head.2.weight"] * 2
             for F, H, W in sizes:
                 z = rng.standard_normal((16, F, H, W)).astype(np.float32)
-                inp, out = os.path.join(tmp, "in.h5"), os.path.join(tmp, "out.h5")
-                write_input(inp, cfg, sd, z)
-                t0 = time.time()
-                r = subprocess.run([args.driver, "decode", inp, out], capture_output=True,
-                                   text=True)
-                t_c = time.time() - t0
                 what = "%r F=%d %dx%d" % (cfg, F, H, W)
-                if r.returncode != 0:
-                    print("FAIL  %s: driver exit %d: %s" % (what, r.returncode, r.stderr.strip()))
+                try:
+                    got, t_c = V.run_driver(args.driver, "decode", tmp, config_attrs(cfg),
+                                            "latents", z, sd, "video")
+                except RuntimeError as e:
+                    print("FAIL  %s: %s" % (what, e))
                     fails += 1
                     continue
-                with h5py.File(out, "r") as f:
-                    got = f["video"][()].astype(np.float64)
                 t0 = time.time()
                 ref = R.decode(cfg, sd, z.astype(np.float64))
-                t_ref = time.time() - t0
-                if got.shape != ref.shape:
-                    print("FAIL  %s: shape %s, reference %s" % (what, got.shape, ref.shape))
-                    fails += 1
-                    continue
-                err = rel_l2(got, ref)
-                worst = float(np.abs(got - ref).max())
-                clamped = float(np.mean(np.abs(ref) == 1.0))
-                ok = err <= TOL
-                fails += not ok
-                print("%s  %s -> %s: rel L2 %.2e (max abs %.1e), %.0f%% clamped; "
-                      "C %.2fs, numpy %.2fs"
-                      % ("ok  " if ok else "FAIL", what, got.shape, err, worst, 100 * clamped,
-                         t_c, t_ref))
-    if fails:
-        print("vae_parity: %d case(s) failed (tolerance %g)" % (fails, TOL))
-        return 1
-    print("vae_parity: all cases within %g" % TOL)
-    return 0
+                fails += not V.compare(what, got, ref, TOL, (t_c, time.time() - t0))
+    return V.summary("vae_parity", fails, TOL)
 
 
 if __name__ == "__main__":

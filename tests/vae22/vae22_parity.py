@@ -22,11 +22,11 @@ import sys
 import tempfile
 import time
 
-import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import rel_l2, seed as take_seed  # noqa: E402
+from sptest import seed as take_seed  # noqa: E402
+import vae_driver as V  # noqa: E402
 import wan_vae22_ref as R  # noqa: E402
 import wan_vae_stats as S  # noqa: E402
 
@@ -47,44 +47,29 @@ CASES = [
 ]
 
 
-def write_input(path, cfg, sd, name, x):
-    with h5py.File(path, "w") as f:
-        for k, v in (("dim", cfg.dim), ("dec_dim", cfg.dec_dim), ("z_dim", cfg.z_dim),
-                     ("n_mult", len(cfg.dim_mult)), ("num_res_blocks", cfg.num_res_blocks)):
-            f.attrs[k] = np.int64(v)
-        f.attrs["dim_mult"] = np.asarray(cfg.dim_mult, np.int64)
-        f.attrs["temporal_down"] = np.asarray(cfg.temporal_downsample, np.int64)
-        f[name] = x.astype(np.float32)
-        g = f.create_group("weights")
-        for k, v in sd.items():
-            g[k] = v.astype(np.float32)
+def config_attrs(cfg):
+    """The driver's config attributes (the model file's)."""
+    return {"dim": cfg.dim, "dec_dim": cfg.dec_dim, "z_dim": cfg.z_dim,
+            "n_mult": len(cfg.dim_mult), "num_res_blocks": cfg.num_res_blocks,
+            "dim_mult": cfg.dim_mult, "temporal_down": cfg.temporal_downsample}
 
 
 def f32_weights(cfg, rng, part):
-    sd = {k: v.astype(np.float32).astype(np.float64)
-          for k, v in R.random_weights(cfg, rng, part).items()}
-    if part == "decoder":
-        sd["decoder.head.2.weight"] = (sd["decoder.head.2.weight"] * 2).astype(np.float32) \
-            .astype(np.float64)
+    sd = V.f32_weights(R.random_weights(cfg, rng, part))
+    if part == "decoder":  # doubling keeps them float32 values
+        sd["decoder.head.2.weight"] = sd["decoder.head.2.weight"] * 2
     return sd
 
 
 def run_case(driver, tmp, cfg, part, sd, x):
-    """Returns (C output, reference output, C seconds, reference seconds)."""
-    inp, out = os.path.join(tmp, "in.h5"), os.path.join(tmp, "out.h5")
+    """Returns (C output, reference output, (C seconds, reference seconds))."""
     enc = part == "encoder"
-    write_input(inp, cfg, sd, "video" if enc else "latents", x)
-    t0 = time.time()
-    r = subprocess.run([driver, "encode" if enc else "decode", inp, out], capture_output=True,
-                       text=True)
-    t_c = time.time() - t0
-    if r.returncode != 0:
-        raise RuntimeError("driver exit %d: %s" % (r.returncode, r.stderr.strip()))
-    with h5py.File(out, "r") as f:
-        got = f["latents" if enc else "video"][()].astype(np.float64)
+    got, t_c = V.run_driver(driver, "encode" if enc else "decode", tmp, config_attrs(cfg),
+                            "video" if enc else "latents", x, sd,
+                            "latents" if enc else "video")
     t0 = time.time()
     ref = (R.encode if enc else R.decode)(cfg, sd, x.astype(np.float64))
-    return got, ref, t_c, time.time() - t0
+    return got, ref, (t_c, time.time() - t0)
 
 
 def check_stats(driver):
@@ -116,27 +101,13 @@ def main():
                         x = rng.uniform(-1, 1, (3, n, h, w)).astype(np.float32)
                     what = "%r %s %s" % (cfg, part, x.shape)
                     try:
-                        got, ref, t_c, t_ref = run_case(args.driver, tmp, cfg, part, sd, x)
+                        got, ref, seconds = run_case(args.driver, tmp, cfg, part, sd, x)
                     except RuntimeError as e:
                         print("FAIL  %s: %s" % (what, e))
                         fails += 1
                         continue
-                    if got.shape != ref.shape:
-                        print("FAIL  %s: shape %s, reference %s" % (what, got.shape, ref.shape))
-                        fails += 1
-                        continue
-                    err = rel_l2(got, ref)
-                    ok = err <= TOL
-                    fails += not ok
-                    clamped = float(np.mean(np.abs(ref) == 1.0)) if part == "decoder" else 0.0
-                    print("%s  %s -> %s: rel L2 %.2e, %.0f%% clamped; C %.2fs, numpy %.2fs"
-                          % ("ok  " if ok else "FAIL", what, got.shape, err, 100 * clamped,
-                             t_c, t_ref))
-    if fails:
-        print("vae22_parity: %d case(s) failed (tolerance %g)" % (fails, TOL))
-        return 1
-    print("vae22_parity: all cases within %g" % TOL)
-    return 0
+                    fails += not V.compare(what, got, ref, TOL, seconds)
+    return V.summary("vae22_parity", fails, TOL)
 
 
 if __name__ == "__main__":
