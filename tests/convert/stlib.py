@@ -15,6 +15,11 @@ COMFY = "model.diffusion_model."
 SMALL = dict(dim=256, ffn_dim=640, heads=2, layers=2, in_dim=16, out_dim=16, text_dim=96,
              freq_dim=256)
 
+# The linear weights of a block, in table order: the GEMMs' weights that
+# fp8 and int8 files store quantised and that LoRA pairs change.
+LINEARS = [f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"] + [
+    "ffn.0.weight", "ffn.2.weight"]
+
 
 def table(c):
     """(group, name, shape) of every tensor, official names, canonical order."""

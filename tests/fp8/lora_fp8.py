@@ -30,9 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import sptest  # noqa: E402
 from sptest import FAILS as failures, check, run as sh  # noqa: E402
 import fp8ref  # noqa: E402
-import h5crc  # noqa: E402
 import loralib  # noqa: E402
-import stlib  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 SEED = sptest.seed("fp8 + LoRA")
@@ -40,31 +38,16 @@ rng = np.random.default_rng(SEED)
 # Bypass applies the pair in fp32 to the quantised input, merged quantises
 # W + BA: they differ by the quantisation of the merged weight only.
 BYPASS_BOUND = 0.05
-LINEARS = [f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"] + [
-    "ffn.0.weight", "ffn.2.weight"]
 
 
 def w(name):
     return os.path.join(WORK, name)
 
 
-def fp8_linears(path, c):
-    """{(block, name): (codes, scale)} of an fp8 file's linear weights."""
-    out = {}
-    with h5py.File(path, "r") as f:
-        for b in range(c["layers"]):
-            for n in LINEARS:
-                p = stlib.h5_path("block", b, n)
-                out[(b, n)] = (f[p][...].reshape(f[p].shape[0], -1), f[p + ".scale"][...])
-    return out
-
-
 def write_fp8(template, path, c, weights):
     """A copy of fp8 file template whose linear weights are fp8ref's
     quantisation of weights {(block, name): float32 (out, in)}."""
-    h5crc.replace_scaled(template, path, [stlib.h5_path(g, b, n) for g, b, n, _ in stlib.table(c)],
-                         {stlib.h5_path("block", b, n): x for (b, n), x in weights.items()},
-                         fp8ref.quantise_rows)
+    loralib.write_scaled(template, path, c, weights, fp8ref.quantise_rows)
 
 
 def same(a, b):  # of two files' latents
@@ -79,7 +62,7 @@ s = str(SEED % 100000)
 sh([BIN, "init", "--arch", "wan2.1-tiny", "--seed", s, "-q", "-o", w("b.h5")])
 sh([BIN, "init", "--arch", "wan2.1-tiny", "--seed", s, "--dtype", "fp8", "-q", "-o", w("f.h5")])
 c, _ = loralib.model_config(w("b.h5"))
-lora = loralib.exact_lora(rng, c, LINEARS)
+lora = loralib.exact_lora(rng, c)
 lora.write(w("l.safetensors"))
 with h5py.File(w("c.h5"), "w") as f:
     f["context"] = rng.standard_normal((int(rng.integers(1, 40)), 4096)).astype(np.float32)
@@ -89,14 +72,8 @@ RUN = ["run", "--cond", w("c.h5"), "--frames", "5", "--size", "32x48", "--steps"
 L = ["--lora", w("l.safetensors")]
 
 # 1. bf16 file, --precision fp8, merged.
-delta = {(t["target"][1], t["target"][2]): t["b"].astype(np.float64) @ t["a"].astype(np.float64)
-         for t in lora.terms}
-base = loralib.read_model(w("b.h5"))
-ref1 = {}
-for (b, n), d in delta.items():
-    m32 = (base[("block", b, n)].astype(np.float64) + d).astype(np.float32)
-    ref1[(b, n)] = (stlib.bf16_rne(m32.ravel()).astype(np.uint32) << 16).view(np.float32) \
-        .reshape(m32.shape)
+delta = loralib.exact_deltas(lora)
+ref1 = loralib.bf16_merged(loralib.read_model(w("b.h5")), delta)
 write_fp8(w("f.h5"), w("ref1.h5"), c, ref1)
 sh([BIN] + RUN + ["--model", w("b.h5"), "--precision", "fp8", "--lora-mode", "merged", "-o",
                   w("m1.h5")] + L)
@@ -105,7 +82,7 @@ check(same(w("m1.h5"), w("r1.h5")),
       "bf16 file --precision fp8 + merged LoRA = fp8 file of quantise(bf16(w + BA)), bit for bit")
 
 # 2. fp8 file, merged.
-q8 = fp8_linears(w("f.h5"), c)
+q8 = loralib.scaled_linears(w("f.h5"), c)
 ref2 = {k: (fp8ref.decode_rows(*q8[k]).astype(np.float64) + d).astype(np.float32)
         for k, d in delta.items()}
 write_fp8(w("f.h5"), w("ref2.h5"), c, ref2)

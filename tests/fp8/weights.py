@@ -33,8 +33,7 @@ SEED = seed("fp8 weights")
 rng = np.random.default_rng(SEED)
 CFG = dict(stlib.SMALL)
 # The linear layers an fp8 file stores in e4m3 (MODEL.md "fp8 weights").
-LINEARS = {f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"} | {
-    "ffn.0.weight", "ffn.2.weight"}
+LINEARS = set(stlib.LINEARS)
 
 
 def sp(*args):

@@ -159,16 +159,12 @@ def check_runs(files, ran):
             check(a.tobytes() == b.tobytes(), f"{label}: {name} bit-identical to the first run")
 
 
-LINEARS = [f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"] + [
-    "ffn.0.weight", "ffn.2.weight"]
-
-
 def lora_of(model):
     """A LoRA file for the model at path model (its own config)."""
     out = model + ".lora.safetensors"
     if not os.path.exists(out):
         c, _ = loralib.model_config(model)
-        loralib.exact_lora(rng, c, LINEARS).write(out)
+        loralib.exact_lora(rng, c).write(out)
     return out
 
 

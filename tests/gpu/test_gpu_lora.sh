@@ -26,10 +26,8 @@ import loralib, stlib
 d, seed = sys.argv[1], int(sys.argv[2])
 rng = np.random.default_rng(seed)
 c, _ = loralib.model_config(f"{d}/m.h5")
-sh = {(g, b, n): s for g, b, n, s in stlib.table(c)}
-lin = ["self_attn.q.weight", "self_attn.k.weight", "self_attn.v.weight", "self_attn.o.weight",
-       "cross_attn.q.weight", "cross_attn.k.weight", "cross_attn.v.weight", "cross_attn.o.weight",
-       "ffn.0.weight", "ffn.2.weight"]
+sh = loralib.shapes(c)
+lin = stlib.LINEARS
 # ranks that keep the stacked pairs 16-byte aligned rows (multiples of 8)
 for name, style, r, names, dt in (("A", "comfy", 16, lin, "BF16"),
                                   ("B", "diffusers", 8, lin[::3], "F32")):

@@ -22,14 +22,12 @@ echo "seed $seed (SP_SEED=$seed replays)"
 "$PY" - "$T" "$seed" <<'PYEOF' || exit 1
 import os, sys, h5py, numpy as np
 sys.path.insert(0, os.path.join(os.environ["SP_SRC"], "tests", "lora"))
-import loralib
+import loralib, stlib
 d, seed = sys.argv[1], int(sys.argv[2])
 rng = np.random.default_rng(seed)
 c, _ = loralib.model_config(f"{d}/m.h5")
 sh = loralib.shapes(c)
-lin = ["self_attn.q.weight", "self_attn.k.weight", "self_attn.v.weight", "self_attn.o.weight",
-       "cross_attn.q.weight", "cross_attn.k.weight", "cross_attn.v.weight", "cross_attn.o.weight",
-       "ffn.0.weight", "ffn.2.weight"]
+lin = stlib.LINEARS
 # ranks that keep the stacked pairs 16-byte aligned rows (multiples of 8)
 for name, style, r, names, dt in (("H", "comfy", 16, lin, "BF16"),
                                   ("L", "diffusers", 8, lin[::2], "F32"),

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import sptest  # noqa: E402
 from sptest import FAILS as failures, rel_l2 as rel, require as check, run as sh, same  # noqa: E402
 import loralib  # noqa: E402
+from stlib import LINEARS  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 SEED = sptest.seed("bypass_check", sys.argv[3] if len(sys.argv) > 3 else None)
@@ -46,10 +47,7 @@ def latents(path):
 model = w("tiny.h5")
 sh([BIN, "init", "--arch", "wan2.1-tiny", "--seed", str(SEED % 1000), "--dtype", "fp32", "-o", model])
 c, _ = loralib.model_config(model)
-sh_ = {(g, b, n): s for g, b, n, s in __import__("stlib").table(c)}
-LINEARS = ["self_attn.q.weight", "self_attn.k.weight", "self_attn.v.weight", "self_attn.o.weight",
-           "cross_attn.q.weight", "cross_attn.k.weight", "cross_attn.v.weight",
-           "cross_attn.o.weight", "ffn.0.weight", "ffn.2.weight"]
+sh_ = loralib.shapes(c)
 
 
 def pairs_lora(style, rank, names, dt, alpha):

@@ -27,6 +27,7 @@ import sptest  # noqa: E402
 from sptest import FAILS as failures, read as latents, rel_l2 as rel, require as check  # noqa: E402
 from sptest import run as sh, same  # noqa: E402
 import loralib  # noqa: E402
+from stlib import LINEARS  # noqa: E402
 import wan22_ref as R  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
@@ -54,9 +55,6 @@ def pairs_lora(style, rank, names, dt, alpha):
     return lo
 
 
-LINEARS = ["self_attn.q.weight", "self_attn.k.weight", "self_attn.v.weight", "self_attn.o.weight",
-           "cross_attn.q.weight", "cross_attn.k.weight", "cross_attn.v.weight",
-           "cross_attn.o.weight", "ffn.0.weight", "ffn.2.weight"]
 loras = {  # name: (Lora, strength, tag)
     "H": (pairs_lora("comfy", 4, LINEARS, "F32", 2.0), 0.8, "@high"),
     "L": (pairs_lora("diffusers", 3, ["self_attn.q.weight", "ffn.0.weight",

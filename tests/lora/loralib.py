@@ -12,7 +12,9 @@ import sys
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "convert"))
+for _d in ("convert", "common"):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", _d))
+import h5crc  # noqa: E402
 import stlib  # noqa: E402
 
 DTYPES = ["F32", "BF16", "F16"]
@@ -36,6 +38,27 @@ def read_model(path):
                 raw = (raw.astype(np.uint32) << 16).view(np.float32)
             out[(g, b, n)] = np.asarray(raw, np.float32).reshape(shape)
     return out
+
+
+def scaled_linears(path, c):
+    """{(block, name): (codes as stored, (out, in), row scales)} of the
+    linear weights of a file that stores them scaled (fp8, int8)."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        for b in range(c["layers"]):
+            for n in stlib.LINEARS:
+                p = stlib.h5_path("block", b, n)
+                out[(b, n)] = (f[p][...].reshape(f[p].shape[0], -1), f[p + ".scale"][...])
+    return out
+
+
+def write_scaled(template, path, c, weights, quantise):
+    """A copy of the scaled model file template (fp8, int8) whose linear
+    weights are quantise(x) -> (codes, row scales) of weights {(block,
+    name): float32 (out, in)}, its checksums made again (h5crc)."""
+    h5crc.replace_scaled(template, path, [stlib.h5_path(g, b, n) for g, b, n, _ in stlib.table(c)],
+                         {stlib.h5_path("block", b, n): x for (b, n), x in weights.items()},
+                         quantise)
 
 
 def encode(x, dt):
@@ -185,9 +208,9 @@ def reference_merge(weights, loras, strengths):
     return out
 
 
-def exact_lora(rng, c, linears):
+def exact_lora(rng, c, linears=stlib.LINEARS):
     """A rank-4 pair (alpha 4) on each of linears (names of a block's
-    linear weights) of every block, values k/64 with |k| <= 4: every product
+    linear weights, by default all of them) of every block, values k/64 with |k| <= 4: every product
     and sum of its merge is exact in float64, so a reference's merged
     weights are bit-exact whatever the order."""
     sh_ = shapes(c)
@@ -206,3 +229,21 @@ def exact_lora(rng, c, linears):
             lo.terms.append({"target": ("block", b, n), "kind": "pair", "a": a, "b": bv,
                              "r": r, "alpha": float(r)})
     return lo
+
+
+def exact_deltas(lora):
+    """{(block, name): B @ A in float64} of an exact_lora (its scale is 1)."""
+    return {(t["target"][1], t["target"][2]): t["b"].astype(np.float64) @ t["a"].astype(np.float64)
+            for t in lora.terms}
+
+
+def bf16_merged(weights, deltas):
+    """{(block, name): float32} of bf16(float32(w + delta)) for each delta,
+    weights as read_model gives them: the merged weights a bf16 file holds
+    before a quantiser takes them (--precision fp8 or int8)."""
+    out = {}
+    for (b, n), d in deltas.items():
+        m32 = (weights[("block", b, n)].astype(np.float64) + d).astype(np.float32)
+        out[(b, n)] = (stlib.bf16_rne(m32.ravel()).astype(np.uint32) << 16).view(np.float32) \
+            .reshape(m32.shape)
+    return out

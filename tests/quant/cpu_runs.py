@@ -42,8 +42,7 @@ BIN, WORK = sys.argv[1], sys.argv[2]
 SEED = seed("quantized CPU runs")
 rng = np.random.default_rng(SEED)
 TINY = dict(stlib.SMALL, layers=4, text_dim=4096)  # wan2.1-tiny's tables
-LINEARS = {f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"} | {
-    "ffn.0.weight", "ffn.2.weight"}
+LINEARS = set(stlib.LINEARS)  # the linear layers int8 and GGUF files store quantised
 
 
 def bf16_values(ds):

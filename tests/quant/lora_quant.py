@@ -27,9 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import sptest  # noqa: E402
 from sptest import check, finish, run  # noqa: E402
 import gguflib  # noqa: E402
-import h5crc  # noqa: E402
 import loralib  # noqa: E402
-import stlib  # noqa: E402
 sys.path.insert(0, HERE)
 from quantref import int8_rows  # noqa: E402
 
@@ -37,8 +35,6 @@ BIN, WORK = sys.argv[1], sys.argv[2]
 SEED = sptest.seed("quantized weights + LoRA")
 rng = np.random.default_rng(SEED)
 BYPASS_BOUND = 0.05
-LINEARS = [f"{a}.{p}.weight" for a in ("self_attn", "cross_attn") for p in "qkvo"] + [
-    "ffn.0.weight", "ffn.2.weight"]
 
 
 def w(name):
@@ -54,21 +50,15 @@ def rel(a, b):
 
 
 def write_int8(template, path, c, weights):
-    h5crc.replace_scaled(template, path, [stlib.h5_path(g, b, n) for g, b, n, _ in stlib.table(c)],
-                         {stlib.h5_path("block", b, n): x for (b, n), x in weights.items()},
+    loralib.write_scaled(template, path, c, weights,
                          lambda x: (lambda q, s: (q.view(np.uint8), s))(*int8_rows(x)))
 
 
 def int8_linears(path, c):
-    import h5py
-    out = {}
-    with h5py.File(path, "r") as f:
-        for b in range(c["layers"]):
-            for n in LINEARS:
-                p = stlib.h5_path("block", b, n)
-                q = f[p][...].view(np.int8).reshape(f[p].shape[0], -1)
-                out[(b, n)] = (q.astype(np.float32) * f[p + ".scale"][...][:, None]).astype(np.float32)
-    return out
+    """{(block, name): float32 (out, in)} of an int8 file's linear weights,
+    dequantised (codes times their row's scale)."""
+    return {k: (q.view(np.int8).astype(np.float32) * s[:, None]).astype(np.float32)
+            for k, (q, s) in loralib.scaled_linears(path, c).items()}
 
 
 def main():
@@ -78,7 +68,7 @@ def main():
     run([BIN, "init", "--arch", "wan2.1-tiny", "--seed", s, "--dtype", "int8", "-q", "-o", w("i.h5")])
     run([BIN, "init", "--arch", "wan2.1-tiny", "--seed", s, "--dtype", "fp8", "-q", "-o", w("f.h5")])
     c, _ = loralib.model_config(w("b.h5"))
-    lora = loralib.exact_lora(rng, c, LINEARS)
+    lora = loralib.exact_lora(rng, c)
     lora.write(w("l.safetensors"))
     import h5py
     with h5py.File(w("c.h5"), "w") as f:
@@ -88,8 +78,7 @@ def main():
             "--cfg", "4", "--seed", s, "--device", "cpu", "--no-preview"]
     RUN = LOUD + ["-q"]
     L = ["--lora", w("l.safetensors")]
-    delta = {(t["target"][1], t["target"][2]): t["b"].astype(np.float64) @ t["a"].astype(np.float64)
-             for t in lora.terms}
+    delta = loralib.exact_deltas(lora)
     # 1. the int8 file, merged
     deq = int8_linears(w("i.h5"), c)
     write_int8(w("i.h5"), w("ref1.h5"), c,
@@ -99,12 +88,7 @@ def main():
     check(same(w("m1.h5"), w("r1.h5")),
           "int8 file + merged LoRA = int8 file of int8(dequantise(q) + BA), bit for bit")
     # 2. the bf16 file in int8, merged
-    base = loralib.read_model(w("b.h5"))
-    ref2 = {}
-    for (b, n), d in delta.items():
-        m32 = (base[("block", b, n)].astype(np.float64) + d).astype(np.float32)
-        ref2[(b, n)] = (stlib.bf16_rne(m32.ravel()).astype(np.uint32) << 16).view(np.float32) \
-            .reshape(m32.shape)
+    ref2 = loralib.bf16_merged(loralib.read_model(w("b.h5")), delta)
     write_int8(w("i.h5"), w("ref2.h5"), c, ref2)
     run(RUN + ["--model", w("b.h5"), "--precision", "int8", "--lora-mode", "merged", "-o",
                w("m2.h5")] + L)
@@ -121,7 +105,7 @@ def main():
     run([BIN, "convert", w("g.gguf"), "-o", w("g.h5"), "--dtype", "fp32", "-q"])
     gguflib.write_twin(BIN, m, w("gt.h5"))
     gc, _ = loralib.model_config(w("g.h5"))
-    glora = loralib.exact_lora(rng, gc, LINEARS)
+    glora = loralib.exact_lora(rng, gc)
     glora.write(w("gl.safetensors"))
     GL = ["--lora", w("gl.safetensors")]
     r = run(RUN + ["--model", w("g.h5"), "--lora-mode", "merged", "-o", w("no.h5")] + GL,
