@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import image_ref as I  # noqa: E402
+import wan22_ref as A  # noqa: E402
 import wan_ref as W  # noqa: E402
 import wan_vae22_ref as V  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
@@ -200,30 +201,11 @@ def i2v_condition(vae_cfg, vae_sd, u8, max_area, frame_num, pixel_dtype=np.float
 def sample_i2v(high, low, noise, y, context, context_null, steps,
                guide_scale=I2V_A14B["guide_scale"], shift=I2V_A14B["shift"],
                boundary_ratio=I2V_A14B["boundary"], sampler="unipc", num_train_timesteps=1000):
-    """WanI2V.generate's loop: boundary = boundary_ratio * 1000; a step whose
-    integer timestep t is >= boundary runs the high-noise expert with
-    guide_scale[1], else the low-noise expert with guide_scale[0]; each
-    model sees [x; y] (36 channels); v = v_u + g (v_c - v_u); one scheduler
-    for all steps. Returns (latents, expert per step)."""
-    boundary = boundary_ratio * num_train_timesteps
-    sigmas, timesteps = W.schedule(steps, shift)
-    s = W.make_sampler(sampler, sigmas)
-    ctx = {}
-    for name, m in (("high", high), ("low", low)):
-        ctx[name] = (W.embed_text(m, context), W.embed_text(m, context_null))
-    x = np.asarray(noise, dtype=np.float64)
-    used = []
-    for i in range(steps):
-        t = int(timesteps[i])
-        name = "high" if t >= boundary else "low"
-        model = high if name == "high" else low
-        g = guide_scale[1] if name == "high" else guide_scale[0]
-        xin = np.concatenate([x, y], axis=0)
-        vc = W.forward_embedded(model, xin, t, ctx[name][0])
-        vu = W.forward_embedded(model, xin, t, ctx[name][1])
-        x = s.step(vu + g * (vc - vu), x)
-        used.append(name)
-    return x, used
+    """WanI2V.generate's loop: the two-expert loop of wan22_ref.sample_a14b
+    with each model seeing [x; y] (36 channels). Returns (latents, expert
+    per step)."""
+    return A.sample_a14b(high, low, noise, context, context_null, steps, guide_scale, shift,
+                         boundary_ratio, sampler, num_train_timesteps, y=y)
 
 
 # ---------------------------------------------------------------- TI2V-5B

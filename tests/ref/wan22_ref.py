@@ -53,9 +53,14 @@ def load_experts(path):
 
 
 def sample_a14b(high, low, noise, context, context_null, steps, guide_scale, shift,
-                boundary_ratio, sampler="unipc", num_train_timesteps=1000):
-    """The published two-expert loop. guide_scale = (low, high) as the
-    published config writes it. Returns (latents, experts used per step)."""
+                boundary_ratio, sampler="unipc", num_train_timesteps=1000, y=None):
+    """The published two-expert loop: boundary = boundary_ratio * 1000; a
+    step whose integer timestep t is >= boundary runs the high-noise expert
+    with guide_scale[1], else the low-noise expert with guide_scale[0]
+    (guide_scale = (low, high) as the published config writes it); v = v_u
+    + g (v_c - v_u); one scheduler for all steps. y, when given, is the
+    image-to-video condition each model sees after x ([x; y], channels).
+    Returns (latents, experts used per step)."""
     boundary = boundary_ratio * num_train_timesteps
     sigmas, timesteps = W.schedule(steps, shift)
     s = W.make_sampler(sampler, sigmas)
@@ -69,8 +74,9 @@ def sample_a14b(high, low, noise, context, context_null, steps, guide_scale, shi
         name = "high" if t >= boundary else "low"
         model = high if name == "high" else low
         g = guide_scale[1] if t >= boundary else guide_scale[0]
-        vc = W.forward_embedded(model, x, t, ctx[name][0])
-        vu = W.forward_embedded(model, x, t, ctx[name][1])
+        xin = x if y is None else np.concatenate([x, y], axis=0)
+        vc = W.forward_embedded(model, xin, t, ctx[name][0])
+        vu = W.forward_embedded(model, xin, t, ctx[name][1])
         x = s.step(vu + g * (vc - vu), x)
         used.append(name)
     return x, used
