@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
@@ -23,19 +22,18 @@ sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 import stlib  # noqa: E402
 import wan_vae_ref  # noqa: E402
 from h5crc import crc32c  # noqa: E402
+from sptest import FAILS, finish, seed  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 IN = os.path.join(WORK, "in")
-SEED = int(os.environ.get("SP_SEED", time.time_ns() % (1 << 31)))
-print(f"nonfinite: seed {SEED} (set SP_SEED to repeat)")
-rng = np.random.default_rng(SEED)
-failures = []
+rng = np.random.default_rng(seed("nonfinite"))
 
 
 def check(ok, what, err=""):
+    """sptest.check with the end of err (a command's stderr) on a failure."""
     print(("ok   " if ok else "FAIL ") + what + ("" if ok else ": " + err[-600:]))
     if not ok:
-        failures.append(what)
+        FAILS.append(what)
 
 
 def run(*args):
@@ -164,7 +162,4 @@ for scale in (0.0, -0.5):
     refused([src, "--tokenizer", tok], os.path.join(WORK, "t5_scale.h5"), "scale_weight",
             ["finite and positive"], f"text encoder scale_weight {scale} refused")
 
-if failures:
-    print("nonfinite: %d check(s) failed" % len(failures))
-    sys.exit(1)
-print("nonfinite: all checks passed")
+sys.exit(finish("nonfinite"))

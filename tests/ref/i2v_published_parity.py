@@ -60,7 +60,7 @@ import wan_vae22_ref as V  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
 import wan_vae_stats as S  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import FAILS, check, rel_l2  # noqa: E402
+from sptest import check, finish, rel_l2, seed as take_seed  # noqa: E402
 
 RESULTS = []
 
@@ -507,9 +507,7 @@ def main(argv):
     a = ap.parse_args(argv)
     import torch
     torch.set_default_dtype(torch.float64)
-    seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "little")
-    print("i2v_published_parity: seed %d (rerun with --seed %d)" % (seed, seed))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(take_seed("i2v_published_parity", a.seed))
     pub = load_published(os.path.abspath(a.wan22))
     check_configs(pub)
     check_vae21(pub, rng)
@@ -521,11 +519,7 @@ def main(argv):
     print("\nrelative L2 per check:")
     for name, err in RESULTS:
         print("  %.2e  %s" % (err, name))
-    if FAILS:
-        print("%d check(s) failed" % len(FAILS))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish("i2v_published_parity")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import wan_ref as W  # noqa: E402
 import wan_vae22_ref as V  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import FAILS, check, rel_l2  # noqa: E402
+from sptest import check, finish, rel_l2, seed as take_seed  # noqa: E402
 
 
 # ---------------------------------------------------------------- sizes
@@ -347,10 +347,7 @@ def test_ti2v_loop(rng):
 
 
 def main():
-    env = os.environ.get("SP_SEED")
-    seed = int(env) if env else int.from_bytes(os.urandom(4), "little")
-    print("i2v_selftest: seed %d (rerun with SP_SEED=%d)" % (seed, seed))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(take_seed("i2v_selftest"))
     test_grid(rng)
     test_best_output_size(rng)
     test_to_unit()
@@ -364,11 +361,7 @@ def main():
     test_i2v_loop(rng)
     test_i2v_condition(rng)
     test_ti2v_loop(rng)
-    if FAILS:
-        print("%d check(s) failed" % len(FAILS))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish("i2v_selftest")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import wan_vae22_ref as V  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
 import wan_vae_stats as S  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import FAILS, check, rel_l2  # noqa: E402
+from sptest import check, finish, rel_l2, seed as take_seed  # noqa: E402
 
 
 # ---------------------------------------------------------------- pieces
@@ -327,10 +327,7 @@ def test_normalize22(rng):
 
 
 def main():
-    env = os.environ.get("SP_SEED")
-    seed = int(env) if env else int.from_bytes(os.urandom(4), "little")
-    print("vae_enc_selftest: seed %d (rerun with SP_SEED=%d)" % (seed, seed))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(take_seed("vae_enc_selftest"))
     test_strided_conv(rng)
     test_time_conv(rng)
     test_patchify(rng)
@@ -343,11 +340,7 @@ def main():
     test_normalize21(rng)
     test_vae22(rng)
     test_normalize22(rng)
-    if FAILS:
-        print("%d check(s) failed" % len(FAILS))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish("vae_enc_selftest")
 
 
 if __name__ == "__main__":

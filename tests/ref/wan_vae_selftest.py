@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import FAILS, check, rel_l2, seed as take_seed  # noqa: E402
+from sptest import check, finish, rel_l2, seed as take_seed  # noqa: E402
 import wan_vae_ref as R  # noqa: E402
 
 
@@ -295,11 +295,7 @@ def main():
     test_strict(rng)
     test_decode(rng)
     test_published(rng)
-    if FAILS:
-        print("%d check(s) failed" % len(FAILS))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish("wan_vae_selftest")
 
 
 if __name__ == "__main__":

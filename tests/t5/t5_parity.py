@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import sptest  # noqa: E402
-from sptest import FAILS, SRC, check, rel_l2  # noqa: E402
+from sptest import SRC, check, finish, rel_l2  # noqa: E402
 import umt5_ref  # noqa: E402
 import stlib  # noqa: E402
 import spm_parity  # noqa: E402
@@ -439,7 +439,4 @@ def main():
 
 if __name__ == "__main__":
     main()
-    if FAILS:
-        print("%d check(s) failed" % len(FAILS))
-        sys.exit(1)
-    print("all checks passed")
+    sys.exit(finish("t5_parity"))

@@ -30,7 +30,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import FAILS, check, rel_l2, seed  # noqa: E402
+from sptest import check, finish, rel_l2, seed  # noqa: E402
 import wan_vae_ref as R  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
 import stlib  # noqa: E402
@@ -577,7 +577,4 @@ if rc == 0:
     check(e <= TOL, "synth tiny's encoder (init --encoder) against the float64 reference: rel "
           "L2 %.2e" % e)
 
-if FAILS:
-    print("vae_convert: %d check(s) failed" % len(FAILS))
-    sys.exit(1)
-print("vae_convert: all checks passed")
+sys.exit(finish("vae_convert"))

@@ -38,7 +38,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from sptest import FAILS, check, png_encode, png_write, rel_l2, seed  # noqa: E402
+from sptest import check, finish, png_encode, png_write, rel_l2, seed  # noqa: E402
 import image_ref as I  # noqa: E402
 import wan_vae_enc_ref as E  # noqa: E402
 
@@ -341,11 +341,7 @@ def main():
     images(vae)
     videos(vae)
     refusals(vae)
-    if FAILS:
-        print("vae_encode: %d check(s) failed" % len(FAILS))
-        return 1
-    print("vae_encode: all checks passed")
-    return 0
+    return finish("vae_encode")
 
 
 if __name__ == "__main__":
