@@ -16,8 +16,14 @@ output with the float64 numpy reference's.
                            (dataset OUT_NAME of out.h5 in float64, the
                            driver's seconds); RuntimeError naming the exit
                            status and stderr when the driver fails.
+  check_case(what, run, reference, tol)
+                           one case: run() -> (the driver's output,
+                           seconds), as run_driver (a RuntimeError is the
+                           case's failure, printed), then reference() ->
+                           the float64 output, timed, and compare; True
+                           when it passes.
   compare(what, got, ref, tol, seconds)
-                           one case: prints "ok  " or "FAIL" with the
+                           the comparison: prints "ok  " or "FAIL" with the
                            shapes, the relative L2 error, the largest
                            absolute difference, the share of reference
                            values at the clamp (+-1, the decoder's video)
@@ -60,6 +66,17 @@ def run_driver(driver, command, tmp, attrs, name, x, sd, out_name):
         raise RuntimeError("driver exit %d: %s" % (r.returncode, r.stderr.strip()))
     with h5py.File(out, "r") as f:
         return f[out_name][()].astype(np.float64), t_c
+
+
+def check_case(what, run, reference, tol):
+    try:
+        got, t_c = run()
+    except RuntimeError as e:
+        print("FAIL  %s: %s" % (what, e))
+        return False
+    t0 = time.time()
+    ref = reference()
+    return compare(what, got, ref, tol, (t_c, time.time() - t0))
 
 
 def compare(what, got, ref, tol, seconds):

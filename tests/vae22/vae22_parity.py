@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -61,15 +60,15 @@ def f32_weights(cfg, rng, part):
     return sd
 
 
-def run_case(driver, tmp, cfg, part, sd, x):
-    """Returns (C output, reference output, (C seconds, reference seconds))."""
+def check_case(driver, tmp, cfg, part, sd, x):
+    """One case of part (encoder: video to latents; decoder: latents to
+    video) against the reference (vae_driver.check_case)."""
     enc = part == "encoder"
-    got, t_c = V.run_driver(driver, "encode" if enc else "decode", tmp, config_attrs(cfg),
-                            "video" if enc else "latents", x, sd,
-                            "latents" if enc else "video")
-    t0 = time.time()
-    ref = (R.encode if enc else R.decode)(cfg, sd, x.astype(np.float64))
-    return got, ref, (t_c, time.time() - t0)
+    return V.check_case(
+        "%r %s %s" % (cfg, part, x.shape),
+        lambda: V.run_driver(driver, "encode" if enc else "decode", tmp, config_attrs(cfg),
+                             "video" if enc else "latents", x, sd, "latents" if enc else "video"),
+        lambda: (R.encode if enc else R.decode)(cfg, sd, x.astype(np.float64)), TOL)
 
 
 def check_stats(driver):
@@ -99,14 +98,7 @@ def main():
                         x = rng.standard_normal((cfg.z_dim, n, h, w)).astype(np.float32)
                     else:
                         x = rng.uniform(-1, 1, (3, n, h, w)).astype(np.float32)
-                    what = "%r %s %s" % (cfg, part, x.shape)
-                    try:
-                        got, ref, seconds = run_case(args.driver, tmp, cfg, part, sd, x)
-                    except RuntimeError as e:
-                        print("FAIL  %s: %s" % (what, e))
-                        fails += 1
-                        continue
-                    fails += not V.compare(what, got, ref, TOL, seconds)
+                    fails += not check_case(args.driver, tmp, cfg, part, sd, x)
     return V.summary("vae22_parity", fails, TOL)
 
 
