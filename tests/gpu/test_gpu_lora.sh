@@ -26,16 +26,11 @@ import loralib, stlib
 d, seed = sys.argv[1], int(sys.argv[2])
 rng = np.random.default_rng(seed)
 c, _ = loralib.model_config(f"{d}/m.h5")
-sh = loralib.shapes(c)
 lin = stlib.LINEARS
 # ranks that keep the stacked pairs 16-byte aligned rows (multiples of 8)
 for name, style, r, names, dt in (("A", "comfy", 16, lin, "BF16"),
                                   ("B", "diffusers", 8, lin[::3], "F32")):
-    lo = loralib.Lora(style)
-    for b in range(c["layers"]):
-        for n in names:
-            lo.pair(rng, "block", b, n, sh[("block", b, n)], r, dt=dt)
-    lo.write(f"{d}/{name}.safetensors")
+    loralib.block_pairs(rng, c, style, r, names, dt).write(f"{d}/{name}.safetensors")
 with h5py.File(f"{d}/cond.h5", "w") as f:
     f["context"] = rng.standard_normal((int(rng.integers(1, 513)), 4096)).astype(np.float32)
     f["context_null"] = rng.standard_normal((int(rng.integers(1, 513)), 4096)).astype(np.float32)

@@ -52,11 +52,7 @@ sh_ = loralib.shapes(c)
 
 def pairs_lora(style, rank, names, dt, alpha):
     """Pairs on the named linear layers of every block (bypassable)."""
-    lo = loralib.Lora(style)
-    for b in range(c["layers"]):
-        for n in names:
-            lo.pair(rng, "block", b, n, sh_[("block", b, n)], rank, alpha=alpha, dt=dt)
-    return lo
+    return loralib.block_pairs(rng, c, style, rank, names, dt, alpha)
 
 
 # A on every linear layer, B and C on some, overlapping A (stacked along r).

@@ -44,15 +44,10 @@ sh([BIN, "init", "--arch", "wan2.2-tiny", "--seed", str(SEED % 100000), "--dtype
     "-o", model])
 high, low, _ = R.load_experts(model)
 c, _ = loralib.model_config(model)
-shp = loralib.shapes(c)
 
 
 def pairs_lora(style, rank, names, dt, alpha):
-    lo = loralib.Lora(style)
-    for b in range(c["layers"]):
-        for n in names:
-            lo.pair(rng, "block", b, n, shp[("block", b, n)], rank, alpha=alpha, dt=dt)
-    return lo
+    return loralib.block_pairs(rng, c, style, rank, names, dt, alpha)
 
 
 loras = {  # name: (Lora, strength, tag)

@@ -139,6 +139,17 @@ def shapes(c):
     return {(g, b, n): s for g, b, n, s in stlib.table(c)}
 
 
+def block_pairs(rng, c, style, r, names, dt="F32", alpha=None):
+    """A LoRA of style with a rank-r pair (values in dt, alpha) on each
+    of names (a block's linear weights) of every block of the model c."""
+    sh = shapes(c)
+    lo = Lora(style)
+    for b in range(c["layers"]):
+        for n in names:
+            lo.pair(rng, "block", b, n, sh[("block", b, n)], r, alpha=alpha, dt=dt)
+    return lo
+
+
 def make_loras(rng, c):
     """Four LoRAs over the model c, in four key styles, overlapping on some
     tensors so their order matters; with mixed dtypes, alpha present and
