@@ -75,22 +75,20 @@ done
 [ "${TORCH_BUDGET_S:-330}" = 0 ] ||
 ( cd "$root/launch/bench" && PYTHONUNBUFFERED=1 python3 torch_block.py --reps 5 --time-budget ${TORCH_BUDGET_S:-330} \
     --json-out "$T/torch.json" > "$T/torch.log" 2>&1 ) || tail -5 "$T/torch.log" >&2
-python3 - "$T" "$out" <<'PYEOF'
+python3 - "$T" "$out" "$rows" <<'PYEOF'
 import json, os, re, sys
-d, out = sys.argv[1], sys.argv[2]
+d, out, asked = sys.argv[1], sys.argv[2], sys.argv[3].split()
 rows = []
 torch = {}
 if os.path.exists(f"{d}/torch.json"):
     for r in json.load(open(f"{d}/torch.json")).get("results", []):
         torch[(r.get("case"), r.get("mode"))] = r
 TARGET = 0.80  # the fp8 rows' block against the bf16 block of the same run
-for model, res, w, case in (("14b", "480p", "bf16", "14b"), ("14b", "480p", "fp8", "14b"),
-                            ("14b", "480p", "fp8-fast", "14b"), ("14b", "480p", "fp8-int8attn", "14b"),
-                            ("14b", "480p", "fp8-fast-int8attn", "14b"),
-                            ("14b", "480p", "int8", "14b"), ("14b", "480p", "q8_0", "14b"), ("1.3b", "480p", "bf16", "1.3b"),
-                            ("14b", "720p", "bf16", "14b-720p")):
+for c in asked:  # the rows in the order they ran; torch_block.py's case names
+    model, res, w = c.split("/")
+    case = model if res == "480p" else f"{model}-{res}"
     if not os.path.exists(f"{d}/sp_{model}_{res}_{w}.log"):
-        continue  # a row BENCH_BLOCK_ROWS left out
+        continue  # a row the loop above refused
     log = open(f"{d}/sp_{model}_{res}_{w}.log").read()
     m = re.search(r"embed ([\d.]+) ms, (\d+) blocks ([\d.]+) ms \(([\d.]+) ms per block, ([\d.]+) TFLOP/s\), head ([\d.]+) ms", log)
     mem = re.search(r"device memory in use ([\d.]+) GiB", log)
@@ -102,16 +100,17 @@ for model, res, w, case in (("14b", "480p", "bf16", "14b"), ("14b", "480p", "fp8
     for mode, key in (("eager", "eager"), ("compiled", "compile")):
         t = torch.get((case, mode))
         row[f"torch_{key}_ms"] = t.get("ms") if t else None
-    if w != "bf16":  # torch's rows are bf16's; the quantized row's ratio is to our bf16 block
+    if w != "bf16":  # torch's rows are bf16's
         row["torch_eager_ms"] = row["torch_compile_ms"] = None
-        base = next((r for r in rows if r["case"] == case and r["weights"] == "bf16"), {})
-        if row.get("block_ms") and base.get("block_ms"):
-            row["vs_bf16_block"] = row["block_ms"] / base["block_ms"]
-            if w.startswith("fp8"):
-                row["meets_target"] = row["vs_bf16_block"] <= TARGET
     if row.get("block_ms") and row.get("torch_compile_ms"):
         row["ratio_to_compile"] = row["block_ms"] / row["torch_compile_ms"]
     rows.append(row)
+for row in rows:  # a quantized row's ratio is to our bf16 block of the same case
+    base = next((r for r in rows if r["case"] == row["case"] and r["weights"] == "bf16"), {})
+    if row["weights"] != "bf16" and row.get("block_ms") and base.get("block_ms"):
+        row["vs_bf16_block"] = row["block_ms"] / base["block_ms"]
+        if row["weights"].startswith("fp8"):
+            row["meets_target"] = row["vs_bf16_block"] <= TARGET
 f = lambda v, p=".2f": format(v, p) if isinstance(v, (int, float)) else "-"
 print("# case      weights            block_ms  TFLOP/s  torch_eager  torch_compile  ratio  vs_bf16  forward_ms  fwd/blocks  gpu_GiB")
 for r in rows:
