@@ -115,6 +115,42 @@ __device__ __forceinline__ float sum8(const float v[ROW_VEC]) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
+/* A chunk's 8 values as fp32: chunks held as computed (fp32) or as loaded
+ * (8 bf16 in 16 bytes, widened exactly). */
+__device__ __forceinline__ void chunk8(const float (&c)[ROW_VEC], float v[ROW_VEC]) {
+  for (int i = 0; i < ROW_VEC; i++) v[i] = c[i];
+}
+__device__ __forceinline__ void chunk8(const uint4 &c, float v[ROW_VEC]) { unpack8(c, v); }
+
+/* The per-token codes of a row a CTA holds in registers: NV chunks of 8 a
+ * thread, chunk k at column (k blockDim.x + threadIdx.x) 8, in[k] when it
+ * lies in the row. The row's max |v| over the CTA (block_max), its scale
+ * from thread 0 into *scale, then each chunk's codes (row_code) in one
+ * 8-byte store into q_row (the row's codes). One rule for the norms' fused
+ * codes and the register-row quantiser, so both write the same bytes as the
+ * two-pass quantisers. */
+template <int NV, typename C>
+__device__ __forceinline__ void row_codes_store(const C (&v)[NV], const bool (&in)[NV], int e4m3,
+                                                uint8_t *q_row, float *scale, float *red) {
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    if (!in[k]) continue;
+    float f[ROW_VEC];
+    chunk8(v[k], f);
+    for (int i = 0; i < ROW_VEC; i++) m = fmaxf(m, fabsf(f[i]));
+  }
+  const float amax = block_max(m, red), mul = row_quant_mul(e4m3, amax);
+  if (threadIdx.x == 0) *scale = row_quant_scale(e4m3, amax);
+#pragma unroll
+  for (int k = 0; k < NV; k++) {
+    if (!in[k]) continue;
+    float f[ROW_VEC];
+    chunk8(v[k], f);
+    store_codes8(q_row + (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC, f, e4m3, mul);
+  }
+}
+
 /* The vector kernels' work split of a row: nv chunks of 8 a thread,
  * threads a whole number of warps (cuda_norm.cu's row_split_pick chooses
  * it from the width). */
@@ -189,26 +225,13 @@ static __global__ void __launch_bounds__(ROW_MAX_THREADS)
   const int64_t row = blockIdx.x;
   uint4 u[NV];
   bool in[NV]; /* the chunk lies in the row (the last warp may run past it) */
-  float m = 0.0f;
 #pragma unroll
   for (int k = 0; k < NV; k++) {
     const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
     in[k] = c < cols;
     u[k] = in[k] ? *reinterpret_cast<const uint4 *>(x + row * cols + c) : make_uint4(0, 0, 0, 0);
-    float v[ROW_VEC];
-    unpack8(u[k], v);
-    for (int i = 0; i < ROW_VEC; i++) m = fmaxf(m, fabsf(v[i]));
   }
-  const float amax = block_max(m, red), mul = row_quant_mul(E4M3, amax);
-  if (threadIdx.x == 0) scale[row] = row_quant_scale(E4M3, amax);
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    if (!in[k]) continue;
-    float v[ROW_VEC];
-    unpack8(u[k], v);
-    store_codes8(q + row * cols + (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC, v, E4M3,
-                 mul);
-  }
+  row_codes_store<NV>(u, in, E4M3, q + row * cols, scale + row, red);
 }
 
 /* Runs quant_rows_reg_kernel and returns 1, or returns 0 when it cannot

@@ -189,29 +189,6 @@ static __device__ __forceinline__ void row_norm_out(const residual_row_params &p
   }
 }
 
-/* The codes of a thread's chunks of the row (v: its bf16-rounded outputs)
- * and, from thread 0, the row's scale: the row's max |v| over the CTA, then
- * each value's code, 8 codes in one 8-byte store. */
-template <int NV>
-static __device__ __forceinline__ void row_quant_out(const residual_row_params &p, int64_t row,
-                                                     const float (&v)[NV][ROW_VEC],
-                                                     const bool (&in)[NV], float *red) {
-  float m = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV; k++)
-    if (in[k])
-      for (int i = 0; i < ROW_VEC; i++) m = fmaxf(m, fabsf(v[k][i]));
-  const int e4m3 = p.qc.fmt == KERN_QFMT_E4M3_ROW;
-  const float amax = block_max(m, red), mul = row_quant_mul(e4m3, amax);
-  if (threadIdx.x == 0) p.qc.scale[row] = row_quant_scale(e4m3, amax);
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    const int c = (k * (int)blockDim.x + (int)threadIdx.x) * ROW_VEC;
-    if (!in[k]) continue;
-    store_codes8(p.qc.q + row * p.dim + c, v[k], e4m3, mul);
-  }
-}
-
 template <typename TY, int NV>
 static __global__ void __launch_bounds__(ROW_MAX_THREADS)
     residual_row_kernel(residual_row_params p) {
@@ -259,7 +236,9 @@ static __global__ void __launch_bounds__(ROW_MAX_THREADS)
   }
   const float rstd = 1.0f / sqrtf(block_sum(ss, red) / (float)p.dim + p.eps);
   row_norm_out<NV>(p, row, v, in, mean, rstd);
-  if (p.qc.q) row_quant_out<NV>(p, row, v, in, red); /* the same for the whole grid */
+  if (p.qc.q) /* the same for the whole grid; v: the bf16-rounded outputs */
+    row_codes_store<NV>(v, in, p.qc.fmt == KERN_QFMT_E4M3_ROW, p.qc.q + row * p.dim,
+                        p.qc.scale + row, red);
 }
 
 /* RMSNorm + RoPE of one token, the layout of rmsnorm_rope_kernel. A chunk
