@@ -25,7 +25,8 @@
 # the VAE decode (run's "decoded in" line); the rest is the text encoder,
 # the image's encode and writing the outputs. Each row's sampling and wall
 # time are also given as a ratio to the bf16 row of the same model when the
-# run has one. The video is an .mp4 where FFmpeg's libraries load, else .h5.
+# run has one. The video is an .mp4 where FFmpeg's libraries load, else .h5
+# (E2E_VIDEO_EXT=h5 or mp4 chooses).
 # Table on stdout, OUT_DIR/e2e.json. Each row runs under E2E_TIMEOUT seconds
 # (default 590); a row that fails or times out is reported and the others
 # run. Times on an H100 (RESULTS.md): 14B bf16 about 5 minutes, A14B about
@@ -47,8 +48,11 @@ TINY=${E2E_TINY:-0}
 PROMPT="A red fox runs through fresh snow in a pine forest at dawn, low sun, soft light"
 export NCCL_NVLS_ENABLE=0
 [ -x "$SP" ] || { echo "bench_e2e.sh: no $SP" >&2; exit 2; }
-vx=h5
-"$SP" decode --help 2>/dev/null | grep -q "Here: libavformat" && vx=mp4
+vx=${E2E_VIDEO_EXT:-}
+if [ -z "$vx" ]; then
+  vx=h5
+  "$SP" decode --help 2>/dev/null | grep -q "Here: libavformat" && vx=mp4
+fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 # The input images: smooth colour fields with noise, at each model's size.
@@ -117,7 +121,7 @@ for row in $ROWS; do
   echo "=== $row: staticpipe run ${args[*]} --device $DEV" >&2
   t0=$(date +%s.%N)
   timeout "$LIMIT" "$SP" run "${args[@]}" --device "$DEV" --json --no-preview \
-    -o "$T/$name.h5" --video "$T/$name.$vx" > "$T/$name.json" 2> "$T/$name.log"
+    -o "$T/$name.latent.h5" --video "$T/$name.video.$vx" > "$T/$name.json" 2> "$T/$name.log"
   rc=$?
   t1=$(date +%s.%N)
   echo "$row $rc $t0 $t1" >> "$T/rows.txt"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark scripts that have a small CPU mode keep working: bench_e2e.sh
-# (E2E_TINY=1, every row on the tiny presets) and bench_quant_step.sh
+# (E2E_TINY=1, every row on the tiny presets, videos as .h5 as where FFmpeg
+# does not load) and bench_quant_step.sh
 # (wan2.1-tiny, 5 frames of 32x32) run on the CPU; each exits 0, prints its
 # table with a row per run, and writes JSON whose rows carry the numbers
 # the table is made of (e2e: 2 steps run and decoded, sampling, load and
@@ -16,7 +17,7 @@ fail=0
 PATH=$(dirname "$PY"):$PATH
 export OMP_NUM_THREADS=1
 B=$(dirname "$SP_BIN")
-if E2E_TINY=1 E2E_DEVICE=cpu bash "$SP_SRC/launch/bench/bench_e2e.sh" "$B" "$work/e2e" \
+if E2E_TINY=1 E2E_DEVICE=cpu E2E_VIDEO_EXT=h5 bash "$SP_SRC/launch/bench/bench_e2e.sh" "$B" "$work/e2e" \
   > "$work/e2e.txt" 2> "$work/e2e.err"; then
   echo "ok   bench_e2e.sh (tiny, cpu) exits 0"
 else
