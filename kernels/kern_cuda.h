@@ -74,10 +74,11 @@ typedef struct kern_cuda_matmul_params {
   int64_t batch; /* 1 for a plain GEMM */
   int64_t stride_a, stride_b, stride_d;
   float alpha; /* 1 for a linear layer */
-  /* 0: D is overwritten; 1: the product is added to the D it holds, before
-   * the bias and the activation: D = act(alpha A B^T + D + bias). */
+  /* 0: D is overwritten; 1: the product is added to C, before the bias and
+   * the activation: D = act(alpha A B^T + C + bias). */
   float beta;
   kern_cuda_act act;
+  const void *c; /* C: (batch, M, ldd) of d's type; NULL: d itself (in place) */
 } kern_cuda_matmul_params;
 void kern_cuda_matmul(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p,
                       cudaStream_t stream);
@@ -88,17 +89,17 @@ void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t
                       const uint16_t *b, void *y, kern_dtype y_dtype, int64_t M, int64_t K,
                       int64_t N, kern_cuda_act act, cudaStream_t stream);
 
-/* A linear layer with a bypassed LoRA pair (MODEL.md "LoRA", bypass):
- *   y = act(x @ w^T + b + (x @ a^T) @ bl^T)
- * x (M, K), w (N, K), b (N) or NULL, a (r, K), bl (N, r) bf16 (the LoRA's
- * scale folded into bl); t (M, r) bf16 scratch; y (M, N) fp32 or bf16.
- * The low-rank product is made first, into y, and the main GEMM adds onto
- * it (beta 1) with the bias and activation in its epilogue: no extra pass
- * over y. r = 0 is kern_cuda_linear. */
-void kern_cuda_linear_lora(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t *w,
-                           const uint16_t *b, const uint16_t *a, const uint16_t *bl, int64_t r,
-                           uint16_t *t, void *y, kern_dtype y_dtype, int64_t M, int64_t K,
-                           int64_t N, kern_cuda_act act, cudaStream_t stream);
+/* A weight merged with its bypassed LoRA pairs (MODEL.md "LoRA", bypass),
+ * for the linear layer's GEMM right after:
+ *   w_out = bf16(w + bl @ a)
+ * w (N, K), a (r, K), bl (N, r) bf16 (the LoRAs' scales folded into bl),
+ * w_out (N, K) bf16; one GEMM over the r columns, fp32 accumulation, w
+ * added before the single rounding. w_out may be w (in place: the
+ * weight-only path's dequantised copy). The layer then costs one pass
+ * over its input, as without a LoRA, plus this pass over its weight. */
+void kern_cuda_lora_merge(kern_cuda_gemm_ctx *ctx, const uint16_t *w, const uint16_t *a,
+                          const uint16_t *bl, int64_t r, uint16_t *w_out, int64_t N, int64_t K,
+                          cudaStream_t stream);
 
 /* A linear layer on an fp32 input for a few rows (the time embedding and
  * time projection, kept fp32 as the model computes them): y = x @ w^T + b,

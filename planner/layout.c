@@ -213,16 +213,19 @@ static void take_end_stage(carver *c) {
 
 /* Bypassed LoRAs: every block's pairs of every expert stay on the
  * device (streamed and swapped blocks' too: they are small, and switching
- * jobs rewrites them), the A x of a chunk's rows or of the context's
- * (max(R, C), rank) a. */
+ * jobs rewrites them); at W8A8, where the pairs run as GEMMs of their own,
+ * the A x of a chunk's rows or of the context's (max(R, C), rank) a. (At
+ * bf16 precision a layer's pairs are merged into a copy of its weight
+ * instead: take_quant's scratch.) */
 static void take_lora(carver *c) {
   const plan_stage_shape *s = c->s;
   if (!s->lora_elems || s->lora_rank <= 0) return;
   for (int e = 0; e < c->nx; e++)
     for (int b = 0; b < s->nblocks; b++)
       take(c, PLAN_BUF_LORA_W, e * s->nblocks + b, mul(c, s->lora_elems, c->a));
-  take(c, PLAN_BUF_LORA_T, 0,
-       mul(c, mul(c, c->R > c->C ? c->R : c->C, (uint64_t)s->lora_rank), c->a));
+  if (s->w8a8)
+    take(c, PLAN_BUF_LORA_T, 0,
+         mul(c, mul(c, c->R > c->C ? c->R : c->C, (uint64_t)s->lora_rank), c->a));
 }
 
 /* Ulysses' all-to-all (DESIGN.md "Layouts"): the rank's q, k, v rows
@@ -251,19 +254,26 @@ static void take_step_cache(carver *c) {
 }
 
 /* Quantized weights (MODEL.md "Quantized weights on the GPU"): the
- * weight-only path's dequantised weight; W8A8's input codes (1 byte each)
+ * weight-only path's dequantised weight, which with bypassed LoRA pairs
+ * at bf16 precision is also where a layer's weight and its pairs are
+ * merged right before its GEMM (MODEL.md "LoRA": so at least the largest
+ * linear weight, D max(D, F) a); W8A8's input codes (1 byte each)
  * and token scales for the most rows a linear layer takes (a chunk, or the
  * context's C), the bf16 copy of the quantised input that bypassed LoRA
  * pairs read, and the fp32 products of the epilogue path (a chunk's rows
  * times ffn_dim, or the context's times dim). */
 static void take_quant(carver *c) {
   const plan_stage_shape *s = c->s;
-  if (s->dequant_bytes) take(c, PLAN_BUF_DEQUANT, 0, s->dequant_bytes);
-  if (!s->w8a8) return;
   const uint64_t rq = c->R > c->C ? c->R : c->C, kmax = c->F > c->D ? c->F : c->D;
+  const int pairs = s->lora_elems && s->lora_rank > 0;
+  uint64_t scratch = s->dequant_bytes;
+  if (pairs && !s->w8a8 && mul(c, mul(c, c->D, kmax), c->a) > scratch)
+    scratch = mul(c, mul(c, c->D, kmax), c->a);
+  if (scratch) take(c, PLAN_BUF_DEQUANT, 0, scratch);
+  if (!s->w8a8) return;
   take(c, PLAN_BUF_XQ, 0, mul(c, rq, kmax));
   take(c, PLAN_BUF_XS, 0, mul(c, rq, 4));
-  if (s->lora_elems && s->lora_rank > 0) take(c, PLAN_BUF_XHAT, 0, mul(c, mul(c, rq, kmax), 2));
+  if (pairs) take(c, PLAN_BUF_XHAT, 0, mul(c, mul(c, rq, kmax), 2));
   if (s->w8a8_epilogue) {
     const uint64_t blk = mul(c, c->R, kmax), ctx = mul(c, c->C, c->D);
     take(c, PLAN_BUF_W8A8_ACC, 0, mul(c, blk > ctx ? blk : ctx, 4));

@@ -72,7 +72,7 @@ typedef enum plan_buf {
   PLAN_BUF_ATTN_SCRATCH, /* [attn_scratch] scores of the simple attention backend */
   PLAN_BUF_LORA_W,      /* [lora_w[i]] bypassed LoRA pairs of block i of the stage (every block),
                            index e x nblocks + i for expert e */
-  PLAN_BUF_LORA_T,      /* [lora_t] (max(rows, text_len), lora rank) a LoRA's A x */
+  PLAN_BUF_LORA_T,      /* [lora_t] (max(rows, text_len), lora rank) a LoRA's A x (W8A8) */
   PLAN_BUF_SEQ_HEADS,   /* Ulysses: q, k, v and the attention output of the rank's heads for
                            every token, 4 x (all tokens, dim / seq) */
   PLAN_BUF_SEQ_PACK,    /* Ulysses: (L, dim) the rank's rows packed peer by peer for the
@@ -84,7 +84,9 @@ typedef enum plan_buf {
   PLAN_BUF_CACHE_NEG,   /* [cache_neg] (dim) fp32 of -1: the gate that makes the gated add
                            subtract (the residual, last stage) */
   PLAN_BUF_DEQUANT,     /* [wdq] bf16: a block's weight dequantised right before its GEMM (the
-                           weight-only path: plan_model.dequant_bytes) */
+                           weight-only path: plan_model.dequant_bytes), or merged with its
+                           bypassed LoRA pairs (bf16 precision: at least dim x max(dim,
+                           ffn_dim)) */
   PLAN_BUF_XQ,          /* [xq] (max(rows, text_len), max(dim, ffn_dim)) e4m3 or int8: a linear
                            layer's input quantised per token (W8A8) */
   PLAN_BUF_XS,          /* [xs] (max(rows, text_len)) fp32: its tokens' scales */

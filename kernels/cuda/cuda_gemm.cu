@@ -341,9 +341,9 @@ static int gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, k
     sp_fatal("gemm: a size is over 2^31-1 (M %lld N %lld K %lld batch %lld)", (long long)p->M,
              (long long)p->N, (long long)p->K, (long long)p->batch);
   if (misaligned(p->a) || misaligned(p->b) || misaligned(p->d) ||
-      (p->bias && misaligned(p->bias)))
-    sp_fatal("gemm: operands must be 16-byte aligned (a %p b %p d %p bias %p)",
-             (const void *)p->a, (const void *)p->b, p->d, (const void *)p->bias);
+      (p->bias && misaligned(p->bias)) || (p->c && misaligned(p->c)))
+    sp_fatal("gemm: operands must be 16-byte aligned (a %p b %p c %p d %p bias %p)",
+             (const void *)p->a, (const void *)p->b, p->c, p->d, (const void *)p->bias);
   if (p->d_dtype != KERN_DTYPE_F32 && p->d_dtype != KERN_DTYPE_BF16)
     sp_fatal("gemm: output dtype %d is not fp32 or bf16", (int)p->d_dtype);
   const int64_t esz_d = (int64_t)kern_dtype_size(p->d_dtype), esz_in = in == GEMM_IN_BF16 ? 2 : 1;
@@ -384,7 +384,8 @@ static int gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, k
   const int32_t ialpha = 1, ibeta = 0;
   const void *pa = i8 ? (const void *)&ialpha : (const void *)&alpha;
   const void *pb = i8 ? (const void *)&ibeta : (const void *)&beta;
-  cublasStatus_t st = cublasLtMatmul(ctx->lt, e->op, pa, p->b, e->la, p->a, e->lb, pb, p->d,
+  const void *pc = p->c ? p->c : p->d; /* C: what beta scales */
+  cublasStatus_t st = cublasLtMatmul(ctx->lt, e->op, pa, p->b, e->la, p->a, e->lb, pb, pc,
                                      e->ld, p->d, e->ld, &e->algo, ctx->workspace,
                                      ctx->workspace_bytes, stream);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED && e->fused && !e->ran) {
@@ -399,7 +400,7 @@ static int gemm_run(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, k
       sp_fatal("gemm: cuBLASLt has no algorithm for M %lld N %lld K %lld without epilogue",
                (long long)p->M, (long long)p->N, (long long)p->K);
     set_scales(e, in, sa, sb);
-    st = cublasLtMatmul(ctx->lt, e->op, pa, p->b, e->la, p->a, e->lb, pb, p->d, e->ld, p->d,
+    st = cublasLtMatmul(ctx->lt, e->op, pa, p->b, e->la, p->a, e->lb, pb, pc, e->ld, p->d,
                         e->ld, &e->algo, ctx->workspace, ctx->workspace_bytes, stream);
   }
   CUBLAS_CHECK(st);
@@ -445,19 +446,21 @@ extern "C" void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, con
   kern_cuda_matmul(ctx, &p, stream);
 }
 
-extern "C" void kern_cuda_linear_lora(kern_cuda_gemm_ctx *ctx, const uint16_t *x,
-                                      const uint16_t *w, const uint16_t *b, const uint16_t *a,
-                                      const uint16_t *bl, int64_t r, uint16_t *t, void *y,
-                                      kern_dtype y_dtype, int64_t M, int64_t K, int64_t N,
-                                      kern_cuda_act act, cudaStream_t stream) {
-  if (r < 1) {
-    kern_cuda_linear(ctx, x, w, b, y, y_dtype, M, K, N, act, stream);
-    return;
-  }
-  kern_cuda_linear(ctx, x, a, NULL, t, KERN_DTYPE_BF16, M, K, r, KERN_CUDA_ACT_NONE, stream);
-  kern_cuda_linear(ctx, t, bl, NULL, y, y_dtype, M, r, N, KERN_CUDA_ACT_NONE, stream);
+extern "C" void kern_cuda_lora_merge(kern_cuda_gemm_ctx *ctx, const uint16_t *w,
+                                     const uint16_t *a, const uint16_t *bl, int64_t r,
+                                     uint16_t *w_out, int64_t N, int64_t K, cudaStream_t stream) {
+  /* the GEMM's M x N x K is the weight's N x K over the pairs' r: bl (N, r)
+   * times a (r, K) read as (K, N) with b_kn, onto C = w */
   kern_cuda_matmul_params p;
-  kern_cuda_gemm_linear_params(x, w, b, y, y_dtype, M, K, N, act, 1.0f, &p);
+  memset(&p, 0, sizeof p);
+  p.a = bl; p.b = a; p.b_kn = 1; p.d = w_out; p.c = w == w_out ? NULL : w;
+  p.d_dtype = KERN_DTYPE_BF16;
+  p.M = N; p.N = K; p.K = r;
+  p.lda = r; p.ldb = K; p.ldd = K;
+  p.batch = 1;
+  p.alpha = 1.0f;
+  p.beta = 1.0f;
+  p.act = KERN_CUDA_ACT_NONE;
   kern_cuda_matmul(ctx, &p, stream);
 }
 

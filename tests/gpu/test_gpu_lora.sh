@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# LoRAs on the CUDA backend (MODEL.md "LoRA"): bypass (bf16 pairs, the
-# low-rank GEMMs before the main GEMM that accumulates onto them) and merged
+# LoRAs on the CUDA backend (MODEL.md "LoRA"): bypass (bf16 pairs, merged
+# into a scratch copy of each layer's weight right before its GEMM) and merged
 # against the CPU backend's fp32 merged run, and against each other, within
 # the bf16 end-to-end bound (relative L2 <= 2e-2), the LoRAs moving the
 # latents by more than twice that; a bypass rerun, 2 ranks sharing the GPU,

@@ -1,11 +1,13 @@
 /* Bypassed LoRA pairs in the CUDA stage's layout (layout.h, MODEL.md "LoRA",
- * bypass): every block of the stage gets one buffer of the pairs'
- * elements at the operand width per expert (a two-expert model's pairs
- * differ per expert), plus one (max(rows, text_len), rank)
- * temporary, after every other buffer; the planner's activation bytes grow
- * by exactly what the layout adds; no LoRA leaves the layout as it was.
- * The pairs' sizes here come from MODEL.md's list of a block's linear
- * layers, not from the code that reads LoRA files. */
+ * bypass) at bf16 precision: every block of the stage gets one buffer of
+ * the pairs' elements at the operand width per expert (a two-expert
+ * model's pairs differ per expert), after every other buffer, then the one
+ * scratch a layer's weight is merged with its pairs in (the largest linear
+ * weight: dim x max(dim, ffn_dim)); no A x temporary (that is W8A8's,
+ * test_layout_quant); the planner's activation bytes grow by exactly what
+ * the layout adds; no LoRA leaves the layout as it was. The pairs' sizes
+ * here come from MODEL.md's list of a block's linear layers, not from the
+ * code that reads LoRA files. */
 #include "layout.h"
 #include "plan_test.h"
 
@@ -46,9 +48,6 @@ static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks, in
   CHECK(plan_layout_make(&s, &with, err, sizeof err) == PLAN_OK, "LoRA rank %lld: %s",
         (long long)rank, err);
   const uint64_t a = (uint64_t)t.m.weight_dtype_bytes;
-  const int64_t L = plan_tokens(&w);
-  const int64_t R = chunk_rows > 0 && chunk_rows < L ? chunk_rows : L;
-  const uint64_t rows = (uint64_t)(R > t.m.text_len ? R : t.m.text_len);
   uint64_t end = base.total;
   for (int b = 0; b < nblocks * experts; b++) {
     const plan_buffer *p = plan_layout_find(&with, PLAN_BUF_LORA_W, b);
@@ -59,10 +58,15 @@ static void test_case(int big, int64_t rank, int64_t chunk_rows, int nblocks, in
           (unsigned long long)(t.m.lora_block_elems * a), (unsigned long long)aligned(end));
     end = aligned(end) + t.m.lora_block_elems * a;
   }
-  const plan_buffer *tb = plan_layout_find(&with, PLAN_BUF_LORA_T, 0);
-  CHECK(tb && tb->bytes == rows * (uint64_t)rank * a, "temporary: %llu bytes, want %llu",
-        tb ? (unsigned long long)tb->bytes : 0ull, (unsigned long long)(rows * (uint64_t)rank * a));
-  end = aligned(end) + rows * (uint64_t)rank * a;
+  CHECK(plan_layout_find(&with, PLAN_BUF_LORA_T, 0) == NULL, "an A x temporary at bf16");
+  const uint64_t D = (uint64_t)t.m.dim, F = (uint64_t)t.m.ffn_dim;
+  const uint64_t merge = D * (F > D ? F : D) * a;
+  const plan_buffer *mb = plan_layout_find(&with, PLAN_BUF_DEQUANT, 0);
+  CHECK(mb && mb->bytes == merge && mb->offset == aligned(end),
+        "merge scratch: %llu bytes at %llu, want %llu at %llu",
+        mb ? (unsigned long long)mb->bytes : 0ull, mb ? (unsigned long long)mb->offset : 0ull,
+        (unsigned long long)merge, (unsigned long long)aligned(end));
+  end = aligned(end) + merge;
   CHECK(with.total == end, "total %llu, want %llu", (unsigned long long)with.total,
         (unsigned long long)end);
   const uint64_t act1 =

@@ -1,6 +1,10 @@
 /* Quantized weights in the CUDA stage's layout (layout.h, MODEL.md
- * "Quantized weights on the GPU"), after every other buffer:
- *   - weight-only: one buffer of plan_model.dequant_bytes;
+ * "Quantized weights on the GPU"), after every other buffer (a plain bf16
+ * layout's, then the bypassed LoRAs' pairs, one buffer per block, and at
+ * W8A8 their (max(rows, text_len), rank) A x):
+ *   - weight-only: one buffer of plan_model.dequant_bytes, with bypassed
+ *     LoRAs at bf16 precision at least dim x max(dim, ffn_dim) bf16 (a
+ *     weight merged with its pairs, MODEL.md "LoRA");
  *   - W8A8: the input codes (max(rows, text_len), max(dim, ffn_dim)) of one
  *     byte each, their fp32 scales (max(rows, text_len)), with bypassed
  *     LoRAs the codes dequantised to bf16 (the same shape), with the
@@ -36,10 +40,6 @@ static void test_case(int big, int w8a8, int epilogue, int64_t lora_rank, int64_
                            .context_len = 512};
   const plan_rank q = {.first_block = 0, .last_block = 3, .has_embed = 1, .has_head = 1,
                        .order = PLAN_ORDER_MICRO, .chunk_rows = chunk_rows};
-  if (lora_rank) {
-    t.m.lora_block_elems = 1000;
-    t.m.lora_rank = lora_rank;
-  }
   static plan_layout base, with;
   plan_stage_shape s;
   char err[256] = "";
@@ -51,13 +51,28 @@ static void test_case(int big, int w8a8, int epilogue, int64_t lora_rank, int64_
   t.m.w8a8 = w8a8;
   t.m.w8a8_epilogue = epilogue;
   t.m.dequant_bytes = dequant;
+  if (lora_rank) {
+    t.m.lora_block_elems = 1000;
+    t.m.lora_rank = lora_rank;
+  }
   plan_stage_shape_of(&t.m, &w, &q, NULL, 0, &s);
   CHECK(plan_layout_make(&s, &with, err, sizeof err) == PLAN_OK, "quantized: %s", err);
   const int64_t L = plan_tokens(&w), R = chunk_rows > 0 && chunk_rows < L ? chunk_rows : L;
   const uint64_t D = (uint64_t)t.m.dim, F = (uint64_t)t.m.ffn_dim, C = (uint64_t)t.m.text_len;
   const uint64_t rows = (uint64_t)R > C ? (uint64_t)R : C, k = F > D ? F : D;
   uint64_t end = base.total;
-  if (dequant) expect_next(&with, PLAN_BUF_DEQUANT, dequant, &end, "dequantised weight");
+  for (int b = 0; b < 4 && lora_rank; b++) { /* the pairs' buffers, bf16 */
+    const plan_buffer *p = plan_layout_find(&with, PLAN_BUF_LORA_W, b);
+    CHECK(p && p->bytes == 1000 * 2 && p->offset == aligned(end), "block %d's pairs", b);
+    end = aligned(end) + 1000 * 2;
+  }
+  if (lora_rank && w8a8)
+    expect_next(&with, PLAN_BUF_LORA_T, rows * (uint64_t)lora_rank * 2, &end, "pairs' A x");
+  CHECK((plan_layout_find(&with, PLAN_BUF_LORA_T, 0) != NULL) == (w8a8 && lora_rank),
+        "the pairs' A x only with W8A8 and LoRAs");
+  const uint64_t merge = lora_rank && !w8a8 ? D * k * 2 : 0; /* the largest linear weight */
+  const uint64_t scratch = dequant > merge ? dequant : merge;
+  if (scratch) expect_next(&with, PLAN_BUF_DEQUANT, scratch, &end, "dequantised or merged weight");
   if (w8a8) {
     expect_next(&with, PLAN_BUF_XQ, rows * k, &end, "input codes");
     expect_next(&with, PLAN_BUF_XS, rows * 4, &end, "input scales");
@@ -76,7 +91,8 @@ static void test_case(int big, int w8a8, int epilogue, int64_t lora_rank, int64_
       .has_head = 1, .chunk_rows = chunk_rows, .simple_attn = 0});
   CHECK(act1 - act0 == with.total - base.total, "planner's bytes grow by %llu, the layout's by %llu",
         (unsigned long long)(act1 - act0), (unsigned long long)(with.total - base.total));
-  printf("%s, w8a8 %d, epilogue %d, LoRA rank %lld, %lld rows, dequant %.1f MB: stage +%.1f MB\n",
+  printf("%s, w8a8 %d, epilogue %d, LoRA rank %lld, %lld rows, dequant %.1f MB: stage +%.1f MB "
+         "(quantization and LoRAs)\n",
          big ? "14B" : "1.3B", w8a8, epilogue, (long long)lora_rank, (long long)R,
          (double)dequant / 1e6, (double)(with.total - base.total) / 1e6);
 }
@@ -115,6 +131,8 @@ int main(void) {
   test_case(0, PLAN_W8A8_FP8, 0, 32, 300, 0);
   test_case(1, PLAN_W8A8_NONE, 0, 0, 0, 5120ull * 13824 * 2);
   test_case(0, PLAN_W8A8_NONE, 0, 16, 2048, 1536ull * 8960 * 2);
+  test_case(1, PLAN_W8A8_NONE, 0, 64, 0, 0);             /* pairs merged into a bf16 copy */
+  test_case(0, PLAN_W8A8_NONE, 0, 8, 0, 1536ull * 1536 * 2); /* a scratch too small to merge */
   test_wire();
   return sp_test_end();
 }

@@ -446,9 +446,10 @@ static void cuda_set_lora(rank_stage *s, const rank_stage_lora *l) {
     c->ex[e].lora = NULL;
   }
   if (!l) return;
-  if (l->rank > s->cfg.lora_rank || !c->lora_t)
-    sp_fatal("internal: the LoRA pairs' rank exceeds the stage's room (%lld)",
-             (long long)s->cfg.lora_rank);
+  const int w8a8 = s->cfg.precision != WAN_PRECISION_BF16;
+  if (l->rank > s->cfg.lora_rank || (w8a8 ? !c->lora_t : !c->wdq))
+    sp_fatal("internal: the LoRA pairs' rank exceeds the stage's room (%lld), or no room for "
+             "their %s", (long long)s->cfg.lora_rank, w8a8 ? "A x" : "merged weight");
   for (int e = 0; e < s->experts; e++) c->ex[e].lora = lora_upload_expert(s, c, l->block[e], e);
 }
 

@@ -147,7 +147,10 @@ static void carve(rank_stage *s, cuda_stage *c, const plan_layout *l, int keep) 
         s->cache[k] = (float *)(p + (size_t)k * rank_stage_cache_bytes(s));
       break;
     case PLAN_BUF_CACHE_NEG: set_neg(c, (float *)p, s->c->dim); break;
-    case PLAN_BUF_DEQUANT: c->wdq = (uint16_t *)p; break;
+    case PLAN_BUF_DEQUANT:
+      c->wdq = (uint16_t *)p;
+      c->wdq_bytes = (size_t)b->bytes;
+      break;
     case PLAN_BUF_XQ: c->xq = p; break;
     case PLAN_BUF_XS: c->xs = (float *)p; break;
     case PLAN_BUF_XHAT: c->xhat = (uint16_t *)p; break;

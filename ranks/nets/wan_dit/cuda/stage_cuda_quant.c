@@ -2,11 +2,14 @@
  * stored on the device (MODEL.md "Quantized weights on the GPU"; see
  * stage_cuda_impl.h):
  *
- * - bf16 weights: cuBLASLt's bf16 GEMM (kern_cuda_linear, _lora);
+ * - bf16 weights: cuBLASLt's bf16 GEMM (kern_cuda_linear), a bypassed
+ *   LoRA pair merged into a copy of the weight first (kern_cuda_lora_merge,
+ *   into the stage's one scratch);
  * - the weight-only path (precision bf16, a weight in fp8, int8 or a GGUF
  *   block format): the weight dequantised to bf16 into the stage's one
  *   scratch (kern_cuda_dequant_bf16, the CPU's bf16 dequantisation bit for
- *   bit) right before its GEMM, which then runs as for bf16;
+ *   bit) right before its GEMM, which then runs as for bf16 (a pair merged
+ *   into the dequantised copy);
  * - W8A8 (precision fp8 or int8): the layer's input quantised per token
  *   once for every layer that reads it (rank_cuda_quant_input: the CPU's
  *   rule, kern_cuda_quantize_fp8_rows or _i8_rows; an input a norm makes
@@ -110,20 +113,24 @@ void rank_cuda_linear(const rank_stage *s, cuda_stage *c, const cuda_linear *l) 
     return;
   }
   const uint16_t *w = l->w->data;
+  const int pair = l->lora && l->lora->r > 0;
+  if (l->w->fmt != KERN_QFMT_BF16 || pair) {
+    if (!c->wdq || (uint64_t)(l->w->rows * l->w->cols) * 2 > c->wdq_bytes)
+      sp_fatal("internal: a %s weight of %lld x %lld with %zu bytes of scratch to %s it",
+               kern_qfmt_get(l->w->fmt)->name, (long long)l->w->rows, (long long)l->w->cols,
+               c->wdq_bytes, pair ? "merge its LoRA pairs into" : "dequantise");
+  }
   if (l->w->fmt != KERN_QFMT_BF16) { /* the weight-only path */
-    const kern_qfmt_info *in = kern_qfmt_get(l->w->fmt);
-    if (!c->wdq || (uint64_t)(l->w->rows * l->w->cols) * 2 > c->dequant_bytes)
-      sp_fatal("internal: a %s weight of %lld x %lld with %zu bytes of dequantisation scratch",
-               in->name, (long long)l->w->rows, (long long)l->w->cols, c->dequant_bytes);
     kern_cuda_dequant_bf16(l->w, c->wdq, c->stream);
     w = c->wdq;
   }
-  if (l->lora && l->lora->r > 0)
-    kern_cuda_linear_lora(c->gemm, l->x, w, l->b, l->lora->a, l->lora->b, l->lora->r, c->lora_t,
-                          l->y, l->y_dtype, l->rows, l->in, l->out, l->act, c->stream);
-  else
-    kern_cuda_linear(c->gemm, l->x, w, l->b, l->y, l->y_dtype, l->rows, l->in, l->out, l->act,
-                     c->stream);
+  if (pair) { /* w + B'A into the scratch: then one GEMM over x, as without a pair */
+    kern_cuda_lora_merge(c->gemm, w, l->lora->a, l->lora->b, l->lora->r, c->wdq, l->out, l->in,
+                         c->stream);
+    w = c->wdq;
+  }
+  kern_cuda_linear(c->gemm, l->x, w, l->b, l->y, l->y_dtype, l->rows, l->in, l->out, l->act,
+                   c->stream);
 }
 
 int rank_cuda_precision_check(const rank_stage *s, const cuda_stage *c) {
