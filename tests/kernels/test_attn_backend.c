@@ -177,7 +177,8 @@ static void test_layouts(void) {
             calls++;
           }
         }
-  printf("auto's and the 8-bit rules: the same backend for every chunk and rank of %d calls\n", calls);
+  printf("auto's and the 8-bit rules: the same backend for every chunk and rank of %d calls\n",
+         calls);
 }
 
 int main(void) {

@@ -140,9 +140,11 @@ __device__ __forceinline__ void fa3_convert_p(const int (&s)[BN / 2],
 #pragma unroll
       for (int r = 0; r < 4; r++) {
         const int *x = s + 16 * kk;
-        p[4 * kk + r] = fa3_pack_e4m3x2(x[KERN_ATTN_FP8_P_SRC(r, 0)], x[KERN_ATTN_FP8_P_SRC(r, 1)]) |
-                        fa3_pack_e4m3x2(x[KERN_ATTN_FP8_P_SRC(r, 2)], x[KERN_ATTN_FP8_P_SRC(r, 3)])
-                            << 16;
+        const uint32_t lo =
+            fa3_pack_e4m3x2(x[KERN_ATTN_FP8_P_SRC(r, 0)], x[KERN_ATTN_FP8_P_SRC(r, 1)]);
+        const uint32_t hi =
+            fa3_pack_e4m3x2(x[KERN_ATTN_FP8_P_SRC(r, 2)], x[KERN_ATTN_FP8_P_SRC(r, 3)]);
+        p[4 * kk + r] = lo | hi << 16;
       }
   } else {
 #pragma unroll
