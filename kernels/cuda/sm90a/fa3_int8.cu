@@ -19,7 +19,8 @@
  * e4m3 P V at 3.3e-2 or more (P's and V's own rounding, 2.5e-2 each on
  * mean-free values); the bound is 3e-2. The price: only S = Q K^T runs at
  * the 8-bit rate, so the kernel gains some 5-8% over bf16 fa3, not the
- * 1.5-2x of an all-fp8 kernel.
+ * 1.5-2x of an all-fp8 kernel (fa3_fp8.cu, --attn fa3-fp8, is that form,
+ * at the error above).
  * Determinism: the mean is summed in a fixed order (token chunks, then the
  * chunks in order), amax is a max, every other step elementwise; the kernel
  * is the fa3 kernel. So a rerun is bit-identical.

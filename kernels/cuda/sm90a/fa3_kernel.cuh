@@ -49,7 +49,7 @@
  * 1024 bytes so each swizzle atom is aligned, fa3_ptx.cuh):
  *   Q  HD/64 column blocks of (BM rows x 128 bytes)       BM HD 2 bytes
  *   K  STAGES x HD/64 column blocks of (BN x 128 bytes)   STAGES BN HD 2
- *   V  the same                                            STAGES BN HD 2
+ *   V  the same                                            STAGES BN HD 2 (PV8: 1)
  *   O  NCWG x HD/64 column blocks of (64 x 128 bytes)     NCWG 64 HD 2
  *      (TMA_STORE only: the output leaves through it)
  *   mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]
