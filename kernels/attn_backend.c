@@ -4,7 +4,8 @@
 #include "kern_attn_backend.h"
 #include "log.h"
 
-static const char *const names[] = {"auto", "cudnn", "flash", "simple", "fa3", "fa3-int8"};
+static const char *const names[] = {"auto", "cudnn", "flash", "simple", "fa3", "fa3-int8",
+                                    "fa3-fp8"};
 enum { NNAMES = (int)(sizeof names / sizeof *names) };
 
 int kern_attn_backend_parse(const char *s, kern_attn_backend *out) {
@@ -15,10 +16,11 @@ int kern_attn_backend_parse(const char *s, kern_attn_backend *out) {
     }
   if (s && strcmp(s, "cudnn-fp8") == 0) {
     sp_log_error("--attn: 'cudnn-fp8' is not a backend (cuDNN's fp8 attention did not rerun "
-                 "bit-identically); the 8-bit attention is fa3-int8");
+                 "bit-identically); the 8-bit attentions are fa3-int8 and fa3-fp8");
     return SP_ERR_INPUT;
   }
-  sp_log_error("--attn: '%s' is not auto, cudnn, flash, simple, fa3 or fa3-int8", s ? s : "(null)");
+  sp_log_error("--attn: '%s' is not auto, cudnn, flash, simple, fa3, fa3-int8 or fa3-fp8",
+               s ? s : "(null)");
   return SP_ERR_INPUT;
 }
 
@@ -47,7 +49,11 @@ kern_attn_backend kern_attn_auto_rule(const kern_attn_shape *s, int fa3) {
   return KERN_ATTN_CUDNN;
 }
 
-kern_attn_backend kern_attn_int8_rule(const kern_attn_shape *s) {
+kern_attn_backend kern_attn_8bit_rule(const kern_attn_shape *s, kern_attn_backend eight) {
   if (s->hd == 128 && s->Lk < KERN_ATTN_FA3_MIN_KEYS) return KERN_ATTN_CUDNN;
-  return KERN_ATTN_FA3_INT8;
+  return eight;
+}
+
+kern_attn_backend kern_attn_int8_rule(const kern_attn_shape *s) {
+  return kern_attn_8bit_rule(s, KERN_ATTN_FA3_INT8);
 }

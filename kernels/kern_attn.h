@@ -8,8 +8,9 @@
  *          specialisation, sm_90 only, head dim 64 or 128; where it cannot
  *          run (another GPU, a build without sm_90a) the context says why,
  *          once, and does what auto does. fa3-int8 is its 8-bit form
- *          (Q K^T in int8), run only when asked for, on the shapes
- *          kern_attn_int8_rule gives it (the long self-attention; the
+ *          (Q K^T in int8), fa3-fp8 its all-8-bit form (P V in e4m3 as
+ *          well), each run only when asked for, on the shapes
+ *          kern_attn_8bit_rule gives it (the long self-attention; the
  *          512-key cross-attention runs what auto runs).
  *   cudnn  cuDNN's fused attention built through the backend (graph) API
  *          (cuda/cuda_cudnn_attn.cu); plans are built once per shape and cached.
@@ -104,8 +105,9 @@ int kern_attn_fa3_available(char *why, size_t why_len);
  * tile with scale amax / 127, S = Q K^T on the int8 tensor cores, softmax
  * in fp32, P and V bf16 (cuda/sm90a/fa3_int8.cu says why this split, by
  * the error measured against fp32 attention). Same shapes and devices as
- * kern_attn_fa3; deterministic. The context holds the int8 copies and
- * scales, grown (cudaMalloc) when a larger shape comes. One per rank; not
+ * kern_attn_fa3; deterministic. The context holds the 8-bit copies and
+ * scales, grown (cudaMalloc) when a larger shape comes; fa3-fp8
+ * (kern_attn_fa3_fp8_run) uses the same context. One per rank; not
  * thread-safe. */
 typedef struct kern_attn_fa3_int8 kern_attn_fa3_int8;
 
@@ -119,9 +121,18 @@ void kern_attn_fa3_int8_destroy(kern_attn_fa3_int8 *c);
 void kern_attn_fa3_int8_run(kern_attn_fa3_int8 *c, kern_attn_params p, cudaStream_t stream);
 
 /* The query rows (*bm) and keys (*bn) per int8 tile, each with its own
- * scale, of the configuration kern_attn_fa3_int8_run uses for head dim hd
- * (for the tests' CPU emulation of the scheme). */
+ * scale, of the configuration kern_attn_fa3_int8_run (and
+ * kern_attn_fa3_fp8_run) uses for head dim hd (for the tests' CPU
+ * emulation of the scheme). */
 void kern_attn_fa3_int8_blocks(int64_t hd, int *bm, int *bn);
+
+/* All-8-bit attention (cuda/sm90a/fa3_fp8.cu, --attn fa3-fp8): fa3-int8's
+ * Q K^T, then P and V in e4m3 (V per head and channel, scale amax / 448;
+ * P scaled by 2^8) and P V on the fp8 tensor cores, fp32 accumulation,
+ * bf16 out. Runs p on `stream` with the context of
+ * kern_attn_fa3_int8_create; a shape kern_attn_fa3 refuses is fatal.
+ * Deterministic. */
+void kern_attn_fa3_fp8_run(kern_attn_fa3_int8 *c, kern_attn_params p, cudaStream_t stream);
 
 /* ---- cuDNN fused attention (cuda/cuda_cudnn_attn.cu) -------------------- */
 
@@ -151,11 +162,11 @@ typedef struct kern_attn_ctx kern_attn_ctx;
  * the GPU has no fa3 (kern_attn_fa3_available) is logged once and runs what
  * auto runs; so does a shape fa3 refuses (logged once per context). auto
  * uses fa3 where its rule says so and the build and GPU have it, silently
- * otherwise. fa3-int8 has no fallback: the context is refused
- * (SP_ERR_RUNTIME, the requirement logged) where it is not available, and a
- * shape kern_attn_int8_rule gives it and it refuses is fatal at
- * kern_attn_run; the shapes the rule gives to cudnn run what auto runs
- * there (cuDNN is tried for it too). SP_OK or SP_ERR_RUNTIME. */
+ * otherwise. fa3-int8 and fa3-fp8 have no fallback: the context is refused
+ * (SP_ERR_RUNTIME, the requirement logged) where they are not available,
+ * and a shape kern_attn_8bit_rule gives the 8-bit kernel and it refuses is
+ * fatal at kern_attn_run; the shapes the rule gives to cudnn run what auto
+ * runs there (cuDNN is tried for it too). SP_OK or SP_ERR_RUNTIME. */
 int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *gemm, kern_attn_ctx **out);
 void kern_attn_ctx_destroy(kern_attn_ctx *ctx);
 

@@ -1,5 +1,5 @@
 /* cuDNN fused attention through the backend (graph) API, and the one
- * attention call that picks among cudnn, flash, simple, fa3 and fa3-int8
+ * attention call that picks among cudnn, flash, simple, fa3, fa3-int8 and fa3-fp8
  * (kern_attn.h; the graph builders are cudnn_graph.cu, the plan cache
  * cudnn_attn_plan.cu).
  *
@@ -129,7 +129,7 @@ struct kern_attn_ctx {
   kern_attn_backend want;
   kern_cuda_gemm_ctx *gemm;
   kern_attn_cudnn *cudnn; /* NULL: not asked for, or could not be created */
-  kern_attn_fa3_int8 *fa3_int8; /* fa3-int8 only */
+  kern_attn_fa3_int8 *fa3_int8; /* fa3-int8 and fa3-fp8 only */
   int fa3;                /* fa3 or auto asked for, and fa3 in this build and on this GPU */
   int fa3_refusal_logged; /* a shape fa3 refused was logged (once per context) */
   kern_attn_backend last;
@@ -146,13 +146,14 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
     sp_log_error("attention: out of host memory for the attention context");
     return SP_ERR_RUNTIME;
   }
-  if (want == KERN_ATTN_FA3_INT8 && kern_attn_fa3_int8_create(&ctx->fa3_int8) != SP_OK) {
+  const int eight = want == KERN_ATTN_FA3_INT8 || want == KERN_ATTN_FA3_FP8;
+  if (eight && kern_attn_fa3_int8_create(&ctx->fa3_int8) != SP_OK) {
     free(ctx); /* the requirement is logged above */
     return SP_ERR_RUNTIME;
   }
   ctx->want = want;
   ctx->gemm = gemm;
-  ctx->last = want == KERN_ATTN_SIMPLE || want == KERN_ATTN_FA3_INT8 ? want : KERN_ATTN_FLASH;
+  ctx->last = want == KERN_ATTN_SIMPLE || eight ? want : KERN_ATTN_FLASH;
   if (want == KERN_ATTN_FA3) {
     char why[192];
     ctx->fa3 = kern_attn_fa3_available(why, sizeof why);
@@ -162,10 +163,9 @@ extern "C" int kern_attn_ctx_create(kern_attn_backend want, kern_cuda_gemm_ctx *
   /* auto: fa3 where its rule picks it and it is here, without a word where
    * it is not (another GPU, a build without sm_90a) */
   if (want == KERN_ATTN_AUTO) ctx->fa3 = kern_attn_fa3_available(NULL, 0);
-  /* fa3 too: a shape fa3 refuses runs what auto runs; fa3-int8 runs it on
-   * the short-key shapes (kern_attn_int8_rule) */
-  if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO || want == KERN_ATTN_FA3 ||
-      want == KERN_ATTN_FA3_INT8) {
+  /* fa3 too: a shape fa3 refuses runs what auto runs; fa3-int8 and
+   * fa3-fp8 run it on the short-key shapes (kern_attn_8bit_rule) */
+  if (want == KERN_ATTN_CUDNN || want == KERN_ATTN_AUTO || want == KERN_ATTN_FA3 || eight) {
     if (kern_attn_cudnn_create(&ctx->cudnn) != SP_OK) {
       ctx->cudnn = NULL; /* the cause is logged above */
       sp_log_warn("attention: --attn %s without cudnn: using flash", kern_attn_backend_name(want));
@@ -217,11 +217,14 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
                               size_t scratch_bytes, cudaStream_t stream) {
   kern_attn_backend want = ctx->want;
   char why[192];
-  if (want == KERN_ATTN_FA3_INT8) {
+  if (want == KERN_ATTN_FA3_INT8 || want == KERN_ATTN_FA3_FP8) {
     const kern_attn_shape sh = {p.Lq, p.Lk, p.heads, p.hd};
-    if (kern_attn_int8_rule(&sh) == KERN_ATTN_FA3_INT8) { /* a refusal here is fatal */
-      kern_attn_fa3_int8_run(ctx->fa3_int8, p, stream);
-      ctx->last = KERN_ATTN_FA3_INT8;
+    if (kern_attn_8bit_rule(&sh, want) == want) { /* a refusal here is fatal */
+      if (want == KERN_ATTN_FA3_FP8)
+        kern_attn_fa3_fp8_run(ctx->fa3_int8, p, stream);
+      else
+        kern_attn_fa3_int8_run(ctx->fa3_int8, p, stream);
+      ctx->last = want;
       return;
     }
     want = KERN_ATTN_CUDNN; /* the short-key shapes: what auto runs there */
@@ -267,7 +270,8 @@ extern "C" void kern_attn_run(kern_attn_ctx *ctx, kern_attn_params p, void *scra
     return;
   case KERN_ATTN_AUTO:
   case KERN_ATTN_FA3:
-  case KERN_ATTN_FA3_INT8: break; /* the fa3 ones ran above (or fa3 became cudnn) */
+  case KERN_ATTN_FA3_INT8:
+  case KERN_ATTN_FA3_FP8: break; /* the fa3 ones ran above (or fa3 became cudnn) */
   }
   ctx->last = att_cudnn_or_flash(ctx, &p, stream);
 }

@@ -12,7 +12,9 @@
 # fp8 (--precision fp8: W8A8, the weights quantised at load), fp8-fast (the
 # same with --fp8-accum fast: cuBLASLt's fast fp8 accumulation, sm_90),
 # fp8-int8attn and fp8-fast-int8attn (fp8 and fp8-fast with --attn
-# fa3-int8: the 8-bit attention on the self-attention), int8
+# fa3-int8: the 8-bit attention on the self-attention), fp8-fp8attn and
+# fp8-fast-fp8attn (the same with --attn fa3-fp8: the all-8-bit
+# attention, P V in e4m3 too), int8
 # (--precision int8: W8A8 with int8 GEMMs, the path for GPUs without fp8)
 # and Q8_0 (the weight-only path: each weight dequantised to bf16 right
 # before its GEMM; an `init --dtype q8_0` file of synth:wan2.1-14b's
@@ -22,9 +24,9 @@
 # same block eager and under torch.compile (launch/bench/torch_block.py) in
 # the same run. Prints a table (header lines start with '#') and one JSON
 # line; OUT_JSON gets the JSON too. BENCH_BLOCK_ROWS picks rows
-# (MODEL/RES/WEIGHTS words, default all nine: 14b/480p/bf16 14b/480p/fp8
+# (MODEL/RES/WEIGHTS words, default all eleven: 14b/480p/bf16 14b/480p/fp8
 # 14b/480p/fp8-fast 14b/480p/fp8-int8attn 14b/480p/fp8-fast-int8attn
-# 14b/480p/int8 14b/480p/q8_0
+# 14b/480p/fp8-fp8attn 14b/480p/fp8-fast-fp8attn 14b/480p/int8 14b/480p/q8_0
 # 1.3b/480p/bf16 14b/720p/bf16; a quantized row's ratio needs
 # 14b/480p/bf16 among them); TORCH_BUDGET_S=0 leaves PyTorch out (its
 # columns then read '-').
@@ -43,7 +45,7 @@ for name, (f, h, w) in {"480p": (21, 60, 104), "720p": (21, 90, 160)}.items():
         fh["latent"] = r.standard_normal((16, f, h, w)).astype(np.float32)
         fh["context"] = r.standard_normal((512, 4096)).astype(np.float32)
 PYEOF
-rows=${BENCH_BLOCK_ROWS:-14b/480p/bf16 14b/480p/fp8 14b/480p/fp8-fast 14b/480p/fp8-int8attn 14b/480p/fp8-fast-int8attn 14b/480p/int8 14b/480p/q8_0 1.3b/480p/bf16 14b/720p/bf16}
+rows=${BENCH_BLOCK_ROWS:-14b/480p/bf16 14b/480p/fp8 14b/480p/fp8-fast 14b/480p/fp8-int8attn 14b/480p/fp8-fast-int8attn 14b/480p/fp8-fp8attn 14b/480p/fp8-fast-fp8attn 14b/480p/int8 14b/480p/q8_0 1.3b/480p/bf16 14b/720p/bf16}
 QD=${QUANT_MODEL_DIR:-$T}
 Q8=$QD/wan2.1-14b-q8_0.h5
 if [[ " $rows " == *" 14b/480p/q8_0 "* ]] && [ ! -f "$Q8" ]; then
@@ -59,9 +61,11 @@ for c in $rows; do
     fp8-fast) extra=(--precision fp8 --fp8-accum fast) ;;
     fp8-int8attn) extra=(--precision fp8 --attn fa3-int8) ;;
     fp8-fast-int8attn) extra=(--precision fp8 --fp8-accum fast --attn fa3-int8) ;;
+    fp8-fp8attn) extra=(--precision fp8 --attn fa3-fp8) ;;
+    fp8-fast-fp8attn) extra=(--precision fp8 --fp8-accum fast --attn fa3-fp8) ;;
     int8) extra=(--precision int8) ;;
     q8_0) extra=(); model=$Q8 ;;
-    *) echo "FAIL: row $c: weights '$3' is not bf16, fp8, fp8-fast, fp8-int8attn, fp8-fast-int8attn, int8 or q8_0" >&2
+    *) echo "FAIL: row $c: weights '$3' is not bf16, fp8, fp8-fast, fp8-int8attn, fp8-fast-int8attn, fp8-fp8attn, fp8-fast-fp8attn, int8 or q8_0" >&2
        continue ;;
   esac
   echo "# staticpipe forward $model ${extra[*]} at $2" >&2

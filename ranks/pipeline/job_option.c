@@ -93,7 +93,9 @@ static const job_option table[JOB_OPT_COUNT] = {
      "the 8-bit attention: K smoothed, Q and K int8 per tile, P V\n"
      "bf16; sm_90 only, never chosen by auto; shapes of head dim\n"
      "128 with fewer than 32,760 keys, the 512-key cross-attention,\n"
-     "run what auto runs, where 8-bit measured slower)"},
+     "run what auto runs, where 8-bit measured slower), fa3-fp8\n"
+     "(all-8-bit: fa3-int8's Q K^T, P and V in e4m3 for P V, V\n"
+     "scaled per channel; sm_90 only, the same shapes as fa3-int8)"},
     {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
      "auto (nccl when every rank has a GPU of its own and the\n"
      "stages run on GPUs, else mpi), mpi or nccl"},

@@ -1,10 +1,11 @@
-/* The fa3-int8 scheme on the CPU (sp_test_attn8.h). */
+/* The fa3-int8 and fa3-fp8 schemes on the CPU (sp_test_attn8.h). */
 #include "sp_test_attn8.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kern_attn_backend.h"
 #include "kern_dtype.h"
 
 static void *xmalloc(size_t n) {
@@ -35,13 +36,12 @@ static int8_t quant(float x, float amax) {
   return (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
 }
 
-void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
-                       int64_t heads, int64_t hd, double scale, int bm, int bn,
-                       const int64_t *rows, int64_t nrows, float *out) {
+/* K minus its mean (per head and channel, summed in double) quantised per
+ * tile of bn keys and head: k8 (Lk, heads, hd), ksc (heads, nkt). */
+static void quant_k(const float *k, int64_t Lk, int64_t heads, int64_t hd, int bn, int8_t *k8,
+                    float *ksc) {
   const int64_t nkt = (Lk + bn - 1) / bn, row = heads * hd;
   float *mean = xmalloc((size_t)row * sizeof *mean);
-  float *ksc = xmalloc((size_t)(heads * nkt) * sizeof *ksc);
-  int8_t *k8 = xmalloc((size_t)(Lk * row));
   for (int64_t c = 0; c < row; c++) {
     double acc = 0;
     for (int64_t t = 0; t < Lk; t++) acc += k[t * row + c];
@@ -55,21 +55,42 @@ void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t L
         for (int64_t d = 0; d < hd; d++)
           k8[t * row + h * hd + d] = quant(k[t * row + h * hd + d] - mean[h * hd + d], amax);
     }
+  free(mean);
+}
+
+/* The integer scores of query row r, head h against every key, times the
+ * two tiles' scales (Q's tile of bm rows) and `mul`, into x (Lk). */
+static void row_scores(const float *q, const int8_t *k8, const float *ksc, int64_t Lq, int64_t Lk,
+                       int64_t heads, int64_t hd, int bm, int bn, int64_t r, int64_t h, double mul,
+                       double *x) {
+  const int64_t nkt = (Lk + bn - 1) / bn, row = heads * hd;
+  int8_t *q8 = xmalloc((size_t)hd);
+  const float qamax = tile_amax(q, Lq, heads, hd, h, r / bm * bm, bm, NULL), sq = qamax / 127.f;
+  for (int64_t d = 0; d < hd; d++) q8[d] = quant(q[r * row + h * hd + d], qamax);
+  for (int64_t t = 0; t < Lk; t++) {
+    long dot = 0;
+    for (int64_t d = 0; d < hd; d++) dot += (long)q8[d] * k8[t * row + h * hd + d];
+    x[t] = (double)dot * sq * ksc[h * nkt + t / bn] * mul;
+  }
+  free(q8);
+}
+
+void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
+                       int64_t heads, int64_t hd, double scale, int bm, int bn,
+                       const int64_t *rows, int64_t nrows, float *out) {
+  const int64_t nkt = (Lk + bn - 1) / bn, row = heads * hd;
+  float *ksc = xmalloc((size_t)(heads * nkt) * sizeof *ksc);
+  int8_t *k8 = xmalloc((size_t)(Lk * row));
+  quant_k(k, Lk, heads, hd, bn, k8, ksc);
 #pragma omp parallel for schedule(dynamic)
   for (int64_t ih = 0; ih < nrows * heads; ih++) {
-    const int64_t i = ih / heads, h = ih % heads, r = rows[i], qt = r / bm;
-    int8_t *q8 = xmalloc((size_t)hd);
+    const int64_t i = ih / heads, h = ih % heads;
     double *p = xmalloc((size_t)Lk * sizeof *p);
     float *pb = xmalloc((size_t)Lk * sizeof *pb);
-    const float qamax = tile_amax(q, Lq, heads, hd, h, qt * bm, bm, NULL), sq = qamax / 127.f;
-    for (int64_t d = 0; d < hd; d++) q8[d] = quant(q[r * row + h * hd + d], qamax);
+    row_scores(q, k8, ksc, Lq, Lk, heads, hd, bm, bn, rows[i], h, scale, p);
     double m = -INFINITY, l = 0;
-    for (int64_t t = 0; t < Lk; t++) {
-      long dot = 0;
-      for (int64_t d = 0; d < hd; d++) dot += (long)q8[d] * k8[t * row + h * hd + d];
-      p[t] = (double)dot * sq * ksc[h * nkt + t / bn] * scale;
+    for (int64_t t = 0; t < Lk; t++)
       if (p[t] > m) m = p[t];
-    }
     for (int64_t t = 0; t < Lk; t++) {
       l += p[t] = exp(p[t] - m);
       pb[t] = kern_bf16_to_f32(kern_f32_to_bf16((float)p[t]));
@@ -79,7 +100,55 @@ void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t L
       for (int64_t t = 0; t < Lk; t++) o += (double)pb[t] * v[t * row + h * hd + d];
       out[(i * heads + h) * hd + d] = kern_bf16_to_f32(kern_f32_to_bf16((float)(o / l)));
     }
-    free(q8), free(p), free(pb);
+    free(p), free(pb);
   }
-  free(mean), free(ksc), free(k8);
+  free(ksc), free(k8);
+}
+
+void sp_test_attn_fp8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
+                      int64_t heads, int64_t hd, double scale, int bm, int bn,
+                      const int64_t *rows, int64_t nrows, float *out) {
+  const int64_t nkt = (Lk + bn - 1) / bn, row = heads * hd;
+  float *ksc = xmalloc((size_t)(heads * nkt) * sizeof *ksc);
+  int8_t *k8 = xmalloc((size_t)(Lk * row));
+  float *vc = xmalloc((size_t)(Lk * row) * sizeof *vc), *sv = xmalloc((size_t)row * sizeof *sv);
+  quant_k(k, Lk, heads, hd, bn, k8, ksc);
+  /* V per head and channel: amax over the keys, codes e4m3(v 448 / amax) */
+  for (int64_t c = 0; c < row; c++) {
+    float amax = 0.f;
+    for (int64_t t = 0; t < Lk; t++) amax = fmaxf(amax, fabsf(v[t * row + c]));
+    const float inv = amax > 0.f ? 448.f / amax : 0.f;
+    sv[c] = amax > 0.f ? amax / 448.f : 1.f;
+    for (int64_t t = 0; t < Lk; t++)
+      vc[t * row + c] = kern_fp8_e4m3_to_f32(kern_f32_to_fp8_e4m3(v[t * row + c] * inv));
+  }
+  const double l2e = 1.4426950408889634;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t ih = 0; ih < nrows * heads; ih++) {
+    const int64_t i = ih / heads, h = ih % heads;
+    double *x = xmalloc((size_t)Lk * sizeof *x), *o = xmalloc((size_t)hd * sizeof *o);
+    row_scores(q, k8, ksc, Lq, Lk, heads, hd, bm, bn, rows[i], h, scale * l2e, x);
+    for (int64_t d = 0; d < hd; d++) o[d] = 0;
+    double m = -INFINITY, l = 0;
+    for (int64_t j = nkt - 1; j >= 0; j--) { /* the kernel's order: the last tile first */
+      const int64_t t0 = j * bn, t1 = (j + 1) * bn < Lk ? (j + 1) * bn : Lk;
+      double mt = m;
+      for (int64_t t = t0; t < t1; t++) mt = x[t] > mt ? x[t] : mt;
+      const double corr = m == -INFINITY ? 0 : exp2(m - mt);
+      m = mt;
+      l *= corr;
+      for (int64_t d = 0; d < hd; d++) o[d] *= corr;
+      for (int64_t t = t0; t < t1; t++) {
+        const double pt = exp2(x[t] - m + KERN_ATTN_FP8_PLOG2);
+        l += pt;
+        const double p8 = kern_fp8_e4m3_to_f32(kern_f32_to_fp8_e4m3((float)pt));
+        for (int64_t d = 0; d < hd; d++) o[d] += p8 * vc[t * row + h * hd + d];
+      }
+    }
+    for (int64_t d = 0; d < hd; d++)
+      out[(i * heads + h) * hd + d] =
+          kern_bf16_to_f32(kern_f32_to_bf16((float)(o[d] / l * sv[h * hd + d])));
+    free(x), free(o);
+  }
+  free(ksc), free(k8), free(vc), free(sv);
 }

@@ -1,6 +1,6 @@
-/* The 8-bit attention scheme of --attn fa3-int8 (kern_attn.h,
- * kernels/cuda/sm90a/fa3_int8.cu) on the CPU, written from its description,
- * as the "plain implementation" whose error the GPU's is held to
+/* The 8-bit attention schemes of --attn fa3-int8 and fa3-fp8 (kern_attn.h,
+ * kernels/cuda/sm90a/fa3_int8.cu, fa3_fp8.cu) on the CPU, written from their
+ * descriptions, as the "plain implementation" whose error the GPU's is held to
  * (STYLE.md 9): tests/gpu/test_attention.c. */
 #ifndef SP_TEST_ATTN8_H
 #define SP_TEST_ATTN8_H
@@ -18,5 +18,17 @@
 void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
                        int64_t heads, int64_t hd, double scale, int bm, int bn,
                        const int64_t *rows, int64_t nrows, float *out);
+
+/* fa3-fp8: Q and K as sp_test_attn_int8; V per head and channel: amax over
+ * the keys, codes e4m3(v (448 / amax)) (the product in fp32, round to
+ * nearest even, saturating), scale amax / 448 (1 for an all-zero channel);
+ * the softmax online over the key tiles of bn keys, last tile first, as the
+ * kernel takes them (in double, log2 domain): per tile the running max m,
+ * the earlier O and l times 2^(m_old - m), P = 2^KERN_ATTN_FP8_PLOG2 2^(s - m)
+ * (kern_attn_backend.h) rounded to e4m3 for P V and summed unrounded into
+ * l; the output (O / l) times the channel's scale, rounded to bf16. */
+void sp_test_attn_fp8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
+                      int64_t heads, int64_t hd, double scale, int bm, int bn,
+                      const int64_t *rows, int64_t nrows, float *out);
 
 #endif

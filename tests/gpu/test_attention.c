@@ -31,6 +31,10 @@
  *   the same fp32 attention, within 2x (+ 2e-4) of the scheme's own CPU
  *   form (tests/common/sp_test_attn8.h) and under TOL_INT8, the bound
  *   8-bit attention is held to; its variants as fa3's.
+ * - fa3-fp8 (kern_attn_fa3_fp8_run and its context, where fa3 runs): the
+ *   same checks as fa3-int8 against its own CPU form (sp_test_attn_fp8)
+ *   and under TOL_FP8; its context follows the same rule
+ *   (kern_attn_8bit_rule); its variants as fa3's.
  * Head dim 64 has fa3 rows only (the other backends are built for 128).
  * Each row prints the largest absolute error, the relative L2 error, the
  * rerun's bit identity and the rerun's time.
@@ -66,6 +70,14 @@
  * moves by some 1e-2 of its spread; on these inputs the scheme's CPU form
  * lands at 0.8-1.2e-2 from fp32 (fa3_int8.cu). */
 #define TOL_INT8 3e-2
+/* All 8-bit (fa3-fp8): P and V in e4m3 add their own rounding (3 mantissa
+ * bits, some 2.5e-2 relative each on these mean-free values): the CPU
+ * emulation (launch/bench/dev/fa3_int8_emulation.py, "int8 Q K per block,
+ * e4m3 P, e4m3 V per channel") puts the scheme at 3.3e-2 from fp32 on these
+ * uniform inputs and 3.2e-3 on model-shaped ones. The cap leaves room above
+ * the former; the check that catches kernel bugs is the tight one, within
+ * 2x of the scheme's own CPU form. */
+#define TOL_FP8 5e-2
 
 #define SP_TEST_CUDA
 #include "sp_test.h"
@@ -85,6 +97,7 @@ typedef struct host_case {
   uint16_t *qb, *kb, *vb;
   double plain_err;
   double int8_err; /* the int8 scheme's CPU form's error (< 0: not computed) */
+  double fp8_err;  /* the fp8 scheme's CPU form's error (< 0: not computed) */
 } host_case;
 
 static void host_case_build(const shape *s, host_case *hc) {
@@ -142,13 +155,14 @@ static void host_case_build(const shape *s, host_case *hc) {
   for (int64_t i = 0; i < hc->nrows * row; i++)
     hc->plain[i] = kern_bf16_to_f32(kern_f32_to_bf16(hc->plain[i]));
   hc->plain_err = sp_test_rel_l2_f32(hc->plain, hc->exact, hc->nrows * row);
-  hc->int8_err = -1; /* host_case_int8 */
+  hc->int8_err = hc->fp8_err = -1; /* host_case_8bit */
   free(q), free(k), free(v), free(qs), free(qsb), free(kr), free(vr);
 }
 
-/* The fa3-int8 scheme's CPU form on the checked rows (its tiles: the
- * shipped configuration's), its error against hc->exact into hc->int8_err. */
-static void host_case_int8(const shape *s, host_case *hc) {
+/* The fa3-int8 and fa3-fp8 schemes' CPU forms on the checked rows (their
+ * tiles: the shipped configurations'), their errors against hc->exact into
+ * hc->int8_err and hc->fp8_err. */
+static void host_case_8bit(const shape *s, host_case *hc) {
   const int64_t row = s->heads * s->hd, nq = s->Lq * row, nk = s->Lk * row;
   float *q = malloc((size_t)nq * 4), *k = malloc((size_t)nk * 4), *v = malloc((size_t)nk * 4);
   float *out = malloc((size_t)(hc->nrows * row) * 4);
@@ -165,6 +179,9 @@ static void host_case_int8(const shape *s, host_case *hc) {
   sp_test_attn_int8(q, k, v, s->Lq, s->Lk, s->heads, s->hd, scale, bm, bn, hc->rows, hc->nrows,
                     out);
   hc->int8_err = sp_test_rel_l2_f32(out, hc->exact, hc->nrows * row);
+  sp_test_attn_fp8(q, k, v, s->Lq, s->Lk, s->heads, s->hd, scale, bm, bn, hc->rows, hc->nrows,
+                   out);
+  hc->fp8_err = sp_test_rel_l2_f32(out, hc->exact, hc->nrows * row);
   free(q), free(k), free(v), free(out);
 }
 
@@ -172,15 +189,15 @@ static void host_case_free(host_case *hc) {
   free(hc->rows), free(hc->exact), free(hc->plain), free(hc->qb), free(hc->kb), free(hc->vb);
 }
 
-typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX, RUN_FA3, RUN_FA3_INT8 } run_kind;
+typedef enum { RUN_FLASH, RUN_CUDNN, RUN_CTX, RUN_FA3, RUN_FA3_INT8, RUN_FA3_FP8 } run_kind;
 /* The flash variant RUN_FLASH runs (dev_flash_run): 0 is the production
  * kernel, kern_attn_flash. */
 static int flash_variant = 0;
-/* The fa3 variant RUN_FA3 and RUN_FA3_INT8 run (dev_fa3_run); -1:
- * kern_attn_fa3, kern_attn_fa3_int8_run. */
+/* The fa3 variant RUN_FA3, RUN_FA3_INT8 and RUN_FA3_FP8 run (dev_fa3_run);
+ * -1: kern_attn_fa3, kern_attn_fa3_int8_run, kern_attn_fa3_fp8_run. */
 static int fa3_variant = -1;
-static const char *run_name[] = {"flash", "cudnn", "auto", "fa3", "fa3-int8"};
-static kern_attn_fa3_int8 *fa3_int8_ctx; /* NULL: no fa3 here */
+static const char *run_name[] = {"flash", "cudnn", "auto", "fa3", "fa3-int8", "fa3-fp8"};
+static kern_attn_fa3_int8 *fa3_int8_ctx; /* the 8-bit context; NULL: no fa3 here */
 
 /* Runs one backend into dout; 0 ok, 1 cudnn refused (nothing written). */
 static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern_attn_params p) {
@@ -192,12 +209,15 @@ static int run_once(run_kind kind, kern_attn_cudnn *cd, kern_attn_ctx *ctx, kern
   case RUN_CTX: kern_attn_run(ctx, p, NULL, 0, 0); break;
   case RUN_FA3:
   case RUN_FA3_INT8:
+  case RUN_FA3_FP8:
     if (fa3_variant >= 0)
       dev_fa3_run(fa3_variant, p, 0);
     else if (kind == RUN_FA3)
       kern_attn_fa3(p, 0);
-    else
+    else if (kind == RUN_FA3_INT8)
       kern_attn_fa3_int8_run(fa3_int8_ctx, p, 0);
+    else
+      kern_attn_fa3_fp8_run(fa3_int8_ctx, p, 0);
     break;
   }
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -244,12 +264,13 @@ static void check_backend(const shape *s, const host_case *hc, run_kind kind, co
       maxabs = d > maxabs || d != d ? d : maxabs;
     }
   double err = sp_test_rel_l2_f32(got, hc->exact, hc->nrows * row);
-  /* the precision: bf16, or the int8 scheme (its runs and its context's) */
-  const int i8 = kind == RUN_FA3_INT8 ||
-                 (kind == RUN_CTX && ctx && kern_attn_ctx_last(ctx) == KERN_ATTN_FA3_INT8);
-  const double plain = i8 ? hc->int8_err : hc->plain_err;
-  const double cap = i8 ? TOL_INT8 : 1e-2;
-  const char *pname = i8 ? "int8" : "bf16";
+  /* the precision: bf16, or an 8-bit scheme (its runs and its context's) */
+  const kern_attn_backend last = kind == RUN_CTX && ctx ? kern_attn_ctx_last(ctx) : KERN_ATTN_AUTO;
+  const int i8 = kind == RUN_FA3_INT8 || last == KERN_ATTN_FA3_INT8;
+  const int f8 = kind == RUN_FA3_FP8 || last == KERN_ATTN_FA3_FP8;
+  const double plain = f8 ? hc->fp8_err : i8 ? hc->int8_err : hc->plain_err;
+  const double cap = f8 ? TOL_FP8 : i8 ? TOL_INT8 : 1e-2;
+  const char *pname = f8 ? "fp8" : i8 ? "int8" : "bf16";
   double bound = 2.0 * plain + 2e-4;
   /* rerun, timed: bit-identical */
   cudaEvent_t e0, e1;
@@ -354,7 +375,8 @@ static void check_fa3_variants(const shape *s, const host_case *hc, const uint16
     char label[64];
     snprintf(label, sizeof label, "fa3:%s", fv.name);
     fa3_variant = i;
-    check_backend(s, hc, fv.int8 ? RUN_FA3_INT8 : RUN_FA3, label, NULL, NULL, dq, dk, dv, dout);
+    const run_kind rk = fv.int8 == 2 ? RUN_FA3_FP8 : fv.int8 ? RUN_FA3_INT8 : RUN_FA3;
+    check_backend(s, hc, rk, label, NULL, NULL, dq, dk, dv, dout);
     fa3_variant = -1;
     dev_fa3_variant_get(first_of[i], &f0);
     check_same_as_first(s, i, first_of, first, fv.name, f0.name, dout);
@@ -369,6 +391,7 @@ typedef struct backends {
   kern_attn_ctx *ctx;     /* auto */
   kern_attn_ctx *ctx_fa3; /* --attn fa3 */
   kern_attn_ctx *ctx_int8; /* --attn fa3-int8 (NULL where fa3 does not run) */
+  kern_attn_ctx *ctx_fp8;  /* --attn fa3-fp8 (NULL where fa3 does not run) */
   int fa3;                /* fa3 runs here */
   int flash_only, fa3_only;
 } backends;
@@ -479,15 +502,22 @@ static void check_shape(const shape *s, const backends *b) {
     check_backend(s, &hc, RUN_CTX, "fa3 context", NULL, b->ctx_fa3, dq, dk, dv, dout);
     CHECK(kern_attn_ctx_last(b->ctx_fa3) == KERN_ATTN_FA3, "%s: the fa3 context ran %s", s->what,
           kern_attn_backend_name(kern_attn_ctx_last(b->ctx_fa3)));
-    host_case_int8(s, &hc);
-    check_backend(s, &hc, RUN_FA3_INT8, NULL, NULL, NULL, dq, dk, dv, dout);
-    check_backend(s, &hc, RUN_CTX, "fa3-int8 context", NULL, b->ctx_int8, dq, dk, dv, dout);
+    host_case_8bit(s, &hc);
     const kern_attn_shape sh8 = {s->Lq, s->Lk, s->heads, s->hd};
-    CHECK((kern_attn_ctx_last(b->ctx_int8) == KERN_ATTN_FA3_INT8) ==
-              (kern_attn_int8_rule(&sh8) == KERN_ATTN_FA3_INT8),
-          "%s: the fa3-int8 context ran %s where its rule says %s", s->what,
-          kern_attn_backend_name(kern_attn_ctx_last(b->ctx_int8)),
-          kern_attn_backend_name(kern_attn_int8_rule(&sh8)));
+    static const kern_attn_backend eight[2] = {KERN_ATTN_FA3_INT8, KERN_ATTN_FA3_FP8};
+    for (int e = 0; e < 2; e++) {
+      kern_attn_ctx *c8 = e ? b->ctx_fp8 : b->ctx_int8;
+      const kern_attn_backend want = eight[e];
+      char label[32];
+      snprintf(label, sizeof label, "%s context", kern_attn_backend_name(want));
+      check_backend(s, &hc, e ? RUN_FA3_FP8 : RUN_FA3_INT8, NULL, NULL, NULL, dq, dk, dv, dout);
+      check_backend(s, &hc, RUN_CTX, label, NULL, c8, dq, dk, dv, dout);
+      const kern_attn_backend rule = kern_attn_8bit_rule(&sh8, want);
+      CHECK((kern_attn_ctx_last(c8) == want) == (rule == want),
+            "%s: the %s context ran %s where its rule says %s", s->what,
+            kern_attn_backend_name(want), kern_attn_backend_name(kern_attn_ctx_last(c8)),
+            kern_attn_backend_name(rule));
+    }
     if (small) check_fa3_variants(s, &hc, dq, dk, dv, dout);
   }
   CHECK_CUDA(cudaFree(dq));
@@ -575,6 +605,7 @@ int main(int argc, char **argv) {
   if (kern_attn_ctx_create(KERN_ATTN_AUTO, NULL, &b.ctx) != SP_OK ||
       kern_attn_ctx_create(KERN_ATTN_FA3, NULL, &b.ctx_fa3) != SP_OK ||
       (b.fa3 && (kern_attn_ctx_create(KERN_ATTN_FA3_INT8, NULL, &b.ctx_int8) != SP_OK ||
+                 kern_attn_ctx_create(KERN_ATTN_FA3_FP8, NULL, &b.ctx_fp8) != SP_OK ||
                  kern_attn_fa3_int8_create(&fa3_int8_ctx) != SP_OK))) {
     fprintf(stderr, "FAIL: the attention contexts could not be created\n");
     return 1;
@@ -583,6 +614,7 @@ int main(int argc, char **argv) {
   kern_attn_ctx_destroy(b.ctx);
   kern_attn_ctx_destroy(b.ctx_fa3);
   kern_attn_ctx_destroy(b.ctx_int8);
+  kern_attn_ctx_destroy(b.ctx_fp8);
   kern_attn_fa3_int8_destroy(fa3_int8_ctx);
   kern_attn_cudnn_destroy(b.cd);
   return sp_test_end();

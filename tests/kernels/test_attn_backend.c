@@ -1,7 +1,7 @@
 /* --attn names and auto's rule (kern_attn_backend.h).
  *
- * Names: every name parses to its backend and prints back as itself, fa3
- * and fa3-int8 included; cudnn-fp8, near misses and NULL are refused with
+ * Names: every name parses to its backend and prints back as itself, fa3,
+ * fa3-int8 and fa3-fp8 included; cudnn-fp8, near misses and NULL are refused with
  * SP_ERR_INPUT and leave the output untouched.
  *
  * The rule (kern_attn_auto_rule), against the measurements it rests on
@@ -10,8 +10,9 @@
  * tokens), cuDNN on the 512-key cross shapes where it lost, cuDNN wherever
  * fa3 is not available, for head dim 64 and for key counts not measured.
  *
- * fa3-int8's rule (kern_attn_int8_rule): the 8-bit kernel on the self
- * shapes and at head dim 64, what auto runs on the 512-key cross shapes.
+ * fa3-int8's and fa3-fp8's rule (kern_attn_8bit_rule): the 8-bit kernel
+ * asked for on the self shapes and at head dim 64, what auto runs on the
+ * 512-key cross shapes.
  *
  * Layouts: for each Wan video length and head count, the shapes the CUDA
  * stage's call sites make for one attention (ranks/nets/wan_dit/cuda/):
@@ -21,7 +22,7 @@
  * (stage_cuda_seq.c: Lq = Lk = all tokens, heads / U), and the warm-up
  * shapes (stage_cuda_layout.c); each must get the same backend as the
  * whole-sequence call, for self- and cross-attention (Lk = 512 context
- * rows), with fa3 available and without, and for fa3-int8. A rule that read the query count
+ * rows), with fa3 available and without, and for fa3-int8 and fa3-fp8. A rule that read the query count
  * or the heads would fail here. */
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ static void test_names(void) {
   static const struct { const char *name; kern_attn_backend b; } known[] = {
       {"auto", KERN_ATTN_AUTO},   {"cudnn", KERN_ATTN_CUDNN}, {"flash", KERN_ATTN_FLASH},
       {"simple", KERN_ATTN_SIMPLE}, {"fa3", KERN_ATTN_FA3},   {"fa3-int8", KERN_ATTN_FA3_INT8},
+      {"fa3-fp8", KERN_ATTN_FA3_FP8},
   };
   for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
     kern_attn_backend b = (kern_attn_backend)-1;
@@ -44,7 +46,8 @@ static void test_names(void) {
           (int)known[i].b, kern_attn_backend_name(known[i].b));
   }
   static const char *const bad[] = {"cudnn-fp8", "fp8", "cudnn_fp8", "cudnn-fp8 ", "CUDNN", "",
-                                    "cudnn-fp", "FA3", "fa3 ", "fa", "fa3-fp8", "fa3_int8"};
+                                    "cudnn-fp", "FA3", "fa3 ", "fa", "fa3-fp", "fa3_int8",
+                                    "fa3-e4m3", "fa3_fp8"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     kern_attn_backend b = KERN_ATTN_FLASH;
     CHECK(kern_attn_backend_parse(bad[i], &b) == SP_ERR_INPUT && b == KERN_ATTN_FLASH,
@@ -52,14 +55,17 @@ static void test_names(void) {
   }
   kern_attn_backend b = KERN_ATTN_FLASH;
   CHECK(kern_attn_backend_parse(NULL, &b) == SP_ERR_INPUT && b == KERN_ATTN_FLASH, "NULL accepted");
-  CHECK(strcmp(kern_attn_backend_name((kern_attn_backend)6), "?") == 0, "out of range name");
+  CHECK(strcmp(kern_attn_backend_name((kern_attn_backend)7), "?") == 0, "out of range name");
 }
 
-/* mode 0, 1: auto's rule without and with fa3; INT8: fa3-int8's */
-enum { INT8 = 2 };
+/* mode 0, 1: auto's rule without and with fa3; INT8: fa3-int8's; FP8:
+ * fa3-fp8's */
+enum { INT8 = 2, FP8 = 3 };
 static kern_attn_backend rule(int64_t Lq, int64_t Lk, int64_t heads, int64_t hd, int mode) {
   const kern_attn_shape s = {Lq, Lk, heads, hd};
-  return mode == INT8 ? kern_attn_int8_rule(&s) : kern_attn_auto_rule(&s, mode);
+  if (mode == INT8) return kern_attn_int8_rule(&s);
+  if (mode == FP8) return kern_attn_8bit_rule(&s, KERN_ATTN_FA3_FP8);
+  return kern_attn_auto_rule(&s, mode);
 }
 
 static void test_measured(void) {
@@ -111,6 +117,25 @@ static void test_int8(void) {
           "fa3-int8, head dim 64, %lld keys: not the 8-bit kernel", (long long)hd64[i]);
 }
 
+/* fa3-fp8: the same rule with its own kernel; the same backend as
+ * fa3-int8's wherever that one is not the 8-bit kernel. */
+static void test_fp8(void) {
+  static const struct { int64_t Lq, Lk, hd; } sh[] = {
+      {32760, 32760, 128}, {75600, 75600, 128}, {32760, 512, 128}, {75600, 512, 128},
+      {KERN_ATTN_FA3_MIN_KEYS - 1, KERN_ATTN_FA3_MIN_KEYS - 1, 128}, {1, 1, 64},
+      {4099, 4099, 64}, {32760, 512, 64}};
+  for (size_t i = 0; i < sizeof sh / sizeof *sh; i++) {
+    const kern_attn_backend i8 = rule(sh[i].Lq, sh[i].Lk, 40, sh[i].hd, INT8);
+    const kern_attn_backend f8 = rule(sh[i].Lq, sh[i].Lk, 40, sh[i].hd, FP8);
+    CHECK(i8 == KERN_ATTN_FA3_INT8 ? f8 == KERN_ATTN_FA3_FP8 : f8 == i8,
+          "%lld x %lld hd %lld: fa3-fp8 runs %s where fa3-int8 runs %s", (long long)sh[i].Lq,
+          (long long)sh[i].Lk, (long long)sh[i].hd, kern_attn_backend_name(f8),
+          kern_attn_backend_name(i8));
+  }
+  CHECK(rule(32760, 32760, 40, 128, FP8) == KERN_ATTN_FA3_FP8, "fa3-fp8, self: not fp8");
+  CHECK(rule(32760, 512, 40, 128, FP8) == KERN_ATTN_CUDNN, "fa3-fp8, cross: not cudnn");
+}
+
 /* Every call of one attention in every layout gets whole's backend. */
 static void test_layouts(void) {
   /* Wan's token counts: 1.3B/14B 480p 81 frames, 720p 81 frames, a short
@@ -120,7 +145,7 @@ static void test_layouts(void) {
   static const int64_t chunks[] = {4096, 8190, 1000, 7, 1};
   static const int64_t text = 512; /* context rows of the cross-attention */
   int calls = 0;
-  for (int fa3 = 0; fa3 <= INT8; fa3++) /* auto without, with fa3; fa3-int8 */
+  for (int fa3 = 0; fa3 <= FP8; fa3++) /* auto without, with fa3; fa3-int8, fa3-fp8 */
     for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++)
       for (size_t hi = 0; hi < sizeof heads / sizeof *heads; hi++)
         for (int cross = 0; cross < 2; cross++) {
@@ -152,7 +177,8 @@ static void test_layouts(void) {
             calls++;
           }
         }
-  printf("auto's and fa3-int8's rules: the same backend for every chunk and rank of %d calls\n", calls);
+  printf("auto's and the 8-bit rules: the same backend for every chunk and rank of %d calls\n",
+         calls);
 }
 
 int main(void) {
@@ -160,6 +186,7 @@ int main(void) {
   test_names();
   test_measured();
   test_int8();
+  test_fp8();
   test_layouts();
   return sp_test_end();
 }

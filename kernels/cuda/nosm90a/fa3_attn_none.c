@@ -1,4 +1,4 @@
-/* The fa3 and fa3-int8 backends (kern_attn.h) in a build without sm_90a code (90 is not
+/* The fa3, fa3-int8 and fa3-fp8 backends (kern_attn.h) in a build without sm_90a code (90 is not
  * among its CUDA architectures, or STATICPIPE_SM90A is off): the kernel is
  * not in the binary, so it is never available and the attention context
  * runs what auto runs (cuda/sm90a/fa3_attn.cu is the real one). */
@@ -28,7 +28,8 @@ void kern_attn_fa3(kern_attn_params p, cudaStream_t stream) {
 
 int kern_attn_fa3_int8_create(kern_attn_fa3_int8 **out) {
   (void)out;
-  sp_log_error("attention: --attn fa3-int8 is not available: %s", FA3_NOT_BUILT);
+  sp_log_error("attention: the 8-bit attention (--attn fa3-int8, fa3-fp8) is not available: %s",
+               FA3_NOT_BUILT);
   return SP_ERR_RUNTIME;
 }
 
@@ -37,6 +38,11 @@ void kern_attn_fa3_int8_destroy(kern_attn_fa3_int8 *c) { (void)c; }
 void kern_attn_fa3_int8_run(kern_attn_fa3_int8 *c, kern_attn_params p, cudaStream_t stream) {
   (void)c, (void)p, (void)stream;
   sp_fatal("attention (fa3-int8): %s", FA3_NOT_BUILT);
+}
+
+void kern_attn_fa3_fp8_run(kern_attn_fa3_int8 *c, kern_attn_params p, cudaStream_t stream) {
+  (void)c, (void)p, (void)stream;
+  sp_fatal("attention (fa3-fp8): %s", FA3_NOT_BUILT);
 }
 
 void kern_attn_fa3_int8_blocks(int64_t hd, int *bm, int *bn) {

@@ -47,13 +47,13 @@ static PFN_cuTensorMapEncodeTiled_v12000 fa3_encode_fn(void) {
   return fn;
 }
 
-void fa3_encode_map(CUtensorMap *map, const void *ptr, int64_t rows, int64_t heads, int hd,
-                    int elem_bytes, int box_cols, int box_rows, const char *what) {
-  /* dim 0: heads * hd elements of one token row (contiguous); dim 1: rows,
-   * heads * hd * elem_bytes bytes apart (a multiple of 16, as the copy
-   * engine asks); the box's row (128 or 64 bytes) is the swizzle span */
-  const cuuint64_t dims[2] = {(cuuint64_t)(heads * hd), (cuuint64_t)rows};
-  const cuuint64_t strides[1] = {(cuuint64_t)(heads * hd * elem_bytes)};
+void fa3_encode_2d(CUtensorMap *map, const void *ptr, int64_t cols, int64_t rows, int elem_bytes,
+                   int box_cols, int box_rows, const char *what) {
+  /* dim 0: cols elements of one row (contiguous); dim 1: rows, cols *
+   * elem_bytes bytes apart (a multiple of 16, as the copy engine asks); the
+   * box's row (128 or 64 bytes) is the swizzle span */
+  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)(cols * elem_bytes)};
   const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
   const cuuint32_t estr[2] = {1, 1};
   const int row_bytes = box_cols * elem_bytes;
@@ -63,10 +63,14 @@ void fa3_encode_map(CUtensorMap *map, const void *ptr, int64_t rows, int64_t hea
       row_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    sp_fatal("attention (fa3): cuTensorMapEncodeTiled refused %s (%p, %lld rows x %lld heads x "
-             "%d, %d-byte elements, box %d x %d): CUresult %d",
-             what, ptr, (long long)rows, (long long)heads, hd, elem_bytes, box_cols, box_rows,
-             (int)r);
+    sp_fatal("attention (fa3): cuTensorMapEncodeTiled refused %s (%p, %lld rows x %lld columns, "
+             "%d-byte elements, box %d x %d): CUresult %d",
+             what, ptr, (long long)rows, (long long)cols, elem_bytes, box_cols, box_rows, (int)r);
+}
+
+void fa3_encode_map(CUtensorMap *map, const void *ptr, int64_t rows, int64_t heads, int hd,
+                    int elem_bytes, int box_cols, int box_rows, const char *what) {
+  fa3_encode_2d(map, ptr, heads * hd, rows, elem_bytes, box_cols, box_rows, what);
 }
 
 int fa3_sm_count(void) {

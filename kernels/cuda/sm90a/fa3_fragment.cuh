@@ -1,7 +1,8 @@
 /* What a consumer thread of the Hopper attention kernel (fa3_kernel.cuh)
  * does with its accumulator fragments: the mask of the tile past Lk, the
  * online softmax step (fp32 scores, and int8 scores with their tiles'
- * scales), P to bf16 A fragments, O's rescale, the release of a ring slot,
+ * scales), P to bf16 or e4m3 A fragments, O's rescale, the release of a
+ * ring slot,
  * and the output (direct stores, or through shared memory and a TMA store).
  * A thread holds rows lane / 4 and lane / 4 + 8 of its warp's 16; register
  * 4i + 2h + e of a 64 x N accumulator is row lane / 4 + 8h, column
@@ -12,11 +13,13 @@
 
 #include <cuda.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "fa3_ptx.cuh"
+#include "kern_attn_backend.h"
 
 /* Columns of S at or past Lk to -inf; k0 is the tile's first key. This
  * thread's column for register 4i + 2h + e is 8i + 2 (lane % 4) + e. */
@@ -69,8 +72,11 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], float (&m)[2], f
  * 0x4B400000 + acc is 1.5 2^23 + acc, and subtracting 1.5 2^23 is exact),
  * integer and fp32 adds where a conversion instruction would share the
  * exponential's unit. MASK (the tile past Lk): columns at or past `valid`
- * get P = 0 and stay out of the max. P (fp32) is left in s as its bits. */
-template <int BN, bool MASK>
+ * get P = 0 and stay out of the max. P (fp32) is left in s as its bits.
+ * PLOG2: P is 2^PLOG2 times the weights (the exponent's bias moved by
+ * PLOG2; l sums the scaled P, so O / l is unchanged): fa3-fp8's P in
+ * e4m3's normal range. */
+template <int BN, bool MASK, int PLOG2>
 __device__ __forceinline__ void fa3_softmax_s8(int (&s)[BN / 2], float (&m)[2], float (&l)[2],
                                                float (&corr)[2], float c, int valid, int t) {
   constexpr int MAGIC = 0x4B400000;
@@ -88,6 +94,7 @@ __device__ __forceinline__ void fa3_softmax_s8(int (&s)[BN / 2], float (&m)[2], 
     const float mnew = fmaxf(m[h], (float)mx * c); /* c >= 0 */
     corr[h] = mnew == m[h] ? 1.f : fa3_exp2(m[h] - mnew); /* 0 on the first tile */
     m[h] = mnew;
+    const float mb = PLOG2 ? mnew - (float)PLOG2 : mnew; /* the exponent's bias */
     float sum = 0.f;
 #pragma unroll
     for (int i = 0; i < BN / 8; i++)
@@ -95,7 +102,7 @@ __device__ __forceinline__ void fa3_softmax_s8(int (&s)[BN / 2], float (&m)[2], 
       for (int e = 0; e < 2; e++) {
         int &x = s[4 * i + 2 * h + e];
         const float a = __int_as_float(x + MAGIC) - MAGIC_F; /* == (float)x */
-        float pv = fa3_exp2(fmaf(a, c, -mnew));
+        float pv = fa3_exp2(fmaf(a, c, -mb));
         if (MASK && 8 * i + 2 * t + e >= valid) pv = 0.f;
         x = __float_as_int(pv);
         sum += pv;
@@ -105,37 +112,66 @@ __device__ __forceinline__ void fa3_softmax_s8(int (&s)[BN / 2], float (&m)[2], 
 }
 
 /* P (fp32 in s) to bf16 pairs: register j holds columns 2j, 2j + 1 of the
- * accumulator, which for K step kk = j / 4 is A-fragment register j % 4. */
-template <int BN>
+ * accumulator, which for K step kk = j / 4 is A-fragment register j % 4.
+ * P8 (int accumulators holding P's fp32 bits only): P to e4m3 (round to
+ * nearest even, saturating), four keys a register, BN / 8 registers:
+ * register 4kk + r, byte b is accumulator register 16kk +
+ * KERN_ATTN_FP8_P_SRC(r, b), the 8-bit A fragment of 32-key step kk when
+ * V^T's keys are in the order KERN_ATTN_FP8_SLOT (kern_attn_backend.h;
+ * tests/kernels/test_fa3_fp8_layout.c checks it against the PTX tables).
+ * One cvt.rn.satfinite.e4m3x2.f32 per pair, the first value in the low
+ * byte. */
+template <int BN, bool P8>
 __device__ __forceinline__ void fa3_convert_p(const float (&s)[BN / 2], uint32_t (&p)[BN / 4]) {
+  static_assert(!P8, "e4m3 P: int8 scores only (fa3_cfg::PV8)");
 #pragma unroll
   for (int j = 0; j < BN / 4; j++) p[j] = fa3_pack_bf16(s[2 * j], s[2 * j + 1]);
 }
-template <int BN>
-__device__ __forceinline__ void fa3_convert_p(const int (&s)[BN / 2], uint32_t (&p)[BN / 4]) {
+__device__ __forceinline__ uint32_t fa3_pack_e4m3x2(int lo, int hi) {
+  return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(__int_as_float(lo), __int_as_float(hi)),
+                                            __NV_SATFINITE, __NV_E4M3);
+}
+template <int BN, bool P8>
+__device__ __forceinline__ void fa3_convert_p(const int (&s)[BN / 2],
+                                              uint32_t (&p)[P8 ? BN / 8 : BN / 4]) {
+  if constexpr (P8) {
 #pragma unroll
-  for (int j = 0; j < BN / 4; j++)
-    p[j] = fa3_pack_bf16(__int_as_float(s[2 * j]), __int_as_float(s[2 * j + 1]));
+    for (int kk = 0; kk < BN / 32; kk++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        const int *x = s + 16 * kk;
+        const uint32_t lo =
+            fa3_pack_e4m3x2(x[KERN_ATTN_FP8_P_SRC(r, 0)], x[KERN_ATTN_FP8_P_SRC(r, 1)]);
+        const uint32_t hi =
+            fa3_pack_e4m3x2(x[KERN_ATTN_FP8_P_SRC(r, 2)], x[KERN_ATTN_FP8_P_SRC(r, 3)]);
+        p[4 * kk + r] = lo | hi << 16;
+      }
+  } else {
+#pragma unroll
+    for (int j = 0; j < BN / 4; j++)
+      p[j] = fa3_pack_bf16(__int_as_float(s[2 * j]), __int_as_float(s[2 * j + 1]));
+  }
 }
 
 /* The softmax step of a tile whose first key is k0, scores scaled by c.
  * FIRST: the tile a query tile starts with, the only one that can reach
  * past Lk (masked there); the others are whole. */
-template <int BN, bool FIRST>
+template <int BN, bool FIRST, int PLOG2>
 __device__ __forceinline__ void fa3_tile_softmax(float (&s)[BN / 2], float (&m)[2],
                                                  float (&l)[2], float (&corr)[2], float c, int k0,
                                                  int Lk, int t) {
+  static_assert(PLOG2 == 0, "a scaled P: int8 scores only (fa3_cfg::PV8)");
   if (FIRST && k0 + BN > Lk) fa3_mask_cols<BN>(s, k0, Lk, t);
   fa3_softmax<BN>(s, m, l, corr, c);
 }
-template <int BN, bool FIRST>
+template <int BN, bool FIRST, int PLOG2>
 __device__ __forceinline__ void fa3_tile_softmax(int (&s)[BN / 2], float (&m)[2], float (&l)[2],
                                                  float (&corr)[2], float c, int k0, int Lk,
                                                  int t) {
   if (FIRST && k0 + BN > Lk)
-    fa3_softmax_s8<BN, true>(s, m, l, corr, c, Lk - k0, t);
+    fa3_softmax_s8<BN, true, PLOG2>(s, m, l, corr, c, Lk - k0, t);
   else
-    fa3_softmax_s8<BN, false>(s, m, l, corr, c, BN, t);
+    fa3_softmax_s8<BN, false, PLOG2>(s, m, l, corr, c, BN, t);
 }
 
 template <int HD>
@@ -159,11 +195,12 @@ __device__ __forceinline__ void fa3_release(uint32_t bar, int lane) {
 
 /* O / l to bf16 for rows below Lq. row0: the tile row of this thread's
  * first row (lane / 4 of its warp); out row r, column c is
- * out[(r heads + head) HD + c]. */
-template <int HD>
+ * out[(r heads + head) HD + c]. VS (fa3-fp8): O was computed on V's e4m3
+ * codes; column c is (O / l) vs[c] (vs: this head's HD channel scales). */
+template <int HD, bool VS>
 __device__ __forceinline__ void fa3_store_o(const float (&o)[HD / 2], const float (&l)[2],
                                             __nv_bfloat16 *out, int row0, int Lq, int heads,
-                                            int head, int t) {
+                                            int head, int t, const float *vs) {
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     float sum = l[h];
@@ -174,9 +211,13 @@ __device__ __forceinline__ void fa3_store_o(const float (&o)[HD / 2], const floa
     if (row < Lq) {
       __nv_bfloat16 *dst = out + ((int64_t)row * heads + head) * HD + 2 * t;
 #pragma unroll
-      for (int i = 0; i < HD / 8; i++)
+      for (int i = 0; i < HD / 8; i++) {
+        float2 sc = make_float2(1.f, 1.f);
+        if (VS) sc = __ldg(reinterpret_cast<const float2 *>(vs + 8 * i + 2 * t));
         *reinterpret_cast<uint32_t *>(dst + 8 * i) =
-            fa3_pack_bf16(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
+            VS ? fa3_pack_bf16(o[4 * i + 2 * h] * inv * sc.x, o[4 * i + 2 * h + 1] * inv * sc.y)
+               : fa3_pack_bf16(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
+      }
     }
   }
 }

@@ -19,7 +19,8 @@
  * e4m3 P V at 3.3e-2 or more (P's and V's own rounding, 2.5e-2 each on
  * mean-free values); the bound is 3e-2. The price: only S = Q K^T runs at
  * the 8-bit rate, so the kernel gains some 5-8% over bf16 fa3, not the
- * 1.5-2x of an all-fp8 kernel.
+ * 1.5-2x of an all-fp8 kernel (fa3_fp8.cu, --attn fa3-fp8, is that form,
+ * at the error above).
  * Determinism: the mean is summed in a fixed order (token chunks, then the
  * chunks in order), amax is a max, every other step elementwise; the kernel
  * is the fa3 kernel. So a rerun is bit-identical.
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 
 #include "cuda_check.h"
+#include "fa3_8bit.cuh"
 #include "fa3_kernel.cuh"
 #include "kern_attn.h"
 
@@ -121,15 +123,7 @@ __global__ void __launch_bounds__(FA3_QUANT_THREADS)
 
 /* ---- the context ------------------------------------------------------------ */
 
-struct kern_attn_fa3_int8 {
-  int8_t *q8, *k8;          /* (Lq, heads, hd), (Lk, heads, hd) */
-  float *qscale, *kscale;   /* (heads, q tiles), (heads, k tiles) */
-  float *part, *kmean;      /* (chunks, heads, hd), (heads, hd) */
-  size_t cap[6];            /* bytes of each buffer above, in that order */
-};
-
-/* *buf holds at least `bytes` (grown with cudaMalloc, contents dropped). */
-static void fa3_grow(void **buf, size_t *cap, size_t bytes) {
+void fa3_grow(void **buf, size_t *cap, size_t bytes) {
   if (bytes <= *cap) return;
   if (*buf) CUDA_CHECK(cudaFree(*buf));
   *buf = NULL;
@@ -141,7 +135,8 @@ static void fa3_grow(void **buf, size_t *cap, size_t bytes) {
 extern "C" int kern_attn_fa3_int8_create(kern_attn_fa3_int8 **out) {
   char why[192];
   if (!kern_attn_fa3_available(why, sizeof why)) {
-    sp_log_error("attention: --attn fa3-int8 is not available: %s", why);
+    sp_log_error("attention: the 8-bit attention (--attn fa3-int8, fa3-fp8) is not available: %s",
+                 why);
     return SP_ERR_RUNTIME;
   }
   kern_attn_fa3_int8 *c = (kern_attn_fa3_int8 *)calloc(1, sizeof *c);
@@ -155,8 +150,9 @@ extern "C" int kern_attn_fa3_int8_create(kern_attn_fa3_int8 **out) {
 
 extern "C" void kern_attn_fa3_int8_destroy(kern_attn_fa3_int8 *c) {
   if (!c) return;
-  void *b[6] = {c->q8, c->k8, c->qscale, c->kscale, c->part, c->kmean};
-  for (int i = 0; i < 6; i++)
+  void *b[FA3_8BIT_NBUF] = {c->q8, c->k8, c->qscale, c->kscale, c->part, c->kmean,
+                            c->vt, c->vpart, c->vscale};
+  for (int i = 0; i < FA3_8BIT_NBUF; i++)
     if (b[i]) CUDA_CHECK(cudaFree(b[i]));
   free(c);
 }
@@ -197,6 +193,9 @@ void fa3_int8_quantize(kern_attn_fa3_int8 *c, const kern_attn_params *p, int bm,
   in->k = c->k8;
   in->qscale = c->qscale;
   in->kscale = c->kscale;
+  in->vt = NULL; /* fa3_fp8_quantize_v */
+  in->vscale = NULL;
+  in->lk16 = 0;
 }
 
 extern "C" void kern_attn_fa3_int8_run(kern_attn_fa3_int8 *c, kern_attn_params p,

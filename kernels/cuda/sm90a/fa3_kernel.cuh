@@ -49,13 +49,17 @@
  * 1024 bytes so each swizzle atom is aligned, fa3_ptx.cuh):
  *   Q  HD/64 column blocks of (BM rows x 128 bytes)       BM HD 2 bytes
  *   K  STAGES x HD/64 column blocks of (BN x 128 bytes)   STAGES BN HD 2
- *   V  the same                                            STAGES BN HD 2
+ *   V  the same                                            STAGES BN HD 2 (PV8: 1)
  *   O  NCWG x HD/64 column blocks of (64 x 128 bytes)     NCWG 64 HD 2
  *      (TMA_STORE only: the output leaves through it)
  *   mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]
  * A column block holds 64 head-dim elements of every row; the tensor map's
  * box is (64 elements, rows), swizzled 128B. With QK8 a Q or K row is one
- * block of HD bytes (128B swizzle for HD 128, 64B for HD 64). */
+ * block of HD bytes (128B swizzle for HD 128, 64B for HD 64). With PV8 a V
+ * slot is V^T in e4m3: HD rows (head-dim channels) of BN = 128 key bytes,
+ * one 128B swizzle span each (fa3_fp8.cu writes V^T with the keys of each
+ * 16-group in the order KERN_ATTN_FP8_SLOT, so P's accumulator is the A
+ * fragment as it stands). */
 #ifndef KERN_FA3_KERNEL_CUH
 #define KERN_FA3_KERNEL_CUH
 
@@ -77,7 +81,7 @@
 /* ---- configuration -------------------------------------------------------- */
 
 template <int HD_, int BN_, int NCWG_, int STAGES_, bool OVERLAP_, bool PINGPONG_,
-          bool QK8_ = false, bool TMA_STORE_ = false>
+          bool QK8_ = false, bool TMA_STORE_ = false, bool PV8_ = false>
 struct fa3_cfg {
   static constexpr int HD = HD_;         /* head dim: 64 or 128 */
   static constexpr int BN = BN_;         /* keys per K/V tile */
@@ -89,6 +93,15 @@ struct fa3_cfg {
    * Q and K tile with its own scale; V and P V stay bf16 */
   static constexpr bool QK8 = QK8_;
   typedef typename std::conditional<QK8, int, float>::type acc_t; /* S accumulator */
+  /* P V in e4m3 too (fa3_fp8.cu): V read as V^T in e4m3 with a scale per
+   * (head, channel) applied at the store, P = 2^PLOG2 softmax weights in
+   * e4m3 (the A fragment of m64nHDk32, four keys a register) */
+  static constexpr bool PV8 = PV8_;
+  /* P's power-of-two scale: P in [0, 1] times 2^8 puts the weights down to
+   * 2^-14 in e4m3's normal range; it is exact, and l carries it too, so
+   * O / l needs no correction */
+  static constexpr int PLOG2 = PV8 ? KERN_ATTN_FP8_PLOG2 : 0;
+  static constexpr int PR = PV8 ? BN / 8 : BN / 4; /* 32-bit registers of P */
   static constexpr int BM = 64 * NCWG; /* query rows per tile */
   static constexpr int THREADS = 128 * (NCWG + 1);
   static constexpr int CB = HD / 64; /* 64-element column blocks of V (and bf16 Q, K) */
@@ -96,7 +109,7 @@ struct fa3_cfg {
   static constexpr int QK_ROWB = QK8 ? HD : 128;
   static constexpr int QK_CB = QK8 ? 1 : CB;
   static constexpr uint32_t Q_BYTES = BM * HD * (QK8 ? 1 : 2);
-  static constexpr uint32_t K_BYTES = BN * HD * (QK8 ? 1 : 2), V_BYTES = BN * HD * 2;
+  static constexpr uint32_t K_BYTES = BN * HD * (QK8 ? 1 : 2), V_BYTES = BN * HD * (PV8 ? 1 : 2);
   static constexpr uint32_t OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * K_BYTES;
   static constexpr uint32_t OFF_O = OFF_V + STAGES * V_BYTES;
   static constexpr int NBAR = 2 + 4 * STAGES;
@@ -121,6 +134,9 @@ struct fa3_cfg {
   static_assert(NCWG >= 1 && NCWG <= 3, "1 to 3 consumer warpgroups");
   static_assert(!PINGPONG || (NCWG == 2 && OVERLAP), "ping-pong: two overlapped consumers");
   static_assert(K_BYTES % 1024 == 0 && Q_BYTES % 1024 == 0, "1024-byte aligned regions");
+  static_assert(!PV8 || (QK8 && BN == 128 && !TMA_STORE),
+                "PV8: with QK8 (the accumulator holds P as int bits), V^T rows of one 128-byte "
+                "swizzle span, direct output stores (the per-channel V scale is applied there)");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
 };
 
@@ -135,6 +151,7 @@ struct fa3_params {
   __nv_bfloat16 *out; /* (Lq, heads, HD) */
   const float *qscale; /* QK8: (heads, nqb) the int8 Q tiles' scales */
   const float *kscale; /* QK8: (heads, nkb) the int8 K tiles' scales */
+  const float *vscale; /* PV8: (heads, HD) V's scale per channel */
   int Lq, Lk, heads;
   int nqb;    /* query tiles per head: ceil(Lq / BM) */
   int ntiles; /* nqb * heads */
@@ -171,16 +188,29 @@ __device__ __forceinline__ void fa3_gemm_qk(typename C::acc_t (&s)[C::BN / 2], u
  * 4kk..4kk+3 are the A fragment of keys 16kk..16kk+15 (the S accumulator
  * of those columns, packed in order). V is read MN-major: step kk starts at
  * key row 16kk (2048 bytes per step), SBO 1024 (8 keys), LBO the distance
- * between the head dim's 64-element column blocks. */
+ * between the head dim's 64-element column blocks.
+ * PV8: BN/32 steps of 32 keys on the e4m3 wgmma; P's registers 4kk..4kk+3
+ * are the 8-bit A fragment of step kk (fa3_convert_p), V^T K-major (rows
+ * of 128 key bytes, 128B swizzle), step kk at byte offset 32 kk, SBO 1024
+ * (8 channels), as the int8 Q K^T addresses its K tile. */
 template <class C>
-__device__ __forceinline__ void fa3_gemm_pv(float (&o)[C::HD / 2], const uint32_t (&p)[C::BN / 4],
+__device__ __forceinline__ void fa3_gemm_pv(float (&o)[C::HD / 2], const uint32_t (&p)[C::PR],
                                             uint32_t v) {
   fa3_wgmma_fence();
+  if constexpr (C::PV8) {
 #pragma unroll
-  for (int kk = 0; kk < C::BN / 16; kk++) {
-    const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-    const uint64_t db = fa3_desc(v + (uint32_t)kk * 2048, C::BN * 128, 1024);
-    fa3_mma_rs<fa3_bf16_tag, C::HD>::run(o, a, db, 1);
+    for (int kk = 0; kk < C::BN / 32; kk++) {
+      const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+      const uint64_t db = fa3_desc(v + (uint32_t)kk * 32, 16, 1024, 128);
+      fa3_mma_rs<fa3_e4m3_tag, C::HD>::run(o, a, db, 1);
+    }
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < C::BN / 16; kk++) {
+      const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+      const uint64_t db = fa3_desc(v + (uint32_t)kk * 2048, C::BN * 128, 1024);
+      fa3_mma_rs<fa3_bf16_tag, C::HD>::run(o, a, db, 1);
+    }
   }
   fa3_wgmma_commit();
 }
@@ -239,10 +269,14 @@ __device__ __forceinline__ void fa3_producer(const fa3_params &p, const fa3_smem
                         head * C::HD + cb * 64, j * C::BN);
       fa3_mbar_wait(sm.v_empty(s), par);
       fa3_mbar_arrive_tx(sm.v_full(s), C::V_BYTES);
+      if constexpr (C::PV8) { /* V^T: HD channel rows of this tile's BN key bytes */
+        fa3_tma_load_2d(sm.vslot(s), &p.tv, sm.v_full(s), j * C::BN, head * C::HD);
+      } else {
 #pragma unroll
-      for (int cb = 0; cb < C::CB; cb++)
-        fa3_tma_load_2d(sm.vslot(s) + cb * (C::BN * 128), &p.tv, sm.v_full(s),
-                        head * C::HD + cb * 64, j * C::BN);
+        for (int cb = 0; cb < C::CB; cb++)
+          fa3_tma_load_2d(sm.vslot(s) + cb * (C::BN * 128), &p.tv, sm.v_full(s),
+                          head * C::HD + cb * 64, j * C::BN);
+      }
     }
   }
 }
@@ -268,7 +302,7 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
   const uint32_t qw = sm.q + (uint32_t)wg * 64 * C::QK_ROWB; /* this warpgroup's 64 Q rows */
   float o[C::HD / 2];
   typename C::acc_t s[C::BN / 2];
-  uint32_t pr[C::BN / 4];
+  uint32_t pr[C::PR];
   float m[2], l[2], corr[2];
   uint32_t it = 0, ti = 0;
   if (C::PINGPONG && wg == 1) fa3_bar_arrive(1, 256); /* warpgroup 0 takes the first turn */
@@ -296,8 +330,8 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
       fa3_reg_fence(s);
       fa3_release(sm.k_empty(sp), lane);
       if (p.nkb == 1) fa3_release(sm.q_empty(), lane);
-      fa3_tile_softmax<C::BN, true>(s, m, l, corr, c, (p.nkb - 1) * C::BN, p.Lk, t);
-      fa3_convert_p<C::BN>(s, pr);
+      fa3_tile_softmax<C::BN, true, C::PLOG2>(s, m, l, corr, c, (p.nkb - 1) * C::BN, p.Lk, t);
+      fa3_convert_p<C::BN, C::PV8>(s, pr);
       if (!C::OVERLAP) {
         fa3_mbar_wait(sm.v_full(sp), (it / C::STAGES) & 1);
         fa3_gemm_pv<C>(o, pr, sm.vslot(sp));
@@ -326,7 +360,7 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
         fa3_wgmma_wait<1>();
         fa3_reg_fence(s);
         fa3_release(sm.k_empty(sc), lane);
-        fa3_tile_softmax<C::BN, false>(s, m, l, corr, c, 0, p.Lk, t);
+        fa3_tile_softmax<C::BN, false, C::PLOG2>(s, m, l, corr, c, 0, p.Lk, t);
         /* Q's release sits between the softmax and the wait on purpose: its
          * branch ends the softmax's basic block, and without that boundary
          * ptxas hoists the wait above the softmax (its scheduler moves the
@@ -338,7 +372,7 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
         fa3_reg_fence(o);
         fa3_reg_fence(pr);
         fa3_release(sm.v_empty(sp), lane);
-        fa3_convert_p<C::BN>(s, pr);
+        fa3_convert_p<C::BN, C::PV8>(s, pr);
         sp = sc;
       } else {
         fa3_gemm_qk<C>(s, qw, sm.kslot(sc));
@@ -346,9 +380,9 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
         fa3_reg_fence(s);
         fa3_release(sm.k_empty(sc), lane);
         if (jj == p.nkb - 1) fa3_release(sm.q_empty(), lane);
-        fa3_tile_softmax<C::BN, false>(s, m, l, corr, c, 0, p.Lk, t);
+        fa3_tile_softmax<C::BN, false, C::PLOG2>(s, m, l, corr, c, 0, p.Lk, t);
         fa3_rescale_o<C::HD>(o, corr);
-        fa3_convert_p<C::BN>(s, pr);
+        fa3_convert_p<C::BN, C::PV8>(s, pr);
         fa3_mbar_wait(sm.v_full(sc), par);
         fa3_gemm_pv<C>(o, pr, sm.vslot(sc));
         fa3_wgmma_wait<0>();
@@ -370,7 +404,8 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
                              lane / 4, t, head * C::HD, qb * C::BM + wg * 64);
     } else {
       const int row0 = qb * C::BM + wg * 64 + wq * 16 + lane / 4;
-      fa3_store_o<C::HD>(o, l, p.out, row0, p.Lq, p.heads, head, t);
+      fa3_store_o<C::HD, C::PV8>(o, l, p.out, row0, p.Lq, p.heads, head, t,
+                                 C::PV8 ? p.vscale + (int64_t)head * C::HD : nullptr);
     }
   }
   /* the last output stores done before the CTA's shared memory goes */
@@ -417,23 +452,31 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
 /* ---- launch (host) ----------------------------------------------------------------------- */
 
-/* Fills *map with the 2D view (heads hd, rows) of a (rows, heads, hd) tensor
- * of bf16 (elem_bytes 2) or int8 (1), box (box_cols, box_rows), swizzled by
- * the box's row bytes (128 or 64), zero fill outside; through the driver's
- * cuTensorMapEncodeTiled, found with cudaGetDriverEntryPointByVersion
- * (libcuda is not linked). fa3_attn.cu; a failure is fatal (the caller
- * checked the shape). */
+/* Fills *map with a 2D (cols, rows) row-major tensor of bf16 (elem_bytes
+ * 2) or 8-bit values (1), rows cols elem_bytes bytes apart, box (box_cols,
+ * box_rows), swizzled by the box's row bytes (128 or 64), zero fill
+ * outside; through the driver's cuTensorMapEncodeTiled, found with
+ * cudaGetDriverEntryPointByVersion (libcuda is not linked). fa3_attn.cu; a
+ * failure is fatal (the caller checked the shape). */
+void fa3_encode_2d(CUtensorMap *map, const void *ptr, int64_t cols, int64_t rows, int elem_bytes,
+                   int box_cols, int box_rows, const char *what);
+/* fa3_encode_2d on the 2D view (heads hd, rows) of a (rows, heads, hd)
+ * tensor. */
 void fa3_encode_map(CUtensorMap *map, const void *ptr, int64_t rows, int64_t heads, int hd,
                     int elem_bytes, int box_cols, int box_rows, const char *what);
 
 /* CTAs of a persistent grid: the device's SM count (fa3_attn.cu). */
 int fa3_sm_count(void);
 
-/* The int8 inputs of a QK8 configuration (fa3_int8.cu makes them). */
+/* The 8-bit inputs of a QK8 configuration (fa3_int8.cu makes them; vt and
+ * vscale, PV8 only, fa3_fp8.cu). */
 struct fa3_qk8_inputs {
   const void *q, *k;          /* (Lq, heads, HD), (Lk, heads, HD) int8 */
   const float *qscale;        /* (heads, ceil(Lq / BM)) */
   const float *kscale;        /* (heads, ceil(Lk / BN)) */
+  const void *vt;             /* (heads, HD, lk16) e4m3, keys in KERN_ATTN_FP8_SLOT order */
+  const float *vscale;        /* (heads, HD) */
+  int64_t lk16;               /* Lk rounded up to 16 */
 };
 
 /* The int8 inputs of p for tiles of bm query rows and bn keys (fa3_int8.cu:
@@ -441,10 +484,15 @@ struct fa3_qk8_inputs {
 struct kern_attn_fa3_int8;
 void fa3_int8_quantize(kern_attn_fa3_int8 *c, const kern_attn_params *p, int bm, int bn,
                        fa3_qk8_inputs *in, cudaStream_t stream);
+/* V^T in e4m3 and its per-channel scales of p (fa3_fp8.cu) into c's
+ * buffers, their addresses into in->vt, in->vscale, in->lk16, on `stream`. */
+void fa3_fp8_quantize_v(kern_attn_fa3_int8 *c, const kern_attn_params *p, fa3_qk8_inputs *in,
+                        cudaStream_t stream);
 
 /* Launches configuration C on p (checked by kern_attn_fa3_supported, hd ==
  * C::HD) on `stream`; persistent: grid min(tiles, SMs), else one CTA per
- * tile. A QK8 configuration reads q and k from *q8 (p->q and p->k unused). */
+ * tile. A QK8 configuration reads q and k from *q8 (p->q and p->k unused),
+ * a PV8 one v too. */
 template <class C>
 static void fa3_launch(const kern_attn_params *p, int persistent, cudaStream_t stream,
                        const fa3_qk8_inputs *q8 = nullptr) {
@@ -461,7 +509,15 @@ static void fa3_launch(const kern_attn_params *p, int persistent, cudaStream_t s
     fa3_encode_map(&k.tk, p->k, p->Lk, p->heads, C::HD, 2, 64, C::BN, "k");
     k.qscale = k.kscale = nullptr;
   }
-  fa3_encode_map(&k.tv, p->v, p->Lk, p->heads, C::HD, 2, 64, C::BN, "v");
+  if (C::PV8) {
+    if (!q8->vt || !q8->vscale || q8->lk16 < p->Lk || q8->lk16 % 16)
+      sp_fatal("attention (fa3): an e4m3 P V configuration launched without its V^T inputs");
+    fa3_encode_2d(&k.tv, q8->vt, q8->lk16, p->heads * C::HD, 1, C::BN, C::HD, "v^T (e4m3)");
+    k.vscale = q8->vscale;
+  } else {
+    fa3_encode_map(&k.tv, p->v, p->Lk, p->heads, C::HD, 2, 64, C::BN, "v");
+    k.vscale = nullptr;
+  }
   if (C::TMA_STORE) fa3_encode_map(&k.to, p->out, p->Lq, p->heads, C::HD, 2, 64, 64, "out");
   k.out = reinterpret_cast<__nv_bfloat16 *>(p->out);
   k.Lq = (int)p->Lq;

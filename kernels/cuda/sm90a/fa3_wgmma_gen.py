@@ -12,24 +12,29 @@ Matrix Multiply-Accumulate" (wgmma.mma_async):
   bf16 rs: d, {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b
   s8 ss:   d, a-desc, b-desc, scale-d   (.s32 accumulators; 8-bit operands
            are always K-major, so there is no transpose)
+  e4m3 rs: d, {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b   (.f32
+           accumulators; K-major B, no transpose immediate)
 scale-d is a predicate: 0 writes d = A B, 1 adds to d."""
 
 import sys
 
 # (kind, dtype, N, trans_b): the shapes fa3_kernel.cuh instantiates.
 #   S = Q K^T : ss, N = keys per tile; K-major A and B (no transpose)
-#   O += P V  : rs, N = head dim; V is MN-major in shared memory (trans-b 1)
+#   O += P V  : rs, N = head dim; V is MN-major in shared memory (trans-b 1);
+#               e4m3 (fa3-fp8): V^T in shared memory, K-major
 SHAPES = [
     ("ss", "bf16", 64, 0), ("ss", "bf16", 128, 0), ("ss", "bf16", 176, 0),
     ("ss", "bf16", 192, 0),
     ("rs", "bf16", 64, 1), ("rs", "bf16", 128, 1),
     ("ss", "s8", 64, None), ("ss", "s8", 128, None), ("ss", "s8", 176, None),
     ("ss", "s8", 192, None),
+    ("rs", "e4m3", 64, None), ("rs", "e4m3", 128, None),
 ]
 
-K_OF = {"bf16": 16, "s8": 32}
+K_OF = {"bf16": 16, "s8": 32, "e4m3": 32}
 # accumulator: C type, inline-asm constraint, PTX type
-ACC = {"bf16": ("float", "f", "f32"), "s8": ("int", "r", "s32")}
+ACC = {"bf16": ("float", "f", "f32"), "s8": ("int", "r", "s32"),
+       "e4m3": ("float", "f", "f32")}
 
 
 def rows(items, per_line):
@@ -53,6 +58,8 @@ def wrapper(kind, dtype, n, trans_b):
     ctype, con, ptype = ACC[dtype]
     if dtype == "bf16":
         imm = ", 1, 1, 0, %d" % trans_b if kind == "ss" else ", 1, 1, %d" % trans_b
+    elif dtype == "e4m3":
+        imm = ", 1, 1"  # scale immediates only: 8-bit operands are K-major
     else:
         imm = ""  # integer wgmma has no scale or transpose immediates
     instr = "wgmma.mma_async.sync.aligned.m64n%dk%d.%s.%s.%s" % (n, k, ptype, dtype, dtype)
@@ -83,7 +90,8 @@ def main():
         " * N / 2 registers (PTX ISA, wgmma D fragment: warp w of the warpgroup holds",
         " * rows 16w..16w+15; register 4i + 2h + e is row 16w + lane / 4 + 8h, column",
         " * 8i + 2 (lane % 4) + e). a (rs forms): the A fragment of a 64 x K tile in",
-        " * the same row/column pattern, two elements per register. da, db: shared",
+        " * the same row/column pattern, two elements per register (e4m3: four, in the",
+        " * 8-bit A layout, kern_attn_backend.h KERN_ATTN_FP8_P_SRC). da, db: shared",
         " * memory matrix descriptors (fa3_ptx.cuh, fa3_desc). scale_d 0: d = A B;",
         " * otherwise d += A B. Each call only issues: fence before and commit / wait",
         " * after are the caller's (fa3_ptx.cuh). */",
@@ -101,6 +109,7 @@ def main():
         "/* Dispatch by shape: fa3_mma_ss<dtype tag, N>::run, fa3_mma_rs<dtype tag, N>::run. */",
         "struct fa3_bf16_tag {};",
         "struct fa3_s8_tag {};",
+        "struct fa3_e4m3_tag {};",
         "template <class T, int N> struct fa3_mma_ss;",
         "template <class T, int N> struct fa3_mma_rs;",
     ]

@@ -11,12 +11,13 @@
 # last. STEPS="..." runs a subset, in this order:
 #   small-fa3      gpu_test_attention --small --fa3-only            (60 s)
 #   small-all      gpu_test_attention --small                       (120 s)
-#   memcheck       compute-sanitizer memcheck, --small --fa3-only   (180 s)
-#   racecheck      compute-sanitizer racecheck, the same            (240 s)
-#   synccheck      compute-sanitizer synccheck, the same            (180 s)
+#   memcheck       compute-sanitizer memcheck, --small --fa3-only   (240 s)
+#   racecheck      compute-sanitizer racecheck, the same            (360 s)
+#   synccheck      compute-sanitizer synccheck, the same            (240 s)
 #   bench-default  gpu_test_attention_bench                         (120 s)
-#   fa3-variants   gpu_test_attention_bench --fa3-variants          (300 s)
-#   full           gpu_test_attention (every shape)                 (480 s)
+#   fa3-variants   gpu_test_attention_bench --fa3-variants          (420 s)
+#   full           gpu_test_attention (every shape)                 (540 s)
+# (fa3, fa3-int8 and fa3-fp8 with their variants in each)
 #   bench-full     gpu_test_attention_bench --bench                 (300 s)
 set -u
 bin=${1:?usage: fa3_gpu_check.sh BIN_DIR [LOG_DIR]}
@@ -49,7 +50,7 @@ for s in $steps; do
   small-fa3) run $s 60 "$t" --small --fa3-only ;;
   small-all) run $s 120 "$t" --small ;;
   memcheck | racecheck | synccheck)
-    run $s $([ $s = racecheck ] && echo 240 || echo 180) "$cs" --tool $s --error-exitcode 3 \
+    run $s $([ $s = racecheck ] && echo 360 || echo 240) "$cs" --tool $s --error-exitcode 3 \
       "$t" --small --fa3-only ;;
   bench-default | fa3-variants | full | bench-full)
     if [ $small_ok = 0 ]; then
@@ -58,15 +59,15 @@ for s in $steps; do
     fi
     case $s in
     bench-default) run $s 120 "$b" ;;
-    fa3-variants) run $s 300 "$b" --fa3-variants ;;
-    full) run $s 480 "$t" ;;
+    fa3-variants) run $s 420 "$b" --fa3-variants ;;
+    full) run $s 540 "$t" ;;
     bench-full) run $s 300 "$b" --bench ;;
     esac ;;
   *) echo "fa3_gpu_check: unknown step $s" >&2 ;;
   esac
 done
 for f in bench-default fa3-variants bench-full; do
-  [ -f "$logs/$f.log" ] && { echo "== $f table"; grep -v '^json ' "$logs/$f.log" | tail -24; }
+  [ -f "$logs/$f.log" ] && { echo "== $f table"; grep -v '^json ' "$logs/$f.log" | tail -48; }
 done
 echo "== summary (logs in $logs)"
 printf '%s\n' "${summary[@]}"

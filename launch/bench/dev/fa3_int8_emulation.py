@@ -8,7 +8,11 @@ the tests' inputs. The last two rows are the all-8-bit candidates for an
 fp8 P V (V per channel in e4m3, raw or less its mean over the keys, added
 back after the normalisation): on the tests' uniform inputs, whose softmax
 is peaked, they stay at 3.3-3.6e-2, over the bound; on the model-shaped
-inputs at 2.6-3.2e-3.
+inputs at 2.6-3.2e-3. fa3-fp8 (kernels/cuda/sm90a/fa3_fp8.cu) is the first
+of the two, with P scaled by 2^8 instead of 448 and rounded under each key
+tile's running max rather than the row's final one (both leave e4m3's
+relative rounding as it is: its own CPU form, tests/common/sp_test_attn8.c,
+lands at 3.0-3.1e-2 on the tests' inputs).
 
     /usr/bin/python3 launch/bench/dev/fa3_int8_emulation.py   (numpy; ~1 min)
 

@@ -5,8 +5,8 @@
 #   - prints registers, stack frame and spills, and fails on any spill, any
 #     stack frame, or ptxas's notes that wgmma was serialised (C7512, C7510)
 #     or setmaxnreg ignored (C7508);
-#   - counts wgmma instructions in its SASS (HGMMA bf16, IGMMA int8; fails on
-#     none);
+#   - counts wgmma instructions in its SASS (HGMMA bf16, IGMMA int8, QGMMA
+#     e4m3; fails on none; the fp8 P V instances must have QGMMA);
 #   - for the overlapped instances, counts the MUFU.EX2 (the softmax's
 #     exponentials) between each wait for S (WARPGROUP.DEPBAR.LE gsb0, 0x1)
 #     and the following wait for P V (... 0x0); fails when a step has fewer
@@ -26,7 +26,7 @@ fail=0
 inc="-I$root/kernels -I$root/kernels/cuda -I$root/kernels/cuda/sm90a -I$root/comm/log"
 inc="$inc -I$root/comm/log/cuda -I$root/planner -I$root/tests/gpu/dev"
 for src in kernels/cuda/sm90a/fa3_attn.cu kernels/cuda/sm90a/fa3_int8.cu \
-  tests/gpu/dev/sm90a/fa3_variants.cu; do
+  kernels/cuda/sm90a/fa3_fp8.cu tests/gpu/dev/sm90a/fa3_variants.cu; do
   obj=$tmp/$(basename "$src").o
   "$nvcc" -O2 -DNDEBUG -std=c++17 -gencode=arch=compute_90a,code=sm_90a $inc -Xptxas -v \
     -c "$root/$src" -o "$obj" >"$tmp/ptxas.log" 2>&1 || { cat "$tmp/ptxas.log"; exit 1; }
@@ -39,9 +39,10 @@ for src in kernels/cuda/sm90a/fa3_attn.cu kernels/cuda/sm90a/fa3_int8.cu \
     "$tmp/ptxas.log" >"$tmp/res.txt"
   while read -r k _ regs _ stack _ sst _ sld; do
     "$cuobjdump" -sass -fun "$k" "$obj" >"$tmp/k.sass"
-    hg=$(grep -cE "[HI]GMMA" "$tmp/k.sass" || true)
-    # template args: fa3_cfg<HD, BN, NCWG, STAGES, OVERLAP, PINGPONG, QK8, TMA_STORE>
-    cfg=$(echo "$k" | sed -E 's/.*fa3_cfgILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELb([01])ELb([01])ELb([01])ELb([01]).*/\1 \2 \3 \4 \5 \6 \7 \8/')
+    hg=$(grep -cE "[HIQ]GMMA" "$tmp/k.sass" || true)
+    qg=$(grep -cE "QGMMA" "$tmp/k.sass" || true)
+    # template args: fa3_cfg<HD, BN, NCWG, STAGES, OVERLAP, PINGPONG, QK8, TMA_STORE, PV8>
+    cfg=$(echo "$k" | sed -E 's/.*fa3_cfgILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELb([01])ELb([01])ELb([01])ELb([01])ELb([01]).*/\1 \2 \3 \4 \5 \6 \7 \8 \9/')
     minexp=-
     case $cfg in
     *fa3*) # not an attention kernel (the int8 passes): registers and spills only
@@ -49,10 +50,14 @@ for src in kernels/cuda/sm90a/fa3_attn.cu kernels/cuda/sm90a/fa3_int8.cu \
       len=${n%%[!0-9]*}
       name=${n:${#len}:$len}
       hg=n/a
-      set -- 0 0 0 0 0 ;;
+      set -- 0 0 0 0 0 0 0 0 0 ;;
     *)
       set -- $cfg
-      name="hd$1 bn$2 wg$3 st$4 ovl$5 pp$6 int8-$7 tma-st$8" ;;
+      name="hd$1 bn$2 wg$3 st$4 ovl$5 pp$6 int8-$7 tma-st$8 fp8pv-$9"
+      if [ "$9" = 1 ] && [ "$qg" = 0 ]; then
+        echo "  ^ e4m3 P V without a QGMMA"
+        fail=1
+      fi ;;
     esac
     if [ "$5" = 1 ]; then
       minexp=$(awk '/WARPGROUP.DEPBAR.LE gsb0, 0x1/ { on = 1; n = 0; next }

@@ -8,9 +8,10 @@
  * that when the shipped kernel fails the first variant that fails says
  * which stage broke. The shipped kernel of each head dim is a row of its
  * own, run through kern_attn_fa3 (kern_attn_fa3_int8_run for the int8
- * rows). Variants with the same head dim, keys per tile and precision
- * compute bit-identical results; so do int8 variants that also share the
- * query rows per tile (the Q scales' blocks). A build without sm_90a code
+ * rows, kern_attn_fa3_fp8_run for the fp8 ones). Variants with the same
+ * head dim, keys per tile and precision compute bit-identical results; so
+ * do 8-bit variants that also share the query rows per tile (the Q
+ * scales' blocks). A build without sm_90a code
  * (nosm90a/fa3_variants_none.c) has no variants. */
 #ifndef DEV_FA3_VARIANTS_H
 #define DEV_FA3_VARIANTS_H
@@ -32,9 +33,11 @@ typedef struct dev_fa3_variant {
   int overlap;      /* 1: softmax of tile j overlapped with P V of tile j - 1 */
   int pingpong;     /* 1: the two consumers take turns issuing their GEMMs */
   int persist;      /* 1: at most one CTA per SM, each over several tiles */
-  int int8;         /* 1: Q K^T in int8 (the fa3-int8 scheme, kern_attn_fa3_int8_run) */
+  int int8;         /* the precision: 0 bf16; 1 Q K^T in int8 (the fa3-int8 scheme,
+                       kern_attn_fa3_int8_run); 2 that and P V in e4m3 (fa3-fp8,
+                       kern_attn_fa3_fp8_run) */
   int ship;         /* 1: the shipped kernel of its head dim and precision (kern_attn_fa3,
-                       kern_attn_fa3_int8_run) */
+                       kern_attn_fa3_int8_run, kern_attn_fa3_fp8_run) */
 } dev_fa3_variant;
 
 /* 0 in a build without sm_90a code. */

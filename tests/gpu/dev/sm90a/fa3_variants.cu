@@ -19,12 +19,14 @@ typedef struct dev_fa3_row {
 #define DEV_FA3_ROW(name, hd, bn, ncwg, stages, ovl, pp, persist, i8)                           \
   {                                                                                             \
     {name, hd, bn, ncwg, stages, ovl, pp, persist, i8, 0},                                      \
-        fa3_launch<fa3_cfg<hd, bn, ncwg, stages, ovl != 0, pp != 0, i8 != 0>>                    \
+        fa3_launch<fa3_cfg<hd, bn, ncwg, stages, ovl != 0, pp != 0, i8 != 0, false, i8 == 2>>    \
   }
 #define DEV_FA3(name, hd, bn, ncwg, stages, ovl, pp, persist)                                   \
   DEV_FA3_ROW(name, hd, bn, ncwg, stages, ovl, pp, persist, 0)
 #define DEV_FA3_INT8(name, hd, bn, ncwg, stages, ovl, pp, persist)                              \
   DEV_FA3_ROW(name, hd, bn, ncwg, stages, ovl, pp, persist, 1)
+#define DEV_FA3_FP8(name, hd, bn, ncwg, stages, ovl, pp, persist)                               \
+  DEV_FA3_ROW(name, hd, bn, ncwg, stages, ovl, pp, persist, 2)
 
 /* In the order a failure is read: the simplest first. The shipped rows
  * name what kern_attn_fa3 runs (kernels/cuda/sm90a/fa3_attn.cu). */
@@ -65,10 +67,20 @@ static const dev_fa3_row dev_fa3_rows[] = {
     DEV_FA3_INT8("int8-hd64-1wg", 64, 128, 1, 2, 0, 0, 0),
     DEV_FA3_INT8("int8-hd64-2stage", 64, 128, 3, 2, 1, 0, 1),
     {{"int8-hd64-ship", 64, 128, 3, 3, 1, 0, 1, 1, 1}, NULL},
+    /* fa3-fp8 (P V in e4m3 too: BN 128 only, direct stores only) */
+    DEV_FA3_FP8("fp8-hd128-1wg", 128, 128, 1, 2, 0, 0, 0),
+    DEV_FA3_FP8("fp8-hd128-2wg-ovl", 128, 128, 2, 2, 1, 0, 0),
+    DEV_FA3_FP8("fp8-hd128-2stage", 128, 128, 2, 2, 1, 0, 1),
+    {{"fp8-hd128-ship", 128, 128, 2, 3, 1, 0, 1, 2, 1}, NULL},
+    DEV_FA3_FP8("fp8-hd128-4stage", 128, 128, 2, 4, 1, 0, 1),
+    DEV_FA3_FP8("fp8-hd128-pp", 128, 128, 2, 3, 1, 1, 1),
+    DEV_FA3_FP8("fp8-hd64-1wg", 64, 128, 1, 2, 0, 0, 0),
+    {{"fp8-hd64-ship", 64, 128, 3, 3, 1, 0, 1, 2, 1}, NULL},
+    DEV_FA3_FP8("fp8-hd64-4stage", 64, 128, 3, 4, 1, 0, 1),
 };
 #define DEV_FA3_COUNT ((int)(sizeof dev_fa3_rows / sizeof dev_fa3_rows[0]))
 
-/* The int8 variants' buffers (created at their first run, kept for the
+/* The 8-bit variants' buffers (created at their first run, kept for the
  * process: benchmark code). */
 static kern_attn_fa3_int8 *dev_fa3_int8;
 
@@ -92,11 +104,13 @@ extern "C" void dev_fa3_run(int i, kern_attn_params p, cudaStream_t stream) {
     sp_fatal("attention (fa3 %s): %s", r->info.name, why);
   if (r->info.int8 && !dev_fa3_int8) {
     if (kern_attn_fa3_int8_create(&dev_fa3_int8) != SP_OK)
-      sp_fatal("attention (fa3 %s): no fa3-int8 context (the cause is logged above)",
+      sp_fatal("attention (fa3 %s): no 8-bit context (the cause is logged above)",
                r->info.name);
   }
   if (!r->launch) {
-    if (r->info.int8)
+    if (r->info.int8 == 2)
+      kern_attn_fa3_fp8_run(dev_fa3_int8, p, stream);
+    else if (r->info.int8)
       kern_attn_fa3_int8_run(dev_fa3_int8, p, stream);
     else
       kern_attn_fa3(p, stream);
@@ -105,5 +119,6 @@ extern "C" void dev_fa3_run(int i, kern_attn_params p, cudaStream_t stream) {
   fa3_qk8_inputs in;
   const int bm = 64 * r->info.ncwg, bn = r->info.bn;
   if (r->info.int8) fa3_int8_quantize(dev_fa3_int8, &p, bm, bn, &in, stream);
+  if (r->info.int8 == 2) fa3_fp8_quantize_v(dev_fa3_int8, &p, &in, stream);
   r->launch(&p, r->info.persist, stream, r->info.int8 ? &in : NULL);
 }
