@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The benchmark scripts that have a small CPU mode keep working: bench_e2e.sh
 # (E2E_TINY=1, every row on the tiny presets, videos as .h5 as where FFmpeg
-# does not load) and bench_quant_step.sh
+# does not load), bench_quant_step.sh and bench_lora.sh
 # (wan2.1-tiny, 5 frames of 32x32) run on the CPU; each exits 0, prints its
 # table with a row per run, and writes JSON whose rows carry the numbers
 # the table is made of (e2e: 2 steps run and decoded, sampling, load and
 # decode within the wall time (the rest not negative), each row's ratio to
-# its model's bf16 row; quant step: the four runs, the targets judged). An unknown row word fails bench_e2e.sh.
+# its model's bf16 row; quant step: the four runs, the targets judged; lora:
+# each precision's two steps and their ratio, its target judged). An unknown
+# row word fails bench_e2e.sh.
 set -u
 . "$SP_SRC/tests/common/script.sh"
 sp_python
@@ -37,6 +39,15 @@ else
   echo "FAIL bench_quant_step.sh (tiny, cpu) exits non-zero"
   fail=1
 fi
+if SP_BENCH_PRESET=wan2.1-tiny SP_BENCH_FRAMES=5 SP_BENCH_SIZE=32x32 SP_BENCH_DEVICE=cpu \
+  LORA_RANK=8 LORA_ROWS="bf16 fp8" bash "$SP_SRC/launch/bench/bench_lora.sh" "$B" "$work/bl" \
+  > "$work/bl.txt" 2> "$work/bl.err"; then
+  echo "ok   bench_lora.sh (tiny, cpu) exits 0"
+else
+  cat "$work/bl.txt" "$work/bl.err"
+  echo "FAIL bench_lora.sh (tiny, cpu) exits non-zero"
+  fail=1
+fi
 "$PY" - "$work" <<'PY' || fail=1
 import json, math, os, sys
 from sptest import check, finish
@@ -60,6 +71,13 @@ q = json.load(open(os.path.join(d, "bq", "quant_step.json")))
 check(sorted(q["rows"]) == sorted(["bf16", "fp8", "fp8-19g", "q8_0"]), f"quant step rows {sorted(q['rows'])}")
 check(all(k in q["targets"] for k in ("weight-only step <= 1.05x bf16", "fp8 device peak <= 19 GiB")),
       "quant step judges its targets")
+lo = json.load(open(os.path.join(d, "bl", "lora_step.json")))
+check(lo["rank"] == 8 and sorted(lo["rows"]) == ["bf16", "fp8"], f"lora rows {sorted(lo['rows'])}")
+for p, r in lo["rows"].items():
+    check(min(r["steady_step_ms_none"], r["steady_step_ms_bypass"]) > 0 and math.isclose(
+          r["ratio"], r["steady_step_ms_bypass"] / r["steady_step_ms_none"], rel_tol=1e-9),
+          f"lora {p}: both steps measured, the ratio theirs")
+check("bf16 bypass <= 1.03x the step without a LoRA" in lo["targets"], "lora judges its target")
 sys.exit(finish("bench scripts"))
 PY
 exit $fail
