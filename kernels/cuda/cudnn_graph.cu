@@ -69,13 +69,19 @@ static cudnnBackendDescriptor_t att_node(att_builder *b, cudnnBackendDescriptorT
 cudnnBackendDescriptor_t att_tensor(att_builder *b, int64_t uid, const int64_t dims[4],
                                            const int64_t strides[4], cudnnDataType_t type,
                                            int is_virtual, int by_value) {
+  return att_tensor_nd(b, uid, 4, dims, strides, type, is_virtual, by_value);
+}
+
+cudnnBackendDescriptor_t att_tensor_nd(att_builder *b, int64_t uid, int nd, const int64_t *dims,
+                                       const int64_t *strides, cudnnDataType_t type,
+                                       int is_virtual, int by_value) {
   cudnnBackendDescriptor_t t = att_new(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor");
   int64_t align = by_value ? 4 : 16;
   bool virt = is_virtual != 0, byv = by_value != 0;
   att_set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
   att_set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor type");
-  att_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, "tensor dims");
-  att_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, "tensor strides");
+  att_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nd, dims, "tensor dims");
+  att_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nd, strides, "tensor strides");
   att_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor align");
   if (virt) att_set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, "virtual");
   if (byv) att_set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byv, "by value");

@@ -1,5 +1,6 @@
 /* Building cuDNN backend (graph API) operation graphs, for the fused
- * attention (cuda_cudnn_attn.cu): a builder
+ * attention (cuda_cudnn_attn.cu) and the VAE convolutions' engine sweep
+ * (tests/gpu/dev/vae_engine_bench.cu): a builder
  * that records every descriptor it creates in an att_graph and keeps the
  * first failure, so a graph is written as straight-line code and checked
  * once at the end. The builders log nothing: the caller reports a refusal
@@ -45,6 +46,11 @@ void att_fin(att_builder *b, cudnnBackendDescriptor_t d, const char *what);
 cudnnBackendDescriptor_t att_tensor(att_builder *b, int64_t uid, const int64_t dims[4],
                                     const int64_t strides[4], cudnnDataType_t type,
                                     int is_virtual, int by_value);
+/* The same with nd dims (the VAE convolutions' 5-d tensors,
+ * tests/gpu/dev/vae_engine_bench.cu). */
+cudnnBackendDescriptor_t att_tensor_nd(att_builder *b, int64_t uid, int nd, const int64_t *dims,
+                                       const int64_t *strides, cudnnDataType_t type,
+                                       int is_virtual, int by_value);
 /* C = A B, fp32 compute. */
 cudnnBackendDescriptor_t att_matmul(att_builder *b, cudnnBackendDescriptor_t A,
                                     cudnnBackendDescriptor_t B, cudnnBackendDescriptor_t C);

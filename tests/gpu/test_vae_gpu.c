@@ -12,6 +12,12 @@
  *                            a decode at latent H x W (60 104) with F frames
  *                            (21) runs, in one precision (bf16), timed and
  *                            compared (tests/gpu/dev/vae_algo_bench.h)
+ *   test_vae_gpu --engines [H W [F]] [--precision bf16|fp32|tf32] [--json PATH]
+ *                            the same shapes through cuDNN's backend API:
+ *                            the engine configurations of its heuristics
+ *                            (modes A, B, fallback) and knob variants, timed
+ *                            and compared with the legacy pick
+ *                            (tests/gpu/dev/vae_engine_bench.h)
  *
  * Each case: a small config (dim 8-32, odd sizes, 1-5 latent frames),
  * random weights scaled as tests/vae/test_vae_driver.c's, random latents;
@@ -54,6 +60,7 @@
 #include "sp_test.h"
 #include "sp_test_vae.h"
 #include "vae_algo_bench.h"
+#include "vae_engine_bench.h"
 
 /* bf16: every activation stored in bf16 between ops (conv inputs and
  * outputs, norms, the residual stream), weights rounded to bf16, fp32
@@ -297,9 +304,11 @@ static int run_bench(int64_t h, int64_t w, int64_t F, int reps, int which) {
 /* ---------------------------------------------------------------- algos */
 
 /* One decode of F frames at h x w in p with the bench's synthetic weights,
- * then every convolution shape it ran through the algorithm benchmark. */
+ * then every convolution shape it ran through the algorithm benchmark
+ * (engines 0: the legacy API's algorithms) or the engine sweep (1: the
+ * backend API's). */
 static int run_algos(int64_t h, int64_t w, int64_t F, wan_vae_gpu_precision p,
-                     const char *json) {
+                     const char *json, int engines) {
   wan_vae_config c;
   wan_vae_config_published(&c);
   static wan_vae_weights wt;
@@ -330,7 +339,7 @@ static int run_algos(int64_t h, int64_t w, int64_t F, wan_vae_gpu_precision p,
     return 1;
   }
   const vae_algo_opts o = {h, w, F, wan_vae_gpu_precision_name(p), 0x5eed5eedull, json};
-  const int failed = vae_algo_bench_run(shapes, &o);
+  const int failed = engines ? vae_engine_bench_run(shapes, &o) : vae_algo_bench_run(shapes, &o);
   vae_algo_shapes_free(shapes);
   return failed;
 }
@@ -338,11 +347,13 @@ static int run_algos(int64_t h, int64_t w, int64_t F, wan_vae_gpu_precision p,
 static const char usage[] =
     "usage: test_vae_gpu [--small]\n"
     "       test_vae_gpu --bench H W F [--reps N] [--precision bf16|fp32|tf32|all]\n"
-    "       test_vae_gpu --algos [H W [F]] [--precision bf16|fp32|tf32] [--json PATH]\n";
+    "       test_vae_gpu --algos [H W [F]] [--precision bf16|fp32|tf32] [--json PATH]\n"
+    "       test_vae_gpu --engines [H W [F]] [--precision bf16|fp32|tf32] [--json PATH]\n";
 
-/* --algos [H W [F]] [--precision P] [--json PATH]: its own words (argv[1]
- * is --algos). */
+/* --algos or --engines [H W [F]] [--precision P] [--json PATH]: their own
+ * words (argv[1] is --algos or --engines). */
 static int algos_main(int argc, char **argv) {
+  const int engines = strcmp(argv[1], "--engines") == 0;
   int64_t n[3] = {60, 104, 21};
   int nn = 0;
   const char *prec = "bf16", *json = NULL;
@@ -367,11 +378,12 @@ static int algos_main(int argc, char **argv) {
   }
   if (sp_test_no_cuda("test_vae_gpu")) return 77;
   sp_test_begin("test_vae_gpu");
-  return run_algos(n[0], n[1], n[2], p, json);
+  return run_algos(n[0], n[1], n[2], p, json, engines);
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--algos") == 0) return algos_main(argc, argv);
+  if (argc > 1 && (strcmp(argv[1], "--algos") == 0 || strcmp(argv[1], "--engines") == 0))
+    return algos_main(argc, argv);
   sp_test_vae_cli a;
   const int rc = sp_test_vae_cli_parse(argc, argv, 0, usage, &a);
   if (rc >= 0) return rc;

@@ -27,14 +27,18 @@
 #   vae-algos      gpu_test_vae_gpu --algos 60 104 21 --precision bf16: every
 #                  cuDNN algorithm of every decoder conv shape, timed
 #                  (launch/bench/README.md; JSON in LOG_DIR/vae-algos.json) (540 s)
+#   vae-engines    gpu_test_vae_gpu --engines 60 104 21 --precision bf16: the
+#                  same shapes through cuDNN's backend API, every engine
+#                  configuration of its heuristics and knob variants, timed
+#                  (JSON in LOG_DIR/vae-engines.json)                   (540 s)
 # Groups: STEPS="t5-small t5-memcheck t5-racecheck t5-ops t5-gpu vae-small",
 # "vae-memcheck vae-gpu", "attention", "attn-bench vae-bench t5-bench",
-# "vae-small vae-algos".
+# "vae-small vae-algos", "vae-small vae-engines".
 set -u
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 B=$(cd "${1:?usage: encoder_vae_gpu_check.sh BUILD_DIR [LOG_DIR]}" && pwd)
 logs=${2:-./gpu-check-logs}
-steps=${STEPS:-t5-small t5-memcheck t5-racecheck t5-ops t5-gpu vae-small vae-memcheck vae-gpu attention attn-bench vae-bench t5-bench vae-algos}
+steps=${STEPS:-t5-small t5-memcheck t5-racecheck t5-ops t5-gpu vae-small vae-memcheck vae-gpu attention attn-bench vae-bench t5-bench vae-algos vae-engines}
 mkdir -p "$logs"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 T=$B/tests
@@ -64,7 +68,7 @@ for s in $steps; do
       --error-exitcode 3 "$T/gpu_test_ops" -o t5_attention --small ;;
   vae-small) run $s 120 "$T/gpu_test_vae_gpu" --small ;;
   vae-memcheck) run $s 300 "$cs" --tool memcheck --error-exitcode 3 "$T/gpu_test_vae_gpu" --small ;;
-  t5-ops | t5-gpu | vae-gpu | attention | attn-bench | vae-bench | t5-bench | vae-algos)
+  t5-ops | t5-gpu | vae-gpu | attention | attn-bench | vae-bench | t5-bench | vae-algos | vae-engines)
     if [ $small_ok = 0 ]; then
       summary+=("$(printf '%-14s %-24s' $s 'skipped (small failed)')")
       continue
@@ -78,12 +82,13 @@ for s in $steps; do
     vae-bench) run $s 480 "$T/gpu_test_vae_gpu" --bench 60 104 21 --reps 3 --precision all ;;
     t5-bench) run $s 480 bash "$root/launch/bench/bench_t5.sh" "$B" "$logs/bench-t5.json" ;;
     vae-algos) run $s 540 "$T/gpu_test_vae_gpu" --algos 60 104 21 --precision bf16 --json "$logs/vae-algos.json" ;;
+    vae-engines) run $s 540 "$T/gpu_test_vae_gpu" --engines 60 104 21 --precision bf16 --json "$logs/vae-engines.json" ;;
     esac ;;
   *) echo "encoder_vae_gpu_check: unknown step $s" >&2 ;;
   esac
 done
-for f in t5-ops vae-gpu attn-bench vae-bench t5-bench vae-algos; do
-  [ -f "$logs/$f.log" ] && { echo "== $f"; grep -v -e '^json ' -e '^{"bench":"vae_conv_algos"' "$logs/$f.log" | tail -30; }
+for f in t5-ops vae-gpu attn-bench vae-bench t5-bench vae-algos vae-engines; do
+  [ -f "$logs/$f.log" ] && { echo "== $f"; grep -v -e '^json ' -e '^{"bench":"vae_conv_' "$logs/$f.log" | tail -30; }
 done
 echo "== summary (logs in $logs)"
 printf '%s\n' "${summary[@]}"

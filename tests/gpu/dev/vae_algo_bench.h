@@ -8,7 +8,8 @@
  * and its relative L2 against the decoder's pick. The saving a fixed rule
  * could give: each shape's fastest deterministic, bit-reproducible
  * algorithm within the decoder's workspace, times the shape's runs per
- * decode. */
+ * decode. The driver, timing and comparisons are shared with the backend
+ * API's engine sweep (vae_bench_util.h, vae_engine_bench.h). */
 #ifndef DEV_VAE_ALGO_BENCH_H
 #define DEV_VAE_ALGO_BENCH_H
 
