@@ -298,8 +298,10 @@ static void op_linear(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
  * w'. The reference is the CPU bypass's arithmetic in fp32, act(x W^T + b
  * + (x A^T) B^T); the baseline a plain bf16 form of the GPU's (x rounded
  * to bf16, w' rounded once from its fp32 sum). Also: the merge in place
- * (the weight-only path's, onto its dequantised copy) gives the bytes of
- * the merge into a copy, and the pair's share of y is far above the error. */
+ * (the weight-only path's, onto its dequantised copy) within one bf16 unit
+ * in the last place of the merge into a copy, element by element (the two
+ * are different cuBLASLt calls, C = D and C != D, and on an H100 their
+ * bytes differed), and the pair's share of y is far above the error. */
 static void op_linear_lora(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   const int64_t M = c->rows, K = c->dim, N = c->out_dim, R = c->lora_rank;
   const kern_dtype yt = c->bf16_out ? KERN_DTYPE_BF16 : KERN_DTYPE_F32;
@@ -356,20 +358,29 @@ static void op_linear_lora(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   r->det = same_bytes(out[0], out[1], ybytes);
   float *got = yt == KERN_DTYPE_F32 ? (float *)out[0] : from_bf16((uint16_t *)out[0], M * N);
   result_compare(r, got, ref, base, M * N, TOL_BF16);
-  /* in place, as the weight-only path merges: the same bytes */
+  /* in place, as the weight-only path merges: within one bf16 ulp */
   kern_cuda_lora_merge(g, dwi, da, dbl, R, dwi, N, K, 0);
-  char *m1 = hmalloc(wbytes), *m2 = hmalloc(wbytes);
+  uint16_t *m1 = hb(N * K), *m2 = hb(N * K);
   down(m1, dwm, wbytes);
   down(m2, dwi, wbytes);
-  const int inplace_same = same_bytes(m1, m2, wbytes);
+  int64_t ndiff = 0, nfar = 0;
+  for (int64_t i = 0; i < N * K; i++) {
+    if (m1[i] == m2[i]) continue;
+    ndiff++;
+    const float a = kern_bf16_to_f32(m1[i]), b = kern_bf16_to_f32(m2[i]);
+    const float big = fmaxf(fabsf(a), fabsf(b));
+    int e;
+    frexpf(big, &e); /* big = f 2^e, f in [0.5, 1): bf16's ulp there is 2^(e - 8) */
+    if (fabsf(a - b) > ldexpf(1.0f, e - 8)) nfar++;
+  }
   /* The pair must show: its share of the output is far above the error. */
   float *plain = hf(M * N);
   kern_cpu_linear(x, w, b, plain, M, K, N);
   if (c->gelu) kern_cpu_gelu_tanh(plain, M * N);
   const double share = sp_test_rel_l2_f32(plain, ref, M * N);
-  r->extra_ok = share > 4 * r->err && inplace_same;
-  snprintf(r->note, sizeof r->note, "pair moves y by %.2e; in place %s", share,
-           inplace_same ? "same" : "DIFFERS");
+  r->extra_ok = share > 4 * r->err && nfar == 0;
+  snprintf(r->note, sizeof r->note, "pair moves y %.2e; in place: %d ulp, %d far", share,
+           (int)(ndiff > 99999999 ? 99999999 : ndiff), (int)(nfar > 99999999 ? 99999999 : nfar));
   if (got != (float *)out[0]) free(got);
   free(out[0]); free(out[1]); free(plain); free(m1); free(m2);
   free(x); free(w); free(b); free(a); free(bl); free(ref); free(base); free(t); free(u);
