@@ -14,7 +14,10 @@
  * with strides and no padding.
  * The algorithm for a shape is cuDNN's heuristic's first deterministic one
  * that fits the workspace (cudnnGetConvolutionForwardAlgorithm_v7), chosen
- * the first time the shape runs and kept.
+ * the first time the shape runs and kept; where cuda_vae_engine_rule names
+ * a backend engine configuration for the shape (the full-resolution bf16
+ * 3x3x3 convolutions, measured faster with the same bits) and cuDNN makes
+ * its plan within the workspace, that plan runs instead.
  *
  * The middle attention (one head of width dims[0], 384 published, which
  * cuDNN's fused attention does not take): scores and P v through cuBLASLt
@@ -79,6 +82,7 @@ extern "C" void kern_cuda_vae_destroy(kern_cuda_vae *v) {
   if (!v) return;
   for (int i = 0; i < v->nconv; i++) {
     cuda_vae_conv_descs_free(&v->conv[i].d);
+    att_graph_release(&v->conv[i].g);
   }
   for (int i = 0; i < v->ngemm; i++) {
     gemm_entry *e = &v->gemm[i];
@@ -178,11 +182,37 @@ extern "C" int cuda_vae_conv_picks(const kern_cuda_vae *v, cuda_vae_conv_pick *o
     out[i].math = e->math;
     out[i].ws = e->ws;
     out[i].runs = e->runs;
+    out[i].engine = e->g.plan ? e->g.engine : -1;
   }
   *dt = v->dt;
   *tf32 = v->tf32;
   *ws_limit = v->conv_ws_bytes;
   return v->nconv;
+}
+
+/* The backend engine rule's plan for e's shape into e->g, where the rule
+ * names one and cuDNN makes it within the workspace; else e->g stays empty
+ * and the legacy algorithm runs (logged at debug level). */
+static void engine_plan(kern_cuda_vae *v, conv_entry *e) {
+  const cuda_vae_engine_cfg *r = cuda_vae_engine_rule(v->dt, v->tf32, &e->key);
+  e->g.engine = -1;
+  if (!r) return;
+  att_builder b = {&e->g, CUDNN_STATUS_SUCCESS, NULL};
+  const char *what = NULL;
+  cudnnBackendDescriptor_t gr = cuda_vae_conv_graph(v->dnn, v->dt, &e->key, &b);
+  cudnnStatus_t s = gr ? att_engine_plan(v->dnn, &b, gr, r->engine, r->nknobs, r->type, r->val,
+                                         &what)
+                       : b.st;
+  if (!gr) what = b.what;
+  if (s == CUDNN_STATUS_SUCCESS && (size_t)e->g.workspace > v->conv_ws_bytes) {
+    s = CUDNN_STATUS_NOT_SUPPORTED;
+    what = "its workspace";
+  }
+  if (s != CUDNN_STATUS_SUCCESS) {
+    sp_log_debug("vae conv: engine %lld's plan refused at %s (%s); the legacy algorithm runs",
+                 (long long)r->engine, what ? what : "?", cudnnGetErrorString(s));
+    att_graph_release(&e->g);
+  }
 }
 
 /* Descriptors and the algorithm of a shape: from the cache, else made. */
@@ -239,6 +269,7 @@ static conv_entry *conv_get(kern_cuda_vae *v, const conv_key *k) {
                (long long)k->co, k->kt, k->kh, k->kw, k->st, k->ss,
                k->valid ? ", no padding" : "", kern_dtype_name(v->dt),
                cuda_vae_conv_algo_name(e->algo), e->ws, (int)perf[chosen].mathType);
+  engine_plan(v, e);
   v->nconv++;
   return e;
 }
@@ -266,6 +297,12 @@ static void conv_run(kern_cuda_vae *v, const conv_key *k, const void *x, const v
   conv_entry *e = conv_get(v, k);
   const float alpha = 1.0f, beta = 0.0f;
   e->runs++;
+  if (e->g.plan) {
+    const int64_t uids[3] = {CUDA_VAE_UID_X, CUDA_VAE_UID_W, CUDA_VAE_UID_Y};
+    void *const ptrs[3] = {(void *)x, (void *)w, y};
+    att_graph_execute(v->dnn, e->g.plan, 3, uids, ptrs, v->conv_ws, v->stream);
+    return;
+  }
   CUDNN_CHECK(cudnnConvolutionForward(v->dnn, &alpha, e->d.xd, x, e->d.wd, w, e->d.cd, e->algo,
                                       v->conv_ws, e->ws, &beta, e->d.yd, y));
 }

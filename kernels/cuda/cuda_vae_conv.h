@@ -69,6 +69,8 @@ typedef struct cuda_vae_conv_pick {
   cudnnMathType_t math;
   size_t ws;
   int64_t runs;
+  int64_t engine; /* the backend engine that runs instead of algo (cuda_vae_graph.cuh's
+                     rule), -1: algo runs */
 } cuda_vae_conv_pick;
 
 /* The shapes v has run, in the order they first ran, into out (at most

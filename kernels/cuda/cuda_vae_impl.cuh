@@ -16,8 +16,9 @@
 #include <string.h>
 
 #include "cuda_check.h"
-#include "cuda_vae_conv.h"
 #include "cuda_vae_common.cuh"
+#include "cuda_vae_conv.h"
+#include "cuda_vae_graph.cuh"
 #include "lib_check.cuh"
 #include "kern_cuda_vae.h"
 #include "vae_layout.h"
@@ -38,6 +39,9 @@ typedef struct conv_entry {
   cudnnMathType_t math; /* the convolution descriptor's, set for algo */
   size_t ws;
   int64_t runs; /* calls since the context was made (cuda_vae_conv_picks) */
+  /* the backend engine rule's plan (cuda_vae_engine_rule), which runs
+   * instead of algo when g.plan is set */
+  att_graph g;
 } conv_entry;
 
 typedef struct gemm_key {

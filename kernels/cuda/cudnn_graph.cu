@@ -252,6 +252,48 @@ cudnnStatus_t att_graph_finalize(cudnnHandle_t handle, att_builder *b,
   return last;
 }
 
+cudnnStatus_t att_engine_plan(cudnnHandle_t handle, att_builder *b, cudnnBackendDescriptor_t graph,
+                              int64_t engine, int nknobs, const int64_t *types,
+                              const int64_t *vals, const char **what) {
+  cudnnBackendDescriptor_t eng = att_new(b, CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
+  att_set(b, eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
+          "engine graph");
+  att_set(b, eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine, "engine index");
+  att_fin(b, eng, "engine");
+  cudnnBackendDescriptor_t kc[CUDNN_KNOB_TYPE_COUNTS];
+  if (nknobs > CUDNN_KNOB_TYPE_COUNTS) nknobs = CUDNN_KNOB_TYPE_COUNTS;
+  for (int i = 0; i < nknobs; i++) {
+    const cudnnBackendKnobType_t t = (cudnnBackendKnobType_t)types[i];
+    kc[i] = att_new(b, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, "knob choice");
+    att_set(b, kc[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &t, "knob type");
+    att_set(b, kc[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &vals[i],
+            "knob value");
+    att_fin(b, kc[i], "knob choice");
+  }
+  cudnnBackendDescriptor_t cfg = att_new(b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config");
+  att_set(b, cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng,
+          "config engine");
+  if (nknobs > 0)
+    att_set(b, cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, nknobs, kc,
+            "config knobs");
+  att_fin(b, cfg, "engine config");
+  if (b->st != CUDNN_STATUS_SUCCESS) {
+    *what = b->what;
+    return b->st;
+  }
+  int64_t idx = -1;
+  if (att_engine_nondeterministic(cfg, &idx)) {
+    *what = "the engine is marked nondeterministic";
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  *what = "its execution plan";
+  const cudnnStatus_t s = att_plan_of(handle, cfg, &b->g->plan, &b->g->workspace, what);
+  if (s == CUDNN_STATUS_SUCCESS) {
+    b->g->engine = engine;
+    b->g->nondet_used = 0;
+  }
+  return s;
+}
 
 void att_graph_release(att_graph *g) {
   if (g->plan) cudnnBackendDestroyDescriptor(g->plan);

@@ -64,6 +64,15 @@ cudnnBackendDescriptor_t att_reduce(att_builder *b, cudnnReduceTensorOp_t mode,
 
 cudnnStatus_t att_graph_finalize(cudnnHandle_t handle, att_builder *b,
                                  cudnnBackendDescriptor_t *ops, int nops, const char **what);
+/* A plan of one named engine configuration of operation graph `graph`
+ * (instead of the heuristics' list): engine global index `engine` with the
+ * knob choices types[i] = vals[i], its descriptors recorded in b's graph.
+ * SUCCESS with b->g's plan, workspace and engine set; else cuDNN's status
+ * (or NOT_SUPPORTED when cuDNN marks the engine nondeterministic) with
+ * *what naming the step. */
+cudnnStatus_t att_engine_plan(cudnnHandle_t handle, att_builder *b, cudnnBackendDescriptor_t graph,
+                              int64_t engine, int nknobs, const int64_t *types,
+                              const int64_t *vals, const char **what);
 void att_graph_release(att_graph *g);
 
 /* Runs a finalised plan on `stream` with the tensors uids[i] at ptrs[i]

@@ -19,7 +19,9 @@
  *                            and compared with the legacy pick
  *                            (tests/gpu/dev/vae_engine_bench.h)
  *
- * Each case: a small config (dim 8-32, odd sizes, 1-5 latent frames),
+ * Each case: a small config (dim 8-32, odd sizes, 1-5 latent frames; one
+ * at the published widths, whose bf16 full-resolution convolutions run the
+ * backend engine rule of kernels/cuda/cuda_vae_graph.cuh),
  * random weights scaled as tests/vae/test_vae_driver.c's, random latents;
  * the CPU decode (fp32) is the reference. Checks per precision:
  * - relative L2 of the whole video <= 3e-2 (bf16, see TOL_BF16), 1e-4
@@ -49,6 +51,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_vae_conv.h"
 #include "log.h"
 #include "vae_layout.h"
 #include "wan_vae.h"
@@ -105,6 +108,10 @@ static const vcase cases[] = {
     {8, 64, 100, 2, 4, 2, {1, 1, 0}, 1, {0, 0, 0}}, /* attention over 6400 positions, in row chunks */
     {16, 9, 11, 3, 4, 2, {1, 1, 0}, 0, {5, 6, 2}}, /* 3 x 3 tiles, overlaps 2 and 3 */
     {8, 7, 6, 2, 4, 2, {1, 1, 0}, 0, {7, 3, 0}},   /* 1 x 2 tiles, hard seams */
+    /* the published widths (96, 192, 384, 384): bf16's full-resolution 3x3x3
+     * convolutions, 96 to 96 channels, take the backend engine rule
+     * (cuda_vae_graph.cuh) */
+    {96, 2, 3, 2, 4, 2, {1, 1, 0}, 0, {0, 0, 0}},
 };
 
 /* A tiled decode's decoder: the CPU's (with its weights) or the GPU's. */
@@ -128,6 +135,28 @@ static int case_decode(const vcase *k, const wan_vae_config *c, tile_dec *d, con
     return wan_vae_decode_tiled(c, z, k->F, k->h, k->w, &k->tile, tile_decode, d,
                                 sp_test_vae_sink_put, out);
   return tile_decode(d, z, k->F, sp_test_vae_sink_put, out);
+}
+
+/* Convolution shapes of g's decodes that ran the backend engine rule's
+ * plan instead of the legacy algorithm (cuda_vae_conv_picks). */
+static int rule_plans(const wan_vae_gpu *g) {
+  static cuda_vae_conv_pick picks[128];
+  kern_dtype dt;
+  int tf32, n = 0;
+  size_t ws;
+  const int np = cuda_vae_conv_picks(wan_vae_gpu_kernels(g), picks, 128, &dt, &tf32, &ws);
+  for (int i = 0; i < np && i < 128; i++) n += picks[i].engine >= 0;
+  return n;
+}
+
+/* The current device is sm_90 (H100, H200). */
+static int sm90(void) {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return 0;
+  return major == 9 && minor == 0;
 }
 
 static void run_case(const vcase *k) {
@@ -193,13 +222,18 @@ static void run_case(const vcase *k) {
           name, a.calls, ref.calls);
     CHECK(det, "%s: a second decode gives other bits", name);
     CHECK(guard, "%s: the callback wrote past the video", name);
+    /* the engine rule's convolutions (cuda_vae_graph.cuh): on an sm_90 GPU,
+     * where it was measured, the 96-channel bf16 ones must run it */
+    const int ruled = rule_plans(g);
+    CHECK(!(p == WAN_VAE_GPU_BF16 && k->dim == 96 && sm90()) || ruled > 0,
+          "%s: no convolution ran the engine rule's plan on this sm_90 GPU", name);
     char vs32[48] = "";
     if (p == WAN_VAE_GPU_TF32 && fp32_video)
       snprintf(vs32, sizeof vs32, "  vs fp32 %.3e", sp_test_rel_l2_f32(a.video, fp32_video, nv));
     printf("  %-44s err %.3e (tol %.0e)  calls %d %s  rerun %s  cpu %.2fs gpu %.3fs  "
-           "device %.1f MiB  %s%s\n",
+           "device %.1f MiB  engine-rule shapes %d  %s%s\n",
            name, err, tol, a.calls, same_calls ? "ok" : "BAD", det ? "same" : "DIFFERS", cpu_s,
-           gpu_s, (double)wan_vae_gpu_peak_bytes(g) / (1 << 20),
+           gpu_s, (double)wan_vae_gpu_peak_bytes(g) / (1 << 20), ruled,
            err <= tol && inside && same_calls && det && guard && rc == 0 ? "pass" : "FAIL", vs32);
     fflush(stdout);
     wan_vae_gpu_free(g);

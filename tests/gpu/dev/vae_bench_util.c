@@ -146,11 +146,12 @@ void vae_bench_shape_head(const vae_bench_shape *sh) {
   const cuda_vae_conv_pick *p = &sh->s->p[sh->i];
   const cuda_vae_conv_key *k = &p->key;
   printf("\n# shape %d: x (%lld, %lld, %lld, %lld) -> %lld, kernel %dx%dx%d, stride %d/%d%s; "
-         "%lld runs a decode; pick %s (%s), %.1f MiB workspace of %.1f\n",
+         "%lld runs a decode; pick %s (%s), %.1f MiB workspace of %.1f%s\n",
          sh->i, (long long)k->T, (long long)k->H, (long long)k->W, (long long)k->ci,
          (long long)k->co, k->kt, k->kh, k->kw, k->st, k->ss, k->valid ? ", no padding" : "",
          (long long)p->runs, cuda_vae_conv_algo_name(p->algo), vae_math_name(p->math),
-         (double)p->ws / (1 << 20), (double)sh->s->ws_limit / (1 << 20));
+         (double)p->ws / (1 << 20), (double)sh->s->ws_limit / (1 << 20),
+         p->engine >= 0 ? "; the decoder runs its engine rule's plan instead" : "");
 }
 
 void vae_bench_shape_json_head(vae_jbuf *j, const vae_bench_shape *sh) {
@@ -158,10 +159,11 @@ void vae_bench_shape_json_head(vae_jbuf *j, const vae_bench_shape *sh) {
   const cuda_vae_conv_key *k = &p->key;
   vae_jadd(j, "%s{\"x\":[%lld,%lld,%lld,%lld],\"co\":%lld,\"kernel\":[%d,%d,%d],"
               "\"stride\":[%d,%d],\"valid\":%d,\"runs\":%lld,\"pick\":\"%s\","
-              "\"pick_math\":\"%s\",",
+              "\"pick_math\":\"%s\",\"decoder_engine\":%lld,",
            sh->i ? "," : "", (long long)k->T, (long long)k->H, (long long)k->W,
            (long long)k->ci, (long long)k->co, k->kt, k->kh, k->kw, k->st, k->ss, k->valid,
-           (long long)p->runs, cuda_vae_conv_algo_name(p->algo), vae_math_name(p->math));
+           (long long)p->runs, cuda_vae_conv_algo_name(p->algo), vae_math_name(p->math),
+           (long long)p->engine);
 }
 
 /* ---------------------------------------------------------------- shapes */

@@ -10,6 +10,7 @@
 #include <cudnn.h>
 #include <stdint.h>
 
+#include "cuda_vae_graph.cuh"
 #include "cudnn_graph.cuh"
 #include "vae_bench_util.h"
 #include "vae_engine_key.h"
@@ -18,8 +19,8 @@
 #define VENG_SHAPE_BUDGET_S 3.0   /* wall seconds of a shape after which only firsts run */
 #define VENG_POOL_DESCS 4096      /* backend descriptors a shape keeps alive */
 
-/* The tensors' unique ids in the graph and the variant packs. */
-enum { VENG_UID_X = 1, VENG_UID_W = 2, VENG_UID_Y = 3 };
+/* The tensors' unique ids in the graph and the variant packs: the decoder's. */
+enum { VENG_UID_X = CUDA_VAE_UID_X, VENG_UID_W = CUDA_VAE_UID_W, VENG_UID_Y = CUDA_VAE_UID_Y };
 
 /* One configuration of a shape. */
 typedef struct veng_row {
@@ -57,9 +58,9 @@ typedef struct veng_rows {
   int skipped;    /* rows not run: past the shape's VENG_SHAPE_BUDGET_S */
 } veng_rows;
 
-/* The convolution of sh's shape as an operation graph (vae_engine_bench.cu's
- * head), its descriptors recorded in g: the graph, or NULL with *st and
- * *what saying which descriptor cuDNN refused. */
+/* The convolution of sh's shape as an operation graph (the decoder's,
+ * cuda_vae_conv_graph), its descriptors recorded in g: the graph, or NULL
+ * with *st and *what saying which descriptor cuDNN refused. */
 cudnnBackendDescriptor_t veng_graph(cudnnHandle_t dnn, const vae_bench_shape *sh, att_graph *g,
                                     cudnnStatus_t *st, const char **what);
 /* The configurations heuristic `mode` gives for graph gr, each new one a
