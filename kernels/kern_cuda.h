@@ -93,10 +93,10 @@ void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t
  * for the linear layer's GEMM right after:
  *   w_out = bf16(w + bl @ a)
  * w (N, K), a (r, K), bl (N, r) bf16 (the LoRAs' scales folded into bl),
- * w_out (N, K) bf16; one GEMM over the r columns, fp32 accumulation, w
- * added before the single rounding. w_out may be w (in place: the
- * weight-only path's dequantised copy). The layer then costs one pass
- * over its input, as without a LoRA, plus this pass over its weight. */
+ * w_out (N, K) bf16, not w (never in place: cuda_gemm.cu says why); one
+ * GEMM over the r columns, fp32 accumulation, w added before the single
+ * rounding. The layer then costs one pass over its input, as without a
+ * LoRA, plus this pass over its weight. */
 void kern_cuda_lora_merge(kern_cuda_gemm_ctx *ctx, const uint16_t *w, const uint16_t *a,
                           const uint16_t *bl, int64_t r, uint16_t *w_out, int64_t N, int64_t K,
                           cudaStream_t stream);

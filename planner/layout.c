@@ -254,10 +254,10 @@ static void take_step_cache(carver *c) {
 }
 
 /* Quantized weights (MODEL.md "Quantized weights on the GPU"): the
- * weight-only path's dequantised weight, which with bypassed LoRA pairs
- * at bf16 precision is also where a layer's weight and its pairs are
- * merged right before its GEMM (MODEL.md "LoRA": so at least the largest
- * linear weight, D max(D, F) a); W8A8's input codes (1 byte each)
+ * weight-only path's dequantised weight, followed, with bypassed LoRA pairs
+ * at bf16 precision, by the copy a layer's weight and its pairs are merged
+ * into right before its GEMM (MODEL.md "LoRA": the largest linear weight,
+ * D max(D, F) a; never merged in place); W8A8's input codes (1 byte each)
  * and token scales for the most rows a linear layer takes (a chunk, or the
  * context's C), the bf16 copy of the quantised input that bypassed LoRA
  * pairs read, and the fp32 products of the epilogue path (a chunk's rows
@@ -267,8 +267,7 @@ static void take_quant(carver *c) {
   const uint64_t rq = c->R > c->C ? c->R : c->C, kmax = c->F > c->D ? c->F : c->D;
   const int pairs = s->lora_elems && s->lora_rank > 0;
   uint64_t scratch = s->dequant_bytes;
-  if (pairs && !s->w8a8 && mul(c, mul(c, c->D, kmax), c->a) > scratch)
-    scratch = mul(c, mul(c, c->D, kmax), c->a);
+  if (pairs && !s->w8a8) scratch += mul(c, mul(c, c->D, kmax), c->a);
   if (scratch) take(c, PLAN_BUF_DEQUANT, 0, scratch);
   if (!s->w8a8) return;
   take(c, PLAN_BUF_XQ, 0, mul(c, rq, kmax));

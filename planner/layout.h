@@ -84,9 +84,9 @@ typedef enum plan_buf {
   PLAN_BUF_CACHE_NEG,   /* [cache_neg] (dim) fp32 of -1: the gate that makes the gated add
                            subtract (the residual, last stage) */
   PLAN_BUF_DEQUANT,     /* [wdq] bf16: a block's weight dequantised right before its GEMM (the
-                           weight-only path: plan_model.dequant_bytes), or merged with its
-                           bypassed LoRA pairs (bf16 precision: at least dim x max(dim,
-                           ffn_dim)) */
+                           weight-only path: plan_model.dequant_bytes), then, with bypassed
+                           LoRA pairs at bf16 precision, dim x max(dim, ffn_dim) for a weight
+                           merged with its pairs */
   PLAN_BUF_XQ,          /* [xq] (max(rows, text_len), max(dim, ffn_dim)) e4m3 or int8: a linear
                            layer's input quantised per token (W8A8) */
   PLAN_BUF_XS,          /* [xs] (max(rows, text_len)) fp32: its tokens' scales */

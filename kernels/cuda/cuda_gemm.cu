@@ -450,10 +450,13 @@ extern "C" void kern_cuda_lora_merge(kern_cuda_gemm_ctx *ctx, const uint16_t *w,
                                      const uint16_t *a, const uint16_t *bl, int64_t r,
                                      uint16_t *w_out, int64_t N, int64_t K, cudaStream_t stream) {
   /* the GEMM's M x N x K is the weight's N x K over the pairs' r: bl (N, r)
-   * times a (r, K) read as (K, N) with b_kn, onto C = w */
+   * times a (r, K) read as (K, N) with b_kn, onto C = w. Never in place:
+   * on an H100 the same merge with C = D gave other values than with
+   * C != D (tests/gpu/test_ops.c, linear_lora), beyond rounding */
+  if (w == w_out) sp_fatal("internal: kern_cuda_lora_merge in place");
   kern_cuda_matmul_params p;
   memset(&p, 0, sizeof p);
-  p.a = bl; p.b = a; p.b_kn = 1; p.d = w_out; p.c = w == w_out ? NULL : w;
+  p.a = bl; p.b = a; p.b_kn = 1; p.d = w_out; p.c = w;
   p.d_dtype = KERN_DTYPE_BF16;
   p.M = N; p.N = K; p.K = r;
   p.lda = r; p.ldb = K; p.ldd = K;

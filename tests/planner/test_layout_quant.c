@@ -3,8 +3,8 @@
  * layout's, then the bypassed LoRAs' pairs, one buffer per block, and at
  * W8A8 their (max(rows, text_len), rank) A x):
  *   - weight-only: one buffer of plan_model.dequant_bytes, with bypassed
- *     LoRAs at bf16 precision at least dim x max(dim, ffn_dim) bf16 (a
- *     weight merged with its pairs, MODEL.md "LoRA");
+ *     LoRAs at bf16 precision plus dim x max(dim, ffn_dim) bf16 (the copy a
+ *     weight is merged with its pairs into, MODEL.md "LoRA");
  *   - W8A8: the input codes (max(rows, text_len), max(dim, ffn_dim)) of one
  *     byte each, their fp32 scales (max(rows, text_len)), with bypassed
  *     LoRAs the codes dequantised to bf16 (the same shape), with the
@@ -71,7 +71,7 @@ static void test_case(int big, int w8a8, int epilogue, int64_t lora_rank, int64_
   CHECK((plan_layout_find(&with, PLAN_BUF_LORA_T, 0) != NULL) == (w8a8 && lora_rank),
         "the pairs' A x only with W8A8 and LoRAs");
   const uint64_t merge = lora_rank && !w8a8 ? D * k * 2 : 0; /* the largest linear weight */
-  const uint64_t scratch = dequant > merge ? dequant : merge;
+  const uint64_t scratch = dequant + merge; /* merged from the dequantised copy into its own */
   if (scratch) expect_next(&with, PLAN_BUF_DEQUANT, scratch, &end, "dequantised or merged weight");
   if (w8a8) {
     expect_next(&with, PLAN_BUF_XQ, rows * k, &end, "input codes");
@@ -132,7 +132,7 @@ int main(void) {
   test_case(1, PLAN_W8A8_NONE, 0, 0, 0, 5120ull * 13824 * 2);
   test_case(0, PLAN_W8A8_NONE, 0, 16, 2048, 1536ull * 8960 * 2);
   test_case(1, PLAN_W8A8_NONE, 0, 64, 0, 0);             /* pairs merged into a bf16 copy */
-  test_case(0, PLAN_W8A8_NONE, 0, 8, 0, 1536ull * 1536 * 2); /* a scratch too small to merge */
+  test_case(0, PLAN_W8A8_NONE, 0, 8, 0, 1536ull * 1536 * 2); /* dequantised, then merged */
   test_wire();
   return sp_test_end();
 }

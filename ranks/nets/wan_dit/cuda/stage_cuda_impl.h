@@ -114,9 +114,10 @@ typedef struct cuda_stage {
   uint16_t **lora_w;  /* [experts x nblocks] device, cfg.lora_block_elems each (NULL: no room) */
   uint16_t *lora_t;
   /* Quantized weights (stage_cuda_quant.c): the weight-only path's bf16
-   * scratch (a weight dequantised right before its GEMM: dequant_bytes,
-   * the model's need; or merged with its bypassed pairs at bf16 precision;
-   * wdq_bytes, what the layout gave);
+   * scratch (a weight dequantised right before its GEMM: its first
+   * dequant_bytes, the model's need; then, with bypassed pairs at bf16
+   * precision, the copy a weight is merged with them into; wdq_bytes in
+   * all, what the layout gave);
    * W8A8's per-token codes (rows, in) e4m3 or int8, their scales (rows),
    * with LoRAs the codes dequantised (rows, in) bf16, and the products'
    * fp32 scratch of the epilogue path (wacc_bytes). NULL when unused. */
@@ -243,8 +244,8 @@ void rank_cuda_norm_out(const rank_stage *s, const cuda_stage *c, uint16_t *h, i
 /* One linear layer of a block: y (rows, out) = act(x W^T + b) [+ the
  * bypassed pair], x (rows, in) bf16, W as the device holds it: bf16 as
  * is; at bf16 precision another format dequantised into c->wdq first (the
- * weight-only path), and a bypassed pair merged into the weight there
- * (kern_cuda_lora_merge: a bf16 weight copied into c->wdq with it); at
+ * weight-only path), and a bypassed pair merged with the weight into a
+ * copy after it in c->wdq (kern_cuda_lora_merge); at
  * W8A8 precision the GEMM of c->xq (the caller's rank_cuda_quant_input of
  * x) and W's codes with both scales, the pair on the dequantised input
  * c->xhat. Queued on c->stream. */

@@ -114,20 +114,23 @@ void rank_cuda_linear(const rank_stage *s, cuda_stage *c, const cuda_linear *l) 
   }
   const uint16_t *w = l->w->data;
   const int pair = l->lora && l->lora->r > 0;
-  if (l->w->fmt != KERN_QFMT_BF16 || pair) {
-    if (!c->wdq || (uint64_t)(l->w->rows * l->w->cols) * 2 > c->wdq_bytes)
-      sp_fatal("internal: a %s weight of %lld x %lld with %zu bytes of scratch to %s it",
-               kern_qfmt_get(l->w->fmt)->name, (long long)l->w->rows, (long long)l->w->cols,
-               c->wdq_bytes, pair ? "merge its LoRA pairs into" : "dequantise");
-  }
+  /* the scratch: the dequantised weight (dequant_bytes), then the merged
+   * copy (the rest), which the merge never writes over its input */
+  const uint64_t bytes = (uint64_t)(l->w->rows * l->w->cols) * 2;
+  if ((l->w->fmt != KERN_QFMT_BF16 && bytes > c->dequant_bytes) ||
+      (pair && bytes > c->wdq_bytes - c->dequant_bytes) || ((l->w->fmt != KERN_QFMT_BF16 || pair) && !c->wdq))
+    sp_fatal("internal: a %s weight of %lld x %lld with %zu bytes of scratch (%zu to dequantise)",
+             kern_qfmt_get(l->w->fmt)->name, (long long)l->w->rows, (long long)l->w->cols,
+             c->wdq_bytes, c->dequant_bytes);
   if (l->w->fmt != KERN_QFMT_BF16) { /* the weight-only path */
     kern_cuda_dequant_bf16(l->w, c->wdq, c->stream);
     w = c->wdq;
   }
-  if (pair) { /* w + B'A into the scratch: then one GEMM over x, as without a pair */
-    kern_cuda_lora_merge(c->gemm, w, l->lora->a, l->lora->b, l->lora->r, c->wdq, l->out, l->in,
+  if (pair) { /* w + B'A into its copy: then one GEMM over x, as without a pair */
+    uint16_t *merged = c->wdq + c->dequant_bytes / 2;
+    kern_cuda_lora_merge(c->gemm, w, l->lora->a, l->lora->b, l->lora->r, merged, l->out, l->in,
                          c->stream);
-    w = c->wdq;
+    w = merged;
   }
   kern_cuda_linear(c->gemm, l->x, w, l->b, l->y, l->y_dtype, l->rows, l->in, l->out, l->act,
                    c->stream);
