@@ -58,11 +58,21 @@ static void quant_k(const float *k, int64_t Lk, int64_t heads, int64_t hd, int b
   free(mean);
 }
 
+/* K quantised (quant_k): k8 (Lk, heads, hd), ksc (heads, nkt). */
+typedef struct k_int8 {
+  int8_t *k8;
+  float *ksc;
+} k_int8;
+
 /* The integer scores of query row r, head h against every key, times the
  * two tiles' scales (Q's tile of bm rows) and `mul`, into x (Lk). */
-static void row_scores(const float *q, const int8_t *k8, const float *ksc, int64_t Lq, int64_t Lk,
-                       int64_t heads, int64_t hd, int bm, int bn, int64_t r, int64_t h, double mul,
-                       double *x) {
+static void row_scores(const sp_test_attn8_in *a, const k_int8 *kq, int64_t r, int64_t h,
+                       double mul, double *x) {
+  const float *q = a->q;
+  const int8_t *k8 = kq->k8;
+  const float *ksc = kq->ksc;
+  const int64_t Lq = a->Lq, Lk = a->Lk, heads = a->heads, hd = a->hd;
+  const int bm = a->bm, bn = a->bn;
   const int64_t nkt = (Lk + bn - 1) / bn, row = heads * hd;
   int8_t *q8 = xmalloc((size_t)hd);
   const float qamax = tile_amax(q, Lq, heads, hd, h, r / bm * bm, bm, NULL), sq = qamax / 127.f;
@@ -75,19 +85,27 @@ static void row_scores(const float *q, const int8_t *k8, const float *ksc, int64
   free(q8);
 }
 
-void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
-                       int64_t heads, int64_t hd, double scale, int bm, int bn,
-                       const int64_t *rows, int64_t nrows, float *out) {
-  const int64_t nkt = (Lk + bn - 1) / bn, row = heads * hd;
-  float *ksc = xmalloc((size_t)(heads * nkt) * sizeof *ksc);
-  int8_t *k8 = xmalloc((size_t)(Lk * row));
-  quant_k(k, Lk, heads, hd, bn, k8, ksc);
+/* Q K's int8 form of a: K quantised per tile (free with k_int8_free). */
+static k_int8 k_int8_make(const sp_test_attn8_in *a) {
+  const int64_t nkt = (a->Lk + a->bn - 1) / a->bn;
+  k_int8 kq = {xmalloc((size_t)(a->Lk * a->heads * a->hd)),
+               xmalloc((size_t)(a->heads * nkt) * sizeof(float))};
+  quant_k(a->k, a->Lk, a->heads, a->hd, a->bn, kq.k8, kq.ksc);
+  return kq;
+}
+
+static void k_int8_free(k_int8 *kq) { free(kq->k8), free(kq->ksc); }
+
+void sp_test_attn_int8(const sp_test_attn8_in *a, float *out) {
+  const float *v = a->v;
+  const int64_t Lk = a->Lk, heads = a->heads, hd = a->hd, nrows = a->nrows, row = heads * hd;
+  k_int8 kq = k_int8_make(a);
 #pragma omp parallel for schedule(dynamic)
   for (int64_t ih = 0; ih < nrows * heads; ih++) {
     const int64_t i = ih / heads, h = ih % heads;
     double *p = xmalloc((size_t)Lk * sizeof *p);
     float *pb = xmalloc((size_t)Lk * sizeof *pb);
-    row_scores(q, k8, ksc, Lq, Lk, heads, hd, bm, bn, rows[i], h, scale, p);
+    row_scores(a, &kq, a->rows[i], h, a->scale, p);
     double m = -INFINITY, l = 0;
     for (int64_t t = 0; t < Lk; t++)
       if (p[t] > m) m = p[t];
@@ -102,17 +120,16 @@ void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t L
     }
     free(p), free(pb);
   }
-  free(ksc), free(k8);
+  k_int8_free(&kq);
 }
 
-void sp_test_attn_fp8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
-                      int64_t heads, int64_t hd, double scale, int bm, int bn,
-                      const int64_t *rows, int64_t nrows, float *out) {
-  const int64_t nkt = (Lk + bn - 1) / bn, row = heads * hd;
-  float *ksc = xmalloc((size_t)(heads * nkt) * sizeof *ksc);
-  int8_t *k8 = xmalloc((size_t)(Lk * row));
+void sp_test_attn_fp8(const sp_test_attn8_in *a, float *out) {
+  const float *v = a->v;
+  const int64_t Lk = a->Lk, heads = a->heads, hd = a->hd, nrows = a->nrows, row = heads * hd;
+  const int bn = a->bn;
+  const int64_t nkt = (Lk + bn - 1) / bn;
+  k_int8 kq = k_int8_make(a);
   float *vc = xmalloc((size_t)(Lk * row) * sizeof *vc), *sv = xmalloc((size_t)row * sizeof *sv);
-  quant_k(k, Lk, heads, hd, bn, k8, ksc);
   /* V per head and channel: amax over the keys, codes e4m3(v 448 / amax) */
   for (int64_t c = 0; c < row; c++) {
     float amax = 0.f;
@@ -127,7 +144,7 @@ void sp_test_attn_fp8(const float *q, const float *k, const float *v, int64_t Lq
   for (int64_t ih = 0; ih < nrows * heads; ih++) {
     const int64_t i = ih / heads, h = ih % heads;
     double *x = xmalloc((size_t)Lk * sizeof *x), *o = xmalloc((size_t)hd * sizeof *o);
-    row_scores(q, k8, ksc, Lq, Lk, heads, hd, bm, bn, rows[i], h, scale * l2e, x);
+    row_scores(a, &kq, a->rows[i], h, a->scale * l2e, x);
     for (int64_t d = 0; d < hd; d++) o[d] = 0;
     double m = -INFINITY, l = 0;
     for (int64_t j = nkt - 1; j >= 0; j--) { /* the kernel's order: the last tile first */
@@ -150,5 +167,6 @@ void sp_test_attn_fp8(const float *q, const float *k, const float *v, int64_t Lq
           kern_bf16_to_f32(kern_f32_to_bf16((float)(o[d] / l * sv[h * hd + d])));
     free(x), free(o);
   }
-  free(ksc), free(k8), free(vc), free(sv);
+  k_int8_free(&kq);
+  free(vc), free(sv);
 }

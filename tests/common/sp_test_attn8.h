@@ -7,17 +7,27 @@
 
 #include <stdint.h>
 
-/* q (Lq, heads, hd), k, v (Lk, heads, hd): the fp32 values of the bf16
- * inputs. K minus its mean over the tokens (per head and channel, double);
+/* An attention's inputs and the rows computed: q (Lq, heads, hd), k, v
+ * (Lk, heads, hd), the fp32 values of the bf16 inputs; the softmax scale;
+ * the kernel's tiles of bm query rows and bn keys; the query rows
+ * rows[0..nrows) whose output is made. */
+typedef struct sp_test_attn8_in {
+  const float *q, *k, *v;
+  int64_t Lq, Lk, heads, hd;
+  double scale;
+  int bm, bn;
+  const int64_t *rows;
+  int64_t nrows;
+} sp_test_attn8_in;
+
+/* fa3-int8: K minus its mean over the tokens (per head and channel, double);
  * Q per tile of bm query rows and the smoothed K per tile of bn keys, per
  * head, quantised to int8 at scale amax / 127 (x / scale rounded to nearest
  * even in fp32, clamped to +-127); scores = the integer dot product times
  * both tiles' scales and `scale`; softmax in double; the probabilities
  * rounded to bf16 for P V, their sum taken unrounded; the output rounded to
- * bf16. out (nrows, heads, hd) for the query rows rows[0..nrows). */
-void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
-                       int64_t heads, int64_t hd, double scale, int bm, int bn,
-                       const int64_t *rows, int64_t nrows, float *out);
+ * bf16. out (nrows, heads, hd). */
+void sp_test_attn_int8(const sp_test_attn8_in *a, float *out);
 
 /* fa3-fp8: Q and K as sp_test_attn_int8; V per head and channel: amax over
  * the keys, codes e4m3(v (448 / amax)) (the product in fp32, round to
@@ -27,8 +37,6 @@ void sp_test_attn_int8(const float *q, const float *k, const float *v, int64_t L
  * the earlier O and l times 2^(m_old - m), P = 2^KERN_ATTN_FP8_PLOG2 2^(s - m)
  * (kern_attn_backend.h) rounded to e4m3 for P V and summed unrounded into
  * l; the output (O / l) times the channel's scale, rounded to bf16. */
-void sp_test_attn_fp8(const float *q, const float *k, const float *v, int64_t Lq, int64_t Lk,
-                      int64_t heads, int64_t hd, double scale, int bm, int bn,
-                      const int64_t *rows, int64_t nrows, float *out);
+void sp_test_attn_fp8(const sp_test_attn8_in *a, float *out);
 
 #endif
