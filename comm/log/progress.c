@@ -1,5 +1,6 @@
 /* A long phase's progress line (progress.h): on a terminal redrawn in
  * place, in a log a line per tenth. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -53,9 +54,13 @@ static void progress_draw(double now, const char *end) {
   g_progress.shown = now;
 }
 
-/* A log line at each tenth reached, once the phase is long enough. */
+/* A log line at each tenth reached, once the phase is long enough: the
+ * tenth of the percentage the line prints (rounded, as progress_text
+ * rounds it), so 69.7% written as "70%" counts as the seventh tenth and
+ * 73% after it is not another line. */
 static void progress_log(double now) {
-  const int tenths = (int)(10 * g_progress.done / g_progress.total);
+  const long pct = lround(100.0 * (double)g_progress.done / (double)g_progress.total);
+  const int tenths = (int)(pct / 10);
   if (tenths <= g_progress.tenths || now - g_progress.t0 < SP_PROGRESS_LOG_AFTER_S) return;
   g_progress.tenths = tenths;
   char text[192];
