@@ -267,7 +267,8 @@ static void take_quant(carver *c) {
   const uint64_t rq = c->R > c->C ? c->R : c->C, kmax = c->F > c->D ? c->F : c->D;
   const int pairs = s->lora_elems && s->lora_rank > 0;
   uint64_t scratch = s->dequant_bytes;
-  if (pairs && !s->w8a8) scratch += mul(c, mul(c, c->D, kmax), c->a);
+  if (pairs && !s->w8a8) /* the merged copy from plan_layout_align(dequant_bytes) on */
+    scratch = plan_layout_align(scratch) + mul(c, mul(c, c->D, kmax), c->a);
   if (scratch) take(c, PLAN_BUF_DEQUANT, 0, scratch);
   if (!s->w8a8) return;
   take(c, PLAN_BUF_XQ, 0, mul(c, rq, kmax));

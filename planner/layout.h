@@ -85,8 +85,8 @@ typedef enum plan_buf {
                            subtract (the residual, last stage) */
   PLAN_BUF_DEQUANT,     /* [wdq] bf16: a block's weight dequantised right before its GEMM (the
                            weight-only path: plan_model.dequant_bytes), then, with bypassed
-                           LoRA pairs at bf16 precision, dim x max(dim, ffn_dim) for a weight
-                           merged with its pairs */
+                           LoRA pairs at bf16 precision, from plan_layout_align(dequant_bytes)
+                           on, dim x max(dim, ffn_dim) for a weight merged with its pairs */
   PLAN_BUF_XQ,          /* [xq] (max(rows, text_len), max(dim, ffn_dim)) e4m3 or int8: a linear
                            layer's input quantised per token (W8A8) */
   PLAN_BUF_XS,          /* [xs] (max(rows, text_len)) fp32: its tokens' scales */

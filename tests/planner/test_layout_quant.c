@@ -71,7 +71,8 @@ static void test_case(int big, int w8a8, int epilogue, int64_t lora_rank, int64_
   CHECK((plan_layout_find(&with, PLAN_BUF_LORA_T, 0) != NULL) == (w8a8 && lora_rank),
         "the pairs' A x only with W8A8 and LoRAs");
   const uint64_t merge = lora_rank && !w8a8 ? D * k * 2 : 0; /* the largest linear weight */
-  const uint64_t scratch = dequant + merge; /* merged from the dequantised copy into its own */
+  /* merged from the dequantised copy into its own, at the next aligned offset */
+  const uint64_t scratch = merge ? aligned(dequant) + merge : dequant;
   if (scratch) expect_next(&with, PLAN_BUF_DEQUANT, scratch, &end, "dequantised or merged weight");
   if (w8a8) {
     expect_next(&with, PLAN_BUF_XQ, rows * k, &end, "input codes");
@@ -133,6 +134,7 @@ int main(void) {
   test_case(0, PLAN_W8A8_NONE, 0, 16, 2048, 1536ull * 8960 * 2);
   test_case(1, PLAN_W8A8_NONE, 0, 64, 0, 0);             /* pairs merged into a bf16 copy */
   test_case(0, PLAN_W8A8_NONE, 0, 8, 0, 1536ull * 1536 * 2); /* dequantised, then merged */
+  test_case(0, PLAN_W8A8_NONE, 0, 8, 0, 1000);  /* the merged copy at the next aligned offset */
   test_wire();
   return sp_test_end();
 }

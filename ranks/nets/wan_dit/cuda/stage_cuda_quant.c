@@ -114,11 +114,14 @@ void rank_cuda_linear(const rank_stage *s, cuda_stage *c, const cuda_linear *l) 
   }
   const uint16_t *w = l->w->data;
   const int pair = l->lora && l->lora->r > 0;
-  /* the scratch: the dequantised weight (dequant_bytes), then the merged
-   * copy (the rest), which the merge never writes over its input */
+  /* the scratch: the dequantised weight (dequant_bytes), then from
+   * plan_layout_align(dequant_bytes) on the merged copy (PLAN_BUF_DEQUANT),
+   * which the merge never writes over its input */
   const uint64_t bytes = (uint64_t)(l->w->rows * l->w->cols) * 2;
+  const uint64_t at = plan_layout_align(c->dequant_bytes);
   if ((l->w->fmt != KERN_QFMT_BF16 && bytes > c->dequant_bytes) ||
-      (pair && bytes > c->wdq_bytes - c->dequant_bytes) || ((l->w->fmt != KERN_QFMT_BF16 || pair) && !c->wdq))
+      (pair && (at > c->wdq_bytes || bytes > c->wdq_bytes - at)) ||
+      ((l->w->fmt != KERN_QFMT_BF16 || pair) && !c->wdq))
     sp_fatal("internal: a %s weight of %lld x %lld with %zu bytes of scratch (%zu to dequantise)",
              kern_qfmt_get(l->w->fmt)->name, (long long)l->w->rows, (long long)l->w->cols,
              c->wdq_bytes, c->dequant_bytes);
@@ -127,7 +130,7 @@ void rank_cuda_linear(const rank_stage *s, cuda_stage *c, const cuda_linear *l) 
     w = c->wdq;
   }
   if (pair) { /* w + B'A into its copy: then one GEMM over x, as without a pair */
-    uint16_t *merged = c->wdq + c->dequant_bytes / 2;
+    uint16_t *merged = (uint16_t *)((char *)c->wdq + at);
     kern_cuda_lora_merge(c->gemm, w, l->lora->a, l->lora->b, l->lora->r, merged, l->out, l->in,
                          c->stream);
     w = merged;
