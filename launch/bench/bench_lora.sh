@@ -22,32 +22,26 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:?usage: bench_lora.sh BUILD_DIR [OUT_DIR]}" && pwd)
 OUT=${2:-bench-lora}
-PRESET=${SP_BENCH_PRESET:-wan2.1-14b}
-FRAMES=${SP_BENCH_FRAMES:-81}
-SIZE=${SP_BENCH_SIZE:-480x832}
-DEV=${SP_BENCH_DEVICE:-cuda}
+. "$root/launch/bench/bench_step_lib.sh"
 RANK=${LORA_RANK:-64}
 ROWS=${LORA_ROWS:-bf16}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 SP=$B/staticpipe
-export NCCL_NVLS_ENABLE=0
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$SP" inspect "synth:$PRESET" --json > "$T/inspect.json" || { echo "FAIL: inspect"; exit 1; }
 python3 - "$T" "$root" "$RANK" <<'PY' || exit 1
 import json, os, sys
-import h5py, numpy as np
+import numpy as np
 t, root, r = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sys.path.insert(0, os.path.join(root, "tests", "lora"))
 import loralib, stlib
 c = json.load(open(f"{t}/inspect.json"))["config"]
 rng = np.random.default_rng(5)
 loralib.block_pairs(rng, c, "comfy", r, stlib.LINEARS, "BF16").write(f"{t}/lora.safetensors")
-with h5py.File(f"{t}/cond.h5", "w") as f:
-    f["context"] = rng.standard_normal((512, 4096)).astype(np.float32)
-    f["context_null"] = rng.standard_normal((512, 4096)).astype(np.float32)
 PY
+bench_cond "$T/cond.h5" || exit 1
 W=(--model "synth:$PRESET" --cond "$T/cond.h5" --frames "$FRAMES" --size "$SIZE" --cfg 5 --steps 4)
 fail=0
 for prec in $ROWS; do

@@ -25,23 +25,13 @@
 set -u
 B=$(cd "${1:?usage: bench_quant_step.sh BUILD_DIR [OUT_DIR]}" && pwd)
 OUT=${2:-bench-quant-step}
-PRESET=${SP_BENCH_PRESET:-wan2.1-14b}
-FRAMES=${SP_BENCH_FRAMES:-81}
-SIZE=${SP_BENCH_SIZE:-480x832}
-DEV=${SP_BENCH_DEVICE:-cuda}
+. "$(dirname "$0")/bench_step_lib.sh"
 mkdir -p "$OUT/model"
 OUT=$(cd "$OUT" && pwd)
 SP=$B/staticpipe
-export NCCL_NVLS_ENABLE=0
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-python3 - "$T/cond.h5" <<'PY' || exit 1
-import sys, h5py, numpy as np
-r = np.random.default_rng(5)
-with h5py.File(sys.argv[1], "w") as f:
-    f["context"] = r.standard_normal((512, 4096)).astype(np.float32)
-    f["context_null"] = r.standard_normal((512, 4096)).astype(np.float32)
-PY
+bench_cond "$T/cond.h5" || exit 1
 Q8=$OUT/model/$PRESET-q8_0.h5
 if [ ! -f "$Q8" ]; then
   echo "# making $Q8 (init --dtype q8_0: synth:$PRESET's weights, linear weights Q8_0)" >&2
