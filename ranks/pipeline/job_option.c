@@ -97,8 +97,7 @@ static const job_option table[JOB_OPT_COUNT] = {
      "(all-8-bit: fa3-int8's Q K^T, P and V in e4m3 for P V, V\n"
      "scaled per channel; sm_90 only, the same shapes as fa3-int8;\n"
      "for development: about 3e-2 from exact attention against\n"
-     "fa3-int8's 1e-2, and on an H100 no faster than fa3-int8 but\n"
-     "at 32,760 keys, by 2%)"},
+     "fa3-int8's 1e-2 and not faster than it: kernels/cuda/sm90a)"},
     {JOB_OPT_TRANSPORT, "transport", 0, "T", "auto", 0,
      "auto (nccl when every rank has a GPU of its own and the\n"
      "stages run on GPUs, else mpi), mpi or nccl"},
