@@ -9,7 +9,7 @@
  *   block format): the weight dequantised to bf16 into the stage's one
  *   scratch (kern_cuda_dequant_bf16, the CPU's bf16 dequantisation bit for
  *   bit) right before its GEMM, which then runs as for bf16 (a pair merged
- *   into the dequantised copy);
+ *   from the dequantised copy into a second one after it);
  * - W8A8 (precision fp8 or int8): the layer's input quantised per token
  *   once for every layer that reads it (rank_cuda_quant_input: the CPU's
  *   rule, kern_cuda_quantize_fp8_rows or _i8_rows; an input a norm makes
