@@ -37,6 +37,7 @@ out=${2:-bench-block.json}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export NCCL_NVLS_ENABLE=0
+. "$root/launch/bench/bench_precision.sh"
 python3 - "$T" <<'PYEOF'
 import sys, h5py, numpy as np
 r = np.random.default_rng(11)
@@ -55,19 +56,14 @@ fi
 for c in $rows; do
   set -- ${c//\// }
   model=synth:wan2.1-$1
-  case $3 in
-    bf16) extra=() ;;
-    fp8) extra=(--precision fp8) ;;
-    fp8-fast) extra=(--precision fp8 --fp8-accum fast) ;;
-    fp8-int8attn) extra=(--precision fp8 --attn fa3-int8) ;;
-    fp8-fast-int8attn) extra=(--precision fp8 --fp8-accum fast --attn fa3-int8) ;;
-    fp8-fp8attn) extra=(--precision fp8 --attn fa3-fp8) ;;
-    fp8-fast-fp8attn) extra=(--precision fp8 --fp8-accum fast --attn fa3-fp8) ;;
-    int8) extra=(--precision int8) ;;
-    q8_0) extra=(); model=$Q8 ;;
-    *) echo "FAIL: row $c: weights '$3' is not bf16, fp8, fp8-fast, fp8-int8attn, fp8-fast-int8attn, fp8-fp8attn, fp8-fast-fp8attn, int8 or q8_0" >&2
-       continue ;;
-  esac
+  if [ "$3" = q8_0 ]; then
+    extra=(); model=$Q8
+  elif bench_precision "$3"; then
+    extra=("${prec_args[@]}")
+  else
+    echo "FAIL: row $c: weights '$3' is not one of $BENCH_PRECISION_WORDS q8_0" >&2
+    continue
+  fi
   echo "# staticpipe forward $model ${extra[*]} at $2" >&2
   "$B/staticpipe" forward --model "$model" "${extra[@]}" --latent "$T/$2.h5" --cond "$T/$2.h5" \
     --timestep 999 --device cuda -o "$T/pred.h5" 2> "$T/sp_$1_$2_$3.log" ||

@@ -18,8 +18,9 @@
 #              480*832), 81 frames, 40 steps, the Wan 2.1 VAE's encoder
 #   ti2v-5b    synth:wan2.2-ti2v-5b from a 1280x704 PNG, 121 frames of
 #              704x1280, the Wan 2.2 VAE (encoder and decoder)
-# PRECISION: bf16, or fp8 (--precision fp8: W8A8, weights quantised at
-# load). Per row: the command's wall time; of it the sampling (run --json
+# PRECISION: one of launch/bench/bench_precision.sh's words (bf16; fp8:
+# --precision fp8, W8A8 with the weights quantised at load; fp8-fast-int8attn,
+# fp8-fast-fp8attn: the same with fast fp8 accumulation and 8-bit attention). Per row: the command's wall time; of it the sampling (run --json
 # sample_s), the weights' load (the slowest rank's load_s: making the
 # synthetic weights on the host, their bf16 rounding and the copy up) and
 # the VAE decode (run's "decoded in" line); the rest is the text encoder,
@@ -47,6 +48,7 @@ LIMIT=${E2E_TIMEOUT:-590}
 TINY=${E2E_TINY:-0}
 PROMPT="A red fox runs through fresh snow in a pine forest at dawn, low sun, soft light"
 export NCCL_NVLS_ENABLE=0
+. "$root/launch/bench/bench_precision.sh"
 [ -x "$SP" ] || { echo "bench_e2e.sh: no $SP" >&2; exit 2; }
 vx=${E2E_VIDEO_EXT:-}
 if [ -z "$vx" ]; then
@@ -113,11 +115,10 @@ fail=0
 for row in $ROWS; do
   model=${row%/*} prec=${row#*/} name=${row//\//-}
   if ! model_args "$model"; then echo "FAIL $row: unknown model word '$model'"; fail=1; continue; fi
-  case $prec in
-    bf16) ;;
-    fp8) args+=(--precision fp8) ;;
-    *) echo "FAIL $row: unknown precision '$prec' (bf16 or fp8)"; fail=1; continue ;;
-  esac
+  if ! bench_precision "$prec"; then
+    echo "FAIL $row: unknown precision '$prec' (one of $BENCH_PRECISION_WORDS)"; fail=1; continue
+  fi
+  args+=("${prec_args[@]}")
   echo "=== $row: staticpipe run ${args[*]} --device $DEV" >&2
   t0=$(date +%s.%N)
   timeout "$LIMIT" "$SP" run "${args[@]}" --device "$DEV" --json --no-preview \
