@@ -29,6 +29,8 @@
  *       three shapes of --variants (each output checked against cudnn),
  *       and at head dim 64 on self-32760 and cross-32760 (each output
  *       against the first head-dim-64 variant's, relative L2 <= 2e-2).
+ *   test_attention_bench --fa3-variants WORD  only the variants whose name
+ *       holds WORD (e.g. fp8), and the cudnn row
  * The default mode and --bench add an fa3 row (kern_attn_fa3), an
  * fa3-int8 row (kern_attn_fa3_int8_run, its quantisation passes inside the
  * time) and an fa3-fp8 row (kern_attn_fa3_fp8_run, likewise) where fa3
@@ -530,7 +532,7 @@ static int fa3_small_check(int i, const dev_fa3_variant *fv, const small_case *s
 }
 
 static int bench_fa3_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t st,
-                              const char *gpu) {
+                              const char *gpu, const char *only) {
   static const bcase cases[] = {
       {32760, 32760, "self-32760", 128}, {75600, 75600, "self-75600", 128},
       {32760, 512, "cross-32760", 128},  {32760, 32760, "self-32760", 64},
@@ -573,6 +575,7 @@ static int bench_fa3_variants(uint64_t seed, kern_attn_cudnn *cd, cudaStream_t s
         fails++;
         continue;
       }
+      if (only && !strstr(fv.name, only)) continue;
       ok = fa3_small_check(i, &fv, &sc[fv.hd == 64], host, firsts, keys, &nfirst, st);
     }
     use_fa3 = 1;
@@ -632,8 +635,8 @@ int main(int argc, char **argv) {
   const int full = argc > 1 && strcmp(argv[1], "--bench") == 0;
   const int variants = argc > 1 && strcmp(argv[1], "--variants") == 0;
   const int fa3v = argc > 1 && strcmp(argv[1], "--fa3-variants") == 0;
-  if (argc > 2 || (argc > 1 && !full && !variants && !fa3v)) {
-    fprintf(stderr, "usage: %s [--bench | --variants | --fa3-variants]\n", argv[0]);
+  if (argc > 3 || (argc > 2 && !fa3v) || (argc > 1 && !full && !variants && !fa3v)) {
+    fprintf(stderr, "usage: %s [--bench | --variants | --fa3-variants [WORD]]\n", argv[0]);
     return 2;
   }
   int ndev = 0;
@@ -669,7 +672,7 @@ int main(int argc, char **argv) {
          prop.name, prop.major, prop.minor, cd ? (size_t)cudnnGetVersion() : (size_t)0, HEADS,
          KERN_ATTN_HD, (unsigned long long)seed);
   int fails = variants ? bench_variants(seed, cd, st, prop.name)
-              : fa3v   ? bench_fa3_variants(seed, cd, st, prop.name)
+              : fa3v   ? bench_fa3_variants(seed, cd, st, prop.name, argc > 2 ? argv[2] : NULL)
                        : bench_backends(full, seed, cd, st, prop.name);
   kern_attn_cudnn_destroy(cd);
   kern_attn_fa3_int8_destroy(int8_ctx);
