@@ -125,6 +125,11 @@ void kern_attn_fa3_int8_run(kern_attn_fa3_int8 *c, kern_attn_params p, cudaStrea
  * kern_attn_fa3_fp8_run) uses for head dim hd (for the tests' CPU
  * emulation of the scheme). */
 void kern_attn_fa3_int8_blocks(int64_t hd, int *bm, int *bn);
+/* 1 when kern_attn_fa3_fp8_run's kernel for head dim hd takes the softmax's
+ * row sum l over the e4m3 P that P V uses (added on the tensor core, each
+ * key tile's P V added to O in fp32), 0 when l adds the unrounded fp32 P
+ * (for the tests' CPU form of the scheme). */
+int kern_attn_fa3_fp8_l_e4m3(int64_t hd);
 
 /* All-8-bit attention (cuda/sm90a/fa3_fp8.cu, --attn fa3-fp8): fa3-int8's
  * Q K^T, then P and V in e4m3 (V per head and channel, scale amax / 448;

@@ -157,8 +157,8 @@ void sp_test_attn_fp8(const sp_test_attn8_in *a, float *out) {
       for (int64_t d = 0; d < hd; d++) o[d] *= corr;
       for (int64_t t = t0; t < t1; t++) {
         const double pt = exp2(x[t] - m + KERN_ATTN_FP8_PLOG2);
-        l += pt;
         const double p8 = kern_fp8_e4m3_to_f32(kern_f32_to_fp8_e4m3((float)pt));
+        l += a->l_e4m3 ? p8 : pt;
         for (int64_t d = 0; d < hd; d++) o[d] += p8 * vc[t * row + h * hd + d];
       }
     }

@@ -18,6 +18,7 @@ typedef struct sp_test_attn8_in {
   int bm, bn;
   const int64_t *rows;
   int64_t nrows;
+  int l_e4m3; /* fa3-fp8: l sums the e4m3 P (kern_attn_fa3_fp8_l_e4m3), else the fp32 P */
 } sp_test_attn8_in;
 
 /* fa3-int8: K minus its mean over the tokens (per head and channel, double);
@@ -35,8 +36,9 @@ void sp_test_attn_int8(const sp_test_attn8_in *a, float *out);
  * the softmax online over the key tiles of bn keys, last tile first, as the
  * kernel takes them (in double, log2 domain): per tile the running max m,
  * the earlier O and l times 2^(m_old - m), P = 2^KERN_ATTN_FP8_PLOG2 2^(s - m)
- * (kern_attn_backend.h) rounded to e4m3 for P V and summed unrounded into
- * l; the output (O / l) times the channel's scale, rounded to bf16. */
+ * (kern_attn_backend.h) rounded to e4m3 for P V, and summed into l rounded
+ * (l_e4m3) or not; the output (O / l) times the channel's scale, rounded
+ * to bf16. */
 void sp_test_attn_fp8(const sp_test_attn8_in *a, float *out);
 
 #endif

@@ -15,11 +15,16 @@
  *      fa3_softmax_s8 with PLOG2 8) is rounded to e4m3 (nearest even); the
  *      power-of-two factor is exact and puts weights down to 2^-14 in
  *      e4m3's normal range (256, not 448: 448 would add an fp32 rounding
- *      to every P and a correction at the end for 1.75x more range); the
- *      row sum l is the fp32 sum of the unrounded scaled P, so O / l needs
- *      no correction;
- *   3. O += P V on m64nHDk32 e4m3 wgmmas; the output is (O / l) sv per
- *      channel, applied at the store.
+ *      to every P and a correction at the end for 1.75x more range); l
+ *      sums the scaled P, so O / l needs no correction;
+ *   3. P V on e4m3 wgmmas; the output is (O / l) sv per channel, applied
+ *      at the store. Head dim 128 (two consumers, fa3_cfg::PVT): each key
+ *      tile's P V on m64n136k32 into a fresh accumulator, added to O in
+ *      fp32 (the fp8 wgmma's own accumulation keeps about 13 mantissa
+ *      bits), its 8 more columns giving l as the sum of the e4m3 P itself
+ *      (no fp32 add per score); head dim 64 (three consumers, no registers
+ *      for a second accumulator): O += P V on m64n64k32 and l the fp32
+ *      sum of the unrounded P.
  * Error: a CPU emulation (launch/bench/dev/fa3_int8_emulation.py, row
  * "int8 Q K per block, e4m3 P, e4m3 V per channel": P at 448 under the
  * row's final max) predicts 3.3e-2 relative L2 from fp32 attention on the
@@ -149,6 +154,10 @@ void fa3_fp8_quantize_v(kern_attn_fa3_int8 *c, const kern_attn_params *p, fa3_qk
 static_assert(fa3_fp8_hd128::BM == 128 && fa3_fp8_hd128::BN == 128 &&
                   fa3_fp8_hd64::BM == 192 && fa3_fp8_hd64::BN == 128,
               "fa3-fp8's tiles are fa3-int8's (kern_attn_fa3_int8_blocks)");
+
+extern "C" int kern_attn_fa3_fp8_l_e4m3(int64_t hd) {
+  return hd == 64 ? fa3_fp8_hd64::PVT : fa3_fp8_hd128::PVT;
+}
 
 extern "C" void kern_attn_fa3_fp8_run(kern_attn_fa3_int8 *c, kern_attn_params p,
                                       cudaStream_t stream) {

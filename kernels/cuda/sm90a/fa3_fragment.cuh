@@ -67,16 +67,21 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], float (&m)[2], f
 
 /* The online softmax step on int8 scores: S = c acc, c = (Q tile scale)
  * (K tile scale) sl2, acc the s32 accumulator (|acc| <= 128 127^2 < 2^22).
- * The row max is taken on acc (integers), converted once; each score is
- * converted exactly with the magic-number trick (the float with the bits of
- * 0x4B400000 + acc is 1.5 2^23 + acc, and subtracting 1.5 2^23 is exact),
- * integer and fp32 adds where a conversion instruction would share the
- * exponential's unit. MASK (the tile past Lk): columns at or past `valid`
+ * The row max is taken on acc (integers), converted once; each score goes
+ * to fp32 with the magic-number trick: the float with the bits of
+ * 0x4B400000 + acc is F + acc exactly (F = 1.5 2^23), an integer add where
+ * a conversion instruction would share the exponential's unit. F is not
+ * subtracted per score: the exponent's FMA takes (F + acc) c - (F c + mb),
+ * whose bias, rounded once per row and tile, is off from acc c - mb by at
+ * most half an ulp of F c (2^-24 F c < c: under one step of the int8
+ * scores, far under the int8 rounding of Q and K). MASK (the tile past
+ * Lk): columns at or past `valid`
  * get P = 0 and stay out of the max. P (fp32) is left in s as its bits.
  * PLOG2: P is 2^PLOG2 times the weights (the exponent's bias moved by
  * PLOG2; l sums the scaled P, so O / l is unchanged): fa3-fp8's P in
- * e4m3's normal range. */
-template <int BN, bool MASK, int PLOG2>
+ * e4m3's normal range. SUM false: l is left alone (fa3-fp8 with
+ * fa3_cfg::PVT sums P on the tensor core). */
+template <int BN, bool MASK, int PLOG2, bool SUM>
 __device__ __forceinline__ void fa3_softmax_s8(int (&s)[BN / 2], float (&m)[2], float (&l)[2],
                                                float (&corr)[2], float c, int valid, int t) {
   constexpr int MAGIC = 0x4B400000;
@@ -95,19 +100,19 @@ __device__ __forceinline__ void fa3_softmax_s8(int (&s)[BN / 2], float (&m)[2], 
     corr[h] = mnew == m[h] ? 1.f : fa3_exp2(m[h] - mnew); /* 0 on the first tile */
     m[h] = mnew;
     const float mb = PLOG2 ? mnew - (float)PLOG2 : mnew; /* the exponent's bias */
+    const float bias = fmaf(MAGIC_F, c, mb);
     float sum = 0.f;
 #pragma unroll
     for (int i = 0; i < BN / 8; i++)
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         int &x = s[4 * i + 2 * h + e];
-        const float a = __int_as_float(x + MAGIC) - MAGIC_F; /* == (float)x */
-        float pv = fa3_exp2(fmaf(a, c, -mb));
+        float pv = fa3_exp2(fmaf(__int_as_float(x + MAGIC), c, -bias));
         if (MASK && 8 * i + 2 * t + e >= valid) pv = 0.f;
         x = __float_as_int(pv);
-        sum += pv;
+        if (SUM) sum += pv;
       }
-    l[h] = l[h] * corr[h] + sum;
+    if (SUM) l[h] = l[h] * corr[h] + sum;
   }
 }
 
@@ -156,32 +161,57 @@ __device__ __forceinline__ void fa3_convert_p(const int (&s)[BN / 2],
 /* The softmax step of a tile whose first key is k0, scores scaled by c.
  * FIRST: the tile a query tile starts with, the only one that can reach
  * past Lk (masked there); the others are whole. */
-template <int BN, bool FIRST, int PLOG2>
+template <int BN, bool FIRST, int PLOG2, bool SUM>
 __device__ __forceinline__ void fa3_tile_softmax(float (&s)[BN / 2], float (&m)[2],
                                                  float (&l)[2], float (&corr)[2], float c, int k0,
                                                  int Lk, int t) {
-  static_assert(PLOG2 == 0, "a scaled P: int8 scores only (fa3_cfg::PV8)");
+  static_assert(PLOG2 == 0 && SUM, "a scaled P, l on the tensor core: int8 scores only (PV8)");
   if (FIRST && k0 + BN > Lk) fa3_mask_cols<BN>(s, k0, Lk, t);
   fa3_softmax<BN>(s, m, l, corr, c);
 }
-template <int BN, bool FIRST, int PLOG2>
+template <int BN, bool FIRST, int PLOG2, bool SUM>
 __device__ __forceinline__ void fa3_tile_softmax(int (&s)[BN / 2], float (&m)[2], float (&l)[2],
                                                  float (&corr)[2], float c, int k0, int Lk,
                                                  int t) {
   if (FIRST && k0 + BN > Lk)
-    fa3_softmax_s8<BN, true, PLOG2>(s, m, l, corr, c, Lk - k0, t);
+    fa3_softmax_s8<BN, true, PLOG2, SUM>(s, m, l, corr, c, Lk - k0, t);
   else
-    fa3_softmax_s8<BN, false, PLOG2>(s, m, l, corr, c, BN, t);
+    fa3_softmax_s8<BN, false, PLOG2, SUM>(s, m, l, corr, c, BN, t);
 }
 
-template <int HD>
-__device__ __forceinline__ void fa3_rescale_o(float (&o)[HD / 2], const float (&corr)[2]) {
+/* O *= corr per row. Skipped when every row of the warp kept its max
+ * (corr exactly 1, so the product would be O itself): after the first few
+ * key tiles most steps change no row's max, and the warp-uniform test
+ * spares their 64 multiplies a thread. */
+template <int N>
+__device__ __forceinline__ void fa3_rescale_o(float (&o)[N / 2], const float (&corr)[2]) {
+  if (__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) return;
 #pragma unroll
-  for (int i = 0; i < HD / 8; i++) {
+  for (int i = 0; i < N / 8; i++) {
     o[4 * i] *= corr[0];
     o[4 * i + 1] *= corr[0];
     o[4 * i + 2] *= corr[1];
     o[4 * i + 3] *= corr[1];
+  }
+}
+
+/* O = O corr + T per row (N / 2 registers each): fa3-fp8's two-level
+ * accumulation. The e4m3 wgmma adds into its accumulator with about 13
+ * mantissa bits, not fp32's 23 (SageAttention2 measured a 22-bit float
+ * accumulator in Ada's and Hopper's fp8 MMA; DeepSeek-V3 about 14 bits on
+ * H800), which over tens of thousands of keys shows in O and l; so each key
+ * tile's P V starts from zero and its 128 keys are added to O here, in
+ * fp32 (fa3_cfg::PVT). One FMA per register, the rescale's multiply
+ * folded in. */
+template <int N>
+__device__ __forceinline__ void fa3_merge_o(float (&o)[N / 2], const float (&tile)[N / 2],
+                                            const float (&corr)[2]) {
+#pragma unroll
+  for (int i = 0; i < N / 8; i++) {
+    o[4 * i] = fmaf(o[4 * i], corr[0], tile[4 * i]);
+    o[4 * i + 1] = fmaf(o[4 * i + 1], corr[0], tile[4 * i + 1]);
+    o[4 * i + 2] = fmaf(o[4 * i + 2], corr[1], tile[4 * i + 2]);
+    o[4 * i + 3] = fmaf(o[4 * i + 3], corr[1], tile[4 * i + 3]);
   }
 }
 
@@ -193,12 +223,14 @@ __device__ __forceinline__ void fa3_release(uint32_t bar, int lane) {
   if (lane == 0) fa3_mbar_arrive(bar);
 }
 
-/* O / l to bf16 for rows below Lq. row0: the tile row of this thread's
- * first row (lane / 4 of its warp); out row r, column c is
- * out[(r heads + head) HD + c]. VS (fa3-fp8): O was computed on V's e4m3
- * codes; column c is (O / l) vs[c] (vs: this head's HD channel scales). */
-template <int HD, bool VS>
-__device__ __forceinline__ void fa3_store_o(const float (&o)[HD / 2], const float (&l)[2],
+/* O / l to bf16 for rows below Lq (O's first HD of its N columns). row0:
+ * the tile row of this thread's first row (lane / 4 of its warp); out row
+ * r, column c is out[(r heads + head) HD + c]. l: this thread's part of
+ * the row sums, added over the quad here. VS (fa3-fp8): O was computed on
+ * V's e4m3 codes; column c is (O / l) vs[c] (vs: this head's HD channel
+ * scales). */
+template <int HD, int N, bool VS>
+__device__ __forceinline__ void fa3_store_o(const float (&o)[N / 2], const float (&l)[2],
                                             __nv_bfloat16 *out, int row0, int Lq, int heads,
                                             int head, int t, const float *vs) {
 #pragma unroll

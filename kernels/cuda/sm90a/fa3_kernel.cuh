@@ -32,6 +32,10 @@
  * Online softmax (per query row, in the log2 domain, sl2 = scale log2 e):
  *   m' = max(m, rowmax(S) sl2), corr = 2^(m - m'), P = 2^(S sl2 - m'),
  *   l = l corr + rowsum(P), O = O corr + bf16(P) V,  out = O / l.
+ * O corr is skipped when corr is 1 in every row of a warp (the max held:
+ * the same bits, 64 multiplies a thread fewer; most steps after the first
+ * few key tiles). PVT (fa3-fp8, two consumers): O = O corr + (P V)_tile in
+ * fp32, the tile's P V from a fresh accumulator with l as its column HD.
  * Key tiles are taken from the last to the first, so the only partial tile
  * (Lk not a multiple of BN) is the first one a tile meets: its columns past
  * Lk are set to -inf there and nowhere else, and every row's running max is
@@ -49,7 +53,9 @@
  * 1024 bytes so each swizzle atom is aligned, fa3_ptx.cuh):
  *   Q  HD/64 column blocks of (BM rows x 128 bytes)       BM HD 2 bytes
  *   K  STAGES x HD/64 column blocks of (BN x 128 bytes)   STAGES BN HD 2
- *   V  the same                                            STAGES BN HD 2 (PV8: 1)
+ *   V  the same                                            STAGES BN HD 2
+ *      (PV8: STAGES BN HD, V^T in e4m3; PVT: each slot followed by a
+ *      1024-byte sum block)
  *   O  NCWG x HD/64 column blocks of (64 x 128 bytes)     NCWG 64 HD 2
  *      (TMA_STORE only: the output leaves through it)
  *   mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]
@@ -59,7 +65,12 @@
  * slot is V^T in e4m3: HD rows (head-dim channels) of BN = 128 key bytes,
  * one 128B swizzle span each (fa3_fp8.cu writes V^T with the keys of each
  * 16-group in the order KERN_ATTN_FP8_SLOT, so P's accumulator is the A
- * fragment as it stands). */
+ * fragment as it stands). With PVT each V slot's 1024 bytes after V^T are
+ * 8 more rows of the B operand, written once at the start: row 0 e4m3
+ * ones, rows 1-7 zero. P V runs N = HD + 8 wide, so O's column HD is the
+ * row sum of the e4m3 P that P V used (the softmax's l, added on the
+ * tensor core instead of one fp32 add per score) and columns HD + 1 ..
+ * HD + 7 are zero. */
 #ifndef KERN_FA3_KERNEL_CUH
 #define KERN_FA3_KERNEL_CUH
 
@@ -102,6 +113,13 @@ struct fa3_cfg {
    * O / l needs no correction */
   static constexpr int PLOG2 = PV8 ? KERN_ATTN_FP8_PLOG2 : 0;
   static constexpr int PR = PV8 ? BN / 8 : BN / 4; /* 32-bit registers of P */
+  /* PVT, PV8 where two consumers (240 registers each) leave room for a
+   * second accumulator: each key tile's P V goes into a fresh one, added
+   * to O in fp32 (fa3_merge_o), and l is 8 more columns of it (the slot's
+   * sum block). Three consumers (160 registers) keep P V in O and l in
+   * fp32 adds. */
+  static constexpr bool PVT = PV8 && NCWG <= 2;
+  static constexpr int ON = PVT ? HD + 8 : HD; /* columns of the O accumulator */
   static constexpr int BM = 64 * NCWG; /* query rows per tile */
   static constexpr int THREADS = 128 * (NCWG + 1);
   static constexpr int CB = HD / 64; /* 64-element column blocks of V (and bf16 Q, K) */
@@ -110,8 +128,10 @@ struct fa3_cfg {
   static constexpr int QK_CB = QK8 ? 1 : CB;
   static constexpr uint32_t Q_BYTES = BM * HD * (QK8 ? 1 : 2);
   static constexpr uint32_t K_BYTES = BN * HD * (QK8 ? 1 : 2), V_BYTES = BN * HD * (PV8 ? 1 : 2);
+  /* a V slot: the tile, and with PVT the row-sum block after it */
+  static constexpr uint32_t V_SLOT = V_BYTES + (PVT ? 1024 : 0);
   static constexpr uint32_t OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * K_BYTES;
-  static constexpr uint32_t OFF_O = OFF_V + STAGES * V_BYTES;
+  static constexpr uint32_t OFF_O = OFF_V + STAGES * V_SLOT;
   static constexpr int NBAR = 2 + 4 * STAGES;
   /* TMA_STORE: the output leaves through a staging buffer (64 rows x HD
    * bf16 per consumer, swizzled as the TMA store reads it) and one bulk
@@ -192,9 +212,10 @@ __device__ __forceinline__ void fa3_gemm_qk(typename C::acc_t (&s)[C::BN / 2], u
  * PV8: BN/32 steps of 32 keys on the e4m3 wgmma; P's registers 4kk..4kk+3
  * are the 8-bit A fragment of step kk (fa3_convert_p), V^T K-major (rows
  * of 128 key bytes, 128B swizzle), step kk at byte offset 32 kk, SBO 1024
- * (8 channels), as the int8 Q K^T addresses its K tile. */
+ * (8 channels), as the int8 Q K^T addresses its K tile. PVT: N = HD + 8
+ * (the last 8 rows the slot's row-sum block), into a fresh accumulator. */
 template <class C>
-__device__ __forceinline__ void fa3_gemm_pv(float (&o)[C::HD / 2], const uint32_t (&p)[C::PR],
+__device__ __forceinline__ void fa3_gemm_pv(float (&o)[C::ON / 2], const uint32_t (&p)[C::PR],
                                             uint32_t v) {
   fa3_wgmma_fence();
   if constexpr (C::PV8) {
@@ -202,7 +223,7 @@ __device__ __forceinline__ void fa3_gemm_pv(float (&o)[C::HD / 2], const uint32_
     for (int kk = 0; kk < C::BN / 32; kk++) {
       const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
       const uint64_t db = fa3_desc(v + (uint32_t)kk * 32, 16, 1024, 128);
-      fa3_mma_rs<fa3_e4m3_tag, C::HD>::run(o, a, db, 1);
+      fa3_mma_rs<fa3_e4m3_tag, C::ON>::run(o, a, db, !C::PVT || kk > 0);
     }
   } else {
 #pragma unroll
@@ -220,7 +241,7 @@ __device__ __forceinline__ void fa3_gemm_pv(float (&o)[C::HD / 2], const uint32_
 template <class C> struct fa3_smem {
   uint32_t q, k, v, o, bar; /* region bases (shared addresses); o: TMA_STORE only */
   __device__ __forceinline__ uint32_t kslot(int s) const { return k + (uint32_t)s * C::K_BYTES; }
-  __device__ __forceinline__ uint32_t vslot(int s) const { return v + (uint32_t)s * C::V_BYTES; }
+  __device__ __forceinline__ uint32_t vslot(int s) const { return v + (uint32_t)s * C::V_SLOT; }
   __device__ __forceinline__ uint32_t q_full() const { return bar; }
   __device__ __forceinline__ uint32_t q_empty() const { return bar + 8; }
   __device__ __forceinline__ uint32_t k_full(int s) const { return bar + 16 + 8 * s; }
@@ -300,17 +321,39 @@ template <class C>
 __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem<C> &sm, int wg) {
   const int tw = threadIdx.x % 128, lane = tw % 32, wq = tw / 32, t = lane % 4;
   const uint32_t qw = sm.q + (uint32_t)wg * 64 * C::QK_ROWB; /* this warpgroup's 64 Q rows */
-  float o[C::HD / 2];
+  float o[C::ON / 2];
   typename C::acc_t s[C::BN / 2];
   uint32_t pr[C::PR];
-  float m[2], l[2], corr[2];
+  float m[2], l[2], corr[2] = {0.f, 0.f}; /* corr: set by each softmax step */
+  /* PVT: each key tile's P V, added to O by fa3_merge_o with cp, the corr
+   * of its tile (the others accumulate P V in O itself) */
+  float ot[C::ON / 2], cp[2];
+  /* O += P V for the P in pr, V in slot v: issue (rescale O first) and
+   * finish (after the wait) */
+  auto pv_issue = [&](uint32_t v) {
+    if constexpr (C::PVT) {
+      cp[0] = corr[0], cp[1] = corr[1];
+      fa3_gemm_pv<C>(ot, pr, v);
+    } else {
+      fa3_rescale_o<C::ON>(o, corr);
+      fa3_gemm_pv<C>(o, pr, v);
+    }
+  };
+  auto pv_finish = [&]() {
+    if constexpr (C::PVT) {
+      fa3_reg_fence(ot);
+      fa3_merge_o<C::ON>(o, ot, cp);
+    } else {
+      fa3_reg_fence(o);
+    }
+  };
   uint32_t it = 0, ti = 0;
   if (C::PINGPONG && wg == 1) fa3_bar_arrive(1, 256); /* warpgroup 0 takes the first turn */
 
   for (int tile = blockIdx.x; tile < p.ntiles; tile += gridDim.x, ti++) {
     const int head = tile / p.nqb, qb = tile % p.nqb;
 #pragma unroll
-    for (int i = 0; i < C::HD / 2; i++) o[i] = 0.f;
+    for (int i = 0; i < C::ON / 2; i++) o[i] = 0.f;
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
     /* the scores' scale for key tile j: sl2, times the two tiles' int8
@@ -330,13 +373,14 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
       fa3_reg_fence(s);
       fa3_release(sm.k_empty(sp), lane);
       if (p.nkb == 1) fa3_release(sm.q_empty(), lane);
-      fa3_tile_softmax<C::BN, true, C::PLOG2>(s, m, l, corr, c, (p.nkb - 1) * C::BN, p.Lk, t);
+      fa3_tile_softmax<C::BN, true, C::PLOG2, !C::PVT>(s, m, l, corr, c, (p.nkb - 1) * C::BN,
+                                                       p.Lk, t);
       fa3_convert_p<C::BN, C::PV8>(s, pr);
       if (!C::OVERLAP) {
         fa3_mbar_wait(sm.v_full(sp), (it / C::STAGES) & 1);
-        fa3_gemm_pv<C>(o, pr, sm.vslot(sp));
+        pv_issue(sm.vslot(sp));
         fa3_wgmma_wait<0>();
-        fa3_reg_fence(o);
+        pv_finish();
         fa3_release(sm.v_empty(sp), lane);
       }
       it++;
@@ -353,14 +397,13 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
         const uint32_t parp = ((it - 1) / C::STAGES) & 1;
         fa3_turn_begin<C>(wg);
         fa3_gemm_qk<C>(s, qw, sm.kslot(sc));
-        fa3_rescale_o<C::HD>(o, corr);
         fa3_mbar_wait(sm.v_full(sp), parp);
-        fa3_gemm_pv<C>(o, pr, sm.vslot(sp));
+        pv_issue(sm.vslot(sp));
         fa3_turn_end<C>(wg);
         fa3_wgmma_wait<1>();
         fa3_reg_fence(s);
         fa3_release(sm.k_empty(sc), lane);
-        fa3_tile_softmax<C::BN, false, C::PLOG2>(s, m, l, corr, c, 0, p.Lk, t);
+        fa3_tile_softmax<C::BN, false, C::PLOG2, !C::PVT>(s, m, l, corr, c, 0, p.Lk, t);
         /* Q's release sits between the softmax and the wait on purpose: its
          * branch ends the softmax's basic block, and without that boundary
          * ptxas hoists the wait above the softmax (its scheduler moves the
@@ -369,8 +412,8 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
          * launch/bench/dev/fa3_sass_check.sh. */
         if (jj == p.nkb - 1) fa3_release(sm.q_empty(), lane);
         fa3_wgmma_wait<0>();
-        fa3_reg_fence(o);
         fa3_reg_fence(pr);
+        pv_finish();
         fa3_release(sm.v_empty(sp), lane);
         fa3_convert_p<C::BN, C::PV8>(s, pr);
         sp = sc;
@@ -380,31 +423,31 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
         fa3_reg_fence(s);
         fa3_release(sm.k_empty(sc), lane);
         if (jj == p.nkb - 1) fa3_release(sm.q_empty(), lane);
-        fa3_tile_softmax<C::BN, false, C::PLOG2>(s, m, l, corr, c, 0, p.Lk, t);
-        fa3_rescale_o<C::HD>(o, corr);
+        fa3_tile_softmax<C::BN, false, C::PLOG2, !C::PVT>(s, m, l, corr, c, 0, p.Lk, t);
         fa3_convert_p<C::BN, C::PV8>(s, pr);
         fa3_mbar_wait(sm.v_full(sc), par);
-        fa3_gemm_pv<C>(o, pr, sm.vslot(sc));
+        pv_issue(sm.vslot(sc));
         fa3_wgmma_wait<0>();
-        fa3_reg_fence(o);
+        pv_finish();
         fa3_release(sm.v_empty(sc), lane);
       }
     }
 
     if (C::OVERLAP) { /* the last P V */
-      fa3_rescale_o<C::HD>(o, corr);
       fa3_mbar_wait(sm.v_full(sp), ((it - 1) / C::STAGES) & 1);
-      fa3_gemm_pv<C>(o, pr, sm.vslot(sp));
+      pv_issue(sm.vslot(sp));
       fa3_wgmma_wait<0>();
-      fa3_reg_fence(o);
+      pv_finish();
       fa3_release(sm.v_empty(sp), lane);
     }
+    if constexpr (C::PVT) /* l: O's column HD (lane % 4 == 0; the others hold zeros) */
+      for (int h = 0; h < 2; h++) l[h] = o[C::HD / 2 + 2 * h];
     if constexpr (C::TMA_STORE) {
       fa3_store_o_tma<C::HD>(o, l, &p.to, sm.o + (uint32_t)wg * (64 * C::HD * 2), 3 + wg, wq,
                              lane / 4, t, head * C::HD, qb * C::BM + wg * 64);
     } else {
       const int row0 = qb * C::BM + wg * 64 + wq * 16 + lane / 4;
-      fa3_store_o<C::HD, C::PV8>(o, l, p.out, row0, p.Lq, p.heads, head, t,
+      fa3_store_o<C::HD, C::ON, C::PV8>(o, l, p.out, row0, p.Lq, p.heads, head, t,
                                  C::PV8 ? p.vscale + (int64_t)head * C::HD : nullptr);
     }
   }
@@ -437,6 +480,12 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       fa3_mbar_init(sm.v_empty(s), 4 * C::NCWG);
     }
     fa3_mbar_init_fence();
+  }
+  if constexpr (C::PVT) { /* the row-sum blocks: row 0 e4m3 1.0 (0x38), rows 1-7 zero */
+    for (int i = threadIdx.x; i < C::STAGES * 256; i += C::THREADS)
+      fa3_st_shared_u32(sm.vslot(i / 256) + C::V_BYTES + 4 * (i % 256),
+                        i % 256 < 32 ? 0x38383838u : 0u);
+    fa3_fence_proxy_async(); /* visible to the wgmma's reads (the async proxy) */
   }
   __syncthreads();
 

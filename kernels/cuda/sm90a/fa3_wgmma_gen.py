@@ -21,14 +21,16 @@ import sys
 # (kind, dtype, N, trans_b): the shapes fa3_kernel.cuh instantiates.
 #   S = Q K^T : ss, N = keys per tile; K-major A and B (no transpose)
 #   O += P V  : rs, N = head dim; V is MN-major in shared memory (trans-b 1);
-#               e4m3 (fa3-fp8): V^T in shared memory, K-major
+#               e4m3 (fa3-fp8): V^T in shared memory, K-major, N = head dim,
+#               or head dim + 8 (the row sums as 8 more columns, fa3_cfg::PVT)
 SHAPES = [
     ("ss", "bf16", 64, 0), ("ss", "bf16", 128, 0), ("ss", "bf16", 176, 0),
     ("ss", "bf16", 192, 0),
     ("rs", "bf16", 64, 1), ("rs", "bf16", 128, 1),
     ("ss", "s8", 64, None), ("ss", "s8", 128, None), ("ss", "s8", 176, None),
     ("ss", "s8", 192, None),
-    ("rs", "e4m3", 64, None), ("rs", "e4m3", 128, None),
+    ("rs", "e4m3", 64, None), ("rs", "e4m3", 72, None), ("rs", "e4m3", 128, None),
+    ("rs", "e4m3", 136, None),
 ]
 
 K_OF = {"bf16": 16, "s8": 32, "e4m3": 32}
