@@ -38,12 +38,14 @@
 #include "fa3_kernel.cuh"
 #include "kern_attn.h"
 
-/* The bf16 kernel's shipped tiles with a 3-slot ring (the int8 K tiles
- * are half the size): on an H100 (test_attention_bench --fa3-variants, the
- * quantisation passes included) 719-729 TFLOP/s at 32,760 and 75,600
- * tokens against 699-705 with 2 slots and 665-673 for bf16 fa3 in the
- * same run; head dim 64: 545 against 529. */
-typedef fa3_cfg<128, 128, 2, 3, true, false, true> fa3_int8_hd128;
+/* The bf16 kernel's tiles with a 3-slot ring (the int8 K tiles are half
+ * the size) and, at head dim 128, ping-pong: on an H100
+ * (test_attention_bench --fa3-variants, the quantisation passes included)
+ * 724 and 739 TFLOP/s at 32,760 and 75,600 tokens against 666 and 649
+ * without it in the same run (the softmax's per-score work, fa3_fragment.cuh,
+ * is short enough now that the two warpgroups' GEMMs collide unless their
+ * turns alternate); head dim 64 (three consumers, no ping-pong): 593. */
+typedef fa3_cfg<128, 128, 2, 3, true, true, true> fa3_int8_hd128;
 typedef fa3_cfg<64, 128, 3, 3, true, false, true> fa3_int8_hd64;
 
 /* Tokens per partial sum of the K mean. */

@@ -22,8 +22,10 @@
  * - PINGPONG (two consumers): the issue of each step's GEMMs alternates
  *   between the two warpgroups through two named barriers, so one
  *   warpgroup's softmax runs while the other's GEMMs hold the tensor cores
- *   (on top of OVERLAP it measured 1-2% slower on an H100, so the shipped
- *   configuration, fa3_attn.cu, leaves it out; the variants keep it);
+ *   (for bf16, on top of OVERLAP, it measured 1-2% slower on an H100, so
+ *   fa3_attn.cu leaves it out; fa3-int8 and fa3-fp8 at head dim 128, whose
+ *   8-bit S GEMM and shorter softmax leave the two warpgroups' GEMMs
+ *   colliding, ship it: fa3_int8.cu, fa3_fp8.cu);
  * - persistent CTAs (the launcher's choice, not a template parameter): the
  *   grid is at most one CTA per SM, and CTA b takes tiles b, b + grid, ...;
  *   the producer prefetches the next tile's Q, K, V while the consumers
