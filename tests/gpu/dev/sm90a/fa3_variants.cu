@@ -64,6 +64,7 @@ static const dev_fa3_row dev_fa3_rows[] = {
      fa3_launch<fa3_cfg<128, 128, 2, 3, true, false, true, true>>},
     DEV_FA3_INT8("int8-hd128-nopp", 128, 128, 2, 3, 1, 0, 1),
     DEV_FA3_INT8("int8-hd128-bn176", 128, 176, 2, 3, 1, 0, 1),
+    DEV_FA3_INT8("int8-hd128-bn176-pp", 128, 176, 2, 3, 1, 1, 1),
     DEV_FA3_INT8("int8-hd64-1wg", 64, 128, 1, 2, 0, 0, 0),
     DEV_FA3_INT8("int8-hd64-2stage", 64, 128, 3, 2, 1, 0, 1),
     {{"int8-hd64-ship", 64, 128, 3, 3, 1, 0, 1, 1, 1}, NULL},
