@@ -100,6 +100,10 @@ for c in asked:  # the rows in the order they ran; torch_block.py's case names
     for mode, key in (("eager", "eager"), ("compiled", "compile")):
         t = torch.get((case, mode))
         row[f"torch_{key}_ms"] = t.get("ms") if t else None
+        if w == "bf16" and t and t.get("ms") is None and t.get("status"):
+            # a baseline torch_block.py did not time (the budget, an error): say why
+            row[f"torch_{key}_status"] = t["status"]
+            print(f"# {case} torch {mode}: {t['status']}")
     if w != "bf16":  # torch's rows are bf16's
         row["torch_eager_ms"] = row["torch_compile_ms"] = None
     if row.get("block_ms") and row.get("torch_compile_ms"):
