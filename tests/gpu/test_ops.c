@@ -301,7 +301,8 @@ static void op_linear(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
  * above the error. Reported, not judged: the same GEMM accumulating in
  * place (C = D) against the merge into a copy, and the W8A8 pairs'
  * y += t B'^T (M = max(rows, 8192), N = out_dim, K = r, y bf16) in place
- * against the same product written to another buffer: the elements more
+ * against the same product written to another buffer (and whether two
+ * in-place runs give the same bits: "rerun!" when not): the elements more
  * than one bf16 ulp apart (kern_cuda_lora_merge refuses in place since
  * they differed beyond rounding on an H100; the W8A8 pairs' y += t B'^T
  * accumulates in place). */
@@ -321,9 +322,11 @@ static int64_t bf16_far(const uint16_t *m1, const uint16_t *m2, int64_t n) {
 
 /* The W8A8 pair's y += t B'^T for op_linear_lora: far elements of the
  * product accumulated in place (return) and written to a second buffer
- * (*copy_far), each against bf16(y + t B'^T) summed in fp32 on the CPU. */
+ * (*copy_far), each against bf16(y + t B'^T) summed in fp32 on the CPU;
+ * *rerun_differs: the in-place product made twice from the same y gave
+ * other bits (a race, where a wrong rounding would repeat). */
 static int64_t lora_t_in_place_far(kern_cuda_gemm_ctx *g, int64_t M, int64_t N, int64_t R,
-                                   int64_t *copy_far) {
+                                   int64_t *copy_far, int *rerun_differs) {
   float *y = rand_f(M * N, -1, 1), *t = rand_bf16_valued(M * R, -1, 1);
   float *bl = rand_bf16_valued(N * R, -0.1, 0.1);
   uint16_t *yb = to_bf16(y, M * N), *tb = to_bf16(t, M * R), *blb = to_bf16(bl, N * R);
@@ -343,6 +346,10 @@ static int64_t lora_t_in_place_far(kern_cuda_gemm_ctx *g, int64_t M, int64_t N, 
   kern_cuda_matmul(g, &m, 0); /* in place */
   uint16_t *h1 = hb(M * N), *h2 = hb(M * N);
   down(h1, dy, ybytes);
+  up(dy, yb, ybytes);
+  kern_cuda_matmul(g, &m, 0); /* in place again */
+  down(h2, dy, ybytes);
+  *rerun_differs = memcmp(h1, h2, ybytes) != 0;
   down(h2, dy2, ybytes);
   float *yr = hf(M * N), *u = hf(M * N);
   for (int64_t i = 0; i < M * N; i++) yr[i] = kern_bf16_to_f32(yb[i]);
@@ -425,15 +432,16 @@ static void op_linear_lora(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   down(m2, dwi, wbytes);
   const int64_t nfar = bf16_far(m1, m2, N * K);
   int64_t ycopy = 0;
-  const int64_t yfar = lora_t_in_place_far(g, M > 8192 ? M : 8192, N, R, &ycopy);
+  int yrerun = 0;
+  const int64_t yfar = lora_t_in_place_far(g, M > 8192 ? M : 8192, N, R, &ycopy, &yrerun);
   /* The pair must show: its share of the output is far above the error. */
   float *plain = hf(M * N);
   kern_cpu_linear(x, w, b, plain, M, K, N);
   if (c->gelu) kern_cpu_gelu_tanh(plain, M * N);
   const double share = sp_test_rel_l2_f32(plain, ref, M * N);
   r->extra_ok = share > 4 * r->err;
-  snprintf(r->note, sizeof r->note, "pair %.1e; far: merge %lld, y %lld (copy %lld)", share,
-           (long long)nfar, (long long)yfar, (long long)ycopy);
+  snprintf(r->note, sizeof r->note, "pair %.1e; far: merge %lld, y %lld (copy %lld)%s", share,
+           (long long)nfar, (long long)yfar, (long long)ycopy, yrerun ? " rerun!" : "");
   if (got != (float *)out[0]) free(got);
   free(out[0]); free(out[1]); free(plain); free(m1); free(m2);
   free(x); free(w); free(b); free(a); free(bl); free(ref); free(base); free(t); free(u);
