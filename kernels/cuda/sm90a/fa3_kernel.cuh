@@ -330,8 +330,9 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
   /* PVT: each key tile's P V, added to O by fa3_merge_o with cp, the corr
    * of its tile (the others accumulate P V in O itself) */
   float ot[C::ON / 2], cp[2];
-  /* O += P V for the P in pr, V in slot v: issue (rescale O first) and
-   * finish (after the wait) */
+  /* O += P V for the P in pr (corr: its tile's), V in slot v: the issue
+   * (O rescaled first; PVT keeps corr for the merge instead) and the
+   * finish after the wait (PVT: the merge) */
   auto pv_issue = [&](uint32_t v) {
     if constexpr (C::PVT) {
       cp[0] = corr[0], cp[1] = corr[1];
