@@ -20,7 +20,8 @@
 #              704x1280, the Wan 2.2 VAE (encoder and decoder)
 # PRECISION: one of launch/bench/bench_precision.sh's words (bf16; fp8:
 # --precision fp8, W8A8 with the weights quantised at load; fp8-fast-int8attn,
-# fp8-fast-fp8attn: the same with fast fp8 accumulation and 8-bit attention). Per row: the command's wall time; of it the sampling (run --json
+# fp8-fast-fp8attn: the same with fast fp8 accumulation and 8-bit attention).
+# Per row: the command's wall time; of it the sampling (run --json
 # sample_s), the weights' load (the slowest rank's load_s: making the
 # synthetic weights on the host, their bf16 rounding and the copy up) and
 # the VAE decode (run's "decoded in" line); the rest is the text encoder,
