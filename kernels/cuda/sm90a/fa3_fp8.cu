@@ -51,28 +51,16 @@
 typedef fa3_cfg<128, 128, 2, 3, true, true, true, false, true> fa3_fp8_hd128;
 typedef fa3_cfg<64, 128, 3, 3, true, false, true, false, true> fa3_fp8_hd64;
 
-/* Tokens per partial amax of |v|, threads of the V^T pass, keys per V^T
- * block (one key tile: a row of 128 bytes per channel). */
-#define FA3_VAMAX_CHUNK 256
+/* Threads of the V^T pass, keys per V^T block (one key tile: a row of 128
+ * bytes per channel). */
 #define FA3_VT_THREADS 256
 #define FA3_VT_KEYS 128
 
 /* ---- the V passes ----------------------------------------------------------- */
 
-/* part (nchunks, heads, hd) = max |v| over tokens [c CHUNK, (c+1) CHUNK).
- * Block (chunk, head), thread d. */
-__global__ void fa3_vamax_partial(const __nv_bfloat16 *__restrict__ v, int Lk, int heads, int hd,
-                                  float *__restrict__ part) {
-  const int c = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  const int t0 = c * FA3_VAMAX_CHUNK, t1 = min(Lk, t0 + FA3_VAMAX_CHUNK);
-  float amax = 0.f;
-  for (int t = t0; t < t1; t++)
-    amax = fmaxf(amax, fabsf(__bfloat162float(v[((int64_t)t * heads + h) * hd + d])));
-  part[((int64_t)c * heads + h) * hd + d] = amax;
-}
-
 /* vs (2, heads, hd): [0] the scales amax / 448 (1 where amax is 0), [1]
- * amax, the max of the chunks' maxima. Block head, thread d. */
+ * amax, the max of the chunks' maxima (fa3_col_partial). Block head,
+ * thread d. */
 __global__ void fa3_vamax_final(const float *__restrict__ part, int nchunks, int heads, int hd,
                                 float *__restrict__ vs) {
   const int h = blockIdx.x, d = threadIdx.x;
@@ -129,16 +117,16 @@ __global__ void __launch_bounds__(FA3_VT_THREADS)
 void fa3_fp8_quantize_v(kern_attn_fa3_int8 *c, const kern_attn_params *p, fa3_qk8_inputs *in,
                         cudaStream_t stream) {
   const int64_t H = p->heads, hd = p->hd, lk16 = (p->Lk + 15) / 16 * 16;
-  const int nch = (int)((p->Lk + FA3_VAMAX_CHUNK - 1) / FA3_VAMAX_CHUNK);
+  const int nch = fa3_col_chunks(p->Lk);
   const int ntile = (int)((p->Lk + FA3_VT_KEYS - 1) / FA3_VT_KEYS);
+  fa3_grow((void **)&c->part, &c->cap[4], (size_t)(nch * H * hd) * sizeof(float));
   fa3_grow((void **)&c->vt, &c->cap[6], (size_t)(H * hd * lk16));
-  fa3_grow((void **)&c->vpart, &c->cap[7], (size_t)(nch * H * hd) * sizeof(float));
-  fa3_grow((void **)&c->vscale, &c->cap[8], (size_t)(2 * H * hd) * sizeof(float));
+  fa3_grow((void **)&c->vscale, &c->cap[7], (size_t)(2 * H * hd) * sizeof(float));
   const __nv_bfloat16 *v = reinterpret_cast<const __nv_bfloat16 *>(p->v);
-  fa3_vamax_partial<<<dim3((unsigned)nch, (unsigned)H), (unsigned)hd, 0, stream>>>(
-      v, (int)p->Lk, (int)H, (int)hd, c->vpart);
+  fa3_col_partial<true><<<dim3((unsigned)nch, (unsigned)H), (unsigned)hd, 0, stream>>>(
+      v, (int)p->Lk, (int)H, (int)hd, c->part);
   CUDA_LAUNCH_CHECK();
-  fa3_vamax_final<<<(unsigned)H, (unsigned)hd, 0, stream>>>(c->vpart, nch, (int)H, (int)hd,
+  fa3_vamax_final<<<(unsigned)H, (unsigned)hd, 0, stream>>>(c->part, nch, (int)H, (int)hd,
                                                             c->vscale);
   CUDA_LAUNCH_CHECK();
   void (*tiles)(const __nv_bfloat16 *, int, int, int64_t, const float *, uint8_t *) =

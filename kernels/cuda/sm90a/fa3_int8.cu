@@ -48,25 +48,12 @@
 typedef fa3_cfg<128, 128, 2, 3, true, true, true> fa3_int8_hd128;
 typedef fa3_cfg<64, 128, 3, 3, true, false, true> fa3_int8_hd64;
 
-/* Tokens per partial sum of the K mean. */
-#define FA3_MEAN_CHUNK 256
 #define FA3_QUANT_THREADS 128
 
 /* ---- the quantisation passes -------------------------------------------- */
 
-/* part (nchunks, heads, hd) = sums of k over tokens [c CHUNK, (c+1) CHUNK),
- * in token order. Block (chunk, head), thread d. */
-__global__ void fa3_kmean_partial(const __nv_bfloat16 *__restrict__ k, int Lk, int heads, int hd,
-                                  float *__restrict__ part) {
-  const int c = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  const int t0 = c * FA3_MEAN_CHUNK, t1 = min(Lk, t0 + FA3_MEAN_CHUNK);
-  float acc = 0.f;
-  for (int t = t0; t < t1; t++) acc += __bfloat162float(k[((int64_t)t * heads + h) * hd + d]);
-  part[((int64_t)c * heads + h) * hd + d] = acc;
-}
-
-/* mean (heads, hd) = the chunks' sums in chunk order, / Lk. Block head,
- * thread d. */
+/* mean (heads, hd) = the chunks' sums (fa3_col_partial) in chunk order,
+ * / Lk. Block head, thread d. */
 __global__ void fa3_kmean_final(const float *__restrict__ part, int nchunks, int Lk, int heads,
                                 int hd, float *__restrict__ mean) {
   const int h = blockIdx.x, d = threadIdx.x;
@@ -153,7 +140,7 @@ extern "C" int kern_attn_fa3_int8_create(kern_attn_fa3_int8 **out) {
 extern "C" void kern_attn_fa3_int8_destroy(kern_attn_fa3_int8 *c) {
   if (!c) return;
   void *b[FA3_8BIT_NBUF] = {c->q8, c->k8, c->qscale, c->kscale, c->part, c->kmean,
-                            c->vt, c->vpart, c->vscale};
+                            c->vt, c->vscale};
   for (int i = 0; i < FA3_8BIT_NBUF; i++)
     if (b[i]) CUDA_CHECK(cudaFree(b[i]));
   free(c);
@@ -168,7 +155,7 @@ void fa3_int8_quantize(kern_attn_fa3_int8 *c, const kern_attn_params *p, int bm,
                        fa3_qk8_inputs *in, cudaStream_t stream) {
   const int64_t H = p->heads, hd = p->hd;
   const int nqt = (int)((p->Lq + bm - 1) / bm), nkt = (int)((p->Lk + bn - 1) / bn);
-  const int nch = (int)((p->Lk + FA3_MEAN_CHUNK - 1) / FA3_MEAN_CHUNK);
+  const int nch = fa3_col_chunks(p->Lk);
   fa3_grow((void **)&c->q8, &c->cap[0], (size_t)(p->Lq * H * hd));
   fa3_grow((void **)&c->k8, &c->cap[1], (size_t)(p->Lk * H * hd));
   fa3_grow((void **)&c->qscale, &c->cap[2], (size_t)(H * nqt) * sizeof(float));
@@ -177,7 +164,7 @@ void fa3_int8_quantize(kern_attn_fa3_int8 *c, const kern_attn_params *p, int bm,
   fa3_grow((void **)&c->kmean, &c->cap[5], (size_t)(H * hd) * sizeof(float));
   const __nv_bfloat16 *q = reinterpret_cast<const __nv_bfloat16 *>(p->q);
   const __nv_bfloat16 *k = reinterpret_cast<const __nv_bfloat16 *>(p->k);
-  fa3_kmean_partial<<<dim3((unsigned)nch, (unsigned)H), (unsigned)hd, 0, stream>>>(
+  fa3_col_partial<false><<<dim3((unsigned)nch, (unsigned)H), (unsigned)hd, 0, stream>>>(
       k, (int)p->Lk, (int)H, (int)hd, c->part);
   CUDA_LAUNCH_CHECK();
   fa3_kmean_final<<<(unsigned)H, (unsigned)hd, 0, stream>>>(c->part, nch, (int)p->Lk, (int)H,
