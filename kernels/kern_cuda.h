@@ -89,6 +89,14 @@ void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t
                       const uint16_t *b, void *y, kern_dtype y_dtype, int64_t M, int64_t K,
                       int64_t N, kern_cuda_act act, cudaStream_t stream);
 
+/* The parameters of a linear layer y = act(x w^T + b + beta y), one batch:
+ * x (M, K), w (N, K) (bf16, or the bytes of a quantized kind), b (N) bf16
+ * or NULL, y (M, N), all row-major; alpha 1. With beta 1 it adds onto y
+ * (or onto p->c, set after): the W8A8 LoRA pairs' y += t B'^T. */
+void kern_cuda_gemm_linear_params(const void *x, const void *w, const uint16_t *b, void *y,
+                                  kern_dtype y_dtype, int64_t M, int64_t K, int64_t N,
+                                  kern_cuda_act act, float beta, kern_cuda_matmul_params *p);
+
 /* A weight merged with its bypassed LoRA pairs (MODEL.md "LoRA", bypass),
  * for the linear layer's GEMM right after:
  *   w_out = bf16(w + bl @ a)
@@ -100,6 +108,12 @@ void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, const uint16_t
 void kern_cuda_lora_merge(kern_cuda_gemm_ctx *ctx, const uint16_t *w, const uint16_t *a,
                           const uint16_t *bl, int64_t r, uint16_t *w_out, int64_t N, int64_t K,
                           cudaStream_t stream);
+/* The GEMM kern_cuda_lora_merge runs, as parameters (w_out == w: the same
+ * GEMM in place, which the merge refuses and tests/gpu/test_ops.c
+ * measures). */
+void kern_cuda_lora_merge_params(const uint16_t *w, const uint16_t *a, const uint16_t *bl,
+                                 int64_t r, uint16_t *w_out, int64_t N, int64_t K,
+                                 kern_cuda_matmul_params *p);
 
 /* A linear layer on an fp32 input for a few rows (the time embedding and
  * time projection, kept fp32 as the model computes them): y = x @ w^T + b,

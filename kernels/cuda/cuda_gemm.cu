@@ -446,24 +446,30 @@ extern "C" void kern_cuda_linear(kern_cuda_gemm_ctx *ctx, const uint16_t *x, con
   kern_cuda_matmul(ctx, &p, stream);
 }
 
+extern "C" void kern_cuda_lora_merge_params(const uint16_t *w, const uint16_t *a,
+                                            const uint16_t *bl, int64_t r, uint16_t *w_out,
+                                            int64_t N, int64_t K, kern_cuda_matmul_params *p) {
+  /* the GEMM's M x N x K is the weight's N x K over the pairs' r: bl (N, r)
+   * times a (r, K) read as (K, N) with b_kn, onto C = w */
+  memset(p, 0, sizeof *p);
+  p->a = bl; p->b = a; p->b_kn = 1; p->d = w_out; p->c = w;
+  p->d_dtype = KERN_DTYPE_BF16;
+  p->M = N; p->N = K; p->K = r;
+  p->lda = r; p->ldb = K; p->ldd = K;
+  p->batch = 1;
+  p->alpha = 1.0f;
+  p->beta = 1.0f;
+  p->act = KERN_CUDA_ACT_NONE;
+}
+
 extern "C" void kern_cuda_lora_merge(kern_cuda_gemm_ctx *ctx, const uint16_t *w,
                                      const uint16_t *a, const uint16_t *bl, int64_t r,
                                      uint16_t *w_out, int64_t N, int64_t K, cudaStream_t stream) {
-  /* the GEMM's M x N x K is the weight's N x K over the pairs' r: bl (N, r)
-   * times a (r, K) read as (K, N) with b_kn, onto C = w. Never in place:
-   * on an H100 the same merge with C = D gave other values than with
-   * C != D (tests/gpu/test_ops.c, linear_lora), beyond rounding */
+  /* Never in place: on an H100 the same merge with C = D gave other values
+   * than with C != D (tests/gpu/test_ops.c, linear_lora), beyond rounding */
   if (w == w_out) sp_fatal("internal: kern_cuda_lora_merge in place");
   kern_cuda_matmul_params p;
-  memset(&p, 0, sizeof p);
-  p.a = bl; p.b = a; p.b_kn = 1; p.d = w_out; p.c = w;
-  p.d_dtype = KERN_DTYPE_BF16;
-  p.M = N; p.N = K; p.K = r;
-  p.lda = r; p.ldb = K; p.ldd = K;
-  p.batch = 1;
-  p.alpha = 1.0f;
-  p.beta = 1.0f;
-  p.act = KERN_CUDA_ACT_NONE;
+  kern_cuda_lora_merge_params(w, a, bl, r, w_out, N, K, &p);
   kern_cuda_matmul(ctx, &p, stream);
 }
 

@@ -28,11 +28,4 @@ typedef enum kern_gemm_in {
 int kern_cuda_gemm_q(kern_cuda_gemm_ctx *ctx, const kern_cuda_matmul_params *p, kern_gemm_in in,
                      const float *sa, const float *sb, int may_refuse, cudaStream_t stream);
 
-/* The parameters of a linear layer y = act(x w^T + b + beta y), one batch:
- * x (M, K), w (N, K) (bf16, or the bytes of a quantized kind), b (N) bf16
- * or NULL, y (M, N), all row-major; alpha 1. */
-void kern_cuda_gemm_linear_params(const void *x, const void *w, const uint16_t *b, void *y,
-                                  kern_dtype y_dtype, int64_t M, int64_t K, int64_t N,
-                                  kern_cuda_act act, float beta, kern_cuda_matmul_params *p);
-
 #endif

@@ -336,11 +336,10 @@ static int64_t lora_t_in_place_far(kern_cuda_gemm_ctx *g, int64_t M, int64_t N, 
   up(dy, yb, ybytes);
   up(dt, tb, (size_t)(M * R) * 2);
   up(dbl, blb, (size_t)(N * R) * 2);
-  kern_cuda_matmul_params m;
-  memset(&m, 0, sizeof m);
-  m.a = dt, m.b = dbl, m.d = dy2, m.c = dy, m.d_dtype = KERN_DTYPE_BF16;
-  m.M = M, m.N = N, m.K = R, m.lda = R, m.ldb = R, m.ldd = N, m.batch = 1;
-  m.alpha = 1.0f, m.beta = 1.0f;
+  kern_cuda_matmul_params m; /* the product as the W8A8 stage makes it (stage_cuda_quant.c) */
+  kern_cuda_gemm_linear_params(dt, dbl, NULL, dy2, KERN_DTYPE_BF16, M, R, N, KERN_CUDA_ACT_NONE,
+                               1.0f, &m);
+  m.c = dy;
   kern_cuda_matmul(g, &m, 0); /* into a second buffer */
   m.d = dy, m.c = NULL;
   kern_cuda_matmul(g, &m, 0); /* in place */
@@ -422,10 +421,7 @@ static void op_linear_lora(const op_case *c, kern_cuda_gemm_ctx *g, result *r) {
   /* the same GEMM shape accumulating in place (C = D), as the W8A8 pairs'
    * y += t B'^T does: within one bf16 ulp of the merge into a copy */
   kern_cuda_matmul_params ip;
-  memset(&ip, 0, sizeof ip);
-  ip.a = dbl, ip.b = da, ip.b_kn = 1, ip.d = dwi, ip.d_dtype = KERN_DTYPE_BF16;
-  ip.M = N, ip.N = K, ip.K = R, ip.lda = R, ip.ldb = K, ip.ldd = K, ip.batch = 1;
-  ip.alpha = 1.0f, ip.beta = 1.0f;
+  kern_cuda_lora_merge_params(dwi, da, dbl, R, dwi, N, K, &ip);
   kern_cuda_matmul(g, &ip, 0);
   uint16_t *m1 = hb(N * K), *m2 = hb(N * K);
   down(m1, dwm, wbytes);

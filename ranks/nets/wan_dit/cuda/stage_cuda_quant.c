@@ -100,10 +100,9 @@ static void linear_w8a8(const rank_stage *s, cuda_stage *c, const cuda_linear *l
   if (!pair) return;
   kern_cuda_linear(c->gemm, c->xhat, l->lora->a, NULL, c->lora_t, KERN_DTYPE_BF16, l->rows,
                    l->in, l->lora->r, KERN_CUDA_ACT_NONE, c->stream);
-  const kern_cuda_matmul_params m = {
-      .a = c->lora_t, .b = l->lora->b, .d = l->y, .d_dtype = l->y_dtype, .M = l->rows,
-      .N = l->out, .K = l->lora->r, .lda = l->lora->r, .ldb = l->lora->r, .ldd = l->out,
-      .batch = 1, .alpha = 1.0f, .beta = 1.0f, .act = l->act};
+  kern_cuda_matmul_params m;
+  kern_cuda_gemm_linear_params(c->lora_t, l->lora->b, NULL, l->y, l->y_dtype, l->rows,
+                               l->lora->r, l->out, l->act, 1.0f, &m);
   kern_cuda_matmul(c->gemm, &m, c->stream);
 }
 
