@@ -176,9 +176,10 @@ static void host_case_8bit(const shape *s, host_case *hc) {
   int bm = 0, bn = 0;
   kern_attn_fa3_int8_blocks(s->hd, &bm, &bn);
   const double scale = s->scale > 0.f ? s->scale : 1.0 / sqrt((double)s->hd);
-  const sp_test_attn8_in in = {q,     k,  v,  s->Lq,    s->Lk,     s->heads,
-                               s->hd, scale, bm, bn, hc->rows, hc->nrows,
-                               kern_attn_fa3_fp8_l_e4m3(s->hd)};
+  const sp_test_attn8_in in = {.q = q, .k = k, .v = v, .Lq = s->Lq, .Lk = s->Lk,
+                               .heads = s->heads, .hd = s->hd, .scale = scale, .bm = bm,
+                               .bn = bn, .rows = hc->rows, .nrows = hc->nrows,
+                               .l_e4m3 = kern_attn_fa3_fp8_l_e4m3(s->hd)};
   sp_test_attn_int8(&in, out);
   hc->int8_err = sp_test_rel_l2_f32(out, hc->exact, hc->nrows * row);
   sp_test_attn_fp8(&in, out);

@@ -75,8 +75,8 @@ __device__ __forceinline__ void fa3_softmax(float (&s)[BN / 2], float (&m)[2], f
  * whose bias, rounded once per row and tile, is off from acc c - mb by at
  * most half an ulp of F c (2^-24 F c < c: under one step of the int8
  * scores, far under the int8 rounding of Q and K). MASK (the tile past
- * Lk): columns at or past `valid`
- * get P = 0 and stay out of the max. P (fp32) is left in s as its bits.
+ * Lk): columns at or past `valid` get P = 0 and stay out of the max. P
+ * (fp32) is left in s as its bits.
  * PLOG2: P is 2^PLOG2 times the weights (the exponent's bias moved by
  * PLOG2; l sums the scaled P, so O / l is unchanged): fa3-fp8's P in
  * e4m3's normal range. SUM false: l is left alone (fa3-fp8 with

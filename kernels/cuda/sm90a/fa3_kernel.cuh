@@ -451,7 +451,7 @@ __device__ __forceinline__ void fa3_consumer(const fa3_params &p, const fa3_smem
     } else {
       const int row0 = qb * C::BM + wg * 64 + wq * 16 + lane / 4;
       fa3_store_o<C::HD, C::ON, C::PV8>(o, l, p.out, row0, p.Lq, p.heads, head, t,
-                                 C::PV8 ? p.vscale + (int64_t)head * C::HD : nullptr);
+                                        C::PV8 ? p.vscale + (int64_t)head * C::HD : nullptr);
     }
   }
   /* the last output stores done before the CTA's shared memory goes */
@@ -485,9 +485,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     fa3_mbar_init_fence();
   }
   if constexpr (C::PVT) { /* the row-sum blocks: row 0 e4m3 1.0 (0x38), rows 1-7 zero */
-    for (int i = threadIdx.x; i < C::STAGES * 256; i += C::THREADS)
-      fa3_st_shared_u32(sm.vslot(i / 256) + C::V_BYTES + 4 * (i % 256),
-                        i % 256 < 32 ? 0x38383838u : 0u);
+    constexpr int WORDS = (C::V_SLOT - C::V_BYTES) / 4, ROW = 128 / 4; /* a block's, its row's */
+    for (int i = threadIdx.x; i < C::STAGES * WORDS; i += C::THREADS)
+      fa3_st_shared_u32(sm.vslot(i / WORDS) + C::V_BYTES + 4 * (i % WORDS),
+                        i % WORDS < ROW ? 0x38383838u : 0u);
     fa3_fence_proxy_async(); /* visible to the wgmma's reads (the async proxy) */
   }
   __syncthreads();
