@@ -152,14 +152,8 @@ extern "C" void kern_attn_fa3_fp8_run(kern_attn_fa3_int8 *c, kern_attn_params p,
                                       cudaStream_t stream) {
   char why[192];
   if (!kern_attn_fa3_supported(&p, why, sizeof why)) sp_fatal("attention (fa3-fp8): %s", why);
-  fa3_qk8_inputs in;
-  if (p.hd == 128) {
-    fa3_int8_quantize(c, &p, fa3_fp8_hd128::BM, fa3_fp8_hd128::BN, &in, stream);
-    fa3_fp8_quantize_v(c, &p, &in, stream);
-    fa3_launch<fa3_fp8_hd128>(&p, 1, stream, &in);
-  } else {
-    fa3_int8_quantize(c, &p, fa3_fp8_hd64::BM, fa3_fp8_hd64::BN, &in, stream);
-    fa3_fp8_quantize_v(c, &p, &in, stream);
-    fa3_launch<fa3_fp8_hd64>(&p, 1, stream, &in);
-  }
+  if (p.hd == 128)
+    fa3_8bit_launch<fa3_fp8_hd128>(c, &p, stream);
+  else
+    fa3_8bit_launch<fa3_fp8_hd64>(c, &p, stream);
 }

@@ -592,4 +592,16 @@ static void fa3_launch(const kern_attn_params *p, int persistent, cudaStream_t s
   CUDA_LAUNCH_CHECK();
 }
 
+/* An 8-bit configuration C (QK8, and PV8 for fa3-fp8) on p: its
+ * quantisation passes into the context c, then the persistent kernel. */
+template <class C>
+static void fa3_8bit_launch(kern_attn_fa3_int8 *c, const kern_attn_params *p,
+                            cudaStream_t stream) {
+  static_assert(C::QK8, "an 8-bit configuration");
+  fa3_qk8_inputs in;
+  fa3_int8_quantize(c, p, C::BM, C::BN, &in, stream);
+  if constexpr (C::PV8) fa3_fp8_quantize_v(c, p, &in, stream);
+  fa3_launch<C>(p, 1, stream, &in);
+}
+
 #endif
